@@ -1,0 +1,43 @@
+# cellrate — `make help` lists the targets.
+
+CC      ?= cc
+PYTHON  ?= python3
+CSTD     = -std=c11 -D_GNU_SOURCE
+WARN     = -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Werror
+ARCHFLAGS := $(shell [ "$$(uname -m)" = x86_64 ] && echo -mcx16)
+CFLAGS  ?= -O2 -g
+ALLCFLAGS = $(CSTD) $(WARN) $(ARCHFLAGS) $(CFLAGS) -fPIC -Icore
+LDLIBS   = -lpthread -latomic
+
+CORE_SRC = $(wildcard core/*.c)
+CORE_HDR = $(wildcard core/*.h)
+BUILD    = build
+
+LUA54_INC  = /usr/include/lua5.4
+LUAJIT_INC = /usr/include/luajit-2.1
+
+.DEFAULT_GOAL := help
+.PHONY: help deps core test test-c test-asan test-tsan test-py test-lua demo bench symbols clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
+
+deps: ## install what building and testing need (apt-get, pip)
+	@sh tests/install-deps.sh
+
+core: $(BUILD)/libcellrate.a ## build the C core (static library)
+
+$(BUILD)/%.o: core/%.c $(CORE_HDR)
+	@mkdir -p $(BUILD)
+	$(CC) $(ALLCFLAGS) -c $< -o $@
+
+$(BUILD)/libcellrate.a: $(patsubst core/%.c,$(BUILD)/%.o,$(CORE_SRC))
+	ar rcs $@ $^
+
+symbols: $(BUILD)/libcellrate.a ## fail on any exported symbol without the cr_ prefix
+	@bad=$$(nm -g --defined-only $< | awk 'NF==3 {print $$3}' | grep -v '^cr_' || true); \
+	if [ -n "$$bad" ]; then echo "unprefixed exported symbols:"; echo "$$bad"; exit 1; fi; \
+	echo "symbols: all exported symbols carry the cr_ prefix"
+
+clean: ## remove build products
+	rm -rf $(BUILD) python/cellrate/*.so *.egg-info

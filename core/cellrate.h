@@ -1,0 +1,212 @@
+/*
+ * cellrate: a GCRA rate limiter on integer nanoseconds.
+ *
+ * One 64-bit theoretical arrival time (TAT) per key; a decision is a pure
+ * function of (limit, TAT, now, cost); the stores (cr_limiter, cr_keyed)
+ * apply it with a compare-and-swap, and a turned-away request writes nothing.
+ *
+ * Units: every time is an int64_t count of nanoseconds on CLOCK_MONOTONIC.
+ * Pass CR_CLOCK as `now_ns` to have the store read that clock itself.
+ *
+ * Thread-safety: cr_limit and cr_decision are plain values. cr_limiter and
+ * cr_keyed may be used from any number of threads at once, except that
+ * cr_*_free must not race with any other call on the same handle.
+ */
+#ifndef CELLRATE_H
+#define CELLRATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CR_VERSION_MAJOR 0
+#define CR_VERSION_MINOR 1
+#define CR_VERSION_PATCH 0
+#define CR_VERSION_STRING "0.1.0"
+
+/* The version of the linked library, "MAJOR.MINOR.PATCH". */
+const char *cr_version(void);
+
+/* retry_after_ns of a cost that can never be admitted (cost * T > tau). */
+#define CR_NEVER INT64_MAX
+
+/* As `now_ns`: read CLOCK_MONOTONIC at the moment of the decision. */
+#define CR_CLOCK (-1)
+
+/* Capacity of a keyed table when the caller names none. */
+#define CR_KEYED_DEFAULT_CAPACITY 100000
+
+/*
+ * Status codes: X(NAME, parameter, message). A denial is not an error; these
+ * are for bad arguments and exhausted resources. The parameter is the name
+ * the user gave (or "" when none applies); messages start with it.
+ */
+#define CR_STATUS_LIST(X)                                                      \
+    X(OK, "", "ok")                                                            \
+    X(E_RATE, "rate", "rate must be a number > 0 or a rate string such as '10/second'") \
+    X(E_RATE_SYNTAX, "rate",                                                   \
+      "rate: cannot parse; expected a number or a string such as "             \
+      "'10/second', '300/minute', '5 per second' or '100/5m'")                 \
+    X(E_RATE_CALENDAR, "rate",                                                 \
+      "rate: months and years have no fixed length; use a fixed duration "     \
+      "such as '1000/30d' or '1000/365d'")                                     \
+    X(E_RATE_TOO_HIGH, "rate",                                                 \
+      "rate is too high: the interval period/rate rounds below 1 ns")          \
+    X(E_RATE_TOO_LOW, "rate",                                                  \
+      "rate is too low: the interval period/rate exceeds 2^63 ns")             \
+    X(E_PERIOD, "period", "period must be a finite number of seconds > 0")    \
+    X(E_PERIOD_WITH_TEXT, "period",                                            \
+      "period must not be given with a rate string, which carries its own period") \
+    X(E_BURST, "burst", "burst must be an integer >= 1")                       \
+    X(E_BURST_TOO_LARGE, "burst",                                              \
+      "burst is too large: burst * (period/rate) exceeds 2^63 ns")             \
+    X(E_COST, "cost", "cost must be an integer >= 0")                          \
+    X(E_NOW, "now", "now must be a finite number of seconds >= 0 and below 2^63 ns") \
+    X(E_KEY, "key", "key must be a string (str or bytes)")                     \
+    X(E_CAPACITY, "capacity", "capacity must be an integer >= 1 and <= 2^32") \
+    X(E_NOMEM, "", "out of memory")
+
+typedef enum cr_status {
+#define CR_STATUS_ENUM_(name, param, message) CR_##name,
+    CR_STATUS_LIST(CR_STATUS_ENUM_)
+#undef CR_STATUS_ENUM_
+    CR_STATUS_COUNT
+} cr_status;
+
+/* The message of a status ("unknown status" for a value out of range). */
+const char *cr_strerror(cr_status status);
+/* The parameter a status is about, or "" (never NULL). */
+const char *cr_status_param(cr_status status);
+
+/* ------------------------------------------------------------------------ */
+/* Limits                                                                    */
+
+/* A validated limit. A plain value: copy it freely. */
+typedef struct cr_limit {
+    int64_t emission_ns;  /* T: nanoseconds per unit, >= 1 */
+    int64_t tolerance_ns; /* tau = T * burst */
+    int64_t burst;        /* units an idle key may spend at once, >= 1 */
+    double rate;          /* units per period, as given or parsed */
+    double period_s;      /* seconds, as given or parsed */
+} cr_limit;
+
+/* What a user gives. `rate_text`, when not NULL, takes the place of `rate`
+ * and carries its own period (then `has_period` must be false). Absent
+ * period: 1 s. Absent burst: max(1, ceil(rate)). */
+typedef struct cr_limit_args {
+    double rate;
+    const char *rate_text; /* need not be NUL-terminated */
+    size_t rate_text_len;
+    double period_s;
+    bool has_period;
+    int64_t burst;
+    bool has_burst;
+} cr_limit_args;
+
+/* Validates `args` and fills `limit`. On error `limit` is left untouched. */
+cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args);
+
+/* Parses a rate string into units and period seconds, without applying it.
+ * Grammar: NUMBER ("/" | "per") [NUMBER] UNIT, spaces allowed between parts;
+ * UNIT: ns us ms s sec second m min minute h hr hour d day w week (plurals
+ * accepted). Months and years are refused (CR_E_RATE_CALENDAR). */
+cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *period_s);
+
+/* ------------------------------------------------------------------------ */
+/* Decisions                                                                 */
+
+typedef struct cr_decision {
+    bool allowed;
+    int64_t limit;          /* = burst */
+    int64_t remaining;      /* units that would still be admitted right after */
+    int64_t retry_after_ns; /* 0 when allowed; CR_NEVER when the cost can never fit */
+    int64_t reset_after_ns; /* until the key is back to a full burst */
+} cr_decision;
+
+/*
+ * The decision of DESIGN §1, pure: `tat` is the stored TAT (0 for a key never
+ * seen), `now_ns` >= 0, `cost` >= 0. Fills `out` and returns the TAT to store:
+ * equal to `tat` when nothing is to be written (turned away, or cost 0).
+ * Saturates, never wraps.
+ */
+int64_t cr_decide(const cr_limit *limit, int64_t tat, int64_t now_ns, int64_t cost,
+                  cr_decision *out);
+
+/* ------------------------------------------------------------------------ */
+/* Time                                                                      */
+
+/* CLOCK_MONOTONIC in nanoseconds (system-wide: the same in every process). */
+int64_t cr_clock_ns(void);
+
+/* Seconds (a caller's `now`) to nanoseconds, rounded to the nearest ns.
+ * CR_E_NOW unless finite, >= 0 and below 2^63 ns. */
+cr_status cr_seconds_to_ns(double seconds, int64_t *ns);
+
+/* Nanoseconds to seconds; CR_NEVER becomes +infinity. */
+double cr_ns_to_seconds(int64_t ns);
+
+/* ------------------------------------------------------------------------ */
+/* Limiter: one key, one atomic TAT.                                         */
+
+typedef struct cr_limiter cr_limiter;
+
+/* Makes a limiter for `limit`, idle (full burst). */
+cr_status cr_limiter_new(cr_limiter **out, const cr_limit *limit);
+/* Frees it; NULL is a no-op. */
+void cr_limiter_free(cr_limiter *limiter);
+const cr_limit *cr_limiter_limit(const cr_limiter *limiter);
+
+/*
+ * Decides for `cost` units at `now_ns` (or CR_CLOCK). With `commit`, an
+ * admission is stored by compare-and-swap (lock-free); without it (peek),
+ * nothing is written. CR_E_COST / CR_E_NOW for bad arguments.
+ */
+cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool commit,
+                           cr_decision *out);
+
+/* Back to idle (full burst). */
+void cr_limiter_reset(cr_limiter *limiter);
+
+/* ------------------------------------------------------------------------ */
+/* Keyed: many keys in a table of bounded size.                              */
+
+typedef struct cr_keyed cr_keyed;
+
+/*
+ * Makes a table sized for `capacity` live keys (32 bytes of table each),
+ * hashed with SipHash-1-3 under a random 128-bit seed of its own.
+ */
+cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity);
+/* Frees it; NULL is a no-op. */
+void cr_keyed_free(cr_keyed *keyed);
+const cr_limit *cr_keyed_limit(const cr_keyed *keyed);
+
+/*
+ * As cr_limiter_check, for `key` (any bytes, any length). A lookup of a key
+ * that holds a slot takes no lock and writes only that slot; the first
+ * admission of a key takes a short per-stripe lock to claim a slot.
+ */
+cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                         int64_t cost, bool commit, cr_decision *out);
+
+/* Forgets `key` (back to idle) and frees its slot. */
+void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len);
+
+/* Keys holding a slot now (a key whose TAT has passed may hold one until reused). */
+size_t cr_keyed_len(const cr_keyed *keyed);
+/* The capacity the table was sized for. */
+int64_t cr_keyed_capacity(const cr_keyed *keyed);
+/* Bytes of table (slots, locks and header). */
+size_t cr_keyed_memory(const cr_keyed *keyed);
+/* Live keys evicted so far to make room (see README: "When the table is full"). */
+uint64_t cr_keyed_evictions(const cr_keyed *keyed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CELLRATE_H */

@@ -1,0 +1,346 @@
+/*
+ * Many keys: a table of 16-byte slots {fingerprint, TAT} in 64-byte buckets.
+ *
+ * A key's fingerprint is its 64-bit keyed SipHash-1-3 (0 marks an empty
+ * slot); the key may sit in either of two buckets chosen by the hash, so a
+ * lookup reads at most two cache lines. Every change of a slot is one 16-byte
+ * compare-and-swap of the pair, so a slot's key and its TAT never tear: an
+ * update that raced with a reuse of the slot simply fails and looks again.
+ *
+ * Lookups and updates of a key that holds a slot take no lock. Giving a slot
+ * to a key (which may reuse an expired slot or evict a live one) happens under
+ * the locks of the key's two buckets, after looking again under them, so two
+ * threads can never place the same key twice. Freeing a slot needs no lock:
+ * it cannot create a duplicate.
+ */
+#include "cellrate.h"
+#include "internal.h"
+#include "siphash.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define SLOTS_PER_BUCKET 4
+#define MAX_STRIPES 256
+#define MAX_CAPACITY ((int64_t)1 << 32)
+
+__extension__ typedef unsigned __int128 slot_pair; /* low half: fingerprint; high half: TAT */
+
+typedef union {
+    slot_pair pair;
+    struct {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        int64_t tat;
+        uint64_t fp;
+#else
+        uint64_t fp;
+        int64_t tat;
+#endif
+    } half;
+} slot;
+
+typedef struct {
+    _Alignas(64) slot slots[SLOTS_PER_BUCKET];
+} bucket;
+
+_Static_assert(sizeof(slot) == 16, "a slot is 16 bytes");
+_Static_assert(sizeof(bucket) == 64, "a bucket is one cache line");
+
+struct cr_keyed {
+    cr_limit limit;
+    int64_t capacity;
+    uint64_t seed[2];
+    uint32_t nbuckets;
+    uint32_t nstripes;
+    bucket *buckets;
+    pthread_mutex_t *stripes;
+    _Alignas(64) _Atomic uint64_t len;
+    _Alignas(64) _Atomic uint64_t evictions;
+};
+
+static slot_pair make_pair(uint64_t fp, int64_t tat)
+{
+    slot s;
+    s.half.fp = fp;
+    s.half.tat = tat;
+    return s.pair;
+}
+
+static bool slot_cas(slot *target, slot_pair expected, slot_pair desired)
+{
+#if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
+    /* GCC inlines cmpxchg16b for __sync (with -mcx16) but not for __atomic. */
+    return __sync_bool_compare_and_swap(&target->pair, expected, desired);
+#else
+    return __atomic_compare_exchange_n(&target->pair, &expected, desired, false,
+                                       __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+#endif
+}
+
+/* Reads a slot's two halves. The pair may be torn by a concurrent change; a
+ * compare-and-swap against it then fails, and readers that do not write check
+ * the fingerprint again after the TAT. */
+static uint64_t load_fp(const slot *s) { return __atomic_load_n(&s->half.fp, __ATOMIC_ACQUIRE); }
+static int64_t load_tat(const slot *s) { return __atomic_load_n(&s->half.tat, __ATOMIC_ACQUIRE); }
+
+/* Lemire's multiply-shift: a uniform index in [0, n) without a division. */
+static uint32_t reduce(uint32_t hash, uint32_t n) { return (uint32_t)(((uint64_t)hash * n) >> 32); }
+
+typedef struct {
+    uint64_t fp;
+    uint32_t bucket[2];
+} key_place;
+
+static key_place key_place_of(const cr_keyed *keyed, const void *key, size_t key_len)
+{
+    uint64_t hash = cr_siphash13(keyed->seed, key, key_len);
+    key_place place;
+    place.fp = hash ? hash : 1;
+    place.bucket[0] = reduce((uint32_t)hash, keyed->nbuckets);
+    place.bucket[1] = reduce((uint32_t)(hash >> 32), keyed->nbuckets);
+    if (place.bucket[1] == place.bucket[0] && keyed->nbuckets > 1)
+        place.bucket[1] = (place.bucket[0] + 1) % keyed->nbuckets;
+    return place;
+}
+
+/* The slot holding `fp`, with its TAT in *tat, or NULL. */
+static slot *find(const cr_keyed *keyed, const key_place *place, int64_t *tat)
+{
+    for (int b = 0; b < 2; b++) {
+        bucket *bk = &keyed->buckets[place->bucket[b]];
+        for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
+            slot *s = &bk->slots[i];
+            if (load_fp(s) != place->fp)
+                continue;
+            *tat = load_tat(s);
+            if (load_fp(s) == place->fp)
+                return s;
+            i = -1; /* the slot changed hands under us: look at this bucket again */
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Stripe locks: taken only to give a slot to a key.                         */
+
+static void stripe_lock(pthread_mutex_t *mutex)
+{
+    int rc = pthread_mutex_lock(mutex);
+    /* A robust lock whose holder died: every slot change is a single CAS, so
+     * there is nothing to repair; mark the lock usable and go on. */
+    if (rc == EOWNERDEAD)
+        pthread_mutex_consistent(mutex);
+}
+
+static void lock_places(cr_keyed *keyed, const key_place *place, uint32_t stripe[2])
+{
+    stripe[0] = place->bucket[0] % keyed->nstripes;
+    stripe[1] = place->bucket[1] % keyed->nstripes;
+    if (stripe[0] > stripe[1]) { /* one global order: no deadlock */
+        uint32_t first = stripe[1];
+        stripe[1] = stripe[0];
+        stripe[0] = first;
+    }
+    stripe_lock(&keyed->stripes[stripe[0]]);
+    if (stripe[1] != stripe[0])
+        stripe_lock(&keyed->stripes[stripe[1]]);
+}
+
+static void unlock_places(cr_keyed *keyed, const uint32_t stripe[2])
+{
+    if (stripe[1] != stripe[0])
+        pthread_mutex_unlock(&keyed->stripes[stripe[1]]);
+    pthread_mutex_unlock(&keyed->stripes[stripe[0]]);
+}
+
+/*
+ * Gives `place->fp` a slot holding `new_tat`, called with the key's stripes
+ * locked and the key absent from both buckets. Takes an empty slot of the
+ * emptier bucket (two choices keep buckets even); else the candidate with the
+ * smallest TAT, which is free if that TAT has passed and otherwise the most
+ * idle live key, evicted and counted.
+ */
+static void claim_slot(cr_keyed *keyed, const key_place *place, int64_t now_ns, int64_t new_tat)
+{
+    for (;;) {
+        slot *empty = NULL, *oldest = NULL;
+        slot_pair empty_seen = 0, oldest_seen = 0;
+        int64_t oldest_tat = INT64_MAX;
+        int most_empties = 0;
+        for (int b = 0; b < 2; b++) {
+            bucket *bk = &keyed->buckets[place->bucket[b]];
+            int empties = 0;
+            slot *first_empty = NULL;
+            slot_pair first_empty_seen = 0;
+            for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
+                slot *s = &bk->slots[i];
+                uint64_t fp = load_fp(s);
+                int64_t tat = load_tat(s);
+                if (fp == 0) {
+                    if (empties++ == 0) {
+                        first_empty = s;
+                        first_empty_seen = make_pair(fp, tat);
+                    }
+                } else if (tat < oldest_tat || !oldest) {
+                    oldest = s;
+                    oldest_seen = make_pair(fp, tat);
+                    oldest_tat = tat;
+                }
+            }
+            if (empties > most_empties) {
+                most_empties = empties;
+                empty = first_empty;
+                empty_seen = first_empty_seen;
+            }
+        }
+        slot *victim = empty ? empty : oldest;
+        if (!slot_cas(victim, empty ? empty_seen : oldest_seen, make_pair(place->fp, new_tat)))
+            continue; /* the candidate changed: choose again */
+        if (empty)
+            atomic_fetch_add_explicit(&keyed->len, 1, memory_order_relaxed);
+        else if (oldest_tat > now_ns)
+            atomic_fetch_add_explicit(&keyed->evictions, 1, memory_order_relaxed);
+        return;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+
+static cr_status fill_seed(uint64_t seed[2])
+{
+    size_t got = 0;
+    unsigned char *out = (unsigned char *)seed;
+    while (got < 2 * sizeof seed[0]) {
+        ssize_t n = getrandom(out + got, 2 * sizeof seed[0] - got, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return CR_E_NOMEM; /* no entropy source: cannot make a safe table */
+        }
+        got += (size_t)n;
+    }
+    return CR_OK;
+}
+
+/* Buckets for a capacity: 7/4 slots per key, so a table at capacity is 57%
+ * full and a key rarely finds both of its buckets full of live keys. */
+static uint32_t buckets_for(int64_t capacity)
+{
+    int64_t slots = capacity + (capacity * 3 + 3) / 4;
+    int64_t buckets = (slots + SLOTS_PER_BUCKET - 1) / SLOTS_PER_BUCKET;
+    return (uint32_t)(buckets < 2 ? 2 : buckets);
+}
+
+cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity)
+{
+    if (capacity < 1 || capacity > MAX_CAPACITY)
+        return CR_E_CAPACITY;
+    cr_keyed *keyed = aligned_alloc(64, sizeof *keyed);
+    if (!keyed)
+        return CR_E_NOMEM;
+    memset(keyed, 0, sizeof *keyed);
+    keyed->limit = *limit;
+    keyed->capacity = capacity;
+    keyed->nbuckets = buckets_for(capacity);
+    keyed->nstripes = keyed->nbuckets < MAX_STRIPES ? keyed->nbuckets : MAX_STRIPES;
+    atomic_init(&keyed->len, 0);
+    atomic_init(&keyed->evictions, 0);
+
+    keyed->buckets = aligned_alloc(64, (size_t)keyed->nbuckets * sizeof(bucket));
+    keyed->stripes = malloc(keyed->nstripes * sizeof(pthread_mutex_t));
+    if (!keyed->buckets || !keyed->stripes || fill_seed(keyed->seed) != CR_OK) {
+        free(keyed->buckets);
+        free(keyed->stripes);
+        free(keyed);
+        return CR_E_NOMEM;
+    }
+    memset(keyed->buckets, 0, (size_t)keyed->nbuckets * sizeof(bucket));
+    for (uint32_t i = 0; i < keyed->nstripes; i++)
+        pthread_mutex_init(&keyed->stripes[i], NULL);
+    *out = keyed;
+    return CR_OK;
+}
+
+void cr_keyed_free(cr_keyed *keyed)
+{
+    if (!keyed)
+        return;
+    for (uint32_t i = 0; i < keyed->nstripes; i++)
+        pthread_mutex_destroy(&keyed->stripes[i]);
+    free(keyed->stripes);
+    free(keyed->buckets);
+    free(keyed);
+}
+
+const cr_limit *cr_keyed_limit(const cr_keyed *keyed) { return &keyed->limit; }
+
+cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                         int64_t cost, bool commit, cr_decision *out)
+{
+    cr_status status = cr_check_args(&now_ns, cost);
+    if (status != CR_OK)
+        return status;
+    const key_place place = key_place_of(keyed, key, key_len);
+    for (;;) {
+        int64_t tat;
+        slot *s = find(keyed, &place, &tat);
+        if (s) {
+            int64_t new_tat = cr_decide(&keyed->limit, tat, now_ns, cost, out);
+            if (new_tat == tat || !commit ||
+                slot_cas(s, make_pair(place.fp, tat), make_pair(place.fp, new_tat)))
+                return CR_OK;
+            continue; /* lost a race on this slot: decide again from what is there */
+        }
+        /* Absent: the key is idle. Only an admission that commits needs a slot. */
+        int64_t new_tat = cr_decide(&keyed->limit, 0, now_ns, cost, out);
+        if (new_tat == 0 || !commit)
+            return CR_OK;
+        uint32_t stripe[2];
+        lock_places(keyed, &place, stripe);
+        bool placed = !find(keyed, &place, &tat);
+        if (placed)
+            claim_slot(keyed, &place, now_ns, new_tat);
+        unlock_places(keyed, stripe);
+        if (placed)
+            return CR_OK;
+        /* another thread placed the key meanwhile: decide against its slot */
+    }
+}
+
+void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
+{
+    const key_place place = key_place_of(keyed, key, key_len);
+    int64_t tat;
+    slot *s;
+    while ((s = find(keyed, &place, &tat))) {
+        if (slot_cas(s, make_pair(place.fp, tat), make_pair(0, 0))) {
+            atomic_fetch_sub_explicit(&keyed->len, 1, memory_order_relaxed);
+            return;
+        }
+    }
+}
+
+size_t cr_keyed_len(const cr_keyed *keyed)
+{
+    return (size_t)atomic_load_explicit(&keyed->len, memory_order_relaxed);
+}
+
+int64_t cr_keyed_capacity(const cr_keyed *keyed) { return keyed->capacity; }
+
+size_t cr_keyed_memory(const cr_keyed *keyed)
+{
+    return sizeof *keyed + (size_t)keyed->nbuckets * sizeof(bucket) +
+           keyed->nstripes * sizeof(pthread_mutex_t);
+}
+
+uint64_t cr_keyed_evictions(const cr_keyed *keyed)
+{
+    return atomic_load_explicit(&keyed->evictions, memory_order_relaxed);
+}

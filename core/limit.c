@@ -1,0 +1,247 @@
+/* Limits: validation, defaults and the rate-string grammar; status messages; units. */
+#include "cellrate.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *cr_version(void) { return CR_VERSION_STRING; }
+
+static const struct {
+    const char *param;
+    const char *message;
+} status_table[] = {
+#define CR_STATUS_ROW_(name, param, message) {param, message},
+    CR_STATUS_LIST(CR_STATUS_ROW_)
+#undef CR_STATUS_ROW_
+};
+
+const char *cr_strerror(cr_status status)
+{
+    if ((unsigned)status >= CR_STATUS_COUNT)
+        return "unknown status";
+    return status_table[status].message;
+}
+
+const char *cr_status_param(cr_status status)
+{
+    if ((unsigned)status >= CR_STATUS_COUNT)
+        return "";
+    return status_table[status].param;
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* 2^63 as a double: the first value a double-to-int64 conversion cannot hold. */
+#define TWO_POW_63 9223372036854775808.0
+
+/* Nearest integer, halves away from zero, for finite 0 <= x < 2^63. */
+static int64_t round_half_away(double x)
+{
+    double whole = floor(x);
+    return (int64_t)whole + (x - whole >= 0.5 ? 1 : 0);
+}
+
+cr_status cr_seconds_to_ns(double seconds, int64_t *ns)
+{
+    /* The product is rounded once by the FPU; nearest-ns is the contract. */
+    double scaled = seconds * 1e9;
+    if (!(seconds >= 0) || !(scaled < TWO_POW_63)) /* also catches NaN */
+        return CR_E_NOW;
+    *ns = round_half_away(scaled);
+    return CR_OK;
+}
+
+double cr_ns_to_seconds(int64_t ns)
+{
+    if (ns == CR_NEVER)
+        return INFINITY;
+    return (double)ns / 1e9;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Rate strings: NUMBER ("/" | "per") [NUMBER] UNIT, case-insensitive.       */
+
+typedef struct {
+    const char *at;
+    const char *end;
+} cursor;
+
+static void skip_spaces(cursor *c)
+{
+    while (c->at < c->end && *c->at == ' ')
+        c->at++;
+}
+
+static bool is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+
+static char lower(char ch) { return (ch >= 'A' && ch <= 'Z') ? (char)(ch - 'A' + 'a') : ch; }
+
+/* Digits with an optional fraction; at most 15 significant digits and 22
+ * decimals, so the mantissa and 10^k are exact doubles and one division
+ * rounds correctly. */
+static bool parse_number(cursor *c, double *value)
+{
+    uint64_t mantissa = 0;
+    int digits = 0, decimals = 0;
+    bool seen_digit = false, seen_point = false;
+    while (c->at < c->end) {
+        char ch = *c->at;
+        if (is_digit(ch)) {
+            seen_digit = true;
+            if (mantissa != 0 || ch != '0')
+                digits++;
+            if (digits > 15)
+                return false;
+            mantissa = mantissa * 10 + (uint64_t)(ch - '0');
+            if (seen_point)
+                decimals++;
+        } else if (ch == '.' && !seen_point) {
+            seen_point = true;
+        } else {
+            break;
+        }
+        c->at++;
+    }
+    /* Powers of ten up to 1e22 are exact doubles. */
+    static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                   1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    if (!seen_digit || decimals > 22)
+        return false;
+    *value = (double)mantissa / pow10[decimals];
+    return true;
+}
+
+/* Reads a run of letters and matches it against one of `names` (NULL-ended). */
+static bool word_is(const char *word, size_t len, const char *const *names)
+{
+    for (; *names; names++) {
+        if (strlen(*names) != len)
+            continue;
+        size_t i = 0;
+        while (i < len && lower(word[i]) == (*names)[i])
+            i++;
+        if (i == len)
+            return true;
+    }
+    return false;
+}
+
+static size_t letters(const cursor *c)
+{
+    size_t n = 0;
+    while (c->at + n < c->end && lower(c->at[n]) >= 'a' && lower(c->at[n]) <= 'z')
+        n++;
+    return n;
+}
+
+static const char *const unit_ns[] = {"ns", "nanosecond", "nanoseconds", NULL};
+static const char *const unit_us[] = {"us", "microsecond", "microseconds", NULL};
+static const char *const unit_ms[] = {"ms", "millisecond", "milliseconds", NULL};
+static const char *const unit_s[] = {"s", "sec", "secs", "second", "seconds", NULL};
+static const char *const unit_m[] = {"m", "min", "mins", "minute", "minutes", NULL};
+static const char *const unit_h[] = {"h", "hr", "hrs", "hour", "hours", NULL};
+static const char *const unit_d[] = {"d", "day", "days", NULL};
+static const char *const unit_w[] = {"w", "wk", "week", "weeks", NULL};
+static const char *const unit_calendar[] = {"mo",   "month", "months", "y",     "yr",
+                                            "yrs",  "year",  "years",  NULL};
+
+static const struct {
+    const char *const *names;
+    double seconds;
+} units[] = {
+    {unit_ns, 1e-9}, {unit_us, 1e-6}, {unit_ms, 1e-3}, {unit_s, 1.0},
+    {unit_m, 60.0},  {unit_h, 3600.0}, {unit_d, 86400.0}, {unit_w, 604800.0},
+};
+
+cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *period_s)
+{
+    static const char *const per_word[] = {"per", NULL};
+    cursor c = {text, text + len};
+    double units_per = 0, count = 1;
+
+    skip_spaces(&c);
+    if (!parse_number(&c, &units_per))
+        return CR_E_RATE_SYNTAX;
+    skip_spaces(&c);
+    if (c.at < c.end && *c.at == '/')
+        c.at++;
+    else if (letters(&c) == 3 && word_is(c.at, 3, per_word))
+        c.at += 3;
+    else
+        return CR_E_RATE_SYNTAX;
+    skip_spaces(&c);
+    if (c.at < c.end && (is_digit(*c.at) || *c.at == '.')) {
+        if (!parse_number(&c, &count))
+            return CR_E_RATE_SYNTAX;
+        skip_spaces(&c);
+    }
+    size_t n = letters(&c);
+    const char *word = c.at;
+    c.at += n;
+    skip_spaces(&c);
+    if (n == 0 || c.at != c.end)
+        return CR_E_RATE_SYNTAX;
+    if (word_is(word, n, unit_calendar))
+        return CR_E_RATE_CALENDAR;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (word_is(word, n, units[i].names)) {
+            *rate = units_per;
+            *period_s = count * units[i].seconds;
+            return CR_OK;
+        }
+    }
+    return CR_E_RATE_SYNTAX;
+}
+
+/* ------------------------------------------------------------------------ */
+
+cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
+{
+    double rate = args->rate, period_s = 1.0;
+
+    if (args->rate_text) {
+        cr_status status = cr_parse_rate(args->rate_text, args->rate_text_len, &rate, &period_s);
+        if (status != CR_OK)
+            return status;
+    }
+    if (!(rate > 0) || !isfinite(rate))
+        return CR_E_RATE;
+    if (args->has_period) {
+        if (args->rate_text)
+            return CR_E_PERIOD_WITH_TEXT;
+        period_s = args->period_s;
+    }
+    if (!(period_s > 0) || !isfinite(period_s))
+        return CR_E_PERIOD;
+
+    int64_t burst;
+    if (args->has_burst) {
+        if (args->burst < 1)
+            return CR_E_BURST;
+        burst = args->burst;
+    } else {
+        double rounded_up = ceil(rate);
+        burst = rounded_up >= TWO_POW_63 ? INT64_MAX : (int64_t)rounded_up;
+        if (burst < 1)
+            burst = 1;
+    }
+
+    double interval = (period_s * 1e9) / rate;
+    if (!(interval < TWO_POW_63))
+        return CR_E_RATE_TOO_LOW;
+    int64_t emission_ns = round_half_away(interval);
+    if (emission_ns < 1)
+        return CR_E_RATE_TOO_HIGH;
+
+    int64_t tolerance_ns;
+    if (__builtin_mul_overflow(emission_ns, burst, &tolerance_ns))
+        return CR_E_BURST_TOO_LARGE;
+
+    limit->emission_ns = emission_ns;
+    limit->tolerance_ns = tolerance_ns;
+    limit->burst = burst;
+    limit->rate = rate;
+    limit->period_s = period_s;
+    return CR_OK;
+}
