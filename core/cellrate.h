@@ -37,6 +37,9 @@ const char *cr_version(void);
 /* As `now_ns`: read CLOCK_MONOTONIC at the moment of the decision. */
 #define CR_CLOCK (-1)
 
+/* File mode of a shared region when the caller names none. */
+#define CR_SHARED_DEFAULT_MODE 0600
+
 /* Capacity of a keyed table when the caller names none. */
 #define CR_KEYED_DEFAULT_CAPACITY 100000
 
@@ -68,7 +71,19 @@ const char *cr_version(void);
     X(E_NOW, "now", "now must be a finite number of seconds >= 0 and below 2^63 ns") \
     X(E_KEY, "key", "key must be a string (str or bytes)")                     \
     X(E_CAPACITY, "capacity", "capacity must be an integer >= 1 and <= 2^32") \
-    X(E_NOMEM, "", "out of memory")
+    X(E_NOMEM, "", "out of memory")                                           \
+    X(E_SHARED_IO, "shared", "shared: cannot open, create or map the region file") \
+    X(E_SHARED_ACCESS, "shared", "shared: permission denied on the region file") \
+    X(E_SHARED_SHORT, "shared", "shared: the file is too short to be a cellrate region") \
+    X(E_SHARED_FOREIGN, "shared", "shared: the file is not a cellrate region") \
+    X(E_SHARED_VERSION, "shared", "shared: the region has another layout version") \
+    X(E_SHARED_CORRUPT, "shared", "shared: the region is corrupt (header checksum or size)") \
+    X(E_SHARED_KIND, "shared",                                                 \
+      "shared: the region holds another kind of limiter (Limiter vs KeyedLimiter)") \
+    X(E_SHARED_RATE, "shared", "shared: the region was made with another rate or period") \
+    X(E_SHARED_BURST, "shared", "shared: the region was made with another burst") \
+    X(E_SHARED_CAPACITY, "shared", "shared: the region was made with another capacity") \
+    X(E_SHARED_MODE, "shared_mode", "shared_mode must be a file mode from 0 to 0o777")
 
 typedef enum cr_status {
 #define CR_STATUS_ENUM_(name, param, message) CR_##name,
@@ -156,7 +171,7 @@ typedef struct cr_limiter cr_limiter;
 
 /* Makes a limiter for `limit`, idle (full burst). */
 cr_status cr_limiter_new(cr_limiter **out, const cr_limit *limit);
-/* Frees it; NULL is a no-op. */
+/* Frees it (unmapping a shared region; the file stays); NULL is a no-op. */
 void cr_limiter_free(cr_limiter *limiter);
 const cr_limit *cr_limiter_limit(const cr_limiter *limiter);
 
@@ -171,6 +186,21 @@ cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 /* Back to idle (full burst). */
 void cr_limiter_reset(cr_limiter *limiter);
 
+/*
+ * Opens (creating it if absent) the shared region at `path`, a file mapped
+ * MAP_SHARED (tmpfs such as /dev/shm is its natural home): every process that
+ * opens the same path shares one limit. A new file gets `mode` (e.g.
+ * CR_SHARED_DEFAULT_MODE) and appears whole or not at all, however many
+ * processes race to create it. An existing one is checked before use and
+ * refused with a CR_E_SHARED_* status when it is short, foreign, of another
+ * layout version, corrupt, or made for another kind, limit or capacity; one
+ * made before the last reboot is reset (its CLOCK_MONOTONIC times mean nothing
+ * now). A process may die at any instant without harm to the others. The
+ * mapping survives fork(). On CR_E_SHARED_IO / CR_E_SHARED_ACCESS, errno says why.
+ */
+cr_status cr_limiter_open_shared(cr_limiter **out, const cr_limit *limit, const char *path,
+                                 int64_t mode);
+
 /* ------------------------------------------------------------------------ */
 /* Keyed: many keys in a table of bounded size.                              */
 
@@ -181,7 +211,10 @@ typedef struct cr_keyed cr_keyed;
  * hashed with SipHash-1-3 under a random 128-bit seed of its own.
  */
 cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity);
-/* Frees it; NULL is a no-op. */
+/* As cr_limiter_open_shared, for a keyed table of `capacity`. */
+cr_status cr_keyed_open_shared(cr_keyed **out, const cr_limit *limit, int64_t capacity,
+                               const char *path, int64_t mode);
+/* Frees it (unmapping a shared region; the file stays); NULL is a no-op. */
 void cr_keyed_free(cr_keyed *keyed);
 const cr_limit *cr_keyed_limit(const cr_keyed *keyed);
 
@@ -196,7 +229,8 @@ cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64
 /* Forgets `key` (back to idle) and frees its slot. */
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len);
 
-/* Keys holding a slot now (a key whose TAT has passed may hold one until reused). */
+/* Keys holding a slot now (a key whose TAT has passed may hold one until
+ * reused). Counts the table: O(capacity), not for a hot path. */
 size_t cr_keyed_len(const cr_keyed *keyed);
 /* The capacity the table was sized for. */
 int64_t cr_keyed_capacity(const cr_keyed *keyed);

@@ -60,8 +60,9 @@ struct cr_keyed {
     uint32_t nstripes;
     bucket *buckets;
     pthread_mutex_t *stripes;
-    _Alignas(64) _Atomic uint64_t len;
-    _Alignas(64) _Atomic uint64_t evictions;
+    _Atomic uint64_t *evictions;
+    cr_region region; /* base is NULL for a table of this process alone */
+    _Alignas(64) _Atomic uint64_t own_evictions;
 };
 
 static slot_pair make_pair(uint64_t fp, int64_t tat)
@@ -203,22 +204,20 @@ static void claim_slot(cr_keyed *keyed, const key_place *place, int64_t now_ns, 
         slot *victim = empty ? empty : oldest;
         if (!slot_cas(victim, empty ? empty_seen : oldest_seen, make_pair(place->fp, new_tat)))
             continue; /* the candidate changed: choose again */
-        if (empty)
-            atomic_fetch_add_explicit(&keyed->len, 1, memory_order_relaxed);
-        else if (oldest_tat > now_ns)
-            atomic_fetch_add_explicit(&keyed->evictions, 1, memory_order_relaxed);
+        if (!empty && oldest_tat > now_ns)
+            atomic_fetch_add_explicit(keyed->evictions, 1, memory_order_relaxed);
         return;
     }
 }
 
 /* ------------------------------------------------------------------------ */
 
-static cr_status fill_seed(uint64_t seed[2])
+cr_status cr_random_seed(uint64_t seed[2])
 {
-    size_t got = 0;
     unsigned char *out = (unsigned char *)seed;
-    while (got < 2 * sizeof seed[0]) {
-        ssize_t n = getrandom(out + got, 2 * sizeof seed[0] - got, 0);
+    size_t got = 0, want = 2 * sizeof seed[0];
+    while (got < want) {
+        ssize_t n = getrandom(out + got, want - got, 0);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -238,24 +237,31 @@ static uint32_t buckets_for(int64_t capacity)
     return (uint32_t)(buckets < 2 ? 2 : buckets);
 }
 
-cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity)
+static cr_keyed *keyed_alloc(const cr_limit *limit, int64_t capacity)
 {
-    if (capacity < 1 || capacity > MAX_CAPACITY)
-        return CR_E_CAPACITY;
     cr_keyed *keyed = aligned_alloc(64, sizeof *keyed);
     if (!keyed)
-        return CR_E_NOMEM;
+        return NULL;
     memset(keyed, 0, sizeof *keyed);
     keyed->limit = *limit;
     keyed->capacity = capacity;
     keyed->nbuckets = buckets_for(capacity);
     keyed->nstripes = keyed->nbuckets < MAX_STRIPES ? keyed->nbuckets : MAX_STRIPES;
-    atomic_init(&keyed->len, 0);
-    atomic_init(&keyed->evictions, 0);
+    keyed->evictions = &keyed->own_evictions;
+    atomic_init(&keyed->own_evictions, 0);
+    return keyed;
+}
 
+cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity)
+{
+    if (capacity < 1 || capacity > MAX_CAPACITY)
+        return CR_E_CAPACITY;
+    cr_keyed *keyed = keyed_alloc(limit, capacity);
+    if (!keyed)
+        return CR_E_NOMEM;
     keyed->buckets = aligned_alloc(64, (size_t)keyed->nbuckets * sizeof(bucket));
     keyed->stripes = malloc(keyed->nstripes * sizeof(pthread_mutex_t));
-    if (!keyed->buckets || !keyed->stripes || fill_seed(keyed->seed) != CR_OK) {
+    if (!keyed->buckets || !keyed->stripes || cr_random_seed(keyed->seed) != CR_OK) {
         free(keyed->buckets);
         free(keyed->stripes);
         free(keyed);
@@ -268,14 +274,48 @@ cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity)
     return CR_OK;
 }
 
+cr_status cr_keyed_open_shared(cr_keyed **out, const cr_limit *limit, int64_t capacity,
+                               const char *path, int64_t mode)
+{
+    if (capacity < 1 || capacity > MAX_CAPACITY)
+        return CR_E_CAPACITY;
+    cr_keyed *keyed = keyed_alloc(limit, capacity);
+    if (!keyed)
+        return CR_E_NOMEM;
+    cr_region_spec spec = {
+        .kind = CR_REGION_KEYED,
+        .emission_ns = limit->emission_ns,
+        .burst = limit->burst,
+        .capacity = capacity,
+        .nbuckets = keyed->nbuckets,
+        .nstripes = keyed->nstripes,
+        .buckets_size = (size_t)keyed->nbuckets * sizeof(bucket),
+    };
+    cr_status status = cr_region_open(&keyed->region, &spec, path, mode);
+    if (status != CR_OK) {
+        free(keyed);
+        return status;
+    }
+    memcpy(keyed->seed, keyed->region.seed, sizeof keyed->seed);
+    keyed->buckets = keyed->region.buckets;
+    keyed->stripes = keyed->region.stripes;
+    keyed->evictions = keyed->region.evictions;
+    *out = keyed;
+    return CR_OK;
+}
+
 void cr_keyed_free(cr_keyed *keyed)
 {
     if (!keyed)
         return;
-    for (uint32_t i = 0; i < keyed->nstripes; i++)
-        pthread_mutex_destroy(&keyed->stripes[i]);
-    free(keyed->stripes);
-    free(keyed->buckets);
+    if (keyed->region.base) {
+        cr_region_close(&keyed->region);
+    } else {
+        for (uint32_t i = 0; i < keyed->nstripes; i++)
+            pthread_mutex_destroy(&keyed->stripes[i]);
+        free(keyed->stripes);
+        free(keyed->buckets);
+    }
     free(keyed);
 }
 
@@ -320,27 +360,31 @@ void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
     int64_t tat;
     slot *s;
     while ((s = find(keyed, &place, &tat))) {
-        if (slot_cas(s, make_pair(place.fp, tat), make_pair(0, 0))) {
-            atomic_fetch_sub_explicit(&keyed->len, 1, memory_order_relaxed);
+        if (slot_cas(s, make_pair(place.fp, tat), make_pair(0, 0)))
             return;
-        }
     }
 }
 
 size_t cr_keyed_len(const cr_keyed *keyed)
 {
-    return (size_t)atomic_load_explicit(&keyed->len, memory_order_relaxed);
+    size_t held = 0;
+    for (uint32_t b = 0; b < keyed->nbuckets; b++)
+        for (int i = 0; i < SLOTS_PER_BUCKET; i++)
+            held += load_fp(&keyed->buckets[b].slots[i]) != 0;
+    return held;
 }
 
 int64_t cr_keyed_capacity(const cr_keyed *keyed) { return keyed->capacity; }
 
 size_t cr_keyed_memory(const cr_keyed *keyed)
 {
+    if (keyed->region.base)
+        return sizeof *keyed + keyed->region.size;
     return sizeof *keyed + (size_t)keyed->nbuckets * sizeof(bucket) +
            keyed->nstripes * sizeof(pthread_mutex_t);
 }
 
 uint64_t cr_keyed_evictions(const cr_keyed *keyed)
 {
-    return atomic_load_explicit(&keyed->evictions, memory_order_relaxed);
+    return atomic_load_explicit(keyed->evictions, memory_order_relaxed);
 }

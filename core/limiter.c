@@ -4,24 +4,65 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct cr_limiter {
-    _Alignas(64) _Atomic int64_t tat; /* a cache line of its own */
+    _Atomic int64_t *tat; /* own_tat, or the TAT in a shared region */
     cr_limit limit;
+    cr_region region; /* base is NULL for a limiter of this process alone */
+    _Alignas(64) _Atomic int64_t own_tat; /* a cache line of its own */
 };
 
-cr_status cr_limiter_new(cr_limiter **out, const cr_limit *limit)
+static cr_limiter *limiter_alloc(const cr_limit *limit)
 {
     cr_limiter *limiter = aligned_alloc(64, sizeof *limiter);
     if (!limiter)
-        return CR_E_NOMEM;
-    atomic_init(&limiter->tat, 0);
+        return NULL;
+    memset(limiter, 0, sizeof *limiter);
+    atomic_init(&limiter->own_tat, 0);
+    limiter->tat = &limiter->own_tat;
     limiter->limit = *limit;
+    return limiter;
+}
+
+cr_status cr_limiter_new(cr_limiter **out, const cr_limit *limit)
+{
+    cr_limiter *limiter = limiter_alloc(limit);
+    if (!limiter)
+        return CR_E_NOMEM;
     *out = limiter;
     return CR_OK;
 }
 
-void cr_limiter_free(cr_limiter *limiter) { free(limiter); }
+cr_status cr_limiter_open_shared(cr_limiter **out, const cr_limit *limit, const char *path,
+                                 int64_t mode)
+{
+    cr_limiter *limiter = limiter_alloc(limit);
+    if (!limiter)
+        return CR_E_NOMEM;
+    cr_region_spec spec = {
+        .kind = CR_REGION_LIMITER,
+        .emission_ns = limit->emission_ns,
+        .burst = limit->burst,
+        .capacity = 1,
+    };
+    cr_status status = cr_region_open(&limiter->region, &spec, path, mode);
+    if (status != CR_OK) {
+        free(limiter);
+        return status;
+    }
+    limiter->tat = limiter->region.tat;
+    *out = limiter;
+    return CR_OK;
+}
+
+void cr_limiter_free(cr_limiter *limiter)
+{
+    if (!limiter)
+        return;
+    cr_region_close(&limiter->region);
+    free(limiter);
+}
 
 const cr_limit *cr_limiter_limit(const cr_limiter *limiter) { return &limiter->limit; }
 
@@ -31,13 +72,13 @@ cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
     cr_status status = cr_check_args(&now_ns, cost);
     if (status != CR_OK)
         return status;
-    int64_t tat = atomic_load_explicit(&limiter->tat, memory_order_acquire);
+    int64_t tat = atomic_load_explicit(limiter->tat, memory_order_acquire);
     for (;;) {
         int64_t new_tat = cr_decide(&limiter->limit, tat, now_ns, cost, out);
         /* A turn-away, a probe or a peek writes nothing. On a lost race the
          * CAS reloads `tat` and the decision is made again from it. */
         if (new_tat == tat || !commit ||
-            atomic_compare_exchange_weak_explicit(&limiter->tat, &tat, new_tat,
+            atomic_compare_exchange_weak_explicit(limiter->tat, &tat, new_tat,
                                                   memory_order_acq_rel, memory_order_acquire))
             return CR_OK;
     }
@@ -45,5 +86,5 @@ cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 
 void cr_limiter_reset(cr_limiter *limiter)
 {
-    atomic_store_explicit(&limiter->tat, 0, memory_order_release);
+    atomic_store_explicit(limiter->tat, 0, memory_order_release);
 }
