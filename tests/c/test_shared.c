@@ -1,0 +1,453 @@
+/* Shared regions across processes: exact admission counts, racing creators,
+ * every refusal, permissions, reboot, fork, and a SIGKILL storm. */
+#include "cellrate.h"
+#include "siphash.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ThreadSanitizer emulates 16-byte atomics with a lock of its own process,
+ * so under it the cross-process counts mean nothing (and it cannot watch
+ * other processes anyway): those tests run in the plain and ASan builds. */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
+static int passed, failed;
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (cond) {                                                            \
+            passed++;                                                          \
+        } else {                                                               \
+            failed++;                                                          \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                      \
+    } while (0)
+
+static char dir[64];
+
+static const char *region_path(const char *name)
+{
+    static char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return path;
+}
+
+static cr_limit make_limit(double rate, int64_t burst)
+{
+    cr_limit limit;
+    cr_limit_args args = {.rate = rate, .has_burst = true, .burst = burst};
+    if (cr_limit_init(&limit, &args) != CR_OK)
+        abort();
+    return limit;
+}
+
+/* Counters every child can bump: a shared anonymous mapping. */
+static _Atomic long *shared_counters(size_t n)
+{
+    void *p = mmap(NULL, n * sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        abort();
+    memset(p, 0, n * sizeof(long));
+    return p;
+}
+
+static int wait_all(int n)
+{
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        int st;
+        if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            bad++;
+    }
+    return bad;
+}
+
+/* Children spin on *go so they start at one moment. */
+static void wait_for_go(_Atomic long *go)
+{
+    while (!*go)
+        ;
+}
+
+static void test_frozen_instant_exact(void)
+{
+    const int procs = 4;
+    const int64_t burst = 25, now = 7000000000;
+    cr_limit limit = make_limit(10, burst);
+    _Atomic long *c = shared_counters(4);
+    for (int p = 0; p < procs; p++) {
+        if (fork() == 0) {
+            cr_limiter *lim;
+            cr_keyed *keyed;
+            if (cr_limiter_open_shared(&lim, &limit, region_path("one"), 0600) != CR_OK ||
+                cr_keyed_open_shared(&keyed, &limit, 64, region_path("many"), 0600) != CR_OK)
+                _exit(1);
+            c[2]++;
+            wait_for_go(&c[3]);
+            for (int i = 0; i < 2000; i++) {
+                cr_decision d;
+                cr_limiter_check(lim, now, 1, true, &d);
+                c[0] += d.allowed;
+                cr_keyed_check(keyed, "user-1", 6, now, 1, true, &d);
+                c[1] += d.allowed;
+            }
+            cr_limiter_free(lim);
+            cr_keyed_free(keyed);
+            _exit(0);
+        }
+    }
+    while (c[2] < procs)
+        ;
+    c[3] = 1;
+    CHECK(wait_all(procs) == 0);
+    CHECK(c[0] == burst);
+    CHECK(c[1] == burst);
+}
+
+static void test_racing_creators(void)
+{
+    const int procs = 8;
+    const int64_t burst = 10, now = 5000000000;
+    cr_limit limit = make_limit(1, burst);
+    _Atomic long *c = shared_counters(4);
+    unlink(region_path("race"));
+    for (int p = 0; p < procs; p++) {
+        if (fork() == 0) {
+            c[2]++;
+            wait_for_go(&c[3]);
+            cr_keyed *keyed;
+            if (cr_keyed_open_shared(&keyed, &limit, 1000, region_path("race"), 0600) != CR_OK)
+                _exit(1);
+            for (int i = 0; i < 100; i++) {
+                cr_decision d;
+                cr_keyed_check(keyed, "k", 1, now, 1, true, &d);
+                c[0] += d.allowed;
+            }
+            cr_keyed_free(keyed);
+            _exit(0);
+        }
+    }
+    while (c[2] < procs)
+        ;
+    c[3] = 1;
+    CHECK(wait_all(procs) == 0);
+    CHECK(c[0] == burst); /* one region, not several */
+    struct stat st;
+    CHECK(stat(region_path("race"), &st) == 0 && (st.st_mode & 0777) == 0600);
+}
+
+/* Writes `len` bytes at `offset` of a file. */
+static void patch(const char *path, off_t offset, const void *bytes, size_t len)
+{
+    int fd = open(path, O_RDWR);
+    if (fd < 0 || pwrite(fd, bytes, len, offset) != (ssize_t)len)
+        abort();
+    close(fd);
+}
+
+/* The header's checksummed identity is its first IDENTITY_SIZE bytes. */
+enum { IDENTITY_SIZE = 120, VERSION_OFFSET = 8, BOOT_OFFSET = 72 };
+
+static void fix_checksum(const char *path)
+{
+    unsigned char identity[IDENTITY_SIZE];
+    int fd = open(path, O_RDWR);
+    if (fd < 0 || pread(fd, identity, sizeof identity, 0) != (ssize_t)sizeof identity)
+        abort();
+    static const uint64_t zero_key[2] = {0, 0};
+    uint64_t sum = cr_siphash13(zero_key, identity, sizeof identity);
+    if (pwrite(fd, &sum, sizeof sum, IDENTITY_SIZE) != (ssize_t)sizeof sum)
+        abort();
+    close(fd);
+}
+
+static cr_status open_keyed(const char *path, double rate, int64_t burst, int64_t capacity)
+{
+    cr_limit limit = make_limit(rate, burst);
+    cr_keyed *keyed = NULL;
+    cr_status status = cr_keyed_open_shared(&keyed, &limit, capacity, path, 0600);
+    cr_keyed_free(keyed);
+    return status;
+}
+
+static void test_refusals(void)
+{
+    const char *path = region_path("refuse");
+    unlink(path);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_OK);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_OK); /* reopen */
+    CHECK(open_keyed(path, 20, 5, 100) == CR_E_SHARED_RATE);
+    CHECK(open_keyed(path, 10, 6, 100) == CR_E_SHARED_BURST);
+    CHECK(open_keyed(path, 10, 5, 101) == CR_E_SHARED_CAPACITY);
+    cr_limit limit = make_limit(10, 5);
+    cr_limiter *lim = NULL;
+    CHECK(cr_limiter_open_shared(&lim, &limit, path, 0600) == CR_E_SHARED_KIND);
+    CHECK(open_keyed(path, 600.0 / 60.0, 5, 100) == CR_OK); /* same T: same limit */
+
+    uint32_t version = 99;
+    patch(path, VERSION_OFFSET, &version, sizeof version);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
+    version = 1;
+    patch(path, VERSION_OFFSET, &version, sizeof version);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_OK);
+
+    int64_t capacity = 100000;
+    patch(path, 40, &capacity, sizeof capacity); /* capacity, checksum not fixed */
+    CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_CORRUPT);
+
+    unlink(path);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_OK);
+    CHECK(truncate(path, 4000) == 0);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_SHORT);
+    CHECK(truncate(path, 10) == 0);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_SHORT);
+
+    unlink(path);
+    int fd = open(path, O_CREAT | O_WRONLY, 0600);
+    char junk[8192];
+    memset(junk, 'x', sizeof junk);
+    CHECK(fd >= 0 && write(fd, junk, sizeof junk) == (ssize_t)sizeof junk);
+    close(fd);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_FOREIGN);
+    unlink(path);
+
+    CHECK(cr_keyed_open_shared(NULL, &limit, 10, path, 01000) == CR_E_SHARED_MODE);
+    CHECK(cr_keyed_open_shared(NULL, &limit, 10, path, -1) == CR_E_SHARED_MODE);
+    CHECK(cr_keyed_open_shared(NULL, &limit, 0, path, 0600) == CR_E_CAPACITY);
+    CHECK(open_keyed("/nonexistent-dir/x", 10, 5, 100) == CR_E_SHARED_IO);
+}
+
+static void test_permissions(void)
+{
+    const char *path = region_path("perm");
+    unlink(path);
+    cr_limit limit = make_limit(10, 5);
+    cr_limiter *lim;
+    CHECK(cr_limiter_open_shared(&lim, &limit, path, 0640) == CR_OK);
+    cr_limiter_free(lim);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0640);
+
+    /* Another user may not open it (meaningful only when we can become one). */
+    if (geteuid() == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (setgid(65534) != 0 || setuid(65534) != 0)
+                _exit(2);
+            cr_limiter *other = NULL;
+            cr_status status = cr_limiter_open_shared(&other, &limit, path, 0600);
+            _exit(status == CR_E_SHARED_ACCESS ? 0 : 1);
+        }
+        int wst;
+        waitpid(pid, &wst, 0);
+        CHECK(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+    }
+}
+
+static void test_reboot_resets(void)
+{
+    const char *path = region_path("boot");
+    unlink(path);
+    cr_limit limit = make_limit(1, 1);
+    cr_keyed *keyed;
+    cr_decision d;
+    CHECK(cr_keyed_open_shared(&keyed, &limit, 10, path, 0600) == CR_OK);
+    cr_keyed_check(keyed, "k", 1, 1000 * 1000000000LL, 1, true, &d); /* TAT far ahead */
+    CHECK(d.allowed);
+    cr_keyed_free(keyed);
+
+    char other_boot[48] = "00000000-0000-0000-0000-000000000000\n";
+    patch(path, BOOT_OFFSET, other_boot, sizeof other_boot);
+    fix_checksum(path);
+    CHECK(cr_keyed_open_shared(&keyed, &limit, 10, path, 0600) == CR_OK);
+    CHECK(cr_keyed_len(keyed) == 0);
+    cr_keyed_check(keyed, "k", 1, 1000000000LL, 1, true, &d); /* an early time of a new boot */
+    CHECK(d.allowed);
+    cr_keyed_free(keyed);
+}
+
+static void test_fork_inherits(void)
+{
+    const char *path = region_path("fork");
+    unlink(path);
+    cr_limit limit = make_limit(1, 3);
+    cr_keyed *keyed;
+    CHECK(cr_keyed_open_shared(&keyed, &limit, 10, path, 0600) == CR_OK);
+    _Atomic long *c = shared_counters(1);
+    for (int p = 0; p < 3; p++) {
+        if (fork() == 0) {
+            cr_decision d;
+            for (int i = 0; i < 5; i++) {
+                cr_keyed_check(keyed, "pre-fork", 8, 9000000000LL, 1, true, &d);
+                c[0] += d.allowed;
+            }
+            _exit(0);
+        }
+    }
+    CHECK(wait_all(3) == 0);
+    CHECK(c[0] == 3);
+    cr_keyed_free(keyed);
+}
+
+/* Workers on a virtual clock (a shared counter) are killed at random moments
+ * and replaced; every admission is counted per key. For each key, n
+ * admissions need n*T <= (max_now - min_now) + tau, so n <= burst + span/T. */
+enum { STORM_KEYS = 300, STORM_WORKERS = 8, STORM_OPS = 300000, STORM_KILLS = 60 };
+
+static void storm_worker(cr_limit limit, _Atomic long *c, unsigned seed)
+{
+    cr_keyed *keyed, *flood;
+    if (cr_keyed_open_shared(&keyed, &limit, 4 * STORM_KEYS, region_path("storm"), 0600) != CR_OK ||
+        cr_keyed_open_shared(&flood, &limit, 64, region_path("flood"), 0600) != CR_OK)
+        _exit(1);
+    _Atomic long *clock_ns = &c[0], *ops = &c[1], *stop = &c[2], *admitted = &c[3];
+    while (!*stop) {
+        (*ops)++;
+        seed = seed * 1103515245u + 12345u;
+        int key = (int)((seed >> 8) % STORM_KEYS);
+        char name[16];
+        int len = snprintf(name, sizeof name, "key%d", key);
+        int64_t now = 1000000 + (*clock_ns += 1000);
+        cr_decision d;
+        if ((seed >> 4) % 4 == 0) { /* new keys: slot claims and evictions, under stripe locks */
+            char fresh[16];
+            int fresh_len = snprintf(fresh, sizeof fresh, "f%u", seed);
+            cr_keyed_check(flood, fresh, (size_t)fresh_len, now, 1, true, &d);
+        }
+        if ((seed >> 4) % 16 == 1) {
+            cr_keyed_check(keyed, name, (size_t)len, now, 0, false, &d);
+            continue;
+        }
+        cr_keyed_check(keyed, name, (size_t)len, now, 1, true, &d);
+        if (d.allowed)
+            admitted[key]++;
+    }
+    cr_keyed_free(keyed);
+    cr_keyed_free(flood);
+    _exit(0);
+}
+
+static void test_sigkill_storm(void)
+{
+    unlink(region_path("storm"));
+    unlink(region_path("flood"));
+    cr_limit limit = make_limit(1000, 4); /* T = 1 ms, virtual time 1 us per op */
+    _Atomic long *c = shared_counters(3 + STORM_KEYS);
+    pid_t workers[STORM_WORKERS];
+    unsigned seed = 12345;
+    for (int w = 0; w < STORM_WORKERS; w++) {
+        if ((workers[w] = fork()) == 0)
+            storm_worker(limit, c, seed + (unsigned)w * 7919u);
+    }
+    int kills = 0;
+    struct timespec pause = {0, 200000};
+    while (c[1] < STORM_OPS || kills < STORM_KILLS) {
+        nanosleep(&pause, NULL);
+        seed = seed * 1103515245u + 12345u;
+        int w = (int)((seed >> 8) % STORM_WORKERS);
+        if (kill(workers[w], SIGKILL) == 0) {
+            waitpid(workers[w], NULL, 0);
+            kills++;
+            if ((workers[w] = fork()) == 0)
+                storm_worker(limit, c, seed);
+        }
+    }
+    c[2] = 1;
+    for (int w = 0; w < STORM_WORKERS; w++)
+        waitpid(workers[w], NULL, 0);
+
+    long span = c[0];
+    long bound = limit.burst + span / limit.emission_ns;
+    long total = 0, worst = 0;
+    for (int k = 0; k < STORM_KEYS; k++) {
+        long n = c[3 + k];
+        total += n;
+        if (n > worst)
+            worst = n;
+    }
+    printf("sigkill storm: %d kills, %ld ops, %ld admitted, most for one key %ld (bound %ld)\n",
+           kills, (long)c[1], total, worst, bound);
+    CHECK(kills >= STORM_KILLS && c[1] >= STORM_OPS);
+    CHECK(worst <= bound);
+    CHECK(total > STORM_KEYS * (bound / 2)); /* it did admit: not everything was refused */
+
+    /* The region still opens, and every stripe lock can still be taken. */
+    cr_keyed *keyed;
+    CHECK(cr_keyed_open_shared(&keyed, &limit, 4 * STORM_KEYS, region_path("storm"), 0600) ==
+          CR_OK);
+    CHECK(cr_keyed_len(keyed) <= (size_t)(4 * STORM_KEYS * 2));
+    alarm(20); /* a lock left held would hang here */
+    int fresh_admitted = 0;
+    for (int i = 0; i < 2000; i++) {
+        char name[16];
+        int len = snprintf(name, sizeof name, "fresh%d", i);
+        cr_decision d;
+        cr_keyed_check(keyed, name, (size_t)len, 1000000 + span + 1000000000LL, 1, true, &d);
+        fresh_admitted += d.allowed;
+    }
+    alarm(0);
+    CHECK(fresh_admitted == 2000);
+    cr_keyed_free(keyed);
+
+    cr_keyed *flood;
+    CHECK(cr_keyed_open_shared(&flood, &limit, 64, region_path("flood"), 0600) == CR_OK);
+    alarm(20);
+    fresh_admitted = 0;
+    for (int i = 0; i < 2000; i++) {
+        char name[16];
+        int len = snprintf(name, sizeof name, "g%d", i);
+        cr_decision d;
+        cr_keyed_check(flood, name, (size_t)len, 1000000 + span + 1000000000LL, 1, true, &d);
+        fresh_admitted += d.allowed;
+    }
+    alarm(0);
+    CHECK(fresh_admitted == 2000);
+    printf("sigkill storm: flood region evicted %llu live keys to make room\n",
+           (unsigned long long)cr_keyed_evictions(flood));
+    cr_keyed_free(flood);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/dev/shm/cellrate-test-%d", (int)getpid());
+    if (mkdir(dir, 0755) != 0) {
+        snprintf(dir, sizeof dir, "/tmp/cellrate-test-%d", (int)getpid());
+        if (mkdir(dir, 0755) != 0)
+            return 2;
+    }
+    test_refusals();
+    test_permissions();
+    test_reboot_resets();
+    if (!UNDER_TSAN) {
+        test_frozen_instant_exact();
+        test_racing_creators();
+        test_fork_inherits();
+        test_sigkill_storm();
+    }
+
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        failed++;
+    printf("shared tests: %d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
