@@ -17,7 +17,7 @@ LUA54_INC  = /usr/include/lua5.4
 LUAJIT_INC = /usr/include/luajit-2.1
 
 .DEFAULT_GOAL := help
-.PHONY: help deps core test test-c test-asan test-tsan test-py test-lua demo bench symbols clean
+.PHONY: help deps core lua test test-c test-asan test-tsan test-py test-lua demo bench symbols clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -38,6 +38,24 @@ symbols: $(BUILD)/libcellrate.a ## fail on any exported symbol without the cr_ p
 	@bad=$$(nm -g --defined-only $< | awk 'NF==3 {print $$3}' | grep -v '^cr_' || true); \
 	if [ -n "$$bad" ]; then echo "unprefixed exported symbols:"; echo "$$bad"; exit 1; fi; \
 	echo "symbols: all exported symbols carry the cr_ prefix"
+
+# The Lua module: one source, built for Lua 5.4 and for LuaJIT (5.1 API).
+LUA_MODULE_SRC = bindings/cellrate_lua.c $(CORE_SRC)
+LUA_MODULE_DEPS = $(LUA_MODULE_SRC) $(CORE_HDR) bindings/cellrate_lua_compat.h
+
+lua: $(BUILD)/lua5.4/cellrate.so $(BUILD)/luajit/cellrate.so ## build the Lua module (5.4 and LuaJIT)
+
+$(BUILD)/lua5.4/cellrate.so: $(LUA_MODULE_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(ALLCFLAGS) -fvisibility=hidden -I$(LUA54_INC) -shared -o $@ $(LUA_MODULE_SRC) -lm $(LDLIBS)
+
+$(BUILD)/luajit/cellrate.so: $(LUA_MODULE_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(ALLCFLAGS) -fvisibility=hidden -I$(LUAJIT_INC) -shared -o $@ $(LUA_MODULE_SRC) -lm $(LDLIBS)
+
+test-lua: lua ## busted specs under Lua 5.4 and LuaJIT
+	tests/lua/run.sh lua5.4 $(BUILD)/lua5.4
+	tests/lua/run.sh luajit $(BUILD)/luajit
 
 clean: ## remove build products
 	rm -rf $(BUILD) python/cellrate/*.so *.egg-info

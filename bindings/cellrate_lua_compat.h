@@ -2,6 +2,9 @@
  * Version shims for the Lua module: one source builds against Lua 5.4 (and
  * 5.2/5.3) and against Lua 5.1 / LuaJIT 2.1. Every difference between those
  * APIs that cellrate_lua.c relies on is resolved here, by LUA_VERSION_NUM.
+ *
+ * Not a shim: __close is set on the metatables in every version; before 5.4
+ * it is an inert field, and close() / __gc do the same work.
  */
 #ifndef CELLRATE_LUA_COMPAT_H
 #define CELLRATE_LUA_COMPAT_H
@@ -17,19 +20,14 @@
 #endif
 
 #if LUA_VERSION_NUM >= 503
-/* Lua 5.3+ numbers have an integer subtype; 5.1 and LuaJIT have doubles only. */
-#define COMPAT_HAS_INTEGERS 1
+/* Lua 5.3+ numbers have a 64-bit integer subtype. */
 #define compat_isinteger(L, idx) lua_isinteger((L), (idx))
+#define compat_pushint64(L, value) lua_pushinteger((L), (lua_Integer)(value))
 #else
-#define COMPAT_HAS_INTEGERS 0
-#define compat_isinteger(L, idx) 0
-#endif
-
-/* The to-be-closed variables of Lua 5.4 (`local x <close>`) call __close. */
-#if LUA_VERSION_NUM >= 504
-#define COMPAT_HAS_CLOSE 1
-#else
-#define COMPAT_HAS_CLOSE 0
+/* 5.1 and LuaJIT numbers are doubles only; lua_pushinteger takes a ptrdiff_t,
+ * which is 32 bits on 32-bit targets, so an int64 goes in as a double. */
+#define compat_isinteger(L, idx) ((void)(L), (void)(idx), 0)
+#define compat_pushint64(L, value) lua_pushnumber((L), (lua_Number)(value))
 #endif
 
 #if LUA_VERSION_NUM >= 502

@@ -69,9 +69,10 @@ const char *cr_version(void);
       "burst is too large: burst * (period/rate) exceeds 2^63 ns")             \
     X(E_COST, "cost", "cost must be an integer >= 0")                          \
     X(E_NOW, "now", "now must be a finite number of seconds >= 0 and below 2^63 ns") \
-    X(E_KEY, "key", "key must be a string (str or bytes)")                     \
+    X(E_KEY, "key", "key must be a string of bytes (Python: str or bytes)")                     \
     X(E_CAPACITY, "capacity", "capacity must be an integer >= 1 and <= 2^32") \
     X(E_NOMEM, "", "out of memory")                                           \
+    X(E_SHARED_PATH, "shared", "shared must be the path of the region file (a string)") \
     X(E_SHARED_IO, "shared", "shared: cannot open, create or map the region file") \
     X(E_SHARED_ACCESS, "shared", "shared: permission denied on the region file") \
     X(E_SHARED_SHORT, "shared", "shared: the file is too short to be a cellrate region") \
