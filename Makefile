@@ -17,7 +17,7 @@ LUA54_INC  = /usr/include/lua5.4
 LUAJIT_INC = /usr/include/luajit-2.1
 
 .DEFAULT_GOAL := help
-.PHONY: help deps core lua test test-c test-asan test-tsan test-py test-lua demo bench symbols clean
+.PHONY: help deps core lua py vectors test test-c test-asan test-tsan test-py test-lua demo bench symbols clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -56,6 +56,37 @@ $(BUILD)/luajit/cellrate.so: $(LUA_MODULE_DEPS)
 test-lua: lua ## busted specs under Lua 5.4 and LuaJIT
 	tests/lua/run.sh lua5.4 $(BUILD)/lua5.4
 	tests/lua/run.sh luajit $(BUILD)/luajit
+
+vectors: ## regenerate tests/vectors/ from the reference model
+	$(PYTHON) tests/model/make_vectors.py
+
+py: ## build and install the Python package (pip install .)
+	CELLRATE_WERROR=1 $(PYTHON) -m pip install -q --root-user-action=ignore --no-build-isolation .
+
+test-c: core ## C tests: vectors, core, threads, shared regions
+	tests/c/run.sh plain
+
+test-asan: ## C tests under AddressSanitizer + UndefinedBehaviorSanitizer
+	tests/c/run.sh asan
+
+test-tsan: ## C tests under ThreadSanitizer
+	tests/c/run.sh tsan
+
+test-py: py ## pytest suite (vectors, model, properties, API, errors, threads, shared, typing)
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/model tests/python
+
+test: deps symbols test-c test-asan test-tsan test-py test-lua ## every suite (installs what it needs)
+	@echo "make test: every suite passed"
+
+demo: deps py lua ## show decisions in Python and in Lua
+	@echo "==================== Python ===================="
+	@$(PYTHON) examples/demo.py
+	@echo
+	@echo "==================== Lua 5.4 ===================="
+	@lua5.4 -e 'package.cpath = "$(BUILD)/lua5.4/?.so;" .. package.cpath' examples/demo.lua
+	@echo
+	@echo "==================== LuaJIT ====================="
+	@luajit -e 'package.cpath = "$(BUILD)/luajit/?.so;" .. package.cpath' examples/demo.lua
 
 clean: ## remove build products
 	rm -rf $(BUILD) python/cellrate/*.so *.egg-info

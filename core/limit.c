@@ -1,7 +1,10 @@
 /* Limits: validation, defaults and the rate-string grammar; status messages; units. */
 #include "cellrate.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *cr_version(void) { return CR_VERSION_STRING; }
@@ -34,6 +37,8 @@ const char *cr_status_param(cr_status status)
 /* 2^63 as a double: the first value a double-to-int64 conversion cannot hold. */
 #define TWO_POW_63 9223372036854775808.0
 
+__extension__ typedef unsigned __int128 wide;
+
 /* Nearest integer, halves away from zero, for finite 0 <= x < 2^63. */
 static int64_t round_half_away(double x)
 {
@@ -43,11 +48,23 @@ static int64_t round_half_away(double x)
 
 cr_status cr_seconds_to_ns(double seconds, int64_t *ns)
 {
-    /* The product is rounded once by the FPU; nearest-ns is the contract. */
-    double scaled = seconds * 1e9;
-    if (!(seconds >= 0) || !(scaled < TWO_POW_63)) /* also catches NaN */
+    /* Exact: seconds = mantissa * 2^-shift, so ns = mantissa * 1e9 / 2^shift
+     * in 128-bit integers, rounded once (ties away from zero). */
+    if (!(seconds >= 0) || !(seconds < 1e10)) /* 1e10 s > 2^63 ns; also NaN, inf */
         return CR_E_NOW;
-    *ns = round_half_away(scaled);
+    int exponent;
+    uint64_t mantissa = (uint64_t)ldexp(frexp(seconds, &exponent), 53);
+    int shift = 53 - exponent; /* >= 19: seconds < 2^34 */
+    uint64_t whole = 0;
+    if (mantissa != 0 && shift <= 84) { /* beyond, the product < 2^83 rounds to 0 */
+        wide product = (wide)mantissa * 1000000000u;
+        whole = (uint64_t)(product >> shift);
+        wide rest = product - ((wide)whole << shift);
+        whole += rest >= ((wide)1 << (shift - 1));
+    }
+    if (whole > (uint64_t)INT64_MAX)
+        return CR_E_NOW;
+    *ns = (int64_t)whole;
     return CR_OK;
 }
 
@@ -106,9 +123,16 @@ static bool parse_number(cursor *c, double *value)
     static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                    1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                    1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-    if (!seen_digit || decimals > 22)
+    if (!seen_digit)
         return false;
-    *value = (double)mantissa / pow10[decimals];
+    if (decimals <= 22) {
+        *value = (double)mantissa / pow10[decimals];
+    } else {
+        /* 10^k is no longer exact; strtod rounds mantissa * 10^-k correctly. */
+        char text[48];
+        snprintf(text, sizeof text, "%" PRIu64 "e-%d", mantissa, decimals);
+        *value = strtod(text, NULL);
+    }
     return true;
 }
 
@@ -216,13 +240,15 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
         return CR_E_PERIOD;
 
     int64_t burst;
+    bool burst_overflows = false;
     if (args->has_burst) {
         if (args->burst < 1)
             return CR_E_BURST;
         burst = args->burst;
     } else {
         double rounded_up = ceil(rate);
-        burst = rounded_up >= TWO_POW_63 ? INT64_MAX : (int64_t)rounded_up;
+        burst_overflows = rounded_up >= TWO_POW_63;
+        burst = burst_overflows ? INT64_MAX : (int64_t)rounded_up;
         if (burst < 1)
             burst = 1;
     }
@@ -235,7 +261,7 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
         return CR_E_RATE_TOO_HIGH;
 
     int64_t tolerance_ns;
-    if (__builtin_mul_overflow(emission_ns, burst, &tolerance_ns))
+    if (burst_overflows || __builtin_mul_overflow(emission_ns, burst, &tolerance_ns))
         return CR_E_BURST_TOO_LARGE;
 
     limit->emission_ns = emission_ns;

@@ -17,7 +17,7 @@ fi
 
 PYTHON="${PYTHON:-python3}"
 need_pip=""
-for mod in pytest hypothesis mypy; do
+for mod in pytest hypothesis mypy setuptools wheel; do
     "$PYTHON" -c "import $mod" 2>/dev/null || need_pip="$need_pip $mod"
 done
 if [ -n "$need_pip" ]; then

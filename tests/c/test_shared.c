@@ -448,6 +448,6 @@ int main(void)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
         failed++;
-    printf("shared tests: %d passed, %d failed\n", passed, failed);
+    printf("test_shared: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

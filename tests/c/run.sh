@@ -1,0 +1,82 @@
+#!/bin/sh
+# Builds and runs the C tests.
+#
+#   tests/c/run.sh [plain|asan|tsan]
+#
+# plain: against build/libcellrate.a (make core); asan: AddressSanitizer and
+# UndefinedBehaviorSanitizer; tsan: ThreadSanitizer. The sanitizer builds
+# compile the core's sources in, so the core is instrumented too. Binaries go
+# to build/tests-<mode>/. The last line is "c tests: N passed, M failed"; the
+# exit status is non-zero on any failure.
+set -eu
+
+mode=${1:-plain}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+
+CC=${CC:-cc}
+flags="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Werror"
+[ "$(uname -m)" = x86_64 ] && flags="$flags -mcx16"
+libs="-lpthread -latomic -lm"
+
+case $mode in
+plain)
+    if [ ! -f build/libcellrate.a ]; then
+        echo "build/libcellrate.a is missing: run 'make core' first" >&2
+        exit 2
+    fi
+    flags="$flags -O2 -g"
+    core=build/libcellrate.a
+    ;;
+asan)
+    flags="$flags -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+    core=$(ls core/*.c)
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+    ;;
+tsan)
+    flags="$flags -O1 -g -fsanitize=thread -fno-omit-frame-pointer"
+    core=$(ls core/*.c)
+    export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+    ;;
+*)
+    echo "usage: $0 [plain|asan|tsan]" >&2
+    exit 2
+    ;;
+esac
+
+out=build/tests-$mode
+mkdir -p "$out"
+
+passed=0
+failed=0
+broken=""
+tests="test_core test_vectors test_threads"
+[ -f tests/c/test_shared.c ] && tests="$tests test_shared"
+for test in $tests; do
+    # shellcheck disable=SC2086  # flags and core are word lists
+    $CC $flags -Icore -Itests/c "tests/c/$test.c" $core $libs -o "$out/$test"
+    log="$out/$test.log"
+    if "$out/$test" tests/vectors >"$log" 2>&1; then status=0; else status=$?; fi
+    cat "$log"
+    summary=$(grep -E "^$test: [0-9]+ passed, [0-9]+ failed$" "$log" | tail -n 1 || true)
+    if [ -z "$summary" ]; then
+        echo "$test ($mode): exited with status $status before its summary" >&2
+        failed=$((failed + 1))
+        broken="$broken $test"
+        continue
+    fi
+    p=$(echo "$summary" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed/\1/')
+    f=$(echo "$summary" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed/\2/')
+    passed=$((passed + p))
+    failed=$((failed + f))
+    if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
+        # a sanitizer report after the summary, or a crash at exit
+        failed=$((failed + 1))
+        broken="$broken $test"
+    fi
+done
+
+[ -n "$broken" ] && echo "failed to complete ($mode):$broken" >&2
+echo "c tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

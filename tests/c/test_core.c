@@ -1,0 +1,513 @@
+/*
+ * The C API one entry point at a time: bad arguments, status messages,
+ * versions, time conversions, and the keyed table's bookkeeping (slots,
+ * memory, eviction). The decision arithmetic itself is test_vectors.c's.
+ */
+#include "cellrate.h"
+#include "check.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define SECOND INT64_C(1000000000)
+#define HOUR (3600 * SECOND)
+
+static cr_limit make_limit(int64_t emission_ns, int64_t burst)
+{
+    cr_limit limit;
+    memset(&limit, 0, sizeof limit);
+    limit.emission_ns = emission_ns;
+    limit.burst = burst;
+    limit.tolerance_ns = emission_ns * burst;
+    limit.rate = 1.0;
+    limit.period_s = (double)emission_ns / 1e9;
+    return limit;
+}
+
+/* A small deterministic generator (splitmix64) for keys and costs. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+static uint64_t next_random(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_version(void)
+{
+    char expected[64];
+    snprintf(expected, sizeof expected, "%d.%d.%d", CR_VERSION_MAJOR, CR_VERSION_MINOR,
+             CR_VERSION_PATCH);
+    CHECK_EQ_STR(CR_VERSION_STRING, expected, "version macros");
+    CHECK_EQ_STR(cr_version(), CR_VERSION_STRING, "cr_version() is the header's version");
+}
+
+static void test_status_table(void)
+{
+    static const char *const params[] = {
+#define CR_TEST_PARAM_(name, param, message) param,
+        CR_STATUS_LIST(CR_TEST_PARAM_)
+#undef CR_TEST_PARAM_
+    };
+    static const char *const names[] = {
+#define CR_TEST_NAME_(name, param, message) #name,
+        CR_STATUS_LIST(CR_TEST_NAME_)
+#undef CR_TEST_NAME_
+    };
+    CHECK_EQ_I64(sizeof params / sizeof params[0], CR_STATUS_COUNT, "one row per status");
+    CHECK_EQ_I64(CR_OK, 0, "CR_OK is zero");
+    for (int i = 0; i < CR_STATUS_COUNT; i++) {
+        const char *message = cr_strerror((cr_status)i);
+        const char *param = cr_status_param((cr_status)i);
+        if (!CHECK(message && param, "status %s", names[i]))
+            continue;
+        CHECK(message[0] != '\0', "status %s has a message", names[i]);
+        CHECK_EQ_STR(param, params[i], "status %s", names[i]);
+        CHECK(strncmp(message, param, strlen(param)) == 0,
+              "message of %s (\"%s\") starts with its parameter \"%s\"", names[i], message, param);
+        CHECK(strcmp(message, "unknown status") != 0, "status %s", names[i]);
+        for (int j = 0; j < i; j++)
+            CHECK(strcmp(message, cr_strerror((cr_status)j)) != 0, "%s and %s share a message",
+                  names[i], names[j]);
+    }
+    CHECK_EQ_STR(cr_strerror(CR_OK), "ok", "CR_OK");
+    CHECK_EQ_STR(cr_status_param(CR_OK), "", "CR_OK names no parameter");
+    CHECK_EQ_STR(cr_status_param(CR_E_NOMEM), "", "out of memory names no parameter");
+    const int out_of_range[] = {CR_STATUS_COUNT, CR_STATUS_COUNT + 1, 1000, -1};
+    for (size_t i = 0; i < sizeof out_of_range / sizeof out_of_range[0]; i++) {
+        CHECK_EQ_STR(cr_strerror((cr_status)out_of_range[i]), "unknown status", "status %d",
+                     out_of_range[i]);
+        CHECK_EQ_STR(cr_status_param((cr_status)out_of_range[i]), "", "status %d",
+                     out_of_range[i]);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+
+static cr_status init_text(cr_limit *limit, const char *text, size_t len)
+{
+    cr_limit_args args = {0};
+    args.rate_text = text;
+    args.rate_text_len = len;
+    return cr_limit_init(limit, &args);
+}
+
+static void test_limit_init(void)
+{
+    cr_limit limit;
+    cr_limit_args args = {0};
+
+    args.rate = 300;
+    args.period_s = 60;
+    args.has_period = true;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_OK, "300 per 60 s");
+    CHECK_EQ_I64(limit.emission_ns, 200 * 1000 * 1000, "300 per 60 s");
+    CHECK_EQ_I64(limit.burst, 300, "default burst is ceil(rate)");
+    CHECK_EQ_I64(limit.tolerance_ns, limit.emission_ns * 300, "tau = T * burst");
+    CHECK(limit.rate == 300.0 && limit.period_s == 60.0, "rate and period as given");
+
+    args = (cr_limit_args){0};
+    args.rate = 10;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_OK, "10 per (default) second");
+    CHECK(limit.period_s == 1.0, "absent period is 1 s");
+
+    /* A rate string need not be NUL-terminated: only `len` bytes count. */
+    const char buffer[] = "300/5mXYZ";
+    CHECK_EQ_I64(init_text(&limit, buffer, 6), CR_OK, "'300/5m' out of a longer buffer");
+    CHECK(limit.rate == 300.0 && limit.period_s == 300.0, "rate and period as parsed");
+    CHECK_EQ_I64(limit.emission_ns, SECOND, "300 per 5 minutes");
+    CHECK_EQ_I64(init_text(&limit, buffer, 7), CR_E_RATE_SYNTAX, "'300/5mX'");
+    CHECK_EQ_I64(init_text(&limit, "10/s\0", 5), CR_E_RATE_SYNTAX, "a NUL byte is not a space");
+    CHECK_EQ_I64(init_text(&limit, "10\0/s", 5), CR_E_RATE_SYNTAX, "a NUL byte is not a space");
+    CHECK_EQ_I64(init_text(&limit, "10/s", 0), CR_E_RATE_SYNTAX, "an empty string");
+
+    /* The text takes the place of the number, whatever the number says. */
+    args = (cr_limit_args){0};
+    args.rate = -1;
+    args.rate_text = "10/s";
+    args.rate_text_len = 4;
+    args.burst = 3;
+    args.has_burst = true;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_OK, "rate_text with a bad numeric rate");
+    CHECK_EQ_I64(limit.burst, 3, "a burst given with a rate string");
+    args.burst = 0;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_E_BURST, "burst 0 with a rate string");
+
+    double rate = -1, period_s = -1;
+    CHECK_EQ_I64(cr_parse_rate("5 per 2 hours", 13, &rate, &period_s), CR_OK, "cr_parse_rate");
+    CHECK(rate == 5.0 && period_s == 7200.0, "cr_parse_rate: %g per %g s", rate, period_s);
+    CHECK_EQ_I64(cr_parse_rate("5 per 2 months", 14, &rate, &period_s), CR_E_RATE_CALENDAR,
+                 "cr_parse_rate");
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_time(void)
+{
+    CHECK(isinf(cr_ns_to_seconds(CR_NEVER)) && cr_ns_to_seconds(CR_NEVER) > 0,
+          "CR_NEVER is +infinity in seconds");
+    int64_t samples[64] = {0, 1, 2, 999999999, SECOND, 1500 * 1000 * 1000, INT64_C(1) << 50,
+                           (INT64_C(1) << 53) - 1, INT64_C(1) << 53};
+    for (int i = 9; i < 64; i++)
+        samples[i] = (int64_t)(next_random() >> (11 + (unsigned)i % 20));
+    for (int i = 0; i < 64; i++) {
+        int64_t ns = samples[i];
+        /* Below 2^53 ns the conversion is exact, so the answer is the one
+         * correctly rounded quotient. */
+        double seconds = cr_ns_to_seconds(ns);
+        CHECK(seconds == (double)ns / 1e9, "cr_ns_to_seconds(%" PRId64 ") = %.17g", ns, seconds);
+        if (ns < (INT64_C(1) << 50)) {
+            int64_t back = -1;
+            CHECK_EQ_I64(cr_seconds_to_ns(seconds, &back), CR_OK, "ns %" PRId64, ns);
+            CHECK_EQ_I64(back, ns, "seconds -> ns -> seconds round trip");
+        }
+    }
+    int64_t ns = -1;
+    CHECK_EQ_I64(cr_seconds_to_ns(NAN, &ns), CR_E_NOW, "NaN");
+    CHECK_EQ_I64(cr_seconds_to_ns(-INFINITY, &ns), CR_E_NOW, "-inf");
+    CHECK_EQ_I64(cr_seconds_to_ns(-1e-300, &ns), CR_E_NOW, "a tiny negative");
+
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t before = (int64_t)ts.tv_sec * SECOND + ts.tv_nsec;
+    int64_t previous = cr_clock_ns();
+    CHECK(previous >= before, "cr_clock_ns() is CLOCK_MONOTONIC");
+    bool monotonic = true;
+    for (int i = 0; i < 10000; i++) {
+        int64_t now = cr_clock_ns();
+        monotonic = monotonic && now >= previous;
+        previous = now;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t after = (int64_t)ts.tv_sec * SECOND + ts.tv_nsec;
+    CHECK(monotonic, "cr_clock_ns() never steps back");
+    CHECK(previous <= after, "cr_clock_ns() is CLOCK_MONOTONIC");
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_limiter(void)
+{
+    cr_limiter_free(NULL); /* a no-op */
+    cr_keyed_free(NULL);
+
+    cr_limit limit = make_limit(HOUR, 3);
+    cr_limiter *limiter = NULL;
+    if (!CHECK(cr_limiter_new(&limiter, &limit) == CR_OK && limiter, "cr_limiter_new"))
+        return;
+    const cr_limit *held = cr_limiter_limit(limiter);
+    CHECK(held->emission_ns == HOUR && held->burst == 3 && held->tolerance_ns == 3 * HOUR,
+          "cr_limiter_limit returns the limit given");
+
+    cr_decision d;
+    CHECK_EQ_I64(cr_limiter_check(limiter, 0, -1, true, &d), CR_E_COST, "cost -1");
+    CHECK_EQ_I64(cr_limiter_check(limiter, 0, INT64_MIN, true, &d), CR_E_COST, "cost INT64_MIN");
+    CHECK_EQ_I64(cr_limiter_check(limiter, -2, 1, true, &d), CR_E_NOW, "now -2");
+    CHECK_EQ_I64(cr_limiter_check(limiter, INT64_MIN, 1, true, &d), CR_E_NOW, "now INT64_MIN");
+    CHECK_EQ_I64(cr_limiter_check(limiter, -2, 1, false, &d), CR_E_NOW, "peek at now -2");
+    CHECK_EQ_I64(cr_limiter_check(limiter, 5, 0, true, &d), CR_OK, "after bad arguments");
+    CHECK(d.allowed && d.remaining == 3, "bad arguments stored nothing");
+
+    /* CR_CLOCK: the limiter reads the clock; T is an hour, so no refill here. */
+    int admitted = 0;
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ_I64(cr_limiter_check(limiter, CR_CLOCK, 1, true, &d), CR_OK, "CR_CLOCK");
+        admitted += d.allowed;
+    }
+    CHECK_EQ_I64(admitted, 3, "an idle limiter on the real clock admits its burst");
+    CHECK(!d.allowed && d.retry_after_ns > 0 && d.retry_after_ns <= HOUR,
+          "retry_after %" PRId64, d.retry_after_ns);
+    cr_limiter_reset(limiter);
+    CHECK_EQ_I64(cr_limiter_check(limiter, CR_CLOCK, 3, true, &d), CR_OK, "after reset");
+    CHECK(d.allowed, "reset gives back the full burst");
+    cr_limiter_free(limiter);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static bool key_is_idle(cr_keyed *keyed, const void *key, size_t len, int64_t now)
+{
+    cr_decision d;
+    cr_keyed_check(keyed, key, len, now, 0, false, &d);
+    return d.reset_after_ns == 0;
+}
+
+static void test_keyed_arguments(void)
+{
+    cr_limit limit = make_limit(SECOND, 2);
+    cr_keyed *keyed = NULL;
+    const int64_t bad[] = {0, -1, INT64_MIN, (INT64_C(1) << 32) + 1, INT64_MAX};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_EQ_I64(cr_keyed_new(&keyed, &limit, bad[i]), CR_E_CAPACITY,
+                     "capacity %" PRId64, bad[i]);
+
+    if (!CHECK(cr_keyed_new(&keyed, &limit, 1) == CR_OK && keyed, "capacity 1"))
+        return;
+    CHECK_EQ_I64(cr_keyed_capacity(keyed), 1, "cr_keyed_capacity");
+    const cr_limit *held = cr_keyed_limit(keyed);
+    CHECK(held->emission_ns == SECOND && held->burst == 2, "cr_keyed_limit returns the limit");
+    cr_keyed_free(keyed);
+
+    if (!CHECK(cr_keyed_new(&keyed, &limit, 100) == CR_OK, "capacity 100"))
+        return;
+    CHECK_EQ_I64(cr_keyed_capacity(keyed), 100, "cr_keyed_capacity");
+    cr_decision d;
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, 0, -1, true, &d), CR_E_COST, "cost -1");
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, 0, INT64_MIN, true, &d), CR_E_COST,
+                 "cost INT64_MIN");
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, -2, 1, true, &d), CR_E_NOW, "now -2");
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, INT64_MIN, 1, false, &d), CR_E_NOW,
+                 "now INT64_MIN");
+    CHECK_EQ_I64(cr_keyed_len(keyed), 0, "bad arguments claim no slot");
+    CHECK_EQ_I64(cr_keyed_evictions(keyed), 0, "no evictions yet");
+
+    /* Only a committed admission of cost >= 1 claims a slot. */
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, 0, 1, false, &d), CR_OK, "peek");
+    CHECK_EQ_I64(cr_keyed_len(keyed), 0, "a peek claims no slot");
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, 0, 0, true, &d), CR_OK, "probe");
+    CHECK_EQ_I64(cr_keyed_len(keyed), 0, "a cost-0 probe claims no slot");
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, 0, 3, true, &d), CR_OK, "unfittable");
+    CHECK(!d.allowed && d.retry_after_ns == CR_NEVER, "cost 3 never fits burst 2");
+    CHECK_EQ_I64(cr_keyed_len(keyed), 0, "a turn-away claims no slot");
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, 0, 1, true, &d), CR_OK, "admission");
+    CHECK_EQ_I64(cr_keyed_len(keyed), 1, "an admission claims a slot");
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, 0, 1, true, &d), CR_OK, "admission");
+    CHECK_EQ_I64(cr_keyed_len(keyed), 1, "a key holds one slot");
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, 0, 1, true, &d), CR_OK, "turn-away");
+    CHECK(!d.allowed, "burst 2 spent");
+
+    /* Keys are bytes: length counts, NUL bytes are ordinary. */
+    CHECK_EQ_I64(cr_keyed_check(keyed, "", 0, 0, 2, true, &d), CR_OK, "the empty key");
+    CHECK(d.allowed, "the empty key is a key of its own");
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a\0", 2, 0, 2, true, &d), CR_OK, "\"a\\0\"");
+    CHECK(d.allowed, "\"a\\0\" is not \"a\"");
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a\0b", 3, 0, 2, true, &d), CR_OK, "\"a\\0b\"");
+    CHECK(d.allowed, "\"a\\0b\" is a key of its own");
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a\0c", 3, 0, 1, true, &d), CR_OK, "\"a\\0c\"");
+    CHECK(d.allowed && d.remaining == 1, "\"a\\0c\" is not \"a\\0b\"");
+    size_t long_len = 100000;
+    char *long_key = malloc(long_len);
+    if (long_key) {
+        memset(long_key, 'k', long_len);
+        CHECK_EQ_I64(cr_keyed_check(keyed, long_key, long_len, 0, 2, true, &d), CR_OK, "long key");
+        long_key[long_len - 1] = 'K';
+        CHECK_EQ_I64(cr_keyed_check(keyed, long_key, long_len, 0, 2, true, &d), CR_OK, "long key");
+        CHECK(d.allowed, "keys differing in their last byte are distinct");
+        free(long_key);
+    }
+    CHECK_EQ_I64(cr_keyed_len(keyed), 7, "seven keys hold slots");
+
+    /* Reset frees the slot and gives the burst back; of an absent key, a no-op. */
+    cr_keyed_reset(keyed, "a", 1);
+    CHECK_EQ_I64(cr_keyed_len(keyed), 6, "reset frees the slot");
+    CHECK(key_is_idle(keyed, "a", 1, 0), "a reset key is idle");
+    cr_keyed_reset(keyed, "never seen", 10);
+    cr_keyed_reset(keyed, "a", 1);
+    CHECK_EQ_I64(cr_keyed_len(keyed), 6, "resetting an absent key changes nothing");
+    CHECK(!key_is_idle(keyed, "", 0, 0), "other keys keep their state");
+    CHECK_EQ_I64(cr_keyed_evictions(keyed), 0, "no evictions in a roomy table");
+    cr_keyed_free(keyed);
+}
+
+/* Distinct keys, 10x capacity, all live at one frozen instant: every key is
+ * admitted, the table never grows, and each key beyond the free slots
+ * evicts exactly one live key. */
+static void test_keyed_flood_live(void)
+{
+    const int64_t capacity = 1000;
+    const int keys = 10 * (int)capacity;
+    cr_limit limit = make_limit(HOUR, 1);
+    cr_keyed *keyed = NULL;
+    if (!CHECK(cr_keyed_new(&keyed, &limit, capacity) == CR_OK, "cr_keyed_new"))
+        return;
+    size_t memory = cr_keyed_memory(keyed);
+    int refused = 0;
+    size_t max_len = 0;
+    bool memory_constant = true;
+    for (int i = 0; i < keys; i++) {
+        char key[32];
+        int len = snprintf(key, sizeof key, "live-%d", i);
+        cr_decision d;
+        cr_keyed_check(keyed, key, (size_t)len, SECOND, 1, true, &d);
+        refused += !d.allowed;
+        size_t held = cr_keyed_len(keyed);
+        max_len = held > max_len ? held : max_len;
+        memory_constant = memory_constant && cr_keyed_memory(keyed) == memory;
+    }
+    CHECK_EQ_I64(refused, 0, "a key the table has no room for is idle, so admitted");
+    CHECK(max_len <= 2 * (size_t)capacity, "len peaked at %zu for capacity %" PRId64, max_len,
+          capacity);
+    CHECK(max_len >= (size_t)capacity, "a table for %" PRId64 " keys held only %zu", capacity,
+          max_len);
+    CHECK(memory_constant, "cr_keyed_memory is fixed at creation");
+    uint64_t evictions = cr_keyed_evictions(keyed);
+    CHECK_EQ_I64((int64_t)evictions + (int64_t)cr_keyed_len(keyed), keys,
+                 "every key took a free slot or evicted one live key");
+    cr_keyed_free(keyed);
+}
+
+/* Distinct keys, 10x capacity, each idle again before the next arrives:
+ * expired slots are reused, so nothing live is ever evicted. */
+static void test_keyed_flood_expired(void)
+{
+    const int64_t capacity = 1000;
+    const int keys = 10 * (int)capacity;
+    cr_limit limit = make_limit(5, 2);
+    cr_keyed *keyed = NULL;
+    if (!CHECK(cr_keyed_new(&keyed, &limit, capacity) == CR_OK, "cr_keyed_new"))
+        return;
+    size_t memory = cr_keyed_memory(keyed);
+    size_t max_len = 0;
+    bool memory_constant = true;
+    for (int i = 0; i < keys; i++) {
+        char key[32];
+        int len = snprintf(key, sizeof key, "expiring-%d", i);
+        cr_decision d;
+        cr_keyed_check(keyed, key, (size_t)len, SECOND + 10 * (int64_t)i, 2, true, &d);
+        size_t held = cr_keyed_len(keyed);
+        max_len = held > max_len ? held : max_len;
+        memory_constant = memory_constant && cr_keyed_memory(keyed) == memory;
+    }
+    CHECK_EQ_I64(cr_keyed_evictions(keyed), 0, "expired slots are reused before live ones");
+    CHECK(max_len <= 2 * (size_t)capacity, "len peaked at %zu", max_len);
+    CHECK(memory_constant, "cr_keyed_memory is fixed at creation");
+    cr_keyed_free(keyed);
+}
+
+/*
+ * The eviction choice. A table for 4 keys has two buckets of four slots, and
+ * every key's two candidate buckets are those two: the whole table. (Checked
+ * first: 8 live keys fit with no eviction.) So the policy is visible from
+ * outside: the new key takes an empty slot if any; else the slot whose TAT is
+ * smallest, which is a free reuse when that TAT has passed and otherwise the
+ * eviction of that live key, counted.
+ */
+#define SMALL_SLOTS 8
+typedef struct {
+    char name[16];
+    int64_t tat; /* 0: not in the table */
+} held_key;
+
+static void test_keyed_eviction_policy(void)
+{
+    const int64_t burst = 1000;
+    cr_limit limit = make_limit(SECOND, burst);
+    cr_keyed *keyed = NULL;
+    if (!CHECK(cr_keyed_new(&keyed, &limit, 4) == CR_OK, "cr_keyed_new"))
+        return;
+
+    held_key table[SMALL_SLOTS];
+    int next_name = 0;
+    int64_t now = 0;
+    cr_decision d;
+    for (int i = 0; i < SMALL_SLOTS; i++) {
+        held_key *k = &table[i];
+        snprintf(k->name, sizeof k->name, "k%d", next_name++);
+        int64_t cost = 10 + (int64_t)(next_random() % 500);
+        cr_keyed_check(keyed, k->name, strlen(k->name), now, cost, true, &d);
+        k->tat = now + cost * SECOND;
+    }
+    if (!CHECK(cr_keyed_len(keyed) == SMALL_SLOTS && cr_keyed_evictions(keyed) == 0,
+               "a table for 4 keys holds 8 live keys without evicting (len %zu, evictions %" PRIu64
+               "); the eviction checks below assume it",
+               cr_keyed_len(keyed), cr_keyed_evictions(keyed))) {
+        cr_keyed_free(keyed);
+        return;
+    }
+
+    uint64_t want_evictions = 0;
+    for (int round = 0; round < 400; round++) {
+        if (round % 7 == 3)
+            now += (int64_t)(next_random() % 200) * SECOND; /* some keys expire */
+        if (round % 13 == 5) {
+            /* A reset frees a slot: the next new key takes it, evicting nothing. */
+            held_key *k = &table[next_random() % SMALL_SLOTS];
+            cr_keyed_reset(keyed, k->name, strlen(k->name));
+            held_key fresh;
+            snprintf(fresh.name, sizeof fresh.name, "k%d", next_name++);
+            cr_keyed_check(keyed, fresh.name, strlen(fresh.name), now, 1, true, &d);
+            fresh.tat = now + SECOND;
+            *k = fresh;
+            CHECK_EQ_I64(cr_keyed_evictions(keyed), want_evictions, "round %d: a freed slot", round);
+            continue;
+        }
+        /* The victim: smallest TAT; on a tie, the model cannot say which. */
+        int victim = 0, ties = 0;
+        for (int i = 1; i < SMALL_SLOTS; i++)
+            if (table[i].tat < table[victim].tat)
+                victim = i;
+        for (int i = 0; i < SMALL_SLOTS; i++)
+            ties += table[i].tat == table[victim].tat;
+        if (ties > 1) {
+            /* make the TATs distinct again by spending on all but one key */
+            for (int i = 0; i < SMALL_SLOTS; i++) {
+                if (i != victim && table[i].tat == table[victim].tat) {
+                    int64_t base = table[i].tat > now ? table[i].tat : now;
+                    cr_keyed_check(keyed, table[i].name, strlen(table[i].name), now, 1, true, &d);
+                    if (d.allowed)
+                        table[i].tat = base + SECOND;
+                }
+            }
+            continue;
+        }
+        bool live = table[victim].tat > now;
+        held_key fresh;
+        snprintf(fresh.name, sizeof fresh.name, "k%d", next_name++);
+        int64_t cost = 1 + (int64_t)(next_random() % 600);
+        cr_keyed_check(keyed, fresh.name, strlen(fresh.name), now, cost, true, &d);
+        CHECK(d.allowed, "round %d: a new key is idle", round);
+        fresh.tat = now + cost * SECOND;
+        want_evictions += live;
+        CHECK_EQ_I64(cr_keyed_evictions(keyed), want_evictions,
+                     "round %d: %s the key with the smallest TAT", round,
+                     live ? "evicting (live)" : "reusing (expired)");
+        CHECK_EQ_I64(cr_keyed_len(keyed), SMALL_SLOTS, "round %d: the table stays full", round);
+        if (live)
+            CHECK(key_is_idle(keyed, table[victim].name, strlen(table[victim].name), now),
+                  "round %d: the live key with the smallest TAT (%s) was the one evicted", round,
+                  table[victim].name);
+        table[victim] = fresh;
+        for (int i = 0; i < SMALL_SLOTS; i++) {
+            if (table[i].tat <= now)
+                continue; /* idle either way */
+            cr_keyed_check(keyed, table[i].name, strlen(table[i].name), now, 0, false, &d);
+            CHECK_EQ_I64(d.reset_after_ns, table[i].tat - now, "round %d: key %s kept its TAT",
+                         round, table[i].name);
+        }
+    }
+    CHECK(want_evictions > 50, "the rounds evicted live keys %" PRIu64 " times", want_evictions);
+    cr_keyed_free(keyed);
+}
+
+static void test_keyed_memory(void)
+{
+    cr_limit limit = make_limit(SECOND, 1);
+    cr_keyed *keyed = NULL;
+    const int64_t million = 1000 * 1000;
+    if (!CHECK(cr_keyed_new(&keyed, &limit, million) == CR_OK, "capacity 1e6"))
+        return;
+    double per_key = (double)cr_keyed_memory(keyed) / (double)million;
+    CHECK(per_key <= 32.0, "%.2f bytes of table per key at capacity 1e6", per_key);
+    CHECK(per_key >= 16.0, "%.2f bytes per key cannot hold a 64-bit key hash and TAT", per_key);
+    printf("keyed table: %.2f bytes per key at capacity 1e6\n", per_key);
+    cr_keyed_free(keyed);
+}
+
+int main(void)
+{
+    test_version();
+    test_status_table();
+    test_limit_init();
+    test_time();
+    test_limiter();
+    test_keyed_arguments();
+    test_keyed_flood_live();
+    test_keyed_flood_expired();
+    test_keyed_eviction_policy();
+    test_keyed_memory();
+    return check_summary("test_core");
+}

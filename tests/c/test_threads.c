@@ -1,0 +1,219 @@
+/*
+ * Concurrency: threads racing on the same keys must never admit more than
+ * the semantics allow, and must not lose admissions either.
+ *   - one key, one frozen instant: exactly `burst` admissions in total;
+ *   - many keys, one frozen instant: exactly `burst` per key;
+ *   - the real clock (CR_CLOCK) for ~0.3 s: at most burst + elapsed / T + 1.
+ */
+#include "cellrate.h"
+#include "check.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define THREADS 4
+#define SECOND INT64_C(1000000000)
+
+static cr_limit make_limit(int64_t emission_ns, int64_t burst)
+{
+    cr_limit limit;
+    memset(&limit, 0, sizeof limit);
+    limit.emission_ns = emission_ns;
+    limit.burst = burst;
+    limit.tolerance_ns = emission_ns * burst;
+    limit.rate = 1.0;
+    limit.period_s = (double)emission_ns / 1e9;
+    return limit;
+}
+
+typedef struct {
+    cr_limiter *limiter; /* one of limiter / keyed */
+    cr_keyed *keyed;
+    pthread_barrier_t *start;
+    int keys;           /* keys to spread over (keyed only) */
+    int attempts;       /* per key */
+    int64_t now;        /* a frozen instant, or CR_CLOCK */
+    int64_t run_until;  /* with CR_CLOCK: stop once the clock passes this */
+    _Atomic int64_t *admitted_per_key;
+    int64_t admitted;   /* this thread's admissions */
+    int errors;
+} worker;
+
+static cr_status decide(worker *w, int key_index, int64_t now, bool commit, cr_decision *d)
+{
+    if (w->limiter)
+        return cr_limiter_check(w->limiter, now, 1, commit, d);
+    char key[32];
+    int len = snprintf(key, sizeof key, "key-%d", key_index);
+    return cr_keyed_check(w->keyed, key, (size_t)len, now, 1, commit, d);
+}
+
+static void *run_frozen(void *arg)
+{
+    worker *w = arg;
+    pthread_barrier_wait(w->start);
+    for (int round = 0; round < w->attempts; round++) {
+        for (int k = 0; k < w->keys; k++) {
+            cr_decision d;
+            /* A peek between checks: it must never count or change anything. */
+            if (decide(w, k, w->now, false, &d) != CR_OK)
+                w->errors++;
+            if (decide(w, k, w->now, true, &d) != CR_OK) {
+                w->errors++;
+                continue;
+            }
+            if (d.allowed) {
+                w->admitted++;
+                atomic_fetch_add(&w->admitted_per_key[k], 1);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void *run_clock(void *arg)
+{
+    worker *w = arg;
+    pthread_barrier_wait(w->start);
+    while (cr_clock_ns() < w->run_until) {
+        cr_decision d;
+        if (decide(w, 0, CR_CLOCK, true, &d) != CR_OK)
+            w->errors++;
+        else
+            w->admitted += d.allowed;
+    }
+    return NULL;
+}
+
+/* Runs THREADS workers like `model` and returns the total admitted. */
+static int64_t run_workers(worker model, void *(*body)(void *), int *errors)
+{
+    pthread_t threads[THREADS];
+    worker workers[THREADS];
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, THREADS);
+    for (int i = 0; i < THREADS; i++) {
+        workers[i] = model;
+        workers[i].start = &start;
+        if (pthread_create(&threads[i], NULL, body, &workers[i]) != 0) {
+            fprintf(stderr, "pthread_create failed\n");
+            exit(2);
+        }
+    }
+    int64_t admitted = 0;
+    *errors = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(threads[i], NULL);
+        admitted += workers[i].admitted;
+        *errors += workers[i].errors;
+    }
+    pthread_barrier_destroy(&start);
+    return admitted;
+}
+
+static void test_one_key_frozen(void)
+{
+    const int64_t burst = 500;
+    cr_limit limit = make_limit(SECOND, burst);
+    _Atomic int64_t counter = 0;
+    int errors;
+
+    for (int repeat = 0; repeat < 5; repeat++) {
+        worker w = {0};
+        w.keys = 1;
+        w.attempts = 300; /* 4 x 300 = 1200 tries for 500 units */
+        w.now = 7 * SECOND;
+        w.admitted_per_key = &counter;
+        if (!CHECK(cr_limiter_new(&w.limiter, &limit) == CR_OK, "cr_limiter_new"))
+            return;
+        int64_t admitted = run_workers(w, run_frozen, &errors);
+        CHECK_EQ_I64(errors, 0, "cr_limiter_check statuses");
+        CHECK_EQ_I64(admitted, burst, "cr_limiter: %d threads on one key at one instant",
+                     THREADS);
+        cr_limiter_free(w.limiter);
+
+        w.limiter = NULL;
+        if (!CHECK(cr_keyed_new(&w.keyed, &limit, 16) == CR_OK, "cr_keyed_new"))
+            return;
+        admitted = run_workers(w, run_frozen, &errors);
+        CHECK_EQ_I64(errors, 0, "cr_keyed_check statuses");
+        CHECK_EQ_I64(admitted, burst, "cr_keyed: %d threads on one key at one instant", THREADS);
+        CHECK_EQ_I64(cr_keyed_len(w.keyed), 1, "the key holds one slot, never two");
+        cr_keyed_free(w.keyed);
+    }
+}
+
+static void test_many_keys_frozen(void)
+{
+    enum { KEYS = 300 };
+    const int64_t burst = 5;
+    cr_limit limit = make_limit(SECOND, burst);
+    _Atomic int64_t *per_key = calloc(KEYS, sizeof *per_key);
+    if (!per_key)
+        exit(2);
+    int errors;
+    for (int repeat = 0; repeat < 3; repeat++) {
+        for (int k = 0; k < KEYS; k++)
+            atomic_store(&per_key[k], 0);
+        worker w = {0};
+        w.keys = KEYS;
+        w.attempts = 4; /* 16 tries per key for 5 units */
+        w.now = 3 * SECOND;
+        w.admitted_per_key = per_key;
+        if (!CHECK(cr_keyed_new(&w.keyed, &limit, 4 * KEYS) == CR_OK, "cr_keyed_new"))
+            break;
+        int64_t admitted = run_workers(w, run_frozen, &errors);
+        CHECK_EQ_I64(errors, 0, "cr_keyed_check statuses");
+        CHECK_EQ_I64(cr_keyed_evictions(w.keyed), 0, "a roomy table evicts nothing");
+        CHECK_EQ_I64(cr_keyed_len(w.keyed), KEYS, "one slot per key");
+        int wrong = 0;
+        for (int k = 0; k < KEYS; k++)
+            wrong += atomic_load(&per_key[k]) != burst;
+        CHECK_EQ_I64(wrong, 0, "keys not admitted exactly burst times");
+        CHECK_EQ_I64(admitted, burst * KEYS, "%d threads on %d keys at one instant", THREADS, KEYS);
+        cr_keyed_free(w.keyed);
+    }
+    free(per_key);
+}
+
+/* T = 1 ms, burst 20, hammered for 0.3 s from 4 threads on the real clock. */
+static void test_real_clock(void)
+{
+    const int64_t emission_ns = 1000 * 1000, burst = 20, run_ns = 300 * 1000 * 1000;
+    cr_limit limit = make_limit(emission_ns, burst);
+    for (int store = 0; store < 2; store++) {
+        worker w = {0};
+        const char *name = store ? "cr_keyed" : "cr_limiter";
+        if (store ? cr_keyed_new(&w.keyed, &limit, 16) != CR_OK
+                  : cr_limiter_new(&w.limiter, &limit) != CR_OK) {
+            CHECK(false, "%s: cannot make the store", name);
+            continue;
+        }
+        int errors;
+        int64_t start = cr_clock_ns();
+        w.run_until = start + run_ns;
+        int64_t admitted = run_workers(w, run_clock, &errors);
+        int64_t elapsed = cr_clock_ns() - start;
+        int64_t most = burst + elapsed / emission_ns + 1;
+        CHECK_EQ_I64(errors, 0, "%s statuses", name);
+        CHECK(admitted <= most, "%s: admitted %" PRId64 " in %.3f s, at most %" PRId64, name,
+              admitted, (double)elapsed / 1e9, most);
+        /* Four threads polling nonstop leave the limiter idle only briefly. */
+        int64_t fewest = burst + run_ns / emission_ns / 2;
+        CHECK(admitted >= fewest, "%s: admitted %" PRId64 " in %.3f s, expected >= %" PRId64, name,
+              admitted, (double)elapsed / 1e9, fewest);
+        printf("real clock, %s: %" PRId64 " admitted in %.3f s (bound %" PRId64 ")\n", name,
+               admitted, (double)elapsed / 1e9, most);
+        cr_limiter_free(w.limiter);
+        cr_keyed_free(w.keyed);
+    }
+}
+
+int main(void)
+{
+    test_one_key_frozen();
+    test_many_keys_frozen();
+    test_real_clock();
+    return check_summary("test_threads");
+}

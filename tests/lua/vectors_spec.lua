@@ -1,0 +1,451 @@
+-- The shared conformance vectors (tests/vectors/) through the Lua face, under
+-- Lua 5.4 and LuaJIT alike.
+--
+-- The vectors are in integer nanoseconds; Lua speaks float seconds, and
+-- LuaJIT has no 64-bit integers. A vector is replayed only where every value
+-- passes exactly, by the same rule as tests/python/test_vectors.py
+-- (gcra_model.float_face_seconds, which the generator proves on every time):
+--
+-- * a time t goes in as t / 1e9 when t < 2^50 ns (the quotient is then
+--   within 0.12 ns) or t is a multiple of 5^9 ns (t / 1e9 is then k / 2^9,
+--   an exact double); a limit (T, burst) as limiter(1, {period = T / 1e9});
+-- * under LuaJIT, an integer (burst, cost) goes in only if it is an exact
+--   double, or INT64_MAX (2^63 as a double, which the binding saturates to
+--   INT64_MAX).
+--
+-- Anything else is skipped, counted by reason, printed, and bounded. A skipped
+-- op that stores nothing (the vectors give the TAT after each op) is skipped
+-- alone; after one that stores, the rest of its sequence is skipped, since its
+-- state would no longer be known. The C tests replay every vector.
+local cellrate = require "cellrate"
+
+local IS_LUAJIT = type(jit) == "table"
+local MAX_SKIPPED_SHARE = IS_LUAJIT and 0.03 or 0.02
+
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local ROOT = here .. "../../"
+local VECTORS = ROOT .. "tests/vectors/"
+
+local function lines_of(name)
+   local file = assert(io.open(VECTORS .. name, "r"))
+   local lines = {}
+   local number = 0
+   for line in file:lines() do
+      number = number + 1
+      line = line:gsub("\r$", "")
+      if line ~= "" and line:sub(1, 1) ~= "#" then
+         lines[#lines + 1] = { number = number, text = line }
+      end
+   end
+   file:close()
+   return lines
+end
+
+local function words(text)
+   local out = {}
+   for word in text:gmatch("%S+") do
+      out[#out + 1] = word
+   end
+   return out
+end
+
+---------------------------------------------------------------------------
+-- The status table of core/cellrate.h: the messages a face must raise.
+
+local function read_status_table()
+   local file = assert(io.open(ROOT .. "core/cellrate.h", "r"))
+   local header = file:read("*a")
+   file:close()
+   local start = assert(header:find("#define CR_STATUS_LIST(X)", 1, true), "no CR_STATUS_LIST")
+   local stop = header:find("\n\n", start, true)
+   local body = header:sub(start, stop):gsub("\\\n", " ")
+   local statuses = {}
+   local pos = 1
+   while true do
+      local name_end, name
+      _, name_end, name = body:find("X%(%s*([%w_]+)%s*,", pos)
+      if not name then break end
+      -- Then C string literals: the parameter, a comma, the message pieces.
+      local strings, current = { {} }, 1
+      pos = name_end + 1
+      while true do
+         local ch = body:sub(pos, pos)
+         if ch == '"' then
+            local close = pos + 1
+            while body:sub(close, close) ~= '"' do
+               close = close + (body:sub(close, close) == "\\" and 2 or 1)
+            end
+            table.insert(strings[current], body:sub(pos + 1, close - 1))
+            pos = close + 1
+         elseif ch == "," then
+            current = current + 1
+            strings[current] = {}
+            pos = pos + 1
+         elseif ch == ")" then
+            break
+         else
+            pos = pos + 1
+         end
+      end
+      statuses[name] = { param = table.concat(strings[1]), message = table.concat(strings[2]) }
+   end
+   assert(statuses.OK and statuses.E_RATE_SYNTAX, "cannot read CR_STATUS_LIST")
+   return statuses
+end
+
+local STATUS = read_status_table()
+
+-- nil if `fn` raises the error of `status`, else what went wrong.
+local function raised_status(status, fn)
+   local ok, err = pcall(fn)
+   if ok then
+      return "did not raise, want " .. status
+   end
+   err = tostring(err)
+   if not err:find(STATUS[status].message, 1, true) then
+      return ("raised %q, want the message of %s"):format(err, status)
+   end
+   return nil
+end
+
+---------------------------------------------------------------------------
+-- Exact values
+
+local INT64_MAX_TEXT = "9223372036854775807"
+
+-- The integer of a decimal string, or nil when this Lua cannot pass it exactly.
+local function integer_of(text)
+   local value = tonumber(text)
+   if math.type then -- 5.3+: strings within int64 read as integers
+      return math.type(value) == "integer" and value or nil
+   end
+   if text == INT64_MAX_TEXT then
+      return 2 ^ 63 -- the binding saturates it to INT64_MAX
+   end
+   if ("%.0f"):format(value) == text then
+      return value
+   end
+   return nil
+end
+
+-- Seconds for a vector time, or nil (see the rule at the top).
+local function seconds_of(ns_text)
+   local ns = tonumber(ns_text)
+   if ns < 2 ^ 50 then
+      return ns / 1e9
+   end
+   local whole = tonumber(ns_text:sub(1, -10))
+   local fraction = tonumber(ns_text:sub(-9))
+   if fraction % 1953125 == 0 then
+      return whole + fraction / 1e9
+   end
+   return nil
+end
+
+local NEVER_TEXT = INT64_MAX_TEXT
+
+-- `got` is the face's seconds for the vector value `ns_text`: CR_NEVER is
+-- math.huge; below 2^53 ns, the one correctly rounded quotient; above, within
+-- an ulp or two of it.
+local function seconds_match(got, ns_text)
+   if ns_text == NEVER_TEXT then
+      return got == math.huge
+   end
+   local expected = tonumber(ns_text) / 1e9
+   if tonumber(ns_text) <= 2 ^ 53 then
+      return got == expected
+   end
+   return math.abs(got - expected) <= expected * 2 ^ -51
+end
+
+-- Under LuaJIT, integers above 2^53 come back as doubles: compare as doubles.
+local function integer_match(got, text)
+   return got == tonumber(text)
+end
+
+---------------------------------------------------------------------------
+-- decisions.txt
+
+local function read_decisions()
+   local sequences = {}
+   for _, line in ipairs(lines_of("decisions.txt")) do
+      local w = words(line.text)
+      if w[1] == "limit" then
+         sequences[#sequences + 1] = { line = line.number, emission = w[2], burst = w[3], steps = {} }
+      elseif w[1] == "reset" then
+         table.insert(sequences[#sequences].steps, "reset")
+      elseif w[1] == "op" then
+         table.insert(sequences[#sequences].steps, {
+            line = line.number, now = w[2], cost = w[3], commit = w[4] == "1",
+            allowed = w[5] == "1", remaining = w[6], retry_after = w[7], reset_after = w[8],
+            tat_after = w[9],
+         })
+      else
+         error(("decisions.txt:%d: %s"):format(line.number, line.text))
+      end
+   end
+   return sequences
+end
+
+local SEQUENCES = read_decisions()
+
+local function count_ops(steps, from)
+   local n = 0
+   for i = from, #steps do
+      if steps[i] ~= "reset" then n = n + 1 end
+   end
+   return n
+end
+
+-- face: { make(period, burst), decide(store, commit, cost, now), reset(store) }
+local function replay(face)
+   local counts, mismatches = { compared = 0 }, {}
+   local function skip(reason, n)
+      counts[reason] = (counts[reason] or 0) + n
+   end
+   for _, seq in ipairs(SEQUENCES) do
+      local period = seconds_of(seq.emission)
+      local burst = integer_of(seq.burst)
+      if not period then
+         skip("skipped: T has no exact float period", count_ops(seq.steps, 1))
+      elseif not burst then
+         skip("skipped: burst is not an exact double", count_ops(seq.steps, 1))
+      else
+         local store = face.make(period, burst)
+         local tat = "0" -- the key's TAT before each step, as the vectors say
+         for index, step in ipairs(seq.steps) do
+            if step == "reset" then
+               face.reset(store)
+               tat = "0"
+            else
+               local now, cost = seconds_of(step.now), integer_of(step.cost)
+               local reason = (not now and "a time has no exact float seconds")
+                  or (not cost and "a cost is not an exact double")
+               if reason and step.tat_after == tat then
+                  -- it changes nothing: the rest of the sequence stays known
+                  skip("skipped: " .. reason .. " (one op that stores nothing)", 1)
+               elseif reason then
+                  skip("skipped: " .. reason .. " (rest of its sequence)", count_ops(seq.steps, index))
+                  break
+               else
+                  local allowed, remaining, retry_after, reset_after =
+                     face.decide(store, step.commit, cost, now)
+                  if not (allowed == step.allowed and integer_match(remaining, step.remaining)
+                        and seconds_match(retry_after, step.retry_after)
+                        and seconds_match(reset_after, step.reset_after)) then
+                     mismatches[#mismatches + 1] = ("decisions.txt:%d: got %s %s %.17g %.17g; want %s %s %s ns %s ns")
+                        :format(step.line, tostring(allowed), tostring(remaining), retry_after, reset_after,
+                           tostring(step.allowed), step.remaining, step.retry_after, step.reset_after)
+                  end
+                  counts.compared = counts.compared + 1
+               end
+               tat = step.tat_after
+            end
+         end
+      end
+   end
+   return counts, mismatches
+end
+
+local function report(name, counts, mismatches)
+   local total, reasons = 0, {}
+   for reason, n in pairs(counts) do
+      total = total + n
+      if reason ~= "compared" then reasons[#reasons + 1] = ("  %d %s"):format(n, reason) end
+   end
+   table.sort(reasons)
+   print(("\n%s (%s): %d of %d vector ops compared, %d skipped"):format(
+      name, IS_LUAJIT and jit.version or _VERSION, counts.compared, total, total - counts.compared))
+   if #reasons > 0 then print(table.concat(reasons, "\n")) end
+   assert.is_true(total > 5000, "decisions.txt holds " .. total .. " ops")
+   assert.is_true(total - counts.compared <= MAX_SKIPPED_SHARE * total,
+      ("%d of %d ops skipped"):format(total - counts.compared, total))
+   assert.are.equal(0, #mismatches, table.concat(mismatches, "\n", 1, math.min(#mismatches, 12)))
+end
+
+---------------------------------------------------------------------------
+-- limits.txt
+
+local SPECIAL_NUMBERS = { nan = 0 / 0, inf = math.huge, ["-inf"] = -math.huge, ["-0"] = -0.0 }
+
+local function number_of(text)
+   local special = SPECIAL_NUMBERS[text]
+   if special then return special end
+   return assert(tonumber(text), text)
+end
+
+local FACES = {
+   limiter = {
+      new = function(rate, options) return cellrate.limiter(rate, options) end,
+      peek = function(lim, cost, now) return lim:peek(cost, now) end,
+      check = function(lim, cost, now) return lim:check(cost, now) end,
+   },
+   keyed = {
+      new = function(rate, options)
+         options = options or {}
+         options.capacity = 16
+         return cellrate.keyed(rate, options)
+      end,
+      peek = function(lim, cost, now) return lim:peek("k", cost, now) end,
+      check = function(lim, cost, now) return lim:check("k", cost, now) end,
+   },
+}
+
+local function limit_mismatch(face, status, emission, burst, rate, options)
+   local make = function() return face.new(rate, options) end
+   if status ~= "OK" then
+      return raised_status(status, make)
+   end
+   local ok, lim = pcall(make)
+   if not ok then
+      return "raised " .. tostring(lim) .. ", want OK"
+   end
+   if not integer_match(lim:info().burst, burst) then
+      return ("burst %s, want %s"):format(tostring(lim:info().burst), burst)
+   end
+   local allowed, remaining = face.peek(lim, 0, 0)
+   if not (allowed and integer_match(remaining, burst)) then
+      return ("an idle probe left %s, want %s"):format(tostring(remaining), burst)
+   end
+   -- An idle key's cost-1 peek answers reset_after = T.
+   local _, _, _, reset_after = face.peek(lim, 1, 0)
+   if not seconds_match(reset_after, emission) then
+      return ("reset_after %.17g of a first unit, want T = %s ns"):format(reset_after, emission)
+   end
+   return nil
+end
+
+local function run_limits(face)
+   local mismatches, counts, skipped = {}, {}, 0
+   for _, line in ipairs(lines_of("limits.txt")) do
+      local problem, status
+      if line.text:sub(1, 7) == "number " then
+         local w = words(line.text)
+         local rate = number_of(w[2])
+         local options = {}
+         if w[3] ~= "-" then options.period = number_of(w[3]) end
+         local burst_ok = true
+         if w[4] ~= "-" then
+            options.burst = integer_of(w[4])
+            burst_ok = options.burst ~= nil
+         end
+         status = w[5]
+         if burst_ok then
+            problem = limit_mismatch(face, status, w[6], w[7], rate, options)
+            if not problem and status == "OK" then
+               local info = face.new(rate, options):info()
+               if info.rate ~= rate or info.period ~= (options.period or 1) then
+                  problem = ("rate %.17g period %.17g, want them as given"):format(info.rate, info.period)
+               end
+            end
+         else
+            skipped = skipped + 1
+         end
+      else
+         local head, rate_text = line.text:match("^(.-)|(.*)$")
+         local w = words(head)
+         status = w[2]
+         local options = w[5] == "1" and { period = 1.0 } or nil
+         problem = limit_mismatch(face, status, w[3], w[4], rate_text, options)
+      end
+      counts[status] = (counts[status] or 0) + 1
+      if problem then
+         mismatches[#mismatches + 1] = ("limits.txt:%d: %q: %s"):format(line.number, line.text, problem)
+      end
+   end
+   if skipped > 0 then
+      print(("\nlimits.txt: %d lines skipped (burst not an exact double)"):format(skipped))
+   end
+   assert.is_true((counts.OK or 0) > 100)
+   assert.is_true(skipped <= 0.05 * #lines_of("limits.txt"), skipped .. " limit lines skipped")
+   assert.are.equal(0, #mismatches, table.concat(mismatches, "\n", 1, math.min(#mismatches, 12)))
+end
+
+---------------------------------------------------------------------------
+-- seconds.txt: `now` in seconds to ns, seen through `remaining`.
+--
+-- With T = 1 ns and burst = INT64_MAX, a check of cost INT64_MAX at t = 0
+-- leaves TAT = INT64_MAX; then a cost-0 peek at t answers remaining = t.
+-- (Under LuaJIT, remaining above 2^53 compares as a double.)
+
+local function run_seconds(face)
+   local max = integer_of(INT64_MAX_TEXT)
+   local lim = face.new(1, { period = seconds_of("1"), burst = max })
+   assert.is_true((face.check(lim, max, 0)))
+   local mismatches, n = {}, 0
+   for _, line in ipairs(lines_of("seconds.txt")) do
+      local w = words(line.text)
+      local seconds, status, ns = number_of(w[2]), w[3], w[4]
+      local problem
+      if status == "OK" then
+         local ok, allowed, remaining = pcall(face.peek, lim, 0, seconds)
+         if not ok then
+            problem = "raised " .. tostring(allowed)
+         elseif not integer_match(remaining, ns) then
+            problem = ("%s ns, want %s"):format(tostring(remaining), ns)
+         end
+      else
+         problem = raised_status(status, function() return face.peek(lim, 0, seconds) end)
+      end
+      if problem then
+         mismatches[#mismatches + 1] = ("seconds.txt:%d: now=%s: %s"):format(line.number, w[2], problem)
+      end
+      n = n + 1
+   end
+   assert.is_true(n > 50)
+   assert.are.equal(0, #mismatches, table.concat(mismatches, "\n", 1, math.min(#mismatches, 12)))
+end
+
+---------------------------------------------------------------------------
+
+describe("conformance vectors", function()
+   it("decisions through cellrate.limiter", function()
+      report("cellrate.limiter", replay({
+         make = function(period, burst) return cellrate.limiter(1, { period = period, burst = burst }) end,
+         decide = function(lim, commit, cost, now)
+            if commit then return lim:check(cost, now) end
+            return lim:peek(cost, now)
+         end,
+         reset = function(lim) lim:reset() end,
+      }))
+   end)
+
+   it("decisions through cellrate.keyed", function()
+      report("cellrate.keyed", replay({
+         make = function(period, burst)
+            return cellrate.keyed(1, { period = period, burst = burst, capacity = 64 })
+         end,
+         decide = function(keyed, commit, cost, now)
+            if commit then return keyed:check("key", cost, now) end
+            return keyed:peek("key", cost, now)
+         end,
+         reset = function(keyed) keyed:reset("key") end,
+      }))
+   end)
+
+   it("allow() is check()'s first answer", function()
+      for i = 1, 40 do
+         local seq = SEQUENCES[i]
+         local period, burst = seconds_of(seq.emission), integer_of(seq.burst)
+         if period and burst then
+            local lim = cellrate.limiter(1, { period = period, burst = burst })
+            for _, step in ipairs(seq.steps) do
+               if step == "reset" then
+                  lim:reset()
+               else
+                  local now, cost = seconds_of(step.now), integer_of(step.cost)
+                  if not (now and cost) then break end
+                  local allowed
+                  if step.commit then allowed = lim:allow(cost, now) else allowed = lim:peek(cost, now) end
+                  assert.are.equal(step.allowed, allowed, "decisions.txt:" .. step.line)
+               end
+            end
+         end
+      end
+   end)
+
+   it("limits through cellrate.limiter", function() run_limits(FACES.limiter) end)
+   it("limits through cellrate.keyed", function() run_limits(FACES.keyed) end)
+   it("seconds through cellrate.limiter", function() run_seconds(FACES.limiter) end)
+   it("seconds through cellrate.keyed", function() run_seconds(FACES.keyed) end)
+end)

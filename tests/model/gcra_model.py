@@ -1,0 +1,261 @@
+"""Reference model of cellrate's semantics (DESIGN sections 1 and 2).
+
+Written from the design contract alone, in exact Python integers and
+fractions, so that the compiled core can be checked against something that
+shares none of its code. Every function here is pure.
+
+Statuses are the enum names of core/cellrate.h without the CR_ prefix.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+INT64_MAX = 2**63 - 1
+NEVER = INT64_MAX  # retry_after_ns of a cost that can never fit
+
+
+def round_half_away(value: Fraction) -> int:
+    """Nearest integer; ties go away from zero."""
+    magnitude = abs(value)
+    rounded = math.floor(magnitude + Fraction(1, 2))
+    return rounded if value >= 0 else -rounded
+
+
+# --------------------------------------------------------------------------
+# Decisions
+
+
+@dataclass(frozen=True)
+class Limit:
+    emission_ns: int  # T
+    burst: int
+
+    @property
+    def tolerance_ns(self) -> int:
+        return self.emission_ns * self.burst
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    remaining: int
+    retry_after_ns: int
+    reset_after_ns: int
+    limit: int
+    tat_after: int  # the TAT stored once the decision is applied
+
+
+def decide(limit: Limit, stored_tat: int, now_ns: int, cost: int, commit: bool = True) -> Decision:
+    """One GCRA decision for a key whose stored TAT is `stored_tat` (0: never seen)."""
+    if now_ns < 0 or cost < 0:
+        raise ValueError("now_ns and cost must be >= 0")
+    emission = limit.emission_ns
+    tau = limit.tolerance_ns
+    t = now_ns
+    tat = max(stored_tat, t)
+
+    def turned_away(retry_after_ns: int) -> Decision:
+        return Decision(
+            allowed=False,
+            remaining=max(0, (t + tau - tat) // emission),
+            retry_after_ns=retry_after_ns,
+            reset_after_ns=tat - t,
+            limit=limit.burst,
+            tat_after=stored_tat,
+        )
+
+    if cost == 0:
+        # A probe: always admitted, never written.
+        return Decision(
+            allowed=True,
+            remaining=max(0, (t + tau - tat) // emission),
+            retry_after_ns=0,
+            reset_after_ns=tat - t,
+            limit=limit.burst,
+            tat_after=stored_tat,
+        )
+    increment = cost * emission
+    if increment > tau:
+        return turned_away(NEVER)
+    new_tat = min(tat + increment, INT64_MAX)
+    if t >= new_tat - tau:
+        return Decision(
+            allowed=True,
+            remaining=(t + tau - new_tat) // emission,
+            retry_after_ns=0,
+            reset_after_ns=new_tat - t,
+            limit=limit.burst,
+            tat_after=new_tat if commit else stored_tat,
+        )
+    return turned_away(new_tat - tau - t)
+
+
+class Store:
+    """Many keys, each a TAT; what cr_limiter (one key) and cr_keyed do."""
+
+    def __init__(self, limit: Limit) -> None:
+        self.limit = limit
+        self.tats: dict[object, int] = {}
+
+    def check(self, key: object, now_ns: int, cost: int, commit: bool) -> Decision:
+        decision = decide(self.limit, self.tats.get(key, 0), now_ns, cost, commit)
+        if decision.tat_after:
+            self.tats[key] = decision.tat_after
+        return decision
+
+    def reset(self, key: object) -> None:
+        self.tats.pop(key, None)
+
+
+# --------------------------------------------------------------------------
+# Times
+
+
+def seconds_to_ns(seconds: float) -> tuple[str, int]:
+    """A caller's `now` in seconds to ns: nearest, ties away from zero."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "E_NOW", 0
+    ns = round_half_away(Fraction(seconds) * 10**9)
+    if ns > INT64_MAX:
+        return "E_NOW", 0
+    return "OK", ns
+
+
+def _is_whole_seconds_over_512(ns: int) -> bool:
+    return ns % 1953125 == 0  # 5**9: ns / 1e9 is then k / 2**9, an exact double
+
+
+def float_face_seconds(ns: int) -> float | None:
+    """The float the Python and Lua faces pass for a vector time of `ns`, or None.
+
+    The rule is one both faces can apply without exact arithmetic: below 2**50 ns
+    the correctly rounded ns / 1e9 is within 0.12 ns of the true value; a
+    multiple of 5**9 ns is an exact dyadic number of seconds. Other times are
+    skipped by those faces (and counted). `vector_time_ok` proves the rule on
+    every time written.
+    """
+    if ns < 0:
+        return None
+    if ns < 2**50 or _is_whole_seconds_over_512(ns):
+        return float(Fraction(ns, 10**9))
+    return None
+
+
+def float_face_period(emission_ns: int) -> float | None:
+    """Period (seconds) such that Limiter(rate=1, period=p) has T == emission_ns, or None."""
+    period = float_face_seconds(emission_ns)
+    if period is None:
+        return None
+    status, derived, _ = limit_from_number(1.0, period, 1)
+    return period if status == "OK" and derived == emission_ns else None
+
+
+# --------------------------------------------------------------------------
+# Limits
+
+
+def _exact_or_none(value: float) -> Fraction | None:
+    return Fraction(value) if math.isfinite(value) else None
+
+
+def _derive(rate: float, period_s: float, burst: int | None) -> tuple[str, int, int]:
+    """From a validated rate, period and (validated or absent) burst to (status, T, burst)."""
+    x = (period_s * 1e9) / rate  # two IEEE double operations, in this order
+    exact = _exact_or_none(x)
+    if exact is None:
+        return "E_RATE_TOO_LOW", 0, 0
+    emission = round_half_away(exact)
+    if emission < 1:
+        return "E_RATE_TOO_HIGH", 0, 0
+    if emission > INT64_MAX:
+        return "E_RATE_TOO_LOW", 0, 0
+    if burst is None:
+        burst = max(1, math.ceil(rate))
+    if emission * burst > INT64_MAX:
+        return "E_BURST_TOO_LARGE", 0, 0
+    return "OK", emission, burst
+
+
+def _valid_rate(rate: float) -> bool:
+    return math.isfinite(rate) and rate > 0
+
+
+def limit_from_number(rate: float, period_s: float | None, burst: int | None) -> tuple[str, int, int]:
+    """cr_limit_init with a numeric rate: (status, emission_ns, burst); 0, 0 on error."""
+    if not _valid_rate(rate):
+        return "E_RATE", 0, 0
+    if period_s is not None and not (math.isfinite(period_s) and period_s > 0):
+        return "E_PERIOD", 0, 0
+    if burst is not None and burst < 1:
+        return "E_BURST", 0, 0
+    return _derive(rate, 1.0 if period_s is None else period_s, burst)
+
+
+def limit_from_text(text: str, period_given: bool, burst: int | None = None) -> tuple[str, int, int]:
+    """cr_limit_init with a rate string: (status, emission_ns, burst); 0, 0 on error."""
+    status, rate, period_s = parse_rate(text)
+    if status != "OK":
+        return status, 0, 0
+    if not _valid_rate(rate):
+        return "E_RATE", 0, 0
+    if period_given:
+        return "E_PERIOD_WITH_TEXT", 0, 0
+    if not period_s > 0:
+        return "E_PERIOD", 0, 0
+    if burst is not None and burst < 1:
+        return "E_BURST", 0, 0
+    return _derive(rate, period_s, burst)
+
+
+# --------------------------------------------------------------------------
+# Rate strings
+
+UNIT_SECONDS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+    "w": 604800.0, "week": 604800.0, "weeks": 604800.0,
+}
+CALENDAR_UNITS = {"month", "months", "mo", "y", "yr", "year", "years"}
+MAX_SIGNIFICANT_DIGITS = 15
+
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+_RATE_TEXT = re.compile(
+    r" *(?P<rate>" + _NUMBER + r") *(?:/|[pP][eE][rR]) *(?P<count>" + _NUMBER + r")? *"
+    r"(?P<unit>[A-Za-z]+) *"
+)
+
+
+def _number_value(digits: str) -> float | None:
+    """NUMBER's value as one correctly rounded division, or None if too precise."""
+    whole, _, fraction = digits.partition(".")
+    all_digits = whole + fraction
+    significant = all_digits.lstrip("0")
+    if len(significant) > MAX_SIGNIFICANT_DIGITS:
+        return None
+    return float(Fraction(int(all_digits), 10 ** len(fraction)))
+
+
+def parse_rate(text: str) -> tuple[str, float, float]:
+    """cr_parse_rate: (status, rate, period_s)."""
+    match = _RATE_TEXT.fullmatch(text)
+    if match is None:
+        return "E_RATE_SYNTAX", 0.0, 0.0
+    unit = match["unit"].lower()
+    if unit in CALENDAR_UNITS:
+        return "E_RATE_CALENDAR", 0.0, 0.0
+    if unit not in UNIT_SECONDS:
+        return "E_RATE_SYNTAX", 0.0, 0.0
+    rate = _number_value(match["rate"])
+    count = 1.0 if match["count"] is None else _number_value(match["count"])
+    if rate is None or count is None:
+        return "E_RATE_SYNTAX", 0.0, 0.0
+    return "OK", rate, count * UNIT_SECONDS[unit]

@@ -1,0 +1,169 @@
+"""The reference model against DESIGN section 1, and the vectors against the model.
+
+The expectations here are restated from DESIGN by hand, so a slip in the model
+shows up here before it can spread into the vectors.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gcra_model as model  # noqa: E402
+import make_vectors  # noqa: E402
+from gcra_model import INT64_MAX, Limit, Store, decide  # noqa: E402
+
+MS = 10**6
+S = 10**9
+
+
+def run(limit: Limit, arrivals, cost=1):
+    store = Store(limit)
+    return [store.check("k", t, cost, True) for t in arrivals], store
+
+
+def test_ten_per_second_burst_one():
+    decisions, _ = run(Limit(100 * MS, 1), [0, 100 * MS, 200 * MS, 250 * MS, 300 * MS])
+    assert [d.allowed for d in decisions] == [True, True, True, False, True]
+    assert decisions[3].retry_after_ns == 50 * MS
+
+
+def test_ten_per_second_burst_six():
+    decisions, store = run(Limit(100 * MS, 6), [0] * 7)
+    assert [d.allowed for d in decisions] == [True] * 6 + [False]
+    assert decisions[5].tat_after == 600 * MS
+    assert decisions[6].retry_after_ns == 100 * MS
+    late = store.check("k", 100 * MS, 1, True)
+    assert late.allowed and late.tat_after == 700 * MS
+
+
+def test_two_groups_of_six():
+    decisions, _ = run(Limit(100 * MS, 6), [0] * 6 + [S] * 6)
+    assert all(d.allowed for d in decisions)
+    assert decisions[-1].tat_after == 1600 * MS
+
+
+def test_three_hundred_per_minute_drained():
+    store = Store(Limit(200 * MS, 60))
+    first = [store.check("k", 0, 1, True).allowed for _ in range(61)]
+    assert first == [True] * 60 + [False]
+    admitted = 60
+    times = []
+    for step in range(1, 600):
+        if store.check("k", step * 100 * MS, 1, True).allowed:
+            admitted += 1
+            times.append(step * 100 * MS)
+    assert all(b - a == 200 * MS for a, b in zip(times, times[1:]))
+    assert 355 <= admitted <= 361
+
+
+@pytest.mark.parametrize("burst, remaining", [(60, 59), (300, 299)])
+def test_one_request_remaining(burst, remaining):
+    assert decide(Limit(200 * MS, burst), 0, 5 * S, 1).remaining == remaining
+
+
+def test_turned_away_consumes_nothing():
+    limit = Limit(100 * MS, 1)
+    tat = decide(limit, 0, 0, 1).tat_after
+    for t in range(0, 100 * MS, MS):
+        d = decide(limit, tat, t, 1)
+        assert not d.allowed and d.tat_after == tat and d.retry_after_ns == 100 * MS - t
+    assert decide(limit, tat, 100 * MS, 1).allowed
+
+
+def test_probe_and_peek_store_nothing():
+    limit = Limit(10, 3)
+    assert decide(limit, 0, 5, 0) == model.Decision(True, 3, 0, 0, 3, 0)
+    d = decide(limit, 1000, 5, 0)
+    assert d.allowed and d.remaining == 0 and d.reset_after_ns == 995 and d.tat_after == 1000
+    peek = decide(limit, 0, 5, 2, commit=False)
+    assert peek.allowed and peek.tat_after == 0 and peek.remaining == 1
+
+
+def test_unfittable():
+    limit = Limit(10, 3)
+    d = decide(limit, 0, 0, 4)
+    assert not d.allowed and d.retry_after_ns == INT64_MAX and d.remaining == 3 and d.tat_after == 0
+    assert decide(limit, 0, 0, INT64_MAX).retry_after_ns == INT64_MAX
+
+
+def test_saturation():
+    limit = Limit(S, 3)
+    d = decide(limit, 0, INT64_MAX - 1, 1)
+    assert d.allowed and d.tat_after == INT64_MAX and d.remaining == 2
+
+
+def test_interval_bound_holds_on_random_arrivals():
+    import random
+
+    rng = random.Random(7)
+    limit = Limit(1000, 4)
+    store = Store(limit)
+    admitted = []
+    t = 0
+    for _ in range(5000):
+        t += rng.randrange(0, 700)
+        cost = rng.randrange(0, 3)
+        if store.check("k", t, cost, True).allowed:
+            admitted += [t] * cost
+    for i, start in enumerate(admitted):
+        for j in range(i, min(len(admitted), i + 40)):
+            span = admitted[j] - start
+            assert j - i + 1 <= limit.burst + span // limit.emission_ns
+
+
+def test_limits_match_design():
+    assert model.limit_from_number(10.0, None, None) == ("OK", 100 * MS, 10)
+    assert model.limit_from_number(0.5, None, None) == ("OK", 2 * S, 1)
+    assert model.limit_from_number(2.5, None, None)[2] == 3
+    assert model.limit_from_number(300.0, 60.0, 60) == ("OK", 200 * MS, 60)
+    assert model.limit_from_number(4e8, None, None)[1] == 3  # 2.5 ns rounds away from zero
+    assert model.limit_from_number(2e10, None, None)[0] == "E_RATE_TOO_HIGH"
+    assert model.limit_from_number(1e-10, None, None)[0] == "E_RATE_TOO_LOW"
+    assert model.limit_from_number(1.0, None, INT64_MAX)[0] == "E_BURST_TOO_LARGE"
+    assert model.limit_from_number(math.nan, None, None)[0] == "E_RATE"
+    assert model.limit_from_number(1.0, 0.0, None)[0] == "E_PERIOD"
+    assert model.limit_from_number(1.0, None, 0)[0] == "E_BURST"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("10/second", ("OK", 10.0, 1.0)),
+        ("300/minute", ("OK", 300.0, 60.0)),
+        ("5 per second", ("OK", 5.0, 1.0)),
+        ("100/5m", ("OK", 100.0, 300.0)),
+        (" .5 PER 2 Hours ", ("OK", 0.5, 7200.0)),
+        ("10/month", ("E_RATE_CALENDAR", 0.0, 0.0)),
+        ("1000/365d", ("OK", 1000.0, 365 * 86400.0)),
+        ("10/", ("E_RATE_SYNTAX", 0.0, 0.0)),
+        ("1e3/s", ("E_RATE_SYNTAX", 0.0, 0.0)),
+        ("1234567890123456/s", ("E_RATE_SYNTAX", 0.0, 0.0)),
+    ],
+)
+def test_rate_strings(text, expected):
+    assert model.parse_rate(text) == expected
+
+
+def test_seconds_round_half_away():
+    assert model.seconds_to_ns(1 / 1024) == ("OK", 976563)  # 976562.5 exactly
+    assert model.seconds_to_ns(-0.0) == ("OK", 0)
+    assert model.seconds_to_ns(-1e-300)[0] == "E_NOW"
+    assert model.seconds_to_ns(1e10)[0] == "E_NOW"
+
+
+def test_vectors_are_fresh(tmp_path):
+    """The committed vectors are exactly what the generator writes (never hand-edited)."""
+    assert make_vectors.main(["--out", str(tmp_path)]) == 0
+    for path in sorted(tmp_path.iterdir()):
+        committed = make_vectors.VECTORS / path.name
+        assert committed.exists(), f"{committed} missing: run python3 tests/model/make_vectors.py"
+        assert committed.read_text(encoding="utf-8") == path.read_text(encoding="utf-8"), (
+            f"{committed} differs from a fresh generation: run python3 tests/model/make_vectors.py"
+        )
+    assert make_vectors.main(["--check"]) == 0

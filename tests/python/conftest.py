@@ -1,0 +1,74 @@
+"""Shared helpers for the Python suite.
+
+The suite tests the installed package (`python3 -m pip install .`), or an
+in-place build put first on the path with PYTHONPATH=python.
+"""
+
+import os
+import pathlib
+
+import pytest
+
+import cellrate
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+HERE = pathlib.Path(__file__).resolve().parent
+
+NS_PER_S = 1_000_000_000
+
+
+def ns(seconds: float) -> int:
+    """A time in seconds as the nearest whole nanosecond, for exact comparison."""
+    return round(seconds * NS_PER_S)
+
+
+def rss_bytes() -> int:
+    """This process's resident set size."""
+    with open("/proc/self/statm") as statm:
+        resident_pages = int(statm.read().split()[1])
+    return resident_pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def pytest_report_header(config):
+    return f"cellrate {cellrate.__version__} from {pathlib.Path(cellrate.__file__).parent}"
+
+
+@pytest.fixture(params=["Limiter", "KeyedLimiter"])
+def one_key(request):
+    """A factory for a single-key view of either limiter type.
+
+    The returned function builds a limiter and returns an object whose
+    allow/check/peek/reset take no key: for KeyedLimiter they use one fixed
+    key, so the same scenario runs through both types.
+    """
+
+    def make(*args, **kwargs):
+        if request.param == "Limiter":
+            return cellrate.Limiter(*args, **kwargs)
+        return SingleKey(cellrate.KeyedLimiter(*args, **kwargs), b"the-key")
+
+    make.kind = request.param
+    return make
+
+
+class SingleKey:
+    """One key of a KeyedLimiter, shaped like a Limiter."""
+
+    def __init__(self, keyed, key):
+        self.keyed = keyed
+        self.key = key
+
+    def allow(self, cost=1, *, now=None):
+        return self.keyed.allow(self.key, cost, now=now)
+
+    def check(self, cost=1, *, now=None):
+        return self.keyed.check(self.key, cost, now=now)
+
+    def peek(self, cost=1, *, now=None):
+        return self.keyed.peek(self.key, cost, now=now)
+
+    def reset(self):
+        self.keyed.reset(self.key)
+
+    def __getattr__(self, name):
+        return getattr(self.keyed, name)

@@ -1,0 +1,559 @@
+"""The Python API against DESIGN §1 and §3.
+
+Expected values are worked out by hand from the DESIGN formulas (shown in the
+comments), in whole nanoseconds: T is the emission interval, tau = T * burst.
+"""
+
+import importlib.metadata
+import inspect
+import math
+import pickle
+import re
+import sys
+import time
+
+import pytest
+
+import cellrate
+from conftest import ns, rss_bytes
+
+MS = 1_000_000  # ns
+
+# Start times for the scenarios: the same arithmetic must hold far from 0.
+OFFSETS = [0.0, 1000.0, 1_000_000.0]
+
+
+def d(allowed, remaining, retry_after, reset_after, limit):
+    """An expected decision, times in seconds."""
+    return cellrate.Decision(allowed, remaining, retry_after, reset_after, limit)
+
+
+def assert_decision(got, allowed, remaining, retry_after_ns, reset_after_ns, limit):
+    assert got.allowed is allowed
+    assert got.remaining == remaining
+    assert ns(got.retry_after) == retry_after_ns
+    assert ns(got.reset_after) == reset_after_ns
+    assert got.limit == limit
+
+
+# --------------------------------------------------------------------------
+# DESIGN §1 reference scenarios
+
+
+@pytest.mark.parametrize("t0", OFFSETS)
+def test_scenario_10_per_s_burst_1(one_key, t0):
+    # T = 100 ms, tau = 100 ms
+    lim = one_key(10, burst=1)
+    # t=0: tat=0 -> new 100ms, allow_at 0: admit, remaining 0, reset 100ms
+    assert_decision(lim.check(now=t0), True, 0, 0, 100 * MS, 1)
+    # t=0.1: tat=100 -> new 200, allow_at 100: admit
+    assert_decision(lim.check(now=t0 + 0.1), True, 0, 0, 100 * MS, 1)
+    # t=0.2: admit, TAT 300ms
+    assert_decision(lim.check(now=t0 + 0.2), True, 0, 0, 100 * MS, 1)
+    # t=0.25: tat=300, new 400, allow_at 300 > 250: deny, retry 50ms,
+    # remaining max(0, floor((250+100-300)/100)) = 0, reset 300-250 = 50ms
+    assert_decision(lim.check(now=t0 + 0.25), False, 0, 50 * MS, 50 * MS, 1)
+    # t=0.3: the denial wrote nothing, so allow_at is still 300: admit
+    assert_decision(lim.check(now=t0 + 0.3), True, 0, 0, 100 * MS, 1)
+
+
+@pytest.mark.parametrize("t0", OFFSETS)
+def test_scenario_10_per_s_burst_6_seven_at_once(one_key, t0):
+    # T = 100 ms, tau = 600 ms
+    lim = one_key(10, burst=6)
+    for k in range(1, 7):
+        # k-th: new_tat = 100k ms, remaining floor((600 - 100k)/100) = 6 - k
+        assert_decision(lim.check(now=t0), True, 6 - k, 0, 100 * k * MS, 6)
+    # 7th: tat 600, new 700, allow_at 100 > 0: retry 100ms, reset 600ms
+    assert_decision(lim.check(now=t0), False, 0, 100 * MS, 600 * MS, 6)
+    # t=0.1: admitted, TAT 700ms, so reset_after = 700 - 100 = 600ms
+    assert_decision(lim.check(now=t0 + 0.1), True, 0, 0, 600 * MS, 6)
+
+
+@pytest.mark.parametrize("t0", OFFSETS)
+def test_scenario_10_per_s_burst_6_two_groups(one_key, t0):
+    lim = one_key(10, burst=6)
+    assert all(lim.allow(now=t0) for _ in range(6))
+    # at t=1.0 the key is idle again (TAT 0.6 s has passed): 6 more
+    decisions = [lim.check(now=t0 + 1.0) for _ in range(6)]
+    assert all(dec.allowed for dec in decisions)
+    # TAT 1.6 s after the second group: reset_after = 1.6 - 1.0
+    assert ns(decisions[-1].reset_after) == 600 * MS
+    assert not lim.allow(now=t0 + 1.0)
+
+
+def test_scenario_300_per_minute_burst_60_drained(one_key):
+    # T = 60 s / 300 = 200 ms, tau = 12 s. At t=0: 60 admitted (TAT 12 s),
+    # then admission k is at TAT + T - tau = 200k ms; in [0, 60 s] that is
+    # k = 1..300: 360 in all.
+    lim = one_key(300, 60, burst=60)
+    admitted_at = []
+    for ms in range(0, 60_001):
+        for _ in range(61):  # bounded, so that a limiter that never fills fails
+            if not lim.allow(now=ms / 1000):
+                break
+            admitted_at.append(ms)
+    assert admitted_at[:60] == [0] * 60
+    assert admitted_at[60:] == [200 * k for k in range(1, 301)]
+    assert len(admitted_at) == 360
+
+
+def test_scenario_300_per_minute_burst_60_one_request(one_key):
+    # new_tat 200ms; remaining floor((12 s - 200 ms) / 200 ms) = 59
+    assert_decision(one_key(300, 60, burst=60).check(now=5.0), True, 59, 0, 200 * MS, 60)
+
+
+def test_scenario_300_per_minute_burst_300_one_request(one_key):
+    # tau = 60 s; remaining floor((60 s - 200 ms) / 200 ms) = 299
+    assert_decision(one_key("300/minute", burst=300).check(now=5.0), True, 299, 0, 200 * MS, 300)
+
+
+def test_one_per_T_after_burst(one_key):
+    # rate 4/s, burst 2: T = 250 ms, tau = 500 ms
+    lim = one_key(4, burst=2)
+    assert [lim.allow(now=10.0) for _ in range(3)] == [True, True, False]
+    assert not lim.allow(now=10.249_999_999)
+    assert lim.allow(now=10.25)
+    assert not lim.allow(now=10.25)
+
+
+def test_denials_do_not_push_recovery_out(one_key):
+    lim = one_key(10, burst=1)
+    assert lim.allow(now=0.0)
+    for i in range(1, 100):  # a client retrying every ms
+        assert not lim.allow(now=i / 1000)
+    assert lim.allow(now=0.1)
+
+
+# --------------------------------------------------------------------------
+# cost
+
+
+def test_cost_zero_is_a_probe(one_key):
+    lim = one_key(10, burst=6)
+    # idle: remaining floor((t + tau - t) / T) = 6, reset_after = 0
+    assert_decision(lim.check(0, now=1.0), True, 6, 0, 0, 6)
+    assert all(lim.allow(now=1.0) for _ in range(6))
+    # drained: TAT = 1.6; still admitted, remaining 0, reset 600ms, commits nothing
+    assert_decision(lim.check(0, now=1.0), True, 0, 0, 600 * MS, 6)
+    assert_decision(lim.check(cost=0, now=1.0), True, 0, 0, 600 * MS, 6)
+    assert_decision(lim.peek(1, now=1.0), False, 0, 100 * MS, 600 * MS, 6)
+
+
+def test_cost_above_one(one_key):
+    lim = one_key(10, burst=6)
+    # cost 4 at t=0: new_tat 400ms, remaining floor((600-400)/100) = 2
+    assert_decision(lim.check(4, now=0.0), True, 2, 0, 400 * MS, 6)
+    # cost 3: new_tat 700, allow_at 100ms: deny, retry 100ms, remaining 2
+    assert_decision(lim.check(3, now=0.0), False, 2, 100 * MS, 400 * MS, 6)
+    assert lim.allow(2, now=0.0)
+
+
+@pytest.mark.parametrize("cost", [7, 1000, 2**62, 10**30])
+def test_unfittable_cost_never_fits(one_key, cost):
+    # cost * T > tau (huge ints saturate to INT64_MAX, which also never fits)
+    lim = one_key(10, burst=6)
+    dec = lim.check(cost, now=3.0)
+    assert dec.allowed is False
+    assert dec.retry_after == math.inf
+    # state unchanged: an idle key, remaining 6, reset_after 0
+    assert dec.remaining == 6 and dec.reset_after == 0.0 and dec.limit == 6
+    assert not lim.allow(cost, now=3.0)
+    assert lim.allow(6, now=3.0)
+
+
+# --------------------------------------------------------------------------
+# peek, reset
+
+
+def test_peek_commits_nothing(one_key):
+    lim = one_key(10, burst=1)
+    for _ in range(50):
+        assert_decision(lim.peek(now=7.0), True, 0, 0, 100 * MS, 1)
+    assert lim.allow(now=7.0)
+    for _ in range(50):
+        assert_decision(lim.peek(now=7.0), False, 0, 100 * MS, 100 * MS, 1)
+
+
+def test_peek_gives_the_answer_check_gives(one_key):
+    lim = one_key(10, burst=3)
+    for t in [0.0, 0.0, 0.05, 0.1, 0.1, 0.1, 0.1, 0.35, 2.0]:
+        for cost in (0, 1, 2, 4):
+            peeked = lim.peek(cost, now=t)
+            assert lim.peek(cost, now=t) == peeked
+        assert lim.peek(now=t) == lim.check(now=t)
+
+
+def test_reset_restores_a_full_burst(one_key):
+    lim = one_key(10, burst=3)
+    assert [lim.allow(now=1.0) for _ in range(4)] == [True, True, True, False]
+    assert lim.reset() is None
+    assert [lim.allow(now=1.0) for _ in range(4)] == [True, True, True, False]
+
+
+def test_check_commits_like_allow(one_key):
+    lim = one_key(10, burst=2)
+    assert lim.check(now=0.0).allowed
+    assert lim.allow(now=0.0)
+    assert not lim.check(now=0.0).allowed
+    assert not lim.allow(now=0.0)
+
+
+# --------------------------------------------------------------------------
+# the real clock (CLOCK_MONOTONIC, the clock of time.monotonic)
+
+
+def test_clock_is_the_clock_of_time_monotonic(one_key):
+    # one per hour: an admission at an explicit monotonic() time makes the
+    # core's own clock reading see a full key, and the other way round.
+    lim = one_key(1, 3600, burst=1)
+    assert lim.allow(now=time.monotonic())
+    assert not lim.allow()
+    lim.reset()
+    assert lim.allow()
+    dec = lim.check(now=time.monotonic())
+    assert not dec.allowed
+    assert 3599.0 < dec.retry_after <= 3600.0
+
+
+def test_default_arguments_use_cost_1_and_the_clock(one_key):
+    lim = one_key(1, 3600, burst=2)
+    assert lim.allow()
+    dec = lim.check()
+    assert dec.allowed and dec.remaining == 0
+    assert not lim.allow()
+    assert 7199.0 < lim.peek().reset_after <= 7200.0
+
+
+# --------------------------------------------------------------------------
+# keys
+
+
+def test_keys_are_independent():
+    keyed = cellrate.KeyedLimiter(10, burst=2)
+    assert [keyed.allow("a", now=0.0) for _ in range(3)] == [True, True, False]
+    assert [keyed.allow("b", now=0.0) for _ in range(3)] == [True, True, False]
+    assert keyed.check("c", now=0.0).remaining == 1
+    keyed.reset("a")
+    assert keyed.allow("a", now=0.0)
+    assert not keyed.allow("b", now=0.0)
+
+
+@pytest.mark.parametrize("text", ["a", "", "user:42", "é", "日本語", "emoji \U0001f600", "a\x00b"])
+def test_str_key_is_its_utf8_bytes(text):
+    keyed = cellrate.KeyedLimiter(1, 3600, burst=1)
+    assert keyed.allow(text, now=1.0)
+    assert not keyed.allow(text.encode("utf-8"), now=1.0)
+    keyed.reset(text.encode("utf-8"))
+    assert keyed.allow(text.encode("utf-8"), now=1.0)
+    assert not keyed.allow(text, now=1.0)
+
+
+def test_keys_differ_by_every_byte():
+    keyed = cellrate.KeyedLimiter(1, 3600, burst=1)
+    keys = [b"", b"a", b"a\x00", b"\x00a", b"a\x00b", b"A", "é".encode("latin-1"), "é".encode()]
+    assert all(keyed.allow(key, now=1.0) for key in keys)
+    assert not any(keyed.allow(key, now=1.0) for key in keys)
+
+
+def test_len_counts_keys_holding_a_slot():
+    keyed = cellrate.KeyedLimiter(1, 3600, burst=2, capacity=1000)
+    assert len(keyed) == 0
+    for key in ["a", "b", "c"]:
+        keyed.allow(key, now=1.0)
+    keyed.allow("a", now=1.0)
+    assert len(keyed) == 3
+    # probes and peeks store nothing for a new key
+    keyed.peek("d", now=1.0)
+    keyed.check("e", 0, now=1.0)
+    assert len(keyed) == 3
+    keyed.reset("b")
+    assert len(keyed) == 2
+
+
+def test_keyed_limiter_is_true_even_when_empty():
+    # len() is 0, but `if limiter:` must not treat the limiter as absent
+    keyed = cellrate.KeyedLimiter(10)
+    assert len(keyed) == 0
+    assert bool(keyed) is True
+
+
+def test_keyed_arguments_by_keyword():
+    keyed = cellrate.KeyedLimiter(10, burst=2)
+    assert keyed.allow(key="k", cost=2, now=0.0)
+    assert not keyed.check(key=b"k", now=0.0).allowed
+    assert keyed.peek("k", cost=0, now=0.0).allowed
+
+
+# --------------------------------------------------------------------------
+# construction, attributes, repr
+
+
+@pytest.mark.parametrize(
+    "text, rate, period, burst, interval_ns",
+    [
+        ("300/minute", 300.0, 60.0, 300, 200 * MS),
+        ("10/s", 10.0, 1.0, 10, 100 * MS),
+        ("5 per second", 5.0, 1.0, 5, 200 * MS),
+        ("1000/hour", 1000.0, 3600.0, 1000, 3_600 * MS),
+        ("100/5m", 100.0, 300.0, 100, 3_000 * MS),
+        ("0.5/s", 0.5, 1.0, 1, 2_000 * MS),  # burst max(1, ceil(0.5)) = 1
+        ("2/day", 2.0, 86400.0, 2, 43_200_000 * MS),
+        (" 7 / 2 sec ", 7.0, 2.0, 7, 2_000 * MS // 7 + 1),  # 285714285.7 rounds up
+    ],
+)
+def test_rate_strings(one_key, text, rate, period, burst, interval_ns):
+    lim = one_key(text)
+    assert (lim.rate, lim.period, lim.burst) == (rate, period, burst)
+    # the interval shows in behaviour: a drained key admits again after T
+    assert all(lim.allow(now=100.0) for _ in range(burst))
+    dec = lim.check(now=100.0)
+    assert not dec.allowed
+    assert ns(dec.retry_after) == interval_ns
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, rate, period, burst",
+    [
+        ((10,), {}, 10.0, 1.0, 10),
+        ((2.5,), {}, 2.5, 1.0, 3),  # ceil(2.5)
+        ((0.5,), {}, 0.5, 1.0, 1),
+        ((300, 60), {"burst": 60}, 300.0, 60.0, 60),
+        ((300,), {"period": 60.0}, 300.0, 60.0, 300),
+        ((5, None), {"burst": None}, 5.0, 1.0, 5),  # None: not given
+        (("5/s",), {"period": None}, 5.0, 1.0, 5),
+    ],
+)
+def test_numeric_limits(one_key, args, kwargs, rate, period, burst):
+    lim = one_key(*args, **kwargs)
+    assert (lim.rate, lim.period, lim.burst) == (rate, period, burst)
+    assert isinstance(lim.rate, float) and isinstance(lim.period, float)
+    assert isinstance(lim.burst, int)
+
+
+def test_limiter_repr():
+    assert repr(cellrate.Limiter(300, 60, burst=60)) == "Limiter(rate=300.0, period=60.0, burst=60)"
+    assert repr(cellrate.Limiter("0.5/s")) == "Limiter(rate=0.5, period=1.0, burst=1)"
+
+
+def test_keyed_repr_and_attributes():
+    keyed = cellrate.KeyedLimiter("100/5m", burst=20, capacity=500)
+    assert repr(keyed) == "KeyedLimiter(rate=100.0, period=300.0, burst=20, capacity=500)"
+    assert keyed.capacity == 500
+    assert keyed.evictions == 0
+
+
+def test_keyed_default_capacity():
+    assert cellrate.KeyedLimiter(10).capacity == 100_000
+    assert cellrate.KeyedLimiter(10, capacity=None).capacity == 100_000
+
+
+@pytest.mark.parametrize("name", ["rate", "period", "burst"])
+def test_limiter_attributes_are_read_only(name):
+    lim = cellrate.Limiter(10)
+    with pytest.raises(AttributeError):
+        setattr(lim, name, 1)
+    with pytest.raises(AttributeError):
+        delattr(lim, name)
+    with pytest.raises(AttributeError):
+        lim.other = 1
+
+
+@pytest.mark.parametrize("name", ["rate", "period", "burst", "capacity", "evictions"])
+def test_keyed_attributes_are_read_only(name):
+    keyed = cellrate.KeyedLimiter(10)
+    with pytest.raises(AttributeError):
+        setattr(keyed, name, 1)
+
+
+def test_signatures_are_introspectable():
+    params = inspect.signature(cellrate.Limiter).parameters
+    assert list(params) == ["rate", "period", "burst"]
+    assert params["burst"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert list(inspect.signature(cellrate.Limiter.allow).parameters) == ["self", "cost", "now"]
+    keyed_check = inspect.signature(cellrate.KeyedLimiter.check).parameters
+    assert list(keyed_check) == ["self", "key", "cost", "now"]
+    assert keyed_check["cost"].default == 1
+    assert keyed_check["now"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert list(inspect.signature(cellrate.KeyedLimiter).parameters) == [
+        "rate",
+        "period",
+        "burst",
+        "capacity",
+    ]
+
+
+def test_call_signature_mistakes_raise_type_error():
+    lim = cellrate.Limiter(10)
+    keyed = cellrate.KeyedLimiter(10)
+    with pytest.raises(TypeError, match="positional"):
+        lim.allow(1, 2.0)  # now is keyword-only
+    with pytest.raises(TypeError, match="unexpected keyword argument 'key'"):
+        lim.allow(key="a")
+    with pytest.raises(TypeError, match="multiple values for argument 'cost'"):
+        lim.check(1, cost=1)
+    with pytest.raises(TypeError, match="missing required argument 'key'"):
+        keyed.allow()
+    with pytest.raises(TypeError, match="missing required argument 'key'"):
+        keyed.peek(cost=1)
+    with pytest.raises(TypeError, match="multiple values for argument 'key'"):
+        keyed.allow("a", key="b")
+    with pytest.raises(TypeError, match="positional"):
+        keyed.allow("a", 1, 2.0)
+    with pytest.raises(TypeError):
+        cellrate.Limiter()
+    with pytest.raises(TypeError):
+        cellrate.Limiter(10, 1.0, 5)  # burst is keyword-only
+    with pytest.raises(TypeError):
+        cellrate.KeyedLimiter(10, capacity=10, other=1)
+    with pytest.raises(TypeError):
+        lim.reset("a")
+    with pytest.raises(TypeError):
+        keyed.reset()
+
+
+def test_types_are_final():
+    for cls in (cellrate.Limiter, cellrate.KeyedLimiter, cellrate.Decision):
+        with pytest.raises(TypeError):
+            type("Sub", (cls,), {})
+
+
+# --------------------------------------------------------------------------
+# Decision
+
+
+def test_decision_fields_and_types():
+    dec = cellrate.Limiter(300, 60, burst=60).check(now=1.0)
+    assert dec.allowed is True
+    assert type(dec.remaining) is int and dec.remaining == 59
+    assert type(dec.retry_after) is float and dec.retry_after == 0.0
+    assert type(dec.reset_after) is float and ns(dec.reset_after) == 200 * MS
+    assert type(dec.limit) is int and dec.limit == 60
+
+
+def test_decision_repr():
+    dec = cellrate.Limiter(300, 60, burst=60).check(now=1.0)
+    assert repr(dec) == (
+        "Decision(allowed=True, remaining=59, retry_after=0.0, reset_after=0.2, limit=60)"
+    )
+    never = cellrate.Limiter(10, burst=1).check(2, now=1.0)
+    assert repr(never) == (
+        "Decision(allowed=False, remaining=1, retry_after=inf, reset_after=0.0, limit=1)"
+    )
+    assert eval(repr(dec), {"Decision": cellrate.Decision}) == dec
+
+
+def test_decision_is_immutable():
+    dec = cellrate.Limiter(10).check(now=1.0)
+    for name in ["allowed", "remaining", "retry_after", "reset_after", "limit", "other"]:
+        with pytest.raises(AttributeError):
+            setattr(dec, name, 1)
+    with pytest.raises(AttributeError):
+        del dec.allowed
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="immutable heap types came in 3.10")
+def test_types_are_immutable():
+    for cls in (cellrate.Limiter, cellrate.KeyedLimiter, cellrate.Decision):
+        with pytest.raises(TypeError):
+            cls.allow = None
+    assert not hasattr(cellrate.Decision, "allow")
+
+
+def test_decision_equality_and_hash():
+    lim = cellrate.Limiter(10, burst=2)
+    first = lim.peek(now=1.0)
+    same = lim.peek(now=1.0)
+    assert first is not same
+    assert first == same and not (first != same)
+    assert hash(first) == hash(same)
+    assert first == d(True, 1, 0.0, 0.1, 2)
+    assert first != d(True, 1, 0.0, 0.1, 3)
+    assert first != d(False, 1, 0.0, 0.1, 2)
+    assert first != d(True, 0, 0.0, 0.1, 2)
+    assert first != d(True, 1, 0.5, 0.1, 2)
+    assert first != d(True, 1, 0.0, 0.2, 2)
+    assert first != (True, 1, 0.0, 0.1, 2)
+    assert len({first, same, d(True, 1, 0.0, 0.1, 3)}) == 2
+    with pytest.raises(TypeError):
+        first < same  # noqa: B015
+
+
+def test_decision_constructor_and_pickle():
+    dec = d(False, 3, 0.25, 1.5, 10)
+    assert (dec.allowed, dec.remaining, dec.retry_after, dec.reset_after, dec.limit) == (
+        False,
+        3,
+        0.25,
+        1.5,
+        10,
+    )
+    by_name = cellrate.Decision(
+        allowed=False, remaining=3, retry_after=0.25, reset_after=1.5, limit=10
+    )
+    assert by_name == dec
+    assert pickle.loads(pickle.dumps(dec)) == dec
+    never = cellrate.Limiter(10, burst=1).check(5, now=0.0)
+    assert pickle.loads(pickle.dumps(never)) == never
+    with pytest.raises(TypeError):
+        cellrate.Decision(True, 1, 0.0, 0.0)
+
+
+# --------------------------------------------------------------------------
+# module
+
+
+def test_version():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", cellrate.__version__)
+    try:
+        installed = importlib.metadata.version("cellrate")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("not installed as a distribution (in-place build)")
+    assert cellrate.__version__ == installed
+
+
+def test_public_names():
+    assert sorted(cellrate.__all__) == [
+        "CellrateError",
+        "Decision",
+        "InvalidArgument",
+        "InvalidArgumentType",
+        "KeyedLimiter",
+        "Limiter",
+        "__version__",
+    ]
+    for name in cellrate.__all__:
+        assert getattr(cellrate, name) is getattr(cellrate._cellrate, name)
+    for cls in (cellrate.Limiter, cellrate.KeyedLimiter, cellrate.Decision):
+        assert cls.__module__ == "cellrate"
+
+
+# --------------------------------------------------------------------------
+# memory
+
+
+def test_no_growth_over_many_constructions_and_calls():
+    def round_trip(i):
+        lim = cellrate.Limiter(1000, burst=5)
+        lim.allow()
+        lim.allow(2, now=1.0)
+        lim.check(now=1.0)
+        lim.peek(1, now=None)
+        repr(lim.check(cost=0))
+        lim.reset()
+        keyed = cellrate.KeyedLimiter("10/s", burst=3, capacity=16)
+        keyed.allow(f"key{i}", now=2.0)
+        keyed.check(b"bytes", 1, now=2.0)
+        keyed.peek("é")
+        keyed.reset("key")
+        len(keyed)
+        repr(keyed)
+
+    for i in range(10_000):  # let allocators reach their steady state
+        round_trip(i)
+    before = rss_bytes()
+    for i in range(100_000):
+        round_trip(i)
+    grown = rss_bytes() - before
+    # a leak of even one small object per round would be several MB
+    assert grown < 2 * 1024 * 1024, f"RSS grew by {grown} bytes"

@@ -1,0 +1,354 @@
+"""The shared conformance vectors (tests/vectors/) through the Python face.
+
+The vectors are in integer nanoseconds; Python speaks float seconds. A vector
+is replayed only where the float is exact:
+
+* a limit (T, burst) is rebuilt as Limiter(1.0, period, burst=burst) with a
+  period that the reference model proves derives exactly T;
+* a time t is passed as now=float(t / 1e9) when the model proves it converts
+  back to exactly t (the rule, shared with the Lua reader, is
+  gcra_model.float_face_seconds).
+
+Anything else is skipped, counted by reason, printed, and bounded. A skipped
+op that stores nothing (the vectors give the TAT after each op) is skipped
+alone; after one that stores, the rest of its sequence is skipped, because
+its state would no longer be known. The C tests replay every vector.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+cellrate = pytest.importorskip("cellrate")
+
+ROOT = Path(__file__).resolve().parents[2]
+VECTORS = ROOT / "tests" / "vectors"
+sys.path.insert(0, str(ROOT / "tests" / "model"))
+
+import gcra_model as model  # noqa: E402
+from gcra_model import INT64_MAX  # noqa: E402
+
+# Skips allowed, as a share of the ops in decisions.txt.
+MAX_SKIPPED_SHARE = 0.02
+
+
+# --------------------------------------------------------------------------
+# The status table of core/cellrate.h: the messages a face must raise.
+
+_C_STRING = r'"(?:[^"\\]|\\.)*"'
+
+
+def _status_table() -> dict[str, tuple[str, str]]:
+    header = (ROOT / "core" / "cellrate.h").read_text(encoding="utf-8")
+    start = header.index("#define CR_STATUS_LIST(X)")
+    body = header[start : header.index("\n\n", start)].replace("\\\n", " ")
+    table = {}
+    row = re.compile(r"X\(\s*(\w+)\s*,\s*(" + _C_STRING + r")\s*,\s*((?:" + _C_STRING + r"\s*)+)\)")
+    for match in row.finditer(body):
+        param = match.group(2)[1:-1]
+        message = "".join(piece[1:-1] for piece in re.findall(_C_STRING, match.group(3)))
+        table[match.group(1)] = (param, message)
+    assert "OK" in table and "E_RATE_SYNTAX" in table, "cannot read CR_STATUS_LIST"
+    return table
+
+
+STATUS = _status_table()
+
+
+# --------------------------------------------------------------------------
+# Seconds as the faces return them
+
+
+def seconds_match(got: float, ns: int) -> bool:
+    """`got` is the face's seconds for `ns`: CR_NEVER is +inf; below 2**53 the
+    one correctly rounded quotient; above, within one ulp of it."""
+    if ns == model.NEVER:
+        return got == math.inf
+    expected = ns / 1e9
+    if ns <= 2**53:
+        return got == expected
+    return abs(got - expected) <= math.ulp(expected)
+
+
+# --------------------------------------------------------------------------
+# decisions.txt
+
+
+@dataclass
+class Op:
+    line: int
+    now: int
+    cost: int
+    commit: bool
+    allowed: bool
+    remaining: int
+    retry_after: int
+    reset_after: int
+    tat_after: int
+
+
+@dataclass
+class Sequence:
+    line: int
+    emission_ns: int
+    burst: int
+    steps: list  # Op or "reset"
+
+
+def read_decisions() -> list[Sequence]:
+    sequences: list[Sequence] = []
+    for number, text in enumerate((VECTORS / "decisions.txt").read_text().splitlines(), 1):
+        if not text or text.startswith("#"):
+            continue
+        fields = text.split()
+        if fields[0] == "limit":
+            sequences.append(Sequence(number, int(fields[1]), int(fields[2]), []))
+        elif fields[0] == "reset":
+            sequences[-1].steps.append("reset")
+        elif fields[0] == "op":
+            v = [int(f) for f in fields[1:]]
+            sequences[-1].steps.append(Op(number, v[0], v[1], bool(v[2]), bool(v[3]), v[4], v[5], v[6], v[7]))
+        else:
+            raise AssertionError(f"decisions.txt:{number}: {text}")
+    return sequences
+
+
+SEQUENCES = read_decisions()
+
+
+def replay(make_store, check, peek, reset) -> tuple[collections.Counter, list[str]]:
+    """Replays every sequence; returns counts of compared and skipped ops, and mismatches."""
+    counts: collections.Counter = collections.Counter()
+    mismatches: list[str] = []
+    for seq in SEQUENCES:
+        ops = [s for s in seq.steps if s != "reset"]
+        period = model.float_face_period(seq.emission_ns)
+        if period is None:
+            counts["skipped: T has no exact float period"] += len(ops)
+            continue
+        store = make_store(period, seq.burst)
+        tat = 0  # the key's TAT before each step, as the vectors say
+        for index, step in enumerate(seq.steps):
+            if step == "reset":
+                reset(store)
+                tat = 0
+                continue
+            now = model.float_face_seconds(step.now)
+            if now is None and step.tat_after == tat:
+                # it changes nothing: the rest of the sequence stays known
+                counts["skipped: a time has no exact float seconds (one op that stores nothing)"] += 1
+                continue
+            if now is None:
+                left = sum(1 for s in seq.steps[index:] if s != "reset")
+                counts["skipped: a time has no exact float seconds (rest of its sequence)"] += left
+                break
+            tat = step.tat_after
+            d = (check if step.commit else peek)(store, step.cost, now)
+            if not (
+                d.allowed is step.allowed
+                and d.remaining == step.remaining
+                and d.limit == seq.burst
+                and seconds_match(d.retry_after, step.retry_after)
+                and seconds_match(d.reset_after, step.reset_after)
+            ):
+                mismatches.append(
+                    f"decisions.txt:{step.line}: got {d!r}; want allowed={step.allowed} "
+                    f"remaining={step.remaining} retry_after_ns={step.retry_after} "
+                    f"reset_after_ns={step.reset_after}"
+                )
+            counts["compared"] += 1
+    return counts, mismatches
+
+
+def assert_no_mismatches(mismatches: list[str]) -> None:
+    shown = "\n".join(mismatches[:12])
+    assert not mismatches, f"{len(mismatches)} mismatches with the vectors:\n{shown}"
+
+
+def report(name: str, counts: collections.Counter, mismatches: list[str]) -> None:
+    total = sum(counts.values())
+    skipped = total - counts["compared"]
+    print(f"\n{name}: {counts['compared']} of {total} vector ops compared, {skipped} skipped")
+    for reason, count in sorted(counts.items()):
+        if reason != "compared":
+            print(f"  {count} {reason}")
+    assert total > 5000
+    assert skipped <= MAX_SKIPPED_SHARE * total, counts
+    assert_no_mismatches(mismatches)
+
+
+def test_decisions_limiter():
+    counts, mismatches = replay(
+        lambda period, burst: cellrate.Limiter(1.0, period, burst=burst),
+        lambda lim, cost, now: lim.check(cost, now=now),
+        lambda lim, cost, now: lim.peek(cost, now=now),
+        lambda lim: lim.reset(),
+    )
+    report("Limiter", counts, mismatches)
+
+
+def test_decisions_keyed():
+    counts, mismatches = replay(
+        lambda period, burst: cellrate.KeyedLimiter(1.0, period, burst=burst, capacity=64),
+        lambda keyed, cost, now: keyed.check("key", cost, now=now),
+        lambda keyed, cost, now: keyed.peek("key", cost, now=now),
+        lambda keyed: keyed.reset("key"),
+    )
+    report("KeyedLimiter", counts, mismatches)
+
+
+def test_allow_matches_check():
+    """allow() is check().allowed, replayed on the vectors' first sequences."""
+    for seq in SEQUENCES[:40]:
+        period = model.float_face_period(seq.emission_ns)
+        if period is None:
+            continue
+        lim = cellrate.Limiter(1.0, period, burst=seq.burst)
+        for step in seq.steps:
+            if step == "reset":
+                lim.reset()
+                continue
+            now = model.float_face_seconds(step.now)
+            if now is None:
+                break
+            if step.commit:
+                assert lim.allow(step.cost, now=now) is step.allowed, step.line
+            else:
+                assert lim.peek(step.cost, now=now).allowed is step.allowed, step.line
+
+
+# --------------------------------------------------------------------------
+# limits.txt
+
+
+def read_limits():
+    for number, text in enumerate((VECTORS / "limits.txt").read_text(encoding="utf-8").splitlines(), 1):
+        if text and not text.startswith("#"):
+            yield number, text
+
+
+def _number_args(fields):
+    rate = float(fields[1])
+    args = [rate] if fields[2] == "-" else [rate, float(fields[2])]
+    kwargs = {} if fields[3] == "-" else {"burst": int(fields[3])}
+    return args, kwargs
+
+
+LIMIT_LINES = list(read_limits())
+
+FACES = {
+    "Limiter": (cellrate.Limiter, lambda lim, cost, now: lim.peek(cost, now=now)),
+    "KeyedLimiter": (cellrate.KeyedLimiter, lambda lim, cost, now: lim.peek("k", cost, now=now)),
+}
+
+
+def raised_status(status: str, make) -> str | None:
+    """None if `make()` raises the ValueError of `status`, else what went wrong."""
+    param, message = STATUS[status]
+    try:
+        make()
+    except ValueError as error:
+        if message not in str(error):
+            return f"raised {error!r}, want the message of {status}"
+        if not isinstance(error, cellrate.CellrateError) or error.param != param:
+            return f"raised {error!r} with param {getattr(error, 'param', None)!r}, want {param!r}"
+        return None
+    except Exception as error:  # noqa: BLE001 - reported as a mismatch
+        return f"raised {error!r}, want a ValueError for {status}"
+    return f"did not raise, want {status}"
+
+
+def limit_mismatch(status: str, emission_ns: int, burst: int, make, peek) -> str | None:
+    if status != "OK":
+        return raised_status(status, make)
+    try:
+        lim = make()
+    except Exception as error:  # noqa: BLE001 - reported as a mismatch
+        return f"raised {error!r}, want OK"
+    if lim.burst != burst:
+        return f"burst {lim.burst}, want {burst}"
+    idle = peek(lim, 0, 0.0)
+    if not (idle.allowed and idle.remaining == burst and idle.limit == burst):
+        return f"idle probe {idle!r}, want remaining = limit = {burst}"
+    # An idle key's cost-1 peek answers reset_after = T.
+    first = peek(lim, 1, 0.0)
+    if not seconds_match(first.reset_after, emission_ns):
+        return f"reset_after {first.reset_after!r} of a first unit, want T = {emission_ns} ns"
+    return None
+
+
+@pytest.mark.parametrize("kind", sorted(FACES))
+def test_limits(kind):
+    cls, peek = FACES[kind]
+    seen: collections.Counter = collections.Counter()
+    mismatches = []
+    for number, text in LIMIT_LINES:
+        if text.startswith("number "):
+            fields = text.split()
+            args, kwargs = _number_args(fields)
+            status, emission_ns, burst = fields[4], int(fields[5]), int(fields[6])
+            problem = limit_mismatch(status, emission_ns, burst, lambda: cls(*args, **kwargs), peek)
+            if problem is None and status == "OK":
+                lim = cls(*args, **kwargs)
+                if lim.rate != args[0] or lim.period != (args[1] if len(args) > 1 else 1.0):
+                    problem = f"rate {lim.rate!r} period {lim.period!r}, want them as given"
+        else:
+            head, rate_text = text.split("|", 1)
+            _, status, emission_ns, burst, period_given = head.split()
+            args = [rate_text, 1.0] if period_given == "1" else [rate_text]
+            problem = limit_mismatch(status, int(emission_ns), int(burst), lambda: cls(*args), peek)
+        if problem:
+            mismatches.append(f"limits.txt:{number}: {text!r}: {problem}")
+        seen[status] += 1
+    assert seen["OK"] > 100 and len(seen) >= 10, seen
+    assert_no_mismatches(mismatches)
+
+
+# --------------------------------------------------------------------------
+# seconds.txt: `now` in seconds to ns, seen through `remaining`
+#
+# With T = 1 ns and burst = INT64_MAX, a check of cost INT64_MAX at t = 0
+# leaves TAT = INT64_MAX; then a cost-0 peek at t answers remaining = t.
+
+
+def read_seconds():
+    for number, text in enumerate((VECTORS / "seconds.txt").read_text().splitlines(), 1):
+        if text and not text.startswith("#"):
+            _, seconds, status, ns = text.split()
+            yield number, float(seconds), status, int(ns)
+
+
+@pytest.mark.parametrize("kind", sorted(FACES))
+def test_seconds(kind):
+    cls, peek = FACES[kind]
+    period = model.float_face_period(1)
+    assert period is not None
+    lim = cls(1.0, period, burst=INT64_MAX)
+    assert peek(lim, INT64_MAX, 0.0).allowed
+    if kind == "Limiter":
+        assert lim.check(INT64_MAX, now=0.0).allowed
+    else:
+        assert lim.check("k", INT64_MAX, now=0.0).allowed
+    lines = list(read_seconds())
+    assert len(lines) > 50
+    mismatches = []
+    for number, seconds, status, ns in lines:
+        if status == "OK":
+            try:
+                got = peek(lim, 0, seconds).remaining
+            except Exception as error:  # noqa: BLE001 - reported as a mismatch
+                got = error
+            if got != ns:
+                mismatches.append(f"seconds.txt:{number}: now={seconds!r} is {got!r} ns, want {ns}")
+        else:
+            problem = raised_status(status, lambda: peek(lim, 0, seconds))
+            if problem:
+                mismatches.append(f"seconds.txt:{number}: now={seconds!r}: {problem}")
+    assert_no_mismatches(mismatches)

@@ -1,0 +1,121 @@
+"""Every public name of cellrate, used with the types its stub declares.
+
+test_typing.py checks this file with `mypy --strict` and also runs it, so the
+stub and the runtime must agree.
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+import cellrate
+from cellrate import (
+    CellrateError,
+    Decision,
+    InvalidArgument,
+    InvalidArgumentType,
+    KeyedLimiter,
+    Limiter,
+)
+
+
+def fields(decision: Decision) -> Tuple[bool, int, float, float, int]:
+    allowed: bool = decision.allowed
+    remaining: int = decision.remaining
+    retry_after: float = decision.retry_after
+    reset_after: float = decision.reset_after
+    limit: int = decision.limit
+    return allowed, remaining, retry_after, reset_after, limit
+
+
+def use_limiter() -> Limiter:
+    limiter: Limiter = cellrate.Limiter(300, 60, burst=60)
+    Limiter("300/minute")
+    Limiter(0.5, period=2.0, burst=None)
+    Limiter(rate=10, period=None)
+    ok: bool = limiter.allow()
+    ok = limiter.allow(2, now=1.0)
+    ok = limiter.allow(cost=0, now=None) and ok
+    decision: Decision = limiter.check()
+    decision = limiter.check(1, now=2.5)
+    decision = limiter.peek(cost=3)
+    decision = limiter.peek()
+    fields(decision)
+    limiter.reset()
+    rate: float = limiter.rate
+    period: float = limiter.period
+    burst: int = limiter.burst
+    assert (rate, period, burst) == (300.0, 60.0, 60)
+    return limiter
+
+
+def use_keyed() -> KeyedLimiter:
+    keyed: KeyedLimiter = KeyedLimiter("10/s", burst=5, capacity=1000)
+    KeyedLimiter(10, 1.0, burst=None, capacity=None)
+    ok: bool = keyed.allow("user:1")
+    ok = keyed.allow(b"user:1", 2, now=3.0) or ok
+    decision: Decision = keyed.check(key="user:2", cost=1, now=None)
+    decision = keyed.peek(b"user:3")
+    fields(decision)
+    keyed.reset("user:1")
+    keyed.reset(b"user:1")
+    held: int = len(keyed)
+    capacity: int = keyed.capacity
+    evictions: int = keyed.evictions
+    assert (keyed.rate, keyed.period, keyed.burst) == (10.0, 1.0, 5)
+    assert held >= 1 and capacity == 1000 and evictions == 0
+    if not keyed:
+        raise AssertionError("a KeyedLimiter is always true")
+    return keyed
+
+
+def use_decision() -> Decision:
+    made = Decision(allowed=True, remaining=1, retry_after=0.0, reset_after=0.5, limit=2)
+    same = Decision(True, 1, 0.0, 0.5, 2)
+    assert made == same and not (made != same) and hash(made) == hash(same)
+    return made
+
+
+def use_errors() -> list[str]:
+    params: list[str] = []
+    try:
+        Limiter("10/month")
+    except InvalidArgument as error:
+        params.append(error.param)
+    try:
+        Limiter(10, burst=1.5)  # type: ignore[arg-type]
+    except InvalidArgumentType as error:
+        params.append(error.param)
+    try:
+        KeyedLimiter(10, capacity=0)
+    except ValueError as error:
+        params.append(str(error).split()[0])
+    try:
+        Limiter(10).allow(-1)
+    except CellrateError as error:
+        params.append(error.param)
+    return params
+
+
+def main() -> None:
+    version: str = cellrate.__version__
+    assert version.count(".") == 2
+    use_limiter()
+    use_keyed()
+    use_decision()
+    assert use_errors() == ["rate", "burst", "capacity", "cost"]
+    assert sorted(cellrate.__all__) == sorted(
+        [
+            "CellrateError",
+            "Decision",
+            "InvalidArgument",
+            "InvalidArgumentType",
+            "KeyedLimiter",
+            "Limiter",
+            "__version__",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    main()
