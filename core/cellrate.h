@@ -184,6 +184,10 @@ const cr_limit *cr_limiter_limit(const cr_limiter *limiter);
 cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool commit,
                            cr_decision *out);
 
+/* As cr_limiter_check with `commit`, deciding only whether `cost` is
+ * admitted (the fast path of allow(): no remaining or times worked out). */
+cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed);
+
 /* Back to idle (full burst). */
 void cr_limiter_reset(cr_limiter *limiter);
 
@@ -226,6 +230,10 @@ const cr_limit *cr_keyed_limit(const cr_keyed *keyed);
  */
 cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool commit, cr_decision *out);
+
+/* As cr_keyed_check with `commit`, deciding only whether `cost` is admitted. */
+cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                         int64_t cost, bool *allowed);
 
 /* Forgets `key` (back to idle) and frees its slot. */
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len);

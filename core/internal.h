@@ -19,6 +19,64 @@ static inline cr_status cr_check_args(int64_t *now_ns, int64_t cost)
     return CR_OK;
 }
 
+/*
+ * The decision of DESIGN §1, pure and saturating, inlined into the stores.
+ * Returns the TAT to store, equal to `tat` when nothing is to be written, and
+ * says in *allowed whether the request is admitted. With `out` NULL (the
+ * allow() path) that is all it works out: no division.
+ */
+static inline int64_t cr_decision_core(const cr_limit *limit, int64_t tat, int64_t now_ns,
+                                       int64_t cost, cr_decision *out, bool *allowed)
+{
+    const int64_t T = limit->emission_ns;
+    const int64_t tau = limit->tolerance_ns;
+    const int64_t base = tat > now_ns ? tat : now_ns;
+    int64_t new_tat = tat, allow_at = 0;
+    bool fits = true;
+
+    if (cost == 0) {
+        *allowed = true; /* a probe: always admitted, nothing to store */
+    } else {
+        int64_t increment, next;
+        fits = !__builtin_mul_overflow(cost, T, &increment) && increment <= tau;
+        *allowed = false;
+        if (fits) { /* else: no wait would ever admit it */
+            if (__builtin_add_overflow(base, increment, &next))
+                next = INT64_MAX;
+            allow_at = next - tau; /* both non-negative: cannot overflow */
+            *allowed = now_ns >= allow_at;
+            if (*allowed)
+                new_tat = next;
+        }
+    }
+    if (!out)
+        return new_tat;
+
+    out->allowed = *allowed;
+    out->limit = limit->burst;
+    if (*allowed && cost != 0) {
+        out->remaining = (now_ns - allow_at) / T; /* 0 <= now - allow_at <= tau */
+        out->retry_after_ns = 0;
+        out->reset_after_ns = new_tat - now_ns;
+        return new_tat;
+    }
+    /* The units that fit at `base`: room <= tau; below one unit the floor is
+     * 0 or negative, as for every turned-away cost of 1, so no division. */
+    const int64_t room = now_ns - (base - tau);
+    out->remaining = room >= T ? room / T : 0;
+    out->retry_after_ns = *allowed ? 0 : fits ? allow_at - now_ns : CR_NEVER;
+    out->reset_after_ns = base - now_ns;
+    return new_tat;
+}
+
+/* The full decision into `out`. */
+static inline int64_t cr_decision_make(const cr_limit *limit, int64_t tat, int64_t now_ns,
+                                       int64_t cost, cr_decision *out)
+{
+    bool allowed;
+    return cr_decision_core(limit, tat, now_ns, cost, out, &allowed);
+}
+
 /* A fresh 128-bit hash seed from the kernel's random source. */
 cr_status cr_random_seed(uint64_t seed[2]);
 

@@ -321,8 +321,10 @@ void cr_keyed_free(cr_keyed *keyed)
 
 const cr_limit *cr_keyed_limit(const cr_keyed *keyed) { return &keyed->limit; }
 
-cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                         int64_t cost, bool commit, cr_decision *out)
+/* One decision; `out` NULL decides admission alone (the allow() path). */
+static inline cr_status keyed_decide(cr_keyed *keyed, const void *key, size_t key_len,
+                                     int64_t now_ns, int64_t cost, bool commit, cr_decision *out,
+                                     bool *allowed)
 {
     cr_status status = cr_check_args(&now_ns, cost);
     if (status != CR_OK)
@@ -332,14 +334,14 @@ cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64
         int64_t tat;
         slot *s = find(keyed, &place, &tat);
         if (s) {
-            int64_t new_tat = cr_decide(&keyed->limit, tat, now_ns, cost, out);
+            int64_t new_tat = cr_decision_core(&keyed->limit, tat, now_ns, cost, out, allowed);
             if (new_tat == tat || !commit ||
                 slot_cas(s, make_pair(place.fp, tat), make_pair(place.fp, new_tat)))
                 return CR_OK;
             continue; /* lost a race on this slot: decide again from what is there */
         }
         /* Absent: the key is idle. Only an admission that commits needs a slot. */
-        int64_t new_tat = cr_decide(&keyed->limit, 0, now_ns, cost, out);
+        int64_t new_tat = cr_decision_core(&keyed->limit, 0, now_ns, cost, out, allowed);
         if (new_tat == 0 || !commit)
             return CR_OK;
         uint32_t stripe[2];
@@ -352,6 +354,19 @@ cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64
             return CR_OK;
         /* another thread placed the key meanwhile: decide against its slot */
     }
+}
+
+cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                         int64_t cost, bool commit, cr_decision *out)
+{
+    bool allowed;
+    return keyed_decide(keyed, key, key_len, now_ns, cost, commit, out, &allowed);
+}
+
+cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                         int64_t cost, bool *allowed)
+{
+    return keyed_decide(keyed, key, key_len, now_ns, cost, true, NULL, allowed);
 }
 
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)

@@ -66,15 +66,16 @@ void cr_limiter_free(cr_limiter *limiter)
 
 const cr_limit *cr_limiter_limit(const cr_limiter *limiter) { return &limiter->limit; }
 
-cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool commit,
-                           cr_decision *out)
+/* One decision; `out` NULL decides admission alone (the allow() path). */
+static inline cr_status limiter_decide(cr_limiter *limiter, int64_t now_ns, int64_t cost,
+                                       bool commit, cr_decision *out, bool *allowed)
 {
     cr_status status = cr_check_args(&now_ns, cost);
     if (status != CR_OK)
         return status;
     int64_t tat = atomic_load_explicit(limiter->tat, memory_order_acquire);
     for (;;) {
-        int64_t new_tat = cr_decide(&limiter->limit, tat, now_ns, cost, out);
+        int64_t new_tat = cr_decision_core(&limiter->limit, tat, now_ns, cost, out, allowed);
         /* A turn-away, a probe or a peek writes nothing. On a lost race the
          * CAS reloads `tat` and the decision is made again from it. */
         if (new_tat == tat || !commit ||
@@ -82,6 +83,18 @@ cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
                                                   memory_order_acq_rel, memory_order_acquire))
             return CR_OK;
     }
+}
+
+cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool commit,
+                           cr_decision *out)
+{
+    bool allowed;
+    return limiter_decide(limiter, now_ns, cost, commit, out, &allowed);
+}
+
+cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
+{
+    return limiter_decide(limiter, now_ns, cost, true, NULL, allowed);
 }
 
 void cr_limiter_reset(cr_limiter *limiter)

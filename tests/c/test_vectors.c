@@ -57,6 +57,8 @@ typedef struct {
     cr_limit limit;
     cr_limiter *limiter;
     cr_keyed *keyed;
+    cr_limiter *allow_limiter; /* driven by cr_limiter_allow where an op commits */
+    cr_keyed *allow_keyed;     /* driven by cr_keyed_allow likewise */
     char key[32];
     int64_t tat; /* what cr_decide's caller stores */
 } sequence;
@@ -65,8 +67,12 @@ static void sequence_end(sequence *seq)
 {
     cr_limiter_free(seq->limiter);
     cr_keyed_free(seq->keyed);
+    cr_limiter_free(seq->allow_limiter);
+    cr_keyed_free(seq->allow_keyed);
     seq->limiter = NULL;
     seq->keyed = NULL;
+    seq->allow_limiter = NULL;
+    seq->allow_keyed = NULL;
 }
 
 static void sequence_start(sequence *seq, int64_t emission_ns, int64_t burst, int index)
@@ -81,7 +87,9 @@ static void sequence_start(sequence *seq, int64_t emission_ns, int64_t burst, in
     seq->tat = 0;
     snprintf(seq->key, sizeof seq->key, "sequence-%d", index);
     if (cr_limiter_new(&seq->limiter, &seq->limit) != CR_OK ||
-        cr_keyed_new(&seq->keyed, &seq->limit, 64) != CR_OK) {
+        cr_keyed_new(&seq->keyed, &seq->limit, 64) != CR_OK ||
+        cr_limiter_new(&seq->allow_limiter, &seq->limit) != CR_OK ||
+        cr_keyed_new(&seq->allow_keyed, &seq->limit, 64) != CR_OK) {
         fprintf(stderr, "cannot make a limiter or a keyed table\n");
         exit(2);
     }
@@ -127,6 +135,19 @@ static void run_op(sequence *seq, int lineno, const vector_op *op)
                             &got);
     CHECK_EQ_I64(status, CR_OK, "cr_keyed_check, decisions.txt:%d", lineno);
     compare("cr_keyed_check", lineno, op, seq->limit.burst, &got);
+
+    /* The allow() fast paths: the same admissions, and so the same states. */
+    if (op->commit) {
+        bool allowed = !op->allowed;
+        status = cr_limiter_allow(seq->allow_limiter, op->now, op->cost, &allowed);
+        CHECK_EQ_I64(status, CR_OK, "cr_limiter_allow, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(allowed, op->allowed, "cr_limiter_allow, decisions.txt:%d", lineno);
+        allowed = !op->allowed;
+        status = cr_keyed_allow(seq->allow_keyed, seq->key, strlen(seq->key), op->now, op->cost,
+                                &allowed);
+        CHECK_EQ_I64(status, CR_OK, "cr_keyed_allow, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(allowed, op->allowed, "cr_keyed_allow, decisions.txt:%d", lineno);
+    }
 }
 
 static int run_decisions(const char *dir)
@@ -149,6 +170,8 @@ static int run_decisions(const char *dir)
             seq.tat = 0;
             cr_limiter_reset(seq.limiter);
             cr_keyed_reset(seq.keyed, seq.key, strlen(seq.key));
+            cr_limiter_reset(seq.allow_limiter);
+            cr_keyed_reset(seq.allow_keyed, seq.key, strlen(seq.key));
         } else if (started &&
                    sscanf(line,
                           "op %" SCNd64 " %" SCNd64 " %d %d %" SCNd64 " %" SCNd64 " %" SCNd64
