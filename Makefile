@@ -72,7 +72,7 @@ test-asan: ## C tests under AddressSanitizer + UndefinedBehaviorSanitizer
 test-tsan: ## C tests under ThreadSanitizer
 	tests/c/run.sh tsan
 
-test-py: py ## pytest suite (vectors, model, properties, API, errors, threads, shared, typing)
+test-py: py lua ## pytest suite (vectors, model, properties, API, errors, threads, shared, typing)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/model tests/python
 
 test: deps symbols test-c test-asan test-tsan test-py test-lua ## every suite (installs what it needs)

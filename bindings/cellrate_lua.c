@@ -342,9 +342,14 @@ static void limiter_decide(lua_State *L, bool commit, cr_decision *decision)
 
 static int limiter_allow(lua_State *L)
 {
-    cr_decision decision;
-    limiter_decide(L, true, &decision);
-    lua_pushboolean(L, decision.allowed);
+    cr_limiter *limiter = check_limiter(L);
+    const int64_t cost = read_cost(L, 2);
+    const int64_t now_ns = read_now(L, 3);
+    bool allowed;
+    const cr_status status = cr_limiter_allow(limiter, now_ns, cost, &allowed);
+    if (status != CR_OK)
+        raise_status(L, status);
+    lua_pushboolean(L, allowed);
     return 1;
 }
 
@@ -471,9 +476,16 @@ static void keyed_decide(lua_State *L, bool commit, cr_decision *decision)
 
 static int keyed_allow(lua_State *L)
 {
-    cr_decision decision;
-    keyed_decide(L, true, &decision);
-    lua_pushboolean(L, decision.allowed);
+    cr_keyed *keyed = check_keyed(L);
+    size_t key_len = 0;
+    const char *key = check_key(L, 2, &key_len);
+    const int64_t cost = read_cost(L, 3);
+    const int64_t now_ns = read_now(L, 4);
+    bool allowed;
+    const cr_status status = cr_keyed_allow(keyed, key, key_len, now_ns, cost, &allowed);
+    if (status != CR_OK)
+        raise_status(L, status);
+    lua_pushboolean(L, allowed);
     return 1;
 }
 

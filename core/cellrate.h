@@ -212,7 +212,7 @@ cr_status cr_limiter_open_shared(cr_limiter **out, const cr_limit *limit, const 
 typedef struct cr_keyed cr_keyed;
 
 /*
- * Makes a table sized for `capacity` live keys (32 bytes of table each),
+ * Makes a table sized for `capacity` live keys (28 bytes of table each),
  * hashed with SipHash-1-3 under a random 128-bit seed of its own.
  */
 cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity);

@@ -18,11 +18,11 @@
 #include "siphash.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -237,6 +237,11 @@ static uint32_t buckets_for(int64_t capacity)
     return (uint32_t)(buckets < 2 ? 2 : buckets);
 }
 
+static size_t buckets_size(const cr_keyed *keyed)
+{
+    return (size_t)keyed->nbuckets * sizeof(bucket);
+}
+
 static cr_keyed *keyed_alloc(const cr_limit *limit, int64_t capacity)
 {
     cr_keyed *keyed = aligned_alloc(64, sizeof *keyed);
@@ -259,15 +264,18 @@ cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity)
     cr_keyed *keyed = keyed_alloc(limit, capacity);
     if (!keyed)
         return CR_E_NOMEM;
-    keyed->buckets = aligned_alloc(64, (size_t)keyed->nbuckets * sizeof(bucket));
+    /* Anonymous pages are zero and cost nothing until first touched. */
+    void *buckets = mmap(NULL, buckets_size(keyed), PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    keyed->buckets = buckets == MAP_FAILED ? NULL : buckets;
     keyed->stripes = malloc(keyed->nstripes * sizeof(pthread_mutex_t));
     if (!keyed->buckets || !keyed->stripes || cr_random_seed(keyed->seed) != CR_OK) {
-        free(keyed->buckets);
+        if (keyed->buckets)
+            munmap(keyed->buckets, buckets_size(keyed));
         free(keyed->stripes);
         free(keyed);
         return CR_E_NOMEM;
     }
-    memset(keyed->buckets, 0, (size_t)keyed->nbuckets * sizeof(bucket));
     for (uint32_t i = 0; i < keyed->nstripes; i++)
         pthread_mutex_init(&keyed->stripes[i], NULL);
     *out = keyed;
@@ -289,7 +297,7 @@ cr_status cr_keyed_open_shared(cr_keyed **out, const cr_limit *limit, int64_t ca
         .capacity = capacity,
         .nbuckets = keyed->nbuckets,
         .nstripes = keyed->nstripes,
-        .buckets_size = (size_t)keyed->nbuckets * sizeof(bucket),
+        .buckets_size = buckets_size(keyed),
     };
     cr_status status = cr_region_open(&keyed->region, &spec, path, mode);
     if (status != CR_OK) {
@@ -314,7 +322,7 @@ void cr_keyed_free(cr_keyed *keyed)
         for (uint32_t i = 0; i < keyed->nstripes; i++)
             pthread_mutex_destroy(&keyed->stripes[i]);
         free(keyed->stripes);
-        free(keyed->buckets);
+        munmap(keyed->buckets, buckets_size(keyed));
     }
     free(keyed);
 }
@@ -395,8 +403,7 @@ size_t cr_keyed_memory(const cr_keyed *keyed)
 {
     if (keyed->region.base)
         return sizeof *keyed + keyed->region.size;
-    return sizeof *keyed + (size_t)keyed->nbuckets * sizeof(bucket) +
-           keyed->nstripes * sizeof(pthread_mutex_t);
+    return sizeof *keyed + buckets_size(keyed) + keyed->nstripes * sizeof(pthread_mutex_t);
 }
 
 uint64_t cr_keyed_evictions(const cr_keyed *keyed)

@@ -366,20 +366,34 @@ def test_keyed_attributes_are_read_only(name):
         setattr(keyed, name, 1)
 
 
-def test_signatures_are_introspectable():
-    params = inspect.signature(cellrate.Limiter).parameters
-    assert list(params) == ["rate", "period", "burst"]
-    assert params["burst"].kind is inspect.Parameter.KEYWORD_ONLY
+def test_method_signatures_are_introspectable():
     assert list(inspect.signature(cellrate.Limiter.allow).parameters) == ["self", "cost", "now"]
     keyed_check = inspect.signature(cellrate.KeyedLimiter.check).parameters
     assert list(keyed_check) == ["self", "key", "cost", "now"]
     assert keyed_check["cost"].default == 1
     assert keyed_check["now"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="3.9 drops a heap type's signature")
+def test_constructor_signatures_are_introspectable():
+    params = inspect.signature(cellrate.Limiter).parameters
+    assert list(params) == ["rate", "period", "burst", "shared", "shared_mode"]
+    assert params["burst"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert params["shared"].kind is inspect.Parameter.KEYWORD_ONLY
     assert list(inspect.signature(cellrate.KeyedLimiter).parameters) == [
         "rate",
         "period",
         "burst",
         "capacity",
+        "shared",
+        "shared_mode",
+    ]
+    assert list(inspect.signature(cellrate.Decision).parameters) == [
+        "allowed",
+        "remaining",
+        "retry_after",
+        "reset_after",
+        "limit",
     ]
 
 

@@ -6,6 +6,9 @@ stub and the runtime must agree.
 
 from __future__ import annotations
 
+import os
+import pathlib
+import tempfile
 from typing import Tuple
 
 import cellrate
@@ -51,7 +54,11 @@ def use_limiter() -> Limiter:
 
 def use_keyed() -> KeyedLimiter:
     keyed: KeyedLimiter = KeyedLimiter("10/s", burst=5, capacity=1000)
-    KeyedLimiter(10, 1.0, burst=None, capacity=None)
+    KeyedLimiter(10, 1.0, burst=None, capacity=None, shared=None, shared_mode=None)
+    with tempfile.TemporaryDirectory() as folder:
+        KeyedLimiter("10/s", capacity=10, shared=os.path.join(folder, "keyed"), shared_mode=0o600)
+        Limiter("10/s", shared=pathlib.Path(folder) / "one")
+        Limiter("10/s", shared=os.path.join(folder, "two").encode(), shared_mode=None)
     ok: bool = keyed.allow("user:1")
     ok = keyed.allow(b"user:1", 2, now=3.0) or ok
     decision: Decision = keyed.check(key="user:2", cost=1, now=None)

@@ -1,0 +1,1188 @@
+/*
+ * cellrate._cellrate: the CPython face of the core (DESIGN §3).
+ *
+ * Each function converts Python objects to the core's types, calls the core,
+ * and converts the result or status back. Validation, defaults, rate parsing
+ * and every message come from the core, so Python and Lua reject the same
+ * inputs with the same words.
+ *
+ * Multi-phase init (PEP 489) with heap types and exceptions in module state.
+ * The objects hold no Python references and never change after construction,
+ * and the core is thread-safe on its own, so the module declares that it does
+ * not need the GIL.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cellrate.h"
+
+#if PY_VERSION_HEX < 0x030C0000
+#include <structmember.h>
+#define Py_T_BOOL T_BOOL
+#define Py_T_LONGLONG T_LONGLONG
+#define Py_T_DOUBLE T_DOUBLE
+#define Py_READONLY READONLY
+#endif
+
+/*
+ * The GIL stays held around one decision: releasing and re-taking it costs
+ * more than the decision (DESIGN §5). The benchmark builds a second copy with
+ * -DCELLRATE_RELEASE_GIL to measure that choice.
+ */
+#ifdef CELLRATE_RELEASE_GIL
+#define CR_PY_BEGIN_DECISION Py_BEGIN_ALLOW_THREADS
+#define CR_PY_END_DECISION Py_END_ALLOW_THREADS
+#else
+#define CR_PY_BEGIN_DECISION
+#define CR_PY_END_DECISION
+#endif
+
+/* The cost of a call that names none (DESIGN §3: cost=1). */
+#define CALL_DEFAULT_COST 1
+
+typedef struct {
+    PyTypeObject *decision_type;
+    PyTypeObject *limiter_type;
+    PyTypeObject *keyed_type;
+    PyObject *error;                 /* CellrateError */
+    PyObject *invalid_argument;      /* InvalidArgument(CellrateError, ValueError) */
+    PyObject *invalid_argument_type; /* InvalidArgumentType(CellrateError, TypeError) */
+} module_state;
+
+typedef struct {
+    PyObject_HEAD
+    double retry_after;
+    double reset_after;
+    long long remaining;
+    long long limit;
+    char allowed;
+} DecisionObject;
+
+typedef struct {
+    PyObject_HEAD
+    cr_limiter *limiter;
+} LimiterObject;
+
+typedef struct {
+    PyObject_HEAD
+    cr_keyed *keyed;
+} KeyedObject;
+
+/* The types are final, so an instance's own type leads to the module state. */
+static module_state *state_of(PyObject *self)
+{
+    return (module_state *)PyType_GetModuleState(Py_TYPE(self));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+
+/* Raises `exc_type` with the core's message, `.param` naming the parameter. */
+static void raise_with_param(PyObject *exc_type, cr_status status)
+{
+    PyObject *message = PyUnicode_FromString(cr_strerror(status));
+    if (message == NULL)
+        return;
+    PyObject *exc = PyObject_CallOneArg(exc_type, message);
+    Py_DECREF(message);
+    if (exc == NULL)
+        return;
+    PyObject *param = PyUnicode_FromString(cr_status_param(status));
+    if (param == NULL || PyObject_SetAttrString(exc, "param", param) < 0) {
+        Py_XDECREF(param);
+        Py_DECREF(exc);
+        return;
+    }
+    Py_DECREF(param);
+    PyErr_SetObject(exc_type, exc);
+    Py_DECREF(exc);
+}
+
+/* A status the core returned: a bad value, or exhausted memory. */
+static void raise_status(module_state *state, cr_status status)
+{
+    if (status == CR_E_NOMEM)
+        PyErr_NoMemory();
+    else
+        raise_with_param(state->invalid_argument, status);
+}
+
+/* An argument of a type the parameter never takes; `status` names it. */
+static void raise_wrong_type(module_state *state, cr_status status)
+{
+    raise_with_param(state->invalid_argument_type, status);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Argument conversion                                                       */
+
+enum conversion { CONVERTED = 0, WRONG_TYPE = 1, CONVERSION_FAILED = -1 };
+
+/* int64 of a Python int (or an object with __index__), bool excluded. Values
+ * beyond int64 saturate, so that the core reports them as out of range. */
+static enum conversion to_int64(PyObject *obj, int64_t *out)
+{
+    PyObject *integer;
+    if (PyLong_CheckExact(obj)) {
+        integer = obj;
+        Py_INCREF(integer);
+    } else if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+        return WRONG_TYPE;
+    } else {
+        integer = PyNumber_Index(obj);
+        if (integer == NULL)
+            return CONVERSION_FAILED;
+    }
+    int overflow;
+    long long value = PyLong_AsLongLongAndOverflow(integer, &overflow);
+    Py_DECREF(integer);
+    if (overflow != 0)
+        value = overflow > 0 ? INT64_MAX : INT64_MIN;
+    else if (value == -1 && PyErr_Occurred())
+        return CONVERSION_FAILED;
+    *out = (int64_t)value;
+    return CONVERTED;
+}
+
+/* double of a Python float or int (or an object with __index__), bool
+ * excluded. An int too large for a double becomes +-infinity, which the core
+ * reports as out of range. */
+static enum conversion to_double(PyObject *obj, double *out)
+{
+    if (PyFloat_Check(obj)) {
+        *out = PyFloat_AS_DOUBLE(obj);
+        return CONVERTED;
+    }
+    PyObject *integer;
+    if (PyLong_CheckExact(obj)) {
+        integer = obj;
+        Py_INCREF(integer);
+    } else if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+        return WRONG_TYPE;
+    } else {
+        integer = PyNumber_Index(obj);
+        if (integer == NULL)
+            return CONVERSION_FAILED;
+    }
+    double value = PyLong_AsDouble(integer);
+    if (value == -1.0 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            Py_DECREF(integer);
+            return CONVERSION_FAILED;
+        }
+        PyErr_Clear();
+        int overflow;
+        (void)PyLong_AsLongLongAndOverflow(integer, &overflow);
+        value = overflow < 0 ? -HUGE_VAL : HUGE_VAL;
+    }
+    Py_DECREF(integer);
+    *out = value;
+    return CONVERTED;
+}
+
+/* A key is str (hashed as its UTF-8 bytes) or bytes. */
+static int convert_key(module_state *state, PyObject *obj, const char **key, Py_ssize_t *key_len)
+{
+    if (PyUnicode_Check(obj)) {
+        *key = PyUnicode_AsUTF8AndSize(obj, key_len);
+        return *key == NULL ? -1 : 0;
+    }
+    if (PyBytes_Check(obj)) {
+        *key = PyBytes_AS_STRING(obj);
+        *key_len = PyBytes_GET_SIZE(obj);
+        return 0;
+    }
+    raise_wrong_type(state, CR_E_KEY);
+    return -1;
+}
+
+static int convert_cost(module_state *state, PyObject *obj, int64_t *cost)
+{
+    if (obj == NULL) {
+        *cost = CALL_DEFAULT_COST;
+        return 0;
+    }
+    switch (to_int64(obj, cost)) {
+    case CONVERTED:
+        return 0;
+    case WRONG_TYPE:
+        raise_wrong_type(state, CR_E_COST);
+        return -1;
+    default:
+        return -1;
+    }
+}
+
+/* now=None (or absent) asks the core to read its clock. */
+static int convert_now(module_state *state, PyObject *obj, int64_t *now_ns)
+{
+    if (obj == NULL || obj == Py_None) {
+        *now_ns = CR_CLOCK;
+        return 0;
+    }
+    double seconds;
+    switch (to_double(obj, &seconds)) {
+    case CONVERTED:
+        break;
+    case WRONG_TYPE:
+        raise_wrong_type(state, CR_E_NOW);
+        return -1;
+    default:
+        return -1;
+    }
+    cr_status status = cr_seconds_to_ns(seconds, now_ns);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return -1;
+    }
+    return 0;
+}
+
+/* An int parameter where None means "not given". */
+static int convert_optional_int(module_state *state, PyObject *obj, cr_status wrong_type,
+                                int64_t *value, bool *given)
+{
+    *given = obj != Py_None;
+    if (!*given)
+        return 0;
+    switch (to_int64(obj, value)) {
+    case CONVERTED:
+        return 0;
+    case WRONG_TYPE:
+        raise_wrong_type(state, wrong_type);
+        return -1;
+    default:
+        return -1;
+    }
+}
+
+/* rate (number or rate string), period (None: not given), burst (None: not
+ * given) to a validated limit. */
+static int convert_limit(module_state *state, PyObject *rate, PyObject *period, PyObject *burst,
+                         cr_limit *limit)
+{
+    cr_limit_args args;
+    memset(&args, 0, sizeof args);
+
+    if (PyUnicode_Check(rate)) {
+        Py_ssize_t text_len;
+        args.rate_text = PyUnicode_AsUTF8AndSize(rate, &text_len);
+        if (args.rate_text == NULL)
+            return -1;
+        args.rate_text_len = (size_t)text_len;
+    } else {
+        switch (to_double(rate, &args.rate)) {
+        case CONVERTED:
+            break;
+        case WRONG_TYPE:
+            raise_wrong_type(state, CR_E_RATE);
+            return -1;
+        default:
+            return -1;
+        }
+    }
+
+    args.has_period = period != Py_None;
+    if (args.has_period) {
+        switch (to_double(period, &args.period_s)) {
+        case CONVERTED:
+            break;
+        case WRONG_TYPE:
+            raise_wrong_type(state, CR_E_PERIOD);
+            return -1;
+        default:
+            return -1;
+        }
+    }
+
+    if (convert_optional_int(state, burst, CR_E_BURST, &args.burst, &args.has_burst) < 0)
+        return -1;
+
+    cr_status status = cr_limit_init(limit, &args);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return -1;
+    }
+    return 0;
+}
+
+/* The shared= and shared_mode= arguments. `path` is NULL when shared is None;
+ * otherwise a bytes object (the file system encoding) the caller releases. */
+static int convert_shared(module_state *state, PyObject *shared, PyObject *mode_obj,
+                          PyObject **path, int64_t *mode)
+{
+    bool mode_given;
+    *path = NULL;
+    if (convert_optional_int(state, mode_obj, CR_E_SHARED_MODE, mode, &mode_given) < 0)
+        return -1;
+    if (!mode_given)
+        *mode = CR_SHARED_DEFAULT_MODE;
+    if (shared == Py_None)
+        return 0;
+    if (!PyUnicode_Check(shared) && !PyBytes_Check(shared) &&
+        !PyObject_HasAttrString(shared, "__fspath__")) {
+        raise_wrong_type(state, CR_E_SHARED_PATH);
+        return -1;
+    }
+    return PyUnicode_FSConverter(shared, path) ? 0 : -1;
+}
+
+/* A failed open of a shared region: OSError (with errno and the path) when
+ * the system refused, InvalidArgument naming the path otherwise. */
+static void raise_shared(module_state *state, cr_status status, PyObject *path)
+{
+    if (status == CR_E_SHARED_IO || status == CR_E_SHARED_ACCESS) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        return;
+    }
+    if (strcmp(cr_status_param(status), "shared") != 0) { /* not about the region itself */
+        raise_status(state, status);
+        return;
+    }
+    PyObject *message = PyUnicode_FromFormat("%s: %S", cr_strerror(status), path);
+    if (message == NULL)
+        return;
+    PyObject *exc = PyObject_CallOneArg(state->invalid_argument, message);
+    Py_DECREF(message);
+    if (exc == NULL)
+        return;
+    PyObject *param = PyUnicode_FromString(cr_status_param(status));
+    if (param != NULL && PyObject_SetAttrString(exc, "param", param) == 0)
+        PyErr_SetObject(state->invalid_argument, exc);
+    Py_XDECREF(param);
+    Py_DECREF(exc);
+}
+
+/* The arguments of allow/check/peek: ([key,] cost=1, *, now=None), by hand
+ * because this is the hot path. Absent ones are left NULL. */
+typedef struct {
+    PyObject *key;
+    PyObject *cost;
+    PyObject *now;
+} call_args;
+
+static int parse_call(const char *name, bool keyed, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames, call_args *call)
+{
+    const Py_ssize_t max_positional = keyed ? 2 : 1;
+    call->key = call->cost = call->now = NULL;
+    if (nargs > max_positional) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional argument%s (%zd given)",
+                     name, max_positional, max_positional == 1 ? "" : "s", nargs);
+        return -1;
+    }
+    if (keyed) {
+        if (nargs > 0)
+            call->key = args[0];
+        if (nargs > 1)
+            call->cost = args[1];
+    } else if (nargs > 0) {
+        call->cost = args[0];
+    }
+    if (kwnames != NULL) {
+        const Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t i = 0; i < nkw; i++) {
+            PyObject *keyword = PyTuple_GET_ITEM(kwnames, i);
+            PyObject **slot;
+            if (keyed && PyUnicode_CompareWithASCIIString(keyword, "key") == 0)
+                slot = &call->key;
+            else if (PyUnicode_CompareWithASCIIString(keyword, "cost") == 0)
+                slot = &call->cost;
+            else if (PyUnicode_CompareWithASCIIString(keyword, "now") == 0)
+                slot = &call->now;
+            else {
+                PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", name,
+                             keyword);
+                return -1;
+            }
+            if (*slot != NULL) {
+                PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%U'", name,
+                             keyword);
+                return -1;
+            }
+            *slot = args[nargs + i];
+        }
+    }
+    if (keyed && call->key == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument 'key' (pos 1)", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Decision                                                                  */
+
+static PyObject *decision_from(module_state *state, const cr_decision *decision)
+{
+    DecisionObject *self = PyObject_New(DecisionObject, state->decision_type);
+    if (self == NULL)
+        return NULL;
+    self->allowed = decision->allowed;
+    self->remaining = decision->remaining;
+    self->limit = decision->limit;
+    self->retry_after = cr_ns_to_seconds(decision->retry_after_ns);
+    self->reset_after = cr_ns_to_seconds(decision->reset_after_ns);
+    return (PyObject *)self;
+}
+
+/* For code that builds a Decision from another source (a remote store). */
+static PyObject *decision_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"allowed", "remaining", "retry_after", "reset_after", "limit",
+                               NULL};
+    int allowed;
+    long long remaining, limit;
+    double retry_after, reset_after;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "pLddL:Decision", keywords, &allowed,
+                                     &remaining, &retry_after, &reset_after, &limit))
+        return NULL;
+    DecisionObject *self = (DecisionObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->allowed = (char)allowed;
+    self->remaining = remaining;
+    self->limit = limit;
+    self->retry_after = retry_after;
+    self->reset_after = reset_after;
+    return (PyObject *)self;
+}
+
+static void decision_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+/* (allowed, remaining, retry_after, reset_after, limit) */
+static PyObject *decision_fields(PyObject *self)
+{
+    const DecisionObject *decision = (const DecisionObject *)self;
+    return Py_BuildValue("(OLddL)", decision->allowed ? Py_True : Py_False, decision->remaining,
+                         decision->retry_after, decision->reset_after, decision->limit);
+}
+
+static PyObject *decision_repr(PyObject *self)
+{
+    PyObject *fields = decision_fields(self);
+    if (fields == NULL)
+        return NULL;
+    PyObject *repr = PyUnicode_FromFormat(
+        "Decision(allowed=%R, remaining=%R, retry_after=%R, reset_after=%R, limit=%R)",
+        PyTuple_GET_ITEM(fields, 0), PyTuple_GET_ITEM(fields, 1), PyTuple_GET_ITEM(fields, 2),
+        PyTuple_GET_ITEM(fields, 3), PyTuple_GET_ITEM(fields, 4));
+    Py_DECREF(fields);
+    return repr;
+}
+
+static PyObject *decision_richcompare(PyObject *self, PyObject *other, int op)
+{
+    if ((op != Py_EQ && op != Py_NE) || Py_TYPE(other) != Py_TYPE(self))
+        Py_RETURN_NOTIMPLEMENTED;
+    const DecisionObject *a = (const DecisionObject *)self;
+    const DecisionObject *b = (const DecisionObject *)other;
+    const bool equal = a->allowed == b->allowed && a->remaining == b->remaining &&
+                       a->retry_after == b->retry_after && a->reset_after == b->reset_after &&
+                       a->limit == b->limit;
+    return PyBool_FromLong(op == Py_EQ ? equal : !equal);
+}
+
+static Py_hash_t decision_hash(PyObject *self)
+{
+    PyObject *fields = decision_fields(self);
+    if (fields == NULL)
+        return -1;
+    Py_hash_t hash = PyObject_Hash(fields);
+    Py_DECREF(fields);
+    return hash;
+}
+
+static PyObject *decision_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *fields = decision_fields(self);
+    if (fields == NULL)
+        return NULL;
+    return Py_BuildValue("(ON)", (PyObject *)Py_TYPE(self), fields);
+}
+
+static PyMemberDef decision_members[] = {
+    {"allowed", Py_T_BOOL, offsetof(DecisionObject, allowed), Py_READONLY,
+     "True when the request was admitted."},
+    {"remaining", Py_T_LONGLONG, offsetof(DecisionObject, remaining), Py_READONLY,
+     "Units that would still be admitted right after this decision."},
+    {"retry_after", Py_T_DOUBLE, offsetof(DecisionObject, retry_after), Py_READONLY,
+     "Seconds until the same request would be admitted: 0.0 when admitted, "
+     "inf when the cost can never fit."},
+    {"reset_after", Py_T_DOUBLE, offsetof(DecisionObject, reset_after), Py_READONLY,
+     "Seconds until the key is back to a full burst."},
+    {"limit", Py_T_LONGLONG, offsetof(DecisionObject, limit), Py_READONLY,
+     "The burst: units an idle key may spend at once."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef decision_methods[] = {
+    {"__reduce__", decision_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ------------------------------------------------------------------------ */
+/* Limiter                                                                   */
+
+static PyObject *limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"rate", "period", "burst", "shared", "shared_mode", NULL};
+    PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOO:Limiter", keywords, &rate, &period,
+                                     &burst, &shared, &mode_obj))
+        return NULL;
+    module_state *state = (module_state *)PyType_GetModuleState(type);
+    cr_limit limit;
+    PyObject *path;
+    int64_t mode;
+    if (convert_limit(state, rate, period, burst, &limit) < 0 ||
+        convert_shared(state, shared, mode_obj, &path, &mode) < 0)
+        return NULL;
+    cr_limiter *limiter;
+    cr_status status;
+    if (path != NULL) {
+        Py_BEGIN_ALLOW_THREADS /* opening may wait on another process's lock */
+        status = cr_limiter_open_shared(&limiter, &limit, PyBytes_AS_STRING(path), mode);
+        Py_END_ALLOW_THREADS
+    } else {
+        status = cr_limiter_new(&limiter, &limit);
+    }
+    if (status != CR_OK) {
+        if (path != NULL)
+            raise_shared(state, status, shared);
+        else
+            raise_status(state, status);
+        Py_XDECREF(path);
+        return NULL;
+    }
+    Py_XDECREF(path);
+    LimiterObject *self = (LimiterObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        cr_limiter_free(limiter);
+        return NULL;
+    }
+    self->limiter = limiter;
+    return (PyObject *)self;
+}
+
+static void limiter_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    cr_limiter_free(((LimiterObject *)self)->limiter);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+/* One decision into `decision`, or, with `decision` NULL (allow), only
+ * whether it is admitted, into `allowed`. */
+static int limiter_decide(PyObject *self, const char *name, bool commit, PyObject *const *args,
+                          Py_ssize_t nargs, PyObject *kwnames, cr_decision *decision,
+                          bool *allowed)
+{
+    int64_t cost = CALL_DEFAULT_COST;
+    int64_t now_ns = CR_CLOCK;
+    if (nargs != 0 || kwnames != NULL) {
+        call_args call;
+        module_state *state = state_of(self);
+        if (parse_call(name, false, args, nargs, kwnames, &call) < 0 ||
+            convert_cost(state, call.cost, &cost) < 0 || convert_now(state, call.now, &now_ns) < 0)
+            return -1;
+    }
+    cr_limiter *limiter = ((LimiterObject *)self)->limiter;
+    cr_status status;
+    CR_PY_BEGIN_DECISION
+    if (decision != NULL)
+        status = cr_limiter_check(limiter, now_ns, cost, commit, decision);
+    else
+        status = cr_limiter_allow(limiter, now_ns, cost, allowed);
+    CR_PY_END_DECISION
+    if (status != CR_OK) {
+        raise_status(state_of(self), status);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *limiter_allow(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    bool allowed;
+    if (limiter_decide(self, "allow", true, args, nargs, kwnames, NULL, &allowed) < 0)
+        return NULL;
+    return PyBool_FromLong(allowed);
+}
+
+static PyObject *limiter_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    cr_decision decision;
+    if (limiter_decide(self, "check", true, args, nargs, kwnames, &decision, NULL) < 0)
+        return NULL;
+    return decision_from(state_of(self), &decision);
+}
+
+static PyObject *limiter_peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    cr_decision decision;
+    if (limiter_decide(self, "peek", false, args, nargs, kwnames, &decision, NULL) < 0)
+        return NULL;
+    return decision_from(state_of(self), &decision);
+}
+
+static PyObject *limiter_reset(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    cr_limiter_reset(((LimiterObject *)self)->limiter);
+    Py_RETURN_NONE;
+}
+
+static const cr_limit *limiter_limit(PyObject *self)
+{
+    return cr_limiter_limit(((LimiterObject *)self)->limiter);
+}
+
+static PyObject *limiter_get_rate(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyFloat_FromDouble(limiter_limit(self)->rate);
+}
+
+static PyObject *limiter_get_period(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyFloat_FromDouble(limiter_limit(self)->period_s);
+}
+
+static PyObject *limiter_get_burst(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(limiter_limit(self)->burst);
+}
+
+/* "Name(rate=300.0, period=60.0, burst=60" without the closing parenthesis */
+static PyObject *limit_repr_head(const char *type_name, const cr_limit *limit)
+{
+    PyObject *rate = PyFloat_FromDouble(limit->rate);
+    PyObject *period = PyFloat_FromDouble(limit->period_s);
+    PyObject *head = NULL;
+    if (rate != NULL && period != NULL)
+        head = PyUnicode_FromFormat("%s(rate=%R, period=%R, burst=%lld", type_name, rate, period,
+                                    (long long)limit->burst);
+    Py_XDECREF(rate);
+    Py_XDECREF(period);
+    return head;
+}
+
+static PyObject *limiter_repr(PyObject *self)
+{
+    PyObject *head = limit_repr_head("Limiter", limiter_limit(self));
+    if (head == NULL)
+        return NULL;
+    PyObject *repr = PyUnicode_FromFormat("%U)", head);
+    Py_DECREF(head);
+    return repr;
+}
+
+/* ------------------------------------------------------------------------ */
+/* KeyedLimiter                                                              */
+
+static PyObject *keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"rate",   "period",      "burst", "capacity",
+                               "shared", "shared_mode", NULL};
+    PyObject *rate, *period = Py_None, *burst = Py_None, *capacity_obj = Py_None;
+    PyObject *shared = Py_None, *mode_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOO:KeyedLimiter", keywords, &rate,
+                                     &period, &burst, &capacity_obj, &shared, &mode_obj))
+        return NULL;
+    module_state *state = (module_state *)PyType_GetModuleState(type);
+    cr_limit limit;
+    if (convert_limit(state, rate, period, burst, &limit) < 0)
+        return NULL;
+    int64_t capacity;
+    bool has_capacity;
+    if (convert_optional_int(state, capacity_obj, CR_E_CAPACITY, &capacity, &has_capacity) < 0)
+        return NULL;
+    if (!has_capacity)
+        capacity = CR_KEYED_DEFAULT_CAPACITY;
+    PyObject *path;
+    int64_t mode;
+    if (convert_shared(state, shared, mode_obj, &path, &mode) < 0)
+        return NULL;
+    cr_keyed *keyed;
+    cr_status status;
+    if (path != NULL) {
+        Py_BEGIN_ALLOW_THREADS /* opening may wait on another process's lock */
+        status = cr_keyed_open_shared(&keyed, &limit, capacity, PyBytes_AS_STRING(path), mode);
+        Py_END_ALLOW_THREADS
+    } else {
+        status = cr_keyed_new(&keyed, &limit, capacity);
+    }
+    if (status != CR_OK) {
+        if (path != NULL)
+            raise_shared(state, status, shared);
+        else
+            raise_status(state, status);
+        Py_XDECREF(path);
+        return NULL;
+    }
+    Py_XDECREF(path);
+    KeyedObject *self = (KeyedObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        cr_keyed_free(keyed);
+        return NULL;
+    }
+    self->keyed = keyed;
+    return (PyObject *)self;
+}
+
+static void keyed_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    cr_keyed_free(((KeyedObject *)self)->keyed);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+/* As limiter_decide, for a key. */
+static int keyed_decide(PyObject *self, const char *name, bool commit, PyObject *const *args,
+                        Py_ssize_t nargs, PyObject *kwnames, cr_decision *decision,
+                        bool *allowed)
+{
+    call_args call;
+    module_state *state = state_of(self);
+    const char *key;
+    Py_ssize_t key_len;
+    int64_t cost, now_ns;
+    if (parse_call(name, true, args, nargs, kwnames, &call) < 0 ||
+        convert_key(state, call.key, &key, &key_len) < 0 ||
+        convert_cost(state, call.cost, &cost) < 0 || convert_now(state, call.now, &now_ns) < 0)
+        return -1;
+    cr_keyed *keyed = ((KeyedObject *)self)->keyed;
+    cr_status status;
+    CR_PY_BEGIN_DECISION
+    if (decision != NULL)
+        status = cr_keyed_check(keyed, key, (size_t)key_len, now_ns, cost, commit, decision);
+    else
+        status = cr_keyed_allow(keyed, key, (size_t)key_len, now_ns, cost, allowed);
+    CR_PY_END_DECISION
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *keyed_allow(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames)
+{
+    bool allowed;
+    if (keyed_decide(self, "allow", true, args, nargs, kwnames, NULL, &allowed) < 0)
+        return NULL;
+    return PyBool_FromLong(allowed);
+}
+
+static PyObject *keyed_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames)
+{
+    cr_decision decision;
+    if (keyed_decide(self, "check", true, args, nargs, kwnames, &decision, NULL) < 0)
+        return NULL;
+    return decision_from(state_of(self), &decision);
+}
+
+static PyObject *keyed_peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    cr_decision decision;
+    if (keyed_decide(self, "peek", false, args, nargs, kwnames, &decision, NULL) < 0)
+        return NULL;
+    return decision_from(state_of(self), &decision);
+}
+
+static PyObject *keyed_reset(PyObject *self, PyObject *key_obj)
+{
+    const char *key;
+    Py_ssize_t key_len;
+    if (convert_key(state_of(self), key_obj, &key, &key_len) < 0)
+        return NULL;
+    cr_keyed_reset(((KeyedObject *)self)->keyed, key, (size_t)key_len);
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t keyed_len(PyObject *self)
+{
+    return (Py_ssize_t)cr_keyed_len(((KeyedObject *)self)->keyed);
+}
+
+/* Without this, len() would make a limiter with no keys yet false, and
+ * `if limiter:` would skip limiting. */
+static int keyed_bool(PyObject *Py_UNUSED(self))
+{
+    return 1;
+}
+
+static const cr_limit *keyed_limit(PyObject *self)
+{
+    return cr_keyed_limit(((KeyedObject *)self)->keyed);
+}
+
+static PyObject *keyed_get_rate(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyFloat_FromDouble(keyed_limit(self)->rate);
+}
+
+static PyObject *keyed_get_period(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyFloat_FromDouble(keyed_limit(self)->period_s);
+}
+
+static PyObject *keyed_get_burst(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(keyed_limit(self)->burst);
+}
+
+static PyObject *keyed_get_capacity(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(cr_keyed_capacity(((KeyedObject *)self)->keyed));
+}
+
+static PyObject *keyed_get_evictions(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(cr_keyed_evictions(((KeyedObject *)self)->keyed));
+}
+
+static PyObject *keyed_repr(PyObject *self)
+{
+    PyObject *head = limit_repr_head("KeyedLimiter", keyed_limit(self));
+    if (head == NULL)
+        return NULL;
+    PyObject *repr = PyUnicode_FromFormat("%U, capacity=%lld)", head,
+                                          (long long)cr_keyed_capacity(((KeyedObject *)self)->keyed));
+    Py_DECREF(head);
+    return repr;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Type specs                                                                */
+
+#define DECIDE_DOC(sig, what)                                                  \
+    sig "\n--\n\n" what "\n\n"                                                 \
+        "cost: units to spend (an int >= 0; 0 is a probe that always passes).\n" \
+        "now: seconds on the clock of time.monotonic(); None reads the clock."
+
+PyDoc_STRVAR(limiter_allow_doc,
+             DECIDE_DOC("allow($self, /, cost=1, *, now=None)",
+                        "Admit `cost` units if the limit allows; return True if admitted."));
+PyDoc_STRVAR(limiter_check_doc,
+             DECIDE_DOC("check($self, /, cost=1, *, now=None)",
+                        "As allow(), but return the whole Decision."));
+PyDoc_STRVAR(limiter_peek_doc,
+             DECIDE_DOC("peek($self, /, cost=1, *, now=None)",
+                        "The Decision check() would return, without spending anything."));
+PyDoc_STRVAR(limiter_reset_doc, "reset($self, /)\n--\n\nBack to idle: a full burst.");
+
+PyDoc_STRVAR(keyed_allow_doc,
+             DECIDE_DOC("allow($self, /, key, cost=1, *, now=None)",
+                        "Admit `cost` units for `key` (str or bytes; a str counts as its\n"
+                        "UTF-8 bytes) if its limit allows; return True if admitted."));
+PyDoc_STRVAR(keyed_check_doc,
+             DECIDE_DOC("check($self, /, key, cost=1, *, now=None)",
+                        "As allow(), but return the whole Decision."));
+PyDoc_STRVAR(keyed_peek_doc,
+             DECIDE_DOC("peek($self, /, key, cost=1, *, now=None)",
+                        "The Decision check() would return, without spending anything."));
+PyDoc_STRVAR(keyed_reset_doc,
+             "reset($self, key, /)\n--\n\nForget `key`: it is back to a full burst.");
+
+PyDoc_STRVAR(decision_doc,
+             "Decision(allowed, remaining, retry_after, reset_after, limit)\n--\n\n"
+             "The answer to one request: immutable; times in seconds.");
+
+PyDoc_STRVAR(limiter_doc,
+             "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None)\n--\n\n"
+             "A GCRA limit on one key: `rate` units per `period` seconds, sustained,\n"
+             "with up to `burst` units at once.\n\n"
+             "rate: a number > 0, or a string such as '300/minute', '10/s',\n"
+             "      '5 per second' or '100/5m' (then period must not be given).\n"
+             "period: seconds; None means 1 second.\n"
+             "burst: an int >= 1; None means max(1, ceil(rate)).\n"
+             "shared: the path of a region file (e.g. '/dev/shm/login-limit') that\n"
+             "        every process opening it shares as one limit; None: this\n"
+             "        process alone.\n"
+             "shared_mode: the mode of a region file this call creates; None: 0o600.\n\n"
+             "Safe to share between threads.");
+
+PyDoc_STRVAR(keyed_doc,
+             "KeyedLimiter(rate, period=None, *, burst=None, capacity=None, shared=None,\n"
+             "             shared_mode=None)\n--\n\n"
+             "One GCRA limit applied to each key (str or bytes) separately, in a table\n"
+             "of bounded size. rate, period and burst are as for Limiter.\n\n"
+             "capacity: the number of live keys the table is sized for; None means\n"
+             "          the default (100000).\n"
+             "shared, shared_mode: as for Limiter.\n\n"
+             "len() is the number of keys holding a slot. Safe to share between threads.");
+
+static PyMethodDef limiter_methods[] = {
+    {"allow", (PyCFunction)(void (*)(void))limiter_allow, METH_FASTCALL | METH_KEYWORDS,
+     limiter_allow_doc},
+    {"check", (PyCFunction)(void (*)(void))limiter_check, METH_FASTCALL | METH_KEYWORDS,
+     limiter_check_doc},
+    {"peek", (PyCFunction)(void (*)(void))limiter_peek, METH_FASTCALL | METH_KEYWORDS,
+     limiter_peek_doc},
+    {"reset", limiter_reset, METH_NOARGS, limiter_reset_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef limiter_getset[] = {
+    {"rate", limiter_get_rate, NULL, "Units admitted per period, sustained.", NULL},
+    {"period", limiter_get_period, NULL, "The period in seconds.", NULL},
+    {"burst", limiter_get_burst, NULL, "Units an idle limiter admits at once.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef keyed_methods[] = {
+    {"allow", (PyCFunction)(void (*)(void))keyed_allow, METH_FASTCALL | METH_KEYWORDS,
+     keyed_allow_doc},
+    {"check", (PyCFunction)(void (*)(void))keyed_check, METH_FASTCALL | METH_KEYWORDS,
+     keyed_check_doc},
+    {"peek", (PyCFunction)(void (*)(void))keyed_peek, METH_FASTCALL | METH_KEYWORDS,
+     keyed_peek_doc},
+    {"reset", keyed_reset, METH_O, keyed_reset_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef keyed_getset[] = {
+    {"rate", keyed_get_rate, NULL, "Units admitted per period, sustained, per key.", NULL},
+    {"period", keyed_get_period, NULL, "The period in seconds.", NULL},
+    {"burst", keyed_get_burst, NULL, "Units an idle key admits at once.", NULL},
+    {"capacity", keyed_get_capacity, NULL, "The number of live keys the table is sized for.",
+     NULL},
+    {"evictions", keyed_get_evictions, NULL, "Live keys evicted so far to make room.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+#ifdef Py_TPFLAGS_IMMUTABLETYPE
+#define FINAL_TYPE_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE)
+#else
+#define FINAL_TYPE_FLAGS Py_TPFLAGS_DEFAULT
+#endif
+
+/* Slot tables store function pointers in `void *` fields, which ISO C does
+ * not define but every platform CPython supports does. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+
+static PyType_Slot decision_slots[] = {
+    {Py_tp_doc, (void *)decision_doc},
+    {Py_tp_new, decision_new},
+    {Py_tp_dealloc, decision_dealloc},
+    {Py_tp_repr, decision_repr},
+    {Py_tp_richcompare, decision_richcompare},
+    {Py_tp_hash, decision_hash},
+    {Py_tp_members, decision_members},
+    {Py_tp_methods, decision_methods},
+    {0, NULL},
+};
+
+static PyType_Slot limiter_slots[] = {
+    {Py_tp_doc, (void *)limiter_doc},
+    {Py_tp_new, limiter_new},
+    {Py_tp_dealloc, limiter_dealloc},
+    {Py_tp_repr, limiter_repr},
+    {Py_tp_methods, limiter_methods},
+    {Py_tp_getset, limiter_getset},
+    {0, NULL},
+};
+
+static PyType_Slot keyed_slots[] = {
+    {Py_tp_doc, (void *)keyed_doc},
+    {Py_tp_new, keyed_new},
+    {Py_tp_dealloc, keyed_dealloc},
+    {Py_tp_repr, keyed_repr},
+    {Py_tp_methods, keyed_methods},
+    {Py_tp_getset, keyed_getset},
+    {Py_sq_length, keyed_len},
+    {Py_nb_bool, keyed_bool},
+    {0, NULL},
+};
+
+#pragma GCC diagnostic pop
+
+static PyType_Spec decision_spec = {
+    .name = "cellrate.Decision",
+    .basicsize = sizeof(DecisionObject),
+    .flags = FINAL_TYPE_FLAGS,
+    .slots = decision_slots,
+};
+
+static PyType_Spec limiter_spec = {
+    .name = "cellrate.Limiter",
+    .basicsize = sizeof(LimiterObject),
+    .flags = FINAL_TYPE_FLAGS,
+    .slots = limiter_slots,
+};
+
+static PyType_Spec keyed_spec = {
+    .name = "cellrate.KeyedLimiter",
+    .basicsize = sizeof(KeyedObject),
+    .flags = FINAL_TYPE_FLAGS,
+    .slots = keyed_slots,
+};
+
+/* ------------------------------------------------------------------------ */
+/* Module                                                                    */
+
+PyDoc_STRVAR(error_doc,
+             "Base of the errors cellrate raises; `param` names the parameter at fault.");
+PyDoc_STRVAR(invalid_argument_doc, "An argument of the right type with a value cellrate refuses.");
+PyDoc_STRVAR(invalid_argument_type_doc, "An argument of a type its parameter never takes.");
+
+/* Adds `value` under `name`; the module takes its own reference. */
+static int add_object(PyObject *module, const char *name, PyObject *value)
+{
+    Py_INCREF(value);
+    if (PyModule_AddObject(module, name, value) < 0) {
+        Py_DECREF(value);
+        return -1;
+    }
+    return 0;
+}
+
+static PyTypeObject *add_type(PyObject *module, PyType_Spec *spec)
+{
+    PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, spec, NULL);
+    if (type == NULL)
+        return NULL;
+    if (PyModule_AddType(module, type) < 0) {
+        Py_DECREF(type);
+        return NULL;
+    }
+    return type;
+}
+
+/* A new exception class with bases `bases` and `param` defaulting to "". */
+static PyObject *new_exception(const char *name, const char *doc, PyObject *bases)
+{
+    PyObject *dict = Py_BuildValue("{ss}", "param", "");
+    if (dict == NULL)
+        return NULL;
+    PyObject *exc = PyErr_NewExceptionWithDoc(name, doc, bases, dict);
+    Py_DECREF(dict);
+    return exc;
+}
+
+static PyObject *new_exception_leaf(const char *name, const char *doc, PyObject *base,
+                                    PyObject *builtin)
+{
+    PyObject *bases = PyTuple_Pack(2, base, builtin);
+    if (bases == NULL)
+        return NULL;
+    PyObject *exc = new_exception(name, doc, bases);
+    Py_DECREF(bases);
+    return exc;
+}
+
+static int cellrate_exec(PyObject *module)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+
+    state->decision_type = add_type(module, &decision_spec);
+    if (state->decision_type == NULL)
+        return -1;
+    state->limiter_type = add_type(module, &limiter_spec);
+    if (state->limiter_type == NULL)
+        return -1;
+    state->keyed_type = add_type(module, &keyed_spec);
+    if (state->keyed_type == NULL)
+        return -1;
+
+    state->error = new_exception("cellrate.CellrateError", error_doc, PyExc_Exception);
+    if (state->error == NULL || add_object(module, "CellrateError", state->error) < 0)
+        return -1;
+    state->invalid_argument = new_exception_leaf("cellrate.InvalidArgument", invalid_argument_doc,
+                                                 state->error, PyExc_ValueError);
+    if (state->invalid_argument == NULL ||
+        add_object(module, "InvalidArgument", state->invalid_argument) < 0)
+        return -1;
+    state->invalid_argument_type =
+        new_exception_leaf("cellrate.InvalidArgumentType", invalid_argument_type_doc,
+                           state->error, PyExc_TypeError);
+    if (state->invalid_argument_type == NULL ||
+        add_object(module, "InvalidArgumentType", state->invalid_argument_type) < 0)
+        return -1;
+
+    return PyModule_AddStringConstant(module, "__version__", cr_version());
+}
+
+static int cellrate_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    Py_VISIT(state->decision_type);
+    Py_VISIT(state->limiter_type);
+    Py_VISIT(state->keyed_type);
+    Py_VISIT(state->error);
+    Py_VISIT(state->invalid_argument);
+    Py_VISIT(state->invalid_argument_type);
+    return 0;
+}
+
+static int cellrate_clear(PyObject *module)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    Py_CLEAR(state->decision_type);
+    Py_CLEAR(state->limiter_type);
+    Py_CLEAR(state->keyed_type);
+    Py_CLEAR(state->error);
+    Py_CLEAR(state->invalid_argument);
+    Py_CLEAR(state->invalid_argument_type);
+    return 0;
+}
+
+static void cellrate_free(void *module)
+{
+    (void)cellrate_clear((PyObject *)module);
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+
+static PyModuleDef_Slot cellrate_slots[] = {
+    {Py_mod_exec, cellrate_exec},
+#if PY_VERSION_HEX >= 0x030C0000
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
+#pragma GCC diagnostic pop
+
+PyDoc_STRVAR(cellrate_doc, "The compiled core of cellrate: GCRA rate limiting.");
+
+static struct PyModuleDef cellrate_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "cellrate._cellrate",
+    .m_doc = cellrate_doc,
+    .m_size = sizeof(module_state),
+    .m_slots = cellrate_slots,
+    .m_traverse = cellrate_traverse,
+    .m_clear = cellrate_clear,
+    .m_free = cellrate_free,
+};
+
+PyMODINIT_FUNC PyInit__cellrate(void);
+
+PyMODINIT_FUNC PyInit__cellrate(void)
+{
+    return PyModuleDef_Init(&cellrate_module);
+}

@@ -1,0 +1,33 @@
+"""cellrate: GCRA rate limiting on a compiled core.
+
+    >>> import cellrate
+    >>> limiter = cellrate.Limiter("300/minute", burst=60)
+    >>> limiter.allow()
+    True
+
+Limiter holds one limit; KeyedLimiter applies one limit to each key (str or
+bytes) separately. check() and peek() return a Decision with allowed,
+remaining, retry_after, reset_after (seconds) and limit. Bad arguments raise
+InvalidArgument (a ValueError) or InvalidArgumentType (a TypeError), both
+CellrateError, whose `param` names the parameter at fault.
+"""
+
+from cellrate._cellrate import (
+    CellrateError,
+    Decision,
+    InvalidArgument,
+    InvalidArgumentType,
+    KeyedLimiter,
+    Limiter,
+    __version__,
+)
+
+__all__ = [
+    "CellrateError",
+    "Decision",
+    "InvalidArgument",
+    "InvalidArgumentType",
+    "KeyedLimiter",
+    "Limiter",
+    "__version__",
+]

@@ -1,0 +1,204 @@
+"""Shared regions from Python: one limit across processes (Python and Lua),
+refusals that name what differs, file modes, fork inheritance."""
+
+import multiprocessing
+import os
+import pathlib
+import shutil
+import stat
+import subprocess
+import tempfile
+
+import pytest
+
+import cellrate
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+LUA_MODULE = REPO / "build" / "lua5.4" / "cellrate.so"
+FROZEN = 5000.0  # seconds: every process decides at this one instant
+
+
+@pytest.fixture
+def region_dir():
+    """A fresh folder on tmpfs, where regions normally live."""
+    folder = pathlib.Path(tempfile.mkdtemp(
+        prefix="cellrate-test-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def count_admissions(kind, path, burst, key, attempts, queue):
+    if kind == "keyed":
+        lim = cellrate.KeyedLimiter(1, burst=burst, capacity=64, shared=path)
+        admitted = sum(lim.allow(key, now=FROZEN) for _ in range(attempts))
+    else:
+        lim = cellrate.Limiter(1, burst=burst, shared=path)
+        admitted = sum(lim.allow(now=FROZEN) for _ in range(attempts))
+    queue.put(admitted)
+
+
+def run_processes(targets):
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=count_admissions, args=args + (queue,)) for args in targets]
+    for proc in procs:
+        proc.start()
+    counts = [queue.get(timeout=60) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
+    return counts
+
+
+@pytest.mark.parametrize("kind", ["limiter", "keyed"])
+def test_four_processes_admit_exactly_burst(region_dir, kind):
+    path = str(region_dir / kind)
+    counts = run_processes([(kind, path, 37, "k", 500)] * 4)
+    assert sum(counts) == 37
+
+
+def test_two_objects_in_one_process_share(region_dir):
+    path = region_dir / "same"
+    a = cellrate.KeyedLimiter("10/s", burst=3, capacity=10, shared=path)
+    b = cellrate.KeyedLimiter("600/minute", burst=3, capacity=10, shared=str(path))
+    results = [x.allow("k", now=FROZEN) for x in (a, b, a, b, a)]
+    assert results == [True, True, True, False, False]
+    assert len(a) == len(b) == 1
+    b.reset("k")
+    assert a.allow("k", now=FROZEN)
+
+
+@pytest.mark.skipif(shutil.which("lua5.4") is None, reason="lua5.4 is not installed")
+def test_python_and_lua_processes_share_one_region(region_dir):
+    assert LUA_MODULE.exists(), "build the Lua module first (make lua)"
+    path = str(region_dir / "mixed")
+    burst = 29
+    script = (
+        f'package.cpath = "{LUA_MODULE.parent}/?.so;" .. package.cpath\n'
+        'local cellrate = require "cellrate"\n'
+        f'local keyed = cellrate.keyed(1, {{ burst = {burst}, capacity = 64, shared = "{path}" }})\n'
+        'local n = 0\n'
+        f'for _ = 1, 500 do if keyed:allow("shared-key", 1, {FROZEN}) then n = n + 1 end end\n'
+        'print(n)\n'
+    )
+    # Create the region first from Python, then race two Lua and two Python processes.
+    cellrate.KeyedLimiter(1, burst=burst, capacity=64, shared=path)
+    lua = [subprocess.Popen(["lua5.4", "-e", script], stdout=subprocess.PIPE, text=True)
+           for _ in range(2)]
+    python_counts = run_processes([("keyed", path, burst, "shared-key", 500)] * 2)
+    lua_counts = []
+    for proc in lua:
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0
+        lua_counts.append(int(out))
+    assert sum(python_counts) + sum(lua_counts) == burst
+
+
+def test_fork_inherits_an_open_region(region_dir):
+    lim = cellrate.Limiter(1, burst=4, shared=region_dir / "forked")
+    children = []
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:
+            admitted = sum(lim.allow(now=FROZEN) for _ in range(10))
+            os._exit(admitted)
+        children.append(pid)
+    total = 0
+    for pid in children:
+        _, status = os.waitpid(pid, 0)
+        total += os.waitstatus_to_exitcode(status)
+    assert total == 4
+    assert not lim.allow(now=FROZEN)
+
+
+def test_modes(region_dir):
+    cellrate.Limiter(1, shared=region_dir / "default")
+    assert stat.S_IMODE(os.stat(region_dir / "default").st_mode) == 0o600
+    cellrate.Limiter(1, shared=region_dir / "group", shared_mode=0o640)
+    assert stat.S_IMODE(os.stat(region_dir / "group").st_mode) == 0o640
+
+
+def expect_refusal(words, make):
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        make()
+    assert info.value.param == "shared"
+    assert words in str(info.value)
+    return info.value
+
+
+def test_refusals_name_what_differs(region_dir):
+    path = region_dir / "refuse"
+    cellrate.KeyedLimiter(10, burst=5, capacity=100, shared=path)
+    err = expect_refusal("another burst", lambda: cellrate.KeyedLimiter(
+        10, burst=6, capacity=100, shared=path))
+    assert str(path) in str(err)
+    expect_refusal("another rate", lambda: cellrate.KeyedLimiter(
+        20, burst=5, capacity=100, shared=path))
+    expect_refusal("another capacity", lambda: cellrate.KeyedLimiter(
+        10, burst=5, capacity=101, shared=path))
+    expect_refusal("another kind", lambda: cellrate.Limiter(10, burst=5, shared=path))
+
+
+def test_refusals_of_damaged_files(region_dir):
+    path = region_dir / "damaged"
+    make = lambda: cellrate.KeyedLimiter(10, burst=5, capacity=100, shared=path)  # noqa: E731
+    make()
+    data = bytearray(path.read_bytes())
+
+    path.write_bytes(bytes(data[:100]))
+    expect_refusal("too short", make)
+
+    path.write_bytes(b"x" * len(data))
+    expect_refusal("not a cellrate region", make)
+
+    wrong_version = bytearray(data)
+    wrong_version[8] = 99
+    path.write_bytes(bytes(wrong_version))
+    expect_refusal("another layout version", make)
+
+    corrupt = bytearray(data)
+    corrupt[40] ^= 0xFF  # inside the checksummed header
+    path.write_bytes(bytes(corrupt))
+    expect_refusal("corrupt", make)
+
+    path.write_bytes(bytes(data))
+    make()  # the original bytes open again
+
+
+def test_system_refusals_are_os_errors(region_dir):
+    with pytest.raises(FileNotFoundError):
+        cellrate.Limiter(1, shared=region_dir / "no-such-dir" / "region")
+    if os.geteuid() != 0:
+        pytest.skip("the permission check needs root to become another user")
+    path = region_dir / "private"
+    cellrate.Limiter(1, shared=path)  # mode 0600, owned by root
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            cellrate.Limiter(1, shared=path)
+        except PermissionError:
+            code = 0
+        except BaseException:
+            code = 2
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_bad_shared_arguments(region_dir):
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        cellrate.Limiter(1, shared=42)
+    assert info.value.param == "shared"
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        cellrate.KeyedLimiter(1, shared=region_dir / "m", shared_mode="rw")
+    assert info.value.param == "shared_mode"
+    for mode in (-1, 0o1000, 10**30):
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            cellrate.Limiter(1, shared=region_dir / "m", shared_mode=mode)
+        assert info.value.param == "shared_mode"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.KeyedLimiter(1, capacity=0, shared=region_dir / "c")
+    assert info.value.param == "capacity"
