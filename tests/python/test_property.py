@@ -179,7 +179,12 @@ def run_many(keyed: bool) -> int:
             face = cellrate.Limiter(1.0, period, burst=limit.burst)
             replayed += replay(face, model.Store(limit), ops, call_limiter)
 
-    run()
+    # Hypothesis may stop a run early (overruns, small examples): run again
+    # until the floor of operations is met, a bounded number of times.
+    for _ in range(5):
+        run()
+        if replayed >= MIN_OPS:
+            break
     return replayed
 
 
