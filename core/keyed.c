@@ -268,6 +268,11 @@ cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity)
     void *buckets = mmap(NULL, buckets_size(keyed), PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     keyed->buckets = buckets == MAP_FAILED ? NULL : buckets;
+#ifdef MADV_HUGEPAGE
+    /* A lookup is a random access: huge pages spare it a TLB miss. */
+    if (keyed->buckets)
+        madvise(buckets, buckets_size(keyed), MADV_HUGEPAGE);
+#endif
     keyed->stripes = malloc(keyed->nstripes * sizeof(pthread_mutex_t));
     if (!keyed->buckets || !keyed->stripes || cr_random_seed(keyed->seed) != CR_OK) {
         if (keyed->buckets)
@@ -334,10 +339,16 @@ static inline cr_status keyed_decide(cr_keyed *keyed, const void *key, size_t ke
                                      int64_t now_ns, int64_t cost, bool commit, cr_decision *out,
                                      bool *allowed)
 {
-    cr_status status = cr_check_args(&now_ns, cost);
-    if (status != CR_OK)
-        return status;
+    if (cost < 0)
+        return CR_E_COST;
+    if (now_ns < 0 && now_ns != CR_CLOCK)
+        return CR_E_NOW;
+    /* Start fetching the key's buckets, then read the clock while they come. */
     const key_place place = key_place_of(keyed, key, key_len);
+    __builtin_prefetch(&keyed->buckets[place.bucket[0]]);
+    __builtin_prefetch(&keyed->buckets[place.bucket[1]]);
+    if (now_ns == CR_CLOCK)
+        now_ns = cr_clock_ns();
     for (;;) {
         int64_t tat;
         slot *s = find(keyed, &place, &tat);
