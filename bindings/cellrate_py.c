@@ -332,10 +332,15 @@ static int convert_shared(module_state *state, PyObject *shared, PyObject *mode_
     return PyUnicode_FSConverter(shared, path) ? 0 : -1;
 }
 
-/* A failed open of a shared region: OSError (with errno and the path) when
- * the system refused, InvalidArgument naming the path otherwise. */
-static void raise_shared(module_state *state, cr_status status, PyObject *path)
+/* A failed construction. With `path` (the shared= argument), a refusal of
+ * the region file: OSError (errno and path) when the system refused,
+ * InvalidArgument naming the path when the file is not the region wanted. */
+static void raise_construction(module_state *state, cr_status status, PyObject *path)
 {
+    if (path == NULL) {
+        raise_status(state, status);
+        return;
+    }
     if (status == CR_E_SHARED_IO || status == CR_E_SHARED_ACCESS) {
         PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
         return;
@@ -557,15 +562,11 @@ static PyObject *limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     } else {
         status = cr_limiter_new(&limiter, &limit);
     }
-    if (status != CR_OK) {
-        if (path != NULL)
-            raise_shared(state, status, shared);
-        else
-            raise_status(state, status);
-        Py_XDECREF(path);
-        return NULL;
-    }
+    if (status != CR_OK)
+        raise_construction(state, status, path != NULL ? shared : NULL);
     Py_XDECREF(path);
+    if (status != CR_OK)
+        return NULL;
     LimiterObject *self = (LimiterObject *)type->tp_alloc(type, 0);
     if (self == NULL) {
         cr_limiter_free(limiter);
@@ -725,15 +726,11 @@ static PyObject *keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     } else {
         status = cr_keyed_new(&keyed, &limit, capacity);
     }
-    if (status != CR_OK) {
-        if (path != NULL)
-            raise_shared(state, status, shared);
-        else
-            raise_status(state, status);
-        Py_XDECREF(path);
-        return NULL;
-    }
+    if (status != CR_OK)
+        raise_construction(state, status, path != NULL ? shared : NULL);
     Py_XDECREF(path);
+    if (status != CR_OK)
+        return NULL;
     KeyedObject *self = (KeyedObject *)type->tp_alloc(type, 0);
     if (self == NULL) {
         cr_keyed_free(keyed);
