@@ -80,7 +80,7 @@ test: deps symbols test-c test-asan test-tsan test-py test-lua ## every suite (i
 
 demo: deps py lua ## show decisions in Python and in Lua
 	@echo "==================== Python ===================="
-	@$(PYTHON) examples/demo.py
+	@CELLRATE_LUA_CPATH="$(CURDIR)/$(BUILD)/lua5.4/?.so" $(PYTHON) examples/demo.py
 	@echo
 	@echo "==================== Lua 5.4 ===================="
 	@lua5.4 -e 'package.cpath = "$(BUILD)/lua5.4/?.so;" .. package.cpath' examples/demo.lua

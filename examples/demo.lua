@@ -2,7 +2,7 @@
 local cellrate = require "cellrate"
 
 local function show(label, allowed, remaining, retry_after, reset_after)
-   print(("  %-28s allowed=%-5s remaining=%d retry_after=%.9fs reset_after=%.9fs"):format(
+   print(("  %-28s allowed=%-5s remaining=%d retry_after=%.9f s reset_after=%.9f s"):format(
       label, tostring(allowed), remaining, retry_after, reset_after))
    return allowed, remaining, retry_after, reset_after
 end

@@ -36,5 +36,15 @@ fi
 
 cd "$root"
 # The module directory goes first on the C path, ahead of any installed copy.
+# A run that finds no spec is a failure, not a pass.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
 # shellcheck disable=SC2086  # INTERPRETER is a command line on purpose
-exec $interpreter "$busted" --cpath="$cpath_dir/?.so" "$@"
+$interpreter "$busted" --cpath="$cpath_dir/?.so" "$@" >"$log" 2>&1 || status=$?
+cat "$log"
+if ! grep -Eq '^[1-9][0-9]* successes' "$log"; then
+    echo "busted ran no test" >&2
+    exit 1
+fi
+exit "$status"
