@@ -88,5 +88,8 @@ demo: deps py lua ## show decisions in Python and in Lua
 	@echo "==================== LuaJIT ====================="
 	@luajit -e 'package.cpath = "$(BUILD)/luajit/?.so;" .. package.cpath' examples/demo.lua
 
+bench: ## benchmarks against the peers (installs them under bench/.peers); writes bench/results/
+	bench/run.sh
+
 clean: ## remove build products
 	rm -rf $(BUILD) python/cellrate/*.so *.egg-info

@@ -1,0 +1,790 @@
+/*
+ * C-level scenarios of `make bench`: the physical floors and cellrate's
+ * Limiter and KeyedLimiter, in one binary, so that ratios compare code that
+ * ran on the same machine in the same run. bench/rust/src/main.rs runs the
+ * crates.io peers through the same scenarios (same limits, same key sets,
+ * same random draws, same timing method).
+ *
+ * Usage:
+ *   bench_core run [--reps N] [--single-ops N] [--keyed-ops N] [--keys N]
+ *   bench_core mem [--keys N]
+ *
+ * Each result is one JSON object per line on stdout; the value of a scenario
+ * is the median of `--reps` timed runs, after one untimed warm-up run.
+ */
+#include "cellrate.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+/* Allow path of one key: T = 10 ns and a burst of 1e9 (tau = 10 s), so no call
+ * of a run can be turned away. Deny path: one unit per hour, drained before
+ * timing. Keyed allow path: one unit per hour and a burst of 1e6, so every
+ * call is admitted and every key stays tracked (its TAT stays hours ahead). */
+#define ALLOW_RATE_PER_S 1e8
+#define ALLOW_BURST 1000000000
+#define KEYED_BURST 1000000
+#define SEED 42
+#define MAX_THREADS 2
+#define KEY_MAX 24
+
+typedef struct {
+    int reps;
+    size_t single_ops;
+    size_t keyed_ops;
+    size_t keys;
+} config;
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                   */
+
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Keeps a value alive without a memory access the compiler could hoist. */
+#define KEEP(value) __asm__ volatile("" : : "r"(value) : "memory")
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
+/* `ops` indices drawn uniformly at random in [lo, lo + span). */
+static uint32_t *make_draws(size_t ops, size_t lo, size_t span, uint64_t seed)
+{
+    uint32_t *draws = malloc(ops * sizeof *draws);
+    if (!draws) {
+        perror("malloc");
+        exit(1);
+    }
+    uint64_t state = seed;
+    for (size_t i = 0; i < ops; i++)
+        draws[i] = (uint32_t)(lo + splitmix64(&state) % span);
+    return draws;
+}
+
+/* Integer-like keys: distinct 64-bit values, not consecutive. */
+static uint64_t int_key(size_t i) { return ((uint64_t)i * 0x9E3779B97F4A7C15u) ^ 0x55555555u; }
+
+/* Short string keys "user:<n>", stored KEY_MAX bytes apart. */
+typedef struct {
+    char *text;
+    uint8_t *len;
+} str_keys;
+
+static str_keys make_str_keys(size_t count)
+{
+    str_keys keys = {malloc(count * KEY_MAX), malloc(count)};
+    if (!keys.text || !keys.len) {
+        perror("malloc");
+        exit(1);
+    }
+    for (size_t i = 0; i < count; i++)
+        keys.len[i] = (uint8_t)snprintf(keys.text + i * KEY_MAX, KEY_MAX, "user:%zu", i);
+    return keys;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *values, int count)
+{
+    qsort(values, (size_t)count, sizeof *values, cmp_double);
+    return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
+}
+
+/* One JSON line. `expect` is what every call of every run had to return
+ * ("allow", "deny", or "" when not applicable); `met` says whether it did. */
+static void emit(const char *id, int threads, size_t ops, double *runs, int reps,
+                 const char *expect, bool met)
+{
+    char list[1024] = "";
+    size_t used = 0;
+    for (int r = 0; r < reps && used < sizeof list - 32; r++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%.3f", r ? ", " : "", runs[r]);
+    double med = median(runs, reps);
+    printf("{\"id\": \"%s\", \"lang\": \"c\", \"ns_per_op\": %.3f, \"threads\": %d, "
+           "\"ops_per_run\": %zu, \"runs_ns_per_op\": [%s], \"expect\": \"%s\", "
+           "\"expect_met\": %s}\n",
+           id, med, threads, ops, list, expect, met ? "true" : "false");
+    fflush(stdout);
+}
+
+static void check_status(cr_status status, const char *what)
+{
+    if (status != CR_OK) {
+        fprintf(stderr, "bench_core: %s: %s\n", what, cr_strerror(status));
+        exit(1);
+    }
+}
+
+static cr_limit make_limit(double rate, int64_t burst)
+{
+    cr_limit limit;
+    cr_limit_args args = {.rate = rate, .burst = burst, .has_burst = true};
+    check_status(cr_limit_init(&limit, &args), "cr_limit_init");
+    return limit;
+}
+
+static cr_limit keyed_limit(void)
+{
+    cr_limit limit;
+    cr_limit_args args = {.rate = 1, .period_s = 3600, .has_period = true,
+                          .burst = KEYED_BURST, .has_burst = true};
+    check_status(cr_limit_init(&limit, &args), "cr_limit_init");
+    return limit;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Cases: a scenario body run `ops` times on each of `threads` threads.      */
+
+/* A scenario body returns whether call `i` was admitted (floors: true). */
+typedef bool (*scenario_fn)(void *ctx, size_t i);
+
+typedef struct {
+    const char *id;
+    scenario_fn body;
+    void *ctx[MAX_THREADS]; /* one per thread */
+    int threads;
+    size_t ops;          /* per thread */
+    const char *expect;  /* "allow", "deny" or "" */
+    double runs[64];     /* wall ns per call (all threads' calls) */
+    bool met;
+} bench_case;
+
+typedef struct {
+    const bench_case *c;
+    void *ctx;
+    _Atomic int *ready; /* workers that have started */
+    int cpu;
+    size_t matched;
+    int64_t begin, end;
+} worker;
+
+static size_t run_body(scenario_fn body, void *ctx, size_t ops, bool want)
+{
+    size_t matched = 0;
+    for (size_t i = 0; i < ops; i++)
+        matched += body(ctx, i) == want;
+    return matched;
+}
+
+static bool wants_allow(const bench_case *c) { return strcmp(c->expect, "deny") != 0; }
+
+/* Thread t runs on CPU t (modulo the CPUs this process may use): left to
+ * itself, the scheduler of the machine this was written on often kept both
+ * workers on one CPU for a whole run, which measures the scheduler rather
+ * than the code. Both harnesses pin alike. */
+static void pin_to_cpu(int index)
+{
+    cpu_set_t allowed, one;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2)
+        return;
+    int target = index % CPU_COUNT(&allowed);
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed))
+            continue;
+        if (target-- == 0) {
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            return;
+        }
+    }
+}
+
+/* Workers start together without a sleeping barrier: each spins (yielding)
+ * until all have started, so that none waits for a sleeping CPU to wake. */
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    pin_to_cpu(w->cpu);
+    atomic_fetch_add(w->ready, 1);
+    while (atomic_load(w->ready) < w->c->threads)
+        sched_yield();
+    w->begin = wall_ns();
+    w->matched = run_body(w->c->body, w->ctx, w->c->ops, wants_allow(w->c));
+    w->end = wall_ns();
+    return NULL;
+}
+
+/* One timed run of `c`: ns per call, and whether every call was as expected.
+ * With threads, the time is from the first start to the last end. */
+static double time_once(const bench_case *c, bool *as_expected)
+{
+    size_t matched = 0;
+    int64_t elapsed;
+    if (c->threads == 1) {
+        int64_t begin = wall_ns();
+        matched = run_body(c->body, c->ctx[0], c->ops, wants_allow(c));
+        elapsed = wall_ns() - begin;
+    } else {
+        _Atomic int ready = 0;
+        pthread_t tid[MAX_THREADS];
+        worker workers[MAX_THREADS];
+        for (int t = 0; t < c->threads; t++) {
+            workers[t] = (worker){c, c->ctx[t], &ready, t, 0, 0, 0};
+            if (pthread_create(&tid[t], NULL, worker_main, &workers[t]) != 0) {
+                perror("pthread_create");
+                exit(1);
+            }
+        }
+        int64_t first = INT64_MAX, last = 0;
+        for (int t = 0; t < c->threads; t++) {
+            pthread_join(tid[t], NULL);
+            matched += workers[t].matched;
+            first = workers[t].begin < first ? workers[t].begin : first;
+            last = workers[t].end > last ? workers[t].end : last;
+        }
+        elapsed = last - first;
+    }
+    size_t calls = c->ops * (size_t)c->threads;
+    *as_expected = !*c->expect || matched == calls;
+    return (double)elapsed / (double)calls;
+}
+
+/* Runs the cases round-robin, one run of each per round, so that a slow
+ * phase of the machine falls on every case of the group alike; one untimed
+ * warm-up round first. */
+static void run_cases(const config *cfg, bench_case *cases, size_t count)
+{
+    for (size_t k = 0; k < count; k++)
+        cases[k].met = true;
+    for (int rep = 0; rep <= cfg->reps; rep++) {
+        for (size_t k = 0; k < count; k++) {
+            bool as_expected;
+            double ns = time_once(&cases[k], &as_expected);
+            if (!as_expected)
+                cases[k].met = false;
+            if (rep > 0)
+                cases[k].runs[rep - 1] = ns;
+        }
+    }
+    for (size_t k = 0; k < count; k++)
+        emit(cases[k].id, cases[k].threads, cases[k].ops, cases[k].runs, cfg->reps,
+             cases[k].expect, cases[k].met);
+}
+
+#define CASE1(name, fn, context, n, want) \
+    {.id = (name), .body = (fn), .ctx = {(context), (context)}, .threads = 1, .ops = (n), .expect = (want)}
+
+/* Floors. */
+
+static _Atomic int64_t floor_tat;
+
+static bool floor_clock(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    KEEP(ts.tv_nsec);
+    return true;
+}
+
+static bool floor_clock_load(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    int64_t now = wall_ns();
+    int64_t tat = atomic_load_explicit(&floor_tat, memory_order_acquire);
+    bool admitted = now >= tat;
+    KEEP(admitted);
+    return true;
+}
+
+static bool floor_clock_cas(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    int64_t now = wall_ns();
+    int64_t tat = atomic_load_explicit(&floor_tat, memory_order_acquire);
+    bool stored = atomic_compare_exchange_weak_explicit(&floor_tat, &tat, now, memory_order_acq_rel,
+                                                        memory_order_acquire);
+    KEEP(stored);
+    return true;
+}
+
+static bool floor_cr_clock(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    int64_t now = cr_clock_ns();
+    KEEP(now);
+    return true;
+}
+
+static bool floor_clock_coarse(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    KEEP(ts.tv_nsec);
+    return true;
+}
+
+#if defined(__x86_64__)
+static bool floor_rdtsc(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    uint64_t ticks = __rdtsc();
+    KEEP(ticks);
+    return true;
+}
+
+static bool floor_rdtscp(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    unsigned aux;
+    uint64_t ticks = __rdtscp(&aux);
+    KEEP(ticks);
+    return true;
+}
+
+/*
+ * A prototype of a fast clock: the TSC scaled to CLOCK_MONOTONIC nanoseconds
+ * by a ratio measured once at start (what quanta, governor's default clock,
+ * does). It is the number behind the question whether the core should offer
+ * one; it is not the core's clock.
+ */
+static struct {
+    uint64_t tsc0;
+    int64_t ns0;
+    double ns_per_tick;
+} tsc_scale;
+
+static void tsc_calibrate(void)
+{
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    int64_t ns0 = wall_ns();
+    uint64_t tsc0 = __rdtsc();
+    nanosleep(&pause, NULL);
+    int64_t ns1 = wall_ns();
+    uint64_t tsc1 = __rdtsc();
+    tsc_scale.tsc0 = tsc0;
+    tsc_scale.ns0 = ns0;
+    tsc_scale.ns_per_tick = (double)(ns1 - ns0) / (double)(tsc1 - tsc0);
+}
+
+static int64_t tsc_now_ns(void)
+{
+    return tsc_scale.ns0 + (int64_t)((double)(__rdtsc() - tsc_scale.tsc0) * tsc_scale.ns_per_tick);
+}
+
+static bool floor_tsc_clock(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    int64_t now = tsc_now_ns();
+    KEEP(now);
+    return true;
+}
+
+static bool floor_rdtsc_cas(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    int64_t now = (int64_t)__rdtsc();
+    int64_t tat = atomic_load_explicit(&floor_tat, memory_order_acquire);
+    bool stored = atomic_compare_exchange_weak_explicit(&floor_tat, &tat, now, memory_order_acq_rel,
+                                                        memory_order_acquire);
+    KEEP(stored);
+    return true;
+}
+#endif
+
+/* The memory floor of a keyed lookup: a clock read and one random 64-byte
+ * line of a table as large as cellrate's for the same keys. */
+typedef struct {
+    const uint64_t *lines; /* nlines * 8 words */
+    size_t nlines;
+    const uint32_t *draws;
+} table_ctx;
+
+static bool floor_clock_table_read(void *ctx, size_t i)
+{
+    const table_ctx *t = ctx;
+    int64_t now = wall_ns();
+    uint64_t key = int_key(t->draws[i]);
+    size_t line = (size_t)(((key * 0x9E3779B97F4A7C15u) >> 32) * t->nlines >> 32);
+    uint64_t word = t->lines[line * 8];
+    KEEP(word);
+    KEEP(now);
+    return true;
+}
+
+/* cellrate. */
+
+typedef struct {
+    cr_limiter *limiter;
+    cr_keyed *keyed;
+    int64_t now_base; /* the last `now` passed, where the scenario passes it */
+    const uint32_t *draws;
+    const str_keys *strs;
+} cellrate_ctx;
+
+/* allow(): the verdict alone (cr_limiter_allow). */
+static bool limiter_clock(void *ctx, size_t i)
+{
+    (void)i;
+    bool allowed = false;
+    cr_limiter_allow(((cellrate_ctx *)ctx)->limiter, CR_CLOCK, 1, &allowed);
+    return allowed;
+}
+
+/* check(): the whole decision (remaining, retry and reset times). */
+static bool limiter_check_clock(void *ctx, size_t i)
+{
+    (void)i;
+    cr_decision decision;
+    cr_limiter_check(((cellrate_ctx *)ctx)->limiter, CR_CLOCK, 1, true, &decision);
+    return decision.allowed;
+}
+
+#if defined(__x86_64__)
+static bool limiter_tsc_clock(void *ctx, size_t i)
+{
+    (void)i;
+    bool allowed = false;
+    cr_limiter_allow(((cellrate_ctx *)ctx)->limiter, tsc_now_ns(), 1, &allowed);
+    return allowed;
+}
+#endif
+
+/* Without the clock read: `now` advances 20 ns a call, as a caller with its
+ * own clock would pass it. Shows the decision and the store alone. */
+static bool limiter_given_now(void *ctx, size_t i)
+{
+    (void)i;
+    cellrate_ctx *c = ctx;
+    bool allowed = false;
+    c->now_base += 20;
+    cr_limiter_allow(c->limiter, c->now_base, 1, &allowed);
+    return allowed;
+}
+
+static bool keyed_int(void *ctx, size_t i)
+{
+    cellrate_ctx *c = ctx;
+    uint64_t key = int_key(c->draws[i]);
+    bool allowed = false;
+    cr_keyed_allow(c->keyed, &key, sizeof key, CR_CLOCK, 1, &allowed);
+    return allowed;
+}
+
+static bool keyed_str(void *ctx, size_t i)
+{
+    cellrate_ctx *c = ctx;
+    uint32_t k = c->draws[i];
+    bool allowed = false;
+    cr_keyed_allow(c->keyed, c->strs->text + (size_t)k * KEY_MAX, c->strs->len[k], CR_CLOCK, 1,
+                   &allowed);
+    return allowed;
+}
+
+static void drain(cr_limiter *limiter)
+{
+    cr_decision decision;
+    do
+        check_status(cr_limiter_check(limiter, CR_CLOCK, 1, true, &decision), "drain");
+    while (decision.allowed);
+}
+
+/* The floors and the Limiter, interleaved. */
+static void limiter_scenarios(const config *cfg)
+{
+    size_t n = cfg->single_ops;
+    cr_limit allow = make_limit(ALLOW_RATE_PER_S, ALLOW_BURST);
+    cr_limit deny;
+    cr_limit_args deny_args = {.rate = 1, .period_s = 3600, .has_period = true, .burst = 1,
+                               .has_burst = true};
+    check_status(cr_limit_init(&deny, &deny_args), "cr_limit_init");
+    cellrate_ctx allow_clock = {0}, deny_clock = {0}, allow_given = {0}, deny_given = {0};
+    cellrate_ctx allow_check = {0}, deny_check = {0};
+    check_status(cr_limiter_new(&allow_clock.limiter, &allow), "cr_limiter_new");
+    check_status(cr_limiter_new(&deny_clock.limiter, &deny), "cr_limiter_new");
+    check_status(cr_limiter_new(&allow_check.limiter, &allow), "cr_limiter_new");
+    check_status(cr_limiter_new(&deny_check.limiter, &deny), "cr_limiter_new");
+    drain(deny_check.limiter);
+    check_status(cr_limiter_new(&allow_given.limiter, &allow), "cr_limiter_new");
+    check_status(cr_limiter_new(&deny_given.limiter, &deny), "cr_limiter_new");
+    drain(deny_clock.limiter);
+    drain(deny_given.limiter);
+#if defined(__x86_64__)
+    cellrate_ctx allow_tsc = {0}, deny_tsc = {0};
+    check_status(cr_limiter_new(&allow_tsc.limiter, &allow), "cr_limiter_new");
+    check_status(cr_limiter_new(&deny_tsc.limiter, &deny), "cr_limiter_new");
+    drain(deny_tsc.limiter);
+    tsc_calibrate();
+#endif
+    allow_given.now_base = deny_given.now_base = wall_ns();
+
+    bench_case cases[] = {
+        CASE1("c.floor.clock", floor_clock, NULL, n, ""),
+        CASE1("c.floor.clock_load", floor_clock_load, NULL, n, ""),
+        CASE1("c.floor.clock_cas", floor_clock_cas, NULL, n, ""),
+        CASE1("c.floor.cr_clock_ns", floor_cr_clock, NULL, n, ""),
+        CASE1("c.floor.clock_coarse", floor_clock_coarse, NULL, n, ""),
+#if defined(__x86_64__)
+        CASE1("c.floor.rdtsc", floor_rdtsc, NULL, n, ""),
+        CASE1("c.floor.rdtscp", floor_rdtscp, NULL, n, ""),
+        CASE1("c.floor.rdtsc_cas", floor_rdtsc_cas, NULL, n, ""),
+        CASE1("c.floor.tsc_clock", floor_tsc_clock, NULL, n, ""),
+        CASE1("c.cellrate.limiter.allow_tsc_clock", limiter_tsc_clock, &allow_tsc, n, "allow"),
+        CASE1("c.cellrate.limiter.deny_tsc_clock", limiter_tsc_clock, &deny_tsc, n, "deny"),
+#endif
+        CASE1("c.cellrate.limiter.allow", limiter_clock, &allow_clock, n, "allow"),
+        CASE1("c.cellrate.limiter.deny", limiter_clock, &deny_clock, n, "deny"),
+        CASE1("c.cellrate.limiter.check.allow", limiter_check_clock, &allow_check, n, "allow"),
+        CASE1("c.cellrate.limiter.check.deny", limiter_check_clock, &deny_check, n, "deny"),
+        CASE1("c.cellrate.limiter.allow_given_now", limiter_given_now, &allow_given, n, "allow"),
+        CASE1("c.cellrate.limiter.deny_given_now", limiter_given_now, &deny_given, n, "deny"),
+    };
+    run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
+
+    cr_limiter_free(allow_clock.limiter);
+    cr_limiter_free(deny_clock.limiter);
+    cr_limiter_free(allow_given.limiter);
+    cr_limiter_free(deny_given.limiter);
+    cr_limiter_free(allow_check.limiter);
+    cr_limiter_free(deny_check.limiter);
+#if defined(__x86_64__)
+    cr_limiter_free(allow_tsc.limiter);
+    cr_limiter_free(deny_tsc.limiter);
+#endif
+}
+
+/* Anonymous memory of this process on huge pages, in KiB (-1 if unknown). */
+static long anon_huge_kib(void)
+{
+    FILE *rollup = fopen("/proc/self/smaps_rollup", "r");
+    if (!rollup)
+        return -1;
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, rollup))
+        if (sscanf(line, "AnonHugePages: %ld kB", &kib) == 1)
+            break;
+    fclose(rollup);
+    return kib;
+}
+
+static void report_table(const char *id, const cr_keyed *keyed, size_t keys)
+{
+    printf("{\"id\": \"%s\", \"lang\": \"c\", \"keys\": %zu, \"tracked\": %zu, "
+           "\"evictions\": %" PRIu64 ", \"table_bytes\": %zu}\n",
+           id, keys, cr_keyed_len(keyed), cr_keyed_evictions(keyed), cr_keyed_memory(keyed));
+}
+
+static cr_keyed *filled_int_table(const config *cfg)
+{
+    cr_limit limit = keyed_limit();
+    cr_keyed *keyed;
+    check_status(cr_keyed_new(&keyed, &limit, (int64_t)cfg->keys), "cr_keyed_new");
+    for (size_t k = 0; k < cfg->keys; k++) {
+        uint64_t key = int_key(k);
+        cr_decision decision;
+        cr_keyed_check(keyed, &key, sizeof key, CR_CLOCK, 1, true, &decision);
+    }
+    return keyed;
+}
+
+static cr_keyed *filled_str_table(const config *cfg, const str_keys *strs)
+{
+    cr_limit limit = keyed_limit();
+    cr_keyed *keyed;
+    check_status(cr_keyed_new(&keyed, &limit, (int64_t)cfg->keys), "cr_keyed_new");
+    for (size_t k = 0; k < cfg->keys; k++) {
+        cr_decision decision;
+        cr_keyed_check(keyed, strs->text + k * KEY_MAX, strs->len[k], CR_CLOCK, 1, true,
+                       &decision);
+    }
+    return keyed;
+}
+
+/* KeyedLimiter with 1M keys, every key admitted once before timing; then
+ * threads: two on one key (one Limiter), and two on distinct keys (the
+ * integer table; with two threads each draws from its own half), each against
+ * the same work on one thread. */
+static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint32_t *draws_all,
+                            uint32_t *const draws_half[2])
+{
+    cellrate_ctx ints = {.keyed = filled_int_table(cfg), .draws = draws_all};
+    cellrate_ctx texts = {.keyed = filled_str_table(cfg, strs), .draws = draws_all, .strs = strs};
+    size_t nlines = cr_keyed_memory(ints.keyed) / 64;
+    uint64_t *lines = malloc(nlines * 64);
+    /* the same table on 2 MiB pages (where the kernel grants them): what the
+     * page walks of 4 KiB pages cost a random lookup */
+    size_t huge_size = (nlines * 64 + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+    uint64_t *huge_lines = aligned_alloc(2u << 20, huge_size);
+    if (!lines || !huge_lines) {
+        perror("malloc");
+        exit(1);
+    }
+    madvise(huge_lines, huge_size, MADV_HUGEPAGE);
+    for (size_t w = 0; w < nlines * 8; w++)
+        lines[w] = huge_lines[w] = w;
+    table_ctx table_all = {lines, nlines, draws_all};
+    table_ctx table_huge = {huge_lines, nlines, draws_all};
+    table_ctx table_half0 = {lines, nlines, draws_half[0]};
+    table_ctx table_half1 = {lines, nlines, draws_half[1]};
+    bench_case keyed_cases[] = {
+        CASE1("c.floor.clock_table_read", floor_clock_table_read, &table_all, cfg->keyed_ops, ""),
+        CASE1("c.floor.clock_table_read_hugepages", floor_clock_table_read, &table_huge,
+              cfg->keyed_ops, ""),
+        CASE1("c.cellrate.keyed.int", keyed_int, &ints, cfg->keyed_ops, "allow"),
+        CASE1("c.cellrate.keyed.str", keyed_str, &texts, cfg->keyed_ops, "allow"),
+    };
+    run_cases(cfg, keyed_cases, sizeof keyed_cases / sizeof keyed_cases[0]);
+    printf("{\"id\": \"c.floor.hugepages\", \"lang\": \"c\", \"anon_huge_kib\": %ld, "
+           "\"asked_kib\": %zu}\n",
+           anon_huge_kib(), huge_size / 1024);
+    report_table("c.cellrate.keyed.int.table", ints.keyed, cfg->keys);
+    report_table("c.cellrate.keyed.str.table", texts.keyed, cfg->keys);
+    cr_keyed_free(texts.keyed);
+
+    cr_limit allow = make_limit(ALLOW_RATE_PER_S, ALLOW_BURST);
+    cellrate_ctx shared = {0};
+    check_status(cr_limiter_new(&shared.limiter, &allow), "cr_limiter_new");
+    cellrate_ctx half0 = {.keyed = ints.keyed, .draws = draws_half[0]};
+    cellrate_ctx half1 = {.keyed = ints.keyed, .draws = draws_half[1]};
+    bench_case thread_cases[] = {
+        /* controls: work that shares nothing, to show what two threads can
+         * gain on this machine at all */
+        {.id = "c.floor.threads.clock.1t", .body = floor_clock, .ctx = {NULL, NULL},
+         .threads = 1, .ops = cfg->single_ops, .expect = ""},
+        {.id = "c.floor.threads.clock.2t", .body = floor_clock, .ctx = {NULL, NULL},
+         .threads = 2, .ops = cfg->single_ops, .expect = ""},
+        {.id = "c.floor.threads.table_read.1t", .body = floor_clock_table_read,
+         .ctx = {&table_all, &table_all}, .threads = 1, .ops = cfg->keyed_ops, .expect = ""},
+        {.id = "c.floor.threads.table_read.2t", .body = floor_clock_table_read,
+         .ctx = {&table_half0, &table_half1}, .threads = 2, .ops = cfg->keyed_ops, .expect = ""},
+        {.id = "c.cellrate.threads.one_key.1t", .body = limiter_clock, .ctx = {&shared, &shared},
+         .threads = 1, .ops = cfg->single_ops, .expect = "allow"},
+        {.id = "c.cellrate.threads.one_key.2t", .body = limiter_clock, .ctx = {&shared, &shared},
+         .threads = 2, .ops = cfg->single_ops, .expect = "allow"},
+        {.id = "c.cellrate.threads.distinct.1t", .body = keyed_int, .ctx = {&ints, &ints},
+         .threads = 1, .ops = cfg->keyed_ops, .expect = "allow"},
+        {.id = "c.cellrate.threads.distinct.2t", .body = keyed_int, .ctx = {&half0, &half1},
+         .threads = 2, .ops = cfg->keyed_ops, .expect = "allow"},
+    };
+    run_cases(cfg, thread_cases, sizeof thread_cases / sizeof thread_cases[0]);
+    report_table("c.cellrate.threads.distinct.table", ints.keyed, cfg->keys);
+    cr_limiter_free(shared.limiter);
+    cr_keyed_free(ints.keyed);
+    free(lines);
+    free(huge_lines);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Memory: RSS per tracked key, in a process that does nothing else.        */
+
+static long rss_bytes(void)
+{
+    FILE *status = fopen("/proc/self/status", "r");
+    if (!status)
+        return -1;
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, status))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    fclose(status);
+    return kib * 1024;
+}
+
+/* The keys are made one at a time ("user:<n>", as in every store measured),
+ * so only what the table keeps stays resident. */
+static void mem_keyed(size_t keys)
+{
+    cr_limit limit = keyed_limit();
+    long before = rss_bytes();
+    cr_keyed *keyed;
+    check_status(cr_keyed_new(&keyed, &limit, (int64_t)keys), "cr_keyed_new");
+    for (size_t k = 0; k < keys; k++) {
+        char key[KEY_MAX];
+        int len = snprintf(key, sizeof key, "user:%zu", k);
+        cr_decision decision;
+        cr_keyed_check(keyed, key, (size_t)len, CR_CLOCK, 1, true, &decision);
+    }
+    long after = rss_bytes();
+    printf("{\"id\": \"mem.cellrate.keyed\", \"lang\": \"c\", \"keys\": %zu, \"tracked\": %zu, "
+           "\"evictions\": %" PRIu64 ", \"table_bytes\": %zu, \"rss_delta_bytes\": %ld, "
+           "\"bytes_per_key\": %.2f}\n",
+           keys, cr_keyed_len(keyed), cr_keyed_evictions(keyed), cr_keyed_memory(keyed),
+           after - before, (double)(after - before) / (double)keys);
+    cr_keyed_free(keyed);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench_core run|mem [--reps N] [--single-ops N] [--keyed-ops N] "
+                    "[--keys N]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    config cfg = {.reps = 5, .single_ops = 2000000, .keyed_ops = 1000000, .keys = 1000000};
+    if (argc < 2)
+        usage();
+    const char *mode = argv[1];
+    for (int i = 2; i < argc; i += 2) {
+        if (i + 1 >= argc)
+            usage();
+        char *end;
+        unsigned long long value = strtoull(argv[i + 1], &end, 10);
+        if (*end || value == 0)
+            usage();
+        if (!strcmp(argv[i], "--reps") && value <= 63)
+            cfg.reps = (int)value;
+        else if (!strcmp(argv[i], "--single-ops"))
+            cfg.single_ops = (size_t)value;
+        else if (!strcmp(argv[i], "--keyed-ops"))
+            cfg.keyed_ops = (size_t)value;
+        else if (!strcmp(argv[i], "--keys") && value <= UINT32_MAX)
+            cfg.keys = (size_t)value;
+        else
+            usage();
+    }
+
+    if (!strcmp(mode, "mem")) {
+        mem_keyed(cfg.keys);
+        return 0;
+    }
+    if (strcmp(mode, "run") != 0)
+        usage();
+
+    printf("{\"id\": \"c.info\", \"lang\": \"c\", \"cellrate_version\": \"%s\"}\n", cr_version());
+    limiter_scenarios(&cfg);
+
+    str_keys strs = make_str_keys(cfg.keys);
+    uint32_t *draws_all = make_draws(cfg.keyed_ops, 0, cfg.keys, SEED);
+    size_t half = cfg.keys / 2;
+    uint32_t *draws_half[2] = {make_draws(cfg.keyed_ops, 0, half, SEED + 1),
+                               make_draws(cfg.keyed_ops, half, cfg.keys - half, SEED + 2)};
+    keyed_scenarios(&cfg, &strs, draws_all, draws_half);
+
+    free(draws_all);
+    free(draws_half[0]);
+    free(draws_half[1]);
+    free(strs.text);
+    free(strs.len);
+    return 0;
+}

@@ -1,0 +1,667 @@
+"""Turns the raw results of one `make bench` run into bench/results/.
+
+    python report.py RAW_DIR OUT_DIR --reps N
+
+Reads every *.jsonl under RAW_DIR (one JSON object per line, written by the
+harnesses), and writes OUT_DIR/results.md (the table: scenario, ns/op, ratio
+to its reference, target, met?), OUT_DIR/chart.png and OUT_DIR/machine.txt;
+prints the table. Every ratio compares two numbers of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from typing import Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load(raw_dir: str) -> Dict[str, dict]:
+    results: Dict[str, dict] = {}
+    for path in sorted(glob.glob(os.path.join(raw_dir, "*.jsonl"))):
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    record = json.loads(line)
+                    results[record["id"]] = record
+    return results
+
+
+# ---------------------------------------------------------------------------
+# The rows of the table.
+#
+# kind "abs":     a measurement shown for what it is (ratio column empty)
+# kind "x_ref":   ratio = ns(id) / ns(ref): how many times the reference's time
+# kind "faster":  ratio = ns(ref) / ns(id): how many times the reference's
+#                 time this scenario is faster (throughput ratio)
+# kind "bytes":   bytes per tracked key
+# A target is (operator, value) on the ratio (or bytes); None is informative.
+
+
+class Row:
+    def __init__(self, label: str, sid: str, kind: str = "abs", ref: Optional[str] = None,
+                 ref_label: str = "", target: Optional[tuple] = None, chart: str = ""):
+        self.label, self.sid, self.kind, self.ref = label, sid, kind, ref
+        self.ref_label, self.target, self.chart = ref_label, target, chart
+
+
+def c_rows() -> List[Row]:
+    gov_q = "rust.governor.direct.quanta"
+    gov_m = "rust.governor.direct.monotonic"
+    aero = "rust.aerorate.direct"
+    rows = [
+        Row("floor: clock_gettime(CLOCK_MONOTONIC)", "c.floor.clock", chart="floor"),
+        Row("floor: clock + atomic load", "c.floor.clock_load", chart="floor"),
+        Row("floor: clock + load + compare-and-swap", "c.floor.clock_cas", chart="floor"),
+        Row("cellrate Limiter, allow path", "c.cellrate.limiter.allow", "x_ref", "c.floor.clock_cas",
+            "clock + CAS floor", ("<=", 1.25), chart="cellrate"),
+        Row("cellrate Limiter, deny path", "c.cellrate.limiter.deny", "x_ref", "c.floor.clock_load",
+            "clock + load floor", ("<=", 1.25), chart="cellrate"),
+        Row("cellrate Limiter check() (full decision), allow path", "c.cellrate.limiter.check.allow",
+            "x_ref", "c.floor.clock_cas", "clock + CAS floor", chart="cellrate"),
+        Row("cellrate Limiter check() (full decision), deny path", "c.cellrate.limiter.check.deny",
+            "x_ref", "c.floor.clock_load", "clock + load floor", chart="cellrate"),
+        Row("governor direct, allow (default clock: quanta TSC)", f"{gov_q}.allow", chart="peer"),
+        Row("governor direct, deny (default clock: quanta TSC)", f"{gov_q}.deny", chart="peer"),
+        Row("governor direct, allow (MonotonicClock)", f"{gov_m}.allow", chart="peer"),
+        Row("governor direct, deny (MonotonicClock)", f"{gov_m}.deny", chart="peer"),
+        Row("aerorate direct, allow (default clock: Instant)", f"{aero}.allow", chart="peer"),
+        Row("aerorate direct, deny (default clock: Instant)", f"{aero}.deny", chart="peer"),
+        Row("cellrate Limiter allow vs governor direct allow (default clock)",
+            "c.cellrate.limiter.allow", "x_ref", f"{gov_q}.allow", "governor direct allow",
+            ("<=", 1.0)),
+        Row("cellrate Limiter deny vs governor direct deny (default clock)",
+            "c.cellrate.limiter.deny", "x_ref", f"{gov_q}.deny", "governor direct deny",
+            ("<=", 1.0)),
+        Row("cellrate Limiter allow vs aerorate direct allow (default clock)",
+            "c.cellrate.limiter.allow", "x_ref", f"{aero}.allow", "aerorate direct allow",
+            ("<=", 1.0)),
+        Row("cellrate Limiter deny vs aerorate direct deny (default clock)",
+            "c.cellrate.limiter.deny", "x_ref", f"{aero}.deny", "aerorate direct deny",
+            ("<=", 1.0)),
+        Row("cellrate Limiter allow vs governor direct allow (MonotonicClock)",
+            "c.cellrate.limiter.allow", "x_ref", f"{gov_m}.allow", "governor allow, same clock"),
+        Row("cellrate Limiter deny vs governor direct deny (MonotonicClock)",
+            "c.cellrate.limiter.deny", "x_ref", f"{gov_m}.deny", "governor deny, same clock"),
+        Row("prototype: TSC clock scaled to ns (as quanta does)", "c.floor.tsc_clock"),
+        Row("prototype: cellrate Limiter allow, `now` from that TSC clock",
+            "c.cellrate.limiter.allow_tsc_clock", "x_ref", f"{gov_q}.allow",
+            "governor direct allow (quanta)", chart="cellrate"),
+        Row("prototype: cellrate Limiter deny, `now` from that TSC clock",
+            "c.cellrate.limiter.deny_tsc_clock", "x_ref", f"{gov_q}.deny",
+            "governor direct deny (quanta)", chart="cellrate"),
+        # where the time goes: the clock
+        Row("clock: rdtsc (raw TSC, unscaled)", "c.floor.rdtsc"),
+        Row("clock: rdtscp", "c.floor.rdtscp"),
+        Row("clock: rdtsc + load + compare-and-swap", "c.floor.rdtsc_cas"),
+        Row("clock: CLOCK_MONOTONIC_COARSE (tick resolution)", "c.floor.clock_coarse"),
+        Row("clock: cr_clock_ns() (the core's clock call)", "c.floor.cr_clock_ns"),
+        Row("clock: Rust Instant::now()", "rust.floor.instant_now"),
+        Row("clock: quanta (governor's default clock)", "rust.floor.quanta_now"),
+        Row("cellrate Limiter allow, `now` passed in (no clock read)",
+            "c.cellrate.limiter.allow_given_now"),
+        Row("cellrate Limiter deny, `now` passed in (no clock read)",
+            "c.cellrate.limiter.deny_given_now"),
+    ]
+    rows += [
+        Row("floor: clock + one random 64-byte read of a table of the same size as cellrate's",
+            "c.floor.clock_table_read", chart="floor"),
+        Row("floor: the same on 2 MiB pages (MADV_HUGEPAGE)", "c.floor.clock_table_read_hugepages"),
+    ]
+    for shape, name in (("int", "integer keys"), ("str", "short string keys")):
+        rows += [
+            Row(f"cellrate KeyedLimiter, 1M {name}, allow", f"c.cellrate.keyed.{shape}", "x_ref",
+                "c.floor.clock_table_read", "clock + random table read floor", chart="cellrate"),
+            Row(f"governor keyed (dashmap, quanta), 1M {name}",
+                f"rust.governor.keyed.quanta.{shape}", chart="peer"),
+            Row(f"governor keyed (dashmap, MonotonicClock), 1M {name}",
+                f"rust.governor.keyed.monotonic.{shape}", chart="peer"),
+            Row(f"aerorate keyed, 1M {name}", f"rust.aerorate.keyed.{shape}", chart="peer"),
+            Row(f"cellrate KeyedLimiter vs governor keyed (default clock), {name}",
+                f"c.cellrate.keyed.{shape}", "faster", f"rust.governor.keyed.quanta.{shape}",
+                "governor keyed throughput", (">=", 3.0)),
+            Row(f"cellrate KeyedLimiter vs aerorate keyed, {name}",
+                f"c.cellrate.keyed.{shape}", "faster", f"rust.aerorate.keyed.{shape}",
+                "aerorate keyed throughput", (">=", 3.0)),
+        ]
+    rows += [
+        Row("control: 1 thread of clock reads (nothing shared)", "c.floor.threads.clock.1t"),
+        Row("control: 2 threads of clock reads (nothing shared)", "c.floor.threads.clock.2t",
+            "faster", "c.floor.threads.clock.1t", "1 thread"),
+        Row("control: 1 thread of random table reads", "c.floor.threads.table_read.1t"),
+        Row("control: 2 threads of random table reads (own halves)",
+            "c.floor.threads.table_read.2t", "faster", "c.floor.threads.table_read.1t", "1 thread"),
+    ]
+    rows += [
+        Row("control (Rust harness): 1 thread of clock reads", "rust.floor.threads.instant_now.1t"),
+        Row("control (Rust harness): 2 threads of clock reads", "rust.floor.threads.instant_now.2t",
+            "faster", "rust.floor.threads.instant_now.1t", "1 thread"),
+    ]
+    for lib, prefix in (("cellrate", "c.cellrate"), ("governor", "rust.governor"),
+                        ("aerorate", "rust.aerorate")):
+        target = (">=", 1.7) if lib == "cellrate" else None
+        rows += [
+            Row(f"{lib}: 1 thread, one key", f"{prefix}.threads.one_key.1t"),
+            Row(f"{lib}: 2 threads, one key (total throughput)", f"{prefix}.threads.one_key.2t",
+                "faster", f"{prefix}.threads.one_key.1t", "1 thread"),
+            Row(f"{lib}: 1 thread, 1M keys", f"{prefix}.threads.distinct.1t"),
+            Row(f"{lib}: 2 threads, distinct keys (total throughput)",
+                f"{prefix}.threads.distinct.2t", "faster", f"{prefix}.threads.distinct.1t",
+                "1 thread", target),
+        ]
+    return rows
+
+
+def memory_rows() -> List[Row]:
+    return [
+        Row("cellrate KeyedLimiter (C)", "mem.cellrate.keyed", "bytes", target=("<=", 32)),
+        Row("cellrate KeyedLimiter (from Python)", "mem.cellrate", "bytes"),
+        Row("governor keyed (dashmap)", "mem.governor.keyed", "bytes"),
+        Row("throttled-py MemoryStore (GCRA)", "mem.throttled_gcra", "bytes"),
+        Row("limits MemoryStorage (moving window)", "mem.limits_moving_window", "bytes"),
+        Row("limits MemoryStorage (sliding window counter)", "mem.limits_sliding_window_counter",
+            "bytes"),
+    ]
+
+
+PY_PEERS = [
+    ("limits_moving_window", "limits, moving window"),
+    ("limits_sliding_window_counter", "limits, sliding window counter"),
+    ("throttled_gcra", "throttled-py, GCRA"),
+    ("throttled_token_bucket", "throttled-py, token bucket"),
+    ("pyrate_limiter_in_memory", "pyrate-limiter, in-memory bucket"),
+    ("token_bucket", "token-bucket"),
+]
+PY_SCENARIOS = [
+    ("limiter.allow", "Limiter.allow()"),
+    ("limiter.check", "Limiter.check()"),
+    ("keyed.allow", "KeyedLimiter.allow(str), 100k keys"),
+]
+
+
+def fastest_peer(results: Dict[str, dict], scenario: str, threads: int) -> Optional[str]:
+    best = None
+    for peer, _ in PY_PEERS:
+        sid = f"py.{peer}.{scenario}.{threads}t"
+        if sid in results and (best is None or results[sid]["ns_per_op"] < results[best]["ns_per_op"]):
+            best = sid
+    return best
+
+
+def python_rows(results: Dict[str, dict]) -> List[Row]:
+    rows: List[Row] = []
+    for t in (1, 2):
+        rows += [
+            Row(f"floor: empty loop, {t} thread(s)", f"py.floor.empty_loop.{t}t"),
+            Row(f"floor: time.monotonic_ns(), {t} thread(s)", f"py.floor.monotonic_ns.{t}t",
+                chart="floor" if t == 1 else ""),
+            Row(f"floor: dict[key] += 1, 100k keys, {t} thread(s)", f"py.floor.dict_incr.{t}t",
+                chart="floor" if t == 1 else ""),
+        ]
+    for t in (1, 2):
+        rows += [
+            Row(f"cellrate Limiter.allow(), {t} thread(s)", f"py.cellrate.limiter.allow.{t}t",
+                "x_ref", f"py.floor.monotonic_ns.{t}t", "time.monotonic_ns()",
+                ("<=", 1.3) if t == 1 else None, chart="cellrate" if t == 1 else ""),
+            Row(f"cellrate Limiter.check(), {t} thread(s)", f"py.cellrate.limiter.check.{t}t",
+                "x_ref", f"py.floor.monotonic_ns.{t}t", "time.monotonic_ns()",
+                chart="cellrate" if t == 1 else ""),
+            Row(f"cellrate KeyedLimiter.allow(str), 100k keys, {t} thread(s)",
+                f"py.cellrate.keyed.allow.{t}t", "x_ref", f"py.floor.dict_incr.{t}t",
+                "dict[key] += 1", ("<=", 2.0) if t == 1 else None,
+                chart="cellrate" if t == 1 else ""),
+        ]
+    for t in (1, 2):
+        for scenario, label in PY_SCENARIOS:
+            rows.append(Row(f"GIL released around the core call: {label}, {t} thread(s)",
+                            f"py.cellrate_gil_released.{scenario}.{t}t", "x_ref",
+                            f"py.cellrate.{scenario}.{t}t", "GIL held (the shipped build)"))
+    for t in (1, 2):
+        for scenario, label in PY_SCENARIOS:
+            for peer, peer_label in PY_PEERS:
+                sid = f"py.{peer}.{scenario}.{t}t"
+                if sid in results:
+                    rows.append(Row(f"{peer_label}: {label}, {t} thread(s)", sid,
+                                    chart="peer" if t == 1 else ""))
+    for t in (1, 2):
+        for scenario, label in PY_SCENARIOS:
+            best = fastest_peer(results, scenario, t)
+            if best is None:
+                continue
+            rows.append(Row(f"cellrate vs fastest peer: {label}, {t} thread(s)",
+                            f"py.cellrate.{scenario}.{t}t", "faster", best,
+                            "fastest peer: " + best.split(".")[1], (">=", 30.0)))
+    return rows
+
+
+def lua_rows() -> List[Row]:
+    rows: List[Row] = []
+    for version, name in (("lua5.4", "Lua 5.4"), ("luajit", "LuaJIT")):
+        p = f"lua.{version}"
+        rows += [
+            Row(f"{name}: empty loop", f"{p}.floor.empty_loop"),
+            Row(f"{name}: trivial C function (no-op)", f"{p}.floor.c_noop", chart="floor"),
+            Row(f"{name}: trivial C function + clock read", f"{p}.floor.c_clock", chart="floor"),
+            Row(f"{name}: trivial C method on a userdata + clock read (obj:clock_ns())",
+                f"{p}.floor.c_method_clock", chart="floor"),
+            Row(f"{name}: cellrate lim:allow()", f"{p}.cellrate.limiter.allow", "x_ref",
+                f"{p}.floor.c_clock", "C function + clock read", ("<=", 2.0), chart="cellrate"),
+            Row(f"{name}: cellrate lim:allow() vs the same call shape", f"{p}.cellrate.limiter.allow",
+                "x_ref", f"{p}.floor.c_method_clock", "C method + clock read"),
+            Row(f"{name}: plain-Lua GCRA lim:allow()", f"{p}.plain_gcra.limiter.allow", "x_ref",
+                f"{p}.floor.c_clock", "C function + clock read", chart="peer"),
+            Row(f"{name}: cellrate keyed:allow(key), 100k keys", f"{p}.cellrate.keyed.allow",
+                "x_ref", f"{p}.floor.c_clock", "C function + clock read", chart="cellrate"),
+            Row(f"{name}: plain-Lua GCRA keyed:allow(key), 100k keys",
+                f"{p}.plain_gcra.keyed.allow", "x_ref", f"{p}.floor.c_clock",
+                "C function + clock read", chart="peer"),
+            Row(f"{name}: cellrate lim:allow() vs plain-Lua GCRA", f"{p}.cellrate.limiter.allow",
+                "faster", f"{p}.plain_gcra.limiter.allow", "plain-Lua GCRA"),
+            Row(f"{name}: cellrate keyed:allow() vs plain-Lua GCRA", f"{p}.cellrate.keyed.allow",
+                "faster", f"{p}.plain_gcra.keyed.allow", "plain-Lua GCRA"),
+        ]
+    return rows
+
+
+# ---------------------------------------------------------------------------
+
+
+def evaluate(row: Row, results: Dict[str, dict]) -> dict:
+    rec = results.get(row.sid)
+    out = {"row": row, "value": None, "ratio": None, "met": None, "note": ""}
+    if rec is None:
+        out["note"] = "not measured"
+        return out
+    if row.kind == "bytes":
+        out["value"] = rec.get("bytes_per_key")
+    else:
+        out["value"] = rec.get("ns_per_op")
+        if rec.get("expect") and rec.get("expect_met") is False:
+            out["note"] = f"not every call was {rec['expect']}ed: path not as named"
+        if rec.get("background_thread_errors"):
+            out["note"] = (f"{rec['background_thread_errors']} exceptions in the peer's own "
+                           "background thread during the timed runs")
+    if row.kind in ("x_ref", "faster"):
+        ref = results.get(row.ref or "")
+        if ref is None or not ref.get("ns_per_op"):
+            out["note"] = "reference not measured"
+        elif out["value"]:
+            a, b = out["value"], ref["ns_per_op"]
+            out["ratio"] = a / b if row.kind == "x_ref" else b / a
+            out["ref_ns"] = b
+    measure = out["value"] if row.kind == "bytes" else out["ratio"]
+    if row.target and measure is not None:
+        op, bound = row.target
+        out["met"] = measure <= bound if op == "<=" else measure >= bound
+    return out
+
+
+def fmt_ns(value: Optional[float]) -> str:
+    if value is None:
+        return "—"
+    if value >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.1f}"
+
+
+def fmt_row(ev: dict) -> List[str]:
+    row: Row = ev["row"]
+    if row.kind == "bytes":
+        value = "—" if ev["value"] is None else f"{ev['value']:.1f} B/key"
+    else:
+        value = fmt_ns(ev["value"])
+    if row.kind == "x_ref":
+        ref = f"{row.ref_label} ({fmt_ns(ev.get('ref_ns'))} ns)" if ev.get("ref_ns") else row.ref_label
+        ratio = "—" if ev["ratio"] is None else f"{ev['ratio']:.2f}x its time"
+    elif row.kind == "faster":
+        ref = f"{row.ref_label} ({fmt_ns(ev.get('ref_ns'))} ns)" if ev.get("ref_ns") else row.ref_label
+        ratio = "—" if ev["ratio"] is None else f"{ev['ratio']:.2f}x its throughput"
+    else:
+        ref, ratio = "", ""
+    if row.target:
+        op, bound = row.target
+        unit = " B/key" if row.kind == "bytes" else "x"
+        target = f"{'≤' if op == '<=' else '≥'} {bound:g}{unit}"
+        met = {True: "yes", False: "**no**", None: "?"}[ev["met"]]
+    else:
+        target, met = "", ""
+    label = row.label + (f" — {ev['note']}" if ev["note"] else "")
+    return [label, value, ref, ratio, target, met]
+
+
+def markdown_table(evs: List[dict], value_header: str = "ns/op") -> str:
+    header = ["Scenario", value_header, "Reference", "Ratio", "Target", "Met"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for ev in evs:
+        lines.append("| " + " | ".join(fmt_row(ev)) + " |")
+    return "\n".join(lines)
+
+
+def command_line(args: List[str]) -> str:
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=20)
+        return (out.stdout or out.stderr).strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return "not found"
+
+
+def cpu_split(raw_dir: str) -> str:
+    """Shares of busy, idle and stolen CPU time between the first and the last
+    scenario, from /proc/stat (stolen: time the hypervisor ran others)."""
+    try:
+        with open(os.path.join(raw_dir, "cpu_start.txt")) as f:
+            start = [int(v) for v in f.read().split()[1:]]
+        with open(os.path.join(raw_dir, "cpu_end.txt")) as f:
+            end = [int(v) for v in f.read().split()[1:]]
+    except (OSError, ValueError):
+        return "unknown"
+    delta = [b - a for a, b in zip(start, end)]
+    total = sum(delta[:8]) or 1  # user nice system idle iowait irq softirq steal
+    idle = delta[3] + delta[4]
+    steal = delta[7] if len(delta) > 7 else 0
+    busy = total - idle - steal
+    return (f"busy {100 * busy / total:.0f}%, idle {100 * idle / total:.0f}%, "
+            f"stolen {100 * steal / total:.1f}% (all CPUs)")
+
+
+def machine_info(results: Dict[str, dict], reps: int, root: str, raw_dir: str) -> List[str]:
+    model, flags = "unknown", ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+        m = re.search(r"^model name\s*:\s*(.*)$", text, re.M)
+        model = m.group(1) if m else platform.processor()
+        m = re.search(r"^flags\s*:\s*(.*)$", text, re.M)
+        flags = m.group(1) if m else ""
+    except OSError:
+        pass
+
+    def read(path: str) -> str:
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except OSError:
+            return "unknown"
+
+    tsc = [f for f in ("constant_tsc", "nonstop_tsc", "rdtscp", "tsc_known_freq") if f in flags.split()]
+    hypervisor = "yes" if "hypervisor" in flags.split() else "no"
+    versions = {}
+    venv_python = sys.executable
+    pip = subprocess.run([venv_python, "-m", "pip", "list", "--format=json"],
+                         capture_output=True, text=True)
+    try:
+        for p in json.loads(pip.stdout):
+            if p["name"].lower().replace("_", "-") in (
+                    "limits", "throttled-py", "pyrate-limiter", "token-bucket", "matplotlib",
+                    "cellrate"):
+                versions[p["name"]] = p["version"]
+    except ValueError:
+        pass
+    crates = {}
+    lock = os.path.join(root, "bench", "rust", "Cargo.lock")
+    if os.path.exists(lock):
+        with open(lock) as f:
+            for name, version in re.findall(r'name = "([^"]+)"\nversion = "([^"]+)"', f.read()):
+                if name in ("governor", "aerorate", "quanta", "dashmap"):
+                    crates[name] = version
+    lua_versions = sorted({r.get("lua_version", "") for r in results.values() if r.get("lang") == "lua"})
+    cellrate_version = results.get("c.info", {}).get("cellrate_version", "unknown")
+    return [
+        f"date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"cpu: {model}",
+        f"cpus online: {os.cpu_count()}",
+        f"virtualized: {hypervisor}",
+        f"clock source: {read('/sys/devices/system/clocksource/clocksource0/current_clocksource')}"
+        f" (available: {read('/sys/devices/system/clocksource/clocksource0/available_clocksource')})",
+        f"tsc flags: {' '.join(tsc) or 'none'}",
+        f"kernel: {platform.system()} {platform.release()} {platform.machine()}",
+        f"transparent huge pages: {read('/sys/kernel/mm/transparent_hugepage/enabled')}",
+        f"c compiler: {command_line(['cc', '--version'])}",
+        f"rust: {command_line(['rustc', '--version'])}",
+        f"python: {platform.python_implementation()} {platform.python_version()}",
+        f"lua: {', '.join(lua_versions) or 'not run'}",
+        f"cellrate: {cellrate_version}",
+        "pypi peers: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())),
+        "crates: " + ", ".join(f"{k} {v}" for k, v in sorted(crates.items())),
+        f"repetitions: median of {reps} timed runs per scenario, after one warm-up run;"
+        " the scenarios of a group run round-robin",
+        f"load average before the first scenario: {read(os.path.join(raw_dir, 'loadavg_start.txt'))}",
+        f"load average at report time: {read('/proc/loadavg')}",
+        f"cpu time during the scenarios: {cpu_split(raw_dir)}",
+    ]
+
+
+def clock_note(results: Dict[str, dict]) -> str:
+    def ns(sid: str) -> Optional[float]:
+        return results.get(sid, {}).get("ns_per_op")
+
+    needed = ["c.cellrate.limiter.allow", "c.floor.clock", "rust.floor.quanta_now",
+              "c.floor.rdtsc", "c.cellrate.limiter.allow_given_now",
+              "rust.governor.direct.quanta.allow", "rust.governor.direct.monotonic.allow",
+              "c.floor.tsc_clock", "c.cellrate.limiter.allow_tsc_clock"]
+    if any(ns(s) is None for s in needed):
+        return ""
+    allow, clock, quanta, rdtsc, given, gov_q, gov_m, tsc, allow_tsc = (ns(s) for s in needed)
+    return (
+        "Where the time of the C Limiter goes (same run): the CLOCK_MONOTONIC read costs "
+        f"{clock:.1f} ns of cellrate's {allow:.1f} ns; the decision and the compare-and-swap "
+        f"with `now` passed in cost {given:.1f} ns. governor's default clock (quanta: TSC read "
+        f"and scaling) costs {quanta:.1f} ns, a raw rdtsc {rdtsc:.1f} ns; governor's direct "
+        f"allow takes {gov_q:.1f} ns with quanta and {gov_m:.1f} ns with std's MonotonicClock "
+        f"(the same clock as cellrate's). With a TSC clock scaled the same way ({tsc:.1f} ns), "
+        f"cellrate's allow takes {allow_tsc:.1f} ns."
+    )
+
+
+def floor_notes(results: Dict[str, dict]) -> List[str]:
+    """Where a target sits against a floor measured in the same run."""
+    def ns(sid: str) -> Optional[float]:
+        return results.get(sid, {}).get("ns_per_op")
+
+    notes = []
+    gov, aero, floor = (ns("rust.governor.keyed.quanta.int"), ns("rust.aerorate.keyed.int"),
+                        ns("c.floor.clock_table_read"))
+    if gov and aero and floor:
+        notes.append(
+            f"Keyed, 1M keys: 3x governor's throughput means {gov / 3:.0f} ns a call, 3x "
+            f"aerorate's {aero / 3:.0f} ns; a clock read plus one random 64-byte read of a "
+            f"table of cellrate's size takes {floor:.0f} ns on this machine "
+            f"(cellrate: {ns('c.cellrate.keyed.int') or 0:.0f} ns).")
+    for t in (1, 2):
+        best = fastest_peer(results, "limiter.allow", t)
+        mono = ns(f"py.floor.monotonic_ns.{t}t")
+        if best and mono:
+            notes.append(
+                f"Python, {t} thread(s): 30x the fastest peer's Limiter.allow() "
+                f"({best.split('.')[1]}, {ns(best):.0f} ns) means {ns(best) / 30:.0f} ns a call; "
+                f"calling time.monotonic_ns() in the same loop takes {mono:.0f} ns.")
+        best = fastest_peer(results, "keyed.allow", t)
+        dict_incr = ns(f"py.floor.dict_incr.{t}t")
+        if best and dict_incr:
+            notes.append(
+                f"Python, {t} thread(s): 30x the fastest peer's keyed allow ({best.split('.')[1]}, "
+                f"{ns(best):.0f} ns) means {ns(best) / 30:.0f} ns a call; `dict[key] += 1` on the "
+                f"same keys in the same loop takes {dict_incr:.0f} ns.")
+    for version, name in (("lua5.4", "Lua 5.4"), ("luajit", "LuaJIT")):
+        allow, fn, method = (ns(f"lua.{version}.cellrate.limiter.allow"),
+                             ns(f"lua.{version}.floor.c_clock"),
+                             ns(f"lua.{version}.floor.c_method_clock"))
+        if allow and fn and method:
+            notes.append(
+                f"{name}: lim:allow() takes {allow:.0f} ns; a C function reading the clock "
+                f"{fn:.0f} ns as a plain function and {method:.0f} ns as a method of a userdata "
+                "(the call shape of lim:allow()).")
+    return notes
+
+
+def chart(evs_by_section: Dict[str, List[dict]], mem_evs: List[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import ticker
+
+    colors = {"cellrate": "#1f77b4", "peer": "#ff7f0e", "floor": "#7f7f7f"}
+    panels = [(name, [e for e in evs if e["row"].chart and e["value"]])
+              for name, evs in evs_by_section.items()]
+    panels.append(("Memory: bytes per tracked key at 1M keys",
+                   [e for e in mem_evs if e["value"]]))
+    heights = [max(2.0, 0.32 * len(p[1]) + 1.0) for p in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, sum(heights)),
+                             gridspec_kw={"height_ratios": heights})
+    for ax, (title, evs) in zip(axes, panels):
+        labels = [e["row"].label for e in evs]
+        values = [e["value"] for e in evs]
+        is_mem = title.startswith("Memory")
+        bar_colors = ([colors["cellrate"] if "cellrate" in l else colors["peer"] for l in labels]
+                      if is_mem else [colors.get(e["row"].chart, "#999999") for e in evs])
+        ax.barh(range(len(values)), values, color=bar_colors)
+        ax.set_yticks(range(len(values)))
+        ax.set_yticklabels(labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_title(title, fontsize=10, loc="left")
+        ax.set_xlabel("bytes per key (log scale)" if is_mem else "ns per call (log scale, lower is better)",
+                      fontsize=8)
+        for i, v in enumerate(values):
+            ax.text(v, i, f" {v:,.1f}", va="center", fontsize=7)
+        ax.grid(axis="x", which="both", alpha=0.3)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
+    fig.legend(handles, ["cellrate", "peer", "floor / reference"], loc="upper right", fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+SCENARIOS_MEASURED = """\
+- **Floors** run in the same binary or interpreter as what they bound: one
+  `clock_gettime(CLOCK_MONOTONIC)`; the clock plus an atomic load (the least a
+  turn-away needs); the clock plus a load and a compare-and-swap (the least an
+  admission needs); in Python `time.monotonic_ns()` and `dict[key] += 1`; in
+  Lua a no-op C function and a C function that reads the clock.
+- **Allow path**: a limit of 1e8 per second with a burst of 1e9, so every call
+  is admitted; **deny path**: one per hour, drained before timing, so every
+  call is turned away. Each harness checks that every call went the named way.
+- **Keyed, 1M keys** (C and Rust): one limit per key, every key admitted once
+  before timing, then calls on keys drawn uniformly at random (the same draws
+  in both harnesses), with integer-like keys (8 bytes) and short string keys
+  (`user:<n>`). The limit (one per hour, burst 1e6) keeps every key tracked.
+  The floor beside it is a clock read plus one random 64-byte read of a table
+  as large as cellrate's.
+- **Threads**: total throughput of 2 threads against 1 doing the same work, on
+  one key (one shared limiter) and on distinct keys (the 1M-key table, each
+  thread on its own half); threads pinned one per CPU. Two controls that share
+  nothing (clock reads; random table reads) show what 2 threads can gain on
+  the machine at all.
+- **Peers**: governor (direct and keyed over dashmap; its default quanta/TSC
+  clock and std's MonotonicClock) and aerorate (direct and keyed) from
+  crates.io; limits (moving window; sliding window counter), throttled-py (GCRA;
+  token bucket), pyrate-limiter (in-memory bucket) and token-bucket from PyPI,
+  all with their in-memory stores and limits that admit every call.
+- **Python**: each call in a plain `for` loop (the loop is part of every
+  number, floors included); 100k string keys for keyed calls. The GIL-released
+  rows use a second build of the extension that releases the GIL around each
+  core call (DESIGN §5); the shipped build keeps it.
+- **Lua**: `lim:allow()` and `keyed:allow(key)` (100k keys) on Lua 5.4 and
+  LuaJIT, against a plain-Lua GCRA and the trivial C functions.
+- **Memory**: RSS growth per key after admitting 1M distinct short string keys,
+  in a fresh process per store, the store made after the baseline reading.
+- Each number is the median of the timed runs (after one warm-up run); the
+  scenarios of a group run round-robin, so a slow phase of the machine falls on
+  all of them alike. Ratios compare numbers from the same run.
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("raw_dir")
+    parser.add_argument("out_dir")
+    parser.add_argument("--reps", type=int, required=True)
+    args = parser.parse_args()
+
+    results = load(args.raw_dir)
+    root = os.path.dirname(HERE)
+    sections = {
+        "C level (C harness and Rust harness, same machine, same run)": c_rows(),
+        "Python level": python_rows(results),
+        "Lua level": lua_rows(),
+    }
+    evs_by_section = {name: [evaluate(r, results) for r in rows] for name, rows in sections.items()}
+    mem_evs = [evaluate(r, results) for r in memory_rows()]
+    machine = machine_info(results, args.reps, root, args.raw_dir)
+
+    targets = [ev for evs in list(evs_by_section.values()) + [mem_evs] for ev in evs if ev["row"].target]
+    met = sum(1 for ev in targets if ev["met"])
+    summary = f"Targets met: {met} of {len(targets)}."
+
+    out: List[str] = ["# cellrate benchmark results", "",
+                      "Generated by `make bench` (bench/run.sh); every ratio compares two numbers "
+                      "measured in the same run.", "", "## Machine", "", "```text", *machine, "```",
+                      "", "## Targets", ""]
+    out.append(markdown_table(targets, "ns/op or B/key"))
+    out += ["", summary, ""]
+    note = clock_note(results)
+    if note:
+        out += [note, ""]
+    floors_said = floor_notes(results)
+    out += [f"- {n}" for n in floors_said] + [""]
+    for name, evs in evs_by_section.items():
+        out += [f"## {name}", "", markdown_table(evs), ""]
+    out += ["## Memory: bytes per tracked key at 1M keys (RSS delta / keys, fresh process per store)",
+            "", markdown_table(mem_evs, "bytes/key"), "", "![chart](chart.png)", "",
+            "## What each scenario measures", "", SCENARIOS_MEASURED]
+
+    performance = [
+        "## Performance", "",
+        "Measured by `make bench` (bench/run.sh) on the machine below; every ratio compares two "
+        "numbers from the same run. The full table, with every peer and floor, is "
+        "[bench/results/results.md](bench/results/results.md).", "",
+        "```text", *machine, "```", "",
+        markdown_table(targets, "ns/op or B/key"), "", summary, "",
+    ]
+    if note:
+        performance += [note, ""]
+    performance += [f"- {n}" for n in floors_said] + [""]
+    performance += ["![benchmark chart](bench/results/chart.png)", "",
+                    "What each scenario measures:", "", SCENARIOS_MEASURED]
+    os.makedirs(args.out_dir, exist_ok=True)
+    with open(os.path.join(args.out_dir, "results.md"), "w") as f:
+        f.write("\n".join(out))
+    with open(os.path.join(args.out_dir, "performance.md"), "w") as f:
+        f.write("\n".join(performance))
+    with open(os.path.join(args.out_dir, "machine.txt"), "w") as f:
+        f.write("\n".join(machine) + "\n")
+    chart_titles = {
+        "C level (C harness and Rust harness, same machine, same run)": "C and Rust: ns per call",
+        "Python level": "Python, 1 thread: ns per call",
+        "Lua level": "Lua 5.4 and LuaJIT: ns per call",
+    }
+    chart({chart_titles[k]: v for k, v in evs_by_section.items()}, mem_evs,
+          os.path.join(args.out_dir, "chart.png"))
+
+    print("\n".join(machine))
+    print()
+    print(markdown_table(targets, "ns/op or B/key"))
+    print()
+    print(summary)
+    if note:
+        print(note)
+    for n in floors_said:
+        print(f"- {n}")
+    print(f"Full table: {os.path.join(args.out_dir, 'results.md')}; chart: "
+          f"{os.path.join(args.out_dir, 'chart.png')}")
+
+
+if __name__ == "__main__":
+    main()

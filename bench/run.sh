@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# `make bench`: installs the peers into bench/.peers/ (ignored), builds the
+# harnesses, runs every scenario one after another (never two at once), and
+# writes bench/results/{results.md,chart.png,machine.txt}; the raw JSON lines
+# of each harness go to bench/results/raw/ (ignored).
+#
+# Environment: BENCH_REPS (timed runs per scenario, median; default 5, at
+# least 5 for published numbers), PYTHON (default python3), CC (default cc).
+set -euo pipefail
+
+BENCH=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(dirname "$BENCH")
+PEERS="$BENCH/.peers"
+RAW="$BENCH/results/raw"
+REPS=${BENCH_REPS:-5}
+PYTHON=${PYTHON:-python3}
+CC=${CC:-cc}
+VENV="$PEERS/venv"
+VPY="$VENV/bin/python"
+
+step() { printf '\n== %s\n' "$*" >&2; }
+
+cd "$ROOT"
+mkdir -p "$PEERS/bin" "$RAW"
+rm -f "$RAW"/*.jsonl "$RAW"/*.txt
+
+step "cellrate: core library and Lua modules"
+make --no-print-directory core lua >&2
+
+step "peers: Python virtualenv ($VENV)"
+[ -x "$VPY" ] || "$PYTHON" -m venv "$VENV"
+"$VPY" -m pip install -q --disable-pip-version-check -r "$BENCH/python/requirements.txt" >&2
+
+# Build both Python extensions from a copy of the sources, so that neither
+# build reuses the other's objects (setuptools keeps them in build/python).
+step "cellrate Python extension: GIL held (shipped) and GIL released (-DCELLRATE_RELEASE_GIL)"
+for variant in held released; do
+    src="$PEERS/src/$variant"
+    rm -rf "$src"
+    mkdir -p "$src"
+    cp -R pyproject.toml setup.py core bindings python "$src/"
+done
+"$VPY" -m pip install -q --disable-pip-version-check --no-cache-dir --force-reinstall \
+    --no-deps "$PEERS/src/held" >&2
+rm -rf "$PEERS/py-gil-released"
+CELLRATE_RELEASE_GIL=1 "$VPY" -m pip install -q --disable-pip-version-check --no-cache-dir \
+    --no-deps --target "$PEERS/py-gil-released" "$PEERS/src/released" >&2
+# The released copy must actually release the GIL, and the shipped one not.
+released_so=$(ls "$PEERS"/py-gil-released/cellrate/_cellrate*.so)
+held_so=$("$VPY" -c 'import cellrate._cellrate as m; print(m.__file__)')
+nm -D --undefined-only "$released_so" | grep -q PyEval_SaveThread ||
+    { echo "bench: $released_so does not release the GIL" >&2; exit 1; }
+if nm -D --undefined-only "$held_so" | grep -q PyEval_SaveThread; then
+    echo "bench: note: the shipped build references PyEval_SaveThread" >&2
+fi
+
+step "peers: Rust harness (governor, aerorate from crates.io)"
+CARGO_TARGET_DIR="$PEERS/cargo-target" cargo build --release --locked --quiet \
+    --manifest-path "$BENCH/rust/Cargo.toml" >&2
+RUST_BIN="$PEERS/cargo-target/release/bench_peers"
+
+step "C harness and Lua baseline module"
+ARCHFLAGS=$([ "$(uname -m)" = x86_64 ] && echo -mcx16 || true)
+CWARN="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Werror"
+# shellcheck disable=SC2086
+$CC $CWARN $ARCHFLAGS -O2 -g -Icore "$BENCH/c/bench_core.c" build/libcellrate.a \
+    -lpthread -latomic -o "$PEERS/bin/bench_core"
+for lua in lua5.4:/usr/include/lua5.4 luajit:/usr/include/luajit-2.1; do
+    name=${lua%%:*}
+    mkdir -p "$PEERS/lua/$name"
+    # shellcheck disable=SC2086
+    $CC $CWARN -O2 -fPIC -shared -fvisibility=hidden -I"${lua#*:}" "$BENCH/lua/baseline.c" \
+        -o "$PEERS/lua/$name/cellrate_bench_baseline.so"
+done
+
+cat /proc/loadavg > "$RAW/loadavg_start.txt"
+head -1 /proc/stat > "$RAW/cpu_start.txt"
+step "C level: floors, Limiter, KeyedLimiter (1M keys), threads"
+"$PEERS/bin/bench_core" run --reps "$REPS" | tee "$RAW/c.jsonl" >&2
+
+step "C level: governor and aerorate"
+"$RUST_BIN" run --reps "$REPS" --keyed-ops 1000000 | tee "$RAW/rust.jsonl" >&2
+
+step "Python level: floors"
+"$VPY" "$BENCH/python/bench_py.py" --part floors --reps "$REPS" | tee "$RAW/py_floors.jsonl" >&2
+step "Python level: cellrate (GIL held)"
+"$VPY" "$BENCH/python/bench_py.py" --part cellrate --reps "$REPS" | tee "$RAW/py_cellrate.jsonl" >&2
+step "Python level: cellrate (GIL released around each core call)"
+PYTHONPATH="$PEERS/py-gil-released" "$VPY" "$BENCH/python/bench_py.py" --part cellrate \
+    --label gil_released --reps "$REPS" | tee "$RAW/py_cellrate_gil_released.jsonl" >&2
+step "Python level: PyPI peers"
+"$VPY" "$BENCH/python/bench_py.py" --part peers --reps "$REPS" | tee "$RAW/py_peers.jsonl" >&2
+
+step "Lua level: Lua 5.4 and LuaJIT"
+LUA_CPATH="build/lua5.4/?.so;$PEERS/lua/lua5.4/?.so" lua5.4 "$BENCH/lua/bench.lua" "$REPS" lua5.4 |
+    tee "$RAW/lua54.jsonl" >&2
+LUA_CPATH="build/luajit/?.so;$PEERS/lua/luajit/?.so" luajit "$BENCH/lua/bench.lua" "$REPS" luajit |
+    tee "$RAW/luajit.jsonl" >&2
+
+step "Memory: bytes per tracked key at 1M keys, one fresh process per store"
+{
+    "$PEERS/bin/bench_core" mem --keys 1000000
+    "$RUST_BIN" mem --keys 1000000
+    for store in cellrate throttled_gcra limits_sliding_window_counter limits_moving_window; do
+        "$VPY" "$BENCH/python/mem_py.py" "$store" --keys 1000000
+    done
+} | tee "$RAW/memory.jsonl" >&2
+
+head -1 /proc/stat > "$RAW/cpu_end.txt"
+step "Report"
+"$VPY" "$BENCH/report.py" "$RAW" "$BENCH/results" --reps "$REPS"
