@@ -28,14 +28,22 @@
 
 CELLRATE_LUA_EXPORT int luaopen_cellrate(lua_State *L);
 
-/* The userdata hold only a handle; NULL once closed or collected. */
+/* The userdata hold their type's tag and a handle (NULL once closed or
+ * collected). The tag is the address of the type's name in this module. */
+static const char limiter_tag[] = LIMITER_METATABLE;
+static const char keyed_tag[] = KEYED_METATABLE;
+
 typedef struct limiter_box {
+    const char *tag; /* limiter_tag */
     cr_limiter *limiter;
 } limiter_box;
 
 typedef struct keyed_box {
+    const char *tag; /* keyed_tag */
     cr_keyed *keyed;
 } keyed_box;
+
+_Static_assert(sizeof(limiter_box) == sizeof(keyed_box), "check_self reads either box");
 
 /* ------------------------------------------------------------------------ */
 /* Arguments                                                                 */
@@ -273,20 +281,19 @@ static int raise_closed(lua_State *L, const char *type_name)
 }
 
 /*
- * The userdata `self` (argument 1) of a method or metamethod. Each of them
- * carries its type's metatable as upvalue 1: comparing with it is cheaper, on
- * every call, than luaL_checkudata's registry lookup by name.
+ * The userdata `self` (argument 1) of a method or metamethod, made by this
+ * module for the type of `tag` (whose text is the type's name). A full
+ * userdata of a box's size that starts with the tag's address is ours: no
+ * Lua code can write a C address into a userdata. Cheaper on every call than
+ * fetching and comparing metatables.
  */
-static void *check_self(lua_State *L, const char *type_name)
+static void *check_self(lua_State *L, const char *tag)
 {
-    void *box = lua_touserdata(L, 1);
-    if (box != NULL && lua_getmetatable(L, 1)) {
-        const bool own = lua_rawequal(L, -1, lua_upvalueindex(1));
-        lua_pop(L, 1);
-        if (own)
-            return box;
-    }
-    luaL_argerror(L, 1, lua_pushfstring(L, "%s expected, got %s", type_name, luaL_typename(L, 1)));
+    const char *const *box = lua_touserdata(L, 1);
+    if (box != NULL && lua_type(L, 1) == LUA_TUSERDATA &&
+        compat_rawlen(L, 1) == sizeof(limiter_box) && *box == tag)
+        return (void *)box;
+    luaL_argerror(L, 1, lua_pushfstring(L, "%s expected, got %s", tag, luaL_typename(L, 1)));
     return NULL;
 }
 
@@ -307,6 +314,7 @@ static int limiter_new(lua_State *L)
 
     /* The userdata first, so that a memory error leaves nothing to free. */
     limiter_box *box = compat_newuserdata(L, sizeof *box);
+    box->tag = limiter_tag;
     box->limiter = NULL;
     luaL_getmetatable(L, LIMITER_METATABLE);
     lua_setmetatable(L, -2);
@@ -324,7 +332,7 @@ static int limiter_new(lua_State *L)
 
 static cr_limiter *check_limiter(lua_State *L)
 {
-    limiter_box *box = check_self(L, LIMITER_METATABLE);
+    limiter_box *box = check_self(L, limiter_tag);
     if (box->limiter == NULL)
         raise_closed(L, LIMITER_METATABLE);
     return box->limiter;
@@ -382,7 +390,7 @@ static int limiter_info(lua_State *L)
 /* close(), __close and __gc: safe to call any number of times. */
 static int limiter_close(lua_State *L)
 {
-    limiter_box *box = check_self(L, LIMITER_METATABLE);
+    limiter_box *box = check_self(L, limiter_tag);
     cr_limiter_free(box->limiter);
     box->limiter = NULL;
     return 0;
@@ -390,7 +398,7 @@ static int limiter_close(lua_State *L)
 
 static int limiter_tostring(lua_State *L)
 {
-    const limiter_box *box = check_self(L, LIMITER_METATABLE);
+    const limiter_box *box = check_self(L, limiter_tag);
     if (box->limiter == NULL)
         lua_pushstring(L, LIMITER_METATABLE "(closed)");
     else
@@ -431,6 +439,7 @@ static int keyed_new(lua_State *L)
         return raise_status(L, status);
 
     keyed_box *box = compat_newuserdata(L, sizeof *box);
+    box->tag = keyed_tag;
     box->keyed = NULL;
     luaL_getmetatable(L, KEYED_METATABLE);
     lua_setmetatable(L, -2);
@@ -449,7 +458,7 @@ static int keyed_new(lua_State *L)
 
 static cr_keyed *check_keyed(lua_State *L)
 {
-    keyed_box *box = check_self(L, KEYED_METATABLE);
+    keyed_box *box = check_self(L, keyed_tag);
     if (box->keyed == NULL)
         raise_closed(L, KEYED_METATABLE);
     return box->keyed;
@@ -531,7 +540,7 @@ static int keyed_info(lua_State *L)
 
 static int keyed_close(lua_State *L)
 {
-    keyed_box *box = check_self(L, KEYED_METATABLE);
+    keyed_box *box = check_self(L, keyed_tag);
     cr_keyed_free(box->keyed);
     box->keyed = NULL;
     return 0;
@@ -539,7 +548,7 @@ static int keyed_close(lua_State *L)
 
 static int keyed_tostring(lua_State *L)
 {
-    const keyed_box *box = check_self(L, KEYED_METATABLE);
+    const keyed_box *box = check_self(L, keyed_tag);
     if (box->keyed == NULL) {
         lua_pushstring(L, KEYED_METATABLE "(closed)");
     } else {
@@ -570,11 +579,9 @@ static void register_type(lua_State *L, const char *name, const luaL_Reg *method
                           const luaL_Reg *metamethods)
 {
     luaL_newmetatable(L, name);
-    lua_pushvalue(L, -1);
-    compat_setfuncs(L, metamethods, 1);
+    compat_setfuncs(L, metamethods, 0);
     lua_newtable(L);
-    lua_pushvalue(L, -2);
-    compat_setfuncs(L, methods, 1);
+    compat_setfuncs(L, methods, 0);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 }

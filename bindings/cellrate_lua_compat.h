@@ -31,6 +31,12 @@
 #endif
 
 #if LUA_VERSION_NUM >= 502
+#define compat_rawlen(L, idx) lua_rawlen((L), (idx))
+#else
+#define compat_rawlen(L, idx) lua_objlen((L), (idx))
+#endif
+
+#if LUA_VERSION_NUM >= 502
 #define compat_setfuncs(L, funcs, nup) luaL_setfuncs((L), (funcs), (nup))
 #else
 /* luaL_setfuncs arrived in 5.2 (LuaJIT has it, plain 5.1 does not): sets

@@ -302,3 +302,20 @@ describe("any argument", function()
       assert.is_true(#keyed >= 0)
    end)
 end)
+
+describe("self", function()
+   it("a method refuses an object of the other type, or a foreign userdata", function()
+      local lim, keyed = cellrate.limiter(1), cellrate.keyed(1)
+      for _, case in ipairs({
+         { keyed.allow, lim, "cellrate.KeyedLimiter expected" },
+         { keyed.check, lim, "cellrate.KeyedLimiter expected" },
+         { lim.allow, keyed, "cellrate.Limiter expected" },
+         { lim.peek, io.stdout, "cellrate.Limiter expected" },
+         { lim.reset, {}, "cellrate.Limiter expected" },
+      }) do
+         local ok, err = pcall(case[1], case[2], "k")
+         assert.is_false(ok)
+         assert.is_truthy(tostring(err):find(case[3], 1, true), tostring(err))
+      end
+   end)
+end)
