@@ -116,6 +116,7 @@ enum option {
     OPTION_CAPACITY = 4,
     OPTION_SHARED = 8,
     OPTION_SHARED_MODE = 16,
+    OPTION_CLOCK = 32,
 };
 
 /* What an options table may hold; absent fields keep their initial values. */
@@ -135,6 +136,7 @@ static const struct {
     {"capacity", OPTION_CAPACITY},
     {"shared", OPTION_SHARED},
     {"shared_mode", OPTION_SHARED_MODE},
+    {"clock", OPTION_CLOCK},
 };
 
 static enum option option_named(lua_State *L, int key_idx, unsigned accepted)
@@ -193,6 +195,11 @@ static void read_options(lua_State *L, int idx, unsigned accepted, const char *t
         case OPTION_SHARED_MODE:
             if (!to_int64(L, -1, &opts->shared_mode))
                 raise_status(L, CR_E_SHARED_MODE);
+            break;
+        case OPTION_CLOCK:
+            if (lua_type(L, -1) != LUA_TSTRING)
+                raise_status(L, CR_E_CLOCK);
+            args->clock = lua_tolstring(L, -1, &args->clock_len);
             break;
         }
         lua_pop(L, 1);
@@ -255,12 +262,14 @@ static void push_limit_text(lua_State *L, const char *type_name, const cr_limit 
     char rate[32], period[32], text[160];
     format_number(rate, sizeof rate, limit->rate);
     format_number(period, sizeof period, limit->period_s);
+    const char *clock = limit->fast_clock ? ", clock=fast" : "";
     if (capacity != NULL)
-        snprintf(text, sizeof text, "%s(rate=%s, period=%s, burst=%" PRId64 ", capacity=%" PRId64 ")",
-                 type_name, rate, period, limit->burst, *capacity);
+        snprintf(text, sizeof text,
+                 "%s(rate=%s, period=%s, burst=%" PRId64 ", capacity=%" PRId64 "%s)", type_name,
+                 rate, period, limit->burst, *capacity, clock);
     else
-        snprintf(text, sizeof text, "%s(rate=%s, period=%s, burst=%" PRId64 ")", type_name, rate,
-                 period, limit->burst);
+        snprintf(text, sizeof text, "%s(rate=%s, period=%s, burst=%" PRId64 "%s)", type_name,
+                 rate, period, limit->burst, clock);
     lua_pushstring(L, text);
 }
 
@@ -273,6 +282,8 @@ static void push_limit_table(lua_State *L, const cr_limit *limit)
     lua_setfield(L, -2, "period");
     compat_pushint64(L, limit->burst);
     lua_setfield(L, -2, "burst");
+    lua_pushstring(L, limit->fast_clock ? "fast" : "monotonic");
+    lua_setfield(L, -2, "clock");
 }
 
 static int raise_closed(lua_State *L, const char *type_name)
@@ -304,8 +315,9 @@ static int limiter_new(lua_State *L)
 {
     options opts = {.shared_mode = CR_SHARED_DEFAULT_MODE};
     read_rate(L, 1, &opts.args);
-    read_options(L, 2, OPTION_PERIOD | OPTION_BURST | OPTION_SHARED | OPTION_SHARED_MODE,
-                 "opts must be a table with the fields period, burst, shared, shared_mode",
+    read_options(L, 2,
+                 OPTION_PERIOD | OPTION_BURST | OPTION_SHARED | OPTION_SHARED_MODE | OPTION_CLOCK,
+                 "opts must be a table with the fields period, burst, shared, shared_mode, clock",
                  &opts);
     cr_limit limit;
     cr_status status = cr_limit_init(&limit, &opts.args);
@@ -429,9 +441,9 @@ static int keyed_new(lua_State *L)
     read_rate(L, 1, &opts.args);
     read_options(L, 2,
                  OPTION_PERIOD | OPTION_BURST | OPTION_CAPACITY | OPTION_SHARED |
-                     OPTION_SHARED_MODE,
+                     OPTION_SHARED_MODE | OPTION_CLOCK,
                  "opts must be a table with the fields period, burst, capacity, shared, "
-                 "shared_mode",
+                 "shared_mode, clock",
                  &opts);
     cr_limit limit;
     cr_status status = cr_limit_init(&limit, &opts.args);

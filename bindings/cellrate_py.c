@@ -262,9 +262,9 @@ static int convert_optional_int(module_state *state, PyObject *obj, cr_status wr
 }
 
 /* rate (number or rate string), period (None: not given), burst (None: not
- * given) to a validated limit. */
+ * given) and clock (None: not given) to a validated limit. */
 static int convert_limit(module_state *state, PyObject *rate, PyObject *period, PyObject *burst,
-                         cr_limit *limit)
+                         PyObject *clock, cr_limit *limit)
 {
     cr_limit_args args;
     memset(&args, 0, sizeof args);
@@ -302,6 +302,18 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
 
     if (convert_optional_int(state, burst, CR_E_BURST, &args.burst, &args.has_burst) < 0)
         return -1;
+
+    if (clock != Py_None) {
+        if (!PyUnicode_Check(clock)) {
+            raise_wrong_type(state, CR_E_CLOCK);
+            return -1;
+        }
+        Py_ssize_t clock_len;
+        args.clock = PyUnicode_AsUTF8AndSize(clock, &clock_len);
+        if (args.clock == NULL)
+            return -1;
+        args.clock_len = (size_t)clock_len;
+    }
 
     cr_status status = cr_limit_init(limit, &args);
     if (status != CR_OK) {
@@ -541,16 +553,17 @@ static PyMethodDef decision_methods[] = {
 
 static PyObject *limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"rate", "period", "burst", "shared", "shared_mode", NULL};
+    static char *keywords[] = {"rate", "period", "burst", "shared", "shared_mode", "clock", NULL};
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOO:Limiter", keywords, &rate, &period,
-                                     &burst, &shared, &mode_obj))
+    PyObject *clock = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOO:Limiter", keywords, &rate, &period,
+                                     &burst, &shared, &mode_obj, &clock))
         return NULL;
     module_state *state = (module_state *)PyType_GetModuleState(type);
     cr_limit limit;
     PyObject *path;
     int64_t mode;
-    if (convert_limit(state, rate, period, burst, &limit) < 0 ||
+    if (convert_limit(state, rate, period, burst, clock, &limit) < 0 ||
         convert_shared(state, shared, mode_obj, &path, &mode) < 0)
         return NULL;
     cr_limiter *limiter;
@@ -667,15 +680,27 @@ static PyObject *limiter_get_burst(PyObject *self, void *Py_UNUSED(closure))
     return PyLong_FromLongLong(limiter_limit(self)->burst);
 }
 
-/* "Name(rate=300.0, period=60.0, burst=60" without the closing parenthesis */
+static PyObject *clock_name(const cr_limit *limit)
+{
+    return PyUnicode_FromString(limit->fast_clock ? "fast" : "monotonic");
+}
+
+static PyObject *limiter_get_clock(PyObject *self, void *Py_UNUSED(closure))
+{
+    return clock_name(limiter_limit(self));
+}
+
+/* "Name(rate=300.0, period=60.0, burst=60" without the closing parenthesis;
+ * the clock only when it is not the default. */
 static PyObject *limit_repr_head(const char *type_name, const cr_limit *limit)
 {
     PyObject *rate = PyFloat_FromDouble(limit->rate);
     PyObject *period = PyFloat_FromDouble(limit->period_s);
     PyObject *head = NULL;
     if (rate != NULL && period != NULL)
-        head = PyUnicode_FromFormat("%s(rate=%R, period=%R, burst=%lld", type_name, rate, period,
-                                    (long long)limit->burst);
+        head = PyUnicode_FromFormat("%s(rate=%R, period=%R, burst=%lld%s", type_name, rate,
+                                    period, (long long)limit->burst,
+                                    limit->fast_clock ? ", clock='fast'" : "");
     Py_XDECREF(rate);
     Py_XDECREF(period);
     return head;
@@ -697,15 +722,15 @@ static PyObject *limiter_repr(PyObject *self)
 static PyObject *keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"rate",   "period",      "burst", "capacity",
-                               "shared", "shared_mode", NULL};
+                               "shared", "shared_mode", "clock", NULL};
     PyObject *rate, *period = Py_None, *burst = Py_None, *capacity_obj = Py_None;
-    PyObject *shared = Py_None, *mode_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOO:KeyedLimiter", keywords, &rate,
-                                     &period, &burst, &capacity_obj, &shared, &mode_obj))
+    PyObject *shared = Py_None, *mode_obj = Py_None, *clock = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOO:KeyedLimiter", keywords, &rate,
+                                     &period, &burst, &capacity_obj, &shared, &mode_obj, &clock))
         return NULL;
     module_state *state = (module_state *)PyType_GetModuleState(type);
     cr_limit limit;
-    if (convert_limit(state, rate, period, burst, &limit) < 0)
+    if (convert_limit(state, rate, period, burst, clock, &limit) < 0)
         return NULL;
     int64_t capacity;
     bool has_capacity;
@@ -846,6 +871,11 @@ static PyObject *keyed_get_burst(PyObject *self, void *Py_UNUSED(closure))
     return PyLong_FromLongLong(keyed_limit(self)->burst);
 }
 
+static PyObject *keyed_get_clock(PyObject *self, void *Py_UNUSED(closure))
+{
+    return clock_name(keyed_limit(self));
+}
+
 static PyObject *keyed_get_capacity(PyObject *self, void *Py_UNUSED(closure))
 {
     return PyLong_FromLongLong(cr_keyed_capacity(((KeyedObject *)self)->keyed));
@@ -904,7 +934,8 @@ PyDoc_STRVAR(decision_doc,
              "The answer to one request: immutable; times in seconds.");
 
 PyDoc_STRVAR(limiter_doc,
-             "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None)\n--\n\n"
+             "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,\n"
+             "        clock=None)\n--\n\n"
              "A GCRA limit on one key: `rate` units per `period` seconds, sustained,\n"
              "with up to `burst` units at once.\n\n"
              "rate: a number > 0, or a string such as '300/minute', '10/s',\n"
@@ -914,17 +945,19 @@ PyDoc_STRVAR(limiter_doc,
              "shared: the path of a region file (e.g. '/dev/shm/login-limit') that\n"
              "        every process opening it shares as one limit; None: this\n"
              "        process alone.\n"
-             "shared_mode: the mode of a region file this call creates; None: 0o600.\n\n"
+             "shared_mode: the mode of a region file this call creates; None: 0o600.\n"
+             "clock: the clock read when a call passes no `now`: 'monotonic' (None)\n"
+             "       or 'fast', CLOCK_MONOTONIC extrapolated from the CPU's counter.\n\n"
              "Safe to share between threads.");
 
 PyDoc_STRVAR(keyed_doc,
              "KeyedLimiter(rate, period=None, *, burst=None, capacity=None, shared=None,\n"
-             "             shared_mode=None)\n--\n\n"
+             "             shared_mode=None, clock=None)\n--\n\n"
              "One GCRA limit applied to each key (str or bytes) separately, in a table\n"
              "of bounded size. rate, period and burst are as for Limiter.\n\n"
              "capacity: the number of live keys the table is sized for; None means\n"
              "          the default (100000).\n"
-             "shared, shared_mode: as for Limiter.\n\n"
+             "shared, shared_mode, clock: as for Limiter.\n\n"
              "len() is the number of keys holding a slot. Safe to share between threads.");
 
 static PyMethodDef limiter_methods[] = {
@@ -942,6 +975,8 @@ static PyGetSetDef limiter_getset[] = {
     {"rate", limiter_get_rate, NULL, "Units admitted per period, sustained.", NULL},
     {"period", limiter_get_period, NULL, "The period in seconds.", NULL},
     {"burst", limiter_get_burst, NULL, "Units an idle limiter admits at once.", NULL},
+    {"clock", limiter_get_clock, NULL, "The clock read when now is None: 'monotonic' or 'fast'.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -963,6 +998,8 @@ static PyGetSetDef keyed_getset[] = {
     {"capacity", keyed_get_capacity, NULL, "The number of live keys the table is sized for.",
      NULL},
     {"evictions", keyed_get_evictions, NULL, "Live keys evicted so far to make room.", NULL},
+    {"clock", keyed_get_clock, NULL, "The clock read when now is None: 'monotonic' or 'fast'.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

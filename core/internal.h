@@ -7,16 +7,22 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-/* Validates `cost` and resolves CR_CLOCK in `*now_ns` to a clock reading. */
-static inline cr_status cr_check_args(int64_t *now_ns, int64_t cost)
+/* Validates `cost` and `now_ns` (a time or CR_CLOCK). */
+static inline cr_status cr_check_args(int64_t now_ns, int64_t cost)
 {
     if (cost < 0)
         return CR_E_COST;
-    if (*now_ns == CR_CLOCK)
-        *now_ns = cr_clock_ns();
-    else if (*now_ns < 0)
+    if (now_ns < 0 && now_ns != CR_CLOCK)
         return CR_E_NOW;
     return CR_OK;
+}
+
+/* `now_ns`, with CR_CLOCK read from the limit's clock. */
+static inline int64_t cr_resolve_now(const cr_limit *limit, int64_t now_ns)
+{
+    if (now_ns != CR_CLOCK)
+        return now_ns;
+    return limit->fast_clock ? cr_fast_clock_ns() : cr_clock_ns();
 }
 
 /*

@@ -339,16 +339,14 @@ static inline cr_status keyed_decide(cr_keyed *keyed, const void *key, size_t ke
                                      int64_t now_ns, int64_t cost, bool commit, cr_decision *out,
                                      bool *allowed)
 {
-    if (cost < 0)
-        return CR_E_COST;
-    if (now_ns < 0 && now_ns != CR_CLOCK)
-        return CR_E_NOW;
+    cr_status status = cr_check_args(now_ns, cost);
+    if (status != CR_OK)
+        return status;
     /* Start fetching the key's buckets, then read the clock while they come. */
     const key_place place = key_place_of(keyed, key, key_len);
     __builtin_prefetch(&keyed->buckets[place.bucket[0]]);
     __builtin_prefetch(&keyed->buckets[place.bucket[1]]);
-    if (now_ns == CR_CLOCK)
-        now_ns = cr_clock_ns();
+    now_ns = cr_resolve_now(&keyed->limit, now_ns);
     for (;;) {
         int64_t tat;
         slot *s = find(keyed, &place, &tat);

@@ -220,6 +220,19 @@ cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *peri
 
 /* ------------------------------------------------------------------------ */
 
+/* The clock named by `name` (NULL: the default). */
+static cr_status parse_clock(const char *name, size_t len, bool *fast)
+{
+    *fast = false;
+    if (!name || (len == 9 && memcmp(name, "monotonic", 9) == 0))
+        return CR_OK;
+    if (len == 4 && memcmp(name, "fast", 4) == 0) {
+        *fast = true;
+        return CR_OK;
+    }
+    return CR_E_CLOCK;
+}
+
 cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
 {
     double rate = args->rate, period_s = 1.0;
@@ -264,10 +277,16 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
     if (burst_overflows || __builtin_mul_overflow(emission_ns, burst, &tolerance_ns))
         return CR_E_BURST_TOO_LARGE;
 
+    bool fast_clock;
+    cr_status status = parse_clock(args->clock, args->clock_len, &fast_clock);
+    if (status != CR_OK)
+        return status;
+
     limit->emission_ns = emission_ns;
     limit->tolerance_ns = tolerance_ns;
     limit->burst = burst;
     limit->rate = rate;
     limit->period_s = period_s;
+    limit->fast_clock = fast_clock;
     return CR_OK;
 }

@@ -70,9 +70,10 @@ const cr_limit *cr_limiter_limit(const cr_limiter *limiter) { return &limiter->l
 static inline cr_status limiter_decide(cr_limiter *limiter, int64_t now_ns, int64_t cost,
                                        bool commit, cr_decision *out, bool *allowed)
 {
-    cr_status status = cr_check_args(&now_ns, cost);
+    cr_status status = cr_check_args(now_ns, cost);
     if (status != CR_OK)
         return status;
+    now_ns = cr_resolve_now(&limiter->limit, now_ns);
     int64_t tat = atomic_load_explicit(limiter->tat, memory_order_acquire);
     for (;;) {
         int64_t new_tat = cr_decision_core(&limiter->limit, tat, now_ns, cost, out, allowed);

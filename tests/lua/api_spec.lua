@@ -236,7 +236,7 @@ describe("cellrate.limiter", function()
       assert.equal("cellrate.Limiter(rate=2.5, period=0.25, burst=4)",
          tostring(cellrate.limiter(2.5, { period = 0.25, burst = 4 })))
       local info = cellrate.limiter("300/minute", { burst = 60 }):info()
-      assert.same({ rate = 300, period = 60, burst = 60 }, info)
+      assert.same({ rate = 300, period = 60, burst = 60, clock = "monotonic" }, info)
    end)
 end)
 
@@ -274,7 +274,8 @@ describe("rate strings", function()
 
    it("works for keyed limiters", function()
       local keyed = cellrate.keyed("2/s", { capacity = 8 })
-      assert.same({ rate = 2, period = 1, burst = 2, capacity = 8, evictions = 0 }, keyed:info())
+      assert.same({ rate = 2, period = 1, burst = 2, capacity = 8, evictions = 0, clock = "monotonic" },
+         keyed:info())
    end)
 end)
 
@@ -354,7 +355,7 @@ describe("cellrate.keyed", function()
       local keyed = cellrate.keyed(10, { burst = 6, capacity = 100 })
       assert.equal("cellrate.KeyedLimiter(rate=10, period=1, burst=6, capacity=100)",
          tostring(keyed))
-      assert.same({ rate = 10, period = 1, burst = 6, capacity = 100, evictions = 0 },
+      assert.same({ rate = 10, period = 1, burst = 6, capacity = 100, evictions = 0, clock = "monotonic" },
          keyed:info())
       assert.equal(100000, cellrate.keyed(1):info().capacity)
    end)
@@ -441,5 +442,37 @@ describe("lifetime", function()
       -- collecting a closed object afterwards is safe
       seen = nil
       collectgarbage("collect")
+   end)
+end)
+
+describe("clock option", function()
+   it("reads the fast clock when asked, and decides on it as on the other", function()
+      for _, make in ipairs({
+         function(opts) return cellrate.limiter(1000, opts), function(o, ...) return o:check(...) end end,
+         function(opts) return cellrate.keyed(1000, opts), function(o, ...) return o:check("k", ...) end end,
+      }) do
+         local default = make({ burst = 5 })
+         assert.are.equal("monotonic", default:info().clock)
+         local lim, check = make({ burst = 5, clock = "fast" })
+         assert.are.equal("fast", lim:info().clock)
+         assert.is_truthy(tostring(lim):find("clock=fast", 1, true))
+         assert.is_falsy(tostring(default):find("clock", 1, true))
+         local admitted = 0
+         for _ = 1, 20 do
+            if check(lim) then admitted = admitted + 1 end
+         end
+         assert.is_true(admitted >= 5 and admitted <= 7, tostring(admitted))
+         local allowed, _, retry_after = check(lim)
+         assert.is_false(allowed)
+         assert.is_true(retry_after > 0 and retry_after <= 0.001)
+      end
+   end)
+
+   it("refuses other clocks", function()
+      for _, bad in ipairs({ "tsc", "", 1, true }) do
+         local ok, err = pcall(cellrate.limiter, 1, { clock = bad })
+         assert.is_false(ok)
+         assert.is_truthy(tostring(err):find("^clock must be"), tostring(err))
+      end
    end)
 end)

@@ -236,9 +236,9 @@ describe("opts", function()
    end)
 
    it("takes nil and an empty table as no options", function()
-      assert.same({ rate = 10, period = 1, burst = 10 }, cellrate.limiter(10):info())
-      assert.same({ rate = 10, period = 1, burst = 10 }, cellrate.limiter(10, {}):info())
-      assert.same({ rate = 10, period = 1, burst = 10 },
+      assert.same({ rate = 10, period = 1, burst = 10, clock = "monotonic" }, cellrate.limiter(10):info())
+      assert.same({ rate = 10, period = 1, burst = 10, clock = "monotonic" }, cellrate.limiter(10, {}):info())
+      assert.same({ rate = 10, period = 1, burst = 10, clock = "monotonic" },
          cellrate.limiter(10, { period = nil, burst = nil }):info())
    end)
 end)

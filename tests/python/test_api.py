@@ -377,7 +377,7 @@ def test_method_signatures_are_introspectable():
 @pytest.mark.skipif(sys.version_info < (3, 10), reason="3.9 drops a heap type's signature")
 def test_constructor_signatures_are_introspectable():
     params = inspect.signature(cellrate.Limiter).parameters
-    assert list(params) == ["rate", "period", "burst", "shared", "shared_mode"]
+    assert list(params) == ["rate", "period", "burst", "shared", "shared_mode", "clock"]
     assert params["burst"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["shared"].kind is inspect.Parameter.KEYWORD_ONLY
     assert list(inspect.signature(cellrate.KeyedLimiter).parameters) == [
@@ -387,6 +387,7 @@ def test_constructor_signatures_are_introspectable():
         "capacity",
         "shared",
         "shared_mode",
+        "clock",
     ]
     assert list(inspect.signature(cellrate.Decision).parameters) == [
         "allowed",
@@ -571,3 +572,32 @@ def test_no_growth_over_many_constructions_and_calls():
     grown = rss_bytes() - before
     # a leak of even one small object per round would be several MB
     assert grown < 2 * 1024 * 1024, f"RSS grew by {grown} bytes"
+
+
+def test_fast_clock():
+    for make in (lambda **kw: cellrate.Limiter(1000, burst=5, **kw),
+                 lambda **kw: cellrate.KeyedLimiter(1000, burst=5, **kw)):
+        assert make().clock == "monotonic"
+        assert make(clock="monotonic").clock == "monotonic"
+        lim = make(clock="fast")
+        assert lim.clock == "fast"
+        assert "clock='fast'" in repr(lim)
+        assert "clock" not in repr(make())
+        # The decisions follow time.monotonic(): a drained limiter waits its retry_after.
+        call = (lambda f, *a, **k: f(*a, **k)) if isinstance(lim, cellrate.Limiter) else (
+            lambda f, *a, **k: f("key", *a, **k))
+        while call(lim.allow):
+            pass
+        d = call(lim.check)
+        assert not d.allowed and 0 < d.retry_after <= 0.001
+        time.sleep(d.retry_after + 0.0005)
+        assert call(lim.allow)
+        # An explicit now is taken as given, whatever the clock.
+        assert call(lim.peek, now=10**6).remaining == 4
+    for bad in ("tsc", "", "FAST"):
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            cellrate.Limiter(1, clock=bad)
+        assert info.value.param == "clock"
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        cellrate.KeyedLimiter(1, clock=1)
+    assert info.value.param == "clock"

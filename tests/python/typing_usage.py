@@ -36,6 +36,8 @@ def use_limiter() -> Limiter:
     Limiter("300/minute")
     Limiter(0.5, period=2.0, burst=None)
     Limiter(rate=10, period=None)
+    fast = Limiter("10/s", clock="fast")
+    name: str = fast.clock
     ok: bool = limiter.allow()
     ok = limiter.allow(2, now=1.0)
     ok = limiter.allow(cost=0, now=None) and ok
@@ -54,7 +56,8 @@ def use_limiter() -> Limiter:
 
 def use_keyed() -> KeyedLimiter:
     keyed: KeyedLimiter = KeyedLimiter("10/s", burst=5, capacity=1000)
-    KeyedLimiter(10, 1.0, burst=None, capacity=None, shared=None, shared_mode=None)
+    KeyedLimiter(10, 1.0, burst=None, capacity=None, shared=None, shared_mode=None, clock=None)
+    assert KeyedLimiter(10, clock="monotonic").clock == "monotonic"
     with tempfile.TemporaryDirectory() as folder:
         KeyedLimiter("10/s", capacity=10, shared=os.path.join(folder, "keyed"), shared_mode=0o600)
         Limiter("10/s", shared=pathlib.Path(folder) / "one")
