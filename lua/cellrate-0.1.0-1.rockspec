@@ -34,6 +34,7 @@ build = {
             "bindings/cellrate_lua.c",
             "core/clock.c",
             "core/decide.c",
+            "core/fastclock.c",
             "core/keyed.c",
             "core/limit.c",
             "core/limiter.c",
