@@ -158,6 +158,17 @@ def c_rows() -> List[Row]:
                 f"{prefix}.threads.distinct.2t", "faster", f"{prefix}.threads.distinct.1t",
                 "1 thread", target),
         ]
+    rows += [
+        Row("cellrate shared KeyedLimiter (/dev/shm), 1 process, 1M keys",
+            "c.cellrate.shared.distinct.1p", "x_ref", "c.cellrate.threads.distinct.1t",
+            "in-process, 1 thread", ("<=", 1.5), chart="cellrate"),
+        Row("cellrate shared KeyedLimiter (/dev/shm), 2 processes, distinct keys "
+            "(total throughput)", "c.cellrate.shared.distinct.2p", "x_ref",
+            "c.cellrate.threads.distinct.2t", "in-process, 2 threads", ("<=", 1.5)),
+        Row("cellrate shared KeyedLimiter: 2 processes against 1 (total throughput)",
+            "c.cellrate.shared.distinct.2p", "faster", "c.cellrate.shared.distinct.1p",
+            "1 process"),
+    ]
     return rows
 
 
@@ -564,6 +575,12 @@ SCENARIOS_MEASURED = """\
   thread on its own half); threads pinned one per CPU. Two controls that share
   nothing (clock reads; random table reads) show what 2 threads can gain on
   the machine at all.
+- **Shared memory**: the same 1M integer keys and draws in a KeyedLimiter
+  shared through a file under `/dev/shm` (a fresh path, removed afterwards),
+  from 1 process and from 2 forked processes (pinned one per CPU, each on its
+  own half of the keys, total throughput from a common start to the last end),
+  against the in-process table on 1 and 2 threads, in the same round-robin
+  group.
 - **Peers**: governor (direct and keyed over dashmap; its default quanta/TSC
   clock and std's MonotonicClock) and aerorate (direct and keyed) from
   crates.io; limits (moving window; sliding window counter), throttled-py (GCRA;

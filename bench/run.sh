@@ -75,7 +75,7 @@ done
 
 cat /proc/loadavg > "$RAW/loadavg_start.txt"
 head -1 /proc/stat > "$RAW/cpu_start.txt"
-step "C level: floors, Limiter, KeyedLimiter (1M keys), threads"
+step "C level: floors, Limiter, KeyedLimiter (1M keys), threads, shared memory"
 "$PEERS/bin/bench_core" run --reps "$REPS" | tee "$RAW/c.jsonl" >&2
 
 step "C level: governor and aerorate"

@@ -1,7 +1,8 @@
 /*
  * C-level scenarios of `make bench`: the physical floors and cellrate's
- * Limiter and KeyedLimiter, in one binary, so that ratios compare code that
- * ran on the same machine in the same run. bench/rust/src/main.rs runs the
+ * Limiter and KeyedLimiter (in-process, and shared between processes through
+ * a file under /dev/shm), in one binary, so that ratios compare code that ran
+ * on the same machine in the same run. bench/rust/src/main.rs runs the
  * crates.io peers through the same scenarios (same limits, same key sets,
  * same random draws, same timing method).
  *
@@ -22,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
@@ -114,8 +117,10 @@ static double median(double *values, int count)
 }
 
 /* One JSON line. `expect` is what every call of every run had to return
- * ("allow", "deny", or "" when not applicable); `met` says whether it did. */
-static void emit(const char *id, int threads, size_t ops, double *runs, int reps,
+ * ("allow", "deny", or "" when not applicable); `met` says whether it did.
+ * `processes` is how many processes ran the calls, `threads` how many
+ * threads each. */
+static void emit(const char *id, int processes, int threads, size_t ops, double *runs, int reps,
                  const char *expect, bool met)
 {
     char list[1024] = "";
@@ -123,10 +128,10 @@ static void emit(const char *id, int threads, size_t ops, double *runs, int reps
     for (int r = 0; r < reps && used < sizeof list - 32; r++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%.3f", r ? ", " : "", runs[r]);
     double med = median(runs, reps);
-    printf("{\"id\": \"%s\", \"lang\": \"c\", \"ns_per_op\": %.3f, \"threads\": %d, "
-           "\"ops_per_run\": %zu, \"runs_ns_per_op\": [%s], \"expect\": \"%s\", "
-           "\"expect_met\": %s}\n",
-           id, med, threads, ops, list, expect, met ? "true" : "false");
+    printf("{\"id\": \"%s\", \"lang\": \"c\", \"ns_per_op\": %.3f, \"processes\": %d, "
+           "\"threads\": %d, \"ops_per_run\": %zu, \"runs_ns_per_op\": [%s], "
+           "\"expect\": \"%s\", \"expect_met\": %s}\n",
+           id, med, processes, threads, ops, list, expect, met ? "true" : "false");
     fflush(stdout);
 }
 
@@ -156,7 +161,8 @@ static cr_limit keyed_limit(void)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Cases: a scenario body run `ops` times on each of `threads` threads.      */
+/* Cases: a scenario body run `ops` times on each of `threads` threads (or,
+ * with `processes`, in each of `threads` forked processes).                 */
 
 /* A scenario body returns whether call `i` was admitted (floors: true). */
 typedef bool (*scenario_fn)(void *ctx, size_t i);
@@ -166,6 +172,7 @@ typedef struct {
     scenario_fn body;
     void *ctx[MAX_THREADS]; /* one per thread */
     int threads;
+    bool processes;      /* the workers are forked processes, not threads */
     size_t ops;          /* per thread */
     const char *expect;  /* "allow", "deny" or "" */
     double runs[64];     /* wall ns per call (all threads' calls) */
@@ -194,7 +201,8 @@ static bool wants_allow(const bench_case *c) { return strcmp(c->expect, "deny") 
 /* Thread t runs on CPU t (modulo the CPUs this process may use): left to
  * itself, the scheduler of the machine this was written on often kept both
  * workers on one CPU for a whole run, which measures the scheduler rather
- * than the code. Both harnesses pin alike. */
+ * than the code. Both harnesses pin alike; forked workers are pinned the
+ * same way. */
 static void pin_to_cpu(int index)
 {
     cpu_set_t allowed, one;
@@ -214,7 +222,8 @@ static void pin_to_cpu(int index)
 }
 
 /* Workers start together without a sleeping barrier: each spins (yielding)
- * until all have started, so that none waits for a sleeping CPU to wake. */
+ * until all have started, so that none waits for a sleeping CPU to wake.
+ * Forked workers spin on a counter in memory shared with the parent. */
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -228,8 +237,49 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* The workers of one run and their start counter; in memory shared with
+ * the children when the workers are processes. */
+typedef struct {
+    _Atomic int ready;
+    worker workers[MAX_THREADS];
+} crew;
+
+static void start_worker(const bench_case *c, crew *team, int t, pthread_t *tid, pid_t *pid)
+{
+    if (!c->processes) {
+        if (pthread_create(tid, NULL, worker_main, &team->workers[t]) != 0) {
+            perror("pthread_create");
+            exit(1);
+        }
+        return;
+    }
+    *pid = fork();
+    if (*pid < 0) {
+        perror("fork");
+        exit(1);
+    }
+    if (*pid == 0) {
+        worker_main(&team->workers[t]);
+        _exit(0);
+    }
+}
+
+static void join_worker(const bench_case *c, pthread_t tid, pid_t pid)
+{
+    if (!c->processes) {
+        pthread_join(tid, NULL);
+        return;
+    }
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "bench_core: %s: a worker process failed\n", c->id);
+        exit(1);
+    }
+}
+
 /* One timed run of `c`: ns per call, and whether every call was as expected.
- * With threads, the time is from the first start to the last end. */
+ * With threads or processes, the time is from the first start to the last
+ * end. */
 static double time_once(const bench_case *c, bool *as_expected)
 {
     size_t matched = 0;
@@ -239,24 +289,30 @@ static double time_once(const bench_case *c, bool *as_expected)
         matched = run_body(c->body, c->ctx[0], c->ops, wants_allow(c));
         elapsed = wall_ns() - begin;
     } else {
-        _Atomic int ready = 0;
-        pthread_t tid[MAX_THREADS];
-        worker workers[MAX_THREADS];
+        crew local, *team = &local;
+        if (c->processes &&
+            (team = mmap(NULL, sizeof *team, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                         -1, 0)) == MAP_FAILED) {
+            perror("mmap");
+            exit(1);
+        }
+        atomic_init(&team->ready, 0);
+        pthread_t tid[MAX_THREADS] = {0};
+        pid_t pid[MAX_THREADS] = {0};
         for (int t = 0; t < c->threads; t++) {
-            workers[t] = (worker){c, c->ctx[t], &ready, t, 0, 0, 0};
-            if (pthread_create(&tid[t], NULL, worker_main, &workers[t]) != 0) {
-                perror("pthread_create");
-                exit(1);
-            }
+            team->workers[t] = (worker){c, c->ctx[t], &team->ready, t, 0, 0, 0};
+            start_worker(c, team, t, &tid[t], &pid[t]);
         }
         int64_t first = INT64_MAX, last = 0;
         for (int t = 0; t < c->threads; t++) {
-            pthread_join(tid[t], NULL);
-            matched += workers[t].matched;
-            first = workers[t].begin < first ? workers[t].begin : first;
-            last = workers[t].end > last ? workers[t].end : last;
+            join_worker(c, tid[t], pid[t]);
+            matched += team->workers[t].matched;
+            first = team->workers[t].begin < first ? team->workers[t].begin : first;
+            last = team->workers[t].end > last ? team->workers[t].end : last;
         }
         elapsed = last - first;
+        if (c->processes)
+            munmap(team, sizeof *team);
     }
     size_t calls = c->ops * (size_t)c->threads;
     *as_expected = !*c->expect || matched == calls;
@@ -281,7 +337,8 @@ static void run_cases(const config *cfg, bench_case *cases, size_t count)
         }
     }
     for (size_t k = 0; k < count; k++)
-        emit(cases[k].id, cases[k].threads, cases[k].ops, cases[k].runs, cfg->reps,
+        emit(cases[k].id, cases[k].processes ? cases[k].threads : 1,
+             cases[k].processes ? 1 : cases[k].threads, cases[k].ops, cases[k].runs, cfg->reps,
              cases[k].expect, cases[k].met);
 }
 
@@ -590,11 +647,17 @@ static void report_table(const char *id, const cr_keyed *keyed, size_t keys)
            id, keys, cr_keyed_len(keyed), cr_keyed_evictions(keyed), cr_keyed_memory(keyed));
 }
 
-static cr_keyed *filled_int_table(const config *cfg)
+/* The integer-key table, in this process, or with `shared_path` in a new
+ * shared region at that path. */
+static cr_keyed *filled_int_table(const config *cfg, const char *shared_path)
 {
     cr_limit limit = keyed_limit();
     cr_keyed *keyed;
-    check_status(cr_keyed_new(&keyed, &limit, (int64_t)cfg->keys), "cr_keyed_new");
+    if (shared_path)
+        check_status(cr_keyed_open_shared(&keyed, &limit, (int64_t)cfg->keys, shared_path, 0600),
+                     "cr_keyed_open_shared");
+    else
+        check_status(cr_keyed_new(&keyed, &limit, (int64_t)cfg->keys), "cr_keyed_new");
     for (size_t k = 0; k < cfg->keys; k++) {
         uint64_t key = int_key(k);
         cr_decision decision;
@@ -619,11 +682,13 @@ static cr_keyed *filled_str_table(const config *cfg, const str_keys *strs)
 /* KeyedLimiter with 1M keys, every key admitted once before timing; then
  * threads: two on one key (one Limiter), and two on distinct keys (the
  * integer table; with two threads each draws from its own half), each against
- * the same work on one thread. */
+ * the same work on one thread; and the same integer keys in a shared region
+ * (a file under /dev/shm), from 1 process and from 2 forked processes (each
+ * on its own half), against the in-process table on 1 and 2 threads. */
 static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint32_t *draws_all,
                             uint32_t *const draws_half[2])
 {
-    cellrate_ctx ints = {.keyed = filled_int_table(cfg), .draws = draws_all};
+    cellrate_ctx ints = {.keyed = filled_int_table(cfg, NULL), .draws = draws_all};
     cellrate_ctx texts = {.keyed = filled_str_table(cfg, strs), .draws = draws_all, .strs = strs};
     size_t nlines = cr_keyed_memory(ints.keyed) / 64;
     uint64_t *lines = malloc(nlines * 64);
@@ -662,6 +727,12 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
     check_status(cr_limiter_new(&shared.limiter, &allow), "cr_limiter_new");
     cellrate_ctx half0 = {.keyed = ints.keyed, .draws = draws_half[0]};
     cellrate_ctx half1 = {.keyed = ints.keyed, .draws = draws_half[1]};
+    char shared_path[64];
+    snprintf(shared_path, sizeof shared_path, "/dev/shm/cellrate-bench-%ld.keyed", (long)getpid());
+    unlink(shared_path);
+    cellrate_ctx shm = {.keyed = filled_int_table(cfg, shared_path), .draws = draws_all};
+    cellrate_ctx shm_half0 = {.keyed = shm.keyed, .draws = draws_half[0]};
+    cellrate_ctx shm_half1 = {.keyed = shm.keyed, .draws = draws_half[1]};
     bench_case thread_cases[] = {
         /* controls: work that shares nothing, to show what two threads can
          * gain on this machine at all */
@@ -681,9 +752,17 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
          .threads = 1, .ops = cfg->keyed_ops, .expect = "allow"},
         {.id = "c.cellrate.threads.distinct.2t", .body = keyed_int, .ctx = {&half0, &half1},
          .threads = 2, .ops = cfg->keyed_ops, .expect = "allow"},
+        {.id = "c.cellrate.shared.distinct.1p", .body = keyed_int, .ctx = {&shm, &shm},
+         .threads = 1, .processes = true, .ops = cfg->keyed_ops, .expect = "allow"},
+        {.id = "c.cellrate.shared.distinct.2p", .body = keyed_int,
+         .ctx = {&shm_half0, &shm_half1}, .threads = 2, .processes = true, .ops = cfg->keyed_ops,
+         .expect = "allow"},
     };
     run_cases(cfg, thread_cases, sizeof thread_cases / sizeof thread_cases[0]);
     report_table("c.cellrate.threads.distinct.table", ints.keyed, cfg->keys);
+    report_table("c.cellrate.shared.distinct.table", shm.keyed, cfg->keys);
+    cr_keyed_free(shm.keyed);
+    unlink(shared_path);
     cr_limiter_free(shared.limiter);
     cr_keyed_free(ints.keyed);
     free(lines);
