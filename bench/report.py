@@ -66,6 +66,10 @@ def c_rows() -> List[Row]:
             "clock + CAS floor", ("<=", 1.25), chart="cellrate"),
         Row("cellrate Limiter, deny path", "c.cellrate.limiter.deny", "x_ref", "c.floor.clock_load",
             "clock + load floor", ("<=", 1.25), chart="cellrate"),
+        Row("cellrate Limiter, allow path, clock='fast'", "c.cellrate.limiter.allow_fast_clock",
+            "x_ref", "c.floor.fast_clock", "cr_fast_clock_ns()", chart="cellrate"),
+        Row("cellrate Limiter, deny path, clock='fast'", "c.cellrate.limiter.deny_fast_clock",
+            "x_ref", "c.floor.fast_clock", "cr_fast_clock_ns()", chart="cellrate"),
         Row("cellrate Limiter check() (full decision), allow path", "c.cellrate.limiter.check.allow",
             "x_ref", "c.floor.clock_cas", "clock + CAS floor", chart="cellrate"),
         Row("cellrate Limiter check() (full decision), deny path", "c.cellrate.limiter.check.deny",
@@ -88,23 +92,30 @@ def c_rows() -> List[Row]:
         Row("cellrate Limiter deny vs aerorate direct deny (default clock)",
             "c.cellrate.limiter.deny", "x_ref", f"{aero}.deny", "aerorate direct deny",
             ("<=", 1.0)),
+        Row("cellrate Limiter allow, clock='fast', vs governor direct allow (default clock)",
+            "c.cellrate.limiter.allow_fast_clock", "x_ref", f"{gov_q}.allow",
+            "governor direct allow", ("<=", 1.0)),
+        Row("cellrate Limiter deny, clock='fast', vs governor direct deny (default clock)",
+            "c.cellrate.limiter.deny_fast_clock", "x_ref", f"{gov_q}.deny",
+            "governor direct deny", ("<=", 1.0)),
+        Row("cellrate Limiter allow, clock='fast', vs aerorate direct allow (default clock)",
+            "c.cellrate.limiter.allow_fast_clock", "x_ref", f"{aero}.allow",
+            "aerorate direct allow", ("<=", 1.0)),
+        Row("cellrate Limiter deny, clock='fast', vs aerorate direct deny (default clock)",
+            "c.cellrate.limiter.deny_fast_clock", "x_ref", f"{aero}.deny",
+            "aerorate direct deny", ("<=", 1.0)),
         Row("cellrate Limiter allow vs governor direct allow (MonotonicClock)",
             "c.cellrate.limiter.allow", "x_ref", f"{gov_m}.allow", "governor allow, same clock"),
         Row("cellrate Limiter deny vs governor direct deny (MonotonicClock)",
             "c.cellrate.limiter.deny", "x_ref", f"{gov_m}.deny", "governor deny, same clock"),
-        Row("prototype: TSC clock scaled to ns (as quanta does)", "c.floor.tsc_clock"),
-        Row("prototype: cellrate Limiter allow, `now` from that TSC clock",
-            "c.cellrate.limiter.allow_tsc_clock", "x_ref", f"{gov_q}.allow",
-            "governor direct allow (quanta)", chart="cellrate"),
-        Row("prototype: cellrate Limiter deny, `now` from that TSC clock",
-            "c.cellrate.limiter.deny_tsc_clock", "x_ref", f"{gov_q}.deny",
-            "governor direct deny (quanta)", chart="cellrate"),
         # where the time goes: the clock
         Row("clock: rdtsc (raw TSC, unscaled)", "c.floor.rdtsc"),
         Row("clock: rdtscp", "c.floor.rdtscp"),
         Row("clock: rdtsc + load + compare-and-swap", "c.floor.rdtsc_cas"),
         Row("clock: CLOCK_MONOTONIC_COARSE (tick resolution)", "c.floor.clock_coarse"),
         Row("clock: cr_clock_ns() (the core's clock call)", "c.floor.cr_clock_ns"),
+        Row("clock: cr_fast_clock_ns() (the core's fast clock, clock='fast')",
+            "c.floor.fast_clock", chart="floor"),
         Row("clock: Rust Instant::now()", "rust.floor.instant_now"),
         Row("clock: quanta (governor's default clock)", "rust.floor.quanta_now"),
         Row("cellrate Limiter allow, `now` passed in (no clock read)",
@@ -133,6 +144,18 @@ def c_rows() -> List[Row]:
                 f"c.cellrate.keyed.{shape}", "faster", f"rust.aerorate.keyed.{shape}",
                 "aerorate keyed throughput", (">=", 3.0)),
         ]
+        if shape == "int":
+            fast = "c.cellrate.keyed.int_fast_clock"
+            rows += [
+                Row(f"cellrate KeyedLimiter, 1M {name}, allow, clock='fast'", fast, "x_ref",
+                    "c.floor.clock_table_read", "clock + random table read floor",
+                    chart="cellrate"),
+                Row(f"cellrate KeyedLimiter, clock='fast', vs governor keyed (default clock), {name}",
+                    fast, "faster", "rust.governor.keyed.quanta.int", "governor keyed throughput",
+                    (">=", 3.0)),
+                Row(f"cellrate KeyedLimiter, clock='fast', vs aerorate keyed, {name}", fast,
+                    "faster", "rust.aerorate.keyed.int", "aerorate keyed throughput", (">=", 3.0)),
+            ]
     rows += [
         Row("control: 1 thread of clock reads (nothing shared)", "c.floor.threads.clock.1t"),
         Row("control: 2 threads of clock reads (nothing shared)", "c.floor.threads.clock.2t",
@@ -197,6 +220,11 @@ PY_SCENARIOS = [
     ("limiter.check", "Limiter.check()"),
     ("keyed.allow", "KeyedLimiter.allow(str), 100k keys"),
 ]
+# cellrate with clock='fast': (scenario, label, the peers' scenario it compares with)
+PY_FAST_SCENARIOS = [
+    ("limiter.allow_fast_clock", "Limiter(clock='fast').allow()", "limiter.allow"),
+    ("keyed.allow_fast_clock", "KeyedLimiter(clock='fast').allow(str), 100k keys", "keyed.allow"),
+]
 
 
 def fastest_peer(results: Dict[str, dict], scenario: str, threads: int) -> Optional[str]:
@@ -230,9 +258,17 @@ def python_rows(results: Dict[str, dict]) -> List[Row]:
                 f"py.cellrate.keyed.allow.{t}t", "x_ref", f"py.floor.dict_incr.{t}t",
                 "dict[key] += 1", ("<=", 2.0) if t == 1 else None,
                 chart="cellrate" if t == 1 else ""),
+            Row(f"cellrate Limiter(clock='fast').allow(), {t} thread(s)",
+                f"py.cellrate.limiter.allow_fast_clock.{t}t", "x_ref",
+                f"py.floor.monotonic_ns.{t}t", "time.monotonic_ns()",
+                ("<=", 1.3) if t == 1 else None, chart="cellrate" if t == 1 else ""),
+            Row(f"cellrate KeyedLimiter(clock='fast').allow(str), 100k keys, {t} thread(s)",
+                f"py.cellrate.keyed.allow_fast_clock.{t}t", "x_ref", f"py.floor.dict_incr.{t}t",
+                "dict[key] += 1", ("<=", 2.0) if t == 1 else None,
+                chart="cellrate" if t == 1 else ""),
         ]
     for t in (1, 2):
-        for scenario, label in PY_SCENARIOS:
+        for scenario, label in PY_SCENARIOS + [f[:2] for f in PY_FAST_SCENARIOS]:
             rows.append(Row(f"GIL released around the core call: {label}, {t} thread(s)",
                             f"py.cellrate_gil_released.{scenario}.{t}t", "x_ref",
                             f"py.cellrate.{scenario}.{t}t", "GIL held (the shipped build)"))
@@ -251,6 +287,11 @@ def python_rows(results: Dict[str, dict]) -> List[Row]:
             rows.append(Row(f"cellrate vs fastest peer: {label}, {t} thread(s)",
                             f"py.cellrate.{scenario}.{t}t", "faster", best,
                             "fastest peer: " + best.split(".")[1], (">=", 30.0)))
+            for fast, fast_label, peers_scenario in PY_FAST_SCENARIOS:
+                if peers_scenario == scenario:
+                    rows.append(Row(f"cellrate vs fastest peer: {fast_label}, {t} thread(s)",
+                                    f"py.cellrate.{fast}.{t}t", "faster", best,
+                                    "fastest peer: " + best.split(".")[1], (">=", 30.0)))
     return rows
 
 
@@ -266,6 +307,9 @@ def lua_rows() -> List[Row]:
                 f"{p}.floor.c_method_clock", chart="floor"),
             Row(f"{name}: cellrate lim:allow()", f"{p}.cellrate.limiter.allow", "x_ref",
                 f"{p}.floor.c_clock", "C function + clock read", ("<=", 2.0), chart="cellrate"),
+            Row(f"{name}: cellrate lim:allow() with clock='fast'",
+                f"{p}.cellrate.limiter.allow_fast_clock", "x_ref", f"{p}.floor.c_clock",
+                "C function + clock read", ("<=", 2.0), chart="cellrate"),
             Row(f"{name}: cellrate lim:allow() vs the same call shape", f"{p}.cellrate.limiter.allow",
                 "x_ref", f"{p}.floor.c_method_clock", "C method + clock read"),
             Row(f"{name}: plain-Lua GCRA lim:allow()", f"{p}.plain_gcra.limiter.allow", "x_ref",
@@ -426,6 +470,10 @@ def machine_info(results: Dict[str, dict], reps: int, root: str, raw_dir: str) -
                     crates[name] = version
     lua_versions = sorted({r.get("lua_version", "") for r in results.values() if r.get("lang") == "lua"})
     cellrate_version = results.get("c.info", {}).get("cellrate_version", "unknown")
+    fast_is_tsc = results.get("c.info", {}).get("fast_clock_is_tsc")
+    fast_clock = {True: "the TSC (cr_fast_clock_is_tsc: true)",
+                  False: "CLOCK_MONOTONIC itself (cr_fast_clock_is_tsc: false)",
+                  None: "unknown"}[fast_is_tsc]
     return [
         f"date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"cpu: {model}",
@@ -434,6 +482,7 @@ def machine_info(results: Dict[str, dict], reps: int, root: str, raw_dir: str) -
         f"clock source: {read('/sys/devices/system/clocksource/clocksource0/current_clocksource')}"
         f" (available: {read('/sys/devices/system/clocksource/clocksource0/available_clocksource')})",
         f"tsc flags: {' '.join(tsc) or 'none'}",
+        f"cellrate fast clock (clock='fast'): {fast_clock}",
         f"kernel: {platform.system()} {platform.release()} {platform.machine()}",
         f"transparent huge pages: {read('/sys/kernel/mm/transparent_hugepage/enabled')}",
         f"c compiler: {command_line(['cc', '--version'])}",
@@ -458,18 +507,26 @@ def clock_note(results: Dict[str, dict]) -> str:
     needed = ["c.cellrate.limiter.allow", "c.floor.clock", "rust.floor.quanta_now",
               "c.floor.rdtsc", "c.cellrate.limiter.allow_given_now",
               "rust.governor.direct.quanta.allow", "rust.governor.direct.monotonic.allow",
-              "c.floor.tsc_clock", "c.cellrate.limiter.allow_tsc_clock"]
+              "c.floor.fast_clock", "c.cellrate.limiter.allow_fast_clock",
+              "c.cellrate.limiter.deny_fast_clock"]
     if any(ns(s) is None for s in needed):
         return ""
-    allow, clock, quanta, rdtsc, given, gov_q, gov_m, tsc, allow_tsc = (ns(s) for s in needed)
+    allow, clock, quanta, rdtsc, given, gov_q, gov_m, fast, allow_fast, deny_fast = (
+        ns(s) for s in needed)
+    is_tsc = results.get("c.info", {}).get("fast_clock_is_tsc")
+    here = {True: "here it reads the TSC", False: "here it is CLOCK_MONOTONIC itself",
+            None: "whether it reads the TSC here is unknown"}[is_tsc]
     return (
         "Where the time of the C Limiter goes (same run): the CLOCK_MONOTONIC read costs "
         f"{clock:.1f} ns of cellrate's {allow:.1f} ns; the decision and the compare-and-swap "
         f"with `now` passed in cost {given:.1f} ns. governor's default clock (quanta: TSC read "
         f"and scaling) costs {quanta:.1f} ns, a raw rdtsc {rdtsc:.1f} ns; governor's direct "
         f"allow takes {gov_q:.1f} ns with quanta and {gov_m:.1f} ns with std's MonotonicClock "
-        f"(the same clock as cellrate's). With a TSC clock scaled the same way ({tsc:.1f} ns), "
-        f"cellrate's allow takes {allow_tsc:.1f} ns."
+        f"(the same clock as cellrate's default). The core's fast clock (clock='fast': "
+        "CLOCK_MONOTONIC extrapolated from the TSC without a fence and re-anchored to it every "
+        "2 ms; used only where the TSC is invariant and the kernel's clocksource is tsc, "
+        f"elsewhere CLOCK_MONOTONIC itself; {here}) costs {fast:.1f} ns a read, and with it "
+        f"cellrate's allow takes {allow_fast:.1f} ns and its deny {deny_fast:.1f} ns."
     )
 
 
@@ -506,9 +563,12 @@ def floor_notes(results: Dict[str, dict]) -> List[str]:
         allow, fn, method = (ns(f"lua.{version}.cellrate.limiter.allow"),
                              ns(f"lua.{version}.floor.c_clock"),
                              ns(f"lua.{version}.floor.c_method_clock"))
+        fast = ns(f"lua.{version}.cellrate.limiter.allow_fast_clock")
         if allow and fn and method:
+            with_fast = f" ({fast:.0f} ns with clock='fast')" if fast else ""
             notes.append(
-                f"{name}: lim:allow() takes {allow:.0f} ns; a C function reading the clock "
+                f"{name}: lim:allow() takes {allow:.0f} ns{with_fast}; a C function reading "
+                "CLOCK_MONOTONIC "
                 f"{fn:.0f} ns as a plain function and {method:.0f} ns as a method of a userdata "
                 "(the call shape of lim:allow()).")
     return notes
@@ -564,6 +624,15 @@ SCENARIOS_MEASURED = """\
 - **Allow path**: a limit of 1e8 per second with a burst of 1e9, so every call
   is admitted; **deny path**: one per hour, drained before timing, so every
   call is turned away. Each harness checks that every call went the named way.
+- **clock='fast'**: the C Limiter's allow and deny paths, the C keyed allow
+  path on the 1M integer keys, Python's `Limiter.allow()` and
+  `KeyedLimiter.allow(str)` and Lua's `lim:allow()`, each again with a limit
+  made with `clock="fast"`, whose `CR_CLOCK` decisions read
+  `cr_fast_clock_ns()` (CLOCK_MONOTONIC extrapolated from the TSC where the
+  TSC is invariant and the kernel's clocksource is tsc, else CLOCK_MONOTONIC
+  itself; the machine info says which). Its floor: one `cr_fast_clock_ns()`
+  call. Their targets are those of the default-clock rows, against the same
+  references.
 - **Keyed, 1M keys** (C and Rust): one limit per key, every key admitted once
   before timing, then calls on keys drawn uniformly at random (the same draws
   in both harnesses), with integer-like keys (8 bytes) and short string keys

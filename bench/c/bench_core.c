@@ -33,7 +33,9 @@
 /* Allow path of one key: T = 10 ns and a burst of 1e9 (tau = 10 s), so no call
  * of a run can be turned away. Deny path: one unit per hour, drained before
  * timing. Keyed allow path: one unit per hour and a burst of 1e6, so every
- * call is admitted and every key stays tracked (its TAT stays hours ahead). */
+ * call is admitted and every key stays tracked (its TAT stays hours ahead).
+ * The allow and deny paths, and the keyed allow path on integer keys, run
+ * also with limits made with clock "fast" (CR_CLOCK reads cr_fast_clock_ns). */
 #define ALLOW_RATE_PER_S 1e8
 #define ALLOW_BURST 1000000000
 #define KEYED_BURST 1000000
@@ -143,21 +145,32 @@ static void check_status(cr_status status, const char *what)
     }
 }
 
-static cr_limit make_limit(double rate, int64_t burst)
+/* `args` with the clock CR_CLOCK reads: "fast", or NULL for the default. */
+static cr_limit make_limit(cr_limit_args args, const char *clock)
 {
     cr_limit limit;
-    cr_limit_args args = {.rate = rate, .burst = burst, .has_burst = true};
+    args.clock = clock;
+    args.clock_len = clock ? strlen(clock) : 0;
     check_status(cr_limit_init(&limit, &args), "cr_limit_init");
     return limit;
 }
 
-static cr_limit keyed_limit(void)
+static cr_limit allow_limit(const char *clock)
 {
-    cr_limit limit;
-    cr_limit_args args = {.rate = 1, .period_s = 3600, .has_period = true,
-                          .burst = KEYED_BURST, .has_burst = true};
-    check_status(cr_limit_init(&limit, &args), "cr_limit_init");
-    return limit;
+    return make_limit((cr_limit_args){.rate = ALLOW_RATE_PER_S, .burst = ALLOW_BURST,
+                                      .has_burst = true}, clock);
+}
+
+static cr_limit deny_limit(const char *clock)
+{
+    return make_limit((cr_limit_args){.rate = 1, .period_s = 3600, .has_period = true,
+                                      .burst = 1, .has_burst = true}, clock);
+}
+
+static cr_limit keyed_limit(const char *clock)
+{
+    return make_limit((cr_limit_args){.rate = 1, .period_s = 3600, .has_period = true,
+                                      .burst = KEYED_BURST, .has_burst = true}, clock);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -387,6 +400,14 @@ static bool floor_cr_clock(void *ctx, size_t i)
     return true;
 }
 
+static bool floor_fast_clock(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    int64_t now = cr_fast_clock_ns();
+    KEEP(now);
+    return true;
+}
+
 static bool floor_clock_coarse(void *ctx, size_t i)
 {
     (void)ctx, (void)i;
@@ -411,44 +432,6 @@ static bool floor_rdtscp(void *ctx, size_t i)
     unsigned aux;
     uint64_t ticks = __rdtscp(&aux);
     KEEP(ticks);
-    return true;
-}
-
-/*
- * A prototype of a fast clock: the TSC scaled to CLOCK_MONOTONIC nanoseconds
- * by a ratio measured once at start (what quanta, governor's default clock,
- * does). It is the number behind the question whether the core should offer
- * one; it is not the core's clock.
- */
-static struct {
-    uint64_t tsc0;
-    int64_t ns0;
-    double ns_per_tick;
-} tsc_scale;
-
-static void tsc_calibrate(void)
-{
-    struct timespec pause = {0, 50 * 1000 * 1000};
-    int64_t ns0 = wall_ns();
-    uint64_t tsc0 = __rdtsc();
-    nanosleep(&pause, NULL);
-    int64_t ns1 = wall_ns();
-    uint64_t tsc1 = __rdtsc();
-    tsc_scale.tsc0 = tsc0;
-    tsc_scale.ns0 = ns0;
-    tsc_scale.ns_per_tick = (double)(ns1 - ns0) / (double)(tsc1 - tsc0);
-}
-
-static int64_t tsc_now_ns(void)
-{
-    return tsc_scale.ns0 + (int64_t)((double)(__rdtsc() - tsc_scale.tsc0) * tsc_scale.ns_per_tick);
-}
-
-static bool floor_tsc_clock(void *ctx, size_t i)
-{
-    (void)ctx, (void)i;
-    int64_t now = tsc_now_ns();
-    KEEP(now);
     return true;
 }
 
@@ -512,16 +495,6 @@ static bool limiter_check_clock(void *ctx, size_t i)
     return decision.allowed;
 }
 
-#if defined(__x86_64__)
-static bool limiter_tsc_clock(void *ctx, size_t i)
-{
-    (void)i;
-    bool allowed = false;
-    cr_limiter_allow(((cellrate_ctx *)ctx)->limiter, tsc_now_ns(), 1, &allowed);
-    return allowed;
-}
-#endif
-
 /* Without the clock read: `now` advances 20 ns a call, as a caller with its
  * own clock would pass it. Shows the decision and the store alone. */
 static bool limiter_given_now(void *ctx, size_t i)
@@ -565,11 +538,8 @@ static void drain(cr_limiter *limiter)
 static void limiter_scenarios(const config *cfg)
 {
     size_t n = cfg->single_ops;
-    cr_limit allow = make_limit(ALLOW_RATE_PER_S, ALLOW_BURST);
-    cr_limit deny;
-    cr_limit_args deny_args = {.rate = 1, .period_s = 3600, .has_period = true, .burst = 1,
-                               .has_burst = true};
-    check_status(cr_limit_init(&deny, &deny_args), "cr_limit_init");
+    cr_limit allow = allow_limit(NULL), deny = deny_limit(NULL);
+    cr_limit allow_fast = allow_limit("fast"), deny_fast = deny_limit("fast");
     cellrate_ctx allow_clock = {0}, deny_clock = {0}, allow_given = {0}, deny_given = {0};
     cellrate_ctx allow_check = {0}, deny_check = {0};
     check_status(cr_limiter_new(&allow_clock.limiter, &allow), "cr_limiter_new");
@@ -581,13 +551,11 @@ static void limiter_scenarios(const config *cfg)
     check_status(cr_limiter_new(&deny_given.limiter, &deny), "cr_limiter_new");
     drain(deny_clock.limiter);
     drain(deny_given.limiter);
-#if defined(__x86_64__)
-    cellrate_ctx allow_tsc = {0}, deny_tsc = {0};
-    check_status(cr_limiter_new(&allow_tsc.limiter, &allow), "cr_limiter_new");
-    check_status(cr_limiter_new(&deny_tsc.limiter, &deny), "cr_limiter_new");
-    drain(deny_tsc.limiter);
-    tsc_calibrate();
-#endif
+    /* limits made with clock "fast": CR_CLOCK reads cr_fast_clock_ns() */
+    cellrate_ctx allow_fast_clock = {0}, deny_fast_clock = {0};
+    check_status(cr_limiter_new(&allow_fast_clock.limiter, &allow_fast), "cr_limiter_new");
+    check_status(cr_limiter_new(&deny_fast_clock.limiter, &deny_fast), "cr_limiter_new");
+    drain(deny_fast_clock.limiter);
     allow_given.now_base = deny_given.now_base = wall_ns();
 
     bench_case cases[] = {
@@ -595,17 +563,17 @@ static void limiter_scenarios(const config *cfg)
         CASE1("c.floor.clock_load", floor_clock_load, NULL, n, ""),
         CASE1("c.floor.clock_cas", floor_clock_cas, NULL, n, ""),
         CASE1("c.floor.cr_clock_ns", floor_cr_clock, NULL, n, ""),
+        CASE1("c.floor.fast_clock", floor_fast_clock, NULL, n, ""),
         CASE1("c.floor.clock_coarse", floor_clock_coarse, NULL, n, ""),
 #if defined(__x86_64__)
         CASE1("c.floor.rdtsc", floor_rdtsc, NULL, n, ""),
         CASE1("c.floor.rdtscp", floor_rdtscp, NULL, n, ""),
         CASE1("c.floor.rdtsc_cas", floor_rdtsc_cas, NULL, n, ""),
-        CASE1("c.floor.tsc_clock", floor_tsc_clock, NULL, n, ""),
-        CASE1("c.cellrate.limiter.allow_tsc_clock", limiter_tsc_clock, &allow_tsc, n, "allow"),
-        CASE1("c.cellrate.limiter.deny_tsc_clock", limiter_tsc_clock, &deny_tsc, n, "deny"),
 #endif
         CASE1("c.cellrate.limiter.allow", limiter_clock, &allow_clock, n, "allow"),
         CASE1("c.cellrate.limiter.deny", limiter_clock, &deny_clock, n, "deny"),
+        CASE1("c.cellrate.limiter.allow_fast_clock", limiter_clock, &allow_fast_clock, n, "allow"),
+        CASE1("c.cellrate.limiter.deny_fast_clock", limiter_clock, &deny_fast_clock, n, "deny"),
         CASE1("c.cellrate.limiter.check.allow", limiter_check_clock, &allow_check, n, "allow"),
         CASE1("c.cellrate.limiter.check.deny", limiter_check_clock, &deny_check, n, "deny"),
         CASE1("c.cellrate.limiter.allow_given_now", limiter_given_now, &allow_given, n, "allow"),
@@ -619,10 +587,8 @@ static void limiter_scenarios(const config *cfg)
     cr_limiter_free(deny_given.limiter);
     cr_limiter_free(allow_check.limiter);
     cr_limiter_free(deny_check.limiter);
-#if defined(__x86_64__)
-    cr_limiter_free(allow_tsc.limiter);
-    cr_limiter_free(deny_tsc.limiter);
-#endif
+    cr_limiter_free(allow_fast_clock.limiter);
+    cr_limiter_free(deny_fast_clock.limiter);
 }
 
 /* Anonymous memory of this process on huge pages, in KiB (-1 if unknown). */
@@ -648,10 +614,10 @@ static void report_table(const char *id, const cr_keyed *keyed, size_t keys)
 }
 
 /* The integer-key table, in this process, or with `shared_path` in a new
- * shared region at that path. */
-static cr_keyed *filled_int_table(const config *cfg, const char *shared_path)
+ * shared region at that path; `clock` as for make_limit. */
+static cr_keyed *filled_int_table(const config *cfg, const char *shared_path, const char *clock)
 {
-    cr_limit limit = keyed_limit();
+    cr_limit limit = keyed_limit(clock);
     cr_keyed *keyed;
     if (shared_path)
         check_status(cr_keyed_open_shared(&keyed, &limit, (int64_t)cfg->keys, shared_path, 0600),
@@ -668,7 +634,7 @@ static cr_keyed *filled_int_table(const config *cfg, const char *shared_path)
 
 static cr_keyed *filled_str_table(const config *cfg, const str_keys *strs)
 {
-    cr_limit limit = keyed_limit();
+    cr_limit limit = keyed_limit(NULL);
     cr_keyed *keyed;
     check_status(cr_keyed_new(&keyed, &limit, (int64_t)cfg->keys), "cr_keyed_new");
     for (size_t k = 0; k < cfg->keys; k++) {
@@ -679,7 +645,8 @@ static cr_keyed *filled_str_table(const config *cfg, const str_keys *strs)
     return keyed;
 }
 
-/* KeyedLimiter with 1M keys, every key admitted once before timing; then
+/* KeyedLimiter with 1M keys (the integer keys also in a table made with
+ * clock "fast"), every key admitted once before timing; then
  * threads: two on one key (one Limiter), and two on distinct keys (the
  * integer table; with two threads each draws from its own half), each against
  * the same work on one thread; and the same integer keys in a shared region
@@ -688,7 +655,8 @@ static cr_keyed *filled_str_table(const config *cfg, const str_keys *strs)
 static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint32_t *draws_all,
                             uint32_t *const draws_half[2])
 {
-    cellrate_ctx ints = {.keyed = filled_int_table(cfg, NULL), .draws = draws_all};
+    cellrate_ctx ints = {.keyed = filled_int_table(cfg, NULL, NULL), .draws = draws_all};
+    cellrate_ctx ints_fast = {.keyed = filled_int_table(cfg, NULL, "fast"), .draws = draws_all};
     cellrate_ctx texts = {.keyed = filled_str_table(cfg, strs), .draws = draws_all, .strs = strs};
     size_t nlines = cr_keyed_memory(ints.keyed) / 64;
     uint64_t *lines = malloc(nlines * 64);
@@ -712,6 +680,7 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
         CASE1("c.floor.clock_table_read_hugepages", floor_clock_table_read, &table_huge,
               cfg->keyed_ops, ""),
         CASE1("c.cellrate.keyed.int", keyed_int, &ints, cfg->keyed_ops, "allow"),
+        CASE1("c.cellrate.keyed.int_fast_clock", keyed_int, &ints_fast, cfg->keyed_ops, "allow"),
         CASE1("c.cellrate.keyed.str", keyed_str, &texts, cfg->keyed_ops, "allow"),
     };
     run_cases(cfg, keyed_cases, sizeof keyed_cases / sizeof keyed_cases[0]);
@@ -721,8 +690,9 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
     report_table("c.cellrate.keyed.int.table", ints.keyed, cfg->keys);
     report_table("c.cellrate.keyed.str.table", texts.keyed, cfg->keys);
     cr_keyed_free(texts.keyed);
+    cr_keyed_free(ints_fast.keyed);
 
-    cr_limit allow = make_limit(ALLOW_RATE_PER_S, ALLOW_BURST);
+    cr_limit allow = allow_limit(NULL);
     cellrate_ctx shared = {0};
     check_status(cr_limiter_new(&shared.limiter, &allow), "cr_limiter_new");
     cellrate_ctx half0 = {.keyed = ints.keyed, .draws = draws_half[0]};
@@ -730,7 +700,7 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
     char shared_path[64];
     snprintf(shared_path, sizeof shared_path, "/dev/shm/cellrate-bench-%ld.keyed", (long)getpid());
     unlink(shared_path);
-    cellrate_ctx shm = {.keyed = filled_int_table(cfg, shared_path), .draws = draws_all};
+    cellrate_ctx shm = {.keyed = filled_int_table(cfg, shared_path, NULL), .draws = draws_all};
     cellrate_ctx shm_half0 = {.keyed = shm.keyed, .draws = draws_half[0]};
     cellrate_ctx shm_half1 = {.keyed = shm.keyed, .draws = draws_half[1]};
     bench_case thread_cases[] = {
@@ -790,7 +760,7 @@ static long rss_bytes(void)
  * so only what the table keeps stays resident. */
 static void mem_keyed(size_t keys)
 {
-    cr_limit limit = keyed_limit();
+    cr_limit limit = keyed_limit(NULL);
     long before = rss_bytes();
     cr_keyed *keyed;
     check_status(cr_keyed_new(&keyed, &limit, (int64_t)keys), "cr_keyed_new");
@@ -850,7 +820,9 @@ int main(int argc, char **argv)
     if (strcmp(mode, "run") != 0)
         usage();
 
-    printf("{\"id\": \"c.info\", \"lang\": \"c\", \"cellrate_version\": \"%s\"}\n", cr_version());
+    printf("{\"id\": \"c.info\", \"lang\": \"c\", \"cellrate_version\": \"%s\", "
+           "\"fast_clock_is_tsc\": %s}\n",
+           cr_version(), cr_fast_clock_is_tsc() ? "true" : "false");
     limiter_scenarios(&cfg);
 
     str_keys strs = make_str_keys(cfg.keys);
