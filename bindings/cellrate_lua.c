@@ -207,19 +207,21 @@ static void read_options(lua_State *L, int idx, unsigned accepted, const char *t
 }
 
 /* cost: nil is one unit. */
-static int64_t read_cost(lua_State *L, int idx)
+/* The optional arguments are read only when the call passed them (`top`
+ * is lua_gettop): most calls pass none, and each API call costs. */
+static int64_t read_cost(lua_State *L, int idx, int top)
 {
     int64_t cost = 1;
-    if (!lua_isnoneornil(L, idx) && !to_int64(L, idx, &cost))
+    if (idx <= top && !lua_isnil(L, idx) && !to_int64(L, idx, &cost))
         raise_status(L, CR_E_COST);
     return cost;
 }
 
 /* now: nil lets the core read its clock. */
-static int64_t read_now(lua_State *L, int idx)
+static int64_t read_now(lua_State *L, int idx, int top)
 {
     int64_t now_ns = CR_CLOCK;
-    if (lua_isnoneornil(L, idx))
+    if (idx > top || lua_isnil(L, idx))
         return now_ns;
     if (lua_type(L, idx) != LUA_TNUMBER)
         raise_status(L, CR_E_NOW);
@@ -300,9 +302,9 @@ static int raise_closed(lua_State *L, const char *type_name)
  */
 static void *check_self(lua_State *L, const char *tag)
 {
+    /* A light userdata has no length, a full one of another size is not a box. */
     const char *const *box = lua_touserdata(L, 1);
-    if (box != NULL && lua_type(L, 1) == LUA_TUSERDATA &&
-        compat_rawlen(L, 1) == sizeof(limiter_box) && *box == tag)
+    if (box != NULL && compat_rawlen(L, 1) == sizeof(limiter_box) && *box == tag)
         return (void *)box;
     luaL_argerror(L, 1, lua_pushfstring(L, "%s expected, got %s", tag, luaL_typename(L, 1)));
     return NULL;
@@ -350,26 +352,26 @@ static cr_limiter *check_limiter(lua_State *L)
     return box->limiter;
 }
 
-static void limiter_decide(lua_State *L, bool commit, cr_decision *decision)
+/* One decision into `decision`, or, with `decision` NULL (allow), only
+ * whether it is admitted; returns that. */
+static bool limiter_decide(lua_State *L, bool commit, cr_decision *decision)
 {
+    const int top = lua_gettop(L);
     cr_limiter *limiter = check_limiter(L);
-    const int64_t cost = read_cost(L, 2);
-    const int64_t now_ns = read_now(L, 3);
-    const cr_status status = cr_limiter_check(limiter, now_ns, cost, commit, decision);
+    const int64_t cost = read_cost(L, 2, top);
+    const int64_t now_ns = read_now(L, 3, top);
+    bool allowed = false;
+    const cr_status status = decision != NULL
+                                 ? cr_limiter_check(limiter, now_ns, cost, commit, decision)
+                                 : cr_limiter_allow(limiter, now_ns, cost, &allowed);
     if (status != CR_OK)
         raise_status(L, status);
+    return decision != NULL ? decision->allowed : allowed;
 }
 
 static int limiter_allow(lua_State *L)
 {
-    cr_limiter *limiter = check_limiter(L);
-    const int64_t cost = read_cost(L, 2);
-    const int64_t now_ns = read_now(L, 3);
-    bool allowed;
-    const cr_status status = cr_limiter_allow(limiter, now_ns, cost, &allowed);
-    if (status != CR_OK)
-        raise_status(L, status);
-    lua_pushboolean(L, allowed);
+    lua_pushboolean(L, limiter_decide(L, true, NULL));
     return 1;
 }
 
@@ -483,30 +485,27 @@ static const char *check_key(lua_State *L, int idx, size_t *len)
     return lua_tolstring(L, idx, len);
 }
 
-static void keyed_decide(lua_State *L, bool commit, cr_decision *decision)
+/* As limiter_decide, for a key. */
+static bool keyed_decide(lua_State *L, bool commit, cr_decision *decision)
 {
+    const int top = lua_gettop(L);
     cr_keyed *keyed = check_keyed(L);
     size_t key_len = 0;
     const char *key = check_key(L, 2, &key_len);
-    const int64_t cost = read_cost(L, 3);
-    const int64_t now_ns = read_now(L, 4);
-    const cr_status status = cr_keyed_check(keyed, key, key_len, now_ns, cost, commit, decision);
+    const int64_t cost = read_cost(L, 3, top);
+    const int64_t now_ns = read_now(L, 4, top);
+    bool allowed = false;
+    const cr_status status =
+        decision != NULL ? cr_keyed_check(keyed, key, key_len, now_ns, cost, commit, decision)
+                         : cr_keyed_allow(keyed, key, key_len, now_ns, cost, &allowed);
     if (status != CR_OK)
         raise_status(L, status);
+    return decision != NULL ? decision->allowed : allowed;
 }
 
 static int keyed_allow(lua_State *L)
 {
-    cr_keyed *keyed = check_keyed(L);
-    size_t key_len = 0;
-    const char *key = check_key(L, 2, &key_len);
-    const int64_t cost = read_cost(L, 3);
-    const int64_t now_ns = read_now(L, 4);
-    bool allowed;
-    const cr_status status = cr_keyed_allow(keyed, key, key_len, now_ns, cost, &allowed);
-    if (status != CR_OK)
-        raise_status(L, status);
-    lua_pushboolean(L, allowed);
+    lua_pushboolean(L, keyed_decide(L, true, NULL));
     return 1;
 }
 
