@@ -3,6 +3,8 @@
 #ifndef CELLRATE_TEST_CHECK_H
 #define CELLRATE_TEST_CHECK_H
 
+#include "cellrate.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -87,6 +89,19 @@ static inline int check_summary(const char *name)
 {
     printf("%s: %d passed, %d failed\n", name, check_passed, check_failed);
     return check_failed ? 1 : 0;
+}
+
+/* A limit given by its emission interval and burst, as the vectors state it. */
+static inline cr_limit limit_of(int64_t emission_ns, int64_t burst)
+{
+    cr_limit limit;
+    memset(&limit, 0, sizeof limit);
+    limit.emission_ns = emission_ns;
+    limit.burst = burst;
+    limit.tolerance_ns = emission_ns * burst;
+    limit.rate = 1.0;
+    limit.period_s = (double)emission_ns / 1e9;
+    return limit;
 }
 
 #endif

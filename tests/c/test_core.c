@@ -13,18 +13,6 @@
 #define SECOND INT64_C(1000000000)
 #define HOUR (3600 * SECOND)
 
-static cr_limit make_limit(int64_t emission_ns, int64_t burst)
-{
-    cr_limit limit;
-    memset(&limit, 0, sizeof limit);
-    limit.emission_ns = emission_ns;
-    limit.burst = burst;
-    limit.tolerance_ns = emission_ns * burst;
-    limit.rate = 1.0;
-    limit.period_s = (double)emission_ns / 1e9;
-    return limit;
-}
-
 /* A small deterministic generator (splitmix64) for keys and costs. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 static uint64_t next_random(void)
@@ -195,7 +183,7 @@ static void test_limiter(void)
     cr_limiter_free(NULL); /* a no-op */
     cr_keyed_free(NULL);
 
-    cr_limit limit = make_limit(HOUR, 3);
+    cr_limit limit = limit_of(HOUR, 3);
     cr_limiter *limiter = NULL;
     if (!CHECK(cr_limiter_new(&limiter, &limit) == CR_OK && limiter, "cr_limiter_new"))
         return;
@@ -238,7 +226,7 @@ static bool key_is_idle(cr_keyed *keyed, const void *key, size_t len, int64_t no
 
 static void test_keyed_arguments(void)
 {
-    cr_limit limit = make_limit(SECOND, 2);
+    cr_limit limit = limit_of(SECOND, 2);
     cr_keyed *keyed = NULL;
     const int64_t bad[] = {0, -1, INT64_MIN, (INT64_C(1) << 32) + 1, INT64_MAX};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -320,7 +308,7 @@ static void test_keyed_flood_live(void)
 {
     const int64_t capacity = 1000;
     const int keys = 10 * (int)capacity;
-    cr_limit limit = make_limit(HOUR, 1);
+    cr_limit limit = limit_of(HOUR, 1);
     cr_keyed *keyed = NULL;
     if (!CHECK(cr_keyed_new(&keyed, &limit, capacity) == CR_OK, "cr_keyed_new"))
         return;
@@ -356,7 +344,7 @@ static void test_keyed_flood_expired(void)
 {
     const int64_t capacity = 1000;
     const int keys = 10 * (int)capacity;
-    cr_limit limit = make_limit(5, 2);
+    cr_limit limit = limit_of(5, 2);
     cr_keyed *keyed = NULL;
     if (!CHECK(cr_keyed_new(&keyed, &limit, capacity) == CR_OK, "cr_keyed_new"))
         return;
@@ -395,7 +383,7 @@ typedef struct {
 static void test_keyed_eviction_policy(void)
 {
     const int64_t burst = 1000;
-    cr_limit limit = make_limit(SECOND, burst);
+    cr_limit limit = limit_of(SECOND, burst);
     cr_keyed *keyed = NULL;
     if (!CHECK(cr_keyed_new(&keyed, &limit, 4) == CR_OK, "cr_keyed_new"))
         return;
@@ -485,7 +473,7 @@ static void test_keyed_eviction_policy(void)
 
 static void test_keyed_memory(void)
 {
-    cr_limit limit = make_limit(SECOND, 1);
+    cr_limit limit = limit_of(SECOND, 1);
     cr_keyed *keyed = NULL;
     const int64_t million = 1000 * 1000;
     if (!CHECK(cr_keyed_new(&keyed, &limit, million) == CR_OK, "capacity 1e6"))

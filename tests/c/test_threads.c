@@ -15,18 +15,6 @@
 #define THREADS 4
 #define SECOND INT64_C(1000000000)
 
-static cr_limit make_limit(int64_t emission_ns, int64_t burst)
-{
-    cr_limit limit;
-    memset(&limit, 0, sizeof limit);
-    limit.emission_ns = emission_ns;
-    limit.burst = burst;
-    limit.tolerance_ns = emission_ns * burst;
-    limit.rate = 1.0;
-    limit.period_s = (double)emission_ns / 1e9;
-    return limit;
-}
-
 typedef struct {
     cr_limiter *limiter; /* one of limiter / keyed */
     cr_keyed *keyed;
@@ -115,7 +103,7 @@ static int64_t run_workers(worker model, void *(*body)(void *), int *errors)
 static void test_one_key_frozen(void)
 {
     const int64_t burst = 500;
-    cr_limit limit = make_limit(SECOND, burst);
+    cr_limit limit = limit_of(SECOND, burst);
     _Atomic int64_t counter = 0;
     int errors;
 
@@ -148,7 +136,7 @@ static void test_many_keys_frozen(void)
 {
     enum { KEYS = 300 };
     const int64_t burst = 5;
-    cr_limit limit = make_limit(SECOND, burst);
+    cr_limit limit = limit_of(SECOND, burst);
     _Atomic int64_t *per_key = calloc(KEYS, sizeof *per_key);
     if (!per_key)
         exit(2);
@@ -181,7 +169,7 @@ static void test_many_keys_frozen(void)
 static void test_real_clock(void)
 {
     const int64_t emission_ns = 1000 * 1000, burst = 20, run_ns = 300 * 1000 * 1000;
-    cr_limit limit = make_limit(emission_ns, burst);
+    cr_limit limit = limit_of(emission_ns, burst);
     for (int store = 0; store < 2; store++) {
         worker w = {0};
         const char *name = store ? "cr_keyed" : "cr_limiter";

@@ -78,12 +78,7 @@ static void sequence_end(sequence *seq)
 static void sequence_start(sequence *seq, int64_t emission_ns, int64_t burst, int index)
 {
     sequence_end(seq);
-    memset(&seq->limit, 0, sizeof seq->limit);
-    seq->limit.emission_ns = emission_ns;
-    seq->limit.burst = burst;
-    seq->limit.tolerance_ns = emission_ns * burst; /* the vectors keep it within 63 bits */
-    seq->limit.rate = 1.0;
-    seq->limit.period_s = (double)emission_ns / 1e9;
+    seq->limit = limit_of(emission_ns, burst); /* the vectors keep tau within 63 bits */
     seq->tat = 0;
     snprintf(seq->key, sizeof seq->key, "sequence-%d", index);
     if (cr_limiter_new(&seq->limiter, &seq->limit) != CR_OK ||
