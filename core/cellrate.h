@@ -166,9 +166,10 @@ int64_t cr_clock_ns(void);
 
 /*
  * CLOCK_MONOTONIC extrapolated from the CPU's time-stamp counter: cheaper
- * than cr_clock_ns where clock_gettime is slow, never steps back, and stays
- * within about a microsecond of cr_clock_ns (it is re-anchored to it every
- * 2 ms). Used only where the TSC is invariant and is the kernel's own
+ * than cr_clock_ns where clock_gettime is slow, never steps back in a thread,
+ * and follows cr_clock_ns closely (it is re-anchored to it every 2 ms). The
+ * counter is read without a fence: a reading may precede, by up to a few
+ * microseconds, one another thread published just before it. Used only where the TSC is invariant and is the kernel's own
  * clocksource (cr_fast_clock_is_tsc); elsewhere it is cr_clock_ns. Thread-safe.
  */
 int64_t cr_fast_clock_ns(void);
