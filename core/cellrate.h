@@ -86,7 +86,16 @@ const char *cr_version(void);
     X(E_SHARED_RATE, "shared", "shared: the region was made with another rate or period") \
     X(E_SHARED_BURST, "shared", "shared: the region was made with another burst") \
     X(E_SHARED_CAPACITY, "shared", "shared: the region was made with another capacity") \
-    X(E_SHARED_MODE, "shared_mode", "shared_mode must be a file mode from 0 to 0o777")
+    X(E_SHARED_MODE, "shared_mode", "shared_mode must be a file mode from 0 to 0o777") \
+    X(E_SHARED_DANGLING, "shared",                                             \
+      "shared: the path is a symbolic link to nothing; remove the link or point it at a region") \
+    X(E_SHARED_UNSTABLE, "shared",                                             \
+      "shared: the path kept changing while it was opened (removed or replaced again and again)") \
+    X(E_SHARED_LOCK, "shared",                                                 \
+      "shared: a lock of the region stayed held past its time limit (a stopped or frozen " \
+      "process holds it)")                                                     \
+    X(E_SHARED_MODE_ALONE, "shared_mode",                                      \
+      "shared_mode is the mode of a region file: give it only with shared")
 
 typedef enum cr_status {
 #define CR_STATUS_ENUM_(name, param, message) CR_##name,
@@ -217,8 +226,11 @@ void cr_limiter_reset(cr_limiter *limiter);
  * refused with a CR_E_SHARED_* status when it is short, foreign, of another
  * layout version, corrupt, or made for another kind, limit or capacity; one
  * made before the last reboot is reset (its CLOCK_MONOTONIC times mean nothing
- * now). A process may die at any instant without harm to the others. The
- * mapping survives fork(). On CR_E_SHARED_IO / CR_E_SHARED_ACCESS, errno says why.
+ * now). A process may die at any instant without harm to the others, and
+ * leaves no file behind. The file's space is reserved before it is used, so a
+ * full file system is CR_E_SHARED_IO with errno ENOSPC, never a SIGBUS. A
+ * symbolic link to nothing at `path` is CR_E_SHARED_DANGLING. The mapping
+ * survives fork(). On CR_E_SHARED_IO / CR_E_SHARED_ACCESS, errno says why.
  */
 cr_status cr_limiter_open_shared(cr_limiter **out, const cr_limit *limit, const char *path,
                                  int64_t mode);
@@ -243,7 +255,9 @@ const cr_limit *cr_keyed_limit(const cr_keyed *keyed);
 /*
  * As cr_limiter_check, for `key` (any bytes, any length). A lookup of a key
  * that holds a slot takes no lock and writes only that slot; the first
- * admission of a key takes a short per-stripe lock to claim a slot.
+ * admission of a key takes a short per-stripe lock to claim a slot. That
+ * wait is bounded: CR_E_SHARED_LOCK when a living process keeps the lock
+ * (stopped, or frozen in a debugger) past about a second.
  */
 cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool commit, cr_decision *out);
