@@ -405,6 +405,7 @@ static void test_killed_reset(void)
     int fd = open(path, O_RDWR);
     CHECK(fd >= 0 && pwrite(fd, boot_id, 48, BOOT_OFFSET) == 48, "write this boot's id");
     close(fd);
+    keyed = NULL;
     CHECK_EQ_I64(cr_keyed_open_shared(&keyed, &limit, capacity, path, 0600), CR_OK,
                  "a region whose boot id was rewritten alone still opens");
     cr_keyed_free(keyed);
