@@ -307,8 +307,10 @@ static cr_status open_existing(int fd, const cr_region_spec *spec, cr_region *re
         atomic_store(&header->evictions, 0);
         memset((char *)base + spec->stripes_offset, 0, spec->nstripes * sizeof(cr_lock));
         memset((char *)base + spec->buckets_offset, 0, spec->buckets_size);
-        /* The publish step: the state above is complete before the id says so. */
-        atomic_thread_fence(memory_order_seq_cst);
+        /* The publish step: the state above is complete before the id says so.
+         * Only a kill can observe the order (openers wait on the flock), and
+         * a kill sees program order: a compiler barrier is all it takes. */
+        atomic_signal_fence(memory_order_seq_cst);
         memcpy(header->boot_id, boot_id, sizeof boot_id);
     }
     int saved_errno = errno;
