@@ -1,0 +1,118 @@
+"""Shared regions and arguments under hostile conditions, from Python: a
+dangling link at the path, a full file system, a damaged stripe lock, huge
+rate strings, and bad arguments that must name their parameter.
+
+Cases that could hang or kill the interpreter (they did, before they were
+fixed) run in a child interpreter under a timeout, so a regression is a
+failed test, not a stuck or dead test run."""
+
+import errno
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+
+import cellrate
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+LOCKS_OFFSET = 256  # the first stripe lock of a region (docs/design.md §5)
+
+
+@pytest.fixture
+def region_dir():
+    folder = pathlib.Path(tempfile.mkdtemp(
+        prefix="cellrate-hostile-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_child(code, timeout=30):
+    """Runs `code` in a fresh interpreter; returns (returncode, stdout+stderr)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)],
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the child hung for {timeout} s")
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_dangling_link_is_refused_naming_shared(region_dir):
+    link = region_dir / "r"
+    link.symlink_to(region_dir / "nowhere")
+    code, out = run_child(f"""
+        import cellrate
+        try:
+            cellrate.Limiter("10/s", shared={str(link)!r})
+        except ValueError as exc:
+            print("REFUSED", exc.param, exc)
+        """)
+    assert code == 0, out
+    assert "REFUSED shared" in out and "symbolic link" in out, out
+    assert sorted(p.name for p in region_dir.iterdir()) == ["r"]  # no temp file
+
+
+@pytest.fixture
+def small_fs(region_dir):
+    """A 1 MB tmpfs, mounted for the test (skipped where mounting is not permitted)."""
+    mount_point = region_dir / "small-fs"
+    mount_point.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M", "none", str(mount_point)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip("cannot mount a 1 MB tmpfs (needs root or CAP_SYS_ADMIN): "
+                    + done.stderr.strip())
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=False)
+
+
+def test_full_file_system_is_oserror_enospc(small_fs):
+    path = small_fs / "r"
+    code, out = run_child(f"""
+        import cellrate
+        try:
+            cellrate.KeyedLimiter("10/s", capacity=100000, shared={str(path)!r})
+        except OSError as exc:
+            print("OSERROR", exc.errno, exc.filename)
+        """)
+    assert code == 0, f"the child died (exit {code}): {out}"
+    assert f"OSERROR {errno.ENOSPC} {path}" in out, out
+    assert list(small_fs.iterdir()) == []  # nothing holds the space
+    small = cellrate.Limiter("10/s", shared=str(small_fs / "small"))  # a small one fits
+    assert small.allow()
+
+
+def test_damaged_stripe_lock_does_not_hang(region_dir):
+    path = region_dir / "lock"
+    cellrate.KeyedLimiter("10/s", capacity=1, shared=str(path))
+    with open(path, "r+b") as region:
+        region.seek(LOCKS_OFFSET)
+        region.write(b"\x01")
+    code, out = run_child(f"""
+        import cellrate
+        keyed = cellrate.KeyedLimiter("10/s", capacity=1, shared={str(path)!r})
+        print("ADMITTED", keyed.allow("a-new-key", now=5.0))
+        """, timeout=20)
+    assert code == 0, out
+    assert "ADMITTED True" in out, out
+
+
+def test_long_region_names(region_dir):
+    for length in range(245, 256):
+        path = region_dir / ("n" * length)
+        lim = cellrate.Limiter("10/s", shared=str(path))
+        assert lim.allow(now=1.0)
+        path.unlink()
+
+
+def test_huge_decimals_are_refused_naming_rate():
+    text = "0." + "0" * 1_000_000 + "1/s"
+    with pytest.raises(ValueError) as info:
+        cellrate.Limiter(text)
+    assert info.value.param == "rate"
