@@ -10,6 +10,9 @@
  *   parameter it names, or returns a limit that satisfies every rule of §3:
  *   T >= 1, burst >= 1 (the given one, or max(1, ceil(rate))), tau = T * burst
  *   without overflow, T within one of period * 1e9 / rate.
+ * - cr_seconds_to_ns (every `now` of both faces) on the numeric rate's bits:
+ *   refused unless 0 <= s * 1e9 < 2^63 (or the horizon, where there is one), else exactly s * 1e9 rounded half away
+ *   from zero, computed in binary128 (53 + 30 bits fit in its 113).
  */
 #include "cellrate.h"
 
@@ -20,6 +23,12 @@
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FAIL_SECONDS(seconds, what)                                            \
+    do {                                                                       \
+        fprintf(stderr, "cr_seconds_to_ns(%.17g): %s\n", (seconds), (what));   \
+        abort();                                                               \
+    } while (0)
 
 static char lower(char ch) { return (ch >= 'A' && ch <= 'Z') ? (char)(ch - 'A' + 'a') : ch; }
 
@@ -113,6 +122,30 @@ static void check_status(cr_status status)
     }
 }
 
+static void check_seconds(double seconds)
+{
+    int64_t ns = -1;
+    cr_status status = cr_seconds_to_ns(seconds, &ns);
+    __float128 exact = (__float128)seconds * 1000000000;
+#ifdef CR_HORIZON_NS
+    const __float128 limit = (__float128)CR_HORIZON_NS; /* times end at the horizon */
+#else
+    const __float128 limit = (__float128)9223372036854775807.0 + 1; /* 2^63 */
+#endif
+    bool representable = seconds >= 0 && exact < limit;
+    if (!representable) {
+        if (status != CR_E_NOW)
+            FAIL_SECONDS(seconds, "accepted");
+        return;
+    }
+    int64_t whole = (int64_t)exact; /* truncates: exact >= 0 */
+    int64_t want = whole + (exact - whole >= (__float128)0.5 ? 1 : 0);
+    if ((__float128)want >= limit || want < 0) /* rounds up to the limit */
+        return;
+    if (status != CR_OK || ns != want)
+        FAIL_SECONDS(seconds, "converted wrong");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -150,6 +183,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         args.rate_text = text;
         args.rate_text_len = size;
     }
+
+    check_seconds(args.rate);
+    check_seconds(args.period_s);
 
     double rate = -1, period = -1;
     cr_status status = cr_parse_rate(text, size, &rate, &period);
