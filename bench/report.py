@@ -806,9 +806,8 @@ def main() -> None:
     performance = "\n".join([
         headline_table(headline_evs), "",
         f"Measured by `make bench` on {machine_line} ({machine[0][len('date: '):]}); every ratio "
-        "compares two numbers from the same run, on a machine that others share, so expect "
-        "noise of a few percent. The full report, with every peer, floor and target, the "
-        "machine and what each scenario measures: "
+        "compares two numbers from the same run. The full report, with every peer, floor and "
+        "target, the machine, its load and stolen CPU time, and what each scenario measures: "
         "[bench/results/results.md](bench/results/results.md).",
     ])
     os.makedirs(args.out_dir, exist_ok=True)
