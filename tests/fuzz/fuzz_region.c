@@ -59,7 +59,7 @@ static void setup(void)
     cr_limiter *limiter;
     snprintf(path, sizeof path, "%s/keyed", work);
     unlink(path);
-    if (cr_keyed_open_shared(&keyed, &limit, 8, path, 0600) != CR_OK)
+    if (cr_keyed_open(&keyed, &limit, 8, path, 0600) != CR_OK)
         abort();
     cr_decision d;
     cr_keyed_check(keyed, "old", 3, 1000000000, 1, true, &d); /* a slot in use */
@@ -68,7 +68,7 @@ static void setup(void)
     unlink(path);
     snprintf(path, sizeof path, "%s/limiter", work);
     unlink(path);
-    if (cr_limiter_open_shared(&limiter, &limit, path, 0600) != CR_OK)
+    if (cr_limiter_open(&limiter, &limit, path, 0600) != CR_OK)
         abort();
     cr_limiter_free(limiter);
     read_file(path, &pristine[1], &pristine_size[1]);
@@ -137,7 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cr_decision d;
     if (kind == 0) {
         cr_keyed *keyed = NULL;
-        status = cr_keyed_open_shared(&keyed, &limit, 8, region_path, 0600);
+        status = cr_keyed_open(&keyed, &limit, 8, region_path, 0600);
         check_status(status);
         if (status == CR_OK) {
             if (header_changed && !reseal)
@@ -162,7 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     } else {
         cr_limiter *limiter = NULL;
-        status = cr_limiter_open_shared(&limiter, &limit, region_path, 0600);
+        status = cr_limiter_open(&limiter, &limit, region_path, 0600);
         check_status(status);
         if (status == CR_OK) {
             if ((header_changed && !reseal) || file_size < pristine_size[kind])
