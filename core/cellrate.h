@@ -87,7 +87,8 @@ const char *cr_version(void);
     X(13, E_CLOCK, "clock", "clock must be 'monotonic' or 'fast'")                         \
     X(14, E_CAPACITY, "capacity", "capacity must be an integer >= 1 and <= 2^32")          \
     X(15, E_NOMEM, "", "out of memory")                                                    \
-    X(16, E_SHARED_PATH, "shared", "shared must be the path of the region file (a string)") \
+    X(16, E_SHARED_PATH, "shared",                                                         \
+      "shared must be the path of the region file (a string without NUL characters)")      \
     X(17, E_SHARED_IO, "shared", "shared: cannot open, create or map the region file")     \
     X(18, E_SHARED_ACCESS, "shared", "shared: permission denied on the region file")       \
     X(19, E_SHARED_SHORT, "shared", "shared: the file is too short to be a cellrate region") \

@@ -14,8 +14,8 @@
  * does not let go (stopped, or frozen in a debugger) makes the wait end, after
  * cr_lock_timeout_ns, in CR_E_SHARED_LOCK: never an unbounded block.
  *
- * Liveness is kill(pid, 0), so the processes sharing a region must see one
- * another's ids: one PID namespace. Nothing in a lock word is a pointer, so
+ * Liveness is kill(pid, 0) (and /proc, for a zombie), so the processes
+ * sharing a region must see one another's ids: one PID namespace. Nothing in a lock word is a pointer, so
  * no value of it, however damaged, can make a taker touch other memory (a
  * pthread mutex in shared memory holds list pointers and a type field that
  * glibc trusts).
@@ -23,9 +23,12 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,9 +68,25 @@ static uint32_t holder_of(uint64_t word)
     return pid;
 }
 
+/* Whether `pid` runs. A zombie (dead, not yet reaped: common under a PID 1
+ * that reaps nothing) still answers kill(), so /proc says which it is. */
 static bool process_alive(uint32_t pid)
 {
-    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+    if (kill((pid_t)pid, 0) != 0 && errno != EPERM)
+        return false;
+    char path[32], stat[512];
+    snprintf(path, sizeof path, "/proc/%u/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno != ENOENT; /* no /proc: trust kill() */
+    ssize_t n = read(fd, stat, sizeof stat - 1);
+    close(fd);
+    if (n <= 0)
+        return true;
+    stat[n] = '\0';
+    const char *end_of_name = strrchr(stat, ')'); /* "pid (name) S ..." */
+    return !(end_of_name && end_of_name[1] == ' ' &&
+             (end_of_name[2] == 'Z' || end_of_name[2] == 'X'));
 }
 
 static void cpu_relax(void)

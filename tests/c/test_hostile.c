@@ -344,6 +344,17 @@ static void test_damaged_lock(void)
     write_lock_bytes(&word, sizeof word);
     CHECK_CHILD(10, admit_new_key, 0);
 
+    /* A holder that died and was not reaped (a zombie still answers kill()). */
+    pid_t zombie = fork();
+    if (zombie == 0)
+        _exit(0);
+    struct timespec settle = {0, 20000000};
+    nanosleep(&settle, NULL);
+    word = holder_word(zombie);
+    write_lock_bytes(&word, sizeof word);
+    CHECK_CHILD(10, admit_new_key, 0);
+    waitpid(zombie, NULL, 0);
+
     /* A living holder that never lets go: a bounded wait, then an error. */
     pid_t alive = fork();
     if (alive == 0) {

@@ -116,3 +116,77 @@ def test_huge_decimals_are_refused_naming_rate():
     with pytest.raises(ValueError) as info:
         cellrate.Limiter(text)
     assert info.value.param == "rate"
+
+
+def holder_word(pid):
+    """A stripe lock held by process `pid` (docs/design.md §5)."""
+    return ((pid << 32) | (~pid & 0xFFFFFFFF)).to_bytes(8, "little")
+
+
+def test_living_lock_holder_is_a_bounded_timeout(region_dir):
+    path = region_dir / "held"
+    keyed = cellrate.KeyedLimiter("10/s", capacity=1, shared=str(path))
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with open(path, "r+b") as region:
+            region.seek(LOCKS_OFFSET)
+            region.write(holder_word(holder.pid))
+        with pytest.raises(TimeoutError) as info:
+            keyed.allow("a-new-key", now=5.0)
+        assert info.value.param == "shared"
+        assert "lock" in str(info.value)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert keyed.allow("a-new-key", now=5.0)  # its holder is gone: taken over
+
+
+@pytest.mark.parametrize("shared", ["/dev/shm/a\0b", b"/dev/shm/a\0b", "/dev/shm/\ud800"])
+def test_unusable_shared_path_names_shared(shared):
+    with pytest.raises(ValueError) as info:
+        cellrate.Limiter("10/s", shared=shared)
+    assert info.value.param == "shared"
+    assert "NUL" in str(info.value) or "surrogate" in str(info.value)
+
+
+def test_surrogates_name_their_parameter():
+    keyed = cellrate.KeyedLimiter("10/s")
+    cases = [
+        ("key", lambda: keyed.allow("\ud800")),
+        ("rate", lambda: cellrate.Limiter("10/\ud800s")),
+        ("clock", lambda: cellrate.Limiter("10/s", clock="\udfff")),
+    ]
+    for param, call in cases:
+        with pytest.raises(ValueError) as info:
+            call()
+        assert info.value.param == param
+        assert isinstance(info.value.__cause__, UnicodeEncodeError)
+
+
+def test_shared_mode_without_shared_is_an_error():
+    for make in (cellrate.Limiter, cellrate.KeyedLimiter):
+        with pytest.raises(ValueError) as info:
+            make("10/s", shared_mode=0o600)
+        assert info.value.param == "shared_mode"
+        assert "shared" in str(info.value)
+
+
+@pytest.mark.parametrize("args, exc, param", [
+    ((1, 1, 0.0, 0.0, 1), TypeError, "allowed"),
+    (("yes", 1, 0.0, 0.0, 1), TypeError, "allowed"),
+    ((True, -1, 0.0, 0.0, 1), ValueError, "remaining"),
+    ((True, 1, -0.5, 0.0, 1), ValueError, "retry_after"),
+    ((True, 1, float("nan"), 0.0, 1), ValueError, "retry_after"),
+    ((True, 1, 0.0, -1.0, 1), ValueError, "reset_after"),
+    ((True, 1, 0.0, float("inf"), 1), ValueError, "reset_after"),
+    ((True, 1, 0.0, 0.0, -1), ValueError, "limit"),
+])
+def test_decision_fields_are_checked(args, exc, param):
+    with pytest.raises(exc) as info:
+        cellrate.Decision(*args)
+    assert info.value.param == param
+
+
+def test_decision_accepts_what_a_store_returns():
+    d = cellrate.Decision(False, 0, float("inf"), 0.0, 0)
+    assert d.allowed is False and d.retry_after == float("inf")
