@@ -11,9 +11,13 @@
  * - remaining in [0, burst], retry_after >= 0 (CR_NEVER only when unfittable);
  * - over the admissions, any interval [a, b] holds at most burst + (b - a) / T
  *   units: never more than burst at one instant.
- * FUZZ_HORIZON_BITS keeps times and tau below 2^62, where no sum can
- * overflow; built with -DFUZZ_FULL_RANGE it draws times up to 2^63 - 1, where
- * the overflow rule (an overflow never admits) is checked as well.
+ * Where the core has a time horizon (CR_HORIZON_NS: times and tau end there,
+ * docs/design.md §1), times are drawn up to 2^63 - 1: the stores must refuse
+ * a `now` past the horizon (CR_E_NOW), and below it no decision may overflow
+ * into an admission (the model refuses whatever would pass 2^63 - 1). Without
+ * a horizon (a core that saturates), times and tau stay below 2^62, where no
+ * sum can overflow; -DFUZZ_FULL_RANGE forces the full range anyway, which
+ * finds the saturation at once.
  */
 #include "cellrate.h"
 
@@ -55,19 +59,27 @@ static void same(const cr_decision *a, const cr_decision *b, const char *what)
         FAIL("%s differs from cr_decide", what);
 }
 
+#if defined(CR_HORIZON_NS) && !defined(FUZZ_FULL_RANGE)
+#define FUZZ_FULL_RANGE 1
+#endif
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     reader r = {data, size};
 #ifdef FUZZ_FULL_RANGE
-    const int horizon_bits = 63;
+    const int64_t horizon = INT64_MAX; /* times drawn */
 #else
-    const int horizon_bits = 62;
+    const int64_t horizon = ((int64_t)1 << 62) - 1;
 #endif
-    const int64_t horizon = (int64_t)(((uint64_t)1 << horizon_bits) - 1);
-    int64_t T = (int64_t)(take(&r, 8) % (uint64_t)horizon) + 1;
+#ifdef CR_HORIZON_NS
+    const int64_t tau_limit = CR_HORIZON_NS; /* what cr_limit_init lets through */
+#else
+    const int64_t tau_limit = horizon;
+#endif
+    int64_t T = (int64_t)(take(&r, 8) % (uint64_t)tau_limit) + 1;
     int64_t burst = (int64_t)(take(&r, 4) % 1000) + 1;
     int64_t tau;
-    if (__builtin_mul_overflow(T, burst, &tau) || tau > horizon)
+    if (__builtin_mul_overflow(T, burst, &tau) || tau > tau_limit)
         return 0;
     cr_limit limit;
     memset(&limit, 0, sizeof limit);
@@ -100,10 +112,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         bool commit = !(op & 0x20); /* else a peek: decides, stores nothing */
 
         cr_decision d, dl, dk;
+        cr_status sl = cr_limiter_check(limiter, now, cost, commit, &dl);
+        cr_status sk = cr_keyed_check(keyed, "k", 1, now, cost, commit, &dk);
+#ifdef CR_HORIZON_NS
+        if (now >= CR_HORIZON_NS) { /* past the horizon: refused, nothing decided */
+            if (sl != CR_E_NOW || sk != CR_E_NOW)
+                FAIL("now %lld past the horizon: statuses %d %d", (long long)now, (int)sl,
+                     (int)sk);
+            continue;
+        }
+#endif
+        if (sl != CR_OK || sk != CR_OK)
+            FAIL("a store refused valid arguments: %d %d", (int)sl, (int)sk);
         int64_t new_tat = cr_decide(&limit, tat, now, cost, &d);
-        if (cr_limiter_check(limiter, now, cost, commit, &dl) != CR_OK ||
-            cr_keyed_check(keyed, "k", 1, now, cost, commit, &dk) != CR_OK)
-            FAIL("a store refused valid arguments");
         same(&dl, &d, "cr_limiter");
         same(&dk, &d, "cr_keyed");
 
