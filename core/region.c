@@ -135,7 +135,13 @@ static int open_building(const char *path, mode_t mode, char **temp)
     char *dir = directory_of(path);
     if (!dir)
         return errno = ENOMEM, -1;
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+    /* An unnamed file is published through AT_EMPTY_PATH (which needs a
+     * capability) or /proc/self/fd: without /proc, only a name will do. */
+    int fd = -1;
+    if (access("/proc/self/fd", F_OK) == 0)
+        fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+    else
+        errno = EOPNOTSUPP;
     if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
         size_t len = strlen(dir);
         *temp = malloc(len + sizeof "/.cellrate-XXXXXX");
