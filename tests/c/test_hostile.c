@@ -469,6 +469,40 @@ static void test_killed_reset(void)
 }
 
 /* ------------------------------------------------------------------------ */
+/* An unprivileged creator: the unnamed file is linked through /proc.        */
+
+static int create_as_nobody(void)
+{
+    if (setgid(65534) != 0 || setuid(65534) != 0)
+        return 2;
+    cr_limit limit = make_limit(10, 10);
+    cr_limiter *lim = NULL;
+    cr_status status = cr_limiter_open(&lim, &limit, path_in("open-to-all", "r"), 0600);
+    bool allowed = false;
+    if (status == CR_OK)
+        cr_limiter_allow(lim, 1000, 1, &allowed);
+    cr_limiter_free(lim);
+    return status == CR_OK && allowed ? 0 : 10 + (int)status;
+}
+
+static bool keep_r(const char *name) { return strcmp(name, "r") == 0; }
+
+static void test_unprivileged_creator(void)
+{
+    if (geteuid() != 0)
+        return; /* we are the unprivileged case already: every test above was it */
+    char subdir[128];
+    snprintf(subdir, sizeof subdir, "%s/open-to-all", dir);
+    CHECK(mkdir(subdir, 01777) == 0 && chmod(subdir, 01777) == 0, "mkdir %s", subdir);
+    CHECK_CHILD(10, create_as_nobody, 0);
+    struct stat st;
+    CHECK(stat(path_in("open-to-all", "r"), &st) == 0 && st.st_uid == 65534 &&
+              (st.st_mode & 0777) == 0600,
+          "the region belongs to its creator, mode 0600");
+    CHECK_EQ_I64(strays(subdir, keep_r), 0, "no temp file");
+}
+
+/* ------------------------------------------------------------------------ */
 /* Names of up to NAME_MAX characters.                                       */
 
 static void test_long_names(void)
@@ -552,6 +586,7 @@ int main(void)
             return 2;
     }
     test_dangling_link();
+    test_unprivileged_creator();
     test_long_names();
     test_damaged_lock();
     if (!UNDER_TSAN) { /* (the 2^31-character parse is minutes long under TSan) */
