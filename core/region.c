@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define REGION_VERSION 1
+#define REGION_VERSION 2
 static const char region_magic[8] = {'C', 'E', 'L', 'L', 'R', 'A', 'T', 'E'};
 
 /* The immutable part of a header, covered by its checksum. */
@@ -39,6 +39,9 @@ typedef struct {
     uint32_t nstripes;
     uint64_t seed[2];
     char boot_id[48];
+    int64_t tolerance_ns;
+    uint32_t algorithm; /* cr_algorithm: "gcra" and no name are the same region */
+    uint32_t reserved;  /* zero */
 } region_identity;
 
 typedef struct {
@@ -149,6 +152,8 @@ static cr_status create_region(const char *path, int64_t mode, const cr_region_s
         identity->emission_ns = spec->emission_ns;
         identity->burst = spec->burst;
         identity->capacity = spec->capacity;
+        identity->tolerance_ns = spec->tolerance_ns;
+        identity->algorithm = spec->algorithm;
         identity->nbuckets = spec->nbuckets;
         identity->nstripes = spec->nstripes;
         if (cr_random_seed(identity->seed) != CR_OK)
@@ -199,7 +204,12 @@ static cr_status check_identity(int fd, const cr_region_spec *spec, region_ident
                                                            : CR_E_SHARED_CORRUPT;
     if (identity->kind != spec->kind)
         return CR_E_SHARED_KIND;
-    if (identity->emission_ns != spec->emission_ns)
+    if (identity->algorithm != spec->algorithm)
+        return CR_E_SHARED_ALGORITHM;
+    /* windows: the tolerance is the window and the burst the rate */
+    const bool window = spec->algorithm >= CR_ALGORITHM_FIXED_WINDOW;
+    if (identity->emission_ns != spec->emission_ns ||
+        (window && (identity->tolerance_ns != spec->tolerance_ns || identity->burst != spec->burst)))
         return CR_E_SHARED_RATE;
     if (identity->burst != spec->burst)
         return CR_E_SHARED_BURST;
