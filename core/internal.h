@@ -50,9 +50,8 @@ cr_status cr_random_seed(uint64_t seed[2]);
 /* What a shared region must hold; cr_region_open fills in the offsets. */
 typedef struct {
     uint32_t kind; /* CR_REGION_LIMITER or CR_REGION_KEYED */
-    uint32_t algorithm;
-    int64_t tolerance_ns;
-    int64_t emission_ns;
+    uint32_t algorithm;  /* cr_algorithm */
+    int64_t emission_ns; /* T; for a window algorithm the window */
     int64_t burst;
     int64_t capacity;
     uint32_t nbuckets;

@@ -298,8 +298,7 @@ cr_status cr_keyed_open_shared(cr_keyed **out, const cr_limit *limit, int64_t ca
     cr_region_spec spec = {
         .kind = CR_REGION_KEYED,
         .algorithm = limit->algorithm,
-        .tolerance_ns = limit->tolerance_ns,
-        .emission_ns = limit->emission_ns,
+        .emission_ns = cr_is_window(limit) ? limit->tolerance_ns : limit->emission_ns,
         .burst = limit->burst,
         .capacity = capacity,
         .nbuckets = keyed->nbuckets,

@@ -43,8 +43,7 @@ cr_status cr_limiter_open_shared(cr_limiter **out, const cr_limit *limit, const 
     cr_region_spec spec = {
         .kind = CR_REGION_LIMITER,
         .algorithm = limit->algorithm,
-        .tolerance_ns = limit->tolerance_ns,
-        .emission_ns = limit->emission_ns,
+        .emission_ns = cr_is_window(limit) ? limit->tolerance_ns : limit->emission_ns,
         .burst = limit->burst,
         .capacity = 1,
     };

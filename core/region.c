@@ -23,25 +23,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define REGION_VERSION 2
+#define REGION_VERSION 1
 static const char region_magic[8] = {'C', 'E', 'L', 'L', 'R', 'A', 'T', 'E'};
 
 /* The immutable part of a header, covered by its checksum. */
 typedef struct {
     char magic[8];
     uint32_t version;
-    uint32_t kind;
+    uint32_t kind; /* the store kind | the algorithm << 8 (gcra: 0, as before the catalogue) */
     uint64_t total_size;
-    int64_t emission_ns;
+    int64_t emission_ns; /* T; for a window algorithm the window (and burst its rate) */
     int64_t burst;
     int64_t capacity;
     uint32_t nbuckets;
     uint32_t nstripes;
     uint64_t seed[2];
     char boot_id[48];
-    int64_t tolerance_ns;
-    uint32_t algorithm; /* cr_algorithm: "gcra" and no name are the same region */
-    uint32_t reserved;  /* zero */
 } region_identity;
 
 typedef struct {
@@ -147,13 +144,11 @@ static cr_status create_region(const char *path, int64_t mode, const cr_region_s
         region_identity *identity = &header->identity;
         memcpy(identity->magic, region_magic, sizeof region_magic);
         identity->version = REGION_VERSION;
-        identity->kind = spec->kind;
+        identity->kind = spec->kind | spec->algorithm << 8;
         identity->total_size = spec->total_size;
         identity->emission_ns = spec->emission_ns;
         identity->burst = spec->burst;
         identity->capacity = spec->capacity;
-        identity->tolerance_ns = spec->tolerance_ns;
-        identity->algorithm = spec->algorithm;
         identity->nbuckets = spec->nbuckets;
         identity->nstripes = spec->nstripes;
         if (cr_random_seed(identity->seed) != CR_OK)
@@ -202,17 +197,14 @@ static cr_status check_identity(int fd, const cr_region_spec *spec, region_ident
     if (identity->total_size != (uint64_t)st.st_size)
         return (uint64_t)st.st_size < identity->total_size ? CR_E_SHARED_SHORT
                                                            : CR_E_SHARED_CORRUPT;
-    if (identity->kind != spec->kind)
+    if ((identity->kind & 0xff) != spec->kind)
         return CR_E_SHARED_KIND;
-    if (identity->algorithm != spec->algorithm)
+    if (identity->kind >> 8 != spec->algorithm)
         return CR_E_SHARED_ALGORITHM;
-    /* windows: the tolerance is the window and the burst the rate */
-    const bool window = spec->algorithm >= CR_ALGORITHM_FIXED_WINDOW;
-    if (identity->emission_ns != spec->emission_ns ||
-        (window && (identity->tolerance_ns != spec->tolerance_ns || identity->burst != spec->burst)))
+    if (identity->emission_ns != spec->emission_ns)
         return CR_E_SHARED_RATE;
-    if (identity->burst != spec->burst)
-        return CR_E_SHARED_BURST;
+    if (identity->burst != spec->burst) /* a window's burst is its rate */
+        return spec->algorithm >= CR_ALGORITHM_FIXED_WINDOW ? CR_E_SHARED_RATE : CR_E_SHARED_BURST;
     if (identity->capacity != spec->capacity)
         return CR_E_SHARED_CAPACITY;
     if (identity->nbuckets != spec->nbuckets || identity->nstripes != spec->nstripes ||
