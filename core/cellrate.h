@@ -78,7 +78,7 @@ const char *cr_version(void);
       "per window (999999999 per second, 59999999999 per minute)")             \
     X(E_RATE_SLIDING_CEILING, "rate",                                          \
       "rate is above the sliding_window ceiling: (rate + 1)^2 <= period_ns "   \
-      "(31621 per second, 244948 per minute, 1897365 per hour, 9295160 per day)") \
+      "(31621 per second, 244947 per minute, 1897365 per hour, 9295159 per day)") \
     X(E_WINDOW_TOO_LONG, "period",                                             \
       "period: a window longer than 2^60 ns (36.5 years) is not supported")    \
     X(E_ALGORITHM, "algorithm",                                                \

@@ -16,6 +16,10 @@ from fractions import Fraction
 
 INT64_MAX = 2**63 - 1
 NEVER = INT64_MAX  # retry_after_ns of a cost that can never fit
+# The time horizon (docs/design.md §1): every `now` is below it and every tolerance
+# (or window) at most it, so a time plus a tolerance never reaches 2**63 and the
+# decision below is exact with no saturation anywhere.
+HORIZON_NS = 2**62
 
 
 def round_half_away(value: Fraction) -> int:
@@ -51,8 +55,8 @@ class Decision:
 
 def decide(limit: Limit, stored_tat: int, now_ns: int, cost: int, commit: bool = True) -> Decision:
     """One GCRA decision for a key whose stored TAT is `stored_tat` (0: never seen)."""
-    if now_ns < 0 or cost < 0:
-        raise ValueError("now_ns and cost must be >= 0")
+    if not 0 <= now_ns < HORIZON_NS or cost < 0:
+        raise ValueError("now_ns must be in [0, 2**62) and cost >= 0")
     emission = limit.emission_ns
     tau = limit.tolerance_ns
     t = now_ns
@@ -81,7 +85,7 @@ def decide(limit: Limit, stored_tat: int, now_ns: int, cost: int, commit: bool =
     increment = cost * emission
     if increment > tau:
         return turned_away(NEVER)
-    new_tat = min(tat + increment, INT64_MAX)
+    new_tat = tat + increment  # exact: admission needs new_tat <= t + tau < 2**63
     if t >= new_tat - tau:
         return Decision(
             allowed=True,
@@ -120,7 +124,7 @@ def seconds_to_ns(seconds: float) -> tuple[str, int]:
     if not math.isfinite(seconds) or seconds < 0:
         return "E_NOW", 0
     ns = round_half_away(Fraction(seconds) * 10**9)
-    if ns > INT64_MAX:
+    if ns >= HORIZON_NS:
         return "E_NOW", 0
     return "OK", ns
 
@@ -171,11 +175,11 @@ def _derive(rate: float, period_s: float, burst: int | None) -> tuple[str, int, 
     emission = round_half_away(exact)
     if emission < 1:
         return "E_RATE_TOO_HIGH", 0, 0
-    if emission > INT64_MAX:
+    if emission > HORIZON_NS:
         return "E_RATE_TOO_LOW", 0, 0
     if burst is None:
         burst = max(1, math.ceil(rate))
-    if emission * burst > INT64_MAX:
+    if emission * burst > HORIZON_NS:
         return "E_BURST_TOO_LARGE", 0, 0
     return "OK", emission, burst
 
