@@ -162,7 +162,8 @@ typedef struct cr_limit {
     double period_s;      /* seconds, as given or parsed */
     bool fast_clock;      /* CR_CLOCK reads cr_fast_clock_ns, not cr_clock_ns */
     cr_algorithm algorithm;
-    uint64_t window_inverse; /* windows: floor(2^64 / window), to divide by a multiply */
+    uint64_t window_inverse; /* windows: floor((2^64 - 1) / window), to divide by a multiply */
+    uint64_t count_inverse;  /* sliding_window: floor((2^64 - 1) / (rate + 1)), likewise */
 } cr_limit;
 
 /* What a user gives. `rate_text`, when not NULL, takes the place of `rate`

@@ -45,6 +45,14 @@ static cr_status item_check(const cr_item *item, int64_t now_ns, int64_t cost, b
     return cr_keyed_check(item->keyed, item->key, item->key_len, now_ns, cost, commit, out);
 }
 
+static void item_peek_allowed(const cr_item *item, int64_t now_ns, int64_t cost, bool *allowed)
+{
+    if (item->limiter)
+        cr_limiter_peek_allowed(item->limiter, now_ns, cost, allowed);
+    else
+        cr_keyed_peek_allowed(item->keyed, item->key, item->key_len, now_ns, cost, allowed);
+}
+
 static void item_refund(const cr_item *item, int64_t now_ns, int64_t cost)
 {
     if (item->limiter)
@@ -79,30 +87,31 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
     composite_clock clock = {.given = now_ns};
     cr_decision decision, tightest = {0};
     size_t chosen = 0;
-    bool refused = false;
-    for (size_t i = 0; i < count; i++) {
-        item_check(&items[i], item_now(&clock, &items[i]), cost, false, &decision);
-        if (i == 0 || tighter(&decision, &tightest)) {
-            tightest = decision;
-            chosen = i;
-        }
-        refused |= !decision.allowed;
-    }
-    if (!refused) {
+    bool all = true;
+    /* The peek: the allow() path of each item, which writes nothing. */
+    for (size_t i = 0; i < count && all; i++)
+        item_peek_allowed(&items[i], item_now(&clock, &items[i]), cost, &all);
+    if (!all) { /* refused: the full decisions, for the tightest refusal */
         for (size_t i = 0; i < count; i++) {
-            int64_t now = item_now(&clock, &items[i]);
-            item_check(&items[i], now, cost, true, &decision);
-            if (!decision.allowed) { /* lost a race since the peek: give back */
-                for (size_t j = 0; j < i; j++)
-                    item_refund(&items[j], item_now(&clock, &items[j]), cost);
-                tightest = decision;
-                chosen = i;
-                break;
-            }
+            item_check(&items[i], item_now(&clock, &items[i]), cost, false, &decision);
             if (i == 0 || tighter(&decision, &tightest)) {
                 tightest = decision;
                 chosen = i;
             }
+        }
+    }
+    for (size_t i = 0; all && i < count; i++) { /* the commits */
+        item_check(&items[i], item_now(&clock, &items[i]), cost, true, &decision);
+        if (!decision.allowed) { /* lost a race since the peek: give back */
+            for (size_t j = 0; j < i; j++)
+                item_refund(&items[j], item_now(&clock, &items[j]), cost);
+            tightest = decision;
+            chosen = i;
+            break;
+        }
+        if (i == 0 || tighter(&decision, &tightest)) {
+            tightest = decision;
+            chosen = i;
         }
     }
     *out = tightest;

@@ -26,6 +26,10 @@
 
 __extension__ typedef unsigned __int128 cr_u128;
 
+/* The hot path: inlined into each store entry point, so that allow() (out
+ * NULL) and the operation kind fold away. */
+#define CR_HOT __attribute__((always_inline)) static inline
+
 /* What a store does to a key's state. */
 typedef enum { CR_OP_DECIDE, CR_OP_RESERVE, CR_OP_REFUND } cr_op_kind;
 
@@ -42,9 +46,9 @@ static inline bool cr_is_window(const cr_limit *limit)
 }
 
 /* floor(n / P) for 0 <= n < 2^63 and the window P, by one multiply with
- * inverse = floor(2^64 / P) (2^64 - 1 for P = 1): the estimate is at most one
- * below the quotient (inverse >= 2^64/P - 1 and n < 2^64), never above. */
-static inline int64_t cr_window_index(const cr_limit *limit, int64_t n)
+ * window_inverse = floor((2^64 - 1) / P): the estimate is at most one below
+ * the quotient (window_inverse >= 2^64/P - 1 and n < 2^64), never above. */
+CR_HOT int64_t cr_window_index(const cr_limit *limit, int64_t n)
 {
     const uint64_t window = (uint64_t)limit->tolerance_ns;
     uint64_t q = (uint64_t)(((cr_u128)(uint64_t)n * limit->window_inverse) >> 64);
@@ -53,10 +57,21 @@ static inline int64_t cr_window_index(const cr_limit *limit, int64_t n)
     return (int64_t)q;
 }
 
+/* floor(packed / (rate + 1)) for a sliding state's 0 <= packed < 2^62, by
+ * one multiply with count_inverse = floor((2^64 - 1) / (rate + 1)), as above. */
+CR_HOT int64_t cr_count_quotient(const cr_limit *limit, int64_t packed)
+{
+    const uint64_t radix = (uint64_t)limit->burst + 1;
+    uint64_t q = (uint64_t)(((cr_u128)(uint64_t)packed * limit->count_inverse) >> 64);
+    if ((uint64_t)packed - q * radix >= radix)
+        q++;
+    return (int64_t)q;
+}
+
 /* ------------------------------------------------------------------------ */
 /* gcra and token_bucket                                                     */
 
-static inline int64_t cr_gcra_decide(const cr_limit *limit, int64_t tat, int64_t now_ns,
+CR_HOT int64_t cr_gcra_decide(const cr_limit *limit, int64_t tat, int64_t now_ns,
                                      int64_t cost, cr_decision *out, bool *allowed)
 {
     const int64_t T = limit->emission_ns;
@@ -102,7 +117,7 @@ static inline int64_t cr_gcra_decide(const cr_limit *limit, int64_t tat, int64_t
     return new_tat;
 }
 
-static inline int64_t cr_gcra_reserve(const cr_limit *limit, int64_t tat, int64_t now_ns,
+CR_HOT int64_t cr_gcra_reserve(const cr_limit *limit, int64_t tat, int64_t now_ns,
                                       int64_t cost, int64_t max_wait_ns, bool *reserved,
                                       int64_t *delay_ns)
 {
@@ -148,7 +163,7 @@ typedef struct {
     int64_t count;
 } cr_fixed_state;
 
-static inline cr_fixed_state cr_fixed_read(const cr_limit *limit, int64_t state, int64_t now_ns)
+CR_HOT cr_fixed_state cr_fixed_read(const cr_limit *limit, int64_t state, int64_t now_ns)
 {
     const int64_t window = limit->tolerance_ns;
     cr_fixed_state s;
@@ -162,7 +177,7 @@ static inline cr_fixed_state cr_fixed_read(const cr_limit *limit, int64_t state,
     return s;
 }
 
-static inline int64_t cr_fixed_decide(const cr_limit *limit, int64_t state, int64_t now_ns,
+CR_HOT int64_t cr_fixed_decide(const cr_limit *limit, int64_t state, int64_t now_ns,
                                       int64_t cost, cr_decision *out, bool *allowed)
 {
     const int64_t rate = limit->burst;
@@ -209,7 +224,7 @@ typedef struct {
     int64_t curr;
 } cr_sliding_state;
 
-static inline cr_sliding_state cr_sliding_read(const cr_limit *limit, int64_t state,
+CR_HOT cr_sliding_state cr_sliding_read(const cr_limit *limit, int64_t state,
                                                int64_t now_ns)
 {
     const int64_t window = limit->tolerance_ns;
@@ -226,26 +241,28 @@ static inline cr_sliding_state cr_sliding_read(const cr_limit *limit, int64_t st
             s.elapsed = 0; /* the previous window weighs fully: only stricter */
         }
         const int64_t packed = state - s.base; /* < (rate + 1)^2 <= P */
-        s.prev = packed / radix;
+        s.prev = cr_count_quotient(limit, packed);
         s.curr = packed - s.prev * radix;
     } else if (state >= s.base - window) { /* the previous window: its count is prev */
         const int64_t packed = state - (s.base - window);
-        s.prev = packed % radix;
+        s.prev = packed - cr_count_quotient(limit, packed) * radix;
     }
     return s;
 }
 
-static inline int64_t cr_sliding_pack(const cr_limit *limit, const cr_sliding_state *s)
+CR_HOT int64_t cr_sliding_pack(const cr_limit *limit, const cr_sliding_state *s)
 {
     return s->base + s->prev * (limit->burst + 1) + s->curr;
 }
 
 /* Whether prev * (P - elapsed) / P + curr + cost <= rate, exactly. */
-static inline bool cr_sliding_fits(int64_t window, int64_t rate, int64_t prev, int64_t curr,
+CR_HOT bool cr_sliding_fits(int64_t window, int64_t rate, int64_t prev, int64_t curr,
                                    int64_t elapsed, int64_t cost)
 {
     if (cost > rate - curr)
         return false;
+    if (prev == 0)
+        return true;
     return (cr_u128)prev * (uint64_t)(window - elapsed) <=
            (cr_u128)(uint64_t)(rate - curr - cost) * (uint64_t)window;
 }
@@ -279,7 +296,7 @@ static inline int64_t cr_sliding_retry(const cr_limit *limit, const cr_sliding_s
     return next + earliest - now_ns; /* earliest == P: the window after next */
 }
 
-static inline int64_t cr_sliding_decide(const cr_limit *limit, int64_t state, int64_t now_ns,
+CR_HOT int64_t cr_sliding_decide(const cr_limit *limit, int64_t state, int64_t now_ns,
                                         int64_t cost, cr_decision *out, bool *allowed)
 {
     const int64_t window = limit->tolerance_ns, rate = limit->burst;
@@ -333,7 +350,7 @@ static inline int64_t cr_sliding_refund(const cr_limit *limit, int64_t state, in
  * to be written, and says in *allowed whether the request is admitted. With
  * `out` NULL (the allow() path) that is all it works out.
  */
-static inline int64_t cr_decision_core(const cr_limit *limit, int64_t state, int64_t now_ns,
+CR_HOT int64_t cr_decision_core(const cr_limit *limit, int64_t state, int64_t now_ns,
                                        int64_t cost, cr_decision *out, bool *allowed)
 {
     switch (limit->algorithm) {
@@ -346,7 +363,7 @@ static inline int64_t cr_decision_core(const cr_limit *limit, int64_t state, int
     }
 }
 
-static inline int64_t cr_reserve_core(const cr_limit *limit, int64_t state, int64_t now_ns,
+CR_HOT int64_t cr_reserve_core(const cr_limit *limit, int64_t state, int64_t now_ns,
                                       int64_t cost, int64_t max_wait_ns, bool *reserved,
                                       int64_t *delay_ns)
 {
@@ -372,7 +389,7 @@ static inline int64_t cr_refund_core(const cr_limit *limit, int64_t state, int64
 }
 
 /* A store's operation on one state word; *ok: admitted / reserved / (refund) true. */
-static inline int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr_op *op,
+CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr_op *op,
                                cr_decision *out, bool *ok)
 {
     switch (op->kind) {

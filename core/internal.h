@@ -44,6 +44,13 @@ static inline int64_t cr_decision_make(const cr_limit *limit, int64_t state, int
     return cr_decision_core(limit, state, now_ns, cost, out, &allowed);
 }
 
+/* Whether `cost` would be admitted now, writing nothing (check_all's peek:
+ * the allow() path, without remaining or times). */
+cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost,
+                                  bool *allowed);
+cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len,
+                                int64_t now_ns, int64_t cost, bool *allowed);
+
 /* A fresh 128-bit hash seed from the kernel's random source. */
 cr_status cr_random_seed(uint64_t seed[2]);
 

@@ -336,7 +336,7 @@ void cr_keyed_free(cr_keyed *keyed)
 const cr_limit *cr_keyed_limit(const cr_keyed *keyed) { return &keyed->limit; }
 
 /* Applies `op` to `key`; `out` NULL decides admission alone (the allow() path). */
-static inline cr_status keyed_apply(cr_keyed *keyed, const void *key, size_t key_len,
+__attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *keyed, const void *key, size_t key_len,
                                     int64_t now_ns, cr_op *op, bool commit, cr_decision *out,
                                     bool *ok)
 {
@@ -387,6 +387,13 @@ cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64
 {
     cr_op op = {CR_OP_DECIDE, cost, 0, 0};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, allowed);
+}
+
+cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len,
+                                int64_t now_ns, int64_t cost, bool *allowed)
+{
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0};
+    return keyed_apply(keyed, key, key_len, now_ns, &op, false, NULL, allowed);
 }
 
 cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,

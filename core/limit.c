@@ -295,6 +295,7 @@ static cr_status window_limit(cr_limit *limit, const cr_limit_args *args, double
     limit->burst = amount;
     limit->emission_ns = round_half_away((double)window_ns / (double)amount);
     limit->window_inverse = UINT64_MAX / (uint64_t)window_ns;
+    limit->count_inverse = UINT64_MAX / ((uint64_t)amount + 1);
     limit->fast_clock = false;
     return CR_OK;
 }

@@ -69,7 +69,7 @@ const cr_limit *cr_limiter_limit(const cr_limiter *limiter) { return &limiter->l
 
 /* Applies `op` by compare-and-swap; `out` NULL decides admission alone (the
  * allow() path). */
-static inline cr_status limiter_apply(cr_limiter *limiter, int64_t now_ns, cr_op *op,
+__attribute__((always_inline)) static inline cr_status limiter_apply(cr_limiter *limiter, int64_t now_ns, cr_op *op,
                                       bool commit, cr_decision *out, bool *ok)
 {
     cr_status status = cr_check_args(now_ns, op->cost);
@@ -100,6 +100,13 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 {
     cr_op op = {CR_OP_DECIDE, cost, 0, 0};
     return limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
+}
+
+cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost,
+                                  bool *allowed)
+{
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0};
+    return limiter_apply(limiter, now_ns, &op, false, NULL, allowed);
 }
 
 cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost,

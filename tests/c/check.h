@@ -115,6 +115,7 @@ static inline cr_limit window_limit_of(cr_algorithm algorithm, int64_t window_ns
     limit.burst = rate;
     limit.emission_ns = window_ns / rate > 0 ? window_ns / rate : 1;
     limit.window_inverse = UINT64_MAX / (uint64_t)window_ns;
+    limit.count_inverse = UINT64_MAX / ((uint64_t)rate + 1);
     limit.rate = (double)rate;
     limit.period_s = (double)window_ns / 1e9;
     return limit;
