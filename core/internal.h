@@ -51,10 +51,11 @@ cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t c
 cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len,
                                 int64_t now_ns, int64_t cost, bool *allowed);
 
-/* A fresh 128-bit hash seed from the kernel's random source. */
+/* A fresh 128-bit hash seed from the kernel's random source (core/seed.c). */
 cr_status cr_random_seed(uint64_t seed[2]);
 
-/* What a shared region must hold; cr_region_open fills in the offsets. */
+/* What a shared region must hold; cr_region_open fills in the limit's
+ * fields and the offsets. */
 typedef struct {
     uint32_t kind; /* CR_REGION_LIMITER or CR_REGION_KEYED */
     uint32_t algorithm;  /* cr_algorithm */
@@ -82,7 +83,10 @@ typedef struct {
     _Atomic int64_t *tat;
 } cr_region;
 
-cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const char *path, int64_t mode);
+/* Opens or creates the region at `path` for a store of `spec` and `limit`
+ * (see cr_limiter_open). */
+cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit *limit,
+                         const char *path, int64_t mode);
 void cr_region_close(cr_region *region);
 
 #endif
