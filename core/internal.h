@@ -8,7 +8,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-/* Validates `cost` and `now_ns` (a time before the horizon, or CR_CLOCK). */
+/* Validates `cost` and `now_ns` (a time before the horizon of
+ * docs/design.md §1, or CR_CLOCK). */
 static inline cr_status cr_check_args(int64_t now_ns, int64_t cost)
 {
     if (cost < 0)

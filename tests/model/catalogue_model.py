@@ -1,6 +1,6 @@
 """Reference model of the algorithm catalogue, reservations and check_all.
 
-Written from the design contract (DESIGN §6 and §7; docs/design.md §1, §7, §8,
+Written from the design contract (docs/design.md §1, §7, §8,
 §9) alone, in exact Python integers and fractions, sharing no code with the C
 core. A key's state is kept abstractly (its window index and counts); the
 state word the stores keep is derived from it by `pack`, the layout that

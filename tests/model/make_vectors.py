@@ -448,7 +448,7 @@ QUARTER = 250 * MS  # 128 * 5**9 ns: times on this grid have exact float seconds
 
 
 def window_scenarios(v: Decisions) -> None:
-    v.comment("DESIGN §6: fixed_window, rate 10 per 8 s: 9 units by t = 2 s, a cost-3 arrival at t = 4 s")
+    v.comment("docs/design.md §7 (reference vector): fixed_window, rate 10 per 8 s: 9 units by t = 2 s, a cost-3 arrival at t = 4 s")
     v.comment("is turned away, at t = 8 s the window rolls and 9 more are admitted over the next 2 s")
     v.new_window("fixed_window", 8 * SECOND, 10)
     for i in range(9):
@@ -460,13 +460,13 @@ def window_scenarios(v: Decisions) -> None:
         v.op(EPOCH + 8 * SECOND + i * QUARTER)
     v.op(EPOCH + 10 * SECOND, 2)
 
-    v.comment("DESIGN §6: sliding_window, rate 10 per 8 s: previous window 6, current 6, at 6 s into the")
+    v.comment("docs/design.md §7 (reference vector): sliding_window, rate 10 per 8 s: previous window 6, current 6, at 6 s into the")
     v.comment("window 6 * 2/8 + 6 = 7.5, so a cost-3 arrival is turned away (retry: exactly when 7.5 decays to 7)")
     v.new_window("sliding_window", 8 * SECOND, 10)
     for _ in range(6):
         v.op(EPOCH + 7 * SECOND)
     for _ in range(6):
-        v.op(EPOCH + 8 * SECOND)
+        v.op(EPOCH + 12 * SECOND)
     v.op(EPOCH + 14 * SECOND, 3)
     v.op(EPOCH + 14 * SECOND, 1, commit=False)
     v.op(EPOCH + 14 * SECOND + 666666667, 3, commit=False)  # no exact float seconds: C only
@@ -476,7 +476,7 @@ def window_scenarios(v: Decisions) -> None:
     for _ in range(6):
         v.op(EPOCH + 7 * SECOND)
     for _ in range(6):
-        v.op(EPOCH + 8 * SECOND)
+        v.op(EPOCH + 12 * SECOND)
     v.op(EPOCH + 14 * SECOND, 3)
 
     v.comment("100/minute: windows are clock minutes")

@@ -111,7 +111,7 @@ def test_horizon_no_saturation():
 
 
 def test_fixed_window_design_vector():
-    """DESIGN §6: rate 10 per 8 s: 9 units by t = 2 s, a cost-3 arrival at 4 s is
+    """docs/design.md §7, a reference vector: rate 10 per 8 s: 9 units by t = 2 s, a cost-3 arrival at 4 s is
     turned away, at 8 s the window rolls and 9 more are admitted by 10 s."""
     limit = catalogue.WindowLimit("fixed_window", 8 * S, 10)
     counts = None
@@ -129,7 +129,7 @@ def test_fixed_window_design_vector():
 
 
 def test_sliding_window_design_vector():
-    """DESIGN §6: previous 6, current 6, 6 s into an 8 s window: 6 * 2/8 + 6 = 7.5,
+    """docs/design.md §7, a reference vector: previous 6, current 6, 6 s into an 8 s window: 6 * 2/8 + 6 = 7.5,
     so cost 3 is turned away (a fixed window admits it)."""
     limit = catalogue.WindowLimit("sliding_window", 8 * S, 10)
     counts = catalogue.Counts(window=1, prev=6, curr=6)

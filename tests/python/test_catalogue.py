@@ -98,7 +98,7 @@ def test_window_decisions_follow_the_design_vectors():
 
     sliding = cellrate.Limiter("10/8s", algorithm="sliding_window")
     assert all(sliding.allow(now=t0 + 7) for _ in range(6))
-    assert all(sliding.allow(now=t0 + 8) for _ in range(6))
+    assert all(sliding.allow(now=t0 + 12) for _ in range(6))  # prev weighs 3 here
     d = sliding.check(3, now=t0 + 14)
     assert not d.allowed and d.remaining == 2
     assert d.retry_after == 0.666666667  # exact: 6 * 2/8 + 6 = 7.5 decays to 7 at 6.666666667 s
