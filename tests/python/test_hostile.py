@@ -155,6 +155,7 @@ def test_surrogates_name_their_parameter():
         ("key", lambda: keyed.allow("\ud800")),
         ("rate", lambda: cellrate.Limiter("10/\ud800s")),
         ("clock", lambda: cellrate.Limiter("10/s", clock="\udfff")),
+        ("algorithm", lambda: cellrate.Limiter("10/s", algorithm="gcra\ud800")),
     ]
     for param, call in cases:
         with pytest.raises(ValueError) as info:
