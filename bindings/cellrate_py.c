@@ -245,7 +245,7 @@ static enum conversion to_double(PyObject *obj, double *out)
 static int convert_key(module_state *state, PyObject *obj, const char **key, Py_ssize_t *key_len)
 {
     if (PyUnicode_Check(obj)) {
-        size_t len;
+        size_t len = 0;
         *key = utf8_of(state, obj, CR_E_KEY, &len);
         *key_len = (Py_ssize_t)len;
         return *key == NULL ? -1 : 0;
