@@ -1,8 +1,9 @@
 /*
  * libFuzzer target: opening damaged region files (docs/design.md §5, §13).
  *
- * Two pristine regions (a KeyedLimiter of capacity 8 and a Limiter) are made
- * once. Each input picks one, patches its bytes (header, boot id, counters,
+ * Three pristine regions (a KeyedLimiter of capacity 8, a Limiter, and a
+ * sliding_window KeyedLimiter, whose packed state words are the most
+ * intricate) are made once. Each input picks one, patches its bytes (header, boot id, counters,
  * stripe locks, slots), may re-seal the header's checksum and may cut the
  * file short, writes it to a file and opens it as the pristine limit. Then it
  * decides for a few keys, new and old. Checked: nothing crashes, hangs or
@@ -26,10 +27,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 enum { IDENTITY_SIZE = 72, CHECKSUM_END = 80, BOOT_OFFSET = 80, BOOT_END = 128 };
 
+enum { KEYED, LIMITER, SLIDING, KINDS };
+
 static char work[64], region_path[96];
-static cr_limit limit;
-static unsigned char *pristine[2];
-static size_t pristine_size[2];
+static cr_limit limits[KINDS];
+static unsigned char *pristine[KINDS];
+static size_t pristine_size[KINDS];
 static char boot_id[48];
 
 static void read_file(const char *path, unsigned char **bytes, size_t *size)
@@ -51,30 +54,36 @@ static void setup(void)
     mkdir(work, 0700);
     snprintf(region_path, sizeof region_path, "%s/region", work);
     cr_limit_args args = {.rate = 10, .has_burst = true, .burst = 5};
-    if (cr_limit_init(&limit, &args) != CR_OK)
+    if (cr_limit_init(&limits[KEYED], &args) != CR_OK)
+        abort();
+    limits[LIMITER] = limits[KEYED];
+    cr_limit_args window = {.rate = 100, .algorithm = "sliding_window", .algorithm_len = 14};
+    if (cr_limit_init(&limits[SLIDING], &window) != CR_OK)
         abort();
     cr_lock_timeout_ns = 2000000; /* 2 ms: a living holder costs little time */
     char path[128];
-    cr_keyed *keyed;
-    cr_limiter *limiter;
-    snprintf(path, sizeof path, "%s/keyed", work);
-    unlink(path);
-    if (cr_keyed_open(&keyed, &limit, 8, path, 0600) != CR_OK)
-        abort();
-    cr_decision d;
-    cr_keyed_check(keyed, "old", 3, 1000000000, 1, true, &d); /* a slot in use */
-    cr_keyed_free(keyed);
-    read_file(path, &pristine[0], &pristine_size[0]);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/limiter", work);
-    unlink(path);
-    if (cr_limiter_open(&limiter, &limit, path, 0600) != CR_OK)
-        abort();
-    cr_limiter_free(limiter);
-    read_file(path, &pristine[1], &pristine_size[1]);
+    snprintf(path, sizeof path, "%s/region", work);
+    for (int kind = 0; kind < KINDS; kind++) {
+        unlink(path);
+        cr_decision d;
+        if (kind == LIMITER) {
+            cr_limiter *limiter;
+            if (cr_limiter_open(&limiter, &limits[kind], path, 0600) != CR_OK)
+                abort();
+            cr_limiter_check(limiter, 1000000000, 1, true, &d);
+            cr_limiter_free(limiter);
+        } else {
+            cr_keyed *keyed;
+            if (cr_keyed_open(&keyed, &limits[kind], 8, path, 0600) != CR_OK)
+                abort();
+            cr_keyed_check(keyed, "old", 3, 1000000000, 1, true, &d); /* a slot in use */
+            cr_keyed_free(keyed);
+        }
+        read_file(path, &pristine[kind], &pristine_size[kind]);
+    }
     unlink(path);
     rmdir(work);
-    memcpy(boot_id, pristine[0] + BOOT_OFFSET, 48);
+    memcpy(boot_id, pristine[KEYED] + BOOT_OFFSET, 48);
 }
 
 static void check_status(cr_status status)
@@ -93,7 +102,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     uint8_t flags = data[0];
-    int kind = flags & 1;
+    int kind = (flags & 1) ? LIMITER : (flags & 8) ? SLIDING : KEYED;
+    const cr_limit *limit = &limits[kind];
     bool reseal = flags & 2, cut = flags & 4;
     data++;
     size--;
@@ -135,9 +145,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     cr_status status;
     cr_decision d;
-    if (kind == 0) {
+    if (kind != LIMITER) {
         cr_keyed *keyed = NULL;
-        status = cr_keyed_open(&keyed, &limit, 8, region_path, 0600);
+        status = cr_keyed_open(&keyed, limit, 8, region_path, 0600);
         check_status(status);
         if (status == CR_OK) {
             if (header_changed && !reseal)
@@ -153,7 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     check_status(status);
                     if (status != CR_OK && status != CR_E_SHARED_LOCK)
                         abort();
-                    if (status == CR_OK && (d.remaining < 0 || d.remaining > limit.burst))
+                    if (status == CR_OK && (d.remaining < 0 || d.remaining > limit->burst))
                         abort();
                 }
             }
@@ -162,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     } else {
         cr_limiter *limiter = NULL;
-        status = cr_limiter_open(&limiter, &limit, region_path, 0600);
+        status = cr_limiter_open(&limiter, limit, region_path, 0600);
         check_status(status);
         if (status == CR_OK) {
             if ((header_changed && !reseal) || file_size < pristine_size[kind])
@@ -170,7 +180,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (int64_t now = 0; now <= 2000000000; now += 500000000) {
                 if (cr_limiter_check(limiter, now, 1, true, &d) != CR_OK)
                     abort();
-                if (d.remaining < 0 || d.remaining > limit.burst)
+                if (d.remaining < 0 || d.remaining > limit->burst)
                     abort();
             }
             cr_limiter_free(limiter);
