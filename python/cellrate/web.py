@@ -208,8 +208,10 @@ class Policy:
         self.key: KeyFunction = key or client_address
         if isinstance(cost, bool) or not (callable(cost) or isinstance(cost, int)):
             raise TypeError("cost must be an int or a function of the request")
-        if isinstance(cost, int) and cost < 0:
-            raise ValueError("cost must be an integer >= 0")
+        if isinstance(cost, int):
+            if cost < 0:
+                raise ValueError("cost must be an integer >= 0")
+            cost = int(cost)
         self.cost = cost
         self._burst = burst
         self._shared = shared
@@ -338,27 +340,34 @@ class Policy:
         return limits or None
 
     def cost_of(self, request: Request) -> int:
-        return self.cost(request) if callable(self.cost) else self.cost
+        cost = self.cost
+        return cost if cost.__class__ is int else cost(request)  # type: ignore[operator,union-attr]
 
     def decide(self, limits: list[_Limit], request: Request) -> Any:
         """The Decision for `request` against `limits` (synchronous stores)."""
         cost = self.cost_of(request)
-        now = {} if self.now is None else {"now": self.now()}
         if len(limits) == 1:
             one = limits[0]
+            if self.now is None:
+                if one.key is None:
+                    return one.store.check(cost)
+                return one.store.check(one.key(request), cost)
             if one.key is None:
-                return one.store.check(cost, **now)
-            return one.store.check(one.key(request), cost, **now)
+                return one.store.check(cost, now=self.now())
+            return one.store.check(one.key(request), cost, now=self.now())
         items = [one.store if one.key is None else (one.store, one.key(request)) for one in limits]
-        return cellrate.check_all(items, cost, **now)
+        if self.now is None:
+            return cellrate.check_all(items, cost)
+        return cellrate.check_all(items, cost, now=self.now())
 
     async def decide_async(self, limits: list[_Limit], request: Request) -> Any:
         """As decide(), awaiting async stores."""
         if len(limits) == 1 and limits[0].is_async:
             one = limits[0]
             cost = self.cost_of(request)
-            now = {} if self.now is None else {"now": self.now()}
-            return await one.store.check(one.key(request), cost, **now)
+            if self.now is None:
+                return await one.store.check(one.key(request), cost)
+            return await one.store.check(one.key(request), cost, now=self.now())
         if any(one.is_async for one in limits):
             raise TypeError("limit: several limits on one request need in-process or shared "
                             "stores (cellrate.check_all)")
