@@ -239,6 +239,10 @@ class Policy:
         elif any(one.is_async for one in every):
             raise TypeError("limit: an async store (AsyncRedisLimiter) needs the ASGI middleware; "
                             "under WSGI give its synchronous twin (RedisLimiter)")
+        if len(every) > 1 and any(one.is_async for one in every):
+            raise TypeError("limit: several limits on one request are decided by "
+                            "cellrate.check_all, which takes in-process and shared stores; "
+                            "an async store must be the only limit")
 
         self.trusted = _networks(trusted_proxies)
         self.proxy_header = proxy_header
@@ -361,17 +365,14 @@ class Policy:
         return cellrate.check_all(items, cost, now=self.now())
 
     async def decide_async(self, limits: list[_Limit], request: Request) -> Any:
-        """As decide(), awaiting async stores."""
-        if len(limits) == 1 and limits[0].is_async:
-            one = limits[0]
-            cost = self.cost_of(request)
-            if self.now is None:
-                return await one.store.check(one.key(request), cost)
-            return await one.store.check(one.key(request), cost, now=self.now())
-        if any(one.is_async for one in limits):
-            raise TypeError("limit: several limits on one request need in-process or shared "
-                            "stores (cellrate.check_all)")
-        return self.decide(limits, request)
+        """As decide(), awaiting an async store (then the only limit)."""
+        one = limits[0]
+        if not one.is_async:
+            return self.decide(limits, request)
+        cost = self.cost_of(request)
+        if self.now is None:
+            return await one.store.check(one.key(request), cost)
+        return await one.store.check(one.key(request), cost, now=self.now())
 
     def outcome(self, decision: Any, request: Request) -> tuple[bool, list[tuple[str, str]]]:
         """(refuse, header fields) for `decision`."""

@@ -352,6 +352,37 @@ def test_route_limits(face):
     assert [app.request()[0] for _ in range(3)] == [200] * 3  # no route, no limit
 
 
+def test_several_limits_refusal_spends_nothing_of_the_others(face):
+    """A site-wide limit and a route's: refused logins leave the site-wide
+    budget as it was (cellrate.check_all)."""
+    clock = Clock()
+    site = cellrate.KeyedLimiter("1/hour", burst=10)
+    login = cellrate.KeyedLimiter("1/hour", burst=2)
+    app = face(site, routes={"POST /login": login}, now=clock, admitted_headers=True)
+    statuses = [app.request("POST", "/login")[0] for _ in range(6)]
+    assert statuses == [200, 200, 429, 429, 429, 429]
+    assert site.peek("192.0.2.1", now=clock.t).remaining == 8  # only the 2 admitted
+    status, headers, _ = app.request("POST", "/login")
+    assert headers["ratelimit-policy"] == '"default";q=2;w=7200'  # the tightest: the route's
+    assert [app.request()[0] for _ in range(9)] == [200] * 8 + [429]
+
+
+def test_several_limits_with_their_own_keys(face):
+    """A per-address limit and a per-user limit (its own key function), and a
+    global Limiter, decided as one."""
+    clock = Clock()
+    per_user = cellrate.KeyedLimiter("1/hour", burst=3)
+    overall = cellrate.Limiter("1/hour", burst=5)
+    app = face(["1/hour", (per_user, lambda r: r.header("X-User") or "anonymous"), overall],
+               burst=4, now=clock)
+    alice = {"X-User": "alice"}
+    assert [app.request(headers=alice, client="192.0.2.1")[0] for _ in range(4)] == [200] * 3 + [429]
+    assert [app.request(headers=alice, client="192.0.2.2")[0] for _ in range(2)] == [429] * 2
+    bob = {"X-User": "bob"}
+    assert [app.request(headers=bob, client="192.0.2.2")[0] for _ in range(3)] == [200, 200, 429]
+    assert overall.peek(now=clock.t).remaining == 0
+
+
 def test_dry_run_refuses_nothing_and_logs(face, caplog):
     app = face("1/hour", burst=2, now=Clock(), dry_run=True)
     with caplog.at_level(logging.WARNING, logger="cellrate"):
@@ -417,6 +448,8 @@ def test_async_store_is_awaited(face_type):
 def test_store_kinds_are_checked():
     with pytest.raises(TypeError, match="block the event loop"):
         cellrate.asgi.RateLimitMiddleware(_ok, BlockingStore("1/s", 1))
+    with pytest.raises(TypeError, match="must be the only limit"):
+        cellrate.asgi.RateLimitMiddleware(_ok, ["1/s", AsyncStore("1/s", 1)])
     with pytest.raises(TypeError, match="needs the ASGI middleware"):
         cellrate.wsgi.RateLimitMiddleware(lambda e, s: [], AsyncStore("1/s", 1))
     assert cellrate.wsgi.RateLimitMiddleware(lambda e, s: [], BlockingStore("1/s", 1))
