@@ -369,10 +369,11 @@ class Policy:
         one = limits[0]
         if not one.is_async:
             return self.decide(limits, request)
+        key = one.key(request)  # type: ignore[misc]  # async stores are keyed
         cost = self.cost_of(request)
         if self.now is None:
-            return await one.store.check(one.key(request), cost)
-        return await one.store.check(one.key(request), cost, now=self.now())
+            return await one.store.check(key, cost)
+        return await one.store.check(key, cost, now=self.now())
 
     def outcome(self, decision: Any, request: Request) -> tuple[bool, list[tuple[str, str]]]:
         """(refuse, header fields) for `decision`."""
