@@ -383,6 +383,29 @@ def test_several_limits_with_their_own_keys(face):
     assert overall.peek(now=clock.t).remaining == 0
 
 
+def test_framework_route_as_key():
+    """One dependency (FastAPI) or decorator (Flask) on several routes, each
+    route its own limit: the key names the framework's route template."""
+    clock = Clock()
+    by_route = cellrate.fastapi.RateLimit(
+        "1/hour", burst=1, now=clock, key=lambda r: f"{r.client} {r.scope['route'].path}")
+    app = FastAPI(dependencies=[Depends(by_route)])
+    for path in ("/items/{item}", "/users/{user}"):
+        app.add_api_route(path, _fastapi_ok)
+    client = TestClient(app)
+    assert [client.get(p).status_code for p in ("/items/1", "/items/2", "/users/1")] == [200, 429, 200]
+
+    import flask
+
+    limited = cellrate.flask.RateLimit(
+        "1/hour", burst=1, now=clock, key=lambda r: f"{r.client} {flask.request.url_rule.rule}")
+    app = Flask(__name__)
+    app.add_url_rule("/items/<item>", "items", limited(lambda item: "ok"))
+    app.add_url_rule("/users/<user>", "users", limited(lambda user: "ok"))
+    client = app.test_client()
+    assert [client.get(p).status_code for p in ("/items/1", "/items/2", "/users/1")] == [200, 429, 200]
+
+
 def test_dry_run_refuses_nothing_and_logs(face, caplog):
     app = face("1/hour", burst=2, now=Clock(), dry_run=True)
     with caplog.at_level(logging.WARNING, logger="cellrate"):
