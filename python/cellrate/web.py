@@ -214,7 +214,7 @@ class Policy:
             cost = int(cost)
         self.cost = cost
         self._burst = burst
-        self._shared = shared
+        self._from_rates = 0  # limits this policy made from a rate
 
         self.limits = self._limits(limit, "limit", shared)
         self.routes: list[tuple[Callable[[str, str], bool], list[_Limit]]] = []
@@ -226,6 +226,10 @@ class Policy:
             self.routes.append((_matcher(pattern, "routes"), self._limits(route_limit, "routes", region)))
         if not self.limits and not self.routes:
             raise ValueError("limit: give a limit, routes, or both")
+        for param, value in (("burst", burst), ("shared", shared)):
+            if value is not None and not self._from_rates:
+                raise ValueError(f"{param} applies to limits given as a rate; no limit is: "
+                                 "give it to the store you made")
         every = self.limits + [one for _, route in self.routes for one in route]
         if asynchronous:
             for one in every:
@@ -275,6 +279,7 @@ class Policy:
 
     def _store(self, rate: Any, param: str, region: str | None) -> Any:
         if isinstance(rate, (str, int, float)) and not isinstance(rate, bool):
+            self._from_rates += 1
             if region is None:
                 return cellrate.KeyedLimiter(rate, burst=self._burst)
             return cellrate.KeyedLimiter(rate, burst=self._burst, shared=region)

@@ -495,6 +495,8 @@ def test_bad_options_name_the_parameter():
         (dict(limit="1/s", name=""), ValueError, "name"),
         (dict(limit="1/s", name="caf\u00e9"), ValueError, "name"),
         (dict(limit="1/s", exempt_paths=[1]), TypeError, "exempt_paths"),
+        (dict(limit=cellrate.KeyedLimiter(1), burst=5), ValueError, "burst"),
+        (dict(limit=cellrate.KeyedLimiter(1), shared="/dev/shm/x"), ValueError, "shared"),
     ]
     for options, error, word in cases:
         with pytest.raises(error, match=word):
