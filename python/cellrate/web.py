@@ -9,7 +9,10 @@ response carries. No web framework is imported here.
 A store is any object with `check(key, cost, *, now=None) -> Decision`
 (KeyedLimiter, RedisLimiter), or a `cellrate.Limiter` (`check(cost, *,
 now=None)`, one limit for every key); an async store's `check` is a coroutine
-function (AsyncRedisLimiter), and only the ASGI adapters take one.
+function (AsyncRedisLimiter), and only the ASGI adapters take one. Several
+limits on one request are decided as one by the `check_all` (or
+`check_all_async`) of their stores' module: `cellrate.check_all`,
+`cellrate.redis.check_all`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import inspect
 import ipaddress
 import logging
 import re
+import sys
 from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 import cellrate
@@ -243,10 +247,7 @@ class Policy:
         elif any(one.is_async for one in every):
             raise TypeError("limit: an async store (AsyncRedisLimiter) needs the ASGI middleware; "
                             "under WSGI give its synchronous twin (RedisLimiter)")
-        if len(every) > 1 and any(one.is_async for one in every):
-            raise TypeError("limit: several limits on one request are decided by "
-                            "cellrate.check_all, which takes in-process and shared stores; "
-                            "an async store must be the only limit")
+        self.check_all = _check_all_for(every) if len(every) > 1 else None
 
         self.trusted = _networks(trusted_proxies)
         self.proxy_header = proxy_header
@@ -364,18 +365,24 @@ class Policy:
             if one.key is None:
                 return one.store.check(cost, now=self.now())
             return one.store.check(one.key(request), cost, now=self.now())
+        return self._check_all(limits, request, cost)
+
+    def _check_all(self, limits: list[_Limit], request: Request, cost: int) -> Any:
         items = [one.store if one.key is None else (one.store, one.key(request)) for one in limits]
+        assert self.check_all is not None
         if self.now is None:
-            return cellrate.check_all(items, cost)
-        return cellrate.check_all(items, cost, now=self.now())
+            return self.check_all(items, cost)
+        return self.check_all(items, cost, now=self.now())
 
     async def decide_async(self, limits: list[_Limit], request: Request) -> Any:
-        """As decide(), awaiting an async store (then the only limit)."""
+        """As decide(), awaiting async stores."""
         one = limits[0]
         if not one.is_async:
             return self.decide(limits, request)
-        key = one.key(request)  # type: ignore[misc]  # async stores are keyed
         cost = self.cost_of(request)
+        if len(limits) > 1:
+            return await self._check_all(limits, request, cost)
+        key = one.key(request)  # type: ignore[misc]  # async stores are keyed
         if self.now is None:
             return await one.store.check(key, cost)
         return await one.store.check(key, cost, now=self.now())
@@ -396,6 +403,24 @@ class Policy:
             logger.debug("refused %s %s (retry after %.3f s)", request.method, request.path,
                          decision.retry_after)
         return True, list(fields.items())
+
+
+def _check_all_for(limits: list[_Limit]) -> Callable[..., Any]:
+    """The function that decides `limits` as one: the `check_all` (async stores:
+    `check_all_async`) of their stores' module, so `cellrate.check_all` for
+    in-process and shared stores and `cellrate.redis.check_all` for Redis ones."""
+    kinds = {(type(one.store).__module__, one.is_async) for one in limits}
+    if len(kinds) != 1:
+        raise TypeError("limit: several limits on one request are decided as one by their "
+                        "stores' check_all: give stores of one kind (in-process and shared, "
+                        "or Redis ones of one client, all sync or all async)")
+    module, is_async = kinds.pop()
+    name = "check_all_async" if is_async else "check_all"
+    function = getattr(sys.modules.get(module), name, None)
+    if not callable(function):
+        raise TypeError(f"limit: several limits on one request need {module}.{name}(), "
+                        "which decides them as one")
+    return function
 
 
 def _matcher(pattern: Any, param: str) -> Callable[[str, str], bool]:

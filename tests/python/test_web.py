@@ -450,6 +450,21 @@ class AsyncStore:
         return self.inner.check(key, cost, now=now)
 
 
+async def check_all_async(items, cost=1, *, now=None):
+    """The module-level check_all of AsyncStore (as cellrate.redis has one for
+    its stores): admitted only if every limit admits, nothing spent otherwise."""
+    pairs = [(store.inner, key) for store, key in items]
+    for store, _ in items:
+        store.calls += 1
+    await asyncio.sleep(0)
+    peeks = [inner.peek(key, cost, now=now) for inner, key in pairs]
+    refused = [d for d in peeks if not d.allowed]
+    if refused:
+        return max(refused, key=lambda d: d.retry_after)
+    return min((inner.check(key, cost, now=now) for inner, key in pairs),
+               key=lambda d: d.remaining)
+
+
 class BlockingStore:
     """A synchronous store that is not in-process (the shape of RedisLimiter)."""
 
@@ -468,11 +483,21 @@ def test_async_store_is_awaited(face_type):
     assert store.calls == 3
 
 
+def test_several_async_limits_through_their_check_all():
+    site, login = AsyncStore("1/hour", 3), AsyncStore("1/hour", 1)
+    app = StarletteMiddleware(site, routes={"POST /login": login}, now=Clock())
+    assert [app.request("POST", "/login")[0] for _ in range(3)] == [200, 429, 429]
+    assert [app.request()[0] for _ in range(3)] == [200, 200, 429]  # refusals spent nothing
+    assert login.calls == 3
+
+
 def test_store_kinds_are_checked():
     with pytest.raises(TypeError, match="block the event loop"):
         cellrate.asgi.RateLimitMiddleware(_ok, BlockingStore("1/s", 1))
-    with pytest.raises(TypeError, match="must be the only limit"):
+    with pytest.raises(TypeError, match="stores of one kind"):
         cellrate.asgi.RateLimitMiddleware(_ok, ["1/s", AsyncStore("1/s", 1)])
+    with pytest.raises(TypeError, match=r"needs? \S+\.check_all\(\)"):
+        cellrate.wsgi.RateLimitMiddleware(lambda e, s: [], [BlockingStore("1/s", 1)] * 2)
     with pytest.raises(TypeError, match="needs the ASGI middleware"):
         cellrate.wsgi.RateLimitMiddleware(lambda e, s: [], AsyncStore("1/s", 1))
     assert cellrate.wsgi.RateLimitMiddleware(lambda e, s: [], BlockingStore("1/s", 1))
