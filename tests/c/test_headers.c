@@ -68,6 +68,41 @@ static void test_known_fields(void)
     CHECK_EQ_I64(headers.count, 2, "unfittable: two fields");
 }
 
+/* w is the time in which `limit` units come back, for every algorithm: tau
+ * for GCRA and token_bucket, the window for the window algorithms. */
+static void test_window_of_each_algorithm(void)
+{
+    static const struct {
+        const char *algorithm;
+        int64_t window_ns, limit;
+    } cases[] = {
+        {"gcra", 12 * SECOND, 60},
+        {"token_bucket", 12 * SECOND, 60},
+        {"fixed_window", 60 * SECOND, 300},
+        {"sliding_window", 60 * SECOND, 300},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bool window = cases[i].limit == 300;
+        cr_limit_args args = {.rate_text = "300/minute", .rate_text_len = 10,
+                              .burst = 60, .has_burst = !window,
+                              .algorithm = cases[i].algorithm,
+                              .algorithm_len = strlen(cases[i].algorithm)};
+        cr_limit limit;
+        if (!CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_OK, "%s", cases[i].algorithm))
+            continue;
+        CHECK_EQ_I64(cr_limit_window_ns(&limit), cases[i].window_ns, "%s", cases[i].algorithm);
+        cr_decision d;
+        cr_decide(&limit, 0, 100 * SECOND, 1, &d);
+        cr_headers headers;
+        CHECK_EQ_I64(cr_headers_format(&headers, &d, cr_limit_window_ns(&limit), "p", 1, false),
+                     CR_OK, "%s", cases[i].algorithm);
+        char want[64];
+        snprintf(want, sizeof want, "\"p\";q=%" PRId64 ";w=%" PRId64, cases[i].limit,
+                 cases[i].window_ns / SECOND);
+        CHECK_EQ_STR(field(&headers, "RateLimit-Policy"), want, "%s", cases[i].algorithm);
+    }
+}
+
 static void test_rounding(void)
 {
     static const struct {
@@ -208,6 +243,7 @@ static void test_fields_match_decisions(void)
 int main(void)
 {
     test_known_fields();
+    test_window_of_each_algorithm();
     test_rounding();
     test_names();
     test_bad_values();

@@ -361,7 +361,7 @@ def test_several_limits_refusal_spends_nothing_of_the_others(face):
     app = face(site, routes={"POST /login": login}, now=clock, admitted_headers=True)
     statuses = [app.request("POST", "/login")[0] for _ in range(6)]
     assert statuses == [200, 200, 429, 429, 429, 429]
-    assert site.peek("192.0.2.1", now=clock.t).remaining == 8  # only the 2 admitted
+    assert site.peek("192.0.2.1", 0, now=clock.t).remaining == 8  # only the 2 admitted
     status, headers, _ = app.request("POST", "/login")
     assert headers["ratelimit-policy"] == '"default";q=2;w=7200'  # the tightest: the route's
     assert [app.request()[0] for _ in range(9)] == [200] * 8 + [429]
@@ -380,7 +380,7 @@ def test_several_limits_with_their_own_keys(face):
     assert [app.request(headers=alice, client="192.0.2.2")[0] for _ in range(2)] == [429] * 2
     bob = {"X-User": "bob"}
     assert [app.request(headers=bob, client="192.0.2.2")[0] for _ in range(3)] == [200, 200, 429]
-    assert overall.peek(now=clock.t).remaining == 0
+    assert overall.peek(0, now=clock.t).remaining == 0
 
 
 def test_framework_route_as_key():
@@ -434,7 +434,7 @@ def test_a_keyed_limiter_is_used_as_given(face):
     store = cellrate.KeyedLimiter("1/hour", burst=2)
     app = face(store, now=Clock(1000.0))
     assert [app.request()[0] for _ in range(3)] == [200, 200, 429]
-    assert store.peek("192.0.2.1", now=1000.0).remaining == 0
+    assert store.peek("192.0.2.1", 0, now=1000.0).remaining == 0
 
 
 class AsyncStore:
