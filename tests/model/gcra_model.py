@@ -91,14 +91,18 @@ STATUSES: list[tuple[int, str, str, str]] = [
     (36, "E_MAX_WAIT", "max_wait", "max_wait must be a number of seconds >= 0, or absent for any wait"),
     (37, "E_ITEMS", "items",
      "items must be a non-empty list of limiters and (keyed limiter, key) pairs"),
-    (38, "E_SHARED_DANGLING", "shared",
+    (38, "E_HEADER_NAME", "name",
+     "name must be 1 to 64 printable ASCII characters (the policy name of the headers)"),
+    (39, "E_HEADER_VALUE", "decision",
+     "decision: limit, remaining, retry_after, reset_after and window must be >= 0"),
+    (40, "E_SHARED_DANGLING", "shared",
      "shared: the path is a symbolic link to nothing; remove the link or point it at a region"),
-    (39, "E_SHARED_UNSTABLE", "shared",
+    (41, "E_SHARED_UNSTABLE", "shared",
      "shared: the path kept changing while it was opened (removed or replaced again and again)"),
-    (40, "E_SHARED_LOCK", "shared",
+    (42, "E_SHARED_LOCK", "shared",
      "shared: a lock of the region stayed held past its time limit (a stopped or frozen "
      "process holds it)"),
-    (41, "E_SHARED_MODE_ALONE", "shared_mode",
+    (43, "E_SHARED_MODE_ALONE", "shared_mode",
      "shared_mode is the mode of a region file: give it only with shared"),
 ]
 

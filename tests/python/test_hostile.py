@@ -181,6 +181,8 @@ def test_shared_mode_without_shared_is_an_error():
     ((True, 1, 0.0, -1.0, 1), ValueError, "reset_after"),
     ((True, 1, 0.0, float("inf"), 1), ValueError, "reset_after"),
     ((True, 1, 0.0, 0.0, -1), ValueError, "limit"),
+    ((True, 1, 0.0, 0.0, 1, -1.0), ValueError, "window"),
+    ((True, 1, 0.0, 0.0, 1, float("nan")), ValueError, "window"),
 ])
 def test_decision_fields_are_checked(args, exc, param):
     with pytest.raises(exc) as info:
