@@ -23,7 +23,7 @@ import math
 import time
 from fractions import Fraction
 from importlib import resources
-from typing import Any, Iterable, Sequence, Tuple, Union
+from typing import Any, Iterable, List, Sequence, Tuple, Union
 
 import cellrate
 
@@ -84,8 +84,8 @@ class RedisUnavailable(cellrate.CellrateError):
 
 
 def _invalid(exc_type: type, param: str, message: str) -> Exception:
-    error = exc_type(message)
-    error.param = param
+    error: Exception = exc_type(message)
+    setattr(error, "param", param)
     return error
 
 
@@ -176,13 +176,13 @@ class _RedisLimit:
             raise _invalid(cellrate.InvalidArgument, "burst",
                            "burst is too large for the Redis store: burst * (period/rate) must be "
                            "below 9e15 ns (about 104 days)")
-        self.client = client
+        self.client: Any = client
         self.prefix = prefix
         self.algorithm = algorithm
         self.on_error = on_error
         self._key_prefix = f"{prefix}{algorithm}:{emission_ns}:{self.burst}:".encode()
         self._limit_args = (algorithm, emission_ns, self.burst)
-        self._script = client.register_script(SCRIPT)
+        self._script = self.client.register_script(SCRIPT)
         self._availability = _Availability()
 
     rate = property(lambda self: self._core.rate, doc="Units admitted per period, sustained, per key.")
@@ -196,7 +196,7 @@ class _RedisLimit:
         self._core.peek(key, 0)  # the core's check of the key's type
         return self._key_prefix + (key.encode() if isinstance(key, str) else key)
 
-    def _request(self, key: Key, cost: int, now: float | None, commit: bool) -> Tuple[list, list]:
+    def _request(self, key: Key, cost: int, now: float | None, commit: bool) -> Tuple[List[Any], List[Any]]:
         self._core.peek(key, cost, now=now)  # the core validates key, cost and now
         keys = [self._key_prefix + (key.encode() if isinstance(key, str) else key)]
         return keys, [1 if commit else 0, cost, "" if now is None else _now_ns(now),
@@ -240,7 +240,7 @@ class RedisLimiter(_RedisLimit):
     _clients = (redis.Redis, redis.cluster.RedisCluster)
     _client_names = "a redis.Redis or redis.cluster.RedisCluster (asyncio: AsyncRedisLimiter)"
 
-    def _decide(self, keys: list, args: list, limits: Sequence[_RedisLimit], cost: int) -> cellrate.Decision:
+    def _decide(self, keys: List[Any], args: List[Any], limits: Sequence[_RedisLimit], cost: int) -> cellrate.Decision:
         availability = self._availability
         if availability.skip():
             return self._fallback(cost)
@@ -281,7 +281,7 @@ class AsyncRedisLimiter(_RedisLimit):
     _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster "
                      "(blocking clients: RedisLimiter)")
 
-    async def _decide(self, keys: list, args: list, limits: Sequence[_RedisLimit],
+    async def _decide(self, keys: List[Any], args: List[Any], limits: Sequence[_RedisLimit],
                       cost: int) -> cellrate.Decision:
         availability = self._availability
         if availability.skip():
@@ -315,11 +315,13 @@ class AsyncRedisLimiter(_RedisLimit):
 
 
 def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now: float | None,
-                       kind: type) -> Tuple[_RedisLimit, list, list, list]:
+                       kind: type) -> Tuple[List[_RedisLimit], List[Any], List[Any]]:
     pairs = list(items)
     if not pairs:
         raise _invalid(cellrate.InvalidArgument, "items", "items must name at least one limit")
-    limits, keys, args = [], [], []
+    limits: List[_RedisLimit] = []
+    keys: List[Any] = []
+    args: List[Any] = []
     for pair in pairs:
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], kind)):
             raise _invalid(cellrate.InvalidArgumentType, "items",
@@ -334,7 +336,7 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
         limits.append(limit)
         keys += request_keys
         args += request_args[3:]
-    return limits[0], limits, keys, args
+    return limits, keys, args
 
 
 def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
@@ -343,12 +345,16 @@ def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
     limit admits, and a refusal takes nothing from any. Returns the tightest Decision
     (refused: the longest retry_after; admitted: the fewest remaining). In a Cluster the
     keys must share a slot (hash tags, e.g. "{user:42}"). on_error is the first limiter's."""
-    first, limits, keys, args = _check_all_request(items, cost, now, RedisLimiter)
+    limits, keys, args = _check_all_request(items, cost, now, RedisLimiter)
+    first = limits[0]
+    assert isinstance(first, RedisLimiter)
     return first._decide(keys, args, limits, cost)
 
 
 async def check_all_async(items: Iterable[Tuple[AsyncRedisLimiter, Key]], cost: int = 1, *,
                           now: float | None = None) -> cellrate.Decision:
     """check_all for AsyncRedisLimiter."""
-    first, limits, keys, args = _check_all_request(items, cost, now, AsyncRedisLimiter)
+    limits, keys, args = _check_all_request(items, cost, now, AsyncRedisLimiter)
+    first = limits[0]
+    assert isinstance(first, AsyncRedisLimiter)
     return await first._decide(keys, args, limits, cost)

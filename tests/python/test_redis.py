@@ -566,3 +566,11 @@ def test_import_cellrate_does_not_import_redis():
     code = "import sys, cellrate; assert 'redis' not in sys.modules; print('ok')"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout == "ok\n"
+
+
+def test_the_store_passes_mypy_strict(tmp_path):
+    pytest.importorskip("mypy")
+    env = dict(os.environ, MYPY_CACHE_DIR=str(tmp_path))
+    result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "-p", "cellrate.redis"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
