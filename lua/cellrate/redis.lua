@@ -153,9 +153,13 @@ local function run(self, keys, args)
         end
         M.sha = sha
     end
-    local reply, err = call(self.client, "evalsha", M.sha, #keys, unpack(keys), unpack(args))
+    local words = { #keys, unpack(keys) }
+    for i = 1, #args do
+        words[#words + 1] = args[i]
+    end
+    local reply, err = call(self.client, "evalsha", M.sha, unpack(words))
     if not reply and err and err:find("NOSCRIPT", 1, true) then
-        reply, err = call(self.client, "eval", M.script, #keys, unpack(keys), unpack(args))
+        reply, err = call(self.client, "eval", M.script, unpack(words))
     end
     return reply, err
 end
@@ -229,6 +233,36 @@ function Limiter:reset(key)
         return nil, err
     end
     return true
+end
+
+-- Several Redis limits decided as one script call: items = { {limiter, key}, ... },
+-- every limiter on the same client (in a Cluster the keys must share a slot:
+-- hash tags). Admitted only if every limit admits; a refusal takes nothing
+-- from any. Returns the tightest decision; on_error is the first limiter's.
+function M.check_all(items, cost, now)
+    if type(items) ~= "table" or #items == 0 then
+        argument_error("items", "must be a non-empty list of { limiter, key } pairs")
+    end
+    local keys, args, first
+    for i, item in ipairs(items) do
+        if type(item) ~= "table" or getmetatable(item[1]) ~= Limiter then
+            argument_error("items", "must be a list of { limiter, key } pairs of cellrate.redis limiters")
+        end
+        first = first or item[1]
+        if item[1].client ~= first.client then
+            argument_error("items", "every limiter must use the same Redis client")
+        end
+        local item_keys, item_args = request(item[1], item[2], cost, now, true)
+        if i == 1 then
+            keys, args = item_keys, item_args
+        else
+            keys[#keys + 1] = item_keys[1]
+            for j = 4, 6 do
+                args[#args + 1] = item_args[j]
+            end
+        end
+    end
+    return decide(first, keys, args)
 end
 
 function Limiter:info()

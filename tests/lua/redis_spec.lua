@@ -149,6 +149,20 @@ describe("cellrate.redis", function()
       end
    end)
 
+   it("decides several limits as one with check_all", function()
+      local per_ip = store_module.limiter(client, 10, { burst = 5, prefix = "ip:", on_error = "raise" })
+      local per_user = store_module.limiter(client, 10, { burst = 2, prefix = "user:", on_error = "raise" })
+      local items = { { per_ip, "{u1}:1.2.3.4" }, { per_user, "{u1}" } }
+      assert.same({ true, 1, 0, 0.1 }, { store_module.check_all(items, 1, 100) })
+      assert.is_true((store_module.check_all(items, 1, 100)))
+      local allowed, remaining, retry_after = store_module.check_all(items, 1, 100)
+      assert.is_false(allowed)
+      assert.equal(0, remaining)
+      assert.is_true(math.abs(retry_after - 0.1) < 1e-9)
+      -- the refusal took nothing from per_ip: 3 of 5 left there
+      assert.same({ true, 0, 0, 0.5 }, { per_ip:check("{u1}:1.2.3.4", 3, 100) })
+   end)
+
    it("refuses bad arguments, naming the parameter", function()
       local cases = {
          { function() store_module.limiter({}, 10) end, "client" },
@@ -159,6 +173,8 @@ describe("cellrate.redis", function()
          { function() store_module.limiter(client, -1) end, "rate" },
          { function() store_module.limiter(client, 10):check("k", -1) end, "cost" },
          { function() store_module.limiter(client, 10):check({}, 1) end, "key" },
+         { function() store_module.check_all({}) end, "items" },
+         { function() store_module.check_all({ { cellrate.keyed(1), "k" } }) end, "items" },
       }
       for _, case in ipairs(cases) do
          local ok, err = pcall(case[1])
