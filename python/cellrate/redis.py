@@ -54,6 +54,9 @@ MAX_TOLERANCE_NS = 9_000_000_000_000_000
 
 ON_ERROR = ("allow", "deny", "raise")
 
+# The script's modes (its ARGV[1]).
+PEEK, CHECK, ALLOW = 0, 1, 2
+
 #: Failures that mean "Redis cannot answer now" (down, stalled, failing over),
 #: as opposed to a mistake, which is raised whatever on_error says.
 UNAVAILABLE = (
@@ -196,11 +199,11 @@ class _RedisLimit:
         self._core.peek(key, 0)  # the core's check of the key's type
         return self._key_prefix + (key.encode() if isinstance(key, str) else key)
 
-    def _request(self, key: Key, cost: int, now: float | None, commit: bool) -> Tuple[List[Any], List[Any]]:
+    def _request(self, key: Key, cost: int, now: float | None, mode: int) -> Tuple[List[Any], List[Any]]:
+        """The script's KEYS and ARGV; mode: CHECK, PEEK or ALLOW (the verdict alone)."""
         self._core.peek(key, cost, now=now)  # the core validates key, cost and now
         keys = [self._key_prefix + (key.encode() if isinstance(key, str) else key)]
-        return keys, [1 if commit else 0, cost, "" if now is None else _now_ns(now),
-                      *self._limit_args]
+        return keys, [mode, cost, "" if now is None else _now_ns(now), *self._limit_args]
 
     def _fallback(self, cost: int) -> cellrate.Decision:
         """The answer of on_error while Redis cannot decide."""
@@ -213,7 +216,9 @@ class _RedisLimit:
         return cellrate.Decision(False, 0, retry_after or FIRST_BACKOFF_S, 0.0, self.burst)
 
 
-def _decision(reply: Sequence[Any], limits: Sequence[_RedisLimit]) -> cellrate.Decision:
+def _decision(reply: Any, limits: Sequence[_RedisLimit]) -> cellrate.Decision:
+    if not isinstance(reply, list):  # ALLOW: the verdict alone
+        return cellrate.Decision(reply == 1, 0, 0.0, 0.0, limits[0].burst)
     allowed, remaining, retry_after_ns, reset_after_ns, index = reply
     retry_after_ns = int(retry_after_ns)
     return cellrate.Decision(
@@ -254,15 +259,15 @@ class RedisLimiter(_RedisLimit):
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
-        return self._decide(*self._request(key, cost, now, True), (self,), cost)
+        return self._decide(*self._request(key, cost, now, CHECK), (self,), cost)
 
     def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
         """check(...).allowed."""
-        return self._decide(*self._request(key, cost, now, True), (self,), cost).allowed
+        return self._decide(*self._request(key, cost, now, ALLOW), (self,), cost).allowed
 
     def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
-        return self._decide(*self._request(key, cost, now, False), (self,), cost)
+        return self._decide(*self._request(key, cost, now, PEEK), (self,), cost)
 
     def reset(self, key: Key) -> None:
         """Forgets `key` (back to a full burst). Raises RedisUnavailable when Redis cannot
@@ -296,15 +301,15 @@ class AsyncRedisLimiter(_RedisLimit):
 
     async def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
-        return await self._decide(*self._request(key, cost, now, True), (self,), cost)
+        return await self._decide(*self._request(key, cost, now, CHECK), (self,), cost)
 
     async def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
         """(await check(...)).allowed."""
-        return (await self._decide(*self._request(key, cost, now, True), (self,), cost)).allowed
+        return (await self._decide(*self._request(key, cost, now, ALLOW), (self,), cost)).allowed
 
     async def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
-        return await self._decide(*self._request(key, cost, now, False), (self,), cost)
+        return await self._decide(*self._request(key, cost, now, PEEK), (self,), cost)
 
     async def reset(self, key: Key) -> None:
         """Forgets `key`; raises RedisUnavailable when Redis cannot answer."""
@@ -330,7 +335,7 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
         if limit.client is not pairs[0][0].client:
             raise _invalid(cellrate.InvalidArgument, "items",
                            "items: every limiter must use the same Redis client")
-        request_keys, request_args = limit._request(key, cost, now, True)
+        request_keys, request_args = limit._request(key, cost, now, CHECK)
         if not args:
             args = request_args[:3]
         limits.append(limit)

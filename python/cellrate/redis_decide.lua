@@ -4,10 +4,12 @@
 --
 -- KEYS: one key per limit (a single limit is a list of one; several limits
 -- are decided as one, so they must share a Cluster slot: hash tags).
--- ARGV: commit (1 check, 0 peek), cost, now (decimal ns, or "" for the
--- server's TIME), then per key: algorithm, emission_ns, burst.
+-- ARGV: mode (1 check, 0 peek, 2 allow: as check, answering only the
+-- verdict), cost, now (decimal ns, or "" for the server's TIME), then per
+-- key: algorithm, emission_ns, burst.
 -- Returns { allowed (1/0), remaining, retry_after_ns ("-1": never),
---           reset_after_ns, index of the limit whose decision it is }.
+--           reset_after_ns, index of the limit whose decision it is },
+-- or in mode 2 the verdict alone (1/0).
 --
 -- Exactness: Redis's Lua numbers are doubles, and times since the epoch in
 -- nanoseconds exceed 2^53. A time is kept as two numbers, whole seconds and
@@ -77,7 +79,7 @@ local function number(s, ns)
     return s * E9 + ns
 end
 
-local commit = ARGV[1] == '1'
+local commit = ARGV[1] ~= '0'
 local cost = tonumber(ARGV[2])
 local ts, tns
 local server_time = ARGV[3] == ''
@@ -180,5 +182,8 @@ if commit and all_allowed then
             end
         end
     end
+end
+if ARGV[1] == '2' then
+    return tightest[1]
 end
 return tightest

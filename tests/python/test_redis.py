@@ -296,7 +296,7 @@ def test_a_flood_of_keys_leaves_memory_bounded_by_live_keys(client):
     limiter = RedisLimiter(client, 20, burst=1, on_error="raise")  # each key lives 50 ms
     baseline = client.info("memory")["used_memory"]
     sha = client.script_load(cr_redis.SCRIPT)
-    _, args = limiter._request("any", 1, None, True)
+    _, args = limiter._request("any", 1, None, cr_redis.CHECK)
     for start in range(0, 100_000, 5_000):
         pipe = client.pipeline(transaction=False)
         for i in range(start, start + 5_000):  # the script call of limiter.check(f"flood:{i}")
