@@ -91,6 +91,10 @@ PYTHONPATH="$PEERS/py-gil-released" "$VPY" "$BENCH/python/bench_py.py" --part ce
 step "Python level: PyPI peers"
 "$VPY" "$BENCH/python/bench_py.py" --part peers --reps "$REPS" | tee "$RAW/py_peers.jsonl" >&2
 
+step "Redis store: a local redis-server; one client and 4 processes, sync and asyncio"
+"$VPY" "$BENCH/python/bench_redis.py" --reps "$REPS" --markdown "$BENCH/results/redis.md" |
+    tee "$RAW/redis.jsonl" >&2
+
 step "Lua level: Lua 5.4 and LuaJIT"
 LUA_CPATH="build/lua5.4/?.so;$PEERS/lua/lua5.4/?.so" lua5.4 "$BENCH/lua/bench.lua" "$REPS" lua5.4 |
     tee "$RAW/lua54.jsonl" >&2

@@ -232,7 +232,8 @@ def main() -> None:
                 subprocess.run(["redis-cli", "-p", str(port), "flushall"], check=True,
                                stdout=subprocess.DEVNULL)
                 runs.append(run())
-            row = {"harness": "redis", "mode": mode, "scenario": name,
+            row = {"id": f"redis.{mode.replace(', ', '.').replace(' ', '_')}.{name}",
+                   "harness": "redis", "mode": mode, "scenario": name,
                    "ops_per_s": statistics.median(runs), "runs": runs}
             rows.append(row)
             print(json.dumps(row), flush=True)
