@@ -112,16 +112,16 @@ function M.limiter(client, rate, opts)
                        .. "below 9e15 ns (about 104 days)")
     end
     local emission = string.format("%.0f", info.emission_ns)
+    local tolerance = string.format("%.0f", info.tolerance_ns)
     local burst = string.format("%.0f", info.burst)
     return setmetatable({
         client = client,
         core = core,
         burst = info.burst,
         on_error = on_error,
-        key_prefix = prefix .. algorithm .. ":" .. emission .. ":" .. burst .. ":",
+        key_prefix = prefix .. algorithm .. ":" .. tolerance .. ":" .. burst .. ":",
+        limit_args = { algorithm, emission, tolerance, burst },
         algorithm = algorithm,
-        emission = emission,
-        burst_text = burst,
         gate = nil, -- while Redis is down: a limiter letting one probe through per back-off
         backoff = 0,
     }, Limiter)
@@ -204,9 +204,11 @@ local function request(self, key, cost, now, commit)
     cost = cost == nil and 1 or cost
     self.core:peek(key, cost, now) -- the core validates key, cost and now
     local now_ns = now == nil and "" or seconds_to_ns(now)
-    return { self.key_prefix .. key },
-        { commit and "1" or "0", string.format("%.0f", cost), now_ns,
-          self.algorithm, self.emission, self.burst_text }
+    local args = { commit and "1" or "0", string.format("%.0f", cost), now_ns }
+    for i = 1, 4 do
+        args[3 + i] = self.limit_args[i]
+    end
+    return { self.key_prefix .. key }, args
 end
 
 function Limiter:check(key, cost, now)
@@ -257,7 +259,7 @@ function M.check_all(items, cost, now)
             keys, args = item_keys, item_args
         else
             keys[#keys + 1] = item_keys[1]
-            for j = 4, 6 do
+            for j = 4, 7 do
                 args[#args + 1] = item_args[j]
             end
         end

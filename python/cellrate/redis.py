@@ -183,8 +183,8 @@ class _RedisLimit:
         self.prefix = prefix
         self.algorithm = algorithm
         self.on_error = on_error
-        self._key_prefix = f"{prefix}{algorithm}:{emission_ns}:{self.burst}:".encode()
-        self._limit_args = (algorithm, emission_ns, self.burst)
+        self._key_prefix = f"{prefix}{algorithm}:{tolerance_ns}:{self.burst}:".encode()
+        self._limit_args = (algorithm, emission_ns, tolerance_ns, self.burst)
         self._script = self.client.register_script(SCRIPT)
         self._availability = _Availability()
 
@@ -237,7 +237,7 @@ class RedisLimiter(_RedisLimit):
                  prefix="cellrate:", on_error="allow")
 
     The limit's arguments are those of cellrate.KeyedLimiter. Keys live in Redis
-    as prefix + "<algorithm>:<emission_ns>:<burst>:" + key, so two limits never
+    as prefix + "<algorithm>:<tolerance_ns>:<burst>:" + key, so two limits never
     share a key's state. Timeouts and retries are the client's: give it a short
     socket_timeout. Thread-safe, as the client is.
     """

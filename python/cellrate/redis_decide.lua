@@ -6,7 +6,8 @@
 -- are decided as one, so they must share a Cluster slot: hash tags).
 -- ARGV: mode (1 check, 0 peek, 2 allow: as check, answering only the
 -- verdict), cost, now (decimal ns, or "" for the server's TIME), then per
--- key: algorithm, emission_ns, burst.
+-- key: algorithm, emission_ns, tolerance_ns, burst (the core's cr_limit:
+-- for the window algorithms tolerance_ns is the window and burst the rate).
 -- Returns { allowed (1/0), remaining, retry_after_ns ("-1": never),
 --           reset_after_ns, index of the limit whose decision it is },
 -- or in mode 2 the verdict alone (1/0).
@@ -22,7 +23,7 @@
 local E9 = 1000000000
 local MAX_TOLERANCE = 9000000000000000   -- 9e15 ns (104 days): refused from here on
 local HUGE = 9007199254740992             -- 2^53: above every tolerance
-local MAX_S, MAX_NS = 9223372036, 854775807   -- INT64_MAX ns, where the core saturates
+local MAX_S, MAX_NS = 9223372036, 854775807   -- INT64_MAX ns
 
 -- floor(a / b) for integers 0 <= a < 2^53, b >= 1, exactly.
 local function quotient(a, b)
@@ -79,6 +80,65 @@ local function number(s, ns)
     return s * E9 + ns
 end
 
+-- ------------------------------------------------------------------------
+-- Exact products and remainders of integers below 2^53
+
+-- a * b as p + e exactly (Dekker): p the rounded product, e the rest.
+local SPLITTER = 134217729 -- 2^27 + 1
+local function two_product(a, b)
+    local p = a * b
+    local c = SPLITTER * a
+    local ah = c - (c - a)
+    local al = a - ah
+    c = SPLITTER * b
+    local bh = c - (c - b)
+    local bl = b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+end
+
+-- a * b <= c * d, exactly. The rounding is monotonic: when the rounded
+-- products differ, they order as the exact ones (or these are equal).
+local function product_le(a, b, c, d)
+    local p1, e1 = two_product(a, b)
+    local p2, e2 = two_product(c, d)
+    if p1 ~= p2 then
+        return p1 < p2
+    end
+    return e1 <= e2
+end
+
+-- floor(a * b / m) when it is below 2^53: a float estimate, then made exact.
+local function product_quotient(a, b, m)
+    local q = math.floor(a * b / m)
+    while q > 0 and not product_le(q, m, a, b) do
+        q = q - 1
+    end
+    while product_le(q + 1, m, a, b) do
+        q = q + 1
+    end
+    return q
+end
+
+-- (a + b) mod m for 0 <= a, b < m < 2^53, with no sum reaching 2^53.
+local function add_mod(a, b, m)
+    if a >= m - b then
+        return a - (m - b)
+    end
+    return a + b
+end
+
+-- A time (s, ns) modulo m < 2^53: s * 1e9 as p + e, each reduced exactly.
+local function time_mod(s, ns, m)
+    local p, e = two_product(math.fmod(s, m), E9)
+    e = math.fmod(e, m)
+    if e < 0 then
+        e = e + m
+    end
+    return add_mod(add_mod(math.fmod(p, m), e, m), math.fmod(ns, m), m)
+end
+
+-- ------------------------------------------------------------------------
+
 local commit = ARGV[1] ~= '0'
 local cost = tonumber(ARGV[2])
 local ts, tns
@@ -90,56 +150,171 @@ else
     ts, tns = parse(ARGV[3])
 end
 
--- Decides for one limit; returns the decision and the TAT to store (or nil).
-local function decide(key, algorithm, emission, burst)
-    if algorithm ~= 'gcra' and algorithm ~= 'token_bucket' then
-        return redis.error_reply('cellrate: unknown algorithm ' .. algorithm)
+local NEVER = '-1'
+
+-- Each algorithm decides for one key from its state word (ss, sns) and
+-- returns the decision and the state word to store (nil: nothing to write).
+-- They follow core/decision.h line by line.
+
+-- gcra and token_bucket: the state is the TAT; tolerance = emission * burst.
+local function decide_gcra(ss, sns, emission, tolerance, burst)
+    local taus, tauns = split(tolerance)
+    if less(ss, sns, ts, tns) then
+        ss, sns = ts, tns -- base = max(TAT, now)
     end
-    local tau = emission * burst
-    if tau >= MAX_TOLERANCE then
-        return redis.error_reply('cellrate: tolerance of 9e15 ns or more')
-    end
-    local taus, tauns = split(tau)
-    local stored = redis.call('GET', key)
-    local bs, bns = 0, 0
-    if stored then
-        bs, bns = parse(stored)
-    end
-    if less(bs, bns, ts, tns) then
-        bs, bns = ts, tns
-    end
-    local leads, leadns = sub(bs, bns, ts, tns)
-    local fits, allowed, retry = cost <= burst, cost == 0, '0'
+    local leads, leadns = sub(ss, sns, ts, tns)
+    local fits, retry = cost <= burst, '0'
     if fits and cost > 0 then
-        local ns_, nns = add(bs, bns, split(cost * emission))
-        if ns_ > MAX_S or (ns_ == MAX_S and nns > MAX_NS) then
-            ns_, nns = MAX_S, MAX_NS
-        end
-        local as, ans = sub(ns_, nns, taus, tauns)
-        if not less(ts, tns, as, ans) then
-            local fs, fns = sub(ts, tns, as, ans)
-            return { 1, quotient(number(fs, fns), emission), '0',
-                     format(sub(ns_, nns, ts, tns)) }, format(ns_, nns)
+        local nexts, nextns = add(ss, sns, split(cost * emission))
+        local as, ans = sub(nexts, nextns, taus, tauns)
+        -- past 2^63 ns a sum is refused, as in the core (never reached
+        -- below the horizon)
+        local overflows = nexts > MAX_S or (nexts == MAX_S and nextns > MAX_NS)
+        if not overflows and not less(ts, tns, as, ans) then
+            return { 1, quotient(number(sub(ts, tns, as, ans)), emission), '0',
+                     format(sub(nexts, nextns, ts, tns)) }, format(nexts, nextns)
         end
         retry = format(sub(as, ans, ts, tns))
     elseif not fits then
-        retry = '-1'
+        retry = NEVER
     end
     -- a turn-away, a probe or an unfittable cost: the units that fit at base
-    local room = tau - number(leads, leadns)
+    local room = tolerance - number(leads, leadns)
     local remaining = 0
     if room >= emission then
         remaining = quotient(room, emission)
     end
-    return { allowed and 1 or 0, remaining, retry, format(leads, leadns) }, nil
+    return { cost == 0 and 1 or 0, remaining, retry, format(leads, leadns) }, nil
+end
+
+-- fixed_window: the state is end + count, `end` the end of the key's window.
+local function decide_fixed(ss, sns, window, rate)
+    local es, ens = sub(ts, tns, split(time_mod(ts, tns, window)))
+    es, ens = add(es, ens, split(window))
+    local count = 0
+    if not less(ss, sns, es, ens) then
+        -- the current window, or a later one (the clock stepped back)
+        if number(sub(ss, sns, es, ens)) >= window then
+            es, ens = sub(ss, sns, split(time_mod(ss, sns, window)))
+        end
+        count = number(sub(ss, sns, es, ens))
+    end
+    local allowed = cost == 0 or cost <= rate - count
+    local write = nil
+    if allowed and cost > 0 then
+        count = count + cost
+        write = format(add(es, ens, split(count)))
+    end
+    local retry = '0'
+    if not allowed then
+        retry = cost > rate and NEVER or format(sub(es, ens, ts, tns))
+    end
+    local reset = count > 0 and format(sub(es, ens, ts, tns)) or '0'
+    return { allowed and 1 or 0, rate - count, retry, reset }, write
+end
+
+-- The least e in [0, P] with prev * (P - e) <= budget * P (prev > 0, budget >= 0).
+local function sliding_earliest(window, prev, budget)
+    if budget >= prev then
+        return 0
+    end
+    return window - product_quotient(budget, window, prev)
+end
+
+-- sliding_window: the state is (k + 2) * P + prev * (rate + 1) + curr.
+local function decide_sliding(ss, sns, window, rate)
+    local radix = rate + 1
+    local elapsed = time_mod(ts, tns, window)
+    local starts, startns = sub(ts, tns, split(elapsed))
+    local bs, bns = add(starts, startns, split(2 * window))
+    local prev, curr = 0, 0
+    if not less(ss, sns, bs, bns) then
+        -- the current window, or a later one (the clock stepped back)
+        if number(sub(ss, sns, bs, bns)) >= window then
+            bs, bns = sub(ss, sns, split(time_mod(ss, sns, window)))
+            starts, startns = sub(bs, bns, split(2 * window))
+            elapsed = 0 -- the previous window weighs fully: only stricter
+        end
+        local packed = number(sub(ss, sns, bs, bns))
+        prev = quotient(packed, radix)
+        curr = packed - prev * radix
+    else
+        local ps, pns = sub(bs, bns, split(window))
+        if not less(ss, sns, ps, pns) then -- the previous window: its count is prev
+            prev = math.fmod(number(sub(ss, sns, ps, pns)), radix)
+        end
+    end
+    local allowed
+    if cost == 0 then
+        allowed = true
+    elseif cost > rate - curr then
+        allowed = false
+    else
+        allowed = prev == 0 or product_le(prev, window - elapsed, rate - curr - cost, window)
+    end
+    local write = nil
+    if allowed and cost > 0 then
+        curr = curr + cost
+        write = format(add(bs, bns, split(prev * radix + curr)))
+    end
+    -- rate - curr - ceil(prev * (P - elapsed) / P), at least 0
+    local held = product_quotient(prev, window - elapsed, window)
+    if not product_le(prev, window - elapsed, held, window) then
+        held = held + 1
+    end
+    local remaining = math.max(0, rate - curr - held)
+    local retry = '0'
+    if not allowed then
+        if cost > rate then
+            retry = NEVER
+        else
+            local budget = rate - curr - cost
+            local at_s, at_ns
+            if budget >= 0 and prev > 0 and sliding_earliest(window, prev, budget) < window then
+                at_s, at_ns = add(starts, startns, split(sliding_earliest(window, prev, budget)))
+            elseif curr <= rate - cost then
+                at_s, at_ns = add(starts, startns, split(window))
+            else -- the window after next at the latest
+                at_s, at_ns = add(starts, startns, split(window))
+                at_s, at_ns = add(at_s, at_ns, split(sliding_earliest(window, curr, rate - cost)))
+            end
+            retry = format(sub(at_s, at_ns, ts, tns))
+        end
+    end
+    local reset = '0'
+    if curr > 0 or prev > 0 then
+        local rs, rns = add(starts, startns, split(curr > 0 and 2 * window or window))
+        reset = format(sub(rs, rns, ts, tns))
+    end
+    return { allowed and 1 or 0, remaining, retry, reset }, write
+end
+
+-- Decides for one limit; returns the decision and the state to store (or nil).
+local function decide(key, algorithm, emission, tolerance, burst)
+    if tolerance >= MAX_TOLERANCE then
+        return redis.error_reply('cellrate: tolerance or window of 9e15 ns or more')
+    end
+    local stored = redis.call('GET', key)
+    local ss, sns = 0, 0
+    if stored then
+        ss, sns = parse(stored)
+    end
+    if algorithm == 'gcra' or algorithm == 'token_bucket' then
+        return decide_gcra(ss, sns, emission, tolerance, burst)
+    elseif algorithm == 'fixed_window' then
+        return decide_fixed(ss, sns, tolerance, burst)
+    elseif algorithm == 'sliding_window' then
+        return decide_sliding(ss, sns, tolerance, burst)
+    end
+    return redis.error_reply('cellrate: unknown algorithm ' .. algorithm)
 end
 
 local decisions, writes = {}, {}
 local all_allowed = true
 for i = 1, #KEYS do
-    local base = 3 + (i - 1) * 3
+    local base = 3 + (i - 1) * 4
     local decision, write = decide(KEYS[i], ARGV[base + 1], tonumber(ARGV[base + 2]),
-                                   tonumber(ARGV[base + 3]))
+                                   tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]))
     if decision.err then
         return decision
     end
