@@ -23,7 +23,7 @@ import math
 import time
 from fractions import Fraction
 from importlib import resources
-from typing import Any, Iterable, List, Sequence, Tuple, Union
+from typing import Any, Iterable, List, Sequence, Tuple, Union, cast
 
 import cellrate
 
@@ -185,7 +185,7 @@ class _RedisLimit:
         self.on_error = on_error
         self._key_prefix = f"{prefix}{algorithm}:{tolerance_ns}:{self.burst}:".encode()
         self._limit_args = (algorithm, emission_ns, tolerance_ns, self.burst)
-        self._script = self.client.register_script(SCRIPT)
+        self._script = cast(Any, client).register_script(SCRIPT)
         self._availability = _Availability()
 
     rate = property(lambda self: self._core.rate, doc="Units admitted per period, sustained, per key.")
