@@ -70,6 +70,8 @@ rock: ## the Lua module for LuaRocks (LUA_INCDIR=<Lua headers>; the rockspec run
 rock-install:
 	install -d $(LIBDIR)
 	install -m 0755 $(BUILD)/rock/cellrate.so $(LIBDIR)/cellrate.so
+	install -d $(LUADIR)/cellrate
+	install -m 0644 lua/cellrate/redis.lua python/cellrate/redis_decide.lua $(LUADIR)/cellrate/
 
 test-lua: lua ## busted specs under Lua 5.4 and LuaJIT
 	tests/lua/run.sh lua5.4 $(BUILD)/lua5.4

@@ -9,7 +9,8 @@
 --
 -- Returns what the in-process keyed limiter returns. While Redis cannot
 -- answer, opts.on_error decides: "allow" (the default), "deny", or "raise"
--- (nil and the client's error, as OpenResty libraries do).
+-- (nil, the client's error and the code "unavailable", as the in-process
+-- module reports runtime failures).
 local cellrate = require("cellrate")
 
 local unpack = table.unpack or unpack
@@ -166,7 +167,7 @@ end
 
 local function fallback(self, err)
     if self.on_error == "raise" then
-        return nil, err
+        return nil, err, "unavailable"
     elseif self.on_error == "allow" then
         return true, 0, 0, 0
     end
@@ -216,9 +217,9 @@ function Limiter:check(key, cost, now)
 end
 
 function Limiter:allow(key, cost, now)
-    local allowed, err = decide(self, request(self, key, cost, now, true))
+    local allowed, err, code = decide(self, request(self, key, cost, now, true))
     if allowed == nil then
-        return nil, err
+        return nil, err, code
     end
     return allowed
 end
