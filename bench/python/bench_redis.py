@@ -33,7 +33,7 @@ import time
 from typing import Callable, Dict, List
 
 HIGH_RATE = 1_000_000  # per second: every call admitted
-KEY = "bench"
+KEY = "bench"  # the server is flushed before each run
 
 
 def free_port() -> int:

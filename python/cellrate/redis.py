@@ -55,7 +55,7 @@ MAX_TOLERANCE_NS = 9_000_000_000_000_000
 ON_ERROR = ("allow", "deny", "raise")
 
 # The script's modes (its ARGV[1]).
-PEEK, CHECK, ALLOW = 0, 1, 2
+PEEK, CHECK, ALLOW = b"0", b"1", b"2"
 
 #: Failures that mean "Redis cannot answer now" (down, stalled, failing over),
 #: as opposed to a mistake, which is raised whatever on_error says.
@@ -184,7 +184,9 @@ class _RedisLimit:
         self.algorithm = algorithm
         self.on_error = on_error
         self._key_prefix = f"{prefix}{algorithm}:{tolerance_ns}:{self.burst}:".encode()
-        self._limit_args = (algorithm, emission_ns, tolerance_ns, self.burst)
+        # encoded once: redis-py passes bytes through as they are
+        self._limit_args = tuple(str(v).encode() for v in (algorithm, emission_ns, tolerance_ns,
+                                                           self.burst))
         self._script = cast(Any, client).register_script(SCRIPT)
         self._availability = _Availability()
 
@@ -199,11 +201,11 @@ class _RedisLimit:
         self._core.peek(key, 0)  # the core's check of the key's type
         return self._key_prefix + (key.encode() if isinstance(key, str) else key)
 
-    def _request(self, key: Key, cost: int, now: float | None, mode: int) -> Tuple[List[Any], List[Any]]:
+    def _request(self, key: Key, cost: int, now: float | None, mode: bytes) -> Tuple[List[Any], List[Any]]:
         """The script's KEYS and ARGV; mode: CHECK, PEEK or ALLOW (the verdict alone)."""
         self._core.peek(key, cost, now=now)  # the core validates key, cost and now
         keys = [self._key_prefix + (key.encode() if isinstance(key, str) else key)]
-        return keys, [mode, cost, "" if now is None else _now_ns(now), *self._limit_args]
+        return keys, [mode, cost, b"" if now is None else _now_ns(now), *self._limit_args]
 
     def _fallback(self, cost: int) -> cellrate.Decision:
         """The answer of on_error while Redis cannot decide."""
