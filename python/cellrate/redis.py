@@ -33,7 +33,8 @@ try:
     import redis.asyncio.cluster
     import redis.cluster
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("cellrate.redis needs the redis package: pip install 'cellrate[redis]'") from exc
+    raise ImportError(
+        "cellrate.redis needs the redis package: pip install 'cellrate[redis]'") from exc
 
 __all__ = [
     "AsyncRedisLimiter",
@@ -190,7 +191,7 @@ class _RedisLimit:
         self._script = cast(Any, client).register_script(SCRIPT)
         self._availability = _Availability()
 
-    rate = property(lambda self: self._core.rate, doc="Units admitted per period, sustained, per key.")
+    rate = property(lambda self: self._core.rate, doc="Units admitted per period, per key.")
     period = property(lambda self: self._core.period, doc="Seconds.")
     burst = property(lambda self: self._core.burst, doc="Units an idle key may spend at once.")
     emission_ns = property(lambda self: self._core.emission_ns, doc="Nanoseconds per unit.")
@@ -201,7 +202,8 @@ class _RedisLimit:
         self._core.peek(key, 0)  # the core's check of the key's type
         return self._key_prefix + (key.encode() if isinstance(key, str) else key)
 
-    def _request(self, key: Key, cost: int, now: float | None, mode: bytes) -> Tuple[List[Any], List[Any]]:
+    def _request(self, key: Key, cost: int, now: float | None,
+                 mode: bytes) -> Tuple[List[Any], List[Any]]:
         """The script's KEYS and ARGV; mode: CHECK, PEEK or ALLOW (the verdict alone)."""
         self._core.peek(key, cost, now=now)  # the core validates key, cost and now
         keys = [self._key_prefix + (key.encode() if isinstance(key, str) else key)]
@@ -247,7 +249,8 @@ class RedisLimiter(_RedisLimit):
     _clients = (redis.Redis, redis.cluster.RedisCluster)
     _client_names = "a redis.Redis or redis.cluster.RedisCluster (asyncio: AsyncRedisLimiter)"
 
-    def _decide(self, keys: List[Any], args: List[Any], limits: Sequence[_RedisLimit], cost: int) -> cellrate.Decision:
+    def _decide(self, keys: List[Any], args: List[Any], limits: Sequence[_RedisLimit],
+                cost: int) -> cellrate.Decision:
         availability = self._availability
         if availability.skip():
             return self._fallback(cost)
@@ -301,7 +304,8 @@ class AsyncRedisLimiter(_RedisLimit):
         availability.answered()
         return _decision(reply, limits)
 
-    async def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
+    async def check(self, key: Key, cost: int = 1, *,
+                    now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
         return await self._decide(*self._request(key, cost, now, CHECK), (self,), cost)
 

@@ -414,8 +414,16 @@ def test_redis_killed_and_restarted(on_error, caplog):
         c = client_for(srv.port)
         limiter = RedisLimiter(c, 1000, burst=1000, on_error=on_error)
         assert limiter.check("k").remaining == 999
+        script, attempts = limiter._script, []
+
+        def counted(*args, **kwargs):
+            attempts.append(time.monotonic())
+            return script(*args, **kwargs)
+
+        limiter._script = counted
         srv.kill()
         caplog.set_level(logging.WARNING, logger="cellrate.redis")
+        started = time.monotonic()
         for _ in range(50):
             if on_error == "raise":
                 with pytest.raises(RedisUnavailable) as info:
@@ -424,6 +432,9 @@ def test_redis_killed_and_restarted(on_error, caplog):
                 assert isinstance(info.value, cellrate.CellrateError)
             else:
                 assert limiter.allow("k") is (on_error == "allow")
+        # Redis was tried once, then once per back-off step (50 ms, 100 ms, ...)
+        elapsed = time.monotonic() - started
+        assert 1 <= len(attempts) <= 2 + math.log2(1 + elapsed / cr_redis.FIRST_BACKOFF_S)
         srv.start()  # the same port, an empty server: no key, no script
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -571,6 +582,24 @@ def test_cluster_spreads_keys_and_decides_exactly(cluster):
         assert store.check("user:1", 0, now=now).allowed  # reloaded on whichever node
     finally:
         rc.close()
+
+
+def test_cluster_through_the_asyncio_client(cluster):
+    async def run():
+        rc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster[1].port)
+        try:
+            store = AsyncRedisLimiter(rc, 5, burst=3, on_error="raise", prefix="async:")
+            core = cellrate.KeyedLimiter(5, burst=3)
+            for i in range(300):
+                key, now = f"user:{i % 60}", 10.0 + i * 0.01
+                assert await store.check(key, now=now) == core.check(key, now=now)
+            decision = await cr_redis.check_all_async(
+                [(store, "{u8}"), (store, "{u8}:search")], now=20.0)
+            assert decision.allowed and decision.remaining == 2
+        finally:
+            await rc.aclose()
+
+    asyncio.run(run())
 
 
 # --------------------------------------------------------------------------
