@@ -4,7 +4,9 @@ Starts its own redis-server on a free loopback port (stopped on exit), then
 times, one scenario after another, from one Python client and from 4
 processes, sync and asyncio:
 
-* floor: a plain INCR round trip from the same client (what one round trip costs);
+* floor: a plain INCR round trip from the same client (what one round trip costs),
+  and a script that only reads TIME, GETs and SETs with an expiry (what any
+  decision on the server's clock costs);
 * cellrate: RedisLimiter.allow (admitted), and the refused path (a drained key);
 * peers: limits' Redis moving window and sliding window counter, throttled-py's
   Redis GCRA, pyrate-limiter's Redis bucket.
@@ -33,6 +35,8 @@ import time
 from typing import Callable, Dict, List
 
 HIGH_RATE = 1_000_000  # per second: every call admitted
+SCRIPT_FLOOR = (b"local t = redis.call('TIME'); redis.call('GET', KEYS[1]); "
+                b"redis.call('SET', KEYS[1], '1764579000123456789', 'PX', 1000); return 1")
 KEY = "bench"  # the server is flushed before each run
 
 
@@ -74,6 +78,14 @@ def sync_scenarios() -> Dict[str, Callable[[int], Callable[[], object]]]:
         c = client(port)
         return lambda: c.incr(KEY) > 0
 
+    def script_floor(port):
+        # the least a decision on the server's clock does: TIME, GET, SET with
+        # an expiry, in a script called by SHA with cellrate's arguments
+        c = client(port)
+        sha = c.script_load(SCRIPT_FLOOR)
+        args = (b"2", 1, b"", b"gcra", b"1000", b"1000000000", b"1000000")
+        return lambda: c.evalsha(sha, 1, KEY, *args) == 1
+
     def cellrate_allow(port):
         from cellrate.redis import RedisLimiter
         lim = RedisLimiter(client(port), HIGH_RATE, burst=HIGH_RATE)
@@ -113,6 +125,7 @@ def sync_scenarios() -> Dict[str, Callable[[int], Callable[[], object]]]:
 
     return {
         "incr_floor": incr,
+        "script_floor": script_floor,
         "cellrate_redis": cellrate_allow,
         "cellrate_redis_refused": cellrate_refused,
         "limits_moving_window": limits_maker("MovingWindowRateLimiter"),
