@@ -76,7 +76,7 @@ end
 M._seconds_to_ns = seconds_to_ns -- for the tests
 
 -- limiter(client, rate, opts): opts as cellrate.keyed's (period, burst) plus
--- algorithm ("gcra" or "token_bucket"), prefix ("cellrate:") and on_error.
+-- (period, burst, algorithm) plus prefix ("cellrate:") and on_error.
 function M.limiter(client, rate, opts)
     local ctype = type(client)
     if (ctype ~= "table" and ctype ~= "userdata") or type(client.evalsha) ~= "function"
@@ -100,17 +100,15 @@ function M.limiter(client, rate, opts)
     if on_error ~= "allow" and on_error ~= "deny" and on_error ~= "raise" then
         argument_error("on_error", "must be 'allow', 'deny' or 'raise'")
     end
-    local algorithm = opts.algorithm == nil and "gcra" or opts.algorithm
-    if algorithm ~= "gcra" and algorithm ~= "token_bucket" then
-        argument_error("algorithm", "the Redis store decides 'gcra' and 'token_bucket'")
-    end
     -- the core parses, defaults and validates the limit, and later each key,
     -- cost and now (a peek stores nothing)
-    local core = cellrate.keyed(rate, { period = opts.period, burst = opts.burst, capacity = 1 })
+    local core = cellrate.keyed(rate, { period = opts.period, burst = opts.burst,
+                                        algorithm = opts.algorithm, capacity = 1 })
     local info = core:info()
+    local algorithm = info.algorithm
     if info.tolerance_ns >= M.MAX_TOLERANCE_NS then
-        argument_error("burst", "is too large for the Redis store: burst * (period/rate) must be "
-                       .. "below 9e15 ns (about 104 days)")
+        argument_error("burst", "is too large for the Redis store: burst * (period/rate), or a "
+                       .. "window, must be below 9e15 ns (about 104 days)")
     end
     local emission = string.format("%.0f", info.emission_ns)
     local tolerance = string.format("%.0f", info.tolerance_ns)

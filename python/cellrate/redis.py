@@ -168,21 +168,18 @@ class _RedisLimit:
         if on_error not in ON_ERROR:
             raise _invalid(cellrate.InvalidArgument, "on_error",
                            f"on_error must be 'allow', 'deny' or 'raise', not {on_error!r}")
-        if algorithm not in ("gcra", "token_bucket"):
-            # the window algorithms are not carried by the script yet
-            raise _invalid(cellrate.InvalidArgument, "algorithm",
-                           "algorithm: the Redis store decides 'gcra' and 'token_bucket'")
         # The core parses, defaults and validates the limit, and later each key,
         # cost and now (a peek on this table stores nothing).
-        self._core = cellrate.KeyedLimiter(rate, period, burst=burst, capacity=1)
+        self._core = cellrate.KeyedLimiter(rate, period, burst=burst, algorithm=algorithm,
+                                           capacity=1)
         emission_ns, tolerance_ns = self._core.emission_ns, self._core.tolerance_ns
         if tolerance_ns >= MAX_TOLERANCE_NS:
             raise _invalid(cellrate.InvalidArgument, "burst",
-                           "burst is too large for the Redis store: burst * (period/rate) must be "
-                           "below 9e15 ns (about 104 days)")
+                           "burst is too large for the Redis store: burst * (period/rate), or a "
+                           "window, must be below 9e15 ns (about 104 days)")
         self.client: Any = client
         self.prefix = prefix
-        self.algorithm = algorithm
+        self.algorithm = algorithm = self._core.algorithm
         self.on_error = on_error
         self._key_prefix = f"{prefix}{algorithm}:{tolerance_ns}:{self.burst}:".encode()
         # encoded once: redis-py passes bytes through as they are

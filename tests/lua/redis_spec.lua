@@ -91,14 +91,25 @@ describe("cellrate.redis", function()
       local rates = { 1, 3, 7, 10, 100, 0.5, 2.5, 1000 }
       local bursts = { false, 1, 2, 5, 50 }
       local periods = { false, 1, 0.3, 60 }
-      while ops < 10000 do
+      local algorithms = { "gcra", "token_bucket", "fixed_window", "sliding_window" }
+      local seen = {}
+      while ops < 10000 or #seen < 4 do
+         local algorithm = algorithms[#seen < 4 and #seen + 1 or math.random(4)]
+         local window = algorithm:find("window") ~= nil
          local rate = rates[math.random(#rates)]
-         local opts = { burst = bursts[math.random(#bursts)] or nil,
-                        period = periods[math.random(#periods)] or nil }
+         if window then
+            rate = math.ceil(rate)
+         end
+         local opts = { burst = not window and bursts[math.random(#bursts)] or nil,
+                        period = periods[math.random(#periods)] or nil, algorithm = algorithm }
+         if #seen < 4 then
+            seen[#seen + 1] = algorithm
+         end
          opts.prefix = "seq" .. ops .. ":"
          opts.on_error = "raise"
          local store = store_module.limiter(client, rate, opts)
-         local core = cellrate.keyed(rate, { burst = opts.burst, period = opts.period })
+         local core = cellrate.keyed(rate, { burst = opts.burst, period = opts.period,
+                                             algorithm = algorithm })
          local info = core:info()
          local T = info.emission_ns / 1e9
          local now = math.random() * 1e6

@@ -211,22 +211,28 @@ def test_vectors_through_the_python_face(client):
 # Random sequences, store against core
 
 
-def random_limit(rng: random.Random):
-    rate = rng.choice([1, 3, 7, 10, 100, 0.5, 2.5, 1000])
-    period = rng.choice([None, 1.0, 0.3, 60.0])
-    burst = rng.choice([None, 1, 2, 5, 50])
-    return rate, period, burst
+ALGORITHMS = ["gcra", "token_bucket", "fixed_window", "sliding_window"]
+
+
+def random_limit(rng: random.Random, algorithm: str):
+    """rate, period, burst for `algorithm` (windows: a whole rate, no burst)."""
+    period = rng.choice([None, 1.0, 0.3, 60.0, 0.0123456789])
+    if algorithm.endswith("window"):
+        return rng.choice([1, 3, 7, 10, 100, 1000]), period, None
+    return rng.choice([1, 3, 7, 10, 100, 0.5, 2.5, 1000]), period, rng.choice([None, 1, 2, 5, 50])
 
 
 def test_random_sequences_match_the_core(client):
     rng = random.Random(11)
     ops = 0
-    while ops < 10_000:
-        rate, period, burst = random_limit(rng)
-        algorithm = rng.choice(["gcra", "token_bucket"])
+    counts: list = []
+    while ops < 10_000 or len(set(counts)) < 4:
+        algorithm = ALGORITHMS[len(counts) % 4] if len(counts) < 4 else rng.choice(ALGORITHMS)
+        rate, period, burst = random_limit(rng, algorithm)
         store = RedisLimiter(client, rate, period, burst=burst, algorithm=algorithm,
                              on_error="raise", prefix=f"seq{ops}:")
-        core = cellrate.KeyedLimiter(rate, period, burst=burst)
+        core = cellrate.KeyedLimiter(rate, period, burst=burst, algorithm=algorithm)
+        counts.append(algorithm)
         now = rng.uniform(0, 1e6)
         keys = [f"k{i}" for i in range(3)] + [b"\xff\x00bytes"]
         for _ in range(rng.randint(20, 200)):
@@ -255,10 +261,11 @@ def test_random_sequences_match_the_core_asyncio(server):
         ops = 0
         try:
             while ops < 2_000:
-                rate, period, burst = random_limit(rng)
-                store = AsyncRedisLimiter(aclient, rate, period, burst=burst, on_error="raise",
-                                          prefix=f"aseq{ops}:")
-                core = cellrate.KeyedLimiter(rate, period, burst=burst)
+                algorithm = rng.choice(ALGORITHMS)
+                rate, period, burst = random_limit(rng, algorithm)
+                store = AsyncRedisLimiter(aclient, rate, period, burst=burst, algorithm=algorithm,
+                                          on_error="raise", prefix=f"aseq{ops}:")
+                core = cellrate.KeyedLimiter(rate, period, burst=burst, algorithm=algorithm)
                 now = rng.uniform(0, 1e6)
                 for _ in range(rng.randint(20, 200)):
                     now += rng.uniform(0, store.period / store.rate * 2)
@@ -325,6 +332,14 @@ def test_key_expires_when_its_state_stops_mattering(client):
     assert client.exists(short.redis_key("idle")) == 1
     time.sleep(0.05)
     assert client.exists(short.redis_key("idle")) == 0
+    # windows: the key lives until its counts stop mattering (the end of the
+    # window for fixed, of the next window for sliding)
+    for algorithm in ("fixed_window", "sliding_window"):
+        window = RedisLimiter(client, 10, 2.0, algorithm=algorithm, on_error="raise")
+        decision = window.check("w")
+        reset_ms = math.ceil(decision.reset_after * 1000)
+        assert 0 < reset_ms <= (2000 if algorithm == "fixed_window" else 4000)
+        assert reset_ms - 50 <= client.pttl(window.redis_key("w")) <= reset_ms
     # a turn-away and a peek leave the expiry as it was
     limiter.check("e", 1)
     before = client.pttl(limiter.redis_key("e"))
