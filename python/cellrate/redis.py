@@ -23,7 +23,7 @@ import math
 import time
 from fractions import Fraction
 from importlib import resources
-from typing import Any, Iterable, List, Sequence, Tuple, Union, cast
+from typing import Any, Iterable, List, Literal, Sequence, Tuple, Union, cast
 
 import cellrate
 
@@ -78,6 +78,7 @@ MAX_BACKOFF_S = 1.0
 log = logging.getLogger("cellrate.redis")
 
 Key = Union[str, bytes]
+Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window"]
 
 
 class RedisUnavailable(cellrate.CellrateError):
@@ -151,7 +152,7 @@ class _RedisLimit:
         period: float | None = None,
         *,
         burst: int | None = None,
-        algorithm: str = "gcra",
+        algorithm: Algorithm = "gcra",
         prefix: str = "cellrate:",
         on_error: str = "allow",
     ) -> None:
@@ -179,12 +180,12 @@ class _RedisLimit:
                            "window, must be below 9e15 ns (about 104 days)")
         self.client: Any = client
         self.prefix = prefix
-        self.algorithm = algorithm = self._core.algorithm
+        self.algorithm: str = self._core.algorithm
         self.on_error = on_error
-        self._key_prefix = f"{prefix}{algorithm}:{tolerance_ns}:{self.burst}:".encode()
+        self._key_prefix = f"{prefix}{self.algorithm}:{tolerance_ns}:{self.burst}:".encode()
         # encoded once: redis-py passes bytes through as they are
-        self._limit_args = tuple(str(v).encode() for v in (algorithm, emission_ns, tolerance_ns,
-                                                           self.burst))
+        self._limit_args = tuple(str(v).encode() for v in (
+            self.algorithm, emission_ns, tolerance_ns, self.burst))
         self._script = cast(Any, client).register_script(SCRIPT)
         self._availability = _Availability()
 
