@@ -77,13 +77,17 @@ M._seconds_to_ns = seconds_to_ns -- for the tests
 
 -- limiter(client, rate, opts): opts as cellrate.keyed's (period, burst) plus
 -- (period, burst, algorithm) plus prefix ("cellrate:") and on_error.
-function M.limiter(client, rate, opts)
+local function check_client(client)
     local ctype = type(client)
     if (ctype ~= "table" and ctype ~= "userdata") or type(client.evalsha) ~= "function"
         or type(client.eval) ~= "function" or type(client.script) ~= "function" then
-        argument_error("client", "must be a Redis client object with evalsha, eval and script "
-                       .. "methods (lua-resty-redis, redis-lua)")
+        error("client must be a Redis client object with evalsha, eval and script methods "
+              .. "(lua-resty-redis, redis-lua)", 3)
     end
+end
+
+function M.limiter(client, rate, opts)
+    check_client(client)
     opts = opts or {}
     if type(opts) ~= "table" then
         argument_error("opts", "must be a table")
@@ -144,9 +148,9 @@ local function call(client, method, ...)
 end
 
 -- The script's reply; the script is reloaded (EVAL) after NOSCRIPT.
-local function run(self, keys, args)
+local function run(client, keys, args)
     if not M.sha then
-        local sha, err = call(self.client, "script", "load", M.script)
+        local sha, err = call(client, "script", "load", M.script)
         if not sha then
             return nil, err
         end
@@ -156,9 +160,9 @@ local function run(self, keys, args)
     for i = 1, #args do
         words[#words + 1] = args[i]
     end
-    local reply, err = call(self.client, "evalsha", M.sha, unpack(words))
+    local reply, err = call(client, "evalsha", M.sha, unpack(words))
     if not reply and err and err:find("NOSCRIPT", 1, true) then
-        reply, err = call(self.client, "eval", M.script, unpack(words))
+        reply, err = call(client, "eval", M.script, unpack(words))
     end
     return reply, err
 end
@@ -177,7 +181,9 @@ local function decide(self, keys, args)
     if self.gate and not self.gate:allow() then
         return fallback(self, self.error)
     end
-    local reply, err = run(self, keys, args)
+    -- the client of this call, even if another coroutine sets another one
+    -- while this one waits for Redis
+    local reply, err = run(self.client, keys, args)
     if type(reply) ~= "table" then
         err = err or "unexpected reply"
         self.backoff = self.gate and math.min(self.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
@@ -264,6 +270,14 @@ function M.check_all(items, cost, now)
         end
     end
     return decide(first, keys, args)
+end
+
+-- The client for the calls that follow. In OpenResty a connection belongs to
+-- one request: make the limiter once per worker (its back-off state lives
+-- there) and hand it each request's connection before deciding.
+function Limiter:set_client(client)
+    check_client(client)
+    self.client = client
 end
 
 function Limiter:info()

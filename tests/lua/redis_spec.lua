@@ -148,6 +148,14 @@ describe("cellrate.redis", function()
       assert.is_true(pttl <= reset_ms and pttl >= reset_ms - 50, pttl .. " vs " .. reset_ms)
    end)
 
+   it("decides through the client given by set_client", function()
+      local store = store_module.limiter(client, 10, { burst = 3, on_error = "raise" })
+      local other = redis_client.connect("127.0.0.1", server.port)
+      store:set_client(other)
+      assert.same({ true, 2, 0, 0.1 }, { store:check("c", 1, 5) })
+      assert.equal(other, store.client)
+   end)
+
    it("reloads the script after SCRIPT FLUSH", function()
       local store = store_module.limiter(client, 10, { burst = 100, on_error = "raise" })
       for i = 1, 10 do
@@ -177,6 +185,7 @@ describe("cellrate.redis", function()
    it("refuses bad arguments, naming the parameter", function()
       local cases = {
          { function() store_module.limiter({}, 10) end, "client" },
+         { function() store_module.limiter(client, 10):set_client(42) end, "client" },
          { function() store_module.limiter(client, 10, { on_error = "ignore" }) end, "on_error" },
          { function() store_module.limiter(client, 10, { prefix = "{x}" }) end, "prefix" },
          { function() store_module.limiter(client, 10, { prefix = 5 }) end, "prefix" },
