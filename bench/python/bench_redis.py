@@ -239,15 +239,18 @@ def main() -> None:
             plans.append((f"sync, {args.processes} processes", name,
                           lambda n=name: time_processes(n, port, args.ops // args.processes,
                                                         args.processes)))
-        for mode, name, run in plans:
-            runs = []
-            for _ in range(args.reps):
+        # the repetitions interleave the scenarios, so that a shared machine's
+        # changing load weighs on each of them alike
+        runs: Dict[int, List[float]] = {index: [] for index in range(len(plans))}
+        for _ in range(args.reps):
+            for index, (_, _, run) in enumerate(plans):
                 subprocess.run(["redis-cli", "-p", str(port), "flushall"], check=True,
                                stdout=subprocess.DEVNULL)
-                runs.append(run())
+                runs[index].append(run())
+        for index, (mode, name, _) in enumerate(plans):
             row = {"id": f"redis.{mode.replace(', ', '.').replace(' ', '_')}.{name}",
                    "harness": "redis", "mode": mode, "scenario": name,
-                   "ops_per_s": statistics.median(runs), "runs": runs}
+                   "ops_per_s": statistics.median(runs[index]), "runs": runs[index]}
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
