@@ -315,12 +315,16 @@ local function make_windows()
     return { fixed_window = decide_fixed, sliding_window = decide_sliding }
 end
 
+-- States admitted by earlier limits of this call, by key: a key named twice
+-- decides the second time on what the first would store.
+local pending = {}
+
 -- Decides for one limit; returns the decision and the state to store (or nil).
 local function decide(key, algorithm, emission, tolerance, burst)
     if tolerance >= MAX_TOLERANCE then
         return redis.error_reply('cellrate: tolerance or window of 9e15 ns or more')
     end
-    local stored = redis.call('GET', key)
+    local stored = pending[key] or redis.call('GET', key)
     local ss, sns = 0, 0
     if stored then
         ss, sns = parse(stored)
@@ -347,6 +351,9 @@ for i = 1, #KEYS do
     end
     decision[5] = i
     decisions[i], writes[i] = decision, write
+    if write then
+        pending[KEYS[i]] = write
+    end
     all_allowed = all_allowed and decision[1] == 1
 end
 

@@ -317,6 +317,38 @@ def test_check_all_is_one_decision(client):
     assert per_ip.check("{u1}:1.2.3.4", 3, now=100.0).allowed
 
 
+def test_check_all_matches_the_cores(client):
+    """cellrate.redis.check_all against cellrate.check_all on the same limits and times."""
+    rng = random.Random(8)
+    outcomes = {True: 0, False: 0}
+    for round_ in range(60):
+        pairs = []
+        for index in range(rng.randint(1, 3)):
+            algorithm = rng.choice(ALGORITHMS)
+            rate, period, burst = random_limit(rng, algorithm)
+            pairs.append((RedisLimiter(client, rate, period, burst=burst, algorithm=algorithm,
+                                       prefix=f"all{round_}.{index}:", on_error="raise"),
+                          cellrate.KeyedLimiter(rate, period, burst=burst, algorithm=algorithm)))
+        now = rng.uniform(0, 1e6)
+        for _ in range(50):
+            now += rng.uniform(0, 0.5)
+            cost = rng.choice([0, 1, 1, 2, 3])
+            keys = [f"{{k}}:{i}" for i in range(len(pairs))]
+            got = cr_redis.check_all([(store, key) for (store, _), key in zip(pairs, keys)],
+                                     cost, now=now)
+            expected = cellrate.check_all([(core, key) for (_, core), key in zip(pairs, keys)],
+                                          cost, now=now)
+            assert got == expected
+            outcomes[got.allowed] += 1
+    assert min(outcomes.values()) > 300, outcomes
+
+
+def test_check_all_naming_a_key_twice_admits_once(client):
+    limiter = RedisLimiter(client, 1, 60, burst=1, on_error="raise")
+    assert not cr_redis.check_all([(limiter, "k"), (limiter, "k")], now=10.0).allowed
+    assert limiter.check("k", now=10.0).allowed  # the refusal took nothing
+
+
 # --------------------------------------------------------------------------
 # Expiry
 
