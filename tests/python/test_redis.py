@@ -526,16 +526,18 @@ def test_a_stalled_server_costs_a_few_timeouts_not_one_per_call():
 
 
 def test_debug_sleep_beyond_the_timeout(client, server):
-    limiter = RedisLimiter(client, 1000, burst=1000, on_error="allow")
+    limiter = RedisLimiter(client, 1000, burst=1000, on_error="deny")
     other = client_for(server.port)
     sleeper = subprocess.Popen([REDIS_CLI, "-p", str(server.port), "DEBUG", "SLEEP", "1"],
                                stdout=subprocess.DEVNULL)
     try:
         time.sleep(0.1)
+        answers = []
         started = time.monotonic()
-        slow = _slow_calls(lambda: limiter.allow("k"), 200, TIMEOUT * 0.9)
+        slow = _slow_calls(lambda: answers.append(limiter.allow("k")), 200, TIMEOUT * 0.9)
         assert time.monotonic() - started < 1.0 + 2 * TIMEOUT
-        assert slow <= 4
+        assert 1 <= slow <= 4  # the stall was met, and not once per call
+        assert answers.count(False) >= 100  # refused (on_error="deny") while it lasted
     finally:
         sleeper.wait(10)
         other.close()
