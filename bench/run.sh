@@ -96,6 +96,9 @@ step "Redis store: a local redis-server; one client and 4 processes, sync and as
 "$VPY" "$BENCH/python/bench_redis.py" --reps "$REPS" --markdown "$BENCH/results/redis.md" |
     tee "$RAW/redis.jsonl" >&2
 
+step "Python level: web middleware overhead (Starlette, Flask; slowapi, flask-limiter)"
+"$VPY" "$BENCH/python/bench_web.py" --reps "$REPS" | tee "$RAW/py_web.jsonl" >&2
+
 step "Lua level: Lua 5.4 and LuaJIT"
 LUA_CPATH="build/lua5.4/?.so;$PEERS/lua/lua5.4/?.so" lua5.4 "$BENCH/lua/bench.lua" "$REPS" lua5.4 |
     tee "$RAW/lua54.jsonl" >&2
