@@ -186,6 +186,9 @@ class _RedisLimit:
         # encoded once: redis-py passes bytes through as they are
         self._limit_args = tuple(str(v).encode() for v in (
             self.algorithm, emission_ns, tolerance_ns, self.burst))
+        # the seconds in which the limit restores its units, for Decision.headers(),
+        # as the core computes it
+        self._window = self._core.peek(b"", 0, now=0.0).window
         self._script = cast(Any, client).register_script(SCRIPT)
         self._availability = _Availability()
 
@@ -213,22 +216,25 @@ class _RedisLimit:
             raise RedisUnavailable("Redis cannot decide now (on_error='raise')") \
                 from self._availability.error
         if self.on_error == "allow":
-            return cellrate.Decision(True, 0, 0.0, 0.0, self.burst)
+            return cellrate.Decision(True, 0, 0.0, 0.0, self.burst, self._window)
         retry_after = max(self._availability.retry_at - time.monotonic(), 0.0)
-        return cellrate.Decision(False, 0, retry_after or FIRST_BACKOFF_S, 0.0, self.burst)
+        return cellrate.Decision(False, 0, retry_after or FIRST_BACKOFF_S, 0.0, self.burst,
+                                 self._window)
 
 
 def _decision(reply: Any, limits: Sequence[_RedisLimit]) -> cellrate.Decision:
     if not isinstance(reply, list):  # ALLOW: the verdict alone
-        return cellrate.Decision(reply == 1, 0, 0.0, 0.0, limits[0].burst)
+        return cellrate.Decision(reply == 1, 0, 0.0, 0.0, limits[0].burst, limits[0]._window)
     allowed, remaining, retry_after_ns, reset_after_ns, index = reply
     retry_after_ns = int(retry_after_ns)
+    limit = limits[index - 1]
     return cellrate.Decision(
         allowed == 1,
         remaining,
         math.inf if retry_after_ns < 0 else retry_after_ns / 1e9,
         int(reset_after_ns) / 1e9,
-        limits[index - 1].burst,
+        limit.burst,
+        limit._window,
     )
 
 

@@ -295,7 +295,8 @@ def test_server_clock_decides_when_now_is_not_given(client):
 def test_unfittable_cost_and_probe(client):
     limiter = RedisLimiter(client, 10, burst=3, on_error="raise")
     never = limiter.check("x", 4)
-    assert never == cellrate.Decision(False, 3, math.inf, 0.0, 3)
+    assert never == cellrate.Decision(False, 3, math.inf, 0.0, 3, 0.3)
+    assert never.headers() == limiter._core.peek("x", 4, now=0.0).headers()
     assert client.exists(limiter.redis_key("x")) == 0
     limiter.check("x", 3)
     probe = limiter.check("x", 0)
