@@ -156,6 +156,15 @@ describe("cellrate.redis", function()
       assert.equal(other, store.client)
    end)
 
+   it("gives the core's headers through the limit's core", function()
+      local store = store_module.limiter(client, "10/s", { burst = 2, on_error = "raise" })
+      local core = cellrate.keyed("10/s", { burst = 2 })
+      for _ = 1, 3 do
+         assert.same(cellrate.headers(core, core:check("h", 1, 7)),
+                     cellrate.headers(store.core, store:check("h", 1, 7)))
+      end
+   end)
+
    it("reloads the script after SCRIPT FLUSH", function()
       local store = store_module.limiter(client, 10, { burst = 100, on_error = "raise" })
       for i = 1, 10 do
