@@ -875,7 +875,7 @@ def main() -> None:
         "Python level": "Python, 1 thread: ns per call",
         "Lua level": "Lua 5.4 and LuaJIT: ns per call",
     }
-    chart({chart_titles[k]: v for k, v in evs_by_section.items()}, mem_evs,
+    chart({chart_titles[k]: v for k, v in evs_by_section.items() if k in chart_titles}, mem_evs,
           os.path.join(args.out_dir, "chart.png"))
 
     print("\n".join(machine))
