@@ -357,22 +357,38 @@ for i = 1, #KEYS do
     all_allowed = all_allowed and decision[1] == 1
 end
 
--- Several limits: the tightest decision (refused: the longest retry_after,
--- never the longest of all; admitted: the fewest remaining; ties: the first).
+-- Several limits: the tightest decision, chosen as the core's cr_check_all
+-- chooses (docs/design.md §8), ties included: admitted, the fewest remaining,
+-- the last limit on a tie (the core commits it first); refused, the longest
+-- retry_after (never the longest of all), the last limit on a tie when only
+-- it refused, else the first.
 local tightest = decisions[1]
 if #KEYS > 1 then
     local function retry_of(decision)
         local retry = tonumber(decision[3])
         return retry == NEVER and math.huge or retry
     end
-    for i = 2, #decisions do
-        local d = decisions[i]
-        if all_allowed then
-            if d[2] < tightest[2] then
-                tightest = d
+    local n = #decisions
+    tightest = decisions[n]
+    if all_allowed then
+        for i = 1, n - 1 do
+            if decisions[i][2] < tightest[2] then
+                tightest = decisions[i]
             end
-        elseif retry_of(d) > retry_of(tightest) then
-            tightest = d
+        end
+    else
+        local refused = true -- whether the last limit alone can have refused so far
+        for i = 1, n - 1 do
+            if decisions[i][1] == 0 then
+                refused = false
+                break
+            end
+        end
+        for i = 1, n do
+            local d = decisions[i]
+            if d[1] == 0 and (not refused or retry_of(d) > retry_of(tightest)) then
+                tightest, refused = d, true
+            end
         end
     end
 end
