@@ -20,7 +20,7 @@ LUA54_INC  = /usr/include/lua5.4
 LUAJIT_INC = /usr/include/luajit-2.1
 
 .DEFAULT_GOAL := help
-.PHONY: help deps core lua rock rock-install py vectors test test-c test-asan test-tsan test-py test-lua demo bench symbols clean
+.PHONY: help deps core lua rock rock-install py vectors test test-c test-asan test-tsan test-py test-lua test-fuzz fuzz fuzz-corpus demo bench symbols clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -93,7 +93,20 @@ test-tsan: ## C tests under ThreadSanitizer
 test-py: py lua ## pytest suite (vectors, model, properties, API, errors, threads, shared, typing)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/model tests/python
 
-test: deps symbols test-c test-asan test-tsan test-py test-lua ## every suite (installs what it needs)
+# libFuzzer targets under tests/fuzz/ (clang; ASan + UBSan): the rate parser and
+# limit validation, the decision against its invariants, damaged region files.
+FUZZ_SECONDS ?= 180
+
+fuzz: ## run each fuzz target for FUZZ_SECONDS (default 180) seconds, growing build/fuzz/corpus
+	tests/fuzz/run.sh long $(FUZZ_SECONDS)
+
+fuzz-corpus: ## minimise the grown corpus (make fuzz) into the committed tests/fuzz/corpus
+	tests/fuzz/run.sh merge
+
+test-fuzz: ## a 10 s smoke run of each fuzz target over the committed corpus
+	tests/fuzz/run.sh smoke 10
+
+test: deps symbols test-c test-asan test-tsan test-py test-lua test-fuzz ## every suite (installs what it needs)
 	@echo "make test: every suite passed"
 
 demo: deps py lua ## show decisions in Python and in Lua

@@ -59,8 +59,9 @@ static int raise_status(lua_State *L, cr_status status)
     return luaL_error(L, "%s", cr_strerror(status));
 }
 
-/* A runtime failure of a constructor: nil, the core's message (with the
- * region's path and the system's reason where there is one), the code. */
+/* A runtime failure (a constructor's region, or a region's lock held past
+ * its bound): nil, the core's message (with the region's path and the
+ * system's reason where there is one), the code. */
 static int push_failure(lua_State *L, cr_status status, const char *path)
 {
     const int saved_errno = errno;
@@ -138,6 +139,7 @@ typedef struct {
     int64_t capacity;
     const char *shared; /* path of a shared region, or NULL */
     int64_t shared_mode;
+    bool shared_mode_given;
 } options;
 
 static const struct {
@@ -214,14 +216,19 @@ static void read_options(lua_State *L, int idx, unsigned accepted, options *opts
             if (!to_int64(L, -1, &opts->capacity))
                 raise_status(L, CR_E_CAPACITY);
             break;
-        case OPTION_SHARED:
+        case OPTION_SHARED: {
+            size_t path_len;
             if (lua_type(L, -1) != LUA_TSTRING)
                 raise_status(L, CR_E_SHARED_PATH);
-            opts->shared = lua_tostring(L, -1);
+            opts->shared = lua_tolstring(L, -1, &path_len);
+            if (strlen(opts->shared) != path_len) /* a NUL would cut the path short */
+                raise_status(L, CR_E_SHARED_PATH);
             break;
+        }
         case OPTION_SHARED_MODE:
             if (!to_int64(L, -1, &opts->shared_mode))
                 raise_status(L, CR_E_SHARED_MODE);
+            opts->shared_mode_given = true;
             break;
         case OPTION_CLOCK:
             if (lua_type(L, -1) != LUA_TSTRING)
@@ -370,6 +377,8 @@ static int store_new(lua_State *L)
                  OPTION_PERIOD | OPTION_BURST | (keyed ? OPTION_CAPACITY : 0) | OPTION_SHARED |
                      OPTION_SHARED_MODE | OPTION_CLOCK | OPTION_ALGORITHM,
                  &opts);
+    if (opts.shared_mode_given && opts.shared == NULL)
+        return raise_status(L, CR_E_SHARED_MODE_ALONE);
     cr_limit limit;
     cr_status status = cr_limit_init(&limit, &opts.args);
     if (status != CR_OK)
@@ -395,8 +404,9 @@ static int store_new(lua_State *L)
 }
 
 /* One decision into `decision`, or, with `decision` NULL (allow), only
- * whether it is admitted; returns that. */
-static bool decide(lua_State *L, bool commit, cr_decision *decision)
+ * whether it is admitted, into *allowed. Argument mistakes raise; a runtime
+ * failure (a region's lock held past its bound) is returned. */
+static cr_status decide(lua_State *L, bool commit, cr_decision *decision, bool *allowed)
 {
     const int top = lua_gettop(L);
     const store_box *box = check_open(L);
@@ -405,38 +415,41 @@ static bool decide(lua_State *L, bool commit, cr_decision *decision)
     const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
     const int64_t cost = read_cost(L, keyed ? 3 : 2, top);
     const int64_t now_ns = read_now(L, keyed ? 4 : 3, top);
-    bool allowed = false;
     cr_status status;
     if (keyed)
         status = decision != NULL
                      ? cr_keyed_check(box->keyed, key, key_len, now_ns, cost, commit, decision)
-                     : cr_keyed_allow(box->keyed, key, key_len, now_ns, cost, &allowed);
+                     : cr_keyed_allow(box->keyed, key, key_len, now_ns, cost, allowed);
     else
         status = decision != NULL ? cr_limiter_check(box->limiter, now_ns, cost, commit, decision)
-                                  : cr_limiter_allow(box->limiter, now_ns, cost, &allowed);
-    if (status != CR_OK)
+                                  : cr_limiter_allow(box->limiter, now_ns, cost, allowed);
+    if (status != CR_OK && status != CR_E_SHARED_LOCK)
         raise_status(L, status);
-    return decision != NULL ? decision->allowed : allowed;
+    return status;
 }
 
 static int store_allow(lua_State *L)
 {
-    lua_pushboolean(L, decide(L, true, NULL));
+    bool allowed = false;
+    cr_status status = decide(L, true, NULL, &allowed);
+    if (status != CR_OK)
+        return push_failure(L, status, NULL);
+    lua_pushboolean(L, allowed);
     return 1;
 }
 
 static int store_check(lua_State *L)
 {
     cr_decision decision;
-    decide(L, true, &decision);
-    return push_decision(L, &decision);
+    cr_status status = decide(L, true, &decision, NULL);
+    return status != CR_OK ? push_failure(L, status, NULL) : push_decision(L, &decision);
 }
 
 static int store_peek(lua_State *L)
 {
     cr_decision decision;
-    decide(L, false, &decision);
-    return push_decision(L, &decision);
+    cr_status status = decide(L, false, &decision, NULL);
+    return status != CR_OK ? push_failure(L, status, NULL) : push_decision(L, &decision);
 }
 
 /* max_wait: nil or math.huge is any wait; else seconds >= 0. */

@@ -3,7 +3,7 @@
 set -eu
 
 need_apt=""
-for pkg in lua5.4 liblua5.4-dev lua-busted luajit2 libluajit2-5.1-dev; do
+for pkg in lua5.4 liblua5.4-dev lua-busted luajit2 libluajit2-5.1-dev clang libclang-rt-14-dev libfuzzer-14-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
         need_apt="$need_apt $pkg"
 done
