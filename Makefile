@@ -17,7 +17,7 @@ LUA54_INC  = /usr/include/lua5.4
 LUAJIT_INC = /usr/include/luajit-2.1
 
 .DEFAULT_GOAL := help
-.PHONY: help deps core lua py vectors test test-c test-asan test-tsan test-py test-lua demo bench symbols clean
+.PHONY: help deps core lua py vectors test test-c test-asan test-tsan test-py test-lua test-nginx demo bench symbols clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -75,7 +75,11 @@ test-tsan: ## C tests under ThreadSanitizer
 test-py: py lua ## pytest suite (vectors, model, properties, API, errors, threads, shared, typing)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/model tests/python
 
-test: deps symbols test-c test-asan test-tsan test-py test-lua ## every suite (installs what it needs)
+# nginx with its lua module, started by the tests on loopback (docs/design.md §12).
+test-nginx: py lua ## cellrate.nginx inside real nginx workers (shared limit, precision, reload)
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/nginx
+
+test: deps symbols test-c test-asan test-tsan test-py test-lua test-nginx ## every suite (installs what it needs)
 	@echo "make test: every suite passed"
 
 demo: deps py lua ## show decisions in Python and in Lua
