@@ -182,6 +182,11 @@ cr_status cr_seconds_to_ns(double seconds, int64_t *ns);
 /* Nanoseconds to seconds; CR_NEVER becomes +infinity. */
 double cr_ns_to_seconds(int64_t ns);
 
+/* Blocks the calling thread for `ns` nanoseconds of CLOCK_MONOTONIC (resumed
+ * after signals; returns at once for ns <= 0). The sleep of wait(): call it
+ * without any lock held (Python: with the GIL released). */
+void cr_sleep_ns(int64_t ns);
+
 /* ------------------------------------------------------------------------ */
 /* Limiter: one key, one atomic TAT.                                         */
 

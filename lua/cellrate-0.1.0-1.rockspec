@@ -29,6 +29,7 @@ dependencies = {
 build = {
    type = "builtin",
    modules = {
+      ["cellrate.nginx"] = "lua/cellrate/nginx.lua",
       cellrate = {
          sources = {
             "bindings/cellrate_lua.c",
@@ -39,6 +40,7 @@ build = {
             "core/limit.c",
             "core/limiter.c",
             "core/region.c",
+            "core/sleep.c",
          },
          incdirs = { "core" },
          defines = { "_GNU_SOURCE" },

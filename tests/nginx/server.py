@@ -1,6 +1,7 @@
-"""An nginx for the tests: Debian's nginx with its lua module, started from
-tests/nginx/nginx.conf.in in a private prefix on a free loopback port, and
-always stopped (its whole process group) however the test ends."""
+"""An nginx for the tests and the benchmark: Debian's nginx with its lua
+module, started from a config template (tests/nginx/nginx.conf.in by default)
+in a private prefix on a free loopback port, and always stopped (its whole
+process group) however the caller ends."""
 
 from __future__ import annotations
 
@@ -40,13 +41,13 @@ class Nginx:
     """One nginx master and its workers. Use as a context manager."""
 
     def __init__(self, *, workers: int = 2, rate: str = "1/1000s", burst: int = 10,
-                 listen_options: str = "", precise_burst: int = 1, cpath_dir: pathlib.Path | None = None):
+                 listen_options: str = "", precise_burst: int = 1,
+                 template: pathlib.Path = TEMPLATE):
         self.workers = workers
         self.port = free_port()
         self.prefix = pathlib.Path(tempfile.mkdtemp(prefix="cellrate-nginx-"))
         shm = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
         self.region = f"{shm}/cellrate-nginx-test-{uuid.uuid4().hex}"
-        cpath_dir = cpath_dir or REPO / "build" / "luajit"
         fields = {
             "LOAD_MODULES": "\n".join(f"load_module {MODULES / name};" for name in MODULE_FILES),
             "WORKERS": str(workers),
@@ -54,13 +55,13 @@ class Nginx:
             "PORT": str(self.port),
             "LISTEN_OPTIONS": listen_options,
             "LUA_PATH": f"{REPO / 'lua'}/?.lua",
-            "LUA_CPATH": f"{cpath_dir}/?.so",
+            "LUA_CPATH": f"{REPO / 'build' / 'luajit'}/?.so",
             "RATE": rate,
             "BURST": str(burst),
             "REGION": self.region,
             "PRECISE_BURST": str(precise_burst),
         }
-        text = TEMPLATE.read_text()
+        text = template.read_text()
         for name, value in fields.items():
             text = text.replace(f"@{name}@", value)
         left = re.findall(r"@[A-Z_]+@", text)

@@ -1,0 +1,81 @@
+"""make bench, nginx rows: wrk on loopback against one nginx worker with no
+limiter, with nginx's limit_req, and with cellrate.nginx, each with a limit
+that admits everything (the overhead) and one that refuses all but the first
+request (the refusal path). Prints one JSON object per scenario: requests per
+second (median of the runs, scenarios interleaved) and ns per request.
+
+    python bench/nginx/bench_nginx.py [--reps N] [--seconds S] [--template PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "nginx"))
+from server import Nginx  # noqa: E402
+
+SCENARIOS = [
+    ("none", "/none", "admit_all"),
+    ("limit_req", "/limit_req/admit_all", "admit_all"),
+    ("limit_req", "/limit_req/refuse_most", "refuse_most"),
+    ("cellrate", "/cellrate/admit_all", "admit_all"),
+    ("cellrate", "/cellrate/refuse_most", "refuse_most"),
+]
+
+
+def wrk(port: int, path: str, seconds: int, connections: int) -> tuple[float, int, int]:
+    """(requests per second, requests, non-2xx responses) of one wrk run."""
+    run = subprocess.run([shutil.which("wrk") or "wrk", "-t1", f"-c{connections}",
+                          f"-d{seconds}s", f"http://127.0.0.1:{port}{path}"],
+                         capture_output=True, text=True, timeout=seconds + 30, check=True)
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", run.stdout)[1])
+    requests = int(re.search(r"(\d+) requests in", run.stdout)[1])
+    refused = re.search(r"Non-2xx or 3xx responses: (\d+)", run.stdout)
+    errors = re.search(r"Socket errors: .*", run.stdout)
+    if errors:
+        raise RuntimeError(f"wrk {path}: {errors[0]}")
+    return rps, requests, int(refused[1]) if refused else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--template", type=pathlib.Path,
+                        default=ROOT / "bench" / "nginx" / "nginx.conf.in")
+    parser.add_argument("--scenario", action="append", default=[],
+                        help="extra 'variant,path,kind' rows (for a config with more locations)")
+    args = parser.parse_args()
+    scenarios = SCENARIOS + [tuple(text.split(",")) for text in args.scenario]
+
+    runs: dict[str, list[float]] = {}
+    with Nginx(workers=1, template=args.template) as server:
+        for variant, path, kind in scenarios:  # warm-up, and the path is as named
+            _, requests, refused = wrk(server.port, path, 1, args.connections)
+            as_named = refused >= requests - 2 if kind == "refuse_most" else refused == 0
+            if not as_named:
+                raise RuntimeError(f"{path}: {refused} of {requests} refused, not {kind}:\n"
+                                   f"{server.log()[-2000:]}")
+        for _ in range(args.reps):
+            for variant, path, kind in scenarios:
+                rps, _, _ = wrk(server.port, path, args.seconds, args.connections)
+                runs.setdefault(f"nginx.{variant}.{kind}", []).append(rps)
+    for sid, values in runs.items():
+        rps = statistics.median(values)
+        print(json.dumps({"id": sid, "rps": round(rps, 1), "ns_per_op": 1e9 / rps,
+                          "runs": [round(v, 1) for v in values],
+                          "workers": 1, "connections": args.connections,
+                          "seconds": args.seconds}))
+
+
+if __name__ == "__main__":
+    main()
