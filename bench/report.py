@@ -327,6 +327,23 @@ def lua_rows() -> List[Row]:
     return rows
 
 
+NGINX_SECTION = "nginx: wrk on loopback, one worker (bench/nginx/bench_nginx.py)"
+
+
+def nginx_rows() -> List[Row]:
+    """ns per request = 1 / requests per second; "faster" is the ratio of
+    requests per second to limit_req's."""
+    rows = [Row("nginx, no limiter (empty_gif)", "nginx.none.admit_all")]
+    for kind, what in (("admit_all", "a limit that admits every request"),
+                       ("refuse_most", "a limit that refuses all but the first")):
+        rows += [
+            Row(f"nginx limit_req, {what}", f"nginx.limit_req.{kind}"),
+            Row(f"cellrate.nginx, {what}", f"nginx.cellrate.{kind}", "faster",
+                f"nginx.limit_req.{kind}", "limit_req", (">=", 0.95)),
+        ]
+    return rows
+
+
 # ---------------------------------------------------------------------------
 
 
@@ -685,9 +702,11 @@ def main() -> None:
     }
     evs_by_section = {name: [evaluate(r, results) for r in rows] for name, rows in sections.items()}
     mem_evs = [evaluate(r, results) for r in memory_rows()]
+    nginx_evs = [evaluate(r, results) for r in nginx_rows()]
     machine = machine_info(results, args.reps, root, args.raw_dir)
 
-    targets = [ev for evs in list(evs_by_section.values()) + [mem_evs] for ev in evs if ev["row"].target]
+    targets = [ev for evs in list(evs_by_section.values()) + [mem_evs, nginx_evs]
+               for ev in evs if ev["row"].target]
     met = sum(1 for ev in targets if ev["met"])
     summary = f"Targets met: {met} of {len(targets)}."
 
@@ -704,6 +723,7 @@ def main() -> None:
     out += [f"- {n}" for n in floors_said] + [""]
     for name, evs in evs_by_section.items():
         out += [f"## {name}", "", markdown_table(evs), ""]
+    out += [f"## {NGINX_SECTION}", "", markdown_table(nginx_evs, "ns/request"), ""]
     out += ["## Memory: bytes per tracked key at 1M keys (RSS delta / keys, fresh process per store)",
             "", markdown_table(mem_evs, "bytes/key"), "", "![chart](chart.png)", "",
             "## What each scenario measures", "", SCENARIOS_MEASURED]
