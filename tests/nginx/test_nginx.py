@@ -80,6 +80,29 @@ def test_status_and_body_of_a_refusal_are_configurable():
     assert "Retry-After" in headers and "RateLimit" in headers
 
 
+def test_keys_from_a_function_and_from_an_expression():
+    """Each key has its own budget; the function's and the expression's keys
+    are the bytes they return, so "arg:a" is one key wherever it comes from."""
+    burst = 2
+    with Nginx(workers=1, rate=f"1/{SLOW_PERIOD}s", burst=burst) as server:
+        def by_function(client):
+            connection = server.connection()
+            try:
+                connection.request("GET", "/by_function", headers={"X-Client": client})
+                response = connection.getresponse()
+                response.read()
+                return response.status
+            finally:
+                connection.close()
+
+        assert [by_function("alice") for _ in range(3)] == [200, 200, 429]
+        assert [by_function("bob") for _ in range(3)] == [200, 200, 429]
+        assert [server.get("/by_expression?client=a")[0] for _ in range(3)] == [200, 200, 429]
+        assert server.get("/by_expression?client=b")[0] == 200
+        # The client address is yet another key, untouched so far.
+        assert server.get("/limited")[0] == 200
+
+
 @pytest.mark.parametrize("workers", [2, 4])
 def test_workers_share_one_limit(workers):
     """Concurrent clients spread over every worker (reuseport): exactly
