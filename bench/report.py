@@ -341,6 +341,9 @@ def nginx_rows() -> List[Row]:
             Row(f"cellrate.nginx, {what}", f"nginx.cellrate.{kind}", "faster",
                 f"nginx.limit_req.{kind}", "limit_req", (">=", 0.95)),
         ]
+    rows.append(Row("cellrate.nginx, admits every request, headers = false (as limit_req: "
+                    "no fields)", "nginx.cellrate_no_headers.admit_all", "faster",
+                    "nginx.limit_req.admit_all", "limit_req"))
     return rows
 
 

@@ -2,7 +2,9 @@
 limiter, with nginx's limit_req, and with cellrate.nginx, each with a limit
 that admits everything (the overhead) and one that refuses all but the first
 request (the refusal path). Prints one JSON object per scenario: requests per
-second (median of the runs, scenarios interleaved) and ns per request.
+second (median of the runs, scenarios interleaved), ns per request (1 / rps)
+and the worker's CPU time per request (/proc/PID/schedstat: far steadier than
+rps on a shared machine).
 
     python bench/nginx/bench_nginx.py [--reps N] [--seconds S] [--template PATH]
 """
@@ -28,7 +30,13 @@ SCENARIOS = [
     ("limit_req", "/limit_req/refuse_most", "refuse_most"),
     ("cellrate", "/cellrate/admit_all", "admit_all"),
     ("cellrate", "/cellrate/refuse_most", "refuse_most"),
+    ("cellrate_no_headers", "/cellrate_no_headers/admit_all", "admit_all"),
 ]
+
+
+def cpu_ns(pids: list[int]) -> int:
+    """Nanoseconds the processes have run on a CPU (/proc/PID/schedstat)."""
+    return sum(int(pathlib.Path(f"/proc/{pid}/schedstat").read_text().split()[0]) for pid in pids)
 
 
 def wrk(port: int, path: str, seconds: int, connections: int) -> tuple[float, int, int]:
@@ -58,7 +66,9 @@ def main() -> None:
     scenarios = SCENARIOS + [tuple(text.split(",")) for text in args.scenario]
 
     runs: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     with Nginx(workers=1, template=args.template) as server:
+        workers = server.worker_pids()
         for variant, path, kind in scenarios:  # warm-up, and the path is as named
             _, requests, refused = wrk(server.port, path, 1, args.connections)
             as_named = refused >= requests - 2 if kind == "refuse_most" else refused == 0
@@ -67,11 +77,15 @@ def main() -> None:
                                    f"{server.log()[-2000:]}")
         for _ in range(args.reps):
             for variant, path, kind in scenarios:
-                rps, _, _ = wrk(server.port, path, args.seconds, args.connections)
+                before = cpu_ns(workers)
+                rps, requests, _ = wrk(server.port, path, args.seconds, args.connections)
+                cpu.setdefault(f"nginx.{variant}.{kind}", []).append(
+                    (cpu_ns(workers) - before) / requests)
                 runs.setdefault(f"nginx.{variant}.{kind}", []).append(rps)
     for sid, values in runs.items():
         rps = statistics.median(values)
         print(json.dumps({"id": sid, "rps": round(rps, 1), "ns_per_op": 1e9 / rps,
+                          "worker_cpu_ns_per_request": round(statistics.median(cpu[sid]), 1),
                           "runs": [round(v, 1) for v in values],
                           "workers": 1, "connections": args.connections,
                           "seconds": args.seconds}))
