@@ -136,7 +136,9 @@ const char *cr_version(void);
     X(36, E_MAX_WAIT, "max_wait",                                                          \
       "max_wait must be a number of seconds >= 0, or absent for any wait")                 \
     X(37, E_ITEMS, "items",                                                                \
-      "items must be a non-empty list of limiters and (keyed limiter, key) pairs")
+      "items must be a non-empty list of limiters and (keyed limiter, key) pairs")        \
+    X(38, E_TIMEOUT, "timeout",                                                            \
+      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes")
 
 #define CR_STATUS_ENUM_(number, name, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, param, message) +1

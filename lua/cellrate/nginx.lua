@@ -20,7 +20,9 @@ local ngx_log = ngx.log
 local ngx_print = ngx.print
 local ngx_sleep = ngx.sleep
 local ngx_WARN = ngx.WARN
-local error, getmetatable, pairs, tostring, type = error, getmetatable, pairs, tostring, type
+local error, getmetatable, ipairs, pairs, setmetatable, tostring, type =
+    error, getmetatable, ipairs, pairs, setmetatable, tostring, type
+local check_all = cellrate.check_all
 local format_headers = cellrate.headers
 
 local _M = { _VERSION = cellrate._VERSION }
@@ -45,6 +47,23 @@ local function request_key(opts)
     return key
 end
 
+-- Several limits: the items of cellrate.check_all, made once per list and
+-- reused (a keyed limit's pair gets this request's key just before the call:
+-- nothing yields in between, so requests cannot mix their keys).
+local prepared = setmetatable({}, { __mode = "k" })
+
+local function items_of(limits)
+    local items = prepared[limits]
+    if items == nil then
+        items = {}
+        for i, limit in ipairs(limits) do
+            items[i] = getmetatable(limit) == KEYED_MT and { limit, false } or limit
+        end
+        prepared[limits] = items
+    end
+    return items
+end
+
 -- One decision: allowed, remaining, retry_after, reset_after, and the limit
 -- the fields describe (for several limits: the one check_all says decided).
 local function decide(limits, opts, cost)
@@ -56,8 +75,21 @@ local function decide(limits, opts, cost)
     elseif mt == LIMITER_MT then
         local allowed, remaining, retry_after, reset_after = limits:check(cost)
         return allowed, remaining, retry_after, reset_after, limits
+    elseif type(limits) == "table" then
+        local items = items_of(limits)
+        local key
+        for _, item in ipairs(items) do
+            if type(item) == "table" then
+                key = key or request_key(opts)
+                item[2] = key
+            end
+        end
+        local allowed, remaining, retry_after, reset_after, index =
+            check_all(items, cost)
+        return allowed, remaining, retry_after, reset_after, limits[index]
     end
-    error("limits must be a cellrate limiter or keyed limiter, got " .. type(limits), 3)
+    error("limits must be a cellrate limiter, a keyed limiter or a list of them, got "
+          .. type(limits), 3)
 end
 
 -- With opts.wait: the units reserved at their instant (within opts.wait s),
@@ -93,7 +125,10 @@ end
 --[[
 limit(limits, opts): decides for this request and answers a refusal.
 
-limits: a cellrate.limiter or cellrate.keyed.
+limits: a cellrate.limiter, a cellrate.keyed, or a list of them decided as
+  one (cellrate.check_all: admitted only if every limit admits, a refusal
+  spends nothing; each keyed limit takes the request's key; the fields are
+  those of the limit that decided).
 opts (optional; a table made once and reused is cheapest):
   key      the key of a keyed limiter: a string, or a function returning one;
            default ngx.var.binary_remote_addr
@@ -107,6 +142,7 @@ opts (optional; a table made once and reused is cheapest):
   dry_run  refuse nothing: log what would be refused, set the fields
   wait     seconds a request may be held (ngx.sleep, never blocking the
            worker) for units reserved at their instant; beyond that, refused
+           (one limit, not a list)
 
 Returns allowed, remaining, retry_after, reset_after when the request goes
 on (allowed is false only in a dry run); a refusal ends the request.

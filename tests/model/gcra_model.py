@@ -90,6 +90,8 @@ STATUSES: list[tuple[int, str, str, str]] = [
     (36, "E_MAX_WAIT", "max_wait", "max_wait must be a number of seconds >= 0, or absent for any wait"),
     (37, "E_ITEMS", "items",
      "items must be a non-empty list of limiters and (keyed limiter, key) pairs"),
+    (38, "E_TIMEOUT", "timeout",
+     "timeout must be a number of seconds >= 0, or absent to wait as long as it takes"),
 ]
 
 

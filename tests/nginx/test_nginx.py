@@ -103,6 +103,70 @@ def test_keys_from_a_function_and_from_an_expression():
         assert server.get("/limited")[0] == 200
 
 
+def test_several_limits_as_one():
+    """A route limit (burst 3) and a per-client limit (burst 2) decided as one:
+    the fields are those of the limit that refused, and a refusal by the
+    client's limit spends nothing of the route's."""
+    with Nginx(workers=2, rate=f"1/{SLOW_PERIOD}s", burst=2) as server:
+        def get(client):
+            connection = server.connection()
+            try:
+                connection.request("GET", "/several", headers={"X-Client": client})
+                response = connection.getresponse()
+                response.read()
+                return response.status, dict(response.getheaders())
+            finally:
+                connection.close()
+
+        alice = [get("alice") for _ in range(3)]
+        bob = [get("bob") for _ in range(2)]
+    assert [status for status, _ in alice] == [200, 200, 429]
+    # alice's third request was refused by her own limit, whose fields it carries.
+    assert alice[2][1]["RateLimit-Policy"] == f'"default";q=2;w={2 * SLOW_PERIOD}'
+    # It spent nothing of the route's: bob still gets its third unit.
+    assert [status for status, _ in bob] == [200, 429]
+    assert bob[1][1]["RateLimit-Policy"] == f'"default";q=3;w={3 * SLOW_PERIOD}'
+    assert bob[1][1]["RateLimit"].startswith('"default";r=0;')
+    # An admission carries the tightest limit's fields: bob's has 0 left in the route.
+    assert bob[0][1]["RateLimit"].startswith('"default";r=0;')
+
+
+def test_wait_holds_requests_on_ngx_sleep_without_blocking_the_worker():
+    """10/s, burst 1, wait 0.25 s, five requests at once on one worker: the
+    reservations are due at 0, 0.1 and 0.2 s, so three pass, each held for its
+    delay, and two (0.3 and 0.4 s) are refused at once. A request to another
+    location sent meanwhile is answered before the last waiter: the worker
+    sleeps on ngx.sleep, not in the operating system."""
+    with Nginx(workers=1) as server:
+        barrier = threading.Barrier(5)
+        done = {}
+
+        def waiter(index):
+            barrier.wait()
+            status, headers, _ = server.get("/wait")
+            done[index] = (time.monotonic(), status, headers)
+
+        started = time.monotonic()
+        threads = [threading.Thread(target=waiter, args=(i,)) for i in range(5)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.05)
+        assert server.get("/stats")[0] == 200
+        other_done = time.monotonic() - started
+        for thread in threads:
+            thread.join(timeout=20)
+    statuses = sorted(status for _, status, _ in done.values())
+    assert statuses == [200, 200, 200, 429, 429]
+    admitted = sorted(when - started for when, status, _ in done.values() if status == 200)
+    refused = [when - started for when, status, _ in done.values() if status == 429]
+    # Each waiter is held at least its delay (0, 0.1, 0.2 s); refusals do not wait.
+    assert admitted[1] >= 0.1 - 0.01 and admitted[2] >= 0.2 - 0.01, admitted
+    assert max(refused) < admitted[2], (refused, admitted)
+    assert other_done < admitted[2]
+    for _, status, headers in done.values():
+        assert "RateLimit" in headers and ("Retry-After" in headers) == (status == 429)
+
+
 @pytest.mark.parametrize("workers", [2, 4])
 def test_workers_share_one_limit(workers):
     """Concurrent clients spread over every worker (reuseport): exactly
