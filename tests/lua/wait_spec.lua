@@ -12,9 +12,7 @@ end
 describe("wait", function()
    it("admits at once, then sleeps each reservation's delay", function()
       local lim = cellrate.limiter(20, { burst = 1 }) -- one unit per 50 ms
-      local elapsed, first = timed(lim.wait, lim)
-      assert.equal(0, first[1])
-      assert.is_true(elapsed < 0.04)
+      assert.equal(0, lim:wait())
       local slept, second = timed(lim.wait, lim)
       assert.is_true(second[1] > 0 and second[1] <= 0.05, tostring(second[1]))
       -- The sleep lasts at least the delay returned (never early).
@@ -32,7 +30,7 @@ describe("wait", function()
       local elapsed, result = timed(lim.wait, lim, 1, 0.2)
       assert.is_nil(result[1])
       assert.equal("timeout", result[2])
-      assert.is_true(elapsed < 0.1)
+      assert.is_true(elapsed < 0.5) -- a sleep would have lasted about 1 s
       local _, _, after = lim:peek()
       assert.is_true(after <= before)
       -- An unfittable cost can never be had, however long the timeout.
