@@ -355,12 +355,14 @@ def lua_rows() -> List[Row]:
     return rows
 
 
-NGINX_SECTION = "nginx: wrk on loopback, one worker (bench/nginx/bench_nginx.py)"
+NGINX_SECTION = ("nginx: wrk on loopback, one worker's CPU time per request "
+                 "(bench/nginx/bench_nginx.py; raw/nginx.jsonl also has wrk's requests/s)")
 
 
 def nginx_rows() -> List[Row]:
-    """ns per request = 1 / requests per second; "faster" is the ratio of
-    requests per second to limit_req's."""
+    """ns per request: the nginx worker's CPU time per request; "faster" is
+    limit_req's over cellrate's, the ratio of requests per second one busy
+    worker serves."""
     rows = [Row("nginx, no limiter (empty_gif)", "nginx.none.admit_all")]
     for kind, what in (("admit_all", "a limit that admits every request"),
                        ("refuse_most", "a limit that refuses all but the first")):
@@ -897,7 +899,7 @@ def main() -> None:
     out += [f"- {n}" for n in floors_said] + [""]
     for name, evs in evs_by_section.items():
         out += [f"## {name}", "", markdown_table(evs), ""]
-    out += [f"## {NGINX_SECTION}", "", markdown_table(nginx_evs, "ns/request"), ""]
+    out += [f"## {NGINX_SECTION}", "", markdown_table(nginx_evs, "CPU ns/request"), ""]
     out += ["## Memory: bytes per tracked key at 1M keys (RSS delta / keys, fresh process per store)",
             "", markdown_table(mem_evs, "bytes/key"), "", "![chart](chart.png)", "",
             "## What each scenario measures", "", SCENARIOS_MEASURED]
