@@ -115,6 +115,9 @@ def test_the_rockspec_builds_through_the_makefile_as_luarocks_would(tmp_path):
                        capture_output=True)
     module = tmp_path / "lib" / "cellrate.so"
     assert exported(module) == {"luaopen_cellrate"}
+    # The pure-Lua modules go to LUADIR: cellrate.nginx (docs/design.md §12).
+    assert (tmp_path / "share" / "cellrate" / "nginx.lua").read_bytes() == \
+        (REPO / "lua" / "cellrate" / "nginx.lua").read_bytes()
     assert lua_eval('print(require("cellrate")._VERSION)', str(module.parent)).strip() == \
         header_version()
     # cellrate.redis and the one copy of its script, found on package.path
