@@ -9,9 +9,10 @@
  * region that cannot be opened or is refused, memory) returns nil, a message
  * and the status's name as a code.
  *
- * Limiter and KeyedLimiter are one userdata layout and one set of methods,
- * the key the only difference; each method is a closure whose upvalue is the
- * tag of the type it belongs to.
+ * Limiter and KeyedLimiter are one userdata layout and one implementation
+ * of each method, the key the only difference. Each type registers thin entry
+ * points that pass its tag, a constant, so that the compiler keeps only the
+ * type's own path.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,8 +30,10 @@
 
 #if defined(__GNUC__)
 #define CELLRATE_LUA_EXPORT __attribute__((visibility("default")))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 #else
 #define CELLRATE_LUA_EXPORT
+#define ALWAYS_INLINE inline
 #endif
 
 CELLRATE_LUA_EXPORT int luaopen_cellrate(lua_State *L);
@@ -47,6 +50,11 @@ typedef struct store_box {
     cr_limit limit;
     int64_t capacity; /* a KeyedLimiter's */
 } store_box;
+
+static bool is_keyed(const store_box *box)
+{
+    return box->tag == keyed_tag;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Arguments                                                                 */
@@ -290,7 +298,7 @@ static void push_store_text(lua_State *L, const store_box *box)
     char rate[32], period[32], capacity[48] = "", clock[32] = "", text[200];
     format_number(rate, sizeof rate, box->limit.rate);
     format_number(period, sizeof period, box->limit.period_s);
-    if (box->tag == keyed_tag)
+    if (is_keyed(box))
         snprintf(capacity, sizeof capacity, ", capacity=%" PRId64, box->capacity);
     if (box->limit.fast_clock)
         snprintf(clock, sizeof clock, ", clock=%s", cr_clock_name(&box->limit));
@@ -300,15 +308,13 @@ static void push_store_text(lua_State *L, const store_box *box)
 }
 
 /*
- * The userdata `self` (argument 1) of a method or metamethod, of the type
- * whose tag is the closure's upvalue. A full userdata of a box's size that
- * starts with the tag's address is ours: no Lua code can write a C address
- * into a userdata. Cheaper on every call than fetching and comparing
- * metatables.
+ * The userdata `self` (argument 1) of a method or metamethod of the type
+ * `tag`. A full userdata of a box's size that starts with the tag's address
+ * is ours: no Lua code can write a C address into a userdata. Cheaper on
+ * every call than fetching and comparing metatables.
  */
-static store_box *check_self(lua_State *L)
+static ALWAYS_INLINE store_box *check_self(lua_State *L, const char *tag)
 {
-    const char *tag = lua_touserdata(L, lua_upvalueindex(1));
     /* A light userdata has no length, a full one of another size is not a box. */
     store_box *box = lua_touserdata(L, 1);
     if (box != NULL && compat_rawlen(L, 1) == sizeof(store_box) && box->tag == tag)
@@ -317,17 +323,12 @@ static store_box *check_self(lua_State *L)
     return NULL;
 }
 
-static bool is_keyed(const store_box *box)
-{
-    return box->tag == keyed_tag;
-}
-
 /* As check_self, and not closed. */
-static store_box *check_open(lua_State *L)
+static ALWAYS_INLINE store_box *check_open(lua_State *L, const char *tag)
 {
-    store_box *box = check_self(L);
+    store_box *box = check_self(L, tag);
     if (box->limiter == NULL && box->keyed == NULL)
-        luaL_error(L, "%s is closed", box->tag);
+        luaL_error(L, "%s is closed", tag);
     return box;
 }
 
@@ -339,16 +340,15 @@ static const char *check_key(lua_State *L, int idx, size_t *len)
 }
 
 /* ------------------------------------------------------------------------ */
-/* cellrate.limiter and cellrate.keyed                                       */
+/* Limiter and KeyedLimiter: one implementation, `tag` the type             */
 
 /*
- * cellrate.limiter(rate [, opts]) and cellrate.keyed(rate [, opts]); the
- * upvalue is the tag of the type to make. Returns the object, or nil, a
- * message and a code when a shared region cannot be used.
+ * cellrate.limiter(rate [, opts]) and cellrate.keyed(rate [, opts]). Returns
+ * the object, or nil, a message and a code when a shared region cannot be
+ * used or memory is short.
  */
-static int store_new(lua_State *L)
+static int store_new(lua_State *L, const char *tag)
 {
-    const char *tag = lua_touserdata(L, lua_upvalueindex(1));
     const bool keyed = tag == keyed_tag;
     options opts = {.capacity = CR_KEYED_DEFAULT_CAPACITY, .shared_mode = CR_SHARED_DEFAULT_MODE};
     read_rate(L, 1, &opts.args);
@@ -382,11 +382,12 @@ static int store_new(lua_State *L)
 
 /* One decision into `decision`, or, with `decision` NULL (allow), only
  * whether it is admitted; returns that. */
-static bool decide(lua_State *L, bool commit, cr_decision *decision)
+static ALWAYS_INLINE bool decide(lua_State *L, const char *tag, bool commit,
+                                 cr_decision *decision)
 {
     const int top = lua_gettop(L);
-    const store_box *box = check_open(L);
-    const bool keyed = is_keyed(box);
+    const store_box *box = check_open(L, tag);
+    const bool keyed = tag == keyed_tag;
     size_t key_len = 0;
     const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
     const int64_t cost = read_cost(L, keyed ? 3 : 2, top);
@@ -405,30 +406,24 @@ static bool decide(lua_State *L, bool commit, cr_decision *decision)
     return decision != NULL ? decision->allowed : allowed;
 }
 
-static int store_allow(lua_State *L)
+/* allow(), check() and peek(): lim:allow(cost, now), keyed:allow(key, cost, now) */
+static ALWAYS_INLINE int store_allow(lua_State *L, const char *tag)
 {
-    lua_pushboolean(L, decide(L, true, NULL));
+    lua_pushboolean(L, decide(L, tag, true, NULL));
     return 1;
 }
 
-static int store_check(lua_State *L)
+static ALWAYS_INLINE int store_check(lua_State *L, const char *tag, bool commit)
 {
     cr_decision decision;
-    decide(L, true, &decision);
-    return push_decision(L, &decision);
-}
-
-static int store_peek(lua_State *L)
-{
-    cr_decision decision;
-    decide(L, false, &decision);
+    decide(L, tag, commit, &decision);
     return push_decision(L, &decision);
 }
 
 /* lim:reset(), keyed:reset(key) */
-static int store_reset(lua_State *L)
+static int store_reset(lua_State *L, const char *tag)
 {
-    const store_box *box = check_open(L);
+    const store_box *box = check_open(L, tag);
     if (is_keyed(box)) {
         size_t key_len = 0;
         const char *key = check_key(L, 2, &key_len);
@@ -441,9 +436,9 @@ static int store_reset(lua_State *L)
 
 /* rate, period, burst, clock, emission_ns, tolerance_ns; a KeyedLimiter's
  * capacity and evictions. */
-static int store_info(lua_State *L)
+static int store_info(lua_State *L, const char *tag)
 {
-    const store_box *box = check_open(L);
+    const store_box *box = check_open(L, tag);
     lua_newtable(L);
     lua_pushnumber(L, box->limit.rate);
     lua_setfield(L, -2, "rate");
@@ -466,16 +461,10 @@ static int store_info(lua_State *L)
     return 1;
 }
 
-static int keyed_len(lua_State *L)
-{
-    compat_pushint64(L, (int64_t)cr_keyed_len(check_open(L)->keyed));
-    return 1;
-}
-
 /* close(), __close and __gc: safe to call any number of times. */
-static int store_close(lua_State *L)
+static int store_close(lua_State *L, const char *tag)
 {
-    store_box *box = check_self(L);
+    store_box *box = check_self(L, tag);
     cr_limiter_free(box->limiter);
     cr_keyed_free(box->keyed);
     box->limiter = NULL;
@@ -483,31 +472,52 @@ static int store_close(lua_State *L)
     return 0;
 }
 
-static int store_tostring(lua_State *L)
+static int store_tostring(lua_State *L, const char *tag)
 {
-    const store_box *box = check_self(L);
+    const store_box *box = check_self(L, tag);
     if (box->limiter == NULL && box->keyed == NULL)
-        lua_pushfstring(L, "%s(closed)", box->tag);
+        lua_pushfstring(L, "%s(closed)", tag);
     else
         push_store_text(L, box);
     return 1;
 }
 
-static const luaL_Reg store_methods[] = {
-    {"allow", store_allow}, {"check", store_check}, {"peek", store_peek},
-    {"reset", store_reset}, {"info", store_info},   {"close", store_close},
-    {NULL, NULL},
-};
+/*
+ * A type's constructor, methods and metamethods: entry points that pass the
+ * type's tag to the one implementation above.
+ */
+#define STORE_TYPE(type, tag)                                                               \
+    static int type##_new(lua_State *L) { return store_new(L, tag); }                       \
+    static int type##_allow(lua_State *L) { return store_allow(L, tag); }                   \
+    static int type##_check(lua_State *L) { return store_check(L, tag, true); }             \
+    static int type##_peek(lua_State *L) { return store_check(L, tag, false); }             \
+    static int type##_reset(lua_State *L) { return store_reset(L, tag); }                   \
+    static int type##_info(lua_State *L) { return store_info(L, tag); }                     \
+    static int type##_close(lua_State *L) { return store_close(L, tag); }                   \
+    static int type##_tostring(lua_State *L) { return store_tostring(L, tag); }             \
+    static const luaL_Reg type##_methods[] = {                                              \
+        {"allow", type##_allow}, {"check", type##_check}, {"peek", type##_peek},            \
+        {"reset", type##_reset}, {"info", type##_info},   {"close", type##_close},          \
+        {NULL, NULL},                                                                       \
+    };                                                                                      \
+    /* __close is only called by Lua 5.4; an extra field is harmless before. */             \
+    static const luaL_Reg type##_metamethods[] = {                                          \
+        {"__gc", type##_close},                                                             \
+        {"__close", type##_close},                                                          \
+        {"__tostring", type##_tostring},                                                    \
+        {NULL, NULL},                                                                       \
+    };
 
-/* __close is only called by Lua 5.4; an extra field is harmless before. */
-static const luaL_Reg store_metamethods[] = {
-    {"__gc", store_close},
-    {"__close", store_close},
-    {"__tostring", store_tostring},
-    {NULL, NULL},
-};
+STORE_TYPE(limiter, limiter_tag)
+STORE_TYPE(keyed, keyed_tag)
 
-static const luaL_Reg keyed_metamethods[] = {
+static int keyed_len(lua_State *L)
+{
+    compat_pushint64(L, (int64_t)cr_keyed_len(check_open(L, keyed_tag)->keyed));
+    return 1;
+}
+
+static const luaL_Reg keyed_length[] = {
     {"__len", keyed_len},
     {NULL, NULL},
 };
@@ -515,32 +525,31 @@ static const luaL_Reg keyed_metamethods[] = {
 /* ------------------------------------------------------------------------ */
 /* The module                                                                */
 
-/* The metatable named `tag`, its functions closures over the tag; and the
- * constructor `constructor` in the module table (on the stack's top). */
-static void register_type(lua_State *L, const char *tag, const char *constructor)
+static void register_type(lua_State *L, const char *tag, const luaL_Reg *methods,
+                          const luaL_Reg *metamethods)
 {
     luaL_newmetatable(L, tag);
-    lua_pushlightuserdata(L, (void *)tag);
-    compat_setfuncs(L, store_metamethods, 1);
-    if (tag == keyed_tag) {
-        lua_pushlightuserdata(L, (void *)tag);
-        compat_setfuncs(L, keyed_metamethods, 1);
-    }
+    compat_setfuncs(L, metamethods, 0);
     lua_newtable(L);
-    lua_pushlightuserdata(L, (void *)tag);
-    compat_setfuncs(L, store_methods, 1);
+    compat_setfuncs(L, methods, 0);
     lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
-    lua_pushlightuserdata(L, (void *)tag);
-    lua_pushcclosure(L, store_new, 1);
-    lua_setfield(L, -2, constructor);
 }
+
+static const luaL_Reg module_functions[] = {
+    {"limiter", limiter_new},
+    {"keyed", keyed_new},
+    {NULL, NULL},
+};
 
 int luaopen_cellrate(lua_State *L)
 {
+    register_type(L, limiter_tag, limiter_methods, limiter_metamethods);
+    lua_pop(L, 1);
+    register_type(L, keyed_tag, keyed_methods, keyed_metamethods);
+    compat_setfuncs(L, keyed_length, 0);
+    lua_pop(L, 1);
     lua_newtable(L);
-    register_type(L, limiter_tag, "limiter");
-    register_type(L, keyed_tag, "keyed");
+    compat_setfuncs(L, module_functions, 0);
     lua_pushstring(L, cr_version());
     lua_setfield(L, -2, "_VERSION");
     return 1;
