@@ -23,10 +23,20 @@
 extern "C" {
 #endif
 
+/* Everything declared here is exported from libcellrate.so. Where the core is
+ * compiled into a module (CR_EMBED: the CPython extension, the Lua module),
+ * it stays hidden and the module exports only its entry point. */
+#if defined(__GNUC__) && !defined(CR_EMBED)
+#pragma GCC visibility push(default)
+#endif
+
+/* The version, written only here: every other place derives it. */
 #define CR_VERSION_MAJOR 0
 #define CR_VERSION_MINOR 1
 #define CR_VERSION_PATCH 0
-#define CR_VERSION_STRING "0.1.0"
+#define CR_VERSION_JOIN_(major, minor, patch) #major "." #minor "." #patch
+#define CR_VERSION_EXPAND_(major, minor, patch) CR_VERSION_JOIN_(major, minor, patch)
+#define CR_VERSION_STRING CR_VERSION_EXPAND_(CR_VERSION_MAJOR, CR_VERSION_MINOR, CR_VERSION_PATCH)
 
 /* The version of the linked library, "MAJOR.MINOR.PATCH". */
 const char *cr_version(void);
@@ -162,7 +172,7 @@ typedef struct cr_decision {
 } cr_decision;
 
 /*
- * The decision of DESIGN §1, pure: `tat` is the stored TAT (0 for a key never
+ * The decision of docs/design.md §1, pure: `tat` is the stored TAT (0 for a key never
  * seen), `now_ns` >= 0, `cost` >= 0. Fills `out` and returns the TAT to store:
  * equal to `tat` when nothing is to be written (turned away, or cost 0).
  * Saturates, never wraps.
@@ -278,6 +288,10 @@ int64_t cr_keyed_capacity(const cr_keyed *keyed);
 size_t cr_keyed_memory(const cr_keyed *keyed);
 /* Live keys evicted so far to make room (see README: "When the table is full"). */
 uint64_t cr_keyed_evictions(const cr_keyed *keyed);
+
+#if defined(__GNUC__) && !defined(CR_EMBED)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #define SLOTS_PER_BUCKET 4
@@ -211,22 +210,6 @@ static void claim_slot(cr_keyed *keyed, const key_place *place, int64_t now_ns, 
 }
 
 /* ------------------------------------------------------------------------ */
-
-cr_status cr_random_seed(uint64_t seed[2])
-{
-    unsigned char *out = (unsigned char *)seed;
-    size_t got = 0, want = 2 * sizeof seed[0];
-    while (got < want) {
-        ssize_t n = getrandom(out + got, want - got, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return CR_E_NOMEM; /* no entropy source: cannot make a safe table */
-        }
-        got += (size_t)n;
-    }
-    return CR_OK;
-}
 
 /* Buckets for a capacity: 7/4 slots per key, so a table at capacity is 57%
  * full and a key rarely finds both of its buckets full of live keys. */

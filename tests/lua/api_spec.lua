@@ -1,7 +1,7 @@
--- The Lua face (DESIGN §3) against the semantics of DESIGN §1.
+-- The Lua face (docs/design.md §6) against the semantics of docs/design.md §1.
 --
 -- Every `now` is explicit. Expectations are worked out by hand from the
--- formulas of DESIGN §1 (T = period / rate, tau = T * burst), in the comments
+-- formulas of docs/design.md §1 (T = period / rate, tau = T * burst), in the comments
 -- next to them. Times come back as float seconds that are exact to the ns, so
 -- they are compared to within 1 ns.
 local cellrate = require "cellrate"

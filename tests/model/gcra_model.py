@@ -1,4 +1,4 @@
-"""Reference model of cellrate's semantics (DESIGN sections 1 and 2).
+"""Reference model of cellrate's semantics (docs/design.md §1 and §2).
 
 Written from the design contract alone, in exact Python integers and
 fractions, so that the compiled core can be checked against something that

@@ -1,6 +1,6 @@
-"""The Python API against DESIGN §1 and §3.
+"""The Python API against docs/design.md §1 and §6.
 
-Expected values are worked out by hand from the DESIGN formulas (shown in the
+Expected values are worked out by hand from the formulas of docs/design.md §1 (shown in the
 comments), in whole nanoseconds: T is the emission interval, tau = T * burst.
 """
 
@@ -37,7 +37,7 @@ def assert_decision(got, allowed, remaining, retry_after_ns, reset_after_ns, lim
 
 
 # --------------------------------------------------------------------------
-# DESIGN §1 reference scenarios
+# docs/design.md §1 reference scenarios
 
 
 @pytest.mark.parametrize("t0", OFFSETS)
