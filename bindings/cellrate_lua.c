@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -136,6 +137,7 @@ enum option {
     OPTION_SHARED = 8,
     OPTION_SHARED_MODE = 16,
     OPTION_CLOCK = 32,
+    OPTION_ALGORITHM = 64,
 };
 
 /* What an options table may hold; absent fields keep their initial values. */
@@ -156,6 +158,7 @@ static const struct {
     {"shared", OPTION_SHARED},
     {"shared_mode", OPTION_SHARED_MODE},
     {"clock", OPTION_CLOCK},
+    {"algorithm", OPTION_ALGORITHM},
 };
 
 static enum option option_named(lua_State *L, int key_idx, unsigned accepted)
@@ -233,6 +236,11 @@ static void read_options(lua_State *L, int idx, unsigned accepted, options *opts
                 raise_status(L, CR_E_CLOCK);
             args->clock = lua_tolstring(L, -1, &args->clock_len);
             break;
+        case OPTION_ALGORITHM:
+            if (lua_type(L, -1) != LUA_TSTRING)
+                raise_status(L, CR_E_ALGORITHM);
+            args->algorithm = lua_tolstring(L, -1, &args->algorithm_len);
+            break;
         }
         lua_pop(L, 1);
     }
@@ -292,32 +300,47 @@ static void format_number(char *buf, size_t size, double value)
 }
 
 /* "cellrate.KeyedLimiter(rate=10, period=1, burst=10, capacity=100)"; the
- * clock only when it is not the default. */
+ * clock and the algorithm only when not the default, no burst for a window. */
 static void push_store_text(lua_State *L, const store_box *box)
 {
-    char rate[32], period[32], capacity[48] = "", clock[32] = "", text[200];
+    char rate[32], period[32], burst[48] = "", capacity[48] = "", clock[32] = "";
+    char algorithm[40] = "", text[240];
     format_number(rate, sizeof rate, box->limit.rate);
     format_number(period, sizeof period, box->limit.period_s);
+    if (box->limit.algorithm < CR_ALGORITHM_FIXED_WINDOW)
+        snprintf(burst, sizeof burst, ", burst=%" PRId64, box->limit.burst);
     if (is_keyed(box))
         snprintf(capacity, sizeof capacity, ", capacity=%" PRId64, box->capacity);
     if (box->limit.fast_clock)
         snprintf(clock, sizeof clock, ", clock=%s", cr_clock_name(&box->limit));
-    snprintf(text, sizeof text, "%s(rate=%s, period=%s, burst=%" PRId64 "%s%s)", box->tag, rate,
-             period, box->limit.burst, capacity, clock);
+    if (box->limit.algorithm != CR_ALGORITHM_GCRA)
+        snprintf(algorithm, sizeof algorithm, ", algorithm=%s",
+                 cr_algorithm_name(box->limit.algorithm));
+    snprintf(text, sizeof text, "%s(rate=%s, period=%s%s%s%s%s)", box->tag, rate, period, burst,
+             capacity, clock, algorithm);
     lua_pushstring(L, text);
 }
 
 /*
- * The userdata `self` (argument 1) of a method or metamethod of the type
- * `tag`. A full userdata of a box's size that starts with the tag's address
- * is ours: no Lua code can write a C address into a userdata. Cheaper on
- * every call than fetching and comparing metatables.
+ * The box at `idx` if it is one of the type `tag`, else NULL. A full userdata
+ * of a box's size that starts with the tag's address is ours: no Lua code can
+ * write a C address into a userdata. Cheaper on every call than fetching and
+ * comparing metatables.
  */
-static ALWAYS_INLINE store_box *check_self(lua_State *L, const char *tag)
+static ALWAYS_INLINE store_box *box_at(lua_State *L, int idx, const char *tag)
 {
     /* A light userdata has no length, a full one of another size is not a box. */
-    store_box *box = lua_touserdata(L, 1);
-    if (box != NULL && compat_rawlen(L, 1) == sizeof(store_box) && box->tag == tag)
+    store_box *box = lua_touserdata(L, idx);
+    if (box != NULL && compat_rawlen(L, idx) == sizeof(store_box) && box->tag == tag)
+        return box;
+    return NULL;
+}
+
+/* The userdata `self` (argument 1) of a method or metamethod of the type `tag`. */
+static ALWAYS_INLINE store_box *check_self(lua_State *L, const char *tag)
+{
+    store_box *box = box_at(L, 1, tag);
+    if (box != NULL)
         return box;
     luaL_argerror(L, 1, lua_pushfstring(L, "%s expected, got %s", tag, luaL_typename(L, 1)));
     return NULL;
@@ -354,7 +377,7 @@ static int store_new(lua_State *L, const char *tag)
     read_rate(L, 1, &opts.args);
     read_options(L, 2,
                  OPTION_PERIOD | OPTION_BURST | (keyed ? OPTION_CAPACITY : 0) | OPTION_SHARED |
-                     OPTION_SHARED_MODE | OPTION_CLOCK,
+                     OPTION_SHARED_MODE | OPTION_CLOCK | OPTION_ALGORITHM,
                  &opts);
     cr_limit limit;
     cr_status status = cr_limit_init(&limit, &opts.args);
@@ -420,6 +443,71 @@ static ALWAYS_INLINE int store_check(lua_State *L, const char *tag, bool commit)
     return push_decision(L, &decision);
 }
 
+/* max_wait: nil or math.huge is any wait; else seconds >= 0. */
+static int64_t read_max_wait(lua_State *L, int idx, int top)
+{
+    int64_t max_wait_ns = CR_NEVER;
+    if (idx > top || lua_isnil(L, idx))
+        return max_wait_ns;
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        raise_status(L, CR_E_MAX_WAIT);
+    const lua_Number seconds = lua_tonumber(L, idx);
+    if (seconds == (lua_Number)HUGE_VAL)
+        return max_wait_ns;
+    const cr_status status = cr_seconds_to_ns(seconds, &max_wait_ns);
+    if (status == CR_E_NOW && seconds >= 0) /* beyond the horizon: any wait */
+        return CR_NEVER;
+    if (status != CR_OK)
+        raise_status(L, CR_E_MAX_WAIT);
+    return max_wait_ns;
+}
+
+/* lim:reserve(cost, max_wait, now), keyed:reserve(key, cost, max_wait, now):
+ * the delay in seconds (0: now), or nil when nothing was reserved. */
+static int store_reserve(lua_State *L, const char *tag)
+{
+    const int top = lua_gettop(L);
+    const store_box *box = check_open(L, tag);
+    const bool keyed = is_keyed(box);
+    size_t key_len = 0;
+    const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
+    const int first = keyed ? 3 : 2;
+    const int64_t cost = read_cost(L, first, top);
+    const int64_t max_wait_ns = read_max_wait(L, first + 1, top);
+    const int64_t now_ns = read_now(L, first + 2, top);
+    bool reserved = false;
+    int64_t delay_ns = 0;
+    const cr_status status =
+        keyed ? cr_keyed_reserve(box->keyed, key, key_len, now_ns, cost, max_wait_ns, &reserved,
+                                 &delay_ns)
+              : cr_limiter_reserve(box->limiter, now_ns, cost, max_wait_ns, &reserved, &delay_ns);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    if (!reserved)
+        lua_pushnil(L);
+    else
+        lua_pushnumber(L, cr_ns_to_seconds(delay_ns));
+    return 1;
+}
+
+/* lim:refund(cost, now), keyed:refund(key, cost, now) */
+static int store_refund(lua_State *L, const char *tag)
+{
+    const int top = lua_gettop(L);
+    const store_box *box = check_open(L, tag);
+    const bool keyed = is_keyed(box);
+    size_t key_len = 0;
+    const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
+    const int first = keyed ? 3 : 2;
+    const int64_t cost = read_cost(L, first, top);
+    const int64_t now_ns = read_now(L, first + 1, top);
+    const cr_status status = keyed ? cr_keyed_refund(box->keyed, key, key_len, now_ns, cost)
+                                   : cr_limiter_refund(box->limiter, now_ns, cost);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    return 0;
+}
+
 /* lim:reset(), keyed:reset(key) */
 static int store_reset(lua_State *L, const char *tag)
 {
@@ -434,7 +522,7 @@ static int store_reset(lua_State *L, const char *tag)
     return 0;
 }
 
-/* rate, period, burst, clock, emission_ns, tolerance_ns; a KeyedLimiter's
+/* rate, period, burst, clock, algorithm, emission_ns, tolerance_ns; a KeyedLimiter's
  * capacity and evictions. */
 static int store_info(lua_State *L, const char *tag)
 {
@@ -448,6 +536,8 @@ static int store_info(lua_State *L, const char *tag)
     lua_setfield(L, -2, "burst");
     lua_pushstring(L, cr_clock_name(&box->limit));
     lua_setfield(L, -2, "clock");
+    lua_pushstring(L, cr_algorithm_name(box->limit.algorithm));
+    lua_setfield(L, -2, "algorithm");
     compat_pushint64(L, box->limit.emission_ns);
     lua_setfield(L, -2, "emission_ns");
     compat_pushint64(L, box->limit.tolerance_ns);
@@ -491,14 +581,16 @@ static int store_tostring(lua_State *L, const char *tag)
     static int type##_allow(lua_State *L) { return store_allow(L, tag); }                   \
     static int type##_check(lua_State *L) { return store_check(L, tag, true); }             \
     static int type##_peek(lua_State *L) { return store_check(L, tag, false); }             \
+    static int type##_reserve(lua_State *L) { return store_reserve(L, tag); }               \
+    static int type##_refund(lua_State *L) { return store_refund(L, tag); }                 \
     static int type##_reset(lua_State *L) { return store_reset(L, tag); }                   \
     static int type##_info(lua_State *L) { return store_info(L, tag); }                     \
     static int type##_close(lua_State *L) { return store_close(L, tag); }                   \
     static int type##_tostring(lua_State *L) { return store_tostring(L, tag); }             \
     static const luaL_Reg type##_methods[] = {                                              \
-        {"allow", type##_allow}, {"check", type##_check}, {"peek", type##_peek},            \
-        {"reset", type##_reset}, {"info", type##_info},   {"close", type##_close},          \
-        {NULL, NULL},                                                                       \
+        {"allow", type##_allow},     {"check", type##_check},   {"peek", type##_peek},      \
+        {"reserve", type##_reserve}, {"refund", type##_refund}, {"reset", type##_reset},    \
+        {"info", type##_info},       {"close", type##_close},   {NULL, NULL},               \
     };                                                                                      \
     /* __close is only called by Lua 5.4; an extra field is harmless before. */             \
     static const luaL_Reg type##_metamethods[] = {                                          \
@@ -523,6 +615,62 @@ static const luaL_Reg keyed_length[] = {
 };
 
 /* ------------------------------------------------------------------------ */
+/* cellrate.check_all                                                        */
+
+/* The open store at `idx` if it is a box of the type `tag`, else NULL. */
+static const store_box *open_box_at(lua_State *L, int idx, const char *tag)
+{
+    const store_box *box = box_at(L, idx, tag);
+    if (box != NULL && box->limiter == NULL && box->keyed == NULL)
+        luaL_error(L, "%s is closed", tag);
+    return box;
+}
+
+/*
+ * cellrate.check_all(items, cost, now) -> allowed, remaining, retry_after,
+ * reset_after: `items` an array of limiters and {keyed, key} pairs, decided
+ * as one (docs/design.md §8). The keys stay alive in `items`, on the stack.
+ */
+static int module_check_all(lua_State *L)
+{
+    const int top = lua_gettop(L);
+    if (lua_type(L, 1) != LUA_TTABLE)
+        return raise_status(L, CR_E_ITEMS);
+    const int64_t cost = read_cost(L, 2, top);
+    const int64_t now_ns = read_now(L, 3, top);
+    const size_t count = (size_t)compat_rawlen(L, 1);
+    if (count == 0 || count > SIZE_MAX / sizeof(cr_item))
+        return raise_status(L, CR_E_ITEMS);
+    cr_item *items = compat_newuserdata(L, count * sizeof *items); /* collected with the call */
+    memset(items, 0, count * sizeof *items);
+    for (size_t i = 0; i < count; i++) {
+        lua_rawgeti(L, 1, (lua_Integer)(i + 1));
+        const store_box *box = open_box_at(L, -1, limiter_tag);
+        if (box != NULL) {
+            items[i].limiter = box->limiter;
+        } else if (lua_type(L, -1) == LUA_TTABLE && compat_rawlen(L, -1) == 2) {
+            lua_rawgeti(L, -1, 1);
+            box = open_box_at(L, -1, keyed_tag);
+            lua_pop(L, 1);
+            if (box == NULL)
+                return raise_status(L, CR_E_ITEMS);
+            lua_rawgeti(L, -1, 2);
+            items[i].key = check_key(L, -1, &items[i].key_len);
+            lua_pop(L, 1);
+            items[i].keyed = box->keyed;
+        } else {
+            return raise_status(L, CR_E_ITEMS);
+        }
+        lua_pop(L, 1);
+    }
+    cr_decision decision;
+    const cr_status status = cr_check_all(items, count, now_ns, cost, &decision, NULL);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    return push_decision(L, &decision);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The module                                                                */
 
 static void register_type(lua_State *L, const char *tag, const luaL_Reg *methods,
@@ -538,6 +686,7 @@ static void register_type(lua_State *L, const char *tag, const luaL_Reg *methods
 static const luaL_Reg module_functions[] = {
     {"limiter", limiter_new},
     {"keyed", keyed_new},
+    {"check_all", module_check_all},
     {NULL, NULL},
 };
 

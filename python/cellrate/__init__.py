@@ -20,6 +20,7 @@ from cellrate._cellrate import (
     KeyedLimiter,
     Limiter,
     __version__,
+    check_all,
 )
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "KeyedLimiter",
     "Limiter",
     "__version__",
+    "check_all",
 ]
