@@ -403,27 +403,44 @@ static int store_new(lua_State *L, const char *tag)
     return raise_status(L, status); /* capacity, shared_mode */
 }
 
+/* What every call on a store starts with: self, then (KeyedLimiter) the key;
+ * the call's own arguments start at `next`. */
+typedef struct {
+    const store_box *box;
+    bool keyed;
+    const char *key;
+    size_t key_len;
+    int next;
+} call_head;
+
+static ALWAYS_INLINE call_head read_call_head(lua_State *L, const char *tag)
+{
+    call_head head = {.box = check_open(L, tag), .keyed = tag == keyed_tag, .next = 2};
+    if (head.keyed)
+        head.key = check_key(L, head.next++, &head.key_len);
+    return head;
+}
+
 /* One decision into `decision`, or, with `decision` NULL (allow), only
  * whether it is admitted; returns that. */
 static ALWAYS_INLINE bool decide(lua_State *L, const char *tag, bool commit,
                                  cr_decision *decision)
 {
     const int top = lua_gettop(L);
-    const store_box *box = check_open(L, tag);
-    const bool keyed = tag == keyed_tag;
-    size_t key_len = 0;
-    const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
-    const int64_t cost = read_cost(L, keyed ? 3 : 2, top);
-    const int64_t now_ns = read_now(L, keyed ? 4 : 3, top);
+    const call_head head = read_call_head(L, tag);
+    const int64_t cost = read_cost(L, head.next, top);
+    const int64_t now_ns = read_now(L, head.next + 1, top);
     bool allowed = false;
     cr_status status;
-    if (keyed)
-        status = decision != NULL
-                     ? cr_keyed_check(box->keyed, key, key_len, now_ns, cost, commit, decision)
-                     : cr_keyed_allow(box->keyed, key, key_len, now_ns, cost, &allowed);
+    if (head.keyed)
+        status = decision != NULL ? cr_keyed_check(head.box->keyed, head.key, head.key_len, now_ns,
+                                                   cost, commit, decision)
+                                  : cr_keyed_allow(head.box->keyed, head.key, head.key_len, now_ns,
+                                                   cost, &allowed);
     else
-        status = decision != NULL ? cr_limiter_check(box->limiter, now_ns, cost, commit, decision)
-                                  : cr_limiter_allow(box->limiter, now_ns, cost, &allowed);
+        status = decision != NULL
+                     ? cr_limiter_check(head.box->limiter, now_ns, cost, commit, decision)
+                     : cr_limiter_allow(head.box->limiter, now_ns, cost, &allowed);
     if (status != CR_OK)
         raise_status(L, status);
     return decision != NULL ? decision->allowed : allowed;
@@ -467,20 +484,17 @@ static int64_t read_max_wait(lua_State *L, int idx, int top)
 static int store_reserve(lua_State *L, const char *tag)
 {
     const int top = lua_gettop(L);
-    const store_box *box = check_open(L, tag);
-    const bool keyed = is_keyed(box);
-    size_t key_len = 0;
-    const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
-    const int first = keyed ? 3 : 2;
-    const int64_t cost = read_cost(L, first, top);
-    const int64_t max_wait_ns = read_max_wait(L, first + 1, top);
-    const int64_t now_ns = read_now(L, first + 2, top);
+    const call_head head = read_call_head(L, tag);
+    const int64_t cost = read_cost(L, head.next, top);
+    const int64_t max_wait_ns = read_max_wait(L, head.next + 1, top);
+    const int64_t now_ns = read_now(L, head.next + 2, top);
     bool reserved = false;
     int64_t delay_ns = 0;
     const cr_status status =
-        keyed ? cr_keyed_reserve(box->keyed, key, key_len, now_ns, cost, max_wait_ns, &reserved,
-                                 &delay_ns)
-              : cr_limiter_reserve(box->limiter, now_ns, cost, max_wait_ns, &reserved, &delay_ns);
+        head.keyed ? cr_keyed_reserve(head.box->keyed, head.key, head.key_len, now_ns, cost,
+                                      max_wait_ns, &reserved, &delay_ns)
+                   : cr_limiter_reserve(head.box->limiter, now_ns, cost, max_wait_ns, &reserved,
+                                        &delay_ns);
     if (status != CR_OK)
         return raise_status(L, status);
     if (!reserved)
@@ -494,15 +508,12 @@ static int store_reserve(lua_State *L, const char *tag)
 static int store_refund(lua_State *L, const char *tag)
 {
     const int top = lua_gettop(L);
-    const store_box *box = check_open(L, tag);
-    const bool keyed = is_keyed(box);
-    size_t key_len = 0;
-    const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
-    const int first = keyed ? 3 : 2;
-    const int64_t cost = read_cost(L, first, top);
-    const int64_t now_ns = read_now(L, first + 1, top);
-    const cr_status status = keyed ? cr_keyed_refund(box->keyed, key, key_len, now_ns, cost)
-                                   : cr_limiter_refund(box->limiter, now_ns, cost);
+    const call_head head = read_call_head(L, tag);
+    const int64_t cost = read_cost(L, head.next, top);
+    const int64_t now_ns = read_now(L, head.next + 1, top);
+    const cr_status status =
+        head.keyed ? cr_keyed_refund(head.box->keyed, head.key, head.key_len, now_ns, cost)
+                   : cr_limiter_refund(head.box->limiter, now_ns, cost);
     if (status != CR_OK)
         return raise_status(L, status);
     return 0;
@@ -511,14 +522,11 @@ static int store_refund(lua_State *L, const char *tag)
 /* lim:reset(), keyed:reset(key) */
 static int store_reset(lua_State *L, const char *tag)
 {
-    const store_box *box = check_open(L, tag);
-    if (is_keyed(box)) {
-        size_t key_len = 0;
-        const char *key = check_key(L, 2, &key_len);
-        cr_keyed_reset(box->keyed, key, key_len);
-    } else {
-        cr_limiter_reset(box->limiter);
-    }
+    const call_head head = read_call_head(L, tag);
+    if (head.keyed)
+        cr_keyed_reset(head.box->keyed, head.key, head.key_len);
+    else
+        cr_limiter_reset(head.box->limiter);
     return 0;
 }
 

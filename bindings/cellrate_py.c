@@ -400,11 +400,10 @@ typedef struct {
     PyObject *max_wait; /* reserve() only */
 } call_args;
 
-static int parse_call(const char *name, bool keyed, PyObject *const *args, Py_ssize_t nargs,
-                      PyObject *kwnames, call_args *call)
+static int parse_call(const char *name, bool keyed, bool takes_max_wait, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames, call_args *call)
 {
     const Py_ssize_t max_positional = keyed ? 2 : 1;
-    const bool takes_max_wait = strcmp(name, "reserve") == 0;
     call->key = call->cost = call->now = call->max_wait = NULL;
     if (nargs > max_positional) {
         PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional argument%s (%zd given)",
@@ -655,7 +654,7 @@ static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char
     if (keyed || nargs != 0 || kwnames != NULL) {
         call_args call;
         module_state *state = state_of(self);
-        if (parse_call(name, keyed, args, nargs, kwnames, &call) < 0 ||
+        if (parse_call(name, keyed, false, args, nargs, kwnames, &call) < 0 ||
             (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
             convert_cost(state, call.cost, &cost) < 0 || convert_now(state, call.now, &now_ns) < 0)
             return -1;
@@ -754,17 +753,18 @@ static int convert_max_wait(module_state *state, PyObject *obj, int64_t *max_wai
 
 /* reserve([key,] cost=1, *, max_wait=None, now=None) and refund([key,] cost=1,
  * *, now=None): the delay in seconds, or None when nothing was reserved. */
-static PyObject *store_reserve_or_refund(PyObject *self, const char *name, PyObject *const *args,
+static PyObject *store_reserve_or_refund(PyObject *self, bool reserve, PyObject *const *args,
                                          Py_ssize_t nargs, PyObject *kwnames)
 {
     StoreObject *store = (StoreObject *)self;
     module_state *state = state_of(self);
-    const bool keyed = is_keyed(store), reserve = name[2] == 's';
+    const bool keyed = is_keyed(store);
+    const char *name = reserve ? "reserve" : "refund";
     const char *key = NULL;
     Py_ssize_t key_len = 0;
     int64_t cost, now_ns, max_wait_ns;
     call_args call;
-    if (parse_call(name, keyed, args, nargs, kwnames, &call) < 0 ||
+    if (parse_call(name, keyed, reserve, args, nargs, kwnames, &call) < 0 ||
         (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
         convert_cost(state, call.cost, &cost) < 0 ||
         convert_max_wait(state, call.max_wait, &max_wait_ns) < 0 ||
@@ -793,13 +793,13 @@ static PyObject *store_reserve_or_refund(PyObject *self, const char *name, PyObj
 static PyObject *store_reserve(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    return store_reserve_or_refund(self, "reserve", args, nargs, kwnames);
+    return store_reserve_or_refund(self, true, args, nargs, kwnames);
 }
 
 static PyObject *store_refund(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
-    return store_reserve_or_refund(self, "refund", args, nargs, kwnames);
+    return store_reserve_or_refund(self, false, args, nargs, kwnames);
 }
 
 /* An item of check_all: a Limiter, or a (KeyedLimiter, key) pair. The key
