@@ -296,6 +296,32 @@ def python_rows(results: Dict[str, dict]) -> List[Row]:
     return rows
 
 
+def web_rows() -> List[Row]:
+    """Middleware overhead per request (bench_web.py): each variant's time
+    minus the bare app's, round by round; the target is 1/10 of the peer's."""
+    rows = [
+        Row("bare Starlette app, one request (ASGI, called directly)", "py.web.asgi.bare", chart="floor"),
+        Row("cellrate.asgi.RateLimitMiddleware: overhead per request",
+            "py.web.asgi.cellrate.overhead", chart="cellrate"),
+        Row("slowapi SlowAPIMiddleware: overhead per request", "py.web.asgi.slowapi.overhead", chart="peer"),
+        Row("slowapi SlowAPIASGIMiddleware: overhead per request",
+            "py.web.asgi.slowapi_asgi.overhead", chart="peer"),
+        Row("cellrate ASGI overhead vs slowapi (SlowAPIASGIMiddleware)",
+            "py.web.asgi.cellrate.overhead", "x_ref", "py.web.asgi.slowapi_asgi.overhead",
+            "slowapi's overhead", ("<=", 0.1)),
+        Row("cellrate ASGI overhead vs slowapi (SlowAPIMiddleware)",
+            "py.web.asgi.cellrate.overhead", "x_ref", "py.web.asgi.slowapi.overhead",
+            "slowapi's overhead", ("<=", 0.1)),
+        Row("bare Flask app, one request (WSGI, called directly)", "py.web.wsgi.bare", chart="floor"),
+        Row("cellrate.wsgi.RateLimitMiddleware: overhead per request",
+            "py.web.wsgi.cellrate.overhead", chart="cellrate"),
+        Row("flask-limiter: overhead per request", "py.web.wsgi.flask_limiter.overhead", chart="peer"),
+        Row("cellrate WSGI overhead vs flask-limiter", "py.web.wsgi.cellrate.overhead", "x_ref",
+            "py.web.wsgi.flask_limiter.overhead", "flask-limiter's overhead", ("<=", 0.1)),
+    ]
+    return rows
+
+
 def lua_rows() -> List[Row]:
     rows: List[Row] = []
     for version, name in (("lua5.4", "Lua 5.4"), ("luajit", "LuaJIT")):
@@ -774,6 +800,7 @@ def main() -> None:
     sections = {
         "C level (C harness and Rust harness, same machine, same run)": c_rows(),
         "Python level": python_rows(results),
+        "Web middleware (Python, in-process)": web_rows(),
         "Lua level": lua_rows(),
     }
     evs_by_section = {name: [evaluate(r, results) for r in rows] for name, rows in sections.items()}
@@ -822,6 +849,7 @@ def main() -> None:
     chart_titles = {
         "C level (C harness and Rust harness, same machine, same run)": "C and Rust: ns per call",
         "Python level": "Python, 1 thread: ns per call",
+        "Web middleware (Python, in-process)": "Web middleware: ns per request",
         "Lua level": "Lua 5.4 and LuaJIT: ns per call",
     }
     chart({chart_titles[k]: v for k, v in evs_by_section.items()}, mem_evs,

@@ -68,6 +68,8 @@ cellrate.Decision(True, 1, 0.0, 0.0)
 cellrate.Limiter(10).reset("key")
 cellrate.KeyedLimiter(10).reset()
 cellrate.Limiter(10).missing()
+cellrate.Limiter(10).check().headers(legacy="yes")
+number: int = cellrate.Limiter(10).check().window
 """
 
 
