@@ -105,10 +105,11 @@ def _networks(trusted: Iterable[str] | str) -> tuple[Network, ...]:
     if isinstance(trusted, str):
         trusted = [trusted]
     try:
-        return tuple(ipaddress.ip_network(item, strict=False) for item in trusted)
+        return tuple(ipaddress.ip_network(item, strict=False) for item in trusted if item != "unix")
     except (TypeError, ValueError) as error:
         raise ValueError(
-            f"trusted_proxies must be addresses or networks such as '10.0.0.0/8': {error}"
+            f"trusted_proxies must be addresses or networks such as '10.0.0.0/8', "
+            f"or 'unix': {error}"
         ) from None
 
 
@@ -121,6 +122,14 @@ def _hop_address(hop: str) -> str:
     if hop.count(":") == 1:  # IPv4 with a port; bare IPv6 has several colons
         return hop.split(":", 1)[0]
     return hop
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False
 
 
 def _forwarded_for(value: str) -> list[str]:
@@ -166,7 +175,8 @@ class Policy:
         e.g. "/dev/shm/myapp"), every such limit is one limit across all the
         processes that open it: `limit` at `shared`, a route's at
         `shared.<16 hex digits of its pattern>[.<index>]`.
-    trusted_proxies: addresses or networks of the proxies in front of the app;
+    trusted_proxies: addresses or networks of the proxies in front of the app
+        ("unix": the peer of a Unix-socket connection, which has no address);
         only a request whose peer is one of them has its `proxy_header` read,
         and the client is the rightmost hop that is not a trusted proxy.
     proxy_header: "X-Forwarded-For" (default) or "Forwarded"; only that one is
@@ -250,6 +260,9 @@ class Policy:
         self.check_all = _check_all_for(every) if len(every) > 1 else None
 
         self.trusted = _networks(trusted_proxies)
+        # "unix": a peer without an address (a Unix socket) is the trusted proxy
+        self.trust_unix = "unix" in ([trusted_proxies] if isinstance(trusted_proxies, str)
+                                     else list(trusted_proxies))
         self.proxy_header = proxy_header
         if proxy_header.lower() not in ("x-forwarded-for", "forwarded"):
             raise ValueError("proxy_header must be 'X-Forwarded-For' or 'Forwarded'")
@@ -312,7 +325,7 @@ class Policy:
         then the rightmost hop of `proxy_header` that is not a trusted proxy
         (or the leftmost hop, when every hop is trusted)."""
         peer = request.peer()
-        if not self.trusted or not self._is_trusted(peer):
+        if not (self._is_trusted(peer) or (self.trust_unix and not _is_address(peer))):
             return peer
         value = request.header(self.proxy_header)
         if not value:
@@ -325,6 +338,8 @@ class Policy:
         return hops[0] if hops else peer
 
     def _is_trusted(self, address: str) -> bool:
+        if not self.trusted:
+            return False
         try:
             ip = ipaddress.ip_address(address)
         except ValueError:
