@@ -261,6 +261,7 @@ class Policy:
 
         self.trusted = _networks(trusted_proxies)
         # "unix": a peer without an address (a Unix socket) is the trusted proxy
+        self._warned_unknown = False
         self.trust_unix = "unix" in ([trusted_proxies] if isinstance(trusted_proxies, str)
                                      else list(trusted_proxies))
         self.proxy_header = proxy_header
@@ -326,6 +327,11 @@ class Policy:
         (or the leftmost hop, when every hop is trusted)."""
         peer = request.peer()
         if not (self._is_trusted(peer) or (self.trust_unix and not _is_address(peer))):
+            if peer == "unknown" and not self._warned_unknown:
+                self._warned_unknown = True
+                logger.warning("requests arrive without a client address (a Unix socket?): "
+                               "they share one key; behind a proxy on a Unix socket, pass "
+                               "trusted_proxies=['unix']")
             return peer
         value = request.header(self.proxy_header)
         if not value:
