@@ -219,6 +219,13 @@ class Policy:
     ) -> None:
         if key is not None and not callable(key):
             raise TypeError("key must be a function of the request (or None: the client address)")
+        self.trusted = _networks(trusted_proxies)
+        # "unix": a peer without an address (a Unix socket) is the trusted proxy
+        self.trust_unix = "unix" in ([trusted_proxies] if isinstance(trusted_proxies, str)
+                                     else list(trusted_proxies))
+        self._warned_unknown = False
+        if key is None and not self.trusted and not self.trust_unix:
+            key = self._peer  # the default key, without the proxy logic it does not need
         self.key: KeyFunction = key or client_address
         if isinstance(cost, bool) or not (callable(cost) or isinstance(cost, int)):
             raise TypeError("cost must be an int or a function of the request")
@@ -259,11 +266,6 @@ class Policy:
                             "under WSGI give its synchronous twin (RedisLimiter)")
         self.check_all = _check_all_for(every) if len(every) > 1 else None
 
-        self.trusted = _networks(trusted_proxies)
-        # "unix": a peer without an address (a Unix socket) is the trusted proxy
-        self._warned_unknown = False
-        self.trust_unix = "unix" in ([trusted_proxies] if isinstance(trusted_proxies, str)
-                                     else list(trusted_proxies))
         self.proxy_header = proxy_header
         if proxy_header.lower() not in ("x-forwarded-for", "forwarded"):
             raise ValueError("proxy_header must be 'X-Forwarded-For' or 'Forwarded'")
@@ -327,12 +329,7 @@ class Policy:
         (or the leftmost hop, when every hop is trusted)."""
         peer = request.peer()
         if not (self._is_trusted(peer) or (self.trust_unix and not _is_address(peer))):
-            if peer == "unknown" and not self._warned_unknown:
-                self._warned_unknown = True
-                logger.warning("requests arrive without a client address (a Unix socket?): "
-                               "they share one key; behind a proxy on a Unix socket, pass "
-                               "trusted_proxies=['unix']")
-            return peer
+            return self._peer(request, peer)
         value = request.header(self.proxy_header)
         if not value:
             return peer
@@ -342,6 +339,17 @@ class Policy:
             if not self._is_trusted(hop):
                 return hop
         return hops[0] if hops else peer
+
+    def _peer(self, request: Request, peer: str | None = None) -> str:
+        """The peer as the client's address (no trusted proxy in between)."""
+        if peer is None:
+            peer = request.peer()
+        if peer == "unknown" and not self._warned_unknown:
+            self._warned_unknown = True
+            logger.warning("requests arrive without a client address (a Unix socket?): they "
+                           "share one key; behind a proxy on a Unix socket, pass "
+                           "trusted_proxies=['unix']")
+        return peer
 
     def _is_trusted(self, address: str) -> bool:
         if not self.trusted:
@@ -376,7 +384,9 @@ class Policy:
 
     def decide(self, limits: list[_Limit], request: Request) -> Any:
         """The Decision for `request` against `limits` (synchronous stores)."""
-        cost = self.cost_of(request)
+        cost = self.cost
+        if cost.__class__ is not int:
+            cost = cost(request)  # type: ignore[operator,union-attr]
         if len(limits) == 1:
             one = limits[0]
             if self.now is None:
