@@ -623,7 +623,10 @@ static int module_check_all(lua_State *L)
     const size_t count = (size_t)compat_rawlen(L, 1);
     if (count == 0 || count > SIZE_MAX / sizeof(cr_item))
         return raise_status(L, CR_E_ITEMS);
-    cr_item *items = compat_newuserdata(L, count * sizeof *items); /* collected with the call */
+    /* A few items on the C stack (an error's longjmp leaves nothing to free);
+     * more in a userdata that is collected with the call. */
+    cr_item few[8];
+    cr_item *items = count <= 8 ? few : compat_newuserdata(L, count * sizeof *items);
     memset(items, 0, count * sizeof *items);
     for (size_t i = 0; i < count; i++) {
         lua_rawgeti(L, 1, (lua_Integer)(i + 1));

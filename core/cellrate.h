@@ -411,11 +411,12 @@ typedef struct cr_item {
 /*
  * Decides `cost` units against every item as one: admitted only if every
  * item admits. Each item reads its own limit's clock once (CR_CLOCK) or
- * takes `now_ns`. The items are first peeked; if any refuses, nothing is
- * written and the refusal with the longest retry_after is returned. Else each
- * is committed in turn; one that refuses then (another thread took its units
- * meanwhile) has the items committed before it given back (cr_refund) and its
- * refusal is returned. On admission the decision with the fewest remaining
+ * takes `now_ns`. The items but the last are first peeked, then the last is
+ * committed (the call's first write); if any of these refuses, nothing is
+ * written and the refusal with the longest retry_after is returned. Else the
+ * others are committed in turn; one that refuses then (another thread took
+ * its units meanwhile) has the items committed before it given back
+ * (cr_refund) and its refusal is returned. On admission the decision with the fewest remaining
  * is returned. *index (may be NULL) is the item whose decision `out` is.
  * No item ever admits more than its own bound; a refused composite leaves
  * every item as it was, a unit taken and given back counting as none taken.
