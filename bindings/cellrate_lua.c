@@ -59,8 +59,9 @@ static int raise_status(lua_State *L, cr_status status)
     return luaL_error(L, "%s", cr_strerror(status));
 }
 
-/* A runtime failure of a constructor: nil, the core's message (with the
- * region's path and the system's reason where there is one), the code. */
+/* A runtime failure (a constructor's region, or a region's lock held past
+ * its bound): nil, the core's message (with the region's path and the
+ * system's reason where there is one), the code. */
 static int push_failure(lua_State *L, cr_status status, const char *path)
 {
     const int saved_errno = errno;
@@ -138,6 +139,7 @@ typedef struct {
     int64_t capacity;
     const char *shared; /* path of a shared region, or NULL */
     int64_t shared_mode;
+    bool shared_mode_given;
 } options;
 
 static const struct {
@@ -214,14 +216,19 @@ static void read_options(lua_State *L, int idx, unsigned accepted, options *opts
             if (!to_int64(L, -1, &opts->capacity))
                 raise_status(L, CR_E_CAPACITY);
             break;
-        case OPTION_SHARED:
+        case OPTION_SHARED: {
+            size_t path_len;
             if (lua_type(L, -1) != LUA_TSTRING)
                 raise_status(L, CR_E_SHARED_PATH);
-            opts->shared = lua_tostring(L, -1);
+            opts->shared = lua_tolstring(L, -1, &path_len);
+            if (strlen(opts->shared) != path_len) /* a NUL would cut the path short */
+                raise_status(L, CR_E_SHARED_PATH);
             break;
+        }
         case OPTION_SHARED_MODE:
             if (!to_int64(L, -1, &opts->shared_mode))
                 raise_status(L, CR_E_SHARED_MODE);
+            opts->shared_mode_given = true;
             break;
         case OPTION_CLOCK:
             if (lua_type(L, -1) != LUA_TSTRING)
@@ -370,6 +377,8 @@ static int store_new(lua_State *L)
                  OPTION_PERIOD | OPTION_BURST | (keyed ? OPTION_CAPACITY : 0) | OPTION_SHARED |
                      OPTION_SHARED_MODE | OPTION_CLOCK | OPTION_ALGORITHM,
                  &opts);
+    if (opts.shared_mode_given && opts.shared == NULL)
+        return raise_status(L, CR_E_SHARED_MODE_ALONE);
     cr_limit limit;
     cr_status status = cr_limit_init(&limit, &opts.args);
     if (status != CR_OK)
@@ -395,8 +404,9 @@ static int store_new(lua_State *L)
 }
 
 /* One decision into `decision`, or, with `decision` NULL (allow), only
- * whether it is admitted; returns that. */
-static bool decide(lua_State *L, bool commit, cr_decision *decision)
+ * whether it is admitted, into *allowed. Argument mistakes raise; a runtime
+ * failure (a region's lock held past its bound) is returned. */
+static cr_status decide(lua_State *L, bool commit, cr_decision *decision, bool *allowed)
 {
     const int top = lua_gettop(L);
     const store_box *box = check_open(L);
@@ -405,48 +415,52 @@ static bool decide(lua_State *L, bool commit, cr_decision *decision)
     const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
     const int64_t cost = read_cost(L, keyed ? 3 : 2, top);
     const int64_t now_ns = read_now(L, keyed ? 4 : 3, top);
-    bool allowed = false;
     cr_status status;
     if (keyed)
         status = decision != NULL
                      ? cr_keyed_check(box->keyed, key, key_len, now_ns, cost, commit, decision)
-                     : cr_keyed_allow(box->keyed, key, key_len, now_ns, cost, &allowed);
+                     : cr_keyed_allow(box->keyed, key, key_len, now_ns, cost, allowed);
     else
         status = decision != NULL ? cr_limiter_check(box->limiter, now_ns, cost, commit, decision)
-                                  : cr_limiter_allow(box->limiter, now_ns, cost, &allowed);
-    if (status != CR_OK)
+                                  : cr_limiter_allow(box->limiter, now_ns, cost, allowed);
+    if (status != CR_OK && status != CR_E_SHARED_LOCK)
         raise_status(L, status);
-    return decision != NULL ? decision->allowed : allowed;
+    return status;
 }
 
 static int store_allow(lua_State *L)
 {
-    lua_pushboolean(L, decide(L, true, NULL));
+    bool allowed = false;
+    cr_status status = decide(L, true, NULL, &allowed);
+    if (status != CR_OK)
+        return push_failure(L, status, NULL);
+    lua_pushboolean(L, allowed);
     return 1;
 }
 
 static int store_check(lua_State *L)
 {
     cr_decision decision;
-    decide(L, true, &decision);
-    return push_decision(L, &decision);
+    cr_status status = decide(L, true, &decision, NULL);
+    return status != CR_OK ? push_failure(L, status, NULL) : push_decision(L, &decision);
 }
 
 static int store_peek(lua_State *L)
 {
     cr_decision decision;
-    decide(L, false, &decision);
-    return push_decision(L, &decision);
+    cr_status status = decide(L, false, &decision, NULL);
+    return status != CR_OK ? push_failure(L, status, NULL) : push_decision(L, &decision);
 }
 
-/* max_wait: nil or math.huge is any wait; else seconds >= 0. */
-static int64_t read_max_wait(lua_State *L, int idx, int top)
+/* A longest wait (reserve's max_wait, wait's timeout): nil or math.huge is
+ * any wait; else seconds >= 0. `invalid` names the parameter. */
+static int64_t read_wait_limit(lua_State *L, int idx, int top, cr_status invalid)
 {
     int64_t max_wait_ns = CR_NEVER;
     if (idx > top || lua_isnil(L, idx))
         return max_wait_ns;
     if (lua_type(L, idx) != LUA_TNUMBER)
-        raise_status(L, CR_E_MAX_WAIT);
+        raise_status(L, invalid);
     const lua_Number seconds = lua_tonumber(L, idx);
     if (seconds == (lua_Number)HUGE_VAL)
         return max_wait_ns;
@@ -454,8 +468,24 @@ static int64_t read_max_wait(lua_State *L, int idx, int top)
     if (status == CR_E_NOW && seconds >= 0) /* beyond the horizon: any wait */
         return CR_NEVER;
     if (status != CR_OK)
-        raise_status(L, CR_E_MAX_WAIT);
+        raise_status(L, invalid);
     return max_wait_ns;
+}
+
+/* A reservation of the call's cost for `key` (NULL: a Limiter) now, within
+ * max_wait_ns; *delay_ns is set when reserved. */
+static bool reserve(lua_State *L, const store_box *box, const char *key, size_t key_len,
+                    int64_t now_ns, int64_t cost, int64_t max_wait_ns, int64_t *delay_ns)
+{
+    bool reserved = false;
+    const cr_status status =
+        box->keyed != NULL ? cr_keyed_reserve(box->keyed, key, key_len, now_ns, cost, max_wait_ns,
+                                              &reserved, delay_ns)
+                           : cr_limiter_reserve(box->limiter, now_ns, cost, max_wait_ns, &reserved,
+                                                delay_ns);
+    if (status != CR_OK)
+        raise_status(L, status);
+    return reserved;
 }
 
 /* lim:reserve(cost, max_wait, now), keyed:reserve(key, cost, max_wait, now):
@@ -469,20 +499,41 @@ static int store_reserve(lua_State *L)
     const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
     const int first = keyed ? 3 : 2;
     const int64_t cost = read_cost(L, first, top);
-    const int64_t max_wait_ns = read_max_wait(L, first + 1, top);
+    const int64_t max_wait_ns = read_wait_limit(L, first + 1, top, CR_E_MAX_WAIT);
     const int64_t now_ns = read_now(L, first + 2, top);
-    bool reserved = false;
     int64_t delay_ns = 0;
-    const cr_status status =
-        keyed ? cr_keyed_reserve(box->keyed, key, key_len, now_ns, cost, max_wait_ns, &reserved,
-                                 &delay_ns)
-              : cr_limiter_reserve(box->limiter, now_ns, cost, max_wait_ns, &reserved, &delay_ns);
-    if (status != CR_OK)
-        return raise_status(L, status);
-    if (!reserved)
+    if (!reserve(L, box, key, key_len, now_ns, cost, max_wait_ns, &delay_ns))
         lua_pushnil(L);
     else
         lua_pushnumber(L, cr_ns_to_seconds(delay_ns));
+    return 1;
+}
+
+/*
+ * lim:wait(cost, timeout), keyed:wait(key, cost, timeout): reserves the units
+ * at their instant, if it is within `timeout` seconds (nil: any), and sleeps
+ * until it, blocking (docs/design.md §9). The seconds slept (0: none), or
+ * nil, "timeout" at once, nothing spent, when they cannot be had in time (an
+ * unfittable cost never can).
+ */
+static int store_wait(lua_State *L)
+{
+    const int top = lua_gettop(L);
+    const store_box *box = check_open(L);
+    const bool keyed = is_keyed(box);
+    size_t key_len = 0;
+    const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
+    const int first = keyed ? 3 : 2;
+    const int64_t cost = read_cost(L, first, top);
+    const int64_t timeout_ns = read_wait_limit(L, first + 1, top, CR_E_TIMEOUT);
+    int64_t delay_ns = 0;
+    if (!reserve(L, box, key, key_len, CR_CLOCK, cost, timeout_ns, &delay_ns)) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "timeout");
+        return 2;
+    }
+    cr_sleep_ns(delay_ns);
+    lua_pushnumber(L, cr_ns_to_seconds(delay_ns));
     return 1;
 }
 
@@ -575,9 +626,10 @@ static int store_tostring(lua_State *L)
 }
 
 static const luaL_Reg store_methods[] = {
-    {"allow", store_allow},     {"check", store_check},   {"peek", store_peek},
-    {"reserve", store_reserve}, {"refund", store_refund}, {"reset", store_reset},
-    {"info", store_info},       {"close", store_close},   {NULL, NULL},
+    {"allow", store_allow},     {"check", store_check}, {"peek", store_peek},
+    {"reserve", store_reserve}, {"wait", store_wait},   {"refund", store_refund},
+    {"reset", store_reset},     {"info", store_info},   {"close", store_close},
+    {NULL, NULL},
 };
 
 /* __close is only called by Lua 5.4; an extra field is harmless before. */
@@ -610,7 +662,7 @@ static const store_box *box_at(lua_State *L, int idx, const char *tag)
 
 /*
  * cellrate.check_all(items, cost, now) -> allowed, remaining, retry_after,
- * reset_after: `items` an array of limiters and {keyed, key} pairs, decided
+ * reset_after, index (of the item whose decision it is): `items` an array of limiters and {keyed, key} pairs, decided
  * as one (docs/design.md §8). The keys stay alive in `items`, on the stack.
  */
 static int module_check_all(lua_State *L)
@@ -649,10 +701,13 @@ static int module_check_all(lua_State *L)
         lua_pop(L, 1);
     }
     cr_decision decision;
-    const cr_status status = cr_check_all(items, count, now_ns, cost, &decision, NULL);
+    size_t index = 0;
+    const cr_status status = cr_check_all(items, count, now_ns, cost, &decision, &index);
     if (status != CR_OK)
         return raise_status(L, status);
-    return push_decision(L, &decision);
+    push_decision(L, &decision);
+    compat_pushint64(L, (int64_t)index + 1);
+    return 5;
 }
 
 /* ------------------------------------------------------------------------ */

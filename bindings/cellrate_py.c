@@ -104,11 +104,14 @@ static void raise_with_param(PyObject *exc_type, cr_status status, PyObject *det
     Py_DECREF(exc);
 }
 
-/* A status the core returned: a bad value, or exhausted memory. */
+/* A status the core returned: a bad value, exhausted memory, or a region's
+ * lock held past its bound (a runtime failure: TimeoutError). */
 static void raise_status(module_state *state, cr_status status)
 {
     if (status == CR_E_NOMEM)
         PyErr_NoMemory();
+    else if (status == CR_E_SHARED_LOCK)
+        raise_with_param(PyExc_TimeoutError, status, NULL);
     else
         raise_with_param(state->invalid_argument, status, NULL);
 }
@@ -117,6 +120,58 @@ static void raise_status(module_state *state, cr_status status)
 static void raise_wrong_type(module_state *state, cr_status status)
 {
     raise_with_param(state->invalid_argument_type, status, NULL);
+}
+
+/* Replaces the pending error (the system's words for a str it cannot
+ * encode, or a path it cannot take) by InvalidArgument for `status`, with the
+ * original as its __cause__. */
+static PyObject *take_error(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (value != NULL && traceback != NULL)
+        PyException_SetTraceback(value, traceback);
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+#endif
+}
+
+static void raise_instead(module_state *state, cr_status status)
+{
+    PyObject *cause = take_error();
+    PyObject *detail = PyUnicode_FromFormat(" (%S)", cause);
+    if (detail != NULL) {
+        raise_with_param(state->invalid_argument, status, detail);
+        Py_DECREF(detail);
+        PyObject *exc = take_error();
+        if (exc != NULL) {
+            PyException_SetCause(exc, cause); /* steals the reference */
+            cause = NULL;
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            Py_DECREF(exc);
+        }
+    }
+    Py_XDECREF(cause);
+}
+
+/* The UTF-8 bytes of a str, or InvalidArgument for `status` when it has none
+ * (a lone surrogate). */
+static const char *utf8_of(module_state *state, PyObject *text, cr_status status, size_t *len)
+{
+    Py_ssize_t size;
+    const char *bytes = PyUnicode_AsUTF8AndSize(text, &size);
+    if (bytes == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeError))
+            raise_instead(state, status);
+        return NULL;
+    }
+    *len = (size_t)size;
+    return bytes;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -191,7 +246,9 @@ static enum conversion to_double(PyObject *obj, double *out)
 static int convert_key(module_state *state, PyObject *obj, const char **key, Py_ssize_t *key_len)
 {
     if (PyUnicode_Check(obj)) {
-        *key = PyUnicode_AsUTF8AndSize(obj, key_len);
+        size_t len = 0;
+        *key = utf8_of(state, obj, CR_E_KEY, &len);
+        *key_len = (Py_ssize_t)len;
         return *key == NULL ? -1 : 0;
     }
     if (PyBytes_Check(obj)) {
@@ -276,11 +333,9 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
     memset(&args, 0, sizeof args);
 
     if (PyUnicode_Check(rate)) {
-        Py_ssize_t text_len;
-        args.rate_text = PyUnicode_AsUTF8AndSize(rate, &text_len);
+        args.rate_text = utf8_of(state, rate, CR_E_RATE_SYNTAX, &args.rate_text_len);
         if (args.rate_text == NULL)
             return -1;
-        args.rate_text_len = (size_t)text_len;
     } else {
         switch (to_double(rate, &args.rate)) {
         case CONVERTED:
@@ -314,11 +369,9 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
             raise_wrong_type(state, CR_E_CLOCK);
             return -1;
         }
-        Py_ssize_t clock_len;
-        args.clock = PyUnicode_AsUTF8AndSize(clock, &clock_len);
+        args.clock = utf8_of(state, clock, CR_E_CLOCK, &args.clock_len);
         if (args.clock == NULL)
             return -1;
-        args.clock_len = (size_t)clock_len;
     }
 
     if (algorithm != Py_None) {
@@ -326,11 +379,9 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
             raise_wrong_type(state, CR_E_ALGORITHM);
             return -1;
         }
-        Py_ssize_t algorithm_len;
-        args.algorithm = PyUnicode_AsUTF8AndSize(algorithm, &algorithm_len);
+        args.algorithm = utf8_of(state, algorithm, CR_E_ALGORITHM, &args.algorithm_len);
         if (args.algorithm == NULL)
             return -1;
-        args.algorithm_len = (size_t)algorithm_len;
     }
 
     cr_status status = cr_limit_init(limit, &args);
@@ -352,14 +403,24 @@ static int convert_shared(module_state *state, PyObject *shared, PyObject *mode_
         return -1;
     if (!mode_given)
         *mode = CR_SHARED_DEFAULT_MODE;
-    if (shared == Py_None)
+    if (shared == Py_None) {
+        if (mode_given) {
+            raise_status(state, CR_E_SHARED_MODE_ALONE);
+            return -1;
+        }
         return 0;
+    }
     if (!PyUnicode_Check(shared) && !PyBytes_Check(shared) &&
         !PyObject_HasAttrString(shared, "__fspath__")) {
         raise_wrong_type(state, CR_E_SHARED_PATH);
         return -1;
     }
-    return PyUnicode_FSConverter(shared, path) ? 0 : -1;
+    if (PyUnicode_FSConverter(shared, path))
+        return 0;
+    /* A NUL, or a str the file system encoding cannot take: not a path. */
+    if (PyErr_ExceptionMatches(PyExc_ValueError))
+        raise_instead(state, CR_E_SHARED_PATH);
+    return -1;
 }
 
 /* A failed construction. With `path` (the shared= argument), a refusal of
@@ -462,17 +523,50 @@ static PyObject *decision_from(module_state *state, const cr_decision *decision,
     return (PyObject *)self;
 }
 
+/* A Decision field out of its range: the face's own words (no core status
+ * describes a Decision built by hand), with .param naming the field. */
+static PyObject *raise_field(PyObject *exc_type, const char *param, const char *message)
+{
+    PyObject *exc = PyObject_CallFunction(exc_type, "s", message);
+    if (exc == NULL)
+        return NULL;
+    PyObject *name = PyUnicode_FromString(param);
+    if (name != NULL && PyObject_SetAttrString(exc, "param", name) == 0)
+        PyErr_SetObject(exc_type, exc);
+    Py_XDECREF(name);
+    Py_DECREF(exc);
+    return NULL;
+}
+
 /* For code that builds a Decision from another source (a remote store). */
 static PyObject *decision_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"allowed", "remaining", "retry_after", "reset_after", "limit",
                                "window", NULL};
-    int allowed;
+    PyObject *allowed_obj;
     long long remaining, limit;
     double retry_after, reset_after, window = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "pLddL|d:Decision", keywords, &allowed,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OLddL|d:Decision", keywords, &allowed_obj,
                                      &remaining, &retry_after, &reset_after, &limit, &window))
         return NULL;
+    module_state *state = PyType_GetModuleState(type);
+    if (!PyBool_Check(allowed_obj))
+        return raise_field(state->invalid_argument_type, "allowed", "allowed must be a bool");
+    if (remaining < 0)
+        return raise_field(state->invalid_argument, "remaining",
+                           "remaining must be an integer >= 0");
+    if (limit < 0)
+        return raise_field(state->invalid_argument, "limit", "limit must be an integer >= 0");
+    if (!(retry_after >= 0))
+        return raise_field(state->invalid_argument, "retry_after",
+                           "retry_after must be a number of seconds >= 0 (inf: never)");
+    if (!(reset_after >= 0) || isinf(reset_after))
+        return raise_field(state->invalid_argument, "reset_after",
+                           "reset_after must be a finite number of seconds >= 0");
+    if (!(window >= 0) || isinf(window))
+        return raise_field(state->invalid_argument, "window",
+                           "window must be a finite number of seconds >= 0");
+    const int allowed = allowed_obj == Py_True;
     DecisionObject *self = (DecisionObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
