@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cellrate.h"
@@ -75,6 +76,14 @@ typedef struct {
 } StoreObject;
 
 _Static_assert(sizeof(int64_t) == sizeof(long long), "int64_t members read as T_LONGLONG");
+
+#ifndef Py_ALWAYS_INLINE /* CPython < 3.11 */
+#if defined(__GNUC__)
+#define Py_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define Py_ALWAYS_INLINE
+#endif
+#endif
 
 /* The types are final, so an instance's own type leads to the module state. */
 static module_state *state_of(PyObject *self)
@@ -453,11 +462,10 @@ typedef struct {
     PyObject *max_wait; /* reserve() only */
 } call_args;
 
-static int parse_call(const char *name, bool keyed, PyObject *const *args, Py_ssize_t nargs,
-                      PyObject *kwnames, call_args *call)
+static int parse_call(const char *name, bool keyed, bool takes_max_wait, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames, call_args *call)
 {
     const Py_ssize_t max_positional = keyed ? 2 : 1;
-    const bool takes_max_wait = strcmp(name, "reserve") == 0;
     call->key = call->cost = call->now = call->max_wait = NULL;
     if (nargs > max_positional) {
         PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional argument%s (%zd given)",
@@ -786,11 +794,11 @@ static void store_dealloc(PyObject *self)
 /* One decision into `decision`, or, with `decision` NULL (allow), only
  * whether it is admitted, into `allowed`. A Limiter call without arguments
  * skips the parsing. */
-static int decide(PyObject *self, const char *name, bool commit, PyObject *const *args,
-                  Py_ssize_t nargs, PyObject *kwnames, cr_decision *decision, bool *allowed)
+static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char *name,
+                                          bool commit, PyObject *const *args, Py_ssize_t nargs,
+                                          PyObject *kwnames, cr_decision *decision, bool *allowed)
 {
     StoreObject *store = (StoreObject *)self;
-    const bool keyed = is_keyed(store);
     const char *key = NULL;
     Py_ssize_t key_len = 0;
     int64_t cost = CR_DEFAULT_COST;
@@ -798,7 +806,7 @@ static int decide(PyObject *self, const char *name, bool commit, PyObject *const
     if (keyed || nargs != 0 || kwnames != NULL) {
         call_args call;
         module_state *state = state_of(self);
-        if (parse_call(name, keyed, args, nargs, kwnames, &call) < 0 ||
+        if (parse_call(name, keyed, false, args, nargs, kwnames, &call) < 0 ||
             (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
             convert_cost(state, call.cost, &cost) < 0 || convert_now(state, call.now, &now_ns) < 0)
             return -1;
@@ -821,32 +829,51 @@ static int decide(PyObject *self, const char *name, bool commit, PyObject *const
     return 0;
 }
 
-static PyObject *store_allow(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames)
+static Py_ALWAYS_INLINE inline PyObject *store_allow(PyObject *self, bool keyed,
+                                                     PyObject *const *args, Py_ssize_t nargs,
+                                                     PyObject *kwnames)
 {
     bool allowed;
-    if (decide(self, "allow", true, args, nargs, kwnames, NULL, &allowed) < 0)
+    if (decide(self, keyed, "allow", true, args, nargs, kwnames, NULL, &allowed) < 0)
         return NULL;
     return PyBool_FromLong(allowed);
 }
 
-static PyObject *store_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames)
+static Py_ALWAYS_INLINE inline PyObject *store_check(PyObject *self, bool keyed, bool commit,
+                                                     PyObject *const *args, Py_ssize_t nargs,
+                                                     PyObject *kwnames)
 {
     cr_decision decision;
-    if (decide(self, "check", true, args, nargs, kwnames, &decision, NULL) < 0)
+    if (decide(self, keyed, commit ? "check" : "peek", commit, args, nargs, kwnames, &decision,
+               NULL) < 0)
         return NULL;
     return decision_from(state_of(self), &decision, &((StoreObject *)self)->limit);
 }
 
-static PyObject *store_peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                            PyObject *kwnames)
-{
-    cr_decision decision;
-    if (decide(self, "peek", false, args, nargs, kwnames, &decision, NULL) < 0)
-        return NULL;
-    return decision_from(state_of(self), &decision, &((StoreObject *)self)->limit);
-}
+/*
+ * Each type's allow, check and peek: the one implementation above with
+ * `keyed` a constant, so that the compiler keeps only the type's own path
+ * (a run-time `keyed` measured 50 to 110 more instructions a call).
+ */
+#define DECIDE_ENTRY_POINTS(type, keyed)                                                    \
+    static PyObject *type##_allow(PyObject *self, PyObject *const *args, Py_ssize_t nargs,  \
+                                  PyObject *kwnames)                                        \
+    {                                                                                       \
+        return store_allow(self, keyed, args, nargs, kwnames);                              \
+    }                                                                                       \
+    static PyObject *type##_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs,  \
+                                  PyObject *kwnames)                                        \
+    {                                                                                       \
+        return store_check(self, keyed, true, args, nargs, kwnames);                        \
+    }                                                                                       \
+    static PyObject *type##_peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs,   \
+                                 PyObject *kwnames)                                         \
+    {                                                                                       \
+        return store_check(self, keyed, false, args, nargs, kwnames);                       \
+    }
+
+DECIDE_ENTRY_POINTS(limiter, false)
+DECIDE_ENTRY_POINTS(keyed, true)
 
 /* max_wait=None (or absent): any wait; else seconds >= 0 (inf: any). */
 static int convert_max_wait(module_state *state, PyObject *obj, int64_t *max_wait_ns)
@@ -878,17 +905,18 @@ static int convert_max_wait(module_state *state, PyObject *obj, int64_t *max_wai
 
 /* reserve([key,] cost=1, *, max_wait=None, now=None) and refund([key,] cost=1,
  * *, now=None): the delay in seconds, or None when nothing was reserved. */
-static PyObject *store_reserve_or_refund(PyObject *self, const char *name, PyObject *const *args,
+static PyObject *store_reserve_or_refund(PyObject *self, bool reserve, PyObject *const *args,
                                          Py_ssize_t nargs, PyObject *kwnames)
 {
     StoreObject *store = (StoreObject *)self;
     module_state *state = state_of(self);
-    const bool keyed = is_keyed(store), reserve = name[2] == 's';
+    const bool keyed = is_keyed(store);
+    const char *name = reserve ? "reserve" : "refund";
     const char *key = NULL;
     Py_ssize_t key_len = 0;
     int64_t cost, now_ns, max_wait_ns;
     call_args call;
-    if (parse_call(name, keyed, args, nargs, kwnames, &call) < 0 ||
+    if (parse_call(name, keyed, reserve, args, nargs, kwnames, &call) < 0 ||
         (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
         convert_cost(state, call.cost, &cost) < 0 ||
         convert_max_wait(state, call.max_wait, &max_wait_ns) < 0 ||
@@ -917,13 +945,13 @@ static PyObject *store_reserve_or_refund(PyObject *self, const char *name, PyObj
 static PyObject *store_reserve(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    return store_reserve_or_refund(self, "reserve", args, nargs, kwnames);
+    return store_reserve_or_refund(self, true, args, nargs, kwnames);
 }
 
 static PyObject *store_refund(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
-    return store_reserve_or_refund(self, "refund", args, nargs, kwnames);
+    return store_reserve_or_refund(self, false, args, nargs, kwnames);
 }
 
 /* An item of check_all: a Limiter, or a (KeyedLimiter, key) pair. The key
@@ -1180,17 +1208,17 @@ PyDoc_STRVAR(keyed_doc,
              "shared, shared_mode, clock, algorithm: as for Limiter.\n\n"
              "len() is the number of keys holding a slot. Safe to share between threads.");
 
-#define DECIDE_METHODS(prefix)                                                             \
-    {"allow", (PyCFunction)(void (*)(void))store_allow, METH_FASTCALL | METH_KEYWORDS,         \
-     prefix##_allow_doc},                                                                     \
-        {"check", (PyCFunction)(void (*)(void))store_check, METH_FASTCALL | METH_KEYWORDS,     \
-         prefix##_check_doc},                                                                 \
-        {"peek", (PyCFunction)(void (*)(void))store_peek, METH_FASTCALL | METH_KEYWORDS,       \
-         prefix##_peek_doc},                                                                  \
+#define DECIDE_METHODS(type)                                                               \
+    {"allow", (PyCFunction)(void (*)(void))type##_allow, METH_FASTCALL | METH_KEYWORDS,        \
+     type##_allow_doc},                                                                       \
+        {"check", (PyCFunction)(void (*)(void))type##_check, METH_FASTCALL | METH_KEYWORDS,    \
+         type##_check_doc},                                                                   \
+        {"peek", (PyCFunction)(void (*)(void))type##_peek, METH_FASTCALL | METH_KEYWORDS,      \
+         type##_peek_doc},                                                                    \
         {"reserve", (PyCFunction)(void (*)(void))store_reserve, METH_FASTCALL | METH_KEYWORDS, \
-         prefix##_reserve_doc},                                                               \
+         type##_reserve_doc},                                                                 \
         {"refund", (PyCFunction)(void (*)(void))store_refund, METH_FASTCALL | METH_KEYWORDS,   \
-         prefix##_refund_doc}
+         type##_refund_doc}
 
 static PyMethodDef limiter_methods[] = {
     DECIDE_METHODS(limiter),
