@@ -17,7 +17,7 @@ LUA54_INC  = /usr/include/lua5.4
 LUAJIT_INC = /usr/include/luajit-2.1
 
 .DEFAULT_GOAL := help
-.PHONY: help deps core lua py vectors test test-c test-asan test-tsan test-py test-lua demo bench symbols clean
+.PHONY: help deps core lua py vectors test test-c test-asan test-tsan test-py test-lua test-ft demo bench symbols clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -75,7 +75,10 @@ test-tsan: ## C tests under ThreadSanitizer
 test-py: py lua ## pytest suite (vectors, model, properties, API, errors, threads, shared, typing)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/model tests/python
 
-test: deps symbols test-c test-asan test-tsan test-py test-lua ## every suite (installs what it needs)
+test-ft: lua ## pytest suite on a free-threaded CPython 3.13 built from Debian's source (GIL must stay off)
+	tests/freethreaded/run.sh
+
+test: deps symbols test-c test-asan test-tsan test-py test-lua test-ft ## every suite (installs what it needs)
 	@echo "make test: every suite passed"
 
 demo: deps py lua ## show decisions in Python and in Lua

@@ -10,6 +10,10 @@ bytes) separately. check() and peek() return a Decision with allowed,
 remaining, retry_after, reset_after (seconds) and limit. Bad arguments raise
 InvalidArgument (a ValueError) or InvalidArgumentType (a TypeError), both
 CellrateError, whose `param` names the parameter at fault.
+
+Scripts wait for capacity with lim.wait() (threads) or await lim.acquire()
+(asyncio), or put @cellrate.limit(...) on a function; a call that is refused
+raises RateLimited (.retry_after, .decision).
 """
 
 from cellrate._cellrate import (
@@ -17,10 +21,10 @@ from cellrate._cellrate import (
     Decision,
     InvalidArgument,
     InvalidArgumentType,
-    KeyedLimiter,
-    Limiter,
     __version__,
 )
+from cellrate._decorator import limit
+from cellrate._wait import KeyedLimiter, Limiter, RateLimited
 
 __all__ = [
     "CellrateError",
@@ -29,5 +33,7 @@ __all__ = [
     "InvalidArgumentType",
     "KeyedLimiter",
     "Limiter",
+    "RateLimited",
     "__version__",
+    "limit",
 ]

@@ -1,0 +1,161 @@
+"""Waiting for capacity: Limiter.wait / acquire, KeyedLimiter.wait / acquire.
+
+Both are built on the reservation primitives of the compiled types
+(docs/design.md §9): `reserve` commits the units at the earliest instant they
+fit, so a waiter sleeps exactly once, to that instant, and waiters are served
+in the order they reserved. A waiter that does not reach its instant
+(cancelled, interrupted) gives the units back with `refund`. Algorithms that
+can only reserve "now" (the window algorithms) return None from `reserve`
+while the request does not fit; the waiter then sleeps the `retry_after` of a
+`peek` and tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import time
+from typing import Any, Optional, Union
+
+from cellrate import _cellrate
+
+# `limit` below is any object with the reservation methods of Limiter (or,
+# with `key` given as a one-tuple, of KeyedLimiter): reserve(*key, cost, *,
+# max_wait), refund(*key, cost) and peek(*key, cost). Asyncio stores may
+# return awaitables from them.
+Key = Union["tuple[()]", "tuple[Union[str, bytes]]"]
+
+
+class RateLimited(_cellrate.CellrateError):
+    """Refused: the limit did not admit the call (in time).
+
+    `retry_after` is the seconds until the call could be admitted (`inf` when
+    its cost can never fit the limit) and `decision` the Decision that said so.
+    """
+
+    def __init__(self, decision: _cellrate.Decision) -> None:
+        self.decision = decision
+        self.retry_after = decision.retry_after
+        if math.isinf(decision.retry_after):
+            message = f"rate limited: the cost can never fit this limit (burst {decision.limit})"
+            self.param = "cost"
+        else:
+            message = f"rate limited: retry after {decision.retry_after:.6f} s"
+        super().__init__(message)
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.decision,))
+
+
+def check_timeout(timeout: Optional[float]) -> Optional[float]:
+    """`timeout` as seconds (None: no limit), or an error naming it."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        error: _cellrate.CellrateError = _cellrate.InvalidArgumentType(
+            f"timeout must be a number of seconds or None, not {type(timeout).__name__}"
+        )
+    elif math.isnan(timeout) or timeout < 0:
+        error = _cellrate.InvalidArgument(f"timeout must be >= 0 seconds, not {timeout!r}")
+    else:
+        return None if math.isinf(timeout) else float(timeout)
+    error.param = "timeout"
+    raise error
+
+
+def refused(decision: _cellrate.Decision, deadline: Optional[float]) -> bool:
+    """True when `decision` cannot be admitted before `deadline` (monotonic s)."""
+    if math.isinf(decision.retry_after):
+        return True
+    return deadline is not None and time.monotonic() + decision.retry_after > deadline
+
+
+def max_wait_until(deadline: Optional[float]) -> Optional[float]:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def wait(limit: Any, key: Key, cost: int, timeout: Optional[float]) -> None:
+    """Blocks (time.sleep: the GIL is released) until `cost` is admitted."""
+    timeout = check_timeout(timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        delay = limit.reserve(*key, cost, max_wait=max_wait_until(deadline))
+        if delay is not None:
+            if delay > 0.0:
+                try:
+                    time.sleep(delay)
+                except BaseException:  # interrupted (KeyboardInterrupt...): spend nothing
+                    limit.refund(*key, cost)
+                    raise
+            return
+        decision = limit.peek(*key, cost)
+        if decision.allowed:  # it fits now (a window rolled over): reserve again
+            continue
+        if refused(decision, deadline):
+            raise RateLimited(decision)
+        time.sleep(decision.retry_after)
+
+
+async def settle(value: Any) -> Any:
+    """`value`, awaited if it is awaitable (asyncio stores return coroutines)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float]) -> None:
+    """The asyncio form of `wait`: awaits, never blocks the loop; a cancelled
+    waiter refunds the units it had reserved."""
+    timeout = check_timeout(timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        delay = await settle(limit.reserve(*key, cost, max_wait=max_wait_until(deadline)))
+        if delay is not None:
+            if delay > 0.0:
+                try:
+                    await asyncio.sleep(delay)
+                except BaseException:  # asyncio.CancelledError among others
+                    await settle(limit.refund(*key, cost))
+                    raise
+            return
+        decision = await settle(limit.peek(*key, cost))
+        if decision.allowed:
+            continue
+        if refused(decision, deadline):
+            raise RateLimited(decision)
+        await asyncio.sleep(decision.retry_after)
+
+
+class Limiter(_cellrate.Limiter):
+    __doc__ = _cellrate.Limiter.__doc__
+    __slots__ = ()
+
+    def wait(self, cost: int = 1, *, timeout: Optional[float] = None) -> None:
+        """Blocks until `cost` units are admitted, sleeping with the GIL released.
+
+        Raises RateLimited at once, without sleeping, when they cannot be admitted
+        within `timeout` seconds (None: no limit) or can never fit the limit.
+        Waiters are served in the order they arrive (GCRA, token bucket).
+        """
+        wait(self, (), cost, timeout)
+
+    async def acquire(self, cost: int = 1, *, timeout: Optional[float] = None) -> None:
+        """The asyncio form of wait(): never blocks the event loop; a cancelled
+        waiter gives back what it had reserved."""
+        await acquire(self, (), cost, timeout)
+
+
+class KeyedLimiter(_cellrate.KeyedLimiter):
+    __doc__ = _cellrate.KeyedLimiter.__doc__
+    __slots__ = ()
+
+    def wait(self, key: Union[str, bytes], cost: int = 1, *,
+             timeout: Optional[float] = None) -> None:
+        """Limiter.wait() for the limit of `key`."""
+        wait(self, (key,), cost, timeout)
+
+    async def acquire(self, key: Union[str, bytes], cost: int = 1, *,
+                      timeout: Optional[float] = None) -> None:
+        """Limiter.acquire() for the limit of `key`."""
+        await acquire(self, (key,), cost, timeout)
