@@ -91,6 +91,9 @@ PYTHONPATH="$PEERS/py-gil-released" "$VPY" "$BENCH/python/bench_py.py" --part ce
 step "Python level: PyPI peers"
 "$VPY" "$BENCH/python/bench_py.py" --part peers --reps "$REPS" | tee "$RAW/py_peers.jsonl" >&2
 
+step "Python level: decorator overhead (cellrate.limit, ratelimit, aiolimiter, pyrate-limiter)"
+"$VPY" "$BENCH/python/bench_decorators.py" --reps "$REPS" | tee "$RAW/py_decorators.jsonl" >&2
+
 step "Lua level: Lua 5.4 and LuaJIT"
 LUA_CPATH="build/lua5.4/?.so;$PEERS/lua/lua5.4/?.so" lua5.4 "$BENCH/lua/bench.lua" "$REPS" lua5.4 |
     tee "$RAW/lua54.jsonl" >&2

@@ -7,7 +7,7 @@ import inspect
 from typing import Any, Callable, Optional, TypeVar, Union
 
 from cellrate import _cellrate
-from cellrate._wait import KeyedLimiter, Limiter, RateLimited, acquire, check_timeout, settle, wait
+from cellrate._wait import KeyedLimiter, Limiter, RateLimited, acquire, check_timeout, wait
 
 F = TypeVar("F", bound=Callable[..., Any])
 Key = Union[str, bytes]
@@ -69,7 +69,7 @@ def limit(
     The wrapper keeps the function's name, docstring, signature and
     `__wrapped__`; an async function stays a coroutine function.
     """
-    check_timeout(timeout)
+    timeout = check_timeout(timeout)
     if not isinstance(block, bool):
         raise _invalid_type("block", "block must be True or False")
     if key is not None and not callable(key):
@@ -88,37 +88,60 @@ def limit(
     else:
         store = limiter
     waiter = store if hasattr(store, "reserve") else CheckOnly(store)
+    reserve, check = waiter.reserve, store.check
+    store_is_async = inspect.iscoroutinefunction(check)
+    fixed_cost, cost_of = (cost, None) if isinstance(cost, int) else (0, cost)
 
+    # The wrappers below are written out per case rather than composed, so that
+    # an admitted call costs one reserve (or check) and no extra Python frames.
     def decorate(func: F) -> F:
-        def key_and_cost(args: Any, kwargs: Any) -> "tuple[tuple[Any, ...], int]":
-            prefix = () if key is None else (key(*args, **kwargs),)
-            units = cost(*args, **kwargs) if callable(cost) else cost
-            return prefix, units
-
         if inspect.iscoroutinefunction(func):
             @functools.wraps(func)
             async def limited_async(*args: Any, **kwargs: Any) -> Any:
-                prefix, units = key_and_cost(args, kwargs)
+                units = fixed_cost if cost_of is None else cost_of(*args, **kwargs)
+                prefix = () if key is None else (key(*args, **kwargs),)
                 if block:
-                    await acquire(waiter, prefix, units, timeout)
+                    delay = reserve(*prefix, units, max_wait=timeout)
+                    if delay != 0.0:
+                        await acquire(waiter, prefix, units, timeout, delay)
                 else:
-                    decision = await settle(store.check(*prefix, units))
+                    decision = check(*prefix, units)
+                    if store_is_async:
+                        decision = await decision
                     if not decision.allowed:
                         raise RateLimited(decision)
                 return await func(*args, **kwargs)
 
             return limited_async  # type: ignore[return-value]
 
-        if inspect.iscoroutinefunction(getattr(store, "check", None)):
+        if store_is_async:
             raise _invalid_type("limiter", "an asyncio store limits async functions only")
+
+        if key is None and cost_of is None:  # the plain case, without argument unpacking
+            @functools.wraps(func)
+            def limited_plain(*args: Any, **kwargs: Any) -> Any:
+                if block:
+                    delay = reserve(fixed_cost, max_wait=timeout)
+                    if delay != 0.0:
+                        wait(waiter, (), fixed_cost, timeout, delay)
+                else:
+                    decision = check(fixed_cost)
+                    if not decision.allowed:
+                        raise RateLimited(decision)
+                return func(*args, **kwargs)
+
+            return limited_plain  # type: ignore[return-value]
 
         @functools.wraps(func)
         def limited(*args: Any, **kwargs: Any) -> Any:
-            prefix, units = key_and_cost(args, kwargs)
+            units = fixed_cost if cost_of is None else cost_of(*args, **kwargs)
+            prefix = () if key is None else (key(*args, **kwargs),)
             if block:
-                wait(waiter, prefix, units, timeout)
+                delay = reserve(*prefix, units, max_wait=timeout)
+                if delay != 0.0:
+                    wait(waiter, prefix, units, timeout, delay)
             else:
-                decision = store.check(*prefix, units)
+                decision = check(*prefix, units)
                 if not decision.allowed:
                     raise RateLimited(decision)
             return func(*args, **kwargs)

@@ -75,12 +75,15 @@ def max_wait_until(deadline: Optional[float]) -> Optional[float]:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
-def wait(limit: Any, key: Key, cost: int, timeout: Optional[float]) -> None:
-    """Blocks (time.sleep: the GIL is released) until `cost` is admitted."""
-    timeout = check_timeout(timeout)
+def wait(limit: Any, key: Key, cost: int, timeout: Optional[float],
+         delay: Optional[float]) -> None:
+    """Blocks (time.sleep: the GIL is released) until `cost` is admitted.
+
+    `delay` is what a first `reserve(*key, cost, max_wait=timeout)` returned
+    (`timeout` already checked): a reservation to sleep out, or None.
+    """
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        delay = limit.reserve(*key, cost, max_wait=max_wait_until(deadline))
         if delay is not None:
             if delay > 0.0:
                 try:
@@ -90,11 +93,11 @@ def wait(limit: Any, key: Key, cost: int, timeout: Optional[float]) -> None:
                     raise
             return
         decision = limit.peek(*key, cost)
-        if decision.allowed:  # it fits now (a window rolled over): reserve again
-            continue
-        if refused(decision, deadline):
-            raise RateLimited(decision)
-        time.sleep(decision.retry_after)
+        if not decision.allowed:  # (allowed: it fits now, a window rolled over)
+            if refused(decision, deadline):
+                raise RateLimited(decision)
+            time.sleep(decision.retry_after)
+        delay = limit.reserve(*key, cost, max_wait=max_wait_until(deadline))
 
 
 async def settle(value: Any) -> Any:
@@ -104,13 +107,13 @@ async def settle(value: Any) -> Any:
     return value
 
 
-async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float]) -> None:
+async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
+                  delay: Any) -> None:
     """The asyncio form of `wait`: awaits, never blocks the loop; a cancelled
-    waiter refunds the units it had reserved."""
-    timeout = check_timeout(timeout)
+    waiter refunds the units it had reserved. `delay` may be awaitable."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        delay = await settle(limit.reserve(*key, cost, max_wait=max_wait_until(deadline)))
+        delay = await settle(delay)
         if delay is not None:
             if delay > 0.0:
                 try:
@@ -120,11 +123,11 @@ async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float]) -> 
                     raise
             return
         decision = await settle(limit.peek(*key, cost))
-        if decision.allowed:
-            continue
-        if refused(decision, deadline):
-            raise RateLimited(decision)
-        await asyncio.sleep(decision.retry_after)
+        if not decision.allowed:
+            if refused(decision, deadline):
+                raise RateLimited(decision)
+            await asyncio.sleep(decision.retry_after)
+        delay = limit.reserve(*key, cost, max_wait=max_wait_until(deadline))
 
 
 class Limiter(_cellrate.Limiter):
@@ -138,12 +141,20 @@ class Limiter(_cellrate.Limiter):
         within `timeout` seconds (None: no limit) or can never fit the limit.
         Waiters are served in the order they arrive (GCRA, token bucket).
         """
-        wait(self, (), cost, timeout)
+        if timeout is not None:
+            timeout = check_timeout(timeout)
+        delay = self.reserve(cost, max_wait=timeout)
+        if delay != 0.0:
+            wait(self, (), cost, timeout, delay)
 
     async def acquire(self, cost: int = 1, *, timeout: Optional[float] = None) -> None:
         """The asyncio form of wait(): never blocks the event loop; a cancelled
         waiter gives back what it had reserved."""
-        await acquire(self, (), cost, timeout)
+        if timeout is not None:
+            timeout = check_timeout(timeout)
+        delay = self.reserve(cost, max_wait=timeout)
+        if delay != 0.0:
+            await acquire(self, (), cost, timeout, delay)
 
 
 class KeyedLimiter(_cellrate.KeyedLimiter):
@@ -153,9 +164,17 @@ class KeyedLimiter(_cellrate.KeyedLimiter):
     def wait(self, key: Union[str, bytes], cost: int = 1, *,
              timeout: Optional[float] = None) -> None:
         """Limiter.wait() for the limit of `key`."""
-        wait(self, (key,), cost, timeout)
+        if timeout is not None:
+            timeout = check_timeout(timeout)
+        delay = self.reserve(key, cost, max_wait=timeout)
+        if delay != 0.0:
+            wait(self, (key,), cost, timeout, delay)
 
     async def acquire(self, key: Union[str, bytes], cost: int = 1, *,
                       timeout: Optional[float] = None) -> None:
         """Limiter.acquire() for the limit of `key`."""
-        await acquire(self, (key,), cost, timeout)
+        if timeout is not None:
+            timeout = check_timeout(timeout)
+        delay = self.reserve(key, cost, max_wait=timeout)
+        if delay != 0.0:
+            await acquire(self, (key,), cost, timeout, delay)
