@@ -1,23 +1,26 @@
 # cellrate — `make help` lists the targets.
 
+# The compiler flags, written once for every build description.
+include core/flags.mk
+
 CC      ?= cc
 PYTHON  ?= python3
-CSTD     = -std=c11 -D_GNU_SOURCE
-WARN     = -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Werror
-ARCHFLAGS := $(shell [ "$$(uname -m)" = x86_64 ] && echo -mcx16)
 CFLAGS  ?= -O2 -g
-ALLCFLAGS = $(CSTD) $(WARN) $(ARCHFLAGS) $(CFLAGS) -fPIC -Icore
-LDLIBS   = -lpthread -latomic
+WERROR  ?= -Werror
+ARCHFLAGS := $(if $(filter x86_64,$(shell uname -m)),$(CR_X86_64))
+ALLCFLAGS = $(CR_STD) $(CR_WARN) $(WERROR) $(CR_VISIBILITY) $(ARCHFLAGS) $(CFLAGS) -fPIC -Icore
+LDLIBS   = $(CR_LIBS)
 
 CORE_SRC = $(wildcard core/*.c)
-CORE_HDR = $(wildcard core/*.h)
+CORE_HDR = $(wildcard core/*.h) core/flags.mk
 BUILD    = build
+CORE_OBJ = $(patsubst core/%.c,$(BUILD)/%.o,$(CORE_SRC))
 
 LUA54_INC  = /usr/include/lua5.4
 LUAJIT_INC = /usr/include/luajit-2.1
 
 .DEFAULT_GOAL := help
-.PHONY: help deps core lua py vectors test test-c test-asan test-tsan test-py test-lua test-ft demo bench symbols clean
+.PHONY: help deps core lua rock rock-install py vectors test test-c test-asan test-tsan test-py test-lua test-ft demo bench symbols clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -25,33 +28,48 @@ help: ## list the targets
 deps: ## install what building and testing need (apt-get, pip)
 	@sh tests/install-deps.sh
 
-core: $(BUILD)/libcellrate.a ## build the C core (static library)
+core: $(BUILD)/libcellrate.a $(BUILD)/libcellrate.so ## build the C core (static and shared library)
 
 $(BUILD)/%.o: core/%.c $(CORE_HDR)
 	@mkdir -p $(BUILD)
 	$(CC) $(ALLCFLAGS) -c $< -o $@
 
-$(BUILD)/libcellrate.a: $(patsubst core/%.c,$(BUILD)/%.o,$(CORE_SRC))
+$(BUILD)/libcellrate.a: $(CORE_OBJ)
 	ar rcs $@ $^
 
-symbols: $(BUILD)/libcellrate.a ## fail on any exported symbol without the cr_ prefix
-	@bad=$$(nm -g --defined-only $< | awk 'NF==3 {print $$3}' | grep -v '^cr_' || true); \
-	if [ -n "$$bad" ]; then echo "unprefixed exported symbols:"; echo "$$bad"; exit 1; fi; \
-	echo "symbols: all exported symbols carry the cr_ prefix"
+$(BUILD)/libcellrate.so: $(CORE_OBJ)
+	$(CC) -shared -o $@ $^ $(LDLIBS)
 
-# The Lua module: one source, built for Lua 5.4 and for LuaJIT (5.1 API).
+symbols: core lua ## fail unless the library exports exactly what cellrate.h declares, each Lua module only luaopen_cellrate
+	$(PYTHON) tests/check_symbols.py --header core/cellrate.h --library $(BUILD)/libcellrate.so \
+		--archive $(BUILD)/libcellrate.a --module $(BUILD)/lua5.4/cellrate.so --module $(BUILD)/luajit/cellrate.so
+
+# The Lua module: one source, the core compiled in (CR_EMBED: it exports only
+# luaopen_cellrate), built for Lua 5.4 and for LuaJIT (5.1 API).
 LUA_MODULE_SRC = bindings/cellrate_lua.c $(CORE_SRC)
 LUA_MODULE_DEPS = $(LUA_MODULE_SRC) $(CORE_HDR) bindings/cellrate_lua_compat.h
+lua_module = $(CC) $(ALLCFLAGS) $(CR_EMBED) -I$(1) -shared -o $(2) $(LUA_MODULE_SRC) $(LDLIBS)
 
 lua: $(BUILD)/lua5.4/cellrate.so $(BUILD)/luajit/cellrate.so ## build the Lua module (5.4 and LuaJIT)
 
 $(BUILD)/lua5.4/cellrate.so: $(LUA_MODULE_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(ALLCFLAGS) -fvisibility=hidden -I$(LUA54_INC) -shared -o $@ $(LUA_MODULE_SRC) -lm $(LDLIBS)
+	$(call lua_module,$(LUA54_INC),$@)
 
 $(BUILD)/luajit/cellrate.so: $(LUA_MODULE_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(ALLCFLAGS) -fvisibility=hidden -I$(LUAJIT_INC) -shared -o $@ $(LUA_MODULE_SRC) -lm $(LDLIBS)
+	$(call lua_module,$(LUAJIT_INC),$@)
+
+# `luarocks make lua/cellrate-*.rockspec` runs these two with its own CFLAGS,
+# LUA_INCDIR and LIBDIR; a user's compiler is not held to -Werror.
+rock: WERROR =
+rock: ## the Lua module for LuaRocks (LUA_INCDIR=<Lua headers>; the rockspec runs it)
+	@mkdir -p $(BUILD)/rock
+	$(call lua_module,$(LUA_INCDIR),$(BUILD)/rock/cellrate.so)
+
+rock-install:
+	install -d $(LIBDIR)
+	install -m 0755 $(BUILD)/rock/cellrate.so $(LIBDIR)/cellrate.so
 
 test-lua: lua ## busted specs under Lua 5.4 and LuaJIT
 	tests/lua/run.sh lua5.4 $(BUILD)/lua5.4
@@ -63,7 +81,7 @@ vectors: ## regenerate tests/vectors/ from the reference model
 py: ## build and install the Python package (pip install .)
 	CELLRATE_WERROR=1 $(PYTHON) -m pip install -q --root-user-action=ignore --no-build-isolation .
 
-test-c: core ## C tests: vectors, core, threads, shared regions
+test-c: core ## C tests: vectors, core, threads, clock, shared regions; the C example
 	tests/c/run.sh plain
 
 test-asan: ## C tests under AddressSanitizer + UndefinedBehaviorSanitizer

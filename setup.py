@@ -1,6 +1,8 @@
 """Builds cellrate._cellrate: bindings/cellrate_py.c compiled with the C core.
 
-Metadata lives in pyproject.toml. Environment knobs:
+Metadata lives in pyproject.toml, except the version (core/cellrate.h) and
+the compiler flags (core/flags.mk), read from the files that hold them.
+Environment knobs:
   CELLRATE_WERROR=1        turn compiler warnings into errors (tests and CI)
   CELLRATE_RELEASE_GIL=1   release the GIL around each decision (benchmark copy)
 """
@@ -8,7 +10,7 @@ Metadata lives in pyproject.toml. Environment knobs:
 import glob
 import os
 import platform
-import sys
+import re
 
 from setuptools import Extension, setup
 
@@ -20,19 +22,33 @@ def relative(pattern):
     return sorted(os.path.relpath(path, HERE) for path in glob.glob(os.path.join(HERE, pattern)))
 
 
-compile_args = [
-    "-std=c11",
-    "-D_GNU_SOURCE",
-    "-Wall",
-    "-Wextra",
-    "-Wpedantic",
-    "-Wshadow",
-    "-Wmissing-prototypes",
-    # only PyInit__cellrate is exported; the core's cr_* symbols stay private
-    "-fvisibility=hidden",
-]
+def build_flags():
+    """The `NAME = value` lines of core/flags.mk, the one place the flags are written."""
+    flags = {}
+    with open(os.path.join(HERE, "core", "flags.mk")) as f:
+        for line in f:
+            name, sep, value = line.partition("=")
+            if sep and not line.lstrip().startswith("#"):
+                flags[name.strip()] = value.split()
+    return flags
+
+
+def version():
+    """MAJOR.MINOR.PATCH from the CR_VERSION_* macros of core/cellrate.h."""
+    with open(os.path.join(HERE, "core", "cellrate.h")) as f:
+        header = f.read()
+    parts = [re.search(rf"^#define CR_VERSION_{part} (\d+)$", header, re.M) for part in
+             ("MAJOR", "MINOR", "PATCH")]
+    if not all(parts):
+        raise RuntimeError("core/cellrate.h: CR_VERSION_MAJOR, _MINOR and _PATCH not found")
+    return ".".join(m.group(1) for m in parts)
+
+
+FLAGS = build_flags()
+# The core is compiled in and hidden (CR_EMBED): only PyInit__cellrate is exported.
+compile_args = FLAGS["CR_STD"] + FLAGS["CR_WARN"] + FLAGS["CR_VISIBILITY"] + FLAGS["CR_EMBED"]
 if platform.machine() in ("x86_64", "AMD64"):
-    compile_args.append("-mcx16")  # 16-byte compare-and-swap
+    compile_args += FLAGS["CR_X86_64"]
 if os.environ.get("CELLRATE_WERROR"):
     compile_args.append("-Werror")
 
@@ -41,7 +57,7 @@ if os.environ.get("CELLRATE_RELEASE_GIL"):
     define_macros.append(("CELLRATE_RELEASE_GIL", None))
 
 # 16-byte atomics go through libatomic on Linux; it is part of GCC's runtime.
-libraries = ["atomic", "pthread"] if sys.platform.startswith("linux") else []
+libraries = [flag[2:] for flag in FLAGS["CR_LIBS"] if flag.startswith("-l")]
 
 # keep setuptools' products (objects, egg-info) apart from the sources and
 # from the Makefile's build/*.o
@@ -49,11 +65,12 @@ BUILD_BASE = os.path.join("build", "python")
 os.makedirs(os.path.join(HERE, BUILD_BASE), exist_ok=True)
 
 setup(
+    version=version(),
     ext_modules=[
         Extension(
             "cellrate._cellrate",
             sources=["bindings/cellrate_py.c"] + relative("core/*.c"),
-            depends=relative("core/*.h"),
+            depends=relative("core/*.h") + ["core/flags.mk"],
             include_dirs=["core"],
             define_macros=define_macros,
             extra_compile_args=compile_args,

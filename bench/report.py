@@ -4,8 +4,9 @@
 
 Reads every *.jsonl under RAW_DIR (one JSON object per line, written by the
 harnesses), and writes OUT_DIR/results.md (the table: scenario, ns/op, ratio
-to its reference, target, met?), OUT_DIR/chart.png and OUT_DIR/machine.txt;
-prints the table. Every ratio compares two numbers of the same run.
+to its reference, target, met?), OUT_DIR/chart.png, OUT_DIR/machine.txt and
+OUT_DIR/performance.md (the headline ratios), which it also writes into the
+README between its performance markers; prints the table. Every ratio compares two numbers of the same run.
 """
 
 from __future__ import annotations
@@ -363,6 +364,98 @@ def lua_rows() -> List[Row]:
 
 
 # ---------------------------------------------------------------------------
+# The README's short table: the headline ratios against the peers and the
+# floors, from the same run as results.md.
+
+
+def headline_rows(results: Dict[str, dict]) -> List[Row]:
+    rows = [
+        Row("C: Limiter allow", "c.cellrate.limiter.allow", "x_ref", "c.floor.clock_cas",
+            "floor: clock + load + CAS"),
+        Row("C: Limiter allow", "c.cellrate.limiter.allow", "x_ref",
+            "rust.governor.direct.quanta.allow", "governor direct (its TSC clock)"),
+        Row("C: Limiter allow, clock='fast'", "c.cellrate.limiter.allow_fast_clock", "x_ref",
+            "rust.governor.direct.quanta.allow", "governor direct (its TSC clock)"),
+        Row("C: Limiter allow", "c.cellrate.limiter.allow", "x_ref", "rust.aerorate.direct.allow",
+            "aerorate direct"),
+        Row("C: KeyedLimiter, 1M integer keys", "c.cellrate.keyed.int", "faster",
+            "rust.governor.keyed.quanta.int", "governor keyed"),
+        Row("C: KeyedLimiter, 1M integer keys", "c.cellrate.keyed.int", "faster",
+            "rust.aerorate.keyed.int", "aerorate keyed"),
+        Row("C: KeyedLimiter, 1M integer keys", "c.cellrate.keyed.int", "x_ref",
+            "c.floor.clock_table_read", "floor: clock + one random table read"),
+        Row("C: KeyedLimiter, 2 threads, distinct keys", "c.cellrate.threads.distinct.2t",
+            "faster", "c.cellrate.threads.distinct.1t", "1 thread"),
+        Row("C: shared KeyedLimiter (/dev/shm), 1M keys", "c.cellrate.shared.distinct.1p",
+            "x_ref", "c.cellrate.threads.distinct.1t", "the same table in-process"),
+        Row("Python: Limiter.allow()", "py.cellrate.limiter.allow.1t", "x_ref",
+            "py.floor.monotonic_ns.1t", "floor: time.monotonic_ns()"),
+        Row("Python: KeyedLimiter.allow(str), 100k keys", "py.cellrate.keyed.allow.1t", "x_ref",
+            "py.floor.dict_incr.1t", "floor: dict[key] += 1"),
+    ]
+    for scenario, label in (("limiter.allow", "Limiter.allow()"),
+                            ("keyed.allow", "KeyedLimiter.allow(str), 100k keys")):
+        best = fastest_peer(results, scenario, 1)
+        if best:
+            peer = dict(PY_PEERS).get(best.split(".")[1], best.split(".")[1])
+            rows.append(Row(f"Python: {label}", f"py.cellrate.{scenario}.1t", "faster", best,
+                            f"fastest Python peer ({peer})"))
+    rows += [
+        Row("Python: Limiter.allow(), GIL released (not shipped)",
+            "py.cellrate_gil_released.limiter.allow.1t", "x_ref", "py.cellrate.limiter.allow.1t",
+            "GIL held (shipped)"),
+    ]
+    for version, name in (("lua5.4", "Lua 5.4"), ("luajit", "LuaJIT")):
+        rows.append(Row(f"{name}: lim:allow()", f"lua.{version}.cellrate.limiter.allow", "x_ref",
+                        f"lua.{version}.floor.c_clock", "floor: C function + clock read"))
+    rows.append(Row("Memory: KeyedLimiter, 1M keys", "mem.cellrate.keyed", "bytes"))
+    return rows
+
+
+def headline_table(evs: List[dict]) -> str:
+    lines = ["| Measured | cellrate | Against | Ratio |", "|---|---|---|---|"]
+    for ev in evs:
+        row: Row = ev["row"]
+        if row.kind == "bytes":
+            value = "—" if ev["value"] is None else f"{ev['value']:.1f} B/key"
+            against, ratio = "", ""
+        else:
+            value = "—" if ev["value"] is None else f"{fmt_ns(ev['value'])} ns"
+            against = row.ref_label
+            if ev.get("ref_ns"):
+                against += f", {fmt_ns(ev['ref_ns'])} ns"
+            if ev["ratio"] is None:
+                ratio = "—"
+            elif row.kind == "x_ref":
+                ratio = f"{ev['ratio']:.2f}x the time"
+            else:
+                ratio = f"{ev['ratio']:.2f}x the throughput"
+        label = row.label + (f" ({ev['note']})" if ev["note"] else "")
+        lines.append(f"| {label} | {value} | {against} | {ratio} |")
+    return "\n".join(lines)
+
+
+README_BEGIN = "<!-- performance table: written by bench/report.py -->"
+README_END = "<!-- end of performance table -->"
+
+
+def update_readme(path: str, table: str) -> bool:
+    """Puts `table` between the README's markers; False when they are absent."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return False
+    start, end = text.find(README_BEGIN), text.find(README_END)
+    if start < 0 or end < start:
+        return False
+    text = text[:start + len(README_BEGIN)] + "\n" + table + "\n" + text[end:]
+    with open(path, "w") as f:
+        f.write(text)
+    return True
+
+
+# ---------------------------------------------------------------------------
 
 
 def evaluate(row: Row, results: Dict[str, dict]) -> dict:
@@ -693,7 +786,7 @@ SCENARIOS_MEASURED = """\
 - **Python**: each call in a plain `for` loop (the loop is part of every
   number, floors included); 100k string keys for keyed calls. The GIL-released
   rows use a second build of the extension that releases the GIL around each
-  core call (DESIGN §5); the shipped build keeps it.
+  core call (docs/design.md §6); the shipped build keeps it.
 - **Decorators**: a one-argument function that returns its argument, bare and
   under each decorator (cellrate's `@limit` blocking, with `block=False` and
   keyed; ratelimit's `@sleep_and_retry @limits`; pyrate-limiter's
@@ -750,24 +843,22 @@ def main() -> None:
             "", markdown_table(mem_evs, "bytes/key"), "", "![chart](chart.png)", "",
             "## What each scenario measures", "", SCENARIOS_MEASURED]
 
-    performance = [
-        "## Performance", "",
-        "Measured by `make bench` (bench/run.sh) on the machine below; every ratio compares two "
-        "numbers from the same run. The full table, with every peer and floor, is "
-        "[bench/results/results.md](bench/results/results.md).", "",
-        "```text", *machine, "```", "",
-        markdown_table(targets, "ns/op or B/key"), "", summary, "",
-    ]
-    if note:
-        performance += [note, ""]
-    performance += [f"- {n}" for n in floors_said] + [""]
-    performance += ["![benchmark chart](bench/results/chart.png)", "",
-                    "What each scenario measures:", "", SCENARIOS_MEASURED]
+    headline_evs = [evaluate(r, results) for r in headline_rows(results)]
+    machine_line = f"{machine[1][len('cpu: '):]}, {machine[2][len('cpus online: '):]} CPUs"
+    performance = "\n".join([
+        headline_table(headline_evs), "",
+        f"Measured by `make bench` on {machine_line} ({machine[0][len('date: '):]}); every ratio "
+        "compares two numbers from the same run. The full report, with every peer, floor and "
+        "target, the machine, its load and stolen CPU time, and what each scenario measures: "
+        "[bench/results/results.md](bench/results/results.md).",
+    ])
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "results.md"), "w") as f:
         f.write("\n".join(out))
     with open(os.path.join(args.out_dir, "performance.md"), "w") as f:
-        f.write("\n".join(performance))
+        f.write(performance + "\n")
+    if not update_readme(os.path.join(root, "README.md"), performance):
+        print("README.md has no performance markers: not updated", file=sys.stderr)
     with open(os.path.join(args.out_dir, "machine.txt"), "w") as f:
         f.write("\n".join(machine) + "\n")
     chart_titles = {

@@ -60,11 +60,12 @@ CARGO_TARGET_DIR="$PEERS/cargo-target" cargo build --release --locked --quiet \
 RUST_BIN="$PEERS/cargo-target/release/bench_peers"
 
 step "C harness and Lua baseline module"
-ARCHFLAGS=$([ "$(uname -m)" = x86_64 ] && echo -mcx16 || true)
-CWARN="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Werror"
+flag() { sed -n "s/^$1 *= *//p" core/flags.mk; }  # the flags, written once
+ARCHFLAGS=$([ "$(uname -m)" = x86_64 ] && flag CR_X86_64 || true)
+CWARN="$(flag CR_STD) $(flag CR_WARN) -Werror"
 # shellcheck disable=SC2086
 $CC $CWARN $ARCHFLAGS -O2 -g -Icore "$BENCH/c/bench_core.c" build/libcellrate.a \
-    -lpthread -latomic -o "$PEERS/bin/bench_core"
+    $(flag CR_LIBS) -o "$PEERS/bin/bench_core"
 for lua in lua5.4:/usr/include/lua5.4 luajit:/usr/include/luajit-2.1; do
     name=${lua%%:*}
     mkdir -p "$PEERS/lua/$name"

@@ -1,17 +1,24 @@
 /*
- * The Lua face of cellrate (DESIGN §3): `require "cellrate"`.
+ * The Lua face of cellrate (docs/design.md §6): `require "cellrate"`.
  *
  * Every function checks its arguments' types, calls the core and translates
- * the result. Argument mistakes raise an error whose message is the core's
- * cr_strerror() text, which starts with the parameter's name; the core does
- * all validation, defaults and clock reads.
+ * the result; the core does all validation, defaults and clock reads. Errors
+ * follow the OpenResty convention: an argument mistake raises (luaL_error,
+ * so the message carries the caller's position, then the core's cr_strerror
+ * text, which starts with the parameter's name); a runtime failure (a shared
+ * region that cannot be opened or is refused, memory) returns nil, a message
+ * and the status's name as a code.
+ *
+ * Limiter and KeyedLimiter are one userdata layout and one set of methods,
+ * the key the only difference; each method is a closure whose upvalue is the
+ * tag of the type it belongs to.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <errno.h>
 #include <string.h>
 
 #include "cellrate.h"
@@ -28,39 +35,43 @@
 
 CELLRATE_LUA_EXPORT int luaopen_cellrate(lua_State *L);
 
-/* The userdata hold their type's tag and a handle (NULL once closed or
- * collected). The tag is the address of the type's name in this module. */
+/* A type's tag is the address of its name in this module. */
 static const char limiter_tag[] = LIMITER_METATABLE;
 static const char keyed_tag[] = KEYED_METATABLE;
 
-typedef struct limiter_box {
-    const char *tag; /* limiter_tag */
-    cr_limiter *limiter;
-} limiter_box;
-
-typedef struct keyed_box {
-    const char *tag; /* keyed_tag */
-    cr_keyed *keyed;
-} keyed_box;
-
-_Static_assert(sizeof(limiter_box) == sizeof(keyed_box), "check_self reads either box");
+/* A Limiter or a KeyedLimiter. `limit` is a copy of the store's own. */
+typedef struct store_box {
+    const char *tag;     /* limiter_tag or keyed_tag */
+    cr_limiter *limiter; /* a Limiter's store; NULL in a KeyedLimiter or once closed */
+    cr_keyed *keyed;     /* a KeyedLimiter's store; NULL in a Limiter or once closed */
+    cr_limit limit;
+    int64_t capacity; /* a KeyedLimiter's */
+} store_box;
 
 /* ------------------------------------------------------------------------ */
 /* Arguments                                                                 */
 
+/* The one raiser of argument mistakes: the core's message for `status`,
+ * after the caller's position. */
 static int raise_status(lua_State *L, cr_status status)
 {
-    lua_pushstring(L, cr_strerror(status));
-    return lua_error(L);
+    return luaL_error(L, "%s", cr_strerror(status));
 }
 
-/* A failed open of a shared region: the core's words, the path, and the
- * system's reason where there is one. */
-static int raise_shared(lua_State *L, cr_status status, const char *path)
+/* A runtime failure of a constructor: nil, the core's message (with the
+ * region's path and the system's reason where there is one), the code. */
+static int push_failure(lua_State *L, cr_status status, const char *path)
 {
+    const int saved_errno = errno;
+    lua_pushnil(L);
     if (status == CR_E_SHARED_IO || status == CR_E_SHARED_ACCESS)
-        return luaL_error(L, "%s: %s (%s)", cr_strerror(status), path, strerror(errno));
-    return luaL_error(L, "%s: %s", cr_strerror(status), path);
+        lua_pushfstring(L, "%s: %s (%s)", cr_strerror(status), path, strerror(saved_errno));
+    else if (path != NULL)
+        lua_pushfstring(L, "%s: %s", cr_strerror(status), path);
+    else
+        lua_pushstring(L, cr_strerror(status));
+    lua_pushstring(L, cr_status_name(status));
+    return 3;
 }
 
 /*
@@ -154,21 +165,34 @@ static enum option option_named(lua_State *L, int key_idx, unsigned accepted)
     return 0;
 }
 
+/* "opts must be a table with the fields period, burst, ..." for `accepted`. */
+static int raise_options_type(lua_State *L, unsigned accepted)
+{
+    int pieces = 1;
+    lua_pushstring(L, "opts must be a table with the fields");
+    for (size_t i = 0; i < sizeof option_names / sizeof option_names[0]; i++) {
+        if (accepted & option_names[i].option) {
+            lua_pushstring(L, pieces == 1 ? " " : ", ");
+            lua_pushstring(L, option_names[i].name);
+            pieces += 2;
+        }
+    }
+    lua_concat(L, pieces);
+    return luaL_error(L, "%s", lua_tostring(L, -1));
+}
+
 /*
  * Reads the options table at `idx` (nil: none) into `opts`. An absent option
  * stays absent; the core applies the defaults. The `shared` string stays
  * alive while the table is on the stack.
  */
-static void read_options(lua_State *L, int idx, unsigned accepted, const char *type_message,
-                         options *opts)
+static void read_options(lua_State *L, int idx, unsigned accepted, options *opts)
 {
     cr_limit_args *args = &opts->args;
     if (lua_isnoneornil(L, idx))
         return;
-    if (lua_type(L, idx) != LUA_TTABLE) {
-        lua_pushstring(L, type_message);
-        lua_error(L);
-    }
+    if (lua_type(L, idx) != LUA_TTABLE)
+        raise_options_type(L, accepted);
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
         switch (option_named(L, -2, accepted)) {
@@ -206,12 +230,13 @@ static void read_options(lua_State *L, int idx, unsigned accepted, const char *t
     }
 }
 
-/* cost: nil is one unit. */
 /* The optional arguments are read only when the call passed them (`top`
  * is lua_gettop): most calls pass none, and each API call costs. */
+
+/* cost: nil is CR_DEFAULT_COST. */
 static int64_t read_cost(lua_State *L, int idx, int top)
 {
-    int64_t cost = 1;
+    int64_t cost = CR_DEFAULT_COST;
     if (idx <= top && !lua_isnil(L, idx) && !to_int64(L, idx, &cost))
         raise_status(L, CR_E_COST);
     return cost;
@@ -258,224 +283,52 @@ static void format_number(char *buf, size_t size, double value)
     }
 }
 
-static void push_limit_text(lua_State *L, const char *type_name, const cr_limit *limit,
-                            const int64_t *capacity)
+/* "cellrate.KeyedLimiter(rate=10, period=1, burst=10, capacity=100)"; the
+ * clock only when it is not the default. */
+static void push_store_text(lua_State *L, const store_box *box)
 {
-    char rate[32], period[32], text[160];
-    format_number(rate, sizeof rate, limit->rate);
-    format_number(period, sizeof period, limit->period_s);
-    const char *clock = limit->fast_clock ? ", clock=fast" : "";
-    if (capacity != NULL)
-        snprintf(text, sizeof text,
-                 "%s(rate=%s, period=%s, burst=%" PRId64 ", capacity=%" PRId64 "%s)", type_name,
-                 rate, period, limit->burst, *capacity, clock);
-    else
-        snprintf(text, sizeof text, "%s(rate=%s, period=%s, burst=%" PRId64 "%s)", type_name,
-                 rate, period, limit->burst, clock);
+    char rate[32], period[32], capacity[48] = "", clock[32] = "", text[200];
+    format_number(rate, sizeof rate, box->limit.rate);
+    format_number(period, sizeof period, box->limit.period_s);
+    if (box->tag == keyed_tag)
+        snprintf(capacity, sizeof capacity, ", capacity=%" PRId64, box->capacity);
+    if (box->limit.fast_clock)
+        snprintf(clock, sizeof clock, ", clock=%s", cr_clock_name(&box->limit));
+    snprintf(text, sizeof text, "%s(rate=%s, period=%s, burst=%" PRId64 "%s%s)", box->tag, rate,
+             period, box->limit.burst, capacity, clock);
     lua_pushstring(L, text);
 }
 
-static void push_limit_table(lua_State *L, const cr_limit *limit)
-{
-    lua_newtable(L);
-    lua_pushnumber(L, limit->rate);
-    lua_setfield(L, -2, "rate");
-    lua_pushnumber(L, limit->period_s);
-    lua_setfield(L, -2, "period");
-    compat_pushint64(L, limit->burst);
-    lua_setfield(L, -2, "burst");
-    lua_pushstring(L, limit->fast_clock ? "fast" : "monotonic");
-    lua_setfield(L, -2, "clock");
-}
-
-static int raise_closed(lua_State *L, const char *type_name)
-{
-    return luaL_error(L, "%s is closed", type_name);
-}
-
 /*
- * The userdata `self` (argument 1) of a method or metamethod, made by this
- * module for the type of `tag` (whose text is the type's name). A full
- * userdata of a box's size that starts with the tag's address is ours: no
- * Lua code can write a C address into a userdata. Cheaper on every call than
- * fetching and comparing metatables.
+ * The userdata `self` (argument 1) of a method or metamethod, of the type
+ * whose tag is the closure's upvalue. A full userdata of a box's size that
+ * starts with the tag's address is ours: no Lua code can write a C address
+ * into a userdata. Cheaper on every call than fetching and comparing
+ * metatables.
  */
-static void *check_self(lua_State *L, const char *tag)
+static store_box *check_self(lua_State *L)
 {
+    const char *tag = lua_touserdata(L, lua_upvalueindex(1));
     /* A light userdata has no length, a full one of another size is not a box. */
-    const char *const *box = lua_touserdata(L, 1);
-    if (box != NULL && compat_rawlen(L, 1) == sizeof(limiter_box) && *box == tag)
-        return (void *)box;
+    store_box *box = lua_touserdata(L, 1);
+    if (box != NULL && compat_rawlen(L, 1) == sizeof(store_box) && box->tag == tag)
+        return box;
     luaL_argerror(L, 1, lua_pushfstring(L, "%s expected, got %s", tag, luaL_typename(L, 1)));
     return NULL;
 }
 
-/* ------------------------------------------------------------------------ */
-/* cellrate.Limiter                                                          */
-
-static int limiter_new(lua_State *L)
+static bool is_keyed(const store_box *box)
 {
-    options opts = {.shared_mode = CR_SHARED_DEFAULT_MODE};
-    read_rate(L, 1, &opts.args);
-    read_options(L, 2,
-                 OPTION_PERIOD | OPTION_BURST | OPTION_SHARED | OPTION_SHARED_MODE | OPTION_CLOCK,
-                 "opts must be a table with the fields period, burst, shared, shared_mode, clock",
-                 &opts);
-    cr_limit limit;
-    cr_status status = cr_limit_init(&limit, &opts.args);
-    if (status != CR_OK)
-        return raise_status(L, status);
-
-    /* The userdata first, so that a memory error leaves nothing to free. */
-    limiter_box *box = compat_newuserdata(L, sizeof *box);
-    box->tag = limiter_tag;
-    box->limiter = NULL;
-    luaL_getmetatable(L, LIMITER_METATABLE);
-    lua_setmetatable(L, -2);
-    if (opts.shared) {
-        status = cr_limiter_open_shared(&box->limiter, &limit, opts.shared, opts.shared_mode);
-        if (status != CR_OK)
-            return raise_shared(L, status, opts.shared);
-        return 1;
-    }
-    status = cr_limiter_new(&box->limiter, &limit);
-    if (status != CR_OK)
-        return raise_status(L, status);
-    return 1;
+    return box->tag == keyed_tag;
 }
 
-static cr_limiter *check_limiter(lua_State *L)
+/* As check_self, and not closed. */
+static store_box *check_open(lua_State *L)
 {
-    limiter_box *box = check_self(L, limiter_tag);
-    if (box->limiter == NULL)
-        raise_closed(L, LIMITER_METATABLE);
-    return box->limiter;
-}
-
-/* One decision into `decision`, or, with `decision` NULL (allow), only
- * whether it is admitted; returns that. */
-static bool limiter_decide(lua_State *L, bool commit, cr_decision *decision)
-{
-    const int top = lua_gettop(L);
-    cr_limiter *limiter = check_limiter(L);
-    const int64_t cost = read_cost(L, 2, top);
-    const int64_t now_ns = read_now(L, 3, top);
-    bool allowed = false;
-    const cr_status status = decision != NULL
-                                 ? cr_limiter_check(limiter, now_ns, cost, commit, decision)
-                                 : cr_limiter_allow(limiter, now_ns, cost, &allowed);
-    if (status != CR_OK)
-        raise_status(L, status);
-    return decision != NULL ? decision->allowed : allowed;
-}
-
-static int limiter_allow(lua_State *L)
-{
-    lua_pushboolean(L, limiter_decide(L, true, NULL));
-    return 1;
-}
-
-static int limiter_check(lua_State *L)
-{
-    cr_decision decision;
-    limiter_decide(L, true, &decision);
-    return push_decision(L, &decision);
-}
-
-static int limiter_peek(lua_State *L)
-{
-    cr_decision decision;
-    limiter_decide(L, false, &decision);
-    return push_decision(L, &decision);
-}
-
-static int limiter_reset(lua_State *L)
-{
-    cr_limiter_reset(check_limiter(L));
-    return 0;
-}
-
-static int limiter_info(lua_State *L)
-{
-    push_limit_table(L, cr_limiter_limit(check_limiter(L)));
-    return 1;
-}
-
-/* close(), __close and __gc: safe to call any number of times. */
-static int limiter_close(lua_State *L)
-{
-    limiter_box *box = check_self(L, limiter_tag);
-    cr_limiter_free(box->limiter);
-    box->limiter = NULL;
-    return 0;
-}
-
-static int limiter_tostring(lua_State *L)
-{
-    const limiter_box *box = check_self(L, limiter_tag);
-    if (box->limiter == NULL)
-        lua_pushstring(L, LIMITER_METATABLE "(closed)");
-    else
-        push_limit_text(L, LIMITER_METATABLE, cr_limiter_limit(box->limiter), NULL);
-    return 1;
-}
-
-static const luaL_Reg limiter_methods[] = {
-    {"allow", limiter_allow}, {"check", limiter_check}, {"peek", limiter_peek},
-    {"reset", limiter_reset}, {"info", limiter_info},   {"close", limiter_close},
-    {NULL, NULL},
-};
-
-/* __close is only called by Lua 5.4; an extra field is harmless before. */
-static const luaL_Reg limiter_metamethods[] = {
-    {"__gc", limiter_close},
-    {"__close", limiter_close},
-    {"__tostring", limiter_tostring},
-    {NULL, NULL},
-};
-
-/* ------------------------------------------------------------------------ */
-/* cellrate.KeyedLimiter                                                     */
-
-static int keyed_new(lua_State *L)
-{
-    options opts = {.capacity = CR_KEYED_DEFAULT_CAPACITY, .shared_mode = CR_SHARED_DEFAULT_MODE};
-    read_rate(L, 1, &opts.args);
-    read_options(L, 2,
-                 OPTION_PERIOD | OPTION_BURST | OPTION_CAPACITY | OPTION_SHARED |
-                     OPTION_SHARED_MODE | OPTION_CLOCK,
-                 "opts must be a table with the fields period, burst, capacity, shared, "
-                 "shared_mode, clock",
-                 &opts);
-    cr_limit limit;
-    cr_status status = cr_limit_init(&limit, &opts.args);
-    if (status != CR_OK)
-        return raise_status(L, status);
-
-    keyed_box *box = compat_newuserdata(L, sizeof *box);
-    box->tag = keyed_tag;
-    box->keyed = NULL;
-    luaL_getmetatable(L, KEYED_METATABLE);
-    lua_setmetatable(L, -2);
-    if (opts.shared) {
-        status = cr_keyed_open_shared(&box->keyed, &limit, opts.capacity, opts.shared,
-                                      opts.shared_mode);
-        if (status != CR_OK)
-            return raise_shared(L, status, opts.shared);
-        return 1;
-    }
-    status = cr_keyed_new(&box->keyed, &limit, opts.capacity);
-    if (status != CR_OK)
-        return raise_status(L, status);
-    return 1;
-}
-
-static cr_keyed *check_keyed(lua_State *L)
-{
-    keyed_box *box = check_self(L, keyed_tag);
-    if (box->keyed == NULL)
-        raise_closed(L, KEYED_METATABLE);
-    return box->keyed;
+    store_box *box = check_self(L);
+    if (box->limiter == NULL && box->keyed == NULL)
+        luaL_error(L, "%s is closed", box->tag);
+    return box;
 }
 
 static const char *check_key(lua_State *L, int idx, size_t *len)
@@ -485,100 +338,176 @@ static const char *check_key(lua_State *L, int idx, size_t *len)
     return lua_tolstring(L, idx, len);
 }
 
-/* As limiter_decide, for a key. */
-static bool keyed_decide(lua_State *L, bool commit, cr_decision *decision)
+/* ------------------------------------------------------------------------ */
+/* cellrate.limiter and cellrate.keyed                                       */
+
+/*
+ * cellrate.limiter(rate [, opts]) and cellrate.keyed(rate [, opts]); the
+ * upvalue is the tag of the type to make. Returns the object, or nil, a
+ * message and a code when a shared region cannot be used.
+ */
+static int store_new(lua_State *L)
+{
+    const char *tag = lua_touserdata(L, lua_upvalueindex(1));
+    const bool keyed = tag == keyed_tag;
+    options opts = {.capacity = CR_KEYED_DEFAULT_CAPACITY, .shared_mode = CR_SHARED_DEFAULT_MODE};
+    read_rate(L, 1, &opts.args);
+    read_options(L, 2,
+                 OPTION_PERIOD | OPTION_BURST | (keyed ? OPTION_CAPACITY : 0) | OPTION_SHARED |
+                     OPTION_SHARED_MODE | OPTION_CLOCK,
+                 &opts);
+    cr_limit limit;
+    cr_status status = cr_limit_init(&limit, &opts.args);
+    if (status != CR_OK)
+        return raise_status(L, status);
+
+    /* The userdata first, so that a memory error leaves nothing to free. */
+    store_box *box = compat_newuserdata(L, sizeof *box);
+    memset(box, 0, sizeof *box);
+    box->tag = tag;
+    box->limit = limit;
+    box->capacity = opts.capacity;
+    luaL_getmetatable(L, tag);
+    lua_setmetatable(L, -2);
+    status = keyed ? cr_keyed_open(&box->keyed, &limit, opts.capacity, opts.shared,
+                                   opts.shared_mode)
+                   : cr_limiter_open(&box->limiter, &limit, opts.shared, opts.shared_mode);
+    if (status == CR_OK)
+        return 1;
+    if (status == CR_E_NOMEM ||
+        (opts.shared != NULL && strcmp(cr_status_param(status), "shared") == 0))
+        return push_failure(L, status, opts.shared);
+    return raise_status(L, status); /* capacity, shared_mode */
+}
+
+/* One decision into `decision`, or, with `decision` NULL (allow), only
+ * whether it is admitted; returns that. */
+static bool decide(lua_State *L, bool commit, cr_decision *decision)
 {
     const int top = lua_gettop(L);
-    cr_keyed *keyed = check_keyed(L);
+    const store_box *box = check_open(L);
+    const bool keyed = is_keyed(box);
     size_t key_len = 0;
-    const char *key = check_key(L, 2, &key_len);
-    const int64_t cost = read_cost(L, 3, top);
-    const int64_t now_ns = read_now(L, 4, top);
+    const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
+    const int64_t cost = read_cost(L, keyed ? 3 : 2, top);
+    const int64_t now_ns = read_now(L, keyed ? 4 : 3, top);
     bool allowed = false;
-    const cr_status status =
-        decision != NULL ? cr_keyed_check(keyed, key, key_len, now_ns, cost, commit, decision)
-                         : cr_keyed_allow(keyed, key, key_len, now_ns, cost, &allowed);
+    cr_status status;
+    if (keyed)
+        status = decision != NULL
+                     ? cr_keyed_check(box->keyed, key, key_len, now_ns, cost, commit, decision)
+                     : cr_keyed_allow(box->keyed, key, key_len, now_ns, cost, &allowed);
+    else
+        status = decision != NULL ? cr_limiter_check(box->limiter, now_ns, cost, commit, decision)
+                                  : cr_limiter_allow(box->limiter, now_ns, cost, &allowed);
     if (status != CR_OK)
         raise_status(L, status);
     return decision != NULL ? decision->allowed : allowed;
 }
 
-static int keyed_allow(lua_State *L)
+static int store_allow(lua_State *L)
 {
-    lua_pushboolean(L, keyed_decide(L, true, NULL));
+    lua_pushboolean(L, decide(L, true, NULL));
     return 1;
 }
 
-static int keyed_check(lua_State *L)
+static int store_check(lua_State *L)
 {
     cr_decision decision;
-    keyed_decide(L, true, &decision);
+    decide(L, true, &decision);
     return push_decision(L, &decision);
 }
 
-static int keyed_peek(lua_State *L)
+static int store_peek(lua_State *L)
 {
     cr_decision decision;
-    keyed_decide(L, false, &decision);
+    decide(L, false, &decision);
     return push_decision(L, &decision);
 }
 
-static int keyed_reset(lua_State *L)
+/* lim:reset(), keyed:reset(key) */
+static int store_reset(lua_State *L)
 {
-    cr_keyed *keyed = check_keyed(L);
-    size_t key_len = 0;
-    const char *key = check_key(L, 2, &key_len);
-    cr_keyed_reset(keyed, key, key_len);
-    return 0;
-}
-
-static int keyed_len(lua_State *L)
-{
-    compat_pushint64(L, (int64_t)cr_keyed_len(check_keyed(L)));
-    return 1;
-}
-
-static int keyed_info(lua_State *L)
-{
-    const cr_keyed *keyed = check_keyed(L);
-    push_limit_table(L, cr_keyed_limit(keyed));
-    compat_pushint64(L, cr_keyed_capacity(keyed));
-    lua_setfield(L, -2, "capacity");
-    compat_pushint64(L, (int64_t)cr_keyed_evictions(keyed));
-    lua_setfield(L, -2, "evictions");
-    return 1;
-}
-
-static int keyed_close(lua_State *L)
-{
-    keyed_box *box = check_self(L, keyed_tag);
-    cr_keyed_free(box->keyed);
-    box->keyed = NULL;
-    return 0;
-}
-
-static int keyed_tostring(lua_State *L)
-{
-    const keyed_box *box = check_self(L, keyed_tag);
-    if (box->keyed == NULL) {
-        lua_pushstring(L, KEYED_METATABLE "(closed)");
+    const store_box *box = check_open(L);
+    if (is_keyed(box)) {
+        size_t key_len = 0;
+        const char *key = check_key(L, 2, &key_len);
+        cr_keyed_reset(box->keyed, key, key_len);
     } else {
-        const int64_t capacity = cr_keyed_capacity(box->keyed);
-        push_limit_text(L, KEYED_METATABLE, cr_keyed_limit(box->keyed), &capacity);
+        cr_limiter_reset(box->limiter);
+    }
+    return 0;
+}
+
+/* rate, period, burst, clock, emission_ns, tolerance_ns; a KeyedLimiter's
+ * capacity and evictions. */
+static int store_info(lua_State *L)
+{
+    const store_box *box = check_open(L);
+    lua_newtable(L);
+    lua_pushnumber(L, box->limit.rate);
+    lua_setfield(L, -2, "rate");
+    lua_pushnumber(L, box->limit.period_s);
+    lua_setfield(L, -2, "period");
+    compat_pushint64(L, box->limit.burst);
+    lua_setfield(L, -2, "burst");
+    lua_pushstring(L, cr_clock_name(&box->limit));
+    lua_setfield(L, -2, "clock");
+    compat_pushint64(L, box->limit.emission_ns);
+    lua_setfield(L, -2, "emission_ns");
+    compat_pushint64(L, box->limit.tolerance_ns);
+    lua_setfield(L, -2, "tolerance_ns");
+    if (is_keyed(box)) {
+        compat_pushint64(L, box->capacity);
+        lua_setfield(L, -2, "capacity");
+        compat_pushint64(L, (int64_t)cr_keyed_evictions(box->keyed));
+        lua_setfield(L, -2, "evictions");
     }
     return 1;
 }
 
-static const luaL_Reg keyed_methods[] = {
-    {"allow", keyed_allow}, {"check", keyed_check}, {"peek", keyed_peek},
-    {"reset", keyed_reset}, {"info", keyed_info},   {"close", keyed_close},
+static int keyed_len(lua_State *L)
+{
+    compat_pushint64(L, (int64_t)cr_keyed_len(check_open(L)->keyed));
+    return 1;
+}
+
+/* close(), __close and __gc: safe to call any number of times. */
+static int store_close(lua_State *L)
+{
+    store_box *box = check_self(L);
+    cr_limiter_free(box->limiter);
+    cr_keyed_free(box->keyed);
+    box->limiter = NULL;
+    box->keyed = NULL;
+    return 0;
+}
+
+static int store_tostring(lua_State *L)
+{
+    const store_box *box = check_self(L);
+    if (box->limiter == NULL && box->keyed == NULL)
+        lua_pushfstring(L, "%s(closed)", box->tag);
+    else
+        push_store_text(L, box);
+    return 1;
+}
+
+static const luaL_Reg store_methods[] = {
+    {"allow", store_allow}, {"check", store_check}, {"peek", store_peek},
+    {"reset", store_reset}, {"info", store_info},   {"close", store_close},
+    {NULL, NULL},
+};
+
+/* __close is only called by Lua 5.4; an extra field is harmless before. */
+static const luaL_Reg store_metamethods[] = {
+    {"__gc", store_close},
+    {"__close", store_close},
+    {"__tostring", store_tostring},
     {NULL, NULL},
 };
 
 static const luaL_Reg keyed_metamethods[] = {
-    {"__gc", keyed_close},
-    {"__close", keyed_close},
-    {"__tostring", keyed_tostring},
     {"__len", keyed_len},
     {NULL, NULL},
 };
@@ -586,29 +515,32 @@ static const luaL_Reg keyed_metamethods[] = {
 /* ------------------------------------------------------------------------ */
 /* The module                                                                */
 
-static void register_type(lua_State *L, const char *name, const luaL_Reg *methods,
-                          const luaL_Reg *metamethods)
+/* The metatable named `tag`, its functions closures over the tag; and the
+ * constructor `constructor` in the module table (on the stack's top). */
+static void register_type(lua_State *L, const char *tag, const char *constructor)
 {
-    luaL_newmetatable(L, name);
-    compat_setfuncs(L, metamethods, 0);
+    luaL_newmetatable(L, tag);
+    lua_pushlightuserdata(L, (void *)tag);
+    compat_setfuncs(L, store_metamethods, 1);
+    if (tag == keyed_tag) {
+        lua_pushlightuserdata(L, (void *)tag);
+        compat_setfuncs(L, keyed_metamethods, 1);
+    }
     lua_newtable(L);
-    compat_setfuncs(L, methods, 0);
+    lua_pushlightuserdata(L, (void *)tag);
+    compat_setfuncs(L, store_methods, 1);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
+    lua_pushlightuserdata(L, (void *)tag);
+    lua_pushcclosure(L, store_new, 1);
+    lua_setfield(L, -2, constructor);
 }
-
-static const luaL_Reg module_functions[] = {
-    {"limiter", limiter_new},
-    {"keyed", keyed_new},
-    {NULL, NULL},
-};
 
 int luaopen_cellrate(lua_State *L)
 {
-    register_type(L, LIMITER_METATABLE, limiter_methods, limiter_metamethods);
-    register_type(L, KEYED_METATABLE, keyed_methods, keyed_metamethods);
     lua_newtable(L);
-    compat_setfuncs(L, module_functions, 0);
+    register_type(L, limiter_tag, "limiter");
+    register_type(L, keyed_tag, "keyed");
     lua_pushstring(L, cr_version());
     lua_setfield(L, -2, "_VERSION");
     return 1;

@@ -1,5 +1,5 @@
 /*
- * cellrate._cellrate: the CPython face of the core (DESIGN §3).
+ * cellrate._cellrate: the CPython face of the core (docs/design.md §6).
  *
  * Each function converts Python objects to the core's types, calls the core,
  * and converts the result or status back. Validation, defaults, rate parsing
@@ -31,8 +31,8 @@
 
 /*
  * The GIL stays held around one decision: releasing and re-taking it costs
- * more than the decision (DESIGN §5). The benchmark builds a second copy with
- * -DCELLRATE_RELEASE_GIL to measure that choice.
+ * more than the decision (docs/design.md §6). The benchmark builds a second
+ * copy with -DCELLRATE_RELEASE_GIL to measure that choice.
  */
 #ifdef CELLRATE_RELEASE_GIL
 #define CR_PY_BEGIN_DECISION Py_BEGIN_ALLOW_THREADS
@@ -41,9 +41,6 @@
 #define CR_PY_BEGIN_DECISION
 #define CR_PY_END_DECISION
 #endif
-
-/* The cost of a call that names none (DESIGN §3: cost=1). */
-#define CALL_DEFAULT_COST 1
 
 typedef struct {
     PyTypeObject *decision_type;
@@ -63,15 +60,20 @@ typedef struct {
     char allowed;
 } DecisionObject;
 
+/*
+ * A Limiter or a KeyedLimiter: one object layout, one decision path, the key
+ * the only difference. `limit` is a copy of the store's own (immutable)
+ * limit, so that its fields are plain members.
+ */
 typedef struct {
     PyObject_HEAD
-    cr_limiter *limiter;
-} LimiterObject;
+    cr_limit limit;
+    cr_limiter *limiter; /* a Limiter's store; NULL in a KeyedLimiter */
+    cr_keyed *keyed;     /* a KeyedLimiter's store; NULL in a Limiter */
+    int64_t capacity;    /* a KeyedLimiter's */
+} StoreObject;
 
-typedef struct {
-    PyObject_HEAD
-    cr_keyed *keyed;
-} KeyedObject;
+_Static_assert(sizeof(int64_t) == sizeof(long long), "int64_t members read as T_LONGLONG");
 
 /* The types are final, so an instance's own type leads to the module state. */
 static module_state *state_of(PyObject *self)
@@ -82,10 +84,12 @@ static module_state *state_of(PyObject *self)
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
 
-/* Raises `exc_type` with the core's message, `.param` naming the parameter. */
-static void raise_with_param(PyObject *exc_type, cr_status status)
+/* Raises `exc_type` with the core's message for `status` followed by
+ * `detail` (NULL: nothing more), `.param` naming the parameter. */
+static void raise_with_param(PyObject *exc_type, cr_status status, PyObject *detail)
 {
-    PyObject *message = PyUnicode_FromString(cr_strerror(status));
+    PyObject *message = detail != NULL ? PyUnicode_FromFormat("%s%U", cr_strerror(status), detail)
+                                       : PyUnicode_FromString(cr_strerror(status));
     if (message == NULL)
         return;
     PyObject *exc = PyObject_CallOneArg(exc_type, message);
@@ -93,13 +97,9 @@ static void raise_with_param(PyObject *exc_type, cr_status status)
     if (exc == NULL)
         return;
     PyObject *param = PyUnicode_FromString(cr_status_param(status));
-    if (param == NULL || PyObject_SetAttrString(exc, "param", param) < 0) {
-        Py_XDECREF(param);
-        Py_DECREF(exc);
-        return;
-    }
-    Py_DECREF(param);
-    PyErr_SetObject(exc_type, exc);
+    if (param != NULL && PyObject_SetAttrString(exc, "param", param) == 0)
+        PyErr_SetObject(exc_type, exc);
+    Py_XDECREF(param);
     Py_DECREF(exc);
 }
 
@@ -109,13 +109,13 @@ static void raise_status(module_state *state, cr_status status)
     if (status == CR_E_NOMEM)
         PyErr_NoMemory();
     else
-        raise_with_param(state->invalid_argument, status);
+        raise_with_param(state->invalid_argument, status, NULL);
 }
 
 /* An argument of a type the parameter never takes; `status` names it. */
 static void raise_wrong_type(module_state *state, cr_status status)
 {
-    raise_with_param(state->invalid_argument_type, status);
+    raise_with_param(state->invalid_argument_type, status, NULL);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -185,7 +185,8 @@ static enum conversion to_double(PyObject *obj, double *out)
     return CONVERTED;
 }
 
-/* A key is str (hashed as its UTF-8 bytes) or bytes. */
+/* A key is str (hashed as its UTF-8 bytes) or bytes; the core's message
+ * says "a string of bytes", these are Python's words for it. */
 static int convert_key(module_state *state, PyObject *obj, const char **key, Py_ssize_t *key_len)
 {
     if (PyUnicode_Check(obj)) {
@@ -197,14 +198,18 @@ static int convert_key(module_state *state, PyObject *obj, const char **key, Py_
         *key_len = PyBytes_GET_SIZE(obj);
         return 0;
     }
-    raise_wrong_type(state, CR_E_KEY);
+    PyObject *python_words = PyUnicode_FromString(" (str or bytes)");
+    if (python_words != NULL) {
+        raise_with_param(state->invalid_argument_type, CR_E_KEY, python_words);
+        Py_DECREF(python_words);
+    }
     return -1;
 }
 
 static int convert_cost(module_state *state, PyObject *obj, int64_t *cost)
 {
     if (obj == NULL) {
-        *cost = CALL_DEFAULT_COST;
+        *cost = CR_DEFAULT_COST;
         return 0;
     }
     switch (to_int64(obj, cost)) {
@@ -349,30 +354,20 @@ static int convert_shared(module_state *state, PyObject *shared, PyObject *mode_
  * InvalidArgument naming the path when the file is not the region wanted. */
 static void raise_construction(module_state *state, cr_status status, PyObject *path)
 {
-    if (path == NULL) {
-        raise_status(state, status);
-        return;
-    }
-    if (status == CR_E_SHARED_IO || status == CR_E_SHARED_ACCESS) {
+    if (path != NULL && (status == CR_E_SHARED_IO || status == CR_E_SHARED_ACCESS)) {
         PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
         return;
     }
-    if (strcmp(cr_status_param(status), "shared") != 0) { /* not about the region itself */
+    /* Not about the region itself: capacity, shared_mode, memory. */
+    if (path == NULL || strcmp(cr_status_param(status), "shared") != 0) {
         raise_status(state, status);
         return;
     }
-    PyObject *message = PyUnicode_FromFormat("%s: %S", cr_strerror(status), path);
-    if (message == NULL)
+    PyObject *detail = PyUnicode_FromFormat(": %S", path);
+    if (detail == NULL)
         return;
-    PyObject *exc = PyObject_CallOneArg(state->invalid_argument, message);
-    Py_DECREF(message);
-    if (exc == NULL)
-        return;
-    PyObject *param = PyUnicode_FromString(cr_status_param(status));
-    if (param != NULL && PyObject_SetAttrString(exc, "param", param) == 0)
-        PyErr_SetObject(state->invalid_argument, exc);
-    Py_XDECREF(param);
-    Py_DECREF(exc);
+    raise_with_param(state->invalid_argument, status, detail);
+    Py_DECREF(detail);
 }
 
 /* The arguments of allow/check/peek: ([key,] cost=1, *, now=None), by hand
@@ -549,76 +544,105 @@ static PyMethodDef decision_methods[] = {
 };
 
 /* ------------------------------------------------------------------------ */
-/* Limiter                                                                   */
+/* Limiter and KeyedLimiter                                                  */
 
-static PyObject *limiter_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+static bool is_keyed(const StoreObject *store)
 {
-    static char *keywords[] = {"rate", "period", "burst", "shared", "shared_mode", "clock", NULL};
-    PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
-    PyObject *clock = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOO:Limiter", keywords, &rate, &period,
-                                     &burst, &shared, &mode_obj, &clock))
-        return NULL;
+    return store->keyed != NULL;
+}
+
+/* Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,
+ * clock=None); a KeyedLimiter also takes capacity=None. */
+static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *limiter_keywords[] = {"rate",        "period", "burst", "shared",
+                                       "shared_mode", "clock",  NULL};
+    static char *keyed_keywords[] = {"rate",        "period", "burst",    "shared",
+                                     "shared_mode", "clock",  "capacity", NULL};
     module_state *state = (module_state *)PyType_GetModuleState(type);
+    const bool keyed = type == state->keyed_type;
+    PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
+    PyObject *clock = Py_None, *capacity_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs,
+                                     keyed ? "O|O$OOOOO:KeyedLimiter" : "O|O$OOOO:Limiter",
+                                     keyed ? keyed_keywords : limiter_keywords, &rate, &period,
+                                     &burst, &shared, &mode_obj, &clock, &capacity_obj))
+        return NULL;
     cr_limit limit;
+    int64_t capacity = CR_KEYED_DEFAULT_CAPACITY, mode;
+    bool has_capacity;
     PyObject *path;
-    int64_t mode;
     if (convert_limit(state, rate, period, burst, clock, &limit) < 0 ||
+        convert_optional_int(state, capacity_obj, CR_E_CAPACITY, &capacity, &has_capacity) < 0 ||
         convert_shared(state, shared, mode_obj, &path, &mode) < 0)
         return NULL;
-    cr_limiter *limiter;
+    if (!has_capacity)
+        capacity = CR_KEYED_DEFAULT_CAPACITY;
+    cr_limiter *limiter = NULL;
+    cr_keyed *keyed_store = NULL;
+    const char *region = path != NULL ? PyBytes_AS_STRING(path) : NULL;
     cr_status status;
-    if (path != NULL) {
-        Py_BEGIN_ALLOW_THREADS /* opening may wait on another process's lock */
-        status = cr_limiter_open_shared(&limiter, &limit, PyBytes_AS_STRING(path), mode);
-        Py_END_ALLOW_THREADS
-    } else {
-        status = cr_limiter_new(&limiter, &limit);
-    }
+    Py_BEGIN_ALLOW_THREADS /* opening a region may wait on another process's lock */
+    status = keyed ? cr_keyed_open(&keyed_store, &limit, capacity, region, mode)
+                   : cr_limiter_open(&limiter, &limit, region, mode);
+    Py_END_ALLOW_THREADS
     if (status != CR_OK)
         raise_construction(state, status, path != NULL ? shared : NULL);
     Py_XDECREF(path);
     if (status != CR_OK)
         return NULL;
-    LimiterObject *self = (LimiterObject *)type->tp_alloc(type, 0);
+    StoreObject *self = (StoreObject *)type->tp_alloc(type, 0);
     if (self == NULL) {
         cr_limiter_free(limiter);
+        cr_keyed_free(keyed_store);
         return NULL;
     }
+    self->limit = limit;
     self->limiter = limiter;
+    self->keyed = keyed_store;
+    self->capacity = capacity;
     return (PyObject *)self;
 }
 
-static void limiter_dealloc(PyObject *self)
+static void store_dealloc(PyObject *self)
 {
     PyTypeObject *type = Py_TYPE(self);
-    cr_limiter_free(((LimiterObject *)self)->limiter);
+    cr_limiter_free(((StoreObject *)self)->limiter);
+    cr_keyed_free(((StoreObject *)self)->keyed);
     type->tp_free(self);
     Py_DECREF(type);
 }
 
 /* One decision into `decision`, or, with `decision` NULL (allow), only
- * whether it is admitted, into `allowed`. */
-static int limiter_decide(PyObject *self, const char *name, bool commit, PyObject *const *args,
-                          Py_ssize_t nargs, PyObject *kwnames, cr_decision *decision,
-                          bool *allowed)
+ * whether it is admitted, into `allowed`. A Limiter call without arguments
+ * skips the parsing. */
+static int decide(PyObject *self, const char *name, bool commit, PyObject *const *args,
+                  Py_ssize_t nargs, PyObject *kwnames, cr_decision *decision, bool *allowed)
 {
-    int64_t cost = CALL_DEFAULT_COST;
+    StoreObject *store = (StoreObject *)self;
+    const bool keyed = is_keyed(store);
+    const char *key = NULL;
+    Py_ssize_t key_len = 0;
+    int64_t cost = CR_DEFAULT_COST;
     int64_t now_ns = CR_CLOCK;
-    if (nargs != 0 || kwnames != NULL) {
+    if (keyed || nargs != 0 || kwnames != NULL) {
         call_args call;
         module_state *state = state_of(self);
-        if (parse_call(name, false, args, nargs, kwnames, &call) < 0 ||
+        if (parse_call(name, keyed, args, nargs, kwnames, &call) < 0 ||
+            (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
             convert_cost(state, call.cost, &cost) < 0 || convert_now(state, call.now, &now_ns) < 0)
             return -1;
     }
-    cr_limiter *limiter = ((LimiterObject *)self)->limiter;
     cr_status status;
     CR_PY_BEGIN_DECISION
-    if (decision != NULL)
-        status = cr_limiter_check(limiter, now_ns, cost, commit, decision);
+    if (keyed)
+        status = decision != NULL ? cr_keyed_check(store->keyed, key, (size_t)key_len, now_ns,
+                                                   cost, commit, decision)
+                                  : cr_keyed_allow(store->keyed, key, (size_t)key_len, now_ns,
+                                                   cost, allowed);
     else
-        status = cr_limiter_allow(limiter, now_ns, cost, allowed);
+        status = decision != NULL ? cr_limiter_check(store->limiter, now_ns, cost, commit, decision)
+                                  : cr_limiter_allow(store->limiter, now_ns, cost, allowed);
     CR_PY_END_DECISION
     if (status != CR_OK) {
         raise_status(state_of(self), status);
@@ -627,221 +651,54 @@ static int limiter_decide(PyObject *self, const char *name, bool commit, PyObjec
     return 0;
 }
 
-static PyObject *limiter_allow(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames)
+static PyObject *store_allow(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames)
 {
     bool allowed;
-    if (limiter_decide(self, "allow", true, args, nargs, kwnames, NULL, &allowed) < 0)
+    if (decide(self, "allow", true, args, nargs, kwnames, NULL, &allowed) < 0)
         return NULL;
     return PyBool_FromLong(allowed);
 }
 
-static PyObject *limiter_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames)
-{
-    cr_decision decision;
-    if (limiter_decide(self, "check", true, args, nargs, kwnames, &decision, NULL) < 0)
-        return NULL;
-    return decision_from(state_of(self), &decision);
-}
-
-static PyObject *limiter_peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                              PyObject *kwnames)
-{
-    cr_decision decision;
-    if (limiter_decide(self, "peek", false, args, nargs, kwnames, &decision, NULL) < 0)
-        return NULL;
-    return decision_from(state_of(self), &decision);
-}
-
-static PyObject *limiter_reset(PyObject *self, PyObject *Py_UNUSED(ignored))
-{
-    cr_limiter_reset(((LimiterObject *)self)->limiter);
-    Py_RETURN_NONE;
-}
-
-static const cr_limit *limiter_limit(PyObject *self)
-{
-    return cr_limiter_limit(((LimiterObject *)self)->limiter);
-}
-
-static PyObject *limiter_get_rate(PyObject *self, void *Py_UNUSED(closure))
-{
-    return PyFloat_FromDouble(limiter_limit(self)->rate);
-}
-
-static PyObject *limiter_get_period(PyObject *self, void *Py_UNUSED(closure))
-{
-    return PyFloat_FromDouble(limiter_limit(self)->period_s);
-}
-
-static PyObject *limiter_get_burst(PyObject *self, void *Py_UNUSED(closure))
-{
-    return PyLong_FromLongLong(limiter_limit(self)->burst);
-}
-
-static PyObject *clock_name(const cr_limit *limit)
-{
-    return PyUnicode_FromString(limit->fast_clock ? "fast" : "monotonic");
-}
-
-static PyObject *limiter_get_clock(PyObject *self, void *Py_UNUSED(closure))
-{
-    return clock_name(limiter_limit(self));
-}
-
-/* "Name(rate=300.0, period=60.0, burst=60" without the closing parenthesis;
- * the clock only when it is not the default. */
-static PyObject *limit_repr_head(const char *type_name, const cr_limit *limit)
-{
-    PyObject *rate = PyFloat_FromDouble(limit->rate);
-    PyObject *period = PyFloat_FromDouble(limit->period_s);
-    PyObject *head = NULL;
-    if (rate != NULL && period != NULL)
-        head = PyUnicode_FromFormat("%s(rate=%R, period=%R, burst=%lld%s", type_name, rate,
-                                    period, (long long)limit->burst,
-                                    limit->fast_clock ? ", clock='fast'" : "");
-    Py_XDECREF(rate);
-    Py_XDECREF(period);
-    return head;
-}
-
-static PyObject *limiter_repr(PyObject *self)
-{
-    PyObject *head = limit_repr_head("Limiter", limiter_limit(self));
-    if (head == NULL)
-        return NULL;
-    PyObject *repr = PyUnicode_FromFormat("%U)", head);
-    Py_DECREF(head);
-    return repr;
-}
-
-/* ------------------------------------------------------------------------ */
-/* KeyedLimiter                                                              */
-
-static PyObject *keyed_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
-{
-    static char *keywords[] = {"rate",   "period",      "burst", "capacity",
-                               "shared", "shared_mode", "clock", NULL};
-    PyObject *rate, *period = Py_None, *burst = Py_None, *capacity_obj = Py_None;
-    PyObject *shared = Py_None, *mode_obj = Py_None, *clock = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOO:KeyedLimiter", keywords, &rate,
-                                     &period, &burst, &capacity_obj, &shared, &mode_obj, &clock))
-        return NULL;
-    module_state *state = (module_state *)PyType_GetModuleState(type);
-    cr_limit limit;
-    if (convert_limit(state, rate, period, burst, clock, &limit) < 0)
-        return NULL;
-    int64_t capacity;
-    bool has_capacity;
-    if (convert_optional_int(state, capacity_obj, CR_E_CAPACITY, &capacity, &has_capacity) < 0)
-        return NULL;
-    if (!has_capacity)
-        capacity = CR_KEYED_DEFAULT_CAPACITY;
-    PyObject *path;
-    int64_t mode;
-    if (convert_shared(state, shared, mode_obj, &path, &mode) < 0)
-        return NULL;
-    cr_keyed *keyed;
-    cr_status status;
-    if (path != NULL) {
-        Py_BEGIN_ALLOW_THREADS /* opening may wait on another process's lock */
-        status = cr_keyed_open_shared(&keyed, &limit, capacity, PyBytes_AS_STRING(path), mode);
-        Py_END_ALLOW_THREADS
-    } else {
-        status = cr_keyed_new(&keyed, &limit, capacity);
-    }
-    if (status != CR_OK)
-        raise_construction(state, status, path != NULL ? shared : NULL);
-    Py_XDECREF(path);
-    if (status != CR_OK)
-        return NULL;
-    KeyedObject *self = (KeyedObject *)type->tp_alloc(type, 0);
-    if (self == NULL) {
-        cr_keyed_free(keyed);
-        return NULL;
-    }
-    self->keyed = keyed;
-    return (PyObject *)self;
-}
-
-static void keyed_dealloc(PyObject *self)
-{
-    PyTypeObject *type = Py_TYPE(self);
-    cr_keyed_free(((KeyedObject *)self)->keyed);
-    type->tp_free(self);
-    Py_DECREF(type);
-}
-
-/* As limiter_decide, for a key. */
-static int keyed_decide(PyObject *self, const char *name, bool commit, PyObject *const *args,
-                        Py_ssize_t nargs, PyObject *kwnames, cr_decision *decision,
-                        bool *allowed)
-{
-    call_args call;
-    module_state *state = state_of(self);
-    const char *key;
-    Py_ssize_t key_len;
-    int64_t cost, now_ns;
-    if (parse_call(name, true, args, nargs, kwnames, &call) < 0 ||
-        convert_key(state, call.key, &key, &key_len) < 0 ||
-        convert_cost(state, call.cost, &cost) < 0 || convert_now(state, call.now, &now_ns) < 0)
-        return -1;
-    cr_keyed *keyed = ((KeyedObject *)self)->keyed;
-    cr_status status;
-    CR_PY_BEGIN_DECISION
-    if (decision != NULL)
-        status = cr_keyed_check(keyed, key, (size_t)key_len, now_ns, cost, commit, decision);
-    else
-        status = cr_keyed_allow(keyed, key, (size_t)key_len, now_ns, cost, allowed);
-    CR_PY_END_DECISION
-    if (status != CR_OK) {
-        raise_status(state, status);
-        return -1;
-    }
-    return 0;
-}
-
-static PyObject *keyed_allow(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames)
-{
-    bool allowed;
-    if (keyed_decide(self, "allow", true, args, nargs, kwnames, NULL, &allowed) < 0)
-        return NULL;
-    return PyBool_FromLong(allowed);
-}
-
-static PyObject *keyed_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+static PyObject *store_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
 {
     cr_decision decision;
-    if (keyed_decide(self, "check", true, args, nargs, kwnames, &decision, NULL) < 0)
+    if (decide(self, "check", true, args, nargs, kwnames, &decision, NULL) < 0)
         return NULL;
     return decision_from(state_of(self), &decision);
 }
 
-static PyObject *keyed_peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+static PyObject *store_peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames)
 {
     cr_decision decision;
-    if (keyed_decide(self, "peek", false, args, nargs, kwnames, &decision, NULL) < 0)
+    if (decide(self, "peek", false, args, nargs, kwnames, &decision, NULL) < 0)
         return NULL;
     return decision_from(state_of(self), &decision);
 }
 
+/* Limiter.reset() */
+static PyObject *limiter_reset(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    cr_limiter_reset(((StoreObject *)self)->limiter);
+    Py_RETURN_NONE;
+}
+
+/* KeyedLimiter.reset(key) */
 static PyObject *keyed_reset(PyObject *self, PyObject *key_obj)
 {
     const char *key;
     Py_ssize_t key_len;
     if (convert_key(state_of(self), key_obj, &key, &key_len) < 0)
         return NULL;
-    cr_keyed_reset(((KeyedObject *)self)->keyed, key, (size_t)key_len);
+    cr_keyed_reset(((StoreObject *)self)->keyed, key, (size_t)key_len);
     Py_RETURN_NONE;
 }
 
 static Py_ssize_t keyed_len(PyObject *self)
 {
-    return (Py_ssize_t)cr_keyed_len(((KeyedObject *)self)->keyed);
+    return (Py_ssize_t)cr_keyed_len(((StoreObject *)self)->keyed);
 }
 
 /* Without this, len() would make a limiter with no keys yet false, and
@@ -851,49 +708,35 @@ static int keyed_bool(PyObject *Py_UNUSED(self))
     return 1;
 }
 
-static const cr_limit *keyed_limit(PyObject *self)
+static PyObject *store_get_clock(PyObject *self, void *Py_UNUSED(closure))
 {
-    return cr_keyed_limit(((KeyedObject *)self)->keyed);
-}
-
-static PyObject *keyed_get_rate(PyObject *self, void *Py_UNUSED(closure))
-{
-    return PyFloat_FromDouble(keyed_limit(self)->rate);
-}
-
-static PyObject *keyed_get_period(PyObject *self, void *Py_UNUSED(closure))
-{
-    return PyFloat_FromDouble(keyed_limit(self)->period_s);
-}
-
-static PyObject *keyed_get_burst(PyObject *self, void *Py_UNUSED(closure))
-{
-    return PyLong_FromLongLong(keyed_limit(self)->burst);
-}
-
-static PyObject *keyed_get_clock(PyObject *self, void *Py_UNUSED(closure))
-{
-    return clock_name(keyed_limit(self));
-}
-
-static PyObject *keyed_get_capacity(PyObject *self, void *Py_UNUSED(closure))
-{
-    return PyLong_FromLongLong(cr_keyed_capacity(((KeyedObject *)self)->keyed));
+    return PyUnicode_FromString(cr_clock_name(&((StoreObject *)self)->limit));
 }
 
 static PyObject *keyed_get_evictions(PyObject *self, void *Py_UNUSED(closure))
 {
-    return PyLong_FromUnsignedLongLong(cr_keyed_evictions(((KeyedObject *)self)->keyed));
+    return PyLong_FromUnsignedLongLong(cr_keyed_evictions(((StoreObject *)self)->keyed));
 }
 
-static PyObject *keyed_repr(PyObject *self)
+/* "Limiter(rate=300.0, period=60.0, burst=60)"; the clock only when it is
+ * not the default; a KeyedLimiter's capacity last. */
+static PyObject *store_repr(PyObject *self)
 {
-    PyObject *head = limit_repr_head("KeyedLimiter", keyed_limit(self));
-    if (head == NULL)
-        return NULL;
-    PyObject *repr = PyUnicode_FromFormat("%U, capacity=%lld)", head,
-                                          (long long)cr_keyed_capacity(((KeyedObject *)self)->keyed));
-    Py_DECREF(head);
+    const StoreObject *store = (const StoreObject *)self;
+    const char *type_name = strrchr(Py_TYPE(self)->tp_name, '.') + 1;
+    char clock[32] = "", capacity[48] = "";
+    if (store->limit.fast_clock)
+        snprintf(clock, sizeof clock, ", clock='%s'", cr_clock_name(&store->limit));
+    if (is_keyed(store))
+        snprintf(capacity, sizeof capacity, ", capacity=%lld", (long long)store->capacity);
+    PyObject *rate = PyFloat_FromDouble(store->limit.rate);
+    PyObject *period = PyFloat_FromDouble(store->limit.period_s);
+    PyObject *repr = NULL;
+    if (rate != NULL && period != NULL)
+        repr = PyUnicode_FromFormat("%s(rate=%R, period=%R, burst=%lld%s%s)", type_name, rate,
+                                    period, (long long)store->limit.burst, clock, capacity);
+    Py_XDECREF(rate);
+    Py_XDECREF(period);
     return repr;
 }
 
@@ -960,46 +803,62 @@ PyDoc_STRVAR(keyed_doc,
              "shared, shared_mode, clock: as for Limiter.\n\n"
              "len() is the number of keys holding a slot. Safe to share between threads.");
 
+#define DECIDE_METHODS(prefix)                                                             \
+    {"allow", (PyCFunction)(void (*)(void))store_allow, METH_FASTCALL | METH_KEYWORDS,         \
+     prefix##_allow_doc},                                                                     \
+        {"check", (PyCFunction)(void (*)(void))store_check, METH_FASTCALL | METH_KEYWORDS,     \
+         prefix##_check_doc},                                                                 \
+        {"peek", (PyCFunction)(void (*)(void))store_peek, METH_FASTCALL | METH_KEYWORDS,       \
+         prefix##_peek_doc}
+
 static PyMethodDef limiter_methods[] = {
-    {"allow", (PyCFunction)(void (*)(void))limiter_allow, METH_FASTCALL | METH_KEYWORDS,
-     limiter_allow_doc},
-    {"check", (PyCFunction)(void (*)(void))limiter_check, METH_FASTCALL | METH_KEYWORDS,
-     limiter_check_doc},
-    {"peek", (PyCFunction)(void (*)(void))limiter_peek, METH_FASTCALL | METH_KEYWORDS,
-     limiter_peek_doc},
+    DECIDE_METHODS(limiter),
     {"reset", limiter_reset, METH_NOARGS, limiter_reset_doc},
     {NULL, NULL, 0, NULL},
 };
 
-static PyGetSetDef limiter_getset[] = {
-    {"rate", limiter_get_rate, NULL, "Units admitted per period, sustained.", NULL},
-    {"period", limiter_get_period, NULL, "The period in seconds.", NULL},
-    {"burst", limiter_get_burst, NULL, "Units an idle limiter admits at once.", NULL},
-    {"clock", limiter_get_clock, NULL, "The clock read when now is None: 'monotonic' or 'fast'.",
-     NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
 static PyMethodDef keyed_methods[] = {
-    {"allow", (PyCFunction)(void (*)(void))keyed_allow, METH_FASTCALL | METH_KEYWORDS,
-     keyed_allow_doc},
-    {"check", (PyCFunction)(void (*)(void))keyed_check, METH_FASTCALL | METH_KEYWORDS,
-     keyed_check_doc},
-    {"peek", (PyCFunction)(void (*)(void))keyed_peek, METH_FASTCALL | METH_KEYWORDS,
-     keyed_peek_doc},
+    DECIDE_METHODS(keyed),
     {"reset", keyed_reset, METH_O, keyed_reset_doc},
     {NULL, NULL, 0, NULL},
 };
 
+/* The limit's fields, read-only, the same on both types. */
+#define LIMIT_MEMBER(name, type, field, doc)                                                   \
+    {name, type, offsetof(StoreObject, limit) + offsetof(cr_limit, field), Py_READONLY, doc}
+#define LIMIT_MEMBERS                                                                          \
+    LIMIT_MEMBER("rate", Py_T_DOUBLE, rate, "Units admitted per period, sustained."),          \
+        LIMIT_MEMBER("period", Py_T_DOUBLE, period_s, "The period in seconds."),               \
+        LIMIT_MEMBER("burst", Py_T_LONGLONG, burst, "Units an idle key admits at once."),      \
+        LIMIT_MEMBER("emission_ns", Py_T_LONGLONG, emission_ns,                                \
+                     "The emission interval T: nanoseconds per unit."),                        \
+        LIMIT_MEMBER("tolerance_ns", Py_T_LONGLONG, tolerance_ns,                              \
+                     "The tolerance tau = T * burst, in nanoseconds.")
+
+static PyMemberDef limiter_members[] = {
+    LIMIT_MEMBERS,
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMemberDef keyed_members[] = {
+    LIMIT_MEMBERS,
+    {"capacity", Py_T_LONGLONG, offsetof(StoreObject, capacity), Py_READONLY,
+     "The number of live keys the table is sized for."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+#define CLOCK_GETTER                                                                           \
+    {"clock", store_get_clock, NULL, "The clock read when now is None: 'monotonic' or 'fast'.", \
+     NULL}
+
+static PyGetSetDef limiter_getset[] = {
+    CLOCK_GETTER,
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyGetSetDef keyed_getset[] = {
-    {"rate", keyed_get_rate, NULL, "Units admitted per period, sustained, per key.", NULL},
-    {"period", keyed_get_period, NULL, "The period in seconds.", NULL},
-    {"burst", keyed_get_burst, NULL, "Units an idle key admits at once.", NULL},
-    {"capacity", keyed_get_capacity, NULL, "The number of live keys the table is sized for.",
-     NULL},
+    CLOCK_GETTER,
     {"evictions", keyed_get_evictions, NULL, "Live keys evicted so far to make room.", NULL},
-    {"clock", keyed_get_clock, NULL, "The clock read when now is None: 'monotonic' or 'fast'.",
-     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1028,20 +887,22 @@ static PyType_Slot decision_slots[] = {
 
 static PyType_Slot limiter_slots[] = {
     {Py_tp_doc, (void *)limiter_doc},
-    {Py_tp_new, limiter_new},
-    {Py_tp_dealloc, limiter_dealloc},
-    {Py_tp_repr, limiter_repr},
+    {Py_tp_new, store_new},
+    {Py_tp_dealloc, store_dealloc},
+    {Py_tp_repr, store_repr},
     {Py_tp_methods, limiter_methods},
+    {Py_tp_members, limiter_members},
     {Py_tp_getset, limiter_getset},
     {0, NULL},
 };
 
 static PyType_Slot keyed_slots[] = {
     {Py_tp_doc, (void *)keyed_doc},
-    {Py_tp_new, keyed_new},
-    {Py_tp_dealloc, keyed_dealloc},
-    {Py_tp_repr, keyed_repr},
+    {Py_tp_new, store_new},
+    {Py_tp_dealloc, store_dealloc},
+    {Py_tp_repr, store_repr},
     {Py_tp_methods, keyed_methods},
+    {Py_tp_members, keyed_members},
     {Py_tp_getset, keyed_getset},
     {Py_sq_length, keyed_len},
     {Py_nb_bool, keyed_bool},
@@ -1059,14 +920,14 @@ static PyType_Spec decision_spec = {
 
 static PyType_Spec limiter_spec = {
     .name = "cellrate.Limiter",
-    .basicsize = sizeof(LimiterObject),
+    .basicsize = sizeof(StoreObject),
     .flags = FINAL_TYPE_FLAGS,
     .slots = limiter_slots,
 };
 
 static PyType_Spec keyed_spec = {
     .name = "cellrate.KeyedLimiter",
-    .basicsize = sizeof(KeyedObject),
+    .basicsize = sizeof(StoreObject),
     .flags = FINAL_TYPE_FLAGS,
     .slots = keyed_slots,
 };

@@ -23,10 +23,20 @@
 extern "C" {
 #endif
 
+/* Everything declared here is exported from libcellrate.so. Where the core is
+ * compiled into a module (CR_EMBED: the CPython extension, the Lua module),
+ * it stays hidden and the module exports only its entry point. */
+#if defined(__GNUC__) && !defined(CR_EMBED)
+#pragma GCC visibility push(default)
+#endif
+
+/* The version, written only here: every other place derives it. */
 #define CR_VERSION_MAJOR 0
 #define CR_VERSION_MINOR 1
 #define CR_VERSION_PATCH 0
-#define CR_VERSION_STRING "0.1.0"
+#define CR_VERSION_JOIN_(major, minor, patch) #major "." #minor "." #patch
+#define CR_VERSION_EXPAND_(major, minor, patch) CR_VERSION_JOIN_(major, minor, patch)
+#define CR_VERSION_STRING CR_VERSION_EXPAND_(CR_VERSION_MAJOR, CR_VERSION_MINOR, CR_VERSION_PATCH)
 
 /* The version of the linked library, "MAJOR.MINOR.PATCH". */
 const char *cr_version(void);
@@ -41,64 +51,72 @@ const char *cr_version(void);
 /* File mode of a shared region when the caller names none. */
 #define CR_SHARED_DEFAULT_MODE 0600
 
+/* The cost of a call that names none. */
+#define CR_DEFAULT_COST 1
+
 /* Capacity of a keyed table when the caller names none. */
 #define CR_KEYED_DEFAULT_CAPACITY 100000
 
 /*
- * Status codes: X(NAME, parameter, message). A denial is not an error; these
- * are for bad arguments and exhausted resources. The parameter is the name
- * the user gave (or "" when none applies); messages start with it.
+ * Status codes: X(number, NAME, parameter, message). A denial is not an
+ * error; these are for bad arguments and exhausted resources. The parameter
+ * is the name the user gave (or "" when none applies); messages start with it
+ * and name no language's types. Numbers are the ABI: append new rows with the
+ * next number, never renumber (limit.c fails to compile unless the numbers
+ * are 0 .. CR_STATUS_COUNT-1, each once).
  */
-#define CR_STATUS_LIST(X)                                                      \
-    X(OK, "", "ok")                                                            \
-    X(E_RATE, "rate", "rate must be a number > 0 or a rate string such as '10/second'") \
-    X(E_RATE_SYNTAX, "rate",                                                   \
-      "rate: cannot parse; expected a number or a string such as "             \
-      "'10/second', '300/minute', '5 per second' or '100/5m'")                 \
-    X(E_RATE_CALENDAR, "rate",                                                 \
-      "rate: months and years have no fixed length; use a fixed duration "     \
-      "such as '1000/30d' or '1000/365d'")                                     \
-    X(E_RATE_TOO_HIGH, "rate",                                                 \
-      "rate is too high: the interval period/rate rounds below 1 ns")          \
-    X(E_RATE_TOO_LOW, "rate",                                                  \
-      "rate is too low: the interval period/rate exceeds 2^63 ns")             \
-    X(E_PERIOD, "period", "period must be a finite number of seconds > 0")    \
-    X(E_PERIOD_WITH_TEXT, "period",                                            \
-      "period must not be given with a rate string, which carries its own period") \
-    X(E_BURST, "burst", "burst must be an integer >= 1")                       \
-    X(E_BURST_TOO_LARGE, "burst",                                              \
-      "burst is too large: burst * (period/rate) exceeds 2^63 ns")             \
-    X(E_COST, "cost", "cost must be an integer >= 0")                          \
-    X(E_NOW, "now", "now must be a finite number of seconds >= 0 and below 2^63 ns") \
-    X(E_KEY, "key", "key must be a string of bytes (Python: str or bytes)")                     \
-    X(E_CLOCK, "clock", "clock must be 'monotonic' or 'fast'")               \
-    X(E_CAPACITY, "capacity", "capacity must be an integer >= 1 and <= 2^32") \
-    X(E_NOMEM, "", "out of memory")                                           \
-    X(E_SHARED_PATH, "shared", "shared must be the path of the region file (a string)") \
-    X(E_SHARED_IO, "shared", "shared: cannot open, create or map the region file") \
-    X(E_SHARED_ACCESS, "shared", "shared: permission denied on the region file") \
-    X(E_SHARED_SHORT, "shared", "shared: the file is too short to be a cellrate region") \
-    X(E_SHARED_FOREIGN, "shared", "shared: the file is not a cellrate region") \
-    X(E_SHARED_VERSION, "shared", "shared: the region has another layout version") \
-    X(E_SHARED_CORRUPT, "shared", "shared: the region is corrupt (header checksum or size)") \
-    X(E_SHARED_KIND, "shared",                                                 \
-      "shared: the region holds another kind of limiter (Limiter vs KeyedLimiter)") \
-    X(E_SHARED_RATE, "shared", "shared: the region was made with another rate or period") \
-    X(E_SHARED_BURST, "shared", "shared: the region was made with another burst") \
-    X(E_SHARED_CAPACITY, "shared", "shared: the region was made with another capacity") \
-    X(E_SHARED_MODE, "shared_mode", "shared_mode must be a file mode from 0 to 0o777")
+#define CR_STATUS_LIST(X)                                                                  \
+    X(0, OK, "", "ok")                                                                     \
+    X(1, E_RATE, "rate", "rate must be a number > 0 or a rate string such as '10/second'") \
+    X(2, E_RATE_SYNTAX, "rate",                                                            \
+      "rate: cannot parse; expected a number or a string such as "                         \
+      "'10/second', '300/minute', '5 per second' or '100/5m'")                             \
+    X(3, E_RATE_CALENDAR, "rate",                                                          \
+      "rate: months and years have no fixed length; use a fixed duration "                 \
+      "such as '1000/30d' or '1000/365d'")                                                 \
+    X(4, E_RATE_TOO_HIGH, "rate", "rate is too high: the interval period/rate rounds below 1 ns") \
+    X(5, E_RATE_TOO_LOW, "rate", "rate is too low: the interval period/rate exceeds 2^63 ns") \
+    X(6, E_PERIOD, "period", "period must be a finite number of seconds > 0")              \
+    X(7, E_PERIOD_WITH_TEXT, "period",                                                     \
+      "period must not be given with a rate string, which carries its own period")         \
+    X(8, E_BURST, "burst", "burst must be an integer >= 1")                                \
+    X(9, E_BURST_TOO_LARGE, "burst", "burst is too large: burst * (period/rate) exceeds 2^63 ns") \
+    X(10, E_COST, "cost", "cost must be an integer >= 0")                                  \
+    X(11, E_NOW, "now", "now must be a finite number of seconds >= 0 and below 2^63 ns")   \
+    X(12, E_KEY, "key", "key must be a string of bytes")                                   \
+    X(13, E_CLOCK, "clock", "clock must be 'monotonic' or 'fast'")                         \
+    X(14, E_CAPACITY, "capacity", "capacity must be an integer >= 1 and <= 2^32")          \
+    X(15, E_NOMEM, "", "out of memory")                                                    \
+    X(16, E_SHARED_PATH, "shared", "shared must be the path of the region file (a string)") \
+    X(17, E_SHARED_IO, "shared", "shared: cannot open, create or map the region file")     \
+    X(18, E_SHARED_ACCESS, "shared", "shared: permission denied on the region file")       \
+    X(19, E_SHARED_SHORT, "shared", "shared: the file is too short to be a cellrate region") \
+    X(20, E_SHARED_FOREIGN, "shared", "shared: the file is not a cellrate region")         \
+    X(21, E_SHARED_VERSION, "shared", "shared: the region has another layout version")     \
+    X(22, E_SHARED_CORRUPT, "shared", "shared: the region is corrupt (header checksum or size)") \
+    X(23, E_SHARED_KIND, "shared",                                                         \
+      "shared: the region holds another kind of limiter (Limiter vs KeyedLimiter)")        \
+    X(24, E_SHARED_RATE, "shared", "shared: the region was made with another rate or period") \
+    X(25, E_SHARED_BURST, "shared", "shared: the region was made with another burst")      \
+    X(26, E_SHARED_CAPACITY, "shared", "shared: the region was made with another capacity") \
+    X(27, E_SHARED_MODE, "shared_mode", "shared_mode must be a file mode from 0 to 0777 (octal)")
 
+#define CR_STATUS_ENUM_(number, name, param, message) CR_##name = number,
+#define CR_STATUS_ONE_(number, name, param, message) +1
 typedef enum cr_status {
-#define CR_STATUS_ENUM_(name, param, message) CR_##name,
     CR_STATUS_LIST(CR_STATUS_ENUM_)
-#undef CR_STATUS_ENUM_
-    CR_STATUS_COUNT
+    CR_STATUS_COUNT = 0 CR_STATUS_LIST(CR_STATUS_ONE_) /* the number of rows */
 } cr_status;
+#undef CR_STATUS_ENUM_
+#undef CR_STATUS_ONE_
 
 /* The message of a status ("unknown status" for a value out of range). */
 const char *cr_strerror(cr_status status);
 /* The parameter a status is about, or "" (never NULL). */
 const char *cr_status_param(cr_status status);
+/* The status's name without the CR_ prefix ("E_SHARED_RATE"; "" for a
+ * value out of range), for faces that report a code as text. */
+const char *cr_status_name(cr_status status);
 
 /* ------------------------------------------------------------------------ */
 /* Limits                                                                    */
@@ -132,6 +150,10 @@ typedef struct cr_limit_args {
 /* Validates `args` and fills `limit`. On error `limit` is left untouched. */
 cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args);
 
+/* The name of the clock CR_CLOCK reads for `limit`: "monotonic" or "fast"
+ * (the words cr_limit_args.clock takes). */
+const char *cr_clock_name(const cr_limit *limit);
+
 /* Parses a rate string into units and period seconds, without applying it.
  * Grammar: NUMBER ("/" | "per") [NUMBER] UNIT, spaces allowed between parts;
  * UNIT: ns us ms s sec second m min minute h hr hour d day w week (plurals
@@ -150,7 +172,7 @@ typedef struct cr_decision {
 } cr_decision;
 
 /*
- * The decision of DESIGN §1, pure: `tat` is the stored TAT (0 for a key never
+ * The decision of docs/design.md §1, pure: `tat` is the stored TAT (0 for a key never
  * seen), `now_ns` >= 0, `cost` >= 0. Fills `out` and returns the TAT to store:
  * equal to `tat` when nothing is to be written (turned away, or cost 0).
  * Saturates, never wraps.
@@ -187,7 +209,23 @@ double cr_ns_to_seconds(int64_t ns);
 
 typedef struct cr_limiter cr_limiter;
 
-/* Makes a limiter for `limit`, idle (full burst). */
+/*
+ * Makes a limiter for `limit`, idle (full burst): with `path` NULL, of this
+ * process alone (`mode` unused); else in the shared region at `path`, a file
+ * mapped MAP_SHARED (tmpfs such as /dev/shm is its natural home), opened or
+ * created: every process that opens the same path shares one limit. A new
+ * file gets `mode` (e.g. CR_SHARED_DEFAULT_MODE) and appears whole or not at
+ * all, however many processes race to create it. An existing one is checked
+ * before use and refused with a CR_E_SHARED_* status when it is short,
+ * foreign, of another layout version, corrupt, or made for another kind,
+ * limit or capacity; one made before the last reboot is reset (its
+ * CLOCK_MONOTONIC times mean nothing now). A process may die at any instant
+ * without harm to the others. The mapping survives fork(). On
+ * CR_E_SHARED_IO / CR_E_SHARED_ACCESS, errno says why.
+ */
+cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *path,
+                          int64_t mode);
+/* cr_limiter_open(out, limit, NULL, 0). */
 cr_status cr_limiter_new(cr_limiter **out, const cr_limit *limit);
 /* Frees it (unmapping a shared region; the file stays); NULL is a no-op. */
 void cr_limiter_free(cr_limiter *limiter);
@@ -208,21 +246,6 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 /* Back to idle (full burst). */
 void cr_limiter_reset(cr_limiter *limiter);
 
-/*
- * Opens (creating it if absent) the shared region at `path`, a file mapped
- * MAP_SHARED (tmpfs such as /dev/shm is its natural home): every process that
- * opens the same path shares one limit. A new file gets `mode` (e.g.
- * CR_SHARED_DEFAULT_MODE) and appears whole or not at all, however many
- * processes race to create it. An existing one is checked before use and
- * refused with a CR_E_SHARED_* status when it is short, foreign, of another
- * layout version, corrupt, or made for another kind, limit or capacity; one
- * made before the last reboot is reset (its CLOCK_MONOTONIC times mean nothing
- * now). A process may die at any instant without harm to the others. The
- * mapping survives fork(). On CR_E_SHARED_IO / CR_E_SHARED_ACCESS, errno says why.
- */
-cr_status cr_limiter_open_shared(cr_limiter **out, const cr_limit *limit, const char *path,
-                                 int64_t mode);
-
 /* ------------------------------------------------------------------------ */
 /* Keyed: many keys in a table of bounded size.                              */
 
@@ -230,12 +253,13 @@ typedef struct cr_keyed cr_keyed;
 
 /*
  * Makes a table sized for `capacity` live keys (28 bytes of table each),
- * hashed with SipHash-1-3 under a random 128-bit seed of its own.
+ * hashed with SipHash-1-3 under a random 128-bit seed of its own: with `path`
+ * NULL, of this process alone; else in a shared region, as cr_limiter_open.
  */
+cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity, const char *path,
+                        int64_t mode);
+/* cr_keyed_open(out, limit, capacity, NULL, 0). */
 cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity);
-/* As cr_limiter_open_shared, for a keyed table of `capacity`. */
-cr_status cr_keyed_open_shared(cr_keyed **out, const cr_limit *limit, int64_t capacity,
-                               const char *path, int64_t mode);
 /* Frees it (unmapping a shared region; the file stays); NULL is a no-op. */
 void cr_keyed_free(cr_keyed *keyed);
 const cr_limit *cr_keyed_limit(const cr_keyed *keyed);
@@ -264,6 +288,10 @@ int64_t cr_keyed_capacity(const cr_keyed *keyed);
 size_t cr_keyed_memory(const cr_keyed *keyed);
 /* Live keys evicted so far to make room (see README: "When the table is full"). */
 uint64_t cr_keyed_evictions(const cr_keyed *keyed);
+
+#if defined(__GNUC__) && !defined(CR_EMBED)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -26,7 +26,7 @@ static inline int64_t cr_resolve_now(const cr_limit *limit, int64_t now_ns)
 }
 
 /*
- * The decision of DESIGN §1, pure and saturating, inlined into the stores.
+ * The decision of docs/design.md §1, pure and saturating, inlined into the stores.
  * Returns the TAT to store, equal to `tat` when nothing is to be written, and
  * says in *allowed whether the request is admitted. With `out` NULL (the
  * allow() path) that is all it works out: no division.
@@ -83,10 +83,11 @@ static inline int64_t cr_decision_make(const cr_limit *limit, int64_t tat, int64
     return cr_decision_core(limit, tat, now_ns, cost, out, &allowed);
 }
 
-/* A fresh 128-bit hash seed from the kernel's random source. */
+/* A fresh 128-bit hash seed from the kernel's random source (core/seed.c). */
 cr_status cr_random_seed(uint64_t seed[2]);
 
-/* What a shared region must hold; cr_region_open fills in the offsets. */
+/* What a shared region must hold; cr_region_open fills in the limit's
+ * fields and the offsets. */
 typedef struct {
     uint32_t kind; /* CR_REGION_LIMITER or CR_REGION_KEYED */
     int64_t emission_ns;
@@ -113,7 +114,10 @@ typedef struct {
     _Atomic int64_t *tat;
 } cr_region;
 
-cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const char *path, int64_t mode);
+/* Opens or creates the region at `path` for a store of `spec` and `limit`
+ * (see cr_limiter_open). */
+cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit *limit,
+                         const char *path, int64_t mode);
 void cr_region_close(cr_region *region);
 
 #endif

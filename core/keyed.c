@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #define SLOTS_PER_BUCKET 4
@@ -212,22 +211,6 @@ static void claim_slot(cr_keyed *keyed, const key_place *place, int64_t now_ns, 
 
 /* ------------------------------------------------------------------------ */
 
-cr_status cr_random_seed(uint64_t seed[2])
-{
-    unsigned char *out = (unsigned char *)seed;
-    size_t got = 0, want = 2 * sizeof seed[0];
-    while (got < want) {
-        ssize_t n = getrandom(out + got, want - got, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return CR_E_NOMEM; /* no entropy source: cannot make a safe table */
-        }
-        got += (size_t)n;
-    }
-    return CR_OK;
-}
-
 /* Buckets for a capacity: 7/4 slots per key, so a table at capacity is 57%
  * full and a key rarely finds both of its buckets full of live keys. */
 static uint32_t buckets_for(int64_t capacity)
@@ -242,29 +225,10 @@ static size_t buckets_size(const cr_keyed *keyed)
     return (size_t)keyed->nbuckets * sizeof(bucket);
 }
 
-static cr_keyed *keyed_alloc(const cr_limit *limit, int64_t capacity)
+/* The table of this process alone. Anonymous pages are zero and cost
+ * nothing until first touched. */
+static cr_status map_private_table(cr_keyed *keyed)
 {
-    cr_keyed *keyed = aligned_alloc(64, sizeof *keyed);
-    if (!keyed)
-        return NULL;
-    memset(keyed, 0, sizeof *keyed);
-    keyed->limit = *limit;
-    keyed->capacity = capacity;
-    keyed->nbuckets = buckets_for(capacity);
-    keyed->nstripes = keyed->nbuckets < MAX_STRIPES ? keyed->nbuckets : MAX_STRIPES;
-    keyed->evictions = &keyed->own_evictions;
-    atomic_init(&keyed->own_evictions, 0);
-    return keyed;
-}
-
-cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity)
-{
-    if (capacity < 1 || capacity > MAX_CAPACITY)
-        return CR_E_CAPACITY;
-    cr_keyed *keyed = keyed_alloc(limit, capacity);
-    if (!keyed)
-        return CR_E_NOMEM;
-    /* Anonymous pages are zero and cost nothing until first touched. */
     void *buckets = mmap(NULL, buckets_size(keyed), PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     keyed->buckets = buckets == MAP_FAILED ? NULL : buckets;
@@ -278,43 +242,60 @@ cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity)
         if (keyed->buckets)
             munmap(keyed->buckets, buckets_size(keyed));
         free(keyed->stripes);
-        free(keyed);
         return CR_E_NOMEM;
     }
     for (uint32_t i = 0; i < keyed->nstripes; i++)
         pthread_mutex_init(&keyed->stripes[i], NULL);
-    *out = keyed;
     return CR_OK;
 }
 
-cr_status cr_keyed_open_shared(cr_keyed **out, const cr_limit *limit, int64_t capacity,
-                               const char *path, int64_t mode)
+/* The table in the shared region at `path`. */
+static cr_status map_shared_table(cr_keyed *keyed, const char *path, int64_t mode)
 {
-    if (capacity < 1 || capacity > MAX_CAPACITY)
-        return CR_E_CAPACITY;
-    cr_keyed *keyed = keyed_alloc(limit, capacity);
-    if (!keyed)
-        return CR_E_NOMEM;
     cr_region_spec spec = {
         .kind = CR_REGION_KEYED,
-        .emission_ns = limit->emission_ns,
-        .burst = limit->burst,
-        .capacity = capacity,
+        .capacity = keyed->capacity,
         .nbuckets = keyed->nbuckets,
         .nstripes = keyed->nstripes,
         .buckets_size = buckets_size(keyed),
     };
-    cr_status status = cr_region_open(&keyed->region, &spec, path, mode);
-    if (status != CR_OK) {
-        free(keyed);
+    cr_status status = cr_region_open(&keyed->region, &spec, &keyed->limit, path, mode);
+    if (status != CR_OK)
         return status;
-    }
     memcpy(keyed->seed, keyed->region.seed, sizeof keyed->seed);
     keyed->buckets = keyed->region.buckets;
     keyed->stripes = keyed->region.stripes;
     keyed->evictions = keyed->region.evictions;
+    return CR_OK;
+}
+
+cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity, const char *path,
+                        int64_t mode)
+{
+    if (capacity < 1 || capacity > MAX_CAPACITY)
+        return CR_E_CAPACITY;
+    cr_keyed *keyed = aligned_alloc(64, sizeof *keyed);
+    if (!keyed)
+        return CR_E_NOMEM;
+    memset(keyed, 0, sizeof *keyed);
+    keyed->limit = *limit;
+    keyed->capacity = capacity;
+    keyed->nbuckets = buckets_for(capacity);
+    keyed->nstripes = keyed->nbuckets < MAX_STRIPES ? keyed->nbuckets : MAX_STRIPES;
+    keyed->evictions = &keyed->own_evictions;
+    atomic_init(&keyed->own_evictions, 0);
+    cr_status status = path ? map_shared_table(keyed, path, mode) : map_private_table(keyed);
+    if (status != CR_OK) {
+        free(keyed);
+        return status;
+    }
     *out = keyed;
     return CR_OK;
+}
+
+cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity)
+{
+    return cr_keyed_open(out, limit, capacity, NULL, 0);
 }
 
 void cr_keyed_free(cr_keyed *keyed)

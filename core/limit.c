@@ -12,11 +12,18 @@ const char *cr_version(void) { return CR_VERSION_STRING; }
 static const struct {
     const char *param;
     const char *message;
-} status_table[] = {
-#define CR_STATUS_ROW_(name, param, message) {param, message},
+} status_table[CR_STATUS_COUNT] = {
+#define CR_STATUS_ROW_(number, name, param, message) [number] = {param, message},
     CR_STATUS_LIST(CR_STATUS_ROW_)
 #undef CR_STATUS_ROW_
 };
+
+/* The numbers are dense: each below the row count, and each used once (a
+ * duplicate is a duplicate case label in cr_status_name). */
+#define CR_STATUS_DENSE_(number, name, param, message)                                     \
+    _Static_assert((number) >= 0 && (number) < CR_STATUS_COUNT, "status " #name " out of range");
+CR_STATUS_LIST(CR_STATUS_DENSE_)
+#undef CR_STATUS_DENSE_
 
 const char *cr_strerror(cr_status status)
 {
@@ -30,6 +37,19 @@ const char *cr_status_param(cr_status status)
     if ((unsigned)status >= CR_STATUS_COUNT)
         return "";
     return status_table[status].param;
+}
+
+const char *cr_status_name(cr_status status)
+{
+    switch (status) {
+#define CR_STATUS_CASE_(number, name, param, message)                                      \
+    case number:                                                                           \
+        return #name;
+        CR_STATUS_LIST(CR_STATUS_CASE_)
+#undef CR_STATUS_CASE_
+    default:
+        return "";
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -220,15 +240,22 @@ cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *peri
 
 /* ------------------------------------------------------------------------ */
 
+/* The clocks' names, by cr_limit.fast_clock. */
+static const char *const clock_names[2] = {"monotonic", "fast"};
+
+const char *cr_clock_name(const cr_limit *limit) { return clock_names[limit->fast_clock]; }
+
 /* The clock named by `name` (NULL: the default). */
 static cr_status parse_clock(const char *name, size_t len, bool *fast)
 {
     *fast = false;
-    if (!name || (len == 9 && memcmp(name, "monotonic", 9) == 0))
+    if (!name)
         return CR_OK;
-    if (len == 4 && memcmp(name, "fast", 4) == 0) {
-        *fast = true;
-        return CR_OK;
+    for (int i = 0; i < 2; i++) {
+        if (len == strlen(clock_names[i]) && memcmp(name, clock_names[i], len) == 0) {
+            *fast = i == 1;
+            return CR_OK;
+        }
     }
     return CR_E_CLOCK;
 }

@@ -13,47 +13,32 @@ struct cr_limiter {
     _Alignas(64) _Atomic int64_t own_tat; /* a cache line of its own */
 };
 
-static cr_limiter *limiter_alloc(const cr_limit *limit)
+cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *path,
+                          int64_t mode)
 {
     cr_limiter *limiter = aligned_alloc(64, sizeof *limiter);
     if (!limiter)
-        return NULL;
+        return CR_E_NOMEM;
     memset(limiter, 0, sizeof *limiter);
     atomic_init(&limiter->own_tat, 0);
     limiter->tat = &limiter->own_tat;
     limiter->limit = *limit;
-    return limiter;
+    if (path) {
+        cr_region_spec spec = {.kind = CR_REGION_LIMITER, .capacity = 1};
+        cr_status status = cr_region_open(&limiter->region, &spec, limit, path, mode);
+        if (status != CR_OK) {
+            free(limiter);
+            return status;
+        }
+        limiter->tat = limiter->region.tat;
+    }
+    *out = limiter;
+    return CR_OK;
 }
 
 cr_status cr_limiter_new(cr_limiter **out, const cr_limit *limit)
 {
-    cr_limiter *limiter = limiter_alloc(limit);
-    if (!limiter)
-        return CR_E_NOMEM;
-    *out = limiter;
-    return CR_OK;
-}
-
-cr_status cr_limiter_open_shared(cr_limiter **out, const cr_limit *limit, const char *path,
-                                 int64_t mode)
-{
-    cr_limiter *limiter = limiter_alloc(limit);
-    if (!limiter)
-        return CR_E_NOMEM;
-    cr_region_spec spec = {
-        .kind = CR_REGION_LIMITER,
-        .emission_ns = limit->emission_ns,
-        .burst = limit->burst,
-        .capacity = 1,
-    };
-    cr_status status = cr_region_open(&limiter->region, &spec, path, mode);
-    if (status != CR_OK) {
-        free(limiter);
-        return status;
-    }
-    limiter->tat = limiter->region.tat;
-    *out = limiter;
-    return CR_OK;
+    return cr_limiter_open(out, limit, NULL, 0);
 }
 
 void cr_limiter_free(cr_limiter *limiter)

@@ -249,10 +249,13 @@ static cr_status open_existing(int fd, const cr_region_spec *spec, cr_region *re
     return CR_OK;
 }
 
-cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const char *path, int64_t mode)
+cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit *limit,
+                         const char *path, int64_t mode)
 {
     if (mode < 0 || mode > 0777)
         return CR_E_SHARED_MODE;
+    spec->emission_ns = limit->emission_ns;
+    spec->burst = limit->burst;
     layout(spec);
     for (;;) {
         int fd = open(path, O_RDWR | O_CLOEXEC);

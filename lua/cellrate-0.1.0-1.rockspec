@@ -1,6 +1,7 @@
 -- Builds the Lua module from the repository root:
 --   luarocks make lua/cellrate-0.1.0-1.rockspec
 -- The module is the binding plus the C core compiled in: no other library.
+-- The version here must match CR_VERSION_* in core/cellrate.h (a test checks).
 rockspec_format = "3.0"
 package = "cellrate"
 version = "0.1.0-1"
@@ -27,24 +28,16 @@ dependencies = {
 }
 
 build = {
-   type = "builtin",
-   modules = {
-      cellrate = {
-         sources = {
-            "bindings/cellrate_lua.c",
-            "core/clock.c",
-            "core/decide.c",
-            "core/fastclock.c",
-            "core/keyed.c",
-            "core/limit.c",
-            "core/limiter.c",
-            "core/region.c",
-         },
-         incdirs = { "core" },
-         defines = { "_GNU_SOURCE" },
-         -- Without -mcx16 in CFLAGS the core's 16-byte compare-and-swap goes
-         -- through libatomic.
-         libraries = { "m", "pthread", "atomic" },
-      },
+   -- Through the Makefile, so that the module gets the flags of every other
+   -- build (core/flags.mk: -mcx16 on x86-64, hidden visibility, ...).
+   type = "make",
+   build_target = "rock",
+   build_variables = {
+      CFLAGS = "$(CFLAGS)",
+      LUA_INCDIR = "$(LUA_INCDIR)",
+   },
+   install_target = "rock-install",
+   install_variables = {
+      LIBDIR = "$(LIBDIR)",
    },
 }

@@ -620,8 +620,8 @@ static cr_keyed *filled_int_table(const config *cfg, const char *shared_path, co
     cr_limit limit = keyed_limit(clock);
     cr_keyed *keyed;
     if (shared_path)
-        check_status(cr_keyed_open_shared(&keyed, &limit, (int64_t)cfg->keys, shared_path, 0600),
-                     "cr_keyed_open_shared");
+        check_status(cr_keyed_open(&keyed, &limit, (int64_t)cfg->keys, shared_path, 0600),
+                     "cr_keyed_open");
     else
         check_status(cr_keyed_new(&keyed, &limit, (int64_t)cfg->keys), "cr_keyed_new");
     for (size_t k = 0; k < cfg->keys; k++) {

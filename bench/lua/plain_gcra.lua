@@ -1,6 +1,6 @@
 -- A plain-Lua GCRA, the yardstick of the Lua scenarios: what a Lua user could
 -- write without a C module (bar the clock, passed in as a function). Same
--- decision as DESIGN §1 for cost 1, without the reporting fields.
+-- decision as docs/design.md §1 for cost 1, without the reporting fields.
 
 local gcra = {}
 

@@ -6,7 +6,8 @@
 # plain: against build/libcellrate.a (make core); asan: AddressSanitizer and
 # UndefinedBehaviorSanitizer; tsan: ThreadSanitizer. The sanitizer builds
 # compile the core's sources in, so the core is instrumented too. Binaries go
-# to build/tests-<mode>/. The last line is "c tests: N passed, M failed"; the
+# to build/tests-<mode>/. Each program under examples/c/ is built and run
+# too, and its output compared with its .out file. The last line is "c tests: N passed, M failed"; the
 # exit status is non-zero on any failure.
 set -eu
 
@@ -15,9 +16,11 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 
 CC=${CC:-cc}
-flags="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Werror"
-[ "$(uname -m)" = x86_64 ] && flags="$flags -mcx16"
-libs="-lpthread -latomic -lm"
+# The flags are written once, in core/flags.mk (docs/design.md §13).
+flag() { sed -n "s/^$1 *= *//p" core/flags.mk; }
+flags="$(flag CR_STD) $(flag CR_WARN) -Werror"
+[ "$(uname -m)" = x86_64 ] && flags="$flags $(flag CR_X86_64)"
+libs=$(flag CR_LIBS)
 
 case $mode in
 plain)
@@ -74,6 +77,22 @@ for test in $tests; do
         # a sanitizer report after the summary, or a crash at exit
         failed=$((failed + 1))
         broken="$broken $test"
+    fi
+done
+
+# The examples: each must build, run and print what its .out file says.
+for example in examples/c/*.c; do
+    name=$(basename "$example" .c)
+    # shellcheck disable=SC2086  # flags and core are word lists
+    if $CC $flags -Icore "$example" $core $libs -o "$out/example_$name" &&
+        "$out/example_$name" >"$out/example_$name.log" 2>&1 &&
+        diff -u "examples/c/$name.out" "$out/example_$name.log"; then
+        echo "example $name: ok"
+        passed=$((passed + 1))
+    else
+        echo "example $name ($mode): failed" >&2
+        failed=$((failed + 1))
+        broken="$broken example_$name"
     fi
 done
 

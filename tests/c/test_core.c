@@ -37,12 +37,12 @@ static void test_version(void)
 static void test_status_table(void)
 {
     static const char *const params[] = {
-#define CR_TEST_PARAM_(name, param, message) param,
+#define CR_TEST_PARAM_(number, name, param, message) [number] = param,
         CR_STATUS_LIST(CR_TEST_PARAM_)
 #undef CR_TEST_PARAM_
     };
     static const char *const names[] = {
-#define CR_TEST_NAME_(name, param, message) #name,
+#define CR_TEST_NAME_(number, name, param, message) [number] = #name,
         CR_STATUS_LIST(CR_TEST_NAME_)
 #undef CR_TEST_NAME_
     };
@@ -55,6 +55,7 @@ static void test_status_table(void)
             continue;
         CHECK(message[0] != '\0', "status %s has a message", names[i]);
         CHECK_EQ_STR(param, params[i], "status %s", names[i]);
+        CHECK_EQ_STR(cr_status_name((cr_status)i), names[i], "name of status %d", i);
         CHECK(strncmp(message, param, strlen(param)) == 0,
               "message of %s (\"%s\") starts with its parameter \"%s\"", names[i], message, param);
         CHECK(strcmp(message, "unknown status") != 0, "status %s", names[i]);
@@ -70,6 +71,8 @@ static void test_status_table(void)
         CHECK_EQ_STR(cr_strerror((cr_status)out_of_range[i]), "unknown status", "status %d",
                      out_of_range[i]);
         CHECK_EQ_STR(cr_status_param((cr_status)out_of_range[i]), "", "status %d",
+                     out_of_range[i]);
+        CHECK_EQ_STR(cr_status_name((cr_status)out_of_range[i]), "", "status %d",
                      out_of_range[i]);
     }
 }

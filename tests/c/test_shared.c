@@ -98,8 +98,8 @@ static void test_frozen_instant_exact(void)
         if (fork() == 0) {
             cr_limiter *lim;
             cr_keyed *keyed;
-            if (cr_limiter_open_shared(&lim, &limit, region_path("one"), 0600) != CR_OK ||
-                cr_keyed_open_shared(&keyed, &limit, 64, region_path("many"), 0600) != CR_OK)
+            if (cr_limiter_open(&lim, &limit, region_path("one"), 0600) != CR_OK ||
+                cr_keyed_open(&keyed, &limit, 64, region_path("many"), 0600) != CR_OK)
                 _exit(1);
             c[2]++;
             wait_for_go(&c[3]);
@@ -135,7 +135,7 @@ static void test_racing_creators(void)
             c[2]++;
             wait_for_go(&c[3]);
             cr_keyed *keyed;
-            if (cr_keyed_open_shared(&keyed, &limit, 1000, region_path("race"), 0600) != CR_OK)
+            if (cr_keyed_open(&keyed, &limit, 1000, region_path("race"), 0600) != CR_OK)
                 _exit(1);
             for (int i = 0; i < 100; i++) {
                 cr_decision d;
@@ -184,7 +184,7 @@ static cr_status open_keyed(const char *path, double rate, int64_t burst, int64_
 {
     cr_limit limit = make_limit(rate, burst);
     cr_keyed *keyed = NULL;
-    cr_status status = cr_keyed_open_shared(&keyed, &limit, capacity, path, 0600);
+    cr_status status = cr_keyed_open(&keyed, &limit, capacity, path, 0600);
     cr_keyed_free(keyed);
     return status;
 }
@@ -200,7 +200,7 @@ static void test_refusals(void)
     CHECK(open_keyed(path, 10, 5, 101) == CR_E_SHARED_CAPACITY);
     cr_limit limit = make_limit(10, 5);
     cr_limiter *lim = NULL;
-    CHECK(cr_limiter_open_shared(&lim, &limit, path, 0600) == CR_E_SHARED_KIND);
+    CHECK(cr_limiter_open(&lim, &limit, path, 0600) == CR_E_SHARED_KIND);
     CHECK(open_keyed(path, 600.0 / 60.0, 5, 100) == CR_OK); /* same T: same limit */
 
     uint32_t version = 99;
@@ -230,9 +230,9 @@ static void test_refusals(void)
     CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_FOREIGN);
     unlink(path);
 
-    CHECK(cr_keyed_open_shared(NULL, &limit, 10, path, 01000) == CR_E_SHARED_MODE);
-    CHECK(cr_keyed_open_shared(NULL, &limit, 10, path, -1) == CR_E_SHARED_MODE);
-    CHECK(cr_keyed_open_shared(NULL, &limit, 0, path, 0600) == CR_E_CAPACITY);
+    CHECK(cr_keyed_open(NULL, &limit, 10, path, 01000) == CR_E_SHARED_MODE);
+    CHECK(cr_keyed_open(NULL, &limit, 10, path, -1) == CR_E_SHARED_MODE);
+    CHECK(cr_keyed_open(NULL, &limit, 0, path, 0600) == CR_E_CAPACITY);
     CHECK(open_keyed("/nonexistent-dir/x", 10, 5, 100) == CR_E_SHARED_IO);
 }
 
@@ -242,7 +242,7 @@ static void test_permissions(void)
     unlink(path);
     cr_limit limit = make_limit(10, 5);
     cr_limiter *lim;
-    CHECK(cr_limiter_open_shared(&lim, &limit, path, 0640) == CR_OK);
+    CHECK(cr_limiter_open(&lim, &limit, path, 0640) == CR_OK);
     cr_limiter_free(lim);
     struct stat st;
     CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0640);
@@ -254,7 +254,7 @@ static void test_permissions(void)
             if (setgid(65534) != 0 || setuid(65534) != 0)
                 _exit(2);
             cr_limiter *other = NULL;
-            cr_status status = cr_limiter_open_shared(&other, &limit, path, 0600);
+            cr_status status = cr_limiter_open(&other, &limit, path, 0600);
             _exit(status == CR_E_SHARED_ACCESS ? 0 : 1);
         }
         int wst;
@@ -270,7 +270,7 @@ static void test_reboot_resets(void)
     cr_limit limit = make_limit(1, 1);
     cr_keyed *keyed;
     cr_decision d;
-    CHECK(cr_keyed_open_shared(&keyed, &limit, 10, path, 0600) == CR_OK);
+    CHECK(cr_keyed_open(&keyed, &limit, 10, path, 0600) == CR_OK);
     cr_keyed_check(keyed, "k", 1, 1000 * 1000000000LL, 1, true, &d); /* TAT far ahead */
     CHECK(d.allowed);
     cr_keyed_free(keyed);
@@ -278,7 +278,7 @@ static void test_reboot_resets(void)
     char other_boot[48] = "00000000-0000-0000-0000-000000000000\n";
     patch(path, BOOT_OFFSET, other_boot, sizeof other_boot);
     fix_checksum(path);
-    CHECK(cr_keyed_open_shared(&keyed, &limit, 10, path, 0600) == CR_OK);
+    CHECK(cr_keyed_open(&keyed, &limit, 10, path, 0600) == CR_OK);
     CHECK(cr_keyed_len(keyed) == 0);
     cr_keyed_check(keyed, "k", 1, 1000000000LL, 1, true, &d); /* an early time of a new boot */
     CHECK(d.allowed);
@@ -291,7 +291,7 @@ static void test_fork_inherits(void)
     unlink(path);
     cr_limit limit = make_limit(1, 3);
     cr_keyed *keyed;
-    CHECK(cr_keyed_open_shared(&keyed, &limit, 10, path, 0600) == CR_OK);
+    CHECK(cr_keyed_open(&keyed, &limit, 10, path, 0600) == CR_OK);
     _Atomic long *c = shared_counters(1);
     for (int p = 0; p < 3; p++) {
         if (fork() == 0) {
@@ -316,8 +316,8 @@ enum { STORM_KEYS = 300, STORM_WORKERS = 8, STORM_OPS = 300000, STORM_KILLS = 60
 static void storm_worker(cr_limit limit, _Atomic long *c, unsigned seed)
 {
     cr_keyed *keyed, *flood;
-    if (cr_keyed_open_shared(&keyed, &limit, 4 * STORM_KEYS, region_path("storm"), 0600) != CR_OK ||
-        cr_keyed_open_shared(&flood, &limit, 64, region_path("flood"), 0600) != CR_OK)
+    if (cr_keyed_open(&keyed, &limit, 4 * STORM_KEYS, region_path("storm"), 0600) != CR_OK ||
+        cr_keyed_open(&flood, &limit, 64, region_path("flood"), 0600) != CR_OK)
         _exit(1);
     _Atomic long *clock_ns = &c[0], *ops = &c[1], *stop = &c[2], *admitted = &c[3];
     while (!*stop) {
@@ -409,14 +409,14 @@ static void test_sigkill_storm(void)
 
     /* The regions still open, and every stripe lock can still be taken. */
     cr_keyed *keyed;
-    CHECK(cr_keyed_open_shared(&keyed, &limit, 4 * STORM_KEYS, region_path("storm"), 0600) ==
+    CHECK(cr_keyed_open(&keyed, &limit, 4 * STORM_KEYS, region_path("storm"), 0600) ==
           CR_OK);
     CHECK(cr_keyed_len(keyed) <= (size_t)(4 * STORM_KEYS * 2));
     CHECK(admits_new_keys(keyed, 1000000 + span + 1000000000LL) == 2000);
     cr_keyed_free(keyed);
 
     cr_keyed *flood;
-    CHECK(cr_keyed_open_shared(&flood, &limit, 64, region_path("flood"), 0600) == CR_OK);
+    CHECK(cr_keyed_open(&flood, &limit, 64, region_path("flood"), 0600) == CR_OK);
     CHECK(admits_new_keys(flood, 1000000 + span + 1000000000LL) == 2000);
     printf("sigkill storm: flood region evicted %llu live keys to make room\n",
            (unsigned long long)cr_keyed_evictions(flood));

@@ -14,15 +14,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-static const char *const status_names[] = {
-#define CR_TEST_NAME_(name, param, message) #name,
-    CR_STATUS_LIST(CR_TEST_NAME_)
-#undef CR_TEST_NAME_
-};
-
 static const char *status_name(cr_status status)
 {
-    return (unsigned)status < CR_STATUS_COUNT ? status_names[status] : "(out of range)";
+    return (unsigned)status < CR_STATUS_COUNT ? cr_status_name(status) : "(out of range)";
 }
 
 static FILE *open_vectors(const char *dir, const char *name)

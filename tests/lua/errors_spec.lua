@@ -1,20 +1,23 @@
--- Bad arguments: every parameter raises an error whose message is the core's
--- text for it, which starts with the parameter's name; nothing crashes.
+-- Bad arguments: every parameter raises an error whose message is the
+-- caller's position (when the caller is Lua code) and the core's text for it,
+-- which starts with the parameter's name; nothing crashes.
 local cellrate = require "cellrate"
 
 local NAN = 0 / 0
 local HUGE = math.huge
 local a_table, a_function = {}, print
 
--- Calls fn(...) and returns the error it must raise, checking that the error
--- is a plain string starting with `param` (no position prefix).
+-- Calls fn(...) and returns the error it must raise without the caller's
+-- position, checking that the error is a string whose text after that
+-- position starts with `param`.
 local function raises(param, fn, ...)
    local ok, err = pcall(fn, ...)
    assert.is_false(ok, "expected an error about " .. param)
    assert.is_string(err)
-   assert.is_truthy(err:find(param, 1, true) == 1,
+   local text = err:gsub("^[^\n]-:%d+: ", "", 1)
+   assert.is_truthy(text:find(param, 1, true) == 1,
       ("error %q does not start with %q"):format(err, param))
-   return err
+   return text
 end
 
 local function show(value)
@@ -236,10 +239,11 @@ describe("opts", function()
    end)
 
    it("takes nil and an empty table as no options", function()
-      assert.same({ rate = 10, period = 1, burst = 10, clock = "monotonic" }, cellrate.limiter(10):info())
-      assert.same({ rate = 10, period = 1, burst = 10, clock = "monotonic" }, cellrate.limiter(10, {}):info())
-      assert.same({ rate = 10, period = 1, burst = 10, clock = "monotonic" },
-         cellrate.limiter(10, { period = nil, burst = nil }):info())
+      local defaults = { rate = 10, period = 1, burst = 10, clock = "monotonic",
+         emission_ns = 100000000, tolerance_ns = 1000000000 }
+      assert.same(defaults, cellrate.limiter(10):info())
+      assert.same(defaults, cellrate.limiter(10, {}):info())
+      assert.same(defaults, cellrate.limiter(10, { period = nil, burst = nil }):info())
    end)
 end)
 

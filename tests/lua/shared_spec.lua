@@ -1,5 +1,8 @@
--- Shared regions from Lua: two objects on one path share one limit, and a
--- region made for another limit is refused with an error naming what differs.
+-- Shared regions from Lua: two objects on one path share one limit. A region
+-- that cannot be used (made for another limit, or not openable) is a runtime
+-- failure: the constructor returns nil, a message naming what differs and the
+-- path, and the status's name as a code. A bad option is an argument mistake
+-- and raises.
 local cellrate = require "cellrate"
 
 local dir = os.getenv("CELLRATE_TEST_DIR") or "/tmp"
@@ -16,6 +19,23 @@ local function raises(needle, fn, ...)
    local ok, err = pcall(fn, ...)
    assert.is_false(ok, "expected an error about " .. needle)
    assert.is_truthy(tostring(err):find(needle, 1, true), ("error %q lacks %q"):format(tostring(err), needle))
+end
+
+local function pack(...)
+   return { n = select("#", ...), ... }
+end
+
+-- fn(...) must return exactly nil, a message holding each of `needles`, and `code`.
+local function fails(code, needles, fn, ...)
+   local results = pack(fn(...))
+   assert.are.equal(3, results.n)
+   local lim, err, got_code = results[1], results[2], results[3]
+   assert.is_nil(lim)
+   assert.is_string(err)
+   for _, needle in ipairs(needles) do
+      assert.is_truthy(err:find(needle, 1, true), ("error %q lacks %q"):format(err, needle))
+   end
+   assert.are.equal(code, got_code)
 end
 
 describe("shared keyed", function()
@@ -39,20 +59,58 @@ describe("shared keyed", function()
    it("refuses a region made for another limit", function()
       local path = fresh_path()
       local a = cellrate.keyed(10, { burst = 5, capacity = 100, shared = path })
-      raises("another burst", cellrate.keyed, 10, { burst = 6, capacity = 100, shared = path })
-      raises("another rate", cellrate.keyed, 20, { burst = 5, capacity = 100, shared = path })
-      raises("another capacity", cellrate.keyed, 10, { burst = 5, capacity = 99, shared = path })
-      raises("another kind", cellrate.limiter, 10, { burst = 5, shared = path })
-      raises(path, cellrate.keyed, 10, { burst = 6, capacity = 100, shared = path })
+      fails("E_SHARED_BURST", { "another burst", path },
+         cellrate.keyed, 10, { burst = 6, capacity = 100, shared = path })
+      fails("E_SHARED_RATE", { "another rate", path },
+         cellrate.keyed, 20, { burst = 5, capacity = 100, shared = path })
+      fails("E_SHARED_CAPACITY", { "another capacity", path },
+         cellrate.keyed, 10, { burst = 5, capacity = 99, shared = path })
+      fails("E_SHARED_KIND", { "another kind", path }, cellrate.limiter, 10, { burst = 5, shared = path })
+      -- the OpenResty idiom
+      local lim, err, code = cellrate.keyed(10, { burst = 6, capacity = 100, shared = path })
+      assert.is_nil(lim)
+      assert.is_truthy(err:find("^shared: "))
+      assert.are.equal("E_SHARED_BURST", code)
+      assert.is_true(a:allow("k", 1, 0)) -- the region is untouched
       a:close()
       os.remove(path)
+   end)
+
+   it("returns nil, message, code for a region that cannot be opened", function()
+      fails("E_SHARED_IO", { "cannot open", "/nonexistent-dir/region", "(" },
+         cellrate.limiter, 10, { shared = "/nonexistent-dir/region" })
+      fails("E_SHARED_IO", { "cannot open" },
+         cellrate.keyed, 10, { shared = "/nonexistent-dir/region" })
+      local path = fresh_path()
+      local file = assert(io.open(path, "w"))
+      file:write(("not a region\n"):rep(100))
+      file:close()
+      fails("E_SHARED_FOREIGN", { "not a cellrate region", path },
+         cellrate.keyed, 10, { capacity = 8, shared = path })
+      os.remove(path)
+   end)
+
+   it("raises, with the caller's position, for argument mistakes", function()
+      local ok, err = pcall(function()
+         local lim = cellrate.keyed(10, { capacity = 8, shared = fresh_path(), shared_mode = 4096 })
+         return lim
+      end)
+      assert.is_false(ok)
+      assert.is_truthy(err:find("^[^\n]*shared_spec%.lua:%d+: shared_mode must be"), err)
+      local a_path = fresh_path()
+      ok, err = pcall(function()
+         local lim = cellrate.keyed(10, { capacity = 0, shared = a_path })
+         return lim
+      end)
+      assert.is_false(ok)
+      assert.is_truthy(err:find("^[^\n]*shared_spec%.lua:%d+: capacity must be"), err)
+      os.remove(a_path)
    end)
 
    it("checks the shared and shared_mode options", function()
       raises("shared must be", cellrate.keyed, 10, { shared = 42 })
       raises("shared_mode must be", cellrate.keyed, 10, { shared = fresh_path(), shared_mode = 4096 })
       raises("shared_mode must be", cellrate.limiter, 10, { shared = fresh_path(), shared_mode = "rw" })
-      raises("cannot open", cellrate.limiter, 10, { shared = "/nonexistent-dir/region" })
    end)
 end)
 

@@ -50,46 +50,18 @@ local function words(text)
 end
 
 ---------------------------------------------------------------------------
--- The status table of core/cellrate.h: the messages a face must raise.
+-- The status table (tests/vectors/status.txt): the messages a face must raise.
 
 local function read_status_table()
-   local file = assert(io.open(ROOT .. "core/cellrate.h", "r"))
-   local header = file:read("*a")
-   file:close()
-   local start = assert(header:find("#define CR_STATUS_LIST(X)", 1, true), "no CR_STATUS_LIST")
-   local stop = header:find("\n\n", start, true)
-   local body = header:sub(start, stop):gsub("\\\n", " ")
    local statuses = {}
-   local pos = 1
-   while true do
-      local name_end, name
-      _, name_end, name = body:find("X%(%s*([%w_]+)%s*,", pos)
-      if not name then break end
-      -- Then C string literals: the parameter, a comma, the message pieces.
-      local strings, current = { {} }, 1
-      pos = name_end + 1
-      while true do
-         local ch = body:sub(pos, pos)
-         if ch == '"' then
-            local close = pos + 1
-            while body:sub(close, close) ~= '"' do
-               close = close + (body:sub(close, close) == "\\" and 2 or 1)
-            end
-            table.insert(strings[current], body:sub(pos + 1, close - 1))
-            pos = close + 1
-         elseif ch == "," then
-            current = current + 1
-            strings[current] = {}
-            pos = pos + 1
-         elseif ch == ")" then
-            break
-         else
-            pos = pos + 1
-         end
+   for _, line in ipairs(lines_of("status.txt")) do
+      local number, name, param, message = line.text:match("^status (%d+) ([%w_]+) (%S+) |(.*)$")
+      if name then
+         statuses[name] = { number = tonumber(number), param = param == "-" and "" or param,
+            message = message }
       end
-      statuses[name] = { param = table.concat(strings[1]), message = table.concat(strings[2]) }
    end
-   assert(statuses.OK and statuses.E_RATE_SYNTAX, "cannot read CR_STATUS_LIST")
+   assert(statuses.OK and statuses.E_RATE_SYNTAX, "cannot read status.txt")
    return statuses
 end
 

@@ -1,10 +1,11 @@
-"""Reference model of cellrate's semantics (DESIGN sections 1 and 2).
+"""Reference model of cellrate's semantics (docs/design.md §1 and §2).
 
 Written from the design contract alone, in exact Python integers and
 fractions, so that the compiled core can be checked against something that
 shares none of its code. Every function here is pure.
 
-Statuses are the enum names of core/cellrate.h without the CR_ prefix.
+Statuses are the names of STATUSES below (the core's cr_status without the
+CR_ prefix).
 """
 
 from __future__ import annotations
@@ -16,6 +17,50 @@ from fractions import Fraction
 
 INT64_MAX = 2**63 - 1
 NEVER = INT64_MAX  # retry_after_ns of a cost that can never fit
+
+
+# --------------------------------------------------------------------------
+# Statuses: (number, name, parameter, message), the table every face reports
+# from. Numbers are fixed once given (append only). The parameter ("" for
+# none) is what the user gave; each message starts with it and names no
+# language's types.
+
+STATUSES: list[tuple[int, str, str, str]] = [
+    (0, "OK", "", "ok"),
+    (1, "E_RATE", "rate", "rate must be a number > 0 or a rate string such as '10/second'"),
+    (2, "E_RATE_SYNTAX", "rate",
+     "rate: cannot parse; expected a number or a string such as "
+     "'10/second', '300/minute', '5 per second' or '100/5m'"),
+    (3, "E_RATE_CALENDAR", "rate",
+     "rate: months and years have no fixed length; use a fixed duration "
+     "such as '1000/30d' or '1000/365d'"),
+    (4, "E_RATE_TOO_HIGH", "rate", "rate is too high: the interval period/rate rounds below 1 ns"),
+    (5, "E_RATE_TOO_LOW", "rate", "rate is too low: the interval period/rate exceeds 2^63 ns"),
+    (6, "E_PERIOD", "period", "period must be a finite number of seconds > 0"),
+    (7, "E_PERIOD_WITH_TEXT", "period",
+     "period must not be given with a rate string, which carries its own period"),
+    (8, "E_BURST", "burst", "burst must be an integer >= 1"),
+    (9, "E_BURST_TOO_LARGE", "burst", "burst is too large: burst * (period/rate) exceeds 2^63 ns"),
+    (10, "E_COST", "cost", "cost must be an integer >= 0"),
+    (11, "E_NOW", "now", "now must be a finite number of seconds >= 0 and below 2^63 ns"),
+    (12, "E_KEY", "key", "key must be a string of bytes"),
+    (13, "E_CLOCK", "clock", "clock must be 'monotonic' or 'fast'"),
+    (14, "E_CAPACITY", "capacity", "capacity must be an integer >= 1 and <= 2^32"),
+    (15, "E_NOMEM", "", "out of memory"),
+    (16, "E_SHARED_PATH", "shared", "shared must be the path of the region file (a string)"),
+    (17, "E_SHARED_IO", "shared", "shared: cannot open, create or map the region file"),
+    (18, "E_SHARED_ACCESS", "shared", "shared: permission denied on the region file"),
+    (19, "E_SHARED_SHORT", "shared", "shared: the file is too short to be a cellrate region"),
+    (20, "E_SHARED_FOREIGN", "shared", "shared: the file is not a cellrate region"),
+    (21, "E_SHARED_VERSION", "shared", "shared: the region has another layout version"),
+    (22, "E_SHARED_CORRUPT", "shared", "shared: the region is corrupt (header checksum or size)"),
+    (23, "E_SHARED_KIND", "shared",
+     "shared: the region holds another kind of limiter (Limiter vs KeyedLimiter)"),
+    (24, "E_SHARED_RATE", "shared", "shared: the region was made with another rate or period"),
+    (25, "E_SHARED_BURST", "shared", "shared: the region was made with another burst"),
+    (26, "E_SHARED_CAPACITY", "shared", "shared: the region was made with another capacity"),
+    (27, "E_SHARED_MODE", "shared_mode", "shared_mode must be a file mode from 0 to 0777 (octal)"),
+]
 
 
 def round_half_away(value: Fraction) -> int:

@@ -661,6 +661,26 @@ def make_seconds() -> str:
 
 
 # --------------------------------------------------------------------------
+# status.txt
+
+
+def make_status() -> str:
+    lines = [
+        GENERATED.rstrip("\n"),
+        "# status <number> <name> <parameter, - for none> |<message to end of line>",
+        "# name: the cr_status name without CR_; numbers are dense from 0 and never change",
+    ]
+    numbers = [number for number, _, _, _ in model.STATUSES]
+    assert numbers == list(range(len(numbers))), "status numbers must be dense, in order"
+    names = [name for _, name, _, _ in model.STATUSES]
+    assert len(set(names)) == len(names), "status names must be unique"
+    for number, name, param, message in model.STATUSES:
+        assert message.startswith(param) and "\n" not in message, name
+        lines.append(f"status {number} {name} {param or '-'} |{message}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------
 
 
 def generate() -> dict[str, str]:
@@ -668,6 +688,7 @@ def generate() -> dict[str, str]:
         "decisions.txt": make_decisions(),
         "limits.txt": make_limits(),
         "seconds.txt": make_seconds(),
+        "status.txt": make_status(),
     }
 
 

@@ -1,6 +1,6 @@
-"""The reference model against DESIGN section 1, and the vectors against the model.
+"""The reference model against docs/design.md §1, and the vectors against the model.
 
-The expectations here are restated from DESIGN by hand, so a slip in the model
+The expectations here are restated from docs/design.md §1 by hand, so a slip in the model
 shows up here before it can spread into the vectors.
 """
 

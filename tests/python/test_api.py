@@ -1,6 +1,6 @@
-"""The Python API against DESIGN §1 and §3.
+"""The Python API against docs/design.md §1 and §6.
 
-Expected values are worked out by hand from the DESIGN formulas (shown in the
+Expected values are worked out by hand from the formulas of docs/design.md §1 (shown in the
 comments), in whole nanoseconds: T is the emission interval, tau = T * burst.
 """
 
@@ -37,7 +37,7 @@ def assert_decision(got, allowed, remaining, retry_after_ns, reset_after_ns, lim
 
 
 # --------------------------------------------------------------------------
-# DESIGN §1 reference scenarios
+# docs/design.md §1 reference scenarios
 
 
 @pytest.mark.parametrize("t0", OFFSETS)
@@ -305,6 +305,7 @@ def test_keyed_arguments_by_keyword():
 def test_rate_strings(one_key, text, rate, period, burst, interval_ns):
     lim = one_key(text)
     assert (lim.rate, lim.period, lim.burst) == (rate, period, burst)
+    assert (lim.emission_ns, lim.tolerance_ns) == (interval_ns, interval_ns * burst)
     # the interval shows in behaviour: a drained key admits again after T
     assert all(lim.allow(now=100.0) for _ in range(burst))
     dec = lim.check(now=100.0)
@@ -348,7 +349,15 @@ def test_keyed_default_capacity():
     assert cellrate.KeyedLimiter(10, capacity=None).capacity == 100_000
 
 
-@pytest.mark.parametrize("name", ["rate", "period", "burst"])
+def test_limit_in_nanoseconds(one_key):
+    lim = one_key(10, burst=6)
+    assert (lim.emission_ns, lim.tolerance_ns) == (100 * MS, 600 * MS)
+    assert type(lim.emission_ns) is int and type(lim.tolerance_ns) is int
+    huge = one_key(1, period=2**62 / 1e9 / 2, burst=2)  # T = 2^61 ns, tau = 2^62 ns
+    assert (huge.emission_ns, huge.tolerance_ns) == (2**61, 2**62)
+
+
+@pytest.mark.parametrize("name", ["rate", "period", "burst", "emission_ns", "tolerance_ns", "clock"])
 def test_limiter_attributes_are_read_only(name):
     lim = cellrate.Limiter(10)
     with pytest.raises(AttributeError):
@@ -359,7 +368,9 @@ def test_limiter_attributes_are_read_only(name):
         lim.other = 1
 
 
-@pytest.mark.parametrize("name", ["rate", "period", "burst", "capacity", "evictions"])
+@pytest.mark.parametrize(
+    "name", ["rate", "period", "burst", "emission_ns", "tolerance_ns", "clock", "capacity", "evictions"]
+)
 def test_keyed_attributes_are_read_only(name):
     keyed = cellrate.KeyedLimiter(10)
     with pytest.raises(AttributeError):

@@ -119,7 +119,7 @@ def test_real_clock_stays_within_the_bound(factory):
     start = time.monotonic()  # before any decision
     admitted = sum(run_threads(hammer))
     elapsed = time.monotonic() - start  # after every decision
-    # DESIGN §1: in any interval d, at most burst + floor(d / T)
+    # docs/design.md §1: in any interval d, at most burst + floor(d / T)
     assert admitted <= burst + rate * elapsed + 1
     assert admitted > burst  # the key refilled while being hammered
 

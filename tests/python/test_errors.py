@@ -323,6 +323,12 @@ def test_bad_key_on_reset(key):
     assert_raises(TYPE, "key", cellrate.KeyedLimiter(10).reset, key)
 
 
+def test_bad_key_message_says_python_types():
+    # the core's words, then this face's own type names
+    error = assert_raises(TYPE, "key", cellrate.KeyedLimiter(10).allow, 1)
+    assert str(error) == "key must be a string of bytes (str or bytes)"
+
+
 def test_unencodable_str_key():
     # a lone surrogate has no UTF-8 form: the codec's own ValueError
     with pytest.raises(UnicodeEncodeError):

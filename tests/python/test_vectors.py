@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 import math
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,22 +39,17 @@ MAX_SKIPPED_SHARE = 0.02
 
 
 # --------------------------------------------------------------------------
-# The status table of core/cellrate.h: the messages a face must raise.
-
-_C_STRING = r'"(?:[^"\\]|\\.)*"'
+# The status table (tests/vectors/status.txt): the messages a face must raise.
 
 
 def _status_table() -> dict[str, tuple[str, str]]:
-    header = (ROOT / "core" / "cellrate.h").read_text(encoding="utf-8")
-    start = header.index("#define CR_STATUS_LIST(X)")
-    body = header[start : header.index("\n\n", start)].replace("\\\n", " ")
     table = {}
-    row = re.compile(r"X\(\s*(\w+)\s*,\s*(" + _C_STRING + r")\s*,\s*((?:" + _C_STRING + r"\s*)+)\)")
-    for match in row.finditer(body):
-        param = match.group(2)[1:-1]
-        message = "".join(piece[1:-1] for piece in re.findall(_C_STRING, match.group(3)))
-        table[match.group(1)] = (param, message)
-    assert "OK" in table and "E_RATE_SYNTAX" in table, "cannot read CR_STATUS_LIST"
+    for line in (VECTORS / "status.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("status "):
+            head, message = line.split(" |", 1)
+            _, _, name, param = head.split(" ")
+            table[name] = ("" if param == "-" else param, message)
+    assert "OK" in table and "E_RATE_SYNTAX" in table, "cannot read status.txt"
     return table
 
 

@@ -1,0 +1,97 @@
+"""Every reference to the design document resolves.
+
+Code and docs cite sections of docs/design.md as "docs/design.md §N" (a list
+may continue "§N and §M"); links into it use GitHub's heading anchors.
+"""
+
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DESIGN_DOC = REPO / "docs" / "design.md"
+HEADING = re.compile(r"^## §(\d+) (.+)$", re.M)
+CITATION = re.compile(r"§(\d+)")
+OLD_CITATION = re.compile(r"\bDESIGN(?:\.md)?\s+(?:§|sections?\b)")
+ANCHOR_LINK = re.compile(r"docs/design\.md#([\w-]+)")
+
+
+def tracked_text_files():
+    try:
+        names = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                               check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: the tracked files are unknown")
+    files = {}
+    for name in names:
+        path = REPO / name
+        if not path.is_file():
+            continue
+        try:
+            files[name] = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue  # binary (a chart)
+    return files
+
+
+def sections():
+    return {int(number): title for number, title in HEADING.findall(DESIGN_DOC.read_text())}
+
+
+def anchor(number, title):
+    """GitHub's anchor for the heading "§N title": lower case, punctuation
+    dropped (§ too), spaces to hyphens."""
+    text = f"{number} {title}".lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def test_the_sections_are_numbered_one_to_fourteen_in_order():
+    numbers = [int(n) for n, _ in HEADING.findall(DESIGN_DOC.read_text())]
+    assert numbers == list(range(1, 15))
+
+
+def test_every_cited_section_exists():
+    known = sections()
+    missing = []
+    for name, text in tracked_text_files().items():
+        for match in CITATION.finditer(text):
+            if int(match.group(1)) not in known:
+                line = text.count("\n", 0, match.start()) + 1
+                missing.append(f"{name}:{line}: §{match.group(1)}")
+    assert not missing, "cited sections that docs/design.md lacks:\n" + "\n".join(missing)
+
+
+def test_the_scan_finds_citations():
+    # The scan above would pass vacuously if it read nothing.
+    files = tracked_text_files()
+    cited = [name for name, text in files.items()
+             if name != "docs/design.md" and "docs/design.md §" in text]
+    assert "core/internal.h" in cited and "README.md" in files
+
+
+def test_every_link_into_the_design_document_has_its_anchor():
+    anchors = {anchor(n, t) for n, t in sections().items()}
+    broken = [f"{name}: #{a}" for name, text in tracked_text_files().items()
+              for a in ANCHOR_LINK.findall(text) if a not in anchors]
+    assert not broken, "links to missing headings:\n" + "\n".join(broken)
+
+
+def old_citations():
+    return sorted(name for name, text in tracked_text_files().items()
+                  if OLD_CITATION.search(text))
+
+
+def test_the_old_citation_pattern_matches_what_it_must():
+    # The pattern that finds citations of the old contract document.
+    old_name = "DES" + "IGN"  # spelled apart, so that this file does not cite it
+    assert OLD_CITATION.search(f"the face ({old_name} §3)")
+    assert OLD_CITATION.search(f"semantics ({old_name} sections 1 and 2)")
+    assert not OLD_CITATION.search("docs/design.md §3")
+
+
+def test_nothing_cites_the_old_contract_outside_the_bindings():
+    # The old contract document is not in the repo: citing it resolves nowhere.
+    stale = [name for name in old_citations() if not name.startswith("bindings/")]
+    assert not stale, "files citing the old contract instead of docs/design.md: " + ", ".join(stale)
