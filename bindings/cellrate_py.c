@@ -75,10 +75,19 @@ typedef struct {
 
 _Static_assert(sizeof(int64_t) == sizeof(long long), "int64_t members read as T_LONGLONG");
 
-/* The types are final, so an instance's own type leads to the module state. */
+/* The module state of `type`: a type of this module or a Python subclass of
+ * one (the package's cellrate.Limiter adds wait/acquire in Python, and no
+ * state), so the nearest type up the chain that this module made holds it. */
+static module_state *state_of_type(PyTypeObject *type)
+{
+    while (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || ((PyHeapTypeObject *)type)->ht_module == NULL)
+        type = type->tp_base;
+    return (module_state *)PyModule_GetState(((PyHeapTypeObject *)type)->ht_module);
+}
+
 static module_state *state_of(PyObject *self)
 {
-    return (module_state *)PyType_GetModuleState(Py_TYPE(self));
+    return state_of_type(Py_TYPE(self));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -559,8 +568,8 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                        "shared_mode", "clock",  NULL};
     static char *keyed_keywords[] = {"rate",        "period", "burst",    "shared",
                                      "shared_mode", "clock",  "capacity", NULL};
-    module_state *state = (module_state *)PyType_GetModuleState(type);
-    const bool keyed = type == state->keyed_type;
+    module_state *state = state_of_type(type);
+    const bool keyed = PyType_IsSubtype(type, state->keyed_type);
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
     PyObject *clock = Py_None, *capacity_obj = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs,
@@ -723,7 +732,8 @@ static PyObject *keyed_get_evictions(PyObject *self, void *Py_UNUSED(closure))
 static PyObject *store_repr(PyObject *self)
 {
     const StoreObject *store = (const StoreObject *)self;
-    const char *type_name = strrchr(Py_TYPE(self)->tp_name, '.') + 1;
+    const char *type_name = strrchr(Py_TYPE(self)->tp_name, '.');
+    type_name = type_name != NULL ? type_name + 1 : Py_TYPE(self)->tp_name; /* a subclass */
     char clock[32] = "", capacity[48] = "";
     if (store->limit.fast_clock)
         snprintf(clock, sizeof clock, ", clock='%s'", cr_clock_name(&store->limit));
@@ -867,6 +877,9 @@ static PyGetSetDef keyed_getset[] = {
 #else
 #define FINAL_TYPE_FLAGS Py_TPFLAGS_DEFAULT
 #endif
+/* Limiter and KeyedLimiter take subclasses: the package's own add wait() and
+ * acquire() in Python (python/cellrate/_wait.py, docs/design.md §9). */
+#define BASE_TYPE_FLAGS (FINAL_TYPE_FLAGS | Py_TPFLAGS_BASETYPE)
 
 /* Slot tables store function pointers in `void *` fields, which ISO C does
  * not define but every platform CPython supports does. */
@@ -921,14 +934,14 @@ static PyType_Spec decision_spec = {
 static PyType_Spec limiter_spec = {
     .name = "cellrate.Limiter",
     .basicsize = sizeof(StoreObject),
-    .flags = FINAL_TYPE_FLAGS,
+    .flags = BASE_TYPE_FLAGS,
     .slots = limiter_slots,
 };
 
 static PyType_Spec keyed_spec = {
     .name = "cellrate.KeyedLimiter",
     .basicsize = sizeof(StoreObject),
-    .flags = FINAL_TYPE_FLAGS,
+    .flags = BASE_TYPE_FLAGS,
     .slots = keyed_slots,
 };
 

@@ -130,8 +130,20 @@ async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
         delay = limit.reserve(*key, cost, max_wait=max_wait_until(deadline))
 
 
-class Limiter(_cellrate.Limiter):
+class Immutable(type):
+    """The compiled types are immutable; so are the package's subclasses of them
+    (and theirs): class attributes cannot be set or deleted after creation."""
+
+    def __setattr__(cls, name: str, value: Any) -> None:
+        raise TypeError(f"cannot set {name!r} attribute of immutable type {cls.__name__!r}")
+
+    def __delattr__(cls, name: str) -> None:
+        raise TypeError(f"cannot delete {name!r} attribute of immutable type {cls.__name__!r}")
+
+
+class Limiter(_cellrate.Limiter, metaclass=Immutable):
     __doc__ = _cellrate.Limiter.__doc__
+    __module__ = "cellrate"
     __slots__ = ()
 
     def wait(self, cost: int = 1, *, timeout: Optional[float] = None) -> None:
@@ -157,8 +169,9 @@ class Limiter(_cellrate.Limiter):
             await acquire(self, (), cost, timeout, delay)
 
 
-class KeyedLimiter(_cellrate.KeyedLimiter):
+class KeyedLimiter(_cellrate.KeyedLimiter, metaclass=Immutable):
     __doc__ = _cellrate.KeyedLimiter.__doc__
+    __module__ = "cellrate"
     __slots__ = ()
 
     def wait(self, key: Union[str, bytes], cost: int = 1, *,

@@ -560,10 +560,16 @@ def test_public_names():
         "InvalidArgumentType",
         "KeyedLimiter",
         "Limiter",
+        "RateLimited",
         "__version__",
+        "limit",
     ]
-    for name in cellrate.__all__:
+    pure_python = {"KeyedLimiter", "Limiter", "RateLimited", "limit"}
+    for name in set(cellrate.__all__) - pure_python:
         assert getattr(cellrate, name) is getattr(cellrate._cellrate, name)
+    # the package's Limiter and KeyedLimiter add wait/acquire to the compiled types
+    assert cellrate.Limiter.__bases__ == (cellrate._cellrate.Limiter,)
+    assert cellrate.KeyedLimiter.__bases__ == (cellrate._cellrate.KeyedLimiter,)
     for cls in (cellrate.Limiter, cellrate.KeyedLimiter, cellrate.Decision):
         assert cls.__module__ == "cellrate"
 
