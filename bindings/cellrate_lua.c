@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -128,6 +129,7 @@ enum option {
     OPTION_SHARED = 8,
     OPTION_SHARED_MODE = 16,
     OPTION_CLOCK = 32,
+    OPTION_ALGORITHM = 64,
 };
 
 /* What an options table may hold; absent fields keep their initial values. */
@@ -148,6 +150,7 @@ static const struct {
     {"shared", OPTION_SHARED},
     {"shared_mode", OPTION_SHARED_MODE},
     {"clock", OPTION_CLOCK},
+    {"algorithm", OPTION_ALGORITHM},
 };
 
 static enum option option_named(lua_State *L, int key_idx, unsigned accepted)
@@ -225,6 +228,11 @@ static void read_options(lua_State *L, int idx, unsigned accepted, options *opts
                 raise_status(L, CR_E_CLOCK);
             args->clock = lua_tolstring(L, -1, &args->clock_len);
             break;
+        case OPTION_ALGORITHM:
+            if (lua_type(L, -1) != LUA_TSTRING)
+                raise_status(L, CR_E_ALGORITHM);
+            args->algorithm = lua_tolstring(L, -1, &args->algorithm_len);
+            break;
         }
         lua_pop(L, 1);
     }
@@ -284,18 +292,24 @@ static void format_number(char *buf, size_t size, double value)
 }
 
 /* "cellrate.KeyedLimiter(rate=10, period=1, burst=10, capacity=100)"; the
- * clock only when it is not the default. */
+ * clock and the algorithm only when not the default, no burst for a window. */
 static void push_store_text(lua_State *L, const store_box *box)
 {
-    char rate[32], period[32], capacity[48] = "", clock[32] = "", text[200];
+    char rate[32], period[32], burst[48] = "", capacity[48] = "", clock[32] = "";
+    char algorithm[40] = "", text[240];
     format_number(rate, sizeof rate, box->limit.rate);
     format_number(period, sizeof period, box->limit.period_s);
+    if (box->limit.algorithm < CR_ALGORITHM_FIXED_WINDOW)
+        snprintf(burst, sizeof burst, ", burst=%" PRId64, box->limit.burst);
     if (box->tag == keyed_tag)
         snprintf(capacity, sizeof capacity, ", capacity=%" PRId64, box->capacity);
     if (box->limit.fast_clock)
         snprintf(clock, sizeof clock, ", clock=%s", cr_clock_name(&box->limit));
-    snprintf(text, sizeof text, "%s(rate=%s, period=%s, burst=%" PRId64 "%s%s)", box->tag, rate,
-             period, box->limit.burst, capacity, clock);
+    if (box->limit.algorithm != CR_ALGORITHM_GCRA)
+        snprintf(algorithm, sizeof algorithm, ", algorithm=%s",
+                 cr_algorithm_name(box->limit.algorithm));
+    snprintf(text, sizeof text, "%s(rate=%s, period=%s%s%s%s%s)", box->tag, rate, period, burst,
+             capacity, clock, algorithm);
     lua_pushstring(L, text);
 }
 
@@ -354,7 +368,7 @@ static int store_new(lua_State *L)
     read_rate(L, 1, &opts.args);
     read_options(L, 2,
                  OPTION_PERIOD | OPTION_BURST | (keyed ? OPTION_CAPACITY : 0) | OPTION_SHARED |
-                     OPTION_SHARED_MODE | OPTION_CLOCK,
+                     OPTION_SHARED_MODE | OPTION_CLOCK | OPTION_ALGORITHM,
                  &opts);
     cr_limit limit;
     cr_status status = cr_limit_init(&limit, &opts.args);
@@ -425,6 +439,71 @@ static int store_peek(lua_State *L)
     return push_decision(L, &decision);
 }
 
+/* max_wait: nil or math.huge is any wait; else seconds >= 0. */
+static int64_t read_max_wait(lua_State *L, int idx, int top)
+{
+    int64_t max_wait_ns = CR_NEVER;
+    if (idx > top || lua_isnil(L, idx))
+        return max_wait_ns;
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        raise_status(L, CR_E_MAX_WAIT);
+    const lua_Number seconds = lua_tonumber(L, idx);
+    if (seconds == (lua_Number)HUGE_VAL)
+        return max_wait_ns;
+    const cr_status status = cr_seconds_to_ns(seconds, &max_wait_ns);
+    if (status == CR_E_NOW && seconds >= 0) /* beyond the horizon: any wait */
+        return CR_NEVER;
+    if (status != CR_OK)
+        raise_status(L, CR_E_MAX_WAIT);
+    return max_wait_ns;
+}
+
+/* lim:reserve(cost, max_wait, now), keyed:reserve(key, cost, max_wait, now):
+ * the delay in seconds (0: now), or nil when nothing was reserved. */
+static int store_reserve(lua_State *L)
+{
+    const int top = lua_gettop(L);
+    const store_box *box = check_open(L);
+    const bool keyed = is_keyed(box);
+    size_t key_len = 0;
+    const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
+    const int first = keyed ? 3 : 2;
+    const int64_t cost = read_cost(L, first, top);
+    const int64_t max_wait_ns = read_max_wait(L, first + 1, top);
+    const int64_t now_ns = read_now(L, first + 2, top);
+    bool reserved = false;
+    int64_t delay_ns = 0;
+    const cr_status status =
+        keyed ? cr_keyed_reserve(box->keyed, key, key_len, now_ns, cost, max_wait_ns, &reserved,
+                                 &delay_ns)
+              : cr_limiter_reserve(box->limiter, now_ns, cost, max_wait_ns, &reserved, &delay_ns);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    if (!reserved)
+        lua_pushnil(L);
+    else
+        lua_pushnumber(L, cr_ns_to_seconds(delay_ns));
+    return 1;
+}
+
+/* lim:refund(cost, now), keyed:refund(key, cost, now) */
+static int store_refund(lua_State *L)
+{
+    const int top = lua_gettop(L);
+    const store_box *box = check_open(L);
+    const bool keyed = is_keyed(box);
+    size_t key_len = 0;
+    const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
+    const int first = keyed ? 3 : 2;
+    const int64_t cost = read_cost(L, first, top);
+    const int64_t now_ns = read_now(L, first + 1, top);
+    const cr_status status = keyed ? cr_keyed_refund(box->keyed, key, key_len, now_ns, cost)
+                                   : cr_limiter_refund(box->limiter, now_ns, cost);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    return 0;
+}
+
 /* lim:reset(), keyed:reset(key) */
 static int store_reset(lua_State *L)
 {
@@ -439,7 +518,7 @@ static int store_reset(lua_State *L)
     return 0;
 }
 
-/* rate, period, burst, clock, emission_ns, tolerance_ns; a KeyedLimiter's
+/* rate, period, burst, clock, algorithm, emission_ns, tolerance_ns; a KeyedLimiter's
  * capacity and evictions. */
 static int store_info(lua_State *L)
 {
@@ -453,6 +532,8 @@ static int store_info(lua_State *L)
     lua_setfield(L, -2, "burst");
     lua_pushstring(L, cr_clock_name(&box->limit));
     lua_setfield(L, -2, "clock");
+    lua_pushstring(L, cr_algorithm_name(box->limit.algorithm));
+    lua_setfield(L, -2, "algorithm");
     compat_pushint64(L, box->limit.emission_ns);
     lua_setfield(L, -2, "emission_ns");
     compat_pushint64(L, box->limit.tolerance_ns);
@@ -494,9 +575,9 @@ static int store_tostring(lua_State *L)
 }
 
 static const luaL_Reg store_methods[] = {
-    {"allow", store_allow}, {"check", store_check}, {"peek", store_peek},
-    {"reset", store_reset}, {"info", store_info},   {"close", store_close},
-    {NULL, NULL},
+    {"allow", store_allow},     {"check", store_check},   {"peek", store_peek},
+    {"reserve", store_reserve}, {"refund", store_refund}, {"reset", store_reset},
+    {"info", store_info},       {"close", store_close},   {NULL, NULL},
 };
 
 /* __close is only called by Lua 5.4; an extra field is harmless before. */
@@ -511,6 +592,65 @@ static const luaL_Reg keyed_metamethods[] = {
     {"__len", keyed_len},
     {NULL, NULL},
 };
+
+/* ------------------------------------------------------------------------ */
+/* cellrate.check_all                                                        */
+
+/* The open store at `idx` if it is a box of the type `tag`, else NULL. */
+static const store_box *box_at(lua_State *L, int idx, const char *tag)
+{
+    const store_box *box = lua_touserdata(L, idx);
+    if (box == NULL || lua_islightuserdata(L, idx) || compat_rawlen(L, idx) != sizeof(store_box) ||
+        box->tag != tag)
+        return NULL;
+    if (box->limiter == NULL && box->keyed == NULL)
+        luaL_error(L, "%s is closed", box->tag);
+    return box;
+}
+
+/*
+ * cellrate.check_all(items, cost, now) -> allowed, remaining, retry_after,
+ * reset_after: `items` an array of limiters and {keyed, key} pairs, decided
+ * as one (docs/design.md §8). The keys stay alive in `items`, on the stack.
+ */
+static int module_check_all(lua_State *L)
+{
+    const int top = lua_gettop(L);
+    if (lua_type(L, 1) != LUA_TTABLE)
+        return raise_status(L, CR_E_ITEMS);
+    const int64_t cost = read_cost(L, 2, top);
+    const int64_t now_ns = read_now(L, 3, top);
+    const size_t count = (size_t)compat_rawlen(L, 1);
+    if (count == 0 || count > SIZE_MAX / sizeof(cr_item))
+        return raise_status(L, CR_E_ITEMS);
+    cr_item *items = compat_newuserdata(L, count * sizeof *items); /* collected with the call */
+    memset(items, 0, count * sizeof *items);
+    for (size_t i = 0; i < count; i++) {
+        lua_rawgeti(L, 1, (lua_Integer)(i + 1));
+        const store_box *box = box_at(L, -1, limiter_tag);
+        if (box != NULL) {
+            items[i].limiter = box->limiter;
+        } else if (lua_type(L, -1) == LUA_TTABLE && compat_rawlen(L, -1) == 2) {
+            lua_rawgeti(L, -1, 1);
+            box = box_at(L, -1, keyed_tag);
+            lua_pop(L, 1);
+            if (box == NULL)
+                return raise_status(L, CR_E_ITEMS);
+            lua_rawgeti(L, -1, 2);
+            items[i].key = check_key(L, -1, &items[i].key_len);
+            lua_pop(L, 1);
+            items[i].keyed = box->keyed;
+        } else {
+            return raise_status(L, CR_E_ITEMS);
+        }
+        lua_pop(L, 1);
+    }
+    cr_decision decision;
+    const cr_status status = cr_check_all(items, count, now_ns, cost, &decision, NULL);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    return push_decision(L, &decision);
+}
 
 /* ------------------------------------------------------------------------ */
 /* The module                                                                */
@@ -541,6 +681,8 @@ int luaopen_cellrate(lua_State *L)
     lua_newtable(L);
     register_type(L, limiter_tag, "limiter");
     register_type(L, keyed_tag, "keyed");
+    lua_pushcfunction(L, module_check_all);
+    lua_setfield(L, -2, "check_all");
     lua_pushstring(L, cr_version());
     lua_setfield(L, -2, "_VERSION");
     return 1;

@@ -276,9 +276,9 @@ static int convert_optional_int(module_state *state, PyObject *obj, cr_status wr
 }
 
 /* rate (number or rate string), period (None: not given), burst (None: not
- * given) and clock (None: not given) to a validated limit. */
+ * given), clock and algorithm (None: not given) to a validated limit. */
 static int convert_limit(module_state *state, PyObject *rate, PyObject *period, PyObject *burst,
-                         PyObject *clock, cr_limit *limit)
+                         PyObject *clock, PyObject *algorithm, cr_limit *limit)
 {
     cr_limit_args args;
     memset(&args, 0, sizeof args);
@@ -327,6 +327,18 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
         if (args.clock == NULL)
             return -1;
         args.clock_len = (size_t)clock_len;
+    }
+
+    if (algorithm != Py_None) {
+        if (!PyUnicode_Check(algorithm)) {
+            raise_wrong_type(state, CR_E_ALGORITHM);
+            return -1;
+        }
+        Py_ssize_t algorithm_len;
+        args.algorithm = PyUnicode_AsUTF8AndSize(algorithm, &algorithm_len);
+        if (args.algorithm == NULL)
+            return -1;
+        args.algorithm_len = (size_t)algorithm_len;
     }
 
     cr_status status = cr_limit_init(limit, &args);
@@ -385,13 +397,15 @@ typedef struct {
     PyObject *key;
     PyObject *cost;
     PyObject *now;
+    PyObject *max_wait; /* reserve() only */
 } call_args;
 
 static int parse_call(const char *name, bool keyed, PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames, call_args *call)
 {
     const Py_ssize_t max_positional = keyed ? 2 : 1;
-    call->key = call->cost = call->now = NULL;
+    const bool takes_max_wait = strcmp(name, "reserve") == 0;
+    call->key = call->cost = call->now = call->max_wait = NULL;
     if (nargs > max_positional) {
         PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional argument%s (%zd given)",
                      name, max_positional, max_positional == 1 ? "" : "s", nargs);
@@ -416,6 +430,8 @@ static int parse_call(const char *name, bool keyed, PyObject *const *args, Py_ss
                 slot = &call->cost;
             else if (PyUnicode_CompareWithASCIIString(keyword, "now") == 0)
                 slot = &call->now;
+            else if (takes_max_wait && PyUnicode_CompareWithASCIIString(keyword, "max_wait") == 0)
+                slot = &call->max_wait;
             else {
                 PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", name,
                              keyword);
@@ -561,27 +577,29 @@ static bool is_keyed(const StoreObject *store)
 }
 
 /* Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,
- * clock=None); a KeyedLimiter also takes capacity=None. */
+ * clock=None, algorithm=None); a KeyedLimiter also takes capacity=None. */
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *limiter_keywords[] = {"rate",        "period", "burst", "shared",
-                                       "shared_mode", "clock",  NULL};
-    static char *keyed_keywords[] = {"rate",        "period", "burst",    "shared",
-                                     "shared_mode", "clock",  "capacity", NULL};
+    static char *limiter_keywords[] = {"rate",        "period", "burst",     "shared",
+                                       "shared_mode", "clock",  "algorithm", NULL};
+    static char *keyed_keywords[] = {"rate",        "period", "burst",     "shared",
+                                     "shared_mode", "clock",  "algorithm", "capacity",
+                                     NULL};
     module_state *state = state_of_type(type);
     const bool keyed = PyType_IsSubtype(type, state->keyed_type);
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
-    PyObject *clock = Py_None, *capacity_obj = Py_None;
+    PyObject *clock = Py_None, *algorithm = Py_None, *capacity_obj = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs,
-                                     keyed ? "O|O$OOOOO:KeyedLimiter" : "O|O$OOOO:Limiter",
+                                     keyed ? "O|O$OOOOOO:KeyedLimiter" : "O|O$OOOOO:Limiter",
                                      keyed ? keyed_keywords : limiter_keywords, &rate, &period,
-                                     &burst, &shared, &mode_obj, &clock, &capacity_obj))
+                                     &burst, &shared, &mode_obj, &clock, &algorithm,
+                                     &capacity_obj))
         return NULL;
     cr_limit limit;
     int64_t capacity = CR_KEYED_DEFAULT_CAPACITY, mode;
     bool has_capacity;
     PyObject *path;
-    if (convert_limit(state, rate, period, burst, clock, &limit) < 0 ||
+    if (convert_limit(state, rate, period, burst, clock, algorithm, &limit) < 0 ||
         convert_optional_int(state, capacity_obj, CR_E_CAPACITY, &capacity, &has_capacity) < 0 ||
         convert_shared(state, shared, mode_obj, &path, &mode) < 0)
         return NULL;
@@ -687,6 +705,177 @@ static PyObject *store_peek(PyObject *self, PyObject *const *args, Py_ssize_t na
     return decision_from(state_of(self), &decision);
 }
 
+/* max_wait=None (or absent): any wait; else seconds >= 0 (inf: any). */
+static int convert_max_wait(module_state *state, PyObject *obj, int64_t *max_wait_ns)
+{
+    *max_wait_ns = CR_NEVER;
+    if (obj == NULL || obj == Py_None)
+        return 0;
+    double seconds;
+    switch (to_double(obj, &seconds)) {
+    case CONVERTED:
+        break;
+    case WRONG_TYPE:
+        raise_wrong_type(state, CR_E_MAX_WAIT);
+        return -1;
+    default:
+        return -1;
+    }
+    if (seconds == HUGE_VAL)
+        return 0;
+    cr_status status = cr_seconds_to_ns(seconds, max_wait_ns);
+    if (status == CR_E_NOW && seconds >= 0) /* beyond the horizon: any wait */
+        *max_wait_ns = CR_NEVER;
+    else if (status != CR_OK) {
+        raise_status(state, CR_E_MAX_WAIT);
+        return -1;
+    }
+    return 0;
+}
+
+/* reserve([key,] cost=1, *, max_wait=None, now=None) and refund([key,] cost=1,
+ * *, now=None): the delay in seconds, or None when nothing was reserved. */
+static PyObject *store_reserve_or_refund(PyObject *self, const char *name, PyObject *const *args,
+                                         Py_ssize_t nargs, PyObject *kwnames)
+{
+    StoreObject *store = (StoreObject *)self;
+    module_state *state = state_of(self);
+    const bool keyed = is_keyed(store), reserve = name[2] == 's';
+    const char *key = NULL;
+    Py_ssize_t key_len = 0;
+    int64_t cost, now_ns, max_wait_ns;
+    call_args call;
+    if (parse_call(name, keyed, args, nargs, kwnames, &call) < 0 ||
+        (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
+        convert_cost(state, call.cost, &cost) < 0 ||
+        convert_max_wait(state, call.max_wait, &max_wait_ns) < 0 ||
+        convert_now(state, call.now, &now_ns) < 0)
+        return NULL;
+    bool reserved = false;
+    int64_t delay_ns = 0;
+    cr_status status;
+    if (reserve)
+        status = keyed ? cr_keyed_reserve(store->keyed, key, (size_t)key_len, now_ns, cost,
+                                          max_wait_ns, &reserved, &delay_ns)
+                       : cr_limiter_reserve(store->limiter, now_ns, cost, max_wait_ns, &reserved,
+                                            &delay_ns);
+    else
+        status = keyed ? cr_keyed_refund(store->keyed, key, (size_t)key_len, now_ns, cost)
+                       : cr_limiter_refund(store->limiter, now_ns, cost);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    if (!reserve || !reserved)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(cr_ns_to_seconds(delay_ns));
+}
+
+static PyObject *store_reserve(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    return store_reserve_or_refund(self, "reserve", args, nargs, kwnames);
+}
+
+static PyObject *store_refund(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    return store_reserve_or_refund(self, "refund", args, nargs, kwnames);
+}
+
+/* An item of check_all: a Limiter, or a (KeyedLimiter, key) pair. The key
+ * points into `item_obj`, which the caller's sequence keeps alive. */
+static int convert_item(module_state *state, PyObject *item_obj, cr_item *item)
+{
+    memset(item, 0, sizeof *item);
+    if (Py_IS_TYPE(item_obj, state->limiter_type)) {
+        item->limiter = ((StoreObject *)item_obj)->limiter;
+        return 0;
+    }
+    if (PyTuple_Check(item_obj) && PyTuple_GET_SIZE(item_obj) == 2 &&
+        Py_IS_TYPE(PyTuple_GET_ITEM(item_obj, 0), state->keyed_type)) {
+        const char *key;
+        Py_ssize_t key_len;
+        if (convert_key(state, PyTuple_GET_ITEM(item_obj, 1), &key, &key_len) < 0)
+            return -1;
+        item->keyed = ((StoreObject *)PyTuple_GET_ITEM(item_obj, 0))->keyed;
+        item->key = key;
+        item->key_len = (size_t)key_len;
+        return 0;
+    }
+    raise_wrong_type(state, CR_E_ITEMS);
+    return -1;
+}
+
+/* check_all(items, cost=1, *, now=None) -> Decision */
+static PyObject *module_check_all(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    static const char *const keywords[] = {"items", "cost", "now", NULL};
+    PyObject *given[3] = {NULL, NULL, NULL};
+    if (nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "check_all() takes at most 2 positional arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        given[i] = args[i];
+    for (Py_ssize_t i = 0; kwnames != NULL && i < PyTuple_GET_SIZE(kwnames); i++) {
+        int k = 0;
+        while (keywords[k] && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i),
+                                                              keywords[k]) != 0)
+            k++;
+        if (!keywords[k] || given[k] != NULL) {
+            PyErr_Format(PyExc_TypeError, "check_all() got %s argument '%U'",
+                         keywords[k] ? "multiple values for" : "an unexpected keyword",
+                         PyTuple_GET_ITEM(kwnames, i));
+            return NULL;
+        }
+        given[k] = args[nargs + i];
+    }
+    if (given[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "check_all() missing required argument 'items' (pos 1)");
+        return NULL;
+    }
+    int64_t cost, now_ns;
+    if (convert_cost(state, given[1], &cost) < 0 || convert_now(state, given[2], &now_ns) < 0)
+        return NULL;
+    if (!PyList_Check(given[0]) && !PyTuple_Check(given[0])) {
+        raise_wrong_type(state, CR_E_ITEMS);
+        return NULL;
+    }
+    PyObject *items = PySequence_Fast(given[0], "items");
+    if (items == NULL)
+        return NULL;
+    const Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
+    cr_item few[8], *many = count > 8 ? PyMem_Malloc((size_t)count * sizeof *many) : few;
+    PyObject *result = NULL;
+    if (many == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (convert_item(state, PySequence_Fast_GET_ITEM(items, i), &many[i]) < 0)
+            goto done;
+    cr_decision decision;
+    cr_status status = cr_check_all(many, (size_t)count, now_ns, cost, &decision, NULL);
+    if (status != CR_OK)
+        raise_status(state, status);
+    else
+        result = decision_from(state, &decision);
+done:
+    if (many != few)
+        PyMem_Free(many);
+    Py_DECREF(items);
+    return result;
+}
+
+static PyObject *store_get_algorithm(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyUnicode_FromString(cr_algorithm_name(((StoreObject *)self)->limit.algorithm));
+}
+
 /* Limiter.reset() */
 static PyObject *limiter_reset(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
@@ -727,24 +916,30 @@ static PyObject *keyed_get_evictions(PyObject *self, void *Py_UNUSED(closure))
     return PyLong_FromUnsignedLongLong(cr_keyed_evictions(((StoreObject *)self)->keyed));
 }
 
-/* "Limiter(rate=300.0, period=60.0, burst=60)"; the clock only when it is
- * not the default; a KeyedLimiter's capacity last. */
+/* "Limiter(rate=300.0, period=60.0, burst=60)"; the clock and the algorithm
+ * only when not the default, no burst for a window; a KeyedLimiter's
+ * capacity last. */
 static PyObject *store_repr(PyObject *self)
 {
     const StoreObject *store = (const StoreObject *)self;
     const char *type_name = strrchr(Py_TYPE(self)->tp_name, '.');
     type_name = type_name != NULL ? type_name + 1 : Py_TYPE(self)->tp_name; /* a subclass */
-    char clock[32] = "", capacity[48] = "";
+    char burst[48] = "", clock[32] = "", algorithm[40] = "", capacity[48] = "";
+    if (store->limit.algorithm < CR_ALGORITHM_FIXED_WINDOW) /* a window takes no burst */
+        snprintf(burst, sizeof burst, ", burst=%lld", (long long)store->limit.burst);
     if (store->limit.fast_clock)
         snprintf(clock, sizeof clock, ", clock='%s'", cr_clock_name(&store->limit));
+    if (store->limit.algorithm != CR_ALGORITHM_GCRA)
+        snprintf(algorithm, sizeof algorithm, ", algorithm='%s'",
+                 cr_algorithm_name(store->limit.algorithm));
     if (is_keyed(store))
         snprintf(capacity, sizeof capacity, ", capacity=%lld", (long long)store->capacity);
     PyObject *rate = PyFloat_FromDouble(store->limit.rate);
     PyObject *period = PyFloat_FromDouble(store->limit.period_s);
     PyObject *repr = NULL;
     if (rate != NULL && period != NULL)
-        repr = PyUnicode_FromFormat("%s(rate=%R, period=%R, burst=%lld%s%s)", type_name, rate,
-                                    period, (long long)store->limit.burst, clock, capacity);
+        repr = PyUnicode_FromFormat("%s(rate=%R, period=%R%s%s%s%s)", type_name, rate, period,
+                                    burst, clock, algorithm, capacity);
     Py_XDECREF(rate);
     Py_XDECREF(period);
     return repr;
@@ -756,7 +951,8 @@ static PyObject *store_repr(PyObject *self)
 #define DECIDE_DOC(sig, what)                                                  \
     sig "\n--\n\n" what "\n\n"                                                 \
         "cost: units to spend (an int >= 0; 0 is a probe that always passes).\n" \
-        "now: seconds on the clock of time.monotonic(); None reads the clock."
+        "now: seconds on the limit's clock (time.monotonic(); window algorithms:\n" \
+        "time.time()); None reads the clock."
 
 PyDoc_STRVAR(limiter_allow_doc,
              DECIDE_DOC("allow($self, /, cost=1, *, now=None)",
@@ -767,6 +963,29 @@ PyDoc_STRVAR(limiter_check_doc,
 PyDoc_STRVAR(limiter_peek_doc,
              DECIDE_DOC("peek($self, /, cost=1, *, now=None)",
                         "The Decision check() would return, without spending anything."));
+#define RESERVE_DOC(sig)                                                                   \
+    sig "\n--\n\n"                                                                          \
+        "Commit `cost` units at the earliest instant they fit, if that is at most\n"        \
+        "`max_wait` seconds away (None: any wait); return the delay in seconds\n"           \
+        "until they may be used (0.0: now), or None, committing nothing, when that\n"      \
+        "is not possible. Window algorithms reserve only for now (delay 0)."
+#define REFUND_DOC(sig)                                                                    \
+    sig "\n--\n\n"                                                                          \
+        "Give back `cost` units taken earlier (a cancelled reservation); never\n"           \
+        "better than idle."
+
+PyDoc_STRVAR(limiter_reserve_doc, RESERVE_DOC("reserve($self, /, cost=1, *, max_wait=None, now=None)"));
+PyDoc_STRVAR(limiter_refund_doc, REFUND_DOC("refund($self, /, cost=1, *, now=None)"));
+PyDoc_STRVAR(keyed_reserve_doc,
+             RESERVE_DOC("reserve($self, /, key, cost=1, *, max_wait=None, now=None)"));
+PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=None)"));
+PyDoc_STRVAR(check_all_doc,
+             "check_all(items, cost=1, *, now=None)\n--\n\n"
+             "Decide `cost` units against several limits as one: `items` is a list of\n"
+             "Limiters and (KeyedLimiter, key) pairs. Admitted only if every one admits;\n"
+             "a refusal spends nothing of any. Returns the tightest Decision: on a\n"
+             "refusal the longest retry_after, on an admission the fewest remaining.");
+
 PyDoc_STRVAR(limiter_reset_doc, "reset($self, /)\n--\n\nBack to idle: a full burst.");
 
 PyDoc_STRVAR(keyed_allow_doc,
@@ -788,7 +1007,7 @@ PyDoc_STRVAR(decision_doc,
 
 PyDoc_STRVAR(limiter_doc,
              "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,\n"
-             "        clock=None)\n--\n\n"
+             "        clock=None, algorithm=None)\n--\n\n"
              "A GCRA limit on one key: `rate` units per `period` seconds, sustained,\n"
              "with up to `burst` units at once.\n\n"
              "rate: a number > 0, or a string such as '300/minute', '10/s',\n"
@@ -800,17 +1019,20 @@ PyDoc_STRVAR(limiter_doc,
              "        process alone.\n"
              "shared_mode: the mode of a region file this call creates; None: 0o600.\n"
              "clock: the clock read when a call passes no `now`: 'monotonic' (None)\n"
-             "       or 'fast', CLOCK_MONOTONIC extrapolated from the CPU's counter.\n\n"
+             "       or 'fast', CLOCK_MONOTONIC extrapolated from the CPU's counter.\n"
+             "algorithm: 'gcra' (None), 'token_bucket', 'fixed_window' or\n"
+             "           'sliding_window'; windows are aligned to the Unix epoch, read\n"
+             "           the realtime clock, take a whole rate and no burst.\n\n"
              "Safe to share between threads.");
 
 PyDoc_STRVAR(keyed_doc,
              "KeyedLimiter(rate, period=None, *, burst=None, capacity=None, shared=None,\n"
-             "             shared_mode=None, clock=None)\n--\n\n"
+             "             shared_mode=None, clock=None, algorithm=None)\n--\n\n"
              "One GCRA limit applied to each key (str or bytes) separately, in a table\n"
              "of bounded size. rate, period and burst are as for Limiter.\n\n"
              "capacity: the number of live keys the table is sized for; None means\n"
              "          the default (100000).\n"
-             "shared, shared_mode, clock: as for Limiter.\n\n"
+             "shared, shared_mode, clock, algorithm: as for Limiter.\n\n"
              "len() is the number of keys holding a slot. Safe to share between threads.");
 
 #define DECIDE_METHODS(prefix)                                                             \
@@ -819,7 +1041,11 @@ PyDoc_STRVAR(keyed_doc,
         {"check", (PyCFunction)(void (*)(void))store_check, METH_FASTCALL | METH_KEYWORDS,     \
          prefix##_check_doc},                                                                 \
         {"peek", (PyCFunction)(void (*)(void))store_peek, METH_FASTCALL | METH_KEYWORDS,       \
-         prefix##_peek_doc}
+         prefix##_peek_doc},                                                                  \
+        {"reserve", (PyCFunction)(void (*)(void))store_reserve, METH_FASTCALL | METH_KEYWORDS, \
+         prefix##_reserve_doc},                                                               \
+        {"refund", (PyCFunction)(void (*)(void))store_refund, METH_FASTCALL | METH_KEYWORDS,   \
+         prefix##_refund_doc}
 
 static PyMethodDef limiter_methods[] = {
     DECIDE_METHODS(limiter),
@@ -858,8 +1084,10 @@ static PyMemberDef keyed_members[] = {
 };
 
 #define CLOCK_GETTER                                                                           \
-    {"clock", store_get_clock, NULL, "The clock read when now is None: 'monotonic' or 'fast'.", \
-     NULL}
+    {"clock", store_get_clock, NULL,                                                           \
+     "The clock read when now is None: 'monotonic', 'fast' or 'realtime' (windows).", NULL},   \
+        {"algorithm", store_get_algorithm, NULL,                                               \
+         "'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'.", NULL}
 
 static PyGetSetDef limiter_getset[] = {
     CLOCK_GETTER,
@@ -1062,6 +1290,12 @@ static void cellrate_free(void *module)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpedantic"
 
+static PyMethodDef cellrate_methods[] = {
+    {"check_all", (PyCFunction)(void (*)(void))module_check_all, METH_FASTCALL | METH_KEYWORDS,
+     check_all_doc},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyModuleDef_Slot cellrate_slots[] = {
     {Py_mod_exec, cellrate_exec},
 #if PY_VERSION_HEX >= 0x030C0000
@@ -1082,6 +1316,7 @@ static struct PyModuleDef cellrate_module = {
     .m_name = "cellrate._cellrate",
     .m_doc = cellrate_doc,
     .m_size = sizeof(module_state),
+    .m_methods = cellrate_methods,
     .m_slots = cellrate_slots,
     .m_traverse = cellrate_traverse,
     .m_clear = cellrate_clear,

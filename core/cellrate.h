@@ -5,8 +5,10 @@
  * function of (limit, TAT, now, cost); the stores (cr_limiter, cr_keyed)
  * apply it with a compare-and-swap, and a turned-away request writes nothing.
  *
- * Units: every time is an int64_t count of nanoseconds on CLOCK_MONOTONIC.
- * Pass CR_CLOCK as `now_ns` to have the store read that clock itself.
+ * Units: every time is an int64_t count of nanoseconds on CLOCK_MONOTONIC
+ * (window algorithms: CLOCK_REALTIME, since their windows are aligned to the
+ * Unix epoch), below CR_HORIZON_NS. Pass CR_CLOCK as `now_ns` to have the
+ * store read the limit's clock itself.
  *
  * Thread-safety: cr_limit and cr_decision are plain values. cr_limiter and
  * cr_keyed may be used from any number of threads at once, except that
@@ -44,6 +46,14 @@ const char *cr_version(void);
 /* retry_after_ns of a cost that can never be admitted (cost * T > tau). */
 #define CR_NEVER INT64_MAX
 
+/* The time horizon, 2^62 ns (146 years: CLOCK_MONOTONIC uptime, or the
+ * realtime clock until 2116). An explicit `now` must be below it and every
+ * limit's tolerance (or window) at most it, so that no sum of a time and a
+ * tolerance reaches 2^63: nothing saturates, and the decisions are exact
+ * everywhere (docs/design.md §1). A clock read beyond it reads as the last
+ * nanosecond before it (time stops: only stricter). */
+#define CR_HORIZON_NS ((int64_t)1 << 62)
+
 /* As `now_ns`: read the limit's clock (CLOCK_MONOTONIC, or the fast clock)
  * at the moment of the decision. */
 #define CR_CLOCK (-1)
@@ -75,14 +85,17 @@ const char *cr_version(void);
       "rate: months and years have no fixed length; use a fixed duration "                 \
       "such as '1000/30d' or '1000/365d'")                                                 \
     X(4, E_RATE_TOO_HIGH, "rate", "rate is too high: the interval period/rate rounds below 1 ns") \
-    X(5, E_RATE_TOO_LOW, "rate", "rate is too low: the interval period/rate exceeds 2^63 ns") \
+    X(5, E_RATE_TOO_LOW, "rate",                                                           \
+      "rate is too low: the interval period/rate exceeds 2^62 ns (146 years)")             \
     X(6, E_PERIOD, "period", "period must be a finite number of seconds > 0")              \
     X(7, E_PERIOD_WITH_TEXT, "period",                                                     \
       "period must not be given with a rate string, which carries its own period")         \
     X(8, E_BURST, "burst", "burst must be an integer >= 1")                                \
-    X(9, E_BURST_TOO_LARGE, "burst", "burst is too large: burst * (period/rate) exceeds 2^63 ns") \
+    X(9, E_BURST_TOO_LARGE, "burst",                                                       \
+      "burst is too large: burst * (period/rate) exceeds 2^62 ns (146 years)")             \
     X(10, E_COST, "cost", "cost must be an integer >= 0")                                  \
-    X(11, E_NOW, "now", "now must be a finite number of seconds >= 0 and below 2^63 ns")   \
+    X(11, E_NOW, "now",                                                                    \
+      "now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)")         \
     X(12, E_KEY, "key", "key must be a string of bytes")                                   \
     X(13, E_CLOCK, "clock", "clock must be 'monotonic' or 'fast'")                         \
     X(14, E_CAPACITY, "capacity", "capacity must be an integer >= 1 and <= 2^32")          \
@@ -99,7 +112,31 @@ const char *cr_version(void);
     X(24, E_SHARED_RATE, "shared", "shared: the region was made with another rate or period") \
     X(25, E_SHARED_BURST, "shared", "shared: the region was made with another burst")      \
     X(26, E_SHARED_CAPACITY, "shared", "shared: the region was made with another capacity") \
-    X(27, E_SHARED_MODE, "shared_mode", "shared_mode must be a file mode from 0 to 0777 (octal)")
+    X(27, E_SHARED_MODE, "shared_mode", "shared_mode must be a file mode from 0 to 0777 (octal)") \
+    X(28, E_ALGORITHM, "algorithm",                                                        \
+      "algorithm must be 'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'")     \
+    X(29, E_BURST_WINDOW, "burst",                                                         \
+      "burst: a window algorithm takes no burst (a window admits rate units); "            \
+      "leave burst out, or use 'gcra' or 'token_bucket'")                                  \
+    X(30, E_RATE_WHOLE, "rate",                                                            \
+      "rate: a window admits a whole number of units; write a fractional rate as "         \
+      "whole units per longer window, e.g. '1/2s' for 0.5 per second")                     \
+    X(31, E_RATE_FIXED_CEILING, "rate",                                                    \
+      "rate is above the fixed_window ceiling: at most period_ns - 1 units per window "    \
+      "(999999999 per second, 59999999999 per minute)")                                    \
+    X(32, E_RATE_SLIDING_CEILING, "rate",                                                  \
+      "rate is above the sliding_window ceiling: (rate + 1)^2 <= period_ns "               \
+      "(31621 per second, 244947 per minute, 1897365 per hour, 9295159 per day)")          \
+    X(33, E_WINDOW_TOO_LONG, "period",                                                     \
+      "period: a window longer than 2^60 ns (36.5 years) is not supported")                \
+    X(34, E_CLOCK_WINDOW, "clock",                                                         \
+      "clock: window algorithms read the realtime clock (windows are aligned to the "      \
+      "Unix epoch); leave clock out or pass 'realtime'")                                   \
+    X(35, E_SHARED_ALGORITHM, "shared", "shared: the region was made with another algorithm") \
+    X(36, E_MAX_WAIT, "max_wait",                                                          \
+      "max_wait must be a number of seconds >= 0, or absent for any wait")                 \
+    X(37, E_ITEMS, "items",                                                                \
+      "items must be a non-empty list of limiters and (keyed limiter, key) pairs")
 
 #define CR_STATUS_ENUM_(number, name, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, param, message) +1
@@ -121,20 +158,43 @@ const char *cr_status_name(cr_status status);
 /* ------------------------------------------------------------------------ */
 /* Limits                                                                    */
 
-/* A validated limit. A plain value: copy it freely. */
+/* The algorithm catalogue (docs/design.md §7). Every one keeps one 64-bit
+ * state word per key, so every store carries every algorithm. */
+typedef enum cr_algorithm {
+    CR_ALGORITHM_GCRA = 0,         /* the default */
+    CR_ALGORITHM_TOKEN_BUCKET = 1, /* GCRA's arithmetic under the bucket's name */
+    CR_ALGORITHM_FIXED_WINDOW = 2, /* rate units per window aligned to the Unix epoch */
+    CR_ALGORITHM_SLIDING_WINDOW = 3 /* the previous window's count, decaying, + the current */
+} cr_algorithm;
+
+/* "gcra", "token_bucket", "fixed_window", "sliding_window" ("" out of range). */
+const char *cr_algorithm_name(cr_algorithm algorithm);
+
+/* A validated limit. A plain value: copy it freely.
+ *
+ * GCRA and token_bucket: T = emission_ns, tau = tolerance_ns = T * burst.
+ * Window algorithms: tolerance_ns is the window (period) and burst the whole
+ * number of units a window admits (rate); emission_ns is period/rate rounded,
+ * for information only. For every algorithm tolerance_ns is the time in which
+ * `burst` units are restored, and `burst` is the Decision's `limit`. */
 typedef struct cr_limit {
     int64_t emission_ns;  /* T: nanoseconds per unit, >= 1 */
-    int64_t tolerance_ns; /* tau = T * burst */
+    int64_t tolerance_ns; /* tau = T * burst; windows: the window */
     int64_t burst;        /* units an idle key may spend at once, >= 1 */
     double rate;          /* units per period, as given or parsed */
     double period_s;      /* seconds, as given or parsed */
     bool fast_clock;      /* CR_CLOCK reads cr_fast_clock_ns, not cr_clock_ns */
+    cr_algorithm algorithm;
+    uint64_t window_inverse; /* windows: floor((2^64 - 1) / window), to divide by a multiply */
+    uint64_t count_inverse;  /* sliding_window: floor((2^64 - 1) / (rate + 1)), likewise */
 } cr_limit;
 
 /* What a user gives. `rate_text`, when not NULL, takes the place of `rate`
  * and carries its own period (then `has_period` must be false). Absent
  * period: 1 s. Absent burst: max(1, ceil(rate)). `clock`: "monotonic" (the
- * default, also when NULL) or "fast", the clock that CR_CLOCK reads. */
+ * default, also when NULL) or "fast", the clock that CR_CLOCK reads; window
+ * algorithms read the realtime clock ("realtime", the only one they take).
+ * `algorithm`: a name of cr_algorithm_name, NULL meaning "gcra". */
 typedef struct cr_limit_args {
     double rate;
     const char *rate_text; /* need not be NUL-terminated */
@@ -145,13 +205,15 @@ typedef struct cr_limit_args {
     bool has_burst;
     const char *clock; /* need not be NUL-terminated */
     size_t clock_len;
+    const char *algorithm; /* need not be NUL-terminated */
+    size_t algorithm_len;
 } cr_limit_args;
 
 /* Validates `args` and fills `limit`. On error `limit` is left untouched. */
 cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args);
 
-/* The name of the clock CR_CLOCK reads for `limit`: "monotonic" or "fast"
- * (the words cr_limit_args.clock takes). */
+/* The name of the clock CR_CLOCK reads for `limit`: "monotonic", "fast" or
+ * "realtime" (window algorithms): the words cr_limit_args.clock takes. */
 const char *cr_clock_name(const cr_limit *limit);
 
 /* Parses a rate string into units and period seconds, without applying it.
@@ -172,19 +234,43 @@ typedef struct cr_decision {
 } cr_decision;
 
 /*
- * The decision of docs/design.md §1, pure: `tat` is the stored TAT (0 for a key never
- * seen), `now_ns` >= 0, `cost` >= 0. Fills `out` and returns the TAT to store:
- * equal to `tat` when nothing is to be written (turned away, or cost 0).
- * Saturates, never wraps.
+ * One decision, pure (docs/design.md §1 and §7): `state` is the key's stored
+ * state word (0 for a key never seen; GCRA: its TAT), `now_ns` in
+ * [0, CR_HORIZON_NS) on the limit's clock, `cost` >= 0. Fills `out` and
+ * returns the state to store: equal to `state` when nothing is to be written
+ * (turned away, or cost 0). Never wraps and never saturates.
  */
-int64_t cr_decide(const cr_limit *limit, int64_t tat, int64_t now_ns, int64_t cost,
+int64_t cr_decide(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
                   cr_decision *out);
+
+/*
+ * A reservation, pure: commits `cost` units at the earliest instant they fit
+ * if that is at most `max_wait_ns` after `now_ns` (CR_NEVER: any wait).
+ * Returns the state to store and sets *delay_ns to the wait (0: now) and
+ * *reserved; when not reserved (beyond max_wait, unfittable, or a window
+ * algorithm that cannot admit now: windows reserve only with delay 0) the
+ * state is returned unchanged. Cost 0 reserves nothing, with delay 0.
+ */
+int64_t cr_reserve(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
+                   int64_t max_wait_ns, bool *reserved, int64_t *delay_ns);
+
+/*
+ * A refund, pure: gives back `cost` units taken earlier (a cancelled
+ * reservation; check_all's give-back) and returns the state to store. Never
+ * makes a key better than idle; units of a window that has ended are gone
+ * and give nothing back.
+ */
+int64_t cr_refund(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost);
 
 /* ------------------------------------------------------------------------ */
 /* Time                                                                      */
 
 /* CLOCK_MONOTONIC in nanoseconds (system-wide: the same in every process). */
 int64_t cr_clock_ns(void);
+
+/* CLOCK_REALTIME in nanoseconds since the Unix epoch: the clock of the window
+ * algorithms, whose windows are aligned to the epoch. */
+int64_t cr_realtime_ns(void);
 
 /*
  * CLOCK_MONOTONIC extrapolated from the CPU's time-stamp counter: cheaper
@@ -198,7 +284,7 @@ int64_t cr_fast_clock_ns(void);
 bool cr_fast_clock_is_tsc(void);
 
 /* Seconds (a caller's `now`) to nanoseconds, rounded to the nearest ns.
- * CR_E_NOW unless finite, >= 0 and below 2^63 ns. */
+ * CR_E_NOW unless finite, >= 0 and below CR_HORIZON_NS. */
 cr_status cr_seconds_to_ns(double seconds, int64_t *ns);
 
 /* Nanoseconds to seconds; CR_NEVER becomes +infinity. */
@@ -246,6 +332,14 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 /* Back to idle (full burst). */
 void cr_limiter_reset(cr_limiter *limiter);
 
+/* cr_reserve on the limiter's state, by compare-and-swap. `max_wait_ns` >= 0
+ * or CR_NEVER (else CR_E_MAX_WAIT). */
+cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost,
+                             int64_t max_wait_ns, bool *reserved, int64_t *delay_ns);
+
+/* cr_refund on the limiter's state, by compare-and-swap. */
+cr_status cr_limiter_refund(cr_limiter *limiter, int64_t now_ns, int64_t cost);
+
 /* ------------------------------------------------------------------------ */
 /* Keyed: many keys in a table of bounded size.                              */
 
@@ -276,6 +370,15 @@ cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64
 cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool *allowed);
 
+/* As cr_limiter_reserve, for `key`. */
+cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                           int64_t cost, int64_t max_wait_ns, bool *reserved,
+                           int64_t *delay_ns);
+
+/* As cr_limiter_refund, for `key` (an absent key has nothing to give back). */
+cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                          int64_t cost);
+
 /* Forgets `key` (back to idle) and frees its slot. */
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len);
 
@@ -288,6 +391,34 @@ int64_t cr_keyed_capacity(const cr_keyed *keyed);
 size_t cr_keyed_memory(const cr_keyed *keyed);
 /* Live keys evicted so far to make room (see README: "When the table is full"). */
 uint64_t cr_keyed_evictions(const cr_keyed *keyed);
+
+/* ------------------------------------------------------------------------ */
+/* Several limits as one (docs/design.md §8).                                */
+
+/* One limit of a composite: a limiter (keyed NULL), or a keyed table and a
+ * key (limiter NULL). */
+typedef struct cr_item {
+    cr_limiter *limiter;
+    cr_keyed *keyed;
+    const void *key;
+    size_t key_len;
+} cr_item;
+
+/*
+ * Decides `cost` units against every item as one: admitted only if every
+ * item admits. Each item reads its own limit's clock once (CR_CLOCK) or
+ * takes `now_ns`. The items are first peeked; if any refuses, nothing is
+ * written and the refusal with the longest retry_after is returned. Else each
+ * is committed in turn; one that refuses then (another thread took its units
+ * meanwhile) has the items committed before it given back (cr_refund) and its
+ * refusal is returned. On admission the decision with the fewest remaining
+ * is returned. *index (may be NULL) is the item whose decision `out` is.
+ * No item ever admits more than its own bound; a refused composite leaves
+ * every item as it was, a unit taken and given back counting as none taken.
+ * CR_E_ITEMS for no items or an item that is neither kind.
+ */
+cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64_t cost,
+                       cr_decision *out, size_t *index);
 
 #if defined(__GNUC__) && !defined(CR_EMBED)
 #pragma GCC visibility pop

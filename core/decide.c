@@ -1,8 +1,20 @@
-/* The GCRA decision (docs/design.md §1): the exported face of cr_decision_make. */
+/* The pure decisions (docs/design.md §1, §7, §9): the exported faces of
+ * core/decision.h, for callers that keep the state themselves. */
 #include "internal.h"
 
-int64_t cr_decide(const cr_limit *limit, int64_t tat, int64_t now_ns, int64_t cost,
+int64_t cr_decide(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
                   cr_decision *out)
 {
-    return cr_decision_make(limit, tat, now_ns, cost, out);
+    return cr_decision_make(limit, state, now_ns, cost, out);
+}
+
+int64_t cr_reserve(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
+                   int64_t max_wait_ns, bool *reserved, int64_t *delay_ns)
+{
+    return cr_reserve_core(limit, state, now_ns, cost, max_wait_ns, reserved, delay_ns);
+}
+
+int64_t cr_refund(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost)
+{
+    return cr_refund_core(limit, state, now_ns, cost);
 }

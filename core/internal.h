@@ -3,85 +3,54 @@
 #define CELLRATE_INTERNAL_H
 
 #include "cellrate.h"
+#include "decision.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 
-/* Validates `cost` and `now_ns` (a time or CR_CLOCK). */
+/* Validates `cost` and `now_ns` (a time before the horizon of
+ * docs/design.md §1, or CR_CLOCK). */
 static inline cr_status cr_check_args(int64_t now_ns, int64_t cost)
 {
     if (cost < 0)
         return CR_E_COST;
-    if (now_ns < 0 && now_ns != CR_CLOCK)
+    if ((now_ns < 0 && now_ns != CR_CLOCK) || now_ns >= CR_HORIZON_NS)
         return CR_E_NOW;
     return CR_OK;
+}
+
+/* The limit's clock now: monotonic, fast, or realtime (window algorithms). */
+static inline int64_t cr_read_clock(const cr_limit *limit)
+{
+    int64_t now_ns = cr_is_window(limit) ? cr_realtime_ns()
+                     : limit->fast_clock  ? cr_fast_clock_ns()
+                                          : cr_clock_ns();
+    /* a realtime clock set before 1970 or past 2116: time stops, only stricter */
+    if (now_ns < 0)
+        return 0;
+    return now_ns < CR_HORIZON_NS ? now_ns : CR_HORIZON_NS - 1;
 }
 
 /* `now_ns`, with CR_CLOCK read from the limit's clock. */
 static inline int64_t cr_resolve_now(const cr_limit *limit, int64_t now_ns)
 {
-    if (now_ns != CR_CLOCK)
-        return now_ns;
-    return limit->fast_clock ? cr_fast_clock_ns() : cr_clock_ns();
-}
-
-/*
- * The decision of docs/design.md §1, pure and saturating, inlined into the stores.
- * Returns the TAT to store, equal to `tat` when nothing is to be written, and
- * says in *allowed whether the request is admitted. With `out` NULL (the
- * allow() path) that is all it works out: no division.
- */
-static inline int64_t cr_decision_core(const cr_limit *limit, int64_t tat, int64_t now_ns,
-                                       int64_t cost, cr_decision *out, bool *allowed)
-{
-    const int64_t T = limit->emission_ns;
-    const int64_t tau = limit->tolerance_ns;
-    const int64_t base = tat > now_ns ? tat : now_ns;
-    int64_t new_tat = tat, allow_at = 0;
-    bool fits = true;
-
-    if (cost == 0) {
-        *allowed = true; /* a probe: always admitted, nothing to store */
-    } else {
-        int64_t increment, next;
-        fits = !__builtin_mul_overflow(cost, T, &increment) && increment <= tau;
-        *allowed = false;
-        if (fits) { /* else: no wait would ever admit it */
-            if (__builtin_add_overflow(base, increment, &next))
-                next = INT64_MAX;
-            allow_at = next - tau; /* both non-negative: cannot overflow */
-            *allowed = now_ns >= allow_at;
-            if (*allowed)
-                new_tat = next;
-        }
-    }
-    if (!out)
-        return new_tat;
-
-    out->allowed = *allowed;
-    out->limit = limit->burst;
-    if (*allowed && cost != 0) {
-        out->remaining = (now_ns - allow_at) / T; /* 0 <= now - allow_at <= tau */
-        out->retry_after_ns = 0;
-        out->reset_after_ns = new_tat - now_ns;
-        return new_tat;
-    }
-    /* The units that fit at `base`: room <= tau; below one unit the floor is
-     * 0 or negative, as for every turned-away cost of 1, so no division. */
-    const int64_t room = now_ns - (base - tau);
-    out->remaining = room >= T ? room / T : 0;
-    out->retry_after_ns = *allowed ? 0 : fits ? allow_at - now_ns : CR_NEVER;
-    out->reset_after_ns = base - now_ns;
-    return new_tat;
+    return now_ns != CR_CLOCK ? now_ns : cr_read_clock(limit);
 }
 
 /* The full decision into `out`. */
-static inline int64_t cr_decision_make(const cr_limit *limit, int64_t tat, int64_t now_ns,
+static inline int64_t cr_decision_make(const cr_limit *limit, int64_t state, int64_t now_ns,
                                        int64_t cost, cr_decision *out)
 {
     bool allowed;
-    return cr_decision_core(limit, tat, now_ns, cost, out, &allowed);
+    return cr_decision_core(limit, state, now_ns, cost, out, &allowed);
 }
+
+/* Whether `cost` would be admitted now, writing nothing (check_all's peek:
+ * the allow() path, without remaining or times). */
+cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost,
+                                  bool *allowed);
+cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len,
+                                int64_t now_ns, int64_t cost, bool *allowed);
 
 /* A fresh 128-bit hash seed from the kernel's random source (core/seed.c). */
 cr_status cr_random_seed(uint64_t seed[2]);
@@ -90,7 +59,8 @@ cr_status cr_random_seed(uint64_t seed[2]);
  * fields and the offsets. */
 typedef struct {
     uint32_t kind; /* CR_REGION_LIMITER or CR_REGION_KEYED */
-    int64_t emission_ns;
+    uint32_t algorithm;  /* cr_algorithm */
+    int64_t emission_ns; /* T; for a window algorithm the window */
     int64_t burst;
     int64_t capacity;
     uint32_t nbuckets;

@@ -315,12 +315,12 @@ void cr_keyed_free(cr_keyed *keyed)
 
 const cr_limit *cr_keyed_limit(const cr_keyed *keyed) { return &keyed->limit; }
 
-/* One decision; `out` NULL decides admission alone (the allow() path). */
-static inline cr_status keyed_decide(cr_keyed *keyed, const void *key, size_t key_len,
-                                     int64_t now_ns, int64_t cost, bool commit, cr_decision *out,
-                                     bool *allowed)
+/* Applies `op` to `key`; `out` NULL decides admission alone (the allow() path). */
+__attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *keyed, const void *key, size_t key_len,
+                                    int64_t now_ns, cr_op *op, bool commit, cr_decision *out,
+                                    bool *ok)
 {
-    cr_status status = cr_check_args(now_ns, cost);
+    cr_status status = cr_check_args(now_ns, op->cost);
     if (status != CR_OK)
         return status;
     /* Start fetching the key's buckets, then read the clock while they come. */
@@ -329,24 +329,24 @@ static inline cr_status keyed_decide(cr_keyed *keyed, const void *key, size_t ke
     __builtin_prefetch(&keyed->buckets[place.bucket[1]]);
     now_ns = cr_resolve_now(&keyed->limit, now_ns);
     for (;;) {
-        int64_t tat;
-        slot *s = find(keyed, &place, &tat);
+        int64_t state;
+        slot *s = find(keyed, &place, &state);
         if (s) {
-            int64_t new_tat = cr_decision_core(&keyed->limit, tat, now_ns, cost, out, allowed);
-            if (new_tat == tat || !commit ||
-                slot_cas(s, make_pair(place.fp, tat), make_pair(place.fp, new_tat)))
+            int64_t new_state = cr_apply(&keyed->limit, state, now_ns, op, out, ok);
+            if (new_state == state || !commit ||
+                slot_cas(s, make_pair(place.fp, state), make_pair(place.fp, new_state)))
                 return CR_OK;
             continue; /* lost a race on this slot: decide again from what is there */
         }
         /* Absent: the key is idle. Only an admission that commits needs a slot. */
-        int64_t new_tat = cr_decision_core(&keyed->limit, 0, now_ns, cost, out, allowed);
-        if (new_tat == 0 || !commit)
+        int64_t new_state = cr_apply(&keyed->limit, 0, now_ns, op, out, ok);
+        if (new_state == 0 || !commit)
             return CR_OK;
         uint32_t stripe[2];
         lock_places(keyed, &place, stripe);
-        bool placed = !find(keyed, &place, &tat);
+        bool placed = !find(keyed, &place, &state);
         if (placed)
-            claim_slot(keyed, &place, now_ns, new_tat);
+            claim_slot(keyed, &place, now_ns, new_state);
         unlock_places(keyed, stripe);
         if (placed)
             return CR_OK;
@@ -358,13 +358,41 @@ cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64
                          int64_t cost, bool commit, cr_decision *out)
 {
     bool allowed;
-    return keyed_decide(keyed, key, key_len, now_ns, cost, commit, out, &allowed);
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0};
+    return keyed_apply(keyed, key, key_len, now_ns, &op, commit, out, &allowed);
 }
 
 cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool *allowed)
 {
-    return keyed_decide(keyed, key, key_len, now_ns, cost, true, NULL, allowed);
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0};
+    return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, allowed);
+}
+
+cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len,
+                                int64_t now_ns, int64_t cost, bool *allowed)
+{
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0};
+    return keyed_apply(keyed, key, key_len, now_ns, &op, false, NULL, allowed);
+}
+
+cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                           int64_t cost, int64_t max_wait_ns, bool *reserved, int64_t *delay_ns)
+{
+    if (max_wait_ns < 0)
+        return CR_E_MAX_WAIT;
+    cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0};
+    cr_status status = keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, reserved);
+    *delay_ns = op.delay_ns;
+    return status;
+}
+
+cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                          int64_t cost)
+{
+    bool done;
+    cr_op op = {CR_OP_REFUND, cost, 0, 0};
+    return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &done);
 }
 
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)

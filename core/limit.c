@@ -70,7 +70,7 @@ cr_status cr_seconds_to_ns(double seconds, int64_t *ns)
 {
     /* Exact: seconds = mantissa * 2^-shift, so ns = mantissa * 1e9 / 2^shift
      * in 128-bit integers, rounded once (ties away from zero). */
-    if (!(seconds >= 0) || !(seconds < 1e10)) /* 1e10 s > 2^63 ns; also NaN, inf */
+    if (!(seconds >= 0) || !(seconds < 1e10)) /* 1e10 s > 2^62 ns; also NaN, inf */
         return CR_E_NOW;
     int exponent;
     uint64_t mantissa = (uint64_t)ldexp(frexp(seconds, &exponent), 53);
@@ -82,7 +82,7 @@ cr_status cr_seconds_to_ns(double seconds, int64_t *ns)
         wide rest = product - ((wide)whole << shift);
         whole += rest >= ((wide)1 << (shift - 1));
     }
-    if (whole > (uint64_t)INT64_MAX)
+    if (whole >= (uint64_t)CR_HORIZON_NS)
         return CR_E_NOW;
     *ns = (int64_t)whole;
     return CR_OK;
@@ -240,12 +240,17 @@ cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *peri
 
 /* ------------------------------------------------------------------------ */
 
-/* The clocks' names, by cr_limit.fast_clock. */
+/* The clocks' names: by cr_limit.fast_clock; window algorithms read realtime. */
 static const char *const clock_names[2] = {"monotonic", "fast"};
 
-const char *cr_clock_name(const cr_limit *limit) { return clock_names[limit->fast_clock]; }
+const char *cr_clock_name(const cr_limit *limit)
+{
+    if (limit->algorithm >= CR_ALGORITHM_FIXED_WINDOW)
+        return "realtime";
+    return clock_names[limit->fast_clock];
+}
 
-/* The clock named by `name` (NULL: the default). */
+/* The clock named by `name` (NULL: the default) for a GCRA limit. */
 static cr_status parse_clock(const char *name, size_t len, bool *fast)
 {
     *fast = false;
@@ -260,12 +265,77 @@ static cr_status parse_clock(const char *name, size_t len, bool *fast)
     return CR_E_CLOCK;
 }
 
+static const char *const algorithm_names[] = {"gcra", "token_bucket", "fixed_window",
+                                              "sliding_window"};
+
+const char *cr_algorithm_name(cr_algorithm algorithm)
+{
+    if ((unsigned)algorithm >= sizeof algorithm_names / sizeof algorithm_names[0])
+        return "";
+    return algorithm_names[algorithm];
+}
+
+static cr_status parse_algorithm(const char *name, size_t len, cr_algorithm *algorithm)
+{
+    *algorithm = CR_ALGORITHM_GCRA;
+    if (!name)
+        return CR_OK;
+    for (unsigned i = 0; i < sizeof algorithm_names / sizeof algorithm_names[0]; i++) {
+        if (strlen(algorithm_names[i]) == len && memcmp(name, algorithm_names[i], len) == 0) {
+            *algorithm = (cr_algorithm)i;
+            return CR_OK;
+        }
+    }
+    return CR_E_ALGORITHM;
+}
+
+
+/* The longest window: the state's (k + 3) * P stays below 2^63 for any time
+ * before the horizon (2^62 + 3 * 2^60 < 2^63). */
+#define MAX_WINDOW_NS ((int64_t)1 << 60)
+
+/* A window algorithm's limit: `rate` whole units per window of `period_s`
+ * (docs/design.md §7). Ceilings: the state packs the count (fixed) or the two
+ * counts (sliding) below the window in ns: rate <= P - 1, (rate + 1)^2 <= P. */
+static cr_status window_limit(cr_limit *limit, const cr_limit_args *args, double rate,
+                              double period_s)
+{
+    if (args->has_burst)
+        return CR_E_BURST_WINDOW;
+    if (args->clock && !(args->clock_len == 8 && memcmp(args->clock, "realtime", 8) == 0))
+        return CR_E_CLOCK_WINDOW;
+    if (rate != floor(rate))
+        return CR_E_RATE_WHOLE;
+    double window = period_s * 1e9;
+    if (!(window < (double)MAX_WINDOW_NS))
+        return CR_E_WINDOW_TOO_LONG;
+    const bool fixed = limit->algorithm == CR_ALGORITHM_FIXED_WINDOW;
+    const cr_status ceiling = fixed ? CR_E_RATE_FIXED_CEILING : CR_E_RATE_SLIDING_CEILING;
+    if (!(rate < (double)MAX_WINDOW_NS))
+        return ceiling;
+    int64_t window_ns = round_half_away(window), amount = (int64_t)rate;
+    if (fixed ? amount > window_ns - 1
+              : amount >= ((int64_t)1 << 31) || (amount + 1) * (amount + 1) > window_ns)
+        return ceiling;
+    limit->tolerance_ns = window_ns;
+    limit->burst = amount;
+    limit->emission_ns = round_half_away((double)window_ns / (double)amount);
+    limit->window_inverse = UINT64_MAX / (uint64_t)window_ns;
+    limit->count_inverse = UINT64_MAX / ((uint64_t)amount + 1);
+    limit->fast_clock = false;
+    return CR_OK;
+}
+
 cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
 {
     double rate = args->rate, period_s = 1.0;
+    cr_limit made = {0};
 
+    cr_status status = parse_algorithm(args->algorithm, args->algorithm_len, &made.algorithm);
+    if (status != CR_OK)
+        return status;
     if (args->rate_text) {
-        cr_status status = cr_parse_rate(args->rate_text, args->rate_text_len, &rate, &period_s);
+        status = cr_parse_rate(args->rate_text, args->rate_text_len, &rate, &period_s);
         if (status != CR_OK)
             return status;
     }
@@ -278,6 +348,14 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
     }
     if (!(period_s > 0) || !isfinite(period_s))
         return CR_E_PERIOD;
+    made.rate = rate;
+    made.period_s = period_s;
+    if (made.algorithm >= CR_ALGORITHM_FIXED_WINDOW) {
+        status = window_limit(&made, args, rate, period_s);
+        if (status == CR_OK)
+            *limit = made;
+        return status;
+    }
 
     int64_t burst;
     bool burst_overflows = false;
@@ -293,27 +371,28 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
             burst = 1;
     }
 
+    /* T and tau at most the horizon: then no time + tau reaches 2^63. */
     double interval = (period_s * 1e9) / rate;
     if (!(interval < TWO_POW_63))
         return CR_E_RATE_TOO_LOW;
     int64_t emission_ns = round_half_away(interval);
     if (emission_ns < 1)
         return CR_E_RATE_TOO_HIGH;
+    if (emission_ns > CR_HORIZON_NS)
+        return CR_E_RATE_TOO_LOW;
 
     int64_t tolerance_ns;
-    if (burst_overflows || __builtin_mul_overflow(emission_ns, burst, &tolerance_ns))
+    if (burst_overflows || __builtin_mul_overflow(emission_ns, burst, &tolerance_ns) ||
+        tolerance_ns > CR_HORIZON_NS)
         return CR_E_BURST_TOO_LARGE;
 
-    bool fast_clock;
-    cr_status status = parse_clock(args->clock, args->clock_len, &fast_clock);
+    status = parse_clock(args->clock, args->clock_len, &made.fast_clock);
     if (status != CR_OK)
         return status;
 
-    limit->emission_ns = emission_ns;
-    limit->tolerance_ns = tolerance_ns;
-    limit->burst = burst;
-    limit->rate = rate;
-    limit->period_s = period_s;
-    limit->fast_clock = fast_clock;
+    made.emission_ns = emission_ns;
+    made.tolerance_ns = tolerance_ns;
+    made.burst = burst;
+    *limit = made;
     return CR_OK;
 }

@@ -51,21 +51,22 @@ void cr_limiter_free(cr_limiter *limiter)
 
 const cr_limit *cr_limiter_limit(const cr_limiter *limiter) { return &limiter->limit; }
 
-/* One decision; `out` NULL decides admission alone (the allow() path). */
-static inline cr_status limiter_decide(cr_limiter *limiter, int64_t now_ns, int64_t cost,
-                                       bool commit, cr_decision *out, bool *allowed)
+/* Applies `op` by compare-and-swap; `out` NULL decides admission alone (the
+ * allow() path). */
+__attribute__((always_inline)) static inline cr_status limiter_apply(cr_limiter *limiter, int64_t now_ns, cr_op *op,
+                                      bool commit, cr_decision *out, bool *ok)
 {
-    cr_status status = cr_check_args(now_ns, cost);
+    cr_status status = cr_check_args(now_ns, op->cost);
     if (status != CR_OK)
         return status;
     now_ns = cr_resolve_now(&limiter->limit, now_ns);
-    int64_t tat = atomic_load_explicit(limiter->tat, memory_order_acquire);
+    int64_t state = atomic_load_explicit(limiter->tat, memory_order_acquire);
     for (;;) {
-        int64_t new_tat = cr_decision_core(&limiter->limit, tat, now_ns, cost, out, allowed);
+        int64_t new_state = cr_apply(&limiter->limit, state, now_ns, op, out, ok);
         /* A turn-away, a probe or a peek writes nothing. On a lost race the
-         * CAS reloads `tat` and the decision is made again from it. */
-        if (new_tat == tat || !commit ||
-            atomic_compare_exchange_weak_explicit(limiter->tat, &tat, new_tat,
+         * CAS reloads `state` and the decision is made again from it. */
+        if (new_state == state || !commit ||
+            atomic_compare_exchange_weak_explicit(limiter->tat, &state, new_state,
                                                   memory_order_acq_rel, memory_order_acquire))
             return CR_OK;
     }
@@ -75,12 +76,39 @@ cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
                            cr_decision *out)
 {
     bool allowed;
-    return limiter_decide(limiter, now_ns, cost, commit, out, &allowed);
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0};
+    return limiter_apply(limiter, now_ns, &op, commit, out, &allowed);
 }
 
 cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
 {
-    return limiter_decide(limiter, now_ns, cost, true, NULL, allowed);
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0};
+    return limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
+}
+
+cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost,
+                                  bool *allowed)
+{
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0};
+    return limiter_apply(limiter, now_ns, &op, false, NULL, allowed);
+}
+
+cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost,
+                             int64_t max_wait_ns, bool *reserved, int64_t *delay_ns)
+{
+    if (max_wait_ns < 0)
+        return CR_E_MAX_WAIT;
+    cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0};
+    cr_status status = limiter_apply(limiter, now_ns, &op, true, NULL, reserved);
+    *delay_ns = op.delay_ns;
+    return status;
+}
+
+cr_status cr_limiter_refund(cr_limiter *limiter, int64_t now_ns, int64_t cost)
+{
+    bool done;
+    cr_op op = {CR_OP_REFUND, cost, 0, 0};
+    return limiter_apply(limiter, now_ns, &op, true, NULL, &done);
 }
 
 void cr_limiter_reset(cr_limiter *limiter)

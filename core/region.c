@@ -30,9 +30,9 @@ static const char region_magic[8] = {'C', 'E', 'L', 'L', 'R', 'A', 'T', 'E'};
 typedef struct {
     char magic[8];
     uint32_t version;
-    uint32_t kind;
+    uint32_t kind; /* the store kind | the algorithm << 8 (gcra: 0, as before the catalogue) */
     uint64_t total_size;
-    int64_t emission_ns;
+    int64_t emission_ns; /* T; for a window algorithm the window (and burst its rate) */
     int64_t burst;
     int64_t capacity;
     uint32_t nbuckets;
@@ -144,7 +144,7 @@ static cr_status create_region(const char *path, int64_t mode, const cr_region_s
         region_identity *identity = &header->identity;
         memcpy(identity->magic, region_magic, sizeof region_magic);
         identity->version = REGION_VERSION;
-        identity->kind = spec->kind;
+        identity->kind = spec->kind | spec->algorithm << 8;
         identity->total_size = spec->total_size;
         identity->emission_ns = spec->emission_ns;
         identity->burst = spec->burst;
@@ -197,12 +197,14 @@ static cr_status check_identity(int fd, const cr_region_spec *spec, region_ident
     if (identity->total_size != (uint64_t)st.st_size)
         return (uint64_t)st.st_size < identity->total_size ? CR_E_SHARED_SHORT
                                                            : CR_E_SHARED_CORRUPT;
-    if (identity->kind != spec->kind)
+    if ((identity->kind & 0xff) != spec->kind)
         return CR_E_SHARED_KIND;
+    if (identity->kind >> 8 != spec->algorithm)
+        return CR_E_SHARED_ALGORITHM;
     if (identity->emission_ns != spec->emission_ns)
         return CR_E_SHARED_RATE;
-    if (identity->burst != spec->burst)
-        return CR_E_SHARED_BURST;
+    if (identity->burst != spec->burst) /* a window's burst is its rate */
+        return spec->algorithm >= CR_ALGORITHM_FIXED_WINDOW ? CR_E_SHARED_RATE : CR_E_SHARED_BURST;
     if (identity->capacity != spec->capacity)
         return CR_E_SHARED_CAPACITY;
     if (identity->nbuckets != spec->nbuckets || identity->nstripes != spec->nstripes ||
@@ -254,7 +256,9 @@ cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit
 {
     if (mode < 0 || mode > 0777)
         return CR_E_SHARED_MODE;
-    spec->emission_ns = limit->emission_ns;
+    /* a window algorithm's limit is its window and rate (docs/design.md §7) */
+    spec->algorithm = limit->algorithm;
+    spec->emission_ns = cr_is_window(limit) ? limit->tolerance_ns : limit->emission_ns;
     spec->burst = limit->burst;
     layout(spec);
     for (;;) {

@@ -591,6 +591,93 @@ static void limiter_scenarios(const config *cfg)
     cr_limiter_free(deny_fast_clock.limiter);
 }
 
+/* The algorithm catalogue's allow paths, and check_all against separate
+ * calls. Each limit admits every call of every run: gcra/token_bucket as the
+ * allow limit; windows of 10^7 s with rates under their ceilings
+ * (fixed: 10^15, sliding: 9 * 10^7 per window). */
+typedef struct {
+    cr_item items[3];
+    int count;
+    int64_t now_base;
+} composite_ctx;
+
+static bool composite_check_all(void *ctx, size_t i)
+{
+    (void)i;
+    composite_ctx *c = ctx;
+    cr_decision decision;
+    c->now_base += 20;
+    cr_check_all(c->items, (size_t)c->count, c->now_base, 1, &decision, NULL);
+    return decision.allowed;
+}
+
+static bool composite_separate(void *ctx, size_t i)
+{
+    (void)i;
+    composite_ctx *c = ctx;
+    cr_decision decision;
+    bool all = true;
+    c->now_base += 20;
+    for (int k = 0; k < c->count; k++) {
+        cr_limiter_check(c->items[k].limiter, c->now_base, 1, true, &decision);
+        all &= decision.allowed;
+    }
+    return all;
+}
+
+static cr_limit catalogue_limit(const char *algorithm)
+{
+    bool window = strstr(algorithm, "window") != NULL;
+    cr_limit_args args = {.rate = window ? (algorithm[0] == 'f' ? 1e15 : 9e7) : ALLOW_RATE_PER_S,
+                          .period_s = window ? 1e7 : 1, .has_period = true,
+                          .burst = ALLOW_BURST, .has_burst = !window,
+                          .algorithm = algorithm, .algorithm_len = strlen(algorithm)};
+    return make_limit(args, NULL);
+}
+
+static void catalogue_scenarios(const config *cfg)
+{
+    size_t n = cfg->single_ops;
+    static const char *const names[] = {"gcra", "token_bucket", "fixed_window", "sliding_window"};
+    cellrate_ctx clock_ctx[4] = {{0}}, given_ctx[4] = {{0}};
+    bench_case cases[8 + 4];
+    char ids[8][64];
+    for (int a = 0; a < 4; a++) {
+        cr_limit limit = catalogue_limit(names[a]);
+        check_status(cr_limiter_new(&clock_ctx[a].limiter, &limit), "cr_limiter_new");
+        check_status(cr_limiter_new(&given_ctx[a].limiter, &limit), "cr_limiter_new");
+        /* windows take realtime nanoseconds: start given times on that clock */
+        given_ctx[a].now_base = a >= 2 ? cr_realtime_ns() : wall_ns();
+        snprintf(ids[2 * a], sizeof ids[0], "c.catalogue.%s.allow", names[a]);
+        snprintf(ids[2 * a + 1], sizeof ids[0], "c.catalogue.%s.allow_given_now", names[a]);
+        cases[2 * a] = (bench_case)CASE1(ids[2 * a], limiter_clock, &clock_ctx[a], n, "allow");
+        cases[2 * a + 1] =
+            (bench_case)CASE1(ids[2 * a + 1], limiter_given_now, &given_ctx[a], n, "allow");
+    }
+    composite_ctx composite[4] = {{.count = 2}, {.count = 2}, {.count = 3}, {.count = 3}};
+    cr_limiter *made[12];
+    int m = 0;
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < composite[k].count; i++) {
+            cr_limit limit = catalogue_limit("gcra");
+            check_status(cr_limiter_new(&made[m], &limit), "cr_limiter_new");
+            composite[k].items[i].limiter = made[m++];
+        }
+        composite[k].now_base = wall_ns();
+    }
+    cases[8] = (bench_case)CASE1("c.check_all.2", composite_check_all, &composite[0], n, "allow");
+    cases[9] = (bench_case)CASE1("c.separate.2", composite_separate, &composite[1], n, "allow");
+    cases[10] = (bench_case)CASE1("c.check_all.3", composite_check_all, &composite[2], n, "allow");
+    cases[11] = (bench_case)CASE1("c.separate.3", composite_separate, &composite[3], n, "allow");
+    run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
+    for (int a = 0; a < 4; a++) {
+        cr_limiter_free(clock_ctx[a].limiter);
+        cr_limiter_free(given_ctx[a].limiter);
+    }
+    for (int i = 0; i < m; i++)
+        cr_limiter_free(made[i]);
+}
+
 /* Anonymous memory of this process on huge pages, in KiB (-1 if unknown). */
 static long anon_huge_kib(void)
 {
@@ -824,6 +911,7 @@ int main(int argc, char **argv)
            "\"fast_clock_is_tsc\": %s}\n",
            cr_version(), cr_fast_clock_is_tsc() ? "true" : "false");
     limiter_scenarios(&cfg);
+    catalogue_scenarios(&cfg);
 
     str_keys strs = make_str_keys(cfg.keys);
     uint32_t *draws_all = make_draws(cfg.keyed_ops, 0, cfg.keys, SEED);

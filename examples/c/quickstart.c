@@ -2,7 +2,7 @@
  * cellrate from C: one limit per key, decided at explicit times.
  *
  *   make core
- *   cc -std=c11 -Icore examples/c/quickstart.c build/libcellrate.a -lpthread -latomic -o quickstart
+ *   cc -std=c11 -Icore examples/c/quickstart.c build/libcellrate.a -lm -lpthread -latomic -o quickstart
  *
  * The C tests compile and run this file and compare its output with
  * examples/c/quickstart.out.

@@ -22,6 +22,7 @@ from cellrate._cellrate import (
     InvalidArgument,
     InvalidArgumentType,
     __version__,
+    check_all,
 )
 from cellrate._decorator import limit
 from cellrate._wait import KeyedLimiter, Limiter, RateLimited
@@ -35,5 +36,6 @@ __all__ = [
     "Limiter",
     "RateLimited",
     "__version__",
+    "check_all",
     "limit",
 ]

@@ -1,7 +1,8 @@
 import os
-from typing import Final, Literal, Union, final
+from typing import Final, Literal, Sequence, Union, final
 
 _Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
+_Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window"]
 
 __version__: Final[str]
 
@@ -50,6 +51,8 @@ class _Limit:
     def tolerance_ns(self) -> int: ...
     @property
     def clock(self) -> str: ...
+    @property
+    def algorithm(self) -> str: ...
 
 class Limiter(_Limit):
     def __new__(
@@ -60,7 +63,8 @@ class Limiter(_Limit):
         burst: int | None = None,
         shared: _Path | None = None,
         shared_mode: int | None = None,
-        clock: Literal["monotonic", "fast"] | None = None,
+        clock: Literal["monotonic", "fast", "realtime"] | None = None,
+        algorithm: _Algorithm | None = None,
     ) -> Limiter: ...
     def allow(self, cost: int = 1, *, now: float | None = None) -> bool: ...
     def check(self, cost: int = 1, *, now: float | None = None) -> Decision: ...
@@ -81,7 +85,8 @@ class KeyedLimiter(_Limit):
         capacity: int | None = None,
         shared: _Path | None = None,
         shared_mode: int | None = None,
-        clock: Literal["monotonic", "fast"] | None = None,
+        clock: Literal["monotonic", "fast", "realtime"] | None = None,
+        algorithm: _Algorithm | None = None,
     ) -> KeyedLimiter: ...
     @property
     def capacity(self) -> int: ...
@@ -102,3 +107,10 @@ class KeyedLimiter(_Limit):
     def reset(self, key: str | bytes, /) -> None: ...
     def __len__(self) -> int: ...
     def __bool__(self) -> bool: ...
+
+def check_all(
+    items: Sequence[Limiter | tuple[KeyedLimiter, str | bytes]],
+    cost: int = 1,
+    *,
+    now: float | None = None,
+) -> Decision: ...

@@ -104,4 +104,21 @@ static inline cr_limit limit_of(int64_t emission_ns, int64_t burst)
     return limit;
 }
 
+/* A window algorithm's limit: `rate` units per window of `window_ns` (the
+ * fields as cr_limit_init fills them, documented in cellrate.h). */
+static inline cr_limit window_limit_of(cr_algorithm algorithm, int64_t window_ns, int64_t rate)
+{
+    cr_limit limit;
+    memset(&limit, 0, sizeof limit);
+    limit.algorithm = algorithm;
+    limit.tolerance_ns = window_ns;
+    limit.burst = rate;
+    limit.emission_ns = window_ns / rate > 0 ? window_ns / rate : 1;
+    limit.window_inverse = UINT64_MAX / (uint64_t)window_ns;
+    limit.count_inverse = UINT64_MAX / ((uint64_t)rate + 1);
+    limit.rate = (double)rate;
+    limit.period_s = (double)window_ns / 1e9;
+    return limit;
+}
+
 #endif

@@ -47,40 +47,58 @@ static void bad_line(const char *file, int lineno, const char *line)
 /* ------------------------------------------------------------------------ */
 /* decisions.txt                                                             */
 
+/* One limit run through every entry point; a `limit` line runs as gcra and as
+ * token_bucket (identical decisions), a `window` line as its algorithm. */
 typedef struct {
     cr_limit limit;
     cr_limiter *limiter;
     cr_keyed *keyed;
     cr_limiter *allow_limiter; /* driven by cr_limiter_allow where an op commits */
     cr_keyed *allow_keyed;     /* driven by cr_keyed_allow likewise */
+    int64_t state;             /* what cr_decide's caller stores */
+} variant;
+
+typedef struct {
+    variant variants[2];
+    int count;
     char key[32];
-    int64_t tat; /* what cr_decide's caller stores */
 } sequence;
 
 static void sequence_end(sequence *seq)
 {
-    cr_limiter_free(seq->limiter);
-    cr_keyed_free(seq->keyed);
-    cr_limiter_free(seq->allow_limiter);
-    cr_keyed_free(seq->allow_keyed);
-    seq->limiter = NULL;
-    seq->keyed = NULL;
-    seq->allow_limiter = NULL;
-    seq->allow_keyed = NULL;
+    for (int i = 0; i < seq->count; i++) {
+        variant *v = &seq->variants[i];
+        cr_limiter_free(v->limiter);
+        cr_keyed_free(v->keyed);
+        cr_limiter_free(v->allow_limiter);
+        cr_keyed_free(v->allow_keyed);
+    }
+    memset(seq->variants, 0, sizeof seq->variants);
+    seq->count = 0;
 }
 
-static void sequence_start(sequence *seq, int64_t emission_ns, int64_t burst, int index)
+static void sequence_add(sequence *seq, const cr_limit *limit)
 {
-    sequence_end(seq);
-    seq->limit = limit_of(emission_ns, burst); /* the vectors keep tau within 63 bits */
-    seq->tat = 0;
-    snprintf(seq->key, sizeof seq->key, "sequence-%d", index);
-    if (cr_limiter_new(&seq->limiter, &seq->limit) != CR_OK ||
-        cr_keyed_new(&seq->keyed, &seq->limit, 64) != CR_OK ||
-        cr_limiter_new(&seq->allow_limiter, &seq->limit) != CR_OK ||
-        cr_keyed_new(&seq->allow_keyed, &seq->limit, 64) != CR_OK) {
+    variant *v = &seq->variants[seq->count++];
+    v->limit = *limit;
+    v->state = 0;
+    if (cr_limiter_new(&v->limiter, limit) != CR_OK || cr_keyed_new(&v->keyed, limit, 64) != CR_OK ||
+        cr_limiter_new(&v->allow_limiter, limit) != CR_OK ||
+        cr_keyed_new(&v->allow_keyed, limit, 64) != CR_OK) {
         fprintf(stderr, "cannot make a limiter or a keyed table\n");
         exit(2);
+    }
+}
+
+static void sequence_start(sequence *seq, const cr_limit *limit, int index)
+{
+    sequence_end(seq);
+    snprintf(seq->key, sizeof seq->key, "sequence-%d", index);
+    sequence_add(seq, limit);
+    if (limit->algorithm == CR_ALGORITHM_GCRA) {
+        cr_limit bucket = *limit;
+        bucket.algorithm = CR_ALGORITHM_TOKEN_BUCKET;
+        sequence_add(seq, &bucket);
     }
 }
 
@@ -90,59 +108,123 @@ typedef struct {
     int64_t remaining, retry_after, reset_after, tat_after;
 } vector_op;
 
-static void compare(const char *via, int lineno, const vector_op *op, int64_t burst,
-                    const cr_decision *got)
+static void compare(const char *via, const char *algorithm, int lineno, const vector_op *op,
+                    int64_t burst, const cr_decision *got)
 {
-    CHECK_EQ_I64(got->allowed, op->allowed, "%s, decisions.txt:%d", via, lineno);
-    CHECK_EQ_I64(got->remaining, op->remaining, "%s, decisions.txt:%d", via, lineno);
-    CHECK_EQ_I64(got->retry_after_ns, op->retry_after, "%s, decisions.txt:%d", via, lineno);
-    CHECK_EQ_I64(got->reset_after_ns, op->reset_after, "%s, decisions.txt:%d", via, lineno);
-    CHECK_EQ_I64(got->limit, burst, "%s, decisions.txt:%d", via, lineno);
+    CHECK_EQ_I64(got->allowed, op->allowed, "%s (%s), decisions.txt:%d", via, algorithm, lineno);
+    CHECK_EQ_I64(got->remaining, op->remaining, "%s (%s), decisions.txt:%d", via, algorithm, lineno);
+    CHECK_EQ_I64(got->retry_after_ns, op->retry_after, "%s (%s), decisions.txt:%d", via, algorithm,
+                 lineno);
+    CHECK_EQ_I64(got->reset_after_ns, op->reset_after, "%s (%s), decisions.txt:%d", via, algorithm,
+                 lineno);
+    CHECK_EQ_I64(got->limit, burst, "%s (%s), decisions.txt:%d", via, algorithm, lineno);
 }
 
-static void run_op(sequence *seq, int lineno, const vector_op *op)
+static void run_op(variant *v, const char *key, int lineno, const vector_op *op)
 {
+    const char *name = cr_algorithm_name(v->limit.algorithm);
     cr_decision got;
 
-    /* cr_decide returns the TAT an admission would store even for a peek. */
+    /* cr_decide returns the state an admission would store even for a peek. */
     memset(&got, 0xa5, sizeof got);
-    int64_t stored = cr_decide(&seq->limit, seq->tat, op->now, op->cost, &got);
-    compare("cr_decide", lineno, op, seq->limit.burst, &got);
-    int64_t want_stored = op->commit ? op->tat_after
-                          : (op->allowed && op->cost > 0) ? op->now + op->reset_after
-                                                         : seq->tat;
-    CHECK_EQ_I64(stored, want_stored, "cr_decide's TAT, decisions.txt:%d", lineno);
-    seq->tat = op->tat_after;
+    int64_t stored = cr_decide(&v->limit, v->state, op->now, op->cost, &got);
+    compare("cr_decide", name, lineno, op, v->limit.burst, &got);
+    bool gcra = v->limit.algorithm <= CR_ALGORITHM_TOKEN_BUCKET;
+    if (op->commit || !op->allowed || op->cost == 0 || gcra) {
+        int64_t want_stored = op->commit ? op->tat_after
+                              : (op->allowed && op->cost > 0) ? op->now + op->reset_after
+                                                             : v->state;
+        CHECK_EQ_I64(stored, want_stored, "cr_decide's state (%s), decisions.txt:%d", name, lineno);
+    }
+    v->state = op->tat_after;
 
     memset(&got, 0xa5, sizeof got);
-    cr_status status = cr_limiter_check(seq->limiter, op->now, op->cost, op->commit, &got);
+    cr_status status = cr_limiter_check(v->limiter, op->now, op->cost, op->commit, &got);
     CHECK_EQ_I64(status, CR_OK, "cr_limiter_check, decisions.txt:%d", lineno);
-    compare("cr_limiter_check", lineno, op, seq->limit.burst, &got);
+    compare("cr_limiter_check", name, lineno, op, v->limit.burst, &got);
 
     memset(&got, 0xa5, sizeof got);
-    status = cr_keyed_check(seq->keyed, seq->key, strlen(seq->key), op->now, op->cost, op->commit,
-                            &got);
+    status = cr_keyed_check(v->keyed, key, strlen(key), op->now, op->cost, op->commit, &got);
     CHECK_EQ_I64(status, CR_OK, "cr_keyed_check, decisions.txt:%d", lineno);
-    compare("cr_keyed_check", lineno, op, seq->limit.burst, &got);
+    compare("cr_keyed_check", name, lineno, op, v->limit.burst, &got);
 
     /* The allow() fast paths: the same admissions, and so the same states. */
     if (op->commit) {
         bool allowed = !op->allowed;
-        status = cr_limiter_allow(seq->allow_limiter, op->now, op->cost, &allowed);
+        status = cr_limiter_allow(v->allow_limiter, op->now, op->cost, &allowed);
         CHECK_EQ_I64(status, CR_OK, "cr_limiter_allow, decisions.txt:%d", lineno);
-        CHECK_EQ_I64(allowed, op->allowed, "cr_limiter_allow, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(allowed, op->allowed, "cr_limiter_allow (%s), decisions.txt:%d", name, lineno);
         allowed = !op->allowed;
-        status = cr_keyed_allow(seq->allow_keyed, seq->key, strlen(seq->key), op->now, op->cost,
-                                &allowed);
+        status = cr_keyed_allow(v->allow_keyed, key, strlen(key), op->now, op->cost, &allowed);
         CHECK_EQ_I64(status, CR_OK, "cr_keyed_allow, decisions.txt:%d", lineno);
-        CHECK_EQ_I64(allowed, op->allowed, "cr_keyed_allow, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(allowed, op->allowed, "cr_keyed_allow (%s), decisions.txt:%d", name, lineno);
     }
+}
+
+/* A reservation through cr_reserve, cr_limiter_reserve and cr_keyed_reserve
+ * (and the allow stores, to keep them in step). */
+static void run_reserve(variant *v, const char *key, int lineno, int64_t now, int64_t cost,
+                        int64_t max_wait, int want_reserved, int64_t want_delay, int64_t want_state)
+{
+    const char *name = cr_algorithm_name(v->limit.algorithm);
+    if (max_wait < 0)
+        max_wait = CR_NEVER;
+    bool reserved = !want_reserved;
+    int64_t delay = -7;
+    int64_t state = cr_reserve(&v->limit, v->state, now, cost, max_wait, &reserved, &delay);
+    CHECK_EQ_I64(reserved, want_reserved, "cr_reserve (%s), decisions.txt:%d", name, lineno);
+    CHECK_EQ_I64(delay, want_delay, "cr_reserve (%s), decisions.txt:%d", name, lineno);
+    CHECK_EQ_I64(state, want_state, "cr_reserve's state (%s), decisions.txt:%d", name, lineno);
+    v->state = want_state;
+    cr_limiter *limiters[2] = {v->limiter, v->allow_limiter};
+    cr_keyed *tables[2] = {v->keyed, v->allow_keyed};
+    for (int i = 0; i < 2; i++) {
+        reserved = !want_reserved;
+        delay = -7;
+        CHECK_EQ_I64(cr_limiter_reserve(limiters[i], now, cost, max_wait, &reserved, &delay), CR_OK,
+                     "cr_limiter_reserve, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(reserved, want_reserved, "cr_limiter_reserve (%s), decisions.txt:%d", name,
+                     lineno);
+        CHECK_EQ_I64(delay, want_delay, "cr_limiter_reserve (%s), decisions.txt:%d", name, lineno);
+        reserved = !want_reserved;
+        delay = -7;
+        CHECK_EQ_I64(cr_keyed_reserve(tables[i], key, strlen(key), now, cost, max_wait, &reserved,
+                                      &delay),
+                     CR_OK, "cr_keyed_reserve, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(reserved, want_reserved, "cr_keyed_reserve (%s), decisions.txt:%d", name,
+                     lineno);
+        CHECK_EQ_I64(delay, want_delay, "cr_keyed_reserve (%s), decisions.txt:%d", name, lineno);
+    }
+}
+
+static void run_refund(variant *v, const char *key, int lineno, int64_t now, int64_t cost,
+                       int64_t want_state)
+{
+    const char *name = cr_algorithm_name(v->limit.algorithm);
+    int64_t state = cr_refund(&v->limit, v->state, now, cost);
+    CHECK_EQ_I64(state, want_state, "cr_refund's state (%s), decisions.txt:%d", name, lineno);
+    v->state = want_state;
+    CHECK_EQ_I64(cr_limiter_refund(v->limiter, now, cost), CR_OK, "decisions.txt:%d", lineno);
+    CHECK_EQ_I64(cr_limiter_refund(v->allow_limiter, now, cost), CR_OK, "decisions.txt:%d", lineno);
+    CHECK_EQ_I64(cr_keyed_refund(v->keyed, key, strlen(key), now, cost), CR_OK, "decisions.txt:%d",
+                 lineno);
+    CHECK_EQ_I64(cr_keyed_refund(v->allow_keyed, key, strlen(key), now, cost), CR_OK,
+                 "decisions.txt:%d", lineno);
+}
+
+static cr_algorithm algorithm_named(const char *name)
+{
+    for (int a = CR_ALGORITHM_GCRA; a <= CR_ALGORITHM_SLIDING_WINDOW; a++)
+        if (strcmp(cr_algorithm_name((cr_algorithm)a), name) == 0)
+            return (cr_algorithm)a;
+    fprintf(stderr, "unknown algorithm %s\n", name);
+    exit(2);
 }
 
 static int run_decisions(const char *dir)
 {
     FILE *file = open_vectors(dir, "decisions.txt");
-    char line[1024];
+    char line[1024], name[64];
     int lineno = 0, ops = 0, sequences = 0;
     sequence seq = {0};
     bool started = false;
@@ -150,24 +232,47 @@ static int run_decisions(const char *dir)
         lineno++;
         if (!meaningful(line))
             continue;
-        int64_t emission_ns, burst;
+        int64_t emission_ns, burst, now, cost, max_wait, delay, state;
+        int reserved;
         vector_op op;
         if (sscanf(line, "limit %" SCNd64 " %" SCNd64, &emission_ns, &burst) == 2) {
-            sequence_start(&seq, emission_ns, burst, sequences++);
+            cr_limit limit = limit_of(emission_ns, burst); /* the vectors keep tau <= 2^62 */
+            sequence_start(&seq, &limit, sequences++);
+            started = true;
+        } else if (sscanf(line, "window %63s %" SCNd64 " %" SCNd64, name, &emission_ns, &burst) == 3) {
+            cr_limit limit = window_limit_of(algorithm_named(name), emission_ns, burst);
+            sequence_start(&seq, &limit, sequences++);
             started = true;
         } else if (started && strcmp(line, "reset") == 0) {
-            seq.tat = 0;
-            cr_limiter_reset(seq.limiter);
-            cr_keyed_reset(seq.keyed, seq.key, strlen(seq.key));
-            cr_limiter_reset(seq.allow_limiter);
-            cr_keyed_reset(seq.allow_keyed, seq.key, strlen(seq.key));
+            for (int i = 0; i < seq.count; i++) {
+                variant *v = &seq.variants[i];
+                v->state = 0;
+                cr_limiter_reset(v->limiter);
+                cr_keyed_reset(v->keyed, seq.key, strlen(seq.key));
+                cr_limiter_reset(v->allow_limiter);
+                cr_keyed_reset(v->allow_keyed, seq.key, strlen(seq.key));
+            }
         } else if (started &&
                    sscanf(line,
                           "op %" SCNd64 " %" SCNd64 " %d %d %" SCNd64 " %" SCNd64 " %" SCNd64
                           " %" SCNd64,
                           &op.now, &op.cost, &op.commit, &op.allowed, &op.remaining,
                           &op.retry_after, &op.reset_after, &op.tat_after) == 8) {
-            run_op(&seq, lineno, &op);
+            for (int i = 0; i < seq.count; i++)
+                run_op(&seq.variants[i], seq.key, lineno, &op);
+            ops++;
+        } else if (started && sscanf(line,
+                                     "reserve %" SCNd64 " %" SCNd64 " %" SCNd64 " %d %" SCNd64
+                                     " %" SCNd64,
+                                     &now, &cost, &max_wait, &reserved, &delay, &state) == 6) {
+            for (int i = 0; i < seq.count; i++)
+                run_reserve(&seq.variants[i], seq.key, lineno, now, cost, max_wait, reserved,
+                            delay, state);
+            ops++;
+        } else if (started && sscanf(line, "refund %" SCNd64 " %" SCNd64 " %" SCNd64, &now, &cost,
+                                     &state) == 3) {
+            for (int i = 0; i < seq.count; i++)
+                run_refund(&seq.variants[i], seq.key, lineno, now, cost, state);
             ops++;
         } else {
             bad_line("decisions.txt", lineno, line);
@@ -265,6 +370,59 @@ static void run_text(int lineno, const char *line)
     free(exact);
 }
 
+/* "algorithm" and "algorithm_text" lines: a limit with an algorithm name. */
+static void run_algorithm(int lineno, const char *line)
+{
+    char name[64], rate[64], period[64], burst[64], want_status[64];
+    int64_t want_emission, want_tolerance, want_burst;
+    cr_limit_args args = {0};
+    char *exact = NULL;
+    if (strncmp(line, "algorithm_text ", 15) == 0) {
+        if (sscanf(line, "algorithm_text %63s %63s %" SCNd64 " %" SCNd64 " %" SCNd64, name,
+                   want_status, &want_emission, &want_tolerance, &want_burst) != 5)
+            bad_line("limits.txt", lineno, line);
+        const char *text = strchr(line, '|') + 1;
+        size_t len = strlen(text);
+        exact = malloc(len ? len : 1); /* exact size: ASan sees any read past len */
+        if (!exact)
+            exit(2);
+        memcpy(exact, text, len);
+        args.rate_text = exact;
+        args.rate_text_len = len;
+    } else {
+        if (sscanf(line, "algorithm %63s %63s %63s %63s %63s %" SCNd64 " %" SCNd64 " %" SCNd64,
+                   name, rate, period, burst, want_status, &want_emission, &want_tolerance,
+                   &want_burst) != 8)
+            bad_line("limits.txt", lineno, line);
+        args.rate = strtod(rate, NULL);
+        if (strcmp(period, "-") != 0) {
+            args.has_period = true;
+            args.period_s = strtod(period, NULL);
+        }
+        if (strcmp(burst, "-") != 0) {
+            args.has_burst = true;
+            args.burst = strtoll(burst, NULL, 10);
+        }
+    }
+    /* "-" is the empty name: given, with length 0 (not NULL, which means gcra) */
+    bool empty = strcmp(name, "-") == 0;
+    args.algorithm = empty ? "" : name;
+    args.algorithm_len = empty ? 0 : strlen(name);
+    cr_limit limit;
+    memset(&limit, 0x5a, sizeof limit);
+    cr_status status = cr_limit_init(&limit, &args);
+    CHECK_EQ_STR(status_name(status), want_status, "cr_limit_init(%s), limits.txt:%d", name, lineno);
+    if (status == CR_OK) {
+        CHECK_EQ_I64(limit.emission_ns, want_emission, "limits.txt:%d", lineno);
+        CHECK_EQ_I64(limit.tolerance_ns, want_tolerance, "limits.txt:%d", lineno);
+        CHECK_EQ_I64(limit.burst, want_burst, "limits.txt:%d", lineno);
+        CHECK_EQ_STR(cr_algorithm_name(limit.algorithm), name, "limits.txt:%d", lineno);
+        if (limit.algorithm >= CR_ALGORITHM_FIXED_WINDOW)
+            CHECK_EQ_STR(cr_clock_name(&limit), "realtime", "limits.txt:%d", lineno);
+    }
+    free(exact);
+}
+
 static int run_limits(const char *dir)
 {
     FILE *file = open_vectors(dir, "limits.txt");
@@ -278,6 +436,8 @@ static int run_limits(const char *dir)
             run_number(lineno, line);
         else if (strncmp(line, "text ", 5) == 0)
             run_text(lineno, line);
+        else if (strncmp(line, "algorithm", 9) == 0)
+            run_algorithm(lineno, line);
         else
             bad_line("limits.txt", lineno, line);
         count++;

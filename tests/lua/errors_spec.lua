@@ -189,7 +189,7 @@ describe("now", function()
 
    it("gives the core's words", function()
       local lim = cellrate.limiter(10)
-      assert.equal("now must be a finite number of seconds >= 0 and below 2^63 ns",
+      assert.equal("now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)",
          raises("now", lim.check, lim, 1, "soon"))
    end)
 end)
@@ -239,7 +239,7 @@ describe("opts", function()
    end)
 
    it("takes nil and an empty table as no options", function()
-      local defaults = { rate = 10, period = 1, burst = 10, clock = "monotonic",
+      local defaults = { rate = 10, period = 1, burst = 10, clock = "monotonic", algorithm = "gcra",
          emission_ns = 100000000, tolerance_ns = 1000000000 }
       assert.same(defaults, cellrate.limiter(10):info())
       assert.same(defaults, cellrate.limiter(10, {}):info())

@@ -142,8 +142,21 @@ local function read_decisions()
    local sequences = {}
    for _, line in ipairs(lines_of("decisions.txt")) do
       local w = words(line.text)
-      if w[1] == "limit" then
-         sequences[#sequences + 1] = { line = line.number, emission = w[2], burst = w[3], steps = {} }
+      if w[1] == "limit" then -- run as gcra and as token_bucket: identical decisions
+         sequences[#sequences + 1] = { line = line.number, emission = w[2], burst = w[3], steps = {},
+            algorithms = { "gcra", "token_bucket" } }
+      elseif w[1] == "window" then -- emission: the window; burst: the rate
+         sequences[#sequences + 1] = { line = line.number, emission = w[3], burst = w[4], steps = {},
+            algorithms = { w[2] } }
+      elseif w[1] == "reserve" then
+         table.insert(sequences[#sequences].steps, {
+            kind = "reserve", line = line.number, now = w[2], cost = w[3], max_wait = w[4],
+            reserved = w[5] == "1", delay = w[6], tat_after = w[7],
+         })
+      elseif w[1] == "refund" then
+         table.insert(sequences[#sequences].steps, {
+            kind = "refund", line = line.number, now = w[2], cost = w[3], tat_after = w[4],
+         })
       elseif w[1] == "reset" then
          table.insert(sequences[#sequences].steps, "reset")
       elseif w[1] == "op" then
@@ -169,54 +182,80 @@ local function count_ops(steps, from)
    return n
 end
 
--- face: { make(period, burst), decide(store, commit, cost, now), reset(store) }
-local function replay(face)
-   local counts, mismatches = { compared = 0 }, {}
+-- face: { make(algorithm, period, burst), decide(store, commit, cost, now), reset(store),
+--         reserve(store, cost, max_wait, now), refund(store, cost, now) }
+-- A window sequence's "period" is its window and its "burst" its rate.
+local function replay_one(face, seq, algorithm, counts, mismatches)
    local function skip(reason, n)
       counts[reason] = (counts[reason] or 0) + n
    end
-   for _, seq in ipairs(SEQUENCES) do
-      local period = seconds_of(seq.emission)
-      local burst = integer_of(seq.burst)
-      if not period then
-         skip("skipped: T has no exact float period", count_ops(seq.steps, 1))
-      elseif not burst then
-         skip("skipped: burst is not an exact double", count_ops(seq.steps, 1))
+   local period = seconds_of(seq.emission)
+   local burst = integer_of(seq.burst)
+   if not period then
+      return skip("skipped: T has no exact float period", count_ops(seq.steps, 1))
+   elseif not burst then
+      return skip("skipped: burst is not an exact double", count_ops(seq.steps, 1))
+   end
+   local store = face.make(algorithm, period, burst)
+   local tat = "0" -- the key's state before each step, as the vectors say
+   for index, step in ipairs(seq.steps) do
+      if step == "reset" then
+         face.reset(store)
+         tat = "0"
       else
-         local store = face.make(period, burst)
-         local tat = "0" -- the key's TAT before each step, as the vectors say
-         for index, step in ipairs(seq.steps) do
-            if step == "reset" then
-               face.reset(store)
-               tat = "0"
-            else
-               local now, cost = seconds_of(step.now), integer_of(step.cost)
-               local reason = (not now and "a time has no exact float seconds")
-                  or (not cost and "a cost is not an exact double")
-               if reason and step.tat_after == tat then
-                  -- it changes nothing: the rest of the sequence stays known
-                  skip("skipped: " .. reason .. " (one op that stores nothing)", 1)
-               elseif reason then
-                  skip("skipped: " .. reason .. " (rest of its sequence)", count_ops(seq.steps, index))
-                  break
-               else
-                  local allowed, remaining, retry_after, reset_after =
-                     face.decide(store, step.commit, cost, now)
-                  if not (allowed == step.allowed and integer_match(remaining, step.remaining)
-                        and seconds_match(retry_after, step.retry_after)
-                        and seconds_match(reset_after, step.reset_after)) then
-                     mismatches[#mismatches + 1] = ("decisions.txt:%d: got %s %s %.17g %.17g; want %s %s %s ns %s ns")
-                        :format(step.line, tostring(allowed), tostring(remaining), retry_after, reset_after,
-                           tostring(step.allowed), step.remaining, step.retry_after, step.reset_after)
-                  end
-                  counts.compared = counts.compared + 1
-               end
-               tat = step.tat_after
+         local now, cost = seconds_of(step.now), integer_of(step.cost)
+         local reason = (not now and "a time has no exact float seconds")
+            or (not cost and "a cost is not an exact double")
+         if reason and step.tat_after == tat then
+            -- it changes nothing: the rest of the sequence stays known
+            skip("skipped: " .. reason .. " (one op that stores nothing)", 1)
+         elseif reason then
+            return skip("skipped: " .. reason .. " (rest of its sequence)", count_ops(seq.steps, index))
+         elseif step.kind == "reserve" then
+            local max_wait = step.max_wait ~= "-1" and tonumber(step.max_wait) / 1e9 or nil
+            local delay = face.reserve(store, cost, max_wait, now)
+            if not ((delay == nil and not step.reserved)
+                  or (delay ~= nil and step.reserved and seconds_match(delay, step.delay))) then
+               mismatches[#mismatches + 1] = ("decisions.txt:%d (%s): reserve gave %s; want %s %s ns")
+                  :format(step.line, algorithm, tostring(delay), tostring(step.reserved), step.delay)
             end
+            counts.compared = counts.compared + 1
+         elseif step.kind == "refund" then
+            face.refund(store, cost, now)
+            counts.compared = counts.compared + 1
+         else
+            local allowed, remaining, retry_after, reset_after =
+               face.decide(store, step.commit, cost, now)
+            if not (allowed == step.allowed and integer_match(remaining, step.remaining)
+                  and seconds_match(retry_after, step.retry_after)
+                  and seconds_match(reset_after, step.reset_after)) then
+               mismatches[#mismatches + 1] = ("decisions.txt:%d (%s): got %s %s %.17g %.17g; want %s %s %s ns %s ns")
+                  :format(step.line, algorithm, tostring(allowed), tostring(remaining), retry_after, reset_after,
+                     tostring(step.allowed), step.remaining, step.retry_after, step.reset_after)
+            end
+            counts.compared = counts.compared + 1
          end
+         tat = step.tat_after
+      end
+   end
+end
+
+local function replay(face)
+   local counts, mismatches = { compared = 0 }, {}
+   for _, seq in ipairs(SEQUENCES) do
+      for _, algorithm in ipairs(seq.algorithms) do
+         replay_one(face, seq, algorithm, counts, mismatches)
       end
    end
    return counts, mismatches
+end
+
+-- The options that rebuild a vector's limit: (rate, opts).
+local function limit_of(algorithm, period, burst)
+   if algorithm == "gcra" or algorithm == "token_bucket" then
+      return 1, { period = period, burst = burst, algorithm = algorithm }
+   end
+   return burst, { period = period, algorithm = algorithm }
 end
 
 local function report(name, counts, mismatches)
@@ -287,6 +326,43 @@ local function limit_mismatch(face, status, emission, burst, rate, options)
    return nil
 end
 
+-- An `algorithm` or `algorithm_text` line: status, problem.
+local function algorithm_mismatch(face, text)
+   local w, rate, options, status, emission, tolerance, burst
+   if text:sub(1, 15) == "algorithm_text " then
+      local head
+      head, rate = text:match("^(.-)|(.*)$")
+      w = words(head)
+      options = {}
+      status, emission, tolerance, burst = w[3], w[4], w[5], w[6]
+   else
+      w = words(text)
+      rate, options = number_of(w[3]), {}
+      status, emission, tolerance, burst = w[6], w[7], w[8], w[9]
+      if w[4] ~= "-" then options.period = number_of(w[4]) end
+      if w[5] ~= "-" then
+         options.burst = integer_of(w[5])
+         if options.burst == nil then return status, nil end -- not exact in this Lua
+      end
+   end
+   options.algorithm = w[2] == "-" and "" or w[2]
+   local make = function() return face.new(rate, options) end
+   if status ~= "OK" then
+      return status, raised_status(status, make)
+   end
+   local ok, lim = pcall(make)
+   if not ok then
+      return status, "raised " .. tostring(lim) .. ", want OK"
+   end
+   local info = lim:info()
+   if not (integer_match(info.emission_ns, emission) and integer_match(info.tolerance_ns, tolerance)
+         and integer_match(info.burst, burst) and info.algorithm == w[2]) then
+      return status, ("%s %s %s %s, want %s %s %s %s"):format(tostring(info.emission_ns),
+         tostring(info.tolerance_ns), tostring(info.burst), info.algorithm, emission, tolerance, burst, w[2])
+   end
+   return status, nil
+end
+
 local function run_limits(face)
    local mismatches, counts, skipped = {}, {}, 0
    for _, line in ipairs(lines_of("limits.txt")) do
@@ -313,6 +389,8 @@ local function run_limits(face)
          else
             skipped = skipped + 1
          end
+      elseif line.text:sub(1, 9) == "algorithm" then
+         status, problem = algorithm_mismatch(face, line.text)
       else
          local head, rate_text = line.text:match("^(.-)|(.*)$")
          local w = words(head)
@@ -336,12 +414,12 @@ end
 ---------------------------------------------------------------------------
 -- seconds.txt: `now` in seconds to ns, seen through `remaining`.
 --
--- With T = 1 ns and burst = INT64_MAX, a check of cost INT64_MAX at t = 0
--- leaves TAT = INT64_MAX; then a cost-0 peek at t answers remaining = t.
+-- With T = 1 ns and burst = 2^62 (the largest tau), a check of cost 2^62 at
+-- t = 0 leaves TAT = 2^62; then a cost-0 peek at t answers remaining = t.
 -- (Under LuaJIT, remaining above 2^53 compares as a double.)
 
 local function run_seconds(face)
-   local max = integer_of(INT64_MAX_TEXT)
+   local max = integer_of("4611686018427387904")
    local lim = face.new(1, { period = seconds_of("1"), burst = max })
    assert.is_true((face.check(lim, max, 0)))
    local mismatches, n = {}, 0
@@ -373,25 +451,31 @@ end
 describe("conformance vectors", function()
    it("decisions through cellrate.limiter", function()
       report("cellrate.limiter", replay({
-         make = function(period, burst) return cellrate.limiter(1, { period = period, burst = burst }) end,
+         make = function(algorithm, period, burst) return cellrate.limiter(limit_of(algorithm, period, burst)) end,
          decide = function(lim, commit, cost, now)
             if commit then return lim:check(cost, now) end
             return lim:peek(cost, now)
          end,
          reset = function(lim) lim:reset() end,
+         reserve = function(lim, cost, max_wait, now) return lim:reserve(cost, max_wait, now) end,
+         refund = function(lim, cost, now) return lim:refund(cost, now) end,
       }))
    end)
 
    it("decisions through cellrate.keyed", function()
       report("cellrate.keyed", replay({
-         make = function(period, burst)
-            return cellrate.keyed(1, { period = period, burst = burst, capacity = 64 })
+         make = function(algorithm, period, burst)
+            local rate, opts = limit_of(algorithm, period, burst)
+            opts.capacity = 64
+            return cellrate.keyed(rate, opts)
          end,
          decide = function(keyed, commit, cost, now)
             if commit then return keyed:check("key", cost, now) end
             return keyed:peek("key", cost, now)
          end,
          reset = function(keyed) keyed:reset("key") end,
+         reserve = function(keyed, cost, max_wait, now) return keyed:reserve("key", cost, max_wait, now) end,
+         refund = function(keyed, cost, now) return keyed:refund("key", cost, now) end,
       }))
    end)
 
@@ -400,13 +484,13 @@ describe("conformance vectors", function()
          local seq = SEQUENCES[i]
          local period, burst = seconds_of(seq.emission), integer_of(seq.burst)
          if period and burst then
-            local lim = cellrate.limiter(1, { period = period, burst = burst })
+            local lim = cellrate.limiter(limit_of(seq.algorithms[1], period, burst))
             for _, step in ipairs(seq.steps) do
                if step == "reset" then
                   lim:reset()
                else
                   local now, cost = seconds_of(step.now), integer_of(step.cost)
-                  if not (now and cost) then break end
+                  if not (now and cost) or step.kind then break end
                   local allowed
                   if step.commit then allowed = lim:allow(cost, now) else allowed = lim:peek(cost, now) end
                   assert.are.equal(step.allowed, allowed, "decisions.txt:" .. step.line)

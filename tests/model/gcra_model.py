@@ -17,6 +17,10 @@ from fractions import Fraction
 
 INT64_MAX = 2**63 - 1
 NEVER = INT64_MAX  # retry_after_ns of a cost that can never fit
+# The time horizon (docs/design.md §1): every `now` is below it and every tolerance
+# (or window) at most it, so a time plus a tolerance never reaches 2**63 and the
+# decision below is exact with no saturation anywhere.
+HORIZON_NS = 2**62
 
 
 # --------------------------------------------------------------------------
@@ -35,14 +39,17 @@ STATUSES: list[tuple[int, str, str, str]] = [
      "rate: months and years have no fixed length; use a fixed duration "
      "such as '1000/30d' or '1000/365d'"),
     (4, "E_RATE_TOO_HIGH", "rate", "rate is too high: the interval period/rate rounds below 1 ns"),
-    (5, "E_RATE_TOO_LOW", "rate", "rate is too low: the interval period/rate exceeds 2^63 ns"),
+    (5, "E_RATE_TOO_LOW", "rate",
+     "rate is too low: the interval period/rate exceeds 2^62 ns (146 years)"),
     (6, "E_PERIOD", "period", "period must be a finite number of seconds > 0"),
     (7, "E_PERIOD_WITH_TEXT", "period",
      "period must not be given with a rate string, which carries its own period"),
     (8, "E_BURST", "burst", "burst must be an integer >= 1"),
-    (9, "E_BURST_TOO_LARGE", "burst", "burst is too large: burst * (period/rate) exceeds 2^63 ns"),
+    (9, "E_BURST_TOO_LARGE", "burst",
+     "burst is too large: burst * (period/rate) exceeds 2^62 ns (146 years)"),
     (10, "E_COST", "cost", "cost must be an integer >= 0"),
-    (11, "E_NOW", "now", "now must be a finite number of seconds >= 0 and below 2^63 ns"),
+    (11, "E_NOW", "now",
+     "now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)"),
     (12, "E_KEY", "key", "key must be a string of bytes"),
     (13, "E_CLOCK", "clock", "clock must be 'monotonic' or 'fast'"),
     (14, "E_CAPACITY", "capacity", "capacity must be an integer >= 1 and <= 2^32"),
@@ -60,6 +67,29 @@ STATUSES: list[tuple[int, str, str, str]] = [
     (25, "E_SHARED_BURST", "shared", "shared: the region was made with another burst"),
     (26, "E_SHARED_CAPACITY", "shared", "shared: the region was made with another capacity"),
     (27, "E_SHARED_MODE", "shared_mode", "shared_mode must be a file mode from 0 to 0777 (octal)"),
+    (28, "E_ALGORITHM", "algorithm",
+     "algorithm must be 'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'"),
+    (29, "E_BURST_WINDOW", "burst",
+     "burst: a window algorithm takes no burst (a window admits rate units); "
+     "leave burst out, or use 'gcra' or 'token_bucket'"),
+    (30, "E_RATE_WHOLE", "rate",
+     "rate: a window admits a whole number of units; write a fractional rate as "
+     "whole units per longer window, e.g. '1/2s' for 0.5 per second"),
+    (31, "E_RATE_FIXED_CEILING", "rate",
+     "rate is above the fixed_window ceiling: at most period_ns - 1 units per window "
+     "(999999999 per second, 59999999999 per minute)"),
+    (32, "E_RATE_SLIDING_CEILING", "rate",
+     "rate is above the sliding_window ceiling: (rate + 1)^2 <= period_ns "
+     "(31621 per second, 244947 per minute, 1897365 per hour, 9295159 per day)"),
+    (33, "E_WINDOW_TOO_LONG", "period",
+     "period: a window longer than 2^60 ns (36.5 years) is not supported"),
+    (34, "E_CLOCK_WINDOW", "clock",
+     "clock: window algorithms read the realtime clock (windows are aligned to the "
+     "Unix epoch); leave clock out or pass 'realtime'"),
+    (35, "E_SHARED_ALGORITHM", "shared", "shared: the region was made with another algorithm"),
+    (36, "E_MAX_WAIT", "max_wait", "max_wait must be a number of seconds >= 0, or absent for any wait"),
+    (37, "E_ITEMS", "items",
+     "items must be a non-empty list of limiters and (keyed limiter, key) pairs"),
 ]
 
 
@@ -96,8 +126,8 @@ class Decision:
 
 def decide(limit: Limit, stored_tat: int, now_ns: int, cost: int, commit: bool = True) -> Decision:
     """One GCRA decision for a key whose stored TAT is `stored_tat` (0: never seen)."""
-    if now_ns < 0 or cost < 0:
-        raise ValueError("now_ns and cost must be >= 0")
+    if not 0 <= now_ns < HORIZON_NS or cost < 0:
+        raise ValueError("now_ns must be in [0, 2**62) and cost >= 0")
     emission = limit.emission_ns
     tau = limit.tolerance_ns
     t = now_ns
@@ -126,7 +156,7 @@ def decide(limit: Limit, stored_tat: int, now_ns: int, cost: int, commit: bool =
     increment = cost * emission
     if increment > tau:
         return turned_away(NEVER)
-    new_tat = min(tat + increment, INT64_MAX)
+    new_tat = tat + increment  # exact: admission needs new_tat <= t + tau < 2**63
     if t >= new_tat - tau:
         return Decision(
             allowed=True,
@@ -165,7 +195,7 @@ def seconds_to_ns(seconds: float) -> tuple[str, int]:
     if not math.isfinite(seconds) or seconds < 0:
         return "E_NOW", 0
     ns = round_half_away(Fraction(seconds) * 10**9)
-    if ns > INT64_MAX:
+    if ns >= HORIZON_NS:
         return "E_NOW", 0
     return "OK", ns
 
@@ -216,11 +246,11 @@ def _derive(rate: float, period_s: float, burst: int | None) -> tuple[str, int, 
     emission = round_half_away(exact)
     if emission < 1:
         return "E_RATE_TOO_HIGH", 0, 0
-    if emission > INT64_MAX:
+    if emission > HORIZON_NS:
         return "E_RATE_TOO_LOW", 0, 0
     if burst is None:
         burst = max(1, math.ceil(rate))
-    if emission * burst > INT64_MAX:
+    if emission * burst > HORIZON_NS:
         return "E_BURST_TOO_LARGE", 0, 0
     return "OK", emission, burst
 

@@ -18,8 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import catalogue_model as catalogue  # noqa: E402
 import gcra_model as model  # noqa: E402
-from gcra_model import INT64_MAX  # noqa: E402
+from gcra_model import HORIZON_NS, INT64_MAX  # noqa: E402
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"
 SEED = 20240613
@@ -35,12 +36,14 @@ def lua_face_time_ok(ns: int) -> bool:
 
 
 class Decisions:
-    """Builds decisions.txt: one key at a time, its TAT kept by the model."""
+    """Builds decisions.txt: one key at a time, its state kept by the model."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.limit: model.Limit | None = None
+        self.window: catalogue.WindowLimit | None = None
         self.tat = 0
+        self.counts: catalogue.Counts | None = None
         self.ops = 0
         self.face_skipped_times = 0
 
@@ -48,44 +51,96 @@ class Decisions:
         self.lines.append(f"# {text}")
 
     def new_key(self, emission_ns: int, burst: int) -> None:
-        if not (1 <= emission_ns and 1 <= burst and emission_ns * burst <= INT64_MAX):
+        if not (1 <= emission_ns and 1 <= burst and emission_ns * burst <= HORIZON_NS):
             raise ValueError(f"not a valid limit: T={emission_ns} burst={burst}")
         # The float faces rebuild the limit from (rate=1, period); prove the rule
         # the Lua reader uses agrees with the exact derivation.
         if model.float_face_seconds(emission_ns) is not None:
             assert model.float_face_period(emission_ns) is not None, emission_ns
         self.limit = model.Limit(emission_ns, burst)
+        self.window = None
         self.tat = 0
         self.lines.append(f"limit {emission_ns} {burst}")
 
+    def new_window(self, algorithm: str, window_ns: int, rate: int) -> None:
+        self.window = catalogue.WindowLimit(algorithm, window_ns, rate)
+        # The faces build it as (rate, period = window_ns / 1e9): prove that derives window_ns.
+        period = model.float_face_seconds(window_ns)
+        assert period is not None and catalogue.limit_for(algorithm, float(rate), period, None) == \
+            catalogue.Derived("OK", catalogue.limit_for(algorithm, float(rate), period, None).emission_ns,
+                              window_ns, rate), (algorithm, window_ns, rate)
+        self.limit = None
+        self.counts = None
+        self.lines.append(f"window {algorithm} {window_ns} {rate}")
+
     def reset(self) -> None:
         self.tat = 0
+        self.counts = None
         self.lines.append("reset")
 
-    def op(self, now_ns: int, cost: int = 1, commit: bool = True) -> model.Decision:
-        assert self.limit is not None
-        assert 0 <= now_ns <= INT64_MAX and 0 <= cost <= INT64_MAX
+    def _time(self, now_ns: int) -> None:
+        assert 0 <= now_ns < HORIZON_NS
         seconds = model.float_face_seconds(now_ns)
         assert (seconds is not None) == lua_face_time_ok(now_ns)
         if seconds is not None:
             assert model.seconds_to_ns(seconds) == ("OK", now_ns), now_ns
         else:
             self.face_skipped_times += 1
-        d = model.decide(self.limit, self.tat, now_ns, cost, commit)
-        self.tat = d.tat_after
         self.ops += 1
+
+    @property
+    def state(self) -> int:
+        return self.tat if self.window is None else catalogue.pack(self.window, self.counts)
+
+    def op(self, now_ns: int, cost: int = 1, commit: bool = True):
+        assert 0 <= cost <= INT64_MAX
+        self._time(now_ns)
+        if self.window is not None:
+            d = catalogue.window_decide(self.window, self.counts, now_ns, cost, commit)
+            self.counts = d.counts_after
+        else:
+            assert self.limit is not None
+            d = model.decide(self.limit, self.tat, now_ns, cost, commit)
+            self.tat = d.tat_after
         self.lines.append(
             f"op {now_ns} {cost} {int(commit)} {int(d.allowed)} {d.remaining} "
-            f"{d.retry_after_ns} {d.reset_after_ns} {d.tat_after}"
+            f"{d.retry_after_ns} {d.reset_after_ns} {self.state}"
         )
         return d
+
+    def reserve(self, now_ns: int, cost: int = 1, max_wait_ns: int | None = None) -> tuple[bool, int]:
+        self._time(now_ns)
+        if self.window is not None:
+            d = catalogue.window_decide(self.window, self.counts, now_ns, cost, True)
+            reserved, delay = d.allowed, 0
+            self.counts = d.counts_after
+        else:
+            assert self.limit is not None
+            reserved, delay, self.tat = catalogue.gcra_reserve(self.limit, self.tat, now_ns, cost, max_wait_ns)
+        wait = -1 if max_wait_ns is None else max_wait_ns
+        self.lines.append(f"reserve {now_ns} {cost} {wait} {int(reserved)} {delay} {self.state}")
+        return reserved, delay
+
+    def refund(self, now_ns: int, cost: int = 1) -> None:
+        self._time(now_ns)
+        if self.window is not None:
+            self.counts = catalogue.window_refund(self.window, self.counts, now_ns, cost)
+        else:
+            assert self.limit is not None
+            self.tat = catalogue.gcra_refund(self.limit, self.tat, now_ns, cost)
+        self.lines.append(f"refund {now_ns} {cost} {self.state}")
 
     def text(self) -> str:
         header = (
             GENERATED
-            + "# limit <emission_ns> <burst>      starts a fresh key (TAT 0)\n"
-            + "# op <now_ns> <cost> <commit> <allowed> <remaining> <retry_after_ns> <reset_after_ns> <tat_after>\n"
-            + "# reset                            the key back to TAT 0\n"
+            + "# limit <emission_ns> <burst>      starts a fresh gcra key (state 0); readers run it\n"
+            + "#                                  as gcra and as token_bucket: the decisions are identical\n"
+            + "# window <fixed_window|sliding_window> <window_ns> <rate>   starts a fresh window key\n"
+            + "# op <now_ns> <cost> <commit> <allowed> <remaining> <retry_after_ns> <reset_after_ns> <state_after>\n"
+            + "# reserve <now_ns> <cost> <max_wait_ns, -1: any> <reserved> <delay_ns> <state_after>\n"
+            + "# refund <now_ns> <cost> <state_after>\n"
+            + "# reset                            the key back to state 0\n"
+            + "# window times are on the realtime clock (windows aligned to the Unix epoch)\n"
             + f"# {self.ops} ops; {self.face_skipped_times} op times have no exact float seconds\n"
         )
         return header + "\n".join(self.lines) + "\n"
@@ -230,47 +285,56 @@ def out_of_order(v: Decisions) -> None:
     v.op(0, 1, commit=False)
 
 
-def end_of_time(v: Decisions) -> None:
-    whole = 9223372036 * SECOND  # the last whole second below 2**63 ns
-    v.comment("times near 2**63 ns: the TAT saturates at INT64_MAX, nothing wraps")
-    v.new_key(SECOND, 3)
-    v.op(whole)
-    v.op(whole, 2)
-    v.op(whole)
-    v.op(whole + 500 * MS)
-    v.op(whole + 812500 * 1000)
-    v.op(whole + 812500 * 1000, 3, commit=False)
-    v.op(whole + 854775 * 1000 - 854775 * 1000 % 1953125)
+def horizon(v: Decisions) -> None:
+    last = HORIZON_NS - 1
+    whole = 4611686018 * SECOND  # the last whole second below 2**62 ns
+    v.comment("the horizon: now < 2**62 ns and tau <= 2**62 ns, so no time + tau reaches 2**63:")
+    v.comment("exact decisions, nothing saturates, no sequence admits more than burst + d / T")
+    v.new_key(100 * MS, 5)
+    for _ in range(7):
+        v.op(whole)
+    v.op(whole + 100 * MS)
+    v.op(whole + 100 * MS)
+    v.op(last)
+    v.op(last, 5, commit=False)
+    v.op(last, 6)
 
-    v.comment("now = INT64_MAX and INT64_MAX - 1 (no exact float seconds: C only)")
-    v.new_key(SECOND, 3)
-    v.op(INT64_MAX - 1)
-    v.op(INT64_MAX - 1, 2)
-    v.op(INT64_MAX, 3)
-    v.op(INT64_MAX)
+    v.comment("tau = 2**62 exactly (T = 2**61, burst 2) at the last ns before the horizon (C only)")
+    v.new_key(2**61, 2)
+    v.op(last)
+    v.op(last)
+    v.op(last)
+    v.op(last, 2, commit=False)
     v.op(0)
-    v.new_key(7, 2)
-    v.op(INT64_MAX, 2)
-    v.op(INT64_MAX, 1)
-    v.op(INT64_MAX - 10, 1)
-    v.op(INT64_MAX - 13, 1)
+    v.op(last, 0)
 
-    v.comment("saturation with a small T: new_tat clamps at INT64_MAX")
-    v.new_key(SECOND, 10)
-    v.op(whole, 10)
-    v.op(whole)
-    v.op(whole + 500 * MS, 1)
-    v.op(whole + 500 * MS, 4, commit=False)
-
-    v.comment("tau = INT64_MAX: T = 1, burst = INT64_MAX")
-    v.new_key(1, INT64_MAX)
-    v.op(0, INT64_MAX)
+    v.comment("tau = 2**62 exactly (T = 1, burst 2**62)")
+    v.new_key(1, 2**62)
+    v.op(0, 2**62)
     v.op(0, 1)
-    v.op(whole, 0)
-    v.op(whole, 2**62)
-    v.op(INT64_MAX, 1)
-    v.op(INT64_MAX, INT64_MAX)
-    v.op(INT64_MAX, 0)
+    v.op(last, 2**62)
+    v.op(last, 1)
+    v.op(last, 2**62 + 1)
+    v.op(last, INT64_MAX)
+
+    v.comment("the longest exact-float tau: T = 2305843009 s, burst 2")
+    big = 2305843009 * SECOND
+    v.new_key(big, 2)
+    v.op(whole)
+    v.op(whole)
+    v.op(whole)
+    v.op(0, 1, commit=False)
+
+    v.comment("a TAT pushed far past the horizon by reservations: base + cost*T overflows -> refused")
+    v.new_key(2**61, 2)
+    for _ in range(4):
+        v.reserve(0, 2)
+    v.op(0)
+    v.op(last)
+    v.op(last, 2, commit=False)
+    v.op(last, 0)
+    v.refund(last, 2)
+    v.op(last)
 
 
 def extreme_limits(v: Decisions) -> None:
@@ -296,38 +360,25 @@ def extreme_limits(v: Decisions) -> None:
     v.op(0)
     v.op(0)
     v.op(2**62 - 1)
-    v.op(2**62)
-    v.op(2**62 + 1, 0)
-    v.op(INT64_MAX)
+    v.op(2**62 - 1, 0)
 
-    v.comment("T near 2**62 with an exact float period, burst 2 (tau just below 2**63)")
+    v.comment("T near 2**62 with an exact float period, burst 1")
     big = 4611686018 * SECOND
-    v.new_key(big, 2)
-    v.op(0)
+    v.new_key(big, 1)
     v.op(0)
     v.op(0)
     v.op(big - 1953125, 1, commit=False)
     v.op(big)
-    v.op(5 * 10**18)
-    v.op(5 * 10**18)
-    v.op(9223372036 * SECOND, 2)
-
-    v.comment("T = INT64_MAX, burst 1")
-    v.new_key(INT64_MAX, 1)
-    v.op(0)
-    v.op(0)
-    v.op(SECOND)
-    v.op(INT64_MAX)
-    v.op(INT64_MAX, 0)
+    v.op(big, 2)
 
     v.comment("burst 1")
     v.new_key(37 * MS, 1)
     for t in (0, 10 * MS, 37 * MS, 73 * MS, 74 * MS, 74 * MS, 111 * MS, 200 * MS, 200 * MS):
         v.op(t)
 
-    v.comment("burst huge: INT64_MAX // T")
+    v.comment("burst huge: 2**62 // T")
     emission = 1_000_003
-    burst = INT64_MAX // emission
+    burst = HORIZON_NS // emission
     v.new_key(emission, burst)
     v.op(0, 1)
     v.op(0, burst - 1)
@@ -359,7 +410,7 @@ def random_sequences(v: Decisions, rng: random.Random, count: int) -> None:
         elif kind < 0.95:
             burst = rng.randrange(1, 2000)
         else:
-            burst = max(1, INT64_MAX // emission // rng.choice((1, 2, 1000)))
+            burst = max(1, HORIZON_NS // emission // rng.choice((1, 2, 1000)))
         v.new_key(emission, burst)
         tau = emission * burst
         t = rng.choice((0, 0, rng.randrange(0, 2**45)))
@@ -392,6 +443,235 @@ def random_sequences(v: Decisions, rng: random.Random, count: int) -> None:
             v.op(t, cost, commit=rng.random() < 0.85)
 
 
+EPOCH = 1_700_000_000 * SECOND  # a realtime instant: a multiple of 8 s, 60 s and 1 s
+QUARTER = 250 * MS  # 128 * 5**9 ns: times on this grid have exact float seconds
+
+
+def window_scenarios(v: Decisions) -> None:
+    v.comment("docs/design.md §7 (reference vector): fixed_window, rate 10 per 8 s: 9 units by t = 2 s, a cost-3 arrival at t = 4 s")
+    v.comment("is turned away, at t = 8 s the window rolls and 9 more are admitted over the next 2 s")
+    v.new_window("fixed_window", 8 * SECOND, 10)
+    for i in range(9):
+        v.op(EPOCH + i * QUARTER)
+    v.op(EPOCH + 4 * SECOND, 3)
+    v.op(EPOCH + 4 * SECOND, 1)
+    v.op(EPOCH + 4 * SECOND, 1)
+    for i in range(9):
+        v.op(EPOCH + 8 * SECOND + i * QUARTER)
+    v.op(EPOCH + 10 * SECOND, 2)
+
+    v.comment("docs/design.md §7 (reference vector): sliding_window, rate 10 per 8 s: previous window 6, current 6, at 6 s into the")
+    v.comment("window 6 * 2/8 + 6 = 7.5, so a cost-3 arrival is turned away (retry: exactly when 7.5 decays to 7)")
+    v.new_window("sliding_window", 8 * SECOND, 10)
+    for _ in range(6):
+        v.op(EPOCH + 7 * SECOND)
+    for _ in range(6):
+        v.op(EPOCH + 12 * SECOND)
+    v.op(EPOCH + 14 * SECOND, 3)
+    v.op(EPOCH + 14 * SECOND, 1, commit=False)
+    v.op(EPOCH + 14 * SECOND + 666666667, 3, commit=False)  # no exact float seconds: C only
+    v.op(EPOCH + 14 * SECOND + 750 * MS, 3)
+    v.comment("the same arrivals under fixed_window: the cost-3 arrival is admitted")
+    v.new_window("fixed_window", 8 * SECOND, 10)
+    for _ in range(6):
+        v.op(EPOCH + 7 * SECOND)
+    for _ in range(6):
+        v.op(EPOCH + 12 * SECOND)
+    v.op(EPOCH + 14 * SECOND, 3)
+
+    v.comment("100/minute: windows are clock minutes")
+    for algorithm in ("fixed_window", "sliding_window"):
+        v.new_window(algorithm, 60 * SECOND, 100)
+        v.op(EPOCH + 59 * SECOND, 100)
+        v.op(EPOCH + 59 * SECOND)
+        v.op(EPOCH + 60 * SECOND)
+        v.op(EPOCH + 90 * SECOND, 50)
+        v.op(EPOCH + 90 * SECOND, 1, commit=False)
+        v.op(EPOCH + 120 * SECOND, 100, commit=False)
+        v.op(EPOCH + 180 * SECOND, 100)
+
+
+def window_boundaries(v: Decisions) -> None:
+    for algorithm in ("fixed_window", "sliding_window"):
+        v.comment(f"{algorithm}: boundary instants (kP - 1, kP, kP + 1 ns: C only off the grid)")
+        v.new_window(algorithm, SECOND, 3)
+        for t in (EPOCH - 1, EPOCH - 1, EPOCH - 1, EPOCH - 1, EPOCH, EPOCH, EPOCH + 1, EPOCH + 1):
+            v.op(t)
+        v.op(EPOCH + SECOND - 1)
+        v.op(EPOCH + SECOND)
+        v.op(EPOCH + 2 * SECOND - 1, 3, commit=False)
+        v.op(EPOCH + 3 * SECOND)
+        v.comment(f"{algorithm}: cost 0 probes, unfittable costs (cost > rate: never, retry CR_NEVER)")
+        v.op(EPOCH + 3 * SECOND, 0)
+        v.op(EPOCH + 3 * SECOND, 4)
+        v.op(EPOCH + 3 * SECOND, INT64_MAX)
+        v.op(EPOCH + 3 * SECOND, 2)
+        v.op(EPOCH + 3 * SECOND, 1)
+        v.op(EPOCH + 3 * SECOND, 0)
+        v.op(EPOCH + 3 * SECOND, 0, commit=False)
+        v.reset()
+        v.op(EPOCH + 3 * SECOND, 3)
+        v.comment(f"{algorithm}: a key idle two windows is absent (its state is in the past)")
+        v.op(EPOCH + 5 * SECOND, 3, commit=False)
+        v.op(EPOCH + 6 * SECOND, 3)
+
+    v.comment("ceilings: fixed_window rate = P - 1 (999999999 per second), sliding (rate + 1)^2 <= P")
+    v.new_window("fixed_window", SECOND, 999_999_999)
+    v.op(EPOCH, 999_999_998)
+    v.op(EPOCH, 2)
+    v.op(EPOCH, 1)
+    v.op(EPOCH + QUARTER, 1)
+    v.op(EPOCH + SECOND, 999_999_999)
+    v.op(EPOCH + SECOND, 1_000_000_000)
+    v.new_window("sliding_window", SECOND, 31621)
+    v.op(EPOCH, 31621)
+    v.op(EPOCH + SECOND, 31621, commit=False)
+    v.op(EPOCH + SECOND + 3 * QUARTER, 31621, commit=False)
+    v.op(EPOCH + SECOND + 3 * QUARTER, 7905)
+    v.op(EPOCH + SECOND + 3 * QUARTER, 1)
+    v.op(EPOCH + SECOND + 3 * QUARTER, 0)
+    v.new_window("sliding_window", 60 * SECOND, 244947)
+    v.op(EPOCH, 244947)
+    v.op(EPOCH + 90 * SECOND, 244947, commit=False)
+    v.op(EPOCH + 90 * SECOND, 122473)
+    v.op(EPOCH + 90 * SECOND, 1)
+
+    v.comment("the smallest windows: fixed P = 2 ns rate 1; sliding P = 4 ns rate 1")
+    v.new_window("fixed_window", 2, 1)
+    for t in (0, 0, 1, 2, 3, 3, 4):
+        v.op(t)
+    v.new_window("sliding_window", 4, 1)
+    for t in (0, 0, 1, 3, 4, 5, 6, 7, 8, 9, 12):
+        v.op(t)
+
+    big = (2**60 - 1) // 1953125 * 1953125
+    while catalogue.limit_for("fixed_window", 5.0, model.float_face_seconds(big), None).tolerance_ns != big:
+        big -= 1953125  # the faces build it from float seconds: take one they build exactly
+    v.comment("the longest window below 2**60 ns, and times at the horizon (2**62 - 1 ns: C only)")
+    for algorithm, rate in (("fixed_window", 5), ("sliding_window", 3)):
+        v.new_window(algorithm, big, rate)
+        v.op(0, rate)
+        v.op(big - 1953125)
+        v.op(big)
+        v.op(HORIZON_NS - 1, rate)
+        v.op(HORIZON_NS - 1)
+        v.op(0)
+    for algorithm in ("fixed_window", "sliding_window"):
+        v.new_window(algorithm, SECOND, 3)
+        v.op(HORIZON_NS - 1, 3)
+        v.op(HORIZON_NS - 1)
+        v.op(HORIZON_NS - 2 * SECOND)
+
+
+def window_clock_steps(v: Decisions) -> None:
+    for algorithm in ("fixed_window", "sliding_window"):
+        v.comment(f"{algorithm}: the realtime clock steps back: only stricter (counts kept in the later window)")
+        v.new_window(algorithm, 10 * SECOND, 4)
+        v.op(EPOCH + 15 * SECOND, 3)
+        v.op(EPOCH + 5 * SECOND)
+        v.op(EPOCH + 5 * SECOND)
+        v.op(EPOCH - 30 * SECOND, 0)
+        v.op(EPOCH - 30 * SECOND, 1, commit=False)
+        v.op(EPOCH + 12 * SECOND)
+        v.op(EPOCH + 25 * SECOND, 2)
+        v.op(EPOCH + 18 * SECOND, 2)
+        v.op(EPOCH + 28 * SECOND, 4)
+        v.op(EPOCH + 41 * SECOND, 4)
+
+
+def reservations(v: Decisions) -> None:
+    v.comment("reserve: commits at the earliest instant the units fit, within max_wait (-1: any wait)")
+    v.new_key(100 * MS, 2)
+    v.reserve(0)
+    v.reserve(0)
+    v.reserve(0)
+    v.reserve(0, 1, 50 * MS)
+    v.reserve(0, 1, 200 * MS)
+    v.reserve(0, 1, 0)
+    v.reserve(0, 0, 0)
+    v.reserve(0, 3)
+    v.reserve(0, INT64_MAX)
+    v.op(0)
+    v.op(250 * MS, 1, commit=False)
+    v.comment("refund: gives back units taken (a cancelled waiter), never better than idle")
+    v.refund(0)
+    v.refund(0, 0)
+    v.op(0, 1, commit=False)
+    v.refund(0, 2)
+    v.op(0, 2, commit=False)
+    v.refund(0, 100)
+    v.op(0, 2, commit=False)
+    v.refund(SECOND)
+    v.op(SECOND, 2)
+    v.refund(SECOND, INT64_MAX)
+    v.op(SECOND, 2, commit=False)
+    v.reserve(5 * SECOND, 2, 0)
+    v.reserve(5 * SECOND, 1, 100 * MS)
+    v.reserve(5 * SECOND, 2, 300 * MS)
+    v.refund(5 * SECOND + 150 * MS, 1)
+    v.op(5 * SECOND + 150 * MS, 1, commit=False)
+
+    for algorithm in ("fixed_window", "sliding_window"):
+        v.comment(f"{algorithm}: reserve only with delay 0; refund within the window, none once it ended")
+        v.new_window(algorithm, 10 * SECOND, 3)
+        v.reserve(EPOCH + SECOND, 2)
+        v.reserve(EPOCH + SECOND, 2)
+        v.reserve(EPOCH + SECOND, 2, 10**12)
+        v.reserve(EPOCH + SECOND, 1, 0)
+        v.reserve(EPOCH + SECOND, 0)
+        v.reserve(EPOCH + SECOND, 4)
+        v.refund(EPOCH + 2 * SECOND, 2)
+        v.op(EPOCH + 2 * SECOND, 2, commit=False)
+        v.refund(EPOCH + 2 * SECOND, 5)
+        v.op(EPOCH + 2 * SECOND, 3, commit=False)
+        v.op(EPOCH + 3 * SECOND, 3)
+        v.refund(EPOCH + 13 * SECOND, 1)
+        v.op(EPOCH + 13 * SECOND, 3, commit=False)
+        v.refund(EPOCH + 13 * SECOND, 0)
+        v.refund(EPOCH + 33 * SECOND, 1)
+
+
+def random_windows(v: Decisions, rng: random.Random, count: int) -> None:
+    v.comment(f"{count} random window sequences")
+    for _ in range(count):
+        algorithm = rng.choice(("fixed_window", "sliding_window"))
+        window = rng.choice((SECOND, 60 * SECOND, 8 * SECOND, 2 * QUARTER, 3600 * SECOND,
+                             1953125 * rng.randrange(1, 5000)))
+        ceiling = catalogue.fixed_ceiling(window) if algorithm == "fixed_window" else catalogue.sliding_ceiling(window)
+        rate = rng.choice((1, 2, 3, 10, 100, rng.randrange(1, ceiling + 1), ceiling))
+        rate = min(rate, ceiling)
+        v.new_window(algorithm, window, rate)
+        t = EPOCH + 1953125 * rng.randrange(0, 2**20)
+        for _ in range(rng.randrange(5, 60)):
+            move = rng.random()
+            if move < 0.2:
+                pass
+            elif move < 0.7:
+                t += 1953125 * rng.randrange(0, window // 1953125 // 4 + 2)
+            elif move < 0.85:
+                t += 1953125 * rng.randrange(0, 3 * window // 1953125 + 2)
+            else:
+                t -= 1953125 * rng.randrange(0, 2 * window // 1953125 + 2)
+            roll = rng.random()
+            if roll < 0.1:
+                cost = 0
+            elif roll < 0.55:
+                cost = 1
+            elif roll < 0.9:
+                cost = rng.randrange(1, rate + 1)
+            else:
+                cost = rate + rng.randrange(1, 5)
+            action = rng.random()
+            if action < 0.02:
+                v.reset()
+            elif action < 0.1:
+                v.reserve(t, cost, rng.choice((None, 0, SECOND)))
+            elif action < 0.16:
+                v.refund(t, cost)
+            else:
+                v.op(t, cost, commit=rng.random() < 0.85)
+
+
 def make_decisions() -> str:
     v = Decisions()
     rng = random.Random(SEED)
@@ -400,9 +680,15 @@ def make_decisions() -> str:
     peeks(v)
     unfittable(v)
     out_of_order(v)
-    end_of_time(v)
+    horizon(v)
     extreme_limits(v)
     random_sequences(v, rng, 300)
+    rng = random.Random(SEED + 3)
+    window_scenarios(v)
+    window_boundaries(v)
+    window_clock_steps(v)
+    reservations(v)
+    random_windows(v, rng, 200)
     return v.text()
 
 
@@ -435,11 +721,30 @@ class Limits:
         self.lines.append(f"text {status} {emission} {out_burst} {int(period_given)} |{rate_text}")
         return status
 
+    def algorithm(self, algorithm: str, rate: float, period: float | None = None,
+                  burst: int | None = None) -> str:
+        d = catalogue.limit_for(algorithm, rate, period, burst)
+        self.lines.append(
+            f"algorithm {algorithm or '-'} {g17(rate)} {'-' if period is None else g17(period)} "
+            f"{'-' if burst is None else burst} {d.status} {d.emission_ns} {d.tolerance_ns} {d.burst}"
+        )
+        return d.status
+
+    def algorithm_text(self, algorithm: str, rate_text: str) -> str:
+        d = catalogue.limit_for(algorithm, None, None, None, rate_text=rate_text)
+        self.lines.append(
+            f"algorithm_text {algorithm or '-'} {d.status} {d.emission_ns} {d.tolerance_ns} {d.burst} |{rate_text}"
+        )
+        return d.status
+
     def render(self) -> str:
         header = (
             GENERATED
             + "# number <rate %.17g> <period %.17g or -> <burst or -> <status> <emission_ns> <burst>\n"
             + "# text <status> <emission_ns> <burst> <period_given 0|1> |<rate string to end of line>\n"
+            + "# algorithm <name, - for the empty name> <rate> <period or -> <burst or -> <status> <emission_ns> <tolerance_ns> <burst>\n"
+            + "# algorithm_text <name, - for the empty name> <status> <emission_ns> <tolerance_ns> <burst> |<rate string>\n"
+            + "#   (windows: tolerance_ns is the window, burst the rate)\n"
             + "# status: the cr_status name without CR_; emission_ns and burst are 0 on error.\n"
             + "# '-' means not given (period 1 s; burst max(1, ceil(rate))); a given period is 1.0.\n"
         )
@@ -498,17 +803,21 @@ def number_limits(lv: Limits, rng: random.Random) -> None:
     lv.number(6.4e8)
     lv.number(1.0, 2.5e-9)
     lv.number(1.0, 1.5e-9)
-    lv.comment("too low: T above 2**63 - 1, or x infinite")
+    lv.comment("too low: T above 2**62 (the horizon), or x infinite")
     lv.number(1e-10)
     lv.number(1.0, 1e10)
     lv.number(1e-300)
     lv.number(5e-324)
     lv.number(1e-10, 1e300)
     lv.number(1.0, 1.7976931348623157e308)
-    top_ok = first_period_with("OK", 2**63 / 1e9, -math.inf)
+    top_ok = first_period_with("OK", 2**62 / 1e9, -math.inf)
     lv.number(1.0, top_ok)
     lv.number(1.0, math.nextafter(top_ok, math.inf))
-    lv.number(1.0, first_period_with("E_RATE_TOO_LOW", 2**63 / 1e9 - 1e-5, math.inf))
+    lv.number(1.0, first_period_with("E_RATE_TOO_LOW", 2**62 / 1e9 - 1e-5, math.inf))
+    lv.number(1.0, 9.2e9)
+    lv.comment("issue: Limiter(2, period=9.2e9) reached 2**63 at 347 days of uptime: tau > 2**62 is refused")
+    lv.number(2.0, 9.2e9)
+    lv.number(1.0, 4.6e9, 1)
     lv.comment("rate must be finite > 0")
     for rate in (0.0, -0.0, -1.0, -1e-300, math.nan, math.inf, -math.inf):
         lv.number(rate)
@@ -522,12 +831,14 @@ def number_limits(lv: Limits, rng: random.Random) -> None:
     lv.number(10.0, 1.0, 1)
     lv.number(1e9, 1.0, INT64_MAX)
     lv.number(1e9, None, INT64_MAX)
-    lv.comment("tau = T * burst must fit in 63 bits")
+    lv.comment("tau = T * burst must be at most 2**62 (the horizon)")
     lv.number(1.0, 1.0, INT64_MAX)
-    lv.number(1.0, 1.0, INT64_MAX // SECOND)
-    lv.number(1.0, 1.0, INT64_MAX // SECOND + 1)
-    lv.number(1.0, 4611686018.0, 2)
-    lv.number(1.0, 4611686018.0, 3)
+    lv.number(1.0, 1.0, HORIZON_NS // SECOND)
+    lv.number(1.0, 1.0, HORIZON_NS // SECOND + 1)
+    lv.number(1.0, 2305843009.0, 2)
+    lv.number(1.0, 2305843009.0, 3)
+    lv.number(1e9, 1.0, 2**62)
+    lv.number(1e9, 1.0, 2**62 + 1)
     lv.comment("default burst of a huge rate: ceil(rate) as an integer, then tau")
     lv.number(4e18, 4e9)
     lv.number(1e19, 1e10)
@@ -622,11 +933,61 @@ def text_limits(lv: Limits, rng: random.Random) -> None:
         lv.text(f"{rate}{sep}{count}{unit}")
 
 
+def algorithm_limits(lv: Limits, rng: random.Random) -> None:
+    lv.comment("algorithm names: exact, lower case; the empty name and others are refused first")
+    for name in ("leaky_bucket", "GCRA", "Fixed_Window", "", "gcra_", "sliding"):
+        lv.algorithm(name, 10.0)
+    lv.algorithm("moving_window", 0.0, -1.0, 0)
+    lv.comment("gcra and token_bucket derive the same limit")
+    for name in ("gcra", "token_bucket"):
+        lv.algorithm(name, 10.0)
+        lv.algorithm(name, 10.0, 1.0, 6)
+        lv.algorithm(name, 0.5)
+        lv.algorithm(name, 300.0, 60.0)
+        lv.algorithm(name, 1.0, 1.0, INT64_MAX)
+        lv.algorithm_text(name, "100/minute")
+    for name in ("fixed_window", "sliding_window"):
+        lv.comment(f"{name}: rate whole units per window; burst refused; ceilings")
+        lv.algorithm(name, 10.0, 8.0)
+        lv.algorithm(name, 100.0, 60.0)
+        lv.algorithm(name, 10.0, 1.0, 10)
+        lv.algorithm(name, 10.0, 1.0, 1)
+        lv.algorithm(name, 0.5)
+        lv.algorithm(name, 1.0, 2.0)
+        lv.algorithm(name, 10.000000000000002)
+        lv.algorithm(name, 0.0)
+        lv.algorithm(name, math.nan)
+        lv.algorithm(name, 10.0, 0.0)
+        lv.algorithm(name, 10.0, -1.0, 3)
+        lv.algorithm(name, 1e300)
+        lv.algorithm(name, 1.0, 2**60 / 1e9)
+        lv.algorithm(name, 1.0, math.nextafter(2**60 / 1e9, 0))
+        lv.algorithm(name, 1.0, 1e-9)
+        lv.algorithm(name, 1.0, 2e-9)
+        lv.algorithm(name, 1.0, 4e-9)
+        lv.algorithm(name, 65535.0)
+        lv.algorithm(name, 65535.0, 60.0)
+        lv.algorithm(name, 1e6, 3600.0)
+        for period in (1.0, 60.0, 3600.0, 86400.0, 8.0, 0.001):
+            window = round(period * 1e9)
+            top = catalogue.fixed_ceiling(window) if name == "fixed_window" else catalogue.sliding_ceiling(window)
+            lv.algorithm(name, float(top), period)
+            lv.algorithm(name, float(top + 1), period)
+        for text in ("10/8s", "100/minute", "0.5/s", "1/2s", "31621/s", "31622 per second",
+                     "999999999/s", "1000000000/s", "244947/minute", "244948/min", "5/ms", "1/ns"):
+            lv.algorithm_text(name, text)
+        for _ in range(20):
+            rate = float(rng.choice((rng.randrange(1, 100), rng.randrange(1, 10**6), rng.randrange(1, 10**10))))
+            period = rng.choice((None, 1.0, 60.0, float(rng.randrange(1, 86400)), 10 ** rng.uniform(-9, 10)))
+            lv.algorithm(name, rate, period)
+
+
 def make_limits() -> str:
     lv = Limits()
     rng = random.Random(SEED + 1)
     number_limits(lv, rng)
     text_limits(lv, rng)
+    algorithm_limits(lv, random.Random(SEED + 4))
     return lv.render()
 
 
@@ -645,11 +1006,12 @@ def make_seconds() -> str:
                            0.3, 1.1, 123.456, 86400.0, 1e6, 2.0**-30, 2.0**-31, 2.0**-40, 5e-324]
     values += [m / 1024 for m in (1, 3, 5, 1023, 1025)]  # exact ties: m * 1953125 / 2 ns
     values += [k + 0.5e-9 for k in (1.0, 2.0, 1000.0)]
-    values += [1e9, 4e9, 9223372036.0, 9223372036.5, 9223372036.8125]
-    top = 2**63 / 1e9
+    values += [1e9, 4e9, 4611686018.0, 4611686018.25, 9223372036.0, 9223372036.5, 9223372036.8125]
+    top = 2**62 / 1e9
     while model.seconds_to_ns(top)[0] != "OK":
         top = math.nextafter(top, -math.inf)
-    values += [top, math.nextafter(top, math.inf), math.nextafter(top, -math.inf), 2**63 / 1e9, 1e10]
+    values += [top, math.nextafter(top, math.inf), math.nextafter(top, -math.inf), 2**62 / 1e9,
+               2**63 / 1e9, 1e10, 1.7e9, 1767225600.123456]
     values += [-1e-300, -5e-324, -1.0, math.nan, math.inf, -math.inf, 1.7976931348623157e308]
     for _ in range(40):
         values.append(rng.choice((rng.uniform(0, 1e-6), rng.uniform(0, 10), rng.uniform(0, 1e6),

@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import catalogue_model as catalogue  # noqa: E402
 import gcra_model as model  # noqa: E402
 import make_vectors  # noqa: E402
 from gcra_model import INT64_MAX, Limit, Store, decide  # noqa: E402
@@ -92,10 +93,91 @@ def test_unfittable():
     assert decide(limit, 0, 0, INT64_MAX).retry_after_ns == INT64_MAX
 
 
-def test_saturation():
-    limit = Limit(S, 3)
-    d = decide(limit, 0, INT64_MAX - 1, 1)
-    assert d.allowed and d.tat_after == INT64_MAX and d.remaining == 2
+def test_horizon_no_saturation():
+    """Issue 8, defect 6: at the horizon the decision stays exact; 1000 calls at
+    one instant admit exactly burst (saturation used to admit all 1000)."""
+    limit = Limit(100 * MS, 5)
+    store = Store(limit)
+    last = model.HORIZON_NS - 1
+    assert sum(store.check("k", last, 1, True).allowed for _ in range(1000)) == 5
+    big = Limit(2**61, 2)  # tau = 2**62, the largest
+    assert [decide(big, 0, last, 1).allowed, decide(big, 2**61 + last, last, 1).allowed] == [True, True]
+    assert not decide(big, 2**62 + last, last, 1).allowed
+    with pytest.raises(ValueError):
+        decide(limit, 0, model.HORIZON_NS, 1)
+    assert model.limit_from_number(2.0, 9.2e9, None)[0] == "E_BURST_TOO_LARGE"
+    assert model.seconds_to_ns(9223372036.5)[0] == "E_NOW"
+    assert model.seconds_to_ns(4611686018.0) == ("OK", 4611686018 * S)
+
+
+def test_fixed_window_design_vector():
+    """docs/design.md §7, a reference vector: rate 10 per 8 s: 9 units by t = 2 s, a cost-3 arrival at 4 s is
+    turned away, at 8 s the window rolls and 9 more are admitted by 10 s."""
+    limit = catalogue.WindowLimit("fixed_window", 8 * S, 10)
+    counts = None
+    for i in range(9):
+        d = catalogue.window_decide(limit, counts, i * S // 4, 1)
+        assert d.allowed
+        counts = d.counts_after
+    d = catalogue.window_decide(limit, counts, 4 * S, 3)
+    assert not d.allowed and d.retry_after_ns == 4 * S and d.remaining == 1
+    for i in range(9):
+        d = catalogue.window_decide(limit, counts, 8 * S + i * S // 4, 1)
+        assert d.allowed
+        counts = d.counts_after
+    assert d.remaining == 1 and d.reset_after_ns == 8 * S - 2 * S
+
+
+def test_sliding_window_design_vector():
+    """docs/design.md §7, a reference vector: previous 6, current 6, 6 s into an 8 s window: 6 * 2/8 + 6 = 7.5,
+    so cost 3 is turned away (a fixed window admits it)."""
+    limit = catalogue.WindowLimit("sliding_window", 8 * S, 10)
+    counts = catalogue.Counts(window=1, prev=6, curr=6)
+    d = catalogue.window_decide(limit, counts, 8 * S + 6 * S, 3)
+    assert not d.allowed and d.remaining == 2  # floor(10 - 7.5)
+    # 6 * (8 - e) / 8 + 9 <= 10  <=>  e >= 8 - 4/3 s: the retry is exact to the ns
+    assert d.retry_after_ns == 8 * S - (4 * S) // 3 - 6 * S == 666_666_667
+    fixed = catalogue.WindowLimit("fixed_window", 8 * S, 10)
+    assert catalogue.window_decide(fixed, catalogue.Counts(1, 0, 6), 14 * S, 3).allowed
+
+
+def test_window_bounds_on_random_arrivals():
+    import random
+
+    rng = random.Random(11)
+    for algorithm in catalogue.WINDOWS:
+        limit = catalogue.WindowLimit(algorithm, 1000, 7)
+        counts, t, per_window = None, 0, {}
+        for _ in range(4000):
+            t += rng.randrange(0, 300)
+            cost = rng.randrange(0, 4)
+            d = catalogue.window_decide(limit, counts, t, cost)
+            if d.allowed and cost:
+                per_window[t // 1000] = per_window.get(t // 1000, 0) + cost
+            counts = d.counts_after
+        assert max(per_window.values()) <= 7
+        if algorithm == "sliding_window":  # also over any two adjacent windows
+            assert all(per_window.get(k, 0) + per_window.get(k + 1, 0) <= 14 for k in per_window)
+
+
+def test_window_ceilings():
+    assert catalogue.sliding_ceiling(S) == 31621 and catalogue.fixed_ceiling(S) == 999_999_999
+    assert catalogue.sliding_ceiling(60 * S) == 244947
+    assert catalogue.limit_for("sliding_window", 31622.0, None, None).status == "E_RATE_SLIDING_CEILING"
+    assert catalogue.limit_for("fixed_window", 10.0, None, 5).status == "E_BURST_WINDOW"
+    assert catalogue.limit_for("fixed_window", 0.5, None, None).status == "E_RATE_WHOLE"
+    assert catalogue.limit_for("gcra", 10.0, None, None) == catalogue.limit_for("token_bucket", 10.0, None, None)
+
+
+def test_reserve_and_refund():
+    limit = Limit(100 * MS, 2)
+    assert catalogue.gcra_reserve(limit, 0, 0, 1, None) == (True, 0, 100 * MS)
+    assert catalogue.gcra_reserve(limit, 200 * MS, 0, 1, None) == (True, 100 * MS, 300 * MS)
+    assert catalogue.gcra_reserve(limit, 200 * MS, 0, 1, 50 * MS) == (False, 0, 200 * MS)
+    assert catalogue.gcra_reserve(limit, 0, 0, 3, None)[0] is False
+    assert catalogue.gcra_refund(limit, 300 * MS, 0, 1) == 200 * MS
+    assert catalogue.gcra_refund(limit, 300 * MS, 0, 10) == 0
+    assert catalogue.gcra_refund(limit, 300 * MS, 400 * MS, 1) == 300 * MS
 
 
 def test_interval_bound_holds_on_random_arrivals():

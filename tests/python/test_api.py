@@ -388,7 +388,7 @@ def test_method_signatures_are_introspectable():
 @pytest.mark.skipif(sys.version_info < (3, 10), reason="3.9 drops a heap type's signature")
 def test_constructor_signatures_are_introspectable():
     params = inspect.signature(cellrate.Limiter).parameters
-    assert list(params) == ["rate", "period", "burst", "shared", "shared_mode", "clock"]
+    assert list(params) == ["rate", "period", "burst", "shared", "shared_mode", "clock", "algorithm"]
     assert params["burst"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["shared"].kind is inspect.Parameter.KEYWORD_ONLY
     assert list(inspect.signature(cellrate.KeyedLimiter).parameters) == [
@@ -399,6 +399,7 @@ def test_constructor_signatures_are_introspectable():
         "shared",
         "shared_mode",
         "clock",
+        "algorithm",
     ]
     assert list(inspect.signature(cellrate.Decision).parameters) == [
         "allowed",
@@ -562,6 +563,7 @@ def test_public_names():
         "Limiter",
         "RateLimited",
         "__version__",
+        "check_all",
         "limit",
     ]
     pure_python = {"KeyedLimiter", "Limiter", "RateLimited", "limit"}

@@ -347,7 +347,7 @@ def test_edge_values_that_are_valid():
     assert lim.allow(0, now=0)  # cost 0, now 0 (int seconds)
     assert lim.allow(now=0)
     assert lim.allow(Indexable(1), now=5)  # int-like cost
-    assert cellrate.Limiter(10).allow(now=(2**63 - 2**20) / 1e9)  # just below 2^63 ns
+    assert cellrate.Limiter(10).allow(now=(2**62 - 2**20) / 1e9)  # just below the 2^62 ns horizon
     assert cellrate.KeyedLimiter(10, capacity=1).capacity == 1
     assert cellrate.KeyedLimiter(10, capacity=Indexable(3)).capacity == 3
 

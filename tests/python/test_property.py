@@ -26,7 +26,7 @@ from hypothesis import strategies as st  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "model"))
 
 import gcra_model as model  # noqa: E402
-from gcra_model import INT64_MAX  # noqa: E402
+from gcra_model import HORIZON_NS, INT64_MAX  # noqa: E402
 
 MIN_OPS = 10**4
 EXAMPLES = 200
@@ -48,7 +48,7 @@ small_bursts = st.one_of(st.integers(1, 12), st.integers(1, 2000))
 def limits(draw):
     emission = draw(emissions)
     if draw(st.integers(0, 19)) == 0:
-        burst = max(1, INT64_MAX // emission // draw(st.sampled_from([1, 2, 1000])))
+        burst = max(1, HORIZON_NS // emission // draw(st.sampled_from([1, 2, 1000])))
     else:
         burst = draw(small_bursts)
     return model.Limit(emission, burst)

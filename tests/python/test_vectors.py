@@ -32,7 +32,7 @@ VECTORS = ROOT / "tests" / "vectors"
 sys.path.insert(0, str(ROOT / "tests" / "model"))
 
 import gcra_model as model  # noqa: E402
-from gcra_model import INT64_MAX  # noqa: E402
+from gcra_model import HORIZON_NS  # noqa: E402
 
 # Skips allowed, as a share of the ops in decisions.txt.
 MAX_SKIPPED_SHARE = 0.02
@@ -85,15 +85,35 @@ class Op:
     remaining: int
     retry_after: int
     reset_after: int
+    tat_after: int  # the key's state word after the op
+
+
+@dataclass
+class Reserve:
+    line: int
+    now: int
+    cost: int
+    max_wait: int  # -1: any wait
+    reserved: bool
+    delay: int
+    tat_after: int
+
+
+@dataclass
+class Refund:
+    line: int
+    now: int
+    cost: int
     tat_after: int
 
 
 @dataclass
 class Sequence:
     line: int
-    emission_ns: int
-    burst: int
-    steps: list  # Op or "reset"
+    algorithms: tuple  # a `limit` line runs as gcra and as token_bucket
+    emission_ns: int  # windows: the window
+    burst: int  # windows: the rate
+    steps: list  # Op, Reserve, Refund or "reset"
 
 
 def read_decisions() -> list[Sequence]:
@@ -103,12 +123,20 @@ def read_decisions() -> list[Sequence]:
             continue
         fields = text.split()
         if fields[0] == "limit":
-            sequences.append(Sequence(number, int(fields[1]), int(fields[2]), []))
+            sequences.append(Sequence(number, ("gcra", "token_bucket"), int(fields[1]), int(fields[2]), []))
+        elif fields[0] == "window":
+            sequences.append(Sequence(number, (fields[1],), int(fields[2]), int(fields[3]), []))
         elif fields[0] == "reset":
             sequences[-1].steps.append("reset")
         elif fields[0] == "op":
             v = [int(f) for f in fields[1:]]
             sequences[-1].steps.append(Op(number, v[0], v[1], bool(v[2]), bool(v[3]), v[4], v[5], v[6], v[7]))
+        elif fields[0] == "reserve":
+            v = [int(f) for f in fields[1:]]
+            sequences[-1].steps.append(Reserve(number, v[0], v[1], v[2], bool(v[3]), v[4], v[5]))
+        elif fields[0] == "refund":
+            v = [int(f) for f in fields[1:]]
+            sequences[-1].steps.append(Refund(number, v[0], v[1], v[2]))
         else:
             raise AssertionError(f"decisions.txt:{number}: {text}")
     return sequences
@@ -117,48 +145,82 @@ def read_decisions() -> list[Sequence]:
 SEQUENCES = read_decisions()
 
 
-def replay(make_store, check, peek, reset) -> tuple[collections.Counter, list[str]]:
-    """Replays every sequence; returns counts of compared and skipped ops, and mismatches."""
+def limit_args(seq: Sequence, algorithm: str):
+    """(args, kwargs) that rebuild the sequence's limit exactly, or None."""
+    if algorithm in ("gcra", "token_bucket"):
+        period = model.float_face_period(seq.emission_ns)
+        if period is None:
+            return None
+        return (1.0, period), {"burst": seq.burst, "algorithm": algorithm}
+    period = model.float_face_seconds(seq.emission_ns)  # the model proves it derives the window
+    return (float(seq.burst), period), {"algorithm": algorithm}
+
+
+def replay(make_store, check, peek, reset, reserve=None, refund=None) -> tuple[collections.Counter, list[str]]:
+    """Replays every sequence under each of its algorithms; returns counts of
+    compared and skipped ops, and mismatches."""
     counts: collections.Counter = collections.Counter()
     mismatches: list[str] = []
     for seq in SEQUENCES:
-        ops = [s for s in seq.steps if s != "reset"]
-        period = model.float_face_period(seq.emission_ns)
-        if period is None:
-            counts["skipped: T has no exact float period"] += len(ops)
-            continue
-        store = make_store(period, seq.burst)
-        tat = 0  # the key's TAT before each step, as the vectors say
-        for index, step in enumerate(seq.steps):
-            if step == "reset":
-                reset(store)
-                tat = 0
-                continue
-            now = model.float_face_seconds(step.now)
-            if now is None and step.tat_after == tat:
-                # it changes nothing: the rest of the sequence stays known
-                counts["skipped: a time has no exact float seconds (one op that stores nothing)"] += 1
-                continue
-            if now is None:
-                left = sum(1 for s in seq.steps[index:] if s != "reset")
-                counts["skipped: a time has no exact float seconds (rest of its sequence)"] += left
-                break
-            tat = step.tat_after
-            d = (check if step.commit else peek)(store, step.cost, now)
-            if not (
-                d.allowed is step.allowed
-                and d.remaining == step.remaining
-                and d.limit == seq.burst
-                and seconds_match(d.retry_after, step.retry_after)
-                and seconds_match(d.reset_after, step.reset_after)
-            ):
-                mismatches.append(
-                    f"decisions.txt:{step.line}: got {d!r}; want allowed={step.allowed} "
-                    f"remaining={step.remaining} retry_after_ns={step.retry_after} "
-                    f"reset_after_ns={step.reset_after}"
-                )
-            counts["compared"] += 1
+        for algorithm in seq.algorithms:
+            replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, counts, mismatches)
     return counts, mismatches
+
+
+def replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, counts, mismatches):
+    ops = [s for s in seq.steps if s != "reset"]
+    made = limit_args(seq, algorithm)
+    if made is None:
+        counts["skipped: T has no exact float period"] += len(ops)
+        return
+    store = make_store(*made)
+    tat = 0  # the key's state before each step, as the vectors say
+    for index, step in enumerate(seq.steps):
+        if step == "reset":
+            reset(store)
+            tat = 0
+            continue
+        now = model.float_face_seconds(step.now)
+        if now is None and step.tat_after == tat:
+            # it changes nothing: the rest of the sequence stays known
+            counts["skipped: a time has no exact float seconds (one op that stores nothing)"] += 1
+            continue
+        if now is None:
+            left = sum(1 for s in seq.steps[index:] if s != "reset")
+            counts["skipped: a time has no exact float seconds (rest of its sequence)"] += left
+            return
+        tat = step.tat_after
+        if isinstance(step, Reserve):
+            if reserve is None:
+                return
+            max_wait = None if step.max_wait < 0 else step.max_wait / 1e9
+            got = reserve(store, step.cost, max_wait, now)
+            if not ((got is None and not step.reserved) or
+                    (got is not None and step.reserved and seconds_match(got, step.delay))):
+                mismatches.append(f"decisions.txt:{step.line} ({algorithm}): reserve gave {got!r}; "
+                                  f"want reserved={step.reserved} delay_ns={step.delay}")
+            counts["compared"] += 1
+            continue
+        if isinstance(step, Refund):
+            if refund is None:
+                return
+            refund(store, step.cost, now)
+            counts["compared"] += 1
+            continue
+        d = (check if step.commit else peek)(store, step.cost, now)
+        if not (
+            d.allowed is step.allowed
+            and d.remaining == step.remaining
+            and d.limit == seq.burst
+            and seconds_match(d.retry_after, step.retry_after)
+            and seconds_match(d.reset_after, step.reset_after)
+        ):
+            mismatches.append(
+                f"decisions.txt:{step.line} ({algorithm}): got {d!r}; want allowed={step.allowed} "
+                f"remaining={step.remaining} retry_after_ns={step.retry_after} "
+                f"reset_after_ns={step.reset_after}"
+            )
+        counts["compared"] += 1
 
 
 def assert_no_mismatches(mismatches: list[str]) -> None:
@@ -180,37 +242,42 @@ def report(name: str, counts: collections.Counter, mismatches: list[str]) -> Non
 
 def test_decisions_limiter():
     counts, mismatches = replay(
-        lambda period, burst: cellrate.Limiter(1.0, period, burst=burst),
+        lambda args, kwargs: cellrate.Limiter(*args, **kwargs),
         lambda lim, cost, now: lim.check(cost, now=now),
         lambda lim, cost, now: lim.peek(cost, now=now),
         lambda lim: lim.reset(),
+        lambda lim, cost, max_wait, now: lim.reserve(cost, max_wait=max_wait, now=now),
+        lambda lim, cost, now: lim.refund(cost, now=now),
     )
     report("Limiter", counts, mismatches)
 
 
 def test_decisions_keyed():
     counts, mismatches = replay(
-        lambda period, burst: cellrate.KeyedLimiter(1.0, period, burst=burst, capacity=64),
+        lambda args, kwargs: cellrate.KeyedLimiter(*args, capacity=64, **kwargs),
         lambda keyed, cost, now: keyed.check("key", cost, now=now),
         lambda keyed, cost, now: keyed.peek("key", cost, now=now),
         lambda keyed: keyed.reset("key"),
+        lambda keyed, cost, max_wait, now: keyed.reserve("key", cost, max_wait=max_wait, now=now),
+        lambda keyed, cost, now: keyed.refund("key", cost, now=now),
     )
     report("KeyedLimiter", counts, mismatches)
 
 
 def test_allow_matches_check():
-    """allow() is check().allowed, replayed on the vectors' first sequences."""
-    for seq in SEQUENCES[:40]:
-        period = model.float_face_period(seq.emission_ns)
-        if period is None:
+    """allow() is check().allowed, replayed on the vectors' first sequences and windows."""
+    chosen = SEQUENCES[:40] + [seq for seq in SEQUENCES if "window" in seq.algorithms[0]][:40]
+    for seq in chosen:
+        made = limit_args(seq, seq.algorithms[0])
+        if made is None:
             continue
-        lim = cellrate.Limiter(1.0, period, burst=seq.burst)
+        lim = cellrate.Limiter(*made[0], **made[1])
         for step in seq.steps:
             if step == "reset":
                 lim.reset()
                 continue
             now = model.float_face_seconds(step.now)
-            if now is None:
+            if now is None or not isinstance(step, Op):
                 break
             if step.commit:
                 assert lim.allow(step.cost, now=now) is step.allowed, step.line
@@ -278,6 +345,29 @@ def limit_mismatch(status: str, emission_ns: int, burst: int, make, peek) -> str
     return None
 
 
+def algorithm_mismatch(cls, text: str) -> tuple[str, str | None]:
+    """An `algorithm` or `algorithm_text` line of limits.txt: (status, problem)."""
+    if text.startswith("algorithm_text "):
+        head, rate_text = text.split("|", 1)
+        _, name, status, emission_ns, tolerance_ns, burst = head.split()
+        args, kwargs = [rate_text], {}
+    else:
+        fields = text.split()
+        name, status, emission_ns, tolerance_ns, burst = fields[1], fields[5], fields[6], fields[7], fields[8]
+        args, kwargs = _number_args(fields[1:])
+    kwargs["algorithm"] = "" if name == "-" else name
+    make = lambda: cls(*args, **kwargs)  # noqa: E731
+    if status != "OK":
+        return status, raised_status(status, make)
+    try:
+        lim = make()
+    except Exception as error:  # noqa: BLE001 - reported as a mismatch
+        return status, f"raised {error!r}, want OK"
+    got = (lim.emission_ns, lim.tolerance_ns, lim.burst, lim.algorithm)
+    want = (int(emission_ns), int(tolerance_ns), int(burst), name)
+    return status, None if got == want else f"{got}, want {want}"
+
+
 @pytest.mark.parametrize("kind", sorted(FACES))
 def test_limits(kind):
     cls, peek = FACES[kind]
@@ -293,6 +383,8 @@ def test_limits(kind):
                 lim = cls(*args, **kwargs)
                 if lim.rate != args[0] or lim.period != (args[1] if len(args) > 1 else 1.0):
                     problem = f"rate {lim.rate!r} period {lim.period!r}, want them as given"
+        elif text.startswith("algorithm"):
+            status, problem = algorithm_mismatch(cls, text)
         else:
             head, rate_text = text.split("|", 1)
             _, status, emission_ns, burst, period_given = head.split()
@@ -308,8 +400,8 @@ def test_limits(kind):
 # --------------------------------------------------------------------------
 # seconds.txt: `now` in seconds to ns, seen through `remaining`
 #
-# With T = 1 ns and burst = INT64_MAX, a check of cost INT64_MAX at t = 0
-# leaves TAT = INT64_MAX; then a cost-0 peek at t answers remaining = t.
+# With T = 1 ns and burst = 2**62 (the largest tau), a check of cost 2**62 at
+# t = 0 leaves TAT = 2**62; then a cost-0 peek at t answers remaining = t.
 
 
 def read_seconds():
@@ -324,12 +416,12 @@ def test_seconds(kind):
     cls, peek = FACES[kind]
     period = model.float_face_period(1)
     assert period is not None
-    lim = cls(1.0, period, burst=INT64_MAX)
-    assert peek(lim, INT64_MAX, 0.0).allowed
+    lim = cls(1.0, period, burst=HORIZON_NS)
+    assert peek(lim, HORIZON_NS, 0.0).allowed
     if kind == "Limiter":
-        assert lim.check(INT64_MAX, now=0.0).allowed
+        assert lim.check(HORIZON_NS, now=0.0).allowed
     else:
-        assert lim.check("k", INT64_MAX, now=0.0).allowed
+        assert lim.check("k", HORIZON_NS, now=0.0).allowed
     lines = list(read_seconds())
     assert len(lines) > 50
     mismatches = []

@@ -109,6 +109,19 @@ def use_errors() -> list[str]:
     return params
 
 
+def use_catalogue() -> None:
+    window = Limiter("100/minute", algorithm="fixed_window")
+    name: str = window.algorithm
+    assert name == "fixed_window" and window.clock == "realtime"
+    keyed = KeyedLimiter(10, burst=2, algorithm="token_bucket")
+    delay: float | None = keyed.reserve("k", 1, max_wait=1.0, now=0.0)
+    assert delay == 0.0
+    keyed.refund("k", 1, now=0.0)
+    assert Limiter(10).reserve(max_wait=None) == 0.0
+    decision: Decision = cellrate.check_all([Limiter(10), (keyed, "k")], 1, now=None)
+    assert decision.allowed
+
+
 def use_waiting() -> float:
     limiter = Limiter(1000, burst=10)
     limiter.wait()
@@ -169,9 +182,11 @@ def main() -> None:
             "Limiter",
             "RateLimited",
             "__version__",
+            "check_all",
             "limit",
         ]
     )
+    use_catalogue()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,121 @@
+/*
+ * Several limits as one (docs/design.md §8): peek every item; if all admit,
+ * commit each in turn, giving back what was committed when one refuses on
+ * commit (another thread took its units between the peek and the commit).
+ *
+ * Why this is enough: every commit is an ordinary admission of its own limit,
+ * so no limit ever admits more than its bound. A refused composite commits
+ * nothing (refused at the peek) or gives back exactly the cost to each item it
+ * took from, at the same instant it took it, and a refund of cost units is the
+ * inverse of their admission (docs/design.md §9). No lock is held, so no
+ * order of items can deadlock.
+ */
+#include "internal.h"
+
+/* The clocks an item may read, each read at most once per call. */
+typedef struct {
+    int64_t given; /* CR_CLOCK: read each clock as needed */
+    int64_t read[3];
+    bool have[3];
+} composite_clock;
+
+static const cr_limit *item_limit(const cr_item *item)
+{
+    return item->limiter ? cr_limiter_limit(item->limiter) : cr_keyed_limit(item->keyed);
+}
+
+static int64_t item_now(composite_clock *clock, const cr_item *item)
+{
+    if (clock->given != CR_CLOCK)
+        return clock->given;
+    const cr_limit *limit = item_limit(item);
+    const int which = cr_is_window(limit) ? 2 : limit->fast_clock ? 1 : 0;
+    if (!clock->have[which]) {
+        clock->read[which] = cr_read_clock(limit);
+        clock->have[which] = true;
+    }
+    return clock->read[which];
+}
+
+static cr_status item_check(const cr_item *item, int64_t now_ns, int64_t cost, bool commit,
+                            cr_decision *out)
+{
+    if (item->limiter)
+        return cr_limiter_check(item->limiter, now_ns, cost, commit, out);
+    return cr_keyed_check(item->keyed, item->key, item->key_len, now_ns, cost, commit, out);
+}
+
+static void item_peek_allowed(const cr_item *item, int64_t now_ns, int64_t cost, bool *allowed)
+{
+    if (item->limiter)
+        cr_limiter_peek_allowed(item->limiter, now_ns, cost, allowed);
+    else
+        cr_keyed_peek_allowed(item->keyed, item->key, item->key_len, now_ns, cost, allowed);
+}
+
+static void item_refund(const cr_item *item, int64_t now_ns, int64_t cost)
+{
+    if (item->limiter)
+        cr_limiter_refund(item->limiter, now_ns, cost);
+    else
+        cr_keyed_refund(item->keyed, item->key, item->key_len, now_ns, cost);
+}
+
+/* Whether `a` is tighter than `b`: a refusal with a longer wait, or an
+ * admission with fewer units left. */
+static bool tighter(const cr_decision *a, const cr_decision *b)
+{
+    if (a->allowed != b->allowed)
+        return !a->allowed;
+    if (!a->allowed)
+        return a->retry_after_ns > b->retry_after_ns;
+    return a->remaining < b->remaining;
+}
+
+cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64_t cost,
+                       cr_decision *out, size_t *index)
+{
+    cr_status status = cr_check_args(now_ns, cost);
+    if (status != CR_OK)
+        return status;
+    if (!items || count == 0)
+        return CR_E_ITEMS;
+    for (size_t i = 0; i < count; i++)
+        if (!items[i].limiter == !items[i].keyed || (items[i].keyed && !items[i].key && items[i].key_len))
+            return CR_E_ITEMS;
+
+    composite_clock clock = {.given = now_ns};
+    cr_decision decision, tightest = {0};
+    size_t chosen = 0;
+    bool all = true;
+    /* The peek: the allow() path of each item, which writes nothing. */
+    for (size_t i = 0; i < count && all; i++)
+        item_peek_allowed(&items[i], item_now(&clock, &items[i]), cost, &all);
+    if (!all) { /* refused: the full decisions, for the tightest refusal */
+        for (size_t i = 0; i < count; i++) {
+            item_check(&items[i], item_now(&clock, &items[i]), cost, false, &decision);
+            if (i == 0 || tighter(&decision, &tightest)) {
+                tightest = decision;
+                chosen = i;
+            }
+        }
+    }
+    for (size_t i = 0; all && i < count; i++) { /* the commits */
+        item_check(&items[i], item_now(&clock, &items[i]), cost, true, &decision);
+        if (!decision.allowed) { /* lost a race since the peek: give back */
+            for (size_t j = 0; j < i; j++)
+                item_refund(&items[j], item_now(&clock, &items[j]), cost);
+            tightest = decision;
+            chosen = i;
+            break;
+        }
+        if (i == 0 || tighter(&decision, &tightest)) {
+            tightest = decision;
+            chosen = i;
+        }
+    }
+    *out = tightest;
+    if (index)
+        *index = chosen;
+    return CR_OK;
+}

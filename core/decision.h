@@ -1,0 +1,407 @@
+/*
+ * The pure decision functions of every algorithm (docs/design.md §1, §7, §9),
+ * inlined into the stores. Integer only; nothing wraps or saturates: every
+ * sum is bounded by the horizon (now < 2^62 ns, tolerance or window <= 2^62
+ * or 2^60 ns), and a sum that could still overflow (a GCRA state pushed
+ * beyond the horizon by reservations) is a refusal, which the exact
+ * semantics would give anyway. Not part of the public API.
+ *
+ * State words (one int64 per key, 0 = a key never seen):
+ *   gcra, token_bucket  the TAT.
+ *   fixed_window        end + count: `end` the end of the key's window (a
+ *                       multiple of the window P), 0 <= count <= rate < P.
+ *   sliding_window      (k + 2) * P + prev * (rate + 1) + curr: k the index
+ *                       of the key's current window [k*P, (k+1)*P), prev and
+ *                       curr the counts of windows k - 1 and k, and
+ *                       (rate + 1)^2 <= P.
+ * In every case a state <= now is a key with no count that still matters
+ * (GCRA: TAT <= now; fixed: its window ended; sliding: now >= (k+2)*P), the
+ * same as an absent key, and states order by when they stop mattering: the
+ * keyed table's reclamation and eviction read them as they read a TAT.
+ */
+#ifndef CELLRATE_DECISION_H
+#define CELLRATE_DECISION_H
+
+#include "cellrate.h"
+
+__extension__ typedef unsigned __int128 cr_u128;
+
+/* The hot path: inlined into each store entry point, so that allow() (out
+ * NULL) and the operation kind fold away. */
+#define CR_HOT __attribute__((always_inline)) static inline
+
+/* What a store does to a key's state. */
+typedef enum { CR_OP_DECIDE, CR_OP_RESERVE, CR_OP_REFUND } cr_op_kind;
+
+typedef struct {
+    cr_op_kind kind;
+    int64_t cost;
+    int64_t max_wait_ns; /* CR_OP_RESERVE: the longest acceptable delay, or CR_NEVER */
+    int64_t delay_ns;    /* CR_OP_RESERVE: set to the delay of a reservation */
+} cr_op;
+
+static inline bool cr_is_window(const cr_limit *limit)
+{
+    return limit->algorithm >= CR_ALGORITHM_FIXED_WINDOW;
+}
+
+/* floor(n / P) for 0 <= n < 2^63 and the window P, by one multiply with
+ * window_inverse = floor((2^64 - 1) / P): the estimate is at most one below
+ * the quotient (window_inverse >= 2^64/P - 1 and n < 2^64), never above. */
+CR_HOT int64_t cr_window_index(const cr_limit *limit, int64_t n)
+{
+    const uint64_t window = (uint64_t)limit->tolerance_ns;
+    uint64_t q = (uint64_t)(((cr_u128)(uint64_t)n * limit->window_inverse) >> 64);
+    if ((uint64_t)n - q * window >= window)
+        q++;
+    return (int64_t)q;
+}
+
+/* floor(packed / (rate + 1)) for a sliding state's 0 <= packed < 2^62, by
+ * one multiply with count_inverse = floor((2^64 - 1) / (rate + 1)), as above. */
+CR_HOT int64_t cr_count_quotient(const cr_limit *limit, int64_t packed)
+{
+    const uint64_t radix = (uint64_t)limit->burst + 1;
+    uint64_t q = (uint64_t)(((cr_u128)(uint64_t)packed * limit->count_inverse) >> 64);
+    if ((uint64_t)packed - q * radix >= radix)
+        q++;
+    return (int64_t)q;
+}
+
+/* ------------------------------------------------------------------------ */
+/* gcra and token_bucket                                                     */
+
+CR_HOT int64_t cr_gcra_decide(const cr_limit *limit, int64_t tat, int64_t now_ns,
+                                     int64_t cost, cr_decision *out, bool *allowed)
+{
+    const int64_t T = limit->emission_ns;
+    const int64_t tau = limit->tolerance_ns;
+    const int64_t base = tat > now_ns ? tat : now_ns;
+    int64_t new_tat = tat, allow_at = 0, increment = 0;
+    bool fits = true;
+
+    if (cost == 0) {
+        *allowed = true; /* a probe: always admitted, nothing to store */
+    } else {
+        int64_t next;
+        fits = !__builtin_mul_overflow(cost, T, &increment) && increment <= tau;
+        *allowed = false;
+        /* Unfittable: no wait would ever admit it. An overflowing sum is
+         * refused: admission needs next <= now + tau < 2^63 (the horizon). */
+        if (fits && !__builtin_add_overflow(base, increment, &next)) {
+            allow_at = next - tau; /* both non-negative: cannot overflow */
+            *allowed = now_ns >= allow_at;
+            if (*allowed)
+                new_tat = next;
+        }
+    }
+    if (!out)
+        return new_tat;
+
+    out->allowed = *allowed;
+    out->limit = limit->burst;
+    if (*allowed && cost != 0) {
+        out->remaining = (now_ns - allow_at) / T; /* 0 <= now - allow_at <= tau */
+        out->retry_after_ns = 0;
+        out->reset_after_ns = new_tat - now_ns;
+        return new_tat;
+    }
+    /* The units that fit at `base`: room <= tau; below one unit the floor is
+     * 0 or negative, as for every turned-away cost of 1, so no division.
+     * now + tau < 2^63 by the horizon. */
+    const int64_t room = (now_ns - base) + tau;
+    out->remaining = room >= T ? room / T : 0;
+    /* base + increment - tau - now, in an order that cannot overflow */
+    out->retry_after_ns = *allowed ? 0 : fits ? (base - now_ns) - (tau - increment) : CR_NEVER;
+    out->reset_after_ns = base - now_ns;
+    return new_tat;
+}
+
+CR_HOT int64_t cr_gcra_reserve(const cr_limit *limit, int64_t tat, int64_t now_ns,
+                                      int64_t cost, int64_t max_wait_ns, bool *reserved,
+                                      int64_t *delay_ns)
+{
+    const int64_t base = tat > now_ns ? tat : now_ns;
+    int64_t increment, next;
+    *reserved = false;
+    *delay_ns = 0;
+    if (cost == 0) {
+        *reserved = true;
+        return tat;
+    }
+    if (__builtin_mul_overflow(cost, limit->emission_ns, &increment) ||
+        increment > limit->tolerance_ns || __builtin_add_overflow(base, increment, &next))
+        return tat;
+    const int64_t delay = next - limit->tolerance_ns - now_ns; /* > -2^63: no overflow */
+    *delay_ns = delay > 0 ? delay : 0;
+    if (*delay_ns > max_wait_ns) {
+        *delay_ns = 0;
+        return tat;
+    }
+    *reserved = true;
+    return next;
+}
+
+static inline int64_t cr_gcra_refund(const cr_limit *limit, int64_t tat, int64_t now_ns,
+                                     int64_t cost)
+{
+    int64_t decrement;
+    if (tat <= now_ns) /* idle: nothing left to give back */
+        return tat;
+    if (__builtin_mul_overflow(cost, limit->emission_ns, &decrement) ||
+        tat - now_ns <= decrement)
+        return now_ns; /* back to idle, never better */
+    return tat - decrement;
+}
+
+/* ------------------------------------------------------------------------ */
+/* fixed_window                                                              */
+
+/* The key's window end and count, at now_ns. */
+typedef struct {
+    int64_t end;
+    int64_t count;
+} cr_fixed_state;
+
+CR_HOT cr_fixed_state cr_fixed_read(const cr_limit *limit, int64_t state, int64_t now_ns)
+{
+    const int64_t window = limit->tolerance_ns;
+    cr_fixed_state s;
+    s.end = (cr_window_index(limit, now_ns) + 1) * window; /* <= now + P < 2^63 */
+    s.count = 0;
+    if (state >= s.end) { /* the current window, or a later one (the clock stepped back) */
+        if (state - s.end >= window)
+            s.end = cr_window_index(limit, state) * window;
+        s.count = state - s.end;
+    } /* else: the key's window has ended: no count */
+    return s;
+}
+
+CR_HOT int64_t cr_fixed_decide(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                      int64_t cost, cr_decision *out, bool *allowed)
+{
+    const int64_t rate = limit->burst;
+    const cr_fixed_state s = cr_fixed_read(limit, state, now_ns);
+    int64_t new_state = state, count = s.count;
+
+    if (cost == 0) {
+        *allowed = true;
+    } else {
+        *allowed = cost <= rate - count;
+        if (*allowed) {
+            count += cost;
+            new_state = s.end + count;
+        }
+    }
+    if (!out)
+        return new_state;
+    out->allowed = *allowed;
+    out->limit = rate;
+    out->remaining = rate - count;
+    out->retry_after_ns = *allowed ? 0 : cost > rate ? CR_NEVER : s.end - now_ns;
+    out->reset_after_ns = count > 0 ? s.end - now_ns : 0;
+    return new_state;
+}
+
+static inline int64_t cr_fixed_refund(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                      int64_t cost)
+{
+    const cr_fixed_state s = cr_fixed_read(limit, state, now_ns);
+    if (s.count == 0)
+        return state; /* nothing counted now: the units, if any, went with their window */
+    return s.end + (cost < s.count ? s.count - cost : 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* sliding_window                                                            */
+
+/* The key's counts as seen at now_ns, and the current window. */
+typedef struct {
+    int64_t base;    /* (k + 2) * P for the current window k */
+    int64_t start;   /* k * P; after now_ns only if the clock stepped back */
+    int64_t elapsed; /* now - start, or 0 when start is after now */
+    int64_t prev;
+    int64_t curr;
+} cr_sliding_state;
+
+CR_HOT cr_sliding_state cr_sliding_read(const cr_limit *limit, int64_t state,
+                                               int64_t now_ns)
+{
+    const int64_t window = limit->tolerance_ns;
+    const int64_t radix = limit->burst + 1;
+    cr_sliding_state s;
+    s.start = cr_window_index(limit, now_ns) * window;
+    s.elapsed = now_ns - s.start;
+    s.base = s.start + 2 * window; /* <= now + 2P < 2^63 */
+    s.prev = s.curr = 0;
+    if (state >= s.base) { /* the current window, or a later one (the clock stepped back) */
+        if (state - s.base >= window) {
+            s.base = cr_window_index(limit, state) * window;
+            s.start = s.base - 2 * window;
+            s.elapsed = 0; /* the previous window weighs fully: only stricter */
+        }
+        const int64_t packed = state - s.base; /* < (rate + 1)^2 <= P */
+        s.prev = cr_count_quotient(limit, packed);
+        s.curr = packed - s.prev * radix;
+    } else if (state >= s.base - window) { /* the previous window: its count is prev */
+        const int64_t packed = state - (s.base - window);
+        s.prev = packed - cr_count_quotient(limit, packed) * radix;
+    }
+    return s;
+}
+
+CR_HOT int64_t cr_sliding_pack(const cr_limit *limit, const cr_sliding_state *s)
+{
+    return s->base + s->prev * (limit->burst + 1) + s->curr;
+}
+
+/* Whether prev * (P - elapsed) / P + curr + cost <= rate, exactly. */
+CR_HOT bool cr_sliding_fits(int64_t window, int64_t rate, int64_t prev, int64_t curr,
+                                   int64_t elapsed, int64_t cost)
+{
+    if (cost > rate - curr)
+        return false;
+    if (prev == 0)
+        return true;
+    return (cr_u128)prev * (uint64_t)(window - elapsed) <=
+           (cr_u128)(uint64_t)(rate - curr - cost) * (uint64_t)window;
+}
+
+/* The least e in [0, P] with prev * (P - e) <= budget * P (budget >= 0):
+ * P - floor(budget * P / prev). Returns P when prev is 0 and budget... never
+ * called so: the caller checks prev > 0. */
+static inline int64_t cr_sliding_earliest(int64_t window, int64_t prev, int64_t budget)
+{
+    const cr_u128 reach = (cr_u128)(uint64_t)budget * (uint64_t)window / (uint64_t)prev;
+    return reach >= (cr_u128)window ? 0 : window - (int64_t)reach;
+}
+
+/* The wait until `cost` would be admitted with no other admission meanwhile
+ * (cost <= rate): in this window as prev decays, else in the next (prev' =
+ * curr), else the one after, which always fits. Exact, to the ns. */
+static inline int64_t cr_sliding_retry(const cr_limit *limit, const cr_sliding_state *s,
+                                       int64_t now_ns, int64_t cost)
+{
+    const int64_t window = limit->tolerance_ns, rate = limit->burst;
+    const int64_t budget = rate - s->curr - cost;
+    if (budget >= 0 && s->prev > 0) {
+        const int64_t earliest = cr_sliding_earliest(window, s->prev, budget);
+        if (earliest < window)
+            return s->start + earliest - now_ns;
+    }
+    const int64_t next = s->start + window;
+    if (s->curr <= rate - cost)
+        return next - now_ns;
+    const int64_t earliest = cr_sliding_earliest(window, s->curr, rate - cost);
+    return next + earliest - now_ns; /* earliest == P: the window after next */
+}
+
+CR_HOT int64_t cr_sliding_decide(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                        int64_t cost, cr_decision *out, bool *allowed)
+{
+    const int64_t window = limit->tolerance_ns, rate = limit->burst;
+    cr_sliding_state s = cr_sliding_read(limit, state, now_ns);
+    int64_t new_state = state;
+
+    if (cost == 0) {
+        *allowed = true;
+    } else {
+        *allowed = cr_sliding_fits(window, rate, s.prev, s.curr, s.elapsed, cost);
+        if (*allowed) {
+            s.curr += cost;
+            new_state = cr_sliding_pack(limit, &s);
+        }
+    }
+    if (!out)
+        return new_state;
+    out->allowed = *allowed;
+    out->limit = rate;
+    /* rate - curr - ceil(prev * (P - elapsed) / P), at least 0 */
+    const cr_u128 weighted = (cr_u128)s.prev * (uint64_t)(window - s.elapsed);
+    const int64_t held = (int64_t)((weighted + (uint64_t)window - 1) / (uint64_t)window);
+    out->remaining = rate - s.curr - held > 0 ? rate - s.curr - held : 0;
+    out->retry_after_ns = *allowed         ? 0
+                          : cost > rate    ? CR_NEVER
+                                           : cr_sliding_retry(limit, &s, now_ns, cost);
+    out->reset_after_ns = s.curr > 0   ? s.start + 2 * window - now_ns
+                          : s.prev > 0 ? s.start + window - now_ns
+                                       : 0;
+    return new_state;
+}
+
+static inline int64_t cr_sliding_refund(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                        int64_t cost)
+{
+    cr_sliding_state s = cr_sliding_read(limit, state, now_ns);
+    if (s.curr > 0) /* taken in this window */
+        s.curr = cost < s.curr ? s.curr - cost : 0;
+    else if (s.prev > 0) /* taken in the previous one: they weigh as prev */
+        s.prev = cost < s.prev ? s.prev - cost : 0;
+    else
+        return state;
+    return cr_sliding_pack(limit, &s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dispatch                                                                  */
+
+/*
+ * One decision: returns the state to store, equal to `state` when nothing is
+ * to be written, and says in *allowed whether the request is admitted. With
+ * `out` NULL (the allow() path) that is all it works out.
+ */
+CR_HOT int64_t cr_decision_core(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                       int64_t cost, cr_decision *out, bool *allowed)
+{
+    switch (limit->algorithm) {
+    case CR_ALGORITHM_FIXED_WINDOW:
+        return cr_fixed_decide(limit, state, now_ns, cost, out, allowed);
+    case CR_ALGORITHM_SLIDING_WINDOW:
+        return cr_sliding_decide(limit, state, now_ns, cost, out, allowed);
+    default:
+        return cr_gcra_decide(limit, state, now_ns, cost, out, allowed);
+    }
+}
+
+CR_HOT int64_t cr_reserve_core(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                      int64_t cost, int64_t max_wait_ns, bool *reserved,
+                                      int64_t *delay_ns)
+{
+    if (!cr_is_window(limit))
+        return cr_gcra_reserve(limit, state, now_ns, cost, max_wait_ns, reserved, delay_ns);
+    *delay_ns = 0; /* a window reserves only for now */
+    return cr_decision_core(limit, state, now_ns, cost, NULL, reserved);
+}
+
+static inline int64_t cr_refund_core(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                     int64_t cost)
+{
+    if (cost == 0)
+        return state;
+    switch (limit->algorithm) {
+    case CR_ALGORITHM_FIXED_WINDOW:
+        return cr_fixed_refund(limit, state, now_ns, cost);
+    case CR_ALGORITHM_SLIDING_WINDOW:
+        return cr_sliding_refund(limit, state, now_ns, cost);
+    default:
+        return cr_gcra_refund(limit, state, now_ns, cost);
+    }
+}
+
+/* A store's operation on one state word; *ok: admitted / reserved / (refund) true. */
+CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr_op *op,
+                               cr_decision *out, bool *ok)
+{
+    switch (op->kind) {
+    case CR_OP_RESERVE:
+        return cr_reserve_core(limit, state, now_ns, op->cost, op->max_wait_ns, ok,
+                               &op->delay_ns);
+    case CR_OP_REFUND:
+        *ok = true;
+        return cr_refund_core(limit, state, now_ns, op->cost);
+    default:
+        return cr_decision_core(limit, state, now_ns, op->cost, out, ok);
+    }
+}
+
+#endif
