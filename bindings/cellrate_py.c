@@ -788,12 +788,12 @@ static PyObject *store_refund(PyObject *self, PyObject *const *args, Py_ssize_t 
 static int convert_item(module_state *state, PyObject *item_obj, cr_item *item)
 {
     memset(item, 0, sizeof *item);
-    if (Py_IS_TYPE(item_obj, state->limiter_type)) {
+    if (PyObject_TypeCheck(item_obj, state->limiter_type)) {
         item->limiter = ((StoreObject *)item_obj)->limiter;
         return 0;
     }
     if (PyTuple_Check(item_obj) && PyTuple_GET_SIZE(item_obj) == 2 &&
-        Py_IS_TYPE(PyTuple_GET_ITEM(item_obj, 0), state->keyed_type)) {
+        PyObject_TypeCheck(PyTuple_GET_ITEM(item_obj, 0), state->keyed_type)) {
         const char *key;
         Py_ssize_t key_len;
         if (convert_key(state, PyTuple_GET_ITEM(item_obj, 1), &key, &key_len) < 0)

@@ -1,6 +1,8 @@
 import os
 from typing import Final, Literal, Sequence, Union, final
 
+from typing_extensions import disjoint_base
+
 _Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
 _Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window"]
 
@@ -54,6 +56,7 @@ class _Limit:
     @property
     def algorithm(self) -> str: ...
 
+@disjoint_base
 class Limiter(_Limit):
     def __new__(
         cls,
@@ -75,6 +78,7 @@ class Limiter(_Limit):
     def refund(self, cost: int = 1, *, now: float | None = None) -> None: ...
     def reset(self) -> None: ...
 
+@disjoint_base
 class KeyedLimiter(_Limit):
     def __new__(
         cls,

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
 from cellrate import _cellrate
 from cellrate._wait import KeyedLimiter, Limiter, RateLimited, acquire, check_timeout, wait
 
 F = TypeVar("F", bound=Callable[..., Any])
 Key = Union[str, bytes]
+Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window"]
 
 
 class CheckOnly:
@@ -46,7 +47,7 @@ def limit(
     period: Optional[float] = None,
     *,
     burst: Optional[int] = None,
-    algorithm: str = "gcra",
+    algorithm: Algorithm = "gcra",
     key: Optional[Callable[..., Key]] = None,
     cost: Union[int, Callable[..., int]] = 1,
     block: bool = True,
