@@ -75,19 +75,10 @@ typedef struct {
 
 _Static_assert(sizeof(int64_t) == sizeof(long long), "int64_t members read as T_LONGLONG");
 
-/* The module state of `type`: a type of this module or a Python subclass of
- * one (the package's cellrate.Limiter adds wait/acquire in Python, and no
- * state), so the nearest type up the chain that this module made holds it. */
-static module_state *state_of_type(PyTypeObject *type)
-{
-    while (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || ((PyHeapTypeObject *)type)->ht_module == NULL)
-        type = type->tp_base;
-    return (module_state *)PyModule_GetState(((PyHeapTypeObject *)type)->ht_module);
-}
-
+/* The types are final, so an instance's own type leads to the module state. */
 static module_state *state_of(PyObject *self)
 {
-    return state_of_type(Py_TYPE(self));
+    return (module_state *)PyType_GetModuleState(Py_TYPE(self));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -585,8 +576,8 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     static char *keyed_keywords[] = {"rate",        "period", "burst",     "shared",
                                      "shared_mode", "clock",  "algorithm", "capacity",
                                      NULL};
-    module_state *state = state_of_type(type);
-    const bool keyed = PyType_IsSubtype(type, state->keyed_type);
+    module_state *state = (module_state *)PyType_GetModuleState(type);
+    const bool keyed = type == state->keyed_type;
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
     PyObject *clock = Py_None, *algorithm = Py_None, *capacity_obj = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs,
@@ -788,12 +779,12 @@ static PyObject *store_refund(PyObject *self, PyObject *const *args, Py_ssize_t 
 static int convert_item(module_state *state, PyObject *item_obj, cr_item *item)
 {
     memset(item, 0, sizeof *item);
-    if (PyObject_TypeCheck(item_obj, state->limiter_type)) {
+    if (Py_IS_TYPE(item_obj, state->limiter_type)) {
         item->limiter = ((StoreObject *)item_obj)->limiter;
         return 0;
     }
     if (PyTuple_Check(item_obj) && PyTuple_GET_SIZE(item_obj) == 2 &&
-        PyObject_TypeCheck(PyTuple_GET_ITEM(item_obj, 0), state->keyed_type)) {
+        Py_IS_TYPE(PyTuple_GET_ITEM(item_obj, 0), state->keyed_type)) {
         const char *key;
         Py_ssize_t key_len;
         if (convert_key(state, PyTuple_GET_ITEM(item_obj, 1), &key, &key_len) < 0)
@@ -871,6 +862,41 @@ done:
     return result;
 }
 
+/* _attach_method(type, function): wait() and acquire() are Python
+ * (python/cellrate/_wait.py, docs/design.md §9); this puts them in the
+ * compiled types' own dictionaries, so that `lim.allow()` stays a call on the
+ * exact compiled type (CPython specialises method calls on the exact type of
+ * `self`, so a Python subclass would slow every decision down), while
+ * `lim.wait` is an ordinary method. Replacing a Python function is allowed (a
+ * reloaded package); replacing a compiled method is not. */
+static PyObject *module_attach_method(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (nargs != 2 || (args[0] != (PyObject *)state->limiter_type &&
+                       args[0] != (PyObject *)state->keyed_type) ||
+        !PyFunction_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_attach_method(type, function): Limiter or KeyedLimiter, and a function");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    PyObject *name = PyObject_GetAttrString(args[1], "__name__");
+    if (name == NULL)
+        return NULL;
+    PyObject *present = PyDict_GetItemWithError(type->tp_dict, name); /* borrowed */
+    int status = -1;
+    if (present != NULL && !PyFunction_Check(present))
+        PyErr_Format(PyExc_ValueError, "_attach_method: %R is a compiled method", name);
+    else if (present != NULL || !PyErr_Occurred())
+        status = PyDict_SetItem(type->tp_dict, name, args[1]);
+    Py_DECREF(name);
+    if (status < 0)
+        return NULL;
+    PyType_Modified(type);
+    Py_RETURN_NONE;
+}
+
+
 static PyObject *store_get_algorithm(PyObject *self, void *Py_UNUSED(closure))
 {
     return PyUnicode_FromString(cr_algorithm_name(((StoreObject *)self)->limit.algorithm));
@@ -922,8 +948,7 @@ static PyObject *keyed_get_evictions(PyObject *self, void *Py_UNUSED(closure))
 static PyObject *store_repr(PyObject *self)
 {
     const StoreObject *store = (const StoreObject *)self;
-    const char *type_name = strrchr(Py_TYPE(self)->tp_name, '.');
-    type_name = type_name != NULL ? type_name + 1 : Py_TYPE(self)->tp_name; /* a subclass */
+    const char *type_name = strrchr(Py_TYPE(self)->tp_name, '.') + 1;
     char burst[48] = "", clock[32] = "", algorithm[40] = "", capacity[48] = "";
     if (store->limit.algorithm < CR_ALGORITHM_FIXED_WINDOW) /* a window takes no burst */
         snprintf(burst, sizeof burst, ", burst=%lld", (long long)store->limit.burst);
@@ -979,6 +1004,12 @@ PyDoc_STRVAR(limiter_refund_doc, REFUND_DOC("refund($self, /, cost=1, *, now=Non
 PyDoc_STRVAR(keyed_reserve_doc,
              RESERVE_DOC("reserve($self, /, key, cost=1, *, max_wait=None, now=None)"));
 PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=None)"));
+PyDoc_STRVAR(attach_method_doc,
+             "_attach_method(type, function, /)\n--\n\n"
+             "Private: adds the Python function `function` under its __name__ to\n"
+             "Limiter or KeyedLimiter. The package does it once, at import, for wait()\n"
+             "and acquire(); the types stay immutable to everyone else.");
+
 PyDoc_STRVAR(check_all_doc,
              "check_all(items, cost=1, *, now=None)\n--\n\n"
              "Decide `cost` units against several limits as one: `items` is a list of\n"
@@ -1105,9 +1136,6 @@ static PyGetSetDef keyed_getset[] = {
 #else
 #define FINAL_TYPE_FLAGS Py_TPFLAGS_DEFAULT
 #endif
-/* Limiter and KeyedLimiter take subclasses: the package's own add wait() and
- * acquire() in Python (python/cellrate/_wait.py, docs/design.md §9). */
-#define BASE_TYPE_FLAGS (FINAL_TYPE_FLAGS | Py_TPFLAGS_BASETYPE)
 
 /* Slot tables store function pointers in `void *` fields, which ISO C does
  * not define but every platform CPython supports does. */
@@ -1162,14 +1190,14 @@ static PyType_Spec decision_spec = {
 static PyType_Spec limiter_spec = {
     .name = "cellrate.Limiter",
     .basicsize = sizeof(StoreObject),
-    .flags = BASE_TYPE_FLAGS,
+    .flags = FINAL_TYPE_FLAGS,
     .slots = limiter_slots,
 };
 
 static PyType_Spec keyed_spec = {
     .name = "cellrate.KeyedLimiter",
     .basicsize = sizeof(StoreObject),
-    .flags = BASE_TYPE_FLAGS,
+    .flags = FINAL_TYPE_FLAGS,
     .slots = keyed_slots,
 };
 
@@ -1293,6 +1321,8 @@ static void cellrate_free(void *module)
 static PyMethodDef cellrate_methods[] = {
     {"check_all", (PyCFunction)(void (*)(void))module_check_all, METH_FASTCALL | METH_KEYWORDS,
      check_all_doc},
+    {"_attach_method", (PyCFunction)(void (*)(void))module_attach_method, METH_FASTCALL,
+     attach_method_doc},
     {NULL, NULL, 0, NULL},
 };
 

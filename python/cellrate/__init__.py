@@ -16,16 +16,27 @@ Scripts wait for capacity with lim.wait() (threads) or await lim.acquire()
 raises RateLimited (.retry_after, .decision).
 """
 
+from cellrate import _cellrate, _wait
 from cellrate._cellrate import (
     CellrateError,
     Decision,
     InvalidArgument,
     InvalidArgumentType,
+    KeyedLimiter,
+    Limiter,
     __version__,
     check_all,
 )
 from cellrate._decorator import limit
-from cellrate._wait import KeyedLimiter, Limiter, RateLimited
+from cellrate._wait import RateLimited
+
+# wait() and acquire() are Python; they become methods of the compiled types
+# themselves (docs/design.md §9)
+for _type, _name, _function in _wait.METHODS:
+    _function.__name__ = _name
+    _function.__qualname__ = f"{_type.__name__}.{_name}"
+    _cellrate._attach_method(_type, _function)
+del _type, _name, _function
 
 __all__ = [
     "CellrateError",

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import functools
-import inspect
 from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
 from cellrate import _cellrate
-from cellrate._wait import KeyedLimiter, Limiter, RateLimited, acquire, check_timeout, wait
+from cellrate._cellrate import KeyedLimiter, Limiter
+from cellrate._wait import RateLimited, acquire, check_timeout, wait
 
 F = TypeVar("F", bound=Callable[..., Any])
 Key = Union[str, bytes]
@@ -25,6 +25,8 @@ class CheckOnly:
         self.store = store
 
     def reserve(self, *args: Any, max_wait: Optional[float]) -> Any:
+        import inspect
+
         decision = self.store.check(*args)
         if inspect.isawaitable(decision):
             return self._reserve_async(decision)
@@ -70,6 +72,8 @@ def limit(
     The wrapper keeps the function's name, docstring, signature and
     `__wrapped__`; an async function stays a coroutine function.
     """
+    import inspect  # here: `import cellrate` stays light
+
     timeout = check_timeout(timeout)
     if not isinstance(block, bool):
         raise _invalid_type("block", "block must be True or False")

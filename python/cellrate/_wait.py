@@ -12,8 +12,6 @@ while the request does not fit; the waiter then sleeps the `retry_after` of a
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import math
 import time
 from typing import Any, Optional, Union
@@ -102,6 +100,8 @@ def wait(limit: Any, key: Key, cost: int, timeout: Optional[float],
 
 async def settle(value: Any) -> Any:
     """`value`, awaited if it is awaitable (asyncio stores return coroutines)."""
+    import inspect
+
     if inspect.isawaitable(value):
         return await value
     return value
@@ -111,6 +111,8 @@ async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
                   delay: Any) -> None:
     """The asyncio form of `wait`: awaits, never blocks the loop; a cancelled
     waiter refunds the units it had reserved. `delay` may be awaitable."""
+    import asyncio  # here: `import cellrate` stays light for scripts without asyncio
+
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         delay = await settle(delay)
@@ -130,64 +132,60 @@ async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
         delay = limit.reserve(*key, cost, max_wait=max_wait_until(deadline))
 
 
-class Immutable(type):
-    """The compiled types are immutable; so are the package's subclasses of them
-    (and theirs): class attributes cannot be set or deleted after creation."""
-
-    def __setattr__(cls, name: str, value: Any) -> None:
-        raise TypeError(f"cannot set {name!r} attribute of immutable type {cls.__name__!r}")
-
-    def __delattr__(cls, name: str) -> None:
-        raise TypeError(f"cannot delete {name!r} attribute of immutable type {cls.__name__!r}")
+# The methods. The package attaches them to the compiled types at import
+# (cellrate/__init__.py; docs/design.md §9), as Limiter.wait, Limiter.acquire,
+# KeyedLimiter.wait and KeyedLimiter.acquire.
 
 
-class Limiter(_cellrate.Limiter, metaclass=Immutable):
-    __doc__ = _cellrate.Limiter.__doc__
-    __module__ = "cellrate"
-    __slots__ = ()
+def limiter_wait(self: _cellrate.Limiter, cost: int = 1, *,
+                 timeout: Optional[float] = None) -> None:
+    """Blocks until `cost` units are admitted, sleeping with the GIL released.
 
-    def wait(self, cost: int = 1, *, timeout: Optional[float] = None) -> None:
-        """Blocks until `cost` units are admitted, sleeping with the GIL released.
-
-        Raises RateLimited at once, without sleeping, when they cannot be admitted
-        within `timeout` seconds (None: no limit) or can never fit the limit.
-        Waiters are served in the order they arrive (GCRA, token bucket).
-        """
-        if timeout is not None:
-            timeout = check_timeout(timeout)
-        delay = self.reserve(cost, max_wait=timeout)
-        if delay != 0.0:
-            wait(self, (), cost, timeout, delay)
-
-    async def acquire(self, cost: int = 1, *, timeout: Optional[float] = None) -> None:
-        """The asyncio form of wait(): never blocks the event loop; a cancelled
-        waiter gives back what it had reserved."""
-        if timeout is not None:
-            timeout = check_timeout(timeout)
-        delay = self.reserve(cost, max_wait=timeout)
-        if delay != 0.0:
-            await acquire(self, (), cost, timeout, delay)
+    Raises RateLimited at once, without sleeping, when they cannot be admitted
+    within `timeout` seconds (None: no limit) or can never fit the limit.
+    Waiters are admitted in the order they arrive (gcra, token_bucket).
+    """
+    if timeout is not None:
+        timeout = check_timeout(timeout)
+    delay = self.reserve(cost, max_wait=timeout)
+    if delay != 0.0:
+        wait(self, (), cost, timeout, delay)
 
 
-class KeyedLimiter(_cellrate.KeyedLimiter, metaclass=Immutable):
-    __doc__ = _cellrate.KeyedLimiter.__doc__
-    __module__ = "cellrate"
-    __slots__ = ()
+async def limiter_acquire(self: _cellrate.Limiter, cost: int = 1, *,
+                          timeout: Optional[float] = None) -> None:
+    """The asyncio form of wait(): never blocks the event loop; a cancelled
+    waiter gives back what it had reserved."""
+    if timeout is not None:
+        timeout = check_timeout(timeout)
+    delay = self.reserve(cost, max_wait=timeout)
+    if delay != 0.0:
+        await acquire(self, (), cost, timeout, delay)
 
-    def wait(self, key: Union[str, bytes], cost: int = 1, *,
-             timeout: Optional[float] = None) -> None:
-        """Limiter.wait() for the limit of `key`."""
-        if timeout is not None:
-            timeout = check_timeout(timeout)
-        delay = self.reserve(key, cost, max_wait=timeout)
-        if delay != 0.0:
-            wait(self, (key,), cost, timeout, delay)
 
-    async def acquire(self, key: Union[str, bytes], cost: int = 1, *,
-                      timeout: Optional[float] = None) -> None:
-        """Limiter.acquire() for the limit of `key`."""
-        if timeout is not None:
-            timeout = check_timeout(timeout)
-        delay = self.reserve(key, cost, max_wait=timeout)
-        if delay != 0.0:
-            await acquire(self, (key,), cost, timeout, delay)
+def keyed_wait(self: _cellrate.KeyedLimiter, key: Union[str, bytes], cost: int = 1, *,
+               timeout: Optional[float] = None) -> None:
+    """Limiter.wait() for the limit of `key`."""
+    if timeout is not None:
+        timeout = check_timeout(timeout)
+    delay = self.reserve(key, cost, max_wait=timeout)
+    if delay != 0.0:
+        wait(self, (key,), cost, timeout, delay)
+
+
+async def keyed_acquire(self: _cellrate.KeyedLimiter, key: Union[str, bytes], cost: int = 1, *,
+                        timeout: Optional[float] = None) -> None:
+    """Limiter.acquire() for the limit of `key`."""
+    if timeout is not None:
+        timeout = check_timeout(timeout)
+    delay = self.reserve(key, cost, max_wait=timeout)
+    if delay != 0.0:
+        await acquire(self, (key,), cost, timeout, delay)
+
+
+METHODS = (
+    (_cellrate.Limiter, "wait", limiter_wait),
+    (_cellrate.Limiter, "acquire", limiter_acquire),
+    (_cellrate.KeyedLimiter, "wait", keyed_wait),
+    (_cellrate.KeyedLimiter, "acquire", keyed_acquire),
+)

@@ -439,24 +439,10 @@ def test_call_signature_mistakes_raise_type_error():
         keyed.reset()
 
 
-def test_decision_is_final():
-    with pytest.raises(TypeError):
-        type("Sub", (cellrate.Decision,), {})
-
-
-@pytest.mark.parametrize("cls", [cellrate.Limiter, cellrate.KeyedLimiter])
-def test_limiter_types_take_subclasses(cls):
-    """The package's own types are Python subclasses of the compiled ones (they
-    add wait/acquire); a subclass of those works like them."""
-    sub = type("Sub", (cls,), {"__slots__": ()})
-    limiter, plain = sub(2, burst=2), cls(2, burst=2)
-    args = ("k",) if cls is cellrate.KeyedLimiter else ()
-    for now in (0.0, 0.0, 0.0, 0.25, 0.5):
-        assert limiter.check(*args, now=now) == plain.check(*args, now=now)
-    assert limiter.peek(*args, now=0.75) == plain.peek(*args, now=0.75)
-    with pytest.raises(cellrate.InvalidArgument) as caught:
-        sub(0)  # construction errors come from the compiled type's module state
-    assert caught.value.param == "rate"
+def test_types_are_final():
+    for cls in (cellrate.Limiter, cellrate.KeyedLimiter, cellrate.Decision):
+        with pytest.raises(TypeError):
+            type("Sub", (cls,), {})
 
 
 # --------------------------------------------------------------------------
@@ -566,12 +552,8 @@ def test_public_names():
         "check_all",
         "limit",
     ]
-    pure_python = {"KeyedLimiter", "Limiter", "RateLimited", "limit"}
-    for name in set(cellrate.__all__) - pure_python:
+    for name in set(cellrate.__all__) - {"RateLimited", "limit"}:  # those two are Python
         assert getattr(cellrate, name) is getattr(cellrate._cellrate, name)
-    # the package's Limiter and KeyedLimiter add wait/acquire to the compiled types
-    assert cellrate.Limiter.__bases__ == (cellrate._cellrate.Limiter,)
-    assert cellrate.KeyedLimiter.__bases__ == (cellrate._cellrate.KeyedLimiter,)
     for cls in (cellrate.Limiter, cellrate.KeyedLimiter, cellrate.Decision):
         assert cls.__module__ == "cellrate"
 

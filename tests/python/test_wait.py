@@ -60,13 +60,21 @@ def drain(limit):
         pass
 
 
-def test_types_are_the_compiled_ones_with_waiting_added():
-    assert issubclass(cellrate.Limiter, cellrate._cellrate.Limiter)
-    assert issubclass(cellrate.KeyedLimiter, cellrate._cellrate.KeyedLimiter)
-    lim = cellrate.Limiter(10)
-    with pytest.raises(AttributeError):  # __slots__ = (): no per-instance dict
-        lim.anything = 1
-    assert repr(lim) == "Limiter(rate=10.0, period=1.0, burst=10)"
+def test_wait_and_acquire_are_methods_of_the_compiled_types():
+    import inspect
+
+    for cls, first in ((cellrate.Limiter, []), (cellrate.KeyedLimiter, ["key"])):
+        assert cls is getattr(cellrate._cellrate, cls.__name__)
+        assert cls.wait.__qualname__ == f"{cls.__name__}.wait"
+        assert inspect.iscoroutinefunction(cls.acquire)
+        assert list(inspect.signature(cls.wait).parameters) == ["self", *first, "cost", "timeout"]
+        with pytest.raises(TypeError):  # still immutable to everyone else
+            cls.wait = None
+    with pytest.raises(ValueError):  # never over a compiled method
+        cellrate._cellrate._attach_method(cellrate.Limiter, _wait.limiter_wait.__class__(
+            _wait.limiter_wait.__code__, {}, "allow"))
+    with pytest.raises(TypeError):
+        cellrate._cellrate._attach_method(cellrate.Decision, _wait.limiter_wait)
 
 
 def test_wait_admits_the_burst_then_one_per_interval(make):
@@ -270,29 +278,35 @@ def test_asyncio_waiters_are_admitted_in_arrival_order(make):
         assert at - start >= (index + 1) * 0.02 - 0.001
 
 
-class RecordingLimiter(cellrate.Limiter):
-    """Notes the order in which waiters reserve (a lock makes reserve and the
-    note one step)."""
+class Recording:
+    """A Limiter whose reservations note the order of the threads that make
+    them (a lock makes the reservation and the note one step); Limiter.wait
+    runs on it as on a Limiter."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, limiter):
+        self.limiter = limiter
         self.lock = threading.Lock()
         self.reserved = []
 
     def reserve(self, *args, **kwargs):
         with self.lock:
-            delay = super().reserve(*args, **kwargs)
+            delay = self.limiter.reserve(*args, **kwargs)
             self.reserved.append(threading.get_ident())
             return delay
 
+    def __getattr__(self, name):
+        return getattr(self.limiter, name)
+
 
 def test_thread_waiters_are_admitted_in_the_order_they_reserved():
-    limit = RecordingLimiter(20, burst=1)  # T = 50 ms
-    drain(limit)
+    limiter = cellrate.Limiter(20, burst=1)  # T = 50 ms
+    drain(limiter)
+    recording = Recording(limiter)
     admitted = []
     lock = threading.Lock()
 
     def waiter():
-        limit.wait()
+        cellrate.Limiter.wait(recording)
         with lock:
             admitted.append(threading.get_ident())
 
@@ -302,7 +316,7 @@ def test_thread_waiters_are_admitted_in_the_order_they_reserved():
     for thread in threads:
         thread.join()
     assert len(admitted) == 6
-    assert admitted == limit.reserved
+    assert admitted == recording.reserved
 
 
 def test_no_thread_is_starved_and_none_admitted_beyond_the_limit():
