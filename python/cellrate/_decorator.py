@@ -24,7 +24,7 @@ class CheckOnly:
     def __init__(self, store: Any) -> None:
         self.store = store
 
-    def reserve(self, *args: Any, max_wait: Optional[float]) -> Any:
+    def reserve(self, *args: Any, max_wait: Optional[float] = None) -> Any:
         import inspect
 
         decision = self.store.check(*args)
@@ -97,8 +97,9 @@ def limit(
     store_is_async = inspect.iscoroutinefunction(check)
     fixed_cost, cost_of = (cost, None) if isinstance(cost, int) else (0, cost)
 
-    # The wrappers below are written out per case rather than composed, so that
-    # an admitted call costs one reserve (or check) and no extra Python frames.
+    # Each wrapper spells its calls out (no `*prefix`, no keyword unless a
+    # timeout is set): an admitted call costs one compiled reserve (or check)
+    # and the wrapper's own frame.
     def decorate(func: F) -> F:
         if inspect.iscoroutinefunction(func):
             @functools.wraps(func)
@@ -122,33 +123,29 @@ def limit(
         if store_is_async:
             raise _invalid_type("limiter", "an asyncio store limits async functions only")
 
-        if key is None and cost_of is None:  # the plain case, without argument unpacking
-            @functools.wraps(func)
-            def limited_plain(*args: Any, **kwargs: Any) -> Any:
-                if block:
-                    delay = reserve(fixed_cost, max_wait=timeout)
-                    if delay != 0.0:
-                        wait(waiter, (), fixed_cost, timeout, delay)
-                else:
-                    decision = check(fixed_cost)
-                    if not decision.allowed:
-                        raise RateLimited(decision)
-                return func(*args, **kwargs)
-
-            return limited_plain  # type: ignore[return-value]
-
         @functools.wraps(func)
         def limited(*args: Any, **kwargs: Any) -> Any:
             units = fixed_cost if cost_of is None else cost_of(*args, **kwargs)
-            prefix = () if key is None else (key(*args, **kwargs),)
-            if block:
-                delay = reserve(*prefix, units, max_wait=timeout)
-                if delay != 0.0:
-                    wait(waiter, prefix, units, timeout, delay)
+            if key is None:
+                if block:
+                    delay = reserve(units) if timeout is None else reserve(units, max_wait=timeout)
+                    if delay != 0.0:
+                        wait(waiter, (), units, timeout, delay)
+                else:
+                    decision = check(units)
+                    if not decision.allowed:
+                        raise RateLimited(decision)
             else:
-                decision = check(*prefix, units)
-                if not decision.allowed:
-                    raise RateLimited(decision)
+                name = key(*args, **kwargs)
+                if block:
+                    delay = (reserve(name, units) if timeout is None
+                             else reserve(name, units, max_wait=timeout))
+                    if delay != 0.0:
+                        wait(waiter, (name,), units, timeout, delay)
+                else:
+                    decision = check(name, units)
+                    if not decision.allowed:
+                        raise RateLimited(decision)
             return func(*args, **kwargs)
 
         return limited  # type: ignore[return-value]
