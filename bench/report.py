@@ -209,6 +209,7 @@ def memory_rows() -> List[Row]:
 
 
 PY_PEERS = [
+    ("limits_fixed_window", "limits, fixed window"),
     ("limits_moving_window", "limits, moving window"),
     ("limits_sliding_window_counter", "limits, sliding window counter"),
     ("throttled_gcra", "throttled-py, GCRA"),
@@ -331,6 +332,32 @@ def decorator_rows() -> List[Row]:
     return rows
 
 
+def web_rows() -> List[Row]:
+    """Middleware overhead per request (bench_web.py): each variant's time
+    minus the bare app's, round by round; the target is 1/10 of the peer's."""
+    rows = [
+        Row("bare Starlette app, one request (ASGI, called directly)", "py.web.asgi.bare", chart="floor"),
+        Row("cellrate.asgi.RateLimitMiddleware: overhead per request",
+            "py.web.asgi.cellrate.overhead", chart="cellrate"),
+        Row("slowapi SlowAPIMiddleware: overhead per request", "py.web.asgi.slowapi.overhead", chart="peer"),
+        Row("slowapi SlowAPIASGIMiddleware: overhead per request",
+            "py.web.asgi.slowapi_asgi.overhead", chart="peer"),
+        Row("cellrate ASGI overhead vs slowapi (SlowAPIASGIMiddleware)",
+            "py.web.asgi.cellrate.overhead", "x_ref", "py.web.asgi.slowapi_asgi.overhead",
+            "slowapi's overhead", ("<=", 0.1)),
+        Row("cellrate ASGI overhead vs slowapi (SlowAPIMiddleware)",
+            "py.web.asgi.cellrate.overhead", "x_ref", "py.web.asgi.slowapi.overhead",
+            "slowapi's overhead", ("<=", 0.1)),
+        Row("bare Flask app, one request (WSGI, called directly)", "py.web.wsgi.bare", chart="floor"),
+        Row("cellrate.wsgi.RateLimitMiddleware: overhead per request",
+            "py.web.wsgi.cellrate.overhead", chart="cellrate"),
+        Row("flask-limiter: overhead per request", "py.web.wsgi.flask_limiter.overhead", chart="peer"),
+        Row("cellrate WSGI overhead vs flask-limiter", "py.web.wsgi.cellrate.overhead", "x_ref",
+            "py.web.wsgi.flask_limiter.overhead", "flask-limiter's overhead", ("<=", 0.1)),
+    ]
+    return rows
+
+
 def lua_rows() -> List[Row]:
     rows: List[Row] = []
     for version, name in (("lua5.4", "Lua 5.4"), ("luajit", "LuaJIT")):
@@ -360,6 +387,55 @@ def lua_rows() -> List[Row]:
             Row(f"{name}: cellrate keyed:allow() vs plain-Lua GCRA", f"{p}.cellrate.keyed.allow",
                 "faster", f"{p}.plain_gcra.keyed.allow", "plain-Lua GCRA"),
         ]
+    return rows
+
+
+def catalogue_rows() -> List[Row]:
+    """Each algorithm's allow path against GCRA's in the same run (target: windows
+    within 1.2x), check_all against as many separate calls, and the Python window
+    rows against the `limits` strategies users migrate from."""
+    rows: List[Row] = []
+    windows = ("token_bucket", "fixed_window", "sliding_window")
+
+    def target(name: str):
+        return ("<=", 1.2) if "window" in name else None
+
+    for name in windows:
+        rows.append(Row(f"C: {name} allow path", f"c.catalogue.{name}.allow", "x_ref",
+                        "c.catalogue.gcra.allow", "gcra, same call", target(name)))
+        rows.append(Row(f"C: {name} allow path, given now (no clock read)",
+                        f"c.catalogue.{name}.allow_given_now", "x_ref",
+                        "c.catalogue.gcra.allow_given_now", "gcra, same call"))
+    for n in (2, 3):
+        rows.append(Row(f"C: check_all of {n} limits", f"c.check_all.{n}", "x_ref", f"c.separate.{n}",
+                        f"{n} separate check calls"))
+    for name in windows:
+        rows.append(Row(f"Python: {name} Limiter.allow()", f"py.catalogue.{name}.limiter.allow.1t",
+                        "x_ref", "py.catalogue.gcra.limiter.allow.1t", "gcra, same call",
+                        target(name)))
+        rows.append(Row(f"Python: {name} KeyedLimiter.allow(str), 100k keys",
+                        f"py.catalogue.{name}.keyed.allow.1t", "x_ref",
+                        "py.catalogue.gcra.keyed.allow.1t", "gcra, same call", target(name)))
+    for n in (2, 3):
+        rows.append(Row(f"Python: check_all of {n} limits", f"py.check_all.{n}.1t", "x_ref",
+                        f"py.separate.{n}.1t", f"{n} separate check() calls"))
+    for ours, peer, label in (("fixed_window", "limits_fixed_window", "limits, fixed window"),
+                              ("sliding_window", "limits_sliding_window_counter",
+                               "limits, sliding window counter")):
+        rows.append(Row(f"Python: {ours} Limiter.allow() vs {label}",
+                        f"py.catalogue.{ours}.limiter.allow.1t", "faster", f"py.{peer}.limiter.allow.1t",
+                        label))
+        rows.append(Row(f"Python: {ours} KeyedLimiter.allow(str) vs {label}",
+                        f"py.catalogue.{ours}.keyed.allow.1t", "faster", f"py.{peer}.keyed.allow.1t",
+                        label))
+    for version, vname in (("lua5.4", "Lua 5.4"), ("luajit", "LuaJIT")):
+        p = f"lua.{version}"
+        for name in windows:
+            rows.append(Row(f"{vname}: {name} lim:allow()", f"{p}.catalogue.{name}.allow", "x_ref",
+                            f"{p}.catalogue.gcra.allow", "gcra, same call", target(name)))
+        for n in (2, 3):
+            rows.append(Row(f"{vname}: check_all of {n} limits", f"{p}.check_all.{n}", "x_ref",
+                            f"{p}.separate.{n}", f"{n} separate check() calls"))
     return rows
 
 
@@ -815,8 +891,10 @@ def main() -> None:
     sections = {
         "C level (C harness and Rust harness, same machine, same run)": c_rows(),
         "Python level": python_rows(results),
+        "Web middleware (Python, in-process)": web_rows(),
         "Python decorators (1 thread, every call admitted)": decorator_rows(),
         "Lua level": lua_rows(),
+        "Algorithm catalogue and check_all": catalogue_rows(),
     }
     evs_by_section = {name: [evaluate(r, results) for r in rows] for name, rows in sections.items()}
     mem_evs = [evaluate(r, results) for r in memory_rows()]
@@ -864,6 +942,7 @@ def main() -> None:
     chart_titles = {
         "C level (C harness and Rust harness, same machine, same run)": "C and Rust: ns per call",
         "Python level": "Python, 1 thread: ns per call",
+        "Web middleware (Python, in-process)": "Web middleware: ns per request",
         "Lua level": "Lua 5.4 and LuaJIT: ns per call",
     }
     chart({chart_titles[k]: v for k, v in evs_by_section.items() if k in chart_titles}, mem_evs,

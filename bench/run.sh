@@ -89,11 +89,16 @@ step "Python level: cellrate (GIL held)"
 step "Python level: cellrate (GIL released around each core call)"
 PYTHONPATH="$PEERS/py-gil-released" "$VPY" "$BENCH/python/bench_py.py" --part cellrate \
     --label gil_released --reps "$REPS" | tee "$RAW/py_cellrate_gil_released.jsonl" >&2
+step "Python level: the algorithm catalogue and check_all"
+"$VPY" "$BENCH/python/bench_py.py" --part catalogue --reps "$REPS" | tee "$RAW/py_catalogue.jsonl" >&2
 step "Python level: PyPI peers"
 "$VPY" "$BENCH/python/bench_py.py" --part peers --reps "$REPS" | tee "$RAW/py_peers.jsonl" >&2
 
 step "Python level: decorator overhead (cellrate.limit, ratelimit, aiolimiter, pyrate-limiter)"
 "$VPY" "$BENCH/python/bench_decorators.py" --reps "$REPS" | tee "$RAW/py_decorators.jsonl" >&2
+
+step "Python level: web middleware overhead (Starlette, Flask; slowapi, flask-limiter)"
+"$VPY" "$BENCH/python/bench_web.py" --reps "$REPS" | tee "$RAW/py_web.jsonl" >&2
 
 step "Lua level: Lua 5.4 and LuaJIT"
 LUA_CPATH="build/lua5.4/?.so;$PEERS/lua/lua5.4/?.so" lua5.4 "$BENCH/lua/bench.lua" "$REPS" lua5.4 |

@@ -623,7 +623,10 @@ static int module_check_all(lua_State *L)
     const size_t count = (size_t)compat_rawlen(L, 1);
     if (count == 0 || count > SIZE_MAX / sizeof(cr_item))
         return raise_status(L, CR_E_ITEMS);
-    cr_item *items = compat_newuserdata(L, count * sizeof *items); /* collected with the call */
+    /* A few items on the C stack (an error's longjmp leaves nothing to free);
+     * more in a userdata that is collected with the call. */
+    cr_item few[8];
+    cr_item *items = count <= 8 ? few : compat_newuserdata(L, count * sizeof *items);
     memset(items, 0, count * sizeof *items);
     for (size_t i = 0; i < count; i++) {
         lua_rawgeti(L, 1, (lua_Integer)(i + 1));
@@ -650,6 +653,64 @@ static int module_check_all(lua_State *L)
     if (status != CR_OK)
         return raise_status(L, status);
     return push_decision(L, &decision);
+}
+
+/* ------------------------------------------------------------------------ */
+/* HTTP header fields                                                        */
+
+/* A Limiter or a KeyedLimiter at `idx` (open or closed: only its limit is read). */
+static const store_box *check_store(lua_State *L, int idx)
+{
+    const store_box *box = lua_touserdata(L, idx);
+    if (box != NULL && compat_rawlen(L, idx) == sizeof(store_box) &&
+        (box->tag == limiter_tag || box->tag == keyed_tag))
+        return box;
+    luaL_argerror(L, idx,
+                  lua_pushfstring(L, "%s or %s expected, got %s", limiter_tag, keyed_tag,
+                                  luaL_typename(L, idx)));
+    return NULL;
+}
+
+/* A decision's time in seconds (math.huge: never) as ns. */
+static int64_t read_duration(lua_State *L, int idx)
+{
+    int64_t ns = 0;
+    if (lua_type(L, idx) != LUA_TNUMBER ||
+        cr_duration_from_seconds(lua_tonumber(L, idx), &ns) != CR_OK)
+        raise_status(L, CR_E_HEADER_VALUE);
+    return ns;
+}
+
+/* cellrate.headers(lim, allowed, remaining, retry_after, reset_after [, name [, legacy]]):
+ * the fields of cr_headers_format as a table, name -> value. */
+static int headers(lua_State *L)
+{
+    const store_box *box = check_store(L, 1);
+    cr_decision decision;
+    decision.allowed = lua_toboolean(L, 2);
+    decision.limit = box->limit.burst;
+    if (!to_int64(L, 3, &decision.remaining))
+        raise_status(L, CR_E_HEADER_VALUE);
+    decision.retry_after_ns = read_duration(L, 4);
+    decision.reset_after_ns = read_duration(L, 5);
+    size_t name_len = 7;
+    const char *name = "default";
+    if (!lua_isnoneornil(L, 6)) {
+        if (lua_type(L, 6) != LUA_TSTRING)
+            raise_status(L, CR_E_HEADER_NAME);
+        name = lua_tolstring(L, 6, &name_len);
+    }
+    cr_headers fields;
+    const cr_status status = cr_headers_format(&fields, &decision, cr_limit_window_ns(&box->limit),
+                                               name, name_len, lua_toboolean(L, 7));
+    if (status != CR_OK)
+        return raise_status(L, status);
+    lua_createtable(L, 0, fields.count);
+    for (int i = 0; i < fields.count; i++) {
+        lua_pushstring(L, fields.field[i].value);
+        lua_setfield(L, -2, fields.field[i].name);
+    }
+    return 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -685,5 +746,7 @@ int luaopen_cellrate(lua_State *L)
     lua_setfield(L, -2, "check_all");
     lua_pushstring(L, cr_version());
     lua_setfield(L, -2, "_VERSION");
+    lua_pushcfunction(L, headers);
+    lua_setfield(L, -2, "headers");
     return 1;
 }

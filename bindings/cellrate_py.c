@@ -55,6 +55,7 @@ typedef struct {
     PyObject_HEAD
     double retry_after;
     double reset_after;
+    double window;
     long long remaining;
     long long limit;
     char allowed;
@@ -446,7 +447,8 @@ static int parse_call(const char *name, bool keyed, PyObject *const *args, Py_ss
 /* ------------------------------------------------------------------------ */
 /* Decision                                                                  */
 
-static PyObject *decision_from(module_state *state, const cr_decision *decision)
+static PyObject *decision_from(module_state *state, const cr_decision *decision,
+                               const cr_limit *limit)
 {
     DecisionObject *self = PyObject_New(DecisionObject, state->decision_type);
     if (self == NULL)
@@ -456,6 +458,7 @@ static PyObject *decision_from(module_state *state, const cr_decision *decision)
     self->limit = decision->limit;
     self->retry_after = cr_ns_to_seconds(decision->retry_after_ns);
     self->reset_after = cr_ns_to_seconds(decision->reset_after_ns);
+    self->window = cr_ns_to_seconds(cr_limit_window_ns(limit));
     return (PyObject *)self;
 }
 
@@ -463,12 +466,12 @@ static PyObject *decision_from(module_state *state, const cr_decision *decision)
 static PyObject *decision_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"allowed", "remaining", "retry_after", "reset_after", "limit",
-                               NULL};
+                               "window", NULL};
     int allowed;
     long long remaining, limit;
-    double retry_after, reset_after;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "pLddL:Decision", keywords, &allowed,
-                                     &remaining, &retry_after, &reset_after, &limit))
+    double retry_after, reset_after, window = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "pLddL|d:Decision", keywords, &allowed,
+                                     &remaining, &retry_after, &reset_after, &limit, &window))
         return NULL;
     DecisionObject *self = (DecisionObject *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -478,6 +481,7 @@ static PyObject *decision_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     self->limit = limit;
     self->retry_after = retry_after;
     self->reset_after = reset_after;
+    self->window = window;
     return (PyObject *)self;
 }
 
@@ -488,12 +492,13 @@ static void decision_dealloc(PyObject *self)
     Py_DECREF(type);
 }
 
-/* (allowed, remaining, retry_after, reset_after, limit) */
+/* (allowed, remaining, retry_after, reset_after, limit, window) */
 static PyObject *decision_fields(PyObject *self)
 {
     const DecisionObject *decision = (const DecisionObject *)self;
-    return Py_BuildValue("(OLddL)", decision->allowed ? Py_True : Py_False, decision->remaining,
-                         decision->retry_after, decision->reset_after, decision->limit);
+    return Py_BuildValue("(OLddLd)", decision->allowed ? Py_True : Py_False, decision->remaining,
+                         decision->retry_after, decision->reset_after, decision->limit,
+                         decision->window);
 }
 
 static PyObject *decision_repr(PyObject *self)
@@ -502,9 +507,10 @@ static PyObject *decision_repr(PyObject *self)
     if (fields == NULL)
         return NULL;
     PyObject *repr = PyUnicode_FromFormat(
-        "Decision(allowed=%R, remaining=%R, retry_after=%R, reset_after=%R, limit=%R)",
+        "Decision(allowed=%R, remaining=%R, retry_after=%R, reset_after=%R, limit=%R, "
+        "window=%R)",
         PyTuple_GET_ITEM(fields, 0), PyTuple_GET_ITEM(fields, 1), PyTuple_GET_ITEM(fields, 2),
-        PyTuple_GET_ITEM(fields, 3), PyTuple_GET_ITEM(fields, 4));
+        PyTuple_GET_ITEM(fields, 3), PyTuple_GET_ITEM(fields, 4), PyTuple_GET_ITEM(fields, 5));
     Py_DECREF(fields);
     return repr;
 }
@@ -517,7 +523,7 @@ static PyObject *decision_richcompare(PyObject *self, PyObject *other, int op)
     const DecisionObject *b = (const DecisionObject *)other;
     const bool equal = a->allowed == b->allowed && a->remaining == b->remaining &&
                        a->retry_after == b->retry_after && a->reset_after == b->reset_after &&
-                       a->limit == b->limit;
+                       a->limit == b->limit && a->window == b->window;
     return PyBool_FromLong(op == Py_EQ ? equal : !equal);
 }
 
@@ -551,11 +557,63 @@ static PyMemberDef decision_members[] = {
      "Seconds until the key is back to a full burst."},
     {"limit", Py_T_LONGLONG, offsetof(DecisionObject, limit), Py_READONLY,
      "The burst: units an idle key may spend at once."},
+    {"window", Py_T_DOUBLE, offsetof(DecisionObject, window), Py_READONLY,
+     "Seconds in which the limit restores `limit` units (GCRA: burst * period / rate)."},
     {NULL, 0, 0, 0, NULL},
 };
 
+/* The HTTP fields of cr_headers_format, as a dict. */
+static PyObject *decision_headers(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"name", "legacy", NULL};
+    PyObject *name_obj = NULL;
+    const char *name = "default";
+    Py_ssize_t name_len = 7;
+    int legacy = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$p:headers", keywords, &name_obj, &legacy))
+        return NULL;
+    if (name_obj != NULL) {
+        if (!PyUnicode_Check(name_obj)) {
+            raise_wrong_type(state_of(self), CR_E_HEADER_NAME);
+            return NULL;
+        }
+        name = PyUnicode_AsUTF8AndSize(name_obj, &name_len);
+        if (name == NULL)
+            return NULL;
+    }
+    const DecisionObject *decision = (const DecisionObject *)self;
+    cr_decision fields = {(bool)decision->allowed, decision->limit, decision->remaining, 0, 0};
+    int64_t window_ns = 0;
+    cr_status status = cr_duration_from_seconds(decision->retry_after, &fields.retry_after_ns);
+    if (status == CR_OK)
+        status = cr_duration_from_seconds(decision->reset_after, &fields.reset_after_ns);
+    if (status == CR_OK)
+        status = cr_duration_from_seconds(decision->window, &window_ns);
+    cr_headers headers;
+    if (status == CR_OK)
+        status = cr_headers_format(&headers, &fields, window_ns, name, (size_t)name_len,
+                                   legacy != 0);
+    if (status != CR_OK) {
+        raise_status(state_of(self), status);
+        return NULL;
+    }
+    PyObject *dict = PyDict_New();
+    for (int i = 0; dict != NULL && i < headers.count; i++) {
+        PyObject *value = PyUnicode_FromString(headers.field[i].value);
+        if (value == NULL || PyDict_SetItemString(dict, headers.field[i].name, value) < 0)
+            Py_CLEAR(dict);
+        Py_XDECREF(value);
+    }
+    return dict;
+}
+
 static PyMethodDef decision_methods[] = {
     {"__reduce__", decision_reduce, METH_NOARGS, NULL},
+    {"headers", (PyCFunction)(void (*)(void))decision_headers, METH_VARARGS | METH_KEYWORDS,
+     "headers($self, /, name='default', *, legacy=False)\n--\n\n"
+     "The HTTP rate-limit fields of this decision (draft-ietf-httpapi-ratelimit-headers):\n"
+     "RateLimit-Policy, RateLimit, and Retry-After (whole seconds, at least 1) when\n"
+     "refused and the cost can fit; legacy=True adds X-RateLimit-Limit, -Remaining, -Reset."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -684,7 +742,7 @@ static PyObject *store_check(PyObject *self, PyObject *const *args, Py_ssize_t n
     cr_decision decision;
     if (decide(self, "check", true, args, nargs, kwnames, &decision, NULL) < 0)
         return NULL;
-    return decision_from(state_of(self), &decision);
+    return decision_from(state_of(self), &decision, &((StoreObject *)self)->limit);
 }
 
 static PyObject *store_peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -693,7 +751,7 @@ static PyObject *store_peek(PyObject *self, PyObject *const *args, Py_ssize_t na
     cr_decision decision;
     if (decide(self, "peek", false, args, nargs, kwnames, &decision, NULL) < 0)
         return NULL;
-    return decision_from(state_of(self), &decision);
+    return decision_from(state_of(self), &decision, &((StoreObject *)self)->limit);
 }
 
 /* max_wait=None (or absent): any wait; else seconds >= 0 (inf: any). */
@@ -850,11 +908,14 @@ static PyObject *module_check_all(PyObject *module, PyObject *const *args, Py_ss
         if (convert_item(state, PySequence_Fast_GET_ITEM(items, i), &many[i]) < 0)
             goto done;
     cr_decision decision;
-    cr_status status = cr_check_all(many, (size_t)count, now_ns, cost, &decision, NULL);
+    size_t index = 0;
+    cr_status status = cr_check_all(many, (size_t)count, now_ns, cost, &decision, &index);
     if (status != CR_OK)
         raise_status(state, status);
-    else
-        result = decision_from(state, &decision);
+    else /* the window is that of the item whose decision this is */
+        result = decision_from(state, &decision,
+                               many[index].limiter != NULL ? cr_limiter_limit(many[index].limiter)
+                                                           : cr_keyed_limit(many[index].keyed));
 done:
     if (many != few)
         PyMem_Free(many);
@@ -1033,7 +1094,7 @@ PyDoc_STRVAR(keyed_reset_doc,
              "reset($self, key, /)\n--\n\nForget `key`: it is back to a full burst.");
 
 PyDoc_STRVAR(decision_doc,
-             "Decision(allowed, remaining, retry_after, reset_after, limit)\n--\n\n"
+             "Decision(allowed, remaining, retry_after, reset_after, limit, window=0.0)\n--\n\n"
              "The answer to one request: immutable; times in seconds.");
 
 PyDoc_STRVAR(limiter_doc,

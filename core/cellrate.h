@@ -136,7 +136,11 @@ const char *cr_version(void);
     X(36, E_MAX_WAIT, "max_wait",                                                          \
       "max_wait must be a number of seconds >= 0, or absent for any wait")                 \
     X(37, E_ITEMS, "items",                                                                \
-      "items must be a non-empty list of limiters and (keyed limiter, key) pairs")
+      "items must be a non-empty list of limiters and (keyed limiter, key) pairs")       \
+    X(38, E_HEADER_NAME, "name",                                                           \
+      "name must be 1 to 64 printable ASCII characters (the policy name of the headers)")  \
+    X(39, E_HEADER_VALUE, "decision",                                                      \
+      "decision: limit, remaining, retry_after, reset_after and window must be >= 0")
 
 #define CR_STATUS_ENUM_(number, name, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, param, message) +1
@@ -407,11 +411,12 @@ typedef struct cr_item {
 /*
  * Decides `cost` units against every item as one: admitted only if every
  * item admits. Each item reads its own limit's clock once (CR_CLOCK) or
- * takes `now_ns`. The items are first peeked; if any refuses, nothing is
- * written and the refusal with the longest retry_after is returned. Else each
- * is committed in turn; one that refuses then (another thread took its units
- * meanwhile) has the items committed before it given back (cr_refund) and its
- * refusal is returned. On admission the decision with the fewest remaining
+ * takes `now_ns`. The items but the last are first peeked, then the last is
+ * committed (the call's first write); if any of these refuses, nothing is
+ * written and the refusal with the longest retry_after is returned. Else the
+ * others are committed in turn; one that refuses then (another thread took
+ * its units meanwhile) has the items committed before it given back
+ * (cr_refund) and its refusal is returned. On admission the decision with the fewest remaining
  * is returned. *index (may be NULL) is the item whose decision `out` is.
  * No item ever admits more than its own bound; a refused composite leaves
  * every item as it was, a unit taken and given back counting as none taken.
@@ -419,6 +424,51 @@ typedef struct cr_item {
  */
 cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64_t cost,
                        cr_decision *out, size_t *index);
+
+/* ------------------------------------------------------------------------ */
+/* HTTP header fields (draft-ietf-httpapi-ratelimit-headers-11)              */
+
+/* The time in which a limit restores `limit` (= burst) units, the `w` of
+ * RateLimit-Policy: its tolerance_ns (GCRA and token_bucket: tau = burst * T;
+ * the window algorithms: the window). */
+int64_t cr_limit_window_ns(const cr_limit *limit);
+
+#define CR_HEADER_NAME_MAX 64   /* bytes of a policy name */
+#define CR_HEADERS_MAX 6        /* fields cr_headers_format may fill */
+#define CR_HEADER_VALUE_MAX 192 /* bytes of a value, with its NUL */
+
+typedef struct cr_header {
+    const char *name;                /* a static string, e.g. "RateLimit-Policy" */
+    char value[CR_HEADER_VALUE_MAX]; /* NUL-terminated */
+} cr_header;
+
+typedef struct cr_headers {
+    int count; /* fields filled, in the order listed at cr_headers_format */
+    cr_header field[CR_HEADERS_MAX];
+} cr_headers;
+
+/*
+ * The response fields of `decision`, for a limit whose window is `window_ns`
+ * (cr_limit_window_ns), under the policy name `name` (1 to CR_HEADER_NAME_MAX
+ * bytes of printable ASCII; '"' and '\\' are escaped as RFC 8941 strings):
+ *
+ *   RateLimit-Policy: "<name>";q=<limit>;w=<ceil(window s)>
+ *   RateLimit:        "<name>";r=<remaining>;t=<ceil(reset_after s)>
+ *   Retry-After:      <ceil(retry_after s), at least 1>   only when refused and
+ *                     retry_after_ns is not CR_NEVER (an unfittable cost)
+ * and with `legacy`: X-RateLimit-Limit (q), X-RateLimit-Remaining (r),
+ * X-RateLimit-Reset (t). Every rounding is up, in integer nanoseconds.
+ * CR_E_HEADER_NAME / CR_E_HEADER_VALUE (a negative field); `out` is then
+ * left with count 0. Pure; thread-safe.
+ */
+cr_status cr_headers_format(cr_headers *out, const cr_decision *decision, int64_t window_ns,
+                            const char *name, size_t name_len, bool legacy);
+
+/* A face's seconds (a Decision's retry_after or reset_after, a window) to
+ * nanoseconds for cr_headers_format: the inverse of cr_ns_to_seconds, so
+ * +infinity becomes CR_NEVER. CR_E_HEADER_VALUE unless >= 0 and, when
+ * finite, below 2^63 ns. */
+cr_status cr_duration_from_seconds(double seconds, int64_t *ns);
 
 #if defined(__GNUC__) && !defined(CR_EMBED)
 #pragma GCC visibility pop

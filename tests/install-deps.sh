@@ -20,6 +20,10 @@ need_pip=""
 for mod in pytest hypothesis mypy setuptools wheel; do
     "$PYTHON" -c "import $mod" 2>/dev/null || need_pip="$need_pip $mod"
 done
+# the web integrations' tests: frameworks, their test clients, real servers
+for pkg in starlette fastapi httpx flask uvicorn gunicorn django; do
+    "$PYTHON" -c "import $pkg" 2>/dev/null || need_pip="$need_pip $pkg"
+done
 if [ -n "$need_pip" ]; then
     echo "installing Python packages:$need_pip"
     "$PYTHON" -m pip install -q $need_pip

@@ -54,7 +54,7 @@ mkdir -p "$out"
 passed=0
 failed=0
 broken=""
-tests="test_core test_vectors test_threads test_clock test_catalogue"
+tests="test_core test_vectors test_threads test_clock test_catalogue test_headers"
 [ -f tests/c/test_shared.c ] && tests="$tests test_shared"
 for test in $tests; do
     # shellcheck disable=SC2086  # flags and core are word lists

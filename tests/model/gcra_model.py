@@ -90,6 +90,10 @@ STATUSES: list[tuple[int, str, str, str]] = [
     (36, "E_MAX_WAIT", "max_wait", "max_wait must be a number of seconds >= 0, or absent for any wait"),
     (37, "E_ITEMS", "items",
      "items must be a non-empty list of limiters and (keyed limiter, key) pairs"),
+    (38, "E_HEADER_NAME", "name",
+     "name must be 1 to 64 printable ASCII characters (the policy name of the headers)"),
+    (39, "E_HEADER_VALUE", "decision",
+     "decision: limit, remaining, retry_after, reset_after and window must be >= 0"),
 ]
 
 

@@ -23,9 +23,9 @@ MS = 1_000_000  # ns
 OFFSETS = [0.0, 1000.0, 1_000_000.0]
 
 
-def d(allowed, remaining, retry_after, reset_after, limit):
+def d(allowed, remaining, retry_after, reset_after, limit, window=0.0):
     """An expected decision, times in seconds."""
-    return cellrate.Decision(allowed, remaining, retry_after, reset_after, limit)
+    return cellrate.Decision(allowed, remaining, retry_after, reset_after, limit, window)
 
 
 def assert_decision(got, allowed, remaining, retry_after_ns, reset_after_ns, limit):
@@ -407,6 +407,7 @@ def test_constructor_signatures_are_introspectable():
         "retry_after",
         "reset_after",
         "limit",
+        "window",
     ]
 
 
@@ -461,18 +462,20 @@ def test_decision_fields_and_types():
 def test_decision_repr():
     dec = cellrate.Limiter(300, 60, burst=60).check(now=1.0)
     assert repr(dec) == (
-        "Decision(allowed=True, remaining=59, retry_after=0.0, reset_after=0.2, limit=60)"
+        "Decision(allowed=True, remaining=59, retry_after=0.0, reset_after=0.2, limit=60, "
+        "window=12.0)"
     )
     never = cellrate.Limiter(10, burst=1).check(2, now=1.0)
     assert repr(never) == (
-        "Decision(allowed=False, remaining=1, retry_after=inf, reset_after=0.0, limit=1)"
+        "Decision(allowed=False, remaining=1, retry_after=inf, reset_after=0.0, limit=1, "
+        "window=0.1)"
     )
     assert eval(repr(dec), {"Decision": cellrate.Decision}) == dec
 
 
 def test_decision_is_immutable():
     dec = cellrate.Limiter(10).check(now=1.0)
-    for name in ["allowed", "remaining", "retry_after", "reset_after", "limit", "other"]:
+    for name in ["allowed", "remaining", "retry_after", "reset_after", "limit", "window", "other"]:
         with pytest.raises(AttributeError):
             setattr(dec, name, 1)
     with pytest.raises(AttributeError):
@@ -494,31 +497,28 @@ def test_decision_equality_and_hash():
     assert first is not same
     assert first == same and not (first != same)
     assert hash(first) == hash(same)
-    assert first == d(True, 1, 0.0, 0.1, 2)
-    assert first != d(True, 1, 0.0, 0.1, 3)
-    assert first != d(False, 1, 0.0, 0.1, 2)
-    assert first != d(True, 0, 0.0, 0.1, 2)
-    assert first != d(True, 1, 0.5, 0.1, 2)
-    assert first != d(True, 1, 0.0, 0.2, 2)
+    assert first == d(True, 1, 0.0, 0.1, 2, 0.2)
+    assert first != d(True, 1, 0.0, 0.1, 3, 0.2)
+    assert first != d(False, 1, 0.0, 0.1, 2, 0.2)
+    assert first != d(True, 0, 0.0, 0.1, 2, 0.2)
+    assert first != d(True, 1, 0.5, 0.1, 2, 0.2)
+    assert first != d(True, 1, 0.0, 0.2, 2, 0.2)
+    assert first != d(True, 1, 0.0, 0.1, 2, 0.3)
     assert first != (True, 1, 0.0, 0.1, 2)
-    assert len({first, same, d(True, 1, 0.0, 0.1, 3)}) == 2
+    assert len({first, same, d(True, 1, 0.0, 0.1, 3, 0.2)}) == 2
     with pytest.raises(TypeError):
         first < same  # noqa: B015
 
 
 def test_decision_constructor_and_pickle():
-    dec = d(False, 3, 0.25, 1.5, 10)
-    assert (dec.allowed, dec.remaining, dec.retry_after, dec.reset_after, dec.limit) == (
-        False,
-        3,
-        0.25,
-        1.5,
-        10,
-    )
+    dec = d(False, 3, 0.25, 1.5, 10, 5.0)
+    assert (dec.allowed, dec.remaining, dec.retry_after, dec.reset_after, dec.limit,
+            dec.window) == (False, 3, 0.25, 1.5, 10, 5.0)
     by_name = cellrate.Decision(
-        allowed=False, remaining=3, retry_after=0.25, reset_after=1.5, limit=10
+        allowed=False, remaining=3, retry_after=0.25, reset_after=1.5, limit=10, window=5.0
     )
     assert by_name == dec
+    assert d(False, 3, 0.25, 1.5, 10).window == 0.0  # a store that knows no window
     assert pickle.loads(pickle.dumps(dec)) == dec
     never = cellrate.Limiter(10, burst=1).check(5, now=0.0)
     assert pickle.loads(pickle.dumps(never)) == never
@@ -590,8 +590,10 @@ def test_no_growth_over_many_constructions_and_calls():
 
 
 def test_fast_clock():
-    for make in (lambda **kw: cellrate.Limiter(1000, burst=5, **kw),
-                 lambda **kw: cellrate.KeyedLimiter(1000, burst=5, **kw)):
+    # One unit per 100 ms: a busy machine's pauses between these calls cannot
+    # refill a unit unnoticed.
+    for make in (lambda **kw: cellrate.Limiter(10, burst=5, **kw),
+                 lambda **kw: cellrate.KeyedLimiter(10, burst=5, **kw)):
         assert make().clock == "monotonic"
         assert make(clock="monotonic").clock == "monotonic"
         lim = make(clock="fast")
@@ -604,7 +606,7 @@ def test_fast_clock():
         while call(lim.allow):
             pass
         d = call(lim.check)
-        assert not d.allowed and 0 < d.retry_after <= 0.001
+        assert not d.allowed and 0 < d.retry_after <= 0.1
         time.sleep(d.retry_after + 0.0005)
         assert call(lim.allow)
         # An explicit now is taken as given, whatever the clock.

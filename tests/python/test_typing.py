@@ -74,6 +74,8 @@ cellrate.KeyedLimiter(10).wait()
 cellrate.limit(10, block=None)
 cellrate.limit(10, cost=1.5)
 late: float = cellrate.RateLimited(cellrate.Limiter(1).peek()).decision
+cellrate.Limiter(10).check().headers(legacy="yes")
+number: int = cellrate.Limiter(10).check().window
 """
 
 

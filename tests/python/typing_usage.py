@@ -85,6 +85,9 @@ def use_decision() -> Decision:
     made = Decision(allowed=True, remaining=1, retry_after=0.0, reset_after=0.5, limit=2)
     same = Decision(True, 1, 0.0, 0.5, 2)
     assert made == same and not (made != same) and hash(made) == hash(same)
+    fields: dict[str, str] = made.headers("api", legacy=True)
+    window: float = Decision(True, 1, 0.0, 0.5, 2, window=1.0).window
+    assert fields["RateLimit"] == '"api";r=1;t=1' and window == 1.0
     return made
 
 

@@ -1,0 +1,76 @@
+"""ASGI rate limiting: `RateLimitMiddleware` for Starlette, FastAPI, Litestar,
+Quart, Django's ASGI handler, or any ASGI 3 application (docs/design.md §10).
+
+    app = cellrate.asgi.RateLimitMiddleware(app, "100/minute")
+
+Only "http" scopes are limited; "lifespan" and "websocket" pass through
+untouched. The options are those of `cellrate.web.Policy`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, MutableMapping
+
+from cellrate.web import Policy, Request, client_address, header
+
+__all__ = ["RateLimitMiddleware", "Request", "client_address", "header"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+def _encoded(fields: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in fields]
+
+
+class RateLimitMiddleware:
+    """Limits an ASGI application: `RateLimitMiddleware(app, limit, **options)`,
+    or `app.add_middleware(RateLimitMiddleware, limit=..., ...)` in Starlette
+    and FastAPI. Async stores (AsyncRedisLimiter) are awaited; a store whose
+    check() would block the event loop is refused."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], limit: Any = None, **options: Any) -> None:
+        self.app = app
+        self.policy = Policy(limit, asynchronous=True, **options)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        policy = self.policy
+        request = Request(policy, scope["method"], scope["path"], scope=scope)
+        limits = policy.limits_for(request)
+        if limits is None:
+            await self.app(scope, receive, send)
+            return
+        decision = await policy.decide_async(limits, request)
+        refuse, fields = policy.outcome(decision, request)
+        if refuse:
+            await self._refuse(send, fields)
+        elif fields:
+            await self.app(scope, receive, _adding(send, _encoded(fields)))
+        else:
+            await self.app(scope, receive, send)
+
+    async def _refuse(self, send: Send, fields: list[tuple[str, str]]) -> None:
+        policy = self.policy
+        headers = [
+            (b"content-type", policy.content_type.encode("latin-1")),
+            (b"content-length", str(len(policy.body)).encode("latin-1")),
+        ] + _encoded(fields)
+        await send({"type": "http.response.start", "status": policy.status, "headers": headers})
+        await send({"type": "http.response.body", "body": policy.body})
+
+
+def _adding(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    """`send`, with `extra` header fields added to the response's start."""
+
+    async def send_with_headers(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = dict(message)
+            message["headers"] = list(message.get("headers", ())) + extra
+        await send(message)
+
+    return send_with_headers

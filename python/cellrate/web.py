@@ -1,0 +1,440 @@
+"""The policy behind every web integration of cellrate (docs/design.md §10).
+
+`cellrate.asgi.RateLimitMiddleware`, `cellrate.wsgi.RateLimitMiddleware`, the
+FastAPI dependency (`cellrate.fastapi.RateLimit`) and the Flask decorator
+(`cellrate.flask.RateLimit`) are thin adapters over `Policy`: which limits a
+request meets, under which key and cost, whether it is exempt, and what the
+response carries. No web framework is imported here.
+
+A store is any object with `check(key, cost, *, now=None) -> Decision`
+(KeyedLimiter, RedisLimiter), or a `cellrate.Limiter` (`check(cost, *,
+now=None)`, one limit for every key); an async store's `check` is a coroutine
+function (AsyncRedisLimiter), and only the ASGI adapters take one. Several
+limits on one request are decided as one by the `check_all` (or
+`check_all_async`) of their stores' module: `cellrate.check_all`,
+`cellrate.redis.check_all`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import http
+import inspect
+import ipaddress
+import logging
+import re
+import sys
+from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+
+import cellrate
+
+__all__ = ["Policy", "Request", "header", "client_address"]
+
+logger = logging.getLogger("cellrate")
+
+KeyFunction = Callable[["Request"], Union[str, bytes]]
+Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+
+
+class Request:
+    """What a key, cost or exemption function sees of a request.
+
+    `method` (upper case), `path`, `client` (the client's address, after the
+    trusted proxies), `header(name)` (the value, or None; repeated fields
+    joined with ", "), and the framework's own object as `scope` (ASGI) or
+    `environ` (WSGI).
+    """
+
+    __slots__ = ("method", "path", "scope", "environ", "_policy", "_client")
+
+    def __init__(self, policy: Policy, method: str, path: str, scope: Any = None,
+                 environ: Any = None) -> None:
+        self._policy = policy
+        self.method = method
+        self.path = path
+        self.scope = scope
+        self.environ = environ
+        self._client: str | None = None
+
+    def peer(self) -> str:
+        """The address of the connection's other end ("unknown" when absent)."""
+        if self.scope is not None:
+            client = self.scope.get("client")
+            return client[0] if client else "unknown"
+        return self.environ.get("REMOTE_ADDR") or "unknown"
+
+    def header(self, name: str) -> str | None:
+        if self.scope is not None:
+            wanted = name.lower().encode("latin-1")
+            values = [v.decode("latin-1") for k, v in self.scope.get("headers", ()) if k == wanted]
+            return ", ".join(values) if values else None
+        key = name.upper().replace("-", "_")
+        if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            key = "HTTP_" + key
+        value = self.environ.get(key)
+        return value if value is None else str(value)
+
+    @property
+    def client(self) -> str:
+        if self._client is None:
+            self._client = self._policy.client_of(self)
+        return self._client
+
+
+def client_address(request: Request) -> str:
+    """The default key: the client's address (see `trusted_proxies`)."""
+    return request.client
+
+
+def header(name: str) -> KeyFunction:
+    """A key function: the value of header `name`, or, when a request lacks it,
+    the client's address. Header values are kept apart from addresses
+    ("<name>=<value>"), so no header value can spend an address's budget."""
+    prefix = name.lower() + "="
+
+    def key_from_header(request: Request) -> str:
+        value = request.header(name)
+        return request.client if value is None else prefix + value
+
+    key_from_header.__qualname__ = f"header({name!r})"
+    return key_from_header
+
+
+def _networks(trusted: Iterable[str] | str) -> tuple[Network, ...]:
+    if isinstance(trusted, str):
+        trusted = [trusted]
+    try:
+        return tuple(ipaddress.ip_network(item, strict=False) for item in trusted)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"trusted_proxies must be addresses or networks such as '10.0.0.0/8': {error}"
+        ) from None
+
+
+def _hop_address(hop: str) -> str:
+    """One hop of X-Forwarded-For or a Forwarded `for=` value, without quotes,
+    brackets or port ("[2001:db8::1]:4711" -> "2001:db8::1")."""
+    hop = hop.strip().strip('"')
+    if hop.startswith("["):
+        return hop[1:hop.find("]")] if "]" in hop else hop[1:]
+    if hop.count(":") == 1:  # IPv4 with a port; bare IPv6 has several colons
+        return hop.split(":", 1)[0]
+    return hop
+
+
+def _forwarded_for(value: str) -> list[str]:
+    """The `for=` hops of a Forwarded field (RFC 7239), in order."""
+    hops = []
+    for element in value.split(","):
+        for pair in element.split(";"):
+            name, _, hop = pair.partition("=")
+            if name.strip().lower() == "for":
+                hops.append(hop)
+    return hops
+
+
+class _Limit:
+    """One limit a request meets: a store and the key function for it (None
+    for a Limiter, which has no key)."""
+
+    __slots__ = ("store", "key", "is_async")
+
+    def __init__(self, store: Any, key: KeyFunction | None) -> None:
+        self.store = store
+        self.key = None if isinstance(store, cellrate.Limiter) else key
+        self.is_async = inspect.iscoroutinefunction(getattr(store, "check", None))
+
+
+_ROUTE = re.compile(r"^(?:([A-Za-z]+)\s+)?(/.*)$")
+
+
+class Policy:
+    """Which limits a request meets and what its response carries.
+
+    limit: a rate ("100/minute", 10), a store, a (store, key function) pair,
+        or a list of them: the limits every request meets. None: only `routes`.
+    routes: {pattern: limit(s)}; a pattern is a path ("/login"), a glob
+        ("/api/*"), optionally after a method ("POST /login"), or a compiled
+        regular expression matched against the path. Every pattern that matches
+        adds its limits to `limit`'s; all are decided as one (cellrate.check_all:
+        a refusal by one spends nothing of the others).
+    key: a function of the Request giving the key (str or bytes); default the
+        client's address. `header(name)` keys by a header.
+    cost: units a request spends: an int or a function of the Request.
+    burst, shared: for limits given as a rate. With `shared` (a region path,
+        e.g. "/dev/shm/myapp"), every such limit is one limit across all the
+        processes that open it: `limit` at `shared`, a route's at
+        `shared.<16 hex digits of its pattern>[.<index>]`.
+    trusted_proxies: addresses or networks of the proxies in front of the app;
+        only a request whose peer is one of them has its `proxy_header` read,
+        and the client is the rightmost hop that is not a trusted proxy.
+    proxy_header: "X-Forwarded-For" (default) or "Forwarded"; only that one is
+        read, since a proxy that appends to one passes the other on unchecked.
+    exempt_paths, exempt_methods, exempt: patterns (as for routes), methods,
+        and a predicate of the Request: requests that meet no limit at all.
+    status, body, content_type: the refusal; it always carries the headers.
+    name, legacy_headers: the policy name and the X-RateLimit-* trio
+        (Decision.headers). admitted_headers: the headers on admitted
+        responses too.
+    dry_run: decide and log refusals (logger "cellrate", WARNING), send the
+        RateLimit headers (never Retry-After), refuse nothing.
+    now: a function returning the time in seconds, passed to the stores as
+        `now` (tests, simulations); None: each store reads its own clock.
+    """
+
+    def __init__(
+        self,
+        limit: Any = None,
+        *,
+        routes: Mapping[Any, Any] | None = None,
+        key: KeyFunction | None = None,
+        cost: int | Callable[[Request], int] = 1,
+        burst: int | None = None,
+        shared: str | None = None,
+        trusted_proxies: Iterable[str] | str = (),
+        proxy_header: str = "X-Forwarded-For",
+        exempt_paths: Iterable[Any] = (),
+        exempt_methods: Iterable[str] = (),
+        exempt: Callable[[Request], bool] | None = None,
+        status: int = 429,
+        body: str | bytes = "Too Many Requests",
+        content_type: str = "text/plain; charset=utf-8",
+        name: str = "default",
+        legacy_headers: bool = False,
+        admitted_headers: bool = False,
+        dry_run: bool = False,
+        now: Callable[[], float] | None = None,
+        asynchronous: bool = False,
+    ) -> None:
+        if key is not None and not callable(key):
+            raise TypeError("key must be a function of the request (or None: the client address)")
+        self.key: KeyFunction = key or client_address
+        if isinstance(cost, bool) or not (callable(cost) or isinstance(cost, int)):
+            raise TypeError("cost must be an int or a function of the request")
+        if isinstance(cost, int):
+            if cost < 0:
+                raise ValueError("cost must be an integer >= 0")
+            cost = int(cost)
+        self.cost = cost
+        self._burst = burst
+        self._from_rates = 0  # limits this policy made from a rate
+
+        self.limits = self._limits(limit, "limit", shared)
+        self.routes: list[tuple[Callable[[str, str], bool], list[_Limit]]] = []
+        for pattern, route_limit in (routes or {}).items():
+            region = None
+            if shared is not None:
+                text = pattern.pattern if isinstance(pattern, re.Pattern) else str(pattern)
+                region = shared + "." + hashlib.sha256(text.encode()).hexdigest()[:16]
+            self.routes.append((_matcher(pattern, "routes"), self._limits(route_limit, "routes", region)))
+        if not self.limits and not self.routes:
+            raise ValueError("limit: give a limit, routes, or both")
+        for param, value in (("burst", burst), ("shared", shared)):
+            if value is not None and not self._from_rates:
+                raise ValueError(f"{param} applies to limits given as a rate; no limit is: "
+                                 "give it to the store you made")
+        every = self.limits + [one for _, route in self.routes for one in route]
+        if asynchronous:
+            for one in every:
+                if not one.is_async and not isinstance(
+                    one.store, (cellrate.Limiter, cellrate.KeyedLimiter)
+                ):
+                    raise TypeError(
+                        f"limit: {type(one.store).__name__}.check() would block the event loop; "
+                        "give a store whose check() is a coroutine function (AsyncRedisLimiter)"
+                    )
+        elif any(one.is_async for one in every):
+            raise TypeError("limit: an async store (AsyncRedisLimiter) needs the ASGI middleware; "
+                            "under WSGI give its synchronous twin (RedisLimiter)")
+        self.check_all = _check_all_for(every) if len(every) > 1 else None
+
+        self.trusted = _networks(trusted_proxies)
+        self.proxy_header = proxy_header
+        if proxy_header.lower() not in ("x-forwarded-for", "forwarded"):
+            raise ValueError("proxy_header must be 'X-Forwarded-For' or 'Forwarded'")
+        self.exempt_paths = [_matcher(pattern, "exempt_paths") for pattern in exempt_paths]
+        if isinstance(exempt_methods, str):
+            exempt_methods = [exempt_methods]
+        self.exempt_methods = frozenset(method.upper() for method in exempt_methods)
+        if exempt is not None and not callable(exempt):
+            raise TypeError("exempt must be a function of the request returning a bool")
+        self.exempt = exempt
+
+        try:
+            self.status_line = f"{status} {http.HTTPStatus(status).phrase}"
+        except ValueError:
+            raise ValueError("status must be an HTTP status code such as 429") from None
+        self.status = status
+        self.body = body.encode() if isinstance(body, str) else bytes(body)
+        self.content_type = content_type
+        self.name = name
+        self.legacy_headers = legacy_headers
+        # the formatter checks the name: fail here, not on the first request
+        cellrate.Decision(True, 0, 0.0, 0.0, 1).headers(name)
+        self.admitted_headers = admitted_headers
+        self.dry_run = dry_run
+        self.now = now
+
+    # -- configuration --------------------------------------------------------
+
+    def _store(self, rate: Any, param: str, region: str | None) -> Any:
+        if isinstance(rate, (str, int, float)) and not isinstance(rate, bool):
+            self._from_rates += 1
+            if region is None:
+                return cellrate.KeyedLimiter(rate, burst=self._burst)
+            return cellrate.KeyedLimiter(rate, burst=self._burst, shared=region)
+        if not callable(getattr(rate, "check", None)):
+            raise TypeError(f"{param}: expected a rate such as '100/minute', a store with "
+                            f"check(), or a (store, key function) pair, not {type(rate).__name__}")
+        return rate
+
+    def _limits(self, spec: Any, param: str, region: str | None) -> list[_Limit]:
+        if spec is None:
+            return []
+        many = isinstance(spec, list)
+        items: Sequence[Any] = spec if many else [spec]
+        limits = []
+        for index, item in enumerate(items):
+            where = region if region is None or not many or index == 0 else f"{region}.{index}"
+            if isinstance(item, tuple):
+                if len(item) != 2 or not callable(item[1]):
+                    raise TypeError(f"{param}: a pair is (store, key function)")
+                limits.append(_Limit(self._store(item[0], param, where), item[1]))
+            else:
+                limits.append(_Limit(self._store(item, param, where), self.key))
+        return limits
+
+    # -- per request ----------------------------------------------------------
+
+    def client_of(self, request: Request) -> str:
+        """The client's address: the peer, unless the peer is a trusted proxy;
+        then the rightmost hop of `proxy_header` that is not a trusted proxy
+        (or the leftmost hop, when every hop is trusted)."""
+        peer = request.peer()
+        if not self.trusted or not self._is_trusted(peer):
+            return peer
+        value = request.header(self.proxy_header)
+        if not value:
+            return peer
+        hops = _forwarded_for(value) if self.proxy_header.lower() == "forwarded" else value.split(",")
+        hops = [_hop_address(hop) for hop in hops]
+        for hop in reversed(hops):
+            if not self._is_trusted(hop):
+                return hop
+        return hops[0] if hops else peer
+
+    def _is_trusted(self, address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in network for network in self.trusted)
+
+    def limits_for(self, request: Request) -> list[_Limit] | None:
+        """The limits `request` meets, or None when it is exempt."""
+        method, path = request.method, request.path
+        if method in self.exempt_methods:
+            return None
+        for matches in self.exempt_paths:
+            if matches(method, path):
+                return None
+        if self.exempt is not None and self.exempt(request):
+            return None
+        if not self.routes:
+            return self.limits
+        limits = list(self.limits)
+        for matches, route_limits in self.routes:
+            if matches(method, path):
+                limits.extend(route_limits)
+        return limits or None
+
+    def cost_of(self, request: Request) -> int:
+        cost = self.cost
+        return cost if cost.__class__ is int else cost(request)  # type: ignore[operator,union-attr]
+
+    def decide(self, limits: list[_Limit], request: Request) -> Any:
+        """The Decision for `request` against `limits` (synchronous stores)."""
+        cost = self.cost_of(request)
+        if len(limits) == 1:
+            one = limits[0]
+            if self.now is None:
+                if one.key is None:
+                    return one.store.check(cost)
+                return one.store.check(one.key(request), cost)
+            if one.key is None:
+                return one.store.check(cost, now=self.now())
+            return one.store.check(one.key(request), cost, now=self.now())
+        return self._check_all(limits, request, cost)
+
+    def _check_all(self, limits: list[_Limit], request: Request, cost: int) -> Any:
+        items = [one.store if one.key is None else (one.store, one.key(request)) for one in limits]
+        assert self.check_all is not None
+        if self.now is None:
+            return self.check_all(items, cost)
+        return self.check_all(items, cost, now=self.now())
+
+    async def decide_async(self, limits: list[_Limit], request: Request) -> Any:
+        """As decide(), awaiting async stores."""
+        one = limits[0]
+        if not one.is_async:
+            return self.decide(limits, request)
+        cost = self.cost_of(request)
+        if len(limits) > 1:
+            return await self._check_all(limits, request, cost)
+        key = one.key(request)  # type: ignore[misc]  # async stores are keyed
+        if self.now is None:
+            return await one.store.check(key, cost)
+        return await one.store.check(key, cost, now=self.now())
+
+    def outcome(self, decision: Any, request: Request) -> tuple[bool, list[tuple[str, str]]]:
+        """(refuse, header fields) for `decision`."""
+        if decision.allowed:
+            if not self.admitted_headers:
+                return False, []
+            return False, list(decision.headers(self.name, legacy=self.legacy_headers).items())
+        fields = decision.headers(self.name, legacy=self.legacy_headers)
+        if self.dry_run:
+            logger.warning("dry run: would refuse %s %s (key %r, retry after %.3f s)",
+                           request.method, request.path, self.key(request), decision.retry_after)
+            fields.pop("Retry-After", None)
+            return False, list(fields.items())
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("refused %s %s (retry after %.3f s)", request.method, request.path,
+                         decision.retry_after)
+        return True, list(fields.items())
+
+
+def _check_all_for(limits: list[_Limit]) -> Callable[..., Any]:
+    """The function that decides `limits` as one: the `check_all` (async stores:
+    `check_all_async`) of their stores' module, so `cellrate.check_all` for
+    in-process and shared stores and `cellrate.redis.check_all` for Redis ones."""
+    kinds = {(type(one.store).__module__, one.is_async) for one in limits}
+    if len(kinds) != 1:
+        raise TypeError("limit: several limits on one request are decided as one by their "
+                        "stores' check_all: give stores of one kind (in-process and shared, "
+                        "or Redis ones of one client, all sync or all async)")
+    module, is_async = kinds.pop()
+    name = "check_all_async" if is_async else "check_all"
+    function = getattr(sys.modules.get(module), name, None)
+    if not callable(function):
+        raise TypeError(f"limit: several limits on one request need {module}.{name}(), "
+                        "which decides them as one")
+    return function
+
+
+def _matcher(pattern: Any, param: str) -> Callable[[str, str], bool]:
+    """A test of (method, path) for a route or exemption pattern."""
+    if isinstance(pattern, re.Pattern):
+        regex = pattern
+        return lambda method, path: regex.fullmatch(path) is not None
+    if not isinstance(pattern, str):
+        raise TypeError(f"{param}: a pattern is a path string or a compiled regular expression")
+    found = _ROUTE.match(pattern.strip())
+    if found is None:
+        raise ValueError(f"{param}: {pattern!r} is not a path ('/login', '/api/*', 'POST /login')")
+    method = found.group(1).upper() if found.group(1) else None
+    path_regex = re.compile(fnmatch.translate(found.group(2)))
+    if method is None:
+        return lambda _method, path: path_regex.match(path) is not None
+    return lambda request_method, path: request_method == method and path_regex.match(path) is not None

@@ -1,0 +1,57 @@
+"""WSGI rate limiting: `RateLimitMiddleware` for Flask, Django or any WSGI
+application (docs/design.md §10).
+
+    app.wsgi_app = cellrate.wsgi.RateLimitMiddleware(app.wsgi_app, "100/minute")
+
+The options are those of `cellrate.web.Policy`; stores must be synchronous.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from cellrate.web import Policy, Request, client_address, header
+
+__all__ = ["RateLimitMiddleware", "Request", "client_address", "header"]
+
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[dict, StartResponse], Iterable[bytes]]
+
+
+def request_of(policy: Policy, environ: dict) -> Request:
+    path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
+    return Request(policy, environ.get("REQUEST_METHOD", "GET").upper(), path or "/", environ=environ)
+
+
+class RateLimitMiddleware:
+    """Limits a WSGI application: `RateLimitMiddleware(app, limit, **options)`."""
+
+    def __init__(self, app: WSGIApp, limit: Any = None, **options: Any) -> None:
+        self.app = app
+        self.policy = Policy(limit, **options)
+
+    def __call__(self, environ: dict, start_response: StartResponse) -> Iterable[bytes]:
+        policy = self.policy
+        request = request_of(policy, environ)
+        limits = policy.limits_for(request)
+        if limits is None:
+            return self.app(environ, start_response)
+        decision = policy.decide(limits, request)
+        refuse, fields = policy.outcome(decision, request)
+        if refuse:
+            start_response(policy.status_line, refusal_headers(policy, fields))
+            return [policy.body]
+        if not fields:
+            return self.app(environ, start_response)
+
+        def start_with_headers(status: str, headers: list, exc_info: Any = None) -> Any:
+            return start_response(status, list(headers) + fields, exc_info)
+
+        return self.app(environ, start_with_headers)
+
+
+def refusal_headers(policy: Policy, fields: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [
+        ("Content-Type", policy.content_type),
+        ("Content-Length", str(len(policy.body))),
+    ] + fields

@@ -1,0 +1,76 @@
+-- cellrate.headers: the HTTP fields of a decision, from the same C formatter
+-- as Python's Decision.headers (docs/design.md §10). Expected texts are
+-- worked out by hand: T = period / rate, w = ceil(burst * T), every time
+-- rounded up to whole seconds, Retry-After at least 1.
+local cellrate = require "cellrate"
+
+-- Whole seconds, rounded up, of a time that is exact to the ns.
+local function ceil_seconds(seconds)
+   local ns = math.floor(seconds * 1e9 + 0.5)
+   return math.floor((ns + 999999999) / 1e9)
+end
+
+describe("cellrate.headers", function()
+   it("describes an admission: policy and RateLimit, no Retry-After", function()
+      -- 300/minute, burst 60: T = 0.2 s, w = 12 s; one request: r = 59, t = 0.2 -> 1
+      local keyed = cellrate.keyed("300/minute", { burst = 60 })
+      local h = cellrate.headers(keyed, keyed:check("k", 1, 100))
+      assert.same({ ["RateLimit-Policy"] = '"default";q=60;w=12',
+                    ["RateLimit"] = '"default";r=59;t=1' }, h)
+   end)
+
+   it("rounds Retry-After up, never to 0, and adds the legacy trio", function()
+      -- 10/s, burst 1: second request 99.9 ms later is refused 0.1 ms early
+      local lim = cellrate.limiter(10, { burst = 1 })
+      lim:check(1, 10)
+      local allowed, remaining, retry_after, reset_after = lim:check(1, 10.0999)
+      assert.is_false(allowed)
+      local h = cellrate.headers(lim, allowed, remaining, retry_after, reset_after, "api", true)
+      assert.same({ ["RateLimit-Policy"] = '"api";q=1;w=1',
+                    ["RateLimit"] = '"api";r=0;t=1',
+                    ["Retry-After"] = "1",
+                    ["X-RateLimit-Limit"] = "1",
+                    ["X-RateLimit-Remaining"] = "0",
+                    ["X-RateLimit-Reset"] = "1" }, h)
+   end)
+
+   it("gives an unfittable cost no Retry-After", function()
+      local lim = cellrate.limiter("1/hour", { burst = 2 })
+      local h = cellrate.headers(lim, lim:check(3, 5))
+      assert.is_nil(h["Retry-After"])
+      assert.equal('"default";q=2;w=7200', h["RateLimit-Policy"])
+   end)
+
+   it("agrees with check() over a run of decisions", function()
+      local lim = cellrate.limiter("10/minute", { burst = 4 })  -- T = 6 s, w = 24
+      local t = 1000
+      for step = 1, 40 do
+         t = t + ({ 0, 0.05, 1.7, 6, 0.3 })[(step - 1) % 5 + 1]
+         local allowed, remaining, retry_after, reset_after = lim:check(1, t)
+         local h = cellrate.headers(lim, allowed, remaining, retry_after, reset_after)
+         assert.equal('"default";q=4;w=24', h["RateLimit-Policy"])
+         assert.equal(('"default";r=%d;t=%d'):format(remaining, ceil_seconds(reset_after)),
+                      h["RateLimit"])
+         if allowed then
+            assert.is_nil(h["Retry-After"])
+         else
+            assert.equal(tostring(math.max(1, ceil_seconds(retry_after))), h["Retry-After"])
+         end
+      end
+   end)
+
+   it("raises on bad arguments, naming the parameter", function()
+      local lim = cellrate.limiter(1)
+      assert.has_error(function() cellrate.headers({}, true, 0, 0, 0) end)
+      assert.has_error(function() cellrate.headers(lim, true, -1, 0, 0) end)
+      assert.has_error(function() cellrate.headers(lim, true, 0, "soon", 0) end)
+      assert.has_error(function() cellrate.headers(lim, true, 0, 0, 0 / 0) end)
+      local ok, err = pcall(cellrate.headers, lim, true, 0, 0, 0, "")
+      assert.is_false(ok)
+      assert.truthy(err:find("name must be", 1, true))
+      ok, err = pcall(cellrate.headers, lim, true, 0, 0, 0, 42)
+      assert.truthy(err:find("name must be", 1, true))
+      ok, err = pcall(cellrate.headers, lim, true, -1, 0, 0)
+      assert.truthy(err:find("decision:", 1, true))
+   end)
+end)

@@ -1,0 +1,578 @@
+"""Web integrations through the frameworks' own test clients: the ASGI and WSGI
+middleware (Starlette, FastAPI, Flask), the FastAPI dependency and the Flask
+decorator, all on an explicit clock: exact 200/429 counts, header values equal
+to the decision (worked out here from the decision, not by the formatter),
+Retry-After never 0, trusted proxies, exemptions, dry run, refusals.
+"""
+
+import asyncio
+import contextlib
+import logging
+import math
+import re
+import warnings
+
+import pytest
+
+import cellrate
+from cellrate.web import Policy, Request, header
+
+warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+
+starlette = pytest.importorskip("starlette", reason="make test installs starlette")
+from fastapi import Depends, FastAPI  # noqa: E402
+from flask import Flask  # noqa: E402
+from starlette.applications import Starlette  # noqa: E402
+from starlette.responses import PlainTextResponse  # noqa: E402
+from starlette.routing import Route, WebSocketRoute  # noqa: E402
+from starlette.testclient import TestClient  # noqa: E402
+
+import cellrate.asgi  # noqa: E402
+import cellrate.fastapi  # noqa: E402
+import cellrate.flask  # noqa: E402
+import cellrate.wsgi  # noqa: E402
+
+NS = 1_000_000_000
+PATHS = ["/", "/login", "/admin/status", "/health"]
+
+
+class Clock:
+    """An explicit clock: the `now=` of the policy."""
+
+    def __init__(self, t=1000.0):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+# -- one face per integration -------------------------------------------------
+
+
+class Face:
+    """An app limited by one integration, and a client for it: request()
+    returns (status, {lower-case header: value}, body)."""
+
+    refusal_is_configurable = True
+
+    def __init__(self, limit, **options):
+        self.limit = limit
+        self.options = options
+        self.clients = {}
+
+    def request(self, method="GET", path="/", headers=None, client="192.0.2.1"):
+        raise NotImplementedError
+
+
+async def _ok(request):
+    return PlainTextResponse("ok")
+
+
+class StarletteMiddleware(Face):
+    def __init__(self, limit, **options):
+        super().__init__(limit, **options)
+        inner = Starlette(routes=[Route(path, _ok, methods=["GET", "POST", "OPTIONS"])
+                                  for path in PATHS])
+        self.app = cellrate.asgi.RateLimitMiddleware(inner, limit, **options)
+
+    def request(self, method="GET", path="/", headers=None, client="192.0.2.1"):
+        if client not in self.clients:
+            self.clients[client] = TestClient(self.app, client=(client, 40000))
+        response = self.clients[client].request(method, path, headers=headers or {})
+        return response.status_code, {k.lower(): v for k, v in response.headers.items()}, response.content
+
+
+class FastAPIMiddleware(StarletteMiddleware):
+    def __init__(self, limit, **options):
+        Face.__init__(self, limit, **options)
+        app = FastAPI()
+        for path in PATHS:
+            app.add_api_route(path, _fastapi_ok, methods=["GET", "POST", "OPTIONS"])
+        app.add_middleware(cellrate.asgi.RateLimitMiddleware, limit=limit, **options)
+        self.app = app
+
+
+async def _fastapi_ok():
+    return "ok"  # FastAPI builds the response, with what dependencies set on it
+
+
+class FastAPIDependency(StarletteMiddleware):
+    refusal_is_configurable = False  # HTTPException: FastAPI writes the body
+
+    def __init__(self, limit, **options):
+        Face.__init__(self, limit, **options)
+        app = FastAPI(dependencies=[Depends(cellrate.fastapi.RateLimit(limit, **options))])
+        for path in PATHS:
+            app.add_api_route(path, _fastapi_ok, methods=["GET", "POST", "OPTIONS"])
+        self.app = app
+
+
+class FlaskFace(Face):
+    def request(self, method="GET", path="/", headers=None, client="192.0.2.1"):
+        response = self.client.open(path, method=method, headers=headers or {},
+                                    environ_base={"REMOTE_ADDR": client})
+        return response.status_code, {k.lower(): v for k, v in response.headers.items()}, response.data
+
+
+class FlaskMiddleware(FlaskFace):
+    def __init__(self, limit, **options):
+        super().__init__(limit, **options)
+        app = Flask(__name__)
+        for path in PATHS:
+            app.add_url_rule(path, path, lambda: "ok", methods=["GET", "POST", "OPTIONS"])
+        app.wsgi_app = cellrate.wsgi.RateLimitMiddleware(app.wsgi_app, limit, **options)
+        self.client = app.test_client()
+
+
+class FlaskDecorator(FlaskFace):
+    def __init__(self, limit, **options):
+        super().__init__(limit, **options)
+        app = Flask(__name__)
+        limited = cellrate.flask.RateLimit(limit, **options)
+        for path in PATHS:
+            app.add_url_rule(path, path, limited(lambda: "ok"), methods=["GET", "POST", "OPTIONS"])
+        self.client = app.test_client()
+
+
+FACES = [StarletteMiddleware, FastAPIMiddleware, FastAPIDependency, FlaskMiddleware, FlaskDecorator]
+
+
+@pytest.fixture(params=FACES, ids=lambda face: face.__name__)
+def face(request):
+    return request.param
+
+
+# -- the expected fields, worked out from a decision ----------------------------
+
+
+def ceil_seconds(seconds):
+    return -(-round(seconds * NS) // NS)
+
+
+def expected_headers(decision, window_ns, name="default", legacy=False, refused_fields=True):
+    fields = {
+        "ratelimit-policy": f'"{name}";q={decision.limit};w={-(-window_ns // NS)}',
+        "ratelimit": f'"{name}";r={decision.remaining};t={ceil_seconds(decision.reset_after)}',
+    }
+    if not decision.allowed and math.isfinite(decision.retry_after) and refused_fields:
+        fields["retry-after"] = str(max(1, ceil_seconds(decision.retry_after)))
+    if legacy:
+        fields["x-ratelimit-limit"] = fields["ratelimit-policy"].split("q=")[1].split(";")[0]
+        fields["x-ratelimit-remaining"] = str(decision.remaining)
+        fields["x-ratelimit-reset"] = str(ceil_seconds(decision.reset_after))
+    return fields
+
+
+def rate_fields(headers):
+    return {k: v for k, v in headers.items() if k.startswith(("ratelimit", "retry-after", "x-ratelimit"))}
+
+
+def window_ns(rate_per_s, burst):
+    return burst * round(NS / rate_per_s)
+
+
+# -- counts and headers -----------------------------------------------------------
+
+
+def test_exact_counts_at_a_known_burst(face):
+    clock = Clock()
+    app = face("1/hour", burst=5, now=clock)
+    statuses = [app.request()[0] for _ in range(12)]
+    assert statuses == [200] * 5 + [429] * 7
+    # another client has its own burst
+    assert [app.request(client="192.0.2.2")[0] for _ in range(6)] == [200] * 5 + [429]
+    # one emission interval later, exactly one more
+    clock.t += 3600
+    assert [app.request()[0] for _ in range(3)] == [200, 429, 429]
+
+
+def test_headers_equal_the_decision(face):
+    """Every response's fields against a twin limiter fed the same requests."""
+    clock = Clock()
+    app = face("10/minute", burst=4, now=clock, admitted_headers=True, legacy_headers=True,
+               name="api")
+    twin = cellrate.KeyedLimiter("10/minute", burst=4)
+    seen_refusals = 0
+    for step in range(40):
+        clock.t += [0.0, 0.05, 1.7, 6.0, 0.3][step % 5]
+        status, headers, _ = app.request()
+        decision = twin.check("192.0.2.1", now=clock.t)
+        assert status == (200 if decision.allowed else 429), step
+        assert rate_fields(headers) == expected_headers(decision, window_ns(10 / 60, 4), "api",
+                                                        legacy=True), step
+        assert decision.window == pytest.approx(24.0)
+        if status == 429:
+            seen_refusals += 1
+            assert int(headers["retry-after"]) >= 1
+    assert seen_refusals >= 5
+
+
+def test_retry_after_is_never_zero(face):
+    clock = Clock()
+    app = face("10/second", burst=1, now=clock)
+    assert app.request()[0] == 200
+    clock.t += 0.0999  # 0.1 ms short of the next unit
+    status, headers, _ = app.request()
+    assert status == 429
+    assert headers["retry-after"] == "1"
+    assert rate_fields(headers)["ratelimit"] == '"default";r=0;t=1'
+
+
+def test_unfittable_cost_gets_no_retry_after(face):
+    app = face("1/hour", burst=2, cost=3, now=Clock())
+    status, headers, _ = app.request()
+    assert status == 429
+    assert "retry-after" not in headers
+    assert headers["ratelimit-policy"] == '"default";q=2;w=7200'
+
+
+def test_headers_on_admitted_responses_only_on_request(face):
+    app = face("1/hour", burst=3, now=Clock())
+    status, headers, _ = app.request()
+    assert status == 200 and rate_fields(headers) == {}
+    app = face("1/hour", burst=3, now=Clock(), admitted_headers=True)
+    status, headers, _ = app.request()
+    assert status == 200
+    assert rate_fields(headers) == {"ratelimit-policy": '"default";q=3;w=10800',
+                                    "ratelimit": '"default";r=2;t=3600'}
+
+
+@pytest.mark.parametrize("face_type", [f for f in FACES if f.refusal_is_configurable],
+                         ids=lambda face: face.__name__)
+def test_configurable_refusal(face_type):
+    app = face_type("1/hour", burst=1, now=Clock(), status=503, body='{"error": "slow down"}',
+               content_type="application/json")
+    app.request()
+    status, headers, body = app.request()
+    assert status == 503
+    assert body == b'{"error": "slow down"}'
+    assert headers["content-type"] == "application/json"
+    assert headers["retry-after"] == "3600"
+
+
+def test_fastapi_dependency_refusal_carries_status_and_headers():
+    app = FastAPIDependency("1/hour", burst=1, now=Clock(), status=503, body="later")
+    app.request()
+    status, headers, body = app.request()
+    assert status == 503 and b"later" in body and headers["retry-after"] == "3600"
+
+
+# -- keys and proxies ---------------------------------------------------------------
+
+
+def test_key_by_header_and_by_function(face):
+    app = face("1/hour", burst=1, now=Clock(), key=header("X-API-Key"))
+    assert app.request(headers={"X-API-Key": "alice"})[0] == 200
+    assert app.request(headers={"X-API-Key": "alice"})[0] == 429
+    assert app.request(headers={"X-API-Key": "bob"})[0] == 200
+    assert app.request()[0] == 200  # no key: the client address, apart from header values
+    assert app.request(headers={"X-API-Key": "192.0.2.1"})[0] == 200
+    app = face("1/hour", burst=1, now=Clock(), key=lambda request: request.path)
+    assert [app.request(path=p)[0] for p in ["/", "/", "/login"]] == [200, 429, 200]
+
+
+def test_forwarded_headers_ignored_by_default(face):
+    app = face("1/hour", burst=1, now=Clock())
+    assert app.request(headers={"X-Forwarded-For": "203.0.113.7"}, client="10.0.0.1")[0] == 200
+    # another forged address changes nothing: the key is the peer
+    assert app.request(headers={"X-Forwarded-For": "203.0.113.8"}, client="10.0.0.1")[0] == 429
+
+
+def test_trusted_proxy_rightmost_untrusted_hop(face):
+    app = face("1/hour", burst=1, now=Clock(), trusted_proxies=["10.0.0.0/8"])
+    # the proxy appended the client's address; a forged left part is ignored
+    spoof = {"X-Forwarded-For": "198.51.100.1, 203.0.113.7"}
+    assert app.request(headers=spoof, client="10.0.0.1")[0] == 200
+    spoof = {"X-Forwarded-For": "198.51.100.2, 203.0.113.7"}
+    assert app.request(headers=spoof, client="10.0.0.1")[0] == 429
+    # two trusted hops: the client is the first untrusted from the right
+    chain = {"X-Forwarded-For": "203.0.113.9, 10.1.1.1"}
+    assert app.request(headers=chain, client="10.0.0.2")[0] == 200
+    assert app.request(headers=chain, client="10.0.0.3")[0] == 429
+    # a peer that is not a trusted proxy is the client, whatever it says
+    assert app.request(headers={"X-Forwarded-For": "203.0.113.50"}, client="192.0.2.9")[0] == 200
+    assert app.request(headers={"X-Forwarded-For": "203.0.113.51"}, client="192.0.2.9")[0] == 429
+
+
+def _view(policy, peer, **headers):
+    scope = {"type": "http", "method": "GET", "path": "/", "client": (peer, 1),
+             "headers": [(k.lower().replace("_", "-").encode(), v.encode()) for k, v in headers.items()]}
+    return Request(policy, "GET", "/", scope=scope)
+
+
+@pytest.mark.parametrize("peer, headers, client", [
+    ("10.0.0.1", {}, "10.0.0.1"),
+    ("10.0.0.1", {"X_Forwarded_For": "1.2.3.4"}, "1.2.3.4"),
+    ("10.0.0.1", {"X_Forwarded_For": "6.6.6.6, 1.2.3.4, 10.0.0.7"}, "1.2.3.4"),
+    ("10.0.0.1", {"X_Forwarded_For": "10.0.0.9, 10.0.0.7"}, "10.0.0.9"),
+    ("10.0.0.1", {"X_Forwarded_For": "1.2.3.4:5555"}, "1.2.3.4"),
+    ("10.0.0.1", {"X_Forwarded_For": "[2001:db8::1]:80"}, "2001:db8::1"),
+    ("10.0.0.1", {"X_Forwarded_For": "2001:db8::2"}, "2001:db8::2"),
+    ("10.0.0.1", {"X_Forwarded_For": "garbage"}, "garbage"),
+    ("192.0.2.1", {"X_Forwarded_For": "1.2.3.4"}, "192.0.2.1"),
+    ("10.0.0.1", {"Forwarded": "for=1.2.3.4"}, "10.0.0.1"),  # only the configured header
+])
+def test_client_address_x_forwarded_for(peer, headers, client):
+    policy = Policy("1/s", trusted_proxies=["10.0.0.0/8"])
+    assert policy.client_of(_view(policy, peer, **headers)) == client
+
+
+@pytest.mark.parametrize("value, client", [
+    ("for=1.2.3.4", "1.2.3.4"),
+    ('for=6.6.6.6, for="[2001:db8::1]:4711";proto=https', "2001:db8::1"),
+    ("for=1.2.3.4;by=10.0.0.1, for=10.0.0.8", "1.2.3.4"),
+    ('For="1.2.3.4:80"', "1.2.3.4"),
+])
+def test_client_address_forwarded(value, client):
+    policy = Policy("1/s", trusted_proxies=["10.0.0.0/8"], proxy_header="Forwarded")
+    assert policy.client_of(_view(policy, "10.0.0.1", Forwarded=value)) == client
+    # and X-Forwarded-For is then ignored
+    assert policy.client_of(_view(policy, "10.0.0.1", X_Forwarded_For="9.9.9.9")) == "10.0.0.1"
+
+
+# -- exemptions, routes, dry run ------------------------------------------------------
+
+
+def test_exemptions(face):
+    app = face("1/hour", burst=1, now=Clock(), exempt_paths=["/admin/*"],
+               exempt_methods=["OPTIONS"], exempt=lambda request: request.path == "/health")
+    for _ in range(3):
+        assert app.request(path="/admin/status")[0] == 200
+        assert app.request(method="OPTIONS")[0] == 200
+        assert app.request(path="/health")[0] == 200
+    assert [app.request()[0] for _ in range(2)] == [200, 429]
+
+
+def test_route_limits(face):
+    app = face(None, routes={"POST /login": "1/hour", re.compile(r"/admin/.*"): "2/hour"},
+               burst=None, now=Clock())
+    assert [app.request("POST", "/login")[0] for _ in range(2)] == [200, 429]
+    assert [app.request("GET", "/login")[0] for _ in range(3)] == [200] * 3  # POST only
+    assert [app.request(path="/admin/status")[0] for _ in range(3)] == [200, 200, 429]
+    assert [app.request()[0] for _ in range(3)] == [200] * 3  # no route, no limit
+
+
+def test_several_limits_refusal_spends_nothing_of_the_others(face):
+    """A site-wide limit and a route's: refused logins leave the site-wide
+    budget as it was (cellrate.check_all)."""
+    clock = Clock()
+    site = cellrate.KeyedLimiter("1/hour", burst=10)
+    login = cellrate.KeyedLimiter("1/hour", burst=2)
+    app = face(site, routes={"POST /login": login}, now=clock, admitted_headers=True)
+    statuses = [app.request("POST", "/login")[0] for _ in range(6)]
+    assert statuses == [200, 200, 429, 429, 429, 429]
+    assert site.peek("192.0.2.1", 0, now=clock.t).remaining == 8  # only the 2 admitted
+    status, headers, _ = app.request("POST", "/login")
+    assert headers["ratelimit-policy"] == '"default";q=2;w=7200'  # the tightest: the route's
+    assert [app.request()[0] for _ in range(9)] == [200] * 8 + [429]
+
+
+def test_several_limits_with_their_own_keys(face):
+    """A per-address limit and a per-user limit (its own key function), and a
+    global Limiter, decided as one."""
+    clock = Clock()
+    per_user = cellrate.KeyedLimiter("1/hour", burst=3)
+    overall = cellrate.Limiter("1/hour", burst=5)
+    app = face(["1/hour", (per_user, lambda r: r.header("X-User") or "anonymous"), overall],
+               burst=4, now=clock)
+    alice = {"X-User": "alice"}
+    assert [app.request(headers=alice, client="192.0.2.1")[0] for _ in range(4)] == [200] * 3 + [429]
+    assert [app.request(headers=alice, client="192.0.2.2")[0] for _ in range(2)] == [429] * 2
+    bob = {"X-User": "bob"}
+    assert [app.request(headers=bob, client="192.0.2.2")[0] for _ in range(3)] == [200, 200, 429]
+    assert overall.peek(0, now=clock.t).remaining == 0
+
+
+def test_framework_route_as_key():
+    """One dependency (FastAPI) or decorator (Flask) on several routes, each
+    route its own limit: the key names the framework's route template."""
+    clock = Clock()
+    by_route = cellrate.fastapi.RateLimit(
+        "1/hour", burst=1, now=clock, key=lambda r: f"{r.client} {r.scope['route'].path}")
+    app = FastAPI(dependencies=[Depends(by_route)])
+    for path in ("/items/{item}", "/users/{user}"):
+        app.add_api_route(path, _fastapi_ok)
+    client = TestClient(app)
+    assert [client.get(p).status_code for p in ("/items/1", "/items/2", "/users/1")] == [200, 429, 200]
+
+    import flask
+
+    limited = cellrate.flask.RateLimit(
+        "1/hour", burst=1, now=clock, key=lambda r: f"{r.client} {flask.request.url_rule.rule}")
+    app = Flask(__name__)
+    app.add_url_rule("/items/<item>", "items", limited(lambda item: "ok"))
+    app.add_url_rule("/users/<user>", "users", limited(lambda user: "ok"))
+    client = app.test_client()
+    assert [client.get(p).status_code for p in ("/items/1", "/items/2", "/users/1")] == [200, 429, 200]
+
+
+def test_dry_run_refuses_nothing_and_logs(face, caplog):
+    app = face("1/hour", burst=2, now=Clock(), dry_run=True)
+    with caplog.at_level(logging.WARNING, logger="cellrate"):
+        results = [app.request() for _ in range(5)]
+    assert [status for status, _, _ in results] == [200] * 5
+    assert [rate_fields(headers) for _, headers, _ in results[:2]] == [{}, {}]
+    for _, headers, _ in results[2:]:
+        assert rate_fields(headers) == {"ratelimit-policy": '"default";q=2;w=7200',
+                                        "ratelimit": '"default";r=0;t=7200'}
+    dry = [r for r in caplog.records if r.name == "cellrate" and "dry run" in r.getMessage()]
+    assert len(dry) == 3
+    assert "192.0.2.1" in dry[0].getMessage()
+
+
+# -- stores ---------------------------------------------------------------------------
+
+
+def test_a_limiter_is_one_limit_for_every_client(face):
+    app = face(cellrate.Limiter("1/hour", burst=2), now=Clock())
+    assert app.request(client="192.0.2.1")[0] == 200
+    assert app.request(client="192.0.2.2")[0] == 200
+    assert app.request(client="192.0.2.3")[0] == 429
+
+
+def test_a_keyed_limiter_is_used_as_given(face):
+    store = cellrate.KeyedLimiter("1/hour", burst=2)
+    app = face(store, now=Clock(1000.0))
+    assert [app.request()[0] for _ in range(3)] == [200, 200, 429]
+    assert store.peek("192.0.2.1", 0, now=1000.0).remaining == 0
+
+
+class AsyncStore:
+    """An async store (the shape of AsyncRedisLimiter): awaited, never blocking."""
+
+    def __init__(self, rate, burst):
+        self.inner = cellrate.KeyedLimiter(rate, burst=burst)
+        self.calls = 0
+
+    async def check(self, key, cost=1, *, now=None):
+        self.calls += 1
+        await asyncio.sleep(0)
+        return self.inner.check(key, cost, now=now)
+
+
+async def check_all_async(items, cost=1, *, now=None):
+    """The module-level check_all of AsyncStore (as cellrate.redis has one for
+    its stores): admitted only if every limit admits, nothing spent otherwise."""
+    pairs = [(store.inner, key) for store, key in items]
+    for store, _ in items:
+        store.calls += 1
+    await asyncio.sleep(0)
+    peeks = [inner.peek(key, cost, now=now) for inner, key in pairs]
+    refused = [d for d in peeks if not d.allowed]
+    if refused:
+        return max(refused, key=lambda d: d.retry_after)
+    return min((inner.check(key, cost, now=now) for inner, key in pairs),
+               key=lambda d: d.remaining)
+
+
+class BlockingStore:
+    """A synchronous store that is not in-process (the shape of RedisLimiter)."""
+
+    def __init__(self, rate, burst):
+        self.inner = cellrate.KeyedLimiter(rate, burst=burst)
+
+    def check(self, key, cost=1, *, now=None):
+        return self.inner.check(key, cost, now=now)
+
+
+@pytest.mark.parametrize("face_type", [StarletteMiddleware, FastAPIDependency])
+def test_async_store_is_awaited(face_type):
+    store = AsyncStore("1/hour", 2)
+    app = face_type(store, now=Clock())
+    assert [app.request()[0] for _ in range(3)] == [200, 200, 429]
+    assert store.calls == 3
+
+
+def test_several_async_limits_through_their_check_all():
+    site, login = AsyncStore("1/hour", 3), AsyncStore("1/hour", 1)
+    app = StarletteMiddleware(site, routes={"POST /login": login}, now=Clock())
+    assert [app.request("POST", "/login")[0] for _ in range(3)] == [200, 429, 429]
+    assert [app.request()[0] for _ in range(3)] == [200, 200, 429]  # refusals spent nothing
+    assert login.calls == 3
+
+
+def test_store_kinds_are_checked():
+    with pytest.raises(TypeError, match="block the event loop"):
+        cellrate.asgi.RateLimitMiddleware(_ok, BlockingStore("1/s", 1))
+    with pytest.raises(TypeError, match="stores of one kind"):
+        cellrate.asgi.RateLimitMiddleware(_ok, ["1/s", AsyncStore("1/s", 1)])
+    with pytest.raises(TypeError, match=r"needs? \S+\.check_all\(\)"):
+        cellrate.wsgi.RateLimitMiddleware(lambda e, s: [], [BlockingStore("1/s", 1)] * 2)
+    with pytest.raises(TypeError, match="needs the ASGI middleware"):
+        cellrate.wsgi.RateLimitMiddleware(lambda e, s: [], AsyncStore("1/s", 1))
+    assert cellrate.wsgi.RateLimitMiddleware(lambda e, s: [], BlockingStore("1/s", 1))
+
+
+def test_bad_options_name_the_parameter():
+    app = lambda e, s: []  # noqa: E731
+    cases = [
+        (dict(limit=None), ValueError, "limit"),
+        (dict(limit=object()), TypeError, "limit"),
+        (dict(limit="bogus"), ValueError, "rate"),
+        (dict(limit="1/s", routes={"login": "1/s"}), ValueError, "routes"),
+        (dict(limit="1/s", routes={"/login": 5j}), TypeError, "routes"),
+        (dict(limit="1/s", trusted_proxies=["not an address"]), ValueError, "trusted_proxies"),
+        (dict(limit="1/s", proxy_header="X-Real-IP"), ValueError, "proxy_header"),
+        (dict(limit="1/s", cost=-1), ValueError, "cost"),
+        (dict(limit="1/s", cost="1"), TypeError, "cost"),
+        (dict(limit="1/s", key="X-API-Key"), TypeError, "key"),
+        (dict(limit="1/s", status=999), ValueError, "status"),
+        (dict(limit="1/s", name=""), ValueError, "name"),
+        (dict(limit="1/s", name="caf\u00e9"), ValueError, "name"),
+        (dict(limit="1/s", exempt_paths=[1]), TypeError, "exempt_paths"),
+        (dict(limit=cellrate.KeyedLimiter(1), burst=5), ValueError, "burst"),
+        (dict(limit=cellrate.KeyedLimiter(1), shared="/dev/shm/x"), ValueError, "shared"),
+    ]
+    for options, error, word in cases:
+        with pytest.raises(error, match=word):
+            cellrate.wsgi.RateLimitMiddleware(app, **options)
+
+
+def test_lifespan_and_websocket_pass_through():
+    events = []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        events.append("startup")
+        yield
+        events.append("shutdown")
+
+    async def echo(websocket):
+        await websocket.accept()
+        await websocket.send_text(await websocket.receive_text())
+        await websocket.close()
+
+    inner = Starlette(routes=[Route("/", _ok), WebSocketRoute("/ws", echo)], lifespan=lifespan)
+    app = cellrate.asgi.RateLimitMiddleware(inner, "1/hour", burst=1, now=Clock())
+    with TestClient(app) as client:
+        assert events == ["startup"]
+        for i in range(3):  # a burst of 1, but websockets are not limited
+            with client.websocket_connect("/ws") as ws:
+                ws.send_text(f"hello {i}")
+                assert ws.receive_text() == f"hello {i}"
+        assert [client.get("/").status_code for _ in range(2)] == [200, 429]
+    assert events == ["startup", "shutdown"]
+
+
+def test_decision_headers_face():
+    d = cellrate.KeyedLimiter("300/minute", burst=60).check("k", now=10.0)
+    assert d.window == 12.0
+    assert d.headers() == {"RateLimit-Policy": '"default";q=60;w=12',
+                           "RateLimit": '"default";r=59;t=1'}
+    assert d.headers("a\"b", legacy=True)["RateLimit"] == '"a\\"b";r=59;t=1'
+    remote = cellrate.Decision(False, 0, 0.25, 30.5, 10, 30.0)
+    assert remote.headers() == {"RateLimit-Policy": '"default";q=10;w=30',
+                                "RateLimit": '"default";r=0;t=31', "Retry-After": "1"}
+    assert cellrate.Decision(False, 0, math.inf, 0.0, 1, 1.0).headers() == {
+        "RateLimit-Policy": '"default";q=1;w=1', "RateLimit": '"default";r=0;t=0'}
+    with pytest.raises(cellrate.InvalidArgument, match="^name") as caught:
+        d.headers("x" * 65)
+    assert caught.value.param == "name"
+    with pytest.raises(cellrate.InvalidArgument, match="decision"):
+        cellrate.Decision(True, -1, 0.0, 0.0, 1).headers()
+    with pytest.raises(cellrate.InvalidArgument, match="decision"):
+        cellrate.Decision(True, 1, math.nan, 0.0, 1).headers()
+    with pytest.raises(cellrate.InvalidArgumentType, match="^name"):
+        d.headers(5)
+    with pytest.raises(cellrate.InvalidArgument, match="^name"):
+        d.headers("nul\0")
