@@ -48,8 +48,11 @@ import cellrate
 assert not sys._is_gil_enabled(), "importing cellrate turned the GIL on"
 print(f"test-ft: {sys.version.split()[0]} free-threaded, GIL off after import cellrate {cellrate.__version__}")
 PYEOF
-# test_typing.py is left to test-py: the stub and mypy do not depend on the
-# interpreter, and on 3.13t mypy installs only uncompiled (several times slower)
+# Left to test-py: test_typing.py (the stub and mypy do not depend on the
+# interpreter, and on 3.13t mypy installs only uncompiled, several times
+# slower) and test_web_servers.py (uvicorn and gunicorn worker processes: the
+# web stack is not installed here; test_web*.py skip without starlette).
 CELLRATE_REQUIRE_NO_GIL=1 nice "$VPY" -m pytest -q -p no:cacheprovider --durations=5 \
-    --ignore tests/python/test_typing.py tests/model tests/python
+    --ignore tests/python/test_typing.py --ignore tests/python/test_web_servers.py \
+    tests/model tests/python
 nice "$VPY" bench/python/ft_scaling.py

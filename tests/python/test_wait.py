@@ -261,9 +261,9 @@ def test_a_cancelled_acquire_refunds(make):
 
 def test_asyncio_waiters_are_admitted_in_arrival_order(make):
     limit = make(50, burst=1)  # T = 20 ms
+    start = time.monotonic()  # before the drain: its unit was admitted after this
     drain(limit)
     order = []
-    start = time.monotonic()
 
     async def main():
         async def waiter(index):
