@@ -390,6 +390,28 @@ def lua_rows() -> List[Row]:
     return rows
 
 
+NGINX_SECTION = ("nginx: wrk on loopback, one worker's CPU time per request "
+                 "(bench/nginx/bench_nginx.py; raw/nginx.jsonl also has wrk's requests/s)")
+
+
+def nginx_rows() -> List[Row]:
+    """ns per request: the nginx worker's CPU time per request; "faster" is
+    limit_req's over cellrate's, the ratio of requests per second one busy
+    worker serves."""
+    rows = [Row("nginx, no limiter (empty_gif)", "nginx.none.admit_all")]
+    for kind, what in (("admit_all", "a limit that admits every request"),
+                       ("refuse_most", "a limit that refuses all but the first")):
+        rows += [
+            Row(f"nginx limit_req, {what}", f"nginx.limit_req.{kind}"),
+            Row(f"cellrate.nginx, {what}", f"nginx.cellrate.{kind}", "faster",
+                f"nginx.limit_req.{kind}", "limit_req", (">=", 0.95)),
+        ]
+    rows.append(Row("cellrate.nginx, admits every request, headers = false (as limit_req: "
+                    "no fields)", "nginx.cellrate_no_headers.admit_all", "faster",
+                    "nginx.limit_req.admit_all", "limit_req"))
+    return rows
+
+
 def catalogue_rows() -> List[Row]:
     """Each algorithm's allow path against GCRA's in the same run (target: windows
     within 1.2x), check_all against as many separate calls, and the Python window
@@ -898,9 +920,11 @@ def main() -> None:
     }
     evs_by_section = {name: [evaluate(r, results) for r in rows] for name, rows in sections.items()}
     mem_evs = [evaluate(r, results) for r in memory_rows()]
+    nginx_evs = [evaluate(r, results) for r in nginx_rows()]
     machine = machine_info(results, args.reps, root, args.raw_dir)
 
-    targets = [ev for evs in list(evs_by_section.values()) + [mem_evs] for ev in evs if ev["row"].target]
+    targets = [ev for evs in list(evs_by_section.values()) + [mem_evs, nginx_evs]
+               for ev in evs if ev["row"].target]
     met = sum(1 for ev in targets if ev["met"])
     summary = f"Targets met: {met} of {len(targets)}."
 
@@ -917,6 +941,7 @@ def main() -> None:
     out += [f"- {n}" for n in floors_said] + [""]
     for name, evs in evs_by_section.items():
         out += [f"## {name}", "", markdown_table(evs), ""]
+    out += [f"## {NGINX_SECTION}", "", markdown_table(nginx_evs, "CPU ns/request"), ""]
     out += ["## Memory: bytes per tracked key at 1M keys (RSS delta / keys, fresh process per store)",
             "", markdown_table(mem_evs, "bytes/key"), "", "![chart](chart.png)", "",
             "## What each scenario measures", "", SCENARIOS_MEASURED]

@@ -115,6 +115,9 @@ step "Memory: bytes per tracked key at 1M keys, one fresh process per store"
     done
 } | tee "$RAW/memory.jsonl" >&2
 
+step "nginx: wrk on loopback against no limiter, limit_req and cellrate.nginx"
+"$VPY" "$BENCH/nginx/bench_nginx.py" --reps "$REPS" | tee "$RAW/nginx.jsonl" >&2
+
 head -1 /proc/stat > "$RAW/cpu_end.txt"
 step "Report"
 "$VPY" "$BENCH/report.py" "$RAW" "$BENCH/results" --reps "$REPS"

@@ -100,7 +100,8 @@ const char *cr_version(void);
     X(13, E_CLOCK, "clock", "clock must be 'monotonic' or 'fast'")                         \
     X(14, E_CAPACITY, "capacity", "capacity must be an integer >= 1 and <= 2^32")          \
     X(15, E_NOMEM, "", "out of memory")                                                    \
-    X(16, E_SHARED_PATH, "shared", "shared must be the path of the region file (a string)") \
+    X(16, E_SHARED_PATH, "shared",                                                         \
+      "shared must be the path of the region file (a string without NUL characters)")      \
     X(17, E_SHARED_IO, "shared", "shared: cannot open, create or map the region file")     \
     X(18, E_SHARED_ACCESS, "shared", "shared: permission denied on the region file")       \
     X(19, E_SHARED_SHORT, "shared", "shared: the file is too short to be a cellrate region") \
@@ -140,7 +141,18 @@ const char *cr_version(void);
     X(38, E_HEADER_NAME, "name",                                                           \
       "name must be 1 to 64 printable ASCII characters (the policy name of the headers)")  \
     X(39, E_HEADER_VALUE, "decision",                                                      \
-      "decision: limit, remaining, retry_after, reset_after and window must be >= 0")
+      "decision: limit, remaining, retry_after, reset_after and window must be >= 0") \
+    X(40, E_SHARED_DANGLING, "shared",                                                     \
+      "shared: the path is a symbolic link to nothing; remove the link or point it at a region") \
+    X(41, E_SHARED_UNSTABLE, "shared",                                                     \
+      "shared: the path kept changing while it was opened (removed or replaced again and again)") \
+    X(42, E_SHARED_LOCK, "shared",                                                         \
+      "shared: a lock of the region stayed held past its time limit (a stopped or frozen " \
+      "process holds it)")                                                                 \
+    X(43, E_SHARED_MODE_ALONE, "shared_mode",                                              \
+      "shared_mode is the mode of a region file: give it only with shared") \
+    X(44, E_TIMEOUT, "timeout",                                                            \
+      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes")
 
 #define CR_STATUS_ENUM_(number, name, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, param, message) +1
@@ -294,6 +306,11 @@ cr_status cr_seconds_to_ns(double seconds, int64_t *ns);
 /* Nanoseconds to seconds; CR_NEVER becomes +infinity. */
 double cr_ns_to_seconds(int64_t ns);
 
+/* Blocks the calling thread for `ns` nanoseconds of CLOCK_MONOTONIC (resumed
+ * after signals; returns at once for ns <= 0). The sleep of wait(): call it
+ * without any lock held (Python: with the GIL released). */
+void cr_sleep_ns(int64_t ns);
+
 /* ------------------------------------------------------------------------ */
 /* Limiter: one key, one atomic TAT.                                         */
 
@@ -310,8 +327,12 @@ typedef struct cr_limiter cr_limiter;
  * foreign, of another layout version, corrupt, or made for another kind,
  * limit or capacity; one made before the last reboot is reset (its
  * CLOCK_MONOTONIC times mean nothing now). A process may die at any instant
- * without harm to the others. The mapping survives fork(). On
- * CR_E_SHARED_IO / CR_E_SHARED_ACCESS, errno says why.
+ * without harm to the others, and leaves no file behind. The file's space is
+ * reserved before it is used, so a full file system is CR_E_SHARED_IO with
+ * errno ENOSPC, never a SIGBUS. A symbolic link to nothing at `path` is
+ * CR_E_SHARED_DANGLING; opening gives up with CR_E_SHARED_UNSTABLE when the
+ * path keeps changing under it. The mapping survives fork(). On
+ * CR_E_SHARED_IO / CR_E_SHARED_ACCESS, errno says why (docs/design.md §5).
  */
 cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *path,
                           int64_t mode);
@@ -365,7 +386,9 @@ const cr_limit *cr_keyed_limit(const cr_keyed *keyed);
 /*
  * As cr_limiter_check, for `key` (any bytes, any length). A lookup of a key
  * that holds a slot takes no lock and writes only that slot; the first
- * admission of a key takes a short per-stripe lock to claim a slot.
+ * admission of a key takes a short per-stripe lock to claim a slot. That
+ * wait is bounded: CR_E_SHARED_LOCK when a living process keeps the lock
+ * (stopped, or frozen in a debugger) past about a second.
  */
 cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool commit, cr_decision *out);

@@ -5,7 +5,6 @@
 #include "cellrate.h"
 #include "decision.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 
 /* Validates `cost` and `now_ns` (a time before the horizon of
@@ -55,6 +54,18 @@ cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len
 /* A fresh 128-bit hash seed from the kernel's random source (core/seed.c). */
 cr_status cr_random_seed(uint64_t seed[2]);
 
+/* A stripe lock of the keyed table: one word, 0 when free, safe in a shared
+ * region whatever its content (see lock.c). */
+typedef _Atomic uint64_t cr_lock;
+
+/* Takes `lock`, waiting for its holder; takes it over from a holder that has
+ * died or from a damaged word. CR_E_SHARED_LOCK when a living holder keeps it
+ * past cr_lock_timeout_ns: the wait is bounded. */
+cr_status cr_lock_acquire(cr_lock *lock);
+void cr_lock_release(cr_lock *lock);
+/* The bound on a wait, in ns (1 s); tests shorten it. */
+extern int64_t cr_lock_timeout_ns;
+
 /* What a shared region must hold; cr_region_open fills in the limit's
  * fields and the offsets. */
 typedef struct {
@@ -78,7 +89,7 @@ typedef struct {
     void *base;
     size_t size;
     uint64_t seed[2];
-    pthread_mutex_t *stripes; /* robust, process-shared */
+    cr_lock *stripes;
     void *buckets;
     _Atomic uint64_t *evictions;
     _Atomic int64_t *tat;

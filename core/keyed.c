@@ -18,7 +18,6 @@
 #include "siphash.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +57,7 @@ struct cr_keyed {
     uint32_t nbuckets;
     uint32_t nstripes;
     bucket *buckets;
-    pthread_mutex_t *stripes;
+    cr_lock *stripes;
     _Atomic uint64_t *evictions;
     cr_region region; /* base is NULL for a table of this process alone */
     _Alignas(64) _Atomic uint64_t own_evictions;
@@ -130,16 +129,9 @@ static slot *find(const cr_keyed *keyed, const key_place *place, int64_t *tat)
 /* ------------------------------------------------------------------------ */
 /* Stripe locks: taken only to give a slot to a key.                         */
 
-static void stripe_lock(pthread_mutex_t *mutex)
-{
-    int rc = pthread_mutex_lock(mutex);
-    /* A robust lock whose holder died: every slot change is a single CAS, so
-     * there is nothing to repair; mark the lock usable and go on. */
-    if (rc == EOWNERDEAD)
-        pthread_mutex_consistent(mutex);
-}
-
-static void lock_places(cr_keyed *keyed, const key_place *place, uint32_t stripe[2])
+/* A lock taken over from a dead holder needs no repair: every slot change is
+ * a single CAS, so the holder left no slot half-written. */
+static cr_status lock_places(cr_keyed *keyed, const key_place *place, uint32_t stripe[2])
 {
     stripe[0] = place->bucket[0] % keyed->nstripes;
     stripe[1] = place->bucket[1] % keyed->nstripes;
@@ -148,16 +140,20 @@ static void lock_places(cr_keyed *keyed, const key_place *place, uint32_t stripe
         stripe[1] = stripe[0];
         stripe[0] = first;
     }
-    stripe_lock(&keyed->stripes[stripe[0]]);
-    if (stripe[1] != stripe[0])
-        stripe_lock(&keyed->stripes[stripe[1]]);
+    cr_status status = cr_lock_acquire(&keyed->stripes[stripe[0]]);
+    if (status != CR_OK || stripe[1] == stripe[0])
+        return status;
+    status = cr_lock_acquire(&keyed->stripes[stripe[1]]);
+    if (status != CR_OK)
+        cr_lock_release(&keyed->stripes[stripe[0]]);
+    return status;
 }
 
 static void unlock_places(cr_keyed *keyed, const uint32_t stripe[2])
 {
     if (stripe[1] != stripe[0])
-        pthread_mutex_unlock(&keyed->stripes[stripe[1]]);
-    pthread_mutex_unlock(&keyed->stripes[stripe[0]]);
+        cr_lock_release(&keyed->stripes[stripe[1]]);
+    cr_lock_release(&keyed->stripes[stripe[0]]);
 }
 
 /*
@@ -237,15 +233,13 @@ static cr_status map_private_table(cr_keyed *keyed)
     if (keyed->buckets)
         madvise(buckets, buckets_size(keyed), MADV_HUGEPAGE);
 #endif
-    keyed->stripes = malloc(keyed->nstripes * sizeof(pthread_mutex_t));
+    keyed->stripes = calloc(keyed->nstripes, sizeof(cr_lock)); /* all free */
     if (!keyed->buckets || !keyed->stripes || cr_random_seed(keyed->seed) != CR_OK) {
         if (keyed->buckets)
             munmap(keyed->buckets, buckets_size(keyed));
         free(keyed->stripes);
         return CR_E_NOMEM;
     }
-    for (uint32_t i = 0; i < keyed->nstripes; i++)
-        pthread_mutex_init(&keyed->stripes[i], NULL);
     return CR_OK;
 }
 
@@ -305,8 +299,6 @@ void cr_keyed_free(cr_keyed *keyed)
     if (keyed->region.base) {
         cr_region_close(&keyed->region);
     } else {
-        for (uint32_t i = 0; i < keyed->nstripes; i++)
-            pthread_mutex_destroy(&keyed->stripes[i]);
         free(keyed->stripes);
         munmap(keyed->buckets, buckets_size(keyed));
     }
@@ -343,7 +335,9 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
         if (new_state == 0 || !commit)
             return CR_OK;
         uint32_t stripe[2];
-        lock_places(keyed, &place, stripe);
+        status = lock_places(keyed, &place, stripe);
+        if (status != CR_OK)
+            return status;
         bool placed = !find(keyed, &place, &state);
         if (placed)
             claim_slot(keyed, &place, now_ns, new_state);
@@ -421,7 +415,7 @@ size_t cr_keyed_memory(const cr_keyed *keyed)
 {
     if (keyed->region.base)
         return sizeof *keyed + keyed->region.size;
-    return sizeof *keyed + buckets_size(keyed) + keyed->nstripes * sizeof(pthread_mutex_t);
+    return sizeof *keyed + buckets_size(keyed) + keyed->nstripes * sizeof(cr_lock);
 }
 
 uint64_t cr_keyed_evictions(const cr_keyed *keyed)

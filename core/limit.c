@@ -115,7 +115,10 @@ static char lower(char ch) { return (ch >= 'A' && ch <= 'Z') ? (char)(ch - 'A' +
 
 /* Digits with an optional fraction; at most 15 significant digits and 22
  * decimals, so the mantissa and 10^k are exact doubles and one division
- * rounds correctly. */
+ * rounds correctly. Past MAX_DECIMALS the value is below the smallest double
+ * (mantissa < 10^15), so the count stops there: it never overflows, however
+ * long the text. */
+#define MAX_DECIMALS 400
 static bool parse_number(cursor *c, double *value)
 {
     uint64_t mantissa = 0;
@@ -130,7 +133,7 @@ static bool parse_number(cursor *c, double *value)
             if (digits > 15)
                 return false;
             mantissa = mantissa * 10 + (uint64_t)(ch - '0');
-            if (seen_point)
+            if (seen_point && decimals < MAX_DECIMALS)
                 decimals++;
         } else if (ch == '.' && !seen_point) {
             seen_point = true;

@@ -56,6 +56,7 @@ failed=0
 broken=""
 tests="test_core test_vectors test_threads test_clock test_catalogue test_headers"
 [ -f tests/c/test_shared.c ] && tests="$tests test_shared"
+[ -f tests/c/test_hostile.c ] && tests="$tests test_hostile"
 for test in $tests; do
     # shellcheck disable=SC2086  # flags and core are word lists
     $CC $flags -Icore -Itests/c "tests/c/$test.c" $core $libs -o "$out/$test"

@@ -164,8 +164,10 @@ static void patch(const char *path, off_t offset, const void *bytes, size_t len)
     close(fd);
 }
 
-/* The header's checksummed identity is its first IDENTITY_SIZE bytes. */
-enum { IDENTITY_SIZE = 120, VERSION_OFFSET = 8, BOOT_OFFSET = 72 };
+/* The header's checksummed identity is its first IDENTITY_SIZE bytes, the
+ * checksum follows, then the boot id (outside the checksum); the stripe
+ * locks start at LOCKS_OFFSET. */
+enum { IDENTITY_SIZE = 72, VERSION_OFFSET = 8, BOOT_OFFSET = 80, LOCKS_OFFSET = 256 };
 
 static void fix_checksum(const char *path)
 {
@@ -206,7 +208,7 @@ static void test_refusals(void)
     uint32_t version = 99;
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
-    version = 1;
+    version = 2;
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_OK);
 
@@ -216,7 +218,8 @@ static void test_refusals(void)
 
     unlink(path);
     CHECK(open_keyed(path, 10, 5, 100) == CR_OK);
-    CHECK(truncate(path, 4000) == 0);
+    struct stat full;
+    CHECK(stat(path, &full) == 0 && truncate(path, full.st_size - 64) == 0);
     CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_SHORT);
     CHECK(truncate(path, 10) == 0);
     CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_SHORT);

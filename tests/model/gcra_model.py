@@ -54,7 +54,8 @@ STATUSES: list[tuple[int, str, str, str]] = [
     (13, "E_CLOCK", "clock", "clock must be 'monotonic' or 'fast'"),
     (14, "E_CAPACITY", "capacity", "capacity must be an integer >= 1 and <= 2^32"),
     (15, "E_NOMEM", "", "out of memory"),
-    (16, "E_SHARED_PATH", "shared", "shared must be the path of the region file (a string)"),
+    (16, "E_SHARED_PATH", "shared",
+     "shared must be the path of the region file (a string without NUL characters)"),
     (17, "E_SHARED_IO", "shared", "shared: cannot open, create or map the region file"),
     (18, "E_SHARED_ACCESS", "shared", "shared: permission denied on the region file"),
     (19, "E_SHARED_SHORT", "shared", "shared: the file is too short to be a cellrate region"),
@@ -94,6 +95,17 @@ STATUSES: list[tuple[int, str, str, str]] = [
      "name must be 1 to 64 printable ASCII characters (the policy name of the headers)"),
     (39, "E_HEADER_VALUE", "decision",
      "decision: limit, remaining, retry_after, reset_after and window must be >= 0"),
+    (40, "E_SHARED_DANGLING", "shared",
+     "shared: the path is a symbolic link to nothing; remove the link or point it at a region"),
+    (41, "E_SHARED_UNSTABLE", "shared",
+     "shared: the path kept changing while it was opened (removed or replaced again and again)"),
+    (42, "E_SHARED_LOCK", "shared",
+     "shared: a lock of the region stayed held past its time limit (a stopped or frozen "
+     "process holds it)"),
+    (43, "E_SHARED_MODE_ALONE", "shared_mode",
+     "shared_mode is the mode of a region file: give it only with shared"),
+    (44, "E_TIMEOUT", "timeout",
+     "timeout must be a number of seconds >= 0, or absent to wait as long as it takes"),
 ]
 
 

@@ -330,9 +330,12 @@ def test_bad_key_message_says_python_types():
 
 
 def test_unencodable_str_key():
-    # a lone surrogate has no UTF-8 form: the codec's own ValueError
-    with pytest.raises(UnicodeEncodeError):
+    # a lone surrogate has no UTF-8 form: a ValueError naming key, the
+    # codec's error as its cause
+    with pytest.raises(ValueError) as info:
         cellrate.KeyedLimiter(10).allow("\udc80")
+    assert info.value.param == "key"
+    assert isinstance(info.value.__cause__, UnicodeEncodeError)
 
 
 def test_huge_cost_is_a_denial_not_an_error():

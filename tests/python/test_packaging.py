@@ -98,7 +98,7 @@ def test_the_rockspec_builds_through_the_makefile_as_luarocks_would(tmp_path):
     kind, build_target, install_target = build[0].split()
     assert kind == "make"
     luarocks = {"CFLAGS": "-O2 -fPIC", "LUA_INCDIR": "/usr/include/lua5.4",
-                "LIBDIR": str(tmp_path / "lib")}
+                "LIBDIR": str(tmp_path / "lib"), "LUADIR": str(tmp_path / "share")}
 
     def variables(tag):
         out = []
@@ -115,6 +115,9 @@ def test_the_rockspec_builds_through_the_makefile_as_luarocks_would(tmp_path):
                        capture_output=True)
     module = tmp_path / "lib" / "cellrate.so"
     assert exported(module) == {"luaopen_cellrate"}
+    # The pure-Lua modules go to LUADIR: cellrate.nginx (docs/design.md §12).
+    assert (tmp_path / "share" / "cellrate" / "nginx.lua").read_bytes() == \
+        (REPO / "lua" / "cellrate" / "nginx.lua").read_bytes()
     assert lua_eval('print(require("cellrate")._VERSION)', str(module.parent)).strip() == \
         header_version()
     # The flags of core/flags.mk were applied: the x86-64 build inlines the

@@ -568,9 +568,11 @@ def test_decision_headers_face():
     with pytest.raises(cellrate.InvalidArgument, match="^name") as caught:
         d.headers("x" * 65)
     assert caught.value.param == "name"
-    with pytest.raises(cellrate.InvalidArgument, match="decision"):
+    # a Decision with a negative count or a NaN time is refused when it is made
+    with pytest.raises(cellrate.InvalidArgument, match="^remaining") as caught:
         cellrate.Decision(True, -1, 0.0, 0.0, 1).headers()
-    with pytest.raises(cellrate.InvalidArgument, match="decision"):
+    assert caught.value.param == "remaining"
+    with pytest.raises(cellrate.InvalidArgument, match="^retry_after"):
         cellrate.Decision(True, 1, math.nan, 0.0, 1).headers()
     with pytest.raises(cellrate.InvalidArgumentType, match="^name"):
         d.headers(5)
