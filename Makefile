@@ -20,7 +20,7 @@ LUA54_INC  = /usr/include/lua5.4
 LUAJIT_INC = /usr/include/luajit-2.1
 
 .DEFAULT_GOAL := help
-.PHONY: help deps core lua rock rock-install py vectors test test-c test-asan test-tsan test-py test-lua test-nginx test-fuzz fuzz fuzz-corpus demo bench symbols clean
+.PHONY: help deps core lua rock rock-install py vectors test test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz fuzz fuzz-corpus demo bench symbols clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -96,6 +96,9 @@ test-tsan: ## C tests under ThreadSanitizer
 test-py: py lua ## pytest suite (vectors, model, properties, API, errors, threads, shared, typing)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/model tests/python
 
+test-ft: lua ## pytest suite on a free-threaded CPython 3.13 built from Debian's source (GIL must stay off)
+	tests/freethreaded/run.sh
+
 # libFuzzer targets under tests/fuzz/ (clang; ASan + UBSan): the rate parser and
 # limit validation, the decision against its invariants, damaged region files.
 FUZZ_SECONDS ?= 180
@@ -114,7 +117,7 @@ test-fuzz: ## a 10 s smoke run of each fuzz target over the committed corpus
 test-nginx: py lua ## cellrate.nginx inside real nginx workers (shared limit, precision, reload)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/nginx
 
-test: deps symbols test-c test-asan test-tsan test-py test-lua test-nginx test-fuzz ## every suite (installs what it needs)
+test: deps symbols test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz ## every suite (installs what it needs)
 	@echo "make test: every suite passed"
 
 demo: deps py lua ## show decisions in Python and in Lua

@@ -297,6 +297,41 @@ def python_rows(results: Dict[str, dict]) -> List[Row]:
     return rows
 
 
+DECORATORS = {
+    "sync": [("cellrate", "cellrate @limit (blocking)"),
+             ("cellrate_raise", "cellrate @limit(block=False)"),
+             ("cellrate_keyed", "cellrate @limit(key=...)"),
+             ("ratelimit", "ratelimit @sleep_and_retry @limits"),
+             ("pyrate_limiter", "pyrate-limiter as_decorator()")],
+    "async": [("cellrate", "cellrate @limit (awaits)"),
+              ("cellrate_raise", "cellrate @limit(block=False)"),
+              ("aiolimiter", "aiolimiter `async with`"),
+              ("pyrate_limiter", "pyrate-limiter as_decorator()")],
+}
+DECORATOR_PEERS = {"sync": ["ratelimit", "pyrate_limiter"],
+                   "async": ["aiolimiter", "pyrate_limiter"]}
+
+
+def decorator_rows() -> List[Row]:
+    """Each decorated call, its overhead over the bare call of the same run, and
+    cellrate's overhead against each peer's."""
+    rows: List[Row] = []
+    for kind, label in (("sync", "function"), ("async", "async function")):
+        rows.append(Row(f"bare call, {label}", f"py.decorator.bare.{kind}.1t"))
+        for name, name_label in DECORATORS[kind]:
+            rows.append(Row(f"{name_label}, {label}", f"py.decorator.{name}.{kind}.1t", "x_ref",
+                            f"py.decorator.bare.{kind}.1t", "bare call"))
+        for name, name_label in DECORATORS[kind]:
+            rows.append(Row(f"overhead over the bare call: {name_label}, {label}",
+                            f"py.decorator_overhead.{name}.{kind}.1t"))
+        for peer in DECORATOR_PEERS[kind]:
+            peer_label = dict(DECORATORS[kind])[peer]
+            rows.append(Row(f"cellrate's overhead vs {peer_label}'s, {label}",
+                            f"py.decorator_overhead.cellrate.{kind}.1t", "faster",
+                            f"py.decorator_overhead.{peer}.{kind}.1t", f"{peer_label} overhead"))
+    return rows
+
+
 def web_rows() -> List[Row]:
     """Middleware overhead per request (bench_web.py): each variant's time
     minus the bare app's, round by round; the target is 1/10 of the peer's."""
@@ -850,6 +885,12 @@ SCENARIOS_MEASURED = """\
   number, floors included); 100k string keys for keyed calls. The GIL-released
   rows use a second build of the extension that releases the GIL around each
   core call (docs/design.md §6); the shipped build keeps it.
+- **Decorators**: a one-argument function that returns its argument, bare and
+  under each decorator (cellrate's `@limit` blocking, with `block=False` and
+  keyed; ratelimit's `@sleep_and_retry @limits`; pyrate-limiter's
+  `as_decorator()`; for async functions aiolimiter's `async with`), with limits
+  that admit every call; the overhead is the decorated call's time minus the
+  bare call's, both from the same run.
 - **Lua**: `lim:allow()` and `keyed:allow(key)` (100k keys) on Lua 5.4 and
   LuaJIT, against a plain-Lua GCRA and the trivial C functions.
 - **Memory**: RSS growth per key after admitting 1M distinct short string keys,
@@ -873,6 +914,7 @@ def main() -> None:
         "C level (C harness and Rust harness, same machine, same run)": c_rows(),
         "Python level": python_rows(results),
         "Web middleware (Python, in-process)": web_rows(),
+        "Python decorators (1 thread, every call admitted)": decorator_rows(),
         "Lua level": lua_rows(),
         "Algorithm catalogue and check_all": catalogue_rows(),
     }

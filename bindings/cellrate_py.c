@@ -1045,6 +1045,41 @@ done:
     return result;
 }
 
+/* _attach_method(type, function): wait() and acquire() are Python
+ * (python/cellrate/_wait.py, docs/design.md §9); this puts them in the
+ * compiled types' own dictionaries, so that `lim.allow()` stays a call on the
+ * exact compiled type (CPython specialises method calls on the exact type of
+ * `self`, so a Python subclass would slow every decision down), while
+ * `lim.wait` is an ordinary method. Replacing a Python function is allowed (a
+ * reloaded package); replacing a compiled method is not. */
+static PyObject *module_attach_method(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (nargs != 2 || (args[0] != (PyObject *)state->limiter_type &&
+                       args[0] != (PyObject *)state->keyed_type) ||
+        !PyFunction_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_attach_method(type, function): Limiter or KeyedLimiter, and a function");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    PyObject *name = PyObject_GetAttrString(args[1], "__name__");
+    if (name == NULL)
+        return NULL;
+    PyObject *present = PyDict_GetItemWithError(type->tp_dict, name); /* borrowed */
+    int status = -1;
+    if (present != NULL && !PyFunction_Check(present))
+        PyErr_Format(PyExc_ValueError, "_attach_method: %R is a compiled method", name);
+    else if (present != NULL || !PyErr_Occurred())
+        status = PyDict_SetItem(type->tp_dict, name, args[1]);
+    Py_DECREF(name);
+    if (status < 0)
+        return NULL;
+    PyType_Modified(type);
+    Py_RETURN_NONE;
+}
+
+
 static PyObject *store_get_algorithm(PyObject *self, void *Py_UNUSED(closure))
 {
     return PyUnicode_FromString(cr_algorithm_name(((StoreObject *)self)->limit.algorithm));
@@ -1152,6 +1187,12 @@ PyDoc_STRVAR(limiter_refund_doc, REFUND_DOC("refund($self, /, cost=1, *, now=Non
 PyDoc_STRVAR(keyed_reserve_doc,
              RESERVE_DOC("reserve($self, /, key, cost=1, *, max_wait=None, now=None)"));
 PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=None)"));
+PyDoc_STRVAR(attach_method_doc,
+             "_attach_method(type, function, /)\n--\n\n"
+             "Private: adds the Python function `function` under its __name__ to\n"
+             "Limiter or KeyedLimiter. The package does it once, at import, for wait()\n"
+             "and acquire(); the types stay immutable to everyone else.");
+
 PyDoc_STRVAR(check_all_doc,
              "check_all(items, cost=1, *, now=None)\n--\n\n"
              "Decide `cost` units against several limits as one: `items` is a list of\n"
@@ -1463,6 +1504,8 @@ static void cellrate_free(void *module)
 static PyMethodDef cellrate_methods[] = {
     {"check_all", (PyCFunction)(void (*)(void))module_check_all, METH_FASTCALL | METH_KEYWORDS,
      check_all_doc},
+    {"_attach_method", (PyCFunction)(void (*)(void))module_attach_method, METH_FASTCALL,
+     attach_method_doc},
     {NULL, NULL, 0, NULL},
 };
 
