@@ -20,7 +20,7 @@ LUA54_INC  = /usr/include/lua5.4
 LUAJIT_INC = /usr/include/luajit-2.1
 
 .DEFAULT_GOAL := help
-.PHONY: help deps core lua rock rock-install py vectors test test-c test-asan test-tsan test-py test-lua test-fuzz fuzz fuzz-corpus demo bench symbols clean
+.PHONY: help deps core lua rock rock-install py vectors test test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz fuzz fuzz-corpus demo bench symbols clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -70,6 +70,9 @@ rock: ## the Lua module for LuaRocks (LUA_INCDIR=<Lua headers>; the rockspec run
 rock-install:
 	install -d $(LIBDIR)
 	install -m 0755 $(BUILD)/rock/cellrate.so $(LIBDIR)/cellrate.so
+	install -d $(LUADIR)/cellrate
+	install -m 0644 lua/cellrate/nginx.lua $(LUADIR)/cellrate/nginx.lua
+	install -m 0644 lua/cellrate/redis.lua python/cellrate/redis_decide.lua $(LUADIR)/cellrate/
 
 test-lua: lua ## busted specs under Lua 5.4 and LuaJIT
 	tests/lua/run.sh lua5.4 $(BUILD)/lua5.4
@@ -93,6 +96,9 @@ test-tsan: ## C tests under ThreadSanitizer
 test-py: py lua ## pytest suite (vectors, model, properties, API, errors, threads, shared, typing)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/model tests/python
 
+test-ft: lua ## pytest suite on a free-threaded CPython 3.13 built from Debian's source (GIL must stay off)
+	tests/freethreaded/run.sh
+
 # libFuzzer targets under tests/fuzz/ (clang; ASan + UBSan): the rate parser and
 # limit validation, the decision against its invariants, damaged region files.
 FUZZ_SECONDS ?= 180
@@ -106,7 +112,12 @@ fuzz-corpus: ## minimise the grown corpus (make fuzz) into the committed tests/f
 test-fuzz: ## a 10 s smoke run of each fuzz target over the committed corpus
 	tests/fuzz/run.sh smoke 10
 
-test: deps symbols test-c test-asan test-tsan test-py test-lua test-fuzz ## every suite (installs what it needs)
+
+# nginx with its lua module, started by the tests on loopback (docs/design.md §12).
+test-nginx: py lua ## cellrate.nginx inside real nginx workers (shared limit, precision, reload)
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/nginx
+
+test: deps symbols test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz ## every suite (installs what it needs)
 	@echo "make test: every suite passed"
 
 demo: deps py lua ## show decisions in Python and in Lua

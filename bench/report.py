@@ -209,6 +209,7 @@ def memory_rows() -> List[Row]:
 
 
 PY_PEERS = [
+    ("limits_fixed_window", "limits, fixed window"),
     ("limits_moving_window", "limits, moving window"),
     ("limits_sliding_window_counter", "limits, sliding window counter"),
     ("throttled_gcra", "throttled-py, GCRA"),
@@ -296,6 +297,41 @@ def python_rows(results: Dict[str, dict]) -> List[Row]:
     return rows
 
 
+DECORATORS = {
+    "sync": [("cellrate", "cellrate @limit (blocking)"),
+             ("cellrate_raise", "cellrate @limit(block=False)"),
+             ("cellrate_keyed", "cellrate @limit(key=...)"),
+             ("ratelimit", "ratelimit @sleep_and_retry @limits"),
+             ("pyrate_limiter", "pyrate-limiter as_decorator()")],
+    "async": [("cellrate", "cellrate @limit (awaits)"),
+              ("cellrate_raise", "cellrate @limit(block=False)"),
+              ("aiolimiter", "aiolimiter `async with`"),
+              ("pyrate_limiter", "pyrate-limiter as_decorator()")],
+}
+DECORATOR_PEERS = {"sync": ["ratelimit", "pyrate_limiter"],
+                   "async": ["aiolimiter", "pyrate_limiter"]}
+
+
+def decorator_rows() -> List[Row]:
+    """Each decorated call, its overhead over the bare call of the same run, and
+    cellrate's overhead against each peer's."""
+    rows: List[Row] = []
+    for kind, label in (("sync", "function"), ("async", "async function")):
+        rows.append(Row(f"bare call, {label}", f"py.decorator.bare.{kind}.1t"))
+        for name, name_label in DECORATORS[kind]:
+            rows.append(Row(f"{name_label}, {label}", f"py.decorator.{name}.{kind}.1t", "x_ref",
+                            f"py.decorator.bare.{kind}.1t", "bare call"))
+        for name, name_label in DECORATORS[kind]:
+            rows.append(Row(f"overhead over the bare call: {name_label}, {label}",
+                            f"py.decorator_overhead.{name}.{kind}.1t"))
+        for peer in DECORATOR_PEERS[kind]:
+            peer_label = dict(DECORATORS[kind])[peer]
+            rows.append(Row(f"cellrate's overhead vs {peer_label}'s, {label}",
+                            f"py.decorator_overhead.cellrate.{kind}.1t", "faster",
+                            f"py.decorator_overhead.{peer}.{kind}.1t", f"{peer_label} overhead"))
+    return rows
+
+
 def web_rows() -> List[Row]:
     """Middleware overhead per request (bench_web.py): each variant's time
     minus the bare app's, round by round; the target is 1/10 of the peer's."""
@@ -351,6 +387,77 @@ def lua_rows() -> List[Row]:
             Row(f"{name}: cellrate keyed:allow() vs plain-Lua GCRA", f"{p}.cellrate.keyed.allow",
                 "faster", f"{p}.plain_gcra.keyed.allow", "plain-Lua GCRA"),
         ]
+    return rows
+
+
+NGINX_SECTION = ("nginx: wrk on loopback, one worker's CPU time per request "
+                 "(bench/nginx/bench_nginx.py; raw/nginx.jsonl also has wrk's requests/s)")
+
+
+def nginx_rows() -> List[Row]:
+    """ns per request: the nginx worker's CPU time per request; "faster" is
+    limit_req's over cellrate's, the ratio of requests per second one busy
+    worker serves."""
+    rows = [Row("nginx, no limiter (empty_gif)", "nginx.none.admit_all")]
+    for kind, what in (("admit_all", "a limit that admits every request"),
+                       ("refuse_most", "a limit that refuses all but the first")):
+        rows += [
+            Row(f"nginx limit_req, {what}", f"nginx.limit_req.{kind}"),
+            Row(f"cellrate.nginx, {what}", f"nginx.cellrate.{kind}", "faster",
+                f"nginx.limit_req.{kind}", "limit_req", (">=", 0.95)),
+        ]
+    rows.append(Row("cellrate.nginx, admits every request, headers = false (as limit_req: "
+                    "no fields)", "nginx.cellrate_no_headers.admit_all", "faster",
+                    "nginx.limit_req.admit_all", "limit_req"))
+    return rows
+
+
+def catalogue_rows() -> List[Row]:
+    """Each algorithm's allow path against GCRA's in the same run (target: windows
+    within 1.2x), check_all against as many separate calls, and the Python window
+    rows against the `limits` strategies users migrate from."""
+    rows: List[Row] = []
+    windows = ("token_bucket", "fixed_window", "sliding_window")
+
+    def target(name: str):
+        return ("<=", 1.2) if "window" in name else None
+
+    for name in windows:
+        rows.append(Row(f"C: {name} allow path", f"c.catalogue.{name}.allow", "x_ref",
+                        "c.catalogue.gcra.allow", "gcra, same call", target(name)))
+        rows.append(Row(f"C: {name} allow path, given now (no clock read)",
+                        f"c.catalogue.{name}.allow_given_now", "x_ref",
+                        "c.catalogue.gcra.allow_given_now", "gcra, same call"))
+    for n in (2, 3):
+        rows.append(Row(f"C: check_all of {n} limits", f"c.check_all.{n}", "x_ref", f"c.separate.{n}",
+                        f"{n} separate check calls"))
+    for name in windows:
+        rows.append(Row(f"Python: {name} Limiter.allow()", f"py.catalogue.{name}.limiter.allow.1t",
+                        "x_ref", "py.catalogue.gcra.limiter.allow.1t", "gcra, same call",
+                        target(name)))
+        rows.append(Row(f"Python: {name} KeyedLimiter.allow(str), 100k keys",
+                        f"py.catalogue.{name}.keyed.allow.1t", "x_ref",
+                        "py.catalogue.gcra.keyed.allow.1t", "gcra, same call", target(name)))
+    for n in (2, 3):
+        rows.append(Row(f"Python: check_all of {n} limits", f"py.check_all.{n}.1t", "x_ref",
+                        f"py.separate.{n}.1t", f"{n} separate check() calls"))
+    for ours, peer, label in (("fixed_window", "limits_fixed_window", "limits, fixed window"),
+                              ("sliding_window", "limits_sliding_window_counter",
+                               "limits, sliding window counter")):
+        rows.append(Row(f"Python: {ours} Limiter.allow() vs {label}",
+                        f"py.catalogue.{ours}.limiter.allow.1t", "faster", f"py.{peer}.limiter.allow.1t",
+                        label))
+        rows.append(Row(f"Python: {ours} KeyedLimiter.allow(str) vs {label}",
+                        f"py.catalogue.{ours}.keyed.allow.1t", "faster", f"py.{peer}.keyed.allow.1t",
+                        label))
+    for version, vname in (("lua5.4", "Lua 5.4"), ("luajit", "LuaJIT")):
+        p = f"lua.{version}"
+        for name in windows:
+            rows.append(Row(f"{vname}: {name} lim:allow()", f"{p}.catalogue.{name}.allow", "x_ref",
+                            f"{p}.catalogue.gcra.allow", "gcra, same call", target(name)))
+        for n in (2, 3):
+            rows.append(Row(f"{vname}: check_all of {n} limits", f"{p}.check_all.{n}", "x_ref",
+                            f"{p}.separate.{n}", f"{n} separate check() calls"))
     return rows
 
 
@@ -778,6 +885,12 @@ SCENARIOS_MEASURED = """\
   number, floors included); 100k string keys for keyed calls. The GIL-released
   rows use a second build of the extension that releases the GIL around each
   core call (docs/design.md §6); the shipped build keeps it.
+- **Decorators**: a one-argument function that returns its argument, bare and
+  under each decorator (cellrate's `@limit` blocking, with `block=False` and
+  keyed; ratelimit's `@sleep_and_retry @limits`; pyrate-limiter's
+  `as_decorator()`; for async functions aiolimiter's `async with`), with limits
+  that admit every call; the overhead is the decorated call's time minus the
+  bare call's, both from the same run.
 - **Lua**: `lim:allow()` and `keyed:allow(key)` (100k keys) on Lua 5.4 and
   LuaJIT, against a plain-Lua GCRA and the trivial C functions.
 - **Memory**: RSS growth per key after admitting 1M distinct short string keys,
@@ -801,13 +914,17 @@ def main() -> None:
         "C level (C harness and Rust harness, same machine, same run)": c_rows(),
         "Python level": python_rows(results),
         "Web middleware (Python, in-process)": web_rows(),
+        "Python decorators (1 thread, every call admitted)": decorator_rows(),
         "Lua level": lua_rows(),
+        "Algorithm catalogue and check_all": catalogue_rows(),
     }
     evs_by_section = {name: [evaluate(r, results) for r in rows] for name, rows in sections.items()}
     mem_evs = [evaluate(r, results) for r in memory_rows()]
+    nginx_evs = [evaluate(r, results) for r in nginx_rows()]
     machine = machine_info(results, args.reps, root, args.raw_dir)
 
-    targets = [ev for evs in list(evs_by_section.values()) + [mem_evs] for ev in evs if ev["row"].target]
+    targets = [ev for evs in list(evs_by_section.values()) + [mem_evs, nginx_evs]
+               for ev in evs if ev["row"].target]
     met = sum(1 for ev in targets if ev["met"])
     summary = f"Targets met: {met} of {len(targets)}."
 
@@ -824,6 +941,7 @@ def main() -> None:
     out += [f"- {n}" for n in floors_said] + [""]
     for name, evs in evs_by_section.items():
         out += [f"## {name}", "", markdown_table(evs), ""]
+    out += [f"## {NGINX_SECTION}", "", markdown_table(nginx_evs, "CPU ns/request"), ""]
     out += ["## Memory: bytes per tracked key at 1M keys (RSS delta / keys, fresh process per store)",
             "", markdown_table(mem_evs, "bytes/key"), "", "![chart](chart.png)", "",
             "## What each scenario measures", "", SCENARIOS_MEASURED]
@@ -852,7 +970,7 @@ def main() -> None:
         "Web middleware (Python, in-process)": "Web middleware: ns per request",
         "Lua level": "Lua 5.4 and LuaJIT: ns per call",
     }
-    chart({chart_titles[k]: v for k, v in evs_by_section.items()}, mem_evs,
+    chart({chart_titles[k]: v for k, v in evs_by_section.items() if k in chart_titles}, mem_evs,
           os.path.join(args.out_dir, "chart.png"))
 
     print("\n".join(machine))

@@ -89,8 +89,17 @@ step "Python level: cellrate (GIL held)"
 step "Python level: cellrate (GIL released around each core call)"
 PYTHONPATH="$PEERS/py-gil-released" "$VPY" "$BENCH/python/bench_py.py" --part cellrate \
     --label gil_released --reps "$REPS" | tee "$RAW/py_cellrate_gil_released.jsonl" >&2
+step "Python level: the algorithm catalogue and check_all"
+"$VPY" "$BENCH/python/bench_py.py" --part catalogue --reps "$REPS" | tee "$RAW/py_catalogue.jsonl" >&2
 step "Python level: PyPI peers"
 "$VPY" "$BENCH/python/bench_py.py" --part peers --reps "$REPS" | tee "$RAW/py_peers.jsonl" >&2
+
+step "Redis store: a local redis-server; one client and 4 processes, sync and asyncio"
+"$VPY" "$BENCH/python/bench_redis.py" --reps "$REPS" --markdown "$BENCH/results/redis.md" |
+    tee "$RAW/redis.jsonl" >&2
+
+step "Python level: decorator overhead (cellrate.limit, ratelimit, aiolimiter, pyrate-limiter)"
+"$VPY" "$BENCH/python/bench_decorators.py" --reps "$REPS" | tee "$RAW/py_decorators.jsonl" >&2
 
 step "Python level: web middleware overhead (Starlette, Flask; slowapi, flask-limiter)"
 "$VPY" "$BENCH/python/bench_web.py" --reps "$REPS" | tee "$RAW/py_web.jsonl" >&2
@@ -109,6 +118,9 @@ step "Memory: bytes per tracked key at 1M keys, one fresh process per store"
         "$VPY" "$BENCH/python/mem_py.py" "$store" --keys 1000000
     done
 } | tee "$RAW/memory.jsonl" >&2
+
+step "nginx: wrk on loopback against no limiter, limit_req and cellrate.nginx"
+"$VPY" "$BENCH/nginx/bench_nginx.py" --reps "$REPS" | tee "$RAW/nginx.jsonl" >&2
 
 head -1 /proc/stat > "$RAW/cpu_end.txt"
 step "Report"

@@ -9,9 +9,10 @@
  * region that cannot be opened or is refused, memory) returns nil, a message
  * and the status's name as a code.
  *
- * Limiter and KeyedLimiter are one userdata layout and one set of methods,
- * the key the only difference; each method is a closure whose upvalue is the
- * tag of the type it belongs to.
+ * Limiter and KeyedLimiter are one userdata layout and one implementation
+ * of each method, the key the only difference. Each type registers thin entry
+ * points that pass its tag, a constant, so that the compiler keeps only the
+ * type's own path.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,8 +31,10 @@
 
 #if defined(__GNUC__)
 #define CELLRATE_LUA_EXPORT __attribute__((visibility("default")))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 #else
 #define CELLRATE_LUA_EXPORT
+#define ALWAYS_INLINE inline
 #endif
 
 CELLRATE_LUA_EXPORT int luaopen_cellrate(lua_State *L);
@@ -48,6 +51,11 @@ typedef struct store_box {
     cr_limit limit;
     int64_t capacity; /* a KeyedLimiter's */
 } store_box;
+
+static bool is_keyed(const store_box *box)
+{
+    return box->tag == keyed_tag;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Arguments                                                                 */
@@ -308,7 +316,7 @@ static void push_store_text(lua_State *L, const store_box *box)
     format_number(period, sizeof period, box->limit.period_s);
     if (box->limit.algorithm < CR_ALGORITHM_FIXED_WINDOW)
         snprintf(burst, sizeof burst, ", burst=%" PRId64, box->limit.burst);
-    if (box->tag == keyed_tag)
+    if (is_keyed(box))
         snprintf(capacity, sizeof capacity, ", capacity=%" PRId64, box->capacity);
     if (box->limit.fast_clock)
         snprintf(clock, sizeof clock, ", clock=%s", cr_clock_name(&box->limit));
@@ -321,34 +329,36 @@ static void push_store_text(lua_State *L, const store_box *box)
 }
 
 /*
- * The userdata `self` (argument 1) of a method or metamethod, of the type
- * whose tag is the closure's upvalue. A full userdata of a box's size that
- * starts with the tag's address is ours: no Lua code can write a C address
- * into a userdata. Cheaper on every call than fetching and comparing
- * metatables.
+ * The box at `idx` if it is one of the type `tag`, else NULL. A full userdata
+ * of a box's size that starts with the tag's address is ours: no Lua code can
+ * write a C address into a userdata. Cheaper on every call than fetching and
+ * comparing metatables.
  */
-static store_box *check_self(lua_State *L)
+static ALWAYS_INLINE store_box *box_at(lua_State *L, int idx, const char *tag)
 {
-    const char *tag = lua_touserdata(L, lua_upvalueindex(1));
     /* A light userdata has no length, a full one of another size is not a box. */
-    store_box *box = lua_touserdata(L, 1);
-    if (box != NULL && compat_rawlen(L, 1) == sizeof(store_box) && box->tag == tag)
+    store_box *box = lua_touserdata(L, idx);
+    if (box != NULL && compat_rawlen(L, idx) == sizeof(store_box) && box->tag == tag)
+        return box;
+    return NULL;
+}
+
+/* The userdata `self` (argument 1) of a method or metamethod of the type `tag`. */
+static ALWAYS_INLINE store_box *check_self(lua_State *L, const char *tag)
+{
+    store_box *box = box_at(L, 1, tag);
+    if (box != NULL)
         return box;
     luaL_argerror(L, 1, lua_pushfstring(L, "%s expected, got %s", tag, luaL_typename(L, 1)));
     return NULL;
 }
 
-static bool is_keyed(const store_box *box)
-{
-    return box->tag == keyed_tag;
-}
-
 /* As check_self, and not closed. */
-static store_box *check_open(lua_State *L)
+static ALWAYS_INLINE store_box *check_open(lua_State *L, const char *tag)
 {
-    store_box *box = check_self(L);
+    store_box *box = check_self(L, tag);
     if (box->limiter == NULL && box->keyed == NULL)
-        luaL_error(L, "%s is closed", box->tag);
+        luaL_error(L, "%s is closed", tag);
     return box;
 }
 
@@ -360,16 +370,15 @@ static const char *check_key(lua_State *L, int idx, size_t *len)
 }
 
 /* ------------------------------------------------------------------------ */
-/* cellrate.limiter and cellrate.keyed                                       */
+/* Limiter and KeyedLimiter: one implementation, `tag` the type             */
 
 /*
- * cellrate.limiter(rate [, opts]) and cellrate.keyed(rate [, opts]); the
- * upvalue is the tag of the type to make. Returns the object, or nil, a
- * message and a code when a shared region cannot be used.
+ * cellrate.limiter(rate [, opts]) and cellrate.keyed(rate [, opts]). Returns
+ * the object, or nil, a message and a code when a shared region cannot be
+ * used or memory is short.
  */
-static int store_new(lua_State *L)
+static int store_new(lua_State *L, const char *tag)
 {
-    const char *tag = lua_touserdata(L, lua_upvalueindex(1));
     const bool keyed = tag == keyed_tag;
     options opts = {.capacity = CR_KEYED_DEFAULT_CAPACITY, .shared_mode = CR_SHARED_DEFAULT_MODE};
     read_rate(L, 1, &opts.args);
@@ -403,63 +412,76 @@ static int store_new(lua_State *L)
     return raise_status(L, status); /* capacity, shared_mode */
 }
 
+/* What every call on a store starts with: self, then (KeyedLimiter) the key;
+ * the call's own arguments start at `next`. */
+typedef struct {
+    const store_box *box;
+    bool keyed;
+    const char *key;
+    size_t key_len;
+    int next;
+} call_head;
+
+static ALWAYS_INLINE call_head read_call_head(lua_State *L, const char *tag)
+{
+    call_head head = {.box = check_open(L, tag), .keyed = tag == keyed_tag, .next = 2};
+    if (head.keyed)
+        head.key = check_key(L, head.next++, &head.key_len);
+    return head;
+}
+
 /* One decision into `decision`, or, with `decision` NULL (allow), only
  * whether it is admitted, into *allowed. Argument mistakes raise; a runtime
  * failure (a region's lock held past its bound) is returned. */
-static cr_status decide(lua_State *L, bool commit, cr_decision *decision, bool *allowed)
+static ALWAYS_INLINE cr_status decide(lua_State *L, const char *tag, bool commit,
+                                      cr_decision *decision, bool *allowed)
 {
     const int top = lua_gettop(L);
-    const store_box *box = check_open(L);
-    const bool keyed = is_keyed(box);
-    size_t key_len = 0;
-    const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
-    const int64_t cost = read_cost(L, keyed ? 3 : 2, top);
-    const int64_t now_ns = read_now(L, keyed ? 4 : 3, top);
+    const call_head head = read_call_head(L, tag);
+    const int64_t cost = read_cost(L, head.next, top);
+    const int64_t now_ns = read_now(L, head.next + 1, top);
     cr_status status;
-    if (keyed)
-        status = decision != NULL
-                     ? cr_keyed_check(box->keyed, key, key_len, now_ns, cost, commit, decision)
-                     : cr_keyed_allow(box->keyed, key, key_len, now_ns, cost, allowed);
+    if (head.keyed)
+        status = decision != NULL ? cr_keyed_check(head.box->keyed, head.key, head.key_len, now_ns,
+                                                   cost, commit, decision)
+                                  : cr_keyed_allow(head.box->keyed, head.key, head.key_len, now_ns,
+                                                   cost, allowed);
     else
-        status = decision != NULL ? cr_limiter_check(box->limiter, now_ns, cost, commit, decision)
-                                  : cr_limiter_allow(box->limiter, now_ns, cost, allowed);
+        status = decision != NULL
+                     ? cr_limiter_check(head.box->limiter, now_ns, cost, commit, decision)
+                     : cr_limiter_allow(head.box->limiter, now_ns, cost, allowed);
     if (status != CR_OK && status != CR_E_SHARED_LOCK)
         raise_status(L, status);
     return status;
 }
 
-static int store_allow(lua_State *L)
+/* allow(), check() and peek(): lim:allow(cost, now), keyed:allow(key, cost, now) */
+static ALWAYS_INLINE int store_allow(lua_State *L, const char *tag)
 {
     bool allowed = false;
-    cr_status status = decide(L, true, NULL, &allowed);
+    cr_status status = decide(L, tag, true, NULL, &allowed);
     if (status != CR_OK)
         return push_failure(L, status, NULL);
     lua_pushboolean(L, allowed);
     return 1;
 }
 
-static int store_check(lua_State *L)
+static ALWAYS_INLINE int store_check(lua_State *L, const char *tag, bool commit)
 {
     cr_decision decision;
-    cr_status status = decide(L, true, &decision, NULL);
+    cr_status status = decide(L, tag, commit, &decision, NULL);
     return status != CR_OK ? push_failure(L, status, NULL) : push_decision(L, &decision);
 }
 
-static int store_peek(lua_State *L)
-{
-    cr_decision decision;
-    cr_status status = decide(L, false, &decision, NULL);
-    return status != CR_OK ? push_failure(L, status, NULL) : push_decision(L, &decision);
-}
-
-/* max_wait: nil or math.huge is any wait; else seconds >= 0. */
-static int64_t read_max_wait(lua_State *L, int idx, int top)
+/* A longest wait (reserve's max_wait, wait's timeout): nil or math.huge is
+ * any wait; else seconds >= 0. `invalid` names the parameter. */
+static int64_t read_wait_limit(lua_State *L, int idx, int top, cr_status invalid)
 {
     int64_t max_wait_ns = CR_NEVER;
     if (idx > top || lua_isnil(L, idx))
         return max_wait_ns;
     if (lua_type(L, idx) != LUA_TNUMBER)
-        raise_status(L, CR_E_MAX_WAIT);
+        raise_status(L, invalid);
     const lua_Number seconds = lua_tonumber(L, idx);
     if (seconds == (lua_Number)HUGE_VAL)
         return max_wait_ns;
@@ -467,75 +489,98 @@ static int64_t read_max_wait(lua_State *L, int idx, int top)
     if (status == CR_E_NOW && seconds >= 0) /* beyond the horizon: any wait */
         return CR_NEVER;
     if (status != CR_OK)
-        raise_status(L, CR_E_MAX_WAIT);
+        raise_status(L, invalid);
     return max_wait_ns;
+}
+
+/* A reservation of the call's cost now, within max_wait_ns; *delay_ns is set
+ * when reserved. */
+static bool reserve(lua_State *L, const call_head *head, int64_t now_ns, int64_t cost,
+                    int64_t max_wait_ns, int64_t *delay_ns)
+{
+    bool reserved = false;
+    const cr_status status =
+        head->keyed ? cr_keyed_reserve(head->box->keyed, head->key, head->key_len, now_ns, cost,
+                                       max_wait_ns, &reserved, delay_ns)
+                    : cr_limiter_reserve(head->box->limiter, now_ns, cost, max_wait_ns, &reserved,
+                                         delay_ns);
+    if (status != CR_OK)
+        raise_status(L, status);
+    return reserved;
 }
 
 /* lim:reserve(cost, max_wait, now), keyed:reserve(key, cost, max_wait, now):
  * the delay in seconds (0: now), or nil when nothing was reserved. */
-static int store_reserve(lua_State *L)
+static int store_reserve(lua_State *L, const char *tag)
 {
     const int top = lua_gettop(L);
-    const store_box *box = check_open(L);
-    const bool keyed = is_keyed(box);
-    size_t key_len = 0;
-    const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
-    const int first = keyed ? 3 : 2;
-    const int64_t cost = read_cost(L, first, top);
-    const int64_t max_wait_ns = read_max_wait(L, first + 1, top);
-    const int64_t now_ns = read_now(L, first + 2, top);
-    bool reserved = false;
+    const call_head head = read_call_head(L, tag);
+    const int64_t cost = read_cost(L, head.next, top);
+    const int64_t max_wait_ns = read_wait_limit(L, head.next + 1, top, CR_E_MAX_WAIT);
+    const int64_t now_ns = read_now(L, head.next + 2, top);
     int64_t delay_ns = 0;
-    const cr_status status =
-        keyed ? cr_keyed_reserve(box->keyed, key, key_len, now_ns, cost, max_wait_ns, &reserved,
-                                 &delay_ns)
-              : cr_limiter_reserve(box->limiter, now_ns, cost, max_wait_ns, &reserved, &delay_ns);
-    if (status != CR_OK)
-        return raise_status(L, status);
-    if (!reserved)
+    if (!reserve(L, &head, now_ns, cost, max_wait_ns, &delay_ns))
         lua_pushnil(L);
     else
         lua_pushnumber(L, cr_ns_to_seconds(delay_ns));
     return 1;
 }
 
-/* lim:refund(cost, now), keyed:refund(key, cost, now) */
-static int store_refund(lua_State *L)
+/*
+ * lim:wait(cost, timeout), keyed:wait(key, cost, timeout): reserves the units
+ * at their instant, if it is within `timeout` seconds (nil: any), and sleeps
+ * until it, blocking (docs/design.md §9). The seconds slept (0: none), or
+ * nil, "timeout" at once, nothing spent, when they cannot be had in time (an
+ * unfittable cost never can).
+ */
+static int store_wait(lua_State *L, const char *tag)
 {
     const int top = lua_gettop(L);
-    const store_box *box = check_open(L);
-    const bool keyed = is_keyed(box);
-    size_t key_len = 0;
-    const char *key = keyed ? check_key(L, 2, &key_len) : NULL;
-    const int first = keyed ? 3 : 2;
-    const int64_t cost = read_cost(L, first, top);
-    const int64_t now_ns = read_now(L, first + 1, top);
-    const cr_status status = keyed ? cr_keyed_refund(box->keyed, key, key_len, now_ns, cost)
-                                   : cr_limiter_refund(box->limiter, now_ns, cost);
+    const call_head head = read_call_head(L, tag);
+    const int64_t cost = read_cost(L, head.next, top);
+    const int64_t timeout_ns = read_wait_limit(L, head.next + 1, top, CR_E_TIMEOUT);
+    int64_t delay_ns = 0;
+    if (!reserve(L, &head, CR_CLOCK, cost, timeout_ns, &delay_ns)) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "timeout");
+        return 2;
+    }
+    cr_sleep_ns(delay_ns);
+    lua_pushnumber(L, cr_ns_to_seconds(delay_ns));
+    return 1;
+}
+
+/* lim:refund(cost, now), keyed:refund(key, cost, now) */
+static int store_refund(lua_State *L, const char *tag)
+{
+    const int top = lua_gettop(L);
+    const call_head head = read_call_head(L, tag);
+    const int64_t cost = read_cost(L, head.next, top);
+    const int64_t now_ns = read_now(L, head.next + 1, top);
+    const cr_status status =
+        head.keyed ? cr_keyed_refund(head.box->keyed, head.key, head.key_len, now_ns, cost)
+                   : cr_limiter_refund(head.box->limiter, now_ns, cost);
     if (status != CR_OK)
         return raise_status(L, status);
     return 0;
 }
 
 /* lim:reset(), keyed:reset(key) */
-static int store_reset(lua_State *L)
+static int store_reset(lua_State *L, const char *tag)
 {
-    const store_box *box = check_open(L);
-    if (is_keyed(box)) {
-        size_t key_len = 0;
-        const char *key = check_key(L, 2, &key_len);
-        cr_keyed_reset(box->keyed, key, key_len);
-    } else {
-        cr_limiter_reset(box->limiter);
-    }
+    const call_head head = read_call_head(L, tag);
+    if (head.keyed)
+        cr_keyed_reset(head.box->keyed, head.key, head.key_len);
+    else
+        cr_limiter_reset(head.box->limiter);
     return 0;
 }
 
 /* rate, period, burst, clock, algorithm, emission_ns, tolerance_ns; a KeyedLimiter's
  * capacity and evictions. */
-static int store_info(lua_State *L)
+static int store_info(lua_State *L, const char *tag)
 {
-    const store_box *box = check_open(L);
+    const store_box *box = check_open(L, tag);
     lua_newtable(L);
     lua_pushnumber(L, box->limit.rate);
     lua_setfield(L, -2, "rate");
@@ -560,16 +605,10 @@ static int store_info(lua_State *L)
     return 1;
 }
 
-static int keyed_len(lua_State *L)
-{
-    compat_pushint64(L, (int64_t)cr_keyed_len(check_open(L)->keyed));
-    return 1;
-}
-
 /* close(), __close and __gc: safe to call any number of times. */
-static int store_close(lua_State *L)
+static int store_close(lua_State *L, const char *tag)
 {
-    store_box *box = check_self(L);
+    store_box *box = check_self(L, tag);
     cr_limiter_free(box->limiter);
     cr_keyed_free(box->keyed);
     box->limiter = NULL;
@@ -577,31 +616,56 @@ static int store_close(lua_State *L)
     return 0;
 }
 
-static int store_tostring(lua_State *L)
+static int store_tostring(lua_State *L, const char *tag)
 {
-    const store_box *box = check_self(L);
+    const store_box *box = check_self(L, tag);
     if (box->limiter == NULL && box->keyed == NULL)
-        lua_pushfstring(L, "%s(closed)", box->tag);
+        lua_pushfstring(L, "%s(closed)", tag);
     else
         push_store_text(L, box);
     return 1;
 }
 
-static const luaL_Reg store_methods[] = {
-    {"allow", store_allow},     {"check", store_check},   {"peek", store_peek},
-    {"reserve", store_reserve}, {"refund", store_refund}, {"reset", store_reset},
-    {"info", store_info},       {"close", store_close},   {NULL, NULL},
-};
+/*
+ * A type's constructor, methods and metamethods: entry points that pass the
+ * type's tag to the one implementation above.
+ */
+#define STORE_TYPE(type, tag)                                                               \
+    static int type##_new(lua_State *L) { return store_new(L, tag); }                       \
+    static int type##_allow(lua_State *L) { return store_allow(L, tag); }                   \
+    static int type##_check(lua_State *L) { return store_check(L, tag, true); }             \
+    static int type##_peek(lua_State *L) { return store_check(L, tag, false); }             \
+    static int type##_reserve(lua_State *L) { return store_reserve(L, tag); }               \
+    static int type##_wait(lua_State *L) { return store_wait(L, tag); }                     \
+    static int type##_refund(lua_State *L) { return store_refund(L, tag); }                 \
+    static int type##_reset(lua_State *L) { return store_reset(L, tag); }                   \
+    static int type##_info(lua_State *L) { return store_info(L, tag); }                     \
+    static int type##_close(lua_State *L) { return store_close(L, tag); }                   \
+    static int type##_tostring(lua_State *L) { return store_tostring(L, tag); }             \
+    static const luaL_Reg type##_methods[] = {                                              \
+        {"allow", type##_allow},     {"check", type##_check},   {"peek", type##_peek},      \
+        {"reserve", type##_reserve}, {"wait", type##_wait},     {"refund", type##_refund},  \
+        {"reset", type##_reset},     {"info", type##_info},     {"close", type##_close},    \
+        {NULL, NULL},                                                                       \
+    };                                                                                      \
+    /* __close is only called by Lua 5.4; an extra field is harmless before. */             \
+    static const luaL_Reg type##_metamethods[] = {                                          \
+        {"__gc", type##_close},                                                             \
+        {"__close", type##_close},                                                          \
+        {"__tostring", type##_tostring},                                                    \
+        {NULL, NULL},                                                                       \
+    };
 
-/* __close is only called by Lua 5.4; an extra field is harmless before. */
-static const luaL_Reg store_metamethods[] = {
-    {"__gc", store_close},
-    {"__close", store_close},
-    {"__tostring", store_tostring},
-    {NULL, NULL},
-};
+STORE_TYPE(limiter, limiter_tag)
+STORE_TYPE(keyed, keyed_tag)
 
-static const luaL_Reg keyed_metamethods[] = {
+static int keyed_len(lua_State *L)
+{
+    compat_pushint64(L, (int64_t)cr_keyed_len(check_open(L, keyed_tag)->keyed));
+    return 1;
+}
+
+static const luaL_Reg keyed_length[] = {
     {"__len", keyed_len},
     {NULL, NULL},
 };
@@ -610,20 +674,17 @@ static const luaL_Reg keyed_metamethods[] = {
 /* cellrate.check_all                                                        */
 
 /* The open store at `idx` if it is a box of the type `tag`, else NULL. */
-static const store_box *box_at(lua_State *L, int idx, const char *tag)
+static const store_box *open_box_at(lua_State *L, int idx, const char *tag)
 {
-    const store_box *box = lua_touserdata(L, idx);
-    if (box == NULL || lua_islightuserdata(L, idx) || compat_rawlen(L, idx) != sizeof(store_box) ||
-        box->tag != tag)
-        return NULL;
-    if (box->limiter == NULL && box->keyed == NULL)
-        luaL_error(L, "%s is closed", box->tag);
+    const store_box *box = box_at(L, idx, tag);
+    if (box != NULL && box->limiter == NULL && box->keyed == NULL)
+        luaL_error(L, "%s is closed", tag);
     return box;
 }
 
 /*
  * cellrate.check_all(items, cost, now) -> allowed, remaining, retry_after,
- * reset_after: `items` an array of limiters and {keyed, key} pairs, decided
+ * reset_after, index (of the item whose decision it is): `items` an array of limiters and {keyed, key} pairs, decided
  * as one (docs/design.md §8). The keys stay alive in `items`, on the stack.
  */
 static int module_check_all(lua_State *L)
@@ -636,16 +697,19 @@ static int module_check_all(lua_State *L)
     const size_t count = (size_t)compat_rawlen(L, 1);
     if (count == 0 || count > SIZE_MAX / sizeof(cr_item))
         return raise_status(L, CR_E_ITEMS);
-    cr_item *items = compat_newuserdata(L, count * sizeof *items); /* collected with the call */
+    /* A few items on the C stack (an error's longjmp leaves nothing to free);
+     * more in a userdata that is collected with the call. */
+    cr_item few[8];
+    cr_item *items = count <= 8 ? few : compat_newuserdata(L, count * sizeof *items);
     memset(items, 0, count * sizeof *items);
     for (size_t i = 0; i < count; i++) {
         lua_rawgeti(L, 1, (lua_Integer)(i + 1));
-        const store_box *box = box_at(L, -1, limiter_tag);
+        const store_box *box = open_box_at(L, -1, limiter_tag);
         if (box != NULL) {
             items[i].limiter = box->limiter;
         } else if (lua_type(L, -1) == LUA_TTABLE && compat_rawlen(L, -1) == 2) {
             lua_rawgeti(L, -1, 1);
-            box = box_at(L, -1, keyed_tag);
+            box = open_box_at(L, -1, keyed_tag);
             lua_pop(L, 1);
             if (box == NULL)
                 return raise_status(L, CR_E_ITEMS);
@@ -659,10 +723,13 @@ static int module_check_all(lua_State *L)
         lua_pop(L, 1);
     }
     cr_decision decision;
-    const cr_status status = cr_check_all(items, count, now_ns, cost, &decision, NULL);
+    size_t index = 0;
+    const cr_status status = cr_check_all(items, count, now_ns, cost, &decision, &index);
     if (status != CR_OK)
         return raise_status(L, status);
-    return push_decision(L, &decision);
+    push_decision(L, &decision);
+    compat_pushint64(L, (int64_t)index + 1);
+    return 5;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -671,9 +738,10 @@ static int module_check_all(lua_State *L)
 /* A Limiter or a KeyedLimiter at `idx` (open or closed: only its limit is read). */
 static const store_box *check_store(lua_State *L, int idx)
 {
-    const store_box *box = lua_touserdata(L, idx);
-    if (box != NULL && compat_rawlen(L, idx) == sizeof(store_box) &&
-        (box->tag == limiter_tag || box->tag == keyed_tag))
+    const store_box *box = box_at(L, idx, limiter_tag);
+    if (box == NULL)
+        box = box_at(L, idx, keyed_tag);
+    if (box != NULL)
         return box;
     luaL_argerror(L, idx,
                   lua_pushfstring(L, "%s or %s expected, got %s", limiter_tag, keyed_tag,
@@ -726,37 +794,34 @@ static int headers(lua_State *L)
 /* ------------------------------------------------------------------------ */
 /* The module                                                                */
 
-/* The metatable named `tag`, its functions closures over the tag; and the
- * constructor `constructor` in the module table (on the stack's top). */
-static void register_type(lua_State *L, const char *tag, const char *constructor)
+static void register_type(lua_State *L, const char *tag, const luaL_Reg *methods,
+                          const luaL_Reg *metamethods)
 {
     luaL_newmetatable(L, tag);
-    lua_pushlightuserdata(L, (void *)tag);
-    compat_setfuncs(L, store_metamethods, 1);
-    if (tag == keyed_tag) {
-        lua_pushlightuserdata(L, (void *)tag);
-        compat_setfuncs(L, keyed_metamethods, 1);
-    }
+    compat_setfuncs(L, metamethods, 0);
     lua_newtable(L);
-    lua_pushlightuserdata(L, (void *)tag);
-    compat_setfuncs(L, store_methods, 1);
+    compat_setfuncs(L, methods, 0);
     lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
-    lua_pushlightuserdata(L, (void *)tag);
-    lua_pushcclosure(L, store_new, 1);
-    lua_setfield(L, -2, constructor);
 }
+
+static const luaL_Reg module_functions[] = {
+    {"limiter", limiter_new},
+    {"keyed", keyed_new},
+    {"check_all", module_check_all},
+    {"headers", headers},
+    {NULL, NULL},
+};
 
 int luaopen_cellrate(lua_State *L)
 {
+    register_type(L, limiter_tag, limiter_methods, limiter_metamethods);
+    lua_pop(L, 1);
+    register_type(L, keyed_tag, keyed_methods, keyed_metamethods);
+    compat_setfuncs(L, keyed_length, 0);
+    lua_pop(L, 1);
     lua_newtable(L);
-    register_type(L, limiter_tag, "limiter");
-    register_type(L, keyed_tag, "keyed");
-    lua_pushcfunction(L, module_check_all);
-    lua_setfield(L, -2, "check_all");
+    compat_setfuncs(L, module_functions, 0);
     lua_pushstring(L, cr_version());
     lua_setfield(L, -2, "_VERSION");
-    lua_pushcfunction(L, headers);
-    lua_setfield(L, -2, "headers");
     return 1;
 }

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cellrate.h"
@@ -75,6 +76,14 @@ typedef struct {
 } StoreObject;
 
 _Static_assert(sizeof(int64_t) == sizeof(long long), "int64_t members read as T_LONGLONG");
+
+#ifndef Py_ALWAYS_INLINE /* CPython < 3.11 */
+#if defined(__GNUC__)
+#define Py_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define Py_ALWAYS_INLINE
+#endif
+#endif
 
 /* The types are final, so an instance's own type leads to the module state. */
 static module_state *state_of(PyObject *self)
@@ -453,11 +462,10 @@ typedef struct {
     PyObject *max_wait; /* reserve() only */
 } call_args;
 
-static int parse_call(const char *name, bool keyed, PyObject *const *args, Py_ssize_t nargs,
-                      PyObject *kwnames, call_args *call)
+static int parse_call(const char *name, bool keyed, bool takes_max_wait, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames, call_args *call)
 {
     const Py_ssize_t max_positional = keyed ? 2 : 1;
-    const bool takes_max_wait = strcmp(name, "reserve") == 0;
     call->key = call->cost = call->now = call->max_wait = NULL;
     if (nargs > max_positional) {
         PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional argument%s (%zd given)",
@@ -786,11 +794,11 @@ static void store_dealloc(PyObject *self)
 /* One decision into `decision`, or, with `decision` NULL (allow), only
  * whether it is admitted, into `allowed`. A Limiter call without arguments
  * skips the parsing. */
-static int decide(PyObject *self, const char *name, bool commit, PyObject *const *args,
-                  Py_ssize_t nargs, PyObject *kwnames, cr_decision *decision, bool *allowed)
+static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char *name,
+                                          bool commit, PyObject *const *args, Py_ssize_t nargs,
+                                          PyObject *kwnames, cr_decision *decision, bool *allowed)
 {
     StoreObject *store = (StoreObject *)self;
-    const bool keyed = is_keyed(store);
     const char *key = NULL;
     Py_ssize_t key_len = 0;
     int64_t cost = CR_DEFAULT_COST;
@@ -798,7 +806,7 @@ static int decide(PyObject *self, const char *name, bool commit, PyObject *const
     if (keyed || nargs != 0 || kwnames != NULL) {
         call_args call;
         module_state *state = state_of(self);
-        if (parse_call(name, keyed, args, nargs, kwnames, &call) < 0 ||
+        if (parse_call(name, keyed, false, args, nargs, kwnames, &call) < 0 ||
             (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
             convert_cost(state, call.cost, &cost) < 0 || convert_now(state, call.now, &now_ns) < 0)
             return -1;
@@ -821,32 +829,51 @@ static int decide(PyObject *self, const char *name, bool commit, PyObject *const
     return 0;
 }
 
-static PyObject *store_allow(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames)
+static Py_ALWAYS_INLINE inline PyObject *store_allow(PyObject *self, bool keyed,
+                                                     PyObject *const *args, Py_ssize_t nargs,
+                                                     PyObject *kwnames)
 {
     bool allowed;
-    if (decide(self, "allow", true, args, nargs, kwnames, NULL, &allowed) < 0)
+    if (decide(self, keyed, "allow", true, args, nargs, kwnames, NULL, &allowed) < 0)
         return NULL;
     return PyBool_FromLong(allowed);
 }
 
-static PyObject *store_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames)
+static Py_ALWAYS_INLINE inline PyObject *store_check(PyObject *self, bool keyed, bool commit,
+                                                     PyObject *const *args, Py_ssize_t nargs,
+                                                     PyObject *kwnames)
 {
     cr_decision decision;
-    if (decide(self, "check", true, args, nargs, kwnames, &decision, NULL) < 0)
+    if (decide(self, keyed, commit ? "check" : "peek", commit, args, nargs, kwnames, &decision,
+               NULL) < 0)
         return NULL;
     return decision_from(state_of(self), &decision, &((StoreObject *)self)->limit);
 }
 
-static PyObject *store_peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                            PyObject *kwnames)
-{
-    cr_decision decision;
-    if (decide(self, "peek", false, args, nargs, kwnames, &decision, NULL) < 0)
-        return NULL;
-    return decision_from(state_of(self), &decision, &((StoreObject *)self)->limit);
-}
+/*
+ * Each type's allow, check and peek: the one implementation above with
+ * `keyed` a constant, so that the compiler keeps only the type's own path
+ * (a run-time `keyed` measured 50 to 110 more instructions a call).
+ */
+#define DECIDE_ENTRY_POINTS(type, keyed)                                                    \
+    static PyObject *type##_allow(PyObject *self, PyObject *const *args, Py_ssize_t nargs,  \
+                                  PyObject *kwnames)                                        \
+    {                                                                                       \
+        return store_allow(self, keyed, args, nargs, kwnames);                              \
+    }                                                                                       \
+    static PyObject *type##_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs,  \
+                                  PyObject *kwnames)                                        \
+    {                                                                                       \
+        return store_check(self, keyed, true, args, nargs, kwnames);                        \
+    }                                                                                       \
+    static PyObject *type##_peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs,   \
+                                 PyObject *kwnames)                                         \
+    {                                                                                       \
+        return store_check(self, keyed, false, args, nargs, kwnames);                       \
+    }
+
+DECIDE_ENTRY_POINTS(limiter, false)
+DECIDE_ENTRY_POINTS(keyed, true)
 
 /* max_wait=None (or absent): any wait; else seconds >= 0 (inf: any). */
 static int convert_max_wait(module_state *state, PyObject *obj, int64_t *max_wait_ns)
@@ -878,17 +905,18 @@ static int convert_max_wait(module_state *state, PyObject *obj, int64_t *max_wai
 
 /* reserve([key,] cost=1, *, max_wait=None, now=None) and refund([key,] cost=1,
  * *, now=None): the delay in seconds, or None when nothing was reserved. */
-static PyObject *store_reserve_or_refund(PyObject *self, const char *name, PyObject *const *args,
+static PyObject *store_reserve_or_refund(PyObject *self, bool reserve, PyObject *const *args,
                                          Py_ssize_t nargs, PyObject *kwnames)
 {
     StoreObject *store = (StoreObject *)self;
     module_state *state = state_of(self);
-    const bool keyed = is_keyed(store), reserve = name[2] == 's';
+    const bool keyed = is_keyed(store);
+    const char *name = reserve ? "reserve" : "refund";
     const char *key = NULL;
     Py_ssize_t key_len = 0;
     int64_t cost, now_ns, max_wait_ns;
     call_args call;
-    if (parse_call(name, keyed, args, nargs, kwnames, &call) < 0 ||
+    if (parse_call(name, keyed, reserve, args, nargs, kwnames, &call) < 0 ||
         (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
         convert_cost(state, call.cost, &cost) < 0 ||
         convert_max_wait(state, call.max_wait, &max_wait_ns) < 0 ||
@@ -917,13 +945,13 @@ static PyObject *store_reserve_or_refund(PyObject *self, const char *name, PyObj
 static PyObject *store_reserve(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    return store_reserve_or_refund(self, "reserve", args, nargs, kwnames);
+    return store_reserve_or_refund(self, true, args, nargs, kwnames);
 }
 
 static PyObject *store_refund(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
-    return store_reserve_or_refund(self, "refund", args, nargs, kwnames);
+    return store_reserve_or_refund(self, false, args, nargs, kwnames);
 }
 
 /* An item of check_all: a Limiter, or a (KeyedLimiter, key) pair. The key
@@ -1016,6 +1044,41 @@ done:
     Py_DECREF(items);
     return result;
 }
+
+/* _attach_method(type, function): wait() and acquire() are Python
+ * (python/cellrate/_wait.py, docs/design.md §9); this puts them in the
+ * compiled types' own dictionaries, so that `lim.allow()` stays a call on the
+ * exact compiled type (CPython specialises method calls on the exact type of
+ * `self`, so a Python subclass would slow every decision down), while
+ * `lim.wait` is an ordinary method. Replacing a Python function is allowed (a
+ * reloaded package); replacing a compiled method is not. */
+static PyObject *module_attach_method(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (nargs != 2 || (args[0] != (PyObject *)state->limiter_type &&
+                       args[0] != (PyObject *)state->keyed_type) ||
+        !PyFunction_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_attach_method(type, function): Limiter or KeyedLimiter, and a function");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    PyObject *name = PyObject_GetAttrString(args[1], "__name__");
+    if (name == NULL)
+        return NULL;
+    PyObject *present = PyDict_GetItemWithError(type->tp_dict, name); /* borrowed */
+    int status = -1;
+    if (present != NULL && !PyFunction_Check(present))
+        PyErr_Format(PyExc_ValueError, "_attach_method: %R is a compiled method", name);
+    else if (present != NULL || !PyErr_Occurred())
+        status = PyDict_SetItem(type->tp_dict, name, args[1]);
+    Py_DECREF(name);
+    if (status < 0)
+        return NULL;
+    PyType_Modified(type);
+    Py_RETURN_NONE;
+}
+
 
 static PyObject *store_get_algorithm(PyObject *self, void *Py_UNUSED(closure))
 {
@@ -1124,6 +1187,12 @@ PyDoc_STRVAR(limiter_refund_doc, REFUND_DOC("refund($self, /, cost=1, *, now=Non
 PyDoc_STRVAR(keyed_reserve_doc,
              RESERVE_DOC("reserve($self, /, key, cost=1, *, max_wait=None, now=None)"));
 PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=None)"));
+PyDoc_STRVAR(attach_method_doc,
+             "_attach_method(type, function, /)\n--\n\n"
+             "Private: adds the Python function `function` under its __name__ to\n"
+             "Limiter or KeyedLimiter. The package does it once, at import, for wait()\n"
+             "and acquire(); the types stay immutable to everyone else.");
+
 PyDoc_STRVAR(check_all_doc,
              "check_all(items, cost=1, *, now=None)\n--\n\n"
              "Decide `cost` units against several limits as one: `items` is a list of\n"
@@ -1180,17 +1249,17 @@ PyDoc_STRVAR(keyed_doc,
              "shared, shared_mode, clock, algorithm: as for Limiter.\n\n"
              "len() is the number of keys holding a slot. Safe to share between threads.");
 
-#define DECIDE_METHODS(prefix)                                                             \
-    {"allow", (PyCFunction)(void (*)(void))store_allow, METH_FASTCALL | METH_KEYWORDS,         \
-     prefix##_allow_doc},                                                                     \
-        {"check", (PyCFunction)(void (*)(void))store_check, METH_FASTCALL | METH_KEYWORDS,     \
-         prefix##_check_doc},                                                                 \
-        {"peek", (PyCFunction)(void (*)(void))store_peek, METH_FASTCALL | METH_KEYWORDS,       \
-         prefix##_peek_doc},                                                                  \
+#define DECIDE_METHODS(type)                                                               \
+    {"allow", (PyCFunction)(void (*)(void))type##_allow, METH_FASTCALL | METH_KEYWORDS,        \
+     type##_allow_doc},                                                                       \
+        {"check", (PyCFunction)(void (*)(void))type##_check, METH_FASTCALL | METH_KEYWORDS,    \
+         type##_check_doc},                                                                   \
+        {"peek", (PyCFunction)(void (*)(void))type##_peek, METH_FASTCALL | METH_KEYWORDS,      \
+         type##_peek_doc},                                                                    \
         {"reserve", (PyCFunction)(void (*)(void))store_reserve, METH_FASTCALL | METH_KEYWORDS, \
-         prefix##_reserve_doc},                                                               \
+         type##_reserve_doc},                                                                 \
         {"refund", (PyCFunction)(void (*)(void))store_refund, METH_FASTCALL | METH_KEYWORDS,   \
-         prefix##_refund_doc}
+         type##_refund_doc}
 
 static PyMethodDef limiter_methods[] = {
     DECIDE_METHODS(limiter),
@@ -1435,6 +1504,8 @@ static void cellrate_free(void *module)
 static PyMethodDef cellrate_methods[] = {
     {"check_all", (PyCFunction)(void (*)(void))module_check_all, METH_FASTCALL | METH_KEYWORDS,
      check_all_doc},
+    {"_attach_method", (PyCFunction)(void (*)(void))module_attach_method, METH_FASTCALL,
+     attach_method_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -150,7 +150,9 @@ const char *cr_version(void);
       "shared: a lock of the region stayed held past its time limit (a stopped or frozen " \
       "process holds it)")                                                                 \
     X(43, E_SHARED_MODE_ALONE, "shared_mode",                                              \
-      "shared_mode is the mode of a region file: give it only with shared")
+      "shared_mode is the mode of a region file: give it only with shared") \
+    X(44, E_TIMEOUT, "timeout",                                                            \
+      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes")
 
 #define CR_STATUS_ENUM_(number, name, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, param, message) +1
@@ -304,6 +306,11 @@ cr_status cr_seconds_to_ns(double seconds, int64_t *ns);
 /* Nanoseconds to seconds; CR_NEVER becomes +infinity. */
 double cr_ns_to_seconds(int64_t ns);
 
+/* Blocks the calling thread for `ns` nanoseconds of CLOCK_MONOTONIC (resumed
+ * after signals; returns at once for ns <= 0). The sleep of wait(): call it
+ * without any lock held (Python: with the GIL released). */
+void cr_sleep_ns(int64_t ns);
+
 /* ------------------------------------------------------------------------ */
 /* Limiter: one key, one atomic TAT.                                         */
 
@@ -427,11 +434,12 @@ typedef struct cr_item {
 /*
  * Decides `cost` units against every item as one: admitted only if every
  * item admits. Each item reads its own limit's clock once (CR_CLOCK) or
- * takes `now_ns`. The items are first peeked; if any refuses, nothing is
- * written and the refusal with the longest retry_after is returned. Else each
- * is committed in turn; one that refuses then (another thread took its units
- * meanwhile) has the items committed before it given back (cr_refund) and its
- * refusal is returned. On admission the decision with the fewest remaining
+ * takes `now_ns`. The items but the last are first peeked, then the last is
+ * committed (the call's first write); if any of these refuses, nothing is
+ * written and the refusal with the longest retry_after is returned. Else the
+ * others are committed in turn; one that refuses then (another thread took
+ * its units meanwhile) has the items committed before it given back
+ * (cr_refund) and its refusal is returned. On admission the decision with the fewest remaining
  * is returned. *index (may be NULL) is the item whose decision `out` is.
  * No item ever admits more than its own bound; a refused composite leaves
  * every item as it was, a unit taken and given back counting as none taken.

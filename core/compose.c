@@ -1,7 +1,9 @@
 /*
- * Several limits as one (docs/design.md §8): peek every item; if all admit,
- * commit each in turn, giving back what was committed when one refuses on
- * commit (another thread took its units between the peek and the commit).
+ * Several limits as one (docs/design.md §8): peek every item but the last;
+ * if all admit, commit the last (the call's first write, so a refusal there
+ * has written nothing), then each other in turn, giving back what was
+ * committed when one refuses on commit (another thread took its units
+ * between the peek and the commit).
  *
  * Why this is enough: every commit is an ordinary admission of its own limit,
  * so no limit ever admits more than its bound. A refused composite commits
@@ -85,33 +87,59 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
             return CR_E_ITEMS;
 
     composite_clock clock = {.given = now_ns};
+    const size_t last = count - 1;
     cr_decision decision, tightest = {0};
     size_t chosen = 0;
-    bool all = true;
-    /* The peek: the allow() path of each item, which writes nothing. */
-    for (size_t i = 0; i < count && all; i++)
-        item_peek_allowed(&items[i], item_now(&clock, &items[i]), cost, &all);
-    if (!all) { /* refused: the full decisions, for the tightest refusal */
+    for (int attempt = 0;; attempt++) {
+        /* The peek: the allow() path of each item but the last, writing nothing. */
+        bool all = true, refused = false;
+        for (size_t i = 0; i < last && all; i++)
+            item_peek_allowed(&items[i], item_now(&clock, &items[i]), cost, &all);
+        if (all) {
+            /* The last item's commit is the call's first write: a refusal there
+             * has written nothing, like a refusal at the peek. */
+            item_check(&items[last], item_now(&clock, &items[last]), cost, true, &decision);
+            tightest = decision;
+            chosen = last;
+            if (decision.allowed) {
+                for (size_t i = 0; i < last; i++) { /* the other commits */
+                    item_check(&items[i], item_now(&clock, &items[i]), cost, true, &decision);
+                    if (!decision.allowed) { /* lost a race since the peek: give back */
+                        item_refund(&items[last], item_now(&clock, &items[last]), cost);
+                        for (size_t j = 0; j < i; j++)
+                            item_refund(&items[j], item_now(&clock, &items[j]), cost);
+                        tightest = decision;
+                        chosen = i;
+                        break;
+                    }
+                    if (tighter(&decision, &tightest)) {
+                        tightest = decision;
+                        chosen = i;
+                    }
+                }
+                break;
+            }
+            refused = true;
+        }
+        /* Refused, nothing written: the refusal with the longest wait. */
         for (size_t i = 0; i < count; i++) {
             item_check(&items[i], item_now(&clock, &items[i]), cost, false, &decision);
-            if (i == 0 || tighter(&decision, &tightest)) {
+            if (!decision.allowed && (!refused || tighter(&decision, &tightest))) {
                 tightest = decision;
                 chosen = i;
+                refused = true;
             }
         }
-    }
-    for (size_t i = 0; all && i < count; i++) { /* the commits */
-        item_check(&items[i], item_now(&clock, &items[i]), cost, true, &decision);
-        if (!decision.allowed) { /* lost a race since the peek: give back */
-            for (size_t j = 0; j < i; j++)
-                item_refund(&items[j], item_now(&clock, &items[j]), cost);
-            tightest = decision;
-            chosen = i;
+        if (refused)
             break;
-        }
-        if (i == 0 || tighter(&decision, &tightest)) {
-            tightest = decision;
-            chosen = i;
+        /* Every item admits now (another thread gave back what refused us a
+         * moment ago): decide again, a bounded number of times. */
+        if (attempt == 2) {
+            tightest = decision; /* still refused, to be retried at once */
+            tightest.allowed = false;
+            tightest.retry_after_ns = 0;
+            chosen = last;
+            break;
         }
     }
     *out = tightest;

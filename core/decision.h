@@ -241,7 +241,7 @@ CR_HOT cr_sliding_state cr_sliding_read(const cr_limit *limit, int64_t state,
             s.elapsed = 0; /* the previous window weighs fully: only stricter */
         }
         const int64_t packed = state - s.base; /* < (rate + 1)^2 <= P */
-        s.prev = cr_count_quotient(limit, packed);
+        s.prev = packed < radix ? 0 : cr_count_quotient(limit, packed);
         s.curr = packed - s.prev * radix;
     } else if (state >= s.base - window) { /* the previous window: its count is prev */
         const int64_t packed = state - (s.base - window);
@@ -308,8 +308,10 @@ CR_HOT int64_t cr_sliding_decide(const cr_limit *limit, int64_t state, int64_t n
     } else {
         *allowed = cr_sliding_fits(window, rate, s.prev, s.curr, s.elapsed, cost);
         if (*allowed) {
+            /* curr is the low digit: within the key's own window, add to it */
+            const bool same_window = state >= s.base && state - s.base < window;
             s.curr += cost;
-            new_state = cr_sliding_pack(limit, &s);
+            new_state = same_window ? state + cost : cr_sliding_pack(limit, &s);
         }
     }
     if (!out)

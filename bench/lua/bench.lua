@@ -92,6 +92,40 @@ local scenarios = {
     expect = "allow", verify = function() return every_call_admitted(plain_keyed, true) end },
 }
 
+-- The catalogue's allow paths (each admits every call: windows of 10^7 s with
+-- rates under their ceilings), and check_all of 2 and 3 limits against as
+-- many separate check() calls.
+local catalogue = {
+  gcra = cellrate.limiter(ALLOW_RATE, { burst = ALLOW_BURST, algorithm = "gcra" }),
+  token_bucket = cellrate.limiter(ALLOW_RATE, { burst = ALLOW_BURST, algorithm = "token_bucket" }),
+  fixed_window = cellrate.limiter(1e15, { period = 1e7, algorithm = "fixed_window" }),
+  sliding_window = cellrate.limiter(9e7, { period = 1e7, algorithm = "sliding_window" }),
+}
+for _, name in ipairs({ "gcra", "token_bucket", "fixed_window", "sliding_window" }) do
+  local target = catalogue[name]
+  scenarios[#scenarios + 1] = { id = "catalogue." .. name .. ".allow", loop = loops.method_allow,
+    target = target, ops = SINGLE_OPS, expect = "allow",
+    verify = function() return every_call_admitted(target, false) end }
+end
+local check_all = cellrate.check_all
+for _, count in ipairs({ 2, 3 }) do
+  local items, separate = {}, {}
+  for i = 1, count do
+    items[i] = cellrate.limiter(ALLOW_RATE, { burst = ALLOW_BURST })
+    separate[i] = cellrate.limiter(ALLOW_RATE, { burst = ALLOW_BURST })
+  end
+  local function one_call() return (check_all(items)) end
+  local function separate_calls()
+    local all = true
+    for i = 1, count do all = separate[i]:check() and all end
+    return all
+  end
+  scenarios[#scenarios + 1] = { id = "check_all." .. count, loop = loops.call, target = one_call,
+    ops = SINGLE_OPS, expect = "allow" }
+  scenarios[#scenarios + 1] = { id = "separate." .. count, loop = loops.call,
+    target = separate_calls, ops = SINGLE_OPS, expect = "allow" }
+end
+
 for _, s in ipairs(scenarios) do
   s.runs, s.met = {}, true
   if s.verify and not s.verify() then s.met = false end

@@ -6,7 +6,7 @@ untimed warm-up run; the value is the median. The scenarios of one group run
 round-robin (one run of each per round) so that a slow phase of the machine
 falls on all of them alike.
 
-    python bench_py.py --part floors|cellrate|peers [--label NAME] [--reps N]
+    python bench_py.py --part floors|cellrate|catalogue|peers [--label NAME] [--reps N]
 
 `--part cellrate` imports whichever `cellrate` comes first on sys.path, so
 run.sh runs it once with the regular build and once (PYTHONPATH, --label
@@ -237,6 +237,56 @@ def part_cellrate(reps: int, keys: List[str], pool: List[List[str]], label: str)
     run_group(scenarios, reps, pool)
 
 
+def part_catalogue(reps: int, keys: List[str], pool: List[List[str]]) -> None:
+    """Each algorithm's allow path (every call admitted: windows of 10**7 s with
+    rates under their ceilings), and check_all of 2 and 3 limits against as
+    many separate check() calls."""
+    import cellrate
+
+    scenarios: List[Scenario] = []
+    limits = {
+        "gcra": lambda: cellrate.Limiter(ALLOW_RATE, burst=ALLOW_BURST, algorithm="gcra"),
+        "token_bucket": lambda: cellrate.Limiter(ALLOW_RATE, burst=ALLOW_BURST, algorithm="token_bucket"),
+        "fixed_window": lambda: cellrate.Limiter(10**15, 10**7, algorithm="fixed_window"),
+        "sliding_window": lambda: cellrate.Limiter(9 * 10**7, 10**7, algorithm="sliding_window"),
+    }
+    keyed_limits = {
+        "gcra": lambda: cellrate.KeyedLimiter(1, 3600, burst=KEYED_BURST, capacity=len(keys)),
+        "token_bucket": lambda: cellrate.KeyedLimiter(1, 3600, burst=KEYED_BURST, capacity=len(keys),
+                                                      algorithm="token_bucket"),
+        "fixed_window": lambda: cellrate.KeyedLimiter(10**15, 10**7, capacity=len(keys),
+                                                      algorithm="fixed_window"),
+        "sliding_window": lambda: cellrate.KeyedLimiter(9 * 10**7, 10**7, capacity=len(keys),
+                                                        algorithm="sliding_window"),
+    }
+    for name, make in limits.items():
+        lim = make()
+        scenarios.append(Scenario(f"py.catalogue.{name}.limiter.allow.1t", loop_call, lim.allow, 1,
+                                  False, "allow", all_admitted(lim.allow, truthy)))
+        keyed = keyed_limits[name]()
+        for k in keys:
+            keyed.allow(k)
+        scenarios.append(Scenario(f"py.catalogue.{name}.keyed.allow.1t", loop_call_key, keyed.allow,
+                                  1, True, "allow", all_admitted_keyed(keyed.allow, truthy, pool[0])))
+    for count in (2, 3):
+        items = [cellrate.Limiter(ALLOW_RATE, burst=ALLOW_BURST) for _ in range(count)]
+        separate = [cellrate.Limiter(ALLOW_RATE, burst=ALLOW_BURST) for _ in range(count)]
+        one_call = functools.partial(cellrate.check_all, items)
+        checks = [lim.check for lim in separate]
+
+        def separate_calls(checks=checks):
+            allowed = True
+            for check in checks:
+                allowed = check().allowed and allowed
+            return allowed
+
+        scenarios.append(Scenario(f"py.check_all.{count}.1t", loop_call, one_call, 1, False, "allow",
+                                  all_admitted(one_call, lambda d: d.allowed)))
+        scenarios.append(Scenario(f"py.separate.{count}.1t", loop_call, separate_calls, 1, False,
+                                  "allow", all_admitted(separate_calls, truthy)))
+    run_group(scenarios, reps, pool)
+
+
 def peer_factories(keys: List[str]):
     """(name, make_single, make_keyed, admitted, make_check) for each peer.
 
@@ -325,6 +375,7 @@ def peer_factories(keys: List[str]):
         lim = token_bucket.Limiter(ALLOW_RATE, ALLOW_BURST, token_bucket.MemoryStorage())
         return lim.consume
 
+    fw = limits_maker(limits.strategies.FixedWindowRateLimiter)
     mw = limits_maker(limits.strategies.MovingWindowRateLimiter)
     swc = limits_maker(limits.strategies.SlidingWindowCounterRateLimiter)
     gcra = throttled_maker("gcra")
@@ -334,6 +385,7 @@ def peer_factories(keys: List[str]):
         return not result.limited
 
     return [
+        ("limits_fixed_window", fw[0], fw[1], truthy, fw[2], truthy),
         ("limits_moving_window", mw[0], mw[1], truthy, mw[2], truthy),
         ("limits_sliding_window_counter", swc[0], swc[1], truthy, swc[2], truthy),
         ("throttled_gcra", gcra[0], gcra[1], not_limited, gcra[2], not_limited),
@@ -366,7 +418,7 @@ def part_peers(reps: int, keys: List[str], pool: List[List[str]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("floors", "cellrate", "peers"), required=True)
+    parser.add_argument("--part", choices=("floors", "cellrate", "catalogue", "peers"), required=True)
     parser.add_argument("--label", default="default")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--keys", type=int, default=KEYS)
@@ -382,6 +434,8 @@ def main() -> None:
         part_floors(args.reps, keys, pool)
     elif args.part == "cellrate":
         part_cellrate(args.reps, keys, pool, args.label)
+    elif args.part == "catalogue":
+        part_catalogue(args.reps, keys, pool)
     else:
         part_peers(args.reps, keys, pool)
     sys.stdout.flush()

@@ -10,8 +10,13 @@ bytes) separately. check() and peek() return a Decision with allowed,
 remaining, retry_after, reset_after (seconds) and limit. Bad arguments raise
 InvalidArgument (a ValueError) or InvalidArgumentType (a TypeError), both
 CellrateError, whose `param` names the parameter at fault.
+
+Scripts wait for capacity with lim.wait() (threads) or await lim.acquire()
+(asyncio), or put @cellrate.limit(...) on a function; a call that is refused
+raises RateLimited (.retry_after, .decision).
 """
 
+from cellrate import _cellrate, _wait
 from cellrate._cellrate import (
     CellrateError,
     Decision,
@@ -22,6 +27,16 @@ from cellrate._cellrate import (
     __version__,
     check_all,
 )
+from cellrate._decorator import limit
+from cellrate._wait import RateLimited
+
+# wait() and acquire() are Python; they become methods of the compiled types
+# themselves (docs/design.md §9)
+for _type, _name, _function in _wait.METHODS:
+    _function.__name__ = _name
+    _function.__qualname__ = f"{_type.__name__}.{_name}"
+    _cellrate._attach_method(_type, _function)
+del _type, _name, _function
 
 __all__ = [
     "CellrateError",
@@ -30,6 +45,8 @@ __all__ = [
     "InvalidArgumentType",
     "KeyedLimiter",
     "Limiter",
+    "RateLimited",
     "__version__",
     "check_all",
+    "limit",
 ]

@@ -231,8 +231,8 @@ static void test_check_all(void)
     CHECK(cr_check_all(items, 3, EPOCH + SECOND, 4, &d, &index) == CR_OK && !d.allowed, "cost 4");
     CHECK_EQ_I64(d.retry_after_ns, CR_NEVER, "b and c cannot ever fit 4");
 
-    /* the same limiter twice: the peek admits each, the commit of the second
-     * refuses, and the first is given back */
+    /* the same limiter twice: the peek admits the first, the last commits,
+     * the first's commit refuses, and the last's unit is given back */
     cr_limit one = must("fixed_window", 1, 1);
     for (int k = 0; k < 3; k++) {
         cr_limit l = k == 0 ? one : k == 1 ? must(NULL, 1, 1) : must("sliding_window", 1, 1);
@@ -241,8 +241,8 @@ static void test_check_all(void)
         cr_item pair[2] = {{.limiter = twice}, {.limiter = twice}};
         CHECK(cr_check_all(pair, 2, EPOCH, 1, &d, &index) == CR_OK && !d.allowed,
               "%s listed twice with room for one", cr_algorithm_name(l.algorithm));
-        CHECK_EQ_I64((int64_t)index, 1, "the second commit refused");
-        CHECK_EQ_I64(remaining_of(&pair[0], EPOCH), 1, "%s: the first commit was given back",
+        CHECK_EQ_I64((int64_t)index, 0, "the first item's commit refused");
+        CHECK_EQ_I64(remaining_of(&pair[0], EPOCH), 1, "%s: the last item's commit was given back",
                      cr_algorithm_name(l.algorithm));
         cr_limiter_free(twice);
     }

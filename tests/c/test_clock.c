@@ -131,8 +131,27 @@ static void test_limit_on_the_fast_clock(void)
     CHECK_EQ_I64(cr_limit_init(&limit, &bad), CR_E_CLOCK, "length-delimited name");
 }
 
+/* cr_sleep_ns sleeps at least the time asked, and no sleep for <= 0. */
+static void test_sleep(void)
+{
+    const int64_t asked[] = {1000000, 3000000, 20000000};
+    for (size_t i = 0; i < sizeof asked / sizeof asked[0]; i++) {
+        const int64_t start = cr_clock_ns();
+        cr_sleep_ns(asked[i]);
+        const int64_t slept = cr_clock_ns() - start;
+        CHECK(slept >= asked[i] && slept < asked[i] + 1000000000,
+              "asked %" PRId64 " ns, slept %" PRId64 " ns", asked[i], slept);
+    }
+    const int64_t start = cr_clock_ns();
+    cr_sleep_ns(0);
+    cr_sleep_ns(-5);
+    cr_sleep_ns(INT64_MIN);
+    CHECK(cr_clock_ns() - start < 100000000, "no sleep for a duration <= 0");
+}
+
 int main(void)
 {
+    test_sleep();
     test_follows_monotonic();
     test_monotonic_across_threads();
     test_limit_on_the_fast_clock();

@@ -474,15 +474,48 @@ static int run_seconds(const char *dir)
     return count;
 }
 
+/* ------------------------------------------------------------------------ */
+/* status.txt: the model's status table, row for row the core's              */
+
+static int run_status(const char *dir)
+{
+    FILE *file = open_vectors(dir, "status.txt");
+    char line[1024];
+    int lineno = 0, count = 0;
+    while (fgets(line, sizeof line, file)) {
+        lineno++;
+        if (!meaningful(line))
+            continue;
+        int number, message_at = 0;
+        char name[64], param[64];
+        if (sscanf(line, "status %d %63s %63s |%n", &number, name, param, &message_at) != 3 ||
+            message_at == 0)
+            bad_line("status.txt", lineno, line);
+        const cr_status status = (cr_status)number;
+        CHECK_EQ_I64(number, count, "numbers are dense and in order, status.txt:%d", lineno);
+        CHECK_EQ_STR(cr_status_name(status), name, "status %d, status.txt:%d", number, lineno);
+        CHECK_EQ_STR(cr_status_param(status), strcmp(param, "-") == 0 ? "" : param,
+                     "status %s, status.txt:%d", name, lineno);
+        CHECK_EQ_STR(cr_strerror(status), line + message_at, "status %s, status.txt:%d", name,
+                     lineno);
+        count++;
+    }
+    fclose(file);
+    return count;
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "tests/vectors";
     int ops = run_decisions(dir);
     int limits = run_limits(dir);
     int seconds = run_seconds(dir);
+    int statuses = run_status(dir);
     CHECK(ops > 5000, "decisions.txt holds %d ops", ops);
     CHECK(limits > 300, "limits.txt holds %d lines", limits);
     CHECK(seconds > 50, "seconds.txt holds %d lines", seconds);
-    printf("vectors: %d decision ops x 3 entry points, %d limits, %d seconds\n", ops, limits, seconds);
+    CHECK_EQ_I64(statuses, CR_STATUS_COUNT, "status.txt holds one row per status");
+    printf("vectors: %d decision ops x 3 entry points, %d limits, %d seconds, %d statuses\n", ops,
+           limits, seconds, statuses);
     return check_summary("test_vectors");
 }

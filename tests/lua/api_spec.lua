@@ -449,8 +449,8 @@ end)
 describe("clock option", function()
    it("reads the fast clock when asked, and decides on it as on the other", function()
       for _, make in ipairs({
-         function(opts) return cellrate.limiter(1000, opts), function(o, ...) return o:check(...) end end,
-         function(opts) return cellrate.keyed(1000, opts), function(o, ...) return o:check("k", ...) end end,
+         function(opts) return cellrate.limiter(10, opts), function(o, ...) return o:check(...) end end,
+         function(opts) return cellrate.keyed(10, opts), function(o, ...) return o:check("k", ...) end end,
       }) do
          local default = make({ burst = 5 })
          assert.are.equal("monotonic", default:info().clock)
@@ -462,10 +462,12 @@ describe("clock option", function()
          for _ = 1, 20 do
             if check(lim) then admitted = admitted + 1 end
          end
+         -- One unit per 100 ms: a busy machine cannot pause long enough to
+         -- refill more than a unit or two between these calls.
          assert.is_true(admitted >= 5 and admitted <= 7, tostring(admitted))
          local allowed, _, retry_after = check(lim)
          assert.is_false(allowed)
-         assert.is_true(retry_after > 0 and retry_after <= 0.001)
+         assert.is_true(retry_after > 0 and retry_after <= 0.1)
       end
    end)
 

@@ -169,6 +169,21 @@ describe("check_all", function()
       assert.equal(1, available(twice, nil, EPOCH))
    end)
 
+   it("names the item whose decision it returns", function()
+      local wide = cellrate.limiter(10, { burst = 5 })
+      local narrow = cellrate.keyed(10, { burst = 2, capacity = 8 })
+      local items = { wide, { narrow, "k" } }
+      -- Admissions: the fewest remaining (wide 4, narrow 1; then 3 and 0).
+      assert.same({ true, 1, 0, 0.1, 2 }, { cellrate.check_all(items, 1, 0) })
+      assert.same({ true, 0, 0, 0.2, 2 }, { cellrate.check_all(items, 1, 0) })
+      -- A refusal: the limit that refused.
+      local allowed, _, _, _, index = cellrate.check_all(items, 1, 0)
+      assert.is_false(allowed)
+      assert.equal(2, index)
+      local single = cellrate.limiter(10, { burst = 1 })
+      assert.equal(1, select(5, cellrate.check_all({ single, { narrow, "z" } }, 1, 0)))
+   end)
+
    it("refuses bad items", function()
       local lim = cellrate.limiter(10)
       local keyed = cellrate.keyed(10, { capacity = 8 })

@@ -308,3 +308,28 @@ describe("any argument", function()
       assert.is_true(#keyed >= 0)
    end)
 end)
+
+describe("the error convention", function()
+   it("puts the caller's position before the core's words", function()
+      local lim = cellrate.limiter(10)
+      local keyed = cellrate.keyed(10, { capacity = 8 })
+      local calls = {
+         function() local r = lim:allow(-1); return r end,
+         function() local r = keyed:check(42); return r end,
+         function() local r = cellrate.limiter("10/fortnight"); return r end,
+         function() local r = cellrate.keyed(10, { brust = 1 }); return r end,
+      }
+      for _, call in ipairs(calls) do
+         local ok, err = pcall(call)
+         assert.is_false(ok)
+         assert.is_truthy(err:find("^[^\n]*errors_spec%.lua:%d+: %S"), err)
+      end
+   end)
+
+   it("raises for argument mistakes only: constructors return values otherwise", function()
+      local lim, err, code = cellrate.limiter(10)
+      assert.is_not_nil(lim)
+      assert.is_nil(err)
+      assert.is_nil(code)
+   end)
+end)

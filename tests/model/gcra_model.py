@@ -104,6 +104,8 @@ STATUSES: list[tuple[int, str, str, str]] = [
      "process holds it)"),
     (43, "E_SHARED_MODE_ALONE", "shared_mode",
      "shared_mode is the mode of a region file: give it only with shared"),
+    (44, "E_TIMEOUT", "timeout",
+     "timeout must be a number of seconds >= 0, or absent to wait as long as it takes"),
 ]
 
 

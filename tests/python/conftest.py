@@ -6,6 +6,7 @@ in-place build put first on the path with PYTHONPATH=python.
 
 import os
 import pathlib
+import sys
 
 import pytest
 
@@ -29,8 +30,22 @@ def rss_bytes() -> int:
     return resident_pages * os.sysconf("SC_PAGE_SIZE")
 
 
+def gil_enabled() -> bool:
+    """Whether the GIL is on (always, before free-threaded CPython 3.13)."""
+    is_enabled = getattr(sys, "_is_gil_enabled", None)
+    return True if is_enabled is None else is_enabled()
+
+
 def pytest_report_header(config):
-    return f"cellrate {cellrate.__version__} from {pathlib.Path(cellrate.__file__).parent}"
+    return (f"cellrate {cellrate.__version__} from {pathlib.Path(cellrate.__file__).parent}"
+            f", GIL {'on' if gil_enabled() else 'off'}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """`make test-ft` (CELLRATE_REQUIRE_NO_GIL=1): the GIL stayed off throughout."""
+    if os.environ.get("CELLRATE_REQUIRE_NO_GIL") == "1" and gil_enabled():
+        print("\nFAILED: the GIL was on by the end of the free-threaded run", file=sys.stderr)
+        session.exitstatus = 1
 
 
 @pytest.fixture(params=["Limiter", "KeyedLimiter"])

@@ -366,7 +366,7 @@ def test_check_all_tightest_and_spends_nothing():
     assert cellrate.check_all((route, (per_ip, "other")), now=t).allowed  # any sequence
     twice = cellrate.Limiter(1, 1)
     assert not cellrate.check_all([twice, twice], now=t).allowed
-    assert remaining(twice, t) == 1  # the first commit was given back
+    assert remaining(twice, t) == 1  # the unit committed first was given back
 
 
 def test_check_all_bad_input():

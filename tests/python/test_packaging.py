@@ -98,7 +98,7 @@ def test_the_rockspec_builds_through_the_makefile_as_luarocks_would(tmp_path):
     kind, build_target, install_target = build[0].split()
     assert kind == "make"
     luarocks = {"CFLAGS": "-O2 -fPIC", "LUA_INCDIR": "/usr/include/lua5.4",
-                "LIBDIR": str(tmp_path / "lib")}
+                "LIBDIR": str(tmp_path / "lib"), "LUADIR": str(tmp_path / "share")}
 
     def variables(tag):
         out = []
@@ -115,8 +115,15 @@ def test_the_rockspec_builds_through_the_makefile_as_luarocks_would(tmp_path):
                        capture_output=True)
     module = tmp_path / "lib" / "cellrate.so"
     assert exported(module) == {"luaopen_cellrate"}
+    # The pure-Lua modules go to LUADIR: cellrate.nginx (docs/design.md §12).
+    assert (tmp_path / "share" / "cellrate" / "nginx.lua").read_bytes() == \
+        (REPO / "lua" / "cellrate" / "nginx.lua").read_bytes()
     assert lua_eval('print(require("cellrate")._VERSION)', str(module.parent)).strip() == \
         header_version()
+    # cellrate.redis and the one copy of its script, found on package.path
+    script = lua_eval(f'package.path = "{tmp_path / "share"}/?.lua;" .. package.path; '
+                      'io.write(require("cellrate.redis").script)', str(module.parent))
+    assert script == (REPO / "python" / "cellrate" / "redis_decide.lua").read_text()
     # The flags of core/flags.mk were applied: the x86-64 build inlines the
     # 16-byte compare-and-swap instead of calling libatomic for it.
     if subprocess.run(["uname", "-m"], capture_output=True, text=True).stdout.strip() == "x86_64":

@@ -6,6 +6,7 @@ stub and the runtime must agree.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pathlib
 import tempfile
@@ -19,6 +20,7 @@ from cellrate import (
     InvalidArgumentType,
     KeyedLimiter,
     Limiter,
+    RateLimited,
 )
 
 
@@ -123,6 +125,47 @@ def use_catalogue() -> None:
     assert decision.allowed
 
 
+def use_waiting() -> float:
+    limiter = Limiter(1000, burst=10)
+    limiter.wait()
+    limiter.wait(2, timeout=1.0)
+    keyed = KeyedLimiter(1000, burst=10)
+    keyed.wait("user", timeout=None)
+    keyed.wait(b"user", 1)
+    delay: float | None = limiter.reserve(1, max_wait=0.5)
+    limiter.refund(1)
+    keyed.refund("user")
+
+    async def waiting() -> None:
+        await limiter.acquire()
+        await keyed.acquire("user", 1, timeout=1.0)
+
+    asyncio.run(waiting())
+    try:
+        limiter.wait(11)
+    except RateLimited as error:
+        decision: Decision = error.decision
+        return error.retry_after + (delay or 0.0) + decision.retry_after
+    raise AssertionError("a cost above the burst must raise")
+
+
+@cellrate.limit("100/second", burst=10)
+def limited(x: int) -> int:
+    return x
+
+
+@cellrate.limit(100, key=lambda user, n: user, cost=lambda user, n: n, block=False)
+async def limited_async(user: str, n: int) -> str:
+    return user * n
+
+
+def use_decorators() -> None:
+    value: int = limited(2)
+    text: str = asyncio.run(limited_async("a", 2))
+    shared = cellrate.limit(limiter=Limiter(10), timeout=0.5)(len)
+    assert value == 2 and text == "aa" and shared("abc") == 3
+
+
 def main() -> None:
     version: str = cellrate.__version__
     assert version.count(".") == 2
@@ -130,6 +173,8 @@ def main() -> None:
     use_keyed()
     use_decision()
     assert use_errors() == ["rate", "burst", "capacity", "cost"]
+    assert use_waiting() == float("inf")
+    use_decorators()
     assert sorted(cellrate.__all__) == sorted(
         [
             "CellrateError",
@@ -138,8 +183,10 @@ def main() -> None:
             "InvalidArgumentType",
             "KeyedLimiter",
             "Limiter",
+            "RateLimited",
             "__version__",
             "check_all",
+            "limit",
         ]
     )
     use_catalogue()

@@ -1,0 +1,42 @@
+"""A stand-in for someone else's API, on 127.0.0.1, so the examples run offline.
+
+It answers GET with 200 and a small JSON body while the caller keeps to
+5 calls per second (with a little slack for network jitter), and with 429
+when the caller goes faster.
+"""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import cellrate
+
+POLICY = cellrate.Limiter("5/second", burst=2)
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        status = 200 if POLICY.allow() else 429
+        body = json.dumps({"path": self.path, "status": status}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format, *args):  # quiet
+        pass
+
+
+def start():
+    """Starts the stand-in on a free port; returns (base URL, stop function)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    def stop():
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+    return f"http://127.0.0.1:{server.server_address[1]}", stop

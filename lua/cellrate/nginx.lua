@@ -1,0 +1,189 @@
+--[[
+cellrate in nginx's access phase (OpenResty, or nginx with its lua module):
+
+    access_by_lua_block {
+        require("cellrate.nginx").limit(per_ip, { key = ngx.var.binary_remote_addr })
+    }
+
+decides, sets the RateLimit header fields (the core's formatter, the same bytes
+as the Python face's Decision.headers()) and Retry-After, and answers a refusal
+with 429. The limits come from `cellrate` (a shared region makes one limit for
+every worker). docs/design.md §12.
+]]
+local cellrate = require "cellrate"
+
+local ngx = ngx
+local ngx_var = ngx.var
+local ngx_header = ngx.header
+local ngx_exit = ngx.exit
+local ngx_log = ngx.log
+local ngx_print = ngx.print
+local ngx_sleep = ngx.sleep
+local ngx_WARN = ngx.WARN
+local error, getmetatable, ipairs, pairs, setmetatable, tostring, type =
+    error, getmetatable, ipairs, pairs, setmetatable, tostring, type
+local check_all = cellrate.check_all
+local format_headers = cellrate.headers
+
+local _M = { _VERSION = cellrate._VERSION }
+
+-- The two types' metatables, to tell a limiter from a keyed one per request
+-- without a call into C.
+local LIMITER_MT = getmetatable(cellrate.limiter(1))
+local KEYED_MT = getmetatable(cellrate.keyed(1, { capacity = 1 }))
+
+local NO_OPTIONS = {}
+
+-- The request's key: opts.key as given (a string), what the function opts.key
+-- returns, or the client's address.
+local function request_key(opts)
+    local key = opts.key
+    if key == nil then
+        return ngx_var.binary_remote_addr
+    end
+    if type(key) == "function" then
+        return key()
+    end
+    return key
+end
+
+-- Several limits: the items of cellrate.check_all, made once per list and
+-- reused (a keyed limit's pair gets this request's key just before the call:
+-- nothing yields in between, so requests cannot mix their keys).
+local prepared = setmetatable({}, { __mode = "k" })
+
+local function items_of(limits)
+    local items = prepared[limits]
+    if items == nil then
+        items = {}
+        for i, limit in ipairs(limits) do
+            items[i] = getmetatable(limit) == KEYED_MT and { limit, false } or limit
+        end
+        prepared[limits] = items
+    end
+    return items
+end
+
+-- One decision: allowed, remaining, retry_after, reset_after, and the limit
+-- the fields describe (for several limits: the one check_all says decided).
+local function decide(limits, opts, cost)
+    local mt = getmetatable(limits)
+    if mt == KEYED_MT then
+        local allowed, remaining, retry_after, reset_after =
+            limits:check(request_key(opts), cost)
+        return allowed, remaining, retry_after, reset_after, limits
+    elseif mt == LIMITER_MT then
+        local allowed, remaining, retry_after, reset_after = limits:check(cost)
+        return allowed, remaining, retry_after, reset_after, limits
+    elseif type(limits) == "table" then
+        local items = items_of(limits)
+        local key
+        for _, item in ipairs(items) do
+            if type(item) == "table" then
+                key = key or request_key(opts)
+                item[2] = key
+            end
+        end
+        local allowed, remaining, retry_after, reset_after, index =
+            check_all(items, cost)
+        return allowed, remaining, retry_after, reset_after, limits[index]
+    end
+    error("limits must be a cellrate limiter, a keyed limiter or a list of them, got "
+          .. type(limits), 3)
+end
+
+-- With opts.wait: the units reserved at their instant (within opts.wait s),
+-- the request held on ngx.sleep (the worker serves others meanwhile) and
+-- admitted; nil when they cannot be reserved in time.
+local function wait_for(limits, opts, cost, max_wait)
+    local mt = getmetatable(limits)
+    local delay, key
+    if mt == KEYED_MT then
+        key = request_key(opts)
+        delay = limits:reserve(key, cost, max_wait)
+    elseif mt == LIMITER_MT then
+        delay = limits:reserve(cost, max_wait)
+    else
+        error("wait: limits must be one cellrate limiter or keyed limiter", 3)
+    end
+    if delay == nil then
+        return nil
+    end
+    if delay > 0 then
+        ngx_sleep(delay)
+    end
+    -- The fields as they stand once the wait is over: a probe commits nothing.
+    local _, remaining, _, reset_after
+    if key ~= nil then
+        _, remaining, _, reset_after = limits:peek(key, 0)
+    else
+        _, remaining, _, reset_after = limits:peek(0)
+    end
+    return true, remaining, 0, reset_after, limits
+end
+
+--[[
+limit(limits, opts): decides for this request and answers a refusal.
+
+limits: a cellrate.limiter, a cellrate.keyed, or a list of them decided as
+  one (cellrate.check_all: admitted only if every limit admits, a refusal
+  spends nothing; each keyed limit takes the request's key; the fields are
+  those of the limit that decided).
+opts (optional; a table made once and reused is cheapest):
+  key      the key of a keyed limiter: a string, or a function returning one;
+           default ngx.var.binary_remote_addr
+  cost     units this request spends (default 1)
+  status   status of a refusal (default 429)
+  body     body of a refusal (default: nginx's own page for the status, which
+           error_page can replace); content_type (default "text/plain")
+  name     the policy name in the header fields (default "default")
+  legacy   also X-RateLimit-Limit, -Remaining, -Reset
+  headers  false: set no header field on an admission (a refusal always has them)
+  dry_run  refuse nothing: log what would be refused, set the fields
+  wait     seconds a request may be held (ngx.sleep, never blocking the
+           worker) for units reserved at their instant; beyond that, refused
+           (one limit, not a list)
+
+Returns allowed, remaining, retry_after, reset_after when the request goes
+on (allowed is false only in a dry run); a refusal ends the request.
+]]
+function _M.limit(limits, opts)
+    opts = opts or NO_OPTIONS
+    local cost = opts.cost or 1
+    local allowed, remaining, retry_after, reset_after, decider
+    local max_wait = opts.wait
+    if max_wait ~= nil then
+        allowed, remaining, retry_after, reset_after, decider =
+            wait_for(limits, opts, cost, max_wait)
+    end
+    if allowed == nil then
+        allowed, remaining, retry_after, reset_after, decider = decide(limits, opts, cost)
+    end
+    if allowed and opts.headers == false then
+        return allowed, remaining, retry_after, reset_after
+    end
+    local fields = format_headers(decider, allowed, remaining, retry_after, reset_after,
+                                  opts.name, opts.legacy)
+    for name, value in pairs(fields) do
+        ngx_header[name] = value
+    end
+    if allowed then
+        return allowed, remaining, retry_after, reset_after
+    end
+    if opts.dry_run then
+        ngx_log(ngx_WARN, "cellrate dry run: would refuse ", tostring(decider),
+                ", retry after ", retry_after, " s")
+        return allowed, remaining, retry_after, reset_after
+    end
+    local status = opts.status or 429
+    local body = opts.body
+    if body ~= nil then
+        ngx.status = status
+        ngx_header["Content-Type"] = opts.content_type or "text/plain"
+        ngx_header["Content-Length"] = #body
+        ngx_print(body)
+    end
+    return ngx_exit(status)
+end
+
+return _M

@@ -1,0 +1,159 @@
+"""@cellrate.limit: a limit on a function, a method or an async function."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Literal, Optional, TypeVar, Union
+
+from cellrate import _cellrate
+from cellrate._cellrate import KeyedLimiter, Limiter
+from cellrate._wait import RateLimited, acquire, check_timeout, wait
+
+F = TypeVar("F", bound=Callable[..., Any])
+Key = Union[str, bytes]
+Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window"]
+
+
+class CheckOnly:
+    """Reservation methods over a store that only has check/peek (no reserve):
+    it reserves only "now", so its waiters retry on `retry_after` instead of
+    queueing (docs/design.md §9)."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def reserve(self, *args: Any, max_wait: Optional[float] = None) -> Any:
+        import inspect
+
+        decision = self.store.check(*args)
+        if inspect.isawaitable(decision):
+            return self._reserve_async(decision)
+        return 0.0 if decision.allowed else None
+
+    @staticmethod
+    async def _reserve_async(pending: Any) -> Optional[float]:
+        decision = await pending
+        return 0.0 if decision.allowed else None
+
+    def refund(self, *args: Any) -> None:  # never called: nothing is reserved ahead
+        raise AssertionError("CheckOnly reserves nothing ahead")
+
+    def peek(self, *args: Any) -> Any:
+        return self.store.peek(*args)
+
+
+def limit(
+    rate: Union[float, str, None] = None,
+    period: Optional[float] = None,
+    *,
+    burst: Optional[int] = None,
+    algorithm: Algorithm = "gcra",
+    key: Optional[Callable[..., Key]] = None,
+    cost: Union[int, Callable[..., int]] = 1,
+    block: bool = True,
+    timeout: Optional[float] = None,
+    limiter: Any = None,
+) -> Callable[[F], F]:
+    """Limits how often the decorated function runs.
+
+    Either `rate` (with `period`, `burst`, `algorithm`, as for Limiter) or
+    `limiter=`: any existing limiter or store (Limiter, KeyedLimiter, a
+    `shared=` one, RedisLimiter / AsyncRedisLimiter).
+
+    key:     a function of the call's arguments returning str or bytes: one limit
+             per key (a KeyedLimiter, or the keyed store given as `limiter=`).
+    cost:    units each call spends: an int, or a function of the call's arguments.
+    block:   True: wait (an async function awaits) until admitted, at most
+             `timeout` seconds; False: raise RateLimited at once when refused.
+
+    A call that is not admitted raises RateLimited (.retry_after, .decision).
+    The wrapper keeps the function's name, docstring, signature and
+    `__wrapped__`; an async function stays a coroutine function.
+    """
+    import inspect  # here: `import cellrate` stays light
+
+    timeout = check_timeout(timeout)
+    if not isinstance(block, bool):
+        raise _invalid_type("block", "block must be True or False")
+    if key is not None and not callable(key):
+        raise _invalid_type("key", "key must be a function of the call's arguments")
+    if isinstance(cost, bool) or not (isinstance(cost, int) or callable(cost)):
+        raise _invalid_type("cost", "cost must be an int or a function of the call's arguments")
+    if limiter is None:
+        if rate is None:
+            raise _invalid_type("rate", "limit() needs a rate or a limiter=")
+        store: Any = (Limiter if key is None else KeyedLimiter)(
+            rate, period, burst=burst, algorithm=algorithm)
+    elif rate is not None or period is not None or burst is not None or algorithm != "gcra":
+        raise _invalid_type("limiter", "give either rate (period, burst, algorithm) or limiter=")
+    elif isinstance(limiter, _cellrate.KeyedLimiter) and key is None:
+        raise _invalid_type("key", "a KeyedLimiter needs key=, a function of the call's arguments")
+    else:
+        store = limiter
+    waiter = store if hasattr(store, "reserve") else CheckOnly(store)
+    reserve, check = waiter.reserve, store.check
+    store_is_async = inspect.iscoroutinefunction(check)
+    fixed_cost, cost_of = (cost, None) if isinstance(cost, int) else (0, cost)
+
+    # Each wrapper spells its calls out (no `*prefix`, no keyword unless a
+    # timeout is set): an admitted call costs one compiled reserve (or check)
+    # and the wrapper's own frame.
+    def decorate(func: F) -> F:
+        if inspect.iscoroutinefunction(func):
+            @functools.wraps(func)
+            async def limited_async(*args: Any, **kwargs: Any) -> Any:
+                units = fixed_cost if cost_of is None else cost_of(*args, **kwargs)
+                prefix = () if key is None else (key(*args, **kwargs),)
+                if block:
+                    delay = reserve(*prefix, units, max_wait=timeout)
+                    if delay != 0.0:
+                        await acquire(waiter, prefix, units, timeout, delay)
+                else:
+                    decision = check(*prefix, units)
+                    if store_is_async:
+                        decision = await decision
+                    if not decision.allowed:
+                        raise RateLimited(decision)
+                return await func(*args, **kwargs)
+
+            return limited_async  # type: ignore[return-value]
+
+        if store_is_async:
+            raise _invalid_type("limiter", "an asyncio store limits async functions only")
+
+        @functools.wraps(func)
+        def limited(*args: Any, **kwargs: Any) -> Any:
+            units = fixed_cost if cost_of is None else cost_of(*args, **kwargs)
+            if key is None:
+                if block:
+                    delay = reserve(units) if timeout is None else reserve(units, max_wait=timeout)
+                    if delay != 0.0:
+                        wait(waiter, (), units, timeout, delay)
+                else:
+                    decision = check(units)
+                    if not decision.allowed:
+                        raise RateLimited(decision)
+            else:
+                name = key(*args, **kwargs)
+                if block:
+                    delay = (reserve(name, units) if timeout is None
+                             else reserve(name, units, max_wait=timeout))
+                    if delay != 0.0:
+                        wait(waiter, (name,), units, timeout, delay)
+                else:
+                    decision = check(name, units)
+                    if not decision.allowed:
+                        raise RateLimited(decision)
+            return func(*args, **kwargs)
+
+        return limited  # type: ignore[return-value]
+
+    return decorate
+
+
+def _invalid_type(param: str, message: str) -> _cellrate.CellrateError:
+    error = _cellrate.InvalidArgumentType(message)
+    error.param = param
+    return error

@@ -1,0 +1,188 @@
+"""An nginx for the tests and the benchmark: Debian's nginx with its lua
+module, started from a config template (tests/nginx/nginx.conf.in by default)
+in a private prefix on a free loopback port, and always stopped (its whole
+process group) however the caller ends."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+TEMPLATE = REPO / "tests" / "nginx" / "nginx.conf.in"
+MODULES = pathlib.Path("/usr/lib/nginx/modules")
+# ndk first: the lua module needs it loaded.
+MODULE_FILES = ("ndk_http_module.so", "ngx_http_lua_module.so")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def nginx_binary() -> str:
+    found = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+    if found is None:
+        raise RuntimeError("nginx not found: run make deps (tests/install-deps.sh)")
+    return found
+
+
+class Nginx:
+    """One nginx master and its workers. Use as a context manager."""
+
+    def __init__(self, *, workers: int = 2, rate: str = "1/1000s", burst: int = 10,
+                 listen_options: str = "", precise_burst: int = 1,
+                 template: pathlib.Path = TEMPLATE):
+        self.workers = workers
+        self.port = free_port()
+        self.prefix = pathlib.Path(tempfile.mkdtemp(prefix="cellrate-nginx-"))
+        shm = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+        self.region = f"{shm}/cellrate-nginx-test-{uuid.uuid4().hex}"
+        fields = {
+            "LOAD_MODULES": "\n".join(f"load_module {MODULES / name};" for name in MODULE_FILES),
+            "WORKERS": str(workers),
+            "PREFIX": str(self.prefix),
+            "PORT": str(self.port),
+            "LISTEN_OPTIONS": listen_options,
+            "LUA_PATH": f"{REPO / 'lua'}/?.lua",
+            "LUA_CPATH": f"{REPO / 'build' / 'luajit'}/?.so",
+            "RATE": rate,
+            "BURST": str(burst),
+            "REGION": self.region,
+            "PRECISE_BURST": str(precise_burst),
+        }
+        text = template.read_text()
+        for name, value in fields.items():
+            text = text.replace(f"@{name}@", value)
+        left = re.findall(r"@[A-Z_]+@", text)
+        assert not left, f"template fields left unfilled: {left}"
+        self.conf = self.prefix / "nginx.conf"
+        self.conf.write_text(text)
+        self.process: subprocess.Popen | None = None
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def __enter__(self) -> "Nginx":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def command(self, *args: str) -> list[str]:
+        return [nginx_binary(), "-p", str(self.prefix), "-c", str(self.conf), *args]
+
+    def start(self) -> None:
+        check = subprocess.run(self.command("-t", "-q"), capture_output=True, text=True)
+        if check.returncode != 0:
+            raise RuntimeError(f"nginx -t failed:\n{check.stderr}")
+        # Its own session: stop() ends the master and every worker by group id.
+        self.process = subprocess.Popen(self.command(), start_new_session=True,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"nginx exited at start:\n{self.log()}")
+            if len(self.worker_pids()) == self.workers:
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.02)
+        raise RuntimeError(f"nginx did not start in 10 s:\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+        if self.process is not None and self.process.stderr is not None:
+            self.process.stderr.close()
+        # Workers of the group that outlived their master (none expected).
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for path in pathlib.Path(self.region).parent.glob(pathlib.Path(self.region).name + ".*"):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(self.prefix, ignore_errors=True)
+
+    def reload(self) -> None:
+        """nginx -s reload: a new generation of workers; returns once it serves."""
+        before = set(self.worker_pids())
+        result = subprocess.run(self.command("-s", "reload"), capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"nginx -s reload failed:\n{result.stderr}")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            now = set(self.worker_pids())
+            if len(now - before) == self.workers:
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"the reload brought no new workers in 10 s:\n{self.log()}")
+
+    def worker_pids(self) -> list[int]:
+        """The worker processes of this master (any generation)."""
+        if self.process is None:
+            return []
+        pids = []
+        for entry in pathlib.Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if parent == self.process.pid and cmdline.startswith(b"nginx: worker process"):
+                pids.append(int(entry.name))
+        return pids
+
+    def log(self) -> str:
+        path = self.prefix / "error.log"
+        return path.read_text(errors="replace") if path.exists() else "(no error.log)"
+
+    # -- requests -----------------------------------------------------------
+
+    def connection(self) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+
+    def get(self, path: str, connection: http.client.HTTPConnection | None = None):
+        """One GET: (status, headers as a dict, body)."""
+        own = connection is None
+        connection = connection or self.connection()
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            body = response.read()
+            return response.status, dict(response.getheaders()), body
+        finally:
+            if own:
+                connection.close()
+
+    def stats(self) -> dict[str, int]:
+        _, _, body = self.get("/stats")
+        return {name: int(value) for name, value in
+                (line.split() for line in body.decode().splitlines())}
