@@ -79,6 +79,6 @@ setup(
     ],
     package_dir={"": "python"},
     packages=["cellrate"],
-    package_data={"cellrate": ["py.typed", "*.pyi"]},
+    package_data={"cellrate": ["py.typed", "*.pyi", "redis_decide.lua"]},
     options={"build": {"build_base": BUILD_BASE}, "egg_info": {"egg_base": BUILD_BASE}},
 )

@@ -94,6 +94,10 @@ step "Python level: the algorithm catalogue and check_all"
 step "Python level: PyPI peers"
 "$VPY" "$BENCH/python/bench_py.py" --part peers --reps "$REPS" | tee "$RAW/py_peers.jsonl" >&2
 
+step "Redis store: a local redis-server; one client and 4 processes, sync and asyncio"
+"$VPY" "$BENCH/python/bench_redis.py" --reps "$REPS" --markdown "$BENCH/results/redis.md" |
+    tee "$RAW/redis.jsonl" >&2
+
 step "Python level: decorator overhead (cellrate.limit, ratelimit, aiolimiter, pyrate-limiter)"
 "$VPY" "$BENCH/python/bench_decorators.py" --reps "$REPS" | tee "$RAW/py_decorators.jsonl" >&2
 

@@ -13,7 +13,8 @@ set -eu
 need_apt=""
 for pkg in lua5.4 liblua5.4-dev lua-busted luajit2 libluajit2-5.1-dev \
     clang libclang-rt-14-dev libfuzzer-14-dev \
-    nginx libnginx-mod-http-lua lua-resty-core wrk; do
+    nginx libnginx-mod-http-lua lua-resty-core wrk \
+    redis-server redis-tools lua-redis lua-socket; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
         need_apt="$need_apt $pkg"
 done
@@ -38,7 +39,7 @@ luajit -e 'assert(require("ffi"))' ||
 
 PYTHON="${PYTHON:-python3}"
 need_pip=""
-for mod in pytest hypothesis mypy setuptools wheel; do
+for mod in pytest hypothesis mypy setuptools wheel redis; do
     "$PYTHON" -c "import $mod" 2>/dev/null || need_pip="$need_pip $mod"
 done
 # the web integrations' tests: frameworks, their test clients, real servers

@@ -40,7 +40,7 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send)
             return
         policy = self.policy
-        request = Request(policy, scope["method"], scope["path"], scope=scope)
+        request = Request(policy, scope["method"], scope["path"], scope)
         limits = policy.limits_for(request)
         if limits is None:
             await self.app(scope, receive, send)

@@ -105,10 +105,11 @@ def _networks(trusted: Iterable[str] | str) -> tuple[Network, ...]:
     if isinstance(trusted, str):
         trusted = [trusted]
     try:
-        return tuple(ipaddress.ip_network(item, strict=False) for item in trusted)
+        return tuple(ipaddress.ip_network(item, strict=False) for item in trusted if item != "unix")
     except (TypeError, ValueError) as error:
         raise ValueError(
-            f"trusted_proxies must be addresses or networks such as '10.0.0.0/8': {error}"
+            f"trusted_proxies must be addresses or networks such as '10.0.0.0/8', "
+            f"or 'unix': {error}"
         ) from None
 
 
@@ -121,6 +122,14 @@ def _hop_address(hop: str) -> str:
     if hop.count(":") == 1:  # IPv4 with a port; bare IPv6 has several colons
         return hop.split(":", 1)[0]
     return hop
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False
 
 
 def _forwarded_for(value: str) -> list[str]:
@@ -166,7 +175,8 @@ class Policy:
         e.g. "/dev/shm/myapp"), every such limit is one limit across all the
         processes that open it: `limit` at `shared`, a route's at
         `shared.<16 hex digits of its pattern>[.<index>]`.
-    trusted_proxies: addresses or networks of the proxies in front of the app;
+    trusted_proxies: addresses or networks of the proxies in front of the app
+        ("unix": the peer of a Unix-socket connection, which has no address);
         only a request whose peer is one of them has its `proxy_header` read,
         and the client is the rightmost hop that is not a trusted proxy.
     proxy_header: "X-Forwarded-For" (default) or "Forwarded"; only that one is
@@ -209,6 +219,13 @@ class Policy:
     ) -> None:
         if key is not None and not callable(key):
             raise TypeError("key must be a function of the request (or None: the client address)")
+        self.trusted = _networks(trusted_proxies)
+        # "unix": a peer without an address (a Unix socket) is the trusted proxy
+        self.trust_unix = "unix" in ([trusted_proxies] if isinstance(trusted_proxies, str)
+                                     else list(trusted_proxies))
+        self._warned_unknown = False
+        if key is None and not self.trusted and not self.trust_unix:
+            key = self._peer  # the default key, without the proxy logic it does not need
         self.key: KeyFunction = key or client_address
         if isinstance(cost, bool) or not (callable(cost) or isinstance(cost, int)):
             raise TypeError("cost must be an int or a function of the request")
@@ -249,7 +266,6 @@ class Policy:
                             "under WSGI give its synchronous twin (RedisLimiter)")
         self.check_all = _check_all_for(every) if len(every) > 1 else None
 
-        self.trusted = _networks(trusted_proxies)
         self.proxy_header = proxy_header
         if proxy_header.lower() not in ("x-forwarded-for", "forwarded"):
             raise ValueError("proxy_header must be 'X-Forwarded-For' or 'Forwarded'")
@@ -312,8 +328,8 @@ class Policy:
         then the rightmost hop of `proxy_header` that is not a trusted proxy
         (or the leftmost hop, when every hop is trusted)."""
         peer = request.peer()
-        if not self.trusted or not self._is_trusted(peer):
-            return peer
+        if not (self._is_trusted(peer) or (self.trust_unix and not _is_address(peer))):
+            return self._peer(request, peer)
         value = request.header(self.proxy_header)
         if not value:
             return peer
@@ -324,7 +340,20 @@ class Policy:
                 return hop
         return hops[0] if hops else peer
 
+    def _peer(self, request: Request, peer: str | None = None) -> str:
+        """The peer as the client's address (no trusted proxy in between)."""
+        if peer is None:
+            peer = request.peer()
+        if peer == "unknown" and not self._warned_unknown:
+            self._warned_unknown = True
+            logger.warning("requests arrive without a client address (a Unix socket?): they "
+                           "share one key; behind a proxy on a Unix socket, pass "
+                           "trusted_proxies=['unix']")
+        return peer
+
     def _is_trusted(self, address: str) -> bool:
+        if not self.trusted:
+            return False
         try:
             ip = ipaddress.ip_address(address)
         except ValueError:
@@ -355,7 +384,9 @@ class Policy:
 
     def decide(self, limits: list[_Limit], request: Request) -> Any:
         """The Decision for `request` against `limits` (synchronous stores)."""
-        cost = self.cost_of(request)
+        cost = self.cost
+        if cost.__class__ is not int:
+            cost = cost(request)  # type: ignore[operator,union-attr]
         if len(limits) == 1:
             one = limits[0]
             if self.now is None:

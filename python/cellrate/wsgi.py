@@ -20,7 +20,7 @@ WSGIApp = Callable[[dict, StartResponse], Iterable[bytes]]
 
 def request_of(policy: Policy, environ: dict) -> Request:
     path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
-    return Request(policy, environ.get("REQUEST_METHOD", "GET").upper(), path or "/", environ=environ)
+    return Request(policy, environ.get("REQUEST_METHOD") or "GET", path or "/", None, environ)
 
 
 class RateLimitMiddleware:

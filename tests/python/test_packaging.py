@@ -120,6 +120,10 @@ def test_the_rockspec_builds_through_the_makefile_as_luarocks_would(tmp_path):
         (REPO / "lua" / "cellrate" / "nginx.lua").read_bytes()
     assert lua_eval('print(require("cellrate")._VERSION)', str(module.parent)).strip() == \
         header_version()
+    # cellrate.redis and the one copy of its script, found on package.path
+    script = lua_eval(f'package.path = "{tmp_path / "share"}/?.lua;" .. package.path; '
+                      'io.write(require("cellrate.redis").script)', str(module.parent))
+    assert script == (REPO / "python" / "cellrate" / "redis_decide.lua").read_text()
     # The flags of core/flags.mk were applied: the x86-64 build inlines the
     # 16-byte compare-and-swap instead of calling libatomic for it.
     if subprocess.run(["uname", "-m"], capture_output=True, text=True).stdout.strip() == "x86_64":

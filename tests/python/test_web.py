@@ -317,6 +317,23 @@ def test_client_address_x_forwarded_for(peer, headers, client):
     assert policy.client_of(_view(policy, peer, **headers)) == client
 
 
+def test_client_address_behind_a_unix_socket(caplog):
+    """nginx -> app over a Unix socket: the peer has no address. Without "unix"
+    every request would share one key (one limit for everybody)."""
+    policy = Policy("1/s", trusted_proxies=["unix"])
+    view = Request(policy, "GET", "/", scope={"client": None, "headers": [
+        (b"x-forwarded-for", b"6.6.6.6, 1.2.3.4")]})
+    assert policy.client_of(view) == "1.2.3.4"
+    assert policy.client_of(_view(policy, "10.0.0.1", X_Forwarded_For="1.2.3.4")) == "10.0.0.1"
+    untrusting = Policy("1/s")
+    with caplog.at_level(logging.WARNING, logger="cellrate"):
+        for _ in range(3):
+            assert untrusting.client_of(Request(untrusting, "GET", "/", scope=view.scope)) == "unknown"
+    assert len([r for r in caplog.records if "trusted_proxies=['unix']" in r.getMessage()]) == 1
+    environ = {"REMOTE_ADDR": "", "HTTP_X_FORWARDED_FOR": "1.2.3.4"}
+    assert policy.client_of(Request(policy, "GET", "/", environ=environ)) == "1.2.3.4"
+
+
 @pytest.mark.parametrize("value, client", [
     ("for=1.2.3.4", "1.2.3.4"),
     ('for=6.6.6.6, for="[2001:db8::1]:4711";proto=https', "2001:db8::1"),

@@ -1,8 +1,10 @@
 """Real servers on loopback: uvicorn and gunicorn, 2 worker processes each,
 on one `shared=` limit at 5 per hour (a burst of 5 and, for the test's
-duration, nothing restored). However the kernel spreads the connections, the
-200s across both workers number exactly the burst. Each worker's answers are
-read from the server's access log, which carries the worker's pid."""
+duration, nothing restored). Requests come until each worker has answered
+more than the burst; however the kernel spreads them, the 200s across both
+workers number exactly the burst (and, without the region, exactly two
+bursts). Each worker's answers are read from the server's access log, which
+carries the worker's pid."""
 
 import concurrent.futures
 import glob
@@ -74,14 +76,18 @@ def access_log(path):
     return entries
 
 
-def hammer_until_both_workers_answer(port, access, rounds=15):
-    """Concurrent requests, in rounds, until the log shows two workers."""
+def hammer_until_each_worker_answers(port, access, least, rounds=30):
+    """Concurrent requests, in rounds, until the access log shows two workers
+    each answering at least `least` requests."""
     statuses = []
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         for _ in range(rounds):
             statuses += list(pool.map(lambda _: get(port), range(24)))
             time.sleep(0.3)  # let the access log reach the file
-            if len({pid for pid, _ in access_log(access)}) >= 2:
+            counts = {}
+            for pid, _ in access_log(access):
+                counts[pid] = counts.get(pid, 0) + 1
+            if len(counts) >= 2 and min(counts.values()) >= least:
                 break
     return statuses
 
@@ -96,16 +102,20 @@ def region():
             os.unlink(leftover)
 
 
-def run_server(tmp_path, region, argv, access):
+def run_server(tmp_path, region, argv, access, shared):
     port = free_port()
     log = tmp_path / "server.log"
-    env = dict(os.environ, CELLRATE_LIMIT=f"{BURST}/hour", CELLRATE_REGION=region)
+    env = dict(os.environ, CELLRATE_LIMIT=f"{BURST}/hour")
+    env.pop("CELLRATE_REGION", None)
+    if shared:
+        env["CELLRATE_REGION"] = region
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", *argv(port)], cwd=str(EXAMPLES), env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_until_listening(port, proc, log)
-        statuses = hammer_until_both_workers_answer(port, access)
+        # each worker past its own burst: per-worker limits would admit 2 bursts
+        statuses = hammer_until_each_worker_answers(port, access, BURST + 1)
     finally:
         stop(proc)
     entries = access_log(access)
@@ -113,15 +123,20 @@ def run_server(tmp_path, region, argv, access):
     for pid, status in entries:
         by_worker.setdefault(pid, []).append(status)
     summary = {pid: (s.count(200), s.count(429)) for pid, s in by_worker.items()}
-    print(f"{argv(0)[0]}: {len(statuses)} requests; per worker (200s, 429s): {summary}")
-    assert statuses.count(200) == BURST, (statuses.count(200), summary)
-    assert statuses.count(429) == len(statuses) - BURST
-    assert len(by_worker) == 2, f"expected 2 workers to answer: {summary}\n{log.read_text()}"
+    admitted = BURST if shared else 2 * BURST
+    print(f"{argv(0)[0]}, {'one shared limit' if shared else 'a limit per worker'}: "
+          f"{len(statuses)} requests; per worker (200s, 429s): {summary}")
+    assert len(by_worker) == 2 and min(map(len, by_worker.values())) > BURST, (
+        f"expected 2 workers each past the burst: {summary}\n{log.read_text()}")
+    assert statuses.count(200) == admitted, (statuses.count(200), summary)
+    assert statuses.count(429) == len(statuses) - admitted
     assert sorted(s for _, s in entries) == sorted(statuses)
-    return summary
 
 
-def test_uvicorn_two_workers_one_shared_limit(tmp_path, region):
+# shared=False is the control: the same servers without the region admit a
+# burst per worker, the silent multiplication that `shared=` removes.
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "per-worker"])
+def test_uvicorn_two_workers(tmp_path, region, shared):
     access = tmp_path / "access.log"
     config = tmp_path / "log.json"
     config.write_text(json.dumps({
@@ -137,13 +152,14 @@ def test_uvicorn_two_workers_one_shared_limit(tmp_path, region):
     run_server(tmp_path, region, lambda port: [
         "uvicorn", "starlette_app:app", "--host", "127.0.0.1", "--port", str(port),
         "--workers", "2", "--log-config", str(config), "--no-use-colors",
-    ], access)
+    ], access, shared)
 
 
-def test_gunicorn_two_workers_one_shared_limit(tmp_path, region):
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "per-worker"])
+def test_gunicorn_two_workers(tmp_path, region, shared):
     access = tmp_path / "access.log"
     run_server(tmp_path, region, lambda port: [
         "gunicorn", "flask_app:app", "--bind", f"127.0.0.1:{port}", "--workers", "2",
         "--access-logfile", str(access), "--access-logformat", "%(p)s %(s)s",
         "--no-control-socket",
-    ], access)
+    ], access, shared)

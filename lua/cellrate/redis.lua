@@ -1,0 +1,291 @@
+-- cellrate.redis: one limit across hosts, its decisions kept in Redis
+-- (docs/design.md §11). The same server-side script as the Python store
+-- (cellrate/redis_decide.lua, installed beside this module), sent to any
+-- client object with evalsha, eval and script methods: lua-resty-redis in
+-- OpenResty, redis-lua elsewhere.
+--
+--   local limiter = require("cellrate.redis").limiter(client, "10/s", { burst = 20 })
+--   local allowed, remaining, retry_after, reset_after = limiter:check(key, cost)
+--
+-- Returns what the in-process keyed limiter returns. While Redis cannot
+-- answer, opts.on_error decides: "allow" (the default), "deny", or "raise"
+-- (nil, the client's error and the code "unavailable", as the in-process
+-- module reports runtime failures).
+local cellrate = require("cellrate")
+
+local unpack = table.unpack or unpack
+local ngx_null = ngx and ngx.null
+
+local M = { _VERSION = cellrate._VERSION }
+
+-- A tolerance (burst * emission interval) the script carries exactly: below 9e15 ns.
+M.MAX_TOLERANCE_NS = 9000000000000000
+
+local function read_script()
+    local path, err = package.searchpath("cellrate.redis_decide", package.path)
+    if not path then
+        error("cellrate.redis: cannot find the script cellrate/redis_decide.lua on package.path: "
+              .. err, 2)
+    end
+    local file = assert(io.open(path, "rb"))
+    local text = file:read("*a")
+    file:close()
+    return text
+end
+
+-- The script, byte for byte as the Python package ships it.
+M.script = read_script()
+
+local FIRST_BACKOFF, MAX_BACKOFF = 0.05, 1.0
+
+local Limiter = {}
+Limiter.__index = Limiter
+
+local function argument_error(param, message)
+    error(param .. " " .. message, 3)
+end
+
+-- A double number of seconds >= 0 (validated by the core) as decimal
+-- nanoseconds, rounded to nearest with halves away from zero, exactly as the
+-- core's cr_seconds_to_ns: the product by 1e9 is carried as p + e (Dekker).
+local function seconds_to_ns(seconds)
+    local whole = math.floor(seconds)
+    local fraction = seconds - whole -- exact
+    local p = fraction * 1e9
+    local SPLIT = 134217729 -- 2^27 + 1
+    local c = SPLIT * fraction
+    local fh = c - (c - fraction)
+    local fl = fraction - fh
+    c = SPLIT * 1e9
+    local bh = c - (c - 1e9)
+    local bl = 1e9 - bh
+    local e = ((fh * bh - p) + fh * bl + fl * bh) + fl * bl
+    local ns = math.floor(p)
+    local rest = p - ns
+    if rest > 0.5 or (rest == 0.5 and e >= 0) then
+        ns = ns + 1
+    end
+    if ns >= 1e9 then
+        whole, ns = whole + 1, ns - 1e9
+    end
+    if whole == 0 then
+        return string.format("%d", ns)
+    end
+    return string.format("%d%09d", whole, ns)
+end
+M._seconds_to_ns = seconds_to_ns -- for the tests
+
+-- limiter(client, rate, opts): opts as cellrate.keyed's (period, burst) plus
+-- (period, burst, algorithm) plus prefix ("cellrate:") and on_error.
+local function check_client(client)
+    local ctype = type(client)
+    if (ctype ~= "table" and ctype ~= "userdata") or type(client.evalsha) ~= "function"
+        or type(client.eval) ~= "function" or type(client.script) ~= "function" then
+        error("client must be a Redis client object with evalsha, eval and script methods "
+              .. "(lua-resty-redis, redis-lua)", 3)
+    end
+end
+
+function M.limiter(client, rate, opts)
+    check_client(client)
+    opts = opts or {}
+    if type(opts) ~= "table" then
+        argument_error("opts", "must be a table")
+    end
+    local prefix = opts.prefix == nil and "cellrate:" or opts.prefix
+    if type(prefix) ~= "string" then
+        argument_error("prefix", "must be a string")
+    end
+    if prefix:find("[{}]") then
+        argument_error("prefix", "must not contain '{' or '}': a hash tag in the prefix would put "
+                       .. "every key in one Redis Cluster slot (put hash tags in keys)")
+    end
+    local on_error = opts.on_error == nil and "allow" or opts.on_error
+    if on_error ~= "allow" and on_error ~= "deny" and on_error ~= "raise" then
+        argument_error("on_error", "must be 'allow', 'deny' or 'raise'")
+    end
+    -- the core parses, defaults and validates the limit, and later each key,
+    -- cost and now (a peek stores nothing)
+    local core = cellrate.keyed(rate, { period = opts.period, burst = opts.burst,
+                                        algorithm = opts.algorithm, capacity = 1 })
+    local info = core:info()
+    local algorithm = info.algorithm
+    if info.tolerance_ns >= M.MAX_TOLERANCE_NS then
+        argument_error("burst", "is too large for the Redis store: burst * (period/rate), or a "
+                       .. "window, must be below 9e15 ns (about 104 days)")
+    end
+    local emission = string.format("%.0f", info.emission_ns)
+    local tolerance = string.format("%.0f", info.tolerance_ns)
+    local burst = string.format("%.0f", info.burst)
+    return setmetatable({
+        client = client,
+        core = core,
+        burst = info.burst,
+        on_error = on_error,
+        key_prefix = prefix .. algorithm .. ":" .. tolerance .. ":" .. burst .. ":",
+        limit_args = { algorithm, emission, tolerance, burst },
+        algorithm = algorithm,
+        gate = nil, -- while Redis is down: a limiter letting one probe through per back-off
+        backoff = 0,
+    }, Limiter)
+end
+
+local function log(message)
+    if ngx and ngx.log then
+        ngx.log(ngx.WARN, message)
+    end
+end
+
+local function call(client, method, ...)
+    local ok, result, err = pcall(client[method], client, ...)
+    if not ok then
+        return nil, tostring(result)
+    end
+    if result == nil or result == ngx_null then
+        return nil, err or "no reply"
+    end
+    return result
+end
+
+-- The script's reply; the script is reloaded (EVAL) after NOSCRIPT.
+local function run(client, keys, args)
+    if not M.sha then
+        local sha, err = call(client, "script", "load", M.script)
+        if not sha then
+            return nil, err
+        end
+        M.sha = sha
+    end
+    local words = { #keys, unpack(keys) }
+    for i = 1, #args do
+        words[#words + 1] = args[i]
+    end
+    local reply, err = call(client, "evalsha", M.sha, unpack(words))
+    if not reply and err and err:find("NOSCRIPT", 1, true) then
+        reply, err = call(client, "eval", M.script, unpack(words))
+    end
+    return reply, err
+end
+
+local function fallback(self, err)
+    if self.on_error == "raise" then
+        return nil, err, "unavailable"
+    elseif self.on_error == "allow" then
+        return true, 0, 0, 0
+    end
+    local _, _, retry_after = self.gate:peek(1)
+    return false, 0, math.max(retry_after, FIRST_BACKOFF), 0
+end
+
+local function decide(self, keys, args)
+    if self.gate and not self.gate:allow() then
+        return fallback(self, self.error)
+    end
+    -- the client of this call, even if another coroutine sets another one
+    -- while this one waits for Redis
+    local reply, err = run(self.client, keys, args)
+    if type(reply) ~= "table" then
+        err = err or "unexpected reply"
+        self.backoff = self.gate and math.min(self.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
+        if not self.gate then
+            log("cellrate.redis: Redis unreachable (" .. err .. "); answering on_error="
+                .. self.on_error .. " until it answers again")
+        end
+        self.gate = cellrate.limiter(1, { period = self.backoff, burst = 1 })
+        self.gate:allow() -- the next probe after one back-off
+        self.error = err
+        return fallback(self, err)
+    end
+    if self.gate then
+        log("cellrate.redis: Redis answers again")
+        self.gate, self.error = nil, nil
+    end
+    local retry_after = tonumber(reply[3])
+    return reply[1] == 1, reply[2], retry_after < 0 and math.huge or retry_after / 1e9,
+        tonumber(reply[4]) / 1e9
+end
+
+local function request(self, key, cost, now, commit)
+    cost = cost == nil and 1 or cost
+    self.core:peek(key, cost, now) -- the core validates key, cost and now
+    local now_ns = now == nil and "" or seconds_to_ns(now)
+    local args = { commit and "1" or "0", string.format("%.0f", cost), now_ns }
+    for i = 1, 4 do
+        args[3 + i] = self.limit_args[i]
+    end
+    return { self.key_prefix .. key }, args
+end
+
+function Limiter:check(key, cost, now)
+    return decide(self, request(self, key, cost, now, true))
+end
+
+function Limiter:allow(key, cost, now)
+    local allowed, err, code = decide(self, request(self, key, cost, now, true))
+    if allowed == nil then
+        return nil, err, code
+    end
+    return allowed
+end
+
+function Limiter:peek(key, cost, now)
+    return decide(self, request(self, key, cost, now, false))
+end
+
+-- Forgets key (back to a full burst); nil and the error when Redis cannot answer.
+function Limiter:reset(key)
+    self.core:peek(key, 0)
+    local ok, err = call(self.client, "del", self.key_prefix .. key)
+    if ok == nil then
+        return nil, err
+    end
+    return true
+end
+
+-- Several Redis limits decided as one script call: items = { {limiter, key}, ... },
+-- every limiter on the same client (in a Cluster the keys must share a slot:
+-- hash tags). Admitted only if every limit admits; a refusal takes nothing
+-- from any. Returns the tightest decision; on_error is the first limiter's.
+function M.check_all(items, cost, now)
+    if type(items) ~= "table" or #items == 0 then
+        argument_error("items", "must be a non-empty list of { limiter, key } pairs")
+    end
+    local keys, args, first
+    for i, item in ipairs(items) do
+        if type(item) ~= "table" or getmetatable(item[1]) ~= Limiter then
+            argument_error("items", "must be a list of { limiter, key } pairs of cellrate.redis limiters")
+        end
+        first = first or item[1]
+        if item[1].client ~= first.client then
+            argument_error("items", "every limiter must use the same Redis client")
+        end
+        local item_keys, item_args = request(item[1], item[2], cost, now, true)
+        if i == 1 then
+            keys, args = item_keys, item_args
+        else
+            keys[#keys + 1] = item_keys[1]
+            for j = 4, 7 do
+                args[#args + 1] = item_args[j]
+            end
+        end
+    end
+    return decide(first, keys, args)
+end
+
+-- The client for the calls that follow. In OpenResty a connection belongs to
+-- one request: make the limiter once per worker (its back-off state lives
+-- there) and hand it each request's connection before deciding.
+function Limiter:set_client(client)
+    check_client(client)
+    self.client = client
+end
+
+function Limiter:info()
+    local info = self.core:info()
+    info.capacity, info.evictions = nil, nil
+    info.algorithm, info.on_error = self.algorithm, self.on_error
+    return info
+end
+
+M.Limiter = Limiter
+return M

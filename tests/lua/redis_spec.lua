@@ -1,0 +1,238 @@
+-- The Lua face of the Redis store (cellrate.redis) against a real
+-- redis-server started here on a free loopback port and killed in teardown.
+-- The client is Debian's redis-lua; its one source serves every Lua version,
+-- but the package installs it for 5.1 to 5.3 only, so 5.4 borrows 5.3's copy.
+package.path = "lua/?.lua;python/?.lua;" .. package.path .. ";/usr/share/lua/5.3/?.lua"
+
+local cellrate = require("cellrate")
+local socket = require("socket")
+
+local has_server = os.execute("command -v redis-server >/dev/null 2>&1")
+has_server = has_server == true or has_server == 0
+
+local function free_port()
+   local server = assert(socket.bind("127.0.0.1", 0))
+   local _, port = server:getsockname()
+   server:close()
+   return tonumber(port)
+end
+
+local function start_server(port)
+   local dir = os.tmpname()
+   os.remove(dir)
+   assert(os.execute("mkdir -p " .. dir))
+   local handle = assert(io.popen(("redis-server --port %d --bind 127.0.0.1 --save '' "
+      .. "--appendonly no --dir %s >/dev/null 2>&1 & echo $!"):format(port, dir)))
+   local pid = handle:read("*l")
+   handle:close()
+   for _ = 1, 200 do
+      local conn = socket.connect("127.0.0.1", port)
+      if conn then
+         conn:close()
+         return { pid = pid, dir = dir, port = port }
+      end
+      socket.sleep(0.02)
+   end
+   error("redis-server did not start")
+end
+
+local function stop_server(server)
+   if server then
+      os.execute("kill -9 " .. server.pid .. " 2>/dev/null; sleep 0.1; rm -rf " .. server.dir)
+   end
+end
+
+if not has_server then
+   describe("cellrate.redis", function()
+      pending("redis-server is installed by tests/install-deps.sh")
+   end)
+   return
+end
+
+describe("cellrate.redis", function()
+   local redis_client = require("redis")
+   local store_module = require("cellrate.redis")
+   local server, client
+
+   setup(function()
+      server = start_server(free_port())
+      client = redis_client.connect("127.0.0.1", server.port)
+   end)
+
+   teardown(function()
+      stop_server(server)
+   end)
+
+   before_each(function()
+      client:flushall()
+   end)
+
+   it("sends the script the Python package ships, byte for byte", function()
+      local file = assert(io.open("python/cellrate/redis_decide.lua", "rb"))
+      assert.equal(file:read("*a"), store_module.script)
+      file:close()
+   end)
+
+   it("converts now to ns as the core does (tests/vectors/seconds.txt)", function()
+      local compared = 0
+      for line in io.lines("tests/vectors/seconds.txt") do
+         local seconds, ns = line:match("^seconds (%S+) OK (%d+)$")
+         if seconds then
+            assert.equal(ns, store_module._seconds_to_ns(tonumber(seconds)), line)
+            compared = compared + 1
+         end
+      end
+      assert.is_true(compared >= 20)
+   end)
+
+   it("decides as the core, exactly, over 10^4 random operations", function()
+      math.randomseed(11)
+      local ops = 0
+      local rates = { 1, 3, 7, 10, 100, 0.5, 2.5, 1000 }
+      local bursts = { false, 1, 2, 5, 50 }
+      local periods = { false, 1, 0.3, 60 }
+      local algorithms = { "gcra", "token_bucket", "fixed_window", "sliding_window" }
+      local seen = {}
+      while ops < 10000 or #seen < 4 do
+         local algorithm = algorithms[#seen < 4 and #seen + 1 or math.random(4)]
+         local window = algorithm:find("window") ~= nil
+         local rate = rates[math.random(#rates)]
+         if window then
+            rate = math.ceil(rate)
+         end
+         local opts = { burst = not window and bursts[math.random(#bursts)] or nil,
+                        period = periods[math.random(#periods)] or nil, algorithm = algorithm }
+         if #seen < 4 then
+            seen[#seen + 1] = algorithm
+         end
+         opts.prefix = "seq" .. ops .. ":"
+         opts.on_error = "raise"
+         local store = store_module.limiter(client, rate, opts)
+         local core = cellrate.keyed(rate, { burst = opts.burst, period = opts.period,
+                                             algorithm = algorithm })
+         local info = core:info()
+         local T = info.emission_ns / 1e9
+         local now = math.random() * 1e6
+         for _ = 1, math.random(20, 200) do
+            local step = math.random()
+            if step < 0.3 then
+               now = now + math.random() * T
+            elseif step < 0.6 then
+               now = now + math.random() * 2 * info.burst * T
+            elseif step < 0.65 then
+               now = math.max(0, now - math.random() * 0.1)
+            end
+            local key = "k" .. math.random(3)
+            local costs = { 0, 1, 1, 1, 2, info.burst, info.burst + 1 }
+            local cost = costs[math.random(#costs)]
+            local kind = math.random()
+            if kind < 0.05 then
+               assert.is_true(store:reset(key))
+               core:reset(key)
+            else
+               local method = kind < 0.25 and "peek" or "check"
+               local a = { store[method](store, key, cost, now) }
+               local b = { core[method](core, key, cost, now) }
+               assert.same(b, a)
+               ops = ops + 1
+            end
+         end
+      end
+   end)
+
+   it("sets the key to expire when its TAT passes", function()
+      local store = store_module.limiter(client, 2, { burst = 3, on_error = "raise" })
+      local _, _, _, reset_after = store:check("e", 2)
+      local pttl = client:pttl(store.key_prefix .. "e")
+      local reset_ms = math.ceil(reset_after * 1000)
+      assert.is_true(pttl <= reset_ms and pttl >= reset_ms - 50, pttl .. " vs " .. reset_ms)
+   end)
+
+   it("decides through the client given by set_client", function()
+      local store = store_module.limiter(client, 10, { burst = 3, on_error = "raise" })
+      local other = redis_client.connect("127.0.0.1", server.port)
+      store:set_client(other)
+      assert.same({ true, 2, 0, 0.1 }, { store:check("c", 1, 5) })
+      assert.equal(other, store.client)
+   end)
+
+   it("gives the core's headers through the limit's core", function()
+      local store = store_module.limiter(client, "10/s", { burst = 2, on_error = "raise" })
+      local core = cellrate.keyed("10/s", { burst = 2 })
+      for _ = 1, 3 do
+         assert.same(cellrate.headers(core, core:check("h", 1, 7)),
+                     cellrate.headers(store.core, store:check("h", 1, 7)))
+      end
+   end)
+
+   it("reloads the script after SCRIPT FLUSH", function()
+      local store = store_module.limiter(client, 10, { burst = 100, on_error = "raise" })
+      for i = 1, 10 do
+         local allowed, remaining = store:check("k", 1, 1.0)
+         assert.is_true(allowed)
+         assert.equal(100 - i, remaining)
+         if i == 5 then
+            client:script("flush")
+         end
+      end
+   end)
+
+   it("decides several limits as one with check_all", function()
+      local per_ip = store_module.limiter(client, 10, { burst = 5, prefix = "ip:", on_error = "raise" })
+      local per_user = store_module.limiter(client, 10, { burst = 2, prefix = "user:", on_error = "raise" })
+      local items = { { per_ip, "{u1}:1.2.3.4" }, { per_user, "{u1}" } }
+      assert.same({ true, 1, 0, 0.1 }, { store_module.check_all(items, 1, 100) })
+      assert.is_true((store_module.check_all(items, 1, 100)))
+      local allowed, remaining, retry_after = store_module.check_all(items, 1, 100)
+      assert.is_false(allowed)
+      assert.equal(0, remaining)
+      assert.is_true(math.abs(retry_after - 0.1) < 1e-9)
+      -- the refusal took nothing from per_ip: 3 of 5 left there
+      assert.same({ true, 0, 0, 0.5 }, { per_ip:check("{u1}:1.2.3.4", 3, 100) })
+   end)
+
+   it("refuses bad arguments, naming the parameter", function()
+      local cases = {
+         { function() store_module.limiter({}, 10) end, "client" },
+         { function() store_module.limiter(client, 10):set_client(42) end, "client" },
+         { function() store_module.limiter(client, 10, { on_error = "ignore" }) end, "on_error" },
+         { function() store_module.limiter(client, 10, { prefix = "{x}" }) end, "prefix" },
+         { function() store_module.limiter(client, 10, { prefix = 5 }) end, "prefix" },
+         { function() store_module.limiter(client, "1/day", { burst = 200 }) end, "burst" },
+         { function() store_module.limiter(client, -1) end, "rate" },
+         { function() store_module.limiter(client, 10):check("k", -1) end, "cost" },
+         { function() store_module.limiter(client, 10):check({}, 1) end, "key" },
+         { function() store_module.check_all({}) end, "items" },
+         { function() store_module.check_all({ { cellrate.keyed(1), "k" } }) end, "items" },
+      }
+      for _, case in ipairs(cases) do
+         local ok, err = pcall(case[1])
+         assert.is_false(ok)
+         assert.is_truthy(tostring(err):find(case[2], 1, true), tostring(err))
+      end
+   end)
+
+   it("honours on_error while Redis is down", function()
+      local doomed = start_server(free_port())
+      local ok, err = pcall(function()
+         local doomed_client = redis_client.connect("127.0.0.1", doomed.port)
+         local allow = store_module.limiter(doomed_client, 10, { on_error = "allow" })
+         local deny = store_module.limiter(doomed_client, 10, { on_error = "deny" })
+         local raise = store_module.limiter(doomed_client, 10, { on_error = "raise" })
+         assert.is_true(raise:allow("k"))
+         os.execute("kill -9 " .. doomed.pid)
+         socket.sleep(0.1)
+         for _ = 1, 20 do
+            assert.is_true(allow:allow("k"))
+            local allowed, _, retry_after = deny:check("k")
+            assert.is_false(allowed)
+            assert.is_true(retry_after > 0)
+            local nothing, message = raise:check("k")
+            assert.is_nil(nothing)
+            assert.is_string(message)
+         end
+      end)
+      stop_server(doomed)
+      assert(ok, err)
+   end)
+end)

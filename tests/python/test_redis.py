@@ -1,0 +1,696 @@
+"""The Redis store (cellrate.redis) against real redis-server processes.
+
+Every server is started here on a free loopback port and stopped in a
+`finally`. Decisions are compared with the core's (the shared vectors, and
+random sequences against cellrate.KeyedLimiter), exactly: the store works in
+whole nanoseconds like the core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import multiprocessing
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+redis = pytest.importorskip("redis")
+
+import cellrate  # noqa: E402
+import cellrate.redis as cr_redis  # noqa: E402
+from cellrate.redis import AsyncRedisLimiter, RedisLimiter, RedisUnavailable  # noqa: E402
+from redis.backoff import NoBackoff  # noqa: E402
+from redis.retry import Retry  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "model"))
+sys.path.insert(0, str(HERE))
+
+import gcra_model as model  # noqa: E402
+from redis_servers import REDIS_CLI, RedisServer, needs_redis, redis_server  # noqa: E402
+
+pytestmark = needs_redis
+
+TIMEOUT = 0.2  # the clients' socket timeout in these tests
+
+
+def client_for(port: int, **kwargs) -> redis.Redis:
+    """A client as the README advises: short timeouts, no retries of its own."""
+    return redis.Redis(port=port, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
+                       retry=Retry(NoBackoff(), 0), **kwargs)
+
+
+def async_client_for(port: int) -> redis.asyncio.Redis:
+    return redis.asyncio.Redis(port=port, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
+                               retry=redis.asyncio.retry.Retry(NoBackoff(), 0))
+
+
+@pytest.fixture(scope="module")
+def server():
+    with redis_server() as srv:
+        yield srv
+
+
+@pytest.fixture
+def client(server):
+    c = client_for(server.port)
+    c.flushall()
+    yield c
+    c.close()
+
+
+# --------------------------------------------------------------------------
+# One script, two faces
+
+
+def test_script_is_the_one_file_both_faces_send():
+    source = (ROOT / "python" / "cellrate" / "redis_decide.lua").read_bytes()
+    assert cr_redis.SCRIPT == source
+    lua = subprocess.run(
+        ["lua5.4", "-e",
+         f'package.path = "{ROOT}/lua/?.lua;{ROOT}/python/?.lua;" .. package.path; '
+         f'package.cpath = "{ROOT}/build/lua5.4/?.so;" .. package.cpath; '
+         'io.write(require("cellrate.redis").script)'],
+        capture_output=True, check=True)
+    assert hashlib.sha1(lua.stdout).hexdigest() == hashlib.sha1(source).hexdigest()
+
+
+def test_now_converts_as_the_core_does():
+    """The store's explicit now (seconds -> ns) rounds as cr_seconds_to_ns (vectors/seconds.txt)."""
+    compared = 0
+    for line in (ROOT / "tests" / "vectors" / "seconds.txt").read_text().splitlines():
+        fields = line.split()
+        if not fields or fields[0] != "seconds" or fields[2] != "OK":
+            continue
+        assert cr_redis._now_ns(float(fields[1])) == int(fields[3]), line
+        compared += 1
+    assert compared >= 20
+
+
+# --------------------------------------------------------------------------
+# The shared vectors through the script, in nanoseconds
+
+
+NEVER = 2**63 - 1
+
+
+def read_vectors():
+    """decisions.txt as [(algorithm, emission_ns, tolerance_ns, rate or burst, steps)].
+
+    A step is ("op", fields), ("set", state) for a reservation or refund (which
+    the Redis store does not make: the test writes the state they leave), or
+    ("reset",). gcra sequences are also run as token_bucket.
+    """
+    sequences = []
+    for text in (ROOT / "tests" / "vectors" / "decisions.txt").read_text().splitlines():
+        fields = text.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        if fields[0] == "limit":
+            emission_ns, burst = int(fields[1]), int(fields[2])
+            sequences.append(["gcra", emission_ns, emission_ns * burst, burst, []])
+        elif fields[0] == "window":
+            sequences.append([fields[1], 0, int(fields[2]), int(fields[3]), []])
+        elif fields[0] == "reset":
+            sequences[-1][4].append(("reset",))
+        elif fields[0] in ("reserve", "refund"):
+            sequences[-1][4].append(("set", int(fields[-1])))
+        else:
+            sequences[-1][4].append(("op", [int(f) for f in fields[1:]]))
+    return sequences
+
+
+def test_vectors_through_the_script_give_the_cores_decisions(client):
+    script = client.register_script(cr_redis.SCRIPT)
+    compared = {}
+    outside = 0
+    for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
+        if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
+            outside += sum(step[0] == "op" for step in steps)
+            continue
+        for name in (["gcra", "token_bucket"] if algorithm == "gcra" else [algorithm]):
+            client.delete("v")
+            for step in steps:
+                if step[0] == "reset" or step == ("set", 0):
+                    client.delete("v")
+                    continue
+                if step[0] == "set":
+                    client.set("v", step[1])
+                    continue
+                now, cost, commit, allowed, remaining, retry_after, reset_after, after = step[1]
+                reply = script(keys=["v"], args=[commit, cost, now, name, emission_ns, tolerance_ns,
+                                                 burst])
+                got_retry = int(reply[2])
+                assert (reply[0], reply[1], got_retry if got_retry >= 0 else NEVER,
+                        int(reply[3])) == (allowed, remaining, retry_after, reset_after), (name, step)
+                assert int(client.get("v") or 0) == after, (name, step)
+                compared[name] = compared.get(name, 0) + 1
+    print(f"vectors: ops compared exactly {compared}, {outside} beyond 9e15 ns")
+    assert compared["gcra"] >= 9000 and outside < compared["gcra"] / 10
+
+
+def _core_takes_algorithms() -> bool:
+    try:
+        cellrate.KeyedLimiter(1, algorithm="fixed_window")  # type: ignore[call-arg]
+    except TypeError:
+        return False
+    return True
+
+
+def test_vectors_through_the_python_face(client):
+    """The same vectors through RedisLimiter where a float face can pass them (as test_vectors)."""
+    compared = 0
+    windows = _core_takes_algorithms()
+    for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
+        if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
+            continue
+        if algorithm == "gcra":
+            period = model.float_face_period(emission_ns)
+            if period is None:
+                continue
+            limiter = RedisLimiter(client, 1.0, period, burst=burst, on_error="raise")
+        else:
+            period = model.float_face_seconds(tolerance_ns)
+            if not windows or period is None:
+                continue
+            limiter = RedisLimiter(client, burst, period, algorithm=algorithm, on_error="raise")
+            if limiter.tolerance_ns != tolerance_ns:
+                continue
+        client.delete(limiter.redis_key("v"))
+        for step in steps:
+            if step[0] == "reset" or step == ("set", 0):
+                limiter.reset("v")
+                continue
+            if step[0] == "set":
+                client.set(limiter.redis_key("v"), step[1])
+                continue
+            now, cost, commit, allowed, remaining, retry_after, reset_after, _ = step[1]
+            seconds = model.float_face_seconds(now)
+            if seconds is None:
+                break  # the rest of this sequence depends on a time a float cannot carry
+            got = (limiter.check if commit else limiter.peek)("v", cost, now=seconds)
+            assert (got.allowed, got.remaining, got.retry_after, got.reset_after, got.limit) == (
+                bool(allowed), remaining, math.inf if retry_after == NEVER else retry_after / 1e9,
+                reset_after / 1e9, burst), step
+            compared += 1
+    assert compared >= 8000
+
+
+# --------------------------------------------------------------------------
+# Random sequences, store against core
+
+
+ALGORITHMS = ["gcra", "token_bucket", "fixed_window", "sliding_window"]
+
+
+def random_limit(rng: random.Random, algorithm: str):
+    """rate, period, burst for `algorithm` (windows: a whole rate, no burst)."""
+    period = rng.choice([None, 1.0, 0.3, 60.0, 0.0123456789])
+    if algorithm.endswith("window"):
+        return rng.choice([1, 3, 7, 10, 100, 1000]), period, None
+    return rng.choice([1, 3, 7, 10, 100, 0.5, 2.5, 1000]), period, rng.choice([None, 1, 2, 5, 50])
+
+
+def test_random_sequences_match_the_core(client):
+    rng = random.Random(11)
+    ops = 0
+    counts: list = []
+    while ops < 10_000 or len(set(counts)) < 4:
+        algorithm = ALGORITHMS[len(counts) % 4] if len(counts) < 4 else rng.choice(ALGORITHMS)
+        rate, period, burst = random_limit(rng, algorithm)
+        store = RedisLimiter(client, rate, period, burst=burst, algorithm=algorithm,
+                             on_error="raise", prefix=f"seq{ops}:")
+        core = cellrate.KeyedLimiter(rate, period, burst=burst, algorithm=algorithm)
+        counts.append(algorithm)
+        now = rng.uniform(0, 1e6)
+        keys = [f"k{i}" for i in range(3)] + [b"\xff\x00bytes"]
+        for _ in range(rng.randint(20, 200)):
+            now = max(0.0, now + rng.choice([0.0, rng.expovariate(rate / store.period),
+                                             rng.uniform(0, 2 * store.period), -rng.uniform(0, 0.1)]))
+            key = rng.choice(keys)
+            cost = rng.choice([0, 1, 1, 1, 2, store.burst, store.burst + 1])
+            kind = rng.random()
+            if kind < 0.05:
+                store.reset(key)
+                core.reset(key)
+                continue
+            if kind < 0.25:
+                assert store.peek(key, cost, now=now) == core.peek(key, cost, now=now)
+            elif kind < 0.4:
+                assert store.allow(key, cost, now=now) == core.allow(key, cost, now=now)
+            else:
+                assert store.check(key, cost, now=now) == core.check(key, cost, now=now)
+            ops += 1
+
+
+def test_random_sequences_match_the_core_asyncio(server):
+    async def run():
+        aclient = async_client_for(server.port)
+        rng = random.Random(12)
+        ops = 0
+        try:
+            while ops < 2_000:
+                algorithm = rng.choice(ALGORITHMS)
+                rate, period, burst = random_limit(rng, algorithm)
+                store = AsyncRedisLimiter(aclient, rate, period, burst=burst, algorithm=algorithm,
+                                          on_error="raise", prefix=f"aseq{ops}:")
+                core = cellrate.KeyedLimiter(rate, period, burst=burst, algorithm=algorithm)
+                now = rng.uniform(0, 1e6)
+                for _ in range(rng.randint(20, 200)):
+                    now += rng.uniform(0, store.period / store.rate * 2)
+                    cost = rng.choice([0, 1, 1, 2, store.burst + 1])
+                    if rng.random() < 0.2:
+                        assert await store.peek("k", cost, now=now) == core.peek("k", cost, now=now)
+                    else:
+                        assert await store.check("k", cost, now=now) == core.check("k", cost, now=now)
+                    ops += 1
+                await store.reset("k")
+                assert (await store.peek("k", 1, now=now)).remaining == store.burst - 1
+        finally:
+            await aclient.aclose()
+
+    asyncio.run(run())
+
+
+def test_server_clock_decides_when_now_is_not_given(client):
+    limiter = RedisLimiter(client, 10, burst=3, on_error="raise")
+    assert [limiter.allow("x") for _ in range(4)] == [True, True, True, False]
+    refused = limiter.check("x")
+    assert not refused.allowed and 0 < refused.retry_after <= 0.1
+    time.sleep(refused.retry_after + 0.01)
+    assert limiter.allow("x")
+
+
+def test_unfittable_cost_and_probe(client):
+    limiter = RedisLimiter(client, 10, burst=3, on_error="raise")
+    never = limiter.check("x", 4)
+    assert never == cellrate.Decision(False, 3, math.inf, 0.0, 3, 0.3)
+    assert never.headers() == limiter._core.peek("x", 4, now=0.0).headers()
+    assert client.exists(limiter.redis_key("x")) == 0
+    limiter.check("x", 3)
+    probe = limiter.check("x", 0)
+    assert probe.allowed and probe.remaining == 0 and probe.retry_after == 0
+    assert not limiter.peek("x", 1).allowed
+
+
+def test_check_all_is_one_decision(client):
+    per_ip = RedisLimiter(client, 10, burst=5, prefix="ip:", on_error="raise")
+    per_user = RedisLimiter(client, 10, burst=2, prefix="user:", on_error="raise")
+    items = [(per_ip, "{u1}:1.2.3.4"), (per_user, "{u1}")]
+    first = cr_redis.check_all(items, now=100.0)
+    assert first.allowed and first.remaining == 1 and first.limit == 2
+    assert cr_redis.check_all(items, now=100.0).allowed
+    refused = cr_redis.check_all(items, now=100.0)
+    assert not refused.allowed and refused.limit == 2 and refused.retry_after == pytest.approx(0.1)
+    # the refusal took nothing from per_ip: 3 of 5 left there
+    assert per_ip.peek("{u1}:1.2.3.4", now=100.0).remaining == 2
+    assert per_ip.check("{u1}:1.2.3.4", 3, now=100.0).allowed
+
+
+def test_check_all_matches_the_cores(client):
+    """cellrate.redis.check_all against cellrate.check_all on the same limits and times."""
+    rng = random.Random(8)
+    outcomes = {True: 0, False: 0}
+    for round_ in range(60):
+        pairs = []
+        for index in range(rng.randint(1, 3)):
+            algorithm = rng.choice(ALGORITHMS)
+            rate, period, burst = random_limit(rng, algorithm)
+            pairs.append((RedisLimiter(client, rate, period, burst=burst, algorithm=algorithm,
+                                       prefix=f"all{round_}.{index}:", on_error="raise"),
+                          cellrate.KeyedLimiter(rate, period, burst=burst, algorithm=algorithm)))
+        now = rng.uniform(0, 1e6)
+        for _ in range(50):
+            now += rng.uniform(0, 0.5)
+            cost = rng.choice([0, 1, 1, 2, 3])
+            keys = [f"{{k}}:{i}" for i in range(len(pairs))]
+            got = cr_redis.check_all([(store, key) for (store, _), key in zip(pairs, keys)],
+                                     cost, now=now)
+            expected = cellrate.check_all([(core, key) for (_, core), key in zip(pairs, keys)],
+                                          cost, now=now)
+            assert got == expected
+            outcomes[got.allowed] += 1
+    assert min(outcomes.values()) > 300, outcomes
+
+
+def test_check_all_naming_a_key_twice_admits_once(client):
+    limiter = RedisLimiter(client, 1, 60, burst=1, on_error="raise")
+    assert not cr_redis.check_all([(limiter, "k"), (limiter, "k")], now=10.0).allowed
+    assert limiter.check("k", now=10.0).allowed  # the refusal took nothing
+
+
+# --------------------------------------------------------------------------
+# Expiry
+
+
+def test_key_expires_when_its_state_stops_mattering(client):
+    limiter = RedisLimiter(client, 2, burst=3, on_error="raise")
+    decision = limiter.check("e", 2)
+    pttl = client.pttl(limiter.redis_key("e"))
+    reset_ms = math.ceil(decision.reset_after * 1000)
+    assert reset_ms - 50 <= pttl <= reset_ms  # less the time since the decision
+    short = RedisLimiter(client, 100, burst=1, on_error="raise")
+    short.check("idle")
+    assert client.exists(short.redis_key("idle")) == 1
+    time.sleep(0.05)
+    assert client.exists(short.redis_key("idle")) == 0
+    # windows: the key lives until its counts stop mattering (the end of the
+    # window for fixed, of the next window for sliding)
+    for algorithm in ("fixed_window", "sliding_window"):
+        window = RedisLimiter(client, 10, 2.0, algorithm=algorithm, on_error="raise")
+        decision = window.check("w")
+        reset_ms = math.ceil(decision.reset_after * 1000)
+        assert 0 < reset_ms <= (2000 if algorithm == "fixed_window" else 4000)
+        assert reset_ms - 50 <= client.pttl(window.redis_key("w")) <= reset_ms
+    # a turn-away and a peek leave the expiry as it was
+    limiter.check("e", 1)
+    before = client.pttl(limiter.redis_key("e"))
+    assert not limiter.check("e", 3).allowed
+    limiter.peek("e", 1)
+    assert 0 <= before - client.pttl(limiter.redis_key("e")) <= 50
+
+
+def test_a_flood_of_keys_leaves_memory_bounded_by_live_keys(client):
+    limiter = RedisLimiter(client, 20, burst=1, on_error="raise")  # each key lives 50 ms
+    baseline = client.info("memory")["used_memory"]
+    sha = client.script_load(cr_redis.SCRIPT)
+    _, args = limiter._request("any", 1, None, cr_redis.CHECK)
+    for start in range(0, 100_000, 5_000):
+        pipe = client.pipeline(transaction=False)
+        for i in range(start, start + 5_000):  # the script call of limiter.check(f"flood:{i}")
+            pipe.execute_command("EVALSHA", sha, 1, limiter.redis_key(f"flood:{i}"), *args)
+        assert all(reply[0] == 1 for reply in pipe.execute())
+    deadline = time.monotonic() + 5
+    while client.dbsize() > 100 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert client.dbsize() <= 100  # 10^5 keys written, all expired
+    assert client.info("memory")["used_memory"] - baseline < 1_000_000
+
+
+# --------------------------------------------------------------------------
+# Processes on one key, the server's clock
+
+
+def _server_seconds(c) -> float:
+    seconds, micros = c.time()
+    return seconds + micros / 1e6
+
+
+def _hammer(port: int, seconds: float, ready, results, index: int) -> None:
+    c = client_for(port)
+    limiter = RedisLimiter(c, 200, burst=10, on_error="raise")
+    ready.wait()
+    admitted = 0
+    started = _server_seconds(c)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        admitted += limiter.allow("shared")
+    results[3 * index: 3 * index + 3] = [admitted, started, _server_seconds(c)]
+
+
+def test_four_processes_on_one_key_stay_within_the_bound(client, server):
+    context = multiprocessing.get_context("spawn")
+    ready = context.Barrier(4)
+    results = context.Array("d", 12)
+    workers = [context.Process(target=_hammer, args=(server.port, 3.0, ready, results, i))
+               for i in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+        assert worker.exitcode == 0
+    counts, starts, ends = results[0::3], results[1::3], results[2::3]
+    admitted = int(sum(counts))
+    rate, burst = 200, 10
+    span = max(ends) - min(starts)  # every admission happened in here (server clock)
+    overlap = min(ends) - max(starts)  # all four were asking in here
+    print(f"4 processes: {admitted} admitted in {span:.3f} s of the server's clock")
+    assert admitted <= burst + rate * span + 1
+    assert admitted >= rate * overlap - burst
+    assert all(count > 0 for count in counts)
+
+
+# --------------------------------------------------------------------------
+# Faults
+
+
+def _slow_calls(call, n: int, threshold: float) -> int:
+    slow = 0
+    for _ in range(n):
+        started = time.monotonic()
+        call()
+        slow += time.monotonic() - started >= threshold
+    return slow
+
+
+@pytest.mark.parametrize("on_error", ["allow", "deny", "raise"])
+def test_redis_killed_and_restarted(on_error, caplog):
+    srv = RedisServer()
+    try:
+        srv.start()
+        c = client_for(srv.port)
+        limiter = RedisLimiter(c, 1000, burst=1000, on_error=on_error)
+        assert limiter.check("k").remaining == 999
+        script, attempts = limiter._script, []
+
+        def counted(*args, **kwargs):
+            attempts.append(time.monotonic())
+            return script(*args, **kwargs)
+
+        limiter._script = counted
+        srv.kill()
+        caplog.set_level(logging.WARNING, logger="cellrate.redis")
+        started = time.monotonic()
+        for _ in range(50):
+            if on_error == "raise":
+                with pytest.raises(RedisUnavailable) as info:
+                    limiter.check("k")
+                assert isinstance(info.value.__cause__, redis.exceptions.ConnectionError)
+                assert isinstance(info.value, cellrate.CellrateError)
+            else:
+                assert limiter.allow("k") is (on_error == "allow")
+        # Redis was tried once, then once per back-off step (50 ms, 100 ms, ...)
+        elapsed = time.monotonic() - started
+        assert 1 <= len(attempts) <= 2 + math.log2(1 + elapsed / cr_redis.FIRST_BACKOFF_S)
+        srv.start()  # the same port, an empty server: no key, no script
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                decision = limiter.check("k")
+            except RedisUnavailable:
+                continue
+            if decision.remaining == 999:  # decided by the new server, which forgot the key
+                break
+        else:
+            pytest.fail("decisions did not resume")
+        assert c.script_exists(hashlib.sha1(cr_redis.SCRIPT).hexdigest()) == [True]
+        messages = [r.getMessage() for r in caplog.records if r.name == "cellrate.redis"]
+        assert sum(m.startswith("Redis unreachable") for m in messages) == 1, messages
+        assert sum(m.startswith("Redis answers again") for m in messages) == 1, messages
+    finally:
+        srv.stop()
+
+
+def test_a_stalled_server_costs_a_few_timeouts_not_one_per_call():
+    srv = RedisServer()
+    try:
+        srv.start()
+        c = client_for(srv.port)
+        limiter = RedisLimiter(c, 1000, burst=1000, on_error="deny")
+        assert limiter.allow("k")
+        srv.process.send_signal(signal.SIGSTOP)
+        started = time.monotonic()
+        slow = 0
+        while time.monotonic() - started < 2.0:
+            slow += _slow_calls(lambda: limiter.allow("k"), 1, TIMEOUT * 0.9)
+        # back-off 0.05 s doubling to 1 s: about 5 probes in 2 s, each a full timeout
+        assert 1 <= slow <= 8
+        srv.process.send_signal(signal.SIGCONT)
+        time.sleep(cr_redis.MAX_BACKOFF_S + 0.1)
+        c2 = client_for(srv.port)  # the stalled connection's replies arrive late: a fresh client
+        limiter2 = RedisLimiter(c2, 1000, burst=1000, on_error="raise")
+        assert limiter2.allow("k")
+    finally:
+        srv.process and srv.process.send_signal(signal.SIGCONT)
+        srv.stop()
+
+
+def test_debug_sleep_beyond_the_timeout(client, server):
+    limiter = RedisLimiter(client, 1000, burst=1000, on_error="deny")
+    other = client_for(server.port)
+    sleeper = subprocess.Popen([REDIS_CLI, "-p", str(server.port), "DEBUG", "SLEEP", "1"],
+                               stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.1)
+        answers = []
+        started = time.monotonic()
+        slow = _slow_calls(lambda: answers.append(limiter.allow("k")), 200, TIMEOUT * 0.9)
+        assert time.monotonic() - started < 1.0 + 2 * TIMEOUT
+        assert 1 <= slow <= 4  # the stall was met, and not once per call
+        assert answers.count(False) >= 100  # refused (on_error="deny") while it lasted
+    finally:
+        sleeper.wait(10)
+        other.close()
+    time.sleep(cr_redis.MAX_BACKOFF_S + 0.1)
+    fresh = RedisLimiter(client_for(server.port), 1000, burst=1000, on_error="raise")
+    assert fresh.check("k").allowed
+
+
+def test_script_flush_mid_run(client):
+    limiter = RedisLimiter(client, 10, burst=100, on_error="raise")
+    for i in range(10):
+        assert limiter.check("k", now=1.0).remaining == 99 - i
+        if i == 4:
+            client.script_flush()
+    assert limiter.check("k", now=1.0).remaining == 89
+
+
+def test_async_store_honours_on_error():
+    async def run(srv):
+        aclient = async_client_for(srv.port)
+        try:
+            deny = AsyncRedisLimiter(aclient, 10, on_error="deny")
+            rais = AsyncRedisLimiter(aclient, 10, on_error="raise")
+            assert await deny.allow("k")
+            srv.kill()
+            assert not await deny.allow("k")
+            with pytest.raises(RedisUnavailable):
+                await rais.check("k")
+            srv.start()
+            await asyncio.sleep(cr_redis.MAX_BACKOFF_S + 0.1)
+            for _ in range(3):  # the first calls may meet connections the crash broke
+                try:
+                    await rais.check("k")
+                except RedisUnavailable:
+                    await asyncio.sleep(0.1)
+            assert (await rais.check("k")).allowed
+        finally:
+            await aclient.aclose()
+
+    srv = RedisServer()
+    try:
+        srv.start()
+        asyncio.run(run(srv))
+    finally:
+        srv.stop()
+
+
+# --------------------------------------------------------------------------
+# Redis Cluster: three masters
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    nodes = [RedisServer(cluster=True) for _ in range(3)]
+    try:
+        for node in nodes:
+            node.start()
+        subprocess.run([REDIS_CLI, "--cluster", "create",
+                        *[f"127.0.0.1:{n.port}" for n in nodes],
+                        "--cluster-replicas", "0", "--cluster-yes"],
+                       check=True, capture_output=True, timeout=60)
+        deadline = time.monotonic() + 20
+        while not all("cluster_state:ok" in n.cli("cluster", "info") for n in nodes):
+            assert time.monotonic() < deadline, "the cluster did not come up"
+            time.sleep(0.1)
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def test_cluster_spreads_keys_and_decides_exactly(cluster):
+    rc = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port,
+                                    socket_timeout=2, socket_connect_timeout=2)
+    try:
+        store = RedisLimiter(rc, 5, burst=3, on_error="raise")
+        core = cellrate.KeyedLimiter(5, burst=3)
+        rng = random.Random(3)
+        now = 50.0
+        for _ in range(1500):
+            key = f"user:{rng.randrange(300)}"
+            now += rng.uniform(0, 0.02)
+            cost = rng.choice([0, 1, 1, 2, 4])
+            assert store.check(key, cost, now=now) == core.check(key, cost, now=now)
+        sizes = [int(n.cli("dbsize")) for n in cluster]
+        assert all(size > 20 for size in sizes), sizes
+        ip = RedisLimiter(rc, 10, burst=2, prefix="ip:", on_error="raise")
+        assert cr_redis.check_all([(store, "{u7}"), (ip, "{u7}:1.2.3.4")], now=now).allowed
+        for node in cluster:
+            node.cli("script", "flush")
+        assert store.check("user:1", 0, now=now).allowed  # reloaded on whichever node
+    finally:
+        rc.close()
+
+
+def test_cluster_through_the_asyncio_client(cluster):
+    async def run():
+        rc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster[1].port)
+        try:
+            store = AsyncRedisLimiter(rc, 5, burst=3, on_error="raise", prefix="async:")
+            core = cellrate.KeyedLimiter(5, burst=3)
+            for i in range(300):
+                key, now = f"user:{i % 60}", 10.0 + i * 0.01
+                assert await store.check(key, now=now) == core.check(key, now=now)
+            decision = await cr_redis.check_all_async(
+                [(store, "{u8}"), (store, "{u8}:search")], now=20.0)
+            assert decision.allowed and decision.remaining == 2
+        finally:
+            await rc.aclose()
+
+    asyncio.run(run())
+
+
+# --------------------------------------------------------------------------
+# Bad input
+
+
+def test_bad_input_names_the_parameter(client, server):
+    cases = [
+        (lambda: RedisLimiter(object(), 10), cellrate.InvalidArgumentType, "client"),
+        (lambda: RedisLimiter(async_client_for(server.port), 10), cellrate.InvalidArgumentType, "client"),
+        (lambda: AsyncRedisLimiter(client, 10), cellrate.InvalidArgumentType, "client"),
+        (lambda: RedisLimiter(client, 10, on_error="ignore"), cellrate.InvalidArgument, "on_error"),
+        (lambda: RedisLimiter(client, 10, prefix=b"x:"), cellrate.InvalidArgumentType, "prefix"),
+        (lambda: RedisLimiter(client, 10, prefix="{x}:"), cellrate.InvalidArgument, "prefix"),
+        (lambda: RedisLimiter(client, "1/day", burst=200), cellrate.InvalidArgument, "burst"),
+        (lambda: RedisLimiter(client, -1), cellrate.InvalidArgument, "rate"),
+        (lambda: RedisLimiter(client, 10, algorithm="leaky"), cellrate.InvalidArgument, "algorithm"),
+        (lambda: RedisLimiter(client, 10).allow(3), cellrate.InvalidArgumentType, "key"),
+        (lambda: RedisLimiter(client, 10).allow("k", -1), cellrate.InvalidArgument, "cost"),
+        (lambda: RedisLimiter(client, 10).allow("k", now=-1.0), cellrate.InvalidArgument, "now"),
+        (lambda: cr_redis.check_all([]), cellrate.InvalidArgument, "items"),
+        (lambda: cr_redis.check_all([(cellrate.KeyedLimiter(1), "k")]), cellrate.InvalidArgumentType,
+         "items"),
+    ]
+    for make, error, param in cases:
+        with pytest.raises(error) as info:
+            make()
+        assert info.value.param == param, info.value
+        assert param in str(info.value)
+    assert client.dbsize() == 0  # nothing reached Redis
+
+
+def test_import_cellrate_does_not_import_redis():
+    code = "import sys, cellrate; assert 'redis' not in sys.modules; print('ok')"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout == "ok\n"
+
+
+def test_the_store_passes_mypy_strict(tmp_path):
+    pytest.importorskip("mypy")
+    env = dict(os.environ, MYPY_CACHE_DIR=str(tmp_path))
+    result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "-p", "cellrate.redis"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
