@@ -186,6 +186,21 @@ static const char *utf8_of(module_state *state, PyObject *text, cr_status status
 /* ------------------------------------------------------------------------ */
 /* Argument conversion                                                       */
 
+/* An optional name (clock, algorithm): None leaves *name NULL; else a str,
+ * or the error of `status`. */
+static int convert_optional_name(module_state *state, PyObject *obj, cr_status status,
+                                 const char **name, size_t *len)
+{
+    if (obj == Py_None)
+        return 0;
+    if (!PyUnicode_Check(obj)) {
+        raise_wrong_type(state, status);
+        return -1;
+    }
+    *name = utf8_of(state, obj, status, len);
+    return *name == NULL ? -1 : 0;
+}
+
 enum conversion { CONVERTED = 0, WRONG_TYPE = 1, CONVERSION_FAILED = -1 };
 
 /* int64 of a Python int (or an object with __index__), bool excluded. Values
@@ -373,25 +388,10 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
     if (convert_optional_int(state, burst, CR_E_BURST, &args.burst, &args.has_burst) < 0)
         return -1;
 
-    if (clock != Py_None) {
-        if (!PyUnicode_Check(clock)) {
-            raise_wrong_type(state, CR_E_CLOCK);
-            return -1;
-        }
-        args.clock = utf8_of(state, clock, CR_E_CLOCK, &args.clock_len);
-        if (args.clock == NULL)
-            return -1;
-    }
-
-    if (algorithm != Py_None) {
-        if (!PyUnicode_Check(algorithm)) {
-            raise_wrong_type(state, CR_E_ALGORITHM);
-            return -1;
-        }
-        args.algorithm = utf8_of(state, algorithm, CR_E_ALGORITHM, &args.algorithm_len);
-        if (args.algorithm == NULL)
-            return -1;
-    }
+    if (convert_optional_name(state, clock, CR_E_CLOCK, &args.clock, &args.clock_len) < 0 ||
+        convert_optional_name(state, algorithm, CR_E_ALGORITHM, &args.algorithm,
+                              &args.algorithm_len) < 0)
+        return -1;
 
     cr_status status = cr_limit_init(limit, &args);
     if (status != CR_OK) {
