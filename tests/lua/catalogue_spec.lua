@@ -1,19 +1,10 @@
 -- The algorithm catalogue, reservations and check_all through the Lua face
 -- (the decisions themselves: vectors_spec.lua reads tests/vectors/).
 local cellrate = require "cellrate"
+local raises = dofile("tests/lua/support.lua")(assert).raises
 
 local EPOCH = 1700000000 -- a realtime instant, in seconds: windows are aligned to the epoch
 local ALGORITHMS = { "gcra", "token_bucket", "fixed_window", "sliding_window" }
-
-local function raises(param, fn, ...)
-   local ok, err = pcall(fn, ...)
-   assert.is_false(ok, "expected an error about " .. param)
-   assert.is_string(err)
-   local text = err:gsub("^[^\n]-:%d+: ", "", 1)
-   assert.is_truthy(text:find(param, 1, true) == 1,
-      ("error %q does not start with %q"):format(err, param))
-   return text
-end
 
 local function available(lim, key, now)
    local allowed, remaining

@@ -2,23 +2,11 @@
 -- caller's position (when the caller is Lua code) and the core's text for it,
 -- which starts with the parameter's name; nothing crashes.
 local cellrate = require "cellrate"
+local raises = dofile("tests/lua/support.lua")(assert).raises
 
 local NAN = 0 / 0
 local HUGE = math.huge
 local a_table, a_function = {}, print
-
--- Calls fn(...) and returns the error it must raise without the caller's
--- position, checking that the error is a string whose text after that
--- position starts with `param`.
-local function raises(param, fn, ...)
-   local ok, err = pcall(fn, ...)
-   assert.is_false(ok, "expected an error about " .. param)
-   assert.is_string(err)
-   local text = err:gsub("^[^\n]-:%d+: ", "", 1)
-   assert.is_truthy(text:find(param, 1, true) == 1,
-      ("error %q does not start with %q"):format(err, param))
-   return text
-end
 
 local function show(value)
    if type(value) == "string" then

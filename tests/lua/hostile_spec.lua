@@ -5,6 +5,8 @@
 -- the interpreter (they did, before they were fixed) run in a child
 -- interpreter under `timeout`.
 local cellrate = require "cellrate"
+local support = dofile("tests/lua/support.lua")(assert)
+local pack, fails = support.pack, support.fails
 
 local LOCKS_OFFSET = 256 -- the first stripe lock of a region (docs/design.md §5)
 local interpreter = jit and "luajit" or "lua5.4"
@@ -21,22 +23,6 @@ local function make_dir()
    return dir
 end
 
-local function pack(...)
-   return { n = select("#", ...), ... }
-end
-
--- fn(...) must return exactly nil, a message holding each of `needles`, and `code`.
-local function fails(code, needles, fn, ...)
-   local results = pack(fn(...))
-   assert.are.equal(3, results.n)
-   local lim, err, got_code = results[1], results[2], results[3]
-   assert.is_nil(lim)
-   assert.is_string(err)
-   for _, needle in ipairs(needles) do
-      assert.is_truthy(err:find(needle, 1, true), ("error %q lacks %q"):format(err, needle))
-   end
-   assert.are.equal(code, got_code)
-end
 
 -- Runs `code` in a child interpreter with this module path; returns its
 -- output, or fails if it hung or died.

@@ -4,6 +4,8 @@
 -- path, and the status's name as a code. A bad option is an argument mistake
 -- and raises.
 local cellrate = require "cellrate"
+local support = dofile("tests/lua/support.lua")(assert)
+local pack, fails = support.pack, support.fails
 
 local dir = os.getenv("CELLRATE_TEST_DIR") or "/tmp"
 local serial = 0
@@ -21,22 +23,6 @@ local function raises(needle, fn, ...)
    assert.is_truthy(tostring(err):find(needle, 1, true), ("error %q lacks %q"):format(tostring(err), needle))
 end
 
-local function pack(...)
-   return { n = select("#", ...), ... }
-end
-
--- fn(...) must return exactly nil, a message holding each of `needles`, and `code`.
-local function fails(code, needles, fn, ...)
-   local results = pack(fn(...))
-   assert.are.equal(3, results.n)
-   local lim, err, got_code = results[1], results[2], results[3]
-   assert.is_nil(lim)
-   assert.is_string(err)
-   for _, needle in ipairs(needles) do
-      assert.is_truthy(err:find(needle, 1, true), ("error %q lacks %q"):format(err, needle))
-   end
-   assert.are.equal(code, got_code)
-end
 
 describe("shared keyed", function()
    it("two objects on one path admit burst between them", function()
