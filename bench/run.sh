@@ -48,9 +48,11 @@ CELLRATE_RELEASE_GIL=1 "$VPY" -m pip install -q --disable-pip-version-check --no
 # The released copy must actually release the GIL, and the shipped one not.
 released_so=$(ls "$PEERS"/py-gil-released/cellrate/_cellrate*.so)
 held_so=$("$VPY" -c 'import cellrate._cellrate as m; print(m.__file__)')
-nm -D --undefined-only "$released_so" | grep -q PyEval_SaveThread ||
+# (grep reads all of nm's output: with -q it would stop early, and pipefail
+# would take nm's SIGPIPE for a failure)
+nm -D --undefined-only "$released_so" | grep PyEval_SaveThread >/dev/null ||
     { echo "bench: $released_so does not release the GIL" >&2; exit 1; }
-if nm -D --undefined-only "$held_so" | grep -q PyEval_SaveThread; then
+if nm -D --undefined-only "$held_so" | grep PyEval_SaveThread >/dev/null; then
     echo "bench: note: the shipped build references PyEval_SaveThread" >&2
 fi
 
