@@ -305,6 +305,21 @@ static int convert_cost(module_state *state, PyObject *obj, int64_t *cost)
     }
 }
 
+/* A float of a Python number, or the error of `status` (naming its
+ * parameter) for another type. */
+static int convert_number(module_state *state, PyObject *obj, cr_status status, double *out)
+{
+    switch (to_double(obj, out)) {
+    case CONVERTED:
+        return 0;
+    case WRONG_TYPE:
+        raise_wrong_type(state, status);
+        return -1;
+    default:
+        return -1;
+    }
+}
+
 /* now=None (or absent) asks the core to read its clock. */
 static int convert_now(module_state *state, PyObject *obj, int64_t *now_ns)
 {
@@ -313,15 +328,8 @@ static int convert_now(module_state *state, PyObject *obj, int64_t *now_ns)
         return 0;
     }
     double seconds;
-    switch (to_double(obj, &seconds)) {
-    case CONVERTED:
-        break;
-    case WRONG_TYPE:
-        raise_wrong_type(state, CR_E_NOW);
+    if (convert_number(state, obj, CR_E_NOW, &seconds) < 0)
         return -1;
-    default:
-        return -1;
-    }
     cr_status status = cr_seconds_to_ns(seconds, now_ns);
     if (status != CR_OK) {
         raise_status(state, status);
@@ -360,30 +368,13 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
         args.rate_text = utf8_of(state, rate, CR_E_RATE_SYNTAX, &args.rate_text_len);
         if (args.rate_text == NULL)
             return -1;
-    } else {
-        switch (to_double(rate, &args.rate)) {
-        case CONVERTED:
-            break;
-        case WRONG_TYPE:
-            raise_wrong_type(state, CR_E_RATE);
-            return -1;
-        default:
-            return -1;
-        }
+    } else if (convert_number(state, rate, CR_E_RATE, &args.rate) < 0) {
+        return -1;
     }
 
     args.has_period = period != Py_None;
-    if (args.has_period) {
-        switch (to_double(period, &args.period_s)) {
-        case CONVERTED:
-            break;
-        case WRONG_TYPE:
-            raise_wrong_type(state, CR_E_PERIOD);
-            return -1;
-        default:
-            return -1;
-        }
-    }
+    if (args.has_period && convert_number(state, period, CR_E_PERIOD, &args.period_s) < 0)
+        return -1;
 
     if (convert_optional_int(state, burst, CR_E_BURST, &args.burst, &args.has_burst) < 0)
         return -1;
@@ -882,15 +873,8 @@ static int convert_max_wait(module_state *state, PyObject *obj, int64_t *max_wai
     if (obj == NULL || obj == Py_None)
         return 0;
     double seconds;
-    switch (to_double(obj, &seconds)) {
-    case CONVERTED:
-        break;
-    case WRONG_TYPE:
-        raise_wrong_type(state, CR_E_MAX_WAIT);
+    if (convert_number(state, obj, CR_E_MAX_WAIT, &seconds) < 0)
         return -1;
-    default:
-        return -1;
-    }
     if (seconds == HUGE_VAL)
         return 0;
     cr_status status = cr_seconds_to_ns(seconds, max_wait_ns);
