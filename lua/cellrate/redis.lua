@@ -205,23 +205,40 @@ local function decide(self, keys, args)
         tonumber(reply[4]) / 1e9
 end
 
-local function request(self, key, cost, now, commit)
+-- KEYS and ARGV of the script for one limit; several limits (check_all)
+-- pass their limit arguments in `args` and now once, last.
+local function request(self, key, cost, now, commit, keys, args)
     cost = cost == nil and 1 or cost
     self.core:peek(key, cost, now) -- the core validates key, cost and now
-    local now_ns = now == nil and "" or seconds_to_ns(now)
-    local args = { commit and "1" or "0", string.format("%.0f", cost), now_ns }
+    keys = keys or {}
+    args = args or { commit and "1" or "0", string.format("%.0f", cost) }
+    keys[#keys + 1] = self.key_prefix .. key
+    local limit_args = self.limit_args
     for i = 1, 4 do
-        args[3 + i] = self.limit_args[i]
+        args[#args + 1] = limit_args[i]
     end
-    return { self.key_prefix .. key }, args
+    return keys, args
+end
+
+-- ARGV's last word: now, when given (else the script reads TIME).
+local function with_now(args, now)
+    if now ~= nil then
+        args[#args + 1] = seconds_to_ns(now)
+    end
+    return args
+end
+
+local function decide_one(self, key, cost, now, commit)
+    local keys, args = request(self, key, cost, now, commit)
+    return decide(self, keys, with_now(args, now))
 end
 
 function Limiter:check(key, cost, now)
-    return decide(self, request(self, key, cost, now, true))
+    return decide_one(self, key, cost, now, true)
 end
 
 function Limiter:allow(key, cost, now)
-    local allowed, err, code = decide(self, request(self, key, cost, now, true))
+    local allowed, err, code = decide_one(self, key, cost, now, true)
     if allowed == nil then
         return nil, err, code
     end
@@ -229,7 +246,7 @@ function Limiter:allow(key, cost, now)
 end
 
 function Limiter:peek(key, cost, now)
-    return decide(self, request(self, key, cost, now, false))
+    return decide_one(self, key, cost, now, false)
 end
 
 -- Forgets key (back to a full burst); nil and the error when Redis cannot answer.
@@ -251,7 +268,7 @@ function M.check_all(items, cost, now)
         argument_error("items", "must be a non-empty list of { limiter, key } pairs")
     end
     local keys, args, first
-    for i, item in ipairs(items) do
+    for _, item in ipairs(items) do
         if type(item) ~= "table" or getmetatable(item[1]) ~= Limiter then
             argument_error("items", "must be a list of { limiter, key } pairs of cellrate.redis limiters")
         end
@@ -259,17 +276,9 @@ function M.check_all(items, cost, now)
         if item[1].client ~= first.client then
             argument_error("items", "every limiter must use the same Redis client")
         end
-        local item_keys, item_args = request(item[1], item[2], cost, now, true)
-        if i == 1 then
-            keys, args = item_keys, item_args
-        else
-            keys[#keys + 1] = item_keys[1]
-            for j = 4, 7 do
-                args[#args + 1] = item_args[j]
-            end
-        end
+        keys, args = request(item[1], item[2], cost, now, true, keys, args)
     end
-    return decide(first, keys, args)
+    return decide(first, keys, with_now(args, now))
 end
 
 -- The client for the calls that follow. In OpenResty a connection belongs to

@@ -18,12 +18,13 @@ words. While Redis is unreachable, `on_error` decides: "allow" (fail open),
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import time
 from fractions import Fraction
 from importlib import resources
-from typing import Any, Iterable, List, Literal, Sequence, Tuple, Union, cast
+from typing import Any, Dict, Iterable, List, Literal, Sequence, Tuple, Union
 
 import cellrate
 
@@ -48,6 +49,7 @@ __all__ = [
 
 #: The server-side script, byte for byte as shipped (the Lua module sends the same bytes).
 SCRIPT: bytes = resources.files("cellrate").joinpath("redis_decide.lua").read_bytes()
+SHA = hashlib.sha1(SCRIPT).hexdigest()
 
 #: The largest tolerance (burst * emission interval) the script carries exactly, exclusive:
 #: 9e15 ns, about 104 days. Larger limits are refused with an error naming burst.
@@ -57,6 +59,14 @@ ON_ERROR = ("allow", "deny", "raise")
 
 # The script's modes (its ARGV[1]).
 PEEK, CHECK, ALLOW = b"0", b"1", b"2"
+
+# EVALSHA's words after the SHA (numkeys, the key, mode, cost, the limit's four
+# arguments) for one limit on the server's clock: the only requests whose
+# refusals are remembered.
+_ONE_LIMIT_SERVER_CLOCK = 8
+
+#: Refusals a limiter remembers at most (a full memory starts over).
+MAX_REFUSALS = 10_000
 
 #: Failures that mean "Redis cannot answer now" (down, stalled, failing over),
 #: as opposed to a mistake, which is raised whatever on_error says.
@@ -140,7 +150,7 @@ class _Availability:
 
 
 class _RedisLimit:
-    """What the sync and asyncio stores share: arguments, keys, replies, on_error."""
+    """What the sync and asyncio stores share: arguments, keys, replies, refusals, on_error."""
 
     _clients: Tuple[type, ...] = ()
     _client_names = ""
@@ -189,8 +199,10 @@ class _RedisLimit:
         # the seconds in which the limit restores its units, for Decision.headers(),
         # as the core computes it
         self._window = self._core.peek(b"", 0, now=0.0).window
-        self._script = cast(Any, client).register_script(SCRIPT)
         self._availability = _Availability()
+        # Refusals answered here until their retry_after passes (docs/design.md §11):
+        # Redis key -> (monotonic ns it ends, cost, monotonic ns it was asked, reply).
+        self._refusals: Dict[bytes, Tuple[int, int, int, List[Any]]] = {}
 
     rate = property(lambda self: self._core.rate, doc="Units admitted per period, per key.")
     period = property(lambda self: self._core.period, doc="Seconds.")
@@ -200,15 +212,57 @@ class _RedisLimit:
 
     def redis_key(self, key: Key) -> bytes:
         """The Redis key holding `key`'s state: prefix, the limit, then the key."""
-        self._core.peek(key, 0)  # the core's check of the key's type
+        return self._key(key, 0, None)
+
+    def _forget(self, key: Key) -> bytes:
+        """redis_key(key), the key's remembered refusal dropped (for reset)."""
+        redis_key = self.redis_key(key)
+        self._refusals.pop(redis_key, None)
+        return redis_key
+
+    def _key(self, key: Key, cost: int, now: float | None) -> bytes:
+        """The Redis key, once the core has validated key, cost and now."""
+        self._core.peek(key, cost, now=now)
         return self._key_prefix + (key.encode() if isinstance(key, str) else key)
 
-    def _request(self, key: Key, cost: int, now: float | None,
-                 mode: bytes) -> Tuple[List[Any], List[Any]]:
-        """The script's KEYS and ARGV; mode: CHECK, PEEK or ALLOW (the verdict alone)."""
-        self._core.peek(key, cost, now=now)  # the core validates key, cost and now
-        keys = [self._key_prefix + (key.encode() if isinstance(key, str) else key)]
-        return keys, [mode, cost, b"" if now is None else _now_ns(now), *self._limit_args]
+    def _words(self, mode: bytes, key: Key, cost: int, now: float | None) -> Tuple[Any, ...]:
+        """EVALSHA's words after the SHA for one limit: numkeys, KEYS, ARGV."""
+        words = (1, self._key(key, cost, now), mode, cost, *self._limit_args)
+        return words if now is None else (*words, _now_ns(now))
+
+    def _refused(self, words: Sequence[Any]) -> List[Any] | None:
+        """The reply of a refusal still standing for this key at this cost or more, aged
+        to now; None when there is none (the store asks Redis)."""
+        refusals = self._refusals
+        if not refusals or len(words) != _ONE_LIMIT_SERVER_CLOCK:
+            return None
+        entry = refusals.get(words[1])
+        if entry is None or words[3] < entry[1]:
+            return None
+        now = time.monotonic_ns()
+        if now >= entry[0]:
+            refusals.pop(words[1], None)
+            return None
+        _, _, asked, reply = entry
+        aged = now - asked
+        return [0, reply[1], int(reply[2]) - aged, max(int(reply[3]) - aged, 0), 1]
+
+    def _answer(self, words: Sequence[Any], reply: Any, asked: int,
+                limits: Sequence[_RedisLimit], cost: int) -> cellrate.Decision:
+        """The decision of a reply (None: Redis could not answer, on_error decides).
+        A refusal on the server's clock is remembered until its retry_after passes,
+        counted from `asked`, the instant before the request (Redis decided later, so
+        the refusal holds at least that long, absent a reset on another host)."""
+        if reply is None:
+            return self._fallback(cost)
+        self._availability.answered()
+        if isinstance(reply, list) and reply[0] == 0 and len(words) == _ONE_LIMIT_SERVER_CLOCK:
+            retry_after_ns = int(reply[2])
+            if retry_after_ns > 0:  # not never (-1: no wait helps)
+                if len(self._refusals) >= MAX_REFUSALS:
+                    self._refusals.clear()
+                self._refusals[words[1]] = (asked + retry_after_ns, words[3], asked, reply)
+        return _decision(reply, limits)
 
     def _fallback(self, cost: int) -> cellrate.Decision:
         """The answer of on_error while Redis cannot decide."""
@@ -223,8 +277,8 @@ class _RedisLimit:
 
 
 def _decision(reply: Any, limits: Sequence[_RedisLimit]) -> cellrate.Decision:
-    if not isinstance(reply, list):  # ALLOW: the verdict alone
-        return cellrate.Decision(reply == 1, 0, 0.0, 0.0, limits[0].burst, limits[0]._window)
+    if not isinstance(reply, list):  # ALLOW, admitted: the verdict alone
+        return cellrate.Decision(True, 0, 0.0, 0.0, limits[0].burst, limits[0]._window)
     allowed, remaining, retry_after_ns, reset_after_ns, index = reply
     retry_after_ns = int(retry_after_ns)
     limit = limits[index - 1]
@@ -253,36 +307,48 @@ class RedisLimiter(_RedisLimit):
     _clients = (redis.Redis, redis.cluster.RedisCluster)
     _client_names = "a redis.Redis or redis.cluster.RedisCluster (asyncio: AsyncRedisLimiter)"
 
-    def _decide(self, keys: List[Any], args: List[Any], limits: Sequence[_RedisLimit],
-                cost: int) -> cellrate.Decision:
+    def _reply(self, words: Sequence[Any]) -> Any:
+        """The script's reply (EVALSHA, the script loaded again after NOSCRIPT), or None
+        when Redis cannot answer now."""
         availability = self._availability
         if availability.skip():
-            return self._fallback(cost)
+            return None
+        client = self.client
         try:
-            reply = self._script(keys=keys, args=args)
+            try:
+                return client.evalsha(SHA, *words)
+            except redis.exceptions.NoScriptError:
+                client.script_load(SCRIPT)
+                return client.evalsha(SHA, *words)
         except UNAVAILABLE as error:
             availability.failed(error, self.on_error)
-            return self._fallback(cost)
-        availability.answered()
-        return _decision(reply, limits)
+            return None
+
+    def _decide(self, words: Sequence[Any], limits: Sequence[_RedisLimit],
+                cost: int) -> cellrate.Decision:
+        reply = self._refused(words)
+        if reply is not None:
+            return _decision(reply, limits)
+        asked = time.monotonic_ns()
+        return self._answer(words, self._reply(words), asked, limits, cost)
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
-        return self._decide(*self._request(key, cost, now, CHECK), (self,), cost)
+        return self._decide(self._words(CHECK, key, cost, now), (self,), cost)
 
     def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
         """check(...).allowed."""
-        return self._decide(*self._request(key, cost, now, ALLOW), (self,), cost).allowed
+        return self._decide(self._words(ALLOW, key, cost, now), (self,), cost).allowed
 
     def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
-        return self._decide(*self._request(key, cost, now, PEEK), (self,), cost)
+        return self._decide(self._words(PEEK, key, cost, now), (self,), cost)
 
     def reset(self, key: Key) -> None:
         """Forgets `key` (back to a full burst). Raises RedisUnavailable when Redis cannot
         answer, whatever on_error says: a reset is not a decision."""
         try:
-            self.client.delete(self.redis_key(key))
+            self.client.delete(self._forget(key))
         except UNAVAILABLE as error:
             raise RedisUnavailable("Redis cannot reset the key now") from error
 
@@ -295,48 +361,59 @@ class AsyncRedisLimiter(_RedisLimit):
     _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster "
                      "(blocking clients: RedisLimiter)")
 
-    async def _decide(self, keys: List[Any], args: List[Any], limits: Sequence[_RedisLimit],
-                      cost: int) -> cellrate.Decision:
+    async def _reply(self, words: Sequence[Any]) -> Any:
+        """RedisLimiter._reply, awaited."""
         availability = self._availability
         if availability.skip():
-            return self._fallback(cost)
+            return None
+        client = self.client
         try:
-            reply = await self._script(keys=keys, args=args)
+            try:
+                return await client.evalsha(SHA, *words)
+            except redis.exceptions.NoScriptError:
+                await client.script_load(SCRIPT)
+                return await client.evalsha(SHA, *words)
         except UNAVAILABLE as error:
             availability.failed(error, self.on_error)
-            return self._fallback(cost)
-        availability.answered()
-        return _decision(reply, limits)
+            return None
+
+    async def _decide(self, words: Sequence[Any], limits: Sequence[_RedisLimit],
+                      cost: int) -> cellrate.Decision:
+        reply = self._refused(words)
+        if reply is not None:
+            return _decision(reply, limits)
+        asked = time.monotonic_ns()
+        return self._answer(words, await self._reply(words), asked, limits, cost)
 
     async def check(self, key: Key, cost: int = 1, *,
                     now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
-        return await self._decide(*self._request(key, cost, now, CHECK), (self,), cost)
+        return await self._decide(self._words(CHECK, key, cost, now), (self,), cost)
 
     async def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
         """(await check(...)).allowed."""
-        return (await self._decide(*self._request(key, cost, now, ALLOW), (self,), cost)).allowed
+        return (await self._decide(self._words(ALLOW, key, cost, now), (self,), cost)).allowed
 
     async def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
-        return await self._decide(*self._request(key, cost, now, PEEK), (self,), cost)
+        return await self._decide(self._words(PEEK, key, cost, now), (self,), cost)
 
     async def reset(self, key: Key) -> None:
         """Forgets `key`; raises RedisUnavailable when Redis cannot answer."""
         try:
-            await self.client.delete(self.redis_key(key))
+            await self.client.delete(self._forget(key))
         except UNAVAILABLE as error:
             raise RedisUnavailable("Redis cannot reset the key now") from error
 
 
 def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now: float | None,
-                       kind: type) -> Tuple[List[_RedisLimit], List[Any], List[Any]]:
+                       kind: type) -> Tuple[List[_RedisLimit], List[Any]]:
     pairs = list(items)
     if not pairs:
         raise _invalid(cellrate.InvalidArgument, "items", "items must name at least one limit")
     limits: List[_RedisLimit] = []
     keys: List[Any] = []
-    args: List[Any] = []
+    args: List[Any] = [CHECK, cost]
     for pair in pairs:
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], kind)):
             raise _invalid(cellrate.InvalidArgumentType, "items",
@@ -345,13 +422,12 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
         if limit.client is not pairs[0][0].client:
             raise _invalid(cellrate.InvalidArgument, "items",
                            "items: every limiter must use the same Redis client")
-        request_keys, request_args = limit._request(key, cost, now, CHECK)
-        if not args:
-            args = request_args[:3]
         limits.append(limit)
-        keys += request_keys
-        args += request_args[3:]
-    return limits, keys, args
+        keys.append(limit._key(key, cost, now))
+        args += limit._limit_args
+    if now is not None:
+        args.append(_now_ns(now))
+    return limits, [len(keys), *keys, *args]
 
 
 def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
@@ -360,16 +436,16 @@ def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
     limit admits, and a refusal takes nothing from any. Returns the tightest Decision
     (refused: the longest retry_after; admitted: the fewest remaining). In a Cluster the
     keys must share a slot (hash tags, e.g. "{user:42}"). on_error is the first limiter's."""
-    limits, keys, args = _check_all_request(items, cost, now, RedisLimiter)
+    limits, words = _check_all_request(items, cost, now, RedisLimiter)
     first = limits[0]
     assert isinstance(first, RedisLimiter)
-    return first._decide(keys, args, limits, cost)
+    return first._decide(words, limits, cost)
 
 
 async def check_all_async(items: Iterable[Tuple[AsyncRedisLimiter, Key]], cost: int = 1, *,
                           now: float | None = None) -> cellrate.Decision:
     """check_all for AsyncRedisLimiter."""
-    limits, keys, args = _check_all_request(items, cost, now, AsyncRedisLimiter)
+    limits, words = _check_all_request(items, cost, now, AsyncRedisLimiter)
     first = limits[0]
     assert isinstance(first, AsyncRedisLimiter)
-    return await first._decide(keys, args, limits, cost)
+    return await first._decide(words, limits, cost)

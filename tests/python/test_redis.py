@@ -149,8 +149,8 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
                     client.set("v", step[1])
                     continue
                 now, cost, commit, allowed, remaining, retry_after, reset_after, after = step[1]
-                reply = script(keys=["v"], args=[commit, cost, now, name, emission_ns, tolerance_ns,
-                                                 burst])
+                reply = script(keys=["v"], args=[commit, cost, name, emission_ns, tolerance_ns,
+                                                 burst, now])
                 got_retry = int(reply[2])
                 assert (reply[0], reply[1], got_retry if got_retry >= 0 else NEVER,
                         int(reply[3])) == (allowed, remaining, retry_after, reset_after), (name, step)
@@ -252,6 +252,23 @@ def test_random_sequences_match_the_core(client):
             else:
                 assert store.check(key, cost, now=now) == core.check(key, cost, now=now)
             ops += 1
+
+
+@pytest.mark.parametrize("algorithm", ["gcra", "token_bucket"])
+def test_a_clock_stepped_back_by_months_matches_the_core(client, algorithm):
+    """A TAT 9e15 ns (104 days) or more ahead of now: the script's exact-string path."""
+    later = 3e9  # seconds since the epoch: the admissions are made then
+    for rate, period, burst in [(1, 1.0, 1), (10, 60.0, 5), (0.5, 1.0, 3)]:
+        store = RedisLimiter(client, rate, period, burst=burst, algorithm=algorithm,
+                             on_error="raise", prefix=f"far{rate}:")
+        core = cellrate.KeyedLimiter(rate, period, burst=burst, algorithm=algorithm)
+        assert store.check("a", burst, now=later) == core.check("a", burst, now=later)
+        # 9e6 s is 9e15 ns: the TAT just past it, a retry just short of it, and far beyond
+        for back in (104.0 * 86400, 8_999_980.0, 8_999_995.0, 105 * 86400.0, later - 1):
+            now = later - back
+            for cost in (0, 1, burst, burst + 1):
+                assert store.peek("a", cost, now=now) == core.peek("a", cost, now=now), back
+                assert store.check("a", cost, now=now) == core.check("a", cost, now=now), back
 
 
 def test_random_sequences_match_the_core_asyncio(server):
@@ -385,11 +402,10 @@ def test_a_flood_of_keys_leaves_memory_bounded_by_live_keys(client):
     limiter = RedisLimiter(client, 20, burst=1, on_error="raise")  # each key lives 50 ms
     baseline = client.info("memory")["used_memory"]
     sha = client.script_load(cr_redis.SCRIPT)
-    _, args = limiter._request("any", 1, None, cr_redis.CHECK)
     for start in range(0, 100_000, 5_000):
         pipe = client.pipeline(transaction=False)
         for i in range(start, start + 5_000):  # the script call of limiter.check(f"flood:{i}")
-            pipe.execute_command("EVALSHA", sha, 1, limiter.redis_key(f"flood:{i}"), *args)
+            pipe.execute_command("EVALSHA", sha, *limiter._words(cr_redis.CHECK, f"flood:{i}", 1, None))
         assert all(reply[0] == 1 for reply in pipe.execute())
     deadline = time.monotonic() + 5
     while client.dbsize() > 100 and time.monotonic() < deadline:
@@ -462,13 +478,13 @@ def test_redis_killed_and_restarted(on_error, caplog):
         c = client_for(srv.port)
         limiter = RedisLimiter(c, 1000, burst=1000, on_error=on_error)
         assert limiter.check("k").remaining == 999
-        script, attempts = limiter._script, []
+        evalsha, attempts = c.evalsha, []
 
-        def counted(*args, **kwargs):
+        def counted(*words):
             attempts.append(time.monotonic())
-            return script(*args, **kwargs)
+            return evalsha(*words)
 
-        limiter._script = counted
+        c.evalsha = counted
         srv.kill()
         caplog.set_level(logging.WARNING, logger="cellrate.redis")
         started = time.monotonic()
