@@ -7,7 +7,8 @@ processes, sync and asyncio:
 * floor: a plain INCR round trip from the same client (what one round trip costs),
   and a script that only reads TIME, GETs and SETs with an expiry (what any
   decision on the server's clock costs);
-* cellrate: RedisLimiter.allow (admitted), and the refused path (a drained key);
+* cellrate: RedisLimiter.allow (admitted), and the refused path (a drained key),
+  answered by the deny cache, and without it (one round trip each);
 * peers: limits' Redis moving window and sliding window counter, throttled-py's
   Redis GCRA, pyrate-limiter's Redis bucket.
 
@@ -91,11 +92,14 @@ def sync_scenarios() -> Dict[str, Callable[[int], Callable[[], object]]]:
         lim = RedisLimiter(client(port), HIGH_RATE, burst=HIGH_RATE)
         return lambda: lim.allow(KEY)
 
-    def cellrate_refused(port):
-        from cellrate.redis import RedisLimiter
-        lim = RedisLimiter(client(port), 1, 3600, burst=1, prefix="refused:")
-        lim.allow(KEY)
-        return lambda: not lim.allow(KEY)
+    def cellrate_refused(deny_cache):
+        def make(port):
+            from cellrate.redis import RedisLimiter
+            lim = RedisLimiter(client(port), 1, 3600, burst=1, prefix="refused:",
+                               deny_cache=deny_cache)
+            lim.allow(KEY)
+            return lambda: not lim.allow(KEY)
+        return make
 
     def limits_maker(strategy_name):
         def make(port):
@@ -127,7 +131,8 @@ def sync_scenarios() -> Dict[str, Callable[[int], Callable[[], object]]]:
         "incr_floor": incr,
         "script_floor": script_floor,
         "cellrate_redis": cellrate_allow,
-        "cellrate_redis_refused": cellrate_refused,
+        "cellrate_redis_refused": cellrate_refused(True),
+        "cellrate_redis_refused_no_deny_cache": cellrate_refused(False),
         "limits_moving_window": limits_maker("MovingWindowRateLimiter"),
         "limits_sliding_window_counter": limits_maker("SlidingWindowCounterRateLimiter"),
         "throttled_gcra": throttled_gcra,

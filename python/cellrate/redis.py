@@ -165,6 +165,7 @@ class _RedisLimit:
         algorithm: Algorithm = "gcra",
         prefix: str = "cellrate:",
         on_error: str = "allow",
+        deny_cache: bool = True,
     ) -> None:
         if not isinstance(client, self._clients):
             raise _invalid(cellrate.InvalidArgumentType, "client",
@@ -179,6 +180,9 @@ class _RedisLimit:
         if on_error not in ON_ERROR:
             raise _invalid(cellrate.InvalidArgument, "on_error",
                            f"on_error must be 'allow', 'deny' or 'raise', not {on_error!r}")
+        if not isinstance(deny_cache, bool):
+            raise _invalid(cellrate.InvalidArgumentType, "deny_cache",
+                           f"deny_cache must be a bool, not {type(deny_cache).__name__}")
         # The core parses, defaults and validates the limit, and later each key,
         # cost and now (a peek on this table stores nothing).
         self._core = cellrate.KeyedLimiter(rate, period, burst=burst, algorithm=algorithm,
@@ -192,6 +196,7 @@ class _RedisLimit:
         self.prefix = prefix
         self.algorithm: str = self._core.algorithm
         self.on_error = on_error
+        self.deny_cache = deny_cache
         self._key_prefix = f"{prefix}{self.algorithm}:{tolerance_ns}:{self.burst}:".encode()
         # encoded once: redis-py passes bytes through as they are
         self._limit_args = tuple(str(v).encode() for v in (
@@ -199,6 +204,8 @@ class _RedisLimit:
         # the seconds in which the limit restores its units, for Decision.headers(),
         # as the core computes it
         self._window = self._core.peek(b"", 0, now=0.0).window
+        # the answer to an admission in ALLOW mode (the script replies 1 alone)
+        self._admitted = cellrate.Decision(True, 0, 0.0, 0.0, self.burst, self._window)
         self._availability = _Availability()
         # Refusals answered here until their retry_after passes (docs/design.md §11):
         # Redis key -> (monotonic ns it ends, cost, monotonic ns it was asked, reply).
@@ -222,7 +229,10 @@ class _RedisLimit:
 
     def _key(self, key: Key, cost: int, now: float | None) -> bytes:
         """The Redis key, once the core has validated key, cost and now."""
-        self._core.peek(key, cost, now=now)
+        if now is None:
+            self._core.peek(key, cost)
+        else:
+            self._core.peek(key, cost, now=now)
         return self._key_prefix + (key.encode() if isinstance(key, str) else key)
 
     def _words(self, mode: bytes, key: Key, cost: int, now: float | None) -> Tuple[Any, ...]:
@@ -256,7 +266,8 @@ class _RedisLimit:
         if reply is None:
             return self._fallback(cost)
         self._availability.answered()
-        if isinstance(reply, list) and reply[0] == 0 and len(words) == _ONE_LIMIT_SERVER_CLOCK:
+        if (isinstance(reply, list) and reply[0] == 0 and self.deny_cache
+                and len(words) == _ONE_LIMIT_SERVER_CLOCK):
             retry_after_ns = int(reply[2])
             if retry_after_ns > 0:  # not never (-1: no wait helps)
                 if len(self._refusals) >= MAX_REFUSALS:
@@ -278,7 +289,7 @@ class _RedisLimit:
 
 def _decision(reply: Any, limits: Sequence[_RedisLimit]) -> cellrate.Decision:
     if not isinstance(reply, list):  # ALLOW, admitted: the verdict alone
-        return cellrate.Decision(True, 0, 0.0, 0.0, limits[0].burst, limits[0]._window)
+        return limits[0]._admitted
     allowed, remaining, retry_after_ns, reset_after_ns, index = reply
     retry_after_ns = int(retry_after_ns)
     limit = limits[index - 1]
@@ -296,12 +307,17 @@ class RedisLimiter(_RedisLimit):
     """A limit per key, kept in Redis (redis-py's redis.Redis or redis.cluster.RedisCluster).
 
     RedisLimiter(client, rate, period=None, *, burst=None, algorithm="gcra",
-                 prefix="cellrate:", on_error="allow")
+                 prefix="cellrate:", on_error="allow", deny_cache=True)
 
     The limit's arguments are those of cellrate.KeyedLimiter. Keys live in Redis
     as prefix + "<algorithm>:<tolerance_ns>:<burst>:" + key, so two limits never
     share a key's state. Timeouts and retries are the client's: give it a short
     socket_timeout. Thread-safe, as the client is.
+
+    deny_cache: a key refused with retry_after r is refused again, for that cost
+    or more, without a round trip until r has passed (a key's state only grows,
+    so Redis would refuse too), unless reset() on this limiter forgets it. A
+    reset() on another host reaches this cache only when the refusal expires.
     """
 
     _clients = (redis.Redis, redis.cluster.RedisCluster)

@@ -672,12 +672,98 @@ def test_cluster_through_the_asyncio_client(cluster):
 # Bad input
 
 
+# --------------------------------------------------------------------------
+# The deny cache
+
+
+def counting(c: redis.Redis) -> list:
+    """The EVALSHA calls the client sends from now on, one entry each."""
+    evalsha, sent = c.evalsha, []
+
+    def counted(*words):
+        sent.append(words)
+        return evalsha(*words)
+
+    c.evalsha = counted
+    return sent
+
+
+def test_a_refusal_is_answered_locally_until_its_retry_after_passes(client):
+    limiter = RedisLimiter(client, 20, burst=2, on_error="raise")  # 50 ms per unit
+    sent = counting(client)
+    assert limiter.allow("k", 2)
+    refused = limiter.check("k")
+    assert not refused.allowed and 0 < refused.retry_after <= 0.05
+    assert len(sent) == 2
+    answers = [limiter.check("k") for _ in range(20)] + [limiter.peek("k", 2)]
+    assert len(sent) == 2  # no round trip: the state only grows, Redis would refuse too
+    assert not any(a.allowed for a in answers)
+    assert all(0 < a.retry_after <= refused.retry_after for a in answers)
+    assert answers[-2].retry_after <= answers[0].retry_after  # aged, not frozen
+    assert answers[0].limit == refused.limit and answers[0].remaining == 0
+    assert limiter.peek("k", 0).allowed and len(sent) == 3  # a smaller cost asks Redis
+    time.sleep(refused.retry_after + 0.01)
+    assert limiter.allow("k") and len(sent) == 4  # asked again once retry_after passed
+
+
+def test_reset_forgets_a_remembered_refusal(client):
+    limiter = RedisLimiter(client, 1, 3600, burst=1, on_error="raise")
+    assert limiter.allow("k") and not limiter.allow("k")
+    limiter.reset("k")
+    assert limiter.allow("k")
+
+
+def test_refusals_are_not_remembered_without_the_cache_or_off_the_servers_clock(client):
+    off = RedisLimiter(client, 1, 3600, burst=1, on_error="raise", deny_cache=False)
+    explicit = RedisLimiter(client, 1, 3600, burst=1, on_error="raise", prefix="now:")
+    sent = counting(client)
+    for limiter, now in ((off, None), (explicit, 100.0)):
+        assert limiter.allow("k", now=now)
+        for _ in range(3):
+            assert not limiter.allow("k", now=now)
+    assert len(sent) == 8
+    # several limits in one call: asked every time, each remembered refusal left alone
+    assert not cr_redis.check_all([(off, "k"), (explicit, "k")]).allowed
+    assert len(sent) == 9
+
+
+def test_remembered_refusals_stay_bounded(client, monkeypatch):
+    monkeypatch.setattr(cr_redis, "MAX_REFUSALS", 50)
+    limiter = RedisLimiter(client, 1, 3600, burst=1, on_error="raise")
+    for i in range(120):
+        assert limiter.allow(f"k{i}") and not limiter.allow(f"k{i}")
+        assert len(limiter._refusals) <= 50
+
+
+def test_a_remembered_refusal_agrees_with_redis_under_contention(server):
+    """Two limiters (two hosts) on one key, one remembering refusals: Redis refuses
+    every call it refuses locally, and admissions stay within the limit."""
+    a = RedisLimiter(client_for(server.port), 20, burst=2, on_error="raise", prefix="two:")
+    b = RedisLimiter(client_for(server.port), 20, burst=2, on_error="raise", prefix="two:",
+                     deny_cache=False)
+    started, admitted, compared = time.monotonic(), 0, 0
+    while time.monotonic() - started < 1.0:
+        for limiter in (a, b):
+            asked = time.monotonic()
+            decision = limiter.check("k")
+            admitted += decision.allowed
+            if limiter is a and not decision.allowed:
+                probe = b.peek("k")
+                if time.monotonic() < asked + decision.retry_after:  # still within it
+                    assert not probe.allowed
+                    compared += 1
+    elapsed = time.monotonic() - started
+    assert 20 * elapsed - 2 <= admitted <= 2 + 20 * elapsed + 1
+    assert compared > 10
+
+
 def test_bad_input_names_the_parameter(client, server):
     cases = [
         (lambda: RedisLimiter(object(), 10), cellrate.InvalidArgumentType, "client"),
         (lambda: RedisLimiter(async_client_for(server.port), 10), cellrate.InvalidArgumentType, "client"),
         (lambda: AsyncRedisLimiter(client, 10), cellrate.InvalidArgumentType, "client"),
         (lambda: RedisLimiter(client, 10, on_error="ignore"), cellrate.InvalidArgument, "on_error"),
+        (lambda: RedisLimiter(client, 10, deny_cache=1), cellrate.InvalidArgumentType, "deny_cache"),
         (lambda: RedisLimiter(client, 10, prefix=b"x:"), cellrate.InvalidArgumentType, "prefix"),
         (lambda: RedisLimiter(client, 10, prefix="{x}:"), cellrate.InvalidArgument, "prefix"),
         (lambda: RedisLimiter(client, "1/day", burst=200), cellrate.InvalidArgument, "burst"),
