@@ -332,10 +332,10 @@ class RedisLimiter(_RedisLimit):
         client = self.client
         try:
             try:
-                return client.evalsha(SHA, *words)
+                return client.execute_command("EVALSHA", SHA, *words)
             except redis.exceptions.NoScriptError:
                 client.script_load(SCRIPT)
-                return client.evalsha(SHA, *words)
+                return client.execute_command("EVALSHA", SHA, *words)
         except UNAVAILABLE as error:
             availability.failed(error, self.on_error)
             return None
@@ -385,10 +385,10 @@ class AsyncRedisLimiter(_RedisLimit):
         client = self.client
         try:
             try:
-                return await client.evalsha(SHA, *words)
+                return await client.execute_command("EVALSHA", SHA, *words)
             except redis.exceptions.NoScriptError:
                 await client.script_load(SCRIPT)
-                return await client.evalsha(SHA, *words)
+                return await client.execute_command("EVALSHA", SHA, *words)
         except UNAVAILABLE as error:
             availability.failed(error, self.on_error)
             return None

@@ -51,6 +51,19 @@ def client_for(port: int, **kwargs) -> redis.Redis:
                        retry=Retry(NoBackoff(), 0), **kwargs)
 
 
+def counting(c: redis.Redis) -> list:
+    """The EVALSHA commands the client sends from now on, one entry each."""
+    execute, sent = c.execute_command, []
+
+    def counted(*words, **options):
+        if words[0] == "EVALSHA":
+            sent.append(words)
+        return execute(*words, **options)
+
+    c.execute_command = counted
+    return sent
+
+
 def async_client_for(port: int) -> redis.asyncio.Redis:
     return redis.asyncio.Redis(port=port, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
                                retry=redis.asyncio.retry.Retry(NoBackoff(), 0))
@@ -478,13 +491,7 @@ def test_redis_killed_and_restarted(on_error, caplog):
         c = client_for(srv.port)
         limiter = RedisLimiter(c, 1000, burst=1000, on_error=on_error)
         assert limiter.check("k").remaining == 999
-        evalsha, attempts = c.evalsha, []
-
-        def counted(*words):
-            attempts.append(time.monotonic())
-            return evalsha(*words)
-
-        c.evalsha = counted
+        attempts = counting(c)
         srv.kill()
         caplog.set_level(logging.WARNING, logger="cellrate.redis")
         started = time.monotonic()
@@ -674,18 +681,6 @@ def test_cluster_through_the_asyncio_client(cluster):
 
 # --------------------------------------------------------------------------
 # The deny cache
-
-
-def counting(c: redis.Redis) -> list:
-    """The EVALSHA calls the client sends from now on, one entry each."""
-    evalsha, sent = c.evalsha, []
-
-    def counted(*words):
-        sent.append(words)
-        return evalsha(*words)
-
-    c.evalsha = counted
-    return sent
 
 
 def test_a_refusal_is_answered_locally_until_its_retry_after_passes(client):
