@@ -10,7 +10,8 @@ processes, sync and asyncio:
 * cellrate: RedisLimiter.allow (admitted), and the refused path (a drained key),
   answered by the deny cache, and without it (one round trip each);
 * peers: limits' Redis moving window and sliding window counter, throttled-py's
-  Redis GCRA, pyrate-limiter's Redis bucket.
+  Redis GCRA, pyrate-limiter's Redis bucket (asyncio: limits' two, on redis-py's
+  asyncio client).
 
 Every limit is high enough that each call is admitted (except the refused
 row), on one key. Prints JSON lines (ops/s, median of --reps runs) and, with
@@ -157,7 +158,25 @@ def async_scenarios():
         lim = AsyncRedisLimiter(client(port), HIGH_RATE, burst=HIGH_RATE)
         return lambda: lim.allow(KEY)
 
-    return {"incr_floor": incr, "cellrate_redis": cellrate_allow}
+    def limits_maker(strategy_name):
+        def make(port):
+            import limits
+            import limits.aio.storage
+            import limits.aio.strategies
+            # redis-py's asyncio client, as cellrate's row
+            storage = limits.aio.storage.RedisStorage(f"async+redis://127.0.0.1:{port}",
+                                                      implementation="redispy")
+            strategy = getattr(limits.aio.strategies, strategy_name)(storage)
+            item = limits.RateLimitItemPerSecond(HIGH_RATE)
+            return lambda: strategy.hit(item, KEY)
+        return make
+
+    return {
+        "incr_floor": incr,
+        "cellrate_redis": cellrate_allow,
+        "limits_moving_window": limits_maker("MovingWindowRateLimiter"),
+        "limits_sliding_window_counter": limits_maker("SlidingWindowCounterRateLimiter"),
+    }
 
 
 # --------------------------------------------------------------------------
