@@ -53,18 +53,31 @@ static char *put_text(char *at, const char *text, size_t len)
     return at + len;
 }
 
+/* "00" to "99": two digits per division. */
+static const char digit_pairs[201] =
+    "0001020304050607080910111213141516171819"
+    "2021222324252627282930313233343536373839"
+    "4041424344454647484950515253545556575859"
+    "6061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 static char *put_int(char *at, int64_t value)
 {
     char digits[20];
-    size_t count = 0;
+    char *first = digits + sizeof digits;
     uint64_t rest = (uint64_t)value;
-    do {
-        digits[count++] = (char)('0' + rest % 10);
-        rest /= 10;
-    } while (rest != 0);
-    while (count > 0)
-        *at++ = digits[--count];
-    return at;
+    while (rest >= 100) {
+        first -= 2;
+        memcpy(first, &digit_pairs[2 * (rest % 100)], 2);
+        rest /= 100;
+    }
+    if (rest >= 10) {
+        first -= 2;
+        memcpy(first, &digit_pairs[2 * rest], 2);
+    } else {
+        *--first = (char)('0' + rest);
+    }
+    return put_text(at, first, (size_t)(digits + sizeof digits - first));
 }
 
 static char *next_field(cr_headers *out, const char *name)
