@@ -74,3 +74,63 @@ describe("cellrate.headers", function()
       assert.truthy(err:find("decision:", 1, true))
    end)
 end)
+
+-- The same fields as name, value pairs in the formatter's order, no table.
+local function as_table(...)
+   local fields, count = {}, select("#", ...)
+   assert.equal(0, count % 2, "name, value pairs")
+   for i = 1, count, 2 do
+      local name, value = select(i, ...)
+      assert.is_nil(fields[name], "each field once")
+      fields[name] = value
+   end
+   return fields
+end
+
+describe("cellrate.header_fields and check_headers", function()
+   it("give cellrate.headers' fields, policy and RateLimit first", function()
+      local lim = cellrate.limiter(10, { burst = 1 })
+      lim:check(1, 10)
+      local allowed, remaining, retry_after, reset_after = lim:peek(1, 10.0999)
+      for _, legacy in ipairs({ false, true }) do
+         local name1, _, name2 = cellrate.header_fields(lim, allowed, remaining, retry_after,
+                                                        reset_after, "api", legacy)
+         assert.equal("RateLimit-Policy", name1)
+         assert.equal("RateLimit", name2)
+         assert.same(cellrate.headers(lim, allowed, remaining, retry_after, reset_after, "api",
+                                      legacy),
+                     as_table(cellrate.header_fields(lim, allowed, remaining, retry_after,
+                                                     reset_after, "api", legacy)))
+      end
+   end)
+
+   it("check_headers returns check()'s decision and its fields, for both types", function()
+      local lim = cellrate.limiter("10/minute", { burst = 4 })
+      local twin = cellrate.limiter("10/minute", { burst = 4 })
+      local keyed = cellrate.keyed("10/minute", { burst = 4 })
+      local t = 1000
+      for step = 1, 40 do
+         t = t + ({ 0, 0.05, 1.7, 6, 0.3 })[(step - 1) % 5 + 1]
+         local name = step % 2 == 0 and "p" or nil
+         local legacy = step % 3 == 0
+         local expected = { twin:check(2, t) }
+         local got = { lim:check_headers(2, t, name, legacy) }
+         local got_keyed = { keyed:check_headers("k", 2, t, name, legacy) }
+         assert.same(expected, { got[1], got[2], got[3], got[4] })
+         assert.same(got, got_keyed)
+         assert.same(cellrate.headers(lim, expected[1], expected[2], expected[3], expected[4],
+                                      name, legacy),
+                     as_table(select(5, (table.unpack or unpack)(got))))
+      end
+   end)
+
+   it("raise on a bad name as cellrate.headers does, after deciding", function()
+      local lim = cellrate.limiter(1)
+      local ok, err = pcall(lim.check_headers, lim, 1, nil, "")
+      assert.is_false(ok)
+      assert.truthy(err:find("name must be", 1, true))
+      ok, err = pcall(cellrate.header_fields, lim, true, 0, 0, 0, 42)
+      assert.is_false(ok)
+      assert.truthy(err:find("name must be", 1, true))
+   end)
+end)
