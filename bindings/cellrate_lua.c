@@ -84,21 +84,10 @@ static int push_failure(lua_State *L, cr_status status, const char *path)
     return 3;
 }
 
-/*
- * An integer argument: the integer subtype (5.3+), or a float with an integral
- * value (the only kind LuaJIT has). Integral values beyond int64 saturate so
- * that the core, not the binding, decides what they mean. False for a
- * non-number, NaN or a fractional value.
- */
-static bool to_int64(lua_State *L, int idx, int64_t *out)
+/* A float with an integral value as int64, saturating beyond its range;
+ * false for NaN or a fractional value. */
+static bool number_to_int64(lua_Number value, int64_t *out)
 {
-    if (lua_type(L, idx) != LUA_TNUMBER)
-        return false;
-    if (compat_isinteger(L, idx)) {
-        *out = (int64_t)lua_tointeger(L, idx);
-        return true;
-    }
-    const lua_Number value = lua_tonumber(L, idx);
     if (value != value)
         return false;
     if (value >= 0x1p63) {
@@ -114,6 +103,23 @@ static bool to_int64(lua_State *L, int idx, int64_t *out)
         return false;
     *out = truncated;
     return true;
+}
+
+/*
+ * An integer argument: the integer subtype (5.3+), or a float with an integral
+ * value (the only kind LuaJIT has). Integral values beyond int64 saturate so
+ * that the core, not the binding, decides what they mean. False for a
+ * non-number, NaN or a fractional value.
+ */
+static bool to_int64(lua_State *L, int idx, int64_t *out)
+{
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        return false;
+    if (compat_isinteger(L, idx)) {
+        *out = (int64_t)lua_tointeger(L, idx);
+        return true;
+    }
+    return number_to_int64(lua_tonumber(L, idx), out);
 }
 
 static void read_rate(lua_State *L, int idx, cr_limit_args *args)
@@ -860,6 +866,72 @@ static int module_check_all(lua_State *L)
 }
 
 /* ------------------------------------------------------------------------ */
+/* LuaJIT's FFI                                                              */
+
+/*
+ * check_headers without the Lua API, for lua/cellrate/ffi.lua: LuaJIT
+ * compiles an FFI call into the trace of its caller, where a Lua C function
+ * ends the trace; in nginx's access phase that is most of the cost of the
+ * call (docs/design.md §12). The same conversions and core calls as
+ * store_check_headers. `payload` is a Limiter's or KeyedLimiter's (LuaJIT
+ * passes a userdata's payload to a void * parameter), its metatable checked
+ * by the caller; `key` NULL for a Limiter; `name` NULL for "default".
+ * CR_OK, or the status of a mistake (the cost, the time: nothing decided;
+ * CR_E_HEADER_NAME: decided, as store_check_headers) or of a region's lock;
+ * FFI_CLOSED for a closed store.
+ */
+#define FFI_CLOSED (-1)
+
+static int ffi_check_headers(void *payload, const char *key, size_t key_len, double cost,
+                             bool has_now, double now, const char *name, size_t name_len,
+                             bool legacy, cr_decision *decision, cr_headers *fields)
+{
+    const store_box *box = payload;
+    if (box->limiter == NULL && box->keyed == NULL)
+        return FFI_CLOSED;
+    int64_t cost_units = 0;
+    if (!number_to_int64(cost, &cost_units))
+        return CR_E_COST;
+    int64_t now_ns = CR_CLOCK;
+    if (has_now) {
+        const cr_status status = cr_seconds_to_ns(now, &now_ns);
+        if (status != CR_OK)
+            return status;
+    }
+    const cr_status status =
+        is_keyed(box)
+            ? cr_keyed_check(box->keyed, key, key_len, now_ns, cost_units, true, decision)
+            : cr_limiter_check(box->limiter, now_ns, cost_units, true, decision);
+    if (status != CR_OK)
+        return status;
+    if (name == NULL) {
+        name = "default";
+        name_len = 7;
+    }
+    return cr_headers_format(fields, decision, cr_limit_window_ns(&box->limit), name, name_len,
+                             legacy);
+}
+
+/* What lua/cellrate/ffi.lua declares with ffi.cdef, in this order; the sizes
+ * let it check its declarations of the core's structs against these. */
+typedef struct {
+    int (*check_headers)(void *payload, const char *key, size_t key_len, double cost,
+                         bool has_now, double now, const char *name, size_t name_len,
+                         bool legacy, cr_decision *decision, cr_headers *fields);
+    double (*ns_to_seconds)(int64_t ns);
+    const char *(*strerror)(cr_status status);
+    const char *(*status_name)(cr_status status);
+    size_t decision_size;
+    size_t headers_size;
+    int closed;
+} ffi_api;
+
+static const ffi_api the_ffi_api = {
+    ffi_check_headers, cr_ns_to_seconds, cr_strerror, cr_status_name,
+    sizeof(cr_decision), sizeof(cr_headers), FFI_CLOSED,
+};
+
+/* ------------------------------------------------------------------------ */
 /* The module                                                                */
 
 static void register_type(lua_State *L, const char *tag, const luaL_Reg *methods,
@@ -892,5 +964,8 @@ int luaopen_cellrate(lua_State *L)
     compat_setfuncs(L, module_functions, 0);
     lua_pushstring(L, cr_version());
     lua_setfield(L, -2, "_VERSION");
+    /* A pointer, not a symbol: the module exports luaopen_cellrate alone. */
+    lua_pushlightuserdata(L, (void *)&the_ffi_api);
+    lua_setfield(L, -2, "_ffi_api");
     return 1;
 }

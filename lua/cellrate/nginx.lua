@@ -25,6 +25,18 @@ local error, getmetatable, ipairs, setmetatable, tostring, type =
 local check_all = cellrate.check_all
 local header_fields = cellrate.header_fields
 
+-- A decision and its fields: through LuaJIT's FFI where there is one (an FFI
+-- call is compiled into the trace, a Lua C function ends it), else the
+-- methods; the same core calls and answers either way (cellrate.ffi).
+local keyed_check_headers, limiter_check_headers
+if type(jit) == "table" and pcall(require, "ffi") then
+    local fast = require "cellrate.ffi"
+    keyed_check_headers, limiter_check_headers = fast.keyed, fast.limiter
+else
+    keyed_check_headers = function(keyed, ...) return keyed:check_headers(...) end
+    limiter_check_headers = function(lim, ...) return lim:check_headers(...) end
+end
+
 local _M = { _VERSION = cellrate._VERSION }
 
 -- The two types' metatables, to tell a limiter from a keyed one per request
@@ -201,10 +213,11 @@ function _M.limit(limits, opts)
         -- The common case: one limit, its decision and fields in one call.
         local mt = getmetatable(limits)
         if mt == KEYED_MT then
-            return answer(opts, limits, limits:check_headers(request_key(opts), cost, nil,
-                                                             opts.name, opts.legacy))
+            return answer(opts, limits, keyed_check_headers(limits, request_key(opts), cost, nil,
+                                                            opts.name, opts.legacy))
         elseif mt == LIMITER_MT then
-            return answer(opts, limits, limits:check_headers(cost, nil, opts.name, opts.legacy))
+            return answer(opts, limits, limiter_check_headers(limits, cost, nil, opts.name,
+                                                              opts.legacy))
         end
     end
     local allowed, remaining, retry_after, reset_after, decider

@@ -3,6 +3,8 @@
 -- worked out by hand: T = period / rate, w = ceil(burst * T), every time
 -- rounded up to whole seconds, Retry-After at least 1.
 local cellrate = require "cellrate"
+-- cellrate.ffi from this tree (tests/lua/run.sh runs at the root)
+package.path = "lua/?.lua;" .. package.path
 
 -- Whole seconds, rounded up, of a time that is exact to the ns.
 local function ceil_seconds(seconds)
@@ -132,5 +134,65 @@ describe("cellrate.header_fields and check_headers", function()
       ok, err = pcall(cellrate.header_fields, lim, true, 0, 0, 0, 42)
       assert.is_false(ok)
       assert.truthy(err:find("name must be", 1, true))
+   end)
+end)
+
+describe("cellrate.ffi (LuaJIT)", function()
+   local ffi_it = type(jit) == "table" and it or pending
+   local fast = type(jit) == "table" and require "cellrate.ffi"
+
+   ffi_it("gives check_headers' answers, fields and all, for both types", function()
+      local lim = cellrate.limiter("10/minute", { burst = 4 })
+      local twin = cellrate.limiter("10/minute", { burst = 4 })
+      local keyed = cellrate.keyed("10/minute", { burst = 4 })
+      local keyed_twin = cellrate.keyed("10/minute", { burst = 4 })
+      local t = 1000
+      for step = 1, 60 do
+         t = t + ({ 0, 0.05, 1.7, 6, 0.3 })[(step - 1) % 5 + 1]
+         local name = ({ nil, "p", 'a"b\\c' })[step % 3 + 1]
+         local legacy = step % 4 == 0
+         local cost = step % 7 == 0 and 9 or 2 -- 9 never fits: no Retry-After
+         assert.same({ twin:check_headers(cost, t, name, legacy) },
+                     { fast.limiter(lim, cost, t, name, legacy) })
+         assert.same({ keyed_twin:check_headers("k", cost, t, name, legacy) },
+                     { fast.keyed(keyed, "k", cost, t, name, legacy) })
+      end
+      -- on the clock, and the default cost through the method
+      local allowed, remaining = fast.limiter(cellrate.limiter(1, { burst = 2 }), 1)
+      assert.same({ true, 1 }, { allowed, remaining })
+      allowed, remaining = fast.keyed(cellrate.keyed(1, { burst = 2 }), "k", nil)
+      assert.same({ true, 1 }, { allowed, remaining })
+   end)
+
+   ffi_it("decides without calling the method", function()
+      local keyed = cellrate.keyed(10, { burst = 2 })
+      local methods = getmetatable(keyed).__index
+      local method = methods.check_headers
+      methods.check_headers = function() error("the method was called") end
+      local ok, allowed = pcall(fast.keyed, keyed, "k", 1)
+      methods.check_headers = method
+      assert.is_true(ok, allowed)
+      assert.is_true(allowed)
+   end)
+
+   ffi_it("raises and fails as the method does", function()
+      local lim = cellrate.limiter(1)
+      for _, args in ipairs({ { 1.5 }, { -1 }, { 1, -1 }, { 1, 0 / 0 }, { "1" } }) do
+         local _, want = pcall(lim.check_headers, lim, args[1], args[2])
+         local ok, err = pcall(fast.limiter, lim, args[1], args[2])
+         assert.is_false(ok)
+         assert.equal(want:gsub("^.-:%d+: ", ""), tostring(err):gsub("^.-:%d+: ", ""))
+      end
+      local ok, err = pcall(fast.limiter, lim, 1, nil, "")
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("name must be", 1, true))
+      local keyed = cellrate.keyed(1)
+      ok, err = pcall(fast.keyed, keyed, 42, 1)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("key", 1, true))
+      keyed:close()
+      ok, err = pcall(fast.keyed, keyed, "k", 1)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("is closed", 1, true))
    end)
 end)
