@@ -869,22 +869,21 @@ static int module_check_all(lua_State *L)
 /* LuaJIT's FFI                                                              */
 
 /*
- * check_headers without the Lua API, for lua/cellrate/ffi.lua: LuaJIT
- * compiles an FFI call into the trace of its caller, where a Lua C function
- * ends the trace; in nginx's access phase that is most of the cost of the
- * call (docs/design.md §12). The same conversions and core calls as
- * store_check_headers. `payload` is a Limiter's or KeyedLimiter's (LuaJIT
- * passes a userdata's payload to a void * parameter), its metatable checked
- * by the caller; `key` NULL for a Limiter; `name` NULL for "default".
- * CR_OK, or the status of a mistake (the cost, the time: nothing decided;
- * CR_E_HEADER_NAME: decided, as store_check_headers) or of a region's lock;
- * FFI_CLOSED for a closed store.
+ * check and check_headers without the Lua API, for lua/cellrate/ffi.lua:
+ * LuaJIT compiles an FFI call into the trace of its caller, where a Lua C
+ * function ends the trace; in nginx's access phase that is most of the cost
+ * of the call (docs/design.md §12). The same conversions and core calls as
+ * store_check and store_check_headers. `payload` is a Limiter's or
+ * KeyedLimiter's (LuaJIT passes a userdata's payload to a void * parameter),
+ * its metatable checked by the caller; `key` NULL for a Limiter; `name` NULL
+ * for "default". CR_OK, or the status of a mistake (the cost, the time:
+ * nothing decided; CR_E_HEADER_NAME: decided, as store_check_headers) or of a
+ * region's lock; FFI_CLOSED for a closed store.
  */
 #define FFI_CLOSED (-1)
 
-static int ffi_check_headers(void *payload, const char *key, size_t key_len, double cost,
-                             bool has_now, double now, const char *name, size_t name_len,
-                             bool legacy, cr_decision *decision, cr_headers *fields)
+static int ffi_check(void *payload, const char *key, size_t key_len, double cost, bool has_now,
+                     double now, cr_decision *decision)
 {
     const store_box *box = payload;
     if (box->limiter == NULL && box->keyed == NULL)
@@ -898,16 +897,23 @@ static int ffi_check_headers(void *payload, const char *key, size_t key_len, dou
         if (status != CR_OK)
             return status;
     }
-    const cr_status status =
-        is_keyed(box)
-            ? cr_keyed_check(box->keyed, key, key_len, now_ns, cost_units, true, decision)
-            : cr_limiter_check(box->limiter, now_ns, cost_units, true, decision);
+    return is_keyed(box)
+               ? cr_keyed_check(box->keyed, key, key_len, now_ns, cost_units, true, decision)
+               : cr_limiter_check(box->limiter, now_ns, cost_units, true, decision);
+}
+
+static int ffi_check_headers(void *payload, const char *key, size_t key_len, double cost,
+                             bool has_now, double now, const char *name, size_t name_len,
+                             bool legacy, cr_decision *decision, cr_headers *fields)
+{
+    const int status = ffi_check(payload, key, key_len, cost, has_now, now, decision);
     if (status != CR_OK)
         return status;
     if (name == NULL) {
         name = "default";
         name_len = 7;
     }
+    const store_box *box = payload;
     return cr_headers_format(fields, decision, cr_limit_window_ns(&box->limit), name, name_len,
                              legacy);
 }
@@ -915,6 +921,8 @@ static int ffi_check_headers(void *payload, const char *key, size_t key_len, dou
 /* What lua/cellrate/ffi.lua declares with ffi.cdef, in this order; the sizes
  * let it check its declarations of the core's structs against these. */
 typedef struct {
+    int (*check)(void *payload, const char *key, size_t key_len, double cost, bool has_now,
+                 double now, cr_decision *decision);
     int (*check_headers)(void *payload, const char *key, size_t key_len, double cost,
                          bool has_now, double now, const char *name, size_t name_len,
                          bool legacy, cr_decision *decision, cr_headers *fields);
@@ -927,8 +935,8 @@ typedef struct {
 } ffi_api;
 
 static const ffi_api the_ffi_api = {
-    ffi_check_headers, cr_ns_to_seconds, cr_strerror, cr_status_name,
-    sizeof(cr_decision), sizeof(cr_headers), FFI_CLOSED,
+    ffi_check,      ffi_check_headers,   cr_ns_to_seconds,   cr_strerror,
+    cr_status_name, sizeof(cr_decision), sizeof(cr_headers), FFI_CLOSED,
 };
 
 /* ------------------------------------------------------------------------ */

@@ -1,15 +1,20 @@
 --[[
-check_headers through LuaJIT's FFI: the same answers as the methods
+check and check_headers through LuaJIT's FFI: the same answers as the
+methods
 
     keyed:check_headers(key, cost, now, name, legacy)
     lim:check_headers(cost, now, name, legacy)
+    keyed:check(key, cost, now)
+    lim:check(cost, now)
 
-(allowed, remaining, retry_after, reset_after, then the header fields as
-name, value pairs), as
+(allowed, remaining, retry_after, reset_after, then, for check_headers, the
+header fields as name, value pairs), as
 
     local fast = require "cellrate.ffi"      -- LuaJIT only
     fast.keyed(keyed, key, cost, now, name, legacy)
     fast.limiter(lim, cost, now, name, legacy)
+    fast.keyed_check(keyed, key, cost, now)
+    fast.limiter_check(lim, cost, now)
 
 A Lua C function ends a LuaJIT trace; an FFI call is compiled into it. In
 nginx's access phase that is most of what a decision costs beside the core's
@@ -48,6 +53,8 @@ if not pcall(ffi.typeof, "cellrate_ffi_api") then
             cellrate_header field[6];
         } cellrate_headers;
         typedef struct {
+            int (*check)(void *payload, const char *key, size_t key_len, double cost,
+                         bool has_now, double now, cellrate_decision *decision);
             int (*check_headers)(void *payload, const char *key, size_t key_len, double cost,
                                  bool has_now, double now, const char *name, size_t name_len,
                                  bool legacy, cellrate_decision *decision,
@@ -67,6 +74,7 @@ if api.decision_size ~= ffi.sizeof("cellrate_decision")
     or api.headers_size ~= ffi.sizeof("cellrate_headers") then
     error("cellrate.ffi: the declarations of cr_decision and cr_headers do not match the module's")
 end
+local check = api.check
 local check_headers = api.check_headers
 local ns_to_seconds = api.ns_to_seconds
 
@@ -83,12 +91,15 @@ local function field(i)
     return ffi_string(f.name), ffi_string(f.value, f.value_len)
 end
 
--- The decision and the fields, as the method returns them.
+-- The decision, as check() returns it.
+local function decided()
+    return decision.allowed, tonumber(decision.remaining),
+        ns_to_seconds(decision.retry_after_ns), ns_to_seconds(decision.reset_after_ns)
+end
+
+-- The decision and the fields, as check_headers() returns them.
 local function answer()
-    local allowed = decision.allowed
-    local remaining = tonumber(decision.remaining)
-    local retry_after = ns_to_seconds(decision.retry_after_ns)
-    local reset_after = ns_to_seconds(decision.reset_after_ns)
+    local allowed, remaining, retry_after, reset_after = decided()
     local count = fields.count
     local name1, value1 = field(0)
     local name2, value2 = field(1)
@@ -156,6 +167,28 @@ function _M.limiter(lim, cost, now, name, legacy)
         return failure(status, lim.check_headers, lim, cost, now, name, legacy)
     end
     return answer()
+end
+
+function _M.keyed_check(keyed, key, cost, now)
+    if getmetatable(keyed) ~= KEYED_MT or type(key) ~= "string" or not plain(cost, now) then
+        return keyed:check(key, cost, now)
+    end
+    local status = check(keyed, key, #key, cost, now ~= nil, now or 0, decision)
+    if status ~= 0 then
+        return failure(status, keyed.check, keyed, key, cost, now)
+    end
+    return decided()
+end
+
+function _M.limiter_check(lim, cost, now)
+    if getmetatable(lim) ~= LIMITER_MT or not plain(cost, now) then
+        return lim:check(cost, now)
+    end
+    local status = check(lim, nil, 0, cost, now ~= nil, now or 0, decision)
+    if status ~= 0 then
+        return failure(status, lim.check, lim, cost, now)
+    end
+    return decided()
 end
 
 return _M

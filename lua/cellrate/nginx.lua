@@ -28,13 +28,16 @@ local header_fields = cellrate.header_fields
 -- A decision and its fields: through LuaJIT's FFI where there is one (an FFI
 -- call is compiled into the trace, a Lua C function ends it), else the
 -- methods; the same core calls and answers either way (cellrate.ffi).
-local keyed_check_headers, limiter_check_headers
+local keyed_check_headers, limiter_check_headers, keyed_check, limiter_check
 if type(jit) == "table" and pcall(require, "ffi") then
     local fast = require "cellrate.ffi"
     keyed_check_headers, limiter_check_headers = fast.keyed, fast.limiter
+    keyed_check, limiter_check = fast.keyed_check, fast.limiter_check
 else
     keyed_check_headers = function(keyed, ...) return keyed:check_headers(...) end
     limiter_check_headers = function(lim, ...) return lim:check_headers(...) end
+    keyed_check = function(keyed, ...) return keyed:check(...) end
+    limiter_check = function(lim, ...) return lim:check(...) end
 end
 
 local _M = { _VERSION = cellrate._VERSION }
@@ -82,10 +85,10 @@ local function decide(limits, opts, cost)
     local mt = getmetatable(limits)
     if mt == KEYED_MT then
         local allowed, remaining, retry_after, reset_after =
-            limits:check(request_key(opts), cost)
+            keyed_check(limits, request_key(opts), cost)
         return allowed, remaining, retry_after, reset_after, limits
     elseif mt == LIMITER_MT then
-        local allowed, remaining, retry_after, reset_after = limits:check(cost)
+        local allowed, remaining, retry_after, reset_after = limiter_check(limits, cost)
         return allowed, remaining, retry_after, reset_after, limits
     elseif type(limits) == "table" then
         local items = items_of(limits)

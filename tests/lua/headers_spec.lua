@@ -141,7 +141,7 @@ describe("cellrate.ffi (LuaJIT)", function()
    local ffi_it = type(jit) == "table" and it or pending
    local fast = type(jit) == "table" and require "cellrate.ffi"
 
-   ffi_it("gives check_headers' answers, fields and all, for both types", function()
+   ffi_it("gives the methods' answers, fields and all, for both types", function()
       local lim = cellrate.limiter("10/minute", { burst = 4 })
       local twin = cellrate.limiter("10/minute", { burst = 4 })
       local keyed = cellrate.keyed("10/minute", { burst = 4 })
@@ -156,6 +156,9 @@ describe("cellrate.ffi (LuaJIT)", function()
                      { fast.limiter(lim, cost, t, name, legacy) })
          assert.same({ keyed_twin:check_headers("k", cost, t, name, legacy) },
                      { fast.keyed(keyed, "k", cost, t, name, legacy) })
+         assert.same({ twin:check(cost, t + 0.5) }, { fast.limiter_check(lim, cost, t + 0.5) })
+         assert.same({ keyed_twin:check("k", cost, t + 0.5) },
+                     { fast.keyed_check(keyed, "k", cost, t + 0.5) })
       end
       -- on the clock, and the default cost through the method
       local allowed, remaining = fast.limiter(cellrate.limiter(1, { burst = 2 }), 1)
@@ -167,12 +170,16 @@ describe("cellrate.ffi (LuaJIT)", function()
    ffi_it("decides without calling the method", function()
       local keyed = cellrate.keyed(10, { burst = 2 })
       local methods = getmetatable(keyed).__index
-      local method = methods.check_headers
-      methods.check_headers = function() error("the method was called") end
+      local check, check_headers = methods.check, methods.check_headers
+      methods.check = function() error("the method was called") end
+      methods.check_headers = methods.check
       local ok, allowed = pcall(fast.keyed, keyed, "k", 1)
-      methods.check_headers = method
+      local ok_check, allowed_check = pcall(fast.keyed_check, keyed, "k", 1)
+      methods.check, methods.check_headers = check, check_headers
       assert.is_true(ok, allowed)
       assert.is_true(allowed)
+      assert.is_true(ok_check, allowed_check)
+      assert.is_true(allowed_check)
    end)
 
    ffi_it("raises and fails as the method does", function()
@@ -180,6 +187,9 @@ describe("cellrate.ffi (LuaJIT)", function()
       for _, args in ipairs({ { 1.5 }, { -1 }, { 1, -1 }, { 1, 0 / 0 }, { "1" } }) do
          local _, want = pcall(lim.check_headers, lim, args[1], args[2])
          local ok, err = pcall(fast.limiter, lim, args[1], args[2])
+         assert.is_false(ok)
+         assert.equal(want:gsub("^.-:%d+: ", ""), tostring(err):gsub("^.-:%d+: ", ""))
+         ok, err = pcall(fast.limiter_check, lim, args[1], args[2])
          assert.is_false(ok)
          assert.equal(want:gsub("^.-:%d+: ", ""), tostring(err):gsub("^.-:%d+: ", ""))
       end
@@ -192,6 +202,9 @@ describe("cellrate.ffi (LuaJIT)", function()
       assert.truthy(tostring(err):find("key", 1, true))
       keyed:close()
       ok, err = pcall(fast.keyed, keyed, "k", 1)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("is closed", 1, true))
+      ok, err = pcall(fast.keyed_check, keyed, "k", 1)
       assert.is_false(ok)
       assert.truthy(tostring(err):find("is closed", 1, true))
    end)

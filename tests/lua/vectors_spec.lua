@@ -534,6 +534,12 @@ describe("conformance vectors", function()
       report("cellrate.ffi keyed", replay(keyed_face(committed_by(
          function(keyed, cost, now) return fast.keyed(keyed, "key", cost, now) end,
          function(keyed, cost, now) return keyed:peek("key", cost, now) end))))
+      report("cellrate.ffi limiter_check", replay(limiter_face(committed_by(
+         function(lim, cost, now) return fast.limiter_check(lim, cost, now) end,
+         function(lim, cost, now) return lim:peek(cost, now) end))))
+      report("cellrate.ffi keyed_check", replay(keyed_face(committed_by(
+         function(keyed, cost, now) return fast.keyed_check(keyed, "key", cost, now) end,
+         function(keyed, cost, now) return keyed:peek("key", cost, now) end))))
    end)
 
    it("allow() is check()'s first answer", function()
