@@ -182,13 +182,17 @@ opts (optional; a table made once and reused is cheapest):
 Returns allowed, remaining, retry_after, reset_after when the request goes
 on (allowed is false only in a dry run); a refusal ends the request.
 ]]
--- The request goes on with the decision, or is refused; `...` are the
--- decision's fields (cellrate.header_fields), set either way.
-local function answer(opts, decider, allowed, remaining, retry_after, reset_after, ...)
+-- The request goes on with the decision, or is refused; the decision's
+-- fields (cellrate.header_fields) are set either way. Not a vararg function:
+-- LuaJIT compiles no trace through one's return here.
+local function answer(opts, decider, allowed, remaining, retry_after, reset_after,
+                      name1, value1, name2, value2, name3, value3, name4, value4,
+                      name5, value5, name6, value6)
     if allowed == nil then -- a shared region's lock held past its bound
         error("cellrate: " .. tostring(remaining), 3)
     end
-    set_fields(...)
+    set_fields(name1, value1, name2, value2, name3, value3, name4, value4, name5, value5,
+               name6, value6)
     if allowed then
         return allowed, remaining, retry_after, reset_after
     end
