@@ -53,7 +53,7 @@ static char *put_text(char *at, const char *text, size_t len)
     return at + len;
 }
 
-/* "00" to "99": two digits per division. */
+/* "00" to "99": two digits per division, written in place from the last. */
 static const char digit_pairs[201] =
     "0001020304050607080910111213141516171819"
     "2021222324252627282930313233343536373839"
@@ -63,21 +63,21 @@ static const char digit_pairs[201] =
 
 static char *put_int(char *at, int64_t value)
 {
-    char digits[20];
-    char *first = digits + sizeof digits;
     uint64_t rest = (uint64_t)value;
+    size_t digits = 1; /* at most 19: value is an int64_t >= 0 */
+    for (uint64_t bound = 10; digits < 19 && rest >= bound; bound *= 10)
+        digits++;
+    char *last = at + digits;
     while (rest >= 100) {
-        first -= 2;
-        memcpy(first, &digit_pairs[2 * (rest % 100)], 2);
+        last -= 2;
+        memcpy(last, &digit_pairs[2 * (rest % 100)], 2);
         rest /= 100;
     }
-    if (rest >= 10) {
-        first -= 2;
-        memcpy(first, &digit_pairs[2 * rest], 2);
-    } else {
-        *--first = (char)('0' + rest);
-    }
-    return put_text(at, first, (size_t)(digits + sizeof digits - first));
+    if (rest >= 10)
+        memcpy(last - 2, &digit_pairs[2 * rest], 2);
+    else
+        last[-1] = (char)('0' + rest);
+    return at + digits;
 }
 
 static char *next_field(cr_headers *out, const char *name)
