@@ -71,7 +71,7 @@ rock-install:
 	install -d $(LIBDIR)
 	install -m 0755 $(BUILD)/rock/cellrate.so $(LIBDIR)/cellrate.so
 	install -d $(LUADIR)/cellrate
-	install -m 0644 lua/cellrate/nginx.lua $(LUADIR)/cellrate/nginx.lua
+	install -m 0644 lua/cellrate/nginx.lua lua/cellrate/ffi.lua $(LUADIR)/cellrate/
 	install -m 0644 lua/cellrate/redis.lua python/cellrate/redis_decide.lua $(LUADIR)/cellrate/
 
 test-lua: lua ## busted specs under Lua 5.4 and LuaJIT

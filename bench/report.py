@@ -409,6 +409,22 @@ def nginx_rows() -> List[Row]:
     rows.append(Row("cellrate.nginx, admits every request, headers = false (as limit_req: "
                     "no fields)", "nginx.cellrate_no_headers.admit_all", "faster",
                     "nginx.limit_req.admit_all", "limit_req"))
+    # Floors: what a Lua limiter that sends the fields cannot avoid.
+    rows.append(Row("floor: access_by_lua_block with nothing to do", "nginx.lua_empty.admit_all",
+                    "faster", "nginx.limit_req.admit_all", "limit_req"))
+    for kind, what in (("admit_all", "admits every request"),
+                       ("refuse_most", "refuses all but the first")):
+        rows += [
+            Row(f"floor: limit_req + add_header of fields of cellrate's size, {what}",
+                f"nginx.limit_req_fields.{kind}", "faster", f"nginx.limit_req.{kind}",
+                "limit_req"),
+            Row(f"cellrate.nginx, {what}, against limit_req sending the same fields",
+                f"nginx.cellrate.{kind}", "faster", f"nginx.limit_req_fields.{kind}",
+                "limit_req + add_header"),
+        ]
+    rows.append(Row("floor: access_by_lua_block setting two constant fields of cellrate's size",
+                    "nginx.lua_fields.admit_all", "faster", "nginx.limit_req_fields.admit_all",
+                    "limit_req + add_header"))
     return rows
 
 

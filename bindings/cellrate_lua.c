@@ -84,21 +84,10 @@ static int push_failure(lua_State *L, cr_status status, const char *path)
     return 3;
 }
 
-/*
- * An integer argument: the integer subtype (5.3+), or a float with an integral
- * value (the only kind LuaJIT has). Integral values beyond int64 saturate so
- * that the core, not the binding, decides what they mean. False for a
- * non-number, NaN or a fractional value.
- */
-static bool to_int64(lua_State *L, int idx, int64_t *out)
+/* A float with an integral value as int64, saturating beyond its range;
+ * false for NaN or a fractional value. */
+static bool number_to_int64(lua_Number value, int64_t *out)
 {
-    if (lua_type(L, idx) != LUA_TNUMBER)
-        return false;
-    if (compat_isinteger(L, idx)) {
-        *out = (int64_t)lua_tointeger(L, idx);
-        return true;
-    }
-    const lua_Number value = lua_tonumber(L, idx);
     if (value != value)
         return false;
     if (value >= 0x1p63) {
@@ -114,6 +103,23 @@ static bool to_int64(lua_State *L, int idx, int64_t *out)
         return false;
     *out = truncated;
     return true;
+}
+
+/*
+ * An integer argument: the integer subtype (5.3+), or a float with an integral
+ * value (the only kind LuaJIT has). Integral values beyond int64 saturate so
+ * that the core, not the binding, decides what they mean. False for a
+ * non-number, NaN or a fractional value.
+ */
+static bool to_int64(lua_State *L, int idx, int64_t *out)
+{
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        return false;
+    if (compat_isinteger(L, idx)) {
+        *out = (int64_t)lua_tointeger(L, idx);
+        return true;
+    }
+    return number_to_int64(lua_tonumber(L, idx), out);
 }
 
 static void read_rate(lua_State *L, int idx, cr_limit_args *args)
@@ -370,6 +376,115 @@ static const char *check_key(lua_State *L, int idx, size_t *len)
 }
 
 /* ------------------------------------------------------------------------ */
+/* HTTP header fields                                                        */
+
+/* A Limiter or a KeyedLimiter at `idx` (open or closed: only its limit is read). */
+static const store_box *check_store(lua_State *L, int idx)
+{
+    const store_box *box = box_at(L, idx, limiter_tag);
+    if (box == NULL)
+        box = box_at(L, idx, keyed_tag);
+    if (box != NULL)
+        return box;
+    luaL_argerror(L, idx,
+                  lua_pushfstring(L, "%s or %s expected, got %s", limiter_tag, keyed_tag,
+                                  luaL_typename(L, idx)));
+    return NULL;
+}
+
+/* A decision's time in seconds (math.huge: never) as ns. */
+static int64_t read_duration(lua_State *L, int idx)
+{
+    int64_t ns = 0;
+    if (lua_type(L, idx) != LUA_TNUMBER ||
+        cr_duration_from_seconds(lua_tonumber(L, idx), &ns) != CR_OK)
+        raise_status(L, CR_E_HEADER_VALUE);
+    return ns;
+}
+
+/* The policy name at `idx`: nil (none) is "default". */
+static const char *read_header_name(lua_State *L, int idx, int top, size_t *name_len)
+{
+    *name_len = 7;
+    if (idx > top || lua_isnil(L, idx))
+        return "default";
+    if (lua_type(L, idx) != LUA_TSTRING)
+        raise_status(L, CR_E_HEADER_NAME);
+    return lua_tolstring(L, idx, name_len);
+}
+
+/* The fields of `decision` under the limit of `box`, from cr_headers_format;
+ * argument mistakes raise. */
+static void format_fields(lua_State *L, cr_headers *fields, const store_box *box,
+                          const cr_decision *decision, int name_idx, int top)
+{
+    size_t name_len;
+    const char *name = read_header_name(L, name_idx, top, &name_len);
+    const bool legacy = name_idx + 1 <= top && lua_toboolean(L, name_idx + 1);
+    const cr_status status = cr_headers_format(fields, decision, cr_limit_window_ns(&box->limit),
+                                               name, name_len, legacy);
+    if (status != CR_OK)
+        raise_status(L, status);
+}
+
+/* The fields as name, value, name, value, ... in the formatter's order. */
+static int push_fields(lua_State *L, const cr_headers *fields)
+{
+    luaL_checkstack(L, 2 * fields->count, NULL);
+    for (int i = 0; i < fields->count; i++) {
+        lua_pushstring(L, fields->field[i].name);
+        lua_pushlstring(L, fields->field[i].value, fields->field[i].value_len);
+    }
+    return 2 * fields->count;
+}
+
+/* The fields for the arguments of cellrate.headers and cellrate.header_fields:
+ * (lim, allowed, remaining, retry_after, reset_after [, name [, legacy]]). */
+static void format_given_decision(lua_State *L, cr_headers *fields)
+{
+    const int top = lua_gettop(L);
+    const store_box *box = check_store(L, 1);
+    cr_decision decision;
+    decision.allowed = lua_toboolean(L, 2);
+    decision.limit = box->limit.burst;
+    if (!to_int64(L, 3, &decision.remaining))
+        raise_status(L, CR_E_HEADER_VALUE);
+    decision.retry_after_ns = read_duration(L, 4);
+    decision.reset_after_ns = read_duration(L, 5);
+    format_fields(L, fields, box, &decision, 6, top);
+}
+
+static int format_fields_and_push(lua_State *L, const store_box *box, const cr_decision *decision,
+                                  int name_idx, int top)
+{
+    cr_headers fields;
+    format_fields(L, &fields, box, decision, name_idx, top);
+    return push_fields(L, &fields);
+}
+
+/* cellrate.headers(...): the fields as a table, name -> value. */
+static int headers(lua_State *L)
+{
+    cr_headers fields;
+    format_given_decision(L, &fields);
+    lua_createtable(L, 0, fields.count);
+    for (int i = 0; i < fields.count; i++) {
+        lua_pushlstring(L, fields.field[i].value, fields.field[i].value_len);
+        lua_setfield(L, -2, fields.field[i].name);
+    }
+    return 1;
+}
+
+/* cellrate.header_fields(...): the fields as name, value, name, value, ...,
+ * no table: for a caller that sets each field once (cellrate.nginx). */
+static int header_fields(lua_State *L)
+{
+    cr_headers fields;
+    format_given_decision(L, &fields);
+    return push_fields(L, &fields);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Limiter and KeyedLimiter: one implementation, `tag` the type             */
 
 /*
@@ -471,6 +586,22 @@ static ALWAYS_INLINE int store_check(lua_State *L, const char *tag, bool commit)
     cr_decision decision;
     cr_status status = decide(L, tag, commit, &decision, NULL);
     return status != CR_OK ? push_failure(L, status, NULL) : push_decision(L, &decision);
+}
+
+/* lim:check_headers(cost, now, name, legacy), keyed:check_headers(key, cost,
+ * now, name, legacy): check()'s four values, then the decision's header
+ * fields as name, value, ... (cellrate.header_fields): one call where the
+ * decision is sent on a response. */
+static ALWAYS_INLINE int store_check_headers(lua_State *L, const char *tag)
+{
+    cr_decision decision;
+    const int top = lua_gettop(L);
+    const cr_status status = decide(L, tag, true, &decision, NULL);
+    if (status != CR_OK)
+        return push_failure(L, status, NULL);
+    const int name_idx = tag == keyed_tag ? 5 : 4;
+    push_decision(L, &decision);
+    return 4 + format_fields_and_push(L, lua_touserdata(L, 1), &decision, name_idx, top);
 }
 
 /* A longest wait (reserve's max_wait, wait's timeout): nil or math.huge is
@@ -635,6 +766,7 @@ static int store_tostring(lua_State *L, const char *tag)
     static int type##_allow(lua_State *L) { return store_allow(L, tag); }                   \
     static int type##_check(lua_State *L) { return store_check(L, tag, true); }             \
     static int type##_peek(lua_State *L) { return store_check(L, tag, false); }             \
+    static int type##_check_headers(lua_State *L) { return store_check_headers(L, tag); }   \
     static int type##_reserve(lua_State *L) { return store_reserve(L, tag); }               \
     static int type##_wait(lua_State *L) { return store_wait(L, tag); }                     \
     static int type##_refund(lua_State *L) { return store_refund(L, tag); }                 \
@@ -646,6 +778,7 @@ static int store_tostring(lua_State *L, const char *tag)
         {"allow", type##_allow},     {"check", type##_check},   {"peek", type##_peek},      \
         {"reserve", type##_reserve}, {"wait", type##_wait},     {"refund", type##_refund},  \
         {"reset", type##_reset},     {"info", type##_info},     {"close", type##_close},    \
+        {"check_headers", type##_check_headers},                                            \
         {NULL, NULL},                                                                       \
     };                                                                                      \
     /* __close is only called by Lua 5.4; an extra field is harmless before. */             \
@@ -733,63 +866,78 @@ static int module_check_all(lua_State *L)
 }
 
 /* ------------------------------------------------------------------------ */
-/* HTTP header fields                                                        */
+/* LuaJIT's FFI                                                              */
 
-/* A Limiter or a KeyedLimiter at `idx` (open or closed: only its limit is read). */
-static const store_box *check_store(lua_State *L, int idx)
-{
-    const store_box *box = box_at(L, idx, limiter_tag);
-    if (box == NULL)
-        box = box_at(L, idx, keyed_tag);
-    if (box != NULL)
-        return box;
-    luaL_argerror(L, idx,
-                  lua_pushfstring(L, "%s or %s expected, got %s", limiter_tag, keyed_tag,
-                                  luaL_typename(L, idx)));
-    return NULL;
-}
+/*
+ * check and check_headers without the Lua API, for lua/cellrate/ffi.lua:
+ * LuaJIT compiles an FFI call into the trace of its caller, where a Lua C
+ * function ends the trace; in nginx's access phase that is most of the cost
+ * of the call (docs/design.md §12). The same conversions and core calls as
+ * store_check and store_check_headers. `payload` is a Limiter's or
+ * KeyedLimiter's (LuaJIT passes a userdata's payload to a void * parameter),
+ * its metatable checked by the caller; `key` NULL for a Limiter; `name` NULL
+ * for "default". CR_OK, or the status of a mistake (the cost, the time:
+ * nothing decided; CR_E_HEADER_NAME: decided, as store_check_headers) or of a
+ * region's lock; FFI_CLOSED for a closed store.
+ */
+#define FFI_CLOSED (-1)
 
-/* A decision's time in seconds (math.huge: never) as ns. */
-static int64_t read_duration(lua_State *L, int idx)
+static int ffi_check(void *payload, const char *key, size_t key_len, double cost, bool has_now,
+                     double now, cr_decision *decision)
 {
-    int64_t ns = 0;
-    if (lua_type(L, idx) != LUA_TNUMBER ||
-        cr_duration_from_seconds(lua_tonumber(L, idx), &ns) != CR_OK)
-        raise_status(L, CR_E_HEADER_VALUE);
-    return ns;
-}
-
-/* cellrate.headers(lim, allowed, remaining, retry_after, reset_after [, name [, legacy]]):
- * the fields of cr_headers_format as a table, name -> value. */
-static int headers(lua_State *L)
-{
-    const store_box *box = check_store(L, 1);
-    cr_decision decision;
-    decision.allowed = lua_toboolean(L, 2);
-    decision.limit = box->limit.burst;
-    if (!to_int64(L, 3, &decision.remaining))
-        raise_status(L, CR_E_HEADER_VALUE);
-    decision.retry_after_ns = read_duration(L, 4);
-    decision.reset_after_ns = read_duration(L, 5);
-    size_t name_len = 7;
-    const char *name = "default";
-    if (!lua_isnoneornil(L, 6)) {
-        if (lua_type(L, 6) != LUA_TSTRING)
-            raise_status(L, CR_E_HEADER_NAME);
-        name = lua_tolstring(L, 6, &name_len);
+    const store_box *box = payload;
+    if (box->limiter == NULL && box->keyed == NULL)
+        return FFI_CLOSED;
+    int64_t cost_units = 0;
+    if (!number_to_int64(cost, &cost_units))
+        return CR_E_COST;
+    int64_t now_ns = CR_CLOCK;
+    if (has_now) {
+        const cr_status status = cr_seconds_to_ns(now, &now_ns);
+        if (status != CR_OK)
+            return status;
     }
-    cr_headers fields;
-    const cr_status status = cr_headers_format(&fields, &decision, cr_limit_window_ns(&box->limit),
-                                               name, name_len, lua_toboolean(L, 7));
+    return is_keyed(box)
+               ? cr_keyed_check(box->keyed, key, key_len, now_ns, cost_units, true, decision)
+               : cr_limiter_check(box->limiter, now_ns, cost_units, true, decision);
+}
+
+static int ffi_check_headers(void *payload, const char *key, size_t key_len, double cost,
+                             bool has_now, double now, const char *name, size_t name_len,
+                             bool legacy, cr_decision *decision, cr_headers *fields)
+{
+    const int status = ffi_check(payload, key, key_len, cost, has_now, now, decision);
     if (status != CR_OK)
-        return raise_status(L, status);
-    lua_createtable(L, 0, fields.count);
-    for (int i = 0; i < fields.count; i++) {
-        lua_pushstring(L, fields.field[i].value);
-        lua_setfield(L, -2, fields.field[i].name);
+        return status;
+    if (name == NULL) {
+        name = "default";
+        name_len = 7;
     }
-    return 1;
+    const store_box *box = payload;
+    return cr_headers_format(fields, decision, cr_limit_window_ns(&box->limit), name, name_len,
+                             legacy);
 }
+
+/* What lua/cellrate/ffi.lua declares with ffi.cdef, in this order; the sizes
+ * let it check its declarations of the core's structs against these. */
+typedef struct {
+    int (*check)(void *payload, const char *key, size_t key_len, double cost, bool has_now,
+                 double now, cr_decision *decision);
+    int (*check_headers)(void *payload, const char *key, size_t key_len, double cost,
+                         bool has_now, double now, const char *name, size_t name_len,
+                         bool legacy, cr_decision *decision, cr_headers *fields);
+    double (*ns_to_seconds)(int64_t ns);
+    const char *(*strerror)(cr_status status);
+    const char *(*status_name)(cr_status status);
+    size_t decision_size;
+    size_t headers_size;
+    int closed;
+} ffi_api;
+
+static const ffi_api the_ffi_api = {
+    ffi_check,      ffi_check_headers,   cr_ns_to_seconds,   cr_strerror,
+    cr_status_name, sizeof(cr_decision), sizeof(cr_headers), FFI_CLOSED,
+};
 
 /* ------------------------------------------------------------------------ */
 /* The module                                                                */
@@ -809,6 +957,7 @@ static const luaL_Reg module_functions[] = {
     {"keyed", keyed_new},
     {"check_all", module_check_all},
     {"headers", headers},
+    {"header_fields", header_fields},
     {NULL, NULL},
 };
 
@@ -823,5 +972,8 @@ int luaopen_cellrate(lua_State *L)
     compat_setfuncs(L, module_functions, 0);
     lua_pushstring(L, cr_version());
     lua_setfield(L, -2, "_VERSION");
+    /* A pointer, not a symbol: the module exports luaopen_cellrate alone. */
+    lua_pushlightuserdata(L, (void *)&the_ffi_api);
+    lua_setfield(L, -2, "_ffi_api");
     return 1;
 }

@@ -692,7 +692,8 @@ static PyObject *decision_headers(PyObject *self, PyObject *args, PyObject *kwar
     }
     PyObject *dict = PyDict_New();
     for (int i = 0; dict != NULL && i < headers.count; i++) {
-        PyObject *value = PyUnicode_FromString(headers.field[i].value);
+        PyObject *value = PyUnicode_FromStringAndSize(headers.field[i].value,
+                                                     (Py_ssize_t)headers.field[i].value_len);
         if (value == NULL || PyDict_SetItemString(dict, headers.field[i].name, value) < 0)
             Py_CLEAR(dict);
         Py_XDECREF(value);

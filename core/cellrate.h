@@ -463,6 +463,7 @@ int64_t cr_limit_window_ns(const cr_limit *limit);
 typedef struct cr_header {
     const char *name;                /* a static string, e.g. "RateLimit-Policy" */
     char value[CR_HEADER_VALUE_MAX]; /* NUL-terminated */
+    size_t value_len;                /* bytes of value before its NUL */
 } cr_header;
 
 typedef struct cr_headers {

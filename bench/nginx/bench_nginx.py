@@ -1,7 +1,9 @@
 """make bench, nginx rows: wrk on loopback against one nginx worker with no
 limiter, with nginx's limit_req, and with cellrate.nginx, each with a limit
 that admits everything (the overhead) and one that refuses all but the first
-request (the refusal path). Prints one JSON object per scenario: requests per
+request (the refusal path); and floors: limit_req with add_header fields of
+cellrate's size, an empty access_by_lua_block, and one setting two constant
+fields. Prints one JSON object per scenario: requests per
 second (median of the runs, scenarios interleaved) and the worker's CPU time
 per request (/proc/PID/schedstat, median; as ns_per_op: far steadier than rps
 on a shared machine, and 1 / it is what one busy worker can serve).
@@ -31,6 +33,12 @@ SCENARIOS = [
     ("cellrate", "/cellrate/admit_all", "admit_all"),
     ("cellrate", "/cellrate/refuse_most", "refuse_most"),
     ("cellrate_no_headers", "/cellrate_no_headers/admit_all", "admit_all"),
+    # Floors: limit_req sending fields of cellrate's size; Lua entered with
+    # nothing to do; Lua setting two constant fields.
+    ("limit_req_fields", "/limit_req_fields/admit_all", "admit_all"),
+    ("limit_req_fields", "/limit_req_fields/refuse_most", "refuse_most"),
+    ("lua_empty", "/lua_empty/admit_all", "admit_all"),
+    ("lua_fields", "/lua_fields/admit_all", "admit_all"),
 ]
 
 

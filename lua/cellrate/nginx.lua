@@ -20,10 +20,25 @@ local ngx_log = ngx.log
 local ngx_print = ngx.print
 local ngx_sleep = ngx.sleep
 local ngx_WARN = ngx.WARN
-local error, getmetatable, ipairs, pairs, setmetatable, tostring, type =
-    error, getmetatable, ipairs, pairs, setmetatable, tostring, type
+local error, getmetatable, ipairs, setmetatable, tostring, type =
+    error, getmetatable, ipairs, setmetatable, tostring, type
 local check_all = cellrate.check_all
-local format_headers = cellrate.headers
+local header_fields = cellrate.header_fields
+
+-- A decision and its fields: through LuaJIT's FFI where there is one (an FFI
+-- call is compiled into the trace, a Lua C function ends it), else the
+-- methods; the same core calls and answers either way (cellrate.ffi).
+local keyed_check_headers, limiter_check_headers, keyed_check, limiter_check
+if type(jit) == "table" and pcall(require, "ffi") then
+    local fast = require "cellrate.ffi"
+    keyed_check_headers, limiter_check_headers = fast.keyed, fast.limiter
+    keyed_check, limiter_check = fast.keyed_check, fast.limiter_check
+else
+    keyed_check_headers = function(keyed, ...) return keyed:check_headers(...) end
+    limiter_check_headers = function(lim, ...) return lim:check_headers(...) end
+    keyed_check = function(keyed, ...) return keyed:check(...) end
+    limiter_check = function(lim, ...) return lim:check(...) end
+end
 
 local _M = { _VERSION = cellrate._VERSION }
 
@@ -70,10 +85,10 @@ local function decide(limits, opts, cost)
     local mt = getmetatable(limits)
     if mt == KEYED_MT then
         local allowed, remaining, retry_after, reset_after =
-            limits:check(request_key(opts), cost)
+            keyed_check(limits, request_key(opts), cost)
         return allowed, remaining, retry_after, reset_after, limits
     elseif mt == LIMITER_MT then
-        local allowed, remaining, retry_after, reset_after = limits:check(cost)
+        local allowed, remaining, retry_after, reset_after = limiter_check(limits, cost)
         return allowed, remaining, retry_after, reset_after, limits
     elseif type(limits) == "table" then
         local items = items_of(limits)
@@ -122,6 +137,26 @@ local function wait_for(limits, opts, cost, max_wait)
     return true, remaining, 0, reset_after, limits
 end
 
+-- The fields of cellrate.header_fields (two to six name, value pairs) set on
+-- the response: no table and no loop per request.
+local function set_fields(name1, value1, name2, value2, name3, value3, name4, value4,
+                          name5, value5, name6, value6)
+    ngx_header[name1] = value1
+    ngx_header[name2] = value2
+    if name3 ~= nil then
+        ngx_header[name3] = value3
+    end
+    if name4 ~= nil then
+        ngx_header[name4] = value4
+    end
+    if name5 ~= nil then
+        ngx_header[name5] = value5
+    end
+    if name6 ~= nil then
+        ngx_header[name6] = value6
+    end
+end
+
 --[[
 limit(limits, opts): decides for this request and answers a refusal.
 
@@ -147,26 +182,17 @@ opts (optional; a table made once and reused is cheapest):
 Returns allowed, remaining, retry_after, reset_after when the request goes
 on (allowed is false only in a dry run); a refusal ends the request.
 ]]
-function _M.limit(limits, opts)
-    opts = opts or NO_OPTIONS
-    local cost = opts.cost or 1
-    local allowed, remaining, retry_after, reset_after, decider
-    local max_wait = opts.wait
-    if max_wait ~= nil then
-        allowed, remaining, retry_after, reset_after, decider =
-            wait_for(limits, opts, cost, max_wait)
+-- The request goes on with the decision, or is refused; the decision's
+-- fields (cellrate.header_fields) are set either way. Not a vararg function:
+-- LuaJIT compiles no trace through one's return here.
+local function answer(opts, decider, allowed, remaining, retry_after, reset_after,
+                      name1, value1, name2, value2, name3, value3, name4, value4,
+                      name5, value5, name6, value6)
+    if allowed == nil then -- a shared region's lock held past its bound
+        error("cellrate: " .. tostring(remaining), 3)
     end
-    if allowed == nil then
-        allowed, remaining, retry_after, reset_after, decider = decide(limits, opts, cost)
-    end
-    if allowed and opts.headers == false then
-        return allowed, remaining, retry_after, reset_after
-    end
-    local fields = format_headers(decider, allowed, remaining, retry_after, reset_after,
-                                  opts.name, opts.legacy)
-    for name, value in pairs(fields) do
-        ngx_header[name] = value
-    end
+    set_fields(name1, value1, name2, value2, name3, value3, name4, value4, name5, value5,
+               name6, value6)
     if allowed then
         return allowed, remaining, retry_after, reset_after
     end
@@ -184,6 +210,40 @@ function _M.limit(limits, opts)
         ngx_print(body)
     end
     return ngx_exit(status)
+end
+
+function _M.limit(limits, opts)
+    opts = opts or NO_OPTIONS
+    local cost = opts.cost or 1
+    local max_wait = opts.wait
+    if max_wait == nil and opts.headers ~= false then
+        -- The common case: one limit, its decision and fields in one call.
+        local mt = getmetatable(limits)
+        if mt == KEYED_MT then
+            return answer(opts, limits, keyed_check_headers(limits, request_key(opts), cost, nil,
+                                                            opts.name, opts.legacy))
+        elseif mt == LIMITER_MT then
+            return answer(opts, limits, limiter_check_headers(limits, cost, nil, opts.name,
+                                                              opts.legacy))
+        end
+    end
+    local allowed, remaining, retry_after, reset_after, decider
+    if max_wait ~= nil then
+        allowed, remaining, retry_after, reset_after, decider =
+            wait_for(limits, opts, cost, max_wait)
+    end
+    if allowed == nil then
+        allowed, remaining, retry_after, reset_after, decider = decide(limits, opts, cost)
+    end
+    if allowed and opts.headers == false then
+        return allowed, remaining, retry_after, reset_after
+    end
+    if allowed == nil then
+        return answer(opts, decider, allowed, remaining)
+    end
+    return answer(opts, decider, allowed, remaining, retry_after, reset_after,
+                  header_fields(decider, allowed, remaining, retry_after, reset_after,
+                                opts.name, opts.legacy))
 end
 
 return _M

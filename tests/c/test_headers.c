@@ -148,6 +148,11 @@ static void test_names(void)
                  CR_OK, "the longest name, every byte escaped, with the widest numbers");
     CHECK_EQ_I64(strlen(field(&headers, "RateLimit-Policy")),
                  2 * CR_HEADER_NAME_MAX + 2 + strlen(";q=10;w=9223372037"), "not truncated");
+    d = decision_of(true, INT64_MAX, INT64_MAX, 0, 0);
+    CHECK_EQ_I64(cr_headers_format(&headers, &d, 0, "p", 1, true), CR_OK, "the widest integers");
+    CHECK_EQ_STR(field(&headers, "RateLimit-Policy"), "\"p\";q=9223372036854775807;w=0",
+                 "nineteen digits, and a zero");
+    CHECK_EQ_STR(field(&headers, "X-RateLimit-Remaining"), "9223372036854775807", "legacy r");
 
     static const struct {
         const char *name;
@@ -229,6 +234,8 @@ static void test_fields_match_decisions(void)
                            : (t - 1) * SECOND < d.reset_after_ns && d.reset_after_ns <= t * SECOND);
         const bool wants_retry = !d.allowed && d.retry_after_ns != CR_NEVER;
         ok = ok && (retry_text != NULL) == wants_retry;
+        for (int f = 0; f < headers.count; f++)
+            ok = ok && headers.field[f].value_len == strlen(headers.field[f].value);
         if (ok && wants_retry)
             ok = sscanf(retry_text, "%lld", &retry) == 1 && retry >= 1 &&
                  (retry - 1) * SECOND < d.retry_after_ns && d.retry_after_ns <= retry * SECOND;

@@ -3,6 +3,8 @@
 -- worked out by hand: T = period / rate, w = ceil(burst * T), every time
 -- rounded up to whole seconds, Retry-After at least 1.
 local cellrate = require "cellrate"
+-- cellrate.ffi from this tree (tests/lua/run.sh runs at the root)
+package.path = "lua/?.lua;" .. package.path
 
 -- Whole seconds, rounded up, of a time that is exact to the ns.
 local function ceil_seconds(seconds)
@@ -72,5 +74,138 @@ describe("cellrate.headers", function()
       assert.truthy(err:find("name must be", 1, true))
       ok, err = pcall(cellrate.headers, lim, true, -1, 0, 0)
       assert.truthy(err:find("decision:", 1, true))
+   end)
+end)
+
+-- The same fields as name, value pairs in the formatter's order, no table.
+local function as_table(...)
+   local fields, count = {}, select("#", ...)
+   assert.equal(0, count % 2, "name, value pairs")
+   for i = 1, count, 2 do
+      local name, value = select(i, ...)
+      assert.is_nil(fields[name], "each field once")
+      fields[name] = value
+   end
+   return fields
+end
+
+describe("cellrate.header_fields and check_headers", function()
+   it("give cellrate.headers' fields, policy and RateLimit first", function()
+      local lim = cellrate.limiter(10, { burst = 1 })
+      lim:check(1, 10)
+      local allowed, remaining, retry_after, reset_after = lim:peek(1, 10.0999)
+      for _, legacy in ipairs({ false, true }) do
+         local name1, _, name2 = cellrate.header_fields(lim, allowed, remaining, retry_after,
+                                                        reset_after, "api", legacy)
+         assert.equal("RateLimit-Policy", name1)
+         assert.equal("RateLimit", name2)
+         assert.same(cellrate.headers(lim, allowed, remaining, retry_after, reset_after, "api",
+                                      legacy),
+                     as_table(cellrate.header_fields(lim, allowed, remaining, retry_after,
+                                                     reset_after, "api", legacy)))
+      end
+   end)
+
+   it("check_headers returns check()'s decision and its fields, for both types", function()
+      local lim = cellrate.limiter("10/minute", { burst = 4 })
+      local twin = cellrate.limiter("10/minute", { burst = 4 })
+      local keyed = cellrate.keyed("10/minute", { burst = 4 })
+      local t = 1000
+      for step = 1, 40 do
+         t = t + ({ 0, 0.05, 1.7, 6, 0.3 })[(step - 1) % 5 + 1]
+         local name = step % 2 == 0 and "p" or nil
+         local legacy = step % 3 == 0
+         local expected = { twin:check(2, t) }
+         local got = { lim:check_headers(2, t, name, legacy) }
+         local got_keyed = { keyed:check_headers("k", 2, t, name, legacy) }
+         assert.same(expected, { got[1], got[2], got[3], got[4] })
+         assert.same(got, got_keyed)
+         assert.same(cellrate.headers(lim, expected[1], expected[2], expected[3], expected[4],
+                                      name, legacy),
+                     as_table(select(5, (table.unpack or unpack)(got))))
+      end
+   end)
+
+   it("raise on a bad name as cellrate.headers does, after deciding", function()
+      local lim = cellrate.limiter(1)
+      local ok, err = pcall(lim.check_headers, lim, 1, nil, "")
+      assert.is_false(ok)
+      assert.truthy(err:find("name must be", 1, true))
+      ok, err = pcall(cellrate.header_fields, lim, true, 0, 0, 0, 42)
+      assert.is_false(ok)
+      assert.truthy(err:find("name must be", 1, true))
+   end)
+end)
+
+describe("cellrate.ffi (LuaJIT)", function()
+   local ffi_it = type(jit) == "table" and it or pending
+   local fast = type(jit) == "table" and require "cellrate.ffi"
+
+   ffi_it("gives the methods' answers, fields and all, for both types", function()
+      local lim = cellrate.limiter("10/minute", { burst = 4 })
+      local twin = cellrate.limiter("10/minute", { burst = 4 })
+      local keyed = cellrate.keyed("10/minute", { burst = 4 })
+      local keyed_twin = cellrate.keyed("10/minute", { burst = 4 })
+      local t = 1000
+      for step = 1, 60 do
+         t = t + ({ 0, 0.05, 1.7, 6, 0.3 })[(step - 1) % 5 + 1]
+         local name = ({ nil, "p", 'a"b\\c' })[step % 3 + 1]
+         local legacy = step % 4 == 0
+         local cost = step % 7 == 0 and 9 or 2 -- 9 never fits: no Retry-After
+         assert.same({ twin:check_headers(cost, t, name, legacy) },
+                     { fast.limiter(lim, cost, t, name, legacy) })
+         assert.same({ keyed_twin:check_headers("k", cost, t, name, legacy) },
+                     { fast.keyed(keyed, "k", cost, t, name, legacy) })
+         assert.same({ twin:check(cost, t + 0.5) }, { fast.limiter_check(lim, cost, t + 0.5) })
+         assert.same({ keyed_twin:check("k", cost, t + 0.5) },
+                     { fast.keyed_check(keyed, "k", cost, t + 0.5) })
+      end
+      -- on the clock, and the default cost through the method
+      local allowed, remaining = fast.limiter(cellrate.limiter(1, { burst = 2 }), 1)
+      assert.same({ true, 1 }, { allowed, remaining })
+      allowed, remaining = fast.keyed(cellrate.keyed(1, { burst = 2 }), "k", nil)
+      assert.same({ true, 1 }, { allowed, remaining })
+   end)
+
+   ffi_it("decides without calling the method", function()
+      local keyed = cellrate.keyed(10, { burst = 2 })
+      local methods = getmetatable(keyed).__index
+      local check, check_headers = methods.check, methods.check_headers
+      methods.check = function() error("the method was called") end
+      methods.check_headers = methods.check
+      local ok, allowed = pcall(fast.keyed, keyed, "k", 1)
+      local ok_check, allowed_check = pcall(fast.keyed_check, keyed, "k", 1)
+      methods.check, methods.check_headers = check, check_headers
+      assert.is_true(ok, allowed)
+      assert.is_true(allowed)
+      assert.is_true(ok_check, allowed_check)
+      assert.is_true(allowed_check)
+   end)
+
+   ffi_it("raises and fails as the method does", function()
+      local lim = cellrate.limiter(1)
+      for _, args in ipairs({ { 1.5 }, { -1 }, { 1, -1 }, { 1, 0 / 0 }, { "1" } }) do
+         local _, want = pcall(lim.check_headers, lim, args[1], args[2])
+         local ok, err = pcall(fast.limiter, lim, args[1], args[2])
+         assert.is_false(ok)
+         assert.equal(want:gsub("^.-:%d+: ", ""), tostring(err):gsub("^.-:%d+: ", ""))
+         ok, err = pcall(fast.limiter_check, lim, args[1], args[2])
+         assert.is_false(ok)
+         assert.equal(want:gsub("^.-:%d+: ", ""), tostring(err):gsub("^.-:%d+: ", ""))
+      end
+      local ok, err = pcall(fast.limiter, lim, 1, nil, "")
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("name must be", 1, true))
+      local keyed = cellrate.keyed(1)
+      ok, err = pcall(fast.keyed, keyed, 42, 1)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("key", 1, true))
+      keyed:close()
+      ok, err = pcall(fast.keyed, keyed, "k", 1)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("is closed", 1, true))
+      ok, err = pcall(fast.keyed_check, keyed, "k", 1)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("is closed", 1, true))
    end)
 end)

@@ -18,6 +18,8 @@
 -- alone; after one that stores, the rest of its sequence is skipped, since its
 -- state would no longer be known. The C tests replay every vector.
 local cellrate = require "cellrate"
+-- cellrate.ffi from this tree (tests/lua/run.sh runs at the root)
+package.path = "lua/?.lua;" .. package.path
 
 local IS_LUAJIT = type(jit) == "table"
 local MAX_SKIPPED_SHARE = IS_LUAJIT and 0.03 or 0.02
@@ -477,6 +479,67 @@ describe("conformance vectors", function()
          reserve = function(keyed, cost, max_wait, now) return keyed:reserve("key", cost, max_wait, now) end,
          refund = function(keyed, cost, now) return keyed:refund("key", cost, now) end,
       }))
+   end)
+
+   -- check_headers decides as check(); its fields are tested in headers_spec.
+   local function committed_by(check_headers, peek)
+      return function(store, commit, cost, now)
+         if commit then
+            local allowed, remaining, retry_after, reset_after = check_headers(store, cost, now)
+            return allowed, remaining, retry_after, reset_after
+         end
+         return peek(store, cost, now)
+      end
+   end
+
+   local function keyed_face(decide)
+      return {
+         make = function(algorithm, period, burst)
+            local rate, opts = limit_of(algorithm, period, burst)
+            opts.capacity = 64
+            return cellrate.keyed(rate, opts)
+         end,
+         decide = decide,
+         reset = function(keyed) keyed:reset("key") end,
+         reserve = function(keyed, cost, max_wait, now) return keyed:reserve("key", cost, max_wait, now) end,
+         refund = function(keyed, cost, now) return keyed:refund("key", cost, now) end,
+      }
+   end
+
+   local function limiter_face(decide)
+      return {
+         make = function(algorithm, period, burst) return cellrate.limiter(limit_of(algorithm, period, burst)) end,
+         decide = decide,
+         reset = function(lim) lim:reset() end,
+         reserve = function(lim, cost, max_wait, now) return lim:reserve(cost, max_wait, now) end,
+         refund = function(lim, cost, now) return lim:refund(cost, now) end,
+      }
+   end
+
+   it("decisions through check_headers", function()
+      report("lim:check_headers", replay(limiter_face(committed_by(
+         function(lim, cost, now) return lim:check_headers(cost, now) end,
+         function(lim, cost, now) return lim:peek(cost, now) end))))
+      report("keyed:check_headers", replay(keyed_face(committed_by(
+         function(keyed, cost, now) return keyed:check_headers("key", cost, now) end,
+         function(keyed, cost, now) return keyed:peek("key", cost, now) end))))
+   end)
+
+   local ffi_it = IS_LUAJIT and it or pending
+   ffi_it("decisions through cellrate.ffi (LuaJIT)", function()
+      local fast = require "cellrate.ffi"
+      report("cellrate.ffi limiter", replay(limiter_face(committed_by(
+         function(lim, cost, now) return fast.limiter(lim, cost, now) end,
+         function(lim, cost, now) return lim:peek(cost, now) end))))
+      report("cellrate.ffi keyed", replay(keyed_face(committed_by(
+         function(keyed, cost, now) return fast.keyed(keyed, "key", cost, now) end,
+         function(keyed, cost, now) return keyed:peek("key", cost, now) end))))
+      report("cellrate.ffi limiter_check", replay(limiter_face(committed_by(
+         function(lim, cost, now) return fast.limiter_check(lim, cost, now) end,
+         function(lim, cost, now) return lim:peek(cost, now) end))))
+      report("cellrate.ffi keyed_check", replay(keyed_face(committed_by(
+         function(keyed, cost, now) return fast.keyed_check(keyed, "key", cost, now) end,
+         function(keyed, cost, now) return keyed:peek("key", cost, now) end))))
    end)
 
    it("allow() is check()'s first answer", function()

@@ -296,7 +296,8 @@ def parse_decision(text: str):
 def test_header_bytes_equal_the_python_face(named):
     """For each decision nginx made (returned exactly in X-Decision), the
     fields it sent are byte for byte those of Python's Decision.headers():
-    admissions, refusals, a probe (cost 0) and an unfittable cost."""
+    admissions, refusals, a probe (cost 0) and an unfittable cost. nginx's
+    LuaJIT decides through the FFI (cellrate.ffi)."""
     burst, rate = 4, 2
     query = "&name=1" if named else ""
     window = burst / rate
@@ -315,6 +316,7 @@ def test_header_bytes_equal_the_python_face(named):
             sent = {name: value for name, value in headers.items()
                     if "ratelimit" in name.lower() or name == "Retry-After"}
             assert sent == expected, (cost, headers["X-Decision"])
+            assert headers["X-Path"] == "ffi"
             compared += 1
         log = server.log()
     assert compared == 8

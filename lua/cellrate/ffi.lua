@@ -1,0 +1,194 @@
+--[[
+check and check_headers through LuaJIT's FFI: the same answers as the
+methods
+
+    keyed:check_headers(key, cost, now, name, legacy)
+    lim:check_headers(cost, now, name, legacy)
+    keyed:check(key, cost, now)
+    lim:check(cost, now)
+
+(allowed, remaining, retry_after, reset_after, then, for check_headers, the
+header fields as name, value pairs), as
+
+    local fast = require "cellrate.ffi"      -- LuaJIT only
+    fast.keyed(keyed, key, cost, now, name, legacy)
+    fast.limiter(lim, cost, now, name, legacy)
+    fast.keyed_check(keyed, key, cost, now)
+    fast.limiter_check(lim, cost, now)
+
+A Lua C function ends a LuaJIT trace; an FFI call is compiled into it. In
+nginx's access phase that is most of what a decision costs beside the core's
+work (docs/design.md §12), so cellrate.nginx calls these under LuaJIT. The C
+side is the module's own (bindings/cellrate_lua.c, ffi_check_headers: the
+same conversions and core calls as check_headers), reached through a table of
+pointers the module gives as cellrate._ffi_api, not through exported
+symbols. Anything the fast path does not take (another type of argument, a
+closed store, a mistake) goes to the method, which answers or raises exactly
+as it always does; nothing is decided twice.
+]]
+local ffi = require "ffi"
+local cellrate = require "cellrate"
+
+local error, getmetatable, tonumber, type = error, getmetatable, tonumber, type
+local ffi_string = ffi.string
+
+-- Mirrors of core/cellrate.h's cr_decision, cr_header and cr_headers (the
+-- sizes are checked against the module's below) and of the module's table.
+if not pcall(ffi.typeof, "cellrate_ffi_api") then
+    ffi.cdef [[
+        typedef struct {
+            bool allowed;
+            int64_t limit;
+            int64_t remaining;
+            int64_t retry_after_ns;
+            int64_t reset_after_ns;
+        } cellrate_decision;
+        typedef struct {
+            const char *name;
+            char value[192];
+            size_t value_len;
+        } cellrate_header;
+        typedef struct {
+            int count;
+            cellrate_header field[6];
+        } cellrate_headers;
+        typedef struct {
+            int (*check)(void *payload, const char *key, size_t key_len, double cost,
+                         bool has_now, double now, cellrate_decision *decision);
+            int (*check_headers)(void *payload, const char *key, size_t key_len, double cost,
+                                 bool has_now, double now, const char *name, size_t name_len,
+                                 bool legacy, cellrate_decision *decision,
+                                 cellrate_headers *fields);
+            double (*ns_to_seconds)(int64_t ns);
+            const char *(*strerror)(int status);
+            const char *(*status_name)(int status);
+            size_t decision_size;
+            size_t headers_size;
+            int closed;
+        } cellrate_ffi_api;
+    ]]
+end
+
+local api = ffi.cast("const cellrate_ffi_api *", cellrate._ffi_api)
+if api.decision_size ~= ffi.sizeof("cellrate_decision")
+    or api.headers_size ~= ffi.sizeof("cellrate_headers") then
+    error("cellrate.ffi: the declarations of cr_decision and cr_headers do not match the module's")
+end
+local check = api.check
+local check_headers = api.check_headers
+local ns_to_seconds = api.ns_to_seconds
+
+local LIMITER_MT = getmetatable(cellrate.limiter(1))
+local KEYED_MT = getmetatable(cellrate.keyed(1, { capacity = 1 }))
+
+-- One decision and its fields at a time: nothing yields between the call and
+-- the reading of these.
+local decision = ffi.new("cellrate_decision")
+local fields = ffi.new("cellrate_headers")
+
+local function field(i)
+    local f = fields.field[i]
+    return ffi_string(f.name), ffi_string(f.value, f.value_len)
+end
+
+-- The decision, as check() returns it.
+local function decided()
+    return decision.allowed, tonumber(decision.remaining),
+        ns_to_seconds(decision.retry_after_ns), ns_to_seconds(decision.reset_after_ns)
+end
+
+-- The decision and the fields, as check_headers() returns them.
+local function answer()
+    local allowed, remaining, retry_after, reset_after = decided()
+    local count = fields.count
+    local name1, value1 = field(0)
+    local name2, value2 = field(1)
+    if count == 2 then
+        return allowed, remaining, retry_after, reset_after, name1, value1, name2, value2
+    end
+    local name3, value3 = field(2)
+    if count == 3 then
+        return allowed, remaining, retry_after, reset_after, name1, value1, name2, value2,
+            name3, value3
+    end
+    local name4, value4 = field(3)
+    local name5, value5 = field(4)
+    if count == 5 then
+        return allowed, remaining, retry_after, reset_after, name1, value1, name2, value2,
+            name3, value3, name4, value4, name5, value5
+    end
+    local name6, value6 = field(5)
+    return allowed, remaining, retry_after, reset_after, name1, value1, name2, value2,
+        name3, value3, name4, value4, name5, value5, name6, value6
+end
+
+-- A status other than CR_OK: a region's lock as the method returns it; the
+-- name, found once the decision is made, raised as the method raises it;
+-- anything else (nothing decided) handed to the method.
+local function failure(status, method, ...)
+    if status ~= api.closed then
+        local code = ffi_string(api.status_name(status))
+        if code == "E_SHARED_LOCK" then
+            return nil, ffi_string(api.strerror(status)), code
+        elseif code == "E_HEADER_NAME" or code == "E_HEADER_VALUE" then
+            error(ffi_string(api.strerror(status)), 3)
+        end
+    end
+    return method(...)
+end
+
+-- Whether the fast path takes these arguments (the method checks the rest).
+local function plain(cost, now, name)
+    return type(cost) == "number" and (now == nil or type(now) == "number")
+        and (name == nil or type(name) == "string")
+end
+
+local _M = {}
+
+function _M.keyed(keyed, key, cost, now, name, legacy)
+    if getmetatable(keyed) ~= KEYED_MT or type(key) ~= "string" or not plain(cost, now, name) then
+        return keyed:check_headers(key, cost, now, name, legacy)
+    end
+    local status = check_headers(keyed, key, #key, cost, now ~= nil, now or 0, name,
+                                 name and #name or 0, not not legacy, decision, fields)
+    if status ~= 0 then
+        return failure(status, keyed.check_headers, keyed, key, cost, now, name, legacy)
+    end
+    return answer()
+end
+
+function _M.limiter(lim, cost, now, name, legacy)
+    if getmetatable(lim) ~= LIMITER_MT or not plain(cost, now, name) then
+        return lim:check_headers(cost, now, name, legacy)
+    end
+    local status = check_headers(lim, nil, 0, cost, now ~= nil, now or 0, name,
+                                 name and #name or 0, not not legacy, decision, fields)
+    if status ~= 0 then
+        return failure(status, lim.check_headers, lim, cost, now, name, legacy)
+    end
+    return answer()
+end
+
+function _M.keyed_check(keyed, key, cost, now)
+    if getmetatable(keyed) ~= KEYED_MT or type(key) ~= "string" or not plain(cost, now) then
+        return keyed:check(key, cost, now)
+    end
+    local status = check(keyed, key, #key, cost, now ~= nil, now or 0, decision)
+    if status ~= 0 then
+        return failure(status, keyed.check, keyed, key, cost, now)
+    end
+    return decided()
+end
+
+function _M.limiter_check(lim, cost, now)
+    if getmetatable(lim) ~= LIMITER_MT or not plain(cost, now) then
+        return lim:check(cost, now)
+    end
+    local status = check(lim, nil, 0, cost, now ~= nil, now or 0, decision)
+    if status ~= 0 then
+        return failure(status, lim.check, lim, cost, now)
+    end
+    return decided()
+end
+
+return _M
