@@ -413,6 +413,15 @@ static const char *read_header_name(lua_State *L, int idx, int top, size_t *name
     return lua_tolstring(L, idx, name_len);
 }
 
+/* Whether the formatter takes `name` as a policy name: checked before a
+ * decision that will be formatted, so that a bad name spends nothing. */
+static cr_status check_header_name(const char *name, size_t name_len)
+{
+    cr_headers scratch;
+    const cr_decision none = {0};
+    return cr_headers_format(&scratch, &none, 0, name, name_len, false);
+}
+
 /* The fields of `decision` under the limit of `box`, from cr_headers_format;
  * argument mistakes raise. */
 static void format_fields(lua_State *L, cr_headers *fields, const store_box *box,
@@ -596,10 +605,16 @@ static ALWAYS_INLINE int store_check_headers(lua_State *L, const char *tag)
 {
     cr_decision decision;
     const int top = lua_gettop(L);
+    const int name_idx = tag == keyed_tag ? 5 : 4;
+    if (name_idx <= top && !lua_isnil(L, name_idx)) {
+        size_t name_len;
+        const char *name = read_header_name(L, name_idx, top, &name_len);
+        if (check_header_name(name, name_len) != CR_OK)
+            raise_status(L, CR_E_HEADER_NAME);
+    }
     const cr_status status = decide(L, tag, true, &decision, NULL);
     if (status != CR_OK)
         return push_failure(L, status, NULL);
-    const int name_idx = tag == keyed_tag ? 5 : 4;
     push_decision(L, &decision);
     return 4 + format_fields_and_push(L, lua_touserdata(L, 1), &decision, name_idx, top);
 }
@@ -876,9 +891,8 @@ static int module_check_all(lua_State *L)
  * store_check and store_check_headers. `payload` is a Limiter's or
  * KeyedLimiter's (LuaJIT passes a userdata's payload to a void * parameter),
  * its metatable checked by the caller; `key` NULL for a Limiter; `name` NULL
- * for "default". CR_OK, or the status of a mistake (the cost, the time:
- * nothing decided; CR_E_HEADER_NAME: decided, as store_check_headers) or of a
- * region's lock; FFI_CLOSED for a closed store.
+ * for "default". CR_OK, or the status of a mistake (the name, the cost, the
+ * time: nothing decided) or of a region's lock; FFI_CLOSED for a closed store.
  */
 #define FFI_CLOSED (-1)
 
@@ -906,13 +920,15 @@ static int ffi_check_headers(void *payload, const char *key, size_t key_len, dou
                              bool has_now, double now, const char *name, size_t name_len,
                              bool legacy, cr_decision *decision, cr_headers *fields)
 {
-    const int status = ffi_check(payload, key, key_len, cost, has_now, now, decision);
-    if (status != CR_OK)
-        return status;
     if (name == NULL) {
         name = "default";
         name_len = 7;
+    } else if (check_header_name(name, name_len) != CR_OK) {
+        return CR_E_HEADER_NAME;
     }
+    const int status = ffi_check(payload, key, key_len, cost, has_now, now, decision);
+    if (status != CR_OK)
+        return status;
     const store_box *box = payload;
     return cr_headers_format(fields, decision, cr_limit_window_ns(&box->limit), name, name_len,
                              legacy);
