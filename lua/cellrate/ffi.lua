@@ -122,8 +122,8 @@ local function answer()
         name3, value3, name4, value4, name5, value5, name6, value6
 end
 
--- A status other than CR_OK: a region's lock as the method returns it; the
--- name, found once the decision is made, raised as the method raises it;
+-- A status other than CR_OK: a region's lock as the method returns it; a
+-- bad name (checked before deciding) raised as the method raises it;
 -- anything else (nothing decided) handed to the method.
 local function failure(status, method, ...)
     if status ~= api.closed then
