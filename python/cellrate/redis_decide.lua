@@ -52,9 +52,6 @@ end
 local helpers
 if needs_helpers then
     helpers = (function()
-        local E9 = 1000000000
-        local NEVER = -1
-        local fmod = math.fmod
         local H = {}
 
         -- A decimal string of a non-negative int64 as (seconds, nanoseconds).
