@@ -916,19 +916,28 @@ static int ffi_check(void *payload, const char *key, size_t key_len, double cost
                : cr_limiter_check(box->limiter, now_ns, cost_units, true, decision);
 }
 
+/* `every`: the fields of every decision, as check_headers gives them; false:
+ * of a refusal only (count 0 for an admission), as cellrate.nginx sets them
+ * by default. A name is checked before deciding when an admission will be
+ * formatted; otherwise a bad one can only fail a refusal, which spent
+ * nothing. */
 static int ffi_check_headers(void *payload, const char *key, size_t key_len, double cost,
                              bool has_now, double now, const char *name, size_t name_len,
-                             bool legacy, cr_decision *decision, cr_headers *fields)
+                             bool legacy, bool every, cr_decision *decision, cr_headers *fields)
 {
     if (name == NULL) {
         name = "default";
         name_len = 7;
-    } else if (check_header_name(name, name_len) != CR_OK) {
+    } else if (every && check_header_name(name, name_len) != CR_OK) {
         return CR_E_HEADER_NAME;
     }
     const int status = ffi_check(payload, key, key_len, cost, has_now, now, decision);
     if (status != CR_OK)
         return status;
+    if (decision->allowed && !every) {
+        fields->count = 0;
+        return CR_OK;
+    }
     const store_box *box = payload;
     return cr_headers_format(fields, decision, cr_limit_window_ns(&box->limit), name, name_len,
                              legacy);
@@ -941,7 +950,7 @@ typedef struct {
                  double now, cr_decision *decision);
     int (*check_headers)(void *payload, const char *key, size_t key_len, double cost,
                          bool has_now, double now, const char *name, size_t name_len,
-                         bool legacy, cr_decision *decision, cr_headers *fields);
+                         bool legacy, bool every, cr_decision *decision, cr_headers *fields);
     double (*ns_to_seconds)(int64_t ns);
     const char *(*strerror)(cr_status status);
     const char *(*status_name)(cr_status status);

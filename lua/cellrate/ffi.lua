@@ -11,8 +11,8 @@ methods
 header fields as name, value pairs), as
 
     local fast = require "cellrate.ffi"      -- LuaJIT only
-    fast.keyed(keyed, key, cost, now, name, legacy)
-    fast.limiter(lim, cost, now, name, legacy)
+    fast.keyed(keyed, key, cost, now, name, legacy [, every])
+    fast.limiter(lim, cost, now, name, legacy [, every])
     fast.keyed_check(keyed, key, cost, now)
     fast.limiter_check(lim, cost, now)
 
@@ -57,7 +57,7 @@ if not pcall(ffi.typeof, "cellrate_ffi_api") then
                          bool has_now, double now, cellrate_decision *decision);
             int (*check_headers)(void *payload, const char *key, size_t key_len, double cost,
                                  bool has_now, double now, const char *name, size_t name_len,
-                                 bool legacy, cellrate_decision *decision,
+                                 bool legacy, bool every, cellrate_decision *decision,
                                  cellrate_headers *fields);
             double (*ns_to_seconds)(int64_t ns);
             const char *(*strerror)(int status);
@@ -97,10 +97,14 @@ local function decided()
         ns_to_seconds(decision.retry_after_ns), ns_to_seconds(decision.reset_after_ns)
 end
 
--- The decision and the fields, as check_headers() returns them.
+-- The decision and the fields, as check_headers() returns them (the
+-- decision alone when no field was asked for).
 local function answer()
     local allowed, remaining, retry_after, reset_after = decided()
     local count = fields.count
+    if count == 0 then
+        return allowed, remaining, retry_after, reset_after
+    end
     local name1, value1 = field(0)
     local name2, value2 = field(1)
     if count == 2 then
@@ -145,24 +149,31 @@ end
 
 local _M = {}
 
-function _M.keyed(keyed, key, cost, now, name, legacy)
+-- every: false for the fields of a refusal only (an admission returns its
+-- decision alone; a name is then checked only by the refusal it would
+-- format, which spent nothing); otherwise every decision's, as the methods.
+-- The methods, where the fast path hands over, give the fields of every
+-- decision.
+function _M.keyed(keyed, key, cost, now, name, legacy, every)
     if getmetatable(keyed) ~= KEYED_MT or type(key) ~= "string" or not plain(cost, now, name) then
         return keyed:check_headers(key, cost, now, name, legacy)
     end
     local status = check_headers(keyed, key, #key, cost, now ~= nil, now or 0, name,
-                                 name and #name or 0, not not legacy, decision, fields)
+                                 name and #name or 0, not not legacy, every ~= false, decision,
+                                 fields)
     if status ~= 0 then
         return failure(status, keyed.check_headers, keyed, key, cost, now, name, legacy)
     end
     return answer()
 end
 
-function _M.limiter(lim, cost, now, name, legacy)
+function _M.limiter(lim, cost, now, name, legacy, every)
     if getmetatable(lim) ~= LIMITER_MT or not plain(cost, now, name) then
         return lim:check_headers(cost, now, name, legacy)
     end
     local status = check_headers(lim, nil, 0, cost, now ~= nil, now or 0, name,
-                                 name and #name or 0, not not legacy, decision, fields)
+                                 name and #name or 0, not not legacy, every ~= false, decision,
+                                 fields)
     if status ~= 0 then
         return failure(status, lim.check_headers, lim, cost, now, name, legacy)
     end

@@ -5,7 +5,7 @@ cellrate in nginx's access phase (OpenResty, or nginx with its lua module):
         require("cellrate.nginx").limit(per_ip, { key = ngx.var.binary_remote_addr })
     }
 
-decides, sets the RateLimit header fields (the core's formatter, the same bytes
+decides, sets the RateLimit header fields on a refusal (the core's formatter, the same bytes
 as the Python face's Decision.headers()) and Retry-After, and answers a refusal
 with 429. The limits come from `cellrate` (a shared region makes one limit for
 every worker). docs/design.md §12.
@@ -20,8 +20,9 @@ local ngx_log = ngx.log
 local ngx_print = ngx.print
 local ngx_sleep = ngx.sleep
 local ngx_WARN = ngx.WARN
-local error, getmetatable, ipairs, setmetatable, tostring, type =
-    error, getmetatable, ipairs, setmetatable, tostring, type
+local error, getmetatable, ipairs, pairs, pcall, setmetatable, tostring, type =
+    error, getmetatable, ipairs, pairs, pcall, setmetatable, tostring, type
+local floor = math.floor
 local check_all = cellrate.check_all
 local header_fields = cellrate.header_fields
 
@@ -34,8 +35,14 @@ if type(jit) == "table" and pcall(require, "ffi") then
     keyed_check_headers, limiter_check_headers = fast.keyed, fast.limiter
     keyed_check, limiter_check = fast.keyed_check, fast.limiter_check
 else
-    keyed_check_headers = function(keyed, ...) return keyed:check_headers(...) end
-    limiter_check_headers = function(lim, ...) return lim:check_headers(...) end
+    -- (The methods give the fields of every decision; answer() sets those
+    -- wanted.)
+    keyed_check_headers = function(keyed, key, cost, now, name, legacy)
+        return keyed:check_headers(key, cost, now, name, legacy)
+    end
+    limiter_check_headers = function(lim, cost, now, name, legacy)
+        return lim:check_headers(cost, now, name, legacy)
+    end
     keyed_check = function(keyed, ...) return keyed:check(...) end
     limiter_check = function(lim, ...) return lim:check(...) end
 end
@@ -48,6 +55,54 @@ local LIMITER_MT = getmetatable(cellrate.limiter(1))
 local KEYED_MT = getmetatable(cellrate.keyed(1, { capacity = 1 }))
 
 local NO_OPTIONS = {}
+
+-- The options and the types each takes; opts.status is also an integer
+-- status of a refusal, 400-599, and opts.name a policy name the formatter
+-- takes (tried once on a throwaway limiter: a bad one is refused here, not at
+-- the first refusal).
+local OPTIONS = {
+    key = { string = true, ["function"] = true },
+    cost = { number = true },
+    status = { number = true },
+    body = { string = true },
+    content_type = { string = true },
+    name = { string = true },
+    legacy_headers = { boolean = true },
+    admitted_headers = { boolean = true },
+    dry_run = { boolean = true },
+    wait = { number = true },
+}
+local NAME_PROBE = cellrate.limiter(1)
+
+-- Options tables already checked (a table made once is checked once).
+local checked = setmetatable({}, { __mode = "k" })
+
+local function check_options(opts)
+    if type(opts) ~= "table" then
+        error("cellrate.nginx: opts must be a table, got " .. type(opts), 3)
+    end
+    for name, value in pairs(opts) do
+        local types = OPTIONS[name]
+        if types == nil then
+            error("cellrate.nginx: unknown option '" .. tostring(name) .. "'", 3)
+        end
+        if not types[type(value)] then
+            error("cellrate.nginx: option " .. name .. " must not be a " .. type(value), 3)
+        end
+    end
+    local status = opts.status
+    if status ~= nil and (status ~= floor(status) or status < 400 or status > 599) then
+        error("cellrate.nginx: option status must be an integer from 400 to 599, got "
+              .. tostring(status), 3)
+    end
+    if opts.name ~= nil then
+        local ok, err = pcall(header_fields, NAME_PROBE, true, 0, 0, 0, opts.name)
+        if not ok then
+            error("cellrate.nginx: option name: " .. tostring(err), 3)
+        end
+    end
+    checked[opts] = true
+end
 
 -- The request's key: opts.key as given (a string), what the function opts.key
 -- returns, or the client's address.
@@ -164,17 +219,19 @@ limits: a cellrate.limiter, a cellrate.keyed, or a list of them decided as
   one (cellrate.check_all: admitted only if every limit admits, a refusal
   spends nothing; each keyed limit takes the request's key; the fields are
   those of the limit that decided).
-opts (optional; a table made once and reused is cheapest):
+opts (optional; a table made once and reused is cheapest: it is checked once,
+and an unknown option or a value of the wrong type is an error naming it):
   key      the key of a keyed limiter: a string, or a function returning one;
            default ngx.var.binary_remote_addr
   cost     units this request spends (default 1)
-  status   status of a refusal (default 429)
+  status   status of a refusal, 400-599 (default 429)
   body     body of a refusal (default: nginx's own page for the status, which
            error_page can replace); content_type (default "text/plain")
   name     the policy name in the header fields (default "default")
-  legacy   also X-RateLimit-Limit, -Remaining, -Reset
-  headers  false: set no header field on an admission (a refusal always has them)
-  dry_run  refuse nothing: log what would be refused, set the fields
+  legacy_headers    also X-RateLimit-Limit, -Remaining, -Reset
+  admitted_headers  the fields on admitted responses too (default false: a
+           refusal carries them, an admission none, as the Python middleware)
+  dry_run  refuse nothing: log what would be refused, set its fields
   wait     seconds a request may be held (ngx.sleep, never blocking the
            worker) for units reserved at their instant; beyond that, refused
            (one limit, not a list)
@@ -182,20 +239,25 @@ opts (optional; a table made once and reused is cheapest):
 Returns allowed, remaining, retry_after, reset_after when the request goes
 on (allowed is false only in a dry run); a refusal ends the request.
 ]]
--- The request goes on with the decision, or is refused; the decision's
--- fields (cellrate.header_fields) are set either way. Not a vararg function:
--- LuaJIT compiles no trace through one's return here.
+-- The request goes on with the decision, or is refused; the fields given
+-- (cellrate.header_fields' pairs) are set on a refusal, and on an admission
+-- with opts.admitted_headers. Not a vararg function: LuaJIT compiles no
+-- trace through one's return here.
 local function answer(opts, decider, allowed, remaining, retry_after, reset_after,
                       name1, value1, name2, value2, name3, value3, name4, value4,
                       name5, value5, name6, value6)
     if allowed == nil then -- a shared region's lock held past its bound
         error("cellrate: " .. tostring(remaining), 3)
     end
-    set_fields(name1, value1, name2, value2, name3, value3, name4, value4, name5, value5,
-               name6, value6)
     if allowed then
+        if name1 ~= nil and opts.admitted_headers then
+            set_fields(name1, value1, name2, value2, name3, value3, name4, value4, name5,
+                       value5, name6, value6)
+        end
         return allowed, remaining, retry_after, reset_after
     end
+    set_fields(name1, value1, name2, value2, name3, value3, name4, value4, name5, value5,
+               name6, value6)
     if opts.dry_run then
         ngx_log(ngx_WARN, "cellrate dry run: would refuse ", tostring(decider),
                 ", retry after ", retry_after, " s")
@@ -214,17 +276,23 @@ end
 
 function _M.limit(limits, opts)
     opts = opts or NO_OPTIONS
+    if checked[opts] == nil then
+        check_options(opts)
+    end
     local cost = opts.cost or 1
     local max_wait = opts.wait
-    if max_wait == nil and opts.headers ~= false then
-        -- The common case: one limit, its decision and fields in one call.
+    if max_wait == nil then
+        -- The common case: one limit, its decision and the fields wanted
+        -- (a refusal's; every decision's with admitted_headers) in one call.
+        local every = opts.admitted_headers == true
         local mt = getmetatable(limits)
         if mt == KEYED_MT then
             return answer(opts, limits, keyed_check_headers(limits, request_key(opts), cost, nil,
-                                                            opts.name, opts.legacy))
+                                                            opts.name, opts.legacy_headers,
+                                                            every))
         elseif mt == LIMITER_MT then
             return answer(opts, limits, limiter_check_headers(limits, cost, nil, opts.name,
-                                                              opts.legacy))
+                                                              opts.legacy_headers, every))
         end
     end
     local allowed, remaining, retry_after, reset_after, decider
@@ -235,15 +303,15 @@ function _M.limit(limits, opts)
     if allowed == nil then
         allowed, remaining, retry_after, reset_after, decider = decide(limits, opts, cost)
     end
-    if allowed and opts.headers == false then
-        return allowed, remaining, retry_after, reset_after
-    end
     if allowed == nil then
         return answer(opts, decider, allowed, remaining)
     end
+    if allowed and not opts.admitted_headers then
+        return allowed, remaining, retry_after, reset_after
+    end
     return answer(opts, decider, allowed, remaining, retry_after, reset_after,
                   header_fields(decider, allowed, remaining, retry_after, reset_after,
-                                opts.name, opts.legacy))
+                                opts.name, opts.legacy_headers))
 end
 
 return _M

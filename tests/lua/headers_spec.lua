@@ -165,6 +165,17 @@ describe("cellrate.ffi (LuaJIT)", function()
          assert.same({ twin:check(cost, t + 0.5) }, { fast.limiter_check(lim, cost, t + 0.5) })
          assert.same({ keyed_twin:check("k", cost, t + 0.5) },
                      { fast.keyed_check(keyed, "k", cost, t + 0.5) })
+         -- every = false: a refusal's fields only; an admission is its decision alone
+         local want = { twin:check_headers(cost, t + 0.7, name, legacy) }
+         if want[1] then
+            want = { want[1], want[2], want[3], want[4] }
+         end
+         assert.same(want, { fast.limiter(lim, cost, t + 0.7, name, legacy, false) })
+         want = { keyed_twin:check_headers("k", cost, t + 0.7, name, legacy) }
+         if want[1] then
+            want = { want[1], want[2], want[3], want[4] }
+         end
+         assert.same(want, { fast.keyed(keyed, "k", cost, t + 0.7, name, legacy, false) })
       end
       -- on the clock, and the default cost through the method
       local allowed, remaining = fast.limiter(cellrate.limiter(1, { burst = 2 }), 1)

@@ -45,16 +45,23 @@ def fire(server: Nginx, path: str, threads: int, per_thread: int):
         return [r for batch in pool.map(client, range(threads)) for r in batch]
 
 
-def test_refusal_carries_the_fields_and_ends_the_request():
+@pytest.mark.parametrize("path", ["/limited", "/announced"])
+def test_refusal_carries_the_fields_and_ends_the_request(path):
+    """A refusal carries RateLimit-Policy, RateLimit and Retry-After; an
+    admission carries none by default (/limited) and the first two with
+    admitted_headers (/announced)."""
     burst = 3
     with Nginx(workers=1, rate=f"1/{SLOW_PERIOD}s", burst=burst) as server:
         started = time.monotonic()
-        replies = [server.get("/limited") for _ in range(burst + 2)]
+        replies = [server.get(path) for _ in range(burst + 2)]
         elapsed = time.monotonic() - started
     statuses = [status for status, _, _ in replies]
     assert statuses == [200] * burst + [429] * 2
     window = burst * SLOW_PERIOD
     for index, (status, headers, _) in enumerate(replies):
+        if status == 200 and path == "/limited":
+            assert not {"RateLimit-Policy", "RateLimit", "Retry-After"} & set(headers), headers
+            continue
         assert headers["RateLimit-Policy"] == f'"default";q={burst};w={window}'
         remaining = max(0, burst - 1 - index)
         match = re.fullmatch(r'"default";r=(\d+);t=(\d+)', headers["RateLimit"])
@@ -67,6 +74,29 @@ def test_refusal_carries_the_fields_and_ends_the_request():
             assert "Retry-After" not in headers
         else:
             assert SLOW_PERIOD - elapsed - 1 <= int(headers["Retry-After"]) <= SLOW_PERIOD
+
+
+def test_options_are_checked_and_a_mistake_names_the_option():
+    """Each of the config's bad_options is refused before anything is decided,
+    with the option's name; the route's limit (burst 3) is then untouched."""
+    with Nginx(workers=1) as server:
+        status, _, body = server.get("/bad_options")
+        assert status == 200
+        errors = body.decode().splitlines()
+        # Nothing was decided: the route's three units are all still there.
+        assert [server.get("/several")[0] for _ in range(4)] == [200, 200, 200, 429]
+    expected = [
+        "unknown option 'headers'",
+        "option admitted_headers must not be a string",
+        "option key must not be a number",
+        "option status must be an integer from 400 to 599, got 200",
+        "option status must be an integer from 400 to 599, got 429.5",
+        "option name: ",
+        "opts must be a table, got string",
+    ]
+    assert len(errors) == len(expected), errors
+    for error, wanted in zip(errors, expected):
+        assert "cellrate.nginx: " + wanted in error, (error, wanted)
 
 
 def test_status_and_body_of_a_refusal_are_configurable():
@@ -177,7 +207,7 @@ def test_workers_share_one_limit(workers):
     with Nginx(workers=workers, rate=f"1/{SLOW_PERIOD}s", burst=burst,
                listen_options="reuseport") as server:
         started = time.monotonic()
-        replies = fire(server, "/limited", threads=4 * workers, per_thread=20)
+        replies = fire(server, "/announced", threads=4 * workers, per_thread=20)
         elapsed = time.monotonic() - started
     assert len(replies) == 4 * workers * 20
     served_by = {headers["X-Worker"] for _, headers in replies}
