@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 from typing import Dict, List, Optional
@@ -390,14 +391,16 @@ def lua_rows() -> List[Row]:
     return rows
 
 
-NGINX_SECTION = ("nginx: wrk on loopback, one worker's CPU time per request "
-                 "(bench/nginx/bench_nginx.py; raw/nginx.jsonl also has wrk's requests/s)")
+NGINX_SECTION = ("nginx: wrk on loopback, one worker's CPU time per request, median; "
+                 "ratios: the median of each rep's ratio, every scenario run back to back in "
+                 "each rep (bench/nginx/bench_nginx.py; raw/nginx.jsonl also has wrk's "
+                 "requests/s)")
 
 
 def nginx_rows() -> List[Row]:
     """ns per request: the nginx worker's CPU time per request; "faster" is
-    limit_req's over cellrate's, the ratio of requests per second one busy
-    worker serves."""
+    the reference's over cellrate's, the ratio of requests per second one busy
+    worker serves, taken rep by rep (evaluate: rep_ns)."""
     rows = [Row("nginx, no limiter (empty_gif)", "nginx.none.admit_all")]
     for kind, what in (("admit_all", "a limit that admits every request"),
                        ("refuse_most", "a limit that refuses all but the first")):
@@ -406,25 +409,30 @@ def nginx_rows() -> List[Row]:
             Row(f"cellrate.nginx, {what}", f"nginx.cellrate.{kind}", "faster",
                 f"nginx.limit_req.{kind}", "limit_req", (">=", 0.95)),
         ]
-    rows.append(Row("cellrate.nginx, admits every request, headers = false (as limit_req: "
-                    "no fields)", "nginx.cellrate_no_headers.admit_all", "faster",
-                    "nginx.limit_req.admit_all", "limit_req"))
-    # Floors: what a Lua limiter that sends the fields cannot avoid.
-    rows.append(Row("floor: access_by_lua_block with nothing to do", "nginx.lua_empty.admit_all",
-                    "faster", "nginx.limit_req.admit_all", "limit_req"))
+    # Floors: what a Lua limiter cannot avoid, and limit_req sending fields.
+    rows += [
+        Row("floor: access_by_lua_block with nothing to do", "nginx.lua_empty.admit_all",
+            "faster", "nginx.limit_req.admit_all", "limit_req"),
+        Row("floor: access_by_lua_block reading ngx.var.binary_remote_addr",
+            "nginx.lua_key.admit_all", "faster", "nginx.limit_req.admit_all", "limit_req"),
+        Row("cellrate.nginx, admits every request, against that floor",
+            "nginx.cellrate.admit_all", "faster", "nginx.lua_key.admit_all",
+            "Lua reading the key"),
+    ]
     for kind, what in (("admit_all", "admits every request"),
                        ("refuse_most", "refuses all but the first")):
-        rows += [
-            Row(f"floor: limit_req + add_header of fields of cellrate's size, {what}",
-                f"nginx.limit_req_fields.{kind}", "faster", f"nginx.limit_req.{kind}",
-                "limit_req"),
-            Row(f"cellrate.nginx, {what}, against limit_req sending the same fields",
-                f"nginx.cellrate.{kind}", "faster", f"nginx.limit_req_fields.{kind}",
-                "limit_req + add_header"),
-        ]
-    rows.append(Row("floor: access_by_lua_block setting two constant fields of cellrate's size",
-                    "nginx.lua_fields.admit_all", "faster", "nginx.limit_req_fields.admit_all",
-                    "limit_req + add_header"))
+        rows.append(Row(f"floor: limit_req + add_header of fields of cellrate's size, {what}",
+                        f"nginx.limit_req_fields.{kind}", "faster", f"nginx.limit_req.{kind}",
+                        "limit_req"))
+    rows += [
+        Row("cellrate.nginx, admits every request, admitted_headers (fields on admissions too), "
+            "against limit_req sending the same fields",
+            "nginx.cellrate_admitted_headers.admit_all", "faster",
+            "nginx.limit_req_fields.admit_all", "limit_req + add_header"),
+        Row("floor: access_by_lua_block setting two constant fields of cellrate's size",
+            "nginx.lua_fields.admit_all", "faster", "nginx.limit_req_fields.admit_all",
+            "limit_req + add_header"),
+    ]
     return rows
 
 
@@ -595,6 +603,12 @@ def evaluate(row: Row, results: Dict[str, dict]) -> dict:
             a, b = out["value"], ref["ns_per_op"]
             out["ratio"] = a / b if row.kind == "x_ref" else b / a
             out["ref_ns"] = b
+            # Measured rep by rep side by side (nginx): the median of the
+            # ratios of each rep, which the drift between reps does not move.
+            ours, theirs = rec.get("rep_ns"), ref.get("rep_ns")
+            if ours and theirs and len(ours) == len(theirs):
+                out["ratio"] = statistics.median(
+                    x / y if row.kind == "x_ref" else y / x for x, y in zip(ours, theirs))
     measure = out["value"] if row.kind == "bytes" else out["ratio"]
     if row.target and measure is not None:
         op, bound = row.target

@@ -122,7 +122,8 @@ step "Memory: bytes per tracked key at 1M keys, one fresh process per store"
 } | tee "$RAW/memory.jsonl" >&2
 
 step "nginx: wrk on loopback against no limiter, limit_req and cellrate.nginx"
-"$VPY" "$BENCH/nginx/bench_nginx.py" --reps "$REPS" | tee "$RAW/nginx.jsonl" >&2
+# Reps of 2 s, each ratio taken rep by rep: more and shorter reps than elsewhere.
+"$VPY" "$BENCH/nginx/bench_nginx.py" --reps $((REPS * 2 + 2)) | tee "$RAW/nginx.jsonl" >&2
 
 head -1 /proc/stat > "$RAW/cpu_end.txt"
 step "Report"

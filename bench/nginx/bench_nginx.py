@@ -2,11 +2,15 @@
 limiter, with nginx's limit_req, and with cellrate.nginx, each with a limit
 that admits everything (the overhead) and one that refuses all but the first
 request (the refusal path); and floors: limit_req with add_header fields of
-cellrate's size, an empty access_by_lua_block, and one setting two constant
-fields. Prints one JSON object per scenario: requests per
-second (median of the runs, scenarios interleaved) and the worker's CPU time
-per request (/proc/PID/schedstat, median; as ns_per_op: far steadier than rps
-on a shared machine, and 1 / it is what one busy worker can serve).
+cellrate's size, an empty access_by_lua_block, one reading the client's
+address, and one setting two constant fields. Each rep runs every scenario
+once, back to back, the order rotated by one per rep. Prints one JSON object
+per scenario: requests per second (median of the reps) and the worker's CPU
+time per request (/proc/PID/schedstat; as ns_per_op, the median: far steadier
+than rps on a shared machine, and 1 / it is what one busy worker can serve),
+with each rep's in rep_ns, so that a ratio can be taken rep by rep
+(bench/report.py: the median of those, which the machine's drift between
+reps does not move).
 
     python bench/nginx/bench_nginx.py [--reps N] [--seconds S] [--template PATH]
 """
@@ -32,12 +36,14 @@ SCENARIOS = [
     ("limit_req", "/limit_req/refuse_most", "refuse_most"),
     ("cellrate", "/cellrate/admit_all", "admit_all"),
     ("cellrate", "/cellrate/refuse_most", "refuse_most"),
-    ("cellrate_no_headers", "/cellrate_no_headers/admit_all", "admit_all"),
+    ("cellrate_admitted_headers", "/cellrate_admitted_headers/admit_all", "admit_all"),
     # Floors: limit_req sending fields of cellrate's size; Lua entered with
-    # nothing to do; Lua setting two constant fields.
+    # nothing to do; Lua reading the client's address; Lua setting two
+    # constant fields.
     ("limit_req_fields", "/limit_req_fields/admit_all", "admit_all"),
     ("limit_req_fields", "/limit_req_fields/refuse_most", "refuse_most"),
     ("lua_empty", "/lua_empty/admit_all", "admit_all"),
+    ("lua_key", "/lua_key/admit_all", "admit_all"),
     ("lua_fields", "/lua_fields/admit_all", "admit_all"),
 ]
 
@@ -63,8 +69,8 @@ def wrk(port: int, path: str, seconds: int, connections: int) -> tuple[float, in
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--seconds", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=12)
+    parser.add_argument("--seconds", type=int, default=2)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--template", type=pathlib.Path,
                         default=ROOT / "bench" / "nginx" / "nginx.conf.in")
@@ -83,8 +89,9 @@ def main() -> None:
             if not as_named:
                 raise RuntimeError(f"{path}: {refused} of {requests} refused, not {kind}:\n"
                                    f"{server.log()[-2000:]}")
-        for _ in range(args.reps):
-            for variant, path, kind in scenarios:
+        for rep in range(args.reps):
+            turn = rep % len(scenarios)
+            for variant, path, kind in scenarios[turn:] + scenarios[:turn]:
                 before = cpu_ns(workers)
                 rps, requests, _ = wrk(server.port, path, args.seconds, args.connections)
                 cpu.setdefault(f"nginx.{variant}.{kind}", []).append(
@@ -97,6 +104,7 @@ def main() -> None:
         print(json.dumps({"id": sid, "rps": round(rps, 1),
                           "ns_per_op": statistics.median(cpu[sid]),
                           "runs": [round(v, 1) for v in values],
+                          "rep_ns": [round(v, 1) for v in cpu[sid]],
                           "workers": 1, "connections": args.connections,
                           "seconds": args.seconds}))
 

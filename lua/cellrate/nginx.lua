@@ -74,8 +74,10 @@ local OPTIONS = {
 }
 local NAME_PROBE = cellrate.limiter(1)
 
--- Options tables already checked (a table made once is checked once).
+-- Options tables already checked (a table made once is checked once), and
+-- the last one seen: comparing with it is cheaper than the lookup.
 local checked = setmetatable({}, { __mode = "k" })
+local last_checked
 
 local function check_options(opts)
     if type(opts) ~= "table" then
@@ -276,8 +278,11 @@ end
 
 function _M.limit(limits, opts)
     opts = opts or NO_OPTIONS
-    if checked[opts] == nil then
-        check_options(opts)
+    if opts ~= last_checked then
+        if checked[opts] == nil then
+            check_options(opts)
+        end
+        last_checked = opts
     end
     local cost = opts.cost or 1
     local max_wait = opts.wait
