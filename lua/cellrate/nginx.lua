@@ -5,10 +5,11 @@ cellrate in nginx's access phase (OpenResty, or nginx with its lua module):
         require("cellrate.nginx").limit(per_ip, { key = ngx.var.binary_remote_addr })
     }
 
-decides, sets the RateLimit header fields on a refusal (the core's formatter, the same bytes
-as the Python face's Decision.headers()) and Retry-After, and answers a refusal
-with 429. The limits come from `cellrate` (a shared region makes one limit for
-every worker). docs/design.md §12.
+decides, and answers a refusal with 429 and the RateLimit header fields and
+Retry-After (the core's formatter: the same bytes as the Python face's
+Decision.headers()); admissions carry the fields with admitted_headers. The
+limits come from `cellrate` (a shared region makes one limit for every
+worker). docs/design.md §12.
 ]]
 local cellrate = require "cellrate"
 
