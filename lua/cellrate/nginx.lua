@@ -2,7 +2,7 @@
 cellrate in nginx's access phase (OpenResty, or nginx with its lua module):
 
     access_by_lua_block {
-        require("cellrate.nginx").limit(per_ip, { key = ngx.var.binary_remote_addr })
+        require("cellrate.nginx").limit(per_ip)   -- keyed by the client's address
     }
 
 decides, and answers a refusal with 429 and the RateLimit header fields and
