@@ -413,15 +413,6 @@ static const char *read_header_name(lua_State *L, int idx, int top, size_t *name
     return lua_tolstring(L, idx, name_len);
 }
 
-/* Whether the formatter takes `name` as a policy name: checked before a
- * decision that will be formatted, so that a bad name spends nothing. */
-static cr_status check_header_name(const char *name, size_t name_len)
-{
-    cr_headers scratch;
-    const cr_decision none = {0};
-    return cr_headers_format(&scratch, &none, 0, name, name_len, false);
-}
-
 /* The fields of `decision` under the limit of `box`, from cr_headers_format;
  * argument mistakes raise. */
 static void format_fields(lua_State *L, cr_headers *fields, const store_box *box,
@@ -609,7 +600,7 @@ static ALWAYS_INLINE int store_check_headers(lua_State *L, const char *tag)
     if (name_idx <= top && !lua_isnil(L, name_idx)) {
         size_t name_len;
         const char *name = read_header_name(L, name_idx, top, &name_len);
-        if (check_header_name(name, name_len) != CR_OK)
+        if (cr_headers_check_name(name, name_len) != CR_OK)
             raise_status(L, CR_E_HEADER_NAME);
     }
     const cr_status status = decide(L, tag, true, &decision, NULL);
@@ -928,7 +919,7 @@ static int ffi_check_headers(void *payload, const char *key, size_t key_len, dou
     if (name == NULL) {
         name = "default";
         name_len = 7;
-    } else if (every && check_header_name(name, name_len) != CR_OK) {
+    } else if (every && cr_headers_check_name(name, name_len) != CR_OK) {
         return CR_E_HEADER_NAME;
     }
     const int status = ffi_check(payload, key, key_len, cost, has_now, now, decision);

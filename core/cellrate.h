@@ -488,6 +488,11 @@ typedef struct cr_headers {
 cr_status cr_headers_format(cr_headers *out, const cr_decision *decision, int64_t window_ns,
                             const char *name, size_t name_len, bool legacy);
 
+/* CR_OK when cr_headers_format takes `name` as a policy name, else
+ * CR_E_HEADER_NAME: for a caller that checks the name before deciding, so that
+ * a bad one spends nothing. Pure; thread-safe. */
+cr_status cr_headers_check_name(const char *name, size_t name_len);
+
 /* A face's seconds (a Decision's retry_after or reset_after, a window) to
  * nanoseconds for cr_headers_format: the inverse of cr_ns_to_seconds, so
  * +infinity becomes CR_NEVER. CR_E_HEADER_VALUE unless >= 0 and, when

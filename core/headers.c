@@ -111,6 +111,12 @@ static void add_int(cr_headers *out, const char *name, int64_t value)
     end_field(out, put_int(next_field(out, name), value));
 }
 
+cr_status cr_headers_check_name(const char *name, size_t name_len)
+{
+    char quoted[2 * CR_HEADER_NAME_MAX + 3];
+    return quote_name(quoted, name, name_len) == 0 ? CR_E_HEADER_NAME : CR_OK;
+}
+
 cr_status cr_headers_format(cr_headers *out, const cr_decision *decision, int64_t window_ns,
                             const char *name, size_t name_len, bool legacy)
 {

@@ -165,7 +165,14 @@ static void test_names(void)
         CHECK_EQ_I64(cr_headers_format(&headers, &d, SECOND, bad[i].name, bad[i].len, false),
                      CR_E_HEADER_NAME, "bad name %zu", i);
         CHECK_EQ_I64(headers.count, 0, "nothing filled for bad name %zu", i);
+        CHECK_EQ_I64(cr_headers_check_name(bad[i].name, bad[i].len), CR_E_HEADER_NAME,
+                     "bad name %zu checked", i);
     }
+    CHECK_EQ_I64(cr_headers_check_name(longest, CR_HEADER_NAME_MAX + 1), CR_E_HEADER_NAME,
+                 "a name one byte too long, checked");
+    CHECK_EQ_I64(cr_headers_check_name(longest, CR_HEADER_NAME_MAX), CR_OK,
+                 "the longest name, checked");
+    CHECK_EQ_I64(cr_headers_check_name("a\"b\\c", 5), CR_OK, "quote and backslash, checked");
     CHECK_EQ_I64(cr_headers_format(&headers, &d, SECOND, longest, CR_HEADER_NAME_MAX + 1, false),
                  CR_E_HEADER_NAME, "a name one byte too long");
     CHECK_EQ_STR(cr_status_param(CR_E_HEADER_NAME), "name", "the parameter is named");
