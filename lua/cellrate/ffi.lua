@@ -128,14 +128,17 @@ end
 
 -- A status other than CR_OK: a region's lock as the method returns it; a
 -- bad name (checked before deciding) raised as the method raises it;
--- anything else (nothing decided) handed to the method.
+-- anything else (nothing decided) handed to the method. Every public
+-- function below returns failure(...) and the method as tail calls, so the
+-- caller of the public function is level 2 here, and a method raising at its
+-- caller's position names the caller's.
 local function failure(status, method, ...)
     if status ~= api.closed then
         local code = ffi_string(api.status_name(status))
         if code == "E_SHARED_LOCK" then
             return nil, ffi_string(api.strerror(status)), code
         elseif code == "E_HEADER_NAME" or code == "E_HEADER_VALUE" then
-            error(ffi_string(api.strerror(status)), 3)
+            error(ffi_string(api.strerror(status)), 2)
         end
     end
     return method(...)

@@ -24,36 +24,25 @@ local ngx_WARN = ngx.WARN
 local error, getmetatable, ipairs, pairs, pcall, setmetatable, tostring, type =
     error, getmetatable, ipairs, pairs, pcall, setmetatable, tostring, type
 local floor = math.floor
+local byte, char, sub = string.byte, string.char, string.sub
 local check_all = cellrate.check_all
 local header_fields = cellrate.header_fields
 
--- A decision and its fields: through LuaJIT's FFI where there is one (an FFI
--- call is compiled into the trace, a Lua C function ends it), else the
--- methods; the same core calls and answers either way (cellrate.ffi).
-local keyed_check_headers, limiter_check_headers, keyed_check, limiter_check
-if type(jit) == "table" and pcall(require, "ffi") then
-    local fast = require "cellrate.ffi"
-    keyed_check_headers, limiter_check_headers = fast.keyed, fast.limiter
-    keyed_check, limiter_check = fast.keyed_check, fast.limiter_check
-else
-    -- (The methods give the fields of every decision; answer() sets those
-    -- wanted.)
-    keyed_check_headers = function(keyed, key, cost, now, name, legacy)
-        return keyed:check_headers(key, cost, now, name, legacy)
-    end
-    limiter_check_headers = function(lim, cost, now, name, legacy)
-        return lim:check_headers(cost, now, name, legacy)
-    end
-    keyed_check = function(keyed, ...) return keyed:check(...) end
-    limiter_check = function(lim, ...) return lim:check(...) end
-end
+-- A decision and its fields through LuaJIT's FFI (cellrate.ffi: an FFI call
+-- is compiled into the trace, a Lua C function ends it; the same core calls
+-- and answers as the methods). nginx's lua module runs LuaJIT only, and
+-- requires lua-resty-core, which is built on the FFI.
+local fast = require "cellrate.ffi"
+local keyed_check_headers, limiter_check_headers = fast.keyed, fast.limiter
+local keyed_check, limiter_check = fast.keyed_check, fast.limiter_check
 
 local _M = { _VERSION = cellrate._VERSION }
 
 -- The two types' metatables, to tell a limiter from a keyed one per request
 -- without a call into C.
 local LIMITER_MT = getmetatable(cellrate.limiter(1))
-local KEYED_MT = getmetatable(cellrate.keyed(1, { capacity = 1 }))
+local KEYED_PROBE = cellrate.keyed(1, { capacity = 1 })
+local KEYED_MT = getmetatable(KEYED_PROBE)
 
 local NO_OPTIONS = {}
 
@@ -72,8 +61,21 @@ local OPTIONS = {
     admitted_headers = { boolean = true },
     dry_run = { boolean = true },
     wait = { number = true },
+    ipv4_prefix = { number = true },
+    ipv6_prefix = { number = true },
 }
 local NAME_PROBE = cellrate.limiter(1)
+
+-- The widest prefix of each family's address, in bits.
+local PREFIX_BITS = { ipv4_prefix = 32, ipv6_prefix = 128 }
+
+-- Why the core refuses a value, in the core's words (nil: it takes it): the
+-- method called on a throwaway store under pcall (a C function called from
+-- pcall carries no position in its message).
+local function refused(probe, method, ...)
+    local ok, err = pcall(method, probe, ...)
+    return not ok and tostring(err) or nil
+end
 
 -- Options tables already checked (a table made once is checked once), and
 -- the last one seen: comparing with it is cheaper than the lookup.
@@ -104,18 +106,92 @@ local function check_options(opts)
             error("cellrate.nginx: option name: " .. tostring(err), 3)
         end
     end
+    -- cost and wait as the core takes them (a probe commits nothing, and a
+    -- reservation of 0 units on the throwaway limiter spends nothing real).
+    local err = opts.cost ~= nil and refused(NAME_PROBE, NAME_PROBE.peek, opts.cost)
+    if err then
+        error("cellrate.nginx: option cost: " .. err, 3)
+    end
+    err = opts.wait ~= nil and refused(NAME_PROBE, NAME_PROBE.reserve, 0, opts.wait)
+    if err then
+        error("cellrate.nginx: option wait: " .. err, 3)
+    end
+    for name, bits in pairs(PREFIX_BITS) do
+        local prefix = opts[name]
+        if prefix ~= nil and (prefix ~= floor(prefix) or prefix < 0 or prefix > bits) then
+            error("cellrate.nginx: option " .. name .. " must be an integer from 0 to " .. bits
+                  .. ", got " .. tostring(prefix), 3)
+        end
+    end
     checked[opts] = true
 end
 
+-- The first `bits` bits of `addr`, in `length` bytes (zero bits after the
+-- prefix); `addr` itself when it is all of them.
+local function masked(addr, bits, length)
+    if bits == #addr * 8 then
+        return addr
+    end
+    local whole = floor(bits / 8)
+    local prefix = sub(addr, 1, whole)
+    local rest = bits - whole * 8
+    if rest > 0 then
+        prefix = prefix .. char(floor(byte(addr, whole + 1) / 2 ^ (8 - rest)) * 2 ^ (8 - rest))
+    end
+    if #prefix < length then
+        prefix = prefix .. ("\0"):rep(length - #prefix)
+    end
+    return prefix
+end
+
+local MAPPED_ZEROS = ("\0"):rep(10) -- ::ffff:a.b.c.d: 10 zero bytes, ff ff, the IPv4 address
+
+-- The client's address as a key: IPv4 (4 bytes) under its first ipv4_prefix
+-- bits (default 32: the address), IPv4-mapped IPv6 folded onto its IPv4
+-- address, other IPv6 under its first ipv6_prefix bits (default 64, the
+-- network a host is given: 8 bytes). An IPv4 key is 4 bytes, an IPv6 key at
+-- least 5 (a short prefix padded with zero bytes), so the two families never
+-- share a key. nil where nginx has no address (a unix socket).
+local function client_address(opts)
+    local addr = ngx_var.binary_remote_addr
+    if addr == nil then
+        return nil
+    end
+    if #addr == 16 then
+        if byte(addr, 11) ~= 255 or byte(addr, 12) ~= 255 or sub(addr, 1, 10) ~= MAPPED_ZEROS then
+            local bits = opts.ipv6_prefix
+            if bits == nil then
+                return sub(addr, 1, 8)
+            end
+            return masked(addr, bits, bits > 32 and 0 or 5)
+        end
+        addr = sub(addr, 13)
+    end
+    local bits = opts.ipv4_prefix
+    if bits == nil then
+        return addr
+    end
+    return masked(addr, bits, 4)
+end
+
 -- The request's key: opts.key as given (a string), what the function opts.key
--- returns, or the client's address.
-local function request_key(opts)
+-- returns, or the client's address. A key that is not a string is the
+-- caller's mistake, raised at `level` (error's, counted from here).
+local function request_key(opts, level)
     local key = opts.key
     if key == nil then
-        return ngx_var.binary_remote_addr
-    end
-    if type(key) == "function" then
-        return key()
+        key = client_address(opts)
+        if key == nil then
+            error("cellrate.nginx: the request has no client address"
+                  .. " (binary_remote_addr is nil: a unix socket?): give the key option",
+                  level)
+        end
+    elseif type(key) == "function" then
+        key = key()
+        if type(key) ~= "string" then
+            error("cellrate.nginx: option key: the function returned a " .. type(key) .. ": "
+                  .. refused(KEYED_PROBE, KEYED_PROBE.peek, key), level)
+        end
     end
     return key
 end
@@ -125,12 +201,22 @@ end
 -- nothing yields in between, so requests cannot mix their keys).
 local prepared = setmetatable({}, { __mode = "k" })
 
-local function items_of(limits)
+-- A list that is not one of limits is the caller's mistake, raised at `level`
+-- (error's, counted from here).
+local function items_of(limits, level)
     local items = prepared[limits]
     if items == nil then
+        if limits[1] == nil then
+            error("cellrate.nginx: limits must not be an empty list", level)
+        end
         items = {}
         for i, limit in ipairs(limits) do
-            items[i] = getmetatable(limit) == KEYED_MT and { limit, false } or limit
+            local mt = getmetatable(limit)
+            if mt ~= KEYED_MT and mt ~= LIMITER_MT then
+                error("cellrate.nginx: limits[" .. i .. "] must be a cellrate limiter or keyed"
+                      .. " limiter, got " .. type(limit), level)
+            end
+            items[i] = mt == KEYED_MT and { limit, false } or limit
         end
         prepared[limits] = items
     end
@@ -139,21 +225,22 @@ end
 
 -- One decision: allowed, remaining, retry_after, reset_after, and the limit
 -- the fields describe (for several limits: the one check_all says decided).
+-- Called by limit(): a mistake is raised at level 3, limit()'s caller.
 local function decide(limits, opts, cost)
     local mt = getmetatable(limits)
     if mt == KEYED_MT then
         local allowed, remaining, retry_after, reset_after =
-            keyed_check(limits, request_key(opts), cost)
+            keyed_check(limits, request_key(opts, 4), cost)
         return allowed, remaining, retry_after, reset_after, limits
     elseif mt == LIMITER_MT then
         local allowed, remaining, retry_after, reset_after = limiter_check(limits, cost)
         return allowed, remaining, retry_after, reset_after, limits
     elseif type(limits) == "table" then
-        local items = items_of(limits)
+        local items = items_of(limits, 4)
         local key
         for _, item in ipairs(items) do
             if type(item) == "table" then
-                key = key or request_key(opts)
+                key = key or request_key(opts, 4)
                 item[2] = key
             end
         end
@@ -161,23 +248,26 @@ local function decide(limits, opts, cost)
             check_all(items, cost)
         return allowed, remaining, retry_after, reset_after, limits[index]
     end
-    error("limits must be a cellrate limiter, a keyed limiter or a list of them, got "
+    error("cellrate.nginx: limits must be a cellrate limiter, a keyed limiter or a list of"
+          .. " them, got "
           .. type(limits), 3)
 end
 
 -- With opts.wait: the units reserved at their instant (within opts.wait s),
 -- the request held on ngx.sleep (the worker serves others meanwhile) and
--- admitted; nil when they cannot be reserved in time.
+-- admitted; nil when they cannot be reserved in time. Called by limit(): a
+-- mistake is raised at level 3, limit()'s caller.
 local function wait_for(limits, opts, cost, max_wait)
     local mt = getmetatable(limits)
     local delay, key
     if mt == KEYED_MT then
-        key = request_key(opts)
+        key = request_key(opts, 4)
         delay = limits:reserve(key, cost, max_wait)
     elseif mt == LIMITER_MT then
         delay = limits:reserve(cost, max_wait)
     else
-        error("wait: limits must be one cellrate limiter or keyed limiter", 3)
+        error("cellrate.nginx: option wait: limits must be one cellrate limiter or keyed"
+              .. " limiter", 3)
     end
     if delay == nil then
         return nil
@@ -225,7 +315,9 @@ limits: a cellrate.limiter, a cellrate.keyed, or a list of them decided as
 opts (optional; a table made once and reused is cheapest: it is checked once,
 and an unknown option or a value of the wrong type is an error naming it):
   key      the key of a keyed limiter: a string, or a function returning one;
-           default ngx.var.binary_remote_addr
+           default the client's address (ngx.var.binary_remote_addr), IPv6
+           by its /64 and IPv4-mapped IPv6 as IPv4
+  ipv4_prefix, ipv6_prefix  the prefix lengths of that default key (32, 64)
   cost     units this request spends (default 1)
   status   status of a refusal, 400-599 (default 429)
   body     body of a refusal (default: nginx's own page for the status, which
@@ -240,7 +332,8 @@ and an unknown option or a value of the wrong type is an error naming it):
            (one limit, not a list)
 
 Returns allowed, remaining, retry_after, reset_after when the request goes
-on (allowed is false only in a dry run); a refusal ends the request.
+on (allowed is false only in a dry run); a refusal ends the request. A
+mistake in limits, opts or a key is raised at the caller's position.
 ]]
 -- The request goes on with the decision, or is refused; the fields given
 -- (cellrate.header_fields' pairs) are set on a refusal, and on an admission
@@ -250,7 +343,9 @@ local function answer(opts, decider, allowed, remaining, retry_after, reset_afte
                       name1, value1, name2, value2, name3, value3, name4, value4,
                       name5, value5, name6, value6)
     if allowed == nil then -- a shared region's lock held past its bound
-        error("cellrate: " .. tostring(remaining), 3)
+        -- (Level 2: limit() returns answer(...), a tail call, so limit()'s
+        -- caller is next.)
+        error("cellrate: " .. tostring(remaining), 2)
     end
     if allowed then
         if name1 ~= nil and opts.admitted_headers then
@@ -293,8 +388,8 @@ function _M.limit(limits, opts)
         local every = opts.admitted_headers == true
         local mt = getmetatable(limits)
         if mt == KEYED_MT then
-            return answer(opts, limits, keyed_check_headers(limits, request_key(opts), cost, nil,
-                                                            opts.name, opts.legacy_headers,
+            return answer(opts, limits, keyed_check_headers(limits, request_key(opts, 3), cost,
+                                                            nil, opts.name, opts.legacy_headers,
                                                             every))
         elseif mt == LIMITER_MT then
             return answer(opts, limits, limiter_check_headers(limits, cost, nil, opts.name,

@@ -228,4 +228,25 @@ describe("cellrate.ffi (LuaJIT)", function()
       assert.is_false(ok)
       assert.truthy(tostring(err):find("is closed", 1, true))
    end)
+
+   ffi_it("raises an argument mistake at its caller's line", function()
+      local lim, keyed = cellrate.limiter(1), cellrate.keyed(1)
+      local line = debug.getinfo(1, "l").currentline
+      local calls = {
+         function() local a = fast.limiter(lim, -1) return a end, -- line + 2, ...
+         function() local a = fast.limiter(lim, 1, nil, "") return a end,
+         function() local a = fast.limiter(lim, "x") return a end,
+         function() local a = fast.keyed(keyed, 42, 1) return a end,
+         function() local a = fast.keyed(keyed, "k", 1, nil, "a\nb", false, true) return a end,
+         function() local a = fast.limiter_check(lim, 1.5) return a end,
+         function() local a = fast.keyed_check(keyed, {}, 1) return a end,
+      }
+      for i, call in ipairs(calls) do
+         -- (each call above is not a tail call, so its line is the caller's)
+         local ok, err = pcall(call)
+         assert.is_false(ok)
+         assert.truthy(tostring(err):find("headers_spec.lua:" .. line + 1 + i .. ":", 1, true),
+                       tostring(err))
+      end
+   end)
 end)

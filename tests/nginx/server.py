@@ -41,7 +41,7 @@ class Nginx:
     """One nginx master and its workers. Use as a context manager."""
 
     def __init__(self, *, workers: int = 2, rate: str = "1/1000s", burst: int = 10,
-                 listen_options: str = "", precise_burst: int = 1,
+                 listen_options: str = "", precise_burst: int = 1, ipv6: bool = False,
                  template: pathlib.Path = TEMPLATE):
         self.workers = workers
         self.port = free_port()
@@ -54,6 +54,8 @@ class Nginx:
             "PREFIX": str(self.prefix),
             "PORT": str(self.port),
             "LISTEN_OPTIONS": listen_options,
+            # The same port on IPv6's loopback too, when asked.
+            "LISTEN_IPV6": f"listen [::1]:{self.port} {listen_options};" if ipv6 else "",
             "LUA_PATH": f"{REPO / 'lua'}/?.lua",
             "LUA_CPATH": f"{REPO / 'build' / 'luajit'}/?.so",
             "RATE": rate,
@@ -166,15 +168,16 @@ class Nginx:
 
     # -- requests -----------------------------------------------------------
 
-    def connection(self) -> http.client.HTTPConnection:
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+    def connection(self, host: str = "127.0.0.1") -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(host, self.port, timeout=10)
 
-    def get(self, path: str, connection: http.client.HTTPConnection | None = None):
+    def get(self, path: str, connection: http.client.HTTPConnection | None = None, *,
+            headers: dict[str, str] | None = None, host: str = "127.0.0.1"):
         """One GET: (status, headers as a dict, body)."""
         own = connection is None
-        connection = connection or self.connection()
+        connection = connection or self.connection(host)
         try:
-            connection.request("GET", path)
+            connection.request("GET", path, headers=headers or {})
             response = connection.getresponse()
             body = response.read()
             return response.status, dict(response.getheaders()), body

@@ -9,6 +9,7 @@ import http.client
 import pathlib
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -379,3 +380,83 @@ def test_the_limit_is_refused_at_start_when_the_region_does_not_fit():
             server.start()
     finally:
         server.stop()
+
+
+MISTAKES = [  # the words of each of the config's mistakes, in order
+    "cellrate.nginx: unknown option 'headers'",
+    "cellrate.nginx: option admitted_headers must not be a string",
+    "cellrate.nginx: option name: name must be",
+    "cellrate.nginx: opts must be a table, got string",
+    "cellrate.nginx: option cost: cost must be an integer >= 0",
+    "cellrate.nginx: option cost: cost must be an integer >= 0",
+    "cellrate.nginx: option wait: max_wait must be",
+    "cellrate.nginx: option key: the function returned a nil: key must be a string of bytes",
+    "cellrate.nginx: option ipv6_prefix must be an integer from 0 to 128, got 129",
+    "cellrate.nginx: limits must be a cellrate limiter, a keyed limiter or a list of them, "
+    "got string",
+    "cellrate.nginx: limits[2] must be a cellrate limiter or keyed limiter, got string",
+    "cellrate.nginx: limits must not be an empty list",
+    "cellrate.nginx: option wait: limits must be one cellrate limiter or keyed limiter",
+]
+
+
+def test_a_mistake_is_raised_at_the_configs_line():
+    """Each mistake given to the helper in an access_by_lua_block (no pcall)
+    ends the request with 500, and nginx's error log names the block's own
+    line (line 3 of the chunk), not a line of cellrate's Lua files: options,
+    costs, waits, a key function's result, the limits argument."""
+    with Nginx(workers=2) as server:
+        for case in range(1, len(MISTAKES) + 1):
+            assert server.get(f"/mistake?case={case}")[0] == 500
+        log = server.log()
+    errors = re.findall(r"runtime error: (.*)", log)
+    assert len(errors) == len(MISTAKES), log
+    for error, words in zip(errors, MISTAKES):
+        assert re.match(r"access_by_lua\(nginx\.conf:\d+\):3: ", error), error
+        assert words in error, (error, words)
+        assert "nginx.lua" not in error and "ffi.lua" not in error, error
+
+
+def ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback (::1)")
+def test_the_client_address_keys_ipv6_by_its_network():
+    """The default key is the client's address: IPv6 by its /64 (two
+    addresses of one /64 share a limit, two /64s do not), IPv4-mapped IPv6 as
+    its IPv4 address, IPv4 by its address; ipv4_prefix and ipv6_prefix change
+    the lengths. The addresses come over [::1] and 127.0.0.1, and through
+    X-Real-IP (the realip module), on a limit of burst 2."""
+    with Nginx(workers=2, rate=f"1/{SLOW_PERIOD}s", burst=2, ipv6=True) as server:
+        def statuses(path, *clients):
+            replies = []
+            for client in clients:
+                host = "::1" if client is None or ":" in client else "127.0.0.1"
+                headers = {} if client is None else {"X-Real-IP": client}
+                replies.append(server.get(path, headers=headers, host=host)[0])
+            return replies
+
+        # ::1 itself (no header) and ::2 share ::/64.
+        assert statuses("/limited", None, "::2", None) == [200, 200, 429]
+        # 2001:db8:1:2::/64: two addresses, two units; the third is refused.
+        assert statuses("/limited", "2001:db8:1:2::a", "2001:db8:1:2:ffff::b",
+                        "2001:db8:1:2::c") == [200, 200, 429]
+        # Another /64 of the same /48 has its own limit.
+        assert statuses("/limited", "2001:db8:1:3::a") == [200]
+        # IPv4-mapped IPv6 is the IPv4 address, over either family.
+        assert statuses("/limited", "::ffff:192.0.2.7", "192.0.2.7",
+                        "::ffff:192.0.2.7") == [200, 200, 429]
+        # IPv4 by its address: a neighbour has its own limit.
+        assert statuses("/limited", "192.0.2.8", "192.0.2.9") == [200, 200]
+        # ipv6_prefix = 60: 2001:db8:9:20:: and 2001:db8:9:2f:: share a /60,
+        # 2001:db8:9:30:: is another; ipv4_prefix = 24 likewise.
+        assert statuses("/prefixes", "2001:db8:9:20::1", "2001:db8:9:2f::1",
+                        "2001:db8:9:2a::1", "2001:db8:9:30::1") == [200, 200, 429, 200]
+        assert statuses("/prefixes", "198.51.100.1", "198.51.100.254",
+                        "198.51.100.9", "198.51.101.1") == [200, 200, 429, 200]
