@@ -19,6 +19,11 @@ import uuid
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "tests" / "nginx" / "nginx.conf.in"
+# The limits, a Lua file of their own that the config's init_by_lua_block runs
+# (dofile) and that the documented check runs with luajit before a reload.
+LIMITS_TEMPLATE = REPO / "tests" / "nginx" / "limits.lua.in"
+LUA_PATH = f"{REPO / 'lua'}/?.lua"
+LUA_CPATH = f"{REPO / 'build' / 'luajit'}/?.so"
 MODULES = pathlib.Path("/usr/lib/nginx/modules")
 # ndk first: the lua module needs it loaded.
 MODULE_FILES = ("ndk_http_module.so", "ngx_http_lua_module.so")
@@ -48,7 +53,8 @@ class Nginx:
         self.prefix = pathlib.Path(tempfile.mkdtemp(prefix="cellrate-nginx-"))
         shm = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
         self.region = f"{shm}/cellrate-nginx-test-{uuid.uuid4().hex}"
-        fields = {
+        self.limits = self.prefix / "limits.lua"
+        self.fields = {
             "LOAD_MODULES": "\n".join(f"load_module {MODULES / name};" for name in MODULE_FILES),
             "WORKERS": str(workers),
             "PREFIX": str(self.prefix),
@@ -56,21 +62,38 @@ class Nginx:
             "LISTEN_OPTIONS": listen_options,
             # The same port on IPv6's loopback too, when asked.
             "LISTEN_IPV6": f"listen [::1]:{self.port} {listen_options};" if ipv6 else "",
-            "LUA_PATH": f"{REPO / 'lua'}/?.lua",
-            "LUA_CPATH": f"{REPO / 'build' / 'luajit'}/?.so",
+            "LUA_PATH": LUA_PATH,
+            "LUA_CPATH": LUA_CPATH,
+            "LIMITS": str(self.limits),
             "RATE": rate,
             "BURST": str(burst),
             "REGION": self.region,
             "PRECISE_BURST": str(precise_burst),
         }
-        text = template.read_text()
-        for name, value in fields.items():
+        self.conf = self.prefix / "nginx.conf"
+        self.conf.write_text(self.fill(template.read_text()))
+        self.write_limits()
+        self.process: subprocess.Popen | None = None
+
+    def fill(self, text: str) -> str:
+        for name, value in self.fields.items():
             text = text.replace(f"@{name}@", value)
         left = re.findall(r"@[A-Z_]+@", text)
         assert not left, f"template fields left unfilled: {left}"
-        self.conf = self.prefix / "nginx.conf"
-        self.conf.write_text(text)
-        self.process: subprocess.Popen | None = None
+        return text
+
+    def write_limits(self, **changes: str) -> None:
+        """The limits file, with RATE or BURST changed for what follows
+        (a check, a reload)."""
+        self.fields.update(changes)
+        self.limits.write_text(self.fill(LIMITS_TEMPLATE.read_text()))
+
+    def check_limits(self) -> subprocess.CompletedProcess:
+        """The README's check of a limits file before a reload: the file run
+        by OpenResty's LuaJIT on nginx's Lua paths."""
+        env = dict(os.environ, LUA_PATH=f"{LUA_PATH};;", LUA_CPATH=f"{LUA_CPATH};;")
+        return subprocess.run(["luajit", str(self.limits)], env=env, capture_output=True,
+                              text=True, timeout=30)
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -130,10 +153,15 @@ class Nginx:
             path.unlink(missing_ok=True)
         shutil.rmtree(self.prefix, ignore_errors=True)
 
+    def signal_reload(self) -> subprocess.CompletedProcess:
+        """nginx -s reload: a signal to the master, which exits 0 once sent
+        (whether the new configuration then loads or not)."""
+        return subprocess.run(self.command("-s", "reload"), capture_output=True, text=True)
+
     def reload(self) -> None:
         """nginx -s reload: a new generation of workers; returns once it serves."""
         before = set(self.worker_pids())
-        result = subprocess.run(self.command("-s", "reload"), capture_output=True, text=True)
+        result = self.signal_reload()
         if result.returncode != 0:
             raise RuntimeError(f"nginx -s reload failed:\n{result.stderr}")
         deadline = time.monotonic() + 10

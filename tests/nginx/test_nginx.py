@@ -460,3 +460,44 @@ def test_the_client_address_keys_ipv6_by_its_network():
                         "2001:db8:9:2a::1", "2001:db8:9:30::1") == [200, 200, 429, 200]
         assert statuses("/prefixes", "198.51.100.1", "198.51.100.254",
                         "198.51.100.9", "198.51.101.1") == [200, 200, 429, 200]
+
+
+def test_a_bad_limit_passes_nginx_t_but_fails_the_check_and_the_reload():
+    """lua-nginx-module does not run init_by_lua* under `nginx -t`, so it
+    passes a rate the core refuses ("1/month") and a rate changed on a live
+    shared region. The README's check (the limits file run by luajit) fails on
+    both with the core's words and a non-zero status; `nginx -s reload` exits
+    0 (it only signals the master), the master writes the failure to the
+    error log and the old workers go on serving the old limit. A good file
+    passes the check and reloads, and the key's state carries over."""
+    burst = 3
+    with Nginx(workers=2, rate=f"1/{SLOW_PERIOD}s", burst=burst) as server:
+        assert server.get("/limited")[0] == 200
+        workers = set(server.worker_pids())
+        for rate, words in [("1/month", "rate: months and years have no fixed length"),
+                            ("1/10s", "shared: the region was made with another rate")]:
+            server.write_limits(RATE=rate)
+            tested = subprocess.run(server.command("-t", "-q"), capture_output=True)
+            assert tested.returncode == 0, tested.stderr
+            check = server.check_limits()
+            assert check.returncode != 0, check
+            assert words in check.stderr and str(server.limits) in check.stderr, check.stderr
+            logged = len(server.log())
+            assert server.signal_reload().returncode == 0
+            deadline = time.monotonic() + 10
+            while "init_by_lua error" not in server.log()[logged:]:
+                assert time.monotonic() < deadline, server.log()[logged:]
+                time.sleep(0.02)
+            failure = server.log()[logged:]
+            assert re.search(r"\[error\] .*init_by_lua error: " + re.escape(str(server.limits)),
+                             failure), failure
+            assert words in failure, failure
+            # The old workers serve, on the old limit (one more unit of three).
+            assert server.get("/limited")[0] == 200
+            assert set(server.worker_pids()) == workers
+        server.write_limits(RATE=f"1/{SLOW_PERIOD}s")
+        check = server.check_limits()
+        assert check.returncode == 0, check.stderr
+        server.reload()
+        # The three units were spent before the reload: the key kept its state.
+        assert server.get("/limited")[0] == 429
