@@ -11,10 +11,14 @@ methods
 header fields as name, value pairs), as
 
     local fast = require "cellrate.ffi"      -- LuaJIT only
-    fast.keyed(keyed, key, cost, now, name, legacy [, every])
-    fast.limiter(lim, cost, now, name, legacy [, every])
-    fast.keyed_check(keyed, key, cost, now)
-    fast.limiter_check(lim, cost, now)
+    fast.keyed(keyed, key, cost, now, name, legacy, every, level)
+    fast.limiter(lim, cost, now, name, legacy, every, level)
+    fast.keyed_check(keyed, key, cost, now, level)
+    fast.limiter_check(lim, cost, now, level)
+
+every and level are optional. level: where a mistake is raised, as error()'s
+level counted from the caller (1, the default: the caller's line; a helper
+passes 2 for its own caller's).
 
 A Lua C function ends a LuaJIT trace; an FFI call is compiled into it. In
 nginx's access phase that is most of what a decision costs beside the core's
@@ -126,22 +130,44 @@ local function answer()
         name3, value3, name4, value4, name5, value5, name6, value6
 end
 
+-- The public functions below reach handover() and failure() by tail calls,
+-- and these reach raised() by one: so in each of them the public function's
+-- caller is level 2, and `level` (counted from that caller) is error's
+-- level + 1.
+
+-- The method's answer; its mistake raised at `level` (error's).
+local function raised(level, ok, ...)
+    if not ok then
+        error(..., level)
+    end
+    return ...
+end
+
+-- The method, which answers or raises as it always does. Without a level it
+-- is tail-called: a mistake it raises names the line of its caller, which is
+-- the public function's. With one, it is called from pcall (a C function
+-- called from pcall puts no position in its message) and its mistake raised
+-- again at that level.
+local function handover(level, method, ...)
+    if level == nil then
+        return method(...)
+    end
+    return raised(level + 1, pcall(method, ...))
+end
+
 -- A status other than CR_OK: a region's lock as the method returns it; a
 -- bad name (checked before deciding) raised as the method raises it;
--- anything else (nothing decided) handed to the method. Every public
--- function below returns failure(...) and the method as tail calls, so the
--- caller of the public function is level 2 here, and a method raising at its
--- caller's position names the caller's.
-local function failure(status, method, ...)
+-- anything else (nothing decided) handed to the method.
+local function failure(status, level, method, ...)
     if status ~= api.closed then
         local code = ffi_string(api.status_name(status))
         if code == "E_SHARED_LOCK" then
             return nil, ffi_string(api.strerror(status)), code
         elseif code == "E_HEADER_NAME" or code == "E_HEADER_VALUE" then
-            error(ffi_string(api.strerror(status)), 2)
+            error(ffi_string(api.strerror(status)), (level or 1) + 1)
         end
     end
-    return method(...)
+    return handover(level, method, ...)
 end
 
 -- Whether the fast path takes these arguments (the method checks the rest).
@@ -157,50 +183,51 @@ local _M = {}
 -- format, which spent nothing); otherwise every decision's, as the methods.
 -- The methods, where the fast path hands over, give the fields of every
 -- decision.
-function _M.keyed(keyed, key, cost, now, name, legacy, every)
+function _M.keyed(keyed, key, cost, now, name, legacy, every, level)
     if getmetatable(keyed) ~= KEYED_MT or type(key) ~= "string" or not plain(cost, now, name) then
-        return keyed:check_headers(key, cost, now, name, legacy)
+        return handover(level, keyed.check_headers, keyed, key, cost, now, name, legacy)
     end
     local status = check_headers(keyed, key, #key, cost, now ~= nil, now or 0, name,
                                  name and #name or 0, not not legacy, every ~= false, decision,
                                  fields)
     if status ~= 0 then
-        return failure(status, keyed.check_headers, keyed, key, cost, now, name, legacy)
+        return failure(status, level, keyed.check_headers, keyed, key, cost, now, name,
+                       legacy)
     end
     return answer()
 end
 
-function _M.limiter(lim, cost, now, name, legacy, every)
+function _M.limiter(lim, cost, now, name, legacy, every, level)
     if getmetatable(lim) ~= LIMITER_MT or not plain(cost, now, name) then
-        return lim:check_headers(cost, now, name, legacy)
+        return handover(level, lim.check_headers, lim, cost, now, name, legacy)
     end
     local status = check_headers(lim, nil, 0, cost, now ~= nil, now or 0, name,
                                  name and #name or 0, not not legacy, every ~= false, decision,
                                  fields)
     if status ~= 0 then
-        return failure(status, lim.check_headers, lim, cost, now, name, legacy)
+        return failure(status, level, lim.check_headers, lim, cost, now, name, legacy)
     end
     return answer()
 end
 
-function _M.keyed_check(keyed, key, cost, now)
+function _M.keyed_check(keyed, key, cost, now, level)
     if getmetatable(keyed) ~= KEYED_MT or type(key) ~= "string" or not plain(cost, now) then
-        return keyed:check(key, cost, now)
+        return handover(level, keyed.check, keyed, key, cost, now)
     end
     local status = check(keyed, key, #key, cost, now ~= nil, now or 0, decision)
     if status ~= 0 then
-        return failure(status, keyed.check, keyed, key, cost, now)
+        return failure(status, level, keyed.check, keyed, key, cost, now)
     end
     return decided()
 end
 
-function _M.limiter_check(lim, cost, now)
+function _M.limiter_check(lim, cost, now, level)
     if getmetatable(lim) ~= LIMITER_MT or not plain(cost, now) then
-        return lim:check(cost, now)
+        return handover(level, lim.check, lim, cost, now)
     end
     local status = check(lim, nil, 0, cost, now ~= nil, now or 0, decision)
     if status ~= 0 then
-        return failure(status, lim.check, lim, cost, now)
+        return failure(status, level, lim.check, lim, cost, now)
     end
     return decided()
 end

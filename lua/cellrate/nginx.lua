@@ -230,10 +230,11 @@ local function decide(limits, opts, cost)
     local mt = getmetatable(limits)
     if mt == KEYED_MT then
         local allowed, remaining, retry_after, reset_after =
-            keyed_check(limits, request_key(opts, 4), cost)
+            keyed_check(limits, request_key(opts, 4), cost, nil, 3)
         return allowed, remaining, retry_after, reset_after, limits
     elseif mt == LIMITER_MT then
-        local allowed, remaining, retry_after, reset_after = limiter_check(limits, cost)
+        local allowed, remaining, retry_after, reset_after =
+            limiter_check(limits, cost, nil, 3)
         return allowed, remaining, retry_after, reset_after, limits
     elseif type(limits) == "table" then
         local items = items_of(limits, 4)
@@ -390,10 +391,10 @@ function _M.limit(limits, opts)
         if mt == KEYED_MT then
             return answer(opts, limits, keyed_check_headers(limits, request_key(opts, 3), cost,
                                                             nil, opts.name, opts.legacy_headers,
-                                                            every))
+                                                            every, 2))
         elseif mt == LIMITER_MT then
             return answer(opts, limits, limiter_check_headers(limits, cost, nil, opts.name,
-                                                              opts.legacy_headers, every))
+                                                              opts.legacy_headers, every, 2))
         end
     end
     local allowed, remaining, retry_after, reset_after, decider

@@ -249,4 +249,34 @@ describe("cellrate.ffi (LuaJIT)", function()
                        tostring(err))
       end
    end)
+
+   ffi_it("raises at the level given, for a helper above it", function()
+      local lim, keyed = cellrate.limiter(1), cellrate.keyed(1)
+      local shut = cellrate.keyed(1)
+      shut:close()
+      -- A helper that passes level 2: a mistake names its caller's line.
+      local function helper(f, ...)
+         local a = f(...)
+         return a
+      end
+      local line = debug.getinfo(1, "l").currentline
+      local calls = {
+         function() local a = helper(fast.limiter, lim, -1, nil, nil, nil, nil, 2) return a end,
+         function() local a = helper(fast.limiter, lim, 1, nil, "", nil, true, 2) return a end,
+         function() local a = helper(fast.limiter, lim, "x", nil, nil, nil, nil, 2) return a end,
+         function() local a = helper(fast.keyed, keyed, 42, 1, nil, nil, nil, nil, 2) return a end,
+         function() local a = helper(fast.keyed, shut, "k", 1, nil, nil, nil, nil, 2) return a end,
+         function() local a = helper(fast.limiter_check, lim, 1.5, nil, 2) return a end,
+         function() local a = helper(fast.keyed_check, shut, "k", 1, nil, 2) return a end,
+      }
+      for i, call in ipairs(calls) do
+         local ok, err = pcall(call)
+         assert.is_false(ok)
+         assert.truthy(tostring(err):find("headers_spec.lua:" .. line + 1 + i .. ":", 1, true),
+                       tostring(err))
+         assert.is_nil(tostring(err):find("ffi.lua", 1, true), tostring(err))
+      end
+      -- and answers as without a level
+      assert.same({ lim:peek(0) }, { fast.limiter_check(lim, 0, nil, 2) })
+   end)
 end)

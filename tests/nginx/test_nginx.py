@@ -397,6 +397,7 @@ MISTAKES = [  # the words of each of the config's mistakes, in order
     "cellrate.nginx: limits[2] must be a cellrate limiter or keyed limiter, got string",
     "cellrate.nginx: limits must not be an empty list",
     "cellrate.nginx: option wait: limits must be one cellrate limiter or keyed limiter",
+    "cellrate.Limiter is closed",
 ]
 
 
@@ -404,7 +405,8 @@ def test_a_mistake_is_raised_at_the_configs_line():
     """Each mistake given to the helper in an access_by_lua_block (no pcall)
     ends the request with 500, and nginx's error log names the block's own
     line (line 3 of the chunk), not a line of cellrate's Lua files: options,
-    costs, waits, a key function's result, the limits argument."""
+    costs, waits, a key function's result, the limits argument, a closed
+    limiter."""
     with Nginx(workers=2) as server:
         for case in range(1, len(MISTAKES) + 1):
             assert server.get(f"/mistake?case={case}")[0] == 500
