@@ -151,13 +151,15 @@ local MAPPED_ZEROS = ("\0"):rep(10) -- ::ffff:a.b.c.d: 10 zero bytes, ff ff, the
 -- address, other IPv6 under its first ipv6_prefix bits (default 64, the
 -- network a host is given: 8 bytes). An IPv4 key is 4 bytes, an IPv6 key at
 -- least 5 (a short prefix padded with zero bytes), so the two families never
--- share a key. nil where nginx has no address (a unix socket).
+-- share a key. (Over a unix socket nginx gives the text "unix:": one key for
+-- every such client, as for limit_req.) nil where nginx gives none.
 local function client_address(opts)
     local addr = ngx_var.binary_remote_addr
     if addr == nil then
         return nil
     end
-    if #addr == 16 then
+    local length = #addr
+    if length == 16 then
         if byte(addr, 11) ~= 255 or byte(addr, 12) ~= 255 or sub(addr, 1, 10) ~= MAPPED_ZEROS then
             local bits = opts.ipv6_prefix
             if bits == nil then
@@ -166,6 +168,8 @@ local function client_address(opts)
             return masked(addr, bits, bits > 32 and 0 or 5)
         end
         addr = sub(addr, 13)
+    elseif length ~= 4 then
+        return addr -- no IP address ("unix:")
     end
     local bits = opts.ipv4_prefix
     if bits == nil then
@@ -182,9 +186,8 @@ local function request_key(opts, level)
     if key == nil then
         key = client_address(opts)
         if key == nil then
-            error("cellrate.nginx: the request has no client address"
-                  .. " (binary_remote_addr is nil: a unix socket?): give the key option",
-                  level)
+            error("cellrate.nginx: the request has no client address (binary_remote_addr):"
+                  .. " give the key option", level)
         end
     elseif type(key) == "function" then
         key = key()
