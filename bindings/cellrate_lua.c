@@ -664,9 +664,9 @@ static int store_reserve(lua_State *L, const char *tag)
 }
 
 /*
- * lim:wait(cost, timeout), keyed:wait(key, cost, timeout): reserves the units
- * at their instant, if it is within `timeout` seconds (nil: any), and sleeps
- * until it, blocking (docs/design.md §9). The seconds slept (0: none), or
+ * lim:wait(cost, timeout), keyed:wait(key, cost, timeout): blocks until the
+ * units are admitted, at most `timeout` seconds (nil: any), as Python's
+ * wait() (cr_wait, docs/design.md §9). The seconds slept (0: none), or
  * nil, "timeout" at once, nothing spent, when they cannot be had in time (an
  * unfittable cost never can).
  */
@@ -676,14 +676,21 @@ static int store_wait(lua_State *L, const char *tag)
     const call_head head = read_call_head(L, tag);
     const int64_t cost = read_cost(L, head.next, top);
     const int64_t timeout_ns = read_wait_limit(L, head.next + 1, top, CR_E_TIMEOUT);
-    int64_t delay_ns = 0;
-    if (!reserve(L, &head, CR_CLOCK, cost, timeout_ns, &delay_ns)) {
+    const cr_item item = {.limiter = head.keyed ? NULL : head.box->limiter,
+                          .keyed = head.keyed ? head.box->keyed : NULL,
+                          .key = head.key,
+                          .key_len = head.key_len};
+    bool admitted = false;
+    int64_t slept_ns = 0;
+    const cr_status status = cr_wait(&item, cost, timeout_ns, &admitted, &slept_ns, NULL);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    if (!admitted) {
         lua_pushnil(L);
         lua_pushliteral(L, "timeout");
         return 2;
     }
-    cr_sleep_ns(delay_ns);
-    lua_pushnumber(L, cr_ns_to_seconds(delay_ns));
+    lua_pushnumber(L, cr_ns_to_seconds(slept_ns));
     return 1;
 }
 

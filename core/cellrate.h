@@ -449,6 +449,24 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
                        cr_decision *out, size_t *index);
 
 /* ------------------------------------------------------------------------ */
+/* Waiting (docs/design.md §9).                                              */
+
+/*
+ * Blocks the calling thread until `cost` units of `item` (a limiter, or a
+ * keyed table and a key, as for cr_check_all) are admitted on its clock:
+ * reserves them at their instant and sleeps until it; a window algorithm,
+ * which reserves only "now", sleeps the retry_after of a peek and tries
+ * again. Gives up at once, nothing spent, when they cannot be had within
+ * `timeout_ns` (>= 0, or CR_NEVER: any) of the call, or ever (an unfittable
+ * cost): *admitted false and, unless `refusal` is NULL, the decision that
+ * said so in *refusal. *slept_ns: the time slept. Call it with no lock held
+ * (a signal does not cut a sleep short). CR_E_TIMEOUT for a negative
+ * timeout; CR_E_ITEMS for an item that is neither kind.
+ */
+cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *admitted,
+                  int64_t *slept_ns, cr_decision *refusal);
+
+/* ------------------------------------------------------------------------ */
 /* HTTP header fields (draft-ietf-httpapi-ratelimit-headers-11)              */
 
 /* The time in which a limit restores `limit` (= burst) units, the `w` of
