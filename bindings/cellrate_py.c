@@ -867,14 +867,17 @@ static Py_ALWAYS_INLINE inline PyObject *store_check(PyObject *self, bool keyed,
 DECIDE_ENTRY_POINTS(limiter, false)
 DECIDE_ENTRY_POINTS(keyed, true)
 
-/* max_wait=None (or absent): any wait; else seconds >= 0 (inf: any). */
-static int convert_max_wait(module_state *state, PyObject *obj, int64_t *max_wait_ns)
+/* A longest wait (reserve's max_wait, wait's timeout): None (or absent) is
+ * any wait (CR_NEVER); else seconds >= 0 (inf: any). `invalid` names the
+ * parameter. */
+static int convert_wait_limit(module_state *state, PyObject *obj, cr_status invalid,
+                              int64_t *max_wait_ns)
 {
     *max_wait_ns = CR_NEVER;
     if (obj == NULL || obj == Py_None)
         return 0;
     double seconds;
-    if (convert_number(state, obj, CR_E_MAX_WAIT, &seconds) < 0)
+    if (convert_number(state, obj, invalid, &seconds) < 0)
         return -1;
     if (seconds == HUGE_VAL)
         return 0;
@@ -882,7 +885,7 @@ static int convert_max_wait(module_state *state, PyObject *obj, int64_t *max_wai
     if (status == CR_E_NOW && seconds >= 0) /* beyond the horizon: any wait */
         *max_wait_ns = CR_NEVER;
     else if (status != CR_OK) {
-        raise_status(state, CR_E_MAX_WAIT);
+        raise_status(state, invalid);
         return -1;
     }
     return 0;
@@ -904,7 +907,7 @@ static PyObject *store_reserve_or_refund(PyObject *self, bool reserve, PyObject 
     if (parse_call(name, keyed, reserve, args, nargs, kwnames, &call) < 0 ||
         (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
         convert_cost(state, call.cost, &cost) < 0 ||
-        convert_max_wait(state, call.max_wait, &max_wait_ns) < 0 ||
+        convert_wait_limit(state, call.max_wait, CR_E_MAX_WAIT, &max_wait_ns) < 0 ||
         convert_now(state, call.now, &now_ns) < 0)
         return NULL;
     bool reserved = false;
@@ -1028,6 +1031,19 @@ done:
         PyMem_Free(many);
     Py_DECREF(items);
     return result;
+}
+
+/* _check_timeout(timeout): a wait's `timeout` in seconds, None for any wait,
+ * or the core's CR_E_TIMEOUT error (the words Lua's wait() uses). */
+static PyObject *module_check_timeout(PyObject *module, PyObject *timeout)
+{
+    int64_t timeout_ns;
+    if (convert_wait_limit((module_state *)PyModule_GetState(module), timeout, CR_E_TIMEOUT,
+                           &timeout_ns) < 0)
+        return NULL;
+    if (timeout_ns == CR_NEVER)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(cr_ns_to_seconds(timeout_ns));
 }
 
 /* _attach_method(type, function): wait() and acquire() are Python
@@ -1177,6 +1193,11 @@ PyDoc_STRVAR(attach_method_doc,
              "Private: adds the Python function `function` under its __name__ to\n"
              "Limiter or KeyedLimiter. The package does it once, at import, for wait()\n"
              "and acquire(); the types stay immutable to everyone else.");
+
+PyDoc_STRVAR(check_timeout_doc,
+             "_check_timeout(timeout, /)\n--\n\n"
+             "Private: the seconds of a wait's `timeout` (None for any wait), or\n"
+             "InvalidArgument / InvalidArgumentType naming `timeout`.");
 
 PyDoc_STRVAR(check_all_doc,
              "check_all(items, cost=1, *, now=None)\n--\n\n"
@@ -1491,6 +1512,7 @@ static PyMethodDef cellrate_methods[] = {
      check_all_doc},
     {"_attach_method", (PyCFunction)(void (*)(void))module_attach_method, METH_FASTCALL,
      attach_method_doc},
+    {"_check_timeout", module_check_timeout, METH_O, check_timeout_doc},
     {NULL, NULL, 0, NULL},
 };
 

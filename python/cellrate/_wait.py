@@ -47,19 +47,9 @@ class RateLimited(_cellrate.CellrateError):
 
 
 def check_timeout(timeout: Optional[float]) -> Optional[float]:
-    """`timeout` as seconds (None: no limit), or an error naming it."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        error: _cellrate.CellrateError = _cellrate.InvalidArgumentType(
-            f"timeout must be a number of seconds or None, not {type(timeout).__name__}"
-        )
-    elif math.isnan(timeout) or timeout < 0:
-        error = _cellrate.InvalidArgument(f"timeout must be >= 0 seconds, not {timeout!r}")
-    else:
-        return None if math.isinf(timeout) else float(timeout)
-    error.param = "timeout"
-    raise error
+    """`timeout` as seconds (None: no limit), or the core's error naming it
+    (the words of Lua's wait())."""
+    return None if timeout is None else _cellrate._check_timeout(timeout)
 
 
 def refused(decision: _cellrate.Decision, deadline: Optional[float]) -> bool:

@@ -23,6 +23,16 @@ def ns(seconds: float) -> int:
     return round(seconds * NS_PER_S)
 
 
+def core_status(name: str) -> tuple[str, str]:
+    """The parameter and message of a status of the core's table
+    (tests/vectors/status.txt): the words every face must use."""
+    for line in (REPO / "tests" / "vectors" / "status.txt").read_text("utf-8").splitlines():
+        head, _, message = line.partition(" |")
+        if head.split(" ")[2:3] == [name]:
+            return head.split(" ")[3], message
+    raise LookupError(f"no status {name} in tests/vectors/status.txt")
+
+
 def rss_bytes() -> int:
     """This process's resident set size."""
     with open("/proc/self/statm") as statm:
