@@ -694,16 +694,21 @@ static int store_wait(lua_State *L, const char *tag)
     return 1;
 }
 
-/* lim:refund(cost, now), keyed:refund(key, cost, now) */
-static int store_refund(lua_State *L, const char *tag)
+/* lim:refund(cost, now), keyed:refund(key, cost, now); with `anchor`,
+ * lim:anchor(cost, now), keyed:anchor(key, cost, now) (units reserved
+ * earlier that start only now: docs/design.md §9). */
+static int store_refund(lua_State *L, const char *tag, bool anchor)
 {
     const int top = lua_gettop(L);
     const call_head head = read_call_head(L, tag);
     const int64_t cost = read_cost(L, head.next, top);
     const int64_t now_ns = read_now(L, head.next + 1, top);
     const cr_status status =
-        head.keyed ? cr_keyed_refund(head.box->keyed, head.key, head.key_len, now_ns, cost)
-                   : cr_limiter_refund(head.box->limiter, now_ns, cost);
+        anchor ? (head.keyed ? cr_keyed_anchor(head.box->keyed, head.key, head.key_len, now_ns,
+                                               cost)
+                             : cr_limiter_anchor(head.box->limiter, now_ns, cost))
+        : head.keyed ? cr_keyed_refund(head.box->keyed, head.key, head.key_len, now_ns, cost)
+                     : cr_limiter_refund(head.box->limiter, now_ns, cost);
     if (status != CR_OK)
         return raise_status(L, status);
     return 0;
@@ -782,7 +787,8 @@ static int store_tostring(lua_State *L, const char *tag)
     static int type##_check_headers(lua_State *L) { return store_check_headers(L, tag); }   \
     static int type##_reserve(lua_State *L) { return store_reserve(L, tag); }               \
     static int type##_wait(lua_State *L) { return store_wait(L, tag); }                     \
-    static int type##_refund(lua_State *L) { return store_refund(L, tag); }                 \
+    static int type##_refund(lua_State *L) { return store_refund(L, tag, false); }          \
+    static int type##_anchor(lua_State *L) { return store_refund(L, tag, true); }           \
     static int type##_reset(lua_State *L) { return store_reset(L, tag); }                   \
     static int type##_info(lua_State *L) { return store_info(L, tag); }                     \
     static int type##_close(lua_State *L) { return store_close(L, tag); }                   \
@@ -790,7 +796,8 @@ static int store_tostring(lua_State *L, const char *tag)
     static const luaL_Reg type##_methods[] = {                                              \
         {"allow", type##_allow},     {"check", type##_check},   {"peek", type##_peek},      \
         {"reserve", type##_reserve}, {"wait", type##_wait},     {"refund", type##_refund},  \
-        {"reset", type##_reset},     {"info", type##_info},     {"close", type##_close},    \
+        {"anchor", type##_anchor},   {"reset", type##_reset},   {"info", type##_info},      \
+        {"close", type##_close},                                                            \
         {"check_headers", type##_check_headers},                                            \
         {NULL, NULL},                                                                       \
     };                                                                                      \

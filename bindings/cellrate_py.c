@@ -891,15 +891,19 @@ static int convert_wait_limit(module_state *state, PyObject *obj, cr_status inva
     return 0;
 }
 
-/* reserve([key,] cost=1, *, max_wait=None, now=None) and refund([key,] cost=1,
- * *, now=None): the delay in seconds, or None when nothing was reserved. */
-static PyObject *store_reserve_or_refund(PyObject *self, bool reserve, PyObject *const *args,
-                                         Py_ssize_t nargs, PyObject *kwnames)
+typedef enum { RESERVE, REFUND, ANCHOR } reservation_op;
+
+/* reserve([key,] cost=1, *, max_wait=None, now=None): the delay in seconds,
+ * or None when nothing was reserved; refund([key,] cost=1, *, now=None) and
+ * anchor([key,] cost=1, *, now=None): None. */
+static PyObject *store_reservation(PyObject *self, reservation_op which, PyObject *const *args,
+                                   Py_ssize_t nargs, PyObject *kwnames)
 {
     StoreObject *store = (StoreObject *)self;
     module_state *state = state_of(self);
     const bool keyed = is_keyed(store);
-    const char *name = reserve ? "reserve" : "refund";
+    const bool reserve = which == RESERVE;
+    const char *name = reserve ? "reserve" : which == REFUND ? "refund" : "anchor";
     const char *key = NULL;
     Py_ssize_t key_len = 0;
     int64_t cost, now_ns, max_wait_ns;
@@ -918,9 +922,12 @@ static PyObject *store_reserve_or_refund(PyObject *self, bool reserve, PyObject 
                                           max_wait_ns, &reserved, &delay_ns)
                        : cr_limiter_reserve(store->limiter, now_ns, cost, max_wait_ns, &reserved,
                                             &delay_ns);
-    else
+    else if (which == REFUND)
         status = keyed ? cr_keyed_refund(store->keyed, key, (size_t)key_len, now_ns, cost)
                        : cr_limiter_refund(store->limiter, now_ns, cost);
+    else
+        status = keyed ? cr_keyed_anchor(store->keyed, key, (size_t)key_len, now_ns, cost)
+                       : cr_limiter_anchor(store->limiter, now_ns, cost);
     if (status != CR_OK) {
         raise_status(state, status);
         return NULL;
@@ -933,13 +940,19 @@ static PyObject *store_reserve_or_refund(PyObject *self, bool reserve, PyObject 
 static PyObject *store_reserve(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    return store_reserve_or_refund(self, true, args, nargs, kwnames);
+    return store_reservation(self, RESERVE, args, nargs, kwnames);
 }
 
 static PyObject *store_refund(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
-    return store_reserve_or_refund(self, false, args, nargs, kwnames);
+    return store_reservation(self, REFUND, args, nargs, kwnames);
+}
+
+static PyObject *store_anchor(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    return store_reservation(self, ANCHOR, args, nargs, kwnames);
 }
 
 /* An item of check_all: a Limiter, or a (KeyedLimiter, key) pair. The key
@@ -1183,6 +1196,14 @@ PyDoc_STRVAR(limiter_peek_doc,
         "Give back `cost` units taken earlier (a cancelled reservation); never\n"           \
         "better than idle."
 
+#define ANCHOR_DOC(sig)                                                                    \
+    sig "\n--\n\n"                                                                          \
+        "`cost` units reserved earlier start only now (a waiter woken after its\n"          \
+        "instant): what follows is spaced from now, never less strictly. wait()\n"         \
+        "and acquire() call it after their sleep; windows: nothing to do."
+
+PyDoc_STRVAR(limiter_anchor_doc, ANCHOR_DOC("anchor($self, /, cost=1, *, now=None)"));
+PyDoc_STRVAR(keyed_anchor_doc, ANCHOR_DOC("anchor($self, /, key, cost=1, *, now=None)"));
 PyDoc_STRVAR(limiter_reserve_doc, RESERVE_DOC("reserve($self, /, cost=1, *, max_wait=None, now=None)"));
 PyDoc_STRVAR(limiter_refund_doc, REFUND_DOC("refund($self, /, cost=1, *, now=None)"));
 PyDoc_STRVAR(keyed_reserve_doc,
@@ -1265,7 +1286,9 @@ PyDoc_STRVAR(keyed_doc,
         {"reserve", (PyCFunction)(void (*)(void))store_reserve, METH_FASTCALL | METH_KEYWORDS, \
          type##_reserve_doc},                                                                 \
         {"refund", (PyCFunction)(void (*)(void))store_refund, METH_FASTCALL | METH_KEYWORDS,   \
-         type##_refund_doc}
+         type##_refund_doc},                                                                  \
+        {"anchor", (PyCFunction)(void (*)(void))store_anchor, METH_FASTCALL | METH_KEYWORDS,   \
+         type##_anchor_doc}
 
 static PyMethodDef limiter_methods[] = {
     DECIDE_METHODS(limiter),

@@ -22,6 +22,13 @@ static cr_status item_reserve(const cr_item *item, int64_t cost, int64_t max_wai
                             reserved, delay_ns);
 }
 
+static cr_status item_anchor(const cr_item *item, int64_t cost)
+{
+    if (item->limiter)
+        return cr_limiter_anchor(item->limiter, CR_CLOCK, cost);
+    return cr_keyed_anchor(item->keyed, item->key, item->key_len, CR_CLOCK, cost);
+}
+
 static cr_status item_peek(const cr_item *item, int64_t cost, cr_decision *out)
 {
     if (item->limiter)
@@ -58,10 +65,14 @@ cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *a
         if (status != CR_OK)
             return status;
         if (reserved) {
+            *admitted = true;
+            if (delay_ns == 0)
+                return CR_OK;
+            /* Woken after the instant (as a sleep always is, by a little):
+             * what follows is spaced from now, the real start. */
             cr_sleep_ns(delay_ns);
             *slept_ns += delay_ns;
-            *admitted = true;
-            return CR_OK;
+            return item_anchor(item, cost);
         }
         /* Not reserved: the peek says why. Never (unfittable) or not in time
          * gives up with nothing spent; else (a window algorithm, or a window

@@ -4,7 +4,9 @@ Both are built on the reservation primitives of the compiled types
 (docs/design.md §9): `reserve` commits the units at the earliest instant they
 fit, so a waiter sleeps exactly once, to that instant, and waiters are served
 in the order they reserved. A waiter that does not reach its instant
-(cancelled, interrupted) gives the units back with `refund`. Algorithms that
+(cancelled, interrupted) gives the units back with `refund`; one that wakes
+after it (as a sleep does, by a little) `anchor`s them to the real start, so
+that later units are spaced from it instead of catching up. Algorithms that
 can only reserve "now" (the window algorithms) return None from `reserve`
 while the request does not fit; the waiter then sleeps the `retry_after` of a
 `peek` and tries again.
@@ -20,7 +22,7 @@ from cellrate import _cellrate
 
 # `limit` below is any object with the reservation methods of Limiter (or,
 # with `key` given as a one-tuple, of KeyedLimiter): reserve(*key, cost, *,
-# max_wait), refund(*key, cost) and peek(*key, cost). Asyncio stores may
+# max_wait), refund(*key, cost), anchor(*key, cost) and peek(*key, cost). Asyncio stores may
 # return awaitables from them.
 Key = Union["tuple[()]", "tuple[Union[str, bytes]]"]
 
@@ -79,6 +81,7 @@ def wait(limit: Any, key: Key, cost: int, timeout: Optional[float],
                 except BaseException:  # interrupted (KeyboardInterrupt...): spend nothing
                     limit.refund(*key, cost)
                     raise
+                limit.anchor(*key, cost)  # woken late: what follows is spaced from now
             return
         decision = limit.peek(*key, cost)
         if not decision.allowed:  # (allowed: it fits now, a window rolled over)
@@ -113,6 +116,7 @@ async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
                 except BaseException:  # asyncio.CancelledError among others
                     await settle(limit.refund(*key, cost))
                     raise
+                await settle(limit.anchor(*key, cost))
             return
         decision = await settle(limit.peek(*key, cost))
         if not decision.allowed:

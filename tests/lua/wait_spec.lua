@@ -50,6 +50,45 @@ describe("wait", function()
       assert.is_true(result[1] > 0 and slept >= result[1] - 0.001)
    end)
 
+   it("puts at most the rate in any window of the period, called at full speed", function()
+      -- burst 1 and each late wake-up anchored (lim:anchor): the calls are at
+      -- least T apart as they start, so [t, t + period) holds at most 20
+      local lim = cellrate.limiter("20/0.2s", { burst = 1 })
+      local stamps = {}
+      local stop = socket.gettime() + 0.5
+      while socket.gettime() < stop do
+         lim:wait()
+         stamps[#stamps + 1] = socket.gettime()
+      end
+      assert.is_true(#stamps > 40, tostring(#stamps))
+      local most, last = 0, 1
+      for first = 1, #stamps do
+         while last <= #stamps and stamps[last] < stamps[first] + 0.2 do
+            last = last + 1
+         end
+         most = math.max(most, last - first)
+      end
+      assert.is_true(most <= 20, tostring(most))
+   end)
+
+   it("anchors a late start: what follows is spaced from it", function()
+      for _, lim in ipairs({ cellrate.limiter(10, { burst = 1 }),
+                             cellrate.keyed(10, { burst = 1, capacity = 8 }) }) do
+         local keyed = lim:info().capacity ~= nil
+         local function call(method, ...) -- lim:method(...) or keyed:method("k", ...)
+            if keyed then
+               return lim[method](lim, "k", ...)
+            end
+            return lim[method](lim, ...)
+         end
+         call("reserve", 1, nil, 0)
+         assert.near(0.1, call("reserve", 1, nil, 0), 1e-9) -- queued for t = 0.1
+         call("anchor", 1, 0.13) -- its waiter woke at 0.13
+         assert.near(0.1, call("reserve", 1, nil, 0.13), 1e-9) -- 0.23, not 0.2
+         support.raises("cost", call, "anchor", -1)
+      end
+   end)
+
    for _, algorithm in ipairs({ "fixed_window", "sliding_window" }) do
       describe("on " .. algorithm, function()
          local period = 0.1

@@ -395,3 +395,27 @@ def test_window_algorithms_give_up_at_once_when_the_window_is_too_far(make, algo
     with pytest.raises(cellrate.RateLimited):
         fresh.wait(3)
     assert fresh.allow(2)  # the refused waits spent nothing
+
+
+def test_an_anchor_spaces_what_follows_from_a_late_start(make):
+    # as tests/lua/wait_spec.lua: the waiter of a reservation for t = 0.1
+    # wakes at 0.13; anchored, the next unit is at 0.23 (not 0.2)
+    limit = make(10, burst=1)
+    assert limit.reserve(now=0.0) == 0.0
+    assert limit.reserve(now=0.0) == pytest.approx(0.1, abs=1e-9)
+    limit.limiter.anchor(*limit.key, 1, now=0.13)
+    assert limit.reserve(now=0.13) == pytest.approx(0.1, abs=1e-9)
+    limit.limiter.anchor(*limit.key, 1, now=0.0)  # never less strict
+    assert limit.reserve(now=0.13) == pytest.approx(0.2, abs=1e-9)
+    with pytest.raises(cellrate.InvalidArgument) as caught:
+        limit.limiter.anchor(*limit.key, -1)
+    assert caught.value.param == "cost"
+
+
+def test_a_window_has_nothing_to_anchor():
+    limit = cellrate.Limiter(2, 3600, algorithm="fixed_window")
+    assert limit.allow(2, now=7200.5) is True
+    before = limit.peek(0, now=7200.5)
+    limit.anchor(2, now=7200.5)
+    assert limit.peek(0, now=7200.5) == before
+    assert limit.allow(2, now=10800.0)  # the next window, untouched
