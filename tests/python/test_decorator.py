@@ -12,6 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import cellrate
+from conftest import ticks_during
 
 
 def count_calls(func):
@@ -409,24 +410,12 @@ def test_an_async_generator_awaits_without_blocking_the_loop():
     assert inspect.isasyncgenfunction(numbers)
     assert numbers.__name__ == "numbers" and numbers.__wrapped__ is not None
 
+    async def collect(count):
+        return [n async for n in numbers(count)]
+
     async def main():
-        ticks = 0
-        stop = asyncio.Event()
-
-        async def ticker():
-            nonlocal ticks
-            while not stop.is_set():
-                ticks += 1
-                await asyncio.sleep(0.01)
-
-        task = asyncio.ensure_future(ticker())
-        await asyncio.sleep(0)
-        first = [n async for n in numbers(2)]  # admitted at once
-        before = ticks
-        second = [n async for n in numbers(3)]  # waits about 250 ms for its turn
-        during = ticks - before
-        stop.set()
-        await task
+        first = await collect(2)  # admitted at once
+        second, during = await ticks_during(collect(3))  # waits about 250 ms for its turn
         return first, second, during
 
     first, second, during = asyncio.run(main())

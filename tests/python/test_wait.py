@@ -17,7 +17,7 @@ import pytest
 
 import cellrate
 from cellrate import _wait
-from conftest import core_status
+from conftest import core_status, ticks_during
 
 KEY = "the-key"
 
@@ -204,23 +204,9 @@ def test_acquire_keeps_the_loop_running(make):
     drain(limit)
 
     async def main():
-        ticks = 0
-        stop = asyncio.Event()
-
-        async def ticker():
-            nonlocal ticks
-            while not stop.is_set():
-                ticks += 1
-                await asyncio.sleep(0.01)
-
-        task = asyncio.ensure_future(ticker())
-        await asyncio.sleep(0)
         started = time.monotonic()
-        await limit.acquire()
-        waited = time.monotonic() - started
-        stop.set()
-        await task
-        return ticks, waited
+        _, ticks = await ticks_during(limit.acquire())
+        return ticks, time.monotonic() - started
 
     ticks, waited = asyncio.run(main())
     assert waited >= 0.2
