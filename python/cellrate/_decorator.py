@@ -173,12 +173,14 @@ def limit(
             raise _invalid_type(
                 "func", f"limit() decorates a function, not {type(func).__name__}")
         if inspect.isasyncgenfunction(func):
-            return _async_generator(func, limit_async(_admitted_async))  # type: ignore[return-value]
-        if inspect.isgeneratorfunction(func):
-            return _generator(func, limit_sync(_admitted))  # type: ignore[return-value]
-        if inspect.iscoroutinefunction(func):
-            return limit_async(func)  # type: ignore[return-value]
-        return limit_sync(func)  # type: ignore[return-value]
+            limited = _async_generator(func, limit_async(_admitted_async))
+        elif inspect.isgeneratorfunction(func):
+            limited = _generator(func, limit_sync(_admitted))
+        elif inspect.iscoroutinefunction(func):
+            limited = limit_async(func)
+        else:
+            limited = limit_sync(func)
+        return limited  # type: ignore[return-value]
 
     return decorate
 

@@ -22,8 +22,8 @@ from cellrate import _cellrate
 
 # `limit` below is any object with the reservation methods of Limiter (or,
 # with `key` given as a one-tuple, of KeyedLimiter): reserve(*key, cost, *,
-# max_wait), refund(*key, cost), anchor(*key, cost) and peek(*key, cost). Asyncio stores may
-# return awaitables from them.
+# max_wait), refund(*key, cost), anchor(*key, cost) and peek(*key, cost).
+# Asyncio stores may return awaitables from them.
 Key = Union["tuple[()]", "tuple[Union[str, bytes]]"]
 
 
