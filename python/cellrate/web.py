@@ -51,7 +51,7 @@ class Request:
     def __init__(self, policy: Policy, method: str, path: str, scope: Any = None,
                  environ: Any = None) -> None:
         self._policy = policy
-        self.method = method
+        self.method = method.upper()  # Werkzeug and Django dispatch "get" to the GET view
         self.path = path
         self.scope = scope
         self.environ = environ
@@ -272,7 +272,7 @@ class Policy:
         self.exempt_paths = [_matcher(pattern, "exempt_paths") for pattern in exempt_paths]
         if isinstance(exempt_methods, str):
             exempt_methods = [exempt_methods]
-        self.exempt_methods = frozenset(method.upper() for method in exempt_methods)
+        self.exempt_methods = _methods(method.upper() for method in exempt_methods)
         if exempt is not None and not callable(exempt):
             raise TypeError("exempt must be a function of the request returning a bool")
         self.exempt = exempt
@@ -464,8 +464,17 @@ def _matcher(pattern: Any, param: str) -> Callable[[str, str], bool]:
     found = _ROUTE.match(pattern.strip())
     if found is None:
         raise ValueError(f"{param}: {pattern!r} is not a path ('/login', '/api/*', 'POST /login')")
-    method = found.group(1).upper() if found.group(1) else None
     path_regex = re.compile(fnmatch.translate(found.group(2)))
-    if method is None:
+    if not found.group(1):
         return lambda _method, path: path_regex.match(path) is not None
-    return lambda request_method, path: request_method == method and path_regex.match(path) is not None
+    methods = _methods([found.group(1).upper()])
+    return lambda method, path: method in methods and path_regex.match(path) is not None
+
+
+def _methods(methods: Iterable[str]) -> frozenset[str]:
+    """The request methods that `methods` (upper case) cover: GET covers HEAD,
+    which every framework answers with the GET view."""
+    covered = set(methods)
+    if "GET" in covered:
+        covered.add("HEAD")
+    return frozenset(covered)

@@ -109,8 +109,10 @@ class FastAPIDependency(StarletteMiddleware):
 
 class FlaskFace(Face):
     def request(self, method="GET", path="/", headers=None, client="192.0.2.1"):
+        # REQUEST_METHOD as sent: the test client would upper-case it
         response = self.client.open(path, method=method, headers=headers or {},
-                                    environ_base={"REMOTE_ADDR": client})
+                                    environ_base={"REMOTE_ADDR": client},
+                                    environ_overrides={"REQUEST_METHOD": method})
         return response.status_code, {k.lower(): v for k, v in response.headers.items()}, response.data
 
 
@@ -367,6 +369,39 @@ def test_route_limits(face):
     assert [app.request("GET", "/login")[0] for _ in range(3)] == [200] * 3  # POST only
     assert [app.request(path="/admin/status")[0] for _ in range(3)] == [200, 200, 429]
     assert [app.request()[0] for _ in range(3)] == [200] * 3  # no route, no limit
+
+
+def test_a_get_pattern_covers_head(face):
+    """Starlette and Flask answer HEAD with the GET view: "GET /login" limits
+    HEAD too (20 HEADs after the burst run no view), and "GET /health" or
+    exempt_methods=["GET"] exempts it. FastAPI's routes answer HEAD with 405
+    (no view either); its middleware refuses first."""
+    app = face(None, routes={"GET /login": "1/hour"}, burst=1, now=Clock())
+    assert app.request("GET", "/login")[0] == 200
+    heads = [app.request("HEAD", "/login")[0] for _ in range(20)]
+    assert set(heads) == ({405} if face is FastAPIDependency else {429})
+    assert app.request("GET", "/login")[0] == 429
+    app = face(None, routes={"HEAD /login": "1/hour"}, burst=1, now=Clock())
+    if face is not FastAPIDependency:  # which never sees a HEAD
+        assert [app.request("HEAD", "/login")[0] != 429 for _ in range(2)] == [True, False]
+    assert [app.request("GET", "/login")[0] for _ in range(2)] == [200, 200]  # HEAD is not GET
+    for exemption in (dict(exempt_paths=["GET /health"]), dict(exempt_methods=["GET"])):
+        app = face("1/hour", burst=1, now=Clock(), **exemption)
+        assert 429 not in [app.request("HEAD", "/health")[0] for _ in range(3)]
+        assert [app.request("POST")[0] for _ in range(2)] == [200, 429]
+
+
+@pytest.mark.parametrize("face_type", [FlaskMiddleware, FlaskDecorator])
+def test_a_method_in_lower_case_meets_the_limit_of_its_upper_case(face_type):
+    """Werkzeug dispatches REQUEST_METHOD "get" to the GET view (as Django does):
+    a method in any case meets the pattern's limit; an unknown method meets no
+    method pattern, and the framework answers it with no view (405)."""
+    app = face_type(None, routes={"GET /login": "1/hour", "POST /login": "1/hour"}, burst=1,
+                    now=Clock())
+    assert [app.request("get", "/login")[0] for _ in range(3)] == [200, 429, 429]
+    assert [app.request(method, "/login")[0] for method in ("HEAD", "head", "GET")] == [429] * 3
+    assert [app.request(method, "/login")[0] for method in ("post", "POST", "Post")] == [200, 429, 429]
+    assert app.request("BREW", "/login")[0] == 405
 
 
 def test_several_limits_refusal_spends_nothing_of_the_others(face):
