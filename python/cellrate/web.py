@@ -18,6 +18,7 @@ limits on one request are decided as one by the `check_all` (or
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import http
 import inspect
@@ -40,10 +41,12 @@ Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 class Request:
     """What a key, cost or exemption function sees of a request.
 
-    `method` (upper case), `path`, `client` (the client's address, after the
-    trusted proxies), `header(name)` (the value, or None; repeated fields
-    joined with ", "), and the framework's own object as `scope` (ASGI) or
-    `environ` (WSGI).
+    `method` (upper case), `path`, `client` (the client's address after the
+    trusted proxies, as a key: canonical, and widened to its network by
+    `ipv4_prefix` / `ipv6_prefix`, e.g. "192.0.2.1", "2001:db8::/64"; "unknown"
+    for what is no address), `header(name)` (the value, or None; repeated
+    fields joined with ", "), and the framework's own object as `scope` (ASGI)
+    or `environ` (WSGI).
     """
 
     __slots__ = ("method", "path", "scope", "environ", "_policy", "_client")
@@ -105,12 +108,60 @@ def _networks(trusted: Iterable[str] | str) -> tuple[Network, ...]:
     if isinstance(trusted, str):
         trusted = [trusted]
     try:
-        return tuple(ipaddress.ip_network(item, strict=False) for item in trusted if item != "unix")
+        return tuple(_unmapped_network(ipaddress.ip_network(item, strict=False))
+                     for item in trusted if item != "unix")
     except (TypeError, ValueError) as error:
         raise ValueError(
             f"trusted_proxies must be addresses or networks such as '10.0.0.0/8', "
             f"or 'unix': {error}"
         ) from None
+
+
+def _unmapped_network(network: Network) -> Network:
+    """An IPv4-mapped network ("::ffff:10.0.0.0/104") as the IPv4 network it maps."""
+    mapped = getattr(network.network_address, "ipv4_mapped", None)
+    if mapped is None or network.prefixlen < 96:
+        return network
+    return ipaddress.IPv4Network((int(mapped), network.prefixlen - 96))
+
+
+# The key of every client that is no address: a Unix-socket peer, a missing
+# one, a hop that does not parse. One key for all of them, so that none of
+# them can be made into a fresh limit.
+NO_ADDRESS = "unknown"
+
+# Addresses whose key and trust a policy keeps (an LRU: a fresh address costs
+# one parse, a known one a lookup).
+ADDRESS_CACHE_SIZE = 4096
+
+
+def _address_key(trusted: tuple[Network, ...], ipv4_prefix: int, ipv6_prefix: int,
+                 text: str) -> tuple[str, bool]:
+    """(key, trusted) for `text`: the address in canonical form (IPv4-mapped
+    as IPv4, IPv6 compressed in lower case, no zone), widened to its network
+    when the prefix is shorter than the address ("2001:db8::/64"); NO_ADDRESS
+    for anything else. `trusted`: the address is in one of `trusted`."""
+    try:
+        ip = ipaddress.ip_address(text.partition("%")[0])
+    except ValueError:
+        return NO_ADDRESS, False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    network: Network
+    if isinstance(ip, ipaddress.IPv4Address):
+        prefix, network = ipv4_prefix, ipaddress.IPv4Network((int(ip), ipv4_prefix), strict=False)
+    else:
+        prefix, network = ipv6_prefix, ipaddress.IPv6Network((int(ip), ipv6_prefix), strict=False)
+    key = str(network.network_address) if prefix == ip.max_prefixlen else str(network)
+    return key, any(ip in one for one in trusted)
+
+
+def _prefix(value: Any, param: str, most: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{param} must be an integer from 0 to {most}, got {value!r}")
+    if not 0 <= value <= most:
+        raise ValueError(f"{param} must be an integer from 0 to {most}, got {value!r}")
+    return value
 
 
 def _hop_address(hop: str) -> str:
@@ -122,14 +173,6 @@ def _hop_address(hop: str) -> str:
     if hop.count(":") == 1:  # IPv4 with a port; bare IPv6 has several colons
         return hop.split(":", 1)[0]
     return hop
-
-
-def _is_address(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-        return True
-    except ValueError:
-        return False
 
 
 def _forwarded_for(value: str) -> list[str]:
@@ -181,6 +224,10 @@ class Policy:
         and the client is the rightmost hop that is not a trusted proxy.
     proxy_header: "X-Forwarded-For" (default) or "Forwarded"; only that one is
         read, since a proxy that appends to one passes the other on unchecked.
+    ipv4_prefix, ipv6_prefix: the client's address as a key is its network of
+        that many leading bits (default 32 and 64: an IPv4 address, an IPv6
+        /64, which one client usually holds whole). An address in any
+        spelling, IPv4-mapped or not, is one key.
     exempt_paths, exempt_methods, exempt: patterns (as for routes), methods,
         and a predicate of the Request: requests that meet no limit at all.
     status, body, content_type: the refusal; it always carries the headers.
@@ -204,6 +251,8 @@ class Policy:
         shared: str | None = None,
         trusted_proxies: Iterable[str] | str = (),
         proxy_header: str = "X-Forwarded-For",
+        ipv4_prefix: int = 32,
+        ipv6_prefix: int = 64,
         exempt_paths: Iterable[Any] = (),
         exempt_methods: Iterable[str] = (),
         exempt: Callable[[Request], bool] | None = None,
@@ -224,6 +273,10 @@ class Policy:
         self.trust_unix = "unix" in ([trusted_proxies] if isinstance(trusted_proxies, str)
                                      else list(trusted_proxies))
         self._warned_unknown = False
+        self.ipv4_prefix = _prefix(ipv4_prefix, "ipv4_prefix", 32)
+        self.ipv6_prefix = _prefix(ipv6_prefix, "ipv6_prefix", 128)
+        self._address = functools.lru_cache(ADDRESS_CACHE_SIZE)(functools.partial(
+            _address_key, self.trusted, self.ipv4_prefix, self.ipv6_prefix))
         if key is None and not self.trusted and not self.trust_unix:
             key = self._peer  # the default key, without the proxy logic it does not need
         self.key: KeyFunction = key or client_address
@@ -324,41 +377,34 @@ class Policy:
     # -- per request ----------------------------------------------------------
 
     def client_of(self, request: Request) -> str:
-        """The client's address: the peer, unless the peer is a trusted proxy;
-        then the rightmost hop of `proxy_header` that is not a trusted proxy
-        (or the leftmost hop, when every hop is trusted)."""
+        """The client's address as a key (see Request): the peer's, unless the
+        peer is a trusted proxy; then that of the rightmost hop of
+        `proxy_header` that is not a trusted proxy (or of the leftmost hop,
+        when every hop is trusted)."""
         peer = request.peer()
-        if not (self._is_trusted(peer) or (self.trust_unix and not _is_address(peer))):
-            return self._peer(request, peer)
+        key, trusted = self._address(peer)
+        if not (trusted or (self.trust_unix and key == NO_ADDRESS)):
+            return self._peer(request, peer, key)
         value = request.header(self.proxy_header)
         if not value:
-            return peer
+            return key
         hops = _forwarded_for(value) if self.proxy_header.lower() == "forwarded" else value.split(",")
-        hops = [_hop_address(hop) for hop in hops]
         for hop in reversed(hops):
-            if not self._is_trusted(hop):
-                return hop
-        return hops[0] if hops else peer
+            key, trusted = self._address(_hop_address(hop))
+            if not trusted:
+                return key
+        return key  # every hop trusted: the leftmost (no hop: the peer)
 
-    def _peer(self, request: Request, peer: str | None = None) -> str:
-        """The peer as the client's address (no trusted proxy in between)."""
-        if peer is None:
-            peer = request.peer()
-        if peer == "unknown" and not self._warned_unknown:
+    def _peer(self, request: Request, peer: str | None = None, key: str | None = None) -> str:
+        """The peer's key, the client's (no trusted proxy in between)."""
+        if key is None:
+            key = self._address(request.peer() if peer is None else peer)[0]
+        if key == NO_ADDRESS and not self._warned_unknown:
             self._warned_unknown = True
             logger.warning("requests arrive without a client address (a Unix socket?): they "
                            "share one key; behind a proxy on a Unix socket, pass "
                            "trusted_proxies=['unix']")
-        return peer
-
-    def _is_trusted(self, address: str) -> bool:
-        if not self.trusted:
-            return False
-        try:
-            ip = ipaddress.ip_address(address)
-        except ValueError:
-            return False
-        return any(ip in network for network in self.trusted)
+        return key
 
     def limits_for(self, request: Request) -> list[_Limit] | None:
         """The limits `request` meets, or None when it is exempt."""

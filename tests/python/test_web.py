@@ -296,6 +296,57 @@ def test_trusted_proxy_rightmost_untrusted_hop(face):
     assert app.request(headers={"X-Forwarded-For": "203.0.113.51"}, client="192.0.2.9")[0] == 429
 
 
+def test_an_address_in_any_spelling_is_one_key(face):
+    app = face("1/hour", burst=1, now=Clock(), ipv6_prefix=128)
+    spellings = ["2001:db8::1", "2001:DB8::1", "2001:0db8:0000:0000:0000:0000:0000:0001",
+                 "2001:db8:0:0::1"]
+    assert [app.request(client=c)[0] for c in spellings] == [200, 429, 429, 429]
+    assert [app.request(client=c)[0] for c in ("192.0.2.7", "::ffff:192.0.2.7", "::FFFF:c000:207")] \
+        == [200, 429, 429]
+
+
+def test_an_ipv6_client_is_keyed_by_its_64(face):
+    """One client holds a /64: a fresh address in it is no fresh limit."""
+    app = face("1/hour", burst=1, now=Clock())
+    statuses = [app.request(client=f"2001:db8:1:2::{i:x}")[0] for i in range(1, 101)]
+    assert statuses.count(200) == 1
+    assert app.request(client="2001:db8:1:3::1")[0] == 200  # the next /64
+    app = face("1/hour", burst=1, now=Clock(), ipv6_prefix=128, ipv4_prefix=24)
+    assert [app.request(client=f"2001:db8:1:2::{i:x}")[0] for i in range(1, 11)] == [200] * 10
+    assert [app.request(client=c)[0] for c in ("192.0.2.1", "192.0.2.200", "192.0.3.1")] \
+        == [200, 429, 200]
+
+
+def test_what_is_no_address_shares_one_key(face):
+    """A peer or a trusted proxy's hop that is no address: the key "unknown",
+    one for all of them, never a key of the sender's choosing."""
+    app = face("1/hour", burst=1, now=Clock())
+    assert [app.request(client=c)[0] for c in ("not-an-address", "unix:/run/app.sock")] == [200, 429]
+    app = face("1/hour", burst=1, now=Clock(), trusted_proxies=["10.0.0.0/8"])
+    hops = ["garbage", "1.2.3.4, more garbage", "_hidden", "1.2.3.999"]
+    statuses = [app.request(headers={"X-Forwarded-For": hop}, client="10.0.0.1")[0] for hop in hops]
+    assert statuses == [200, 429, 429, 429]
+
+
+@pytest.mark.parametrize("address, options, key", [
+    ("192.0.2.1", {}, "192.0.2.1"),
+    ("192.0.2.1", {"ipv4_prefix": 24}, "192.0.2.0/24"),
+    ("::ffff:192.0.2.1", {"ipv4_prefix": 16}, "192.0.0.0/16"),
+    ("2001:DB8:0:0:1::1", {}, "2001:db8::/64"),
+    ("2001:DB8:0:0:1::1", {"ipv6_prefix": 128}, "2001:db8::1:0:0:1"),
+    ("2001:DB8:0:0:1::1", {"ipv6_prefix": 48}, "2001:db8::/48"),
+    ("fe80::1%eth0", {"ipv6_prefix": 128}, "fe80::1"),
+    ("::1", {"ipv6_prefix": 128}, "::1"),
+    ("::1", {}, "::/64"),
+    ("10.0.0.1", {"ipv4_prefix": 0}, "0.0.0.0/0"),
+    ("", {}, "unknown"),
+])
+def test_the_key_of_an_address_is_canonical(address, options, key):
+    policy = Policy("1/s", **options)
+    assert policy.client_of(_view(policy, address)) == key
+    assert policy.key(_view(policy, address)) == key
+
+
 def _view(policy, peer, **headers):
     scope = {"type": "http", "method": "GET", "path": "/", "client": (peer, 1),
              "headers": [(k.lower().replace("_", "-").encode(), v.encode()) for k, v in headers.items()]}
@@ -308,9 +359,12 @@ def _view(policy, peer, **headers):
     ("10.0.0.1", {"X_Forwarded_For": "6.6.6.6, 1.2.3.4, 10.0.0.7"}, "1.2.3.4"),
     ("10.0.0.1", {"X_Forwarded_For": "10.0.0.9, 10.0.0.7"}, "10.0.0.9"),
     ("10.0.0.1", {"X_Forwarded_For": "1.2.3.4:5555"}, "1.2.3.4"),
-    ("10.0.0.1", {"X_Forwarded_For": "[2001:db8::1]:80"}, "2001:db8::1"),
-    ("10.0.0.1", {"X_Forwarded_For": "2001:db8::2"}, "2001:db8::2"),
-    ("10.0.0.1", {"X_Forwarded_For": "garbage"}, "garbage"),
+    ("10.0.0.1", {"X_Forwarded_For": "[2001:db8::1]:80"}, "2001:db8::/64"),
+    ("10.0.0.1", {"X_Forwarded_For": "2001:db8::2"}, "2001:db8::/64"),
+    ("10.0.0.1", {"X_Forwarded_For": "[::ffff:1.2.3.4]:80"}, "1.2.3.4"),
+    ("10.0.0.1", {"X_Forwarded_For": "garbage"}, "unknown"),  # no address: one key for all
+    ("10.0.0.1", {"X_Forwarded_For": "1.2.3.4, garbage"}, "unknown"),
+    ("::ffff:10.0.0.1", {"X_Forwarded_For": "1.2.3.4"}, "1.2.3.4"),  # a dual-stack listener
     ("192.0.2.1", {"X_Forwarded_For": "1.2.3.4"}, "192.0.2.1"),
     ("10.0.0.1", {"Forwarded": "for=1.2.3.4"}, "10.0.0.1"),  # only the configured header
 ])
@@ -338,7 +392,9 @@ def test_client_address_behind_a_unix_socket(caplog):
 
 @pytest.mark.parametrize("value, client", [
     ("for=1.2.3.4", "1.2.3.4"),
-    ('for=6.6.6.6, for="[2001:db8::1]:4711";proto=https', "2001:db8::1"),
+    ('for=6.6.6.6, for="[2001:db8::1]:4711";proto=https', "2001:db8::/64"),
+    ("for=unknown", "unknown"),
+    ('for="_hidden"', "unknown"),
     ("for=1.2.3.4;by=10.0.0.1, for=10.0.0.8", "1.2.3.4"),
     ('For="1.2.3.4:80"', "1.2.3.4"),
 ])
