@@ -29,6 +29,7 @@ import sys
 from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 import cellrate
+from cellrate._errors import invalid, invalid_type
 
 __all__ = ["Policy", "Request", "header", "client_address"]
 
@@ -330,11 +331,8 @@ class Policy:
             raise TypeError("exempt must be a function of the request returning a bool")
         self.exempt = exempt
 
-        try:
-            self.status_line = f"{status} {http.HTTPStatus(status).phrase}"
-        except ValueError:
-            raise ValueError("status must be an HTTP status code such as 429") from None
-        self.status = status
+        self.status = _refusal_status(status)
+        self.status_line = f"{status} {_reason(status)}"
         self.body = body.encode() if isinstance(body, str) else bytes(body)
         self.content_type = content_type
         self.name = name
@@ -498,6 +496,25 @@ def _check_all_for(limits: list[_Limit]) -> Callable[..., Any]:
         raise TypeError(f"limit: several limits on one request need {module}.{name}(), "
                         "which decides them as one")
     return function
+
+
+def _refusal_status(status: Any) -> int:
+    """`status` as a refusal's status: an integer from 400 to 599, the rule
+    and the words of cellrate.nginx's option."""
+    message = f"status must be an integer from 400 to 599, got {status!r}"
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise invalid_type("status", message)
+    if not 400 <= status <= 599:
+        raise invalid("status", message)
+    return int(status)
+
+
+def _reason(status: int) -> str:
+    """The reason phrase of a WSGI status line: the registered one, or the class's."""
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Client Error" if status < 500 else "Server Error"
 
 
 def _matcher(pattern: Any, param: str) -> Callable[[str, str], bool]:

@@ -252,6 +252,28 @@ def test_configurable_refusal(face_type):
     assert headers["retry-after"] == "3600"
 
 
+@pytest.mark.parametrize("status, error", [
+    (200, cellrate.InvalidArgument), (302, cellrate.InvalidArgument),
+    (399, cellrate.InvalidArgument), (600, cellrate.InvalidArgument),
+    (True, cellrate.InvalidArgumentType), (429.0, cellrate.InvalidArgumentType),
+    ("429", cellrate.InvalidArgumentType), (None, cellrate.InvalidArgumentType),
+])
+@pytest.mark.parametrize("face_type", [f for f in FACES if f is not FastAPIMiddleware],
+                         ids=lambda face: face.__name__)  # FastAPI builds middleware late
+def test_a_refusal_status_is_from_400_to_599(face_type, status, error):
+    """The rule and the words of cellrate.nginx's status option
+    (tests/nginx/test_nginx.py)."""
+    with pytest.raises(error) as caught:
+        face_type("1/s", status=status)
+    assert str(caught.value) == f"status must be an integer from 400 to 599, got {status!r}"
+    assert caught.value.param == "status"
+
+
+def test_a_refusal_status_without_a_registered_phrase(face):
+    app = face("1/hour", burst=1, now=Clock(), status=450)
+    assert [app.request()[0] for _ in range(2)] == [200, 450]
+
+
 def test_fastapi_dependency_refusal_carries_status_and_headers():
     app = FastAPIDependency("1/hour", burst=1, now=Clock(), status=503, body="later")
     app.request()
