@@ -69,8 +69,10 @@ class Request:
         return self.environ.get("REMOTE_ADDR") or "unknown"
 
     def header(self, name: str) -> str | None:
+        if name.__class__ is not str or not name.isascii():
+            raise _bad_header_name(name)
         if self.scope is not None:
-            wanted = name.lower().encode("latin-1")
+            wanted = name.lower().encode("ascii")
             values = [v.decode("latin-1") for k, v in self.scope.get("headers", ()) if k == wanted]
             return ", ".join(values) if values else None
         key = name.upper().replace("-", "_")
@@ -95,6 +97,8 @@ def header(name: str) -> KeyFunction:
     """A key function: the value of header `name`, or, when a request lacks it,
     the client's address. Header values are kept apart from addresses
     ("<name>=<value>"), so no header value can spend an address's budget."""
+    if not isinstance(name, str) or _TOKEN.fullmatch(name) is None:
+        raise _bad_header_name(name)
     prefix = name.lower() + "="
 
     def key_from_header(request: Request) -> str:
@@ -105,17 +109,35 @@ def header(name: str) -> KeyFunction:
     return key_from_header
 
 
+# A field name (RFC 9110 §5.1: a token)
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _bad_header_name(name: Any) -> Exception:
+    if not isinstance(name, str):
+        return invalid_type("name", f"name must be a header name (str), not {type(name).__name__}")
+    return invalid("name", f"name must be a header name (an RFC 9110 token), got {name!r}")
+
+
 def _networks(trusted: Iterable[str] | str) -> tuple[Network, ...]:
+    message = "trusted_proxies must be addresses or networks such as '10.0.0.0/8', or 'unix'"
     if isinstance(trusted, str):
         trusted = [trusted]
     try:
-        return tuple(_unmapped_network(ipaddress.ip_network(item, strict=False))
-                     for item in trusted if item != "unix")
-    except (TypeError, ValueError) as error:
-        raise ValueError(
-            f"trusted_proxies must be addresses or networks such as '10.0.0.0/8', "
-            f"or 'unix': {error}"
-        ) from None
+        items = list(trusted)
+    except TypeError:
+        raise invalid_type("trusted_proxies", f"{message}, not {type(trusted).__name__}") from None
+    networks = []
+    for item in items:
+        if not isinstance(item, str):
+            raise invalid_type("trusted_proxies", f"{message}, not {type(item).__name__}")
+        if item == "unix":
+            continue
+        try:
+            networks.append(_unmapped_network(ipaddress.ip_network(item, strict=False)))
+        except ValueError as error:
+            raise invalid("trusted_proxies", f"{message}: {error}") from None
+    return tuple(networks)
 
 
 def _unmapped_network(network: Network) -> Network:
@@ -159,9 +181,9 @@ def _address_key(trusted: tuple[Network, ...], ipv4_prefix: int, ipv6_prefix: in
 
 def _prefix(value: Any, param: str, most: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{param} must be an integer from 0 to {most}, got {value!r}")
+        raise invalid_type(param, f"{param} must be an integer from 0 to {most}, got {value!r}")
     if not 0 <= value <= most:
-        raise ValueError(f"{param} must be an integer from 0 to {most}, got {value!r}")
+        raise invalid(param, f"{param} must be an integer from 0 to {most}, got {value!r}")
     return value
 
 
@@ -268,7 +290,8 @@ class Policy:
         asynchronous: bool = False,
     ) -> None:
         if key is not None and not callable(key):
-            raise TypeError("key must be a function of the request (or None: the client address)")
+            raise invalid_type("key", "key must be a function of the request "
+                               "(or None: the client address)")
         self.trusted = _networks(trusted_proxies)
         # "unix": a peer without an address (a Unix socket) is the trusted proxy
         self.trust_unix = "unix" in ([trusted_proxies] if isinstance(trusted_proxies, str)
@@ -282,10 +305,10 @@ class Policy:
             key = self._peer  # the default key, without the proxy logic it does not need
         self.key: KeyFunction = key or client_address
         if isinstance(cost, bool) or not (callable(cost) or isinstance(cost, int)):
-            raise TypeError("cost must be an int or a function of the request")
+            raise invalid_type("cost", "cost must be an int or a function of the request")
         if isinstance(cost, int):
             if cost < 0:
-                raise ValueError("cost must be an integer >= 0")
+                raise invalid("cost", "cost must be an integer >= 0")
             cost = int(cost)
         self.cost = cost
         self._burst = burst
@@ -293,6 +316,8 @@ class Policy:
 
         self.limits = self._limits(limit, "limit", shared)
         self.routes: list[tuple[Callable[[str, str], bool], list[_Limit]]] = []
+        if routes is not None and not isinstance(routes, Mapping):
+            raise invalid_type("routes", "routes must be a mapping {pattern: limit(s)}")
         for pattern, route_limit in (routes or {}).items():
             region = None
             if shared is not None:
@@ -300,47 +325,66 @@ class Policy:
                 region = shared + "." + hashlib.sha256(text.encode()).hexdigest()[:16]
             self.routes.append((_matcher(pattern, "routes"), self._limits(route_limit, "routes", region)))
         if not self.limits and not self.routes:
-            raise ValueError("limit: give a limit, routes, or both")
+            raise invalid("limit", "limit: give a limit, routes, or both")
         for param, value in (("burst", burst), ("shared", shared)):
             if value is not None and not self._from_rates:
-                raise ValueError(f"{param} applies to limits given as a rate; no limit is: "
-                                 "give it to the store you made")
+                raise invalid(param, f"{param} applies to limits given as a rate; no limit is: "
+                                     "give it to the store you made")
         every = self.limits + [one for _, route in self.routes for one in route]
         if asynchronous:
             for one in every:
                 if not one.is_async and not isinstance(
                     one.store, (cellrate.Limiter, cellrate.KeyedLimiter)
                 ):
-                    raise TypeError(
+                    raise invalid_type(
+                        "limit",
                         f"limit: {type(one.store).__name__}.check() would block the event loop; "
-                        "give a store whose check() is a coroutine function (AsyncRedisLimiter)"
-                    )
+                        "give a store whose check() is a coroutine function (AsyncRedisLimiter)")
         elif any(one.is_async for one in every):
-            raise TypeError("limit: an async store (AsyncRedisLimiter) needs the ASGI middleware; "
-                            "under WSGI give its synchronous twin (RedisLimiter)")
+            raise invalid_type("limit", "limit: an async store (AsyncRedisLimiter) needs the ASGI "
+                               "middleware; under WSGI give its synchronous twin (RedisLimiter)")
         self.check_all = _check_all_for(every) if len(every) > 1 else None
 
         self.proxy_header = proxy_header
-        if proxy_header.lower() not in ("x-forwarded-for", "forwarded"):
-            raise ValueError("proxy_header must be 'X-Forwarded-For' or 'Forwarded'")
-        self.exempt_paths = [_matcher(pattern, "exempt_paths") for pattern in exempt_paths]
+        if not isinstance(proxy_header, str) or proxy_header.lower() not in (
+                "x-forwarded-for", "forwarded"):
+            raise (invalid if isinstance(proxy_header, str) else invalid_type)(
+                "proxy_header", "proxy_header must be 'X-Forwarded-For' or 'Forwarded'")
+        self.exempt_paths = [_matcher(pattern, "exempt_paths")
+                             for pattern in _items(exempt_paths, "exempt_paths")]
         if isinstance(exempt_methods, str):
             exempt_methods = [exempt_methods]
-        self.exempt_methods = _methods(method.upper() for method in exempt_methods)
+        methods = _items(exempt_methods, "exempt_methods")
+        if not all(isinstance(method, str) for method in methods):
+            raise invalid_type("exempt_methods", "exempt_methods must be method names ('OPTIONS')")
+        self.exempt_methods = _methods(method.upper() for method in methods)
         if exempt is not None and not callable(exempt):
-            raise TypeError("exempt must be a function of the request returning a bool")
+            raise invalid_type("exempt", "exempt must be a function of the request returning a bool")
         self.exempt = exempt
 
         self.status = _refusal_status(status)
         self.status_line = f"{status} {_reason(status)}"
-        self.body = body.encode() if isinstance(body, str) else bytes(body)
+        if isinstance(body, str):
+            body = _encoded(body, "body", "utf-8")
+        elif not isinstance(body, (bytes, bytearray, memoryview)):
+            raise invalid_type("body", "body must be str or bytes")
+        self.body = bytes(body)
+        if not isinstance(content_type, str):
+            raise invalid_type("content_type", "content_type must be a str")
+        _encoded(content_type, "content_type", "latin-1")
         self.content_type = content_type
         self.name = name
-        self.legacy_headers = legacy_headers
         # the formatter checks the name: fail here, not on the first request
         cellrate.Decision(True, 0, 0.0, 0.0, 1).headers(name)
+        for param, flag in (("legacy_headers", legacy_headers),
+                            ("admitted_headers", admitted_headers), ("dry_run", dry_run)):
+            if not isinstance(flag, bool):
+                raise invalid_type(param, f"{param} must be True or False")
+        self.legacy_headers = legacy_headers
         self.admitted_headers = admitted_headers
         self.dry_run = dry_run
+        if now is not None and not callable(now):
+            raise invalid_type("now", "now must be a function returning seconds, or None")
         self.now = now
 
     # -- configuration --------------------------------------------------------
@@ -352,8 +396,9 @@ class Policy:
                 return cellrate.KeyedLimiter(rate, burst=self._burst)
             return cellrate.KeyedLimiter(rate, burst=self._burst, shared=region)
         if not callable(getattr(rate, "check", None)):
-            raise TypeError(f"{param}: expected a rate such as '100/minute', a store with "
-                            f"check(), or a (store, key function) pair, not {type(rate).__name__}")
+            raise invalid_type(param, f"{param}: expected a rate such as '100/minute', a store "
+                               f"with check(), or a (store, key function) pair, not "
+                               f"{type(rate).__name__}")
         return rate
 
     def _limits(self, spec: Any, param: str, region: str | None) -> list[_Limit]:
@@ -366,7 +411,7 @@ class Policy:
             where = region if region is None or not many or index == 0 else f"{region}.{index}"
             if isinstance(item, tuple):
                 if len(item) != 2 or not callable(item[1]):
-                    raise TypeError(f"{param}: a pair is (store, key function)")
+                    raise invalid_type(param, f"{param}: a pair is (store, key function)")
                 limits.append(_Limit(self._store(item[0], param, where), item[1]))
             else:
                 limits.append(_Limit(self._store(item, param, where), self.key))
@@ -486,16 +531,31 @@ def _check_all_for(limits: list[_Limit]) -> Callable[..., Any]:
     in-process and shared stores and `cellrate.redis.check_all` for Redis ones."""
     kinds = {(type(one.store).__module__, one.is_async) for one in limits}
     if len(kinds) != 1:
-        raise TypeError("limit: several limits on one request are decided as one by their "
-                        "stores' check_all: give stores of one kind (in-process and shared, "
-                        "or Redis ones of one client, all sync or all async)")
+        raise invalid_type("limit", "limit: several limits on one request are decided as one by "
+                           "their stores' check_all: give stores of one kind (in-process and "
+                           "shared, or Redis ones of one client, all sync or all async)")
     module, is_async = kinds.pop()
     name = "check_all_async" if is_async else "check_all"
     function = getattr(sys.modules.get(module), name, None)
     if not callable(function):
-        raise TypeError(f"limit: several limits on one request need {module}.{name}(), "
-                        "which decides them as one")
+        raise invalid_type("limit", f"limit: several limits on one request need "
+                           f"{module}.{name}(), which decides them as one")
     return function
+
+
+def _items(values: Any, param: str) -> list[Any]:
+    try:
+        return list(values)
+    except TypeError:
+        raise invalid_type(param, f"{param} must be a list, not {type(values).__name__}") from None
+
+
+def _encoded(text: str, param: str, encoding: str) -> bytes:
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError as error:
+        raise invalid(param, f"{param} must be {encoding} text: {error.reason} at "
+                             f"{error.start} ({text[error.start:error.end]!r})") from None
 
 
 def _refusal_status(status: Any) -> int:
@@ -523,10 +583,12 @@ def _matcher(pattern: Any, param: str) -> Callable[[str, str], bool]:
         regex = pattern
         return lambda method, path: regex.fullmatch(path) is not None
     if not isinstance(pattern, str):
-        raise TypeError(f"{param}: a pattern is a path string or a compiled regular expression")
+        raise invalid_type(param, f"{param}: a pattern is a path string or a compiled "
+                           "regular expression")
     found = _ROUTE.match(pattern.strip())
     if found is None:
-        raise ValueError(f"{param}: {pattern!r} is not a path ('/login', '/api/*', 'POST /login')")
+        raise invalid(param, f"{param}: {pattern!r} is not a path ('/login', '/api/*', "
+                             "'POST /login')")
     path_regex = re.compile(fnmatch.translate(found.group(2)))
     if not found.group(1):
         return lambda _method, path: path_regex.match(path) is not None
