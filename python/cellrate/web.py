@@ -302,7 +302,7 @@ class Policy:
         self._address = functools.lru_cache(ADDRESS_CACHE_SIZE)(functools.partial(
             _address_key, self.trusted, self.ipv4_prefix, self.ipv6_prefix))
         if key is None and not self.trusted and not self.trust_unix:
-            key = self._peer  # the default key, without the proxy logic it does not need
+            key = self._peer_key  # the default key, without the proxy logic it does not need
         self.key: KeyFunction = key or client_address
         if isinstance(cost, bool) or not (callable(cost) or isinstance(cost, int)):
             raise invalid_type("cost", "cost must be an int or a function of the request")
@@ -427,7 +427,7 @@ class Policy:
         peer = request.peer()
         key, trusted = self._address(peer)
         if not (trusted or (self.trust_unix and key == NO_ADDRESS)):
-            return self._peer(request, peer, key)
+            return key if key != NO_ADDRESS else self._no_address()
         value = request.header(self.proxy_header)
         if not value:
             return key
@@ -438,16 +438,18 @@ class Policy:
                 return key
         return key  # every hop trusted: the leftmost (no hop: the peer)
 
-    def _peer(self, request: Request, peer: str | None = None, key: str | None = None) -> str:
-        """The peer's key, the client's (no trusted proxy in between)."""
-        if key is None:
-            key = self._address(request.peer() if peer is None else peer)[0]
-        if key == NO_ADDRESS and not self._warned_unknown:
+    def _peer_key(self, request: Request) -> str:
+        """The peer's key as the client's (no trusted proxy in between)."""
+        key = self._address(request.peer())[0]
+        return key if key != NO_ADDRESS else self._no_address()
+
+    def _no_address(self) -> str:
+        if not self._warned_unknown:
             self._warned_unknown = True
             logger.warning("requests arrive without a client address (a Unix socket?): they "
                            "share one key; behind a proxy on a Unix socket, pass "
                            "trusted_proxies=['unix']")
-        return key
+        return NO_ADDRESS
 
     def limits_for(self, request: Request) -> list[_Limit] | None:
         """The limits `request` meets, or None when it is exempt."""
