@@ -25,6 +25,7 @@ import inspect
 import ipaddress
 import logging
 import re
+import socket
 import sys
 from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
@@ -158,25 +159,35 @@ NO_ADDRESS = "unknown"
 ADDRESS_CACHE_SIZE = 4096
 
 
-def _address_key(trusted: tuple[Network, ...], ipv4_prefix: int, ipv6_prefix: int,
+# The first 12 bytes of an IPv4-mapped IPv6 address (::ffff:a.b.c.d)
+_MAPPED = bytes(10) + b"\xff\xff"
+
+def _address_key(trusted: tuple[tuple[int, int, int], ...], ipv4_prefix: int, ipv6_prefix: int,
                  text: str) -> tuple[str, bool]:
     """(key, trusted) for `text`: the address in canonical form (IPv4-mapped
     as IPv4, IPv6 compressed in lower case, no zone), widened to its network
     when the prefix is shorter than the address ("2001:db8::/64"); NO_ADDRESS
-    for anything else. `trusted`: the address is in one of `trusted`."""
+    for anything else. `trusted`: (bits, network, mask) as integers; the
+    address is trusted when it is in one of them. The C parser and formatter
+    of the socket module: a tenth of what ipaddress takes for a fresh address."""
     try:
-        ip = ipaddress.ip_address(text.partition("%")[0])
-    except ValueError:
+        if ":" in text:
+            packed = socket.inet_pton(socket.AF_INET6, text.partition("%")[0])
+            if packed[:12] == _MAPPED:
+                packed = packed[12:]
+        else:
+            packed = socket.inet_pton(socket.AF_INET, text)
+    except (OSError, ValueError):  # not an address; ValueError: an embedded NUL
         return NO_ADDRESS, False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    network: Network
-    if isinstance(ip, ipaddress.IPv4Address):
-        prefix, network = ipv4_prefix, ipaddress.IPv4Network((int(ip), ipv4_prefix), strict=False)
-    else:
-        prefix, network = ipv6_prefix, ipaddress.IPv6Network((int(ip), ipv6_prefix), strict=False)
-    key = str(network.network_address) if prefix == ip.max_prefixlen else str(network)
-    return key, any(ip in one for one in trusted)
+    bits = len(packed) * 8
+    value = int.from_bytes(packed, "big")
+    is_trusted = any(bits == size and value & mask == network for size, network, mask in trusted)
+    prefix = ipv4_prefix if bits == 32 else ipv6_prefix
+    family = socket.AF_INET if bits == 32 else socket.AF_INET6
+    if prefix == bits:
+        return socket.inet_ntop(family, packed), is_trusted
+    masked = (value >> (bits - prefix) << (bits - prefix)) if prefix else 0
+    return f"{socket.inet_ntop(family, masked.to_bytes(bits // 8, 'big'))}/{prefix}", is_trusted
 
 
 def _prefix(value: Any, param: str, most: int) -> int:
@@ -299,8 +310,10 @@ class Policy:
         self._warned_unknown = False
         self.ipv4_prefix = _prefix(ipv4_prefix, "ipv4_prefix", 32)
         self.ipv6_prefix = _prefix(ipv6_prefix, "ipv6_prefix", 128)
+        ranges = tuple((network.max_prefixlen, int(network.network_address), int(network.netmask))
+                       for network in self.trusted)
         self._address = functools.lru_cache(ADDRESS_CACHE_SIZE)(functools.partial(
-            _address_key, self.trusted, self.ipv4_prefix, self.ipv6_prefix))
+            _address_key, ranges, self.ipv4_prefix, self.ipv6_prefix))
         if key is None and not self.trusted and not self.trust_unix:
             key = self._peer_key  # the default key, without the proxy logic it does not need
         self.key: KeyFunction = key or client_address

@@ -362,6 +362,10 @@ def test_what_is_no_address_shares_one_key(face):
     ("::1", {}, "::/64"),
     ("10.0.0.1", {"ipv4_prefix": 0}, "0.0.0.0/0"),
     ("", {}, "unknown"),
+    ("192.0.2.1\x00", {}, "unknown"),
+    ("\ud800", {}, "unknown"),
+    ("01.2.3.4", {}, "unknown"),
+    ("1.2.3", {}, "unknown"),
 ])
 def test_the_key_of_an_address_is_canonical(address, options, key):
     policy = Policy("1/s", **options)
