@@ -158,9 +158,9 @@ NO_ADDRESS = "unknown"
 # one parse, a known one a lookup).
 ADDRESS_CACHE_SIZE = 4096
 
-
 # The first 12 bytes of an IPv4-mapped IPv6 address (::ffff:a.b.c.d)
 _MAPPED = bytes(10) + b"\xff\xff"
+
 
 def _address_key(trusted: tuple[tuple[int, int, int], ...], ipv4_prefix: int, ipv6_prefix: int,
                  text: str) -> tuple[str, bool]:
@@ -372,7 +372,8 @@ class Policy:
             raise invalid_type("exempt_methods", "exempt_methods must be method names ('OPTIONS')")
         self.exempt_methods = _methods(method.upper() for method in methods)
         if exempt is not None and not callable(exempt):
-            raise invalid_type("exempt", "exempt must be a function of the request returning a bool")
+            raise invalid_type("exempt", "exempt must be a function of the request "
+                                         "returning a bool")
         self.exempt = exempt
 
         self.status = _refusal_status(status)

@@ -1,6 +1,7 @@
 """The app of the proxy tests (test_web_servers.py): CELLRATE_LIMIT for every
 client, CELLRATE_TRUSTED_PROXIES (comma-separated, may be empty) for
-`trusted_proxies`, CELLRATE_REGION (optional) for `shared`; GET /peer (exempt) answers the peer the app was given."""
+`trusted_proxies`, CELLRATE_REGION (optional) for `shared`; GET /peer (exempt)
+answers the peer the app was given."""
 import os
 
 from starlette.applications import Starlette
