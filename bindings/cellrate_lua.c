@@ -664,9 +664,9 @@ static int store_reserve(lua_State *L, const char *tag)
 }
 
 /*
- * lim:wait(cost, timeout), keyed:wait(key, cost, timeout): reserves the units
- * at their instant, if it is within `timeout` seconds (nil: any), and sleeps
- * until it, blocking (docs/design.md §9). The seconds slept (0: none), or
+ * lim:wait(cost, timeout), keyed:wait(key, cost, timeout): blocks until the
+ * units are admitted, at most `timeout` seconds (nil: any), as Python's
+ * wait() (cr_wait, docs/design.md §9). The seconds slept (0: none), or
  * nil, "timeout" at once, nothing spent, when they cannot be had in time (an
  * unfittable cost never can).
  */
@@ -676,27 +676,39 @@ static int store_wait(lua_State *L, const char *tag)
     const call_head head = read_call_head(L, tag);
     const int64_t cost = read_cost(L, head.next, top);
     const int64_t timeout_ns = read_wait_limit(L, head.next + 1, top, CR_E_TIMEOUT);
-    int64_t delay_ns = 0;
-    if (!reserve(L, &head, CR_CLOCK, cost, timeout_ns, &delay_ns)) {
+    const cr_item item = {.limiter = head.keyed ? NULL : head.box->limiter,
+                          .keyed = head.keyed ? head.box->keyed : NULL,
+                          .key = head.key,
+                          .key_len = head.key_len};
+    bool admitted = false;
+    int64_t slept_ns = 0;
+    const cr_status status = cr_wait(&item, cost, timeout_ns, &admitted, &slept_ns, NULL);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    if (!admitted) {
         lua_pushnil(L);
         lua_pushliteral(L, "timeout");
         return 2;
     }
-    cr_sleep_ns(delay_ns);
-    lua_pushnumber(L, cr_ns_to_seconds(delay_ns));
+    lua_pushnumber(L, cr_ns_to_seconds(slept_ns));
     return 1;
 }
 
-/* lim:refund(cost, now), keyed:refund(key, cost, now) */
-static int store_refund(lua_State *L, const char *tag)
+/* lim:refund(cost, now), keyed:refund(key, cost, now); with `anchor`,
+ * lim:anchor(cost, now), keyed:anchor(key, cost, now) (units reserved
+ * earlier that start only now: docs/design.md §9). */
+static int store_refund(lua_State *L, const char *tag, bool anchor)
 {
     const int top = lua_gettop(L);
     const call_head head = read_call_head(L, tag);
     const int64_t cost = read_cost(L, head.next, top);
     const int64_t now_ns = read_now(L, head.next + 1, top);
     const cr_status status =
-        head.keyed ? cr_keyed_refund(head.box->keyed, head.key, head.key_len, now_ns, cost)
-                   : cr_limiter_refund(head.box->limiter, now_ns, cost);
+        anchor ? (head.keyed ? cr_keyed_anchor(head.box->keyed, head.key, head.key_len, now_ns,
+                                               cost)
+                             : cr_limiter_anchor(head.box->limiter, now_ns, cost))
+        : head.keyed ? cr_keyed_refund(head.box->keyed, head.key, head.key_len, now_ns, cost)
+                     : cr_limiter_refund(head.box->limiter, now_ns, cost);
     if (status != CR_OK)
         return raise_status(L, status);
     return 0;
@@ -775,7 +787,8 @@ static int store_tostring(lua_State *L, const char *tag)
     static int type##_check_headers(lua_State *L) { return store_check_headers(L, tag); }   \
     static int type##_reserve(lua_State *L) { return store_reserve(L, tag); }               \
     static int type##_wait(lua_State *L) { return store_wait(L, tag); }                     \
-    static int type##_refund(lua_State *L) { return store_refund(L, tag); }                 \
+    static int type##_refund(lua_State *L) { return store_refund(L, tag, false); }          \
+    static int type##_anchor(lua_State *L) { return store_refund(L, tag, true); }           \
     static int type##_reset(lua_State *L) { return store_reset(L, tag); }                   \
     static int type##_info(lua_State *L) { return store_info(L, tag); }                     \
     static int type##_close(lua_State *L) { return store_close(L, tag); }                   \
@@ -783,7 +796,8 @@ static int store_tostring(lua_State *L, const char *tag)
     static const luaL_Reg type##_methods[] = {                                              \
         {"allow", type##_allow},     {"check", type##_check},   {"peek", type##_peek},      \
         {"reserve", type##_reserve}, {"wait", type##_wait},     {"refund", type##_refund},  \
-        {"reset", type##_reset},     {"info", type##_info},     {"close", type##_close},    \
+        {"anchor", type##_anchor},   {"reset", type##_reset},   {"info", type##_info},      \
+        {"close", type##_close},                                                            \
         {"check_headers", type##_check_headers},                                            \
         {NULL, NULL},                                                                       \
     };                                                                                      \

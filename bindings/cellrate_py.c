@@ -867,14 +867,17 @@ static Py_ALWAYS_INLINE inline PyObject *store_check(PyObject *self, bool keyed,
 DECIDE_ENTRY_POINTS(limiter, false)
 DECIDE_ENTRY_POINTS(keyed, true)
 
-/* max_wait=None (or absent): any wait; else seconds >= 0 (inf: any). */
-static int convert_max_wait(module_state *state, PyObject *obj, int64_t *max_wait_ns)
+/* A longest wait (reserve's max_wait, wait's timeout): None (or absent) is
+ * any wait (CR_NEVER); else seconds >= 0 (inf: any). `invalid` names the
+ * parameter. */
+static int convert_wait_limit(module_state *state, PyObject *obj, cr_status invalid,
+                              int64_t *max_wait_ns)
 {
     *max_wait_ns = CR_NEVER;
     if (obj == NULL || obj == Py_None)
         return 0;
     double seconds;
-    if (convert_number(state, obj, CR_E_MAX_WAIT, &seconds) < 0)
+    if (convert_number(state, obj, invalid, &seconds) < 0)
         return -1;
     if (seconds == HUGE_VAL)
         return 0;
@@ -882,21 +885,25 @@ static int convert_max_wait(module_state *state, PyObject *obj, int64_t *max_wai
     if (status == CR_E_NOW && seconds >= 0) /* beyond the horizon: any wait */
         *max_wait_ns = CR_NEVER;
     else if (status != CR_OK) {
-        raise_status(state, CR_E_MAX_WAIT);
+        raise_status(state, invalid);
         return -1;
     }
     return 0;
 }
 
-/* reserve([key,] cost=1, *, max_wait=None, now=None) and refund([key,] cost=1,
- * *, now=None): the delay in seconds, or None when nothing was reserved. */
-static PyObject *store_reserve_or_refund(PyObject *self, bool reserve, PyObject *const *args,
-                                         Py_ssize_t nargs, PyObject *kwnames)
+typedef enum { RESERVE, REFUND, ANCHOR } reservation_op;
+
+/* reserve([key,] cost=1, *, max_wait=None, now=None): the delay in seconds,
+ * or None when nothing was reserved; refund([key,] cost=1, *, now=None) and
+ * anchor([key,] cost=1, *, now=None): None. */
+static PyObject *store_reservation(PyObject *self, reservation_op which, PyObject *const *args,
+                                   Py_ssize_t nargs, PyObject *kwnames)
 {
     StoreObject *store = (StoreObject *)self;
     module_state *state = state_of(self);
     const bool keyed = is_keyed(store);
-    const char *name = reserve ? "reserve" : "refund";
+    const bool reserve = which == RESERVE;
+    const char *name = reserve ? "reserve" : which == REFUND ? "refund" : "anchor";
     const char *key = NULL;
     Py_ssize_t key_len = 0;
     int64_t cost, now_ns, max_wait_ns;
@@ -904,7 +911,7 @@ static PyObject *store_reserve_or_refund(PyObject *self, bool reserve, PyObject 
     if (parse_call(name, keyed, reserve, args, nargs, kwnames, &call) < 0 ||
         (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
         convert_cost(state, call.cost, &cost) < 0 ||
-        convert_max_wait(state, call.max_wait, &max_wait_ns) < 0 ||
+        convert_wait_limit(state, call.max_wait, CR_E_MAX_WAIT, &max_wait_ns) < 0 ||
         convert_now(state, call.now, &now_ns) < 0)
         return NULL;
     bool reserved = false;
@@ -915,9 +922,12 @@ static PyObject *store_reserve_or_refund(PyObject *self, bool reserve, PyObject 
                                           max_wait_ns, &reserved, &delay_ns)
                        : cr_limiter_reserve(store->limiter, now_ns, cost, max_wait_ns, &reserved,
                                             &delay_ns);
-    else
+    else if (which == REFUND)
         status = keyed ? cr_keyed_refund(store->keyed, key, (size_t)key_len, now_ns, cost)
                        : cr_limiter_refund(store->limiter, now_ns, cost);
+    else
+        status = keyed ? cr_keyed_anchor(store->keyed, key, (size_t)key_len, now_ns, cost)
+                       : cr_limiter_anchor(store->limiter, now_ns, cost);
     if (status != CR_OK) {
         raise_status(state, status);
         return NULL;
@@ -930,13 +940,19 @@ static PyObject *store_reserve_or_refund(PyObject *self, bool reserve, PyObject 
 static PyObject *store_reserve(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    return store_reserve_or_refund(self, true, args, nargs, kwnames);
+    return store_reservation(self, RESERVE, args, nargs, kwnames);
 }
 
 static PyObject *store_refund(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
-    return store_reserve_or_refund(self, false, args, nargs, kwnames);
+    return store_reservation(self, REFUND, args, nargs, kwnames);
+}
+
+static PyObject *store_anchor(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    return store_reservation(self, ANCHOR, args, nargs, kwnames);
 }
 
 /* An item of check_all: a Limiter, or a (KeyedLimiter, key) pair. The key
@@ -1028,6 +1044,19 @@ done:
         PyMem_Free(many);
     Py_DECREF(items);
     return result;
+}
+
+/* _check_timeout(timeout): a wait's `timeout` in seconds, None for any wait,
+ * or the core's CR_E_TIMEOUT error (the words Lua's wait() uses). */
+static PyObject *module_check_timeout(PyObject *module, PyObject *timeout)
+{
+    int64_t timeout_ns;
+    if (convert_wait_limit((module_state *)PyModule_GetState(module), timeout, CR_E_TIMEOUT,
+                           &timeout_ns) < 0)
+        return NULL;
+    if (timeout_ns == CR_NEVER)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(cr_ns_to_seconds(timeout_ns));
 }
 
 /* _attach_method(type, function): wait() and acquire() are Python
@@ -1167,6 +1196,14 @@ PyDoc_STRVAR(limiter_peek_doc,
         "Give back `cost` units taken earlier (a cancelled reservation); never\n"           \
         "better than idle."
 
+#define ANCHOR_DOC(sig)                                                                    \
+    sig "\n--\n\n"                                                                          \
+        "`cost` units reserved earlier start only now (a waiter woken after its\n"          \
+        "instant): what follows is spaced from now, never less strictly. wait()\n"         \
+        "and acquire() call it after their sleep; windows: nothing to do."
+
+PyDoc_STRVAR(limiter_anchor_doc, ANCHOR_DOC("anchor($self, /, cost=1, *, now=None)"));
+PyDoc_STRVAR(keyed_anchor_doc, ANCHOR_DOC("anchor($self, /, key, cost=1, *, now=None)"));
 PyDoc_STRVAR(limiter_reserve_doc, RESERVE_DOC("reserve($self, /, cost=1, *, max_wait=None, now=None)"));
 PyDoc_STRVAR(limiter_refund_doc, REFUND_DOC("refund($self, /, cost=1, *, now=None)"));
 PyDoc_STRVAR(keyed_reserve_doc,
@@ -1177,6 +1214,11 @@ PyDoc_STRVAR(attach_method_doc,
              "Private: adds the Python function `function` under its __name__ to\n"
              "Limiter or KeyedLimiter. The package does it once, at import, for wait()\n"
              "and acquire(); the types stay immutable to everyone else.");
+
+PyDoc_STRVAR(check_timeout_doc,
+             "_check_timeout(timeout, /)\n--\n\n"
+             "Private: the seconds of a wait's `timeout` (None for any wait), or\n"
+             "InvalidArgument / InvalidArgumentType naming `timeout`.");
 
 PyDoc_STRVAR(check_all_doc,
              "check_all(items, cost=1, *, now=None)\n--\n\n"
@@ -1244,7 +1286,9 @@ PyDoc_STRVAR(keyed_doc,
         {"reserve", (PyCFunction)(void (*)(void))store_reserve, METH_FASTCALL | METH_KEYWORDS, \
          type##_reserve_doc},                                                                 \
         {"refund", (PyCFunction)(void (*)(void))store_refund, METH_FASTCALL | METH_KEYWORDS,   \
-         type##_refund_doc}
+         type##_refund_doc},                                                                  \
+        {"anchor", (PyCFunction)(void (*)(void))store_anchor, METH_FASTCALL | METH_KEYWORDS,   \
+         type##_anchor_doc}
 
 static PyMethodDef limiter_methods[] = {
     DECIDE_METHODS(limiter),
@@ -1491,6 +1535,7 @@ static PyMethodDef cellrate_methods[] = {
      check_all_doc},
     {"_attach_method", (PyCFunction)(void (*)(void))module_attach_method, METH_FASTCALL,
      attach_method_doc},
+    {"_check_timeout", module_check_timeout, METH_O, check_timeout_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -278,6 +278,16 @@ int64_t cr_reserve(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t
  */
 int64_t cr_refund(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost);
 
+/*
+ * An anchor, pure: `cost` units reserved earlier start only at `now_ns` (a
+ * waiter woken after its instant). Returns the state of a key at least as
+ * spent as if they had been admitted at `now_ns` (GCRA: max(TAT, now + cost *
+ * T)), so that later units are spaced from this real start instead of
+ * catching up on the reserved instants; never less strict. Windows: `state`
+ * (their units count in the window that admitted them).
+ */
+int64_t cr_anchor(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost);
+
 /* ------------------------------------------------------------------------ */
 /* Time                                                                      */
 
@@ -365,6 +375,9 @@ cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost,
 /* cr_refund on the limiter's state, by compare-and-swap. */
 cr_status cr_limiter_refund(cr_limiter *limiter, int64_t now_ns, int64_t cost);
 
+/* cr_anchor on the limiter's state, by compare-and-swap. */
+cr_status cr_limiter_anchor(cr_limiter *limiter, int64_t now_ns, int64_t cost);
+
 /* ------------------------------------------------------------------------ */
 /* Keyed: many keys in a table of bounded size.                              */
 
@@ -404,6 +417,10 @@ cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int
 
 /* As cr_limiter_refund, for `key` (an absent key has nothing to give back). */
 cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                          int64_t cost);
+
+/* As cr_limiter_anchor, for `key`. */
+cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                           int64_t cost);
 
 /* Forgets `key` (back to idle) and frees its slot. */
@@ -447,6 +464,24 @@ typedef struct cr_item {
  */
 cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64_t cost,
                        cr_decision *out, size_t *index);
+
+/* ------------------------------------------------------------------------ */
+/* Waiting (docs/design.md §9).                                              */
+
+/*
+ * Blocks the calling thread until `cost` units of `item` (a limiter, or a
+ * keyed table and a key, as for cr_check_all) are admitted on its clock:
+ * reserves them at their instant and sleeps until it; a window algorithm,
+ * which reserves only "now", sleeps the retry_after of a peek and tries
+ * again. Gives up at once, nothing spent, when they cannot be had within
+ * `timeout_ns` (>= 0, or CR_NEVER: any) of the call, or ever (an unfittable
+ * cost): *admitted false and, unless `refusal` is NULL, the decision that
+ * said so in *refusal. *slept_ns: the time slept. Call it with no lock held
+ * (a signal does not cut a sleep short). CR_E_TIMEOUT for a negative
+ * timeout; CR_E_ITEMS for an item that is neither kind.
+ */
+cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *admitted,
+                  int64_t *slept_ns, cr_decision *refusal);
 
 /* ------------------------------------------------------------------------ */
 /* HTTP header fields (draft-ietf-httpapi-ratelimit-headers-11)              */

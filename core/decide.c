@@ -18,3 +18,8 @@ int64_t cr_refund(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t 
 {
     return cr_refund_core(limit, state, now_ns, cost);
 }
+
+int64_t cr_anchor(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost)
+{
+    return cr_anchor_core(limit, state, now_ns, cost);
+}

@@ -31,7 +31,7 @@ __extension__ typedef unsigned __int128 cr_u128;
 #define CR_HOT __attribute__((always_inline)) static inline
 
 /* What a store does to a key's state. */
-typedef enum { CR_OP_DECIDE, CR_OP_RESERVE, CR_OP_REFUND } cr_op_kind;
+typedef enum { CR_OP_DECIDE, CR_OP_RESERVE, CR_OP_REFUND, CR_OP_ANCHOR } cr_op_kind;
 
 typedef struct {
     cr_op_kind kind;
@@ -152,6 +152,20 @@ static inline int64_t cr_gcra_refund(const cr_limit *limit, int64_t tat, int64_t
         tat - now_ns <= decrement)
         return now_ns; /* back to idle, never better */
     return tat - decrement;
+}
+
+/* Units reserved earlier that start only now (a waiter woken late): the
+ * key is at least as spent as `cost` units admitted at now_ns to an idle
+ * key, so that what follows is spaced from this real start, not from the
+ * reserved instant (docs/design.md §9). Only ever later: max(). */
+static inline int64_t cr_gcra_anchor(const cr_limit *limit, int64_t tat, int64_t now_ns,
+                                     int64_t cost)
+{
+    int64_t increment, started;
+    if (__builtin_mul_overflow(cost, limit->emission_ns, &increment) ||
+        increment > limit->tolerance_ns || __builtin_add_overflow(now_ns, increment, &started))
+        return tat; /* unfittable: never reserved, nothing to anchor */
+    return started > tat ? started : tat;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -390,6 +404,13 @@ static inline int64_t cr_refund_core(const cr_limit *limit, int64_t state, int64
     }
 }
 
+/* Windows count units in the window that admitted them: nothing to anchor. */
+static inline int64_t cr_anchor_core(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                     int64_t cost)
+{
+    return cr_is_window(limit) ? state : cr_gcra_anchor(limit, state, now_ns, cost);
+}
+
 /* A store's operation on one state word; *ok: admitted / reserved / (refund) true. */
 CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr_op *op,
                                cr_decision *out, bool *ok)
@@ -401,6 +422,9 @@ CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr
     case CR_OP_REFUND:
         *ok = true;
         return cr_refund_core(limit, state, now_ns, op->cost);
+    case CR_OP_ANCHOR:
+        *ok = true;
+        return cr_anchor_core(limit, state, now_ns, op->cost);
     default:
         return cr_decision_core(limit, state, now_ns, op->cost, out, ok);
     }

@@ -389,6 +389,14 @@ cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int6
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &done);
 }
 
+cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                          int64_t cost)
+{
+    bool done;
+    cr_op op = {CR_OP_ANCHOR, cost, 0, 0};
+    return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &done);
+}
+
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
 {
     const key_place place = key_place_of(keyed, key, key_len);

@@ -111,6 +111,13 @@ cr_status cr_limiter_refund(cr_limiter *limiter, int64_t now_ns, int64_t cost)
     return limiter_apply(limiter, now_ns, &op, true, NULL, &done);
 }
 
+cr_status cr_limiter_anchor(cr_limiter *limiter, int64_t now_ns, int64_t cost)
+{
+    bool done;
+    cr_op op = {CR_OP_ANCHOR, cost, 0, 0};
+    return limiter_apply(limiter, now_ns, &op, true, NULL, &done);
+}
+
 void cr_limiter_reset(cr_limiter *limiter)
 {
     atomic_store_explicit(limiter->tat, 0, memory_order_release);

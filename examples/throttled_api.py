@@ -13,7 +13,7 @@ import urllib.request
 import cellrate
 
 
-@cellrate.limit("5/second", burst=1)  # blocks until the call is within the limit
+@cellrate.limit("5/second")  # blocks until the call is within the limit
 def fetch(url):
     try:
         with urllib.request.urlopen(url, timeout=10) as response:

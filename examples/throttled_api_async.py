@@ -16,7 +16,7 @@ import httpx
 import cellrate
 
 
-@cellrate.limit("5/second", burst=1)  # awaits (never blocks the loop) until within the limit
+@cellrate.limit("5/second")  # awaits (never blocks the loop) until within the limit
 async def fetch(client, url):
     response = await client.get(url)
     return response.status_code

@@ -53,7 +53,7 @@ local NO_OPTIONS = {}
 local OPTIONS = {
     key = { string = true, ["function"] = true },
     cost = { number = true },
-    status = { number = true },
+    status = { number = true, boolean = true }, -- a boolean: the status rule's words
     body = { string = true },
     content_type = { string = true },
     name = { string = true },
@@ -96,8 +96,9 @@ local function check_options(opts)
         end
     end
     local status = opts.status
-    if status ~= nil and (status ~= floor(status) or status < 400 or status > 599) then
-        error("cellrate.nginx: option status must be an integer from 400 to 599, got "
+    if status ~= nil and (type(status) ~= "number" or status ~= floor(status)
+                          or status < 400 or status > 599) then
+        error("cellrate.nginx: status must be an integer from 400 to 599, got "
               .. tostring(status), 3)
     end
     if opts.name ~= nil then

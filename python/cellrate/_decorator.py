@@ -40,6 +40,8 @@ class CheckOnly:
     def refund(self, *args: Any) -> None:  # never called: nothing is reserved ahead
         raise AssertionError("CheckOnly reserves nothing ahead")
 
+    anchor = refund
+
     def peek(self, *args: Any) -> Any:
         return self.store.peek(*args)
 
@@ -62,6 +64,12 @@ def limit(
     `limiter=`: any existing limiter or store (Limiter, KeyedLimiter, a
     `shared=` one, RedisLimiter / AsyncRedisLimiter).
 
+    burst:   defaults here to the cost of a call (1), not to the rate as for
+             Limiter: calls start evenly spaced, so that at most `rate` of
+             them start in any window of one `period` (ceil(rate) for a
+             fractional rate), the pace a provider's "N per period" asks for
+             (docs/design.md §9). Give burst= to allow bursts. With `cost` a
+             function (costs that vary) the default is Limiter's.
     key:     a function of the call's arguments returning str or bytes: one limit
              per key (a KeyedLimiter, or the keyed store given as `limiter=`).
     cost:    units each call spends: an int, or a function of the call's arguments.
@@ -69,8 +77,12 @@ def limit(
              `timeout` seconds; False: raise RateLimited at once when refused.
 
     A call that is not admitted raises RateLimited (.retry_after, .decision).
-    The wrapper keeps the function's name, docstring, signature and
-    `__wrapped__`; an async function stays a coroutine function.
+    Functions, methods, async functions, generators and async generators (these
+    two are charged when their iteration starts, at the first next() or
+    __anext__()), and classmethod / staticmethod objects (above or below
+    @classmethod). The wrapper keeps the function's name, docstring, signature
+    and `__wrapped__`, and its kind for `inspect` (a coroutine function, a
+    generator function, an async generator function stays one).
     """
     import inspect  # here: `import cellrate` stays light
 
@@ -84,6 +96,8 @@ def limit(
     if limiter is None:
         if rate is None:
             raise _invalid_type("rate", "limit() needs a rate or a limiter=")
+        if burst is None and isinstance(cost, int) and algorithm in ("gcra", "token_bucket"):
+            burst = max(1, cost)  # even spacing: the window bound of docs/design.md §9
         store: Any = (Limiter if key is None else KeyedLimiter)(
             rate, period, burst=burst, algorithm=algorithm)
     elif rate is not None or period is not None or burst is not None or algorithm != "gcra":
@@ -100,26 +114,26 @@ def limit(
     # Each wrapper spells its calls out (no `*prefix`, no keyword unless a
     # timeout is set): an admitted call costs one compiled reserve (or check)
     # and the wrapper's own frame.
-    def decorate(func: F) -> F:
-        if inspect.iscoroutinefunction(func):
-            @functools.wraps(func)
-            async def limited_async(*args: Any, **kwargs: Any) -> Any:
-                units = fixed_cost if cost_of is None else cost_of(*args, **kwargs)
-                prefix = () if key is None else (key(*args, **kwargs),)
-                if block:
-                    delay = reserve(*prefix, units, max_wait=timeout)
-                    if delay != 0.0:
-                        await acquire(waiter, prefix, units, timeout, delay)
-                else:
-                    decision = check(*prefix, units)
-                    if store_is_async:
-                        decision = await decision
-                    if not decision.allowed:
-                        raise RateLimited(decision)
-                return await func(*args, **kwargs)
+    def limit_async(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        async def limited_async(*args: Any, **kwargs: Any) -> Any:
+            units = fixed_cost if cost_of is None else cost_of(*args, **kwargs)
+            prefix = () if key is None else (key(*args, **kwargs),)
+            if block:
+                delay = reserve(*prefix, units, max_wait=timeout)
+                if delay != 0.0:
+                    await acquire(waiter, prefix, units, timeout, delay)
+            else:
+                decision = check(*prefix, units)
+                if store_is_async:
+                    decision = await decision
+                if not decision.allowed:
+                    raise RateLimited(decision)
+            return await func(*args, **kwargs)
 
-            return limited_async  # type: ignore[return-value]
+        return limited_async
 
+    def limit_sync(func: Callable[..., Any]) -> Callable[..., Any]:
         if store_is_async:
             raise _invalid_type("limiter", "an asyncio store limits async functions only")
 
@@ -148,9 +162,81 @@ def limit(
                         raise RateLimited(decision)
             return func(*args, **kwargs)
 
+        return limited
+
+    def decorate(func: F) -> F:
+        # A classmethod or staticmethod object (@limit above it) is not the
+        # function: limit the function inside and wrap it again the same way.
+        if isinstance(func, (classmethod, staticmethod)):
+            return type(func)(decorate(func.__func__))
+        if not callable(func):
+            raise _invalid_type(
+                "func", f"limit() decorates a function, not {type(func).__name__}")
+        if inspect.isasyncgenfunction(func):
+            limited = _async_generator(func, limit_async(_admitted_async))
+        elif inspect.isgeneratorfunction(func):
+            limited = _generator(func, limit_sync(_admitted))
+        elif inspect.iscoroutinefunction(func):
+            limited = limit_async(func)
+        else:
+            limited = limit_sync(func)
         return limited  # type: ignore[return-value]
 
     return decorate
+
+
+# A generator's call only creates it: the limit is charged when its iteration
+# starts, by a gate (the wrapper of a function that does nothing) called from
+# inside the generator wrapper. The wrappers delegate everything else to the
+# generator (send, throw, close), so they are generators of the same kind.
+
+
+def _admitted(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+async def _admitted_async(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _generator(func: Callable[..., Any], gate: Callable[..., None]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def limited_generator(*args: Any, **kwargs: Any) -> Any:
+        gate(*args, **kwargs)
+        return (yield from func(*args, **kwargs))
+
+    return limited_generator
+
+
+def _async_generator(func: Callable[..., Any], gate: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    async def limited_async_generator(*args: Any, **kwargs: Any) -> Any:
+        await gate(*args, **kwargs)
+        inner = func(*args, **kwargs)
+        # `yield from` for an async generator (there is none): what the caller
+        # sends or throws goes to `inner`, and closing this closes it.
+        try:
+            value = await inner.__anext__()
+        except StopAsyncIteration:
+            return
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                await inner.aclose()
+                raise
+            except BaseException as error:  # thrown in by athrow()
+                try:
+                    value = await inner.athrow(error)
+                except StopAsyncIteration:
+                    return
+            else:
+                try:
+                    value = await inner.asend(sent)
+                except StopAsyncIteration:
+                    return
+
+    return limited_async_generator
 
 
 def _invalid_type(param: str, message: str) -> _cellrate.CellrateError:

@@ -4,7 +4,9 @@ Both are built on the reservation primitives of the compiled types
 (docs/design.md §9): `reserve` commits the units at the earliest instant they
 fit, so a waiter sleeps exactly once, to that instant, and waiters are served
 in the order they reserved. A waiter that does not reach its instant
-(cancelled, interrupted) gives the units back with `refund`. Algorithms that
+(cancelled, interrupted) gives the units back with `refund`; one that wakes
+after it (as a sleep does, by a little) `anchor`s them to the real start, so
+that later units are spaced from it instead of catching up. Algorithms that
 can only reserve "now" (the window algorithms) return None from `reserve`
 while the request does not fit; the waiter then sleeps the `retry_after` of a
 `peek` and tries again.
@@ -20,8 +22,8 @@ from cellrate import _cellrate
 
 # `limit` below is any object with the reservation methods of Limiter (or,
 # with `key` given as a one-tuple, of KeyedLimiter): reserve(*key, cost, *,
-# max_wait), refund(*key, cost) and peek(*key, cost). Asyncio stores may
-# return awaitables from them.
+# max_wait), refund(*key, cost), anchor(*key, cost) and peek(*key, cost).
+# Asyncio stores may return awaitables from them.
 Key = Union["tuple[()]", "tuple[Union[str, bytes]]"]
 
 
@@ -47,19 +49,9 @@ class RateLimited(_cellrate.CellrateError):
 
 
 def check_timeout(timeout: Optional[float]) -> Optional[float]:
-    """`timeout` as seconds (None: no limit), or an error naming it."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        error: _cellrate.CellrateError = _cellrate.InvalidArgumentType(
-            f"timeout must be a number of seconds or None, not {type(timeout).__name__}"
-        )
-    elif math.isnan(timeout) or timeout < 0:
-        error = _cellrate.InvalidArgument(f"timeout must be >= 0 seconds, not {timeout!r}")
-    else:
-        return None if math.isinf(timeout) else float(timeout)
-    error.param = "timeout"
-    raise error
+    """`timeout` as seconds (None: no limit), or the core's error naming it
+    (the words of Lua's wait())."""
+    return None if timeout is None else _cellrate._check_timeout(timeout)
 
 
 def refused(decision: _cellrate.Decision, deadline: Optional[float]) -> bool:
@@ -89,6 +81,7 @@ def wait(limit: Any, key: Key, cost: int, timeout: Optional[float],
                 except BaseException:  # interrupted (KeyboardInterrupt...): spend nothing
                     limit.refund(*key, cost)
                     raise
+                limit.anchor(*key, cost)  # woken late: what follows is spaced from now
             return
         decision = limit.peek(*key, cost)
         if not decision.allowed:  # (allowed: it fits now, a window rolled over)
@@ -123,6 +116,7 @@ async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
                 except BaseException:  # asyncio.CancelledError among others
                     await settle(limit.refund(*key, cost))
                     raise
+                await settle(limit.anchor(*key, cost))
             return
         decision = await settle(limit.peek(*key, cost))
         if not decision.allowed:

@@ -18,16 +18,19 @@ limits on one request are decided as one by the `check_all` (or
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import http
 import inspect
 import ipaddress
 import logging
 import re
+import socket
 import sys
 from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 import cellrate
+from cellrate._errors import invalid, invalid_type
 
 __all__ = ["Policy", "Request", "header", "client_address"]
 
@@ -40,10 +43,12 @@ Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 class Request:
     """What a key, cost or exemption function sees of a request.
 
-    `method` (upper case), `path`, `client` (the client's address, after the
-    trusted proxies), `header(name)` (the value, or None; repeated fields
-    joined with ", "), and the framework's own object as `scope` (ASGI) or
-    `environ` (WSGI).
+    `method` (upper case), `path`, `client` (the client's address after the
+    trusted proxies, as a key: canonical, and widened to its network by
+    `ipv4_prefix` / `ipv6_prefix`, e.g. "192.0.2.1", "2001:db8::/64"; "unknown"
+    for what is no address), `header(name)` (the value, or None; repeated
+    fields joined with ", "), and the framework's own object as `scope` (ASGI)
+    or `environ` (WSGI).
     """
 
     __slots__ = ("method", "path", "scope", "environ", "_policy", "_client")
@@ -51,7 +56,7 @@ class Request:
     def __init__(self, policy: Policy, method: str, path: str, scope: Any = None,
                  environ: Any = None) -> None:
         self._policy = policy
-        self.method = method
+        self.method = method.upper()  # Werkzeug and Django dispatch "get" to the GET view
         self.path = path
         self.scope = scope
         self.environ = environ
@@ -65,8 +70,10 @@ class Request:
         return self.environ.get("REMOTE_ADDR") or "unknown"
 
     def header(self, name: str) -> str | None:
+        if name.__class__ is not str or not name.isascii():
+            raise _bad_header_name(name)
         if self.scope is not None:
-            wanted = name.lower().encode("latin-1")
+            wanted = name.lower().encode("ascii")
             values = [v.decode("latin-1") for k, v in self.scope.get("headers", ()) if k == wanted]
             return ", ".join(values) if values else None
         key = name.upper().replace("-", "_")
@@ -91,6 +98,8 @@ def header(name: str) -> KeyFunction:
     """A key function: the value of header `name`, or, when a request lacks it,
     the client's address. Header values are kept apart from addresses
     ("<name>=<value>"), so no header value can spend an address's budget."""
+    if not isinstance(name, str) or _TOKEN.fullmatch(name) is None:
+        raise _bad_header_name(name)
     prefix = name.lower() + "="
 
     def key_from_header(request: Request) -> str:
@@ -101,16 +110,92 @@ def header(name: str) -> KeyFunction:
     return key_from_header
 
 
+# A field name (RFC 9110 §5.1: a token)
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _bad_header_name(name: Any) -> Exception:
+    if not isinstance(name, str):
+        return invalid_type("name", f"name must be a header name (str), not {type(name).__name__}")
+    return invalid("name", f"name must be a header name (an RFC 9110 token), got {name!r}")
+
+
 def _networks(trusted: Iterable[str] | str) -> tuple[Network, ...]:
+    message = "trusted_proxies must be addresses or networks such as '10.0.0.0/8', or 'unix'"
     if isinstance(trusted, str):
         trusted = [trusted]
     try:
-        return tuple(ipaddress.ip_network(item, strict=False) for item in trusted if item != "unix")
-    except (TypeError, ValueError) as error:
-        raise ValueError(
-            f"trusted_proxies must be addresses or networks such as '10.0.0.0/8', "
-            f"or 'unix': {error}"
-        ) from None
+        items = list(trusted)
+    except TypeError:
+        raise invalid_type("trusted_proxies", f"{message}, not {type(trusted).__name__}") from None
+    networks = []
+    for item in items:
+        if not isinstance(item, str):
+            raise invalid_type("trusted_proxies", f"{message}, not {type(item).__name__}")
+        if item == "unix":
+            continue
+        try:
+            networks.append(_unmapped_network(ipaddress.ip_network(item, strict=False)))
+        except ValueError as error:
+            raise invalid("trusted_proxies", f"{message}: {error}") from None
+    return tuple(networks)
+
+
+def _unmapped_network(network: Network) -> Network:
+    """An IPv4-mapped network ("::ffff:10.0.0.0/104") as the IPv4 network it maps."""
+    mapped = getattr(network.network_address, "ipv4_mapped", None)
+    if mapped is None or network.prefixlen < 96:
+        return network
+    return ipaddress.IPv4Network((int(mapped), network.prefixlen - 96))
+
+
+# The key of every client that is no address: a Unix-socket peer, a missing
+# one, a hop that does not parse. One key for all of them, so that none of
+# them can be made into a fresh limit.
+NO_ADDRESS = "unknown"
+
+# Addresses whose key and trust a policy keeps (an LRU: a fresh address costs
+# one parse, a known one a lookup).
+ADDRESS_CACHE_SIZE = 4096
+
+# The first 12 bytes of an IPv4-mapped IPv6 address (::ffff:a.b.c.d)
+_MAPPED = bytes(10) + b"\xff\xff"
+
+
+def _address_key(trusted: tuple[tuple[int, int, int], ...], ipv4_prefix: int, ipv6_prefix: int,
+                 text: str) -> tuple[str, bool]:
+    """(key, trusted) for `text`: the address in canonical form (IPv4-mapped
+    as IPv4, IPv6 compressed in lower case, no zone), widened to its network
+    when the prefix is shorter than the address ("2001:db8::/64"); NO_ADDRESS
+    for anything else. `trusted`: (bits, network, mask) as integers; the
+    address is trusted when it is in one of them. The C parser and formatter
+    of the socket module: a tenth of what ipaddress takes for a fresh address."""
+    try:
+        if ":" in text:
+            packed = socket.inet_pton(socket.AF_INET6, text.partition("%")[0])
+            if packed[:12] == _MAPPED:
+                packed = packed[12:]
+        else:
+            packed = socket.inet_pton(socket.AF_INET, text)
+    except (OSError, ValueError):  # not an address; ValueError: an embedded NUL
+        return NO_ADDRESS, False
+    bits = len(packed) * 8
+    value = int.from_bytes(packed, "big")
+    is_trusted = any(bits == size and value & mask == network for size, network, mask in trusted)
+    prefix = ipv4_prefix if bits == 32 else ipv6_prefix
+    family = socket.AF_INET if bits == 32 else socket.AF_INET6
+    if prefix == bits:
+        return socket.inet_ntop(family, packed), is_trusted
+    masked = (value >> (bits - prefix) << (bits - prefix)) if prefix else 0
+    return f"{socket.inet_ntop(family, masked.to_bytes(bits // 8, 'big'))}/{prefix}", is_trusted
+
+
+def _prefix(value: Any, param: str, most: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid_type(param, f"{param} must be an integer from 0 to {most}, got {value!r}")
+    if not 0 <= value <= most:
+        raise invalid(param, f"{param} must be an integer from 0 to {most}, got {value!r}")
+    return value
 
 
 def _hop_address(hop: str) -> str:
@@ -122,14 +207,6 @@ def _hop_address(hop: str) -> str:
     if hop.count(":") == 1:  # IPv4 with a port; bare IPv6 has several colons
         return hop.split(":", 1)[0]
     return hop
-
-
-def _is_address(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-        return True
-    except ValueError:
-        return False
 
 
 def _forwarded_for(value: str) -> list[str]:
@@ -181,6 +258,10 @@ class Policy:
         and the client is the rightmost hop that is not a trusted proxy.
     proxy_header: "X-Forwarded-For" (default) or "Forwarded"; only that one is
         read, since a proxy that appends to one passes the other on unchecked.
+    ipv4_prefix, ipv6_prefix: the client's address as a key is its network of
+        that many leading bits (default 32 and 64: an IPv4 address, an IPv6
+        /64, which one client usually holds whole). An address in any
+        spelling, IPv4-mapped or not, is one key.
     exempt_paths, exempt_methods, exempt: patterns (as for routes), methods,
         and a predicate of the Request: requests that meet no limit at all.
     status, body, content_type: the refusal; it always carries the headers.
@@ -204,6 +285,8 @@ class Policy:
         shared: str | None = None,
         trusted_proxies: Iterable[str] | str = (),
         proxy_header: str = "X-Forwarded-For",
+        ipv4_prefix: int = 32,
+        ipv6_prefix: int = 64,
         exempt_paths: Iterable[Any] = (),
         exempt_methods: Iterable[str] = (),
         exempt: Callable[[Request], bool] | None = None,
@@ -218,20 +301,27 @@ class Policy:
         asynchronous: bool = False,
     ) -> None:
         if key is not None and not callable(key):
-            raise TypeError("key must be a function of the request (or None: the client address)")
+            raise invalid_type("key", "key must be a function of the request "
+                               "(or None: the client address)")
         self.trusted = _networks(trusted_proxies)
         # "unix": a peer without an address (a Unix socket) is the trusted proxy
         self.trust_unix = "unix" in ([trusted_proxies] if isinstance(trusted_proxies, str)
                                      else list(trusted_proxies))
         self._warned_unknown = False
+        self.ipv4_prefix = _prefix(ipv4_prefix, "ipv4_prefix", 32)
+        self.ipv6_prefix = _prefix(ipv6_prefix, "ipv6_prefix", 128)
+        ranges = tuple((network.max_prefixlen, int(network.network_address), int(network.netmask))
+                       for network in self.trusted)
+        self._address = functools.lru_cache(ADDRESS_CACHE_SIZE)(functools.partial(
+            _address_key, ranges, self.ipv4_prefix, self.ipv6_prefix))
         if key is None and not self.trusted and not self.trust_unix:
-            key = self._peer  # the default key, without the proxy logic it does not need
+            key = self._peer_key  # the default key, without the proxy logic it does not need
         self.key: KeyFunction = key or client_address
         if isinstance(cost, bool) or not (callable(cost) or isinstance(cost, int)):
-            raise TypeError("cost must be an int or a function of the request")
+            raise invalid_type("cost", "cost must be an int or a function of the request")
         if isinstance(cost, int):
             if cost < 0:
-                raise ValueError("cost must be an integer >= 0")
+                raise invalid("cost", "cost must be an integer >= 0")
             cost = int(cost)
         self.cost = cost
         self._burst = burst
@@ -239,6 +329,8 @@ class Policy:
 
         self.limits = self._limits(limit, "limit", shared)
         self.routes: list[tuple[Callable[[str, str], bool], list[_Limit]]] = []
+        if routes is not None and not isinstance(routes, Mapping):
+            raise invalid_type("routes", "routes must be a mapping {pattern: limit(s)}")
         for pattern, route_limit in (routes or {}).items():
             region = None
             if shared is not None:
@@ -246,50 +338,67 @@ class Policy:
                 region = shared + "." + hashlib.sha256(text.encode()).hexdigest()[:16]
             self.routes.append((_matcher(pattern, "routes"), self._limits(route_limit, "routes", region)))
         if not self.limits and not self.routes:
-            raise ValueError("limit: give a limit, routes, or both")
+            raise invalid("limit", "limit: give a limit, routes, or both")
         for param, value in (("burst", burst), ("shared", shared)):
             if value is not None and not self._from_rates:
-                raise ValueError(f"{param} applies to limits given as a rate; no limit is: "
-                                 "give it to the store you made")
+                raise invalid(param, f"{param} applies to limits given as a rate; no limit is: "
+                                     "give it to the store you made")
         every = self.limits + [one for _, route in self.routes for one in route]
         if asynchronous:
             for one in every:
                 if not one.is_async and not isinstance(
                     one.store, (cellrate.Limiter, cellrate.KeyedLimiter)
                 ):
-                    raise TypeError(
+                    raise invalid_type(
+                        "limit",
                         f"limit: {type(one.store).__name__}.check() would block the event loop; "
-                        "give a store whose check() is a coroutine function (AsyncRedisLimiter)"
-                    )
+                        "give a store whose check() is a coroutine function (AsyncRedisLimiter)")
         elif any(one.is_async for one in every):
-            raise TypeError("limit: an async store (AsyncRedisLimiter) needs the ASGI middleware; "
-                            "under WSGI give its synchronous twin (RedisLimiter)")
+            raise invalid_type("limit", "limit: an async store (AsyncRedisLimiter) needs the ASGI "
+                               "middleware; under WSGI give its synchronous twin (RedisLimiter)")
         self.check_all = _check_all_for(every) if len(every) > 1 else None
 
         self.proxy_header = proxy_header
-        if proxy_header.lower() not in ("x-forwarded-for", "forwarded"):
-            raise ValueError("proxy_header must be 'X-Forwarded-For' or 'Forwarded'")
-        self.exempt_paths = [_matcher(pattern, "exempt_paths") for pattern in exempt_paths]
+        if not isinstance(proxy_header, str) or proxy_header.lower() not in (
+                "x-forwarded-for", "forwarded"):
+            raise (invalid if isinstance(proxy_header, str) else invalid_type)(
+                "proxy_header", "proxy_header must be 'X-Forwarded-For' or 'Forwarded'")
+        self.exempt_paths = [_matcher(pattern, "exempt_paths")
+                             for pattern in _items(exempt_paths, "exempt_paths")]
         if isinstance(exempt_methods, str):
             exempt_methods = [exempt_methods]
-        self.exempt_methods = frozenset(method.upper() for method in exempt_methods)
+        methods = _items(exempt_methods, "exempt_methods")
+        if not all(isinstance(method, str) for method in methods):
+            raise invalid_type("exempt_methods", "exempt_methods must be method names ('OPTIONS')")
+        self.exempt_methods = _methods(method.upper() for method in methods)
         if exempt is not None and not callable(exempt):
-            raise TypeError("exempt must be a function of the request returning a bool")
+            raise invalid_type("exempt", "exempt must be a function of the request "
+                                         "returning a bool")
         self.exempt = exempt
 
-        try:
-            self.status_line = f"{status} {http.HTTPStatus(status).phrase}"
-        except ValueError:
-            raise ValueError("status must be an HTTP status code such as 429") from None
-        self.status = status
-        self.body = body.encode() if isinstance(body, str) else bytes(body)
+        self.status = _refusal_status(status)
+        self.status_line = f"{status} {_reason(status)}"
+        if isinstance(body, str):
+            body = _encoded(body, "body", "utf-8")
+        elif not isinstance(body, (bytes, bytearray, memoryview)):
+            raise invalid_type("body", "body must be str or bytes")
+        self.body = bytes(body)
+        if not isinstance(content_type, str):
+            raise invalid_type("content_type", "content_type must be a str")
+        _encoded(content_type, "content_type", "latin-1")
         self.content_type = content_type
         self.name = name
-        self.legacy_headers = legacy_headers
         # the formatter checks the name: fail here, not on the first request
         cellrate.Decision(True, 0, 0.0, 0.0, 1).headers(name)
+        for param, flag in (("legacy_headers", legacy_headers),
+                            ("admitted_headers", admitted_headers), ("dry_run", dry_run)):
+            if not isinstance(flag, bool):
+                raise invalid_type(param, f"{param} must be True or False")
+        self.legacy_headers = legacy_headers
         self.admitted_headers = admitted_headers
         self.dry_run = dry_run
+        if now is not None and not callable(now):
+            raise invalid_type("now", "now must be a function returning seconds, or None")
         self.now = now
 
     # -- configuration --------------------------------------------------------
@@ -301,8 +410,9 @@ class Policy:
                 return cellrate.KeyedLimiter(rate, burst=self._burst)
             return cellrate.KeyedLimiter(rate, burst=self._burst, shared=region)
         if not callable(getattr(rate, "check", None)):
-            raise TypeError(f"{param}: expected a rate such as '100/minute', a store with "
-                            f"check(), or a (store, key function) pair, not {type(rate).__name__}")
+            raise invalid_type(param, f"{param}: expected a rate such as '100/minute', a store "
+                               f"with check(), or a (store, key function) pair, not "
+                               f"{type(rate).__name__}")
         return rate
 
     def _limits(self, spec: Any, param: str, region: str | None) -> list[_Limit]:
@@ -315,7 +425,7 @@ class Policy:
             where = region if region is None or not many or index == 0 else f"{region}.{index}"
             if isinstance(item, tuple):
                 if len(item) != 2 or not callable(item[1]):
-                    raise TypeError(f"{param}: a pair is (store, key function)")
+                    raise invalid_type(param, f"{param}: a pair is (store, key function)")
                 limits.append(_Limit(self._store(item[0], param, where), item[1]))
             else:
                 limits.append(_Limit(self._store(item, param, where), self.key))
@@ -324,41 +434,36 @@ class Policy:
     # -- per request ----------------------------------------------------------
 
     def client_of(self, request: Request) -> str:
-        """The client's address: the peer, unless the peer is a trusted proxy;
-        then the rightmost hop of `proxy_header` that is not a trusted proxy
-        (or the leftmost hop, when every hop is trusted)."""
+        """The client's address as a key (see Request): the peer's, unless the
+        peer is a trusted proxy; then that of the rightmost hop of
+        `proxy_header` that is not a trusted proxy (or of the leftmost hop,
+        when every hop is trusted)."""
         peer = request.peer()
-        if not (self._is_trusted(peer) or (self.trust_unix and not _is_address(peer))):
-            return self._peer(request, peer)
+        key, trusted = self._address(peer)
+        if not (trusted or (self.trust_unix and key == NO_ADDRESS)):
+            return key if key != NO_ADDRESS else self._no_address()
         value = request.header(self.proxy_header)
         if not value:
-            return peer
+            return key
         hops = _forwarded_for(value) if self.proxy_header.lower() == "forwarded" else value.split(",")
-        hops = [_hop_address(hop) for hop in hops]
         for hop in reversed(hops):
-            if not self._is_trusted(hop):
-                return hop
-        return hops[0] if hops else peer
+            key, trusted = self._address(_hop_address(hop))
+            if not trusted:
+                return key
+        return key  # every hop trusted: the leftmost (no hop: the peer)
 
-    def _peer(self, request: Request, peer: str | None = None) -> str:
-        """The peer as the client's address (no trusted proxy in between)."""
-        if peer is None:
-            peer = request.peer()
-        if peer == "unknown" and not self._warned_unknown:
+    def _peer_key(self, request: Request) -> str:
+        """The peer's key as the client's (no trusted proxy in between)."""
+        key = self._address(request.peer())[0]
+        return key if key != NO_ADDRESS else self._no_address()
+
+    def _no_address(self) -> str:
+        if not self._warned_unknown:
             self._warned_unknown = True
             logger.warning("requests arrive without a client address (a Unix socket?): they "
                            "share one key; behind a proxy on a Unix socket, pass "
                            "trusted_proxies=['unix']")
-        return peer
-
-    def _is_trusted(self, address: str) -> bool:
-        if not self.trusted:
-            return False
-        try:
-            ip = ipaddress.ip_address(address)
-        except ValueError:
-            return False
-        return any(ip in network for network in self.trusted)
+        return NO_ADDRESS
 
     def limits_for(self, request: Request) -> list[_Limit] | None:
         """The limits `request` meets, or None when it is exempt."""
@@ -442,16 +547,50 @@ def _check_all_for(limits: list[_Limit]) -> Callable[..., Any]:
     in-process and shared stores and `cellrate.redis.check_all` for Redis ones."""
     kinds = {(type(one.store).__module__, one.is_async) for one in limits}
     if len(kinds) != 1:
-        raise TypeError("limit: several limits on one request are decided as one by their "
-                        "stores' check_all: give stores of one kind (in-process and shared, "
-                        "or Redis ones of one client, all sync or all async)")
+        raise invalid_type("limit", "limit: several limits on one request are decided as one by "
+                           "their stores' check_all: give stores of one kind (in-process and "
+                           "shared, or Redis ones of one client, all sync or all async)")
     module, is_async = kinds.pop()
     name = "check_all_async" if is_async else "check_all"
     function = getattr(sys.modules.get(module), name, None)
     if not callable(function):
-        raise TypeError(f"limit: several limits on one request need {module}.{name}(), "
-                        "which decides them as one")
+        raise invalid_type("limit", f"limit: several limits on one request need "
+                           f"{module}.{name}(), which decides them as one")
     return function
+
+
+def _items(values: Any, param: str) -> list[Any]:
+    try:
+        return list(values)
+    except TypeError:
+        raise invalid_type(param, f"{param} must be a list, not {type(values).__name__}") from None
+
+
+def _encoded(text: str, param: str, encoding: str) -> bytes:
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError as error:
+        raise invalid(param, f"{param} must be {encoding} text: {error.reason} at "
+                             f"{error.start} ({text[error.start:error.end]!r})") from None
+
+
+def _refusal_status(status: Any) -> int:
+    """`status` as a refusal's status: an integer from 400 to 599, the rule
+    and the words of cellrate.nginx's option."""
+    message = f"status must be an integer from 400 to 599, got {status!r}"
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise invalid_type("status", message)
+    if not 400 <= status <= 599:
+        raise invalid("status", message)
+    return int(status)
+
+
+def _reason(status: int) -> str:
+    """The reason phrase of a WSGI status line: the registered one, or the class's."""
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Client Error" if status < 500 else "Server Error"
 
 
 def _matcher(pattern: Any, param: str) -> Callable[[str, str], bool]:
@@ -460,12 +599,23 @@ def _matcher(pattern: Any, param: str) -> Callable[[str, str], bool]:
         regex = pattern
         return lambda method, path: regex.fullmatch(path) is not None
     if not isinstance(pattern, str):
-        raise TypeError(f"{param}: a pattern is a path string or a compiled regular expression")
+        raise invalid_type(param, f"{param}: a pattern is a path string or a compiled "
+                           "regular expression")
     found = _ROUTE.match(pattern.strip())
     if found is None:
-        raise ValueError(f"{param}: {pattern!r} is not a path ('/login', '/api/*', 'POST /login')")
-    method = found.group(1).upper() if found.group(1) else None
+        raise invalid(param, f"{param}: {pattern!r} is not a path ('/login', '/api/*', "
+                             "'POST /login')")
     path_regex = re.compile(fnmatch.translate(found.group(2)))
-    if method is None:
+    if not found.group(1):
         return lambda _method, path: path_regex.match(path) is not None
-    return lambda request_method, path: request_method == method and path_regex.match(path) is not None
+    methods = _methods([found.group(1).upper()])
+    return lambda method, path: method in methods and path_regex.match(path) is not None
+
+
+def _methods(methods: Iterable[str]) -> frozenset[str]:
+    """The request methods that `methods` (upper case) cover: GET covers HEAD,
+    which every framework answers with the GET view."""
+    covered = set(methods)
+    if "GET" in covered:
+        covered.add("HEAD")
+    return frozenset(covered)

@@ -6,6 +6,7 @@
  *     admit exactly burst (saturation used to admit them all);
  *   - window limiters read the realtime clock;
  *   - regions record their algorithm;
+ *   - anchor: a late start spaces what follows; cr_wait on a window algorithm;
  *   - check_all: the tightest decision, a refusal spends nothing, the give-back;
  *   - concurrency: 4 threads and 4 processes (one shared region) at one frozen
  *     instant admit exactly a window's amount; threads hammering check_all over
@@ -182,6 +183,68 @@ static void test_reserve_errors(void)
     CHECK_EQ_I64((int64_t)cr_keyed_len(keyed), 0, "a refund claims no slot");
     cr_limiter_free(lim);
     cr_keyed_free(keyed);
+}
+
+/* An anchor spaces what follows from a late start, never less strictly; a
+ * window has nothing to anchor. */
+static void test_anchor(void)
+{
+    const int64_t T = SECOND / 10;
+    cr_limit gcra = must(NULL, 10, 1), fixed = must("fixed_window", 2, 1);
+    cr_limit burst_one = gcra;
+    burst_one.burst = 1;
+    burst_one.tolerance_ns = T;
+    CHECK_EQ_I64(cr_anchor(&burst_one, 0, 5 * T, 1), 6 * T, "idle: as admitted now");
+    CHECK_EQ_I64(cr_anchor(&burst_one, 9 * T, 5 * T, 1), 9 * T, "never less strict");
+    CHECK_EQ_I64(cr_anchor(&burst_one, 0, 5 * T, 2), 0, "unfittable: nothing");
+    CHECK_EQ_I64(cr_anchor(&gcra, 0, 5 * T, 3), 8 * T, "burst 10, 3 units");
+    CHECK_EQ_I64(cr_anchor(&fixed, 123, EPOCH, 1), 123, "a window: unchanged");
+
+    /* A reservation for 1 T ahead whose waiter wakes 0.3 T late: the next
+     * unit is 1 T after the real start, not 0.7 T. */
+    cr_limiter *lim;
+    CHECK(cr_limiter_new(&lim, &burst_one) == CR_OK, "new");
+    bool reserved;
+    int64_t delay;
+    cr_limiter_reserve(lim, 0, 1, CR_NEVER, &reserved, &delay);
+    cr_limiter_reserve(lim, 0, 1, CR_NEVER, &reserved, &delay);
+    CHECK_EQ_I64(delay, T, "queued one T ahead");
+    CHECK_EQ_I64(cr_limiter_anchor(lim, T + 3 * T / 10, 1), CR_OK, "anchor");
+    cr_limiter_reserve(lim, T + 3 * T / 10, 1, CR_NEVER, &reserved, &delay);
+    CHECK_EQ_I64(delay, T, "spaced from the real start");
+    CHECK_EQ_I64(cr_limiter_anchor(lim, 0, -1), CR_E_COST, "anchor cost");
+    cr_limiter_free(lim);
+}
+
+/* cr_wait: a window's waiter sleeps into the next window instead of giving
+ * up; a timeout or an unfittable cost gives up at once, spending nothing. */
+static void test_wait(void)
+{
+    cr_limit fixed = must("fixed_window", 2, 0.05), hourly = must("fixed_window", 2, 3600);
+    cr_limiter *lim, *slow;
+    CHECK(cr_limiter_new(&lim, &fixed) == CR_OK && cr_limiter_new(&slow, &hourly) == CR_OK,
+          "new");
+    const cr_item item = {.limiter = lim}, slow_item = {.limiter = slow};
+    bool admitted;
+    int64_t slept;
+    cr_decision refusal;
+    int waited = 0;
+    for (int i = 0; i < 5; i++) { /* 2 a window: three windows */
+        CHECK_EQ_I64(cr_wait(&item, 1, CR_NEVER, &admitted, &slept, &refusal), CR_OK, "wait");
+        CHECK(admitted, "unit %d admitted", i);
+        waited += slept > 0;
+    }
+    CHECK(waited >= 1, "slept into a later window (%d)", waited);
+    CHECK(cr_wait(&slow_item, 2, 0, &admitted, &slept, NULL) == CR_OK && admitted, "now");
+    CHECK_EQ_I64(cr_wait(&slow_item, 1, SECOND / 10, &admitted, &slept, &refusal), CR_OK, "late");
+    CHECK(!admitted && slept == 0 && refusal.retry_after_ns > SECOND / 10, "gave up at once");
+    CHECK_EQ_I64(cr_wait(&slow_item, 3, CR_NEVER, &admitted, &slept, &refusal), CR_OK, "never");
+    CHECK(!admitted && refusal.retry_after_ns == CR_NEVER, "unfittable");
+    CHECK_EQ_I64(cr_wait(&item, 1, -1, &admitted, &slept, NULL), CR_E_TIMEOUT, "timeout");
+    const cr_item neither = {0};
+    CHECK_EQ_I64(cr_wait(&neither, 1, 0, &admitted, &slept, NULL), CR_E_ITEMS, "item");
+    cr_limiter_free(lim);
+    cr_limiter_free(slow);
 }
 
 static int64_t remaining_of(const cr_item *item, int64_t now)
@@ -493,6 +556,8 @@ int main(void)
     test_window_clock();
     test_region_algorithm();
     test_reserve_errors();
+    test_anchor();
+    test_wait();
     test_check_all();
     test_frozen_threads();
     test_frozen_processes();

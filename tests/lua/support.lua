@@ -35,5 +35,16 @@ return function(assert)
       assert.are.equal(code, got_code)
    end
 
+   -- The parameter and message of a status of the core's table
+   -- (tests/vectors/status.txt): the words every face must use.
+   function support.status(name)
+      local file = assert(io.open("tests/vectors/status.txt", "r"))
+      local text = file:read("*a")
+      file:close()
+      local param, message = text:match("\nstatus %d+ " .. name .. " (%S+) |([^\n]*)")
+      assert(message, "no status " .. name .. " in tests/vectors/status.txt")
+      return { param = param, message = message }
+   end
+
    return support
 end

@@ -1,6 +1,9 @@
 -- lim:wait(cost, timeout) and keyed:wait(key, cost, timeout): a reservation
--- and a blocking sleep of exactly its delay (docs/design.md §9).
+-- and a blocking sleep of exactly its delay; a window algorithm sleeps its
+-- retry_after and tries again, as Python's wait() (docs/design.md §9).
 local cellrate = require "cellrate"
+local support = dofile("tests/lua/support.lua")(assert)
+local unpack = table.unpack or unpack
 local socket = require "socket" -- a wall clock with sub-millisecond resolution
 
 local function timed(f, ...)
@@ -45,6 +48,99 @@ describe("wait", function()
       assert.is_nil((keyed:wait("b", 1, 0)))
       local slept, result = timed(keyed.wait, keyed, "a", 1, 1)
       assert.is_true(result[1] > 0 and slept >= result[1] - 0.001)
+   end)
+
+   it("puts at most the rate in any window of the period, called at full speed", function()
+      -- burst 1 and each late wake-up anchored (lim:anchor): the calls are at
+      -- least T apart as they start, so [t, t + period) holds at most 20
+      local lim = cellrate.limiter("20/0.2s", { burst = 1 })
+      local stamps = {}
+      local stop = socket.gettime() + 0.5
+      while socket.gettime() < stop do
+         lim:wait()
+         stamps[#stamps + 1] = socket.gettime()
+      end
+      assert.is_true(#stamps > 40, tostring(#stamps))
+      local most, last = 0, 1
+      for first = 1, #stamps do
+         while last <= #stamps and stamps[last] < stamps[first] + 0.2 do
+            last = last + 1
+         end
+         most = math.max(most, last - first)
+      end
+      assert.is_true(most <= 20, tostring(most))
+   end)
+
+   it("anchors a late start: what follows is spaced from it", function()
+      for _, lim in ipairs({ cellrate.limiter(10, { burst = 1 }),
+                             cellrate.keyed(10, { burst = 1, capacity = 8 }) }) do
+         local keyed = lim:info().capacity ~= nil
+         local function call(method, ...) -- lim:method(...) or keyed:method("k", ...)
+            if keyed then
+               return lim[method](lim, "k", ...)
+            end
+            return lim[method](lim, ...)
+         end
+         call("reserve", 1, nil, 0)
+         assert.near(0.1, call("reserve", 1, nil, 0), 1e-9) -- queued for t = 0.1
+         call("anchor", 1, 0.13) -- its waiter woke at 0.13
+         assert.near(0.1, call("reserve", 1, nil, 0.13), 1e-9) -- 0.23, not 0.2
+         support.raises("cost", call, "anchor", -1)
+      end
+   end)
+
+   for _, algorithm in ipairs({ "fixed_window", "sliding_window" }) do
+      describe("on " .. algorithm, function()
+         local period = 0.1
+
+         it("waits for the next window instead of giving up", function()
+            for _, lim in ipairs({ cellrate.limiter(2, { period = period, algorithm = algorithm }),
+                                   cellrate.keyed(2, { period = period, algorithm = algorithm,
+                                                       capacity = 8 }) }) do
+               local args = lim:info().capacity and { "k" } or {}
+               local admitted, slept = 0, 0
+               for _ = 1, 5 do -- 5 units at 2 a window: three windows
+                  local seconds, err = lim:wait(unpack(args))
+                  assert.is_nil(err)
+                  assert.is_number(seconds)
+                  admitted = admitted + 1
+                  slept = slept + seconds
+               end
+               assert.equal(5, admitted)
+               -- at least two windows rolled over while it waited
+               assert.is_true(slept > period, tostring(slept))
+            end
+         end)
+
+         it("gives up at once, spending nothing, when the window is too far or never comes", function()
+            -- Hour-long windows: the next one is (all but surely) more than 0.1 s away.
+            local lim = cellrate.limiter(2, { period = 3600, algorithm = algorithm })
+            assert.equal(0, lim:wait(2))
+            local elapsed, result = timed(lim.wait, lim, 1, 0.1)
+            assert.is_nil(result[1])
+            assert.equal("timeout", result[2])
+            assert.is_true(elapsed < 0.5) -- it did not sleep to find out
+            local _, never = timed(lim.wait, lim, 3) -- above the rate: never, whatever the timeout
+            assert.is_nil(never[1])
+            assert.equal("timeout", never[2])
+            local fresh = cellrate.limiter(2, { period = 3600, algorithm = algorithm })
+            assert.is_nil((fresh:wait(3)))
+            assert.is_true(fresh:allow(2)) -- the refused waits spent nothing
+         end)
+      end)
+   end
+
+   it("refuses a bad timeout with the core's words, as Python does", function()
+      local expected = support.status("E_TIMEOUT")
+      for _, lim in ipairs({ cellrate.limiter(10), cellrate.keyed(10, { capacity = 8 }) }) do
+         local args = lim:info().capacity and { "k", 1 } or { 1 }
+         for _, bad in ipairs({ -1, 0 / 0, "1", true }) do
+            args[#args + 1] = bad
+            local text = support.raises(expected.param, lim.wait, lim, unpack(args))
+            assert.equal(expected.message, text)
+            args[#args] = nil
+         end
+      end
    end)
 
    it("refuses bad arguments, naming them", function()

@@ -90,8 +90,12 @@ def test_options_are_checked_and_a_mistake_names_the_option():
         "unknown option 'headers'",
         "option admitted_headers must not be a string",
         "option key must not be a number",
-        "option status must be an integer from 400 to 599, got 200",
-        "option status must be an integer from 400 to 599, got 429.5",
+        # the words of cellrate.web.Policy's (tests/python/test_web.py)
+        "status must be an integer from 400 to 599, got 200",
+        "status must be an integer from 400 to 599, got 429.5",
+        "status must be an integer from 400 to 599, got 302",
+        "status must be an integer from 400 to 599, got true",
+        "status must be an integer from 400 to 599, got ",  # NaN: nan or -nan, as Lua prints it
         "option name: ",
         "opts must be a table, got string",
     ]

@@ -4,6 +4,7 @@ The suite tests the installed package (`python3 -m pip install .`), or an
 in-place build put first on the path with PYTHONPATH=python.
 """
 
+import asyncio
 import os
 import pathlib
 import sys
@@ -21,6 +22,39 @@ NS_PER_S = 1_000_000_000
 def ns(seconds: float) -> int:
     """A time in seconds as the nearest whole nanosecond, for exact comparison."""
     return round(seconds * NS_PER_S)
+
+
+def core_status(name: str) -> tuple[str, str]:
+    """The parameter and message of a status of the core's table
+    (tests/vectors/status.txt): the words every face must use."""
+    for line in (REPO / "tests" / "vectors" / "status.txt").read_text("utf-8").splitlines():
+        head, _, message = line.partition(" |")
+        if head.split(" ")[2:3] == [name]:
+            return head.split(" ")[3], message
+    raise LookupError(f"no status {name} in tests/vectors/status.txt")
+
+
+async def ticks_during(awaitable):
+    """What `awaitable` gives and how many times another task ran meanwhile,
+    sleeping 10 ms between ticks: a wait that blocked the loop lets it tick
+    once at most."""
+    ticks = 0
+    stop = asyncio.Event()
+
+    async def ticker():
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    task = asyncio.ensure_future(ticker())
+    await asyncio.sleep(0)
+    try:
+        result = await awaitable
+    finally:
+        stop.set()
+        await task
+    return result, ticks
 
 
 def rss_bytes() -> int:

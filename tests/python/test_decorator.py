@@ -1,14 +1,18 @@
 """@cellrate.limit on functions, methods and async functions."""
 
 import asyncio
+import bisect
 import functools
 import inspect
 import math
 import time
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import cellrate
+from conftest import ticks_during
 
 
 def count_calls(func):
@@ -37,7 +41,7 @@ def test_blocking_function_is_spaced_and_returns_its_value():
 
 def test_non_blocking_function_raises_and_does_not_run():
     body = count_calls(lambda: "ran")
-    limited = cellrate.limit("2/second", block=False)(body)
+    limited = cellrate.limit("2/second", burst=2, block=False)(body)
     assert limited() == "ran" and limited() == "ran"
     with pytest.raises(cellrate.RateLimited) as caught:
         limited()
@@ -342,3 +346,169 @@ def test_bad_key_and_cost_results_name_the_parameter():
     with pytest.raises(cellrate.InvalidArgument) as caught:
         bad_cost()
     assert caught.value.param == "cost"
+
+
+# --------------------------------------------------------------------------
+# The pace of a limit the decorator builds: at most N calls start in any
+# window of one period (docs/design.md §9).
+
+
+def most_in_a_window(stamps_ns, window_ns):
+    """The most of `stamps_ns` (sorted) in any half-open window [t, t + window)."""
+    return max(bisect.bisect_left(stamps_ns, start + window_ns) - index
+               for index, start in enumerate(stamps_ns))
+
+
+@pytest.mark.parametrize("rate, most", [("20/0.2s", 20), ("12.5/0.2s", 13)])
+def test_at_most_the_rate_in_any_window_of_the_period_at_full_speed(rate, most):
+    stamps = []
+
+    @cellrate.limit(rate)
+    def call():
+        stamps.append(time.monotonic_ns())
+
+    period_ns = 200_000_000
+    stop = time.monotonic_ns() + period_ns * 5 // 2
+    while time.monotonic_ns() < stop:  # as fast as it will go, for 2.5 periods
+        call()
+    # "20/second" used to let the burst through at once and then the rate:
+    # 2 * N in the first period
+    assert len(stamps) > 2 * most
+    assert most_in_a_window(stamps, period_ns) <= most
+
+
+@settings(max_examples=300, deadline=None)
+@given(emission_ns=st.integers(1, 10**9), period_ns=st.integers(1, 10**10),
+       lateness_ns=st.lists(st.integers(0, 3 * 10**9), min_size=1, max_size=60))
+def test_burst_1_puts_at_most_ceil_period_over_t_in_any_window(emission_ns, period_ns,
+                                                                lateness_ns):
+    """The proof of docs/design.md §9 on a stand-in clock: with burst 1, calls
+    that come as fast as they are let through (each arrival is the previous
+    admission, plus any lateness) are admitted at least T apart, so any
+    half-open window of length d holds at most ceil(d / T) of them: the rate
+    per period (ceil(rate) for a fractional one) when d is the period."""
+    limiter = cellrate.Limiter(period_ns / emission_ns, period_ns / 1e9, burst=1)
+    assume(limiter.emission_ns == emission_ns)
+    admitted, now_ns = [], 10**12
+    for late_ns in lateness_ns:
+        delay = limiter.reserve(now=now_ns / 1e9)
+        admitted.append(now_ns + round(delay * 1e9))
+        now_ns = admitted[-1] + late_ns
+    assert most_in_a_window(admitted, period_ns) <= -(-period_ns // emission_ns)
+
+
+# --------------------------------------------------------------------------
+# Generators, async generators, classmethod and staticmethod.
+
+
+def test_an_async_generator_awaits_without_blocking_the_loop():
+    @cellrate.limit(4)  # T = 250 ms
+    async def numbers(count):
+        for number in range(count):
+            yield number
+
+    assert inspect.isasyncgenfunction(numbers)
+    assert numbers.__name__ == "numbers" and numbers.__wrapped__ is not None
+
+    async def collect(count):
+        return [n async for n in numbers(count)]
+
+    async def main():
+        first = await collect(2)  # admitted at once
+        second, during = await ticks_during(collect(3))  # waits about 250 ms for its turn
+        return first, second, during
+
+    first, second, during = asyncio.run(main())
+    assert (first, second) == ([0, 1], [0, 1, 2])
+    # a wait that blocked the loop (time.sleep) would have let it tick once at most
+    assert during >= 5
+
+
+def test_an_async_generator_is_charged_when_iteration_starts_and_delegates():
+    limiter = cellrate.Limiter(10, burst=2)
+
+    @cellrate.limit(limiter=limiter, block=False)
+    async def echo():
+        received = yield "ready"
+        while True:
+            try:
+                received = yield received
+            except KeyError as error:
+                received = f"caught {error.args[0]}"
+
+    async def main():
+        generators = [echo(), echo(), echo()]
+        assert limiter.peek(0).remaining == 2  # creating them charged nothing
+        first = generators[0]
+        assert await first.__anext__() == "ready"
+        assert limiter.peek(0).remaining == 1
+        assert await first.asend("a") == "a"
+        assert await first.athrow(KeyError("k")) == "caught k"
+        await first.aclose()
+        assert await generators[1].__anext__() == "ready"
+        with pytest.raises(cellrate.RateLimited):
+            await generators[2].__anext__()
+
+    asyncio.run(main())
+
+
+def test_a_generator_is_charged_at_its_first_next_and_delegates():
+    limiter = cellrate.Limiter(10, burst=2)
+
+    @cellrate.limit(limiter=limiter, block=False)
+    def running_total():
+        total = 0
+        while True:
+            value = yield total
+            if value is None:
+                return total
+            total += value
+
+    assert inspect.isgeneratorfunction(running_total)
+    generators = [running_total() for _ in range(3)]
+    assert limiter.peek(0).remaining == 2  # creating them charged nothing
+    first = generators[0]
+    assert next(first) == 0
+    assert limiter.peek(0).remaining == 1
+    assert first.send(5) == 5 and first.send(2) == 7
+    with pytest.raises(StopIteration) as done:
+        next(first)
+    assert done.value.value == 7  # the return value comes through
+    assert next(generators[1]) == 0
+    with pytest.raises(cellrate.RateLimited):
+        next(generators[2])
+
+
+class Catalogue:
+    @cellrate.limit(1, key=lambda cls, name: cls.__name__, block=False)
+    @classmethod
+    def find(cls, name):
+        """Find by name."""
+        return (cls.__name__, name)
+
+    @cellrate.limit(1, block=False)
+    @staticmethod
+    def ping():
+        return "pong"
+
+
+class Shelf(Catalogue):
+    pass
+
+
+def test_limit_above_classmethod_and_staticmethod_charges_each_call():
+    assert Catalogue.find("a") == ("Catalogue", "a")
+    assert Shelf().find("b") == ("Shelf", "b")  # its own key: the class
+    with pytest.raises(cellrate.RateLimited):
+        Catalogue.find("c")
+    assert Catalogue.find.__doc__ == "Find by name."
+    assert list(inspect.signature(Catalogue.find).parameters) == ["name"]
+    assert Catalogue.ping() == "pong"
+    with pytest.raises(cellrate.RateLimited):
+        Catalogue().ping()
+
+
+def test_something_that_is_not_a_function_is_refused():
+    with pytest.raises(cellrate.InvalidArgumentType) as caught:
+        cellrate.limit(1)(42)
+    assert caught.value.param == "func"

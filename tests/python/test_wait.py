@@ -17,6 +17,7 @@ import pytest
 
 import cellrate
 from cellrate import _wait
+from conftest import core_status, ticks_during
 
 KEY = "the-key"
 
@@ -134,13 +135,18 @@ def test_an_unfittable_cost_raises_at_once(make, timeout):
      ("1", cellrate.InvalidArgumentType), (True, cellrate.InvalidArgumentType)],
 )
 def test_bad_timeouts_name_the_parameter(make, timeout, error):
+    # the core's words for it, as Lua's wait() says them (tests/lua/wait_spec.lua)
+    param, message = core_status("E_TIMEOUT")
     limit = make(10)
     with pytest.raises(error) as caught:
         limit.wait(timeout=timeout)
-    assert caught.value.param == "timeout"
+    assert (caught.value.param, str(caught.value)) == (param, message)
     with pytest.raises(error) as caught:
         asyncio.run(limit.acquire(timeout=timeout))
-    assert caught.value.param == "timeout"
+    assert (caught.value.param, str(caught.value)) == (param, message)
+    with pytest.raises(error) as caught:
+        cellrate.limit(10, timeout=timeout)
+    assert (caught.value.param, str(caught.value)) == (param, message)
     assert limit.peek().remaining == 9  # as for a fresh limit: nothing spent
 
 
@@ -198,23 +204,9 @@ def test_acquire_keeps_the_loop_running(make):
     drain(limit)
 
     async def main():
-        ticks = 0
-        stop = asyncio.Event()
-
-        async def ticker():
-            nonlocal ticks
-            while not stop.is_set():
-                ticks += 1
-                await asyncio.sleep(0.01)
-
-        task = asyncio.ensure_future(ticker())
-        await asyncio.sleep(0)
         started = time.monotonic()
-        await limit.acquire()
-        waited = time.monotonic() - started
-        stop.set()
-        await task
-        return ticks, waited
+        _, ticks = await ticks_during(limit.acquire())
+        return ticks, time.monotonic() - started
 
     ticks, waited = asyncio.run(main())
     assert waited >= 0.2
@@ -370,3 +362,46 @@ def test_window_algorithms_wait_by_retrying(algorithm):
     # 5 units at 2 per window span three windows: the last one starts at
     # least one period after the first admission
     assert stamps[-1] - start >= period * 0.99
+
+
+@pytest.mark.parametrize("algorithm", ["fixed_window", "sliding_window"])
+def test_window_algorithms_give_up_at_once_when_the_window_is_too_far(make, algorithm):
+    # as Lua's wait() (tests/lua/wait_spec.lua); hour-long windows: the next
+    # one is (all but surely) more than 0.1 s away
+    limit = make(2, 3600, algorithm=algorithm)
+    limit.wait(2)
+    start = time.monotonic()
+    with pytest.raises(cellrate.RateLimited) as late:
+        limit.wait(timeout=0.1)
+    with pytest.raises(cellrate.RateLimited) as never:
+        limit.wait(3)  # above the rate: never, whatever the timeout
+    assert time.monotonic() - start < 0.5  # neither slept to find out
+    assert late.value.retry_after > 0.1 and math.isinf(never.value.retry_after)
+    fresh = make(2, 3600, algorithm=algorithm)
+    with pytest.raises(cellrate.RateLimited):
+        fresh.wait(3)
+    assert fresh.allow(2)  # the refused waits spent nothing
+
+
+def test_an_anchor_spaces_what_follows_from_a_late_start(make):
+    # as tests/lua/wait_spec.lua: the waiter of a reservation for t = 0.1
+    # wakes at 0.13; anchored, the next unit is at 0.23 (not 0.2)
+    limit = make(10, burst=1)
+    assert limit.reserve(now=0.0) == 0.0
+    assert limit.reserve(now=0.0) == pytest.approx(0.1, abs=1e-9)
+    limit.limiter.anchor(*limit.key, 1, now=0.13)
+    assert limit.reserve(now=0.13) == pytest.approx(0.1, abs=1e-9)
+    limit.limiter.anchor(*limit.key, 1, now=0.0)  # never less strict
+    assert limit.reserve(now=0.13) == pytest.approx(0.2, abs=1e-9)
+    with pytest.raises(cellrate.InvalidArgument) as caught:
+        limit.limiter.anchor(*limit.key, -1)
+    assert caught.value.param == "cost"
+
+
+def test_a_window_has_nothing_to_anchor():
+    limit = cellrate.Limiter(2, 3600, algorithm="fixed_window")
+    assert limit.allow(2, now=7200.5) is True
+    before = limit.peek(0, now=7200.5)
+    limit.anchor(2, now=7200.5)
+    assert limit.peek(0, now=7200.5) == before
+    assert limit.allow(2, now=10800.0)  # the next window, untouched

@@ -109,8 +109,10 @@ class FastAPIDependency(StarletteMiddleware):
 
 class FlaskFace(Face):
     def request(self, method="GET", path="/", headers=None, client="192.0.2.1"):
+        # REQUEST_METHOD as sent: the test client would upper-case it
         response = self.client.open(path, method=method, headers=headers or {},
-                                    environ_base={"REMOTE_ADDR": client})
+                                    environ_base={"REMOTE_ADDR": client},
+                                    environ_overrides={"REQUEST_METHOD": method})
         return response.status_code, {k.lower(): v for k, v in response.headers.items()}, response.data
 
 
@@ -250,6 +252,28 @@ def test_configurable_refusal(face_type):
     assert headers["retry-after"] == "3600"
 
 
+@pytest.mark.parametrize("status, error", [
+    (200, cellrate.InvalidArgument), (302, cellrate.InvalidArgument),
+    (399, cellrate.InvalidArgument), (600, cellrate.InvalidArgument),
+    (True, cellrate.InvalidArgumentType), (429.0, cellrate.InvalidArgumentType),
+    ("429", cellrate.InvalidArgumentType), (None, cellrate.InvalidArgumentType),
+])
+@pytest.mark.parametrize("face_type", [f for f in FACES if f is not FastAPIMiddleware],
+                         ids=lambda face: face.__name__)  # FastAPI builds middleware late
+def test_a_refusal_status_is_from_400_to_599(face_type, status, error):
+    """The rule and the words of cellrate.nginx's status option
+    (tests/nginx/test_nginx.py)."""
+    with pytest.raises(error) as caught:
+        face_type("1/s", status=status)
+    assert str(caught.value) == f"status must be an integer from 400 to 599, got {status!r}"
+    assert caught.value.param == "status"
+
+
+def test_a_refusal_status_without_a_registered_phrase(face):
+    app = face("1/hour", burst=1, now=Clock(), status=450)
+    assert [app.request()[0] for _ in range(2)] == [200, 450]
+
+
 def test_fastapi_dependency_refusal_carries_status_and_headers():
     app = FastAPIDependency("1/hour", burst=1, now=Clock(), status=503, body="later")
     app.request()
@@ -294,6 +318,61 @@ def test_trusted_proxy_rightmost_untrusted_hop(face):
     assert app.request(headers={"X-Forwarded-For": "203.0.113.51"}, client="192.0.2.9")[0] == 429
 
 
+def test_an_address_in_any_spelling_is_one_key(face):
+    app = face("1/hour", burst=1, now=Clock(), ipv6_prefix=128)
+    spellings = ["2001:db8::1", "2001:DB8::1", "2001:0db8:0000:0000:0000:0000:0000:0001",
+                 "2001:db8:0:0::1"]
+    assert [app.request(client=c)[0] for c in spellings] == [200, 429, 429, 429]
+    assert [app.request(client=c)[0] for c in ("192.0.2.7", "::ffff:192.0.2.7", "::FFFF:c000:207")] \
+        == [200, 429, 429]
+
+
+def test_an_ipv6_client_is_keyed_by_its_64(face):
+    """One client holds a /64: a fresh address in it is no fresh limit."""
+    app = face("1/hour", burst=1, now=Clock())
+    statuses = [app.request(client=f"2001:db8:1:2::{i:x}")[0] for i in range(1, 101)]
+    assert statuses.count(200) == 1
+    assert app.request(client="2001:db8:1:3::1")[0] == 200  # the next /64
+    app = face("1/hour", burst=1, now=Clock(), ipv6_prefix=128, ipv4_prefix=24)
+    assert [app.request(client=f"2001:db8:1:2::{i:x}")[0] for i in range(1, 11)] == [200] * 10
+    assert [app.request(client=c)[0] for c in ("192.0.2.1", "192.0.2.200", "192.0.3.1")] \
+        == [200, 429, 200]
+
+
+def test_what_is_no_address_shares_one_key(face):
+    """A peer or a trusted proxy's hop that is no address: the key "unknown",
+    one for all of them, never a key of the sender's choosing."""
+    app = face("1/hour", burst=1, now=Clock())
+    assert [app.request(client=c)[0] for c in ("not-an-address", "unix:/run/app.sock")] == [200, 429]
+    app = face("1/hour", burst=1, now=Clock(), trusted_proxies=["10.0.0.0/8"])
+    hops = ["garbage", "1.2.3.4, more garbage", "_hidden", "1.2.3.999"]
+    statuses = [app.request(headers={"X-Forwarded-For": hop}, client="10.0.0.1")[0] for hop in hops]
+    assert statuses == [200, 429, 429, 429]
+
+
+@pytest.mark.parametrize("address, options, key", [
+    ("192.0.2.1", {}, "192.0.2.1"),
+    ("192.0.2.1", {"ipv4_prefix": 24}, "192.0.2.0/24"),
+    ("::ffff:192.0.2.1", {"ipv4_prefix": 16}, "192.0.0.0/16"),
+    ("2001:DB8:0:0:1::1", {}, "2001:db8::/64"),
+    ("2001:DB8:0:0:1::1", {"ipv6_prefix": 128}, "2001:db8::1:0:0:1"),
+    ("2001:DB8:0:0:1::1", {"ipv6_prefix": 48}, "2001:db8::/48"),
+    ("fe80::1%eth0", {"ipv6_prefix": 128}, "fe80::1"),
+    ("::1", {"ipv6_prefix": 128}, "::1"),
+    ("::1", {}, "::/64"),
+    ("10.0.0.1", {"ipv4_prefix": 0}, "0.0.0.0/0"),
+    ("", {}, "unknown"),
+    ("192.0.2.1\x00", {}, "unknown"),
+    ("\ud800", {}, "unknown"),
+    ("01.2.3.4", {}, "unknown"),
+    ("1.2.3", {}, "unknown"),
+])
+def test_the_key_of_an_address_is_canonical(address, options, key):
+    policy = Policy("1/s", **options)
+    assert policy.client_of(_view(policy, address)) == key
+    assert policy.key(_view(policy, address)) == key
+
+
 def _view(policy, peer, **headers):
     scope = {"type": "http", "method": "GET", "path": "/", "client": (peer, 1),
              "headers": [(k.lower().replace("_", "-").encode(), v.encode()) for k, v in headers.items()]}
@@ -306,9 +385,12 @@ def _view(policy, peer, **headers):
     ("10.0.0.1", {"X_Forwarded_For": "6.6.6.6, 1.2.3.4, 10.0.0.7"}, "1.2.3.4"),
     ("10.0.0.1", {"X_Forwarded_For": "10.0.0.9, 10.0.0.7"}, "10.0.0.9"),
     ("10.0.0.1", {"X_Forwarded_For": "1.2.3.4:5555"}, "1.2.3.4"),
-    ("10.0.0.1", {"X_Forwarded_For": "[2001:db8::1]:80"}, "2001:db8::1"),
-    ("10.0.0.1", {"X_Forwarded_For": "2001:db8::2"}, "2001:db8::2"),
-    ("10.0.0.1", {"X_Forwarded_For": "garbage"}, "garbage"),
+    ("10.0.0.1", {"X_Forwarded_For": "[2001:db8::1]:80"}, "2001:db8::/64"),
+    ("10.0.0.1", {"X_Forwarded_For": "2001:db8::2"}, "2001:db8::/64"),
+    ("10.0.0.1", {"X_Forwarded_For": "[::ffff:1.2.3.4]:80"}, "1.2.3.4"),
+    ("10.0.0.1", {"X_Forwarded_For": "garbage"}, "unknown"),  # no address: one key for all
+    ("10.0.0.1", {"X_Forwarded_For": "1.2.3.4, garbage"}, "unknown"),
+    ("::ffff:10.0.0.1", {"X_Forwarded_For": "1.2.3.4"}, "1.2.3.4"),  # a dual-stack listener
     ("192.0.2.1", {"X_Forwarded_For": "1.2.3.4"}, "192.0.2.1"),
     ("10.0.0.1", {"Forwarded": "for=1.2.3.4"}, "10.0.0.1"),  # only the configured header
 ])
@@ -336,7 +418,9 @@ def test_client_address_behind_a_unix_socket(caplog):
 
 @pytest.mark.parametrize("value, client", [
     ("for=1.2.3.4", "1.2.3.4"),
-    ('for=6.6.6.6, for="[2001:db8::1]:4711";proto=https', "2001:db8::1"),
+    ('for=6.6.6.6, for="[2001:db8::1]:4711";proto=https', "2001:db8::/64"),
+    ("for=unknown", "unknown"),
+    ('for="_hidden"', "unknown"),
     ("for=1.2.3.4;by=10.0.0.1, for=10.0.0.8", "1.2.3.4"),
     ('For="1.2.3.4:80"', "1.2.3.4"),
 ])
@@ -367,6 +451,39 @@ def test_route_limits(face):
     assert [app.request("GET", "/login")[0] for _ in range(3)] == [200] * 3  # POST only
     assert [app.request(path="/admin/status")[0] for _ in range(3)] == [200, 200, 429]
     assert [app.request()[0] for _ in range(3)] == [200] * 3  # no route, no limit
+
+
+def test_a_get_pattern_covers_head(face):
+    """Starlette and Flask answer HEAD with the GET view: "GET /login" limits
+    HEAD too (20 HEADs after the burst run no view), and "GET /health" or
+    exempt_methods=["GET"] exempts it. FastAPI's routes answer HEAD with 405
+    (no view either); its middleware refuses first."""
+    app = face(None, routes={"GET /login": "1/hour"}, burst=1, now=Clock())
+    assert app.request("GET", "/login")[0] == 200
+    heads = [app.request("HEAD", "/login")[0] for _ in range(20)]
+    assert set(heads) == ({405} if face is FastAPIDependency else {429})
+    assert app.request("GET", "/login")[0] == 429
+    app = face(None, routes={"HEAD /login": "1/hour"}, burst=1, now=Clock())
+    if face is not FastAPIDependency:  # which never sees a HEAD
+        assert [app.request("HEAD", "/login")[0] != 429 for _ in range(2)] == [True, False]
+    assert [app.request("GET", "/login")[0] for _ in range(2)] == [200, 200]  # HEAD is not GET
+    for exemption in (dict(exempt_paths=["GET /health"]), dict(exempt_methods=["GET"])):
+        app = face("1/hour", burst=1, now=Clock(), **exemption)
+        assert 429 not in [app.request("HEAD", "/health")[0] for _ in range(3)]
+        assert [app.request("POST")[0] for _ in range(2)] == [200, 429]
+
+
+@pytest.mark.parametrize("face_type", [FlaskMiddleware, FlaskDecorator])
+def test_a_method_in_lower_case_meets_the_limit_of_its_upper_case(face_type):
+    """Werkzeug dispatches REQUEST_METHOD "get" to the GET view (as Django does):
+    a method in any case meets the pattern's limit; an unknown method meets no
+    method pattern, and the framework answers it with no view (405)."""
+    app = face_type(None, routes={"GET /login": "1/hour", "POST /login": "1/hour"}, burst=1,
+                    now=Clock())
+    assert [app.request("get", "/login")[0] for _ in range(3)] == [200, 429, 429]
+    assert [app.request(method, "/login")[0] for method in ("HEAD", "head", "GET")] == [429] * 3
+    assert [app.request(method, "/login")[0] for method in ("post", "POST", "Post")] == [200, 429, 429]
+    assert app.request("BREW", "/login")[0] == 405
 
 
 def test_several_limits_refusal_spends_nothing_of_the_others(face):
@@ -520,29 +637,93 @@ def test_store_kinds_are_checked():
     assert cellrate.wsgi.RateLimitMiddleware(lambda e, s: [], BlockingStore("1/s", 1))
 
 
-def test_bad_options_name_the_parameter():
-    app = lambda e, s: []  # noqa: E731
-    cases = [
-        (dict(limit=None), ValueError, "limit"),
-        (dict(limit=object()), TypeError, "limit"),
-        (dict(limit="bogus"), ValueError, "rate"),
-        (dict(limit="1/s", routes={"login": "1/s"}), ValueError, "routes"),
-        (dict(limit="1/s", routes={"/login": 5j}), TypeError, "routes"),
-        (dict(limit="1/s", trusted_proxies=["not an address"]), ValueError, "trusted_proxies"),
-        (dict(limit="1/s", proxy_header="X-Real-IP"), ValueError, "proxy_header"),
-        (dict(limit="1/s", cost=-1), ValueError, "cost"),
-        (dict(limit="1/s", cost="1"), TypeError, "cost"),
-        (dict(limit="1/s", key="X-API-Key"), TypeError, "key"),
-        (dict(limit="1/s", status=999), ValueError, "status"),
-        (dict(limit="1/s", name=""), ValueError, "name"),
-        (dict(limit="1/s", name="caf\u00e9"), ValueError, "name"),
-        (dict(limit="1/s", exempt_paths=[1]), TypeError, "exempt_paths"),
-        (dict(limit=cellrate.KeyedLimiter(1), burst=5), ValueError, "burst"),
-        (dict(limit=cellrate.KeyedLimiter(1), shared="/dev/shm/x"), ValueError, "shared"),
-    ]
-    for options, error, word in cases:
-        with pytest.raises(error, match=word):
-            cellrate.wsgi.RateLimitMiddleware(app, **options)
+BAD, BAD_TYPE = cellrate.InvalidArgument, cellrate.InvalidArgumentType
+
+
+@pytest.mark.parametrize("options, error, param", [
+    (dict(limit=None), BAD, "limit"),
+    (dict(limit=object()), BAD_TYPE, "limit"),
+    (dict(limit="bogus"), BAD, "rate"),
+    (dict(limit=[("1/s",)]), BAD_TYPE, "limit"),
+    (dict(limit=AsyncStore("1/s", 1)), BAD_TYPE, "limit"),
+    (dict(limit=[BlockingStore("1/s", 1)] * 2), BAD_TYPE, "limit"),
+    (dict(limit=["1/s", BlockingStore("1/s", 1)]), BAD_TYPE, "limit"),
+    (dict(limit="1/s", routes={"login": "1/s"}), BAD, "routes"),
+    (dict(limit="1/s", routes={"/login": 5j}), BAD_TYPE, "routes"),
+    (dict(limit="1/s", routes={5: "1/s"}), BAD_TYPE, "routes"),
+    (dict(limit="1/s", routes=["/login"]), BAD_TYPE, "routes"),
+    (dict(limit="1/s", routes={"/login": ("1/s", "not a function")}), BAD_TYPE, "routes"),
+    (dict(limit="1/s", trusted_proxies=["not an address"]), BAD, "trusted_proxies"),
+    (dict(limit="1/s", trusted_proxies=[5]), BAD_TYPE, "trusted_proxies"),
+    (dict(limit="1/s", trusted_proxies=5), BAD_TYPE, "trusted_proxies"),
+    (dict(limit="1/s", proxy_header="X-Real-IP"), BAD, "proxy_header"),
+    (dict(limit="1/s", proxy_header=None), BAD_TYPE, "proxy_header"),
+    (dict(limit="1/s", ipv4_prefix=33), BAD, "ipv4_prefix"),
+    (dict(limit="1/s", ipv4_prefix=-1), BAD, "ipv4_prefix"),
+    (dict(limit="1/s", ipv4_prefix=True), BAD_TYPE, "ipv4_prefix"),
+    (dict(limit="1/s", ipv4_prefix="24"), BAD_TYPE, "ipv4_prefix"),
+    (dict(limit="1/s", ipv6_prefix=129), BAD, "ipv6_prefix"),
+    (dict(limit="1/s", ipv6_prefix=64.0), BAD_TYPE, "ipv6_prefix"),
+    (dict(limit="1/s", cost=-1), BAD, "cost"),
+    (dict(limit="1/s", cost="1"), BAD_TYPE, "cost"),
+    (dict(limit="1/s", key="X-API-Key"), BAD_TYPE, "key"),
+    (dict(limit="1/s", status=999), BAD, "status"),
+    (dict(limit="1/s", status=True), BAD_TYPE, "status"),
+    (dict(limit="1/s", name=""), BAD, "name"),
+    (dict(limit="1/s", name="caf\u00e9"), BAD, "name"),
+    (dict(limit="1/s", exempt_paths=[1]), BAD_TYPE, "exempt_paths"),
+    (dict(limit="1/s", exempt_paths=["health"]), BAD, "exempt_paths"),
+    (dict(limit="1/s", exempt_paths=5), BAD_TYPE, "exempt_paths"),
+    (dict(limit="1/s", exempt_methods=[1]), BAD_TYPE, "exempt_methods"),
+    (dict(limit="1/s", exempt_methods=5), BAD_TYPE, "exempt_methods"),
+    (dict(limit="1/s", exempt="yes"), BAD_TYPE, "exempt"),
+    (dict(limit="1/s", body=5), BAD_TYPE, "body"),
+    (dict(limit="1/s", body="\ud800"), BAD, "body"),
+    (dict(limit="1/s", content_type=5), BAD_TYPE, "content_type"),
+    (dict(limit="1/s", content_type="text/\u20ac"), BAD, "content_type"),
+    (dict(limit="1/s", legacy_headers="yes"), BAD_TYPE, "legacy_headers"),
+    (dict(limit="1/s", admitted_headers=1), BAD_TYPE, "admitted_headers"),
+    (dict(limit="1/s", dry_run=None), BAD_TYPE, "dry_run"),
+    (dict(limit="1/s", now=5.0), BAD_TYPE, "now"),
+    (dict(limit=cellrate.KeyedLimiter(1), burst=5), BAD, "burst"),
+    (dict(limit=cellrate.KeyedLimiter(1), shared="/dev/shm/x"), BAD, "shared"),
+], ids=lambda value: None)
+def test_bad_options_name_the_parameter(options, error, param):
+    with pytest.raises(error) as caught:
+        cellrate.wsgi.RateLimitMiddleware(lambda e, s: [], **options)
+    assert type(caught.value) is error and caught.value.param == param
+    assert str(caught.value).startswith(param), str(caught.value)
+
+
+def test_a_blocking_store_under_asgi_names_the_limit():
+    with pytest.raises(BAD_TYPE, match="^limit: .* block the event loop") as caught:
+        cellrate.asgi.RateLimitMiddleware(_ok, BlockingStore("1/s", 1))
+    assert caught.value.param == "limit"
+
+
+@pytest.mark.parametrize("name, error", [
+    ("\ud800", BAD), ("X-\udcff-Key", BAD), ("caf\u00e9", BAD), ("X API Key", BAD), ("", BAD),
+    (b"X-API-Key", BAD_TYPE), (None, BAD_TYPE),
+])
+def test_a_bad_header_name_is_named(face, name, error):
+    """header(name) refuses what is no field name; a lookup by a name that is
+    not ASCII (a lone surrogate would not encode) is refused too, not leaked
+    as UnicodeEncodeError from the middle of a request."""
+    with pytest.raises(error) as caught:
+        header(name)
+    assert caught.value.param == "name" and str(caught.value).startswith("name")
+    if isinstance(name, str) and name.isascii():
+        return  # a lookup by an ASCII name that is no token finds nothing
+    seen = []
+
+    def key(request):
+        with pytest.raises(error) as caught:
+            request.header(name)
+        seen.append(caught.value.param)
+        return "k"
+
+    assert face("1/hour", burst=1, now=Clock(), key=key).request()[0] == 200
+    assert seen == ["name"]
 
 
 def test_lifespan_and_websocket_pass_through():

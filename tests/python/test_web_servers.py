@@ -1,16 +1,20 @@
-"""Real servers on loopback: uvicorn and gunicorn, 2 worker processes each,
+"""Real servers on loopback. uvicorn and gunicorn, 2 worker processes each,
 on one `shared=` limit at 5 per hour (a burst of 5 and, for the test's
 duration, nothing restored). Requests come until each worker has answered
 more than the burst; however the kernel spreads them, the 200s across both
 workers number exactly the burst (and, without the region, exactly two
 bursts). Each worker's answers are read from the server's access log, which
-carries the worker's pid."""
+carries the worker's pid. And uvicorn in front of the client address: its
+rewrite of the peer from X-Forwarded-For, and a dual-stack listener."""
+
+import contextlib
 
 import concurrent.futures
 import glob
 import http.client
 import json
 import os
+import pathlib
 import signal
 import socket
 import subprocess
@@ -20,6 +24,7 @@ import uuid
 
 import pytest
 
+import cellrate
 from conftest import REPO
 
 EXAMPLES = REPO / "examples"
@@ -32,13 +37,24 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def get(port, path="/"):
+def get(port, path="/", headers=None, body=False):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request("GET", path)
-        return conn.getresponse().status
+        conn.request("GET", path, headers=headers or {})
+        response = conn.getresponse()
+        return (response.status, response.read().decode()) if body else response.status
     finally:
         conn.close()
+
+
+def server_env(**variables):
+    """The environment of a server: ours, with the cellrate under test first on
+    the path (an in-place build's PYTHONPATH=python is relative to the repo)."""
+    env = dict(os.environ, **variables)
+    package_parent = str(pathlib.Path(cellrate.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([package_parent] + [
+        entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry])
+    return env
 
 
 def wait_until_listening(port, proc, log, deadline=60.0):
@@ -105,7 +121,7 @@ def region():
 def run_server(tmp_path, region, argv, access, shared):
     port = free_port()
     log = tmp_path / "server.log"
-    env = dict(os.environ, CELLRATE_LIMIT=f"{BURST}/hour")
+    env = server_env(CELLRATE_LIMIT=f"{BURST}/hour")
     env.pop("CELLRATE_REGION", None)
     if shared:
         env["CELLRATE_REGION"] = region
@@ -163,3 +179,70 @@ def test_gunicorn_two_workers(tmp_path, region, shared):
         "--access-logfile", str(access), "--access-logformat", "%(p)s %(s)s",
         "--no-control-socket",
     ], access, shared)
+
+
+# -- uvicorn and the client address ---------------------------------------------------
+
+HERE = REPO / "tests" / "python"
+
+
+@contextlib.contextmanager
+def uvicorn_proxy_app(tmp_path, flags, trusted_proxies, host="127.0.0.1", region=None):
+    """uvicorn with `flags` serving web_proxy_app at 5/hour; yields the port."""
+    port = free_port()
+    log = tmp_path / f"uvicorn-{port}.log"
+    env = server_env(CELLRATE_LIMIT=f"{BURST}/hour",
+                     CELLRATE_TRUSTED_PROXIES=",".join(trusted_proxies))
+    env.pop("CELLRATE_REGION", None)
+    if region is not None:
+        env["CELLRATE_REGION"] = region
+    env.pop("FORWARDED_ALLOW_IPS", None)  # uvicorn's own default, as a user gets it
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "web_proxy_app:app", "--host", host,
+             "--port", str(port), "--no-access-log", *flags],
+            cwd=str(HERE), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until_listening(port, proc, log)
+        yield port
+    finally:
+        stop(proc)
+
+
+SPOOFS = [{"X-Forwarded-For": f"198.51.100.{i}"} for i in range(1, 31)]
+
+
+@pytest.mark.parametrize("flags, trusted_proxies, headers", [
+    ([], [], SPOOFS),  # the hole: uvicorn's default rewrite
+    (["--no-proxy-headers"], [], SPOOFS),
+    (["--no-proxy-headers"], ["127.0.0.1"],  # the proxy on loopback appends the client
+     [{"X-Forwarded-For": spoof["X-Forwarded-For"] + ", 203.0.113.7"} for spoof in SPOOFS]),
+    (["--forwarded-allow-ips", "192.0.2.250"], [], SPOOFS),  # uvicorn told the proxy's address
+], ids=["default-flags", "no-proxy-headers", "no-proxy-headers+trusted_proxies",
+        "forwarded-allow-ips"])
+def test_uvicorn_proxy_headers_and_trusted_proxies(tmp_path, flags, trusted_proxies, headers):
+    """30 requests over loopback, each with a made-up X-Forwarded-For. With
+    uvicorn's default flags it trusts the header from 127.0.0.1 and rewrites
+    the peer before cellrate sees it: all 30 pass. With the flags the README
+    gives (--no-proxy-headers, then cellrate's trusted_proxies; or
+    --forwarded-allow-ips naming the real proxy), one client gets its burst."""
+    with uvicorn_proxy_app(tmp_path, flags, trusted_proxies) as port:
+        statuses = [get(port, headers=one) for one in headers]
+    admitted = len(statuses) if not flags else BURST
+    assert statuses == [200] * admitted + [429] * (len(statuses) - admitted)
+
+
+def test_uvicorn_dual_stack_peer_is_a_trusted_proxy(tmp_path, region):
+    """uvicorn --host :: --workers 2 (which binds one dual-stack socket; a
+    single worker's asyncio socket is IPv6 only) reached over 127.0.0.1: the
+    peer is ::ffff:127.0.0.1, which trusted_proxies=["127.0.0.1"] covers. 20
+    clients behind the proxy each get their own limit; one client its burst."""
+    if not socket.has_ipv6 or open("/proc/sys/net/ipv6/bindv6only").read().strip() != "0":
+        pytest.skip("no dual-stack IPv6 socket here")
+    flags = ["--no-proxy-headers", "--workers", "2"]
+    with uvicorn_proxy_app(tmp_path, flags, ["127.0.0.1"], host="::", region=region) as port:
+        assert get(port, "/peer", body=True) == (200, "::ffff:127.0.0.1")
+        clients = [get(port, headers={"X-Forwarded-For": f"203.0.113.{i}"}) for i in range(1, 21)]
+        one = [get(port, headers={"X-Forwarded-For": "198.51.100.1"}) for _ in range(BURST + 2)]
+    assert clients == [200] * 20
+    assert one == [200] * BURST + [429] * 2
