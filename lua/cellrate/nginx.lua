@@ -61,8 +61,9 @@ local OPTIONS = {
     admitted_headers = { boolean = true },
     dry_run = { boolean = true },
     wait = { number = true },
-    ipv4_prefix = { number = true },
-    ipv6_prefix = { number = true },
+    -- a boolean or a string: the prefix rule's words (the Python face's)
+    ipv4_prefix = { number = true, boolean = true, string = true },
+    ipv6_prefix = { number = true, boolean = true, string = true },
 }
 local NAME_PROBE = cellrate.limiter(1)
 
@@ -119,8 +120,9 @@ local function check_options(opts)
     end
     for name, bits in pairs(PREFIX_BITS) do
         local prefix = opts[name]
-        if prefix ~= nil and (prefix ~= floor(prefix) or prefix < 0 or prefix > bits) then
-            error("cellrate.nginx: option " .. name .. " must be an integer from 0 to " .. bits
+        if prefix ~= nil and (type(prefix) ~= "number" or prefix ~= floor(prefix)
+                              or prefix < 0 or prefix > bits) then
+            error("cellrate.nginx: " .. name .. " must be an integer from 0 to " .. bits
                   .. ", got " .. tostring(prefix), 3)
         end
     end

@@ -395,7 +395,10 @@ MISTAKES = [  # the words of each of the config's mistakes, in order
     "cellrate.nginx: option cost: cost must be an integer >= 0",
     "cellrate.nginx: option wait: max_wait must be",
     "cellrate.nginx: option key: the function returned a nil: key must be a string of bytes",
-    "cellrate.nginx: option ipv6_prefix must be an integer from 0 to 128, got 129",
+    # the words of cellrate.web.Policy's
+    "cellrate.nginx: ipv6_prefix must be an integer from 0 to 128, got 129",
+    "cellrate.nginx: ipv4_prefix must be an integer from 0 to 32, got 24.5",
+    "cellrate.nginx: ipv4_prefix must be an integer from 0 to 32, got true",
     "cellrate.nginx: limits must be a cellrate limiter, a keyed limiter or a list of them, "
     "got string",
     "cellrate.nginx: limits[2] must be a cellrate limiter or keyed limiter, got string",
