@@ -342,10 +342,10 @@ end
 if mode == '3' then
     local refund = helpers.refund[ARGV[3]]
     if not refund then
-        return redis.error_reply('cellrate: unknown algorithm ' .. ARGV[3])
+        return redis.error_reply('ERR cellrate: unknown algorithm ' .. ARGV[3])
     end
     if tonumber(ARGV[5]) >= MAX_TOLERANCE then
-        return redis.error_reply('cellrate: tolerance or window of 9e15 ns or more')
+        return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
     end
     local stored = redis.call('GET', KEYS[1])
     if not stored or cost == 0 then
@@ -379,7 +379,7 @@ for i = 1, nkeys do
     local base = 2 + (i - 1) * 4
     local algorithm, tolerance = ARGV[base + 1], tonumber(ARGV[base + 3])
     if tolerance >= MAX_TOLERANCE then
-        return redis.error_reply('cellrate: tolerance or window of 9e15 ns or more')
+        return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
     end
     local stored = pending and pending[key] or redis.call('GET', key)
     local ss, sns = 0, 0
@@ -456,7 +456,7 @@ for i = 1, nkeys do
     else
         local decide_window = helpers[algorithm]
         if not decide_window then
-            return redis.error_reply('cellrate: unknown algorithm ' .. algorithm)
+            return redis.error_reply('ERR cellrate: unknown algorithm ' .. algorithm)
         end
         allowed, remaining, retry, reset, state =
             decide_window(ss, sns, tolerance, tonumber(ARGV[base + 4]), ts, tns, cost)
