@@ -48,7 +48,8 @@ TIMEOUT = 0.2  # the clients' socket timeout in these tests
 
 
 def client_for(port: int, **kwargs) -> redis.Redis:
-    """A client as the README advises: short timeouts, no retries of its own."""
+    """A client with short timeouts and no retries of its own (the store bounds every
+    decision by its own timeout; these keep the tests' direct commands short)."""
     return redis.Redis(port=port, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
                        retry=Retry(NoBackoff(), 0), **kwargs)
 
@@ -1103,3 +1104,44 @@ def test_the_store_passes_mypy_strict(tmp_path):
     result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "-p", "cellrate.redis"],
                             capture_output=True, text=True, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_asgi_middleware_fails_open_on_a_full_redis(server):
+    """AsyncRedisLimiter(on_error="allow") behind the middleware: OOM serves requests."""
+    import cellrate.asgi
+
+    async def endpoint(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def request(app) -> int:
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": "GET", "scheme": "http", "path": "/", "raw_path": b"/",
+                 "query_string": b"", "root_path": "", "headers": [],
+                 "client": ("192.0.2.1", 40000), "server": ("testserver", 80)}
+        statuses = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await app(scope, receive, send)
+        return statuses[0]
+
+    async def run():
+        aclient = async_client_for(server.port)
+        limiter = AsyncRedisLimiter(aclient, "100/minute", on_error="allow", prefix="asgi:")
+        app = cellrate.asgi.RateLimitMiddleware(endpoint, limiter)
+        try:
+            assert await request(app) == 200
+            await aclient.config_set("maxmemory", "1")
+            assert [await request(app) for _ in range(5)] == [200] * 5
+        finally:
+            await aclient.config_set("maxmemory", "0")
+            await limiter.aclose()
+            await aclient.aclose()
+
+    asyncio.run(run())
