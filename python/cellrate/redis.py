@@ -2,8 +2,8 @@
 
     >>> import redis
     >>> from cellrate.redis import RedisLimiter
-    >>> client = redis.Redis(socket_timeout=0.1, socket_connect_timeout=0.1)
-    >>> limiter = RedisLimiter(client, "100/minute", burst=20)
+    >>> client = redis.Redis()
+    >>> limiter = RedisLimiter(client, "100/minute", burst=20, timeout=0.1)
     >>> limiter.allow("user:42")
     True
 
@@ -12,8 +12,13 @@ same file the Lua module sends) reads the key's state, decides with the
 server's clock (TIME) and writes the new state with an expiry, atomically.
 The limit's parameters come from the core (cellrate.KeyedLimiter), which also
 validates every argument, so both stores refuse the same inputs with the same
-words. While Redis is unreachable, `on_error` decides: "allow" (fail open),
-"deny" (fail closed) or "raise" (RedisUnavailable). Design: docs/design.md §11.
+words. No call holds a decision longer than `timeout`, whatever the client's
+own retries. While Redis cannot decide (unreachable, or a reply such as OOM or
+BUSY: UNAVAILABLE_REPLIES), `on_error` decides: "allow" (fail open), "deny"
+(fail closed) or "raise" (RedisUnavailable), and a probe off the request path
+tries Redis until it decides again; any other error reply raises
+RedisUnavailable. refund() gives back units a call took. Design:
+docs/design.md §11.
 """
 
 from __future__ import annotations
@@ -479,7 +484,13 @@ class _Connections:
             if self._idle:
                 return self._idle.pop()
             self._count += 1
-        return self._connection_class(**self._kwargs)
+        try:
+            return self._connection_class(**self._kwargs)
+        except BaseException:
+            with self._free:
+                self._count -= 1
+                self._free.notify()
+            raise
 
     def _put(self, connection: Any, healthy: bool) -> None:
         if not healthy:
