@@ -8,9 +8,11 @@
 --   local allowed, remaining, retry_after, reset_after = limiter:check(key, cost)
 --
 -- Returns what the in-process keyed limiter returns. While Redis cannot
--- answer, opts.on_error decides: "allow" (the default), "deny", or "raise"
--- (nil, the client's error and the code "unavailable", as the in-process
--- module reports runtime failures).
+-- decide (unreachable, or a reply in M.UNAVAILABLE_REPLIES), opts.on_error
+-- decides: "allow" (the default), "deny", or "raise" (nil, the client's error
+-- and the code "unavailable", as the in-process module reports runtime
+-- failures). Any other error reply (WRONGTYPE, a script error) is a mistake:
+-- nil, the message and "unavailable", whatever on_error says.
 local cellrate = require("cellrate")
 
 local unpack = table.unpack or unpack
@@ -20,6 +22,16 @@ local M = { _VERSION = cellrate._VERSION }
 
 -- A tolerance (burst * emission interval) the script carries exactly: below 9e15 ns.
 M.MAX_TOLERANCE_NS = 9000000000000000
+
+-- The first words of the Redis error replies that mean "Redis cannot decide
+-- now": answered by on_error like an unreachable server. The Python store
+-- (cellrate.redis.UNAVAILABLE_REPLIES) holds the same words.
+M.UNAVAILABLE_REPLIES = { "OOM", "BUSY", "LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN",
+                          "CLUSTERDOWN" }
+local cannot_decide = {}
+for _, word in ipairs(M.UNAVAILABLE_REPLIES) do
+    cannot_decide[word] = true
+end
 
 local function read_script()
     local path, err = package.searchpath("cellrate.redis_decide", package.path)
@@ -41,8 +53,24 @@ local FIRST_BACKOFF, MAX_BACKOFF = 0.05, 1.0
 local Limiter = {}
 Limiter.__index = Limiter
 
+-- Argument mistakes raise at the position of the call into this module: every
+-- public function raises through these, called from it directly (level 3 is
+-- the public function's caller).
 local function argument_error(param, message)
     error(param .. " " .. message, 3)
+end
+
+-- The core's own argument error, raised again at the caller's position.
+local function without_position(err)
+    return (tostring(err):gsub("^[^\n]-:%d+: ", "", 1))
+end
+
+-- The core validates key, cost and now (a peek stores nothing).
+local function check_request(self, key, cost, now)
+    local ok, err = pcall(self.core.peek, self.core, key, cost, now)
+    if not ok then
+        error(without_position(err), 3)
+    end
 end
 
 -- A double number of seconds >= 0 (validated by the core) as decimal
@@ -75,8 +103,6 @@ local function seconds_to_ns(seconds)
 end
 M._seconds_to_ns = seconds_to_ns -- for the tests
 
--- limiter(client, rate, opts): opts as cellrate.keyed's (period, burst) plus
--- (period, burst, algorithm) plus prefix ("cellrate:") and on_error.
 local function check_client(client)
     local ctype = type(client)
     if (ctype ~= "table" and ctype ~= "userdata") or type(client.evalsha) ~= "function"
@@ -86,6 +112,8 @@ local function check_client(client)
     end
 end
 
+-- limiter(client, rate, opts): opts as cellrate.keyed's (period, burst,
+-- algorithm) plus prefix ("cellrate:") and on_error.
 function M.limiter(client, rate, opts)
     check_client(client)
     opts = opts or {}
@@ -104,10 +132,12 @@ function M.limiter(client, rate, opts)
     if on_error ~= "allow" and on_error ~= "deny" and on_error ~= "raise" then
         argument_error("on_error", "must be 'allow', 'deny' or 'raise'")
     end
-    -- the core parses, defaults and validates the limit, and later each key,
-    -- cost and now (a peek stores nothing)
-    local core = cellrate.keyed(rate, { period = opts.period, burst = opts.burst,
-                                        algorithm = opts.algorithm, capacity = 1 })
+    -- the core parses, defaults and validates the limit
+    local made, core = pcall(cellrate.keyed, rate, { period = opts.period, burst = opts.burst,
+                                                    algorithm = opts.algorithm, capacity = 1 })
+    if not made then
+        error(without_position(core), 2)
+    end
     local info = core:info()
     local algorithm = info.algorithm
     if info.tolerance_ns >= M.MAX_TOLERANCE_NS then
@@ -147,7 +177,17 @@ local function call(client, method, ...)
     return result
 end
 
--- The script's reply; the script is reloaded (EVAL) after NOSCRIPT.
+-- The first word of the error reply in a client's message (lua-resty-redis:
+-- the reply itself; redis-lua: "file:line: redis error: " and the reply), nil
+-- for a failure that is no reply (a timeout, a closed or refused connection).
+local function reply_word(err)
+    local text = err:gsub("^[^\n]-:%d+: ", "", 1):gsub("^redis error: ", "", 1)
+    return text:match("^(%u+) ")
+end
+M._reply_word = reply_word -- for the tests
+
+-- The script's reply. After NOSCRIPT (a restart, SCRIPT FLUSH, a failover)
+-- EVAL sends the script with the call, so no flush can fail it again.
 local function run(client, keys, args)
     if not M.sha then
         local sha, err = call(client, "script", "load", M.script)
@@ -161,7 +201,7 @@ local function run(client, keys, args)
         words[#words + 1] = args[i]
     end
     local reply, err = call(client, "evalsha", M.sha, unpack(words))
-    if not reply and err and err:find("NOSCRIPT", 1, true) then
+    if not reply and err and reply_word(err) == "NOSCRIPT" then
         reply, err = call(client, "eval", M.script, unpack(words))
     end
     return reply, err
@@ -173,45 +213,65 @@ local function fallback(self, err)
     elseif self.on_error == "allow" then
         return true, 0, 0, 0
     end
+    -- an invented refusal says the same in every field: retry, and reset, at the next try
     local _, _, retry_after = self.gate:peek(1)
-    return false, 0, math.max(retry_after, FIRST_BACKOFF), 0
+    retry_after = math.max(retry_after, FIRST_BACKOFF)
+    return false, 0, retry_after, retry_after
 end
 
-local function decide(self, keys, args)
+-- The script's reply for the request, or nil and the message of a failure,
+-- with true when it means Redis cannot decide now (on_error answers).
+local function reply_of(self, keys, args)
     if self.gate and not self.gate:allow() then
-        return fallback(self, self.error)
+        return nil, self.error, true
     end
     -- the client of this call, even if another coroutine sets another one
     -- while this one waits for Redis
     local reply, err = run(self.client, keys, args)
-    if type(reply) ~= "table" then
-        err = err or "unexpected reply"
-        self.backoff = self.gate and math.min(self.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
-        if not self.gate then
-            log("cellrate.redis: Redis unreachable (" .. err .. "); answering on_error="
-                .. self.on_error .. " until it answers again")
+    if reply ~= nil then
+        if self.gate then
+            log("cellrate.redis: Redis decides again")
+            self.gate, self.error = nil, nil
         end
-        self.gate = cellrate.limiter(1, { period = self.backoff, burst = 1 })
-        self.gate:allow() -- the next probe after one back-off
-        self.error = err
-        return fallback(self, err)
+        return reply
     end
-    if self.gate then
-        log("cellrate.redis: Redis answers again")
-        self.gate, self.error = nil, nil
+    err = err or "no reply"
+    local word = reply_word(err)
+    if word and not cannot_decide[word] then
+        return nil, "Redis refused the decision: " .. err, false
+    end
+    self.backoff = self.gate and math.min(self.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
+    if not self.gate then
+        log("cellrate.redis: Redis cannot decide (" .. err .. "); answering on_error="
+            .. self.on_error .. " until it decides again")
+    end
+    self.gate = cellrate.limiter(1, { period = self.backoff, burst = 1 })
+    self.gate:allow() -- the next probe after one back-off
+    self.error = err
+    return nil, err, true
+end
+
+local function decide(self, keys, args)
+    local reply, err, unavailable = reply_of(self, keys, args)
+    if reply == nil then
+        if unavailable then
+            return fallback(self, err)
+        end
+        return nil, err, "unavailable"
+    end
+    if type(reply) ~= "table" then
+        return nil, "unexpected reply from the script: " .. tostring(reply), "unavailable"
     end
     local retry_after = tonumber(reply[3])
     return reply[1] == 1, reply[2], retry_after < 0 and math.huge or retry_after / 1e9,
         tonumber(reply[4]) / 1e9
 end
 
--- KEYS and ARGV of the script for one limit; several limits (check_all)
--- pass their limit arguments in `args` and now once, last.
-local function request(self, key, cost, now, commit, keys, args)
-    cost = cost == nil and 1 or cost
-    self.core:peek(key, cost, now) -- the core validates key, cost and now
+-- KEYS and ARGV of the script for one limit, the key, cost and now already
+-- checked; several limits (check_all) pass their limit arguments in `args`.
+local function request(self, mode, key, cost, keys, args)
     keys = keys or {}
-    args = args or { commit and "1" or "0", string.format("%.0f", cost) }
+    args = args or { mode, string.format("%.0f", cost == nil and 1 or cost) }
     keys[#keys + 1] = self.key_prefix .. key
     local limit_args = self.limit_args
     for i = 1, 4 do
@@ -228,17 +288,19 @@ local function with_now(args, now)
     return args
 end
 
-local function decide_one(self, key, cost, now, commit)
-    local keys, args = request(self, key, cost, now, commit)
+local function decide_one(self, mode, key, cost, now)
+    local keys, args = request(self, mode, key, cost)
     return decide(self, keys, with_now(args, now))
 end
 
 function Limiter:check(key, cost, now)
-    return decide_one(self, key, cost, now, true)
+    check_request(self, key, cost, now)
+    return decide_one(self, "1", key, cost, now)
 end
 
 function Limiter:allow(key, cost, now)
-    local allowed, err, code = decide_one(self, key, cost, now, true)
+    check_request(self, key, cost, now)
+    local allowed, err, code = decide_one(self, "1", key, cost, now)
     if allowed == nil then
         return nil, err, code
     end
@@ -246,12 +308,27 @@ function Limiter:allow(key, cost, now)
 end
 
 function Limiter:peek(key, cost, now)
-    return decide_one(self, key, cost, now, false)
+    check_request(self, key, cost, now)
+    return decide_one(self, "0", key, cost, now)
+end
+
+-- Gives back cost units of key taken earlier (a call that timed out after
+-- Redis admitted it; an estimate settled lower), exactly as the core's
+-- refund: never better than idle. true, or nil, the error and "unavailable"
+-- when Redis cannot answer, whatever on_error says (a refund is no decision).
+function Limiter:refund(key, cost, now)
+    check_request(self, key, cost, now)
+    local keys, args = request(self, "3", key, cost)
+    local reply, err = run(self.client, keys, with_now(args, now))
+    if reply == nil then
+        return nil, err or "no reply", "unavailable"
+    end
+    return true
 end
 
 -- Forgets key (back to a full burst); nil and the error when Redis cannot answer.
 function Limiter:reset(key)
-    self.core:peek(key, 0)
+    check_request(self, key, 0)
     local ok, err = call(self.client, "del", self.key_prefix .. key)
     if ok == nil then
         return nil, err
@@ -276,7 +353,8 @@ function M.check_all(items, cost, now)
         if item[1].client ~= first.client then
             argument_error("items", "every limiter must use the same Redis client")
         end
-        keys, args = request(item[1], item[2], cost, now, true, keys, args)
+        check_request(item[1], item[2], cost, now)
+        keys, args = request(item[1], "1", item[2], cost, keys, args)
     end
     return decide(first, keys, with_now(args, now))
 end

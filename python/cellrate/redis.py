@@ -2,8 +2,8 @@
 
     >>> import redis
     >>> from cellrate.redis import RedisLimiter
-    >>> client = redis.Redis(socket_timeout=0.1, socket_connect_timeout=0.1)
-    >>> limiter = RedisLimiter(client, "100/minute", burst=20)
+    >>> client = redis.Redis()
+    >>> limiter = RedisLimiter(client, "100/minute", burst=20, timeout=0.1)
     >>> limiter.allow("user:42")
     True
 
@@ -12,19 +12,30 @@ same file the Lua module sends) reads the key's state, decides with the
 server's clock (TIME) and writes the new state with an expiry, atomically.
 The limit's parameters come from the core (cellrate.KeyedLimiter), which also
 validates every argument, so both stores refuse the same inputs with the same
-words. While Redis is unreachable, `on_error` decides: "allow" (fail open),
-"deny" (fail closed) or "raise" (RedisUnavailable). Design: docs/design.md §11.
+words. No call holds a decision longer than `timeout`, whatever the client's
+own retries. While Redis cannot decide (unreachable, or a reply such as OOM or
+BUSY: UNAVAILABLE_REPLIES), `on_error` decides: "allow" (fail open), "deny"
+(fail closed) or "raise" (RedisUnavailable), and a probe off the request path
+tries Redis until it decides again; any other error reply raises
+RedisUnavailable. refund() gives back units a call took. Design:
+docs/design.md §11.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import logging
 import math
+import os
+import sys
+import threading
 import time
+import weakref
 from fractions import Fraction
 from importlib import resources
-from typing import Any, Dict, Iterable, List, Literal, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Union
 
 import cellrate
 
@@ -33,6 +44,8 @@ try:
     import redis.asyncio
     import redis.asyncio.cluster
     import redis.cluster
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "cellrate.redis needs the redis package: pip install 'cellrate[redis]'") from exc
@@ -43,6 +56,7 @@ __all__ = [
     "RedisLimiter",
     "RedisUnavailable",
     "SCRIPT",
+    "UNAVAILABLE_REPLIES",
     "check_all",
     "check_all_async",
 ]
@@ -58,7 +72,7 @@ MAX_TOLERANCE_NS = 9_000_000_000_000_000
 ON_ERROR = ("allow", "deny", "raise")
 
 # The script's modes (its ARGV[1]).
-PEEK, CHECK, ALLOW = b"0", b"1", b"2"
+PEEK, CHECK, ALLOW, REFUND = b"0", b"1", b"2", b"3"
 
 # EVALSHA's words after the SHA (numkeys, the key, mode, cost, the limit's four
 # arguments) for one limit on the server's clock: the only requests whose
@@ -68,20 +82,60 @@ _ONE_LIMIT_SERVER_CLOCK = 8
 #: Refusals a limiter remembers at most (a full memory starts over).
 MAX_REFUSALS = 10_000
 
-#: Failures that mean "Redis cannot answer now" (down, stalled, failing over),
-#: as opposed to a mistake, which is raised whatever on_error says.
-UNAVAILABLE = (
-    redis.exceptions.ConnectionError,  # also BusyLoadingError
+#: The first words of the Redis error replies that mean "Redis cannot decide
+#: now" (full, busy with another script, loading, a read-only replica, failing
+#: over): answered by on_error like an unreachable server. Any other error reply
+#: (WRONGTYPE, a script error) is a mistake, raised as RedisUnavailable whatever
+#: on_error says. The Lua face (cellrate.redis) holds the same words.
+UNAVAILABLE_REPLIES = ("OOM", "BUSY", "LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN",
+                       "CLUSTERDOWN")
+
+# Failures that are not replies: the server cannot be reached or did not answer
+# in time (a pool's wait for a connection included).
+_TRANSPORT = (
+    redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
-    redis.exceptions.ClusterError,  # ClusterDownError, MasterDownError
-    redis.exceptions.TryAgainError,
-    redis.exceptions.ReadOnlyError,  # a failed-over primary answering as a replica
-    redis.exceptions.RedisClusterException,  # no node reachable for the slot
+    redis.exceptions.ClusterError,  # no node answered for the slot
+    redis.exceptions.RedisClusterException,
+    asyncio.TimeoutError,
+    OSError,
 )
 
-# While Redis is unreachable, calls answer by on_error without trying it; one
-# call tries again (a probe) after a delay that doubles from FIRST_BACKOFF_S
-# up to MAX_BACKOFF_S.
+# The prefixes redis-py strips from the replies it maps to exceptions of its own
+# (redis-py 7 on keeps it as .status_code).
+try:
+    from redis._parsers.base import BaseParser as _Parser
+except ImportError:  # pragma: no cover - redis-py 4
+    from redis.connection import BaseParser as _Parser  # type: ignore[attr-defined,unused-ignore]
+_STRIPPED = {kind: word for word, kind in _Parser.EXCEPTION_CLASSES.items()
+             if isinstance(kind, type)}
+
+#: The store's default bound on one decision, in seconds (timeout=).
+DEFAULT_TIMEOUT_S = 0.25
+
+
+def _reply_word(error: redis.exceptions.ResponseError) -> str:
+    """The first word of the error reply behind `error` ("OOM", "WRONGTYPE", ...)."""
+    word = getattr(error, "status_code", None) or _STRIPPED.get(type(error))
+    return word if word else str(error).split(" ", 1)[0]
+
+
+def _cannot_decide(error: BaseException) -> bool:
+    """The one classification of failures: True when Redis cannot decide now
+    (on_error answers), False for a mistake (raised as RedisUnavailable)."""
+    if isinstance(error, redis.exceptions.ResponseError):
+        return _reply_word(error) in UNAVAILABLE_REPLIES
+    return isinstance(error, _TRANSPORT)
+
+
+class _PoolExhausted(redis.exceptions.ConnectionError):
+    """No connection of the pool came free before the call's deadline: this call
+    only cannot decide (Redis is not down)."""
+
+
+# While Redis cannot decide, calls answer by on_error without trying it, and a
+# probe (a thread, or an asyncio task) tries it after a delay that doubles
+# from FIRST_BACKOFF_S up to MAX_BACKOFF_S, until it decides again.
 FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 1.0
 
@@ -110,43 +164,64 @@ def _now_ns(now: float) -> int:
     return math.floor(Fraction(now) * 1_000_000_000 + Fraction(1, 2))
 
 
+def _detached(error: BaseException) -> BaseException:
+    """`error` kept for later (the cause of RedisUnavailable) without the tracebacks of
+    its chain: their frames would keep the store, and so its probe, alive."""
+    seen = error
+    while seen is not None:
+        seen.with_traceback(None)
+        seen = seen.__cause__ or seen.__context__  # type: ignore[assignment]
+    return error
+
+
 class _Availability:
-    """Whether Redis answered lately; the back-off schedule and its log lines."""
+    """Whether Redis decides lately; the back-off schedule of the probe, its log lines.
+
+    Calls only read `down_since`; failed() starts the probe (start_probe, given
+    by the store: a thread or an asyncio task), which calls probed() after each
+    try until one succeeds. No request ever waits for a probe.
+    """
 
     def __init__(self) -> None:
         self.down_since: float | None = None
-        self.retry_at = 0.0
+        self.retry_at = 0.0  # monotonic s of the next probe
         self.backoff = 0.0
         self.error: BaseException | None = None
+        self.probing = False
+        self.lock = threading.Lock()
 
-    def skip(self) -> bool:
-        """True while Redis is down and no probe is due; else claims the probe."""
-        if self.down_since is None:
-            return False
-        now = time.monotonic()
-        if now < self.retry_at:
-            return True
-        self.retry_at = now + self.backoff  # the others wait while this call probes
-        return False
+    def failed(self, error: BaseException, on_error: str) -> bool:
+        """Redis cannot decide; True when the caller must start the probe."""
+        error = _detached(error)
+        with self.lock:
+            self.error = error
+            if self.down_since is None:
+                self.down_since = time.monotonic()
+                self.backoff = FIRST_BACKOFF_S
+                self.retry_at = self.down_since + self.backoff
+                log.warning("Redis cannot decide (%s: %s); answering on_error=%r until it "
+                            "decides again", type(error).__name__, error, on_error)
+            start, self.probing = not self.probing, True
+            return start
 
-    def failed(self, error: BaseException, on_error: str) -> None:
-        now = time.monotonic()
-        self.error = error
-        if self.down_since is None:
-            self.down_since = now
-            self.backoff = FIRST_BACKOFF_S
-            log.warning("Redis unreachable (%s: %s); answering on_error=%r until it answers again",
-                        type(error).__name__, error, on_error)
-        else:
+    def probed(self, error: BaseException | None) -> float | None:
+        """A probe's outcome (None: Redis decided); the delay to the next one, or None
+        when probing stops."""
+        with self.lock:
+            if error is None:
+                if self.down_since is not None:
+                    log.warning("Redis decides again after %.3f s",
+                                time.monotonic() - self.down_since)
+                self.down_since, self.error, self.probing = None, None, False
+                return None
+            self.error = _detached(error)
             self.backoff = min(self.backoff * 2, MAX_BACKOFF_S)
-        self.retry_at = now + self.backoff
+            self.retry_at = time.monotonic() + self.backoff
+            return self.backoff
 
-    def answered(self) -> None:
-        if self.down_since is not None:
-            log.warning("Redis answers again after %.3f s unreachable",
-                        time.monotonic() - self.down_since)
-            self.down_since = None
-            self.error = None
+    def stopped(self) -> None:
+        with self.lock:
+            self.probing = False
 
 
 class _RedisLimit:
@@ -166,6 +241,7 @@ class _RedisLimit:
         prefix: str = "cellrate:",
         on_error: str = "allow",
         deny_cache: bool = True,
+        timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         if not isinstance(client, self._clients):
             raise _invalid(cellrate.InvalidArgumentType, "client",
@@ -183,6 +259,12 @@ class _RedisLimit:
         if not isinstance(deny_cache, bool):
             raise _invalid(cellrate.InvalidArgumentType, "deny_cache",
                            f"deny_cache must be a bool, not {type(deny_cache).__name__}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise _invalid(cellrate.InvalidArgumentType, "timeout",
+                           f"timeout must be a number of seconds, not {type(timeout).__name__}")
+        if not 0 < timeout < math.inf:
+            raise _invalid(cellrate.InvalidArgument, "timeout",
+                           f"timeout must be finite and > 0 (seconds), not {timeout!r}")
         # The core parses, defaults and validates the limit, and later each key,
         # cost and now (a peek on this table stores nothing).
         self._core = cellrate.KeyedLimiter(rate, period, burst=burst, algorithm=algorithm,
@@ -197,10 +279,13 @@ class _RedisLimit:
         self.algorithm: str = self._core.algorithm
         self.on_error = on_error
         self.deny_cache = deny_cache
+        self.timeout = float(timeout)
         self._key_prefix = f"{prefix}{self.algorithm}:{tolerance_ns}:{self.burst}:".encode()
         # encoded once: redis-py passes bytes through as they are
         self._limit_args = tuple(str(v).encode() for v in (
             self.algorithm, emission_ns, tolerance_ns, self.burst))
+        # a probe: a peek of cost 0 on the limit's empty key, which writes nothing
+        self._probe_words = (1, self._key_prefix, PEEK, 0, *self._limit_args)
         # the seconds in which the limit restores its units, for Decision.headers(),
         # as the core computes it
         self._window = self._core.peek(b"", 0, now=0.0).window
@@ -210,6 +295,12 @@ class _RedisLimit:
         # Refusals answered here until their retry_after passes (docs/design.md §11):
         # Redis key -> (monotonic ns it ends, cost, monotonic ns it was asked, reply).
         self._refusals: Dict[bytes, Tuple[int, int, int, List[Any]]] = {}
+        # How a refusal's retry_after grows per unit of cost above the remembered
+        # one (gcra: one emission interval; fixed window: not at all; sliding
+        # window: not known here, so Redis is asked).
+        self._retry_per_unit_ns: int | None = (
+            emission_ns if self.algorithm in ("gcra", "token_bucket")
+            else 0 if self.algorithm == "fixed_window" else None)
 
     rate = property(lambda self: self._core.rate, doc="Units admitted per period, per key.")
     period = property(lambda self: self._core.period, doc="Seconds.")
@@ -222,7 +313,7 @@ class _RedisLimit:
         return self._key(key, 0, None)
 
     def _forget(self, key: Key) -> bytes:
-        """redis_key(key), the key's remembered refusal dropped (for reset)."""
+        """redis_key(key), the key's remembered refusal dropped (for reset and refund)."""
         redis_key = self.redis_key(key)
         self._refusals.pop(redis_key, None)
         return redis_key
@@ -240,32 +331,43 @@ class _RedisLimit:
         words = (1, self._key(key, cost, now), mode, cost, *self._limit_args)
         return words if now is None else (*words, _now_ns(now))
 
+    def _refund_words(self, key: Key, cost: int, now: float | None) -> Tuple[Any, ...]:
+        self._forget(key)  # a refund makes the key better than its remembered refusal
+        return self._words(REFUND, key, cost, now)
+
     def _refused(self, words: Sequence[Any]) -> List[Any] | None:
-        """The reply of a refusal still standing for this key at this cost or more, aged
-        to now; None when there is none (the store asks Redis)."""
+        """The reply of a refusal still standing for this key, aged to now, for the cost
+        asked: the remembered cost, or a larger one that the refusal implies (gcra: its
+        retry_after later by the units added; fixed window: the same; an unfittable cost
+        never, as its answer is not a wait). None when there is none (Redis is asked)."""
         refusals = self._refusals
         if not refusals or len(words) != _ONE_LIMIT_SERVER_CLOCK:
             return None
         entry = refusals.get(words[1])
-        if entry is None or words[3] < entry[1]:
+        if entry is None:
             return None
+        cost, refused_cost = words[3], entry[1]
+        extra_ns = 0
+        if cost != refused_cost:
+            per_unit = self._retry_per_unit_ns
+            if (cost < refused_cost or per_unit is None
+                    or self._core.peek(b"", cost, now=0.0).retry_after == math.inf):
+                return None
+            extra_ns = (cost - refused_cost) * per_unit
         now = time.monotonic_ns()
         if now >= entry[0]:
             refusals.pop(words[1], None)
             return None
         _, _, asked, reply = entry
         aged = now - asked
-        return [0, reply[1], int(reply[2]) - aged, max(int(reply[3]) - aged, 0), 1]
+        return [0, reply[1], int(reply[2]) - aged + extra_ns, max(int(reply[3]) - aged, 0), 1]
 
     def _answer(self, words: Sequence[Any], reply: Any, asked: int,
-                limits: Sequence[_RedisLimit], cost: int) -> cellrate.Decision:
-        """The decision of a reply (None: Redis could not answer, on_error decides).
-        A refusal on the server's clock is remembered until its retry_after passes,
-        counted from `asked`, the instant before the request (Redis decided later, so
-        the refusal holds at least that long, absent a reset on another host)."""
-        if reply is None:
-            return self._fallback(cost)
-        self._availability.answered()
+                limits: Sequence[_RedisLimit]) -> cellrate.Decision:
+        """The decision of a reply. A refusal on the server's clock is remembered until
+        its retry_after passes, counted from `asked`, the instant before the request
+        (Redis decided later, so the refusal holds at least that long, absent a reset
+        on another host)."""
         if (isinstance(reply, list) and reply[0] == 0 and self.deny_cache
                 and len(words) == _ONE_LIMIT_SERVER_CLOCK):
             retry_after_ns = int(reply[2])
@@ -275,16 +377,50 @@ class _RedisLimit:
                 self._refusals[words[1]] = (asked + retry_after_ns, words[3], asked, reply)
         return _decision(reply, limits)
 
-    def _fallback(self, cost: int) -> cellrate.Decision:
-        """The answer of on_error while Redis cannot decide."""
+    def _failed(self, error: Exception) -> cellrate.Decision:
+        """The answer to a call that failed: on_error's when Redis cannot decide now (and,
+        unless the call only found no free connection, the store answers on_error from
+        then on while a probe tries Redis); a mistake raises RedisUnavailable."""
+        if not _cannot_decide(error):
+            raise RedisUnavailable(f"Redis refused the decision: {error}") from error
+        if not isinstance(error, _PoolExhausted) and self._availability.failed(
+                error, self.on_error):
+            self._start_probe()
+        return self._fallback(error)
+
+    def _while_down(self) -> cellrate.Decision:
+        """The answer while Redis cannot decide (the probe restarted if it had stopped,
+        as when its event loop ended)."""
+        availability = self._availability
+        if not availability.probing:
+            with availability.lock:
+                start, availability.probing = not availability.probing, True
+            if start:
+                self._start_probe()
+        error = availability.error
+        assert error is not None
+        return self._fallback(error)
+
+    def _fallback(self, error: BaseException) -> cellrate.Decision:
+        """The answer of on_error while Redis cannot decide. A refusal it invents says
+        the same thing in every field: retry after the next probe, reset then too."""
         if self.on_error == "raise":
-            raise RedisUnavailable("Redis cannot decide now (on_error='raise')") \
-                from self._availability.error
+            raise RedisUnavailable("Redis cannot decide now (on_error='raise')") from error
         if self.on_error == "allow":
-            return cellrate.Decision(True, 0, 0.0, 0.0, self.burst, self._window)
-        retry_after = max(self._availability.retry_at - time.monotonic(), 0.0)
-        return cellrate.Decision(False, 0, retry_after or FIRST_BACKOFF_S, 0.0, self.burst,
-                                 self._window)
+            return self._admitted
+        retry_after = FIRST_BACKOFF_S
+        if self._availability.down_since is not None:
+            retry_after = max(self._availability.retry_at - time.monotonic(), 0.0) \
+                or FIRST_BACKOFF_S
+        return cellrate.Decision(False, 0, retry_after, retry_after, self.burst, self._window)
+
+    def _start_probe(self) -> None:  # pragma: no cover - each face has its own
+        raise NotImplementedError
+
+    def _unavailable(self, what: str, error: Exception) -> RedisUnavailable:
+        """The error of a reset or a refund that Redis did not make (not a decision:
+        raised whatever on_error says)."""
+        return RedisUnavailable(f"Redis cannot {what} now: {error}")
 
 
 def _decision(reply: Any, limits: Sequence[_RedisLimit]) -> cellrate.Decision:
@@ -303,50 +439,181 @@ def _decision(reply: Any, limits: Sequence[_RedisLimit]) -> cellrate.Decision:
     )
 
 
+class _Connections:
+    """The sync store's own connections to the client's server, shared by every store
+    on one connection pool: the pool's settings (host, port, db, credentials, TLS,
+    protocol) without the client's retries, at most the pool's max_connections at
+    once; a call waits for a free one until its deadline. redis-py's own
+    get_connection() cannot serve here: it connects, and so retries with back-off,
+    before the caller can bound it."""
+
+    _by_pool: "weakref.WeakKeyDictionary[Any, _Connections]" = weakref.WeakKeyDictionary()
+    _by_pool_lock = threading.Lock()
+
+    @classmethod
+    def of(cls, pool: Any) -> "_Connections":
+        with cls._by_pool_lock:
+            connections = cls._by_pool.get(pool)
+            if connections is None:
+                connections = cls._by_pool[pool] = cls(pool)
+            return connections
+
+    def __init__(self, pool: Any) -> None:
+        kwargs = dict(pool.connection_kwargs)
+        kwargs.update(retry=Retry(NoBackoff(), 0), health_check_interval=0)
+        kwargs.pop("retry_on_timeout", None)
+        self._kwargs = kwargs
+        self._connection_class = pool.connection_class
+        self.max_connections: int = getattr(pool, "max_connections", None) or 2**31
+        self._idle: List[Any] = []
+        self._count = 0
+        self._free = threading.Condition(threading.Lock())
+        self._pid = os.getpid()
+
+    def _get(self, deadline: float) -> Any:
+        with self._free:
+            if self._pid != os.getpid():  # a forked child: the parent's sockets are not ours
+                self._idle, self._count, self._pid = [], 0, os.getpid()
+            while not self._idle and self._count >= self.max_connections:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise _PoolExhausted(
+                        f"no connection of the pool came free within the store's timeout "
+                        f"(max_connections={self.max_connections})")
+                self._free.wait(remaining)
+            if self._idle:
+                return self._idle.pop()
+            self._count += 1
+        try:
+            return self._connection_class(**self._kwargs)
+        except BaseException:
+            with self._free:
+                self._count -= 1
+                self._free.notify()
+            raise
+
+    def _put(self, connection: Any, healthy: bool) -> None:
+        if not healthy:
+            connection.disconnect()
+        with self._free:
+            if self._pid == os.getpid():
+                if healthy:
+                    self._idle.append(connection)
+                else:
+                    self._count -= 1
+                self._free.notify()
+
+    def run(self, command: Tuple[Any, ...], deadline: float) -> Any:
+        """`command`'s reply, or the error of the reply; raises TimeoutError at the
+        deadline. A connection found closed (a server restarted since) is made again
+        once, while time remains."""
+        connection = self._get(deadline)
+        healthy = False
+        try:
+            for attempt in (0, 1):
+                fresh = getattr(connection, "_sock", None) is None
+                if fresh:
+                    remaining = max(deadline - time.monotonic(), 0.001)
+                    connection.socket_connect_timeout = connection.socket_timeout = remaining
+                    connection.connect()
+                try:
+                    connection.send_command(*command)
+                    if not connection.can_read(timeout=max(deadline - time.monotonic(), 0)):
+                        raise redis.exceptions.TimeoutError(
+                            "Redis did not answer within the store's timeout")
+                    reply = connection.read_response()
+                except redis.exceptions.ResponseError:
+                    healthy = True
+                    raise
+                except redis.exceptions.ConnectionError:
+                    if fresh or attempt or time.monotonic() >= deadline:
+                        raise
+                    connection.disconnect()
+                    continue
+                healthy = True
+                return reply
+        finally:
+            self._put(connection, healthy)
+
+
 class RedisLimiter(_RedisLimit):
     """A limit per key, kept in Redis (redis-py's redis.Redis or redis.cluster.RedisCluster).
 
     RedisLimiter(client, rate, period=None, *, burst=None, algorithm="gcra",
-                 prefix="cellrate:", on_error="allow", deny_cache=True)
+                 prefix="cellrate:", on_error="allow", deny_cache=True, timeout=0.25)
 
     The limit's arguments are those of cellrate.KeyedLimiter. Keys live in Redis
     as prefix + "<algorithm>:<tolerance_ns>:<burst>:" + key, so two limits never
-    share a key's state. Timeouts and retries are the client's: give it a short
-    socket_timeout. Thread-safe, as the client is.
+    share a key's state. Thread-safe.
+
+    timeout: no call holds a decision longer (seconds), whatever the client's
+    own timeouts and retries: with a redis.Redis client the store sends through
+    connections of its own, made with the client's settings and no retries. A
+    redis.cluster.RedisCluster client decides through its own machinery: its
+    timeouts and retries apply (give it short ones).
 
     deny_cache: a key refused with retry_after r is refused again, for that cost
-    or more, without a round trip until r has passed (a key's state only grows,
-    so Redis would refuse too), unless reset() on this limiter forgets it. A
-    reset() on another host reaches this cache only when the refusal expires.
+    (or a larger one the refusal implies), without a round trip until r has
+    passed (a key's state only grows, so Redis would refuse too), unless reset()
+    or refund() on this limiter forgets it. A reset() on another host reaches
+    this cache only when the refusal expires.
     """
 
     _clients = (redis.Redis, redis.cluster.RedisCluster)
     _client_names = "a redis.Redis or redis.cluster.RedisCluster (asyncio: AsyncRedisLimiter)"
 
-    def _reply(self, words: Sequence[Any]) -> Any:
-        """The script's reply (EVALSHA, the script loaded again after NOSCRIPT), or None
-        when Redis cannot answer now."""
-        availability = self._availability
-        if availability.skip():
-            return None
-        client = self.client
+    def __init__(self, client: Any, rate: float | str, period: float | None = None,
+                 **options: Any) -> None:
+        super().__init__(client, rate, period, **options)
+        self._connections = (None if isinstance(client, redis.cluster.RedisCluster)
+                             else _Connections.of(client.connection_pool))
+        self._probe_stop: threading.Event | None = None
+        self._prober: threading.Thread | None = None
+
+    def _run(self, *command: Any) -> Any:
+        """One command's reply, within the store's timeout (a cluster client: its own)."""
+        connections = self._connections
+        if connections is None:
+            return self.client.execute_command(*command)
+        return connections.run(command, time.monotonic() + self.timeout)
+
+    def _call(self, words: Sequence[Any]) -> Any:
+        """The script's reply. After NOSCRIPT (a restart, SCRIPT FLUSH, a failover) EVAL
+        sends the script with the call, so no flush between a load and a call can
+        fail it again."""
         try:
-            try:
-                return client.execute_command("EVALSHA", SHA, *words)
-            except redis.exceptions.NoScriptError:
-                client.script_load(SCRIPT)
-                return client.execute_command("EVALSHA", SHA, *words)
-        except UNAVAILABLE as error:
-            availability.failed(error, self.on_error)
-            return None
+            return self._run("EVALSHA", SHA, *words)
+        except redis.exceptions.NoScriptError:
+            return self._run("EVAL", SCRIPT, *words)
 
     def _decide(self, words: Sequence[Any], limits: Sequence[_RedisLimit],
                 cost: int) -> cellrate.Decision:
         reply = self._refused(words)
         if reply is not None:
             return _decision(reply, limits)
+        if self._availability.down_since is not None:
+            return self._while_down()
         asked = time.monotonic_ns()
-        return self._answer(words, self._reply(words), asked, limits, cost)
+        try:
+            reply = self._call(words)
+        except Exception as error:
+            return self._failed(error)
+        return self._answer(words, reply, asked, limits)
+
+    def _start_probe(self) -> None:
+        stop = self._probe_stop = threading.Event()
+        self._prober = threading.Thread(
+            target=_probe_thread, args=(weakref.ref(self), self._availability, stop),
+            name="cellrate.redis probe", daemon=True)
+        self._prober.start()
+
+    def close(self) -> None:
+        """Stops the probe of a store that Redis failed (it stops by itself once Redis
+        decides again, or when the store is collected)."""
+        if self._probe_stop is not None:
+            self._probe_stop.set()
+        if self._prober is not None and self._prober is not threading.current_thread():
+            self._prober.join()
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
@@ -360,46 +627,139 @@ class RedisLimiter(_RedisLimit):
         """The answer check() would give now; commits nothing."""
         return self._decide(self._words(PEEK, key, cost, now), (self,), cost)
 
+    def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
+        """Gives back `cost` units of `key` taken earlier (a call that was cancelled or
+        timed out after Redis admitted it; an estimate settled lower), exactly as the
+        core's refund: never better than idle, and units of a window that ended are
+        gone. Raises RedisUnavailable when Redis cannot answer, whatever on_error says."""
+        words = self._refund_words(key, cost, now)
+        try:
+            self._call(words)
+        except Exception as error:
+            raise self._unavailable("refund", error) from error
+
     def reset(self, key: Key) -> None:
         """Forgets `key` (back to a full burst). Raises RedisUnavailable when Redis cannot
         answer, whatever on_error says: a reset is not a decision."""
         try:
-            self.client.delete(self._forget(key))
-        except UNAVAILABLE as error:
-            raise RedisUnavailable("Redis cannot reset the key now") from error
+            self._run("DEL", self._forget(key))
+        except Exception as error:
+            raise self._unavailable("reset the key", error) from error
+
+
+def _probe_thread(store_ref: "weakref.ref[RedisLimiter]", availability: _Availability,
+                  stop: threading.Event) -> None:
+    """Tries Redis after each back-off until it decides, the store is collected or closed."""
+    delay: float | None = availability.backoff
+    while delay is not None:
+        if stop.wait(delay):
+            availability.stopped()
+            return
+        store = store_ref()
+        if store is None:
+            return
+        delay = availability.probed(_probe_error(store._call, store._probe_words))
+        del store
+
+
+def _probe_error(call: Callable[[Sequence[Any]], Any], words: Sequence[Any]) -> Exception | None:
+    """What a probe met: None when Redis decided (a mistake is an answer too)."""
+    try:
+        call(words)
+    except Exception as error:
+        return error if _cannot_decide(error) else None
+    return None
+
+
+# A capped pool with no free connection (redis-py 6 on; before, a plain ConnectionError).
+_MaxConnectionsError: Tuple[type[BaseException], ...] = tuple(
+    getattr(redis.exceptions, name) for name in ("MaxConnectionsError",)
+    if hasattr(redis.exceptions, name))
+
+async def _bounded(awaitable: Any, seconds: float) -> Any:
+    """`awaitable`'s result; asyncio.TimeoutError after `seconds`."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.9, 3.10
 
 
 class AsyncRedisLimiter(_RedisLimit):
     """RedisLimiter for asyncio (redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster):
-    the same arguments; check, allow, peek and reset are coroutines."""
+    the same arguments; check, allow, peek, refund and reset are coroutines. Each call
+    is bounded by `timeout` (asyncio's own timeout around the client's command, its
+    retries included); a call waits for a free connection of a capped pool until then.
+    A call cancelled, or timed out, after it was sent may still have been admitted by
+    Redis: refund() settles it."""
 
     _clients = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
     _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster "
                      "(blocking clients: RedisLimiter)")
 
-    async def _reply(self, words: Sequence[Any]) -> Any:
-        """RedisLimiter._reply, awaited."""
-        availability = self._availability
-        if availability.skip():
-            return None
-        client = self.client
+    def __init__(self, client: Any, rate: float | str, period: float | None = None,
+                 **options: Any) -> None:
+        super().__init__(client, rate, period, **options)
+        self._probe_task: asyncio.Task[None] | None = None
+
+    async def _run(self, *command: Any) -> Any:
+        """One command's reply within the store's timeout; a capped pool's refusal of a
+        connection is waited out, and is this call's failure alone at the deadline."""
+        waited: List[bool] = []
         try:
+            return await _bounded(self._command(command, waited), self.timeout)
+        except asyncio.TimeoutError as error:
+            if waited:
+                raise _PoolExhausted("no connection of the pool came free within the "
+                                     "store's timeout") from error
+            raise redis.exceptions.TimeoutError(
+                "Redis did not answer within the store's timeout") from error
+
+    async def _command(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
+        while True:
             try:
-                return await client.execute_command("EVALSHA", SHA, *words)
-            except redis.exceptions.NoScriptError:
-                await client.script_load(SCRIPT)
-                return await client.execute_command("EVALSHA", SHA, *words)
-        except UNAVAILABLE as error:
-            availability.failed(error, self.on_error)
-            return None
+                return await self.client.execute_command(*command)
+            except _MaxConnectionsError:
+                waited.append(True)
+                await asyncio.sleep(0.001)
+
+    async def _call(self, words: Sequence[Any]) -> Any:
+        """RedisLimiter._call, awaited."""
+        try:
+            return await self._run("EVALSHA", SHA, *words)
+        except redis.exceptions.NoScriptError:
+            return await self._run("EVAL", SCRIPT, *words)
 
     async def _decide(self, words: Sequence[Any], limits: Sequence[_RedisLimit],
                       cost: int) -> cellrate.Decision:
         reply = self._refused(words)
         if reply is not None:
             return _decision(reply, limits)
+        if self._availability.down_since is not None:
+            return self._while_down()
         asked = time.monotonic_ns()
-        return self._answer(words, await self._reply(words), asked, limits, cost)
+        try:
+            reply = await self._call(words)
+        except Exception as error:
+            return self._failed(error)
+        return self._answer(words, reply, asked, limits)
+
+    def _start_probe(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - a decision is always awaited in a loop
+            self._availability.stopped()
+            return
+        self._probe_task = loop.create_task(
+            _probe_task(weakref.ref(self), self._availability), name="cellrate.redis probe")
+
+    async def aclose(self) -> None:
+        """Stops the probe of a store that Redis failed (it stops by itself once Redis
+        decides again, when the store is collected, or with its event loop)."""
+        task, self._probe_task = self._probe_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def check(self, key: Key, cost: int = 1, *,
                     now: float | None = None) -> cellrate.Decision:
@@ -414,12 +774,41 @@ class AsyncRedisLimiter(_RedisLimit):
         """The answer check() would give now; commits nothing."""
         return await self._decide(self._words(PEEK, key, cost, now), (self,), cost)
 
+    async def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
+        """RedisLimiter.refund, awaited."""
+        words = self._refund_words(key, cost, now)
+        try:
+            await self._call(words)
+        except Exception as error:
+            raise self._unavailable("refund", error) from error
+
     async def reset(self, key: Key) -> None:
         """Forgets `key`; raises RedisUnavailable when Redis cannot answer."""
         try:
-            await self.client.delete(self._forget(key))
-        except UNAVAILABLE as error:
-            raise RedisUnavailable("Redis cannot reset the key now") from error
+            await self._run("DEL", self._forget(key))
+        except Exception as error:
+            raise self._unavailable("reset the key", error) from error
+
+
+async def _probe_task(store_ref: "weakref.ref[AsyncRedisLimiter]",
+                      availability: _Availability) -> None:
+    """_probe_thread, as an asyncio task."""
+    delay: float | None = availability.backoff
+    try:
+        while delay is not None:
+            await asyncio.sleep(delay)
+            store = store_ref()
+            if store is None:
+                return
+            try:
+                await store._call(store._probe_words)
+                error: Exception | None = None
+            except Exception as failure:
+                error = failure if _cannot_decide(failure) else None
+            delay = availability.probed(error)
+            del store
+    finally:
+        availability.stopped()
 
 
 def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now: float | None,

@@ -5,7 +5,7 @@
 -- KEYS: one key per limit (a single limit is a list of one; several limits
 -- are decided as one, so they must share a Cluster slot: hash tags).
 -- ARGV: mode (1 check, 0 peek, 2 allow: as check, answering 1 for an
--- admission), cost, then per key: algorithm, emission_ns, tolerance_ns, burst
+-- admission, 3 refund: one key, answering 1 or 0, below), cost, then per key: algorithm, emission_ns, tolerance_ns, burst
 -- (the core's cr_limit: for the window algorithms tolerance_ns is the window
 -- and burst the rate), then now (decimal ns; absent: the server's TIME).
 -- Returns { allowed (1/0), remaining, retry_after_ns (-1: never),
@@ -42,7 +42,7 @@ local now = ARGV[3 + 4 * nkeys]
 
 -- The helpers of the rarer paths (an explicit now, the window algorithms),
 -- made only when this call needs them: making a closure costs the gcra path.
-local needs_helpers = now ~= nil
+local needs_helpers = now ~= nil or mode == '3'
 for i = 1, nkeys do
     local algorithm = ARGV[3 + (i - 1) * 4]
     if algorithm ~= 'gcra' and algorithm ~= 'token_bucket' then
@@ -162,8 +162,9 @@ if needs_helpers then
             return add_mod(add_mod(fmod(p, m), e, m), fmod(ns, m), m)
         end
 
-        -- fixed_window: the state is end + count, `end` the end of the key's window.
-        local function decide_fixed(ss, sns, window, rate, ts, tns, cost)
+        -- fixed_window: the state is end + count, `end` the end of the key's
+        -- window; the key's (end, count) at now, as cr_fixed_read.
+        local function read_fixed(ss, sns, window, ts, tns)
             local es, ens = sub(ts, tns, split(time_mod(ts, tns, window)))
             es, ens = add(es, ens, split(window))
             local count = 0
@@ -174,6 +175,11 @@ if needs_helpers then
                 end
                 count = number(sub(ss, sns, es, ens))
             end
+            return es, ens, count
+        end
+
+        local function decide_fixed(ss, sns, window, rate, ts, tns, cost)
+            local es, ens, count = read_fixed(ss, sns, window, ts, tns)
             local allowed = cost == 0 or cost <= rate - count
             local write = nil
             if allowed and cost > 0 then
@@ -188,6 +194,15 @@ if needs_helpers then
             return allowed and 1 or 0, rate - count, retry, reset, write
         end
 
+        -- cr_fixed_refund: the state to write, nil when nothing changes.
+        local function refund_fixed(ss, sns, _, window, rate, ts, tns, cost)
+            local es, ens, count = read_fixed(ss, sns, window, ts, tns)
+            if count == 0 then
+                return nil -- the units, if any, went with their window
+            end
+            return format(add(es, ens, split(cost < count and count - cost or 0)))
+        end
+
         -- The least e in [0, P] with prev * (P - e) <= budget * P (prev > 0, budget >= 0).
         local function sliding_earliest(window, prev, budget)
             if budget >= prev then
@@ -196,9 +211,10 @@ if needs_helpers then
             return window - product_quotient(budget, window, prev)
         end
 
-        -- sliding_window: the state is (k + 2) * P + prev * (rate + 1) + curr.
-        local function decide_sliding(ss, sns, window, rate, ts, tns, cost)
-            local radix = rate + 1
+        -- sliding_window: the state is (k + 2) * P + prev * (rate + 1) + curr;
+        -- the key's counts at now, as cr_sliding_read: the current window's
+        -- start and base (k + 2) * P, the time elapsed in it, prev and curr.
+        local function read_sliding(ss, sns, window, radix, ts, tns)
             local elapsed = time_mod(ts, tns, window)
             local starts, startns = sub(ts, tns, split(elapsed))
             local bs, bns = add(starts, startns, split(2 * window))
@@ -219,6 +235,13 @@ if needs_helpers then
                     prev = fmod(number(sub(ss, sns, ps, pns)), radix)
                 end
             end
+            return starts, startns, bs, bns, elapsed, prev, curr
+        end
+
+        local function decide_sliding(ss, sns, window, rate, ts, tns, cost)
+            local radix = rate + 1
+            local starts, startns, bs, bns, elapsed, prev, curr =
+                read_sliding(ss, sns, window, radix, ts, tns)
             local allowed
             if cost == 0 then
                 allowed = true
@@ -264,7 +287,42 @@ if needs_helpers then
             return allowed and 1 or 0, remaining, retry, reset, write
         end
 
+        -- cr_sliding_refund: the state to write, nil when nothing changes.
+        local function refund_sliding(ss, sns, _, window, rate, ts, tns, cost)
+            local radix = rate + 1
+            local _, _, bs, bns, _, prev, curr = read_sliding(ss, sns, window, radix, ts, tns)
+            if curr > 0 then -- taken in this window
+                curr = cost < curr and curr - cost or 0
+            elseif prev > 0 then -- taken in the previous one: they weigh as prev
+                prev = cost < prev and prev - cost or 0
+            else
+                return nil
+            end
+            return format(add(bs, bns, split(prev * radix + curr)))
+        end
+
+        -- cr_gcra_refund: the state to write, nil when nothing changes. The
+        -- decrement cost * emission is exact below 2^53, and from there on
+        -- beyond every lead a store allows (tolerance below 9e15 ns).
+        local function refund_gcra(ss, sns, emission, _, _, ts, tns, cost)
+            if not less(ts, tns, ss, sns) then
+                return nil -- idle: nothing left to give back
+            end
+            local decrement = cost * emission
+            if decrement >= HUGE then
+                return format(ts, tns) -- beyond every lead: back to idle, never better
+            end
+            local ds, dns = split(decrement)
+            local ls, lns = sub(ss, sns, ts, tns)
+            if not less(ds, dns, ls, lns) then
+                return format(ts, tns) -- back to idle, never better
+            end
+            return format(sub(ss, sns, ds, dns))
+        end
+
         H.fixed_window, H.sliding_window = decide_fixed, decide_sliding
+        H.refund = { fixed_window = refund_fixed, sliding_window = refund_sliding,
+                     gcra = refund_gcra, token_bucket = refund_gcra }
         return H
     end)()
 end
@@ -275,6 +333,36 @@ if now == nil then
     ts, tns = tonumber(time[1]), tonumber(time[2]) * 1000
 else
     ts, tns = helpers.parse(now)
+end
+
+-- Mode 3, a refund (the core's cr_refund): gives back cost units of the one
+-- key, never making it better than idle; the key keeps its expiry (the state
+-- only shrinks, so the old one is late enough). Answers 1 when the state
+-- changed, else 0.
+if mode == '3' then
+    local refund = helpers.refund[ARGV[3]]
+    if not refund then
+        return redis.error_reply('ERR cellrate: unknown algorithm ' .. ARGV[3])
+    end
+    if tonumber(ARGV[5]) >= MAX_TOLERANCE then
+        return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
+    end
+    local stored = redis.call('GET', KEYS[1])
+    if not stored or cost == 0 then
+        return 0 -- an absent key is idle: nothing to give back
+    end
+    local ss, sns = helpers.parse(stored)
+    local write = refund(ss, sns, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
+                         ts, tns, cost)
+    if not write or write == stored then
+        return 0
+    end
+    if now then
+        redis.call('SET', KEYS[1], write)
+    else
+        redis.call('SET', KEYS[1], write, 'KEEPTTL')
+    end
+    return 1
 end
 
 -- Each limit decides on its key's state word (ss, sns), following
@@ -291,7 +379,7 @@ for i = 1, nkeys do
     local base = 2 + (i - 1) * 4
     local algorithm, tolerance = ARGV[base + 1], tonumber(ARGV[base + 3])
     if tolerance >= MAX_TOLERANCE then
-        return redis.error_reply('cellrate: tolerance or window of 9e15 ns or more')
+        return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
     end
     local stored = pending and pending[key] or redis.call('GET', key)
     local ss, sns = 0, 0
@@ -368,7 +456,7 @@ for i = 1, nkeys do
     else
         local decide_window = helpers[algorithm]
         if not decide_window then
-            return redis.error_reply('cellrate: unknown algorithm ' .. algorithm)
+            return redis.error_reply('ERR cellrate: unknown algorithm ' .. algorithm)
         end
         allowed, remaining, retry, reset, state =
             decide_window(ss, sns, tolerance, tonumber(ARGV[base + 4]), ts, tns, cost)

@@ -204,12 +204,91 @@ describe("cellrate.redis", function()
          { function() store_module.limiter(client, 10):check({}, 1) end, "key" },
          { function() store_module.check_all({}) end, "items" },
          { function() store_module.check_all({ { cellrate.keyed(1), "k" } }) end, "items" },
+         { function() store_module.check_all({ { store_module.limiter(client, 10), {} } }) end, "key" },
+         { function() store_module.limiter(client, 10):refund("k", -1) end, "cost" },
+         { function() store_module.limiter(client, 10):reset({}) end, "key" },
+         { function() store_module.limiter(client, 10, 5) end, "opts" },
       }
       for _, case in ipairs(cases) do
          local ok, err = pcall(case[1])
          assert.is_false(ok)
          assert.is_truthy(tostring(err):find(case[2], 1, true), tostring(err))
+         -- raised at the caller's position: this file, not the module
+         assert.equal("tests/lua/redis_spec.lua", tostring(err):match("^([^:]+):%d+: "), err)
       end
+   end)
+
+   it("answers on_error for a reply that means Redis cannot decide now (OOM)", function()
+      local allow = store_module.limiter(client, 10, { on_error = "allow", prefix = "oom:" })
+      local deny = store_module.limiter(client, 10, { on_error = "deny", prefix = "oom:" })
+      local raise = store_module.limiter(client, 10, { on_error = "raise", prefix = "oom:" })
+      client:config("set", "maxmemory-policy", "noeviction")
+      client:config("set", "maxmemory", "1")
+      local ok, err = pcall(function()
+         assert.is_true(allow:allow("k"))
+         local allowed, remaining, retry_after, reset_after = deny:check("k")
+         assert.same({ false, 0 }, { allowed, remaining })
+         assert.is_true(retry_after > 0)
+         assert.equal(retry_after, reset_after) -- an invented refusal agrees with itself
+         local nothing, message, code = raise:check("k")
+         assert.is_nil(nothing)
+         assert.is_truthy(message:find("OOM", 1, true), message)
+         assert.equal("unavailable", code)
+      end)
+      client:config("set", "maxmemory", "0")
+      assert(ok, err)
+   end)
+
+   it("reports a data error whatever on_error says (WRONGTYPE)", function()
+      for _, on_error in ipairs({ "allow", "deny", "raise" }) do
+         local store = store_module.limiter(client, 10, { on_error = on_error })
+         client:del(store.key_prefix .. "list")
+         client:lpush(store.key_prefix .. "list", "x")
+         local nothing, message, code = store:check("list")
+         assert.is_nil(nothing)
+         assert.is_truthy(message:find("WRONGTYPE", 1, true), message)
+         assert.equal("unavailable", code)
+         assert.is_nil(store.gate) -- no back-off: Redis answered
+         assert.is_true((store:check("other")))
+      end
+   end)
+
+   it("reads the first word of error replies as both clients report them", function()
+      local word = store_module._reply_word
+      assert.equal("OOM", word("OOM command not allowed when used memory > 'maxmemory'."))
+      assert.equal("BUSY", word("/usr/share/lua/5.3/redis.lua:420: redis error: BUSY Redis is busy"))
+      assert.equal("ERR", word("ERR cellrate: unknown algorithm x"))
+      assert.is_nil(word("timeout"))
+      assert.is_nil(word("/usr/share/lua/5.3/redis.lua:304: connection error: closed"))
+   end)
+
+   it("refunds as the core does", function()
+      local store = store_module.limiter(client, 10, { burst = 5, on_error = "raise" })
+      local core = cellrate.keyed(10, { burst = 5 })
+      assert.same({ core:check("k", 5, 100) }, { store:check("k", 5, 100) })
+      core:refund("k", 2, 100.05)
+      assert.is_true(store:refund("k", 2, 100.05))
+      assert.same({ core:peek("k", 0, 100.1) }, { store:peek("k", 0, 100.1) })
+      assert.is_true(store:refund("never-seen", 1, 100))
+      assert.is_nil(client:get(store.key_prefix .. "never-seen"))
+   end)
+
+   it("survives a SCRIPT FLUSH storm", function()
+      local store = store_module.limiter(client, 1000, { burst = 10000, on_error = "raise" })
+      local handle = assert(io.popen(("redis-benchmark -p %d -c 1 -n 200000 SCRIPT FLUSH "
+         .. ">/dev/null 2>&1 & echo $!"):format(server.port)))
+      local storm = handle:read("*l")
+      handle:close()
+      local ok, err = pcall(function()
+         socket.sleep(0.05)
+         for i = 1, 300 do
+            local allowed, remaining = store:check("k", 1, 1.0)
+            assert.is_true(allowed, remaining)
+            assert.equal(10000 - i, remaining)
+         end
+      end)
+      os.execute("kill " .. storm .. " 2>/dev/null")
+      assert(ok, err)
    end)
 
    it("honours on_error while Redis is down", function()
@@ -224,9 +303,10 @@ describe("cellrate.redis", function()
          socket.sleep(0.1)
          for _ = 1, 20 do
             assert.is_true(allow:allow("k"))
-            local allowed, _, retry_after = deny:check("k")
+            local allowed, _, retry_after, reset_after = deny:check("k")
             assert.is_false(allowed)
             assert.is_true(retry_after > 0)
+            assert.equal(retry_after, reset_after)
             local nothing, message = raise:check("k")
             assert.is_nil(nothing)
             assert.is_string(message)

@@ -9,6 +9,7 @@ whole nanoseconds like the core.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import math
@@ -18,6 +19,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -46,22 +48,30 @@ TIMEOUT = 0.2  # the clients' socket timeout in these tests
 
 
 def client_for(port: int, **kwargs) -> redis.Redis:
-    """A client as the README advises: short timeouts, no retries of its own."""
+    """A client with short timeouts and no retries of its own (the store bounds every
+    decision by its own timeout; these keep the tests' direct commands short)."""
     return redis.Redis(port=port, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
                        retry=Retry(NoBackoff(), 0), **kwargs)
 
 
-def counting(c: redis.Redis) -> list:
-    """The EVALSHA commands the client sends from now on, one entry each."""
-    execute, sent = c.execute_command, []
+class ScriptCalls:
+    """The script calls (EVALSHA, EVAL) the server ran from now on: len() counts them."""
 
-    def counted(*words, **options):
-        if words[0] == "EVALSHA":
-            sent.append(words)
-        return execute(*words, **options)
+    def __init__(self, c: redis.Redis):
+        self.client = c
+        c.script_load(cr_redis.SCRIPT)  # no NOSCRIPT on the first call
+        self.start = self.total()
 
-    c.execute_command = counted
-    return sent
+    def total(self) -> int:
+        stats = self.client.info("commandstats")
+        return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "eval"))
+
+    def __len__(self) -> int:
+        return self.total() - self.start
+
+
+def counting(c: redis.Redis) -> ScriptCalls:
+    return ScriptCalls(c)
 
 
 def async_client_for(port: int) -> redis.asyncio.Redis:
@@ -121,9 +131,10 @@ NEVER = 2**63 - 1
 def read_vectors():
     """decisions.txt as [(algorithm, emission_ns, tolerance_ns, rate or burst, steps)].
 
-    A step is ("op", fields), ("set", state) for a reservation or refund (which
-    the Redis store does not make: the test writes the state they leave), or
-    ("reset",). gcra sequences are also run as token_bucket.
+    A step is ("op", fields), ("refund", [now, cost, state_after]), ("set",
+    state) for a reservation (which the Redis store does not make: the test
+    writes the state it leaves), or ("reset",). gcra sequences are also run as
+    token_bucket.
     """
     sequences = []
     for text in (ROOT / "tests" / "vectors" / "decisions.txt").read_text().splitlines():
@@ -137,8 +148,10 @@ def read_vectors():
             sequences.append([fields[1], 0, int(fields[2]), int(fields[3]), []])
         elif fields[0] == "reset":
             sequences[-1][4].append(("reset",))
-        elif fields[0] in ("reserve", "refund"):
+        elif fields[0] == "reserve":
             sequences[-1][4].append(("set", int(fields[-1])))
+        elif fields[0] == "refund":
+            sequences[-1][4].append(("refund", [int(f) for f in fields[1:]]))
         else:
             sequences[-1][4].append(("op", [int(f) for f in fields[1:]]))
     return sequences
@@ -146,7 +159,7 @@ def read_vectors():
 
 def test_vectors_through_the_script_give_the_cores_decisions(client):
     script = client.register_script(cr_redis.SCRIPT)
-    compared = {}
+    compared, refunds = {}, {}
     outside = 0
     for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
         if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
@@ -161,6 +174,12 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
                 if step[0] == "set":
                     client.set("v", step[1])
                     continue
+                if step[0] == "refund":
+                    now, cost, after = step[1]
+                    script(keys=["v"], args=[3, cost, name, emission_ns, tolerance_ns, burst, now])
+                    assert int(client.get("v") or 0) == after, (name, step)
+                    refunds[name] = refunds.get(name, 0) + 1
+                    continue
                 now, cost, commit, allowed, remaining, retry_after, reset_after, after = step[1]
                 reply = script(keys=["v"], args=[commit, cost, name, emission_ns, tolerance_ns,
                                                  burst, now])
@@ -169,8 +188,9 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
                         int(reply[3])) == (allowed, remaining, retry_after, reset_after), (name, step)
                 assert int(client.get("v") or 0) == after, (name, step)
                 compared[name] = compared.get(name, 0) + 1
-    print(f"vectors: ops compared exactly {compared}, {outside} beyond 9e15 ns")
+    print(f"vectors: ops compared exactly {compared}, refunds {refunds}, {outside} beyond 9e15 ns")
     assert compared["gcra"] >= 9000 and outside < compared["gcra"] / 10
+    assert all(refunds.get(name, 0) >= 5 for name in ALGORITHMS), refunds
 
 
 def _core_takes_algorithms() -> bool:
@@ -183,7 +203,7 @@ def _core_takes_algorithms() -> bool:
 
 def test_vectors_through_the_python_face(client):
     """The same vectors through RedisLimiter where a float face can pass them (as test_vectors)."""
-    compared = 0
+    compared = refunds = 0
     windows = _core_takes_algorithms()
     for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
         if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
@@ -208,16 +228,22 @@ def test_vectors_through_the_python_face(client):
             if step[0] == "set":
                 client.set(limiter.redis_key("v"), step[1])
                 continue
-            now, cost, commit, allowed, remaining, retry_after, reset_after, _ = step[1]
+            now = step[1][0]
             seconds = model.float_face_seconds(now)
             if seconds is None:
                 break  # the rest of this sequence depends on a time a float cannot carry
+            if step[0] == "refund":
+                limiter.refund("v", step[1][1], now=seconds)
+                assert int(client.get(limiter.redis_key("v")) or 0) == step[1][2], step
+                refunds += 1
+                continue
+            now, cost, commit, allowed, remaining, retry_after, reset_after, _ = step[1]
             got = (limiter.check if commit else limiter.peek)("v", cost, now=seconds)
             assert (got.allowed, got.remaining, got.retry_after, got.reset_after, got.limit) == (
                 bool(allowed), remaining, math.inf if retry_after == NEVER else retry_after / 1e9,
                 reset_after / 1e9, burst), step
             compared += 1
-    assert compared >= 8000
+    assert compared >= 8000 and refunds >= 300
 
 
 # --------------------------------------------------------------------------
@@ -483,6 +509,31 @@ def _slow_calls(call, n: int, threshold: float) -> int:
     return slow
 
 
+def _request_path_calls(limiter) -> list:
+    """The commands `limiter` sends from this thread from now on (the probe's are its own)."""
+    run, sent = limiter._run, []
+    caller = threading.current_thread()
+
+    def counted(*command):
+        if threading.current_thread() is caller:
+            sent.append(command[0])
+        return run(*command)
+
+    limiter._run = counted
+    return sent
+
+
+def _probes() -> list:
+    return [t for t in threading.enumerate() if t.name == "cellrate.redis probe"]
+
+
+def _until(condition, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("on_error", ["allow", "deny", "raise"])
 def test_redis_killed_and_restarted(on_error, caplog):
     srv = RedisServer()
@@ -491,10 +542,9 @@ def test_redis_killed_and_restarted(on_error, caplog):
         c = client_for(srv.port)
         limiter = RedisLimiter(c, 1000, burst=1000, on_error=on_error)
         assert limiter.check("k").remaining == 999
-        attempts = counting(c)
+        attempts = _request_path_calls(limiter)
         srv.kill()
         caplog.set_level(logging.WARNING, logger="cellrate.redis")
-        started = time.monotonic()
         for _ in range(50):
             if on_error == "raise":
                 with pytest.raises(RedisUnavailable) as info:
@@ -503,71 +553,265 @@ def test_redis_killed_and_restarted(on_error, caplog):
                 assert isinstance(info.value, cellrate.CellrateError)
             else:
                 assert limiter.allow("k") is (on_error == "allow")
-        # Redis was tried once, then once per back-off step (50 ms, 100 ms, ...)
-        elapsed = time.monotonic() - started
-        assert 1 <= len(attempts) <= 2 + math.log2(1 + elapsed / cr_redis.FIRST_BACKOFF_S)
+        # Redis was tried by the first call alone: the probe tries it off the request path
+        assert attempts == ["EVALSHA"]
+        assert len(_probes()) == 1
         srv.start()  # the same port, an empty server: no key, no script
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                decision = limiter.check("k")
-            except RedisUnavailable:
-                continue
-            if decision.remaining == 999:  # decided by the new server, which forgot the key
-                break
-        else:
-            pytest.fail("decisions did not resume")
+        _until(lambda: limiter._availability.down_since is None)
+        assert limiter.check("k").remaining == 999  # decided by the new server
+        assert attempts[1:] == ["EVALSHA"]  # the probe loaded the script
+        _until(lambda: not _probes())  # the probe ended with the outage
         assert c.script_exists(hashlib.sha1(cr_redis.SCRIPT).hexdigest()) == [True]
         messages = [r.getMessage() for r in caplog.records if r.name == "cellrate.redis"]
-        assert sum(m.startswith("Redis unreachable") for m in messages) == 1, messages
-        assert sum(m.startswith("Redis answers again") for m in messages) == 1, messages
+        assert sum(m.startswith("Redis cannot decide") for m in messages) == 1, messages
+        assert sum(m.startswith("Redis decides again") for m in messages) == 1, messages
     finally:
         srv.stop()
 
 
-def test_a_stalled_server_costs_a_few_timeouts_not_one_per_call():
+def test_the_probe_stops_with_close_and_with_the_store():
     srv = RedisServer()
     try:
         srv.start()
-        c = client_for(srv.port)
-        limiter = RedisLimiter(c, 1000, burst=1000, on_error="deny")
+        port = srv.port
+        srv.kill()
+        closed = RedisLimiter(client_for(port), 10)
+        assert closed.allow("k") and len(_probes()) == 1
+        closed.close()
+        assert not _probes()
+        dropped = RedisLimiter(client_for(port), 10)
+        assert dropped.allow("k") and len(_probes()) == 1
+        del dropped
+        _until(lambda: not _probes())
+    finally:
+        srv.stop()
+
+
+def test_a_default_client_on_a_dead_server_is_not_retried():
+    """redis-py's default client retries ten times with back-off (seconds per call): the
+    store never uses the client's retries, and answers on_error after one try."""
+    retries = []
+
+    class Spy(Retry):
+        def call_with_retry(self, *args, **kwargs):
+            retries.append(args)
+            return super().call_with_retry(*args, **kwargs)
+
+    with redis_server() as srv:
+        port = srv.port
+    default = redis.Redis(port=port)  # no server there any more
+    default.connection_pool.connection_kwargs["retry"] = Spy(NoBackoff(), 10)
+    limiter = RedisLimiter(default, 10, on_error="deny")
+    try:
+        decision = limiter.check("k")
+        assert not decision.allowed and retries == []
+    finally:
+        limiter.close()
+
+
+def test_a_stalled_server_answers_by_on_error_within_the_timeout():
+    """SIGSTOP: the server accepts connections and never answers. The client has no
+    timeout at all; the store's own answers while the server is still stopped."""
+    srv = RedisServer()
+    try:
+        srv.start()
+        c = redis.Redis(port=srv.port, socket_timeout=None, socket_connect_timeout=None)
+        limiter = RedisLimiter(c, 1000, burst=1000, on_error="deny", timeout=0.1)
         assert limiter.allow("k")
         srv.process.send_signal(signal.SIGSTOP)
-        started = time.monotonic()
-        slow = 0
-        while time.monotonic() - started < 2.0:
-            slow += _slow_calls(lambda: limiter.allow("k"), 1, TIMEOUT * 0.9)
-        # back-off 0.05 s doubling to 1 s: about 5 probes in 2 s, each a full timeout
-        assert 1 <= slow <= 8
+        answers: list = []
+        calls = threading.Thread(target=lambda: answers.extend(
+            limiter.allow("k") for _ in range(100)))
+        calls.start()
+        calls.join(30)  # the server stays stopped for all of it
+        assert not calls.is_alive() and answers == [False] * 100
         srv.process.send_signal(signal.SIGCONT)
-        time.sleep(cr_redis.MAX_BACKOFF_S + 0.1)
-        c2 = client_for(srv.port)  # the stalled connection's replies arrive late: a fresh client
-        limiter2 = RedisLimiter(c2, 1000, burst=1000, on_error="raise")
-        assert limiter2.allow("k")
+        _until(lambda: limiter._availability.down_since is None)
+        assert limiter.allow("k")
     finally:
         srv.process and srv.process.send_signal(signal.SIGCONT)
         srv.stop()
 
 
 def test_debug_sleep_beyond_the_timeout(client, server):
-    limiter = RedisLimiter(client, 1000, burst=1000, on_error="deny")
-    other = client_for(server.port)
+    limiter = RedisLimiter(client, 1000, burst=1000, on_error="deny", timeout=0.1)
     sleeper = subprocess.Popen([REDIS_CLI, "-p", str(server.port), "DEBUG", "SLEEP", "1"],
                                stdout=subprocess.DEVNULL)
     try:
         time.sleep(0.1)
-        answers = []
-        started = time.monotonic()
-        slow = _slow_calls(lambda: answers.append(limiter.allow("k")), 200, TIMEOUT * 0.9)
-        assert time.monotonic() - started < 1.0 + 2 * TIMEOUT
-        assert 1 <= slow <= 4  # the stall was met, and not once per call
-        assert answers.count(False) >= 100  # refused (on_error="deny") while it lasted
+        assert not limiter.allow("k")  # refused (on_error="deny") while it lasts
+        assert limiter._availability.down_since is not None
     finally:
         sleeper.wait(10)
-        other.close()
-    time.sleep(cr_redis.MAX_BACKOFF_S + 0.1)
-    fresh = RedisLimiter(client_for(server.port), 1000, burst=1000, on_error="raise")
-    assert fresh.check("k").allowed
+    _until(lambda: limiter._availability.down_since is None)
+    assert limiter.check("k").allowed
+
+
+@pytest.mark.parametrize("pool_class", [redis.ConnectionPool, redis.BlockingConnectionPool])
+def test_a_capped_pool_waits_for_a_connection_and_is_no_outage(server, pool_class):
+    """More threads than max_connections: redis-py's pool refuses the others
+    (MaxConnectionsError, a ConnectionError); they wait for a connection instead of
+    answering on_error="allow" for everyone."""
+    pool = pool_class(port=server.port, max_connections=2)
+    limiter = RedisLimiter(redis.Redis(connection_pool=pool), 1, 3600, burst=10,
+                           on_error="allow", prefix=f"pool{pool_class.__name__}:", timeout=5.0)
+    admitted = []
+
+    def hammer():
+        admitted.extend(limiter.allow("k") for _ in range(30))
+
+    threads = [threading.Thread(target=hammer) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(admitted) == 16 * 30
+    assert sum(admitted) == 10
+    assert limiter._availability.down_since is None
+
+
+def test_a_capped_async_pool_waits_for_a_connection(server):
+    async def run():
+        aclient = redis.asyncio.Redis(port=server.port, max_connections=2)
+        limiter = AsyncRedisLimiter(aclient, 1, 3600, burst=10, on_error="allow",
+                                    prefix="apool:", timeout=5.0, deny_cache=False)
+        try:
+            answers = await asyncio.gather(*(limiter.allow("k") for _ in range(200)))
+            assert sum(answers) == 10
+            assert limiter._availability.down_since is None
+        finally:
+            await aclient.aclose()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("on_error", ["allow", "deny", "raise"])
+def test_a_full_redis_answers_by_on_error(client, on_error):
+    """maxmemory with noeviction: OOM for every script, which is "cannot decide now"."""
+    limiter = RedisLimiter(client, 10, on_error=on_error, prefix=f"oom{on_error}:")
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", "1")
+    try:
+        if on_error == "raise":
+            with pytest.raises(RedisUnavailable) as info:
+                limiter.check("k")
+            assert isinstance(info.value.__cause__, redis.exceptions.OutOfMemoryError)
+        else:
+            assert limiter.allow("k") is (on_error == "allow")
+            decision = limiter.check("k")
+            assert decision.allowed is (on_error == "allow")
+    finally:
+        client.config_set("maxmemory", "0")
+    _until(lambda: limiter._availability.down_since is None)
+    assert limiter.check("k").remaining == 9
+
+
+def test_a_full_redis_answers_by_on_error_in_asyncio(server):
+    async def run():
+        aclient = async_client_for(server.port)
+        limiter = AsyncRedisLimiter(aclient, 10, on_error="allow", prefix="aoom:")
+        await aclient.config_set("maxmemory", "1")
+        try:
+            assert await limiter.allow("k")
+        finally:
+            await aclient.config_set("maxmemory", "0")
+            await limiter.aclose()
+            await aclient.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_busy_redis_answers_by_on_error(client, server):
+    """BUSY: another client's script runs past busy-reply-threshold."""
+    limiter = RedisLimiter(client, 10, on_error="allow", prefix="busy:")
+    deny = RedisLimiter(client, 10, on_error="deny", prefix="busy:")
+    client.config_set("busy-reply-threshold", "20")
+    spin = ("local t = redis.call('TIME'); local stop = t[1] * 1e6 + t[2] + 3e6; "
+            "repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] > stop; return 1")
+    busy = threading.Thread(target=_quietly,
+                            args=(redis.Redis(port=server.port, socket_timeout=10).eval, spin, 0))
+    busy.start()
+    try:
+        _until(lambda: _busy(client))
+        assert limiter.allow("k") and not deny.allow("k")
+    finally:
+        with contextlib.suppress(redis.exceptions.RedisError):
+            client.script_kill()
+        busy.join(10)
+        client.config_set("busy-reply-threshold", "5000")
+    _until(lambda: limiter._availability.down_since is None)
+    assert limiter.check("k").remaining == 9
+
+
+def _quietly(call, *args):
+    with contextlib.suppress(redis.exceptions.RedisError):
+        call(*args)
+
+
+def _busy(c) -> bool:
+    try:
+        c.ping()
+    except redis.exceptions.ResponseError as error:
+        return str(error).startswith("BUSY")
+    return False
+
+
+def test_a_data_error_raises_whatever_on_error_says(client):
+    """WRONGTYPE is a mistake, not an outage: RedisUnavailable, never "allow"."""
+    for on_error in ("allow", "deny", "raise"):
+        limiter = RedisLimiter(client, 10, on_error=on_error)
+        client.delete(limiter.redis_key("list"))
+        client.lpush(limiter.redis_key("list"), "x")
+        with pytest.raises(RedisUnavailable) as info:
+            limiter.check("list")
+        assert "WRONGTYPE" in str(info.value)
+        assert isinstance(info.value.__cause__, redis.exceptions.ResponseError)
+        assert limiter._availability.down_since is None
+        assert limiter.check("other").allowed  # the store decides on
+
+
+def test_the_faces_classify_replies_with_the_same_words():
+    lua = subprocess.run(
+        ["lua5.4", "-e",
+         f'package.path = "{ROOT}/lua/?.lua;{ROOT}/python/?.lua;" .. package.path; '
+         f'package.cpath = "{ROOT}/build/lua5.4/?.so;" .. package.cpath; '
+         'io.write(table.concat(require("cellrate.redis").UNAVAILABLE_REPLIES, " "))'],
+        capture_output=True, check=True, text=True)
+    assert tuple(lua.stdout.split()) == cr_redis.UNAVAILABLE_REPLIES
+
+
+def test_an_invented_refusal_says_the_same_in_every_field():
+    with redis_server() as srv:
+        port = srv.port
+    limiter = RedisLimiter(client_for(port), 10, on_error="deny")
+    try:
+        for _ in range(3):
+            decision = limiter.check("k")
+            assert not decision.allowed and decision.reset_after == decision.retry_after > 0
+            headers = decision.headers()
+            assert headers["RateLimit"].endswith(f";t={headers['Retry-After']}"), headers
+    finally:
+        limiter.close()
+
+
+def test_a_script_flush_storm_never_reaches_the_caller(client, server):
+    limiter = RedisLimiter(client, 1000, burst=10_000, on_error="raise")
+    flusher = client_for(server.port)
+    stop = threading.Event()
+
+    def storm():
+        while not stop.is_set():
+            flusher.script_flush()
+            time.sleep(0.0005)
+
+    thread = threading.Thread(target=storm)
+    thread.start()
+    try:
+        for i in range(300):
+            assert limiter.check("k", now=1.0).remaining == 9_999 - i
+    finally:
+        stop.set()
+        thread.join(10)
 
 
 def test_script_flush_mid_run(client):
@@ -693,12 +937,75 @@ def test_a_refusal_is_answered_locally_until_its_retry_after_passes(client):
     answers = [limiter.check("k") for _ in range(20)] + [limiter.peek("k", 2)]
     assert len(sent) == 2  # no round trip: the state only grows, Redis would refuse too
     assert not any(a.allowed for a in answers)
-    assert all(0 < a.retry_after <= refused.retry_after for a in answers)
+    assert all(0 < a.retry_after <= refused.retry_after for a in answers[:-1])
+    # a larger cost waits one emission interval (50 ms) more per unit
+    assert refused.retry_after < answers[-1].retry_after <= refused.retry_after + 0.05
     assert answers[-2].retry_after <= answers[0].retry_after  # aged, not frozen
     assert answers[0].limit == refused.limit and answers[0].remaining == 0
     assert limiter.peek("k", 0).allowed and len(sent) == 3  # a smaller cost asks Redis
     time.sleep(refused.retry_after + 0.01)
     assert limiter.allow("k") and len(sent) == 4  # asked again once retry_after passed
+
+
+def test_a_remembered_refusal_answers_only_what_it_implies(client):
+    """A cost-1 refusal (retry 3600 s) must not answer an unfittable cost (never) nor
+    a larger one with its own wait; the answers are those of Redis without the cache."""
+    cached = RedisLimiter(client, 1, 3600, burst=3, on_error="raise")
+    plain = RedisLimiter(client, 1, 3600, burst=3, on_error="raise", deny_cache=False)
+    assert cached.allow("k", 3)
+    assert not cached.check("k").allowed  # remembered
+    assert cached.check("k", 4).retry_after == math.inf == plain.peek("k", 4).retry_after
+    one, two = cached.check("k", 1), cached.check("k", 2)
+    truth = plain.peek("k", 2)
+    assert not two.allowed and two.remaining == truth.remaining
+    assert abs(two.retry_after - one.retry_after - 3600) < 1e-3  # one more emission interval
+    assert abs(two.retry_after - truth.retry_after) < 1.0
+    window = RedisLimiter(client, 2, 3600, algorithm="fixed_window", on_error="raise")
+    assert window.allow("w", 2) and not window.check("w").allowed
+    assert window.check("w", 3).retry_after == math.inf
+
+
+def test_a_decorator_on_a_redis_limiter_refuses_an_unfittable_cost_at_once(client):
+    limiter = RedisLimiter(client, 1, 3600, burst=1, on_error="raise")
+    assert limiter.allow("k") and not limiter.allow("k")  # a cost-1 refusal, remembered
+
+    @cellrate.limit(limiter=limiter, key=lambda: "k", cost=4)
+    def work():
+        return "done"
+
+    with pytest.raises(cellrate.RateLimited) as info:
+        work()
+    assert info.value.retry_after == math.inf
+
+
+def test_refund_gives_back_what_was_taken(client):
+    limiter = RedisLimiter(client, 10, burst=5, on_error="raise")
+    assert limiter.check("k", 5).remaining == 0
+    assert not limiter.check("k").allowed  # remembered: the refund must forget it
+    limiter.refund("k", 2)
+    assert limiter.check("k").remaining == 1
+    limiter.refund("k", 100)  # never better than idle
+    assert limiter.peek("k").remaining == 4
+    limiter.refund("never-seen")  # an absent key has nothing to give back
+    assert client.exists(limiter.redis_key("never-seen")) == 0
+    ttl = client.pttl(limiter.redis_key("k"))
+    assert limiter.check("k", 3).allowed
+    limiter.refund("k", 1)
+    assert 0 < client.pttl(limiter.redis_key("k")) <= max(ttl, 1000)  # the key still expires
+
+
+def test_refund_in_asyncio(server):
+    async def run():
+        aclient = async_client_for(server.port)
+        limiter = AsyncRedisLimiter(aclient, 10, burst=5, on_error="raise", prefix="arefund:")
+        try:
+            assert (await limiter.check("k", 5)).remaining == 0
+            await limiter.refund("k", 3)
+            assert (await limiter.peek("k", 0)).remaining == 3
+        finally:
+            await aclient.aclose()
+
+    asyncio.run(run())
 
 
 def test_reset_forgets_a_remembered_refusal(client):
@@ -759,6 +1066,12 @@ def test_bad_input_names_the_parameter(client, server):
         (lambda: AsyncRedisLimiter(client, 10), cellrate.InvalidArgumentType, "client"),
         (lambda: RedisLimiter(client, 10, on_error="ignore"), cellrate.InvalidArgument, "on_error"),
         (lambda: RedisLimiter(client, 10, deny_cache=1), cellrate.InvalidArgumentType, "deny_cache"),
+        (lambda: RedisLimiter(client, 10, timeout="1"), cellrate.InvalidArgumentType, "timeout"),
+        (lambda: RedisLimiter(client, 10, timeout=True), cellrate.InvalidArgumentType, "timeout"),
+        (lambda: RedisLimiter(client, 10, timeout=0), cellrate.InvalidArgument, "timeout"),
+        (lambda: RedisLimiter(client, 10, timeout=math.inf), cellrate.InvalidArgument, "timeout"),
+        (lambda: RedisLimiter(client, 10, timeout=math.nan), cellrate.InvalidArgument, "timeout"),
+        (lambda: RedisLimiter(client, 10).refund("k", -1), cellrate.InvalidArgument, "cost"),
         (lambda: RedisLimiter(client, 10, prefix=b"x:"), cellrate.InvalidArgumentType, "prefix"),
         (lambda: RedisLimiter(client, 10, prefix="{x}:"), cellrate.InvalidArgument, "prefix"),
         (lambda: RedisLimiter(client, "1/day", burst=200), cellrate.InvalidArgument, "burst"),
@@ -791,3 +1104,44 @@ def test_the_store_passes_mypy_strict(tmp_path):
     result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "-p", "cellrate.redis"],
                             capture_output=True, text=True, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_asgi_middleware_fails_open_on_a_full_redis(server):
+    """AsyncRedisLimiter(on_error="allow") behind the middleware: OOM serves requests."""
+    import cellrate.asgi
+
+    async def endpoint(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def request(app) -> int:
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": "GET", "scheme": "http", "path": "/", "raw_path": b"/",
+                 "query_string": b"", "root_path": "", "headers": [],
+                 "client": ("192.0.2.1", 40000), "server": ("testserver", 80)}
+        statuses = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await app(scope, receive, send)
+        return statuses[0]
+
+    async def run():
+        aclient = async_client_for(server.port)
+        limiter = AsyncRedisLimiter(aclient, "100/minute", on_error="allow", prefix="asgi:")
+        app = cellrate.asgi.RateLimitMiddleware(endpoint, limiter)
+        try:
+            assert await request(app) == 200
+            await aclient.config_set("maxmemory", "1")
+            assert [await request(app) for _ in range(5)] == [200] * 5
+        finally:
+            await aclient.config_set("maxmemory", "0")
+            await limiter.aclose()
+            await aclient.aclose()
+
+    asyncio.run(run())
