@@ -33,7 +33,8 @@ class RateLimitMiddleware:
 
     def __init__(self, app: Callable[..., Awaitable[None]], limit: Any = None, **options: Any) -> None:
         self.app = app
-        self.policy = Policy(limit, asynchronous=True, **options)
+        self.policy = Policy(limit, **options)
+        self.policy.require_stores(asynchronous=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -55,13 +56,9 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send)
 
     async def _refuse(self, send: Send, fields: list[tuple[str, str]]) -> None:
-        policy = self.policy
-        headers = [
-            (b"content-type", policy.content_type.encode("latin-1")),
-            (b"content-length", str(len(policy.body)).encode("latin-1")),
-        ] + _encoded(fields)
-        await send({"type": "http.response.start", "status": policy.status, "headers": headers})
-        await send({"type": "http.response.body", "body": policy.body})
+        status, headers, body = self.policy.refusal(fields)
+        await send({"type": "http.response.start", "status": status, "headers": _encoded(headers)})
+        await send({"type": "http.response.body", "body": body})
 
 
 def _adding(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:

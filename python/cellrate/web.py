@@ -23,6 +23,7 @@ import hashlib
 import http
 import inspect
 import ipaddress
+import json
 import logging
 import re
 import socket
@@ -109,6 +110,9 @@ def header(name: str) -> KeyFunction:
     key_from_header.__qualname__ = f"header({name!r})"
     return key_from_header
 
+
+# The media type of the default refusal, an RFC 9457 problem document
+PROBLEM_TYPE = "application/problem+json"
 
 # A field name (RFC 9110 §5.1: a token)
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -264,7 +268,10 @@ class Policy:
         spelling, IPv4-mapped or not, is one key.
     exempt_paths, exempt_methods, exempt: patterns (as for routes), methods,
         and a predicate of the Request: requests that meet no limit at all.
-    status, body, content_type: the refusal; it always carries the headers.
+    status, body, content_type: the refusal, the same from every adapter; it
+        always carries the header fields. Default: 429 and an RFC 9457 problem
+        (application/problem+json) whose detail says when to retry; a `body`
+        given is sent as it is (content_type default text/plain).
     name, legacy_headers: the policy name and the X-RateLimit-* trio
         (Decision.headers). admitted_headers: the headers on admitted
         responses too.
@@ -291,14 +298,13 @@ class Policy:
         exempt_methods: Iterable[str] = (),
         exempt: Callable[[Request], bool] | None = None,
         status: int = 429,
-        body: str | bytes = "Too Many Requests",
-        content_type: str = "text/plain; charset=utf-8",
+        body: str | bytes | None = None,
+        content_type: str | None = None,
         name: str = "default",
         legacy_headers: bool = False,
         admitted_headers: bool = False,
         dry_run: bool = False,
         now: Callable[[], float] | None = None,
-        asynchronous: bool = False,
     ) -> None:
         if key is not None and not callable(key):
             raise invalid_type("key", "key must be a function of the request "
@@ -344,18 +350,6 @@ class Policy:
                 raise invalid(param, f"{param} applies to limits given as a rate; no limit is: "
                                      "give it to the store you made")
         every = self.limits + [one for _, route in self.routes for one in route]
-        if asynchronous:
-            for one in every:
-                if not one.is_async and not isinstance(
-                    one.store, (cellrate.Limiter, cellrate.KeyedLimiter)
-                ):
-                    raise invalid_type(
-                        "limit",
-                        f"limit: {type(one.store).__name__}.check() would block the event loop; "
-                        "give a store whose check() is a coroutine function (AsyncRedisLimiter)")
-        elif any(one.is_async for one in every):
-            raise invalid_type("limit", "limit: an async store (AsyncRedisLimiter) needs the ASGI "
-                               "middleware; under WSGI give its synchronous twin (RedisLimiter)")
         self.check_all = _check_all_for(every) if len(every) > 1 else None
 
         self.proxy_header = proxy_header
@@ -380,10 +374,16 @@ class Policy:
         self.status_line = f"{status} {_reason(status)}"
         if isinstance(body, str):
             body = _encoded(body, "body", "utf-8")
-        elif not isinstance(body, (bytes, bytearray, memoryview)):
-            raise invalid_type("body", "body must be str or bytes")
-        self.body = bytes(body)
-        if not isinstance(content_type, str):
+        elif body is not None and not isinstance(body, (bytes, bytearray, memoryview)):
+            raise invalid_type("body", "body must be str or bytes (or None: a problem document)")
+        self.body = None if body is None else bytes(body)
+        # the problem document up to its detail (RFC 9457), made once
+        self._problem_head = json.dumps(
+            {"type": "about:blank", "title": _reason(self.status), "status": self.status},
+            separators=(",", ":"))[:-1].encode("ascii") + b',"detail":"'
+        if content_type is None:
+            content_type = PROBLEM_TYPE if body is None else "text/plain; charset=utf-8"
+        elif not isinstance(content_type, str):
             raise invalid_type("content_type", "content_type must be a str")
         _encoded(content_type, "content_type", "latin-1")
         self.content_type = content_type
@@ -400,6 +400,24 @@ class Policy:
         if now is not None and not callable(now):
             raise invalid_type("now", "now must be a function returning seconds, or None")
         self.now = now
+
+    def require_stores(self, asynchronous: bool) -> None:
+        """Refuses the stores an adapter cannot call: under ASGI (`asynchronous`)
+        a synchronous store other than the in-process ones, whose check() would
+        block the event loop; under WSGI an async store."""
+        every = self.limits + [one for _, route in self.routes for one in route]
+        if asynchronous:
+            for one in every:
+                if not one.is_async and not isinstance(
+                    one.store, (cellrate.Limiter, cellrate.KeyedLimiter)
+                ):
+                    raise invalid_type(
+                        "limit",
+                        f"limit: {type(one.store).__name__}.check() would block the event loop; "
+                        "give a store whose check() is a coroutine function (AsyncRedisLimiter)")
+        elif any(one.is_async for one in every):
+            raise invalid_type("limit", "limit: an async store (AsyncRedisLimiter) needs the ASGI "
+                               "middleware; under WSGI give its synchronous twin (RedisLimiter)")
 
     # -- configuration --------------------------------------------------------
 
@@ -539,6 +557,20 @@ class Policy:
             logger.debug("refused %s %s (retry after %.3f s)", request.method, request.path,
                          decision.retry_after)
         return True, list(fields.items())
+
+
+    def refusal(self, fields: list[tuple[str, str]]) -> tuple[int, list[tuple[str, str]], bytes]:
+        """(status, header fields, body) of the refusal that `outcome` decided,
+        one for every adapter: Content-Type, Content-Length, then `fields`."""
+        body = self.body
+        if body is None:
+            retry = next((value for name, value in fields if name == "Retry-After"), None)
+            detail = (b"The request exceeds the rate limit; retry after " + retry.encode() + b" s."
+                      if retry is not None else b"The request costs more than the rate limit "
+                      b"can ever admit.")
+            body = self._problem_head + detail + b'"}'
+        return self.status, [("Content-Type", self.content_type),
+                             ("Content-Length", str(len(body)))] + fields, body
 
 
 def _check_all_for(limits: list[_Limit]) -> Callable[..., Any]:

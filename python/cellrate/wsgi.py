@@ -29,6 +29,7 @@ class RateLimitMiddleware:
     def __init__(self, app: WSGIApp, limit: Any = None, **options: Any) -> None:
         self.app = app
         self.policy = Policy(limit, **options)
+        self.policy.require_stores(asynchronous=False)
 
     def __call__(self, environ: dict, start_response: StartResponse) -> Iterable[bytes]:
         policy = self.policy
@@ -39,8 +40,9 @@ class RateLimitMiddleware:
         decision = policy.decide(limits, request)
         refuse, fields = policy.outcome(decision, request)
         if refuse:
-            start_response(policy.status_line, refusal_headers(policy, fields))
-            return [policy.body]
+            _, headers, body = policy.refusal(fields)
+            start_response(policy.status_line, headers)
+            return [body]
         if not fields:
             return self.app(environ, start_response)
 
@@ -49,9 +51,3 @@ class RateLimitMiddleware:
 
         return self.app(environ, start_with_headers)
 
-
-def refusal_headers(policy: Policy, fields: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [
-        ("Content-Type", policy.content_type),
-        ("Content-Length", str(len(policy.body))),
-    ] + fields

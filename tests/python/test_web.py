@@ -7,6 +7,7 @@ Retry-After never 0, trusted proxies, exemptions, dry run, refusals.
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
 import re
@@ -53,8 +54,6 @@ class Face:
     """An app limited by one integration, and a client for it: request()
     returns (status, {lower-case header: value}, body)."""
 
-    refusal_is_configurable = True
-
     def __init__(self, limit, **options):
         self.limit = limit
         self.options = options
@@ -97,8 +96,6 @@ async def _fastapi_ok():
 
 
 class FastAPIDependency(StarletteMiddleware):
-    refusal_is_configurable = False  # HTTPException: FastAPI writes the body
-
     def __init__(self, limit, **options):
         Face.__init__(self, limit, **options)
         app = FastAPI(dependencies=[Depends(cellrate.fastapi.RateLimit(limit, **options))])
@@ -239,8 +236,43 @@ def test_headers_on_admitted_responses_only_on_request(face):
                                     "ratelimit": '"default";r=2;t=3600'}
 
 
-@pytest.mark.parametrize("face_type", [f for f in FACES if f.refusal_is_configurable],
-                         ids=lambda face: face.__name__)
+PROBLEM = (b'{"type":"about:blank","title":"Too Many Requests","status":429,'
+           b'"detail":"The request exceeds the rate limit; retry after 3600 s."}')
+
+
+@pytest.mark.parametrize("options, body, content_type", [
+    ({}, PROBLEM, "application/problem+json"),
+    (dict(status=503, body="later"), b"later", "text/plain; charset=utf-8"),
+    (dict(body=b"{}", content_type="application/json"), b"{}", "application/json"),
+], ids=["default", "text", "json"])
+def test_one_refusal_from_every_adapter(options, body, content_type):
+    """Every adapter answers a refusal with the same status, header fields and
+    bytes: by default an RFC 9457 problem saying when to retry, without the
+    client's key; else the policy's status, body and content_type."""
+    answers = {}
+    for face_type in FACES:
+        app = face_type("1/hour", burst=1, now=Clock(), **options)
+        app.request()
+        answers[face_type.__name__] = app.request()
+    status, headers, sent = answers["StarletteMiddleware"]
+    assert (status, headers["content-type"], sent) == (options.get("status", 429), content_type, body)
+    assert headers == {"content-type": content_type, "content-length": str(len(body)),
+                       "ratelimit-policy": '"default";q=1;w=3600',
+                       "ratelimit": '"default";r=0;t=3600', "retry-after": "3600"}
+    assert {name: answer for name, answer in answers.items() if answer != (status, headers, sent)} == {}
+    assert b"192.0.2" not in sent
+
+
+def test_a_problem_without_retry_after_and_of_another_status():
+    app = StarletteMiddleware("1/hour", burst=1, cost=2, status=503, now=Clock())
+    status, headers, body = app.request()
+    assert (status, "retry-after" in headers) == (503, False)
+    assert json.loads(body) == {"type": "about:blank", "title": "Service Unavailable",
+                                "status": 503, "detail": "The request costs more than the "
+                                "rate limit can ever admit."}
+
+
+@pytest.mark.parametrize("face_type", FACES, ids=lambda face: face.__name__)
 def test_configurable_refusal(face_type):
     app = face_type("1/hour", burst=1, now=Clock(), status=503, body='{"error": "slow down"}',
                content_type="application/json")
@@ -776,3 +808,4 @@ def test_decision_headers_face():
         d.headers(5)
     with pytest.raises(cellrate.InvalidArgument, match="^name"):
         d.headers("nul\0")
+
