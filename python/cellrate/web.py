@@ -424,9 +424,16 @@ class Policy:
     def _store(self, rate: Any, param: str, region: str | None) -> Any:
         if isinstance(rate, (str, int, float)) and not isinstance(rate, bool):
             self._from_rates += 1
-            if region is None:
-                return cellrate.KeyedLimiter(rate, burst=self._burst)
-            return cellrate.KeyedLimiter(rate, burst=self._burst, shared=region)
+            try:
+                if region is None:
+                    return cellrate.KeyedLimiter(rate, burst=self._burst)
+                return cellrate.KeyedLimiter(rate, burst=self._burst, shared=region)
+            except cellrate.CellrateError as error:
+                if getattr(error, "param", None) != "rate":
+                    raise  # burst, shared: options of their own
+                # the core's words, under the option that holds the rate
+                raise (invalid if isinstance(error, ValueError) else invalid_type)(
+                    param, f"{param}: {error}") from None
         if not callable(getattr(rate, "check", None)):
             raise invalid_type(param, f"{param}: expected a rate such as '100/minute', a store "
                                f"with check(), or a (store, key function) pair, not "

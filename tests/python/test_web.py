@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import re
+import types
 import warnings
 
 import pytest
@@ -21,6 +22,13 @@ from cellrate.web import Policy, Request, header
 warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
 
 starlette = pytest.importorskip("starlette", reason="make test installs starlette")
+import django  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.core.handlers.asgi import ASGIHandler  # noqa: E402
+from django.http import HttpResponse  # noqa: E402
+from django.test import Client as DjangoClient  # noqa: E402
+from django.test import override_settings  # noqa: E402
+from django.urls import path as url  # noqa: E402
 from fastapi import Depends, FastAPI  # noqa: E402
 from flask import Flask  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
@@ -28,7 +36,12 @@ from starlette.responses import PlainTextResponse  # noqa: E402
 from starlette.routing import Route, WebSocketRoute  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
+if not settings.configured:  # the settings of one Django project; each face overrides its own
+    settings.configure(ALLOWED_HOSTS=["*"], SECRET_KEY="tests", MIDDLEWARE=[], ROOT_URLCONF=None)
+    django.setup()
+
 import cellrate.asgi  # noqa: E402
+import cellrate.django  # noqa: E402
 import cellrate.fastapi  # noqa: E402
 import cellrate.flask  # noqa: E402
 import cellrate.wsgi  # noqa: E402
@@ -133,7 +146,79 @@ class FlaskDecorator(FlaskFace):
         self.client = app.test_client()
 
 
-FACES = [StarletteMiddleware, FastAPIMiddleware, FastAPIDependency, FlaskMiddleware, FlaskDecorator]
+def _django_ok(request, *args):
+    return HttpResponse("ok")
+
+
+async def _django_ok_async(request, *args):
+    return HttpResponse("ok")
+
+
+class DjangoFace(Face):
+    """A Django project of its own: its URLs, and its MIDDLEWARE and CELLRATE
+    settings while Django loads the middleware."""
+
+    asynchronous = False
+    middleware = False
+
+    def __init__(self, limit, **options):
+        super().__init__(limit, **options)
+        view = _django_ok_async if self.asynchronous else _django_ok
+        if not self.middleware:
+            view = cellrate.django.limit(limit, **options)(view)
+        self.urls = types.ModuleType(f"urls_{id(self)}")
+        self.urls.urlpatterns = [url(p.lstrip("/"), view) for p in PATHS]
+        project = dict(MIDDLEWARE=["cellrate.django.RateLimitMiddleware"] if self.middleware else [],
+                       CELLRATE=dict(options, limit=limit), ROOT_URLCONF=self.urls)
+        with override_settings(**project):
+            self.client = self.client_of()
+
+    def client_of(self):
+        client = DjangoClient()
+        client.handler.load_middleware()
+        return client
+
+    def request(self, method="GET", path="/", headers=None, client="192.0.2.1"):
+        with override_settings(ROOT_URLCONF=self.urls):
+            response = self.client.generic(method, path, headers=headers, REMOTE_ADDR=client)
+        return response.status_code, {k.lower(): v for k, v in response.items()}, response.content
+
+
+class DjangoDecorator(DjangoFace):
+    pass
+
+
+class DjangoMiddleware(DjangoFace):
+    middleware = True
+
+
+class DjangoASGI(DjangoFace):
+    """Django's ASGI handler (async views, the middleware chain async) under
+    Starlette's test client, which sets the client address."""
+
+    asynchronous = True
+
+    def client_of(self):
+        return ASGIHandler()
+
+    def request(self, method="GET", path="/", headers=None, client="192.0.2.1"):
+        if client not in self.clients:
+            self.clients[client] = TestClient(self.client, client=(client, 40000))
+        with override_settings(ROOT_URLCONF=self.urls):
+            response = self.clients[client].request(method, path, headers=headers or {})
+        return response.status_code, {k.lower(): v for k, v in response.headers.items()}, response.content
+
+
+class DjangoASGIDecorator(DjangoASGI):
+    pass
+
+
+class DjangoASGIMiddleware(DjangoASGI):
+    middleware = True
+
+
+FACES = [StarletteMiddleware, FastAPIMiddleware, FastAPIDependency, FlaskMiddleware, FlaskDecorator,
+         DjangoDecorator, DjangoMiddleware, DjangoASGIDecorator, DjangoASGIMiddleware]
 
 
 @pytest.fixture(params=FACES, ids=lambda face: face.__name__)
@@ -290,7 +375,8 @@ def test_configurable_refusal(face_type):
     (True, cellrate.InvalidArgumentType), (429.0, cellrate.InvalidArgumentType),
     ("429", cellrate.InvalidArgumentType), (None, cellrate.InvalidArgumentType),
 ])
-@pytest.mark.parametrize("face_type", [f for f in FACES if f is not FastAPIMiddleware],
+@pytest.mark.parametrize("face_type", [f for f in FACES if f is not FastAPIMiddleware
+                                       and not getattr(f, "middleware", False)],
                          ids=lambda face: face.__name__)  # FastAPI builds middleware late
 def test_a_refusal_status_is_from_400_to_599(face_type, status, error):
     """The rule and the words of cellrate.nginx's status option
@@ -675,7 +761,8 @@ BAD, BAD_TYPE = cellrate.InvalidArgument, cellrate.InvalidArgumentType
 @pytest.mark.parametrize("options, error, param", [
     (dict(limit=None), BAD, "limit"),
     (dict(limit=object()), BAD_TYPE, "limit"),
-    (dict(limit="bogus"), BAD, "rate"),
+    (dict(limit="bogus"), BAD, "limit"),
+    (dict(limit="1/s", routes={"/login": "bogus"}), BAD, "routes"),
     (dict(limit=[("1/s",)]), BAD_TYPE, "limit"),
     (dict(limit=AsyncStore("1/s", 1)), BAD_TYPE, "limit"),
     (dict(limit=[BlockingStore("1/s", 1)] * 2), BAD_TYPE, "limit"),
@@ -809,3 +896,68 @@ def test_decision_headers_face():
     with pytest.raises(cellrate.InvalidArgument, match="^name"):
         d.headers("nul\0")
 
+
+# -- Django's own idioms ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("setting, words", [
+    (None, "CELLRATE must be a dict of the options of cellrate.web.Policy"),
+    ("100/minute", "CELLRATE must be a dict"),
+    ({"limit": "100/minute", "burts": 3}, "CELLRATE: 'burts' is no option of cellrate.web.Policy; "
+                                          "did you mean 'burst'?"),
+    ({"limit": "bogus"}, "CELLRATE['limit']: limit: rate"),
+    ({"limit": "1/s", "status": 200}, "CELLRATE['status']: status must be an integer from 400"),
+    ({"limit": "1/s", "trusted_proxies": ["proxy"]}, "CELLRATE['trusted_proxies']: "),
+    ({"limit": AsyncStore("1/s", 1)}, "CELLRATE['limit']: limit: an async store"),
+], ids=lambda value: None)
+def test_a_bad_cellrate_setting_stops_django_at_startup(setting, words):
+    """Django loads the middleware when it makes its handler (the WSGI or ASGI
+    application of the project): there a bad setting is ImproperlyConfigured,
+    naming the option."""
+    from django.core.exceptions import ImproperlyConfigured
+    from django.core.wsgi import get_wsgi_application
+
+    project = dict(MIDDLEWARE=["cellrate.django.RateLimitMiddleware"], CELLRATE=setting)
+    with override_settings(**project), pytest.raises(ImproperlyConfigured) as caught:
+        get_wsgi_application()
+    assert str(caught.value).startswith(words), str(caught.value)
+
+
+def test_a_bad_limit_on_a_view_fails_where_it_is_written():
+    with pytest.raises(cellrate.InvalidArgument) as caught:
+        cellrate.django.limit("1/s", ipv4_prefix=33)
+    assert caught.value.param == "ipv4_prefix"
+    with pytest.raises(cellrate.InvalidArgumentType, match="needs the ASGI"):
+        cellrate.django.limit(AsyncStore("1/s", 1))(_django_ok)
+    assert cellrate.django.limit(AsyncStore("1/s", 1))(_django_ok_async)
+
+
+def test_django_async_client_async_views_and_middleware():
+    """Django's AsyncClient: an async view under @limit, and the middleware in
+    an async chain; and an async view under Django's sync Client."""
+    from django.test import AsyncClient
+
+    clock = Clock()
+    views = types.ModuleType("urls_async")
+    views.urlpatterns = [url("login", cellrate.django.limit("1/hour", burst=1, now=clock)(
+        _django_ok_async)), url("", _django_ok_async)]
+    project = dict(MIDDLEWARE=["cellrate.django.RateLimitMiddleware"], ROOT_URLCONF=views,
+                   CELLRATE={"limit": "1/hour", "burst": 3, "now": clock})
+
+    async def requests():
+        client = AsyncClient()
+        login = [(await client.post("/login")).status_code for _ in range(2)]
+        site = [(await client.get("/")).status_code for _ in range(2)]
+        return login, site, await client.get("/")
+
+    with override_settings(**project):
+        login, site, refused = asyncio.run(requests())
+    assert (login, site) == ([200, 429], [200, 429])
+    assert refused["Content-Type"] == "application/problem+json"
+    assert refused["RateLimit"] == '"default";r=0;t=10800'
+
+    views.urlpatterns[0] = url("login", cellrate.django.limit("1/hour", burst=1, now=clock)(
+        _django_ok_async))
+    with override_settings(ROOT_URLCONF=views):
+        client = DjangoClient()
+        assert [client.post("/login").status_code for _ in range(2)] == [200, 429]
