@@ -27,12 +27,12 @@ import inspect
 from typing import Any, Awaitable, Callable, Mapping, TypeVar, Union
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.conf import settings  # type: ignore[import-untyped, unused-ignore]
+from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped, unused-ignore]
+from django.http import HttpRequest, HttpResponse, HttpResponseBase  # type: ignore[import-untyped, unused-ignore]
 
 from cellrate import CellrateError
-from cellrate.web import Policy, Request
+from cellrate.web import Policy, Request, options_of
 
 __all__ = ["limit", "RateLimitMiddleware"]
 
@@ -88,9 +88,10 @@ def _limited(policy: Policy, respond: Callable[..., Any]) -> Callable[..., Answe
     return limited
 
 
-def limit(limit: Any = None, **options: Any) -> Callable[[View], View]:
+@options_of(Policy)
+def limit(*args: Any, **options: Any) -> Callable[[View], View]:
     """A view decorator: `@limit("5/minute", key=..., ...)`."""
-    policy = Policy(limit, **options)
+    policy = Policy(*args, **options)
 
     def decorate(view: View) -> View:
         return functools.wraps(view)(_limited(policy, view))  # type: ignore[return-value]

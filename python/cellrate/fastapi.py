@@ -21,7 +21,7 @@ from typing import Any
 
 from fastapi import Request, Response
 
-from cellrate.web import Policy
+from cellrate.web import Policy, init_options_of
 from cellrate.web import Request as PolicyRequest
 
 __all__ = ["RateLimit", "Refused"]
@@ -36,14 +36,16 @@ class Refused(Exception):
 
 
 async def _answer(request: Request, refused: Exception) -> Response:
-    return refused.response  # type: ignore[attr-defined]
+    assert isinstance(refused, Refused)
+    return refused.response
 
 
 class RateLimit:
     """A dependency that limits the routes it is attached to."""
 
-    def __init__(self, limit: Any = None, **options: Any) -> None:
-        self.policy = Policy(limit, **options)
+    @init_options_of(Policy)
+    def __init__(self, *args: Any, **options: Any) -> None:
+        self.policy = Policy(*args, **options)
         self.policy.require_stores(asynchronous=True)
 
     async def __call__(self, request: Request, response: Response) -> None:

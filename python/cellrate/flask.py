@@ -18,7 +18,7 @@ from typing import Any, Callable, TypeVar
 
 import flask
 
-from cellrate.web import Policy
+from cellrate.web import Policy, init_options_of
 from cellrate.wsgi import request_of
 
 __all__ = ["RateLimit"]
@@ -29,8 +29,9 @@ View = TypeVar("View", bound=Callable[..., Any])
 class RateLimit:
     """A view decorator that limits the views it decorates."""
 
-    def __init__(self, limit: Any = None, **options: Any) -> None:
-        self.policy = Policy(limit, **options)
+    @init_options_of(Policy)
+    def __init__(self, *args: Any, **options: Any) -> None:
+        self.policy = Policy(*args, **options)
         self.policy.require_stores(asynchronous=False)
 
     def __call__(self, view: View) -> View:

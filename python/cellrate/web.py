@@ -28,17 +28,76 @@ import logging
 import re
 import socket
 import sys
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Pattern, Protocol,
+                    Sequence, Tuple, TypeVar, Union)
 
 import cellrate
 from cellrate._errors import invalid, invalid_type
 
-__all__ = ["Policy", "Request", "header", "client_address"]
+__all__ = ["Policy", "Request", "header", "client_address", "Store", "Limits"]
 
 logger = logging.getLogger("cellrate")
 
 KeyFunction = Callable[["Request"], Union[str, bytes]]
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+
+
+class Store(Protocol):
+    """A store: `check(key, cost, *, now=None)` (KeyedLimiter, RedisLimiter; a
+    coroutine function for an async one), or a Limiter's `check(cost, *, now=None)`."""
+
+    def check(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+# What `limit` and each route take: a rate ("100/minute", "100/day;10/hour",
+# 10), a store, a (store, key function) pair, or a list of them
+Limit = Union[str, int, float, Store, Tuple[Store, KeyFunction]]
+Limits = Union[Limit, List[Limit]]
+# A route or exemption pattern: a path, a glob, "METHOD path", or a regex of the path
+PathPattern = Union[str, Pattern[str]]
+
+# The options of every adapter are Policy's keyword parameters, written once
+# (in Policy.__init__) and given to each adapter's signature by one of the
+# decorators below: editors complete them and mypy checks them (a misspelt
+# option is an error), while at runtime the adapter is unchanged and passes
+# them on to Policy. ParamSpec is for the type checker only: no runtime
+# dependency, and Python 3.9 has none in typing.
+Result = TypeVar("Result")
+Owner = TypeVar("Owner")
+App = TypeVar("App")
+if TYPE_CHECKING:
+    from typing_extensions import Concatenate, ParamSpec
+
+    Options = ParamSpec("Options")
+
+    class _TakesOptions(Protocol[Options]):
+        def __call__(self, init: Callable[Concatenate[Owner, ...], None]
+                     ) -> Callable[Concatenate[Owner, Options], None]: ...
+
+    class _TakesAppAndOptions(Protocol[Options]):
+        def __call__(self, init: Callable[Concatenate[Owner, App, ...], None]
+                     ) -> Callable[Concatenate[Owner, App, Options], None]: ...
+
+
+def _unchanged(function: Any) -> Any:
+    return function
+
+
+def options_of(policy: Callable[Options, Any]
+               ) -> Callable[[Callable[..., Result]], Callable[Options, Result]]:
+    """A function `f(*args, **options)` typed as taking `policy`'s parameters."""
+    return _unchanged
+
+
+def init_options_of(policy: Callable[Options, Any]) -> _TakesOptions[Options]:
+    """An `__init__(self, *args, **options)` typed as taking `policy`'s parameters."""
+    return _unchanged  # type: ignore[return-value]
+
+
+def app_init_options_of(policy: Callable[Options, Any]) -> _TakesAppAndOptions[Options]:
+    """An `__init__(self, app, *args, **options)` typed as taking `app`, then
+    `policy`'s parameters."""
+    return _unchanged  # type: ignore[return-value]
 
 
 class Request:
@@ -283,9 +342,9 @@ class Policy:
 
     def __init__(
         self,
-        limit: Any = None,
+        limit: Limits | None = None,
         *,
-        routes: Mapping[Any, Any] | None = None,
+        routes: Mapping[PathPattern, Limits] | None = None,
         key: KeyFunction | None = None,
         cost: int | Callable[[Request], int] = 1,
         burst: int | None = None,
@@ -294,7 +353,7 @@ class Policy:
         proxy_header: str = "X-Forwarded-For",
         ipv4_prefix: int = 32,
         ipv6_prefix: int = 64,
-        exempt_paths: Iterable[Any] = (),
+        exempt_paths: Iterable[PathPattern] = (),
         exempt_methods: Iterable[str] = (),
         exempt: Callable[[Request], bool] | None = None,
         status: int = 429,
@@ -510,13 +569,13 @@ class Policy:
 
     def cost_of(self, request: Request) -> int:
         cost = self.cost
-        return cost if cost.__class__ is int else cost(request)  # type: ignore[operator,union-attr]
+        return cost if cost.__class__ is int else cost(request)  # type: ignore[operator]
 
     def decide(self, limits: list[_Limit], request: Request) -> Any:
         """The Decision for `request` against `limits` (synchronous stores)."""
         cost = self.cost
         if cost.__class__ is not int:
-            cost = cost(request)  # type: ignore[operator,union-attr]
+            cost = cost(request)  # type: ignore[operator]
         if len(limits) == 1:
             one = limits[0]
             if self.now is None:
@@ -595,7 +654,7 @@ def _check_all_for(limits: list[_Limit]) -> Callable[..., Any]:
     if not callable(function):
         raise invalid_type("limit", f"limit: several limits on one request need "
                            f"{module}.{name}(), which decides them as one")
-    return function
+    return function  # type: ignore[no-any-return]
 
 
 def _items(values: Any, param: str) -> list[Any]:

@@ -10,7 +10,10 @@ import contextlib
 import json
 import logging
 import math
+import os
 import re
+import subprocess
+import sys
 import types
 import warnings
 
@@ -898,6 +901,14 @@ def test_decision_headers_face():
 
 
 # -- Django's own idioms ----------------------------------------------------------------
+
+
+def test_no_framework_is_imported_by_cellrate_or_its_policy():
+    code = ("import sys, cellrate, cellrate.web, cellrate.asgi, cellrate.wsgi; "
+            "print(sorted({'django', 'flask', 'fastapi', 'starlette'} & set(sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert result.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("setting, words", [
