@@ -33,6 +33,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Patte
 
 import cellrate
 from cellrate._errors import invalid, invalid_type
+from cellrate._rates import split_rates
 
 __all__ = ["Policy", "Request", "header", "client_address", "Store", "Limits"]
 
@@ -488,11 +489,7 @@ class Policy:
                     return cellrate.KeyedLimiter(rate, burst=self._burst)
                 return cellrate.KeyedLimiter(rate, burst=self._burst, shared=region)
             except cellrate.CellrateError as error:
-                if getattr(error, "param", None) != "rate":
-                    raise  # burst, shared: options of their own
-                # the core's words, under the option that holds the rate
-                raise (invalid if isinstance(error, ValueError) else invalid_type)(
-                    param, f"{param}: {error}") from None
+                raise _under(param, error) from None
         if not callable(getattr(rate, "check", None)):
             raise invalid_type(param, f"{param}: expected a rate such as '100/minute', a store "
                                f"with check(), or a (store, key function) pair, not "
@@ -502,11 +499,14 @@ class Policy:
     def _limits(self, spec: Any, param: str, region: str | None) -> list[_Limit]:
         if spec is None:
             return []
-        many = isinstance(spec, list)
-        items: Sequence[Any] = spec if many else [spec]
+        items: Sequence[Any] = spec if isinstance(spec, list) else [spec]
+        try:  # "100/day;10/hour": a limit of each part
+            items = [part for item in items for part in split_rates(item)]
+        except cellrate.CellrateError as error:
+            raise _under(param, error) from None
         limits = []
         for index, item in enumerate(items):
-            where = region if region is None or not many or index == 0 else f"{region}.{index}"
+            where = region if region is None or index == 0 else f"{region}.{index}"
             if isinstance(item, tuple):
                 if len(item) != 2 or not callable(item[1]):
                     raise invalid_type(param, f"{param}: a pair is (store, key function)")
@@ -637,6 +637,14 @@ class Policy:
             body = self._problem_head + detail + b'"}'
         return self.status, [("Content-Type", self.content_type),
                              ("Content-Length", str(len(body)))] + fields, body
+
+
+def _under(param: str, error: Exception) -> Exception:
+    """A bad rate (the core's words) under the option that holds it; any other
+    error (burst, shared: options of their own) as it is."""
+    if getattr(error, "param", None) != "rate":
+        return error
+    return (invalid if isinstance(error, ValueError) else invalid_type)(param, f"{param}: {error}")
 
 
 def _check_all_for(limits: list[_Limit]) -> Callable[..., Any]:

@@ -622,6 +622,30 @@ def test_several_limits_refusal_spends_nothing_of_the_others(face):
     assert [app.request()[0] for _ in range(9)] == [200] * 8 + [429]
 
 
+def test_several_limits_in_one_rate_string(face):
+    """"3/minute;5/hour" (as flask-limiter and slowapi write it): each part its
+    own limit, decided as one; a refusal by one spends nothing of the other."""
+    clock = Clock()
+    app = face("3/minute;5/hour", routes={"POST /login": "1/minute; 2/hour"}, now=clock,
+               admitted_headers=True)
+    assert [app.request()[0] for _ in range(5)] == [200, 200, 200, 429, 429]
+    clock.t += 60  # the minute's limit is back; the hour's has 2 left, not 0
+    results = [app.request() for _ in range(3)]
+    assert [status for status, _, _ in results] == [200, 200, 429]
+    assert results[2][1]["ratelimit-policy"] == '"default";q=5;w=3600'  # the tightest: the hour's
+    assert [app.request("POST", "/login", client="192.0.2.9")[0] for _ in range(2)] == [200, 429]
+
+
+@pytest.mark.parametrize("limit, routes, param", [
+    ("1/s;;1/m", None, "limit"), ("1/s;bogus", None, "limit"), (["1/s", "1/m;"], None, "limit"),
+    ("1/s", {"/login": "1/s;1/fortnight"}, "routes"),
+])
+def test_a_bad_part_of_a_rate_string_names_the_option(limit, routes, param):
+    with pytest.raises(cellrate.InvalidArgument) as caught:
+        Policy(limit, routes=routes)
+    assert caught.value.param == param and str(caught.value).startswith(f"{param}: rate")
+
+
 def test_several_limits_with_their_own_keys(face):
     """A per-address limit and a per-user limit (its own key function), and a
     global Limiter, decided as one."""
