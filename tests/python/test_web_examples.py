@@ -20,15 +20,24 @@ EXAMPLES = REPO / "examples"
 def load(name, monkeypatch, limit):
     monkeypatch.setenv("CELLRATE_LIMIT", limit)
     monkeypatch.delenv("CELLRATE_REGION", raising=False)
-    if name.startswith("django"):  # the example configures Django as its project's
-        from django.conf import settings
-        from django.utils.functional import empty
-        monkeypatch.setattr(settings, "_wrapped", empty)
     spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)  # Django's ROOT_URLCONF names it
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture
+def fresh_django():
+    """Django's settings unconfigured, for the example that configures them as
+    its project's, and as they were after."""
+    from django.conf import settings
+    from django.utils.functional import empty
+
+    previous = settings._wrapped
+    settings._wrapped = empty
+    yield
+    settings._wrapped = previous
 
 
 def asgi_client(module):
@@ -52,7 +61,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("name, client_of", CASES, ids=[c[0] for c in CASES])
-def test_example_app_wide_limit(name, client_of, monkeypatch):
+def test_example_app_wide_limit(name, client_of, monkeypatch, fresh_django):
     client = client_of(load(name, monkeypatch, "3/hour"))
     responses = [client.get("/") for _ in range(5)]
     assert [r.status_code for r in responses] == [200, 200, 200, 429, 429]
@@ -63,8 +72,9 @@ def test_example_app_wide_limit(name, client_of, monkeypatch):
 
 
 @pytest.mark.parametrize("name, client_of", CASES, ids=[c[0] for c in CASES])
-def test_example_login_route_limit(name, client_of, monkeypatch):
+def test_example_login_route_limit(name, client_of, monkeypatch, fresh_django):
     client = client_of(load(name, monkeypatch, "1000/hour"))
     statuses = [client.post("/login").status_code for _ in range(7)]
     assert statuses == [200] * 5 + [429] * 2
     assert client.get("/").status_code == 200
+
