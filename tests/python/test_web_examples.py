@@ -78,3 +78,13 @@ def test_example_login_route_limit(name, client_of, monkeypatch, fresh_django):
     assert statuses == [200] * 5 + [429] * 2
     assert client.get("/").status_code == 200
 
+
+def test_example_limit_on_all_clients_together(monkeypatch):
+    """fastapi_app's /search: one Limiter, so every client address spends the
+    one budget (each address here also has its own app-wide limit to spare)."""
+    monkeypatch.setenv("CELLRATE_SEARCH_LIMIT", "3/hour")
+    module = load("fastapi_app", monkeypatch, "1000/hour")
+    statuses = [TestClient(module.app, client=(f"192.0.2.{i}", 40000)).get("/search").status_code
+                for i in range(1, 6)]
+    assert statuses == [200, 200, 200, 429, 429]
+    assert TestClient(module.app, client=("192.0.2.9", 40000)).get("/").status_code == 200
