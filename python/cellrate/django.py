@@ -28,8 +28,10 @@ from typing import Any, Awaitable, Callable, Mapping, TypeVar, Union
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings  # type: ignore[import-untyped, unused-ignore]
-from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped, unused-ignore]
-from django.http import HttpRequest, HttpResponse, HttpResponseBase  # type: ignore[import-untyped, unused-ignore]
+from django.core.exceptions import (  # type: ignore[import-untyped, unused-ignore]
+    ImproperlyConfigured)
+from django.http import (  # type: ignore[import-untyped, unused-ignore]
+    HttpRequest, HttpResponse, HttpResponseBase)
 
 from cellrate import CellrateError
 from cellrate.web import Policy, Request, options_of

@@ -1,15 +1,17 @@
 """The policy behind every web integration of cellrate (docs/design.md §10).
 
 `cellrate.asgi.RateLimitMiddleware`, `cellrate.wsgi.RateLimitMiddleware`, the
-FastAPI dependency (`cellrate.fastapi.RateLimit`) and the Flask decorator
-(`cellrate.flask.RateLimit`) are thin adapters over `Policy`: which limits a
-request meets, under which key and cost, whether it is exempt, and what the
-response carries. No web framework is imported here.
+FastAPI dependency (`cellrate.fastapi.RateLimit`), the Flask decorator
+(`cellrate.flask.RateLimit`) and Django's (`cellrate.django.limit`,
+`cellrate.django.RateLimitMiddleware`) are thin adapters over `Policy`: which
+limits a request meets, under which key and cost, whether it is exempt, and
+what the response carries, refusal included. No web framework is imported here.
 
 A store is any object with `check(key, cost, *, now=None) -> Decision`
 (KeyedLimiter, RedisLimiter), or a `cellrate.Limiter` (`check(cost, *,
 now=None)`, one limit for every key); an async store's `check` is a coroutine
-function (AsyncRedisLimiter), and only the ASGI adapters take one. Several
+function (AsyncRedisLimiter), and only the ASGI adapters (and Django's async
+views and middleware chain) take one. Several
 limits on one request are decided as one by the `check_all` (or
 `check_all_async`) of their stores' module: `cellrate.check_all`,
 `cellrate.redis.check_all`.
@@ -302,8 +304,9 @@ _ROUTE = re.compile(r"^(?:([A-Za-z]+)\s+)?(/.*)$")
 class Policy:
     """Which limits a request meets and what its response carries.
 
-    limit: a rate ("100/minute", 10), a store, a (store, key function) pair,
-        or a list of them: the limits every request meets. None: only `routes`.
+    limit: a rate ("100/minute", 10; "100/day;10/hour" is one limit of each
+        part), a store, a (store, key function) pair, or a list of them: the
+        limits every request meets. None: only `routes`.
     routes: {pattern: limit(s)}; a pattern is a path ("/login"), a glob
         ("/api/*"), optionally after a method ("POST /login"), or a compiled
         regular expression matched against the path. Every pattern that matches

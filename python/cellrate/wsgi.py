@@ -48,7 +48,8 @@ class RateLimitMiddleware:
         if not fields:
             return self.app(environ, start_response)
 
-        def start_with_headers(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        def start_with_headers(status: str, headers: list[tuple[str, str]],
+                               exc_info: Any = None) -> Any:
             return start_response(status, list(headers) + fields, exc_info)
 
         return self.app(environ, start_with_headers)
