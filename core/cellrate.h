@@ -152,7 +152,10 @@ const char *cr_version(void);
     X(43, E_SHARED_MODE_ALONE, "shared_mode",                                              \
       "shared_mode is the mode of a region file: give it only with shared") \
     X(44, E_TIMEOUT, "timeout",                                                            \
-      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes")
+      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes")   \
+    X(45, E_RATE_SEVERAL, "rate",                                                          \
+      "rate: one string is one limit; for several ('100/day;10/hour') make one limiter "   \
+      "of each and decide them as one with check_all")
 
 #define CR_STATUS_ENUM_(number, name, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, param, message) +1

@@ -207,6 +207,10 @@ cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *peri
     cursor c = {text, text + len};
     double units_per = 0, count = 1;
 
+    /* "100/day;10/hour", as flask-limiter and slowapi write several limits:
+     * here one string is one limit, and the words say what to do instead */
+    if (len > 0 && memchr(text, ';', len) != NULL)
+        return CR_E_RATE_SEVERAL;
     skip_spaces(&c);
     if (!parse_number(&c, &units_per))
         return CR_E_RATE_SYNTAX;

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Literal, Optional, TypeVar, Union
+from typing import Any, Callable, List, Literal, Optional, TypeVar, Union
 
 from cellrate import _cellrate
 from cellrate._cellrate import KeyedLimiter, Limiter
+from cellrate._rates import split_rates
 from cellrate._wait import RateLimited, acquire, check_timeout, wait
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -46,6 +47,30 @@ class CheckOnly:
         return self.store.peek(*args)
 
 
+class CheckAll:
+    """Several limits as one store (a rate such as "10/second;100/minute"):
+    check() decides them as one (cellrate.check_all: a refusal spends nothing
+    of any), peek() gives the tightest. It has no reserve(): its waiters go
+    through CheckOnly, retrying on `retry_after`."""
+
+    __slots__ = ("stores",)
+
+    def __init__(self, stores: List[Any]) -> None:
+        self.stores = stores
+
+    def check(self, *args: Any) -> Any:
+        *key, cost = args
+        items = self.stores if not key else [(store, key[0]) for store in self.stores]
+        return _cellrate.check_all(items, cost)
+
+    def peek(self, *args: Any) -> Any:
+        decisions = [store.peek(*args) for store in self.stores]
+        refusals = [decision for decision in decisions if not decision.allowed]
+        if refusals:
+            return max(refusals, key=lambda decision: decision.retry_after)
+        return min(decisions, key=lambda decision: decision.remaining)
+
+
 def limit(
     rate: Union[float, str, None] = None,
     period: Optional[float] = None,
@@ -60,7 +85,8 @@ def limit(
 ) -> Callable[[F], F]:
     """Limits how often the decorated function runs.
 
-    Either `rate` (with `period`, `burst`, `algorithm`, as for Limiter) or
+    Either `rate` (with `period`, `burst`, `algorithm`, as for Limiter; a
+    string may name several limits, "10/second;100/minute", decided as one) or
     `limiter=`: any existing limiter or store (Limiter, KeyedLimiter, a
     `shared=` one, RedisLimiter / AsyncRedisLimiter).
 
@@ -98,8 +124,10 @@ def limit(
             raise _invalid_type("rate", "limit() needs a rate or a limiter=")
         if burst is None and isinstance(cost, int) and algorithm in ("gcra", "token_bucket"):
             burst = max(1, cost)  # even spacing: the window bound of docs/design.md §9
-        store: Any = (Limiter if key is None else KeyedLimiter)(
-            rate, period, burst=burst, algorithm=algorithm)
+        kind = Limiter if key is None else KeyedLimiter
+        stores = [kind(part, period, burst=burst, algorithm=algorithm)
+                  for part in split_rates(rate)]
+        store: Any = stores[0] if len(stores) == 1 else CheckAll(stores)
     elif rate is not None or period is not None or burst is not None or algorithm != "gcra":
         raise _invalid_type("limiter", "give either rate (period, burst, algorithm) or limiter=")
     elif isinstance(limiter, _cellrate.KeyedLimiter) and key is None:

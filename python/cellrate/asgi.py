@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, MutableMapping
 
-from cellrate.web import Policy, Request, client_address, header
+from cellrate.web import Policy, Request, app_init_options_of, client_address, header
 
 __all__ = ["RateLimitMiddleware", "Request", "client_address", "header"]
 
@@ -19,6 +19,7 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def _encoded(fields: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
@@ -31,9 +32,11 @@ class RateLimitMiddleware:
     and FastAPI. Async stores (AsyncRedisLimiter) are awaited; a store whose
     check() would block the event loop is refused."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], limit: Any = None, **options: Any) -> None:
+    @app_init_options_of(Policy)
+    def __init__(self, app: ASGIApp, *args: Any, **options: Any) -> None:
         self.app = app
-        self.policy = Policy(limit, asynchronous=True, **options)
+        self.policy = Policy(*args, **options)
+        self.policy.require_stores(asynchronous=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -55,13 +58,9 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send)
 
     async def _refuse(self, send: Send, fields: list[tuple[str, str]]) -> None:
-        policy = self.policy
-        headers = [
-            (b"content-type", policy.content_type.encode("latin-1")),
-            (b"content-length", str(len(policy.body)).encode("latin-1")),
-        ] + _encoded(fields)
-        await send({"type": "http.response.start", "status": policy.status, "headers": headers})
-        await send({"type": "http.response.body", "body": policy.body})
+        status, headers, body = self.policy.refusal(fields)
+        await send({"type": "http.response.start", "status": status, "headers": _encoded(headers)})
+        await send({"type": "http.response.body", "body": body})
 
 
 def _adding(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:

@@ -7,28 +7,46 @@
     async def login(): ...
 
 One RateLimit is one set of limits: give each route its own for per-route
-limits, or put one in a router's `dependencies=` to share it. A refusal raises
-HTTPException(status, detail=body, headers=the rate-limit fields). The options
-are those of `cellrate.web.Policy` (routes and exemptions included).
+limits, or put one in a router's `dependencies=` to share it. The options are
+those of `cellrate.web.Policy` (routes and exemptions included). A refusal is
+the policy's, byte for byte the middleware's: a dependency can only raise, and
+FastAPI's HTTPException handler would wrap it in {"detail": ...}, so the
+dependency raises `Refused`, carrying the response, and answers it with its own
+handler, put in the app's exception handlers on the first refusal.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import HTTPException, Request, Response
+from fastapi import Request, Response
 
-from cellrate.web import Policy
+from cellrate.web import Policy, init_options_of
 from cellrate.web import Request as PolicyRequest
 
-__all__ = ["RateLimit"]
+__all__ = ["RateLimit", "Refused"]
+
+
+class Refused(Exception):
+    """A refusal by RateLimit, answered with `response` (the policy's refusal)."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+async def _answer(request: Request, refused: Exception) -> Response:
+    assert isinstance(refused, Refused)
+    return refused.response
 
 
 class RateLimit:
     """A dependency that limits the routes it is attached to."""
 
-    def __init__(self, limit: Any = None, **options: Any) -> None:
-        self.policy = Policy(limit, asynchronous=True, **options)
+    @init_options_of(Policy)
+    def __init__(self, *args: Any, **options: Any) -> None:
+        self.policy = Policy(*args, **options)
+        self.policy.require_stores(asynchronous=True)
 
     async def __call__(self, request: Request, response: Response) -> None:
         policy = self.policy
@@ -40,6 +58,12 @@ class RateLimit:
         decision = await policy.decide_async(limits, view)
         refuse, fields = policy.outcome(decision, view)
         if refuse:
-            raise HTTPException(policy.status, detail=policy.body.decode(), headers=dict(fields))
+            status, headers, body = policy.refusal(fields)
+            # Starlette's ExceptionMiddleware keeps the app's handlers in the
+            # scope, and looks the raised exception's up there
+            handlers = scope.get("starlette.exception_handlers")
+            if handlers is not None:
+                handlers[0].setdefault(Refused, _answer)
+            raise Refused(Response(body, status, dict(headers)))
         for name, value in fields:
             response.headers[name] = value

@@ -18,8 +18,8 @@ from typing import Any, Callable, TypeVar
 
 import flask
 
-from cellrate.web import Policy
-from cellrate.wsgi import refusal_headers, request_of
+from cellrate.web import Policy, init_options_of
+from cellrate.wsgi import request_of
 
 __all__ = ["RateLimit"]
 
@@ -29,8 +29,10 @@ View = TypeVar("View", bound=Callable[..., Any])
 class RateLimit:
     """A view decorator that limits the views it decorates."""
 
-    def __init__(self, limit: Any = None, **options: Any) -> None:
-        self.policy = Policy(limit, **options)
+    @init_options_of(Policy)
+    def __init__(self, *args: Any, **options: Any) -> None:
+        self.policy = Policy(*args, **options)
+        self.policy.require_stores(asynchronous=False)
 
     def __call__(self, view: View) -> View:
         policy = self.policy
@@ -44,7 +46,8 @@ class RateLimit:
             decision = policy.decide(limits, request)
             refuse, fields = policy.outcome(decision, request)
             if refuse:
-                return flask.Response(policy.body, policy.status, refusal_headers(policy, fields))
+                status, headers, body = policy.refusal(fields)
+                return flask.Response(body, status, headers)
             if not fields:
                 return view(*args, **kwargs)
             response = flask.make_response(view(*args, **kwargs))

@@ -1,15 +1,17 @@
 """The policy behind every web integration of cellrate (docs/design.md §10).
 
 `cellrate.asgi.RateLimitMiddleware`, `cellrate.wsgi.RateLimitMiddleware`, the
-FastAPI dependency (`cellrate.fastapi.RateLimit`) and the Flask decorator
-(`cellrate.flask.RateLimit`) are thin adapters over `Policy`: which limits a
-request meets, under which key and cost, whether it is exempt, and what the
-response carries. No web framework is imported here.
+FastAPI dependency (`cellrate.fastapi.RateLimit`), the Flask decorator
+(`cellrate.flask.RateLimit`) and Django's (`cellrate.django.limit`,
+`cellrate.django.RateLimitMiddleware`) are thin adapters over `Policy`: which
+limits a request meets, under which key and cost, whether it is exempt, and
+what the response carries, refusal included. No web framework is imported here.
 
 A store is any object with `check(key, cost, *, now=None) -> Decision`
 (KeyedLimiter, RedisLimiter), or a `cellrate.Limiter` (`check(cost, *,
 now=None)`, one limit for every key); an async store's `check` is a coroutine
-function (AsyncRedisLimiter), and only the ASGI adapters take one. Several
+function (AsyncRedisLimiter), and only the ASGI adapters (and Django's async
+views and middleware chain) take one. Several
 limits on one request are decided as one by the `check_all` (or
 `check_all_async`) of their stores' module: `cellrate.check_all`,
 `cellrate.redis.check_all`.
@@ -23,21 +25,82 @@ import hashlib
 import http
 import inspect
 import ipaddress
+import json
 import logging
 import re
 import socket
 import sys
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Pattern, Protocol,
+                    Sequence, Tuple, TypeVar, Union)
 
 import cellrate
 from cellrate._errors import invalid, invalid_type
+from cellrate._rates import split_rates
 
-__all__ = ["Policy", "Request", "header", "client_address"]
+__all__ = ["Policy", "Request", "header", "client_address", "Store", "Limits"]
 
 logger = logging.getLogger("cellrate")
 
 KeyFunction = Callable[["Request"], Union[str, bytes]]
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+
+
+class Store(Protocol):
+    """A store: `check(key, cost, *, now=None)` (KeyedLimiter, RedisLimiter; a
+    coroutine function for an async one), or a Limiter's `check(cost, *, now=None)`."""
+
+    def check(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+# What `limit` and each route take: a rate ("100/minute", "100/day;10/hour",
+# 10), a store, a (store, key function) pair, or a list of them
+Limit = Union[str, int, float, Store, Tuple[Store, KeyFunction]]
+Limits = Union[Limit, List[Limit]]
+# A route or exemption pattern: a path, a glob, "METHOD path", or a regex of the path
+PathPattern = Union[str, Pattern[str]]
+
+# The options of every adapter are Policy's keyword parameters, written once
+# (in Policy.__init__) and given to each adapter's signature by one of the
+# decorators below: editors complete them and mypy checks them (a misspelt
+# option is an error), while at runtime the adapter is unchanged and passes
+# them on to Policy. ParamSpec is for the type checker only: no runtime
+# dependency, and Python 3.9 has none in typing.
+Result = TypeVar("Result")
+Owner = TypeVar("Owner")
+App = TypeVar("App")
+if TYPE_CHECKING:
+    from typing_extensions import Concatenate, ParamSpec
+
+    Options = ParamSpec("Options")
+
+    class _TakesOptions(Protocol[Options]):
+        def __call__(self, init: Callable[Concatenate[Owner, ...], None]
+                     ) -> Callable[Concatenate[Owner, Options], None]: ...
+
+    class _TakesAppAndOptions(Protocol[Options]):
+        def __call__(self, init: Callable[Concatenate[Owner, App, ...], None]
+                     ) -> Callable[Concatenate[Owner, App, Options], None]: ...
+
+
+def _unchanged(function: Any) -> Any:
+    return function
+
+
+def options_of(policy: Callable[Options, Any]
+               ) -> Callable[[Callable[..., Result]], Callable[Options, Result]]:
+    """A function `f(*args, **options)` typed as taking `policy`'s parameters."""
+    return _unchanged
+
+
+def init_options_of(policy: Callable[Options, Any]) -> _TakesOptions[Options]:
+    """An `__init__(self, *args, **options)` typed as taking `policy`'s parameters."""
+    return _unchanged  # type: ignore[return-value]
+
+
+def app_init_options_of(policy: Callable[Options, Any]) -> _TakesAppAndOptions[Options]:
+    """An `__init__(self, app, *args, **options)` typed as taking `app`, then
+    `policy`'s parameters."""
+    return _unchanged  # type: ignore[return-value]
 
 
 class Request:
@@ -109,6 +172,9 @@ def header(name: str) -> KeyFunction:
     key_from_header.__qualname__ = f"header({name!r})"
     return key_from_header
 
+
+# The media type of the default refusal, an RFC 9457 problem document
+PROBLEM_TYPE = "application/problem+json"
 
 # A field name (RFC 9110 §5.1: a token)
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -238,8 +304,9 @@ _ROUTE = re.compile(r"^(?:([A-Za-z]+)\s+)?(/.*)$")
 class Policy:
     """Which limits a request meets and what its response carries.
 
-    limit: a rate ("100/minute", 10), a store, a (store, key function) pair,
-        or a list of them: the limits every request meets. None: only `routes`.
+    limit: a rate ("100/minute", 10; "100/day;10/hour" is one limit of each
+        part), a store, a (store, key function) pair, or a list of them: the
+        limits every request meets. None: only `routes`.
     routes: {pattern: limit(s)}; a pattern is a path ("/login"), a glob
         ("/api/*"), optionally after a method ("POST /login"), or a compiled
         regular expression matched against the path. Every pattern that matches
@@ -264,7 +331,10 @@ class Policy:
         spelling, IPv4-mapped or not, is one key.
     exempt_paths, exempt_methods, exempt: patterns (as for routes), methods,
         and a predicate of the Request: requests that meet no limit at all.
-    status, body, content_type: the refusal; it always carries the headers.
+    status, body, content_type: the refusal, the same from every adapter; it
+        always carries the header fields. Default: 429 and an RFC 9457 problem
+        (application/problem+json) whose detail says when to retry; a `body`
+        given is sent as it is (content_type default text/plain).
     name, legacy_headers: the policy name and the X-RateLimit-* trio
         (Decision.headers). admitted_headers: the headers on admitted
         responses too.
@@ -276,9 +346,9 @@ class Policy:
 
     def __init__(
         self,
-        limit: Any = None,
+        limit: Limits | None = None,
         *,
-        routes: Mapping[Any, Any] | None = None,
+        routes: Mapping[PathPattern, Limits] | None = None,
         key: KeyFunction | None = None,
         cost: int | Callable[[Request], int] = 1,
         burst: int | None = None,
@@ -287,18 +357,17 @@ class Policy:
         proxy_header: str = "X-Forwarded-For",
         ipv4_prefix: int = 32,
         ipv6_prefix: int = 64,
-        exempt_paths: Iterable[Any] = (),
+        exempt_paths: Iterable[PathPattern] = (),
         exempt_methods: Iterable[str] = (),
         exempt: Callable[[Request], bool] | None = None,
         status: int = 429,
-        body: str | bytes = "Too Many Requests",
-        content_type: str = "text/plain; charset=utf-8",
+        body: str | bytes | None = None,
+        content_type: str | None = None,
         name: str = "default",
         legacy_headers: bool = False,
         admitted_headers: bool = False,
         dry_run: bool = False,
         now: Callable[[], float] | None = None,
-        asynchronous: bool = False,
     ) -> None:
         if key is not None and not callable(key):
             raise invalid_type("key", "key must be a function of the request "
@@ -344,18 +413,6 @@ class Policy:
                 raise invalid(param, f"{param} applies to limits given as a rate; no limit is: "
                                      "give it to the store you made")
         every = self.limits + [one for _, route in self.routes for one in route]
-        if asynchronous:
-            for one in every:
-                if not one.is_async and not isinstance(
-                    one.store, (cellrate.Limiter, cellrate.KeyedLimiter)
-                ):
-                    raise invalid_type(
-                        "limit",
-                        f"limit: {type(one.store).__name__}.check() would block the event loop; "
-                        "give a store whose check() is a coroutine function (AsyncRedisLimiter)")
-        elif any(one.is_async for one in every):
-            raise invalid_type("limit", "limit: an async store (AsyncRedisLimiter) needs the ASGI "
-                               "middleware; under WSGI give its synchronous twin (RedisLimiter)")
         self.check_all = _check_all_for(every) if len(every) > 1 else None
 
         self.proxy_header = proxy_header
@@ -380,10 +437,16 @@ class Policy:
         self.status_line = f"{status} {_reason(status)}"
         if isinstance(body, str):
             body = _encoded(body, "body", "utf-8")
-        elif not isinstance(body, (bytes, bytearray, memoryview)):
-            raise invalid_type("body", "body must be str or bytes")
-        self.body = bytes(body)
-        if not isinstance(content_type, str):
+        elif body is not None and not isinstance(body, (bytes, bytearray, memoryview)):
+            raise invalid_type("body", "body must be str or bytes (or None: a problem document)")
+        self.body = None if body is None else bytes(body)
+        # the problem document up to its detail (RFC 9457), made once
+        self._problem_head = json.dumps(
+            {"type": "about:blank", "title": _reason(self.status), "status": self.status},
+            separators=(",", ":"))[:-1].encode("ascii") + b',"detail":"'
+        if content_type is None:
+            content_type = PROBLEM_TYPE if body is None else "text/plain; charset=utf-8"
+        elif not isinstance(content_type, str):
             raise invalid_type("content_type", "content_type must be a str")
         _encoded(content_type, "content_type", "latin-1")
         self.content_type = content_type
@@ -401,14 +464,35 @@ class Policy:
             raise invalid_type("now", "now must be a function returning seconds, or None")
         self.now = now
 
+    def require_stores(self, asynchronous: bool) -> None:
+        """Refuses the stores an adapter cannot call: under ASGI (`asynchronous`)
+        a synchronous store other than the in-process ones, whose check() would
+        block the event loop; under WSGI an async store."""
+        every = self.limits + [one for _, route in self.routes for one in route]
+        if asynchronous:
+            for one in every:
+                if not one.is_async and not isinstance(
+                    one.store, (cellrate.Limiter, cellrate.KeyedLimiter)
+                ):
+                    raise invalid_type(
+                        "limit",
+                        f"limit: {type(one.store).__name__}.check() would block the event loop; "
+                        "give a store whose check() is a coroutine function (AsyncRedisLimiter)")
+        elif any(one.is_async for one in every):
+            raise invalid_type("limit", "limit: an async store (AsyncRedisLimiter) needs the ASGI "
+                               "middleware; under WSGI give its synchronous twin (RedisLimiter)")
+
     # -- configuration --------------------------------------------------------
 
     def _store(self, rate: Any, param: str, region: str | None) -> Any:
         if isinstance(rate, (str, int, float)) and not isinstance(rate, bool):
             self._from_rates += 1
-            if region is None:
-                return cellrate.KeyedLimiter(rate, burst=self._burst)
-            return cellrate.KeyedLimiter(rate, burst=self._burst, shared=region)
+            try:
+                if region is None:
+                    return cellrate.KeyedLimiter(rate, burst=self._burst)
+                return cellrate.KeyedLimiter(rate, burst=self._burst, shared=region)
+            except cellrate.CellrateError as error:
+                raise _under(param, error) from None
         if not callable(getattr(rate, "check", None)):
             raise invalid_type(param, f"{param}: expected a rate such as '100/minute', a store "
                                f"with check(), or a (store, key function) pair, not "
@@ -418,11 +502,14 @@ class Policy:
     def _limits(self, spec: Any, param: str, region: str | None) -> list[_Limit]:
         if spec is None:
             return []
-        many = isinstance(spec, list)
-        items: Sequence[Any] = spec if many else [spec]
+        items: Sequence[Any] = spec if isinstance(spec, list) else [spec]
+        try:  # "100/day;10/hour": a limit of each part
+            items = [part for item in items for part in split_rates(item)]
+        except cellrate.CellrateError as error:
+            raise _under(param, error) from None
         limits = []
         for index, item in enumerate(items):
-            where = region if region is None or not many or index == 0 else f"{region}.{index}"
+            where = region if region is None or index == 0 else f"{region}.{index}"
             if isinstance(item, tuple):
                 if len(item) != 2 or not callable(item[1]):
                     raise invalid_type(param, f"{param}: a pair is (store, key function)")
@@ -485,13 +572,13 @@ class Policy:
 
     def cost_of(self, request: Request) -> int:
         cost = self.cost
-        return cost if cost.__class__ is int else cost(request)  # type: ignore[operator,union-attr]
+        return cost if cost.__class__ is int else cost(request)  # type: ignore[operator]
 
     def decide(self, limits: list[_Limit], request: Request) -> Any:
         """The Decision for `request` against `limits` (synchronous stores)."""
         cost = self.cost
         if cost.__class__ is not int:
-            cost = cost(request)  # type: ignore[operator,union-attr]
+            cost = cost(request)  # type: ignore[operator]
         if len(limits) == 1:
             one = limits[0]
             if self.now is None:
@@ -541,6 +628,28 @@ class Policy:
         return True, list(fields.items())
 
 
+    def refusal(self, fields: list[tuple[str, str]]) -> tuple[int, list[tuple[str, str]], bytes]:
+        """(status, header fields, body) of the refusal that `outcome` decided,
+        one for every adapter: Content-Type, Content-Length, then `fields`."""
+        body = self.body
+        if body is None:
+            retry = next((value for name, value in fields if name == "Retry-After"), None)
+            detail = (b"The request exceeds the rate limit; retry after " + retry.encode() + b" s."
+                      if retry is not None else b"The request costs more than the rate limit "
+                      b"can ever admit.")
+            body = self._problem_head + detail + b'"}'
+        return self.status, [("Content-Type", self.content_type),
+                             ("Content-Length", str(len(body)))] + fields, body
+
+
+def _under(param: str, error: Exception) -> Exception:
+    """A bad rate (the core's words) under the option that holds it; any other
+    error (burst, shared: options of their own) as it is."""
+    if getattr(error, "param", None) != "rate":
+        return error
+    return (invalid if isinstance(error, ValueError) else invalid_type)(param, f"{param}: {error}")
+
+
 def _check_all_for(limits: list[_Limit]) -> Callable[..., Any]:
     """The function that decides `limits` as one: the `check_all` (async stores:
     `check_all_async`) of their stores' module, so `cellrate.check_all` for
@@ -556,7 +665,7 @@ def _check_all_for(limits: list[_Limit]) -> Callable[..., Any]:
     if not callable(function):
         raise invalid_type("limit", f"limit: several limits on one request need "
                            f"{module}.{name}(), which decides them as one")
-    return function
+    return function  # type: ignore[no-any-return]
 
 
 def _items(values: Any, param: str) -> list[Any]:

@@ -8,17 +8,18 @@ The options are those of `cellrate.web.Policy`; stores must be synchronous.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Dict, Iterable
 
-from cellrate.web import Policy, Request, client_address, header
+from cellrate.web import Policy, Request, app_init_options_of, client_address, header
 
 __all__ = ["RateLimitMiddleware", "Request", "client_address", "header"]
 
 StartResponse = Callable[..., Any]
-WSGIApp = Callable[[dict, StartResponse], Iterable[bytes]]
+Environ = Dict[str, Any]
+WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
 
-def request_of(policy: Policy, environ: dict) -> Request:
+def request_of(policy: Policy, environ: Environ) -> Request:
     path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
     return Request(policy, environ.get("REQUEST_METHOD") or "GET", path or "/", None, environ)
 
@@ -26,11 +27,13 @@ def request_of(policy: Policy, environ: dict) -> Request:
 class RateLimitMiddleware:
     """Limits a WSGI application: `RateLimitMiddleware(app, limit, **options)`."""
 
-    def __init__(self, app: WSGIApp, limit: Any = None, **options: Any) -> None:
+    @app_init_options_of(Policy)
+    def __init__(self, app: WSGIApp, *args: Any, **options: Any) -> None:
         self.app = app
-        self.policy = Policy(limit, **options)
+        self.policy = Policy(*args, **options)
+        self.policy.require_stores(asynchronous=False)
 
-    def __call__(self, environ: dict, start_response: StartResponse) -> Iterable[bytes]:
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         policy = self.policy
         request = request_of(policy, environ)
         limits = policy.limits_for(request)
@@ -39,19 +42,15 @@ class RateLimitMiddleware:
         decision = policy.decide(limits, request)
         refuse, fields = policy.outcome(decision, request)
         if refuse:
-            start_response(policy.status_line, refusal_headers(policy, fields))
-            return [policy.body]
+            _, headers, body = policy.refusal(fields)
+            start_response(policy.status_line, headers)
+            return [body]
         if not fields:
             return self.app(environ, start_response)
 
-        def start_with_headers(status: str, headers: list, exc_info: Any = None) -> Any:
+        def start_with_headers(status: str, headers: list[tuple[str, str]],
+                               exc_info: Any = None) -> Any:
             return start_response(status, list(headers) + fields, exc_info)
 
         return self.app(environ, start_with_headers)
 
-
-def refusal_headers(policy: Policy, fields: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [
-        ("Content-Type", policy.content_type),
-        ("Content-Length", str(len(policy.body))),
-    ] + fields

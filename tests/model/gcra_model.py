@@ -106,6 +106,9 @@ STATUSES: list[tuple[int, str, str, str]] = [
      "shared_mode is the mode of a region file: give it only with shared"),
     (44, "E_TIMEOUT", "timeout",
      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes"),
+    (45, "E_RATE_SEVERAL", "rate",
+     "rate: one string is one limit; for several ('100/day;10/hour') make one limiter "
+     "of each and decide them as one with check_all"),
 ]
 
 
@@ -337,6 +340,8 @@ def _number_value(digits: str) -> float | None:
 
 def parse_rate(text: str) -> tuple[str, float, float]:
     """cr_parse_rate: (status, rate, period_s)."""
+    if ";" in text:
+        return "E_RATE_SEVERAL", 0.0, 0.0
     match = _RATE_TEXT.fullmatch(text)
     if match is None:
         return "E_RATE_SYNTAX", 0.0, 0.0

@@ -914,6 +914,9 @@ def text_limits(lv: Limits, rng: random.Random) -> None:
                  "10 / 5 5 s", "10/s extra", "10per", "0x10/s", "inf/s", "nan/s", "10/ms/", "10 pe s",
                  "10 perr s", "5/s.", "10/5 .s", "10/months5", "\u00b55/s"):
         lv.text(text)
+    lv.comment("several limits in one string: refused, naming check_all")
+    for text in ("100/day;10/hour", "10/s; 100/m", ";", "10/s;", "abc;def"):
+        lv.text(text)
     lv.comment("period given with a rate string")
     lv.text("10/s", period_given=True)
     lv.text("5 per minute", period_given=True)

@@ -50,6 +50,44 @@ def test_non_blocking_function_raises_and_does_not_run():
     assert caught.value.decision.allowed is False
 
 
+def test_several_limits_in_one_rate_string_decide_as_one():
+    """"10/second;2/minute": each part its own limit, decided as one (check_all):
+    the tighter refuses, and a refusal spends nothing of the other."""
+    body = count_calls(lambda: "ran")
+    limited = cellrate.limit("10/second;2/minute", burst=2, block=False)(body)
+    assert [limited(), limited()] == ["ran", "ran"]
+    with pytest.raises(cellrate.RateLimited) as caught:
+        limited()
+    assert body.calls == 2 and caught.value.retry_after > 1  # the minute's: 30 s a unit
+    blocking = cellrate.limit("1000/second;1/hour", timeout=0)(body)
+    assert blocking() == "ran"
+    with pytest.raises(cellrate.RateLimited) as caught:  # waits on the tightest peek: too long
+        blocking()
+    assert body.calls == 3 and caught.value.retry_after > 1
+
+    keyed = cellrate.limit("1/hour;5/day", key=lambda user: user, block=False)(lambda user: user)
+    assert keyed("alice") == "alice" and keyed("bob") == "bob"
+    with pytest.raises(cellrate.RateLimited):
+        keyed("alice")
+
+    @cellrate.limit("10/second; 1/hour", block=False)
+    async def fetch():
+        return "fetched"
+
+    assert asyncio.run(fetch()) == "fetched"
+    with pytest.raises(cellrate.RateLimited):
+        asyncio.run(fetch())
+
+
+def test_several_limits_elsewhere_name_check_all():
+    for make in (cellrate.Limiter, cellrate.KeyedLimiter):
+        with pytest.raises(cellrate.InvalidArgument, match="decide them as one with check_all"):
+            make("100/day;10/hour")
+    with pytest.raises(cellrate.InvalidArgument, match="empty limit") as caught:
+        cellrate.limit("1/second;;1/minute")
+    assert caught.value.param == "rate"
+
+
 def test_async_function_awaits_and_stays_a_coroutine_function():
     @cellrate.limit(20, burst=1)
     async def fetch(x):

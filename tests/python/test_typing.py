@@ -50,7 +50,7 @@ def test_usage_passes_mypy_strict(mypy_env):
 
 # Each line is a mistake the stub must catch.
 MISUSE = """\
-import cellrate
+import cellrate, cellrate.asgi, cellrate.django, cellrate.fastapi, cellrate.flask, cellrate.web, cellrate.wsgi; from starlette.applications import Starlette
 text: str = cellrate.Limiter(10).allow()
 cellrate.Limiter(10).allow("1")
 cellrate.Limiter(10).allow(1, 2.0)
@@ -76,6 +76,16 @@ cellrate.limit(10, cost=1.5)
 late: float = cellrate.RateLimited(cellrate.Limiter(1).peek()).decision
 cellrate.Limiter(10).check().headers(legacy="yes")
 number: int = cellrate.Limiter(10).check().window
+cellrate.web.Policy("5/minute", shraed="/dev/shm/app")
+cellrate.asgi.RateLimitMiddleware(Starlette(), "5/minute", burts=3)
+Starlette().add_middleware(cellrate.asgi.RateLimitMiddleware, limit="5/minute", burts=3)
+cellrate.wsgi.RateLimitMiddleware(lambda environ, start: [], "5/minute", shraed="/dev/shm/app")
+cellrate.fastapi.RateLimit("5/minute", burts=3)
+cellrate.flask.RateLimit("5/minute", exempt_path=["/health"])
+cellrate.django.limit("5/minute", burts=3)
+cellrate.flask.RateLimit("5/minute", burst="3")
+cellrate.asgi.RateLimitMiddleware(Starlette(), "5/minute", dry_run="yes")
+cellrate.web.Policy(limit=["5/minute", object()])
 """
 
 

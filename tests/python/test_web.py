@@ -7,9 +7,14 @@ Retry-After never 0, trusted proxies, exemptions, dry run, refusals.
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
+import os
 import re
+import subprocess
+import sys
+import types
 import warnings
 
 import pytest
@@ -20,6 +25,13 @@ from cellrate.web import Policy, Request, header
 warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
 
 starlette = pytest.importorskip("starlette", reason="make test installs starlette")
+import django  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.core.handlers.asgi import ASGIHandler  # noqa: E402
+from django.http import HttpResponse  # noqa: E402
+from django.test import Client as DjangoClient  # noqa: E402
+from django.test import override_settings  # noqa: E402
+from django.urls import path as url  # noqa: E402
 from fastapi import Depends, FastAPI  # noqa: E402
 from flask import Flask  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
@@ -27,7 +39,12 @@ from starlette.responses import PlainTextResponse  # noqa: E402
 from starlette.routing import Route, WebSocketRoute  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
+if not settings.configured:  # the settings of one Django project; each face overrides its own
+    settings.configure(ALLOWED_HOSTS=["*"], SECRET_KEY="tests", MIDDLEWARE=[], ROOT_URLCONF=None)
+    django.setup()
+
 import cellrate.asgi  # noqa: E402
+import cellrate.django  # noqa: E402
 import cellrate.fastapi  # noqa: E402
 import cellrate.flask  # noqa: E402
 import cellrate.wsgi  # noqa: E402
@@ -52,8 +69,6 @@ class Clock:
 class Face:
     """An app limited by one integration, and a client for it: request()
     returns (status, {lower-case header: value}, body)."""
-
-    refusal_is_configurable = True
 
     def __init__(self, limit, **options):
         self.limit = limit
@@ -97,8 +112,6 @@ async def _fastapi_ok():
 
 
 class FastAPIDependency(StarletteMiddleware):
-    refusal_is_configurable = False  # HTTPException: FastAPI writes the body
-
     def __init__(self, limit, **options):
         Face.__init__(self, limit, **options)
         app = FastAPI(dependencies=[Depends(cellrate.fastapi.RateLimit(limit, **options))])
@@ -136,7 +149,79 @@ class FlaskDecorator(FlaskFace):
         self.client = app.test_client()
 
 
-FACES = [StarletteMiddleware, FastAPIMiddleware, FastAPIDependency, FlaskMiddleware, FlaskDecorator]
+def _django_ok(request, *args):
+    return HttpResponse("ok")
+
+
+async def _django_ok_async(request, *args):
+    return HttpResponse("ok")
+
+
+class DjangoFace(Face):
+    """A Django project of its own: its URLs, and its MIDDLEWARE and CELLRATE
+    settings while Django loads the middleware."""
+
+    asynchronous = False
+    middleware = False
+
+    def __init__(self, limit, **options):
+        super().__init__(limit, **options)
+        view = _django_ok_async if self.asynchronous else _django_ok
+        if not self.middleware:
+            view = cellrate.django.limit(limit, **options)(view)
+        self.urls = types.ModuleType(f"urls_{id(self)}")
+        self.urls.urlpatterns = [url(p.lstrip("/"), view) for p in PATHS]
+        project = dict(MIDDLEWARE=["cellrate.django.RateLimitMiddleware"] if self.middleware else [],
+                       CELLRATE=dict(options, limit=limit), ROOT_URLCONF=self.urls)
+        with override_settings(**project):
+            self.client = self.client_of()
+
+    def client_of(self):
+        client = DjangoClient()
+        client.handler.load_middleware()
+        return client
+
+    def request(self, method="GET", path="/", headers=None, client="192.0.2.1"):
+        with override_settings(ROOT_URLCONF=self.urls):
+            response = self.client.generic(method, path, headers=headers, REMOTE_ADDR=client)
+        return response.status_code, {k.lower(): v for k, v in response.items()}, response.content
+
+
+class DjangoDecorator(DjangoFace):
+    pass
+
+
+class DjangoMiddleware(DjangoFace):
+    middleware = True
+
+
+class DjangoASGI(DjangoFace):
+    """Django's ASGI handler (async views, the middleware chain async) under
+    Starlette's test client, which sets the client address."""
+
+    asynchronous = True
+
+    def client_of(self):
+        return ASGIHandler()
+
+    def request(self, method="GET", path="/", headers=None, client="192.0.2.1"):
+        if client not in self.clients:
+            self.clients[client] = TestClient(self.client, client=(client, 40000))
+        with override_settings(ROOT_URLCONF=self.urls):
+            response = self.clients[client].request(method, path, headers=headers or {})
+        return response.status_code, {k.lower(): v for k, v in response.headers.items()}, response.content
+
+
+class DjangoASGIDecorator(DjangoASGI):
+    pass
+
+
+class DjangoASGIMiddleware(DjangoASGI):
+    middleware = True
+
+
+FACES = [StarletteMiddleware, FastAPIMiddleware, FastAPIDependency, FlaskMiddleware, FlaskDecorator,
+         DjangoDecorator, DjangoMiddleware, DjangoASGIDecorator, DjangoASGIMiddleware]
 
 
 @pytest.fixture(params=FACES, ids=lambda face: face.__name__)
@@ -239,8 +324,43 @@ def test_headers_on_admitted_responses_only_on_request(face):
                                     "ratelimit": '"default";r=2;t=3600'}
 
 
-@pytest.mark.parametrize("face_type", [f for f in FACES if f.refusal_is_configurable],
-                         ids=lambda face: face.__name__)
+PROBLEM = (b'{"type":"about:blank","title":"Too Many Requests","status":429,'
+           b'"detail":"The request exceeds the rate limit; retry after 3600 s."}')
+
+
+@pytest.mark.parametrize("options, body, content_type", [
+    ({}, PROBLEM, "application/problem+json"),
+    (dict(status=503, body="later"), b"later", "text/plain; charset=utf-8"),
+    (dict(body=b"{}", content_type="application/json"), b"{}", "application/json"),
+], ids=["default", "text", "json"])
+def test_one_refusal_from_every_adapter(options, body, content_type):
+    """Every adapter answers a refusal with the same status, header fields and
+    bytes: by default an RFC 9457 problem saying when to retry, without the
+    client's key; else the policy's status, body and content_type."""
+    answers = {}
+    for face_type in FACES:
+        app = face_type("1/hour", burst=1, now=Clock(), **options)
+        app.request()
+        answers[face_type.__name__] = app.request()
+    status, headers, sent = answers["StarletteMiddleware"]
+    assert (status, headers["content-type"], sent) == (options.get("status", 429), content_type, body)
+    assert headers == {"content-type": content_type, "content-length": str(len(body)),
+                       "ratelimit-policy": '"default";q=1;w=3600',
+                       "ratelimit": '"default";r=0;t=3600', "retry-after": "3600"}
+    assert {name: answer for name, answer in answers.items() if answer != (status, headers, sent)} == {}
+    assert b"192.0.2" not in sent
+
+
+def test_a_problem_without_retry_after_and_of_another_status():
+    app = StarletteMiddleware("1/hour", burst=1, cost=2, status=503, now=Clock())
+    status, headers, body = app.request()
+    assert (status, "retry-after" in headers) == (503, False)
+    assert json.loads(body) == {"type": "about:blank", "title": "Service Unavailable",
+                                "status": 503, "detail": "The request costs more than the "
+                                "rate limit can ever admit."}
+
+
+@pytest.mark.parametrize("face_type", FACES, ids=lambda face: face.__name__)
 def test_configurable_refusal(face_type):
     app = face_type("1/hour", burst=1, now=Clock(), status=503, body='{"error": "slow down"}',
                content_type="application/json")
@@ -258,7 +378,8 @@ def test_configurable_refusal(face_type):
     (True, cellrate.InvalidArgumentType), (429.0, cellrate.InvalidArgumentType),
     ("429", cellrate.InvalidArgumentType), (None, cellrate.InvalidArgumentType),
 ])
-@pytest.mark.parametrize("face_type", [f for f in FACES if f is not FastAPIMiddleware],
+@pytest.mark.parametrize("face_type", [f for f in FACES if f is not FastAPIMiddleware
+                                       and not getattr(f, "middleware", False)],
                          ids=lambda face: face.__name__)  # FastAPI builds middleware late
 def test_a_refusal_status_is_from_400_to_599(face_type, status, error):
     """The rule and the words of cellrate.nginx's status option
@@ -501,6 +622,30 @@ def test_several_limits_refusal_spends_nothing_of_the_others(face):
     assert [app.request()[0] for _ in range(9)] == [200] * 8 + [429]
 
 
+def test_several_limits_in_one_rate_string(face):
+    """"3/minute;5/hour" (as flask-limiter and slowapi write it): each part its
+    own limit, decided as one; a refusal by one spends nothing of the other."""
+    clock = Clock()
+    app = face("3/minute;5/hour", routes={"POST /login": "1/minute; 2/hour"}, now=clock,
+               admitted_headers=True)
+    assert [app.request()[0] for _ in range(5)] == [200, 200, 200, 429, 429]
+    clock.t += 60  # the minute's limit is back; the hour's has 2 left, not 0
+    results = [app.request() for _ in range(3)]
+    assert [status for status, _, _ in results] == [200, 200, 429]
+    assert results[2][1]["ratelimit-policy"] == '"default";q=5;w=3600'  # the tightest: the hour's
+    assert [app.request("POST", "/login", client="192.0.2.9")[0] for _ in range(2)] == [200, 429]
+
+
+@pytest.mark.parametrize("limit, routes, param", [
+    ("1/s;;1/m", None, "limit"), ("1/s;bogus", None, "limit"), (["1/s", "1/m;"], None, "limit"),
+    ("1/s", {"/login": "1/s;1/fortnight"}, "routes"),
+])
+def test_a_bad_part_of_a_rate_string_names_the_option(limit, routes, param):
+    with pytest.raises(cellrate.InvalidArgument) as caught:
+        Policy(limit, routes=routes)
+    assert caught.value.param == param and str(caught.value).startswith(f"{param}: rate")
+
+
 def test_several_limits_with_their_own_keys(face):
     """A per-address limit and a per-user limit (its own key function), and a
     global Limiter, decided as one."""
@@ -643,7 +788,8 @@ BAD, BAD_TYPE = cellrate.InvalidArgument, cellrate.InvalidArgumentType
 @pytest.mark.parametrize("options, error, param", [
     (dict(limit=None), BAD, "limit"),
     (dict(limit=object()), BAD_TYPE, "limit"),
-    (dict(limit="bogus"), BAD, "rate"),
+    (dict(limit="bogus"), BAD, "limit"),
+    (dict(limit="1/s", routes={"/login": "bogus"}), BAD, "routes"),
     (dict(limit=[("1/s",)]), BAD_TYPE, "limit"),
     (dict(limit=AsyncStore("1/s", 1)), BAD_TYPE, "limit"),
     (dict(limit=[BlockingStore("1/s", 1)] * 2), BAD_TYPE, "limit"),
@@ -776,3 +922,77 @@ def test_decision_headers_face():
         d.headers(5)
     with pytest.raises(cellrate.InvalidArgument, match="^name"):
         d.headers("nul\0")
+
+
+# -- Django's own idioms ----------------------------------------------------------------
+
+
+def test_no_framework_is_imported_by_cellrate_or_its_policy():
+    code = ("import sys, cellrate, cellrate.web, cellrate.asgi, cellrate.wsgi; "
+            "print(sorted({'django', 'flask', 'fastapi', 'starlette'} & set(sys.modules)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("setting, words", [
+    (None, "CELLRATE must be a dict of the options of cellrate.web.Policy"),
+    ("100/minute", "CELLRATE must be a dict"),
+    ({"limit": "100/minute", "burts": 3}, "CELLRATE: 'burts' is no option of cellrate.web.Policy; "
+                                          "did you mean 'burst'?"),
+    ({"limit": "bogus"}, "CELLRATE['limit']: limit: rate"),
+    ({"limit": "1/s", "status": 200}, "CELLRATE['status']: status must be an integer from 400"),
+    ({"limit": "1/s", "trusted_proxies": ["proxy"]}, "CELLRATE['trusted_proxies']: "),
+    ({"limit": AsyncStore("1/s", 1)}, "CELLRATE['limit']: limit: an async store"),
+], ids=lambda value: None)
+def test_a_bad_cellrate_setting_stops_django_at_startup(setting, words):
+    """Django loads the middleware when it makes its handler (the WSGI or ASGI
+    application of the project): there a bad setting is ImproperlyConfigured,
+    naming the option."""
+    from django.core.exceptions import ImproperlyConfigured
+    from django.core.wsgi import get_wsgi_application
+
+    project = dict(MIDDLEWARE=["cellrate.django.RateLimitMiddleware"], CELLRATE=setting)
+    with override_settings(**project), pytest.raises(ImproperlyConfigured) as caught:
+        get_wsgi_application()
+    assert str(caught.value).startswith(words), str(caught.value)
+
+
+def test_a_bad_limit_on_a_view_fails_where_it_is_written():
+    with pytest.raises(cellrate.InvalidArgument) as caught:
+        cellrate.django.limit("1/s", ipv4_prefix=33)
+    assert caught.value.param == "ipv4_prefix"
+    with pytest.raises(cellrate.InvalidArgumentType, match="needs the ASGI"):
+        cellrate.django.limit(AsyncStore("1/s", 1))(_django_ok)
+    assert cellrate.django.limit(AsyncStore("1/s", 1))(_django_ok_async)
+
+
+def test_django_async_client_async_views_and_middleware():
+    """Django's AsyncClient: an async view under @limit, and the middleware in
+    an async chain; and an async view under Django's sync Client."""
+    from django.test import AsyncClient
+
+    clock = Clock()
+    views = types.ModuleType("urls_async")
+    views.urlpatterns = [url("login", cellrate.django.limit("1/hour", burst=1, now=clock)(
+        _django_ok_async)), url("", _django_ok_async)]
+    project = dict(MIDDLEWARE=["cellrate.django.RateLimitMiddleware"], ROOT_URLCONF=views,
+                   CELLRATE={"limit": "1/hour", "burst": 3, "now": clock})
+
+    async def requests():
+        client = AsyncClient()
+        login = [(await client.post("/login")).status_code for _ in range(2)]
+        site = [(await client.get("/")).status_code for _ in range(2)]
+        return login, site, await client.get("/")
+
+    with override_settings(**project):
+        login, site, refused = asyncio.run(requests())
+    assert (login, site) == ([200, 429], [200, 429])
+    assert refused["Content-Type"] == "application/problem+json"
+    assert refused["RateLimit"] == '"default";r=0;t=10800'
+
+    views.urlpatterns[0] = url("login", cellrate.django.limit("1/hour", burst=1, now=clock)(
+        _django_ok_async))
+    with override_settings(ROOT_URLCONF=views):
+        client = DjangoClient()
+        assert [client.post("/login").status_code for _ in range(2)] == [200, 429]

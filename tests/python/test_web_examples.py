@@ -27,6 +27,19 @@ def load(name, monkeypatch, limit):
     return module
 
 
+@pytest.fixture
+def fresh_django():
+    """Django's settings unconfigured, for the example that configures them as
+    its project's, and as they were after."""
+    from django.conf import settings
+    from django.utils.functional import empty
+
+    previous = settings._wrapped
+    settings._wrapped = empty
+    yield
+    settings._wrapped = previous
+
+
 def asgi_client(module):
     return TestClient(module.app)
 
@@ -48,7 +61,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("name, client_of", CASES, ids=[c[0] for c in CASES])
-def test_example_app_wide_limit(name, client_of, monkeypatch):
+def test_example_app_wide_limit(name, client_of, monkeypatch, fresh_django):
     client = client_of(load(name, monkeypatch, "3/hour"))
     responses = [client.get("/") for _ in range(5)]
     assert [r.status_code for r in responses] == [200, 200, 200, 429, 429]
@@ -58,9 +71,20 @@ def test_example_app_wide_limit(name, client_of, monkeypatch):
         assert [client.get("/admin/status").status_code for _ in range(3)] == [200] * 3
 
 
-@pytest.mark.parametrize("name, client_of", CASES[:3], ids=[c[0] for c in CASES[:3]])
-def test_example_login_route_limit(name, client_of, monkeypatch):
+@pytest.mark.parametrize("name, client_of", CASES, ids=[c[0] for c in CASES])
+def test_example_login_route_limit(name, client_of, monkeypatch, fresh_django):
     client = client_of(load(name, monkeypatch, "1000/hour"))
     statuses = [client.post("/login").status_code for _ in range(7)]
     assert statuses == [200] * 5 + [429] * 2
     assert client.get("/").status_code == 200
+
+
+def test_example_limit_on_all_clients_together(monkeypatch):
+    """fastapi_app's /search: one Limiter, so every client address spends the
+    one budget (each address here also has its own app-wide limit to spare)."""
+    monkeypatch.setenv("CELLRATE_SEARCH_LIMIT", "3/hour")
+    module = load("fastapi_app", monkeypatch, "1000/hour")
+    statuses = [TestClient(module.app, client=(f"192.0.2.{i}", 40000)).get("/search").status_code
+                for i in range(1, 6)]
+    assert statuses == [200, 200, 200, 429, 429]
+    assert TestClient(module.app, client=("192.0.2.9", 40000)).get("/").status_code == 200

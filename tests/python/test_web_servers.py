@@ -1,11 +1,12 @@
-"""Real servers on loopback. uvicorn and gunicorn, 2 worker processes each,
-on one `shared=` limit at 5 per hour (a burst of 5 and, for the test's
-duration, nothing restored). Requests come until each worker has answered
-more than the burst; however the kernel spreads them, the 200s across both
-workers number exactly the burst (and, without the region, exactly two
-bursts). Each worker's answers are read from the server's access log, which
-carries the worker's pid. And uvicorn in front of the client address: its
-rewrite of the peer from X-Forwarded-For, and a dual-stack listener."""
+"""Real servers on loopback. uvicorn and gunicorn (Flask, and Django's
+middleware configured by its CELLRATE setting), 2 worker processes each, on
+one `shared=` limit at 5 per hour (a burst of 5 and, for the test's duration,
+nothing restored). Requests come until each worker has answered more than
+the burst; however the kernel spreads them, the 200s across both workers
+number exactly the burst (and, without the region, exactly two bursts). Each
+worker's answers are read from the server's access log, which carries the
+worker's pid. And uvicorn in front of the client address: its rewrite of the
+peer from X-Forwarded-For, and a dual-stack listener."""
 
 import contextlib
 
@@ -172,10 +173,12 @@ def test_uvicorn_two_workers(tmp_path, region, shared):
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "per-worker"])
-def test_gunicorn_two_workers(tmp_path, region, shared):
+@pytest.mark.parametrize("app", ["flask_app:app", "django_app:application"],
+                         ids=["flask", "django"])  # Django: the middleware from CELLRATE
+def test_gunicorn_two_workers(tmp_path, region, shared, app):
     access = tmp_path / "access.log"
     run_server(tmp_path, region, lambda port: [
-        "gunicorn", "flask_app:app", "--bind", f"127.0.0.1:{port}", "--workers", "2",
+        "gunicorn", app, "--bind", f"127.0.0.1:{port}", "--workers", "2",
         "--access-logfile", str(access), "--access-logformat", "%(p)s %(s)s",
         "--no-control-socket",
     ], access, shared)

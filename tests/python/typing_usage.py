@@ -166,6 +166,36 @@ def use_decorators() -> None:
     assert value == 2 and text == "aa" and shared("abc") == 3
 
 
+def use_web() -> None:
+    """The web adapters: Policy's options in every adapter's signature."""
+    import flask
+    from starlette.applications import Starlette
+
+    import cellrate.asgi
+    import cellrate.django
+    import cellrate.fastapi
+    import cellrate.flask
+    import cellrate.wsgi
+    from cellrate.web import Policy, Request, header
+
+    def by_user(request: Request) -> str:
+        return request.header("X-User") or request.client
+
+    policy = Policy("100/minute", key=header("X-API-Key"), burst=10,
+                    routes={"POST /login": "5/minute"}, exempt_paths=["/health"], status=503)
+    assert policy.status == 503
+    app = Starlette()
+    app.add_middleware(cellrate.asgi.RateLimitMiddleware, limit="100/minute", key=by_user,
+                       trusted_proxies=["10.0.0.0/8"])
+    cellrate.asgi.RateLimitMiddleware(Starlette(), "100/minute", ipv6_prefix=56, dry_run=True)
+    cellrate.wsgi.RateLimitMiddleware(flask.Flask(__name__).wsgi_app,
+                                      ["10/second", (cellrate.KeyedLimiter(5), by_user)],
+                                      admitted_headers=True)
+    cellrate.fastapi.RateLimit("5/minute", cost=2, name="login")
+    cellrate.flask.RateLimit(cellrate.Limiter("1000/second"), exempt_methods=["GET"])
+    cellrate.django.limit("5/minute", key=by_user, body="slow down")
+
+
 def main() -> None:
     version: str = cellrate.__version__
     assert version.count(".") == 2
@@ -175,6 +205,7 @@ def main() -> None:
     assert use_errors() == ["rate", "burst", "capacity", "cost"]
     assert use_waiting() == float("inf")
     use_decorators()
+    use_web()
     assert sorted(cellrate.__all__) == sorted(
         [
             "CellrateError",
