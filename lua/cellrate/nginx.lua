@@ -333,7 +333,8 @@ and an unknown option or a value of the wrong type is an error naming it):
   legacy_headers    also X-RateLimit-Limit, -Remaining, -Reset
   admitted_headers  the fields on admitted responses too (default false: a
            refusal carries them, an admission none, as the Python middleware)
-  dry_run  refuse nothing: log what would be refused, set its fields
+  dry_run  refuse nothing: log what would be refused, set its fields but
+           Retry-After (the Python middleware's dry run)
   wait     seconds a request may be held (ngx.sleep, never blocking the
            worker) for units reserved at their instant; beyond that, refused
            (one limit, not a list)
@@ -364,6 +365,10 @@ local function answer(opts, decider, allowed, remaining, retry_after, reset_afte
     set_fields(name1, value1, name2, value2, name3, value3, name4, value4, name5, value5,
                name6, value6)
     if opts.dry_run then
+        -- A dry run admits: the fields say where the quota stands, but no
+        -- Retry-After, which would tell a client of a 200 to back off
+        -- (docs/contract.md).
+        ngx_header["Retry-After"] = nil
         ngx_log(ngx_WARN, "cellrate dry run: would refuse ", tostring(decider),
                 ", retry after ", retry_after, " s")
         return allowed, remaining, retry_after, reset_after
