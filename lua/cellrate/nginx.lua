@@ -328,7 +328,8 @@ and an unknown option or a value of the wrong type is an error naming it):
   cost     units this request spends (default 1)
   status   status of a refusal, 400-599 (default 429)
   body     body of a refusal (default: nginx's own page for the status, which
-           error_page can replace); content_type (default "text/plain")
+           error_page can replace); content_type (default "text/plain;
+           charset=utf-8", the Python middleware's)
   name     the policy name in the header fields (default "default")
   legacy_headers    also X-RateLimit-Limit, -Remaining, -Reset
   admitted_headers  the fields on admitted responses too (default false: a
@@ -377,7 +378,7 @@ local function answer(opts, decider, allowed, remaining, retry_after, reset_afte
     local body = opts.body
     if body ~= nil then
         ngx.status = status
-        ngx_header["Content-Type"] = opts.content_type or "text/plain"
+        ngx_header["Content-Type"] = opts.content_type or "text/plain; charset=utf-8"
         ngx_header["Content-Length"] = #body
         ngx_print(body)
     end

@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+import cellrate.web
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
 from contract_vectors import rate_fields, scenarios  # noqa: E402
 
@@ -43,3 +45,12 @@ def test_scenario(server, scenario):
                   if "cellrate dry run: would refuse" in line
                   and f"scenario={scenario.name}&" in line]
         assert len(logged) == refusals
+
+
+def test_a_body_without_content_type_is_sent_as_the_python_middleware_sends_it(server):
+    """A refusal with a body and no content_type: the Python middleware's
+    default content type (cellrate.web.Policy's)."""
+    assert server.get("/body")[0] == 200
+    status, headers, body = server.get("/body")
+    assert (status, body) == (429, b"slow down\n")
+    assert headers["Content-Type"] == cellrate.web.Policy("1/s").content_type
