@@ -328,12 +328,14 @@ and an unknown option or a value of the wrong type is an error naming it):
   cost     units this request spends (default 1)
   status   status of a refusal, 400-599 (default 429)
   body     body of a refusal (default: nginx's own page for the status, which
-           error_page can replace); content_type (default "text/plain")
+           error_page can replace); content_type (default "text/plain;
+           charset=utf-8", the Python middleware's)
   name     the policy name in the header fields (default "default")
   legacy_headers    also X-RateLimit-Limit, -Remaining, -Reset
   admitted_headers  the fields on admitted responses too (default false: a
            refusal carries them, an admission none, as the Python middleware)
-  dry_run  refuse nothing: log what would be refused, set its fields
+  dry_run  refuse nothing: log what would be refused, set its fields but
+           Retry-After (the Python middleware's dry run)
   wait     seconds a request may be held (ngx.sleep, never blocking the
            worker) for units reserved at their instant; beyond that, refused
            (one limit, not a list)
@@ -364,6 +366,10 @@ local function answer(opts, decider, allowed, remaining, retry_after, reset_afte
     set_fields(name1, value1, name2, value2, name3, value3, name4, value4, name5, value5,
                name6, value6)
     if opts.dry_run then
+        -- A dry run admits: the fields say where the quota stands, but no
+        -- Retry-After, which would tell a client of a 200 to back off
+        -- (docs/contract.md).
+        ngx_header["Retry-After"] = nil
         ngx_log(ngx_WARN, "cellrate dry run: would refuse ", tostring(decider),
                 ", retry after ", retry_after, " s")
         return allowed, remaining, retry_after, reset_after
@@ -372,7 +378,7 @@ local function answer(opts, decider, allowed, remaining, retry_after, reset_afte
     local body = opts.body
     if body ~= nil then
         ngx.status = status
-        ngx_header["Content-Type"] = opts.content_type or "text/plain"
+        ngx_header["Content-Type"] = opts.content_type or "text/plain; charset=utf-8"
         ngx_header["Content-Length"] = #body
         ngx_print(body)
     end

@@ -64,6 +64,7 @@ class Nginx:
             "LISTEN_IPV6": f"listen [::1]:{self.port} {listen_options};" if ipv6 else "",
             "LUA_PATH": LUA_PATH,
             "LUA_CPATH": LUA_CPATH,
+            "REPO": str(REPO),
             "LIMITS": str(self.limits),
             "RATE": rate,
             "BURST": str(burst),
