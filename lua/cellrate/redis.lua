@@ -302,18 +302,14 @@ local function request(mode, cost, now, ...)
     return keys, args
 end
 
-local function decide_one(self, mode, key, cost, now)
-    return decide(self, request(mode, cost, now, self, key))
-end
-
 function Limiter:check(key, cost, now)
     check_request(self, key, cost, now)
-    return decide_one(self, CHECK, key, cost, now)
+    return decide(self, request(CHECK, cost, now, self, key))
 end
 
 function Limiter:allow(key, cost, now)
     check_request(self, key, cost, now)
-    local allowed, err, code = decide_one(self, ALLOW, key, cost, now)
+    local allowed, err, code = decide(self, request(ALLOW, cost, now, self, key))
     if allowed == nil then
         return nil, err, code
     end
@@ -322,7 +318,7 @@ end
 
 function Limiter:peek(key, cost, now)
     check_request(self, key, cost, now)
-    return decide_one(self, PEEK, key, cost, now)
+    return decide(self, request(PEEK, cost, now, self, key))
 end
 
 -- Gives back cost units of key taken earlier (a call that timed out after
