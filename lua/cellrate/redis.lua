@@ -113,14 +113,22 @@ local function check_client(client)
     end
 end
 
+-- A whole number (checked by the core) in decimal digits: a 5.4 integer as
+-- it is (past 2^53 a double would round it), a double without its ".0".
+local function decimal(number)
+    if math.type and math.type(number) == "integer" then
+        return string.format("%d", number)
+    end
+    return string.format("%.0f", number)
+end
+
 -- The Redis key layout and the script's limit words, for a limit with the
 -- fields algorithm, emission_ns, tolerance_ns and burst: the prefix of the
 -- limit's keys (prefix .. "<algorithm>:<tolerance_ns>:<burst>:", so two limits
 -- never share a key's state) and its four ARGV words.
 local function limit_words(prefix, limit)
-    local emission = string.format("%.0f", limit.emission_ns)
-    local tolerance = string.format("%.0f", limit.tolerance_ns)
-    local burst = string.format("%.0f", limit.burst)
+    local emission, tolerance = decimal(limit.emission_ns), decimal(limit.tolerance_ns)
+    local burst = decimal(limit.burst)
     return prefix .. limit.algorithm .. ":" .. tolerance .. ":" .. burst .. ":",
         { limit.algorithm, emission, tolerance, burst }
 end
@@ -287,7 +295,7 @@ end
 -- rounds it; else the script reads TIME), for limiter, key, limiter, key...
 -- Each key, cost and now is checked by the core first.
 local function request(mode, cost, now, ...)
-    local keys, args = {}, { mode, string.format("%.0f", cost == nil and 1 or cost) }
+    local keys, args = {}, { mode, decimal(cost == nil and 1 or cost) }
     for i = 1, select("#", ...), 2 do
         local limiter, key = select(i, ...)
         keys[#keys + 1] = limiter.key_prefix .. key
