@@ -73,7 +73,9 @@ M.FIRST_BACKOFF_S = tonumber(protocol.FIRST_BACKOFF_S)
 M.MAX_BACKOFF_S = tonumber(protocol.MAX_BACKOFF_S)
 local FIRST_BACKOFF, MAX_BACKOFF = M.FIRST_BACKOFF_S, M.MAX_BACKOFF_S
 local PEEK, CHECK, ALLOW, REFUND = protocol.PEEK, protocol.CHECK, protocol.ALLOW, protocol.REFUND
--- on_error's words, and the message that lists them as the Python face does
+-- on_error's words (the first: the default), and the message that lists
+-- them as the Python face does
+local DEFAULT_ON_ERROR = protocol.ON_ERROR:match("%S+")
 local on_error_words, quoted = {}, {}
 for word in protocol.ON_ERROR:gmatch("%S+") do
     on_error_words[word] = true
@@ -150,7 +152,7 @@ function M.limiter(client, rate, opts)
             argument_error("prefix", protocol.PREFIX_REFUSED)
         end
     end
-    local on_error = opts.on_error == nil and "allow" or opts.on_error
+    local on_error = opts.on_error == nil and DEFAULT_ON_ERROR or opts.on_error
     if not on_error_words[on_error] then
         argument_error("on_error", "must be " .. ON_ERROR_WORDS)
     end

@@ -52,10 +52,10 @@ local MAX_TOLERANCE_NS = 9000000000000000
 -- PREFIX = 'cellrate:'
 -- PREFIX_REFUSES = { }
 -- PREFIX_REFUSED = must not contain '{' or '}': a hash tag in the prefix would put every key in one Redis Cluster slot (put hash tags in keys)
+-- What on_error may say (the first: the default).
 -- ON_ERROR = allow deny raise
 
 local E9 = 1000000000
-local MAX_TOLERANCE = MAX_TOLERANCE_NS
 local NEVER = -1
 local fmod, tonumber, substring, string_format = math.fmod, tonumber, string.sub, string.format
 
@@ -125,7 +125,7 @@ if needs_helpers then
             return as < bs or (as == bs and ans < bns)
         end
 
-        -- A non-negative difference as one number, HUGE from MAX_TOLERANCE on.
+        -- A non-negative difference as one number, HUGE from MAX_TOLERANCE_NS on.
         local function number(s, ns)
             if s >= 9000000 then
                 return HUGE
@@ -369,7 +369,7 @@ if mode == REFUND then
     if not refund then
         return redis.error_reply('ERR cellrate: unknown algorithm ' .. ARGV[3])
     end
-    if tonumber(ARGV[5]) >= MAX_TOLERANCE then
+    if tonumber(ARGV[5]) >= MAX_TOLERANCE_NS then
         return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
     end
     local stored = redis.call('GET', KEYS[1])
@@ -403,7 +403,7 @@ for i = 1, nkeys do
     local key = KEYS[i]
     local base = 2 + (i - 1) * 4
     local algorithm, tolerance = ARGV[base + 1], tonumber(ARGV[base + 3])
-    if tolerance >= MAX_TOLERANCE then
+    if tolerance >= MAX_TOLERANCE_NS then
         return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
     end
     local stored = pending and pending[key] or redis.call('GET', key)

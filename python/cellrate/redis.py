@@ -8,8 +8,9 @@
     True
 
 Each decision is one round trip: a server-side script (redis_decide.lua, the
-one file both faces send: lua/cellrate/ in the repository) reads the key's state, decides with the
-server's clock (TIME) and writes the new state with an expiry, atomically.
+one file both faces send, lua/cellrate/ in the repository) reads the key's
+state, decides with the server's clock (TIME) and writes the new state with an
+expiry, atomically.
 The limit's parameters come from the core (cellrate.KeyedLimiter), which also
 validates every argument, so both stores refuse the same inputs with the same
 words. No call holds a decision longer than `timeout`, whatever the client's
@@ -261,7 +262,7 @@ class _RedisLimit:
         burst: int | None = None,
         algorithm: Algorithm = "gcra",
         prefix: str = DEFAULT_PREFIX,
-        on_error: str = "allow",
+        on_error: str = ON_ERROR[0],
         deny_cache: bool = True,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:

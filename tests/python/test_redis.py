@@ -811,6 +811,7 @@ def test_the_faces_take_the_protocol_from_the_script(interpreter):
             print((select(2, pcall(store.limiter, client, opts.rate or 10, opts))))
         end
         print(store.limiter(client, 10).key_prefix)
+        print(store.limiter(client, 10).on_error)
     """).splitlines()
     assert lua[0] == protocol["MAX_TOLERANCE_NS"]
     assert lua[1] == protocol["UNAVAILABLE_REPLIES"]
@@ -825,6 +826,8 @@ def test_the_faces_take_the_protocol_from_the_script(interpreter):
         [python_errors[0], python_errors[1], python_errors[2].rsplit(", not", 1)[0],
          python_errors[3]]
     assert lua[7] == protocol["PREFIX"] + "gcra:1000000000:10:"
+    default_on_error = protocol["ON_ERROR"].split()[0]
+    assert lua[8] == RedisLimiter(redis.Redis(port=1), 10).on_error == default_on_error
 
 
 # The requests both faces make for the same limits and calls: every word of
