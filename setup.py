@@ -13,6 +13,7 @@ import platform
 import re
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -42,6 +43,16 @@ def version():
     if not all(parts):
         raise RuntimeError("core/cellrate.h: CR_VERSION_MAJOR, _MINOR and _PATCH not found")
     return ".".join(m.group(1) for m in parts)
+
+
+class build_py_with_script(build_py):
+    """Also ships lua/cellrate/redis_decide.lua, the Redis script both faces send, in the
+    cellrate package (cellrate.redis reads it there): one copy in the repository."""
+
+    def run(self):
+        super().run()
+        self.copy_file(os.path.join("lua", "cellrate", "redis_decide.lua"),
+                       os.path.join(self.build_lib, "cellrate", "redis_decide.lua"))
 
 
 FLAGS = build_flags()
@@ -79,6 +90,7 @@ setup(
     ],
     package_dir={"": "python"},
     packages=["cellrate"],
-    package_data={"cellrate": ["py.typed", "*.pyi", "redis_decide.lua"]},
+    package_data={"cellrate": ["py.typed", "*.pyi"]},
+    cmdclass={"build_py": build_py_with_script},
     options={"build": {"build_base": BUILD_BASE}, "egg_info": {"egg_base": BUILD_BASE}},
 )

@@ -982,12 +982,25 @@ static void register_type(lua_State *L, const char *tag, const luaL_Reg *methods
     lua_setfield(L, -2, "__index");
 }
 
+/* _now_ns(now): the ns the core decides at for `now` seconds, as a decimal
+ * string (an int64 is no LuaJIT number); cellrate.redis sends it to its script. */
+static int now_ns(lua_State *L)
+{
+    if (lua_isnoneornil(L, 1))
+        raise_status(L, CR_E_NOW);
+    char text[24];
+    snprintf(text, sizeof text, "%" PRId64, read_now(L, 1, lua_gettop(L)));
+    lua_pushstring(L, text);
+    return 1;
+}
+
 static const luaL_Reg module_functions[] = {
     {"limiter", limiter_new},
     {"keyed", keyed_new},
     {"check_all", module_check_all},
     {"headers", headers},
     {"header_fields", header_fields},
+    {"_now_ns", now_ns},
     {NULL, NULL},
 };
 

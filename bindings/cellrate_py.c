@@ -1059,6 +1059,21 @@ static PyObject *module_check_timeout(PyObject *module, PyObject *timeout)
     return PyFloat_FromDouble(cr_ns_to_seconds(timeout_ns));
 }
 
+/* _now_ns(now): the integer ns the core decides at for `now` seconds (the Redis
+ * store sends them to its script), validated and rounded by the core. */
+static PyObject *module_now_ns(PyObject *module, PyObject *now)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    int64_t now_ns;
+    if (now == Py_None) {
+        raise_status(state, CR_E_NOW);
+        return NULL;
+    }
+    if (convert_now(state, now, &now_ns) < 0)
+        return NULL;
+    return PyLong_FromLongLong(now_ns);
+}
+
 /* _attach_method(type, function): wait() and acquire() are Python
  * (python/cellrate/_wait.py, docs/design.md §9); this puts them in the
  * compiled types' own dictionaries, so that `lim.allow()` stays a call on the
@@ -1219,6 +1234,11 @@ PyDoc_STRVAR(check_timeout_doc,
              "_check_timeout(timeout, /)\n--\n\n"
              "Private: the seconds of a wait's `timeout` (None for any wait), or\n"
              "InvalidArgument / InvalidArgumentType naming `timeout`.");
+
+PyDoc_STRVAR(now_ns_doc,
+             "_now_ns(now, /)\n--\n\n"
+             "Private: `now` (seconds) as the integer ns the core decides at, or\n"
+             "InvalidArgument / InvalidArgumentType naming `now`.");
 
 PyDoc_STRVAR(check_all_doc,
              "check_all(items, cost=1, *, now=None)\n--\n\n"
@@ -1536,6 +1556,7 @@ static PyMethodDef cellrate_methods[] = {
     {"_attach_method", (PyCFunction)(void (*)(void))module_attach_method, METH_FASTCALL,
      attach_method_doc},
     {"_check_timeout", module_check_timeout, METH_O, check_timeout_doc},
+    {"_now_ns", module_now_ns, METH_O, now_ns_doc},
     {NULL, NULL, 0, NULL},
 };
 

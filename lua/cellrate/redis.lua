@@ -1,6 +1,6 @@
 -- cellrate.redis: one limit across hosts, its decisions kept in Redis
 -- (docs/design.md §11). The same server-side script as the Python store
--- (cellrate/redis_decide.lua, installed beside this module), sent to any
+-- (cellrate/redis_decide.lua, beside this module), sent to any
 -- client object with evalsha, eval and script methods: lua-resty-redis in
 -- OpenResty, redis-lua elsewhere.
 --
@@ -20,19 +20,6 @@ local ngx_null = ngx and ngx.null
 
 local M = { _VERSION = cellrate._VERSION }
 
--- A tolerance (burst * emission interval) the script carries exactly: below 9e15 ns.
-M.MAX_TOLERANCE_NS = 9000000000000000
-
--- The first words of the Redis error replies that mean "Redis cannot decide
--- now": answered by on_error like an unreachable server. The Python store
--- (cellrate.redis.UNAVAILABLE_REPLIES) holds the same words.
-M.UNAVAILABLE_REPLIES = { "OOM", "BUSY", "LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN",
-                          "CLUSTERDOWN" }
-local cannot_decide = {}
-for _, word in ipairs(M.UNAVAILABLE_REPLIES) do
-    cannot_decide[word] = true
-end
-
 local function read_script()
     local path, err = package.searchpath("cellrate.redis_decide", package.path)
     if not path then
@@ -48,7 +35,53 @@ end
 -- The script, byte for byte as the Python package ships it.
 M.script = read_script()
 
-local FIRST_BACKOFF, MAX_BACKOFF = 0.05, 1.0
+-- The settings of the script's protocol paragraph ("-- The protocol:" up to
+-- the first blank line): NAME -> its value's text, a 'string' unquoted. The
+-- Python face reads the same lines.
+local function read_protocol(script)
+    local start = assert(script:find("\n%-%- The protocol:"))
+    local settings = {}
+    for line in script:sub(start + 1, script:find("\n\n", start, true)):gmatch("[^\n]+") do
+        local name, value = line:match("^local ([A-Z][A-Z_]*) = (.*)$")
+        if not name then
+            name, value = line:match("^%-%- ([A-Z][A-Z_]*) = (.*)$")
+        end
+        if name then
+            settings[name] = value:match("^'(.*)'$") or value
+        end
+    end
+    return settings
+end
+
+local protocol = read_protocol(M.script)
+
+-- A tolerance (burst * emission interval) the script carries exactly: below this.
+M.MAX_TOLERANCE_NS = tonumber(protocol.MAX_TOLERANCE_NS)
+
+-- The first words of the Redis error replies that mean "Redis cannot decide
+-- now": answered by on_error like an unreachable server.
+M.UNAVAILABLE_REPLIES = {}
+local cannot_decide = {}
+for word in protocol.UNAVAILABLE_REPLIES:gmatch("%S+") do
+    M.UNAVAILABLE_REPLIES[#M.UNAVAILABLE_REPLIES + 1] = word
+    cannot_decide[word] = true
+end
+
+-- While Redis cannot decide, a probe tries it after a back-off that doubles
+-- from the first up to the largest (seconds).
+M.FIRST_BACKOFF_S = tonumber(protocol.FIRST_BACKOFF_S)
+M.MAX_BACKOFF_S = tonumber(protocol.MAX_BACKOFF_S)
+local FIRST_BACKOFF, MAX_BACKOFF = M.FIRST_BACKOFF_S, M.MAX_BACKOFF_S
+local PEEK, CHECK, ALLOW, REFUND = protocol.PEEK, protocol.CHECK, protocol.ALLOW, protocol.REFUND
+-- on_error's words (the first: the default), and the message that lists
+-- them as the Python face does
+local DEFAULT_ON_ERROR = protocol.ON_ERROR:match("%S+")
+local on_error_words, quoted = {}, {}
+for word in protocol.ON_ERROR:gmatch("%S+") do
+    on_error_words[word] = true
+    quoted[#quoted + 1] = "'" .. word .. "'"
+end
+local ON_ERROR_WORDS = table.concat(quoted, ", ", 1, #quoted - 1) .. " or " .. quoted[#quoted]
 
 local Limiter = {}
 Limiter.__index = Limiter
@@ -73,36 +106,6 @@ local function check_request(self, key, cost, now)
     end
 end
 
--- A double number of seconds >= 0 (validated by the core) as decimal
--- nanoseconds, rounded to nearest with halves away from zero, exactly as the
--- core's cr_seconds_to_ns: the product by 1e9 is carried as p + e (Dekker).
-local function seconds_to_ns(seconds)
-    local whole = math.floor(seconds)
-    local fraction = seconds - whole -- exact
-    local p = fraction * 1e9
-    local SPLIT = 134217729 -- 2^27 + 1
-    local c = SPLIT * fraction
-    local fh = c - (c - fraction)
-    local fl = fraction - fh
-    c = SPLIT * 1e9
-    local bh = c - (c - 1e9)
-    local bl = 1e9 - bh
-    local e = ((fh * bh - p) + fh * bl + fl * bh) + fl * bl
-    local ns = math.floor(p)
-    local rest = p - ns
-    if rest > 0.5 or (rest == 0.5 and e >= 0) then
-        ns = ns + 1
-    end
-    if ns >= 1e9 then
-        whole, ns = whole + 1, ns - 1e9
-    end
-    if whole == 0 then
-        return string.format("%d", ns)
-    end
-    return string.format("%d%09d", whole, ns)
-end
-M._seconds_to_ns = seconds_to_ns -- for the tests
-
 local function check_client(client)
     local ctype = type(client)
     if (ctype ~= "table" and ctype ~= "userdata") or type(client.evalsha) ~= "function"
@@ -110,6 +113,26 @@ local function check_client(client)
         error("client must be a Redis client object with evalsha, eval and script methods "
               .. "(lua-resty-redis, redis-lua)", 3)
     end
+end
+
+-- A whole number (checked by the core) in decimal digits: a 5.4 integer as
+-- it is (past 2^53 a double would round it), a double without its ".0".
+local function decimal(number)
+    if math.type and math.type(number) == "integer" then
+        return string.format("%d", number)
+    end
+    return string.format("%.0f", number)
+end
+
+-- The Redis key layout and the script's limit words, for a limit with the
+-- fields algorithm, emission_ns, tolerance_ns and burst: the prefix of the
+-- limit's keys (prefix .. "<algorithm>:<tolerance_ns>:<burst>:", so two limits
+-- never share a key's state) and its four ARGV words.
+local function limit_words(prefix, limit)
+    local emission, tolerance = decimal(limit.emission_ns), decimal(limit.tolerance_ns)
+    local burst = decimal(limit.burst)
+    return prefix .. limit.algorithm .. ":" .. tolerance .. ":" .. burst .. ":",
+        { limit.algorithm, emission, tolerance, burst }
 end
 
 -- limiter(client, rate, opts): opts as cellrate.keyed's (period, burst,
@@ -120,17 +143,18 @@ function M.limiter(client, rate, opts)
     if type(opts) ~= "table" then
         argument_error("opts", "must be a table")
     end
-    local prefix = opts.prefix == nil and "cellrate:" or opts.prefix
+    local prefix = opts.prefix == nil and protocol.PREFIX or opts.prefix
     if type(prefix) ~= "string" then
         argument_error("prefix", "must be a string")
     end
-    if prefix:find("[{}]") then
-        argument_error("prefix", "must not contain '{' or '}': a hash tag in the prefix would put "
-                       .. "every key in one Redis Cluster slot (put hash tags in keys)")
+    for refused in protocol.PREFIX_REFUSES:gmatch("%S+") do
+        if prefix:find(refused, 1, true) then
+            argument_error("prefix", protocol.PREFIX_REFUSED)
+        end
     end
-    local on_error = opts.on_error == nil and "allow" or opts.on_error
-    if on_error ~= "allow" and on_error ~= "deny" and on_error ~= "raise" then
-        argument_error("on_error", "must be 'allow', 'deny' or 'raise'")
+    local on_error = opts.on_error == nil and DEFAULT_ON_ERROR or opts.on_error
+    if not on_error_words[on_error] then
+        argument_error("on_error", "must be " .. ON_ERROR_WORDS)
     end
     -- the core parses, defaults and validates the limit
     local made, core = pcall(cellrate.keyed, rate, { period = opts.period, burst = opts.burst,
@@ -138,23 +162,21 @@ function M.limiter(client, rate, opts)
     if not made then
         error(without_position(core), 2)
     end
+    -- The limit as the script takes it. Once cellrate.limit_spec is merged, the
+    -- limit described here is that value (the one line to change): same fields.
     local info = core:info()
-    local algorithm = info.algorithm
     if info.tolerance_ns >= M.MAX_TOLERANCE_NS then
-        argument_error("burst", "is too large for the Redis store: burst * (period/rate), or a "
-                       .. "window, must be below 9e15 ns (about 104 days)")
+        argument_error("burst", protocol.BURST_TOO_LARGE)
     end
-    local emission = string.format("%.0f", info.emission_ns)
-    local tolerance = string.format("%.0f", info.tolerance_ns)
-    local burst = string.format("%.0f", info.burst)
+    local key_prefix, limit_args = limit_words(prefix, info)
     return setmetatable({
         client = client,
         core = core,
         burst = info.burst,
         on_error = on_error,
-        key_prefix = prefix .. algorithm .. ":" .. tolerance .. ":" .. burst .. ":",
-        limit_args = { algorithm, emission, tolerance, burst },
-        algorithm = algorithm,
+        key_prefix = key_prefix,
+        limit_args = limit_args,
+        algorithm = info.algorithm,
         gate = nil, -- while Redis is down: a limiter letting one probe through per back-off
         backoff = 0,
     }, Limiter)
@@ -259,6 +281,9 @@ local function decide(self, keys, args)
         end
         return nil, err, "unavailable"
     end
+    if reply == 1 then -- ALLOW mode, admitted: the verdict alone
+        return true
+    end
     if type(reply) ~= "table" then
         return nil, "unexpected reply from the script: " .. tostring(reply), "unavailable"
     end
@@ -267,40 +292,34 @@ local function decide(self, keys, args)
         tonumber(reply[4]) / 1e9
 end
 
--- KEYS and ARGV of the script for one limit, the key, cost and now already
--- checked; several limits (check_all) pass their limit arguments in `args`.
-local function request(self, mode, key, cost, keys, args)
-    keys = keys or {}
-    args = args or { mode, string.format("%.0f", cost == nil and 1 or cost) }
-    keys[#keys + 1] = self.key_prefix .. key
-    local limit_args = self.limit_args
-    for i = 1, 4 do
-        args[#args + 1] = limit_args[i]
+-- The one builder of the script's KEYS (a key per limit) and ARGV (mode,
+-- cost, each limit's four words, then now in ns when given, as the core
+-- rounds it; else the script reads TIME), for limiter, key, limiter, key...
+-- Each key, cost and now is checked by the core first.
+local function request(mode, cost, now, ...)
+    local keys, args = {}, { mode, decimal(cost == nil and 1 or cost) }
+    for i = 1, select("#", ...), 2 do
+        local limiter, key = select(i, ...)
+        keys[#keys + 1] = limiter.key_prefix .. key
+        local limit_args = limiter.limit_args
+        for j = 1, 4 do
+            args[#args + 1] = limit_args[j]
+        end
+    end
+    if now ~= nil then
+        args[#args + 1] = cellrate._now_ns(now)
     end
     return keys, args
 end
 
--- ARGV's last word: now, when given (else the script reads TIME).
-local function with_now(args, now)
-    if now ~= nil then
-        args[#args + 1] = seconds_to_ns(now)
-    end
-    return args
-end
-
-local function decide_one(self, mode, key, cost, now)
-    local keys, args = request(self, mode, key, cost)
-    return decide(self, keys, with_now(args, now))
-end
-
 function Limiter:check(key, cost, now)
     check_request(self, key, cost, now)
-    return decide_one(self, "1", key, cost, now)
+    return decide(self, request(CHECK, cost, now, self, key))
 end
 
 function Limiter:allow(key, cost, now)
     check_request(self, key, cost, now)
-    local allowed, err, code = decide_one(self, "1", key, cost, now)
+    local allowed, err, code = decide(self, request(ALLOW, cost, now, self, key))
     if allowed == nil then
         return nil, err, code
     end
@@ -309,7 +328,7 @@ end
 
 function Limiter:peek(key, cost, now)
     check_request(self, key, cost, now)
-    return decide_one(self, "0", key, cost, now)
+    return decide(self, request(PEEK, cost, now, self, key))
 end
 
 -- Gives back cost units of key taken earlier (a call that timed out after
@@ -318,8 +337,7 @@ end
 -- when Redis cannot answer, whatever on_error says (a refund is no decision).
 function Limiter:refund(key, cost, now)
     check_request(self, key, cost, now)
-    local keys, args = request(self, "3", key, cost)
-    local reply, err = run(self.client, keys, with_now(args, now))
+    local reply, err = run(self.client, request(REFUND, cost, now, self, key))
     if reply == nil then
         return nil, err or "no reply", "unavailable"
     end
@@ -344,7 +362,7 @@ function M.check_all(items, cost, now)
     if type(items) ~= "table" or #items == 0 then
         argument_error("items", "must be a non-empty list of { limiter, key } pairs")
     end
-    local keys, args, first
+    local first, limiters_and_keys = nil, {}
     for _, item in ipairs(items) do
         if type(item) ~= "table" or getmetatable(item[1]) ~= Limiter then
             argument_error("items", "must be a list of { limiter, key } pairs of cellrate.redis limiters")
@@ -354,9 +372,10 @@ function M.check_all(items, cost, now)
             argument_error("items", "every limiter must use the same Redis client")
         end
         check_request(item[1], item[2], cost, now)
-        keys, args = request(item[1], "1", item[2], cost, keys, args)
+        limiters_and_keys[#limiters_and_keys + 1] = item[1]
+        limiters_and_keys[#limiters_and_keys + 1] = item[2]
     end
-    return decide(first, keys, with_now(args, now))
+    return decide(first, request(CHECK, cost, now, unpack(limiters_and_keys)))
 end
 
 -- The client for the calls that follow. In OpenResty a connection belongs to

@@ -8,8 +8,9 @@
     True
 
 Each decision is one round trip: a server-side script (redis_decide.lua, the
-same file the Lua module sends) reads the key's state, decides with the
-server's clock (TIME) and writes the new state with an expiry, atomically.
+one file both faces send, lua/cellrate/ in the repository) reads the key's
+state, decides with the server's clock (TIME) and writes the new state with an
+expiry, atomically.
 The limit's parameters come from the core (cellrate.KeyedLimiter), which also
 validates every argument, so both stores refuse the same inputs with the same
 words. No call holds a decision longer than `timeout`, whatever the client's
@@ -29,11 +30,12 @@ import hashlib
 import logging
 import math
 import os
+import pathlib
+import re
 import sys
 import threading
 import time
 import weakref
-from fractions import Fraction
 from importlib import resources
 from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Union
 
@@ -61,18 +63,46 @@ __all__ = [
     "check_all_async",
 ]
 
-#: The server-side script, byte for byte as shipped (the Lua module sends the same bytes).
-SCRIPT: bytes = resources.files("cellrate").joinpath("redis_decide.lua").read_bytes()
+
+def _read_script() -> bytes:
+    """The script's bytes: package data in an installed package, else the
+    repository's one copy (a source tree on PYTHONPATH)."""
+    shipped = resources.files("cellrate").joinpath("redis_decide.lua")
+    if shipped.is_file():
+        return shipped.read_bytes()
+    return (pathlib.Path(__file__).resolve().parents[2] / "lua" / "cellrate" /
+            "redis_decide.lua").read_bytes()
+
+
+#: The server-side script, byte for byte as the Lua module sends it.
+SCRIPT: bytes = _read_script()
 SHA = hashlib.sha1(SCRIPT).hexdigest()
+
+
+def _protocol(script: bytes) -> Dict[str, str]:
+    """The settings of the script's protocol paragraph ("-- The protocol:" up to the first
+    blank line): NAME -> its value's text, a 'string' unquoted. The Lua face reads the
+    same lines."""
+    text = script.decode()
+    start = text.index("\n-- The protocol:")
+    paragraph = text[start:text.index("\n\n", start)]
+    return {name: value.strip("'") for name, value in
+            re.findall(r"^(?:local|--) ([A-Z][A-Z_]*) = (.*)$", paragraph, re.M)}
+
+
+_PROTOCOL = _protocol(SCRIPT)
 
 #: The largest tolerance (burst * emission interval) the script carries exactly, exclusive:
 #: 9e15 ns, about 104 days. Larger limits are refused with an error naming burst.
-MAX_TOLERANCE_NS = 9_000_000_000_000_000
+MAX_TOLERANCE_NS = int(_PROTOCOL["MAX_TOLERANCE_NS"])
 
-ON_ERROR = ("allow", "deny", "raise")
+ON_ERROR = tuple(_PROTOCOL["ON_ERROR"].split())
+_ON_ERROR_WORDS = ", ".join(f"'{word}'" for word in ON_ERROR[:-1]) + f" or '{ON_ERROR[-1]}'"
+DEFAULT_PREFIX = _PROTOCOL["PREFIX"]
 
 # The script's modes (its ARGV[1]).
-PEEK, CHECK, ALLOW, REFUND = b"0", b"1", b"2", b"3"
+PEEK, CHECK, ALLOW, REFUND = (_PROTOCOL[mode].encode() for mode in
+                              ("PEEK", "CHECK", "ALLOW", "REFUND"))
 
 # EVALSHA's words after the SHA (numkeys, the key, mode, cost, the limit's four
 # arguments) for one limit on the server's clock: the only requests whose
@@ -86,9 +116,8 @@ MAX_REFUSALS = 10_000
 #: now" (full, busy with another script, loading, a read-only replica, failing
 #: over): answered by on_error like an unreachable server. Any other error reply
 #: (WRONGTYPE, a script error) is a mistake, raised as RedisUnavailable whatever
-#: on_error says. The Lua face (cellrate.redis) holds the same words.
-UNAVAILABLE_REPLIES = ("OOM", "BUSY", "LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN",
-                       "CLUSTERDOWN")
+#: on_error says. The script's protocol paragraph holds them for both faces.
+UNAVAILABLE_REPLIES = tuple(_PROTOCOL["UNAVAILABLE_REPLIES"].split())
 
 # Failures that are not replies: the server cannot be reached or did not answer
 # in time (a pool's wait for a connection included).
@@ -136,8 +165,8 @@ class _PoolExhausted(redis.exceptions.ConnectionError):
 # While Redis cannot decide, calls answer by on_error without trying it, and a
 # probe (a thread, or an asyncio task) tries it after a delay that doubles
 # from FIRST_BACKOFF_S up to MAX_BACKOFF_S, until it decides again.
-FIRST_BACKOFF_S = 0.05
-MAX_BACKOFF_S = 1.0
+FIRST_BACKOFF_S = float(_PROTOCOL["FIRST_BACKOFF_S"])
+MAX_BACKOFF_S = float(_PROTOCOL["MAX_BACKOFF_S"])
 
 log = logging.getLogger("cellrate.redis")
 
@@ -156,12 +185,6 @@ def _invalid(exc_type: type, param: str, message: str) -> Exception:
     error: Exception = exc_type(message)
     setattr(error, "param", param)
     return error
-
-
-def _now_ns(now: float) -> int:
-    """Seconds (already validated by the core) to the nearest ns, halves away from zero,
-    as the core's cr_seconds_to_ns."""
-    return math.floor(Fraction(now) * 1_000_000_000 + Fraction(1, 2))
 
 
 def _detached(error: BaseException) -> BaseException:
@@ -238,8 +261,8 @@ class _RedisLimit:
         *,
         burst: int | None = None,
         algorithm: Algorithm = "gcra",
-        prefix: str = "cellrate:",
-        on_error: str = "allow",
+        prefix: str = DEFAULT_PREFIX,
+        on_error: str = ON_ERROR[0],
         deny_cache: bool = True,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
@@ -249,13 +272,12 @@ class _RedisLimit:
         if not isinstance(prefix, str):
             raise _invalid(cellrate.InvalidArgumentType, "prefix",
                            f"prefix must be a str, not {type(prefix).__name__}")
-        if "{" in prefix or "}" in prefix:
+        if any(refused in prefix for refused in _PROTOCOL["PREFIX_REFUSES"].split()):
             raise _invalid(cellrate.InvalidArgument, "prefix",
-                           "prefix must not contain '{' or '}': a hash tag in the prefix would put "
-                           "every key in one Redis Cluster slot (put hash tags in keys)")
+                           "prefix " + _PROTOCOL["PREFIX_REFUSED"])
         if on_error not in ON_ERROR:
             raise _invalid(cellrate.InvalidArgument, "on_error",
-                           f"on_error must be 'allow', 'deny' or 'raise', not {on_error!r}")
+                           f"on_error must be {_ON_ERROR_WORDS}, not {on_error!r}")
         if not isinstance(deny_cache, bool):
             raise _invalid(cellrate.InvalidArgumentType, "deny_cache",
                            f"deny_cache must be a bool, not {type(deny_cache).__name__}")
@@ -272,20 +294,18 @@ class _RedisLimit:
         emission_ns, tolerance_ns = self._core.emission_ns, self._core.tolerance_ns
         if tolerance_ns >= MAX_TOLERANCE_NS:
             raise _invalid(cellrate.InvalidArgument, "burst",
-                           "burst is too large for the Redis store: burst * (period/rate), or a "
-                           "window, must be below 9e15 ns (about 104 days)")
+                           "burst " + _PROTOCOL["BURST_TOO_LARGE"])
         self.client: Any = client
         self.prefix = prefix
         self.algorithm: str = self._core.algorithm
         self.on_error = on_error
         self.deny_cache = deny_cache
         self.timeout = float(timeout)
-        self._key_prefix = f"{prefix}{self.algorithm}:{tolerance_ns}:{self.burst}:".encode()
-        # encoded once: redis-py passes bytes through as they are
-        self._limit_args = tuple(str(v).encode() for v in (
-            self.algorithm, emission_ns, tolerance_ns, self.burst))
+        # The limit as the script takes it. Once cellrate.Limit is merged, the limit
+        # passed here is that value (the one line to change): it has the same fields.
+        self._key_prefix, self._limit_args = _limit_words(prefix, self._core)
         # a probe: a peek of cost 0 on the limit's empty key, which writes nothing
-        self._probe_words = (1, self._key_prefix, PEEK, 0, *self._limit_args)
+        self._probe_words = _request(PEEK, ((self, b""),), 0, None)
         # the seconds in which the limit restores its units, for Decision.headers(),
         # as the core computes it
         self._window = self._core.peek(b"", 0, now=0.0).window
@@ -326,12 +346,11 @@ class _RedisLimit:
             self._core.peek(key, cost, now=now)
         return self._key_prefix + (key.encode() if isinstance(key, str) else key)
 
-    def _words(self, mode: bytes, key: Key, cost: int, now: float | None) -> Tuple[Any, ...]:
+    def _words(self, mode: bytes, key: Key, cost: int, now: float | None) -> List[Any]:
         """EVALSHA's words after the SHA for one limit: numkeys, KEYS, ARGV."""
-        words = (1, self._key(key, cost, now), mode, cost, *self._limit_args)
-        return words if now is None else (*words, _now_ns(now))
+        return _request(mode, ((self, key),), cost, now)
 
-    def _refund_words(self, key: Key, cost: int, now: float | None) -> Tuple[Any, ...]:
+    def _refund_words(self, key: Key, cost: int, now: float | None) -> List[Any]:
         self._forget(key)  # a refund makes the key better than its remembered refusal
         return self._words(REFUND, key, cost, now)
 
@@ -421,6 +440,30 @@ class _RedisLimit:
         """The error of a reset or a refund that Redis did not make (not a decision:
         raised whatever on_error says)."""
         return RedisUnavailable(f"Redis cannot {what} now: {error}")
+
+
+def _limit_words(prefix: str, limit: Any) -> Tuple[bytes, Tuple[bytes, ...]]:
+    """The Redis key layout and the script's limit words, for a limit with the fields
+    algorithm, emission_ns, tolerance_ns and burst: the prefix of the limit's keys
+    (prefix + "<algorithm>:<tolerance_ns>:<burst>:", so two limits never share a key's
+    state) and its four ARGV words. Encoded once: redis-py sends bytes as they are."""
+    fields = (limit.algorithm, limit.emission_ns, limit.tolerance_ns, limit.burst)
+    key_prefix = f"{prefix}{fields[0]}:{fields[2]}:{fields[3]}:".encode()
+    return key_prefix, tuple(str(field).encode() for field in fields)
+
+
+def _request(mode: bytes, pairs: Sequence[Tuple["_RedisLimit", Key]], cost: int,
+             now: float | None) -> List[Any]:
+    """The one builder of the script's words after the SHA: numkeys, KEYS (a key per
+    limit), ARGV (mode, cost, each limit's four words, then now in ns when given, as
+    the core rounds it). Each key, cost and now is validated by the core first."""
+    keys = [limit._key(key, cost, now) for limit, key in pairs]
+    args: List[Any] = [mode, cost]
+    for limit, _ in pairs:
+        args += limit._limit_args
+    if now is not None:
+        args.append(cellrate._cellrate._now_ns(now))
+    return [len(keys), *keys, *args]
 
 
 def _decision(reply: Any, limits: Sequence[_RedisLimit]) -> cellrate.Decision:
@@ -816,23 +859,14 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
     pairs = list(items)
     if not pairs:
         raise _invalid(cellrate.InvalidArgument, "items", "items must name at least one limit")
-    limits: List[_RedisLimit] = []
-    keys: List[Any] = []
-    args: List[Any] = [CHECK, cost]
     for pair in pairs:
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], kind)):
             raise _invalid(cellrate.InvalidArgumentType, "items",
                            f"items must be (limiter, key) pairs of {kind.__name__}")
-        limit, key = pair
-        if limit.client is not pairs[0][0].client:
+        if pair[0].client is not pairs[0][0].client:
             raise _invalid(cellrate.InvalidArgument, "items",
                            "items: every limiter must use the same Redis client")
-        limits.append(limit)
-        keys.append(limit._key(key, cost, now))
-        args += limit._limit_args
-    if now is not None:
-        args.append(_now_ns(now))
-    return limits, [len(keys), *keys, *args]
+    return [limit for limit, _ in pairs], _request(CHECK, pairs, cost, now)
 
 
 def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,

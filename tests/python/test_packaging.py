@@ -12,6 +12,8 @@ import pathlib
 import re
 import shutil
 import subprocess
+import sys
+import tarfile
 
 import pytest
 
@@ -123,10 +125,25 @@ def test_the_rockspec_builds_through_the_makefile_as_luarocks_would(tmp_path):
     # cellrate.redis and the one copy of its script, found on package.path
     script = lua_eval(f'package.path = "{tmp_path / "share"}/?.lua;" .. package.path; '
                       'io.write(require("cellrate.redis").script)', str(module.parent))
-    assert script == (REPO / "python" / "cellrate" / "redis_decide.lua").read_text()
+    assert script == (REPO / "lua" / "cellrate" / "redis_decide.lua").read_text()
     # The flags of core/flags.mk were applied: the x86-64 build inlines the
     # 16-byte compare-and-swap instead of calling libatomic for it.
     if subprocess.run(["uname", "-m"], capture_output=True, text=True).stdout.strip() == "x86_64":
         undefined = subprocess.run(["nm", "-D", "--undefined-only", str(module)],
                                    capture_output=True, text=True, check=True).stdout
         assert "__atomic_compare_exchange_16" not in undefined
+
+
+def test_the_python_package_ships_the_redis_script(tmp_path):
+    # One copy in the repository (lua/cellrate/redis_decide.lua); the wheel's
+    # package (build_py) and the sdist carry it.
+    script = (REPO / "lua" / "cellrate" / "redis_decide.lua").read_bytes()
+    for command in (["build_py", "-d", str(tmp_path / "lib")],
+                    ["sdist", "-d", str(tmp_path / "dist")]):
+        subprocess.run([sys.executable, "setup.py", "-q", *command], cwd=REPO, check=True,
+                       capture_output=True)
+    assert (tmp_path / "lib" / "cellrate" / "redis_decide.lua").read_bytes() == script
+    (sdist,) = (tmp_path / "dist").glob("cellrate-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        member = tar.extractfile(f"{sdist.name[:-len('.tar.gz')]}/lua/cellrate/redis_decide.lua")
+        assert member is not None and member.read() == script

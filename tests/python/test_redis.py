@@ -16,6 +16,7 @@ import math
 import multiprocessing
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -98,11 +99,11 @@ def client(server):
 
 
 def test_script_is_the_one_file_both_faces_send():
-    source = (ROOT / "python" / "cellrate" / "redis_decide.lua").read_bytes()
+    source = (ROOT / "lua" / "cellrate" / "redis_decide.lua").read_bytes()
     assert cr_redis.SCRIPT == source
     lua = subprocess.run(
         ["lua5.4", "-e",
-         f'package.path = "{ROOT}/lua/?.lua;{ROOT}/python/?.lua;" .. package.path; '
+         f'package.path = "{ROOT}/lua/?.lua;" .. package.path; '
          f'package.cpath = "{ROOT}/build/lua5.4/?.so;" .. package.cpath; '
          'io.write(require("cellrate.redis").script)'],
         capture_output=True, check=True)
@@ -110,13 +111,13 @@ def test_script_is_the_one_file_both_faces_send():
 
 
 def test_now_converts_as_the_core_does():
-    """The store's explicit now (seconds -> ns) rounds as cr_seconds_to_ns (vectors/seconds.txt)."""
+    """The store's explicit now (seconds -> ns) is the core's cr_seconds_to_ns (vectors/seconds.txt)."""
     compared = 0
     for line in (ROOT / "tests" / "vectors" / "seconds.txt").read_text().splitlines():
         fields = line.split()
         if not fields or fields[0] != "seconds" or fields[2] != "OK":
             continue
-        assert cr_redis._now_ns(float(fields[1])) == int(fields[3]), line
+        assert cellrate._cellrate._now_ns(float(fields[1])) == int(fields[3]), line
         compared += 1
     assert compared >= 20
 
@@ -770,14 +771,172 @@ def test_a_data_error_raises_whatever_on_error_says(client):
         assert limiter.check("other").allowed  # the store decides on
 
 
-def test_the_faces_classify_replies_with_the_same_words():
-    lua = subprocess.run(
-        ["lua5.4", "-e",
-         f'package.path = "{ROOT}/lua/?.lua;{ROOT}/python/?.lua;" .. package.path; '
-         f'package.cpath = "{ROOT}/build/lua5.4/?.so;" .. package.cpath; '
-         'io.write(table.concat(require("cellrate.redis").UNAVAILABLE_REPLIES, " "))'],
-        capture_output=True, check=True, text=True)
-    assert tuple(lua.stdout.split()) == cr_redis.UNAVAILABLE_REPLIES
+def lua_run(interpreter: str, source: str) -> str:
+    """The output of `source` run by `interpreter` with this tree's cellrate modules."""
+    prelude = (f'package.path = "{ROOT}/lua/?.lua;" .. package.path; '
+               f'package.cpath = "{ROOT}/build/{interpreter}/?.so;" .. package.cpath\n')
+    return subprocess.run([interpreter, "-e", prelude + source], capture_output=True,
+                          check=True, text=True).stdout
+
+
+def protocol_paragraph() -> dict:
+    """The script's protocol lines, read here apart from either face."""
+    script = (ROOT / "lua" / "cellrate" / "redis_decide.lua").read_text()
+    start = script.index("\n-- The protocol:")
+    paragraph = script[start:script.index("\n\n", start)]
+    return {name: value.strip("'") for name, value in
+            re.findall(r"^(?:local|--) ([A-Z][A-Z_]*) = (.*)$", paragraph, re.M)}
+
+
+@pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
+def test_the_faces_take_the_protocol_from_the_script(interpreter):
+    protocol = protocol_paragraph()
+    assert protocol["MAX_TOLERANCE_NS"] == "9000000000000000"
+    python = (cr_redis.MAX_TOLERANCE_NS, cr_redis.UNAVAILABLE_REPLIES, cr_redis.FIRST_BACKOFF_S,
+              cr_redis.MAX_BACKOFF_S, cr_redis.ON_ERROR, cr_redis.DEFAULT_PREFIX,
+              (cr_redis.PEEK, cr_redis.CHECK, cr_redis.ALLOW, cr_redis.REFUND))
+    assert python == (int(protocol["MAX_TOLERANCE_NS"]), tuple(protocol["UNAVAILABLE_REPLIES"].split()),
+                      float(protocol["FIRST_BACKOFF_S"]), float(protocol["MAX_BACKOFF_S"]),
+                      tuple(protocol["ON_ERROR"].split()), protocol["PREFIX"],
+                      tuple(protocol[m].encode() for m in ("PEEK", "CHECK", "ALLOW", "REFUND")))
+    lua = lua_run(interpreter, f"""
+        local store = require("cellrate.redis")
+        print(string.format("%.0f", store.MAX_TOLERANCE_NS))
+        print(table.concat(store.UNAVAILABLE_REPLIES, " "))
+        print(store.FIRST_BACKOFF_S == tonumber("{protocol['FIRST_BACKOFF_S']}"),
+              store.MAX_BACKOFF_S == tonumber("{protocol['MAX_BACKOFF_S']}"))
+        local client = {{ evalsha = print, eval = print, script = print }}
+        for _, opts in ipairs({{ {{ prefix = "a{{b" }}, {{ prefix = "a}}b" }}, {{ on_error = "x" }},
+                                {{ rate = "1/day", burst = 200 }} }}) do
+            print((select(2, pcall(store.limiter, client, opts.rate or 10, opts))))
+        end
+        print(store.limiter(client, 10).key_prefix)
+        print(store.limiter(client, 10).on_error)
+    """).splitlines()
+    assert lua[0] == protocol["MAX_TOLERANCE_NS"]
+    assert lua[1] == protocol["UNAVAILABLE_REPLIES"]
+    assert lua[2] == "true\ttrue"
+    python_errors = []
+    for options in ({"prefix": "a{b"}, {"prefix": "a}b"}, {"on_error": "x"}, {"burst": 200}):
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            RedisLimiter(redis.Redis(port=1), "1/day" if "burst" in options else 10, **options)
+        python_errors.append(str(info.value))
+    # the same words in both faces (Python adds the value it refused)
+    assert [re.sub(r"^.*?:\d+: ", "", line) for line in lua[3:7]] == \
+        [python_errors[0], python_errors[1], python_errors[2].rsplit(", not", 1)[0],
+         python_errors[3]]
+    assert lua[7] == protocol["PREFIX"] + "gcra:1000000000:10:"
+    default_on_error = protocol["ON_ERROR"].split()[0]
+    assert lua[8] == RedisLimiter(redis.Redis(port=1), 10).on_error == default_on_error
+
+
+# The requests both faces make for the same limits and calls: every word of
+# KEYS and ARGV, as the client sends it. Limits: (rate, period, burst,
+# algorithm, prefix); calls: (method, limits, key, cost, now).
+WIRE_LIMITS = [
+    ("10/s", None, 20, "gcra", "cellrate:"),
+    (7, 3, 5, "token_bucket", "t:"),
+    (100, 60, None, "fixed_window", "w:"),
+    (5, 0.3, None, "sliding_window", ""),
+    ("1/day", None, 100, "gcra", "d:"),
+]
+WIRE_NOWS = [None, 0.0, 1.5, 1234567.0000000005, 1.7e9 + 0.123456789]
+WIRE_CALLS = [
+    (method, [limit], key, cost, now)
+    for limit in range(len(WIRE_LIMITS))
+    for method in ("check", "allow", "peek", "refund")
+    for key, cost in (("user:42", 1), ("ключ", 3))
+    for now in WIRE_NOWS
+] + [("check_all", limits, "{user:7}", cost, now)
+     for limits in ([0, 1, 2, 3], [4, 0], [2])
+     for cost in (1, 2)
+     for now in WIRE_NOWS]
+# Costs past 2^53, which only Lua 5.4's integers carry (a LuaJIT number cannot).
+WIRE_CALLS_INT64 = [("check", [0], "big", 2**53 + 1, None),
+                    ("check_all", [0, 1], "big", 2**53 + 1, 2.5)]
+
+
+def lua_literal(value) -> str:
+    if value is None:
+        return "nil"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "{" + ", ".join(lua_literal(v) for v in value) + "}"
+    return repr(value)
+
+
+def python_wire(calls: list) -> list:
+    encode = redis.connection.Encoder("utf-8", "strict", False).encode
+    sent: list = []
+
+    def recorder(*command):
+        assert command[0] == "EVALSHA"
+        sent.append(" ".join(encode(word).hex() for word in command[2:]))
+        return 1 if command[3 + command[2]] == cr_redis.ALLOW else [1, 0, 0, 0, 1]
+
+    limiters, client = [], redis.Redis(port=1)  # never connected
+    for rate, period, burst, algorithm, prefix in WIRE_LIMITS:
+        limiter = RedisLimiter(client, rate, period, burst=burst,
+                               algorithm=algorithm, prefix=prefix)
+        limiter._run = recorder  # type: ignore[method-assign]
+        limiters.append(limiter)
+    for method, limits, key, cost, now in calls:
+        if method == "check_all":
+            cr_redis.check_all([(limiters[i], key) for i in limits], cost, now=now)
+        else:
+            getattr(limiters[limits[0]], method)(key, cost, now=now)
+    return sent
+
+
+def lua_wire(interpreter: str, calls: list) -> list:
+    limits = ", ".join(
+        f"store.limiter(client, {lua_literal(rate)}, {{ period = {lua_literal(period)}, "
+        f"burst = {lua_literal(burst)}, algorithm = {lua_literal(algorithm)}, "
+        f"prefix = {lua_literal(prefix)} }})"
+        for rate, period, burst, algorithm, prefix in WIRE_LIMITS)
+    listed = ",\n".join(
+        f"{{ {lua_literal(method)}, {lua_literal([i + 1 for i in limits])}, {lua_literal(key)}, "
+        f"{cost}, {lua_literal(now)} }}" for method, limits, key, cost, now in calls)
+    return lua_run(interpreter, f"""
+        local store = require("cellrate.redis")
+        -- a client that records each EVALSHA's words and admits
+        local client = {{ script = function() return "sha" end, eval = error }}
+        function client:evalsha(_, ...)
+            local words = {{}}
+            for i = 1, select("#", ...) do
+                words[i] = tostring((select(i, ...))):gsub(".", function(c)
+                    return string.format("%02x", c:byte())
+                end)
+            end
+            print(table.concat(words, " "))
+            return (select(2 + ..., ...)) == "2" and 1 or {{ 1, 0, 0, 0, 1 }}
+        end
+        local limiters = {{ {limits} }}
+        for _, call in ipairs({{ {listed} }}) do
+            local method, limits, key, cost, now = call[1], call[2], call[3], call[4], call[5]
+            if method == "check_all" then
+                local items = {{}}
+                for i, index in ipairs(limits) do
+                    items[i] = {{ limiters[index], key }}
+                end
+                assert(store.check_all(items, cost, now))
+            else
+                assert(limiters[limits[1]][method](limiters[limits[1]], key, cost, now))
+            end
+        end
+    """).splitlines()
+
+
+@pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
+def test_the_faces_send_the_same_keys_and_argv(interpreter):
+    calls = WIRE_CALLS + (WIRE_CALLS_INT64 if interpreter == "lua5.4" else [])
+    python = python_wire(calls)
+    assert len(python) == len(calls)
+    lua = lua_wire(interpreter, calls)
+    assert len(lua) == len(calls)
+    for call, (python_words, lua_words) in enumerate(zip(python, lua)):
+        assert lua_words == python_words, calls[call]
 
 
 def test_an_invented_refusal_says_the_same_in_every_field():

@@ -1,6 +1,7 @@
 -- cellrate's decisions as a Redis server-side script (docs/design.md §11).
--- The one copy: the Python package ships it as package data, the Lua module
--- installs it beside cellrate.redis; both send these exact bytes.
+-- The one copy, lua/cellrate/redis_decide.lua: the Lua module installs it
+-- beside cellrate.redis, the Python package ships it as package data; both
+-- send these exact bytes.
 --
 -- KEYS: one key per limit (a single limit is a list of one; several limits
 -- are decided as one, so they must share a Cluster slot: hash tags).
@@ -29,20 +30,44 @@
 -- and admitted makes no table either. The rarer paths (an explicit now, the
 -- window algorithms) use helpers made only when the call needs them.
 
+-- The protocol: what both stores (cellrate.redis in Python and in Lua) must
+-- agree on, read by both from the lines below when they load, NAME = value,
+-- one a line up to the first blank line: "local" where this script uses the
+-- value too, "--" where only the stores do. A value is a number, a 'string'
+-- or words (a list).
+-- The modes (ARGV[1]).
+local PEEK = '0'
+local CHECK = '1'
+local ALLOW = '2'
+local REFUND = '3'
+-- A tolerance (or window) the script carries exactly: below 9e15 ns (104 days).
+local MAX_TOLERANCE_NS = 9000000000000000
+-- BURST_TOO_LARGE = is too large for the Redis store: burst * (period/rate), or a window, must be below 9e15 ns (about 104 days)
+-- The first words of the error replies that mean "Redis cannot decide now".
+-- UNAVAILABLE_REPLIES = OOM BUSY LOADING READONLY MASTERDOWN TRYAGAIN CLUSTERDOWN
+-- While Redis cannot decide: the probe's first back-off and its largest (s).
+-- FIRST_BACKOFF_S = 0.05
+-- MAX_BACKOFF_S = 1.0
+-- The stores' key prefix by default, and the characters a prefix may not hold.
+-- PREFIX = 'cellrate:'
+-- PREFIX_REFUSES = { }
+-- PREFIX_REFUSED = must not contain '{' or '}': a hash tag in the prefix would put every key in one Redis Cluster slot (put hash tags in keys)
+-- What on_error may say (the first: the default).
+-- ON_ERROR = allow deny raise
+
 local E9 = 1000000000
-local MAX_TOLERANCE = 9000000000000000 -- 9e15 ns: refused from here on
 local NEVER = -1
 local fmod, tonumber, substring, string_format = math.fmod, tonumber, string.sub, string.format
 
 local nkeys = #KEYS
 local mode = ARGV[1]
-local commit = mode ~= '0'
+local commit = mode ~= PEEK
 local cost = tonumber(ARGV[2])
 local now = ARGV[3 + 4 * nkeys]
 
 -- The helpers of the rarer paths (an explicit now, the window algorithms),
 -- made only when this call needs them: making a closure costs the gcra path.
-local needs_helpers = now ~= nil or mode == '3'
+local needs_helpers = now ~= nil or mode == REFUND
 for i = 1, nkeys do
     local algorithm = ARGV[3 + (i - 1) * 4]
     if algorithm ~= 'gcra' and algorithm ~= 'token_bucket' then
@@ -100,7 +125,7 @@ if needs_helpers then
             return as < bs or (as == bs and ans < bns)
         end
 
-        -- A non-negative difference as one number, HUGE from MAX_TOLERANCE on.
+        -- A non-negative difference as one number, HUGE from MAX_TOLERANCE_NS on.
         local function number(s, ns)
             if s >= 9000000 then
                 return HUGE
@@ -339,12 +364,12 @@ end
 -- key, never making it better than idle; the key keeps its expiry (the state
 -- only shrinks, so the old one is late enough). Answers 1 when the state
 -- changed, else 0.
-if mode == '3' then
+if mode == REFUND then
     local refund = helpers.refund[ARGV[3]]
     if not refund then
         return redis.error_reply('ERR cellrate: unknown algorithm ' .. ARGV[3])
     end
-    if tonumber(ARGV[5]) >= MAX_TOLERANCE then
+    if tonumber(ARGV[5]) >= MAX_TOLERANCE_NS then
         return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
     end
     local stored = redis.call('GET', KEYS[1])
@@ -378,7 +403,7 @@ for i = 1, nkeys do
     local key = KEYS[i]
     local base = 2 + (i - 1) * 4
     local algorithm, tolerance = ARGV[base + 1], tonumber(ARGV[base + 3])
-    if tolerance >= MAX_TOLERANCE then
+    if tolerance >= MAX_TOLERANCE_NS then
         return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
     end
     local stored = pending and pending[key] or redis.call('GET', key)
@@ -503,7 +528,7 @@ if commit and all_allowed then
 end
 
 if nkeys == 1 then
-    if mode == '2' and allowed == 1 then
+    if mode == ALLOW and allowed == 1 then
         return 1
     end
     return { allowed, remaining, retry, reset, 1 }
@@ -540,7 +565,7 @@ else
         end
     end
 end
-if mode == '2' and tightest[1] == 1 then
+if mode == ALLOW and tightest[1] == 1 then
     return 1
 end
 return tightest
