@@ -25,8 +25,6 @@ def store(kind, rate, burst):
 @pytest.mark.parametrize("face", FACES, ids=lambda face: face.__name__)
 @pytest.mark.parametrize("scenario", scenarios(), ids=lambda scenario: scenario.name)
 def test_scenario(face, scenario, caplog):
-    if scenario.options.get("status", 429) != 429 and not face.refusal_is_configurable:
-        pytest.skip("the FastAPI dependency raises HTTPException: FastAPI writes the refusal")
     clock = Clock(START)
     stores = [store(*limit) for limit in scenario.limits]
     current = {}
