@@ -57,10 +57,11 @@ end
 local function read_status_table()
    local statuses = {}
    for _, line in ipairs(lines_of("status.txt")) do
-      local number, name, param, message = line.text:match("^status (%d+) ([%w_]+) (%S+) |(.*)$")
+      local number, name, class, param, message =
+         line.text:match("^status (%d+) ([%w_]+) (%S+) (%S+) |(.*)$")
       if name then
-         statuses[name] = { number = tonumber(number), param = param == "-" and "" or param,
-            message = message }
+         statuses[name] = { number = tonumber(number), class = class,
+            param = param == "-" and "" or param, message = message }
       end
    end
    assert(statuses.OK and statuses.E_RATE_SYNTAX, "cannot read status.txt")

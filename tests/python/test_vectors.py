@@ -47,7 +47,7 @@ def _status_table() -> dict[str, tuple[str, str]]:
     for line in (VECTORS / "status.txt").read_text(encoding="utf-8").splitlines():
         if line.startswith("status "):
             head, message = line.split(" |", 1)
-            _, _, name, param = head.split(" ")
+            _, _, name, _, param = head.split(" ")
             table[name] = ("" if param == "-" else param, message)
     assert "OK" in table and "E_RATE_SYNTAX" in table, "cannot read status.txt"
     return table
