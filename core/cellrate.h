@@ -502,7 +502,9 @@ typedef struct cr_item {
  * is returned. *index (may be NULL) is the item whose decision `out` is.
  * No item ever admits more than its own bound; a refused composite leaves
  * every item as it was, a unit taken and given back counting as none taken.
- * CR_E_ITEMS for no items or an item that is neither kind.
+ * CR_E_ITEMS for no items or an item that is neither kind; CR_E_SHARED_LOCK
+ * when an item's commit meets a region's lock held past its bound (what the
+ * call committed before is given back; `out` is not set).
  */
 cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64_t cost,
                        cr_decision *out, size_t *index);
