@@ -3,11 +3,13 @@
  *
  * Every function checks its arguments' types, calls the core and translates
  * the result; the core does all validation, defaults and clock reads. Errors
- * follow the OpenResty convention: an argument mistake raises (luaL_error,
- * so the message carries the caller's position, then the core's cr_strerror
- * text, which starts with the parameter's name); a runtime failure (a shared
- * region that cannot be opened or is refused, memory) returns nil, a message
- * and the status's name as a code.
+ * follow the OpenResty convention, by the class of the core's status
+ * (cr_status_class_of): an argument mistake raises (luaL_error, so the
+ * message carries the caller's position, then the core's cr_strerror text,
+ * which starts with the parameter's name); a runtime failure (memory, a region
+ * file that cannot be opened, a region's lock held past its bound) or a
+ * region refusal returns nil, a message and the status's name as a code, from
+ * every method alike.
  *
  * Limiter and KeyedLimiter are one userdata layout and one implementation
  * of each method, the key the only difference. Each type registers thin entry
@@ -28,6 +30,7 @@
 
 #define LIMITER_METATABLE "cellrate.Limiter"
 #define KEYED_METATABLE "cellrate.KeyedLimiter"
+#define LIMIT_METATABLE "cellrate.Limit"
 
 #if defined(__GNUC__)
 #define CELLRATE_LUA_EXPORT __attribute__((visibility("default")))
@@ -42,6 +45,7 @@ CELLRATE_LUA_EXPORT int luaopen_cellrate(lua_State *L);
 /* A type's tag is the address of its name in this module. */
 static const char limiter_tag[] = LIMITER_METATABLE;
 static const char keyed_tag[] = KEYED_METATABLE;
+static const char limit_tag[] = LIMIT_METATABLE;
 
 /* A Limiter or a KeyedLimiter. `limit` is a copy of the store's own. */
 typedef struct store_box {
@@ -67,9 +71,8 @@ static int raise_status(lua_State *L, cr_status status)
     return luaL_error(L, "%s", cr_strerror(status));
 }
 
-/* A runtime failure (a constructor's region, or a region's lock held past
- * its bound): nil, the core's message (with the region's path and the
- * system's reason where there is one), the code. */
+/* A runtime failure or a region refusal: nil, the core's message (with the
+ * region's path and the system's reason where there is one), the code. */
 static int push_failure(lua_State *L, cr_status status, const char *path)
 {
     const int saved_errno = errno;
@@ -82,6 +85,16 @@ static int push_failure(lua_State *L, cr_status status, const char *path)
         lua_pushstring(L, cr_strerror(status));
     lua_pushstring(L, cr_status_name(status));
     return 3;
+}
+
+/* A status other than CR_OK, by its class: an argument mistake raises; a
+ * runtime failure or a region refusal returns nil, message, code. `path`: the
+ * region's, or NULL. */
+static int report_status(lua_State *L, cr_status status, const char *path)
+{
+    if (cr_status_class_of(status) == CR_STATUS_ARGUMENT)
+        return raise_status(L, status);
+    return push_failure(L, status, path);
 }
 
 /* A float with an integral value as int64, saturating beyond its range;
@@ -298,39 +311,13 @@ static int push_decision(lua_State *L, const cr_decision *decision)
 /* ------------------------------------------------------------------------ */
 /* Describing a limit                                                        */
 
-/* The shortest text that reads back as `value`, integral values without ".0". */
-static void format_number(char *buf, size_t size, double value)
+/* cr_limit_describe's text: the same as Python's repr(). `capacity` < 0:
+ * none. */
+static void push_limit_text(lua_State *L, const char *type_name, const cr_limit *limit,
+                            int64_t capacity)
 {
-    if (value > -0x1p53 && value < 0x1p53 && (double)(int64_t)value == value) {
-        snprintf(buf, size, "%" PRId64, (int64_t)value);
-        return;
-    }
-    for (int precision = 1; precision <= 17; precision++) {
-        snprintf(buf, size, "%.*g", precision, value);
-        if (strtod(buf, NULL) == value)
-            return;
-    }
-}
-
-/* "cellrate.KeyedLimiter(rate=10, period=1, burst=10, capacity=100)"; the
- * clock and the algorithm only when not the default, no burst for a window. */
-static void push_store_text(lua_State *L, const store_box *box)
-{
-    char rate[32], period[32], burst[48] = "", capacity[48] = "", clock[32] = "";
-    char algorithm[40] = "", text[240];
-    format_number(rate, sizeof rate, box->limit.rate);
-    format_number(period, sizeof period, box->limit.period_s);
-    if (box->limit.algorithm < CR_ALGORITHM_FIXED_WINDOW)
-        snprintf(burst, sizeof burst, ", burst=%" PRId64, box->limit.burst);
-    if (is_keyed(box))
-        snprintf(capacity, sizeof capacity, ", capacity=%" PRId64, box->capacity);
-    if (box->limit.fast_clock)
-        snprintf(clock, sizeof clock, ", clock=%s", cr_clock_name(&box->limit));
-    if (box->limit.algorithm != CR_ALGORITHM_GCRA)
-        snprintf(algorithm, sizeof algorithm, ", algorithm=%s",
-                 cr_algorithm_name(box->limit.algorithm));
-    snprintf(text, sizeof text, "%s(rate=%s, period=%s%s%s%s%s)", box->tag, rate, period, burst,
-             capacity, clock, algorithm);
+    char text[CR_LIMIT_DESCRIPTION_MAX];
+    cr_limit_describe(text, sizeof text, type_name, limit, capacity);
     lua_pushstring(L, text);
 }
 
@@ -402,12 +389,12 @@ static int64_t read_duration(lua_State *L, int idx)
     return ns;
 }
 
-/* The policy name at `idx`: nil (none) is "default". */
+/* The policy name at `idx`: nil (none) is NULL, the core's default. */
 static const char *read_header_name(lua_State *L, int idx, int top, size_t *name_len)
 {
-    *name_len = 7;
+    *name_len = 0;
     if (idx > top || lua_isnil(L, idx))
-        return "default";
+        return NULL;
     if (lua_type(L, idx) != LUA_TSTRING)
         raise_status(L, CR_E_HEADER_NAME);
     return lua_tolstring(L, idx, name_len);
@@ -521,10 +508,7 @@ static int store_new(lua_State *L, const char *tag)
                    : cr_limiter_open(&box->limiter, &limit, opts.shared, opts.shared_mode);
     if (status == CR_OK)
         return 1;
-    if (status == CR_E_NOMEM ||
-        (opts.shared != NULL && strcmp(cr_status_param(status), "shared") == 0))
-        return push_failure(L, status, opts.shared);
-    return raise_status(L, status); /* capacity, shared_mode */
+    return report_status(L, status, opts.shared);
 }
 
 /* What every call on a store starts with: self, then (KeyedLimiter) the key;
@@ -547,7 +531,8 @@ static ALWAYS_INLINE call_head read_call_head(lua_State *L, const char *tag)
 
 /* One decision into `decision`, or, with `decision` NULL (allow), only
  * whether it is admitted, into *allowed. Argument mistakes raise; a runtime
- * failure (a region's lock held past its bound) is returned. */
+ * failure (a region's lock held past its bound) is returned for the caller
+ * to report. */
 static ALWAYS_INLINE cr_status decide(lua_State *L, const char *tag, bool commit,
                                       cr_decision *decision, bool *allowed)
 {
@@ -565,7 +550,7 @@ static ALWAYS_INLINE cr_status decide(lua_State *L, const char *tag, bool commit
         status = decision != NULL
                      ? cr_limiter_check(head.box->limiter, now_ns, cost, commit, decision)
                      : cr_limiter_allow(head.box->limiter, now_ns, cost, allowed);
-    if (status != CR_OK && status != CR_E_SHARED_LOCK)
+    if (status != CR_OK && cr_status_class_of(status) == CR_STATUS_ARGUMENT)
         raise_status(L, status);
     return status;
 }
@@ -597,12 +582,10 @@ static ALWAYS_INLINE int store_check_headers(lua_State *L, const char *tag)
     cr_decision decision;
     const int top = lua_gettop(L);
     const int name_idx = tag == keyed_tag ? 5 : 4;
-    if (name_idx <= top && !lua_isnil(L, name_idx)) {
-        size_t name_len;
-        const char *name = read_header_name(L, name_idx, top, &name_len);
-        if (cr_headers_check_name(name, name_len) != CR_OK)
-            raise_status(L, CR_E_HEADER_NAME);
-    }
+    size_t name_len;
+    const char *name = read_header_name(L, name_idx, top, &name_len);
+    if (cr_headers_check_name(name, name_len) != CR_OK)
+        raise_status(L, CR_E_HEADER_NAME);
     const cr_status status = decide(L, tag, true, &decision, NULL);
     if (status != CR_OK)
         return push_failure(L, status, NULL);
@@ -610,8 +593,9 @@ static ALWAYS_INLINE int store_check_headers(lua_State *L, const char *tag)
     return 4 + format_fields_and_push(L, lua_touserdata(L, 1), &decision, name_idx, top);
 }
 
-/* A longest wait (reserve's max_wait, wait's timeout): nil or math.huge is
- * any wait; else seconds >= 0. `invalid` names the parameter. */
+/* A longest wait (reserve's max_wait, wait's timeout): nil is any wait;
+ * else seconds, as cr_wait_from_seconds takes them. `invalid` names the
+ * parameter. */
 static int64_t read_wait_limit(lua_State *L, int idx, int top, cr_status invalid)
 {
     int64_t max_wait_ns = CR_NEVER;
@@ -619,31 +603,9 @@ static int64_t read_wait_limit(lua_State *L, int idx, int top, cr_status invalid
         return max_wait_ns;
     if (lua_type(L, idx) != LUA_TNUMBER)
         raise_status(L, invalid);
-    const lua_Number seconds = lua_tonumber(L, idx);
-    if (seconds == (lua_Number)HUGE_VAL)
-        return max_wait_ns;
-    const cr_status status = cr_seconds_to_ns(seconds, &max_wait_ns);
-    if (status == CR_E_NOW && seconds >= 0) /* beyond the horizon: any wait */
-        return CR_NEVER;
-    if (status != CR_OK)
+    if (cr_wait_from_seconds(lua_tonumber(L, idx), invalid, &max_wait_ns) != CR_OK)
         raise_status(L, invalid);
     return max_wait_ns;
-}
-
-/* A reservation of the call's cost now, within max_wait_ns; *delay_ns is set
- * when reserved. */
-static bool reserve(lua_State *L, const call_head *head, int64_t now_ns, int64_t cost,
-                    int64_t max_wait_ns, int64_t *delay_ns)
-{
-    bool reserved = false;
-    const cr_status status =
-        head->keyed ? cr_keyed_reserve(head->box->keyed, head->key, head->key_len, now_ns, cost,
-                                       max_wait_ns, &reserved, delay_ns)
-                    : cr_limiter_reserve(head->box->limiter, now_ns, cost, max_wait_ns, &reserved,
-                                         delay_ns);
-    if (status != CR_OK)
-        raise_status(L, status);
-    return reserved;
 }
 
 /* lim:reserve(cost, max_wait, now), keyed:reserve(key, cost, max_wait, now):
@@ -656,7 +618,15 @@ static int store_reserve(lua_State *L, const char *tag)
     const int64_t max_wait_ns = read_wait_limit(L, head.next + 1, top, CR_E_MAX_WAIT);
     const int64_t now_ns = read_now(L, head.next + 2, top);
     int64_t delay_ns = 0;
-    if (!reserve(L, &head, now_ns, cost, max_wait_ns, &delay_ns))
+    bool reserved = false;
+    const cr_status status =
+        head.keyed ? cr_keyed_reserve(head.box->keyed, head.key, head.key_len, now_ns, cost,
+                                      max_wait_ns, &reserved, &delay_ns)
+                   : cr_limiter_reserve(head.box->limiter, now_ns, cost, max_wait_ns, &reserved,
+                                        &delay_ns);
+    if (status != CR_OK)
+        return report_status(L, status, NULL);
+    if (!reserved)
         lua_pushnil(L);
     else
         lua_pushnumber(L, cr_ns_to_seconds(delay_ns));
@@ -684,7 +654,7 @@ static int store_wait(lua_State *L, const char *tag)
     int64_t slept_ns = 0;
     const cr_status status = cr_wait(&item, cost, timeout_ns, &admitted, &slept_ns, NULL);
     if (status != CR_OK)
-        return raise_status(L, status);
+        return report_status(L, status, NULL);
     if (!admitted) {
         lua_pushnil(L);
         lua_pushliteral(L, "timeout");
@@ -710,7 +680,7 @@ static int store_refund(lua_State *L, const char *tag, bool anchor)
         : head.keyed ? cr_keyed_refund(head.box->keyed, head.key, head.key_len, now_ns, cost)
                      : cr_limiter_refund(head.box->limiter, now_ns, cost);
     if (status != CR_OK)
-        return raise_status(L, status);
+        return report_status(L, status, NULL);
     return 0;
 }
 
@@ -771,7 +741,7 @@ static int store_tostring(lua_State *L, const char *tag)
     if (box->limiter == NULL && box->keyed == NULL)
         lua_pushfstring(L, "%s(closed)", tag);
     else
-        push_store_text(L, box);
+        push_limit_text(L, tag, &box->limit, is_keyed(box) ? box->capacity : -1);
     return 1;
 }
 
@@ -822,6 +792,112 @@ static const luaL_Reg keyed_length[] = {
     {"__len", keyed_len},
     {NULL, NULL},
 };
+
+/* ------------------------------------------------------------------------ */
+/* cellrate.limit_spec and cellrate.check_policy_name                        */
+
+/* A validated limit, the core's cr_limit: immutable. */
+typedef struct limit_box {
+    const char *tag; /* limit_tag */
+    cr_limit limit;
+} limit_box;
+
+static const cr_limit *check_limit_box(lua_State *L, int idx)
+{
+    const limit_box *box = lua_touserdata(L, idx);
+    if (box != NULL && compat_rawlen(L, idx) == sizeof(limit_box) && box->tag == limit_tag)
+        return &box->limit;
+    luaL_argerror(L, idx, lua_pushfstring(L, "%s expected, got %s", limit_tag,
+                                          luaL_typename(L, idx)));
+    return NULL;
+}
+
+/*
+ * cellrate.limit_spec(rate [, opts]): the limit a limiter of these arguments
+ * would have (opts: period, burst, algorithm), validated by the core and
+ * refused in its words, with no store made: fields rate, period, burst,
+ * algorithm, window (seconds), emission_ns, tolerance_ns; __tostring as
+ * Python's repr(cellrate.Limit(...)); == by those parameters.
+ */
+static int limit_spec_new(lua_State *L)
+{
+    options opts;
+    memset(&opts, 0, sizeof opts);
+    read_rate(L, 1, &opts.args);
+    read_options(L, 2, OPTION_PERIOD | OPTION_BURST | OPTION_ALGORITHM, &opts);
+    cr_limit limit;
+    const cr_status status = cr_limit_init(&limit, &opts.args);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    limit_box *box = compat_newuserdata(L, sizeof *box);
+    box->tag = limit_tag;
+    box->limit = limit;
+    luaL_getmetatable(L, limit_tag);
+    lua_setmetatable(L, -2);
+    return 1;
+}
+
+static int limit_index(lua_State *L)
+{
+    const cr_limit *limit = check_limit_box(L, 1);
+    const char *field = lua_tostring(L, 2);
+    if (field == NULL)
+        lua_pushnil(L);
+    else if (strcmp(field, "rate") == 0)
+        lua_pushnumber(L, limit->rate);
+    else if (strcmp(field, "period") == 0)
+        lua_pushnumber(L, limit->period_s);
+    else if (strcmp(field, "burst") == 0)
+        compat_pushint64(L, limit->burst);
+    else if (strcmp(field, "algorithm") == 0)
+        lua_pushstring(L, cr_algorithm_name(limit->algorithm));
+    else if (strcmp(field, "window") == 0)
+        lua_pushnumber(L, cr_ns_to_seconds(cr_limit_window_ns(limit)));
+    else if (strcmp(field, "emission_ns") == 0)
+        compat_pushint64(L, limit->emission_ns);
+    else if (strcmp(field, "tolerance_ns") == 0)
+        compat_pushint64(L, limit->tolerance_ns);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+static int limit_tostring(lua_State *L)
+{
+    push_limit_text(L, limit_tag, check_limit_box(L, 1), -1);
+    return 1;
+}
+
+static int limit_eq(lua_State *L)
+{
+    const cr_limit *a = check_limit_box(L, 1);
+    const cr_limit *b = check_limit_box(L, 2);
+    lua_pushboolean(L, a->algorithm == b->algorithm && a->rate == b->rate &&
+                           a->period_s == b->period_s && a->burst == b->burst &&
+                           a->emission_ns == b->emission_ns &&
+                           a->tolerance_ns == b->tolerance_ns);
+    return 1;
+}
+
+static const luaL_Reg limit_metamethods[] = {
+    {"__index", limit_index},
+    {"__tostring", limit_tostring},
+    {"__eq", limit_eq},
+    {NULL, NULL},
+};
+
+/* cellrate.check_policy_name(name): raises the core's error unless
+ * cr_headers_format takes `name` as a policy name; nothing when it does. */
+static int check_policy_name(lua_State *L)
+{
+    size_t name_len;
+    if (lua_type(L, 1) != LUA_TSTRING)
+        return raise_status(L, CR_E_HEADER_NAME);
+    const char *name = lua_tolstring(L, 1, &name_len);
+    if (cr_headers_check_name(name, name_len) != CR_OK)
+        return raise_status(L, CR_E_HEADER_NAME);
+    return 0;
+}
 
 /* ------------------------------------------------------------------------ */
 /* cellrate.check_all                                                        */
@@ -879,7 +955,7 @@ static int module_check_all(lua_State *L)
     size_t index = 0;
     const cr_status status = cr_check_all(items, count, now_ns, cost, &decision, &index);
     if (status != CR_OK)
-        return raise_status(L, status);
+        return report_status(L, status, NULL);
     push_decision(L, &decision);
     compat_pushint64(L, (int64_t)index + 1);
     return 5;
@@ -896,7 +972,7 @@ static int module_check_all(lua_State *L)
  * store_check and store_check_headers. `payload` is a Limiter's or
  * KeyedLimiter's (LuaJIT passes a userdata's payload to a void * parameter),
  * its metatable checked by the caller; `key` NULL for a Limiter; `name` NULL
- * for "default". CR_OK, or the status of a mistake (the name, the cost, the
+ * for the core's default. CR_OK, or the status of a mistake (the name, the cost, the
  * time: nothing decided) or of a region's lock; FFI_CLOSED for a closed store.
  */
 #define FFI_CLOSED (-1)
@@ -930,12 +1006,8 @@ static int ffi_check_headers(void *payload, const char *key, size_t key_len, dou
                              bool has_now, double now, const char *name, size_t name_len,
                              bool legacy, bool every, cr_decision *decision, cr_headers *fields)
 {
-    if (name == NULL) {
-        name = "default";
-        name_len = 7;
-    } else if (every && cr_headers_check_name(name, name_len) != CR_OK) {
+    if (every && cr_headers_check_name(name, name_len) != CR_OK)
         return CR_E_HEADER_NAME;
-    }
     const int status = ffi_check(payload, key, key_len, cost, has_now, now, decision);
     if (status != CR_OK)
         return status;
@@ -948,9 +1020,17 @@ static int ffi_check_headers(void *payload, const char *key, size_t key_len, dou
                              legacy);
 }
 
+/* The layout of ffi_api: bumped on any change to its members, their order or
+ * their types, and to what a function takes or returns. lua/cellrate/ffi.lua
+ * carries the number of the layout it declares and refuses another, so a
+ * stale copy never calls through a pointer of another type. */
+#define FFI_API_LAYOUT 1
+
 /* What lua/cellrate/ffi.lua declares with ffi.cdef, in this order; the sizes
- * let it check its declarations of the core's structs against these. */
+ * let it check its declarations of the core's structs against these. The
+ * layout number comes first, where every layout has it. */
 typedef struct {
+    int layout;
     int (*check)(void *payload, const char *key, size_t key_len, double cost, bool has_now,
                  double now, cr_decision *decision);
     int (*check_headers)(void *payload, const char *key, size_t key_len, double cost,
@@ -965,7 +1045,7 @@ typedef struct {
 } ffi_api;
 
 static const ffi_api the_ffi_api = {
-    ffi_check,      ffi_check_headers,   cr_ns_to_seconds,   cr_strerror,
+    FFI_API_LAYOUT, ffi_check,      ffi_check_headers,   cr_ns_to_seconds,   cr_strerror,
     cr_status_name, sizeof(cr_decision), sizeof(cr_headers), FFI_CLOSED,
 };
 
@@ -998,6 +1078,8 @@ static const luaL_Reg module_functions[] = {
     {"limiter", limiter_new},
     {"keyed", keyed_new},
     {"check_all", module_check_all},
+    {"limit_spec", limit_spec_new},
+    {"check_policy_name", check_policy_name},
     {"headers", headers},
     {"header_fields", header_fields},
     {"_now_ns", now_ns},
@@ -1010,6 +1092,9 @@ int luaopen_cellrate(lua_State *L)
     lua_pop(L, 1);
     register_type(L, keyed_tag, keyed_methods, keyed_metamethods);
     compat_setfuncs(L, keyed_length, 0);
+    lua_pop(L, 1);
+    luaL_newmetatable(L, limit_tag);
+    compat_setfuncs(L, limit_metamethods, 0);
     lua_pop(L, 1);
     lua_newtable(L);
     compat_setfuncs(L, module_functions, 0);

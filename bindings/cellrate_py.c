@@ -45,6 +45,7 @@
 
 typedef struct {
     PyTypeObject *decision_type;
+    PyTypeObject *limit_type;
     PyTypeObject *limiter_type;
     PyTypeObject *keyed_type;
     PyObject *error;                 /* CellrateError */
@@ -74,6 +75,12 @@ typedef struct {
     cr_keyed *keyed;     /* a KeyedLimiter's store; NULL in a Limiter */
     int64_t capacity;    /* a KeyedLimiter's */
 } StoreObject;
+
+/* A Limit: the core's validated limit, immutable. */
+typedef struct {
+    PyObject_HEAD
+    cr_limit limit;
+} LimitObject;
 
 _Static_assert(sizeof(int64_t) == sizeof(long long), "int64_t members read as T_LONGLONG");
 
@@ -113,16 +120,17 @@ static void raise_with_param(PyObject *exc_type, cr_status status, PyObject *det
     Py_DECREF(exc);
 }
 
-/* A status the core returned: a bad value, exhausted memory, or a region's
- * lock held past its bound (a runtime failure: TimeoutError). */
+/* A status the core returned, by its class (cr_status_class_of): an
+ * argument mistake is InvalidArgument; a runtime failure is MemoryError for
+ * memory, else (a region's lock held past its bound) TimeoutError. */
 static void raise_status(module_state *state, cr_status status)
 {
-    if (status == CR_E_NOMEM)
-        PyErr_NoMemory();
-    else if (status == CR_E_SHARED_LOCK)
-        raise_with_param(PyExc_TimeoutError, status, NULL);
-    else
+    if (cr_status_class_of(status) != CR_STATUS_RUNTIME)
         raise_with_param(state->invalid_argument, status, NULL);
+    else if (status == CR_E_NOMEM)
+        PyErr_NoMemory();
+    else
+        raise_with_param(PyExc_TimeoutError, status, NULL);
 }
 
 /* An argument of a type the parameter never takes; `status` names it. */
@@ -423,17 +431,19 @@ static int convert_shared(module_state *state, PyObject *shared, PyObject *mode_
     return -1;
 }
 
-/* A failed construction. With `path` (the shared= argument), a refusal of
- * the region file: OSError (errno and path) when the system refused,
- * InvalidArgument naming the path when the file is not the region wanted. */
+/* A failed construction, by the status's class. With `path` (the shared=
+ * argument): a runtime failure other than memory is the system's refusal of
+ * the file, OSError (errno and path); a region refusal (the file is not the
+ * region wanted) is InvalidArgument naming the path. Anything else (capacity,
+ * shared_mode, memory) as raise_status. */
 static void raise_construction(module_state *state, cr_status status, PyObject *path)
 {
-    if (path != NULL && (status == CR_E_SHARED_IO || status == CR_E_SHARED_ACCESS)) {
+    const cr_status_class status_class = cr_status_class_of(status);
+    if (path != NULL && status_class == CR_STATUS_RUNTIME && status != CR_E_NOMEM) {
         PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
         return;
     }
-    /* Not about the region itself: capacity, shared_mode, memory. */
-    if (path == NULL || strcmp(cr_status_param(status), "shared") != 0) {
+    if (path == NULL || status_class != CR_STATUS_REGION) {
         raise_status(state, status);
         return;
     }
@@ -660,8 +670,8 @@ static PyObject *decision_headers(PyObject *self, PyObject *args, PyObject *kwar
 {
     static char *keywords[] = {"name", "legacy", NULL};
     PyObject *name_obj = NULL;
-    const char *name = "default";
-    Py_ssize_t name_len = 7;
+    const char *name = NULL; /* the core's default */
+    Py_ssize_t name_len = 0;
     int legacy = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$p:headers", keywords, &name_obj, &legacy))
         return NULL;
@@ -670,9 +680,11 @@ static PyObject *decision_headers(PyObject *self, PyObject *args, PyObject *kwar
             raise_wrong_type(state_of(self), CR_E_HEADER_NAME);
             return NULL;
         }
-        name = PyUnicode_AsUTF8AndSize(name_obj, &name_len);
+        size_t len;
+        name = utf8_of(state_of(self), name_obj, CR_E_HEADER_NAME, &len);
         if (name == NULL)
             return NULL;
+        name_len = (Py_ssize_t)len;
     }
     const DecisionObject *decision = (const DecisionObject *)self;
     cr_decision fields = {(bool)decision->allowed, decision->limit, decision->remaining, 0, 0};
@@ -868,8 +880,8 @@ DECIDE_ENTRY_POINTS(limiter, false)
 DECIDE_ENTRY_POINTS(keyed, true)
 
 /* A longest wait (reserve's max_wait, wait's timeout): None (or absent) is
- * any wait (CR_NEVER); else seconds >= 0 (inf: any). `invalid` names the
- * parameter. */
+ * any wait (CR_NEVER); else seconds, as cr_wait_from_seconds takes them.
+ * `invalid` names the parameter. */
 static int convert_wait_limit(module_state *state, PyObject *obj, cr_status invalid,
                               int64_t *max_wait_ns)
 {
@@ -879,12 +891,7 @@ static int convert_wait_limit(module_state *state, PyObject *obj, cr_status inva
     double seconds;
     if (convert_number(state, obj, invalid, &seconds) < 0)
         return -1;
-    if (seconds == HUGE_VAL)
-        return 0;
-    cr_status status = cr_seconds_to_ns(seconds, max_wait_ns);
-    if (status == CR_E_NOW && seconds >= 0) /* beyond the horizon: any wait */
-        *max_wait_ns = CR_NEVER;
-    else if (status != CR_OK) {
+    if (cr_wait_from_seconds(seconds, invalid, max_wait_ns) != CR_OK) {
         raise_status(state, invalid);
         return -1;
     }
@@ -1154,32 +1161,116 @@ static PyObject *keyed_get_evictions(PyObject *self, void *Py_UNUSED(closure))
     return PyLong_FromUnsignedLongLong(cr_keyed_evictions(((StoreObject *)self)->keyed));
 }
 
-/* "Limiter(rate=300.0, period=60.0, burst=60)"; the clock and the algorithm
- * only when not the default, no burst for a window; a KeyedLimiter's
- * capacity last. */
+/* cr_limit_describe's text under the type's name, the same as Lua's
+ * __tostring. `capacity` < 0: none. */
+static PyObject *limit_text(PyObject *self, const cr_limit *limit, int64_t capacity)
+{
+    char text[CR_LIMIT_DESCRIPTION_MAX];
+    cr_limit_describe(text, sizeof text, Py_TYPE(self)->tp_name, limit, capacity);
+    return PyUnicode_FromString(text);
+}
+
+/* "cellrate.Limiter(rate=300, period=60, burst=60)": see cr_limit_describe. */
 static PyObject *store_repr(PyObject *self)
 {
     const StoreObject *store = (const StoreObject *)self;
-    const char *type_name = strrchr(Py_TYPE(self)->tp_name, '.') + 1;
-    char burst[48] = "", clock[32] = "", algorithm[40] = "", capacity[48] = "";
-    if (store->limit.algorithm < CR_ALGORITHM_FIXED_WINDOW) /* a window takes no burst */
-        snprintf(burst, sizeof burst, ", burst=%lld", (long long)store->limit.burst);
-    if (store->limit.fast_clock)
-        snprintf(clock, sizeof clock, ", clock='%s'", cr_clock_name(&store->limit));
-    if (store->limit.algorithm != CR_ALGORITHM_GCRA)
-        snprintf(algorithm, sizeof algorithm, ", algorithm='%s'",
-                 cr_algorithm_name(store->limit.algorithm));
-    if (is_keyed(store))
-        snprintf(capacity, sizeof capacity, ", capacity=%lld", (long long)store->capacity);
-    PyObject *rate = PyFloat_FromDouble(store->limit.rate);
-    PyObject *period = PyFloat_FromDouble(store->limit.period_s);
-    PyObject *repr = NULL;
-    if (rate != NULL && period != NULL)
-        repr = PyUnicode_FromFormat("%s(rate=%R, period=%R%s%s%s%s)", type_name, rate, period,
-                                    burst, clock, algorithm, capacity);
-    Py_XDECREF(rate);
-    Py_XDECREF(period);
-    return repr;
+    return limit_text(self, &store->limit, is_keyed(store) ? store->capacity : -1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Limit                                                                     */
+
+/* Limit(rate, period=None, *, burst=None, algorithm="gcra"): what a Limiter
+ * of these arguments would decide by, validated by the core, no store made. */
+static PyObject *limit_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"rate", "period", "burst", "algorithm", NULL};
+    PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OO:Limit", keywords, &rate, &period,
+                                     &burst, &algorithm))
+        return NULL;
+    cr_limit limit;
+    if (convert_limit((module_state *)PyType_GetModuleState(type), rate, period, burst, Py_None,
+                      algorithm, &limit) < 0)
+        return NULL;
+    LimitObject *self = (LimitObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->limit = limit;
+    return (PyObject *)self;
+}
+
+static void limit_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyObject *limit_repr(PyObject *self)
+{
+    return limit_text(self, &((LimitObject *)self)->limit, -1);
+}
+
+/* The parameters equality and the hash go by: the algorithm, rate, period
+ * and burst, and what the core derived from them. */
+static PyObject *limit_key(const cr_limit *limit)
+{
+    return Py_BuildValue("(sddLLL)", cr_algorithm_name(limit->algorithm), limit->rate,
+                         limit->period_s, (long long)limit->burst,
+                         (long long)limit->emission_ns, (long long)limit->tolerance_ns);
+}
+
+static PyObject *limit_richcompare(PyObject *self, PyObject *other, int op)
+{
+    if ((op != Py_EQ && op != Py_NE) || Py_TYPE(other) != Py_TYPE(self))
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *a = limit_key(&((LimitObject *)self)->limit);
+    PyObject *b = a != NULL ? limit_key(&((LimitObject *)other)->limit) : NULL;
+    PyObject *result = b != NULL ? PyObject_RichCompare(a, b, op) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return result;
+}
+
+static Py_hash_t limit_hash(PyObject *self)
+{
+    PyObject *key = limit_key(&((LimitObject *)self)->limit);
+    if (key == NULL)
+        return -1;
+    Py_hash_t hash = PyObject_Hash(key);
+    Py_DECREF(key);
+    return hash;
+}
+
+static PyObject *limit_get_algorithm(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyUnicode_FromString(cr_algorithm_name(((LimitObject *)self)->limit.algorithm));
+}
+
+static PyObject *limit_get_window(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyFloat_FromDouble(cr_ns_to_seconds(cr_limit_window_ns(&((LimitObject *)self)->limit)));
+}
+
+/* check_policy_name(name): None when cr_headers_format takes `name` (a str)
+ * as a policy name, else the core's error naming `name`. */
+static PyObject *module_check_policy_name(PyObject *module, PyObject *name_obj)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (!PyUnicode_Check(name_obj)) {
+        raise_wrong_type(state, CR_E_HEADER_NAME);
+        return NULL;
+    }
+    size_t name_len;
+    const char *name = utf8_of(state, name_obj, CR_E_HEADER_NAME, &name_len);
+    if (name == NULL)
+        return NULL;
+    if (cr_headers_check_name(name, name_len) != CR_OK) {
+        raise_status(state, CR_E_HEADER_NAME);
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1266,6 +1357,18 @@ PyDoc_STRVAR(decision_doc,
              "Decision(allowed, remaining, retry_after, reset_after, limit, window=0.0)\n--\n\n"
              "The answer to one request: immutable; times in seconds.");
 
+PyDoc_STRVAR(limit_doc,
+             "Limit(rate, period=None, *, burst=None, algorithm='gcra')\n--\n\n"
+             "A validated limit, with no store: what a Limiter of the same arguments\n"
+             "decides by, refused with the same errors. Immutable; equal (and hashed)\n"
+             "by its parameters.");
+
+PyDoc_STRVAR(check_policy_name_doc,
+             "check_policy_name(name, /)\n--\n\n"
+             "None when `name` can be the policy name of Decision.headers() (1 to 64\n"
+             "printable ASCII characters); else InvalidArgument (InvalidArgumentType\n"
+             "for a non-str) naming `name`.");
+
 PyDoc_STRVAR(limiter_doc,
              "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,\n"
              "        clock=None, algorithm=None)\n--\n\n"
@@ -1339,6 +1442,30 @@ static PyMemberDef limiter_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+/* The same fields on a Limit, whose limit is its only member. */
+#define LIMIT_VALUE_MEMBER(name, type, field, doc)                                             \
+    {name, type, offsetof(LimitObject, limit) + offsetof(cr_limit, field), Py_READONLY, doc}
+
+static PyMemberDef limit_members[] = {
+    LIMIT_VALUE_MEMBER("rate", Py_T_DOUBLE, rate, "Units admitted per period, sustained."),
+    LIMIT_VALUE_MEMBER("period", Py_T_DOUBLE, period_s, "The period in seconds."),
+    LIMIT_VALUE_MEMBER("burst", Py_T_LONGLONG, burst,
+                       "Units an idle key admits at once (a window: rate)."),
+    LIMIT_VALUE_MEMBER("emission_ns", Py_T_LONGLONG, emission_ns,
+                       "The emission interval T: nanoseconds per unit."),
+    LIMIT_VALUE_MEMBER("tolerance_ns", Py_T_LONGLONG, tolerance_ns,
+                       "The tolerance tau = T * burst (a window: the window), in nanoseconds."),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef limit_getset[] = {
+    {"algorithm", limit_get_algorithm, NULL,
+     "'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'.", NULL},
+    {"window", limit_get_window, NULL,
+     "Seconds in which the limit restores `burst` units, as Decision.window.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyMemberDef keyed_members[] = {
     LIMIT_MEMBERS,
     {"capacity", Py_T_LONGLONG, offsetof(StoreObject, capacity), Py_READONLY,
@@ -1386,6 +1513,18 @@ static PyType_Slot decision_slots[] = {
     {0, NULL},
 };
 
+static PyType_Slot limit_slots[] = {
+    {Py_tp_doc, (void *)limit_doc},
+    {Py_tp_new, limit_new},
+    {Py_tp_dealloc, limit_dealloc},
+    {Py_tp_repr, limit_repr},
+    {Py_tp_richcompare, limit_richcompare},
+    {Py_tp_hash, limit_hash},
+    {Py_tp_members, limit_members},
+    {Py_tp_getset, limit_getset},
+    {0, NULL},
+};
+
 static PyType_Slot limiter_slots[] = {
     {Py_tp_doc, (void *)limiter_doc},
     {Py_tp_new, store_new},
@@ -1417,6 +1556,13 @@ static PyType_Spec decision_spec = {
     .basicsize = sizeof(DecisionObject),
     .flags = FINAL_TYPE_FLAGS,
     .slots = decision_slots,
+};
+
+static PyType_Spec limit_spec = {
+    .name = "cellrate.Limit",
+    .basicsize = sizeof(LimitObject),
+    .flags = FINAL_TYPE_FLAGS,
+    .slots = limit_slots,
 };
 
 static PyType_Spec limiter_spec = {
@@ -1493,6 +1639,9 @@ static int cellrate_exec(PyObject *module)
     state->decision_type = add_type(module, &decision_spec);
     if (state->decision_type == NULL)
         return -1;
+    state->limit_type = add_type(module, &limit_spec);
+    if (state->limit_type == NULL)
+        return -1;
     state->limiter_type = add_type(module, &limiter_spec);
     if (state->limiter_type == NULL)
         return -1;
@@ -1522,6 +1671,7 @@ static int cellrate_traverse(PyObject *module, visitproc visit, void *arg)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
     Py_VISIT(state->decision_type);
+    Py_VISIT(state->limit_type);
     Py_VISIT(state->limiter_type);
     Py_VISIT(state->keyed_type);
     Py_VISIT(state->error);
@@ -1534,6 +1684,7 @@ static int cellrate_clear(PyObject *module)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
     Py_CLEAR(state->decision_type);
+    Py_CLEAR(state->limit_type);
     Py_CLEAR(state->limiter_type);
     Py_CLEAR(state->keyed_type);
     Py_CLEAR(state->error);
@@ -1557,6 +1708,7 @@ static PyMethodDef cellrate_methods[] = {
      attach_method_doc},
     {"_check_timeout", module_check_timeout, METH_O, check_timeout_doc},
     {"_now_ns", module_now_ns, METH_O, now_ns_doc},
+    {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -68,97 +68,102 @@ const char *cr_version(void);
 #define CR_KEYED_DEFAULT_CAPACITY 100000
 
 /*
- * Status codes: X(number, NAME, parameter, message). A denial is not an
- * error; these are for bad arguments and exhausted resources. The parameter
- * is the name the user gave (or "" when none applies); messages start with it
- * and name no language's types. Numbers are the ABI: append new rows with the
- * next number, never renumber (limit.c fails to compile unless the numbers
- * are 0 .. CR_STATUS_COUNT-1, each once).
+ * Status codes: X(number, NAME, CLASS, parameter, message). A denial is not an
+ * error; these are for bad arguments and exhausted resources. CLASS (a
+ * cr_status_class without CR_STATUS_) says how a face reports it: ARGUMENT,
+ * the caller's mistake (raised); RUNTIME, a failure of the moment or of the
+ * system (Lua: nil, message, code); REGION, a region file that is not the one
+ * asked for. The parameter is the name the user gave (or "" when none
+ * applies); messages start with it and name no language's types. Numbers are
+ * the ABI: append new rows with the next number, never renumber (limit.c
+ * fails to compile unless the numbers are 0 .. CR_STATUS_COUNT-1, each once).
+ * The table is the reference model's (tests/model/gcra_model.py), row for row
+ * (tests/vectors/status.txt).
  */
 #define CR_STATUS_LIST(X)                                                                  \
-    X(0, OK, "", "ok")                                                                     \
-    X(1, E_RATE, "rate", "rate must be a number > 0 or a rate string such as '10/second'") \
-    X(2, E_RATE_SYNTAX, "rate",                                                            \
+    X(0, OK, NONE, "", "ok")                                                                     \
+    X(1, E_RATE, ARGUMENT, "rate", "rate must be a number > 0 or a rate string such as '10/second'") \
+    X(2, E_RATE_SYNTAX, ARGUMENT, "rate",                                                            \
       "rate: cannot parse; expected a number or a string such as "                         \
       "'10/second', '300/minute', '5 per second' or '100/5m'")                             \
-    X(3, E_RATE_CALENDAR, "rate",                                                          \
+    X(3, E_RATE_CALENDAR, ARGUMENT, "rate",                                                          \
       "rate: months and years have no fixed length; use a fixed duration "                 \
       "such as '1000/30d' or '1000/365d'")                                                 \
-    X(4, E_RATE_TOO_HIGH, "rate", "rate is too high: the interval period/rate rounds below 1 ns") \
-    X(5, E_RATE_TOO_LOW, "rate",                                                           \
+    X(4, E_RATE_TOO_HIGH, ARGUMENT, "rate", "rate is too high: the interval period/rate rounds below 1 ns") \
+    X(5, E_RATE_TOO_LOW, ARGUMENT, "rate",                                                           \
       "rate is too low: the interval period/rate exceeds 2^62 ns (146 years)")             \
-    X(6, E_PERIOD, "period", "period must be a finite number of seconds > 0")              \
-    X(7, E_PERIOD_WITH_TEXT, "period",                                                     \
+    X(6, E_PERIOD, ARGUMENT, "period", "period must be a finite number of seconds > 0")              \
+    X(7, E_PERIOD_WITH_TEXT, ARGUMENT, "period",                                                     \
       "period must not be given with a rate string, which carries its own period")         \
-    X(8, E_BURST, "burst", "burst must be an integer >= 1")                                \
-    X(9, E_BURST_TOO_LARGE, "burst",                                                       \
+    X(8, E_BURST, ARGUMENT, "burst", "burst must be an integer >= 1")                                \
+    X(9, E_BURST_TOO_LARGE, ARGUMENT, "burst",                                                       \
       "burst is too large: burst * (period/rate) exceeds 2^62 ns (146 years)")             \
-    X(10, E_COST, "cost", "cost must be an integer >= 0")                                  \
-    X(11, E_NOW, "now",                                                                    \
+    X(10, E_COST, ARGUMENT, "cost", "cost must be an integer >= 0")                                  \
+    X(11, E_NOW, ARGUMENT, "now",                                                                    \
       "now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)")         \
-    X(12, E_KEY, "key", "key must be a string of bytes")                                   \
-    X(13, E_CLOCK, "clock", "clock must be 'monotonic' or 'fast'")                         \
-    X(14, E_CAPACITY, "capacity", "capacity must be an integer >= 1 and <= 2^32")          \
-    X(15, E_NOMEM, "", "out of memory")                                                    \
-    X(16, E_SHARED_PATH, "shared",                                                         \
+    X(12, E_KEY, ARGUMENT, "key", "key must be a string of bytes")                                   \
+    X(13, E_CLOCK, ARGUMENT, "clock", "clock must be 'monotonic' or 'fast'")                         \
+    X(14, E_CAPACITY, ARGUMENT, "capacity", "capacity must be an integer >= 1 and <= 2^32")          \
+    X(15, E_NOMEM, RUNTIME, "", "out of memory")                                                    \
+    X(16, E_SHARED_PATH, ARGUMENT, "shared",                                                         \
       "shared must be the path of the region file (a string without NUL characters)")      \
-    X(17, E_SHARED_IO, "shared", "shared: cannot open, create or map the region file")     \
-    X(18, E_SHARED_ACCESS, "shared", "shared: permission denied on the region file")       \
-    X(19, E_SHARED_SHORT, "shared", "shared: the file is too short to be a cellrate region") \
-    X(20, E_SHARED_FOREIGN, "shared", "shared: the file is not a cellrate region")         \
-    X(21, E_SHARED_VERSION, "shared", "shared: the region has another layout version")     \
-    X(22, E_SHARED_CORRUPT, "shared", "shared: the region is corrupt (header checksum or size)") \
-    X(23, E_SHARED_KIND, "shared",                                                         \
+    X(17, E_SHARED_IO, RUNTIME, "shared", "shared: cannot open, create or map the region file")     \
+    X(18, E_SHARED_ACCESS, RUNTIME, "shared", "shared: permission denied on the region file")       \
+    X(19, E_SHARED_SHORT, REGION, "shared", "shared: the file is too short to be a cellrate region") \
+    X(20, E_SHARED_FOREIGN, REGION, "shared", "shared: the file is not a cellrate region")         \
+    X(21, E_SHARED_VERSION, REGION, "shared", "shared: the region has another layout version")     \
+    X(22, E_SHARED_CORRUPT, REGION, "shared", "shared: the region is corrupt (header checksum or size)") \
+    X(23, E_SHARED_KIND, REGION, "shared",                                                         \
       "shared: the region holds another kind of limiter (Limiter vs KeyedLimiter)")        \
-    X(24, E_SHARED_RATE, "shared", "shared: the region was made with another rate or period") \
-    X(25, E_SHARED_BURST, "shared", "shared: the region was made with another burst")      \
-    X(26, E_SHARED_CAPACITY, "shared", "shared: the region was made with another capacity") \
-    X(27, E_SHARED_MODE, "shared_mode", "shared_mode must be a file mode from 0 to 0777 (octal)") \
-    X(28, E_ALGORITHM, "algorithm",                                                        \
+    X(24, E_SHARED_RATE, REGION, "shared", "shared: the region was made with another rate or period") \
+    X(25, E_SHARED_BURST, REGION, "shared", "shared: the region was made with another burst")      \
+    X(26, E_SHARED_CAPACITY, REGION, "shared", "shared: the region was made with another capacity") \
+    X(27, E_SHARED_MODE, ARGUMENT, "shared_mode", "shared_mode must be a file mode from 0 to 0777 (octal)") \
+    X(28, E_ALGORITHM, ARGUMENT, "algorithm",                                                        \
       "algorithm must be 'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'")     \
-    X(29, E_BURST_WINDOW, "burst",                                                         \
+    X(29, E_BURST_WINDOW, ARGUMENT, "burst",                                                         \
       "burst: a window algorithm takes no burst (a window admits rate units); "            \
       "leave burst out, or use 'gcra' or 'token_bucket'")                                  \
-    X(30, E_RATE_WHOLE, "rate",                                                            \
+    X(30, E_RATE_WHOLE, ARGUMENT, "rate",                                                            \
       "rate: a window admits a whole number of units; write a fractional rate as "         \
       "whole units per longer window, e.g. '1/2s' for 0.5 per second")                     \
-    X(31, E_RATE_FIXED_CEILING, "rate",                                                    \
+    X(31, E_RATE_FIXED_CEILING, ARGUMENT, "rate",                                                    \
       "rate is above the fixed_window ceiling: at most period_ns - 1 units per window "    \
       "(999999999 per second, 59999999999 per minute)")                                    \
-    X(32, E_RATE_SLIDING_CEILING, "rate",                                                  \
+    X(32, E_RATE_SLIDING_CEILING, ARGUMENT, "rate",                                                  \
       "rate is above the sliding_window ceiling: (rate + 1)^2 <= period_ns "               \
       "(31621 per second, 244947 per minute, 1897365 per hour, 9295159 per day)")          \
-    X(33, E_WINDOW_TOO_LONG, "period",                                                     \
+    X(33, E_WINDOW_TOO_LONG, ARGUMENT, "period",                                                     \
       "period: a window longer than 2^60 ns (36.5 years) is not supported")                \
-    X(34, E_CLOCK_WINDOW, "clock",                                                         \
+    X(34, E_CLOCK_WINDOW, ARGUMENT, "clock",                                                         \
       "clock: window algorithms read the realtime clock (windows are aligned to the "      \
       "Unix epoch); leave clock out or pass 'realtime'")                                   \
-    X(35, E_SHARED_ALGORITHM, "shared", "shared: the region was made with another algorithm") \
-    X(36, E_MAX_WAIT, "max_wait",                                                          \
+    X(35, E_SHARED_ALGORITHM, REGION, "shared", "shared: the region was made with another algorithm") \
+    X(36, E_MAX_WAIT, ARGUMENT, "max_wait",                                                          \
       "max_wait must be a number of seconds >= 0, or absent for any wait")                 \
-    X(37, E_ITEMS, "items",                                                                \
+    X(37, E_ITEMS, ARGUMENT, "items",                                                                \
       "items must be a non-empty list of limiters and (keyed limiter, key) pairs")       \
-    X(38, E_HEADER_NAME, "name",                                                           \
+    X(38, E_HEADER_NAME, ARGUMENT, "name",                                                           \
       "name must be 1 to 64 printable ASCII characters (the policy name of the headers)")  \
-    X(39, E_HEADER_VALUE, "decision",                                                      \
+    X(39, E_HEADER_VALUE, ARGUMENT, "decision",                                                      \
       "decision: limit, remaining, retry_after, reset_after and window must be >= 0") \
-    X(40, E_SHARED_DANGLING, "shared",                                                     \
+    X(40, E_SHARED_DANGLING, REGION, "shared",                                                     \
       "shared: the path is a symbolic link to nothing; remove the link or point it at a region") \
-    X(41, E_SHARED_UNSTABLE, "shared",                                                     \
+    X(41, E_SHARED_UNSTABLE, REGION, "shared",                                                     \
       "shared: the path kept changing while it was opened (removed or replaced again and again)") \
-    X(42, E_SHARED_LOCK, "shared",                                                         \
+    X(42, E_SHARED_LOCK, RUNTIME, "shared",                                                         \
       "shared: a lock of the region stayed held past its time limit (a stopped or frozen " \
       "process holds it)")                                                                 \
-    X(43, E_SHARED_MODE_ALONE, "shared_mode",                                              \
+    X(43, E_SHARED_MODE_ALONE, ARGUMENT, "shared_mode",                                              \
       "shared_mode is the mode of a region file: give it only with shared") \
-    X(44, E_TIMEOUT, "timeout",                                                            \
+    X(44, E_TIMEOUT, ARGUMENT, "timeout",                                                            \
       "timeout must be a number of seconds >= 0, or absent to wait as long as it takes")   \
-    X(45, E_RATE_SEVERAL, "rate",                                                          \
+    X(45, E_RATE_SEVERAL, ARGUMENT, "rate",                                                          \
       "rate: one string is one limit; for several ('100/day;10/hour') make one limiter "   \
       "of each and decide them as one with check_all")
 
-#define CR_STATUS_ENUM_(number, name, param, message) CR_##name = number,
-#define CR_STATUS_ONE_(number, name, param, message) +1
+#define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
+#define CR_STATUS_ONE_(number, name, class, param, message) +1
 typedef enum cr_status {
     CR_STATUS_LIST(CR_STATUS_ENUM_)
     CR_STATUS_COUNT = 0 CR_STATUS_LIST(CR_STATUS_ONE_) /* the number of rows */
@@ -173,6 +178,19 @@ const char *cr_status_param(cr_status status);
 /* The status's name without the CR_ prefix ("E_SHARED_RATE"; "" for a
  * value out of range), for faces that report a code as text. */
 const char *cr_status_name(cr_status status);
+
+/* How a face reports a status (the CLASS column of CR_STATUS_LIST). */
+typedef enum cr_status_class {
+    CR_STATUS_NONE = 0,     /* CR_OK, and a value out of range */
+    CR_STATUS_ARGUMENT = 1, /* the caller's mistake: raised, naming the parameter */
+    CR_STATUS_RUNTIME = 2,  /* memory, the system, a lock held past its bound: Lua
+                               returns nil, message, code */
+    CR_STATUS_REGION = 3    /* a region file that is not the one asked for: the path
+                               is part of the report */
+} cr_status_class;
+
+/* The class of a status (CR_STATUS_NONE for CR_OK or a value out of range). */
+cr_status_class cr_status_class_of(cr_status status);
 
 /* ------------------------------------------------------------------------ */
 /* Limits                                                                    */
@@ -234,6 +252,23 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args);
 /* The name of the clock CR_CLOCK reads for `limit`: "monotonic", "fast" or
  * "realtime" (window algorithms): the words cr_limit_args.clock takes. */
 const char *cr_clock_name(const cr_limit *limit);
+
+/* Bytes of a description by cr_limit_describe, with its NUL, for a
+ * `type_name` of at most 64 bytes. */
+#define CR_LIMIT_DESCRIPTION_MAX 320
+
+/*
+ * The description of `limit` that repr() and __tostring print, one text in
+ * every face: "<type_name>(rate=300, period=60, burst=60)", numbers in the
+ * shortest form that reads back as the same double (integral ones without a
+ * fraction); then ", clock='fast'" when not the default, ", algorithm='...'"
+ * when not gcra, no burst for a window algorithm, and ", capacity=N" when
+ * `capacity` >= 0 (a keyed table's). Writes at most `size` bytes, NUL
+ * included, into the caller's `buf` (nothing allocated) and returns the length
+ * of the whole text, as snprintf. Pure; thread-safe.
+ */
+size_t cr_limit_describe(char *buf, size_t size, const char *type_name, const cr_limit *limit,
+                         int64_t capacity);
 
 /* Parses a rate string into units and period seconds, without applying it.
  * Grammar: NUMBER ("/" | "per") [NUMBER] UNIT, spaces allowed between parts;
@@ -315,6 +350,13 @@ bool cr_fast_clock_is_tsc(void);
 /* Seconds (a caller's `now`) to nanoseconds, rounded to the nearest ns.
  * CR_E_NOW unless finite, >= 0 and below CR_HORIZON_NS. */
 cr_status cr_seconds_to_ns(double seconds, int64_t *ns);
+
+/* A longest wait in seconds (reserve's max_wait, wait's timeout) to
+ * nanoseconds: rounded as cr_seconds_to_ns, and +infinity or anything at or
+ * beyond CR_HORIZON_NS is CR_NEVER (any wait: no wait can be that long).
+ * `invalid` (the parameter's status: CR_E_MAX_WAIT, CR_E_TIMEOUT) unless
+ * seconds >= 0. An absent value is the face's to read as CR_NEVER. */
+cr_status cr_wait_from_seconds(double seconds, cr_status invalid, int64_t *ns);
 
 /* Nanoseconds to seconds; CR_NEVER becomes +infinity. */
 double cr_ns_to_seconds(int64_t ns);
@@ -463,7 +505,9 @@ typedef struct cr_item {
  * is returned. *index (may be NULL) is the item whose decision `out` is.
  * No item ever admits more than its own bound; a refused composite leaves
  * every item as it was, a unit taken and given back counting as none taken.
- * CR_E_ITEMS for no items or an item that is neither kind.
+ * CR_E_ITEMS for no items or an item that is neither kind; CR_E_SHARED_LOCK
+ * when an item's commit meets a region's lock held past its bound (what the
+ * call committed before is given back; `out` is not set).
  */
 cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64_t cost,
                        cr_decision *out, size_t *index);
@@ -495,6 +539,7 @@ cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *a
 int64_t cr_limit_window_ns(const cr_limit *limit);
 
 #define CR_HEADER_NAME_MAX 64   /* bytes of a policy name */
+#define CR_HEADER_DEFAULT_NAME "default" /* the policy name of a NULL name */
 #define CR_HEADERS_MAX 6        /* fields cr_headers_format may fill */
 #define CR_HEADER_VALUE_MAX 192 /* bytes of a value, with its NUL */
 
@@ -512,7 +557,8 @@ typedef struct cr_headers {
 /*
  * The response fields of `decision`, for a limit whose window is `window_ns`
  * (cr_limit_window_ns), under the policy name `name` (1 to CR_HEADER_NAME_MAX
- * bytes of printable ASCII; '"' and '\\' are escaped as RFC 8941 strings):
+ * bytes of printable ASCII; '"' and '\\' are escaped as RFC 8941 strings;
+ * NULL, whatever `name_len`, is CR_HEADER_DEFAULT_NAME):
  *
  *   RateLimit-Policy: "<name>";q=<limit>;w=<ceil(window s)>
  *   RateLimit:        "<name>";r=<remaining>;t=<ceil(reset_after s)>
@@ -526,8 +572,8 @@ typedef struct cr_headers {
 cr_status cr_headers_format(cr_headers *out, const cr_decision *decision, int64_t window_ns,
                             const char *name, size_t name_len, bool legacy);
 
-/* CR_OK when cr_headers_format takes `name` as a policy name, else
- * CR_E_HEADER_NAME: for a caller that checks the name before deciding, so that
+/* CR_OK when cr_headers_format takes `name` as a policy name (NULL: the
+ * default), else CR_E_HEADER_NAME: for a caller that checks the name before deciding, so that
  * a bad one spends nothing. Pure; thread-safe. */
 cr_status cr_headers_check_name(const char *name, size_t name_len);
 

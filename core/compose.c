@@ -97,17 +97,26 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
             item_peek_allowed(&items[i], item_now(&clock, &items[i]), cost, &all);
         if (all) {
             /* The last item's commit is the call's first write: a refusal there
-             * has written nothing, like a refusal at the peek. */
-            item_check(&items[last], item_now(&clock, &items[last]), cost, true, &decision);
+             * has written nothing, like a refusal at the peek. So has a commit
+             * that failed (a region's lock held past its bound): its status is
+             * the call's, never its decision, which was not stored. */
+            status = item_check(&items[last], item_now(&clock, &items[last]), cost, true,
+                                &decision);
+            if (status != CR_OK)
+                return status;
             tightest = decision;
             chosen = last;
             if (decision.allowed) {
                 for (size_t i = 0; i < last; i++) { /* the other commits */
-                    item_check(&items[i], item_now(&clock, &items[i]), cost, true, &decision);
-                    if (!decision.allowed) { /* lost a race since the peek: give back */
+                    status = item_check(&items[i], item_now(&clock, &items[i]), cost, true,
+                                        &decision);
+                    if (status != CR_OK || !decision.allowed) {
+                        /* lost a race since the peek, or failed: give back */
                         item_refund(&items[last], item_now(&clock, &items[last]), cost);
                         for (size_t j = 0; j < i; j++)
                             item_refund(&items[j], item_now(&clock, &items[j]), cost);
+                        if (status != CR_OK)
+                            return status;
                         tightest = decision;
                         chosen = i;
                         break;

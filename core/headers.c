@@ -22,12 +22,16 @@ cr_status cr_duration_from_seconds(double seconds, int64_t *ns)
     return cr_seconds_to_ns(seconds, ns) == CR_OK ? CR_OK : CR_E_HEADER_VALUE;
 }
 
-/* `name` as an RFC 8941 sf-string ("..." with '"' and '\\' escaped), and its
- * length; 0 when the name is empty, too long or holds a byte outside
- * printable ASCII. */
+/* `name` (NULL: CR_HEADER_DEFAULT_NAME) as an RFC 8941 sf-string ("..." with
+ * '"' and '\\' escaped), and its length; 0 when the name is empty, too long
+ * or holds a byte outside printable ASCII. */
 static size_t quote_name(char *quoted, const char *name, size_t name_len)
 {
-    if (name == NULL || name_len == 0 || name_len > CR_HEADER_NAME_MAX)
+    if (name == NULL) {
+        name = CR_HEADER_DEFAULT_NAME;
+        name_len = sizeof CR_HEADER_DEFAULT_NAME - 1;
+    }
+    if (name_len == 0 || name_len > CR_HEADER_NAME_MAX)
         return 0;
     size_t at = 0;
     quoted[at++] = '"';

@@ -10,17 +10,19 @@
 const char *cr_version(void) { return CR_VERSION_STRING; }
 
 static const struct {
+    cr_status_class class_of;
     const char *param;
     const char *message;
 } status_table[CR_STATUS_COUNT] = {
-#define CR_STATUS_ROW_(number, name, param, message) [number] = {param, message},
+#define CR_STATUS_ROW_(number, name, class, param, message)                                \
+    [number] = {CR_STATUS_##class, param, message},
     CR_STATUS_LIST(CR_STATUS_ROW_)
 #undef CR_STATUS_ROW_
 };
 
 /* The numbers are dense: each below the row count, and each used once (a
  * duplicate is a duplicate case label in cr_status_name). */
-#define CR_STATUS_DENSE_(number, name, param, message)                                     \
+#define CR_STATUS_DENSE_(number, name, class, param, message)                                     \
     _Static_assert((number) >= 0 && (number) < CR_STATUS_COUNT, "status " #name " out of range");
 CR_STATUS_LIST(CR_STATUS_DENSE_)
 #undef CR_STATUS_DENSE_
@@ -39,10 +41,17 @@ const char *cr_status_param(cr_status status)
     return status_table[status].param;
 }
 
+cr_status_class cr_status_class_of(cr_status status)
+{
+    if ((unsigned)status >= CR_STATUS_COUNT)
+        return CR_STATUS_NONE;
+    return status_table[status].class_of;
+}
+
 const char *cr_status_name(cr_status status)
 {
     switch (status) {
-#define CR_STATUS_CASE_(number, name, param, message)                                      \
+#define CR_STATUS_CASE_(number, name, class, param, message)                                      \
     case number:                                                                           \
         return #name;
         CR_STATUS_LIST(CR_STATUS_CASE_)
@@ -85,6 +94,15 @@ cr_status cr_seconds_to_ns(double seconds, int64_t *ns)
     if (whole >= (uint64_t)CR_HORIZON_NS)
         return CR_E_NOW;
     *ns = (int64_t)whole;
+    return CR_OK;
+}
+
+cr_status cr_wait_from_seconds(double seconds, cr_status invalid, int64_t *ns)
+{
+    if (!(seconds >= 0)) /* also NaN */
+        return invalid;
+    if (cr_seconds_to_ns(seconds, ns) != CR_OK) /* +inf, or beyond the horizon */
+        *ns = CR_NEVER;
     return CR_OK;
 }
 
@@ -402,4 +420,42 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
     made.burst = burst;
     *limit = made;
     return CR_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Describing a limit                                                        */
+
+/* The shortest text that reads back as `value`, integral values without ".0". */
+static void put_number(char *buf, size_t size, double value)
+{
+    if (value > -0x1p53 && value < 0x1p53 && (double)(int64_t)value == value) {
+        snprintf(buf, size, "%" PRId64, (int64_t)value);
+        return;
+    }
+    for (int precision = 1; precision <= 17; precision++) {
+        snprintf(buf, size, "%.*g", precision, value);
+        if (strtod(buf, NULL) == value)
+            return;
+    }
+}
+
+size_t cr_limit_describe(char *buf, size_t size, const char *type_name, const cr_limit *limit,
+                         int64_t capacity)
+{
+    char rate[32], period[32], burst[32] = "", clock[32] = "", algorithm[40] = "";
+    char keys[40] = "";
+    put_number(rate, sizeof rate, limit->rate);
+    put_number(period, sizeof period, limit->period_s);
+    if (limit->algorithm < CR_ALGORITHM_FIXED_WINDOW) /* a window takes no burst */
+        snprintf(burst, sizeof burst, ", burst=%" PRId64, limit->burst);
+    if (limit->fast_clock)
+        snprintf(clock, sizeof clock, ", clock='%s'", cr_clock_name(limit));
+    if (limit->algorithm != CR_ALGORITHM_GCRA)
+        snprintf(algorithm, sizeof algorithm, ", algorithm='%s'",
+                 cr_algorithm_name(limit->algorithm));
+    if (capacity >= 0)
+        snprintf(keys, sizeof keys, ", capacity=%" PRId64, capacity);
+    const int len = snprintf(buf, size, "%s(rate=%s, period=%s%s%s%s%s)", type_name, rate, period,
+                             burst, clock, algorithm, keys);
+    return len < 0 ? 0 : (size_t)len;
 }

@@ -36,10 +36,19 @@ local cellrate = require "cellrate"
 local error, getmetatable, tonumber, type = error, getmetatable, tonumber, type
 local ffi_string = ffi.string
 
+-- The layout of the module's table that the declarations below mirror
+-- (FFI_API_LAYOUT in bindings/cellrate_lua.c): its number leads the table in
+-- every layout, so it is read before anything else is trusted.
+local LAYOUT = 1
+
 -- Mirrors of core/cellrate.h's cr_decision, cr_header and cr_headers (the
 -- sizes are checked against the module's below) and of the module's table.
-if not pcall(ffi.typeof, "cellrate_ffi_api") then
+if not pcall(ffi.typeof, "cellrate_ffi_layout") then
     ffi.cdef [[
+        typedef struct {
+            int layout;
+        } cellrate_ffi_layout;
+
         typedef struct {
             bool allowed;
             int64_t limit;
@@ -57,6 +66,7 @@ if not pcall(ffi.typeof, "cellrate_ffi_api") then
             cellrate_header field[6];
         } cellrate_headers;
         typedef struct {
+            int layout;
             int (*check)(void *payload, const char *key, size_t key_len, double cost,
                          bool has_now, double now, cellrate_decision *decision);
             int (*check_headers)(void *payload, const char *key, size_t key_len, double cost,
@@ -73,6 +83,11 @@ if not pcall(ffi.typeof, "cellrate_ffi_api") then
     ]]
 end
 
+local layout = ffi.cast("const cellrate_ffi_layout *", cellrate._ffi_api).layout
+if layout ~= LAYOUT then
+    error(("cellrate.ffi: the module's table has layout %d, this file declares layout %d;"
+        .. " install cellrate.ffi and the cellrate module of one version"):format(layout, LAYOUT))
+end
 local api = ffi.cast("const cellrate_ffi_api *", cellrate._ffi_api)
 if api.decision_size ~= ffi.sizeof("cellrate_decision")
     or api.headers_size ~= ffi.sizeof("cellrate_headers") then

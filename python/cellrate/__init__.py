@@ -23,9 +23,11 @@ from cellrate._cellrate import (
     InvalidArgument,
     InvalidArgumentType,
     KeyedLimiter,
+    Limit,
     Limiter,
     __version__,
     check_all,
+    check_policy_name,
 )
 from cellrate._decorator import limit
 from cellrate._wait import RateLimited
@@ -44,9 +46,11 @@ __all__ = [
     "InvalidArgument",
     "InvalidArgumentType",
     "KeyedLimiter",
+    "Limit",
     "Limiter",
     "RateLimited",
     "__version__",
     "check_all",
+    "check_policy_name",
     "limit",
 ]

@@ -25,24 +25,15 @@ static uint64_t next_random(void)
 
 /* ------------------------------------------------------------------------ */
 
-static void test_version(void)
-{
-    char expected[64];
-    snprintf(expected, sizeof expected, "%d.%d.%d", CR_VERSION_MAJOR, CR_VERSION_MINOR,
-             CR_VERSION_PATCH);
-    CHECK_EQ_STR(CR_VERSION_STRING, expected, "version macros");
-    CHECK_EQ_STR(cr_version(), CR_VERSION_STRING, "cr_version() is the header's version");
-}
-
 static void test_status_table(void)
 {
     static const char *const params[] = {
-#define CR_TEST_PARAM_(number, name, param, message) [number] = param,
+#define CR_TEST_PARAM_(number, name, class, param, message) [number] = param,
         CR_STATUS_LIST(CR_TEST_PARAM_)
 #undef CR_TEST_PARAM_
     };
     static const char *const names[] = {
-#define CR_TEST_NAME_(number, name, param, message) [number] = #name,
+#define CR_TEST_NAME_(number, name, class, param, message) [number] = #name,
         CR_STATUS_LIST(CR_TEST_NAME_)
 #undef CR_TEST_NAME_
     };
@@ -63,6 +54,12 @@ static void test_status_table(void)
             CHECK(strcmp(message, cr_strerror((cr_status)j)) != 0, "%s and %s share a message",
                   names[i], names[j]);
     }
+    CHECK_EQ_I64(cr_status_class_of(CR_OK), CR_STATUS_NONE, "CR_OK has no class");
+    CHECK_EQ_I64(cr_status_class_of(CR_E_RATE), CR_STATUS_ARGUMENT, "a mistake");
+    CHECK_EQ_I64(cr_status_class_of(CR_E_SHARED_LOCK), CR_STATUS_RUNTIME, "a lock held");
+    CHECK_EQ_I64(cr_status_class_of(CR_E_SHARED_RATE), CR_STATUS_REGION, "another region");
+    CHECK_EQ_I64(cr_status_class_of((cr_status)CR_STATUS_COUNT), CR_STATUS_NONE, "out of range");
+    CHECK_EQ_I64(cr_status_class_of((cr_status)-1), CR_STATUS_NONE, "out of range");
     CHECK_EQ_STR(cr_strerror(CR_OK), "ok", "CR_OK");
     CHECK_EQ_STR(cr_status_param(CR_OK), "", "CR_OK names no parameter");
     CHECK_EQ_STR(cr_status_param(CR_E_NOMEM), "", "out of memory names no parameter");
@@ -162,6 +159,32 @@ static void test_time(void)
     CHECK_EQ_I64(cr_seconds_to_ns(-INFINITY, &ns), CR_E_NOW, "-inf");
     CHECK_EQ_I64(cr_seconds_to_ns(-1e-300, &ns), CR_E_NOW, "a tiny negative");
 
+    /* A longest wait: beyond the horizon (or infinite) is any wait. */
+    const struct {
+        double seconds;
+        cr_status status;
+        int64_t ns;
+    } waits[] = {
+        {0, CR_OK, 0},
+        {1.5, CR_OK, 1500 * 1000 * 1000},
+        {1e-9 * 0.6, CR_OK, 1},
+        {4611686018.0, CR_OK, INT64_C(4611686018000000000)}, /* below 2^62 ns */
+        {4611686018.427388, CR_OK, CR_NEVER},                  /* 2^62 ns and beyond */
+        {1e300, CR_OK, CR_NEVER},
+        {INFINITY, CR_OK, CR_NEVER},
+        {-1e-300, CR_E_TIMEOUT, -1},
+        {-INFINITY, CR_E_TIMEOUT, -1},
+        {NAN, CR_E_TIMEOUT, -1},
+    };
+    for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++) {
+        ns = -1;
+        CHECK_EQ_I64(cr_wait_from_seconds(waits[i].seconds, CR_E_TIMEOUT, &ns), waits[i].status,
+                     "wait of %.17g s", waits[i].seconds);
+        CHECK_EQ_I64(ns, waits[i].ns, "wait of %.17g s", waits[i].seconds);
+    }
+    CHECK_EQ_I64(cr_wait_from_seconds(-1, CR_E_MAX_WAIT, &ns), CR_E_MAX_WAIT,
+                 "the parameter's own status");
+
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     int64_t before = (int64_t)ts.tv_sec * SECOND + ts.tv_nsec;
@@ -180,6 +203,54 @@ static void test_time(void)
 }
 
 /* ------------------------------------------------------------------------ */
+
+/* A limit of these arguments, which must be valid. */
+static cr_limit limit_from_text(const char *rate_text, const char *algorithm, bool fast)
+{
+    cr_limit_args args = {.rate_text = rate_text, .rate_text_len = strlen(rate_text)};
+    if (algorithm) {
+        args.algorithm = algorithm;
+        args.algorithm_len = strlen(algorithm);
+    }
+    if (fast) {
+        args.clock = "fast";
+        args.clock_len = 4;
+    }
+    cr_limit limit;
+    memset(&limit, 0, sizeof limit);
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_OK, "limit %s", rate_text);
+    return limit;
+}
+
+static void test_limit_describe(void)
+{
+    char text[CR_LIMIT_DESCRIPTION_MAX];
+    cr_limit limit = limit_from_text("300/minute", NULL, false);
+    size_t len = cr_limit_describe(text, sizeof text, "cellrate.Limiter", &limit, -1);
+    CHECK_EQ_STR(text, "cellrate.Limiter(rate=300, period=60, burst=300)", "a gcra limit");
+    CHECK_EQ_I64(len, strlen(text), "the length written");
+    limit = limit_from_text("0.1/250ms", NULL, true);
+    cr_limit_describe(text, sizeof text, "T", &limit, 7);
+    CHECK_EQ_STR(text, "T(rate=0.1, period=0.25, burst=1, clock='fast', capacity=7)",
+                 "fractions, the clock and a capacity");
+    limit = limit_from_text("10/s", "sliding_window", false);
+    cr_limit_describe(text, sizeof text, "cellrate.Limit", &limit, -1);
+    CHECK_EQ_STR(text, "cellrate.Limit(rate=10, period=1, algorithm='sliding_window')",
+                 "a window takes no burst");
+    char small[8];
+    len = cr_limit_describe(small, sizeof small, "cellrate.Limit", &limit, -1);
+    CHECK_EQ_I64(len, strlen(text), "the whole length, as snprintf");
+    CHECK_EQ_STR(small, "cellrat", "cut to the buffer, NUL-terminated");
+    /* The longest: a 64-byte type name, the widest numbers and every part. */
+    cr_limit widest = limit_from_text("0.1/1ns", "token_bucket", true);
+    widest.rate = -0x1.fffffffffffffp1023 / 3;
+    widest.period_s = 0x1.0000000000001p-1022;
+    widest.burst = INT64_MIN;
+    len = cr_limit_describe(text, sizeof text,
+                            "0123456789012345678901234567890123456789012345678901234567890123",
+                            &widest, INT64_MAX);
+    CHECK(len < sizeof text, "the widest description fits (%zu bytes)", len);
+}
 
 static void test_limiter(void)
 {
@@ -490,10 +561,10 @@ static void test_keyed_memory(void)
 
 int main(void)
 {
-    test_version();
     test_status_table();
     test_limit_init();
     test_time();
+    test_limit_describe();
     test_limiter();
     test_keyed_arguments();
     test_keyed_flood_live();

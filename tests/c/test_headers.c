@@ -158,7 +158,7 @@ static void test_names(void)
         const char *name;
         size_t len;
     } bad[] = {
-        {"", 0}, {"tab\there", 8}, {"nul\0x", 5}, {"del\x7f", 4}, {"caf\xc3\xa9", 5}, {NULL, 3},
+        {"", 0}, {"tab\there", 8}, {"nul\0x", 5}, {"del\x7f", 4}, {"caf\xc3\xa9", 5},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         headers.count = 99;
@@ -176,6 +176,14 @@ static void test_names(void)
     CHECK_EQ_I64(cr_headers_format(&headers, &d, SECOND, longest, CR_HEADER_NAME_MAX + 1, false),
                  CR_E_HEADER_NAME, "a name one byte too long");
     CHECK_EQ_STR(cr_status_param(CR_E_HEADER_NAME), "name", "the parameter is named");
+
+    /* NULL is the core's default name, whatever the length beside it. */
+    d = decision_of(false, 10, 0, SECOND, SECOND);
+    CHECK_EQ_I64(cr_headers_format(&headers, &d, SECOND, NULL, 3, false), CR_OK, "NULL name");
+    CHECK_EQ_STR(field(&headers, "RateLimit-Policy"), "\"" CR_HEADER_DEFAULT_NAME "\";q=10;w=1",
+                 "NULL is the default name");
+    CHECK_EQ_STR(CR_HEADER_DEFAULT_NAME, "default", "the default policy name");
+    CHECK_EQ_I64(cr_headers_check_name(NULL, 0), CR_OK, "NULL name, checked");
 }
 
 static void test_bad_values(void)

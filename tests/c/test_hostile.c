@@ -374,6 +374,20 @@ static void test_damaged_lock(void)
     int64_t waited = cr_clock_ns() - start;
     CHECK_EQ_I64(status, CR_E_SHARED_LOCK, "a living holder keeps the lock");
     CHECK(waited >= 200000000 && waited < 5000000000LL, "waited %" PRId64 " ns", waited);
+    /* check_all reports the failure, never the decision it could not store,
+     * and gives back what it committed before: here the limiter, the last
+     * item, committed first. */
+    cr_limiter *limiter = NULL;
+    CHECK(cr_limiter_new(&limiter, &limit) == CR_OK, "a limiter");
+    const cr_item items[2] = {{.keyed = keyed, .key = "held-key", .key_len = 8},
+                              {.limiter = limiter}};
+    for (size_t count = 1; count <= 2; count++) {
+        status = cr_check_all(items, count, 5000000000LL, 1, &d, NULL);
+        CHECK_EQ_I64(status, CR_E_SHARED_LOCK, "check_all of %zu items meets the lock", count);
+    }
+    CHECK(cr_limiter_check(limiter, 5000000000LL, 0, false, &d) == CR_OK && d.remaining == 10,
+          "the limiter's unit given back: %" PRId64 " remaining", d.remaining);
+    cr_limiter_free(limiter);
     kill(alive, SIGKILL);
     waitpid(alive, NULL, 0);
     status = cr_keyed_check(keyed, "held-key", 8, 5000000000LL, 1, true, &d);

@@ -478,6 +478,21 @@ static int run_seconds(const char *dir)
 /* ------------------------------------------------------------------------ */
 /* status.txt: the model's status table, row for row the core's              */
 
+/* A class as status.txt writes it. */
+static const char *class_text(cr_status_class status_class)
+{
+    switch (status_class) {
+    case CR_STATUS_ARGUMENT:
+        return "argument";
+    case CR_STATUS_RUNTIME:
+        return "runtime";
+    case CR_STATUS_REGION:
+        return "region";
+    default:
+        return "-";
+    }
+}
+
 static int run_status(const char *dir)
 {
     FILE *file = open_vectors(dir, "status.txt");
@@ -488,13 +503,16 @@ static int run_status(const char *dir)
         if (!meaningful(line))
             continue;
         int number, message_at = 0;
-        char name[64], param[64];
-        if (sscanf(line, "status %d %63s %63s |%n", &number, name, param, &message_at) != 3 ||
+        char name[64], class_name[64], param[64];
+        if (sscanf(line, "status %d %63s %63s %63s |%n", &number, name, class_name, param,
+                   &message_at) != 4 ||
             message_at == 0)
             bad_line("status.txt", lineno, line);
         const cr_status status = (cr_status)number;
         CHECK_EQ_I64(number, count, "numbers are dense and in order, status.txt:%d", lineno);
         CHECK_EQ_STR(cr_status_name(status), name, "status %d, status.txt:%d", number, lineno);
+        CHECK_EQ_STR(class_text(cr_status_class_of(status)), class_name,
+                     "class of %s, status.txt:%d", name, lineno);
         CHECK_EQ_STR(cr_status_param(status), strcmp(param, "-") == 0 ? "" : param,
                      "status %s, status.txt:%d", name, lineno);
         CHECK_EQ_STR(cr_strerror(status), line + message_at, "status %s, status.txt:%d", name,

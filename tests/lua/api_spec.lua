@@ -456,7 +456,7 @@ describe("clock option", function()
          assert.are.equal("monotonic", default:info().clock)
          local lim, check = make({ burst = 5, clock = "fast" })
          assert.are.equal("fast", lim:info().clock)
-         assert.is_truthy(tostring(lim):find("clock=fast", 1, true))
+         assert.is_truthy(tostring(lim):find("clock='fast'", 1, true))
          assert.is_falsy(tostring(default):find("clock", 1, true))
          local admitted = 0
          for _ = 1, 20 do
@@ -477,5 +477,87 @@ describe("clock option", function()
          assert.is_false(ok)
          assert.is_truthy(tostring(err):find("^clock must be"), tostring(err))
       end
+   end)
+end)
+
+describe("cellrate.limit_spec", function()
+   it("is the core's validated limit, with no store", function()
+      local limit = cellrate.limit_spec("300/minute", { burst = 60 })
+      assert.equal(300, limit.rate)
+      assert.equal(60, limit.period)
+      assert.equal(60, limit.burst)
+      assert.equal("gcra", limit.algorithm)
+      assert.equal(12, limit.window) -- burst * T = 60 * 0.2 s
+      assert.equal(200000000, limit.emission_ns)
+      assert.equal(12000000000, limit.tolerance_ns)
+      assert.is_nil(limit.capacity)
+      assert.equal("cellrate.Limit(rate=300, period=60, burst=60)", tostring(limit))
+      local window = cellrate.limit_spec(10, { period = 8, algorithm = "fixed_window" })
+      assert.equal(10, window.burst)
+      assert.equal(8, window.window)
+      assert.equal("cellrate.Limit(rate=10, period=8, algorithm='fixed_window')", tostring(window))
+   end)
+
+   it("is equal to a limit of the same parameters", function()
+      local limit = cellrate.limit_spec(10, { burst = 6 })
+      assert.is_true(limit == cellrate.limit_spec("10/s", { burst = 6 }))
+      assert.is_false(limit == cellrate.limit_spec(10, { burst = 7 }))
+      assert.is_false(limit == cellrate.limit_spec(10, { burst = 6, algorithm = "token_bucket" }))
+      assert.is_false(limit == cellrate.limit_spec(20, { period = 2, burst = 6 }))
+   end)
+
+   it("describes a limit as the limiter of the same arguments does", function()
+      for _, case in ipairs({
+         { "300/minute", { burst = 60 } }, { 0.5 }, { 2.5, { period = 0.25, burst = 4 } },
+         { "10/8s", { algorithm = "sliding_window" } }, { 1e-3, { algorithm = "token_bucket" } },
+      }) do
+         local want = tostring(cellrate.limiter(case[1], case[2])):gsub("^cellrate%.Limiter%(",
+            "cellrate.Limit(")
+         assert.equal(want, tostring(cellrate.limit_spec(case[1], case[2])))
+      end
+   end)
+
+   it("refuses what a limiter refuses, in the same words", function()
+      for _, case in ipairs({
+         { 0 }, { "10/month" }, { true }, { 10, { period = 0 } }, { 10, { burst = 0 } },
+         { 10, { burst = 1.5 } }, { 10, { algorithm = "leaky" } }, { 10, { algorithm = 3 } },
+         { 0.5, { algorithm = "sliding_window" } }, { 10, { capacity = 5 } },
+         { 10, { shared = "/dev/shm/x" } }, { 10, { clock = "fast" } }, { 10, 5 },
+      }) do
+         local ok, err = pcall(cellrate.limit_spec, case[1], case[2])
+         assert.is_false(ok)
+         if not (type(case[2]) == "table" and (case[2].capacity or case[2].shared or case[2].clock)) then
+            local limiter_ok, limiter_err = pcall(cellrate.limiter, case[1], case[2])
+            assert.is_false(limiter_ok)
+            -- the same text after the caller's position
+            if type(case[2]) == "number" then
+               assert.truthy(err:find("opts must be a table with the fields period, burst, algorithm",
+                  1, true), err)
+            else
+               assert.equal(limiter_err:gsub("^[^\n]-:%d+: ", ""), (err:gsub("^[^\n]-:%d+: ", "")))
+            end
+         else
+            assert.truthy(err:find("unknown option", 1, true), err)
+         end
+      end
+   end)
+end)
+
+describe("cellrate.check_policy_name", function()
+   it("takes a name the header formatter takes, and raises otherwise", function()
+      assert.equal(0, select("#", cellrate.check_policy_name("api")))
+      cellrate.check_policy_name(("x"):rep(64))
+      local lim = cellrate.limiter(1)
+      for _, bad in ipairs({ "", ("x"):rep(65), "tab\there", "caf\195\169", 42, false }) do
+         local ok, err = pcall(cellrate.check_policy_name, bad)
+         assert.is_false(ok)
+         local text = err:gsub("^[^\n]-:%d+: ", "")
+         assert.equal(1, text:find("name must be 1 to 64 printable ASCII characters", 1, true), err)
+         local format_ok, format_err = pcall(cellrate.header_fields, lim, true, 0, 0, 0, bad)
+         assert.is_false(format_ok)
+         assert.equal(text, (format_err:gsub("^[^\n]-:%d+: ", "")))
+      end
+      local ok = pcall(cellrate.check_policy_name)
+      assert.is_false(ok)
    end)
 end)

@@ -279,4 +279,29 @@ describe("cellrate.ffi (LuaJIT)", function()
       -- and answers as without a level
       assert.same({ lim:peek(0) }, { fast.limiter_check(lim, 0, nil, 2) })
    end)
+
+   ffi_it("refuses a module whose table has another layout", function()
+      local ffi = require "ffi"
+      local real = cellrate._ffi_api
+      local layout = ffi.cast("const int *", real)[0]
+      assert.equal(1, layout) -- FFI_API_LAYOUT of bindings/cellrate_lua.c
+      -- The module as it would be with the next layout: the same table but
+      -- for its first member.
+      local size = ffi.sizeof("cellrate_ffi_api")
+      local copy = ffi.new("uint8_t[?]", size)
+      ffi.copy(copy, real, size)
+      ffi.cast("int *", copy)[0] = layout + 1
+      local fake = setmetatable({ _ffi_api = ffi.cast("void *", copy) }, { __index = cellrate })
+      local saved_module, saved_ffi = package.loaded.cellrate, package.loaded["cellrate.ffi"]
+      package.loaded.cellrate, package.loaded["cellrate.ffi"] = fake, nil
+      local ok, err = pcall(require, "cellrate.ffi")
+      package.loaded.cellrate, package.loaded["cellrate.ffi"] = saved_module, saved_ffi
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find(("the module's table has layout %d, this file declares layout %d")
+         :format(layout + 1, layout), 1, true), tostring(err))
+      -- the real one is still taken
+      package.loaded["cellrate.ffi"] = nil
+      assert.is_table(require "cellrate.ffi")
+      package.loaded["cellrate.ffi"] = saved_ffi
+   end)
 end)

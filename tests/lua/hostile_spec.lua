@@ -114,8 +114,19 @@ describe("hostile shared regions", function()
       for i = 0, 3 do bytes[#bytes + 1] = string.char(math.floor(low / 256 ^ i) % 256) end
       for i = 0, 3 do bytes[#bytes + 1] = string.char(math.floor(pid / 256 ^ i) % 256) end
       write_at(path, LOCKS_OFFSET, table.concat(bytes))
+      -- A runtime failure is returned by every method that can meet it (the
+      -- first admission of a key claims a slot under the lock), never raised.
       fails("E_SHARED_LOCK", { "lock" }, keyed.allow, keyed, "a-new-key", 1, 5)
       fails("E_SHARED_LOCK", { "lock" }, keyed.check, keyed, "a-new-key", 1, 5)
+      fails("E_SHARED_LOCK", { "lock" }, keyed.check_headers, keyed, "a-new-key", 1, 5)
+      fails("E_SHARED_LOCK", { "lock" }, keyed.reserve, keyed, "a-new-key", 1, nil, 5)
+      fails("E_SHARED_LOCK", { "lock" }, keyed.wait, keyed, "a-new-key", 1, 0)
+      fails("E_SHARED_LOCK", { "lock" }, keyed.anchor, keyed, "a-new-key", 1, 5)
+      fails("E_SHARED_LOCK", { "lock" }, cellrate.check_all, { { keyed, "a-new-key" } }, 1, 5)
+      -- peek writes nothing, and refund has nothing to give back for a key
+      -- that holds no slot: neither takes the lock.
+      assert.is_true((keyed:peek("a-new-key", 1, 5)))
+      assert.are.equal(0, select("#", keyed:refund("a-new-key", 1, 5)))
       sh("kill " .. pid)
       assert.is_true(keyed:allow("a-new-key", 1, 5)) -- its holder is gone: taken over
       keyed:close()

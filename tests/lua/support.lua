@@ -41,7 +41,7 @@ return function(assert)
       local file = assert(io.open("tests/vectors/status.txt", "r"))
       local text = file:read("*a")
       file:close()
-      local param, message = text:match("\nstatus %d+ " .. name .. " (%S+) |([^\n]*)")
+      local param, message = text:match("\nstatus %d+ " .. name .. " %S+ (%S+) |([^\n]*)")
       assert(message, "no status " .. name .. " in tests/vectors/status.txt")
       return { param = param, message = message }
    end

@@ -57,10 +57,11 @@ end
 local function read_status_table()
    local statuses = {}
    for _, line in ipairs(lines_of("status.txt")) do
-      local number, name, param, message = line.text:match("^status (%d+) ([%w_]+) (%S+) |(.*)$")
+      local number, name, class, param, message =
+         line.text:match("^status (%d+) ([%w_]+) (%S+) (%S+) |(.*)$")
       if name then
-         statuses[name] = { number = tonumber(number), param = param == "-" and "" or param,
-            message = message }
+         statuses[name] = { number = tonumber(number), class = class,
+            param = param == "-" and "" or param, message = message }
       end
    end
    assert(statuses.OK and statuses.E_RATE_SYNTAX, "cannot read status.txt")
@@ -365,6 +366,67 @@ local function algorithm_mismatch(face, text)
    return status, nil
 end
 
+-- The arguments of a limits.txt line as cellrate.limiter takes them; nil
+-- when its burst is not an exact integer in this Lua.
+local function limit_arguments(text)
+   local head, rate_text = text:match("^(.-)|(.*)$")
+   local w = words(head or text)
+   local rate, options = nil, {}
+   if text:sub(1, 15) == "algorithm_text " then
+      return rate_text, { algorithm = w[2] == "-" and "" or w[2] }
+   elseif text:sub(1, 10) == "algorithm " then
+      options.algorithm = w[2] == "-" and "" or w[2]
+      table.remove(w, 2)
+   elseif text:sub(1, 5) == "text " then
+      return rate_text, w[5] == "1" and { period = 1.0 } or nil
+   end
+   rate = number_of(w[2])
+   if w[3] ~= "-" then options.period = number_of(w[3]) end
+   if w[4] ~= "-" then
+      options.burst = integer_of(w[4])
+      if options.burst == nil then return nil end
+   end
+   return rate, options
+end
+
+-- What a constructor gives, comparable between cellrate.limiter and
+-- cellrate.limit_spec: the error's text after its position, or the fields.
+local function construction(make, rate, options)
+   local ok, got = pcall(make, rate, options)
+   if not ok then
+      return "error: " .. tostring(got):gsub("^[^\n]-:%d+: ", "", 1)
+   end
+   local fields = make == cellrate.limit_spec and got or got:info()
+   return ("%.17g %.17g %s %s %s %s %s"):format(fields.rate, fields.period, tostring(fields.burst),
+      fields.algorithm, tostring(fields.emission_ns), tostring(fields.tolerance_ns),
+      (tostring(got):gsub("^cellrate%.Limiter%(", "cellrate.Limit(", 1)))
+end
+
+local function run_limit_spec()
+   local mismatches, refused, compared = {}, 0, 0
+   for _, line in ipairs(lines_of("limits.txt")) do
+      local rate, options = limit_arguments(line.text)
+      if rate ~= nil then
+         local function copy() -- each call gets its own table
+            if options == nil then return nil end
+            local t = {}
+            for k, v in pairs(options) do t[k] = v end
+            return t
+         end
+         local want = construction(cellrate.limiter, rate, copy())
+         local got = construction(cellrate.limit_spec, rate, copy())
+         compared = compared + 1
+         if want:sub(1, 7) == "error: " then refused = refused + 1 end
+         if got ~= want then
+            mismatches[#mismatches + 1] = ("limits.txt:%d: %q: limit_spec %s, limiter %s")
+               :format(line.number, line.text, got, want)
+         end
+      end
+   end
+   assert.is_true(refused > 100 and compared - refused > 100, refused .. " of " .. compared)
+   assert.are.equal(0, #mismatches, table.concat(mismatches, "\n", 1, math.min(#mismatches, 12)))
+end
+
 local function run_limits(face)
    local mismatches, counts, skipped = {}, {}, 0
    for _, line in ipairs(lines_of("limits.txt")) do
@@ -564,6 +626,7 @@ describe("conformance vectors", function()
    end)
 
    it("limits through cellrate.limiter", function() run_limits(FACES.limiter) end)
+   it("limits through cellrate.limit_spec, as cellrate.limiter takes them", run_limit_spec)
    it("limits through cellrate.keyed", function() run_limits(FACES.keyed) end)
    it("seconds through cellrate.limiter", function() run_seconds(FACES.limiter) end)
    it("seconds through cellrate.keyed", function() run_seconds(FACES.keyed) end)

@@ -24,89 +24,94 @@ HORIZON_NS = 2**62
 
 
 # --------------------------------------------------------------------------
-# Statuses: (number, name, parameter, message), the table every face reports
-# from. Numbers are fixed once given (append only). The parameter ("" for
-# none) is what the user gave; each message starts with it and names no
-# language's types.
+# Statuses: (number, name, class, parameter, message), the table every face
+# reports from. Numbers are fixed once given (append only). The class says
+# how a face reports the status: "argument", a mistake of the caller's (Python
+# raises InvalidArgument, Lua raises); "runtime", a failure of the moment or
+# of the system (memory, the file system, a lock held past its bound: Lua
+# returns nil, message, code); "region", a region file that is not the one
+# asked for (Python: InvalidArgument naming the path; Lua: nil, message,
+# code); "-" for OK alone. The parameter ("" for none) is what the user gave;
+# each message starts with it and names no language's types.
 
-STATUSES: list[tuple[int, str, str, str]] = [
-    (0, "OK", "", "ok"),
-    (1, "E_RATE", "rate", "rate must be a number > 0 or a rate string such as '10/second'"),
-    (2, "E_RATE_SYNTAX", "rate",
+STATUSES: list[tuple[int, str, str, str, str]] = [
+    (0, "OK", "-", "", "ok"),
+    (1, "E_RATE", "argument", "rate", "rate must be a number > 0 or a rate string such as '10/second'"),
+    (2, "E_RATE_SYNTAX", "argument", "rate",
      "rate: cannot parse; expected a number or a string such as "
      "'10/second', '300/minute', '5 per second' or '100/5m'"),
-    (3, "E_RATE_CALENDAR", "rate",
+    (3, "E_RATE_CALENDAR", "argument", "rate",
      "rate: months and years have no fixed length; use a fixed duration "
      "such as '1000/30d' or '1000/365d'"),
-    (4, "E_RATE_TOO_HIGH", "rate", "rate is too high: the interval period/rate rounds below 1 ns"),
-    (5, "E_RATE_TOO_LOW", "rate",
+    (4, "E_RATE_TOO_HIGH", "argument", "rate", "rate is too high: the interval period/rate rounds below 1 ns"),
+    (5, "E_RATE_TOO_LOW", "argument", "rate",
      "rate is too low: the interval period/rate exceeds 2^62 ns (146 years)"),
-    (6, "E_PERIOD", "period", "period must be a finite number of seconds > 0"),
-    (7, "E_PERIOD_WITH_TEXT", "period",
+    (6, "E_PERIOD", "argument", "period", "period must be a finite number of seconds > 0"),
+    (7, "E_PERIOD_WITH_TEXT", "argument", "period",
      "period must not be given with a rate string, which carries its own period"),
-    (8, "E_BURST", "burst", "burst must be an integer >= 1"),
-    (9, "E_BURST_TOO_LARGE", "burst",
+    (8, "E_BURST", "argument", "burst", "burst must be an integer >= 1"),
+    (9, "E_BURST_TOO_LARGE", "argument", "burst",
      "burst is too large: burst * (period/rate) exceeds 2^62 ns (146 years)"),
-    (10, "E_COST", "cost", "cost must be an integer >= 0"),
-    (11, "E_NOW", "now",
+    (10, "E_COST", "argument", "cost", "cost must be an integer >= 0"),
+    (11, "E_NOW", "argument", "now",
      "now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)"),
-    (12, "E_KEY", "key", "key must be a string of bytes"),
-    (13, "E_CLOCK", "clock", "clock must be 'monotonic' or 'fast'"),
-    (14, "E_CAPACITY", "capacity", "capacity must be an integer >= 1 and <= 2^32"),
-    (15, "E_NOMEM", "", "out of memory"),
-    (16, "E_SHARED_PATH", "shared",
+    (12, "E_KEY", "argument", "key", "key must be a string of bytes"),
+    (13, "E_CLOCK", "argument", "clock", "clock must be 'monotonic' or 'fast'"),
+    (14, "E_CAPACITY", "argument", "capacity", "capacity must be an integer >= 1 and <= 2^32"),
+    (15, "E_NOMEM", "runtime", "", "out of memory"),
+    (16, "E_SHARED_PATH", "argument", "shared",
      "shared must be the path of the region file (a string without NUL characters)"),
-    (17, "E_SHARED_IO", "shared", "shared: cannot open, create or map the region file"),
-    (18, "E_SHARED_ACCESS", "shared", "shared: permission denied on the region file"),
-    (19, "E_SHARED_SHORT", "shared", "shared: the file is too short to be a cellrate region"),
-    (20, "E_SHARED_FOREIGN", "shared", "shared: the file is not a cellrate region"),
-    (21, "E_SHARED_VERSION", "shared", "shared: the region has another layout version"),
-    (22, "E_SHARED_CORRUPT", "shared", "shared: the region is corrupt (header checksum or size)"),
-    (23, "E_SHARED_KIND", "shared",
+    (17, "E_SHARED_IO", "runtime", "shared", "shared: cannot open, create or map the region file"),
+    (18, "E_SHARED_ACCESS", "runtime", "shared", "shared: permission denied on the region file"),
+    (19, "E_SHARED_SHORT", "region", "shared", "shared: the file is too short to be a cellrate region"),
+    (20, "E_SHARED_FOREIGN", "region", "shared", "shared: the file is not a cellrate region"),
+    (21, "E_SHARED_VERSION", "region", "shared", "shared: the region has another layout version"),
+    (22, "E_SHARED_CORRUPT", "region", "shared", "shared: the region is corrupt (header checksum or size)"),
+    (23, "E_SHARED_KIND", "region", "shared",
      "shared: the region holds another kind of limiter (Limiter vs KeyedLimiter)"),
-    (24, "E_SHARED_RATE", "shared", "shared: the region was made with another rate or period"),
-    (25, "E_SHARED_BURST", "shared", "shared: the region was made with another burst"),
-    (26, "E_SHARED_CAPACITY", "shared", "shared: the region was made with another capacity"),
-    (27, "E_SHARED_MODE", "shared_mode", "shared_mode must be a file mode from 0 to 0777 (octal)"),
-    (28, "E_ALGORITHM", "algorithm",
+    (24, "E_SHARED_RATE", "region", "shared", "shared: the region was made with another rate or period"),
+    (25, "E_SHARED_BURST", "region", "shared", "shared: the region was made with another burst"),
+    (26, "E_SHARED_CAPACITY", "region", "shared", "shared: the region was made with another capacity"),
+    (27, "E_SHARED_MODE", "argument", "shared_mode", "shared_mode must be a file mode from 0 to 0777 (octal)"),
+    (28, "E_ALGORITHM", "argument", "algorithm",
      "algorithm must be 'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'"),
-    (29, "E_BURST_WINDOW", "burst",
+    (29, "E_BURST_WINDOW", "argument", "burst",
      "burst: a window algorithm takes no burst (a window admits rate units); "
      "leave burst out, or use 'gcra' or 'token_bucket'"),
-    (30, "E_RATE_WHOLE", "rate",
+    (30, "E_RATE_WHOLE", "argument", "rate",
      "rate: a window admits a whole number of units; write a fractional rate as "
      "whole units per longer window, e.g. '1/2s' for 0.5 per second"),
-    (31, "E_RATE_FIXED_CEILING", "rate",
+    (31, "E_RATE_FIXED_CEILING", "argument", "rate",
      "rate is above the fixed_window ceiling: at most period_ns - 1 units per window "
      "(999999999 per second, 59999999999 per minute)"),
-    (32, "E_RATE_SLIDING_CEILING", "rate",
+    (32, "E_RATE_SLIDING_CEILING", "argument", "rate",
      "rate is above the sliding_window ceiling: (rate + 1)^2 <= period_ns "
      "(31621 per second, 244947 per minute, 1897365 per hour, 9295159 per day)"),
-    (33, "E_WINDOW_TOO_LONG", "period",
+    (33, "E_WINDOW_TOO_LONG", "argument", "period",
      "period: a window longer than 2^60 ns (36.5 years) is not supported"),
-    (34, "E_CLOCK_WINDOW", "clock",
+    (34, "E_CLOCK_WINDOW", "argument", "clock",
      "clock: window algorithms read the realtime clock (windows are aligned to the "
      "Unix epoch); leave clock out or pass 'realtime'"),
-    (35, "E_SHARED_ALGORITHM", "shared", "shared: the region was made with another algorithm"),
-    (36, "E_MAX_WAIT", "max_wait", "max_wait must be a number of seconds >= 0, or absent for any wait"),
-    (37, "E_ITEMS", "items",
+    (35, "E_SHARED_ALGORITHM", "region", "shared", "shared: the region was made with another algorithm"),
+    (36, "E_MAX_WAIT", "argument", "max_wait", "max_wait must be a number of seconds >= 0, or absent for any wait"),
+    (37, "E_ITEMS", "argument", "items",
      "items must be a non-empty list of limiters and (keyed limiter, key) pairs"),
-    (38, "E_HEADER_NAME", "name",
+    (38, "E_HEADER_NAME", "argument", "name",
      "name must be 1 to 64 printable ASCII characters (the policy name of the headers)"),
-    (39, "E_HEADER_VALUE", "decision",
+    (39, "E_HEADER_VALUE", "argument", "decision",
      "decision: limit, remaining, retry_after, reset_after and window must be >= 0"),
-    (40, "E_SHARED_DANGLING", "shared",
+    (40, "E_SHARED_DANGLING", "region", "shared",
      "shared: the path is a symbolic link to nothing; remove the link or point it at a region"),
-    (41, "E_SHARED_UNSTABLE", "shared",
+    (41, "E_SHARED_UNSTABLE", "region", "shared",
      "shared: the path kept changing while it was opened (removed or replaced again and again)"),
-    (42, "E_SHARED_LOCK", "shared",
+    (42, "E_SHARED_LOCK", "runtime", "shared",
      "shared: a lock of the region stayed held past its time limit (a stopped or frozen "
      "process holds it)"),
-    (43, "E_SHARED_MODE_ALONE", "shared_mode",
+    (43, "E_SHARED_MODE_ALONE", "argument", "shared_mode",
      "shared_mode is the mode of a region file: give it only with shared"),
-    (44, "E_TIMEOUT", "timeout",
+    (44, "E_TIMEOUT", "argument", "timeout",
      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes"),
-    (45, "E_RATE_SEVERAL", "rate",
+    (45, "E_RATE_SEVERAL", "argument", "rate",
      "rate: one string is one limit; for several ('100/day;10/hour') make one limiter "
      "of each and decide them as one with check_all"),
 ]

@@ -1032,16 +1032,20 @@ def make_seconds() -> str:
 def make_status() -> str:
     lines = [
         GENERATED.rstrip("\n"),
-        "# status <number> <name> <parameter, - for none> |<message to end of line>",
+        "# status <number> <name> <class> <parameter, - for none> |<message to end of line>",
         "# name: the cr_status name without CR_; numbers are dense from 0 and never change",
+        "# class: argument (the caller's mistake), runtime (a failure of the moment or of the",
+        "# system), region (a region file that is not the one asked for); - for OK alone",
     ]
-    numbers = [number for number, _, _, _ in model.STATUSES]
+    numbers = [number for number, _, _, _, _ in model.STATUSES]
     assert numbers == list(range(len(numbers))), "status numbers must be dense, in order"
-    names = [name for _, name, _, _ in model.STATUSES]
+    names = [name for _, name, _, _, _ in model.STATUSES]
     assert len(set(names)) == len(names), "status names must be unique"
-    for number, name, param, message in model.STATUSES:
+    for number, name, kind, param, message in model.STATUSES:
         assert message.startswith(param) and "\n" not in message, name
-        lines.append(f"status {number} {name} {param or '-'} |{message}")
+        assert (kind == "-") == (name == "OK"), name
+        assert kind in ("-", "argument", "runtime", "region"), name
+        lines.append(f"status {number} {name} {kind} {param or '-'} |{message}")
     return "\n".join(lines) + "\n"
 
 

@@ -30,7 +30,7 @@ def core_status(name: str) -> tuple[str, str]:
     for line in (REPO / "tests" / "vectors" / "status.txt").read_text("utf-8").splitlines():
         head, _, message = line.partition(" |")
         if head.split(" ")[2:3] == [name]:
-            return head.split(" ")[3], message
+            return head.split(" ")[4], message
     raise LookupError(f"no status {name} in tests/vectors/status.txt")
 
 

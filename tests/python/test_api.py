@@ -8,7 +8,10 @@ import importlib.metadata
 import inspect
 import math
 import pickle
+import pathlib
 import re
+import shutil
+import subprocess
 import sys
 import time
 
@@ -18,6 +21,7 @@ import cellrate
 from conftest import ns, rss_bytes
 
 MS = 1_000_000  # ns
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 # Start times for the scenarios: the same arithmetic must hold far from 0.
 OFFSETS = [0.0, 1000.0, 1_000_000.0]
@@ -333,13 +337,13 @@ def test_numeric_limits(one_key, args, kwargs, rate, period, burst):
 
 
 def test_limiter_repr():
-    assert repr(cellrate.Limiter(300, 60, burst=60)) == "Limiter(rate=300.0, period=60.0, burst=60)"
-    assert repr(cellrate.Limiter("0.5/s")) == "Limiter(rate=0.5, period=1.0, burst=1)"
+    assert repr(cellrate.Limiter(300, 60, burst=60)) == "cellrate.Limiter(rate=300, period=60, burst=60)"
+    assert repr(cellrate.Limiter("0.5/s")) == "cellrate.Limiter(rate=0.5, period=1, burst=1)"
 
 
 def test_keyed_repr_and_attributes():
     keyed = cellrate.KeyedLimiter("100/5m", burst=20, capacity=500)
-    assert repr(keyed) == "KeyedLimiter(rate=100.0, period=300.0, burst=20, capacity=500)"
+    assert repr(keyed) == "cellrate.KeyedLimiter(rate=100, period=300, burst=20, capacity=500)"
     assert keyed.capacity == 500
     assert keyed.evictions == 0
 
@@ -546,10 +550,12 @@ def test_public_names():
         "InvalidArgument",
         "InvalidArgumentType",
         "KeyedLimiter",
+        "Limit",
         "Limiter",
         "RateLimited",
         "__version__",
         "check_all",
+        "check_policy_name",
         "limit",
     ]
     for name in set(cellrate.__all__) - {"RateLimited", "limit"}:  # those two are Python
@@ -618,3 +624,112 @@ def test_fast_clock():
     with pytest.raises(cellrate.InvalidArgumentType) as info:
         cellrate.KeyedLimiter(1, clock=1)
     assert info.value.param == "clock"
+
+
+# --------------------------------------------------------------------------
+# Limit: the core's validated limit, no store
+
+
+def test_limit_fields():
+    limit = cellrate.Limit("300/minute", burst=60)
+    assert (limit.rate, limit.period, limit.burst, limit.algorithm) == (300.0, 60.0, 60, "gcra")
+    assert (limit.emission_ns, limit.tolerance_ns) == (200 * MS, 12_000 * MS)
+    assert limit.window == 12.0 == cellrate.Limiter("300/minute", burst=60).peek().window
+    window = cellrate.Limit(10, 8, algorithm="fixed_window")
+    assert (window.burst, window.tolerance_ns, window.window) == (10, 8_000 * MS, 8.0)
+    assert repr(limit) == "cellrate.Limit(rate=300, period=60, burst=60)"
+    assert repr(window) == "cellrate.Limit(rate=10, period=8, algorithm='fixed_window')"
+
+
+def test_limit_is_an_immutable_value():
+    limit = cellrate.Limit(10, burst=6)
+    with pytest.raises(AttributeError):
+        limit.burst = 7
+    assert limit == cellrate.Limit("10/s", burst=6) == cellrate.Limit(10, 1.0, burst=6, algorithm="gcra")
+    assert hash(limit) == hash(cellrate.Limit("10/s", burst=6))
+    assert limit != cellrate.Limit(10, burst=7)
+    assert limit != cellrate.Limit(10, burst=6, algorithm="token_bucket")  # same arithmetic, other name
+    assert limit != cellrate.Limit(20, 2, burst=6)  # the same T and tau, other parameters
+    assert len({limit, cellrate.Limit("10/s", burst=6), cellrate.Limit(10)}) == 2
+    assert limit != cellrate.Limiter(10, burst=6)
+    with pytest.raises(TypeError):
+        class Sub(cellrate.Limit):  # noqa: F841 - final, as the other types
+            pass
+
+
+@pytest.mark.parametrize("args, kwargs, param, kind", [
+    ((0,), {}, "rate", cellrate.InvalidArgument),
+    (("10/month",), {}, "rate", cellrate.InvalidArgument),
+    ((None,), {}, "rate", cellrate.InvalidArgumentType),
+    ((10, 0), {}, "period", cellrate.InvalidArgument),
+    ((10,), {"burst": 0}, "burst", cellrate.InvalidArgument),
+    ((10,), {"burst": 1.5}, "burst", cellrate.InvalidArgumentType),
+    ((10,), {"algorithm": "leaky"}, "algorithm", cellrate.InvalidArgument),
+    ((10,), {"algorithm": 3}, "algorithm", cellrate.InvalidArgumentType),
+    ((0.5,), {"algorithm": "sliding_window"}, "rate", cellrate.InvalidArgument),
+])
+def test_limit_refuses_as_limiter_does(args, kwargs, param, kind):
+    with pytest.raises(kind) as limit_error:
+        cellrate.Limit(*args, **kwargs)
+    with pytest.raises(kind) as limiter_error:
+        cellrate.Limiter(*args, **kwargs)
+    assert limit_error.value.param == limiter_error.value.param == param
+    assert str(limit_error.value) == str(limiter_error.value)
+
+
+def test_limit_takes_no_store_options():
+    for option in ("shared", "capacity", "clock", "shared_mode"):
+        with pytest.raises(TypeError):
+            cellrate.Limit(10, **{option: None})
+
+
+def test_check_policy_name():
+    assert cellrate.check_policy_name("api") is None
+    assert cellrate.check_policy_name("x" * 64) is None
+    for bad in ("", "x" * 65, "tab\there", "caf\u00e9", "\ud800"):
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            cellrate.check_policy_name(bad)
+        assert info.value.param == "name"
+        with pytest.raises(cellrate.InvalidArgument) as formatted:
+            cellrate.Limiter(1).check().headers(bad)
+        assert str(formatted.value).startswith(str(info.value))
+    for bad in (None, b"api", 3):
+        with pytest.raises(cellrate.InvalidArgumentType) as info:
+            cellrate.check_policy_name(bad)
+        assert info.value.param == "name"
+
+
+# The same limits in both faces: (Python constructor, Lua constructor, arguments).
+DESCRIBED = [
+    ("Limiter", "limiter", ("300/minute",), {"burst": 60}),
+    ("Limiter", "limiter", (0.5,), {}),
+    ("Limiter", "limiter", (2.5,), {"period": 0.25, "burst": 4}),
+    ("Limiter", "limiter", (1 / 3,), {"period": 7.3}),
+    ("Limiter", "limiter", ("10/s",), {"clock": "fast"}),
+    ("Limiter", "limiter", ("10/8s",), {"algorithm": "fixed_window"}),
+    ("KeyedLimiter", "keyed", ("100/5m",), {"burst": 20, "capacity": 500}),
+    ("KeyedLimiter", "keyed", (1e-3,), {"algorithm": "token_bucket", "capacity": 7}),
+    ("Limit", "limit_spec", ("300/minute",), {"burst": 60}),
+    ("Limit", "limit_spec", (100,), {"period": 60, "algorithm": "sliding_window"}),
+]
+
+
+def lua_value(value):
+    return repr(value) if isinstance(value, str) else f"{value!r}"
+
+
+def test_both_faces_describe_a_limit_alike():
+    lua = shutil.which("lua5.4")
+    module = REPO / "build" / "lua5.4" / "cellrate.so"
+    if lua is None or not module.exists():
+        pytest.skip("lua5.4 and build/lua5.4/cellrate.so (make lua) are needed")
+    lines = [f'package.cpath = "{module.parent}/?.so;" .. package.cpath',
+             'local cellrate = require "cellrate"']
+    for _, function, args, kwargs in DESCRIBED:
+        options = ", ".join(f"{k} = {lua_value(v)}" for k, v in kwargs.items())
+        lines.append(f"print(tostring(cellrate.{function}({lua_value(args[0])}, {{ {options} }})))")
+    lua_text = subprocess.run([lua, "-e", "\n".join(lines)], capture_output=True, text=True,
+                              check=True).stdout.splitlines()
+    python_text = [repr(getattr(cellrate, cls)(*args, **kwargs)) for cls, _, args, kwargs in DESCRIBED]
+    assert python_text == lua_text
+    assert python_text[3] == "cellrate.Limiter(rate=0.3333333333333333, period=7.3, burst=1)"

@@ -135,6 +135,12 @@ def test_living_lock_holder_is_a_bounded_timeout(region_dir):
             keyed.allow("a-new-key", now=5.0)
         assert info.value.param == "shared"
         assert "lock" in str(info.value)
+        # check_all reports it too, never the admission it could not store,
+        # and gives back the unit it took from the other limit.
+        other = cellrate.Limiter(10, burst=10)
+        with pytest.raises(TimeoutError):
+            cellrate.check_all([(keyed, "a-new-key"), other], now=5.0)
+        assert other.peek(0, now=5.0).remaining == 10
     finally:
         holder.kill()
         holder.wait()

@@ -47,7 +47,7 @@ def _status_table() -> dict[str, tuple[str, str]]:
     for line in (VECTORS / "status.txt").read_text(encoding="utf-8").splitlines():
         if line.startswith("status "):
             head, message = line.split(" |", 1)
-            _, _, name, param = head.split(" ")
+            _, _, name, _, param = head.split(" ")
             table[name] = ("" if param == "-" else param, message)
     assert "OK" in table and "E_RATE_SYNTAX" in table, "cannot read status.txt"
     return table
@@ -394,6 +394,59 @@ def test_limits(kind):
             mismatches.append(f"limits.txt:{number}: {text!r}: {problem}")
         seen[status] += 1
     assert seen["OK"] > 100 and len(seen) >= 10, seen
+    assert_no_mismatches(mismatches)
+
+
+def limit_arguments(text: str) -> tuple[list, dict]:
+    """The arguments of a limits.txt line, as a Limiter takes them."""
+    if text.startswith("algorithm_text "):
+        head, rate_text = text.split("|", 1)
+        name = head.split()[1]
+        return [rate_text], {"algorithm": "" if name == "-" else name}
+    if text.startswith("algorithm "):
+        fields = text.split()
+        args, kwargs = _number_args(fields[1:])
+        kwargs["algorithm"] = "" if fields[1] == "-" else fields[1]
+        return args, kwargs
+    if text.startswith("number "):
+        return _number_args(text.split())
+    head, rate_text = text.split("|", 1)
+    return ([rate_text, 1.0] if head.split()[4] == "1" else [rate_text]), {}
+
+
+def outcome(make):
+    """What make() gives, comparable across types: the limit's fields, or the
+    error's type, words and parameter."""
+    try:
+        lim = make()
+    except Exception as error:  # noqa: BLE001 - compared, not hidden
+        return (type(error), str(error), getattr(error, "param", None))
+    return (lim.rate, lim.period, lim.burst, lim.algorithm, lim.emission_ns, lim.tolerance_ns,
+            repr(lim).replace("cellrate.Limiter(", "cellrate.Limit(", 1))
+
+
+def test_limit_refuses_and_accepts_what_limiter_does():
+    # cellrate.Limit is the limit a Limiter is made with: every line of
+    # limits.txt gives both the same fields, or the same error in the same words.
+    mismatches, refused = [], 0
+    for number, text in LIMIT_LINES:
+        args, kwargs = limit_arguments(text)
+        want = outcome(lambda: cellrate.Limiter(*args, **kwargs))
+        got = outcome(lambda: cellrate.Limit(*args, **kwargs))
+        refused += isinstance(want[0], type)
+        if got != want:
+            mismatches.append(f"limits.txt:{number}: {text!r}: Limit {got}, Limiter {want}")
+    assert refused > 100 and len(LIMIT_LINES) - refused > 100, refused
+    assert_no_mismatches(mismatches)
+
+
+def test_limit_against_the_model():
+    mismatches = []
+    for number, text in LIMIT_LINES:
+        if text.startswith("algorithm"):
+            _, problem = algorithm_mismatch(cellrate.Limit, text)
+            if problem:
+                mismatches.append(f"limits.txt:{number}: {text!r}: {problem}")
     assert_no_mismatches(mismatches)
 
 

@@ -196,6 +196,17 @@ def use_web() -> None:
     cellrate.django.limit("5/minute", key=by_user, body="slow down")
 
 
+def use_limit() -> None:
+    limit = cellrate.Limit("300/minute", burst=60, algorithm="token_bucket")
+    window: float = limit.window
+    fields: tuple[float, float, int, str, int, int] = (
+        limit.rate, limit.period, limit.burst, limit.algorithm, limit.emission_ns,
+        limit.tolerance_ns)
+    same: bool = limit == cellrate.Limit(300, 60.0, burst=60, algorithm="token_bucket")
+    assert window == 12.0 and fields[2] == 60 and same and hash(limit) == hash(limit)
+    cellrate.check_policy_name("api")
+
+
 def main() -> None:
     version: str = cellrate.__version__
     assert version.count(".") == 2
@@ -213,14 +224,17 @@ def main() -> None:
             "InvalidArgument",
             "InvalidArgumentType",
             "KeyedLimiter",
+            "Limit",
             "Limiter",
             "RateLimited",
             "__version__",
             "check_all",
+            "check_policy_name",
             "limit",
         ]
     )
     use_catalogue()
+    use_limit()
 
 
 if __name__ == "__main__":
