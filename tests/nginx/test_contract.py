@@ -53,4 +53,4 @@ def test_a_body_without_content_type_is_sent_as_the_python_middleware_sends_it(s
     assert server.get("/body")[0] == 200
     status, headers, body = server.get("/body")
     assert (status, body) == (429, b"slow down\n")
-    assert headers["Content-Type"] == cellrate.web.Policy("1/s").content_type
+    assert headers["Content-Type"] == cellrate.web.Policy("1/s", body="slow down\n").content_type
