@@ -192,7 +192,7 @@ install: core ## install libcellrate.{a,so}, cellrate.h and cellrate.pc under PR
 # make format rewrites the C in place.
 FORMAT_C = $(wildcard core/*.c core/*.h tests/c/*.c tests/c/*.h tests/fuzz/*.c bench/c/*.c \
 	examples/c/*.c) bindings/cellrate_py.c
-LUA_SOURCES = lua tests/lua tests/nginx examples/demo.lua
+LUA_SOURCES = lua tests/lua examples/demo.lua
 
 $(VENV)/bin/ruff:
 	@$(MAKE) --no-print-directory deps
