@@ -91,7 +91,8 @@ for version in "$@"; do
     "$deps/bin/python" -c 'import sysconfig; p = sysconfig.get_paths()
 print(p["purelib"]); print(p["platlib"])' \
         >"$("$target/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/cellrate-test-deps.pth"
-    if (cd "$work" && env -u PYTHONPATH CELLRATE_INSTALLED_IN="$target" "$target/bin/python" -m pytest \
+    if (cd "$work" && env -u PYTHONPATH CELLRATE_INSTALLED_IN="$target" CELLRATE_WHEEL="$wheel" \
+        "$target/bin/python" -m pytest \
         -q -p no:cacheprovider --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
         "$ROOT/tests/model" "$ROOT/tests/python"); then
         passed="$passed $version"
