@@ -155,7 +155,7 @@ demo: demo-deps ## show decisions in Python and in Lua (installs only what it ne
 	@$(MAKE) --no-print-directory py $(BUILD)/lua5.4/cellrate.so \
 		$(if $(and $(shell command -v luajit),$(wildcard $(LUAJIT_INC)/lua.h)),$(BUILD)/luajit/cellrate.so)
 	@echo "==================== Python ===================="
-	@CELLRATE_LUA_CPATH="$(CURDIR)/$(BUILD)/lua5.4/?.so" $(PYTHON) examples/demo.py
+	@CELLRATE_LUA_CPATH="$(abspath $(BUILD))/lua5.4/?.so" $(PYTHON) examples/demo.py
 	@echo
 	@echo "==================== Lua 5.4 ===================="
 	@lua5.4 -e 'package.cpath = "$(BUILD)/lua5.4/?.so;" .. package.cpath' examples/demo.lua

@@ -6,8 +6,9 @@
 #   tests/venv.sh BASE_PYTHON VENV [PIP_INSTALL_ARGS...]
 #
 # setuptools, wheel and build always (the extension and the wheels are
-# built without build isolation); then PIP_INSTALL_ARGS (e.g. -r tests/requirements.txt). A stamp
-# in the venv records what was installed, so a second run asks pip nothing.
+# built without build isolation), then PIP_INSTALL_ARGS (-r tests/requirements.txt,
+# ...). A stamp per set of arguments (with the content of each -r file)
+# records what was installed, so a second run asks pip nothing.
 set -eu
 
 if [ $# -lt 2 ]; then
@@ -34,10 +35,8 @@ want=$(
         prev=$arg
     done
 )
-stamp="$venv/.cellrate-installed"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-    exit 0
-fi
+stamp="$venv/.cellrate-installed-$(echo "$want" | cksum | cut -d' ' -f1)"
+[ -f "$stamp" ] && exit 0
 echo "installing Python packages into $venv ($("$py" -c 'import platform; print(platform.python_version())'))"
 "$py" -m pip install -q --disable-pip-version-check $BASE_PKGS "$@"
 echo "$want" >"$stamp"
