@@ -38,7 +38,7 @@ help: ## list the targets
 
 DEPS_ENV = VENV="$(abspath $(VENV))" BASE_PYTHON="$(BASE_PYTHON)"
 
-deps: ## install what building and testing need (apt-get; pip into $(VENV))
+deps: ## install what building and testing need (apt-get; pip into .venv only)
 	@$(DEPS_ENV) sh tests/install-deps.sh test
 
 demo-deps: ## install what make demo needs: a C compiler, Python headers, Lua 5.4
@@ -106,7 +106,7 @@ test-lua: lua ## busted specs under Lua 5.4 and LuaJIT
 vectors: | $(PYTHON) ## regenerate tests/vectors/ from the reference model
 	$(PYTHON) tests/model/make_vectors.py
 
-py: | $(PYTHON) ## build and install the Python package into $(VENV) (pip install .)
+py: | $(PYTHON) ## build and install the Python package into .venv (pip install .)
 	CELLRATE_WERROR=$(if $(strip $(WERROR)),1) $(PYTHON) -m pip install -q --disable-pip-version-check \
 		--no-build-isolation .
 
@@ -205,5 +205,5 @@ lint: $(VENV)/bin/ruff ## clang-format (check), ruff, luacheck
 format: ## rewrite the C sources as .clang-format says (make lint checks it)
 	clang-format -i $(FORMAT_C)
 
-clean: ## remove build products (the virtualenvs stay: rm -rf $(VENV))
+clean: ## remove build products (the virtualenvs in .venv stay)
 	rm -rf $(BUILD) dist python/cellrate/*.so *.egg-info
