@@ -1086,7 +1086,7 @@ def main(argv: list[str] | None = None) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content, encoding="utf-8")
     if stale:
-        print("stale vectors (run python3 tests/model/make_vectors.py):", " ".join(stale), file=sys.stderr)
+        print("stale vectors (run make vectors):", " ".join(stale), file=sys.stderr)
         return 1
     return 0
 

@@ -245,8 +245,8 @@ def test_vectors_are_fresh(tmp_path):
     assert make_vectors.main(["--out", str(tmp_path)]) == 0
     for path in sorted(tmp_path.iterdir()):
         committed = make_vectors.VECTORS / path.name
-        assert committed.exists(), f"{committed} missing: run python3 tests/model/make_vectors.py"
+        assert committed.exists(), f"{committed} missing: run make vectors"
         assert committed.read_text(encoding="utf-8") == path.read_text(encoding="utf-8"), (
-            f"{committed} differs from a fresh generation: run python3 tests/model/make_vectors.py"
+            f"{committed} differs from a fresh generation: run make vectors"
         )
     assert make_vectors.main(["--check"]) == 0
