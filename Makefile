@@ -44,9 +44,12 @@ deps: ## install what building and testing need (apt-get; pip into .venv only)
 demo-deps: ## install what make demo needs: a C compiler, Python headers, Lua 5.4
 	@$(DEPS_ENV) sh tests/install-deps.sh demo
 
-# The bare virtualenv (setuptools, wheel, build) for targets that need no more.
+# The bare virtualenv (setuptools, wheel, build) for targets that need no more,
+# and the tools of make lint and make dist.
 $(PYTHON):
 	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)"
+$(VENV)/bin/ruff $(VENV)/bin/auditwheel:
+	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)" -r tests/requirements-tools.txt
 
 core: $(BUILD)/libcellrate.a $(BUILD)/libcellrate.so ## build the C core (static and shared library)
 
@@ -119,10 +122,10 @@ test-asan: ## C tests under AddressSanitizer + UndefinedBehaviorSanitizer
 test-tsan: ## C tests under ThreadSanitizer
 	tests/c/run.sh tsan
 
-test-py: core lua ## pytest suite on each of PY_VERSIONS, against its wheel installed outside the tree
+test-py: core lua | $(VENV)/bin/auditwheel ## pytest suite on each of PY_VERSIONS, against its wheel installed outside the tree
 	CELLRATE_WERROR=1 $(DEPS_ENV) tests/wheels/run.sh test $(PY_VERSIONS)
 
-dist: ## the sdist and a manylinux wheel per interpreter of PY_VERSIONS, in dist/
+dist: | $(VENV)/bin/auditwheel ## the sdist and a manylinux wheel per interpreter of PY_VERSIONS, in dist/
 	CELLRATE_WERROR=1 $(DEPS_ENV) tests/wheels/run.sh dist $(PY_VERSIONS)
 
 test-ft: lua ## pytest suite on a free-threaded CPython 3.13 built from Debian's source (GIL must stay off)
@@ -194,10 +197,9 @@ FORMAT_C = $(wildcard core/*.c core/*.h tests/c/*.c tests/c/*.h tests/fuzz/*.c b
 	examples/c/*.c) bindings/cellrate_py.c
 LUA_SOURCES = lua tests/lua examples/demo.lua
 
-$(VENV)/bin/ruff:
-	@$(MAKE) --no-print-directory deps
-
-lint: $(VENV)/bin/ruff ## clang-format (check), ruff, luacheck
+lint: | $(VENV)/bin/ruff ## clang-format (check), ruff, luacheck
+	@command -v clang-format >/dev/null && command -v luacheck >/dev/null || \
+		{ echo "make lint: clang-format and luacheck are installed by make deps" >&2; exit 1; }
 	clang-format --dry-run --Werror $(FORMAT_C)
 	$(VENV)/bin/ruff check --no-cache .
 	luacheck -q $(LUA_SOURCES)
