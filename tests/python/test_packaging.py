@@ -245,3 +245,19 @@ def test_make_install_honours_destdir(tmp_path):
     pc = (root / "lib" / "pkgconfig" / "cellrate.pc").read_text()
     # the file names where the library is at run time, not where it was staged
     assert "prefix=/opt/cellrate\n" in pc and str(dest) not in pc
+
+
+def test_warnings_are_errors_only_in_the_projects_own_targets(tmp_path):
+    # make -n -B: the commands every target would run, nothing built
+    def commands(*targets):
+        out = run(["make", "-n", "-B", f"BUILD={tmp_path}", *targets], cwd=REPO).stdout
+        # the compilations: the core's objects and the Lua modules
+        return [line for line in out.splitlines()
+                if " -c core/" in line or "bindings/cellrate_lua.c" in line]
+
+    for users_build in (("core",), ("lua",), ("install",)):
+        lines = commands(*users_build)
+        assert lines and not any("-Werror" in line for line in lines), users_build
+    for own in (("test-c",), ("test-lua",), ("symbols",)):
+        lines = commands(*own)
+        assert lines and all("-Werror" in line for line in lines), own
