@@ -4,9 +4,20 @@
 include core/flags.mk
 
 CC      ?= cc
-PYTHON  ?= python3
 CFLAGS  ?= -O2 -g
-WERROR  ?= -Werror
+# Python runs in a virtualenv under the tree, made from BASE_PYTHON by the
+# deps steps (tests/venv.sh); nothing is pip installed into BASE_PYTHON.
+BASE_PYTHON ?= python3
+VENV    ?= .venv
+PYTHON   = $(VENV)/bin/python
+# The interpreters the pytest suite runs on (make test-py; make dist builds a
+# wheel for each): found under pyenv or on PATH, an absent one skipped.
+PY_VERSIONS ?= 3.9 3.10 3.11 3.12 3.13
+# Warnings are errors in the project's own builds (the targets below that
+# test, lint or package), never in a user's make core, make lua or pip install.
+WERROR  ?=
+DEV_TARGETS = test symbols test-c test-py test-lua test-ft test-nginx test-fuzz lint dist
+$(DEV_TARGETS): WERROR = -Werror
 ARCHFLAGS := $(if $(filter x86_64,$(shell uname -m)),$(CR_X86_64))
 ALLCFLAGS = $(CR_STD) $(CR_WARN) $(WERROR) $(CR_VISIBILITY) $(ARCHFLAGS) $(CFLAGS) -fPIC -Icore
 LDLIBS   = $(CR_LIBS)
@@ -20,13 +31,25 @@ LUA54_INC  = /usr/include/lua5.4
 LUAJIT_INC = /usr/include/luajit-2.1
 
 .DEFAULT_GOAL := help
-.PHONY: help deps core lua rock rock-install py vectors test test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz fuzz fuzz-corpus demo bench symbols clean
+.PHONY: help deps demo-deps core lua rock rock-install py vectors test test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz fuzz fuzz-corpus demo bench symbols lint format dist install clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
-deps: ## install what building and testing need (apt-get, pip)
-	@sh tests/install-deps.sh
+DEPS_ENV = VENV="$(abspath $(VENV))" BASE_PYTHON="$(BASE_PYTHON)"
+
+deps: ## install what building and testing need (apt-get; pip into .venv only)
+	@$(DEPS_ENV) sh tests/install-deps.sh test
+
+demo-deps: ## install what make demo needs: a C compiler, Python headers, Lua 5.4
+	@$(DEPS_ENV) sh tests/install-deps.sh demo
+
+# The bare virtualenv (setuptools, wheel, build) for targets that need no more,
+# and the tools of make lint and make dist.
+$(PYTHON):
+	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)"
+$(VENV)/bin/ruff $(VENV)/bin/auditwheel:
+	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)" -r tests/requirements-tools.txt
 
 core: $(BUILD)/libcellrate.a $(BUILD)/libcellrate.so ## build the C core (static and shared library)
 
@@ -37,10 +60,15 @@ $(BUILD)/%.o: core/%.c $(CORE_HDR)
 $(BUILD)/libcellrate.a: $(CORE_OBJ)
 	ar rcs $@ $^
 
-$(BUILD)/libcellrate.so: $(CORE_OBJ)
-	$(CC) -shared -o $@ $^ $(LDLIBS)
+# The version, from core/cellrate.h (the one place it is written).
+cr_version_part = $(shell sed -n 's/^\#define CR_VERSION_$(1) \([0-9]*\)$$/\1/p' core/cellrate.h)
+VERSION = $(call cr_version_part,MAJOR).$(call cr_version_part,MINOR).$(call cr_version_part,PATCH)
+SONAME  = libcellrate.so.$(call cr_version_part,MAJOR)
 
-symbols: core lua ## fail unless the exports are exactly what cellrate.h declares
+$(BUILD)/libcellrate.so: $(CORE_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
+
+symbols: core lua | $(PYTHON) ## fail unless the exports are exactly what cellrate.h declares
 	$(PYTHON) tests/check_symbols.py --header core/cellrate.h --library $(BUILD)/libcellrate.so \
 		--archive $(BUILD)/libcellrate.a --module $(BUILD)/lua5.4/cellrate.so --module $(BUILD)/luajit/cellrate.so
 
@@ -78,11 +106,12 @@ test-lua: lua ## busted specs under Lua 5.4 and LuaJIT
 	tests/lua/run.sh lua5.4 $(BUILD)/lua5.4
 	tests/lua/run.sh luajit $(BUILD)/luajit
 
-vectors: ## regenerate tests/vectors/ from the reference model
+vectors: | $(PYTHON) ## regenerate tests/vectors/ from the reference model
 	$(PYTHON) tests/model/make_vectors.py
 
-py: ## build and install the Python package (pip install .)
-	CELLRATE_WERROR=1 $(PYTHON) -m pip install -q --root-user-action=ignore --no-build-isolation .
+py: | $(PYTHON) ## build and install the Python package into .venv (pip install .)
+	CELLRATE_WERROR=$(if $(strip $(WERROR)),1) $(PYTHON) -m pip install -q --disable-pip-version-check \
+		--no-build-isolation .
 
 test-c: core ## C tests: vectors, core, threads, clock, shared regions; the C example
 	tests/c/run.sh plain
@@ -93,8 +122,11 @@ test-asan: ## C tests under AddressSanitizer + UndefinedBehaviorSanitizer
 test-tsan: ## C tests under ThreadSanitizer
 	tests/c/run.sh tsan
 
-test-py: py lua ## pytest suite (vectors, model, properties, API, errors, threads, shared, typing)
-	$(PYTHON) -m pytest -q -p no:cacheprovider tests/model tests/python
+test-py: core lua | $(VENV)/bin/auditwheel ## pytest suite on each of PY_VERSIONS, against its wheel installed outside the tree
+	CELLRATE_WERROR=1 $(DEPS_ENV) tests/wheels/run.sh test $(PY_VERSIONS)
+
+dist: | $(VENV)/bin/auditwheel ## the sdist and a manylinux wheel per interpreter of PY_VERSIONS, in dist/
+	CELLRATE_WERROR=1 $(DEPS_ENV) tests/wheels/run.sh dist $(PY_VERSIONS)
 
 test-ft: lua ## pytest suite on a free-threaded CPython 3.13 built from Debian's source (GIL must stay off)
 	tests/freethreaded/run.sh
@@ -117,21 +149,63 @@ test-fuzz: ## a 10 s smoke run of each fuzz target over the committed corpus
 test-nginx: py lua ## cellrate.nginx inside real nginx workers (shared limit, precision, reload)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/nginx
 
-test: deps symbols test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz ## every suite (installs what it needs)
+test: deps lint symbols test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz ## every suite (installs what it needs)
 	@echo "make test: every suite passed"
 
-demo: deps py lua ## show decisions in Python and in Lua
+# The demo needs Lua 5.4 and the extension only; LuaJIT is shown where it and
+# its headers are installed (make deps installs OpenResty's luajit2).
+demo: demo-deps ## show decisions in Python and in Lua (installs only what it needs)
+	@$(MAKE) --no-print-directory py $(BUILD)/lua5.4/cellrate.so \
+		$(if $(and $(shell command -v luajit),$(wildcard $(LUAJIT_INC)/lua.h)),$(BUILD)/luajit/cellrate.so)
 	@echo "==================== Python ===================="
-	@CELLRATE_LUA_CPATH="$(CURDIR)/$(BUILD)/lua5.4/?.so" $(PYTHON) examples/demo.py
+	@CELLRATE_LUA_CPATH="$(abspath $(BUILD))/lua5.4/?.so" $(PYTHON) examples/demo.py
 	@echo
 	@echo "==================== Lua 5.4 ===================="
 	@lua5.4 -e 'package.cpath = "$(BUILD)/lua5.4/?.so;" .. package.cpath' examples/demo.lua
-	@echo
-	@echo "==================== LuaJIT ====================="
-	@luajit -e 'package.cpath = "$(BUILD)/luajit/?.so;" .. package.cpath' examples/demo.lua
+	@if [ -f $(BUILD)/luajit/cellrate.so ] && command -v luajit >/dev/null; then \
+		echo; echo "==================== LuaJIT ====================="; \
+		luajit -e 'package.cpath = "$(BUILD)/luajit/?.so;" .. package.cpath' examples/demo.lua; \
+	else echo; echo "(LuaJIT is not installed: make deps installs OpenResty's luajit2)"; fi
 
 bench: ## benchmarks against the peers (installs them under bench/.peers); writes bench/results/
-	bench/run.sh
+	PYTHON="$(BASE_PYTHON)" bench/run.sh
 
-clean: ## remove build products
-	rm -rf $(BUILD) python/cellrate/*.so *.egg-info
+# make install: the C library (static and shared), its header and a pkg-config
+# file, as hiredis installs; PREFIX and DESTDIR as usual.
+PREFIX     ?= /usr/local
+libdir     ?= $(PREFIX)/lib
+includedir ?= $(PREFIX)/include
+pkgconfigdir ?= $(libdir)/pkgconfig
+
+install: core ## install libcellrate.{a,so}, cellrate.h and cellrate.pc under PREFIX (/usr/local)
+	install -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(libdir)' 'includedir=$(includedir)' '' \
+		'Name: cellrate' 'Description: GCRA rate limiter with a lock-free C11 core' \
+		'Version: $(VERSION)' 'Libs: -L$${libdir} -lcellrate' 'Libs.private: $(CR_LIBS)' \
+		'Cflags: -I$${includedir}' >$(BUILD)/cellrate.pc
+	install -m 0644 $(BUILD)/libcellrate.a $(DESTDIR)$(libdir)/libcellrate.a
+	install -m 0755 $(BUILD)/libcellrate.so $(DESTDIR)$(libdir)/libcellrate.so.$(VERSION)
+	ln -sf libcellrate.so.$(VERSION) $(DESTDIR)$(libdir)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(libdir)/libcellrate.so
+	install -m 0644 core/cellrate.h $(DESTDIR)$(includedir)/cellrate.h
+	install -m 0644 $(BUILD)/cellrate.pc $(DESTDIR)$(pkgconfigdir)/cellrate.pc
+
+# make lint (make test runs it): clang-format on the C (but the Lua binding,
+# whose layout predates .clang-format), ruff on the Python, luacheck on the Lua.
+# make format rewrites the C in place.
+FORMAT_C = $(wildcard core/*.c core/*.h tests/c/*.c tests/c/*.h tests/fuzz/*.c bench/c/*.c \
+	examples/c/*.c) bindings/cellrate_py.c
+LUA_SOURCES = lua tests/lua examples/demo.lua
+
+lint: | $(VENV)/bin/ruff ## clang-format (check), ruff, luacheck
+	@command -v clang-format >/dev/null && command -v luacheck >/dev/null || \
+		{ echo "make lint: clang-format and luacheck are installed by make deps" >&2; exit 1; }
+	clang-format --dry-run --Werror $(FORMAT_C)
+	$(VENV)/bin/ruff check --no-cache .
+	luacheck -q $(LUA_SOURCES)
+
+format: ## rewrite the C sources as .clang-format says (make lint checks it)
+	clang-format -i $(FORMAT_C)
+
+clean: ## remove build products (the virtualenvs in .venv stay)
+	rm -rf $(BUILD) dist python/cellrate/*.so *.egg-info

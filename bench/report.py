@@ -849,7 +849,7 @@ def chart(evs_by_section: Dict[str, List[dict]], mem_evs: List[dict], path: str)
         labels = [e["row"].label for e in evs]
         values = [e["value"] for e in evs]
         is_mem = title.startswith("Memory")
-        bar_colors = ([colors["cellrate"] if "cellrate" in l else colors["peer"] for l in labels]
+        bar_colors = ([colors["cellrate"] if "cellrate" in label else colors["peer"] for label in labels]
                       if is_mem else [colors.get(e["row"].chart, "#999999") for e in evs])
         ax.barh(range(len(values)), values, color=bar_colors)
         ax.set_yticks(range(len(values)))

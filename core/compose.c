@@ -83,7 +83,8 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
     if (!items || count == 0)
         return CR_E_ITEMS;
     for (size_t i = 0; i < count; i++)
-        if (!items[i].limiter == !items[i].keyed || (items[i].keyed && !items[i].key && items[i].key_len))
+        if (!items[i].limiter == !items[i].keyed ||
+            (items[i].keyed && !items[i].key && items[i].key_len))
             return CR_E_ITEMS;
 
     composite_clock clock = {.given = now_ns};

@@ -71,8 +71,8 @@ CR_HOT int64_t cr_count_quotient(const cr_limit *limit, int64_t packed)
 /* ------------------------------------------------------------------------ */
 /* gcra and token_bucket                                                     */
 
-CR_HOT int64_t cr_gcra_decide(const cr_limit *limit, int64_t tat, int64_t now_ns,
-                                     int64_t cost, cr_decision *out, bool *allowed)
+CR_HOT int64_t cr_gcra_decide(const cr_limit *limit, int64_t tat, int64_t now_ns, int64_t cost,
+                              cr_decision *out, bool *allowed)
 {
     const int64_t T = limit->emission_ns;
     const int64_t tau = limit->tolerance_ns;
@@ -117,9 +117,8 @@ CR_HOT int64_t cr_gcra_decide(const cr_limit *limit, int64_t tat, int64_t now_ns
     return new_tat;
 }
 
-CR_HOT int64_t cr_gcra_reserve(const cr_limit *limit, int64_t tat, int64_t now_ns,
-                                      int64_t cost, int64_t max_wait_ns, bool *reserved,
-                                      int64_t *delay_ns)
+CR_HOT int64_t cr_gcra_reserve(const cr_limit *limit, int64_t tat, int64_t now_ns, int64_t cost,
+                               int64_t max_wait_ns, bool *reserved, int64_t *delay_ns)
 {
     const int64_t base = tat > now_ns ? tat : now_ns;
     int64_t increment, next;
@@ -148,8 +147,7 @@ static inline int64_t cr_gcra_refund(const cr_limit *limit, int64_t tat, int64_t
     int64_t decrement;
     if (tat <= now_ns) /* idle: nothing left to give back */
         return tat;
-    if (__builtin_mul_overflow(cost, limit->emission_ns, &decrement) ||
-        tat - now_ns <= decrement)
+    if (__builtin_mul_overflow(cost, limit->emission_ns, &decrement) || tat - now_ns <= decrement)
         return now_ns; /* back to idle, never better */
     return tat - decrement;
 }
@@ -191,8 +189,8 @@ CR_HOT cr_fixed_state cr_fixed_read(const cr_limit *limit, int64_t state, int64_
     return s;
 }
 
-CR_HOT int64_t cr_fixed_decide(const cr_limit *limit, int64_t state, int64_t now_ns,
-                                      int64_t cost, cr_decision *out, bool *allowed)
+CR_HOT int64_t cr_fixed_decide(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
+                               cr_decision *out, bool *allowed)
 {
     const int64_t rate = limit->burst;
     const cr_fixed_state s = cr_fixed_read(limit, state, now_ns);
@@ -238,8 +236,7 @@ typedef struct {
     int64_t curr;
 } cr_sliding_state;
 
-CR_HOT cr_sliding_state cr_sliding_read(const cr_limit *limit, int64_t state,
-                                               int64_t now_ns)
+CR_HOT cr_sliding_state cr_sliding_read(const cr_limit *limit, int64_t state, int64_t now_ns)
 {
     const int64_t window = limit->tolerance_ns;
     const int64_t radix = limit->burst + 1;
@@ -271,7 +268,7 @@ CR_HOT int64_t cr_sliding_pack(const cr_limit *limit, const cr_sliding_state *s)
 
 /* Whether prev * (P - elapsed) / P + curr + cost <= rate, exactly. */
 CR_HOT bool cr_sliding_fits(int64_t window, int64_t rate, int64_t prev, int64_t curr,
-                                   int64_t elapsed, int64_t cost)
+                            int64_t elapsed, int64_t cost)
 {
     if (cost > rate - curr)
         return false;
@@ -310,8 +307,8 @@ static inline int64_t cr_sliding_retry(const cr_limit *limit, const cr_sliding_s
     return next + earliest - now_ns; /* earliest == P: the window after next */
 }
 
-CR_HOT int64_t cr_sliding_decide(const cr_limit *limit, int64_t state, int64_t now_ns,
-                                        int64_t cost, cr_decision *out, bool *allowed)
+CR_HOT int64_t cr_sliding_decide(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
+                                 cr_decision *out, bool *allowed)
 {
     const int64_t window = limit->tolerance_ns, rate = limit->burst;
     cr_sliding_state s = cr_sliding_read(limit, state, now_ns);
@@ -336,9 +333,9 @@ CR_HOT int64_t cr_sliding_decide(const cr_limit *limit, int64_t state, int64_t n
     const cr_u128 weighted = (cr_u128)s.prev * (uint64_t)(window - s.elapsed);
     const int64_t held = (int64_t)((weighted + (uint64_t)window - 1) / (uint64_t)window);
     out->remaining = rate - s.curr - held > 0 ? rate - s.curr - held : 0;
-    out->retry_after_ns = *allowed         ? 0
-                          : cost > rate    ? CR_NEVER
-                                           : cr_sliding_retry(limit, &s, now_ns, cost);
+    out->retry_after_ns = *allowed      ? 0
+                          : cost > rate ? CR_NEVER
+                                        : cr_sliding_retry(limit, &s, now_ns, cost);
     out->reset_after_ns = s.curr > 0   ? s.start + 2 * window - now_ns
                           : s.prev > 0 ? s.start + window - now_ns
                                        : 0;
@@ -366,8 +363,8 @@ static inline int64_t cr_sliding_refund(const cr_limit *limit, int64_t state, in
  * to be written, and says in *allowed whether the request is admitted. With
  * `out` NULL (the allow() path) that is all it works out.
  */
-CR_HOT int64_t cr_decision_core(const cr_limit *limit, int64_t state, int64_t now_ns,
-                                       int64_t cost, cr_decision *out, bool *allowed)
+CR_HOT int64_t cr_decision_core(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
+                                cr_decision *out, bool *allowed)
 {
     switch (limit->algorithm) {
     case CR_ALGORITHM_FIXED_WINDOW:
@@ -379,9 +376,8 @@ CR_HOT int64_t cr_decision_core(const cr_limit *limit, int64_t state, int64_t no
     }
 }
 
-CR_HOT int64_t cr_reserve_core(const cr_limit *limit, int64_t state, int64_t now_ns,
-                                      int64_t cost, int64_t max_wait_ns, bool *reserved,
-                                      int64_t *delay_ns)
+CR_HOT int64_t cr_reserve_core(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
+                               int64_t max_wait_ns, bool *reserved, int64_t *delay_ns)
 {
     if (!cr_is_window(limit))
         return cr_gcra_reserve(limit, state, now_ns, cost, max_wait_ns, reserved, delay_ns);
@@ -413,12 +409,11 @@ static inline int64_t cr_anchor_core(const cr_limit *limit, int64_t state, int64
 
 /* A store's operation on one state word; *ok: admitted / reserved / (refund) true. */
 CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr_op *op,
-                               cr_decision *out, bool *ok)
+                        cr_decision *out, bool *ok)
 {
     switch (op->kind) {
     case CR_OP_RESERVE:
-        return cr_reserve_core(limit, state, now_ns, op->cost, op->max_wait_ns, ok,
-                               &op->delay_ns);
+        return cr_reserve_core(limit, state, now_ns, op->cost, op->max_wait_ns, ok, &op->delay_ns);
     case CR_OP_REFUND:
         *ok = true;
         return cr_refund_core(limit, state, now_ns, op->cost);

@@ -34,14 +34,14 @@
 #define HAVE_TSC 0
 #endif
 
-#define WINDOW_NS 2000000    /* re-anchor every 2 ms */
-#define RESYNC_NS 1000000    /* further behind CLOCK_MONOTONIC than this: jump to it */
+#define WINDOW_NS 2000000 /* re-anchor every 2 ms */
+#define RESYNC_NS 1000000 /* further behind CLOCK_MONOTONIC than this: jump to it */
 
 static _Alignas(64) struct { /* one cache line: a read touches no other */
-    _Atomic uint64_t seq; /* odd while the line is being moved */
+    _Atomic uint64_t seq;    /* odd while the line is being moved */
     _Atomic uint64_t tsc0;
     _Atomic int64_t ns0;
-    _Atomic uint64_t mult; /* ns per tick, 32.32 fixed point; 0: not calibrated */
+    _Atomic uint64_t mult;  /* ns per tick, 32.32 fixed point; 0: not calibrated */
     _Atomic uint64_t until; /* the tick at which to re-anchor */
     /* the last pair read from both clocks, to measure the TSC's rate */
     _Atomic uint64_t sample_tsc;
@@ -87,7 +87,6 @@ static int64_t on_line(uint64_t tsc, uint64_t tsc0, int64_t ns0, uint64_t mult)
     __extension__ unsigned __int128 scaled = (unsigned __int128)(tsc - tsc0) * mult;
     return ns0 + (int64_t)(scaled >> 32);
 }
-
 
 __extension__ typedef unsigned __int128 wide;
 
@@ -182,8 +181,8 @@ int64_t cr_fast_clock_ns(void)
             continue; /* the counter was read ahead of the line's loads: again */
         if (mult != 0 && tsc < until)
             return on_line(tsc, tsc0, ns0, mult);
-        if (atomic_compare_exchange_strong_explicit(&line.seq, &seq, seq + 1,
-                                                    memory_order_acquire, memory_order_relaxed)) {
+        if (atomic_compare_exchange_strong_explicit(&line.seq, &seq, seq + 1, memory_order_acquire,
+                                                    memory_order_relaxed)) {
             atomic_thread_fence(memory_order_release);
             int64_t now = move_line();
             atomic_store_explicit(&line.seq, seq + 2, memory_order_release);

@@ -58,12 +58,11 @@ static char *put_text(char *at, const char *text, size_t len)
 }
 
 /* "00" to "99": two digits per division, written in place from the last. */
-static const char digit_pairs[201] =
-    "0001020304050607080910111213141516171819"
-    "2021222324252627282930313233343536373839"
-    "4041424344454647484950515253545556575859"
-    "6061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
+static const char digit_pairs[201] = "0001020304050607080910111213141516171819"
+                                     "2021222324252627282930313233343536373839"
+                                     "4041424344454647484950515253545556575859"
+                                     "6061626364656667686970717273747576777879"
+                                     "8081828384858687888990919293949596979899";
 
 static char *put_int(char *at, int64_t value)
 {
@@ -136,8 +135,8 @@ cr_status cr_headers_format(cr_headers *out, const cr_decision *decision, int64_
     const int64_t quota = decision->limit;
     const int64_t remaining = decision->remaining;
     const int64_t reset = ceil_seconds(decision->reset_after_ns);
-    add_list(out, "RateLimit-Policy", quoted, quoted_len, ";q=", quota, ";w=",
-             ceil_seconds(window_ns));
+    add_list(out, "RateLimit-Policy", quoted, quoted_len, ";q=", quota,
+             ";w=", ceil_seconds(window_ns));
     add_list(out, "RateLimit", quoted, quoted_len, ";r=", remaining, ";t=", reset);
     if (!decision->allowed && decision->retry_after_ns != CR_NEVER) {
         const int64_t retry = ceil_seconds(decision->retry_after_ns);

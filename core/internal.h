@@ -22,8 +22,8 @@ static inline cr_status cr_check_args(int64_t now_ns, int64_t cost)
 static inline int64_t cr_read_clock(const cr_limit *limit)
 {
     int64_t now_ns = cr_is_window(limit) ? cr_realtime_ns()
-                     : limit->fast_clock  ? cr_fast_clock_ns()
-                                          : cr_clock_ns();
+                     : limit->fast_clock ? cr_fast_clock_ns()
+                                         : cr_clock_ns();
     /* a realtime clock set before 1970 or past 2116: time stops, only stricter */
     if (now_ns < 0)
         return 0;
@@ -46,10 +46,9 @@ static inline int64_t cr_decision_make(const cr_limit *limit, int64_t state, int
 
 /* Whether `cost` would be admitted now, writing nothing (check_all's peek:
  * the allow() path, without remaining or times). */
-cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost,
-                                  bool *allowed);
-cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len,
-                                int64_t now_ns, int64_t cost, bool *allowed);
+cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed);
+cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                                int64_t cost, bool *allowed);
 
 /* A fresh 128-bit hash seed from the kernel's random source (core/seed.c). */
 cr_status cr_random_seed(uint64_t seed[2]);
@@ -69,7 +68,7 @@ extern int64_t cr_lock_timeout_ns;
 /* What a shared region must hold; cr_region_open fills in the limit's
  * fields and the offsets. */
 typedef struct {
-    uint32_t kind; /* CR_REGION_LIMITER or CR_REGION_KEYED */
+    uint32_t kind;       /* CR_REGION_LIMITER or CR_REGION_KEYED */
     uint32_t algorithm;  /* cr_algorithm */
     int64_t emission_ns; /* T; for a window algorithm the window */
     int64_t burst;

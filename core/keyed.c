@@ -77,8 +77,8 @@ static bool slot_cas(slot *target, slot_pair expected, slot_pair desired)
     /* GCC inlines cmpxchg16b for __sync (with -mcx16) but not for __atomic. */
     return __sync_bool_compare_and_swap(&target->pair, expected, desired);
 #else
-    return __atomic_compare_exchange_n(&target->pair, &expected, desired, false,
-                                       __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return __atomic_compare_exchange_n(&target->pair, &expected, desired, false, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
 #endif
 }
 
@@ -308,9 +308,10 @@ void cr_keyed_free(cr_keyed *keyed)
 const cr_limit *cr_keyed_limit(const cr_keyed *keyed) { return &keyed->limit; }
 
 /* Applies `op` to `key`; `out` NULL decides admission alone (the allow() path). */
-__attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *keyed, const void *key, size_t key_len,
-                                    int64_t now_ns, cr_op *op, bool commit, cr_decision *out,
-                                    bool *ok)
+__attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *keyed, const void *key,
+                                                                   size_t key_len, int64_t now_ns,
+                                                                   cr_op *op, bool commit,
+                                                                   cr_decision *out, bool *ok)
 {
     cr_status status = cr_check_args(now_ns, op->cost);
     if (status != CR_OK)
@@ -363,8 +364,8 @@ cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, allowed);
 }
 
-cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len,
-                                int64_t now_ns, int64_t cost, bool *allowed)
+cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                                int64_t cost, bool *allowed)
 {
     cr_op op = {CR_OP_DECIDE, cost, 0, 0};
     return keyed_apply(keyed, key, key_len, now_ns, &op, false, NULL, allowed);

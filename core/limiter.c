@@ -9,12 +9,11 @@
 struct cr_limiter {
     _Atomic int64_t *tat; /* own_tat, or the TAT in a shared region */
     cr_limit limit;
-    cr_region region; /* base is NULL for a limiter of this process alone */
+    cr_region region;                     /* base is NULL for a limiter of this process alone */
     _Alignas(64) _Atomic int64_t own_tat; /* a cache line of its own */
 };
 
-cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *path,
-                          int64_t mode)
+cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *path, int64_t mode)
 {
     cr_limiter *limiter = aligned_alloc(64, sizeof *limiter);
     if (!limiter)
@@ -53,8 +52,10 @@ const cr_limit *cr_limiter_limit(const cr_limiter *limiter) { return &limiter->l
 
 /* Applies `op` by compare-and-swap; `out` NULL decides admission alone (the
  * allow() path). */
-__attribute__((always_inline)) static inline cr_status limiter_apply(cr_limiter *limiter, int64_t now_ns, cr_op *op,
-                                      bool commit, cr_decision *out, bool *ok)
+__attribute__((always_inline)) static inline cr_status limiter_apply(cr_limiter *limiter,
+                                                                     int64_t now_ns, cr_op *op,
+                                                                     bool commit, cr_decision *out,
+                                                                     bool *ok)
 {
     cr_status status = cr_check_args(now_ns, op->cost);
     if (status != CR_OK)
@@ -86,15 +87,14 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
     return limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
 }
 
-cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost,
-                                  bool *allowed)
+cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
 {
     cr_op op = {CR_OP_DECIDE, cost, 0, 0};
     return limiter_apply(limiter, now_ns, &op, false, NULL, allowed);
 }
 
-cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost,
-                             int64_t max_wait_ns, bool *reserved, int64_t *delay_ns)
+cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost, int64_t max_wait_ns,
+                             bool *reserved, int64_t *delay_ns)
 {
     if (max_wait_ns < 0)
         return CR_E_MAX_WAIT;

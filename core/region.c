@@ -258,8 +258,7 @@ static cr_status check_identity(int fd, const cr_region_spec *spec, char boot_id
     if (checksum != identity_checksum(&identity))
         return CR_E_SHARED_CORRUPT;
     if (identity.total_size != (uint64_t)st.st_size)
-        return (uint64_t)st.st_size < identity.total_size ? CR_E_SHARED_SHORT
-                                                           : CR_E_SHARED_CORRUPT;
+        return (uint64_t)st.st_size < identity.total_size ? CR_E_SHARED_SHORT : CR_E_SHARED_CORRUPT;
     if ((identity.kind & 0xff) != spec->kind)
         return CR_E_SHARED_KIND;
     if (identity.kind >> 8 != spec->algorithm)

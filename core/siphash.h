@@ -19,6 +19,8 @@ static inline uint64_t cr_sip_le64(const unsigned char *p)
     return v;
 }
 
+/* The round and the tail laid out as in SipHash's reference code. */
+/* clang-format off */
 #define CR_SIPROUND                                                            \
     do {                                                                       \
         v0 += v1; v1 = cr_sip_rotl(v1, 13); v1 ^= v0; v0 = cr_sip_rotl(v0, 32); \
@@ -26,6 +28,7 @@ static inline uint64_t cr_sip_le64(const unsigned char *p)
         v0 += v3; v3 = cr_sip_rotl(v3, 21); v3 ^= v0;                          \
         v2 += v1; v1 = cr_sip_rotl(v1, 17); v1 ^= v2; v2 = cr_sip_rotl(v2, 32); \
     } while (0)
+/* clang-format on */
 
 static inline uint64_t cr_siphash13(const uint64_t key[2], const void *data, size_t len)
 {
@@ -43,6 +46,7 @@ static inline uint64_t cr_siphash13(const uint64_t key[2], const void *data, siz
         v0 ^= m;
     }
     uint64_t last = (uint64_t)len << 56;
+    /* clang-format off */
     switch (len % 8) {
     case 7: last |= (uint64_t)in[6] << 48; /* fall through */
     case 6: last |= (uint64_t)in[5] << 40; /* fall through */
@@ -53,6 +57,7 @@ static inline uint64_t cr_siphash13(const uint64_t key[2], const void *data, siz
     case 1: last |= (uint64_t)in[0];       /* fall through */
     default: break;
     }
+    /* clang-format on */
     v3 ^= last;
     CR_SIPROUND;
     v0 ^= last;

@@ -50,7 +50,8 @@ if lua_cpath and shutil.which("lua5.4"):
            'local cellrate = require "cellrate"\n'
            f'local keyed = cellrate.keyed("10/s", {{ burst = 10, capacity = 1000, shared = "{path}" }})\n'
            'local ok, remaining = keyed:check("carol", 5, 50.0)\n'
-           'print(("  a Lua process spends 5:       allowed=%s remaining=%d"):format(tostring(ok), remaining))\n')
+           'print(("  a Lua process spends 5:       allowed=%s remaining=%d"):format(\n'
+           '    tostring(ok), remaining))\n')
     subprocess.run(["lua5.4", "-e", lua], check=True)
     show("Python asks 2 more", shared.check("carol", cost=2, now=50.0))
     shutil.rmtree(folder)

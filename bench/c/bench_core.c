@@ -157,20 +157,26 @@ static cr_limit make_limit(cr_limit_args args, const char *clock)
 
 static cr_limit allow_limit(const char *clock)
 {
-    return make_limit((cr_limit_args){.rate = ALLOW_RATE_PER_S, .burst = ALLOW_BURST,
-                                      .has_burst = true}, clock);
+    return make_limit(
+        (cr_limit_args){.rate = ALLOW_RATE_PER_S, .burst = ALLOW_BURST, .has_burst = true}, clock);
 }
 
 static cr_limit deny_limit(const char *clock)
 {
-    return make_limit((cr_limit_args){.rate = 1, .period_s = 3600, .has_period = true,
-                                      .burst = 1, .has_burst = true}, clock);
+    return make_limit(
+        (cr_limit_args){
+            .rate = 1, .period_s = 3600, .has_period = true, .burst = 1, .has_burst = true},
+        clock);
 }
 
 static cr_limit keyed_limit(const char *clock)
 {
-    return make_limit((cr_limit_args){.rate = 1, .period_s = 3600, .has_period = true,
-                                      .burst = KEYED_BURST, .has_burst = true}, clock);
+    return make_limit((cr_limit_args){.rate = 1,
+                                      .period_s = 3600,
+                                      .has_period = true,
+                                      .burst = KEYED_BURST,
+                                      .has_burst = true},
+                      clock);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -185,10 +191,10 @@ typedef struct {
     scenario_fn body;
     void *ctx[MAX_THREADS]; /* one per thread */
     int threads;
-    bool processes;      /* the workers are forked processes, not threads */
-    size_t ops;          /* per thread */
-    const char *expect;  /* "allow", "deny" or "" */
-    double runs[64];     /* wall ns per call (all threads' calls) */
+    bool processes;     /* the workers are forked processes, not threads */
+    size_t ops;         /* per thread */
+    const char *expect; /* "allow", "deny" or "" */
+    double runs[64];    /* wall ns per call (all threads' calls) */
     bool met;
 } bench_case;
 
@@ -303,9 +309,8 @@ static double time_once(const bench_case *c, bool *as_expected)
         elapsed = wall_ns() - begin;
     } else {
         crew local, *team = &local;
-        if (c->processes &&
-            (team = mmap(NULL, sizeof *team, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                         -1, 0)) == MAP_FAILED) {
+        if (c->processes && (team = mmap(NULL, sizeof *team, PROT_READ | PROT_WRITE,
+                                         MAP_SHARED | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED) {
             perror("mmap");
             exit(1);
         }
@@ -355,8 +360,11 @@ static void run_cases(const config *cfg, bench_case *cases, size_t count)
              cases[k].expect, cases[k].met);
 }
 
-#define CASE1(name, fn, context, n, want) \
-    {.id = (name), .body = (fn), .ctx = {(context), (context)}, .threads = 1, .ops = (n), .expect = (want)}
+#define CASE1(name, fn, context, n, want)                                                    \
+    {                                                                                        \
+        .id = (name), .body = (fn), .ctx = {(context), (context)}, .threads = 1, .ops = (n), \
+        .expect = (want)                                                                     \
+    }
 
 /* Floors. */
 
@@ -629,9 +637,12 @@ static cr_limit catalogue_limit(const char *algorithm)
 {
     bool window = strstr(algorithm, "window") != NULL;
     cr_limit_args args = {.rate = window ? (algorithm[0] == 'f' ? 1e15 : 9e7) : ALLOW_RATE_PER_S,
-                          .period_s = window ? 1e7 : 1, .has_period = true,
-                          .burst = ALLOW_BURST, .has_burst = !window,
-                          .algorithm = algorithm, .algorithm_len = strlen(algorithm)};
+                          .period_s = window ? 1e7 : 1,
+                          .has_period = true,
+                          .burst = ALLOW_BURST,
+                          .has_burst = !window,
+                          .algorithm = algorithm,
+                          .algorithm_len = strlen(algorithm)};
     return make_limit(args, NULL);
 }
 
@@ -651,8 +662,8 @@ static void catalogue_scenarios(const config *cfg)
         snprintf(ids[2 * a], sizeof ids[0], "c.catalogue.%s.allow", names[a]);
         snprintf(ids[2 * a + 1], sizeof ids[0], "c.catalogue.%s.allow_given_now", names[a]);
         cases[2 * a] = (bench_case)CASE1(ids[2 * a], limiter_clock, &clock_ctx[a], n, "allow");
-        cases[2 * a + 1] =
-            (bench_case)CASE1(ids[2 * a + 1], limiter_given_now, &given_ctx[a], n, "allow");
+        cases[2 * a + 1] = (bench_case)CASE1(ids[2 * a + 1], limiter_given_now, &given_ctx[a], n,
+                                             "allow");
     }
     composite_ctx composite[4] = {{.count = 2}, {.count = 2}, {.count = 3}, {.count = 3}};
     cr_limiter *made[12];
@@ -726,8 +737,7 @@ static cr_keyed *filled_str_table(const config *cfg, const str_keys *strs)
     check_status(cr_keyed_new(&keyed, &limit, (int64_t)cfg->keys), "cr_keyed_new");
     for (size_t k = 0; k < cfg->keys; k++) {
         cr_decision decision;
-        cr_keyed_check(keyed, strs->text + k * KEY_MAX, strs->len[k], CR_CLOCK, 1, true,
-                       &decision);
+        cr_keyed_check(keyed, strs->text + k * KEY_MAX, strs->len[k], CR_CLOCK, 1, true, &decision);
     }
     return keyed;
 }
@@ -793,26 +803,67 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
     bench_case thread_cases[] = {
         /* controls: work that shares nothing, to show what two threads can
          * gain on this machine at all */
-        {.id = "c.floor.threads.clock.1t", .body = floor_clock, .ctx = {NULL, NULL},
-         .threads = 1, .ops = cfg->single_ops, .expect = ""},
-        {.id = "c.floor.threads.clock.2t", .body = floor_clock, .ctx = {NULL, NULL},
-         .threads = 2, .ops = cfg->single_ops, .expect = ""},
-        {.id = "c.floor.threads.table_read.1t", .body = floor_clock_table_read,
-         .ctx = {&table_all, &table_all}, .threads = 1, .ops = cfg->keyed_ops, .expect = ""},
-        {.id = "c.floor.threads.table_read.2t", .body = floor_clock_table_read,
-         .ctx = {&table_half0, &table_half1}, .threads = 2, .ops = cfg->keyed_ops, .expect = ""},
-        {.id = "c.cellrate.threads.one_key.1t", .body = limiter_clock, .ctx = {&shared, &shared},
-         .threads = 1, .ops = cfg->single_ops, .expect = "allow"},
-        {.id = "c.cellrate.threads.one_key.2t", .body = limiter_clock, .ctx = {&shared, &shared},
-         .threads = 2, .ops = cfg->single_ops, .expect = "allow"},
-        {.id = "c.cellrate.threads.distinct.1t", .body = keyed_int, .ctx = {&ints, &ints},
-         .threads = 1, .ops = cfg->keyed_ops, .expect = "allow"},
-        {.id = "c.cellrate.threads.distinct.2t", .body = keyed_int, .ctx = {&half0, &half1},
-         .threads = 2, .ops = cfg->keyed_ops, .expect = "allow"},
-        {.id = "c.cellrate.shared.distinct.1p", .body = keyed_int, .ctx = {&shm, &shm},
-         .threads = 1, .processes = true, .ops = cfg->keyed_ops, .expect = "allow"},
-        {.id = "c.cellrate.shared.distinct.2p", .body = keyed_int,
-         .ctx = {&shm_half0, &shm_half1}, .threads = 2, .processes = true, .ops = cfg->keyed_ops,
+        {.id = "c.floor.threads.clock.1t",
+         .body = floor_clock,
+         .ctx = {NULL, NULL},
+         .threads = 1,
+         .ops = cfg->single_ops,
+         .expect = ""},
+        {.id = "c.floor.threads.clock.2t",
+         .body = floor_clock,
+         .ctx = {NULL, NULL},
+         .threads = 2,
+         .ops = cfg->single_ops,
+         .expect = ""},
+        {.id = "c.floor.threads.table_read.1t",
+         .body = floor_clock_table_read,
+         .ctx = {&table_all, &table_all},
+         .threads = 1,
+         .ops = cfg->keyed_ops,
+         .expect = ""},
+        {.id = "c.floor.threads.table_read.2t",
+         .body = floor_clock_table_read,
+         .ctx = {&table_half0, &table_half1},
+         .threads = 2,
+         .ops = cfg->keyed_ops,
+         .expect = ""},
+        {.id = "c.cellrate.threads.one_key.1t",
+         .body = limiter_clock,
+         .ctx = {&shared, &shared},
+         .threads = 1,
+         .ops = cfg->single_ops,
+         .expect = "allow"},
+        {.id = "c.cellrate.threads.one_key.2t",
+         .body = limiter_clock,
+         .ctx = {&shared, &shared},
+         .threads = 2,
+         .ops = cfg->single_ops,
+         .expect = "allow"},
+        {.id = "c.cellrate.threads.distinct.1t",
+         .body = keyed_int,
+         .ctx = {&ints, &ints},
+         .threads = 1,
+         .ops = cfg->keyed_ops,
+         .expect = "allow"},
+        {.id = "c.cellrate.threads.distinct.2t",
+         .body = keyed_int,
+         .ctx = {&half0, &half1},
+         .threads = 2,
+         .ops = cfg->keyed_ops,
+         .expect = "allow"},
+        {.id = "c.cellrate.shared.distinct.1p",
+         .body = keyed_int,
+         .ctx = {&shm, &shm},
+         .threads = 1,
+         .processes = true,
+         .ops = cfg->keyed_ops,
+         .expect = "allow"},
+        {.id = "c.cellrate.shared.distinct.2p",
+         .body = keyed_int,
+         .ctx = {&shm_half0, &shm_half1},
+         .threads = 2,
+         .processes = true,
+         .ops = cfg->keyed_ops,
          .expect = "allow"},
     };
     run_cases(cfg, thread_cases, sizeof thread_cases / sizeof thread_cases[0]);

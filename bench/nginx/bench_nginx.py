@@ -83,7 +83,7 @@ def main() -> None:
     cpu: dict[str, list[float]] = {}
     with Nginx(workers=1, template=args.template) as server:
         workers = server.worker_pids()
-        for variant, path, kind in scenarios:  # warm-up, and the path is as named
+        for _variant, path, kind in scenarios:  # warm-up, and the path is as named
             _, requests, refused = wrk(server.port, path, 1, args.connections)
             as_named = refused >= requests - 2 if kind == "refuse_most" else refused == 0
             if not as_named:

@@ -60,7 +60,7 @@ def count(server: Nginx, path: str, requests: int) -> int:
                 break
             except OSError:
                 if time.monotonic() > deadline or process.poll() is not None:
-                    raise SystemExit(f"nginx_instructions: nginx did not start\n{server.log()}")
+                    raise SystemExit(f"nginx_instructions: nginx did not start\n{server.log()}") from None
                 time.sleep(0.1)
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
         for _ in range(requests):

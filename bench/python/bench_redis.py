@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import json
 import multiprocessing
-import os
 import shutil
 import socket
 import statistics

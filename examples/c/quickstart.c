@@ -16,8 +16,8 @@ int main(void)
 {
     /* 10 per second, 3 at once: T = 100 ms, tau = 300 ms. */
     const char *rate = "10/s";
-    cr_limit_args args = {.rate_text = rate, .rate_text_len = strlen(rate), .burst = 3,
-                          .has_burst = true};
+    cr_limit_args args = {
+        .rate_text = rate, .rate_text_len = strlen(rate), .burst = 3, .has_burst = true};
     cr_limit limit;
     cr_status status = cr_limit_init(&limit, &args);
     if (status != CR_OK) {

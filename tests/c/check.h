@@ -43,9 +43,10 @@ check_true_at(const char *file, int line, const char *expr, bool ok, const char 
     return false;
 }
 
-__attribute__((format(printf, 6, 7))) static inline bool
-check_i64_at(const char *file, int line, const char *expr, int64_t got, int64_t want,
-             const char *fmt, ...)
+__attribute__((format(printf, 6, 7))) static inline bool check_i64_at(const char *file, int line,
+                                                                      const char *expr, int64_t got,
+                                                                      int64_t want, const char *fmt,
+                                                                      ...)
 {
     if (got == want) {
         check_passed++;
@@ -79,9 +80,9 @@ check_str_at(const char *file, int line, const char *expr, const char *got, cons
 }
 
 #define CHECK(cond, ...) check_true_at(__FILE__, __LINE__, #cond, (cond), __VA_ARGS__)
-#define CHECK_EQ_I64(got, want, ...)                                           \
+#define CHECK_EQ_I64(got, want, ...) \
     check_i64_at(__FILE__, __LINE__, #got, (int64_t)(got), (int64_t)(want), __VA_ARGS__)
-#define CHECK_EQ_STR(got, want, ...)                                           \
+#define CHECK_EQ_STR(got, want, ...) \
     check_str_at(__FILE__, __LINE__, #got, (got), (want), __VA_ARGS__)
 
 /* Prints "<name>: N passed, M failed" and returns the exit status. */

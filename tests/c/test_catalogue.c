@@ -73,8 +73,11 @@ static void test_limits(void)
     CHECK_EQ_I64(window.tolerance_ns, 60 * SECOND, "the window");
     CHECK_EQ_I64(window.burst, 100, "the amount");
 
-    cr_limit_args args = {.rate = 10, .algorithm = "sliding_window", .algorithm_len = 14,
-                          .clock = "fast", .clock_len = 4};
+    cr_limit_args args = {.rate = 10,
+                          .algorithm = "sliding_window",
+                          .algorithm_len = 14,
+                          .clock = "fast",
+                          .clock_len = 4};
     cr_limit limit;
     CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_E_CLOCK_WINDOW, "fast clock with a window");
     args.clock = "realtime";
@@ -82,8 +85,11 @@ static void test_limits(void)
     CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_OK, "realtime with a window");
     args.algorithm = NULL;
     CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_E_CLOCK, "realtime with gcra");
-    args = (cr_limit_args){.rate = 10, .has_burst = true, .burst = 10,
-                           .algorithm = "fixed_window", .algorithm_len = 12};
+    args = (cr_limit_args){.rate = 10,
+                           .has_burst = true,
+                           .burst = 10,
+                           .algorithm = "fixed_window",
+                           .algorithm_len = 12};
     CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_E_BURST_WINDOW, "burst with a window");
 }
 
@@ -176,7 +182,8 @@ static void test_reserve_errors(void)
     CHECK_EQ_I64(cr_limiter_reserve(lim, 0, 1, -1, &reserved, &delay), CR_E_MAX_WAIT, "max_wait");
     CHECK_EQ_I64(cr_limiter_reserve(lim, 0, -1, 0, &reserved, &delay), CR_E_COST, "cost");
     CHECK_EQ_I64(cr_limiter_reserve(lim, -5, 1, 0, &reserved, &delay), CR_E_NOW, "now");
-    CHECK_EQ_I64(cr_keyed_reserve(keyed, "k", 1, 0, 1, -1, &reserved, &delay), CR_E_MAX_WAIT, "keyed");
+    CHECK_EQ_I64(cr_keyed_reserve(keyed, "k", 1, 0, 1, -1, &reserved, &delay), CR_E_MAX_WAIT,
+                 "keyed");
     CHECK_EQ_I64(cr_limiter_refund(lim, 0, -1), CR_E_COST, "refund cost");
     CHECK_EQ_I64(cr_keyed_refund(keyed, "k", 1, CR_HORIZON_NS, 1), CR_E_NOW, "refund now");
     CHECK_EQ_I64(cr_keyed_refund(keyed, "absent", 6, 0, 1), CR_OK, "refund of an absent key");
@@ -423,9 +430,8 @@ static void test_frozen_processes(void)
                 if (pids[p] == 0) {
                     cr_limiter *lim = NULL;
                     cr_keyed *keyed = NULL;
-                    cr_status status = keyed_kind
-                                           ? cr_keyed_open(&keyed, &limit, 16, path, 0600)
-                                           : cr_limiter_open(&lim, &limit, path, 0600);
+                    cr_status status = keyed_kind ? cr_keyed_open(&keyed, &limit, 16, path, 0600)
+                                                  : cr_limiter_open(&lim, &limit, path, 0600);
                     if (status != CR_OK)
                         _exit(3);
                     atomic_fetch_add(&counts[1], 1);
@@ -456,7 +462,8 @@ static void test_frozen_processes(void)
             int64_t total = atomic_load(&counts[0]);
             printf("%s %s: %d processes x 1500 at one instant: %" PRId64 " admitted (rate 500)\n",
                    windows[a], keyed_kind ? "keyed region" : "limiter region", THREADS, total);
-            CHECK_EQ_I64(total, 500, "%s across processes: exactly the window's amount", windows[a]);
+            CHECK_EQ_I64(total, 500, "%s across processes: exactly the window's amount",
+                         windows[a]);
             munmap((void *)counts, 4096);
             unlink(path);
         }
@@ -509,8 +516,8 @@ static void test_check_all_threads(void)
     CHECK(cr_limiter_new(&a, &limits[0]) == CR_OK && cr_limiter_new(&b, &limits[1]) == CR_OK &&
               cr_limiter_new(&c, &limits[2]) == CR_OK && cr_keyed_new(&d, &limits[3], 8) == CR_OK,
           "new");
-    cr_item items[LIMITS] = {{.limiter = a}, {.limiter = b}, {.limiter = c},
-                             {.keyed = d, .key = "user", .key_len = 4}};
+    cr_item items[LIMITS] = {
+        {.limiter = a}, {.limiter = b}, {.limiter = c}, {.keyed = d, .key = "user", .key_len = 4}};
     pthread_t threads[THREADS];
     composite_worker workers[THREADS];
     pthread_barrier_t start;

@@ -29,14 +29,12 @@ static void test_follows_monotonic(void)
             worst = off;
         outside += off > TOLERANCE_NS;
     }
-    printf("fast clock (%s): %ld reads over %.1f s, farthest from CLOCK_MONOTONIC %" PRId64
-           " ns\n",
+    printf("fast clock (%s): %ld reads over %.1f s, farthest from CLOCK_MONOTONIC %" PRId64 " ns\n",
            cr_fast_clock_is_tsc() ? "TSC" : "clock_gettime", reads, RUN_NS / 1e9, worst);
     CHECK(reads > 1000, "reads %ld", reads);
     CHECK_EQ_I64(backwards, 0, "a later read was earlier");
     /* A preempted reader can land one read outside; never many. */
-    CHECK(outside <= reads / 1000, "%ld of %ld reads beyond %d ns", outside, reads,
-          TOLERANCE_NS);
+    CHECK(outside <= reads / 1000, "%ld of %ld reads beyond %d ns", outside, reads, TOLERANCE_NS);
 }
 
 /* Thread A publishes each reading; thread B, having seen a reading, reads the
@@ -77,7 +75,8 @@ static void test_monotonic_across_threads(void)
     atomic_store(&r.stop, 1);
     pthread_join(thread, NULL);
     printf("fast clock across threads: %ld of %ld reads earlier than one seen before them, "
-           "by %" PRId64 " ns at most\n", r.earlier, r.checks, r.worst);
+           "by %" PRId64 " ns at most\n",
+           r.earlier, r.checks, r.worst);
     CHECK(r.checks > 1000, "checks %ld", r.checks);
     CHECK(r.worst <= TOLERANCE_NS, "a read %" PRId64 " ns earlier than one seen before it",
           r.worst);
@@ -88,8 +87,11 @@ static void test_limit_on_the_fast_clock(void)
     static const char *const names[] = {"monotonic", "fast"};
     for (int i = 0; i < 2; i++) {
         cr_limit limit;
-        cr_limit_args args = {.rate = 1000, .has_burst = true, .burst = 5,
-                              .clock = names[i], .clock_len = strlen(names[i])};
+        cr_limit_args args = {.rate = 1000,
+                              .has_burst = true,
+                              .burst = 5,
+                              .clock = names[i],
+                              .clock_len = strlen(names[i])};
         CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_OK, "clock %s", names[i]);
         CHECK(limit.fast_clock == (i == 1), "clock %s", names[i]);
         cr_limiter *lim;

@@ -67,10 +67,8 @@ static void test_status_table(void)
     for (size_t i = 0; i < sizeof out_of_range / sizeof out_of_range[0]; i++) {
         CHECK_EQ_STR(cr_strerror((cr_status)out_of_range[i]), "unknown status", "status %d",
                      out_of_range[i]);
-        CHECK_EQ_STR(cr_status_param((cr_status)out_of_range[i]), "", "status %d",
-                     out_of_range[i]);
-        CHECK_EQ_STR(cr_status_name((cr_status)out_of_range[i]), "", "status %d",
-                     out_of_range[i]);
+        CHECK_EQ_STR(cr_status_param((cr_status)out_of_range[i]), "", "status %d", out_of_range[i]);
+        CHECK_EQ_STR(cr_status_name((cr_status)out_of_range[i]), "", "status %d", out_of_range[i]);
     }
 }
 
@@ -138,8 +136,15 @@ static void test_time(void)
 {
     CHECK(isinf(cr_ns_to_seconds(CR_NEVER)) && cr_ns_to_seconds(CR_NEVER) > 0,
           "CR_NEVER is +infinity in seconds");
-    int64_t samples[64] = {0, 1, 2, 999999999, SECOND, 1500 * 1000 * 1000, INT64_C(1) << 50,
-                           (INT64_C(1) << 53) - 1, INT64_C(1) << 53};
+    int64_t samples[64] = {0,
+                           1,
+                           2,
+                           999999999,
+                           SECOND,
+                           1500 * 1000 * 1000,
+                           INT64_C(1) << 50,
+                           (INT64_C(1) << 53) - 1,
+                           INT64_C(1) << 53};
     for (int i = 9; i < 64; i++)
         samples[i] = (int64_t)(next_random() >> (11 + (unsigned)i % 20));
     for (int i = 0; i < 64; i++) {
@@ -281,8 +286,8 @@ static void test_limiter(void)
         admitted += d.allowed;
     }
     CHECK_EQ_I64(admitted, 3, "an idle limiter on the real clock admits its burst");
-    CHECK(!d.allowed && d.retry_after_ns > 0 && d.retry_after_ns <= HOUR,
-          "retry_after %" PRId64, d.retry_after_ns);
+    CHECK(!d.allowed && d.retry_after_ns > 0 && d.retry_after_ns <= HOUR, "retry_after %" PRId64,
+          d.retry_after_ns);
     cr_limiter_reset(limiter);
     CHECK_EQ_I64(cr_limiter_check(limiter, CR_CLOCK, 3, true, &d), CR_OK, "after reset");
     CHECK(d.allowed, "reset gives back the full burst");
@@ -304,8 +309,8 @@ static void test_keyed_arguments(void)
     cr_keyed *keyed = NULL;
     const int64_t bad[] = {0, -1, INT64_MIN, (INT64_C(1) << 32) + 1, INT64_MAX};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CHECK_EQ_I64(cr_keyed_new(&keyed, &limit, bad[i]), CR_E_CAPACITY,
-                     "capacity %" PRId64, bad[i]);
+        CHECK_EQ_I64(cr_keyed_new(&keyed, &limit, bad[i]), CR_E_CAPACITY, "capacity %" PRId64,
+                     bad[i]);
 
     if (!CHECK(cr_keyed_new(&keyed, &limit, 1) == CR_OK && keyed, "capacity 1"))
         return;
@@ -322,8 +327,7 @@ static void test_keyed_arguments(void)
     CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, 0, INT64_MIN, true, &d), CR_E_COST,
                  "cost INT64_MIN");
     CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, -2, 1, true, &d), CR_E_NOW, "now -2");
-    CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, INT64_MIN, 1, false, &d), CR_E_NOW,
-                 "now INT64_MIN");
+    CHECK_EQ_I64(cr_keyed_check(keyed, "a", 1, INT64_MIN, 1, false, &d), CR_E_NOW, "now INT64_MIN");
     CHECK_EQ_I64(cr_keyed_len(keyed), 0, "bad arguments claim no slot");
     CHECK_EQ_I64(cr_keyed_evictions(keyed), 0, "no evictions yet");
 
@@ -494,7 +498,8 @@ static void test_keyed_eviction_policy(void)
             cr_keyed_check(keyed, fresh.name, strlen(fresh.name), now, 1, true, &d);
             fresh.tat = now + SECOND;
             *k = fresh;
-            CHECK_EQ_I64(cr_keyed_evictions(keyed), want_evictions, "round %d: a freed slot", round);
+            CHECK_EQ_I64(cr_keyed_evictions(keyed), want_evictions, "round %d: a freed slot",
+                         round);
             continue;
         }
         /* The victim: smallest TAT; on a tie, the model cannot say which. */

@@ -49,8 +49,8 @@ static void test_known_fields(void)
     limit = limit_of(100 * 1000000, 1);
     cr_decide(&limit, 300 * 1000000, 250 * 1000000, 1, &d);
     CHECK(!d.allowed, "refused");
-    CHECK_EQ_I64(cr_headers_format(&headers, &d, cr_limit_window_ns(&limit), "api", 3, true),
-                 CR_OK, "refused, legacy");
+    CHECK_EQ_I64(cr_headers_format(&headers, &d, cr_limit_window_ns(&limit), "api", 3, true), CR_OK,
+                 "refused, legacy");
     CHECK_EQ_I64(headers.count, 6, "refused with legacy: six fields");
     CHECK_EQ_STR(field(&headers, "RateLimit-Policy"), "\"api\";q=1;w=1", "policy");
     CHECK_EQ_STR(field(&headers, "RateLimit"), "\"api\";r=0;t=1", "ratelimit");
@@ -83,8 +83,10 @@ static void test_window_of_each_algorithm(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const bool window = cases[i].limit == 300;
-        cr_limit_args args = {.rate_text = "300/minute", .rate_text_len = 10,
-                              .burst = 60, .has_burst = !window,
+        cr_limit_args args = {.rate_text = "300/minute",
+                              .rate_text_len = 10,
+                              .burst = 60,
+                              .has_burst = !window,
                               .algorithm = cases[i].algorithm,
                               .algorithm_len = strlen(cases[i].algorithm)};
         cr_limit limit;
@@ -196,8 +198,8 @@ static void test_bad_values(void)
         decision_of(true, 1, 0, 0, -1),
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CHECK_EQ_I64(cr_headers_format(&headers, &bad[i], SECOND, "p", 1, false),
-                     CR_E_HEADER_VALUE, "negative field %zu", i);
+        CHECK_EQ_I64(cr_headers_format(&headers, &bad[i], SECOND, "p", 1, false), CR_E_HEADER_VALUE,
+                     "negative field %zu", i);
     cr_decision good = decision_of(true, 1, 0, 0, 0);
     CHECK_EQ_I64(cr_headers_format(&headers, &good, -1, "p", 1, false), CR_E_HEADER_VALUE,
                  "negative window");
@@ -255,8 +257,9 @@ static void test_fields_match_decisions(void)
             ok = sscanf(retry_text, "%lld", &retry) == 1 && retry >= 1 &&
                  (retry - 1) * SECOND < d.retry_after_ns && d.retry_after_ns <= retry * SECOND;
         if (!ok && mismatches++ < 5)
-            fprintf(stderr, "mismatch: T=%" PRId64 " burst=%" PRId64 " tat=%" PRId64
-                            " now=%" PRId64 " cost=%" PRId64 "\n",
+            fprintf(stderr,
+                    "mismatch: T=%" PRId64 " burst=%" PRId64 " tat=%" PRId64 " now=%" PRId64
+                    " cost=%" PRId64 "\n",
                     T, burst, tat, now, cost);
     }
     CHECK_EQ_I64(mismatches, 0, "fields parse back to their decisions");

@@ -82,10 +82,10 @@ static const char *in_child(int seconds, int (*body)(void), int *exit_code)
     return "killed by a signal";
 }
 
-#define CHECK_CHILD(seconds, body, want_code)                                  \
-    do {                                                                       \
-        int code_;                                                             \
-        const char *how_ = in_child((seconds), (body), &code_);                \
+#define CHECK_CHILD(seconds, body, want_code)                                         \
+    do {                                                                              \
+        int code_;                                                                    \
+        const char *how_ = in_child((seconds), (body), &code_);                       \
         CHECK(code_ == (want_code), "%s: child %s with code %d", #body, how_, code_); \
     } while (0)
 
@@ -213,7 +213,8 @@ static void test_full_file_system(void)
     struct stat st;
     fstat(from, &st);
     memset(header + BOOT_OFFSET, 0, 48); /* another boot */
-    CHECK(ftruncate(to, st.st_size) == 0 && pwrite(to, header, sizeof header, 0) == (ssize_t)sizeof header,
+    CHECK(ftruncate(to, st.st_size) == 0 &&
+              pwrite(to, header, sizeof header, 0) == (ssize_t)sizeof header,
           "write a sparse copy of %zu bytes", size);
     close(from);
     close(to);
@@ -277,8 +278,7 @@ static void test_killed_creators(void)
         waitpid(pid, NULL, 0);
         /* What is there is a whole region, or nothing. */
         if (access(path_in("killed", name), F_OK) == 0) {
-            CHECK(cr_keyed_open(&keyed, &limit, capacity, path_in("killed", name), 0600) ==
-                      CR_OK,
+            CHECK(cr_keyed_open(&keyed, &limit, capacity, path_in("killed", name), 0600) == CR_OK,
                   "a region left by a killed creator opens");
             cr_keyed_free(keyed);
             unlink(path_in("killed", name));
@@ -318,7 +318,7 @@ static void write_lock_bytes(const void *bytes, size_t len)
 
 static uint64_t holder_word(pid_t pid)
 {
-    return ((uint64_t)(uint32_t)pid << 32) | (uint32_t)~(uint32_t)pid;
+    return ((uint64_t)(uint32_t)pid << 32) | (uint32_t) ~(uint32_t)pid;
 }
 
 static void test_damaged_lock(void)
@@ -542,9 +542,9 @@ static void test_long_names(void)
 static int huge_decimals(void)
 {
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    const size_t chunk = (size_t)1 << 22;          /* 4 MB of '0', mapped again and again */
+    const size_t chunk = (size_t)1 << 22;              /* 4 MB of '0', mapped again and again */
     const size_t zeros = ((size_t)1 << 31) + page - 2; /* 2^31 + 4094 decimals before the 1 */
-    const size_t tail = 2 + zeros;                  /* page-aligned: where "1/s" starts */
+    const size_t tail = 2 + zeros;                     /* page-aligned: where "1/s" starts */
     const size_t total = tail + 3;
     const size_t span = (total + chunk - 1) / chunk * chunk;
     char *window = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -31,14 +31,14 @@
 
 static int passed, failed;
 
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (cond) {                                                            \
-            passed++;                                                          \
-        } else {                                                               \
-            failed++;                                                          \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (cond) {                                                                  \
+            passed++;                                                                \
+        } else {                                                                     \
+            failed++;                                                                \
             fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                      \
+        }                                                                            \
     } while (0)
 
 static char dir[64];
@@ -62,8 +62,8 @@ static cr_limit make_limit(double rate, int64_t burst)
 /* Counters every child can bump: a shared anonymous mapping. */
 static _Atomic long *shared_counters(size_t n)
 {
-    void *p = mmap(NULL, n * sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
+    void *p = mmap(NULL, n * sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                   0);
     if (p == MAP_FAILED)
         abort();
     memset(p, 0, n * sizeof(long));
@@ -412,8 +412,7 @@ static void test_sigkill_storm(void)
 
     /* The regions still open, and every stripe lock can still be taken. */
     cr_keyed *keyed;
-    CHECK(cr_keyed_open(&keyed, &limit, 4 * STORM_KEYS, region_path("storm"), 0600) ==
-          CR_OK);
+    CHECK(cr_keyed_open(&keyed, &limit, 4 * STORM_KEYS, region_path("storm"), 0600) == CR_OK);
     CHECK(cr_keyed_len(keyed) <= (size_t)(4 * STORM_KEYS * 2));
     CHECK(admits_new_keys(keyed, 1000000 + span + 1000000000LL) == 2000);
     cr_keyed_free(keyed);

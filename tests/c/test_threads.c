@@ -19,12 +19,12 @@ typedef struct {
     cr_limiter *limiter; /* one of limiter / keyed */
     cr_keyed *keyed;
     pthread_barrier_t *start;
-    int keys;           /* keys to spread over (keyed only) */
-    int attempts;       /* per key */
-    int64_t now;        /* a frozen instant, or CR_CLOCK */
-    int64_t run_until;  /* with CR_CLOCK: stop once the clock passes this */
+    int keys;          /* keys to spread over (keyed only) */
+    int attempts;      /* per key */
+    int64_t now;       /* a frozen instant, or CR_CLOCK */
+    int64_t run_until; /* with CR_CLOCK: stop once the clock passes this */
     _Atomic int64_t *admitted_per_key;
-    int64_t admitted;   /* this thread's admissions */
+    int64_t admitted; /* this thread's admissions */
     int errors;
 } worker;
 
@@ -117,8 +117,7 @@ static void test_one_key_frozen(void)
             return;
         int64_t admitted = run_workers(w, run_frozen, &errors);
         CHECK_EQ_I64(errors, 0, "cr_limiter_check statuses");
-        CHECK_EQ_I64(admitted, burst, "cr_limiter: %d threads on one key at one instant",
-                     THREADS);
+        CHECK_EQ_I64(admitted, burst, "cr_limiter: %d threads on one key at one instant", THREADS);
         cr_limiter_free(w.limiter);
 
         w.limiter = NULL;

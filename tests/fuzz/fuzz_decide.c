@@ -45,11 +45,11 @@ static uint64_t take(reader *r, size_t n)
     return v;
 }
 
-#define FAIL(...)                                                              \
-    do {                                                                       \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fputc('\n', stderr);                                                   \
-        abort();                                                               \
+#define FAIL(...)                     \
+    do {                              \
+        fprintf(stderr, __VA_ARGS__); \
+        fputc('\n', stderr);          \
+        abort();                      \
     } while (0)
 
 static void same(const cr_decision *a, const cr_decision *b, const char *what)
@@ -117,8 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #ifdef CR_HORIZON_NS
         if (now >= CR_HORIZON_NS) { /* past the horizon: refused, nothing decided */
             if (sl != CR_E_NOW || sk != CR_E_NOW)
-                FAIL("now %lld past the horizon: statuses %d %d", (long long)now, (int)sl,
-                     (int)sk);
+                FAIL("now %lld past the horizon: statuses %d %d", (long long)now, (int)sl, (int)sk);
             continue;
         }
 #endif
@@ -140,8 +139,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #endif
         if (d.allowed != model_allowed)
             FAIL("T=%lld burst=%lld tat=%lld now=%lld cost=%lld: allowed=%d, model says %d",
-                 (long long)T, (long long)burst, (long long)tat, (long long)now,
-                 (long long)cost, d.allowed, model_allowed);
+                 (long long)T, (long long)burst, (long long)tat, (long long)now, (long long)cost,
+                 d.allowed, model_allowed);
         if (!d.allowed || cost == 0) {
             if (new_tat != tat)
                 FAIL("a refusal or a probe stored a new TAT");

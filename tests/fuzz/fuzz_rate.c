@@ -24,10 +24,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define FAIL_SECONDS(seconds, what)                                            \
-    do {                                                                       \
-        fprintf(stderr, "cr_seconds_to_ns(%.17g): %s\n", (seconds), (what));   \
-        abort();                                                               \
+#define FAIL_SECONDS(seconds, what)                                          \
+    do {                                                                     \
+        fprintf(stderr, "cr_seconds_to_ns(%.17g): %s\n", (seconds), (what)); \
+        abort();                                                             \
     } while (0)
 
 static char lower(char ch) { return (ch >= 'A' && ch <= 'Z') ? (char)(ch - 'A' + 'a') : ch; }
@@ -39,14 +39,37 @@ static double unit_seconds(const char *word, size_t len)
         const char *name;
         double seconds;
     } names[] = {
-        {"ns", 1e-9}, {"nanosecond", 1e-9}, {"nanoseconds", 1e-9},
-        {"us", 1e-6}, {"microsecond", 1e-6}, {"microseconds", 1e-6},
-        {"ms", 1e-3}, {"millisecond", 1e-3}, {"milliseconds", 1e-3},
-        {"s", 1}, {"sec", 1}, {"secs", 1}, {"second", 1}, {"seconds", 1},
-        {"m", 60}, {"min", 60}, {"mins", 60}, {"minute", 60}, {"minutes", 60},
-        {"h", 3600}, {"hr", 3600}, {"hrs", 3600}, {"hour", 3600}, {"hours", 3600},
-        {"d", 86400}, {"day", 86400}, {"days", 86400},
-        {"w", 604800}, {"wk", 604800}, {"week", 604800}, {"weeks", 604800},
+        {"ns", 1e-9},
+        {"nanosecond", 1e-9},
+        {"nanoseconds", 1e-9},
+        {"us", 1e-6},
+        {"microsecond", 1e-6},
+        {"microseconds", 1e-6},
+        {"ms", 1e-3},
+        {"millisecond", 1e-3},
+        {"milliseconds", 1e-3},
+        {"s", 1},
+        {"sec", 1},
+        {"secs", 1},
+        {"second", 1},
+        {"seconds", 1},
+        {"m", 60},
+        {"min", 60},
+        {"mins", 60},
+        {"minute", 60},
+        {"minutes", 60},
+        {"h", 3600},
+        {"hr", 3600},
+        {"hrs", 3600},
+        {"hour", 3600},
+        {"hours", 3600},
+        {"d", 86400},
+        {"day", 86400},
+        {"days", 86400},
+        {"w", 604800},
+        {"wk", 604800},
+        {"week", 604800},
+        {"weeks", 604800},
     };
     char buf[16];
     if (len >= sizeof buf)

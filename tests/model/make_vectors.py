@@ -116,7 +116,8 @@ class Decisions:
             self.counts = d.counts_after
         else:
             assert self.limit is not None
-            reserved, delay, self.tat = catalogue.gcra_reserve(self.limit, self.tat, now_ns, cost, max_wait_ns)
+            reserved, delay, self.tat = catalogue.gcra_reserve(self.limit, self.tat, now_ns, cost,
+                                                               max_wait_ns)
         wait = -1 if max_wait_ns is None else max_wait_ns
         self.lines.append(f"reserve {now_ns} {cost} {wait} {int(reserved)} {delay} {self.state}")
         return reserved, delay
@@ -136,7 +137,8 @@ class Decisions:
             + "# limit <emission_ns> <burst>      starts a fresh gcra key (state 0); readers run it\n"
             + "#                                  as gcra and as token_bucket: the decisions are identical\n"
             + "# window <fixed_window|sliding_window> <window_ns> <rate>   starts a fresh window key\n"
-            + "# op <now_ns> <cost> <commit> <allowed> <remaining> <retry_after_ns> <reset_after_ns> <state_after>\n"
+            + "# op <now_ns> <cost> <commit> <allowed> <remaining> <retry_after_ns> <reset_after_ns>"
+            " <state_after>\n"
             + "# reserve <now_ns> <cost> <max_wait_ns, -1: any> <reserved> <delay_ns> <state_after>\n"
             + "# refund <now_ns> <cost> <state_after>\n"
             + "# reset                            the key back to state 0\n"
@@ -151,12 +153,14 @@ class Decisions:
 
 
 def design_scenarios(v: Decisions) -> None:
-    v.comment("scenario: rate 10/s, burst 1; t = 0, 0.1, 0.2, 0.25, 0.3 s -> allow, allow, allow, deny (retry 0.05 s), allow")
+    v.comment("scenario: rate 10/s, burst 1; t = 0, 0.1, 0.2, 0.25, 0.3 s -> allow, allow, allow, "
+              "deny (retry 0.05 s), allow")
     v.new_key(100 * MS, 1)
     for t in (0, 100 * MS, 200 * MS, 250 * MS, 300 * MS):
         v.op(t)
 
-    v.comment("scenario: rate 10/s, burst 6; 7 at t = 0 (6 allowed, TAT 0.6 s, 7th retry 0.1 s), one at t = 0.1 s (allowed, TAT 0.7 s)")
+    v.comment("scenario: rate 10/s, burst 6; 7 at t = 0 (6 allowed, TAT 0.6 s, 7th retry 0.1 s), "
+              "one at t = 0.1 s (allowed, TAT 0.7 s)")
     v.new_key(100 * MS, 6)
     for _ in range(7):
         v.op(0)
@@ -168,7 +172,8 @@ def design_scenarios(v: Decisions) -> None:
         for _ in range(6):
             v.op(t)
 
-    v.comment("scenario: rate 300/min, burst 60; drained key: 60 at once, then one every 200 ms (a request every 100 ms for a minute)")
+    v.comment("scenario: rate 300/min, burst 60; drained key: 60 at once, then one every 200 ms "
+              "(a request every 100 ms for a minute)")
     v.new_key(200 * MS, 60)
     for _ in range(61):
         v.op(0)
@@ -448,7 +453,8 @@ QUARTER = 250 * MS  # 128 * 5**9 ns: times on this grid have exact float seconds
 
 
 def window_scenarios(v: Decisions) -> None:
-    v.comment("docs/design.md §7 (reference vector): fixed_window, rate 10 per 8 s: 9 units by t = 2 s, a cost-3 arrival at t = 4 s")
+    v.comment("docs/design.md §7 (reference vector): fixed_window, rate 10 per 8 s: 9 units by t "
+              "= 2 s, a cost-3 arrival at t = 4 s")
     v.comment("is turned away, at t = 8 s the window rolls and 9 more are admitted over the next 2 s")
     v.new_window("fixed_window", 8 * SECOND, 10)
     for i in range(9):
@@ -460,8 +466,10 @@ def window_scenarios(v: Decisions) -> None:
         v.op(EPOCH + 8 * SECOND + i * QUARTER)
     v.op(EPOCH + 10 * SECOND, 2)
 
-    v.comment("docs/design.md §7 (reference vector): sliding_window, rate 10 per 8 s: previous window 6, current 6, at 6 s into the")
-    v.comment("window 6 * 2/8 + 6 = 7.5, so a cost-3 arrival is turned away (retry: exactly when 7.5 decays to 7)")
+    v.comment("docs/design.md §7 (reference vector): sliding_window, rate 10 per 8 s: previous "
+              "window 6, current 6, at 6 s into the")
+    v.comment("window 6 * 2/8 + 6 = 7.5, so a cost-3 arrival is turned away (retry: exactly when "
+              "7.5 decays to 7)")
     v.new_window("sliding_window", 8 * SECOND, 10)
     for _ in range(6):
         v.op(EPOCH + 7 * SECOND)
@@ -565,7 +573,8 @@ def window_boundaries(v: Decisions) -> None:
 
 def window_clock_steps(v: Decisions) -> None:
     for algorithm in ("fixed_window", "sliding_window"):
-        v.comment(f"{algorithm}: the realtime clock steps back: only stricter (counts kept in the later window)")
+        v.comment(f"{algorithm}: the realtime clock steps back: only stricter (counts kept in the "
+                  "later window)")
         v.new_window(algorithm, 10 * SECOND, 4)
         v.op(EPOCH + 15 * SECOND, 3)
         v.op(EPOCH + 5 * SECOND)
@@ -637,7 +646,8 @@ def random_windows(v: Decisions, rng: random.Random, count: int) -> None:
         algorithm = rng.choice(("fixed_window", "sliding_window"))
         window = rng.choice((SECOND, 60 * SECOND, 8 * SECOND, 2 * QUARTER, 3600 * SECOND,
                              1953125 * rng.randrange(1, 5000)))
-        ceiling = catalogue.fixed_ceiling(window) if algorithm == "fixed_window" else catalogue.sliding_ceiling(window)
+        ceiling = (catalogue.fixed_ceiling(window) if algorithm == "fixed_window"
+                   else catalogue.sliding_ceiling(window))
         rate = rng.choice((1, 2, 3, 10, 100, rng.randrange(1, ceiling + 1), ceiling))
         rate = min(rate, ceiling)
         v.new_window(algorithm, window, rate)
@@ -733,7 +743,8 @@ class Limits:
     def algorithm_text(self, algorithm: str, rate_text: str) -> str:
         d = catalogue.limit_for(algorithm, None, None, None, rate_text=rate_text)
         self.lines.append(
-            f"algorithm_text {algorithm or '-'} {d.status} {d.emission_ns} {d.tolerance_ns} {d.burst} |{rate_text}"
+            f"algorithm_text {algorithm or '-'} {d.status} {d.emission_ns} {d.tolerance_ns}"
+            f" {d.burst} |{rate_text}"
         )
         return d.status
 
@@ -742,8 +753,10 @@ class Limits:
             GENERATED
             + "# number <rate %.17g> <period %.17g or -> <burst or -> <status> <emission_ns> <burst>\n"
             + "# text <status> <emission_ns> <burst> <period_given 0|1> |<rate string to end of line>\n"
-            + "# algorithm <name, - for the empty name> <rate> <period or -> <burst or -> <status> <emission_ns> <tolerance_ns> <burst>\n"
-            + "# algorithm_text <name, - for the empty name> <status> <emission_ns> <tolerance_ns> <burst> |<rate string>\n"
+            + "# algorithm <name, - for the empty name> <rate> <period or -> <burst or -> <status>"
+            " <emission_ns> <tolerance_ns> <burst>\n"
+            + "# algorithm_text <name, - for the empty name> <status> <emission_ns> <tolerance_ns> <burst>"
+            " |<rate string>\n"
             + "#   (windows: tolerance_ns is the window, burst the rate)\n"
             + "# status: the cr_status name without CR_; emission_ns and burst are 0 on error.\n"
             + "# '-' means not given (period 1 s; burst max(1, ceil(rate))); a given period is 1.0.\n"
@@ -927,8 +940,10 @@ def text_limits(lv: Limits, rng: random.Random) -> None:
     lv.comment("random well-formed strings")
     units = sorted(model.UNIT_SECONDS)
     for _ in range(60):
-        rate = rng.choice((str(rng.randrange(1, 10**6)), f"{rng.randrange(0, 1000)}.{rng.randrange(0, 1000):03d}"))
-        count = rng.choice(("", "", str(rng.randrange(1, 100)), f"{rng.randrange(0, 10)}.{rng.randrange(1, 10)}"))
+        rate = rng.choice((str(rng.randrange(1, 10**6)),
+                           f"{rng.randrange(0, 1000)}.{rng.randrange(0, 1000):03d}"))
+        count = rng.choice(("", "", str(rng.randrange(1, 100)),
+                            f"{rng.randrange(0, 10)}.{rng.randrange(1, 10)}"))
         sep = rng.choice(("/", "/", " per ", " / "))
         unit = rng.choice(units)
         if rng.random() < 0.3:
@@ -973,14 +988,16 @@ def algorithm_limits(lv: Limits, rng: random.Random) -> None:
         lv.algorithm(name, 1e6, 3600.0)
         for period in (1.0, 60.0, 3600.0, 86400.0, 8.0, 0.001):
             window = round(period * 1e9)
-            top = catalogue.fixed_ceiling(window) if name == "fixed_window" else catalogue.sliding_ceiling(window)
+            top = (catalogue.fixed_ceiling(window) if name == "fixed_window"
+                   else catalogue.sliding_ceiling(window))
             lv.algorithm(name, float(top), period)
             lv.algorithm(name, float(top + 1), period)
         for text in ("10/8s", "100/minute", "0.5/s", "1/2s", "31621/s", "31622 per second",
                      "999999999/s", "1000000000/s", "244947/minute", "244948/min", "5/ms", "1/ns"):
             lv.algorithm_text(name, text)
         for _ in range(20):
-            rate = float(rng.choice((rng.randrange(1, 100), rng.randrange(1, 10**6), rng.randrange(1, 10**10))))
+            rate = float(rng.choice((rng.randrange(1, 100), rng.randrange(1, 10**6),
+                                     rng.randrange(1, 10**10))))
             period = rng.choice((None, 1.0, 60.0, float(rng.randrange(1, 86400)), 10 ** rng.uniform(-9, 10)))
             lv.algorithm(name, rate, period)
 
@@ -1076,7 +1093,7 @@ def main(argv: list[str] | None = None) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content, encoding="utf-8")
     if stale:
-        print("stale vectors (run python3 tests/model/make_vectors.py):", " ".join(stale), file=sys.stderr)
+        print("stale vectors (run make vectors):", " ".join(stale), file=sys.stderr)
         return 1
     return 0
 

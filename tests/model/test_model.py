@@ -129,8 +129,8 @@ def test_fixed_window_design_vector():
 
 
 def test_sliding_window_design_vector():
-    """docs/design.md §7, a reference vector: previous 6, current 6, 6 s into an 8 s window: 6 * 2/8 + 6 = 7.5,
-    so cost 3 is turned away (a fixed window admits it)."""
+    """docs/design.md §7, a reference vector: previous 6, current 6, 6 s into an 8 s window:
+    6 * 2/8 + 6 = 7.5, so cost 3 is turned away (a fixed window admits it)."""
     limit = catalogue.WindowLimit("sliding_window", 8 * S, 10)
     counts = catalogue.Counts(window=1, prev=6, curr=6)
     d = catalogue.window_decide(limit, counts, 8 * S + 6 * S, 3)
@@ -166,7 +166,8 @@ def test_window_ceilings():
     assert catalogue.limit_for("sliding_window", 31622.0, None, None).status == "E_RATE_SLIDING_CEILING"
     assert catalogue.limit_for("fixed_window", 10.0, None, 5).status == "E_BURST_WINDOW"
     assert catalogue.limit_for("fixed_window", 0.5, None, None).status == "E_RATE_WHOLE"
-    assert catalogue.limit_for("gcra", 10.0, None, None) == catalogue.limit_for("token_bucket", 10.0, None, None)
+    assert catalogue.limit_for("gcra", 10.0, None, None) == \
+        catalogue.limit_for("token_bucket", 10.0, None, None)
 
 
 def test_reserve_and_refund():
@@ -244,8 +245,8 @@ def test_vectors_are_fresh(tmp_path):
     assert make_vectors.main(["--out", str(tmp_path)]) == 0
     for path in sorted(tmp_path.iterdir()):
         committed = make_vectors.VECTORS / path.name
-        assert committed.exists(), f"{committed} missing: run python3 tests/model/make_vectors.py"
+        assert committed.exists(), f"{committed} missing: run make vectors"
         assert committed.read_text(encoding="utf-8") == path.read_text(encoding="utf-8"), (
-            f"{committed} differs from a fresh generation: run python3 tests/model/make_vectors.py"
+            f"{committed} differs from a fresh generation: run make vectors"
         )
     assert make_vectors.main(["--check"]) == 0

@@ -1,6 +1,7 @@
 """Shared helpers for the Python suite.
 
-The suite tests the installed package (`python3 -m pip install .`), or an
+The suite tests the installed package: `make test-py` installs each
+interpreter's wheel outside the tree, `make py` installs into .venv; or an
 in-place build put first on the path with PYTHONPATH=python.
 """
 

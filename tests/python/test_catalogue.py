@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "model"))
 
 import catalogue_model as catalogue  # noqa: E402
 import gcra_model as model  # noqa: E402
-from gcra_model import HORIZON_NS, INT64_MAX  # noqa: E402
+from gcra_model import HORIZON_NS  # noqa: E402
 
 VALUE = cellrate.InvalidArgument
 TYPE = cellrate.InvalidArgumentType
@@ -161,7 +161,8 @@ def test_reserve_windows_only_now():
 def window_limits(draw, algorithm):
     window = draw(st.sampled_from([S, 60 * S, 8 * S, S // 2, GRID * 64]) |
                   st.integers(2, 50000).map(lambda m: GRID * m))
-    ceiling = catalogue.fixed_ceiling(window) if algorithm == "fixed_window" else catalogue.sliding_ceiling(window)
+    ceiling = (catalogue.fixed_ceiling(window) if algorithm == "fixed_window"
+               else catalogue.sliding_ceiling(window))
     rate = min(ceiling, draw(st.sampled_from([1, 2, 3, 10, 100]) | st.integers(1, ceiling)))
     return catalogue.WindowLimit(algorithm, window, rate)
 
@@ -304,7 +305,8 @@ def run_algorithm(algorithm: str) -> int:
             kwargs = {"algorithm": algorithm, "burst": limit.burst}
             start = GRID * data.draw(st.integers(0, 2**24), label="start")
         ops = shape(span, rate, keyed, start, data.draw(raw_ops, label="ops"))
-        face = cellrate.KeyedLimiter(*args, capacity=100, **kwargs) if keyed else cellrate.Limiter(*args, **kwargs)
+        face = (cellrate.KeyedLimiter(*args, capacity=100, **kwargs) if keyed
+                else cellrate.Limiter(*args, **kwargs))
         replayed += replay(face, ModelStore(limit), ops, keyed)
 
     for _ in range(5):

@@ -288,7 +288,7 @@ def deciders():
         yield f"Limiter.{method}", getattr(lim, method)
         keyed = cellrate.KeyedLimiter(10, burst=2)
         yield f"KeyedLimiter.{method}", (
-            lambda *args, _m=getattr(keyed, method), **kwargs: _m("key", *args, **kwargs)
+            lambda *args, _m=getattr(keyed, method), **kwargs: _m("key", *args, **kwargs)  # noqa: B008
         )
 
 

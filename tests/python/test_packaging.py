@@ -3,17 +3,22 @@
 The version is written once (CR_VERSION_* in core/cellrate.h) and the flags
 once (core/flags.mk); these tests check that everything that carries either
 derives it, and that the rockspec's build, run as LuaRocks runs it, gives a
-module that loads and exports only its entry point.
+module that loads and exports only its entry point. Under make test-py the
+suite runs against the wheel installed outside the tree: the tests below
+check that it did, the wheel's tags and the metadata; make install's C
+library is built against through pkg-config.
 """
 
 import ctypes
 import importlib.metadata
+import os
 import pathlib
 import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import zipfile
 
 import pytest
 
@@ -147,3 +152,128 @@ def test_the_python_package_ships_the_redis_script(tmp_path):
     with tarfile.open(sdist) as tar:
         member = tar.extractfile(f"{sdist.name[:-len('.tar.gz')]}/lua/cellrate/redis_decide.lua")
         assert member is not None and member.read() == script
+
+
+# --- the package as installed from its wheel (tests/wheels/run.sh) -----------
+
+def test_the_suite_runs_against_the_installed_wheel():
+    installed_in = os.environ.get("CELLRATE_INSTALLED_IN")
+    if not installed_in:
+        pytest.skip("an in-place or pip install . run: tests/wheels/run.sh sets CELLRATE_INSTALLED_IN")
+    venv = pathlib.Path(installed_in).resolve()
+    for module in (cellrate, cellrate._cellrate):
+        path = pathlib.Path(module.__file__).resolve()
+        assert venv in path.parents, f"{module.__name__} from {path}, not from {venv}"
+        assert REPO not in path.parents, f"{module.__name__} from the source tree: {path}"
+
+
+def makefile_python_versions():
+    found = re.search(r"^PY_VERSIONS \?= (.+)$", (REPO / "Makefile").read_text(), re.M)
+    assert found, "the Makefile sets PY_VERSIONS"
+    return found.group(1).split()
+
+
+def test_the_metadata_describes_the_package():
+    meta = importlib.metadata.metadata("cellrate")
+    readme = (REPO / "README.md").read_text()
+    # the README is the long description (PyPI's page)
+    assert meta["Description-Content-Type"] == "text/markdown"
+    assert (meta.get_payload() or meta.get("Description", "")).strip() == readme.strip()
+    assert meta["Summary"]
+    # the interpreters make test runs on are the ones declared, from the lowest
+    versions = makefile_python_versions()
+    assert meta["Requires-Python"] == f">={versions[0]}"
+    classifiers = meta.get_all("Classifier")
+    declared = sorted((c.rsplit(" :: ", 1)[1] for c in classifiers
+                       if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)),
+                      key=lambda v: tuple(map(int, v.split("."))))
+    assert declared == versions
+    assert "Programming Language :: Python :: Implementation :: CPython" in classifiers
+    # no runtime dependencies: every requirement belongs to an extra
+    requirements = meta.get_all("Requires-Dist") or []
+    assert all("extra ==" in r for r in requirements), requirements
+    assert set(meta.get_all("Provides-Extra")) == {"test", "redis", "fastapi", "starlette", "flask", "django"}
+    # no public address is known for the project, so none is claimed
+    assert not meta.get_all("Project-URL") and "Home-page" not in meta
+
+
+def test_the_wheel_is_a_manylinux_wheel_of_this_interpreter():
+    wheel = os.environ.get("CELLRATE_WHEEL")
+    if not wheel:
+        pytest.skip("an in-place or pip install . run: tests/wheels/run.sh sets CELLRATE_WHEEL")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        info = next(n for n in names if n.endswith(".dist-info/WHEEL"))
+        tags = [line.split(": ", 1)[1] for line in archive.read(info).decode().splitlines()
+                if line.startswith("Tag: ")]
+    cp = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    assert tags and all(re.fullmatch(rf"{cp}-{cp}-manylinux_\d+_\d+_x86_64", t) for t in tags), tags
+    for data in ("cellrate/py.typed", "cellrate/_cellrate.pyi", "cellrate/redis_decide.lua"):
+        assert data in names
+    # auditwheel grafts what is not part of manylinux into the wheel: nothing on
+    # x86-64 (libc and libm only), libatomic where the 16-byte CAS is not inlined
+    grafted = [n for n in names if n.startswith("cellrate.libs/")]
+    assert all(pathlib.PurePath(n).name.startswith("libatomic") for n in grafted), grafted
+
+
+# --- make install: the C library for C programs (docs/design.md §13) ----------
+
+def run(argv, **kwargs):
+    return subprocess.run(argv, capture_output=True, text=True, check=True, **kwargs)
+
+
+@pytest.mark.skipif(shutil.which("pkg-config") is None, reason="pkg-config is installed by make deps")
+def test_make_install_gives_a_library_that_pkg_config_finds(tmp_path):
+    prefix = tmp_path / "prefix"
+    run(["make", "-s", "install", f"PREFIX={prefix}"], cwd=REPO)
+    lib = prefix / "lib"
+    assert (prefix / "include" / "cellrate.h").read_bytes() == \
+        (REPO / "core" / "cellrate.h").read_bytes()
+    assert (lib / "libcellrate.a").is_file()
+    assert os.readlink(lib / "libcellrate.so") == "libcellrate.so.0"
+    assert os.readlink(lib / "libcellrate.so.0") == f"libcellrate.so.{header_version()}"
+    env = dict(os.environ, PKG_CONFIG_PATH=str(lib / "pkgconfig"))
+    assert run(["pkg-config", "--modversion", "cellrate"], env=env).stdout.strip() == \
+        header_version()
+    flags = run(["pkg-config", "--cflags", "--libs", "cellrate"], env=env).stdout.split()
+    static = run(["pkg-config", "--static", "--libs-only-l", "cellrate"], env=env).stdout.split()
+    expected = (REPO / "examples" / "c" / "quickstart.out").read_text()
+    source = str(REPO / "examples" / "c" / "quickstart.c")
+    # against the shared library, found through its soname
+    run(["cc", "-std=c11", source, *flags, "-o", str(tmp_path / "shared")])
+    needed = run(["readelf", "-d", str(tmp_path / "shared")]).stdout
+    assert "Shared library: [libcellrate.so.0]" in needed
+    shared_env = dict(os.environ, LD_LIBRARY_PATH=str(lib))
+    assert run([str(tmp_path / "shared")], env=shared_env).stdout == expected
+    # against the archive, with the libraries pkg-config --static names
+    others = [flag for flag in static if flag != "-lcellrate"]
+    include = run(["pkg-config", "--cflags", "cellrate"], env=env).stdout.split()
+    run(["cc", "-std=c11", source, *include, str(lib / "libcellrate.a"), *others,
+         "-o", str(tmp_path / "static")])
+    assert run([str(tmp_path / "static")]).stdout == expected
+
+
+def test_make_install_honours_destdir(tmp_path):
+    dest = tmp_path / "dest"
+    run(["make", "-s", "install", f"DESTDIR={dest}", "PREFIX=/opt/cellrate"], cwd=REPO)
+    root = dest / "opt" / "cellrate"
+    assert (root / "include" / "cellrate.h").is_file()
+    pc = (root / "lib" / "pkgconfig" / "cellrate.pc").read_text()
+    # the file names where the library is at run time, not where it was staged
+    assert "prefix=/opt/cellrate\n" in pc and str(dest) not in pc
+
+
+def test_warnings_are_errors_only_in_the_projects_own_targets(tmp_path):
+    # make -n -B: the commands every target would run, nothing built
+    def commands(*targets):
+        out = run(["make", "-n", "-B", f"BUILD={tmp_path}", *targets], cwd=REPO).stdout
+        # the compilations: the core's objects and the Lua modules
+        return [line for line in out.splitlines()
+                if " -c core/" in line or "bindings/cellrate_lua.c" in line]
+
+    for users_build in (("core",), ("lua",), ("install",)):
+        lines = commands(*users_build)
+        assert lines and not any("-Werror" in line for line in lines), users_build
+    for own in (("test-c",), ("test-lua",), ("symbols",)):
+        lines = commands(*own)
+        assert lines and all("-Werror" in line for line in lines), own

@@ -17,7 +17,7 @@ USAGE = HERE / "typing_usage.py"
 try:
     import mypy  # noqa: F401
 except ImportError:  # a missing checker must not pass as a clean check
-    pytest.fail("mypy is not installed: python3 -m pip install mypy", pytrace=False)
+    pytest.fail("mypy is not installed (tests/requirements.txt; make deps)", pytrace=False)
 
 
 @pytest.fixture(scope="module")

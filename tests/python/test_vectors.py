@@ -156,7 +156,8 @@ def limit_args(seq: Sequence, algorithm: str):
     return (float(seq.burst), period), {"algorithm": algorithm}
 
 
-def replay(make_store, check, peek, reset, reserve=None, refund=None) -> tuple[collections.Counter, list[str]]:
+def replay(make_store, check, peek, reset, reserve=None,
+           refund=None) -> tuple[collections.Counter, list[str]]:
     """Replays every sequence under each of its algorithms; returns counts of
     compared and skipped ops, and mismatches."""
     counts: collections.Counter = collections.Counter()
@@ -378,7 +379,8 @@ def test_limits(kind):
             fields = text.split()
             args, kwargs = _number_args(fields)
             status, emission_ns, burst = fields[4], int(fields[5]), int(fields[6])
-            problem = limit_mismatch(status, emission_ns, burst, lambda: cls(*args, **kwargs), peek)
+            problem = limit_mismatch(status, emission_ns, burst,
+                                     lambda: cls(*args, **kwargs), peek)  # noqa: B023 - called here
             if problem is None and status == "OK":
                 lim = cls(*args, **kwargs)
                 if lim.rate != args[0] or lim.period != (args[1] if len(args) > 1 else 1.0):
@@ -389,7 +391,8 @@ def test_limits(kind):
             head, rate_text = text.split("|", 1)
             _, status, emission_ns, burst, period_given = head.split()
             args = [rate_text, 1.0] if period_given == "1" else [rate_text]
-            problem = limit_mismatch(status, int(emission_ns), int(burst), lambda: cls(*args), peek)
+            problem = limit_mismatch(status, int(emission_ns), int(burst),
+                                     lambda: cls(*args), peek)  # noqa: B023 - called here
         if problem:
             mismatches.append(f"limits.txt:{number}: {text!r}: {problem}")
         seen[status] += 1
@@ -487,7 +490,7 @@ def test_seconds(kind):
             if got != ns:
                 mismatches.append(f"seconds.txt:{number}: now={seconds!r} is {got!r} ns, want {ns}")
         else:
-            problem = raised_status(status, lambda: peek(lim, 0, seconds))
+            problem = raised_status(status, lambda: peek(lim, 0, seconds))  # noqa: B023 - called here
             if problem:
                 mismatches.append(f"seconds.txt:{number}: now={seconds!r}: {problem}")
     assert_no_mismatches(mismatches)

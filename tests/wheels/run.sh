@@ -1,0 +1,107 @@
+#!/bin/sh
+# The package as users get it (docs/design.md §13).
+#
+#   tests/wheels/run.sh dist VERSION...   # dist/: the sdist, a manylinux wheel per interpreter
+#   tests/wheels/run.sh test VERSION...   # the same wheels, each installed and tested
+#
+# VERSION is a CPython minor version (3.9, 3.13, ...): its interpreter is
+# taken from pyenv ($PYENV_ROOT/versions/VERSION.*) or PATH (pythonVERSION);
+# an absent one is skipped with one SKIP line. The sdist is built first and
+# every wheel is built from it (so the sdist is complete), by `python -m
+# build` on that interpreter, then repaired to a manylinux tag by auditwheel.
+#
+# test: each wheel is installed into a new virtualenv outside the tree, which
+# sees the suite's packages (tests/requirements.txt, installed once per
+# version in $VENV/pyVERSION) through a .pth file and nothing of the tree;
+# tests/model and tests/python run from a temporary directory, with no
+# PYTHONPATH, against the installed package (test_packaging.py checks where
+# cellrate was imported from). Every version runs, then the status is non-zero
+# if any failed.
+#
+# Environment: VENV (default .venv, made from BASE_PYTHON: its auditwheel repairs, its python builds
+# the sdist), CELLRATE_WERROR (passed to setup.py).
+set -eu
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+VENV=${VENV:-$ROOT/.venv}
+PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
+if [ $# -lt 1 ] || { [ "$1" != dist ] && [ "$1" != test ]; }; then
+    echo "usage: $0 dist|test VERSION..." >&2
+    exit 2
+fi
+mode=$1
+shift
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/cellrate-wheels.XXXXXX")
+trap 'rm -rf "$work"' EXIT INT TERM
+if [ "$mode" = dist ]; then
+    out="$ROOT/dist"
+    rm -rf "$out"
+else
+    out="$work/dist"
+fi
+mkdir -p "$out"
+
+# The interpreter of CPython VERSION with the GIL (the free-threaded build is
+# make test-ft's), newest patch release first.
+find_python() {
+    for py in $(ls -d "$PYENV_ROOT"/versions/"$1".*/bin/python"$1" 2>/dev/null | sort -V -r) \
+        $(command -v "python$1" || true); do
+        "$py" -c "import sys, sysconfig
+assert '%d.%d' % sys.version_info[:2] == '$1' and not sysconfig.get_config_var('Py_GIL_DISABLED')" \
+            2>/dev/null && { echo "$py"; return 0; }
+    done
+    return 1
+}
+
+"$ROOT/tests/venv.sh" "${BASE_PYTHON:-python3}" "$VENV" >/dev/null
+"$VENV/bin/python" -m build --sdist --no-isolation --outdir "$out" "$ROOT" >"$work/sdist.log" 2>&1 ||
+    { cat "$work/sdist.log" >&2; exit 1; }
+sdist=$(ls "$out"/cellrate-*.tar.gz)
+tar -xzf "$sdist" -C "$work"
+src=$(ls -d "$work"/cellrate-*/)
+echo "sdist: $(basename "$sdist")"
+
+failed=""
+passed=""
+for version in "$@"; do
+    if ! py=$(find_python "$version"); then
+        echo "SKIP python$version: no CPython $version under $PYENV_ROOT/versions or on PATH"
+        continue
+    fi
+    started=$(date +%s)
+    deps="$VENV/py$version"
+    if [ "$mode" = test ]; then
+        "$ROOT/tests/venv.sh" "$py" "$deps" -r "$ROOT/tests/requirements.txt"
+    else
+        "$ROOT/tests/venv.sh" "$py" "$deps"
+    fi
+    raw="$work/raw-$version"
+    (cd "$src" && "$deps/bin/python" -m build --wheel --no-isolation --outdir "$raw" .) \
+        >"$work/build-$version.log" 2>&1 || { cat "$work/build-$version.log" >&2; exit 1; }
+    PATH="$VENV/bin:$PATH" "$VENV/bin/auditwheel" repair --wheel-dir "$out" "$raw"/*.whl >"$work/repair-$version.log" 2>&1 ||
+        { cat "$work/repair-$version.log" >&2; exit 1; }
+    wheel=$(ls "$out"/cellrate-*-cp$(echo "$version" | tr -d .)-*.whl)
+    echo "python$version: $(basename "$wheel")"
+    [ "$mode" = test ] || continue
+
+    target="$work/venv-$version"
+    "$py" -m venv "$target"
+    "$target/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-index "$wheel"
+    "$deps/bin/python" -c 'import sysconfig; p = sysconfig.get_paths()
+print(p["purelib"]); print(p["platlib"])' \
+        >"$("$target/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/cellrate-test-deps.pth"
+    if (cd "$work" && env -u PYTHONPATH CELLRATE_INSTALLED_IN="$target" CELLRATE_WHEEL="$wheel" \
+        "$target/bin/python" -m pytest \
+        -q -p no:cacheprovider --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
+        "$ROOT/tests/model" "$ROOT/tests/python"); then
+        passed="$passed $version"
+    else
+        failed="$failed $version"
+    fi
+    echo "python$version: $(($(date +%s) - started)) s"
+done
+
+[ "$mode" = test ] || { echo "dist/:"; ls "$out"; exit 0; }
+echo "python versions passed:${passed:- none}; failed:${failed:- none}"
+[ -z "$failed" ] && [ -n "$passed" ]
