@@ -550,8 +550,8 @@ static PyObject *raise_field(PyObject *exc_type, const char *param, const char *
 /* For code that builds a Decision from another source (a remote store). */
 static PyObject *decision_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"allowed", "remaining", "retry_after", "reset_after", "limit",
-                               "window", NULL};
+    static char *keywords[] = {"allowed", "remaining", "retry_after", "reset_after",
+                               "limit",   "window",    NULL};
     PyObject *allowed_obj;
     long long remaining, limit;
     double retry_after, reset_after, window = 0.0;
@@ -705,7 +705,7 @@ static PyObject *decision_headers(PyObject *self, PyObject *args, PyObject *kwar
     PyObject *dict = PyDict_New();
     for (int i = 0; dict != NULL && i < headers.count; i++) {
         PyObject *value = PyUnicode_FromStringAndSize(headers.field[i].value,
-                                                     (Py_ssize_t)headers.field[i].value_len);
+                                                      (Py_ssize_t)headers.field[i].value_len);
         if (value == NULL || PyDict_SetItemString(dict, headers.field[i].name, value) < 0)
             Py_CLEAR(dict);
         Py_XDECREF(value);
@@ -726,10 +726,7 @@ static PyMethodDef decision_methods[] = {
 /* ------------------------------------------------------------------------ */
 /* Limiter and KeyedLimiter                                                  */
 
-static bool is_keyed(const StoreObject *store)
-{
-    return store->keyed != NULL;
-}
+static bool is_keyed(const StoreObject *store) { return store->keyed != NULL; }
 
 /* Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,
  * clock=None, algorithm=None); a KeyedLimiter also takes capacity=None. */
@@ -737,9 +734,8 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *limiter_keywords[] = {"rate",        "period", "burst",     "shared",
                                        "shared_mode", "clock",  "algorithm", NULL};
-    static char *keyed_keywords[] = {"rate",        "period", "burst",     "shared",
-                                     "shared_mode", "clock",  "algorithm", "capacity",
-                                     NULL};
+    static char *keyed_keywords[] = {"rate",  "period",    "burst",    "shared", "shared_mode",
+                                     "clock", "algorithm", "capacity", NULL};
     module_state *state = (module_state *)PyType_GetModuleState(type);
     const bool keyed = type == state->keyed_type;
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
@@ -747,8 +743,7 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs,
                                      keyed ? "O|O$OOOOOO:KeyedLimiter" : "O|O$OOOOO:Limiter",
                                      keyed ? keyed_keywords : limiter_keywords, &rate, &period,
-                                     &burst, &shared, &mode_obj, &clock, &algorithm,
-                                     &capacity_obj))
+                                     &burst, &shared, &mode_obj, &clock, &algorithm, &capacity_obj))
         return NULL;
     cr_limit limit;
     int64_t capacity = CR_KEYED_DEFAULT_CAPACITY, mode;
@@ -765,10 +760,9 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     const char *region = path != NULL ? PyBytes_AS_STRING(path) : NULL;
     cr_status status;
     Py_BEGIN_ALLOW_THREADS /* opening a region may wait on another process's lock */
-    status = keyed ? cr_keyed_open(&keyed_store, &limit, capacity, region, mode)
-                   : cr_limiter_open(&limiter, &limit, region, mode);
-    Py_END_ALLOW_THREADS
-    if (status != CR_OK)
+        status = keyed ? cr_keyed_open(&keyed_store, &limit, capacity, region, mode)
+                       : cr_limiter_open(&limiter, &limit, region, mode);
+    Py_END_ALLOW_THREADS if (status != CR_OK)
         raise_construction(state, status, path != NULL ? shared : NULL);
     Py_XDECREF(path);
     if (status != CR_OK)
@@ -798,8 +792,8 @@ static void store_dealloc(PyObject *self)
 /* One decision into `decision`, or, with `decision` NULL (allow), only
  * whether it is admitted, into `allowed`. A Limiter call without arguments
  * skips the parsing. */
-static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char *name,
-                                          bool commit, PyObject *const *args, Py_ssize_t nargs,
+static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char *name, bool commit,
+                                          PyObject *const *args, Py_ssize_t nargs,
                                           PyObject *kwnames, cr_decision *decision, bool *allowed)
 {
     StoreObject *store = (StoreObject *)self;
@@ -818,10 +812,10 @@ static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char
     cr_status status;
     CR_PY_BEGIN_DECISION
     if (keyed)
-        status = decision != NULL ? cr_keyed_check(store->keyed, key, (size_t)key_len, now_ns,
-                                                   cost, commit, decision)
-                                  : cr_keyed_allow(store->keyed, key, (size_t)key_len, now_ns,
-                                                   cost, allowed);
+        status = decision != NULL
+                     ? cr_keyed_check(store->keyed, key, (size_t)key_len, now_ns, cost, commit,
+                                      decision)
+                     : cr_keyed_allow(store->keyed, key, (size_t)key_len, now_ns, cost, allowed);
     else
         status = decision != NULL ? cr_limiter_check(store->limiter, now_ns, cost, commit, decision)
                                   : cr_limiter_allow(store->limiter, now_ns, cost, allowed);
@@ -833,9 +827,8 @@ static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char
     return 0;
 }
 
-static Py_ALWAYS_INLINE inline PyObject *store_allow(PyObject *self, bool keyed,
-                                                     PyObject *const *args, Py_ssize_t nargs,
-                                                     PyObject *kwnames)
+static Py_ALWAYS_INLINE inline PyObject *
+store_allow(PyObject *self, bool keyed, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     bool allowed;
     if (decide(self, keyed, "allow", true, args, nargs, kwnames, NULL, &allowed) < 0)
@@ -859,21 +852,21 @@ static Py_ALWAYS_INLINE inline PyObject *store_check(PyObject *self, bool keyed,
  * `keyed` a constant, so that the compiler keeps only the type's own path
  * (a run-time `keyed` measured 50 to 110 more instructions a call).
  */
-#define DECIDE_ENTRY_POINTS(type, keyed)                                                    \
-    static PyObject *type##_allow(PyObject *self, PyObject *const *args, Py_ssize_t nargs,  \
-                                  PyObject *kwnames)                                        \
-    {                                                                                       \
-        return store_allow(self, keyed, args, nargs, kwnames);                              \
-    }                                                                                       \
-    static PyObject *type##_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs,  \
-                                  PyObject *kwnames)                                        \
-    {                                                                                       \
-        return store_check(self, keyed, true, args, nargs, kwnames);                        \
-    }                                                                                       \
-    static PyObject *type##_peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs,   \
-                                 PyObject *kwnames)                                         \
-    {                                                                                       \
-        return store_check(self, keyed, false, args, nargs, kwnames);                       \
+#define DECIDE_ENTRY_POINTS(type, keyed)                                                   \
+    static PyObject *type##_allow(PyObject *self, PyObject *const *args, Py_ssize_t nargs, \
+                                  PyObject *kwnames)                                       \
+    {                                                                                      \
+        return store_allow(self, keyed, args, nargs, kwnames);                             \
+    }                                                                                      \
+    static PyObject *type##_check(PyObject *self, PyObject *const *args, Py_ssize_t nargs, \
+                                  PyObject *kwnames)                                       \
+    {                                                                                      \
+        return store_check(self, keyed, true, args, nargs, kwnames);                       \
+    }                                                                                      \
+    static PyObject *type##_peek(PyObject *self, PyObject *const *args, Py_ssize_t nargs,  \
+                                 PyObject *kwnames)                                        \
+    {                                                                                      \
+        return store_check(self, keyed, false, args, nargs, kwnames);                      \
     }
 
 DECIDE_ENTRY_POINTS(limiter, false)
@@ -994,16 +987,16 @@ static PyObject *module_check_all(PyObject *module, PyObject *const *args, Py_ss
     static const char *const keywords[] = {"items", "cost", "now", NULL};
     PyObject *given[3] = {NULL, NULL, NULL};
     if (nargs > 2) {
-        PyErr_Format(PyExc_TypeError, "check_all() takes at most 2 positional arguments (%zd given)",
-                     nargs);
+        PyErr_Format(PyExc_TypeError,
+                     "check_all() takes at most 2 positional arguments (%zd given)", nargs);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < nargs; i++)
         given[i] = args[i];
     for (Py_ssize_t i = 0; kwnames != NULL && i < PyTuple_GET_SIZE(kwnames); i++) {
         int k = 0;
-        while (keywords[k] && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i),
-                                                              keywords[k]) != 0)
+        while (keywords[k] &&
+               PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), keywords[k]) != 0)
             k++;
         if (!keywords[k] || given[k] != NULL) {
             PyErr_Format(PyExc_TypeError, "check_all() got %s argument '%U'",
@@ -1091,8 +1084,8 @@ static PyObject *module_now_ns(PyObject *module, PyObject *now)
 static PyObject *module_attach_method(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
-    if (nargs != 2 || (args[0] != (PyObject *)state->limiter_type &&
-                       args[0] != (PyObject *)state->keyed_type) ||
+    if (nargs != 2 ||
+        (args[0] != (PyObject *)state->limiter_type && args[0] != (PyObject *)state->keyed_type) ||
         !PyFunction_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError,
                         "_attach_method(type, function): Limiter or KeyedLimiter, and a function");
@@ -1114,7 +1107,6 @@ static PyObject *module_attach_method(PyObject *module, PyObject *const *args, P
     PyType_Modified(type);
     Py_RETURN_NONE;
 }
-
 
 static PyObject *store_get_algorithm(PyObject *self, void *Py_UNUSED(closure))
 {
@@ -1146,10 +1138,7 @@ static Py_ssize_t keyed_len(PyObject *self)
 
 /* Without this, len() would make a limiter with no keys yet false, and
  * `if limiter:` would skip limiting. */
-static int keyed_bool(PyObject *Py_UNUSED(self))
-{
-    return 1;
-}
+static int keyed_bool(PyObject *Py_UNUSED(self)) { return 1; }
 
 static PyObject *store_get_clock(PyObject *self, void *Py_UNUSED(closure))
 {
@@ -1186,8 +1175,8 @@ static PyObject *limit_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"rate", "period", "burst", "algorithm", NULL};
     PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OO:Limit", keywords, &rate, &period,
-                                     &burst, &algorithm))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OO:Limit", keywords, &rate, &period, &burst,
+                                     &algorithm))
         return NULL;
     cr_limit limit;
     if (convert_limit((module_state *)PyType_GetModuleState(type), rate, period, burst, Py_None,
@@ -1217,8 +1206,8 @@ static PyObject *limit_repr(PyObject *self)
 static PyObject *limit_key(const cr_limit *limit)
 {
     return Py_BuildValue("(sddLLL)", cr_algorithm_name(limit->algorithm), limit->rate,
-                         limit->period_s, (long long)limit->burst,
-                         (long long)limit->emission_ns, (long long)limit->tolerance_ns);
+                         limit->period_s, (long long)limit->burst, (long long)limit->emission_ns,
+                         (long long)limit->tolerance_ns);
 }
 
 static PyObject *limit_richcompare(PyObject *self, PyObject *other, int op)
@@ -1276,41 +1265,41 @@ static PyObject *module_check_policy_name(PyObject *module, PyObject *name_obj)
 /* ------------------------------------------------------------------------ */
 /* Type specs                                                                */
 
-#define DECIDE_DOC(sig, what)                                                  \
-    sig "\n--\n\n" what "\n\n"                                                 \
-        "cost: units to spend (an int >= 0; 0 is a probe that always passes).\n" \
+#define DECIDE_DOC(sig, what)                                                       \
+    sig "\n--\n\n" what "\n\n"                                                      \
+        "cost: units to spend (an int >= 0; 0 is a probe that always passes).\n"    \
         "now: seconds on the limit's clock (time.monotonic(); window algorithms:\n" \
         "time.time()); None reads the clock."
 
 PyDoc_STRVAR(limiter_allow_doc,
              DECIDE_DOC("allow($self, /, cost=1, *, now=None)",
                         "Admit `cost` units if the limit allows; return True if admitted."));
-PyDoc_STRVAR(limiter_check_doc,
-             DECIDE_DOC("check($self, /, cost=1, *, now=None)",
-                        "As allow(), but return the whole Decision."));
+PyDoc_STRVAR(limiter_check_doc, DECIDE_DOC("check($self, /, cost=1, *, now=None)",
+                                           "As allow(), but return the whole Decision."));
 PyDoc_STRVAR(limiter_peek_doc,
              DECIDE_DOC("peek($self, /, cost=1, *, now=None)",
                         "The Decision check() would return, without spending anything."));
-#define RESERVE_DOC(sig)                                                                   \
-    sig "\n--\n\n"                                                                          \
-        "Commit `cost` units at the earliest instant they fit, if that is at most\n"        \
-        "`max_wait` seconds away (None: any wait); return the delay in seconds\n"           \
-        "until they may be used (0.0: now), or None, committing nothing, when that\n"      \
+#define RESERVE_DOC(sig)                                                              \
+    sig "\n--\n\n"                                                                    \
+        "Commit `cost` units at the earliest instant they fit, if that is at most\n"  \
+        "`max_wait` seconds away (None: any wait); return the delay in seconds\n"     \
+        "until they may be used (0.0: now), or None, committing nothing, when that\n" \
         "is not possible. Window algorithms reserve only for now (delay 0)."
-#define REFUND_DOC(sig)                                                                    \
-    sig "\n--\n\n"                                                                          \
-        "Give back `cost` units taken earlier (a cancelled reservation); never\n"           \
+#define REFUND_DOC(sig)                                                           \
+    sig "\n--\n\n"                                                                \
+        "Give back `cost` units taken earlier (a cancelled reservation); never\n" \
         "better than idle."
 
-#define ANCHOR_DOC(sig)                                                                    \
-    sig "\n--\n\n"                                                                          \
-        "`cost` units reserved earlier start only now (a waiter woken after its\n"          \
-        "instant): what follows is spaced from now, never less strictly. wait()\n"         \
+#define ANCHOR_DOC(sig)                                                            \
+    sig "\n--\n\n"                                                                 \
+        "`cost` units reserved earlier start only now (a waiter woken after its\n" \
+        "instant): what follows is spaced from now, never less strictly. wait()\n" \
         "and acquire() call it after their sleep; windows: nothing to do."
 
 PyDoc_STRVAR(limiter_anchor_doc, ANCHOR_DOC("anchor($self, /, cost=1, *, now=None)"));
 PyDoc_STRVAR(keyed_anchor_doc, ANCHOR_DOC("anchor($self, /, key, cost=1, *, now=None)"));
-PyDoc_STRVAR(limiter_reserve_doc, RESERVE_DOC("reserve($self, /, cost=1, *, max_wait=None, now=None)"));
+PyDoc_STRVAR(limiter_reserve_doc,
+             RESERVE_DOC("reserve($self, /, cost=1, *, max_wait=None, now=None)"));
 PyDoc_STRVAR(limiter_refund_doc, REFUND_DOC("refund($self, /, cost=1, *, now=None)"));
 PyDoc_STRVAR(keyed_reserve_doc,
              RESERVE_DOC("reserve($self, /, key, cost=1, *, max_wait=None, now=None)"));
@@ -1326,10 +1315,9 @@ PyDoc_STRVAR(check_timeout_doc,
              "Private: the seconds of a wait's `timeout` (None for any wait), or\n"
              "InvalidArgument / InvalidArgumentType naming `timeout`.");
 
-PyDoc_STRVAR(now_ns_doc,
-             "_now_ns(now, /)\n--\n\n"
-             "Private: `now` (seconds) as the integer ns the core decides at, or\n"
-             "InvalidArgument / InvalidArgumentType naming `now`.");
+PyDoc_STRVAR(now_ns_doc, "_now_ns(now, /)\n--\n\n"
+                         "Private: `now` (seconds) as the integer ns the core decides at, or\n"
+                         "InvalidArgument / InvalidArgumentType naming `now`.");
 
 PyDoc_STRVAR(check_all_doc,
              "check_all(items, cost=1, *, now=None)\n--\n\n"
@@ -1344,9 +1332,8 @@ PyDoc_STRVAR(keyed_allow_doc,
              DECIDE_DOC("allow($self, /, key, cost=1, *, now=None)",
                         "Admit `cost` units for `key` (str or bytes; a str counts as its\n"
                         "UTF-8 bytes) if its limit allows; return True if admitted."));
-PyDoc_STRVAR(keyed_check_doc,
-             DECIDE_DOC("check($self, /, key, cost=1, *, now=None)",
-                        "As allow(), but return the whole Decision."));
+PyDoc_STRVAR(keyed_check_doc, DECIDE_DOC("check($self, /, key, cost=1, *, now=None)",
+                                         "As allow(), but return the whole Decision."));
 PyDoc_STRVAR(keyed_peek_doc,
              DECIDE_DOC("peek($self, /, key, cost=1, *, now=None)",
                         "The Decision check() would return, without spending anything."));
@@ -1357,11 +1344,10 @@ PyDoc_STRVAR(decision_doc,
              "Decision(allowed, remaining, retry_after, reset_after, limit, window=0.0)\n--\n\n"
              "The answer to one request: immutable; times in seconds.");
 
-PyDoc_STRVAR(limit_doc,
-             "Limit(rate, period=None, *, burst=None, algorithm='gcra')\n--\n\n"
-             "A validated limit, with no store: what a Limiter of the same arguments\n"
-             "decides by, refused with the same errors. Immutable; equal (and hashed)\n"
-             "by its parameters.");
+PyDoc_STRVAR(limit_doc, "Limit(rate, period=None, *, burst=None, algorithm='gcra')\n--\n\n"
+                        "A validated limit, with no store: what a Limiter of the same arguments\n"
+                        "decides by, refused with the same errors. Immutable; equal (and hashed)\n"
+                        "by its parameters.");
 
 PyDoc_STRVAR(check_policy_name_doc,
              "check_policy_name(name, /)\n--\n\n"
@@ -1399,19 +1385,21 @@ PyDoc_STRVAR(keyed_doc,
              "shared, shared_mode, clock, algorithm: as for Limiter.\n\n"
              "len() is the number of keys holding a slot. Safe to share between threads.");
 
-#define DECIDE_METHODS(type)                                                               \
+#define DECIDE_METHODS(type)                                                                   \
     {"allow", (PyCFunction)(void (*)(void))type##_allow, METH_FASTCALL | METH_KEYWORDS,        \
-     type##_allow_doc},                                                                       \
+     type##_allow_doc},                                                                        \
         {"check", (PyCFunction)(void (*)(void))type##_check, METH_FASTCALL | METH_KEYWORDS,    \
-         type##_check_doc},                                                                   \
+         type##_check_doc},                                                                    \
         {"peek", (PyCFunction)(void (*)(void))type##_peek, METH_FASTCALL | METH_KEYWORDS,      \
-         type##_peek_doc},                                                                    \
+         type##_peek_doc},                                                                     \
         {"reserve", (PyCFunction)(void (*)(void))store_reserve, METH_FASTCALL | METH_KEYWORDS, \
-         type##_reserve_doc},                                                                 \
+         type##_reserve_doc},                                                                  \
         {"refund", (PyCFunction)(void (*)(void))store_refund, METH_FASTCALL | METH_KEYWORDS,   \
-         type##_refund_doc},                                                                  \
-        {"anchor", (PyCFunction)(void (*)(void))store_anchor, METH_FASTCALL | METH_KEYWORDS,   \
-         type##_anchor_doc}
+         type##_refund_doc},                                                                   \
+    {                                                                                          \
+        "anchor", (PyCFunction)(void (*)(void))store_anchor, METH_FASTCALL | METH_KEYWORDS,    \
+            type##_anchor_doc                                                                  \
+    }
 
 static PyMethodDef limiter_methods[] = {
     DECIDE_METHODS(limiter),
@@ -1427,14 +1415,16 @@ static PyMethodDef keyed_methods[] = {
 
 /* The limit's fields, read-only, the same on both types. */
 #define LIMIT_MEMBER(name, type, field, doc)                                                   \
-    {name, type, offsetof(StoreObject, limit) + offsetof(cr_limit, field), Py_READONLY, doc}
-#define LIMIT_MEMBERS                                                                          \
-    LIMIT_MEMBER("rate", Py_T_DOUBLE, rate, "Units admitted per period, sustained."),          \
-        LIMIT_MEMBER("period", Py_T_DOUBLE, period_s, "The period in seconds."),               \
-        LIMIT_MEMBER("burst", Py_T_LONGLONG, burst, "Units an idle key admits at once."),      \
-        LIMIT_MEMBER("emission_ns", Py_T_LONGLONG, emission_ns,                                \
-                     "The emission interval T: nanoseconds per unit."),                        \
-        LIMIT_MEMBER("tolerance_ns", Py_T_LONGLONG, tolerance_ns,                              \
+    {                                                                                          \
+        name, type, offsetof(StoreObject, limit) + offsetof(cr_limit, field), Py_READONLY, doc \
+    }
+#define LIMIT_MEMBERS                                                                     \
+    LIMIT_MEMBER("rate", Py_T_DOUBLE, rate, "Units admitted per period, sustained."),     \
+        LIMIT_MEMBER("period", Py_T_DOUBLE, period_s, "The period in seconds."),          \
+        LIMIT_MEMBER("burst", Py_T_LONGLONG, burst, "Units an idle key admits at once."), \
+        LIMIT_MEMBER("emission_ns", Py_T_LONGLONG, emission_ns,                           \
+                     "The emission interval T: nanoseconds per unit."),                   \
+        LIMIT_MEMBER("tolerance_ns", Py_T_LONGLONG, tolerance_ns,                         \
                      "The tolerance tau = T * burst, in nanoseconds.")
 
 static PyMemberDef limiter_members[] = {
@@ -1444,7 +1434,9 @@ static PyMemberDef limiter_members[] = {
 
 /* The same fields on a Limit, whose limit is its only member. */
 #define LIMIT_VALUE_MEMBER(name, type, field, doc)                                             \
-    {name, type, offsetof(LimitObject, limit) + offsetof(cr_limit, field), Py_READONLY, doc}
+    {                                                                                          \
+        name, type, offsetof(LimitObject, limit) + offsetof(cr_limit, field), Py_READONLY, doc \
+    }
 
 static PyMemberDef limit_members[] = {
     LIMIT_VALUE_MEMBER("rate", Py_T_DOUBLE, rate, "Units admitted per period, sustained."),
@@ -1473,11 +1465,13 @@ static PyMemberDef keyed_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-#define CLOCK_GETTER                                                                           \
-    {"clock", store_get_clock, NULL,                                                           \
-     "The clock read when now is None: 'monotonic', 'fast' or 'realtime' (windows).", NULL},   \
-        {"algorithm", store_get_algorithm, NULL,                                               \
-         "'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'.", NULL}
+#define CLOCK_GETTER                                                                         \
+    {"clock", store_get_clock, NULL,                                                         \
+     "The clock read when now is None: 'monotonic', 'fast' or 'realtime' (windows).", NULL}, \
+    {                                                                                        \
+        "algorithm", store_get_algorithm, NULL,                                              \
+            "'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'.", NULL              \
+    }
 
 static PyGetSetDef limiter_getset[] = {
     CLOCK_GETTER,
@@ -1526,27 +1520,18 @@ static PyType_Slot limit_slots[] = {
 };
 
 static PyType_Slot limiter_slots[] = {
-    {Py_tp_doc, (void *)limiter_doc},
-    {Py_tp_new, store_new},
-    {Py_tp_dealloc, store_dealloc},
-    {Py_tp_repr, store_repr},
-    {Py_tp_methods, limiter_methods},
-    {Py_tp_members, limiter_members},
-    {Py_tp_getset, limiter_getset},
-    {0, NULL},
+    {Py_tp_doc, (void *)limiter_doc}, {Py_tp_new, store_new},
+    {Py_tp_dealloc, store_dealloc},   {Py_tp_repr, store_repr},
+    {Py_tp_methods, limiter_methods}, {Py_tp_members, limiter_members},
+    {Py_tp_getset, limiter_getset},   {0, NULL},
 };
 
 static PyType_Slot keyed_slots[] = {
-    {Py_tp_doc, (void *)keyed_doc},
-    {Py_tp_new, store_new},
-    {Py_tp_dealloc, store_dealloc},
-    {Py_tp_repr, store_repr},
-    {Py_tp_methods, keyed_methods},
-    {Py_tp_members, keyed_members},
-    {Py_tp_getset, keyed_getset},
-    {Py_sq_length, keyed_len},
-    {Py_nb_bool, keyed_bool},
-    {0, NULL},
+    {Py_tp_doc, (void *)keyed_doc}, {Py_tp_new, store_new},
+    {Py_tp_dealloc, store_dealloc}, {Py_tp_repr, store_repr},
+    {Py_tp_methods, keyed_methods}, {Py_tp_members, keyed_members},
+    {Py_tp_getset, keyed_getset},   {Py_sq_length, keyed_len},
+    {Py_nb_bool, keyed_bool},       {0, NULL},
 };
 
 #pragma GCC diagnostic pop
@@ -1657,9 +1642,8 @@ static int cellrate_exec(PyObject *module)
     if (state->invalid_argument == NULL ||
         add_object(module, "InvalidArgument", state->invalid_argument) < 0)
         return -1;
-    state->invalid_argument_type =
-        new_exception_leaf("cellrate.InvalidArgumentType", invalid_argument_type_doc,
-                           state->error, PyExc_TypeError);
+    state->invalid_argument_type = new_exception_leaf(
+        "cellrate.InvalidArgumentType", invalid_argument_type_doc, state->error, PyExc_TypeError);
     if (state->invalid_argument_type == NULL ||
         add_object(module, "InvalidArgumentType", state->invalid_argument_type) < 0)
         return -1;
@@ -1693,10 +1677,7 @@ static int cellrate_clear(PyObject *module)
     return 0;
 }
 
-static void cellrate_free(void *module)
-{
-    (void)cellrate_clear((PyObject *)module);
-}
+static void cellrate_free(void *module) { (void)cellrate_clear((PyObject *)module); }
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpedantic"
@@ -1728,20 +1709,11 @@ static PyModuleDef_Slot cellrate_slots[] = {
 PyDoc_STRVAR(cellrate_doc, "The compiled core of cellrate: GCRA rate limiting.");
 
 static struct PyModuleDef cellrate_module = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "cellrate._cellrate",
-    .m_doc = cellrate_doc,
-    .m_size = sizeof(module_state),
-    .m_methods = cellrate_methods,
-    .m_slots = cellrate_slots,
-    .m_traverse = cellrate_traverse,
-    .m_clear = cellrate_clear,
-    .m_free = cellrate_free,
+    PyModuleDef_HEAD_INIT,           .m_name = "cellrate._cellrate", .m_doc = cellrate_doc,
+    .m_size = sizeof(module_state),  .m_methods = cellrate_methods,  .m_slots = cellrate_slots,
+    .m_traverse = cellrate_traverse, .m_clear = cellrate_clear,      .m_free = cellrate_free,
 };
 
 PyMODINIT_FUNC PyInit__cellrate(void);
 
-PyMODINIT_FUNC PyInit__cellrate(void)
-{
-    return PyModuleDef_Init(&cellrate_module);
-}
+PyMODINIT_FUNC PyInit__cellrate(void) { return PyModuleDef_Init(&cellrate_module); }

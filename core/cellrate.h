@@ -80,93 +80,101 @@ const char *cr_version(void);
  * The table is the reference model's (tests/model/gcra_model.py), row for row
  * (tests/vectors/status.txt).
  */
-#define CR_STATUS_LIST(X)                                                                  \
-    X(0, OK, NONE, "", "ok")                                                                     \
-    X(1, E_RATE, ARGUMENT, "rate", "rate must be a number > 0 or a rate string such as '10/second'") \
-    X(2, E_RATE_SYNTAX, ARGUMENT, "rate",                                                            \
-      "rate: cannot parse; expected a number or a string such as "                         \
-      "'10/second', '300/minute', '5 per second' or '100/5m'")                             \
-    X(3, E_RATE_CALENDAR, ARGUMENT, "rate",                                                          \
-      "rate: months and years have no fixed length; use a fixed duration "                 \
-      "such as '1000/30d' or '1000/365d'")                                                 \
-    X(4, E_RATE_TOO_HIGH, ARGUMENT, "rate", "rate is too high: the interval period/rate rounds below 1 ns") \
-    X(5, E_RATE_TOO_LOW, ARGUMENT, "rate",                                                           \
-      "rate is too low: the interval period/rate exceeds 2^62 ns (146 years)")             \
-    X(6, E_PERIOD, ARGUMENT, "period", "period must be a finite number of seconds > 0")              \
-    X(7, E_PERIOD_WITH_TEXT, ARGUMENT, "period",                                                     \
-      "period must not be given with a rate string, which carries its own period")         \
-    X(8, E_BURST, ARGUMENT, "burst", "burst must be an integer >= 1")                                \
-    X(9, E_BURST_TOO_LARGE, ARGUMENT, "burst",                                                       \
-      "burst is too large: burst * (period/rate) exceeds 2^62 ns (146 years)")             \
-    X(10, E_COST, ARGUMENT, "cost", "cost must be an integer >= 0")                                  \
-    X(11, E_NOW, ARGUMENT, "now",                                                                    \
-      "now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)")         \
-    X(12, E_KEY, ARGUMENT, "key", "key must be a string of bytes")                                   \
-    X(13, E_CLOCK, ARGUMENT, "clock", "clock must be 'monotonic' or 'fast'")                         \
-    X(14, E_CAPACITY, ARGUMENT, "capacity", "capacity must be an integer >= 1 and <= 2^32")          \
-    X(15, E_NOMEM, RUNTIME, "", "out of memory")                                                    \
-    X(16, E_SHARED_PATH, ARGUMENT, "shared",                                                         \
-      "shared must be the path of the region file (a string without NUL characters)")      \
-    X(17, E_SHARED_IO, RUNTIME, "shared", "shared: cannot open, create or map the region file")     \
-    X(18, E_SHARED_ACCESS, RUNTIME, "shared", "shared: permission denied on the region file")       \
-    X(19, E_SHARED_SHORT, REGION, "shared", "shared: the file is too short to be a cellrate region") \
-    X(20, E_SHARED_FOREIGN, REGION, "shared", "shared: the file is not a cellrate region")         \
-    X(21, E_SHARED_VERSION, REGION, "shared", "shared: the region has another layout version")     \
-    X(22, E_SHARED_CORRUPT, REGION, "shared", "shared: the region is corrupt (header checksum or size)") \
-    X(23, E_SHARED_KIND, REGION, "shared",                                                         \
-      "shared: the region holds another kind of limiter (Limiter vs KeyedLimiter)")        \
-    X(24, E_SHARED_RATE, REGION, "shared", "shared: the region was made with another rate or period") \
-    X(25, E_SHARED_BURST, REGION, "shared", "shared: the region was made with another burst")      \
-    X(26, E_SHARED_CAPACITY, REGION, "shared", "shared: the region was made with another capacity") \
-    X(27, E_SHARED_MODE, ARGUMENT, "shared_mode", "shared_mode must be a file mode from 0 to 0777 (octal)") \
-    X(28, E_ALGORITHM, ARGUMENT, "algorithm",                                                        \
-      "algorithm must be 'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'")     \
-    X(29, E_BURST_WINDOW, ARGUMENT, "burst",                                                         \
-      "burst: a window algorithm takes no burst (a window admits rate units); "            \
-      "leave burst out, or use 'gcra' or 'token_bucket'")                                  \
-    X(30, E_RATE_WHOLE, ARGUMENT, "rate",                                                            \
-      "rate: a window admits a whole number of units; write a fractional rate as "         \
-      "whole units per longer window, e.g. '1/2s' for 0.5 per second")                     \
-    X(31, E_RATE_FIXED_CEILING, ARGUMENT, "rate",                                                    \
-      "rate is above the fixed_window ceiling: at most period_ns - 1 units per window "    \
-      "(999999999 per second, 59999999999 per minute)")                                    \
-    X(32, E_RATE_SLIDING_CEILING, ARGUMENT, "rate",                                                  \
-      "rate is above the sliding_window ceiling: (rate + 1)^2 <= period_ns "               \
-      "(31621 per second, 244947 per minute, 1897365 per hour, 9295159 per day)")          \
-    X(33, E_WINDOW_TOO_LONG, ARGUMENT, "period",                                                     \
-      "period: a window longer than 2^60 ns (36.5 years) is not supported")                \
-    X(34, E_CLOCK_WINDOW, ARGUMENT, "clock",                                                         \
-      "clock: window algorithms read the realtime clock (windows are aligned to the "      \
-      "Unix epoch); leave clock out or pass 'realtime'")                                   \
-    X(35, E_SHARED_ALGORITHM, REGION, "shared", "shared: the region was made with another algorithm") \
-    X(36, E_MAX_WAIT, ARGUMENT, "max_wait",                                                          \
-      "max_wait must be a number of seconds >= 0, or absent for any wait")                 \
-    X(37, E_ITEMS, ARGUMENT, "items",                                                                \
-      "items must be a non-empty list of limiters and (keyed limiter, key) pairs")       \
-    X(38, E_HEADER_NAME, ARGUMENT, "name",                                                           \
-      "name must be 1 to 64 printable ASCII characters (the policy name of the headers)")  \
-    X(39, E_HEADER_VALUE, ARGUMENT, "decision",                                                      \
-      "decision: limit, remaining, retry_after, reset_after and window must be >= 0") \
-    X(40, E_SHARED_DANGLING, REGION, "shared",                                                     \
-      "shared: the path is a symbolic link to nothing; remove the link or point it at a region") \
-    X(41, E_SHARED_UNSTABLE, REGION, "shared",                                                     \
+#define CR_STATUS_LIST(X)                                                                         \
+    X(0, OK, NONE, "", "ok")                                                                      \
+    X(1, E_RATE, ARGUMENT, "rate",                                                                \
+      "rate must be a number > 0 or a rate string such as '10/second'")                           \
+    X(2, E_RATE_SYNTAX, ARGUMENT, "rate",                                                         \
+      "rate: cannot parse; expected a number or a string such as "                                \
+      "'10/second', '300/minute', '5 per second' or '100/5m'")                                    \
+    X(3, E_RATE_CALENDAR, ARGUMENT, "rate",                                                       \
+      "rate: months and years have no fixed length; use a fixed duration "                        \
+      "such as '1000/30d' or '1000/365d'")                                                        \
+    X(4, E_RATE_TOO_HIGH, ARGUMENT, "rate",                                                       \
+      "rate is too high: the interval period/rate rounds below 1 ns")                             \
+    X(5, E_RATE_TOO_LOW, ARGUMENT, "rate",                                                        \
+      "rate is too low: the interval period/rate exceeds 2^62 ns (146 years)")                    \
+    X(6, E_PERIOD, ARGUMENT, "period", "period must be a finite number of seconds > 0")           \
+    X(7, E_PERIOD_WITH_TEXT, ARGUMENT, "period",                                                  \
+      "period must not be given with a rate string, which carries its own period")                \
+    X(8, E_BURST, ARGUMENT, "burst", "burst must be an integer >= 1")                             \
+    X(9, E_BURST_TOO_LARGE, ARGUMENT, "burst",                                                    \
+      "burst is too large: burst * (period/rate) exceeds 2^62 ns (146 years)")                    \
+    X(10, E_COST, ARGUMENT, "cost", "cost must be an integer >= 0")                               \
+    X(11, E_NOW, ARGUMENT, "now",                                                                 \
+      "now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)")                \
+    X(12, E_KEY, ARGUMENT, "key", "key must be a string of bytes")                                \
+    X(13, E_CLOCK, ARGUMENT, "clock", "clock must be 'monotonic' or 'fast'")                      \
+    X(14, E_CAPACITY, ARGUMENT, "capacity", "capacity must be an integer >= 1 and <= 2^32")       \
+    X(15, E_NOMEM, RUNTIME, "", "out of memory")                                                  \
+    X(16, E_SHARED_PATH, ARGUMENT, "shared",                                                      \
+      "shared must be the path of the region file (a string without NUL characters)")             \
+    X(17, E_SHARED_IO, RUNTIME, "shared", "shared: cannot open, create or map the region file")   \
+    X(18, E_SHARED_ACCESS, RUNTIME, "shared", "shared: permission denied on the region file")     \
+    X(19, E_SHARED_SHORT, REGION, "shared",                                                       \
+      "shared: the file is too short to be a cellrate region")                                    \
+    X(20, E_SHARED_FOREIGN, REGION, "shared", "shared: the file is not a cellrate region")        \
+    X(21, E_SHARED_VERSION, REGION, "shared", "shared: the region has another layout version")    \
+    X(22, E_SHARED_CORRUPT, REGION, "shared",                                                     \
+      "shared: the region is corrupt (header checksum or size)")                                  \
+    X(23, E_SHARED_KIND, REGION, "shared",                                                        \
+      "shared: the region holds another kind of limiter (Limiter vs KeyedLimiter)")               \
+    X(24, E_SHARED_RATE, REGION, "shared",                                                        \
+      "shared: the region was made with another rate or period")                                  \
+    X(25, E_SHARED_BURST, REGION, "shared", "shared: the region was made with another burst")     \
+    X(26, E_SHARED_CAPACITY, REGION, "shared",                                                    \
+      "shared: the region was made with another capacity")                                        \
+    X(27, E_SHARED_MODE, ARGUMENT, "shared_mode",                                                 \
+      "shared_mode must be a file mode from 0 to 0777 (octal)")                                   \
+    X(28, E_ALGORITHM, ARGUMENT, "algorithm",                                                     \
+      "algorithm must be 'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'")             \
+    X(29, E_BURST_WINDOW, ARGUMENT, "burst",                                                      \
+      "burst: a window algorithm takes no burst (a window admits rate units); "                   \
+      "leave burst out, or use 'gcra' or 'token_bucket'")                                         \
+    X(30, E_RATE_WHOLE, ARGUMENT, "rate",                                                         \
+      "rate: a window admits a whole number of units; write a fractional rate as "                \
+      "whole units per longer window, e.g. '1/2s' for 0.5 per second")                            \
+    X(31, E_RATE_FIXED_CEILING, ARGUMENT, "rate",                                                 \
+      "rate is above the fixed_window ceiling: at most period_ns - 1 units per window "           \
+      "(999999999 per second, 59999999999 per minute)")                                           \
+    X(32, E_RATE_SLIDING_CEILING, ARGUMENT, "rate",                                               \
+      "rate is above the sliding_window ceiling: (rate + 1)^2 <= period_ns "                      \
+      "(31621 per second, 244947 per minute, 1897365 per hour, 9295159 per day)")                 \
+    X(33, E_WINDOW_TOO_LONG, ARGUMENT, "period",                                                  \
+      "period: a window longer than 2^60 ns (36.5 years) is not supported")                       \
+    X(34, E_CLOCK_WINDOW, ARGUMENT, "clock",                                                      \
+      "clock: window algorithms read the realtime clock (windows are aligned to the "             \
+      "Unix epoch); leave clock out or pass 'realtime'")                                          \
+    X(35, E_SHARED_ALGORITHM, REGION, "shared",                                                   \
+      "shared: the region was made with another algorithm")                                       \
+    X(36, E_MAX_WAIT, ARGUMENT, "max_wait",                                                       \
+      "max_wait must be a number of seconds >= 0, or absent for any wait")                        \
+    X(37, E_ITEMS, ARGUMENT, "items",                                                             \
+      "items must be a non-empty list of limiters and (keyed limiter, key) pairs")                \
+    X(38, E_HEADER_NAME, ARGUMENT, "name",                                                        \
+      "name must be 1 to 64 printable ASCII characters (the policy name of the headers)")         \
+    X(39, E_HEADER_VALUE, ARGUMENT, "decision",                                                   \
+      "decision: limit, remaining, retry_after, reset_after and window must be >= 0")             \
+    X(40, E_SHARED_DANGLING, REGION, "shared",                                                    \
+      "shared: the path is a symbolic link to nothing; remove the link or point it at a region")  \
+    X(41, E_SHARED_UNSTABLE, REGION, "shared",                                                    \
       "shared: the path kept changing while it was opened (removed or replaced again and again)") \
-    X(42, E_SHARED_LOCK, RUNTIME, "shared",                                                         \
-      "shared: a lock of the region stayed held past its time limit (a stopped or frozen " \
-      "process holds it)")                                                                 \
-    X(43, E_SHARED_MODE_ALONE, ARGUMENT, "shared_mode",                                              \
-      "shared_mode is the mode of a region file: give it only with shared") \
-    X(44, E_TIMEOUT, ARGUMENT, "timeout",                                                            \
-      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes")   \
-    X(45, E_RATE_SEVERAL, ARGUMENT, "rate",                                                          \
-      "rate: one string is one limit; for several ('100/day;10/hour') make one limiter "   \
+    X(42, E_SHARED_LOCK, RUNTIME, "shared",                                                       \
+      "shared: a lock of the region stayed held past its time limit (a stopped or frozen "        \
+      "process holds it)")                                                                        \
+    X(43, E_SHARED_MODE_ALONE, ARGUMENT, "shared_mode",                                           \
+      "shared_mode is the mode of a region file: give it only with shared")                       \
+    X(44, E_TIMEOUT, ARGUMENT, "timeout",                                                         \
+      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes")          \
+    X(45, E_RATE_SEVERAL, ARGUMENT, "rate",                                                       \
+      "rate: one string is one limit; for several ('100/day;10/hour') make one limiter "          \
       "of each and decide them as one with check_all")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1
 typedef enum cr_status {
     CR_STATUS_LIST(CR_STATUS_ENUM_)
-    CR_STATUS_COUNT = 0 CR_STATUS_LIST(CR_STATUS_ONE_) /* the number of rows */
+        CR_STATUS_COUNT = 0 CR_STATUS_LIST(CR_STATUS_ONE_) /* the number of rows */
 } cr_status;
 #undef CR_STATUS_ENUM_
 #undef CR_STATUS_ONE_
@@ -198,9 +206,9 @@ cr_status_class cr_status_class_of(cr_status status);
 /* The algorithm catalogue (docs/design.md §7). Every one keeps one 64-bit
  * state word per key, so every store carries every algorithm. */
 typedef enum cr_algorithm {
-    CR_ALGORITHM_GCRA = 0,         /* the default */
-    CR_ALGORITHM_TOKEN_BUCKET = 1, /* GCRA's arithmetic under the bucket's name */
-    CR_ALGORITHM_FIXED_WINDOW = 2, /* rate units per window aligned to the Unix epoch */
+    CR_ALGORITHM_GCRA = 0,          /* the default */
+    CR_ALGORITHM_TOKEN_BUCKET = 1,  /* GCRA's arithmetic under the bucket's name */
+    CR_ALGORITHM_FIXED_WINDOW = 2,  /* rate units per window aligned to the Unix epoch */
     CR_ALGORITHM_SLIDING_WINDOW = 3 /* the previous window's count, decaying, + the current */
 } cr_algorithm;
 
@@ -389,8 +397,7 @@ typedef struct cr_limiter cr_limiter;
  * path keeps changing under it. The mapping survives fork(). On
  * CR_E_SHARED_IO / CR_E_SHARED_ACCESS, errno says why (docs/design.md §5).
  */
-cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *path,
-                          int64_t mode);
+cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *path, int64_t mode);
 /* cr_limiter_open(out, limit, NULL, 0). */
 cr_status cr_limiter_new(cr_limiter **out, const cr_limit *limit);
 /* Frees it (unmapping a shared region; the file stays); NULL is a no-op. */
@@ -414,8 +421,8 @@ void cr_limiter_reset(cr_limiter *limiter);
 
 /* cr_reserve on the limiter's state, by compare-and-swap. `max_wait_ns` >= 0
  * or CR_NEVER (else CR_E_MAX_WAIT). */
-cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost,
-                             int64_t max_wait_ns, bool *reserved, int64_t *delay_ns);
+cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost, int64_t max_wait_ns,
+                             bool *reserved, int64_t *delay_ns);
 
 /* cr_refund on the limiter's state, by compare-and-swap. */
 cr_status cr_limiter_refund(cr_limiter *limiter, int64_t now_ns, int64_t cost);
@@ -457,8 +464,7 @@ cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64
 
 /* As cr_limiter_reserve, for `key`. */
 cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                           int64_t cost, int64_t max_wait_ns, bool *reserved,
-                           int64_t *delay_ns);
+                           int64_t cost, int64_t max_wait_ns, bool *reserved, int64_t *delay_ns);
 
 /* As cr_limiter_refund, for `key` (an absent key has nothing to give back). */
 cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -538,10 +544,10 @@ cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *a
  * the window algorithms: the window). */
 int64_t cr_limit_window_ns(const cr_limit *limit);
 
-#define CR_HEADER_NAME_MAX 64   /* bytes of a policy name */
+#define CR_HEADER_NAME_MAX 64            /* bytes of a policy name */
 #define CR_HEADER_DEFAULT_NAME "default" /* the policy name of a NULL name */
-#define CR_HEADERS_MAX 6        /* fields cr_headers_format may fill */
-#define CR_HEADER_VALUE_MAX 192 /* bytes of a value, with its NUL */
+#define CR_HEADERS_MAX 6                 /* fields cr_headers_format may fill */
+#define CR_HEADER_VALUE_MAX 192          /* bytes of a value, with its NUL */
 
 typedef struct cr_header {
     const char *name;                /* a static string, e.g. "RateLimit-Policy" */

@@ -14,7 +14,7 @@ static const struct {
     const char *param;
     const char *message;
 } status_table[CR_STATUS_COUNT] = {
-#define CR_STATUS_ROW_(number, name, class, param, message)                                \
+#define CR_STATUS_ROW_(number, name, class, param, message) \
     [number] = {CR_STATUS_##class, param, message},
     CR_STATUS_LIST(CR_STATUS_ROW_)
 #undef CR_STATUS_ROW_
@@ -22,7 +22,7 @@ static const struct {
 
 /* The numbers are dense: each below the row count, and each used once (a
  * duplicate is a duplicate case label in cr_status_name). */
-#define CR_STATUS_DENSE_(number, name, class, param, message)                                     \
+#define CR_STATUS_DENSE_(number, name, class, param, message) \
     _Static_assert((number) >= 0 && (number) < CR_STATUS_COUNT, "status " #name " out of range");
 CR_STATUS_LIST(CR_STATUS_DENSE_)
 #undef CR_STATUS_DENSE_
@@ -51,8 +51,8 @@ cr_status_class cr_status_class_of(cr_status status)
 const char *cr_status_name(cr_status status)
 {
     switch (status) {
-#define CR_STATUS_CASE_(number, name, class, param, message)                                      \
-    case number:                                                                           \
+#define CR_STATUS_CASE_(number, name, class, param, message) \
+    case number:                                             \
         return #name;
         CR_STATUS_LIST(CR_STATUS_CASE_)
 #undef CR_STATUS_CASE_
@@ -208,14 +208,14 @@ static const char *const unit_m[] = {"m", "min", "mins", "minute", "minutes", NU
 static const char *const unit_h[] = {"h", "hr", "hrs", "hour", "hours", NULL};
 static const char *const unit_d[] = {"d", "day", "days", NULL};
 static const char *const unit_w[] = {"w", "wk", "week", "weeks", NULL};
-static const char *const unit_calendar[] = {"mo",   "month", "months", "y",     "yr",
-                                            "yrs",  "year",  "years",  NULL};
+static const char *const unit_calendar[] = {"mo",  "month", "months", "y", "yr",
+                                            "yrs", "year",  "years",  NULL};
 
 static const struct {
     const char *const *names;
     double seconds;
 } units[] = {
-    {unit_ns, 1e-9}, {unit_us, 1e-6}, {unit_ms, 1e-3}, {unit_s, 1.0},
+    {unit_ns, 1e-9}, {unit_us, 1e-6},  {unit_ms, 1e-3},   {unit_s, 1.0},
     {unit_m, 60.0},  {unit_h, 3600.0}, {unit_d, 86400.0}, {unit_w, 604800.0},
 };
 
@@ -313,7 +313,6 @@ static cr_status parse_algorithm(const char *name, size_t len, cr_algorithm *alg
     }
     return CR_E_ALGORITHM;
 }
-
 
 /* The longest window: the state's (k + 3) * P stays below 2^63 for any time
  * before the horizon (2^62 + 3 * 2^60 < 2^63). */

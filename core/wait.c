@@ -16,8 +16,7 @@ static cr_status item_reserve(const cr_item *item, int64_t cost, int64_t max_wai
                               bool *reserved, int64_t *delay_ns)
 {
     if (item->limiter)
-        return cr_limiter_reserve(item->limiter, CR_CLOCK, cost, max_wait_ns, reserved,
-                                  delay_ns);
+        return cr_limiter_reserve(item->limiter, CR_CLOCK, cost, max_wait_ns, reserved, delay_ns);
     return cr_keyed_reserve(item->keyed, item->key, item->key_len, CR_CLOCK, cost, max_wait_ns,
                             reserved, delay_ns);
 }
@@ -53,8 +52,8 @@ cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *a
     if (timeout_ns < 0)
         return CR_E_TIMEOUT;
     const int64_t start_ns = cr_clock_ns();
-    const int64_t deadline_ns =
-        timeout_ns > INT64_MAX - start_ns ? CR_NEVER : start_ns + timeout_ns;
+    const int64_t deadline_ns = timeout_ns > INT64_MAX - start_ns ? CR_NEVER
+                                                                  : start_ns + timeout_ns;
     *admitted = false;
     *slept_ns = 0;
     int64_t max_wait_ns = timeout_ns;

@@ -15,8 +15,9 @@ dependency raises `Refused`, carrying the response, and answers it with its own
 handler, put in the app's exception handlers on the first refusal.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: FastAPI reads the annotations of
+# RateLimit.__call__ at run time to inject the request, and on Python 3.9 it
+# cannot resolve them as strings on a callable instance.
 from typing import Any
 
 from fastapi import Request, Response

@@ -37,7 +37,7 @@ import threading
 import time
 import weakref
 from importlib import resources
-from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Literal, Sequence, Tuple, Union
 
 import cellrate
 

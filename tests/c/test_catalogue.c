@@ -229,8 +229,7 @@ static void test_wait(void)
 {
     cr_limit fixed = must("fixed_window", 2, 0.05), hourly = must("fixed_window", 2, 3600);
     cr_limiter *lim, *slow;
-    CHECK(cr_limiter_new(&lim, &fixed) == CR_OK && cr_limiter_new(&slow, &hourly) == CR_OK,
-          "new");
+    CHECK(cr_limiter_new(&lim, &fixed) == CR_OK && cr_limiter_new(&slow, &hourly) == CR_OK, "new");
     const cr_item item = {.limiter = lim}, slow_item = {.limiter = slow};
     bool admitted;
     int64_t slept;

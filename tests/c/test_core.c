@@ -174,7 +174,7 @@ static void test_time(void)
         {1.5, CR_OK, 1500 * 1000 * 1000},
         {1e-9 * 0.6, CR_OK, 1},
         {4611686018.0, CR_OK, INT64_C(4611686018000000000)}, /* below 2^62 ns */
-        {4611686018.427388, CR_OK, CR_NEVER},                  /* 2^62 ns and beyond */
+        {4611686018.427388, CR_OK, CR_NEVER},                /* 2^62 ns and beyond */
         {1e300, CR_OK, CR_NEVER},
         {INFINITY, CR_OK, CR_NEVER},
         {-1e-300, CR_E_TIMEOUT, -1},

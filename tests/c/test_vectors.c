@@ -82,7 +82,8 @@ static void sequence_add(sequence *seq, const cr_limit *limit)
     variant *v = &seq->variants[seq->count++];
     v->limit = *limit;
     v->state = 0;
-    if (cr_limiter_new(&v->limiter, limit) != CR_OK || cr_keyed_new(&v->keyed, limit, 64) != CR_OK ||
+    if (cr_limiter_new(&v->limiter, limit) != CR_OK ||
+        cr_keyed_new(&v->keyed, limit, 64) != CR_OK ||
         cr_limiter_new(&v->allow_limiter, limit) != CR_OK ||
         cr_keyed_new(&v->allow_keyed, limit, 64) != CR_OK) {
         fprintf(stderr, "cannot make a limiter or a keyed table\n");
@@ -112,7 +113,8 @@ static void compare(const char *via, const char *algorithm, int lineno, const ve
                     int64_t burst, const cr_decision *got)
 {
     CHECK_EQ_I64(got->allowed, op->allowed, "%s (%s), decisions.txt:%d", via, algorithm, lineno);
-    CHECK_EQ_I64(got->remaining, op->remaining, "%s (%s), decisions.txt:%d", via, algorithm, lineno);
+    CHECK_EQ_I64(got->remaining, op->remaining, "%s (%s), decisions.txt:%d", via, algorithm,
+                 lineno);
     CHECK_EQ_I64(got->retry_after_ns, op->retry_after, "%s (%s), decisions.txt:%d", via, algorithm,
                  lineno);
     CHECK_EQ_I64(got->reset_after_ns, op->reset_after, "%s (%s), decisions.txt:%d", via, algorithm,
@@ -131,9 +133,9 @@ static void run_op(variant *v, const char *key, int lineno, const vector_op *op)
     compare("cr_decide", name, lineno, op, v->limit.burst, &got);
     bool gcra = v->limit.algorithm <= CR_ALGORITHM_TOKEN_BUCKET;
     if (op->commit || !op->allowed || op->cost == 0 || gcra) {
-        int64_t want_stored = op->commit ? op->tat_after
+        int64_t want_stored = op->commit                      ? op->tat_after
                               : (op->allowed && op->cost > 0) ? op->now + op->reset_after
-                                                             : v->state;
+                                                              : v->state;
         CHECK_EQ_I64(stored, want_stored, "cr_decide's state (%s), decisions.txt:%d", name, lineno);
     }
     v->state = op->tat_after;
@@ -188,9 +190,9 @@ static void run_reserve(variant *v, const char *key, int lineno, int64_t now, in
         CHECK_EQ_I64(delay, want_delay, "cr_limiter_reserve (%s), decisions.txt:%d", name, lineno);
         reserved = !want_reserved;
         delay = -7;
-        CHECK_EQ_I64(cr_keyed_reserve(tables[i], key, strlen(key), now, cost, max_wait, &reserved,
-                                      &delay),
-                     CR_OK, "cr_keyed_reserve, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(
+            cr_keyed_reserve(tables[i], key, strlen(key), now, cost, max_wait, &reserved, &delay),
+            CR_OK, "cr_keyed_reserve, decisions.txt:%d", lineno);
         CHECK_EQ_I64(reserved, want_reserved, "cr_keyed_reserve (%s), decisions.txt:%d", name,
                      lineno);
         CHECK_EQ_I64(delay, want_delay, "cr_keyed_reserve (%s), decisions.txt:%d", name, lineno);
@@ -239,7 +241,8 @@ static int run_decisions(const char *dir)
             cr_limit limit = limit_of(emission_ns, burst); /* the vectors keep tau <= 2^62 */
             sequence_start(&seq, &limit, sequences++);
             started = true;
-        } else if (sscanf(line, "window %63s %" SCNd64 " %" SCNd64, name, &emission_ns, &burst) == 3) {
+        } else if (sscanf(line, "window %63s %" SCNd64 " %" SCNd64, name, &emission_ns, &burst) ==
+                   3) {
             cr_limit limit = window_limit_of(algorithm_named(name), emission_ns, burst);
             sequence_start(&seq, &limit, sequences++);
             started = true;
@@ -252,22 +255,21 @@ static int run_decisions(const char *dir)
                 cr_limiter_reset(v->allow_limiter);
                 cr_keyed_reset(v->allow_keyed, seq.key, strlen(seq.key));
             }
-        } else if (started &&
-                   sscanf(line,
-                          "op %" SCNd64 " %" SCNd64 " %d %d %" SCNd64 " %" SCNd64 " %" SCNd64
-                          " %" SCNd64,
-                          &op.now, &op.cost, &op.commit, &op.allowed, &op.remaining,
-                          &op.retry_after, &op.reset_after, &op.tat_after) == 8) {
+        } else if (started && sscanf(line,
+                                     "op %" SCNd64 " %" SCNd64 " %d %d %" SCNd64 " %" SCNd64
+                                     " %" SCNd64 " %" SCNd64,
+                                     &op.now, &op.cost, &op.commit, &op.allowed, &op.remaining,
+                                     &op.retry_after, &op.reset_after, &op.tat_after) == 8) {
             for (int i = 0; i < seq.count; i++)
                 run_op(&seq.variants[i], seq.key, lineno, &op);
             ops++;
-        } else if (started && sscanf(line,
-                                     "reserve %" SCNd64 " %" SCNd64 " %" SCNd64 " %d %" SCNd64
-                                     " %" SCNd64,
-                                     &now, &cost, &max_wait, &reserved, &delay, &state) == 6) {
+        } else if (started &&
+                   sscanf(line,
+                          "reserve %" SCNd64 " %" SCNd64 " %" SCNd64 " %d %" SCNd64 " %" SCNd64,
+                          &now, &cost, &max_wait, &reserved, &delay, &state) == 6) {
             for (int i = 0; i < seq.count; i++)
-                run_reserve(&seq.variants[i], seq.key, lineno, now, cost, max_wait, reserved,
-                            delay, state);
+                run_reserve(&seq.variants[i], seq.key, lineno, now, cost, max_wait, reserved, delay,
+                            state);
             ops++;
         } else if (started && sscanf(line, "refund %" SCNd64 " %" SCNd64 " %" SCNd64, &now, &cost,
                                      &state) == 3) {
@@ -361,10 +363,10 @@ static void run_text(int lineno, const char *line)
     /* Syntax, calendar and several-limit errors are the parser's; anything else parsed. */
     double rate = -1, period_s = -1;
     status = cr_parse_rate(exact, len, &rate, &period_s);
-    const char *want_parse = strcmp(want_status, "E_RATE_SYNTAX") == 0 ? "E_RATE_SYNTAX"
+    const char *want_parse = strcmp(want_status, "E_RATE_SYNTAX") == 0     ? "E_RATE_SYNTAX"
                              : strcmp(want_status, "E_RATE_CALENDAR") == 0 ? "E_RATE_CALENDAR"
-                             : strcmp(want_status, "E_RATE_SEVERAL") == 0 ? "E_RATE_SEVERAL"
-                                                                         : "OK";
+                             : strcmp(want_status, "E_RATE_SEVERAL") == 0  ? "E_RATE_SEVERAL"
+                                                                           : "OK";
     CHECK_EQ_STR(status_name(status), want_parse, "cr_parse_rate, limits.txt:%d", lineno);
     if (status == CR_OK)
         CHECK(rate >= 0 && period_s >= 0, "cr_parse_rate, limits.txt:%d", lineno);
@@ -412,7 +414,8 @@ static void run_algorithm(int lineno, const char *line)
     cr_limit limit;
     memset(&limit, 0x5a, sizeof limit);
     cr_status status = cr_limit_init(&limit, &args);
-    CHECK_EQ_STR(status_name(status), want_status, "cr_limit_init(%s), limits.txt:%d", name, lineno);
+    CHECK_EQ_STR(status_name(status), want_status, "cr_limit_init(%s), limits.txt:%d", name,
+                 lineno);
     if (status == CR_OK) {
         CHECK_EQ_I64(limit.emission_ns, want_emission, "limits.txt:%d", lineno);
         CHECK_EQ_I64(limit.tolerance_ns, want_tolerance, "limits.txt:%d", lineno);

@@ -371,7 +371,8 @@ end
 local function limit_arguments(text)
    local head, rate_text = text:match("^(.-)|(.*)$")
    local w = words(head or text)
-   local rate, options = nil, {}
+   local rate
+   local options = {}
    if text:sub(1, 15) == "algorithm_text " then
       return rate_text, { algorithm = w[2] == "-" and "" or w[2] }
    elseif text:sub(1, 10) == "algorithm " then

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -1219,9 +1218,13 @@ def test_a_remembered_refusal_agrees_with_redis_under_contention(server):
 
 
 def test_bad_input_names_the_parameter(client, server):
+    async def made_in_a_loop():  # an asyncio client wants a loop to be made in (3.9)
+        return async_client_for(server.port)
+
+    async_client = asyncio.run(made_in_a_loop())
     cases = [
         (lambda: RedisLimiter(object(), 10), cellrate.InvalidArgumentType, "client"),
-        (lambda: RedisLimiter(async_client_for(server.port), 10), cellrate.InvalidArgumentType, "client"),
+        (lambda: RedisLimiter(async_client, 10), cellrate.InvalidArgumentType, "client"),
         (lambda: AsyncRedisLimiter(client, 10), cellrate.InvalidArgumentType, "client"),
         (lambda: RedisLimiter(client, 10, on_error="ignore"), cellrate.InvalidArgument, "on_error"),
         (lambda: RedisLimiter(client, 10, deny_cache=1), cellrate.InvalidArgumentType, "deny_cache"),

@@ -434,8 +434,8 @@ def test_limit_refuses_and_accepts_what_limiter_does():
     mismatches, refused = [], 0
     for number, text in LIMIT_LINES:
         args, kwargs = limit_arguments(text)
-        want = outcome(lambda: cellrate.Limiter(*args, **kwargs))
-        got = outcome(lambda: cellrate.Limit(*args, **kwargs))
+        want = outcome(lambda args=args, kwargs=kwargs: cellrate.Limiter(*args, **kwargs))
+        got = outcome(lambda args=args, kwargs=kwargs: cellrate.Limit(*args, **kwargs))
         refused += isinstance(want[0], type)
         if got != want:
             mismatches.append(f"limits.txt:{number}: {text!r}: Limit {got}, Limiter {want}")

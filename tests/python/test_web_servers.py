@@ -172,6 +172,13 @@ def test_uvicorn_two_workers(tmp_path, region, shared):
     ], access, shared)
 
 
+def gunicorn_without_control_socket():
+    """--no-control-socket where this gunicorn has a control socket (newer
+    releases; the release pip picks for an older Python has none)."""
+    usage = subprocess.run(["gunicorn", "--help"], capture_output=True, text=True).stdout
+    return ["--no-control-socket"] if "--no-control-socket" in usage else []
+
+
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "per-worker"])
 @pytest.mark.parametrize("app", ["flask_app:app", "django_app:application"],
                          ids=["flask", "django"])  # Django: the middleware from CELLRATE
@@ -180,7 +187,7 @@ def test_gunicorn_two_workers(tmp_path, region, shared, app):
     run_server(tmp_path, region, lambda port: [
         "gunicorn", app, "--bind", f"127.0.0.1:{port}", "--workers", "2",
         "--access-logfile", str(access), "--access-logformat", "%(p)s %(s)s",
-        "--no-control-socket",
+        *gunicorn_without_control_socket(),
     ], access, shared)
 
 
