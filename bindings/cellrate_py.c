@@ -1106,6 +1106,41 @@ static PyObject *limiter_reset(PyObject *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* Limiter.reconfigure(rate, period=None, *, burst=None, algorithm=None, now=None):
+ * the limit changes live, keeping what was used (docs/design.md §8). The
+ * algorithm, when not given, is the limiter's; the clock stays its. */
+static PyObject *limiter_reconfigure(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"rate", "period", "burst", "algorithm", "now", NULL};
+    StoreObject *store = (StoreObject *)self;
+    module_state *state = state_of(self);
+    PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None, *now = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOO:reconfigure", keywords, &rate,
+                                     &period, &burst, &algorithm, &now))
+        return NULL;
+    PyObject *own = NULL;
+    if (algorithm == Py_None) {
+        own = PyUnicode_FromString(cr_algorithm_name(store->limit.algorithm));
+        if (own == NULL)
+            return NULL;
+    }
+    cr_limit limit;
+    int64_t now_ns;
+    int failed = convert_limit(state, rate, period, burst, Py_None, own ? own : algorithm, &limit) <
+                     0 ||
+                 convert_now(state, now, &now_ns) < 0;
+    Py_XDECREF(own);
+    if (failed)
+        return NULL;
+    cr_status status = cr_limiter_reconfigure(store->limiter, &limit, now_ns);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    store->limit = *cr_limiter_limit(store->limiter);
+    Py_RETURN_NONE;
+}
+
 /* KeyedLimiter.reset(key) */
 static PyObject *keyed_reset(PyObject *self, PyObject *key_obj)
 {
@@ -1239,6 +1274,12 @@ PyDoc_STRVAR(keyed_check_doc,
 PyDoc_STRVAR(keyed_peek_doc,
              DECIDE_DOC("peek($self, /, key, cost=1, *, now=None)",
                         "The Decision check() would return, without spending anything."));
+PyDoc_STRVAR(limiter_reconfigure_doc,
+             "reconfigure($self, /, rate, period=None, *, burst=None, algorithm=None, now=None)\n"
+             "--\n\n"
+             "Change the limit live: what was used carries (a change never hands out a\n"
+             "fresh allowance); rate, period and burst as for Limiter. The algorithm\n"
+             "cannot change (InvalidArgument naming algorithm); the clock stays.");
 PyDoc_STRVAR(keyed_reset_doc,
              "reset($self, key, /)\n--\n\nForget `key`: it is back to a full burst.");
 
@@ -1293,6 +1334,8 @@ PyDoc_STRVAR(keyed_doc,
 static PyMethodDef limiter_methods[] = {
     DECIDE_METHODS(limiter),
     {"reset", limiter_reset, METH_NOARGS, limiter_reset_doc},
+    {"reconfigure", (PyCFunction)(void (*)(void))limiter_reconfigure, METH_VARARGS | METH_KEYWORDS,
+     limiter_reconfigure_doc},
     {NULL, NULL, 0, NULL},
 };
 

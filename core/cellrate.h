@@ -152,7 +152,12 @@ const char *cr_version(void);
     X(43, E_SHARED_MODE_ALONE, "shared_mode",                                              \
       "shared_mode is the mode of a region file: give it only with shared") \
     X(44, E_TIMEOUT, "timeout",                                                            \
-      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes")
+      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes") \
+    X(45, E_RECONFIGURE_ALGORITHM, "algorithm",                                            \
+      "algorithm: a live change keeps the limit's algorithm; make a new limiter for another one") \
+    X(46, E_SHARED_RECONFIGURE, "shared",                                                  \
+      "shared: the limit of a shared region cannot be changed live; every process opens it " \
+      "with the limit it was made with")
 
 #define CR_STATUS_ENUM_(number, name, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, param, message) +1
@@ -288,6 +293,25 @@ int64_t cr_refund(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t 
  */
 int64_t cr_anchor(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost);
 
+/*
+ * A live change, pure (docs/design.md §8): the state under `to` of a key
+ * whose state under `from` is `state`, at `now_ns`. What carries is units
+ * used. gcra and token_bucket: used = max(0, TAT - now) / T_from exactly, and
+ * TAT' = now + ceil(used * T_to) (the span clipped at CR_HORIZON_NS: a debt
+ * that far stays refused, never admitted sooner). Windows: the counts carry as
+ * counts, clipped at the new rate, in the new windows holding `now_ns`. An idle
+ * key, and a change that decides as before (cr_limit_same), keep `state`.
+ * Pre-condition: the same algorithm on both sides (see cr_limit_reconfigurable).
+ */
+int64_t cr_carry(const cr_limit *from, const cr_limit *to, int64_t state, int64_t now_ns);
+
+/* Whether `a` and `b` make the same decisions (algorithm, T, tau, burst). */
+bool cr_limit_same(const cr_limit *a, const cr_limit *b);
+
+/* CR_OK when `from` may change live to `to`, else
+ * CR_E_RECONFIGURE_ALGORITHM (the algorithm differs). */
+cr_status cr_limit_reconfigurable(const cr_limit *from, const cr_limit *to);
+
 /* ------------------------------------------------------------------------ */
 /* Time                                                                      */
 
@@ -366,6 +390,19 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 
 /* Back to idle (full burst). */
 void cr_limiter_reset(cr_limiter *limiter);
+
+/*
+ * Changes the limit live at `now_ns` (or CR_CLOCK), keeping what was used
+ * (cr_carry). Safe against concurrent decisions, which never see the new
+ * limit with the old state or the reverse: each decides wholly before the
+ * change or wholly after it. Concurrent changes are serialized. The limit of
+ * cr_limiter_limit() before the call stays valid (every limit a limiter had
+ * is kept until it is freed: one small block per change). The clock stays the
+ * limiter's. CR_E_RECONFIGURE_ALGORITHM for another algorithm;
+ * CR_E_SHARED_RECONFIGURE for a limiter in a shared region; CR_E_NOW;
+ * CR_E_NOMEM.
+ */
+cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int64_t now_ns);
 
 /* cr_reserve on the limiter's state, by compare-and-swap. `max_wait_ns` >= 0
  * or CR_NEVER (else CR_E_MAX_WAIT). */

@@ -3,12 +3,16 @@
  * the semantics allow, and must not lose admissions either.
  *   - one key, one frozen instant: exactly `burst` admissions in total;
  *   - many keys, one frozen instant: exactly `burst` per key;
- *   - the real clock (CR_CLOCK) for ~0.3 s: at most burst + elapsed / T + 1.
+ *   - the real clock (CR_CLOCK) for ~0.3 s: at most burst + elapsed / T + 1;
+ *   - a limit changed back and forth live while threads decide: at most the
+ *     admissions of a greedy replay, piece by piece (each limit while it holds,
+ *     the units used carried across each change), and never a mixture.
  */
 #include "cellrate.h"
 #include "check.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -198,10 +202,104 @@ static void test_real_clock(void)
     }
 }
 
+/* A live change racing with decisions. The changer sets limit r % 2 at the
+ * instant r * STEP, then publishes that instant; deciders decide at the
+ * instant they last read. A decision with a stale instant is only stricter,
+ * so the admissions are at most those of a replay that, at each instant,
+ * carries the state to the new limit and then admits all it can. */
+enum { LIVE_ROUNDS = 300, LIVE_ATTEMPTS_PER_ROUND = 64 };
+#define LIVE_STEP_NS (2 * INT64_C(1000000))
+
+typedef struct {
+    cr_limiter *limiter;
+    _Atomic int64_t now;
+    _Atomic int64_t attempts;
+    _Atomic bool done;
+} live_shared;
+
+typedef struct {
+    live_shared *shared;
+    pthread_barrier_t *start;
+    int64_t admitted;
+    int errors;
+} live_worker;
+
+static void *run_live_decider(void *arg)
+{
+    live_worker *w = arg;
+    pthread_barrier_wait(w->start);
+    while (!atomic_load(&w->shared->done)) {
+        cr_decision d;
+        int64_t now = atomic_load(&w->shared->now);
+        if (cr_limiter_check(w->shared->limiter, now, 1, true, &d) != CR_OK)
+            w->errors++;
+        w->admitted += d.allowed;
+        atomic_fetch_add(&w->shared->attempts, 1);
+    }
+    return NULL;
+}
+
+static void test_live_change(void)
+{
+    const cr_limit limits[2] = {limit_of(INT64_C(1000000), 50), limit_of(INT64_C(3000000), 8)};
+    live_shared shared;
+    CHECK(cr_limiter_new(&shared.limiter, &limits[0]) == CR_OK, "cr_limiter_new");
+    atomic_init(&shared.now, 0);
+    atomic_init(&shared.attempts, 0);
+    atomic_init(&shared.done, false);
+    pthread_t threads[THREADS];
+    live_worker workers[THREADS];
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, THREADS + 1);
+    for (int i = 0; i < THREADS; i++) {
+        workers[i] = (live_worker){&shared, &start, 0, 0};
+        if (pthread_create(&threads[i], NULL, run_live_decider, &workers[i]) != 0) {
+            fprintf(stderr, "pthread_create failed\n");
+            exit(2);
+        }
+    }
+    pthread_barrier_wait(&start);
+    int64_t bound = 0, tat = 0, changes = 0;
+    for (int round = 0; round < LIVE_ROUNDS; round++) {
+        const cr_limit *from = &limits[(round + 1) % 2], *to = &limits[round % 2];
+        const int64_t now = round * LIVE_STEP_NS;
+        if (round > 0) {
+            CHECK(cr_limiter_reconfigure(shared.limiter, to, now) == CR_OK, "reconfigure");
+            tat = cr_carry(from, to, tat, now);
+            changes++;
+        }
+        atomic_store(&shared.now, now);
+        /* the greedy replay: all the units that fit at this instant */
+        cr_decision d;
+        while ((tat = cr_decide(to, tat, now, 1, &d), d.allowed))
+            bound++;
+        int64_t seen = atomic_load(&shared.attempts);
+        while (atomic_load(&shared.attempts) - seen < LIVE_ATTEMPTS_PER_ROUND)
+            sched_yield();
+    }
+    atomic_store(&shared.done, true);
+    int64_t admitted = 0;
+    int errors = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(threads[i], NULL);
+        admitted += workers[i].admitted;
+        errors += workers[i].errors;
+    }
+    pthread_barrier_destroy(&start);
+    CHECK_EQ_I64(errors, 0, "live change: errors");
+    CHECK(admitted <= bound, "live change: admitted %" PRId64 " > bound %" PRId64, admitted, bound);
+    CHECK(admitted > 0, "live change: nothing admitted");
+    printf("live change: %" PRId64 " changes, %" PRId64 " attempts, admitted %" PRId64
+           " (bound %" PRId64 ")\n",
+           changes, (int64_t)atomic_load(&shared.attempts), admitted, bound);
+    cr_limiter_free(shared.limiter);
+}
+
 int main(void)
 {
     test_one_key_frozen();
     test_many_keys_frozen();
     test_real_clock();
+    test_live_change();
     return check_summary("test_threads");
 }

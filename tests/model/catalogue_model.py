@@ -170,6 +170,25 @@ def window_refund(limit: WindowLimit, counts: Counts | None, t: int, cost: int) 
     return counts
 
 
+def window_carry(old: WindowLimit, new: WindowLimit, counts: Counts | None, t: int) -> Counts | None:
+    """The counts under `new` of a key counted `counts` under `old`, at t
+    (docs/design.md §8): counts carry as counts. A new period re-aligns the
+    windows: the current count goes to the new window holding t (or the key's
+    own, later, window when the clock stepped back), the previous count to the
+    window before it. A count above the new rate is clipped to it: a full
+    window, refused until it rolls (fixed) or decays (sliding). A key with no
+    count is absent; a change to the same parameters keeps the counts."""
+    if old.algorithm != new.algorithm:
+        raise ValueError("the algorithm cannot change")
+    if old == new:
+        return counts
+    window, prev, curr, _ = _seen(old, counts, t)
+    if prev == 0 and curr == 0:
+        return None
+    anchor = max(t, window * old.window_ns)
+    return Counts(anchor // new.window_ns, min(prev, new.rate), min(curr, new.rate))
+
+
 # --------------------------------------------------------------------------
 # Reservations (docs/design.md §9)
 

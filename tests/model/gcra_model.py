@@ -106,6 +106,11 @@ STATUSES: list[tuple[int, str, str, str]] = [
      "shared_mode is the mode of a region file: give it only with shared"),
     (44, "E_TIMEOUT", "timeout",
      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes"),
+    (45, "E_RECONFIGURE_ALGORITHM", "algorithm",
+     "algorithm: a live change keeps the limit's algorithm; make a new limiter for another one"),
+    (46, "E_SHARED_RECONFIGURE", "shared",
+     "shared: the limit of a shared region cannot be changed live; every process opens it "
+     "with the limit it was made with"),
 ]
 
 
@@ -200,6 +205,20 @@ class Store:
 
     def reset(self, key: object) -> None:
         self.tats.pop(key, None)
+
+
+def carry(old: Limit, new: Limit, stored_tat: int, now_ns: int) -> int:
+    """The TAT under `new` of a key whose TAT under `old` is `stored_tat`, at now_ns
+    (docs/design.md §8): what carries is the units used, exactly,
+    used = max(0, TAT - now) / T_old, and TAT' = now + ceil(used * T_new), so that
+    remaining' = max(0, floor(burst' - used)). The carried span is clipped at the
+    horizon (2**62 ns): a key that far in debt stays refused for 146 years less
+    tau', never admitted sooner. An idle key, and a change to the same
+    parameters, keep their state word."""
+    if old == new or stored_tat <= now_ns:
+        return stored_tat
+    used = Fraction(stored_tat - now_ns, old.emission_ns)
+    return now_ns + min(math.ceil(used * new.emission_ns), HORIZON_NS)
 
 
 # --------------------------------------------------------------------------

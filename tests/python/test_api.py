@@ -618,3 +618,27 @@ def test_fast_clock():
     with pytest.raises(cellrate.InvalidArgumentType) as info:
         cellrate.KeyedLimiter(1, clock=1)
     assert info.value.param == "clock"
+
+
+def test_reconfigure_carries_units_used():
+    """docs/design.md §8's reference vectors through the Python face."""
+    lim = cellrate.Limiter(10, burst=10)
+    for _ in range(6):
+        assert lim.allow(now=5.0)
+    lim.reconfigure(100, burst=20, now=5.0)
+    assert lim.peek(0, now=5.0).remaining == 14
+    assert lim.burst == 20
+
+    lim = cellrate.Limiter(100, burst=100)
+    assert lim.allow(80, now=5.0)
+    lim.reconfigure("10/s", burst=10, now=5.0)
+    d = lim.check(now=5.0)
+    assert not d.allowed and abs(d.retry_after - 7.1) < 1e-9
+    assert lim.allow(now=12.1)
+
+
+def test_reconfigure_to_the_same_limit_changes_nothing():
+    lim = cellrate.Limiter("10/s", burst=5)
+    assert lim.allow(3, now=1.0)
+    lim.reconfigure("10/s", burst=5, now=1.0)
+    assert lim.peek(0, now=1.0).remaining == 2
