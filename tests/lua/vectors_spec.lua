@@ -159,6 +159,11 @@ local function read_decisions()
          table.insert(sequences[#sequences].steps, {
             kind = "refund", line = line.number, now = w[2], cost = w[3], tat_after = w[4],
          })
+      elseif w[1] == "reconfigure" then -- emission: T (windows: the window); burst: burst (the rate)
+         table.insert(sequences[#sequences].steps, {
+            kind = "reconfigure", line = line.number, now = w[2], emission = w[3], burst = w[4],
+            tat_after = w[5],
+         })
       elseif w[1] == "reset" then
          table.insert(sequences[#sequences].steps, "reset")
       elseif w[1] == "op" then
@@ -187,6 +192,7 @@ end
 -- face: { make(algorithm, period, burst), decide(store, commit, cost, now), reset(store),
 --         reserve(store, cost, max_wait, now), refund(store, cost, now) }
 -- A window sequence's "period" is its window and its "burst" its rate.
+--         and, where the store changes live, reconfigure(store, algorithm, period, burst, now)
 local function replay_one(face, seq, algorithm, counts, mismatches)
    local function skip(reason, n)
       counts[reason] = (counts[reason] or 0) + n
@@ -205,9 +211,9 @@ local function replay_one(face, seq, algorithm, counts, mismatches)
          face.reset(store)
          tat = "0"
       else
-         local now, cost = seconds_of(step.now), integer_of(step.cost)
+         local now, cost = seconds_of(step.now), step.cost and integer_of(step.cost)
          local reason = (not now and "a time has no exact float seconds")
-            or (not cost and "a cost is not an exact double")
+            or (not cost and step.kind ~= "reconfigure" and "a cost is not an exact double")
          if reason and step.tat_after == tat then
             -- it changes nothing: the rest of the sequence stays known
             skip("skipped: " .. reason .. " (one op that stores nothing)", 1)
@@ -224,6 +230,14 @@ local function replay_one(face, seq, algorithm, counts, mismatches)
             counts.compared = counts.compared + 1
          elseif step.kind == "refund" then
             face.refund(store, cost, now)
+            counts.compared = counts.compared + 1
+         elseif step.kind == "reconfigure" then
+            local new_period, new_burst = seconds_of(step.emission), integer_of(step.burst)
+            if not face.reconfigure or not new_period or not new_burst then
+               return skip("skipped: a live change this store or face cannot make (rest of its sequence)",
+                  count_ops(seq.steps, index))
+            end
+            face.reconfigure(store, algorithm, new_period, new_burst, now)
             counts.compared = counts.compared + 1
          else
             local allowed, remaining, retry_after, reset_after =
@@ -245,7 +259,10 @@ end
 local function replay(face)
    local counts, mismatches = { compared = 0 }, {}
    for _, seq in ipairs(SEQUENCES) do
-      for _, algorithm in ipairs(seq.algorithms) do
+      local changes = false
+      for _, step in ipairs(seq.steps) do changes = changes or step.kind == "reconfigure" end
+      -- a store that does not change live yet (keyed): not its vectors
+      for _, algorithm in ipairs((face.reconfigure or not changes) and seq.algorithms or {}) do
          replay_one(face, seq, algorithm, counts, mismatches)
       end
    end
@@ -454,6 +471,11 @@ describe("conformance vectors", function()
    it("decisions through cellrate.limiter", function()
       report("cellrate.limiter", replay({
          make = function(algorithm, period, burst) return cellrate.limiter(limit_of(algorithm, period, burst)) end,
+         reconfigure = function(lim, algorithm, period, burst, now)
+            local rate, opts = limit_of(algorithm, period, burst)
+            opts.algorithm = nil
+            lim:reconfigure(rate, opts, now)
+         end,
          decide = function(lim, commit, cost, now)
             if commit then return lim:check(cost, now) end
             return lim:peek(cost, now)
@@ -509,6 +531,11 @@ describe("conformance vectors", function()
    local function limiter_face(decide)
       return {
          make = function(algorithm, period, burst) return cellrate.limiter(limit_of(algorithm, period, burst)) end,
+         reconfigure = function(lim, algorithm, period, burst, now)
+            local rate, opts = limit_of(algorithm, period, burst)
+            opts.algorithm = nil
+            lim:reconfigure(rate, opts, now)
+         end,
          decide = decide,
          reset = function(lim) lim:reset() end,
          reserve = function(lim, cost, max_wait, now) return lim:reserve(cost, max_wait, now) end,
@@ -552,7 +579,7 @@ describe("conformance vectors", function()
                if step == "reset" then
                   lim:reset()
                else
-                  local now, cost = seconds_of(step.now), integer_of(step.cost)
+                  local now, cost = seconds_of(step.now), step.cost and integer_of(step.cost)
                   if not (now and cost) or step.kind then break end
                   local allowed
                   if step.commit then allowed = lim:allow(cost, now) else allowed = lim:peek(cost, now) end
