@@ -725,14 +725,13 @@ static int store_reset(lua_State *L, const char *tag)
     return 0;
 }
 
-/* lim:reconfigure(rate [, opts [, now]]): the limit changes live, keeping what
- * was used (docs/design.md §8); opts: period, burst, algorithm (the limiter's
- * when absent). A KeyedLimiter does not change live yet. */
+/* lim:reconfigure(rate [, opts [, now]]) and keyed:reconfigure(...): the limit
+ * changes live, keeping what was used (docs/design.md §4); opts: period,
+ * burst, algorithm (the store's when absent). */
 static int store_reconfigure(lua_State *L, const char *tag)
 {
-    store_box *box = luaL_checkudata(L, 1, tag);
-    if (tag == keyed_tag || box->limiter == NULL)
-        return luaL_error(L, "reconfigure: only an open Limiter changes its limit live");
+    const bool keyed = tag == keyed_tag;
+    store_box *box = check_open(L, tag);
     const int top = lua_gettop(L);
     options opts = {.capacity = CR_KEYED_DEFAULT_CAPACITY, .shared_mode = CR_SHARED_DEFAULT_MODE};
     read_rate(L, 2, &opts.args);
@@ -745,10 +744,11 @@ static int store_reconfigure(lua_State *L, const char *tag)
     cr_limit limit;
     cr_status status = cr_limit_init(&limit, &opts.args);
     if (status == CR_OK)
-        status = cr_limiter_reconfigure(box->limiter, &limit, now_ns);
+        status = keyed ? cr_keyed_reconfigure(box->keyed, &limit, now_ns)
+                       : cr_limiter_reconfigure(box->limiter, &limit, now_ns);
     if (status != CR_OK)
         return raise_status(L, status);
-    box->limit = *cr_limiter_limit(box->limiter);
+    box->limit = keyed ? *cr_keyed_limit(box->keyed) : *cr_limiter_limit(box->limiter);
     return 0;
 }
 

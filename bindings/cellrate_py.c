@@ -1106,10 +1106,11 @@ static PyObject *limiter_reset(PyObject *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* Limiter.reconfigure(rate, period=None, *, burst=None, algorithm=None, now=None):
- * the limit changes live, keeping what was used (docs/design.md §8). The
- * algorithm, when not given, is the limiter's; the clock stays its. */
-static PyObject *limiter_reconfigure(PyObject *self, PyObject *args, PyObject *kwargs)
+/* reconfigure(rate, period=None, *, burst=None, algorithm=None, now=None), on
+ * Limiter and KeyedLimiter: the limit changes live, keeping what was used
+ * (docs/design.md §4). The algorithm, when not given, is the store's;
+ * the clock stays its. */
+static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"rate", "period", "burst", "algorithm", "now", NULL};
     StoreObject *store = (StoreObject *)self;
@@ -1132,12 +1133,14 @@ static PyObject *limiter_reconfigure(PyObject *self, PyObject *args, PyObject *k
     Py_XDECREF(own);
     if (failed)
         return NULL;
-    cr_status status = cr_limiter_reconfigure(store->limiter, &limit, now_ns);
+    cr_status status = is_keyed(store) ? cr_keyed_reconfigure(store->keyed, &limit, now_ns)
+                                       : cr_limiter_reconfigure(store->limiter, &limit, now_ns);
     if (status != CR_OK) {
         raise_status(state, status);
         return NULL;
     }
-    store->limit = *cr_limiter_limit(store->limiter);
+    store->limit = is_keyed(store) ? *cr_keyed_limit(store->keyed)
+                                   : *cr_limiter_limit(store->limiter);
     Py_RETURN_NONE;
 }
 
@@ -1274,12 +1277,13 @@ PyDoc_STRVAR(keyed_check_doc,
 PyDoc_STRVAR(keyed_peek_doc,
              DECIDE_DOC("peek($self, /, key, cost=1, *, now=None)",
                         "The Decision check() would return, without spending anything."));
-PyDoc_STRVAR(limiter_reconfigure_doc,
+PyDoc_STRVAR(store_reconfigure_doc,
              "reconfigure($self, /, rate, period=None, *, burst=None, algorithm=None, now=None)\n"
              "--\n\n"
              "Change the limit live: what was used carries (a change never hands out a\n"
              "fresh allowance); rate, period and burst as for Limiter. The algorithm\n"
-             "cannot change (InvalidArgument naming algorithm); the clock stays.");
+             "cannot change (InvalidArgument naming algorithm); the clock stays. A\n"
+             "KeyedLimiter carries each key on its next touch.");
 PyDoc_STRVAR(keyed_reset_doc,
              "reset($self, key, /)\n--\n\nForget `key`: it is back to a full burst.");
 
@@ -1334,14 +1338,16 @@ PyDoc_STRVAR(keyed_doc,
 static PyMethodDef limiter_methods[] = {
     DECIDE_METHODS(limiter),
     {"reset", limiter_reset, METH_NOARGS, limiter_reset_doc},
-    {"reconfigure", (PyCFunction)(void (*)(void))limiter_reconfigure, METH_VARARGS | METH_KEYWORDS,
-     limiter_reconfigure_doc},
+    {"reconfigure", (PyCFunction)(void (*)(void))store_reconfigure, METH_VARARGS | METH_KEYWORDS,
+     store_reconfigure_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static PyMethodDef keyed_methods[] = {
     DECIDE_METHODS(keyed),
     {"reset", keyed_reset, METH_O, keyed_reset_doc},
+    {"reconfigure", (PyCFunction)(void (*)(void))store_reconfigure, METH_VARARGS | METH_KEYWORDS,
+     store_reconfigure_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,5 +1,5 @@
 /* Live change: the state of a key carried from one limit to another
- * (docs/design.md §8). Integer only, rare (once per key per change): clarity
+ * (docs/design.md §4). Integer only, rare (once per key per change): clarity
  * over speed. */
 #include "internal.h"
 
@@ -69,5 +69,19 @@ int64_t cr_carry(const cr_limit *from, const cr_limit *to, int64_t state, int64_
         return sliding_carry(from, to, state, now_ns);
     default:
         return gcra_carry(from, to, state, now_ns);
+    }
+}
+
+/* Everything used at now_ns: no unit admissible now (gcra: TAT = now + tau;
+ * windows: the window holding now full). */
+int64_t cr_full(const cr_limit *limit, int64_t now_ns)
+{
+    switch (limit->algorithm) {
+    case CR_ALGORITHM_FIXED_WINDOW:
+        return (cr_window_index(limit, now_ns) + 1) * limit->tolerance_ns + limit->burst;
+    case CR_ALGORITHM_SLIDING_WINDOW:
+        return (cr_window_index(limit, now_ns) + 2) * limit->tolerance_ns + limit->burst;
+    default:
+        return now_ns + limit->tolerance_ns;
     }
 }

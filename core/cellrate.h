@@ -294,7 +294,7 @@ int64_t cr_refund(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t 
 int64_t cr_anchor(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost);
 
 /*
- * A live change, pure (docs/design.md §8): the state under `to` of a key
+ * A live change, pure (docs/design.md §4): the state under `to` of a key
  * whose state under `from` is `state`, at `now_ns`. What carries is units
  * used. gcra and token_bucket: used = max(0, TAT - now) / T_from exactly, and
  * TAT' = now + ceil(used * T_to) (the span clipped at CR_HORIZON_NS: a debt
@@ -459,6 +459,17 @@ cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int6
 /* As cr_limiter_anchor, for `key`. */
 cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                           int64_t cost);
+
+/*
+ * Changes the table's limit live at `now_ns` (or CR_CLOCK), for every key,
+ * keeping what each used (cr_carry, at this instant). Lock-free for
+ * decisions: each key is converted on its first touch after the change, and
+ * the change itself converts 1/112 of the table (no pause, no walk of every
+ * key): a key may sleep through any number of changes. Concurrent changes
+ * are serialized. As cr_limiter_reconfigure otherwise (errors, the clock,
+ * every limit kept until the table is freed).
+ */
+cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t now_ns);
 
 /* Forgets `key` (back to idle) and frees its slot. */
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len);

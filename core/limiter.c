@@ -1,7 +1,7 @@
 /*
  * One key: a single atomic TAT.
  *
- * A live change (docs/design.md §4, §8) must never let a decision read the
+ * A live change (docs/design.md §4) must never let a decision read the
  * new limit with the old state or the reverse. The limit and its state live
  * together in a cell that never changes its limit; the limiter points at the
  * current cell. A change builds the next cell with the carried state, then
@@ -210,8 +210,7 @@ cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int
     pthread_mutex_lock(&limiter->changing);
     limiter_cell *cell = current_cell(limiter);
     status = cr_limit_reconfigurable(&cell->limit, limit);
-    if (status != CR_OK || (cr_limit_same(&cell->limit, limit) && cell->limit.rate == limit->rate &&
-                            cell->limit.period_s == limit->period_s)) {
+    if (status != CR_OK || cr_limit_identical(&cell->limit, limit)) {
         pthread_mutex_unlock(&limiter->changing); /* the same limit: nothing changes */
         return status;
     }

@@ -605,7 +605,7 @@ static bool limiter_change(void *ctx, size_t i)
     return cr_limiter_reconfigure(c->limiter, &c->limits[i & 1], c->now) == CR_OK;
 }
 
-/* Live change (docs/design.md §15): the allow path of a limiter that was
+/* Live change (docs/design.md §4): the allow path of a limiter that was
  * never changed and of one changed 1000 times (its decisions reach the
  * current cell by the same one pointer), and the cost of a change. */
 static void live_change_scenarios(const config *cfg)

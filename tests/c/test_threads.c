@@ -210,8 +210,12 @@ static void test_real_clock(void)
 enum { LIVE_ROUNDS = 300, LIVE_ATTEMPTS_PER_ROUND = 64 };
 #define LIVE_STEP_NS (2 * INT64_C(1000000))
 
+enum { LIVE_KEYS = 3 };
+
 typedef struct {
-    cr_limiter *limiter;
+    cr_limiter *limiter; /* one of limiter / keyed */
+    cr_keyed *keyed;
+    _Atomic int64_t admitted_per_key[LIVE_KEYS];
     _Atomic int64_t now;
     _Atomic int64_t attempts;
     _Atomic bool done;
@@ -220,7 +224,6 @@ typedef struct {
 typedef struct {
     live_shared *shared;
     pthread_barrier_t *start;
-    int64_t admitted;
     int errors;
 } live_worker;
 
@@ -228,22 +231,34 @@ static void *run_live_decider(void *arg)
 {
     live_worker *w = arg;
     pthread_barrier_wait(w->start);
-    while (!atomic_load(&w->shared->done)) {
+    live_shared *shared = w->shared;
+    for (int64_t i = 0; !atomic_load(&shared->done); i++) {
         cr_decision d;
-        int64_t now = atomic_load(&w->shared->now);
-        if (cr_limiter_check(w->shared->limiter, now, 1, true, &d) != CR_OK)
+        int64_t now = atomic_load(&shared->now);
+        const int k = shared->keyed ? (int)(i % LIVE_KEYS) : 0;
+        char key[16];
+        const int len = snprintf(key, sizeof key, "live-%d", k);
+        cr_status status = shared->keyed
+                               ? cr_keyed_check(shared->keyed, key, (size_t)len, now, 1, true, &d)
+                               : cr_limiter_check(shared->limiter, now, 1, true, &d);
+        if (status != CR_OK)
             w->errors++;
-        w->admitted += d.allowed;
-        atomic_fetch_add(&w->shared->attempts, 1);
+        else if (d.allowed)
+            atomic_fetch_add(&shared->admitted_per_key[k], 1);
+        atomic_fetch_add(&shared->attempts, 1);
     }
     return NULL;
 }
 
-static void test_live_change(void)
+static void test_live_change(bool keyed)
 {
     const cr_limit limits[2] = {limit_of(INT64_C(1000000), 50), limit_of(INT64_C(3000000), 8)};
-    live_shared shared;
-    CHECK(cr_limiter_new(&shared.limiter, &limits[0]) == CR_OK, "cr_limiter_new");
+    live_shared shared = {0};
+    CHECK((keyed ? cr_keyed_new(&shared.keyed, &limits[0], 64)
+                 : cr_limiter_new(&shared.limiter, &limits[0])) == CR_OK,
+          "cr_limiter_new / cr_keyed_new");
+    for (int k = 0; k < LIVE_KEYS; k++)
+        atomic_init(&shared.admitted_per_key[k], 0);
     atomic_init(&shared.now, 0);
     atomic_init(&shared.attempts, 0);
     atomic_init(&shared.done, false);
@@ -252,7 +267,7 @@ static void test_live_change(void)
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, THREADS + 1);
     for (int i = 0; i < THREADS; i++) {
-        workers[i] = (live_worker){&shared, &start, 0, 0};
+        workers[i] = (live_worker){&shared, &start, 0};
         if (pthread_create(&threads[i], NULL, run_live_decider, &workers[i]) != 0) {
             fprintf(stderr, "pthread_create failed\n");
             exit(2);
@@ -264,7 +279,9 @@ static void test_live_change(void)
         const cr_limit *from = &limits[(round + 1) % 2], *to = &limits[round % 2];
         const int64_t now = round * LIVE_STEP_NS;
         if (round > 0) {
-            CHECK(cr_limiter_reconfigure(shared.limiter, to, now) == CR_OK, "reconfigure");
+            CHECK((keyed ? cr_keyed_reconfigure(shared.keyed, to, now)
+                         : cr_limiter_reconfigure(shared.limiter, to, now)) == CR_OK,
+                  "reconfigure");
             tat = cr_carry(from, to, tat, now);
             changes++;
         }
@@ -278,21 +295,25 @@ static void test_live_change(void)
             sched_yield();
     }
     atomic_store(&shared.done, true);
-    int64_t admitted = 0;
     int errors = 0;
     for (int i = 0; i < THREADS; i++) {
         pthread_join(threads[i], NULL);
-        admitted += workers[i].admitted;
         errors += workers[i].errors;
     }
     pthread_barrier_destroy(&start);
     CHECK_EQ_I64(errors, 0, "live change: errors");
-    CHECK(admitted <= bound, "live change: admitted %" PRId64 " > bound %" PRId64, admitted, bound);
-    CHECK(admitted > 0, "live change: nothing admitted");
-    printf("live change: %" PRId64 " changes, %" PRId64 " attempts, admitted %" PRId64
-           " (bound %" PRId64 ")\n",
-           changes, (int64_t)atomic_load(&shared.attempts), admitted, bound);
+    /* every key sees the same changes at the same instants: one bound for each */
+    for (int k = 0; k < (keyed ? LIVE_KEYS : 1); k++) {
+        const int64_t admitted = atomic_load(&shared.admitted_per_key[k]);
+        CHECK(admitted <= bound, "live change: key %d admitted %" PRId64 " > bound %" PRId64, k,
+              admitted, bound);
+        CHECK(admitted > 0, "live change: key %d: nothing admitted", k);
+        printf("live change (%s): %" PRId64 " changes, key %d admitted %" PRId64
+               " (bound %" PRId64 ")\n",
+               keyed ? "keyed" : "limiter", changes, k, admitted, bound);
+    }
     cr_limiter_free(shared.limiter);
+    cr_keyed_free(shared.keyed);
 }
 
 int main(void)
@@ -300,6 +321,7 @@ int main(void)
     test_one_key_frozen();
     test_many_keys_frozen();
     test_real_clock();
-    test_live_change();
+    test_live_change(false);
+    test_live_change(true);
     return check_summary("test_threads");
 }

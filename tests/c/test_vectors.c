@@ -56,7 +56,6 @@ typedef struct {
     cr_limiter *allow_limiter; /* driven by cr_limiter_allow where an op commits */
     cr_keyed *allow_keyed;     /* driven by cr_keyed_allow likewise */
     int64_t state;             /* what cr_decide's caller stores */
-    bool keyed_live;           /* false after a live change: keyed tables do not change yet */
 } variant;
 
 typedef struct {
@@ -83,7 +82,6 @@ static void sequence_add(sequence *seq, const cr_limit *limit)
     variant *v = &seq->variants[seq->count++];
     v->limit = *limit;
     v->state = 0;
-    v->keyed_live = true;
     if (cr_limiter_new(&v->limiter, limit) != CR_OK || cr_keyed_new(&v->keyed, limit, 64) != CR_OK ||
         cr_limiter_new(&v->allow_limiter, limit) != CR_OK ||
         cr_keyed_new(&v->allow_keyed, limit, 64) != CR_OK) {
@@ -145,12 +143,10 @@ static void run_op(variant *v, const char *key, int lineno, const vector_op *op)
     CHECK_EQ_I64(status, CR_OK, "cr_limiter_check, decisions.txt:%d", lineno);
     compare("cr_limiter_check", name, lineno, op, v->limit.burst, &got);
 
-    if (v->keyed_live) {
-        memset(&got, 0xa5, sizeof got);
-        status = cr_keyed_check(v->keyed, key, strlen(key), op->now, op->cost, op->commit, &got);
-        CHECK_EQ_I64(status, CR_OK, "cr_keyed_check, decisions.txt:%d", lineno);
-        compare("cr_keyed_check", name, lineno, op, v->limit.burst, &got);
-    }
+    memset(&got, 0xa5, sizeof got);
+    status = cr_keyed_check(v->keyed, key, strlen(key), op->now, op->cost, op->commit, &got);
+    CHECK_EQ_I64(status, CR_OK, "cr_keyed_check, decisions.txt:%d", lineno);
+    compare("cr_keyed_check", name, lineno, op, v->limit.burst, &got);
 
     /* The allow() fast paths: the same admissions, and so the same states. */
     if (op->commit) {
@@ -158,13 +154,10 @@ static void run_op(variant *v, const char *key, int lineno, const vector_op *op)
         status = cr_limiter_allow(v->allow_limiter, op->now, op->cost, &allowed);
         CHECK_EQ_I64(status, CR_OK, "cr_limiter_allow, decisions.txt:%d", lineno);
         CHECK_EQ_I64(allowed, op->allowed, "cr_limiter_allow (%s), decisions.txt:%d", name, lineno);
-        if (v->keyed_live) {
-            allowed = !op->allowed;
-            status = cr_keyed_allow(v->allow_keyed, key, strlen(key), op->now, op->cost, &allowed);
-            CHECK_EQ_I64(status, CR_OK, "cr_keyed_allow, decisions.txt:%d", lineno);
-            CHECK_EQ_I64(allowed, op->allowed, "cr_keyed_allow (%s), decisions.txt:%d", name,
-                         lineno);
-        }
+        allowed = !op->allowed;
+        status = cr_keyed_allow(v->allow_keyed, key, strlen(key), op->now, op->cost, &allowed);
+        CHECK_EQ_I64(status, CR_OK, "cr_keyed_allow, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(allowed, op->allowed, "cr_keyed_allow (%s), decisions.txt:%d", name, lineno);
     }
 }
 
@@ -193,8 +186,6 @@ static void run_reserve(variant *v, const char *key, int lineno, int64_t now, in
         CHECK_EQ_I64(reserved, want_reserved, "cr_limiter_reserve (%s), decisions.txt:%d", name,
                      lineno);
         CHECK_EQ_I64(delay, want_delay, "cr_limiter_reserve (%s), decisions.txt:%d", name, lineno);
-        if (!v->keyed_live)
-            continue;
         reserved = !want_reserved;
         delay = -7;
         CHECK_EQ_I64(cr_keyed_reserve(tables[i], key, strlen(key), now, cost, max_wait, &reserved,
@@ -215,15 +206,14 @@ static void run_refund(variant *v, const char *key, int lineno, int64_t now, int
     v->state = want_state;
     CHECK_EQ_I64(cr_limiter_refund(v->limiter, now, cost), CR_OK, "decisions.txt:%d", lineno);
     CHECK_EQ_I64(cr_limiter_refund(v->allow_limiter, now, cost), CR_OK, "decisions.txt:%d", lineno);
-    if (!v->keyed_live)
-        return;
     CHECK_EQ_I64(cr_keyed_refund(v->keyed, key, strlen(key), now, cost), CR_OK, "decisions.txt:%d",
                  lineno);
     CHECK_EQ_I64(cr_keyed_refund(v->allow_keyed, key, strlen(key), now, cost), CR_OK,
                  "decisions.txt:%d", lineno);
 }
 
-/* A live change through cr_carry and cr_limiter_reconfigure. */
+/* A live change through cr_carry, cr_limiter_reconfigure and
+ * cr_keyed_reconfigure (the key converts on its next touch). */
 static void run_reconfigure(variant *v, int lineno, int64_t now, int64_t emission_or_window,
                             int64_t burst_or_rate, int64_t want_state)
 {
@@ -241,7 +231,10 @@ static void run_reconfigure(variant *v, int lineno, int64_t now, int64_t emissio
     CHECK_EQ_I64(cr_limiter_reconfigure(v->allow_limiter, &to, now), CR_OK, "decisions.txt:%d",
                  lineno);
     CHECK_EQ_I64(cr_limiter_limit(v->limiter)->burst, burst_or_rate, "decisions.txt:%d", lineno);
-    v->keyed_live = false;
+    CHECK_EQ_I64(cr_keyed_reconfigure(v->keyed, &to, now), CR_OK, "decisions.txt:%d", lineno);
+    CHECK_EQ_I64(cr_keyed_reconfigure(v->allow_keyed, &to, now), CR_OK, "decisions.txt:%d",
+                 lineno);
+    CHECK_EQ_I64(cr_keyed_limit(v->keyed)->burst, burst_or_rate, "decisions.txt:%d", lineno);
 }
 
 static cr_algorithm algorithm_named(const char *name)

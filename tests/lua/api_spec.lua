@@ -481,7 +481,7 @@ describe("clock option", function()
 end)
 
 describe("live change", function()
-   it("carries the units used (docs/design.md §8)", function()
+   it("carries the units used (docs/design.md §4)", function()
       local lim = cellrate.limiter(10, { burst = 10 })
       for _ = 1, 6 do assert.is_true(lim:allow(1, 5.0)) end
       lim:reconfigure(100, { burst = 20 }, 5.0)
@@ -495,6 +495,16 @@ describe("live change", function()
       local _, _, retry_after = lim:check(1, 5.0)
       assert.is_true(math.abs(retry_after - 7.1) < 1e-9)
       assert.is_true(lim:allow(1, 12.1))
+   end)
+
+   it("carries each key of a keyed table on its next touch", function()
+      local keyed = cellrate.keyed(10, { burst = 10, capacity = 100 })
+      for _ = 1, 6 do assert.is_true(keyed:allow("busy", 1, 5.0)) end
+      keyed:reconfigure(100, { burst = 20 }, 5.0)
+      local _, remaining = keyed:peek("busy", 0, 5.0)
+      assert.are.equal(14, remaining)
+      _, remaining = keyed:peek("never-seen", 0, 5.0)
+      assert.are.equal(20, remaining)
    end)
 
    it("refuses another algorithm and a bad limit, changing nothing", function()

@@ -259,10 +259,7 @@ end
 local function replay(face)
    local counts, mismatches = { compared = 0 }, {}
    for _, seq in ipairs(SEQUENCES) do
-      local changes = false
-      for _, step in ipairs(seq.steps) do changes = changes or step.kind == "reconfigure" end
-      -- a store that does not change live yet (keyed): not its vectors
-      for _, algorithm in ipairs((face.reconfigure or not changes) and seq.algorithms or {}) do
+      for _, algorithm in ipairs(seq.algorithms) do
          replay_one(face, seq, algorithm, counts, mismatches)
       end
    end
@@ -493,6 +490,11 @@ describe("conformance vectors", function()
             opts.capacity = 64
             return cellrate.keyed(rate, opts)
          end,
+         reconfigure = function(keyed, algorithm, period, burst, now)
+            local rate, opts = limit_of(algorithm, period, burst)
+            opts.algorithm = nil
+            keyed:reconfigure(rate, opts, now)
+         end,
          decide = function(keyed, commit, cost, now)
             if commit then return keyed:check("key", cost, now) end
             return keyed:peek("key", cost, now)
@@ -520,6 +522,11 @@ describe("conformance vectors", function()
             local rate, opts = limit_of(algorithm, period, burst)
             opts.capacity = 64
             return cellrate.keyed(rate, opts)
+         end,
+         reconfigure = function(keyed, algorithm, period, burst, now)
+            local rate, opts = limit_of(algorithm, period, burst)
+            opts.algorithm = nil
+            keyed:reconfigure(rate, opts, now)
          end,
          decide = decide,
          reset = function(keyed) keyed:reset("key") end,

@@ -172,7 +172,7 @@ def window_refund(limit: WindowLimit, counts: Counts | None, t: int, cost: int) 
 
 def window_carry(old: WindowLimit, new: WindowLimit, counts: Counts | None, t: int) -> Counts | None:
     """The counts under `new` of a key counted `counts` under `old`, at t
-    (docs/design.md §8): counts carry as counts. A new period re-aligns the
+    (docs/design.md §4): counts carry as counts. A new period re-aligns the
     windows: the current count goes to the new window holding t (or the key's
     own, later, window when the clock stepped back), the previous count to the
     window before it. A count above the new rate is clipped to it: a full

@@ -209,7 +209,7 @@ class Store:
 
 def carry(old: Limit, new: Limit, stored_tat: int, now_ns: int) -> int:
     """The TAT under `new` of a key whose TAT under `old` is `stored_tat`, at now_ns
-    (docs/design.md §8): what carries is the units used, exactly,
+    (docs/design.md §4): what carries is the units used, exactly,
     used = max(0, TAT - now) / T_old, and TAT' = now + ceil(used * T_new), so that
     remaining' = max(0, floor(burst' - used)). The carried span is clipped at the
     horizon (2**62 ns): a key that far in debt stays refused for 146 years less

@@ -131,7 +131,7 @@ class Decisions:
         self.lines.append(f"refund {now_ns} {cost} {self.state}")
 
     def reconfigure(self, now_ns: int, emission_or_window_ns: int, burst_or_rate: int) -> None:
-        """A live change of the key's limit at now_ns (docs/design.md §8)."""
+        """A live change of the key's limit at now_ns (docs/design.md §4)."""
         self._time(now_ns)
         if self.window is not None:
             new = catalogue.WindowLimit(self.window.algorithm, emission_or_window_ns, burst_or_rate)
@@ -693,7 +693,7 @@ def random_windows(v: Decisions, rng: random.Random, count: int) -> None:
 
 def live_change_scenarios(v: Decisions) -> None:
     t0 = 5 * SECOND
-    v.comment("docs/design.md §8 (reference vector): gcra 10/s burst 10, 6 used at t0, changed to 100/s burst 20 at t0 -> remaining 14")
+    v.comment("docs/design.md §4 (reference vector): gcra 10/s burst 10, 6 used at t0, changed to 100/s burst 20 at t0 -> remaining 14")
     v.new_key(100 * MS, 10)
     for _ in range(6):
         v.op(t0)
@@ -703,7 +703,7 @@ def live_change_scenarios(v: Decisions) -> None:
     v.op(t0, 14)
     v.op(t0, 1)
 
-    v.comment("docs/design.md §8 (reference vector): gcra 100/s burst 100, 80 used at t0, changed to 10/s burst 10 at t0 -> refused;")
+    v.comment("docs/design.md §4 (reference vector): gcra 100/s burst 100, 80 used at t0, changed to 10/s burst 10 at t0 -> refused;")
     v.comment("the first admission of cost 1 is at t0 + 7.1 s")
     v.new_key(10 * MS, 100)
     v.op(t0, 80)
@@ -738,7 +738,7 @@ def live_change_scenarios(v: Decisions) -> None:
     v.op(2**62 - 1, 0)
 
     MINUTE = EPOCH - EPOCH % (60 * SECOND)  # a clock minute
-    v.comment("docs/design.md §8 (reference vector): fixed_window 100/minute, 60 used in this minute, changed to 80/minute ->")
+    v.comment("docs/design.md §4 (reference vector): fixed_window 100/minute, 60 used in this minute, changed to 80/minute ->")
     v.comment("20 more this minute; changed to 50/minute -> refused until the next minute")
     v.new_window("fixed_window", 60 * SECOND, 100)
     v.op(MINUTE + 10 * SECOND, 60)

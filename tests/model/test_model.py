@@ -252,7 +252,7 @@ def test_vectors_are_fresh(tmp_path):
 
 
 def test_live_change_design_vectors():
-    """docs/design.md §8: what carries is units used."""
+    """docs/design.md §4: what carries is units used."""
     t0 = 5 * S
     tat = 0
     for _ in range(6):

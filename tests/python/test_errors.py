@@ -429,8 +429,9 @@ def test_reconfigure_refuses_another_algorithm_and_bad_limits_unchanged():
     assert lim.peek(0, now=1.0).remaining == 3 and lim.burst == 5
 
 
-def test_reconfigure_of_a_shared_limiter_is_refused(tmp_path):
-    lim = cellrate.Limiter(10, shared=str(tmp_path / "region"))
+@pytest.mark.parametrize("kind", [cellrate.Limiter, cellrate.KeyedLimiter])
+def test_reconfigure_of_a_shared_limiter_is_refused(tmp_path, kind):
+    lim = kind(10, shared=str(tmp_path / "region"))
     with pytest.raises(cellrate.InvalidArgument) as info:
         lim.reconfigure(20)
     assert info.value.param == "shared"
