@@ -202,13 +202,15 @@ static void test_real_clock(void)
     }
 }
 
-/* A live change racing with decisions. The changer sets limit r % 2 at the
- * instant r * STEP, then publishes that instant; deciders decide at the
- * instant they last read. A decision with a stale instant is only stricter,
- * so the admissions are at most those of a replay that, at each instant,
- * carries the state to the new limit and then admits all it can. */
+/* A live change racing with decisions. The changer publishes the instant
+ * r * STEP, lets the deciders admit at it under the old limit, and changes to
+ * limit r % 2 at that instant meanwhile; deciders decide at the instant they
+ * last read. A decision with a stale instant is only stricter, and units
+ * carry one for one, so the admissions are at most those of a replay that,
+ * at each instant, admits all it can under the old limit, carries the state
+ * to the new one, and admits all it can under that. */
 enum { LIVE_ROUNDS = 300, LIVE_ATTEMPTS_PER_ROUND = 64 };
-#define LIVE_STEP_NS (2 * INT64_C(1000000))
+#define LIVE_STEP_NS (50 * INT64_C(1000000))
 
 enum { LIVE_KEYS = 3 };
 
@@ -278,16 +280,24 @@ static void test_live_change(bool keyed)
     for (int round = 0; round < LIVE_ROUNDS; round++) {
         const cr_limit *from = &limits[(round + 1) % 2], *to = &limits[round % 2];
         const int64_t now = round * LIVE_STEP_NS;
+        /* The instant first: the deciders admit under the old limit while the
+         * change is made, at the same instant. */
+        atomic_store(&shared.now, now);
+        cr_decision d;
         if (round > 0) {
+            int64_t seen = atomic_load(&shared.attempts);
+            while (atomic_load(&shared.attempts) - seen < THREADS)
+                sched_yield();
             CHECK((keyed ? cr_keyed_reconfigure(shared.keyed, to, now)
                          : cr_limiter_reconfigure(shared.limiter, to, now)) == CR_OK,
                   "reconfigure");
+            /* the greedy replay: all that fits under the old limit, carried */
+            while ((tat = cr_decide(from, tat, now, 1, &d), d.allowed))
+                bound++;
             tat = cr_carry(from, to, tat, now);
             changes++;
         }
-        atomic_store(&shared.now, now);
-        /* the greedy replay: all the units that fit at this instant */
-        cr_decision d;
+        /* then all that fits under the new one */
         while ((tat = cr_decide(to, tat, now, 1, &d), d.allowed))
             bound++;
         int64_t seen = atomic_load(&shared.attempts);

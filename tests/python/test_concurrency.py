@@ -187,8 +187,9 @@ def test_shared_between_threads_that_also_reset():
 @pytest.mark.parametrize("keyed", [False, True], ids=["Limiter", "KeyedLimiter"])
 def test_live_change_back_and_forth_never_exceeds_the_piecewise_bound(keyed):
     """4 threads decide while another changes the limit back and forth at
-    stepped instants; per key, the admissions never exceed a greedy replay
-    that carries the units used across each change (docs/design.md §4)."""
+    stepped instants, mid-drain; per key, the admissions never exceed a greedy
+    replay: all that fits under the old limit, carried, then all that fits
+    under the new one (docs/design.md §4)."""
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "model"))
     import gcra_model as model
 
@@ -200,7 +201,7 @@ def test_live_change_back_and_forth_never_exceeds_the_piecewise_bound(keyed):
     else:
         lim = cellrate.Limiter(limits[0][0], burst=limits[0][1])
         allow = lambda key, now: lim.allow(now=now)  # noqa: E731
-    step = 0.002
+    step = 0.05
     now = [0.0]
     done = threading.Event()
     admitted = {key: [0] * 4 for key in keys}
@@ -220,11 +221,18 @@ def test_live_change_back_and_forth_never_exceeds_the_piecewise_bound(keyed):
     bound, tat = 0, 0
     for round_ in range(100):
         rate, burst, limit = limits[round_ % 2]
-        t_ns = round_ * 2 * 10**6
+        t_ns = round_ * 50 * 10**6
+        now[0] = round_ * step  # the deciders admit under the old limit while it changes
         if round_:
+            seen = attempts[0]
+            while attempts[0] - seen < 4:
+                time.sleep(0)
             lim.reconfigure(rate, burst=burst, now=round_ * step)
-            tat = model.carry(limits[(round_ + 1) % 2][2], limit, tat, t_ns)
-        now[0] = round_ * step
+            old = limits[(round_ + 1) % 2][2]
+            while (d := model.decide(old, tat, t_ns, 1)).allowed:
+                tat = d.tat_after
+                bound += 1
+            tat = model.carry(old, limit, tat, t_ns)
         while (d := model.decide(limit, tat, t_ns, 1)).allowed:
             tat = d.tat_after
             bound += 1
