@@ -1133,8 +1133,11 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
     Py_XDECREF(own);
     if (failed)
         return NULL;
-    cr_status status = is_keyed(store) ? cr_keyed_reconfigure(store->keyed, &limit, now_ns)
-                                       : cr_limiter_reconfigure(store->limiter, &limit, now_ns);
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS /* a change may wait for another and sweeps part of a table */
+    status = is_keyed(store) ? cr_keyed_reconfigure(store->keyed, &limit, now_ns)
+                             : cr_limiter_reconfigure(store->limiter, &limit, now_ns);
+    Py_END_ALLOW_THREADS
     if (status != CR_OK) {
         raise_status(state, status);
         return NULL;
