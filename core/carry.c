@@ -52,9 +52,19 @@ static int64_t sliding_carry(const cr_limit *from, const cr_limit *to, int64_t s
     if (s.prev == 0 && s.curr == 0)
         return 0;
     const int64_t anchor = s.start > now_ns ? s.start : now_ns;
-    s.base = (cr_window_index(to, anchor) + 2) * to->tolerance_ns;
-    s.prev = min_count(s.prev, to->burst);
-    s.curr = min_count(s.curr, to->burst);
+    const int64_t window = to->tolerance_ns, rate = to->burst;
+    const int64_t start = cr_window_index(to, anchor) * window;
+    s.base = start + 2 * window;
+    s.curr = min_count(s.curr, rate);
+    if (s.prev > rate) {
+        /* the previous count's excess weighs on, for the rest of the window, in
+         * the current count (rounded up): never less than the counts weighed */
+        const int64_t elapsed = now_ns > start ? now_ns - start : 0;
+        const cr_u128 weight = (cr_u128)(uint64_t)(s.prev - rate) * (uint64_t)(window - elapsed);
+        const int64_t excess = (int64_t)((weight + (uint64_t)window - 1) / (uint64_t)window);
+        s.curr = min_count(s.curr + excess, rate);
+        s.prev = rate;
+    }
     return cr_sliding_pack(to, &s);
 }
 

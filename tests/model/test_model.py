@@ -283,3 +283,17 @@ def test_live_change_same_limit_and_idle_keep_the_state():
     assert model.carry(limit, Limit(MS, 3), S // 2, S) == S // 2
     # the debt is clipped at the horizon, never admitted sooner
     assert model.carry(Limit(1, 2**62), Limit(2**62, 1), 2**62, 0) == 2**62
+
+
+def test_live_change_sliding_excess_weighs_on():
+    """sliding_window 100/minute with 100 in the previous window, changed to 50/minute
+    half-way through the current one: the previous count clips to 50 and its excess
+    (50, half of its weight left) moves into the current count, so nothing is admitted
+    sooner than the counts alone would admit."""
+    minute = 60 * S
+    old, new = (catalogue.WindowLimit("sliding_window", minute, r) for r in (100, 50))
+    counts = catalogue.window_decide(old, None, 10 * minute, 100).counts_after
+    carried = catalogue.window_carry(old, new, counts, 11 * minute + 30 * S)
+    assert carried == catalogue.Counts(11, 50, 25)
+    assert not catalogue.window_decide(new, carried, 11 * minute + 30 * S, 1).allowed
+    assert catalogue.window_decide(new, carried, 11 * minute + 45 * S, 0).remaining == 12
