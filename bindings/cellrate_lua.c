@@ -695,6 +695,33 @@ static int store_reset(lua_State *L, const char *tag)
     return 0;
 }
 
+/* lim:reconfigure(rate [, opts [, now]]) and keyed:reconfigure(...): the limit
+ * changes live, keeping what was used (docs/design.md §4); opts: period,
+ * burst, algorithm (the store's when absent). */
+static int store_reconfigure(lua_State *L, const char *tag)
+{
+    const bool keyed = tag == keyed_tag;
+    store_box *box = check_open(L, tag);
+    const int top = lua_gettop(L);
+    options opts = {.capacity = CR_KEYED_DEFAULT_CAPACITY, .shared_mode = CR_SHARED_DEFAULT_MODE};
+    read_rate(L, 2, &opts.args);
+    read_options(L, 3, OPTION_PERIOD | OPTION_BURST | OPTION_ALGORITHM, &opts);
+    if (opts.args.algorithm == NULL) {
+        opts.args.algorithm = cr_algorithm_name(box->limit.algorithm);
+        opts.args.algorithm_len = strlen(opts.args.algorithm);
+    }
+    const int64_t now_ns = read_now(L, 4, top);
+    cr_limit limit;
+    cr_status status = cr_limit_init(&limit, &opts.args);
+    if (status == CR_OK)
+        status = keyed ? cr_keyed_reconfigure(box->keyed, &limit, now_ns)
+                       : cr_limiter_reconfigure(box->limiter, &limit, now_ns);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    box->limit = keyed ? *cr_keyed_limit(box->keyed) : *cr_limiter_limit(box->limiter);
+    return 0;
+}
+
 /* rate, period, burst, clock, algorithm, emission_ns, tolerance_ns; a KeyedLimiter's
  * capacity and evictions. */
 static int store_info(lua_State *L, const char *tag)
@@ -760,6 +787,7 @@ static int store_tostring(lua_State *L, const char *tag)
     static int type##_refund(lua_State *L) { return store_refund(L, tag, false); }          \
     static int type##_anchor(lua_State *L) { return store_refund(L, tag, true); }           \
     static int type##_reset(lua_State *L) { return store_reset(L, tag); }                   \
+    static int type##_reconfigure(lua_State *L) { return store_reconfigure(L, tag); }       \
     static int type##_info(lua_State *L) { return store_info(L, tag); }                     \
     static int type##_close(lua_State *L) { return store_close(L, tag); }                   \
     static int type##_tostring(lua_State *L) { return store_tostring(L, tag); }             \
@@ -767,7 +795,7 @@ static int store_tostring(lua_State *L, const char *tag)
         {"allow", type##_allow},     {"check", type##_check},   {"peek", type##_peek},      \
         {"reserve", type##_reserve}, {"wait", type##_wait},     {"refund", type##_refund},  \
         {"anchor", type##_anchor},   {"reset", type##_reset},   {"info", type##_info},      \
-        {"close", type##_close},                                                            \
+        {"close", type##_close},     {"reconfigure", type##_reconfigure},                   \
         {"check_headers", type##_check_headers},                                            \
         {NULL, NULL},                                                                       \
     };                                                                                      \

@@ -1120,6 +1120,47 @@ static PyObject *limiter_reset(PyObject *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* reconfigure(rate, period=None, *, burst=None, algorithm=None, now=None), on
+ * Limiter and KeyedLimiter: the limit changes live, keeping what was used
+ * (docs/design.md §4). The algorithm, when not given, is the store's;
+ * the clock stays its. */
+static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"rate", "period", "burst", "algorithm", "now", NULL};
+    StoreObject *store = (StoreObject *)self;
+    module_state *state = state_of(self);
+    PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None, *now = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOO:reconfigure", keywords, &rate, &period,
+                                     &burst, &algorithm, &now))
+        return NULL;
+    PyObject *own = NULL;
+    if (algorithm == Py_None) {
+        own = PyUnicode_FromString(cr_algorithm_name(store->limit.algorithm));
+        if (own == NULL)
+            return NULL;
+    }
+    cr_limit limit;
+    int64_t now_ns;
+    int failed = convert_limit(state, rate, period, burst, Py_None, own ? own : algorithm, &limit) <
+                     0 ||
+                 convert_now(state, now, &now_ns) < 0;
+    Py_XDECREF(own);
+    if (failed)
+        return NULL;
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS /* a change may wait for another and sweeps part of a table */
+        status = is_keyed(store) ? cr_keyed_reconfigure(store->keyed, &limit, now_ns)
+                                 : cr_limiter_reconfigure(store->limiter, &limit, now_ns);
+    Py_END_ALLOW_THREADS if (status != CR_OK)
+    {
+        raise_status(state, status);
+        return NULL;
+    }
+    store->limit = is_keyed(store) ? *cr_keyed_limit(store->keyed)
+                                   : *cr_limiter_limit(store->limiter);
+    Py_RETURN_NONE;
+}
+
 /* KeyedLimiter.reset(key) */
 static PyObject *keyed_reset(PyObject *self, PyObject *key_obj)
 {
@@ -1337,6 +1378,13 @@ PyDoc_STRVAR(keyed_check_doc, DECIDE_DOC("check($self, /, key, cost=1, *, now=No
 PyDoc_STRVAR(keyed_peek_doc,
              DECIDE_DOC("peek($self, /, key, cost=1, *, now=None)",
                         "The Decision check() would return, without spending anything."));
+PyDoc_STRVAR(store_reconfigure_doc,
+             "reconfigure($self, /, rate, period=None, *, burst=None, algorithm=None, now=None)\n"
+             "--\n\n"
+             "Change the limit live: what was used carries (a change never hands out a\n"
+             "fresh allowance); rate, period and burst as for Limiter. The algorithm\n"
+             "cannot change (InvalidArgument naming algorithm); the clock stays. A\n"
+             "KeyedLimiter carries each key on its next touch.");
 PyDoc_STRVAR(keyed_reset_doc,
              "reset($self, key, /)\n--\n\nForget `key`: it is back to a full burst.");
 
@@ -1404,12 +1452,16 @@ PyDoc_STRVAR(keyed_doc,
 static PyMethodDef limiter_methods[] = {
     DECIDE_METHODS(limiter),
     {"reset", limiter_reset, METH_NOARGS, limiter_reset_doc},
+    {"reconfigure", (PyCFunction)(void (*)(void))store_reconfigure, METH_VARARGS | METH_KEYWORDS,
+     store_reconfigure_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static PyMethodDef keyed_methods[] = {
     DECIDE_METHODS(keyed),
     {"reset", keyed_reset, METH_O, keyed_reset_doc},
+    {"reconfigure", (PyCFunction)(void (*)(void))store_reconfigure, METH_VARARGS | METH_KEYWORDS,
+     store_reconfigure_doc},
     {NULL, NULL, 0, NULL},
 };
 

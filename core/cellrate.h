@@ -168,7 +168,12 @@ const char *cr_version(void);
       "timeout must be a number of seconds >= 0, or absent to wait as long as it takes")          \
     X(45, E_RATE_SEVERAL, ARGUMENT, "rate",                                                       \
       "rate: one string is one limit; for several ('100/day;10/hour') make one limiter "          \
-      "of each and decide them as one with check_all")
+      "of each and decide them as one with check_all")                                            \
+    X(46, E_RECONFIGURE_ALGORITHM, ARGUMENT, "algorithm",                                         \
+      "algorithm: a live change keeps the limit's algorithm; make a new limiter for another one") \
+    X(47, E_SHARED_RECONFIGURE, ARGUMENT, "shared",                                               \
+      "shared: the limit of a shared region cannot be changed live; every process opens it "      \
+      "with the limit it was made with")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1
@@ -334,6 +339,25 @@ int64_t cr_refund(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t 
  */
 int64_t cr_anchor(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost);
 
+/*
+ * A live change, pure (docs/design.md §4): the state under `to` of a key
+ * whose state under `from` is `state`, at `now_ns`. What carries is units
+ * used. gcra and token_bucket: used = max(0, TAT - now) / T_from exactly, and
+ * TAT' = now + ceil(used * T_to) (the span clipped at CR_HORIZON_NS: a debt
+ * that far stays refused, never admitted sooner). Windows: the counts carry as
+ * counts, clipped at the new rate, in the new windows holding `now_ns`. An idle
+ * key, and a change that decides as before (cr_limit_same), keep `state`.
+ * Pre-condition: the same algorithm on both sides (see cr_limit_reconfigurable).
+ */
+int64_t cr_carry(const cr_limit *from, const cr_limit *to, int64_t state, int64_t now_ns);
+
+/* Whether `a` and `b` make the same decisions (algorithm, T, tau, burst). */
+bool cr_limit_same(const cr_limit *a, const cr_limit *b);
+
+/* CR_OK when `from` may change live to `to`, else
+ * CR_E_RECONFIGURE_ALGORITHM (the algorithm differs). */
+cr_status cr_limit_reconfigurable(const cr_limit *from, const cr_limit *to);
+
 /* ------------------------------------------------------------------------ */
 /* Time                                                                      */
 
@@ -419,6 +443,19 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 /* Back to idle (full burst). */
 void cr_limiter_reset(cr_limiter *limiter);
 
+/*
+ * Changes the limit live at `now_ns` (or CR_CLOCK), keeping what was used
+ * (cr_carry). Safe against concurrent decisions, which never see the new
+ * limit with the old state or the reverse: each decides wholly before the
+ * change or wholly after it. Concurrent changes are serialized. The limit of
+ * cr_limiter_limit() before the call stays valid (every limit a limiter had
+ * is kept until it is freed: one small block per change). The clock stays the
+ * limiter's. CR_E_RECONFIGURE_ALGORITHM for another algorithm;
+ * CR_E_SHARED_RECONFIGURE for a limiter in a shared region; CR_E_NOW;
+ * CR_E_NOMEM.
+ */
+cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int64_t now_ns);
+
 /* cr_reserve on the limiter's state, by compare-and-swap. `max_wait_ns` >= 0
  * or CR_NEVER (else CR_E_MAX_WAIT). */
 cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost, int64_t max_wait_ns,
@@ -473,6 +510,17 @@ cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int6
 /* As cr_limiter_anchor, for `key`. */
 cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                           int64_t cost);
+
+/*
+ * Changes the table's limit live at `now_ns` (or CR_CLOCK), for every key,
+ * keeping what each used (cr_carry, at this instant). Lock-free for
+ * decisions: each key is converted on its first touch after the change, and
+ * the change itself converts 1/112 of the table (no pause, no walk of every
+ * key): a key may sleep through any number of changes. Concurrent changes
+ * are serialized. As cr_limiter_reconfigure otherwise (errors, the clock,
+ * every limit kept until the table is freed).
+ */
+cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t now_ns);
 
 /* Forgets `key` (back to idle) and frees its slot. */
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len);

@@ -50,6 +50,18 @@ cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t c
 cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                                 int64_t cost, bool *allowed);
 
+/* Whether a change to `b` would change nothing of `a` (its decisions, and the
+ * rate and period it reports). */
+static inline bool cr_limit_identical(const cr_limit *a, const cr_limit *b)
+{
+    return cr_limit_same(a, b) && a->rate == b->rate && a->period_s == b->period_s;
+}
+
+/* The state of a key with everything used at `now_ns` under `limit`: what a
+ * keyed table carries a live key to when its limit is no longer known
+ * (core/carry.c; docs/design.md §4). */
+int64_t cr_full(const cr_limit *limit, int64_t now_ns);
+
 /* A fresh 128-bit hash seed from the kernel's random source (core/seed.c). */
 cr_status cr_random_seed(uint64_t seed[2]);
 

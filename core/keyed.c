@@ -12,12 +12,20 @@
  * the locks of the key's two buckets, after looking again under them, so two
  * threads can never place the same key twice. Freeing a slot needs no lock:
  * it cannot create a duplicate.
+ *
+ * A live change (docs/design.md §4) converts each key lazily. The top 8 bits
+ * of a slot's fingerprint word are the generation (mod 256) of the limit its
+ * state was written under; a touch that meets an older tag carries the state
+ * through every change since, at each change's instant, in the same CAS that
+ * retags it. Each change also sweeps 1/112 of the table, so no slot is ever
+ * 112 changes behind and a tag is never read as another generation's.
  */
 #include "cellrate.h"
 #include "internal.h"
 #include "siphash.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +35,16 @@
 #define SLOTS_PER_BUCKET 4
 #define MAX_STRIPES 256
 #define MAX_CAPACITY ((int64_t)1 << 32)
+
+/* The fingerprint word: the generation tag above, the key's 56-bit
+ * fingerprint below (never 0 in an occupied slot). */
+#define TAG_SHIFT 56
+#define FP_MASK ((UINT64_C(1) << TAG_SHIFT) - 1)
+#define TAG_COUNT 256
+/* The sweep visits every bucket within SWEEP_CHANGES changes; a state is
+ * carried through up to MAX_BEHIND changes (< 256: tags never alias). */
+#define SWEEP_CHANGES 112
+#define MAX_BEHIND 224
 
 __extension__ typedef unsigned __int128 slot_pair; /* low half: fingerprint; high half: TAT */
 
@@ -50,8 +68,17 @@ typedef struct {
 _Static_assert(sizeof(slot) == 16, "a slot is 16 bytes");
 _Static_assert(sizeof(bucket) == 64, "a bucket is one cache line");
 
-struct cr_keyed {
+/* A limit the table has had: never changed, freed with the table. */
+typedef struct keyed_limit keyed_limit;
+struct keyed_limit {
     cr_limit limit;
+    uint64_t generation; /* 0 for the limit the table was made with */
+    int64_t changed_at;  /* the instant of the change that made it current */
+    keyed_limit *older;  /* the limit before it (NULL for generation 0) */
+};
+
+struct cr_keyed {
+    keyed_limit *_Atomic current; /* the limit decisions apply */
     int64_t capacity;
     uint64_t seed[2];
     uint32_t nbuckets;
@@ -59,9 +86,18 @@ struct cr_keyed {
     bucket *buckets;
     cr_lock *stripes;
     _Atomic uint64_t *evictions;
-    cr_region region; /* base is NULL for a table of this process alone */
+    cr_region region;         /* base is NULL for a table of this process alone */
+    pthread_mutex_t changing; /* serializes live changes; decisions never take it */
+    uint32_t sweep_cursor;    /* the next bucket a change sweeps, under `changing` */
     _Alignas(64) _Atomic uint64_t own_evictions;
 };
+
+static uint64_t tag_of(uint64_t generation) { return (generation % TAG_COUNT) << TAG_SHIFT; }
+
+static keyed_limit *current_limit(const cr_keyed *keyed)
+{
+    return atomic_load_explicit(&((cr_keyed *)keyed)->current, memory_order_acquire);
+}
 
 static slot_pair make_pair(uint64_t fp, int64_t tat)
 {
@@ -100,7 +136,7 @@ static key_place key_place_of(const cr_keyed *keyed, const void *key, size_t key
 {
     uint64_t hash = cr_siphash13(keyed->seed, key, key_len);
     key_place place;
-    place.fp = hash ? hash : 1;
+    place.fp = (hash & FP_MASK) ? hash & FP_MASK : 1;
     place.bucket[0] = reduce((uint32_t)hash, keyed->nbuckets);
     place.bucket[1] = reduce((uint32_t)(hash >> 32), keyed->nbuckets);
     if (place.bucket[1] == place.bucket[0] && keyed->nbuckets > 1)
@@ -108,17 +144,19 @@ static key_place key_place_of(const cr_keyed *keyed, const void *key, size_t key
     return place;
 }
 
-/* The slot holding `fp`, with its TAT in *tat, or NULL. */
-static slot *find(const cr_keyed *keyed, const key_place *place, int64_t *tat)
+/* The slot holding `fp`, with its TAT in *tat and its whole fingerprint word
+ * (the generation tag too) in *word, or NULL. */
+static slot *find(const cr_keyed *keyed, const key_place *place, int64_t *tat, uint64_t *word)
 {
     for (int b = 0; b < 2; b++) {
         bucket *bk = &keyed->buckets[place->bucket[b]];
         for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
             slot *s = &bk->slots[i];
-            if (load_fp(s) != place->fp)
+            *word = load_fp(s);
+            if ((*word & FP_MASK) != place->fp)
                 continue;
             *tat = load_tat(s);
-            if (load_fp(s) == place->fp)
+            if (load_fp(s) == *word)
                 return s;
             i = -1; /* the slot changed hands under us: look at this bucket again */
         }
@@ -163,7 +201,8 @@ static void unlock_places(cr_keyed *keyed, const uint32_t stripe[2])
  * smallest TAT, which is free if that TAT has passed and otherwise the most
  * idle live key, evicted and counted.
  */
-static void claim_slot(cr_keyed *keyed, const key_place *place, int64_t now_ns, int64_t new_tat)
+static void claim_slot(cr_keyed *keyed, const key_place *place, uint64_t tag, int64_t now_ns,
+                       int64_t new_tat)
 {
     for (;;) {
         slot *empty = NULL, *oldest = NULL;
@@ -197,11 +236,80 @@ static void claim_slot(cr_keyed *keyed, const key_place *place, int64_t now_ns, 
             }
         }
         slot *victim = empty ? empty : oldest;
-        if (!slot_cas(victim, empty ? empty_seen : oldest_seen, make_pair(place->fp, new_tat)))
+        if (!slot_cas(victim, empty ? empty_seen : oldest_seen,
+                      make_pair(place->fp | tag, new_tat)))
             continue; /* the candidate changed: choose again */
         if (!empty && oldest_tat > now_ns)
             atomic_fetch_add_explicit(keyed->evictions, 1, memory_order_relaxed);
         return;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Live change: carrying a slot to the current limit.                        */
+
+/* The state under `current` of a state written under the limit tagged
+ * `tag`: carried through each change since, at that change's instant (as if
+ * the table had converted every key at once); `current` is the table's
+ * latest (convert_slot checks), so the tag is behind it.
+ * The sweep keeps every slot within SWEEP_CHANGES + the staleness of its last
+ * writer; a state more than MAX_BEHIND behind (a decision that slept through
+ * over 112 changes between reading `current` and its CAS) is taken as
+ * everything used under `current`: never a fresh allowance. */
+static int64_t carried_state(const keyed_limit *current, uint64_t tag, int64_t state,
+                             int64_t now_ns)
+{
+    const uint64_t behind = (current->generation - tag) % TAG_COUNT;
+    if (behind >= MAX_BEHIND || behind > current->generation)
+        return cr_full(&current->limit, now_ns);
+    const keyed_limit *path[MAX_BEHIND];
+    const keyed_limit *limit = current;
+    for (uint64_t i = 0; i < behind; i++) {
+        path[i] = limit;
+        limit = limit->older;
+    }
+    for (uint64_t i = behind; i-- > 0;) {
+        state = cr_carry(&limit->limit, &path[i]->limit, state, path[i]->changed_at);
+        limit = path[i];
+    }
+    return state;
+}
+
+/* Retags slot `s` (seen as {word, state}) to `current`, carrying its state.
+ * Returns the limit the caller should decide under: `current`, or the table's
+ * newer one when `current` turned out stale. */
+static keyed_limit *convert_slot(cr_keyed *keyed, keyed_limit *current, slot *s, uint64_t word,
+                                 int64_t state, int64_t now_ns)
+{
+    keyed_limit *latest = current_limit(keyed);
+    if (latest != current)
+        return latest; /* a change since this call began: decide under it */
+    const int64_t carried = carried_state(current, word >> TAG_SHIFT, state, now_ns);
+    slot_cas(s, make_pair(word, state),
+             make_pair((word & FP_MASK) | tag_of(current->generation), carried));
+    return current; /* converted, or changed meanwhile: the caller looks again */
+}
+
+/* Converts every slot of the next buckets that is behind `current` (the
+ * change's share of the sweep). */
+static void sweep(cr_keyed *keyed, keyed_limit *current, int64_t now_ns)
+{
+    const uint32_t count = (keyed->nbuckets + SWEEP_CHANGES - 1) / SWEEP_CHANGES;
+    const uint64_t tag = tag_of(current->generation);
+    for (uint32_t n = 0; n < count; n++) {
+        bucket *bk = &keyed->buckets[keyed->sweep_cursor];
+        keyed->sweep_cursor = (keyed->sweep_cursor + 1) % keyed->nbuckets;
+        for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
+            slot *s = &bk->slots[i];
+            for (;;) {
+                const uint64_t word = load_fp(s);
+                if (word == 0 || (word & ~FP_MASK) == tag)
+                    break;
+                const int64_t state = load_tat(s);
+                if (load_fp(s) == word)
+                    convert_slot(keyed, current, s, word, state, now_ns);
+            }
+        }
     }
 }
 
@@ -253,7 +361,8 @@ static cr_status map_shared_table(cr_keyed *keyed, const char *path, int64_t mod
         .nstripes = keyed->nstripes,
         .buckets_size = buckets_size(keyed),
     };
-    cr_status status = cr_region_open(&keyed->region, &spec, &keyed->limit, path, mode);
+    cr_status status = cr_region_open(&keyed->region, &spec, &current_limit(keyed)->limit, path,
+                                      mode);
     if (status != CR_OK)
         return status;
     memcpy(keyed->seed, keyed->region.seed, sizeof keyed->seed);
@@ -269,10 +378,16 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
     if (capacity < 1 || capacity > MAX_CAPACITY)
         return CR_E_CAPACITY;
     cr_keyed *keyed = aligned_alloc(64, sizeof *keyed);
-    if (!keyed)
+    keyed_limit *first = calloc(1, sizeof *first);
+    if (!keyed || !first) {
+        free(keyed);
+        free(first);
         return CR_E_NOMEM;
+    }
     memset(keyed, 0, sizeof *keyed);
-    keyed->limit = *limit;
+    first->limit = *limit;
+    atomic_init(&keyed->current, first);
+    pthread_mutex_init(&keyed->changing, NULL);
     keyed->capacity = capacity;
     keyed->nbuckets = buckets_for(capacity);
     keyed->nstripes = keyed->nbuckets < MAX_STRIPES ? keyed->nbuckets : MAX_STRIPES;
@@ -280,6 +395,8 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
     atomic_init(&keyed->own_evictions, 0);
     cr_status status = path ? map_shared_table(keyed, path, mode) : map_private_table(keyed);
     if (status != CR_OK) {
+        pthread_mutex_destroy(&keyed->changing);
+        free(first);
         free(keyed);
         return status;
     }
@@ -302,10 +419,47 @@ void cr_keyed_free(cr_keyed *keyed)
         free(keyed->stripes);
         munmap(keyed->buckets, buckets_size(keyed));
     }
+    keyed_limit *limit = current_limit(keyed);
+    while (limit) {
+        keyed_limit *older = limit->older;
+        free(limit);
+        limit = older;
+    }
+    pthread_mutex_destroy(&keyed->changing);
     free(keyed);
 }
 
-const cr_limit *cr_keyed_limit(const cr_keyed *keyed) { return &keyed->limit; }
+const cr_limit *cr_keyed_limit(const cr_keyed *keyed) { return &current_limit(keyed)->limit; }
+
+cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t now_ns)
+{
+    if (keyed->region.base)
+        return CR_E_SHARED_RECONFIGURE;
+    cr_status status = cr_check_args(now_ns, 0);
+    if (status != CR_OK)
+        return status;
+    pthread_mutex_lock(&keyed->changing);
+    keyed_limit *current = current_limit(keyed);
+    status = cr_limit_reconfigurable(&current->limit, limit);
+    if (status != CR_OK || cr_limit_identical(&current->limit, limit)) {
+        pthread_mutex_unlock(&keyed->changing); /* the same limit: nothing changes */
+        return status;
+    }
+    keyed_limit *next = calloc(1, sizeof *next);
+    if (!next) {
+        pthread_mutex_unlock(&keyed->changing);
+        return CR_E_NOMEM;
+    }
+    next->limit = *limit;
+    next->limit.fast_clock = current->limit.fast_clock;
+    next->generation = current->generation + 1;
+    next->changed_at = cr_resolve_now(&current->limit, now_ns);
+    next->older = current;
+    atomic_store_explicit(&keyed->current, next, memory_order_release);
+    sweep(keyed, next, next->changed_at);
+    pthread_mutex_unlock(&keyed->changing);
+    return CR_OK;
+}
 
 /* Applies `op` to `key`; `out` NULL decides admission alone (the allow() path). */
 __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *keyed, const void *key,
@@ -320,28 +474,35 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
     const key_place place = key_place_of(keyed, key, key_len);
     __builtin_prefetch(&keyed->buckets[place.bucket[0]]);
     __builtin_prefetch(&keyed->buckets[place.bucket[1]]);
-    now_ns = cr_resolve_now(&keyed->limit, now_ns);
+    keyed_limit *current = current_limit(keyed);
+    now_ns = cr_resolve_now(&current->limit, now_ns); /* a change keeps the clock */
     for (;;) {
         int64_t state;
-        slot *s = find(keyed, &place, &state);
+        uint64_t word;
+        slot *s = find(keyed, &place, &state, &word);
         if (s) {
-            int64_t new_state = cr_apply(&keyed->limit, state, now_ns, op, out, ok);
+            if (__builtin_expect((word & ~FP_MASK) != tag_of(current->generation), 0)) {
+                /* written under another limit: carry it first, then decide */
+                current = convert_slot(keyed, current, s, word, state, now_ns);
+                continue;
+            }
+            int64_t new_state = cr_apply(&current->limit, state, now_ns, op, out, ok);
             if (new_state == state || !commit ||
-                slot_cas(s, make_pair(place.fp, state), make_pair(place.fp, new_state)))
+                slot_cas(s, make_pair(word, state), make_pair(word, new_state)))
                 return CR_OK;
             continue; /* lost a race on this slot: decide again from what is there */
         }
         /* Absent: the key is idle. Only an admission that commits needs a slot. */
-        int64_t new_state = cr_apply(&keyed->limit, 0, now_ns, op, out, ok);
+        int64_t new_state = cr_apply(&current->limit, 0, now_ns, op, out, ok);
         if (new_state == 0 || !commit)
             return CR_OK;
         uint32_t stripe[2];
         status = lock_places(keyed, &place, stripe);
         if (status != CR_OK)
             return status;
-        bool placed = !find(keyed, &place, &state);
+        bool placed = !find(keyed, &place, &state, &word);
         if (placed)
-            claim_slot(keyed, &place, now_ns, new_state);
+            claim_slot(keyed, &place, tag_of(current->generation), now_ns, new_state);
         unlock_places(keyed, stripe);
         if (placed)
             return CR_OK;
@@ -402,9 +563,10 @@ void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
 {
     const key_place place = key_place_of(keyed, key, key_len);
     int64_t tat;
+    uint64_t word;
     slot *s;
-    while ((s = find(keyed, &place, &tat))) {
-        if (slot_cas(s, make_pair(place.fp, tat), make_pair(0, 0)))
+    while ((s = find(keyed, &place, &tat, &word))) {
+        if (slot_cas(s, make_pair(word, tat), make_pair(0, 0)))
             return;
     }
 }

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 /* 2: boot id outside the checksum; stripe locks are cr_lock words. */
-#define REGION_VERSION 2
+#define REGION_VERSION 3
 static const char region_magic[8] = {'C', 'E', 'L', 'L', 'R', 'A', 'T', 'E'};
 
 /* Opening gives up after this many rounds of "absent, then present". */

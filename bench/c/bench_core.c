@@ -599,6 +599,59 @@ static void limiter_scenarios(const config *cfg)
     cr_limiter_free(deny_fast_clock.limiter);
 }
 
+/* reconfigure(): the change itself, back and forth between two limits at a
+ * given instant (each call keeps one retired cell: ~200 bytes). */
+typedef struct {
+    cr_limiter *limiter;
+    cr_limit limits[2];
+    int64_t now;
+} change_ctx;
+
+static bool limiter_change(void *ctx, size_t i)
+{
+    change_ctx *c = ctx;
+    return cr_limiter_reconfigure(c->limiter, &c->limits[i & 1], c->now) == CR_OK;
+}
+
+/* Live change (docs/design.md §4): the allow path of a limiter that was
+ * never changed and of one changed 1000 times (its decisions reach the
+ * current cell by the same one pointer), and the cost of a change. */
+static void live_change_scenarios(const config *cfg)
+{
+    size_t n = cfg->single_ops;
+    cr_limit allow = allow_limit(NULL);
+    cellrate_ctx fresh = {0}, changed = {0}, fresh_given = {0}, changed_given = {0};
+    check_status(cr_limiter_new(&fresh.limiter, &allow), "cr_limiter_new");
+    check_status(cr_limiter_new(&changed.limiter, &allow), "cr_limiter_new");
+    check_status(cr_limiter_new(&fresh_given.limiter, &allow), "cr_limiter_new");
+    check_status(cr_limiter_new(&changed_given.limiter, &allow), "cr_limiter_new");
+    change_ctx change = {.limits = {allow, allow}, .now = wall_ns()};
+    change.limits[1].burst = allow.burst / 2;
+    change.limits[1].tolerance_ns = allow.emission_ns * change.limits[1].burst;
+    for (int i = 1; i <= 1000; i++) {
+        check_status(cr_limiter_reconfigure(changed.limiter, &change.limits[i & 1], CR_CLOCK),
+                     "cr_limiter_reconfigure");
+        check_status(cr_limiter_reconfigure(changed_given.limiter, &change.limits[i & 1], CR_CLOCK),
+                     "cr_limiter_reconfigure");
+    }
+    check_status(cr_limiter_new(&change.limiter, &allow), "cr_limiter_new");
+    fresh_given.now_base = changed_given.now_base = wall_ns();
+    bench_case cases[] = {
+        CASE1("c.cellrate.limiter.allow", limiter_clock, &fresh, n, "allow"),
+        CASE1("c.cellrate.limiter.allow_after_changes", limiter_clock, &changed, n, "allow"),
+        CASE1("c.cellrate.limiter.allow_given_now", limiter_given_now, &fresh_given, n, "allow"),
+        CASE1("c.cellrate.limiter.allow_given_now_after_changes", limiter_given_now, &changed_given,
+              n, "allow"),
+        CASE1("c.cellrate.limiter.reconfigure", limiter_change, &change, n / 100, "allow"),
+    };
+    run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
+    cr_limiter_free(fresh.limiter);
+    cr_limiter_free(changed.limiter);
+    cr_limiter_free(fresh_given.limiter);
+    cr_limiter_free(changed_given.limiter);
+    cr_limiter_free(change.limiter);
+}
+
 /* The algorithm catalogue's allow paths, and check_all against separate
  * calls. Each limit admits every call of every run: gcra/token_bucket as the
  * allow limit; windows of 10^7 s with rates under their ceilings
@@ -921,7 +974,7 @@ static void mem_keyed(size_t keys)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bench_core run|mem [--reps N] [--single-ops N] [--keyed-ops N] "
+    fprintf(stderr, "usage: bench_core run|live|mem [--reps N] [--single-ops N] [--keyed-ops N] "
                     "[--keys N]\n");
     exit(2);
 }
@@ -955,6 +1008,10 @@ int main(int argc, char **argv)
         mem_keyed(cfg.keys);
         return 0;
     }
+    if (!strcmp(mode, "live")) {
+        live_change_scenarios(&cfg);
+        return 0;
+    }
     if (strcmp(mode, "run") != 0)
         usage();
 
@@ -962,6 +1019,7 @@ int main(int argc, char **argv)
            "\"fast_clock_is_tsc\": %s}\n",
            cr_version(), cr_fast_clock_is_tsc() ? "true" : "false");
     limiter_scenarios(&cfg);
+    live_change_scenarios(&cfg);
     catalogue_scenarios(&cfg);
 
     str_keys strs = make_str_keys(cfg.keys);

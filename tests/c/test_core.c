@@ -564,6 +564,55 @@ static void test_keyed_memory(void)
     cr_keyed_free(keyed);
 }
 
+/* Keys that sleep through many live changes (more than the sweep's period,
+ * more than the 256 values of a slot's generation tag) and keys touched
+ * between them decide as if every key had been carried at every change. */
+static void test_keyed_sleeping_keys(void)
+{
+    enum { KEYS = 40, CHANGES = 600 };
+    const cr_limit limits[3] = {limit_of(INT64_C(1000000), 50), limit_of(INT64_C(7000000), 9),
+                                limit_of(INT64_C(300000), 400)};
+    cr_keyed *keyed = NULL;
+    CHECK(cr_keyed_new(&keyed, &limits[0], 1000) == CR_OK, "cr_keyed_new");
+    int64_t state[KEYS] = {0};
+    char key[16];
+    int64_t now = SECOND;
+    for (int k = 0; k < KEYS; k++) {
+        int len = snprintf(key, sizeof key, "k%d", k);
+        cr_decision d;
+        CHECK(cr_keyed_check(keyed, key, (size_t)len, now, 1 + k, true, &d) == CR_OK, "check");
+        state[k] = cr_decide(&limits[0], 0, now, 1 + k, &d);
+    }
+    for (int c = 1; c <= CHANGES; c++) {
+        const cr_limit *from = &limits[(c - 1) % 3], *to = &limits[c % 3];
+        now += 1000 + c; /* changes faster than any key recovers */
+        CHECK(cr_keyed_reconfigure(keyed, to, now) == CR_OK, "change %d", c);
+        for (int k = 0; k < KEYS; k++)
+            state[k] = cr_carry(from, to, state[k], now);
+        const int touched = c % (KEYS / 2); /* half the keys sleep through every change */
+        int len = snprintf(key, sizeof key, "k%d", touched);
+        cr_decision got, want;
+        CHECK(cr_keyed_check(keyed, key, (size_t)len, now, 1, true, &got) == CR_OK, "check");
+        state[touched] = cr_decide(to, state[touched], now, 1, &want);
+        CHECK(got.allowed == want.allowed && got.remaining == want.remaining &&
+                  got.reset_after_ns == want.reset_after_ns,
+              "change %d, key %d", c, touched);
+    }
+    const cr_limit *last = &limits[CHANGES % 3];
+    for (int k = 0; k < KEYS; k++) {
+        int len = snprintf(key, sizeof key, "k%d", k);
+        cr_decision got, want;
+        CHECK(cr_keyed_check(keyed, key, (size_t)len, now, 0, false, &got) == CR_OK, "peek");
+        cr_decide(last, state[k], now, 0, &want);
+        CHECK(got.remaining == want.remaining && got.reset_after_ns == want.reset_after_ns,
+              "key %d: remaining %" PRId64 " want %" PRId64, k, got.remaining, want.remaining);
+    }
+    CHECK(cr_keyed_reconfigure(keyed, last, now) == CR_OK, "the same limit: nothing changes");
+    cr_limit window = window_limit_of(CR_ALGORITHM_FIXED_WINDOW, SECOND, 10);
+    CHECK(cr_keyed_reconfigure(keyed, &window, now) == CR_E_RECONFIGURE_ALGORITHM, "algorithm");
+    cr_keyed_free(keyed);
+}
+
 int main(void)
 {
     test_status_table();
@@ -576,5 +625,6 @@ int main(void)
     test_keyed_flood_expired();
     test_keyed_eviction_policy();
     test_keyed_memory();
+    test_keyed_sleeping_keys();
     return check_summary("test_core");
 }

@@ -208,7 +208,10 @@ static void test_refusals(void)
     uint32_t version = 99;
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
-    version = 2;
+    version = 2; /* the layout before slots carried a generation tag (docs/design.md §4) */
+    patch(path, VERSION_OFFSET, &version, sizeof version);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
+    version = 3;
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_OK);
 

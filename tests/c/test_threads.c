@@ -3,12 +3,16 @@
  * the semantics allow, and must not lose admissions either.
  *   - one key, one frozen instant: exactly `burst` admissions in total;
  *   - many keys, one frozen instant: exactly `burst` per key;
- *   - the real clock (CR_CLOCK) for ~0.3 s: at most burst + elapsed / T + 1.
+ *   - the real clock (CR_CLOCK) for ~0.3 s: at most burst + elapsed / T + 1;
+ *   - a limit changed back and forth live while threads decide: at most the
+ *     admissions of a greedy replay, piece by piece (each limit while it holds,
+ *     the units used carried across each change), and never a mixture.
  */
 #include "cellrate.h"
 #include "check.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -197,10 +201,136 @@ static void test_real_clock(void)
     }
 }
 
+/* A live change racing with decisions. The changer publishes the instant
+ * r * STEP, lets the deciders admit at it under the old limit, and changes to
+ * limit r % 2 at that instant meanwhile; deciders decide at the instant they
+ * last read. A decision with a stale instant is only stricter, and units
+ * carry one for one, so the admissions are at most those of a replay that,
+ * at each instant, admits all it can under the old limit, carries the state
+ * to the new one, and admits all it can under that. */
+enum { LIVE_ROUNDS = 300, LIVE_ATTEMPTS_PER_ROUND = 64 };
+#define LIVE_STEP_NS (50 * INT64_C(1000000))
+
+enum { LIVE_KEYS = 3 };
+
+typedef struct {
+    cr_limiter *limiter; /* one of limiter / keyed */
+    cr_keyed *keyed;
+    _Atomic int64_t admitted_per_key[LIVE_KEYS];
+    _Atomic int64_t now;
+    _Atomic int64_t attempts;
+    _Atomic bool done;
+} live_shared;
+
+typedef struct {
+    live_shared *shared;
+    pthread_barrier_t *start;
+    int errors;
+} live_worker;
+
+static void *run_live_decider(void *arg)
+{
+    live_worker *w = arg;
+    pthread_barrier_wait(w->start);
+    live_shared *shared = w->shared;
+    for (int64_t i = 0; !atomic_load(&shared->done); i++) {
+        cr_decision d;
+        int64_t now = atomic_load(&shared->now);
+        const int k = shared->keyed ? (int)(i % LIVE_KEYS) : 0;
+        char key[16];
+        const int len = snprintf(key, sizeof key, "live-%d", k);
+        cr_status status = shared->keyed
+                               ? cr_keyed_check(shared->keyed, key, (size_t)len, now, 1, true, &d)
+                               : cr_limiter_check(shared->limiter, now, 1, true, &d);
+        if (status != CR_OK)
+            w->errors++;
+        else if (d.allowed)
+            atomic_fetch_add(&shared->admitted_per_key[k], 1);
+        atomic_fetch_add(&shared->attempts, 1);
+    }
+    return NULL;
+}
+
+static void test_live_change(bool keyed)
+{
+    const cr_limit limits[2] = {limit_of(INT64_C(1000000), 50), limit_of(INT64_C(3000000), 8)};
+    live_shared shared = {0};
+    CHECK((keyed ? cr_keyed_new(&shared.keyed, &limits[0], 64)
+                 : cr_limiter_new(&shared.limiter, &limits[0])) == CR_OK,
+          "cr_limiter_new / cr_keyed_new");
+    for (int k = 0; k < LIVE_KEYS; k++)
+        atomic_init(&shared.admitted_per_key[k], 0);
+    atomic_init(&shared.now, 0);
+    atomic_init(&shared.attempts, 0);
+    atomic_init(&shared.done, false);
+    pthread_t threads[THREADS];
+    live_worker workers[THREADS];
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, THREADS + 1);
+    for (int i = 0; i < THREADS; i++) {
+        workers[i] = (live_worker){&shared, &start, 0};
+        if (pthread_create(&threads[i], NULL, run_live_decider, &workers[i]) != 0) {
+            fprintf(stderr, "pthread_create failed\n");
+            exit(2);
+        }
+    }
+    pthread_barrier_wait(&start);
+    int64_t bound = 0, tat = 0, changes = 0;
+    for (int round = 0; round < LIVE_ROUNDS; round++) {
+        const cr_limit *from = &limits[(round + 1) % 2], *to = &limits[round % 2];
+        const int64_t now = round * LIVE_STEP_NS;
+        /* The instant first: the deciders admit under the old limit while the
+         * change is made, at the same instant. */
+        atomic_store(&shared.now, now);
+        cr_decision d;
+        if (round > 0) {
+            int64_t seen = atomic_load(&shared.attempts);
+            while (atomic_load(&shared.attempts) - seen < THREADS)
+                sched_yield();
+            CHECK((keyed ? cr_keyed_reconfigure(shared.keyed, to, now)
+                         : cr_limiter_reconfigure(shared.limiter, to, now)) == CR_OK,
+                  "reconfigure");
+            /* the greedy replay: all that fits under the old limit, carried */
+            while ((tat = cr_decide(from, tat, now, 1, &d), d.allowed))
+                bound++;
+            tat = cr_carry(from, to, tat, now);
+            changes++;
+        }
+        /* then all that fits under the new one */
+        while ((tat = cr_decide(to, tat, now, 1, &d), d.allowed))
+            bound++;
+        int64_t seen = atomic_load(&shared.attempts);
+        while (atomic_load(&shared.attempts) - seen < LIVE_ATTEMPTS_PER_ROUND)
+            sched_yield();
+    }
+    atomic_store(&shared.done, true);
+    int errors = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(threads[i], NULL);
+        errors += workers[i].errors;
+    }
+    pthread_barrier_destroy(&start);
+    CHECK_EQ_I64(errors, 0, "live change: errors");
+    /* every key sees the same changes at the same instants: one bound for each */
+    for (int k = 0; k < (keyed ? LIVE_KEYS : 1); k++) {
+        const int64_t admitted = atomic_load(&shared.admitted_per_key[k]);
+        CHECK(admitted <= bound, "live change: key %d admitted %" PRId64 " > bound %" PRId64, k,
+              admitted, bound);
+        CHECK(admitted > 0, "live change: key %d: nothing admitted", k);
+        printf("live change (%s): %" PRId64 " changes, key %d admitted %" PRId64 " (bound %" PRId64
+               ")\n",
+               keyed ? "keyed" : "limiter", changes, k, admitted, bound);
+    }
+    cr_limiter_free(shared.limiter);
+    cr_keyed_free(shared.keyed);
+}
+
 int main(void)
 {
     test_one_key_frozen();
     test_many_keys_frozen();
     test_real_clock();
+    test_live_change(false);
+    test_live_change(true);
     return check_summary("test_threads");
 }

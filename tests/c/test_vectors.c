@@ -214,6 +214,30 @@ static void run_refund(variant *v, const char *key, int lineno, int64_t now, int
                  "decisions.txt:%d", lineno);
 }
 
+/* A live change through cr_carry, cr_limiter_reconfigure and
+ * cr_keyed_reconfigure (the key converts on its next touch). */
+static void run_reconfigure(variant *v, int lineno, int64_t now, int64_t emission_or_window,
+                            int64_t burst_or_rate, int64_t want_state)
+{
+    const char *name = cr_algorithm_name(v->limit.algorithm);
+    cr_limit to = v->limit.algorithm >= CR_ALGORITHM_FIXED_WINDOW
+                      ? window_limit_of(v->limit.algorithm, emission_or_window, burst_or_rate)
+                      : limit_of(emission_or_window, burst_or_rate);
+    to.algorithm = v->limit.algorithm;
+    CHECK_EQ_I64(cr_limit_reconfigurable(&v->limit, &to), CR_OK, "decisions.txt:%d", lineno);
+    int64_t state = cr_carry(&v->limit, &to, v->state, now);
+    CHECK_EQ_I64(state, want_state, "cr_carry's state (%s), decisions.txt:%d", name, lineno);
+    v->state = want_state;
+    v->limit = to;
+    CHECK_EQ_I64(cr_limiter_reconfigure(v->limiter, &to, now), CR_OK, "decisions.txt:%d", lineno);
+    CHECK_EQ_I64(cr_limiter_reconfigure(v->allow_limiter, &to, now), CR_OK, "decisions.txt:%d",
+                 lineno);
+    CHECK_EQ_I64(cr_limiter_limit(v->limiter)->burst, burst_or_rate, "decisions.txt:%d", lineno);
+    CHECK_EQ_I64(cr_keyed_reconfigure(v->keyed, &to, now), CR_OK, "decisions.txt:%d", lineno);
+    CHECK_EQ_I64(cr_keyed_reconfigure(v->allow_keyed, &to, now), CR_OK, "decisions.txt:%d", lineno);
+    CHECK_EQ_I64(cr_keyed_limit(v->keyed)->burst, burst_or_rate, "decisions.txt:%d", lineno);
+}
+
 static cr_algorithm algorithm_named(const char *name)
 {
     for (int a = CR_ALGORITHM_GCRA; a <= CR_ALGORITHM_SLIDING_WINDOW; a++)
@@ -275,6 +299,12 @@ static int run_decisions(const char *dir)
                                      &state) == 3) {
             for (int i = 0; i < seq.count; i++)
                 run_refund(&seq.variants[i], seq.key, lineno, now, cost, state);
+            ops++;
+        } else if (started &&
+                   sscanf(line, "reconfigure %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64, &now,
+                          &emission_ns, &burst, &state) == 4) {
+            for (int i = 0; i < seq.count; i++)
+                run_reconfigure(&seq.variants[i], lineno, now, emission_ns, burst, state);
             ops++;
         } else {
             bad_line("decisions.txt", lineno, line);

@@ -559,5 +559,41 @@ describe("cellrate.check_policy_name", function()
       end
       local ok = pcall(cellrate.check_policy_name)
       assert.is_false(ok)
+
+describe("live change", function()
+   it("carries the units used (docs/design.md §4)", function()
+      local lim = cellrate.limiter(10, { burst = 10 })
+      for _ = 1, 6 do assert.is_true(lim:allow(1, 5.0)) end
+      lim:reconfigure(100, { burst = 20 }, 5.0)
+      local allowed, remaining = lim:peek(0, 5.0)
+      assert.is_true(allowed)
+      assert.are.equal(14, remaining)
+
+      lim = cellrate.limiter(100, { burst = 100 })
+      assert.is_true(lim:allow(80, 5.0))
+      lim:reconfigure("10/s", { burst = 10 }, 5.0)
+      local _, _, retry_after = lim:check(1, 5.0)
+      assert.is_true(math.abs(retry_after - 7.1) < 1e-9)
+      assert.is_true(lim:allow(1, 12.1))
+   end)
+
+   it("carries each key of a keyed table on its next touch", function()
+      local keyed = cellrate.keyed(10, { burst = 10, capacity = 100 })
+      for _ = 1, 6 do assert.is_true(keyed:allow("busy", 1, 5.0)) end
+      keyed:reconfigure(100, { burst = 20 }, 5.0)
+      local _, remaining = keyed:peek("busy", 0, 5.0)
+      assert.are.equal(14, remaining)
+      _, remaining = keyed:peek("never-seen", 0, 5.0)
+      assert.are.equal(20, remaining)
+   end)
+
+   it("refuses another algorithm and a bad limit, changing nothing", function()
+      local lim = cellrate.limiter(10, { burst = 5 })
+      assert.is_true(lim:allow(2, 1.0))
+      assert.has_error(function() lim:reconfigure(10, { algorithm = "fixed_window" }, 1.0) end,
+         "algorithm: a live change keeps the limit's algorithm; make a new limiter for another one")
+      assert.has_error(function() lim:reconfigure(10, { burst = 0 }, 1.0) end)
+      local _, remaining = lim:peek(0, 1.0)
+      assert.are.equal(3, remaining)
    end)
 end)

@@ -160,6 +160,11 @@ local function read_decisions()
          table.insert(sequences[#sequences].steps, {
             kind = "refund", line = line.number, now = w[2], cost = w[3], tat_after = w[4],
          })
+      elseif w[1] == "reconfigure" then -- emission: T (windows: the window); burst: burst (the rate)
+         table.insert(sequences[#sequences].steps, {
+            kind = "reconfigure", line = line.number, now = w[2], emission = w[3], burst = w[4],
+            tat_after = w[5],
+         })
       elseif w[1] == "reset" then
          table.insert(sequences[#sequences].steps, "reset")
       elseif w[1] == "op" then
@@ -188,6 +193,7 @@ end
 -- face: { make(algorithm, period, burst), decide(store, commit, cost, now), reset(store),
 --         reserve(store, cost, max_wait, now), refund(store, cost, now) }
 -- A window sequence's "period" is its window and its "burst" its rate.
+--         and, where the store changes live, reconfigure(store, algorithm, period, burst, now)
 local function replay_one(face, seq, algorithm, counts, mismatches)
    local function skip(reason, n)
       counts[reason] = (counts[reason] or 0) + n
@@ -206,9 +212,9 @@ local function replay_one(face, seq, algorithm, counts, mismatches)
          face.reset(store)
          tat = "0"
       else
-         local now, cost = seconds_of(step.now), integer_of(step.cost)
+         local now, cost = seconds_of(step.now), step.cost and integer_of(step.cost)
          local reason = (not now and "a time has no exact float seconds")
-            or (not cost and "a cost is not an exact double")
+            or (not cost and step.kind ~= "reconfigure" and "a cost is not an exact double")
          if reason and step.tat_after == tat then
             -- it changes nothing: the rest of the sequence stays known
             skip("skipped: " .. reason .. " (one op that stores nothing)", 1)
@@ -225,6 +231,14 @@ local function replay_one(face, seq, algorithm, counts, mismatches)
             counts.compared = counts.compared + 1
          elseif step.kind == "refund" then
             face.refund(store, cost, now)
+            counts.compared = counts.compared + 1
+         elseif step.kind == "reconfigure" then
+            local new_period, new_burst = seconds_of(step.emission), integer_of(step.burst)
+            if not face.reconfigure or not new_period or not new_burst then
+               return skip("skipped: a live change this store or face cannot make (rest of its sequence)",
+                  count_ops(seq.steps, index))
+            end
+            face.reconfigure(store, algorithm, new_period, new_burst, now)
             counts.compared = counts.compared + 1
          else
             local allowed, remaining, retry_after, reset_after =
@@ -517,6 +531,11 @@ describe("conformance vectors", function()
    it("decisions through cellrate.limiter", function()
       report("cellrate.limiter", replay({
          make = function(algorithm, period, burst) return cellrate.limiter(limit_of(algorithm, period, burst)) end,
+         reconfigure = function(lim, algorithm, period, burst, now)
+            local rate, opts = limit_of(algorithm, period, burst)
+            opts.algorithm = nil
+            lim:reconfigure(rate, opts, now)
+         end,
          decide = function(lim, commit, cost, now)
             if commit then return lim:check(cost, now) end
             return lim:peek(cost, now)
@@ -533,6 +552,11 @@ describe("conformance vectors", function()
             local rate, opts = limit_of(algorithm, period, burst)
             opts.capacity = 64
             return cellrate.keyed(rate, opts)
+         end,
+         reconfigure = function(keyed, algorithm, period, burst, now)
+            local rate, opts = limit_of(algorithm, period, burst)
+            opts.algorithm = nil
+            keyed:reconfigure(rate, opts, now)
          end,
          decide = function(keyed, commit, cost, now)
             if commit then return keyed:check("key", cost, now) end
@@ -562,6 +586,11 @@ describe("conformance vectors", function()
             opts.capacity = 64
             return cellrate.keyed(rate, opts)
          end,
+         reconfigure = function(keyed, algorithm, period, burst, now)
+            local rate, opts = limit_of(algorithm, period, burst)
+            opts.algorithm = nil
+            keyed:reconfigure(rate, opts, now)
+         end,
          decide = decide,
          reset = function(keyed) keyed:reset("key") end,
          reserve = function(keyed, cost, max_wait, now) return keyed:reserve("key", cost, max_wait, now) end,
@@ -572,6 +601,11 @@ describe("conformance vectors", function()
    local function limiter_face(decide)
       return {
          make = function(algorithm, period, burst) return cellrate.limiter(limit_of(algorithm, period, burst)) end,
+         reconfigure = function(lim, algorithm, period, burst, now)
+            local rate, opts = limit_of(algorithm, period, burst)
+            opts.algorithm = nil
+            lim:reconfigure(rate, opts, now)
+         end,
          decide = decide,
          reset = function(lim) lim:reset() end,
          reserve = function(lim, cost, max_wait, now) return lim:reserve(cost, max_wait, now) end,
@@ -615,7 +649,7 @@ describe("conformance vectors", function()
                if step == "reset" then
                   lim:reset()
                else
-                  local now, cost = seconds_of(step.now), integer_of(step.cost)
+                  local now, cost = seconds_of(step.now), step.cost and integer_of(step.cost)
                   if not (now and cost) or step.kind then break end
                   local allowed
                   if step.commit then allowed = lim:allow(cost, now) else allowed = lim:peek(cost, now) end

@@ -170,6 +170,35 @@ def window_refund(limit: WindowLimit, counts: Counts | None, t: int, cost: int) 
     return counts
 
 
+def window_carry(old: WindowLimit, new: WindowLimit, counts: Counts | None, t: int) -> Counts | None:
+    """The counts under `new` of a key counted `counts` under `old`, at t
+    (docs/design.md §4): counts carry as counts. A new period re-aligns the
+    windows: the current count goes to the new window holding t (or the key's
+    own, later, window when the clock stepped back), the previous count to the
+    window before it. A count above the new rate is clipped to it: a full
+    window, refused until it rolls (fixed) or decays (sliding); a previous
+    count's excess weighs on in the current count for the rest of its window.
+    A key with no count is absent; a change to the same parameters keeps the
+    counts."""
+    if old.algorithm != new.algorithm:
+        raise ValueError("the algorithm cannot change")
+    if old == new:
+        return counts
+    window, prev, curr, _ = _seen(old, counts, t)
+    if prev == 0 and curr == 0:
+        return None
+    anchor = max(t, window * old.window_ns)
+    P, R = new.window_ns, new.rate
+    k = anchor // P
+    carried_curr = min(curr, R)
+    if new.algorithm == "sliding_window" and prev > R:
+        # the weight of the previous count above R, from now to the window's end, moves
+        # into the current count (rounded up): never less than the counts weighed
+        elapsed = max(0, t - k * P)
+        carried_curr = min(R, carried_curr + math.ceil(Fraction((prev - R) * (P - elapsed), P)))
+    return Counts(k, min(prev, R), carried_curr)
+
+
 # --------------------------------------------------------------------------
 # Reservations (docs/design.md §9)
 

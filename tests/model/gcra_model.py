@@ -117,6 +117,11 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (45, "E_RATE_SEVERAL", "argument", "rate",
      "rate: one string is one limit; for several ('100/day;10/hour') make one limiter "
      "of each and decide them as one with check_all"),
+    (46, "E_RECONFIGURE_ALGORITHM", "argument", "algorithm",
+     "algorithm: a live change keeps the limit's algorithm; make a new limiter for another one"),
+    (47, "E_SHARED_RECONFIGURE", "argument", "shared",
+     "shared: the limit of a shared region cannot be changed live; every process opens it "
+     "with the limit it was made with"),
 ]
 
 
@@ -211,6 +216,20 @@ class Store:
 
     def reset(self, key: object) -> None:
         self.tats.pop(key, None)
+
+
+def carry(old: Limit, new: Limit, stored_tat: int, now_ns: int) -> int:
+    """The TAT under `new` of a key whose TAT under `old` is `stored_tat`, at now_ns
+    (docs/design.md §4): what carries is the units used, exactly,
+    used = max(0, TAT - now) / T_old, and TAT' = now + ceil(used * T_new), so that
+    remaining' = max(0, floor(burst' - used)). The carried span is clipped at the
+    horizon (2**62 ns): a key that far in debt stays refused for 146 years less
+    tau', never admitted sooner. An idle key, and a change to the same
+    parameters, keep their state word."""
+    if old == new or stored_tat <= now_ns:
+        return stored_tat
+    used = Fraction(stored_tat - now_ns, old.emission_ns)
+    return now_ns + min(math.ceil(used * new.emission_ns), HORIZON_NS)
 
 
 # --------------------------------------------------------------------------

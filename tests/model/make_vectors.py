@@ -131,6 +131,23 @@ class Decisions:
             self.tat = catalogue.gcra_refund(self.limit, self.tat, now_ns, cost)
         self.lines.append(f"refund {now_ns} {cost} {self.state}")
 
+    def reconfigure(self, now_ns: int, emission_or_window_ns: int, burst_or_rate: int) -> None:
+        """A live change of the key's limit at now_ns (docs/design.md §4)."""
+        self._time(now_ns)
+        if self.window is not None:
+            new = catalogue.WindowLimit(self.window.algorithm, emission_or_window_ns, burst_or_rate)
+            period = model.float_face_seconds(new.window_ns)
+            assert period is not None
+            self.counts = catalogue.window_carry(self.window, new, self.counts, now_ns)
+            self.window = new
+        else:
+            assert self.limit is not None
+            new = model.Limit(emission_or_window_ns, burst_or_rate)
+            assert new.tolerance_ns <= HORIZON_NS
+            self.tat = model.carry(self.limit, new, self.tat, now_ns)
+            self.limit = new
+        self.lines.append(f"reconfigure {now_ns} {emission_or_window_ns} {burst_or_rate} {self.state}")
+
     def text(self) -> str:
         header = (
             GENERATED
@@ -142,6 +159,8 @@ class Decisions:
             + "# reserve <now_ns> <cost> <max_wait_ns, -1: any> <reserved> <delay_ns> <state_after>\n"
             + "# refund <now_ns> <cost> <state_after>\n"
             + "# reset                            the key back to state 0\n"
+            + "# reconfigure <now_ns> <emission_ns|window_ns> <burst|rate> <state_after>   a live change of\n"
+            + "#                                  the key's limit (same algorithm): what was used carries\n"
             + "# window times are on the realtime clock (windows aligned to the Unix epoch)\n"
             + f"# {self.ops} ops; {self.face_skipped_times} op times have no exact float seconds\n"
         )
@@ -682,6 +701,129 @@ def random_windows(v: Decisions, rng: random.Random, count: int) -> None:
                 v.op(t, cost, commit=rng.random() < 0.85)
 
 
+def live_change_scenarios(v: Decisions) -> None:
+    t0 = 5 * SECOND
+    v.comment("docs/design.md §4 (reference vector): gcra 10/s burst 10, 6 used at t0, changed to 100/s burst 20 at t0 -> remaining 14")
+    v.new_key(100 * MS, 10)
+    for _ in range(6):
+        v.op(t0)
+    v.reconfigure(t0, 10 * MS, 20)
+    d = v.op(t0, 0)
+    assert d.allowed and d.remaining == 14, d
+    v.op(t0, 14)
+    v.op(t0, 1)
+
+    v.comment("docs/design.md §4 (reference vector): gcra 100/s burst 100, 80 used at t0, changed to 10/s burst 10 at t0 -> refused;")
+    v.comment("the first admission of cost 1 is at t0 + 7.1 s")
+    v.new_key(10 * MS, 100)
+    v.op(t0, 80)
+    v.reconfigure(t0, 100 * MS, 10)
+    d = v.op(t0)
+    assert not d.allowed and d.retry_after_ns == 7100 * MS, d
+    d = v.op(t0 + 7100 * MS - 1)
+    assert not d.allowed
+    d = v.op(t0 + 7100 * MS)
+    assert d.allowed
+
+    v.comment("a change to the same parameters changes nothing; an idle key stays idle")
+    v.new_key(100 * MS, 10)
+    v.op(t0, 4)
+    v.reconfigure(t0 + 50 * MS, 100 * MS, 10)
+    v.op(t0 + 50 * MS, 0)
+    v.reconfigure(t0 + 10 * SECOND, 1 * MS, 3)
+    v.op(t0 + 10 * SECOND, 0)
+
+    v.comment("changed back and forth at one instant: ceil only rounds up, never a fresh allowance")
+    v.new_key(3, 1000)
+    v.op(t0, 7)
+    for emission, burst in ((7, 500), (3, 1000), (11, 10), (3, 1000)):
+        v.reconfigure(t0, emission, burst)
+    v.op(t0, 0)
+
+    v.comment("a debt beyond the horizon is clipped there: refused for 146 years less tau', never sooner")
+    v.new_key(2**40, 2**22)
+    v.op(0, 2**22)
+    v.reconfigure(0, 2**62, 1)
+    v.op(0)
+    v.op(2**62 - 1, 0)
+
+    MINUTE = EPOCH - EPOCH % (60 * SECOND)  # a clock minute
+    v.comment("docs/design.md §4 (reference vector): fixed_window 100/minute, 60 used in this minute, changed to 80/minute ->")
+    v.comment("20 more this minute; changed to 50/minute -> refused until the next minute")
+    v.new_window("fixed_window", 60 * SECOND, 100)
+    v.op(MINUTE + 10 * SECOND, 60)
+    v.reconfigure(MINUTE + 20 * SECOND, 60 * SECOND, 80)
+    d = v.op(MINUTE + 20 * SECOND, 0)
+    assert d.remaining == 20, d
+    v.op(MINUTE + 20 * SECOND, 20, commit=False)
+    v.op(MINUTE + 20 * SECOND, 21)
+    v.reconfigure(MINUTE + 30 * SECOND, 60 * SECOND, 50)
+    d = v.op(MINUTE + 30 * SECOND)
+    assert not d.allowed and d.retry_after_ns == 30 * SECOND, d
+    v.op(MINUTE + 60 * SECOND, 50)
+
+    v.comment("windows: a new period re-aligns; the count stays in the window holding now")
+    for algorithm in ("fixed_window", "sliding_window"):
+        v.new_window(algorithm, 60 * SECOND, 100)
+        v.op(MINUTE + 50 * SECOND, 30)
+        v.op(MINUTE + 70 * SECOND, 40)
+        v.reconfigure(MINUTE + 75 * SECOND, 8 * SECOND, 60)
+        v.op(MINUTE + 75 * SECOND, 0)
+        v.op(MINUTE + 79 * SECOND, 30)
+        v.op(MINUTE + 80 * SECOND, 30)
+        v.reconfigure(MINUTE + 81 * SECOND, 8 * SECOND, 60)
+        v.op(MINUTE + 81 * SECOND, 0)
+
+
+def random_live_changes(v: Decisions, rng: random.Random, count: int) -> None:
+    """Random decisions with live changes of the limit between them."""
+    v.comment(f"{count} random sequences with live changes")
+
+    def gcra_limit() -> tuple[int, int]:
+        emission = rng.choice((1, 3, MS, 10 * MS, 100 * MS, SECOND, rng.randrange(1, 2**36)))
+        burst = rng.choice((1, 2, 5, 10, 100, rng.randrange(1, 3000)))
+        return emission, max(1, min(burst, HORIZON_NS // emission))
+
+    def window_limit(algorithm: str) -> tuple[int, int]:
+        window = rng.choice((SECOND, 8 * SECOND, 60 * SECOND, 1953125 * rng.randrange(1, 5000)))
+        ceiling = catalogue.fixed_ceiling(window) if algorithm == "fixed_window" else catalogue.sliding_ceiling(window)
+        return window, min(ceiling, rng.choice((1, 3, 10, 100, rng.randrange(1, ceiling + 1))))
+
+    for _ in range(count):
+        algorithm = rng.choice(("gcra", "gcra", "fixed_window", "sliding_window"))
+        if algorithm == "gcra":
+            v.new_key(*gcra_limit())
+            t = rng.choice((0, rng.randrange(0, 2**40)))
+            step = v.limit.emission_ns
+        else:
+            v.new_window(algorithm, *window_limit(algorithm))
+            t = EPOCH + 1953125 * rng.randrange(0, 2**20)
+            step = v.window.window_ns // 4
+        for _ in range(rng.randrange(5, 50)):
+            move = rng.random()
+            if move < 0.3:
+                pass
+            elif move < 0.85:
+                t += rng.randrange(0, 2 * step + 1)
+            else:
+                t -= rng.randrange(0, 2 * step + 1)
+            if algorithm != "gcra":
+                t -= t % 1953125  # on the grid of exact float seconds
+            t = min(max(t, 0), 2**50 - 1) if algorithm == "gcra" else max(t, 0)
+            action = rng.random()
+            if action < 0.2:
+                if rng.random() < 0.2:  # the same limit again
+                    same = (v.limit.emission_ns, v.limit.burst) if v.limit else (v.window.window_ns, v.window.rate)
+                    v.reconfigure(t, *same)
+                else:
+                    v.reconfigure(t, *(gcra_limit() if algorithm == "gcra" else window_limit(algorithm)))
+                step = v.limit.emission_ns if v.limit else v.window.window_ns // 4
+            else:
+                limit_burst = v.limit.burst if v.limit else v.window.rate
+                cost = rng.choice((0, 1, 1, 1, rng.randrange(1, limit_burst + 1), limit_burst + 1))
+                v.op(t, cost, commit=rng.random() < 0.9)
+
+
 def make_decisions() -> str:
     v = Decisions()
     rng = random.Random(SEED)
@@ -699,6 +841,9 @@ def make_decisions() -> str:
     window_clock_steps(v)
     reservations(v)
     random_windows(v, rng, 200)
+    live_change_scenarios(v)
+    rng = random.Random(SEED + 5)
+    random_live_changes(v, rng, 150)
     return v.text()
 
 

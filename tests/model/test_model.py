@@ -250,3 +250,51 @@ def test_vectors_are_fresh(tmp_path):
             f"{committed} differs from a fresh generation: run make vectors"
         )
     assert make_vectors.main(["--check"]) == 0
+
+
+def test_live_change_design_vectors():
+    """docs/design.md §4: what carries is units used."""
+    t0 = 5 * S
+    tat = 0
+    for _ in range(6):
+        tat = decide(Limit(100 * MS, 10), tat, t0, 1).tat_after
+    tat = model.carry(Limit(100 * MS, 10), Limit(10 * MS, 20), tat, t0)
+    assert decide(Limit(10 * MS, 20), tat, t0, 0).remaining == 14
+
+    tat = decide(Limit(10 * MS, 100), 0, t0, 80).tat_after
+    new = Limit(100 * MS, 10)
+    tat = model.carry(Limit(10 * MS, 100), new, tat, t0)
+    assert not decide(new, tat, t0, 1).allowed
+    assert not decide(new, tat, t0 + 7100 * MS - 1, 1).allowed
+    assert decide(new, tat, t0 + 7100 * MS, 1).allowed
+
+    minute = 60 * S
+    old, wider, narrower = (catalogue.WindowLimit("fixed_window", minute, r) for r in (100, 80, 50))
+    counts = catalogue.window_decide(old, None, 10 * minute + S, 60).counts_after
+    carried = catalogue.window_carry(old, wider, counts, 10 * minute + 2 * S)
+    assert catalogue.window_decide(wider, carried, 10 * minute + 2 * S, 0).remaining == 20
+    carried = catalogue.window_carry(old, narrower, counts, 10 * minute + 2 * S)
+    assert not catalogue.window_decide(narrower, carried, 11 * minute - 1, 1).allowed
+    assert catalogue.window_decide(narrower, carried, 11 * minute, 50).allowed
+
+
+def test_live_change_same_limit_and_idle_keep_the_state():
+    limit = Limit(100 * MS, 10)
+    assert model.carry(limit, limit, 7 * S, S) == 7 * S
+    assert model.carry(limit, Limit(MS, 3), S // 2, S) == S // 2
+    # the debt is clipped at the horizon, never admitted sooner
+    assert model.carry(Limit(1, 2**62), Limit(2**62, 1), 2**62, 0) == 2**62
+
+
+def test_live_change_sliding_excess_weighs_on():
+    """sliding_window 100/minute with 100 in the previous window, changed to 50/minute
+    half-way through the current one: the previous count clips to 50 and its excess
+    (50, half of its weight left) moves into the current count, so nothing is admitted
+    sooner than the counts alone would admit."""
+    minute = 60 * S
+    old, new = (catalogue.WindowLimit("sliding_window", minute, r) for r in (100, 50))
+    counts = catalogue.window_decide(old, None, 10 * minute, 100).counts_after
+    carried = catalogue.window_carry(old, new, counts, 11 * minute + 30 * S)
+    assert carried == catalogue.Counts(11, 50, 25)
+    assert not catalogue.window_decide(new, carried, 11 * minute + 30 * S, 1).allowed
+    assert catalogue.window_decide(new, carried, 11 * minute + 45 * S, 0).remaining == 12

@@ -733,3 +733,43 @@ def test_both_faces_describe_a_limit_alike():
     python_text = [repr(getattr(cellrate, cls)(*args, **kwargs)) for cls, _, args, kwargs in DESCRIBED]
     assert python_text == lua_text
     assert python_text[3] == "cellrate.Limiter(rate=0.3333333333333333, period=7.3, burst=1)"
+
+
+def test_reconfigure_carries_units_used():
+    """docs/design.md §4's reference vectors through the Python face."""
+    lim = cellrate.Limiter(10, burst=10)
+    for _ in range(6):
+        assert lim.allow(now=5.0)
+    lim.reconfigure(100, burst=20, now=5.0)
+    assert lim.peek(0, now=5.0).remaining == 14
+    assert lim.burst == 20
+
+    lim = cellrate.Limiter(100, burst=100)
+    assert lim.allow(80, now=5.0)
+    lim.reconfigure("10/s", burst=10, now=5.0)
+    d = lim.check(now=5.0)
+    assert not d.allowed and abs(d.retry_after - 7.1) < 1e-9
+    assert lim.allow(now=12.1)
+
+
+def test_reconfigure_to_the_same_limit_changes_nothing():
+    lim = cellrate.Limiter("10/s", burst=5)
+    assert lim.allow(3, now=1.0)
+    lim.reconfigure("10/s", burst=5, now=1.0)
+    assert lim.peek(0, now=1.0).remaining == 2
+
+
+def test_keyed_reconfigure_carries_each_key_on_its_next_touch():
+    keyed = cellrate.KeyedLimiter(10, burst=10, capacity=100)
+    for _ in range(6):
+        assert keyed.allow("busy", now=5.0)
+    keyed.reconfigure(100, burst=20, now=5.0)
+    assert keyed.burst == 20
+    assert keyed.peek("busy", 0, now=5.0).remaining == 14
+    assert keyed.peek("never-seen", 0, now=5.0).remaining == 20
+    # a key asleep through many changes still carries what it used
+    for _ in range(3):
+        assert keyed.allow("sleeper", now=6.0)
+    for i in range(300):
+        keyed.reconfigure(100 if i % 2 else 200, burst=20, now=6.0)
+    assert keyed.peek("sleeper", 0, now=6.0).remaining == 17

@@ -412,3 +412,26 @@ def test_no_growth_over_many_errors():
         fail_many_ways()
     grown = rss_bytes() - before
     assert grown < 2 * 1024 * 1024, f"RSS grew by {grown} bytes"
+
+
+def test_reconfigure_refuses_another_algorithm_and_bad_limits_unchanged():
+    lim = cellrate.Limiter(10, burst=5)
+    assert lim.allow(2, now=1.0)
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        lim.reconfigure(10, algorithm="fixed_window", now=1.0)
+    assert info.value.param == "algorithm"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        lim.reconfigure(-1, now=1.0)
+    assert info.value.param == "rate"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        lim.reconfigure(10, burst=0, now=1.0)
+    assert info.value.param == "burst"
+    assert lim.peek(0, now=1.0).remaining == 3 and lim.burst == 5
+
+
+@pytest.mark.parametrize("kind", [cellrate.Limiter, cellrate.KeyedLimiter])
+def test_reconfigure_of_a_shared_limiter_is_refused(tmp_path, kind):
+    lim = kind(10, shared=str(tmp_path / "region"))
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        lim.reconfigure(20)
+    assert info.value.param == "shared"

@@ -108,6 +108,15 @@ class Refund:
 
 
 @dataclass
+class Reconfigure:
+    line: int
+    now: int
+    emission_ns: int  # windows: the window
+    burst: int  # windows: the rate
+    tat_after: int
+
+
+@dataclass
 class Sequence:
     line: int
     algorithms: tuple  # a `limit` line runs as gcra and as token_bucket
@@ -137,6 +146,9 @@ def read_decisions() -> list[Sequence]:
         elif fields[0] == "refund":
             v = [int(f) for f in fields[1:]]
             sequences[-1].steps.append(Refund(number, v[0], v[1], v[2]))
+        elif fields[0] == "reconfigure":
+            v = [int(f) for f in fields[1:]]
+            sequences[-1].steps.append(Reconfigure(number, v[0], v[1], v[2], v[3]))
         else:
             raise AssertionError(f"decisions.txt:{number}: {text}")
     return sequences
@@ -145,8 +157,8 @@ def read_decisions() -> list[Sequence]:
 SEQUENCES = read_decisions()
 
 
-def limit_args(seq: Sequence, algorithm: str):
-    """(args, kwargs) that rebuild the sequence's limit exactly, or None."""
+def limit_args(seq, algorithm: str):
+    """(args, kwargs) that rebuild the sequence's (or a Reconfigure's) limit exactly, or None."""
     if algorithm in ("gcra", "token_bucket"):
         period = model.float_face_period(seq.emission_ns)
         if period is None:
@@ -156,25 +168,28 @@ def limit_args(seq: Sequence, algorithm: str):
     return (float(seq.burst), period), {"algorithm": algorithm}
 
 
-def replay(make_store, check, peek, reset, reserve=None,
-           refund=None) -> tuple[collections.Counter, list[str]]:
+def replay(make_store, check, peek, reset, reserve=None, refund=None,
+           reconfigure=None) -> tuple[collections.Counter, list[str]]:
     """Replays every sequence under each of its algorithms; returns counts of
     compared and skipped ops, and mismatches."""
     counts: collections.Counter = collections.Counter()
     mismatches: list[str] = []
     for seq in SEQUENCES:
         for algorithm in seq.algorithms:
-            replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, counts, mismatches)
+            replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, reconfigure,
+                       counts, mismatches)
     return counts, mismatches
 
 
-def replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, counts, mismatches):
+def replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, reconfigure, counts,
+               mismatches):
     ops = [s for s in seq.steps if s != "reset"]
     made = limit_args(seq, algorithm)
     if made is None:
         counts["skipped: T has no exact float period"] += len(ops)
         return
     store = make_store(*made)
+    burst = seq.burst  # the limit's, as live changes move it
     tat = 0  # the key's state before each step, as the vectors say
     for index, step in enumerate(seq.steps):
         if step == "reset":
@@ -190,6 +205,18 @@ def replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, 
             left = sum(1 for s in seq.steps[index:] if s != "reset")
             counts["skipped: a time has no exact float seconds (rest of its sequence)"] += left
             return
+        if isinstance(step, Reconfigure):
+            made = limit_args(step, algorithm)
+            if reconfigure is None or made is None:
+                left = sum(1 for s in seq.steps[index:] if s != "reset")
+                counts["skipped: a live change this store or face cannot make (rest of its sequence)"] += left
+                return
+            (rate, period), kwargs = made
+            reconfigure(store, rate, period, kwargs.get("burst"), now)
+            burst = step.burst
+            tat = step.tat_after
+            counts["compared"] += 1
+            continue
         tat = step.tat_after
         if isinstance(step, Reserve):
             if reserve is None:
@@ -212,7 +239,7 @@ def replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, 
         if not (
             d.allowed is step.allowed
             and d.remaining == step.remaining
-            and d.limit == seq.burst
+            and d.limit == burst
             and seconds_match(d.retry_after, step.retry_after)
             and seconds_match(d.reset_after, step.reset_after)
         ):
@@ -249,6 +276,7 @@ def test_decisions_limiter():
         lambda lim: lim.reset(),
         lambda lim, cost, max_wait, now: lim.reserve(cost, max_wait=max_wait, now=now),
         lambda lim, cost, now: lim.refund(cost, now=now),
+        lambda lim, rate, period, burst, now: lim.reconfigure(rate, period, burst=burst, now=now),
     )
     report("Limiter", counts, mismatches)
 
@@ -261,6 +289,7 @@ def test_decisions_keyed():
         lambda keyed: keyed.reset("key"),
         lambda keyed, cost, max_wait, now: keyed.reserve("key", cost, max_wait=max_wait, now=now),
         lambda keyed, cost, now: keyed.refund("key", cost, now=now),
+        lambda keyed, rate, period, burst, now: keyed.reconfigure(rate, period, burst=burst, now=now),
     )
     report("KeyedLimiter", counts, mismatches)
 
