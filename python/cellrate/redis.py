@@ -135,7 +135,7 @@ _TRANSPORT = (
 try:
     from redis._parsers.base import BaseParser as _Parser
 except ImportError:  # pragma: no cover - redis-py 4
-    from redis.connection import BaseParser as _Parser  # type: ignore[attr-defined,unused-ignore]
+    from redis.connection import BaseParser as _Parser  # type: ignore[attr-defined,no-redef,unused-ignore]
 _STRIPPED = {kind: word for word, kind in _Parser.EXCEPTION_CLASSES.items()
              if isinstance(kind, type)}
 

@@ -142,6 +142,10 @@ def test_the_rockspec_builds_through_the_makefile_as_luarocks_would(tmp_path):
 def test_the_python_package_ships_the_redis_script(tmp_path):
     # One copy in the repository (lua/cellrate/redis_decide.lua); the wheel's
     # package (build_py) and the sdist carry it.
+    if os.environ.get("CELLRATE_INSTALLED_IN"):
+        # the run against an installed wheel, made from the sdist, checks the
+        # wheel's files instead; its virtualenv's own setuptools is not the tree's
+        pytest.skip("checked in the wheel: test_the_wheel_is_a_manylinux_wheel_of_this_interpreter")
     script = (REPO / "lua" / "cellrate" / "redis_decide.lua").read_bytes()
     for command in (["build_py", "-d", str(tmp_path / "lib")],
                     ["sdist", "-d", str(tmp_path / "dist")]):

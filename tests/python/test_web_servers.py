@@ -175,7 +175,8 @@ def test_uvicorn_two_workers(tmp_path, region, shared):
 def gunicorn_without_control_socket():
     """--no-control-socket where this gunicorn has a control socket (newer
     releases; the release pip picks for an older Python has none)."""
-    usage = subprocess.run(["gunicorn", "--help"], capture_output=True, text=True).stdout
+    usage = subprocess.run([sys.executable, "-m", "gunicorn", "--help"], capture_output=True,
+                           text=True).stdout
     return ["--no-control-socket"] if "--no-control-socket" in usage else []
 
 
