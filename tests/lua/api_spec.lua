@@ -559,6 +559,8 @@ describe("cellrate.check_policy_name", function()
       end
       local ok = pcall(cellrate.check_policy_name)
       assert.is_false(ok)
+   end)
+end)
 
 describe("live change", function()
    it("carries the units used (docs/design.md §4)", function()
