@@ -675,7 +675,7 @@ static PyObject *decision_headers(PyObject *self, PyObject *args, PyObject *kwar
     int legacy = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$p:headers", keywords, &name_obj, &legacy))
         return NULL;
-    if (name_obj != NULL) {
+    if (name_obj != NULL && name_obj != Py_None) {
         if (!PyUnicode_Check(name_obj)) {
             raise_wrong_type(state_of(self), CR_E_HEADER_NAME);
             return NULL;
@@ -716,10 +716,11 @@ static PyObject *decision_headers(PyObject *self, PyObject *args, PyObject *kwar
 static PyMethodDef decision_methods[] = {
     {"__reduce__", decision_reduce, METH_NOARGS, NULL},
     {"headers", (PyCFunction)(void (*)(void))decision_headers, METH_VARARGS | METH_KEYWORDS,
-     "headers($self, /, name='default', *, legacy=False)\n--\n\n"
+     "headers($self, /, name=None, *, legacy=False)\n--\n\n"
      "The HTTP rate-limit fields of this decision (draft-ietf-httpapi-ratelimit-headers):\n"
      "RateLimit-Policy, RateLimit, and Retry-After (whole seconds, at least 1) when\n"
-     "refused and the cost can fit; legacy=True adds X-RateLimit-Limit, -Remaining, -Reset."},
+     "refused and the cost can fit; legacy=True adds X-RateLimit-Limit, -Remaining, -Reset.\n"
+     "name: the policy name (None: 'default')."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1066,18 +1067,30 @@ static PyObject *module_check_timeout(PyObject *module, PyObject *timeout)
     return PyFloat_FromDouble(cr_ns_to_seconds(timeout_ns));
 }
 
-/* _now_ns(now): the integer ns the core decides at for `now` seconds (the Redis
- * store sends them to its script), validated and rounded by the core. */
-static PyObject *module_now_ns(PyObject *module, PyObject *now)
+/* _check_request(key, cost, now): what a decision of `cost` units of `key` at
+ * `now` would refuse, refused in the same words (the Redis store decides by the
+ * core's rules elsewhere); the integer ns the core decides at for `now`
+ * seconds (rounded by the core), or None when `now` is None. */
+static PyObject *module_check_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
-    int64_t now_ns;
-    if (now == Py_None) {
-        raise_status(state, CR_E_NOW);
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_check_request(key, cost, now): three arguments");
         return NULL;
     }
-    if (convert_now(state, now, &now_ns) < 0)
+    const char *key;
+    Py_ssize_t key_len;
+    int64_t cost, now_ns;
+    if (convert_key(state, args[0], &key, &key_len) < 0 || convert_cost(state, args[1], &cost) < 0 ||
+        convert_now(state, args[2], &now_ns) < 0)
         return NULL;
+    cr_status status = cr_check_call(now_ns, cost);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    if (now_ns == CR_CLOCK)
+        Py_RETURN_NONE;
     return PyLong_FromLongLong(now_ns);
 }
 
@@ -1253,11 +1266,14 @@ static PyObject *limit_get_window(PyObject *self, void *Py_UNUSED(closure))
     return PyFloat_FromDouble(cr_ns_to_seconds(cr_limit_window_ns(&((LimitObject *)self)->limit)));
 }
 
-/* check_policy_name(name): None when cr_headers_format takes `name` (a str)
- * as a policy name, else the core's error naming `name`. */
+/* check_policy_name(name): None when cr_headers_format takes `name` (a str,
+ * or None: the core's default) as a policy name, else the core's error naming
+ * `name`. */
 static PyObject *module_check_policy_name(PyObject *module, PyObject *name_obj)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
+    if (name_obj == Py_None)
+        Py_RETURN_NONE;
     if (!PyUnicode_Check(name_obj)) {
         raise_wrong_type(state, CR_E_HEADER_NAME);
         return NULL;
@@ -1326,10 +1342,11 @@ PyDoc_STRVAR(check_timeout_doc,
              "Private: the seconds of a wait's `timeout` (None for any wait), or\n"
              "InvalidArgument / InvalidArgumentType naming `timeout`.");
 
-PyDoc_STRVAR(now_ns_doc,
-             "_now_ns(now, /)\n--\n\n"
-             "Private: `now` (seconds) as the integer ns the core decides at, or\n"
-             "InvalidArgument / InvalidArgumentType naming `now`.");
+PyDoc_STRVAR(check_request_doc,
+             "_check_request(key, cost, now, /)\n--\n\n"
+             "Private: refuses what a decision of `cost` units of `key` at `now` would\n"
+             "(InvalidArgument / InvalidArgumentType naming the parameter); returns\n"
+             "`now` as the integer ns the core decides at, or None when `now` is None.");
 
 PyDoc_STRVAR(check_all_doc,
              "check_all(items, cost=1, *, now=None)\n--\n\n"
@@ -1366,8 +1383,8 @@ PyDoc_STRVAR(limit_doc,
 PyDoc_STRVAR(check_policy_name_doc,
              "check_policy_name(name, /)\n--\n\n"
              "None when `name` can be the policy name of Decision.headers() (1 to 64\n"
-             "printable ASCII characters); else InvalidArgument (InvalidArgumentType\n"
-             "for a non-str) naming `name`.");
+             "printable ASCII characters, or None for the default); else InvalidArgument\n"
+             "(InvalidArgumentType for a non-str) naming `name`.");
 
 PyDoc_STRVAR(limiter_doc,
              "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,\n"
@@ -1707,7 +1724,8 @@ static PyMethodDef cellrate_methods[] = {
     {"_attach_method", (PyCFunction)(void (*)(void))module_attach_method, METH_FASTCALL,
      attach_method_doc},
     {"_check_timeout", module_check_timeout, METH_O, check_timeout_doc},
-    {"_now_ns", module_now_ns, METH_O, now_ns_doc},
+    {"_check_request", (PyCFunction)(void (*)(void))module_check_request, METH_FASTCALL,
+     check_request_doc},
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
     {NULL, NULL, 0, NULL},
 };

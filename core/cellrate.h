@@ -351,6 +351,12 @@ bool cr_fast_clock_is_tsc(void);
  * CR_E_NOW unless finite, >= 0 and below CR_HORIZON_NS. */
 cr_status cr_seconds_to_ns(double seconds, int64_t *ns);
 
+/* The checks every decision makes of its call's arguments, without a store:
+ * CR_E_COST unless cost >= 0, CR_E_NOW unless now_ns is CR_CLOCK or in
+ * [0, CR_HORIZON_NS). For a store kept elsewhere (Redis) that decides by the
+ * core's rules and must refuse what the core refuses. Pure; thread-safe. */
+cr_status cr_check_call(int64_t now_ns, int64_t cost);
+
 /* A longest wait in seconds (reserve's max_wait, wait's timeout) to
  * nanoseconds: rounded as cr_seconds_to_ns, and +infinity or anything at or
  * beyond CR_HORIZON_NS is CR_NEVER (any wait: no wait can be that long).
