@@ -622,7 +622,7 @@ static ALWAYS_INLINE int store_check_headers(lua_State *L, const char *tag)
     return 4 + format_fields_and_push(L, lua_touserdata(L, 1), &decision, name_idx, top);
 }
 
-/* A longest wait (reserve's max_wait, wait's timeout): nil is any wait;
+/* A longest wait (the timeout of reserve and wait): nil is any wait;
  * else seconds, as cr_wait_from_seconds takes them. `invalid` names the
  * parameter. */
 static int64_t read_wait_limit(lua_State *L, int idx, int top, cr_status invalid)
@@ -637,14 +637,14 @@ static int64_t read_wait_limit(lua_State *L, int idx, int top, cr_status invalid
     return max_wait_ns;
 }
 
-/* lim:reserve(cost, max_wait, now), keyed:reserve(key, cost, max_wait, now):
+/* lim:reserve(cost, timeout, now), keyed:reserve(key, cost, timeout, now):
  * the delay in seconds (0: now), or nil when nothing was reserved. */
 static int store_reserve(lua_State *L, const char *tag)
 {
     const int top = lua_gettop(L);
     const call_head head = read_call_head(L, tag);
     const int64_t cost = read_cost(L, head.next, top);
-    const int64_t max_wait_ns = read_wait_limit(L, head.next + 1, top, CR_E_MAX_WAIT);
+    const int64_t max_wait_ns = read_wait_limit(L, head.next + 1, top, CR_E_TIMEOUT);
     const int64_t now_ns = read_now(L, head.next + 2, top);
     int64_t delay_ns = 0;
     bool reserved = false;

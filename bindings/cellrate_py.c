@@ -460,14 +460,14 @@ typedef struct {
     PyObject *key;
     PyObject *cost;
     PyObject *now;
-    PyObject *max_wait; /* reserve() only */
+    PyObject *timeout; /* reserve() only */
 } call_args;
 
-static int parse_call(const char *name, bool keyed, bool takes_max_wait, PyObject *const *args,
+static int parse_call(const char *name, bool keyed, bool takes_timeout, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames, call_args *call)
 {
     const Py_ssize_t max_positional = keyed ? 2 : 1;
-    call->key = call->cost = call->now = call->max_wait = NULL;
+    call->key = call->cost = call->now = call->timeout = NULL;
     if (nargs > max_positional) {
         PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional argument%s (%zd given)",
                      name, max_positional, max_positional == 1 ? "" : "s", nargs);
@@ -492,8 +492,8 @@ static int parse_call(const char *name, bool keyed, bool takes_max_wait, PyObjec
                 slot = &call->cost;
             else if (PyUnicode_CompareWithASCIIString(keyword, "now") == 0)
                 slot = &call->now;
-            else if (takes_max_wait && PyUnicode_CompareWithASCIIString(keyword, "max_wait") == 0)
-                slot = &call->max_wait;
+            else if (takes_timeout && PyUnicode_CompareWithASCIIString(keyword, "timeout") == 0)
+                slot = &call->timeout;
             else {
                 PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", name,
                              keyword);
@@ -880,7 +880,7 @@ static Py_ALWAYS_INLINE inline PyObject *store_check(PyObject *self, bool keyed,
 DECIDE_ENTRY_POINTS(limiter, false)
 DECIDE_ENTRY_POINTS(keyed, true)
 
-/* A longest wait (reserve's max_wait, wait's timeout): None (or absent) is
+/* A longest wait (the timeout of reserve and wait): None (or absent) is
  * any wait (CR_NEVER); else seconds, as cr_wait_from_seconds takes them.
  * `invalid` names the parameter. */
 static int convert_wait_limit(module_state *state, PyObject *obj, cr_status invalid,
@@ -901,7 +901,7 @@ static int convert_wait_limit(module_state *state, PyObject *obj, cr_status inva
 
 typedef enum { RESERVE, REFUND, ANCHOR } reservation_op;
 
-/* reserve([key,] cost=1, *, max_wait=None, now=None): the delay in seconds,
+/* reserve([key,] cost=1, *, timeout=None, now=None): the delay in seconds,
  * or None when nothing was reserved; refund([key,] cost=1, *, now=None) and
  * anchor([key,] cost=1, *, now=None): None. */
 static PyObject *store_reservation(PyObject *self, reservation_op which, PyObject *const *args,
@@ -919,7 +919,7 @@ static PyObject *store_reservation(PyObject *self, reservation_op which, PyObjec
     if (parse_call(name, keyed, reserve, args, nargs, kwnames, &call) < 0 ||
         (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
         convert_cost(state, call.cost, &cost) < 0 ||
-        convert_wait_limit(state, call.max_wait, CR_E_MAX_WAIT, &max_wait_ns) < 0 ||
+        convert_wait_limit(state, call.timeout, CR_E_TIMEOUT, &max_wait_ns) < 0 ||
         convert_now(state, call.now, &now_ns) < 0)
         return NULL;
     bool reserved = false;
@@ -1310,7 +1310,7 @@ PyDoc_STRVAR(limiter_peek_doc,
 #define RESERVE_DOC(sig)                                                                   \
     sig "\n--\n\n"                                                                          \
         "Commit `cost` units at the earliest instant they fit, if that is at most\n"        \
-        "`max_wait` seconds away (None: any wait); return the delay in seconds\n"           \
+        "`timeout` seconds away (None: any wait); return the delay in seconds\n"           \
         "until they may be used (0.0: now), or None, committing nothing, when that\n"      \
         "is not possible. Window algorithms reserve only for now (delay 0)."
 #define REFUND_DOC(sig)                                                                    \
@@ -1326,10 +1326,10 @@ PyDoc_STRVAR(limiter_peek_doc,
 
 PyDoc_STRVAR(limiter_anchor_doc, ANCHOR_DOC("anchor($self, /, cost=1, *, now=None)"));
 PyDoc_STRVAR(keyed_anchor_doc, ANCHOR_DOC("anchor($self, /, key, cost=1, *, now=None)"));
-PyDoc_STRVAR(limiter_reserve_doc, RESERVE_DOC("reserve($self, /, cost=1, *, max_wait=None, now=None)"));
+PyDoc_STRVAR(limiter_reserve_doc, RESERVE_DOC("reserve($self, /, cost=1, *, timeout=None, now=None)"));
 PyDoc_STRVAR(limiter_refund_doc, REFUND_DOC("refund($self, /, cost=1, *, now=None)"));
 PyDoc_STRVAR(keyed_reserve_doc,
-             RESERVE_DOC("reserve($self, /, key, cost=1, *, max_wait=None, now=None)"));
+             RESERVE_DOC("reserve($self, /, key, cost=1, *, timeout=None, now=None)"));
 PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=None)"));
 PyDoc_STRVAR(attach_method_doc,
              "_attach_method(type, function, /)\n--\n\n"

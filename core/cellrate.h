@@ -139,6 +139,7 @@ const char *cr_version(void);
       "clock: window algorithms read the realtime clock (windows are aligned to the "      \
       "Unix epoch); leave clock out or pass 'realtime'")                                   \
     X(35, E_SHARED_ALGORITHM, REGION, "shared", "shared: the region was made with another algorithm") \
+    /* 36 is unused: reserve's longest wait is `timeout` (E_TIMEOUT), as wait's */ \
     X(36, E_MAX_WAIT, ARGUMENT, "max_wait",                                                          \
       "max_wait must be a number of seconds >= 0, or absent for any wait")                 \
     X(37, E_ITEMS, ARGUMENT, "items",                                                                \
@@ -357,10 +358,10 @@ cr_status cr_seconds_to_ns(double seconds, int64_t *ns);
  * core's rules and must refuse what the core refuses. Pure; thread-safe. */
 cr_status cr_check_call(int64_t now_ns, int64_t cost);
 
-/* A longest wait in seconds (reserve's max_wait, wait's timeout) to
+/* A longest wait in seconds (the timeout of reserve and wait) to
  * nanoseconds: rounded as cr_seconds_to_ns, and +infinity or anything at or
  * beyond CR_HORIZON_NS is CR_NEVER (any wait: no wait can be that long).
- * `invalid` (the parameter's status: CR_E_MAX_WAIT, CR_E_TIMEOUT) unless
+ * `invalid` (the parameter's status: CR_E_TIMEOUT) unless
  * seconds >= 0. An absent value is the face's to read as CR_NEVER. */
 cr_status cr_wait_from_seconds(double seconds, cr_status invalid, int64_t *ns);
 
@@ -419,7 +420,7 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 void cr_limiter_reset(cr_limiter *limiter);
 
 /* cr_reserve on the limiter's state, by compare-and-swap. `max_wait_ns` >= 0
- * or CR_NEVER (else CR_E_MAX_WAIT). */
+ * or CR_NEVER (else CR_E_TIMEOUT, the face's `timeout`). */
 cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost,
                              int64_t max_wait_ns, bool *reserved, int64_t *delay_ns);
 

@@ -93,6 +93,7 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "clock: window algorithms read the realtime clock (windows are aligned to the "
      "Unix epoch); leave clock out or pass 'realtime'"),
     (35, "E_SHARED_ALGORITHM", "region", "shared", "shared: the region was made with another algorithm"),
+    # 36 is unused: reserve's longest wait is `timeout` (E_TIMEOUT), as wait's
     (36, "E_MAX_WAIT", "argument", "max_wait", "max_wait must be a number of seconds >= 0, or absent for any wait"),
     (37, "E_ITEMS", "argument", "items",
      "items must be a non-empty list of limiters and (keyed limiter, key) pairs"),
