@@ -182,14 +182,53 @@ static const struct {
     {"algorithm", OPTION_ALGORITHM},
 };
 
+/* Levenshtein distance between `a` and `b` (a name of option_names), or
+ * OPTION_NAME_MAX when `a` is longer than any name could be misspelt to. */
+#define OPTION_NAME_MAX 16
+static size_t edit_distance(const char *a, const char *b)
+{
+    const size_t a_len = strlen(a), b_len = strlen(b);
+    if (a_len >= OPTION_NAME_MAX || b_len >= OPTION_NAME_MAX)
+        return OPTION_NAME_MAX;
+    size_t row[OPTION_NAME_MAX];
+    for (size_t j = 0; j <= b_len; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= a_len; i++) {
+        size_t diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b_len; j++) {
+            const size_t above = row[j];
+            size_t best = diagonal + (a[i - 1] != b[j - 1]);
+            if (above + 1 < best)
+                best = above + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diagonal = above;
+        }
+    }
+    return row[b_len];
+}
+
 static enum option option_named(lua_State *L, int key_idx, unsigned accepted)
 {
     if (lua_type(L, key_idx) == LUA_TSTRING) {
         const char *name = lua_tostring(L, key_idx);
+        const char *closest = NULL;
+        size_t closest_distance = 3; /* a suggestion is at most 2 edits away */
         for (size_t i = 0; i < sizeof option_names / sizeof option_names[0]; i++) {
-            if ((accepted & option_names[i].option) && strcmp(name, option_names[i].name) == 0)
+            if (!(accepted & option_names[i].option))
+                continue;
+            if (strcmp(name, option_names[i].name) == 0)
                 return option_names[i].option;
+            const size_t distance = edit_distance(name, option_names[i].name);
+            if (distance < closest_distance) {
+                closest = option_names[i].name;
+                closest_distance = distance;
+            }
         }
+        if (closest != NULL)
+            luaL_error(L, "unknown option '%s' (did you mean '%s'?)", name, closest);
         luaL_error(L, "unknown option '%s'", name);
     } else {
         luaL_error(L, "unknown option (a %s key)", luaL_typename(L, key_idx));
@@ -355,10 +394,12 @@ static ALWAYS_INLINE store_box *check_open(lua_State *L, const char *tag)
     return box;
 }
 
+/* The core's words and the type given: Lua has one kind of string. */
 static const char *check_key(lua_State *L, int idx, size_t *len)
 {
     if (lua_type(L, idx) != LUA_TSTRING)
-        raise_status(L, CR_E_KEY);
+        luaL_error(L, "%s, not %s", cr_strerror(CR_E_KEY),
+                   lua_isnone(L, idx) ? "nil" : luaL_typename(L, idx));
     return lua_tolstring(L, idx, len);
 }
 

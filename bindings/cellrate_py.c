@@ -274,7 +274,7 @@ static enum conversion to_double(PyObject *obj, double *out)
 }
 
 /* A key is str (hashed as its UTF-8 bytes) or bytes; the core's message
- * says "a string of bytes", these are Python's words for it. */
+ * says "a string", these are Python's types for it. */
 static int convert_key(module_state *state, PyObject *obj, const char **key, Py_ssize_t *key_len)
 {
     if (PyUnicode_Check(obj)) {
@@ -288,7 +288,7 @@ static int convert_key(module_state *state, PyObject *obj, const char **key, Py_
         *key_len = PyBytes_GET_SIZE(obj);
         return 0;
     }
-    PyObject *python_words = PyUnicode_FromString(" (str or bytes)");
+    PyObject *python_words = PyUnicode_FromFormat(": str or bytes, not %s", Py_TYPE(obj)->tp_name);
     if (python_words != NULL) {
         raise_with_param(state->invalid_argument_type, CR_E_KEY, python_words);
         Py_DECREF(python_words);

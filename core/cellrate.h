@@ -101,7 +101,7 @@ const char *cr_version(void);
     X(10, E_COST, ARGUMENT, "cost", "cost must be an integer >= 0")                                  \
     X(11, E_NOW, ARGUMENT, "now",                                                                    \
       "now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)")         \
-    X(12, E_KEY, ARGUMENT, "key", "key must be a string of bytes")                                   \
+    X(12, E_KEY, ARGUMENT, "key", "key must be a string (any bytes, any length)")                   \
     X(13, E_CLOCK, ARGUMENT, "clock", "clock must be 'monotonic' or 'fast'")                         \
     X(14, E_CAPACITY, ARGUMENT, "capacity", "capacity must be an integer >= 1 and <= 2^32")          \
     X(15, E_NOMEM, RUNTIME, "", "out of memory")                                                    \

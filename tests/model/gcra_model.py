@@ -55,7 +55,7 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (10, "E_COST", "argument", "cost", "cost must be an integer >= 0"),
     (11, "E_NOW", "argument", "now",
      "now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)"),
-    (12, "E_KEY", "argument", "key", "key must be a string of bytes"),
+    (12, "E_KEY", "argument", "key", "key must be a string (any bytes, any length)"),
     (13, "E_CLOCK", "argument", "clock", "clock must be 'monotonic' or 'fast'"),
     (14, "E_CAPACITY", "argument", "capacity", "capacity must be an integer >= 1 and <= 2^32"),
     (15, "E_NOMEM", "runtime", "", "out of memory"),
