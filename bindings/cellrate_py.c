@@ -659,7 +659,7 @@ static PyMemberDef decision_members[] = {
     {"reset_after", Py_T_DOUBLE, offsetof(DecisionObject, reset_after), Py_READONLY,
      "Seconds until the key is back to a full burst."},
     {"limit", Py_T_LONGLONG, offsetof(DecisionObject, limit), Py_READONLY,
-     "The burst: units an idle key may spend at once."},
+     "The burst: units an idle key may spend at once (not the rate)."},
     {"window", Py_T_DOUBLE, offsetof(DecisionObject, window), Py_READONLY,
      "Seconds in which the limit restores `limit` units (GCRA: burst * period / rate)."},
     {NULL, 0, 0, 0, NULL},
@@ -1372,7 +1372,8 @@ PyDoc_STRVAR(keyed_reset_doc,
 
 PyDoc_STRVAR(decision_doc,
              "Decision(allowed, remaining, retry_after, reset_after, limit, window=0.0)\n--\n\n"
-             "The answer to one request: immutable; times in seconds.");
+             "The answer to one request: immutable; times in seconds. `limit` is the\n"
+             "burst (units an idle key may spend at once), not the rate.");
 
 PyDoc_STRVAR(limit_doc,
              "Limit(rate, period=None, *, burst=None, algorithm='gcra')\n--\n\n"
