@@ -182,14 +182,53 @@ static const struct {
     {"algorithm", OPTION_ALGORITHM},
 };
 
+/* Levenshtein distance between `a` and `b` (a name of option_names), or
+ * OPTION_NAME_MAX when `a` is longer than any name could be misspelt to. */
+#define OPTION_NAME_MAX 16
+static size_t edit_distance(const char *a, const char *b)
+{
+    const size_t a_len = strlen(a), b_len = strlen(b);
+    if (a_len >= OPTION_NAME_MAX || b_len >= OPTION_NAME_MAX)
+        return OPTION_NAME_MAX;
+    size_t row[OPTION_NAME_MAX];
+    for (size_t j = 0; j <= b_len; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= a_len; i++) {
+        size_t diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b_len; j++) {
+            const size_t above = row[j];
+            size_t best = diagonal + (a[i - 1] != b[j - 1]);
+            if (above + 1 < best)
+                best = above + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diagonal = above;
+        }
+    }
+    return row[b_len];
+}
+
 static enum option option_named(lua_State *L, int key_idx, unsigned accepted)
 {
     if (lua_type(L, key_idx) == LUA_TSTRING) {
         const char *name = lua_tostring(L, key_idx);
+        const char *closest = NULL;
+        size_t closest_distance = 3; /* a suggestion is at most 2 edits away */
         for (size_t i = 0; i < sizeof option_names / sizeof option_names[0]; i++) {
-            if ((accepted & option_names[i].option) && strcmp(name, option_names[i].name) == 0)
+            if (!(accepted & option_names[i].option))
+                continue;
+            if (strcmp(name, option_names[i].name) == 0)
                 return option_names[i].option;
+            const size_t distance = edit_distance(name, option_names[i].name);
+            if (distance < closest_distance) {
+                closest = option_names[i].name;
+                closest_distance = distance;
+            }
         }
+        if (closest != NULL)
+            luaL_error(L, "unknown option '%s' (did you mean '%s'?)", name, closest);
         luaL_error(L, "unknown option '%s'", name);
     } else {
         luaL_error(L, "unknown option (a %s key)", luaL_typename(L, key_idx));
@@ -355,27 +394,58 @@ static ALWAYS_INLINE store_box *check_open(lua_State *L, const char *tag)
     return box;
 }
 
+/* The core's words and the type given: Lua has one kind of string. */
 static const char *check_key(lua_State *L, int idx, size_t *len)
 {
     if (lua_type(L, idx) != LUA_TSTRING)
-        raise_status(L, CR_E_KEY);
+        luaL_error(L, "%s, not %s", cr_strerror(CR_E_KEY),
+                   lua_isnone(L, idx) ? "nil" : luaL_typename(L, idx));
     return lua_tolstring(L, idx, len);
 }
 
 /* ------------------------------------------------------------------------ */
 /* HTTP header fields                                                        */
 
-/* A Limiter or a KeyedLimiter at `idx` (open or closed: only its limit is read). */
-static const store_box *check_store(lua_State *L, int idx)
+/* A validated limit (cellrate.limit_spec), the core's cr_limit: immutable. */
+typedef struct limit_box {
+    const char *tag; /* limit_tag */
+    cr_limit limit;
+} limit_box;
+
+/* The limit of the limit_spec at `idx`, or NULL. */
+static const cr_limit *limit_box_at(lua_State *L, int idx)
+{
+    const limit_box *box = lua_touserdata(L, idx);
+    if (box != NULL && compat_rawlen(L, idx) == sizeof(limit_box) && box->tag == limit_tag)
+        return &box->limit;
+    return NULL;
+}
+
+static const cr_limit *check_limit_box(lua_State *L, int idx)
+{
+    const cr_limit *limit = limit_box_at(L, idx);
+    if (limit != NULL)
+        return limit;
+    luaL_argerror(L, idx, lua_pushfstring(L, "%s expected, got %s", limit_tag,
+                                          luaL_typename(L, idx)));
+    return NULL;
+}
+
+/* The limit of a Limiter or a KeyedLimiter (open or closed: only its limit is
+ * read) or of a limit_spec (a store kept elsewhere: cellrate.redis) at `idx`. */
+static const cr_limit *check_limit_of(lua_State *L, int idx)
 {
     const store_box *box = box_at(L, idx, limiter_tag);
     if (box == NULL)
         box = box_at(L, idx, keyed_tag);
     if (box != NULL)
-        return box;
+        return &box->limit;
+    const cr_limit *limit = limit_box_at(L, idx);
+    if (limit != NULL)
+        return limit;
     luaL_argerror(L, idx,
-                  lua_pushfstring(L, "%s or %s expected, got %s", limiter_tag, keyed_tag,
-                                  luaL_typename(L, idx)));
+                  lua_pushfstring(L, "%s, %s or %s expected, got %s", limiter_tag, keyed_tag,
+                                  limit_tag, luaL_typename(L, idx)));
     return NULL;
 }
 
@@ -402,13 +472,13 @@ static const char *read_header_name(lua_State *L, int idx, int top, size_t *name
 
 /* The fields of `decision` under the limit of `box`, from cr_headers_format;
  * argument mistakes raise. */
-static void format_fields(lua_State *L, cr_headers *fields, const store_box *box,
+static void format_fields(lua_State *L, cr_headers *fields, const cr_limit *limit,
                           const cr_decision *decision, int name_idx, int top)
 {
     size_t name_len;
     const char *name = read_header_name(L, name_idx, top, &name_len);
     const bool legacy = name_idx + 1 <= top && lua_toboolean(L, name_idx + 1);
-    const cr_status status = cr_headers_format(fields, decision, cr_limit_window_ns(&box->limit),
+    const cr_status status = cr_headers_format(fields, decision, cr_limit_window_ns(limit),
                                                name, name_len, legacy);
     if (status != CR_OK)
         raise_status(L, status);
@@ -430,22 +500,22 @@ static int push_fields(lua_State *L, const cr_headers *fields)
 static void format_given_decision(lua_State *L, cr_headers *fields)
 {
     const int top = lua_gettop(L);
-    const store_box *box = check_store(L, 1);
+    const cr_limit *limit = check_limit_of(L, 1);
     cr_decision decision;
     decision.allowed = lua_toboolean(L, 2);
-    decision.limit = box->limit.burst;
+    decision.limit = limit->burst;
     if (!to_int64(L, 3, &decision.remaining))
         raise_status(L, CR_E_HEADER_VALUE);
     decision.retry_after_ns = read_duration(L, 4);
     decision.reset_after_ns = read_duration(L, 5);
-    format_fields(L, fields, box, &decision, 6, top);
+    format_fields(L, fields, limit, &decision, 6, top);
 }
 
 static int format_fields_and_push(lua_State *L, const store_box *box, const cr_decision *decision,
                                   int name_idx, int top)
 {
     cr_headers fields;
-    format_fields(L, &fields, box, decision, name_idx, top);
+    format_fields(L, &fields, &box->limit, decision, name_idx, top);
     return push_fields(L, &fields);
 }
 
@@ -593,7 +663,7 @@ static ALWAYS_INLINE int store_check_headers(lua_State *L, const char *tag)
     return 4 + format_fields_and_push(L, lua_touserdata(L, 1), &decision, name_idx, top);
 }
 
-/* A longest wait (reserve's max_wait, wait's timeout): nil is any wait;
+/* A longest wait (the timeout of reserve and wait): nil is any wait;
  * else seconds, as cr_wait_from_seconds takes them. `invalid` names the
  * parameter. */
 static int64_t read_wait_limit(lua_State *L, int idx, int top, cr_status invalid)
@@ -608,14 +678,14 @@ static int64_t read_wait_limit(lua_State *L, int idx, int top, cr_status invalid
     return max_wait_ns;
 }
 
-/* lim:reserve(cost, max_wait, now), keyed:reserve(key, cost, max_wait, now):
+/* lim:reserve(cost, timeout, now), keyed:reserve(key, cost, timeout, now):
  * the delay in seconds (0: now), or nil when nothing was reserved. */
 static int store_reserve(lua_State *L, const char *tag)
 {
     const int top = lua_gettop(L);
     const call_head head = read_call_head(L, tag);
     const int64_t cost = read_cost(L, head.next, top);
-    const int64_t max_wait_ns = read_wait_limit(L, head.next + 1, top, CR_E_MAX_WAIT);
+    const int64_t max_wait_ns = read_wait_limit(L, head.next + 1, top, CR_E_TIMEOUT);
     const int64_t now_ns = read_now(L, head.next + 2, top);
     int64_t delay_ns = 0;
     bool reserved = false;
@@ -824,22 +894,6 @@ static const luaL_Reg keyed_length[] = {
 /* ------------------------------------------------------------------------ */
 /* cellrate.limit_spec and cellrate.check_policy_name                        */
 
-/* A validated limit, the core's cr_limit: immutable. */
-typedef struct limit_box {
-    const char *tag; /* limit_tag */
-    cr_limit limit;
-} limit_box;
-
-static const cr_limit *check_limit_box(lua_State *L, int idx)
-{
-    const limit_box *box = lua_touserdata(L, idx);
-    if (box != NULL && compat_rawlen(L, idx) == sizeof(limit_box) && box->tag == limit_tag)
-        return &box->limit;
-    luaL_argerror(L, idx, lua_pushfstring(L, "%s expected, got %s", limit_tag,
-                                          luaL_typename(L, idx)));
-    return NULL;
-}
-
 /*
  * cellrate.limit_spec(rate [, opts]): the limit a limiter of these arguments
  * would have (opts: period, burst, algorithm), validated by the core and
@@ -915,13 +969,12 @@ static const luaL_Reg limit_metamethods[] = {
 };
 
 /* cellrate.check_policy_name(name): raises the core's error unless
- * cr_headers_format takes `name` as a policy name; nothing when it does. */
+ * cr_headers_format takes `name` as a policy name (nil: the core's default);
+ * nothing when it does. */
 static int check_policy_name(lua_State *L)
 {
     size_t name_len;
-    if (lua_type(L, 1) != LUA_TSTRING)
-        return raise_status(L, CR_E_HEADER_NAME);
-    const char *name = lua_tolstring(L, 1, &name_len);
+    const char *name = read_header_name(L, 1, lua_gettop(L), &name_len);
     if (cr_headers_check_name(name, name_len) != CR_OK)
         return raise_status(L, CR_E_HEADER_NAME);
     return 0;
@@ -1090,14 +1143,24 @@ static void register_type(lua_State *L, const char *tag, const luaL_Reg *methods
     lua_setfield(L, -2, "__index");
 }
 
-/* _now_ns(now): the ns the core decides at for `now` seconds, as a decimal
- * string (an int64 is no LuaJIT number); cellrate.redis sends it to its script. */
-static int now_ns(lua_State *L)
+/* cellrate._check_request(key, cost, now): raises what a decision of `cost`
+ * units of `key` at `now` would (the Redis store decides by the core's rules
+ * elsewhere); `now` as the decimal ns the core decides at (rounded by the
+ * core), or nil when `now` is nil. */
+static int check_request(lua_State *L)
 {
-    if (lua_isnoneornil(L, 1))
-        raise_status(L, CR_E_NOW);
+    const int top = lua_gettop(L);
+    size_t key_len;
+    (void)check_key(L, 1, &key_len);
+    const int64_t cost = read_cost(L, 2, top);
+    const int64_t now = read_now(L, 3, top);
+    const cr_status status = cr_check_call(now, cost);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    if (now == CR_CLOCK)
+        return 0;
     char text[24];
-    snprintf(text, sizeof text, "%" PRId64, read_now(L, 1, lua_gettop(L)));
+    snprintf(text, sizeof text, "%" PRId64, now);
     lua_pushstring(L, text);
     return 1;
 }
@@ -1110,7 +1173,7 @@ static const luaL_Reg module_functions[] = {
     {"check_policy_name", check_policy_name},
     {"headers", headers},
     {"header_fields", header_fields},
-    {"_now_ns", now_ns},
+    {"_check_request", check_request},
     {NULL, NULL},
 };
 

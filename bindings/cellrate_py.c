@@ -274,7 +274,7 @@ static enum conversion to_double(PyObject *obj, double *out)
 }
 
 /* A key is str (hashed as its UTF-8 bytes) or bytes; the core's message
- * says "a string of bytes", these are Python's words for it. */
+ * says "a string", these are Python's types for it. */
 static int convert_key(module_state *state, PyObject *obj, const char **key, Py_ssize_t *key_len)
 {
     if (PyUnicode_Check(obj)) {
@@ -288,7 +288,7 @@ static int convert_key(module_state *state, PyObject *obj, const char **key, Py_
         *key_len = PyBytes_GET_SIZE(obj);
         return 0;
     }
-    PyObject *python_words = PyUnicode_FromString(" (str or bytes)");
+    PyObject *python_words = PyUnicode_FromFormat(": str or bytes, not %s", Py_TYPE(obj)->tp_name);
     if (python_words != NULL) {
         raise_with_param(state->invalid_argument_type, CR_E_KEY, python_words);
         Py_DECREF(python_words);
@@ -460,14 +460,14 @@ typedef struct {
     PyObject *key;
     PyObject *cost;
     PyObject *now;
-    PyObject *max_wait; /* reserve() only */
+    PyObject *timeout; /* reserve() only */
 } call_args;
 
-static int parse_call(const char *name, bool keyed, bool takes_max_wait, PyObject *const *args,
+static int parse_call(const char *name, bool keyed, bool takes_timeout, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames, call_args *call)
 {
     const Py_ssize_t max_positional = keyed ? 2 : 1;
-    call->key = call->cost = call->now = call->max_wait = NULL;
+    call->key = call->cost = call->now = call->timeout = NULL;
     if (nargs > max_positional) {
         PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional argument%s (%zd given)",
                      name, max_positional, max_positional == 1 ? "" : "s", nargs);
@@ -492,8 +492,8 @@ static int parse_call(const char *name, bool keyed, bool takes_max_wait, PyObjec
                 slot = &call->cost;
             else if (PyUnicode_CompareWithASCIIString(keyword, "now") == 0)
                 slot = &call->now;
-            else if (takes_max_wait && PyUnicode_CompareWithASCIIString(keyword, "max_wait") == 0)
-                slot = &call->max_wait;
+            else if (takes_timeout && PyUnicode_CompareWithASCIIString(keyword, "timeout") == 0)
+                slot = &call->timeout;
             else {
                 PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", name,
                              keyword);
@@ -659,7 +659,7 @@ static PyMemberDef decision_members[] = {
     {"reset_after", Py_T_DOUBLE, offsetof(DecisionObject, reset_after), Py_READONLY,
      "Seconds until the key is back to a full burst."},
     {"limit", Py_T_LONGLONG, offsetof(DecisionObject, limit), Py_READONLY,
-     "The burst: units an idle key may spend at once."},
+     "The burst: units an idle key may spend at once (not the rate)."},
     {"window", Py_T_DOUBLE, offsetof(DecisionObject, window), Py_READONLY,
      "Seconds in which the limit restores `limit` units (GCRA: burst * period / rate)."},
     {NULL, 0, 0, 0, NULL},
@@ -675,7 +675,7 @@ static PyObject *decision_headers(PyObject *self, PyObject *args, PyObject *kwar
     int legacy = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O$p:headers", keywords, &name_obj, &legacy))
         return NULL;
-    if (name_obj != NULL) {
+    if (name_obj != NULL && name_obj != Py_None) {
         if (!PyUnicode_Check(name_obj)) {
             raise_wrong_type(state_of(self), CR_E_HEADER_NAME);
             return NULL;
@@ -716,10 +716,11 @@ static PyObject *decision_headers(PyObject *self, PyObject *args, PyObject *kwar
 static PyMethodDef decision_methods[] = {
     {"__reduce__", decision_reduce, METH_NOARGS, NULL},
     {"headers", (PyCFunction)(void (*)(void))decision_headers, METH_VARARGS | METH_KEYWORDS,
-     "headers($self, /, name='default', *, legacy=False)\n--\n\n"
+     "headers($self, /, name=None, *, legacy=False)\n--\n\n"
      "The HTTP rate-limit fields of this decision (draft-ietf-httpapi-ratelimit-headers):\n"
      "RateLimit-Policy, RateLimit, and Retry-After (whole seconds, at least 1) when\n"
-     "refused and the cost can fit; legacy=True adds X-RateLimit-Limit, -Remaining, -Reset."},
+     "refused and the cost can fit; legacy=True adds X-RateLimit-Limit, -Remaining, -Reset.\n"
+     "name: the policy name (None: 'default')."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -872,7 +873,7 @@ static Py_ALWAYS_INLINE inline PyObject *store_check(PyObject *self, bool keyed,
 DECIDE_ENTRY_POINTS(limiter, false)
 DECIDE_ENTRY_POINTS(keyed, true)
 
-/* A longest wait (reserve's max_wait, wait's timeout): None (or absent) is
+/* A longest wait (the timeout of reserve and wait): None (or absent) is
  * any wait (CR_NEVER); else seconds, as cr_wait_from_seconds takes them.
  * `invalid` names the parameter. */
 static int convert_wait_limit(module_state *state, PyObject *obj, cr_status invalid,
@@ -893,7 +894,7 @@ static int convert_wait_limit(module_state *state, PyObject *obj, cr_status inva
 
 typedef enum { RESERVE, REFUND, ANCHOR } reservation_op;
 
-/* reserve([key,] cost=1, *, max_wait=None, now=None): the delay in seconds,
+/* reserve([key,] cost=1, *, timeout=None, now=None): the delay in seconds,
  * or None when nothing was reserved; refund([key,] cost=1, *, now=None) and
  * anchor([key,] cost=1, *, now=None): None. */
 static PyObject *store_reservation(PyObject *self, reservation_op which, PyObject *const *args,
@@ -911,7 +912,7 @@ static PyObject *store_reservation(PyObject *self, reservation_op which, PyObjec
     if (parse_call(name, keyed, reserve, args, nargs, kwnames, &call) < 0 ||
         (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
         convert_cost(state, call.cost, &cost) < 0 ||
-        convert_wait_limit(state, call.max_wait, CR_E_MAX_WAIT, &max_wait_ns) < 0 ||
+        convert_wait_limit(state, call.timeout, CR_E_TIMEOUT, &max_wait_ns) < 0 ||
         convert_now(state, call.now, &now_ns) < 0)
         return NULL;
     bool reserved = false;
@@ -1059,18 +1060,30 @@ static PyObject *module_check_timeout(PyObject *module, PyObject *timeout)
     return PyFloat_FromDouble(cr_ns_to_seconds(timeout_ns));
 }
 
-/* _now_ns(now): the integer ns the core decides at for `now` seconds (the Redis
- * store sends them to its script), validated and rounded by the core. */
-static PyObject *module_now_ns(PyObject *module, PyObject *now)
+/* _check_request(key, cost, now): what a decision of `cost` units of `key` at
+ * `now` would refuse, refused in the same words (the Redis store decides by the
+ * core's rules elsewhere); the integer ns the core decides at for `now`
+ * seconds (rounded by the core), or None when `now` is None. */
+static PyObject *module_check_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
-    int64_t now_ns;
-    if (now == Py_None) {
-        raise_status(state, CR_E_NOW);
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_check_request(key, cost, now): three arguments");
         return NULL;
     }
-    if (convert_now(state, now, &now_ns) < 0)
+    const char *key;
+    Py_ssize_t key_len;
+    int64_t cost, now_ns;
+    if (convert_key(state, args[0], &key, &key_len) < 0 ||
+        convert_cost(state, args[1], &cost) < 0 || convert_now(state, args[2], &now_ns) < 0)
         return NULL;
+    cr_status status = cr_check_call(now_ns, cost);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    if (now_ns == CR_CLOCK)
+        Py_RETURN_NONE;
     return PyLong_FromLongLong(now_ns);
 }
 
@@ -1283,11 +1296,14 @@ static PyObject *limit_get_window(PyObject *self, void *Py_UNUSED(closure))
     return PyFloat_FromDouble(cr_ns_to_seconds(cr_limit_window_ns(&((LimitObject *)self)->limit)));
 }
 
-/* check_policy_name(name): None when cr_headers_format takes `name` (a str)
- * as a policy name, else the core's error naming `name`. */
+/* check_policy_name(name): None when cr_headers_format takes `name` (a str,
+ * or None: the core's default) as a policy name, else the core's error naming
+ * `name`. */
 static PyObject *module_check_policy_name(PyObject *module, PyObject *name_obj)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
+    if (name_obj == Py_None)
+        Py_RETURN_NONE;
     if (!PyUnicode_Check(name_obj)) {
         raise_wrong_type(state, CR_E_HEADER_NAME);
         return NULL;
@@ -1323,7 +1339,7 @@ PyDoc_STRVAR(limiter_peek_doc,
 #define RESERVE_DOC(sig)                                                              \
     sig "\n--\n\n"                                                                    \
         "Commit `cost` units at the earliest instant they fit, if that is at most\n"  \
-        "`max_wait` seconds away (None: any wait); return the delay in seconds\n"     \
+        "`timeout` seconds away (None: any wait); return the delay in seconds\n"      \
         "until they may be used (0.0: now), or None, committing nothing, when that\n" \
         "is not possible. Window algorithms reserve only for now (delay 0)."
 #define REFUND_DOC(sig)                                                           \
@@ -1340,10 +1356,10 @@ PyDoc_STRVAR(limiter_peek_doc,
 PyDoc_STRVAR(limiter_anchor_doc, ANCHOR_DOC("anchor($self, /, cost=1, *, now=None)"));
 PyDoc_STRVAR(keyed_anchor_doc, ANCHOR_DOC("anchor($self, /, key, cost=1, *, now=None)"));
 PyDoc_STRVAR(limiter_reserve_doc,
-             RESERVE_DOC("reserve($self, /, cost=1, *, max_wait=None, now=None)"));
+             RESERVE_DOC("reserve($self, /, cost=1, *, timeout=None, now=None)"));
 PyDoc_STRVAR(limiter_refund_doc, REFUND_DOC("refund($self, /, cost=1, *, now=None)"));
 PyDoc_STRVAR(keyed_reserve_doc,
-             RESERVE_DOC("reserve($self, /, key, cost=1, *, max_wait=None, now=None)"));
+             RESERVE_DOC("reserve($self, /, key, cost=1, *, timeout=None, now=None)"));
 PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=None)"));
 PyDoc_STRVAR(attach_method_doc,
              "_attach_method(type, function, /)\n--\n\n"
@@ -1356,9 +1372,11 @@ PyDoc_STRVAR(check_timeout_doc,
              "Private: the seconds of a wait's `timeout` (None for any wait), or\n"
              "InvalidArgument / InvalidArgumentType naming `timeout`.");
 
-PyDoc_STRVAR(now_ns_doc, "_now_ns(now, /)\n--\n\n"
-                         "Private: `now` (seconds) as the integer ns the core decides at, or\n"
-                         "InvalidArgument / InvalidArgumentType naming `now`.");
+PyDoc_STRVAR(check_request_doc,
+             "_check_request(key, cost, now, /)\n--\n\n"
+             "Private: refuses what a decision of `cost` units of `key` at `now` would\n"
+             "(InvalidArgument / InvalidArgumentType naming the parameter); returns\n"
+             "`now` as the integer ns the core decides at, or None when `now` is None.");
 
 PyDoc_STRVAR(check_all_doc,
              "check_all(items, cost=1, *, now=None)\n--\n\n"
@@ -1390,7 +1408,8 @@ PyDoc_STRVAR(keyed_reset_doc,
 
 PyDoc_STRVAR(decision_doc,
              "Decision(allowed, remaining, retry_after, reset_after, limit, window=0.0)\n--\n\n"
-             "The answer to one request: immutable; times in seconds.");
+             "The answer to one request: immutable; times in seconds. `limit` is the\n"
+             "burst (units an idle key may spend at once), not the rate.");
 
 PyDoc_STRVAR(limit_doc, "Limit(rate, period=None, *, burst=None, algorithm='gcra')\n--\n\n"
                         "A validated limit, with no store: what a Limiter of the same arguments\n"
@@ -1400,8 +1419,8 @@ PyDoc_STRVAR(limit_doc, "Limit(rate, period=None, *, burst=None, algorithm='gcra
 PyDoc_STRVAR(check_policy_name_doc,
              "check_policy_name(name, /)\n--\n\n"
              "None when `name` can be the policy name of Decision.headers() (1 to 64\n"
-             "printable ASCII characters); else InvalidArgument (InvalidArgumentType\n"
-             "for a non-str) naming `name`.");
+             "printable ASCII characters, or None for the default); else InvalidArgument\n"
+             "(InvalidArgumentType for a non-str) naming `name`.");
 
 PyDoc_STRVAR(limiter_doc,
              "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,\n"
@@ -1740,7 +1759,8 @@ static PyMethodDef cellrate_methods[] = {
     {"_attach_method", (PyCFunction)(void (*)(void))module_attach_method, METH_FASTCALL,
      attach_method_doc},
     {"_check_timeout", module_check_timeout, METH_O, check_timeout_doc},
-    {"_now_ns", module_now_ns, METH_O, now_ns_doc},
+    {"_check_request", (PyCFunction)(void (*)(void))module_check_request, METH_FASTCALL,
+     check_request_doc},
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -103,7 +103,7 @@ const char *cr_version(void);
     X(10, E_COST, ARGUMENT, "cost", "cost must be an integer >= 0")                               \
     X(11, E_NOW, ARGUMENT, "now",                                                                 \
       "now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)")                \
-    X(12, E_KEY, ARGUMENT, "key", "key must be a string of bytes")                                \
+    X(12, E_KEY, ARGUMENT, "key", "key must be a string (any bytes, any length)")                 \
     X(13, E_CLOCK, ARGUMENT, "clock", "clock must be 'monotonic' or 'fast'")                      \
     X(14, E_CAPACITY, ARGUMENT, "capacity", "capacity must be an integer >= 1 and <= 2^32")       \
     X(15, E_NOMEM, RUNTIME, "", "out of memory")                                                  \
@@ -147,6 +147,7 @@ const char *cr_version(void);
       "Unix epoch); leave clock out or pass 'realtime'")                                          \
     X(35, E_SHARED_ALGORITHM, REGION, "shared",                                                   \
       "shared: the region was made with another algorithm")                                       \
+    /* 36 is unused: reserve's longest wait is `timeout` (E_TIMEOUT), as wait's */                \
     X(36, E_MAX_WAIT, ARGUMENT, "max_wait",                                                       \
       "max_wait must be a number of seconds >= 0, or absent for any wait")                        \
     X(37, E_ITEMS, ARGUMENT, "items",                                                             \
@@ -383,10 +384,16 @@ bool cr_fast_clock_is_tsc(void);
  * CR_E_NOW unless finite, >= 0 and below CR_HORIZON_NS. */
 cr_status cr_seconds_to_ns(double seconds, int64_t *ns);
 
-/* A longest wait in seconds (reserve's max_wait, wait's timeout) to
+/* The checks every decision makes of its call's arguments, without a store:
+ * CR_E_COST unless cost >= 0, CR_E_NOW unless now_ns is CR_CLOCK or in
+ * [0, CR_HORIZON_NS). For a store kept elsewhere (Redis) that decides by the
+ * core's rules and must refuse what the core refuses. Pure; thread-safe. */
+cr_status cr_check_call(int64_t now_ns, int64_t cost);
+
+/* A longest wait in seconds (the timeout of reserve and wait) to
  * nanoseconds: rounded as cr_seconds_to_ns, and +infinity or anything at or
  * beyond CR_HORIZON_NS is CR_NEVER (any wait: no wait can be that long).
- * `invalid` (the parameter's status: CR_E_MAX_WAIT, CR_E_TIMEOUT) unless
+ * `invalid` (the parameter's status: CR_E_TIMEOUT) unless
  * seconds >= 0. An absent value is the face's to read as CR_NEVER. */
 cr_status cr_wait_from_seconds(double seconds, cr_status invalid, int64_t *ns);
 
@@ -457,7 +464,7 @@ void cr_limiter_reset(cr_limiter *limiter);
 cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int64_t now_ns);
 
 /* cr_reserve on the limiter's state, by compare-and-swap. `max_wait_ns` >= 0
- * or CR_NEVER (else CR_E_MAX_WAIT). */
+ * or CR_NEVER (else CR_E_TIMEOUT, the face's `timeout`). */
 cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost, int64_t max_wait_ns,
                              bool *reserved, int64_t *delay_ns);
 

@@ -536,7 +536,7 @@ cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int
                            int64_t cost, int64_t max_wait_ns, bool *reserved, int64_t *delay_ns)
 {
     if (max_wait_ns < 0)
-        return CR_E_MAX_WAIT;
+        return CR_E_TIMEOUT;
     cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0};
     cr_status status = keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, reserved);
     *delay_ns = op.delay_ns;

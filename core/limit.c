@@ -1,5 +1,6 @@
 /* Limits: validation, defaults and the rate-string grammar; status messages; units. */
 #include "cellrate.h"
+#include "internal.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -96,6 +97,8 @@ cr_status cr_seconds_to_ns(double seconds, int64_t *ns)
     *ns = (int64_t)whole;
     return CR_OK;
 }
+
+cr_status cr_check_call(int64_t now_ns, int64_t cost) { return cr_check_args(now_ns, cost); }
 
 cr_status cr_wait_from_seconds(double seconds, cr_status invalid, int64_t *ns)
 {

@@ -166,7 +166,7 @@ cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost, 
                              bool *reserved, int64_t *delay_ns)
 {
     if (max_wait_ns < 0)
-        return CR_E_MAX_WAIT;
+        return CR_E_TIMEOUT;
     cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0};
     cr_status status = limiter_apply(limiter, now_ns, &op, true, NULL, reserved);
     *delay_ns = op.delay_ns;

@@ -27,6 +27,7 @@ local floor = math.floor
 local byte, char, sub = string.byte, string.char, string.sub
 local check_all = cellrate.check_all
 local header_fields = cellrate.header_fields
+local check_policy_name = cellrate.check_policy_name
 
 -- A decision and its fields through LuaJIT's FFI (cellrate.ffi: an FFI call
 -- is compiled into the trace, a Lua C function ends it; the same core calls
@@ -48,8 +49,8 @@ local NO_OPTIONS = {}
 
 -- The options and the types each takes; opts.status is also an integer
 -- status of a refusal, 400-599, and opts.name a policy name the formatter
--- takes (tried once on a throwaway limiter: a bad one is refused here, not at
--- the first refusal).
+-- takes (cellrate.check_policy_name: a bad one is refused here, not at the
+-- first refusal).
 local OPTIONS = {
     key = { string = true, ["function"] = true },
     cost = { number = true },
@@ -65,7 +66,8 @@ local OPTIONS = {
     ipv4_prefix = { number = true, boolean = true, string = true },
     ipv6_prefix = { number = true, boolean = true, string = true },
 }
-local NAME_PROBE = cellrate.limiter(1)
+-- A throwaway limiter whose methods check the cost and wait options.
+local PROBE = cellrate.limiter(1)
 
 -- The widest prefix of each family's address, in bits.
 local PREFIX_BITS = { ipv4_prefix = 32, ipv6_prefix = 128 }
@@ -103,18 +105,18 @@ local function check_options(opts)
               .. tostring(status), 3)
     end
     if opts.name ~= nil then
-        local ok, err = pcall(header_fields, NAME_PROBE, true, 0, 0, 0, opts.name)
+        local ok, err = pcall(check_policy_name, opts.name)
         if not ok then
             error("cellrate.nginx: option name: " .. tostring(err), 3)
         end
     end
     -- cost and wait as the core takes them (a probe commits nothing, and a
     -- reservation of 0 units on the throwaway limiter spends nothing real).
-    local err = opts.cost ~= nil and refused(NAME_PROBE, NAME_PROBE.peek, opts.cost)
+    local err = opts.cost ~= nil and refused(PROBE, PROBE.peek, opts.cost)
     if err then
         error("cellrate.nginx: option cost: " .. err, 3)
     end
-    err = opts.wait ~= nil and refused(NAME_PROBE, NAME_PROBE.reserve, 0, opts.wait)
+    err = opts.wait ~= nil and refused(PROBE, PROBE.reserve, 0, opts.wait)
     if err then
         error("cellrate.nginx: option wait: " .. err, 3)
     end
@@ -330,7 +332,7 @@ and an unknown option or a value of the wrong type is an error naming it):
   body     body of a refusal (default: nginx's own page for the status, which
            error_page can replace); content_type (default "text/plain;
            charset=utf-8", the Python middleware's)
-  name     the policy name in the header fields (default "default")
+  name     the policy name in the header fields (nil: the core's default name)
   legacy_headers    also X-RateLimit-Limit, -Remaining, -Reset
   admitted_headers  the fields on admitted responses too (default false: a
            refusal carries them, an admission none, as the Python middleware)

@@ -98,12 +98,14 @@ local function without_position(err)
     return (tostring(err):gsub("^[^\n]-:%d+: ", "", 1))
 end
 
--- The core validates key, cost and now (a peek stores nothing).
-local function check_request(self, key, cost, now)
-    local ok, err = pcall(self.core.peek, self.core, key, cost, now)
+-- The core's checks of a decision's key, cost and now (no store involved);
+-- now in ns as the core rounds it, or nil.
+local function check_request(key, cost, now)
+    local ok, now_ns = pcall(cellrate._check_request, key, cost, now)
     if not ok then
-        error(without_position(err), 3)
+        error(without_position(now_ns), 3)
     end
+    return now_ns
 end
 
 local function check_client(client)
@@ -135,7 +137,7 @@ local function limit_words(prefix, limit)
         { limit.algorithm, emission, tolerance, burst }
 end
 
--- limiter(client, rate, opts): opts as cellrate.keyed's (period, burst,
+-- limiter(client, rate, opts): opts as cellrate.limit_spec's (period, burst,
 -- algorithm) plus prefix ("cellrate:") and on_error.
 function M.limiter(client, rate, opts)
     check_client(client)
@@ -157,26 +159,24 @@ function M.limiter(client, rate, opts)
         argument_error("on_error", "must be " .. ON_ERROR_WORDS)
     end
     -- the core parses, defaults and validates the limit
-    local made, core = pcall(cellrate.keyed, rate, { period = opts.period, burst = opts.burst,
-                                                    algorithm = opts.algorithm, capacity = 1 })
+    local made, limit = pcall(cellrate.limit_spec, rate, { period = opts.period,
+                                                          burst = opts.burst,
+                                                          algorithm = opts.algorithm })
     if not made then
-        error(without_position(core), 2)
+        error(without_position(limit), 2)
     end
-    -- The limit as the script takes it. Once cellrate.limit_spec is merged, the
-    -- limit described here is that value (the one line to change): same fields.
-    local info = core:info()
-    if info.tolerance_ns >= M.MAX_TOLERANCE_NS then
+    if limit.tolerance_ns >= M.MAX_TOLERANCE_NS then
         argument_error("burst", protocol.BURST_TOO_LARGE)
     end
-    local key_prefix, limit_args = limit_words(prefix, info)
+    local key_prefix, limit_args = limit_words(prefix, limit)
     return setmetatable({
         client = client,
-        core = core,
-        burst = info.burst,
+        limit = limit,
+        burst = limit.burst,
         on_error = on_error,
         key_prefix = key_prefix,
         limit_args = limit_args,
-        algorithm = info.algorithm,
+        algorithm = limit.algorithm,
         gate = nil, -- while Redis is down: a limiter letting one probe through per back-off
         backoff = 0,
     }, Limiter)
@@ -295,8 +295,9 @@ end
 -- The one builder of the script's KEYS (a key per limit) and ARGV (mode,
 -- cost, each limit's four words, then now in ns when given, as the core
 -- rounds it; else the script reads TIME), for limiter, key, limiter, key...
--- Each key, cost and now is checked by the core first.
-local function request(mode, cost, now, ...)
+-- Each key, cost and now is checked by the core first (check_request), which
+-- gives now_ns.
+local function request(mode, cost, now_ns, ...)
     local keys, args = {}, { mode, decimal(cost == nil and 1 or cost) }
     for i = 1, select("#", ...), 2 do
         local limiter, key = select(i, ...)
@@ -306,20 +307,19 @@ local function request(mode, cost, now, ...)
             args[#args + 1] = limit_args[j]
         end
     end
-    if now ~= nil then
-        args[#args + 1] = cellrate._now_ns(now)
+    if now_ns ~= nil then
+        args[#args + 1] = now_ns
     end
     return keys, args
 end
 
 function Limiter:check(key, cost, now)
-    check_request(self, key, cost, now)
-    return decide(self, request(CHECK, cost, now, self, key))
+    return decide(self, request(CHECK, cost, check_request(key, cost, now), self, key))
 end
 
 function Limiter:allow(key, cost, now)
-    check_request(self, key, cost, now)
-    local allowed, err, code = decide(self, request(ALLOW, cost, now, self, key))
+    local allowed, err, code = decide(self, request(ALLOW, cost, check_request(key, cost, now),
+                                                    self, key))
     if allowed == nil then
         return nil, err, code
     end
@@ -327,8 +327,7 @@ function Limiter:allow(key, cost, now)
 end
 
 function Limiter:peek(key, cost, now)
-    check_request(self, key, cost, now)
-    return decide(self, request(PEEK, cost, now, self, key))
+    return decide(self, request(PEEK, cost, check_request(key, cost, now), self, key))
 end
 
 -- Gives back cost units of key taken earlier (a call that timed out after
@@ -336,8 +335,8 @@ end
 -- refund: never better than idle. true, or nil, the error and "unavailable"
 -- when Redis cannot answer, whatever on_error says (a refund is no decision).
 function Limiter:refund(key, cost, now)
-    check_request(self, key, cost, now)
-    local reply, err = run(self.client, request(REFUND, cost, now, self, key))
+    local reply, err = run(self.client, request(REFUND, cost, check_request(key, cost, now),
+                                                self, key))
     if reply == nil then
         return nil, err or "no reply", "unavailable"
     end
@@ -346,7 +345,7 @@ end
 
 -- Forgets key (back to a full burst); nil and the error when Redis cannot answer.
 function Limiter:reset(key)
-    check_request(self, key, 0)
+    check_request(key, 0)
     local ok, err = call(self.client, "del", self.key_prefix .. key)
     if ok == nil then
         return nil, err
@@ -362,7 +361,7 @@ function M.check_all(items, cost, now)
     if type(items) ~= "table" or #items == 0 then
         argument_error("items", "must be a non-empty list of { limiter, key } pairs")
     end
-    local first, limiters_and_keys = nil, {}
+    local first, limiters_and_keys, now_ns = nil, {}, nil
     for _, item in ipairs(items) do
         if type(item) ~= "table" or getmetatable(item[1]) ~= Limiter then
             argument_error("items", "must be a list of { limiter, key } pairs of cellrate.redis limiters")
@@ -371,11 +370,11 @@ function M.check_all(items, cost, now)
         if item[1].client ~= first.client then
             argument_error("items", "every limiter must use the same Redis client")
         end
-        check_request(item[1], item[2], cost, now)
+        now_ns = check_request(item[2], cost, now)
         limiters_and_keys[#limiters_and_keys + 1] = item[1]
         limiters_and_keys[#limiters_and_keys + 1] = item[2]
     end
-    return decide(first, request(CHECK, cost, now, unpack(limiters_and_keys)))
+    return decide(first, request(CHECK, cost, now_ns, unpack(limiters_and_keys)))
 end
 
 -- The client for the calls that follow. In OpenResty a connection belongs to
@@ -386,11 +385,13 @@ function Limiter:set_client(client)
     self.client = client
 end
 
+-- The limit's fields (those of cellrate.limit_spec) and on_error.
 function Limiter:info()
-    local info = self.core:info()
-    info.capacity, info.evictions = nil, nil
-    info.algorithm, info.on_error = self.algorithm, self.on_error
-    return info
+    local limit = self.limit
+    return { rate = limit.rate, period = limit.period, burst = limit.burst,
+             algorithm = limit.algorithm, window = limit.window,
+             emission_ns = limit.emission_ns, tolerance_ns = limit.tolerance_ns,
+             on_error = self.on_error }
 end
 
 M.Limiter = Limiter

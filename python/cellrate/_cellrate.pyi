@@ -1,8 +1,12 @@
 import os
-from typing import Final, Literal, Sequence, Union, final
+from typing import Final, Literal, Sequence, Union, final, overload
 
 _Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
 _Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window"]
+# The clocks each kind of algorithm takes: the runtime refuses any other pair.
+_PacedAlgorithm = Literal["gcra", "token_bucket"]
+_WindowAlgorithm = Literal["fixed_window", "sliding_window"]
+_PacedClock = Literal["monotonic", "fast"]
 
 __version__: Final[str]
 
@@ -32,10 +36,11 @@ class Decision:
     @property
     def reset_after(self) -> float: ...
     @property
-    def limit(self) -> int: ...
+    def limit(self) -> int:
+        """The burst: units an idle key may spend at once (not the rate)."""
     @property
     def window(self) -> float: ...
-    def headers(self, name: str = ..., *, legacy: bool = False) -> dict[str, str]: ...
+    def headers(self, name: str | None = None, *, legacy: bool = False) -> dict[str, str]: ...
     def __eq__(self, other: object, /) -> bool: ...
     def __ne__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
@@ -79,6 +84,7 @@ class _Limit(_LimitFields):
 
 @final
 class Limiter(_Limit):
+    @overload
     def __new__(
         cls,
         rate: float | str,
@@ -87,14 +93,26 @@ class Limiter(_Limit):
         burst: int | None = None,
         shared: _Path | None = None,
         shared_mode: int | None = None,
-        clock: Literal["monotonic", "fast", "realtime"] | None = None,
-        algorithm: _Algorithm | None = None,
+        clock: _PacedClock | None = None,
+        algorithm: _PacedAlgorithm | None = None,
+    ) -> Limiter: ...
+    @overload
+    def __new__(
+        cls,
+        rate: float | str,
+        period: float | None = None,
+        *,
+        burst: None = None,
+        shared: _Path | None = None,
+        shared_mode: int | None = None,
+        clock: Literal["realtime"] | None = None,
+        algorithm: _WindowAlgorithm,
     ) -> Limiter: ...
     def allow(self, cost: int = 1, *, now: float | None = None) -> bool: ...
     def check(self, cost: int = 1, *, now: float | None = None) -> Decision: ...
     def peek(self, cost: int = 1, *, now: float | None = None) -> Decision: ...
     def reserve(
-        self, cost: int = 1, *, max_wait: float | None = None, now: float | None = None
+        self, cost: int = 1, *, timeout: float | None = None, now: float | None = None
     ) -> float | None: ...
     def refund(self, cost: int = 1, *, now: float | None = None) -> None: ...
     def anchor(self, cost: int = 1, *, now: float | None = None) -> None: ...
@@ -114,6 +132,7 @@ class Limiter(_Limit):
 
 @final
 class KeyedLimiter(_Limit):
+    @overload
     def __new__(
         cls,
         rate: float | str,
@@ -123,8 +142,21 @@ class KeyedLimiter(_Limit):
         capacity: int | None = None,
         shared: _Path | None = None,
         shared_mode: int | None = None,
-        clock: Literal["monotonic", "fast", "realtime"] | None = None,
-        algorithm: _Algorithm | None = None,
+        clock: _PacedClock | None = None,
+        algorithm: _PacedAlgorithm | None = None,
+    ) -> KeyedLimiter: ...
+    @overload
+    def __new__(
+        cls,
+        rate: float | str,
+        period: float | None = None,
+        *,
+        burst: None = None,
+        capacity: int | None = None,
+        shared: _Path | None = None,
+        shared_mode: int | None = None,
+        clock: Literal["realtime"] | None = None,
+        algorithm: _WindowAlgorithm,
     ) -> KeyedLimiter: ...
     @property
     def capacity(self) -> int: ...
@@ -138,7 +170,7 @@ class KeyedLimiter(_Limit):
         key: str | bytes,
         cost: int = 1,
         *,
-        max_wait: float | None = None,
+        timeout: float | None = None,
         now: float | None = None,
     ) -> float | None: ...
     def refund(self, key: str | bytes, cost: int = 1, *, now: float | None = None) -> None: ...
@@ -162,11 +194,11 @@ class KeyedLimiter(_Limit):
 
 def _attach_method(type: type, function: object, /) -> None: ...
 def _check_timeout(timeout: float, /) -> float | None: ...
-def _now_ns(now: float, /) -> int: ...
+def _check_request(key: str | bytes, cost: int, now: float | None, /) -> int | None: ...
 def check_all(
     items: Sequence[Limiter | tuple[KeyedLimiter, str | bytes]],
     cost: int = 1,
     *,
     now: float | None = None,
 ) -> Decision: ...
-def check_policy_name(name: str, /) -> None: ...
+def check_policy_name(name: str | None, /) -> None: ...

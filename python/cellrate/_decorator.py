@@ -25,7 +25,7 @@ class CheckOnly:
     def __init__(self, store: Any) -> None:
         self.store = store
 
-    def reserve(self, *args: Any, max_wait: Optional[float] = None) -> Any:
+    def reserve(self, *args: Any, timeout: Optional[float] = None) -> Any:
         import inspect
 
         decision = self.store.check(*args)
@@ -148,7 +148,7 @@ def limit(
             units = fixed_cost if cost_of is None else cost_of(*args, **kwargs)
             prefix = () if key is None else (key(*args, **kwargs),)
             if block:
-                delay = reserve(*prefix, units, max_wait=timeout)
+                delay = reserve(*prefix, units, timeout=timeout)
                 if delay != 0.0:
                     await acquire(waiter, prefix, units, timeout, delay)
             else:
@@ -170,7 +170,7 @@ def limit(
             units = fixed_cost if cost_of is None else cost_of(*args, **kwargs)
             if key is None:
                 if block:
-                    delay = reserve(units) if timeout is None else reserve(units, max_wait=timeout)
+                    delay = reserve(units) if timeout is None else reserve(units, timeout=timeout)
                     if delay != 0.0:
                         wait(waiter, (), units, timeout, delay)
                 else:
@@ -181,7 +181,7 @@ def limit(
                 name = key(*args, **kwargs)
                 if block:
                     delay = (reserve(name, units) if timeout is None
-                             else reserve(name, units, max_wait=timeout))
+                             else reserve(name, units, timeout=timeout))
                     if delay != 0.0:
                         wait(waiter, (name,), units, timeout, delay)
                 else:

@@ -22,7 +22,7 @@ from cellrate import _cellrate
 
 # `limit` below is any object with the reservation methods of Limiter (or,
 # with `key` given as a one-tuple, of KeyedLimiter): reserve(*key, cost, *,
-# max_wait), refund(*key, cost), anchor(*key, cost) and peek(*key, cost).
+# timeout), refund(*key, cost), anchor(*key, cost) and peek(*key, cost).
 # Asyncio stores may return awaitables from them.
 Key = Union["tuple[()]", "tuple[Union[str, bytes]]"]
 
@@ -61,7 +61,7 @@ def refused(decision: _cellrate.Decision, deadline: Optional[float]) -> bool:
     return deadline is not None and time.monotonic() + decision.retry_after > deadline
 
 
-def max_wait_until(deadline: Optional[float]) -> Optional[float]:
+def timeout_until(deadline: Optional[float]) -> Optional[float]:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
@@ -69,7 +69,7 @@ def wait(limit: Any, key: Key, cost: int, timeout: Optional[float],
          delay: Optional[float]) -> None:
     """Blocks (time.sleep: the GIL is released) until `cost` is admitted.
 
-    `delay` is what a first `reserve(*key, cost, max_wait=timeout)` returned
+    `delay` is what a first `reserve(*key, cost, timeout=timeout)` returned
     (`timeout` already checked): a reservation to sleep out, or None.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -88,7 +88,7 @@ def wait(limit: Any, key: Key, cost: int, timeout: Optional[float],
             if refused(decision, deadline):
                 raise RateLimited(decision)
             time.sleep(decision.retry_after)
-        delay = limit.reserve(*key, cost, max_wait=max_wait_until(deadline))
+        delay = limit.reserve(*key, cost, timeout=timeout_until(deadline))
 
 
 async def settle(value: Any) -> Any:
@@ -123,7 +123,7 @@ async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
             if refused(decision, deadline):
                 raise RateLimited(decision)
             await asyncio.sleep(decision.retry_after)
-        delay = limit.reserve(*key, cost, max_wait=max_wait_until(deadline))
+        delay = limit.reserve(*key, cost, timeout=timeout_until(deadline))
 
 
 # The methods. The package attaches them to the compiled types at import
@@ -141,7 +141,7 @@ def limiter_wait(self: _cellrate.Limiter, cost: int = 1, *,
     """
     if timeout is not None:
         timeout = check_timeout(timeout)
-    delay = self.reserve(cost, max_wait=timeout)
+    delay = self.reserve(cost, timeout=timeout)
     if delay != 0.0:
         wait(self, (), cost, timeout, delay)
 
@@ -152,7 +152,7 @@ async def limiter_acquire(self: _cellrate.Limiter, cost: int = 1, *,
     waiter gives back what it had reserved."""
     if timeout is not None:
         timeout = check_timeout(timeout)
-    delay = self.reserve(cost, max_wait=timeout)
+    delay = self.reserve(cost, timeout=timeout)
     if delay != 0.0:
         await acquire(self, (), cost, timeout, delay)
 
@@ -162,7 +162,7 @@ def keyed_wait(self: _cellrate.KeyedLimiter, key: Union[str, bytes], cost: int =
     """Limiter.wait() for the limit of `key`."""
     if timeout is not None:
         timeout = check_timeout(timeout)
-    delay = self.reserve(key, cost, max_wait=timeout)
+    delay = self.reserve(key, cost, timeout=timeout)
     if delay != 0.0:
         wait(self, (key,), cost, timeout, delay)
 
@@ -172,7 +172,7 @@ async def keyed_acquire(self: _cellrate.KeyedLimiter, key: Union[str, bytes], co
     """Limiter.acquire() for the limit of `key`."""
     if timeout is not None:
         timeout = check_timeout(timeout)
-    delay = self.reserve(key, cost, max_wait=timeout)
+    delay = self.reserve(key, cost, timeout=timeout)
     if delay != 0.0:
         await acquire(self, (key,), cost, timeout, delay)
 

@@ -11,9 +11,8 @@ Each decision is one round trip: a server-side script (redis_decide.lua, the
 one file both faces send, lua/cellrate/ in the repository) reads the key's
 state, decides with the server's clock (TIME) and writes the new state with an
 expiry, atomically.
-The limit's parameters come from the core (cellrate.KeyedLimiter), which also
-validates every argument, so both stores refuse the same inputs with the same
-words. No call holds a decision longer than `timeout`, whatever the client's
+The limit is the core's (cellrate.Limit), and the core validates every key,
+cost and now too, so both stores refuse the same inputs with the same words. No call holds a decision longer than `timeout`, whatever the client's
 own retries. While Redis cannot decide (unreachable, or a reply such as OOM or
 BUSY: UNAVAILABLE_REPLIES), `on_error` decides: "allow" (fail open), "deny"
 (fail closed) or "raise" (RedisUnavailable), and a probe off the request path
@@ -287,28 +286,24 @@ class _RedisLimit:
         if not 0 < timeout < math.inf:
             raise _invalid(cellrate.InvalidArgument, "timeout",
                            f"timeout must be finite and > 0 (seconds), not {timeout!r}")
-        # The core parses, defaults and validates the limit, and later each key,
-        # cost and now (a peek on this table stores nothing).
-        self._core = cellrate.KeyedLimiter(rate, period, burst=burst, algorithm=algorithm,
-                                           capacity=1)
-        emission_ns, tolerance_ns = self._core.emission_ns, self._core.tolerance_ns
-        if tolerance_ns >= MAX_TOLERANCE_NS:
+        # The core parses, defaults and validates the limit (and, per call, each key,
+        # cost and now: _request).
+        self.limit = cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)
+        if self.limit.tolerance_ns >= MAX_TOLERANCE_NS:
             raise _invalid(cellrate.InvalidArgument, "burst",
                            "burst " + _PROTOCOL["BURST_TOO_LARGE"])
         self.client: Any = client
         self.prefix = prefix
-        self.algorithm: str = self._core.algorithm
+        self.algorithm: str = self.limit.algorithm
         self.on_error = on_error
         self.deny_cache = deny_cache
         self.timeout = float(timeout)
-        # The limit as the script takes it. Once cellrate.Limit is merged, the limit
-        # passed here is that value (the one line to change): it has the same fields.
-        self._key_prefix, self._limit_args = _limit_words(prefix, self._core)
+        # the limit as the script takes it
+        self._key_prefix, self._limit_args = _limit_words(prefix, self.limit)
         # a probe: a peek of cost 0 on the limit's empty key, which writes nothing
         self._probe_words = _request(PEEK, ((self, b""),), 0, None)
-        # the seconds in which the limit restores its units, for Decision.headers(),
-        # as the core computes it
-        self._window = self._core.peek(b"", 0, now=0.0).window
+        # the seconds in which the limit restores its units, for Decision.headers()
+        self._window = self.limit.window
         # the answer to an admission in ALLOW mode (the script replies 1 alone)
         self._admitted = cellrate.Decision(True, 0, 0.0, 0.0, self.burst, self._window)
         self._availability = _Availability()
@@ -319,18 +314,19 @@ class _RedisLimit:
         # one (gcra: one emission interval; fixed window: not at all; sliding
         # window: not known here, so Redis is asked).
         self._retry_per_unit_ns: int | None = (
-            emission_ns if self.algorithm in ("gcra", "token_bucket")
+            self.limit.emission_ns if self.algorithm in ("gcra", "token_bucket")
             else 0 if self.algorithm == "fixed_window" else None)
 
-    rate = property(lambda self: self._core.rate, doc="Units admitted per period, per key.")
-    period = property(lambda self: self._core.period, doc="Seconds.")
-    burst = property(lambda self: self._core.burst, doc="Units an idle key may spend at once.")
-    emission_ns = property(lambda self: self._core.emission_ns, doc="Nanoseconds per unit.")
-    tolerance_ns = property(lambda self: self._core.tolerance_ns, doc="burst * emission_ns.")
+    rate = property(lambda self: self.limit.rate, doc="Units admitted per period, per key.")
+    period = property(lambda self: self.limit.period, doc="Seconds.")
+    burst = property(lambda self: self.limit.burst, doc="Units an idle key may spend at once.")
+    emission_ns = property(lambda self: self.limit.emission_ns, doc="Nanoseconds per unit.")
+    tolerance_ns = property(lambda self: self.limit.tolerance_ns, doc="burst * emission_ns.")
 
     def redis_key(self, key: Key) -> bytes:
         """The Redis key holding `key`'s state: prefix, the limit, then the key."""
-        return self._key(key, 0, None)
+        _check_request(key, 0, None)
+        return self._key(key)
 
     def _forget(self, key: Key) -> bytes:
         """redis_key(key), the key's remembered refusal dropped (for reset and refund)."""
@@ -338,12 +334,8 @@ class _RedisLimit:
         self._refusals.pop(redis_key, None)
         return redis_key
 
-    def _key(self, key: Key, cost: int, now: float | None) -> bytes:
-        """The Redis key, once the core has validated key, cost and now."""
-        if now is None:
-            self._core.peek(key, cost)
-        else:
-            self._core.peek(key, cost, now=now)
+    def _key(self, key: Key) -> bytes:
+        """The Redis key of a key the core has validated."""
         return self._key_prefix + (key.encode() if isinstance(key, str) else key)
 
     def _words(self, mode: bytes, key: Key, cost: int, now: float | None) -> List[Any]:
@@ -369,8 +361,9 @@ class _RedisLimit:
         extra_ns = 0
         if cost != refused_cost:
             per_unit = self._retry_per_unit_ns
-            if (cost < refused_cost or per_unit is None
-                    or self._core.peek(b"", cost, now=0.0).retry_after == math.inf):
+            # cost > burst never fits (gcra: cost * T > tau = burst * T; a fixed
+            # window admits burst units): its answer is no wait
+            if cost < refused_cost or per_unit is None or cost > self.burst:
                 return None
             extra_ns = (cost - refused_cost) * per_unit
         now = time.monotonic_ns()
@@ -452,17 +445,24 @@ def _limit_words(prefix: str, limit: Any) -> Tuple[bytes, Tuple[bytes, ...]]:
     return key_prefix, tuple(str(field).encode() for field in fields)
 
 
+# The core's checks of a decision's key, cost and now, without a store.
+_check_request = cellrate._cellrate._check_request
+
+
 def _request(mode: bytes, pairs: Sequence[Tuple["_RedisLimit", Key]], cost: int,
              now: float | None) -> List[Any]:
     """The one builder of the script's words after the SHA: numkeys, KEYS (a key per
     limit), ARGV (mode, cost, each limit's four words, then now in ns when given, as
     the core rounds it). Each key, cost and now is validated by the core first."""
-    keys = [limit._key(key, cost, now) for limit, key in pairs]
+    now_ns = None
+    for _, key in pairs:
+        now_ns = _check_request(key, cost, now)
+    keys = [limit._key(key) for limit, key in pairs]
     args: List[Any] = [mode, cost]
     for limit, _ in pairs:
         args += limit._limit_args
-    if now is not None:
-        args.append(cellrate._cellrate._now_ns(now))
+    if now_ns is not None:
+        args.append(now_ns)
     return [len(keys), *keys, *args]
 
 
@@ -585,9 +585,9 @@ class RedisLimiter(_RedisLimit):
     RedisLimiter(client, rate, period=None, *, burst=None, algorithm="gcra",
                  prefix="cellrate:", on_error="allow", deny_cache=True, timeout=0.25)
 
-    The limit's arguments are those of cellrate.KeyedLimiter. Keys live in Redis
-    as prefix + "<algorithm>:<tolerance_ns>:<burst>:" + key, so two limits never
-    share a key's state. Thread-safe.
+    The limit's arguments are those of cellrate.Limit, and `limit` is that value.
+    Keys live in Redis as prefix + "<algorithm>:<tolerance_ns>:<burst>:" + key, so
+    two limits never share a key's state. Thread-safe.
 
     timeout: no call holds a decision longer (seconds), whatever the client's
     own timeouts and retries: with a redis.Redis client the store sends through

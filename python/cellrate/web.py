@@ -335,8 +335,8 @@ class Policy:
         always carries the header fields. Default: 429 and an RFC 9457 problem
         (application/problem+json) whose detail says when to retry; a `body`
         given is sent as it is (content_type default text/plain).
-    name, legacy_headers: the policy name and the X-RateLimit-* trio
-        (Decision.headers). admitted_headers: the headers on admitted
+    name, legacy_headers: the policy name (None: the core's default) and the
+        X-RateLimit-* trio (Decision.headers). admitted_headers: the headers on admitted
         responses too.
     dry_run: decide and log refusals (logger "cellrate", WARNING), send the
         RateLimit headers (never Retry-After), refuse nothing.
@@ -363,7 +363,7 @@ class Policy:
         status: int = 429,
         body: str | bytes | None = None,
         content_type: str | None = None,
-        name: str = "default",
+        name: str | None = None,
         legacy_headers: bool = False,
         admitted_headers: bool = False,
         dry_run: bool = False,
@@ -451,8 +451,8 @@ class Policy:
         _encoded(content_type, "content_type", "latin-1")
         self.content_type = content_type
         self.name = name
-        # the formatter checks the name: fail here, not on the first request
-        cellrate.Decision(True, 0, 0.0, 0.0, 1).headers(name)
+        # the formatter's check of the name: fail here, not on the first request
+        cellrate.check_policy_name(name)
         for param, flag in (("legacy_headers", legacy_headers),
                             ("admitted_headers", admitted_headers), ("dry_run", dry_run)):
             if not isinstance(flag, bool):

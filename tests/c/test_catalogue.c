@@ -179,10 +179,10 @@ static void test_reserve_errors(void)
     CHECK(cr_limiter_new(&lim, &limit) == CR_OK && cr_keyed_new(&keyed, &limit, 8) == CR_OK, "new");
     bool reserved;
     int64_t delay;
-    CHECK_EQ_I64(cr_limiter_reserve(lim, 0, 1, -1, &reserved, &delay), CR_E_MAX_WAIT, "max_wait");
+    CHECK_EQ_I64(cr_limiter_reserve(lim, 0, 1, -1, &reserved, &delay), CR_E_TIMEOUT, "timeout");
     CHECK_EQ_I64(cr_limiter_reserve(lim, 0, -1, 0, &reserved, &delay), CR_E_COST, "cost");
     CHECK_EQ_I64(cr_limiter_reserve(lim, -5, 1, 0, &reserved, &delay), CR_E_NOW, "now");
-    CHECK_EQ_I64(cr_keyed_reserve(keyed, "k", 1, 0, 1, -1, &reserved, &delay), CR_E_MAX_WAIT,
+    CHECK_EQ_I64(cr_keyed_reserve(keyed, "k", 1, 0, 1, -1, &reserved, &delay), CR_E_TIMEOUT,
                  "keyed");
     CHECK_EQ_I64(cr_limiter_refund(lim, 0, -1), CR_E_COST, "refund cost");
     CHECK_EQ_I64(cr_keyed_refund(keyed, "k", 1, CR_HORIZON_NS, 1), CR_E_NOW, "refund now");

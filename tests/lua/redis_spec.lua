@@ -78,7 +78,7 @@ describe("cellrate.redis", function()
       for line in io.lines("tests/vectors/seconds.txt") do
          local seconds, ns = line:match("^seconds (%S+) OK (%d+)$")
          if seconds then
-            assert.equal(ns, cellrate._now_ns(tonumber(seconds)), line)
+            assert.equal(ns, cellrate._check_request("", 0, tonumber(seconds)), line)
             compared = compared + 1
          end
       end
@@ -156,12 +156,12 @@ describe("cellrate.redis", function()
       assert.equal(other, store.client)
    end)
 
-   it("gives the core's headers through the limit's core", function()
+   it("gives the core's headers through the store's limit", function()
       local store = store_module.limiter(client, "10/s", { burst = 2, on_error = "raise" })
       local core = cellrate.keyed("10/s", { burst = 2 })
       for _ = 1, 3 do
          assert.same(cellrate.headers(core, core:check("h", 1, 7)),
-                     cellrate.headers(store.core, store:check("h", 1, 7)))
+                     cellrate.headers(store.limit, store:check("h", 1, 7)))
       end
    end)
 
@@ -314,5 +314,67 @@ describe("cellrate.redis", function()
       end)
       stop_server(doomed)
       assert(ok, err)
+   end)
+end)
+
+describe("cellrate.redis without a server", function()
+   local store_module = require("cellrate.redis")
+   -- a client that fails the test if the store ever calls it
+   local function never() error("the store called Redis") end
+   local client = { evalsha = never, eval = never, script = never }
+
+   local function error_of(fn, ...)
+      local ok, err = pcall(fn, ...)
+      assert.is_false(ok)
+      return (tostring(err):gsub("^[^\n]-:%d+: ", "", 1))
+   end
+
+   -- a number of the vectors: %.17g, or nan, inf, -inf
+   local function number(text)
+      local special = { nan = 0 / 0, inf = math.huge, ["-inf"] = -math.huge }
+      if special[text] ~= nil then
+         return special[text]
+      end
+      return tonumber(text)
+   end
+
+   it("refuses a bad limit in the core's words (tests/vectors/limits.txt)", function()
+      local compared = 0
+      for line in io.lines("tests/vectors/limits.txt") do
+         local kind, rest = line:match("^(%a+) (.*)$")
+         local rate, opts
+         if kind == "number" then
+            local r, p, b, status = rest:match("^(%S+) (%S+) (%S+) (%S+)")
+            -- (a burst past 2^53 is no LuaJIT number)
+            local exact = b == "-" or ("%.0f"):format(tonumber(b)) == b
+            if status ~= "OK" and exact then
+               rate, opts = number(r), { period = p ~= "-" and number(p) or nil,
+                                         burst = tonumber(b) }
+            end
+         elseif kind == "text" then
+            local status, given, text = rest:match("^(%S+) %S+ %S+ (%S) |(.*)$")
+            if status ~= "OK" then
+               rate, opts = text, { period = given == "1" and 1.0 or nil }
+            end
+         end
+         if rate ~= nil then
+            assert.equal(error_of(cellrate.limit_spec, rate, opts),
+                         error_of(store_module.limiter, client, rate, opts), line)
+            compared = compared + 1
+         end
+      end
+      assert.is_true(compared >= 30)
+   end)
+
+   it("refuses a bad key, cost or now in the core's words", function()
+      local store = store_module.limiter(client, 10)
+      local core = cellrate.keyed(10)
+      for _, args in ipairs({ { 5, 1 }, { nil, 1 }, { "k", -1 }, { "k", 1.5 }, { "k", "1" },
+                              { "k", 1, -1 }, { "k", 1, 0 / 0 }, { "k", 1, "0" } }) do
+         local expected = error_of(core.peek, core, args[1], args[2], args[3])
+         for _, method in ipairs({ "check", "allow", "peek", "refund" }) do
+            assert.equal(expected, error_of(store[method], store, args[1], args[2], args[3]))
+         end
+      end
    end)
 end)

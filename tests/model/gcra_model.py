@@ -56,7 +56,7 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (10, "E_COST", "argument", "cost", "cost must be an integer >= 0"),
     (11, "E_NOW", "argument", "now",
      "now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)"),
-    (12, "E_KEY", "argument", "key", "key must be a string of bytes"),
+    (12, "E_KEY", "argument", "key", "key must be a string (any bytes, any length)"),
     (13, "E_CLOCK", "argument", "clock", "clock must be 'monotonic' or 'fast'"),
     (14, "E_CAPACITY", "argument", "capacity", "capacity must be an integer >= 1 and <= 2^32"),
     (15, "E_NOMEM", "runtime", "", "out of memory"),
@@ -95,6 +95,7 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "clock: window algorithms read the realtime clock (windows are aligned to the "
      "Unix epoch); leave clock out or pass 'realtime'"),
     (35, "E_SHARED_ALGORITHM", "region", "shared", "shared: the region was made with another algorithm"),
+    # 36 is unused: reserve's longest wait is `timeout` (E_TIMEOUT), as wait's
     (36, "E_MAX_WAIT", "argument", "max_wait",
      "max_wait must be a number of seconds >= 0, or absent for any wait"),
     (37, "E_ITEMS", "argument", "items",

@@ -396,8 +396,9 @@ MISTAKES = [  # the words of each of the config's mistakes, in order
     "cellrate.nginx: opts must be a table, got string",
     "cellrate.nginx: option cost: cost must be an integer >= 0",
     "cellrate.nginx: option cost: cost must be an integer >= 0",
-    "cellrate.nginx: option wait: max_wait must be",
-    "cellrate.nginx: option key: the function returned a nil: key must be a string of bytes",
+    "cellrate.nginx: option wait: timeout must be",
+    "cellrate.nginx: option key: the function returned a nil: key must be a string (any bytes, any length), "
+    "not nil",
     # the words of cellrate.web.Policy's
     "cellrate.nginx: ipv6_prefix must be an integer from 0 to 128, got 129",
     "cellrate.nginx: ipv4_prefix must be an integer from 0 to 32, got 24.5",

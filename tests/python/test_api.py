@@ -693,7 +693,8 @@ def test_check_policy_name():
         with pytest.raises(cellrate.InvalidArgument) as formatted:
             cellrate.Limiter(1).check().headers(bad)
         assert str(formatted.value).startswith(str(info.value))
-    for bad in (None, b"api", 3):
+    assert cellrate.check_policy_name(None) is None  # the core's default, as headers(None)
+    for bad in (b"api", 3):
         with pytest.raises(cellrate.InvalidArgumentType) as info:
             cellrate.check_policy_name(bad)
         assert info.value.param == "name"

@@ -131,16 +131,16 @@ def test_reserve_and_refund_gcra():
         assert lim.reserve(now=0.0) == 0.0
         assert lim.reserve(now=0.0) == 0.0
         assert lim.reserve(now=0.0) == pytest.approx(0.1)
-        assert lim.reserve(now=0.0, max_wait=0.15) is None
-        assert lim.reserve(now=0.0, max_wait=0.2) == pytest.approx(0.2)
+        assert lim.reserve(now=0.0, timeout=0.15) is None
+        assert lim.reserve(now=0.0, timeout=0.2) == pytest.approx(0.2)
         assert lim.reserve(3, now=0.0) is None  # never fits
         assert lim.refund(2, now=0.0) is None
-        assert lim.reserve(now=0.0, max_wait=0.1) == pytest.approx(0.1)
+        assert lim.reserve(now=0.0, timeout=0.1) == pytest.approx(0.1)
         keyed = cellrate.KeyedLimiter(10, burst=1, algorithm=name)
         assert keyed.reserve("k", now=0.0) == 0.0
-        assert keyed.reserve("k", max_wait=0.05, now=0.0) is None
+        assert keyed.reserve("k", timeout=0.05, now=0.0) is None
         keyed.refund("k", now=0.0)
-        assert keyed.reserve("k", max_wait=0.0, now=0.0) == 0.0
+        assert keyed.reserve("k", timeout=0.0, now=0.0) == 0.0
 
 
 def test_reserve_windows_only_now():
@@ -150,7 +150,7 @@ def test_reserve_windows_only_now():
         assert lim.reserve(2, now=t) == 0.0
         assert lim.reserve(1, now=t) is None  # would need the next window: refused
         lim.refund(1, now=t)
-        assert lim.reserve(1, now=t, max_wait=100.0) == 0.0
+        assert lim.reserve(1, now=t, timeout=100.0) == 0.0
 
 
 # --------------------------------------------------------------------------
@@ -269,7 +269,7 @@ def replay(face, store: ModelStore, ops, keyed: bool) -> int:
             store.reset(key)
         elif kind == "reserve":
             want = store.reserve(key, now_ns, cost, wait)
-            got = face.reserve(*args, cost, max_wait=wait, now=now)
+            got = face.reserve(*args, cost, timeout=wait, now=now)
             assert (got is None) == (want is None) and (got is None or got == want), (got, want, context)
         elif kind == "refund":
             assert face.refund(*args, cost, now=now) is None
@@ -531,15 +531,15 @@ def test_bad_reserve_refund_and_now():
     lim = cellrate.Limiter(10)
     keyed = cellrate.KeyedLimiter(10)
     for call, error, param in [
-        (lambda: lim.reserve(max_wait=-1.0), VALUE, "max_wait"),
-        (lambda: lim.reserve(max_wait=math.nan), VALUE, "max_wait"),
-        (lambda: lim.reserve(max_wait="1"), TYPE, "max_wait"),
+        (lambda: lim.reserve(timeout=-1.0), VALUE, "timeout"),
+        (lambda: lim.reserve(timeout=math.nan), VALUE, "timeout"),
+        (lambda: lim.reserve(timeout="1"), TYPE, "timeout"),
         (lambda: lim.reserve(-1), VALUE, "cost"),
         (lambda: lim.reserve(now=-1.0), VALUE, "now"),
         (lambda: lim.refund(-1), VALUE, "cost"),
         (lambda: lim.refund(1.5), TYPE, "cost"),
         (lambda: keyed.reserve(5), TYPE, "key"),
-        (lambda: keyed.reserve("k", max_wait=-0.5), VALUE, "max_wait"),
+        (lambda: keyed.reserve("k", timeout=-0.5), VALUE, "timeout"),
         (lambda: keyed.refund(None), TYPE, "key"),
         (lambda: keyed.refund("k", now=math.inf), VALUE, "now"),
         (lambda: lim.allow(now=HORIZON_NS / 1e9), VALUE, "now"),
@@ -548,7 +548,7 @@ def test_bad_reserve_refund_and_now():
         with pytest.raises(error) as info:
             call()
         assert info.value.param == param
-    assert lim.reserve(max_wait=math.inf) == 0.0
+    assert lim.reserve(timeout=math.inf) == 0.0
     assert lim.allow(now=(HORIZON_NS - 2**40) / 1e9)
 
 

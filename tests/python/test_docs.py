@@ -130,3 +130,39 @@ def test_the_redis_docstring_example_runs(monkeypatch):
 
         monkeypatch.setattr(redis, "Redis", ServerRedis)
         assert run_examples(cellrate.redis) >= 5
+
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_decision_limit_is_called_the_burst_wherever_users_read_it():
+    """Decision.limit is the burst, not the rate: its docstrings, the stub, and the README's
+    Python and Lua paragraphs say so."""
+    assert "burst" in cellrate.Decision.__doc__ and "not the rate" in cellrate.Decision.__doc__
+    assert "burst" in cellrate.Decision.limit.__doc__
+    stub = (REPO / "python" / "cellrate" / "_cellrate.pyi").read_text()
+    assert re.search(r"def limit\(self\) -> int:\s+\"\"\"The burst", stub)
+    assert "`limit` (the burst: units an idle key may spend at once, not the rate)" in README
+    assert "`Decision.limit` is\n`info().burst` here: the burst" in README
+
+
+def test_the_readme_says_how_plain_lua_finds_the_module():
+    """The README's command after `make lua` runs (Lua 5.4) and finds the module."""
+    lines = [line for line in README.splitlines()
+             if line.startswith("LUA_CPATH='build/lua5.4/?.so;;'")]
+    assert len(lines) == 1
+    if not (REPO / "build" / "lua5.4" / "cellrate.so").exists():
+        pytest.skip("make lua has not run")
+    result = subprocess.run(lines[0], shell=True, cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == cellrate.__version__
+
+
+def test_the_readme_loads_nginx_modules_by_absolute_path():
+    """A relative load_module path is read under nginx -p's prefix: the README's are absolute,
+    and are where Debian installs the modules."""
+    paths = re.findall(r"^load_module (\S+);", README, re.M)
+    assert paths and all(path.startswith("/") for path in paths), paths
+    if not pathlib.Path("/usr/lib/nginx/modules").is_dir():
+        pytest.skip("no Debian nginx modules here")
+    assert all(pathlib.Path(path).is_file() for path in paths), paths

@@ -326,7 +326,7 @@ def test_bad_key_on_reset(key):
 def test_bad_key_message_says_python_types():
     # the core's words, then this face's own type names
     error = assert_raises(TYPE, "key", cellrate.KeyedLimiter(10).allow, 1)
-    assert str(error) == "key must be a string of bytes (str or bytes)"
+    assert str(error) == "key must be a string (any bytes, any length): str or bytes, not int"
 
 
 def test_unencodable_str_key():

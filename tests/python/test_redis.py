@@ -116,7 +116,7 @@ def test_now_converts_as_the_core_does():
         fields = line.split()
         if not fields or fields[0] != "seconds" or fields[2] != "OK":
             continue
-        assert cellrate._cellrate._now_ns(float(fields[1])) == int(fields[3]), line
+        assert cellrate._cellrate._check_request(b"", 0, float(fields[1])) == int(fields[3]), line
         compared += 1
     assert compared >= 20
 
@@ -370,7 +370,7 @@ def test_unfittable_cost_and_probe(client):
     limiter = RedisLimiter(client, 10, burst=3, on_error="raise")
     never = limiter.check("x", 4)
     assert never == cellrate.Decision(False, 3, math.inf, 0.0, 3, 0.3)
-    assert never.headers() == limiter._core.peek("x", 4, now=0.0).headers()
+    assert never.headers() == cellrate.KeyedLimiter(10, burst=3).peek("x", 4, now=0.0).headers()
     assert client.exists(limiter.redis_key("x")) == 0
     limiter.check("x", 3)
     probe = limiter.check("x", 0)
@@ -1325,3 +1325,59 @@ def test_the_asgi_middleware_fails_open_on_a_full_redis(server):
             await aclient.aclose()
 
     asyncio.run(run())
+
+
+# --------------------------------------------------------------------------
+# The store's refusals are the core's
+
+
+def _refused_limits():
+    """(args, kwargs) of each refused limit of tests/vectors/limits.txt, as cellrate.Limit
+    takes them."""
+    for line in (ROOT / "tests" / "vectors" / "limits.txt").read_text().splitlines():
+        fields = line.split("|", 1)[0].split()
+        if not fields or fields[0] not in ("number", "text", "algorithm"):
+            continue
+        if fields[0] == "text" and fields[1] != "OK":
+            yield (line.split("|", 1)[1], None if fields[4] == "0" else 1.0), {}
+        elif fields[0] == "number" and fields[4] != "OK":
+            yield ((float(fields[1]), None if fields[2] == "-" else float(fields[2])),
+                   {} if fields[3] == "-" else {"burst": int(fields[3])})
+        elif fields[0] == "algorithm" and fields[1] != "-" and fields[5] != "OK":
+            yield ((float(fields[2]), None if fields[3] == "-" else float(fields[3])),
+                   {"algorithm": fields[1],
+                    **({} if fields[4] == "-" else {"burst": int(fields[4])})})
+
+
+def _error_of(call):
+    try:
+        call()
+    except cellrate.CellrateError as error:
+        return type(error), error.param, str(error)
+    return None
+
+
+@pytest.mark.parametrize("store", [RedisLimiter, AsyncRedisLimiter])
+def test_a_bad_limit_is_refused_in_the_cores_words(store):
+    """No server: the limit is refused before any call, exactly as cellrate.Limit refuses it."""
+    client = (redis.Redis if store is RedisLimiter else redis.asyncio.Redis)(port=1)
+    compared = 0
+    for args, kwargs in _refused_limits():
+        expected = _error_of(lambda: cellrate.Limit(*args, **kwargs))
+        assert expected is not None, (args, kwargs)
+        assert _error_of(lambda: store(client, *args, **kwargs)) == expected, (args, kwargs)
+        compared += 1
+    assert compared >= 30
+
+
+@pytest.mark.parametrize("key, cost, now", [
+    (5, 1, None), (None, 1, None), ("k", -1, None), ("k", 1.5, None), ("k", True, None),
+    ("k", 1, -1.0), ("k", 1, math.nan), ("k", 1, "0"), ("k", 1, 2.0**62 / 1e9),
+])
+def test_a_bad_key_cost_or_now_is_refused_in_the_cores_words(key, cost, now):
+    """No server: refused before any call, exactly as a core store refuses it."""
+    limiter = RedisLimiter(redis.Redis(port=1), 10, on_error="raise")
+    expected = _error_of(lambda: cellrate.KeyedLimiter(10).peek(key, cost, now=now))
+    assert expected is not None
+    for call in (limiter.check, limiter.allow, limiter.peek, limiter.refund):
+        assert _error_of(lambda: call(key, cost, now=now)) == expected

@@ -86,6 +86,9 @@ cellrate.django.limit("5/minute", burts=3)
 cellrate.flask.RateLimit("5/minute", burst="3")
 cellrate.asgi.RateLimitMiddleware(Starlette(), "5/minute", dry_run="yes")
 cellrate.web.Policy(limit=["5/minute", object()])
+cellrate.Limiter(10, clock="realtime")
+cellrate.KeyedLimiter(10, algorithm="fixed_window", clock="fast")
+cellrate.Limiter(10).reserve(max_wait=1.0)
 """
 
 

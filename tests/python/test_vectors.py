@@ -274,7 +274,7 @@ def test_decisions_limiter():
         lambda lim, cost, now: lim.check(cost, now=now),
         lambda lim, cost, now: lim.peek(cost, now=now),
         lambda lim: lim.reset(),
-        lambda lim, cost, max_wait, now: lim.reserve(cost, max_wait=max_wait, now=now),
+        lambda lim, cost, max_wait, now: lim.reserve(cost, timeout=max_wait, now=now),
         lambda lim, cost, now: lim.refund(cost, now=now),
         lambda lim, rate, period, burst, now: lim.reconfigure(rate, period, burst=burst, now=now),
     )
@@ -287,7 +287,7 @@ def test_decisions_keyed():
         lambda keyed, cost, now: keyed.check("key", cost, now=now),
         lambda keyed, cost, now: keyed.peek("key", cost, now=now),
         lambda keyed: keyed.reset("key"),
-        lambda keyed, cost, max_wait, now: keyed.reserve("key", cost, max_wait=max_wait, now=now),
+        lambda keyed, cost, max_wait, now: keyed.reserve("key", cost, timeout=max_wait, now=now),
         lambda keyed, cost, now: keyed.refund("key", cost, now=now),
         lambda keyed, rate, period, burst, now: keyed.reconfigure(rate, period, burst=burst, now=now),
     )

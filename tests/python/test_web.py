@@ -996,3 +996,19 @@ def test_django_async_client_async_views_and_middleware():
     with override_settings(ROOT_URLCONF=views):
         client = DjangoClient()
         assert [client.post("/login").status_code for _ in range(2)] == [200, 429]
+
+
+@pytest.mark.parametrize("name", ["", "caf\u00e9", "x" * 65, "a\nb", 5, b"api"])
+def test_a_bad_policy_name_is_refused_in_the_cores_words(name):
+    with pytest.raises(cellrate.CellrateError) as expected:
+        cellrate.check_policy_name(name)
+    with pytest.raises(cellrate.CellrateError) as caught:
+        Policy("1/s", name=name)
+    assert (type(caught.value), caught.value.param, str(caught.value)) == (
+        type(expected.value), expected.value.param, str(expected.value))
+
+
+def test_no_policy_name_is_the_cores_default():
+    decision = cellrate.Limiter(1).check(now=0.0)
+    assert Policy("1/s").name is None
+    assert decision.headers(None) == decision.headers() == decision.headers("default")

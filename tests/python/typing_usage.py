@@ -98,7 +98,7 @@ def use_errors() -> list[str]:
     except InvalidArgument as error:
         params.append(error.param)
     try:
-        Limiter(10, burst=1.5)  # type: ignore[arg-type]
+        Limiter(10, burst=1.5)  # type: ignore[call-overload]
     except InvalidArgumentType as error:
         params.append(error.param)
     try:
@@ -117,10 +117,10 @@ def use_catalogue() -> None:
     name: str = window.algorithm
     assert name == "fixed_window" and window.clock == "realtime"
     keyed = KeyedLimiter(10, burst=2, algorithm="token_bucket")
-    delay: float | None = keyed.reserve("k", 1, max_wait=1.0, now=0.0)
+    delay: float | None = keyed.reserve("k", 1, timeout=1.0, now=0.0)
     assert delay == 0.0
     keyed.refund("k", 1, now=0.0)
-    assert Limiter(10).reserve(max_wait=None) == 0.0
+    assert Limiter(10).reserve(timeout=None) == 0.0
     decision: Decision = cellrate.check_all([Limiter(10), (keyed, "k")], 1, now=None)
     assert decision.allowed
 
@@ -132,7 +132,7 @@ def use_waiting() -> float:
     keyed = KeyedLimiter(1000, burst=10)
     keyed.wait("user", timeout=None)
     keyed.wait(b"user", 1)
-    delay: float | None = limiter.reserve(1, max_wait=0.5)
+    delay: float | None = limiter.reserve(1, timeout=0.5)
     limiter.refund(1)
     keyed.refund("user")
 
