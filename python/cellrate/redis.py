@@ -10,10 +10,10 @@
 Each decision is one round trip: a server-side script (redis_decide.lua, the
 one file both faces send, lua/cellrate/ in the repository) reads the key's
 state, decides with the server's clock (TIME) and writes the new state with an
-expiry, atomically.
-The limit is the core's (cellrate.Limit), and the core validates every key,
-cost and now too, so both stores refuse the same inputs with the same words. No call holds a decision longer than `timeout`, whatever the client's
-own retries. While Redis cannot decide (unreachable, or a reply such as OOM or
+expiry, atomically. The limit is the core's (cellrate.Limit), and the core
+validates every key, cost and now too, so both stores refuse the same inputs
+with the same words. No call holds a decision longer than `timeout`, whatever
+the client's own retries. While Redis cannot decide (unreachable, or a reply such as OOM or
 BUSY: UNAVAILABLE_REPLIES), `on_error` decides: "allow" (fail open), "deny"
 (fail closed) or "raise" (RedisUnavailable), and a probe off the request path
 tries Redis until it decides again; any other error reply raises

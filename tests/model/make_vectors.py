@@ -703,7 +703,8 @@ def random_windows(v: Decisions, rng: random.Random, count: int) -> None:
 
 def live_change_scenarios(v: Decisions) -> None:
     t0 = 5 * SECOND
-    v.comment("docs/design.md §4 (reference vector): gcra 10/s burst 10, 6 used at t0, changed to 100/s burst 20 at t0 -> remaining 14")
+    v.comment("docs/design.md §4 (reference vector): gcra 10/s burst 10, 6 used at t0, "
+              "changed to 100/s burst 20 at t0 -> remaining 14")
     v.new_key(100 * MS, 10)
     for _ in range(6):
         v.op(t0)
@@ -713,7 +714,8 @@ def live_change_scenarios(v: Decisions) -> None:
     v.op(t0, 14)
     v.op(t0, 1)
 
-    v.comment("docs/design.md §4 (reference vector): gcra 100/s burst 100, 80 used at t0, changed to 10/s burst 10 at t0 -> refused;")
+    v.comment("docs/design.md §4 (reference vector): gcra 100/s burst 100, 80 used at t0, "
+              "changed to 10/s burst 10 at t0 -> refused;")
     v.comment("the first admission of cost 1 is at t0 + 7.1 s")
     v.new_key(10 * MS, 100)
     v.op(t0, 80)
@@ -748,7 +750,8 @@ def live_change_scenarios(v: Decisions) -> None:
     v.op(2**62 - 1, 0)
 
     MINUTE = EPOCH - EPOCH % (60 * SECOND)  # a clock minute
-    v.comment("docs/design.md §4 (reference vector): fixed_window 100/minute, 60 used in this minute, changed to 80/minute ->")
+    v.comment("docs/design.md §4 (reference vector): fixed_window 100/minute, 60 used in this "
+              "minute, changed to 80/minute ->")
     v.comment("20 more this minute; changed to 50/minute -> refused until the next minute")
     v.new_window("fixed_window", 60 * SECOND, 100)
     v.op(MINUTE + 10 * SECOND, 60)
@@ -786,7 +789,8 @@ def random_live_changes(v: Decisions, rng: random.Random, count: int) -> None:
 
     def window_limit(algorithm: str) -> tuple[int, int]:
         window = rng.choice((SECOND, 8 * SECOND, 60 * SECOND, 1953125 * rng.randrange(1, 5000)))
-        ceiling = catalogue.fixed_ceiling(window) if algorithm == "fixed_window" else catalogue.sliding_ceiling(window)
+        ceiling = (catalogue.fixed_ceiling(window) if algorithm == "fixed_window"
+                   else catalogue.sliding_ceiling(window))
         return window, min(ceiling, rng.choice((1, 3, 10, 100, rng.randrange(1, ceiling + 1))))
 
     for _ in range(count):
@@ -813,7 +817,8 @@ def random_live_changes(v: Decisions, rng: random.Random, count: int) -> None:
             action = rng.random()
             if action < 0.2:
                 if rng.random() < 0.2:  # the same limit again
-                    same = (v.limit.emission_ns, v.limit.burst) if v.limit else (v.window.window_ns, v.window.rate)
+                    same = ((v.limit.emission_ns, v.limit.burst) if v.limit
+                            else (v.window.window_ns, v.window.rate))
                     v.reconfigure(t, *same)
                 else:
                     v.reconfigure(t, *(gcra_limit() if algorithm == "gcra" else window_limit(algorithm)))

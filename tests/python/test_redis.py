@@ -1360,12 +1360,16 @@ def _error_of(call):
 @pytest.mark.parametrize("store", [RedisLimiter, AsyncRedisLimiter])
 def test_a_bad_limit_is_refused_in_the_cores_words(store):
     """No server: the limit is refused before any call, exactly as cellrate.Limit refuses it."""
-    client = (redis.Redis if store is RedisLimiter else redis.asyncio.Redis)(port=1)
+    async def made_in_a_loop():  # an asyncio client wants a loop to be made in (3.9)
+        return redis.asyncio.Redis(port=1)
+
+    client = redis.Redis(port=1) if store is RedisLimiter else asyncio.run(made_in_a_loop())
     compared = 0
     for args, kwargs in _refused_limits():
-        expected = _error_of(lambda: cellrate.Limit(*args, **kwargs))
+        expected = _error_of(lambda args=args, kwargs=kwargs: cellrate.Limit(*args, **kwargs))
         assert expected is not None, (args, kwargs)
-        assert _error_of(lambda: store(client, *args, **kwargs)) == expected, (args, kwargs)
+        made = _error_of(lambda args=args, kwargs=kwargs: store(client, *args, **kwargs))
+        assert made == expected, (args, kwargs)
         compared += 1
     assert compared >= 30
 
@@ -1380,4 +1384,4 @@ def test_a_bad_key_cost_or_now_is_refused_in_the_cores_words(key, cost, now):
     expected = _error_of(lambda: cellrate.KeyedLimiter(10).peek(key, cost, now=now))
     assert expected is not None
     for call in (limiter.check, limiter.allow, limiter.peek, limiter.refund):
-        assert _error_of(lambda: call(key, cost, now=now)) == expected
+        assert _error_of(lambda call=call: call(key, cost, now=now)) == expected
