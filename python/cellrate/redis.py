@@ -714,10 +714,15 @@ def _probe_error(call: Callable[[Sequence[Any]], Any], words: Sequence[Any]) -> 
     return None
 
 
-# A capped pool with no free connection (redis-py 6 on; before, a plain ConnectionError).
-_MaxConnectionsError: Tuple[type[BaseException], ...] = tuple(
-    getattr(redis.exceptions, name) for name in ("MaxConnectionsError",)
-    if hasattr(redis.exceptions, name))
+def _pool_exhausted(error: BaseException) -> bool:
+    """A capped asyncio pool with no free connection: MaxConnectionsError where the
+    asyncio pool raises it (redis-py 8), a plain ConnectionError with redis-py's own
+    words before."""
+    max_connections = getattr(redis.exceptions, "MaxConnectionsError", None)
+    return ((max_connections is not None and isinstance(error, max_connections))
+            or (type(error) is redis.exceptions.ConnectionError
+                and str(error) == "Too many connections"))
+
 
 async def _bounded(awaitable: Any, seconds: float) -> Any:
     """`awaitable`'s result; asyncio.TimeoutError after `seconds`."""
@@ -761,7 +766,9 @@ class AsyncRedisLimiter(_RedisLimit):
         while True:
             try:
                 return await self.client.execute_command(*command)
-            except _MaxConnectionsError:
+            except redis.exceptions.ConnectionError as error:
+                if not _pool_exhausted(error):
+                    raise
                 waited.append(True)
                 await asyncio.sleep(0.001)
 

@@ -771,6 +771,8 @@ def _busy(c) -> bool:
         c.ping()
     except redis.exceptions.ResponseError as error:
         return str(error).startswith("BUSY")
+    except redis.exceptions.TimeoutError:
+        return False  # the server had not answered BUSY yet (a loaded machine): ask again
     return False
 
 
