@@ -1,8 +1,11 @@
 """A stand-in for someone else's API, on 127.0.0.1, so the examples run offline.
 
 It answers GET with 200 and a small JSON body while the caller keeps to
-5 calls per second (with a little slack for network jitter), and with 429
-when the caller goes faster.
+5 calls per second, and with 429 when the caller goes faster. The slack (a
+burst of 3) is for jitter between a call's start and its arrival here: this
+server is a thread per request in the caller's process, so on a loaded
+machine two calls started 0.2 s apart can reach it together. A caller with
+no limit of its own (or Limiter's default burst of 5) still meets 429s.
 """
 
 import json
@@ -11,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import cellrate
 
-POLICY = cellrate.Limiter("5/second", burst=2)
+POLICY = cellrate.Limiter("5/second", burst=3)
 
 
 class Handler(BaseHTTPRequestHandler):
