@@ -7,6 +7,7 @@ from typing import Any, Callable, List, Literal, Optional, TypeVar, Union
 
 from cellrate import _cellrate
 from cellrate._cellrate import KeyedLimiter, Limiter
+from cellrate._errors import invalid_type
 from cellrate._rates import split_rates
 from cellrate._wait import RateLimited, acquire, check_timeout, wait
 
@@ -114,14 +115,14 @@ def limit(
 
     timeout = check_timeout(timeout)
     if not isinstance(block, bool):
-        raise _invalid_type("block", "block must be True or False")
+        raise invalid_type("block", "block must be True or False")
     if key is not None and not callable(key):
-        raise _invalid_type("key", "key must be a function of the call's arguments")
+        raise invalid_type("key", "key must be a function of the call's arguments")
     if isinstance(cost, bool) or not (isinstance(cost, int) or callable(cost)):
-        raise _invalid_type("cost", "cost must be an int or a function of the call's arguments")
+        raise invalid_type("cost", "cost must be an int or a function of the call's arguments")
     if limiter is None:
         if rate is None:
-            raise _invalid_type("rate", "limit() needs a rate or a limiter=")
+            raise invalid_type("rate", "limit() needs a rate or a limiter=")
         if burst is None and isinstance(cost, int) and algorithm in ("gcra", "token_bucket"):
             burst = max(1, cost)  # even spacing: the window bound of docs/design.md §9
         kind = Limiter if key is None else KeyedLimiter
@@ -129,9 +130,9 @@ def limit(
                   for part in split_rates(rate)]
         store: Any = stores[0] if len(stores) == 1 else CheckAll(stores)
     elif rate is not None or period is not None or burst is not None or algorithm != "gcra":
-        raise _invalid_type("limiter", "give either rate (period, burst, algorithm) or limiter=")
+        raise invalid_type("limiter", "give either rate (period, burst, algorithm) or limiter=")
     elif isinstance(limiter, _cellrate.KeyedLimiter) and key is None:
-        raise _invalid_type("key", "a KeyedLimiter needs key=, a function of the call's arguments")
+        raise invalid_type("key", "a KeyedLimiter needs key=, a function of the call's arguments")
     else:
         store = limiter
     waiter = store if hasattr(store, "reserve") else CheckOnly(store)
@@ -163,7 +164,7 @@ def limit(
 
     def limit_sync(func: Callable[..., Any]) -> Callable[..., Any]:
         if store_is_async:
-            raise _invalid_type("limiter", "an asyncio store limits async functions only")
+            raise invalid_type("limiter", "an asyncio store limits async functions only")
 
         @functools.wraps(func)
         def limited(*args: Any, **kwargs: Any) -> Any:
@@ -198,7 +199,7 @@ def limit(
         if isinstance(func, (classmethod, staticmethod)):
             return type(func)(decorate(func.__func__))
         if not callable(func):
-            raise _invalid_type(
+            raise invalid_type(
                 "func", f"limit() decorates a function, not {type(func).__name__}")
         if inspect.isasyncgenfunction(func):
             limited = _async_generator(func, limit_async(_admitted_async))
@@ -265,9 +266,3 @@ def _async_generator(func: Callable[..., Any], gate: Callable[..., Any]) -> Call
                     return
 
     return limited_async_generator
-
-
-def _invalid_type(param: str, message: str) -> _cellrate.CellrateError:
-    error = _cellrate.InvalidArgumentType(message)
-    error.param = param
-    return error

@@ -39,6 +39,7 @@ from importlib import resources
 from typing import Any, Callable, Dict, Iterable, List, Literal, Sequence, Tuple, Union
 
 import cellrate
+from cellrate._errors import invalid, invalid_type
 
 try:
     import redis
@@ -180,12 +181,6 @@ class RedisUnavailable(cellrate.CellrateError):
     """
 
 
-def _invalid(exc_type: type, param: str, message: str) -> Exception:
-    error: Exception = exc_type(message)
-    setattr(error, "param", param)
-    return error
-
-
 def _detached(error: BaseException) -> BaseException:
     """`error` kept for later (the cause of RedisUnavailable) without the tracebacks of
     its chain: their frames would keep the store, and so its probe, alive."""
@@ -266,32 +261,27 @@ class _RedisLimit:
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         if not isinstance(client, self._clients):
-            raise _invalid(cellrate.InvalidArgumentType, "client",
-                           f"client must be {self._client_names}, not {type(client).__name__}")
+            raise invalid_type("client",
+                               f"client must be {self._client_names}, not {type(client).__name__}")
         if not isinstance(prefix, str):
-            raise _invalid(cellrate.InvalidArgumentType, "prefix",
-                           f"prefix must be a str, not {type(prefix).__name__}")
+            raise invalid_type("prefix", f"prefix must be a str, not {type(prefix).__name__}")
         if any(refused in prefix for refused in _PROTOCOL["PREFIX_REFUSES"].split()):
-            raise _invalid(cellrate.InvalidArgument, "prefix",
-                           "prefix " + _PROTOCOL["PREFIX_REFUSED"])
+            raise invalid("prefix", "prefix " + _PROTOCOL["PREFIX_REFUSED"])
         if on_error not in ON_ERROR:
-            raise _invalid(cellrate.InvalidArgument, "on_error",
-                           f"on_error must be {_ON_ERROR_WORDS}, not {on_error!r}")
+            raise invalid("on_error", f"on_error must be {_ON_ERROR_WORDS}, not {on_error!r}")
         if not isinstance(deny_cache, bool):
-            raise _invalid(cellrate.InvalidArgumentType, "deny_cache",
-                           f"deny_cache must be a bool, not {type(deny_cache).__name__}")
+            raise invalid_type("deny_cache",
+                               f"deny_cache must be a bool, not {type(deny_cache).__name__}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise _invalid(cellrate.InvalidArgumentType, "timeout",
-                           f"timeout must be a number of seconds, not {type(timeout).__name__}")
+            raise invalid_type("timeout",
+                               f"timeout must be a number of seconds, not {type(timeout).__name__}")
         if not 0 < timeout < math.inf:
-            raise _invalid(cellrate.InvalidArgument, "timeout",
-                           f"timeout must be finite and > 0 (seconds), not {timeout!r}")
+            raise invalid("timeout", f"timeout must be finite and > 0 (seconds), not {timeout!r}")
         # The core parses, defaults and validates the limit (and, per call, each key,
         # cost and now: _request).
         self.limit = cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)
         if self.limit.tolerance_ns >= MAX_TOLERANCE_NS:
-            raise _invalid(cellrate.InvalidArgument, "burst",
-                           "burst " + _PROTOCOL["BURST_TOO_LARGE"])
+            raise invalid("burst", "burst " + _PROTOCOL["BURST_TOO_LARGE"])
         self.client: Any = client
         self.prefix = prefix
         self.algorithm: str = self.limit.algorithm
@@ -865,14 +855,12 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
                        kind: type) -> Tuple[List[_RedisLimit], List[Any]]:
     pairs = list(items)
     if not pairs:
-        raise _invalid(cellrate.InvalidArgument, "items", "items must name at least one limit")
+        raise invalid("items", "items must name at least one limit")
     for pair in pairs:
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], kind)):
-            raise _invalid(cellrate.InvalidArgumentType, "items",
-                           f"items must be (limiter, key) pairs of {kind.__name__}")
+            raise invalid_type("items", f"items must be (limiter, key) pairs of {kind.__name__}")
         if pair[0].client is not pairs[0][0].client:
-            raise _invalid(cellrate.InvalidArgument, "items",
-                           "items: every limiter must use the same Redis client")
+            raise invalid("items", "items: every limiter must use the same Redis client")
     return [limit for limit, _ in pairs], _request(CHECK, pairs, cost, now)
 
 
