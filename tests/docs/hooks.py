@@ -1,7 +1,8 @@
 """MkDocs hooks (mkdocs.yml): the site's pages that live outside docs/.
 
-README.md is the home page, CHANGELOG.md, LICENSE and the benchmark report
-(bench/results/) are pages of their own, each kept in one place, where the
+README.md is the home page, CHANGELOG.md, LICENSE, the core's statuses
+(tests/vectors/status.txt) and the benchmark report (bench/results/) are
+pages or files of their own, each kept in one place, where the
 repository has it. Every page's links are written between repository paths,
 as GitHub reads them (README.md links `docs/python.md`, docs/performance.md
 links `../bench/results/results.md`); before MkDocs reads a page, such a link
@@ -27,6 +28,7 @@ OUTSIDE = {
     "README.md": "index.md",
     "CHANGELOG.md": "changelog.md",
     "LICENSE": "LICENSE",
+    "tests/vectors/status.txt": "status.txt",
     "bench/results/results.md": "bench/results.md",
     "bench/results/redis.md": "bench/redis.md",
     "bench/results/chart.png": "bench/chart.png",

@@ -219,11 +219,34 @@ def test_the_readme_speed_claim_is_the_measured_one():
     assert "more than ten times the throughput of the fastest pure-Python" in readme
     assert "[the measurements](docs/performance.md)" in readme
     table = page("performance.md")
-    floor = re.search(r"^\| Python: Limiter\.allow\(\) \|.*floor: time\.monotonic_ns\(\).*\| ([\d.]+)x the time \|$",
-                      table, re.M)
-    peers = re.findall(r"^\| Python: .*fastest Python peer.*\| ([\d.]+)x the throughput \|$", table, re.M)
+    floor = re.search(r"^\| Python: Limiter\.allow\(\) \|.*floor: time\.monotonic_ns\(\).*"
+                      r"\| ([\d.]+)x the time \|$", table, re.M)
+    peers = re.findall(r"^\| Python: .*fastest Python peer.*\| ([\d.]+)x the throughput \|$",
+                       table, re.M)
     assert floor and float(floor.group(1)) < 1, "the headline table lost the clock floor row"
     assert len(peers) == 2 and all(float(p) > 10 for p in peers), peers
+
+
+def test_the_benchmark_report_writes_the_performance_page_not_the_readme(tmp_path):
+    """bench/report.py puts its headline table between the Performance page's markers;
+    the README holds no table to rewrite, and the report names no README to write."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_report", REPO / "bench" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    source = (REPO / "bench" / "report.py").read_text()
+    assert 'os.path.join(root, "docs", "performance.md")' in source and '"README.md"' not in source
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert report.PAGE_BEGIN not in readme and report.PAGE_END not in readme
+    text = page("performance.md")
+    assert text.count(report.PAGE_BEGIN) == 1 and text.count(report.PAGE_END) == 1
+    copy = tmp_path / "performance.md"
+    copy.write_text(text)
+    assert report.update_page(str(copy), "| new | table |")
+    written = copy.read_text()
+    before, after = text.split(report.PAGE_BEGIN)[0], text.split(report.PAGE_END)[1]
+    assert written == f"{before}{report.PAGE_BEGIN}\n| new | table |\n{report.PAGE_END}{after}"
 
 
 # --------------------------------------------------------------------------
@@ -263,13 +286,15 @@ def test_the_readme_and_each_face_have_runnable_examples():
 @pytest.fixture
 def redis_for_blocks(monkeypatch):
     """redis.Redis() and redis.asyncio.Redis() connect to a server of the test's own."""
-    redis = pytest.importorskip("redis")
+    pytest.importorskip("redis")
+    import redis
+    import redis.asyncio
+
     sys.path.insert(0, str(REPO / "tests" / "python"))
     from redis_servers import REDIS_CLI, REDIS_SERVER, redis_server
 
     if REDIS_SERVER is None or REDIS_CLI is None:
         pytest.skip("redis-server and redis-cli are installed by tests/install-deps.sh")
-    import redis.asyncio
 
     with redis_server() as server:
         for module in (redis, redis.asyncio):
