@@ -152,25 +152,42 @@ def test_the_package_docstring_examples_run():
     assert run_examples(cellrate) >= 3
 
 
-def test_the_redis_docstring_example_runs(monkeypatch):
-    # The example connects to Redis's default port; a test may use only a
-    # server of its own on a free port, so redis.Redis is given that port as
-    # its default while the example runs (the example's text is unchanged).
-    redis = pytest.importorskip("redis")
+@pytest.fixture
+def redis_of_our_own(monkeypatch):
+    """redis.Redis() and redis.asyncio.Redis() connect to a server of the test's own.
+
+    The examples connect to Redis's default port; a test may use only a server
+    of its own on a free port, so the clients are given that port as their
+    default while an example runs (the example's text is unchanged). The
+    store is imported first: it takes the clients' classes it accepts at
+    import."""
+    pytest.importorskip("redis")
+    import redis
+    import redis.asyncio
+
+    import cellrate.redis  # noqa: F401
+
     sys.path.insert(0, str(REPO / "tests" / "python"))
     from redis_servers import REDIS_CLI, REDIS_SERVER, redis_server
 
     if REDIS_SERVER is None or REDIS_CLI is None:
         pytest.skip("redis-server and redis-cli are installed by tests/install-deps.sh")
+    with redis_server() as server:
+        for module in (redis, redis.asyncio):
+            base = module.Redis
+
+            class ServerRedis(base):
+                def __init__(self, *args, port=server.port, _base=base, **kwargs):
+                    _base.__init__(self, *args, port=port, **kwargs)
+
+            monkeypatch.setattr(module, "Redis", ServerRedis)
+        yield
+
+
+def test_the_redis_docstring_example_runs(redis_of_our_own):
     import cellrate.redis
 
-    with redis_server() as server:
-        class ServerRedis(redis.Redis):
-            def __init__(self, *args, port=server.port, **kwargs):
-                super().__init__(*args, port=port, **kwargs)
-
-        monkeypatch.setattr(redis, "Redis", ServerRedis)
-        assert run_examples(cellrate.redis) >= 5
+    assert run_examples(cellrate.redis) >= 5
 
 
 def page(name):
@@ -283,31 +300,6 @@ def test_the_readme_and_each_face_have_runnable_examples():
         assert first.run == "", f"docs/{name}: the first {lang} block is not marked runnable"
 
 
-@pytest.fixture
-def redis_for_blocks(monkeypatch):
-    """redis.Redis() and redis.asyncio.Redis() connect to a server of the test's own."""
-    pytest.importorskip("redis")
-    import redis
-    import redis.asyncio
-
-    sys.path.insert(0, str(REPO / "tests" / "python"))
-    from redis_servers import REDIS_CLI, REDIS_SERVER, redis_server
-
-    if REDIS_SERVER is None or REDIS_CLI is None:
-        pytest.skip("redis-server and redis-cli are installed by tests/install-deps.sh")
-
-    with redis_server() as server:
-        for module in (redis, redis.asyncio):
-            base = module.Redis
-
-            class ServerRedis(base):
-                def __init__(self, *args, port=server.port, _base=base, **kwargs):
-                    _base.__init__(self, *args, port=port, **kwargs)
-
-            monkeypatch.setattr(module, "Redis", ServerRedis)
-        yield
-
-
 def run_python_block(name, block):
     filename = f"{name}:{block.line}"
     if block.code.lstrip().startswith(">>>"):
@@ -335,7 +327,7 @@ def run_lua_block(name, block, tmp_path):
 @pytest.mark.parametrize("name, block", RUNNABLE)
 def test_a_runnable_block_runs(name, block, tmp_path, request):
     if block.run == "redis":
-        request.getfixturevalue("redis_for_blocks")
+        request.getfixturevalue("redis_of_our_own")
     if block.lang == "python":
         run_python_block(name, block)
     else:
