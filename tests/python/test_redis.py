@@ -134,9 +134,8 @@ def read_vectors():
     A step is ("op", fields), ("refund", [now, cost, state_after]), ("set",
     state) for a reservation (which the Redis store does not make: the test
     writes the state it leaves), ("reconfigure", [now, T or window, burst or
-    rate, state_after]) for a live change (which the Redis store does not make
-    yet: the test writes the carried state and goes on with the new limit), or
-    ("reset",). gcra sequences are also run as token_bucket.
+    rate, state_after]) for a live change, or ("reset",). gcra sequences are
+    also run as token_bucket.
     """
     sequences = []
     for text in (ROOT / "tests" / "vectors" / "decisions.txt").read_text().splitlines():
@@ -161,9 +160,19 @@ def read_vectors():
     return sequences
 
 
+def stored_state(client, key) -> int:
+    """The state word of a key's value ('<algorithm>:<tolerance_ns>:<burst> <state>'), 0
+    for an absent key."""
+    value = client.get(key)
+    return int(value.split()[-1]) if value else 0
+
+
 def test_vectors_through_the_script_give_the_cores_decisions(client):
+    """Every vector through the script, a live change included: at a reconfigure line the
+    calls that follow send the new limit, and a probe (cost 0, check) at the change's
+    instant carries the key in the script, which writes the carried state."""
     script = client.register_script(cr_redis.SCRIPT)
-    compared, refunds = {}, {}
+    compared, refunds, changes = {}, {}, {}
     outside = 0
     for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
         if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
@@ -176,23 +185,25 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
             for step in steps:
                 emission_ns, tolerance_ns, burst = limit
                 if step[0] == "reconfigure":
-                    _, first, second, after = step[1]
+                    now, first, second, after = step[1]
                     limit = (first, first * second, second) if algorithm == "gcra" else (
                         0, first, second)
                     if limit[1] >= cr_redis.MAX_TOLERANCE_NS:
                         break
-                    client.set("v", after)
+                    script(keys=["v"], args=[1, 0, name, *limit, now])
+                    assert stored_state(client, "v") == after, (name, step)
+                    changes[name] = changes.get(name, 0) + 1
                     continue
                 if step[0] == "reset" or step == ("set", 0):
                     client.delete("v")
                     continue
                 if step[0] == "set":
-                    client.set("v", step[1])
+                    client.set("v", f"{name}:{tolerance_ns}:{burst} {step[1]}")
                     continue
                 if step[0] == "refund":
                     now, cost, after = step[1]
                     script(keys=["v"], args=[3, cost, name, emission_ns, tolerance_ns, burst, now])
-                    assert int(client.get("v") or 0) == after, (name, step)
+                    assert stored_state(client, "v") == after, (name, step)
                     refunds[name] = refunds.get(name, 0) + 1
                     continue
                 now, cost, commit, allowed, remaining, retry_after, reset_after, after = step[1]
@@ -201,11 +212,13 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
                 got_retry = int(reply[2])
                 assert (reply[0], reply[1], got_retry if got_retry >= 0 else NEVER,
                         int(reply[3])) == (allowed, remaining, retry_after, reset_after), (name, step)
-                assert int(client.get("v") or 0) == after, (name, step)
+                assert stored_state(client, "v") == after, (name, step)
                 compared[name] = compared.get(name, 0) + 1
-    print(f"vectors: ops compared exactly {compared}, refunds {refunds}, {outside} beyond 9e15 ns")
+    print(f"vectors: ops compared exactly {compared}, refunds {refunds}, live changes {changes}, "
+          f"{outside} beyond 9e15 ns")
     assert compared["gcra"] >= 9000 and outside < compared["gcra"] / 10
     assert all(refunds.get(name, 0) >= 5 for name in ALGORITHMS), refunds
+    assert all(changes.get(name, 0) >= 20 for name in ALGORITHMS), changes
 
 
 def _core_takes_algorithms() -> bool:
