@@ -229,43 +229,61 @@ def _core_takes_algorithms() -> bool:
     return True
 
 
+def face_limit(algorithm: str, emission_or_window_ns: int, burst_or_rate: int):
+    """(rate, period, burst) giving a limit of exactly these ns through a float face, or
+    None where a float cannot."""
+    if algorithm == "gcra":
+        period = model.float_face_period(emission_or_window_ns)
+        return None if period is None else (1.0, period, burst_or_rate)
+    period = model.float_face_seconds(emission_or_window_ns)
+    return None if period is None else (burst_or_rate, period, None)
+
+
 def test_vectors_through_the_python_face(client):
-    """The same vectors through RedisLimiter where a float face can pass them (as test_vectors)."""
-    compared = refunds = 0
+    """The same vectors through RedisLimiter where a float face can pass them (as
+    test_vectors), each live change by reconfigure() and a probe at its instant."""
+    compared = refunds = changes = 0
     windows = _core_takes_algorithms()
     for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
-        if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
+        if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS or (algorithm != "gcra" and not windows):
             continue
-        if algorithm == "gcra":
-            period = model.float_face_period(emission_ns)
-            if period is None:
-                continue
-            limiter = RedisLimiter(client, 1.0, period, burst=burst, on_error="raise")
-        else:
-            period = model.float_face_seconds(tolerance_ns)
-            if not windows or period is None:
-                continue
-            limiter = RedisLimiter(client, burst, period, algorithm=algorithm, on_error="raise")
-            if limiter.tolerance_ns != tolerance_ns:
-                continue
+        given = face_limit(algorithm, emission_ns if algorithm == "gcra" else tolerance_ns, burst)
+        if given is None:
+            continue
+        rate, period, burst_given = given
+        limiter = RedisLimiter(client, rate, period, burst=burst_given, algorithm=algorithm,
+                               name="vectors", on_error="raise")
+        if limiter.tolerance_ns != tolerance_ns:
+            continue
         client.delete(limiter.redis_key("v"))
         for step in steps:
-            if step[0] == "reconfigure":
-                break  # RedisLimiter changes no limit live yet; the script's decisions from a
-                # carried state are compared in the test above
             if step[0] == "reset" or step == ("set", 0):
                 limiter.reset("v")
                 continue
             if step[0] == "set":
-                client.set(limiter.redis_key("v"), step[1])
+                client.set(limiter.redis_key("v"), step[1])  # a bare word: read under the limit sent
                 continue
             now = step[1][0]
             seconds = model.float_face_seconds(now)
             if seconds is None:
                 break  # the rest of this sequence depends on a time a float cannot carry
+            if step[0] == "reconfigure":
+                _, first, second, after = step[1]
+                given = face_limit(algorithm, first, second)
+                tolerance_ns = first * second if algorithm == "gcra" else first
+                if given is None or tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
+                    break
+                limiter.reconfigure(given[0], given[1], burst=given[2])
+                if limiter.tolerance_ns != tolerance_ns:
+                    break
+                burst = limiter.burst
+                limiter.check("v", 0, now=seconds)  # carries, at the change's instant
+                assert stored_state(client, limiter.redis_key("v")) == after, step
+                changes += 1
+                continue
             if step[0] == "refund":
                 limiter.refund("v", step[1][1], now=seconds)
-                assert int(client.get(limiter.redis_key("v")) or 0) == step[1][2], step
+                assert stored_state(client, limiter.redis_key("v")) == step[1][2], step
                 refunds += 1
                 continue
             now, cost, commit, allowed, remaining, retry_after, reset_after, _ = step[1]
@@ -274,7 +292,8 @@ def test_vectors_through_the_python_face(client):
                 bool(allowed), remaining, math.inf if retry_after == NEVER else retry_after / 1e9,
                 reset_after / 1e9, burst), step
             compared += 1
-    assert compared >= 8000 and refunds >= 300
+    print(f"python face: ops {compared}, refunds {refunds}, live changes {changes}")
+    assert compared >= 8000 and refunds >= 300 and changes >= 200
 
 
 # --------------------------------------------------------------------------
@@ -475,7 +494,8 @@ def test_a_flood_of_keys_leaves_memory_bounded_by_live_keys(client):
     for start in range(0, 100_000, 5_000):
         pipe = client.pipeline(transaction=False)
         for i in range(start, start + 5_000):  # the script call of limiter.check(f"flood:{i}")
-            pipe.execute_command("EVALSHA", sha, *limiter._words(cr_redis.CHECK, f"flood:{i}", 1, None))
+            pipe.execute_command("EVALSHA", sha,
+                                 *limiter._words(cr_redis.CHECK, f"flood:{i}", 1, None)[0])
         assert all(reply[0] == 1 for reply in pipe.execute())
     deadline = time.monotonic() + 5
     while client.dbsize() > 100 and time.monotonic() < deadline:
