@@ -745,6 +745,7 @@ class RedisLimiter(_RedisLimit):
         try:
             self._call(words)
         except Exception as error:
+            _raise_mistake(error)
             raise self._unavailable("refund", error) from error
 
     def reset(self, key: Key) -> None:
@@ -896,6 +897,7 @@ class AsyncRedisLimiter(_RedisLimit):
         try:
             await self._call(words)
         except Exception as error:
+            _raise_mistake(error)
             raise self._unavailable("refund", error) from error
 
     async def reset(self, key: Key) -> None:

@@ -311,6 +311,14 @@ describe("cellrate.redis", function()
          { function() store_module.limiter(client, 10):refund("k", -1) end, "cost" },
          { function() store_module.limiter(client, 10):reset({}) end, "key" },
          { function() store_module.limiter(client, 10, 5) end, "opts" },
+         { function() store_module.limiter(client, 10, { name = "a:b" }) end, "name" },
+         { function() store_module.limiter(client, 10, { name = 5 }) end, "name" },
+         { function() store_module.limiter(client, 10):reconfigure(20) end, "name" },
+         { function() store_module.limiter(client, 10, { name = "n" }):reconfigure(-1) end, "rate" },
+         { function() store_module.limiter(client, 10, { name = "n" }):reconfigure(20, 5) end, "opts" },
+         { function()
+              store_module.limiter(client, 10, { name = "n" }):reconfigure(20, { algorithm = "fixed_window" })
+           end, "algorithm" },
       }
       for _, case in ipairs(cases) do
          local ok, err = pcall(case[1])
@@ -319,6 +327,40 @@ describe("cellrate.redis", function()
          -- raised at the caller's position: this file, not the module
          assert.equal("tests/lua/redis_spec.lua", tostring(err):match("^([^:]+):%d+: "), err)
       end
+   end)
+
+   it("raises naming algorithm for a key held under another one, at the caller's line", function()
+      local gcra = store_module.limiter(client, 10, { name = "algo", on_error = "raise" })
+      assert.is_true((gcra:check("k", 3, 5)))
+      local before = client:get(gcra.key_prefix .. "k")
+      for _, on_error in ipairs({ "allow", "deny", "raise" }) do
+         local other = store_module.limiter(client, 10, { name = "algo", algorithm = "fixed_window",
+                                                          on_error = on_error })
+         local calls = {
+            function() other:check("k", 1, 5) end,
+            function() other:peek("k", 1, 5) end,
+            function() other:allow("k", 1, 5) end,
+            function() other:refund("k", 1, 5) end,
+            function() store_module.check_all({ { other, "k" } }, 1, 5) end,
+         }
+         for _, call in ipairs(calls) do
+            local ok, err = pcall(call)
+            assert.is_false(ok)
+            assert.equal("tests/lua/redis_spec.lua", tostring(err):match("^([^:]+):%d+: "), err)
+            assert.is_truthy(tostring(err):find(": algorithm: the keys of this name hold gcra, not "
+               .. "fixed_window; ", 1, true), err)
+         end
+      end
+      assert.equal(before, client:get(gcra.key_prefix .. "k"))
+   end)
+
+   it("changes a named limit live, carrying each key on its next check", function()
+      local store = store_module.limiter(client, 10, { burst = 10, name = "live", on_error = "raise" })
+      assert.same({ true, 4, 0, 0.6 }, { store:check("k", 6, 5) })
+      store:reconfigure(100, { burst = 20 })
+      assert.equal(20, store.burst)
+      assert.same({ true, 14, 0, 0.06 }, { store:check("k", 0, 5) })
+      assert.equal("gcra:200000000:20 5060000000", client:get("cellrate:live:k"))
    end)
 
    it("answers on_error for a reply that means Redis cannot decide now (OOM)", function()
