@@ -41,7 +41,7 @@ import threading
 import time
 import weakref
 from importlib import resources
-from typing import Any, Callable, Dict, Iterable, List, Literal, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Literal, Sequence, Tuple, Union, cast
 
 import cellrate
 from cellrate._errors import invalid, invalid_type
@@ -347,7 +347,8 @@ class _RedisLimit:
         if algorithm is not None and algorithm != self.algorithm:
             cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)  # the core's checks first
             raise invalid("algorithm", "algorithm: " + _PROTOCOL["ALGORITHM_KEPT"])
-        self._sent = _Sent(cellrate.Limit(rate, period, burst=burst, algorithm=self.algorithm))
+        self._sent = _Sent(cellrate.Limit(rate, period, burst=burst,
+                                          algorithm=cast(Algorithm, self.algorithm)))
         self._refusals.clear()
 
     limit = property(lambda self: self._sent.limit, doc="The limit sent (cellrate.Limit).")

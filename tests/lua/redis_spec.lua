@@ -199,40 +199,41 @@ describe("cellrate.redis", function()
                if this == name then
                   start(name, w[#w - 1], w[#w])
                end
-            elseif stopped or w[1] == nil or w[1]:sub(1, 1) == "#" then
-               -- a comment, or a sequence of another algorithm or ended
-            elseif w[1] == "reset" then
-               store:reset("v")
-            elseif w[1] == "reserve" then
-               client:set(store.key_prefix .. "v", w[7])
-            else
-               local now, cost = seconds(w[2]), exact(w[3])
-               if not now or (not cost and w[1] ~= "reconfigure") then
-                  stopped = true
-               elseif w[1] == "refund" then
-                  assert(store:refund("v", cost, now))
-                  if state(store) ~= w[4] then mismatch(number, "refund left " .. state(store)) end
-               elseif w[1] == "reconfigure" then
-                  local rate, opts = limit(name, w[3], w[4])
-                  if not rate then
-                     stopped = true
-                  else
-                     store:reconfigure(rate, opts)
-                     store:check("v", 0, now)
-                     counts.changes = counts.changes + 1
-                     if state(store) ~= w[5] then mismatch(number, "carried " .. state(store)) end
-                  end
+            elseif not (stopped or w[1] == nil or w[1]:sub(1, 1) == "#") then
+               -- (a comment, or a line of another algorithm's or an ended sequence: passed)
+               if w[1] == "reset" then
+                  store:reset("v")
+               elseif w[1] == "reserve" then
+                  client:set(store.key_prefix .. "v", w[7])
                else
-                  local allowed, remaining, retry_after, reset_after =
-                     (w[4] == "1" and store.check or store.peek)(store, "v", cost, now)
-                  local want_retry = w[7] == "9223372036854775807" and math.huge or tonumber(w[7]) / 1e9
-                  if allowed ~= (w[5] == "1") or remaining ~= tonumber(w[6])
-                        or retry_after ~= want_retry or reset_after ~= tonumber(w[8]) / 1e9
-                        or state(store) ~= w[9] then
-                     mismatch(number, ("got %s %s %.17g %.17g, state %s"):format(tostring(allowed),
-                        tostring(remaining), retry_after, reset_after, state(store)))
+                  local now, cost = seconds(w[2]), exact(w[3])
+                  if not now or (not cost and w[1] ~= "reconfigure") then
+                     stopped = true
+                  elseif w[1] == "refund" then
+                     assert(store:refund("v", cost, now))
+                     if state(store) ~= w[4] then mismatch(number, "refund left " .. state(store)) end
+                  elseif w[1] == "reconfigure" then
+                     local rate, opts = limit(name, w[3], w[4])
+                     if not rate then
+                        stopped = true
+                     else
+                        store:reconfigure(rate, opts)
+                        store:check("v", 0, now)
+                        counts.changes = counts.changes + 1
+                        if state(store) ~= w[5] then mismatch(number, "carried " .. state(store)) end
+                     end
+                  else
+                     local allowed, remaining, retry_after, reset_after =
+                        (w[4] == "1" and store.check or store.peek)(store, "v", cost, now)
+                     local want_retry = w[7] == "9223372036854775807" and math.huge or tonumber(w[7]) / 1e9
+                     if allowed ~= (w[5] == "1") or remaining ~= tonumber(w[6])
+                           or retry_after ~= want_retry or reset_after ~= tonumber(w[8]) / 1e9
+                           or state(store) ~= w[9] then
+                        mismatch(number, ("got %s %s %.17g %.17g, state %s"):format(tostring(allowed),
+                           tostring(remaining), retry_after, reset_after, state(store)))
+                     end
+                     counts.ops = counts.ops + 1
                   end
-                  counts.ops = counts.ops + 1
                end
             end
          end
