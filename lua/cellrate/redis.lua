@@ -462,13 +462,13 @@ function Limiter:set_client(client)
     self.client = client
 end
 
--- The limit's fields (those of cellrate.limit_spec) and on_error.
+-- The limit's fields (those of cellrate.limit_spec), its name and on_error.
 function Limiter:info()
     local limit = self.limit
     return { rate = limit.rate, period = limit.period, burst = limit.burst,
              algorithm = limit.algorithm, window = limit.window,
              emission_ns = limit.emission_ns, tolerance_ns = limit.tolerance_ns,
-             on_error = self.on_error }
+             name = self.name, on_error = self.on_error }
 end
 
 M.Limiter = Limiter

@@ -406,25 +406,24 @@ if needs_helpers then
             if not product_le(lead, to, 2 ^ 62, from) then
                 return HORIZON_S, HORIZON_NS
             end
+            -- (q, r) + rest, for r and rest below from: r stays below it, never
+            -- summed past it, and the carry goes to q
+            local function plus_rest(qs, qns, r, rest)
+                if r >= from - rest then
+                    qs, qns = add(qs, qns, 0, 1)
+                    return qs, qns, r - (from - rest)
+                end
+                return qs, qns, r + rest
+            end
             local step_rest = fmod(to, from) -- to = step * from + step_rest
             local step_s, step_ns = split((to - step_rest) / from)
             local qs, qns, r = 0, 0, 0
             for bit = 52, 0, -1 do
                 qs, qns = add(qs, qns, qs, qns)
-                if r >= from - r then
-                    qs, qns = add(qs, qns, 0, 1)
-                    r = r - (from - r)
-                else
-                    r = r + r
-                end
+                qs, qns, r = plus_rest(qs, qns, r, r)
                 if fmod(math.floor(lead / 2 ^ bit), 2) == 1 then
                     qs, qns = add(qs, qns, step_s, step_ns)
-                    if r >= from - step_rest then
-                        qs, qns = add(qs, qns, 0, 1)
-                        r = r - (from - step_rest)
-                    else
-                        r = r + step_rest
-                    end
+                    qs, qns, r = plus_rest(qs, qns, r, step_rest)
                 end
             end
             if r > 0 then
