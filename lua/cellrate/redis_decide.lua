@@ -391,59 +391,85 @@ if needs_helpers then
         -- A live change (the core's cr_carry): the state under the limit sent
         -- of a key whose state under the held limit is (ss, sns), at now.
 
-        -- ceil(lead * to / from) as (seconds, nanoseconds), clipped at the
-        -- horizon, 2^62 ns (lead, to and from below 2^53). A product below
-        -- 2^53 is exact; a larger one is divided one bit of lead at a time,
-        -- keeping lead's prefix * to = q * from + r with r < from, exactly.
-        local HORIZON_S, HORIZON_NS = 4611686018, 427387904
-        local function scaled_ceil(lead, to, from)
-            local product = lead * to
+        -- (q, r) + rest, for r and rest below m: r stays below m, never summed
+        -- past it, and the carry goes to q, a count as (seconds, nanoseconds).
+        local function plus_rest(qs, qns, r, rest, m)
+            if r >= m - rest then
+                qs, qns = add(qs, qns, 0, 1)
+                return qs, qns, r - (m - rest)
+            end
+            return qs, qns, r + rest
+        end
+
+        -- a * b = q * m + r exactly, q as (seconds, nanoseconds), for a, b and m
+        -- below 2^53 and q below 2^62. A product below 2^53 is exact; a larger
+        -- one is divided one bit of a at a time, keeping a's prefix * b = q * m
+        -- + r with r below m, every step exact in doubles.
+        local function product_divmod(a, b, m)
+            local product = a * b
             if product < HUGE then
-                local rest = fmod(product, from)
-                local q = (product - rest) / from
-                return split(rest > 0 and q + 1 or q)
+                local r = fmod(product, m)
+                local qs, qns = split((product - r) / m)
+                return qs, qns, r
             end
-            if not product_le(lead, to, 2 ^ 62, from) then
-                return HORIZON_S, HORIZON_NS
-            end
-            -- (q, r) + rest, for r and rest below from: r stays below it, never
-            -- summed past it, and the carry goes to q
-            local function plus_rest(qs, qns, r, rest)
-                if r >= from - rest then
-                    qs, qns = add(qs, qns, 0, 1)
-                    return qs, qns, r - (from - rest)
-                end
-                return qs, qns, r + rest
-            end
-            local step_rest = fmod(to, from) -- to = step * from + step_rest
-            local step_s, step_ns = split((to - step_rest) / from)
+            local step_rest = fmod(b, m) -- b = step * m + step_rest
+            local step_s, step_ns = split((b - step_rest) / m)
             local qs, qns, r = 0, 0, 0
             for bit = 52, 0, -1 do
                 qs, qns = add(qs, qns, qs, qns)
-                qs, qns, r = plus_rest(qs, qns, r, r)
-                if fmod(math.floor(lead / 2 ^ bit), 2) == 1 then
+                qs, qns, r = plus_rest(qs, qns, r, r, m)
+                if fmod(math.floor(a / 2 ^ bit), 2) == 1 then
                     qs, qns = add(qs, qns, step_s, step_ns)
-                    qs, qns, r = plus_rest(qs, qns, r, step_rest)
+                    qs, qns, r = plus_rest(qs, qns, r, step_rest, m)
                 end
             end
-            if r > 0 then
-                return add(qs, qns, 0, 1)
+            return qs, qns, r
+        end
+
+        -- ceil(lead * to / from) ns as (seconds, nanoseconds), clipped at the
+        -- horizon, 2^62 ns, for a lead (ls, lns) below 2^63 and to and from
+        -- below 2^53. A lead below 9e15 ns is one number; a longer one (a
+        -- clock stepped back by months) is divided in parts, lead * to =
+        -- ls * to * 1e9 + lns * to, each exactly (ls * to = q1 * from + r1,
+        -- then r1 * 1e9 and lns * to).
+        local HORIZON_S, HORIZON_NS = 4611686018, 427387904
+        local function scaled_ceil(ls, lns, to, from)
+            local qs, qns, rest
+            if ls < 9000000 then
+                local lead = ls * E9 + lns
+                if not product_le(lead, to, 2 ^ 62, from) then
+                    return HORIZON_S, HORIZON_NS -- beyond it
+                end
+                qs, qns, rest = product_divmod(lead, to, from)
+            else
+                if not (product_le(ls, to, HORIZON_S + 1, from)
+                        and product_le(lns, to, 2 ^ 62, from)) then
+                    return HORIZON_S, HORIZON_NS -- beyond it
+                end
+                local q1s, q1ns, r1 = product_divmod(ls, to, from) -- q1 s: at most 2^62 ns + 1 s
+                local q2s, q2ns, r2 = product_divmod(r1, E9, from)
+                local q3s, q3ns, r3 = product_divmod(lns, to, from)
+                qs, qns = add(q1s * E9 + q1ns, 0, q2s, q2ns)
+                qs, qns = add(qs, qns, q3s, q3ns)
+                qs, qns, rest = plus_rest(qs, qns, r2, r3, from)
+            end
+            if rest > 0 then
+                qs, qns = add(qs, qns, 0, 1)
+            end
+            if less(HORIZON_S, HORIZON_NS, qs, qns) then
+                return HORIZON_S, HORIZON_NS
             end
             return qs, qns
         end
 
         -- gcra: TAT' = now + ceil((TAT - now) * T_to / T_from); an idle key
-        -- keeps its word. A lead of 9e15 ns or more (a clock stepped back by
-        -- months) goes to the horizon: never admitted sooner than the core.
+        -- keeps its word.
         local function carry_gcra(ss, sns, from, to, ts, tns)
             if not less(ts, tns, ss, sns) then
                 return ss, sns
             end
-            local lead = number(sub(ss, sns, ts, tns))
-            if lead >= HUGE then
-                return add(ts, tns, HORIZON_S, HORIZON_NS)
-            end
-            return add(ts, tns, scaled_ceil(lead, to, from))
+            local ls, lns = sub(ss, sns, ts, tns)
+            return add(ts, tns, scaled_ceil(ls, lns, to, from))
         end
 
         -- The start of the window of `window` holding (s, ns).

@@ -355,21 +355,25 @@ def test_reference_vectors_of_a_live_change(client):
         assert client.get(store.redis_key("k")) == before
 
 
-def test_a_carry_matches_the_core_where_the_product_passes_2_53(client):
+@pytest.mark.parametrize("admitted, changed", [(10.0, 10.000000001),
+                                               (3e9, 3e9 - 200 * 86400.0)])
+def test_a_carry_matches_the_core_where_the_product_passes_2_53(client, admitted, changed):
     """The carry's exact division past 2^53 (lead * T_new): the core's, to the ns, with
-    times of months (decimal strings), and past the horizon (clipped there)."""
+    times of months (decimal strings), past the horizon (clipped there), and for a lead
+    of months (the clock stepped back 200 days between the admission and the change)."""
     for old, new in [((1e9 / 3, 1.0, 10**13), (1e5 / 1.0001, 1.0, 10)),
                      ((1e9 / 7, 1.0, 10**14), (1, 1000.0, 3)),
-                     ((1e9, 1.0, 8 * 10**15), (1, 1e6, 1))]:
+                     ((1e9, 1.0, 8 * 10**15), (1, 1e6, 1)),
+                     ((10, 1.0, 10), (1, 7.0, 5)), ((10, 1.0, 10), (1000, 1.0, 3))]:
         store = RedisLimiter(client, old[0], old[1], burst=old[2], name="big", on_error="raise")
         core = cellrate.KeyedLimiter(old[0], old[1], burst=old[2])
         client.flushall()
         used = old[2] - 2
-        assert store.check("k", used, now=10.0) == core.check("k", used, now=10.0)
+        assert store.check("k", used, now=admitted) == core.check("k", used, now=admitted)
         store.reconfigure(new[0], new[1], burst=new[2])
-        core.reconfigure(new[0], new[1], burst=new[2], now=10.000000001)
-        assert store.check("k", 0, now=10.000000001) == core.peek("k", 0, now=10.000000001)
-        for later in (10.5, 1e5, 1e7):
+        core.reconfigure(new[0], new[1], burst=new[2], now=changed)
+        assert store.check("k", 0, now=changed) == core.peek("k", 0, now=changed), (old, new)
+        for later in (changed + 0.5, changed + 1e5, changed + 1e7, admitted + 1e7):
             assert store.peek("k", 1, now=later) == core.peek("k", 1, now=later), (old, later)
 
 
