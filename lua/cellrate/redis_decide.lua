@@ -74,6 +74,7 @@ local ALGORITHM_KEPT = 'a live change keeps the algorithm of a limit; give anoth
 local E9 = 1000000000
 local NEVER = -1
 local fmod, tonumber, substring, string_format = math.fmod, tonumber, string.sub, string.format
+local find = string.find
 
 local nkeys = #KEYS
 local mode = ARGV[1]
@@ -98,7 +99,7 @@ for i = 1, nkeys do
     end
     local signature = algorithm .. ':' .. ARGV[base + 3] .. ':' .. ARGV[base + 4] .. ' '
     local stored = redis.call('GET', KEYS[i])
-    local match = stored and substring(stored, 1, #signature) == signature
+    local match = stored and find(stored, signature, 1, true) == 1 -- (no string made)
     if stored and not match then
         needs_helpers = true
     end
@@ -662,7 +663,7 @@ for i = 1, nkeys do
         stored, signature, match = values[i], signatures[i], matches[i]
         if pending[key] then
             stored = pending[key]
-            match = substring(stored, 1, #signature) == signature
+            match = find(stored, signature, 1, true) == 1
         end
     end
     local ss, sns = 0, 0
