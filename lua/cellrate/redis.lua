@@ -13,6 +13,12 @@
 -- and the code "unavailable", as the in-process module reports runtime
 -- failures). Any other error reply (WRONGTYPE, a script error) is a mistake:
 -- nil, the message and "unavailable", whatever on_error says.
+--
+-- A limit's keys are named by opts.name (default: its parameters), and each
+-- value records the limit it was written under, so limiter:reconfigure and a
+-- process started with another limit under the same name carry what each key
+-- used, as the in-process store does (each key on its first check after the
+-- change).
 local cellrate = require("cellrate")
 
 local unpack = table.unpack or unpack
@@ -126,19 +132,52 @@ local function decimal(number)
     return string.format("%.0f", number)
 end
 
--- The Redis key layout and the script's limit words, for a limit with the
--- fields algorithm, emission_ns, tolerance_ns and burst: the prefix of the
--- limit's keys (prefix .. "<algorithm>:<tolerance_ns>:<burst>:", so two limits
--- never share a key's state) and its four ARGV words.
-local function limit_words(prefix, limit)
-    local emission, tolerance = decimal(limit.emission_ns), decimal(limit.tolerance_ns)
-    local burst = decimal(limit.burst)
-    return prefix .. limit.algorithm .. ":" .. tolerance .. ":" .. burst .. ":",
-        { limit.algorithm, emission, tolerance, burst }
+-- The script's four ARGV words of a limit with the fields algorithm,
+-- emission_ns, tolerance_ns and burst.
+local function limit_words(limit)
+    return { limit.algorithm, decimal(limit.emission_ns), decimal(limit.tolerance_ns),
+             decimal(limit.burst) }
+end
+
+-- The name of a limit given none: its parameters, "<algorithm>:<tolerance_ns>:<burst>"
+-- (the signature the script records with each value), so that two limits
+-- without a name never share a key, and the keys are those of the layout
+-- before names.
+local function default_name(limit)
+    return limit.algorithm .. ":" .. decimal(limit.tolerance_ns) .. ":" .. decimal(limit.burst)
+end
+
+-- The core parses, defaults and validates a limit; the store refuses one the
+-- script cannot carry exactly. Raises at the caller of the public function.
+local function limit_of(rate, opts, algorithm)
+    local made, limit = pcall(cellrate.limit_spec, rate, { period = opts.period,
+                                                          burst = opts.burst,
+                                                          algorithm = algorithm })
+    if not made then
+        error(without_position(limit), 3)
+    end
+    if limit.tolerance_ns >= M.MAX_TOLERANCE_NS then
+        error("burst " .. protocol.BURST_TOO_LARGE, 3)
+    end
+    return limit
+end
+
+-- A name as the core takes a policy name, without the characters of NAME_REFUSES.
+local function check_name(name)
+    local ok, err = pcall(cellrate.check_policy_name, name)
+    if not ok then
+        error(without_position(err), 3)
+    end
+    for refused in protocol.NAME_REFUSES:gmatch("%S+") do
+        if name:find(refused, 1, true) then
+            error("name " .. protocol.NAME_REFUSED, 3)
+        end
+    end
 end
 
 -- limiter(client, rate, opts): opts as cellrate.limit_spec's (period, burst,
--- algorithm) plus prefix ("cellrate:") and on_error.
+-- algorithm) plus name (the keys' name: default, the limit's parameters),
+-- prefix ("cellrate:") and on_error.
 function M.limiter(client, rate, opts)
     check_client(client)
     opts = opts or {}
@@ -158,24 +197,20 @@ function M.limiter(client, rate, opts)
     if not on_error_words[on_error] then
         argument_error("on_error", "must be " .. ON_ERROR_WORDS)
     end
-    -- the core parses, defaults and validates the limit
-    local made, limit = pcall(cellrate.limit_spec, rate, { period = opts.period,
-                                                          burst = opts.burst,
-                                                          algorithm = opts.algorithm })
-    if not made then
-        error(without_position(limit), 2)
+    if opts.name ~= nil then
+        check_name(opts.name)
     end
-    if limit.tolerance_ns >= M.MAX_TOLERANCE_NS then
-        argument_error("burst", protocol.BURST_TOO_LARGE)
-    end
-    local key_prefix, limit_args = limit_words(prefix, limit)
+    local limit = limit_of(rate, opts, opts.algorithm)
+    local name = opts.name or default_name(limit)
     return setmetatable({
         client = client,
         limit = limit,
         burst = limit.burst,
         on_error = on_error,
-        key_prefix = key_prefix,
-        limit_args = limit_args,
+        name = name,
+        named = opts.name ~= nil,
+        key_prefix = prefix .. name .. ":",
+        limit_args = limit_words(limit),
         algorithm = limit.algorithm,
         gate = nil, -- while Redis is down: a limiter letting one probe through per back-off
         backoff = 0,
@@ -273,12 +308,24 @@ local function reply_of(self, keys, args)
     return nil, err, true
 end
 
+-- A script's error reply for a key held under another algorithm: the
+-- argument mistake it is, raised naming algorithm at the caller of the
+-- public function.
+-- public function (`level`: 3 from its own body, 4 through decide).
+local function raise_mistake(err, level)
+    local at = err and err:find(protocol.ALGORITHM_REPLY, 1, true)
+    if at then
+        error(err:sub(at + #"cellrate: "), level)
+    end
+end
+
 local function decide(self, keys, args)
     local reply, err, unavailable = reply_of(self, keys, args)
     if reply == nil then
         if unavailable then
             return fallback(self, err)
         end
+        raise_mistake(err, 4)
         return nil, err, "unavailable"
     end
     if reply == 1 then -- ALLOW mode, admitted: the verdict alone
@@ -313,8 +360,12 @@ local function request(mode, cost, now_ns, ...)
     return keys, args
 end
 
+-- (decide's results are returned from locals, not by a tail call: the
+-- errors it raises name the caller's line at one level in every method)
 function Limiter:check(key, cost, now)
-    return decide(self, request(CHECK, cost, check_request(key, cost, now), self, key))
+    local allowed, remaining, retry_after, reset_after =
+        decide(self, request(CHECK, cost, check_request(key, cost, now), self, key))
+    return allowed, remaining, retry_after, reset_after
 end
 
 function Limiter:allow(key, cost, now)
@@ -327,7 +378,9 @@ function Limiter:allow(key, cost, now)
 end
 
 function Limiter:peek(key, cost, now)
-    return decide(self, request(PEEK, cost, check_request(key, cost, now), self, key))
+    local allowed, remaining, retry_after, reset_after =
+        decide(self, request(PEEK, cost, check_request(key, cost, now), self, key))
+    return allowed, remaining, retry_after, reset_after
 end
 
 -- Gives back cost units of key taken earlier (a call that timed out after
@@ -338,9 +391,31 @@ function Limiter:refund(key, cost, now)
     local reply, err = run(self.client, request(REFUND, cost, check_request(key, cost, now),
                                                 self, key))
     if reply == nil then
+        raise_mistake(err, 3)
         return nil, err or "no reply", "unavailable"
     end
     return true
+end
+
+-- Changes the limit this store sends, live (opts: period, burst; algorithm
+-- only the limit's own): the next check (or allow) of each key carries what
+-- it used to the new limit, in the script, at that decision's instant. A
+-- limit without a name cannot change (its keys are named by its
+-- parameters); an invalid limit raises and changes nothing.
+function Limiter:reconfigure(rate, opts)
+    opts = opts or {}
+    if type(opts) ~= "table" then
+        argument_error("opts", "must be a table")
+    end
+    if not self.named then
+        error("name: " .. protocol.NAME_NEEDED, 2)
+    end
+    if opts.algorithm ~= nil and opts.algorithm ~= self.algorithm then
+        limit_of(rate, opts, opts.algorithm) -- the core's checks first
+        error("algorithm: " .. protocol.ALGORITHM_KEPT, 2)
+    end
+    local limit = limit_of(rate, opts, self.algorithm)
+    self.limit, self.burst, self.limit_args = limit, limit.burst, limit_words(limit)
 end
 
 -- Forgets key (back to a full burst); nil and the error when Redis cannot answer.
@@ -374,7 +449,9 @@ function M.check_all(items, cost, now)
         limiters_and_keys[#limiters_and_keys + 1] = item[1]
         limiters_and_keys[#limiters_and_keys + 1] = item[2]
     end
-    return decide(first, request(CHECK, cost, now_ns, unpack(limiters_and_keys)))
+    local allowed, remaining, retry_after, reset_after =
+        decide(first, request(CHECK, cost, now_ns, unpack(limiters_and_keys)))
+    return allowed, remaining, retry_after, reset_after
 end
 
 -- The client for the calls that follow. In OpenResty a connection belongs to
@@ -385,13 +462,13 @@ function Limiter:set_client(client)
     self.client = client
 end
 
--- The limit's fields (those of cellrate.limit_spec) and on_error.
+-- The limit's fields (those of cellrate.limit_spec), its name and on_error.
 function Limiter:info()
     local limit = self.limit
     return { rate = limit.rate, period = limit.period, burst = limit.burst,
              algorithm = limit.algorithm, window = limit.window,
              emission_ns = limit.emission_ns, tolerance_ns = limit.tolerance_ns,
-             on_error = self.on_error }
+             name = self.name, on_error = self.on_error }
 end
 
 M.Limiter = Limiter

@@ -9,6 +9,13 @@
 -- admission, 3 refund: one key, answering 1 or 0, below), cost, then per key: algorithm, emission_ns, tolerance_ns, burst
 -- (the core's cr_limit: for the window algorithms tolerance_ns is the window
 -- and burst the rate), then now (decimal ns; absent: the server's TIME).
+-- Each key's value is the limit it was written under and its state word,
+-- '<algorithm>:<tolerance_ns>:<burst> <state>': a call with another limit
+-- under the same key (a live change: docs/design.md §11) carries the state
+-- to the limit sent, as the core's cr_carry, and writes it with a check or an
+-- allow, admitted or not. A bare state word (the layout before names) is read
+-- under the limit sent. A held algorithm other than the one sent is an error
+-- reply ('ERR ' .. ALGORITHM_REPLY ...).
 -- Returns { allowed (1/0), remaining, retry_after_ns (-1: never),
 --           reset_after_ns, index of the limit whose decision it is },
 -- the times as integers, or as decimal strings from 9e15 ns on; in mode 2
@@ -54,10 +61,20 @@ local MAX_TOLERANCE_NS = 9000000000000000
 -- PREFIX_REFUSED = must not contain '{' or '}': a hash tag in the prefix would put every key in one Redis Cluster slot (put hash tags in keys)
 -- What on_error may say (the first: the default).
 -- ON_ERROR = allow deny raise
+-- The characters a limit's name may not hold, the refusal's words, and the
+-- words of a live change asked of a limit without a name.
+-- NAME_REFUSES = { } :
+-- NAME_REFUSED = must not contain '{', '}' or ':': a hash tag would put every key of the limit in one Redis Cluster slot, and ':' ends the name in its keys
+-- NAME_NEEDED = give the limit a name (name=) to change it live: an unnamed limit's keys are named by its parameters, which the change would leave behind
+-- A live change keeps the algorithm: the start of the error reply of a key
+-- held under another one, and what the faces say of such a change.
+local ALGORITHM_REPLY = 'cellrate: algorithm:'
+local ALGORITHM_KEPT = 'a live change keeps the algorithm of a limit; give another algorithm another name'
 
 local E9 = 1000000000
 local NEVER = -1
 local fmod, tonumber, substring, string_format = math.fmod, tonumber, string.sub, string.format
+local find = string.find
 
 local nkeys = #KEYS
 local mode = ARGV[1]
@@ -65,13 +82,40 @@ local commit = mode ~= PEEK
 local cost = tonumber(ARGV[2])
 local now = ARGV[3 + 4 * nkeys]
 
--- The helpers of the rarer paths (an explicit now, the window algorithms),
--- made only when this call needs them: making a closure costs the gcra path.
+-- Each key's value, read first: one written under another limit needs the
+-- helpers. The limit's signature, '<algorithm>:<tolerance_ns>:<burst> ',
+-- starts the value (one limit: locals; several: tables).
+local stored1, signature1, matches1
+local values, signatures, matches, seen
+-- The helpers of the rarer paths (an explicit now, the window algorithms, a
+-- live change), made only when this call needs them: making a closure costs
+-- the gcra path.
 local needs_helpers = now ~= nil or mode == REFUND
 for i = 1, nkeys do
-    local algorithm = ARGV[3 + (i - 1) * 4]
+    local base = 2 + (i - 1) * 4
+    local algorithm = ARGV[base + 1]
     if algorithm ~= 'gcra' and algorithm ~= 'token_bucket' then
         needs_helpers = true
+    end
+    local signature = algorithm .. ':' .. ARGV[base + 3] .. ':' .. ARGV[base + 4] .. ' '
+    local stored = redis.call('GET', KEYS[i])
+    local match = stored and find(stored, signature, 1, true) == 1 -- (no string made)
+    if stored and not match then
+        needs_helpers = true
+    end
+    if i == 1 then
+        stored1, signature1, matches1 = stored, signature, match
+    else
+        if i == 2 then
+            values, signatures, matches, seen = { stored1 }, { signature1 }, { matches1 },
+                { [KEYS[1]] = signature1 }
+        end
+        values[i], signatures[i], matches[i] = stored, signature, match
+        -- a key named twice under two limits decides the second time on a value of the other
+        if seen[KEYS[i]] and seen[KEYS[i]] ~= signature then
+            needs_helpers = true
+        end
+        seen[KEYS[i]] = signature
     end
 end
 local helpers
@@ -345,6 +389,195 @@ if needs_helpers then
             return format(sub(ss, sns, ds, dns))
         end
 
+        -- A live change (the core's cr_carry): the state under the limit sent
+        -- of a key whose state under the held limit is (ss, sns), at now.
+
+        -- (q, r) + rest, for r and rest below m: r stays below m, never summed
+        -- past it, and the carry goes to q, a count as (seconds, nanoseconds).
+        local function plus_rest(qs, qns, r, rest, m)
+            if r >= m - rest then
+                qs, qns = add(qs, qns, 0, 1)
+                return qs, qns, r - (m - rest)
+            end
+            return qs, qns, r + rest
+        end
+
+        -- a * b = q * m + r exactly, q as (seconds, nanoseconds), for a, b and m
+        -- below 2^53 and q below 2^62. A product below 2^53 is exact; a larger
+        -- one is divided one bit of a at a time, keeping a's prefix * b = q * m
+        -- + r with r below m, every step exact in doubles.
+        local function product_divmod(a, b, m)
+            local product = a * b
+            if product < HUGE then
+                local r = fmod(product, m)
+                local qs, qns = split((product - r) / m)
+                return qs, qns, r
+            end
+            local step_rest = fmod(b, m) -- b = step * m + step_rest
+            local step_s, step_ns = split((b - step_rest) / m)
+            local qs, qns, r = 0, 0, 0
+            for bit = 52, 0, -1 do
+                qs, qns = add(qs, qns, qs, qns)
+                qs, qns, r = plus_rest(qs, qns, r, r, m)
+                if fmod(math.floor(a / 2 ^ bit), 2) == 1 then
+                    qs, qns = add(qs, qns, step_s, step_ns)
+                    qs, qns, r = plus_rest(qs, qns, r, step_rest, m)
+                end
+            end
+            return qs, qns, r
+        end
+
+        -- ceil(lead * to / from) ns as (seconds, nanoseconds), clipped at the
+        -- horizon, 2^62 ns, for a lead (ls, lns) below 2^63 and to and from
+        -- below 2^53. A lead below 9e15 ns is one number; a longer one (a
+        -- clock stepped back by months) is divided in parts, lead * to =
+        -- ls * to * 1e9 + lns * to, each exactly (ls * to = q1 * from + r1,
+        -- then r1 * 1e9 and lns * to).
+        local HORIZON_S, HORIZON_NS = 4611686018, 427387904
+        local function scaled_ceil(ls, lns, to, from)
+            local qs, qns, rest
+            if ls < 9000000 then
+                local lead = ls * E9 + lns
+                if not product_le(lead, to, 2 ^ 62, from) then
+                    return HORIZON_S, HORIZON_NS -- beyond it
+                end
+                qs, qns, rest = product_divmod(lead, to, from)
+            else
+                if not (product_le(ls, to, HORIZON_S + 1, from)
+                        and product_le(lns, to, 2 ^ 62, from)) then
+                    return HORIZON_S, HORIZON_NS -- beyond it
+                end
+                local q1s, q1ns, r1 = product_divmod(ls, to, from) -- q1 s: at most 2^62 ns + 1 s
+                local q2s, q2ns, r2 = product_divmod(r1, E9, from)
+                local q3s, q3ns, r3 = product_divmod(lns, to, from)
+                qs, qns = add(q1s * E9 + q1ns, 0, q2s, q2ns)
+                qs, qns = add(qs, qns, q3s, q3ns)
+                qs, qns, rest = plus_rest(qs, qns, r2, r3, from)
+            end
+            if rest > 0 then
+                qs, qns = add(qs, qns, 0, 1)
+            end
+            if less(HORIZON_S, HORIZON_NS, qs, qns) then
+                return HORIZON_S, HORIZON_NS
+            end
+            return qs, qns
+        end
+
+        -- gcra: TAT' = now + ceil((TAT - now) * T_to / T_from); an idle key
+        -- keeps its word.
+        local function carry_gcra(ss, sns, from, to, ts, tns)
+            if not less(ts, tns, ss, sns) then
+                return ss, sns
+            end
+            local ls, lns = sub(ss, sns, ts, tns)
+            return add(ts, tns, scaled_ceil(ls, lns, to, from))
+        end
+
+        -- The start of the window of `window` holding (s, ns).
+        local function window_start(s, ns, window)
+            return sub(s, ns, split(time_mod(s, ns, window)))
+        end
+
+        -- fixed_window: the count goes to the new window holding now (or the
+        -- key's own later one), clipped at the new rate.
+        local function carry_fixed(ss, sns, held_window, _, window, rate, ts, tns)
+            local es, ens, count = read_fixed(ss, sns, held_window, ts, tns)
+            if count == 0 then
+                return 0, 0
+            end
+            local as, ans = sub(es, ens, split(held_window))
+            if less(as, ans, ts, tns) then
+                as, ans = ts, tns
+            end
+            as, ans = window_start(as, ans, window)
+            as, ans = add(as, ans, split(window))
+            return add(as, ans, split(math.min(count, rate)))
+        end
+
+        -- sliding_window: the counts go to the new windows; a previous count
+        -- above the new rate keeps its excess weight, rounded up, in the
+        -- current count for the rest of its window.
+        local function carry_sliding(ss, sns, held_window, held_rate, window, rate, ts, tns)
+            local starts, startns, _, _, _, prev, curr =
+                read_sliding(ss, sns, held_window, held_rate + 1, ts, tns)
+            if prev == 0 and curr == 0 then
+                return 0, 0
+            end
+            if less(starts, startns, ts, tns) then
+                starts, startns = ts, tns
+            end
+            starts, startns = window_start(starts, startns, window)
+            curr = math.min(curr, rate)
+            if prev > rate then
+                local elapsed = 0
+                if less(starts, startns, ts, tns) then
+                    elapsed = number(sub(ts, tns, starts, startns))
+                end
+                local excess = product_quotient(prev - rate, window - elapsed, window)
+                if not product_le(prev - rate, window - elapsed, excess, window) then
+                    excess = excess + 1
+                end
+                curr, prev = math.min(curr + excess, rate), rate
+            end
+            local bs, bns = add(starts, startns, split(2 * window))
+            return add(bs, bns, split(prev * (rate + 1) + curr))
+        end
+
+        -- The state word, under the limit sent, of a value that does not start
+        -- with its signature: nil and an error reply's text for a value that
+        -- is not cellrate's or holds another algorithm.
+        function H.carry(stored, algorithm, emission, window, rate, ts, tns)
+            local space = string.find(stored, ' ', 1, true)
+            if not space then
+                -- the bare state word of the layout before names, whose keys
+                -- were named by the limit's parameters: the ones sent
+                if not string.find(stored, '^%d+$') then
+                    return nil, 'ERR cellrate: the key holds no cellrate state'
+                end
+                return parse(stored)
+            end
+            local held, held_window, held_rate = string.match(stored, '^([%a_]+):(%d+):(%d+) %d+$')
+            if not held then
+                return nil, 'ERR cellrate: the key holds no cellrate state'
+            end
+            if held ~= algorithm then
+                return nil, 'ERR ' .. ALGORITHM_REPLY .. ' the keys of this name hold ' .. held
+                    .. ', not ' .. algorithm .. '; ' .. ALGORITHM_KEPT
+            end
+            held_window, held_rate = tonumber(held_window), tonumber(held_rate)
+            local ss, sns = parse(substring(stored, space + 1))
+            if algorithm == 'fixed_window' then
+                return carry_fixed(ss, sns, held_window, held_rate, window, rate, ts, tns)
+            elseif algorithm == 'sliding_window' then
+                return carry_sliding(ss, sns, held_window, held_rate, window, rate, ts, tns)
+            end
+            return carry_gcra(ss, sns, held_window / held_rate, emission, ts, tns)
+        end
+
+        -- Until a state written under the limit sent stops mattering (the
+        -- decisions' reset_after), as the expiry of a refund that carried.
+        function H.reset_after(algorithm, ss, sns, window, rate, ts, tns)
+            if algorithm == 'fixed_window' or algorithm == 'sliding_window' then
+                return select(4, H[algorithm](ss, sns, window, rate, ts, tns, 0))
+            end
+            if less(ts, tns, ss, sns) then
+                return format(sub(ss, sns, ts, tns))
+            end
+            return 0
+        end
+
+        -- An expiry in ms, reset_after (ns, or a decimal string) rounded up, at least 1.
+        function H.expiry_ms(reset_after)
+            local ms
+            if type(reset_after) == 'string' then
+                local s, ns = parse(reset_after)
+                ms = s * 1000 + (ns + 999999 - fmod(ns + 999999, 1000000)) / 1000000
+            else
+                ms = (reset_after + 999999 - fmod(reset_after + 999999, 1000000)) / 1000000
+            end
+            return ms < 1 and 1 or ms
+        end
+
         H.fixed_window, H.sliding_window = decide_fixed, decide_sliding
         H.refund = { fixed_window = refund_fixed, sliding_window = refund_sliding,
                      gcra = refund_gcra, token_bucket = refund_gcra }
@@ -362,28 +595,46 @@ end
 
 -- Mode 3, a refund (the core's cr_refund): gives back cost units of the one
 -- key, never making it better than idle; the key keeps its expiry (the state
--- only shrinks, so the old one is late enough). Answers 1 when the state
--- changed, else 0.
+-- only shrinks, so the old one is late enough) unless it was carried from
+-- another limit. Answers 1 when the value changed, else 0.
 if mode == REFUND then
     local refund = helpers.refund[ARGV[3]]
     if not refund then
         return redis.error_reply('ERR cellrate: unknown algorithm ' .. ARGV[3])
     end
-    if tonumber(ARGV[5]) >= MAX_TOLERANCE_NS then
+    local emission, window, rate = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+    if window >= MAX_TOLERANCE_NS then
         return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
     end
-    local stored = redis.call('GET', KEYS[1])
+    local stored = stored1
     if not stored or cost == 0 then
         return 0 -- an absent key is idle: nothing to give back
     end
-    local ss, sns = helpers.parse(stored)
-    local write = refund(ss, sns, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
-                         ts, tns, cost)
-    if not write or write == stored then
+    local ss, sns, carried
+    if matches1 then
+        ss, sns = helpers.parse(substring(stored, #signature1 + 1))
+    else
+        ss, sns = helpers.carry(stored, ARGV[3], emission, window, rate, ts, tns)
+        if not ss then
+            return redis.error_reply(sns)
+        end
+        carried = true
+    end
+    local write = refund(ss, sns, emission, window, rate, ts, tns, cost)
+    if write then
+        ss, sns = helpers.parse(write)
+    elseif not carried then
+        return 0
+    end
+    write = signature1 .. helpers.format(ss, sns)
+    if write == stored then
         return 0
     end
     if now then
         redis.call('SET', KEYS[1], write)
+    elseif carried then
+        redis.call('SET', KEYS[1], write, 'PX', helpers.expiry_ms(
+            helpers.reset_after(ARGV[3], ss, sns, window, rate, ts, tns)))
     else
         redis.call('SET', KEYS[1], write, 'KEEPTTL')
     end
@@ -392,12 +643,13 @@ end
 
 -- Each limit decides on its key's state word (ss, sns), following
 -- core/decision.h: allowed (1/0), remaining, retry_after, reset_after, and
--- the state word to store (nil: nothing to write). Several limits: every key
+-- the value to store (nil: nothing to write). Several limits: every key
 -- is decided before any is written, and written only if all admit; a key
--- named twice decides the second time on the state the first would store
--- (pending).
-local allowed, remaining, retry, reset, state
-local decisions, states, pending
+-- named twice decides the second time on the value the first would store
+-- (pending). A state carried from another limit is written in a check or an
+-- allow whatever the decision (carried), so each key is carried once.
+local allowed, remaining, retry, reset, state, carried
+local decisions, states, carries, pending
 local all_allowed = true
 for i = 1, nkeys do
     local key = KEYS[i]
@@ -406,15 +658,30 @@ for i = 1, nkeys do
     if tolerance >= MAX_TOLERANCE_NS then
         return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
     end
-    local stored = pending and pending[key] or redis.call('GET', key)
-    local ss, sns = 0, 0
-    if stored then -- helpers.parse, inline
-        local len = #stored
-        if len <= 9 then
-            sns = tonumber(stored)
-        else
-            ss, sns = tonumber(substring(stored, 1, len - 9)), tonumber(substring(stored, len - 8))
+    local stored, signature, match = stored1, signature1, matches1
+    if i > 1 then
+        stored, signature, match = values[i], signatures[i], matches[i]
+        if pending[key] then
+            stored = pending[key]
+            match = find(stored, signature, 1, true) == 1
         end
+    end
+    local ss, sns = 0, 0
+    carried = nil
+    if match then -- helpers.parse, inline, after the signature
+        local len, from = #stored, #signature + 1
+        if len - from < 9 then
+            sns = tonumber(substring(stored, from))
+        else
+            ss, sns = tonumber(substring(stored, from, len - 9)), tonumber(substring(stored, len - 8))
+        end
+    elseif stored then
+        ss, sns = helpers.carry(stored, algorithm, tonumber(ARGV[base + 2]), tolerance,
+                                tonumber(ARGV[base + 4]), ts, tns)
+        if not ss then
+            return redis.error_reply(sns)
+        end
+        carried = signature .. helpers.format(ss, sns)
     end
     state = nil
     if algorithm == 'gcra' or algorithm == 'token_bucket' then
@@ -461,8 +728,9 @@ for i = 1, nkeys do
                     if ns >= E9 then
                         s, ns = s + 1, ns - E9
                     end
-                    -- helpers.format, inline
-                    state = s > 0 and string_format('%d%09d', s, ns) or string_format('%d', ns)
+                    -- signature .. helpers.format, inline
+                    state = s > 0 and string_format('%s%d%09d', signature, s, ns)
+                        or string_format('%s%d', signature, ns)
                     allowed, reset = 1, next_lead
                     remaining = (-allow_at - fmod(-allow_at, emission)) / emission
                 else
@@ -485,27 +753,33 @@ for i = 1, nkeys do
         end
         allowed, remaining, retry, reset, state =
             decide_window(ss, sns, tolerance, tonumber(ARGV[base + 4]), ts, tns, cost)
+        if state then
+            state = signature .. state
+        end
     end
     all_allowed = all_allowed and allowed == 1
     if nkeys > 1 then
         if i == 1 then
-            decisions, states, pending = {}, {}, {}
+            decisions, states, carries, pending = {}, {}, {}, {}
         end
-        decisions[i], states[i] = { allowed, remaining, retry, reset, i }, state
-        if state then
-            pending[key] = state
+        decisions[i], states[i], carries[i] = { allowed, remaining, retry, reset, i }, state, carried
+        if state or carried then
+            pending[key] = state or carried
         end
     end
 end
 
-if commit and all_allowed then
+if commit then
     for i = 1, nkeys do
         local write, reset_after = state, reset
         if nkeys > 1 then
-            write, reset_after = states[i], decisions[i][4]
+            write, reset_after, carried = states[i], decisions[i][4], carries[i]
+        end
+        if not all_allowed or not write then
+            write = carried -- nil: nothing admitted for this limit, nothing carried
         end
         if not write then
-            -- nothing admitted for this limit (cost 0)
+            -- nothing to write
         elseif now then
             -- an explicit now is not the server's clock: no expiry
             redis.call('SET', KEYS[i], write)
@@ -514,13 +788,12 @@ if commit and all_allowed then
             -- ms rounded up): from then on it is the same as absent
             local ms
             if type(reset_after) == 'string' then
-                local s, ns = helpers.parse(reset_after)
-                ms = s * 1000 + (ns + 999999 - fmod(ns + 999999, 1000000)) / 1000000
+                ms = helpers.expiry_ms(reset_after)
             else
                 ms = (reset_after + 999999 - fmod(reset_after + 999999, 1000000)) / 1000000
-            end
-            if ms < 1 then
-                ms = 1
+                if ms < 1 then
+                    ms = 1
+                end
             end
             redis.call('SET', KEYS[i], write, 'PX', ms)
         end

@@ -17,8 +17,13 @@ the client's own retries. While Redis cannot decide (unreachable, or a reply suc
 BUSY: UNAVAILABLE_REPLIES), `on_error` decides: "allow" (fail open), "deny"
 (fail closed) or "raise" (RedisUnavailable), and a probe off the request path
 tries Redis until it decides again; any other error reply raises
-RedisUnavailable. refund() gives back units a call took. Design:
-docs/design.md §11.
+RedisUnavailable. refund() gives back units a call took.
+
+A limit's keys are named by its `name` (default: its parameters), and each
+value records the limit it was written under, so reconfigure() and a process
+started with another limit under the same name carry what each key used,
+exactly as the in-process store (each key on its first check after the
+change). Design: docs/design.md §11.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import threading
 import time
 import weakref
 from importlib import resources
-from typing import Any, Callable, Dict, Iterable, List, Literal, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Literal, Sequence, Tuple, Union, cast
 
 import cellrate
 from cellrate._errors import invalid, invalid_type
@@ -99,6 +104,10 @@ MAX_TOLERANCE_NS = int(_PROTOCOL["MAX_TOLERANCE_NS"])
 ON_ERROR = tuple(_PROTOCOL["ON_ERROR"].split())
 _ON_ERROR_WORDS = ", ".join(f"'{word}'" for word in ON_ERROR[:-1]) + f" or '{ON_ERROR[-1]}'"
 DEFAULT_PREFIX = _PROTOCOL["PREFIX"]
+# A name's refused characters and the words of the refusals; what a live change says of
+# another algorithm (also the start of the script's reply for a key held under one).
+_NAME_REFUSES = _PROTOCOL["NAME_REFUSES"].split()
+_ALGORITHM_REPLY = _PROTOCOL["ALGORITHM_REPLY"]
 
 # The script's modes (its ARGV[1]).
 PEEK, CHECK, ALLOW, REFUND = (_PROTOCOL[mode].encode() for mode in
@@ -108,6 +117,30 @@ PEEK, CHECK, ALLOW, REFUND = (_PROTOCOL[mode].encode() for mode in
 # arguments) for one limit on the server's clock: the only requests whose
 # refusals are remembered.
 _ONE_LIMIT_SERVER_CLOCK = 8
+
+
+class _Sent:
+    """The limit a store sends, with what is derived from it: one object, replaced whole
+    by reconfigure(), so that a call never mixes two limits."""
+
+    __slots__ = ("limit", "args", "admitted", "window", "retry_per_unit_ns")
+
+    def __init__(self, limit: Any) -> None:
+        if limit.tolerance_ns >= MAX_TOLERANCE_NS:
+            raise invalid("burst", "burst " + _PROTOCOL["BURST_TOO_LARGE"])
+        self.limit = limit
+        # the limit as the script takes it
+        self.args = _limit_words(limit)
+        # the seconds in which the limit restores its units, for Decision.headers()
+        self.window: float = limit.window
+        # the answer to an admission in ALLOW mode (the script replies 1 alone)
+        self.admitted = cellrate.Decision(True, 0, 0.0, 0.0, limit.burst, self.window)
+        # How a refusal's retry_after grows per unit of cost above the remembered
+        # one (gcra: one emission interval; fixed window: not at all; sliding
+        # window: not known here, so Redis is asked).
+        self.retry_per_unit_ns: int | None = (
+            limit.emission_ns if limit.algorithm in ("gcra", "token_bucket")
+            else 0 if limit.algorithm == "fixed_window" else None)
 
 #: Refusals a limiter remembers at most (a full memory starts over).
 MAX_REFUSALS = 10_000
@@ -255,6 +288,7 @@ class _RedisLimit:
         *,
         burst: int | None = None,
         algorithm: Algorithm = "gcra",
+        name: str | None = None,
         prefix: str = DEFAULT_PREFIX,
         on_error: str = ON_ERROR[0],
         deny_cache: bool = True,
@@ -277,36 +311,47 @@ class _RedisLimit:
                                f"timeout must be a number of seconds, not {type(timeout).__name__}")
         if not 0 < timeout < math.inf:
             raise invalid("timeout", f"timeout must be finite and > 0 (seconds), not {timeout!r}")
+        if name is not None:
+            _check_name(name)
         # The core parses, defaults and validates the limit (and, per call, each key,
         # cost and now: _request).
-        self.limit = cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)
-        if self.limit.tolerance_ns >= MAX_TOLERANCE_NS:
-            raise invalid("burst", "burst " + _PROTOCOL["BURST_TOO_LARGE"])
+        self._sent = _Sent(cellrate.Limit(rate, period, burst=burst, algorithm=algorithm))
         self.client: Any = client
         self.prefix = prefix
-        self.algorithm: str = self.limit.algorithm
+        self.named = name is not None
+        #: The name of the limit's keys: given, or the first limit's parameters.
+        self.name: str = name if name is not None else _default_name(self._sent.limit)
+        self.algorithm: str = self._sent.limit.algorithm
         self.on_error = on_error
         self.deny_cache = deny_cache
         self.timeout = float(timeout)
-        # the limit as the script takes it
-        self._key_prefix, self._limit_args = _limit_words(prefix, self.limit)
+        self._key_prefix = f"{prefix}{self.name}:".encode()
         # a probe: a peek of cost 0 on the limit's empty key, which writes nothing
-        self._probe_words = _request(PEEK, ((self, b""),), 0, None)
-        # the seconds in which the limit restores its units, for Decision.headers()
-        self._window = self.limit.window
-        # the answer to an admission in ALLOW mode (the script replies 1 alone)
-        self._admitted = cellrate.Decision(True, 0, 0.0, 0.0, self.burst, self._window)
+        self._probe_words = _request(PEEK, ((self, b""),), 0, None)[0]
         self._availability = _Availability()
         # Refusals answered here until their retry_after passes (docs/design.md §11):
-        # Redis key -> (monotonic ns it ends, cost, monotonic ns it was asked, reply).
-        self._refusals: Dict[bytes, Tuple[int, int, int, List[Any]]] = {}
-        # How a refusal's retry_after grows per unit of cost above the remembered
-        # one (gcra: one emission interval; fixed window: not at all; sliding
-        # window: not known here, so Redis is asked).
-        self._retry_per_unit_ns: int | None = (
-            self.limit.emission_ns if self.algorithm in ("gcra", "token_bucket")
-            else 0 if self.algorithm == "fixed_window" else None)
+        # Redis key -> (monotonic ns it ends, cost, monotonic ns it was asked, reply,
+        # the limit sent).
+        self._refusals: Dict[bytes, Tuple[int, int, int, List[Any], _Sent]] = {}
 
+    def reconfigure(self, rate: float | str, period: float | None = None, *,
+                    burst: int | None = None, algorithm: Algorithm | None = None) -> None:
+        """Changes the limit this store sends, live: the next check (or allow) of each key
+        carries what the key used to the new limit (docs/design.md §4), in the script, at
+        that decision's instant; processes still sending the old limit carry it back on
+        their own calls. The algorithm stays (an error naming `algorithm`), and a limit
+        without a name cannot change (an error naming `name`: its keys are named by its
+        parameters). An invalid limit raises and changes nothing."""
+        if not self.named:
+            raise invalid("name", "name: " + _PROTOCOL["NAME_NEEDED"])
+        if algorithm is not None and algorithm != self.algorithm:
+            cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)  # the core's checks first
+            raise invalid("algorithm", "algorithm: " + _PROTOCOL["ALGORITHM_KEPT"])
+        self._sent = _Sent(cellrate.Limit(rate, period, burst=burst,
+                                          algorithm=cast(Algorithm, self.algorithm)))
+        self._refusals.clear()
+
+    limit = property(lambda self: self._sent.limit, doc="The limit sent (cellrate.Limit).")
     rate = property(lambda self: self.limit.rate, doc="Units admitted per period, per key.")
     period = property(lambda self: self.limit.period, doc="Seconds.")
     burst = property(lambda self: self.limit.burst, doc="Units an idle key may spend at once.")
@@ -314,7 +359,7 @@ class _RedisLimit:
     tolerance_ns = property(lambda self: self.limit.tolerance_ns, doc="burst * emission_ns.")
 
     def redis_key(self, key: Key) -> bytes:
-        """The Redis key holding `key`'s state: prefix, the limit, then the key."""
+        """The Redis key holding `key`'s state: prefix, the name, ':', then the key."""
         _check_request(key, 0, None)
         return self._key(key)
 
@@ -328,15 +373,17 @@ class _RedisLimit:
         """The Redis key of a key the core has validated."""
         return self._key_prefix + (key.encode() if isinstance(key, str) else key)
 
-    def _words(self, mode: bytes, key: Key, cost: int, now: float | None) -> List[Any]:
-        """EVALSHA's words after the SHA for one limit: numkeys, KEYS, ARGV."""
+    def _words(self, mode: bytes, key: Key, cost: int,
+               now: float | None) -> Tuple[List[Any], List[_Sent]]:
+        """EVALSHA's words after the SHA for one limit (numkeys, KEYS, ARGV), and the
+        limit sent."""
         return _request(mode, ((self, key),), cost, now)
 
     def _refund_words(self, key: Key, cost: int, now: float | None) -> List[Any]:
         self._forget(key)  # a refund makes the key better than its remembered refusal
-        return self._words(REFUND, key, cost, now)
+        return self._words(REFUND, key, cost, now)[0]
 
-    def _refused(self, words: Sequence[Any]) -> List[Any] | None:
+    def _refused(self, words: Sequence[Any], sent: _Sent) -> List[Any] | None:
         """The reply of a refusal still standing for this key, aged to now, for the cost
         asked: the remembered cost, or a larger one that the refusal implies (gcra: its
         retry_after later by the units added; fixed window: the same; an unfittable cost
@@ -345,27 +392,27 @@ class _RedisLimit:
         if not refusals or len(words) != _ONE_LIMIT_SERVER_CLOCK:
             return None
         entry = refusals.get(words[1])
-        if entry is None:
+        if entry is None or entry[4] is not sent:  # none, or under a limit changed since
             return None
         cost, refused_cost = words[3], entry[1]
         extra_ns = 0
         if cost != refused_cost:
-            per_unit = self._retry_per_unit_ns
+            per_unit = sent.retry_per_unit_ns
             # cost > burst never fits (gcra: cost * T > tau = burst * T; a fixed
             # window admits burst units): its answer is no wait
-            if cost < refused_cost or per_unit is None or cost > self.burst:
+            if cost < refused_cost or per_unit is None or cost > sent.limit.burst:
                 return None
             extra_ns = (cost - refused_cost) * per_unit
         now = time.monotonic_ns()
         if now >= entry[0]:
             refusals.pop(words[1], None)
             return None
-        _, _, asked, reply = entry
+        _, _, asked, reply, _ = entry
         aged = now - asked
         return [0, reply[1], int(reply[2]) - aged + extra_ns, max(int(reply[3]) - aged, 0), 1]
 
     def _answer(self, words: Sequence[Any], reply: Any, asked: int,
-                limits: Sequence[_RedisLimit]) -> cellrate.Decision:
+                sents: Sequence[_Sent]) -> cellrate.Decision:
         """The decision of a reply. A refusal on the server's clock is remembered until
         its retry_after passes, counted from `asked`, the instant before the request
         (Redis decided later, so the refusal holds at least that long, absent a reset
@@ -376,14 +423,16 @@ class _RedisLimit:
             if retry_after_ns > 0:  # not never (-1: no wait helps)
                 if len(self._refusals) >= MAX_REFUSALS:
                     self._refusals.clear()
-                self._refusals[words[1]] = (asked + retry_after_ns, words[3], asked, reply)
-        return _decision(reply, limits)
+                self._refusals[words[1]] = (asked + retry_after_ns, words[3], asked, reply,
+                                            sents[0])
+        return _decision(reply, sents)
 
     def _failed(self, error: Exception) -> cellrate.Decision:
         """The answer to a call that failed: on_error's when Redis cannot decide now (and,
         unless the call only found no free connection, the store answers on_error from
         then on while a probe tries Redis); a mistake raises RedisUnavailable."""
         if not _cannot_decide(error):
+            _raise_mistake(error)
             raise RedisUnavailable(f"Redis refused the decision: {error}") from error
         if not isinstance(error, _PoolExhausted) and self._availability.failed(
                 error, self.on_error):
@@ -408,13 +457,15 @@ class _RedisLimit:
         the same thing in every field: retry after the next probe, reset then too."""
         if self.on_error == "raise":
             raise RedisUnavailable("Redis cannot decide now (on_error='raise')") from error
+        sent = self._sent
         if self.on_error == "allow":
-            return self._admitted
+            return sent.admitted
         retry_after = FIRST_BACKOFF_S
         if self._availability.down_since is not None:
             retry_after = max(self._availability.retry_at - time.monotonic(), 0.0) \
                 or FIRST_BACKOFF_S
-        return cellrate.Decision(False, 0, retry_after, retry_after, self.burst, self._window)
+        return cellrate.Decision(False, 0, retry_after, retry_after, sent.limit.burst,
+                                 sent.window)
 
     def _start_probe(self) -> None:  # pragma: no cover - each face has its own
         raise NotImplementedError
@@ -425,14 +476,34 @@ class _RedisLimit:
         return RedisUnavailable(f"Redis cannot {what} now: {error}")
 
 
-def _limit_words(prefix: str, limit: Any) -> Tuple[bytes, Tuple[bytes, ...]]:
-    """The Redis key layout and the script's limit words, for a limit with the fields
-    algorithm, emission_ns, tolerance_ns and burst: the prefix of the limit's keys
-    (prefix + "<algorithm>:<tolerance_ns>:<burst>:", so two limits never share a key's
-    state) and its four ARGV words. Encoded once: redis-py sends bytes as they are."""
+def _limit_words(limit: Any) -> Tuple[bytes, ...]:
+    """The script's four ARGV words of a limit with the fields algorithm, emission_ns,
+    tolerance_ns and burst. Encoded once: redis-py sends bytes as they are."""
     fields = (limit.algorithm, limit.emission_ns, limit.tolerance_ns, limit.burst)
-    key_prefix = f"{prefix}{fields[0]}:{fields[2]}:{fields[3]}:".encode()
-    return key_prefix, tuple(str(field).encode() for field in fields)
+    return tuple(str(field).encode() for field in fields)
+
+
+def _default_name(limit: Any) -> str:
+    """The name of a limit given none: its parameters, "<algorithm>:<tolerance_ns>:<burst>"
+    (the signature the script records with each value), so that two limits without a
+    name never share a key, and the keys are those of the layout before names."""
+    return f"{limit.algorithm}:{limit.tolerance_ns}:{limit.burst}"
+
+
+def _check_name(name: Any) -> None:
+    """A name as the core takes a policy name, without the characters of NAME_REFUSES."""
+    cellrate.check_policy_name(name)
+    if any(refused in name for refused in _NAME_REFUSES):
+        raise invalid("name", "name " + _PROTOCOL["NAME_REFUSED"])
+
+
+def _raise_mistake(error: Exception) -> None:
+    """A script's error reply for a key held under another algorithm, raised as the
+    argument mistake it is (InvalidArgument naming algorithm); anything else returns."""
+    text = str(error)
+    at = text.find(_ALGORITHM_REPLY)
+    if isinstance(error, redis.exceptions.ResponseError) and at >= 0:
+        raise invalid("algorithm", text[at + len("cellrate: "):]) from error
 
 
 # The core's checks of a decision's key, cost and now, without a store.
@@ -440,35 +511,37 @@ _check_request = cellrate._cellrate._check_request
 
 
 def _request(mode: bytes, pairs: Sequence[Tuple["_RedisLimit", Key]], cost: int,
-             now: float | None) -> List[Any]:
+             now: float | None) -> Tuple[List[Any], List[_Sent]]:
     """The one builder of the script's words after the SHA: numkeys, KEYS (a key per
     limit), ARGV (mode, cost, each limit's four words, then now in ns when given, as
-    the core rounds it). Each key, cost and now is validated by the core first."""
+    the core rounds it); and the limits sent, which answer the reply. Each key, cost
+    and now is validated by the core first."""
     now_ns = None
     for _, key in pairs:
         now_ns = _check_request(key, cost, now)
     keys = [limit._key(key) for limit, key in pairs]
+    sents = [limit._sent for limit, _ in pairs]
     args: List[Any] = [mode, cost]
-    for limit, _ in pairs:
-        args += limit._limit_args
+    for sent in sents:
+        args += sent.args
     if now_ns is not None:
         args.append(now_ns)
-    return [len(keys), *keys, *args]
+    return [len(keys), *keys, *args], sents
 
 
-def _decision(reply: Any, limits: Sequence[_RedisLimit]) -> cellrate.Decision:
+def _decision(reply: Any, sents: Sequence[_Sent]) -> cellrate.Decision:
     if not isinstance(reply, list):  # ALLOW, admitted: the verdict alone
-        return limits[0]._admitted
+        return sents[0].admitted
     allowed, remaining, retry_after_ns, reset_after_ns, index = reply
     retry_after_ns = int(retry_after_ns)
-    limit = limits[index - 1]
+    sent = sents[index - 1]
     return cellrate.Decision(
         allowed == 1,
         remaining,
         math.inf if retry_after_ns < 0 else retry_after_ns / 1e9,
         int(reset_after_ns) / 1e9,
-        limit.burst,
-        limit._window,
+        sent.limit.burst,
+        sent.window,
     )
 
 
@@ -572,12 +645,16 @@ class _Connections:
 class RedisLimiter(_RedisLimit):
     """A limit per key, kept in Redis (redis-py's redis.Redis or redis.cluster.RedisCluster).
 
-    RedisLimiter(client, rate, period=None, *, burst=None, algorithm="gcra",
+    RedisLimiter(client, rate, period=None, *, burst=None, algorithm="gcra", name=None,
                  prefix="cellrate:", on_error="allow", deny_cache=True, timeout=0.25)
 
     The limit's arguments are those of cellrate.Limit, and `limit` is that value.
-    Keys live in Redis as prefix + "<algorithm>:<tolerance_ns>:<burst>:" + key, so
-    two limits never share a key's state. Thread-safe.
+    Keys live in Redis as prefix + name + ":" + key. `name` (1 to 64 printable ASCII
+    characters, no '{', '}' or ':') is what ties a limit's keys across changes: a
+    process started with another rate under the same name, or reconfigure(), carries
+    what each key used. Without a name the keys are named by the limit's parameters
+    ("<algorithm>:<tolerance_ns>:<burst>", the layout before names): two limits never
+    share a key's state, and such a limit cannot change live. Thread-safe.
 
     timeout: no call holds a decision longer (seconds), whatever the client's
     own timeouts and retries: with a redis.Redis client the store sends through
@@ -619,11 +696,11 @@ class RedisLimiter(_RedisLimit):
         except redis.exceptions.NoScriptError:
             return self._run("EVAL", SCRIPT, *words)
 
-    def _decide(self, words: Sequence[Any], limits: Sequence[_RedisLimit],
-                cost: int) -> cellrate.Decision:
-        reply = self._refused(words)
+    def _decide(self, request: Tuple[List[Any], List[_Sent]]) -> cellrate.Decision:
+        words, sents = request
+        reply = self._refused(words, sents[0])
         if reply is not None:
-            return _decision(reply, limits)
+            return _decision(reply, sents)
         if self._availability.down_since is not None:
             return self._while_down()
         asked = time.monotonic_ns()
@@ -631,7 +708,7 @@ class RedisLimiter(_RedisLimit):
             reply = self._call(words)
         except Exception as error:
             return self._failed(error)
-        return self._answer(words, reply, asked, limits)
+        return self._answer(words, reply, asked, sents)
 
     def _start_probe(self) -> None:
         stop = self._probe_stop = threading.Event()
@@ -650,15 +727,15 @@ class RedisLimiter(_RedisLimit):
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
-        return self._decide(self._words(CHECK, key, cost, now), (self,), cost)
+        return self._decide(self._words(CHECK, key, cost, now))
 
     def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
         """check(...).allowed."""
-        return self._decide(self._words(ALLOW, key, cost, now), (self,), cost).allowed
+        return self._decide(self._words(ALLOW, key, cost, now)).allowed
 
     def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
-        return self._decide(self._words(PEEK, key, cost, now), (self,), cost)
+        return self._decide(self._words(PEEK, key, cost, now))
 
     def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
         """Gives back `cost` units of `key` taken earlier (a call that was cancelled or
@@ -669,6 +746,7 @@ class RedisLimiter(_RedisLimit):
         try:
             self._call(words)
         except Exception as error:
+            _raise_mistake(error)
             raise self._unavailable("refund", error) from error
 
     def reset(self, key: Key) -> None:
@@ -769,11 +847,11 @@ class AsyncRedisLimiter(_RedisLimit):
         except redis.exceptions.NoScriptError:
             return await self._run("EVAL", SCRIPT, *words)
 
-    async def _decide(self, words: Sequence[Any], limits: Sequence[_RedisLimit],
-                      cost: int) -> cellrate.Decision:
-        reply = self._refused(words)
+    async def _decide(self, request: Tuple[List[Any], List[_Sent]]) -> cellrate.Decision:
+        words, sents = request
+        reply = self._refused(words, sents[0])
         if reply is not None:
-            return _decision(reply, limits)
+            return _decision(reply, sents)
         if self._availability.down_since is not None:
             return self._while_down()
         asked = time.monotonic_ns()
@@ -781,7 +859,7 @@ class AsyncRedisLimiter(_RedisLimit):
             reply = await self._call(words)
         except Exception as error:
             return self._failed(error)
-        return self._answer(words, reply, asked, limits)
+        return self._answer(words, reply, asked, sents)
 
     def _start_probe(self) -> None:
         try:
@@ -804,15 +882,15 @@ class AsyncRedisLimiter(_RedisLimit):
     async def check(self, key: Key, cost: int = 1, *,
                     now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
-        return await self._decide(self._words(CHECK, key, cost, now), (self,), cost)
+        return await self._decide(self._words(CHECK, key, cost, now))
 
     async def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
         """(await check(...)).allowed."""
-        return (await self._decide(self._words(ALLOW, key, cost, now), (self,), cost)).allowed
+        return (await self._decide(self._words(ALLOW, key, cost, now))).allowed
 
     async def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
-        return await self._decide(self._words(PEEK, key, cost, now), (self,), cost)
+        return await self._decide(self._words(PEEK, key, cost, now))
 
     async def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
         """RedisLimiter.refund, awaited."""
@@ -820,6 +898,7 @@ class AsyncRedisLimiter(_RedisLimit):
         try:
             await self._call(words)
         except Exception as error:
+            _raise_mistake(error)
             raise self._unavailable("refund", error) from error
 
     async def reset(self, key: Key) -> None:
@@ -852,7 +931,7 @@ async def _probe_task(store_ref: "weakref.ref[AsyncRedisLimiter]",
 
 
 def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now: float | None,
-                       kind: type) -> Tuple[List[_RedisLimit], List[Any]]:
+                       kind: type) -> Tuple[_RedisLimit, Tuple[List[Any], List[_Sent]]]:
     pairs = list(items)
     if not pairs:
         raise invalid("items", "items must name at least one limit")
@@ -861,7 +940,7 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
             raise invalid_type("items", f"items must be (limiter, key) pairs of {kind.__name__}")
         if pair[0].client is not pairs[0][0].client:
             raise invalid("items", "items: every limiter must use the same Redis client")
-    return [limit for limit, _ in pairs], _request(CHECK, pairs, cost, now)
+    return pairs[0][0], _request(CHECK, pairs, cost, now)
 
 
 def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
@@ -870,16 +949,14 @@ def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
     limit admits, and a refusal takes nothing from any. Returns the tightest Decision
     (refused: the longest retry_after; admitted: the fewest remaining). In a Cluster the
     keys must share a slot (hash tags, e.g. "{user:42}"). on_error is the first limiter's."""
-    limits, words = _check_all_request(items, cost, now, RedisLimiter)
-    first = limits[0]
+    first, request = _check_all_request(items, cost, now, RedisLimiter)
     assert isinstance(first, RedisLimiter)
-    return first._decide(words, limits, cost)
+    return first._decide(request)
 
 
 async def check_all_async(items: Iterable[Tuple[AsyncRedisLimiter, Key]], cost: int = 1, *,
                           now: float | None = None) -> cellrate.Decision:
     """check_all for AsyncRedisLimiter."""
-    limits, words = _check_all_request(items, cost, now, AsyncRedisLimiter)
-    first = limits[0]
+    first, request = _check_all_request(items, cost, now, AsyncRedisLimiter)
     assert isinstance(first, AsyncRedisLimiter)
-    return await first._decide(words, limits, cost)
+    return await first._decide(request)

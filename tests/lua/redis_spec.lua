@@ -140,6 +140,110 @@ describe("cellrate.redis", function()
       end
    end)
 
+   -- The shared vectors through this face, each live change by store:reconfigure
+   -- and a probe at its instant (the script carries the key then), every
+   -- decision and every stored state compared; a reservation's state is
+   -- written as a bare word (the layout before names: read under the limit
+   -- sent). A time, cost or limit this Lua cannot pass exactly, or a limit
+   -- the store refuses (a tolerance of 9e15 ns or more), ends its sequence.
+   it("replays tests/vectors/decisions.txt, live changes included", function()
+      local function seconds(text) -- gcra_model.float_face_seconds
+         local ns = tonumber(text)
+         if ns < 2 ^ 50 then return ns / 1e9 end
+         local fraction = tonumber(text:sub(-9))
+         return fraction % 1953125 == 0 and tonumber(text:sub(1, -10)) + fraction / 1e9 or nil
+      end
+      local function exact(text) -- an integer this Lua carries exactly
+         local value = tonumber(text)
+         return ("%.0f"):format(value) == text and value < 2 ^ 53 and value or nil
+      end
+      local function limit(algorithm, first, second) -- rate, opts of a vector's limit
+         local period, count = seconds(first), exact(second)
+         local window = algorithm:find("window") ~= nil
+         local tolerance = window and tonumber(first) or tonumber(first) * tonumber(second)
+         if not period or not count or tolerance >= store_module.MAX_TOLERANCE_NS then return nil end
+         if window then return count, { period = period } end
+         return 1, { period = period, burst = count }
+      end
+      local function state(store)
+         local value = client:get(store.key_prefix .. "v")
+         return value and value:match("(%d+)$") or "0"
+      end
+      local counts, mismatches = { ops = 0, changes = 0 }, {}
+      local function mismatch(line, what)
+         mismatches[#mismatches + 1] = ("decisions.txt:%d: %s"):format(line, what)
+      end
+      local store, stopped = nil, true
+      local function start(name, first, second)
+         client:del("cellrate:vectors:v")
+         local rate, opts = limit(name, first, second)
+         stopped, store = rate == nil, nil
+         if rate then
+            opts.algorithm, opts.name, opts.on_error = name, "vectors", "raise"
+            store = store_module.limiter(client, rate, opts)
+            stopped = store.limit.tolerance_ns ~= (name:find("window") and tonumber(first)
+                                                   or tonumber(first) * tonumber(second))
+         end
+      end
+      local lines = {}
+      for text in io.lines("tests/vectors/decisions.txt") do
+         lines[#lines + 1] = text
+      end
+      for _, name in ipairs({ "token_bucket", "gcra", "fixed_window", "sliding_window" }) do
+         for number, text in ipairs(lines) do
+            local w = {}
+            for word in text:gmatch("%S+") do w[#w + 1] = word end
+            if w[1] == "limit" or w[1] == "window" then
+               local this = w[1] == "limit" and (name:find("window") and "" or name) or w[2]
+               stopped = true
+               if this == name then
+                  start(name, w[#w - 1], w[#w])
+               end
+            elseif not (stopped or w[1] == nil or w[1]:sub(1, 1) == "#") then
+               -- (a comment, or a line of another algorithm's or an ended sequence: passed)
+               if w[1] == "reset" then
+                  store:reset("v")
+               elseif w[1] == "reserve" then
+                  client:set(store.key_prefix .. "v", w[7])
+               else
+                  local now, cost = seconds(w[2]), exact(w[3])
+                  if not now or (not cost and w[1] ~= "reconfigure") then
+                     stopped = true
+                  elseif w[1] == "refund" then
+                     assert(store:refund("v", cost, now))
+                     if state(store) ~= w[4] then mismatch(number, "refund left " .. state(store)) end
+                  elseif w[1] == "reconfigure" then
+                     local rate, opts = limit(name, w[3], w[4])
+                     if not rate then
+                        stopped = true
+                     else
+                        store:reconfigure(rate, opts)
+                        store:check("v", 0, now)
+                        counts.changes = counts.changes + 1
+                        if state(store) ~= w[5] then mismatch(number, "carried " .. state(store)) end
+                     end
+                  else
+                     local allowed, remaining, retry_after, reset_after =
+                        (w[4] == "1" and store.check or store.peek)(store, "v", cost, now)
+                     local want_retry = w[7] == "9223372036854775807" and math.huge or tonumber(w[7]) / 1e9
+                     if allowed ~= (w[5] == "1") or remaining ~= tonumber(w[6])
+                           or retry_after ~= want_retry or reset_after ~= tonumber(w[8]) / 1e9
+                           or state(store) ~= w[9] then
+                        mismatch(number, ("got %s %s %.17g %.17g, state %s"):format(tostring(allowed),
+                           tostring(remaining), retry_after, reset_after, state(store)))
+                     end
+                     counts.ops = counts.ops + 1
+                  end
+               end
+            end
+         end
+      end
+      print(("\ncellrate.redis vectors (%s): %d ops, %d live changes"):format(
+         jit and jit.version or _VERSION, counts.ops, counts.changes))
+      assert.equal(0, #mismatches, table.concat(mismatches, "\n", 1, math.min(#mismatches, 12)))
+      assert.is_true(counts.ops > 20000 and counts.changes > 1000)
+   end)
+
    it("sets the key to expire when its TAT passes", function()
       local store = store_module.limiter(client, 2, { burst = 3, on_error = "raise" })
       local _, _, _, reset_after = store:check("e", 2)
@@ -208,6 +312,14 @@ describe("cellrate.redis", function()
          { function() store_module.limiter(client, 10):refund("k", -1) end, "cost" },
          { function() store_module.limiter(client, 10):reset({}) end, "key" },
          { function() store_module.limiter(client, 10, 5) end, "opts" },
+         { function() store_module.limiter(client, 10, { name = "a:b" }) end, "name" },
+         { function() store_module.limiter(client, 10, { name = 5 }) end, "name" },
+         { function() store_module.limiter(client, 10):reconfigure(20) end, "name" },
+         { function() store_module.limiter(client, 10, { name = "n" }):reconfigure(-1) end, "rate" },
+         { function() store_module.limiter(client, 10, { name = "n" }):reconfigure(20, 5) end, "opts" },
+         { function()
+              store_module.limiter(client, 10, { name = "n" }):reconfigure(20, { algorithm = "fixed_window" })
+           end, "algorithm" },
       }
       for _, case in ipairs(cases) do
          local ok, err = pcall(case[1])
@@ -216,6 +328,40 @@ describe("cellrate.redis", function()
          -- raised at the caller's position: this file, not the module
          assert.equal("tests/lua/redis_spec.lua", tostring(err):match("^([^:]+):%d+: "), err)
       end
+   end)
+
+   it("raises naming algorithm for a key held under another one, at the caller's line", function()
+      local gcra = store_module.limiter(client, 10, { name = "algo", on_error = "raise" })
+      assert.is_true((gcra:check("k", 3, 5)))
+      local before = client:get(gcra.key_prefix .. "k")
+      for _, on_error in ipairs({ "allow", "deny", "raise" }) do
+         local other = store_module.limiter(client, 10, { name = "algo", algorithm = "fixed_window",
+                                                          on_error = on_error })
+         local calls = {
+            function() other:check("k", 1, 5) end,
+            function() other:peek("k", 1, 5) end,
+            function() other:allow("k", 1, 5) end,
+            function() other:refund("k", 1, 5) end,
+            function() store_module.check_all({ { other, "k" } }, 1, 5) end,
+         }
+         for _, call in ipairs(calls) do
+            local ok, err = pcall(call)
+            assert.is_false(ok)
+            assert.equal("tests/lua/redis_spec.lua", tostring(err):match("^([^:]+):%d+: "), err)
+            assert.is_truthy(tostring(err):find(": algorithm: the keys of this name hold gcra, not "
+               .. "fixed_window; ", 1, true), err)
+         end
+      end
+      assert.equal(before, client:get(gcra.key_prefix .. "k"))
+   end)
+
+   it("changes a named limit live, carrying each key on its next check", function()
+      local store = store_module.limiter(client, 10, { burst = 10, name = "live", on_error = "raise" })
+      assert.same({ true, 4, 0, 0.6 }, { store:check("k", 6, 5) })
+      store:reconfigure(100, { burst = 20 })
+      assert.equal(20, store.burst)
+      assert.same({ true, 14, 0, 0.06 }, { store:check("k", 0, 5) })
+      assert.equal("gcra:200000000:20 5060000000", client:get("cellrate:live:k"))
    end)
 
    it("answers on_error for a reply that means Redis cannot decide now (OOM)", function()

@@ -45,6 +45,9 @@ from redis_servers import REDIS_CLI, RedisServer, needs_redis, redis_server  # n
 pytestmark = needs_redis
 
 TIMEOUT = 0.2  # the clients' socket timeout in these tests
+# The last commit whose script wrote the layout before names (bare state words, keys by
+# the limit's parameters): its script writes the old keys in the test that reads them.
+OLD_LAYOUT = "51d8de7"
 
 
 def client_for(port: int, **kwargs) -> redis.Redis:
@@ -134,9 +137,8 @@ def read_vectors():
     A step is ("op", fields), ("refund", [now, cost, state_after]), ("set",
     state) for a reservation (which the Redis store does not make: the test
     writes the state it leaves), ("reconfigure", [now, T or window, burst or
-    rate, state_after]) for a live change (which the Redis store does not make
-    yet: the test writes the carried state and goes on with the new limit), or
-    ("reset",). gcra sequences are also run as token_bucket.
+    rate, state_after]) for a live change, or ("reset",). gcra sequences are
+    also run as token_bucket.
     """
     sequences = []
     for text in (ROOT / "tests" / "vectors" / "decisions.txt").read_text().splitlines():
@@ -161,9 +163,19 @@ def read_vectors():
     return sequences
 
 
+def stored_state(client, key) -> int:
+    """The state word of a key's value ('<algorithm>:<tolerance_ns>:<burst> <state>'), 0
+    for an absent key."""
+    value = client.get(key)
+    return int(value.split()[-1]) if value else 0
+
+
 def test_vectors_through_the_script_give_the_cores_decisions(client):
+    """Every vector through the script, a live change included: at a reconfigure line the
+    calls that follow send the new limit, and a probe (cost 0, check) at the change's
+    instant carries the key in the script, which writes the carried state."""
     script = client.register_script(cr_redis.SCRIPT)
-    compared, refunds = {}, {}
+    compared, refunds, changes = {}, {}, {}
     outside = 0
     for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
         if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
@@ -176,23 +188,25 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
             for step in steps:
                 emission_ns, tolerance_ns, burst = limit
                 if step[0] == "reconfigure":
-                    _, first, second, after = step[1]
+                    now, first, second, after = step[1]
                     limit = (first, first * second, second) if algorithm == "gcra" else (
                         0, first, second)
                     if limit[1] >= cr_redis.MAX_TOLERANCE_NS:
                         break
-                    client.set("v", after)
+                    script(keys=["v"], args=[1, 0, name, *limit, now])
+                    assert stored_state(client, "v") == after, (name, step)
+                    changes[name] = changes.get(name, 0) + 1
                     continue
                 if step[0] == "reset" or step == ("set", 0):
                     client.delete("v")
                     continue
                 if step[0] == "set":
-                    client.set("v", step[1])
+                    client.set("v", f"{name}:{tolerance_ns}:{burst} {step[1]}")
                     continue
                 if step[0] == "refund":
                     now, cost, after = step[1]
                     script(keys=["v"], args=[3, cost, name, emission_ns, tolerance_ns, burst, now])
-                    assert int(client.get("v") or 0) == after, (name, step)
+                    assert stored_state(client, "v") == after, (name, step)
                     refunds[name] = refunds.get(name, 0) + 1
                     continue
                 now, cost, commit, allowed, remaining, retry_after, reset_after, after = step[1]
@@ -201,11 +215,13 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
                 got_retry = int(reply[2])
                 assert (reply[0], reply[1], got_retry if got_retry >= 0 else NEVER,
                         int(reply[3])) == (allowed, remaining, retry_after, reset_after), (name, step)
-                assert int(client.get("v") or 0) == after, (name, step)
+                assert stored_state(client, "v") == after, (name, step)
                 compared[name] = compared.get(name, 0) + 1
-    print(f"vectors: ops compared exactly {compared}, refunds {refunds}, {outside} beyond 9e15 ns")
+    print(f"vectors: ops compared exactly {compared}, refunds {refunds}, live changes {changes}, "
+          f"{outside} beyond 9e15 ns")
     assert compared["gcra"] >= 9000 and outside < compared["gcra"] / 10
     assert all(refunds.get(name, 0) >= 5 for name in ALGORITHMS), refunds
+    assert all(changes.get(name, 0) >= 20 for name in ALGORITHMS), changes
 
 
 def _core_takes_algorithms() -> bool:
@@ -216,43 +232,61 @@ def _core_takes_algorithms() -> bool:
     return True
 
 
+def face_limit(algorithm: str, emission_or_window_ns: int, burst_or_rate: int):
+    """(rate, period, burst) giving a limit of exactly these ns through a float face, or
+    None where a float cannot."""
+    if algorithm == "gcra":
+        period = model.float_face_period(emission_or_window_ns)
+        return None if period is None else (1.0, period, burst_or_rate)
+    period = model.float_face_seconds(emission_or_window_ns)
+    return None if period is None else (burst_or_rate, period, None)
+
+
 def test_vectors_through_the_python_face(client):
-    """The same vectors through RedisLimiter where a float face can pass them (as test_vectors)."""
-    compared = refunds = 0
+    """The same vectors through RedisLimiter where a float face can pass them (as
+    test_vectors), each live change by reconfigure() and a probe at its instant."""
+    compared = refunds = changes = 0
     windows = _core_takes_algorithms()
     for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
-        if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
+        if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS or (algorithm != "gcra" and not windows):
             continue
-        if algorithm == "gcra":
-            period = model.float_face_period(emission_ns)
-            if period is None:
-                continue
-            limiter = RedisLimiter(client, 1.0, period, burst=burst, on_error="raise")
-        else:
-            period = model.float_face_seconds(tolerance_ns)
-            if not windows or period is None:
-                continue
-            limiter = RedisLimiter(client, burst, period, algorithm=algorithm, on_error="raise")
-            if limiter.tolerance_ns != tolerance_ns:
-                continue
+        given = face_limit(algorithm, emission_ns if algorithm == "gcra" else tolerance_ns, burst)
+        if given is None:
+            continue
+        rate, period, burst_given = given
+        limiter = RedisLimiter(client, rate, period, burst=burst_given, algorithm=algorithm,
+                               name="vectors", on_error="raise")
+        if limiter.tolerance_ns != tolerance_ns:
+            continue
         client.delete(limiter.redis_key("v"))
         for step in steps:
-            if step[0] == "reconfigure":
-                break  # RedisLimiter changes no limit live yet; the script's decisions from a
-                # carried state are compared in the test above
             if step[0] == "reset" or step == ("set", 0):
                 limiter.reset("v")
                 continue
             if step[0] == "set":
-                client.set(limiter.redis_key("v"), step[1])
+                client.set(limiter.redis_key("v"), step[1])  # a bare word: read under the limit sent
                 continue
             now = step[1][0]
             seconds = model.float_face_seconds(now)
             if seconds is None:
                 break  # the rest of this sequence depends on a time a float cannot carry
+            if step[0] == "reconfigure":
+                _, first, second, after = step[1]
+                given = face_limit(algorithm, first, second)
+                tolerance_ns = first * second if algorithm == "gcra" else first
+                if given is None or tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
+                    break
+                limiter.reconfigure(given[0], given[1], burst=given[2])
+                if limiter.tolerance_ns != tolerance_ns:
+                    break
+                burst = limiter.burst
+                limiter.check("v", 0, now=seconds)  # carries, at the change's instant
+                assert stored_state(client, limiter.redis_key("v")) == after, step
+                changes += 1
+                continue
             if step[0] == "refund":
                 limiter.refund("v", step[1][1], now=seconds)
-                assert int(client.get(limiter.redis_key("v")) or 0) == step[1][2], step
+                assert stored_state(client, limiter.redis_key("v")) == step[1][2], step
                 refunds += 1
                 continue
             now, cost, commit, allowed, remaining, retry_after, reset_after, _ = step[1]
@@ -261,7 +295,226 @@ def test_vectors_through_the_python_face(client):
                 bool(allowed), remaining, math.inf if retry_after == NEVER else retry_after / 1e9,
                 reset_after / 1e9, burst), step
             compared += 1
-    assert compared >= 8000 and refunds >= 300
+    print(f"python face: ops {compared}, refunds {refunds}, live changes {changes}")
+    assert compared >= 8000 and refunds >= 300 and changes >= 200
+
+
+# --------------------------------------------------------------------------
+# Live changes: keys by name, carried in the script
+
+
+T0 = 5.0  # seconds: the instant of the reference vectors' changes
+
+
+def test_reference_vectors_of_a_live_change(client):
+    """docs/design.md §4's three reference vectors, each by reconfigure() and by a new store
+    started with the new limit under the same name (a restarted process)."""
+    for restart in (False, True):
+        def change(store, *args, **kwargs):
+            if restart:
+                return RedisLimiter(client, *args, name=store.name, on_error="raise", **kwargs)
+            store.reconfigure(*args, **{k: v for k, v in kwargs.items() if k != "algorithm"})
+            return store
+
+        client.flushall()
+        # gcra 10/s burst 10, 6 used at t0, changed to 100/s burst 20 at t0 -> remaining 14
+        store = RedisLimiter(client, 10, burst=10, name="up", on_error="raise")
+        assert store.check("k", 6, now=T0).remaining == 4
+        store = change(store, 100, burst=20)
+        assert store.check("k", 0, now=T0).remaining == 14
+        assert store.check("k", 14, now=T0).allowed and not store.check("k", 1, now=T0).allowed
+        # gcra 100/s burst 100, 80 used, changed to 10/s burst 10 -> refused; the first
+        # admission of cost 1 at t0 + 7.1 s
+        store = RedisLimiter(client, 100, burst=100, name="down", on_error="raise")
+        assert store.check("k", 80, now=T0).allowed
+        store = change(store, 10, burst=10)
+        refused = store.check("k", 1, now=T0)
+        assert not refused.allowed and refused.retry_after == 7.1
+        assert not store.check("k", 1, now=T0 + 7.099999999).allowed
+        assert store.check("k", 1, now=T0 + 7.1).allowed
+        # fixed_window 100/minute, 60 used in this minute, changed to 80/minute -> 20 more
+        # this minute; changed to 50/minute -> refused until the next minute
+        minute = 1_700_000_000.0  # a minute boundary of the epoch: 28333333 * 60 + 20
+        minute -= minute % 60
+        store = RedisLimiter(client, "100/minute", algorithm="fixed_window", name="window",
+                             on_error="raise")
+        assert store.check("k", 60, now=minute + 10).allowed
+        store = change(store, "80/minute", algorithm="fixed_window")
+        assert store.check("k", 0, now=minute + 20).remaining == 20
+        assert not store.check("k", 21, now=minute + 20).allowed
+        store = change(store, "50/minute", algorithm="fixed_window")
+        refused = store.check("k", 1, now=minute + 30)
+        assert not refused.allowed and refused.retry_after == 30.0
+        assert store.check("k", 50, now=minute + 60).allowed
+        # a change to the same parameters changes nothing
+        store = RedisLimiter(client, 10, burst=10, name="same", on_error="raise")
+        store.check("k", 4, now=T0)
+        before = client.get(store.redis_key("k"))
+        store = change(store, 10, burst=10)
+        assert store.check("k", 0, now=T0 + 0.05).remaining == 6
+        assert client.get(store.redis_key("k")) == before
+
+
+@pytest.mark.parametrize("admitted, changed", [(10.0, 10.000000001),
+                                               (3e9, 3e9 - 200 * 86400.0)])
+def test_a_carry_matches_the_core_where_the_product_passes_2_53(client, admitted, changed):
+    """The carry's exact division past 2^53 (lead * T_new): the core's, to the ns, with
+    times of months (decimal strings), past the horizon (clipped there), and for a lead
+    of months (the clock stepped back 200 days between the admission and the change)."""
+    for old, new in [((1e9 / 3, 1.0, 10**13), (1e5 / 1.0001, 1.0, 10)),
+                     ((1e9 / 7, 1.0, 10**14), (1, 1000.0, 3)),
+                     ((1e9, 1.0, 8 * 10**15), (1, 1e6, 1)),
+                     ((10, 1.0, 10), (1, 7.0, 5)), ((10, 1.0, 10), (1000, 1.0, 3))]:
+        store = RedisLimiter(client, old[0], old[1], burst=old[2], name="big", on_error="raise")
+        core = cellrate.KeyedLimiter(old[0], old[1], burst=old[2])
+        client.flushall()
+        used = old[2] - 2
+        assert store.check("k", used, now=admitted) == core.check("k", used, now=admitted)
+        store.reconfigure(new[0], new[1], burst=new[2])
+        core.reconfigure(new[0], new[1], burst=new[2], now=changed)
+        assert store.check("k", 0, now=changed) == core.peek("k", 0, now=changed), (old, new)
+        for later in (changed + 0.5, changed + 1e5, changed + 1e7, admitted + 1e7):
+            assert store.peek("k", 1, now=later) == core.peek("k", 1, now=later), (old, later)
+
+
+def test_a_carry_to_a_slower_limit_keeps_the_key_as_long_as_it_matters(client):
+    """On the server's clock a carried state is written with its own expiry, refused or not:
+    a key carried to a slower rate outlives the old one's expiry, so it never comes back
+    idle (a fresh burst) before its units are restored."""
+    fast = RedisLimiter(client, 100, burst=10, name="slow-down", on_error="raise")
+    assert fast.check("k", 10).allowed  # expires in 100 ms under this limit
+    slow = RedisLimiter(client, 1, burst=10, name="slow-down", on_error="raise")
+    refused = slow.check("k", 1)
+    assert not refused.allowed and refused.reset_after > 9.0
+    assert client.pttl(slow.redis_key("k")) > 9_000
+    time.sleep(0.15)  # past the old expiry: still refused
+    assert not slow.check("k", 1).allowed
+
+
+def test_two_clients_share_one_name_across_a_change(server):
+    """Two processes' stores (two clients) under one name, one changed live: every decision
+    is the core's for a key carried at each change of the limit that decides it."""
+    first, second = client_for(server.port), client_for(server.port)
+    first.flushall()
+    a = RedisLimiter(first, 10, burst=10, name="shared", on_error="raise")
+    b = RedisLimiter(second, 10, burst=10, name="shared", on_error="raise")
+    core = cellrate.KeyedLimiter(10, burst=10)
+    rng = random.Random(5)
+    now, limits = 100.0, [(10, 10), (100, 20), (2, 5)]
+    current = {id(a): limits[0], id(b): limits[0]}
+    core_limit = limits[0]
+    admitted = 0
+    for step in range(600):
+        now += rng.choice([0.0, 0.01, 0.05, 0.2])
+        store = rng.choice([a, b])
+        if step % 50 == 49:
+            rate, burst = rng.choice(limits)
+            store.reconfigure(rate, burst=burst)
+            current[id(store)] = (rate, burst)
+            continue
+        if current[id(store)] != core_limit:  # the key is carried by this store's call, now
+            core_limit = current[id(store)]
+            core.reconfigure(core_limit[0], burst=core_limit[1], now=now)
+        cost = rng.choice([0, 1, 1, 2, 3])
+        decision = store.check("k", cost, now=now)
+        assert decision == core.check("k", cost, now=now), step
+        admitted += decision.allowed
+    assert admitted > 100
+
+
+@pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
+def test_a_python_and_a_lua_process_share_one_name_across_a_change(client, server, interpreter):
+    """A Python store uses 6 of 10/s burst 10; a Lua process starts with 100/s burst 20
+    under the same name and finds 14 left (the first reference vector); Python, still on
+    the old limit, carries the key back on its next call."""
+    python = RedisLimiter(client, 10, burst=10, name="cross", on_error="raise")
+    assert python.check("k", 6, now=T0).remaining == 4
+    lua = lua_run(interpreter, f"""
+        package.path = package.path .. ";/usr/share/lua/5.3/?.lua"
+        local client = require("redis").connect("127.0.0.1", {server.port})
+        local store = require("cellrate.redis").limiter(client, 100,
+            {{ burst = 20, name = "cross", on_error = "raise" }})
+        print((select(2, store:check("k", 0, {T0}))))
+        print((select(2, store:check("k", 4, {T0}))))
+    """).split()
+    assert lua == ["14", "10"]  # 10 used of 20
+    assert python.check("k", 0, now=T0).remaining == 0  # 10 used of 10, carried back
+
+
+def test_a_key_of_the_layout_before_names_is_read_or_expires(client):
+    """Keys written by the script of the layout before names (its text from git) are read
+    by a store without a name (the same key: the limit's parameters) exactly as the core
+    reads their state, and rewritten in the new layout; a named store makes keys of its
+    own, and the old ones expire by their own TTL."""
+    old = subprocess.run(["git", "-C", str(ROOT), "show",
+                          f"{OLD_LAYOUT}:lua/cellrate/redis_decide.lua"],
+                         capture_output=True, check=True).stdout
+    unnamed = RedisLimiter(client, 10, burst=10, on_error="raise")
+    core = cellrate.KeyedLimiter(10, burst=10)
+    key = unnamed.redis_key("k")
+    assert key == b"cellrate:gcra:1000000000:10:k"  # the layout before names
+    now_ns = int(T0 * 1e9)
+    assert client.eval(old, 1, key, 1, 7, *unnamed._sent.args, now_ns)[:2] == [1, 3]
+    assert client.get(key) == str(now_ns + 7 * 10**8).encode()  # a bare state word
+    core.check("k", 7, now=T0)
+    for later in (T0, T0 + 0.05, T0 + 0.35):
+        assert unnamed.peek("k", 1, now=later) == core.peek("k", 1, now=later)
+    assert unnamed.check("k", 2, now=T0 + 0.35) == core.check("k", 2, now=T0 + 0.35)
+    assert client.get(key) == f"gcra:1000000000:10 {now_ns + 9 * 10**8}".encode()
+    # on the server's clock: a named store has keys of its own, the old key expires
+    old_key = b"cellrate:gcra:1000000000:10:j"
+    client.eval(old, 1, old_key, 1, 1, *unnamed._sent.args)
+    assert 0 < client.pttl(old_key) <= 100
+    named = RedisLimiter(client, 10, burst=10, name="api", on_error="raise")
+    assert named.redis_key("j") == b"cellrate:api:j"
+    assert named.check("j", 1).remaining == 9  # a key never seen: the layout's one fresh start
+    time.sleep(0.15)
+    assert client.get(old_key) is None
+
+
+def test_another_algorithm_under_one_name_is_refused(client):
+    """A key held under another algorithm: InvalidArgument naming algorithm, whatever
+    on_error says, and the key untouched; reconfigure(algorithm=) refuses before sending."""
+    gcra = RedisLimiter(client, 10, name="algo", on_error="raise")
+    gcra.check("k", 3, now=T0)
+    before = client.get(gcra.redis_key("k"))
+    for on_error in ("allow", "deny", "raise"):
+        for algorithm in ("token_bucket", "fixed_window"):
+            other = RedisLimiter(client, 10, algorithm=algorithm, name="algo", on_error=on_error)
+            for call in (other.check, other.peek, other.allow, other.refund):
+                with pytest.raises(cellrate.InvalidArgument) as info:
+                    call("k", 1, now=T0)
+                assert info.value.param == "algorithm"
+                assert str(info.value) == (
+                    f"algorithm: the keys of this name hold gcra, not {algorithm}; "
+                    f"{protocol_paragraph()['ALGORITHM_KEPT']}")
+    assert client.get(gcra.redis_key("k")) == before
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        gcra.reconfigure(10, algorithm="fixed_window")
+    assert info.value.param == "algorithm"
+    assert gcra.algorithm == "gcra"
+
+
+def test_asyncio_store_reconfigures(server):
+    async def run():
+        aclient = async_client_for(server.port)
+        try:
+            store = AsyncRedisLimiter(aclient, 10, burst=10, name="async", on_error="raise")
+            assert (await store.check("k", 6, now=T0)).remaining == 4
+            store.reconfigure(100, burst=20)
+            assert (await store.check("k", 0, now=T0)).remaining == 14
+        finally:
+            await aclient.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_remembered_refusal_is_dropped_by_a_change(client):
+    store = RedisLimiter(client, 1, burst=1, name="cache")
+    assert store.check("k").allowed and not store.check("k").allowed  # remembered
+    calls = counting(client)
+    store.reconfigure(1000, burst=1000)
+    assert store.check("k").allowed and len(calls) == 1
 
 
 # --------------------------------------------------------------------------
@@ -462,7 +715,8 @@ def test_a_flood_of_keys_leaves_memory_bounded_by_live_keys(client):
     for start in range(0, 100_000, 5_000):
         pipe = client.pipeline(transaction=False)
         for i in range(start, start + 5_000):  # the script call of limiter.check(f"flood:{i}")
-            pipe.execute_command("EVALSHA", sha, *limiter._words(cr_redis.CHECK, f"flood:{i}", 1, None))
+            pipe.execute_command("EVALSHA", sha,
+                                 *limiter._words(cr_redis.CHECK, f"flood:{i}", 1, None)[0])
         assert all(reply[0] == 1 for reply in pipe.execute())
     deadline = time.monotonic() + 5
     while client.dbsize() > 100 and time.monotonic() < deadline:
@@ -849,15 +1103,60 @@ def test_the_faces_take_the_protocol_from_the_script(interpreter):
     assert lua[8] == RedisLimiter(redis.Redis(port=1), 10).on_error == default_on_error
 
 
+BAD_NAMES = ["a{b", "a}b", "api:v2", "", "x" * 65, "caf\u00e9", "tab\there"]
+
+
+@pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
+def test_a_bad_name_or_change_gets_the_same_words_in_both_faces(interpreter):
+    """A bad name (the core's check of a policy name, then the protocol's refused
+    characters), a change of a limit without a name, a change of algorithm, a change to an
+    invalid limit: raised naming the parameter, the same words in both faces, nothing
+    changed."""
+    python = []
+    for name in BAD_NAMES:
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            RedisLimiter(redis.Redis(port=1), 10, name=name)
+        assert info.value.param == "name"
+        python.append(str(info.value))
+    changes = [(None, (20,), {}, "name"), ("n", (20,), {"algorithm": "fixed_window"}, "algorithm"),
+               ("n", (-1,), {}, "rate"), ("n", ("1/day",), {"burst": 200}, "burst")]
+    for name, args, kwargs, param in changes:
+        store = RedisLimiter(redis.Redis(port=1), 10, name=name)
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            store.reconfigure(*args, **kwargs)
+        assert info.value.param == param
+        assert store.limit == cellrate.Limit(10)  # nothing changed
+        python.append(str(info.value))
+    lua = lua_run(interpreter, f"""
+        local store = require("cellrate.redis")
+        local client = {{ evalsha = print, eval = print, script = print }}
+        local function show(ok, err)
+            assert(not ok)
+            print(tostring(err))
+        end
+        for _, name in ipairs({lua_literal(BAD_NAMES)}) do
+            show(pcall(store.limiter, client, 10, {{ name = name }}))
+        end
+        show(pcall(store.limiter(client, 10).reconfigure, store.limiter(client, 10), 20))
+        local named = store.limiter(client, 10, {{ name = "n" }})
+        show(pcall(named.reconfigure, named, 20, {{ algorithm = "fixed_window" }}))
+        show(pcall(named.reconfigure, named, -1))
+        show(pcall(named.reconfigure, named, "1/day", {{ burst = 200 }}))
+        assert(named.limit.rate == 10 and named.burst == 10)
+    """).splitlines()
+    assert [re.sub(r"^[^:]*:\d+: ", "", line) for line in lua] == python
+
+
 # The requests both faces make for the same limits and calls: every word of
 # KEYS and ARGV, as the client sends it. Limits: (rate, period, burst,
-# algorithm, prefix); calls: (method, limits, key, cost, now).
+# algorithm, prefix, name); calls: (method, limits, key, cost, now), and
+# ("reconfigure", [limit], rate, burst, None): a live change of a named limit.
 WIRE_LIMITS = [
-    ("10/s", None, 20, "gcra", "cellrate:"),
-    (7, 3, 5, "token_bucket", "t:"),
-    (100, 60, None, "fixed_window", "w:"),
-    (5, 0.3, None, "sliding_window", ""),
-    ("1/day", None, 100, "gcra", "d:"),
+    ("10/s", None, 20, "gcra", "cellrate:", None),
+    (7, 3, 5, "token_bucket", "t:", "api"),
+    (100, 60, None, "fixed_window", "w:", None),
+    (5, 0.3, None, "sliding_window", "", "free_name.v2"),
+    ("1/day", None, 100, "gcra", "d:", "daily"),
 ]
 WIRE_NOWS = [None, 0.0, 1.5, 1234567.0000000005, 1.7e9 + 0.123456789]
 WIRE_CALLS = [
@@ -870,6 +1169,11 @@ WIRE_CALLS = [
      for limits in ([0, 1, 2, 3], [4, 0], [2])
      for cost in (1, 2)
      for now in WIRE_NOWS]
+# After a live change, each limit sends its new limit under its keys of old.
+WIRE_CALLS += [("reconfigure", [1], "30/minute", 7, None), ("reconfigure", [4], 2.5, 3, None),
+               ("reconfigure", [3], 9, None, None)]
+WIRE_CALLS += [call for call in WIRE_CALLS
+               if call[0] in ("check", "refund") and set(call[1]) <= {1, 3, 4}]
 # Costs past 2^53, which only Lua 5.4's integers carry (a LuaJIT number cannot).
 WIRE_CALLS_INT64 = [("check", [0], "big", 2**53 + 1, None),
                     ("check_all", [0, 1], "big", 2**53 + 1, 2.5)]
@@ -895,13 +1199,15 @@ def python_wire(calls: list) -> list:
         return 1 if command[3 + command[2]] == cr_redis.ALLOW else [1, 0, 0, 0, 1]
 
     limiters, client = [], redis.Redis(port=1)  # never connected
-    for rate, period, burst, algorithm, prefix in WIRE_LIMITS:
+    for rate, period, burst, algorithm, prefix, name in WIRE_LIMITS:
         limiter = RedisLimiter(client, rate, period, burst=burst,
-                               algorithm=algorithm, prefix=prefix)
+                               algorithm=algorithm, prefix=prefix, name=name)
         limiter._run = recorder  # type: ignore[method-assign]
         limiters.append(limiter)
     for method, limits, key, cost, now in calls:
-        if method == "check_all":
+        if method == "reconfigure":
+            limiters[limits[0]].reconfigure(key, burst=cost)
+        elif method == "check_all":
             cr_redis.check_all([(limiters[i], key) for i in limits], cost, now=now)
         else:
             getattr(limiters[limits[0]], method)(key, cost, now=now)
@@ -912,11 +1218,11 @@ def lua_wire(interpreter: str, calls: list) -> list:
     limits = ", ".join(
         f"store.limiter(client, {lua_literal(rate)}, {{ period = {lua_literal(period)}, "
         f"burst = {lua_literal(burst)}, algorithm = {lua_literal(algorithm)}, "
-        f"prefix = {lua_literal(prefix)} }})"
-        for rate, period, burst, algorithm, prefix in WIRE_LIMITS)
+        f"prefix = {lua_literal(prefix)}, name = {lua_literal(name)} }})"
+        for rate, period, burst, algorithm, prefix, name in WIRE_LIMITS)
     listed = ",\n".join(
         f"{{ {lua_literal(method)}, {lua_literal([i + 1 for i in limits])}, {lua_literal(key)}, "
-        f"{cost}, {lua_literal(now)} }}" for method, limits, key, cost, now in calls)
+        f"{lua_literal(cost)}, {lua_literal(now)} }}" for method, limits, key, cost, now in calls)
     return lua_run(interpreter, f"""
         local store = require("cellrate.redis")
         -- a client that records each EVALSHA's words and admits
@@ -934,7 +1240,9 @@ def lua_wire(interpreter: str, calls: list) -> list:
         local limiters = {{ {limits} }}
         for _, call in ipairs({{ {listed} }}) do
             local method, limits, key, cost, now = call[1], call[2], call[3], call[4], call[5]
-            if method == "check_all" then
+            if method == "reconfigure" then
+                limiters[limits[1]]:reconfigure(key, {{ burst = cost }})
+            elseif method == "check_all" then
                 local items = {{}}
                 for i, index in ipairs(limits) do
                     items[i] = {{ limiters[index], key }}
@@ -950,12 +1258,13 @@ def lua_wire(interpreter: str, calls: list) -> list:
 @pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
 def test_the_faces_send_the_same_keys_and_argv(interpreter):
     calls = WIRE_CALLS + (WIRE_CALLS_INT64 if interpreter == "lua5.4" else [])
+    sent = [call for call in calls if call[0] != "reconfigure"]  # a change sends nothing
     python = python_wire(calls)
-    assert len(python) == len(calls)
+    assert len(python) == len(sent)
     lua = lua_wire(interpreter, calls)
-    assert len(lua) == len(calls)
+    assert len(lua) == len(sent)
     for call, (python_words, lua_words) in enumerate(zip(python, lua)):
-        assert lua_words == python_words, calls[call]
+        assert lua_words == python_words, sent[call]
 
 
 def test_an_invented_refusal_says_the_same_in_every_field():
@@ -1259,6 +1568,11 @@ def test_bad_input_names_the_parameter(client, server):
         (lambda: RedisLimiter(client, "1/day", burst=200), cellrate.InvalidArgument, "burst"),
         (lambda: RedisLimiter(client, -1), cellrate.InvalidArgument, "rate"),
         (lambda: RedisLimiter(client, 10, algorithm="leaky"), cellrate.InvalidArgument, "algorithm"),
+        (lambda: RedisLimiter(client, 10, name=5), cellrate.InvalidArgumentType, "name"),
+        (lambda: RedisLimiter(client, 10, name="{tag}"), cellrate.InvalidArgument, "name"),
+        (lambda: RedisLimiter(client, 10).reconfigure(20), cellrate.InvalidArgument, "name"),
+        (lambda: RedisLimiter(client, 10, name="n").reconfigure(20, burst=0),
+         cellrate.InvalidArgument, "burst"),
         (lambda: RedisLimiter(client, 10).allow(3), cellrate.InvalidArgumentType, "key"),
         (lambda: RedisLimiter(client, 10).allow("k", -1), cellrate.InvalidArgument, "cost"),
         (lambda: RedisLimiter(client, 10).allow("k", now=-1.0), cellrate.InvalidArgument, "now"),
