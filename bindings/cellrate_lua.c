@@ -574,8 +574,8 @@ static int store_new(lua_State *L, const char *tag)
     luaL_getmetatable(L, tag);
     lua_setmetatable(L, -2);
     status = keyed ? cr_keyed_open(&box->keyed, &limit, opts.capacity, opts.shared,
-                                   opts.shared_mode)
-                   : cr_limiter_open(&box->limiter, &limit, opts.shared, opts.shared_mode);
+                                   opts.shared_mode, CR_CHANGE_APPLY)
+                   : cr_limiter_open(&box->limiter, &limit, opts.shared, opts.shared_mode, CR_CHANGE_APPLY);
     if (status == CR_OK)
         return 1;
     return report_status(L, status, opts.shared);

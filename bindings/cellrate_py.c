@@ -761,8 +761,9 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     const char *region = path != NULL ? PyBytes_AS_STRING(path) : NULL;
     cr_status status;
     Py_BEGIN_ALLOW_THREADS /* opening a region may wait on another process's lock */
-        status = keyed ? cr_keyed_open(&keyed_store, &limit, capacity, region, mode)
-                       : cr_limiter_open(&limiter, &limit, region, mode);
+        status = keyed
+                     ? cr_keyed_open(&keyed_store, &limit, capacity, region, mode, CR_CHANGE_APPLY)
+                     : cr_limiter_open(&limiter, &limit, region, mode, CR_CHANGE_APPLY);
     Py_END_ALLOW_THREADS if (status != CR_OK)
         raise_construction(state, status, path != NULL ? shared : NULL);
     Py_XDECREF(path);

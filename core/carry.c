@@ -95,3 +95,36 @@ int64_t cr_full(const cr_limit *limit, int64_t now_ns)
         return now_ns + limit->tolerance_ns;
     }
 }
+
+/* The limit of generation `g` and its instant. */
+static bool history(const cr_region *region, const cr_generation *current, uint64_t g,
+                    cr_limit *out, int64_t *changed_at)
+{
+    const cr_generation *known = current;
+    while (known && known->generation > g)
+        known = known->older;
+    if (known && known->generation == g) {
+        *out = known->limit;
+        *changed_at = known->changed_at;
+        return true;
+    }
+    return region && cr_region_limit(region, g, &current->limit, out, changed_at) == CR_OK;
+}
+
+int64_t cr_carry_since(const cr_region *region, const cr_generation *current, uint64_t since,
+                       int64_t state, int64_t now_ns)
+{
+    if (state == 0)
+        return 0; /* idle under every limit */
+    cr_limit from, to;
+    int64_t changed_at;
+    if (since > current->generation || !history(region, current, since, &from, &changed_at))
+        return cr_full(&current->limit, now_ns);
+    for (uint64_t g = since + 1; g <= current->generation; g++) {
+        if (!history(region, current, g, &to, &changed_at))
+            return cr_full(&current->limit, now_ns);
+        state = cr_carry(&from, &to, state, changed_at);
+        from = to;
+    }
+    return state;
+}

@@ -771,8 +771,9 @@ static cr_keyed *filled_int_table(const config *cfg, const char *shared_path, co
     cr_limit limit = keyed_limit(clock);
     cr_keyed *keyed;
     if (shared_path)
-        check_status(cr_keyed_open(&keyed, &limit, (int64_t)cfg->keys, shared_path, 0600),
-                     "cr_keyed_open");
+        check_status(
+            cr_keyed_open(&keyed, &limit, (int64_t)cfg->keys, shared_path, 0600, CR_CHANGE_APPLY),
+            "cr_keyed_open");
     else
         check_status(cr_keyed_new(&keyed, &limit, (int64_t)cfg->keys), "cr_keyed_new");
     for (size_t k = 0; k < cfg->keys; k++) {
