@@ -252,7 +252,7 @@ cr_status cr_region_join(cr_region *region, const cr_limit *limit, cr_on_change 
     cr_status status = cr_region_limit(region, generation, limit, &theirs, &changed_at);
     if (status != CR_OK)
         return status;
-    *changed = !cr_limit_identical(&theirs, limit);
+    *changed = !cr_limit_same(&theirs, limit); /* the same decisions: each keeps its words */
     current->limit = *limit;
     current->older = NULL;
     if (!*changed) {
