@@ -31,7 +31,7 @@ LUA54_INC  = /usr/include/lua5.4
 LUAJIT_INC = /usr/include/luajit-2.1
 
 .DEFAULT_GOAL := help
-.PHONY: help deps demo-deps core lua rock rock-install py vectors test test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz fuzz fuzz-corpus demo bench symbols lint format dist install clean
+.PHONY: help deps demo-deps core lua rock rock-install py vectors docs test test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz fuzz fuzz-corpus demo bench symbols lint format dist install clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -50,6 +50,8 @@ $(PYTHON):
 	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)"
 $(VENV)/bin/ruff $(VENV)/bin/auditwheel:
 	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)" -r tests/requirements-tools.txt
+$(VENV)/bin/mkdocs: tests/requirements-docs.txt
+	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)" -r tests/requirements-docs.txt
 
 core: $(BUILD)/libcellrate.a $(BUILD)/libcellrate.so ## build the C core (static and shared library)
 
@@ -149,7 +151,14 @@ test-fuzz: ## a 10 s smoke run of each fuzz target over the committed corpus
 test-nginx: py lua ## cellrate.nginx inside real nginx workers (shared limit, precision, reload)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/nginx
 
-test: deps lint symbols test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz ## every suite (installs what it needs)
+# The documentation site (mkdocs.yml; docs/contributing.md): strict, so a broken
+# link or anchor, or a page missing from nav, fails it. The docs' runnable
+# blocks run in the pytest suite (tests/python/test_docs.py).
+docs: | $(VENV)/bin/mkdocs ## build the documentation site into build/site (strict)
+	$(VENV)/bin/mkdocs build --strict --site-dir $(BUILD)/site
+	@echo "make docs: the site is in $(BUILD)/site (open $(BUILD)/site/index.html)"
+
+test: deps lint docs symbols test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz ## every suite and the docs (installs what it needs)
 	@echo "make test: every suite passed"
 
 # The demo needs Lua 5.4 and the extension only; LuaJIT is shown where it and

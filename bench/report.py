@@ -6,7 +6,9 @@ Reads every *.jsonl under RAW_DIR (one JSON object per line, written by the
 harnesses), and writes OUT_DIR/results.md (the table: scenario, ns/op, ratio
 to its reference, target, met?), OUT_DIR/chart.png, OUT_DIR/machine.txt and
 OUT_DIR/performance.md (the headline ratios), which it also writes into the
-README between its performance markers; prints the table. Every ratio compares two numbers of the same run.
+documentation's Performance page (docs/performance.md) between its markers;
+prints the table. Every ratio compares two numbers of the same run. The README
+is never written: it links the Performance page.
 """
 
 from __future__ import annotations
@@ -486,8 +488,8 @@ def catalogue_rows() -> List[Row]:
 
 
 # ---------------------------------------------------------------------------
-# The README's short table: the headline ratios against the peers and the
-# floors, from the same run as results.md.
+# The short table of the Performance page (docs/performance.md): the headline
+# ratios against the peers and the floors, from the same run as results.md.
 
 
 def headline_rows(results: Dict[str, dict]) -> List[Row]:
@@ -557,21 +559,21 @@ def headline_table(evs: List[dict]) -> str:
     return "\n".join(lines)
 
 
-README_BEGIN = "<!-- performance table: written by bench/report.py -->"
-README_END = "<!-- end of performance table -->"
+PAGE_BEGIN = "<!-- performance table: written by bench/report.py -->"
+PAGE_END = "<!-- end of performance table -->"
 
 
-def update_readme(path: str, table: str) -> bool:
-    """Puts `table` between the README's markers; False when they are absent."""
+def update_page(path: str, table: str) -> bool:
+    """Puts `table` between the page's markers; False when they are absent."""
     try:
         with open(path) as f:
             text = f.read()
     except OSError:
         return False
-    start, end = text.find(README_BEGIN), text.find(README_END)
+    start, end = text.find(PAGE_BEGIN), text.find(PAGE_END)
     if start < 0 or end < start:
         return False
-    text = text[:start + len(README_BEGIN)] + "\n" + table + "\n" + text[end:]
+    text = text[:start + len(PAGE_BEGIN)] + "\n" + table + "\n" + text[end:]
     with open(path, "w") as f:
         f.write(text)
     return True
@@ -978,20 +980,25 @@ def main() -> None:
 
     headline_evs = [evaluate(r, results) for r in headline_rows(results)]
     machine_line = f"{machine[1][len('cpu: '):]}, {machine[2][len('cpus online: '):]} CPUs"
-    performance = "\n".join([
-        headline_table(headline_evs), "",
-        f"Measured by `make bench` on {machine_line} ({machine[0][len('date: '):]}); every ratio "
-        "compares two numbers from the same run. The full report, with every peer, floor and "
-        "target, the machine, its load and stolen CPU time, and what each scenario measures: "
-        "[bench/results/results.md](bench/results/results.md).",
-    ])
+    def performance(report_link: str) -> str:
+        """The headline table and its provenance, `report_link` the path of results.md
+        from the file it is written into."""
+        return "\n".join([
+            headline_table(headline_evs), "",
+            f"Measured by `make bench` on {machine_line} ({machine[0][len('date: '):]}); every "
+            "ratio compares two numbers from the same run. The full report, with every peer, "
+            "floor and target, the machine, its load and stolen CPU time, and what each scenario "
+            f"measures: [bench/results/results.md]({report_link}).",
+        ])
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "results.md"), "w") as f:
         f.write("\n".join(out))
     with open(os.path.join(args.out_dir, "performance.md"), "w") as f:
-        f.write(performance + "\n")
-    if not update_readme(os.path.join(root, "README.md"), performance):
-        print("README.md has no performance markers: not updated", file=sys.stderr)
+        f.write(performance("results.md") + "\n")
+    page = os.path.join(root, "docs", "performance.md")
+    if not update_page(page, performance(os.path.relpath(os.path.join(args.out_dir, "results.md"),
+                                                        os.path.dirname(page)))):
+        print("docs/performance.md has no performance markers: not updated", file=sys.stderr)
     with open(os.path.join(args.out_dir, "machine.txt"), "w") as f:
         f.write("\n".join(machine) + "\n")
     chart_titles = {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: installs the peers into bench/.peers/ (ignored), builds the
 # harnesses, runs every scenario one after another (never two at once), and
-# writes bench/results/{results.md,chart.png,machine.txt}; the raw JSON lines
+# writes bench/results/{results.md,chart.png,machine.txt,performance.md} and the
+# table of docs/performance.md (report.py; never the README); the raw JSON lines
 # of each harness go to bench/results/raw/ (ignored).
 #
 # Environment: BENCH_REPS (timed runs per scenario, median; default 5, at

@@ -568,7 +568,7 @@ size_t cr_keyed_len(const cr_keyed *keyed);
 int64_t cr_keyed_capacity(const cr_keyed *keyed);
 /* Bytes of table (slots, locks and header). */
 size_t cr_keyed_memory(const cr_keyed *keyed);
-/* Live keys evicted so far to make room (see README: "When the table is full"). */
+/* Live keys evicted so far to make room (docs/operations.md: "When the table is full"). */
 uint64_t cr_keyed_evictions(const cr_keyed *keyed);
 
 /* ------------------------------------------------------------------------ */

@@ -3,7 +3,7 @@
 # free-threaded CPython 3.13 built by build-python.sh, with the GIL required to
 # stay off: cellrate declares Py_MOD_GIL_NOT_USED, and an extension that does
 # not would turn the GIL back on at import. Then keyed allow() on 1 and 2
-# threads, for the README (a measurement, not a test: it asserts nothing).
+# threads, for docs/operations.md (a measurement, not a test: it asserts nothing).
 #
 # Prints one SKIP line and succeeds when the interpreter's source (or the
 # suite's Python packages) cannot be had; fails on anything else.

@@ -90,7 +90,7 @@ class Nginx:
         self.limits.write_text(self.fill(LIMITS_TEMPLATE.read_text()))
 
     def check_limits(self) -> subprocess.CompletedProcess:
-        """The README's check of a limits file before a reload: the file run
+        """The nginx page's check of a limits file (docs/nginx.md) before a reload: the file run
         by OpenResty's LuaJIT on nginx's Lua paths."""
         env = dict(os.environ, LUA_PATH=f"{LUA_PATH};;", LUA_CPATH=f"{LUA_CPATH};;")
         return subprocess.run(["luajit", str(self.limits)], env=env, capture_output=True,

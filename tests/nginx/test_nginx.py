@@ -478,7 +478,7 @@ def test_the_client_address_keys_ipv6_by_its_network():
 def test_a_bad_limit_passes_nginx_t_but_fails_the_check_and_the_reload():
     """lua-nginx-module does not run init_by_lua* under `nginx -t`, so it
     passes a rate the core refuses ("1/month") and a rate changed on a live
-    shared region. The README's check (the limits file run by luajit) fails on
+    shared region. The nginx page's check (docs/nginx.md) (the limits file run by luajit) fails on
     both with the core's words and a non-zero status; `nginx -s reload` exits
     0 (it only signals the master), the master writes the failure to the
     error log and the old workers go on serving the old limit. A good file

@@ -1,13 +1,19 @@
-"""Every reference to the design document resolves, and the docstring
-examples run.
+"""Every reference to the design document resolves, the docstring examples
+run, and so does every runnable code block of the documentation.
 
-Code and docs cite sections of docs/design.md as "docs/design.md §N" (a list
-may continue "§N and §M"); links into it use GitHub's heading anchors.
+Code and docs cite sections of the design as "docs/design.md §N" (a list may
+continue "§N and §M"): docs/design.md is the index, and each §N is a page of
+its own under docs/design/, headed "# §N title"; links into a part use
+GitHub's heading anchors. A fenced python or lua block after the comment
+`<!-- run -->` in README.md or a page under docs/ is run here
+(docs/contributing.md, "Runnable examples").
 """
 
 import doctest
+import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -17,10 +23,15 @@ import cellrate
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DESIGN_DOC = REPO / "docs" / "design.md"
-HEADING = re.compile(r"^## §(\d+) (.+)$", re.M)
+DESIGN_PARTS = REPO / "docs" / "design"
+HEADING = re.compile(r"^# §(\d+) (.+)$", re.M)
+CONTENTS = re.compile(r"^- \[§(\d+) (.+)\]\(design/([\w-]+\.md)\)$", re.M)
 CITATION = re.compile(r"§(\d+)")
 OLD_CITATION = re.compile(r"\bDESIGN(?:\.md)?\s+(?:§|sections?\b)")
-ANCHOR_LINK = re.compile(r"docs/design\.md#([\w-]+)")
+ANCHOR_LINK = re.compile(r"\bdesign(?:\.md|/([\w-]+\.md))#([\w-]+)")
+
+sys.path.insert(0, str(REPO / "tests" / "docs"))
+import fences  # noqa: E402  (tests/docs/fences.py: the blocks of a Markdown page)
 
 
 def tracked_text_files():
@@ -41,8 +52,18 @@ def tracked_text_files():
     return files
 
 
+def parts():
+    """{file name: (number, title)} of the design's parts under docs/design/."""
+    found = {}
+    for path in sorted(DESIGN_PARTS.glob("*.md")):
+        headings = HEADING.findall(path.read_text())
+        assert len(headings) == 1, f"{path.name}: one '# §N title' heading, not {len(headings)}"
+        found[path.name] = (int(headings[0][0]), headings[0][1])
+    return found
+
+
 def sections():
-    return {int(number): title for number, title in HEADING.findall(DESIGN_DOC.read_text())}
+    return {number: title for number, title in parts().values()}
 
 
 def anchor(number, title):
@@ -53,9 +74,15 @@ def anchor(number, title):
 
 
 def test_the_sections_are_numbered_in_order_without_gaps():
-    numbers = [int(n) for n, _ in HEADING.findall(DESIGN_DOC.read_text())]
-    assert numbers, "no '## §N' heading found in docs/design.md"
+    numbers = sorted(sections())
+    assert numbers, "no '# §N' heading found under docs/design/"
     assert numbers == list(range(1, len(numbers) + 1))
+    assert len(numbers) == len(parts()), "two parts share a number"
+
+
+def test_the_design_index_lists_every_part_in_order():
+    listed = [(int(n), title, name) for n, title, name in CONTENTS.findall(DESIGN_DOC.read_text())]
+    assert listed == sorted((n, title, name) for name, (n, title) in parts().items())
 
 
 def test_every_cited_section_exists():
@@ -77,11 +104,25 @@ def test_the_scan_finds_citations():
     assert "core/internal.h" in cited and "README.md" in files
 
 
+def heading_anchors(path):
+    """GitHub's anchors of a page's headings (outside its code blocks)."""
+    text = "".join(chunk for fenced, chunk in fences.segments(path.read_text()) if not fenced)
+    return {re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+            for title in re.findall(r"^#+ (.+)$", text, re.M)}
+
+
 def test_every_link_into_the_design_document_has_its_anchor():
-    anchors = {anchor(n, t) for n, t in sections().items()}
-    broken = [f"{name}: #{a}" for name, text in tracked_text_files().items()
-              for a in ANCHOR_LINK.findall(text) if a not in anchors]
+    # The site's pages are checked by the strict build too (make docs); this
+    # also covers the sources, which the site does not carry.
+    known = {path.name: heading_anchors(path) for path in DESIGN_PARTS.glob("*.md")}
+    broken = [f"{name}: {part or 'design.md'}#{a}" for name, text in tracked_text_files().items()
+              for part, a in ANCHOR_LINK.findall(text) if a not in known.get(part, ())]
     assert not broken, "links to missing headings:\n" + "\n".join(broken)
+
+
+def test_the_anchor_scan_finds_links():
+    # The scan above would pass vacuously if it matched nothing.
+    assert any(ANCHOR_LINK.search(text) for text in tracked_text_files().values())
 
 
 def old_citations():
@@ -111,44 +152,62 @@ def test_the_package_docstring_examples_run():
     assert run_examples(cellrate) >= 3
 
 
-def test_the_redis_docstring_example_runs(monkeypatch):
-    # The example connects to Redis's default port; a test may use only a
-    # server of its own on a free port, so redis.Redis is given that port as
-    # its default while the example runs (the example's text is unchanged).
-    redis = pytest.importorskip("redis")
+@pytest.fixture
+def redis_of_our_own(monkeypatch):
+    """redis.Redis() and redis.asyncio.Redis() connect to a server of the test's own.
+
+    The examples connect to Redis's default port; a test may use only a server
+    of its own on a free port, so the clients are given that port as their
+    default while an example runs (the example's text is unchanged). The
+    store is imported first: it takes the clients' classes it accepts at
+    import."""
+    pytest.importorskip("redis")
+    import redis
+    import redis.asyncio
+
+    import cellrate.redis  # noqa: F401
+
     sys.path.insert(0, str(REPO / "tests" / "python"))
     from redis_servers import REDIS_CLI, REDIS_SERVER, redis_server
 
     if REDIS_SERVER is None or REDIS_CLI is None:
         pytest.skip("redis-server and redis-cli are installed by tests/install-deps.sh")
+    with redis_server() as server:
+        for module in (redis, redis.asyncio):
+            base = module.Redis
+
+            class ServerRedis(base):
+                def __init__(self, *args, port=server.port, _base=base, **kwargs):
+                    _base.__init__(self, *args, port=port, **kwargs)
+
+            monkeypatch.setattr(module, "Redis", ServerRedis)
+        yield
+
+
+def test_the_redis_docstring_example_runs(redis_of_our_own):
     import cellrate.redis
 
-    with redis_server() as server:
-        class ServerRedis(redis.Redis):
-            def __init__(self, *args, port=server.port, **kwargs):
-                super().__init__(*args, port=port, **kwargs)
-
-        monkeypatch.setattr(redis, "Redis", ServerRedis)
-        assert run_examples(cellrate.redis) >= 5
+    assert run_examples(cellrate.redis) >= 5
 
 
-README = (REPO / "README.md").read_text(encoding="utf-8")
+def page(name):
+    return (REPO / "docs" / name).read_text(encoding="utf-8")
 
 
 def test_decision_limit_is_called_the_burst_wherever_users_read_it():
-    """Decision.limit is the burst, not the rate: its docstrings, the stub, and the README's
-    Python and Lua paragraphs say so."""
+    """Decision.limit is the burst, not the rate: its docstrings, the stub, and the Python
+    and Lua pages say so."""
     assert "burst" in cellrate.Decision.__doc__ and "not the rate" in cellrate.Decision.__doc__
     assert "burst" in cellrate.Decision.limit.__doc__
     stub = (REPO / "python" / "cellrate" / "_cellrate.pyi").read_text()
     assert re.search(r"def limit\(self\) -> int:\s+\"\"\"The burst", stub)
-    assert "`limit` (the burst: units an idle key may spend at once, not the rate)" in README
-    assert "`Decision.limit` is\n`info().burst` here: the burst" in README
+    assert "`limit` (the burst: units an idle key may spend at once, not the rate)" in page("python.md")
+    assert "`Decision.limit` is\n`info().burst` here: the burst" in page("lua.md")
 
 
-def test_the_readme_says_how_plain_lua_finds_the_module():
-    """The README's command after `make lua` runs (Lua 5.4) and finds the module."""
-    lines = [line for line in README.splitlines()
+def test_the_lua_page_says_how_plain_lua_finds_the_module():
+    """The Lua page's command after `make lua` runs (Lua 5.4) and finds the module."""
+    lines = [line for line in page("lua.md").splitlines()
              if line.startswith("LUA_CPATH='build/lua5.4/?.so;;'")]
     assert len(lines) == 1
     if not (REPO / "build" / "lua5.4" / "cellrate.so").exists():
@@ -158,11 +217,118 @@ def test_the_readme_says_how_plain_lua_finds_the_module():
     assert result.stdout.strip() == cellrate.__version__
 
 
-def test_the_readme_loads_nginx_modules_by_absolute_path():
-    """A relative load_module path is read under nginx -p's prefix: the README's are absolute,
-    and are where Debian installs the modules."""
-    paths = re.findall(r"^load_module (\S+);", README, re.M)
+def test_the_nginx_page_loads_nginx_modules_by_absolute_path():
+    """A relative load_module path is read under nginx -p's prefix: the nginx page's are
+    absolute, and are where Debian installs the modules."""
+    paths = re.findall(r"^load_module (\S+);", page("nginx.md"), re.M)
     assert paths and all(path.startswith("/") for path in paths), paths
     if not pathlib.Path("/usr/lib/nginx/modules").is_dir():
         pytest.skip("no Debian nginx modules here")
     assert all(pathlib.Path(path).is_file() for path in paths), paths
+
+
+def test_the_readme_speed_claim_is_the_measured_one():
+    """The README says a Python decision costs less than time.monotonic_ns() and runs at more
+    than ten times the fastest pure-Python peer: the table bench/report.py wrote into
+    docs/performance.md (the last make bench) must say so."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "less than a call of `time.monotonic_ns()`" in readme
+    assert "more than ten times the throughput of the fastest pure-Python" in readme
+    assert "[the measurements](docs/performance.md)" in readme
+    table = page("performance.md")
+    floor = re.search(r"^\| Python: Limiter\.allow\(\) \|.*floor: time\.monotonic_ns\(\).*"
+                      r"\| ([\d.]+)x the time \|$", table, re.M)
+    peers = re.findall(r"^\| Python: .*fastest Python peer.*\| ([\d.]+)x the throughput \|$",
+                       table, re.M)
+    assert floor and float(floor.group(1)) < 1, "the headline table lost the clock floor row"
+    assert len(peers) == 2 and all(float(p) > 10 for p in peers), peers
+
+
+def test_the_benchmark_report_writes_the_performance_page_not_the_readme(tmp_path):
+    """bench/report.py puts its headline table between the Performance page's markers;
+    the README holds no table to rewrite, and the report names no README to write."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_report", REPO / "bench" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    source = (REPO / "bench" / "report.py").read_text()
+    assert 'os.path.join(root, "docs", "performance.md")' in source and '"README.md"' not in source
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert report.PAGE_BEGIN not in readme and report.PAGE_END not in readme
+    text = page("performance.md")
+    assert text.count(report.PAGE_BEGIN) == 1 and text.count(report.PAGE_END) == 1
+    copy = tmp_path / "performance.md"
+    copy.write_text(text)
+    assert report.update_page(str(copy), "| new | table |")
+    written = copy.read_text()
+    before, after = text.split(report.PAGE_BEGIN)[0], text.split(report.PAGE_END)[1]
+    assert written == f"{before}{report.PAGE_BEGIN}\n| new | table |\n{report.PAGE_END}{after}"
+
+
+# --------------------------------------------------------------------------
+# The documentation's runnable blocks
+
+
+def doc_pages():
+    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def runnable_blocks():
+    found = []
+    for path in doc_pages():
+        for block in fences.blocks(path.read_text(encoding="utf-8")):
+            if block.run is not None:
+                assert block.lang in ("python", "lua"), \
+                    f"{path.name}:{block.line}: a runnable block is python or lua, not {block.lang!r}"
+                assert block.run in ("", "redis"), f"{path.name}:{block.line}: run: {block.run}?"
+                found.append(pytest.param(path.relative_to(REPO).as_posix(), block,
+                                          id=f"{path.relative_to(REPO).as_posix()}:{block.line}"))
+    return found
+
+
+RUNNABLE = runnable_blocks()
+
+
+def test_the_readme_and_each_face_have_runnable_examples():
+    marked = {(name, block.lang) for name, block in (p.values for p in RUNNABLE)}
+    assert {("README.md", "python"), ("README.md", "lua"), ("docs/python.md", "python"),
+            ("docs/lua.md", "lua")} <= marked, sorted(marked)
+    # each face page's first example of its language is the runnable one
+    for name, lang in (("python.md", "python"), ("lua.md", "lua")):
+        first = next(b for b in fences.blocks(page(name)) if b.lang == lang)
+        assert first.run == "", f"docs/{name}: the first {lang} block is not marked runnable"
+
+
+def run_python_block(name, block):
+    filename = f"{name}:{block.line}"
+    if block.code.lstrip().startswith(">>>"):
+        test = doctest.DocTestParser().get_doctest(block.code, {"__name__": "__docs__"},
+                                                   filename, filename, block.line)
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        runner.run(test)
+        assert runner.failures == 0, f"{filename}: {runner.failures} examples failed"
+    else:
+        exec(compile(block.code, filename, "exec"), {"__name__": "__docs__"})
+
+
+def run_lua_block(name, block, tmp_path):
+    lua = shutil.which("lua5.4")
+    if lua is None or not (REPO / "build" / "lua5.4" / "cellrate.so").exists():
+        pytest.skip("lua5.4 and make lua's build/lua5.4/cellrate.so run the Lua blocks")
+    script = tmp_path / f"{pathlib.PurePath(name).stem}_{block.line}.lua"
+    script.write_text(block.code)
+    env = dict(os.environ, LUA_CPATH="build/lua5.4/?.so;;", LUA_PATH="lua/?.lua;;")
+    result = subprocess.run([lua, str(script)], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, f"{name}:{block.line}:\n{result.stderr}"
+
+
+@pytest.mark.parametrize("name, block", RUNNABLE)
+def test_a_runnable_block_runs(name, block, tmp_path, request):
+    if block.run == "redis":
+        request.getfixturevalue("redis_of_our_own")
+    if block.lang == "python":
+        run_python_block(name, block)
+    else:
+        run_lua_block(name, block, tmp_path)

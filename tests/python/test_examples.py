@@ -1,4 +1,4 @@
-"""The README's throttled-script examples run, keep to the limit, and get no 429."""
+"""The throttled-script examples of docs/waiting.md run, keep to the limit, and get no 429."""
 
 import re
 import subprocess

@@ -234,7 +234,7 @@ SPOOFS = [{"X-Forwarded-For": f"198.51.100.{i}"} for i in range(1, 31)]
 def test_uvicorn_proxy_headers_and_trusted_proxies(tmp_path, flags, trusted_proxies, headers):
     """30 requests over loopback, each with a made-up X-Forwarded-For. With
     uvicorn's default flags it trusts the header from 127.0.0.1 and rewrites
-    the peer before cellrate sees it: all 30 pass. With the flags the README
+    the peer before cellrate sees it: all 30 pass. With the flags docs/web.md
     gives (--no-proxy-headers, then cellrate's trusted_proxies; or
     --forwarded-allow-ips naming the real proxy), one client gets its burst."""
     with uvicorn_proxy_app(tmp_path, flags, trusted_proxies) as port:
