@@ -523,6 +523,46 @@ static void test_sleeping_key_many_changes(void)
     unlink(path);
 }
 
+/* Changes this process never saw: a store that slept through two changes
+ * another made carries its keys through both from the region's records. */
+static void test_carried_through_unseen_changes(void)
+{
+    const char *path = region_path("unseen");
+    unlink(path);
+    const int64_t t0 = 9 * 1000000000LL, t1 = t0 + 300000000, t2 = t1 + 400000000;
+    cr_limit l0 = make_limit(10, 10), l1 = make_limit(4, 6), l2 = make_limit(25, 30);
+    cr_keyed *sleeper, *changer;
+    cr_decision d;
+    CHECK(cr_keyed_open(&sleeper, &l0, 100000, path, 0600, CR_CHANGE_APPLY) == CR_OK);
+    CHECK(cr_keyed_open(&changer, &l0, 100000, path, 0600, CR_CHANGE_APPLY) == CR_OK);
+    char key[16];
+    for (int k = 0; k < 50; k++) {
+        const int len = snprintf(key, sizeof key, "key-%d", k);
+        for (int i = 0; i <= k % 9; i++)
+            cr_keyed_check(sleeper, key, (size_t)len, t0, 1, true, &d);
+    }
+    CHECK(cr_keyed_reconfigure(changer, &l1, t1) == CR_OK);
+    CHECK(cr_keyed_reconfigure(changer, &l2, t2) == CR_OK);
+    const int64_t t3 = t2 + 100000000;
+    int exact = 0;
+    for (int k = 0; k < 50; k++) {
+        const int len = snprintf(key, sizeof key, "key-%d", k);
+        int64_t tat = 0;
+        for (int i = 0; i <= k % 9; i++)
+            tat = cr_decide(&l0, tat, t0, 1, &d);
+        tat = cr_carry(&l1, &l2, cr_carry(&l0, &l1, tat, t1), t2);
+        cr_decision want, got;
+        cr_decide(&l2, tat, t3, 1, &want);
+        CHECK(cr_keyed_check(sleeper, key, (size_t)len, t3, 1, false, &got) == CR_OK);
+        exact += got.allowed == want.allowed && got.remaining == want.remaining &&
+                 got.retry_after_ns == want.retry_after_ns && got.limit == 30;
+    }
+    CHECK(exact == 50);
+    cr_keyed_free(sleeper);
+    cr_keyed_free(changer);
+    unlink(path);
+}
+
 /* Processes deciding at one instant while another changes the limit: the
  * units used carry, so exactly the old burst, then the new one in all. */
 static void test_processes_follow_a_change(bool keyed)
@@ -594,6 +634,7 @@ int main(void)
     test_reboot_resets();
     test_open_changes_the_limit();
     test_sleeping_key_many_changes();
+    test_carried_through_unseen_changes();
     if (!UNDER_TSAN) {
         test_processes_follow_a_change(false);
         test_processes_follow_a_change(true);
