@@ -52,13 +52,22 @@ typedef struct store_box {
     const char *tag;     /* limiter_tag or keyed_tag */
     cr_limiter *limiter; /* a Limiter's store; NULL in a KeyedLimiter or once closed */
     cr_keyed *keyed;     /* a KeyedLimiter's store; NULL in a Limiter or once closed */
-    cr_limit limit;
-    int64_t capacity; /* a KeyedLimiter's */
+    cr_limit closed_limit; /* the limit it had when closed */
+    int64_t capacity;      /* a KeyedLimiter's */
 } store_box;
 
 static bool is_keyed(const store_box *box)
 {
     return box->tag == keyed_tag;
+}
+
+/* The store's limit: the core's current one (a live change, made here or by
+ * another process sharing its region, moves it), or the last once closed. */
+static const cr_limit *box_limit(const store_box *box)
+{
+    return box->keyed     ? cr_keyed_limit(box->keyed)
+           : box->limiter ? cr_limiter_limit(box->limiter)
+                          : &box->closed_limit;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -158,6 +167,7 @@ enum option {
     OPTION_SHARED_MODE = 16,
     OPTION_CLOCK = 32,
     OPTION_ALGORITHM = 64,
+    OPTION_ON_CHANGE = 128,
 };
 
 /* What an options table may hold; absent fields keep their initial values. */
@@ -167,6 +177,7 @@ typedef struct {
     const char *shared; /* path of a shared region, or NULL */
     int64_t shared_mode;
     bool shared_mode_given;
+    cr_on_change on_change;
 } options;
 
 static const struct {
@@ -180,6 +191,7 @@ static const struct {
     {"shared_mode", OPTION_SHARED_MODE},
     {"clock", OPTION_CLOCK},
     {"algorithm", OPTION_ALGORITHM},
+    {"on_change", OPTION_ON_CHANGE},
 };
 
 /* Levenshtein distance between `a` and `b` (a name of option_names), or
@@ -306,6 +318,15 @@ static void read_options(lua_State *L, int idx, unsigned accepted, options *opts
                 raise_status(L, CR_E_ALGORITHM);
             args->algorithm = lua_tolstring(L, -1, &args->algorithm_len);
             break;
+        case OPTION_ON_CHANGE: {
+            size_t len;
+            if (lua_type(L, -1) != LUA_TSTRING)
+                raise_status(L, CR_E_ON_CHANGE);
+            const char *name = lua_tolstring(L, -1, &len);
+            if (cr_parse_on_change(name, len, &opts->on_change) != CR_OK)
+                raise_status(L, CR_E_ON_CHANGE);
+            break;
+        }
         }
         lua_pop(L, 1);
     }
@@ -439,7 +460,7 @@ static const cr_limit *check_limit_of(lua_State *L, int idx)
     if (box == NULL)
         box = box_at(L, idx, keyed_tag);
     if (box != NULL)
-        return &box->limit;
+        return box_limit(box);
     const cr_limit *limit = limit_box_at(L, idx);
     if (limit != NULL)
         return limit;
@@ -515,7 +536,7 @@ static int format_fields_and_push(lua_State *L, const store_box *box, const cr_d
                                   int name_idx, int top)
 {
     cr_headers fields;
-    format_fields(L, &fields, &box->limit, decision, name_idx, top);
+    format_fields(L, &fields, box_limit(box), decision, name_idx, top);
     return push_fields(L, &fields);
 }
 
@@ -556,7 +577,7 @@ static int store_new(lua_State *L, const char *tag)
     read_rate(L, 1, &opts.args);
     read_options(L, 2,
                  OPTION_PERIOD | OPTION_BURST | (keyed ? OPTION_CAPACITY : 0) | OPTION_SHARED |
-                     OPTION_SHARED_MODE | OPTION_CLOCK | OPTION_ALGORITHM,
+                     OPTION_SHARED_MODE | OPTION_CLOCK | OPTION_ALGORITHM | OPTION_ON_CHANGE,
                  &opts);
     if (opts.shared_mode_given && opts.shared == NULL)
         return raise_status(L, CR_E_SHARED_MODE_ALONE);
@@ -569,16 +590,26 @@ static int store_new(lua_State *L, const char *tag)
     store_box *box = compat_newuserdata(L, sizeof *box);
     memset(box, 0, sizeof *box);
     box->tag = tag;
-    box->limit = limit;
+    box->closed_limit = limit;
     box->capacity = opts.capacity;
     luaL_getmetatable(L, tag);
     lua_setmetatable(L, -2);
     status = keyed ? cr_keyed_open(&box->keyed, &limit, opts.capacity, opts.shared,
-                                   opts.shared_mode)
-                   : cr_limiter_open(&box->limiter, &limit, opts.shared, opts.shared_mode);
-    if (status == CR_OK)
-        return 1;
-    return report_status(L, status, opts.shared);
+                                   opts.shared_mode, opts.on_change)
+                   : cr_limiter_open(&box->limiter, &limit, opts.shared, opts.shared_mode,
+                                     opts.on_change);
+    if (status != CR_OK)
+        return report_status(L, status, opts.shared);
+    const cr_limit *replaced =
+        keyed ? cr_keyed_replaced(box->keyed) : cr_limiter_replaced(box->limiter);
+    if (replaced != NULL) {
+        /* Lua has no warning channel every host shows; nginx logs stderr */
+        char text[CR_CHANGE_DESCRIPTION_MAX + 512];
+        cr_change_describe(text, sizeof text, tag, opts.shared, replaced, &limit,
+                           keyed ? opts.capacity : -1);
+        fprintf(stderr, "cellrate: %s\n", text);
+    }
+    return 1;
 }
 
 /* What every call on a store starts with: self, then (KeyedLimiter) the key;
@@ -777,7 +808,7 @@ static int store_reconfigure(lua_State *L, const char *tag)
     read_rate(L, 2, &opts.args);
     read_options(L, 3, OPTION_PERIOD | OPTION_BURST | OPTION_ALGORITHM, &opts);
     if (opts.args.algorithm == NULL) {
-        opts.args.algorithm = cr_algorithm_name(box->limit.algorithm);
+        opts.args.algorithm = cr_algorithm_name(box_limit(box)->algorithm);
         opts.args.algorithm_len = strlen(opts.args.algorithm);
     }
     const int64_t now_ns = read_now(L, 4, top);
@@ -788,7 +819,6 @@ static int store_reconfigure(lua_State *L, const char *tag)
                        : cr_limiter_reconfigure(box->limiter, &limit, now_ns);
     if (status != CR_OK)
         return raise_status(L, status);
-    box->limit = keyed ? *cr_keyed_limit(box->keyed) : *cr_limiter_limit(box->limiter);
     return 0;
 }
 
@@ -797,20 +827,21 @@ static int store_reconfigure(lua_State *L, const char *tag)
 static int store_info(lua_State *L, const char *tag)
 {
     const store_box *box = check_open(L, tag);
+    const cr_limit *limit = box_limit(box);
     lua_newtable(L);
-    lua_pushnumber(L, box->limit.rate);
+    lua_pushnumber(L, limit->rate);
     lua_setfield(L, -2, "rate");
-    lua_pushnumber(L, box->limit.period_s);
+    lua_pushnumber(L, limit->period_s);
     lua_setfield(L, -2, "period");
-    compat_pushint64(L, box->limit.burst);
+    compat_pushint64(L, limit->burst);
     lua_setfield(L, -2, "burst");
-    lua_pushstring(L, cr_clock_name(&box->limit));
+    lua_pushstring(L, cr_clock_name(limit));
     lua_setfield(L, -2, "clock");
-    lua_pushstring(L, cr_algorithm_name(box->limit.algorithm));
+    lua_pushstring(L, cr_algorithm_name(limit->algorithm));
     lua_setfield(L, -2, "algorithm");
-    compat_pushint64(L, box->limit.emission_ns);
+    compat_pushint64(L, limit->emission_ns);
     lua_setfield(L, -2, "emission_ns");
-    compat_pushint64(L, box->limit.tolerance_ns);
+    compat_pushint64(L, limit->tolerance_ns);
     lua_setfield(L, -2, "tolerance_ns");
     if (is_keyed(box)) {
         compat_pushint64(L, box->capacity);
@@ -825,6 +856,7 @@ static int store_info(lua_State *L, const char *tag)
 static int store_close(lua_State *L, const char *tag)
 {
     store_box *box = check_self(L, tag);
+    box->closed_limit = *box_limit(box);
     cr_limiter_free(box->limiter);
     cr_keyed_free(box->keyed);
     box->limiter = NULL;
@@ -838,7 +870,7 @@ static int store_tostring(lua_State *L, const char *tag)
     if (box->limiter == NULL && box->keyed == NULL)
         lua_pushfstring(L, "%s(closed)", tag);
     else
-        push_limit_text(L, tag, &box->limit, is_keyed(box) ? box->capacity : -1);
+        push_limit_text(L, tag, box_limit(box), is_keyed(box) ? box->capacity : -1);
     return 1;
 }
 
@@ -1097,7 +1129,7 @@ static int ffi_check_headers(void *payload, const char *key, size_t key_len, dou
         return CR_OK;
     }
     const store_box *box = payload;
-    return cr_headers_format(fields, decision, cr_limit_window_ns(&box->limit), name, name_len,
+    return cr_headers_format(fields, decision, cr_limit_window_ns(box_limit(box)), name, name_len,
                              legacy);
 }
 

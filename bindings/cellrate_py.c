@@ -65,16 +65,20 @@ typedef struct {
 
 /*
  * A Limiter or a KeyedLimiter: one object layout, one decision path, the key
- * the only difference. `limit` is a copy of the store's own (immutable)
- * limit, so that its fields are plain members.
+ * the only difference. The limit is the store's (store_limit): a live
+ * change, made here or by another process sharing its region, is the core's.
  */
 typedef struct {
     PyObject_HEAD
-    cr_limit limit;
     cr_limiter *limiter; /* a Limiter's store; NULL in a KeyedLimiter */
     cr_keyed *keyed;     /* a KeyedLimiter's store; NULL in a Limiter */
     int64_t capacity;    /* a KeyedLimiter's */
 } StoreObject;
+
+static const cr_limit *store_limit(const StoreObject *store)
+{
+    return store->keyed ? cr_keyed_limit(store->keyed) : cr_limiter_limit(store->limiter);
+}
 
 /* A Limit: the core's validated limit, immutable. */
 typedef struct {
@@ -431,6 +435,45 @@ static int convert_shared(module_state *state, PyObject *shared, PyObject *mode_
     return -1;
 }
 
+/* on_change=None | 'apply' | 'refuse'. */
+static int convert_on_change(module_state *state, PyObject *obj, cr_on_change *out)
+{
+    *out = CR_CHANGE_APPLY;
+    if (obj == Py_None)
+        return 0;
+    if (!PyUnicode_Check(obj)) {
+        raise_wrong_type(state, CR_E_ON_CHANGE);
+        return -1;
+    }
+    Py_ssize_t len;
+    const char *name = PyUnicode_AsUTF8AndSize(obj, &len);
+    if (name == NULL)
+        return -1;
+    const cr_status status = cr_parse_on_change(name, (size_t)len, out);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return -1;
+    }
+    return 0;
+}
+
+/* Opening `path` changed its region's limit from `old`: a RuntimeWarning in
+ * the core's words (-1 when warnings are errors and it was raised). */
+static int warn_change(PyTypeObject *type, const char *path, const cr_limit *old,
+                       const cr_limit *new_limit, int64_t capacity)
+{
+    const size_t size = CR_CHANGE_DESCRIPTION_MAX + strlen(path);
+    char *text = PyMem_Malloc(size);
+    if (text == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    cr_change_describe(text, size, type->tp_name, path, old, new_limit, capacity);
+    const int result = PyErr_WarnEx(PyExc_RuntimeWarning, text, 1);
+    PyMem_Free(text);
+    return result;
+}
+
 /* A failed construction, by the status's class. With `path` (the shared=
  * argument): a runtime failure other than memory is the system's refusal of
  * the file, OSError (errno and path); a region refusal (the file is not the
@@ -733,18 +776,22 @@ static bool is_keyed(const StoreObject *store) { return store->keyed != NULL; }
  * clock=None, algorithm=None); a KeyedLimiter also takes capacity=None. */
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *limiter_keywords[] = {"rate",        "period", "burst",     "shared",
-                                       "shared_mode", "clock",  "algorithm", NULL};
-    static char *keyed_keywords[] = {"rate",  "period",    "burst",    "shared", "shared_mode",
-                                     "clock", "algorithm", "capacity", NULL};
+    static char *limiter_keywords[] = {"rate",  "period",    "burst",     "shared", "shared_mode",
+                                       "clock", "algorithm", "on_change", NULL};
+    static char *keyed_keywords[] = {"rate",  "period",    "burst",     "shared",   "shared_mode",
+                                     "clock", "algorithm", "on_change", "capacity", NULL};
     module_state *state = (module_state *)PyType_GetModuleState(type);
     const bool keyed = type == state->keyed_type;
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
-    PyObject *clock = Py_None, *algorithm = Py_None, *capacity_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs,
-                                     keyed ? "O|O$OOOOOO:KeyedLimiter" : "O|O$OOOOO:Limiter",
-                                     keyed ? keyed_keywords : limiter_keywords, &rate, &period,
-                                     &burst, &shared, &mode_obj, &clock, &algorithm, &capacity_obj))
+    PyObject *clock = Py_None, *algorithm = Py_None, *on_change_obj = Py_None;
+    PyObject *capacity_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwargs, keyed ? "O|O$OOOOOOO:KeyedLimiter" : "O|O$OOOOOO:Limiter",
+            keyed ? keyed_keywords : limiter_keywords, &rate, &period, &burst, &shared, &mode_obj,
+            &clock, &algorithm, &on_change_obj, &capacity_obj))
+        return NULL;
+    cr_on_change on_change;
+    if (convert_on_change(state, on_change_obj, &on_change) < 0)
         return NULL;
     cr_limit limit;
     int64_t capacity = CR_KEYED_DEFAULT_CAPACITY, mode;
@@ -761,10 +808,19 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     const char *region = path != NULL ? PyBytes_AS_STRING(path) : NULL;
     cr_status status;
     Py_BEGIN_ALLOW_THREADS /* opening a region may wait on another process's lock */
-        status = keyed ? cr_keyed_open(&keyed_store, &limit, capacity, region, mode)
-                       : cr_limiter_open(&limiter, &limit, region, mode);
+        status = keyed ? cr_keyed_open(&keyed_store, &limit, capacity, region, mode, on_change)
+                       : cr_limiter_open(&limiter, &limit, region, mode, on_change);
     Py_END_ALLOW_THREADS if (status != CR_OK)
         raise_construction(state, status, path != NULL ? shared : NULL);
+    const cr_limit *replaced = status != CR_OK ? NULL
+                               : keyed         ? cr_keyed_replaced(keyed_store)
+                                               : cr_limiter_replaced(limiter);
+    if (replaced != NULL &&
+        warn_change(type, region, replaced, &limit, keyed ? capacity : -1) < 0) {
+        cr_limiter_free(limiter);
+        cr_keyed_free(keyed_store);
+        status = CR_E_NOMEM; /* the warning was made an error */
+    }
     Py_XDECREF(path);
     if (status != CR_OK)
         return NULL;
@@ -774,7 +830,6 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         cr_keyed_free(keyed_store);
         return NULL;
     }
-    self->limit = limit;
     self->limiter = limiter;
     self->keyed = keyed_store;
     self->capacity = capacity;
@@ -845,7 +900,7 @@ static Py_ALWAYS_INLINE inline PyObject *store_check(PyObject *self, bool keyed,
     if (decide(self, keyed, commit ? "check" : "peek", commit, args, nargs, kwnames, &decision,
                NULL) < 0)
         return NULL;
-    return decision_from(state_of(self), &decision, &((StoreObject *)self)->limit);
+    return decision_from(state_of(self), &decision, store_limit((StoreObject *)self));
 }
 
 /*
@@ -1123,7 +1178,7 @@ static PyObject *module_attach_method(PyObject *module, PyObject *const *args, P
 
 static PyObject *store_get_algorithm(PyObject *self, void *Py_UNUSED(closure))
 {
-    return PyUnicode_FromString(cr_algorithm_name(((StoreObject *)self)->limit.algorithm));
+    return PyUnicode_FromString(cr_algorithm_name(store_limit((StoreObject *)self)->algorithm));
 }
 
 /* Limiter.reset() */
@@ -1148,7 +1203,7 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
         return NULL;
     PyObject *own = NULL;
     if (algorithm == Py_None) {
-        own = PyUnicode_FromString(cr_algorithm_name(store->limit.algorithm));
+        own = PyUnicode_FromString(cr_algorithm_name(store_limit(store)->algorithm));
         if (own == NULL)
             return NULL;
     }
@@ -1169,8 +1224,6 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
         raise_status(state, status);
         return NULL;
     }
-    store->limit = is_keyed(store) ? *cr_keyed_limit(store->keyed)
-                                   : *cr_limiter_limit(store->limiter);
     Py_RETURN_NONE;
 }
 
@@ -1196,7 +1249,7 @@ static int keyed_bool(PyObject *Py_UNUSED(self)) { return 1; }
 
 static PyObject *store_get_clock(PyObject *self, void *Py_UNUSED(closure))
 {
-    return PyUnicode_FromString(cr_clock_name(&((StoreObject *)self)->limit));
+    return PyUnicode_FromString(cr_clock_name(store_limit((StoreObject *)self)));
 }
 
 static PyObject *keyed_get_evictions(PyObject *self, void *Py_UNUSED(closure))
@@ -1217,7 +1270,7 @@ static PyObject *limit_text(PyObject *self, const cr_limit *limit, int64_t capac
 static PyObject *store_repr(PyObject *self)
 {
     const StoreObject *store = (const StoreObject *)self;
-    return limit_text(self, &store->limit, is_keyed(store) ? store->capacity : -1);
+    return limit_text(self, store_limit(store), is_keyed(store) ? store->capacity : -1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1484,24 +1537,32 @@ static PyMethodDef keyed_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* The limit's fields, read-only, the same on both types. */
-#define LIMIT_MEMBER(name, type, field, doc)                                                   \
-    {                                                                                          \
-        name, type, offsetof(StoreObject, limit) + offsetof(cr_limit, field), Py_READONLY, doc \
-    }
-#define LIMIT_MEMBERS                                                                     \
-    LIMIT_MEMBER("rate", Py_T_DOUBLE, rate, "Units admitted per period, sustained."),     \
-        LIMIT_MEMBER("period", Py_T_DOUBLE, period_s, "The period in seconds."),          \
-        LIMIT_MEMBER("burst", Py_T_LONGLONG, burst, "Units an idle key admits at once."), \
-        LIMIT_MEMBER("emission_ns", Py_T_LONGLONG, emission_ns,                           \
-                     "The emission interval T: nanoseconds per unit."),                   \
-        LIMIT_MEMBER("tolerance_ns", Py_T_LONGLONG, tolerance_ns,                         \
-                     "The tolerance tau = T * burst, in nanoseconds.")
+/* The limit's fields, read-only, the same on both types: the current limit,
+ * which a live change moves. */
+static PyObject *store_get_rate(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyFloat_FromDouble(store_limit((StoreObject *)self)->rate);
+}
 
-static PyMemberDef limiter_members[] = {
-    LIMIT_MEMBERS,
-    {NULL, 0, 0, 0, NULL},
-};
+static PyObject *store_get_period(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyFloat_FromDouble(store_limit((StoreObject *)self)->period_s);
+}
+
+static PyObject *store_get_burst(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(store_limit((StoreObject *)self)->burst);
+}
+
+static PyObject *store_get_emission_ns(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(store_limit((StoreObject *)self)->emission_ns);
+}
+
+static PyObject *store_get_tolerance_ns(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(store_limit((StoreObject *)self)->tolerance_ns);
+}
 
 /* The same fields on a Limit, whose limit is its only member. */
 #define LIMIT_VALUE_MEMBER(name, type, field, doc)                                             \
@@ -1530,18 +1591,24 @@ static PyGetSetDef limit_getset[] = {
 };
 
 static PyMemberDef keyed_members[] = {
-    LIMIT_MEMBERS,
     {"capacity", Py_T_LONGLONG, offsetof(StoreObject, capacity), Py_READONLY,
      "The number of live keys the table is sized for."},
     {NULL, 0, 0, 0, NULL},
 };
 
-#define CLOCK_GETTER                                                                         \
-    {"clock", store_get_clock, NULL,                                                         \
-     "The clock read when now is None: 'monotonic', 'fast' or 'realtime' (windows).", NULL}, \
-    {                                                                                        \
-        "algorithm", store_get_algorithm, NULL,                                              \
-            "'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'.", NULL              \
+#define CLOCK_GETTER                                                                             \
+    {"rate", store_get_rate, NULL, "Units admitted per period, sustained.", NULL},               \
+        {"period", store_get_period, NULL, "The period in seconds.", NULL},                      \
+        {"burst", store_get_burst, NULL, "Units an idle key admits at once.", NULL},             \
+        {"emission_ns", store_get_emission_ns, NULL,                                             \
+         "The emission interval T: nanoseconds per unit.", NULL},                                \
+        {"tolerance_ns", store_get_tolerance_ns, NULL,                                           \
+         "The tolerance tau = T * burst, in nanoseconds.", NULL},                                \
+        {"clock", store_get_clock, NULL,                                                         \
+         "The clock read when now is None: 'monotonic', 'fast' or 'realtime' (windows).", NULL}, \
+    {                                                                                            \
+        "algorithm", store_get_algorithm, NULL,                                                  \
+            "'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'.", NULL                  \
     }
 
 static PyGetSetDef limiter_getset[] = {
@@ -1591,10 +1658,13 @@ static PyType_Slot limit_slots[] = {
 };
 
 static PyType_Slot limiter_slots[] = {
-    {Py_tp_doc, (void *)limiter_doc}, {Py_tp_new, store_new},
-    {Py_tp_dealloc, store_dealloc},   {Py_tp_repr, store_repr},
-    {Py_tp_methods, limiter_methods}, {Py_tp_members, limiter_members},
-    {Py_tp_getset, limiter_getset},   {0, NULL},
+    {Py_tp_doc, (void *)limiter_doc},
+    {Py_tp_new, store_new},
+    {Py_tp_dealloc, store_dealloc},
+    {Py_tp_repr, store_repr},
+    {Py_tp_methods, limiter_methods},
+    {Py_tp_getset, limiter_getset},
+    {0, NULL},
 };
 
 static PyType_Slot keyed_slots[] = {

@@ -172,9 +172,7 @@ const char *cr_version(void);
       "of each and decide them as one with check_all")                                            \
     X(46, E_RECONFIGURE_ALGORITHM, ARGUMENT, "algorithm",                                         \
       "algorithm: a live change keeps the limit's algorithm; make a new limiter for another one") \
-    X(47, E_SHARED_RECONFIGURE, ARGUMENT, "shared",                                               \
-      "shared: the limit of a shared region cannot be changed live; every process opens it "      \
-      "with the limit it was made with")
+    X(47, E_ON_CHANGE, ARGUMENT, "on_change", "on_change must be 'apply' or 'refuse'")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1
@@ -410,6 +408,26 @@ void cr_sleep_ns(int64_t ns);
 
 typedef struct cr_limiter cr_limiter;
 
+/* What opening a shared region with another limit than the region's does
+ * (docs/design.md §4): CR_CHANGE_APPLY makes the opener's limit the
+ * region's, a live change every process follows (the newest configuration
+ * wins); CR_CHANGE_REFUSE fails with CR_E_SHARED_RATE or CR_E_SHARED_BURST
+ * and changes nothing. Another algorithm or capacity is refused either way. */
+typedef enum { CR_CHANGE_APPLY = 0, CR_CHANGE_REFUSE = 1 } cr_on_change;
+
+/* Parses "apply" or "refuse" (CR_E_ON_CHANGE otherwise). */
+cr_status cr_parse_on_change(const char *name, size_t len, cr_on_change *out);
+
+/* Bytes of a cr_change_describe text, with its NUL, besides the path's. */
+#define CR_CHANGE_DESCRIPTION_MAX (2 * CR_LIMIT_DESCRIPTION_MAX + 160)
+
+/* The warning every face gives when opening a shared region changed its
+ * limit: "shared: <path>'s limit changed from <old> to <new> by this opening
+ * (the newest configuration wins; on_change='refuse' keeps the region's)",
+ * as snprintf into `buf`. */
+size_t cr_change_describe(char *buf, size_t size, const char *type_name, const char *path,
+                          const cr_limit *old, const cr_limit *new_limit, int64_t capacity);
+
 /*
  * Makes a limiter for `limit`, idle (full burst): with `path` NULL, of this
  * process alone (`mode` unused); else in the shared region at `path`, a file
@@ -428,9 +446,14 @@ typedef struct cr_limiter cr_limiter;
  * path keeps changing under it. The mapping survives fork(). On
  * CR_E_SHARED_IO / CR_E_SHARED_ACCESS, errno says why (docs/design.md §5).
  */
-cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *path, int64_t mode);
-/* cr_limiter_open(out, limit, NULL, 0). */
+cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *path, int64_t mode,
+                          cr_on_change on_change);
+/* cr_limiter_open(out, limit, NULL, 0, CR_CHANGE_APPLY). */
 cr_status cr_limiter_new(cr_limiter **out, const cr_limit *limit);
+
+/* The region's limit that opening the limiter replaced (CR_CHANGE_APPLY),
+ * or NULL when it changed nothing. */
+const cr_limit *cr_limiter_replaced(const cr_limiter *limiter);
 /* Frees it (unmapping a shared region; the file stays); NULL is a no-op. */
 void cr_limiter_free(cr_limiter *limiter);
 const cr_limit *cr_limiter_limit(const cr_limiter *limiter);
@@ -457,9 +480,12 @@ void cr_limiter_reset(cr_limiter *limiter);
  * change or wholly after it. Concurrent changes are serialized. The limit of
  * cr_limiter_limit() before the call stays valid (every limit a limiter had
  * is kept until it is freed: one small block per change). The clock stays the
- * limiter's. CR_E_RECONFIGURE_ALGORITHM for another algorithm;
- * CR_E_SHARED_RECONFIGURE for a limiter in a shared region; CR_E_NOW;
- * CR_E_NOMEM.
+ * limiter's. In a shared region the change is the region's: every process
+ * sharing it decides under the new limit from its next decision (the old
+ * limit's units carried, once, by whichever touches a state first).
+ * CR_E_RECONFIGURE_ALGORITHM for another algorithm; CR_E_NOW; CR_E_NOMEM;
+ * CR_E_SHARED_LOCK when another process holds the region's change lock
+ * past the bound of cr_lock_acquire.
  */
 cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int64_t now_ns);
 
@@ -485,9 +511,12 @@ typedef struct cr_keyed cr_keyed;
  * NULL, of this process alone; else in a shared region, as cr_limiter_open.
  */
 cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity, const char *path,
-                        int64_t mode);
-/* cr_keyed_open(out, limit, capacity, NULL, 0). */
+                        int64_t mode, cr_on_change on_change);
+/* cr_keyed_open(out, limit, capacity, NULL, 0, CR_CHANGE_APPLY). */
 cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity);
+
+/* As cr_limiter_replaced. */
+const cr_limit *cr_keyed_replaced(const cr_keyed *keyed);
 /* Frees it (unmapping a shared region; the file stays); NULL is a no-op. */
 void cr_keyed_free(cr_keyed *keyed);
 const cr_limit *cr_keyed_limit(const cr_keyed *keyed);

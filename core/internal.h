@@ -62,6 +62,75 @@ static inline bool cr_limit_identical(const cr_limit *a, const cr_limit *b)
  * (core/carry.c; docs/design.md §4). */
 int64_t cr_full(const cr_limit *limit, int64_t now_ns);
 
+struct cr_region_s;
+
+/* A limit a store has had: never changed once made, freed with the store.
+ * Generations count changes: 0 for the first limit (of the store, or of the
+ * shared region), one more per change. */
+typedef struct cr_generation cr_generation;
+struct cr_generation {
+    cr_limit limit;
+    uint64_t generation;
+    int64_t changed_at;         /* the instant of the change that made it current */
+    const cr_generation *older; /* the one this process knew before (NULL: none) */
+};
+
+/* A state written under generation `since`, carried through every change
+ * up to `current`, each at its instant. The limits come from the chain of
+ * `current`, else from `region` (NULL for a store of one process); a state
+ * whose history is gone is taken as everything used at `now_ns`: never a
+ * fresh allowance. */
+int64_t cr_carry_since(const struct cr_region_s *region, const cr_generation *current,
+                       uint64_t since, int64_t state, int64_t now_ns);
+
+/* Two words changed together by one 16-byte compare-and-swap: a keyed
+ * table's slot {fingerprint, state}, a shared Limiter's {generation, state}. */
+__extension__ typedef unsigned __int128 cr_pair;
+typedef union {
+    cr_pair pair;
+    struct {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        int64_t state;
+        uint64_t word;
+#else
+        uint64_t word;
+        int64_t state;
+#endif
+    } half;
+} cr_pair_halves;
+
+static inline cr_pair cr_pair_make(uint64_t word, int64_t state)
+{
+    cr_pair_halves h;
+    h.half.word = word;
+    h.half.state = state;
+    return h.pair;
+}
+
+static inline bool cr_pair_cas(cr_pair *target, cr_pair expected, cr_pair desired)
+{
+#if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
+    /* GCC inlines cmpxchg16b for __sync (with -mcx16) but not for __atomic. */
+    return __sync_bool_compare_and_swap(target, expected, desired);
+#else
+    return __atomic_compare_exchange_n(target, &expected, desired, false, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
+#endif
+}
+
+/* Each half read alone: the pair may be torn by a concurrent change; a
+ * compare-and-swap against it then fails, and readers that do not write
+ * check the word again after the state. */
+static inline uint64_t cr_pair_word(const cr_pair *p)
+{
+    return __atomic_load_n(&((const cr_pair_halves *)p)->half.word, __ATOMIC_ACQUIRE);
+}
+
+static inline int64_t cr_pair_state(const cr_pair *p)
+{
+    return __atomic_load_n(&((const cr_pair_halves *)p)->half.state, __ATOMIC_ACQUIRE);
+}
+
 /* A fresh 128-bit hash seed from the kernel's random source (core/seed.c). */
 cr_status cr_random_seed(uint64_t seed[2]);
 
@@ -80,15 +149,14 @@ extern int64_t cr_lock_timeout_ns;
 /* What a shared region must hold; cr_region_open fills in the limit's
  * fields and the offsets. */
 typedef struct {
-    uint32_t kind;       /* CR_REGION_LIMITER or CR_REGION_KEYED */
-    uint32_t algorithm;  /* cr_algorithm */
-    int64_t emission_ns; /* T; for a window algorithm the window */
-    int64_t burst;
+    uint32_t kind;      /* CR_REGION_LIMITER or CR_REGION_KEYED */
+    uint32_t algorithm; /* cr_algorithm */
     int64_t capacity;
     uint32_t nbuckets;
     uint32_t nstripes;
     size_t buckets_size;
     size_t stripes_offset;
+    size_t changes_offset;
     size_t buckets_offset;
     size_t total_size;
 } cr_region_spec;
@@ -96,20 +164,54 @@ typedef struct {
 enum { CR_REGION_LIMITER = 1, CR_REGION_KEYED = 2 };
 
 /* A mapped region: pointers into the mapping. */
-typedef struct {
+typedef struct cr_region_s {
     void *base;
     size_t size;
     uint64_t seed[2];
     cr_lock *stripes;
     void *buckets;
+    size_t changes_offset;
     _Atomic uint64_t *evictions;
-    _Atomic int64_t *tat;
+    cr_pair *limiter_state; /* a Limiter's {generation, state} */
 } cr_region;
+
+/* The limit history a region keeps: a decision can carry a state written up
+ * to this many changes ago. */
+#define CR_REGION_RECORDS 256
 
 /* Opens or creates the region at `path` for a store of `spec` and `limit`
  * (see cr_limiter_open). */
 cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit *limit,
                          const char *path, int64_t mode);
 void cr_region_close(cr_region *region);
+
+/* The region's current generation: 0 at its creation, one more per change. */
+uint64_t cr_region_generation(const cr_region *region);
+/* The limit of `generation` and the instant it became current, built for
+ * this process as `like` (its clock); CR_E_SHARED_CORRUPT when the region no
+ * longer holds it (over CR_REGION_RECORDS changes ago) or holds no limit
+ * this version writes. */
+cr_status cr_region_limit(const cr_region *region, uint64_t generation, const cr_limit *like,
+                          cr_limit *out, int64_t *changed_at);
+/* Makes `limit` the region's, as of `changed_at`; the caller holds the
+ * change lock. Returns the new generation. */
+uint64_t cr_region_publish(cr_region *region, const cr_limit *limit, int64_t changed_at);
+/* Serializes changes across the processes; the cursor of the keyed table's
+ * sweep (docs/design.md §4), under it. */
+cr_lock *cr_region_change_lock(cr_region *region);
+uint64_t *cr_region_sweep_cursor(cr_region *region);
+/* The word cr_region_generation reads, for a store's hot path. */
+const _Atomic uint64_t *cr_region_generation_word(const cr_region *region);
+/* `next` as the region's current generation, following `current` (whose
+ * clock it keeps); next->generation == current->generation when nothing
+ * changed. */
+cr_status cr_region_adopt(const cr_region *region, const cr_generation *current,
+                          cr_generation *next);
+/* At opening, under the change lock: `current` becomes the region's limit
+ * when it is `limit`'s, else `limit` replaces it (the region's in
+ * *replaced, *changed set) or, with CR_CHANGE_REFUSE, the opening fails
+ * with CR_E_SHARED_RATE / CR_E_SHARED_BURST. */
+cr_status cr_region_join(cr_region *region, const cr_limit *limit, cr_on_change on_change,
+                         int64_t now_ns, cr_generation *current, cr_limit *replaced, bool *changed);
 
 #endif

@@ -46,20 +46,8 @@
 #define SWEEP_CHANGES 112
 #define MAX_BEHIND 224
 
-__extension__ typedef unsigned __int128 slot_pair; /* low half: fingerprint; high half: TAT */
-
-typedef union {
-    slot_pair pair;
-    struct {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        int64_t tat;
-        uint64_t fp;
-#else
-        uint64_t fp;
-        int64_t tat;
-#endif
-    } half;
-} slot;
+typedef cr_pair slot; /* {fingerprint word, state} */
+typedef cr_pair slot_pair;
 
 typedef struct {
     _Alignas(64) slot slots[SLOTS_PER_BUCKET];
@@ -68,17 +56,13 @@ typedef struct {
 _Static_assert(sizeof(slot) == 16, "a slot is 16 bytes");
 _Static_assert(sizeof(bucket) == 64, "a bucket is one cache line");
 
-/* A limit the table has had: never changed, freed with the table. */
-typedef struct keyed_limit keyed_limit;
-struct keyed_limit {
-    cr_limit limit;
-    uint64_t generation; /* 0 for the limit the table was made with */
-    int64_t changed_at;  /* the instant of the change that made it current */
-    keyed_limit *older;  /* the limit before it (NULL for generation 0) */
-};
+typedef cr_generation keyed_limit;
 
 struct cr_keyed {
     keyed_limit *_Atomic current; /* the limit decisions apply */
+    /* The generation of the limit decisions must apply: the table's own, or
+     * its shared region's; `current` follows it on the next decision. */
+    const _Atomic uint64_t *generation;
     int64_t capacity;
     uint64_t seed[2];
     uint32_t nbuckets;
@@ -86,10 +70,13 @@ struct cr_keyed {
     bucket *buckets;
     cr_lock *stripes;
     _Atomic uint64_t *evictions;
-    cr_region region;         /* base is NULL for a table of this process alone */
-    pthread_mutex_t changing; /* serializes live changes; decisions never take it */
-    uint32_t sweep_cursor;    /* the next bucket a change sweeps, under `changing` */
+    cr_region region;          /* base is NULL for a table of this process alone */
+    pthread_mutex_t changing;  /* serializes live changes; decisions never take it */
+    uint64_t own_sweep_cursor; /* the next bucket a change sweeps, under `changing` */
+    uint64_t *sweep_cursor;    /* own_sweep_cursor, or the region's */
+    const cr_limit *replaced;  /* the region's limit that opening replaced, or NULL */
     _Alignas(64) _Atomic uint64_t own_evictions;
+    _Atomic uint64_t own_generation;
 };
 
 static uint64_t tag_of(uint64_t generation) { return (generation % TAG_COUNT) << TAG_SHIFT; }
@@ -99,30 +86,10 @@ static keyed_limit *current_limit(const cr_keyed *keyed)
     return atomic_load_explicit(&((cr_keyed *)keyed)->current, memory_order_acquire);
 }
 
-static slot_pair make_pair(uint64_t fp, int64_t tat)
-{
-    slot s;
-    s.half.fp = fp;
-    s.half.tat = tat;
-    return s.pair;
-}
-
-static bool slot_cas(slot *target, slot_pair expected, slot_pair desired)
-{
-#if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
-    /* GCC inlines cmpxchg16b for __sync (with -mcx16) but not for __atomic. */
-    return __sync_bool_compare_and_swap(&target->pair, expected, desired);
-#else
-    return __atomic_compare_exchange_n(&target->pair, &expected, desired, false, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
-#endif
-}
-
-/* Reads a slot's two halves. The pair may be torn by a concurrent change; a
- * compare-and-swap against it then fails, and readers that do not write check
- * the fingerprint again after the TAT. */
-static uint64_t load_fp(const slot *s) { return __atomic_load_n(&s->half.fp, __ATOMIC_ACQUIRE); }
-static int64_t load_tat(const slot *s) { return __atomic_load_n(&s->half.tat, __ATOMIC_ACQUIRE); }
+#define make_pair cr_pair_make
+#define slot_cas cr_pair_cas
+#define load_fp cr_pair_word
+#define load_tat cr_pair_state
 
 /* Lemire's multiply-shift: a uniform index in [0, n) without a division. */
 static uint32_t reduce(uint32_t hash, uint32_t n) { return (uint32_t)(((uint64_t)hash * n) >> 32); }
@@ -256,23 +223,14 @@ static void claim_slot(cr_keyed *keyed, const key_place *place, uint64_t tag, in
  * writer; a state more than MAX_BEHIND behind (a decision that slept through
  * over 112 changes between reading `current` and its CAS) is taken as
  * everything used under `current`: never a fresh allowance. */
-static int64_t carried_state(const keyed_limit *current, uint64_t tag, int64_t state,
-                             int64_t now_ns)
+static int64_t carried_state(const cr_keyed *keyed, const keyed_limit *current, uint64_t tag,
+                             int64_t state, int64_t now_ns)
 {
     const uint64_t behind = (current->generation - tag) % TAG_COUNT;
     if (behind >= MAX_BEHIND || behind > current->generation)
         return cr_full(&current->limit, now_ns);
-    const keyed_limit *path[MAX_BEHIND];
-    const keyed_limit *limit = current;
-    for (uint64_t i = 0; i < behind; i++) {
-        path[i] = limit;
-        limit = limit->older;
-    }
-    for (uint64_t i = behind; i-- > 0;) {
-        state = cr_carry(&limit->limit, &path[i]->limit, state, path[i]->changed_at);
-        limit = path[i];
-    }
-    return state;
+    return cr_carry_since(keyed->region.base ? &keyed->region : NULL, current,
+                          current->generation - behind, state, now_ns);
 }
 
 /* Retags slot `s` (seen as {word, state}) to `current`, carrying its state.
@@ -284,7 +242,7 @@ static keyed_limit *convert_slot(cr_keyed *keyed, keyed_limit *current, slot *s,
     keyed_limit *latest = current_limit(keyed);
     if (latest != current)
         return latest; /* a change since this call began: decide under it */
-    const int64_t carried = carried_state(current, word >> TAG_SHIFT, state, now_ns);
+    const int64_t carried = carried_state(keyed, current, word >> TAG_SHIFT, state, now_ns);
     slot_cas(s, make_pair(word, state),
              make_pair((word & FP_MASK) | tag_of(current->generation), carried));
     return current; /* converted, or changed meanwhile: the caller looks again */
@@ -297,8 +255,10 @@ static void sweep(cr_keyed *keyed, keyed_limit *current, int64_t now_ns)
     const uint32_t count = (keyed->nbuckets + SWEEP_CHANGES - 1) / SWEEP_CHANGES;
     const uint64_t tag = tag_of(current->generation);
     for (uint32_t n = 0; n < count; n++) {
-        bucket *bk = &keyed->buckets[keyed->sweep_cursor];
-        keyed->sweep_cursor = (keyed->sweep_cursor + 1) % keyed->nbuckets;
+        /* a region's cursor is the file's: any value must stay in the table */
+        const uint64_t cursor = *keyed->sweep_cursor % keyed->nbuckets;
+        bucket *bk = &keyed->buckets[cursor];
+        *keyed->sweep_cursor = (cursor + 1) % keyed->nbuckets;
         for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
             slot *s = &bk->slots[i];
             for (;;) {
@@ -351,8 +311,10 @@ static cr_status map_private_table(cr_keyed *keyed)
     return CR_OK;
 }
 
-/* The table in the shared region at `path`. */
-static cr_status map_shared_table(cr_keyed *keyed, const char *path, int64_t mode)
+/* The table in the shared region at `path`, following the region's limit
+ * or changing it to this one (docs/design.md §4). */
+static cr_status map_shared_table(cr_keyed *keyed, const char *path, int64_t mode,
+                                  cr_on_change on_change, int64_t now_ns)
 {
     cr_region_spec spec = {
         .kind = CR_REGION_KEYED,
@@ -361,22 +323,44 @@ static cr_status map_shared_table(cr_keyed *keyed, const char *path, int64_t mod
         .nstripes = keyed->nstripes,
         .buckets_size = buckets_size(keyed),
     };
-    cr_status status = cr_region_open(&keyed->region, &spec, &current_limit(keyed)->limit, path,
-                                      mode);
+    keyed_limit *first = current_limit(keyed);
+    cr_status status = cr_region_open(&keyed->region, &spec, &first->limit, path, mode);
     if (status != CR_OK)
         return status;
     memcpy(keyed->seed, keyed->region.seed, sizeof keyed->seed);
     keyed->buckets = keyed->region.buckets;
     keyed->stripes = keyed->region.stripes;
     keyed->evictions = keyed->region.evictions;
-    return CR_OK;
+    keyed->generation = cr_region_generation_word(&keyed->region);
+    keyed->sweep_cursor = cr_region_sweep_cursor(&keyed->region);
+    cr_lock *lock = cr_region_change_lock(&keyed->region);
+    status = cr_lock_acquire(lock);
+    if (status == CR_OK) {
+        cr_limit *replaced = calloc(1, sizeof *replaced);
+        bool changed = false;
+        status = replaced ? cr_region_join(&keyed->region, &first->limit, on_change, now_ns, first,
+                                           replaced, &changed)
+                          : CR_E_NOMEM;
+        if (status == CR_OK && changed) {
+            sweep(keyed, first, first->changed_at);
+            keyed->replaced = replaced;
+        } else {
+            free(replaced);
+        }
+        cr_lock_release(lock);
+    }
+    if (status != CR_OK)
+        cr_region_close(&keyed->region);
+    return status;
 }
 
 cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity, const char *path,
-                        int64_t mode)
+                        int64_t mode, cr_on_change on_change)
 {
     if (capacity < 1 || capacity > MAX_CAPACITY)
         return CR_E_CAPACITY;
+    if (on_change != CR_CHANGE_APPLY && on_change != CR_CHANGE_REFUSE)
+        return CR_E_ON_CHANGE;
     cr_keyed *keyed = aligned_alloc(64, sizeof *keyed);
     keyed_limit *first = calloc(1, sizeof *first);
     if (!keyed || !first) {
@@ -393,7 +377,11 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
     keyed->nstripes = keyed->nbuckets < MAX_STRIPES ? keyed->nbuckets : MAX_STRIPES;
     keyed->evictions = &keyed->own_evictions;
     atomic_init(&keyed->own_evictions, 0);
-    cr_status status = path ? map_shared_table(keyed, path, mode) : map_private_table(keyed);
+    atomic_init(&keyed->own_generation, 0);
+    keyed->generation = &keyed->own_generation;
+    keyed->sweep_cursor = &keyed->own_sweep_cursor;
+    cr_status status = path ? map_shared_table(keyed, path, mode, on_change, cr_read_clock(limit))
+                            : map_private_table(keyed);
     if (status != CR_OK) {
         pthread_mutex_destroy(&keyed->changing);
         free(first);
@@ -406,7 +394,7 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
 
 cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity)
 {
-    return cr_keyed_open(out, limit, capacity, NULL, 0);
+    return cr_keyed_open(out, limit, capacity, NULL, 0, CR_CHANGE_APPLY);
 }
 
 void cr_keyed_free(cr_keyed *keyed)
@@ -419,46 +407,91 @@ void cr_keyed_free(cr_keyed *keyed)
         free(keyed->stripes);
         munmap(keyed->buckets, buckets_size(keyed));
     }
-    keyed_limit *limit = current_limit(keyed);
+    const keyed_limit *limit = current_limit(keyed);
     while (limit) {
-        keyed_limit *older = limit->older;
-        free(limit);
+        const keyed_limit *older = limit->older;
+        free((keyed_limit *)limit);
         limit = older;
     }
+    free((cr_limit *)keyed->replaced);
     pthread_mutex_destroy(&keyed->changing);
     free(keyed);
 }
 
 const cr_limit *cr_keyed_limit(const cr_keyed *keyed) { return &current_limit(keyed)->limit; }
 
+const cr_limit *cr_keyed_replaced(const cr_keyed *keyed) { return keyed->replaced; }
+
+/* Makes the region's current generation this process's, under `changing`. */
+static cr_status adopt(cr_keyed *keyed)
+{
+    keyed_limit *current = current_limit(keyed);
+    keyed_limit *next = calloc(1, sizeof *next);
+    if (!next)
+        return CR_E_NOMEM;
+    cr_status status = cr_region_adopt(&keyed->region, current, next);
+    if (status != CR_OK || next->generation == current->generation) {
+        free(next);
+        return status;
+    }
+    atomic_store_explicit(&keyed->current, next, memory_order_release);
+    return CR_OK;
+}
+
+/* The limit decisions apply now: `current` once it has followed the
+ * table's generation (changed by this process or, in a shared region, by
+ * any). */
+static cr_status follow(cr_keyed *keyed, keyed_limit **current)
+{
+    pthread_mutex_lock(&keyed->changing);
+    cr_status status = CR_OK;
+    if (keyed->region.base)
+        status = adopt(keyed);
+    pthread_mutex_unlock(&keyed->changing);
+    *current = current_limit(keyed);
+    return status;
+}
+
 cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t now_ns)
 {
-    if (keyed->region.base)
-        return CR_E_SHARED_RECONFIGURE;
     cr_status status = cr_check_args(now_ns, 0);
     if (status != CR_OK)
         return status;
     pthread_mutex_lock(&keyed->changing);
-    keyed_limit *current = current_limit(keyed);
-    status = cr_limit_reconfigurable(&current->limit, limit);
-    if (status != CR_OK || cr_limit_identical(&current->limit, limit)) {
-        pthread_mutex_unlock(&keyed->changing); /* the same limit: nothing changes */
+    cr_lock *lock = keyed->region.base ? cr_region_change_lock(&keyed->region) : NULL;
+    if (lock && (status = cr_lock_acquire(lock)) != CR_OK) {
+        pthread_mutex_unlock(&keyed->changing);
         return status;
     }
+    if (lock)
+        status = adopt(keyed); /* changes start from the region's latest */
+    keyed_limit *current = current_limit(keyed);
+    if (status == CR_OK)
+        status = cr_limit_reconfigurable(&current->limit, limit);
+    if (status != CR_OK || cr_limit_identical(&current->limit, limit))
+        goto done; /* the same limit: nothing changes */
     keyed_limit *next = calloc(1, sizeof *next);
     if (!next) {
-        pthread_mutex_unlock(&keyed->changing);
-        return CR_E_NOMEM;
+        status = CR_E_NOMEM;
+        goto done;
     }
     next->limit = *limit;
     next->limit.fast_clock = current->limit.fast_clock;
-    next->generation = current->generation + 1;
     next->changed_at = cr_resolve_now(&current->limit, now_ns);
     next->older = current;
+    if (lock) {
+        next->generation = cr_region_publish(&keyed->region, &next->limit, next->changed_at);
+    } else {
+        next->generation = current->generation + 1;
+        atomic_store_explicit(&keyed->own_generation, next->generation, memory_order_release);
+    }
     atomic_store_explicit(&keyed->current, next, memory_order_release);
     sweep(keyed, next, next->changed_at);
+done:
+    if (lock)
+        cr_lock_release(lock);
     pthread_mutex_unlock(&keyed->changing);
-    return CR_OK;
+    return status;
 }
 
 /* Applies `op` to `key`; `out` NULL decides admission alone (the allow() path). */
@@ -475,6 +508,13 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
     __builtin_prefetch(&keyed->buckets[place.bucket[0]]);
     __builtin_prefetch(&keyed->buckets[place.bucket[1]]);
     keyed_limit *current = current_limit(keyed);
+    if (__builtin_expect(atomic_load_explicit(keyed->generation, memory_order_acquire) !=
+                             current->generation,
+                         0)) {
+        status = follow(keyed, &current); /* the limit changed: decide under the new one */
+        if (status != CR_OK)
+            return status;
+    }
     now_ns = cr_resolve_now(&current->limit, now_ns); /* a change keeps the clock */
     for (;;) {
         int64_t state;
@@ -483,7 +523,14 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
         if (s) {
             if (__builtin_expect((word & ~FP_MASK) != tag_of(current->generation), 0)) {
                 /* written under another limit: carry it first, then decide */
-                current = convert_slot(keyed, current, s, word, state, now_ns);
+                if (atomic_load_explicit(keyed->generation, memory_order_acquire) !=
+                    current->generation) {
+                    status = follow(keyed, &current); /* a newer limit wrote it */
+                    if (status != CR_OK)
+                        return status;
+                } else {
+                    current = convert_slot(keyed, current, s, word, state, now_ns);
+                }
                 continue;
             }
             int64_t new_state = cr_apply(&current->limit, state, now_ns, op, out, ok);

@@ -461,3 +461,27 @@ size_t cr_limit_describe(char *buf, size_t size, const char *type_name, const cr
                              burst, clock, algorithm, keys);
     return len < 0 ? 0 : (size_t)len;
 }
+
+cr_status cr_parse_on_change(const char *name, size_t len, cr_on_change *out)
+{
+    if (len == 5 && memcmp(name, "apply", 5) == 0)
+        *out = CR_CHANGE_APPLY;
+    else if (len == 6 && memcmp(name, "refuse", 6) == 0)
+        *out = CR_CHANGE_REFUSE;
+    else
+        return CR_E_ON_CHANGE;
+    return CR_OK;
+}
+
+size_t cr_change_describe(char *buf, size_t size, const char *type_name, const char *path,
+                          const cr_limit *old, const cr_limit *new_limit, int64_t capacity)
+{
+    char was[CR_LIMIT_DESCRIPTION_MAX], now[CR_LIMIT_DESCRIPTION_MAX];
+    cr_limit_describe(was, sizeof was, type_name, old, capacity);
+    cr_limit_describe(now, sizeof now, type_name, new_limit, capacity);
+    const int len = snprintf(buf, size,
+                             "shared: %s's limit changed from %s to %s by this opening (the newest "
+                             "configuration wins; on_change='refuse' keeps the region's)",
+                             path, was, now);
+    return len < 0 ? 0 : (size_t)len;
+}

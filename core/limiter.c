@@ -13,6 +13,13 @@
  * pointer more than before (the cell, in the limiter's read-only line).
  * Retired cells stay until the limiter is freed: a decision may still hold
  * one, and nothing on the hot path says when it lets go.
+ *
+ * In a shared region the state is the region's pair {generation, state},
+ * changed by one 16-byte compare-and-swap: the generation says which limit
+ * wrote the state. A decision first follows the region's generation (one
+ * read of its change line), then carries a state written under an older
+ * limit before deciding (docs/design.md §4). Cells there are this process's
+ * view of the region's limits; their own TAT is unused.
  */
 #include "cellrate.h"
 #include "internal.h"
@@ -27,10 +34,8 @@
 
 typedef struct limiter_cell limiter_cell;
 struct limiter_cell {
-    _Atomic int64_t *tat; /* own_tat, or the TAT in a shared region */
-    cr_limit limit;
+    cr_generation limit;                  /* first: a cell is its limit's generation */
     limiter_cell *_Atomic next;           /* set before the cell is retired */
-    limiter_cell *older;                  /* the cells before it, freed with the limiter */
     _Alignas(64) _Atomic int64_t own_tat; /* a cache line of its own */
 };
 
@@ -38,6 +43,7 @@ struct cr_limiter {
     limiter_cell *_Atomic cell; /* the current cell */
     cr_region region;           /* base is NULL for a limiter of this process alone */
     pthread_mutex_t changing;   /* serializes live changes; decisions never take it */
+    const cr_limit *replaced;   /* the region's limit that opening replaced, or NULL */
 };
 
 static limiter_cell *cell_new(const cr_limit *limit, int64_t state, limiter_cell *older)
@@ -48,14 +54,71 @@ static limiter_cell *cell_new(const cr_limit *limit, int64_t state, limiter_cell
     memset(cell, 0, sizeof *cell);
     atomic_init(&cell->own_tat, state);
     atomic_init(&cell->next, NULL);
-    cell->tat = &cell->own_tat;
-    cell->limit = *limit;
-    cell->older = older;
+    cell->limit.limit = *limit;
+    cell->limit.older = older ? &older->limit : NULL;
     return cell;
 }
 
-cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *path, int64_t mode)
+static limiter_cell *older_cell(const limiter_cell *cell)
 {
+    return (limiter_cell *)cell->limit.older; /* every generation of a limiter is a cell */
+}
+
+/* Carries the region's state to the generation of `cell`, when a state of
+ * an older one is there (a Limiter's one state is converted by each change). */
+static void convert_shared(cr_limiter *limiter, const limiter_cell *cell, int64_t now_ns)
+{
+    cr_pair *pair = limiter->region.limiter_state;
+    for (;;) {
+        const uint64_t generation = cr_pair_word(pair);
+        const int64_t state = cr_pair_state(pair);
+        if (cr_pair_word(pair) != generation)
+            continue;
+        if (generation >= cell->limit.generation)
+            return;
+        const int64_t carried = cr_carry_since(&limiter->region, &cell->limit, generation, state,
+                                               now_ns);
+        if (cr_pair_cas(pair, cr_pair_make(generation, state),
+                        cr_pair_make(cell->limit.generation, carried)))
+            return;
+    }
+}
+
+/* Opens the region and follows its limit, or changes it to this one. */
+static cr_status open_shared(cr_limiter *limiter, limiter_cell *cell, const char *path,
+                             int64_t mode, cr_on_change on_change)
+{
+    cr_region_spec spec = {.kind = CR_REGION_LIMITER, .capacity = 1};
+    cr_status status = cr_region_open(&limiter->region, &spec, &cell->limit.limit, path, mode);
+    if (status != CR_OK)
+        return status;
+    cr_lock *lock = cr_region_change_lock(&limiter->region);
+    status = cr_lock_acquire(lock);
+    if (status == CR_OK) {
+        cr_limit *replaced = calloc(1, sizeof *replaced);
+        bool changed = false;
+        status = replaced ? cr_region_join(&limiter->region, &cell->limit.limit, on_change,
+                                           cr_read_clock(&cell->limit.limit), &cell->limit,
+                                           replaced, &changed)
+                          : CR_E_NOMEM;
+        if (status == CR_OK && changed) {
+            convert_shared(limiter, cell, cell->limit.changed_at);
+            limiter->replaced = replaced;
+        } else {
+            free(replaced);
+        }
+        cr_lock_release(lock);
+    }
+    if (status != CR_OK)
+        cr_region_close(&limiter->region);
+    return status;
+}
+
+cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *path, int64_t mode,
+                          cr_on_change on_change)
+{
+    if (on_change != CR_CHANGE_APPLY && on_change != CR_CHANGE_REFUSE)
+        return CR_E_ON_CHANGE;
     cr_limiter *limiter = malloc(sizeof *limiter);
     limiter_cell *cell = cell_new(limit, 0, NULL);
     if (!limiter || !cell) {
@@ -66,15 +129,13 @@ cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *p
     memset(limiter, 0, sizeof *limiter);
     pthread_mutex_init(&limiter->changing, NULL);
     if (path) {
-        cr_region_spec spec = {.kind = CR_REGION_LIMITER, .capacity = 1};
-        cr_status status = cr_region_open(&limiter->region, &spec, limit, path, mode);
+        cr_status status = open_shared(limiter, cell, path, mode, on_change);
         if (status != CR_OK) {
             pthread_mutex_destroy(&limiter->changing);
             free(limiter);
             free(cell);
             return status;
         }
-        cell->tat = limiter->region.tat;
     }
     atomic_init(&limiter->cell, cell);
     *out = limiter;
@@ -83,7 +144,7 @@ cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *p
 
 cr_status cr_limiter_new(cr_limiter **out, const cr_limit *limit)
 {
-    return cr_limiter_open(out, limit, NULL, 0);
+    return cr_limiter_open(out, limit, NULL, 0, CR_CHANGE_APPLY);
 }
 
 void cr_limiter_free(cr_limiter *limiter)
@@ -93,13 +154,16 @@ void cr_limiter_free(cr_limiter *limiter)
     cr_region_close(&limiter->region);
     limiter_cell *cell = atomic_load_explicit(&limiter->cell, memory_order_relaxed);
     while (cell) {
-        limiter_cell *older = cell->older;
+        limiter_cell *older = older_cell(cell);
         free(cell);
         cell = older;
     }
+    free((cr_limit *)limiter->replaced);
     pthread_mutex_destroy(&limiter->changing);
     free(limiter);
 }
+
+const cr_limit *cr_limiter_replaced(const cr_limiter *limiter) { return limiter->replaced; }
 
 static limiter_cell *current_cell(const cr_limiter *limiter)
 {
@@ -109,7 +173,57 @@ static limiter_cell *current_cell(const cr_limiter *limiter)
 
 const cr_limit *cr_limiter_limit(const cr_limiter *limiter)
 {
-    return &current_cell(limiter)->limit;
+    return &current_cell(limiter)->limit.limit;
+}
+
+/* The cell of the region's current generation, made when this process
+ * meets a change another made. */
+static cr_status follow(cr_limiter *limiter, limiter_cell **cell)
+{
+    pthread_mutex_lock(&limiter->changing);
+    limiter_cell *current = current_cell(limiter);
+    limiter_cell *next = cell_new(&current->limit.limit, 0, current);
+    cr_status status = next ? cr_region_adopt(&limiter->region, &current->limit, &next->limit)
+                            : CR_E_NOMEM;
+    if (status == CR_OK && next->limit.generation != current->limit.generation)
+        atomic_store_explicit(&limiter->cell, next, memory_order_release);
+    else
+        free(next);
+    pthread_mutex_unlock(&limiter->changing);
+    *cell = current_cell(limiter);
+    return status;
+}
+
+/* limiter_apply in a shared region. */
+static cr_status shared_apply(cr_limiter *limiter, int64_t now_ns, cr_op *op, bool commit,
+                              cr_decision *out, bool *ok)
+{
+    limiter_cell *cell = current_cell(limiter);
+    cr_status status = CR_OK;
+    if (__builtin_expect(cr_region_generation(&limiter->region) != cell->limit.generation, 0) &&
+        (status = follow(limiter, &cell)) != CR_OK)
+        return status;
+    now_ns = cr_resolve_now(&cell->limit.limit, now_ns);
+    cr_pair *pair = limiter->region.limiter_state;
+    for (;;) {
+        const uint64_t generation = cr_pair_word(pair);
+        const int64_t state = cr_pair_state(pair);
+        if (cr_pair_word(pair) != generation)
+            continue; /* torn by a concurrent write: read again */
+        if (__builtin_expect(generation != cell->limit.generation, 0)) {
+            if (generation > cell->limit.generation) {
+                if ((status = follow(limiter, &cell)) != CR_OK) /* a newer limit wrote it */
+                    return status;
+            } else {
+                convert_shared(limiter, cell, now_ns);
+            }
+            continue;
+        }
+        int64_t new_state = cr_apply(&cell->limit.limit, state, now_ns, op, out, ok);
+        if (new_state == state || !commit ||
+            cr_pair_cas(pair, cr_pair_make(generation, state), cr_pair_make(generation, new_state)))
+            return CR_OK;
+    }
 }
 
 /* Applies `op` by compare-and-swap; `out` NULL decides admission alone (the
@@ -122,21 +236,23 @@ __attribute__((always_inline)) static inline cr_status limiter_apply(cr_limiter 
     cr_status status = cr_check_args(now_ns, op->cost);
     if (status != CR_OK)
         return status;
+    if (limiter->region.base)
+        return shared_apply(limiter, now_ns, op, commit, out, ok);
     limiter_cell *cell = current_cell(limiter);
-    now_ns = cr_resolve_now(&cell->limit, now_ns); /* a change keeps the clock */
-    int64_t state = atomic_load_explicit(cell->tat, memory_order_acquire);
+    now_ns = cr_resolve_now(&cell->limit.limit, now_ns); /* a change keeps the clock */
+    int64_t state = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
     for (;;) {
         if (__builtin_expect(state == CR_STATE_MOVED, 0)) {
             /* retired by a live change: its successor holds the state */
             cell = atomic_load_explicit(&cell->next, memory_order_acquire);
-            state = atomic_load_explicit(cell->tat, memory_order_acquire);
+            state = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
             continue;
         }
-        int64_t new_state = cr_apply(&cell->limit, state, now_ns, op, out, ok);
+        int64_t new_state = cr_apply(&cell->limit.limit, state, now_ns, op, out, ok);
         /* A turn-away, a probe or a peek writes nothing. On a lost race the
          * CAS reloads `state` and the decision is made again from it. */
         if (new_state == state || !commit ||
-            atomic_compare_exchange_weak_explicit(cell->tat, &state, new_state,
+            atomic_compare_exchange_weak_explicit(&cell->own_tat, &state, new_state,
                                                   memory_order_acq_rel, memory_order_acquire))
             return CR_OK;
     }
@@ -190,50 +306,87 @@ cr_status cr_limiter_anchor(cr_limiter *limiter, int64_t now_ns, int64_t cost)
 void cr_limiter_reset(cr_limiter *limiter)
 {
     limiter_cell *cell = current_cell(limiter);
-    int64_t state = atomic_load_explicit(cell->tat, memory_order_acquire);
+    if (limiter->region.base) {
+        /* idle under every limit: the current generation, or the one that wrote */
+        cr_pair *pair = limiter->region.limiter_state;
+        for (;;) {
+            const uint64_t generation = cr_pair_word(pair);
+            const int64_t state = cr_pair_state(pair);
+            if (cr_pair_cas(pair, cr_pair_make(generation, state), cr_pair_make(generation, 0)))
+                return;
+        }
+    }
+    int64_t state = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
     for (;;) {
         if (state == CR_STATE_MOVED) {
             cell = atomic_load_explicit(&cell->next, memory_order_acquire);
-            state = atomic_load_explicit(cell->tat, memory_order_acquire);
-        } else if (atomic_compare_exchange_weak_explicit(cell->tat, &state, 0, memory_order_acq_rel,
-                                                         memory_order_acquire)) {
+            state = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
+        } else if (atomic_compare_exchange_weak_explicit(
+                       &cell->own_tat, &state, 0, memory_order_acq_rel, memory_order_acquire)) {
             return;
         }
     }
 }
 
-cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int64_t now_ns)
+/* The change in a shared region, under both locks: the region's limit
+ * becomes `next`'s, and the state is carried to it. */
+static void change_shared(cr_limiter *limiter, limiter_cell *next)
 {
-    if (limiter->region.base)
-        return CR_E_SHARED_RECONFIGURE;
-    cr_status status = cr_check_args(now_ns, 0);
-    if (status != CR_OK)
-        return status;
-    pthread_mutex_lock(&limiter->changing);
-    limiter_cell *cell = current_cell(limiter);
-    status = cr_limit_reconfigurable(&cell->limit, limit);
-    if (status != CR_OK || cr_limit_identical(&cell->limit, limit)) {
-        pthread_mutex_unlock(&limiter->changing); /* the same limit: nothing changes */
-        return status;
-    }
-    cr_limit kept = *limit;
-    kept.fast_clock = cell->limit.fast_clock;
-    now_ns = cr_resolve_now(&cell->limit, now_ns);
-    limiter_cell *next = cell_new(&kept, 0, cell);
-    if (!next) {
-        pthread_mutex_unlock(&limiter->changing);
-        return CR_E_NOMEM;
-    }
+    next->limit.generation = cr_region_publish(&limiter->region, &next->limit.limit,
+                                               next->limit.changed_at);
+    atomic_store_explicit(&limiter->cell, next, memory_order_release);
+    convert_shared(limiter, next, next->limit.changed_at);
+}
+
+/* The change of a limiter of one process, under `changing`. */
+static void change_own(cr_limiter *limiter, limiter_cell *cell, limiter_cell *next)
+{
+    next->limit.generation = cell->limit.generation + 1;
     atomic_store_explicit(&cell->next, next, memory_order_release);
     /* Retire the cell at the state its successor carries; a decision that
      * committed meanwhile makes the swap fail, and the carry is made again. */
-    int64_t state = atomic_load_explicit(cell->tat, memory_order_acquire);
+    int64_t state = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
     do {
-        atomic_store_explicit(&next->own_tat, cr_carry(&cell->limit, &kept, state, now_ns),
-                              memory_order_relaxed);
-    } while (!atomic_compare_exchange_weak_explicit(cell->tat, &state, CR_STATE_MOVED,
+        atomic_store_explicit(
+            &next->own_tat,
+            cr_carry(&cell->limit.limit, &next->limit.limit, state, next->limit.changed_at),
+            memory_order_relaxed);
+    } while (!atomic_compare_exchange_weak_explicit(&cell->own_tat, &state, CR_STATE_MOVED,
                                                     memory_order_acq_rel, memory_order_acquire));
     atomic_store_explicit(&limiter->cell, next, memory_order_release);
+}
+
+cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int64_t now_ns)
+{
+    cr_status status = cr_check_args(now_ns, 0);
+    if (status != CR_OK)
+        return status;
+    cr_lock *lock = limiter->region.base ? cr_region_change_lock(&limiter->region) : NULL;
+    if (lock && (status = cr_lock_acquire(lock)) != CR_OK)
+        return status;
+    limiter_cell *cell = NULL;
+    if (lock)
+        status = follow(limiter, &cell); /* changes start from the region's latest */
+    pthread_mutex_lock(&limiter->changing);
+    cell = current_cell(limiter);
+    if (status == CR_OK)
+        status = cr_limit_reconfigurable(&cell->limit.limit, limit);
+    if (status == CR_OK && !cr_limit_identical(&cell->limit.limit, limit)) {
+        cr_limit kept = *limit;
+        kept.fast_clock = cell->limit.limit.fast_clock;
+        limiter_cell *next = cell_new(&kept, 0, cell);
+        if (next) {
+            next->limit.changed_at = cr_resolve_now(&cell->limit.limit, now_ns);
+            if (lock)
+                change_shared(limiter, next);
+            else
+                change_own(limiter, cell, next);
+        } else {
+            status = CR_E_NOMEM;
+        }
+    }
     pthread_mutex_unlock(&limiter->changing);
-    return CR_OK;
+    if (lock)
+        cr_lock_release(lock);
+    return status;
 }

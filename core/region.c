@@ -32,8 +32,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* 2: boot id outside the checksum; stripe locks are cr_lock words. */
-#define REGION_VERSION 3
+/* 2: boot id outside the checksum; stripe locks are cr_lock words.
+ * 4: the limit is a history of changes, not part of the identity. */
+#define REGION_VERSION 4
 static const char region_magic[8] = {'C', 'E', 'L', 'L', 'R', 'A', 'T', 'E'};
 
 /* Opening gives up after this many rounds of "absent, then present". */
@@ -45,8 +46,8 @@ typedef struct {
     uint32_t version;
     uint32_t kind; /* the store kind | the algorithm << 8 (gcra: 0, as before the catalogue) */
     uint64_t total_size;
-    int64_t emission_ns; /* T; for a window algorithm the window (and burst its rate) */
-    int64_t burst;
+    uint64_t changes_offset; /* the change line, then the records */
+    uint64_t nrecords;
     int64_t capacity;
     uint32_t nbuckets;
     uint32_t nstripes;
@@ -58,13 +59,37 @@ typedef struct {
     uint64_t checksum;
     char boot_id[48]; /* the boot the state belongs to; written last by a reset */
     _Alignas(64) _Atomic uint64_t evictions;
-    _Alignas(64) _Atomic int64_t tat; /* the Limiter's TAT */
+    _Alignas(64) cr_pair limiter_state; /* the Limiter's state and its generation */
 } region_header;
+
+/* Written only by a change: the line every decision reads. */
+typedef struct {
+    _Alignas(64) _Atomic uint64_t generation;
+    cr_lock lock;
+    uint64_t sweep_cursor;
+} region_changes;
+
+/* The limit of one generation. `generation` is written last (and
+ * CR_NO_GENERATION first), so a reader that finds it equal before and after
+ * reading the fields has read one generation's limit. */
+#define CR_NO_GENERATION UINT64_MAX
+typedef struct {
+    _Atomic uint64_t generation;
+    _Atomic int64_t changed_at;
+    _Atomic uint64_t rate_bits;
+    _Atomic uint64_t period_bits;
+    _Atomic int64_t burst;
+    _Atomic uint64_t algorithm;
+    _Atomic int64_t emission_ns; /* checks that the fields rebuild this limit */
+    _Atomic int64_t tolerance_ns;
+} region_record;
 
 /* The layout is the file format (the tests patch these offsets). */
 _Static_assert(sizeof(region_identity) == 72, "the identity is 72 bytes");
 _Static_assert(offsetof(region_header, boot_id) == 80, "the boot id follows the checksum");
 _Static_assert(sizeof(region_header) == 256, "the stripe locks start at offset 256");
+_Static_assert(sizeof(region_changes) == 64, "the change line is one cache line");
+_Static_assert(sizeof(region_record) == 64, "a record is one cache line");
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -89,9 +114,162 @@ static void read_boot_id(char boot_id[48])
 static void layout(cr_region_spec *spec)
 {
     spec->stripes_offset = align64(sizeof(region_header));
-    spec->buckets_offset = align64(spec->stripes_offset + spec->nstripes * sizeof(cr_lock));
+    spec->changes_offset = align64(spec->stripes_offset + spec->nstripes * sizeof(cr_lock));
+    const size_t records_end = spec->changes_offset + sizeof(region_changes) +
+                               CR_REGION_RECORDS * sizeof(region_record);
+    spec->buckets_offset = align64(records_end);
     spec->total_size = spec->buckets_offset + spec->buckets_size;
 }
+
+static region_changes *changes_of(const cr_region *region)
+{
+    return (region_changes *)((char *)region->base + region->changes_offset);
+}
+
+static region_record *record_of(const cr_region *region, uint64_t generation)
+{
+    region_record *records = (region_record *)(changes_of(region) + 1);
+    return &records[generation % CR_REGION_RECORDS];
+}
+
+static uint64_t bits_of(double x)
+{
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    return bits;
+}
+
+static double double_of(uint64_t bits)
+{
+    double x;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+static void write_record(region_record *record, uint64_t generation, const cr_limit *limit,
+                         int64_t changed_at)
+{
+    atomic_store_explicit(&record->generation, CR_NO_GENERATION, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&record->changed_at, changed_at, memory_order_relaxed);
+    atomic_store_explicit(&record->rate_bits, bits_of(limit->rate), memory_order_relaxed);
+    atomic_store_explicit(&record->period_bits, bits_of(limit->period_s), memory_order_relaxed);
+    atomic_store_explicit(&record->burst, limit->burst, memory_order_relaxed);
+    atomic_store_explicit(&record->algorithm, (uint64_t)limit->algorithm, memory_order_relaxed);
+    atomic_store_explicit(&record->emission_ns, limit->emission_ns, memory_order_relaxed);
+    atomic_store_explicit(&record->tolerance_ns, limit->tolerance_ns, memory_order_relaxed);
+    atomic_store_explicit(&record->generation, generation, memory_order_release);
+}
+
+uint64_t cr_region_generation(const cr_region *region)
+{
+    return atomic_load_explicit(&changes_of(region)->generation, memory_order_acquire);
+}
+
+cr_status cr_region_limit(const cr_region *region, uint64_t generation, const cr_limit *like,
+                          cr_limit *out, int64_t *changed_at)
+{
+    region_record *record = record_of(region, generation);
+    if (atomic_load_explicit(&record->generation, memory_order_acquire) != generation)
+        return CR_E_SHARED_CORRUPT;
+    const int64_t at = atomic_load_explicit(&record->changed_at, memory_order_relaxed);
+    const double rate = double_of(atomic_load_explicit(&record->rate_bits, memory_order_relaxed));
+    const double period = double_of(
+        atomic_load_explicit(&record->period_bits, memory_order_relaxed));
+    const int64_t burst = atomic_load_explicit(&record->burst, memory_order_relaxed);
+    const uint64_t algorithm = atomic_load_explicit(&record->algorithm, memory_order_relaxed);
+    const int64_t emission_ns = atomic_load_explicit(&record->emission_ns, memory_order_relaxed);
+    const int64_t tolerance_ns = atomic_load_explicit(&record->tolerance_ns, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&record->generation, memory_order_relaxed) != generation)
+        return CR_E_SHARED_CORRUPT; /* rewritten while read: 256 changes since */
+    if (algorithm != (uint64_t)like->algorithm || at < 0 || at >= CR_HORIZON_NS)
+        return CR_E_SHARED_CORRUPT;
+    const char *clock = cr_clock_name(like);
+    const char *name = cr_algorithm_name(like->algorithm);
+    const cr_limit_args args = {
+        .rate = rate,
+        .period_s = period,
+        .has_period = true,
+        .burst = burst,
+        .has_burst = !cr_is_window(like), /* a window's burst is its rate */
+        .clock = clock,
+        .clock_len = strlen(clock),
+        .algorithm = name,
+        .algorithm_len = strlen(name),
+    };
+    cr_limit limit;
+    if (cr_limit_init(&limit, &args) != CR_OK || limit.emission_ns != emission_ns ||
+        limit.tolerance_ns != tolerance_ns)
+        return CR_E_SHARED_CORRUPT; /* not a limit this version writes */
+    *out = limit;
+    *changed_at = at;
+    return CR_OK;
+}
+
+uint64_t cr_region_publish(cr_region *region, const cr_limit *limit, int64_t changed_at)
+{
+    region_changes *changes = changes_of(region);
+    const uint64_t next = atomic_load_explicit(&changes->generation, memory_order_relaxed) + 1;
+    write_record(record_of(region, next), next, limit, changed_at);
+    atomic_store_explicit(&changes->generation, next, memory_order_release);
+    return next;
+}
+
+cr_lock *cr_region_change_lock(cr_region *region) { return &changes_of(region)->lock; }
+
+const _Atomic uint64_t *cr_region_generation_word(const cr_region *region)
+{
+    return &changes_of(region)->generation;
+}
+
+cr_status cr_region_adopt(const cr_region *region, const cr_generation *current,
+                          cr_generation *next)
+{
+    /* A record is rewritten only after CR_REGION_RECORDS changes: a read
+     * that meets one keeps up after a few tries, or the region is damaged. */
+    for (int tries = 0; tries < 8; tries++) {
+        const uint64_t generation = cr_region_generation(region);
+        next->generation = generation;
+        if (generation == current->generation)
+            return CR_OK;
+        if (cr_region_limit(region, generation, &current->limit, &next->limit, &next->changed_at) ==
+            CR_OK) {
+            next->limit.fast_clock = current->limit.fast_clock;
+            next->older = current;
+            return CR_OK;
+        }
+    }
+    return CR_E_SHARED_CORRUPT;
+}
+
+cr_status cr_region_join(cr_region *region, const cr_limit *limit, cr_on_change on_change,
+                         int64_t now_ns, cr_generation *current, cr_limit *replaced, bool *changed)
+{
+    const uint64_t generation = cr_region_generation(region);
+    cr_limit theirs;
+    int64_t changed_at;
+    cr_status status = cr_region_limit(region, generation, limit, &theirs, &changed_at);
+    if (status != CR_OK)
+        return status;
+    *changed = !cr_limit_same(&theirs, limit); /* the same decisions: each keeps its words */
+    current->limit = *limit;
+    current->older = NULL;
+    if (!*changed) {
+        current->generation = generation;
+        current->changed_at = changed_at;
+        return CR_OK;
+    }
+    if (on_change == CR_CHANGE_REFUSE) /* a window's burst is its rate */
+        return cr_is_window(limit) || theirs.emission_ns != limit->emission_ns ? CR_E_SHARED_RATE
+                                                                               : CR_E_SHARED_BURST;
+    *replaced = theirs;
+    current->changed_at = now_ns;
+    current->generation = cr_region_publish(region, limit, now_ns);
+    return CR_OK;
+}
+
+uint64_t *cr_region_sweep_cursor(cr_region *region) { return &changes_of(region)->sweep_cursor; }
 
 static cr_status io_status(void)
 {
@@ -106,8 +284,9 @@ static void bind_region(cr_region *region, void *base, const cr_region_spec *spe
     region->size = spec->total_size;
     region->stripes = (cr_lock *)((char *)base + spec->stripes_offset);
     region->buckets = (char *)base + spec->buckets_offset;
+    region->changes_offset = spec->changes_offset;
     region->evictions = &header->evictions;
-    region->tat = &header->tat;
+    region->limiter_state = &header->limiter_state;
     memcpy(region->seed, header->identity.seed, sizeof region->seed);
 }
 
@@ -181,7 +360,7 @@ static int publish(int fd, const char *temp, const char *path)
  * posix_fallocate, which is what a free lock, a zero TAT and an empty slot
  * are: only the header is written. */
 static cr_status create_region(const char *path, int64_t mode, const cr_region_spec *spec,
-                               cr_region *region, bool *lost)
+                               const cr_limit *limit, cr_region *region, bool *lost)
 {
     *lost = false;
     char *temp;
@@ -206,8 +385,8 @@ static cr_status create_region(const char *path, int64_t mode, const cr_region_s
         identity->version = REGION_VERSION;
         identity->kind = spec->kind | spec->algorithm << 8;
         identity->total_size = spec->total_size;
-        identity->emission_ns = spec->emission_ns;
-        identity->burst = spec->burst;
+        identity->changes_offset = spec->changes_offset;
+        identity->nrecords = CR_REGION_RECORDS;
         identity->capacity = spec->capacity;
         identity->nbuckets = spec->nbuckets;
         identity->nstripes = spec->nstripes;
@@ -215,6 +394,8 @@ static cr_status create_region(const char *path, int64_t mode, const cr_region_s
             status = CR_E_NOMEM;
         read_boot_id(header->boot_id);
         header->checksum = identity_checksum(identity);
+        region_changes *changes = (region_changes *)((char *)base + spec->changes_offset);
+        write_record((region_record *)(changes + 1), 0, limit, 0);
         if (status == CR_OK && publish(fd, temp, path) != 0) {
             *lost = errno == EEXIST;
             status = io_status();
@@ -263,14 +444,11 @@ static cr_status check_identity(int fd, const cr_region_spec *spec, char boot_id
         return CR_E_SHARED_KIND;
     if (identity.kind >> 8 != spec->algorithm)
         return CR_E_SHARED_ALGORITHM;
-    if (identity.emission_ns != spec->emission_ns)
-        return CR_E_SHARED_RATE;
-    if (identity.burst != spec->burst) /* a window's burst is its rate */
-        return spec->algorithm >= CR_ALGORITHM_FIXED_WINDOW ? CR_E_SHARED_RATE : CR_E_SHARED_BURST;
     if (identity.capacity != spec->capacity)
         return CR_E_SHARED_CAPACITY;
     if (identity.nbuckets != spec->nbuckets || identity.nstripes != spec->nstripes ||
-        identity.total_size != spec->total_size)
+        identity.total_size != spec->total_size ||
+        identity.changes_offset != spec->changes_offset || identity.nrecords != CR_REGION_RECORDS)
         return CR_E_SHARED_CORRUPT;
     return CR_OK;
 }
@@ -310,8 +488,11 @@ static cr_status open_existing(int fd, const cr_region_spec *spec, cr_region *re
     }
     if (status == CR_OK && stale) {
         region_header *header = base;
-        atomic_store(&header->tat, 0);
+        const uint64_t generation = atomic_load(
+            &((region_changes *)((char *)base + spec->changes_offset))->generation);
+        header->limiter_state = cr_pair_make(generation, 0);
         atomic_store(&header->evictions, 0);
+        atomic_store(&((region_changes *)((char *)base + spec->changes_offset))->lock, 0);
         memset((char *)base + spec->stripes_offset, 0, spec->nstripes * sizeof(cr_lock));
         memset((char *)base + spec->buckets_offset, 0, spec->buckets_size);
         /* The publish step: the state above is complete before the id says so.
@@ -337,10 +518,7 @@ cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit
 {
     if (mode < 0 || mode > 0777)
         return CR_E_SHARED_MODE;
-    /* a window algorithm's limit is its window and rate (docs/design.md §7) */
     spec->algorithm = limit->algorithm;
-    spec->emission_ns = cr_is_window(limit) ? limit->tolerance_ns : limit->emission_ns;
-    spec->burst = limit->burst;
     layout(spec);
     /* Each round either opens the file or finds it absent and creates it; a
      * round ends in another only when a racing process linked first, or
@@ -360,7 +538,7 @@ cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit
         if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
             return CR_E_SHARED_DANGLING; /* link(2) would never replace it */
         bool lost;
-        cr_status status = create_region(path, mode, spec, region, &lost);
+        cr_status status = create_region(path, mode, spec, limit, region, &lost);
         if (!lost)
             return status;
         /* another process published the region first: open theirs */

@@ -771,8 +771,9 @@ static cr_keyed *filled_int_table(const config *cfg, const char *shared_path, co
     cr_limit limit = keyed_limit(clock);
     cr_keyed *keyed;
     if (shared_path)
-        check_status(cr_keyed_open(&keyed, &limit, (int64_t)cfg->keys, shared_path, 0600),
-                     "cr_keyed_open");
+        check_status(
+            cr_keyed_open(&keyed, &limit, (int64_t)cfg->keys, shared_path, 0600, CR_CHANGE_APPLY),
+            "cr_keyed_open");
     else
         check_status(cr_keyed_new(&keyed, &limit, (int64_t)cfg->keys), "cr_keyed_new");
     for (size_t k = 0; k < cfg->keys; k++) {
@@ -793,6 +794,78 @@ static cr_keyed *filled_str_table(const config *cfg, const str_keys *strs)
         cr_keyed_check(keyed, strs->text + k * KEY_MAX, strs->len[k], CR_CLOCK, 1, true, &decision);
     }
     return keyed;
+}
+
+/* Keyed tables across live changes: every key in turn (op i decides key
+ * i mod keys); `change` set, the limit changes each time the turn restarts,
+ * so every decision but the sweep's share is a key's first touch after a
+ * change (the conversion, paid once per key). */
+typedef struct {
+    cr_keyed *keyed;
+    size_t keys;
+    const cr_limit *limits; /* two; NULL: no change */
+} turn_ctx;
+
+static bool keyed_turn(void *ctx, size_t i)
+{
+    turn_ctx *c = ctx;
+    const size_t k = i % c->keys;
+    if (c->limits && k == 0)
+        check_status(cr_keyed_reconfigure(c->keyed, &c->limits[(i / c->keys) & 1], CR_CLOCK),
+                     "cr_keyed_reconfigure");
+    uint64_t key = int_key(k);
+    bool allowed = false;
+    cr_keyed_allow(c->keyed, &key, sizeof key, CR_CLOCK, 1, &allowed);
+    return allowed;
+}
+
+static bool keyed_change(void *ctx, size_t i)
+{
+    turn_ctx *c = ctx;
+    return cr_keyed_reconfigure(c->keyed, &c->limits[i & 1], CR_CLOCK) == CR_OK;
+}
+
+/* The 1M-key tables (in this process and in a shared region) never changed
+ * and changed 1000 times; the change itself; the first touches after one. */
+static void live_keyed_scenarios(const config *cfg, const uint32_t *draws)
+{
+    char path[2][64];
+    cellrate_ctx tables[4];
+    cr_limit limits[2] = {keyed_limit(NULL), keyed_limit(NULL)};
+    limits[1].burst = limits[0].burst + 1;
+    limits[1].tolerance_ns = limits[1].emission_ns * limits[1].burst;
+    for (int t = 0; t < 4; t++) {
+        const bool shared = t >= 2;
+        snprintf(path[t & 1], sizeof path[0], "/dev/shm/cellrate-bench-%ld.live%d", (long)getpid(),
+                 t);
+        if (shared)
+            unlink(path[t & 1]);
+        tables[t] = (cellrate_ctx){
+            .keyed = filled_int_table(cfg, shared ? path[t & 1] : NULL, NULL), .draws = draws};
+        if (t & 1)
+            for (int c = 1; c <= 1000; c++)
+                check_status(cr_keyed_reconfigure(tables[t].keyed, &limits[c & 1], CR_CLOCK),
+                             "cr_keyed_reconfigure");
+    }
+    turn_ctx change = {tables[0].keyed, cfg->keys, limits};
+    turn_ctx turn = {tables[2].keyed, cfg->keys, NULL};
+    turn_ctx converting = {tables[2].keyed, cfg->keys, limits};
+    bench_case cases[] = {
+        CASE1("c.live.keyed.int", keyed_int, &tables[0], cfg->keyed_ops, "allow"),
+        CASE1("c.live.keyed.int_after_changes", keyed_int, &tables[1], cfg->keyed_ops, "allow"),
+        CASE1("c.live.shared.keyed.int", keyed_int, &tables[2], cfg->keyed_ops, "allow"),
+        CASE1("c.live.shared.keyed.int_after_changes", keyed_int, &tables[3], cfg->keyed_ops,
+              "allow"),
+        CASE1("c.live.keyed.reconfigure", keyed_change, &change, 200, ""),
+        CASE1("c.live.shared.keyed.every_key", keyed_turn, &turn, cfg->keys, "allow"),
+        CASE1("c.live.shared.keyed.every_key_first_touch", keyed_turn, &converting, cfg->keys,
+              "allow"),
+    };
+    run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
+    for (int t = 0; t < 4; t++)
+        cr_keyed_free(tables[t].keyed);
+    unlink(path[0]);
+    unlink(path[1]);
 }
 
 /* KeyedLimiter with 1M keys (the integer keys also in a table made with
@@ -1009,7 +1082,10 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(mode, "live")) {
+        uint32_t *draws = make_draws(cfg.keyed_ops, 0, cfg.keys, SEED);
         live_change_scenarios(&cfg);
+        live_keyed_scenarios(&cfg, draws);
+        free(draws);
         return 0;
     }
     if (strcmp(mode, "run") != 0)
@@ -1028,6 +1104,7 @@ int main(int argc, char **argv)
     uint32_t *draws_half[2] = {make_draws(cfg.keyed_ops, 0, half, SEED + 1),
                                make_draws(cfg.keyed_ops, half, cfg.keys - half, SEED + 2)};
     keyed_scenarios(&cfg, &strs, draws_all, draws_half);
+    live_keyed_scenarios(&cfg, draws_all);
 
     free(draws_all);
     free(draws_half[0]);

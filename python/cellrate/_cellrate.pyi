@@ -93,6 +93,7 @@ class Limiter(_Limit):
         burst: int | None = None,
         shared: _Path | None = None,
         shared_mode: int | None = None,
+        on_change: Literal["apply", "refuse"] | None = None,
         clock: _PacedClock | None = None,
         algorithm: _PacedAlgorithm | None = None,
     ) -> Limiter: ...
@@ -105,6 +106,7 @@ class Limiter(_Limit):
         burst: None = None,
         shared: _Path | None = None,
         shared_mode: int | None = None,
+        on_change: Literal["apply", "refuse"] | None = None,
         clock: Literal["realtime"] | None = None,
         algorithm: _WindowAlgorithm,
     ) -> Limiter: ...
@@ -142,6 +144,7 @@ class KeyedLimiter(_Limit):
         capacity: int | None = None,
         shared: _Path | None = None,
         shared_mode: int | None = None,
+        on_change: Literal["apply", "refuse"] | None = None,
         clock: _PacedClock | None = None,
         algorithm: _PacedAlgorithm | None = None,
     ) -> KeyedLimiter: ...
@@ -155,6 +158,7 @@ class KeyedLimiter(_Limit):
         capacity: int | None = None,
         shared: _Path | None = None,
         shared_mode: int | None = None,
+        on_change: Literal["apply", "refuse"] | None = None,
         clock: Literal["realtime"] | None = None,
         algorithm: _WindowAlgorithm,
     ) -> KeyedLimiter: ...

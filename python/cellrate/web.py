@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-import hashlib
 import http
 import inspect
 import ipaddress
 import json
 import logging
+import os
 import re
 import socket
 import sys
+import urllib.parse
+import weakref
 from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Pattern, Protocol,
                     Sequence, Tuple, TypeVar, Union)
 
@@ -301,6 +303,41 @@ class _Limit:
 _ROUTE = re.compile(r"^(?:([A-Za-z]+)\s+)?(/.*)$")
 
 
+def _namespace(shared: Any) -> str:
+    """The shared= directory, made (0o700) when absent."""
+    if not isinstance(shared, (str, os.PathLike)):
+        raise invalid_type("shared", "shared must be a directory path (str or os.PathLike)")
+    path = os.fspath(shared)
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except FileExistsError:
+        raise invalid("shared", f"shared: {path} is not a directory; a policy's shared= is the "
+                                "directory of its limits' regions") from None
+    except OSError as error:
+        raise invalid("shared", f"shared: cannot make the directory {path}: "
+                                f"{error.strerror}") from None
+    return path
+
+
+class _Opened:
+    """A region a policy of this process made a store in (see Policy._store)."""
+
+    __slots__ = ("store", "__weakref__")
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+
+# The regions this process's policies have open, by real path: a second limit
+# under one name would change the first one's region back and forth.
+_OPENED: weakref.WeakValueDictionary[str, _Opened] = weakref.WeakValueDictionary()
+
+
+def _same_limit(a: Any, b: Any) -> bool:
+    return (a.emission_ns, a.tolerance_ns, a.algorithm) == (b.emission_ns, b.tolerance_ns,
+                                                           b.algorithm)
+
+
 class Policy:
     """Which limits a request meets and what its response carries.
 
@@ -315,10 +352,15 @@ class Policy:
     key: a function of the Request giving the key (str or bytes); default the
         client's address. `header(name)` keys by a header.
     cost: units a request spends: an int or a function of the Request.
-    burst, shared: for limits given as a rate. With `shared` (a region path,
-        e.g. "/dev/shm/myapp"), every such limit is one limit across all the
-        processes that open it: `limit` at `shared`, a route's at
-        `shared.<16 hex digits of its pattern>[.<index>]`.
+    burst, shared: for limits given as a rate. With `shared` (a directory,
+        e.g. "/dev/shm/myapp", made if absent), every such limit is one limit
+        across all the processes that open it, each in its own region under
+        `shared` by its name: `limit` at `<name>`, a route's at
+        `<name> <pattern>`, the parts of "100/day;10/hour" at `...#<index>`
+        after the first (percent-encoded; `name` None: "default"). A name
+        opened with another limit than its region's changes the region's live
+        (DESIGN §8: what was used carries, every process follows); one process
+        opening one name with two limits is an error naming `name`.
     trusted_proxies: addresses or networks of the proxies in front of the app
         ("unix": the peer of a Unix-socket connection, which has no address);
         only a request whose peer is one of them has its `proxy_header` read,
@@ -395,17 +437,22 @@ class Policy:
         self.cost = cost
         self._burst = burst
         self._from_rates = 0  # limits this policy made from a rate
+        self._opened: list[_Opened] = []
+        # the stores made from a rate, by route pattern (None: `limit`), for reconfigure
+        self._rated: dict[Any, list[Any]] = {}
+        # the policy name is checked first: it names the regions too
+        cellrate.check_policy_name(name)
+        self._shared = shared  # made a directory when a limit first needs it
+        base = "default" if name is None else name
 
-        self.limits = self._limits(limit, "limit", shared)
+        self.limits = self._limits(limit, "limit", base, None)
         self.routes: list[tuple[Callable[[str, str], bool], list[_Limit]]] = []
         if routes is not None and not isinstance(routes, Mapping):
             raise invalid_type("routes", "routes must be a mapping {pattern: limit(s)}")
         for pattern, route_limit in (routes or {}).items():
-            region = None
-            if shared is not None:
-                text = pattern.pattern if isinstance(pattern, re.Pattern) else str(pattern)
-                region = shared + "." + hashlib.sha256(text.encode()).hexdigest()[:16]
-            self.routes.append((_matcher(pattern, "routes"), self._limits(route_limit, "routes", region)))
+            text = pattern.pattern if isinstance(pattern, re.Pattern) else str(pattern)
+            self.routes.append((_matcher(pattern, "routes"),
+                                self._limits(route_limit, "routes", f"{base} {text}", pattern)))
         if not self.limits and not self.routes:
             raise invalid("limit", "limit: give a limit, routes, or both")
         for param, value in (("burst", burst), ("shared", shared)):
@@ -451,8 +498,6 @@ class Policy:
         _encoded(content_type, "content_type", "latin-1")
         self.content_type = content_type
         self.name = name
-        # the formatter's check of the name: fail here, not on the first request
-        cellrate.check_policy_name(name)
         for param, flag in (("legacy_headers", legacy_headers),
                             ("admitted_headers", admitted_headers), ("dry_run", dry_run)):
             if not isinstance(flag, bool):
@@ -484,13 +529,13 @@ class Policy:
 
     # -- configuration --------------------------------------------------------
 
-    def _store(self, rate: Any, param: str, region: str | None) -> Any:
+    def _store(self, rate: Any, param: str, name: str) -> Any:
         if isinstance(rate, (str, int, float)) and not isinstance(rate, bool):
             self._from_rates += 1
             try:
-                if region is None:
+                if self._shared is None:
                     return cellrate.KeyedLimiter(rate, burst=self._burst)
-                return cellrate.KeyedLimiter(rate, burst=self._burst, shared=region)
+                return self._shared_store(rate, name)
             except cellrate.CellrateError as error:
                 raise _under(param, error) from None
         if not callable(getattr(rate, "check", None)):
@@ -499,7 +544,24 @@ class Policy:
                                f"{type(rate).__name__}")
         return rate
 
-    def _limits(self, spec: Any, param: str, region: str | None) -> list[_Limit]:
+    def _shared_store(self, rate: Any, name: str) -> Any:
+        """The store of limit `name` in the shared= directory: its region, which
+        this process may already have open, with the same limit only."""
+        assert self._shared is not None
+        self._shared = _namespace(self._shared)
+        path = os.path.join(self._shared, urllib.parse.quote(name, safe=" #"))
+        real = os.path.realpath(path)
+        opened = _OPENED.get(real)
+        if opened is not None and not _same_limit(
+                opened.store, cellrate.Limit(rate, burst=self._burst)):
+            raise invalid("name", f"name: {name!r} under {self._shared} is already a limit of "
+                                  f"this process, {opened.store!r}; give each limit its own name")
+        store = cellrate.KeyedLimiter(rate, burst=self._burst, shared=path)
+        self._opened.append(_Opened(store))
+        _OPENED[real] = self._opened[-1]
+        return store
+
+    def _limits(self, spec: Any, param: str, name: str, route: Any) -> list[_Limit]:
         if spec is None:
             return []
         items: Sequence[Any] = spec if isinstance(spec, list) else [spec]
@@ -509,14 +571,40 @@ class Policy:
             raise _under(param, error) from None
         limits = []
         for index, item in enumerate(items):
-            where = region if region is None or index == 0 else f"{region}.{index}"
+            where = name if index == 0 else f"{name}#{index}"
             if isinstance(item, tuple):
                 if len(item) != 2 or not callable(item[1]):
                     raise invalid_type(param, f"{param}: a pair is (store, key function)")
-                limits.append(_Limit(self._store(item[0], param, where), item[1]))
+                given, key = item
             else:
-                limits.append(_Limit(self._store(item, param, where), self.key))
+                given, key = item, self.key
+            limits.append(_Limit(self._store(given, param, where), key))
+            if limits[-1].store is not given:  # made from a rate: reconfigure changes it
+                self._rated.setdefault(route, []).append(limits[-1].store)
         return limits
+
+    def reconfigure(self, limit: str | float, *, route: PathPattern | None = None,
+                    burst: int | None = None) -> None:
+        """Changes a limit this policy made from a rate, live (DESIGN §8): what
+        each key used carries, and under shared= every process follows from
+        its next decision. route: the pattern as given to `routes` (None: the
+        policy's `limit`). limit: a rate, "100/day;10/hour" with as many parts
+        as before. burst: None keeps the policy's."""
+        stores = self._rated.get(route)
+        if not stores:
+            raise invalid("route", f"route: {route!r} has no limit given as a rate in this policy")
+        try:
+            parts = split_rates(limit)
+        except cellrate.CellrateError as error:
+            raise _under("limit", error) from None
+        if len(parts) != len(stores):
+            raise invalid("limit", f"limit: {len(parts)} part(s) for a limit of {len(stores)}; a "
+                                   "change keeps their number")
+        for store, part in zip(stores, parts):
+            try:
+                store.reconfigure(part, burst=self._burst if burst is None else burst)
+            except cellrate.CellrateError as error:
+                raise _under("limit", error) from None
 
     # -- per request ----------------------------------------------------------
 

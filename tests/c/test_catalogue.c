@@ -150,22 +150,24 @@ static void test_region_algorithm(void)
     cr_limit bucket = must("token_bucket", 10, 1), fixed = must("fixed_window", 10, 1);
     cr_limit sliding = must("sliding_window", 10, 1), fixed20 = must("fixed_window", 20, 1);
     cr_keyed *keyed = NULL, *again = NULL;
-    CHECK_EQ_I64(cr_keyed_open(&keyed, &gcra, 10, path, 0600), CR_OK, "gcra region");
-    CHECK_EQ_I64(cr_keyed_open(&again, &none, 10, path, 0600), CR_OK, "no name: same region");
+    CHECK_EQ_I64(cr_keyed_open(&keyed, &gcra, 10, path, 0600, CR_CHANGE_APPLY), CR_OK,
+                 "gcra region");
+    CHECK_EQ_I64(cr_keyed_open(&again, &none, 10, path, 0600, CR_CHANGE_APPLY), CR_OK,
+                 "no name: same region");
     cr_keyed_free(again);
-    CHECK_EQ_I64(cr_keyed_open(&again, &bucket, 10, path, 0600), CR_E_SHARED_ALGORITHM,
-                 "token_bucket on a gcra region");
-    CHECK_EQ_I64(cr_keyed_open(&again, &fixed, 10, path, 0600), CR_E_SHARED_ALGORITHM,
-                 "fixed_window on a gcra region");
+    CHECK_EQ_I64(cr_keyed_open(&again, &bucket, 10, path, 0600, CR_CHANGE_APPLY),
+                 CR_E_SHARED_ALGORITHM, "token_bucket on a gcra region");
+    CHECK_EQ_I64(cr_keyed_open(&again, &fixed, 10, path, 0600, CR_CHANGE_APPLY),
+                 CR_E_SHARED_ALGORITHM, "fixed_window on a gcra region");
     cr_keyed_free(keyed);
     unlink(path);
     cr_limiter *lim = NULL, *other = NULL;
-    CHECK_EQ_I64(cr_limiter_open(&lim, &fixed, path, 0600), CR_OK, "fixed region");
-    CHECK_EQ_I64(cr_limiter_open(&other, &sliding, path, 0600), CR_E_SHARED_ALGORITHM,
-                 "sliding on fixed");
-    CHECK_EQ_I64(cr_limiter_open(&other, &fixed20, path, 0600), CR_E_SHARED_RATE,
-                 "another window rate");
-    CHECK_EQ_I64(cr_limiter_open(&other, &gcra, path, 0600), CR_E_SHARED_ALGORITHM,
+    CHECK_EQ_I64(cr_limiter_open(&lim, &fixed, path, 0600, CR_CHANGE_APPLY), CR_OK, "fixed region");
+    CHECK_EQ_I64(cr_limiter_open(&other, &sliding, path, 0600, CR_CHANGE_APPLY),
+                 CR_E_SHARED_ALGORITHM, "sliding on fixed");
+    CHECK_EQ_I64(cr_limiter_open(&other, &fixed20, path, 0600, CR_CHANGE_REFUSE), CR_E_SHARED_RATE,
+                 "another window rate, refused");
+    CHECK_EQ_I64(cr_limiter_open(&other, &gcra, path, 0600, CR_CHANGE_APPLY), CR_E_SHARED_ALGORITHM,
                  "gcra on fixed");
     cr_limiter_free(lim);
     unlink(path);
@@ -429,8 +431,10 @@ static void test_frozen_processes(void)
                 if (pids[p] == 0) {
                     cr_limiter *lim = NULL;
                     cr_keyed *keyed = NULL;
-                    cr_status status = keyed_kind ? cr_keyed_open(&keyed, &limit, 16, path, 0600)
-                                                  : cr_limiter_open(&lim, &limit, path, 0600);
+                    cr_status status = keyed_kind ? cr_keyed_open(&keyed, &limit, 16, path, 0600,
+                                                                  CR_CHANGE_APPLY)
+                                                  : cr_limiter_open(&lim, &limit, path, 0600,
+                                                                    CR_CHANGE_APPLY);
                     if (status != CR_OK)
                         _exit(3);
                     atomic_fetch_add(&counts[1], 1);

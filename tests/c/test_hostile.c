@@ -120,7 +120,8 @@ static int open_dangling(void)
 {
     cr_limit limit = make_limit(10, 10);
     cr_limiter *lim = NULL;
-    cr_status status = cr_limiter_open(&lim, &limit, path_in("dangling", "r"), 0600);
+    cr_status status = cr_limiter_open(&lim, &limit, path_in("dangling", "r"), 0600,
+                                       CR_CHANGE_APPLY);
     cr_limiter_free(lim);
     return status == CR_E_SHARED_DANGLING ? 0 : 10 + (int)status;
 }
@@ -150,7 +151,7 @@ static int open_too_big(void)
     cr_keyed *keyed = NULL;
     char path[256];
     snprintf(path, sizeof path, "%s/r", small_fs);
-    cr_status status = cr_keyed_open(&keyed, &limit, 100000, path, 0600);
+    cr_status status = cr_keyed_open(&keyed, &limit, 100000, path, 0600, CR_CHANGE_APPLY);
     int saved = errno;
     cr_keyed_free(keyed);
     if (status != CR_E_SHARED_IO)
@@ -166,7 +167,7 @@ static int open_sparse_stale(void)
     snprintf(path, sizeof path, "%s/sparse", small_fs);
     cr_limit limit = make_limit(10, 10);
     cr_keyed *keyed = NULL;
-    cr_status status = cr_keyed_open(&keyed, &limit, 100000, path, 0600);
+    cr_status status = cr_keyed_open(&keyed, &limit, 100000, path, 0600, CR_CHANGE_APPLY);
     int saved = errno;
     cr_keyed_free(keyed);
     if (status != CR_E_SHARED_IO)
@@ -193,7 +194,8 @@ static void test_full_file_system(void)
     cr_limiter *lim = NULL;
     char path[256];
     snprintf(path, sizeof path, "%s/small", small_fs);
-    CHECK(cr_limiter_open(&lim, &limit, path, 0600) == CR_OK, "a small region fits");
+    CHECK(cr_limiter_open(&lim, &limit, path, 0600, CR_CHANGE_APPLY) == CR_OK,
+          "a small region fits");
     cr_limiter_free(lim);
     unlink(path);
 
@@ -201,7 +203,7 @@ static void test_full_file_system(void)
      * meet a hole it cannot fill. */
     cr_keyed *keyed = NULL;
     const char *model = path_in("", "big-model");
-    CHECK(cr_keyed_open(&keyed, &limit, 100000, model, 0600) == CR_OK, "model");
+    CHECK(cr_keyed_open(&keyed, &limit, 100000, model, 0600, CR_CHANGE_APPLY) == CR_OK, "model");
     size_t size = cr_keyed_memory(keyed);
     cr_keyed_free(keyed);
     char header[4096];
@@ -246,7 +248,8 @@ static void test_killed_creators(void)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     cr_keyed *keyed = NULL;
-    CHECK(cr_keyed_open(&keyed, &limit, capacity, path_in("killed", "r"), 0600) == CR_OK,
+    CHECK(cr_keyed_open(&keyed, &limit, capacity, path_in("killed", "r"), 0600, CR_CHANGE_APPLY) ==
+              CR_OK,
           "timed creation");
     clock_gettime(CLOCK_MONOTONIC, &t1);
     cr_keyed_free(keyed);
@@ -265,7 +268,7 @@ static void test_killed_creators(void)
         if (pid == 0) {
             *ready = 1;
             cr_keyed *k = NULL;
-            cr_keyed_open(&k, &limit, capacity, path_in("killed", name), 0600);
+            cr_keyed_open(&k, &limit, capacity, path_in("killed", name), 0600, CR_CHANGE_APPLY);
             pause();
             _exit(0);
         }
@@ -278,7 +281,8 @@ static void test_killed_creators(void)
         waitpid(pid, NULL, 0);
         /* What is there is a whole region, or nothing. */
         if (access(path_in("killed", name), F_OK) == 0) {
-            CHECK(cr_keyed_open(&keyed, &limit, capacity, path_in("killed", name), 0600) == CR_OK,
+            CHECK(cr_keyed_open(&keyed, &limit, capacity, path_in("killed", name), 0600,
+                                CR_CHANGE_APPLY) == CR_OK,
                   "a region left by a killed creator opens");
             cr_keyed_free(keyed);
             unlink(path_in("killed", name));
@@ -301,7 +305,7 @@ static int admit_new_key(void)
 {
     cr_limit limit = make_limit(10, 10);
     cr_keyed *keyed = NULL;
-    if (cr_keyed_open(&keyed, &limit, 1, lock_path, 0600) != CR_OK)
+    if (cr_keyed_open(&keyed, &limit, 1, lock_path, 0600, CR_CHANGE_APPLY) != CR_OK)
         return 2;
     cr_decision d;
     cr_status status = cr_keyed_check(keyed, "new-key", 7, 5000000000LL, 1, true, &d);
@@ -329,7 +333,8 @@ static void test_damaged_lock(void)
         unlink(lock_path);
         cr_limit limit = make_limit(10, 10);
         cr_keyed *keyed = NULL;
-        CHECK(cr_keyed_open(&keyed, &limit, 1, lock_path, 0600) == CR_OK, "fresh region");
+        CHECK(cr_keyed_open(&keyed, &limit, 1, lock_path, 0600, CR_CHANGE_APPLY) == CR_OK,
+              "fresh region");
         cr_keyed_free(keyed);
         write_lock_bytes(&stray[i], 1); /* one byte at offset 256 */
         CHECK_CHILD(10, admit_new_key, 0);
@@ -365,7 +370,7 @@ static void test_damaged_lock(void)
     write_lock_bytes(&word, sizeof word);
     cr_limit limit = make_limit(10, 10);
     cr_keyed *keyed = NULL;
-    CHECK(cr_keyed_open(&keyed, &limit, 1, lock_path, 0600) == CR_OK, "reopen");
+    CHECK(cr_keyed_open(&keyed, &limit, 1, lock_path, 0600, CR_CHANGE_APPLY) == CR_OK, "reopen");
     int64_t saved_timeout = cr_lock_timeout_ns;
     cr_lock_timeout_ns = 200000000; /* 0.2 s */
     cr_decision d;
@@ -418,7 +423,7 @@ static void test_killed_reset(void)
     cr_limit limit = make_limit(1, 1);
     const int64_t capacity = 1 << 19, far = 1000 * 1000000000LL;
     cr_keyed *keyed = NULL;
-    CHECK(cr_keyed_open(&keyed, &limit, capacity, path, 0600) == CR_OK, "create");
+    CHECK(cr_keyed_open(&keyed, &limit, capacity, path, 0600, CR_CHANGE_APPLY) == CR_OK, "create");
     cr_decision d;
     cr_keyed_check(keyed, "k", 1, far, 1, true, &d); /* TAT far ahead */
     cr_keyed_free(keyed);
@@ -431,7 +436,7 @@ static void test_killed_reset(void)
     CHECK(fd >= 0 && pwrite(fd, boot_id, 48, BOOT_OFFSET) == 48, "write this boot's id");
     close(fd);
     keyed = NULL;
-    CHECK_EQ_I64(cr_keyed_open(&keyed, &limit, capacity, path, 0600), CR_OK,
+    CHECK_EQ_I64(cr_keyed_open(&keyed, &limit, capacity, path, 0600, CR_CHANGE_APPLY), CR_OK,
                  "a region whose boot id was rewritten alone still opens");
     cr_keyed_free(keyed);
 
@@ -448,7 +453,8 @@ static void test_killed_reset(void)
         close(fd);
         if (round == 0) { /* time one reset */
             clock_gettime(CLOCK_MONOTONIC, &t0);
-            CHECK(cr_keyed_open(&keyed, &limit, capacity, path, 0600) == CR_OK, "reset");
+            CHECK(cr_keyed_open(&keyed, &limit, capacity, path, 0600, CR_CHANGE_APPLY) == CR_OK,
+                  "reset");
             clock_gettime(CLOCK_MONOTONIC, &t1);
             cr_keyed_free(keyed);
             reset_us = (t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000;
@@ -457,7 +463,7 @@ static void test_killed_reset(void)
         pid_t pid = fork();
         if (pid == 0) {
             cr_keyed *k = NULL;
-            cr_keyed_open(&k, &limit, capacity, path, 0600);
+            cr_keyed_open(&k, &limit, capacity, path, 0600, CR_CHANGE_APPLY);
             pause();
             _exit(0);
         }
@@ -466,7 +472,7 @@ static void test_killed_reset(void)
         nanosleep(&delay, NULL);
         kills += kill(pid, SIGKILL) == 0;
         waitpid(pid, NULL, 0);
-        cr_status status = cr_keyed_open(&keyed, &limit, capacity, path, 0600);
+        cr_status status = cr_keyed_open(&keyed, &limit, capacity, path, 0600, CR_CHANGE_APPLY);
         refused += status != CR_OK;
         if (status == CR_OK) {
             /* After the open the region is of this boot: the old key is gone. */
@@ -491,7 +497,8 @@ static int create_as_nobody(void)
         return 2;
     cr_limit limit = make_limit(10, 10);
     cr_limiter *lim = NULL;
-    cr_status status = cr_limiter_open(&lim, &limit, path_in("open-to-all", "r"), 0600);
+    cr_status status = cr_limiter_open(&lim, &limit, path_in("open-to-all", "r"), 0600,
+                                       CR_CHANGE_APPLY);
     bool allowed = false;
     if (status == CR_OK)
         cr_limiter_allow(lim, 1000, 1, &allowed);
@@ -527,7 +534,7 @@ static void test_long_names(void)
         memset(name, 'n', (size_t)len);
         name[len] = '\0';
         cr_limiter *lim = NULL;
-        cr_status status = cr_limiter_open(&lim, &limit, path_in("", name), 0600);
+        cr_status status = cr_limiter_open(&lim, &limit, path_in("", name), 0600, CR_CHANGE_APPLY);
         CHECK_EQ_I64(status, CR_OK, "a name of %d characters (errno %d)", len, errno);
         cr_limiter_free(lim);
         unlink(path_in("", name));

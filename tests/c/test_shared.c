@@ -98,8 +98,9 @@ static void test_frozen_instant_exact(void)
         if (fork() == 0) {
             cr_limiter *lim;
             cr_keyed *keyed;
-            if (cr_limiter_open(&lim, &limit, region_path("one"), 0600) != CR_OK ||
-                cr_keyed_open(&keyed, &limit, 64, region_path("many"), 0600) != CR_OK)
+            if (cr_limiter_open(&lim, &limit, region_path("one"), 0600, CR_CHANGE_APPLY) != CR_OK ||
+                cr_keyed_open(&keyed, &limit, 64, region_path("many"), 0600, CR_CHANGE_APPLY) !=
+                    CR_OK)
                 _exit(1);
             c[2]++;
             wait_for_go(&c[3]);
@@ -135,7 +136,8 @@ static void test_racing_creators(void)
             c[2]++;
             wait_for_go(&c[3]);
             cr_keyed *keyed;
-            if (cr_keyed_open(&keyed, &limit, 1000, region_path("race"), 0600) != CR_OK)
+            if (cr_keyed_open(&keyed, &limit, 1000, region_path("race"), 0600, CR_CHANGE_APPLY) !=
+                CR_OK)
                 _exit(1);
             for (int i = 0; i < 100; i++) {
                 cr_decision d;
@@ -182,13 +184,19 @@ static void fix_checksum(const char *path)
     close(fd);
 }
 
-static cr_status open_keyed(const char *path, double rate, int64_t burst, int64_t capacity)
+static cr_status open_keyed_then(const char *path, double rate, int64_t burst, int64_t capacity,
+                                 cr_on_change on_change)
 {
     cr_limit limit = make_limit(rate, burst);
     cr_keyed *keyed = NULL;
-    cr_status status = cr_keyed_open(&keyed, &limit, capacity, path, 0600);
+    cr_status status = cr_keyed_open(&keyed, &limit, capacity, path, 0600, on_change);
     cr_keyed_free(keyed);
     return status;
+}
+
+static cr_status open_keyed(const char *path, double rate, int64_t burst, int64_t capacity)
+{
+    return open_keyed_then(path, rate, burst, capacity, CR_CHANGE_REFUSE);
 }
 
 static void test_refusals(void)
@@ -202,7 +210,7 @@ static void test_refusals(void)
     CHECK(open_keyed(path, 10, 5, 101) == CR_E_SHARED_CAPACITY);
     cr_limit limit = make_limit(10, 5);
     cr_limiter *lim = NULL;
-    CHECK(cr_limiter_open(&lim, &limit, path, 0600) == CR_E_SHARED_KIND);
+    CHECK(cr_limiter_open(&lim, &limit, path, 0600, CR_CHANGE_APPLY) == CR_E_SHARED_KIND);
     CHECK(open_keyed(path, 600.0 / 60.0, 5, 100) == CR_OK); /* same T: same limit */
 
     uint32_t version = 99;
@@ -211,7 +219,10 @@ static void test_refusals(void)
     version = 2; /* the layout before slots carried a generation tag (docs/design.md §4) */
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
-    version = 3;
+    version = 3; /* the layout before a region kept its limit's changes */
+    patch(path, VERSION_OFFSET, &version, sizeof version);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
+    version = 4;
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_OK);
 
@@ -236,9 +247,11 @@ static void test_refusals(void)
     CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_FOREIGN);
     unlink(path);
 
-    CHECK(cr_keyed_open(NULL, &limit, 10, path, 01000) == CR_E_SHARED_MODE);
-    CHECK(cr_keyed_open(NULL, &limit, 10, path, -1) == CR_E_SHARED_MODE);
-    CHECK(cr_keyed_open(NULL, &limit, 0, path, 0600) == CR_E_CAPACITY);
+    CHECK(cr_keyed_open(NULL, &limit, 10, path, 01000, CR_CHANGE_APPLY) == CR_E_SHARED_MODE);
+    CHECK(cr_keyed_open(NULL, &limit, 10, path, -1, CR_CHANGE_APPLY) == CR_E_SHARED_MODE);
+    CHECK(cr_keyed_open(NULL, &limit, 0, path, 0600, CR_CHANGE_APPLY) == CR_E_CAPACITY);
+    CHECK(cr_keyed_open(NULL, &limit, 10, path, 0600, (cr_on_change)2) == CR_E_ON_CHANGE);
+    CHECK(cr_limiter_open(NULL, &limit, path, 0600, (cr_on_change)-1) == CR_E_ON_CHANGE);
     CHECK(open_keyed("/nonexistent-dir/x", 10, 5, 100) == CR_E_SHARED_IO);
 }
 
@@ -248,7 +261,7 @@ static void test_permissions(void)
     unlink(path);
     cr_limit limit = make_limit(10, 5);
     cr_limiter *lim;
-    CHECK(cr_limiter_open(&lim, &limit, path, 0640) == CR_OK);
+    CHECK(cr_limiter_open(&lim, &limit, path, 0640, CR_CHANGE_APPLY) == CR_OK);
     cr_limiter_free(lim);
     struct stat st;
     CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0640);
@@ -260,7 +273,7 @@ static void test_permissions(void)
             if (setgid(65534) != 0 || setuid(65534) != 0)
                 _exit(2);
             cr_limiter *other = NULL;
-            cr_status status = cr_limiter_open(&other, &limit, path, 0600);
+            cr_status status = cr_limiter_open(&other, &limit, path, 0600, CR_CHANGE_APPLY);
             _exit(status == CR_E_SHARED_ACCESS ? 0 : 1);
         }
         int wst;
@@ -276,7 +289,7 @@ static void test_reboot_resets(void)
     cr_limit limit = make_limit(1, 1);
     cr_keyed *keyed;
     cr_decision d;
-    CHECK(cr_keyed_open(&keyed, &limit, 10, path, 0600) == CR_OK);
+    CHECK(cr_keyed_open(&keyed, &limit, 10, path, 0600, CR_CHANGE_APPLY) == CR_OK);
     cr_keyed_check(keyed, "k", 1, 1000 * 1000000000LL, 1, true, &d); /* TAT far ahead */
     CHECK(d.allowed);
     cr_keyed_free(keyed);
@@ -284,7 +297,7 @@ static void test_reboot_resets(void)
     char other_boot[48] = "00000000-0000-0000-0000-000000000000\n";
     patch(path, BOOT_OFFSET, other_boot, sizeof other_boot);
     fix_checksum(path);
-    CHECK(cr_keyed_open(&keyed, &limit, 10, path, 0600) == CR_OK);
+    CHECK(cr_keyed_open(&keyed, &limit, 10, path, 0600, CR_CHANGE_APPLY) == CR_OK);
     CHECK(cr_keyed_len(keyed) == 0);
     cr_keyed_check(keyed, "k", 1, 1000000000LL, 1, true, &d); /* an early time of a new boot */
     CHECK(d.allowed);
@@ -297,7 +310,7 @@ static void test_fork_inherits(void)
     unlink(path);
     cr_limit limit = make_limit(1, 3);
     cr_keyed *keyed;
-    CHECK(cr_keyed_open(&keyed, &limit, 10, path, 0600) == CR_OK);
+    CHECK(cr_keyed_open(&keyed, &limit, 10, path, 0600, CR_CHANGE_APPLY) == CR_OK);
     _Atomic long *c = shared_counters(1);
     for (int p = 0; p < 3; p++) {
         if (fork() == 0) {
@@ -322,8 +335,9 @@ enum { STORM_KEYS = 300, STORM_WORKERS = 8, STORM_OPS = 300000, STORM_KILLS = 60
 static void storm_worker(cr_limit limit, _Atomic long *c, unsigned seed)
 {
     cr_keyed *keyed, *flood;
-    if (cr_keyed_open(&keyed, &limit, 4 * STORM_KEYS, region_path("storm"), 0600) != CR_OK ||
-        cr_keyed_open(&flood, &limit, 64, region_path("flood"), 0600) != CR_OK)
+    if (cr_keyed_open(&keyed, &limit, 4 * STORM_KEYS, region_path("storm"), 0600,
+                      CR_CHANGE_APPLY) != CR_OK ||
+        cr_keyed_open(&flood, &limit, 64, region_path("flood"), 0600, CR_CHANGE_APPLY) != CR_OK)
         _exit(1);
     _Atomic long *clock_ns = &c[0], *ops = &c[1], *stop = &c[2], *admitted = &c[3];
     while (!*stop) {
@@ -415,17 +429,196 @@ static void test_sigkill_storm(void)
 
     /* The regions still open, and every stripe lock can still be taken. */
     cr_keyed *keyed;
-    CHECK(cr_keyed_open(&keyed, &limit, 4 * STORM_KEYS, region_path("storm"), 0600) == CR_OK);
+    CHECK(cr_keyed_open(&keyed, &limit, 4 * STORM_KEYS, region_path("storm"), 0600,
+                        CR_CHANGE_APPLY) == CR_OK);
     CHECK(cr_keyed_len(keyed) <= (size_t)(4 * STORM_KEYS * 2));
     CHECK(admits_new_keys(keyed, 1000000 + span + 1000000000LL) == 2000);
     cr_keyed_free(keyed);
 
     cr_keyed *flood;
-    CHECK(cr_keyed_open(&flood, &limit, 64, region_path("flood"), 0600) == CR_OK);
+    CHECK(cr_keyed_open(&flood, &limit, 64, region_path("flood"), 0600, CR_CHANGE_APPLY) == CR_OK);
     CHECK(admits_new_keys(flood, 1000000 + span + 1000000000LL) == 2000);
     printf("sigkill storm: flood region evicted %llu live keys to make room\n",
            (unsigned long long)cr_keyed_evictions(flood));
     cr_keyed_free(flood);
+}
+
+/* Opening with another limit changes the region's, for every store open on
+ * it; refusing changes nothing (docs/design.md §4). */
+static void test_open_changes_the_limit(void)
+{
+    const char *path = region_path("opened-change");
+    unlink(path);
+    cr_limit ten = make_limit(10, 10), hundred = make_limit(100, 20);
+    cr_keyed *first, *second, *third;
+    cr_decision d;
+    CHECK(cr_keyed_open(&first, &ten, 100, path, 0600, CR_CHANGE_APPLY) == CR_OK);
+    CHECK(cr_keyed_replaced(first) == NULL);
+    for (int i = 0; i < 6; i++)
+        cr_keyed_check(first, "k", 1, CR_CLOCK, 1, true, &d);
+    CHECK(d.allowed && d.remaining == 4);
+    CHECK(open_keyed_then(path, 100, 20, 100, CR_CHANGE_REFUSE) == CR_E_SHARED_RATE);
+    CHECK(open_keyed_then(path, 10, 11, 100, CR_CHANGE_REFUSE) == CR_E_SHARED_BURST);
+    CHECK(cr_keyed_open(&second, &hundred, 100, path, 0600, CR_CHANGE_APPLY) == CR_OK);
+    const cr_limit *replaced = cr_keyed_replaced(second);
+    CHECK(replaced && replaced->emission_ns == ten.emission_ns && replaced->burst == 10);
+    /* the first store follows from its next decision: 6 of 20 used (less
+     * the few nanoseconds since), this one more */
+    CHECK(cr_keyed_check(first, "k", 1, CR_CLOCK, 1, true, &d) == CR_OK);
+    CHECK(d.allowed && d.limit == 20 && d.remaining == 13);
+    CHECK(cr_keyed_limit(first)->burst == 20);
+    CHECK(cr_keyed_check(second, "k", 1, CR_CLOCK, 1, false, &d) == CR_OK);
+    CHECK(d.remaining == 12);
+    /* the first store's own limit is no longer the region's: reopening with
+     * it is a change again */
+    CHECK(cr_keyed_open(&third, &hundred, 100, path, 0600, CR_CHANGE_REFUSE) == CR_OK);
+    CHECK(cr_keyed_replaced(third) == NULL);
+    cr_keyed_free(first);
+    cr_keyed_free(second);
+    cr_keyed_free(third);
+
+    /* the same for a Limiter: DESIGN §8's second vector at t0 */
+    unlink(path);
+    const int64_t t0 = 50 * 1000000000LL;
+    cr_limit fast = make_limit(100, 100), slow = make_limit(10, 10);
+    cr_limiter *lim, *other;
+    CHECK(cr_limiter_open(&lim, &fast, path, 0600, CR_CHANGE_APPLY) == CR_OK);
+    CHECK(cr_limiter_open(&other, &fast, path, 0600, CR_CHANGE_REFUSE) == CR_OK);
+    for (int i = 0; i < 80; i++)
+        cr_limiter_check(lim, t0, 1, true, &d);
+    CHECK(d.allowed && d.remaining == 20);
+    CHECK(cr_limiter_reconfigure(other, &slow, t0) == CR_OK);
+    CHECK(cr_limiter_check(lim, t0, 1, true, &d) == CR_OK);
+    CHECK(!d.allowed && d.limit == 10);
+    CHECK(cr_limiter_check(lim, t0 + 7100000000LL - 1, 1, true, &d) == CR_OK && !d.allowed);
+    CHECK(cr_limiter_check(lim, t0 + 7100000000LL, 1, true, &d) == CR_OK && d.allowed);
+    CHECK(cr_limiter_reconfigure(other, &fast, t0) == CR_OK); /* back: 81 of 100 used */
+    CHECK(cr_limiter_check(lim, t0 + 7100000000LL, 1, false, &d) == CR_OK);
+    cr_limiter_free(lim);
+    cr_limiter_free(other);
+    unlink(path);
+}
+
+/* A key that sleeps through more changes than the region keeps records of
+ * is carried by the sweeps, never handed a fresh allowance. */
+static void test_sleeping_key_many_changes(void)
+{
+    const char *path = region_path("sleeper");
+    unlink(path);
+    const int64_t t0 = 9 * 1000000000LL;
+    cr_limit a = make_limit(10, 10), b = make_limit(10, 12);
+    cr_keyed *keyed, *changer;
+    cr_decision d;
+    CHECK(cr_keyed_open(&keyed, &a, 1000, path, 0600, CR_CHANGE_APPLY) == CR_OK);
+    CHECK(cr_keyed_open(&changer, &a, 1000, path, 0600, CR_CHANGE_APPLY) == CR_OK);
+    for (int i = 0; i < 6; i++)
+        cr_keyed_check(keyed, "sleeper", 7, t0, 1, true, &d);
+    for (int c = 0; c < 3 * 256 + 1; c++)
+        CHECK(cr_keyed_reconfigure(changer, c % 2 ? &a : &b, t0) == CR_OK);
+    /* 769 changes, the last to b: 6 of 12 used */
+    CHECK(cr_keyed_check(keyed, "sleeper", 7, t0, 1, false, &d) == CR_OK);
+    CHECK(d.limit == 12 && d.remaining == 5);
+    cr_keyed_free(keyed);
+    cr_keyed_free(changer);
+    unlink(path);
+}
+
+/* Changes this process never saw: a store that slept through two changes
+ * another made carries its keys through both from the region's records. */
+static void test_carried_through_unseen_changes(void)
+{
+    const char *path = region_path("unseen");
+    unlink(path);
+    const int64_t t0 = 9 * 1000000000LL, t1 = t0 + 300000000, t2 = t1 + 400000000;
+    cr_limit l0 = make_limit(10, 10), l1 = make_limit(4, 6), l2 = make_limit(25, 30);
+    cr_keyed *sleeper, *changer;
+    cr_decision d;
+    CHECK(cr_keyed_open(&sleeper, &l0, 100000, path, 0600, CR_CHANGE_APPLY) == CR_OK);
+    CHECK(cr_keyed_open(&changer, &l0, 100000, path, 0600, CR_CHANGE_APPLY) == CR_OK);
+    char key[16];
+    for (int k = 0; k < 50; k++) {
+        const int len = snprintf(key, sizeof key, "key-%d", k);
+        for (int i = 0; i <= k % 9; i++)
+            cr_keyed_check(sleeper, key, (size_t)len, t0, 1, true, &d);
+    }
+    CHECK(cr_keyed_reconfigure(changer, &l1, t1) == CR_OK);
+    CHECK(cr_keyed_reconfigure(changer, &l2, t2) == CR_OK);
+    const int64_t t3 = t2 + 100000000;
+    int exact = 0;
+    for (int k = 0; k < 50; k++) {
+        const int len = snprintf(key, sizeof key, "key-%d", k);
+        int64_t tat = 0;
+        for (int i = 0; i <= k % 9; i++)
+            tat = cr_decide(&l0, tat, t0, 1, &d);
+        tat = cr_carry(&l1, &l2, cr_carry(&l0, &l1, tat, t1), t2);
+        cr_decision want, got;
+        cr_decide(&l2, tat, t3, 1, &want);
+        CHECK(cr_keyed_check(sleeper, key, (size_t)len, t3, 1, false, &got) == CR_OK);
+        exact += got.allowed == want.allowed && got.remaining == want.remaining &&
+                 got.retry_after_ns == want.retry_after_ns && got.limit == 30;
+    }
+    CHECK(exact == 50);
+    cr_keyed_free(sleeper);
+    cr_keyed_free(changer);
+    unlink(path);
+}
+
+/* Processes deciding at one instant while another changes the limit: the
+ * units used carry, so exactly the old burst, then the new one in all. */
+static void test_processes_follow_a_change(bool keyed)
+{
+    const int procs = 4;
+    const int64_t now = 7000000000;
+    const char *path = region_path(keyed ? "follow-keyed" : "follow-one");
+    unlink(path);
+    cr_limit small = make_limit(10, 10), large = make_limit(20, 25);
+    _Atomic long *c = shared_counters(8); /* admitted, ready, go, refused, changed */
+    for (int p = 0; p < procs; p++) {
+        if (fork() == 0) {
+            cr_limiter *lim = NULL;
+            cr_keyed *table = NULL;
+            if ((keyed ? cr_keyed_open(&table, &small, 64, path, 0600, CR_CHANGE_APPLY)
+                       : cr_limiter_open(&lim, &small, path, 0600, CR_CHANGE_APPLY)) != CR_OK)
+                _exit(1);
+            c[1]++;
+            wait_for_go(&c[2]);
+            for (int phase = 0; phase < 2; phase++) {
+                for (int i = 0; i < 1000; i++) {
+                    cr_decision d;
+                    if ((keyed ? cr_keyed_check(table, "k", 1, now, 1, true, &d)
+                               : cr_limiter_check(lim, now, 1, true, &d)) != CR_OK)
+                        _exit(2);
+                    c[0] += d.allowed;
+                }
+                c[3]++;
+                while (phase == 0 && !c[4])
+                    ;
+            }
+            cr_limiter_free(lim);
+            cr_keyed_free(table);
+            _exit(0);
+        }
+    }
+    while (c[1] < procs)
+        ;
+    c[2] = 1;
+    while (c[3] < procs)
+        ;
+    CHECK(c[0] == 10);
+    cr_limiter *lim = NULL;
+    cr_keyed *table = NULL;
+    CHECK((keyed ? cr_keyed_open(&table, &small, 64, path, 0600, CR_CHANGE_REFUSE)
+                 : cr_limiter_open(&lim, &small, path, 0600, CR_CHANGE_REFUSE)) == CR_OK);
+    CHECK((keyed ? cr_keyed_reconfigure(table, &large, now)
+                 : cr_limiter_reconfigure(lim, &large, now)) == CR_OK);
+    c[4] = 1;
+    CHECK(wait_all(procs) == 0);
+    CHECK(c[0] == 25); /* 10 under the old limit, 15 more under the new */
+    printf("processes across a change (%s): %ld admitted (10 before, burst 25 after)\n",
+           keyed ? "keyed" : "limiter", (long)c[0]);
+    cr_limiter_free(lim);
+    cr_keyed_free(table);
+    unlink(path);
 }
 
 int main(void)
@@ -439,7 +632,12 @@ int main(void)
     test_refusals();
     test_permissions();
     test_reboot_resets();
+    test_open_changes_the_limit();
+    test_sleeping_key_many_changes();
+    test_carried_through_unseen_changes();
     if (!UNDER_TSAN) {
+        test_processes_follow_a_change(false);
+        test_processes_follow_a_change(true);
         test_frozen_instant_exact();
         test_racing_creators();
         test_fork_inherits();

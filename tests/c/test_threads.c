@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define THREADS 4
 #define SECOND INT64_C(1000000000)
@@ -251,13 +252,25 @@ static void *run_live_decider(void *arg)
     return NULL;
 }
 
-static void test_live_change(bool keyed)
+/* `path`: the deciders and the changer each open the shared region there,
+ * so the deciders meet each change through the region. */
+static void test_live_change(bool keyed, const char *path)
 {
     const cr_limit limits[2] = {limit_of(INT64_C(1000000), 50), limit_of(INT64_C(3000000), 8)};
     live_shared shared = {0};
-    CHECK((keyed ? cr_keyed_new(&shared.keyed, &limits[0], 64)
-                 : cr_limiter_new(&shared.limiter, &limits[0])) == CR_OK,
-          "cr_limiter_new / cr_keyed_new");
+    if (path)
+        unlink(path);
+    CHECK((keyed ? cr_keyed_open(&shared.keyed, &limits[0], 64, path, 0600, CR_CHANGE_APPLY)
+                 : cr_limiter_open(&shared.limiter, &limits[0], path, 0600, CR_CHANGE_APPLY)) ==
+              CR_OK,
+          "cr_limiter_open / cr_keyed_open");
+    cr_limiter *changing_limiter = shared.limiter;
+    cr_keyed *changing_keyed = shared.keyed;
+    if (path)
+        CHECK((keyed ? cr_keyed_open(&changing_keyed, &limits[0], 64, path, 0600, CR_CHANGE_APPLY)
+                     : cr_limiter_open(&changing_limiter, &limits[0], path, 0600,
+                                       CR_CHANGE_APPLY)) == CR_OK,
+              "the changer's store");
     for (int k = 0; k < LIVE_KEYS; k++)
         atomic_init(&shared.admitted_per_key[k], 0);
     atomic_init(&shared.now, 0);
@@ -287,8 +300,8 @@ static void test_live_change(bool keyed)
             int64_t seen = atomic_load(&shared.attempts);
             while (atomic_load(&shared.attempts) - seen < THREADS)
                 sched_yield();
-            CHECK((keyed ? cr_keyed_reconfigure(shared.keyed, to, now)
-                         : cr_limiter_reconfigure(shared.limiter, to, now)) == CR_OK,
+            CHECK((keyed ? cr_keyed_reconfigure(changing_keyed, to, now)
+                         : cr_limiter_reconfigure(changing_limiter, to, now)) == CR_OK,
                   "reconfigure");
             /* the greedy replay: all that fits under the old limit, carried */
             while ((tat = cr_decide(from, tat, now, 1, &d), d.allowed))
@@ -317,9 +330,15 @@ static void test_live_change(bool keyed)
         CHECK(admitted <= bound, "live change: key %d admitted %" PRId64 " > bound %" PRId64, k,
               admitted, bound);
         CHECK(admitted > 0, "live change: key %d: nothing admitted", k);
-        printf("live change (%s): %" PRId64 " changes, key %d admitted %" PRId64 " (bound %" PRId64
-               ")\n",
-               keyed ? "keyed" : "limiter", changes, k, admitted, bound);
+        printf("live change (%s%s): %" PRId64 " changes, key %d admitted %" PRId64
+               " (bound %" PRId64 ")\n",
+               keyed ? "keyed" : "limiter", path ? ", shared region" : "", changes, k, admitted,
+               bound);
+    }
+    if (path) {
+        cr_limiter_free(changing_limiter);
+        cr_keyed_free(changing_keyed);
+        unlink(path);
     }
     cr_limiter_free(shared.limiter);
     cr_keyed_free(shared.keyed);
@@ -330,7 +349,11 @@ int main(void)
     test_one_key_frozen();
     test_many_keys_frozen();
     test_real_clock();
-    test_live_change(false);
-    test_live_change(true);
+    test_live_change(false, NULL);
+    test_live_change(true, NULL);
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/cellrate-threads-%d", (int)getpid());
+    test_live_change(false, path);
+    test_live_change(true, path);
     return check_summary("test_threads");
 }

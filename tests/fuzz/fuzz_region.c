@@ -68,13 +68,13 @@ static void setup(void)
         cr_decision d;
         if (kind == LIMITER) {
             cr_limiter *limiter;
-            if (cr_limiter_open(&limiter, &limits[kind], path, 0600) != CR_OK)
+            if (cr_limiter_open(&limiter, &limits[kind], path, 0600, CR_CHANGE_APPLY) != CR_OK)
                 abort();
             cr_limiter_check(limiter, 1000000000, 1, true, &d);
             cr_limiter_free(limiter);
         } else {
             cr_keyed *keyed;
-            if (cr_keyed_open(&keyed, &limits[kind], 8, path, 0600) != CR_OK)
+            if (cr_keyed_open(&keyed, &limits[kind], 8, path, 0600, CR_CHANGE_APPLY) != CR_OK)
                 abort();
             cr_keyed_check(keyed, "old", 3, 1000000000, 1, true, &d); /* a slot in use */
             cr_keyed_free(keyed);
@@ -147,7 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cr_decision d;
     if (kind != LIMITER) {
         cr_keyed *keyed = NULL;
-        status = cr_keyed_open(&keyed, limit, 8, region_path, 0600);
+        status = cr_keyed_open(&keyed, limit, 8, region_path, 0600, CR_CHANGE_APPLY);
         check_status(status);
         if (status == CR_OK) {
             if (header_changed && !reseal)
@@ -172,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     } else {
         cr_limiter *limiter = NULL;
-        status = cr_limiter_open(&limiter, limit, region_path, 0600);
+        status = cr_limiter_open(&limiter, limit, region_path, 0600, CR_CHANGE_APPLY);
         check_status(status);
         if (status == CR_OK) {
             if ((header_changed && !reseal) || file_size < pristine_size[kind])

@@ -42,24 +42,54 @@ describe("shared keyed", function()
       os.remove(path)
    end)
 
-   it("refuses a region made for another limit", function()
+   it("with on_change = 'refuse', refuses a region made for another limit", function()
       local path = fresh_path()
       local a = cellrate.keyed(10, { burst = 5, capacity = 100, shared = path })
       fails("E_SHARED_BURST", { "another burst", path },
-         cellrate.keyed, 10, { burst = 6, capacity = 100, shared = path })
+         cellrate.keyed, 10, { burst = 6, capacity = 100, shared = path, on_change = "refuse" })
       fails("E_SHARED_RATE", { "another rate", path },
-         cellrate.keyed, 20, { burst = 5, capacity = 100, shared = path })
+         cellrate.keyed, 20, { burst = 5, capacity = 100, shared = path, on_change = "refuse" })
       fails("E_SHARED_CAPACITY", { "another capacity", path },
          cellrate.keyed, 10, { burst = 5, capacity = 99, shared = path })
       fails("E_SHARED_KIND", { "another kind", path }, cellrate.limiter, 10, { burst = 5, shared = path })
+      fails("E_SHARED_ALGORITHM", { "another algorithm", path },
+         cellrate.keyed, 10, { capacity = 100, shared = path, algorithm = "fixed_window" })
       -- the OpenResty idiom
-      local lim, err, code = cellrate.keyed(10, { burst = 6, capacity = 100, shared = path })
+      local lim, err, code = cellrate.keyed(10, { burst = 6, capacity = 100, shared = path,
+                                                  on_change = "refuse" })
       assert.is_nil(lim)
       assert.is_truthy(err:find("^shared: "))
       assert.are.equal("E_SHARED_BURST", code)
       assert.is_true(a:allow("k", 1, 0)) -- the region is untouched
       a:close()
       os.remove(path)
+   end)
+
+   it("opened with another limit, changes the region's for every object on it", function()
+      local path = fresh_path()
+      local a = cellrate.keyed(10, { burst = 10, capacity = 100, shared = path })
+      for _ = 1, 6 do a:allow("k") end
+      local b = cellrate.keyed(100, { burst = 20, capacity = 100, shared = path })
+      -- the first object follows from its next decision: 6 of 20 used (less the few
+      -- microseconds since, at 100/s), this one more
+      local allowed, remaining = a:check("k")
+      assert.is_true(allowed)
+      assert.are.equal(20, a:info().burst)
+      assert.are.equal(13, remaining)
+      b:reconfigure(10, { burst = 10 })
+      allowed, remaining = a:check("k")
+      assert.is_true(allowed)
+      assert.are.equal(10, a:info().burst)
+      assert.are.equal(2, remaining) -- 7 of 10 used carry; one more
+      assert.are.equal(tostring(a), tostring(b))
+      a:close(); b:close()
+      os.remove(path)
+   end)
+
+   it("checks on_change", function()
+      raises("on_change must be 'apply' or 'refuse'", cellrate.keyed, 10, { on_change = "keep" })
+      raises("on_change must be 'apply' or 'refuse'", cellrate.limiter, 10, { on_change = 1 })
+      raises("did you mean 'on_change'", cellrate.limiter, 10, { on_chnage = "apply" })
    end)
 
    it("returns nil, message, code for a region that cannot be opened", function()

@@ -120,9 +120,7 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "of each and decide them as one with check_all"),
     (46, "E_RECONFIGURE_ALGORITHM", "argument", "algorithm",
      "algorithm: a live change keeps the limit's algorithm; make a new limiter for another one"),
-    (47, "E_SHARED_RECONFIGURE", "argument", "shared",
-     "shared: the limit of a shared region cannot be changed live; every process opens it "
-     "with the limit it was made with"),
+    (47, "E_ON_CHANGE", "argument", "on_change", "on_change must be 'apply' or 'refuse'"),
 ]
 
 

@@ -7,7 +7,9 @@ import pathlib
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
+import warnings
 
 import pytest
 
@@ -130,10 +132,12 @@ def test_refusals_name_what_differs(region_dir):
     path = region_dir / "refuse"
     cellrate.KeyedLimiter(10, burst=5, capacity=100, shared=path)
     err = expect_refusal("another burst", lambda: cellrate.KeyedLimiter(
-        10, burst=6, capacity=100, shared=path))
+        10, burst=6, capacity=100, shared=path, on_change="refuse"))
     assert str(path) in str(err)
     expect_refusal("another rate", lambda: cellrate.KeyedLimiter(
-        20, burst=5, capacity=100, shared=path))
+        20, burst=5, capacity=100, shared=path, on_change="refuse"))
+    expect_refusal("another algorithm", lambda: cellrate.KeyedLimiter(
+        10, capacity=100, shared=path, algorithm="fixed_window"))
     expect_refusal("another capacity", lambda: cellrate.KeyedLimiter(
         10, burst=5, capacity=101, shared=path))
     expect_refusal("another kind", lambda: cellrate.Limiter(10, burst=5, shared=path))
@@ -202,3 +206,92 @@ def test_bad_shared_arguments(region_dir):
     with pytest.raises(cellrate.InvalidArgument) as info:
         cellrate.KeyedLimiter(1, capacity=0, shared=region_dir / "c")
     assert info.value.param == "capacity"
+
+
+def test_opening_with_another_limit_changes_the_regions(region_dir):
+    path = region_dir / "change"
+    a = cellrate.KeyedLimiter(10, burst=10, capacity=100, shared=path)
+    for _ in range(6):
+        a.allow("k")
+    with pytest.warns(RuntimeWarning, match=r"change's limit changed from cellrate.KeyedLimiter"
+                      r"\(rate=10, period=1, burst=10, capacity=100\) to cellrate.KeyedLimiter"
+                      r"\(rate=100, period=1, burst=20, capacity=100\)"):
+        b = cellrate.KeyedLimiter(100, burst=20, capacity=100, shared=path)
+    # the first object follows from its next decision: 6 of 20 used (less the
+    # few microseconds since, at 100/s), this one more
+    d = a.check("k")
+    assert (d.allowed, d.limit, d.remaining) == (True, 20, 13)
+    assert (a.rate, a.burst) == (100, 20)
+    assert repr(a) == repr(b)
+    # the same limit again changes nothing and says nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cellrate.KeyedLimiter(100, burst=20, capacity=100, shared=path)
+
+
+def test_on_change_refuse_keeps_the_region(region_dir):
+    path = region_dir / "kept"
+    a = cellrate.Limiter(10, burst=10, shared=path)
+    expect_refusal("another rate", lambda: cellrate.Limiter(
+        20, burst=10, shared=path, on_change="refuse"))
+    assert a.burst == 10 and a.rate == 10
+    assert a.check(now=FROZEN).limit == 10
+    with pytest.raises(cellrate.InvalidArgument, match="on_change must be 'apply' or 'refuse'") as info:
+        cellrate.Limiter(10, shared=path, on_change="keep")
+    assert info.value.param == "on_change"
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        cellrate.Limiter(10, shared=path, on_change=True)
+    assert info.value.param == "on_change"
+
+
+PHASED_PY = """
+import sys, cellrate
+lim = cellrate.KeyedLimiter(1, burst=10, capacity=64, shared=sys.argv[1])
+for line in sys.stdin:
+    print(sum(lim.allow("k", now=%r) for _ in range(300)), flush=True)
+""" % FROZEN
+
+PHASED_LUA = """
+package.cpath = "%s/?.so;" .. package.cpath
+local cellrate = require "cellrate"
+local keyed = cellrate.keyed(1, { burst = 10, capacity = 64, shared = arg[1] })
+for _ in io.lines() do
+   local n = 0
+   for _ = 1, 300 do if keyed:allow("k", 1, %r) then n = n + 1 end end
+   print(n); io.stdout:flush()
+end
+""" % (LUA_MODULE.parent, FROZEN)
+
+
+@pytest.mark.skipif(shutil.which("lua5.4") is None, reason="lua5.4 is not installed")
+def test_python_and_lua_processes_follow_a_live_change(region_dir):
+    """Two Python and two Lua processes keep deciding on one region while the
+    limit changes under them: what they used carries, so the totals are
+    exact (DESIGN §8)."""
+    assert LUA_MODULE.exists(), "build the Lua module first (make lua)"
+    path = str(region_dir / "live")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    procs = [subprocess.Popen([sys.executable, "-c", PHASED_PY, path], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    lua = PHASED_LUA.replace("arg[1]", '"%s"' % path)
+    procs += [subprocess.Popen(["lua5.4", "-e", lua], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        def phase():
+            for proc in procs:
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            return sum(int(proc.stdout.readline()) for proc in procs)
+
+        assert phase() == 10  # everyone opened with burst 10: exactly 10
+        changer = cellrate.KeyedLimiter(1, burst=10, capacity=64, shared=path)
+        changer.reconfigure(2, burst=25, now=FROZEN)
+        assert phase() == 15  # 10 used carry into a burst of 25
+        changer.reconfigure(1, burst=12, now=FROZEN)
+        assert phase() == 0  # 25 used of 12 at that instant: nothing more
+        assert not changer.allow("k", now=FROZEN + 12.9)
+        assert changer.allow("k", now=FROZEN + 14)  # 25 used at 1/s, 12 tolerated
+    finally:
+        for proc in procs:
+            proc.stdin.close()
+            proc.wait(timeout=60)

@@ -1012,3 +1012,97 @@ def test_no_policy_name_is_the_cores_default():
     decision = cellrate.Limiter(1).check(now=0.0)
     assert Policy("1/s").name is None
     assert decision.headers(None) == decision.headers() == decision.headers("default")
+
+
+# -- one shared= directory for an app (DESIGN §8) -------------------------------
+
+
+def _fastapi_app(shared, middleware, dependency, routes=None):
+    app = FastAPI()
+    app.add_api_route("/", _fastapi_ok, methods=["GET"])
+    app.add_api_route("/login", _fastapi_ok, methods=["GET"])
+    app.add_api_route("/search", _fastapi_ok, methods=["GET"],
+                      dependencies=[Depends(cellrate.fastapi.RateLimit(
+                          dependency, name="search", shared=shared))])
+    app.add_middleware(cellrate.asgi.RateLimitMiddleware, limit=middleware, routes=routes,
+                       shared=shared)
+    return TestClient(app, client=("192.0.2.1", 40000))
+
+
+def _admitted(client, path, attempts):
+    return sum(client.get(path).status_code == 200 for _ in range(attempts))
+
+
+def test_one_shared_directory_serves_middleware_dependency_and_routes(tmp_path):
+    """The middleware's limit, its routes' and a dependency's, given one
+    directory: each limit is a region of its own there, by its name."""
+    shared = tmp_path / "app"
+    client = _fastapi_app(shared, "20/minute", "3/minute", routes={"/login": "5/minute"})
+    assert _admitted(client, "/login", 8) == 5  # the route's limit (and 5 of the app's)
+    assert sorted(os.listdir(shared)) == ["default", "default %2Flogin", "search"]
+    assert _admitted(client, "/search", 8) == 3  # the dependency's (and 8 of the app's)
+    assert _admitted(client, "/", 8) == 7  # the app's 20 in all
+    # a second app of this process on the same limits shares them
+    again = _fastapi_app(shared, "20/minute", "3/minute", routes={"/login": "5/minute"})
+    assert _admitted(again, "/", 3) == 0
+
+
+def test_one_name_with_two_limits_in_one_process_is_an_error(tmp_path):
+    shared = tmp_path / "app"
+    kept = cellrate.asgi.RateLimitMiddleware(_ok, "10/minute", shared=shared)
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.fastapi.RateLimit("3/minute", shared=shared)  # "default", like the middleware
+    assert info.value.param == "name"
+    assert "'default'" in str(info.value) and "give each limit its own name" in str(info.value)
+    cellrate.fastapi.RateLimit("3/minute", shared=shared, name="search")
+    del kept
+
+
+def test_a_changed_rate_on_restart_carries_what_was_used(tmp_path):
+    """An app restarted with "5/minute" changed to "10/minute" starts (with a
+    warning) and carries what each client used: 5 more, not a fresh 10."""
+    import gc
+    shared = tmp_path / "app"
+    client = _fastapi_app(shared, "5/minute", "3/minute")
+    assert _admitted(client, "/", 8) == 5
+    del client
+    gc.collect()  # the old app's limits are gone from this process, as in a restart
+    with pytest.warns(RuntimeWarning, match="limit changed from"):
+        client = _fastapi_app(shared, "10/minute", "3/minute")
+        assert _admitted(client, "/", 8) == 5
+
+
+def test_policy_reconfigure_changes_every_process_sharing_it(tmp_path):
+    shared = tmp_path / "app"
+    one = Policy("5/minute", routes={"POST /login": "2/minute;5/hour"}, shared=shared)
+    other = Policy("5/minute", routes={"POST /login": "2/minute;5/hour"}, shared=shared)
+    store = other.limits[0].store
+    for _ in range(4):
+        store.allow("k")
+    one.reconfigure("10/minute")
+    assert store.check("k").remaining == 5  # 4 used carry, this one more
+    assert (store.rate, store.period, store.burst) == (10, 60, 10)  # followed
+    one.reconfigure("3/minute;9/hour", route="POST /login")
+    assert [one_limit.store.check("k").limit for one_limit in other.routes[0][1]] == [3, 9]
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        one.reconfigure("3/minute", route="POST /login")
+    assert info.value.param == "limit" and "a change keeps their number" in str(info.value)
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        one.reconfigure("3/minute", route="/nowhere")
+    assert info.value.param == "route"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        one.reconfigure("3/minute", route=None, burst=0)
+    assert info.value.param == "burst"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        one.reconfigure("5/fortnight")
+    assert info.value.param == "limit"
+
+
+def test_shared_must_be_a_directory(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        Policy("5/minute", shared=tmp_path / "file")
+    assert info.value.param == "shared" and "is not a directory" in str(info.value)
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        Policy("5/minute", shared=5)
+    assert info.value.param == "shared"

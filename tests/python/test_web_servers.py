@@ -11,10 +11,10 @@ peer from X-Forwarded-For, and a dual-stack listener."""
 import contextlib
 
 import concurrent.futures
-import glob
 import http.client
 import json
 import os
+import shutil
 import pathlib
 import signal
 import socket
@@ -115,8 +115,7 @@ def region():
     try:
         yield path
     finally:
-        for leftover in glob.glob(path + "*"):  # the limit's and its routes' regions
-            os.unlink(leftover)
+        shutil.rmtree(path, ignore_errors=True)  # the directory of the limits' regions
 
 
 def run_server(tmp_path, region, argv, access, shared):
