@@ -16,15 +16,15 @@
  * cr_fast_line (core/internal.h), shared by the threads of the process; the
  * reading itself is inlined into the stores (cr_fast_clock_now). When a
  * reading falls past the line's end (every WINDOW_NS), the line is
- * re-anchored here: it continues from its end (so it never steps back) with
- * a slope that brings it onto CLOCK_MONOTONIC by the end of the next window,
- * as NTP slews a clock.
+ * re-anchored here: the next starts at CLOCK_MONOTONIC, or at the old line's
+ * end where that is later (so it never steps back), with a slope that brings
+ * it onto CLOCK_MONOTONIC by the end of its window, as NTP slews a clock.
  *
  * A counter that jumps (a VM migrated to another host, a suspend that resets
  * it) is caught at that re-anchor, which a reading past the line's end or
  * before its start always triggers: the rate measured over the window
  * disagrees with the last one, or the counter ran back, or the line's end
- * ran ahead of CLOCK_MONOTONIC. The line is then dropped and the time is
+ * ran more than 1 ms ahead of CLOCK_MONOTONIC. The line is then dropped and the time is
  * CLOCK_MONOTONIC until the rate is measured anew: no decision reads a line
  * that a jump carried far ahead or behind. Between two re-anchors a reading
  * is at most the line's end, two windows past its anchor.
@@ -43,7 +43,7 @@
 #endif
 
 #define WINDOW_NS 2000000 /* re-anchor every 2 ms */
-#define RESYNC_NS 1000000 /* further from CLOCK_MONOTONIC than this: a jump, or a late re-anchor */
+#define RESYNC_NS 1000000 /* a line's end further ahead of CLOCK_MONOTONIC: a jump */
 #define RATE_SHIFT 8      /* the rate changed by more than 1/256 over a window: a jump */
 
 cr_fast_line cr_fast_clock_line;
@@ -154,16 +154,19 @@ int64_t cr_fast_line_move(cr_fast_line *line, int64_t real, uint64_t tsc)
     if (window_ticks == 0)
         return restart(line, real, tsc);
 
-    /* Continue the line from where it is now, past its end (the latest time it
-     * gave): never back. A line far behind CLOCK_MONOTONIC jumps forward to
-     * it; one far ahead (the counter ran ahead) is dropped. */
+    /* Start the next line at CLOCK_MONOTONIC, or at the old line's end (the
+     * latest time it can have given) where that is later: never back, and
+     * never a slope extrapolated past the end (a re-anchor made late, by a
+     * thread preempted or by no reading for a while, would carry a slope
+     * that was not 1 that far). An end far ahead of CLOCK_MONOTONIC (the
+     * counter ran ahead) drops the line. */
     int64_t at = real;
     if (span != 0) {
-        int64_t here = ns0 + (int64_t)(((wide)(tsc - tsc0) * mult) >> 32);
-        if (here > real + RESYNC_NS)
+        int64_t end = ns0 + (int64_t)((span * mult) >> 32);
+        if (end > real + RESYNC_NS)
             return restart(line, real, tsc);
-        if (here > real - RESYNC_NS)
-            at = here;
+        if (end > real)
+            at = end;
     }
     /* Aim at CLOCK_MONOTONIC one window on, at between half and twice its pace
      * (so span * mult <= 2 * WINDOW_NS * 2^32 < 2^64). */

@@ -210,6 +210,19 @@ static void test_counter_jumps(void)
     CHECK(moved, "a small jump ahead caught at the next move");
     run_for(&j, 20000000, 1000, "after a small jump ahead");
 
+    /* A re-anchor made late (no reading for 5 ms: a preempted thread) starts
+     * at CLOCK_MONOTONIC: it does not carry a slope that was not 1 (this
+     * line's, catching up after a window of a slowed counter) past the end. */
+    for (int i = 0; i < 20; i++) {
+        j.offset -= 400; /* 0.2% slow for 2 ms */
+        time_at(&j, j.real + 100000);
+    }
+    run_for(&j, 2000000, 10000, "after a slowed window");
+    int64_t late = j.real + 5000000;
+    int64_t now = time_at(&j, late);
+    CHECK(now >= late && now <= late + 1000,
+          "a late re-anchor: %" PRId64 " ns from CLOCK_MONOTONIC", now - late);
+
     /* A counter that slows by 500 ppm (as NTP slews CLOCK_MONOTONIC) is no
      * jump: the line follows it. */
     long drops = 0;
