@@ -57,6 +57,8 @@ static bool tsc_is_trusted(void)
     unsigned eax, ebx, ecx, edx;
     if (!__get_cpuid(0x80000007, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 8)))
         return false; /* not invariant: the rate changes with power states */
+    if (!__get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 27)))
+        return false; /* no rdtscp, the default clock's ordered read */
     char source[32] = {0};
     FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
     if (!f)
@@ -87,9 +89,9 @@ static void read_pair(int64_t *real, uint64_t *tsc)
 {
     uint64_t narrowest = UINT64_MAX;
     for (int i = 0; i < 3; i++) {
-        uint64_t before = cr_tsc();
+        uint64_t before = cr_tsc_ordered();
         int64_t ns = cr_clock_ns();
-        uint64_t after = cr_tsc();
+        uint64_t after = cr_tsc_ordered();
         if (after - before < narrowest) {
             narrowest = after - before;
             *real = ns;
@@ -177,14 +179,14 @@ int64_t cr_fast_line_move(cr_fast_line *line, int64_t real, uint64_t tsc)
     return at;
 }
 
-int64_t cr_fast_clock_slow(void)
+int64_t cr_fast_clock_slow(bool ordered)
 {
     if (!cr_fast_clock_is_tsc())
         return cr_clock_ns();
     cr_fast_line *line = &cr_fast_clock_line;
     for (;;) {
         int64_t now_ns;
-        if (cr_fast_line_time(line, cr_tsc(), &now_ns))
+        if (cr_fast_line_time(line, ordered ? cr_tsc_ordered() : cr_tsc(), &now_ns))
             return now_ns; /* a reading that met a move: again */
         uint64_t seq = atomic_load_explicit(&line->seq, memory_order_acquire);
         if (seq & 1) {

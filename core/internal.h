@@ -70,9 +70,23 @@ static inline uint64_t cr_tsc(void)
 #endif
 }
 
-/* The fast clock when the line does not hold the counter: moves the line, or
- * reads CLOCK_MONOTONIC (core/fastclock.c). */
-__attribute__((cold)) int64_t cr_fast_clock_slow(void);
+/* The counter, read after every earlier instruction has run and every
+ * earlier load is done (rdtscp): a time no earlier than one another thread
+ * or process published and this one has seen. */
+static inline uint64_t cr_tsc_ordered(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned int core;
+    return __builtin_ia32_rdtscp(&core);
+#else
+    return 0;
+#endif
+}
+
+/* The line's time when it does not hold the counter: moves the line, or
+ * reads CLOCK_MONOTONIC (core/fastclock.c). `ordered`: read the counter as
+ * cr_tsc_ordered does. */
+__attribute__((cold)) int64_t cr_fast_clock_slow(bool ordered);
 
 /* cr_fast_clock_ns, inlined into the stores' entry points: one cache line
  * read, the counter, one multiply. */
@@ -81,7 +95,18 @@ static inline int64_t cr_fast_clock_now(void)
     int64_t now_ns;
     if (__builtin_expect(cr_fast_line_time(&cr_fast_clock_line, cr_tsc(), &now_ns), 1))
         return now_ns;
-    return cr_fast_clock_slow();
+    return cr_fast_clock_slow(false);
+}
+
+/* The default clock, "monotonic": the same line read with the counter
+ * ordered, so that every thread and process sees one timeline, as with
+ * clock_gettime; clock_gettime itself where the TSC is not trusted. */
+static inline int64_t cr_monotonic_now(void)
+{
+    int64_t now_ns;
+    if (__builtin_expect(cr_fast_line_time(&cr_fast_clock_line, cr_tsc_ordered(), &now_ns), 1))
+        return now_ns;
+    return cr_fast_clock_slow(true);
 }
 
 /* Re-anchors `line` on the pair (`real` from CLOCK_MONOTONIC, `tsc` from the
@@ -90,12 +115,14 @@ static inline int64_t cr_fast_clock_now(void)
  * the line: the time is `real` until the rate is measured again. */
 int64_t cr_fast_line_move(cr_fast_line *line, int64_t real, uint64_t tsc);
 
-/* The limit's clock now: monotonic, fast, or realtime (window algorithms). */
+/* The limit's clock now: monotonic, fast, or realtime (window algorithms).
+ * The first two are within a few ms of CLOCK_MONOTONIC at worst (a jump of
+ * the counter), so below the horizon. */
 static inline int64_t cr_read_clock(const cr_limit *limit)
 {
-    if (limit->fast_clock) /* never a window; within a few ms of CLOCK_MONOTONIC */
-        return cr_fast_clock_now();
-    int64_t now_ns = cr_is_window(limit) ? cr_realtime_ns() : cr_clock_ns();
+    if (!cr_is_window(limit))
+        return limit->fast_clock ? cr_fast_clock_now() : cr_monotonic_now();
+    int64_t now_ns = cr_realtime_ns();
     /* a realtime clock set before 1970 or past 2116: time stops, only stricter */
     if (now_ns < 0)
         return 0;
