@@ -3,7 +3,10 @@
  * see one timeline: the evidence behind the default clock (docs/design.md
  * §2). Not a test: it takes minutes and its figures depend on the machine.
  *
- * Usage: clock_error [SECONDS] [PROCESSES] [BURNERS]   (default 10 2 2)
+ * Usage: clock_error [SECONDS] [PROCESSES] [BURNERS] [CLOCK]   (default 10 2 2 fast)
+ *
+ * CLOCK: "fast" (cr_fast_clock_ns, the counter unordered) or "monotonic"
+ * (the default clock of a limit: the same line, the counter ordered).
  *
  * PROCESSES processes, forked after the clock's first use, each read in a
  * loop: CLOCK_MONOTONIC, the fast clock, CLOCK_MONOTONIC; the fast reading's
@@ -16,12 +19,14 @@
  * reader, then a summary line.
  */
 #include "cellrate.h"
+#include "internal.h"
 
 #include <inttypes.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,6 +45,10 @@ typedef struct {
     } result[MAX_READERS];
 } shared;
 
+static int64_t (*clock_read)(void) = cr_fast_clock_ns;
+
+static int64_t monotonic_read(void) { return cr_monotonic_now(); }
+
 static void reader(shared *s, int me, int readers, int64_t seconds)
 {
     int64_t stop = cr_clock_ns() + seconds * 1000000000, last = 0;
@@ -48,7 +57,7 @@ static void reader(shared *s, int me, int readers, int64_t seconds)
     int64_t ahead = 0, behind = 0, worst_across = 0;
     for (int64_t before = cr_clock_ns(); before < stop; before = cr_clock_ns()) {
         int64_t seen = atomic_load(&s->published[other]);
-        int64_t fast = cr_fast_clock_ns();
+        int64_t fast = clock_read();
         int64_t after = cr_clock_ns();
         atomic_store(&s->published[me], fast);
         reads++;
@@ -82,8 +91,14 @@ int main(int argc, char **argv)
     int64_t seconds = argc > 1 ? atoll(argv[1]) : 10;
     int readers = argc > 2 ? atoi(argv[2]) : 2;
     int burners = argc > 3 ? atoi(argv[3]) : 2;
-    if (seconds < 1 || readers < 1 || readers > MAX_READERS || burners < 0) {
-        fprintf(stderr, "usage: clock_error [SECONDS] [PROCESSES 1-%d] [BURNERS]\n", MAX_READERS);
+    const char *clock = argc > 4 ? argv[4] : "fast";
+    if (strcmp(clock, "monotonic") == 0)
+        clock_read = monotonic_read;
+    if (seconds < 1 || readers < 1 || readers > MAX_READERS || burners < 0 ||
+        (clock_read != monotonic_read && strcmp(clock, "fast") != 0)) {
+        fprintf(stderr,
+                "usage: clock_error [SECONDS] [PROCESSES 1-%d] [BURNERS] [fast|monotonic]\n",
+                MAX_READERS);
         return 2;
     }
     shared *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -132,10 +147,10 @@ int main(int argc, char **argv)
         if (s->result[r].worst_back_across > worst_across)
             worst_across = s->result[r].worst_back_across;
     }
-    printf("{\"summary\": true, \"fast_clock_is_tsc\": %s, \"seconds\": %" PRId64
+    printf("{\"summary\": true, \"clock\": \"%s\", \"fast_clock_is_tsc\": %s, \"seconds\": %" PRId64
            ", \"processes\": %d, \"burners\": %d, \"reads\": %ld, \"worst_abs_error_ns\": %" PRId64
            ", \"back_in_process\": %ld, \"worst_back_across_ns\": %" PRId64 "}\n",
-           cr_fast_clock_is_tsc() ? "true" : "false", seconds, readers, nburn, reads, worst, back,
-           worst_across);
+           clock, cr_fast_clock_is_tsc() ? "true" : "false", seconds, readers, nburn, reads, worst,
+           back, worst_across);
     return 0;
 }
