@@ -774,19 +774,20 @@ def clock_note(results: Dict[str, dict]) -> str:
     allow, clock, quanta, rdtsc, given, gov_q, gov_m, fast, allow_fast, deny_fast = (
         ns(s) for s in needed)
     is_tsc = results.get("c.info", {}).get("fast_clock_is_tsc")
-    here = {True: "here it reads the TSC", False: "here it is CLOCK_MONOTONIC itself",
+    here = {True: "here it reads the TSC", False: "here it calls clock_gettime",
             None: "whether it reads the TSC here is unknown"}[is_tsc]
     return (
-        "Where the time of the C Limiter goes (same run): the CLOCK_MONOTONIC read costs "
-        f"{clock:.1f} ns of cellrate's {allow:.1f} ns; the decision and the compare-and-swap "
-        f"with `now` passed in cost {given:.1f} ns. governor's default clock (quanta: TSC read "
-        f"and scaling) costs {quanta:.1f} ns, a raw rdtsc {rdtsc:.1f} ns; governor's direct "
-        f"allow takes {gov_q:.1f} ns with quanta and {gov_m:.1f} ns with std's MonotonicClock "
-        f"(the same clock as cellrate's default). The core's fast clock (clock='fast': "
-        "CLOCK_MONOTONIC extrapolated from the TSC without a fence and re-anchored to it every "
-        "2 ms; used only where the TSC is invariant and the kernel's clocksource is tsc, "
-        f"elsewhere CLOCK_MONOTONIC itself; {here}) costs {fast:.1f} ns a read, and with it "
-        f"cellrate's allow takes {allow_fast:.1f} ns and its deny {deny_fast:.1f} ns."
+        "Where the time of the C Limiter goes (same run): cellrate's default clock reads "
+        "CLOCK_MONOTONIC from a line on the TSC, re-anchored to it every 2 ms, with the counter "
+        "read ordered (rdtscp), where the TSC is invariant and the kernel's clocksource, and "
+        f"calls clock_gettime elsewhere ({here}); one clock_gettime costs {clock:.1f} ns. "
+        f"cellrate's allow takes {allow:.1f} ns; the decision and the compare-and-swap with "
+        f"`now` passed in {given:.1f} ns. governor's default clock (quanta: TSC read and "
+        f"scaling) costs {quanta:.1f} ns, a raw rdtsc {rdtsc:.1f} ns; governor's direct allow "
+        f"takes {gov_q:.1f} ns with quanta and {gov_m:.1f} ns with std's MonotonicClock. "
+        "clock='fast' reads the same line without a fence, as quanta does: "
+        f"{fast:.1f} ns a read, and with it cellrate's allow takes {allow_fast:.1f} ns and "
+        f"its deny {deny_fast:.1f} ns."
     )
 
 
@@ -893,9 +894,10 @@ SCENARIOS_MEASURED = """\
   made with `clock="fast"`, whose `CR_CLOCK` decisions read
   `cr_fast_clock_ns()` (CLOCK_MONOTONIC extrapolated from the TSC where the
   TSC is invariant and the kernel's clocksource is tsc, else CLOCK_MONOTONIC
-  itself; the machine info says which). Its floor: one `cr_fast_clock_ns()`
-  call. Their targets are those of the default-clock rows, against the same
-  references.
+  itself; the machine info says which), read without a fence; the default
+  clock reads the same line with the counter ordered (rdtscp). The fast
+  Limiter's floor: `rdtsc` + load + compare-and-swap (target 1.1x, allow and
+  deny); its other targets are those of the default-clock rows.
 - **Keyed, 1M keys** (C and Rust): one limit per key, every key admitted once
   before timing, then calls on keys drawn uniformly at random (the same draws
   in both harnesses), with integer-like keys (8 bytes) and short string keys
