@@ -181,9 +181,14 @@ static void raise_instead(module_state *state, cr_status status)
 }
 
 /* The UTF-8 bytes of a str, or InvalidArgument for `status` when it has none
- * (a lone surrogate). */
+ * (a lone surrogate). An ASCII str's bytes are its own, read in place: a
+ * keyed decision's key costs no call. */
 static const char *utf8_of(module_state *state, PyObject *text, cr_status status, size_t *len)
 {
+    if (PyUnicode_IS_COMPACT_ASCII(text)) {
+        *len = (size_t)PyUnicode_GET_LENGTH(text);
+        return (const char *)PyUnicode_DATA(text);
+    }
     Py_ssize_t size;
     const char *bytes = PyUnicode_AsUTF8AndSize(text, &size);
     if (bytes == NULL) {

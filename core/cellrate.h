@@ -232,7 +232,7 @@ typedef struct cr_limit {
     int64_t burst;        /* units an idle key may spend at once, >= 1 */
     double rate;          /* units per period, as given or parsed */
     double period_s;      /* seconds, as given or parsed */
-    bool fast_clock;      /* CR_CLOCK reads cr_fast_clock_ns, not cr_clock_ns */
+    bool fast_clock;      /* CR_CLOCK reads cr_fast_clock_ns, not the ordered reading */
     cr_algorithm algorithm;
     uint64_t window_inverse; /* windows: floor((2^64 - 1) / window), to divide by a multiply */
     uint64_t count_inverse;  /* sliding_window: floor((2^64 - 1) / (rate + 1)), likewise */
@@ -370,10 +370,13 @@ int64_t cr_realtime_ns(void);
 /*
  * CLOCK_MONOTONIC extrapolated from the CPU's time-stamp counter: cheaper
  * than cr_clock_ns where clock_gettime is slow, never steps back in a thread,
- * and follows cr_clock_ns closely (it is re-anchored to it every 2 ms). The
- * counter is read without a fence: a reading may precede, by up to a few
- * microseconds, one another thread published just before it. Used only where the TSC is invariant and is the kernel's own
- * clocksource (cr_fast_clock_is_tsc); elsewhere it is cr_clock_ns. Thread-safe.
+ * and follows cr_clock_ns to within ~100 ns (it is re-anchored to it every
+ * 2 ms). The counter is read without a fence: a reading may precede, by up
+ * to a few microseconds, one another thread or process published just
+ * before it. The default clock ("monotonic") of a store reads the same line
+ * with the counter ordered (rdtscp), which never does. Used only where the
+ * TSC is invariant, has rdtscp and is the kernel's own clocksource
+ * (cr_fast_clock_is_tsc); elsewhere it is cr_clock_ns. Thread-safe.
  */
 int64_t cr_fast_clock_ns(void);
 bool cr_fast_clock_is_tsc(void);

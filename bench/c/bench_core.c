@@ -8,6 +8,7 @@
  *
  * Usage:
  *   bench_core run [--reps N] [--single-ops N] [--keyed-ops N] [--keys N]
+ *   bench_core limiter [--reps N] [--single-ops N]   (the floors and the Limiter alone)
  *   bench_core mem [--keys N]
  *
  * Each result is one JSON object per line on stdout; the value of a scenario
@@ -1047,8 +1048,9 @@ static void mem_keyed(size_t keys)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bench_core run|live|mem [--reps N] [--single-ops N] [--keyed-ops N] "
-                    "[--keys N]\n");
+    fprintf(stderr,
+            "usage: bench_core run|limiter|live|mem [--reps N] [--single-ops N] [--keyed-ops N] "
+            "[--keys N]\n");
     exit(2);
 }
 
@@ -1079,6 +1081,10 @@ int main(int argc, char **argv)
 
     if (!strcmp(mode, "mem")) {
         mem_keyed(cfg.keys);
+        return 0;
+    }
+    if (!strcmp(mode, "limiter")) { /* the floors and the Limiter alone: a quick look */
+        limiter_scenarios(&cfg);
         return 0;
     }
     if (!strcmp(mode, "live")) {

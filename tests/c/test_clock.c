@@ -2,6 +2,7 @@
  * within a thread or across threads; a limit on it decides as on the other. */
 #include "cellrate.h"
 #include "check.h"
+#include "internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -42,6 +43,7 @@ static void test_follows_monotonic(void)
  * little earlier (the CPU read the counter before the load completed), but
  * never by more than that reordering: no step of the line may show. */
 typedef struct {
+    int64_t (*clock)(void);
     _Atomic int64_t published;
     _Atomic int stop;
     long earlier, checks;
@@ -52,19 +54,23 @@ static void *publisher(void *arg)
 {
     relay *r = arg;
     while (!atomic_load(&r->stop))
-        atomic_store(&r->published, cr_fast_clock_ns());
+        atomic_store(&r->published, r->clock());
     return NULL;
 }
 
-static void test_monotonic_across_threads(void)
+static int64_t default_clock(void) { return cr_monotonic_now(); }
+
+/* The fast clock may come out a little earlier than a reading seen before
+ * (`slack`); the default clock reads the counter ordered: never (0). */
+static void monotonic_across_threads(const char *name, int64_t (*clock)(void), int64_t slack)
 {
-    relay r = {.published = 0, .stop = 0, .earlier = 0, .checks = 0, .worst = 0};
+    relay r = {.clock = clock, .published = 0, .stop = 0, .earlier = 0, .checks = 0, .worst = 0};
     pthread_t thread;
     CHECK(pthread_create(&thread, NULL, publisher, &r) == 0, "pthread_create");
     int64_t start = cr_clock_ns();
     while (cr_clock_ns() - start < RUN_NS) {
         int64_t seen = atomic_load(&r.published);
-        int64_t mine = cr_fast_clock_ns();
+        int64_t mine = clock();
         r.checks++;
         if (mine < seen) {
             r.earlier++;
@@ -74,12 +80,18 @@ static void test_monotonic_across_threads(void)
     }
     atomic_store(&r.stop, 1);
     pthread_join(thread, NULL);
-    printf("fast clock across threads: %ld of %ld reads earlier than one seen before them, "
+    printf("%s clock across threads: %ld of %ld reads earlier than one seen before them, "
            "by %" PRId64 " ns at most\n",
-           r.earlier, r.checks, r.worst);
+           name, r.earlier, r.checks, r.worst);
     CHECK(r.checks > 1000, "checks %ld", r.checks);
-    CHECK(r.worst <= TOLERANCE_NS, "a read %" PRId64 " ns earlier than one seen before it",
+    CHECK(r.worst <= slack, "%s: a read %" PRId64 " ns earlier than one seen before it", name,
           r.worst);
+}
+
+static void test_monotonic_across_threads(void)
+{
+    monotonic_across_threads("fast", cr_fast_clock_ns, TOLERANCE_NS);
+    monotonic_across_threads("default", default_clock, 0);
 }
 
 static void test_limit_on_the_fast_clock(void)
@@ -133,6 +145,108 @@ static void test_limit_on_the_fast_clock(void)
     CHECK_EQ_I64(cr_limit_init(&limit, &bad), CR_E_CLOCK, "length-delimited name");
 }
 
+/* A counter that jumps, driven through cr_fast_line_move with made-up pairs
+ * (CLOCK_MONOTONIC, counter) on a line of the test's own: a counter at 2
+ * ticks per ns, which a migration or a suspend moves by `offset` ticks. */
+typedef struct {
+    cr_fast_line line;
+    int64_t real;    /* CLOCK_MONOTONIC now */
+    uint64_t offset; /* where the counter stands against 2 * real */
+    int64_t last;    /* the latest time the line gave */
+} jumping;
+
+static uint64_t counter(const jumping *j) { return (uint64_t)(2 * j->real) + j->offset; }
+
+/* The time at `real`: from the line where it holds the counter, else by a move. */
+static int64_t time_at(jumping *j, int64_t real)
+{
+    j->real = real;
+    int64_t now;
+    if (!cr_fast_line_time(&j->line, counter(j), &now))
+        now = cr_fast_line_move(&j->line, real, counter(j));
+    j->last = now;
+    return now;
+}
+
+/* Reads every 100 us for `ns`: each within `slack` of CLOCK_MONOTONIC. */
+static void run_for(jumping *j, int64_t ns, int64_t slack, const char *what)
+{
+    long far = 0, back = 0;
+    for (int64_t end = j->real + ns; j->real < end;) {
+        int64_t previous = j->last;
+        int64_t now = time_at(j, j->real + 100000);
+        far += now > j->real + slack || now < j->real - slack;
+        back += now < previous;
+    }
+    CHECK_EQ_I64(far, 0, "%s: readings beyond %" PRId64 " ns of CLOCK_MONOTONIC", what, slack);
+    CHECK_EQ_I64(back, 0, "%s: readings back", what);
+}
+
+static void test_counter_jumps(void)
+{
+    jumping j;
+    memset(&j, 0, sizeof j);
+    j.offset = 1000;
+    j.real = 5000000000; /* 5 s after boot */
+    CHECK_EQ_I64(time_at(&j, j.real), j.real, "calibrating: CLOCK_MONOTONIC itself");
+    run_for(&j, 20000000, 1000, "steady");
+    CHECK(atomic_load(&j.line.span) != 0, "a line after calibration");
+
+    /* Ahead by 10 s (a migration to a host whose counter is ahead): the line
+     * does not hold the reading, and the move drops the line. */
+    j.offset += 20000000000u;
+    int64_t before = j.real + 100000;
+    CHECK_EQ_I64(time_at(&j, before), before, "after a jump ahead: CLOCK_MONOTONIC");
+    CHECK_EQ_I64(atomic_load(&j.line.span), 0, "the line dropped after a jump ahead");
+    run_for(&j, 20000000, 1000, "after a jump ahead");
+
+    /* Back by 10 s (a suspend that reset the counter). */
+    j.offset -= 20000000000u;
+    before = j.real + 100000;
+    CHECK_EQ_I64(time_at(&j, before), before, "after a jump back: CLOCK_MONOTONIC");
+    CHECK_EQ_I64(atomic_load(&j.line.span), 0, "the line dropped after a jump back");
+    run_for(&j, 20000000, 1000, "after a jump back");
+
+    /* Ahead by 0.5 ms inside a window: the readings until the line's end are
+     * ahead by that much at most; the next move sees the rate change and
+     * drops the line. */
+    j.offset += 1000000;
+    long moved = 0;
+    for (int i = 0; i < 40 && !moved; i++) {
+        int64_t now = time_at(&j, j.real + 100000);
+        CHECK(now <= j.real + 500000 + 1000, "a small jump ahead: %" PRId64 " ns ahead",
+              now - j.real);
+        moved = atomic_load(&j.line.span) == 0;
+    }
+    CHECK(moved, "a small jump ahead caught at the next move");
+    run_for(&j, 20000000, 1000, "after a small jump ahead");
+
+    /* A re-anchor made late (no reading for 5 ms: a preempted thread) starts
+     * at CLOCK_MONOTONIC: it does not carry a slope that was not 1 (this
+     * line's, catching up after a window of a slowed counter) past the end. */
+    for (int i = 0; i < 20; i++) {
+        j.offset -= 400; /* 0.2% slow for 2 ms */
+        time_at(&j, j.real + 100000);
+    }
+    run_for(&j, 2000000, 10000, "after a slowed window");
+    int64_t late = j.real + 5000000;
+    int64_t now = time_at(&j, late);
+    CHECK(now >= late && now <= late + 1000,
+          "a late re-anchor: %" PRId64 " ns from CLOCK_MONOTONIC", now - late);
+
+    /* A counter that slows by 500 ppm (as NTP slews CLOCK_MONOTONIC) is no
+     * jump: the line follows it. */
+    long drops = 0;
+    for (int i = 0; i < 200; i++) {
+        j.offset -= 100; /* 100 of the 200000 ticks of each 100 us */
+        time_at(&j, j.real + 100000);
+        drops += atomic_load(&j.line.span) == 0;
+    }
+    CHECK_EQ_I64(drops, 0, "a slewed counter drops no line");
+    CHECK(j.last >= j.real - 2000 && j.last <= j.real + 2000, "a slewed counter followed: %" PRId64,
+          j.last - j.real);
+}
+
 /* cr_sleep_ns sleeps at least the time asked, and no sleep for <= 0. */
 static void test_sleep(void)
 {
@@ -157,5 +271,6 @@ int main(void)
     test_follows_monotonic();
     test_monotonic_across_threads();
     test_limit_on_the_fast_clock();
+    test_counter_jumps();
     return check_summary("test_clock");
 }
