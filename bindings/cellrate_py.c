@@ -687,7 +687,7 @@ static PyObject *decision_headers(PyObject *self, PyObject *args, PyObject *kwar
         name_len = (Py_ssize_t)len;
     }
     const DecisionObject *decision = (const DecisionObject *)self;
-    cr_decision fields = {(bool)decision->allowed, decision->limit, decision->remaining, 0, 0};
+    cr_decision fields = {(bool)decision->allowed, decision->limit, decision->remaining, 0, 0, false};
     int64_t window_ns = 0;
     cr_status status = cr_duration_from_seconds(decision->retry_after, &fields.retry_after_ns);
     if (status == CR_OK)

@@ -1,4 +1,4 @@
-/* The pure decisions (docs/design.md §1, §7, §9): the exported faces of
+/* The pure decisions (docs/design.md §1, §7, §9, §10): the exported faces of
  * core/decision.h, for callers that keep the state themselves. */
 #include "internal.h"
 
@@ -22,4 +22,17 @@ int64_t cr_refund(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t 
 int64_t cr_anchor(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost)
 {
     return cr_anchor_core(limit, state, now_ns, cost);
+}
+
+int64_t cr_charge(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
+                  cr_decision *out)
+{
+    bool fit;
+    return cr_charge_core(limit, state, now_ns, cost, out, &fit);
+}
+
+int64_t cr_take(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t max_cost,
+                int64_t *taken)
+{
+    return cr_take_core(limit, state, now_ns, max_cost, taken);
 }

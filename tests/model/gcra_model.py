@@ -123,6 +123,13 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (47, "E_SHARED_RECONFIGURE", "argument", "shared",
      "shared: the limit of a shared region cannot be changed live; every process opens it "
      "with the limit it was made with"),
+    (48, "E_MAX_COST", "argument", "max_cost", "max_cost must be an integer >= 0"),
+    (49, "E_BURST_MAX_COST", "argument", "burst",
+     "burst is below max_cost: a request of max_cost units would never be admitted (a "
+     "permanent refusal); give a burst of at least max_cost"),
+    (50, "E_RATE_MAX_COST", "argument", "rate",
+     "rate is below max_cost: a window admits at most rate units, so a request of max_cost "
+     "units would never be admitted; give a rate of at least max_cost per window"),
 ]
 
 
