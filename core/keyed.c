@@ -575,7 +575,8 @@ cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_
         return CR_E_MAX_COST;
     cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0};
     cr_status status = keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &took);
-    *taken = op.taken;
+    if (status == CR_OK)
+        *taken = op.taken;
     return status;
 }
 

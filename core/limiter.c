@@ -201,7 +201,8 @@ cr_status cr_limiter_take(cr_limiter *limiter, int64_t now_ns, int64_t max_cost,
         return CR_E_MAX_COST;
     cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0};
     cr_status status = limiter_apply(limiter, now_ns, &op, true, NULL, &took);
-    *taken = op.taken;
+    if (status == CR_OK)
+        *taken = op.taken;
     return status;
 }
 
