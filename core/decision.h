@@ -422,71 +422,69 @@ static inline int64_t cr_anchor_core(const cr_limit *limit, int64_t state, int64
 /* Charges (docs/design.md §10): `cost` units committed whatever the state.  */
 
 /* gcra: TAT' = max(TAT, now) + cost * T, clipped at now + CR_DEBT_MAX_NS (a
- * sum below 2^63, as now < 2^62); *fit: no debt (check would have admitted). */
+ * sum below 2^63, as now < 2^62). */
 static inline int64_t cr_gcra_charge(const cr_limit *limit, int64_t tat, int64_t now_ns,
-                                     int64_t cost, bool *fit, bool *clipped)
+                                     int64_t cost, bool *clipped)
 {
     const int64_t base = tat > now_ns ? tat : now_ns;
     const int64_t bound = now_ns + CR_DEBT_MAX_NS;
     int64_t increment, next;
     *clipped = __builtin_mul_overflow(cost, limit->emission_ns, &increment) ||
                __builtin_add_overflow(base, increment, &next) || next > bound;
-    if (*clipped) {
-        *fit = false;
+    if (*clipped)
         return base > bound ? tat : bound; /* a clock that stepped back: never less */
-    }
-    *fit = next - now_ns <= limit->tolerance_ns;
     return next;
 }
 
 /* fixed_window: the count may pass the rate up to the window in ns less one,
  * the most `end + count` carries (count < P keeps the window readable). */
 static inline int64_t cr_fixed_charge(const cr_limit *limit, int64_t state, int64_t now_ns,
-                                      int64_t cost, bool *fit, bool *clipped)
+                                      int64_t cost, bool *clipped)
 {
     const cr_fixed_state s = cr_fixed_read(limit, state, now_ns);
     const int64_t ceiling = limit->tolerance_ns - 1;
     *clipped = cost > ceiling - s.count;
-    *fit = cost <= limit->burst - s.count;
     return s.end + (*clipped ? ceiling : s.count + cost);
 }
 
 /* sliding_window: the current count is a digit of radix rate + 1, so it
  * carries at most the rate: the window full. */
 static inline int64_t cr_sliding_charge(const cr_limit *limit, int64_t state, int64_t now_ns,
-                                        int64_t cost, bool *fit, bool *clipped)
+                                        int64_t cost, bool *clipped)
 {
     cr_sliding_state s = cr_sliding_read(limit, state, now_ns);
-    *fit = cr_sliding_fits(limit->tolerance_ns, limit->burst, s.prev, s.curr, s.elapsed, cost);
     *clipped = cost > limit->burst - s.curr;
     s.curr = *clipped ? limit->burst : s.curr + cost;
     return cr_sliding_pack(limit, &s);
 }
 
-/* The decision of a charge: as check's when the units fit; else the key is in
- * debt: refused, with the retry_after a unit would get now (a peek of cost 1
- * on the state charged), and remaining and reset_after of that state. */
-static inline int64_t cr_charge_core(const cr_limit *limit, int64_t state, int64_t now_ns,
-                                     int64_t cost, cr_decision *out, bool *fit)
+/* A charge: where check admits the units, it is that check, decision and
+ * state (the allow path costs what check costs). Else the key goes into
+ * debt: committed whatever the state, refused, with the retry_after a unit
+ * would get now (a peek of cost 1 on the state charged) and that state's
+ * remaining and reset_after. *fit: check admitted them. */
+CR_HOT int64_t cr_charge_core(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
+                              cr_decision *out, bool *fit)
 {
-    bool clipped, probe;
+    const int64_t checked = cr_decision_core(limit, state, now_ns, cost, out, fit);
+    if (__builtin_expect(*fit, 1))
+        return checked;
+    bool clipped, refused;
     int64_t charged;
-    if (cost == 0)
-        return cr_decision_core(limit, state, now_ns, 0, out, fit);
     switch (limit->algorithm) {
     case CR_ALGORITHM_FIXED_WINDOW:
-        charged = cr_fixed_charge(limit, state, now_ns, cost, fit, &clipped);
+        charged = cr_fixed_charge(limit, state, now_ns, cost, &clipped);
         break;
     case CR_ALGORITHM_SLIDING_WINDOW:
-        charged = cr_sliding_charge(limit, state, now_ns, cost, fit, &clipped);
+        charged = cr_sliding_charge(limit, state, now_ns, cost, &clipped);
         break;
     default:
-        charged = cr_gcra_charge(limit, state, now_ns, cost, fit, &clipped);
+        charged = cr_gcra_charge(limit, state, now_ns, cost, &clipped);
         break;
     }
     if (out) {
-        cr_decision_core(limit, charged, now_ns, *fit ? 0 : 1, out, &probe);
-        out->allowed = *fit;
+        cr_decision_core(limit, charged, now_ns, 1, out, &refused);
+        out->allowed = false;
         out->clipped = clipped;
     }
     return charged;
