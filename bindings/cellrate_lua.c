@@ -771,7 +771,7 @@ static int store_refund(lua_State *L, const char *tag, bool anchor)
     return 0;
 }
 
-/* lim:charge(cost, now), keyed:charge(key, cost, now) (docs/design.md §10):
+/* lim:charge(cost, now), keyed:charge(key, cost, now) (docs/design.md §9):
  * check()'s four values, then clipped (the debt met its bound). */
 static int store_charge(lua_State *L, const char *tag)
 {

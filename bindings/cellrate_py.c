@@ -987,7 +987,7 @@ static PyObject *store_anchor(PyObject *self, PyObject *const *args, Py_ssize_t 
 }
 
 /* charge([key,] cost, *, now=None) -> Decision and take([key,] max_cost, *,
- * now=None) -> int (docs/design.md §10): the units are required. */
+ * now=None) -> int (docs/design.md §9): the units are required. */
 static PyObject *store_after_fact(PyObject *self, bool take, PyObject *const *args,
                                   Py_ssize_t nargs, PyObject *kwnames)
 {

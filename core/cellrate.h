@@ -54,7 +54,7 @@ const char *cr_version(void);
  * nanosecond before it (time stops: only stricter). */
 #define CR_HORIZON_NS ((int64_t)1 << 62)
 
-/* The deepest debt a charge may leave (docs/design.md §10): a key's GCRA
+/* The deepest debt a charge may leave (docs/design.md §9): a key's GCRA
  * state is at most now + 2^62 ns (so below 2^63); a charge past it is
  * clipped there and says so (cr_decision.clipped). Windows carry a count up
  * to their packed ceiling instead (see cr_charge). */
@@ -362,7 +362,7 @@ int64_t cr_refund(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t 
 int64_t cr_anchor(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost);
 
 /*
- * A charge, pure (docs/design.md §10): commits `cost` units whatever the
+ * A charge, pure (docs/design.md §9): commits `cost` units whatever the
  * state; the key may go into debt, and while it is every request is refused
  * with its exact retry_after. gcra, token_bucket: TAT' = max(TAT, now) +
  * cost * T, at most now + CR_DEBT_MAX_NS. fixed_window: the count may pass

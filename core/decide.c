@@ -1,4 +1,4 @@
-/* The pure decisions (docs/design.md §1, §7, §9, §10): the exported faces of
+/* The pure decisions (docs/design.md §1, §7, §9): the exported faces of
  * core/decision.h, for callers that keep the state themselves. */
 #include "internal.h"
 

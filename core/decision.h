@@ -419,7 +419,7 @@ static inline int64_t cr_anchor_core(const cr_limit *limit, int64_t state, int64
 }
 
 /* ------------------------------------------------------------------------ */
-/* Charges (docs/design.md §10): `cost` units committed whatever the state.  */
+/* Charges (docs/design.md §9): `cost` units committed whatever the state.  */
 
 /* gcra: TAT' = max(TAT, now) + cost * T, clipped at now + CR_DEBT_MAX_NS (a
  * sum below 2^63, as now < 2^62). */

@@ -613,7 +613,7 @@ static void test_keyed_sleeping_keys(void)
     cr_keyed_free(keyed);
 }
 
-/* max_cost= (docs/design.md §10): a limit that could never admit it is a
+/* max_cost= (docs/design.md §9): a limit that could never admit it is a
  * configuration mistake, refused naming the burst (or a window's rate). */
 static void test_max_cost(void)
 {

@@ -1,4 +1,4 @@
--- Costs known after the fact (docs/design.md §10) through the Lua face:
+-- Costs known after the fact (docs/design.md §9) through the Lua face:
 -- lim:charge, lim:take, their keyed forms, the max_cost option, and bad input
 -- named as Python names it. The decisions are pinned by vectors_spec.
 local cellrate = require "cellrate"

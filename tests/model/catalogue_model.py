@@ -312,7 +312,7 @@ def tightest(decisions: list) -> int:
 
 
 # --------------------------------------------------------------------------
-# Cost known after the fact (docs/design.md §10)
+# Cost known after the fact (docs/design.md §9)
 
 # The deepest GCRA debt: a charge leaves TAT at most now + 2**62 ns.
 DEBT_MAX_NS = HORIZON_NS

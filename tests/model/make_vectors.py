@@ -145,7 +145,7 @@ class Decisions:
             self.tat = state
 
     def charge(self, now_ns: int, cost: int):
-        """Commits `cost` units whatever the state (docs/design.md §10)."""
+        """Commits `cost` units whatever the state (docs/design.md §9)."""
         assert 0 <= cost <= INT64_MAX
         self._time(now_ns)
         d, after = catalogue.charge(*self._store(), now_ns, cost)
@@ -157,7 +157,7 @@ class Decisions:
         return d
 
     def take(self, now_ns: int, max_cost: int) -> int:
-        """Admits as many units as fit now, up to max_cost (docs/design.md §10)."""
+        """Admits as many units as fit now, up to max_cost (docs/design.md §9)."""
         assert 0 <= max_cost <= INT64_MAX
         self._time(now_ns)
         taken, after = catalogue.take(*self._store(), now_ns, max_cost)
@@ -868,7 +868,7 @@ def random_live_changes(v: Decisions, rng: random.Random, count: int) -> None:
 
 
 def charge_scenarios(v: Decisions) -> None:
-    v.comment("docs/design.md §10: a charge commits whatever the state; in debt every request is")
+    v.comment("docs/design.md §9: a charge commits whatever the state; in debt every request is")
     v.comment("refused with the exact retry_after, and the first admission is when the debt has drained")
     v.new_key(100 * MS, 5)
     v.charge(0, 3)

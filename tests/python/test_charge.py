@@ -1,4 +1,4 @@
-"""Costs known after the fact (docs/design.md §10): charge, settle, take and
+"""Costs known after the fact (docs/design.md §9): charge, settle, take and
 max_cost= through the Python face, in every in-process store and a shared
 region. The decisions themselves are pinned by the vectors (test_vectors)."""
 
