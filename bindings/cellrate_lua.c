@@ -772,41 +772,34 @@ static int store_refund(lua_State *L, const char *tag, bool anchor)
 }
 
 /* lim:charge(cost, now), keyed:charge(key, cost, now) (docs/design.md §9):
- * check()'s four values, then clipped (the debt met its bound). */
-static int store_charge(lua_State *L, const char *tag)
+ * check()'s four values, then clipped (the debt met its bound); with `take`,
+ * lim:take(max_cost, now), keyed:take(key, max_cost, now): the units taken. */
+static int store_after_fact(lua_State *L, const char *tag, bool take)
 {
     const int top = lua_gettop(L);
     const call_head head = read_call_head(L, tag);
-    const int64_t cost = read_units(L, head.next, top, CR_E_COST);
+    const int64_t units = read_units(L, head.next, top, take ? CR_E_MAX_COST : CR_E_COST);
     const int64_t now_ns = read_now(L, head.next + 1, top);
     cr_decision decision;
-    const cr_status status =
-        head.keyed ? cr_keyed_charge(head.box->keyed, head.key, head.key_len, now_ns, cost,
-                                     &decision)
-                   : cr_limiter_charge(head.box->limiter, now_ns, cost, &decision);
+    int64_t taken = 0;
+    cr_status status;
+    if (take)
+        status = head.keyed
+                     ? cr_keyed_take(head.box->keyed, head.key, head.key_len, now_ns, units, &taken)
+                     : cr_limiter_take(head.box->limiter, now_ns, units, &taken);
+    else
+        status = head.keyed ? cr_keyed_charge(head.box->keyed, head.key, head.key_len, now_ns,
+                                              units, &decision)
+                            : cr_limiter_charge(head.box->limiter, now_ns, units, &decision);
     if (status != CR_OK)
         return report_status(L, status, NULL);
+    if (take) {
+        compat_pushint64(L, taken);
+        return 1;
+    }
     push_decision(L, &decision);
     lua_pushboolean(L, decision.clipped);
     return 5;
-}
-
-/* lim:take(max_cost, now), keyed:take(key, max_cost, now): the units taken. */
-static int store_take(lua_State *L, const char *tag)
-{
-    const int top = lua_gettop(L);
-    const call_head head = read_call_head(L, tag);
-    const int64_t max_cost = read_units(L, head.next, top, CR_E_MAX_COST);
-    const int64_t now_ns = read_now(L, head.next + 1, top);
-    int64_t taken = 0;
-    const cr_status status =
-        head.keyed
-            ? cr_keyed_take(head.box->keyed, head.key, head.key_len, now_ns, max_cost, &taken)
-            : cr_limiter_take(head.box->limiter, now_ns, max_cost, &taken);
-    if (status != CR_OK)
-        return report_status(L, status, NULL);
-    compat_pushint64(L, taken);
-    return 1;
 }
 
 /* lim:reset(), keyed:reset(key) */
@@ -911,8 +904,8 @@ static int store_tostring(lua_State *L, const char *tag)
     static int type##_wait(lua_State *L) { return store_wait(L, tag); }                     \
     static int type##_refund(lua_State *L) { return store_refund(L, tag, false); }          \
     static int type##_anchor(lua_State *L) { return store_refund(L, tag, true); }           \
-    static int type##_charge(lua_State *L) { return store_charge(L, tag); }                 \
-    static int type##_take(lua_State *L) { return store_take(L, tag); }                     \
+    static int type##_charge(lua_State *L) { return store_after_fact(L, tag, false); }      \
+    static int type##_take(lua_State *L) { return store_after_fact(L, tag, true); }         \
     static int type##_reset(lua_State *L) { return store_reset(L, tag); }                   \
     static int type##_reconfigure(lua_State *L) { return store_reconfigure(L, tag); }       \
     static int type##_info(lua_State *L) { return store_info(L, tag); }                     \

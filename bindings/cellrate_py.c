@@ -651,8 +651,7 @@ static PyObject *decision_richcompare(PyObject *self, PyObject *other, int op)
     const DecisionObject *b = (const DecisionObject *)other;
     const bool equal = a->allowed == b->allowed && a->remaining == b->remaining &&
                        a->retry_after == b->retry_after && a->reset_after == b->reset_after &&
-                       a->limit == b->limit && a->window == b->window &&
-                       a->clipped == b->clipped;
+                       a->limit == b->limit && a->window == b->window && a->clipped == b->clipped;
     return PyBool_FromLong(op == Py_EQ ? equal : !equal);
 }
 
@@ -715,7 +714,8 @@ static PyObject *decision_headers(PyObject *self, PyObject *args, PyObject *kwar
         name_len = (Py_ssize_t)len;
     }
     const DecisionObject *decision = (const DecisionObject *)self;
-    cr_decision fields = {(bool)decision->allowed, decision->limit, decision->remaining, 0, 0, false};
+    cr_decision fields = {
+        (bool)decision->allowed, decision->limit, decision->remaining, 0, 0, false};
     int64_t window_ns = 0;
     cr_status status = cr_duration_from_seconds(decision->retry_after, &fields.retry_after_ns);
     if (status == CR_OK)
@@ -761,20 +761,18 @@ static bool is_keyed(const StoreObject *store) { return store->keyed != NULL; }
  * clock=None, algorithm=None); a KeyedLimiter also takes capacity=None. */
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *limiter_keywords[] = {"rate",        "period", "burst",     "shared",
-                                       "shared_mode", "clock",  "algorithm", "max_cost",
-                                       NULL};
-    static char *keyed_keywords[] = {"rate",      "period",   "burst",    "shared", "shared_mode",
-                                     "clock",     "algorithm", "max_cost", "capacity", NULL};
+    static char *limiter_keywords[] = {"rate",  "period",    "burst",    "shared", "shared_mode",
+                                       "clock", "algorithm", "max_cost", NULL};
+    static char *keyed_keywords[] = {"rate",  "period",    "burst",    "shared",   "shared_mode",
+                                     "clock", "algorithm", "max_cost", "capacity", NULL};
     module_state *state = (module_state *)PyType_GetModuleState(type);
     const bool keyed = type == state->keyed_type;
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
     PyObject *clock = Py_None, *algorithm = Py_None, *max_cost = Py_None, *capacity_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs,
-                                     keyed ? "O|O$OOOOOOO:KeyedLimiter" : "O|O$OOOOOO:Limiter",
-                                     keyed ? keyed_keywords : limiter_keywords, &rate, &period,
-                                     &burst, &shared, &mode_obj, &clock, &algorithm, &max_cost,
-                                     &capacity_obj))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwargs, keyed ? "O|O$OOOOOOO:KeyedLimiter" : "O|O$OOOOOO:Limiter",
+            keyed ? keyed_keywords : limiter_keywords, &rate, &period, &burst, &shared, &mode_obj,
+            &clock, &algorithm, &max_cost, &capacity_obj))
         return NULL;
     cr_limit limit;
     int64_t capacity = CR_KEYED_DEFAULT_CAPACITY, mode;
@@ -1019,9 +1017,9 @@ static PyObject *store_after_fact(PyObject *self, bool take, PyObject *const *ar
         status = keyed ? cr_keyed_take(store->keyed, key, (size_t)key_len, now_ns, units, &taken)
                        : cr_limiter_take(store->limiter, now_ns, units, &taken);
     else
-        status = keyed ? cr_keyed_charge(store->keyed, key, (size_t)key_len, now_ns, units,
-                                         &decision)
-                       : cr_limiter_charge(store->limiter, now_ns, units, &decision);
+        status = keyed
+                     ? cr_keyed_charge(store->keyed, key, (size_t)key_len, now_ns, units, &decision)
+                     : cr_limiter_charge(store->limiter, now_ns, units, &decision);
     CR_PY_END_DECISION
     if (status != CR_OK) {
         raise_status(state, status);
@@ -1243,8 +1241,7 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
     cr_limit limit;
     int64_t now_ns;
     int failed = convert_limit(state, rate, period, burst, Py_None, own ? own : algorithm, Py_None,
-                               &limit) <
-                     0 ||
+                               &limit) < 0 ||
                  convert_now(state, now, &now_ns) < 0;
     Py_XDECREF(own);
     if (failed)
@@ -1453,14 +1450,14 @@ PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=
 #define CHARGE_DOC(sig)                                                                \
     sig "\n--\n\n"                                                                     \
         "Commit `cost` units whatever the state (a cost known after the fact): the\n"  \
-        "key may go into debt, refused until it drains. The Decision is check()'s\n"  \
+        "key may go into debt, refused until it drains. The Decision is check()'s\n"   \
         "when the units fit; else allowed is False and retry_after the wait for one\n" \
         "unit. clipped: the debt met its bound (now + 2**62 ns; windows: the count\n"  \
-        "their state carries) and the rest was dropped. Settle an estimate with\n"    \
+        "their state carries) and the rest was dropped. Settle an estimate with\n"     \
         "charge(actual - estimate) or refund(estimate - actual)."
-#define TAKE_DOC(sig)                                                               \
-    sig "\n--\n\n"                                                                  \
-        "Admit as many units as fit now, at most `max_cost`, in one decision;\n"   \
+#define TAKE_DOC(sig)                                                            \
+    sig "\n--\n\n"                                                               \
+        "Admit as many units as fit now, at most `max_cost`, in one decision;\n" \
         "return their number (0 when none fits)."
 PyDoc_STRVAR(limiter_charge_doc, CHARGE_DOC("charge($self, /, cost, *, now=None)"));
 PyDoc_STRVAR(keyed_charge_doc, CHARGE_DOC("charge($self, /, key, cost, *, now=None)"));

@@ -183,10 +183,10 @@ const char *cr_version(void);
       "with the limit it was made with")                                                          \
     X(48, E_MAX_COST, ARGUMENT, "max_cost", "max_cost must be an integer >= 0")                   \
     X(49, E_BURST_MAX_COST, ARGUMENT, "burst",                                                    \
-      "burst is below max_cost: a request of max_cost units would never be admitted (a "         \
+      "burst is below max_cost: a request of max_cost units would never be admitted (a "          \
       "permanent refusal); give a burst of at least max_cost")                                    \
     X(50, E_RATE_MAX_COST, ARGUMENT, "rate",                                                      \
-      "rate is below max_cost: a window admits at most rate units, so a request of max_cost "    \
+      "rate is below max_cost: a window admits at most rate units, so a request of max_cost "     \
       "units would never be admitted; give a rate of at least max_cost per window")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,

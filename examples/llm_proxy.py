@@ -17,9 +17,10 @@ completions API: a text and its usage in tokens.
 """
 
 import json
-import threading
+import pathlib
+import sys
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -28,6 +29,9 @@ from starlette.routing import Route
 
 import cellrate
 import cellrate.asgi
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # the stand-ins beside it
+import standin_api  # noqa: E402
 
 TOKENS_PER_MINUTE = 10_000
 MAX_TOKENS = 4_000  # the most one completion may ask for
@@ -112,16 +116,7 @@ class Upstream(BaseHTTPRequestHandler):
 
 def start_upstream():
     """Starts the stand-in upstream on a free loopback port; returns (base URL, stop)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-
-    def stop():
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-    return f"http://127.0.0.1:{server.server_address[1]}", stop
+    return standin_api.start(Upstream)
 
 
 if __name__ == "__main__":

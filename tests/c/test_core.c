@@ -653,7 +653,8 @@ static void test_max_cost(void)
     cr_keyed *keyed;
     int64_t taken = 7;
     limit = limit_of(SECOND, 5);
-    if (!CHECK(cr_limiter_new(&limiter, &limit) == CR_OK && cr_keyed_new(&keyed, &limit, 8) == CR_OK,
+    if (!CHECK(cr_limiter_new(&limiter, &limit) == CR_OK &&
+                   cr_keyed_new(&keyed, &limit, 8) == CR_OK,
                "stores"))
         return;
     CHECK_EQ_I64(cr_limiter_take(limiter, 0, -1, &taken), CR_E_MAX_COST, "take(-1)");

@@ -231,16 +231,16 @@ static void run_charge(variant *v, const char *key, int lineno, const vector_op 
     cr_keyed *tables[2] = {v->keyed, v->allow_keyed};
     for (int i = 0; i < 2; i++) {
         memset(&got, 0xa5, sizeof got);
-        CHECK_EQ_I64(cr_limiter_charge(limiters[i], op->now, op->cost, i == 0 ? &got : NULL),
-                     CR_OK, "cr_limiter_charge, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(cr_limiter_charge(limiters[i], op->now, op->cost, i == 0 ? &got : NULL), CR_OK,
+                     "cr_limiter_charge, decisions.txt:%d", lineno);
         if (i == 0) {
             compare("cr_limiter_charge", name, lineno, op, v->limit.burst, &got);
             CHECK_EQ_I64(got.clipped, clipped, "cr_limiter_charge, decisions.txt:%d", lineno);
         }
         memset(&got, 0xa5, sizeof got);
-        CHECK_EQ_I64(cr_keyed_charge(tables[i], key, strlen(key), op->now, op->cost,
-                                     i == 0 ? &got : NULL),
-                     CR_OK, "cr_keyed_charge, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(
+            cr_keyed_charge(tables[i], key, strlen(key), op->now, op->cost, i == 0 ? &got : NULL),
+            CR_OK, "cr_keyed_charge, decisions.txt:%d", lineno);
         if (i == 0) {
             compare("cr_keyed_charge", name, lineno, op, v->limit.burst, &got);
             CHECK_EQ_I64(got.clipped, clipped, "cr_keyed_charge, decisions.txt:%d", lineno);
@@ -361,9 +361,8 @@ static int run_decisions(const char *dir)
         } else if (started && sscanf(line,
                                      "charge %" SCNd64 " %" SCNd64 " %d %" SCNd64 " %" SCNd64
                                      " %" SCNd64 " %d %" SCNd64,
-                                     &op.now, &op.cost, &op.allowed, &op.remaining,
-                                     &op.retry_after, &op.reset_after, &clipped,
-                                     &op.tat_after) == 8) {
+                                     &op.now, &op.cost, &op.allowed, &op.remaining, &op.retry_after,
+                                     &op.reset_after, &clipped, &op.tat_after) == 8) {
             for (int i = 0; i < seq.count; i++)
                 run_charge(&seq.variants[i], seq.key, lineno, &op, clipped);
             ops++;
