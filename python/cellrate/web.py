@@ -530,6 +530,14 @@ class Policy:
             raise invalid_type("limit", "limit: an async store (AsyncRedisLimiter) needs the ASGI "
                                "middleware; under WSGI give its synchronous twin (RedisLimiter)")
 
+    def require_no_charge(self, adapter: str) -> None:
+        """Refuses `charge=` in an adapter that never sees its responses end
+        (a route's dependency or decorator): it would settle nothing."""
+        if self.charge is not None:
+            raise invalid("charge", f"charge: {adapter} does not see its responses end; give "
+                                    "charge to cellrate.asgi or cellrate.wsgi's "
+                                    "RateLimitMiddleware")
+
     # -- configuration --------------------------------------------------------
 
     def _store(self, rate: Any, param: str, region: str | None) -> Any:

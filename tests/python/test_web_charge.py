@@ -153,3 +153,13 @@ def test_a_bad_count_from_charge_is_named(client_of):
     with pytest.raises(cellrate.InvalidArgument) as caught:
         get(client, "/")
     assert caught.value.param == "charge"
+
+
+def test_adapters_that_never_see_a_response_end_refuse_charge():
+    import cellrate.fastapi
+    import cellrate.flask
+
+    for make in (cellrate.fastapi.RateLimit, cellrate.flask.RateLimit):
+        with pytest.raises(cellrate.InvalidArgument) as caught:
+            make("10/s", charge=used)
+        assert caught.value.param == "charge"
