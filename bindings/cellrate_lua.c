@@ -168,6 +168,7 @@ enum option {
     OPTION_CLOCK = 32,
     OPTION_ALGORITHM = 64,
     OPTION_ON_CHANGE = 128,
+    OPTION_MAX_COST = 256,
 };
 
 /* What an options table may hold; absent fields keep their initial values. */
@@ -192,6 +193,7 @@ static const struct {
     {"clock", OPTION_CLOCK},
     {"algorithm", OPTION_ALGORITHM},
     {"on_change", OPTION_ON_CHANGE},
+    {"max_cost", OPTION_MAX_COST},
 };
 
 /* Levenshtein distance between `a` and `b` (a name of option_names), or
@@ -327,6 +329,11 @@ static void read_options(lua_State *L, int idx, unsigned accepted, options *opts
                 raise_status(L, CR_E_ON_CHANGE);
             break;
         }
+        case OPTION_MAX_COST:
+            if (!to_int64(L, -1, &args->max_cost))
+                raise_status(L, CR_E_MAX_COST);
+            args->has_max_cost = true;
+            break;
         }
         lua_pop(L, 1);
     }
@@ -342,6 +349,16 @@ static int64_t read_cost(lua_State *L, int idx, int top)
     if (idx <= top && !lua_isnil(L, idx) && !to_int64(L, idx, &cost))
         raise_status(L, CR_E_COST);
     return cost;
+}
+
+/* A required count of units (charge's cost, take's max_cost: `status`
+ * names it); nil or absent is a mistake too. */
+static int64_t read_units(lua_State *L, int idx, int top, cr_status status)
+{
+    int64_t units;
+    if (idx > top || !to_int64(L, idx, &units))
+        raise_status(L, status);
+    return units;
 }
 
 /* now: nil lets the core read its clock. */
@@ -577,7 +594,8 @@ static int store_new(lua_State *L, const char *tag)
     read_rate(L, 1, &opts.args);
     read_options(L, 2,
                  OPTION_PERIOD | OPTION_BURST | (keyed ? OPTION_CAPACITY : 0) | OPTION_SHARED |
-                     OPTION_SHARED_MODE | OPTION_CLOCK | OPTION_ALGORITHM | OPTION_ON_CHANGE,
+                     OPTION_SHARED_MODE | OPTION_CLOCK | OPTION_ALGORITHM | OPTION_ON_CHANGE |
+                     OPTION_MAX_COST,
                  &opts);
     if (opts.shared_mode_given && opts.shared == NULL)
         return raise_status(L, CR_E_SHARED_MODE_ALONE);
@@ -785,6 +803,37 @@ static int store_refund(lua_State *L, const char *tag, bool anchor)
     return 0;
 }
 
+/* lim:charge(cost, now), keyed:charge(key, cost, now) (docs/design.md §9):
+ * check()'s four values, then clipped (the debt met its bound); with `take`,
+ * lim:take(max_cost, now), keyed:take(key, max_cost, now): the units taken. */
+static int store_after_fact(lua_State *L, const char *tag, bool take)
+{
+    const int top = lua_gettop(L);
+    const call_head head = read_call_head(L, tag);
+    const int64_t units = read_units(L, head.next, top, take ? CR_E_MAX_COST : CR_E_COST);
+    const int64_t now_ns = read_now(L, head.next + 1, top);
+    cr_decision decision;
+    int64_t taken = 0;
+    cr_status status;
+    if (take)
+        status = head.keyed
+                     ? cr_keyed_take(head.box->keyed, head.key, head.key_len, now_ns, units, &taken)
+                     : cr_limiter_take(head.box->limiter, now_ns, units, &taken);
+    else
+        status = head.keyed ? cr_keyed_charge(head.box->keyed, head.key, head.key_len, now_ns,
+                                              units, &decision)
+                            : cr_limiter_charge(head.box->limiter, now_ns, units, &decision);
+    if (status != CR_OK)
+        return report_status(L, status, NULL);
+    if (take) {
+        compat_pushint64(L, taken);
+        return 1;
+    }
+    push_decision(L, &decision);
+    lua_pushboolean(L, decision.clipped);
+    return 5;
+}
+
 /* lim:reset(), keyed:reset(key) */
 static int store_reset(lua_State *L, const char *tag)
 {
@@ -888,6 +937,8 @@ static int store_tostring(lua_State *L, const char *tag)
     static int type##_wait(lua_State *L) { return store_wait(L, tag); }                     \
     static int type##_refund(lua_State *L) { return store_refund(L, tag, false); }          \
     static int type##_anchor(lua_State *L) { return store_refund(L, tag, true); }           \
+    static int type##_charge(lua_State *L) { return store_after_fact(L, tag, false); }      \
+    static int type##_take(lua_State *L) { return store_after_fact(L, tag, true); }         \
     static int type##_reset(lua_State *L) { return store_reset(L, tag); }                   \
     static int type##_reconfigure(lua_State *L) { return store_reconfigure(L, tag); }       \
     static int type##_info(lua_State *L) { return store_info(L, tag); }                     \
@@ -898,7 +949,8 @@ static int store_tostring(lua_State *L, const char *tag)
         {"reserve", type##_reserve}, {"wait", type##_wait},     {"refund", type##_refund},  \
         {"anchor", type##_anchor},   {"reset", type##_reset},   {"info", type##_info},      \
         {"close", type##_close},     {"reconfigure", type##_reconfigure},                   \
-        {"check_headers", type##_check_headers},                                            \
+        {"check_headers", type##_check_headers}, {"charge", type##_charge},                   \
+        {"take", type##_take},                                                              \
         {NULL, NULL},                                                                       \
     };                                                                                      \
     /* __close is only called by Lua 5.4; an extra field is harmless before. */             \

@@ -61,6 +61,7 @@ typedef struct {
     long long remaining;
     long long limit;
     char allowed;
+    char clipped; /* a charge that met the debt bound */
 } DecisionObject;
 
 /*
@@ -305,7 +306,8 @@ static int convert_key(module_state *state, PyObject *obj, const char **key, Py_
     return -1;
 }
 
-static int convert_cost(module_state *state, PyObject *obj, int64_t *cost)
+/* A cost (or take's max_cost: `status` names the parameter); absent: 1. */
+static int convert_units(module_state *state, PyObject *obj, cr_status status, int64_t *cost)
 {
     if (obj == NULL) {
         *cost = CR_DEFAULT_COST;
@@ -315,11 +317,16 @@ static int convert_cost(module_state *state, PyObject *obj, int64_t *cost)
     case CONVERTED:
         return 0;
     case WRONG_TYPE:
-        raise_wrong_type(state, CR_E_COST);
+        raise_wrong_type(state, status);
         return -1;
     default:
         return -1;
     }
+}
+
+static int convert_cost(module_state *state, PyObject *obj, int64_t *cost)
+{
+    return convert_units(state, obj, CR_E_COST, cost);
 }
 
 /* A float of a Python number, or the error of `status` (naming its
@@ -374,9 +381,9 @@ static int convert_optional_int(module_state *state, PyObject *obj, cr_status wr
 }
 
 /* rate (number or rate string), period (None: not given), burst (None: not
- * given), clock and algorithm (None: not given) to a validated limit. */
+ * given), clock, algorithm and max_cost (None: not given) to a validated limit. */
 static int convert_limit(module_state *state, PyObject *rate, PyObject *period, PyObject *burst,
-                         PyObject *clock, PyObject *algorithm, cr_limit *limit)
+                         PyObject *clock, PyObject *algorithm, PyObject *max_cost, cr_limit *limit)
 {
     cr_limit_args args;
     memset(&args, 0, sizeof args);
@@ -393,7 +400,9 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
     if (args.has_period && convert_number(state, period, CR_E_PERIOD, &args.period_s) < 0)
         return -1;
 
-    if (convert_optional_int(state, burst, CR_E_BURST, &args.burst, &args.has_burst) < 0)
+    if (convert_optional_int(state, burst, CR_E_BURST, &args.burst, &args.has_burst) < 0 ||
+        convert_optional_int(state, max_cost, CR_E_MAX_COST, &args.max_cost, &args.has_max_cost) <
+            0)
         return -1;
 
     if (convert_optional_name(state, clock, CR_E_CLOCK, &args.clock, &args.clock_len) < 0 ||
@@ -506,13 +515,15 @@ static void raise_construction(module_state *state, cr_status status, PyObject *
  * because this is the hot path. Absent ones are left NULL. */
 typedef struct {
     PyObject *key;
-    PyObject *cost;
+    PyObject *cost; /* take(): max_cost */
     PyObject *now;
     PyObject *timeout; /* reserve() only */
 } call_args;
 
-static int parse_call(const char *name, bool keyed, bool takes_timeout, PyObject *const *args,
-                      Py_ssize_t nargs, PyObject *kwnames, call_args *call)
+/* As parse_call, the cost's keyword `cost_name` (take's max_cost). */
+static int parse_call_named(const char *name, bool keyed, bool takes_timeout, const char *cost_name,
+                            PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                            call_args *call)
 {
     const Py_ssize_t max_positional = keyed ? 2 : 1;
     call->key = call->cost = call->now = call->timeout = NULL;
@@ -536,7 +547,7 @@ static int parse_call(const char *name, bool keyed, bool takes_timeout, PyObject
             PyObject **slot;
             if (keyed && PyUnicode_CompareWithASCIIString(keyword, "key") == 0)
                 slot = &call->key;
-            else if (PyUnicode_CompareWithASCIIString(keyword, "cost") == 0)
+            else if (PyUnicode_CompareWithASCIIString(keyword, cost_name) == 0)
                 slot = &call->cost;
             else if (PyUnicode_CompareWithASCIIString(keyword, "now") == 0)
                 slot = &call->now;
@@ -562,6 +573,13 @@ static int parse_call(const char *name, bool keyed, bool takes_timeout, PyObject
     return 0;
 }
 
+/* The arguments of allow/check/peek/reserve/refund/anchor. */
+static int parse_call(const char *name, bool keyed, bool takes_timeout, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames, call_args *call)
+{
+    return parse_call_named(name, keyed, takes_timeout, "cost", args, nargs, kwnames, call);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Decision                                                                  */
 
@@ -577,6 +595,7 @@ static PyObject *decision_from(module_state *state, const cr_decision *decision,
     self->retry_after = cr_ns_to_seconds(decision->retry_after_ns);
     self->reset_after = cr_ns_to_seconds(decision->reset_after_ns);
     self->window = cr_ns_to_seconds(cr_limit_window_ns(limit));
+    self->clipped = decision->clipped;
     return (PyObject *)self;
 }
 
@@ -599,16 +618,19 @@ static PyObject *raise_field(PyObject *exc_type, const char *param, const char *
 static PyObject *decision_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"allowed", "remaining", "retry_after", "reset_after",
-                               "limit",   "window",    NULL};
-    PyObject *allowed_obj;
+                               "limit",   "window",    "clipped",     NULL};
+    PyObject *allowed_obj, *clipped_obj = Py_False;
     long long remaining, limit;
     double retry_after, reset_after, window = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OLddL|d:Decision", keywords, &allowed_obj,
-                                     &remaining, &retry_after, &reset_after, &limit, &window))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OLddL|dO:Decision", keywords, &allowed_obj,
+                                     &remaining, &retry_after, &reset_after, &limit, &window,
+                                     &clipped_obj))
         return NULL;
     module_state *state = PyType_GetModuleState(type);
     if (!PyBool_Check(allowed_obj))
         return raise_field(state->invalid_argument_type, "allowed", "allowed must be a bool");
+    if (!PyBool_Check(clipped_obj))
+        return raise_field(state->invalid_argument_type, "clipped", "clipped must be a bool");
     if (remaining < 0)
         return raise_field(state->invalid_argument, "remaining",
                            "remaining must be an integer >= 0");
@@ -633,6 +655,7 @@ static PyObject *decision_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     self->retry_after = retry_after;
     self->reset_after = reset_after;
     self->window = window;
+    self->clipped = (char)(clipped_obj == Py_True);
     return (PyObject *)self;
 }
 
@@ -643,13 +666,13 @@ static void decision_dealloc(PyObject *self)
     Py_DECREF(type);
 }
 
-/* (allowed, remaining, retry_after, reset_after, limit, window) */
+/* (allowed, remaining, retry_after, reset_after, limit, window, clipped) */
 static PyObject *decision_fields(PyObject *self)
 {
     const DecisionObject *decision = (const DecisionObject *)self;
-    return Py_BuildValue("(OLddLd)", decision->allowed ? Py_True : Py_False, decision->remaining,
+    return Py_BuildValue("(OLddLdO)", decision->allowed ? Py_True : Py_False, decision->remaining,
                          decision->retry_after, decision->reset_after, decision->limit,
-                         decision->window);
+                         decision->window, decision->clipped ? Py_True : Py_False);
 }
 
 static PyObject *decision_repr(PyObject *self)
@@ -657,11 +680,13 @@ static PyObject *decision_repr(PyObject *self)
     PyObject *fields = decision_fields(self);
     if (fields == NULL)
         return NULL;
+    /* clipped only when set: it is a charge's, and rare */
     PyObject *repr = PyUnicode_FromFormat(
         "Decision(allowed=%R, remaining=%R, retry_after=%R, reset_after=%R, limit=%R, "
-        "window=%R)",
+        "window=%R%s)",
         PyTuple_GET_ITEM(fields, 0), PyTuple_GET_ITEM(fields, 1), PyTuple_GET_ITEM(fields, 2),
-        PyTuple_GET_ITEM(fields, 3), PyTuple_GET_ITEM(fields, 4), PyTuple_GET_ITEM(fields, 5));
+        PyTuple_GET_ITEM(fields, 3), PyTuple_GET_ITEM(fields, 4), PyTuple_GET_ITEM(fields, 5),
+        ((const DecisionObject *)self)->clipped ? ", clipped=True" : "");
     Py_DECREF(fields);
     return repr;
 }
@@ -674,7 +699,7 @@ static PyObject *decision_richcompare(PyObject *self, PyObject *other, int op)
     const DecisionObject *b = (const DecisionObject *)other;
     const bool equal = a->allowed == b->allowed && a->remaining == b->remaining &&
                        a->retry_after == b->retry_after && a->reset_after == b->reset_after &&
-                       a->limit == b->limit && a->window == b->window;
+                       a->limit == b->limit && a->window == b->window && a->clipped == b->clipped;
     return PyBool_FromLong(op == Py_EQ ? equal : !equal);
 }
 
@@ -710,6 +735,8 @@ static PyMemberDef decision_members[] = {
      "The burst: units an idle key may spend at once (not the rate)."},
     {"window", Py_T_DOUBLE, offsetof(DecisionObject, window), Py_READONLY,
      "Seconds in which the limit restores `limit` units (GCRA: burst * period / rate)."},
+    {"clipped", Py_T_BOOL, offsetof(DecisionObject, clipped), Py_READONLY,
+     "True for a charge that met the debt bound: committed up to it, the rest dropped."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -735,7 +762,8 @@ static PyObject *decision_headers(PyObject *self, PyObject *args, PyObject *kwar
         name_len = (Py_ssize_t)len;
     }
     const DecisionObject *decision = (const DecisionObject *)self;
-    cr_decision fields = {(bool)decision->allowed, decision->limit, decision->remaining, 0, 0};
+    cr_decision fields = {
+        (bool)decision->allowed, decision->limit, decision->remaining, 0, 0, false};
     int64_t window_ns = 0;
     cr_status status = cr_duration_from_seconds(decision->retry_after, &fields.retry_after_ns);
     if (status == CR_OK)
@@ -781,19 +809,20 @@ static bool is_keyed(const StoreObject *store) { return store->keyed != NULL; }
  * clock=None, algorithm=None); a KeyedLimiter also takes capacity=None. */
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *limiter_keywords[] = {"rate",  "period",    "burst",     "shared", "shared_mode",
-                                       "clock", "algorithm", "on_change", NULL};
-    static char *keyed_keywords[] = {"rate",  "period",    "burst",     "shared",   "shared_mode",
-                                     "clock", "algorithm", "on_change", "capacity", NULL};
+    static char *limiter_keywords[] = {"rate",  "period",    "burst",     "shared",   "shared_mode",
+                                       "clock", "algorithm", "on_change", "max_cost", NULL};
+    static char *keyed_keywords[] = {"rate",        "period",   "burst",     "shared",
+                                     "shared_mode", "clock",    "algorithm", "on_change",
+                                     "max_cost",    "capacity", NULL};
     module_state *state = (module_state *)PyType_GetModuleState(type);
     const bool keyed = type == state->keyed_type;
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
     PyObject *clock = Py_None, *algorithm = Py_None, *on_change_obj = Py_None;
-    PyObject *capacity_obj = Py_None;
+    PyObject *max_cost = Py_None, *capacity_obj = Py_None;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, keyed ? "O|O$OOOOOOO:KeyedLimiter" : "O|O$OOOOOO:Limiter",
+            args, kwargs, keyed ? "O|O$OOOOOOOO:KeyedLimiter" : "O|O$OOOOOOO:Limiter",
             keyed ? keyed_keywords : limiter_keywords, &rate, &period, &burst, &shared, &mode_obj,
-            &clock, &algorithm, &on_change_obj, &capacity_obj))
+            &clock, &algorithm, &on_change_obj, &max_cost, &capacity_obj))
         return NULL;
     cr_on_change on_change;
     if (convert_on_change(state, on_change_obj, &on_change) < 0)
@@ -802,7 +831,7 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     int64_t capacity = CR_KEYED_DEFAULT_CAPACITY, mode;
     bool has_capacity;
     PyObject *path;
-    if (convert_limit(state, rate, period, burst, clock, algorithm, &limit) < 0 ||
+    if (convert_limit(state, rate, period, burst, clock, algorithm, max_cost, &limit) < 0 ||
         convert_optional_int(state, capacity_obj, CR_E_CAPACITY, &capacity, &has_capacity) < 0 ||
         convert_shared(state, shared, mode_obj, &path, &mode) < 0)
         return NULL;
@@ -1016,6 +1045,64 @@ static PyObject *store_anchor(PyObject *self, PyObject *const *args, Py_ssize_t 
     return store_reservation(self, ANCHOR, args, nargs, kwnames);
 }
 
+/* charge([key,] cost, *, now=None) -> Decision and take([key,] max_cost, *,
+ * now=None) -> int (docs/design.md §9): the units are required. */
+static PyObject *store_after_fact(PyObject *self, bool take, PyObject *const *args,
+                                  Py_ssize_t nargs, PyObject *kwnames)
+{
+    StoreObject *store = (StoreObject *)self;
+    module_state *state = state_of(self);
+    const bool keyed = is_keyed(store);
+    const char *name = take ? "take" : "charge";
+    const char *units_name = take ? "max_cost" : "cost";
+    const char *key = NULL;
+    Py_ssize_t key_len = 0;
+    int64_t units, now_ns;
+    call_args call;
+    if (parse_call_named(name, keyed, false, units_name, args, nargs, kwnames, &call) < 0)
+        return NULL;
+    if (call.cost == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %d)", name,
+                     units_name, keyed ? 2 : 1);
+        return NULL;
+    }
+    if ((keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
+        convert_units(state, call.cost, take ? CR_E_MAX_COST : CR_E_COST, &units) < 0 ||
+        convert_now(state, call.now, &now_ns) < 0)
+        return NULL;
+    cr_decision decision;
+    int64_t taken = 0;
+    cr_status status;
+    CR_PY_BEGIN_DECISION
+    if (take)
+        status = keyed ? cr_keyed_take(store->keyed, key, (size_t)key_len, now_ns, units, &taken)
+                       : cr_limiter_take(store->limiter, now_ns, units, &taken);
+    else
+        status = keyed
+                     ? cr_keyed_charge(store->keyed, key, (size_t)key_len, now_ns, units, &decision)
+                     : cr_limiter_charge(store->limiter, now_ns, units, &decision);
+    CR_PY_END_DECISION
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    if (take)
+        return PyLong_FromLongLong(taken);
+    return decision_from(state, &decision, store_limit(store));
+}
+
+static PyObject *store_charge(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    return store_after_fact(self, false, args, nargs, kwnames);
+}
+
+static PyObject *store_take(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    return store_after_fact(self, true, args, nargs, kwnames);
+}
+
 /* An item of check_all: a Limiter, or a (KeyedLimiter, key) pair. The key
  * points into `item_obj`, which the caller's sequence keeps alive. */
 static int convert_item(module_state *state, PyObject *item_obj, cr_item *item)
@@ -1214,8 +1301,8 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
     }
     cr_limit limit;
     int64_t now_ns;
-    int failed = convert_limit(state, rate, period, burst, Py_None, own ? own : algorithm, &limit) <
-                     0 ||
+    int failed = convert_limit(state, rate, period, burst, Py_None, own ? own : algorithm, Py_None,
+                               &limit) < 0 ||
                  convert_now(state, now, &now_ns) < 0;
     Py_XDECREF(own);
     if (failed)
@@ -1292,7 +1379,7 @@ static PyObject *limit_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     cr_limit limit;
     if (convert_limit((module_state *)PyType_GetModuleState(type), rate, period, burst, Py_None,
-                      algorithm, &limit) < 0)
+                      algorithm, Py_None, &limit) < 0)
         return NULL;
     LimitObject *self = (LimitObject *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -1419,6 +1506,22 @@ PyDoc_STRVAR(limiter_refund_doc, REFUND_DOC("refund($self, /, cost=1, *, now=Non
 PyDoc_STRVAR(keyed_reserve_doc,
              RESERVE_DOC("reserve($self, /, key, cost=1, *, timeout=None, now=None)"));
 PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=None)"));
+#define CHARGE_DOC(sig)                                                                \
+    sig "\n--\n\n"                                                                     \
+        "Commit `cost` units whatever the state (a cost known after the fact): the\n"  \
+        "key may go into debt, refused until it drains. The Decision is check()'s\n"   \
+        "when the units fit; else allowed is False and retry_after the wait for one\n" \
+        "unit. clipped: the debt met its bound (now + 2**62 ns; windows: the count\n"  \
+        "their state carries) and the rest was dropped. Settle an estimate with\n"     \
+        "charge(actual - estimate) or refund(estimate - actual)."
+#define TAKE_DOC(sig)                                                            \
+    sig "\n--\n\n"                                                               \
+        "Admit as many units as fit now, at most `max_cost`, in one decision;\n" \
+        "return their number (0 when none fits)."
+PyDoc_STRVAR(limiter_charge_doc, CHARGE_DOC("charge($self, /, cost, *, now=None)"));
+PyDoc_STRVAR(keyed_charge_doc, CHARGE_DOC("charge($self, /, key, cost, *, now=None)"));
+PyDoc_STRVAR(limiter_take_doc, TAKE_DOC("take($self, /, max_cost, *, now=None)"));
+PyDoc_STRVAR(keyed_take_doc, TAKE_DOC("take($self, /, key, max_cost, *, now=None)"));
 PyDoc_STRVAR(attach_method_doc,
              "_attach_method(type, function, /)\n--\n\n"
              "Private: adds the Python function `function` under its __name__ to\n"
@@ -1465,7 +1568,8 @@ PyDoc_STRVAR(keyed_reset_doc,
              "reset($self, key, /)\n--\n\nForget `key`: it is back to a full burst.");
 
 PyDoc_STRVAR(decision_doc,
-             "Decision(allowed, remaining, retry_after, reset_after, limit, window=0.0)\n--\n\n"
+             "Decision(allowed, remaining, retry_after, reset_after, limit, window=0.0,\n"
+             "         clipped=False)\n--\n\n"
              "The answer to one request: immutable; times in seconds. `limit` is the\n"
              "burst (units an idle key may spend at once), not the rate.");
 
@@ -1482,7 +1586,7 @@ PyDoc_STRVAR(check_policy_name_doc,
 
 PyDoc_STRVAR(limiter_doc,
              "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,\n"
-             "        clock=None, algorithm=None)\n--\n\n"
+             "        clock=None, algorithm=None, max_cost=None)\n--\n\n"
              "A GCRA limit on one key: `rate` units per `period` seconds, sustained,\n"
              "with up to `burst` units at once.\n\n"
              "rate: a number > 0, or a string such as '300/minute', '10/s',\n"
@@ -1497,17 +1601,19 @@ PyDoc_STRVAR(limiter_doc,
              "       or 'fast', CLOCK_MONOTONIC extrapolated from the CPU's counter.\n"
              "algorithm: 'gcra' (None), 'token_bucket', 'fixed_window' or\n"
              "           'sliding_window'; windows are aligned to the Unix epoch, read\n"
-             "           the realtime clock, take a whole rate and no burst.\n\n"
+             "           the realtime clock, take a whole rate and no burst.\n"
+             "max_cost: the largest cost a request will have (None: not checked): a\n"
+             "          burst (a window's rate) below it is refused, naming burst (rate).\n\n"
              "Safe to share between threads.");
 
 PyDoc_STRVAR(keyed_doc,
              "KeyedLimiter(rate, period=None, *, burst=None, capacity=None, shared=None,\n"
-             "             shared_mode=None, clock=None, algorithm=None)\n--\n\n"
+             "             shared_mode=None, clock=None, algorithm=None, max_cost=None)\n--\n\n"
              "One GCRA limit applied to each key (str or bytes) separately, in a table\n"
              "of bounded size. rate, period and burst are as for Limiter.\n\n"
              "capacity: the number of live keys the table is sized for; None means\n"
              "          the default (100000).\n"
-             "shared, shared_mode, clock, algorithm: as for Limiter.\n\n"
+             "shared, shared_mode, clock, algorithm, max_cost: as for Limiter.\n\n"
              "len() is the number of keys holding a slot. Safe to share between threads.");
 
 #define DECIDE_METHODS(type)                                                                   \
@@ -1521,6 +1627,10 @@ PyDoc_STRVAR(keyed_doc,
          type##_reserve_doc},                                                                  \
         {"refund", (PyCFunction)(void (*)(void))store_refund, METH_FASTCALL | METH_KEYWORDS,   \
          type##_refund_doc},                                                                   \
+        {"charge", (PyCFunction)(void (*)(void))store_charge, METH_FASTCALL | METH_KEYWORDS,   \
+         type##_charge_doc},                                                                   \
+        {"take", (PyCFunction)(void (*)(void))store_take, METH_FASTCALL | METH_KEYWORDS,       \
+         type##_take_doc},                                                                     \
     {                                                                                          \
         "anchor", (PyCFunction)(void (*)(void))store_anchor, METH_FASTCALL | METH_KEYWORDS,    \
             type##_anchor_doc                                                                  \

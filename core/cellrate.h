@@ -54,6 +54,12 @@ const char *cr_version(void);
  * nanosecond before it (time stops: only stricter). */
 #define CR_HORIZON_NS ((int64_t)1 << 62)
 
+/* The deepest debt a charge may leave (docs/design.md §9): a key's GCRA
+ * state is at most now + 2^62 ns (so below 2^63); a charge past it is
+ * clipped there and says so (cr_decision.clipped). Windows carry a count up
+ * to their packed ceiling instead (see cr_charge). */
+#define CR_DEBT_MAX_NS CR_HORIZON_NS
+
 /* As `now_ns`: read the limit's clock (CLOCK_MONOTONIC, or the fast clock)
  * at the moment of the decision. */
 #define CR_CLOCK (-1)
@@ -172,7 +178,14 @@ const char *cr_version(void);
       "of each and decide them as one with check_all")                                            \
     X(46, E_RECONFIGURE_ALGORITHM, ARGUMENT, "algorithm",                                         \
       "algorithm: a live change keeps the limit's algorithm; make a new limiter for another one") \
-    X(47, E_ON_CHANGE, ARGUMENT, "on_change", "on_change must be 'apply' or 'refuse'")
+    X(47, E_ON_CHANGE, ARGUMENT, "on_change", "on_change must be 'apply' or 'refuse'")            \
+    X(48, E_MAX_COST, ARGUMENT, "max_cost", "max_cost must be an integer >= 0")                   \
+    X(49, E_BURST_MAX_COST, ARGUMENT, "burst",                                                    \
+      "burst is below max_cost: a request of max_cost units would never be admitted (a "          \
+      "permanent refusal); give a burst of at least max_cost")                                    \
+    X(50, E_RATE_MAX_COST, ARGUMENT, "rate",                                                      \
+      "rate is below max_cost: a window admits at most rate units, so a request of max_cost "     \
+      "units would never be admitted; give a rate of at least max_cost per window")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1
@@ -256,9 +269,16 @@ typedef struct cr_limit_args {
     size_t clock_len;
     const char *algorithm; /* need not be NUL-terminated */
     size_t algorithm_len;
+    int64_t max_cost; /* with has_max_cost: the largest cost the limit must admit */
+    bool has_max_cost;
 } cr_limit_args;
 
-/* Validates `args` and fills `limit`. On error `limit` is left untouched. */
+/* Validates `args` and fills `limit`. On error `limit` is left untouched.
+ * With has_max_cost: CR_E_MAX_COST unless max_cost >= 0, and a limit that
+ * could never admit max_cost units is refused (a permanent refusal is a
+ * configuration mistake): CR_E_BURST_MAX_COST (gcra, token_bucket: burst <
+ * max_cost, also a default burst) or CR_E_RATE_MAX_COST (windows: rate <
+ * max_cost). max_cost is checked, not kept. */
 cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args);
 
 /* The name of the clock CR_CLOCK reads for `limit`: "monotonic", "fast" or
@@ -297,6 +317,7 @@ typedef struct cr_decision {
     int64_t remaining;      /* units that would still be admitted right after */
     int64_t retry_after_ns; /* 0 when allowed; CR_NEVER when the cost can never fit */
     int64_t reset_after_ns; /* until the key is back to a full burst */
+    bool clipped;           /* a charge that met the debt bound and dropped the rest */
 } cr_decision;
 
 /*
@@ -337,6 +358,30 @@ int64_t cr_refund(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t 
  * (their units count in the window that admitted them).
  */
 int64_t cr_anchor(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost);
+
+/*
+ * A charge, pure (docs/design.md §9): commits `cost` units whatever the
+ * state; the key may go into debt, and while it is every request is refused
+ * with its exact retry_after. gcra, token_bucket: TAT' = max(TAT, now) +
+ * cost * T, at most now + CR_DEBT_MAX_NS. fixed_window: the count may pass
+ * the rate up to period_ns - 1 (the packed ceiling; the debt ends with its
+ * window). sliding_window: the current count carries at most the rate (its
+ * packed ceiling: the window full, weighing on the next as it decays). A
+ * charge past the ceiling is committed up to it: out->clipped. `out` (may be
+ * NULL) is the Decision of check when the units fit; else allowed false,
+ * retry_after the wait for one unit, remaining and reset_after of the state
+ * charged. Cost 0 is a probe. Returns the state to store.
+ */
+int64_t cr_charge(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
+                  cr_decision *out);
+
+/*
+ * A take, pure: admits as many units as fit now, at most `max_cost` (>= 0),
+ * in one decision; *taken is their number (0 when none fits). Returns the
+ * state to store.
+ */
+int64_t cr_take(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t max_cost,
+                int64_t *taken);
 
 /*
  * A live change, pure (docs/design.md §4): the state under `to` of a key
@@ -503,6 +548,13 @@ cr_status cr_limiter_refund(cr_limiter *limiter, int64_t now_ns, int64_t cost);
 /* cr_anchor on the limiter's state, by compare-and-swap. */
 cr_status cr_limiter_anchor(cr_limiter *limiter, int64_t now_ns, int64_t cost);
 
+/* cr_charge on the limiter's state, by compare-and-swap; `out` may be NULL. */
+cr_status cr_limiter_charge(cr_limiter *limiter, int64_t now_ns, int64_t cost, cr_decision *out);
+
+/* cr_take on the limiter's state, in one compare-and-swap: never more than
+ * fits, however many threads take at once. CR_E_MAX_COST unless max_cost >= 0. */
+cr_status cr_limiter_take(cr_limiter *limiter, int64_t now_ns, int64_t max_cost, int64_t *taken);
+
 /* ------------------------------------------------------------------------ */
 /* Keyed: many keys in a table of bounded size.                              */
 
@@ -549,6 +601,14 @@ cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int6
 /* As cr_limiter_anchor, for `key`. */
 cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                           int64_t cost);
+
+/* As cr_limiter_charge, for `key`. */
+cr_status cr_keyed_charge(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                          int64_t cost, cr_decision *out);
+
+/* As cr_limiter_take, for `key`. */
+cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                        int64_t max_cost, int64_t *taken);
 
 /*
  * Changes the table's limit live at `now_ns` (or CR_CLOCK), for every key,

@@ -23,3 +23,16 @@ int64_t cr_anchor(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t 
 {
     return cr_anchor_core(limit, state, now_ns, cost);
 }
+
+int64_t cr_charge(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
+                  cr_decision *out)
+{
+    bool fit;
+    return cr_charge_core(limit, state, now_ns, cost, out, &fit);
+}
+
+int64_t cr_take(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t max_cost,
+                int64_t *taken)
+{
+    return cr_take_core(limit, state, now_ns, max_cost, taken);
+}

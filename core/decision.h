@@ -31,13 +31,21 @@ __extension__ typedef unsigned __int128 cr_u128;
 #define CR_HOT __attribute__((always_inline)) static inline
 
 /* What a store does to a key's state. */
-typedef enum { CR_OP_DECIDE, CR_OP_RESERVE, CR_OP_REFUND, CR_OP_ANCHOR } cr_op_kind;
+typedef enum {
+    CR_OP_DECIDE,
+    CR_OP_RESERVE,
+    CR_OP_REFUND,
+    CR_OP_ANCHOR,
+    CR_OP_CHARGE,
+    CR_OP_TAKE
+} cr_op_kind;
 
 typedef struct {
     cr_op_kind kind;
-    int64_t cost;
+    int64_t cost;        /* CR_OP_TAKE: the most units to take */
     int64_t max_wait_ns; /* CR_OP_RESERVE: the longest acceptable delay, or CR_NEVER */
     int64_t delay_ns;    /* CR_OP_RESERVE: set to the delay of a reservation */
+    int64_t taken;       /* CR_OP_TAKE: set to the units taken */
 } cr_op;
 
 static inline bool cr_is_window(const cr_limit *limit)
@@ -99,6 +107,7 @@ CR_HOT int64_t cr_gcra_decide(const cr_limit *limit, int64_t tat, int64_t now_ns
         return new_tat;
 
     out->allowed = *allowed;
+    out->clipped = false;
     out->limit = limit->burst;
     if (*allowed && cost != 0) {
         out->remaining = (now_ns - allow_at) / T; /* 0 <= now - allow_at <= tau */
@@ -208,8 +217,9 @@ CR_HOT int64_t cr_fixed_decide(const cr_limit *limit, int64_t state, int64_t now
     if (!out)
         return new_state;
     out->allowed = *allowed;
+    out->clipped = false;
     out->limit = rate;
-    out->remaining = rate - count;
+    out->remaining = count < rate ? rate - count : 0; /* a charge may leave count > rate */
     out->retry_after_ns = *allowed ? 0 : cost > rate ? CR_NEVER : s.end - now_ns;
     out->reset_after_ns = count > 0 ? s.end - now_ns : 0;
     return new_state;
@@ -328,6 +338,7 @@ CR_HOT int64_t cr_sliding_decide(const cr_limit *limit, int64_t state, int64_t n
     if (!out)
         return new_state;
     out->allowed = *allowed;
+    out->clipped = false;
     out->limit = rate;
     /* rate - curr - ceil(prev * (P - elapsed) / P), at least 0 */
     const cr_u128 weighted = (cr_u128)s.prev * (uint64_t)(window - s.elapsed);
@@ -407,7 +418,92 @@ static inline int64_t cr_anchor_core(const cr_limit *limit, int64_t state, int64
     return cr_is_window(limit) ? state : cr_gcra_anchor(limit, state, now_ns, cost);
 }
 
-/* A store's operation on one state word; *ok: admitted / reserved / (refund) true. */
+/* ------------------------------------------------------------------------ */
+/* Charges (docs/design.md §9): `cost` units committed whatever the state.  */
+
+/* gcra: TAT' = max(TAT, now) + cost * T, clipped at now + CR_DEBT_MAX_NS (a
+ * sum below 2^63, as now < 2^62). */
+static inline int64_t cr_gcra_charge(const cr_limit *limit, int64_t tat, int64_t now_ns,
+                                     int64_t cost, bool *clipped)
+{
+    const int64_t base = tat > now_ns ? tat : now_ns;
+    const int64_t bound = now_ns + CR_DEBT_MAX_NS;
+    int64_t increment, next;
+    *clipped = __builtin_mul_overflow(cost, limit->emission_ns, &increment) ||
+               __builtin_add_overflow(base, increment, &next) || next > bound;
+    if (*clipped)
+        return base > bound ? tat : bound; /* a clock that stepped back: never less */
+    return next;
+}
+
+/* fixed_window: the count may pass the rate up to the window in ns less one,
+ * the most `end + count` carries (count < P keeps the window readable). */
+static inline int64_t cr_fixed_charge(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                      int64_t cost, bool *clipped)
+{
+    const cr_fixed_state s = cr_fixed_read(limit, state, now_ns);
+    const int64_t ceiling = limit->tolerance_ns - 1;
+    *clipped = cost > ceiling - s.count;
+    return s.end + (*clipped ? ceiling : s.count + cost);
+}
+
+/* sliding_window: the current count is a digit of radix rate + 1, so it
+ * carries at most the rate: the window full. */
+static inline int64_t cr_sliding_charge(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                        int64_t cost, bool *clipped)
+{
+    cr_sliding_state s = cr_sliding_read(limit, state, now_ns);
+    *clipped = cost > limit->burst - s.curr;
+    s.curr = *clipped ? limit->burst : s.curr + cost;
+    return cr_sliding_pack(limit, &s);
+}
+
+/* A charge: where check admits the units, it is that check, decision and
+ * state (the allow path costs what check costs). Else the key goes into
+ * debt: committed whatever the state, refused, with the retry_after a unit
+ * would get now (a peek of cost 1 on the state charged) and that state's
+ * remaining and reset_after. *fit: check admitted them. */
+CR_HOT int64_t cr_charge_core(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
+                              cr_decision *out, bool *fit)
+{
+    const int64_t checked = cr_decision_core(limit, state, now_ns, cost, out, fit);
+    if (__builtin_expect(*fit, 1))
+        return checked;
+    bool clipped, refused;
+    int64_t charged;
+    switch (limit->algorithm) {
+    case CR_ALGORITHM_FIXED_WINDOW:
+        charged = cr_fixed_charge(limit, state, now_ns, cost, &clipped);
+        break;
+    case CR_ALGORITHM_SLIDING_WINDOW:
+        charged = cr_sliding_charge(limit, state, now_ns, cost, &clipped);
+        break;
+    default:
+        charged = cr_gcra_charge(limit, state, now_ns, cost, &clipped);
+        break;
+    }
+    if (out) {
+        cr_decision_core(limit, charged, now_ns, 1, out, &refused);
+        out->allowed = false;
+        out->clipped = clipped;
+    }
+    return charged;
+}
+
+/* Take: as many units as fit now (the remaining of a probe), at most
+ * max_cost, admitted as one decision. */
+CR_HOT int64_t cr_take_core(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t max_cost,
+                            int64_t *taken)
+{
+    cr_decision probe;
+    bool admitted;
+    cr_decision_core(limit, state, now_ns, 0, &probe, &admitted);
+    *taken = probe.remaining < max_cost ? probe.remaining : max_cost;
+    return cr_decision_core(limit, state, now_ns, *taken, NULL, &admitted);
+}
+
+/* A store's operation on one state word; *ok: admitted / reserved / fit (charge) /
+ * took a unit (take) / (refund, anchor) true. */
 CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr_op *op,
                         cr_decision *out, bool *ok)
 {
@@ -420,6 +516,13 @@ CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr
     case CR_OP_ANCHOR:
         *ok = true;
         return cr_anchor_core(limit, state, now_ns, op->cost);
+    case CR_OP_CHARGE:
+        return cr_charge_core(limit, state, now_ns, op->cost, out, ok);
+    case CR_OP_TAKE: {
+        const int64_t taken = cr_take_core(limit, state, now_ns, op->cost, &op->taken);
+        *ok = op->taken > 0;
+        return taken;
+    }
     default:
         return cr_decision_core(limit, state, now_ns, op->cost, out, ok);
     }

@@ -377,8 +377,12 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
         return CR_E_PERIOD;
     made.rate = rate;
     made.period_s = period_s;
+    if (args->has_max_cost && args->max_cost < 0)
+        return CR_E_MAX_COST;
     if (made.algorithm >= CR_ALGORITHM_FIXED_WINDOW) {
         status = window_limit(&made, args, rate, period_s);
+        if (status == CR_OK && args->has_max_cost && args->max_cost > made.burst)
+            return CR_E_RATE_MAX_COST;
         if (status == CR_OK)
             *limit = made;
         return status;
@@ -416,6 +420,9 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
     status = parse_clock(args->clock, args->clock_len, &made.fast_clock);
     if (status != CR_OK)
         return status;
+    /* tau = T * burst exactly: max_cost fits in tau exactly when it is at most the burst */
+    if (args->has_max_cost && args->max_cost > burst)
+        return CR_E_BURST_MAX_COST;
 
     made.emission_ns = emission_ns;
     made.tolerance_ns = tolerance_ns;

@@ -31,9 +31,10 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-def start():
-    """Starts the stand-in on a free port; returns (base URL, stop function)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+def start(handler=Handler):
+    """Starts the stand-in (or another `handler`'s server) on a free loopback
+    port; returns (base URL, stop function)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
 

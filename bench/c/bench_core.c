@@ -504,6 +504,25 @@ static bool limiter_check_clock(void *ctx, size_t i)
     return decision.allowed;
 }
 
+/* charge(): a cost known after the fact, committed whatever the state; on the
+ * allow path it fits, and its Decision is check()'s. */
+static bool limiter_charge_clock(void *ctx, size_t i)
+{
+    (void)i;
+    cr_decision decision;
+    cr_limiter_charge(((cellrate_ctx *)ctx)->limiter, CR_CLOCK, 1, &decision);
+    return decision.allowed;
+}
+
+/* take(): as many units as fit, here up to 1, in one compare-and-swap. */
+static bool limiter_take_clock(void *ctx, size_t i)
+{
+    (void)i;
+    int64_t taken = 0;
+    cr_limiter_take(((cellrate_ctx *)ctx)->limiter, CR_CLOCK, 1, &taken);
+    return taken == 1;
+}
+
 /* Without the clock read: `now` advances 20 ns a call, as a caller with its
  * own clock would pass it. Shows the decision and the store alone. */
 static bool limiter_given_now(void *ctx, size_t i)
@@ -550,7 +569,9 @@ static void limiter_scenarios(const config *cfg)
     cr_limit allow = allow_limit(NULL), deny = deny_limit(NULL);
     cr_limit allow_fast = allow_limit("fast"), deny_fast = deny_limit("fast");
     cellrate_ctx allow_clock = {0}, deny_clock = {0}, allow_given = {0}, deny_given = {0};
-    cellrate_ctx allow_check = {0}, deny_check = {0};
+    cellrate_ctx allow_check = {0}, deny_check = {0}, allow_charge = {0}, allow_take = {0};
+    check_status(cr_limiter_new(&allow_charge.limiter, &allow), "cr_limiter_new");
+    check_status(cr_limiter_new(&allow_take.limiter, &allow), "cr_limiter_new");
     check_status(cr_limiter_new(&allow_clock.limiter, &allow), "cr_limiter_new");
     check_status(cr_limiter_new(&deny_clock.limiter, &deny), "cr_limiter_new");
     check_status(cr_limiter_new(&allow_check.limiter, &allow), "cr_limiter_new");
@@ -585,6 +606,8 @@ static void limiter_scenarios(const config *cfg)
         CASE1("c.cellrate.limiter.deny_fast_clock", limiter_clock, &deny_fast_clock, n, "deny"),
         CASE1("c.cellrate.limiter.check.allow", limiter_check_clock, &allow_check, n, "allow"),
         CASE1("c.cellrate.limiter.check.deny", limiter_check_clock, &deny_check, n, "deny"),
+        CASE1("c.cellrate.limiter.charge.allow", limiter_charge_clock, &allow_charge, n, "allow"),
+        CASE1("c.cellrate.limiter.take.allow", limiter_take_clock, &allow_take, n, "allow"),
         CASE1("c.cellrate.limiter.allow_given_now", limiter_given_now, &allow_given, n, "allow"),
         CASE1("c.cellrate.limiter.deny_given_now", limiter_given_now, &deny_given, n, "deny"),
     };
@@ -596,6 +619,8 @@ static void limiter_scenarios(const config *cfg)
     cr_limiter_free(deny_given.limiter);
     cr_limiter_free(allow_check.limiter);
     cr_limiter_free(deny_check.limiter);
+    cr_limiter_free(allow_charge.limiter);
+    cr_limiter_free(allow_take.limiter);
     cr_limiter_free(allow_fast_clock.limiter);
     cr_limiter_free(deny_fast_clock.limiter);
 }

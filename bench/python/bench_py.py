@@ -226,6 +226,13 @@ def part_cellrate(reps: int, keys: List[str], pool: List[List[str]], label: str)
         scenarios.append(Scenario(f"{prefix}.limiter.check.{threads}t", loop_call, lim_check.check,
                                   threads, False, "allow",
                                   all_admitted(lim_check.check, lambda d: d.allowed), **info))
+        # charge and take take their units; check(1) is the row to hold them to
+        for name, method, admitted in (("check_cost1", "check", lambda d: d.allowed),
+                                       ("charge", "charge", lambda d: d.allowed),
+                                       ("take", "take", lambda n: n == 1)):
+            fn = functools.partial(getattr(cellrate.Limiter(ALLOW_RATE, burst=ALLOW_BURST), method), 1)
+            scenarios.append(Scenario(f"{prefix}.limiter.{name}.{threads}t", loop_call, fn, threads,
+                                      False, "allow", all_admitted(fn, admitted), **info))
         for clock, suffix in ((None, ""), ("fast", "_fast_clock")):
             keyed = cellrate.KeyedLimiter(1, 3600, burst=KEYED_BURST, capacity=len(keys),
                                           clock=clock)

@@ -55,6 +55,7 @@ if not pcall(ffi.typeof, "cellrate_ffi_layout") then
             int64_t remaining;
             int64_t retry_after_ns;
             int64_t reset_after_ns;
+            bool clipped;
         } cellrate_decision;
         typedef struct {
             const char *name;

@@ -65,6 +65,9 @@ local OPTIONS = {
     -- a boolean or a string: the prefix rule's words (the Python face's)
     ipv4_prefix = { number = true, boolean = true, string = true },
     ipv6_prefix = { number = true, boolean = true, string = true },
+    -- read by charge() in the log phase: where the request's real cost is
+    header = { string = true },
+    variable = { string = true },
 }
 -- A throwaway limiter whose methods check the cost and wait options.
 local PROBE = cellrate.limiter(1)
@@ -85,49 +88,58 @@ end
 local checked = setmetatable({}, { __mode = "k" })
 local last_checked
 
-local function check_options(opts)
-    if type(opts) ~= "table" then
-        error("cellrate.nginx: opts must be a table, got " .. type(opts), 3)
-    end
-    for name, value in pairs(opts) do
-        local types = OPTIONS[name]
-        if types == nil then
-            error("cellrate.nginx: unknown option '" .. tostring(name) .. "'", 3)
-        end
-        if not types[type(value)] then
-            error("cellrate.nginx: option " .. name .. " must not be a " .. type(value), 3)
-        end
-    end
-    local status = opts.status
-    if status ~= nil and (type(status) ~= "number" or status ~= floor(status)
-                          or status < 400 or status > 599) then
-        error("cellrate.nginx: status must be an integer from 400 to 599, got "
-              .. tostring(status), 3)
-    end
-    if opts.name ~= nil then
-        local ok, err = pcall(check_policy_name, opts.name)
-        if not ok then
-            error("cellrate.nginx: option name: " .. tostring(err), 3)
-        end
-    end
-    -- cost and wait as the core takes them (a probe commits nothing, and a
-    -- reservation of 0 units on the throwaway limiter spends nothing real).
+-- opts.cost as the core takes it (a probe commits nothing), and the prefix
+-- options; a mistake raised at `level` (error's, counted from here).
+local function check_cost_and_prefixes(opts, level)
     local err = opts.cost ~= nil and refused(PROBE, PROBE.peek, opts.cost)
     if err then
-        error("cellrate.nginx: option cost: " .. err, 3)
-    end
-    err = opts.wait ~= nil and refused(PROBE, PROBE.reserve, 0, opts.wait)
-    if err then
-        error("cellrate.nginx: option wait: " .. err, 3)
+        error("cellrate.nginx: option cost: " .. err, level)
     end
     for name, bits in pairs(PREFIX_BITS) do
         local prefix = opts[name]
         if prefix ~= nil and (type(prefix) ~= "number" or prefix ~= floor(prefix)
                               or prefix < 0 or prefix > bits) then
             error("cellrate.nginx: " .. name .. " must be an integer from 0 to " .. bits
-                  .. ", got " .. tostring(prefix), 3)
+                  .. ", got " .. tostring(prefix), level)
         end
     end
+end
+
+-- A mistake is raised at `level` (error's, counted from here: 3 by default,
+-- limit()'s caller).
+local function check_options(opts, level)
+    level = level or 3
+    if type(opts) ~= "table" then
+        error("cellrate.nginx: opts must be a table, got " .. type(opts), level)
+    end
+    for name, value in pairs(opts) do
+        local types = OPTIONS[name]
+        if types == nil then
+            error("cellrate.nginx: unknown option '" .. tostring(name) .. "'", level)
+        end
+        if not types[type(value)] then
+            error("cellrate.nginx: option " .. name .. " must not be a " .. type(value), level)
+        end
+    end
+    local status = opts.status
+    if status ~= nil and (type(status) ~= "number" or status ~= floor(status)
+                          or status < 400 or status > 599) then
+        error("cellrate.nginx: status must be an integer from 400 to 599, got "
+              .. tostring(status), level)
+    end
+    if opts.name ~= nil then
+        local ok, err = pcall(check_policy_name, opts.name)
+        if not ok then
+            error("cellrate.nginx: option name: " .. tostring(err), level)
+        end
+    end
+    -- wait as the core takes it (a reservation of 0 units on the throwaway
+    -- limiter spends nothing real)
+    local err = opts.wait ~= nil and refused(PROBE, PROBE.reserve, 0, opts.wait)
+    if err then
+        error("cellrate.nginx: option wait: " .. err, level)
+    end
+    check_cost_and_prefixes(opts, level + 1)
     checked[opts] = true
 end
 
@@ -428,6 +440,79 @@ function _M.limit(limits, opts)
     return answer(opts, decider, allowed, remaining, retry_after, reset_after,
                   header_fields(decider, allowed, remaining, retry_after, reset_after,
                                 opts.name, opts.legacy_headers))
+end
+
+-- The nginx variable charge() reads for each options table checked.
+local charge_variables = setmetatable({}, { __mode = "k" })
+
+local function charge_variable(opts)
+    local variable = charge_variables[opts]
+    if variable ~= nil then
+        return variable
+    end
+    check_options(opts, 4) -- limit()'s options and words: one table serves both
+    if (opts.header == nil) == (opts.variable == nil) then
+        error("cellrate.nginx: charge reads the cost from one place: give the option header"
+              .. " (a response header's name) or variable (an nginx variable's), not both", 3)
+    end
+    variable = opts.variable or ("sent_http_" .. opts.header:lower():gsub("-", "_"))
+    charge_variables[opts] = variable
+    return variable
+end
+
+--[[
+charge(limits, opts): in the log phase, settles what the request really cost,
+known once the response has gone (a count the upstream reports in a header,
+the bytes sent):
+
+    log_by_lua_block {
+        require("cellrate.nginx").charge(per_key, { key = ..., header = "X-Usage-Tokens" })
+    }
+
+limits: as for limit(). opts: limit()'s (the same table serves both), so the
+  same key is settled and cost is what limit() charged (default 1); and the
+  place of the real cost, one of
+  header    a response header's name (read as $sent_http_<name>)
+  variable  an nginx variable's name ("bytes_sent", "body_bytes_sent",
+            "upstream_http_x_usage", ...)
+The difference from cost is charged (lim:charge: the key may go into debt,
+refused until it drains) or given back (lim:refund). Returns that difference,
+or nil when the place holds no whole number >= 0 (nothing is settled then;
+a value that is no count is logged).
+]]
+function _M.charge(limits, opts)
+    opts = opts or NO_OPTIONS
+    local value = ngx_var[charge_variable(opts)]
+    local actual = tonumber(value)
+    if actual == nil or actual < 0 or actual ~= floor(actual) then
+        if value ~= nil and value ~= "" then
+            ngx_log(ngx_WARN, "cellrate: charge: ", tostring(value), " is no count of units")
+        end
+        return nil
+    end
+    local units = actual - (opts.cost or 1)
+    if units == 0 then
+        return 0
+    end
+    local list = getmetatable(limits) and { limits } or limits
+    if type(list) ~= "table" or list[1] == nil then
+        error("cellrate.nginx: limits must be a cellrate limiter, a keyed limiter or a list of"
+              .. " them, got " .. type(limits), 2)
+    end
+    local key
+    for i, limit in ipairs(list) do
+        local mt = getmetatable(limit)
+        if mt == KEYED_MT then
+            key = key or request_key(opts, 3)
+            if units > 0 then limit:charge(key, units) else limit:refund(key, -units) end
+        elseif mt == LIMITER_MT then
+            if units > 0 then limit:charge(units) else limit:refund(-units) end
+        else
+            error("cellrate.nginx: limits[" .. i .. "] must be a cellrate limiter or keyed"
+                  .. " limiter, got " .. type(limit), 2)
+        end
+    end
+    return units
 end
 
 return _M

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, MutableMapping
 
-from cellrate.web import Policy, Request, app_init_options_of, client_address, header
+from cellrate.web import Policy, Request, Response, app_init_options_of, client_address, header
 
 __all__ = ["RateLimitMiddleware", "Request", "client_address", "header"]
 
@@ -52,10 +52,38 @@ class RateLimitMiddleware:
         refuse, fields = policy.outcome(decision, request)
         if refuse:
             await self._refuse(send, fields)
+        elif policy.charges:
+            await self._settled(scope, receive, send, policy.charger(limits, request), fields)
         elif fields:
             await self.app(scope, receive, _adding(send, _encoded(fields)))
         else:
             await self.app(scope, receive, send)
+
+    async def _settled(self, scope: Scope, receive: Receive, send: Send, charger: Any,
+                       fields: list[tuple[str, str]]) -> None:
+        """The application, with `scope["cellrate.charge"]` for its endpoint and
+        the policy's `charge` applied once it returns (the response has ended,
+        streamed or not, or the client went away)."""
+        scope["cellrate.charge"] = charger
+        if self.policy.charge is None:
+            await self.app(scope, receive, _adding(send, _encoded(fields)) if fields else send)
+            return
+        response = Response()
+        extra = _encoded(fields)
+
+        async def send_watching(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message)
+                message["headers"] = list(message.get("headers", ())) + extra
+                response.started(message["status"], message["headers"])
+            elif message["type"] == "http.response.body":
+                response.bytes_sent += len(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_watching)
+        finally:
+            charger.end(response)
 
     async def _refuse(self, send: Send, fields: list[tuple[str, str]]) -> None:
         status, headers, body = self.policy.refusal(fields)

@@ -94,6 +94,7 @@ def _limited(policy: Policy, respond: Callable[..., Any]) -> Callable[..., Answe
 def limit(*args: Any, **options: Any) -> Callable[[View], View]:
     """A view decorator: `@limit("5/minute", key=..., ...)`."""
     policy = Policy(*args, **options)
+    policy.require_no_charge("cellrate.django.limit")
 
     def decorate(view: View) -> View:
         return functools.wraps(view)(_limited(policy, view))  # type: ignore[return-value]
@@ -114,7 +115,9 @@ def _policy_from_settings() -> Policy:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ImproperlyConfigured(f"CELLRATE: {option!r} is no option of cellrate.web.Policy"
                                        f"{hint}")
-    return Policy(**options)
+    policy = Policy(**options)
+    policy.require_no_charge("cellrate.django.RateLimitMiddleware")
+    return policy
 
 
 class RateLimitMiddleware:

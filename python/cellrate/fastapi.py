@@ -48,6 +48,7 @@ class RateLimit:
     def __init__(self, *args: Any, **options: Any) -> None:
         self.policy = Policy(*args, **options)
         self.policy.require_stores(asynchronous=True)
+        self.policy.require_no_charge("cellrate.fastapi.RateLimit")
 
     async def __call__(self, request: Request, response: Response) -> None:
         policy = self.policy

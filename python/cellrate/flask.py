@@ -33,6 +33,7 @@ class RateLimit:
     def __init__(self, *args: Any, **options: Any) -> None:
         self.policy = Policy(*args, **options)
         self.policy.require_stores(asynchronous=False)
+        self.policy.require_no_charge("cellrate.flask.RateLimit")
 
     def __call__(self, view: View) -> View:
         policy = self.policy

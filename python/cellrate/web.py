@@ -39,7 +39,7 @@ import cellrate
 from cellrate._errors import invalid, invalid_type
 from cellrate._rates import split_rates
 
-__all__ = ["Policy", "Request", "header", "client_address", "Store", "Limits"]
+__all__ = ["Policy", "Request", "Response", "header", "client_address", "Store", "Limits"]
 
 logger = logging.getLogger("cellrate")
 
@@ -152,6 +152,34 @@ class Request:
         if self._client is None:
             self._client = self._policy.client_of(self)
         return self._client
+
+
+class Response:
+    """What a `charge` function sees of a response once it has ended: `status`
+    (0 when none was started), `header(name)` (the value, or None; repeated
+    fields joined with ", ") and `bytes_sent` (of the body, streamed or not)."""
+
+    __slots__ = ("status", "bytes_sent", "_headers")
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.bytes_sent = 0
+        self._headers: list[tuple[str, str]] = []
+
+    def started(self, status: int, headers: Iterable[tuple[Any, Any]]) -> None:
+        self.status = status
+        self._headers = [(_text(name).lower(), _text(value)) for name, value in headers]
+
+    def header(self, name: str) -> str | None:
+        if name.__class__ is not str or not name.isascii():
+            raise _bad_header_name(name)
+        wanted = name.lower()
+        values = [value for field, value in self._headers if field == wanted]
+        return ", ".join(values) if values else None
+
+
+def _text(value: Any) -> str:
+    return value.decode("latin-1") if isinstance(value, (bytes, bytearray)) else str(value)
 
 
 def client_address(request: Request) -> str:
@@ -382,6 +410,16 @@ class Policy:
         responses too.
     dry_run: decide and log refusals (logger "cellrate", WARNING), send the
         RateLimit headers (never Retry-After), refuse nothing.
+    charge: a function of the Request and the Response returning what the
+        request really cost (or None: as checked), applied when the response
+        ends, streamed ones included (ASGI: once the application returns;
+        WSGI: when the response is closed). The difference from what it was
+        charged (`cost`, plus what the endpoint charged) is charged to each
+        limit it met (`charge`: the key may go into debt) or given back
+        (`refund`). An admitted request's endpoint charges its own key with
+        `scope["cellrate.charge"](units)` (ASGI) or `environ["cellrate.charge"]`
+        (WSGI), which returns the tightest Decision. Needs stores that charge
+        (Limiter, KeyedLimiter).
     now: a function returning the time in seconds, passed to the stores as
         `now` (tests, simulations); None: each store reads its own clock.
     """
@@ -410,6 +448,7 @@ class Policy:
         admitted_headers: bool = False,
         dry_run: bool = False,
         now: Callable[[], float] | None = None,
+        charge: Callable[[Request, Response], int | None] | None = None,
     ) -> None:
         if key is not None and not callable(key):
             raise invalid_type("key", "key must be a function of the request "
@@ -508,6 +547,15 @@ class Policy:
         if now is not None and not callable(now):
             raise invalid_type("now", "now must be a function returning seconds, or None")
         self.now = now
+        if charge is not None and not callable(charge):
+            raise invalid_type("charge", "charge must be a function of the request and the "
+                                         "response returning units, or None")
+        # an endpoint may charge its request when every store can
+        self.charges = all(callable(getattr(one.store, "charge", None)) for one in every)
+        if charge is not None and not self.charges:
+            raise invalid_type("charge", "charge: every limit's store must charge and refund "
+                                         "(Limiter, KeyedLimiter); this store cannot yet")
+        self.charge = charge
 
     def require_stores(self, asynchronous: bool) -> None:
         """Refuses the stores an adapter cannot call: under ASGI (`asynchronous`)
@@ -526,6 +574,14 @@ class Policy:
         elif any(one.is_async for one in every):
             raise invalid_type("limit", "limit: an async store (AsyncRedisLimiter) needs the ASGI "
                                "middleware; under WSGI give its synchronous twin (RedisLimiter)")
+
+    def require_no_charge(self, adapter: str) -> None:
+        """Refuses `charge=` in an adapter that never sees its responses end
+        (a route's dependency or decorator): it would settle nothing."""
+        if self.charge is not None:
+            raise invalid("charge", f"charge: {adapter} does not see its responses end; give "
+                                    "charge to cellrate.asgi or cellrate.wsgi's "
+                                    "RateLimitMiddleware")
 
     # -- configuration --------------------------------------------------------
 
@@ -698,6 +754,11 @@ class Policy:
             return await one.store.check(key, cost)
         return await one.store.check(key, cost, now=self.now())
 
+    def charger(self, limits: list[_Limit], request: Request) -> _Charger:
+        """The settling of one admitted request: its endpoint's `charge(units)`,
+        and `end(response)` when the response has ended."""
+        return _Charger(self, limits, request)
+
     def outcome(self, decision: Any, request: Request) -> tuple[bool, list[tuple[str, str]]]:
         """(refuse, header fields) for `decision`."""
         if decision.allowed:
@@ -728,6 +789,67 @@ class Policy:
             body = self._problem_head + detail + b'"}'
         return self.status, [("Content-Type", self.content_type),
                              ("Content-Length", str(len(body)))] + fields, body
+
+
+class _Charger:
+    """Settles one request: what it was charged so far (its `cost` first),
+    charged more, or given back, to every limit it met under its keys."""
+
+    __slots__ = ("policy", "limits", "_items", "_charged", "request")
+
+    def __init__(self, policy: Policy, limits: list[_Limit], request: Request) -> None:
+        self.policy = policy
+        self.request = request
+        self.limits = limits
+        self._items: list[tuple[Any, tuple[Any, ...]]] | None = None
+        self._charged: int | None = None
+
+    @property
+    def items(self) -> list[tuple[Any, tuple[Any, ...]]]:
+        """(store, key arguments) of each limit: the keys worked out once, when first needed."""
+        if self._items is None:
+            self._items = [(one.store, () if one.key is None else (one.key(self.request),))
+                           for one in self.limits]
+        return self._items
+
+    @property
+    def charged(self) -> int:
+        """Units charged so far: the request's cost, then what its endpoint charged."""
+        if self._charged is None:
+            self._charged = self.policy.cost_of(self.request)
+        return self._charged
+
+    def __call__(self, units: int) -> Any:
+        """Charges `units` more now (the key may go into debt); the tightest
+        Decision: the refused one with the longest retry_after, else the one
+        with the fewest remaining."""
+        if isinstance(units, bool) or not isinstance(units, int):
+            raise invalid_type("cost", "cost must be an integer >= 0")
+        if units < 0:
+            raise invalid("cost", "cost must be an integer >= 0")
+        now = {} if self.policy.now is None else {"now": self.policy.now()}
+        decisions = [store.charge(*key, units, **now) for store, key in self.items]
+        self._charged = self.charged + units
+        return min(decisions, key=lambda d: (d.allowed, -d.retry_after, d.remaining))
+
+    def end(self, response: Response) -> None:
+        """Applies the policy's `charge` to the ended response: the difference
+        from what was charged, charged or given back."""
+        charge = self.policy.charge
+        if charge is None:
+            return
+        actual = charge(self.request, response)
+        if actual is None:
+            return
+        if isinstance(actual, bool) or not isinstance(actual, int) or actual < 0:
+            raise invalid("charge", f"charge must return an integer >= 0 or None, got {actual!r}")
+        units, self._charged = actual - self.charged, actual
+        now = {} if self.policy.now is None else {"now": self.policy.now()}
+        for store, key in self.items:
+            if units > 0:
+                store.charge(*key, units, **now)
+            elif units < 0:
+                store.refund(*key, -units, **now)
 
 
 def _under(param: str, error: Exception) -> Exception:

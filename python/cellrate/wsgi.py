@@ -8,9 +8,9 @@ The options are those of `cellrate.web.Policy`; stores must be synchronous.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable
+from typing import Any, Callable, Dict, Iterable, Iterator
 
-from cellrate.web import Policy, Request, app_init_options_of, client_address, header
+from cellrate.web import Policy, Request, Response, app_init_options_of, client_address, header
 
 __all__ = ["RateLimitMiddleware", "Request", "client_address", "header"]
 
@@ -45,12 +45,45 @@ class RateLimitMiddleware:
             _, headers, body = policy.refusal(fields)
             start_response(policy.status_line, headers)
             return [body]
-        if not fields:
+        charger = policy.charger(limits, request) if policy.charges else None
+        if charger is not None:
+            environ["cellrate.charge"] = charger
+        if not fields and (charger is None or policy.charge is None):
             return self.app(environ, start_response)
+        response = Response()
 
         def start_with_headers(status: str, headers: list[tuple[str, str]],
                                exc_info: Any = None) -> Any:
+            response.started(int(status.split(" ", 1)[0]), headers)
             return start_response(status, list(headers) + fields, exc_info)
 
-        return self.app(environ, start_with_headers)
+        sent = self.app(environ, start_with_headers)
+        if charger is None or policy.charge is None:
+            return sent
+        return _Settling(sent, response, charger)
+
+
+class _Settling:
+    """A response body that counts its bytes and, when the server closes it (the
+    response has ended, streamed or not), applies the policy's `charge`."""
+
+    def __init__(self, body: Iterable[bytes], response: Response, charger: Any) -> None:
+        self.body = body
+        self.response = response
+        self.charger = charger
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.body:
+            self.response.bytes_sent += len(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            charger, self.charger = self.charger, None
+            if charger is not None:
+                charger.end(self.response)
 

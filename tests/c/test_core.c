@@ -613,8 +613,63 @@ static void test_keyed_sleeping_keys(void)
     cr_keyed_free(keyed);
 }
 
+/* max_cost= (docs/design.md §9): a limit that could never admit it is a
+ * configuration mistake, refused naming the burst (or a window's rate). */
+static void test_max_cost(void)
+{
+    cr_limit limit;
+    cr_limit_args args = {0};
+    args.rate_text = "1000/minute";
+    args.rate_text_len = 11;
+    args.has_max_cost = true;
+    args.max_cost = 1000;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_OK, "the default burst 1000 fits max_cost 1000");
+    args.max_cost = 1001;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_E_BURST_MAX_COST, "default burst 1000 < 1001");
+    CHECK_EQ_STR(cr_status_param(CR_E_BURST_MAX_COST), "burst", "the parameter to change");
+    args.burst = 4000;
+    args.has_burst = true;
+    args.max_cost = 4000;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_OK, "burst 4000 fits max_cost 4000");
+    args.max_cost = 4001;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_E_BURST_MAX_COST, "burst 4000 < 4001");
+    args.max_cost = -1;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_E_MAX_COST, "a negative max_cost");
+    CHECK_EQ_STR(cr_status_param(CR_E_MAX_COST), "max_cost", "max_cost named");
+    args.max_cost = 0;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_OK, "max_cost 0 fits anything");
+    args.has_burst = false;
+    args.algorithm = "fixed_window";
+    args.algorithm_len = 12;
+    args.max_cost = 1000;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_OK, "a window of 1000 fits max_cost 1000");
+    args.max_cost = 1001;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_E_RATE_MAX_COST, "a window of 1000 < 1001");
+    CHECK_EQ_STR(cr_status_param(CR_E_RATE_MAX_COST), "rate", "a window's amount is its rate");
+    CHECK_EQ_I64(cr_status_class_of(CR_E_RATE_MAX_COST), CR_STATUS_ARGUMENT, "an argument mistake");
+
+    /* take's max_cost is named as such, in every store */
+    cr_limiter *limiter;
+    cr_keyed *keyed;
+    int64_t taken = 7;
+    limit = limit_of(SECOND, 5);
+    if (!CHECK(cr_limiter_new(&limiter, &limit) == CR_OK &&
+                   cr_keyed_new(&keyed, &limit, 8) == CR_OK,
+               "stores"))
+        return;
+    CHECK_EQ_I64(cr_limiter_take(limiter, 0, -1, &taken), CR_E_MAX_COST, "take(-1)");
+    CHECK_EQ_I64(cr_keyed_take(keyed, "k", 1, 0, -1, &taken), CR_E_MAX_COST, "keyed take(-1)");
+    CHECK_EQ_I64(cr_limiter_charge(limiter, 0, -1, NULL), CR_E_COST, "charge(-1)");
+    CHECK_EQ_I64(cr_keyed_charge(keyed, "k", 1, -5, 1, NULL), CR_E_NOW, "charge at a bad now");
+    CHECK_EQ_I64(cr_limiter_take(limiter, CR_HORIZON_NS, 1, &taken), CR_E_NOW, "take at a bad now");
+    CHECK_EQ_I64(taken, 7, "nothing set on an error");
+    cr_limiter_free(limiter);
+    cr_keyed_free(keyed);
+}
+
 int main(void)
 {
+    test_max_cost();
     test_status_table();
     test_limit_init();
     test_time();

@@ -24,7 +24,7 @@ static const char *field(const cr_headers *headers, const char *name)
 static cr_decision decision_of(bool allowed, int64_t limit, int64_t remaining,
                                int64_t retry_after_ns, int64_t reset_after_ns)
 {
-    cr_decision decision = {allowed, limit, remaining, retry_after_ns, reset_after_ns};
+    cr_decision decision = {allowed, limit, remaining, retry_after_ns, reset_after_ns, false};
     return decision;
 }
 

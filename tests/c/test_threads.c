@@ -6,7 +6,9 @@
  *   - the real clock (CR_CLOCK) for ~0.3 s: at most burst + elapsed / T + 1;
  *   - a limit changed back and forth live while threads decide: at most the
  *     admissions of a greedy replay, piece by piece (each limit while it holds,
- *     the units used carried across each change), and never a mixture.
+ *     the units used carried across each change), and never a mixture;
+ *   - take(max_cost) racing on one key at one instant: the units taken, counted,
+ *     are exactly the burst, never more.
  */
 #include "cellrate.h"
 #include "check.h"
@@ -344,8 +346,70 @@ static void test_live_change(bool keyed, const char *path)
     cr_keyed_free(shared.keyed);
 }
 
+typedef struct {
+    cr_limiter *limiter;
+    cr_keyed *keyed;
+    pthread_barrier_t *start;
+    int64_t taken;
+    int errors;
+} taker;
+
+static void *run_taker(void *arg)
+{
+    taker *t = arg;
+    pthread_barrier_wait(t->start);
+    for (int round = 0; round < 400; round++) {
+        int64_t taken = 0;
+        const int64_t max_cost = 1 + round % 7;
+        cr_status status = t->limiter
+                               ? cr_limiter_take(t->limiter, 3 * SECOND, max_cost, &taken)
+                               : cr_keyed_take(t->keyed, "k", 1, 3 * SECOND, max_cost, &taken);
+        if (status != CR_OK || taken < 0 || taken > max_cost)
+            t->errors++;
+        t->taken += taken;
+    }
+    return NULL;
+}
+
+static void test_take_threads(void)
+{
+    const int64_t burst = 1000; /* 4 x 400 takes of up to 7: far more asked than fits */
+    cr_limit limit = limit_of(SECOND, burst);
+    for (int keyed = 0; keyed < 2; keyed++) {
+        pthread_t threads[THREADS];
+        taker takers[THREADS];
+        pthread_barrier_t start;
+        cr_limiter *limiter = NULL;
+        cr_keyed *table = NULL;
+        if (!CHECK((keyed ? cr_keyed_new(&table, &limit, 16) : cr_limiter_new(&limiter, &limit)) ==
+                       CR_OK,
+                   "a store"))
+            return;
+        pthread_barrier_init(&start, NULL, THREADS);
+        for (int i = 0; i < THREADS; i++) {
+            takers[i] = (taker){limiter, table, &start, 0, 0};
+            if (pthread_create(&threads[i], NULL, run_taker, &takers[i]) != 0)
+                exit(2);
+        }
+        int64_t taken = 0;
+        int errors = 0;
+        for (int i = 0; i < THREADS; i++) {
+            pthread_join(threads[i], NULL);
+            taken += takers[i].taken;
+            errors += takers[i].errors;
+        }
+        pthread_barrier_destroy(&start);
+        CHECK_EQ_I64(errors, 0, "take statuses and counts");
+        CHECK_EQ_I64(taken, burst, "%s: %d threads taking at one instant take the burst exactly",
+                     keyed ? "cr_keyed_take" : "cr_limiter_take", THREADS);
+        cr_limiter_free(limiter);
+        cr_keyed_free(table);
+    }
+}
+
 int main(void)
 {
+    test_take_threads();
     test_one_key_frozen();
     test_many_keys_frozen();
     test_real_clock();

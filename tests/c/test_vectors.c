@@ -1,7 +1,8 @@
 /*
  * The shared conformance vectors (tests/vectors/, written by the reference
  * model) through every C entry point that decides or derives:
- *   decisions.txt  cr_decide, cr_limiter_check and cr_keyed_check
+ *   decisions.txt  cr_decide, cr_limiter_check and cr_keyed_check (and reserve,
+ *                  refund, charge, take and live changes likewise)
  *   limits.txt     cr_limit_init (and cr_parse_rate for its status)
  *   seconds.txt    cr_seconds_to_ns
  *
@@ -214,6 +215,63 @@ static void run_refund(variant *v, const char *key, int lineno, int64_t now, int
                  "decisions.txt:%d", lineno);
 }
 
+/* A charge through cr_charge, cr_limiter_charge and cr_keyed_charge (and the
+ * allow stores, to keep them in step). */
+static void run_charge(variant *v, const char *key, int lineno, const vector_op *op, int clipped)
+{
+    const char *name = cr_algorithm_name(v->limit.algorithm);
+    cr_decision got;
+    memset(&got, 0xa5, sizeof got);
+    int64_t state = cr_charge(&v->limit, v->state, op->now, op->cost, &got);
+    compare("cr_charge", name, lineno, op, v->limit.burst, &got);
+    CHECK_EQ_I64(got.clipped, clipped, "cr_charge (%s), decisions.txt:%d", name, lineno);
+    CHECK_EQ_I64(state, op->tat_after, "cr_charge's state (%s), decisions.txt:%d", name, lineno);
+    v->state = op->tat_after;
+    cr_limiter *limiters[2] = {v->limiter, v->allow_limiter};
+    cr_keyed *tables[2] = {v->keyed, v->allow_keyed};
+    for (int i = 0; i < 2; i++) {
+        memset(&got, 0xa5, sizeof got);
+        CHECK_EQ_I64(cr_limiter_charge(limiters[i], op->now, op->cost, i == 0 ? &got : NULL), CR_OK,
+                     "cr_limiter_charge, decisions.txt:%d", lineno);
+        if (i == 0) {
+            compare("cr_limiter_charge", name, lineno, op, v->limit.burst, &got);
+            CHECK_EQ_I64(got.clipped, clipped, "cr_limiter_charge, decisions.txt:%d", lineno);
+        }
+        memset(&got, 0xa5, sizeof got);
+        CHECK_EQ_I64(
+            cr_keyed_charge(tables[i], key, strlen(key), op->now, op->cost, i == 0 ? &got : NULL),
+            CR_OK, "cr_keyed_charge, decisions.txt:%d", lineno);
+        if (i == 0) {
+            compare("cr_keyed_charge", name, lineno, op, v->limit.burst, &got);
+            CHECK_EQ_I64(got.clipped, clipped, "cr_keyed_charge, decisions.txt:%d", lineno);
+        }
+    }
+}
+
+/* A take through cr_take, cr_limiter_take and cr_keyed_take. */
+static void run_take(variant *v, const char *key, int lineno, int64_t now, int64_t max_cost,
+                     int64_t want_taken, int64_t want_state)
+{
+    const char *name = cr_algorithm_name(v->limit.algorithm);
+    int64_t taken = -7;
+    int64_t state = cr_take(&v->limit, v->state, now, max_cost, &taken);
+    CHECK_EQ_I64(taken, want_taken, "cr_take (%s), decisions.txt:%d", name, lineno);
+    CHECK_EQ_I64(state, want_state, "cr_take's state (%s), decisions.txt:%d", name, lineno);
+    v->state = want_state;
+    cr_limiter *limiters[2] = {v->limiter, v->allow_limiter};
+    cr_keyed *tables[2] = {v->keyed, v->allow_keyed};
+    for (int i = 0; i < 2; i++) {
+        taken = -7;
+        CHECK_EQ_I64(cr_limiter_take(limiters[i], now, max_cost, &taken), CR_OK,
+                     "cr_limiter_take, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(taken, want_taken, "cr_limiter_take (%s), decisions.txt:%d", name, lineno);
+        taken = -7;
+        CHECK_EQ_I64(cr_keyed_take(tables[i], key, strlen(key), now, max_cost, &taken), CR_OK,
+                     "cr_keyed_take, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(taken, want_taken, "cr_keyed_take (%s), decisions.txt:%d", name, lineno);
+    }
+}
+
 /* A live change through cr_carry, cr_limiter_reconfigure and
  * cr_keyed_reconfigure (the key converts on its next touch). */
 static void run_reconfigure(variant *v, int lineno, int64_t now, int64_t emission_or_window,
@@ -259,7 +317,7 @@ static int run_decisions(const char *dir)
         if (!meaningful(line))
             continue;
         int64_t emission_ns, burst, now, cost, max_wait, delay, state;
-        int reserved;
+        int reserved, clipped;
         vector_op op;
         if (sscanf(line, "limit %" SCNd64 " %" SCNd64, &emission_ns, &burst) == 2) {
             cr_limit limit = limit_of(emission_ns, burst); /* the vectors keep tau <= 2^62 */
@@ -299,6 +357,19 @@ static int run_decisions(const char *dir)
                                      &state) == 3) {
             for (int i = 0; i < seq.count; i++)
                 run_refund(&seq.variants[i], seq.key, lineno, now, cost, state);
+            ops++;
+        } else if (started && sscanf(line,
+                                     "charge %" SCNd64 " %" SCNd64 " %d %" SCNd64 " %" SCNd64
+                                     " %" SCNd64 " %d %" SCNd64,
+                                     &op.now, &op.cost, &op.allowed, &op.remaining, &op.retry_after,
+                                     &op.reset_after, &clipped, &op.tat_after) == 8) {
+            for (int i = 0; i < seq.count; i++)
+                run_charge(&seq.variants[i], seq.key, lineno, &op, clipped);
+            ops++;
+        } else if (started && sscanf(line, "take %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64,
+                                     &now, &cost, &delay, &state) == 4) {
+            for (int i = 0; i < seq.count; i++)
+                run_take(&seq.variants[i], seq.key, lineno, now, cost, delay, state);
             ops++;
         } else if (started &&
                    sscanf(line, "reconfigure %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64, &now,

@@ -165,6 +165,16 @@ local function read_decisions()
             kind = "reconfigure", line = line.number, now = w[2], emission = w[3], burst = w[4],
             tat_after = w[5],
          })
+      elseif w[1] == "charge" then
+         table.insert(sequences[#sequences].steps, {
+            kind = "charge", line = line.number, now = w[2], cost = w[3], allowed = w[4] == "1",
+            remaining = w[5], retry_after = w[6], reset_after = w[7], clipped = w[8] == "1",
+            tat_after = w[9],
+         })
+      elseif w[1] == "take" then -- cost: the max_cost
+         table.insert(sequences[#sequences].steps, {
+            kind = "take", line = line.number, now = w[2], cost = w[3], taken = w[4], tat_after = w[5],
+         })
       elseif w[1] == "reset" then
          table.insert(sequences[#sequences].steps, "reset")
       elseif w[1] == "op" then
@@ -191,7 +201,8 @@ local function count_ops(steps, from)
 end
 
 -- face: { make(algorithm, period, burst), decide(store, commit, cost, now), reset(store),
---         reserve(store, cost, max_wait, now), refund(store, cost, now) }
+--         reserve(store, cost, max_wait, now), refund(store, cost, now),
+--         charge(store, cost, now), take(store, max_cost, now) }
 -- A window sequence's "period" is its window and its "burst" its rate.
 --         and, where the store changes live, reconfigure(store, algorithm, period, burst, now)
 local function replay_one(face, seq, algorithm, counts, mismatches)
@@ -232,6 +243,16 @@ local function replay_one(face, seq, algorithm, counts, mismatches)
          elseif step.kind == "refund" then
             face.refund(store, cost, now)
             counts.compared = counts.compared + 1
+         elseif (step.kind == "charge" or step.kind == "take") and not face[step.kind] then
+            return skip("skipped: a charge or take this face does not make (rest of its sequence)",
+               count_ops(seq.steps, index))
+         elseif step.kind == "take" then
+            local taken = face.take(store, cost, now)
+            if not integer_match(taken, step.taken) then
+               mismatches[#mismatches + 1] = ("decisions.txt:%d (%s): take gave %s; want %s")
+                  :format(step.line, algorithm, tostring(taken), step.taken)
+            end
+            counts.compared = counts.compared + 1
          elseif step.kind == "reconfigure" then
             local new_period, new_burst = seconds_of(step.emission), integer_of(step.burst)
             if not face.reconfigure or not new_period or not new_burst then
@@ -241,9 +262,14 @@ local function replay_one(face, seq, algorithm, counts, mismatches)
             face.reconfigure(store, algorithm, new_period, new_burst, now)
             counts.compared = counts.compared + 1
          else
-            local allowed, remaining, retry_after, reset_after =
-               face.decide(store, step.commit, cost, now)
+            local allowed, remaining, retry_after, reset_after, clipped
+            if step.kind == "charge" then
+               allowed, remaining, retry_after, reset_after, clipped = face.charge(store, cost, now)
+            else
+               allowed, remaining, retry_after, reset_after = face.decide(store, step.commit, cost, now)
+            end
             if not (allowed == step.allowed and integer_match(remaining, step.remaining)
+                  and (step.kind ~= "charge" or clipped == step.clipped)
                   and seconds_match(retry_after, step.retry_after)
                   and seconds_match(reset_after, step.reset_after)) then
                mismatches[#mismatches + 1] = ("decisions.txt:%d (%s): got %s %s %.17g %.17g; want %s %s %s ns %s ns")
@@ -543,6 +569,8 @@ describe("conformance vectors", function()
          reset = function(lim) lim:reset() end,
          reserve = function(lim, cost, max_wait, now) return lim:reserve(cost, max_wait, now) end,
          refund = function(lim, cost, now) return lim:refund(cost, now) end,
+         charge = function(lim, cost, now) return lim:charge(cost, now) end,
+         take = function(lim, max_cost, now) return lim:take(max_cost, now) end,
       }))
    end)
 
@@ -565,6 +593,8 @@ describe("conformance vectors", function()
          reset = function(keyed) keyed:reset("key") end,
          reserve = function(keyed, cost, max_wait, now) return keyed:reserve("key", cost, max_wait, now) end,
          refund = function(keyed, cost, now) return keyed:refund("key", cost, now) end,
+         charge = function(keyed, cost, now) return keyed:charge("key", cost, now) end,
+         take = function(keyed, max_cost, now) return keyed:take("key", max_cost, now) end,
       }))
    end)
 
@@ -595,6 +625,8 @@ describe("conformance vectors", function()
          reset = function(keyed) keyed:reset("key") end,
          reserve = function(keyed, cost, max_wait, now) return keyed:reserve("key", cost, max_wait, now) end,
          refund = function(keyed, cost, now) return keyed:refund("key", cost, now) end,
+         charge = function(keyed, cost, now) return keyed:charge("key", cost, now) end,
+         take = function(keyed, max_cost, now) return keyed:take("key", max_cost, now) end,
       }
    end
 
@@ -610,6 +642,8 @@ describe("conformance vectors", function()
          reset = function(lim) lim:reset() end,
          reserve = function(lim, cost, max_wait, now) return lim:reserve(cost, max_wait, now) end,
          refund = function(lim, cost, now) return lim:refund(cost, now) end,
+         charge = function(lim, cost, now) return lim:charge(cost, now) end,
+         take = function(lim, max_cost, now) return lim:take(max_cost, now) end,
       }
    end
 

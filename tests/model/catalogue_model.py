@@ -309,3 +309,80 @@ def tightest(decisions: list) -> int:
         elif d.allowed and d.remaining < b.remaining:
             best = i
     return best
+
+
+# --------------------------------------------------------------------------
+# Cost known after the fact (docs/design.md §9)
+
+# The deepest GCRA debt: a charge leaves TAT at most now + 2**62 ns.
+DEBT_MAX_NS = HORIZON_NS
+
+
+@dataclass(frozen=True)
+class Charged:
+    """A charge's decision: check's when the units fit; else the key is in debt:
+    refused, retry_after the wait of one unit now, remaining and reset_after
+    those of the state charged. clipped: the charge met the ceiling."""
+
+    allowed: bool
+    remaining: int
+    retry_after_ns: int
+    reset_after_ns: int
+    clipped: bool
+
+
+def window_ceiling(limit: WindowLimit) -> int:
+    """The largest current count a window key's state word carries: fixed
+    `end + count` reads back while count < P; sliding counts are digits of
+    radix rate + 1."""
+    return limit.window_ns - 1 if limit.algorithm == "fixed_window" else limit.rate
+
+
+def charge(limit, state, t: int, cost: int) -> tuple[Charged, object]:
+    """(decision, state after) of charging `cost` units at t; `limit` a
+    gcra.Limit (state: the TAT) or a WindowLimit (state: Counts or None)."""
+    if cost < 0:
+        raise ValueError("cost must be >= 0")
+    peek = _peeker(limit)
+    fits = peek(state, t, cost).allowed
+    clipped = False
+    after = state
+    if cost > 0 and isinstance(limit, WindowLimit):
+        window, prev, curr, _ = _seen(limit, state, t)
+        ceiling = window_ceiling(limit)
+        clipped = curr + cost > ceiling
+        after = Counts(window, prev, min(curr + cost, ceiling))
+    elif cost > 0:
+        wanted = max(state, t) + cost * limit.emission_ns
+        bound = t + DEBT_MAX_NS
+        clipped = wanted > bound
+        after = max(state, bound) if clipped else wanted
+    report = peek(after, t, 0 if fits else 1)
+    return Charged(fits, report.remaining, report.retry_after_ns, report.reset_after_ns,
+                   clipped), after
+
+
+def take(limit, state, t: int, max_cost: int) -> tuple[int, object]:
+    """(units taken, state after): the most units, at most max_cost, that one
+    check admits at t (found by search: admission only shrinks as the cost grows)."""
+    if max_cost < 0:
+        raise ValueError("max_cost must be >= 0")
+    peek = _peeker(limit)
+    lo, hi = 0, max_cost
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if peek(state, t, mid).allowed:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == 0:
+        return 0, state
+    if isinstance(limit, WindowLimit):
+        return lo, window_decide(limit, state, t, lo, True).counts_after
+    return lo, gcra.decide(limit, state, t, lo, True).tat_after
+
+
+def _peeker(limit):
+    if isinstance(limit, WindowLimit):
+        return lambda state, t, cost: window_decide(limit, state, t, cost, False)
+    return lambda state, t, cost: gcra.decide(limit, state, t, cost, False)

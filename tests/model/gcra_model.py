@@ -121,6 +121,13 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (46, "E_RECONFIGURE_ALGORITHM", "argument", "algorithm",
      "algorithm: a live change keeps the limit's algorithm; make a new limiter for another one"),
     (47, "E_ON_CHANGE", "argument", "on_change", "on_change must be 'apply' or 'refuse'"),
+    (48, "E_MAX_COST", "argument", "max_cost", "max_cost must be an integer >= 0"),
+    (49, "E_BURST_MAX_COST", "argument", "burst",
+     "burst is below max_cost: a request of max_cost units would never be admitted (a "
+     "permanent refusal); give a burst of at least max_cost"),
+    (50, "E_RATE_MAX_COST", "argument", "rate",
+     "rate is below max_cost: a window admits at most rate units, so a request of max_cost "
+     "units would never be admitted; give a rate of at least max_cost per window"),
 ]
 
 

@@ -131,6 +131,40 @@ class Decisions:
             self.tat = catalogue.gcra_refund(self.limit, self.tat, now_ns, cost)
         self.lines.append(f"refund {now_ns} {cost} {self.state}")
 
+    def _store(self):
+        """(limit, state) as the model keeps them: a Limit and its TAT, or a WindowLimit and its Counts."""
+        if self.window is not None:
+            return self.window, self.counts
+        assert self.limit is not None
+        return self.limit, self.tat
+
+    def _keep(self, state) -> None:
+        if self.window is not None:
+            self.counts = state
+        else:
+            self.tat = state
+
+    def charge(self, now_ns: int, cost: int):
+        """Commits `cost` units whatever the state (docs/design.md §9)."""
+        assert 0 <= cost <= INT64_MAX
+        self._time(now_ns)
+        d, after = catalogue.charge(*self._store(), now_ns, cost)
+        self._keep(after)
+        self.lines.append(
+            f"charge {now_ns} {cost} {int(d.allowed)} {d.remaining} {d.retry_after_ns} "
+            f"{d.reset_after_ns} {int(d.clipped)} {self.state}"
+        )
+        return d
+
+    def take(self, now_ns: int, max_cost: int) -> int:
+        """Admits as many units as fit now, up to max_cost (docs/design.md §9)."""
+        assert 0 <= max_cost <= INT64_MAX
+        self._time(now_ns)
+        taken, after = catalogue.take(*self._store(), now_ns, max_cost)
+        self._keep(after)
+        self.lines.append(f"take {now_ns} {max_cost} {taken} {self.state}")
+        return taken
+
     def reconfigure(self, now_ns: int, emission_or_window_ns: int, burst_or_rate: int) -> None:
         """A live change of the key's limit at now_ns (docs/design.md §4)."""
         self._time(now_ns)
@@ -161,6 +195,10 @@ class Decisions:
             + "# reset                            the key back to state 0\n"
             + "# reconfigure <now_ns> <emission_ns|window_ns> <burst|rate> <state_after>   a live change of\n"
             + "#                                  the key's limit (same algorithm): what was used carries\n"
+            + "# charge <now_ns> <cost> <allowed> <remaining> <retry_after_ns> <reset_after_ns> <clipped>"
+            " <state_after>\n"
+            + "#                                  commits cost whatever the state (debt allowed)\n"
+            + "# take <now_ns> <max_cost> <taken> <state_after>   as many units as fit, up to max_cost\n"
             + "# window times are on the realtime clock (windows aligned to the Unix epoch)\n"
             + f"# {self.ops} ops; {self.face_skipped_times} op times have no exact float seconds\n"
         )
@@ -829,6 +867,186 @@ def random_live_changes(v: Decisions, rng: random.Random, count: int) -> None:
                 v.op(t, cost, commit=rng.random() < 0.9)
 
 
+def charge_scenarios(v: Decisions) -> None:
+    v.comment("docs/design.md §9: a charge commits whatever the state; in debt every request is")
+    v.comment("refused with the exact retry_after, and the first admission is when the debt has drained")
+    v.new_key(100 * MS, 5)
+    v.charge(0, 3)
+    v.charge(0, 10)
+    for t in (0, 500 * MS, 900 * MS - 1):
+        v.op(t)
+        v.op(t, 0)
+        v.take(t, 3)
+    v.op(900 * MS)
+    v.op(900 * MS)
+    v.op(SECOND)
+    v.comment("settling an estimate: check(estimate), then charge(actual - estimate) or refund(estimate - actual)")
+    v.new_key(10 * MS, 100)
+    v.op(0, 40)
+    v.charge(0, 25)
+    v.op(0, 40)
+    v.refund(0, 30)
+    v.op(0, 50)
+    v.op(0, 40)
+    v.charge(0, 0)
+    v.comment("a charge above the burst, on an idle key: committed, in debt for the excess")
+    v.new_key(SECOND, 2)
+    v.charge(10 * SECOND, 7)
+    v.op(14 * SECOND)
+    v.op(15 * SECOND, 2)
+    v.op(15 * SECOND)
+    v.comment("a charge while the clock stepped back: from the TAT, never from the earlier now")
+    v.new_key(SECOND, 3)
+    v.op(100 * SECOND, 3)
+    v.charge(50 * SECOND, 2)
+    v.op(104 * SECOND)
+    v.op(105 * SECOND)
+
+
+def debt_bound(v: Decisions) -> None:
+    v.comment("the debt bound: TAT at most now + 2**62 ns; a charge past it is clipped there,")
+    v.comment("never an overflow, never an admission")
+    v.new_key(SECOND, 1)
+    v.charge(SECOND, 5 * 10**9)
+    v.charge(SECOND, 1)
+    v.op(SECOND)
+    v.op(SECOND, 0)
+    v.take(SECOND, 5)
+    v.reserve(SECOND, 1, None)
+    v.refund(SECOND, 10**9)
+    v.op(SECOND)
+    v.charge(2 * SECOND, INT64_MAX)
+    v.comment("a clock that stepped back below the bound keeps the TAT")
+    v.charge(0, 1)
+    v.op(0)
+    v.new_key(1, 1)
+    v.charge(0, INT64_MAX)
+    v.op(0)
+    v.op(HORIZON_NS // 2)
+    v.comment("at the last nanosecond of the horizon: the TAT reaches 2**63 - 1, still exact")
+    whole = 4611686018 * SECOND
+    v.new_key(100 * MS, 5)
+    v.charge(whole, 2**62)
+    v.op(whole)
+    v.op(whole, 5)
+    v.charge(HORIZON_NS - 1, INT64_MAX)
+    v.op(HORIZON_NS - 1)
+    v.op(HORIZON_NS - 1, 0)
+    v.take(HORIZON_NS - 1, INT64_MAX)
+
+
+def window_debts(v: Decisions) -> None:
+    v.comment("fixed_window debt: the count passes the rate up to period_ns - 1 (the packed ceiling);")
+    v.comment("the debt ends with its window")
+    v.new_window("fixed_window", SECOND, 100)
+    v.charge(EPOCH, 60)
+    v.charge(EPOCH, 60)
+    v.op(EPOCH)
+    v.op(EPOCH, 0)
+    v.charge(EPOCH + QUARTER, SECOND - 1 - 120 - 1)
+    v.charge(EPOCH + QUARTER, 1)
+    v.charge(EPOCH + QUARTER, 5)
+    v.charge(EPOCH + QUARTER, INT64_MAX)
+    v.op(EPOCH + 2 * QUARTER)
+    v.refund(EPOCH + 2 * QUARTER, SECOND - 50)
+    v.op(EPOCH + 2 * QUARTER)
+    v.op(EPOCH + SECOND)
+    v.take(EPOCH + SECOND, 1000)
+    v.new_window("fixed_window", 1953125 * 8, 2)
+    v.charge(EPOCH, 1953125 * 8 - 1)
+    v.charge(EPOCH, 1)
+    v.op(EPOCH)
+    v.op(EPOCH + 1953125 * 8)
+    v.comment("sliding_window debt: the current count carries at most the rate (radix rate + 1):")
+    v.comment("a charge past it fills the window, clipped, and weighs on the next as it decays")
+    v.new_window("sliding_window", SECOND, 100)
+    v.charge(EPOCH, 70)
+    v.charge(EPOCH, 70)
+    v.op(EPOCH)
+    v.charge(EPOCH + QUARTER, 1)
+    for step in range(4, 9):
+        v.op(EPOCH + step * QUARTER)
+        v.take(EPOCH + step * QUARTER, 30)
+    v.new_window("sliding_window", 8 * SECOND, 10)
+    v.op(EPOCH, 6)
+    v.op(EPOCH + 8 * SECOND, 6)
+    v.charge(EPOCH + 14 * SECOND, 3)
+    v.op(EPOCH + 14 * SECOND)
+    v.op(EPOCH + 15 * SECOND)
+    v.new_window("sliding_window", 1953125 * 8, 3951)
+    v.charge(EPOCH, 10**6)
+    v.op(EPOCH + 1953125 * 8)
+    v.take(EPOCH + 1953125 * 12, 10**6)
+
+
+def takes(v: Decisions) -> None:
+    v.comment("take(max_cost): as many units as fit now, up to max_cost, in one decision")
+    v.new_key(100 * MS, 10)
+    v.take(0, 4)
+    v.take(0, 10)
+    v.take(0, 5)
+    v.take(0, 0)
+    v.take(250 * MS, 5)
+    v.take(250 * MS, 5)
+    v.take(2 * SECOND, INT64_MAX)
+    v.take(2 * SECOND, 1)
+    v.op(3 * SECOND, 3)
+    v.take(3 * SECOND, 100)
+    v.new_window("fixed_window", SECOND, 10)
+    v.take(EPOCH, 4)
+    v.take(EPOCH, 10)
+    v.take(EPOCH, 1)
+    v.take(EPOCH + SECOND, 0)
+    v.take(EPOCH + SECOND, INT64_MAX)
+    v.new_window("sliding_window", SECOND, 10)
+    v.take(EPOCH, 7)
+    v.take(EPOCH + SECOND, 7)
+    v.take(EPOCH + SECOND + QUARTER, 7)
+    v.take(EPOCH + 2 * SECOND + 3 * QUARTER, INT64_MAX)
+
+
+def random_charges(v: Decisions, rng: random.Random, count: int) -> None:
+    v.comment(f"{count} random sequences of checks, charges, takes and refunds, every algorithm")
+    for _ in range(count):
+        algorithm = rng.choice(("gcra", "gcra", "fixed_window", "sliding_window"))
+        if algorithm == "gcra":
+            emission = rng.choice((1, 1000, MS, 100 * MS, SECOND, rng.randrange(1, 2**36)))
+            burst = rng.choice((1, 2, 5, 10, rng.randrange(1, 1000)))
+            v.new_key(emission, burst)
+            t = rng.choice((0, rng.randrange(0, 2**45)))
+            step, amount = emission, burst
+        else:
+            window = rng.choice((SECOND, 8 * SECOND, 2 * QUARTER, 1953125 * rng.randrange(1, 5000)))
+            ceiling = (catalogue.fixed_ceiling(window) if algorithm == "fixed_window"
+                       else catalogue.sliding_ceiling(window))
+            amount = min(rng.choice((1, 3, 10, 100, rng.randrange(1, ceiling + 1))), ceiling)
+            v.new_window(algorithm, window, amount)
+            t = EPOCH + 1953125 * rng.randrange(0, 2**20)
+            step = window
+        for _ in range(rng.randrange(5, 50)):
+            move = rng.random()
+            grain = 1 if algorithm == "gcra" else 1953125
+            if move < 0.5:
+                t += grain * rng.randrange(0, step // grain + 2)
+            elif move < 0.8:
+                t += grain * rng.randrange(0, 3 * amount * step // grain // max(1, amount) + 2)
+            elif move < 0.9:
+                t -= grain * rng.randrange(0, 2 * step // grain + 2)
+            t = max(t, 0)
+            roll = rng.random()
+            cost = (0 if roll < 0.08 else 1 if roll < 0.4 else rng.randrange(1, 3 * amount + 2)
+                    if roll < 0.97 else rng.choice((2**40, INT64_MAX)))
+            action = rng.random()
+            if action < 0.35:
+                v.charge(t, cost)
+            elif action < 0.55:
+                v.take(t, cost)
+            elif action < 0.65:
+                v.refund(t, cost)
+            else:
+                v.op(t, cost, commit=rng.random() < 0.9)
+
+
 def make_decisions() -> str:
     v = Decisions()
     rng = random.Random(SEED)
@@ -849,6 +1067,12 @@ def make_decisions() -> str:
     live_change_scenarios(v)
     rng = random.Random(SEED + 5)
     random_live_changes(v, rng, 150)
+    charge_scenarios(v)
+    debt_bound(v)
+    window_debts(v)
+    takes(v)
+    rng = random.Random(SEED + 7)
+    random_charges(v, rng, 150)
     return v.text()
 
 

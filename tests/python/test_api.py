@@ -392,7 +392,8 @@ def test_method_signatures_are_introspectable():
 @pytest.mark.skipif(sys.version_info < (3, 10), reason="3.9 drops a heap type's signature")
 def test_constructor_signatures_are_introspectable():
     params = inspect.signature(cellrate.Limiter).parameters
-    assert list(params) == ["rate", "period", "burst", "shared", "shared_mode", "clock", "algorithm"]
+    assert list(params) == ["rate", "period", "burst", "shared", "shared_mode", "clock", "algorithm",
+                            "max_cost"]
     assert params["burst"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["shared"].kind is inspect.Parameter.KEYWORD_ONLY
     assert list(inspect.signature(cellrate.KeyedLimiter).parameters) == [
@@ -404,6 +405,7 @@ def test_constructor_signatures_are_introspectable():
         "shared_mode",
         "clock",
         "algorithm",
+        "max_cost",
     ]
     assert list(inspect.signature(cellrate.Decision).parameters) == [
         "allowed",
@@ -412,6 +414,7 @@ def test_constructor_signatures_are_introspectable():
         "reset_after",
         "limit",
         "window",
+        "clipped",
     ]
 
 

@@ -108,6 +108,28 @@ class Refund:
 
 
 @dataclass
+class Charge:
+    line: int
+    now: int
+    cost: int
+    allowed: bool
+    remaining: int
+    retry_after: int
+    reset_after: int
+    clipped: bool
+    tat_after: int
+
+
+@dataclass
+class Take:
+    line: int
+    now: int
+    max_cost: int
+    taken: int
+    tat_after: int
+
+
+@dataclass
 class Reconfigure:
     line: int
     now: int
@@ -146,6 +168,13 @@ def read_decisions() -> list[Sequence]:
         elif fields[0] == "refund":
             v = [int(f) for f in fields[1:]]
             sequences[-1].steps.append(Refund(number, v[0], v[1], v[2]))
+        elif fields[0] == "charge":
+            v = [int(f) for f in fields[1:]]
+            sequences[-1].steps.append(Charge(number, v[0], v[1], bool(v[2]), v[3], v[4], v[5], bool(v[6]),
+                                              v[7]))
+        elif fields[0] == "take":
+            v = [int(f) for f in fields[1:]]
+            sequences[-1].steps.append(Take(number, *v))
         elif fields[0] == "reconfigure":
             v = [int(f) for f in fields[1:]]
             sequences[-1].steps.append(Reconfigure(number, v[0], v[1], v[2], v[3]))
@@ -169,7 +198,7 @@ def limit_args(seq, algorithm: str):
 
 
 def replay(make_store, check, peek, reset, reserve=None, refund=None,
-           reconfigure=None) -> tuple[collections.Counter, list[str]]:
+           reconfigure=None, charge=None, take=None) -> tuple[collections.Counter, list[str]]:
     """Replays every sequence under each of its algorithms; returns counts of
     compared and skipped ops, and mismatches."""
     counts: collections.Counter = collections.Counter()
@@ -177,12 +206,12 @@ def replay(make_store, check, peek, reset, reserve=None, refund=None,
     for seq in SEQUENCES:
         for algorithm in seq.algorithms:
             replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, reconfigure,
-                       counts, mismatches)
+                       charge, take, counts, mismatches)
     return counts, mismatches
 
 
-def replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, reconfigure, counts,
-               mismatches):
+def replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, reconfigure, charge,
+               take, counts, mismatches):
     ops = [s for s in seq.steps if s != "reset"]
     made = limit_args(seq, algorithm)
     if made is None:
@@ -235,7 +264,24 @@ def replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, 
             refund(store, step.cost, now)
             counts["compared"] += 1
             continue
-        d = (check if step.commit else peek)(store, step.cost, now)
+        if isinstance(step, Take):
+            if take is None:
+                return
+            got = take(store, step.max_cost, now)
+            if got != step.taken:
+                mismatches.append(f"decisions.txt:{step.line} ({algorithm}): take gave {got!r}; "
+                                  f"want {step.taken}")
+            counts["compared"] += 1
+            continue
+        if isinstance(step, Charge):
+            if charge is None:
+                return
+            d = charge(store, step.cost, now)
+            if d.clipped is not step.clipped:
+                mismatches.append(f"decisions.txt:{step.line} ({algorithm}): charge gave {d!r}; "
+                                  f"want clipped={step.clipped}")
+        else:
+            d = (check if step.commit else peek)(store, step.cost, now)
         if not (
             d.allowed is step.allowed
             and d.remaining == step.remaining
@@ -277,6 +323,8 @@ def test_decisions_limiter():
         lambda lim, cost, max_wait, now: lim.reserve(cost, timeout=max_wait, now=now),
         lambda lim, cost, now: lim.refund(cost, now=now),
         lambda lim, rate, period, burst, now: lim.reconfigure(rate, period, burst=burst, now=now),
+        lambda lim, cost, now: lim.charge(cost, now=now),
+        lambda lim, max_cost, now: lim.take(max_cost, now=now),
     )
     report("Limiter", counts, mismatches)
 
@@ -290,6 +338,8 @@ def test_decisions_keyed():
         lambda keyed, cost, max_wait, now: keyed.reserve("key", cost, timeout=max_wait, now=now),
         lambda keyed, cost, now: keyed.refund("key", cost, now=now),
         lambda keyed, rate, period, burst, now: keyed.reconfigure(rate, period, burst=burst, now=now),
+        lambda keyed, cost, now: keyed.charge("key", cost, now=now),
+        lambda keyed, max_cost, now: keyed.take("key", max_cost, now=now),
     )
     report("KeyedLimiter", counts, mismatches)
 

@@ -125,6 +125,16 @@ def use_catalogue() -> None:
     assert decision.allowed
 
 
+def use_costs_after_the_fact() -> None:
+    limiter = Limiter("1000/minute", burst=4000, max_cost=4000)
+    decision: Decision = limiter.charge(250, now=0.0)
+    clipped: bool = decision.clipped
+    assert decision.allowed and not clipped
+    taken: int = limiter.take(10)
+    keyed = KeyedLimiter(100, algorithm="sliding_window", max_cost=100)
+    assert keyed.charge("k", 3).allowed and keyed.take(b"k", 5, now=None) >= 0 and taken == 10
+
+
 def use_waiting() -> float:
     limiter = Limiter(1000, burst=10)
     limiter.wait()
@@ -234,6 +244,7 @@ def main() -> None:
         ]
     )
     use_catalogue()
+    use_costs_after_the_fact()
     use_limit()
 
 

@@ -1,0 +1,102 @@
+-- Costs known after the fact (docs/design.md §9) through the Lua face:
+-- lim:charge, lim:take, their keyed forms, the max_cost option, and bad input
+-- named as Python names it. The decisions are pinned by vectors_spec.
+local cellrate = require "cellrate"
+local support = dofile("tests/lua/support.lua")(assert)
+local raises, status = support.raises, support.status
+
+local EPOCH = 1700000000.25 -- a realtime instant, on the windows' grid
+
+describe("charge", function()
+   it("commits whatever the state, and the debt drains at exactly the rate", function()
+      local lim = cellrate.limiter(10, { burst = 5 })
+      local allowed, remaining, retry_after, reset_after, clipped = lim:charge(12, 0)
+      assert.are.same({ false, 0, 0.8, 1.2, false }, { allowed, remaining, retry_after, reset_after, clipped })
+      assert.are.equal(0, lim:take(5, 0.7999))
+      assert.is_false((lim:check(1, 0.7999)))
+      assert.is_true((lim:check(1, 0.8))) -- the first admission: when the model says
+      assert.is_false((lim:check(1, 0.8)))
+   end)
+
+   it("settles an estimate, keyed, key first", function()
+      local keyed = cellrate.keyed(10, { burst = 5, capacity = 8 })
+      assert.is_true((keyed:check("k", 1, 0)))
+      local allowed, remaining = keyed:charge("k", 3, 0)
+      assert.is_true(allowed)
+      assert.are.equal(1, remaining)
+      keyed:refund("k", 2, 0)
+      assert.are.equal(3, keyed:take("k", 10, 0))
+   end)
+
+   it("is clipped at the debt bound and says so", function()
+      local lim = cellrate.limiter(1, { burst = 1 })
+      local allowed, _, _, reset_after, clipped = lim:charge(2 ^ 62, 1)
+      assert.is_false(allowed)
+      assert.is_true(clipped)
+      assert.are.equal(2 ^ 62 / 1e9, reset_after)
+   end)
+
+   it("takes a window's count to its packed ceiling", function()
+      local fixed = cellrate.limiter(100, { period = 1, algorithm = "fixed_window" })
+      assert.is_false(select(5, fixed:charge(1e9 - 1, EPOCH)))
+      assert.is_true(select(5, fixed:charge(1, EPOCH)))
+      assert.is_true((fixed:check(1, EPOCH + 0.75)))
+   end)
+end)
+
+describe("take", function()
+   it("admits as many units as fit, up to max_cost", function()
+      local lim = cellrate.limiter(10, { burst = 10 })
+      assert.are.equal(4, lim:take(4, 0))
+      assert.are.equal(6, lim:take(10, 0))
+      assert.are.equal(0, lim:take(5, 0))
+      assert.are.equal(0, lim:take(0, 1))
+      assert.are.equal(10, lim:take(100, 5))
+   end)
+end)
+
+describe("max_cost", function()
+   it("refuses a burst that could never fit it, naming burst", function()
+      local words = status("E_BURST_MAX_COST")
+      assert.are.equal(words.message, raises("burst", cellrate.limiter, "1000/minute", { max_cost = 4000 }))
+      assert.is_truthy(cellrate.limiter("1000/minute", { burst = 4000, max_cost = 4000 }))
+      raises("rate", cellrate.keyed, 100, { period = 60, algorithm = "fixed_window", max_cost = 101 })
+      raises("max_cost", cellrate.keyed, 100, { max_cost = -1 })
+      raises("max_cost", cellrate.limiter, 100, { max_cost = 2.5 })
+      raises("max_cost", cellrate.limiter, 100, { max_cost = "3" })
+   end)
+end)
+
+describe("bad input", function()
+   local lim, keyed = cellrate.limiter(10), cellrate.keyed(10, { capacity = 8 })
+   -- not tail calls: LuaJIT reports no caller for those
+   local cases = {
+      { "max_cost", function() local _ = lim:take(-1) end },
+      { "max_cost", function() local _ = lim:take() end },
+      { "max_cost", function() local _ = keyed:take("k", 1.5) end },
+      { "max_cost", function() local _ = keyed:take("k", "3") end },
+      { "cost", function() local _ = lim:charge(-1) end },
+      { "cost", function() local _ = lim:charge() end },
+      { "cost", function() local _ = keyed:charge("k", {}) end },
+      { "key", function() local _ = keyed:charge(5, 1) end },
+      { "now", function() local _ = lim:charge(1, -1) end },
+      { "now", function() local _ = keyed:take("k", 1, 0 / 0) end },
+   }
+   for i, case in ipairs(cases) do
+      it(("names %s (%d), in the core's words, at the caller's line"):format(case[1], i), function()
+         local ok, err = pcall(case[2])
+         assert.is_false(ok)
+         assert.is_truthy(err:find("charge_spec.lua:%d+: " .. case[1]), err)
+         raises(case[1], case[2])
+      end)
+   end
+
+   it("spends nothing", function()
+      assert.are.equal(9, select(2, lim:check(1, 0)))
+      assert.are.equal(9, select(2, keyed:check("k", 1, 0)))
+   end)
+
+   it("uses the words Python uses", function()
+      assert.are.equal(status("E_MAX_COST").message, raises("max_cost", function() local _ = lim:take(-1) end))
+   end)
+end)
