@@ -22,7 +22,7 @@
  */
 #include "cellrate.h"
 #include "internal.h"
-#include "siphash.h"
+#include "place.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -40,13 +40,14 @@
  * fingerprint below (never 0 in an occupied slot). */
 #define TAG_SHIFT 56
 #define FP_MASK ((UINT64_C(1) << TAG_SHIFT) - 1)
+_Static_assert(FP_MASK == CR_FP_MASK, "the tag sits above the fingerprint");
 #define TAG_COUNT 256
 /* The sweep visits every bucket within SWEEP_CHANGES changes; a state is
  * carried through up to MAX_BEHIND changes (< 256: tags never alias). */
 #define SWEEP_CHANGES 112
 #define MAX_BEHIND 224
 
-__extension__ typedef unsigned __int128 slot_pair; /* low half: fingerprint; high half: TAT */
+typedef cr_pair slot_pair; /* low half: fingerprint; high half: TAT */
 
 typedef union {
     slot_pair pair;
@@ -109,13 +110,7 @@ static slot_pair make_pair(uint64_t fp, int64_t tat)
 
 static bool slot_cas(slot *target, slot_pair expected, slot_pair desired)
 {
-#if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
-    /* GCC inlines cmpxchg16b for __sync (with -mcx16) but not for __atomic. */
-    return __sync_bool_compare_and_swap(&target->pair, expected, desired);
-#else
-    return __atomic_compare_exchange_n(&target->pair, &expected, desired, false, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
-#endif
+    return cr_pair_cas(&target->pair, expected, desired);
 }
 
 /* Reads a slot's two halves. The pair may be torn by a concurrent change; a
@@ -124,29 +119,9 @@ static bool slot_cas(slot *target, slot_pair expected, slot_pair desired)
 static uint64_t load_fp(const slot *s) { return __atomic_load_n(&s->half.fp, __ATOMIC_ACQUIRE); }
 static int64_t load_tat(const slot *s) { return __atomic_load_n(&s->half.tat, __ATOMIC_ACQUIRE); }
 
-/* Lemire's multiply-shift: a uniform index in [0, n) without a division. */
-static uint32_t reduce(uint32_t hash, uint32_t n) { return (uint32_t)(((uint64_t)hash * n) >> 32); }
-
-typedef struct {
-    uint64_t fp;
-    uint32_t bucket[2];
-} key_place;
-
-static key_place key_place_of(const cr_keyed *keyed, const void *key, size_t key_len)
-{
-    uint64_t hash = cr_siphash13(keyed->seed, key, key_len);
-    key_place place;
-    place.fp = (hash & FP_MASK) ? hash & FP_MASK : 1;
-    place.bucket[0] = reduce((uint32_t)hash, keyed->nbuckets);
-    place.bucket[1] = reduce((uint32_t)(hash >> 32), keyed->nbuckets);
-    if (place.bucket[1] == place.bucket[0] && keyed->nbuckets > 1)
-        place.bucket[1] = (place.bucket[0] + 1) % keyed->nbuckets;
-    return place;
-}
-
 /* The slot holding `fp`, with its TAT in *tat and its whole fingerprint word
  * (the generation tag too) in *word, or NULL. */
-static slot *find(const cr_keyed *keyed, const key_place *place, int64_t *tat, uint64_t *word)
+static slot *find(const cr_keyed *keyed, const cr_key_place *place, int64_t *tat, uint64_t *word)
 {
     for (int b = 0; b < 2; b++) {
         bucket *bk = &keyed->buckets[place->bucket[b]];
@@ -167,33 +142,6 @@ static slot *find(const cr_keyed *keyed, const key_place *place, int64_t *tat, u
 /* ------------------------------------------------------------------------ */
 /* Stripe locks: taken only to give a slot to a key.                         */
 
-/* A lock taken over from a dead holder needs no repair: every slot change is
- * a single CAS, so the holder left no slot half-written. */
-static cr_status lock_places(cr_keyed *keyed, const key_place *place, uint32_t stripe[2])
-{
-    stripe[0] = place->bucket[0] % keyed->nstripes;
-    stripe[1] = place->bucket[1] % keyed->nstripes;
-    if (stripe[0] > stripe[1]) { /* one global order: no deadlock */
-        uint32_t first = stripe[1];
-        stripe[1] = stripe[0];
-        stripe[0] = first;
-    }
-    cr_status status = cr_lock_acquire(&keyed->stripes[stripe[0]]);
-    if (status != CR_OK || stripe[1] == stripe[0])
-        return status;
-    status = cr_lock_acquire(&keyed->stripes[stripe[1]]);
-    if (status != CR_OK)
-        cr_lock_release(&keyed->stripes[stripe[0]]);
-    return status;
-}
-
-static void unlock_places(cr_keyed *keyed, const uint32_t stripe[2])
-{
-    if (stripe[1] != stripe[0])
-        cr_lock_release(&keyed->stripes[stripe[1]]);
-    cr_lock_release(&keyed->stripes[stripe[0]]);
-}
-
 /*
  * Gives `place->fp` a slot holding `new_tat`, called with the key's stripes
  * locked and the key absent from both buckets. Takes an empty slot of the
@@ -201,7 +149,7 @@ static void unlock_places(cr_keyed *keyed, const uint32_t stripe[2])
  * smallest TAT, which is free if that TAT has passed and otherwise the most
  * idle live key, evicted and counted.
  */
-static void claim_slot(cr_keyed *keyed, const key_place *place, uint64_t tag, int64_t now_ns,
+static void claim_slot(cr_keyed *keyed, const cr_key_place *place, uint64_t tag, int64_t now_ns,
                        int64_t new_tat)
 {
     for (;;) {
@@ -471,7 +419,7 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
     if (status != CR_OK)
         return status;
     /* Start fetching the key's buckets, then read the clock while they come. */
-    const key_place place = key_place_of(keyed, key, key_len);
+    const cr_key_place place = cr_key_place_of(keyed->seed, keyed->nbuckets, key, key_len);
     __builtin_prefetch(&keyed->buckets[place.bucket[0]]);
     __builtin_prefetch(&keyed->buckets[place.bucket[1]]);
     keyed_limit *current = current_limit(keyed);
@@ -497,13 +445,13 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
         if (new_state == 0 || !commit)
             return CR_OK;
         uint32_t stripe[2];
-        status = lock_places(keyed, &place, stripe);
+        status = cr_lock_places(keyed->stripes, keyed->nstripes, &place, stripe);
         if (status != CR_OK)
             return status;
         bool placed = !find(keyed, &place, &state, &word);
         if (placed)
             claim_slot(keyed, &place, tag_of(current->generation), now_ns, new_state);
-        unlock_places(keyed, stripe);
+        cr_unlock_places(keyed->stripes, stripe);
         if (placed)
             return CR_OK;
         /* another thread placed the key meanwhile: decide against its slot */
@@ -561,7 +509,7 @@ cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int6
 
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
 {
-    const key_place place = key_place_of(keyed, key, key_len);
+    const cr_key_place place = cr_key_place_of(keyed->seed, keyed->nbuckets, key, key_len);
     int64_t tat;
     uint64_t word;
     slot *s;

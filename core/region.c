@@ -263,6 +263,9 @@ static cr_status check_identity(int fd, const cr_region_spec *spec, char boot_id
         return CR_E_SHARED_KIND;
     if (identity.kind >> 8 != spec->algorithm)
         return CR_E_SHARED_ALGORITHM;
+    if (spec->kind == CR_REGION_CONCURRENCY &&
+        (identity.emission_ns != spec->emission_ns || identity.burst != spec->burst))
+        return CR_E_SHARED_LIMIT; /* a concurrency region's lease and limit */
     if (identity.emission_ns != spec->emission_ns)
         return CR_E_SHARED_RATE;
     if (identity.burst != spec->burst) /* a window's burst is its rate */
@@ -337,10 +340,13 @@ cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit
 {
     if (mode < 0 || mode > 0777)
         return CR_E_SHARED_MODE;
-    /* a window algorithm's limit is its window and rate (docs/design.md §7) */
-    spec->algorithm = limit->algorithm;
-    spec->emission_ns = cr_is_window(limit) ? limit->tolerance_ns : limit->emission_ns;
-    spec->burst = limit->burst;
+    /* a window algorithm's limit is its window and rate (docs/design.md §7);
+     * a store without a rate (NULL: concurrency) fills these in itself */
+    if (limit) {
+        spec->algorithm = limit->algorithm;
+        spec->emission_ns = cr_is_window(limit) ? limit->tolerance_ns : limit->emission_ns;
+        spec->burst = limit->burst;
+    }
     layout(spec);
     /* Each round either opens the file or finds it absent and creates it; a
      * round ends in another only when a racing process linked first, or

@@ -123,6 +123,18 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (47, "E_SHARED_RECONFIGURE", "argument", "shared",
      "shared: the limit of a shared region cannot be changed live; every process opens it "
      "with the limit it was made with"),
+    (48, "E_LIMIT", "argument", "limit",
+     "limit must be an integer >= 1 and <= 65536 (the units that may be held at once)"),
+    (49, "E_HOLD_COST", "argument", "cost",
+     "cost must be an integer >= 1 (the units a holding takes)"),
+    (50, "E_LEASE", "argument", "lease",
+     "lease must be a number of seconds > 0 and below 2^62 ns (146 years), or absent for none"),
+    (51, "E_SHARED_LIMIT", "region", "shared",
+     "shared: the region was made with another limit or lease"),
+    (52, "E_KEY_UNKEYED", "argument", "key",
+     "key: a concurrency limit without capacity has no keys; give capacity for one limit "
+     "per key"),
+    (53, "E_SLOT", "argument", "slot", "slot must be a slot that a concurrency limit gave out"),
 ]
 
 
