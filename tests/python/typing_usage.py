@@ -220,6 +220,7 @@ def main() -> None:
     assert sorted(cellrate.__all__) == sorted(
         [
             "CellrateError",
+            "Concurrency",
             "Decision",
             "InvalidArgument",
             "InvalidArgumentType",
@@ -227,9 +228,11 @@ def main() -> None:
             "Limit",
             "Limiter",
             "RateLimited",
+            "Slot",
             "__version__",
             "check_all",
             "check_policy_name",
+            "concurrent",
             "limit",
         ]
     )
