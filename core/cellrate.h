@@ -603,7 +603,7 @@ cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *a
                   int64_t *slept_ns, cr_decision *refusal);
 
 /* ------------------------------------------------------------------------ */
-/* Concurrency: units held at once (docs/design.md §14).                    */
+/* Concurrency: units held at once (docs/design.md §15).                    */
 
 /* The largest limit of a gauge: each unit of it is a 16-byte cell. */
 #define CR_GAUGE_MAX_LIMIT 65536

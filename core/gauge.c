@@ -1,5 +1,5 @@
 /*
- * Concurrency gauges: units held at once, per key (docs/design.md §14).
+ * Concurrency gauges: units held at once, per key (docs/design.md §15).
  *
  * A gauge is `limit` cells of 16 bytes, one per unit: {holder, acquired_ns},
  * all zero when free. A holding of cost n is n cells carrying the same
@@ -19,7 +19,8 @@
  * stripe locks, after marking the head busy and finding every cell free. A
  * lock-free taker reads the head again after its takes and gives them back
  * if it changed; with every access sequentially consistent, either the
- * taker sees the mark, or the marker sees the taker's cells.
+ * taker sees the mark, or the marker sees the taker's cells. A mark left by
+ * a marker that died is cleared by the next taker of the lock.
  */
 #include "internal.h"
 #include "place.h"
@@ -208,15 +209,29 @@ static int64_t find(const cr_gauge *gauge, const cr_key_place *place)
     return -1;
 }
 
+/* Clears the busy marks of the key's buckets: called with the stripe locks
+ * held, so a mark found is a dead setter's, and its key keeps its gauge
+ * (never two gauges for one key). */
+static void clear_dead_marks(cr_gauge *gauge, const cr_key_place *place)
+{
+    for (int b = 0; b < 2; b++)
+        for (uint32_t i = 0; i < GAUGES_PER_BUCKET; i++) {
+            _Atomic uint64_t *head = head_of(gauge, place->bucket[b] * GAUGES_PER_BUCKET + i);
+            uint64_t word = atomic_load(head);
+            if (word & BUSY)
+                atomic_compare_exchange_strong(head, &word, word & ~BUSY);
+        }
+}
+
 /* Gives gauge `index` (head seen as `word`) to `fp` if it is unused or its
  * key is absent (every cell free once dead holdings are reclaimed). Called
- * with the stripe locks held: a busy mark found here is a dead setter's. */
+ * with the stripe locks held, after clear_dead_marks. */
 static bool give_gauge(cr_gauge *gauge, uint32_t index, uint64_t word, uint64_t fp)
 {
     _Atomic uint64_t *head = head_of(gauge, index);
     if (word == 0)
         return atomic_compare_exchange_strong(head, &word, fp);
-    const uint64_t owner = word & ~BUSY;
+    const uint64_t owner = word;
     if (!atomic_compare_exchange_strong(head, &word, owner | BUSY))
         return false;
     reclaim(gauge, index);
@@ -288,6 +303,7 @@ cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int
             status = cr_lock_places(gauge->stripes, gauge->nstripes, &place, stripe);
             if (status != CR_OK)
                 return status;
+            clear_dead_marks(gauge, &place);
             index = find(gauge, &place);
             if (index < 0)
                 index = place_key(gauge, &place);
