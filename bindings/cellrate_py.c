@@ -78,7 +78,7 @@ typedef struct {
     int64_t capacity;    /* a KeyedLimiter's */
 } StoreObject;
 
-/* A Concurrency: units held at once (docs/design.md §14). */
+/* A Concurrency: units held at once (docs/design.md §15). */
 typedef struct {
     PyObject_HEAD
     cr_gauge *gauge;

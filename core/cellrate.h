@@ -617,6 +617,8 @@ typedef struct cr_holding {
     int64_t acquired_ns; /* CLOCK_MONOTONIC at the acquire (0 without a lease) */
     int64_t cost;        /* units held */
     uint32_t entry;      /* the gauge of the table it is held in */
+    uint32_t first;      /* its cells lie in the `span` cells from cell `first` on */
+    uint32_t span;
 } cr_holding;
 
 /*
@@ -661,7 +663,8 @@ cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int
 /* Gives back the units of `holding` and returns how many came back: 0 for a
  * holding already released, reclaimed (its lease ran out), of another gauge,
  * or holder 0. Never more than the holding took: a gauge never goes below
- * zero. Lock-free. */
+ * zero. Lock-free; reads only the cells the holding's span covers (one, for
+ * a unit taken where a free cell was found at once). */
 int64_t cr_gauge_release(cr_gauge *gauge, const cr_holding *holding);
 
 /* As cr_gauge_acquire, blocking the calling thread until the units are

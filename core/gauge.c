@@ -67,8 +67,24 @@ struct cr_gauge {
     cr_region region; /* base is NULL for gauges of this process alone */
 };
 
+/* Sequence numbers of this process's holdings, handed to each thread in
+ * blocks so that threads share no counter on the hot path. */
+#define SEQUENCE_BLOCK 4096
 static _Atomic uint32_t holding_sequence;
+static _Thread_local uint32_t thread_sequence, thread_sequence_end;
 static _Thread_local uint32_t start_hint; /* spreads threads over the cells */
+
+/* A sequence number for a new holding; never 0. */
+static uint32_t next_sequence(void)
+{
+    if (thread_sequence == thread_sequence_end) {
+        thread_sequence = atomic_fetch_add_explicit(&holding_sequence, SEQUENCE_BLOCK,
+                                                    memory_order_relaxed);
+        thread_sequence_end = thread_sequence + SEQUENCE_BLOCK;
+    }
+    uint32_t sequence = ++thread_sequence;
+    return sequence != 0 ? sequence : 1;
+}
 
 static _Atomic uint64_t *head_of(const cr_gauge *gauge, uint32_t index)
 {
@@ -98,15 +114,19 @@ static int64_t load_acquired(const cell *c)
     return __atomic_load_n(&c->half.acquired_ns, __ATOMIC_SEQ_CST);
 }
 
-/* Frees the cells of gauge `index` that carry {holder, acquired_ns}; the count. */
-static int64_t free_cells(cr_gauge *gauge, uint32_t index, uint64_t holder, int64_t acquired_ns)
+/* Frees the cells of `holding` (those of its span carrying its pair); the count. */
+static int64_t free_cells(cr_gauge *gauge, const cr_holding *holding)
 {
-    cell *cells = cells_of(gauge, index);
+    cell *cells = cells_of(gauge, holding->entry);
+    const cr_pair mine = make_pair(holding->holder, holding->acquired_ns);
+    const uint64_t limit = (uint64_t)gauge->limit;
+    const uint64_t span = holding->span < limit ? holding->span : limit;
     int64_t freed = 0;
-    for (int64_t i = 0; i < gauge->limit; i++)
-        if (load_holder(&cells[i]) == holder &&
-            cr_pair_cas(&cells[i].pair, make_pair(holder, acquired_ns), 0))
+    for (uint64_t i = 0; i < span; i++) {
+        cell *c = &cells[(holding->first + i) % limit];
+        if (load_holder(c) == holding->holder && cr_pair_cas(&c->pair, mine, 0))
             freed++;
+    }
     return freed;
 }
 
@@ -171,29 +191,37 @@ static int64_t held_cells(const cr_gauge *gauge, uint32_t index)
 typedef enum { TAKEN, REFUSED, MOVED } take_result;
 
 /* Takes `holding->cost` free cells of gauge `index`, owned by `fp` (0: a
- * single gauge, whose head never changes); reclaims dead holdings once when
- * short. MOVED: the gauge went to another key meanwhile (nothing kept). */
-static take_result take(cr_gauge *gauge, uint32_t index, uint64_t fp, const cr_holding *holding)
+ * single gauge, whose head never changes), and sets the holding's entry
+ * and span; reclaims dead holdings once when short. MOVED: the gauge went
+ * to another key meanwhile (nothing kept). */
+static take_result take(cr_gauge *gauge, uint32_t index, uint64_t fp, cr_holding *holding)
 {
     cell *cells = cells_of(gauge, index);
     const cr_pair mine = make_pair(holding->holder, holding->acquired_ns);
+    const uint64_t limit = (uint64_t)gauge->limit;
     /* each thread starts at its own cell (its hint's address differs) */
-    const uint64_t start = start_hint++ + (uintptr_t)&start_hint / 64;
+    const uint64_t start = (start_hint++ + (uintptr_t)&start_hint / 64) % limit;
+    holding->entry = index;
+    holding->first = (uint32_t)start;
+    holding->span = 0;
     int64_t taken = 0;
     for (int pass = 0; pass < 2 && taken < holding->cost; pass++) {
         if (pass == 1 && reclaim(gauge, index) == 0)
             break;
-        for (int64_t i = 0; i < gauge->limit && taken < holding->cost; i++) {
-            cell *c = &cells[(start + (uint64_t)i) % (uint64_t)gauge->limit];
-            if (load_holder(c) == 0 && cr_pair_cas(&c->pair, 0, mine))
+        for (uint64_t i = 0; i < limit && taken < holding->cost; i++) {
+            cell *c = &cells[(start + i) % limit];
+            if (load_holder(c) == 0 && cr_pair_cas(&c->pair, 0, mine)) {
                 taken++;
+                if (i + 1 > holding->span)
+                    holding->span = (uint32_t)(i + 1);
+            }
         }
     }
     const bool moved = fp != 0 && atomic_load(head_of(gauge, index)) != fp;
     if (taken == holding->cost && !moved)
         return TAKEN;
     if (taken > 0)
-        free_cells(gauge, index, holding->holder, holding->acquired_ns);
+        free_cells(gauge, holding);
     return moved ? MOVED : REFUSED;
 }
 
@@ -281,13 +309,10 @@ cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int
     if (cost > gauge->limit)
         return CR_OK; /* can never fit */
     cr_holding mine = {
-        .holder = (uint64_t)cr_own_pid() << 32 |
-                  (atomic_fetch_add_explicit(&holding_sequence, 1, memory_order_relaxed) + 1),
+        .holder = (uint64_t)cr_own_pid() << 32 | next_sequence(),
         .acquired_ns = gauge->lease_ns > 0 ? cr_clock_ns() : 0,
         .cost = cost,
     };
-    if ((uint32_t)mine.holder == 0) /* the sequence wrapped onto 0 */
-        mine.holder |= 1;
     if (gauge->capacity == 0) {
         if (take(gauge, 0, 0, &mine) != TAKEN)
             return CR_OK;
@@ -315,7 +340,6 @@ cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int
         if (result == MOVED)
             continue;
         if (result == TAKEN) {
-            mine.entry = (uint32_t)index;
             *acquired = true;
             *holding = mine;
         }
@@ -327,7 +351,7 @@ int64_t cr_gauge_release(cr_gauge *gauge, const cr_holding *holding)
 {
     if (holding->holder == 0 || holding->entry >= gauge->ngauges)
         return 0;
-    return free_cells(gauge, holding->entry, holding->holder, holding->acquired_ns);
+    return free_cells(gauge, holding);
 }
 
 cr_status cr_gauge_wait(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,

@@ -1,4 +1,4 @@
-"""Concurrency.hold and @cellrate.concurrent: work in flight (docs/design.md §14).
+"""Concurrency.hold and @cellrate.concurrent: work in flight (docs/design.md §15).
 
 The compiled Concurrency takes and gives back units (try_acquire,
 Slot.release) and blocks a thread with the GIL released (_wait). What is
@@ -91,11 +91,16 @@ class Hold:
             self.slot = None
 
     async def __aenter__(self) -> Slot:
-        self.slot = await acquire_async(self.concurrency, self.key, self.cost, self.timeout)
-        return self.slot
+        slot = self.concurrency.try_acquire(self.key, self.cost)  # free: no waiter's frame
+        if slot is None:
+            slot = await acquire_async(self.concurrency, self.key, self.cost, self.timeout)
+        self.slot = slot
+        return slot
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        self.__exit__()
+        if self.slot is not None:
+            self.slot.release()
+            self.slot = None
 
 
 def concurrency_hold(self: Concurrency, key: Optional[Key] = None, cost: int = 1, *,
@@ -103,7 +108,7 @@ def concurrency_hold(self: Concurrency, key: Optional[Key] = None, cost: int = 1
     """Hold `cost` units of `key` for a `with` or `async with` block: blocks
     (the GIL released) or awaits until they are free, at most `timeout`
     seconds (None: as long as it takes), else raises RateLimited."""
-    return Hold(self, key, cost, check_timeout(timeout))
+    return Hold(self, key, cost, None if timeout is None else check_timeout(timeout))
 
 
 METHODS = ((Concurrency, "hold", concurrency_hold),)

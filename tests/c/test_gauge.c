@@ -1,5 +1,5 @@
 /*
- * Concurrency gauges (docs/design.md §14): bad input, exact counts, keys
+ * Concurrency gauges (docs/design.md §15): bad input, exact counts, keys
  * that come and go, leases, threads and processes that never hold more than
  * the limit (counted here, not by the gauge), and holders SIGKILLed at
  * random instants whose units come back while the living keep theirs.
@@ -77,7 +77,8 @@ static void test_bad_input(void)
     int64_t in_flight = -1;
     CHECK_EQ_I64(cr_gauge_in_flight(gauge, "k", 1, &in_flight), CR_E_KEY_UNKEYED, "in_flight key");
     /* releases of nothing, twice, and of a holding of no gauge of this table */
-    cr_holding none = {0, 0, 0, 0};
+    cr_holding none;
+    memset(&none, 0, sizeof none);
     CHECK_EQ_I64(cr_gauge_release(gauge, &none), 0, "release of no holding");
     CHECK_EQ_I64(cr_gauge_acquire(gauge, NULL, 0, 1, &acquired, &holding), CR_OK, "acquire");
     CHECK(acquired, "acquired");
