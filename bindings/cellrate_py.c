@@ -1404,10 +1404,10 @@ static void concurrency_dealloc(PyObject *self)
 /* The (key=None, cost=1) of try_acquire and in_flight, and the timeout of
  * _wait: key NULL when None, so that the core tells a keyed limit's missing
  * key from an unkeyed one's extra key. */
-static int parse_holding_call(PyObject *self, const char *name, bool takes_cost,
-                              bool takes_timeout, PyObject *const *args, Py_ssize_t nargs,
-                              PyObject *kwnames, const char **key, Py_ssize_t *key_len,
-                              int64_t *cost, int64_t *timeout_ns)
+static int parse_holding_call(PyObject *self, const char *name, bool takes_cost, bool takes_timeout,
+                              PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                              const char **key, Py_ssize_t *key_len, int64_t *cost,
+                              int64_t *timeout_ns)
 {
     module_state *state = state_of(self);
     PyObject *slots[3] = {NULL, NULL, NULL}; /* key, cost, timeout */
@@ -1428,8 +1428,8 @@ static int parse_holding_call(PyObject *self, const char *name, bool takes_cost,
             if (PyUnicode_CompareWithASCIIString(keyword, names[n]) == 0)
                 which = n;
         if (which < 0 || slots[which] != NULL) {
-            PyErr_Format(PyExc_TypeError, "%s() got an unexpected or repeated argument '%U'",
-                         name, keyword);
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected or repeated argument '%U'", name,
+                         keyword);
             return -1;
         }
         slots[which] = args[nargs + i];
@@ -1529,8 +1529,8 @@ static PyObject *concurrency_in_flight(PyObject *self, PyObject *const *args, Py
                            NULL, NULL) < 0)
         return NULL;
     int64_t in_flight;
-    cr_status status = cr_gauge_in_flight(((ConcurrencyObject *)self)->gauge, key,
-                                          (size_t)key_len, &in_flight);
+    cr_status status = cr_gauge_in_flight(((ConcurrencyObject *)self)->gauge, key, (size_t)key_len,
+                                          &in_flight);
     if (status != CR_OK) {
         raise_status(state_of(self), status);
         return NULL;
@@ -1886,8 +1886,8 @@ static PyMethodDef concurrency_methods[] = {
      METH_FASTCALL | METH_KEYWORDS, concurrency_try_acquire_doc},
     {"_wait", (PyCFunction)(void (*)(void))concurrency_wait, METH_FASTCALL | METH_KEYWORDS,
      concurrency_wait_doc},
-    {"in_flight", (PyCFunction)(void (*)(void))concurrency_in_flight,
-     METH_FASTCALL | METH_KEYWORDS, concurrency_in_flight_doc},
+    {"in_flight", (PyCFunction)(void (*)(void))concurrency_in_flight, METH_FASTCALL | METH_KEYWORDS,
+     concurrency_in_flight_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1966,16 +1966,20 @@ static PyType_Slot keyed_slots[] = {
 };
 
 static PyType_Slot concurrency_slots[] = {
-    {Py_tp_doc, (void *)concurrency_doc},     {Py_tp_new, concurrency_new},
-    {Py_tp_dealloc, concurrency_dealloc},     {Py_tp_repr, concurrency_repr},
-    {Py_tp_methods, concurrency_methods},     {Py_tp_members, concurrency_members},
-    {Py_tp_getset, concurrency_getset},       {0, NULL},
+    {Py_tp_doc, (void *)concurrency_doc}, {Py_tp_new, concurrency_new},
+    {Py_tp_dealloc, concurrency_dealloc}, {Py_tp_repr, concurrency_repr},
+    {Py_tp_methods, concurrency_methods}, {Py_tp_members, concurrency_members},
+    {Py_tp_getset, concurrency_getset},   {0, NULL},
 };
 
 static PyType_Slot slot_slots[] = {
-    {Py_tp_doc, (void *)slot_doc},   {Py_tp_new, slot_new},
-    {Py_tp_dealloc, slot_dealloc},   {Py_tp_repr, slot_repr},
-    {Py_tp_methods, slot_methods},   {Py_tp_getset, slot_getset},   {0, NULL},
+    {Py_tp_doc, (void *)slot_doc},
+    {Py_tp_new, slot_new},
+    {Py_tp_dealloc, slot_dealloc},
+    {Py_tp_repr, slot_repr},
+    {Py_tp_methods, slot_methods},
+    {Py_tp_getset, slot_getset},
+    {0, NULL},
 };
 
 #pragma GCC diagnostic pop

@@ -177,9 +177,10 @@ const char *cr_version(void);
       "with the limit it was made with")                                                          \
     X(48, E_LIMIT, ARGUMENT, "limit",                                                             \
       "limit must be an integer >= 1 and <= 65536 (the units that may be held at once)")          \
-    X(49, E_HOLD_COST, ARGUMENT, "cost", "cost must be an integer >= 1 (the units a holding takes)") \
+    X(49, E_HOLD_COST, ARGUMENT, "cost",                                                          \
+      "cost must be an integer >= 1 (the units a holding takes)")                                 \
     X(50, E_LEASE, ARGUMENT, "lease",                                                             \
-      "lease must be a number of seconds > 0 and below 2^62 ns (146 years), or absent for none")                         \
+      "lease must be a number of seconds > 0 and below 2^62 ns (146 years), or absent for none")  \
     X(51, E_SHARED_LIMIT, REGION, "shared",                                                       \
       "shared: the region was made with another limit or lease")                                  \
     X(52, E_KEY_UNKEYED, ARGUMENT, "key",                                                         \
@@ -677,8 +678,7 @@ cr_status cr_gauge_wait(cr_gauge *gauge, const void *key, size_t key_len, int64_
 
 /* The units of `key` held now, after reclaiming what dead holders and
  * expired leases left. O(limit); an absent key has 0. */
-cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len,
-                             int64_t *in_flight);
+cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len, int64_t *in_flight);
 
 /* A face's lease in seconds to ns for cr_gauge_open: CR_E_LEASE unless
  * > 0 and below CR_HORIZON_NS once rounded (an absent lease is 0). */

@@ -375,8 +375,7 @@ cr_status cr_gauge_wait(cr_gauge *gauge, const void *key, size_t key_len, int64_
     }
 }
 
-cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len,
-                             int64_t *in_flight)
+cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len, int64_t *in_flight)
 {
     *in_flight = 0;
     cr_status status = check_key(gauge, key);

@@ -1017,10 +1017,18 @@ static void concurrency_scenarios(const config *cfg)
         CASE1("c.cellrate.concurrency.acquire_release", gauge_cycle, &own, n, "allow"),
         CASE1("c.cellrate.concurrency.shared.acquire_release", gauge_cycle, &shared, n, "allow"),
         CASE1("c.cellrate.concurrency.keyed.acquire_release", gauge_cycle, &keyed, n, "allow"),
-        {.id = "c.floor.atomic_inc_dec.2t", .body = floor_inc_dec, .ctx = {NULL, NULL},
-         .threads = 2, .ops = n, .expect = "allow"},
-        {.id = "c.cellrate.concurrency.acquire_release.2t", .body = gauge_cycle,
-         .ctx = {&own, &own}, .threads = 2, .ops = n, .expect = "allow"},
+        {.id = "c.floor.atomic_inc_dec.2t",
+         .body = floor_inc_dec,
+         .ctx = {NULL, NULL},
+         .threads = 2,
+         .ops = n,
+         .expect = "allow"},
+        {.id = "c.cellrate.concurrency.acquire_release.2t",
+         .body = gauge_cycle,
+         .ctx = {&own, &own},
+         .threads = 2,
+         .ops = n,
+         .expect = "allow"},
     };
     run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
     cr_gauge_free(own.gauge);
