@@ -1011,6 +1011,24 @@ static int concurrency_in_flight(lua_State *L)
     return 1;
 }
 
+/* c:info(): { limit =, capacity = (nil: no keys), lease = (nil: none) }. */
+static int concurrency_info(lua_State *L)
+{
+    concurrency_box *box = check_concurrency(L);
+    lua_createtable(L, 0, 3);
+    compat_pushint64(L, box->limit);
+    lua_setfield(L, -2, "limit");
+    if (cr_gauge_capacity(box->gauge) > 0) {
+        compat_pushint64(L, cr_gauge_capacity(box->gauge));
+        lua_setfield(L, -2, "capacity");
+    }
+    if (cr_gauge_lease_ns(box->gauge) > 0) {
+        lua_pushnumber(L, cr_ns_to_seconds(cr_gauge_lease_ns(box->gauge)));
+        lua_setfield(L, -2, "lease");
+    }
+    return 1;
+}
+
 static int concurrency_close(lua_State *L)
 {
     concurrency_box *box = luaL_checkudata(L, 1, CONCURRENCY_METATABLE);
@@ -1049,7 +1067,8 @@ static int slot_tostring(lua_State *L)
 
 static const luaL_Reg concurrency_methods[] = {
     {"acquire", concurrency_acquire}, {"release", concurrency_release},
-    {"in_flight", concurrency_in_flight}, {"close", concurrency_close}, {NULL, NULL},
+    {"in_flight", concurrency_in_flight}, {"info", concurrency_info},
+    {"close", concurrency_close},         {NULL, NULL},
 };
 
 static const luaL_Reg concurrency_metamethods[] = {
