@@ -5,8 +5,9 @@
  * all zero when free. A holding of cost n is n cells carrying the same
  * holder word (the process id, and a sequence number of that process), so
  * the gauge is the count of cells held, and every change is a single
- * compare-and-swap of one cell: taking a free cell, freeing one's own, or
- * reclaiming one whose holder process is dead or whose lease has run out.
+ * compare-and-swap of one cell (of its holder word alone without a lease):
+ * taking a free cell, freeing one's own, or reclaiming one whose holder
+ * process is dead or whose lease has run out.
  * No count can drift from the holdings, none can go below zero, and a
  * process killed at any instant leaves only cells that name it. A take that
  * finds fewer free cells than it needs gives back what it took (a unit
@@ -104,6 +105,20 @@ static cr_pair make_pair(uint64_t holder, int64_t acquired_ns)
     return c.pair;
 }
 
+/* Changes cell `c` from {holder, acquired_ns} to {new_holder, new_acquired}.
+ * Without a lease every cell's acquired_ns stays 0 (in every process: the
+ * lease is part of a region's identity), so the holder word alone changes:
+ * a 64-bit compare-and-swap, cheaper than the pair's 16 bytes. */
+static bool cell_cas(const cr_gauge *gauge, cell *c, uint64_t holder, int64_t acquired_ns,
+                     uint64_t new_holder, int64_t new_acquired)
+{
+    if (gauge->lease_ns == 0)
+        return __atomic_compare_exchange_n(&c->half.holder, &holder, new_holder, false,
+                                           __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return cr_pair_cas(&c->pair, make_pair(holder, acquired_ns),
+                       make_pair(new_holder, new_acquired));
+}
+
 static uint64_t load_holder(const cell *c)
 {
     return __atomic_load_n(&c->half.holder, __ATOMIC_SEQ_CST);
@@ -118,13 +133,14 @@ static int64_t load_acquired(const cell *c)
 static int64_t free_cells(cr_gauge *gauge, const cr_holding *holding)
 {
     cell *cells = cells_of(gauge, holding->entry);
-    const cr_pair mine = make_pair(holding->holder, holding->acquired_ns);
     const uint64_t limit = (uint64_t)gauge->limit;
     const uint64_t span = holding->span < limit ? holding->span : limit;
     int64_t freed = 0;
-    for (uint64_t i = 0; i < span; i++) {
-        cell *c = &cells[(holding->first + i) % limit];
-        if (load_holder(c) == holding->holder && cr_pair_cas(&c->pair, mine, 0))
+    uint64_t at = holding->first < limit ? holding->first : 0;
+    for (uint64_t i = 0; i < span; i++, at = at + 1 < limit ? at + 1 : 0) {
+        cell *c = &cells[at];
+        if (load_holder(c) == holding->holder &&
+            cell_cas(gauge, c, holding->holder, holding->acquired_ns, 0, 0))
             freed++;
     }
     return freed;
@@ -173,7 +189,7 @@ static int64_t reclaim(cr_gauge *gauge, uint32_t index)
         const int64_t acquired_ns = load_acquired(&cells[i]);
         if (load_holder(&cells[i]) == holder &&
             holding_dead(gauge, holder, acquired_ns, now_ns, &memo) &&
-            cr_pair_cas(&cells[i].pair, make_pair(holder, acquired_ns), 0))
+            cell_cas(gauge, &cells[i], holder, acquired_ns, 0, 0))
             reclaimed++;
     }
     return reclaimed;
@@ -197,10 +213,11 @@ typedef enum { TAKEN, REFUSED, MOVED } take_result;
 static take_result take(cr_gauge *gauge, uint32_t index, uint64_t fp, cr_holding *holding)
 {
     cell *cells = cells_of(gauge, index);
-    const cr_pair mine = make_pair(holding->holder, holding->acquired_ns);
     const uint64_t limit = (uint64_t)gauge->limit;
-    /* each thread starts at its own cell (its hint's address differs) */
-    const uint64_t start = (start_hint++ + (uintptr_t)&start_hint / 64) % limit;
+    /* each thread starts at its own cell (its hint's address differs); a
+     * multiply-shift, not a division, maps the hint onto the cells */
+    const uint32_t hint = (uint32_t)(start_hint++ + (uintptr_t)&start_hint / 64);
+    const uint64_t start = cr_reduce(hint * UINT32_C(0x9E3779B9), (uint32_t)limit);
     holding->entry = index;
     holding->first = (uint32_t)start;
     holding->span = 0;
@@ -208,9 +225,12 @@ static take_result take(cr_gauge *gauge, uint32_t index, uint64_t fp, cr_holding
     for (int pass = 0; pass < 2 && taken < holding->cost; pass++) {
         if (pass == 1 && reclaim(gauge, index) == 0)
             break;
-        for (uint64_t i = 0; i < limit && taken < holding->cost; i++) {
-            cell *c = &cells[(start + i) % limit];
-            if (load_holder(c) == 0 && cr_pair_cas(&c->pair, 0, mine)) {
+        uint64_t at = start;
+        for (uint64_t i = 0; i < limit && taken < holding->cost;
+             i++, at = at + 1 < limit ? at + 1 : 0) {
+            cell *c = &cells[at];
+            if (load_holder(c) == 0 &&
+                cell_cas(gauge, c, 0, 0, holding->holder, holding->acquired_ns)) {
                 taken++;
                 if (i + 1 > holding->span)
                     holding->span = (uint32_t)(i + 1);

@@ -232,10 +232,11 @@ static void *hold_thread(void *arg)
     return NULL;
 }
 
-static void test_threads(const char *key)
+/* lease_ns > 0: cells change as 16-byte pairs; 0: as holder words alone. */
+static void test_threads(const char *key, int64_t lease_ns)
 {
     cr_gauge *gauge;
-    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, key != NULL, 16, 0, NULL, 0), CR_OK, "open");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, key != NULL, 16, lease_ns, NULL, 0), CR_OK, "open");
     _Atomic int held_now = 0, most_held = 0, errors = 0;
     holders h = {gauge, key, &held_now, &most_held, &errors};
     pthread_t threads[HOLDERS];
@@ -243,8 +244,8 @@ static void test_threads(const char *key)
         pthread_create(&threads[t], NULL, hold_thread, &h);
     for (int t = 0; t < HOLDERS; t++)
         pthread_join(threads[t], NULL);
-    printf("threads%s: %d x %d cycles, most held at once %d (limit %d)\n", key ? " (keyed)" : "",
-           HOLDERS, CYCLES, atomic_load(&most_held), LIMIT);
+    printf("threads%s%s: %d x %d cycles, most held at once %d (limit %d)\n", key ? " (keyed)" : "",
+           lease_ns ? " (lease)" : "", HOLDERS, CYCLES, atomic_load(&most_held), LIMIT);
     CHECK(atomic_load(&most_held) <= LIMIT, "never more than the limit");
     CHECK(atomic_load(&most_held) >= 2, "holders did overlap");
     CHECK_EQ_I64(atomic_load(&errors), 0, "every acquire valid, every release landed");
@@ -413,8 +414,9 @@ int main(void)
     test_counts();
     test_keys();
     test_lease();
-    test_threads(NULL);
-    test_threads("route");
+    test_threads(NULL, 0);
+    test_threads("route", 0);
+    test_threads(NULL, INT64_C(60000000000));
     if (!UNDER_TSAN) {
         test_processes();
         test_sigkill("sigkill", NULL);
