@@ -94,6 +94,7 @@ PYTHONPATH="$PEERS/py-gil-released" "$VPY" "$BENCH/python/bench_py.py" --part ce
     --label gil_released --reps "$REPS" | tee "$RAW/py_cellrate_gil_released.jsonl" >&2
 step "Python level: the algorithm catalogue and check_all"
 "$VPY" "$BENCH/python/bench_py.py" --part catalogue --reps "$REPS" | tee "$RAW/py_catalogue.jsonl" >&2
+"$VPY" "$BENCH/python/bench_py.py" --part concurrency --reps "$REPS" | tee "$RAW/py_concurrency.jsonl" >&2
 step "Python level: PyPI peers"
 "$VPY" "$BENCH/python/bench_py.py" --part peers --reps "$REPS" | tee "$RAW/py_peers.jsonl" >&2
 

@@ -31,6 +31,8 @@
 #define LIMITER_METATABLE "cellrate.Limiter"
 #define KEYED_METATABLE "cellrate.KeyedLimiter"
 #define LIMIT_METATABLE "cellrate.Limit"
+#define CONCURRENCY_METATABLE "cellrate.Concurrency"
+#define SLOT_METATABLE "cellrate.Slot"
 
 #if defined(__GNUC__)
 #define CELLRATE_LUA_EXPORT __attribute__((visibility("default")))
@@ -46,6 +48,8 @@ CELLRATE_LUA_EXPORT int luaopen_cellrate(lua_State *L);
 static const char limiter_tag[] = LIMITER_METATABLE;
 static const char keyed_tag[] = KEYED_METATABLE;
 static const char limit_tag[] = LIMIT_METATABLE;
+static const char concurrency_tag[] = CONCURRENCY_METATABLE;
+static const char slot_tag[] = SLOT_METATABLE;
 
 /* A Limiter or a KeyedLimiter. `limit` is a copy of the store's own. */
 typedef struct store_box {
@@ -169,12 +173,15 @@ enum option {
     OPTION_ALGORITHM = 64,
     OPTION_ON_CHANGE = 128,
     OPTION_MAX_COST = 256,
+    OPTION_LEASE = 512,
 };
 
 /* What an options table may hold; absent fields keep their initial values. */
 typedef struct {
     cr_limit_args args;
     int64_t capacity;
+    bool capacity_given;
+    int64_t lease_ns; /* 0: none */
     const char *shared; /* path of a shared region, or NULL */
     int64_t shared_mode;
     bool shared_mode_given;
@@ -194,6 +201,7 @@ static const struct {
     {"algorithm", OPTION_ALGORITHM},
     {"on_change", OPTION_ON_CHANGE},
     {"max_cost", OPTION_MAX_COST},
+    {"lease", OPTION_LEASE},
 };
 
 /* Levenshtein distance between `a` and `b` (a name of option_names), or
@@ -295,6 +303,12 @@ static void read_options(lua_State *L, int idx, unsigned accepted, options *opts
         case OPTION_CAPACITY:
             if (!to_int64(L, -1, &opts->capacity))
                 raise_status(L, CR_E_CAPACITY);
+            opts->capacity_given = true;
+            break;
+        case OPTION_LEASE:
+            if (lua_type(L, -1) != LUA_TNUMBER ||
+                cr_lease_from_seconds(lua_tonumber(L, -1), &opts->lease_ns) != CR_OK)
+                raise_status(L, CR_E_LEASE);
             break;
         case OPTION_SHARED: {
             size_t path_len;
@@ -976,6 +990,184 @@ static const luaL_Reg keyed_length[] = {
 };
 
 /* ------------------------------------------------------------------------ */
+/* Concurrency and Slot (docs/design.md §15)                                 */
+
+typedef struct {
+    cr_gauge *gauge; /* NULL once closed */
+    int64_t limit;
+} concurrency_box;
+
+/* A holding: the receipt c:release(slot) hands back to the limit that gave
+ * it (`owner`; a slot of another limit releases nothing). */
+typedef struct {
+    const concurrency_box *owner;
+    cr_holding holding;
+} slot_box;
+
+static concurrency_box *check_concurrency(lua_State *L)
+{
+    concurrency_box *box = luaL_checkudata(L, 1, CONCURRENCY_METATABLE);
+    if (box->gauge == NULL)
+        luaL_error(L, "%s is closed", CONCURRENCY_METATABLE);
+    return box;
+}
+
+/* cellrate.concurrency(limit [, opts]): opts capacity, shared, shared_mode,
+ * lease. The object, or nil, a message and a code for a region it cannot use. */
+static int concurrency_new(lua_State *L)
+{
+    int64_t limit;
+    if (!to_int64(L, 1, &limit))
+        return raise_status(L, CR_E_LIMIT);
+    options opts = {.shared_mode = CR_SHARED_DEFAULT_MODE};
+    read_options(L, 2, OPTION_CAPACITY | OPTION_SHARED | OPTION_SHARED_MODE | OPTION_LEASE, &opts);
+    if (opts.shared_mode_given && opts.shared == NULL)
+        return raise_status(L, CR_E_SHARED_MODE_ALONE);
+    concurrency_box *box = compat_newuserdata(L, sizeof *box);
+    memset(box, 0, sizeof *box);
+    luaL_getmetatable(L, CONCURRENCY_METATABLE);
+    lua_setmetatable(L, -2);
+    cr_status status = cr_gauge_open(&box->gauge, limit, opts.capacity_given, opts.capacity,
+                                     opts.lease_ns, opts.shared, opts.shared_mode);
+    if (status != CR_OK)
+        return report_status(L, status, opts.shared);
+    box->limit = limit;
+    return 1;
+}
+
+/* The key of a call: nil for a limit without capacity (NULL to the core). */
+static const char *optional_key(lua_State *L, int idx, size_t *len)
+{
+    *len = 0;
+    return lua_isnoneornil(L, idx) ? NULL : check_key(L, idx, len);
+}
+
+/* c:acquire([key [, cost]]): a slot, or nil and "rejected" when the units
+ * are not free (nil, message, code for a region's lock held too long). */
+static int concurrency_acquire(lua_State *L)
+{
+    concurrency_box *box = check_concurrency(L);
+    size_t key_len;
+    const char *key = optional_key(L, 2, &key_len);
+    int64_t cost = CR_DEFAULT_COST;
+    if (!lua_isnoneornil(L, 3) && !to_int64(L, 3, &cost))
+        return raise_status(L, CR_E_HOLD_COST);
+    slot_box *slot = compat_newuserdata(L, sizeof *slot);
+    memset(slot, 0, sizeof *slot);
+    bool acquired;
+    cr_status status = cr_gauge_acquire(box->gauge, key, key_len, cost, &acquired, &slot->holding);
+    if (status != CR_OK)
+        return report_status(L, status, NULL);
+    if (!acquired) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "rejected");
+        return 2;
+    }
+    slot->owner = box;
+    luaL_getmetatable(L, SLOT_METATABLE);
+    lua_setmetatable(L, -2);
+    return 1;
+}
+
+/* c:release(slot): true when its units came back; false when they had
+ * already (released before, reclaimed, or a slot of another limit). */
+static int concurrency_release(lua_State *L)
+{
+    concurrency_box *box = check_concurrency(L);
+    slot_box *slot = luaL_testudata(L, 2, SLOT_METATABLE);
+    if (slot == NULL)
+        return raise_status(L, CR_E_SLOT);
+    lua_pushboolean(L, slot->owner == box && cr_gauge_release(box->gauge, &slot->holding) > 0);
+    return 1;
+}
+
+/* c:in_flight([key]): units held now. */
+static int concurrency_in_flight(lua_State *L)
+{
+    concurrency_box *box = check_concurrency(L);
+    size_t key_len;
+    const char *key = optional_key(L, 2, &key_len);
+    int64_t in_flight;
+    cr_status status = cr_gauge_in_flight(box->gauge, key, key_len, &in_flight);
+    if (status != CR_OK)
+        return report_status(L, status, NULL);
+    compat_pushint64(L, in_flight);
+    return 1;
+}
+
+/* c:info(): { limit =, capacity = (nil: no keys), lease = (nil: none) }. */
+static int concurrency_info(lua_State *L)
+{
+    concurrency_box *box = check_concurrency(L);
+    lua_createtable(L, 0, 3);
+    compat_pushint64(L, box->limit);
+    lua_setfield(L, -2, "limit");
+    if (cr_gauge_capacity(box->gauge) > 0) {
+        compat_pushint64(L, cr_gauge_capacity(box->gauge));
+        lua_setfield(L, -2, "capacity");
+    }
+    if (cr_gauge_lease_ns(box->gauge) > 0) {
+        lua_pushnumber(L, cr_ns_to_seconds(cr_gauge_lease_ns(box->gauge)));
+        lua_setfield(L, -2, "lease");
+    }
+    return 1;
+}
+
+static int concurrency_close(lua_State *L)
+{
+    concurrency_box *box = luaL_checkudata(L, 1, CONCURRENCY_METATABLE);
+    cr_gauge_free(box->gauge);
+    box->gauge = NULL;
+    return 0;
+}
+
+static int concurrency_tostring(lua_State *L)
+{
+    concurrency_box *box = luaL_checkudata(L, 1, CONCURRENCY_METATABLE);
+    if (box->gauge == NULL) {
+        lua_pushfstring(L, "%s(closed)", CONCURRENCY_METATABLE);
+        return 1;
+    }
+    char text[128];
+    const int64_t capacity = cr_gauge_capacity(box->gauge);
+    const int64_t lease_ns = cr_gauge_lease_ns(box->gauge);
+    int len = snprintf(text, sizeof text, "%s(limit=%" PRId64, CONCURRENCY_METATABLE, box->limit);
+    if (capacity > 0)
+        len += snprintf(text + len, sizeof text - (size_t)len, ", capacity=%" PRId64, capacity);
+    if (lease_ns > 0)
+        len += snprintf(text + len, sizeof text - (size_t)len, ", lease=%.17g",
+                        cr_ns_to_seconds(lease_ns));
+    snprintf(text + len, sizeof text - (size_t)len, ")");
+    lua_pushstring(L, text);
+    return 1;
+}
+
+static int slot_tostring(lua_State *L)
+{
+    slot_box *slot = luaL_checkudata(L, 1, SLOT_METATABLE);
+    lua_pushfstring(L, "%s(cost=%d)", SLOT_METATABLE, (int)slot->holding.cost);
+    return 1;
+}
+
+static const luaL_Reg concurrency_methods[] = {
+    {"acquire", concurrency_acquire}, {"release", concurrency_release},
+    {"in_flight", concurrency_in_flight}, {"info", concurrency_info},
+    {"close", concurrency_close},         {NULL, NULL},
+};
+
+static const luaL_Reg concurrency_metamethods[] = {
+    {"__gc", concurrency_close},
+    {"__close", concurrency_close},
+    {"__tostring", concurrency_tostring},
+    {NULL, NULL},
+};
+
+static const luaL_Reg slot_metamethods[] = {
+    {"__tostring", slot_tostring},
+    {NULL, NULL},
+};
+
+/* ------------------------------------------------------------------------ */
 /* cellrate.limit_spec and cellrate.check_policy_name                        */
 
 /*
@@ -1252,6 +1444,7 @@ static int check_request(lua_State *L)
 static const luaL_Reg module_functions[] = {
     {"limiter", limiter_new},
     {"keyed", keyed_new},
+    {"concurrency", concurrency_new},
     {"check_all", module_check_all},
     {"limit_spec", limit_spec_new},
     {"check_policy_name", check_policy_name},
@@ -1270,6 +1463,11 @@ int luaopen_cellrate(lua_State *L)
     lua_pop(L, 1);
     luaL_newmetatable(L, limit_tag);
     compat_setfuncs(L, limit_metamethods, 0);
+    lua_pop(L, 1);
+    register_type(L, concurrency_tag, concurrency_methods, concurrency_metamethods);
+    lua_pop(L, 1);
+    luaL_newmetatable(L, slot_tag);
+    compat_setfuncs(L, slot_metamethods, 0);
     lua_pop(L, 1);
     lua_newtable(L);
     compat_setfuncs(L, module_functions, 0);

@@ -48,6 +48,8 @@ typedef struct {
     PyTypeObject *limit_type;
     PyTypeObject *limiter_type;
     PyTypeObject *keyed_type;
+    PyTypeObject *concurrency_type;
+    PyTypeObject *slot_type;
     PyObject *error;                 /* CellrateError */
     PyObject *invalid_argument;      /* InvalidArgument(CellrateError, ValueError) */
     PyObject *invalid_argument_type; /* InvalidArgumentType(CellrateError, TypeError) */
@@ -80,6 +82,21 @@ static const cr_limit *store_limit(const StoreObject *store)
 {
     return store->keyed ? cr_keyed_limit(store->keyed) : cr_limiter_limit(store->limiter);
 }
+
+/* A Concurrency: units held at once (docs/design.md §15). */
+typedef struct {
+    PyObject_HEAD
+    cr_gauge *gauge;
+    int64_t limit;
+    int64_t capacity; /* 0: no keys */
+} ConcurrencyObject;
+
+/* A Slot: a holding of a Concurrency, the receipt its release() hands back. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *owner; /* the Concurrency */
+    cr_holding holding;
+} SlotObject;
 
 /* A Limit: the core's validated limit, immutable. */
 typedef struct {
@@ -1245,10 +1262,11 @@ static PyObject *module_attach_method(PyObject *module, PyObject *const *args, P
 {
     module_state *state = (module_state *)PyModule_GetState(module);
     if (nargs != 2 ||
-        (args[0] != (PyObject *)state->limiter_type && args[0] != (PyObject *)state->keyed_type) ||
+        (args[0] != (PyObject *)state->limiter_type && args[0] != (PyObject *)state->keyed_type &&
+         args[0] != (PyObject *)state->concurrency_type) ||
         !PyFunction_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "_attach_method(type, function): Limiter or KeyedLimiter, and a function");
+        PyErr_SetString(PyExc_TypeError, "_attach_method(type, function): Limiter, KeyedLimiter "
+                                         "or Concurrency, and a function");
         return NULL;
     }
     PyTypeObject *type = (PyTypeObject *)args[0];
@@ -1462,6 +1480,283 @@ static PyObject *module_check_policy_name(PyObject *module, PyObject *name_obj)
         return NULL;
     }
     Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Concurrency and Slot                                                      */
+
+/* Concurrency(limit, *, capacity=None, shared=None, shared_mode=None, lease=None) */
+static PyObject *concurrency_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"limit", "capacity", "shared", "shared_mode", "lease", NULL};
+    module_state *state = (module_state *)PyType_GetModuleState(type);
+    PyObject *limit_obj, *capacity_obj = Py_None, *shared = Py_None, *mode_obj = Py_None;
+    PyObject *lease_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOO:Concurrency", keywords, &limit_obj,
+                                     &capacity_obj, &shared, &mode_obj, &lease_obj))
+        return NULL;
+    int64_t limit, capacity = 0, lease_ns = 0, mode;
+    bool limit_given, keyed;
+    double lease_s;
+    PyObject *path;
+    if (limit_obj == Py_None) {
+        raise_wrong_type(state, CR_E_LIMIT);
+        return NULL;
+    }
+    if (convert_optional_int(state, limit_obj, CR_E_LIMIT, &limit, &limit_given) < 0 ||
+        convert_optional_int(state, capacity_obj, CR_E_CAPACITY, &capacity, &keyed) < 0)
+        return NULL;
+    if (lease_obj != Py_None) {
+        if (convert_number(state, lease_obj, CR_E_LEASE, &lease_s) < 0)
+            return NULL;
+        cr_status status = cr_lease_from_seconds(lease_s, &lease_ns);
+        if (status != CR_OK) {
+            raise_status(state, status);
+            return NULL;
+        }
+    }
+    if (convert_shared(state, shared, mode_obj, &path, &mode) < 0)
+        return NULL;
+    cr_gauge *gauge = NULL;
+    const char *region = path != NULL ? PyBytes_AS_STRING(path) : NULL;
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS /* opening a region may wait on another process's lock */
+        status = cr_gauge_open(&gauge, limit, keyed, capacity, lease_ns, region, mode);
+    Py_END_ALLOW_THREADS if (status != CR_OK)
+        raise_construction(state, status, path != NULL ? shared : NULL);
+    Py_XDECREF(path);
+    if (status != CR_OK)
+        return NULL;
+    ConcurrencyObject *self = (ConcurrencyObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        cr_gauge_free(gauge);
+        return NULL;
+    }
+    self->gauge = gauge;
+    self->limit = limit;
+    self->capacity = cr_gauge_capacity(gauge);
+    return (PyObject *)self;
+}
+
+static void concurrency_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    cr_gauge_free(((ConcurrencyObject *)self)->gauge);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+/* The (key=None, cost=1) of try_acquire and in_flight, and the timeout of
+ * _wait: key NULL when None, so that the core tells a keyed limit's missing
+ * key from an unkeyed one's extra key. */
+static int parse_holding_call(PyObject *self, const char *name, bool takes_cost, bool takes_timeout,
+                              PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                              const char **key, Py_ssize_t *key_len, int64_t *cost,
+                              int64_t *timeout_ns)
+{
+    module_state *state = state_of(self);
+    PyObject *slots[3] = {NULL, NULL, NULL}; /* key, cost, timeout */
+    static const char *names[3] = {"key", "cost", "timeout"};
+    const Py_ssize_t max_positional = takes_timeout ? 3 : takes_cost ? 2 : 1;
+    if (nargs > max_positional) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional arguments (%zd given)",
+                     name, max_positional, nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        slots[i] = args[i];
+    const Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *keyword = PyTuple_GET_ITEM(kwnames, i);
+        int which = -1;
+        for (int n = 0; n < max_positional; n++)
+            if (PyUnicode_CompareWithASCIIString(keyword, names[n]) == 0)
+                which = n;
+        if (which < 0 || slots[which] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected or repeated argument '%U'", name,
+                         keyword);
+            return -1;
+        }
+        slots[which] = args[nargs + i];
+    }
+    *key = NULL;
+    *key_len = 0;
+    if (slots[0] != NULL && slots[0] != Py_None && convert_key(state, slots[0], key, key_len) < 0)
+        return -1;
+    if (takes_cost) {
+        *cost = CR_DEFAULT_COST;
+        if (slots[1] != NULL) {
+            switch (to_int64(slots[1], cost)) {
+            case CONVERTED:
+                break;
+            case WRONG_TYPE:
+                raise_wrong_type(state, CR_E_HOLD_COST);
+                return -1;
+            default:
+                return -1;
+            }
+        }
+    }
+    if (takes_timeout)
+        return convert_wait_limit(state, slots[2], CR_E_TIMEOUT, timeout_ns);
+    return 0;
+}
+
+static PyObject *slot_from(PyObject *self, const cr_holding *holding, bool acquired)
+{
+    if (!acquired)
+        Py_RETURN_NONE;
+    module_state *state = state_of(self);
+    SlotObject *slot = PyObject_New(SlotObject, state->slot_type);
+    if (slot == NULL) {
+        cr_gauge_release(((ConcurrencyObject *)self)->gauge, holding);
+        return NULL;
+    }
+    Py_INCREF(self);
+    slot->owner = self;
+    slot->holding = *holding;
+    return (PyObject *)slot;
+}
+
+/* try_acquire(key=None, cost=1): a Slot, or None when the units are not free. */
+static PyObject *concurrency_try_acquire(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                         PyObject *kwnames)
+{
+    const char *key;
+    Py_ssize_t key_len;
+    int64_t cost;
+    if (parse_holding_call(self, "try_acquire", true, false, args, nargs, kwnames, &key, &key_len,
+                           &cost, NULL) < 0)
+        return NULL;
+    bool acquired;
+    cr_holding holding;
+    cr_status status = cr_gauge_acquire(((ConcurrencyObject *)self)->gauge, key, (size_t)key_len,
+                                        cost, &acquired, &holding);
+    if (status != CR_OK) {
+        raise_status(state_of(self), status);
+        return NULL;
+    }
+    return slot_from(self, &holding, acquired);
+}
+
+/* _wait(key=None, cost=1, timeout=None): try_acquire, blocking (the GIL
+ * released) up to `timeout` seconds; None when the time ran out. */
+static PyObject *concurrency_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    const char *key;
+    Py_ssize_t key_len;
+    int64_t cost, timeout_ns;
+    if (parse_holding_call(self, "_wait", true, true, args, nargs, kwnames, &key, &key_len, &cost,
+                           &timeout_ns) < 0)
+        return NULL;
+    bool acquired;
+    cr_holding holding;
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS status = cr_gauge_wait(((ConcurrencyObject *)self)->gauge, key,
+                                                  (size_t)key_len, cost, timeout_ns, &acquired,
+                                                  &holding);
+    Py_END_ALLOW_THREADS if (status != CR_OK)
+    {
+        raise_status(state_of(self), status);
+        return NULL;
+    }
+    return slot_from(self, &holding, acquired);
+}
+
+/* in_flight(key=None): the units held now. */
+static PyObject *concurrency_in_flight(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                       PyObject *kwnames)
+{
+    const char *key;
+    Py_ssize_t key_len;
+    if (parse_holding_call(self, "in_flight", false, false, args, nargs, kwnames, &key, &key_len,
+                           NULL, NULL) < 0)
+        return NULL;
+    int64_t in_flight;
+    cr_status status = cr_gauge_in_flight(((ConcurrencyObject *)self)->gauge, key, (size_t)key_len,
+                                          &in_flight);
+    if (status != CR_OK) {
+        raise_status(state_of(self), status);
+        return NULL;
+    }
+    return PyLong_FromLongLong(in_flight);
+}
+
+static PyObject *concurrency_repr(PyObject *self)
+{
+    ConcurrencyObject *c = (ConcurrencyObject *)self;
+    int64_t lease_ns = cr_gauge_lease_ns(c->gauge);
+    PyObject *lease = Py_None;
+    if (lease_ns != 0 && (lease = PyFloat_FromDouble(cr_ns_to_seconds(lease_ns))) == NULL)
+        return NULL;
+    if (lease_ns == 0)
+        Py_INCREF(lease);
+    PyObject *text = c->capacity
+                         ? PyUnicode_FromFormat("Concurrency(limit=%lld, capacity=%lld, lease=%R)",
+                                                (long long)c->limit, (long long)c->capacity, lease)
+                         : PyUnicode_FromFormat("Concurrency(limit=%lld, lease=%R)",
+                                                (long long)c->limit, lease);
+    Py_DECREF(lease);
+    return text;
+}
+
+static PyObject *concurrency_get_lease(PyObject *self, void *Py_UNUSED(closure))
+{
+    int64_t lease_ns = cr_gauge_lease_ns(((ConcurrencyObject *)self)->gauge);
+    if (lease_ns == 0)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(cr_ns_to_seconds(lease_ns));
+}
+
+static PyObject *concurrency_get_capacity(PyObject *self, void *Py_UNUSED(closure))
+{
+    int64_t capacity = ((ConcurrencyObject *)self)->capacity;
+    if (capacity == 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong(capacity);
+}
+
+static PyObject *slot_new(PyTypeObject *Py_UNUSED(type), PyObject *Py_UNUSED(args),
+                          PyObject *Py_UNUSED(kwargs))
+{
+    PyErr_SetString(PyExc_TypeError, "a Slot comes from Concurrency.try_acquire() or hold()");
+    return NULL;
+}
+
+static void slot_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    Py_DECREF(((SlotObject *)self)->owner);
+    PyObject_Free(self);
+    Py_DECREF(type);
+}
+
+/* release(): gives the units back; True if they came back, False when they
+ * had already (released before, or reclaimed: the lease ran out). */
+static PyObject *slot_release(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    SlotObject *slot = (SlotObject *)self;
+    int64_t returned = cr_gauge_release(((ConcurrencyObject *)slot->owner)->gauge, &slot->holding);
+    return PyBool_FromLong(returned > 0);
+}
+
+static PyObject *slot_repr(PyObject *self)
+{
+    return PyUnicode_FromFormat("<cellrate.Slot cost=%lld>",
+                                (long long)((SlotObject *)self)->holding.cost);
+}
+
+static PyObject *slot_get_cost(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(((SlotObject *)self)->holding.cost);
+}
+
+static PyObject *slot_get_concurrency(PyObject *self, void *Py_UNUSED(closure))
+{
+    PyObject *owner = ((SlotObject *)self)->owner;
+    Py_INCREF(owner);
+    return owner;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1737,6 +2032,71 @@ static PyGetSetDef keyed_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+PyDoc_STRVAR(concurrency_doc,
+             "Concurrency(limit, *, capacity=None, shared=None, shared_mode=None, lease=None)\n"
+             "--\n\n"
+             "At most `limit` units held at once: work in flight, not a rate.\n\n"
+             "limit: an int from 1 to 65536.\n"
+             "capacity: None for one limit; an int >= 1 for one limit per key, in a\n"
+             "          table sized for that many keys holding units at once.\n"
+             "shared, shared_mode: a region file shared by the processes that open it,\n"
+             "          as for Limiter; a dead process's holdings come back.\n"
+             "lease: seconds after which a holding is reclaimed (a hung holder);\n"
+             "       None: held until released.\n\n"
+             "Safe to share between threads.");
+PyDoc_STRVAR(concurrency_try_acquire_doc,
+             "try_acquire($self, /, key=None, cost=1)\n--\n\n"
+             "Hold `cost` units (an int >= 1) of `key`'s limit (key: str or bytes, only\n"
+             "with capacity) if they are free: a Slot to release(), or None.");
+PyDoc_STRVAR(concurrency_wait_doc,
+             "_wait($self, /, key=None, cost=1, timeout=None)\n--\n\n"
+             "Private: try_acquire, blocking with the GIL released for up to `timeout`\n"
+             "seconds (None: as long as it takes); None when the time ran out. hold()\n"
+             "is the public form.");
+PyDoc_STRVAR(concurrency_in_flight_doc,
+             "in_flight($self, /, key=None)\n--\n\n"
+             "Units of `key` held now (after reclaiming dead holders' and expired\n"
+             "leases').");
+PyDoc_STRVAR(slot_doc, "A holding of a Concurrency: release() gives its units back.");
+PyDoc_STRVAR(slot_release_doc,
+             "release($self, /)\n--\n\n"
+             "Give the units back. Idempotent: True the first time, False after (or\n"
+             "when the lease ran out and they were reclaimed).");
+
+static PyMethodDef concurrency_methods[] = {
+    {"try_acquire", (PyCFunction)(void (*)(void))concurrency_try_acquire,
+     METH_FASTCALL | METH_KEYWORDS, concurrency_try_acquire_doc},
+    {"_wait", (PyCFunction)(void (*)(void))concurrency_wait, METH_FASTCALL | METH_KEYWORDS,
+     concurrency_wait_doc},
+    {"in_flight", (PyCFunction)(void (*)(void))concurrency_in_flight, METH_FASTCALL | METH_KEYWORDS,
+     concurrency_in_flight_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef concurrency_members[] = {
+    {"limit", Py_T_LONGLONG, offsetof(ConcurrencyObject, limit), Py_READONLY,
+     "Units that may be held at once."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef concurrency_getset[] = {
+    {"capacity", concurrency_get_capacity, NULL, "Keys the table is sized for; None: no keys.",
+     NULL},
+    {"lease", concurrency_get_lease, NULL, "Seconds a holding may last; None: no lease.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef slot_methods[] = {
+    {"release", slot_release, METH_NOARGS, slot_release_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef slot_getset[] = {
+    {"cost", slot_get_cost, NULL, "Units held.", NULL},
+    {"concurrency", slot_get_concurrency, NULL, "The Concurrency it is held of.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 #ifdef Py_TPFLAGS_IMMUTABLETYPE
 #define FINAL_TYPE_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE)
 #else
@@ -1790,6 +2150,23 @@ static PyType_Slot keyed_slots[] = {
     {Py_nb_bool, keyed_bool},       {0, NULL},
 };
 
+static PyType_Slot concurrency_slots[] = {
+    {Py_tp_doc, (void *)concurrency_doc}, {Py_tp_new, concurrency_new},
+    {Py_tp_dealloc, concurrency_dealloc}, {Py_tp_repr, concurrency_repr},
+    {Py_tp_methods, concurrency_methods}, {Py_tp_members, concurrency_members},
+    {Py_tp_getset, concurrency_getset},   {0, NULL},
+};
+
+static PyType_Slot slot_slots[] = {
+    {Py_tp_doc, (void *)slot_doc},
+    {Py_tp_new, slot_new},
+    {Py_tp_dealloc, slot_dealloc},
+    {Py_tp_repr, slot_repr},
+    {Py_tp_methods, slot_methods},
+    {Py_tp_getset, slot_getset},
+    {0, NULL},
+};
+
 #pragma GCC diagnostic pop
 
 static PyType_Spec decision_spec = {
@@ -1818,6 +2195,20 @@ static PyType_Spec keyed_spec = {
     .basicsize = sizeof(StoreObject),
     .flags = FINAL_TYPE_FLAGS,
     .slots = keyed_slots,
+};
+
+static PyType_Spec concurrency_spec = {
+    .name = "cellrate.Concurrency",
+    .basicsize = sizeof(ConcurrencyObject),
+    .flags = FINAL_TYPE_FLAGS,
+    .slots = concurrency_slots,
+};
+
+static PyType_Spec slot_spec = {
+    .name = "cellrate.Slot",
+    .basicsize = sizeof(SlotObject),
+    .flags = FINAL_TYPE_FLAGS,
+    .slots = slot_slots,
 };
 
 /* ------------------------------------------------------------------------ */
@@ -1889,6 +2280,12 @@ static int cellrate_exec(PyObject *module)
     state->keyed_type = add_type(module, &keyed_spec);
     if (state->keyed_type == NULL)
         return -1;
+    state->concurrency_type = add_type(module, &concurrency_spec);
+    if (state->concurrency_type == NULL)
+        return -1;
+    state->slot_type = add_type(module, &slot_spec);
+    if (state->slot_type == NULL)
+        return -1;
 
     state->error = new_exception("cellrate.CellrateError", error_doc, PyExc_Exception);
     if (state->error == NULL || add_object(module, "CellrateError", state->error) < 0)
@@ -1914,6 +2311,8 @@ static int cellrate_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->limit_type);
     Py_VISIT(state->limiter_type);
     Py_VISIT(state->keyed_type);
+    Py_VISIT(state->concurrency_type);
+    Py_VISIT(state->slot_type);
     Py_VISIT(state->error);
     Py_VISIT(state->invalid_argument);
     Py_VISIT(state->invalid_argument_type);
@@ -1927,6 +2326,8 @@ static int cellrate_clear(PyObject *module)
     Py_CLEAR(state->limit_type);
     Py_CLEAR(state->limiter_type);
     Py_CLEAR(state->keyed_type);
+    Py_CLEAR(state->concurrency_type);
+    Py_CLEAR(state->slot_type);
     Py_CLEAR(state->error);
     Py_CLEAR(state->invalid_argument);
     Py_CLEAR(state->invalid_argument_type);

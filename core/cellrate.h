@@ -185,7 +185,19 @@ const char *cr_version(void);
       "permanent refusal); give a burst of at least max_cost")                                    \
     X(50, E_RATE_MAX_COST, ARGUMENT, "rate",                                                      \
       "rate is below max_cost: a window admits at most rate units, so a request of max_cost "     \
-      "units would never be admitted; give a rate of at least max_cost per window")
+      "units would never be admitted; give a rate of at least max_cost per window")               \
+    X(51, E_LIMIT, ARGUMENT, "limit",                                                             \
+      "limit must be an integer >= 1 and <= 65536 (the units that may be held at once)")          \
+    X(52, E_HOLD_COST, ARGUMENT, "cost",                                                          \
+      "cost must be an integer >= 1 (the units a holding takes)")                                 \
+    X(53, E_LEASE, ARGUMENT, "lease",                                                             \
+      "lease must be a number of seconds > 0 and below 2^62 ns (146 years), or absent for none")  \
+    X(54, E_SHARED_LIMIT, REGION, "shared",                                                       \
+      "shared: the region was made with another limit or lease")                                  \
+    X(55, E_KEY_UNKEYED, ARGUMENT, "key",                                                         \
+      "key: a concurrency limit without capacity has no keys; give capacity for one limit "       \
+      "per key")                                                                                  \
+    X(56, E_SLOT, ARGUMENT, "slot", "slot must be a slot that a concurrency limit gave out")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1
@@ -682,6 +694,87 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
  */
 cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *admitted,
                   int64_t *slept_ns, cr_decision *refusal);
+
+/* ------------------------------------------------------------------------ */
+/* Concurrency: units held at once (docs/design.md §15).                    */
+
+/* The largest limit of a gauge: each unit of it is a 16-byte cell. */
+#define CR_GAUGE_MAX_LIMIT 65536
+
+typedef struct cr_gauge cr_gauge;
+
+/* What an acquire gave out: the receipt its release hands back. A plain
+ * value; `holder` 0 is no holding (releasing it does nothing). */
+typedef struct cr_holding {
+    uint64_t holder;     /* the holder's process id << 32 | its sequence number */
+    int64_t acquired_ns; /* CLOCK_MONOTONIC at the acquire (0 without a lease) */
+    int64_t cost;        /* units held */
+    uint32_t entry;      /* the gauge of the table it is held in */
+    uint32_t first;      /* its cells lie in the `span` cells from cell `first` on */
+    uint32_t span;
+} cr_holding;
+
+/*
+ * Makes a concurrency limit: at most `limit` units (1 .. CR_GAUGE_MAX_LIMIT,
+ * else CR_E_LIMIT) held at once; without `keyed`, one gauge; with it, one per
+ * key in a table sized for `capacity` keys holding units at once (else
+ * CR_E_CAPACITY; 16 * (limit + 1) * 7/4 bytes of table per key). A key with
+ * nothing held is absent: its place is reused. `lease_ns` > 0 reclaims a
+ * holding older than it; 0 is no lease (CR_E_LEASE when negative or at
+ * least CR_HORIZON_NS). With `path`, the gauges live in a shared region as
+ * for cr_limiter_open (CR_E_SHARED_LIMIT for a region of another limit or
+ * lease), and each holding records its holder process: holdings of a dead
+ * process are reclaimed when an acquire next finds the limit full, or by
+ * cr_gauge_in_flight. Thread-safe, as cr_keyed; the mapping survives fork().
+ */
+cr_status cr_gauge_open(cr_gauge **out, int64_t limit, bool keyed, int64_t capacity,
+                        int64_t lease_ns, const char *path, int64_t mode);
+/* Frees it (unmapping a shared region; the file stays); NULL is a no-op.
+ * Holdings still held in a region stay held (until their process dies). */
+void cr_gauge_free(cr_gauge *gauge);
+int64_t cr_gauge_limit(const cr_gauge *gauge);
+/* The capacity of a keyed table; 0 for a single gauge. */
+int64_t cr_gauge_capacity(const cr_gauge *gauge);
+/* The lease in ns; 0 for none. */
+int64_t cr_gauge_lease_ns(const cr_gauge *gauge);
+
+/*
+ * Takes `cost` units (>= 1, else CR_E_HOLD_COST) of `key`'s gauge when
+ * in_flight + cost <= limit, by compare-and-swap on the gauge's cells (one
+ * per unit: lock-free; the first holding of an absent key takes the key's
+ * stripe locks, as cr_keyed). *acquired says whether; then *holding is the
+ * receipt for cr_gauge_release, else holder 0. A refusal takes nothing: a
+ * cost above the limit, a limit found full after reclaiming what dead
+ * holders and expired leases left, or a table whose places are all held by
+ * other keys. `key` NULL for a gauge made without `keyed`
+ * (CR_E_KEY_UNKEYED otherwise), any bytes for a keyed one (NULL:
+ * CR_E_KEY). CR_E_SHARED_LOCK as cr_keyed_check.
+ */
+cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
+                           bool *acquired, cr_holding *holding);
+
+/* Gives back the units of `holding` and returns how many came back: 0 for a
+ * holding already released, reclaimed (its lease ran out), of another gauge,
+ * or holder 0. Never more than the holding took: a gauge never goes below
+ * zero. Lock-free; reads only the cells the holding's span covers (one, for
+ * a unit taken where a free cell was found at once). */
+int64_t cr_gauge_release(cr_gauge *gauge, const cr_holding *holding);
+
+/* As cr_gauge_acquire, blocking the calling thread until the units are
+ * taken or `timeout_ns` (>= 0, or CR_NEVER) has passed (CR_E_TIMEOUT when
+ * negative): polls, sleeping 20 us doubling to 1 ms between tries. A cost
+ * above the limit is refused at once. Call it with no lock held (Python:
+ * with the GIL released). */
+cr_status cr_gauge_wait(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
+                        int64_t timeout_ns, bool *acquired, cr_holding *holding);
+
+/* The units of `key` held now, after reclaiming what dead holders and
+ * expired leases left. O(limit); an absent key has 0. */
+cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len, int64_t *in_flight);
+
+/* A face's lease in seconds to ns for cr_gauge_open: CR_E_LEASE unless
+ * > 0 and below CR_HORIZON_NS once rounded (an absent lease is 0). */
+cr_status cr_lease_from_seconds(double seconds, int64_t *ns);
 
 /* ------------------------------------------------------------------------ */
 /* HTTP header fields (draft-ietf-httpapi-ratelimit-headers-11)              */

@@ -242,14 +242,21 @@ typedef _Atomic uint64_t cr_lock;
  * past cr_lock_timeout_ns: the wait is bounded. */
 cr_status cr_lock_acquire(cr_lock *lock);
 void cr_lock_release(cr_lock *lock);
+/* This process's id (kept; forgotten in a fork child). */
+uint32_t cr_own_pid(void);
+/* Whether process `pid` runs (kill(pid, 0), and /proc for a zombie): the
+ * liveness a lock's and a holding's holder is judged by. */
+bool cr_process_alive(uint32_t pid);
 /* The bound on a wait, in ns (1 s); tests shorten it. */
 extern int64_t cr_lock_timeout_ns;
 
 /* What a shared region must hold; cr_region_open fills in the limit's
  * fields and the offsets. */
 typedef struct {
-    uint32_t kind;      /* CR_REGION_LIMITER or CR_REGION_KEYED */
-    uint32_t algorithm; /* cr_algorithm */
+    uint32_t kind;       /* CR_REGION_LIMITER, CR_REGION_KEYED or CR_REGION_CONCURRENCY */
+    uint32_t algorithm;  /* cr_algorithm */
+    int64_t emission_ns; /* concurrency: the lease (0 for a rate limit: its limit is recorded) */
+    int64_t burst;       /* concurrency: the limit */
     int64_t capacity;
     uint32_t nbuckets;
     uint32_t nstripes;
@@ -260,7 +267,7 @@ typedef struct {
     size_t total_size;
 } cr_region_spec;
 
-enum { CR_REGION_LIMITER = 1, CR_REGION_KEYED = 2 };
+enum { CR_REGION_LIMITER = 1, CR_REGION_KEYED = 2, CR_REGION_CONCURRENCY = 3 };
 
 /* A mapped region: pointers into the mapping. */
 typedef struct cr_region_s {
@@ -279,7 +286,8 @@ typedef struct cr_region_s {
 #define CR_REGION_RECORDS 256
 
 /* Opens or creates the region at `path` for a store of `spec` and `limit`
- * (see cr_limiter_open). */
+ * (see cr_limiter_open); `limit` NULL for a store without a rate, which sets
+ * spec's algorithm, emission_ns and burst itself. */
 cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit *limit,
                          const char *path, int64_t mode);
 void cr_region_close(cr_region *region);

@@ -22,7 +22,7 @@
  */
 #include "cellrate.h"
 #include "internal.h"
-#include "siphash.h"
+#include "place.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -40,6 +40,7 @@
  * fingerprint below (never 0 in an occupied slot). */
 #define TAG_SHIFT 56
 #define FP_MASK ((UINT64_C(1) << TAG_SHIFT) - 1)
+_Static_assert(FP_MASK == CR_FP_MASK, "the tag sits above the fingerprint");
 #define TAG_COUNT 256
 /* The sweep visits every bucket within SWEEP_CHANGES changes; a state is
  * carried through up to MAX_BEHIND changes (< 256: tags never alias). */
@@ -91,29 +92,9 @@ static keyed_limit *current_limit(const cr_keyed *keyed)
 #define load_fp cr_pair_word
 #define load_tat cr_pair_state
 
-/* Lemire's multiply-shift: a uniform index in [0, n) without a division. */
-static uint32_t reduce(uint32_t hash, uint32_t n) { return (uint32_t)(((uint64_t)hash * n) >> 32); }
-
-typedef struct {
-    uint64_t fp;
-    uint32_t bucket[2];
-} key_place;
-
-static key_place key_place_of(const cr_keyed *keyed, const void *key, size_t key_len)
-{
-    uint64_t hash = cr_siphash13(keyed->seed, key, key_len);
-    key_place place;
-    place.fp = (hash & FP_MASK) ? hash & FP_MASK : 1;
-    place.bucket[0] = reduce((uint32_t)hash, keyed->nbuckets);
-    place.bucket[1] = reduce((uint32_t)(hash >> 32), keyed->nbuckets);
-    if (place.bucket[1] == place.bucket[0] && keyed->nbuckets > 1)
-        place.bucket[1] = (place.bucket[0] + 1) % keyed->nbuckets;
-    return place;
-}
-
 /* The slot holding `fp`, with its TAT in *tat and its whole fingerprint word
  * (the generation tag too) in *word, or NULL. */
-static slot *find(const cr_keyed *keyed, const key_place *place, int64_t *tat, uint64_t *word)
+static slot *find(const cr_keyed *keyed, const cr_key_place *place, int64_t *tat, uint64_t *word)
 {
     for (int b = 0; b < 2; b++) {
         bucket *bk = &keyed->buckets[place->bucket[b]];
@@ -134,33 +115,6 @@ static slot *find(const cr_keyed *keyed, const key_place *place, int64_t *tat, u
 /* ------------------------------------------------------------------------ */
 /* Stripe locks: taken only to give a slot to a key.                         */
 
-/* A lock taken over from a dead holder needs no repair: every slot change is
- * a single CAS, so the holder left no slot half-written. */
-static cr_status lock_places(cr_keyed *keyed, const key_place *place, uint32_t stripe[2])
-{
-    stripe[0] = place->bucket[0] % keyed->nstripes;
-    stripe[1] = place->bucket[1] % keyed->nstripes;
-    if (stripe[0] > stripe[1]) { /* one global order: no deadlock */
-        uint32_t first = stripe[1];
-        stripe[1] = stripe[0];
-        stripe[0] = first;
-    }
-    cr_status status = cr_lock_acquire(&keyed->stripes[stripe[0]]);
-    if (status != CR_OK || stripe[1] == stripe[0])
-        return status;
-    status = cr_lock_acquire(&keyed->stripes[stripe[1]]);
-    if (status != CR_OK)
-        cr_lock_release(&keyed->stripes[stripe[0]]);
-    return status;
-}
-
-static void unlock_places(cr_keyed *keyed, const uint32_t stripe[2])
-{
-    if (stripe[1] != stripe[0])
-        cr_lock_release(&keyed->stripes[stripe[1]]);
-    cr_lock_release(&keyed->stripes[stripe[0]]);
-}
-
 /*
  * Gives `place->fp` a slot holding `new_tat`, called with the key's stripes
  * locked and the key absent from both buckets. Takes an empty slot of the
@@ -168,7 +122,7 @@ static void unlock_places(cr_keyed *keyed, const uint32_t stripe[2])
  * smallest TAT, which is free if that TAT has passed and otherwise the most
  * idle live key, evicted and counted.
  */
-static void claim_slot(cr_keyed *keyed, const key_place *place, uint64_t tag, int64_t now_ns,
+static void claim_slot(cr_keyed *keyed, const cr_key_place *place, uint64_t tag, int64_t now_ns,
                        int64_t new_tat)
 {
     for (;;) {
@@ -504,7 +458,7 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
     if (status != CR_OK)
         return status;
     /* Start fetching the key's buckets, then read the clock while they come. */
-    const key_place place = key_place_of(keyed, key, key_len);
+    const cr_key_place place = cr_key_place_of(keyed->seed, keyed->nbuckets, key, key_len);
     __builtin_prefetch(&keyed->buckets[place.bucket[0]]);
     __builtin_prefetch(&keyed->buckets[place.bucket[1]]);
     keyed_limit *current = current_limit(keyed);
@@ -544,13 +498,13 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
         if (new_state == 0 || !commit)
             return CR_OK;
         uint32_t stripe[2];
-        status = lock_places(keyed, &place, stripe);
+        status = cr_lock_places(keyed->stripes, keyed->nstripes, &place, stripe);
         if (status != CR_OK)
             return status;
         bool placed = !find(keyed, &place, &state, &word);
         if (placed)
             claim_slot(keyed, &place, tag_of(current->generation), now_ns, new_state);
-        unlock_places(keyed, stripe);
+        cr_unlock_places(keyed->stripes, stripe);
         if (placed)
             return CR_OK;
         /* another thread placed the key meanwhile: decide against its slot */
@@ -629,7 +583,7 @@ cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_
 
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
 {
-    const key_place place = key_place_of(keyed, key, key_len);
+    const cr_key_place place = cr_key_place_of(keyed->seed, keyed->nbuckets, key, key_len);
     int64_t tat;
     uint64_t word;
     slot *s;

@@ -46,7 +46,7 @@ static void forget_pid(void) { atomic_store_explicit(&own_pid_cache, 0, memory_o
 
 static void install_fork_hook(void) { pthread_atfork(NULL, NULL, forget_pid); }
 
-static uint32_t own_pid(void)
+uint32_t cr_own_pid(void)
 {
     uint32_t pid = atomic_load_explicit(&own_pid_cache, memory_order_relaxed);
     if (pid == 0) {
@@ -70,7 +70,7 @@ static uint32_t holder_of(uint64_t word)
 
 /* Whether `pid` runs. A zombie (dead, not yet reaped: common under a PID 1
  * that reaps nothing) still answers kill(), so /proc says which it is. */
-static bool process_alive(uint32_t pid)
+bool cr_process_alive(uint32_t pid)
 {
     if (kill((pid_t)pid, 0) != 0 && errno != EPERM)
         return false;
@@ -106,7 +106,7 @@ static bool try_take(cr_lock *lock, uint64_t expected, uint64_t mine)
 
 cr_status cr_lock_acquire(cr_lock *lock)
 {
-    const uint64_t mine = holder_word(own_pid());
+    const uint64_t mine = holder_word(cr_own_pid());
     if (try_take(lock, 0, mine))
         return CR_OK;
     for (int spin = 0; spin < 100; spin++) {
@@ -131,7 +131,7 @@ cr_status cr_lock_acquire(cr_lock *lock)
         if (word != watched) {
             watched = word;
             watched_since = now;
-        } else if (now - watched_since >= HOLDER_CHECK_NS && !process_alive(holder)) {
+        } else if (now - watched_since >= HOLDER_CHECK_NS && !cr_process_alive(holder)) {
             if (try_take(lock, word, mine)) /* its holder died inside */
                 return CR_OK;
             continue;
@@ -153,7 +153,7 @@ void cr_lock_release(cr_lock *lock)
 {
     /* A compare-and-swap, not a store: a lock taken from us as if we had
      * died (see the PID namespace note above) stays with its new holder. */
-    uint64_t mine = holder_word(own_pid());
+    uint64_t mine = holder_word(cr_own_pid());
     atomic_compare_exchange_strong_explicit(lock, &mine, 0, memory_order_release,
                                             memory_order_relaxed);
 }

@@ -46,8 +46,8 @@ typedef struct {
     uint32_t version;
     uint32_t kind; /* the store kind | the algorithm << 8 (gcra: 0, as before the catalogue) */
     uint64_t total_size;
-    uint64_t changes_offset; /* the change line, then the records */
-    uint64_t nrecords;
+    int64_t emission_ns; /* a concurrency region's lease (0: none); rate limits: 0, see records */
+    int64_t burst;       /* a concurrency region's limit; rate limits: 0 */
     int64_t capacity;
     uint32_t nbuckets;
     uint32_t nstripes;
@@ -385,8 +385,8 @@ static cr_status create_region(const char *path, int64_t mode, const cr_region_s
         identity->version = REGION_VERSION;
         identity->kind = spec->kind | spec->algorithm << 8;
         identity->total_size = spec->total_size;
-        identity->changes_offset = spec->changes_offset;
-        identity->nrecords = CR_REGION_RECORDS;
+        identity->emission_ns = spec->emission_ns;
+        identity->burst = spec->burst;
         identity->capacity = spec->capacity;
         identity->nbuckets = spec->nbuckets;
         identity->nstripes = spec->nstripes;
@@ -395,7 +395,8 @@ static cr_status create_region(const char *path, int64_t mode, const cr_region_s
         read_boot_id(header->boot_id);
         header->checksum = identity_checksum(identity);
         region_changes *changes = (region_changes *)((char *)base + spec->changes_offset);
-        write_record((region_record *)(changes + 1), 0, limit, 0);
+        if (limit) /* a rate limit's first generation */
+            write_record((region_record *)(changes + 1), 0, limit, 0);
         if (status == CR_OK && publish(fd, temp, path) != 0) {
             *lost = errno == EEXIST;
             status = io_status();
@@ -444,11 +445,12 @@ static cr_status check_identity(int fd, const cr_region_spec *spec, char boot_id
         return CR_E_SHARED_KIND;
     if (identity.kind >> 8 != spec->algorithm)
         return CR_E_SHARED_ALGORITHM;
+    if (identity.emission_ns != spec->emission_ns || identity.burst != spec->burst)
+        return CR_E_SHARED_LIMIT; /* a concurrency region's lease and limit */
     if (identity.capacity != spec->capacity)
         return CR_E_SHARED_CAPACITY;
     if (identity.nbuckets != spec->nbuckets || identity.nstripes != spec->nstripes ||
-        identity.total_size != spec->total_size ||
-        identity.changes_offset != spec->changes_offset || identity.nrecords != CR_REGION_RECORDS)
+        identity.total_size != spec->total_size)
         return CR_E_SHARED_CORRUPT;
     return CR_OK;
 }
@@ -518,7 +520,10 @@ cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit
 {
     if (mode < 0 || mode > 0777)
         return CR_E_SHARED_MODE;
-    spec->algorithm = limit->algorithm;
+    /* a rate limit's is in the records; a store without one (NULL:
+     * concurrency) fills in the spec itself */
+    if (limit)
+        spec->algorithm = limit->algorithm;
     layout(spec);
     /* Each round either opens the file or finds it absent and creates it; a
      * round ends in another only when a racing process linked first, or

@@ -1070,12 +1070,79 @@ static void mem_keyed(size_t keys)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Concurrency (docs/design.md §15): acquire + release of one unit of a limit
+ * no thread fills, against its floor, an atomic increment checked against
+ * the limit and a decrement. */
+
+static _Atomic int64_t floor_in_flight;
+
+static bool floor_inc_dec(void *ctx, size_t i)
+{
+    (void)ctx;
+    (void)i;
+    bool fits = atomic_fetch_add(&floor_in_flight, 1) < 64;
+    atomic_fetch_sub(&floor_in_flight, 1);
+    return fits;
+}
+
+typedef struct {
+    cr_gauge *gauge;
+    const char *key;
+    size_t key_len;
+} gauge_ctx;
+
+static bool gauge_cycle(void *ctx, size_t i)
+{
+    (void)i;
+    gauge_ctx *c = ctx;
+    bool acquired;
+    cr_holding holding;
+    cr_gauge_acquire(c->gauge, c->key, c->key_len, 1, &acquired, &holding);
+    return acquired && cr_gauge_release(c->gauge, &holding) == 1;
+}
+
+static void concurrency_scenarios(const config *cfg)
+{
+    size_t n = cfg->single_ops;
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/cellrate-bench-gauge-%d", (int)getpid());
+    unlink(path);
+    gauge_ctx own = {0}, shared = {0}, keyed = {.key = "client", .key_len = 6};
+    check_status(cr_gauge_open(&own.gauge, 64, false, 0, 0, NULL, 0), "cr_gauge_open");
+    check_status(cr_gauge_open(&shared.gauge, 64, false, 0, 0, path, 0600), "cr_gauge_open");
+    check_status(cr_gauge_open(&keyed.gauge, 64, true, 1000, 0, NULL, 0), "cr_gauge_open");
+    bench_case cases[] = {
+        CASE1("c.floor.atomic_inc_dec", floor_inc_dec, NULL, n, "allow"),
+        CASE1("c.cellrate.concurrency.acquire_release", gauge_cycle, &own, n, "allow"),
+        CASE1("c.cellrate.concurrency.shared.acquire_release", gauge_cycle, &shared, n, "allow"),
+        CASE1("c.cellrate.concurrency.keyed.acquire_release", gauge_cycle, &keyed, n, "allow"),
+        {.id = "c.floor.atomic_inc_dec.2t",
+         .body = floor_inc_dec,
+         .ctx = {NULL, NULL},
+         .threads = 2,
+         .ops = n,
+         .expect = "allow"},
+        {.id = "c.cellrate.concurrency.acquire_release.2t",
+         .body = gauge_cycle,
+         .ctx = {&own, &own},
+         .threads = 2,
+         .ops = n,
+         .expect = "allow"},
+    };
+    run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
+    cr_gauge_free(own.gauge);
+    cr_gauge_free(shared.gauge);
+    cr_gauge_free(keyed.gauge);
+    unlink(path);
+}
+
+/* ------------------------------------------------------------------------ */
 
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: bench_core run|limiter|live|mem [--reps N] [--single-ops N] [--keyed-ops N] "
-            "[--keys N]\n");
+            "usage: bench_core run|limiter|live|mem|concurrency [--reps N] [--single-ops N] "
+            "[--keyed-ops N] [--keys N]\n");
     exit(2);
 }
 
@@ -1119,6 +1186,10 @@ int main(int argc, char **argv)
         free(draws);
         return 0;
     }
+    if (!strcmp(mode, "concurrency")) {
+        concurrency_scenarios(&cfg);
+        return 0;
+    }
     if (strcmp(mode, "run") != 0)
         usage();
 
@@ -1128,6 +1199,7 @@ int main(int argc, char **argv)
     limiter_scenarios(&cfg);
     live_change_scenarios(&cfg);
     catalogue_scenarios(&cfg);
+    concurrency_scenarios(&cfg);
 
     str_keys strs = make_str_keys(cfg.keys);
     uint32_t *draws_all = make_draws(cfg.keyed_ops, 0, cfg.keys, SEED);

@@ -6,7 +6,7 @@ untimed warm-up run; the value is the median. The scenarios of one group run
 round-robin (one run of each per round) so that a slow phase of the machine
 falls on all of them alike.
 
-    python bench_py.py --part floors|cellrate|catalogue|peers [--label NAME] [--reps N]
+    python bench_py.py --part floors|cellrate|catalogue|concurrency|peers [--label NAME] [--reps N]
 
 `--part cellrate` imports whichever `cellrate` comes first on sys.path, so
 run.sh runs it once with the regular build and once (PYTHONPATH, --label
@@ -21,6 +21,7 @@ import argparse
 import functools
 import json
 import random
+import shutil
 import statistics
 import sys
 import threading
@@ -294,6 +295,58 @@ def part_catalogue(reps: int, keys: List[str], pool: List[List[str]]) -> None:
     run_group(scenarios, reps, pool)
 
 
+def part_concurrency(reps: int, keys: List[str], pool: List[List[str]]) -> None:
+    """acquire + release in flight: cellrate.Concurrency (in process and in a
+    shared region) against threading.BoundedSemaphore and asyncio.Semaphore
+    (uncontended: a limit no thread fills)."""
+    import asyncio
+    import tempfile
+
+    import cellrate
+
+    own = cellrate.Concurrency(64)
+    region_dir = tempfile.mkdtemp(prefix="cellrate-bench-")
+    shared = cellrate.Concurrency(64, shared=f"{region_dir}/concurrency")
+    semaphore = threading.BoundedSemaphore(64)
+
+    def cellrate_cycle(c=own):
+        slot = c.try_acquire()
+        return slot.release()
+
+    def shared_cycle(c=shared):
+        slot = c.try_acquire()
+        return slot.release()
+
+    def semaphore_cycle(s=semaphore):
+        s.acquire()
+        s.release()
+        return True
+
+    scenarios: List[Scenario] = []
+    for threads in (1, 2):
+        for name, fn in (("cellrate.concurrency", cellrate_cycle),
+                         ("cellrate.concurrency.shared", shared_cycle),
+                         ("threading.bounded_semaphore", semaphore_cycle)):
+            scenarios.append(Scenario(f"py.{name}.acquire_release.{threads}t", loop_call, fn,
+                                      threads, False, "allow", all_admitted(fn, truthy)))
+    # asyncio: `async with` in one coroutine, `ops` times, on a fresh loop
+    def loop_async_with(make_context, ops: int, _keys: Optional[List[str]]) -> None:
+        async def cycles() -> None:
+            for _ in repeat(None, ops):
+                async with make_context():
+                    pass
+
+        asyncio.run(cycles())
+
+    loop_semaphore = asyncio.Semaphore(64)
+    for name, make_context in (("cellrate.concurrency.async_hold", own.hold),
+                               ("asyncio.semaphore.async_with", lambda: loop_semaphore)):
+        scenarios.append(Scenario(f"py.{name}.acquire_release.1t", loop_async_with, make_context,
+                                  1, False))
+    run_group(scenarios, reps, pool)
+    shutil.rmtree(region_dir, ignore_errors=True)
+
+
 def peer_factories(keys: List[str]):
     """(name, make_single, make_keyed, admitted, make_check) for each peer.
 
@@ -425,7 +478,8 @@ def part_peers(reps: int, keys: List[str], pool: List[List[str]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("floors", "cellrate", "catalogue", "peers"), required=True)
+    parser.add_argument("--part", choices=("floors", "cellrate", "catalogue", "concurrency", "peers"),
+                        required=True)
     parser.add_argument("--label", default="default")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--keys", type=int, default=KEYS)
@@ -443,6 +497,8 @@ def main() -> None:
         part_cellrate(args.reps, keys, pool, args.label)
     elif args.part == "catalogue":
         part_catalogue(args.reps, keys, pool)
+    elif args.part == "concurrency":
+        part_concurrency(args.reps, keys, pool)
     else:
         part_peers(args.reps, keys, pool)
     sys.stdout.flush()

@@ -513,6 +513,70 @@ function _M.charge(limits, opts)
         end
     end
     return units
+
+end
+
+-- Concurrency (docs/design.md §15): hold(concurrency, opts) in the access
+-- phase takes one unit (opts.cost) of the request's key (opts.key, default
+-- the client's address; none for a limit without capacity) and keeps the
+-- slot in ngx.ctx; leave() in the log phase gives back every slot the request
+-- holds. The log phase runs for every request, also one whose client went
+-- away; a worker that dies holding slots leaves them to be reclaimed (the
+-- region records the worker). A refusal ends the request with opts.status
+-- (429) and opts.body, without Retry-After (no field counts work in flight).
+local HELD = "cellrate.held"
+
+function _M.hold(concurrency, opts)
+    opts = opts or NO_OPTIONS
+    if opts ~= last_checked then
+        if checked[opts] == nil then
+            check_options(opts)
+        end
+        last_checked = opts
+    end
+    local info = concurrency:info()
+    local key = info.capacity and request_key(opts, 3) or nil
+    local slot, err = concurrency:acquire(key, opts.cost or 1)
+    if slot then
+        local ctx = ngx.ctx
+        local held = ctx[HELD]
+        if held == nil then
+            held = {}
+            ctx[HELD] = held
+        end
+        held[#held + 1] = concurrency
+        held[#held + 1] = slot
+        return true
+    end
+    if err ~= "rejected" then -- a shared region's lock held past its bound
+        error("cellrate: " .. tostring(err), 2)
+    end
+    if opts.dry_run then
+        ngx_log(ngx_WARN, "cellrate dry run: would refuse ", tostring(concurrency),
+                ": ", info.limit, " in flight")
+        return false
+    end
+    local status = opts.status or 429
+    local body = opts.body
+    if body ~= nil then
+        ngx.status = status
+        ngx_header["Content-Type"] = opts.content_type or "text/plain; charset=utf-8"
+        ngx_header["Content-Length"] = #body
+        ngx_print(body)
+    end
+    return ngx_exit(status)
+end
+
+function _M.leave()
+    local ctx = ngx.ctx
+    local held = ctx[HELD]
+    if held == nil then
+        return
+    end
+    ctx[HELD] = nil
+    for i = 1, #held, 2 do
+        held[i]:release(held[i + 1])
+    end
 end
 
 return _M

@@ -11,30 +11,37 @@ remaining, retry_after, reset_after (seconds) and limit. Bad arguments raise
 InvalidArgument (a ValueError) or InvalidArgumentType (a TypeError), both
 CellrateError, whose `param` names the parameter at fault.
 
+Concurrency counts work in flight instead of a rate: try_acquire() gives a
+Slot to release(), hold() is a context manager for `with` and `async with`,
+and @cellrate.concurrent(limit) limits a function's calls in flight.
+
 Scripts wait for capacity with lim.wait() (threads) or await lim.acquire()
 (asyncio), or put @cellrate.limit(...) on a function; a call that is refused
 raises RateLimited (.retry_after, .decision).
 """
 
-from cellrate import _cellrate, _wait
+from cellrate import _cellrate, _concurrency, _wait
 from cellrate._cellrate import (
     CellrateError,
+    Concurrency,
     Decision,
     InvalidArgument,
     InvalidArgumentType,
     KeyedLimiter,
     Limit,
     Limiter,
+    Slot,
     __version__,
     check_all,
     check_policy_name,
 )
+from cellrate._concurrency import concurrent
 from cellrate._decorator import limit
 from cellrate._wait import RateLimited
 
 # wait() and acquire() are Python; they become methods of the compiled types
 # themselves (docs/design.md §9)
-for _type, _name, _function in _wait.METHODS:
+for _type, _name, _function in _wait.METHODS + _concurrency.METHODS:
     _function.__name__ = _name
     _function.__qualname__ = f"{_type.__name__}.{_name}"
     _cellrate._attach_method(_type, _function)
@@ -42,6 +49,7 @@ del _type, _name, _function
 
 __all__ = [
     "CellrateError",
+    "Concurrency",
     "Decision",
     "InvalidArgument",
     "InvalidArgumentType",
@@ -49,8 +57,10 @@ __all__ = [
     "Limit",
     "Limiter",
     "RateLimited",
+    "Slot",
     "__version__",
     "check_all",
     "check_policy_name",
+    "concurrent",
     "limit",
 ]

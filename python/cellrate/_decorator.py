@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Callable, List, Literal, Optional, TypeVar, Union
+from typing import (Any, AsyncIterator, Callable, Iterator, List, Literal, Optional, TypeVar,
+                    Union)
 
 from cellrate import _cellrate
 from cellrate._cellrate import KeyedLimiter, Limiter
@@ -202,9 +204,9 @@ def limit(
             raise invalid_type(
                 "func", f"limit() decorates a function, not {type(func).__name__}")
         if inspect.isasyncgenfunction(func):
-            limited = _async_generator(func, limit_async(_admitted_async))
+            limited = _async_generator(func, _async_gate(limit_async(_admitted_async)))
         elif inspect.isgeneratorfunction(func):
-            limited = _generator(func, limit_sync(_admitted))
+            limited = _generator(func, _gate(limit_sync(_admitted)))
         elif inspect.iscoroutinefunction(func):
             limited = limit_async(func)
         else:
@@ -215,9 +217,11 @@ def limit(
 
 
 # A generator's call only creates it: the limit is charged when its iteration
-# starts, by a gate (the wrapper of a function that does nothing) called from
-# inside the generator wrapper. The wrappers delegate everything else to the
-# generator (send, throw, close), so they are generators of the same kind.
+# starts, inside a context (for a rate limit, a gate: the wrapper of a function
+# that does nothing; for a concurrency limit, its hold for the whole iteration)
+# entered from inside the generator wrapper. The wrappers delegate everything
+# else to the generator (send, throw, close), so they are generators of the
+# same kind.
 
 
 def _admitted(*args: Any, **kwargs: Any) -> None:
@@ -228,41 +232,59 @@ async def _admitted_async(*args: Any, **kwargs: Any) -> None:
     return None
 
 
-def _generator(func: Callable[..., Any], gate: Callable[..., None]) -> Callable[..., Any]:
+def _gate(gate: Callable[..., None]) -> Callable[..., Any]:
+    @contextlib.contextmanager
+    def gated(*args: Any, **kwargs: Any) -> Iterator[None]:
+        gate(*args, **kwargs)
+        yield
+
+    return gated
+
+
+def _async_gate(gate: Callable[..., Any]) -> Callable[..., Any]:
+    @contextlib.asynccontextmanager
+    async def gated(*args: Any, **kwargs: Any) -> AsyncIterator[None]:
+        await gate(*args, **kwargs)
+        yield
+
+    return gated
+
+
+def _generator(func: Callable[..., Any], context: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def limited_generator(*args: Any, **kwargs: Any) -> Any:
-        gate(*args, **kwargs)
-        return (yield from func(*args, **kwargs))
+        with context(*args, **kwargs):
+            return (yield from func(*args, **kwargs))
 
     return limited_generator
 
 
-def _async_generator(func: Callable[..., Any], gate: Callable[..., Any]) -> Callable[..., Any]:
+def _async_generator(func: Callable[..., Any], context: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     async def limited_async_generator(*args: Any, **kwargs: Any) -> Any:
-        await gate(*args, **kwargs)
-        inner = func(*args, **kwargs)
-        # `yield from` for an async generator (there is none): what the caller
-        # sends or throws goes to `inner`, and closing this closes it.
-        try:
-            value = await inner.__anext__()
-        except StopAsyncIteration:
-            return
-        while True:
+        async with context(*args, **kwargs):
+            inner = func(*args, **kwargs)
+            # `yield from` for an async generator (there is none): what the caller
+            # sends or throws goes to `inner`, and closing this closes it.
             try:
-                sent = yield value
-            except GeneratorExit:
-                await inner.aclose()
-                raise
-            except BaseException as error:  # thrown in by athrow()
+                value = await inner.__anext__()
+            except StopAsyncIteration:
+                return
+            while True:
                 try:
-                    value = await inner.athrow(error)
-                except StopAsyncIteration:
-                    return
-            else:
-                try:
-                    value = await inner.asend(sent)
-                except StopAsyncIteration:
-                    return
+                    sent = yield value
+                except GeneratorExit:
+                    await inner.aclose()
+                    raise
+                except BaseException as error:  # thrown in by athrow()
+                    try:
+                        value = await inner.athrow(error)
+                    except StopAsyncIteration:
+                        return
+                else:
+                    try:
+                        value = await inner.asend(sent)
+                    except StopAsyncIteration:
+                        return
 
     return limited_async_generator

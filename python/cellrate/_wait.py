@@ -34,18 +34,20 @@ class RateLimited(_cellrate.CellrateError):
     its cost can never fit the limit) and `decision` the Decision that said so.
     """
 
-    def __init__(self, decision: _cellrate.Decision) -> None:
+    def __init__(self, decision: _cellrate.Decision, message: Optional[str] = None) -> None:
         self.decision = decision
         self.retry_after = decision.retry_after
         if math.isinf(decision.retry_after):
-            message = f"rate limited: the cost can never fit this limit (burst {decision.limit})"
             self.param = "cost"
-        else:
-            message = f"rate limited: retry after {decision.retry_after:.6f} s"
+        if message is None:
+            if math.isinf(decision.retry_after):
+                message = f"rate limited: the cost can never fit this limit (burst {decision.limit})"
+            else:
+                message = f"rate limited: retry after {decision.retry_after:.6f} s"
         super().__init__(message)
 
     def __reduce__(self) -> Any:
-        return (type(self), (self.decision,))
+        return (type(self), (self.decision, str(self)))
 
 
 def check_timeout(timeout: Optional[float]) -> Optional[float]:

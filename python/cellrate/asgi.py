@@ -48,10 +48,31 @@ class RateLimitMiddleware:
         if limits is None:
             await self.app(scope, receive, send)
             return
+        if policy.concurrency is None:
+            await self._limited(limits, request, scope, receive, send)
+            return
+        refuse, slot = policy.hold(request)
+        if refuse:
+            await self._send_refusal(send, policy.in_flight_refusal())
+            return
+        if slot is None:  # a dry run's refusal
+            await self._limited(limits, request, scope, receive, send)
+            return
+        try:  # held until the last body message is sent, or the app returns
+            await self._limited(limits, request, scope, receive, _releasing(send, slot))
+        finally:
+            slot.release()
+
+    async def _limited(self, limits: Any, request: Request, scope: Scope, receive: Receive,
+                       send: Send) -> None:
+        policy = self.policy
+        if not limits:  # concurrency alone
+            await self.app(scope, receive, send)
+            return
         decision = await policy.decide_async(limits, request)
         refuse, fields = policy.outcome(decision, request)
         if refuse:
-            await self._refuse(send, fields)
+            await self._send_refusal(send, policy.refusal(fields))
         elif policy.charges:
             await self._settled(scope, receive, send, policy.charger(limits, request), fields)
         elif fields:
@@ -85,10 +106,22 @@ class RateLimitMiddleware:
         finally:
             charger.end(response)
 
-    async def _refuse(self, send: Send, fields: list[tuple[str, str]]) -> None:
-        status, headers, body = self.policy.refusal(fields)
+    @staticmethod
+    async def _send_refusal(send: Send, refusal: tuple[int, list[tuple[str, str]], bytes]) -> None:
+        status, headers, body = refusal
         await send({"type": "http.response.start", "status": status, "headers": _encoded(headers)})
         await send({"type": "http.response.body", "body": body})
+
+
+def _releasing(send: Send, slot: Any) -> Send:
+    """`send`, releasing `slot` once the response's last body message is sent."""
+
+    async def send_then_release(message: Message) -> None:
+        await send(message)
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            slot.release()
+
+    return send_then_release
 
 
 def _adding(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:

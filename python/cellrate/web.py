@@ -253,6 +253,9 @@ NO_ADDRESS = "unknown"
 # Addresses whose key and trust a policy keeps (an LRU: a fresh address costs
 # one parse, a known one a lookup).
 ADDRESS_CACHE_SIZE = 4096
+# Keys (clients) holding requests at once that concurrency=N is sized for:
+# 16 * (N + 1) * 7/4 bytes each (a shared region reserves them all).
+CONCURRENCY_KEYS = 10_000
 
 # The first 12 bytes of an IPv4-mapped IPv6 address (::ffff:a.b.c.d)
 _MAPPED = bytes(10) + b"\xff\xff"
@@ -408,6 +411,15 @@ class Policy:
     name, legacy_headers: the policy name (None: the core's default) and the
         X-RateLimit-* trio (Decision.headers). admitted_headers: the headers on admitted
         responses too.
+    concurrency: at most this many requests of one key (the client's address,
+        or `key`) in flight at once, an int; or a cellrate.Concurrency, keyed by
+        `key` when it has a capacity, else one limit for every request. A
+        request holds its unit until its response ends (ASGI: after the last
+        body message, or when the app returns on a disconnect; WSGI: when the
+        response iterable is closed), streaming included. A request refused
+        here spends nothing of the rate limits; its refusal has `status` and no
+        RateLimit fields (no field counts work in flight). With `shared`, the
+        int form lives at `shared.concurrency`.
     dry_run: decide and log refusals (logger "cellrate", WARNING), send the
         RateLimit headers (never Retry-After), refuse nothing.
     charge: a function of the Request and the Response returning what the
@@ -449,6 +461,7 @@ class Policy:
         dry_run: bool = False,
         now: Callable[[], float] | None = None,
         charge: Callable[[Request, Response], int | None] | None = None,
+        concurrency: int | cellrate.Concurrency | None = None,
     ) -> None:
         if key is not None and not callable(key):
             raise invalid_type("key", "key must be a function of the request "
@@ -483,6 +496,8 @@ class Policy:
         cellrate.check_policy_name(name)
         self._shared = shared  # made a directory when a limit first needs it
         base = "default" if name is None else name
+        self._base = base
+        self._concurrency_shared = False  # concurrency=N made in the shared= directory
 
         self.limits = self._limits(limit, "limit", base, None)
         self.routes: list[tuple[Callable[[str, str], bool], list[_Limit]]] = []
@@ -492,10 +507,12 @@ class Policy:
             text = pattern.pattern if isinstance(pattern, re.Pattern) else str(pattern)
             self.routes.append((_matcher(pattern, "routes"),
                                 self._limits(route_limit, "routes", f"{base} {text}", pattern)))
-        if not self.limits and not self.routes:
+        self.concurrency = self._concurrency(concurrency, shared)
+        if not self.limits and not self.routes and self.concurrency is None:
             raise invalid("limit", "limit: give a limit, routes, or both")
         for param, value in (("burst", burst), ("shared", shared)):
-            if value is not None and not self._from_rates:
+            if value is not None and not self._from_rates and not (
+                    param == "shared" and self._concurrency_shared):
                 raise invalid(param, f"{param} applies to limits given as a rate; no limit is: "
                                      "give it to the store you made")
         every = self.limits + [one for _, route in self.routes for one in route]
@@ -599,6 +616,25 @@ class Policy:
                                f"with check(), or a (store, key function) pair, not "
                                f"{type(rate).__name__}")
         return rate
+
+    def _concurrency(self, spec: Any, shared: str | None) -> cellrate.Concurrency | None:
+        if spec is None or isinstance(spec, cellrate.Concurrency):
+            return spec
+        if isinstance(spec, bool) or not isinstance(spec, int):
+            raise invalid_type("concurrency", "concurrency must be an int (requests of one key "
+                                              "in flight) or a cellrate.Concurrency")
+        self._concurrency_shared = shared is not None
+        region = None
+        if shared is not None:
+            self._shared = _namespace(shared)
+            region = os.path.join(self._shared, urllib.parse.quote(f"{self._base} concurrency",
+                                                                   safe=" #"))
+        try:
+            return cellrate.Concurrency(spec, capacity=CONCURRENCY_KEYS, shared=region)
+        except cellrate.CellrateError as error:
+            if getattr(error, "param", None) != "limit":
+                raise
+            raise invalid("concurrency", f"concurrency: {error}") from None
 
     def _shared_store(self, rate: Any, name: str) -> Any:
         """The store of limit `name` in the shared= directory: its region, which
@@ -712,7 +748,31 @@ class Policy:
         for matches, route_limits in self.routes:
             if matches(method, path):
                 limits.extend(route_limits)
-        return limits or None
+        return limits if limits or self.concurrency is not None else None
+
+    def hold(self, request: Request) -> tuple[bool, cellrate.Slot | None]:
+        """(refuse, slot): the request's unit in flight (slot None: no
+        concurrency, or a dry run that would have refused)."""
+        concurrency = self.concurrency
+        if concurrency is None:
+            return False, None
+        slot = concurrency.try_acquire(None if concurrency.capacity is None
+                                       else self.key(request))
+        if slot is not None:
+            return False, slot
+        if self.dry_run:
+            logger.warning("dry run: would refuse %s %s (key %r, %d in flight)", request.method,
+                           request.path, self.key(request), concurrency.limit)
+            return False, None
+        return True, None
+
+    def in_flight_refusal(self) -> tuple[int, list[tuple[str, str]], bytes]:
+        """(status, header fields, body) of a refusal by `concurrency`."""
+        body = self.body
+        if body is None:
+            body = self._problem_head + b'Too many requests in flight; retry when one ends."}'
+        return self.status, [("Content-Type", self.content_type),
+                             ("Content-Length", str(len(body)))], body
 
     def cost_of(self, request: Request) -> int:
         cost = self.cost

@@ -39,6 +39,26 @@ class RateLimitMiddleware:
         limits = policy.limits_for(request)
         if limits is None:
             return self.app(environ, start_response)
+        if policy.concurrency is None:
+            return self._limited(limits, request, environ, start_response)
+        refuse, slot = policy.hold(request)
+        if refuse:
+            status, headers, body = policy.in_flight_refusal()
+            start_response(policy.status_line, headers)
+            return [body]
+        if slot is None:  # a dry run's refusal
+            return self._limited(limits, request, environ, start_response)
+        try:
+            return _Releasing(self._limited(limits, request, environ, start_response), slot)
+        except BaseException:
+            slot.release()
+            raise
+
+    def _limited(self, limits: Any, request: Request, environ: Environ,
+                 start_response: StartResponse) -> Iterable[bytes]:
+        policy = self.policy
+        if not limits:  # concurrency alone
+            return self.app(environ, start_response)
         decision = policy.decide(limits, request)
         refuse, fields = policy.outcome(decision, request)
         if refuse:
@@ -87,3 +107,25 @@ class _Settling:
             if charger is not None:
                 charger.end(self.response)
 
+
+
+class _Releasing:
+    """A response iterable that releases its request's unit in flight when the
+    server closes it (PEP 3333: always, also when the client went away)."""
+
+    __slots__ = ("response", "slot")
+
+    def __init__(self, response: Iterable[bytes], slot: Any) -> None:
+        self.response = response
+        self.slot = slot
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.response)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.response, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self.slot.release()

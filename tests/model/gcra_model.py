@@ -128,6 +128,18 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (50, "E_RATE_MAX_COST", "argument", "rate",
      "rate is below max_cost: a window admits at most rate units, so a request of max_cost "
      "units would never be admitted; give a rate of at least max_cost per window"),
+    (51, "E_LIMIT", "argument", "limit",
+     "limit must be an integer >= 1 and <= 65536 (the units that may be held at once)"),
+    (52, "E_HOLD_COST", "argument", "cost",
+     "cost must be an integer >= 1 (the units a holding takes)"),
+    (53, "E_LEASE", "argument", "lease",
+     "lease must be a number of seconds > 0 and below 2^62 ns (146 years), or absent for none"),
+    (54, "E_SHARED_LIMIT", "region", "shared",
+     "shared: the region was made with another limit or lease"),
+    (55, "E_KEY_UNKEYED", "argument", "key",
+     "key: a concurrency limit without capacity has no keys; give capacity for one limit "
+     "per key"),
+    (56, "E_SLOT", "argument", "slot", "slot must be a slot that a concurrency limit gave out"),
 ]
 
 

@@ -549,6 +549,7 @@ def test_version():
 def test_public_names():
     assert sorted(cellrate.__all__) == [
         "CellrateError",
+        "Concurrency",
         "Decision",
         "InvalidArgument",
         "InvalidArgumentType",
@@ -556,12 +557,14 @@ def test_public_names():
         "Limit",
         "Limiter",
         "RateLimited",
+        "Slot",
         "__version__",
         "check_all",
         "check_policy_name",
+        "concurrent",
         "limit",
     ]
-    for name in set(cellrate.__all__) - {"RateLimited", "limit"}:  # those two are Python
+    for name in set(cellrate.__all__) - {"RateLimited", "limit", "concurrent"}:  # those are Python
         assert getattr(cellrate, name) is getattr(cellrate._cellrate, name)
     for cls in (cellrate.Limiter, cellrate.KeyedLimiter, cellrate.Decision):
         assert cls.__module__ == "cellrate"

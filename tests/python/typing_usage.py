@@ -217,6 +217,30 @@ def use_limit() -> None:
     cellrate.check_policy_name("api")
 
 
+def use_concurrency() -> int:
+    c = cellrate.Concurrency(2, lease=30.0)
+    slot: cellrate.Slot | None = c.try_acquire(cost=1)
+    assert slot is not None and slot.concurrency is c and slot.cost == 1
+    released: bool = slot.release()
+    with c.hold(timeout=1.0) as held:
+        assert held.cost == 1 and c.in_flight() == 1
+
+    async def held_async() -> int:
+        async with c.hold() as slot:
+            return slot.cost
+
+    keyed = cellrate.Concurrency(1, capacity=10)
+    assert keyed.try_acquire(b"client") is not None and keyed.capacity == 10
+
+    @cellrate.concurrent(3, timeout=0.5)
+    def work(x: int) -> int:
+        return x
+
+    lease: float | None = c.lease
+    assert released and lease == 30.0 and asyncio.run(held_async()) == 1
+    return work(2) + c.limit
+
+
 def main() -> None:
     version: str = cellrate.__version__
     assert version.count(".") == 2
@@ -230,6 +254,7 @@ def main() -> None:
     assert sorted(cellrate.__all__) == sorted(
         [
             "CellrateError",
+            "Concurrency",
             "Decision",
             "InvalidArgument",
             "InvalidArgumentType",
@@ -237,15 +262,18 @@ def main() -> None:
             "Limit",
             "Limiter",
             "RateLimited",
+            "Slot",
             "__version__",
             "check_all",
             "check_policy_name",
+            "concurrent",
             "limit",
         ]
     )
     use_catalogue()
     use_costs_after_the_fact()
     use_limit()
+    assert use_concurrency() == 4
 
 
 if __name__ == "__main__":

@@ -1,0 +1,95 @@
+"""cellrate.nginx.hold / leave: a concurrency limit across nginx workers,
+acquired in the access phase and released in the log phase (also when the
+client goes away or the worker dies). The handler counts the requests it
+runs at once itself (a shared dict), never asking the limit."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import pathlib
+import signal
+import socket
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from server import Nginx  # noqa: E402
+
+LIMIT = 2  # limits.in_flight in tests/nginx/limits.lua.in
+
+
+def in_flight_stats(server: Nginx) -> dict[str, int]:
+    _, _, body = server.get("/in_flight_stats")
+    return {name: int(value) for name, value in
+            (line.split() for line in body.decode().splitlines())}
+
+
+def until_released(server: Nginx, want: int = 0, tries: int = 500) -> int:
+    """The units held, once they are `want` (or after `tries` looks)."""
+    held = in_flight_stats(server)["held"]
+    for _ in range(tries):
+        if held == want:
+            break
+        time.sleep(0.01)
+        held = in_flight_stats(server)["held"]
+    return held
+
+
+def test_never_more_than_the_limit_in_flight_across_workers():
+    with Nginx(workers=4, listen_options="reuseport") as server:
+        def client(_):
+            statuses = []
+            connection = server.connection()
+            try:
+                for _ in range(10):
+                    status, headers, _ = server.get("/in_flight?sleep=0.02", connection)
+                    statuses.append((status, headers))
+            finally:
+                connection.close()
+            return statuses
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            replies = [r for batch in pool.map(client, range(8)) for r in batch]
+        stats = in_flight_stats(server)
+        assert until_released(server) == 0  # every log phase gave its unit back
+    statuses = [status for status, _ in replies]
+    assert 1 <= stats["most"] <= LIMIT  # counted by the handler itself
+    assert statuses.count(200) >= 1 and statuses.count(429) >= 1
+    assert set(statuses) <= {200, 429}
+    assert all("Retry-After" not in headers for status, headers in replies if status == 429)
+    assert len({headers["X-Worker"] for _, headers in replies}) >= 2
+
+
+def test_a_client_that_goes_away_gives_its_unit_back():
+    with Nginx(workers=2) as server:
+        sockets = []
+        for _ in range(LIMIT):
+            sock = socket.create_connection(("127.0.0.1", server.port))
+            sock.sendall(b"GET /in_flight?sleep=0.5 HTTP/1.1\r\nHost: x\r\n\r\n")
+            sockets.append(sock)
+        assert until_released(server, want=LIMIT) == LIMIT
+        for sock in sockets:
+            sock.close()  # gone before the response
+        assert until_released(server) == 0
+
+
+def test_a_worker_killed_mid_request_leaks_nothing():
+    with Nginx(workers=2) as server:
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        sock.sendall(b"GET /in_flight?sleep=5 HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert until_released(server, want=1) == 1
+        before = set(server.worker_pids())
+        for pid in before:  # the holder among them
+            os.kill(pid, signal.SIGKILL)
+        sock.close()
+        for _ in range(500):  # the master starts new workers
+            pids = set(server.worker_pids())
+            if len(pids) == 2 and not pids & before:
+                break
+            time.sleep(0.01)
+        # the dead worker's unit is reclaimed (in_flight reclaims, as would an
+        # acquire finding the limit full)
+        assert in_flight_stats(server)["held"] == 0
+        statuses = [server.get("/in_flight?sleep=0")[0] for _ in range(3)]
+        assert statuses == [200, 200, 200]
