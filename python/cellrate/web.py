@@ -390,7 +390,7 @@ class Policy:
         `<name> <pattern>`, the parts of "100/day;10/hour" at `...#<index>`
         after the first (percent-encoded; `name` None: "default"). A name
         opened with another limit than its region's changes the region's live
-        (DESIGN §8: what was used carries, every process follows); one process
+        (docs/design.md §4: what was used carries, every process follows); one process
         opening one name with two limits is an error naming `name`.
     trusted_proxies: addresses or networks of the proxies in front of the app
         ("unix": the peer of a Unix-socket connection, which has no address);
@@ -677,7 +677,7 @@ class Policy:
 
     def reconfigure(self, limit: str | float, *, route: PathPattern | None = None,
                     burst: int | None = None) -> None:
-        """Changes a limit this policy made from a rate, live (DESIGN §8): what
+        """Changes a limit this policy made from a rate, live (docs/design.md §4): what
         each key used carries, and under shared= every process follows from
         its next decision. route: the pattern as given to `routes` (None: the
         policy's `limit`). limit: a rate, "100/day;10/hour" with as many parts

@@ -477,7 +477,7 @@ static void test_open_changes_the_limit(void)
     cr_keyed_free(second);
     cr_keyed_free(third);
 
-    /* the same for a Limiter: DESIGN §8's second vector at t0 */
+    /* the same for a Limiter: the second reference vector of a live change (docs/design.md §4) at t0 */
     unlink(path);
     const int64_t t0 = 50 * 1000000000LL;
     cr_limit fast = make_limit(100, 100), slow = make_limit(10, 10);

@@ -323,7 +323,7 @@ def test_reload_during_traffic_keeps_every_key():
 
 
 def test_reload_with_a_changed_limit_under_traffic_carries_what_was_used():
-    """DESIGN §8 in nginx: four workers serve clients that never stop while
+    """A live change (docs/design.md §5) in nginx: four workers serve clients that never stop while
     `nginx -s reload` brings a changed rate and burst. The master's
     init_by_lua opens the region with the new limit, which makes it the
     region's; the old workers follow from their next decision while they

@@ -561,7 +561,7 @@ def test_mixed_shared_regions_refused():
                 cellrate.KeyedLimiter(10, 8, shared=path, **kwargs)
             assert info.value.param == "shared" and "algorithm" in str(info.value)
         with pytest.raises(VALUE) as info:
-            cellrate.KeyedLimiter(11, 8, algorithm="fixed_window", shared=path)
+            cellrate.KeyedLimiter(11, 8, algorithm="fixed_window", shared=path, on_change="refuse")
         assert info.value.param == "shared"
         same = cellrate.KeyedLimiter(10, 8, algorithm="fixed_window", shared=path)
         assert same.algorithm == "fixed_window"

@@ -430,8 +430,16 @@ def test_reconfigure_refuses_another_algorithm_and_bad_limits_unchanged():
 
 
 @pytest.mark.parametrize("kind", [cellrate.Limiter, cellrate.KeyedLimiter])
-def test_reconfigure_of_a_shared_limiter_is_refused(tmp_path, kind):
+def test_a_bad_change_of_a_shared_limiter_changes_nothing(tmp_path, kind):
     lim = kind(10, shared=str(tmp_path / "region"))
+    other = kind(10, shared=str(tmp_path / "region"))
     with pytest.raises(cellrate.InvalidArgument) as info:
-        lim.reconfigure(20)
-    assert info.value.param == "shared"
+        lim.reconfigure(20, algorithm="fixed_window")
+    assert info.value.param == "algorithm"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        lim.reconfigure(-1)
+    assert info.value.param == "rate"
+    assert (other.rate, lim.rate) == (10, 10)
+    lim.reconfigure(20)
+    other.check(**({"key": "k"} if kind is cellrate.KeyedLimiter else {}))
+    assert other.rate == 20  # the region's change, followed on the next decision

@@ -267,7 +267,7 @@ end
 def test_python_and_lua_processes_follow_a_live_change(region_dir):
     """Two Python and two Lua processes keep deciding on one region while the
     limit changes under them: what they used carries, so the totals are
-    exact (DESIGN §8)."""
+    exact (docs/design.md §5)."""
     assert LUA_MODULE.exists(), "build the Lua module first (make lua)"
     path = str(region_dir / "live")
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"))

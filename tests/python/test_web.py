@@ -1014,7 +1014,7 @@ def test_no_policy_name_is_the_cores_default():
     assert decision.headers(None) == decision.headers() == decision.headers("default")
 
 
-# -- one shared= directory for an app (DESIGN §8) -------------------------------
+# -- one shared= directory for an app (docs/design.md §10) ---------------------------
 
 
 def _fastapi_app(shared, middleware, dependency, routes=None):
