@@ -1881,7 +1881,7 @@ PyDoc_STRVAR(check_policy_name_doc,
 
 PyDoc_STRVAR(limiter_doc,
              "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,\n"
-             "        clock=None, algorithm=None, max_cost=None)\n--\n\n"
+             "        clock=None, algorithm=None, on_change=None, max_cost=None)\n--\n\n"
              "A GCRA limit on one key: `rate` units per `period` seconds, sustained,\n"
              "with up to `burst` units at once.\n\n"
              "rate: a number > 0, or a string such as '300/minute', '10/s',\n"
@@ -1892,6 +1892,10 @@ PyDoc_STRVAR(limiter_doc,
              "        every process opening it shares as one limit; None: this\n"
              "        process alone.\n"
              "shared_mode: the mode of a region file this call creates; None: 0o600.\n"
+             "on_change: 'apply' (None) or 'refuse': what opening a region made for\n"
+             "           another limit does: make this one the region's, a live change\n"
+             "           every process follows (a RuntimeWarning names old and new), or\n"
+             "           raise InvalidArgument naming shared.\n"
              "clock: the clock read when a call passes no `now`: 'monotonic' (None)\n"
              "       or 'fast', CLOCK_MONOTONIC extrapolated from the CPU's counter.\n"
              "algorithm: 'gcra' (None), 'token_bucket', 'fixed_window' or\n"
@@ -1903,12 +1907,13 @@ PyDoc_STRVAR(limiter_doc,
 
 PyDoc_STRVAR(keyed_doc,
              "KeyedLimiter(rate, period=None, *, burst=None, capacity=None, shared=None,\n"
-             "             shared_mode=None, clock=None, algorithm=None, max_cost=None)\n--\n\n"
+             "             shared_mode=None, clock=None, algorithm=None, on_change=None,\n"
+             "             max_cost=None)\n--\n\n"
              "One GCRA limit applied to each key (str or bytes) separately, in a table\n"
              "of bounded size. rate, period and burst are as for Limiter.\n\n"
              "capacity: the number of live keys the table is sized for; None means\n"
              "          the default (100000).\n"
-             "shared, shared_mode, clock, algorithm, max_cost: as for Limiter.\n\n"
+             "shared, shared_mode, clock, algorithm, on_change, max_cost: as for Limiter.\n\n"
              "len() is the number of keys holding a slot. Safe to share between threads.");
 
 #define DECIDE_METHODS(type)                                                                   \
