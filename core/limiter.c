@@ -194,9 +194,11 @@ static cr_status follow(cr_limiter *limiter, limiter_cell **cell)
     return status;
 }
 
-/* limiter_apply in a shared region. */
-static cr_status shared_apply(cr_limiter *limiter, int64_t now_ns, cr_op *op, bool commit,
-                              cr_decision *out, bool *ok)
+/* limiter_apply in a shared region: out of line, so that the entry points
+ * of a limiter of one process keep their lean frame. */
+__attribute__((noinline)) static cr_status shared_apply(cr_limiter *limiter, int64_t now_ns,
+                                                        cr_op *op, bool commit, cr_decision *out,
+                                                        bool *ok)
 {
     limiter_cell *cell = current_cell(limiter);
     cr_status status = CR_OK;
