@@ -880,7 +880,8 @@ def charge_scenarios(v: Decisions) -> None:
     v.op(900 * MS)
     v.op(900 * MS)
     v.op(SECOND)
-    v.comment("settling an estimate: check(estimate), then charge(actual - estimate) or refund(estimate - actual)")
+    v.comment("settling an estimate: check(estimate), then charge(actual - estimate) "
+              "or refund(estimate - actual)")
     v.new_key(10 * MS, 100)
     v.op(0, 40)
     v.charge(0, 25)

@@ -100,7 +100,7 @@ def test_take_under_four_threads_never_admits_more_than_fits():
         taken = [0] * 4
         start = threading.Barrier(4)
 
-        def run(index, lim=lim, take=take):
+        def run(index, lim=lim, take=take, start=start, taken=taken):
             start.wait()
             for attempt in range(2000):
                 taken[index] += take(lim, 1 + attempt % 5)

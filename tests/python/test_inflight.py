@@ -216,7 +216,7 @@ def test_threads_never_hold_more_than_the_limit(fine_thread_switching):
 
 def _process_holder(path, now, most, lock, cycles):
     c = cellrate.Concurrency(LIMIT, shared=path)
-    for i in range(cycles):
+    for _ in range(cycles):
         slot = c.try_acquire()
         while slot is None:
             time.sleep(0)

@@ -137,9 +137,9 @@ def read_vectors():
     A step is ("op", fields), ("refund", [now, cost, state_after]), ("set",
     state) for a reservation (which the Redis store does not make: the test
     writes the state it leaves), ("reconfigure", [now, T or window, burst or
-    rate, state_after]) for a live change, or ("reset",), or ("after the fact",) for a charge or a take, which the
-    script does not make yet: the rest of its sequence is not compared. gcra sequences are
-    also run as token_bucket.
+    rate, state_after]) for a live change, or ("reset",), or ("after the fact",) for a
+    charge or a take, which the script does not make yet: the rest of its sequence is not
+    compared. gcra sequences are also run as token_bucket.
     """
     sequences = []
     for text in (ROOT / "tests" / "vectors" / "decisions.txt").read_text().splitlines():
@@ -317,7 +317,7 @@ def test_reference_vectors_of_a_live_change(client):
     """docs/design.md §4's three reference vectors, each by reconfigure() and by a new store
     started with the new limit under the same name (a restarted process)."""
     for restart in (False, True):
-        def change(store, *args, **kwargs):
+        def change(store, *args, restart=restart, **kwargs):
             if restart:
                 return RedisLimiter(client, *args, name=store.name, on_error="raise", **kwargs)
             store.reconfigure(*args, **{k: v for k, v in kwargs.items() if k != "algorithm"})
