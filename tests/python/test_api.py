@@ -405,6 +405,7 @@ def test_constructor_signatures_are_introspectable():
         "shared_mode",
         "clock",
         "algorithm",
+        "on_change",
         "max_cost",
     ]
     assert list(inspect.signature(cellrate.Decision).parameters) == [
