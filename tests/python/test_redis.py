@@ -1399,7 +1399,8 @@ def test_cluster_through_the_asyncio_client(cluster):
     async def run():
         rc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster[1].port)
         try:
-            store = AsyncRedisLimiter(rc, 5, burst=3, on_error="raise", prefix="async:")
+            # a generous timeout: the first call also discovers the cluster (a loaded machine)
+            store = AsyncRedisLimiter(rc, 5, burst=3, on_error="raise", prefix="async:", timeout=5)
             core = cellrate.KeyedLimiter(5, burst=3)
             for i in range(300):
                 key, now = f"user:{i % 60}", 10.0 + i * 0.01
