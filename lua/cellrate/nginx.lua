@@ -326,6 +326,20 @@ local function set_fields(name1, value1, name2, value2, name3, value3, name4, va
     end
 end
 
+-- Ends the request with the refusal of `opts`: its status (429) and, when
+-- given, its body.
+local function refuse(opts)
+    local status = opts.status or 429
+    local body = opts.body
+    if body ~= nil then
+        ngx.status = status
+        ngx_header["Content-Type"] = opts.content_type or "text/plain; charset=utf-8"
+        ngx_header["Content-Length"] = #body
+        ngx_print(body)
+    end
+    return ngx_exit(status)
+end
+
 --[[
 limit(limits, opts): decides for this request and answers a refusal.
 
@@ -388,15 +402,7 @@ local function answer(opts, decider, allowed, remaining, retry_after, reset_afte
                 ", retry after ", retry_after, " s")
         return allowed, remaining, retry_after, reset_after
     end
-    local status = opts.status or 429
-    local body = opts.body
-    if body ~= nil then
-        ngx.status = status
-        ngx_header["Content-Type"] = opts.content_type or "text/plain; charset=utf-8"
-        ngx_header["Content-Length"] = #body
-        ngx_print(body)
-    end
-    return ngx_exit(status)
+    return refuse(opts)
 end
 
 function _M.limit(limits, opts)
@@ -556,15 +562,7 @@ function _M.hold(concurrency, opts)
                 ": ", info.limit, " in flight")
         return false
     end
-    local status = opts.status or 429
-    local body = opts.body
-    if body ~= nil then
-        ngx.status = status
-        ngx_header["Content-Type"] = opts.content_type or "text/plain; charset=utf-8"
-        ngx_header["Content-Length"] = #body
-        ngx_print(body)
-    end
-    return ngx_exit(status)
+    return refuse(opts)
 end
 
 function _M.leave()
