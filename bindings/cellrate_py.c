@@ -2400,8 +2400,7 @@ static PyMethodDef cellrate_methods[] = {
     {"_check_timeout", module_check_timeout, METH_O, check_timeout_doc},
     {"_check_request", (PyCFunction)(void (*)(void))module_check_request, METH_FASTCALL,
      check_request_doc},
-    {"_check_hold", (PyCFunction)(void (*)(void))module_check_hold, METH_FASTCALL,
-     check_hold_doc},
+    {"_check_hold", (PyCFunction)(void (*)(void))module_check_hold, METH_FASTCALL, check_hold_doc},
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
     {NULL, NULL, 0, NULL},
 };

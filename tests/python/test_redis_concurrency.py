@@ -22,24 +22,12 @@ from cellrate.redis import (AsyncRedisConcurrency, RedisConcurrency,  # noqa: E4
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from redis_servers import needs_redis, redis_server  # noqa: E402
-from test_redis import async_client_for, client_for, lua_literal, lua_run  # noqa: E402
+from test_redis import (async_client_for, client, client_for, lua_literal,  # noqa: E402,F401
+                        lua_run, server)
 
 pytestmark = needs_redis
 
 LIMIT = 5
-
-
-@pytest.fixture(scope="module")
-def server():
-    with redis_server() as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server):
-    c = client_for(server.port)
-    c.flushall()
-    return c
 
 
 def test_holds_at_most_the_limit_and_gives_units_back(client):
