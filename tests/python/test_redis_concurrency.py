@@ -22,8 +22,8 @@ from cellrate.redis import (AsyncRedisConcurrency, RedisConcurrency,  # noqa: E4
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from redis_servers import needs_redis, redis_server  # noqa: E402
-from test_redis import (async_client_for, client, client_for, lua_literal,  # noqa: E402,F401
-                        lua_run, server)
+from test_redis import (LUA_RECORDING_CLIENT, async_client_for, client,  # noqa: E402,F401
+                        client_for, lua_literal, lua_run, server)
 
 pytestmark = needs_redis
 
@@ -279,17 +279,11 @@ def lua_wire(interpreter: str) -> list:
                       for index, key, cost in WIRE_CALLS)
     return lua_run(interpreter, f"""
         local store = require("cellrate.redis")
-        local client = {{ script = function() return "sha" end, eval = error }}
-        function client:evalsha(_, ...)
-            local words = {{}}
-            for i = 1, select("#", ...) do
-                words[i] = tostring((select(i, ...))):gsub(".", function(c)
-                    return string.format("%02x", c:byte())
-                end)
-            end
-            print(table.concat(words, " "))
+        -- an acquire's holder, else 1
+        local function reply(...)
             return (select(3, ...)) == "1" and {lua_literal(HOLDER.decode())} or 1
         end
+        {LUA_RECORDING_CLIENT}
         local stores = {{ {stores} }}
         for _, call in ipairs({{ {calls} }}) do
             local c = stores[call[1]]
