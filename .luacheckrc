@@ -24,3 +24,7 @@ files["lua/cellrate/redis_decide.lua"] = {
     std = "lua51", read_globals = { "KEYS", "ARGV", "redis" },
     ignore = { "631", "211/CHECK", "212/rate", "431/cost", "542" },
 }
+-- The concurrency limits' script, as redis_decide.lua (its protocol paragraph too).
+files["lua/cellrate/redis_hold.lua"] = {
+    std = "lua51", read_globals = { "KEYS", "ARGV", "redis" }, ignore = { "631", "211/ACQUIRE" },
+}

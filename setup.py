@@ -45,14 +45,19 @@ def version():
     return ".".join(m.group(1) for m in parts)
 
 
+REDIS_SCRIPTS = ("redis_decide.lua", "redis_hold.lua")
+
+
 class build_py_with_script(build_py):
-    """Also ships lua/cellrate/redis_decide.lua, the Redis script both faces send, in the
-    cellrate package (cellrate.redis reads it there): one copy in the repository."""
+    """Also ships lua/cellrate/redis_decide.lua and redis_hold.lua, the Redis scripts both
+    faces send, in the cellrate package (cellrate.redis reads them there): one copy in the
+    repository."""
 
     def run(self):
         super().run()
-        self.copy_file(os.path.join("lua", "cellrate", "redis_decide.lua"),
-                       os.path.join(self.build_lib, "cellrate", "redis_decide.lua"))
+        for script in REDIS_SCRIPTS:
+            self.copy_file(os.path.join("lua", "cellrate", script),
+                           os.path.join(self.build_lib, "cellrate", script))
 
 
 FLAGS = build_flags()

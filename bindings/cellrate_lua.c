@@ -1441,6 +1441,33 @@ static int check_request(lua_State *L)
     return 1;
 }
 
+/* cellrate._check_hold(limit, key, cost, lease): raises what a concurrency
+ * limit would of its limit and lease and of a holding's key (nil: none) and
+ * cost (nil: 1), in the core's words (the Redis store holds units
+ * elsewhere); the lease as decimal ns, or nil when `lease` is nil. */
+static int check_hold(lua_State *L)
+{
+    int64_t limit, cost = CR_DEFAULT_COST, lease_ns;
+    if (!to_int64(L, 1, &limit))
+        return raise_status(L, CR_E_LIMIT);
+    size_t key_len;
+    (void)optional_key(L, 2, &key_len);
+    if (!lua_isnoneornil(L, 3) && !to_int64(L, 3, &cost))
+        return raise_status(L, CR_E_HOLD_COST);
+    const cr_status status = cr_gauge_check(limit, cost);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    if (lua_isnoneornil(L, 4))
+        return 0;
+    if (lua_type(L, 4) != LUA_TNUMBER ||
+        cr_lease_from_seconds(lua_tonumber(L, 4), &lease_ns) != CR_OK)
+        return raise_status(L, CR_E_LEASE);
+    char text[24];
+    snprintf(text, sizeof text, "%" PRId64, lease_ns);
+    lua_pushstring(L, text);
+    return 1;
+}
+
 static const luaL_Reg module_functions[] = {
     {"limiter", limiter_new},
     {"keyed", keyed_new},
@@ -1451,6 +1478,7 @@ static const luaL_Reg module_functions[] = {
     {"headers", headers},
     {"header_fields", header_fields},
     {"_check_request", check_request},
+    {"_check_hold", check_hold},
     {NULL, NULL},
 };
 

@@ -1251,6 +1251,53 @@ static PyObject *module_check_request(PyObject *module, PyObject *const *args, P
     return PyLong_FromLongLong(now_ns);
 }
 
+/* _check_hold(limit, key, cost, lease): what a concurrency limit refuses of
+ * its limit and lease and of a holding's key (None: no key) and cost, refused
+ * in the same words (the Redis store holds units elsewhere); the lease in
+ * integer ns, or None when `lease` is None. */
+static PyObject *module_check_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "_check_hold(limit, key, cost, lease): four arguments");
+        return NULL;
+    }
+    int64_t limit, cost, lease_ns;
+    const cr_status wrong_types[2] = {CR_E_LIMIT, CR_E_HOLD_COST};
+    int64_t *const numbers[2] = {&limit, &cost};
+    PyObject *const objects[2] = {args[0], args[2]};
+    for (int i = 0; i < 2; i++)
+        switch (to_int64(objects[i], numbers[i])) {
+        case CONVERTED:
+            break;
+        case WRONG_TYPE:
+            raise_wrong_type(state, wrong_types[i]);
+            return NULL;
+        default:
+            return NULL;
+        }
+    const char *key;
+    Py_ssize_t key_len;
+    if (args[1] != Py_None && convert_key(state, args[1], &key, &key_len) < 0)
+        return NULL;
+    cr_status status = cr_gauge_check(limit, cost);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    if (args[3] == Py_None)
+        Py_RETURN_NONE;
+    double lease_s;
+    if (convert_number(state, args[3], CR_E_LEASE, &lease_s) < 0)
+        return NULL;
+    status = cr_lease_from_seconds(lease_s, &lease_ns);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    return PyLong_FromLongLong(lease_ns);
+}
+
 /* _attach_method(type, function): wait() and acquire() are Python
  * (python/cellrate/_wait.py, docs/design.md §9); this puts them in the
  * compiled types' own dictionaries, so that `lim.allow()` stays a call on the
@@ -1834,6 +1881,12 @@ PyDoc_STRVAR(check_request_doc,
              "(InvalidArgument / InvalidArgumentType naming the parameter); returns\n"
              "`now` as the integer ns the core decides at, or None when `now` is None.");
 
+PyDoc_STRVAR(check_hold_doc,
+             "_check_hold(limit, key, cost, lease, /)\n--\n\n"
+             "Private: refuses what a concurrency limit would of its limit and lease and\n"
+             "of a holding's key and cost (InvalidArgument / InvalidArgumentType naming\n"
+             "the parameter); returns the lease in integer ns, or None when it is None.");
+
 PyDoc_STRVAR(check_all_doc,
              "check_all(items, cost=1, *, now=None)\n--\n\n"
              "Decide `cost` units against several limits as one: `items` is a list of\n"
@@ -2352,6 +2405,7 @@ static PyMethodDef cellrate_methods[] = {
     {"_check_timeout", module_check_timeout, METH_O, check_timeout_doc},
     {"_check_request", (PyCFunction)(void (*)(void))module_check_request, METH_FASTCALL,
      check_request_doc},
+    {"_check_hold", (PyCFunction)(void (*)(void))module_check_hold, METH_FASTCALL, check_hold_doc},
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -772,6 +772,11 @@ cr_status cr_gauge_wait(cr_gauge *gauge, const void *key, size_t key_len, int64_
  * expired leases left. O(limit); an absent key has 0. */
 cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len, int64_t *in_flight);
 
+/* What cr_gauge_open and cr_gauge_acquire refuse of a limit and a cost,
+ * for the stores that hold units elsewhere (Redis): CR_E_LIMIT, then
+ * CR_E_HOLD_COST, else CR_OK. */
+cr_status cr_gauge_check(int64_t limit, int64_t cost);
+
 /* A face's lease in seconds to ns for cr_gauge_open: CR_E_LEASE unless
  * > 0 and below CR_HORIZON_NS once rounded (an absent lease is 0). */
 cr_status cr_lease_from_seconds(double seconds, int64_t *ns);

@@ -413,6 +413,13 @@ cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len, i
     return CR_OK;
 }
 
+cr_status cr_gauge_check(int64_t limit, int64_t cost)
+{
+    if (limit < 1 || limit > CR_GAUGE_MAX_LIMIT)
+        return CR_E_LIMIT;
+    return cost < 1 ? CR_E_HOLD_COST : CR_OK;
+}
+
 cr_status cr_lease_from_seconds(double seconds, int64_t *ns)
 {
     int64_t lease_ns;
@@ -465,7 +472,7 @@ static cr_status map_shared(cr_gauge *gauge, const char *path, int64_t mode)
 cr_status cr_gauge_open(cr_gauge **out, int64_t limit, bool keyed, int64_t capacity,
                         int64_t lease_ns, const char *path, int64_t mode)
 {
-    if (limit < 1 || limit > CR_GAUGE_MAX_LIMIT)
+    if (cr_gauge_check(limit, 1) != CR_OK)
         return CR_E_LIMIT;
     if (keyed && (capacity < 1 || capacity > MAX_CAPACITY))
         return CR_E_CAPACITY;

@@ -39,6 +39,6 @@ build = {
    install_target = "rock-install",
    install_variables = {
       LIBDIR = "$(LIBDIR)",
-      LUADIR = "$(LUADIR)", -- cellrate.nginx, cellrate.ffi, cellrate.redis and its server-side script
+      LUADIR = "$(LUADIR)", -- cellrate.nginx, cellrate.ffi, cellrate.redis and its server-side scripts
    },
 }

@@ -7,6 +7,8 @@ processes, sync and asyncio:
 * floor: a plain INCR round trip from the same client (what one round trip costs),
   and a script that only reads TIME, GETs and SETs with an expiry (what any
   decision on the server's clock costs);
+* concurrency: RedisConcurrency's acquire and release of a unit, against the
+  two round trips of an INCR and a DECR (the least a counter in flight costs);
 * cellrate: RedisLimiter.allow (admitted), and the refused path (a drained key),
   answered by the deny cache, and without it (one round trip each);
 * peers: limits' Redis moving window and sliding window counter, throttled-py's
@@ -92,6 +94,19 @@ def sync_scenarios() -> Dict[str, Callable[[int], Callable[[], object]]]:
         lim = RedisLimiter(client(port), HIGH_RATE, burst=HIGH_RATE)
         return lambda: lim.allow(KEY)
 
+    def incr_decr(port):
+        c = client(port)
+        return lambda: c.incr(KEY) > 0 and c.decr(KEY) >= 0
+
+    def cellrate_hold(port):
+        from cellrate.redis import RedisConcurrency
+        concurrency = RedisConcurrency(client(port), 65536, lease=60)
+
+        def call():
+            slot = concurrency.try_acquire(KEY)
+            return slot is not None and slot.release()
+        return call
+
     def cellrate_refused(deny_cache):
         def make(port):
             from cellrate.redis import RedisLimiter
@@ -133,6 +148,8 @@ def sync_scenarios() -> Dict[str, Callable[[int], Callable[[], object]]]:
         "cellrate_redis": cellrate_allow,
         "cellrate_redis_refused": cellrate_refused(True),
         "cellrate_redis_refused_no_deny_cache": cellrate_refused(False),
+        "incr_decr_floor": incr_decr,
+        "cellrate_redis_concurrency": cellrate_hold,
         "limits_moving_window": limits_maker("MovingWindowRateLimiter"),
         "limits_sliding_window_counter": limits_maker("SlidingWindowCounterRateLimiter"),
         "throttled_gcra": throttled_gcra,
@@ -157,6 +174,22 @@ def async_scenarios():
         lim = AsyncRedisLimiter(client(port), HIGH_RATE, burst=HIGH_RATE)
         return lambda: lim.allow(KEY)
 
+    def incr_decr(port):
+        c = client(port)
+
+        async def call():
+            return await c.incr(KEY) > 0 and await c.decr(KEY) >= 0
+        return call
+
+    def cellrate_hold(port):
+        from cellrate.redis import AsyncRedisConcurrency
+        concurrency = AsyncRedisConcurrency(client(port), 65536, lease=60)
+
+        async def call():
+            slot = await concurrency.try_acquire(KEY)
+            return slot is not None and await slot.release()
+        return call
+
     def limits_maker(strategy_name):
         def make(port):
             import limits
@@ -173,6 +206,8 @@ def async_scenarios():
     return {
         "incr_floor": incr,
         "cellrate_redis": cellrate_allow,
+        "incr_decr_floor": incr_decr,
+        "cellrate_redis_concurrency": cellrate_hold,
         "limits_moving_window": limits_maker("MovingWindowRateLimiter"),
         "limits_sliding_window_counter": limits_maker("SlidingWindowCounterRateLimiter"),
     }
@@ -246,7 +281,9 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=20_000)
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--markdown", help="write a table with ratios to the INCR floor here")
+    parser.add_argument("--only", help="the scenarios to run, comma-separated (default: all)")
     args = parser.parse_args()
+    only = set(args.only.split(",")) if args.only else None
     if shutil.which("redis-server") is None:
         raise SystemExit("bench_redis: redis-server is not installed (make deps)")
 
@@ -255,10 +292,16 @@ def main() -> None:
     try:
         plans = []
         for name, make in sync_scenarios().items():
+            if only is not None and name not in only:
+                continue
             plans.append(("sync, 1 client", name, lambda m=make: time_sync(m, port, args.ops)))
         for name, make in async_scenarios().items():
+            if only is not None and name not in only:
+                continue
             plans.append(("asyncio, 1 client", name, lambda m=make: time_async(m, port, args.ops)))
         for name in sync_scenarios():
+            if only is not None and name not in only:
+                continue
             plans.append((f"sync, {args.processes} processes", name,
                           lambda n=name: time_processes(n, port, args.ops // args.processes,
                                                         args.processes)))
@@ -291,7 +334,8 @@ def write_markdown(rows: List[dict], path: str) -> None:
     peers = ("limits_", "throttled_", "pyrate_")
     for mode in dict.fromkeys(row["mode"] for row in rows):
         group = [row for row in rows if row["mode"] == mode]
-        floor = next(row["ops_per_s"] for row in group if row["scenario"] == "incr_floor")
+        floor = next((row["ops_per_s"] for row in group if row["scenario"] == "incr_floor"),
+                     group[0]["ops_per_s"])
         best_peer = max((row["ops_per_s"] for row in group if row["scenario"].startswith(peers)),
                         default=None)
         for row in group:

@@ -26,11 +26,11 @@ local ngx_null = ngx and ngx.null
 
 local M = { _VERSION = cellrate._VERSION }
 
-local function read_script()
-    local path, err = package.searchpath("cellrate.redis_decide", package.path)
+local function read_script(module)
+    local path, err = package.searchpath("cellrate." .. module, package.path)
     if not path then
-        error("cellrate.redis: cannot find the script cellrate/redis_decide.lua on package.path: "
-              .. err, 2)
+        error("cellrate.redis: cannot find the script cellrate/" .. module
+              .. ".lua on package.path: " .. err, 2)
     end
     local file = assert(io.open(path, "rb"))
     local text = file:read("*a")
@@ -38,8 +38,10 @@ local function read_script()
     return text
 end
 
--- The script, byte for byte as the Python package ships it.
-M.script = read_script()
+-- The scripts, byte for byte as the Python package ships them: the rate
+-- limits' and the concurrency limits'.
+M.script = read_script("redis_decide")
+M.hold_script = read_script("redis_hold")
 
 -- The settings of the script's protocol paragraph ("-- The protocol:" up to
 -- the first blank line): NAME -> its value's text, a 'string' unquoted. The
@@ -60,6 +62,7 @@ local function read_protocol(script)
 end
 
 local protocol = read_protocol(M.script)
+local hold_protocol = read_protocol(M.hold_script)
 
 -- A tolerance (burst * emission interval) the script carries exactly: below this.
 M.MAX_TOLERANCE_NS = tonumber(protocol.MAX_TOLERANCE_NS)
@@ -175,28 +178,36 @@ local function check_name(name)
     end
 end
 
+-- What every store checks of its options: opts, the prefix and on_error
+-- (raised at the caller of the public function).
+local function store_options(opts)
+    opts = opts or {}
+    if type(opts) ~= "table" then
+        error("opts must be a table", 3)
+    end
+    local prefix = opts.prefix == nil and protocol.PREFIX or opts.prefix
+    if type(prefix) ~= "string" then
+        error("prefix must be a string", 3)
+    end
+    for refused in protocol.PREFIX_REFUSES:gmatch("%S+") do
+        if prefix:find(refused, 1, true) then
+            error("prefix " .. protocol.PREFIX_REFUSED, 3)
+        end
+    end
+    local on_error = opts.on_error == nil and DEFAULT_ON_ERROR or opts.on_error
+    if not on_error_words[on_error] then
+        error("on_error must be " .. ON_ERROR_WORDS, 3)
+    end
+    return opts, prefix, on_error
+end
+
 -- limiter(client, rate, opts): opts as cellrate.limit_spec's (period, burst,
 -- algorithm) plus name (the keys' name: default, the limit's parameters),
 -- prefix ("cellrate:") and on_error.
 function M.limiter(client, rate, opts)
     check_client(client)
-    opts = opts or {}
-    if type(opts) ~= "table" then
-        argument_error("opts", "must be a table")
-    end
-    local prefix = opts.prefix == nil and protocol.PREFIX or opts.prefix
-    if type(prefix) ~= "string" then
-        argument_error("prefix", "must be a string")
-    end
-    for refused in protocol.PREFIX_REFUSES:gmatch("%S+") do
-        if prefix:find(refused, 1, true) then
-            argument_error("prefix", protocol.PREFIX_REFUSED)
-        end
-    end
-    local on_error = opts.on_error == nil and DEFAULT_ON_ERROR or opts.on_error
-    if not on_error_words[on_error] then
-        argument_error("on_error", "must be " .. ON_ERROR_WORDS)
-    end
+    local prefix, on_error
+    opts, prefix, on_error = store_options(opts)
     if opts.name ~= nil then
         check_name(opts.name)
     end
@@ -204,6 +215,7 @@ function M.limiter(client, rate, opts)
     local name = opts.name or default_name(limit)
     return setmetatable({
         client = client,
+        script = M.script,
         limit = limit,
         burst = limit.burst,
         on_error = on_error,
@@ -245,21 +257,22 @@ M._reply_word = reply_word -- for the tests
 
 -- The script's reply. After NOSCRIPT (a restart, SCRIPT FLUSH, a failover)
 -- EVAL sends the script with the call, so no flush can fail it again.
-local function run(client, keys, args)
-    if not M.sha then
-        local sha, err = call(client, "script", "load", M.script)
+local shas = {} -- script -> its SHA, once loaded
+local function run(client, script, keys, args)
+    if not shas[script] then
+        local sha, err = call(client, "script", "load", script)
         if not sha then
             return nil, err
         end
-        M.sha = sha
+        shas[script] = sha
     end
     local words = { #keys, unpack(keys) }
     for i = 1, #args do
         words[#words + 1] = args[i]
     end
-    local reply, err = call(client, "evalsha", M.sha, unpack(words))
+    local reply, err = call(client, "evalsha", shas[script], unpack(words))
     if not reply and err and reply_word(err) == "NOSCRIPT" then
-        reply, err = call(client, "eval", M.script, unpack(words))
+        reply, err = call(client, "eval", script, unpack(words))
     end
     return reply, err
 end
@@ -284,7 +297,7 @@ local function reply_of(self, keys, args)
     end
     -- the client of this call, even if another coroutine sets another one
     -- while this one waits for Redis
-    local reply, err = run(self.client, keys, args)
+    local reply, err = run(self.client, self.script, keys, args)
     if reply ~= nil then
         if self.gate then
             log("cellrate.redis: Redis decides again")
@@ -388,7 +401,7 @@ end
 -- refund: never better than idle. true, or nil, the error and "unavailable"
 -- when Redis cannot answer, whatever on_error says (a refund is no decision).
 function Limiter:refund(key, cost, now)
-    local reply, err = run(self.client, request(REFUND, cost, check_request(key, cost, now),
+    local reply, err = run(self.client, M.script, request(REFUND, cost, check_request(key, cost, now),
                                                 self, key))
     if reply == nil then
         raise_mistake(err, 3)
@@ -471,5 +484,136 @@ function Limiter:info()
              name = self.name, on_error = self.on_error }
 end
 
+-- Concurrency limits (redis_hold.lua): a key's units in a sorted set scored
+-- by the instant their lease ends, on the server's clock; one round trip per
+-- acquire and per release, on_error as for rate limits.
+local H_COUNT, H_ACQUIRE, H_RELEASE = hold_protocol.COUNT, hold_protocol.ACQUIRE,
+    hold_protocol.RELEASE
+-- The core's words for a release of something no concurrency limit gave out.
+local SLOT_REFUSED = (function()
+    local probe = cellrate.concurrency(1)
+    local _, err = pcall(probe.release, probe, false)
+    return without_position(err)
+end)()
+
+local Concurrency = {}
+Concurrency.__index = Concurrency
+local Slot = {} -- the metatable of the slots this store gives out
+
+-- The core's checks of a concurrency limit and lease and of a holding's key
+-- and cost; the lease in decimal ns (nil for none). Raises at the caller of
+-- the public function.
+local function check_hold(limit, key, cost, lease)
+    local ok, lease_ns = pcall(cellrate._check_hold, limit, key, cost, lease)
+    if not ok then
+        error(without_position(lease_ns), 3)
+    end
+    return lease_ns
+end
+
+-- concurrency(client, limit, opts): at most limit units held at once per
+-- key, across every process and host naming the limit. opts.lease (seconds,
+-- required) gives back the units of a holder that never releases; name
+-- (default "concurrency:<limit>"), prefix and on_error as for limiter.
+function M.concurrency(client, limit, opts)
+    check_client(client)
+    local prefix, on_error
+    opts, prefix, on_error = store_options(opts)
+    if opts.lease == nil then
+        argument_error("lease", hold_protocol.LEASE_REQUIRED)
+    end
+    local lease_ns = check_hold(limit, nil, 1, opts.lease)
+    if opts.name ~= nil then
+        check_name(opts.name)
+    end
+    local name = opts.name or (hold_protocol.DEFAULT_NAME .. ":" .. decimal(limit))
+    return setmetatable({
+        client = client,
+        script = M.hold_script,
+        limit = limit,
+        lease = tonumber(lease_ns) / 1e9,
+        limit_word = decimal(limit),
+        lease_word = lease_ns,
+        name = name,
+        on_error = on_error,
+        key_prefix = prefix .. name,
+        gate = nil, -- while Redis is down, as a limiter's
+        backoff = 0,
+    }, Concurrency)
+end
+
+-- The sorted set of key (nil: the limit's one key, prefix and name alone).
+local function hold_key(self, key)
+    return key == nil and self.key_prefix or self.key_prefix .. ":" .. key
+end
+
+-- c:acquire(key, cost): a slot holding cost (default 1) units of key, or
+-- nil and "rejected". While Redis cannot decide, on_error answers: "allow" a
+-- slot that holds nothing, "deny" nil and "rejected", "raise" nil, the error
+-- and "unavailable".
+function Concurrency:acquire(key, cost)
+    check_hold(self.limit, key, cost, nil)
+    local keys = { hold_key(self, key) }
+    local args = { H_ACQUIRE, self.limit_word, decimal(cost == nil and 1 or cost), self.lease_word }
+    local reply, err, unavailable = reply_of(self, keys, args)
+    if reply == nil then
+        if not unavailable or self.on_error == "raise" then
+            raise_mistake(err, 3)
+            return nil, err, "unavailable"
+        end
+        if self.on_error == "allow" then
+            return setmetatable({ owner = self }, Slot)
+        end
+        return nil, "rejected"
+    end
+    if type(reply) ~= "string" then
+        return nil, "rejected"
+    end
+    return setmetatable({ owner = self, key = keys[1], holder = reply, cost = args[3] }, Slot)
+end
+
+-- c:release(slot): true when its units came back; false when they had
+-- already (released before, reclaimed by the lease, a slot of another limit)
+-- or Redis cannot answer and on_error is not "raise" (the lease gives them
+-- back; "raise": nil, the error and "unavailable").
+function Concurrency:release(slot)
+    if getmetatable(slot) ~= Slot then
+        error(SLOT_REFUSED, 2)
+    end
+    local holder = slot.holder
+    if slot.owner ~= self or holder == nil then
+        return false
+    end
+    slot.holder = nil
+    local reply, err, unavailable = reply_of(self, { slot.key }, { H_RELEASE, holder, slot.cost })
+    if reply == nil then
+        if unavailable and self.on_error ~= "raise" then
+            return false
+        end
+        return nil, err, "unavailable"
+    end
+    return tonumber(reply) > 0
+end
+
+-- c:in_flight(key): the units of key held now (their lease not ended), or
+-- nil, the error and "unavailable" when Redis cannot answer.
+function Concurrency:in_flight(key)
+    check_hold(self.limit, key, 1, nil)
+    local reply, err = run(self.client, self.script, { hold_key(self, key) }, { H_COUNT })
+    if reply == nil then
+        return nil, err or "no reply", "unavailable"
+    end
+    return tonumber(reply)
+end
+
+-- The client for the calls that follow, as limiter:set_client.
+Concurrency.set_client = Limiter.set_client
+
+-- The limit, its lease (seconds), name and on_error.
+function Concurrency:info()
+    return { limit = self.limit, lease = self.lease, name = self.name, on_error = self.on_error }
+end
+
+M.Concurrency = Concurrency
 M.Limiter = Limiter
 return M

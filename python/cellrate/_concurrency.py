@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Iterator, Optional, TypeVar, Union
 
 from cellrate import _cellrate
 from cellrate._cellrate import Concurrency, Slot
@@ -48,18 +48,26 @@ async def acquire_async(concurrency: Concurrency, key: Optional[Key], cost: int,
     slot = concurrency.try_acquire(key, cost)
     if slot is not None:
         return slot
-    deadline = None if timeout is None else time.monotonic() + timeout
-    pause = FIRST_PAUSE
-    while cost <= concurrency.limit:
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            break
-        await asyncio.sleep(pause if left is None else min(pause, left))
-        pause = min(pause * 2, LONGEST_PAUSE)
+    for pause in pauses(concurrency.limit, cost, timeout):
+        await asyncio.sleep(pause)
         slot = concurrency.try_acquire(key, cost)
         if slot is not None:
             return slot
     raise refusal(concurrency, cost, timeout)
+
+
+def pauses(limit: int, cost: int, timeout: Optional[float]) -> Iterator[float]:
+    """The sleeps of a waiter that polls between tries: 0.5 ms doubling to 20 ms,
+    none past `timeout` seconds from now (None: no end), none for a cost above the
+    limit (it can never fit)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = FIRST_PAUSE
+    while cost <= limit:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return
+        yield pause if left is None else min(pause, left)
+        pause = min(pause * 2, LONGEST_PAUSE)
 
 
 class Hold:

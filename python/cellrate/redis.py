@@ -44,7 +44,9 @@ from importlib import resources
 from typing import Any, Callable, Dict, Iterable, List, Literal, Sequence, Tuple, Union, cast
 
 import cellrate
+from cellrate import _concurrency
 from cellrate._errors import invalid, invalid_type
+from cellrate._wait import check_timeout
 
 try:
     import redis
@@ -58,9 +60,14 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "cellrate.redis needs the redis package: pip install 'cellrate[redis]'") from exc
 
 __all__ = [
+    "AsyncRedisConcurrency",
     "AsyncRedisLimiter",
+    "AsyncRedisSlot",
+    "HOLD_SCRIPT",
     "MAX_TOLERANCE_NS",
+    "RedisConcurrency",
     "RedisLimiter",
+    "RedisSlot",
     "RedisUnavailable",
     "SCRIPT",
     "UNAVAILABLE_REPLIES",
@@ -69,19 +76,22 @@ __all__ = [
 ]
 
 
-def _read_script() -> bytes:
-    """The script's bytes: package data in an installed package, else the
+def _read_script(filename: str) -> bytes:
+    """A script's bytes: package data in an installed package, else the
     repository's one copy (a source tree on PYTHONPATH)."""
-    shipped = resources.files("cellrate").joinpath("redis_decide.lua")
+    shipped = resources.files("cellrate").joinpath(filename)
     if shipped.is_file():
         return shipped.read_bytes()
     return (pathlib.Path(__file__).resolve().parents[2] / "lua" / "cellrate" /
-            "redis_decide.lua").read_bytes()
+            filename).read_bytes()
 
 
 #: The server-side script, byte for byte as the Lua module sends it.
-SCRIPT: bytes = _read_script()
+SCRIPT: bytes = _read_script("redis_decide.lua")
 SHA = hashlib.sha1(SCRIPT).hexdigest()
+#: The concurrency limits' script (RedisConcurrency), byte for byte as the Lua module sends it.
+HOLD_SCRIPT: bytes = _read_script("redis_hold.lua")
+HOLD_SHA = hashlib.sha1(HOLD_SCRIPT).hexdigest()
 
 
 def _protocol(script: bytes) -> Dict[str, str]:
@@ -96,6 +106,7 @@ def _protocol(script: bytes) -> Dict[str, str]:
 
 
 _PROTOCOL = _protocol(SCRIPT)
+_HOLD_PROTOCOL = _protocol(HOLD_SCRIPT)
 
 #: The largest tolerance (burst * emission interval) the script carries exactly, exclusive:
 #: 9e15 ns, about 104 days. Larger limits are refused with an error naming burst.
@@ -274,11 +285,75 @@ class _Availability:
             self.probing = False
 
 
-class _RedisLimit:
-    """What the sync and asyncio stores share: arguments, keys, replies, refusals, on_error."""
+class _Store:
+    """What every Redis store shares: its client, prefix, on_error and timeout, the one
+    handling of failures (on_error while Redis cannot decide, and the probe)."""
 
     _clients: Tuple[type, ...] = ()
     _client_names = ""
+    _script, _sha = SCRIPT, SHA
+    _probe_words: List[Any]  # what the probe sends: a call that writes nothing
+
+    def _open_store(self, client: Any, prefix: str, on_error: str, timeout: float) -> None:
+        if not isinstance(client, self._clients):
+            raise invalid_type("client",
+                               f"client must be {self._client_names}, not {type(client).__name__}")
+        if not isinstance(prefix, str):
+            raise invalid_type("prefix", f"prefix must be a str, not {type(prefix).__name__}")
+        if any(refused in prefix for refused in _PROTOCOL["PREFIX_REFUSES"].split()):
+            raise invalid("prefix", "prefix " + _PROTOCOL["PREFIX_REFUSED"])
+        if on_error not in ON_ERROR:
+            raise invalid("on_error", f"on_error must be {_ON_ERROR_WORDS}, not {on_error!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise invalid_type("timeout",
+                               f"timeout must be a number of seconds, not {type(timeout).__name__}")
+        if not 0 < timeout < math.inf:
+            raise invalid("timeout", f"timeout must be finite and > 0 (seconds), not {timeout!r}")
+        self.client: Any = client
+        self.prefix = prefix
+        self.on_error = on_error
+        self.timeout = float(timeout)
+        self._availability = _Availability()
+
+    def _failed(self, error: Exception) -> Any:
+        """The answer to a call that failed: on_error's when Redis cannot decide now (and,
+        unless the call only found no free connection, the store answers on_error from
+        then on while a probe tries Redis); a mistake raises RedisUnavailable."""
+        if not _cannot_decide(error):
+            _raise_mistake(error)
+            raise RedisUnavailable(f"Redis refused the decision: {error}") from error
+        if not isinstance(error, _PoolExhausted) and self._availability.failed(
+                error, self.on_error):
+            self._start_probe()
+        return self._fallback(error)
+
+    def _while_down(self) -> Any:
+        """The answer while Redis cannot decide (the probe restarted if it had stopped,
+        as when its event loop ended)."""
+        availability = self._availability
+        if not availability.probing:
+            with availability.lock:
+                start, availability.probing = not availability.probing, True
+            if start:
+                self._start_probe()
+        error = availability.error
+        assert error is not None
+        return self._fallback(error)
+
+    def _fallback(self, error: BaseException) -> Any:  # pragma: no cover - each store has its own
+        raise NotImplementedError
+
+    def _start_probe(self) -> None:  # pragma: no cover - each face has its own
+        raise NotImplementedError
+
+    def _unavailable(self, what: str, error: Exception) -> RedisUnavailable:
+        """The error of a reset or a refund that Redis did not make (not a decision:
+        raised whatever on_error says)."""
+        return RedisUnavailable(f"Redis cannot {what} now: {error}")
+
+
+class _RedisLimit(_Store):
+    """What the sync and asyncio stores share: arguments, keys, replies, refusals, on_error."""
 
     def __init__(
         self,
@@ -294,41 +369,23 @@ class _RedisLimit:
         deny_cache: bool = True,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
-        if not isinstance(client, self._clients):
-            raise invalid_type("client",
-                               f"client must be {self._client_names}, not {type(client).__name__}")
-        if not isinstance(prefix, str):
-            raise invalid_type("prefix", f"prefix must be a str, not {type(prefix).__name__}")
-        if any(refused in prefix for refused in _PROTOCOL["PREFIX_REFUSES"].split()):
-            raise invalid("prefix", "prefix " + _PROTOCOL["PREFIX_REFUSED"])
-        if on_error not in ON_ERROR:
-            raise invalid("on_error", f"on_error must be {_ON_ERROR_WORDS}, not {on_error!r}")
+        self._open_store(client, prefix, on_error, timeout)
         if not isinstance(deny_cache, bool):
             raise invalid_type("deny_cache",
                                f"deny_cache must be a bool, not {type(deny_cache).__name__}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise invalid_type("timeout",
-                               f"timeout must be a number of seconds, not {type(timeout).__name__}")
-        if not 0 < timeout < math.inf:
-            raise invalid("timeout", f"timeout must be finite and > 0 (seconds), not {timeout!r}")
         if name is not None:
             _check_name(name)
         # The core parses, defaults and validates the limit (and, per call, each key,
         # cost and now: _request).
         self._sent = _Sent(cellrate.Limit(rate, period, burst=burst, algorithm=algorithm))
-        self.client: Any = client
-        self.prefix = prefix
         self.named = name is not None
         #: The name of the limit's keys: given, or the first limit's parameters.
         self.name: str = name if name is not None else _default_name(self._sent.limit)
         self.algorithm: str = self._sent.limit.algorithm
-        self.on_error = on_error
         self.deny_cache = deny_cache
-        self.timeout = float(timeout)
         self._key_prefix = f"{prefix}{self.name}:".encode()
         # a probe: a peek of cost 0 on the limit's empty key, which writes nothing
         self._probe_words = _request(PEEK, ((self, b""),), 0, None)[0]
-        self._availability = _Availability()
         # Refusals answered here until their retry_after passes (docs/design.md §11):
         # Redis key -> (monotonic ns it ends, cost, monotonic ns it was asked, reply,
         # the limit sent).
@@ -427,31 +484,6 @@ class _RedisLimit:
                                             sents[0])
         return _decision(reply, sents)
 
-    def _failed(self, error: Exception) -> cellrate.Decision:
-        """The answer to a call that failed: on_error's when Redis cannot decide now (and,
-        unless the call only found no free connection, the store answers on_error from
-        then on while a probe tries Redis); a mistake raises RedisUnavailable."""
-        if not _cannot_decide(error):
-            _raise_mistake(error)
-            raise RedisUnavailable(f"Redis refused the decision: {error}") from error
-        if not isinstance(error, _PoolExhausted) and self._availability.failed(
-                error, self.on_error):
-            self._start_probe()
-        return self._fallback(error)
-
-    def _while_down(self) -> cellrate.Decision:
-        """The answer while Redis cannot decide (the probe restarted if it had stopped,
-        as when its event loop ended)."""
-        availability = self._availability
-        if not availability.probing:
-            with availability.lock:
-                start, availability.probing = not availability.probing, True
-            if start:
-                self._start_probe()
-        error = availability.error
-        assert error is not None
-        return self._fallback(error)
-
     def _fallback(self, error: BaseException) -> cellrate.Decision:
         """The answer of on_error while Redis cannot decide. A refusal it invents says
         the same thing in every field: retry after the next probe, reset then too."""
@@ -466,15 +498,6 @@ class _RedisLimit:
                 or FIRST_BACKOFF_S
         return cellrate.Decision(False, 0, retry_after, retry_after, sent.limit.burst,
                                  sent.window)
-
-    def _start_probe(self) -> None:  # pragma: no cover - each face has its own
-        raise NotImplementedError
-
-    def _unavailable(self, what: str, error: Exception) -> RedisUnavailable:
-        """The error of a reset or a refund that Redis did not make (not a decision:
-        raised whatever on_error says)."""
-        return RedisUnavailable(f"Redis cannot {what} now: {error}")
-
 
 def _limit_words(limit: Any) -> Tuple[bytes, ...]:
     """The script's four ARGV words of a limit with the fields algorithm, emission_ns,
@@ -642,7 +665,52 @@ class _Connections:
             self._put(connection, healthy)
 
 
-class RedisLimiter(_RedisLimit):
+class _SyncStore(_Store):
+    """The transport of the blocking stores: the store's own connections (a cluster client:
+    its own machinery), the script's calls, the probe thread."""
+
+    _clients = (redis.Redis, redis.cluster.RedisCluster)
+
+    def _open_connections(self) -> None:
+        client = self.client
+        self._connections = (None if isinstance(client, redis.cluster.RedisCluster)
+                             else _Connections.of(client.connection_pool))
+        self._probe_stop: threading.Event | None = None
+        self._prober: threading.Thread | None = None
+
+    def _run(self, *command: Any) -> Any:
+        """One command's reply, within the store's timeout (a cluster client: its own)."""
+        connections = self._connections
+        if connections is None:
+            return self.client.execute_command(*command)
+        return connections.run(command, time.monotonic() + self.timeout)
+
+    def _call(self, words: Sequence[Any]) -> Any:
+        """The script's reply. After NOSCRIPT (a restart, SCRIPT FLUSH, a failover) EVAL
+        sends the script with the call, so no flush between a load and a call can
+        fail it again."""
+        try:
+            return self._run("EVALSHA", self._sha, *words)
+        except redis.exceptions.NoScriptError:
+            return self._run("EVAL", self._script, *words)
+
+    def _start_probe(self) -> None:
+        stop = self._probe_stop = threading.Event()
+        self._prober = threading.Thread(
+            target=_probe_thread, args=(weakref.ref(self), self._availability, stop),
+            name="cellrate.redis probe", daemon=True)
+        self._prober.start()
+
+    def close(self) -> None:
+        """Stops the probe of a store that Redis failed (it stops by itself once Redis
+        decides again, or when the store is collected)."""
+        if self._probe_stop is not None:
+            self._probe_stop.set()
+        if self._prober is not None and self._prober is not threading.current_thread():
+            self._prober.join()
+
+
+class RedisLimiter(_SyncStore, _RedisLimit):
     """A limit per key, kept in Redis (redis-py's redis.Redis or redis.cluster.RedisCluster).
 
     RedisLimiter(client, rate, period=None, *, burst=None, algorithm="gcra", name=None,
@@ -669,32 +737,12 @@ class RedisLimiter(_RedisLimit):
     this cache only when the refusal expires.
     """
 
-    _clients = (redis.Redis, redis.cluster.RedisCluster)
     _client_names = "a redis.Redis or redis.cluster.RedisCluster (asyncio: AsyncRedisLimiter)"
 
     def __init__(self, client: Any, rate: float | str, period: float | None = None,
                  **options: Any) -> None:
         super().__init__(client, rate, period, **options)
-        self._connections = (None if isinstance(client, redis.cluster.RedisCluster)
-                             else _Connections.of(client.connection_pool))
-        self._probe_stop: threading.Event | None = None
-        self._prober: threading.Thread | None = None
-
-    def _run(self, *command: Any) -> Any:
-        """One command's reply, within the store's timeout (a cluster client: its own)."""
-        connections = self._connections
-        if connections is None:
-            return self.client.execute_command(*command)
-        return connections.run(command, time.monotonic() + self.timeout)
-
-    def _call(self, words: Sequence[Any]) -> Any:
-        """The script's reply. After NOSCRIPT (a restart, SCRIPT FLUSH, a failover) EVAL
-        sends the script with the call, so no flush between a load and a call can
-        fail it again."""
-        try:
-            return self._run("EVALSHA", SHA, *words)
-        except redis.exceptions.NoScriptError:
-            return self._run("EVAL", SCRIPT, *words)
+        self._open_connections()
 
     def _decide(self, request: Tuple[List[Any], List[_Sent]]) -> cellrate.Decision:
         words, sents = request
@@ -702,28 +750,13 @@ class RedisLimiter(_RedisLimit):
         if reply is not None:
             return _decision(reply, sents)
         if self._availability.down_since is not None:
-            return self._while_down()
+            return cast(cellrate.Decision, self._while_down())
         asked = time.monotonic_ns()
         try:
             reply = self._call(words)
         except Exception as error:
-            return self._failed(error)
+            return cast(cellrate.Decision, self._failed(error))
         return self._answer(words, reply, asked, sents)
-
-    def _start_probe(self) -> None:
-        stop = self._probe_stop = threading.Event()
-        self._prober = threading.Thread(
-            target=_probe_thread, args=(weakref.ref(self), self._availability, stop),
-            name="cellrate.redis probe", daemon=True)
-        self._prober.start()
-
-    def close(self) -> None:
-        """Stops the probe of a store that Redis failed (it stops by itself once Redis
-        decides again, or when the store is collected)."""
-        if self._probe_stop is not None:
-            self._probe_stop.set()
-        if self._prober is not None and self._prober is not threading.current_thread():
-            self._prober.join()
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
@@ -758,7 +791,7 @@ class RedisLimiter(_RedisLimit):
             raise self._unavailable("reset the key", error) from error
 
 
-def _probe_thread(store_ref: "weakref.ref[RedisLimiter]", availability: _Availability,
+def _probe_thread(store_ref: "weakref.ref[_SyncStore]", availability: _Availability,
                   stop: threading.Event) -> None:
     """Tries Redis after each back-off until it decides, the store is collected or closed."""
     delay: float | None = availability.backoff
@@ -800,22 +833,12 @@ async def _bounded(awaitable: Any, seconds: float) -> Any:
     return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.9, 3.10
 
 
-class AsyncRedisLimiter(_RedisLimit):
-    """RedisLimiter for asyncio (redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster):
-    the same arguments; check, allow, peek, refund and reset are coroutines. Each call
-    is bounded by `timeout` (asyncio's own timeout around the client's command, its
-    retries included); a call waits for a free connection of a capped pool until then.
-    A call cancelled, or timed out, after it was sent may still have been admitted by
-    Redis: refund() settles it."""
+class _AsyncStore(_Store):
+    """The transport of the asyncio stores: the client's commands within the store's
+    timeout, the script's calls, the probe task."""
 
     _clients = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
-    _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster "
-                     "(blocking clients: RedisLimiter)")
-
-    def __init__(self, client: Any, rate: float | str, period: float | None = None,
-                 **options: Any) -> None:
-        super().__init__(client, rate, period, **options)
-        self._probe_task: asyncio.Task[None] | None = None
+    _probe_task: "asyncio.Task[None] | None" = None
 
     async def _run(self, *command: Any) -> Any:
         """One command's reply within the store's timeout; a capped pool's refusal of a
@@ -843,23 +866,9 @@ class AsyncRedisLimiter(_RedisLimit):
     async def _call(self, words: Sequence[Any]) -> Any:
         """RedisLimiter._call, awaited."""
         try:
-            return await self._run("EVALSHA", SHA, *words)
+            return await self._run("EVALSHA", self._sha, *words)
         except redis.exceptions.NoScriptError:
-            return await self._run("EVAL", SCRIPT, *words)
-
-    async def _decide(self, request: Tuple[List[Any], List[_Sent]]) -> cellrate.Decision:
-        words, sents = request
-        reply = self._refused(words, sents[0])
-        if reply is not None:
-            return _decision(reply, sents)
-        if self._availability.down_since is not None:
-            return self._while_down()
-        asked = time.monotonic_ns()
-        try:
-            reply = await self._call(words)
-        except Exception as error:
-            return self._failed(error)
-        return self._answer(words, reply, asked, sents)
+            return await self._run("EVAL", self._script, *words)
 
     def _start_probe(self) -> None:
         try:
@@ -878,6 +887,37 @@ class AsyncRedisLimiter(_RedisLimit):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
+    """RedisLimiter for asyncio (redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster):
+    the same arguments; check, allow, peek, refund and reset are coroutines. Each call
+    is bounded by `timeout` (asyncio's own timeout around the client's command, its
+    retries included); a call waits for a free connection of a capped pool until then.
+    A call cancelled, or timed out, after it was sent may still have been admitted by
+    Redis: refund() settles it."""
+
+    _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster "
+                     "(blocking clients: RedisLimiter)")
+
+    def __init__(self, client: Any, rate: float | str, period: float | None = None,
+                 **options: Any) -> None:
+        super().__init__(client, rate, period, **options)
+        self._probe_task: asyncio.Task[None] | None = None
+
+    async def _decide(self, request: Tuple[List[Any], List[_Sent]]) -> cellrate.Decision:
+        words, sents = request
+        reply = self._refused(words, sents[0])
+        if reply is not None:
+            return _decision(reply, sents)
+        if self._availability.down_since is not None:
+            return cast(cellrate.Decision, self._while_down())
+        asked = time.monotonic_ns()
+        try:
+            reply = await self._call(words)
+        except Exception as error:
+            return cast(cellrate.Decision, self._failed(error))
+        return self._answer(words, reply, asked, sents)
 
     async def check(self, key: Key, cost: int = 1, *,
                     now: float | None = None) -> cellrate.Decision:
@@ -909,7 +949,7 @@ class AsyncRedisLimiter(_RedisLimit):
             raise self._unavailable("reset the key", error) from error
 
 
-async def _probe_task(store_ref: "weakref.ref[AsyncRedisLimiter]",
+async def _probe_task(store_ref: "weakref.ref[_AsyncStore]",
                       availability: _Availability) -> None:
     """_probe_thread, as an asyncio task."""
     delay: float | None = availability.backoff
@@ -928,6 +968,288 @@ async def _probe_task(store_ref: "weakref.ref[AsyncRedisLimiter]",
             del store
     finally:
         availability.stopped()
+
+# The concurrency limits' script: its modes (ARGV[1]), the name of a limit given none,
+# and what a store without a lease says.
+COUNT, ACQUIRE, RELEASE = (_HOLD_PROTOCOL[mode].encode() for mode in ("COUNT", "ACQUIRE", "RELEASE"))
+_check_hold = cellrate._cellrate._check_hold
+
+
+class RedisSlot:
+    """A holding of RedisConcurrency: release() gives its units back once (later calls,
+    and a holding whose lease ended, give back nothing)."""
+
+    __slots__ = ("_store", "_words", "key", "cost")
+
+    def __init__(self, store: "_RedisHoldings", words: List[Any] | None, key: Key | None,
+                 cost: int) -> None:
+        self._store = store
+        self._words = words  # RELEASE's words; None: released, or held nothing (on_error)
+        self.key = key
+        self.cost = cost
+
+    def _take_words(self) -> List[Any] | None:
+        words, self._words = self._words, None
+        return words
+
+    def release(self) -> bool:
+        """True when the units came back; False when they had already (released
+        before, reclaimed by the lease) or Redis could not answer and on_error is not
+        "raise" (the lease gives them back)."""
+        words = self._take_words()
+        if words is None:
+            return False
+        store = cast(RedisConcurrency, self._store)
+        try:
+            return int(store._call(words)) > 0
+        except Exception as error:
+            return store._release_failed(error)
+
+    def __enter__(self) -> "RedisSlot":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.release()
+
+
+class AsyncRedisSlot(RedisSlot):
+    """RedisSlot of AsyncRedisConcurrency: release() is a coroutine."""
+
+    __slots__ = ()
+
+    async def release(self) -> bool:  # type: ignore[override]
+        """RedisSlot.release, awaited."""
+        words = self._take_words()
+        if words is None:
+            return False
+        store = cast(AsyncRedisConcurrency, self._store)
+        try:
+            return int(await store._call(words)) > 0
+        except Exception as error:
+            return store._release_failed(error)
+
+    async def __aenter__(self) -> "AsyncRedisSlot":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.release()
+
+
+class _RedisHoldings(_Store):
+    """What the sync and asyncio concurrency stores share: arguments, keys, replies,
+    on_error."""
+
+    _script, _sha = HOLD_SCRIPT, HOLD_SHA
+    _slot: type = RedisSlot
+
+    def __init__(self, client: Any, limit: int, *, lease: float, name: str | None = None,
+                 prefix: str = DEFAULT_PREFIX, on_error: str = ON_ERROR[0],
+                 timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        self._open_store(client, prefix, on_error, timeout)
+        if lease is None:
+            raise invalid_type("lease", "lease " + _HOLD_PROTOCOL["LEASE_REQUIRED"])
+        # the core's checks of a concurrency limit, and its lease in ns
+        lease_ns = cast(int, _check_hold(limit, None, 1, lease))
+        if name is not None:
+            _check_name(name)
+        #: The units that may be held at once, per key.
+        self.limit: int = int(limit)
+        #: Seconds after which a holding not released is given back.
+        self.lease: float = lease_ns / 1e9
+        #: The name of the limit's keys: given, or DEFAULT_NAME and the limit.
+        self.name: str = name if name is not None else f"{_HOLD_PROTOCOL['DEFAULT_NAME']}:{limit}"
+        self._key_prefix = f"{prefix}{self.name}".encode()
+        self._limit_words = (b"%d" % self.limit, b"%d" % lease_ns)
+        self._probe_words = self._count_words(None)
+
+    def redis_key(self, key: Key | None = None) -> bytes:
+        """The sorted set holding `key`'s units: prefix, the name, then ':' and the key
+        (None: the limit's one key, prefix and name alone)."""
+        _check_hold(self.limit, key, 1, None)
+        return self._key(key)
+
+    def _key(self, key: Key | None) -> bytes:
+        if key is None:
+            return self._key_prefix
+        return self._key_prefix + b":" + (key.encode() if isinstance(key, str) else key)
+
+    def _acquire_words(self, key: Key | None, cost: int) -> List[Any]:
+        """EVALSHA's words after the SHA of an acquire, the key and cost checked by the core."""
+        _check_hold(self.limit, key, cost, None)
+        limit_word, lease_word = self._limit_words
+        return [1, self._key(key), ACQUIRE, limit_word, b"%d" % cost, lease_word]
+
+    def _count_words(self, key: Key | None) -> List[Any]:
+        _check_hold(self.limit, key, 1, None)
+        return [1, self._key(key), COUNT]
+
+    def _slot_of(self, words: List[Any], reply: Any, key: Key | None,
+                 cost: int) -> RedisSlot | None:
+        """The slot of an acquire's reply (a holder), None for a refusal (0)."""
+        if not isinstance(reply, bytes):
+            return None
+        return cast(RedisSlot, self._slot(self, [1, words[1], RELEASE, reply, words[4]], key,
+                                          cost))
+
+    def _unheld(self, answer: Any, key: Key | None, cost: int) -> RedisSlot | None:
+        """on_error's answer to an acquire Redis did not decide: a slot holding nothing
+        ("allow"), or None ("deny"); "raise" raised in _fallback."""
+        return cast(RedisSlot, self._slot(self, None, key, cost)) if answer else None
+
+    def _fallback(self, error: BaseException) -> bool:
+        if self.on_error == "raise":
+            raise RedisUnavailable("Redis cannot decide now (on_error='raise')") from error
+        return self.on_error == "allow"
+
+    def _release_failed(self, error: Exception) -> bool:
+        """A release Redis did not make: False (the lease gives the units back) while
+        Redis cannot decide, unless on_error is "raise"; a mistake raises."""
+        if _cannot_decide(error) and self.on_error != "raise":
+            log.warning("Redis cannot release a holding now (%s); its lease gives it back",
+                        error)
+            return False
+        raise self._unavailable("release the units", error) from error
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(limit={self.limit}, lease={self.lease!r}, "
+                f"name={self.name!r})")
+
+
+class RedisConcurrency(_SyncStore, _RedisHoldings):
+    """A concurrency limit per key kept in Redis: at most `limit` units held at once,
+    across every process and host that names the same limit.
+
+    RedisConcurrency(client, limit, *, lease, name=None, prefix="cellrate:",
+                     on_error="allow", timeout=0.25)
+
+    The same names and answers as cellrate.Concurrency: try_acquire(key=None, cost=1)
+    -> a RedisSlot or None, hold(...) for `with`, in_flight(key=None). Each acquire and
+    each release is one round trip: a script (redis_hold.lua) keeps a key's units in a
+    sorted set scored by the instant their lease ends, on the server's clock (TIME),
+    and drops the ended ones before it counts. `lease` (seconds, required) is what
+    frees the units of a holder that never releases (a process killed, a host lost):
+    they come back `lease` seconds after they were taken. Keys are prefix + name +
+    ":" + key (the name's rules are RedisLimiter's; default "concurrency:<limit>").
+    While Redis cannot decide, on_error answers an acquire as for rate limits:
+    "allow" (a slot that holds nothing), "deny" (None), "raise" (RedisUnavailable).
+    Thread-safe.
+    """
+
+    _client_names = ("a redis.Redis or redis.cluster.RedisCluster "
+                     "(asyncio: AsyncRedisConcurrency)")
+
+    def __init__(self, client: Any, limit: int, **options: Any) -> None:
+        super().__init__(client, limit, **options)
+        self._open_connections()
+
+    def try_acquire(self, key: Key | None = None, cost: int = 1) -> RedisSlot | None:
+        """A RedisSlot holding `cost` units of `key`, or None when they are not free."""
+        words = self._acquire_words(key, cost)
+        if self._availability.down_since is not None:
+            return self._unheld(self._while_down(), key, cost)
+        try:
+            reply = self._call(words)
+        except Exception as error:
+            return self._unheld(self._failed(error), key, cost)
+        return self._slot_of(words, reply, key, cost)
+
+    def _wait(self, key: Key | None, cost: int, timeout: float | None) -> RedisSlot | None:
+        """try_acquire, sleeping between tries (as Concurrency.hold's asyncio waiter)
+        up to `timeout` seconds; None when the time ran out."""
+        slot = self.try_acquire(key, cost)
+        if slot is not None:
+            return slot
+        for pause in _concurrency.pauses(self.limit, cost, timeout):
+            time.sleep(pause)
+            slot = self.try_acquire(key, cost)
+            if slot is not None:
+                return slot
+        return None
+
+    def hold(self, key: Key | None = None, cost: int = 1, *,
+             timeout: float | None = None) -> Any:
+        """Holds `cost` units of `key` for a `with` block, waiting at most `timeout`
+        seconds (None: as long as it takes), else raises RateLimited."""
+        return _concurrency.concurrency_hold(self, key, cost, timeout=timeout)  # type: ignore[arg-type]
+
+    def in_flight(self, key: Key | None = None) -> int:
+        """The units of `key` held now (their lease not ended). Raises RedisUnavailable
+        when Redis cannot answer, whatever on_error says: a count is not a decision."""
+        words = self._count_words(key)
+        try:
+            return int(self._call(words))
+        except Exception as error:
+            raise self._unavailable("count the units held", error) from error
+
+
+class _AsyncHold:
+    """What AsyncRedisConcurrency.hold() returns, for `async with`: awaits the units
+    (never blocking the loop) up to `timeout` seconds or raises RateLimited, and
+    releases them when the block ends, however it ends."""
+
+    __slots__ = ("store", "key", "cost", "timeout", "slot")
+
+    def __init__(self, store: "AsyncRedisConcurrency", key: Key | None, cost: int,
+                 timeout: float | None) -> None:
+        self.store, self.key, self.cost, self.timeout = store, key, cost, timeout
+        self.slot: AsyncRedisSlot | None = None
+
+    async def __aenter__(self) -> AsyncRedisSlot:
+        store, key, cost = self.store, self.key, self.cost
+        slot = await store.try_acquire(key, cost)
+        if slot is None:
+            for pause in _concurrency.pauses(store.limit, cost, self.timeout):
+                await asyncio.sleep(pause)
+                slot = await store.try_acquire(key, cost)
+                if slot is not None:
+                    break
+            else:
+                raise _concurrency.refusal(store, cost, self.timeout)  # type: ignore[arg-type]
+        self.slot = slot
+        return slot
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        slot, self.slot = self.slot, None
+        if slot is not None:
+            await slot.release()
+
+
+class AsyncRedisConcurrency(_AsyncStore, _RedisHoldings):
+    """RedisConcurrency for asyncio (redis.asyncio.Redis or RedisCluster): the same
+    arguments; try_acquire, in_flight and AsyncRedisSlot.release are coroutines, and
+    hold(...) serves `async with`. An acquire cancelled, or timed out, after it was
+    sent may hold units in Redis that no slot names: its lease gives them back."""
+
+    _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster "
+                     "(blocking clients: RedisConcurrency)")
+    _slot = AsyncRedisSlot
+
+    async def try_acquire(self, key: Key | None = None, cost: int = 1) -> AsyncRedisSlot | None:
+        """RedisConcurrency.try_acquire, awaited."""
+        words = self._acquire_words(key, cost)
+        if self._availability.down_since is not None:
+            slot = self._unheld(self._while_down(), key, cost)
+        else:
+            try:
+                reply = await self._call(words)
+            except Exception as error:
+                slot = self._unheld(self._failed(error), key, cost)
+            else:
+                slot = self._slot_of(words, reply, key, cost)
+        return cast("AsyncRedisSlot | None", slot)
+
+    def hold(self, key: Key | None = None, cost: int = 1, *,
+             timeout: float | None = None) -> _AsyncHold:
+        """RedisConcurrency.hold, for `async with`."""
+        return _AsyncHold(self, key, cost, None if timeout is None else check_timeout(timeout))
+
+    async def in_flight(self, key: Key | None = None) -> int:
+        """RedisConcurrency.in_flight, awaited."""
+        words = self._count_words(key)
+        try:
+            return int(await self._call(words))
+        except Exception as error:
+            raise self._unavailable("count the units held", error) from error
 
 
 def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now: float | None,

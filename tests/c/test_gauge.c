@@ -62,6 +62,11 @@ static void test_bad_input(void)
                      bad_leases[i]);
     CHECK_EQ_I64(cr_lease_from_seconds(0.0 / 0.0, &ns), CR_E_LEASE, "lease NaN");
     CHECK_EQ_I64(cr_lease_from_seconds(1.5, &ns), CR_OK, "lease 1.5 s");
+    /* the checks of the stores that hold units elsewhere (Redis) are cr_gauge_open's */
+    CHECK_EQ_I64(cr_gauge_check(0, 1), CR_E_LIMIT, "check: limit 0");
+    CHECK_EQ_I64(cr_gauge_check(CR_GAUGE_MAX_LIMIT + 1, 1), CR_E_LIMIT, "check: limit too high");
+    CHECK_EQ_I64(cr_gauge_check(CR_GAUGE_MAX_LIMIT, 0), CR_E_HOLD_COST, "check: cost 0");
+    CHECK_EQ_I64(cr_gauge_check(1, 2), CR_OK, "check: a cost above the limit is no mistake");
     CHECK_EQ_I64(ns, 1500000000, "lease 1.5 s in ns");
 
     CHECK_EQ_I64(cr_gauge_open(&gauge, 2, false, 0, 0, NULL, 0), CR_OK, "one gauge");

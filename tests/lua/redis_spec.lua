@@ -463,6 +463,68 @@ describe("cellrate.redis", function()
       stop_server(doomed)
       assert(ok, err)
    end)
+
+   describe("concurrency", function()
+      it("holds at most the limit, gives units back once, and counts what is held", function()
+         local c = store_module.concurrency(client, 3, { lease = 30 })
+         local slots = { assert(c:acquire("k")), assert(c:acquire("k")), assert(c:acquire("k")) }
+         assert.same({ nil, "rejected" }, { c:acquire("k") })
+         assert.is_truthy(c:acquire("other")) -- one limit per key
+         assert.equal(3, c:in_flight("k"))
+         assert.is_true(c:release(slots[1]))
+         assert.is_false(c:release(slots[1])) -- idempotent
+         assert.same({ nil, "rejected" }, { c:acquire("k", 2) }) -- takes nothing
+         assert.equal(2, c:in_flight("k"))
+         assert.is_true(c:release(slots[2]))
+         assert.is_true(c:release(slots[3]))
+         local exists = client:exists("cellrate:concurrency:3:k") -- the key went with its units
+         assert.is_true(exists == false or exists == 0)
+         local big = assert(c:acquire(nil, 3))
+         assert.equal(3, c:in_flight())
+         assert.is_true(c:release(big))
+         -- a slot of another limit releases nothing of this one
+         local other = store_module.concurrency(client, 3, { lease = 30, name = "other" })
+         local theirs = assert(other:acquire("k"))
+         assert.is_false(c:release(theirs))
+         assert.equal(1, other:in_flight("k"))
+      end)
+
+      it("gives back the units of a holder that never releases when its lease ends", function()
+         local c = store_module.concurrency(client, 1, { lease = 0.05, name = "short" })
+         local forgotten = assert(c:acquire("k"))
+         assert.same({ nil, "rejected" }, { c:acquire("k") })
+         while c:in_flight("k") > 0 do -- the lease ends on the server's clock
+            socket.sleep(0.01)
+         end
+         local taker = assert(c:acquire("k"))
+         assert.is_false(c:release(forgotten)) -- expired: the new holding stays
+         assert.equal(1, c:in_flight("k"))
+         assert.is_true(c:release(taker))
+      end)
+
+      it("answers by on_error while Redis is down", function()
+         local down = redis_client.connect("127.0.0.1", server.port)
+         local stores = {}
+         for _, word in ipairs({ "allow", "deny", "raise" }) do
+            stores[word] = store_module.concurrency(down, 1, { lease = 30, on_error = word,
+                                                                name = word })
+         end
+         local held = assert(stores.raise:acquire("k"))
+         local broken = { script = function() error("closed") end,
+                          evalsha = function() error("closed") end, eval = error }
+         for _, c in pairs(stores) do
+            c:set_client(broken)
+         end
+         local unheld = assert(stores.allow:acquire("k"))
+         assert.is_false(stores.allow:release(unheld)) -- it held nothing
+         assert.same({ nil, "rejected" }, { stores.deny:acquire("k") })
+         local none, err, code = stores.raise:acquire("k")
+         assert.is_nil(none)
+         assert.equal("unavailable", code)
+         assert.is_truthy(err)
+         assert.equal("unavailable", select(3, stores.raise:release(held)))
+      end)
+   end)
 end)
 
 describe("cellrate.redis without a server", function()

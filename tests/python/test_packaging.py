@@ -131,6 +131,9 @@ def test_the_rockspec_builds_through_the_makefile_as_luarocks_would(tmp_path):
     script = lua_eval(f'package.path = "{tmp_path / "share"}/?.lua;" .. package.path; '
                       'io.write(require("cellrate.redis").script)', str(module.parent))
     assert script == (REPO / "lua" / "cellrate" / "redis_decide.lua").read_text()
+    hold_script = lua_eval(f'package.path = "{tmp_path / "share"}/?.lua;" .. package.path; '
+                           'io.write(require("cellrate.redis").hold_script)', str(module.parent))
+    assert hold_script == (REPO / "lua" / "cellrate" / "redis_hold.lua").read_text()
     # The flags of core/flags.mk were applied: the x86-64 build inlines the
     # 16-byte compare-and-swap instead of calling libatomic for it.
     if subprocess.run(["uname", "-m"], capture_output=True, text=True).stdout.strip() == "x86_64":
@@ -146,16 +149,17 @@ def test_the_python_package_ships_the_redis_script(tmp_path):
         # the run against an installed wheel, made from the sdist, checks the
         # wheel's files instead; its virtualenv's own setuptools is not the tree's
         pytest.skip("checked in the wheel: test_the_wheel_is_a_manylinux_wheel_of_this_interpreter")
-    script = (REPO / "lua" / "cellrate" / "redis_decide.lua").read_bytes()
     for command in (["build_py", "-d", str(tmp_path / "lib")],
                     ["sdist", "-d", str(tmp_path / "dist")]):
         subprocess.run([sys.executable, "setup.py", "-q", *command], cwd=REPO, check=True,
                        capture_output=True)
-    assert (tmp_path / "lib" / "cellrate" / "redis_decide.lua").read_bytes() == script
     (sdist,) = (tmp_path / "dist").glob("cellrate-*.tar.gz")
-    with tarfile.open(sdist) as tar:
-        member = tar.extractfile(f"{sdist.name[:-len('.tar.gz')]}/lua/cellrate/redis_decide.lua")
-        assert member is not None and member.read() == script
+    for name in ("redis_decide.lua", "redis_hold.lua"):
+        script = (REPO / "lua" / "cellrate" / name).read_bytes()
+        assert (tmp_path / "lib" / "cellrate" / name).read_bytes() == script
+        with tarfile.open(sdist) as tar:
+            member = tar.extractfile(f"{sdist.name[:-len('.tar.gz')]}/lua/cellrate/{name}")
+            assert member is not None and member.read() == script
 
 
 # --- the package as installed from its wheel (tests/wheels/run.sh) -----------
@@ -212,7 +216,8 @@ def test_the_wheel_is_a_manylinux_wheel_of_this_interpreter():
                 if line.startswith("Tag: ")]
     cp = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     assert tags and all(re.fullmatch(rf"{cp}-{cp}-manylinux_\d+_\d+_x86_64", t) for t in tags), tags
-    for data in ("cellrate/py.typed", "cellrate/_cellrate.pyi", "cellrate/redis_decide.lua"):
+    for data in ("cellrate/py.typed", "cellrate/_cellrate.pyi", "cellrate/redis_decide.lua",
+                 "cellrate/redis_hold.lua"):
         assert data in names
     # auditwheel grafts what is not part of manylinux into the wheel: nothing on
     # x86-64 (libc and libm only), libatomic where the 16-byte CAS is not inlined

@@ -1221,6 +1221,23 @@ def python_wire(calls: list) -> list:
     return sent
 
 
+# Lua: `client`, which prints the words of each EVALSHA after the SHA in hex, one call a
+# line, and answers what `reply(...)` (defined before) returns for them.
+LUA_RECORDING_CLIENT = """
+        local client = { script = function() return "sha" end, eval = error }
+        function client:evalsha(_, ...)
+            local words = {}
+            for i = 1, select("#", ...) do
+                words[i] = tostring((select(i, ...))):gsub(".", function(c)
+                    return string.format("%02x", c:byte())
+                end)
+            end
+            print(table.concat(words, " "))
+            return reply(...)
+        end
+"""
+
+
 def lua_wire(interpreter: str, calls: list) -> list:
     limits = ", ".join(
         f"store.limiter(client, {lua_literal(rate)}, {{ period = {lua_literal(period)}, "
@@ -1232,18 +1249,11 @@ def lua_wire(interpreter: str, calls: list) -> list:
         f"{lua_literal(cost)}, {lua_literal(now)} }}" for method, limits, key, cost, now in calls)
     return lua_run(interpreter, f"""
         local store = require("cellrate.redis")
-        -- a client that records each EVALSHA's words and admits
-        local client = {{ script = function() return "sha" end, eval = error }}
-        function client:evalsha(_, ...)
-            local words = {{}}
-            for i = 1, select("#", ...) do
-                words[i] = tostring((select(i, ...))):gsub(".", function(c)
-                    return string.format("%02x", c:byte())
-                end)
-            end
-            print(table.concat(words, " "))
+        -- admits
+        local function reply(...)
             return (select(2 + ..., ...)) == "2" and 1 or {{ 1, 0, 0, 0, 1 }}
         end
+        {LUA_RECORDING_CLIENT}
         local limiters = {{ {limits} }}
         for _, call in ipairs({{ {listed} }}) do
             local method, limits, key, cost, now = call[1], call[2], call[3], call[4], call[5]

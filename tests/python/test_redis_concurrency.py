@@ -1,0 +1,371 @@
+"""cellrate.redis.RedisConcurrency and its asyncio twin against real redis-servers
+(tests/python/redis_servers.py), and the Lua face's words on the wire and for bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+redis = pytest.importorskip("redis")
+
+import cellrate  # noqa: E402
+import cellrate.redis as cr_redis  # noqa: E402
+from cellrate.redis import (AsyncRedisConcurrency, RedisConcurrency,  # noqa: E402
+                            RedisUnavailable)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from redis_servers import needs_redis, redis_server  # noqa: E402
+from test_redis import (LUA_RECORDING_CLIENT, async_client_for, client,  # noqa: E402,F401
+                        client_for, lua_literal, lua_run, server)
+
+pytestmark = needs_redis
+
+LIMIT = 5
+
+
+def test_holds_at_most_the_limit_and_gives_units_back(client):
+    c = RedisConcurrency(client, 3, lease=30)
+    slots = [c.try_acquire("k") for _ in range(3)]
+    assert all(slots) and c.try_acquire("k") is None and c.in_flight("k") == 3
+    assert c.try_acquire("other") is not None  # one limit per key
+    assert slots[0].release() is True
+    assert slots[0].release() is False  # idempotent
+    assert c.in_flight("k") == 2
+    assert c.try_acquire("k", 2) is None  # 2 + 2 > 3: refused, takes nothing
+    two = c.try_acquire("k", 1)
+    assert two is not None and c.in_flight("k") == 3
+    for slot in (two, *slots[1:]):
+        assert slot.release()
+    assert c.in_flight("k") == 0 and client.exists(c.redis_key("k")) == 0
+    big = c.try_acquire(None, 3)
+    assert big is not None and c.in_flight() == 3 and big.cost == 3
+    assert big.release() and c.in_flight() == 0
+
+
+def test_keys_are_prefix_name_and_key_and_expire_with_their_last_lease(client):
+    c = RedisConcurrency(client, 2, lease=30, name="api", prefix="app:")
+    assert c.redis_key("u1") == b"app:api:u1" and c.redis_key() == b"app:api"
+    assert RedisConcurrency(client, 7, lease=1).name == "concurrency:7"
+    slot = c.try_acquire("u1")
+    assert client.type(b"app:api:u1") == b"zset"
+    assert 29_000 < client.pttl(b"app:api:u1") <= 30_001
+    assert slot is not None and slot.release()
+
+
+def test_a_release_of_a_foreign_or_expired_holding_releases_nothing(client):
+    short = RedisConcurrency(client, 1, lease=0.05, name="short")
+    slot = short.try_acquire("k")
+    assert slot is not None
+    while short.in_flight("k"):  # the lease ends on the server's clock
+        time.sleep(0.01)
+    taker = short.try_acquire("k")
+    assert taker is not None
+    assert slot.release() is False and short.in_flight("k") == 1  # the new holding stays
+    assert taker.release() is True
+    # a slot of another limit under another name names another key: nothing of this one
+    other = RedisConcurrency(client, 1, lease=30, name="other")
+    held = other.try_acquire("k")
+    assert short.try_acquire("k") is not None and held is not None
+    assert held.release() is True and other.in_flight("k") == 0 and short.in_flight("k") == 1
+
+
+def test_hold_waits_or_raises_rate_limited(client):
+    c = RedisConcurrency(client, 1, lease=30)
+    with c.hold("k") as slot:
+        assert c.in_flight("k") == 1 and slot.key == "k"
+        with pytest.raises(cellrate.RateLimited, match="none free within 0.05 s"):
+            with c.hold("k", timeout=0.05):
+                pass
+    assert c.in_flight("k") == 0
+    with pytest.raises(cellrate.RateLimited, match="can never fit"):
+        with c.hold("k", 2):
+            pass
+
+
+def test_the_asyncio_store_holds_as_the_blocking_one(server):
+    async def main():
+        client = async_client_for(server.port)
+        await client.flushall()
+        c = AsyncRedisConcurrency(client, 2, lease=30)
+        async with c.hold("k") as slot:
+            assert await c.in_flight("k") == 1 and isinstance(slot, cr_redis.AsyncRedisSlot)
+            second = await c.try_acquire("k")
+            assert second is not None and await c.try_acquire("k") is None
+            waiter = asyncio.ensure_future(c.hold("k", timeout=5).__aenter__())
+            await asyncio.sleep(0.01)
+            assert not waiter.done()  # waits, without blocking the loop
+            assert await second.release() is True and await second.release() is False
+            third = await waiter
+        assert await c.in_flight("k") == 1 and await third.release()
+        with pytest.raises(cellrate.RateLimited, match="can never fit"):
+            async with c.hold("k", 3):
+                pass
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+# --- 4 processes, each counting what it holds in a counter the test keeps ---------------
+
+def _cycles(port: int, cycles: int, held, most, lock, done) -> None:
+    c = RedisConcurrency(client_for(port), LIMIT, lease=30, name="cycles", timeout=2.0)
+    for _ in range(cycles):
+        with c.hold("k"):
+            with lock:
+                held.value += 1
+                most.value = max(most.value, held.value)
+            time.sleep(0.0002)
+            with lock:
+                held.value -= 1
+        with lock:
+            done.value += 1
+
+
+def test_four_processes_never_hold_more_than_the_limit(client, server):
+    context = multiprocessing.get_context("fork")
+    lock = context.Lock()
+    held, most, done = (context.Value("i", 0, lock=False) for _ in range(3))
+    cycles = 300
+    workers = [context.Process(target=_cycles, args=(server.port, cycles, held, most, lock, done))
+               for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+        assert worker.exitcode == 0
+    assert done.value == 4 * cycles  # every cycle acquired and released
+    assert 1 <= most.value <= LIMIT, most.value
+    assert held.value == 0
+    assert RedisConcurrency(client, LIMIT, lease=30, name="cycles").in_flight("k") == 0
+
+
+# --- a holder killed without release: its units come back with its lease ---------------
+
+def _hold_all_then_wait(port: int, lease: float, ready) -> None:
+    c = RedisConcurrency(client_for(port), LIMIT, lease=lease, name="killed")
+    slots = [c.try_acquire("k") for _ in range(LIMIT)]
+    assert all(slots)
+    ready.set()
+    time.sleep(600)  # killed before this ends
+
+
+def test_a_holder_killed_without_release_frees_its_units_after_the_lease(client, server):
+    lease = 2.0
+    context = multiprocessing.get_context("fork")
+    ready = context.Event()
+    started = time.monotonic()
+    holder = context.Process(target=_hold_all_then_wait, args=(server.port, lease, ready))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.join()
+    finally:
+        if holder.is_alive():
+            holder.kill()
+    c = RedisConcurrency(client, LIMIT, lease=lease, name="killed")
+    assert c.in_flight("k") == LIMIT
+    assert c.try_acquire("k") is None  # not before the lease
+    while (slot := c.try_acquire("k")) is None:
+        time.sleep(0.02)
+    admitted = time.monotonic()
+    assert admitted - started >= lease  # the dead holder's units came back, not earlier
+    assert c.in_flight("k") == 1 and slot.release()
+    assert all(c.try_acquire("k") for _ in range(LIMIT))  # a full limit admits again
+
+
+# --- Redis down: on_error -----------------------------------------------------------------
+
+def test_on_error_answers_while_redis_is_down():
+    with redis_server() as srv:
+        port = srv.port
+    client = client_for(port)  # nothing listens there now
+    allow = RedisConcurrency(client, 1, lease=30, on_error="allow", timeout=0.1)
+    deny = RedisConcurrency(client, 1, lease=30, on_error="deny", timeout=0.1)
+    raises = RedisConcurrency(client, 1, lease=30, on_error="raise", timeout=0.1)
+    try:
+        for _ in range(2):  # the first call fails; the next answers without trying
+            unheld = allow.try_acquire("k")
+            assert unheld is not None and unheld.release() is False  # held nothing
+            assert deny.try_acquire("k") is None
+            with pytest.raises(RedisUnavailable):
+                raises.try_acquire("k")
+        with pytest.raises(cellrate.RateLimited):
+            with deny.hold("k", timeout=0.01):
+                pass
+        with allow.hold("k"):
+            pass
+        with pytest.raises(RedisUnavailable):
+            allow.in_flight("k")  # a count is no decision
+    finally:
+        for store in (allow, deny, raises):
+            store.close()
+
+
+def test_a_release_redis_cannot_make_is_left_to_the_lease_unless_on_error_raises():
+    with redis_server() as srv:
+        stores = [RedisConcurrency(client_for(srv.port), 1, lease=30, on_error=word,
+                                   timeout=0.1, name=word) for word in ("allow", "raise")]
+        slots = [store.try_acquire("k") for store in stores]
+        srv.kill()
+        assert slots[0].release() is False
+        with pytest.raises(RedisUnavailable):
+            slots[1].release()
+        for store in stores:
+            store.close()
+
+
+def test_the_store_decides_again_when_redis_is_back():
+    with redis_server() as srv:
+        client = client_for(srv.port)
+        c = RedisConcurrency(client, 1, lease=30, on_error="deny", timeout=0.1)
+        try:
+            srv.kill()
+            assert c.try_acquire("k") is None
+            srv.start()
+            deadline = time.monotonic() + 20
+            while (slot := c.try_acquire("k")) is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert slot is not None and c.in_flight("k") == 1 and slot.release()
+        finally:
+            c.close()
+
+
+# --- both faces: the same words on the wire and for bad input ----------------------------
+
+HOLDER = b"1796173109980388.2"
+WIRE_STORES = [(5, 2.5, None, None), (1, 1e-9, "api", "app:"), (65536, 4e9, None, "x")]
+WIRE_CALLS = [(0, "k", None), (0, None, 3), (1, "user:42", 1), (2, "", 65536), (0, "ü", 2)]
+
+
+def python_wire() -> list:
+    encode = redis.connection.Encoder("utf-8", "strict", False).encode
+    sent: list = []
+
+    def recorder(*command):
+        assert command[0] == "EVALSHA" and command[1] == cr_redis.HOLD_SHA
+        sent.append(" ".join(encode(word).hex() for word in command[2:]))
+        mode = command[4]
+        return HOLDER if mode == cr_redis.ACQUIRE else 1
+
+    stores = []
+    for limit, lease, name, prefix in WIRE_STORES:
+        options = {"name": name} if name else {}
+        if prefix:
+            options["prefix"] = prefix
+        store = RedisConcurrency(redis.Redis(port=1), limit, lease=lease, **options)
+        store._run = recorder  # type: ignore[method-assign]
+        stores.append(store)
+    for index, key, cost in WIRE_CALLS:
+        store = stores[index]
+        slot = store.try_acquire(key) if cost is None else store.try_acquire(key, cost)
+        assert slot is not None and slot.release()
+        store.in_flight(key)
+    return sent
+
+
+def lua_wire(interpreter: str) -> list:
+    stores = ", ".join(
+        f"store.concurrency(client, {limit}, {{ lease = {lease!r}, name = {lua_literal(name)}, "
+        f"prefix = {lua_literal(prefix)} }})" for limit, lease, name, prefix in WIRE_STORES)
+    calls = ", ".join(f"{{ {index + 1}, {lua_literal(key)}, {lua_literal(cost)} }}"
+                      for index, key, cost in WIRE_CALLS)
+    return lua_run(interpreter, f"""
+        local store = require("cellrate.redis")
+        -- an acquire's holder, else 1
+        local function reply(...)
+            return (select(3, ...)) == "1" and {lua_literal(HOLDER.decode())} or 1
+        end
+        {LUA_RECORDING_CLIENT}
+        local stores = {{ {stores} }}
+        for _, call in ipairs({{ {calls} }}) do
+            local c = stores[call[1]]
+            local slot = assert(c:acquire(call[2], call[3]))
+            assert(c:release(slot) == true)
+            assert(c:in_flight(call[2]))
+        end
+    """).splitlines()
+
+
+@pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
+def test_the_faces_send_the_same_keys_and_argv(interpreter):
+    python = python_wire()
+    assert len(python) == 3 * len(WIRE_CALLS)
+    assert lua_wire(interpreter) == python
+
+
+def test_the_faces_send_the_script_the_package_ships():
+    script = Path(__file__).resolve().parents[2] / "lua" / "cellrate" / "redis_hold.lua"
+    assert cr_redis.HOLD_SCRIPT == script.read_bytes()
+    assert lua_run("lua5.4", 'io.write(require("cellrate.redis").hold_script)') == \
+        script.read_text()
+
+
+# (Python arguments, Lua arguments, the parameter named)
+BAD = [
+    ("0, lease=1", "0, { lease = 1 }", "limit"),
+    ("65537, lease=1", "65537, { lease = 1 }", "limit"),
+    ("'5', lease=1", "'5', { lease = 1 }", "limit"),
+    ("5, lease=None", "5, {}", "lease"),
+    ("5, lease=0", "5, { lease = 0 }", "lease"),
+    ("5, lease=-1", "5, { lease = -1 }", "lease"),
+    ("5, lease='1'", "5, { lease = '1' }", "lease"),
+    ("5, lease=1, name='a:b'", "5, { lease = 1, name = 'a:b' }", "name"),
+    ("5, lease=1, name=''", "5, { lease = 1, name = '' }", "name"),
+    ("5, lease=1, prefix='{x}'", "5, { lease = 1, prefix = '{x}' }", "prefix"),
+    ("5, lease=1, on_error='maybe'", "5, { lease = 1, on_error = 'maybe' }", "on_error"),
+]
+BAD_CALLS = [
+    ("try_acquire('k', 0)", "acquire('k', 0)", "cost"),
+    ("try_acquire('k', -1)", "acquire('k', -1)", "cost"),
+    ("try_acquire('k', 1.5)", "acquire('k', 1.5)", "cost"),
+    ("try_acquire(5)", "acquire(5)", "key"),
+    ("in_flight(5)", "in_flight(5)", "key"),
+]
+
+
+def python_words(expression: str, param: str) -> str:
+    with pytest.raises((cellrate.InvalidArgument, cellrate.InvalidArgumentType)) as info:
+        eval(expression, {"cr_redis": cr_redis, "client": redis.Redis(port=1)})
+    assert info.value.param == param, (expression, info.value)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
+def test_bad_input_gets_the_same_words_in_both_faces(interpreter):
+    python, lua = [], []
+    for python_args, lua_args, param in BAD:
+        python.append(python_words(f"cr_redis.RedisConcurrency(client, {python_args})", param))
+        lua.append(f"store.concurrency(client, {lua_args})")
+    for python_call, lua_call, param in BAD_CALLS:
+        python.append(python_words(f"cr_redis.RedisConcurrency(client, 5, lease=1).{python_call}",
+                                   param))
+        lua.append(f"store.concurrency(client, 5, {{ lease = 1 }}):{lua_call}")
+    listed = ",\n".join(f"function() local made = {call}; return made end" for call in lua)
+    words = lua_run(interpreter, f"""
+        local store = require("cellrate.redis")
+        local client = {{ script = error, eval = error, evalsha = error }}
+        for _, call in ipairs({{ {listed} }}) do
+            local ok, err = pcall(call)
+            assert(not ok, "no error")
+            -- raised at the caller's line: the chunk's own
+            assert(tostring(err):match("^%(command line%):%d+: "), err)
+            print((tostring(err):gsub("^[^:]*:%d+: ", "")))
+        end
+    """).splitlines()
+    # a wrong type's own name is each language's ("int", "number")
+    assert [word.split(", not ")[0] for word in words] == \
+        [word.split(": str or bytes, not ")[0].split(", not ")[0] for word in python]
+    # a release of what no concurrency limit gave out
+    assert "slot must be a slot that a concurrency limit gave out" in lua_run(interpreter, """
+        local c = require("cellrate.redis").concurrency(
+            { script = error, eval = error, evalsha = error }, 5, { lease = 1 })
+        print(select(2, pcall(c.release, c, {})))
+    """)
