@@ -137,9 +137,9 @@ def read_vectors():
     A step is ("op", fields), ("refund", [now, cost, state_after]), ("set",
     state) for a reservation (which the Redis store does not make: the test
     writes the state it leaves), ("reconfigure", [now, T or window, burst or
-    rate, state_after]) for a live change, or ("reset",), or ("after the fact",) for a charge or a take, which the
-    script does not make yet: the rest of its sequence is not compared. gcra sequences are
-    also run as token_bucket.
+    rate, state_after]) for a live change, ("charge", [now, cost, allowed, remaining,
+    retry_after, reset_after, clipped, state_after]), ("take", [now, max_cost, taken,
+    state_after]), or ("reset",). gcra sequences are also run as token_bucket.
     """
     sequences = []
     for text in (ROOT / "tests" / "vectors" / "decisions.txt").read_text().splitlines():
@@ -160,7 +160,7 @@ def read_vectors():
         elif fields[0] == "reconfigure":
             sequences[-1][4].append(("reconfigure", [int(f) for f in fields[1:]]))
         elif fields[0] in ("charge", "take"):
-            sequences[-1][4].append(("after the fact",))
+            sequences[-1][4].append((fields[0], [int(f) for f in fields[1:]]))
         else:
             sequences[-1][4].append(("op", [int(f) for f in fields[1:]]))
     return sequences
@@ -173,13 +173,25 @@ def stored_state(client, key) -> int:
     return int(value.split()[-1]) if value else 0
 
 
+def beyond_the_debt_bound(algorithm: str, step) -> bool:
+    """Whether a vector's charge leaves a gcra TAT past the script's debt bound
+    (MAX_DEBT_NS after now; the core's, its horizon, is further): the script clips
+    there instead, so the rest of the sequence is not the vectors' (the bound has its
+    own test)."""
+    if step[0] != "charge" or algorithm != "gcra":
+        return False
+    now, *_, clipped, after = step[1]
+    return bool(clipped) or after - now > cr_redis.MAX_DEBT_NS
+
+
 def test_vectors_through_the_script_give_the_cores_decisions(client):
-    """Every vector through the script, a live change included: at a reconfigure line the
-    calls that follow send the new limit, and a probe (cost 0, check) at the change's
-    instant carries the key in the script, which writes the carried state."""
+    """Every vector through the script, a live change, charges and takes included: at a
+    reconfigure line the calls that follow send the new limit, and a probe (cost 0,
+    check) at the change's instant carries the key in the script, which writes the
+    carried state."""
     script = client.register_script(cr_redis.SCRIPT)
-    compared, refunds, changes = {}, {}, {}
-    outside = 0
+    compared, refunds, changes, charges, takes = {}, {}, {}, {}, {}
+    outside = bounded = 0
     for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
         if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
             outside += sum(step[0] == "op" for step in steps)
@@ -190,8 +202,25 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
             limit = first_limit
             for step in steps:
                 emission_ns, tolerance_ns, burst = limit
-                if step[0] == "after the fact":
+                if beyond_the_debt_bound(algorithm, step):
+                    bounded += 1
                     break
+                if step[0] == "charge":
+                    now, cost, *expected, after = step[1]
+                    reply = script(keys=["v"], args=[4, cost, name, *limit, now])
+                    got_retry = int(reply[2])
+                    assert [reply[0], reply[1], got_retry if got_retry >= 0 else NEVER,
+                            int(reply[3]), reply[5]] == expected, (name, step)
+                    assert stored_state(client, "v") == after, (name, step)
+                    charges[name] = charges.get(name, 0) + 1
+                    continue
+                if step[0] == "take":
+                    now, max_cost, taken, after = step[1]
+                    assert script(keys=["v"], args=[5, max_cost, name, *limit, now]) == taken, (
+                        name, step)
+                    assert stored_state(client, "v") == after, (name, step)
+                    takes[name] = takes.get(name, 0) + 1
+                    continue
                 if step[0] == "reconfigure":
                     now, first, second, after = step[1]
                     limit = (first, first * second, second) if algorithm == "gcra" else (
@@ -223,8 +252,12 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
                 assert stored_state(client, "v") == after, (name, step)
                 compared[name] = compared.get(name, 0) + 1
     print(f"vectors: ops compared exactly {compared}, refunds {refunds}, live changes {changes}, "
-          f"{outside} beyond 9e15 ns")
+          f"charges {charges}, takes {takes}, {outside} beyond 9e15 ns, {bounded} sequences "
+          "stopped at the debt bound")
     assert compared["gcra"] >= 9000 and outside < compared["gcra"] / 10
+    assert all(charges.get(name, 0) >= 100 and takes.get(name, 0) >= 50 for name in ALGORITHMS), (
+        charges, takes)
+    assert bounded <= 40  # of some 1,400 sequences
     assert all(refunds.get(name, 0) >= 5 for name in ALGORITHMS), refunds
     assert all(changes.get(name, 0) >= 20 for name in ALGORITHMS), changes
 
@@ -249,8 +282,9 @@ def face_limit(algorithm: str, emission_or_window_ns: int, burst_or_rate: int):
 
 def test_vectors_through_the_python_face(client):
     """The same vectors through RedisLimiter where a float face can pass them (as
-    test_vectors), each live change by reconfigure() and a probe at its instant."""
-    compared = refunds = changes = 0
+    test_vectors), each live change by reconfigure() and a probe at its instant, charges
+    and takes by charge() and take()."""
+    compared = refunds = changes = charges = takes = 0
     windows = _core_takes_algorithms()
     for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
         if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS or (algorithm != "gcra" and not windows):
@@ -265,8 +299,8 @@ def test_vectors_through_the_python_face(client):
             continue
         client.delete(limiter.redis_key("v"))
         for step in steps:
-            if step[0] == "after the fact":
-                break  # RedisLimiter neither charges nor takes yet
+            if beyond_the_debt_bound(algorithm, step):
+                break
             if step[0] == "reset" or step == ("set", 0):
                 limiter.reset("v")
                 continue
@@ -296,14 +330,31 @@ def test_vectors_through_the_python_face(client):
                 assert stored_state(client, limiter.redis_key("v")) == step[1][2], step
                 refunds += 1
                 continue
+            if step[0] == "charge":
+                _, cost, allowed, remaining, retry_after, reset_after, clipped, after = step[1]
+                got = limiter.charge("v", cost, now=seconds)
+                assert (got.allowed, got.remaining, got.retry_after, got.reset_after,
+                        got.clipped) == (bool(allowed), remaining, retry_after / 1e9,
+                                         reset_after / 1e9, bool(clipped)), step
+                assert stored_state(client, limiter.redis_key("v")) == after, step
+                charges += 1
+                continue
+            if step[0] == "take":
+                _, max_cost, taken, after = step[1]
+                assert limiter.take("v", max_cost, now=seconds) == taken, step
+                assert stored_state(client, limiter.redis_key("v")) == after, step
+                takes += 1
+                continue
             now, cost, commit, allowed, remaining, retry_after, reset_after, _ = step[1]
             got = (limiter.check if commit else limiter.peek)("v", cost, now=seconds)
             assert (got.allowed, got.remaining, got.retry_after, got.reset_after, got.limit) == (
                 bool(allowed), remaining, math.inf if retry_after == NEVER else retry_after / 1e9,
                 reset_after / 1e9, burst), step
             compared += 1
-    print(f"python face: ops {compared}, refunds {refunds}, live changes {changes}")
+    print(f"python face: ops {compared}, refunds {refunds}, live changes {changes}, "
+          f"charges {charges}, takes {takes}")
     assert compared >= 8000 and refunds >= 300 and changes >= 200
+    assert charges >= 300 and takes >= 200
 
 
 # --------------------------------------------------------------------------
