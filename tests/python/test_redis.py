@@ -1220,7 +1220,7 @@ WIRE_NOWS = [None, 0.0, 1.5, 1234567.0000000005, 1.7e9 + 0.123456789]
 WIRE_CALLS = [
     (method, [limit], key, cost, now)
     for limit in range(len(WIRE_LIMITS))
-    for method in ("check", "allow", "peek", "refund")
+    for method in ("check", "allow", "peek", "refund", "charge", "take")
     for key, cost in (("user:42", 1), ("ключ", 3))
     for now in WIRE_NOWS
 ] + [("check_all", limits, "{user:7}", cost, now)
@@ -1231,9 +1231,10 @@ WIRE_CALLS = [
 WIRE_CALLS += [("reconfigure", [1], "30/minute", 7, None), ("reconfigure", [4], 2.5, 3, None),
                ("reconfigure", [3], 9, None, None)]
 WIRE_CALLS += [call for call in WIRE_CALLS
-               if call[0] in ("check", "refund") and set(call[1]) <= {1, 3, 4}]
+               if call[0] in ("check", "refund", "charge", "take") and set(call[1]) <= {1, 3, 4}]
 # Costs past 2^53, which only Lua 5.4's integers carry (a LuaJIT number cannot).
 WIRE_CALLS_INT64 = [("check", [0], "big", 2**53 + 1, None),
+                    ("charge", [2], "big", 2**63 - 1, None), ("take", [3], "big", 2**53 + 1, 1.5),
                     ("check_all", [0, 1], "big", 2**53 + 1, 2.5)]
 
 
@@ -1254,7 +1255,7 @@ def python_wire(calls: list) -> list:
     def recorder(*command):
         assert command[0] == "EVALSHA"
         sent.append(" ".join(encode(word).hex() for word in command[2:]))
-        return 1 if command[3 + command[2]] == cr_redis.ALLOW else [1, 0, 0, 0, 1]
+        return 1 if command[3 + command[2]] in (cr_redis.ALLOW, cr_redis.TAKE) else [1, 0, 0, 0, 1]
 
     limiters, client = [], redis.Redis(port=1)  # never connected
     for rate, period, burst, algorithm, prefix, name in WIRE_LIMITS:
@@ -1293,7 +1294,8 @@ def lua_wire(interpreter: str, calls: list) -> list:
                 end)
             end
             print(table.concat(words, " "))
-            return (select(2 + ..., ...)) == "2" and 1 or {{ 1, 0, 0, 0, 1 }}
+            local mode = select(2 + ..., ...)
+            return (mode == "2" or mode == "5") and 1 or {{ 1, 0, 0, 0, 1 }}
         end
         local limiters = {{ {limits} }}
         for _, call in ipairs({{ {listed} }}) do
@@ -1759,3 +1761,199 @@ def test_a_bad_key_cost_or_now_is_refused_in_the_cores_words(key, cost, now):
     assert expected is not None
     for call in (limiter.check, limiter.allow, limiter.peek, limiter.refund):
         assert _error_of(lambda call=call: call(key, cost, now=now)) == expected
+
+
+# --------------------------------------------------------------------------
+# Costs known after the fact: charge and take in the script (docs/cost.md)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_debt_drains_at_exactly_the_rate(client, algorithm):
+    """A charge into debt through Redis, then checks 1 ns before and at each instant the
+    core's own limiter admits: the same decisions, every one, and the first admission
+    at the charge's retry_after."""
+    burst = 5 if algorithm in ("gcra", "token_bucket") else None
+    store = RedisLimiter(client, 10, 1, burst=burst, algorithm=algorithm, on_error="raise")
+    core = cellrate.KeyedLimiter(10, 1, burst=burst, algorithm=algorithm)
+    start_ns = 250_000_000  # times below 2^50 ns: a float carries each to the ns
+    charged = store.charge("d", 42, now=start_ns / 1e9)
+    assert charged == core.charge("d", 42, now=start_ns / 1e9) and not charged.allowed
+    at_ns = start_ns + round(charged.retry_after * 1e9)
+    assert not store.peek("d", now=(at_ns - 1) / 1e9).allowed
+    admissions = []
+    for step in range(12):
+        now = (at_ns + step * 50_000_000) / 1e9
+        got = store.check("d", now=now)
+        assert got == core.check("d", now=now), now
+        admissions += [now] if got.allowed else []
+    assert admissions[0] == at_ns / 1e9 and len(admissions) >= 2
+
+
+def test_a_charge_past_the_debt_bound_is_clipped_there(client):
+    """The script's bound: a gcra TAT at most MAX_DEBT_NS after now. Up to it a charge is
+    exact; past it, clipped there and says so (never an overflow, never an admission);
+    a window's count stops at its packed ceiling (the window less one ns)."""
+    store = RedisLimiter(client, 1, 1, burst=1, on_error="raise", name="bound")
+    key = store.redis_key("b")
+    to_bound = cr_redis.MAX_DEBT_NS // 10**9
+    got = store.charge("b", to_bound, now=0)  # exactly to the bound: not clipped
+    assert (got.allowed, got.clipped, stored_state(client, key)) == (False, False, cr_redis.MAX_DEBT_NS)
+    got = store.charge("b", 1, now=0)
+    assert (got.allowed, got.clipped, stored_state(client, key)) == (False, True, cr_redis.MAX_DEBT_NS)
+    got = store.charge("b", 2**63 - 1, now=1)
+    assert got.clipped and stored_state(client, key) == cr_redis.MAX_DEBT_NS + 10**9
+    assert got.retry_after == cr_redis.MAX_DEBT_NS / 1e9
+    assert not store.check("b", now=1).allowed and store.take("b", 10, now=1) == 0
+    window = RedisLimiter(client, 100, 1e-6, algorithm="fixed_window", on_error="raise")
+    got = window.charge("w", 2**63 - 1, now=1.0)
+    assert got.clipped and got.remaining == 0 and not got.allowed
+    assert stored_state(client, window.redis_key("w")) == 10**9 + 1000 + 999
+
+
+def test_take_admits_what_fits_up_to_max_cost(client):
+    store = RedisLimiter(client, 10, 1, burst=5, on_error="raise")
+    assert [store.take("t", 3, now=0), store.take("t", 3, now=0), store.take("t", 3, now=0)] == [3, 2, 0]
+    assert store.take("t", 3, now=0.25) == 2 and store.take("t", 0, now=9) == 0
+    assert store.peek("t", 0, now=9).remaining == 5  # a take of 0 takes nothing
+
+
+def _taker(port: int, ready, results, index: int) -> None:
+    c = client_for(port)
+    store = RedisLimiter(c, 1, 3600, burst=1000, name="take", on_error="raise")
+    rng = random.Random(index)
+    ready.wait()
+    taken = calls = 0
+    while True:
+        got = store.take("shared", rng.randint(1, 7), now=100.0)  # no unit comes back
+        calls += 1
+        if got == 0:
+            break
+        taken += got
+    results[2 * index: 2 * index + 2] = [taken, calls]
+
+
+def test_take_under_four_processes_never_admits_more_than_fits(client, server):
+    """Four processes take from one key at a frozen instant (nothing refills): the units
+    taken, counted, add up to the burst exactly."""
+    context = multiprocessing.get_context("spawn")
+    ready = context.Barrier(4)
+    results = context.Array("q", 8)
+    workers = [context.Process(target=_taker, args=(server.port, ready, results, i))
+               for i in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+        assert worker.exitcode == 0
+    taken, calls = results[0::2], results[1::2]
+    print(f"take, 4 processes: {list(taken)} units in {list(calls)} calls")
+    assert sum(taken) == 1000
+
+
+def test_the_deny_cache_never_answers_a_charge_or_a_take(client):
+    """A remembered refusal answers checks, never a charge (which commits whatever the
+    state) or a take; a charge's refusal is not remembered."""
+    store = RedisLimiter(client, 10, 1, burst=2)
+    calls = counting(client)
+    assert store.check("k", 2).allowed and not store.check("k", 2).allowed
+    assert not store.check("k", 2).allowed and len(calls) == 2  # the cache answered
+    assert not store.charge("k", 2).allowed and len(calls) == 3
+    assert store.take("k", 2) == 0 and len(calls) == 4
+    fresh = RedisLimiter(client, 10, 1, burst=2, name="fresh")
+    assert not fresh.charge("f", 5).allowed and not fresh.check("f").allowed and len(calls) == 6
+    assert stored_state(client, fresh.redis_key("f")) > 0
+
+
+@pytest.mark.parametrize("on_error", ["allow", "deny", "raise"])
+def test_a_charge_or_a_take_redis_cannot_decide_is_on_errors(on_error):
+    """Where Redis cannot decide, on_error answers a charge as a check (the charge is
+    lost) and a take as allow: max_cost, deny: 0, raise: RedisUnavailable."""
+    with redis_server() as srv:
+        port = srv.port
+    store = RedisLimiter(client_for(port), 10, on_error=on_error)
+    try:
+        if on_error == "raise":
+            for call in (lambda: store.charge("k", 3), lambda: store.take("k", 3)):
+                with pytest.raises(RedisUnavailable):
+                    call()
+        else:
+            assert store.charge("k", 3).allowed == (on_error == "allow")
+            assert store.take("k", 3) == (3 if on_error == "allow" else 0)
+    finally:
+        store.close()
+
+
+def test_the_async_store_charges_and_takes(server):
+    async def run():
+        c = async_client_for(server.port)
+        store = AsyncRedisLimiter(c, 10, 1, burst=5, name="async", on_error="raise")
+        core = cellrate.KeyedLimiter(10, 1, burst=5)
+        try:
+            for now in (0.0, 0.0, 0.3, 1.0):
+                assert await store.charge("a", 4, now=now) == core.charge("a", 4, now=now)
+                assert await store.take("a", 2, now=now) == core.take("a", 2, now=now)
+            with pytest.raises(cellrate.InvalidArgument) as info:
+                await store.take("a", -1)
+            assert info.value.param == "max_cost"
+        finally:
+            await c.aclose()
+    asyncio.run(run())
+
+
+def test_the_script_charges_and_takes_one_key_only(client):
+    script = client.register_script(cr_redis.SCRIPT)
+    for mode in (cr_redis.CHARGE, cr_redis.TAKE):
+        with pytest.raises(redis.exceptions.ResponseError, match="one limit"):
+            script(keys=["a", "b"], args=[mode, 1, *([b"gcra", 1000, 5000, 5] * 2), 0])
+
+
+BAD_AFTER_THE_FACT = [  # (the call, its arguments, the parameter named)
+    ("charge", ("k", -1), "cost"), ("charge", ("k", 1.5), "cost"),
+    ("take", ("k", -1), "max_cost"), ("take", ("k", 2.5), "max_cost"),
+    ("take", ("k", True), "max_cost"),
+]
+BAD_MAX_COSTS = [  # (rate, burst, algorithm, max_cost, the parameter named)
+    (10, 5, "gcra", 6, "burst"), (10, None, "fixed_window", 11, "rate"),
+    (10, None, "sliding_window", 11, "rate"), (10, 5, "gcra", -1, "max_cost"),
+]
+
+
+@pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
+def test_bad_charges_takes_and_max_costs_get_the_same_words_in_both_faces(interpreter):
+    python = []
+    store = RedisLimiter(redis.Redis(port=1), 10, 1, burst=5, max_cost=5, name="n")
+    for method, args, param in BAD_AFTER_THE_FACT:
+        with pytest.raises((cellrate.InvalidArgument, cellrate.InvalidArgumentType)) as info:
+            getattr(store, method)(*args)
+        assert info.value.param == param
+        python.append(str(info.value))
+    for rate, burst, algorithm, max_cost, param in BAD_MAX_COSTS:
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            RedisLimiter(redis.Redis(port=1), rate, 1, burst=burst, algorithm=algorithm,
+                         max_cost=max_cost)
+        assert info.value.param == param
+        python.append(str(info.value))
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        store.reconfigure(10, 1, burst=4)  # below the max_cost given
+    assert info.value.param == "burst" and store.burst == 5
+    python.append(str(info.value))
+    lua = lua_run(interpreter, f"""
+        local store = require("cellrate.redis")
+        local client = {{ evalsha = print, eval = print, script = print }}
+        local function show(ok, err)
+            assert(not ok)
+            print(tostring(err))
+        end
+        local rl = store.limiter(client, 10, {{ period = 1, burst = 5, max_cost = 5, name = "n" }})
+        for _, call in ipairs({lua_literal([[m, list(a)] for m, a, _ in BAD_AFTER_THE_FACT])}) do
+            show(pcall(rl[call[1]], rl, call[2][1], call[2][2]))
+        end
+        for _, bad in ipairs({lua_literal([[r, b if b is not None else "none", a, m]
+                                            for r, b, a, m, _ in BAD_MAX_COSTS])}) do
+            show(pcall(store.limiter, client, bad[1], {{ period = 1,
+                burst = bad[2] ~= "none" and bad[2] or nil, algorithm = bad[3], max_cost = bad[4] }}))
+        end
+        show(pcall(rl.reconfigure, rl, 10, {{ period = 1, burst = 4 }}))
+        assert(rl.burst == 5)
+    """).splitlines()
+    assert [re.sub(r"^[^:]*:\d+: ", "", line) for line in lua] == python
