@@ -266,6 +266,42 @@ describe("cellrate.redis", function()
       assert.is_true(counts.charges > 1000 and counts.takes > 600)
    end)
 
+   -- Costs known after the fact: the script's debt bound (a gcra TAT at most
+   -- MAX_DEBT_NS after now), clipped the fifth value as in process, and
+   -- take's count.
+   it("charges into debt up to the script's bound and takes what fits", function()
+      local store = store_module.limiter(client, 1, { period = 1, burst = 1, name = "bound",
+                                                      on_error = "raise" })
+      local to_bound = math.floor(store_module.MAX_DEBT_NS / 1000000000)
+      local allowed, _, _, _, clipped = store:charge("b", to_bound, 0)
+      assert.same({ false, false }, { allowed, clipped })
+      allowed, _, _, _, clipped = store:charge("b", 1, 0)
+      assert.same({ false, true }, { allowed, clipped })
+      assert.equal(("%.0f"):format(store_module.MAX_DEBT_NS),
+                   client:get(store.key_prefix .. "b"):match("(%d+)$"))
+      assert.equal(0, store:take("b", 10, 0))
+      local core = cellrate.keyed(10, { period = 1, burst = 5 })
+      local rl = store_module.limiter(client, 10, { period = 1, burst = 5, on_error = "raise" })
+      for _, now in ipairs({ 0, 0, 0.3, 1 }) do
+         assert.same({ core:charge("t", 4, now) }, { rl:charge("t", 4, now) })
+         assert.equal(core:take("t", 2, now), rl:take("t", 2, now))
+      end
+   end)
+
+   it("answers a charge and a take Redis cannot decide by on_error", function()
+      local dead = redis_client.connect("127.0.0.1", server.port)
+      local answers = {}
+      for _, on_error in ipairs({ "allow", "deny", "raise" }) do
+         local rl = store_module.limiter(dead, 10, { on_error = on_error })
+         rl:set_client({ evalsha = function() error("closed") end, eval = error,
+                         script = function() error("closed") end })
+         answers[on_error] = { rl:take("k", 3), (rl:charge("k", 3)) }
+      end
+      assert.same({ 3, true }, answers.allow)
+      assert.same({ 0, false }, answers.deny)
+      assert.same({ nil, nil }, { answers.raise[1], answers.raise[2] })
+   end)
+
    it("sets the key to expire when its TAT passes", function()
       local store = store_module.limiter(client, 2, { burst = 3, on_error = "raise" })
       local _, _, _, reset_after = store:check("e", 2)
