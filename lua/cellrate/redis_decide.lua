@@ -883,7 +883,9 @@ if commit then
             -- ms rounded up): from then on it is the same as absent
             local ms
             if type(reset_after) == 'string' then
-                ms = helpers.expiry_ms(reset_after)
+                -- from 9e15 ns on (a debt at its bound): helpers.expiry_ms, inline
+                local s, ns = tonumber(substring(reset_after, 1, -10)), tonumber(substring(reset_after, -9))
+                ms = s * 1000 + (ns + 999999 - fmod(ns + 999999, 1000000)) / 1000000
             else
                 ms = (reset_after + 999999 - fmod(reset_after + 999999, 1000000)) / 1000000
                 if ms < 1 then

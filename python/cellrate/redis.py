@@ -498,7 +498,8 @@ def _limit_of(rate: float | str, period: float | None, burst: int | None,
     core's checks, on a limiter made for them alone)."""
     limit = cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)
     if max_cost is not None:
-        cellrate.Limiter(rate, period, burst=burst, algorithm=algorithm, max_cost=max_cost)
+        cellrate.Limiter(rate, period, burst=burst, algorithm=algorithm,  # type: ignore[arg-type]
+                         max_cost=max_cost)
     return limit
 
 

@@ -1804,6 +1804,9 @@ def test_a_charge_past_the_debt_bound_is_clipped_there(client):
     assert got.clipped and stored_state(client, key) == cr_redis.MAX_DEBT_NS + 10**9
     assert got.retry_after == cr_redis.MAX_DEBT_NS / 1e9
     assert not store.check("b", now=1).allowed and store.take("b", 10, now=1) == 0
+    got = store.charge("server clock", 2**63 - 1)  # written with an expiry: the bound's
+    assert got.clipped and client.pttl(store.redis_key("server clock")) > (
+        cr_redis.MAX_DEBT_NS // 10**6 - 60_000)
     window = RedisLimiter(client, 100, 1e-6, algorithm="fixed_window", on_error="raise")
     got = window.charge("w", 2**63 - 1, now=1.0)
     assert got.clipped and got.remaining == 0 and not got.allowed
