@@ -1960,3 +1960,19 @@ def test_bad_charges_takes_and_max_costs_get_the_same_words_in_both_faces(interp
         assert(rl.burst == 5)
     """).splitlines()
     assert [re.sub(r"^[^:]*:\d+: ", "", line) for line in lua] == python
+
+
+def test_the_web_policy_settles_through_a_redis_store(client):
+    """charge= with a RedisLimiter: the response's usage settled in Redis (WSGI); an
+    asyncio store is refused for charge=, naming it (its settling is not awaited yet)."""
+    import test_web_charge as web_charge
+    tokens = RedisLimiter(client, "100/minute", burst=100, name="web", on_error="raise")
+    wsgi = web_charge.wsgi_client(tokens, cost=10, charge=web_charge.used)
+    assert web_charge.get(wsgi, "/?use=25")[0] == 200
+    assert tokens.peek("k", 0, now=web_charge.NOW).remaining == 75  # 10 checked, 15 charged
+    assert web_charge.get(wsgi, "/?use=4")[0] == 200
+    assert tokens.peek("k", 0, now=web_charge.NOW).remaining == 71  # 6 given back
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        cellrate.web.Policy(AsyncRedisLimiter(redis.asyncio.Redis(port=1), 10),
+                            charge=web_charge.used)
+    assert info.value.param == "charge"
