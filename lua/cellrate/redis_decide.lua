@@ -882,8 +882,11 @@ if commit then
             -- the key expires when its state stops mattering (reset_after, in
             -- ms rounded up): from then on it is the same as absent
             local ms
-            if type(reset_after) == 'string' then
-                -- from 9e15 ns on (a debt at its bound): helpers.expiry_ms, inline
+            if type(reset_after) == 'string' and helpers then
+                ms = helpers.expiry_ms(reset_after)
+            elseif type(reset_after) == 'string' then
+                -- gcra from 9e15 ns on (a debt at its bound, 16 digits and more):
+                -- helpers.expiry_ms, inline, as the gcra path makes no helpers
                 local s, ns = tonumber(substring(reset_after, 1, -10)), tonumber(substring(reset_after, -9))
                 ms = s * 1000 + (ns + 999999 - fmod(ns + 999999, 1000000)) / 1000000
             else

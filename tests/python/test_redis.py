@@ -1159,6 +1159,11 @@ def test_the_faces_take_the_protocol_from_the_script(interpreter):
     assert lua[7] == protocol["PREFIX"] + "gcra:1000000000:10:"
     default_on_error = protocol["ON_ERROR"].split()[0]
     assert lua[8] == RedisLimiter(redis.Redis(port=1), 10).on_error == default_on_error
+    # the modes of charge and take, and the debt bound, in both faces
+    assert (cr_redis.CHARGE, cr_redis.TAKE, cr_redis.MAX_DEBT_NS) == (
+        protocol["CHARGE"].encode(), protocol["TAKE"].encode(), int(protocol["MAX_DEBT_NS"]))
+    assert lua_run(interpreter, 'io.write(("%.0f"):format(require("cellrate.redis").MAX_DEBT_NS))') \
+        == protocol["MAX_DEBT_NS"]
 
 
 BAD_NAMES = ["a{b", "a}b", "api:v2", "", "x" * 65, "caf\u00e9", "tab\there"]
