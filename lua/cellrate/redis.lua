@@ -82,6 +82,9 @@ M.FIRST_BACKOFF_S = tonumber(protocol.FIRST_BACKOFF_S)
 M.MAX_BACKOFF_S = tonumber(protocol.MAX_BACKOFF_S)
 local FIRST_BACKOFF, MAX_BACKOFF = M.FIRST_BACKOFF_S, M.MAX_BACKOFF_S
 local PEEK, CHECK, ALLOW, REFUND = protocol.PEEK, protocol.CHECK, protocol.ALLOW, protocol.REFUND
+local CHARGE, TAKE = protocol.CHARGE, protocol.TAKE
+-- How far after now a charge can leave a gcra key's TAT (ns): beyond it, clipped.
+M.MAX_DEBT_NS = tonumber(protocol.MAX_DEBT_NS)
 -- on_error's words (the first: the default), and the message that lists
 -- them as the Python face does
 local DEFAULT_ON_ERROR = protocol.ON_ERROR:match("%S+")
@@ -150,14 +153,25 @@ local function default_name(limit)
     return limit.algorithm .. ":" .. decimal(limit.tolerance_ns) .. ":" .. decimal(limit.burst)
 end
 
--- The core parses, defaults and validates a limit; the store refuses one the
--- script cannot carry exactly. Raises at the caller of the public function.
-local function limit_of(rate, opts, algorithm)
+-- The core parses, defaults and validates a limit (with max_cost, as in
+-- process: a burst, or a window's rate, that could never fit it is refused,
+-- checked on a limiter made for that alone); the store refuses one the script
+-- cannot carry exactly. Raises at the caller of the public function.
+local function limit_of(rate, opts, algorithm, max_cost)
     local made, limit = pcall(cellrate.limit_spec, rate, { period = opts.period,
                                                           burst = opts.burst,
                                                           algorithm = algorithm })
     if not made then
         error(without_position(limit), 3)
+    end
+    if max_cost ~= nil then
+        local fits, err = pcall(cellrate.limiter, rate, { period = opts.period,
+                                                         burst = opts.burst,
+                                                         algorithm = algorithm,
+                                                         max_cost = max_cost })
+        if not fits then
+            error(without_position(err), 3)
+        end
     end
     if limit.tolerance_ns >= M.MAX_TOLERANCE_NS then
         error("burst " .. protocol.BURST_TOO_LARGE, 3)
@@ -211,7 +225,7 @@ function M.limiter(client, rate, opts)
     if opts.name ~= nil then
         check_name(opts.name)
     end
-    local limit = limit_of(rate, opts, opts.algorithm)
+    local limit = limit_of(rate, opts, opts.algorithm, opts.max_cost)
     local name = opts.name or default_name(limit)
     return setmetatable({
         client = client,
@@ -224,6 +238,7 @@ function M.limiter(client, rate, opts)
         key_prefix = prefix .. name .. ":",
         limit_args = limit_words(limit),
         algorithm = limit.algorithm,
+        max_cost = opts.max_cost,
         gate = nil, -- while Redis is down: a limiter letting one probe through per back-off
         backoff = 0,
     }, Limiter)
@@ -349,7 +364,7 @@ local function decide(self, keys, args)
     end
     local retry_after = tonumber(reply[3])
     return reply[1] == 1, reply[2], retry_after < 0 and math.huge or retry_after / 1e9,
-        tonumber(reply[4]) / 1e9
+        tonumber(reply[4]) / 1e9, reply[6] == 1 -- a charge's sixth field: clipped
 end
 
 -- The one builder of the script's KEYS (a key per limit) and ARGV (mode,
@@ -396,6 +411,43 @@ function Limiter:peek(key, cost, now)
     return allowed, remaining, retry_after, reset_after
 end
 
+-- Commits cost units of key whatever its state (docs/cost.md): where they
+-- fit, this is check; else the key goes into debt, refused, with the
+-- retry_after of one more unit. check's four values, then clipped (the debt
+-- met its bound: M.MAX_DEBT_NS after now, a window's packed ceiling). Where
+-- Redis cannot decide, on_error answers and the charge is lost.
+function Limiter:charge(key, cost, now)
+    if cost == nil then
+        argument_error("cost", "must be an integer >= 0")
+    end
+    local allowed, remaining, retry_after, reset_after, clipped =
+        decide(self, request(CHARGE, cost, check_request(key, cost, now), self, key))
+    return allowed, remaining, retry_after, reset_after, clipped
+end
+
+-- Admits as many units of key as fit now, up to max_cost, in one script call
+-- (atomic): their count (0: none fits). Where Redis cannot decide, on_error
+-- answers: allow max_cost, deny 0, raise nil, the error and "unavailable".
+function Limiter:take(key, max_cost, now)
+    local ok, now_ns = pcall(cellrate._check_request, key, max_cost == nil and -1 or max_cost, now)
+    if not ok then
+        error((without_position(now_ns):gsub("^cost ", "max_cost ", 1)), 2)
+    end
+    local reply, err, unavailable = reply_of(self, request(TAKE, max_cost, now_ns, self, key))
+    if reply == nil then
+        if unavailable then
+            local allowed, message, code = fallback(self, err)
+            if allowed == nil then
+                return nil, message, code
+            end
+            return allowed and max_cost or 0
+        end
+        raise_mistake(err, 3)
+        return nil, err, "unavailable"
+    end
+    return tonumber(reply)
+end
+
 -- Gives back cost units of key taken earlier (a call that timed out after
 -- Redis admitted it; an estimate settled lower), exactly as the core's
 -- refund: never better than idle. true, or nil, the error and "unavailable"
@@ -427,7 +479,7 @@ function Limiter:reconfigure(rate, opts)
         limit_of(rate, opts, opts.algorithm) -- the core's checks first
         error("algorithm: " .. protocol.ALGORITHM_KEPT, 2)
     end
-    local limit = limit_of(rate, opts, self.algorithm)
+    local limit = limit_of(rate, opts, self.algorithm, self.max_cost)
     self.limit, self.burst, self.limit_args = limit, limit.burst, limit_words(limit)
 end
 

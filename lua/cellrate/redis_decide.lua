@@ -6,7 +6,8 @@
 -- KEYS: one key per limit (a single limit is a list of one; several limits
 -- are decided as one, so they must share a Cluster slot: hash tags).
 -- ARGV: mode (1 check, 0 peek, 2 allow: as check, answering 1 for an
--- admission, 3 refund: one key, answering 1 or 0, below), cost, then per key: algorithm, emission_ns, tolerance_ns, burst
+-- admission, 3 refund: one key, answering 1 or 0, below; 4 charge and 5 take:
+-- one key, below), cost (take: the most units), then per key: algorithm, emission_ns, tolerance_ns, burst
 -- (the core's cr_limit: for the window algorithms tolerance_ns is the window
 -- and burst the rate), then now (decimal ns; absent: the server's TIME).
 -- Each key's value is the limit it was written under and its state word,
@@ -19,7 +20,12 @@
 -- Returns { allowed (1/0), remaining, retry_after_ns (-1: never),
 --           reset_after_ns, index of the limit whose decision it is },
 -- the times as integers, or as decimal strings from 9e15 ns on; in mode 2
--- an admission is answered 1 alone.
+-- an admission is answered 1 alone. A charge (the core's cr_charge) is that
+-- check where the cost fits; else it commits the cost into debt, refused,
+-- with the decision of one more unit on the state charged, and answers a
+-- sixth field, clipped (1: the debt met its bound, MAX_DEBT_NS below). A take
+-- (cr_take) admits as many units as fit now, up to the cost, and answers
+-- their count.
 --
 -- Exactness: Redis's Lua numbers are doubles, and times since the epoch in
 -- nanoseconds exceed 2^53. A time is kept as two numbers, whole seconds and
@@ -47,8 +53,14 @@ local PEEK = '0'
 local CHECK = '1'
 local ALLOW = '2'
 local REFUND = '3'
+local CHARGE = '4'
+local TAKE = '5'
 -- A tolerance (or window) the script carries exactly: below 9e15 ns (104 days).
 local MAX_TOLERANCE_NS = 9000000000000000
+-- The debt bound: a charge leaves a gcra TAT at most this far after now (the
+-- core's bound, its horizon, is beyond what one double carries); a window's
+-- count at most its packed ceiling, as the core's.
+local MAX_DEBT_NS = 9000000000000000
 -- BURST_TOO_LARGE = is too large for the Redis store: burst * (period/rate), or a window, must be below 9e15 ns (about 104 days)
 -- The first words of the error replies that mean "Redis cannot decide now".
 -- UNAVAILABLE_REPLIES = OOM BUSY LOADING READONLY MASTERDOWN TRYAGAIN CLUSTERDOWN
@@ -80,6 +92,10 @@ local nkeys = #KEYS
 local mode = ARGV[1]
 local commit = mode ~= PEEK
 local cost = tonumber(ARGV[2])
+local max_cost
+if mode == TAKE then
+    max_cost, cost = cost, 0 -- the units that fit first: a probe
+end
 local now = ARGV[3 + 4 * nkeys]
 
 -- Each key's value, read first: one written under another limit needs the
@@ -91,6 +107,9 @@ local values, signatures, matches, seen
 -- live change), made only when this call needs them: making a closure costs
 -- the gcra path.
 local needs_helpers = now ~= nil or mode == REFUND
+if (mode == CHARGE or mode == TAKE) and nkeys ~= 1 then
+    return redis.error_reply('ERR cellrate: charge and take decide one limit: give one key')
+end
 for i = 1, nkeys do
     local base = 2 + (i - 1) * 4
     local algorithm = ARGV[base + 1]
@@ -260,7 +279,18 @@ if needs_helpers then
                 retry = cost > rate and NEVER or format(sub(es, ens, ts, tns))
             end
             local reset = count > 0 and format(sub(es, ens, ts, tns)) or 0
-            return allowed and 1 or 0, rate - count, retry, reset, write
+            -- a charge may leave count above the rate: nothing remains
+            return allowed and 1 or 0, count < rate and rate - count or 0, retry, reset, write
+        end
+
+        -- cr_fixed_charge: the count passes the rate up to the window less one
+        -- ns, the most end + count carries. The state charged, and clipped.
+        local function charge_fixed(ss, sns, window, _, ts, tns, cost)
+            local es, ens, count = read_fixed(ss, sns, window, ts, tns)
+            local ceiling = window - 1
+            local clipped = cost > ceiling - count
+            local s, ns = add(es, ens, split(clipped and ceiling or count + cost))
+            return s, ns, clipped
         end
 
         -- cr_fixed_refund: the state to write, nil when nothing changes.
@@ -354,6 +384,17 @@ if needs_helpers then
                 reset = format(sub(rs, rns, ts, tns))
             end
             return allowed and 1 or 0, remaining, retry, reset, write
+        end
+
+        -- cr_sliding_charge: the current count is a digit of radix rate + 1,
+        -- so it carries at most the rate (the window full). The state charged,
+        -- and clipped.
+        local function charge_sliding(ss, sns, window, rate, ts, tns, cost)
+            local radix = rate + 1
+            local _, _, bs, bns, _, prev, curr = read_sliding(ss, sns, window, radix, ts, tns)
+            local clipped = cost > rate - curr
+            local s, ns = add(bs, bns, split(prev * radix + (clipped and rate or curr + cost)))
+            return s, ns, clipped
         end
 
         -- cr_sliding_refund: the state to write, nil when nothing changes.
@@ -579,6 +620,7 @@ if needs_helpers then
         end
 
         H.fixed_window, H.sliding_window = decide_fixed, decide_sliding
+        H.charge = { fixed_window = charge_fixed, sliding_window = charge_sliding }
         H.refund = { fixed_window = refund_fixed, sliding_window = refund_sliding,
                      gcra = refund_gcra, token_bucket = refund_gcra }
         return H
@@ -649,6 +691,7 @@ end
 -- (pending). A state carried from another limit is written in a check or an
 -- allow whatever the decision (carried), so each key is carried once.
 local allowed, remaining, retry, reset, state, carried
+local charged, clipped, taken -- a charge's state and its bound met; a take's count
 local decisions, states, carries, pending
 local all_allowed = true
 for i = 1, nkeys do
@@ -683,79 +726,129 @@ for i = 1, nkeys do
         end
         carried = signature .. helpers.format(ss, sns)
     end
-    state = nil
-    if algorithm == 'gcra' or algorithm == 'token_bucket' then
-        -- The state is the TAT; tolerance = emission * burst, so a cost is
-        -- unfittable exactly when cost * emission > tolerance (exact: tolerance
-        -- is below 2^53). Worked relative to now: lead = max(TAT, now) - now.
-        local emission = tonumber(ARGV[base + 2])
-        local need = cost * emission
-        local lead_s, lead_ns = ss - ts, sns - tns
-        if lead_ns < 0 then
-            lead_s, lead_ns = lead_s - 1, lead_ns + E9
-        end
-        if lead_s < 0 then
-            lead_s, lead_ns = 0, 0 -- the TAT has passed: base = now
-        end
-        if lead_s >= 9000000 then
-            -- 9e15 ns ahead and more (a clock that stepped back by months, a
-            -- test's now): beyond every tolerance, so refused; exact times as
-            -- decimal strings (helpers.format, inline: lead_s > 0)
-            allowed, remaining, retry = cost == 0 and 1 or 0, 0, NEVER
-            reset = string_format('%d%09d', lead_s, lead_ns)
-            if cost == 0 then
-                retry = 0
-            elseif need <= tolerance then -- lead - (tolerance - cost * T)
-                local gap = tolerance - need
-                local gap_ns = fmod(gap, E9)
-                local s, ns = lead_s - (gap - gap_ns) / E9, lead_ns - gap_ns
-                if ns < 0 then
-                    s, ns = s - 1, ns + E9
+    -- A charge decides twice where the cost does not fit (the second time one
+    -- unit, on the state charged), a take twice where a unit fits (first the
+    -- units that fit, a probe; then those taken).
+    for pass = 1, 2 do
+        state = nil
+        if algorithm == 'gcra' or algorithm == 'token_bucket' then
+            -- The state is the TAT; tolerance = emission * burst, so a cost is
+            -- unfittable exactly when cost * emission > tolerance (exact: tolerance
+            -- is below 2^53). Worked relative to now: lead = max(TAT, now) - now.
+            local emission = tonumber(ARGV[base + 2])
+            local need = cost * emission
+            local lead_s, lead_ns = ss - ts, sns - tns
+            if lead_ns < 0 then
+                lead_s, lead_ns = lead_s - 1, lead_ns + E9
+            end
+            if lead_s < 0 then
+                lead_s, lead_ns = 0, 0 -- the TAT has passed: base = now
+            end
+            if lead_s >= 9000000 then
+                -- 9e15 ns ahead and more (a clock that stepped back by months, a
+                -- test's now): beyond every tolerance, so refused; exact times as
+                -- decimal strings (helpers.format, inline: lead_s > 0)
+                allowed, remaining, retry = cost == 0 and 1 or 0, 0, NEVER
+                reset = string_format('%d%09d', lead_s, lead_ns)
+                if cost == 0 then
+                    retry = 0
+                elseif need <= tolerance then -- lead - (tolerance - cost * T)
+                    local gap = tolerance - need
+                    local gap_ns = fmod(gap, E9)
+                    local s, ns = lead_s - (gap - gap_ns) / E9, lead_ns - gap_ns
+                    if ns < 0 then
+                        s, ns = s - 1, ns + E9
+                    end
+                    retry = s < 9000000 and s * E9 + ns or string_format('%d%09d', s, ns)
                 end
-                retry = s < 9000000 and s * E9 + ns or string_format('%d%09d', s, ns)
+            else
+                local lead = lead_s * E9 + lead_ns
+                allowed, remaining, retry, reset = cost == 0 and 1 or 0, nil, 0, lead
+                if need > tolerance then
+                    retry = NEVER -- unfittable
+                elseif cost > 0 then
+                    local next_lead = lead + need
+                    local allow_at = next_lead - tolerance
+                    if allow_at <= 0 then
+                        local add_ns = fmod(next_lead, E9)
+                        local s, ns = ts + (next_lead - add_ns) / E9, tns + add_ns
+                        if ns >= E9 then
+                            s, ns = s + 1, ns - E9
+                        end
+                        -- signature .. helpers.format, inline
+                        state = s > 0 and string_format('%s%d%09d', signature, s, ns)
+                            or string_format('%s%d', signature, ns)
+                        allowed, reset = 1, next_lead
+                        remaining = (-allow_at - fmod(-allow_at, emission)) / emission
+                    else
+                        retry = allow_at
+                    end
+                end
+                if not remaining then
+                    -- a turn-away, a probe or an unfittable cost: the units that fit at base
+                    local room = tolerance - lead
+                    remaining = 0
+                    if room >= emission then
+                        remaining = (room - fmod(room, emission)) / emission
+                    end
+                end
             end
         else
-            local lead = lead_s * E9 + lead_ns
-            allowed, remaining, retry, reset = cost == 0 and 1 or 0, nil, 0, lead
-            if need > tolerance then
-                retry = NEVER -- unfittable
-            elseif cost > 0 then
-                local next_lead = lead + need
-                local allow_at = next_lead - tolerance
-                if allow_at <= 0 then
-                    local add_ns = fmod(next_lead, E9)
-                    local s, ns = ts + (next_lead - add_ns) / E9, tns + add_ns
-                    if ns >= E9 then
-                        s, ns = s + 1, ns - E9
+            local decide_window = helpers[algorithm]
+            if not decide_window then
+                return redis.error_reply('ERR cellrate: unknown algorithm ' .. algorithm)
+            end
+            allowed, remaining, retry, reset, state =
+                decide_window(ss, sns, tolerance, tonumber(ARGV[base + 4]), ts, tns, cost)
+            if state then
+                state = signature .. state
+            end
+        end
+        if mode == TAKE and pass == 1 then
+            taken = remaining < max_cost and remaining or max_cost
+            if taken == 0 then
+                break
+            end
+            cost = taken
+        elseif mode == CHARGE and pass == 1 and allowed == 0 then
+            -- into debt (cr_charge_core): the state charged, clipped at the bound
+            if algorithm == 'gcra' or algorithm == 'token_bucket' then
+                -- max(TAT, now) + cost * T, at most now + MAX_DEBT_NS; a TAT
+                -- already beyond (a clock that stepped back) is kept
+                local lead_s, lead_ns = ss - ts, sns - tns
+                if lead_ns < 0 then
+                    lead_s, lead_ns = lead_s - 1, lead_ns + E9
+                end
+                if lead_s < 0 then
+                    lead_s, lead_ns = 0, 0
+                end
+                clipped = true
+                if lead_s < 9000000 then
+                    local lead, emission = lead_s * E9 + lead_ns, tonumber(ARGV[base + 2])
+                    local room = MAX_DEBT_NS - lead
+                    local next_lead = MAX_DEBT_NS
+                    if cost <= (room - fmod(room, emission)) / emission then
+                        next_lead, clipped = lead + cost * emission, false
                     end
-                    -- signature .. helpers.format, inline
-                    state = s > 0 and string_format('%s%d%09d', signature, s, ns)
-                        or string_format('%s%d', signature, ns)
-                    allowed, reset = 1, next_lead
-                    remaining = (-allow_at - fmod(-allow_at, emission)) / emission
-                else
-                    retry = allow_at
+                    local add_ns = fmod(next_lead, E9)
+                    ss, sns = ts + (next_lead - add_ns) / E9, tns + add_ns
+                    if sns >= E9 then
+                        ss, sns = ss + 1, sns - E9
+                    end
                 end
+            else
+                ss, sns, clipped = helpers.charge[algorithm](ss, sns, tolerance,
+                    tonumber(ARGV[base + 4]), ts, tns, cost)
             end
-            if not remaining then
-                -- a turn-away, a probe or an unfittable cost: the units that fit at base
-                local room = tolerance - lead
-                remaining = 0
-                if room >= emission then
-                    remaining = (room - fmod(room, emission)) / emission
-                end
-            end
+            charged = ss > 0 and string_format('%s%d%09d', signature, ss, sns)
+                or string_format('%s%d', signature, sns)
+            cost = 1
+        else
+            break
         end
-    else
-        local decide_window = helpers[algorithm]
-        if not decide_window then
-            return redis.error_reply('ERR cellrate: unknown algorithm ' .. algorithm)
-        end
-        allowed, remaining, retry, reset, state =
-            decide_window(ss, sns, tolerance, tonumber(ARGV[base + 4]), ts, tns, cost)
-        if state then
-            state = signature .. state
-        end
+    end
+    if charged then
+        allowed, state = 0, nil
     end
     all_allowed = all_allowed and allowed == 1
     if nkeys > 1 then
@@ -775,7 +868,9 @@ if commit then
         if nkeys > 1 then
             write, reset_after, carried = states[i], decisions[i][4], carries[i]
         end
-        if not all_allowed or not write then
+        if charged then
+            write = charged
+        elseif not all_allowed or not write then
             write = carried -- nil: nothing admitted for this limit, nothing carried
         end
         if not write then
@@ -787,8 +882,13 @@ if commit then
             -- the key expires when its state stops mattering (reset_after, in
             -- ms rounded up): from then on it is the same as absent
             local ms
-            if type(reset_after) == 'string' then
+            if type(reset_after) == 'string' and helpers then
                 ms = helpers.expiry_ms(reset_after)
+            elseif type(reset_after) == 'string' then
+                -- gcra from 9e15 ns on (a debt at its bound, 16 digits and more):
+                -- helpers.expiry_ms, inline, as the gcra path makes no helpers
+                local s, ns = tonumber(substring(reset_after, 1, -10)), tonumber(substring(reset_after, -9))
+                ms = s * 1000 + (ns + 999999 - fmod(ns + 999999, 1000000)) / 1000000
             else
                 ms = (reset_after + 999999 - fmod(reset_after + 999999, 1000000)) / 1000000
                 if ms < 1 then
@@ -803,6 +903,10 @@ end
 if nkeys == 1 then
     if mode == ALLOW and allowed == 1 then
         return 1
+    elseif mode == TAKE then
+        return taken
+    elseif mode == CHARGE then
+        return { allowed, remaining, retry, reset, 1, clipped and 1 or 0 }
     end
     return { allowed, remaining, retry, reset, 1 }
 end

@@ -121,8 +121,14 @@ _NAME_REFUSES = _PROTOCOL["NAME_REFUSES"].split()
 _ALGORITHM_REPLY = _PROTOCOL["ALGORITHM_REPLY"]
 
 # The script's modes (its ARGV[1]).
-PEEK, CHECK, ALLOW, REFUND = (_PROTOCOL[mode].encode() for mode in
-                              ("PEEK", "CHECK", "ALLOW", "REFUND"))
+PEEK, CHECK, ALLOW, REFUND, CHARGE, TAKE = (
+    _PROTOCOL[mode].encode() for mode in ("PEEK", "CHECK", "ALLOW", "REFUND", "CHARGE", "TAKE"))
+
+#: How far after now a charge can leave a gcra key's TAT (its debt bound), in ns:
+#: 9e15 ns, about 104 days (the core's bound is beyond what the script carries
+#: exactly). A charge past it is clipped there (Decision.clipped). A window's count
+#: is bounded by its packed ceiling, as in process.
+MAX_DEBT_NS = int(_PROTOCOL["MAX_DEBT_NS"])
 
 # EVALSHA's words after the SHA (numkeys, the key, mode, cost, the limit's four
 # arguments) for one limit on the server's clock: the only requests whose
@@ -368,6 +374,7 @@ class _RedisLimit(_Store):
         on_error: str = ON_ERROR[0],
         deny_cache: bool = True,
         timeout: float = DEFAULT_TIMEOUT_S,
+        max_cost: int | None = None,
     ) -> None:
         self._open_store(client, prefix, on_error, timeout)
         if not isinstance(deny_cache, bool):
@@ -377,7 +384,8 @@ class _RedisLimit(_Store):
             _check_name(name)
         # The core parses, defaults and validates the limit (and, per call, each key,
         # cost and now: _request).
-        self._sent = _Sent(cellrate.Limit(rate, period, burst=burst, algorithm=algorithm))
+        self.max_cost = max_cost
+        self._sent = _Sent(_limit_of(rate, period, burst, algorithm, max_cost))
         self.named = name is not None
         #: The name of the limit's keys: given, or the first limit's parameters.
         self.name: str = name if name is not None else _default_name(self._sent.limit)
@@ -404,8 +412,8 @@ class _RedisLimit(_Store):
         if algorithm is not None and algorithm != self.algorithm:
             cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)  # the core's checks first
             raise invalid("algorithm", "algorithm: " + _PROTOCOL["ALGORITHM_KEPT"])
-        self._sent = _Sent(cellrate.Limit(rate, period, burst=burst,
-                                          algorithm=cast(Algorithm, self.algorithm)))
+        self._sent = _Sent(_limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
+                                     self.max_cost))
         self._refusals.clear()
 
     limit = property(lambda self: self._sent.limit, doc="The limit sent (cellrate.Limit).")
@@ -446,8 +454,8 @@ class _RedisLimit(_Store):
         retry_after later by the units added; fixed window: the same; an unfittable cost
         never, as its answer is not a wait). None when there is none (Redis is asked)."""
         refusals = self._refusals
-        if not refusals or len(words) != _ONE_LIMIT_SERVER_CLOCK:
-            return None
+        if not refusals or len(words) != _ONE_LIMIT_SERVER_CLOCK or words[2] is CHARGE:
+            return None  # a charge commits whatever the state: Redis is always asked
         entry = refusals.get(words[1])
         if entry is None or entry[4] is not sent:  # none, or under a limit changed since
             return None
@@ -475,7 +483,7 @@ class _RedisLimit(_Store):
         (Redis decided later, so the refusal holds at least that long, absent a reset
         on another host)."""
         if (isinstance(reply, list) and reply[0] == 0 and self.deny_cache
-                and len(words) == _ONE_LIMIT_SERVER_CLOCK):
+                and len(words) == _ONE_LIMIT_SERVER_CLOCK and words[2] is not CHARGE):
             retry_after_ns = int(reply[2])
             if retry_after_ns > 0:  # not never (-1: no wait helps)
                 if len(self._refusals) >= MAX_REFUSALS:
@@ -498,6 +506,39 @@ class _RedisLimit(_Store):
                 or FIRST_BACKOFF_S
         return cellrate.Decision(False, 0, retry_after, retry_after, sent.limit.burst,
                                  sent.window)
+
+    def _taken(self, reply: Any, max_cost: int) -> int:
+        """A take's count: the script's, or where Redis cannot decide on_error's (allow:
+        max_cost, as an admission; deny: 0)."""
+        if isinstance(reply, cellrate.Decision):
+            return max_cost if reply.allowed else 0
+        return int(reply)
+
+
+def _limit_of(rate: float | str, period: float | None, burst: int | None,
+              algorithm: Algorithm, max_cost: int | None) -> Any:
+    """The limit, parsed, defaulted and validated by the core; with max_cost, refused as
+    in process where its burst (a window: its rate) could never fit max_cost units (the
+    core's checks, on a limiter made for them alone)."""
+    limit = cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)
+    if max_cost is not None:
+        cellrate.Limiter(rate, period, burst=burst, algorithm=algorithm,  # type: ignore[arg-type]
+                         max_cost=max_cost)
+    return limit
+
+
+def _take_words(limiter: "_RedisLimit", key: Key, max_cost: int,
+                now: float | None) -> List[Any]:
+    """The script's words of a take; max_cost checked by the core as a cost, in its
+    own name."""
+    try:
+        return limiter._words(TAKE, key, max_cost, now)[0]
+    except (cellrate.InvalidArgument, cellrate.InvalidArgumentType) as error:
+        if error.param != "cost":
+            raise
+        make = invalid_type if isinstance(error, cellrate.InvalidArgumentType) else invalid
+        raise make("max_cost", "max_cost" + str(error)[len("cost"):]) from None
+
 
 def _limit_words(limit: Any) -> Tuple[bytes, ...]:
     """The script's four ARGV words of a limit with the fields algorithm, emission_ns,
@@ -555,7 +596,7 @@ def _request(mode: bytes, pairs: Sequence[Tuple["_RedisLimit", Key]], cost: int,
 def _decision(reply: Any, sents: Sequence[_Sent]) -> cellrate.Decision:
     if not isinstance(reply, list):  # ALLOW, admitted: the verdict alone
         return sents[0].admitted
-    allowed, remaining, retry_after_ns, reset_after_ns, index = reply
+    allowed, remaining, retry_after_ns, reset_after_ns, index = reply[:5]
     retry_after_ns = int(retry_after_ns)
     sent = sents[index - 1]
     return cellrate.Decision(
@@ -565,6 +606,7 @@ def _decision(reply: Any, sents: Sequence[_Sent]) -> cellrate.Decision:
         int(reset_after_ns) / 1e9,
         sent.limit.burst,
         sent.window,
+        clipped=len(reply) > 5 and reply[5] == 1,  # a charge's sixth field
     )
 
 
@@ -714,9 +756,12 @@ class RedisLimiter(_SyncStore, _RedisLimit):
     """A limit per key, kept in Redis (redis-py's redis.Redis or redis.cluster.RedisCluster).
 
     RedisLimiter(client, rate, period=None, *, burst=None, algorithm="gcra", name=None,
-                 prefix="cellrate:", on_error="allow", deny_cache=True, timeout=0.25)
+                 prefix="cellrate:", on_error="allow", deny_cache=True, timeout=0.25,
+                 max_cost=None)
 
-    The limit's arguments are those of cellrate.Limit, and `limit` is that value.
+    The limit's arguments are those of cellrate.Limit, and `limit` is that value;
+    max_cost, as in process, refuses a burst (a window: a rate) that could never fit
+    it, naming burst (rate).
     Keys live in Redis as prefix + name + ":" + key. `name` (1 to 64 printable ASCII
     characters, no '{', '}' or ':') is what ties a limit's keys across changes: a
     process started with another rate under the same name, or reconfigure(), carries
@@ -769,6 +814,26 @@ class RedisLimiter(_SyncStore, _RedisLimit):
     def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
         return self._decide(self._words(PEEK, key, cost, now))
+
+    def charge(self, key: Key, cost: int, *, now: float | None = None) -> cellrate.Decision:
+        """Commits `cost` units of `key` whatever its state (docs/cost.md): where they fit,
+        this is check(); else the key goes into debt, refused, with the retry_after of
+        one more unit, and Decision.clipped where the debt met its bound (MAX_DEBT_NS;
+        a window: its packed ceiling). Where Redis cannot decide, on_error answers and
+        the charge is lost (nothing retries it)."""
+        return self._decide(self._words(CHARGE, key, cost, now))
+
+    def take(self, key: Key, max_cost: int, *, now: float | None = None) -> int:
+        """Admits as many units of `key` as fit now, up to `max_cost`, in one script call
+        (atomic), and returns their count (0: none fits). Where Redis cannot decide,
+        on_error answers: allow max_cost, deny 0, raise RedisUnavailable."""
+        words = _take_words(self, key, max_cost, now)
+        if self._availability.down_since is not None:
+            return self._taken(self._while_down(), max_cost)
+        try:
+            return self._taken(self._call(words), max_cost)
+        except Exception as error:
+            return self._taken(self._failed(error), max_cost)
 
     def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
         """Gives back `cost` units of `key` taken earlier (a call that was cancelled or
@@ -931,6 +996,21 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
     async def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
         return await self._decide(self._words(PEEK, key, cost, now))
+
+    async def charge(self, key: Key, cost: int, *,
+                     now: float | None = None) -> cellrate.Decision:
+        """RedisLimiter.charge, awaited."""
+        return await self._decide(self._words(CHARGE, key, cost, now))
+
+    async def take(self, key: Key, max_cost: int, *, now: float | None = None) -> int:
+        """RedisLimiter.take, awaited."""
+        words = _take_words(self, key, max_cost, now)
+        if self._availability.down_since is not None:
+            return self._taken(self._while_down(), max_cost)
+        try:
+            return self._taken(await self._call(words), max_cost)
+        except Exception as error:
+            return self._taken(self._failed(error), max_cost)
 
     async def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
         """RedisLimiter.refund, awaited."""

@@ -431,7 +431,7 @@ class Policy:
         (`refund`). An admitted request's endpoint charges its own key with
         `scope["cellrate.charge"](units)` (ASGI) or `environ["cellrate.charge"]`
         (WSGI), which returns the tightest Decision. Needs stores that charge
-        (Limiter, KeyedLimiter).
+        (Limiter, KeyedLimiter, RedisLimiter; not yet AsyncRedisLimiter).
     now: a function returning the time in seconds, passed to the stores as
         `now` (tests, simulations); None: each store reads its own clock.
     """
@@ -567,11 +567,14 @@ class Policy:
         if charge is not None and not callable(charge):
             raise invalid_type("charge", "charge must be a function of the request and the "
                                          "response returning units, or None")
-        # an endpoint may charge its request when every store can
-        self.charges = all(callable(getattr(one.store, "charge", None)) for one in every)
+        # an endpoint may charge its request when every store can, synchronously (the
+        # settling path calls charge and refund as functions)
+        self.charges = all(callable(getattr(one.store, "charge", None))
+                           and not inspect.iscoroutinefunction(one.store.charge) for one in every)
         if charge is not None and not self.charges:
             raise invalid_type("charge", "charge: every limit's store must charge and refund "
-                                         "(Limiter, KeyedLimiter); this store cannot yet")
+                                         "(Limiter, KeyedLimiter, RedisLimiter); this store "
+                                         "cannot yet")
         self.charge = charge
 
     def require_stores(self, asynchronous: bool) -> None:

@@ -146,7 +146,7 @@ describe("cellrate.redis", function()
    -- written as a bare word (the layout before names: read under the limit
    -- sent). A time, cost or limit this Lua cannot pass exactly, or a limit
    -- the store refuses (a tolerance of 9e15 ns or more), ends its sequence.
-   it("replays tests/vectors/decisions.txt, live changes included", function()
+   it("replays tests/vectors/decisions.txt, live changes, charges and takes included", function()
       local function seconds(text) -- gcra_model.float_face_seconds
          local ns = tonumber(text)
          if ns < 2 ^ 50 then return ns / 1e9 end
@@ -169,7 +169,7 @@ describe("cellrate.redis", function()
          local value = client:get(store.key_prefix .. "v")
          return value and value:match("(%d+)$") or "0"
       end
-      local counts, mismatches = { ops = 0, changes = 0 }, {}
+      local counts, mismatches = { ops = 0, changes = 0, charges = 0, takes = 0 }, {}
       local function mismatch(line, what)
          mismatches[#mismatches + 1] = ("decisions.txt:%d: %s"):format(line, what)
       end
@@ -203,8 +203,10 @@ describe("cellrate.redis", function()
                -- (a comment, or a line of another algorithm's or an ended sequence: passed)
                if w[1] == "reset" then
                   store:reset("v")
-               elseif w[1] == "charge" or w[1] == "take" then
-                  stopped = true -- the script neither charges nor takes yet: the rest is not compared
+               elseif w[1] == "charge" and not name:find("window") and (w[8] == "1"
+                     or tonumber(w[9]) - tonumber(w[2]) > store_module.MAX_DEBT_NS) then
+                  -- past the script's debt bound (the core's is further): its own test
+                  stopped = true
                elseif w[1] == "reserve" then
                   client:set(store.key_prefix .. "v", w[7])
                else
@@ -214,6 +216,23 @@ describe("cellrate.redis", function()
                   elseif w[1] == "refund" then
                      assert(store:refund("v", cost, now))
                      if state(store) ~= w[4] then mismatch(number, "refund left " .. state(store)) end
+                  elseif w[1] == "charge" then
+                     local allowed, remaining, retry_after, reset_after, clipped =
+                        store:charge("v", cost, now)
+                     if allowed ~= (w[4] == "1") or remaining ~= tonumber(w[5])
+                           or retry_after ~= tonumber(w[6]) / 1e9 or reset_after ~= tonumber(w[7]) / 1e9
+                           or clipped ~= (w[8] == "1") or state(store) ~= w[9] then
+                        mismatch(number, ("charge: got %s %s %.17g %.17g %s, state %s"):format(
+                           tostring(allowed), tostring(remaining), retry_after, reset_after,
+                           tostring(clipped), state(store)))
+                     end
+                     counts.charges = counts.charges + 1
+                  elseif w[1] == "take" then
+                     local taken = store:take("v", cost, now)
+                     if taken ~= tonumber(w[4]) or state(store) ~= w[5] then
+                        mismatch(number, ("take: got %s, state %s"):format(tostring(taken), state(store)))
+                     end
+                     counts.takes = counts.takes + 1
                   elseif w[1] == "reconfigure" then
                      local rate, opts = limit(name, w[3], w[4])
                      if not rate then
@@ -240,10 +259,47 @@ describe("cellrate.redis", function()
             end
          end
       end
-      print(("\ncellrate.redis vectors (%s): %d ops, %d live changes"):format(
-         jit and jit.version or _VERSION, counts.ops, counts.changes))
+      print(("\ncellrate.redis vectors (%s): %d ops, %d live changes, %d charges, %d takes"):format(
+         jit and jit.version or _VERSION, counts.ops, counts.changes, counts.charges, counts.takes))
       assert.equal(0, #mismatches, table.concat(mismatches, "\n", 1, math.min(#mismatches, 12)))
       assert.is_true(counts.ops > 20000 and counts.changes > 1000)
+      assert.is_true(counts.charges > 1000 and counts.takes > 600)
+   end)
+
+   -- Costs known after the fact: the script's debt bound (a gcra TAT at most
+   -- MAX_DEBT_NS after now), clipped the fifth value as in process, and
+   -- take's count.
+   it("charges into debt up to the script's bound and takes what fits", function()
+      local store = store_module.limiter(client, 1, { period = 1, burst = 1, name = "bound",
+                                                      on_error = "raise" })
+      local to_bound = math.floor(store_module.MAX_DEBT_NS / 1000000000)
+      local allowed, _, _, _, clipped = store:charge("b", to_bound, 0)
+      assert.same({ false, false }, { allowed, clipped })
+      allowed, _, _, _, clipped = store:charge("b", 1, 0)
+      assert.same({ false, true }, { allowed, clipped })
+      assert.equal(("%.0f"):format(store_module.MAX_DEBT_NS),
+                   client:get(store.key_prefix .. "b"):match("(%d+)$"))
+      assert.equal(0, store:take("b", 10, 0))
+      local core = cellrate.keyed(10, { period = 1, burst = 5 })
+      local rl = store_module.limiter(client, 10, { period = 1, burst = 5, on_error = "raise" })
+      for _, now in ipairs({ 0, 0, 0.3, 1 }) do
+         assert.same({ core:charge("t", 4, now) }, { rl:charge("t", 4, now) })
+         assert.equal(core:take("t", 2, now), rl:take("t", 2, now))
+      end
+   end)
+
+   it("answers a charge and a take Redis cannot decide by on_error", function()
+      local dead = redis_client.connect("127.0.0.1", server.port)
+      local answers = {}
+      for _, on_error in ipairs({ "allow", "deny", "raise" }) do
+         local rl = store_module.limiter(dead, 10, { on_error = on_error })
+         rl:set_client({ evalsha = function() error("closed") end, eval = error,
+                         script = function() error("closed") end })
+         answers[on_error] = { rl:take("k", 3), (rl:charge("k", 3)) }
+      end
+      assert.same({ 3, true }, answers.allow)
+      assert.same({ 0, false }, answers.deny)
+      assert.same({ nil, nil }, { answers.raise[1], answers.raise[2] })
    end)
 
    it("sets the key to expire when its TAT passes", function()

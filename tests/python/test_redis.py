@@ -137,9 +137,9 @@ def read_vectors():
     A step is ("op", fields), ("refund", [now, cost, state_after]), ("set",
     state) for a reservation (which the Redis store does not make: the test
     writes the state it leaves), ("reconfigure", [now, T or window, burst or
-    rate, state_after]) for a live change, or ("reset",), or ("after the fact",) for a
-    charge or a take, which the script does not make yet: the rest of its sequence is not
-    compared. gcra sequences are also run as token_bucket.
+    rate, state_after]) for a live change, ("charge", [now, cost, allowed, remaining,
+    retry_after, reset_after, clipped, state_after]), ("take", [now, max_cost, taken,
+    state_after]), or ("reset",). gcra sequences are also run as token_bucket.
     """
     sequences = []
     for text in (ROOT / "tests" / "vectors" / "decisions.txt").read_text().splitlines():
@@ -160,7 +160,7 @@ def read_vectors():
         elif fields[0] == "reconfigure":
             sequences[-1][4].append(("reconfigure", [int(f) for f in fields[1:]]))
         elif fields[0] in ("charge", "take"):
-            sequences[-1][4].append(("after the fact",))
+            sequences[-1][4].append((fields[0], [int(f) for f in fields[1:]]))
         else:
             sequences[-1][4].append(("op", [int(f) for f in fields[1:]]))
     return sequences
@@ -173,13 +173,25 @@ def stored_state(client, key) -> int:
     return int(value.split()[-1]) if value else 0
 
 
+def beyond_the_debt_bound(algorithm: str, step) -> bool:
+    """Whether a vector's charge leaves a gcra TAT past the script's debt bound
+    (MAX_DEBT_NS after now; the core's, its horizon, is further): the script clips
+    there instead, so the rest of the sequence is not the vectors' (the bound has its
+    own test)."""
+    if step[0] != "charge" or algorithm != "gcra":
+        return False
+    now, *_, clipped, after = step[1]
+    return bool(clipped) or after - now > cr_redis.MAX_DEBT_NS
+
+
 def test_vectors_through_the_script_give_the_cores_decisions(client):
-    """Every vector through the script, a live change included: at a reconfigure line the
-    calls that follow send the new limit, and a probe (cost 0, check) at the change's
-    instant carries the key in the script, which writes the carried state."""
+    """Every vector through the script, a live change, charges and takes included: at a
+    reconfigure line the calls that follow send the new limit, and a probe (cost 0,
+    check) at the change's instant carries the key in the script, which writes the
+    carried state."""
     script = client.register_script(cr_redis.SCRIPT)
-    compared, refunds, changes = {}, {}, {}
-    outside = 0
+    compared, refunds, changes, charges, takes = {}, {}, {}, {}, {}
+    outside = bounded = 0
     for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
         if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
             outside += sum(step[0] == "op" for step in steps)
@@ -190,8 +202,25 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
             limit = first_limit
             for step in steps:
                 emission_ns, tolerance_ns, burst = limit
-                if step[0] == "after the fact":
+                if beyond_the_debt_bound(algorithm, step):
+                    bounded += 1
                     break
+                if step[0] == "charge":
+                    now, cost, *expected, after = step[1]
+                    reply = script(keys=["v"], args=[4, cost, name, *limit, now])
+                    got_retry = int(reply[2])
+                    assert [reply[0], reply[1], got_retry if got_retry >= 0 else NEVER,
+                            int(reply[3]), reply[5]] == expected, (name, step)
+                    assert stored_state(client, "v") == after, (name, step)
+                    charges[name] = charges.get(name, 0) + 1
+                    continue
+                if step[0] == "take":
+                    now, max_cost, taken, after = step[1]
+                    assert script(keys=["v"], args=[5, max_cost, name, *limit, now]) == taken, (
+                        name, step)
+                    assert stored_state(client, "v") == after, (name, step)
+                    takes[name] = takes.get(name, 0) + 1
+                    continue
                 if step[0] == "reconfigure":
                     now, first, second, after = step[1]
                     limit = (first, first * second, second) if algorithm == "gcra" else (
@@ -223,8 +252,12 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
                 assert stored_state(client, "v") == after, (name, step)
                 compared[name] = compared.get(name, 0) + 1
     print(f"vectors: ops compared exactly {compared}, refunds {refunds}, live changes {changes}, "
-          f"{outside} beyond 9e15 ns")
+          f"charges {charges}, takes {takes}, {outside} beyond 9e15 ns, {bounded} sequences "
+          "stopped at the debt bound")
     assert compared["gcra"] >= 9000 and outside < compared["gcra"] / 10
+    assert all(charges.get(name, 0) >= 100 and takes.get(name, 0) >= 50 for name in ALGORITHMS), (
+        charges, takes)
+    assert bounded <= 40  # of some 1,400 sequences
     assert all(refunds.get(name, 0) >= 5 for name in ALGORITHMS), refunds
     assert all(changes.get(name, 0) >= 20 for name in ALGORITHMS), changes
 
@@ -249,8 +282,9 @@ def face_limit(algorithm: str, emission_or_window_ns: int, burst_or_rate: int):
 
 def test_vectors_through_the_python_face(client):
     """The same vectors through RedisLimiter where a float face can pass them (as
-    test_vectors), each live change by reconfigure() and a probe at its instant."""
-    compared = refunds = changes = 0
+    test_vectors), each live change by reconfigure() and a probe at its instant, charges
+    and takes by charge() and take()."""
+    compared = refunds = changes = charges = takes = 0
     windows = _core_takes_algorithms()
     for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
         if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS or (algorithm != "gcra" and not windows):
@@ -265,8 +299,8 @@ def test_vectors_through_the_python_face(client):
             continue
         client.delete(limiter.redis_key("v"))
         for step in steps:
-            if step[0] == "after the fact":
-                break  # RedisLimiter neither charges nor takes yet
+            if beyond_the_debt_bound(algorithm, step):
+                break
             if step[0] == "reset" or step == ("set", 0):
                 limiter.reset("v")
                 continue
@@ -296,14 +330,31 @@ def test_vectors_through_the_python_face(client):
                 assert stored_state(client, limiter.redis_key("v")) == step[1][2], step
                 refunds += 1
                 continue
+            if step[0] == "charge":
+                _, cost, allowed, remaining, retry_after, reset_after, clipped, after = step[1]
+                got = limiter.charge("v", cost, now=seconds)
+                assert (got.allowed, got.remaining, got.retry_after, got.reset_after,
+                        got.clipped) == (bool(allowed), remaining, retry_after / 1e9,
+                                         reset_after / 1e9, bool(clipped)), step
+                assert stored_state(client, limiter.redis_key("v")) == after, step
+                charges += 1
+                continue
+            if step[0] == "take":
+                _, max_cost, taken, after = step[1]
+                assert limiter.take("v", max_cost, now=seconds) == taken, step
+                assert stored_state(client, limiter.redis_key("v")) == after, step
+                takes += 1
+                continue
             now, cost, commit, allowed, remaining, retry_after, reset_after, _ = step[1]
             got = (limiter.check if commit else limiter.peek)("v", cost, now=seconds)
             assert (got.allowed, got.remaining, got.retry_after, got.reset_after, got.limit) == (
                 bool(allowed), remaining, math.inf if retry_after == NEVER else retry_after / 1e9,
                 reset_after / 1e9, burst), step
             compared += 1
-    print(f"python face: ops {compared}, refunds {refunds}, live changes {changes}")
+    print(f"python face: ops {compared}, refunds {refunds}, live changes {changes}, "
+          f"charges {charges}, takes {takes}")
     assert compared >= 8000 and refunds >= 300 and changes >= 200
+    assert charges >= 300 and takes >= 200
 
 
 # --------------------------------------------------------------------------
@@ -1108,6 +1159,11 @@ def test_the_faces_take_the_protocol_from_the_script(interpreter):
     assert lua[7] == protocol["PREFIX"] + "gcra:1000000000:10:"
     default_on_error = protocol["ON_ERROR"].split()[0]
     assert lua[8] == RedisLimiter(redis.Redis(port=1), 10).on_error == default_on_error
+    # the modes of charge and take, and the debt bound, in both faces
+    assert (cr_redis.CHARGE, cr_redis.TAKE, cr_redis.MAX_DEBT_NS) == (
+        protocol["CHARGE"].encode(), protocol["TAKE"].encode(), int(protocol["MAX_DEBT_NS"]))
+    assert lua_run(interpreter, 'io.write(("%.0f"):format(require("cellrate.redis").MAX_DEBT_NS))') \
+        == protocol["MAX_DEBT_NS"]
 
 
 BAD_NAMES = ["a{b", "a}b", "api:v2", "", "x" * 65, "caf\u00e9", "tab\there"]
@@ -1169,7 +1225,7 @@ WIRE_NOWS = [None, 0.0, 1.5, 1234567.0000000005, 1.7e9 + 0.123456789]
 WIRE_CALLS = [
     (method, [limit], key, cost, now)
     for limit in range(len(WIRE_LIMITS))
-    for method in ("check", "allow", "peek", "refund")
+    for method in ("check", "allow", "peek", "refund", "charge", "take")
     for key, cost in (("user:42", 1), ("ключ", 3))
     for now in WIRE_NOWS
 ] + [("check_all", limits, "{user:7}", cost, now)
@@ -1180,9 +1236,10 @@ WIRE_CALLS = [
 WIRE_CALLS += [("reconfigure", [1], "30/minute", 7, None), ("reconfigure", [4], 2.5, 3, None),
                ("reconfigure", [3], 9, None, None)]
 WIRE_CALLS += [call for call in WIRE_CALLS
-               if call[0] in ("check", "refund") and set(call[1]) <= {1, 3, 4}]
+               if call[0] in ("check", "refund", "charge", "take") and set(call[1]) <= {1, 3, 4}]
 # Costs past 2^53, which only Lua 5.4's integers carry (a LuaJIT number cannot).
 WIRE_CALLS_INT64 = [("check", [0], "big", 2**53 + 1, None),
+                    ("charge", [2], "big", 2**63 - 1, None), ("take", [3], "big", 2**53 + 1, 1.5),
                     ("check_all", [0, 1], "big", 2**53 + 1, 2.5)]
 
 
@@ -1203,7 +1260,7 @@ def python_wire(calls: list) -> list:
     def recorder(*command):
         assert command[0] == "EVALSHA"
         sent.append(" ".join(encode(word).hex() for word in command[2:]))
-        return 1 if command[3 + command[2]] == cr_redis.ALLOW else [1, 0, 0, 0, 1]
+        return 1 if command[3 + command[2]] in (cr_redis.ALLOW, cr_redis.TAKE) else [1, 0, 0, 0, 1]
 
     limiters, client = [], redis.Redis(port=1)  # never connected
     for rate, period, burst, algorithm, prefix, name in WIRE_LIMITS:
@@ -1249,9 +1306,10 @@ def lua_wire(interpreter: str, calls: list) -> list:
         f"{lua_literal(cost)}, {lua_literal(now)} }}" for method, limits, key, cost, now in calls)
     return lua_run(interpreter, f"""
         local store = require("cellrate.redis")
-        -- admits
+        -- admits (a reset and a take answer a count)
         local function reply(...)
-            return (select(2 + ..., ...)) == "2" and 1 or {{ 1, 0, 0, 0, 1 }}
+            local mode = select(2 + ..., ...)
+            return (mode == "2" or mode == "5") and 1 or {{ 1, 0, 0, 0, 1 }}
         end
         {LUA_RECORDING_CLIENT}
         local limiters = {{ {limits} }}
@@ -1719,3 +1777,218 @@ def test_a_bad_key_cost_or_now_is_refused_in_the_cores_words(key, cost, now):
     assert expected is not None
     for call in (limiter.check, limiter.allow, limiter.peek, limiter.refund):
         assert _error_of(lambda call=call: call(key, cost, now=now)) == expected
+
+
+# --------------------------------------------------------------------------
+# Costs known after the fact: charge and take in the script (docs/cost.md)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_debt_drains_at_exactly_the_rate(client, algorithm):
+    """A charge into debt through Redis, then checks 1 ns before and at each instant the
+    core's own limiter admits: the same decisions, every one, and the first admission
+    at the charge's retry_after."""
+    burst = 5 if algorithm in ("gcra", "token_bucket") else None
+    store = RedisLimiter(client, 10, 1, burst=burst, algorithm=algorithm, on_error="raise")
+    core = cellrate.KeyedLimiter(10, 1, burst=burst, algorithm=algorithm)
+    start_ns = 250_000_000  # times below 2^50 ns: a float carries each to the ns
+    charged = store.charge("d", 42, now=start_ns / 1e9)
+    assert charged == core.charge("d", 42, now=start_ns / 1e9) and not charged.allowed
+    at_ns = start_ns + round(charged.retry_after * 1e9)
+    assert not store.peek("d", now=(at_ns - 1) / 1e9).allowed
+    admissions = []
+    for step in range(12):
+        now = (at_ns + step * 50_000_000) / 1e9
+        got = store.check("d", now=now)
+        assert got == core.check("d", now=now), now
+        admissions += [now] if got.allowed else []
+    assert admissions[0] == at_ns / 1e9 and len(admissions) >= 2
+
+
+def test_a_charge_past_the_debt_bound_is_clipped_there(client):
+    """The script's bound: a gcra TAT at most MAX_DEBT_NS after now. Up to it a charge is
+    exact; past it, clipped there and says so (never an overflow, never an admission);
+    a window's count stops at its packed ceiling (the window less one ns)."""
+    store = RedisLimiter(client, 1, 1, burst=1, on_error="raise", name="bound")
+    key = store.redis_key("b")
+    to_bound = cr_redis.MAX_DEBT_NS // 10**9
+    got = store.charge("b", to_bound, now=0)  # exactly to the bound: not clipped
+    assert (got.allowed, got.clipped, stored_state(client, key)) == (False, False, cr_redis.MAX_DEBT_NS)
+    got = store.charge("b", 1, now=0)
+    assert (got.allowed, got.clipped, stored_state(client, key)) == (False, True, cr_redis.MAX_DEBT_NS)
+    got = store.charge("b", 2**63 - 1, now=1)
+    assert got.clipped and stored_state(client, key) == cr_redis.MAX_DEBT_NS + 10**9
+    assert got.retry_after == cr_redis.MAX_DEBT_NS / 1e9
+    assert not store.check("b", now=1).allowed and store.take("b", 10, now=1) == 0
+    got = store.charge("server clock", 2**63 - 1)  # written with an expiry: the bound's
+    assert got.clipped and client.pttl(store.redis_key("server clock")) > (
+        cr_redis.MAX_DEBT_NS // 10**6 - 60_000)
+    window = RedisLimiter(client, 100, 1e-6, algorithm="fixed_window", on_error="raise")
+    got = window.charge("w", 2**63 - 1, now=1.0)
+    assert got.clipped and got.remaining == 0 and not got.allowed
+    assert stored_state(client, window.redis_key("w")) == 10**9 + 1000 + 999
+
+
+def test_take_admits_what_fits_up_to_max_cost(client):
+    store = RedisLimiter(client, 10, 1, burst=5, on_error="raise")
+    assert [store.take("t", 3, now=0), store.take("t", 3, now=0), store.take("t", 3, now=0)] == [3, 2, 0]
+    assert store.take("t", 3, now=0.25) == 2 and store.take("t", 0, now=9) == 0
+    assert store.peek("t", 0, now=9).remaining == 5  # a take of 0 takes nothing
+
+
+def _taker(port: int, ready, results, index: int) -> None:
+    c = client_for(port)
+    store = RedisLimiter(c, 1, 3600, burst=1000, name="take", on_error="raise")
+    rng = random.Random(index)
+    ready.wait()
+    taken = calls = 0
+    while True:
+        got = store.take("shared", rng.randint(1, 7), now=100.0)  # no unit comes back
+        calls += 1
+        if got == 0:
+            break
+        taken += got
+    results[2 * index: 2 * index + 2] = [taken, calls]
+
+
+def test_take_under_four_processes_never_admits_more_than_fits(client, server):
+    """Four processes take from one key at a frozen instant (nothing refills): the units
+    taken, counted, add up to the burst exactly."""
+    context = multiprocessing.get_context("spawn")
+    ready = context.Barrier(4)
+    results = context.Array("q", 8)
+    workers = [context.Process(target=_taker, args=(server.port, ready, results, i))
+               for i in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+        assert worker.exitcode == 0
+    taken, calls = results[0::2], results[1::2]
+    print(f"take, 4 processes: {list(taken)} units in {list(calls)} calls")
+    assert sum(taken) == 1000
+
+
+def test_the_deny_cache_never_answers_a_charge_or_a_take(client):
+    """A remembered refusal answers checks, never a charge (which commits whatever the
+    state) or a take; a charge's refusal is not remembered."""
+    store = RedisLimiter(client, 10, 1, burst=2)
+    calls = counting(client)
+    assert store.check("k", 2).allowed and not store.check("k", 2).allowed
+    assert not store.check("k", 2).allowed and len(calls) == 2  # the cache answered
+    assert not store.charge("k", 2).allowed and len(calls) == 3
+    assert store.take("k", 2) == 0 and len(calls) == 4
+    fresh = RedisLimiter(client, 10, 1, burst=2, name="fresh")
+    assert not fresh.charge("f", 5).allowed and not fresh.check("f").allowed and len(calls) == 6
+    assert stored_state(client, fresh.redis_key("f")) > 0
+
+
+@pytest.mark.parametrize("on_error", ["allow", "deny", "raise"])
+def test_a_charge_or_a_take_redis_cannot_decide_is_on_errors(on_error):
+    """Where Redis cannot decide, on_error answers a charge as a check (the charge is
+    lost) and a take as allow: max_cost, deny: 0, raise: RedisUnavailable."""
+    with redis_server() as srv:
+        port = srv.port
+    store = RedisLimiter(client_for(port), 10, on_error=on_error)
+    try:
+        if on_error == "raise":
+            for call in (lambda: store.charge("k", 3), lambda: store.take("k", 3)):
+                with pytest.raises(RedisUnavailable):
+                    call()
+        else:
+            assert store.charge("k", 3).allowed == (on_error == "allow")
+            assert store.take("k", 3) == (3 if on_error == "allow" else 0)
+    finally:
+        store.close()
+
+
+def test_the_async_store_charges_and_takes(server):
+    async def run():
+        c = async_client_for(server.port)
+        store = AsyncRedisLimiter(c, 10, 1, burst=5, name="async", on_error="raise")
+        core = cellrate.KeyedLimiter(10, 1, burst=5)
+        try:
+            for now in (0.0, 0.0, 0.3, 1.0):
+                assert await store.charge("a", 4, now=now) == core.charge("a", 4, now=now)
+                assert await store.take("a", 2, now=now) == core.take("a", 2, now=now)
+            with pytest.raises(cellrate.InvalidArgument) as info:
+                await store.take("a", -1)
+            assert info.value.param == "max_cost"
+        finally:
+            await c.aclose()
+    asyncio.run(run())
+
+
+def test_the_script_charges_and_takes_one_key_only(client):
+    script = client.register_script(cr_redis.SCRIPT)
+    for mode in (cr_redis.CHARGE, cr_redis.TAKE):
+        with pytest.raises(redis.exceptions.ResponseError, match="one limit"):
+            script(keys=["a", "b"], args=[mode, 1, *([b"gcra", 1000, 5000, 5] * 2), 0])
+
+
+BAD_AFTER_THE_FACT = [  # (the call, its arguments, the parameter named)
+    ("charge", ("k", -1), "cost"), ("charge", ("k", 1.5), "cost"),
+    ("take", ("k", -1), "max_cost"), ("take", ("k", 2.5), "max_cost"),
+    ("take", ("k", True), "max_cost"),
+]
+BAD_MAX_COSTS = [  # (rate, burst, algorithm, max_cost, the parameter named)
+    (10, 5, "gcra", 6, "burst"), (10, None, "fixed_window", 11, "rate"),
+    (10, None, "sliding_window", 11, "rate"), (10, 5, "gcra", -1, "max_cost"),
+]
+
+
+@pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
+def test_bad_charges_takes_and_max_costs_get_the_same_words_in_both_faces(interpreter):
+    python = []
+    store = RedisLimiter(redis.Redis(port=1), 10, 1, burst=5, max_cost=5, name="n")
+    for method, args, param in BAD_AFTER_THE_FACT:
+        with pytest.raises((cellrate.InvalidArgument, cellrate.InvalidArgumentType)) as info:
+            getattr(store, method)(*args)
+        assert info.value.param == param
+        python.append(str(info.value))
+    for rate, burst, algorithm, max_cost, param in BAD_MAX_COSTS:
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            RedisLimiter(redis.Redis(port=1), rate, 1, burst=burst, algorithm=algorithm,
+                         max_cost=max_cost)
+        assert info.value.param == param
+        python.append(str(info.value))
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        store.reconfigure(10, 1, burst=4)  # below the max_cost given
+    assert info.value.param == "burst" and store.burst == 5
+    python.append(str(info.value))
+    lua = lua_run(interpreter, f"""
+        local store = require("cellrate.redis")
+        local client = {{ evalsha = print, eval = print, script = print }}
+        local function show(ok, err)
+            assert(not ok)
+            print(tostring(err))
+        end
+        local rl = store.limiter(client, 10, {{ period = 1, burst = 5, max_cost = 5, name = "n" }})
+        for _, call in ipairs({lua_literal([[m, list(a)] for m, a, _ in BAD_AFTER_THE_FACT])}) do
+            show(pcall(rl[call[1]], rl, call[2][1], call[2][2]))
+        end
+        for _, bad in ipairs({lua_literal([[r, b if b is not None else "none", a, m]
+                                            for r, b, a, m, _ in BAD_MAX_COSTS])}) do
+            show(pcall(store.limiter, client, bad[1], {{ period = 1,
+                burst = bad[2] ~= "none" and bad[2] or nil, algorithm = bad[3], max_cost = bad[4] }}))
+        end
+        show(pcall(rl.reconfigure, rl, 10, {{ period = 1, burst = 4 }}))
+        assert(rl.burst == 5)
+    """).splitlines()
+    assert [re.sub(r"^[^:]*:\d+: ", "", line) for line in lua] == python
+
+
+def test_the_web_policy_settles_through_a_redis_store(client):
+    """charge= with a RedisLimiter: the response's usage settled in Redis (WSGI); an
+    asyncio store is refused for charge=, naming it (its settling is not awaited yet)."""
+    import test_web_charge as web_charge
+    tokens = RedisLimiter(client, "100/minute", burst=100, name="web", on_error="raise")
+    wsgi = web_charge.wsgi_client(tokens, cost=10, charge=web_charge.used)
+    assert web_charge.get(wsgi, "/?use=25")[0] == 200
+    assert tokens.peek("k", 0, now=web_charge.NOW).remaining == 75  # 10 checked, 15 charged
+    assert web_charge.get(wsgi, "/?use=4")[0] == 200
+    assert tokens.peek("k", 0, now=web_charge.NOW).remaining == 71  # 6 given back
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        cellrate.web.Policy(AsyncRedisLimiter(redis.asyncio.Redis(port=1), 10),
+                            charge=web_charge.used)
+    assert info.value.param == "charge"
