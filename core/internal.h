@@ -115,6 +115,17 @@ static inline int64_t cr_monotonic_now(void)
  * the line: the time is `real` until the rate is measured again. */
 int64_t cr_fast_line_move(cr_fast_line *line, int64_t real, uint64_t tsc);
 
+/* The line's time on the clock of a gcra or token_bucket limit (fast, or
+ * the default's ordered reading) into *ns; false when the line does not
+ * hold it and the slow path must read it. An entry point that reads the
+ * clock by this alone calls nothing on its common path: it keeps no
+ * registers. */
+static inline bool cr_steady_line_time(const cr_limit *limit, int64_t *ns)
+{
+    return cr_fast_line_time(&cr_fast_clock_line, limit->fast_clock ? cr_tsc() : cr_tsc_ordered(),
+                             ns);
+}
+
 /* The limit's clock now: monotonic, fast, or realtime (window algorithms).
  * The first two are within a few ms of CLOCK_MONOTONIC at worst (a jump of
  * the counter), so below the horizon. */

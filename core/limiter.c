@@ -268,10 +268,49 @@ cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
     return limiter_apply(limiter, now_ns, &op, commit, out, &allowed);
 }
 
-cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
+/* allow() through limiter_apply: the shared region, the windows, bad
+ * arguments. */
+__attribute__((noinline)) static cr_status allow_apply(cr_limiter *limiter, int64_t now_ns,
+                                                       int64_t cost, bool *allowed)
 {
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
     return limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
+}
+
+/* The common allow(): a limiter of this process under gcra or token_bucket
+ * (a change keeps the algorithm and the clock), its decision limiter_apply's,
+ * with nothing kept across the compare-and-swap but the cell and the time,
+ * and the verdict stored once it is final. */
+cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
+{
+    limiter_cell *cell = current_cell(limiter);
+    if (__builtin_expect(limiter->region.base != NULL || cr_is_window(&cell->limit.limit) ||
+                             cr_check_args(now_ns, cost) != CR_OK,
+                         0))
+        return allow_apply(limiter, now_ns, cost, allowed);
+    int64_t line_ns;
+    if (now_ns == CR_CLOCK) {
+        if (!__builtin_expect(cr_steady_line_time(&cell->limit.limit, &line_ns), 1))
+            return allow_apply(limiter, now_ns, cost, allowed); /* the line moves */
+        now_ns = line_ns;
+    }
+    int64_t tat = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
+    bool admitted;
+    for (;;) {
+        if (__builtin_expect(tat == CR_STATE_MOVED, 0)) {
+            cell = atomic_load_explicit(&cell->next, memory_order_acquire);
+            tat = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
+            continue;
+        }
+        const int64_t new_tat = cr_gcra_decide(&cell->limit.limit, tat, now_ns, cost, NULL,
+                                               &admitted);
+        if (new_tat == tat ||
+            atomic_compare_exchange_weak_explicit(&cell->own_tat, &tat, new_tat,
+                                                  memory_order_acq_rel, memory_order_acquire))
+            break;
+    }
+    *allowed = admitted;
+    return CR_OK;
 }
 
 cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
