@@ -270,9 +270,9 @@ def test_python_and_lua_processes_follow_a_live_change(region_dir):
     exact (docs/design.md §5)."""
     assert LUA_MODULE.exists(), "build the Lua module first (make lua)"
     path = str(region_dir / "live")
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    # this interpreter, and its environment: the cellrate these tests import
     procs = [subprocess.Popen([sys.executable, "-c", PHASED_PY, path], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
     lua = PHASED_LUA.replace("arg[1]", '"%s"' % path)
     procs += [subprocess.Popen(["lua5.4", "-e", lua], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True) for _ in range(2)]
