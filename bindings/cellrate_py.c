@@ -203,6 +203,7 @@ static void raise_instead(module_state *state, cr_status status)
  * keyed decision's key costs no call. */
 static const char *utf8_of(module_state *state, PyObject *text, cr_status status, size_t *len)
 {
+    *len = 0; /* set on every path: some compilers cannot see it through the macros */
     if (PyUnicode_IS_COMPACT_ASCII(text)) {
         *len = (size_t)PyUnicode_GET_LENGTH(text);
         return (const char *)PyUnicode_DATA(text);
