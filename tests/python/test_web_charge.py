@@ -3,15 +3,18 @@ when it ends (streamed ones included), in both middlewares, and an endpoint
 charging its own request's key."""
 
 import pytest
-from starlette.applications import Starlette
-from starlette.responses import PlainTextResponse, StreamingResponse
-from starlette.routing import Route
-from starlette.testclient import TestClient
-from werkzeug.test import Client
 
-import cellrate
-import cellrate.asgi
-import cellrate.wsgi
+pytest.importorskip("starlette", reason="make test installs starlette")
+pytest.importorskip("werkzeug", reason="make test installs flask (werkzeug)")
+from starlette.applications import Starlette  # noqa: E402
+from starlette.responses import PlainTextResponse, StreamingResponse  # noqa: E402
+from starlette.routing import Route  # noqa: E402
+from starlette.testclient import TestClient  # noqa: E402
+from werkzeug.test import Client  # noqa: E402
+
+import cellrate  # noqa: E402
+import cellrate.asgi  # noqa: E402
+import cellrate.wsgi  # noqa: E402
 
 NOW = 1000.0
 
