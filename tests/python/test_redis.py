@@ -1521,7 +1521,8 @@ def test_a_remembered_refusal_answers_only_what_it_implies(client):
     one, two = cached.check("k", 1), cached.check("k", 2)
     truth = plain.peek("k", 2)
     assert not two.allowed and two.remaining == truth.remaining
-    assert abs(two.retry_after - one.retry_after - 3600) < 1e-3  # one more emission interval
+    # one more emission interval, less the real time between the two calls (a loaded machine)
+    assert abs(two.retry_after - one.retry_after - 3600) < 0.05
     assert abs(two.retry_after - truth.retry_after) < 1.0
     window = RedisLimiter(client, 2, 3600, algorithm="fixed_window", on_error="raise")
     assert window.allow("w", 2) and not window.check("w").allowed
