@@ -405,14 +405,21 @@ local function answer(opts, decider, allowed, remaining, retry_after, reset_afte
     return refuse(opts)
 end
 
-function _M.limit(limits, opts)
+-- `opts` (nil: none), checked once per table: a mistake is raised at the
+-- position of whoever called limit() or hold().
+local function checked_options(opts)
     opts = opts or NO_OPTIONS
     if opts ~= last_checked then
         if checked[opts] == nil then
-            check_options(opts)
+            check_options(opts, 4)
         end
         last_checked = opts
     end
+    return opts
+end
+
+function _M.limit(limits, opts)
+    opts = checked_options(opts)
     local cost = opts.cost or 1
     local max_wait = opts.wait
     if max_wait == nil then
@@ -533,13 +540,7 @@ end
 local HELD = "cellrate.held"
 
 function _M.hold(concurrency, opts)
-    opts = opts or NO_OPTIONS
-    if opts ~= last_checked then
-        if checked[opts] == nil then
-            check_options(opts)
-        end
-        last_checked = opts
-    end
+    opts = checked_options(opts)
     local info = concurrency:info()
     local key = info.capacity and request_key(opts, 3) or nil
     local slot, err = concurrency:acquire(key, opts.cost or 1)
