@@ -65,6 +65,24 @@ def rss_bytes() -> int:
     return resident_pages * os.sysconf("SC_PAGE_SIZE")
 
 
+def rss_growth(step, warm: int, count: int, rounds: int = 3) -> int:
+    """The least RSS growth over `rounds` runs of `count` calls of `step(i)`, after `warm`.
+
+    A leak grows the RSS in every round; another thread's passing allocation (a pool or a
+    server an earlier test left to wind down) grows it in one at most.
+    """
+    for i in range(warm):
+        step(i)
+    least = None
+    for _ in range(rounds):
+        before = rss_bytes()
+        for i in range(count):
+            step(i)
+        grown = rss_bytes() - before
+        least = grown if least is None else min(least, grown)
+    return least
+
+
 def gil_enabled() -> bool:
     """Whether the GIL is on (always, before free-threaded CPython 3.13)."""
     is_enabled = getattr(sys, "_is_gil_enabled", None)

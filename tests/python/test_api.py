@@ -18,7 +18,7 @@ import time
 import pytest
 
 import cellrate
-from conftest import ns, rss_bytes
+from conftest import ns, rss_growth
 
 MS = 1_000_000  # ns
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -592,12 +592,7 @@ def test_no_growth_over_many_constructions_and_calls():
         len(keyed)
         repr(keyed)
 
-    for i in range(10_000):  # let allocators reach their steady state
-        round_trip(i)
-    before = rss_bytes()
-    for i in range(100_000):
-        round_trip(i)
-    grown = rss_bytes() - before
+    grown = rss_growth(round_trip, warm=10_000, count=100_000)
     # a leak of even one small object per round would be several MB
     assert grown < 2 * 1024 * 1024, f"RSS grew by {grown} bytes"
 

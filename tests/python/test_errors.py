@@ -11,7 +11,7 @@ import math
 import pytest
 
 import cellrate
-from conftest import rss_bytes
+from conftest import rss_growth
 
 VALUE = cellrate.InvalidArgument
 TYPE = cellrate.InvalidArgumentType
@@ -405,12 +405,8 @@ def test_no_growth_over_many_errors():
             else:
                 raise AssertionError("no error")
 
-    for _ in range(2_000):
-        fail_many_ways()
-    before = rss_bytes()
-    for _ in range(12_500):  # 10^5 failing calls
-        fail_many_ways()
-    grown = rss_bytes() - before
+    # 10^5 failing calls a round
+    grown = rss_growth(lambda _: fail_many_ways(), warm=2_000, count=12_500)
     assert grown < 2 * 1024 * 1024, f"RSS grew by {grown} bytes"
 
 
