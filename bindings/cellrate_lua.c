@@ -58,6 +58,8 @@ typedef struct store_box {
     cr_keyed *keyed;     /* a KeyedLimiter's store; NULL in a Limiter or once closed */
     cr_limit closed_limit; /* the limit it had when closed */
     int64_t capacity;      /* a KeyedLimiter's */
+    int64_t max_cost;      /* with has_max_cost: checked again by each reconfigure */
+    bool has_max_cost;
 } store_box;
 
 static bool is_keyed(const store_box *box)
@@ -624,6 +626,8 @@ static int store_new(lua_State *L, const char *tag)
     box->tag = tag;
     box->closed_limit = limit;
     box->capacity = opts.capacity;
+    box->max_cost = opts.args.max_cost;
+    box->has_max_cost = opts.args.has_max_cost;
     luaL_getmetatable(L, tag);
     lua_setmetatable(L, -2);
     status = keyed ? cr_keyed_open(&box->keyed, &limit, opts.capacity, opts.shared,
@@ -861,7 +865,7 @@ static int store_reset(lua_State *L, const char *tag)
 
 /* lim:reconfigure(rate [, opts [, now]]) and keyed:reconfigure(...): the limit
  * changes live, keeping what was used (docs/design.md §4); opts: period,
- * burst, algorithm (the store's when absent). */
+ * burst, algorithm (the store's when absent); max_cost stays the store's. */
 static int store_reconfigure(lua_State *L, const char *tag)
 {
     const bool keyed = tag == keyed_tag;
@@ -874,6 +878,8 @@ static int store_reconfigure(lua_State *L, const char *tag)
         opts.args.algorithm = cr_algorithm_name(box_limit(box)->algorithm);
         opts.args.algorithm_len = strlen(opts.args.algorithm);
     }
+    opts.args.max_cost = box->max_cost;
+    opts.args.has_max_cost = box->has_max_cost;
     const int64_t now_ns = read_now(L, 4, top);
     cr_limit limit;
     cr_status status = cr_limit_init(&limit, &opts.args);

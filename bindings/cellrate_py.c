@@ -76,6 +76,7 @@ typedef struct {
     cr_limiter *limiter; /* a Limiter's store; NULL in a KeyedLimiter */
     cr_keyed *keyed;     /* a KeyedLimiter's store; NULL in a Limiter */
     int64_t capacity;    /* a KeyedLimiter's */
+    PyObject *max_cost;  /* an int, or NULL: checked again by each reconfigure */
 } StoreObject;
 
 static const cr_limit *store_limit(const StoreObject *store)
@@ -885,6 +886,10 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->limiter = limiter;
     self->keyed = keyed_store;
     self->capacity = capacity;
+    if (max_cost != Py_None && (self->max_cost = PyNumber_Index(max_cost)) == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
     return (PyObject *)self;
 }
 
@@ -893,6 +898,7 @@ static void store_dealloc(PyObject *self)
     PyTypeObject *type = Py_TYPE(self);
     cr_limiter_free(((StoreObject *)self)->limiter);
     cr_keyed_free(((StoreObject *)self)->keyed);
+    Py_XDECREF(((StoreObject *)self)->max_cost);
     type->tp_free(self);
     Py_DECREF(type);
 }
@@ -1349,7 +1355,7 @@ static PyObject *limiter_reset(PyObject *self, PyObject *Py_UNUSED(ignored))
 /* reconfigure(rate, period=None, *, burst=None, algorithm=None, now=None), on
  * Limiter and KeyedLimiter: the limit changes live, keeping what was used
  * (docs/design.md §4). The algorithm, when not given, is the store's;
- * the clock stays its. */
+ * the clock and max_cost stay its (a burst below max_cost is refused). */
 static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"rate", "period", "burst", "algorithm", "now", NULL};
@@ -1367,8 +1373,8 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
     }
     cr_limit limit;
     int64_t now_ns;
-    int failed = convert_limit(state, rate, period, burst, Py_None, own ? own : algorithm, Py_None,
-                               &limit) < 0 ||
+    int failed = convert_limit(state, rate, period, burst, Py_None, own ? own : algorithm,
+                               store->max_cost ? store->max_cost : Py_None, &limit) < 0 ||
                  convert_now(state, now, &now_ns) < 0;
     Py_XDECREF(own);
     if (failed)

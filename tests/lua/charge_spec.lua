@@ -65,6 +65,16 @@ describe("max_cost", function()
       raises("max_cost", cellrate.limiter, 100, { max_cost = 2.5 })
       raises("max_cost", cellrate.limiter, 100, { max_cost = "3" })
    end)
+
+   it("stays the store's across a change", function()
+      for _, make in ipairs({ cellrate.limiter, cellrate.keyed }) do
+         local lim = make(10, { burst = 10, max_cost = 8 })
+         raises("burst", function() lim:reconfigure(10, { burst = 5 }) end)
+         assert.are.equal(10, lim:info().burst)
+         lim:reconfigure(20, { burst = 8 })
+         assert.are.equal(8, lim:info().burst)
+      end
+   end)
 end)
 
 describe("bad input", function()

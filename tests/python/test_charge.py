@@ -129,6 +129,20 @@ def test_max_cost_at_construction():
     assert info.value.param == "max_cost"
 
 
+@pytest.mark.parametrize("make", [
+    lambda: cellrate.Limiter(10, burst=10, max_cost=8),
+    lambda: cellrate.KeyedLimiter(10, burst=10, max_cost=8, capacity=8),
+])
+def test_a_change_keeps_max_cost(make):
+    lim = make()
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        lim.reconfigure(10, burst=5)
+    assert info.value.param == "burst" and "max_cost" in str(info.value)
+    assert lim.burst == 10  # refused: nothing changed
+    lim.reconfigure(20, burst=8)
+    assert (lim.rate, lim.burst) == (20, 8)
+
+
 @pytest.mark.parametrize("call, error, param", [
     (lambda lim, keyed: lim.take(-1), cellrate.InvalidArgument, "max_cost"),
     (lambda lim, keyed: keyed.take("k", -1), cellrate.InvalidArgument, "max_cost"),
