@@ -39,7 +39,9 @@ for variant in held released; do
     src="$PEERS/src/$variant"
     rm -rf "$src"
     mkdir -p "$src"
-    cp -R pyproject.toml setup.py core bindings python "$src/"
+    cp -R pyproject.toml setup.py README.md LICENSE core bindings python "$src/"
+    mkdir -p "$src/lua/cellrate"
+    cp lua/cellrate/redis_*.lua "$src/lua/cellrate/"
 done
 "$VPY" -m pip install -q --disable-pip-version-check --no-cache-dir --force-reinstall \
     --no-deps "$PEERS/src/held" >&2
