@@ -45,12 +45,12 @@ def version():
     return ".".join(m.group(1) for m in parts)
 
 
-REDIS_SCRIPTS = ("redis_decide.lua", "redis_hold.lua")
+REDIS_SCRIPTS = ("redis_decide.lua", "redis_hold.lua", "redis_share.lua")
 
 
 class build_py_with_script(build_py):
-    """Also ships lua/cellrate/redis_decide.lua and redis_hold.lua, the Redis scripts both
-    faces send, in the cellrate package (cellrate.redis reads them there): one copy in the
+    """Also ships lua/cellrate/redis_decide.lua, redis_hold.lua and redis_share.lua, the Redis scripts
+    the faces send, in the cellrate package (cellrate.redis reads them there): one copy in the
     repository."""
 
     def run(self):

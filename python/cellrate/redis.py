@@ -301,6 +301,14 @@ class _Store:
     _probe_words: List[Any]  # what the probe sends: a call that writes nothing
 
     def _open_store(self, client: Any, prefix: str, on_error: str, timeout: float) -> None:
+        if on_error not in ON_ERROR:
+            raise invalid("on_error", f"on_error must be {_ON_ERROR_WORDS}, not {on_error!r}")
+        self._open_client(client, prefix, timeout)
+        self.on_error = on_error
+
+    def _open_client(self, client: Any, prefix: str, timeout: float) -> None:
+        """The client, prefix and timeout checked and kept (every store, the share store
+        too, which has no on_error)."""
         if not isinstance(client, self._clients):
             raise invalid_type("client",
                                f"client must be {self._client_names}, not {type(client).__name__}")
@@ -308,8 +316,6 @@ class _Store:
             raise invalid_type("prefix", f"prefix must be a str, not {type(prefix).__name__}")
         if any(refused in prefix for refused in _PROTOCOL["PREFIX_REFUSES"].split()):
             raise invalid("prefix", "prefix " + _PROTOCOL["PREFIX_REFUSED"])
-        if on_error not in ON_ERROR:
-            raise invalid("on_error", f"on_error must be {_ON_ERROR_WORDS}, not {on_error!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise invalid_type("timeout",
                                f"timeout must be a number of seconds, not {type(timeout).__name__}")
@@ -317,7 +323,6 @@ class _Store:
             raise invalid("timeout", f"timeout must be finite and > 0 (seconds), not {timeout!r}")
         self.client: Any = client
         self.prefix = prefix
-        self.on_error = on_error
         self.timeout = float(timeout)
         self._availability = _Availability()
 

@@ -1,0 +1,312 @@
+"""One fleet cap decided locally: each member holds a share of it.
+
+    >>> import redis
+    >>> from cellrate.share import ShareLimiter
+    >>> limiter = ShareLimiter(redis.Redis(), "1000/s", burst=100, name="api")
+    >>> limiter.allow()
+    True
+
+A member (this process) decides with a local cellrate.Limiter, at local speed;
+every `interval` seconds a heartbeat (one round trip, one script,
+redis_share.lua, the server's clock) tells Redis the units the member was asked
+for since the last one, admitted or not, and answers the member's share: a
+max-min fair split of the fleet rate and burst by demand, applied to the local
+limiter with reconfigure() (the units used carry). A member silent for `ttl`
+(default three intervals) drops out and the others' shares grow. While Redis
+cannot answer a member keeps its last share (never more), logs once, and
+rejoins when Redis answers. KeyedShareLimiter is the keyed form: each key's
+limit scaled by the member's share, keys decided locally. The bound the fleet
+keeps and its derivation: docs/design/share.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import socket
+import threading
+import time
+import weakref
+from typing import Any, Tuple, Union
+
+import cellrate
+from cellrate._errors import invalid, invalid_type
+from cellrate.redis import (
+    DEFAULT_PREFIX,
+    DEFAULT_TIMEOUT_S,
+    _check_name,
+    _protocol,
+    _read_script,
+    _SyncStore,
+)
+
+import redis  # noqa: E402 - after cellrate.redis, whose ImportError names the extra
+
+__all__ = ["KeyedShareLimiter", "SHARE_SCRIPT", "ShareLimiter"]
+
+#: The heartbeat's script, byte for byte as every face sends it.
+SHARE_SCRIPT: bytes = _read_script("redis_share.lua")
+SHARE_SHA = hashlib.sha1(SHARE_SCRIPT).hexdigest()
+_SHARE_PROTOCOL = _protocol(SHARE_SCRIPT)
+#: The smallest share of a member among n members: 1 / (FLOOR_DIVISOR * n).
+FLOOR_DIVISOR = int(_SHARE_PROTOCOL["FLOOR_DIVISOR"])
+#: A member silent for ttl drops out; ttl's default, in intervals.
+TTL_INTERVALS = int(_SHARE_PROTOCOL["TTL_INTERVALS"])
+
+log = logging.getLogger("cellrate.share")
+
+Key = Union[str, bytes]
+
+
+def _seconds(param: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise invalid_type(param, f"{param} must be a number of seconds, not "
+                                  f"{type(value).__name__}")
+    if not 0 < value < math.inf:
+        raise invalid(param, f"{param} must be finite and > 0 (seconds), not {value!r}")
+    return float(value)
+
+
+def _default_member() -> str:
+    """This process: host, pid and a random part (a restarted pid is another member)."""
+    host = "".join(c if c.isalnum() or c in "-._" else "_" for c in socket.gethostname())
+    return f"{host[:32]}-{os.getpid()}-{os.urandom(4).hex()}"
+
+
+class _Share(_SyncStore):
+    """What both forms share: the fleet's limit, the heartbeat, the thread, the share."""
+
+    _clients = (redis.Redis, redis.cluster.RedisCluster)
+    _client_names = "a redis.Redis or redis.cluster.RedisCluster"
+    _script, _sha = SHARE_SCRIPT, SHARE_SHA
+
+    def __init__(self, client: Any, rate: float | str, period: float | None = None, *,
+                 burst: int | None = None, name: str, interval: float = 1.0,
+                 ttl: float | None = None, member: str | None = None,
+                 prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT_S,
+                 background: bool = True, **local: Any) -> None:
+        self._open_client(client, prefix, timeout)
+        _check_name(name)
+        self.name = name
+        self.interval = _seconds("interval", interval)
+        self.ttl = _seconds("ttl", TTL_INTERVALS * self.interval if ttl is None else ttl)
+        if self.ttl <= self.interval:
+            raise invalid("ttl", f"ttl must be longer than interval ({self.interval!r} s), "
+                                 f"not {ttl!r}")
+        if member is None:
+            member = _default_member()
+        elif not isinstance(member, str):
+            raise invalid_type("member", f"member must be a str, not {type(member).__name__}")
+        else:
+            cellrate.check_policy_name(member)
+            if ":" in member:
+                raise invalid("member", "member must not contain ':'")
+        self.member: str = member
+        if not isinstance(background, bool):
+            raise invalid_type("background",
+                               f"background must be a bool, not {type(background).__name__}")
+        #: The fleet's limit (cellrate.Limit): what all members together admit.
+        self.fleet = cellrate.Limit(rate, period, burst=burst)
+        self._fleet_rate = self.fleet.rate / self.fleet.period  # units per second
+        self._open_connections()
+        self._key = f"{prefix}share:{name}"
+        self._lock = threading.Lock()
+        self._asked = 0
+        self._since = time.monotonic()
+        self._known_demand = False
+        self._down = False
+        #: The fraction of the fleet this member holds; until its first heartbeat
+        #: answers, 1 / FLOOR_DIVISOR.
+        self.share = 1.0 / FLOOR_DIVISOR
+        #: The member's max-min fair fraction by the last heartbeat's demands.
+        self.target = self.share
+        #: Live members at the last heartbeat (0: none answered yet).
+        self.members = 0
+        self._local = self._make_local(self._scaled(self.share), **local)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.heartbeat()
+        if background:
+            self._thread = threading.Thread(
+                target=_beat, args=(weakref.ref(self), self.interval, self._stop),
+                name=f"cellrate.share {name}", daemon=True)
+            self._thread.start()
+
+    def _make_local(self, limit: Tuple[float, int], **local: Any) -> Any:
+        raise NotImplementedError  # pragma: no cover - each form has its own
+
+    def _scaled(self, share: float) -> Tuple[float, int]:
+        """The local rate and burst of a share: rate * share, floor(burst * share) or 1."""
+        return self.fleet.rate * share, max(1, math.floor(self.fleet.burst * share))
+
+    @property
+    def local(self) -> Any:
+        """The local limiter (its rate and burst are this member's share)."""
+        return self._local
+
+    def heartbeat(self) -> bool:
+        """One heartbeat now (the thread calls it every interval): the demand since the
+        last one, the share answered and applied. True when Redis answered; else the
+        share stays (logged once until Redis answers again)."""
+        with self._lock:
+            now = time.monotonic()
+            asked, self._asked = self._asked, 0
+            elapsed, self._since = now - self._since, now
+            demand = asked / elapsed if self._known_demand and elapsed > 0 else -1.0
+            # what it holds: nothing before Redis first answered (its start share is
+            # not in the records)
+            held = self.share if self._known_demand else 0.0
+            words = [1, self._key, self.member, repr(demand), repr(held),
+                     str(math.ceil(self.ttl * 1e6)), repr(self._fleet_rate)]
+            try:
+                reply = self._call(words)
+            except Exception as error:  # noqa: BLE001 - a heartbeat never raises
+                if not self._down:
+                    self._down = True
+                    log.warning("cellrate.share %s: Redis does not answer the heartbeat "
+                                "(%s: %s); keeping the share %.6g until it does",
+                                self.name, type(error).__name__, error, self.share)
+                return False
+            if self._down:
+                self._down = False
+                log.warning("cellrate.share %s: Redis answers again; rejoined", self.name)
+            self._known_demand = True
+            share, self.members, target = float(reply[0]), int(reply[1]), float(reply[2])
+            self.target = target
+            if share != self.share:
+                rate, burst = self._scaled(share)
+                self._local.reconfigure(rate, self.fleet.period, burst=burst)
+                self.share = share
+            return True
+
+    def close(self) -> None:
+        """Stops the heartbeats and leaves the fleet (the others' shares grow at their
+        next heartbeat; without this, after ttl)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        try:
+            self._run("HDEL", self._key, self.member)
+        except Exception:  # noqa: BLE001 - leaving is best effort: ttl drops the member
+            pass
+
+    def __enter__(self) -> "_Share":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    rate = property(lambda self: self._local.rate, doc="This member's rate (per period).")
+    burst = property(lambda self: self._local.burst, doc="This member's burst.")
+    period = property(lambda self: self.fleet.period, doc="Seconds.")
+
+
+def _beat(ref: "weakref.ref[_Share]", interval: float, stop: threading.Event) -> None:
+    """Heartbeats every interval until the limiter is closed or collected."""
+    while not stop.wait(interval):
+        limiter = ref()
+        if limiter is None:
+            return
+        limiter.heartbeat()
+        del limiter
+
+
+class ShareLimiter(_Share):
+    """A fleet limit decided locally: this member's share of it, in a cellrate.Limiter.
+
+    ShareLimiter(client, rate, period=None, *, burst=None, name, interval=1.0, ttl=None,
+                 member=None, prefix="cellrate:", timeout=0.25, background=True)
+
+    rate, period, burst: the fleet's limit (cellrate.Limit's arguments). name: the fleet
+    (every member of one fleet gives the same name and limit). interval: seconds between
+    heartbeats; ttl: a member silent that long drops out (default 3 intervals). member:
+    this member's name (default: host, pid and a random part). timeout bounds each
+    heartbeat. background=False: no thread, the caller calls heartbeat(). The decisions
+    (allow, check, peek, charge, take, wait, acquire) are the local Limiter's, counted as
+    demand (peek is not).
+    """
+
+    def _make_local(self, limit: Tuple[float, int], **local: Any) -> Any:
+        return cellrate.Limiter(limit[0], self.fleet.period, burst=limit[1], **local)
+
+    def allow(self, cost: int = 1, *, now: float | None = None) -> bool:
+        """The local Limiter's allow(); the cost counts as demand."""
+        self._asked += cost
+        return self._local.allow(cost, now=now)  # type: ignore[no-any-return]
+
+    def check(self, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
+        """The local Limiter's check(); the cost counts as demand."""
+        self._asked += cost
+        return self._local.check(cost, now=now)  # type: ignore[no-any-return]
+
+    def peek(self, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
+        """The local Limiter's peek() (commits nothing, counts nothing)."""
+        return self._local.peek(cost, now=now)  # type: ignore[no-any-return]
+
+    def charge(self, cost: int, *, now: float | None = None) -> cellrate.Decision:
+        """The local Limiter's charge(); the cost counts as demand."""
+        self._asked += cost
+        return self._local.charge(cost, now=now)  # type: ignore[no-any-return]
+
+    def take(self, max_cost: int, *, now: float | None = None) -> int:
+        """The local Limiter's take(); max_cost counts as demand."""
+        self._asked += max_cost
+        return self._local.take(max_cost, now=now)  # type: ignore[no-any-return]
+
+    def wait(self, cost: int = 1, *, timeout: float | None = None) -> None:
+        """The local Limiter's wait(); the cost counts as demand."""
+        self._asked += cost
+        self._local.wait(cost, timeout=timeout)
+
+    async def acquire(self, cost: int = 1, *, timeout: float | None = None) -> None:
+        """The local Limiter's acquire(); the cost counts as demand."""
+        self._asked += cost
+        await self._local.acquire(cost, timeout=timeout)
+
+    def reset(self) -> None:
+        """Resets the local Limiter (this member's part only)."""
+        self._local.reset()
+
+
+class KeyedShareLimiter(_Share):
+    """A fleet's per-key limit decided locally: each key's limit scaled by this member's
+    share, in a cellrate.KeyedLimiter (capacity= as there). The share is the limit's as a
+    whole, split by the units asked over all keys; keys are never sent to Redis. The
+    other arguments are ShareLimiter's; the decisions take the key first."""
+
+    def _make_local(self, limit: Tuple[float, int], **local: Any) -> Any:
+        return cellrate.KeyedLimiter(limit[0], self.fleet.period, burst=limit[1], **local)
+
+    def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
+        """The local KeyedLimiter's allow(); the cost counts as demand."""
+        self._asked += cost
+        return self._local.allow(key, cost, now=now)  # type: ignore[no-any-return]
+
+    def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
+        """The local KeyedLimiter's check(); the cost counts as demand."""
+        self._asked += cost
+        return self._local.check(key, cost, now=now)  # type: ignore[no-any-return]
+
+    def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
+        """The local KeyedLimiter's peek() (commits nothing, counts nothing)."""
+        return self._local.peek(key, cost, now=now)  # type: ignore[no-any-return]
+
+    def charge(self, key: Key, cost: int, *, now: float | None = None) -> cellrate.Decision:
+        """The local KeyedLimiter's charge(); the cost counts as demand."""
+        self._asked += cost
+        return self._local.charge(key, cost, now=now)  # type: ignore[no-any-return]
+
+    def take(self, key: Key, max_cost: int, *, now: float | None = None) -> int:
+        """The local KeyedLimiter's take(); max_cost counts as demand."""
+        self._asked += max_cost
+        return self._local.take(key, max_cost, now=now)  # type: ignore[no-any-return]
+
+    def reset(self, key: Key) -> None:
+        """Resets `key` in the local table (this member's part only)."""
+        self._local.reset(key)
+
+    def __len__(self) -> int:
+        return len(self._local)
+
