@@ -341,6 +341,26 @@ def decorator_rows() -> List[Row]:
     return rows
 
 
+def share_rows() -> List[Row]:
+    """cellrate.share (bench_share.py): a ShareLimiter decision against the in-process
+    Limiter's (its local limiter, the demand counted in Python) and the RedisLimiter's
+    round trip; a heartbeat with 4 and 64 members in the fleet's record."""
+    limiter, share, redis_ = ("py.share.limiter.allow.1t", "py.share.share_limiter.allow.1t",
+                              "py.share.redis_limiter.allow.1t")
+    return [
+        Row("Limiter.allow, in process", limiter),
+        Row("ShareLimiter.allow vs Limiter.allow", share, "x_ref", limiter, "Limiter.allow",
+            ("<=", 1.2)),
+        Row("RedisLimiter.allow, loopback", redis_),
+        Row("ShareLimiter.allow vs RedisLimiter.allow (throughput)", share, "faster", redis_,
+            "RedisLimiter.allow", (">=", 100)),
+        Row("heartbeat, 4 members (ns per member per second at interval=1 s)",
+            "py.share.heartbeat.4m"),
+        Row("heartbeat, 64 members (ns per member per second at interval=1 s)",
+            "py.share.heartbeat.64m"),
+    ]
+
+
 def web_rows() -> List[Row]:
     """Middleware overhead per request (bench_web.py): each variant's time
     minus the bare app's, round by round; the target is 1/10 of the peer's."""
@@ -917,6 +937,11 @@ SCENARIOS_MEASURED = """\
   own half of the keys, total throughput from a common start to the last end),
   against the in-process table on 1 and 2 threads, in the same round-robin
   group.
+- **Fleet shares** (bench_share.py): `ShareLimiter.allow()` of a fleet of one
+  (its share is the whole limit, 1e9/s) against `Limiter.allow()` with the same
+  limit and `RedisLimiter.allow()` through a local redis-server, round-robin in
+  one thread; a heartbeat timed with 4 and with 64 members in the record (its
+  ns is a member's cost per second at `interval=1`).
 - **Peers**: governor (direct and keyed over dashmap; its default quanta/TSC
   clock and std's MonotonicClock) and aerorate (direct and keyed) from
   crates.io; limits (moving window; sliding window counter), throttled-py (GCRA;
@@ -956,6 +981,7 @@ def main() -> None:
         "Python level": python_rows(results),
         "Web middleware (Python, in-process)": web_rows(),
         "Python decorators (1 thread, every call admitted)": decorator_rows(),
+        "Fleet shares (cellrate.share, a local redis-server, 1 thread)": share_rows(),
         "Lua level": lua_rows(),
         "Algorithm catalogue and check_all": catalogue_rows(),
     }
