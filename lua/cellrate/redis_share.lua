@@ -76,7 +76,7 @@ local n = #demands
 table.sort(demands, function(a, b)
     return (a < 0 and math.huge or a) < (b < 0 and math.huge or b)
 end)
-local left, level, rest = 1, nil, 0
+local left, level = 1, nil
 for i = 1, n do
     local d = demands[i]
     local fair = left / (n - i + 1)
@@ -88,8 +88,7 @@ for i = 1, n do
 end
 local target
 if level == nil then
-    rest = left / n
-    target = demand + rest
+    target = math.max(demand, 0) + left / n
 elseif demand < 0 or demand > level then
     target = level
 else

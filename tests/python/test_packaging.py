@@ -154,7 +154,7 @@ def test_the_python_package_ships_the_redis_script(tmp_path):
         subprocess.run([sys.executable, "setup.py", "-q", *command], cwd=REPO, check=True,
                        capture_output=True)
     (sdist,) = (tmp_path / "dist").glob("cellrate-*.tar.gz")
-    for name in ("redis_decide.lua", "redis_hold.lua"):
+    for name in ("redis_decide.lua", "redis_hold.lua", "redis_share.lua"):
         script = (REPO / "lua" / "cellrate" / name).read_bytes()
         assert (tmp_path / "lib" / "cellrate" / name).read_bytes() == script
         with tarfile.open(sdist) as tar:
@@ -217,7 +217,7 @@ def test_the_wheel_is_a_manylinux_wheel_of_this_interpreter():
     cp = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     assert tags and all(re.fullmatch(rf"{cp}-{cp}-manylinux_\d+_\d+_x86_64", t) for t in tags), tags
     for data in ("cellrate/py.typed", "cellrate/_cellrate.pyi", "cellrate/redis_decide.lua",
-                 "cellrate/redis_hold.lua"):
+                 "cellrate/redis_hold.lua", "cellrate/redis_share.lua"):
         assert data in names
     # auditwheel grafts what is not part of manylinux into the wheel: nothing on
     # x86-64 (libc and libm only), libatomic where the 16-byte CAS is not inlined
