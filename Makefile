@@ -102,7 +102,8 @@ rock-install:
 	install -m 0755 $(BUILD)/rock/cellrate.so $(LIBDIR)/cellrate.so
 	install -d $(LUADIR)/cellrate
 	install -m 0644 lua/cellrate/nginx.lua lua/cellrate/ffi.lua $(LUADIR)/cellrate/
-	install -m 0644 lua/cellrate/redis.lua lua/cellrate/redis_decide.lua lua/cellrate/redis_hold.lua lua/cellrate/redis_share.lua $(LUADIR)/cellrate/
+	install -m 0644 lua/cellrate/redis.lua lua/cellrate/redis_decide.lua lua/cellrate/redis_hold.lua lua/cellrate/redis_share.lua \
+		lua/cellrate/share.lua $(LUADIR)/cellrate/
 
 test-lua: lua ## busted specs under Lua 5.4 and LuaJIT
 	tests/lua/run.sh lua5.4 $(BUILD)/lua5.4

@@ -668,4 +668,12 @@ end
 
 M.Concurrency = Concurrency
 M.Limiter = Limiter
+-- What the share store (cellrate.share) takes from this one: reading a script
+-- and its protocol, the checks of a client, a prefix and a name, the log and
+-- the one way a script is run. Argument checks raise at the caller of the
+-- public function that calls them.
+M._internal = {
+    read_script = read_script, read_protocol = read_protocol, check_client = check_client,
+    store_options = store_options, check_name = check_name, log = log, run = run,
+}
 return M

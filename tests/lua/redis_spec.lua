@@ -6,41 +6,9 @@ package.path = "lua/?.lua;" .. package.path .. ";/usr/share/lua/5.3/?.lua"
 
 local cellrate = require("cellrate")
 local socket = require("socket")
-
-local has_server = os.execute("command -v redis-server >/dev/null 2>&1")
-has_server = has_server == true or has_server == 0
-
-local function free_port()
-   local server = assert(socket.bind("127.0.0.1", 0))
-   local _, port = server:getsockname()
-   server:close()
-   return tonumber(port)
-end
-
-local function start_server(port)
-   local dir = os.tmpname()
-   os.remove(dir)
-   assert(os.execute("mkdir -p " .. dir))
-   local handle = assert(io.popen(("redis-server --port %d --bind 127.0.0.1 --save '' "
-      .. "--appendonly no --dir %s >/dev/null 2>&1 & echo $!"):format(port, dir)))
-   local pid = handle:read("*l")
-   handle:close()
-   for _ = 1, 200 do
-      local conn = socket.connect("127.0.0.1", port)
-      if conn then
-         conn:close()
-         return { pid = pid, dir = dir, port = port }
-      end
-      socket.sleep(0.02)
-   end
-   error("redis-server did not start")
-end
-
-local function stop_server(server)
-   if server then
-      os.execute("kill -9 " .. server.pid .. " 2>/dev/null; sleep 0.1; rm -rf " .. server.dir)
-   end
-end
+local support = dofile("tests/lua/support.lua")(assert)
+local has_server, start_server, stop_server = support.has_redis, support.start_redis, support.stop_redis
+local free_port = support.free_port
 
 if not has_server then
    describe("cellrate.redis", function()

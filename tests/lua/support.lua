@@ -46,5 +46,43 @@ return function(assert)
       return { param = param, message = message }
    end
 
+   -- A real redis-server on a free loopback port (the Redis specs), killed by stop_redis.
+   local has_redis = os.execute("command -v redis-server >/dev/null 2>&1")
+   support.has_redis = has_redis == true or has_redis == 0
+
+   function support.free_port()
+      local socket = require("socket")
+      local server = assert(socket.bind("127.0.0.1", 0))
+      local _, port = server:getsockname()
+      server:close()
+      return tonumber(port)
+   end
+
+   function support.start_redis(port)
+      local socket = require("socket")
+      local dir = os.tmpname()
+      os.remove(dir)
+      assert(os.execute("mkdir -p " .. dir))
+      local handle = assert(io.popen(("redis-server --port %d --bind 127.0.0.1 --save '' "
+         .. "--appendonly no --dir %s >/dev/null 2>&1 & echo $!"):format(port, dir)))
+      local pid = handle:read("*l")
+      handle:close()
+      for _ = 1, 200 do
+         local conn = socket.connect("127.0.0.1", port)
+         if conn then
+            conn:close()
+            return { pid = pid, dir = dir, port = port }
+         end
+         socket.sleep(0.02)
+      end
+      error("redis-server did not start")
+   end
+
+   function support.stop_redis(server)
+      if server then
+         os.execute("kill -9 " .. server.pid .. " 2>/dev/null; sleep 0.1; rm -rf " .. server.dir)
+      end
+   end
+
    return support
 end

@@ -1,0 +1,186 @@
+-- cellrate.share: one fleet limit decided locally, each member under its share
+-- of it (docs/design/share.md). The same heartbeat script as the Python face
+-- (cellrate/redis_share.lua, beside this module), sent through any client with
+-- evalsha, eval and script methods, as cellrate.redis.
+--
+--   local share = require("cellrate.share")
+--   local lim = share.limiter(client, "1000/s", { burst = 100, name = "api" })
+--   local ok = lim:allow(cost)           -- the local limiter's, the cost counted as demand
+--   lim:heartbeat(now)                   -- every interval, from the caller (a timer)
+--
+-- The caller drives the heartbeats: every opts.interval seconds (default 1),
+-- from a timer (in OpenResty, ngx.timer.every in one worker per host, with
+-- opts.shared the host's region so that the share applies to every worker).
+-- heartbeat(now, asked): now in seconds on any clock (only differences are
+-- used; default: one interval since the last heartbeat), asked the units
+-- asked since the last heartbeat (default: those counted by this limiter's
+-- decisions; a host passes its workers' sum). Returns true, or nil, the error
+-- and "unavailable" when Redis did not answer: the share stays, never more.
+local cellrate = require("cellrate")
+local store = require("cellrate.redis")
+
+local internal = store._internal
+local M = { _VERSION = cellrate._VERSION }
+
+-- The heartbeat's script, byte for byte as the Python package ships it.
+M.script = internal.read_script("redis_share")
+local protocol = internal.read_protocol(M.script)
+M.FLOOR_DIVISOR = tonumber(protocol.FLOOR_DIVISOR)
+M.TTL_INTERVALS = tonumber(protocol.TTL_INTERVALS)
+
+local function seconds(param, value, default)
+    if value == nil then
+        return default
+    end
+    if type(value) ~= "number" then
+        error(param .. " must be a number of seconds", 3)
+    end
+    if not (value > 0 and value < math.huge) then
+        error(param .. " must be finite and > 0 (seconds)", 3)
+    end
+    return value
+end
+
+local Share = {}
+Share.__index = Share
+
+local function scaled(fleet, share)
+    return fleet.rate * share, math.max(1, math.floor(fleet.burst * share))
+end
+
+-- Called by a public function as its tail call, so that argument errors raised
+-- at level 2 here (3 in the helpers of cellrate.redis) are the caller's.
+local function new(keyed, client, rate, opts)
+    internal.check_client(client)
+    local prefix
+    opts, prefix = internal.store_options(opts)
+    if opts.name == nil then
+        error("name is required: the fleet's name, the same on every member", 2)
+    end
+    internal.check_name(opts.name)
+    local interval = seconds("interval", opts.interval, 1)
+    local ttl = seconds("ttl", opts.ttl, M.TTL_INTERVALS * interval)
+    if ttl <= interval then
+        error("ttl must be longer than interval", 2)
+    end
+    local member = opts.member
+    if member == nil then
+        -- the instant and this table's address (pass opts.member, the host's
+        -- name, where members start together)
+        member = ("lua-%d-%s"):format(os.time(), tostring({}):match("(%x+)$"))
+    elseif type(member) ~= "string" or member == "" or member:find(":", 1, true) then
+        error("member must be a non-empty string without ':'", 2)
+    end
+    local ok, fleet = pcall(cellrate.limit_spec, rate, { period = opts.period, burst = opts.burst })
+    if not ok then
+        error((tostring(fleet):gsub("^[^\n]-:%d+: ", "", 1)), 2)
+    end
+    local self = setmetatable({
+        client = client, name = opts.name, member = member, interval = interval, ttl = ttl,
+        fleet = fleet, key = prefix .. "share:" .. opts.name,
+        share = 1 / M.FLOOR_DIVISOR, target = 1 / M.FLOOR_DIVISOR, members = 0,
+        asked = 0, joined = false, down = false, last = nil, keyed = keyed,
+    }, Share)
+    local make = keyed and cellrate.keyed or cellrate.limiter
+    local local_rate, burst = scaled(fleet, self.share)
+    self.local_limiter = make(local_rate, { period = fleet.period, burst = burst,
+                                            shared = opts.shared, capacity = opts.capacity })
+    return self
+end
+
+-- limiter(client, rate, opts): the fleet's limit (opts.period, opts.burst as
+-- cellrate.limit_spec's) and opts.name (required), interval, ttl, member,
+-- prefix, shared (the local limiter's region).
+function M.limiter(client, rate, opts)
+    return new(false, client, rate, opts)
+end
+
+-- keyed(client, rate, opts): as limiter, with every key's limit scaled by the
+-- share in a local keyed limiter (opts.capacity as cellrate.keyed's).
+function M.keyed(client, rate, opts)
+    return new(true, client, rate, opts)
+end
+
+-- One heartbeat (above). The share answered is applied to the local limiter
+-- with reconfigure: what was used carries.
+function Share:heartbeat(now, asked)
+    asked = asked or self.asked
+    self.asked = 0
+    local elapsed = (now and self.last) and now - self.last or self.interval
+    self.last = now
+    local demand = -1
+    if self.joined and elapsed > 0 then
+        demand = asked / elapsed
+    end
+    local fleet_rate = self.fleet.rate / self.fleet.period
+    local reply, err = internal.run(self.client, M.script, { self.key }, {
+        self.member, ("%.17g"):format(demand), ("%.17g"):format(self.joined and self.share or 0),
+        ("%.0f"):format(math.ceil(self.ttl * 1e6)), ("%.17g"):format(fleet_rate),
+    })
+    if type(reply) ~= "table" then
+        err = err or ("unexpected reply from the script: " .. tostring(reply))
+        if not self.down then
+            self.down = true
+            internal.log("cellrate.share " .. self.name .. ": Redis does not answer the "
+                         .. "heartbeat (" .. err .. "); keeping the share " .. self.share)
+        end
+        return nil, err, "unavailable"
+    end
+    if self.down then
+        self.down = false
+        internal.log("cellrate.share " .. self.name .. ": Redis answers again; rejoined")
+    end
+    self.joined = true
+    local share = tonumber(reply[1])
+    self.members, self.target = tonumber(reply[2]), tonumber(reply[3])
+    if share ~= self.share then
+        local local_rate, burst = scaled(self.fleet, share)
+        self.local_limiter:reconfigure(local_rate, { period = self.fleet.period, burst = burst })
+        self.share = share
+    end
+    return true
+end
+
+-- The client for the heartbeats that follow (OpenResty: a connection per timer run).
+function Share:set_client(client)
+    internal.check_client(client)
+    self.client = client
+end
+
+-- Leaves the fleet: the others grow at their next heartbeat (else after ttl).
+function Share:leave()
+    pcall(self.client.hdel, self.client, self.key, self.member)
+end
+
+-- The share, the target, the members and this member's local limit.
+function Share:info()
+    local local_rate, burst = scaled(self.fleet, self.share)
+    return { share = self.share, target = self.target, members = self.members,
+             rate = local_rate, burst = burst, period = self.fleet.period,
+             name = self.name, member = self.member }
+end
+
+-- The decisions: the local limiter's, each cost (take: max_cost) counted as
+-- demand; peek counts nothing. A keyed share takes the key first.
+for _, method in ipairs({ "allow", "check", "charge", "take" }) do
+    Share[method] = function(self, a, b, c)
+        local lim = self.local_limiter
+        if self.keyed then
+            self.asked = self.asked + (b or 1)
+            return lim[method](lim, a, b, c)
+        end
+        self.asked = self.asked + (a or 1)
+        return lim[method](lim, a, b)
+    end
+end
+
+function Share:peek(...)
+    return self.local_limiter:peek(...)
+end
+
+function Share:reset(...)
+    return self.local_limiter:reset(...)
+end
+
+M.Share = Share
+return M

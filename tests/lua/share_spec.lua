@@ -1,0 +1,153 @@
+-- The Lua face of the fleet shares (cellrate.share) against a real redis-server
+-- started here on a free loopback port and killed in teardown (the client:
+-- redis-lua, as redis_spec.lua). Heartbeats are driven here, with explicit
+-- instants, so each demand is exact.
+package.path = "lua/?.lua;" .. package.path .. ";/usr/share/lua/5.3/?.lua"
+
+local support = dofile("tests/lua/support.lua")(assert)
+
+if not support.has_redis then
+   describe("cellrate.share", function()
+      pending("redis-server is installed by tests/install-deps.sh")
+   end)
+   return
+end
+
+describe("cellrate.share", function()
+   local redis_client = require("redis")
+   local share = require("cellrate.share")
+   local server, client
+
+   setup(function()
+      server = support.start_redis(support.free_port())
+      client = redis_client.connect("127.0.0.1", server.port)
+   end)
+
+   teardown(function()
+      support.stop_redis(server)
+   end)
+
+   before_each(function()
+      client:flushall()
+   end)
+
+   -- Each member asks asks[i] units per round of `interval` s, then heartbeats at now.
+   local function drive(members, asks, rounds, now, interval)
+      for _ = 1, rounds do
+         now = now + interval
+         for i, member in ipairs(members) do
+            for _ = 1, asks[i] do
+               member:allow()
+            end
+         end
+         for _, member in ipairs(members) do
+            assert.is_true(member:heartbeat(now))
+         end
+      end
+      return now
+   end
+
+   it("sends the script the Python package ships, byte for byte", function()
+      local file = assert(io.open("lua/cellrate/redis_share.lua", "rb"))
+      assert.equal(file:read("*a"), share.script)
+      file:close()
+   end)
+
+   it("splits the fleet max-min fairly by demand", function()
+      local members = {}
+      for i = 1, 3 do
+         members[i] = share.limiter(client, 1000, { burst = 100, name = "uneq", interval = 0.2,
+                                                    member = "m" .. i })
+      end
+      -- the first at 10% of the others: 100 units/s asked against 1000/s
+      drive(members, { 20, 200, 200 }, 6, 0, 0.2)
+      local want = { 0.1, 0.45, 0.45 }
+      local sum = 0
+      for i, member in ipairs(members) do
+         local info = member:info()
+         assert.is_true(math.abs(info.share - want[i]) < 1e-9, tostring(info.share))
+         assert.is_true(math.abs(info.target - want[i]) < 1e-9)
+         assert.equal(3, info.members)
+         assert.is_true(math.abs(member.local_limiter:info().rate - 1000 * want[i]) < 1e-6)
+         assert.equal(math.floor(100 * info.share), member.local_limiter:info().burst)
+         sum = sum + info.share
+      end
+      assert.is_true(sum <= 1 + 1e-9)
+   end)
+
+   it("starts a new member from what is unclaimed, never from zero", function()
+      local a = share.limiter(client, 1000, { name = "join", member = "a" })
+      assert.is_true(a:heartbeat(0))
+      assert.equal(1, a.share)
+      local b = share.limiter(client, 1000, { name = "join", member = "b" })
+      assert.is_true(b:heartbeat(0))
+      assert.equal(1 / (share.FLOOR_DIVISOR * 2), b.share)
+      local now = drive({ a, b }, { 2000, 2000 }, 2, 0, 1)
+      assert.equal(0.5, a.share)
+      assert.equal(0.5, b.share)
+      b:leave()
+      drive({ a }, { 2000 }, 1, now, 1)
+      assert.equal(1, a.share)
+   end)
+
+   it("keeps the last share while Redis does not answer, and rejoins", function()
+      local port = server.port
+      local lim = share.limiter(client, 1000, { burst = 50, name = "down", member = "x" })
+      assert.is_true(lim:heartbeat(0))
+      local held = lim:info()
+      support.stop_redis(server)
+      server = nil
+      for now = 1, 3 do
+         local ok, err, code = lim:heartbeat(now)
+         assert.is_nil(ok)
+         assert.is_string(err)
+         assert.equal("unavailable", code)
+         assert.same(held, lim:info())
+      end
+      server = support.start_redis(port)
+      client = redis_client.connect("127.0.0.1", server.port)
+      lim:set_client(client)
+      assert.is_true(lim:heartbeat(4))
+      assert.equal(held.share, lim.share) -- alone, and quiet: no growth beyond what it held
+   end)
+
+   it("scales every key of a keyed limit by the share", function()
+      local members = {}
+      for i = 1, 2 do
+         members[i] = share.keyed(client, 100, { burst = 40, name = "keyed", member = "k" .. i,
+                                                 capacity = 64 })
+      end
+      drive(members, { 0, 0 }, 3, 0, 1) -- the second's first demand is unknown (as much as
+      -- it may) until its second heartbeat: three rounds to the equal split
+      assert.equal(0.5, members[1].share)
+      assert.equal(0.5, members[2].share)
+      local admitted = 0
+      for _, member in ipairs(members) do
+         for _ = 1, 100 do
+            if member:allow("k") then
+               admitted = admitted + 1
+            end
+         end
+      end
+      assert.equal(40, admitted) -- each member: burst 20 of key k
+   end)
+
+   it("names the parameter of a mistake", function()
+      local cases = {
+         { "interval", { name = "n", interval = 0 } },
+         { "interval", { name = "n", interval = "1" } },
+         { "ttl", { name = "n", ttl = 0.5 } },
+         { "name", { name = "a:b" } },
+         { "name", {} },
+         { "member", { name = "n", member = "a:b" } },
+         { "member", { name = "n", member = 3 } },
+         { "prefix", { name = "n", prefix = 3 } },
+      }
+      for _, case in ipairs(cases) do
+         support.raises(case[1], share.limiter, client, 100, case[2])
+      end
+      support.raises("rate", share.limiter, client, 0, { name = "n" })
+      support.raises("client", share.limiter, {}, 100, { name = "n" })
+      support.raises("burst", share.keyed, client, 100, { name = "n", burst = 0 })
+   end)
+end)
