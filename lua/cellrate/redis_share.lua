@@ -24,6 +24,11 @@ local QUIET = ':quiet'
 local FLOOR_DIVISOR = 8
 -- The heartbeats a member may miss before it drops out (ttl's default).
 -- TTL_INTERVALS = 3
+-- The words of the faces' refusals (after the parameter's name).
+-- SECONDS_REFUSED = 'must be finite and > 0 (seconds)'
+-- TTL_TOO_SHORT = 'must be longer than interval'
+-- MEMBER_REFUSED = 'must be a non-empty string without a colon'
+-- NAME_REQUIRED = 'is required: the fleet's name, the same on every member'
 
 local key, member = KEYS[1], ARGV[1]
 local demand_rate, held = tonumber(ARGV[2]), tonumber(ARGV[3])

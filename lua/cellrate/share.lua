@@ -27,6 +27,7 @@ M.script = internal.read_script("redis_share")
 local protocol = internal.read_protocol(M.script)
 M.FLOOR_DIVISOR = tonumber(protocol.FLOOR_DIVISOR)
 M.TTL_INTERVALS = tonumber(protocol.TTL_INTERVALS)
+local WORDS = protocol
 
 local function seconds(param, value, default)
     if value == nil then
@@ -36,7 +37,7 @@ local function seconds(param, value, default)
         error(param .. " must be a number of seconds", 3)
     end
     if not (value > 0 and value < math.huge) then
-        error(param .. " must be finite and > 0 (seconds)", 3)
+        error(param .. " " .. WORDS.SECONDS_REFUSED, 3)
     end
     return value
 end
@@ -55,13 +56,13 @@ local function new(keyed, client, rate, opts)
     local prefix
     opts, prefix = internal.store_options(opts)
     if opts.name == nil then
-        error("name is required: the fleet's name, the same on every member", 2)
+        error("name " .. WORDS.NAME_REQUIRED, 2)
     end
     internal.check_name(opts.name)
     local interval = seconds("interval", opts.interval, 1)
     local ttl = seconds("ttl", opts.ttl, M.TTL_INTERVALS * interval)
     if ttl <= interval then
-        error("ttl must be longer than interval", 2)
+        error("ttl " .. WORDS.TTL_TOO_SHORT, 2)
     end
     local member = opts.member
     if member == nil then
@@ -69,7 +70,7 @@ local function new(keyed, client, rate, opts)
         -- name, where members start together)
         member = ("lua-%d-%s"):format(os.time(), tostring({}):match("(%x+)$"))
     elseif type(member) ~= "string" or member == "" or member:find(":", 1, true) then
-        error("member must be a non-empty string without ':'", 2)
+        error("member " .. WORDS.MEMBER_REFUSED, 2)
     end
     local ok, fleet = pcall(cellrate.limit_spec, rate, { period = opts.period, burst = opts.burst })
     if not ok then

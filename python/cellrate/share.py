@@ -54,6 +54,8 @@ _SHARE_PROTOCOL = _protocol(SHARE_SCRIPT)
 FLOOR_DIVISOR = int(_SHARE_PROTOCOL["FLOOR_DIVISOR"])
 #: A member silent for ttl drops out; ttl's default, in intervals.
 TTL_INTERVALS = int(_SHARE_PROTOCOL["TTL_INTERVALS"])
+_WORDS = {word: _SHARE_PROTOCOL[word] for word in
+          ("SECONDS_REFUSED", "TTL_TOO_SHORT", "MEMBER_REFUSED")}
 
 log = logging.getLogger("cellrate.share")
 
@@ -65,7 +67,7 @@ def _seconds(param: str, value: Any) -> float:
         raise invalid_type(param, f"{param} must be a number of seconds, not "
                                   f"{type(value).__name__}")
     if not 0 < value < math.inf:
-        raise invalid(param, f"{param} must be finite and > 0 (seconds), not {value!r}")
+        raise invalid(param, f"{param} {_WORDS['SECONDS_REFUSED']}, not {value!r}")
     return float(value)
 
 
@@ -93,16 +95,14 @@ class _Share(_SyncStore):
         self.interval = _seconds("interval", interval)
         self.ttl = _seconds("ttl", TTL_INTERVALS * self.interval if ttl is None else ttl)
         if self.ttl <= self.interval:
-            raise invalid("ttl", f"ttl must be longer than interval ({self.interval!r} s), "
+            raise invalid("ttl", f"ttl {_WORDS['TTL_TOO_SHORT']} ({self.interval!r} s), "
                                  f"not {ttl!r}")
         if member is None:
             member = _default_member()
         elif not isinstance(member, str):
             raise invalid_type("member", f"member must be a str, not {type(member).__name__}")
-        else:
-            cellrate.check_policy_name(member)
-            if ":" in member:
-                raise invalid("member", "member must not contain ':'")
+        elif not member or ":" in member:
+            raise invalid("member", f"member {_WORDS['MEMBER_REFUSED']}")
         self.member: str = member
         if not isinstance(background, bool):
             raise invalid_type("background",

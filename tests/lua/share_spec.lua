@@ -149,5 +149,15 @@ describe("cellrate.share", function()
       support.raises("rate", share.limiter, client, 0, { name = "n" })
       support.raises("client", share.limiter, {}, 100, { name = "n" })
       support.raises("burst", share.keyed, client, 100, { name = "n", burst = 0 })
+      -- the words of the Python face (the script's protocol paragraph)
+      local said = {
+         { "interval must be finite and > 0 (seconds)", { name = "n", interval = 0 } },
+         { "ttl must be longer than interval", { name = "n", ttl = 1 } },
+         { "member must be a non-empty string without a colon", { name = "n", member = "" } },
+      }
+      for _, case in ipairs(said) do
+         local text = support.raises(case[1], share.limiter, client, 100, case[2])
+         assert.equal(case[1], text)
+      end
    end)
 end)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -163,6 +164,11 @@ def test_bad_input_names_the_parameter(client):
     assert raised.value.param == "client"
     with pytest.raises(TypeError):
         ShareLimiter(client, 100)  # name is required
+    for options, words in (({"interval": 0}, "interval must be finite and > 0 (seconds)"),
+                           ({"ttl": 1.0}, "ttl must be longer than interval"),
+                           ({"member": ""}, "member must be a non-empty string without a colon")):
+        with pytest.raises(cellrate.InvalidArgument, match=re.escape(words)):
+            ShareLimiter(client, 100, name="n", background=False, **options)
 
 
 def drive(members, asks, rounds, interval):
