@@ -5,6 +5,9 @@
     >>> limiter = ShareLimiter(redis.Redis(), "1000/s", burst=100, name="api")
     >>> limiter.allow()
     True
+    >>> limiter.share  # alone in the fleet: all of it
+    1.0
+    >>> limiter.close()
 
 A member (this process) decides with a local cellrate.Limiter, at local speed;
 every `interval` seconds a heartbeat (one round trip, one script,

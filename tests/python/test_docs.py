@@ -190,6 +190,12 @@ def test_the_redis_docstring_example_runs(redis_of_our_own):
     assert run_examples(cellrate.redis) >= 5
 
 
+def test_the_share_docstring_example_runs(redis_of_our_own):
+    import cellrate.share
+
+    assert run_examples(cellrate.share) >= 3
+
+
 def page(name):
     return (REPO / "docs" / name).read_text(encoding="utf-8")
 
