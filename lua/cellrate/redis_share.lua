@@ -4,12 +4,15 @@
 --
 -- KEYS[1]: the fleet's hash. Field '<member>': 'seen_us demand grant' (the
 -- server's clock, TIME, in whole microseconds; the member's demand as a
--- fraction of the fleet rate, -1 while unknown; the share it holds, a
--- fraction of the fleet). Field QUIET: the instant until which no grant grows
--- (the records were found incomplete).
+-- fraction of the fleet rate, -1 while unknown; the share granted, a
+-- fraction of the fleet), then, after a grant that shrank, ' held until_us':
+-- what the member held before, counted as its share until then (its reply
+-- may take that long to reach it). Field QUIET: the instant until which no
+-- grant grows (the records were found incomplete).
 -- ARGV: member, demand (units asked per second, -1: unknown), held (the
 -- fraction the member holds now, 0 for a new member), ttl_us, fleet rate
--- (units per second).
+-- (units per second), hold_us (how long a shrunk grant counts at its old
+-- value: the member's interval and timeout).
 -- One heartbeat: drops the members silent for ttl, records the member, and
 -- answers { share, members, target }, the share and the target (its max-min
 -- fair split of the fleet by demand) as decimal strings of fractions.
@@ -24,6 +27,8 @@ local QUIET = ':quiet'
 local FLOOR_DIVISOR = 8
 -- The heartbeats a member may miss before it drops out (ttl's default).
 -- TTL_INTERVALS = 3
+-- The longest a heartbeat's reply takes (timeout's default, seconds).
+-- DEFAULT_TIMEOUT_S = 0.25
 -- The words of the faces' refusals (after the parameter's name).
 -- SECONDS_REFUSED = 'must be finite and > 0 (seconds)'
 -- TTL_TOO_SHORT = 'must be longer than interval'
@@ -32,7 +37,7 @@ local FLOOR_DIVISOR = 8
 
 local key, member = KEYS[1], ARGV[1]
 local demand_rate, held = tonumber(ARGV[2]), tonumber(ARGV[3])
-local ttl_us, fleet_rate = tonumber(ARGV[4]), tonumber(ARGV[5])
+local ttl_us, fleet_rate, hold_us = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local clock = redis.call('TIME')
 local now_us = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 
@@ -57,12 +62,17 @@ for i = 1, #flat, 2 do
     elseif field == member then
         known = true
     else
-        local seen, d, g = string.match(flat[i + 1], '^(%S+) (%S+) (%S+)$')
+        local seen, d, g, before, till = string.match(flat[i + 1],
+            '^(%S+) (%S+) (%S+) ?(%S*) ?(%S*)$')
         if tonumber(seen) < now_us - ttl_us then
             redis.call('HDEL', key, field)
         else
             demands[#demands + 1] = tonumber(d)
-            others = others + tonumber(g)
+            g = tonumber(g)
+            if till ~= '' and now_us < tonumber(till) then
+                g = math.max(g, tonumber(before))
+            end
+            others = others + g
         end
     end
 end
@@ -109,7 +119,12 @@ if share < floor then
     share = floor
 end
 
-redis.call('HSET', key, member, string.format('%.0f', now_us) .. ' ' .. string.format('%.17g', demand) .. ' ' ..
-    string.format('%.17g', share))
+local record = string.format('%.0f', now_us) .. ' ' .. string.format('%.17g', demand) .. ' ' ..
+    string.format('%.17g', share)
+if share < held then
+    record = record .. ' ' .. string.format('%.17g', held) .. ' ' ..
+        string.format('%.0f', now_us + hold_us)
+end
+redis.call('HSET', key, member, record)
 redis.call('PEXPIRE', key, math.ceil(2 * ttl_us / 1000))
 return { string.format('%.17g', share), n, string.format('%.17g', target) }

@@ -27,6 +27,7 @@ M.script = internal.read_script("redis_share")
 local protocol = internal.read_protocol(M.script)
 M.FLOOR_DIVISOR = tonumber(protocol.FLOOR_DIVISOR)
 M.TTL_INTERVALS = tonumber(protocol.TTL_INTERVALS)
+M.DEFAULT_TIMEOUT_S = tonumber(protocol.DEFAULT_TIMEOUT_S)
 local WORDS = protocol
 
 local function seconds(param, value, default)
@@ -61,6 +62,8 @@ local function new(keyed, client, rate, opts)
     internal.check_name(opts.name)
     local interval = seconds("interval", opts.interval, 1)
     local ttl = seconds("ttl", opts.ttl, M.TTL_INTERVALS * interval)
+    -- the longest a heartbeat's reply takes (the client's own timeout must not exceed it)
+    local timeout = seconds("timeout", opts.timeout, M.DEFAULT_TIMEOUT_S)
     if ttl <= interval then
         error("ttl " .. WORDS.TTL_TOO_SHORT, 2)
     end
@@ -78,6 +81,7 @@ local function new(keyed, client, rate, opts)
     end
     local self = setmetatable({
         client = client, name = opts.name, member = member, interval = interval, ttl = ttl,
+        timeout = timeout,
         fleet = fleet, key = prefix .. "share:" .. opts.name,
         share = 1 / M.FLOOR_DIVISOR, target = 1 / M.FLOOR_DIVISOR, members = 0,
         asked = 0, joined = false, down = false, last = nil, keyed = keyed,
@@ -91,7 +95,8 @@ end
 
 -- limiter(client, rate, opts): the fleet's limit (opts.period, opts.burst as
 -- cellrate.limit_spec's) and opts.name (required), interval, ttl, member,
--- prefix, shared (the local limiter's region).
+-- prefix, timeout (the longest a heartbeat's reply takes: give the client no
+-- longer one; default 0.25 s), shared (the local limiter's region).
 function M.limiter(client, rate, opts)
     return new(false, client, rate, opts)
 end
@@ -117,6 +122,7 @@ function Share:heartbeat(now, asked)
     local reply, err = internal.run(self.client, M.script, { self.key }, {
         self.member, ("%.17g"):format(demand), ("%.17g"):format(self.joined and self.share or 0),
         ("%.0f"):format(math.ceil(self.ttl * 1e6)), ("%.17g"):format(fleet_rate),
+        ("%.0f"):format(math.ceil((self.interval + self.timeout) * 1e6)),
     })
     if type(reply) ~= "table" then
         err = err or ("unexpected reply from the script: " .. tostring(reply))

@@ -38,7 +38,6 @@ import cellrate
 from cellrate._errors import invalid, invalid_type
 from cellrate.redis import (
     DEFAULT_PREFIX,
-    DEFAULT_TIMEOUT_S,
     _check_name,
     _protocol,
     _read_script,
@@ -57,6 +56,8 @@ _SHARE_PROTOCOL = _protocol(SHARE_SCRIPT)
 FLOOR_DIVISOR = int(_SHARE_PROTOCOL["FLOOR_DIVISOR"])
 #: A member silent for ttl drops out; ttl's default, in intervals.
 TTL_INTERVALS = int(_SHARE_PROTOCOL["TTL_INTERVALS"])
+#: The longest a heartbeat takes (timeout's default, seconds).
+DEFAULT_TIMEOUT_S = float(_SHARE_PROTOCOL["DEFAULT_TIMEOUT_S"])
 _WORDS = {word: _SHARE_PROTOCOL[word] for word in
           ("SECONDS_REFUSED", "TTL_TOO_SHORT", "MEMBER_REFUSED")}
 
@@ -162,7 +163,8 @@ class _Share(_SyncStore):
             # not in the records)
             held = self.share if self._known_demand else 0.0
             words = [1, self._key, self.member, repr(demand), repr(held),
-                     str(math.ceil(self.ttl * 1e6)), repr(self._fleet_rate)]
+                     str(math.ceil(self.ttl * 1e6)), repr(self._fleet_rate),
+                     str(math.ceil((self.interval + self.timeout) * 1e6))]
             try:
                 reply = self._call(words)
             except Exception as error:  # noqa: BLE001 - a heartbeat never raises
