@@ -182,6 +182,28 @@ def test_bad_input_names_the_parameter(client):
             ShareLimiter(client, 100, name="n", background=False, **options)
 
 
+def test_every_decision_but_peek_counts_as_demand(client):
+    import asyncio
+
+    limiter = ShareLimiter(client, 1000, burst=100, name="asked", background=False)
+    try:
+        assert limiter.share == 1.0 and limiter.members == 1
+        assert limiter.allow() and limiter.allow(2)
+        assert limiter.check(3).allowed
+        assert limiter.take(4) == 4
+        assert limiter.charge(5).allowed
+        assert limiter.peek(90).allowed is False  # counts nothing
+        limiter.wait(1)
+        asyncio.run(limiter.acquire(1))
+        assert limiter._asked == 1 + 2 + 3 + 4 + 5 + 1 + 1
+        assert limiter.heartbeat() and limiter._asked == 0
+        key = client.hget("cellrate:share:asked", limiter.member).split()
+        assert float(key[1]) > 0  # a demand was recorded (units per second / the rate)
+    finally:
+        limiter.close()
+    assert client.hget("cellrate:share:asked", limiter.member) is None  # close() left
+
+
 def drive(members, asks, rounds, interval):
     """Each member asks asks[i] units per interval (admitted or not), then heartbeats."""
     for _ in range(rounds):
