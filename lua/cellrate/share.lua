@@ -46,8 +46,11 @@ end
 local Share = {}
 Share.__index = Share
 
+-- The local rate and burst of a share: rate * share (at least a unit per 2^61
+-- ns: the core's slowest rate is a unit per 2^62 ns), floor(burst * share) or 1.
 local function scaled(fleet, share)
-    return fleet.rate * share, math.max(1, math.floor(fleet.burst * share))
+    return math.max(fleet.rate * share, fleet.period * 1e9 / 2 ^ 61),
+        math.max(1, math.floor(fleet.burst * share))
 end
 
 -- Called by a public function as its tail call, so that argument errors raised

@@ -142,8 +142,12 @@ class _Share(_SyncStore):
         raise NotImplementedError  # pragma: no cover - each form has its own
 
     def _scaled(self, share: float) -> Tuple[float, int]:
-        """The local rate and burst of a share: rate * share, floor(burst * share) or 1."""
-        return self.fleet.rate * share, max(1, math.floor(self.fleet.burst * share))
+        """The local rate and burst of a share: rate * share (at least a unit per 2^61 ns,
+        73 years: the core's slowest rate is a unit per 2^62 ns), floor(burst * share) or
+        1."""
+        slowest = self.fleet.period * 1e9 / 2**61
+        return (max(self.fleet.rate * share, slowest),
+                max(1, math.floor(self.fleet.burst * share)))
 
     @property
     def local(self) -> Any:
@@ -214,7 +218,10 @@ def _beat(ref: "weakref.ref[_Share]", interval: float, stop: threading.Event) ->
         limiter = ref()
         if limiter is None:
             return
-        limiter.heartbeat()
+        try:
+            limiter.heartbeat()
+        except Exception:  # noqa: BLE001 - the thread outlives a failure of one beat
+            log.exception("cellrate.share %s: a heartbeat failed", limiter.name)
         del limiter
 
 

@@ -204,6 +204,22 @@ def test_every_decision_but_peek_counts_as_demand(client):
     assert client.hget("cellrate:share:asked", limiter.member) is None  # close() left
 
 
+def test_a_share_of_a_slow_limit_below_the_cores_slowest_rate_is_that_rate(client):
+    members = [ShareLimiter(client, "1/hour", name="slow", background=False)
+               for _ in range(2)]
+    try:
+        assert members[1].share == 1 / 16
+        # a unit per 146 years or more would be refused by the core
+        rate, burst = members[1]._scaled(1e-12)
+        assert (rate, burst) == (3600 * 1e9 / 2**61, 1)
+        members[1].local.reconfigure(rate, 3600, burst=burst)
+        members[1].allow()
+        assert members[1].allow() is False
+    finally:
+        for member in members:
+            member.close()
+
+
 def drive(members, asks, rounds, interval):
     """Each member asks asks[i] units per interval (admitted or not), then heartbeats."""
     for _ in range(rounds):
