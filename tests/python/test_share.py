@@ -220,6 +220,22 @@ def test_a_share_of_a_slow_limit_below_the_cores_slowest_rate_is_that_rate(clien
             member.close()
 
 
+def test_a_member_that_never_reached_redis_holds_the_start_share(caplog):
+    from redis_servers import free_port
+
+    client = redis.Redis(port=free_port())  # nobody listens there
+    caplog.set_level(logging.WARNING, logger="cellrate")
+    limiter = ShareLimiter(client, 800, burst=80, name="never", background=False,
+                           timeout=0.05)
+    try:
+        assert (limiter.share, limiter.rate, limiter.burst) == (1 / FLOOR_DIVISOR, 100, 10)
+        assert limiter.members == 0
+        assert not limiter.heartbeat()
+        assert len([r for r in caplog.records if "does not answer" in r.getMessage()]) == 1
+    finally:
+        limiter.close()
+
+
 def drive(members, asks, rounds, interval):
     """Each member asks asks[i] units per interval (admitted or not), then heartbeats."""
     for _ in range(rounds):
