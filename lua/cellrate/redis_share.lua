@@ -33,6 +33,7 @@ local FLOOR_DIVISOR = 8
 -- SECONDS_REFUSED = 'must be finite and > 0 (seconds)'
 -- TTL_TOO_SHORT = 'must be longer than interval'
 -- MEMBER_REFUSED = 'must be a non-empty string without a colon'
+-- LOCAL_REFUSED = 'is not taken by a share store: its local limiter follows the share'
 -- NAME_REQUIRED = 'is required: the fleet's name, the same on every member'
 
 local key, member = KEYS[1], ARGV[1]

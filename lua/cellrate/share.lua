@@ -63,6 +63,11 @@ local function new(keyed, client, rate, opts)
         error("name " .. WORDS.NAME_REQUIRED, 2)
     end
     internal.check_name(opts.name)
+    for _, param in ipairs({ "max_cost", "algorithm" }) do
+        if opts[param] ~= nil then
+            error(param .. " " .. WORDS.LOCAL_REFUSED, 2)
+        end
+    end
     local interval = seconds("interval", opts.interval, 1)
     local ttl = seconds("ttl", opts.ttl, M.TTL_INTERVALS * interval)
     -- the longest a heartbeat's reply takes (the client's own timeout must not exceed it)
@@ -158,8 +163,13 @@ function Share:set_client(client)
 end
 
 -- Leaves the fleet: the others grow at their next heartbeat (else after ttl).
+-- The local limiter then runs at the core's slowest rate, burst 1: what this
+-- member held is the others' now.
 function Share:leave()
     pcall(self.client.hdel, self.client, self.key, self.member)
+    local local_rate, burst = scaled(self.fleet, 0)
+    self.local_limiter:reconfigure(local_rate, { period = self.fleet.period, burst = burst })
+    self.share = 0
 end
 
 -- The share, the target, the members and this member's local limit.

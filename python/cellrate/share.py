@@ -59,7 +59,7 @@ TTL_INTERVALS = int(_SHARE_PROTOCOL["TTL_INTERVALS"])
 #: The longest a heartbeat takes (timeout's default, seconds).
 DEFAULT_TIMEOUT_S = float(_SHARE_PROTOCOL["DEFAULT_TIMEOUT_S"])
 _WORDS = {word: _SHARE_PROTOCOL[word] for word in
-          ("SECONDS_REFUSED", "TTL_TOO_SHORT", "MEMBER_REFUSED")}
+          ("SECONDS_REFUSED", "TTL_TOO_SHORT", "MEMBER_REFUSED", "LOCAL_REFUSED")}
 
 log = logging.getLogger("cellrate.share")
 
@@ -94,6 +94,9 @@ class _Share(_SyncStore):
                  prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT_S,
                  background: bool = True, **local: Any) -> None:
         self._open_client(client, prefix, timeout)
+        for param in ("shared", "max_cost", "algorithm"):
+            if param in local:
+                raise invalid(param, f"{param} {_WORDS['LOCAL_REFUSED']}")
         _check_name(name)
         self.name = name
         self.interval = _seconds("interval", interval)
@@ -192,10 +195,15 @@ class _Share(_SyncStore):
 
     def close(self) -> None:
         """Stops the heartbeats and leaves the fleet (the others' shares grow at their
-        next heartbeat; without this, after ttl)."""
+        next heartbeat; without this, after ttl). The local limiter then runs at the
+        core's slowest rate, burst 1: what this member held is the others' now."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
+        with self._lock:
+            rate, burst = self._scaled(0.0)
+            self._local.reconfigure(rate, self.fleet.period, burst=burst)
+            self.share = 0.0
         try:
             self._run("HDEL", self._key, self.member)
         except Exception:  # noqa: BLE001 - leaving is best effort: ttl drops the member

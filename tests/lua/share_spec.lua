@@ -86,6 +86,12 @@ describe("cellrate.share", function()
       assert.equal(0.5, a.share)
       assert.equal(0.5, b.share)
       b:leave()
+      assert.equal(0, b.share)
+      local after = 0
+      for _ = 1, 10 do
+         after = after + (b:allow() and 1 or 0)
+      end
+      assert.is_true(after <= 1) -- what it held is a's now
       drive({ a }, { 2000 }, 1, now, 1)
       assert.equal(1, a.share)
    end)
@@ -142,6 +148,8 @@ describe("cellrate.share", function()
          { "member", { name = "n", member = "a:b" } },
          { "member", { name = "n", member = 3 } },
          { "prefix", { name = "n", prefix = 3 } },
+         { "max_cost", { name = "n", max_cost = 3 } },
+         { "algorithm", { name = "n", algorithm = "gcra" } },
       }
       for _, case in ipairs(cases) do
          support.raises(case[1], share.limiter, client, 100, case[2])

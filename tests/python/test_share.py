@@ -161,6 +161,9 @@ def test_bad_input_names_the_parameter(client):
         ({"timeout": 0}, "timeout", cellrate.InvalidArgument),
         ({"background": 1}, "background", cellrate.InvalidArgumentType),
         ({"prefix": 7}, "prefix", cellrate.InvalidArgumentType),
+        ({"shared": "/dev/shm/x"}, "shared", cellrate.InvalidArgument),  # a member is a process
+        ({"max_cost": 5}, "max_cost", cellrate.InvalidArgument),
+        ({"algorithm": "gcra"}, "algorithm", cellrate.InvalidArgument),
     ]
     for options, param, kind in cases:
         kwargs = {"name": "n", "background": False, **options}
@@ -202,6 +205,8 @@ def test_every_decision_but_peek_counts_as_demand(client):
     finally:
         limiter.close()
     assert client.hget("cellrate:share:asked", limiter.member) is None  # close() left
+    assert limiter.share == 0.0 and limiter.burst == 1
+    assert sum(limiter.allow() for _ in range(10)) <= 1  # what it held is the others' now
 
 
 def test_a_share_of_a_slow_limit_below_the_cores_slowest_rate_is_that_rate(client):
