@@ -94,7 +94,10 @@ class _Share(_SyncStore):
                  prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT_S,
                  background: bool = True, **local: Any) -> None:
         self._open_client(client, prefix, timeout)
-        for param in ("shared", "max_cost", "algorithm"):
+        if "shared" in local:
+            raise invalid("shared", "shared is not taken here: a Python member is a process "
+                                    "(a host as one member: cellrate.share in OpenResty)")
+        for param in ("max_cost", "algorithm"):
             if param in local:
                 raise invalid(param, f"{param} {_WORDS['LOCAL_REFUSED']}")
         _check_name(name)
