@@ -967,6 +967,17 @@ SCENARIOS_MEASURED = """\
   own half of the keys, total throughput from a common start to the last end),
   against the in-process table on 1 and 2 threads, in the same round-robin
   group.
+- **Concurrency**: acquire + release of one unit of a limit of 64 that no
+  thread fills: in C (in process, in a region under `/dev/shm`, one key of a
+  keyed table, 2 threads on one gauge) against an atomic increment checked
+  against the limit and a decrement, and against two compare-and-swaps of a
+  holder word (the least a holding that names its holder needs); in Python
+  `try_acquire()` + `release()` against `threading.BoundedSemaphore`, and
+  `async with hold()` against `asyncio.Semaphore`. In nginx, requests proxied
+  to a slow upstream (a server of the same worker that sleeps 1 ms): no
+  limiter, `limit_conn` by client, and `cellrate.nginx.hold` in the access
+  phase with `leave` in the log phase, both with a limit the 32 connections
+  never reach.
 - **Peers**: governor (direct and keyed over dashmap; its default quanta/TSC
   clock and std's MonotonicClock) and aerorate (direct and keyed) from
   crates.io; limits (moving window; sliding window counter), throttled-py (GCRA;
