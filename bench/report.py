@@ -425,6 +425,46 @@ NGINX_SECTION = ("nginx: wrk on loopback, one worker's CPU time per request, med
                  "requests/s)")
 
 
+CONCURRENCY_SECTION = "Concurrency limits: acquire + release of one unit, a limit no thread fills"
+
+
+def concurrency_rows() -> List[Row]:
+    floor, floor_2t = "c.floor.atomic_inc_dec", "c.floor.atomic_inc_dec.2t"
+    return [
+        Row("floor: atomic increment checked against the limit, then decrement", floor),
+        Row("floor: a holder word taken and given back (two compare-and-swaps)",
+            "c.floor.holder_cas_pair", "x_ref", floor, "atomic inc/dec floor"),
+        Row("cellrate concurrency (C), in process", "c.cellrate.concurrency.acquire_release",
+            "x_ref", floor, "atomic inc/dec floor", ("<=", 1.5)),
+        Row("cellrate concurrency (C), in process, vs the holder-word floor",
+            "c.cellrate.concurrency.acquire_release", "x_ref", "c.floor.holder_cas_pair",
+            "holder-word floor"),
+        Row("cellrate concurrency (C), shared region (/dev/shm)",
+            "c.cellrate.concurrency.shared.acquire_release", "x_ref",
+            "c.cellrate.concurrency.acquire_release", "in process", ("<=", 1.5)),
+        Row("cellrate concurrency (C), keyed (one key of a table)",
+            "c.cellrate.concurrency.keyed.acquire_release", "x_ref", floor,
+            "atomic inc/dec floor"),
+        Row("floor: atomic inc/dec, 2 threads on one counter", floor_2t),
+        Row("cellrate concurrency (C), 2 threads on one gauge",
+            "c.cellrate.concurrency.acquire_release.2t", "x_ref", floor_2t,
+            "atomic inc/dec floor, 2 threads"),
+        Row("threading.BoundedSemaphore acquire + release", "py.threading.bounded_semaphore."
+            "acquire_release.1t"),
+        Row("cellrate.Concurrency try_acquire + release", "py.cellrate.concurrency.acquire_release.1t",
+            "x_ref", "py.threading.bounded_semaphore.acquire_release.1t",
+            "threading.BoundedSemaphore", ("<=", 1.0)),
+        Row("cellrate.Concurrency, shared region, try_acquire + release",
+            "py.cellrate.concurrency.shared.acquire_release.1t", "x_ref",
+            "py.cellrate.concurrency.acquire_release.1t", "in process", ("<=", 1.5)),
+        Row("asyncio.Semaphore `async with`", "py.asyncio.semaphore.async_with.acquire_release.1t"),
+        Row("cellrate.Concurrency `async with hold()`",
+            "py.cellrate.concurrency.async_hold.acquire_release.1t", "x_ref",
+            "py.asyncio.semaphore.async_with.acquire_release.1t", "asyncio.Semaphore",
+            ("<=", 1.0)),
+    ]
+
+
 def nginx_rows() -> List[Row]:
     """ns per request: the nginx worker's CPU time per request; "faster" is
     the reference's over cellrate's, the ratio of requests per second one busy
@@ -460,6 +500,16 @@ def nginx_rows() -> List[Row]:
         Row("floor: access_by_lua_block setting two constant fields of cellrate's size",
             "nginx.lua_fields.admit_all", "faster", "nginx.limit_req_fields.admit_all",
             "limit_req + add_header"),
+    ]
+    # Concurrency: a slow upstream (an ngx.sleep location behind proxy_pass,
+    # served by the same worker), limit_conn against hold() and leave().
+    rows += [
+        Row("floor: proxied to the slow upstream, no limiter", "nginx.proxy.admit_all"),
+        Row("nginx limit_conn, slow upstream, a limit never reached", "nginx.limit_conn.admit_all",
+            "faster", "nginx.proxy.admit_all", "no limiter"),
+        Row("cellrate.nginx hold/leave vs nginx limit_conn, slow upstream",
+            "nginx.cellrate_hold.admit_all", "faster", "nginx.limit_conn.admit_all", "limit_conn",
+            (">=", 0.95)),
     ]
     return rows
 
@@ -942,6 +992,17 @@ SCENARIOS_MEASURED = """\
   limit and `RedisLimiter.allow()` through a local redis-server, round-robin in
   one thread; a heartbeat timed with 4 and with 64 members in the record (its
   ns is a member's cost per second at `interval=1`).
+- **Concurrency**: acquire + release of one unit of a limit of 64 that no
+  thread fills: in C (in process, in a region under `/dev/shm`, one key of a
+  keyed table, 2 threads on one gauge) against an atomic increment checked
+  against the limit and a decrement, and against two compare-and-swaps of a
+  holder word (the least a holding that names its holder needs); in Python
+  `try_acquire()` + `release()` against `threading.BoundedSemaphore`, and
+  `async with hold()` against `asyncio.Semaphore`. In nginx, requests proxied
+  to a slow upstream (a server of the same worker that sleeps 1 ms): no
+  limiter, `limit_conn` by client, and `cellrate.nginx.hold` in the access
+  phase with `leave` in the log phase, both with a limit the 32 connections
+  never reach.
 - **Peers**: governor (direct and keyed over dashmap; its default quanta/TSC
   clock and std's MonotonicClock) and aerorate (direct and keyed) from
   crates.io; limits (moving window; sliding window counter), throttled-py (GCRA;
@@ -984,6 +1045,7 @@ def main() -> None:
         "Fleet shares (cellrate.share, a local redis-server, 1 thread)": share_rows(),
         "Lua level": lua_rows(),
         "Algorithm catalogue and check_all": catalogue_rows(),
+        CONCURRENCY_SECTION: concurrency_rows(),
     }
     evs_by_section = {name: [evaluate(r, results) for r in rows] for name, rows in sections.items()}
     mem_evs = [evaluate(r, results) for r in memory_rows()]

@@ -255,6 +255,9 @@ cr_status cr_lock_acquire(cr_lock *lock);
 void cr_lock_release(cr_lock *lock);
 /* This process's id (kept; forgotten in a fork child). */
 uint32_t cr_own_pid(void);
+/* cr_own_pid's kept id, for a path that must not call: 0 until cr_own_pid
+ * first runs in the process (again in a fork child). */
+extern __attribute__((visibility("hidden"))) _Atomic uint32_t cr_own_pid_cache;
 /* Whether process `pid` runs (kill(pid, 0), and /proc for a zombie): the
  * liveness a lock's and a holding's holder is judged by. */
 bool cr_process_alive(uint32_t pid);

@@ -1072,7 +1072,8 @@ static void mem_keyed(size_t keys)
 /* ------------------------------------------------------------------------ */
 /* Concurrency (docs/design.md §15): acquire + release of one unit of a limit
  * no thread fills, against its floor, an atomic increment checked against
- * the limit and a decrement. */
+ * the limit and a decrement, and against the floor of a holding that names
+ * its holder. */
 
 static _Atomic int64_t floor_in_flight;
 
@@ -1083,6 +1084,23 @@ static bool floor_inc_dec(void *ctx, size_t i)
     bool fits = atomic_fetch_add(&floor_in_flight, 1) < 64;
     atomic_fetch_sub(&floor_in_flight, 1);
     return fits;
+}
+
+/* The floor of what the guarantee needs: a holding that names its holder
+ * (so that a dead holder's units can be found, and a late release frees no
+ * one else's) is a word taken from 0 by a compare-and-swap and given back by
+ * another. */
+static _Atomic uint64_t floor_cell;
+
+static bool floor_holder_cas(void *ctx, size_t i)
+{
+    (void)ctx;
+    const uint64_t holder = (uint64_t)i | 1;
+    uint64_t word = 0;
+    if (!atomic_compare_exchange_strong(&floor_cell, &word, holder))
+        return false;
+    word = holder;
+    return atomic_compare_exchange_strong(&floor_cell, &word, 0);
 }
 
 typedef struct {
@@ -1113,6 +1131,7 @@ static void concurrency_scenarios(const config *cfg)
     check_status(cr_gauge_open(&keyed.gauge, 64, true, 1000, 0, NULL, 0), "cr_gauge_open");
     bench_case cases[] = {
         CASE1("c.floor.atomic_inc_dec", floor_inc_dec, NULL, n, "allow"),
+        CASE1("c.floor.holder_cas_pair", floor_holder_cas, NULL, n, "allow"),
         CASE1("c.cellrate.concurrency.acquire_release", gauge_cycle, &own, n, "allow"),
         CASE1("c.cellrate.concurrency.shared.acquire_release", gauge_cycle, &shared, n, "allow"),
         CASE1("c.cellrate.concurrency.keyed.acquire_release", gauge_cycle, &keyed, n, "allow"),

@@ -3,8 +3,9 @@ limiter, with nginx's limit_req, and with cellrate.nginx, each with a limit
 that admits everything (the overhead) and one that refuses all but the first
 request (the refusal path); and floors: limit_req with add_header fields of
 cellrate's size, an empty access_by_lua_block, one reading the client's
-address, and one setting two constant fields. Each rep runs every scenario
-once, back to back, the order rotated by one per rep. Prints one JSON object
+address, and one setting two constant fields; and, proxied to a slow upstream,
+no limiter, limit_conn, and cellrate.nginx's hold() and leave(). Each rep runs
+every scenario once, back to back, the order rotated by one per rep. Prints one JSON object
 per scenario: requests per second (median of the reps) and the worker's CPU
 time per request (/proc/PID/schedstat; as ns_per_op, the median: far steadier
 than rps on a shared machine, and 1 / it is what one busy worker can serve),
@@ -45,6 +46,11 @@ SCENARIOS = [
     ("lua_empty", "/lua_empty/admit_all", "admit_all"),
     ("lua_key", "/lua_key/admit_all", "admit_all"),
     ("lua_fields", "/lua_fields/admit_all", "admit_all"),
+    # Concurrency, proxied to a slow upstream (1 ms): no limiter, nginx's
+    # limit_conn, cellrate.nginx's hold() and leave().
+    ("proxy", "/proxy/admit_all", "admit_all"),
+    ("limit_conn", "/limit_conn/admit_all", "admit_all"),
+    ("cellrate_hold", "/cellrate_hold/admit_all", "admit_all"),
 ]
 
 
