@@ -74,16 +74,24 @@ int cr_count_verdict_slow(const cr_counts *counts, bool admitted, int64_t cost, 
     return 0;
 }
 
-cr_counter_block *cr_counters_new(cr_counts *counts)
+void cr_counters_place(cr_counts *counts, void *memory)
 {
-    cr_counter_block *block = aligned_alloc(CR_COUNTER_SPACING, CR_COUNTER_BLOCK_SIZE(1));
-    if (!block)
-        return NULL;
+    cr_counter_block *block = memory;
     memset(block, 0, CR_COUNTER_BLOCK_SIZE(1));
     counts->block = block;
     counts->lane = &block->lane[0];
     counts->pid = 0;
     counts->nlanes = 1;
+    counts->placed = true;
+}
+
+cr_counter_block *cr_counters_new(cr_counts *counts)
+{
+    cr_counter_block *block = aligned_alloc(CR_COUNTER_SPACING, CR_COUNTER_BLOCK_SIZE(1));
+    if (!block)
+        return NULL;
+    cr_counters_place(counts, block);
+    counts->placed = false;
     return block;
 }
 
@@ -110,7 +118,8 @@ void cr_counters_leave(cr_counts *counts)
     if (!counts->block)
         return;
     if (counts->pid == 0) {
-        free(counts->block);
+        if (!counts->placed)
+            free(counts->block);
     } else if (counts->lane && counts->pid == cr_own_pid()) {
         uint64_t owner = counts->pid;
         atomic_compare_exchange_strong(&counts->block->owner[counts->lane - counts->block->lane],

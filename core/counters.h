@@ -81,6 +81,7 @@ typedef struct {
     cr_counter_lane *lane;
     uint32_t pid;
     uint32_t nlanes;
+    bool placed; /* the block lies in its store's own allocation (not freed here) */
 } cr_counts;
 
 /* The calling thread's slot + 1 (0: none yet; past CR_COUNTER_SLOTS: none
@@ -94,22 +95,27 @@ __attribute__((cold)) void cr_count2_slow(const cr_counts *counts, unsigned fa, 
                                           unsigned fb, uint64_t nb);
 
 uint32_t cr_own_pid(void);
+/* cr_own_pid's cache (core/lock.c), read inline by the hot path: 0 until
+ * read, and again after a fork, which then takes the slow path once. */
+extern _Atomic uint32_t cr_own_pid_cache __attribute__((visibility("hidden")));
 
-static inline void cr_count_bump(_Atomic uint64_t *word, uint64_t n)
+__attribute__((always_inline)) static inline void cr_count_bump(_Atomic uint64_t *word, uint64_t n)
 {
     atomic_store_explicit(word, atomic_load_explicit(word, memory_order_relaxed) + n,
                           memory_order_relaxed);
 }
 
 /* Adds `na` to field `fa` and `nb` to `fb` in the thread's own cell. */
-static inline void cr_count2(const cr_counts *counts, unsigned fa, uint64_t na, unsigned fb,
-                             uint64_t nb)
+__attribute__((always_inline)) static inline void cr_count2(const cr_counts *counts, unsigned fa,
+                                                            uint64_t na, unsigned fb, uint64_t nb)
 {
 #ifndef CR_NO_COUNTERS
     const unsigned slot = cr_counter_slot - 1u; /* 0 wraps past the slots */
-    if (__builtin_expect(slot < CR_COUNTER_SLOTS && counts->lane != NULL &&
-                             (counts->pid == 0 || counts->pid == cr_own_pid()),
-                         1)) {
+    if (__builtin_expect(
+            slot < CR_COUNTER_SLOTS && counts->lane != NULL &&
+                (counts->pid == 0 ||
+                 counts->pid == atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed)),
+            1)) {
         cr_counter_cell *cell = &counts->lane->cell[slot];
         cr_count_bump(&cell->n[fa], na);
         cr_count_bump(&cell->n[fb], nb);
@@ -123,8 +129,8 @@ static inline void cr_count2(const cr_counts *counts, unsigned fa, uint64_t na, 
 
 /* A verdict of `cost` units: admitted, or refused (unfittable when the cost
  * exceeds what the limit ever admits at once). */
-static inline void cr_count_verdict(const cr_counts *counts, bool admitted, int64_t cost,
-                                    int64_t most)
+__attribute__((always_inline)) static inline void
+cr_count_verdict(const cr_counts *counts, bool admitted, int64_t cost, int64_t most)
 {
     if (__builtin_expect(admitted, 1)) {
         cr_count2(counts, CR_N_ADMITTED, 1, CR_N_UNITS_ADMITTED, (uint64_t)cost);
@@ -163,6 +169,10 @@ static inline int cr_count_own_tail(const cr_counts *counts, bool admitted, int6
 
 /* A block of this process alone (zeroed, one lane); NULL when out of memory. */
 cr_counter_block *cr_counters_new(cr_counts *counts);
+/* The same in `memory` (CR_COUNTER_BLOCK_SIZE(1) bytes, aligned to
+ * CR_COUNTER_SPACING) of the store's own allocation: on the pages its
+ * decisions read anyway, so that counting costs no TLB entry more. */
+void cr_counters_place(cr_counts *counts, void *memory);
 /* Binds `counts` to a region's block: claims a free lane (or one of a dead
  * process), else counts in the overflow. */
 void cr_counters_join(cr_counts *counts, cr_counter_block *block, uint32_t nlanes);

@@ -148,9 +148,12 @@ static inline int64_t cr_resolve_now(const cr_limit *limit, int64_t now_ns)
 }
 
 /* Counts what `op` did (cellrate.h, cr_stats): called once per operation,
- * with the limit that decided it and *ok as cr_apply set it. */
-static inline void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr_op *op,
-                               bool commit, bool ok)
+ * with the limit that decided it and *ok as cr_apply set it. Always inlined:
+ * the kind of `op` folds away in each entry point, as it does in cr_apply
+ * (an out-of-line call would take the op's address and compile every kind
+ * into every entry point). */
+CR_HOT void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr_op *op,
+                        bool commit, bool ok)
 {
     if (!commit)
         return; /* a peek */

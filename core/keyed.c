@@ -316,14 +316,18 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
         return CR_E_CAPACITY;
     if (on_change != CR_CHANGE_APPLY && on_change != CR_CHANGE_REFUSE)
         return CR_E_ON_CHANGE;
-    cr_keyed *keyed = aligned_alloc(64, sizeof *keyed);
+    /* the counters of a table of this process after it, on its pages */
+    const size_t own_size = (sizeof(cr_keyed) + CR_COUNTER_SPACING - 1) &
+                            ~(size_t)(CR_COUNTER_SPACING - 1);
+    cr_keyed *keyed = aligned_alloc(CR_COUNTER_SPACING,
+                                    own_size + (path ? 0 : CR_COUNTER_BLOCK_SIZE(1)));
     keyed_limit *first = calloc(1, sizeof *first);
     if (!keyed || !first) {
         free(keyed);
         free(first);
         return CR_E_NOMEM;
     }
-    memset(keyed, 0, sizeof *keyed);
+    memset(keyed, 0, own_size);
     first->limit = *limit;
     atomic_init(&keyed->current, first);
     pthread_mutex_init(&keyed->changing, NULL);
@@ -339,10 +343,8 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
                             : map_private_table(keyed);
     if (status == CR_OK && path) {
         cr_counters_join(&keyed->counts, keyed->region.counters, CR_COUNTER_LANES);
-    } else if (status == CR_OK && !cr_counters_new(&keyed->counts)) {
-        munmap(keyed->buckets, buckets_size(keyed));
-        free(keyed->stripes);
-        status = CR_E_NOMEM;
+    } else if (status == CR_OK) {
+        cr_counters_place(&keyed->counts, (char *)keyed + own_size);
     }
     if (status != CR_OK) {
         pthread_mutex_destroy(&keyed->changing);

@@ -39,20 +39,20 @@ int64_t cr_lock_timeout_ns = 1000000000; /* 1 s */
 #define HOLDER_CHECK_NS 1000000 /* 1 ms */
 
 /* getpid() is a system call; the id is kept, and forgotten in a fork child. */
-static _Atomic uint32_t own_pid_cache;
+_Atomic uint32_t cr_own_pid_cache; /* 0: not yet read (or forgotten by a fork) */
 static pthread_once_t fork_hook_once = PTHREAD_ONCE_INIT;
 
-static void forget_pid(void) { atomic_store_explicit(&own_pid_cache, 0, memory_order_relaxed); }
+static void forget_pid(void) { atomic_store_explicit(&cr_own_pid_cache, 0, memory_order_relaxed); }
 
 static void install_fork_hook(void) { pthread_atfork(NULL, NULL, forget_pid); }
 
 uint32_t cr_own_pid(void)
 {
-    uint32_t pid = atomic_load_explicit(&own_pid_cache, memory_order_relaxed);
+    uint32_t pid = atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed);
     if (pid == 0) {
         pthread_once(&fork_hook_once, install_fork_hook);
         pid = (uint32_t)getpid();
-        atomic_store_explicit(&own_pid_cache, pid, memory_order_relaxed);
+        atomic_store_explicit(&cr_own_pid_cache, pid, memory_order_relaxed);
     }
     return pid;
 }
