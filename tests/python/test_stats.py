@@ -272,3 +272,20 @@ def test_inspect_region_refuses_what_is_not_a_region(region_dir):
     assert not (region_dir / "missing").exists()  # never created
     with pytest.raises(cellrate.InvalidArgumentType):
         inspect_region(None)
+
+
+def test_a_fork_child_counts_through_its_parents_handle(region_dir):
+    lim = cellrate.Limiter(1, burst=1000, shared=region_dir / "forked")
+    assert lim.allow(now=FROZEN)
+    pids = []
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:  # the parent's handle: its lane is the parent's; a child counts in the overflow
+            code = 0 if all(lim.allow(now=FROZEN) for _ in range(100)) else 1
+            os._exit(code)
+        pids.append(pid)
+    for _ in range(100):
+        lim.allow(now=FROZEN)
+    for pid in pids:
+        assert os.waitpid(pid, 0)[1] == 0
+    assert lim.stats()["admitted"] == 1 + 300 + 100
