@@ -1810,24 +1810,50 @@ static PyObject *slot_from(PyObject *self, const cr_holding *holding, bool acqui
 }
 
 /* try_acquire(key=None, cost=1): a Slot, or None when the units are not free. */
-static PyObject *concurrency_try_acquire(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                         PyObject *kwnames)
+/* try_acquire, or with `poll` (an asyncio waiter's tries, _poll) counting
+ * only an acquisition. */
+static PyObject *concurrency_take(PyObject *self, bool poll, PyObject *const *args,
+                                  Py_ssize_t nargs, PyObject *kwnames)
 {
     const char *key;
     Py_ssize_t key_len;
     int64_t cost;
-    if (parse_holding_call(self, "try_acquire", true, false, args, nargs, kwnames, &key, &key_len,
-                           &cost, NULL) < 0)
+    if (parse_holding_call(self, poll ? "_poll" : "try_acquire", true, false, args, nargs, kwnames,
+                           &key, &key_len, &cost, NULL) < 0)
         return NULL;
     bool acquired;
     cr_holding holding;
-    cr_status status = cr_gauge_acquire(((ConcurrencyObject *)self)->gauge, key, (size_t)key_len,
-                                        cost, &acquired, &holding);
+    cr_gauge *gauge = ((ConcurrencyObject *)self)->gauge;
+    cr_status status = poll ? cr_gauge_poll(gauge, key, (size_t)key_len, cost, &acquired, &holding)
+                            : cr_gauge_acquire(gauge, key, (size_t)key_len, cost, &acquired,
+                                               &holding);
     if (status != CR_OK) {
         raise_status(state_of(self), status);
         return NULL;
     }
     return slot_from(self, &holding, acquired);
+}
+
+static PyObject *concurrency_try_acquire(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                         PyObject *kwnames)
+{
+    return concurrency_take(self, false, args, nargs, kwnames);
+}
+
+static PyObject *concurrency_poll(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    return concurrency_take(self, true, args, nargs, kwnames);
+}
+
+/* _gave_up(cost): an asyncio waiter's one refusal, when it gives up. */
+static PyObject *concurrency_gave_up(PyObject *self, PyObject *cost_obj)
+{
+    long long cost = PyLong_AsLongLong(cost_obj);
+    if (cost == -1 && PyErr_Occurred())
+        return NULL;
+    cr_gauge_count_refusal(((ConcurrencyObject *)self)->gauge, cost);
+    Py_RETURN_NONE;
 }
 
 /* _wait(key=None, cost=1, timeout=None): try_acquire, blocking (the GIL
@@ -2314,6 +2340,11 @@ static PyMethodDef concurrency_methods[] = {
     {"stats", concurrency_stats, METH_NOARGS,
      "stats($self, /)\n--\n\nThe counters (a dict of ints): acquired, refused, units_acquired,\n"
      "units_refused, released, reclaimed, in_flight, peak, evicted."},
+    {"_poll", (PyCFunction)(void (*)(void))concurrency_poll, METH_FASTCALL | METH_KEYWORDS,
+     "_poll($self, /, key=None, cost=1)\n--\n\n"
+     "try_acquire for a waiter's tries: a refusal is counted once, by _gave_up."},
+    {"_gave_up", concurrency_gave_up, METH_O,
+     "_gave_up($self, cost, /)\n--\n\nA waiter gave up: one refusal of cost units."},
     {"reset_stats", concurrency_reset_stats, METH_NOARGS,
      "reset_stats($self, /)\n--\n\nZero the counters (the peak becomes in_flight)."},
     {NULL, NULL, 0, NULL},

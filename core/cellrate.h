@@ -810,6 +810,12 @@ cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int
  * a unit taken where a free cell was found at once). */
 int64_t cr_gauge_release(cr_gauge *gauge, const cr_holding *holding);
 
+/* As cr_gauge_acquire, counting only an acquisition: a waiter's tries, whose
+ * refusal is counted once, when it gives up (cr_gauge_count_refusal). */
+cr_status cr_gauge_poll(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
+                        bool *acquired, cr_holding *holding);
+void cr_gauge_count_refusal(cr_gauge *gauge, int64_t cost);
+
 /* As cr_gauge_acquire, blocking the calling thread until the units are
  * taken or `timeout_ns` (>= 0, or CR_NEVER) has passed (CR_E_TIMEOUT when
  * negative): polls, sleeping 20 us doubling to 1 ms between tries. A cost

@@ -375,16 +375,29 @@ static cr_status acquire_units(cr_gauge *gauge, const void *key, size_t key_len,
     }
 }
 
+cr_status cr_gauge_poll(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
+                        bool *acquired, cr_holding *holding)
+{
+    cr_status status = acquire_units(gauge, key, key_len, cost, acquired, holding);
+    if (status == CR_OK && *acquired) {
+        cr_count_verdict(&gauge->counts, true, cost, INT64_MAX);
+        cr_counters_hold(&gauge->counts, cost);
+    }
+    return status;
+}
+
+void cr_gauge_count_refusal(cr_gauge *gauge, int64_t cost)
+{
+    /* no unfittable here: its field is `released` (counters.h) */
+    cr_count_verdict(&gauge->counts, false, cost, INT64_MAX);
+}
+
 cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
                            bool *acquired, cr_holding *holding)
 {
-    cr_status status = acquire_units(gauge, key, key_len, cost, acquired, holding);
-    if (status == CR_OK) {
-        /* no unfittable here: its field is `released` (counters.h) */
-        cr_count_verdict(&gauge->counts, *acquired, cost, INT64_MAX);
-        if (*acquired)
-            cr_counters_hold(&gauge->counts, cost);
-    }
+    cr_status status = cr_gauge_poll(gauge, key, key_len, cost, acquired, holding);
+    if (status == CR_OK && !*acquired)
+        cr_gauge_count_refusal(gauge, cost);
     return status;
 }
 
@@ -408,12 +421,14 @@ cr_status cr_gauge_wait(cr_gauge *gauge, const void *key, size_t key_len, int64_
     const int64_t start = cr_clock_ns();
     int64_t pause_ns = 20000;
     for (;;) {
-        cr_status status = cr_gauge_acquire(gauge, key, key_len, cost, acquired, holding);
-        if (status != CR_OK || *acquired || cost > gauge->limit)
+        cr_status status = cr_gauge_poll(gauge, key, key_len, cost, acquired, holding);
+        if (status != CR_OK || *acquired)
             return status;
         const int64_t waited = cr_clock_ns() - start;
-        if (timeout_ns != CR_NEVER && waited >= timeout_ns)
+        if (cost > gauge->limit || (timeout_ns != CR_NEVER && waited >= timeout_ns)) {
+            cr_gauge_count_refusal(gauge, cost); /* a wait is one verdict */
             return CR_OK;
+        }
         const int64_t left = timeout_ns == CR_NEVER ? pause_ns : timeout_ns - waited;
         cr_sleep_ns(left < pause_ns ? left : pause_ns);
         if (pause_ns < 1000000)

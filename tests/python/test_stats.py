@@ -289,3 +289,19 @@ def test_a_fork_child_counts_through_its_parents_handle(region_dir):
     for pid in pids:
         assert os.waitpid(pid, 0)[1] == 0
     assert lim.stats()["admitted"] == 1 + 300 + 100
+
+
+def test_a_wait_for_units_in_flight_is_one_verdict():
+    import asyncio
+    c = cellrate.Concurrency(1)
+    held = c.try_acquire()
+    with pytest.raises(cellrate.RateLimited):
+        with c.hold(timeout=0.02):
+            pass
+    with pytest.raises(cellrate.RateLimited):
+        asyncio.run(c.hold(timeout=0.02).__aenter__())
+    assert (c.stats()["acquired"], c.stats()["refused"]) == (1, 2)
+    held.release()
+    with c.hold(timeout=1):
+        pass
+    assert (c.stats()["acquired"], c.stats()["refused"], c.stats()["released"]) == (2, 2, 2)
