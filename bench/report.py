@@ -926,6 +926,12 @@ SCENARIOS_MEASURED = """\
   clock reads the same line with the counter ordered (rdtscp). The fast
   Limiter's floor: `rdtsc` + load + compare-and-swap (target 1.1x, allow and
   deny); its other targets are those of the default-clock rows.
+- **Counters**: the Limiter's allow path, the keyed allow path on 1 and 2
+  threads (distinct halves of 1M keys) and a shared region's keyed path, each
+  with the counters and against the same core built with `-DCR_NO_COUNTERS`
+  (the benchmark's switch alone), both linked into one binary (the second's
+  symbols renamed `nc_cr_*`) and run side by side in every round; the ratios
+  are the median of the rounds' ratios.
 - **Keyed, 1M keys** (C and Rust): one limit per key, every key admitted once
   before timing, then calls on keys drawn uniformly at random (the same draws
   in both harnesses), with integer-like keys (8 bytes) and short string keys
