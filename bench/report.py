@@ -36,6 +36,10 @@ def load(raw_dir: str) -> Dict[str, dict]:
                 line = line.strip()
                 if line.startswith("{"):
                     record = json.loads(line)
+                    if record["id"].startswith("c.counters."):
+                        # with and without counters, run in the same rounds:
+                        # the ratios are taken round by round (see evaluate)
+                        record["rep_ns"] = record.get("runs_ns_per_op")
                     results[record["id"]] = record
     return results
 
@@ -514,6 +518,28 @@ def nginx_rows() -> List[Row]:
     return rows
 
 
+def counters_rows() -> List[Row]:
+    """The allow paths with counters against the same core built without them
+    (-DCR_NO_COUNTERS, the benchmark's switch alone), in one binary, round-robin."""
+    p = "c.counters"
+    return [
+        Row("C: Limiter allow(), with counters against without", f"{p}.limiter.allow.counted",
+            "x_ref", f"{p}.limiter.allow.uncounted", "no counters, same call", ("<=", 1.03)),
+        Row("C: KeyedLimiter allow(), 1 thread, with counters against without",
+            f"{p}.keyed.int.1t.counted", "x_ref", f"{p}.keyed.int.1t.uncounted",
+            "no counters, same call"),
+        Row("C: KeyedLimiter allow(), 2 threads, distinct keys, with counters (total throughput)",
+            f"{p}.keyed.int.2t.counted", "faster", f"{p}.keyed.int.1t.counted",
+            "1 thread, with counters", (">=", 1.7)),
+        Row("C: KeyedLimiter allow(), 2 threads, distinct keys, without counters",
+            f"{p}.keyed.int.2t.uncounted", "faster", f"{p}.keyed.int.1t.uncounted",
+            "1 thread, no counters"),
+        Row("C: shared KeyedLimiter allow() (/dev/shm), with counters against without",
+            f"{p}.shared.keyed.int.counted", "x_ref", f"{p}.shared.keyed.int.uncounted",
+            "no counters, same call", ("<=", 1.05)),
+    ]
+
+
 def catalogue_rows() -> List[Row]:
     """Each algorithm's allow path against GCRA's in the same run (target: windows
     within 1.2x), check_all against as many separate calls, and the Python window
@@ -970,6 +996,12 @@ SCENARIOS_MEASURED = """\
   clock reads the same line with the counter ordered (rdtscp). The fast
   Limiter's floor: `rdtsc` + load + compare-and-swap (target 1.1x, allow and
   deny); its other targets are those of the default-clock rows.
+- **Counters**: the Limiter's allow path, the keyed allow path on 1 and 2
+  threads (distinct halves of 1M keys) and a shared region's keyed path, each
+  with the counters and against the same core built with `-DCR_NO_COUNTERS`
+  (the benchmark's switch alone), both linked into one binary (the second's
+  symbols renamed `nc_cr_*`) and run side by side in every round; the ratios
+  are the median of the rounds' ratios.
 - **Keyed, 1M keys** (C and Rust): one limit per key, every key admitted once
   before timing, then calls on keys drawn uniformly at random (the same draws
   in both harnesses), with integer-like keys (8 bytes) and short string keys
@@ -1046,6 +1078,7 @@ def main() -> None:
         "Lua level": lua_rows(),
         "Algorithm catalogue and check_all": catalogue_rows(),
         CONCURRENCY_SECTION: concurrency_rows(),
+        "Counters: the allow paths with and without them": counters_rows(),
     }
     evs_by_section = {name: [evaluate(r, results) for r in rows] for name, rows in sections.items()}
     mem_evs = [evaluate(r, results) for r in memory_rows()]

@@ -863,6 +863,48 @@ static int store_reset(lua_State *L, const char *tag)
     return 0;
 }
 
+#define STATS_FIELD_(name)                                                                  \
+    compat_pushint64(L, (int64_t)stats.name);                                               \
+    lua_setfield(L, -2, #name);
+
+/* lim:stats(), keyed:stats(): the counters, a table of integers. */
+static int store_stats(lua_State *L, const char *tag)
+{
+    const store_box *box = check_open(L, tag);
+    cr_stats stats;
+    if (is_keyed(box))
+        cr_keyed_stats(box->keyed, &stats);
+    else
+        cr_limiter_stats(box->limiter, &stats);
+    lua_createtable(L, 0, 7);
+    CR_STATS_LIST(STATS_FIELD_)
+    return 1;
+}
+
+/* lim:reset_stats(): true, or nil, message, code (a region's lock held too long). */
+static int store_reset_stats(lua_State *L, const char *tag)
+{
+    const store_box *box = check_open(L, tag);
+    cr_status status = is_keyed(box) ? cr_keyed_reset_stats(box->keyed)
+                                     : cr_limiter_reset_stats(box->limiter);
+    if (status != CR_OK)
+        return report_status(L, status, NULL);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* lim:_would_refuse(cost): a dry run let a refusal of `cost` units through. */
+static int store_would_refuse(lua_State *L, const char *tag)
+{
+    const store_box *box = check_open(L, tag);
+    const int64_t cost = (int64_t)luaL_checkinteger(L, 2);
+    if (is_keyed(box))
+        cr_keyed_would_refuse(box->keyed, cost);
+    else
+        cr_limiter_would_refuse(box->limiter, cost);
+    return 0;
+}
+
 /* lim:reconfigure(rate [, opts [, now]]) and keyed:reconfigure(...): the limit
  * changes live, keeping what was used (docs/design.md §4); opts: period,
  * burst, algorithm (the store's when absent); max_cost stays the store's. */
@@ -962,6 +1004,9 @@ static int store_tostring(lua_State *L, const char *tag)
     static int type##_reset(lua_State *L) { return store_reset(L, tag); }                   \
     static int type##_reconfigure(lua_State *L) { return store_reconfigure(L, tag); }       \
     static int type##_info(lua_State *L) { return store_info(L, tag); }                     \
+    static int type##_stats(lua_State *L) { return store_stats(L, tag); }                   \
+    static int type##_reset_stats(lua_State *L) { return store_reset_stats(L, tag); }       \
+    static int type##_would_refuse(lua_State *L) { return store_would_refuse(L, tag); }     \
     static int type##_close(lua_State *L) { return store_close(L, tag); }                   \
     static int type##_tostring(lua_State *L) { return store_tostring(L, tag); }             \
     static const luaL_Reg type##_methods[] = {                                              \
@@ -970,7 +1015,8 @@ static int store_tostring(lua_State *L, const char *tag)
         {"anchor", type##_anchor},   {"reset", type##_reset},   {"info", type##_info},      \
         {"close", type##_close},     {"reconfigure", type##_reconfigure},                   \
         {"check_headers", type##_check_headers}, {"charge", type##_charge},                   \
-        {"take", type##_take},                                                              \
+        {"take", type##_take},       {"stats", type##_stats},   {"reset_stats", type##_reset_stats}, \
+        {"_would_refuse", type##_would_refuse},                                             \
         {NULL, NULL},                                                                       \
     };                                                                                      \
     /* __close is only called by Lua 5.4; an extra field is harmless before. */             \
@@ -1119,6 +1165,28 @@ static int concurrency_info(lua_State *L)
     return 1;
 }
 
+/* c:stats(): the counters, a table of integers. */
+static int concurrency_stats(lua_State *L)
+{
+    concurrency_box *box = check_concurrency(L);
+    cr_gauge_stats stats;
+    cr_gauge_stats_read(box->gauge, &stats);
+    lua_createtable(L, 0, 9);
+    CR_GAUGE_STATS_LIST(STATS_FIELD_)
+    return 1;
+}
+
+/* c:reset_stats(): true, or nil, message, code. */
+static int concurrency_reset_stats(lua_State *L)
+{
+    concurrency_box *box = check_concurrency(L);
+    cr_status status = cr_gauge_reset_stats(box->gauge);
+    if (status != CR_OK)
+        return report_status(L, status, NULL);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 static int concurrency_close(lua_State *L)
 {
     concurrency_box *box = luaL_checkudata(L, 1, CONCURRENCY_METATABLE);
@@ -1135,15 +1203,8 @@ static int concurrency_tostring(lua_State *L)
         return 1;
     }
     char text[128];
-    const int64_t capacity = cr_gauge_capacity(box->gauge);
-    const int64_t lease_ns = cr_gauge_lease_ns(box->gauge);
-    int len = snprintf(text, sizeof text, "%s(limit=%" PRId64, CONCURRENCY_METATABLE, box->limit);
-    if (capacity > 0)
-        len += snprintf(text + len, sizeof text - (size_t)len, ", capacity=%" PRId64, capacity);
-    if (lease_ns > 0)
-        len += snprintf(text + len, sizeof text - (size_t)len, ", lease=%.17g",
-                        cr_ns_to_seconds(lease_ns));
-    snprintf(text + len, sizeof text - (size_t)len, ")");
+    cr_gauge_describe(text, sizeof text, box->limit, cr_gauge_capacity(box->gauge),
+                      cr_gauge_lease_ns(box->gauge));
     lua_pushstring(L, text);
     return 1;
 }
@@ -1158,6 +1219,7 @@ static int slot_tostring(lua_State *L)
 static const luaL_Reg concurrency_methods[] = {
     {"acquire", concurrency_acquire}, {"release", concurrency_release},
     {"in_flight", concurrency_in_flight}, {"info", concurrency_info},
+    {"stats", concurrency_stats},         {"reset_stats", concurrency_reset_stats},
     {"close", concurrency_close},         {NULL, NULL},
 };
 
@@ -1474,6 +1536,68 @@ static int check_hold(lua_State *L)
     return 1;
 }
 
+/* cellrate.inspect_region(path): a table of what the region file holds, read
+ * without changing it (cr_inspect_region), or nil, message, code. */
+static int inspect_region(lua_State *L)
+{
+    size_t path_len;
+    const char *path = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &path_len) : NULL;
+    if (path == NULL || strlen(path) != path_len)
+        return raise_status(L, CR_E_SHARED_PATH);
+    cr_region_info info;
+    const cr_status status = cr_inspect_region(path, &info);
+    if (status != CR_OK)
+        return report_status(L, status, path);
+    const bool rate = info.algorithm != NULL;
+    lua_createtable(L, 0, 16);
+    compat_pushint64(L, info.layout_version);
+    lua_setfield(L, -2, "layout_version");
+    lua_pushstring(L, info.kind);
+    lua_setfield(L, -2, "kind");
+    lua_pushstring(L, info.description);
+    lua_setfield(L, -2, "limit");
+    if (rate) {
+        lua_pushstring(L, info.algorithm);
+        lua_setfield(L, -2, "algorithm");
+        lua_pushnumber(L, info.limit.rate);
+        lua_setfield(L, -2, "rate");
+        lua_pushnumber(L, info.limit.period_s);
+        lua_setfield(L, -2, "period");
+        compat_pushint64(L, info.limit.burst);
+        lua_setfield(L, -2, "burst");
+    } else {
+        compat_pushint64(L, info.max_in_flight);
+        lua_setfield(L, -2, "max_in_flight");
+    }
+    if (info.lease_ns > 0) {
+        lua_pushnumber(L, cr_ns_to_seconds(info.lease_ns));
+        lua_setfield(L, -2, "lease");
+    }
+    if (info.capacity > 0) {
+        compat_pushint64(L, info.capacity);
+        lua_setfield(L, -2, "capacity");
+    }
+    compat_pushint64(L, (int64_t)info.live_keys);
+    lua_setfield(L, -2, "live_keys");
+    compat_pushint64(L, (int64_t)info.generation);
+    lua_setfield(L, -2, "generation");
+    compat_pushint64(L, (int64_t)info.size);
+    lua_setfield(L, -2, "size");
+    lua_pushboolean(L, info.this_boot);
+    lua_setfield(L, -2, "this_boot");
+    if (rate) {
+        const cr_stats stats = info.stats;
+        lua_createtable(L, 0, 7);
+        CR_STATS_LIST(STATS_FIELD_)
+    } else {
+        const cr_gauge_stats stats = info.gauge_stats;
+        lua_createtable(L, 0, 9);
+        CR_GAUGE_STATS_LIST(STATS_FIELD_)
+    }
+    lua_setfield(L, -2, "stats");
+    return 1;
+}
+
 static const luaL_Reg module_functions[] = {
     {"limiter", limiter_new},
     {"keyed", keyed_new},
@@ -1482,6 +1606,7 @@ static const luaL_Reg module_functions[] = {
     {"limit_spec", limit_spec_new},
     {"check_policy_name", check_policy_name},
     {"headers", headers},
+    {"inspect_region", inspect_region},
     {"header_fields", header_fields},
     {"_check_request", check_request},
     {"_check_hold", check_hold},

@@ -437,6 +437,34 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
     return 0;
 }
 
+/* A dict of counters: the fields of CR_STATS_LIST or CR_GAUGE_STATS_LIST,
+ * each an int. */
+static int stats_set(PyObject *dict, const char *name, long long value)
+{
+    PyObject *number = PyLong_FromLongLong(value);
+    int status = number ? PyDict_SetItemString(dict, name, number) : -1;
+    Py_XDECREF(number);
+    return status;
+}
+
+#define STATS_SET_(name)                                            \
+    if (dict && stats_set(dict, #name, (long long)stats->name) < 0) \
+        Py_CLEAR(dict);
+
+static PyObject *rate_stats_dict(const cr_stats *stats)
+{
+    PyObject *dict = PyDict_New();
+    CR_STATS_LIST(STATS_SET_)
+    return dict;
+}
+
+static PyObject *gauge_stats_dict(const cr_gauge_stats *stats)
+{
+    PyObject *dict = PyDict_New();
+    CR_GAUGE_STATS_LIST(STATS_SET_)
+    return dict;
+}
+
 /* The shared= and shared_mode= arguments. `path` is NULL when shared is None;
  * otherwise a bytes object (the file system encoding) the caller releases. */
 static int convert_shared(module_state *state, PyObject *shared, PyObject *mode_obj,
@@ -1151,13 +1179,14 @@ static int convert_item(module_state *state, PyObject *item_obj, cr_item *item)
     return -1;
 }
 
-/* check_all(items, cost=1, *, now=None) -> Decision */
+/* check_all(items, cost=1, *, now=None) -> Decision; with the private
+ * _dry_run=True, a refusal is counted as would_refuse (the web policy's). */
 static PyObject *module_check_all(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
-    static const char *const keywords[] = {"items", "cost", "now", NULL};
-    PyObject *given[3] = {NULL, NULL, NULL};
+    static const char *const keywords[] = {"items", "cost", "now", "_dry_run", NULL};
+    PyObject *given[4] = {NULL, NULL, NULL, NULL};
     if (nargs > 2) {
         PyErr_Format(PyExc_TypeError,
                      "check_all() takes at most 2 positional arguments (%zd given)", nargs);
@@ -1205,6 +1234,8 @@ static PyObject *module_check_all(PyObject *module, PyObject *const *args, Py_ss
     cr_decision decision;
     size_t index = 0;
     cr_status status = cr_check_all(many, (size_t)count, now_ns, cost, &decision, &index);
+    if (status == CR_OK && !decision.allowed && given[3] != NULL && PyObject_IsTrue(given[3]) == 1)
+        cr_item_would_refuse(&many[index], cost);
     if (status != CR_OK)
         raise_status(state, status);
     else /* the window is that of the item whose decision this is */
@@ -1217,6 +1248,76 @@ done:
     Py_DECREF(items);
     return result;
 }
+
+/* dict[name] = value (a new reference, NULL for None), stealing `value`. */
+static int dict_put(PyObject *dict, const char *name, PyObject *value)
+{
+    if (value == NULL && PyErr_Occurred())
+        return -1;
+    int status = PyDict_SetItemString(dict, name, value ? value : Py_None);
+    Py_XDECREF(value);
+    return status;
+}
+
+/* inspect_region(path) -> dict: what a region file holds, read without
+ * changing it (cr_inspect_region). */
+static PyObject *module_inspect_region(PyObject *module, PyObject *path_obj)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    PyObject *path;
+    int64_t mode;
+    if (path_obj == Py_None) {
+        raise_wrong_type(state, CR_E_SHARED_PATH);
+        return NULL;
+    }
+    if (convert_shared(state, path_obj, Py_None, &path, &mode) < 0)
+        return NULL;
+    cr_region_info info;
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS status = cr_inspect_region(PyBytes_AS_STRING(path), &info);
+    Py_END_ALLOW_THREADS if (status != CR_OK)
+    {
+        raise_construction(state, status, path_obj);
+        Py_DECREF(path);
+        return NULL;
+    }
+    Py_DECREF(path);
+    const bool rate = info.algorithm != NULL;
+    PyObject *stats = rate ? rate_stats_dict(&info.stats) : gauge_stats_dict(&info.gauge_stats);
+    PyObject *dict = PyDict_New();
+    if (!stats || !dict ||
+        dict_put(dict, "layout_version", PyLong_FromUnsignedLong(info.layout_version)) < 0 ||
+        dict_put(dict, "kind", PyUnicode_FromString(info.kind)) < 0 ||
+        dict_put(dict, "algorithm", rate ? PyUnicode_FromString(info.algorithm) : NULL) < 0 ||
+        dict_put(dict, "limit", PyUnicode_FromString(info.description)) < 0 ||
+        dict_put(dict, "rate", rate ? PyFloat_FromDouble(info.limit.rate) : NULL) < 0 ||
+        dict_put(dict, "period", rate ? PyFloat_FromDouble(info.limit.period_s) : NULL) < 0 ||
+        dict_put(dict, "burst", rate ? PyLong_FromLongLong(info.limit.burst) : NULL) < 0 ||
+        dict_put(dict, "max_in_flight", rate ? NULL : PyLong_FromLongLong(info.max_in_flight)) <
+            0 ||
+        dict_put(dict, "lease",
+                 info.lease_ns ? PyFloat_FromDouble(cr_ns_to_seconds(info.lease_ns)) : NULL) < 0 ||
+        dict_put(dict, "capacity", info.capacity ? PyLong_FromLongLong(info.capacity) : NULL) < 0 ||
+        dict_put(dict, "live_keys", PyLong_FromUnsignedLongLong(info.live_keys)) < 0 ||
+        dict_put(dict, "generation", PyLong_FromUnsignedLongLong(info.generation)) < 0 ||
+        dict_put(dict, "size", PyLong_FromUnsignedLongLong(info.size)) < 0 ||
+        dict_put(dict, "this_boot", PyBool_FromLong(info.this_boot)) < 0 ||
+        PyDict_SetItemString(dict, "stats", stats) < 0) {
+        Py_XDECREF(stats);
+        Py_XDECREF(dict);
+        return NULL;
+    }
+    Py_DECREF(stats);
+    return dict;
+}
+
+PyDoc_STRVAR(inspect_region_doc,
+             "inspect_region(path, /)\n--\n\n"
+             "What the region file at path holds, read without changing it (a dict):\n"
+             "layout_version, kind ('limiter', 'keyed', 'concurrency'), algorithm, limit\n"
+             "(its description), rate, period, burst, max_in_flight, lease, capacity,\n"
+             "live_keys, generation, size, this_boot and stats (the counters). A path\n"
+             "that is not a region raises InvalidArgument naming it.");
 
 /* _check_timeout(timeout): a wait's `timeout` in seconds, None for any wait,
  * or the core's CR_E_TIMEOUT error (the words Lua's wait() uses). */
@@ -1388,6 +1489,48 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
         raise_status(state, status);
         return NULL;
     }
+    Py_RETURN_NONE;
+}
+
+/* stats() on Limiter and KeyedLimiter: the counters, a dict of ints. */
+static PyObject *store_stats(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    StoreObject *store = (StoreObject *)self;
+    cr_stats stats;
+    if (is_keyed(store))
+        cr_keyed_stats(store->keyed, &stats);
+    else
+        cr_limiter_stats(store->limiter, &stats);
+    return rate_stats_dict(&stats);
+}
+
+/* reset_stats() on Limiter and KeyedLimiter. */
+static PyObject *store_reset_stats(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    StoreObject *store = (StoreObject *)self;
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS /* a region's change lock */
+        status = is_keyed(store) ? cr_keyed_reset_stats(store->keyed)
+                                 : cr_limiter_reset_stats(store->limiter);
+    Py_END_ALLOW_THREADS if (status != CR_OK)
+    {
+        raise_status(state_of(self), status);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* _would_refuse(cost): a dry run let a refusal of `cost` units through. */
+static PyObject *store_would_refuse(PyObject *self, PyObject *cost_obj)
+{
+    StoreObject *store = (StoreObject *)self;
+    long long cost = PyLong_AsLongLong(cost_obj);
+    if (cost == -1 && PyErr_Occurred())
+        return NULL;
+    if (is_keyed(store))
+        cr_keyed_would_refuse(store->keyed, cost);
+    else
+        cr_limiter_would_refuse(store->limiter, cost);
     Py_RETURN_NONE;
 }
 
@@ -1673,24 +1816,50 @@ static PyObject *slot_from(PyObject *self, const cr_holding *holding, bool acqui
 }
 
 /* try_acquire(key=None, cost=1): a Slot, or None when the units are not free. */
-static PyObject *concurrency_try_acquire(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                         PyObject *kwnames)
+/* try_acquire, or with `poll` (an asyncio waiter's tries, _poll) counting
+ * only an acquisition. */
+static PyObject *concurrency_take(PyObject *self, bool poll, PyObject *const *args,
+                                  Py_ssize_t nargs, PyObject *kwnames)
 {
     const char *key;
     Py_ssize_t key_len;
     int64_t cost;
-    if (parse_holding_call(self, "try_acquire", true, false, args, nargs, kwnames, &key, &key_len,
-                           &cost, NULL) < 0)
+    if (parse_holding_call(self, poll ? "_poll" : "try_acquire", true, false, args, nargs, kwnames,
+                           &key, &key_len, &cost, NULL) < 0)
         return NULL;
     bool acquired;
     cr_holding holding;
-    cr_status status = cr_gauge_acquire(((ConcurrencyObject *)self)->gauge, key, (size_t)key_len,
-                                        cost, &acquired, &holding);
+    cr_gauge *gauge = ((ConcurrencyObject *)self)->gauge;
+    cr_status status = poll ? cr_gauge_poll(gauge, key, (size_t)key_len, cost, &acquired, &holding)
+                            : cr_gauge_acquire(gauge, key, (size_t)key_len, cost, &acquired,
+                                               &holding);
     if (status != CR_OK) {
         raise_status(state_of(self), status);
         return NULL;
     }
     return slot_from(self, &holding, acquired);
+}
+
+static PyObject *concurrency_try_acquire(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                         PyObject *kwnames)
+{
+    return concurrency_take(self, false, args, nargs, kwnames);
+}
+
+static PyObject *concurrency_poll(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    return concurrency_take(self, true, args, nargs, kwnames);
+}
+
+/* _gave_up(cost): an asyncio waiter's one refusal, when it gives up. */
+static PyObject *concurrency_gave_up(PyObject *self, PyObject *cost_obj)
+{
+    long long cost = PyLong_AsLongLong(cost_obj);
+    if (cost == -1 && PyErr_Occurred())
+        return NULL;
+    cr_gauge_count_refusal(((ConcurrencyObject *)self)->gauge, cost);
+    Py_RETURN_NONE;
 }
 
 /* _wait(key=None, cost=1, timeout=None): try_acquire, blocking (the GIL
@@ -1735,6 +1904,27 @@ static PyObject *concurrency_in_flight(PyObject *self, PyObject *const *args, Py
         return NULL;
     }
     return PyLong_FromLongLong(in_flight);
+}
+
+/* Concurrency.stats() */
+static PyObject *concurrency_stats(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    cr_gauge_stats stats;
+    cr_gauge_stats_read(((ConcurrencyObject *)self)->gauge, &stats);
+    return gauge_stats_dict(&stats);
+}
+
+/* Concurrency.reset_stats() */
+static PyObject *concurrency_reset_stats(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS status = cr_gauge_reset_stats(((ConcurrencyObject *)self)->gauge);
+    Py_END_ALLOW_THREADS if (status != CR_OK)
+    {
+        raise_status(state_of(self), status);
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *concurrency_repr(PyObject *self)
@@ -1996,9 +2186,26 @@ PyDoc_STRVAR(keyed_doc,
             type##_anchor_doc                                                                  \
     }
 
+PyDoc_STRVAR(store_stats_doc,
+             "stats($self, /)\n--\n\n"
+             "The counters since the limiter was made or reset_stats() (a dict of ints):\n"
+             "admitted, refused, units_admitted, units_refused, unfittable, would_refuse,\n"
+             "evicted. A shared limiter's are the region's: every process's decisions.");
+PyDoc_STRVAR(store_reset_stats_doc, "reset_stats($self, /)\n--\n\nZero the counters.");
+PyDoc_STRVAR(store_would_refuse_doc,
+             "_would_refuse($self, cost, /)\n--\n\n"
+             "A dry run let a refusal of cost units through: counted as would_refuse.");
+#define STATS_METHODS                                                           \
+    {"stats", store_stats, METH_NOARGS, store_stats_doc},                       \
+        {"reset_stats", store_reset_stats, METH_NOARGS, store_reset_stats_doc}, \
+    {                                                                           \
+        "_would_refuse", store_would_refuse, METH_O, store_would_refuse_doc     \
+    }
+
 static PyMethodDef limiter_methods[] = {
     DECIDE_METHODS(limiter),
     {"reset", limiter_reset, METH_NOARGS, limiter_reset_doc},
+    STATS_METHODS,
     {"reconfigure", (PyCFunction)(void (*)(void))store_reconfigure, METH_VARARGS | METH_KEYWORDS,
      store_reconfigure_doc},
     {NULL, NULL, 0, NULL},
@@ -2007,6 +2214,7 @@ static PyMethodDef limiter_methods[] = {
 static PyMethodDef keyed_methods[] = {
     DECIDE_METHODS(keyed),
     {"reset", keyed_reset, METH_O, keyed_reset_doc},
+    STATS_METHODS,
     {"reconfigure", (PyCFunction)(void (*)(void))store_reconfigure, METH_VARARGS | METH_KEYWORDS,
      store_reconfigure_doc},
     {NULL, NULL, 0, NULL},
@@ -2135,6 +2343,16 @@ static PyMethodDef concurrency_methods[] = {
      concurrency_wait_doc},
     {"in_flight", (PyCFunction)(void (*)(void))concurrency_in_flight, METH_FASTCALL | METH_KEYWORDS,
      concurrency_in_flight_doc},
+    {"stats", concurrency_stats, METH_NOARGS,
+     "stats($self, /)\n--\n\nThe counters (a dict of ints): acquired, refused, units_acquired,\n"
+     "units_refused, released, reclaimed, in_flight, peak, evicted."},
+    {"_poll", (PyCFunction)(void (*)(void))concurrency_poll, METH_FASTCALL | METH_KEYWORDS,
+     "_poll($self, /, key=None, cost=1)\n--\n\n"
+     "try_acquire for a waiter's tries: a refusal is counted once, by _gave_up."},
+    {"_gave_up", concurrency_gave_up, METH_O,
+     "_gave_up($self, cost, /)\n--\n\nA waiter gave up: one refusal of cost units."},
+    {"reset_stats", concurrency_reset_stats, METH_NOARGS,
+     "reset_stats($self, /)\n--\n\nZero the counters (the peak becomes in_flight)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2414,6 +2632,7 @@ static PyMethodDef cellrate_methods[] = {
      check_request_doc},
     {"_check_hold", (PyCFunction)(void (*)(void))module_check_hold, METH_FASTCALL, check_hold_doc},
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
+    {"inspect_region", module_inspect_region, METH_O, inspect_region_doc},
     {NULL, NULL, 0, NULL},
 };
 

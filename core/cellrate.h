@@ -197,7 +197,9 @@ const char *cr_version(void);
     X(55, E_KEY_UNKEYED, ARGUMENT, "key",                                                         \
       "key: a concurrency limit without capacity has no keys; give capacity for one limit "       \
       "per key")                                                                                  \
-    X(56, E_SLOT, ARGUMENT, "slot", "slot must be a slot that a concurrency limit gave out")
+    X(56, E_SLOT, ARGUMENT, "slot", "slot must be a slot that a concurrency limit gave out")      \
+    X(57, E_SHARED_MISSING, REGION, "shared",                                                     \
+      "shared: no file at the path (a region is made by the first limiter that opens it)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1
@@ -647,6 +649,50 @@ size_t cr_keyed_memory(const cr_keyed *keyed);
 uint64_t cr_keyed_evictions(const cr_keyed *keyed);
 
 /* ------------------------------------------------------------------------ */
+/* Counters (docs/design/stores.md, "Counters").                             */
+
+/*
+ * What a rate limit decided since it was made or its counters were last
+ * reset, exact (each verdict counted once, in the thread's own cell). A
+ * shared region keeps them in the region: every process reads the host's
+ * totals. Requests and units:
+ *   allow, check (commit), reserve: admitted or refused, with the cost;
+ *     a refusal of a cost above what the limit ever admits at once is also
+ *     unfittable;
+ *   charge: admitted, with the units charged (it always commits);
+ *   take: admitted with the units taken, or refused (max_cost units) when
+ *     none fit; a take of 0 counts nothing;
+ *   refund: its units come off units_admitted (not used after all);
+ *   peek, check without commit, anchor: nothing;
+ * would_refuse: refusals let through by a dry run (cr_limiter_would_refuse),
+ * which are not counted as refused. evicted: live keys a keyed table evicted.
+ * check_all: each item counts its own admissions; a composite refusal is one
+ * refusal, of the item whose decision cr_check_all returns (*index), and the
+ * items that had admitted count nothing (their units were given back).
+ */
+#define CR_STATS_LIST(X) \
+    X(admitted)          \
+    X(refused)           \
+    X(units_admitted)    \
+    X(units_refused) X(unfittable) X(would_refuse) X(evicted) /* evicted: 0 for a Limiter */
+#define CR_STATS_FIELD_(name) uint64_t name;
+typedef struct cr_stats {
+    CR_STATS_LIST(CR_STATS_FIELD_)
+} cr_stats;
+
+void cr_limiter_stats(const cr_limiter *limiter, cr_stats *out);
+void cr_keyed_stats(const cr_keyed *keyed, cr_stats *out);
+/* Zeroes the counters (a baseline: the cells are never written by another
+ * thread than their owner). CR_E_SHARED_LOCK as cr_limiter_reconfigure. */
+cr_status cr_limiter_reset_stats(cr_limiter *limiter);
+cr_status cr_keyed_reset_stats(cr_keyed *keyed);
+/* A dry run lets a refusal of `cost` units through: moves it from refused
+ * (and units_refused) to would_refuse. Call it once per refusal let through,
+ * after the decision that counted it. */
+void cr_limiter_would_refuse(cr_limiter *limiter, int64_t cost);
+void cr_keyed_would_refuse(cr_keyed *keyed, int64_t cost);
+
+/* ------------------------------------------------------------------------ */
 /* Several limits as one (docs/design.md §8).                                */
 
 /* One limit of a composite: a limiter (keyed NULL), or a keyed table and a
@@ -676,6 +722,10 @@ typedef struct cr_item {
  */
 cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64_t cost,
                        cr_decision *out, size_t *index);
+
+/* As cr_limiter_would_refuse, for the item whose refusal cr_check_all
+ * returned (its *index): a dry run of several limits. */
+void cr_item_would_refuse(const cr_item *item, int64_t cost);
 
 /* ------------------------------------------------------------------------ */
 /* Waiting (docs/design.md §9).                                              */
@@ -760,6 +810,12 @@ cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int
  * a unit taken where a free cell was found at once). */
 int64_t cr_gauge_release(cr_gauge *gauge, const cr_holding *holding);
 
+/* As cr_gauge_acquire, counting only an acquisition: a waiter's tries, whose
+ * refusal is counted once, when it gives up (cr_gauge_count_refusal). */
+cr_status cr_gauge_poll(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
+                        bool *acquired, cr_holding *holding);
+void cr_gauge_count_refusal(cr_gauge *gauge, int64_t cost);
+
 /* As cr_gauge_acquire, blocking the calling thread until the units are
  * taken or `timeout_ns` (>= 0, or CR_NEVER) has passed (CR_E_TIMEOUT when
  * negative): polls, sleeping 20 us doubling to 1 ms between tries. A cost
@@ -772,6 +828,27 @@ cr_status cr_gauge_wait(cr_gauge *gauge, const void *key, size_t key_len, int64_
  * expired leases left. O(limit); an absent key has 0. */
 cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len, int64_t *in_flight);
 
+/* What a concurrency limit did since it was made or last reset: acquires
+ * (acquired, refused, with their units), units released by their holders,
+ * units reclaimed (a dead holder's, an ended lease's), keys evicted (never:
+ * a key holding units keeps its place; always 0), and the units in flight
+ * now with the most in flight at once since the reset. Exact, as cr_stats;
+ * in a shared region, the host's. */
+#define CR_GAUGE_STATS_LIST(X) \
+    X(acquired)                \
+    X(refused)                 \
+    X(units_acquired) X(units_refused) X(released) X(reclaimed) X(in_flight) X(peak) X(evicted)
+typedef struct cr_gauge_stats {
+    CR_GAUGE_STATS_LIST(CR_STATS_FIELD_)
+} cr_gauge_stats;
+
+void cr_gauge_stats_read(const cr_gauge *gauge, cr_gauge_stats *out);
+/* The description every face prints: "cellrate.Concurrency(limit=4,
+ * capacity=10, lease=30)" (no capacity for one gauge, no lease for none), as
+ * snprintf into `buf`. */
+size_t cr_gauge_describe(char *buf, size_t size, int64_t limit, int64_t capacity, int64_t lease_ns);
+cr_status cr_gauge_reset_stats(cr_gauge *gauge);
+
 /* What cr_gauge_open and cr_gauge_acquire refuse of a limit and a cost,
  * for the stores that hold units elsewhere (Redis): CR_E_LIMIT, then
  * CR_E_HOLD_COST, else CR_OK. */
@@ -780,6 +857,37 @@ cr_status cr_gauge_check(int64_t limit, int64_t cost);
 /* A face's lease in seconds to ns for cr_gauge_open: CR_E_LEASE unless
  * > 0 and below CR_HORIZON_NS once rounded (an absent lease is 0). */
 cr_status cr_lease_from_seconds(double seconds, int64_t *ns);
+
+/* ------------------------------------------------------------------------ */
+/* Inspecting a region (docs/design/shared-regions.md, "Inspecting").         */
+
+/* What a region file holds, read by cr_inspect_region. */
+typedef struct cr_region_info {
+    uint32_t layout_version;
+    const char *kind;      /* "limiter", "keyed" or "concurrency" */
+    const char *algorithm; /* a rate limit's (cr_algorithm_name); NULL for concurrency */
+    cr_limit limit;        /* a rate limit's current limit (its clock: the default) */
+    int64_t capacity;      /* the keys a keyed table is sized for; 0 for one key */
+    int64_t max_in_flight; /* concurrency: its limit (0 for a rate limit) */
+    int64_t lease_ns;      /* concurrency: its lease (0: none) */
+    uint64_t live_keys;    /* keys holding a slot (keyed) or units (keyed concurrency) */
+    uint64_t generation;   /* changes of its limit so far (0: the first) */
+    uint64_t size;         /* bytes of the file */
+    bool this_boot;        /* false: made before the last reboot (reset on next opening) */
+    /* cr_limit_describe's text, or "cellrate.Concurrency(limit=.., ...)" */
+    char description[CR_LIMIT_DESCRIPTION_MAX];
+    cr_stats stats;             /* a rate limit's counters */
+    cr_gauge_stats gauge_stats; /* a concurrency limit's */
+} cr_region_info;
+
+/* Reads the region at `path` without changing it: opened read-only, never
+ * created, truncated, locked or written. A path that is not a region is
+ * refused with the status an opening would give: CR_E_SHARED_MISSING (no
+ * file), CR_E_SHARED_DANGLING, CR_E_SHARED_FOREIGN (not a region, or not a
+ * regular file), CR_E_SHARED_SHORT, CR_E_SHARED_VERSION (another layout:
+ * nothing past the version is read), CR_E_SHARED_CORRUPT; CR_E_SHARED_ACCESS
+ * or CR_E_SHARED_IO (errno set) when it cannot be read. */
+cr_status cr_inspect_region(const char *path, cr_region_info *out);
 
 /* ------------------------------------------------------------------------ */
 /* HTTP header fields (draft-ietf-httpapi-ratelimit-headers-11)              */

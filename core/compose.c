@@ -55,12 +55,37 @@ static void item_peek_allowed(const cr_item *item, int64_t now_ns, int64_t cost,
         cr_keyed_peek_allowed(item->keyed, item->key, item->key_len, now_ns, cost, allowed);
 }
 
-static void item_refund(const cr_item *item, int64_t now_ns, int64_t cost)
+static const cr_counts *item_counts(const cr_item *item)
+{
+    return item->limiter ? cr_limiter_counts(item->limiter) : cr_keyed_counts(item->keyed);
+}
+
+/* Gives back an admission of the composite: its units, and its count. */
+static void item_give_back(const cr_item *item, int64_t now_ns, int64_t cost)
 {
     if (item->limiter)
         cr_limiter_refund(item->limiter, now_ns, cost);
     else
         cr_keyed_refund(item->keyed, item->key, item->key_len, now_ns, cost);
+    cr_count2(item_counts(item), CR_N_ADMITTED, (uint64_t)-1, CR_N_ADMITTED, 0);
+}
+
+/* One refusal of `cost` units more (`sign` 1) or less (-1) at `item`: a
+ * composite's refusal is counted at the item whose decision it returns. */
+static void item_count_refusal(const cr_item *item, int64_t cost, int64_t sign)
+{
+    const cr_limit *limit = item->limiter ? cr_limiter_limit(item->limiter)
+                                          : cr_keyed_limit(item->keyed);
+    const cr_counts *counts = item_counts(item);
+    cr_count2(counts, CR_N_REFUSED, (uint64_t)sign, CR_N_UNITS_REFUSED, (uint64_t)(sign * cost));
+    if (cost > limit->burst)
+        cr_count2(counts, CR_N_UNFITTABLE, (uint64_t)sign, CR_N_UNFITTABLE, 0);
+}
+
+void cr_item_would_refuse(const cr_item *item, int64_t cost)
+{
+    if (item && !item->limiter != !item->keyed)
+        cr_count_would_refuse(item_counts(item), cost);
 }
 
 /* Whether `a` is tighter than `b`: a refusal with a longer wait, or an
@@ -91,6 +116,7 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
     const size_t last = count - 1;
     cr_decision decision, tightest = {0};
     size_t chosen = 0;
+    size_t counted = count; /* the item whose commit counted a refusal (count: none) */
     for (int attempt = 0;; attempt++) {
         /* The peek: the allow() path of each item but the last, writing nothing. */
         bool all = true, refused = false;
@@ -107,19 +133,21 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
                 return status;
             tightest = decision;
             chosen = last;
+            counted = decision.allowed ? count : last;
             if (decision.allowed) {
                 for (size_t i = 0; i < last; i++) { /* the other commits */
                     status = item_check(&items[i], item_now(&clock, &items[i]), cost, true,
                                         &decision);
                     if (status != CR_OK || !decision.allowed) {
                         /* lost a race since the peek, or failed: give back */
-                        item_refund(&items[last], item_now(&clock, &items[last]), cost);
+                        item_give_back(&items[last], item_now(&clock, &items[last]), cost);
                         for (size_t j = 0; j < i; j++)
-                            item_refund(&items[j], item_now(&clock, &items[j]), cost);
+                            item_give_back(&items[j], item_now(&clock, &items[j]), cost);
                         if (status != CR_OK)
                             return status;
                         tightest = decision;
                         chosen = i;
+                        counted = i;
                         break;
                     }
                     if (tighter(&decision, &tightest)) {
@@ -151,6 +179,11 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
             chosen = last;
             break;
         }
+    }
+    if (!tightest.allowed && counted != chosen) {
+        if (counted != count)
+            item_count_refusal(&items[counted], cost, -1);
+        item_count_refusal(&items[chosen], cost, 1);
     }
     *out = tightest;
     if (index)

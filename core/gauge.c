@@ -26,6 +26,9 @@
 #include "internal.h"
 #include "place.h"
 
+#include <inttypes.h>
+#include <stdio.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -66,6 +69,7 @@ struct cr_gauge {
     char *gauges;
     cr_lock *stripes;
     cr_region region; /* base is NULL for gauges of this process alone */
+    cr_counts counts; /* this process's block, or the region's */
 };
 
 /* Sequence numbers of this process's holdings, handed to each thread in
@@ -217,6 +221,10 @@ static int64_t reclaim(cr_gauge *gauge, uint32_t index)
             cell_cas(gauge, &cells[i], holder, acquired_ns, 0, 0))
             reclaimed++;
     }
+    if (reclaimed > 0) {
+        cr_count2(&gauge->counts, CR_N_RECLAIMED, (uint64_t)reclaimed, CR_N_RECLAIMED, 0);
+        cr_counters_hold(&gauge->counts, -reclaimed);
+    }
     return reclaimed;
 }
 
@@ -352,7 +360,7 @@ static cr_status check_key(const cr_gauge *gauge, const void *key)
     return key ? CR_OK : CR_E_KEY;
 }
 
-/* cr_gauge_acquire's every case. */
+/* The acquire of a unit count, uncounted: every case. */
 __attribute__((noinline)) static cr_status acquire_general(cr_gauge *gauge, const void *key,
                                                            size_t key_len, int64_t cost,
                                                            bool *acquired, cr_holding *holding)
@@ -433,19 +441,51 @@ static inline cr_status acquire_one(cr_gauge *gauge, bool *acquired, cr_holding 
     return CR_OK;
 }
 
-cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
-                           bool *acquired, cr_holding *holding)
+/* acquire_one where it applies, else acquire_general; uncounted. */
+static inline cr_status acquire_units(cr_gauge *gauge, const void *key, size_t key_len,
+                                      int64_t cost, bool *acquired, cr_holding *holding)
 {
     if (__builtin_expect(cost == 1 && !key && gauge->capacity == 0 && gauge->lease_ns == 0, 1))
         return acquire_one(gauge, acquired, holding);
     return acquire_general(gauge, key, key_len, cost, acquired, holding);
 }
 
+cr_status cr_gauge_poll(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
+                        bool *acquired, cr_holding *holding)
+{
+    cr_status status = acquire_units(gauge, key, key_len, cost, acquired, holding);
+    if (status == CR_OK && *acquired) {
+        cr_count_verdict(&gauge->counts, true, cost, INT64_MAX);
+        cr_counters_hold(&gauge->counts, cost);
+    }
+    return status;
+}
+
+void cr_gauge_count_refusal(cr_gauge *gauge, int64_t cost)
+{
+    /* no unfittable here: its field is `released` (counters.h) */
+    cr_count_verdict(&gauge->counts, false, cost, INT64_MAX);
+}
+
+cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
+                           bool *acquired, cr_holding *holding)
+{
+    cr_status status = cr_gauge_poll(gauge, key, key_len, cost, acquired, holding);
+    if (status == CR_OK && !*acquired)
+        cr_gauge_count_refusal(gauge, cost);
+    return status;
+}
+
 int64_t cr_gauge_release(cr_gauge *gauge, const cr_holding *holding)
 {
     if (holding->holder == 0 || holding->entry >= gauge->ngauges)
         return 0;
-    return free_cells(gauge, holding);
+    const int64_t freed = free_cells(gauge, holding);
+    if (freed > 0) {
+        cr_count2(&gauge->counts, CR_N_RELEASED, (uint64_t)freed, CR_N_RELEASED, 0);
+        cr_counters_hold(&gauge->counts, -freed);
+    }
+    return freed;
 }
 
 cr_status cr_gauge_wait(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
@@ -456,12 +496,14 @@ cr_status cr_gauge_wait(cr_gauge *gauge, const void *key, size_t key_len, int64_
     const int64_t start = cr_clock_ns();
     int64_t pause_ns = 20000;
     for (;;) {
-        cr_status status = cr_gauge_acquire(gauge, key, key_len, cost, acquired, holding);
-        if (status != CR_OK || *acquired || cost > gauge->limit)
+        cr_status status = cr_gauge_poll(gauge, key, key_len, cost, acquired, holding);
+        if (status != CR_OK || *acquired)
             return status;
         const int64_t waited = cr_clock_ns() - start;
-        if (timeout_ns != CR_NEVER && waited >= timeout_ns)
+        if (cost > gauge->limit || (timeout_ns != CR_NEVER && waited >= timeout_ns)) {
+            cr_gauge_count_refusal(gauge, cost); /* a wait is one verdict */
             return CR_OK;
+        }
         const int64_t left = timeout_ns == CR_NEVER ? pause_ns : timeout_ns - waited;
         cr_sleep_ns(left < pause_ns ? left : pause_ns);
         if (pause_ns < 1000000)
@@ -485,6 +527,16 @@ cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len, i
     reclaim(gauge, (uint32_t)index);
     *in_flight = held_cells(gauge, (uint32_t)index);
     return CR_OK;
+}
+
+uint64_t cr_gauge_count_keys(const void *gauges, uint32_t nbuckets, int64_t limit)
+{
+    const cr_gauge view = {
+        .limit = limit, .stride = sizeof(cell) * (size_t)(limit + 1), .gauges = (char *)gauges};
+    uint64_t keys = 0;
+    for (uint32_t index = 0; index < nbuckets * GAUGES_PER_BUCKET; index++)
+        keys += atomic_load(head_of(&view, index)) != 0 && held_cells(&view, index) > 0;
+    return keys;
 }
 
 cr_status cr_gauge_check(int64_t limit, int64_t cost)
@@ -576,6 +628,13 @@ cr_status cr_gauge_open(cr_gauge **out, int64_t limit, bool keyed, int64_t capac
     gauge->ngauges = (uint32_t)ngauges;
     gauge->nstripes = gauge->nbuckets < MAX_STRIPES ? gauge->nbuckets : MAX_STRIPES;
     cr_status status = path ? map_shared(gauge, path, mode) : map_private(gauge);
+    if (status == CR_OK && path) {
+        cr_counters_join(&gauge->counts, gauge->region.counters, CR_COUNTER_LANES);
+    } else if (status == CR_OK && !cr_counters_new(&gauge->counts)) {
+        free(gauge->stripes);
+        munmap(gauge->gauges, gauges_size(gauge));
+        status = CR_E_NOMEM;
+    }
     if (status != CR_OK) {
         free(gauge);
         return status;
@@ -588,6 +647,7 @@ void cr_gauge_free(cr_gauge *gauge)
 {
     if (!gauge)
         return;
+    cr_counters_leave(&gauge->counts);
     if (gauge->region.base) {
         cr_region_close(&gauge->region);
     } else {
@@ -600,3 +660,26 @@ void cr_gauge_free(cr_gauge *gauge)
 int64_t cr_gauge_limit(const cr_gauge *gauge) { return gauge->limit; }
 int64_t cr_gauge_capacity(const cr_gauge *gauge) { return gauge->capacity; }
 int64_t cr_gauge_lease_ns(const cr_gauge *gauge) { return gauge->lease_ns; }
+
+void cr_gauge_stats_read(const cr_gauge *gauge, cr_gauge_stats *out)
+{
+    cr_counters_gauge_stats(gauge->counts.block, gauge->counts.nlanes, out);
+}
+
+cr_status cr_gauge_reset_stats(cr_gauge *gauge)
+{
+    return cr_counts_reset(&gauge->counts, &gauge->region, 0);
+}
+
+size_t cr_gauge_describe(char *buf, size_t size, int64_t limit, int64_t capacity, int64_t lease_ns)
+{
+    int len = snprintf(buf, size, "cellrate.Concurrency(limit=%" PRId64, limit);
+    if (capacity > 0)
+        len += snprintf(buf + len, size > (size_t)len ? size - (size_t)len : 0,
+                        ", capacity=%" PRId64, capacity);
+    if (lease_ns > 0)
+        len += snprintf(buf + len, size > (size_t)len ? size - (size_t)len : 0, ", lease=%.17g",
+                        cr_ns_to_seconds(lease_ns));
+    len += snprintf(buf + len, size > (size_t)len ? size - (size_t)len : 0, ")");
+    return (size_t)len;
+}

@@ -76,6 +76,7 @@ struct cr_keyed {
     uint64_t own_sweep_cursor; /* the next bucket a change sweeps, under `changing` */
     uint64_t *sweep_cursor;    /* own_sweep_cursor, or the region's */
     const cr_limit *replaced;  /* the region's limit that opening replaced, or NULL */
+    cr_counts counts;          /* this process's block, or the region's */
     _Alignas(64) _Atomic uint64_t own_evictions;
     _Atomic uint64_t own_generation;
 };
@@ -315,14 +316,18 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
         return CR_E_CAPACITY;
     if (on_change != CR_CHANGE_APPLY && on_change != CR_CHANGE_REFUSE)
         return CR_E_ON_CHANGE;
-    cr_keyed *keyed = aligned_alloc(64, sizeof *keyed);
+    /* the counters of a table of this process after it, on its pages */
+    const size_t own_size = (sizeof(cr_keyed) + CR_COUNTER_SPACING - 1) &
+                            ~(size_t)(CR_COUNTER_SPACING - 1);
+    cr_keyed *keyed = aligned_alloc(CR_COUNTER_SPACING,
+                                    own_size + (path ? 0 : CR_COUNTER_BLOCK_SIZE(1)));
     keyed_limit *first = calloc(1, sizeof *first);
     if (!keyed || !first) {
         free(keyed);
         free(first);
         return CR_E_NOMEM;
     }
-    memset(keyed, 0, sizeof *keyed);
+    memset(keyed, 0, own_size);
     first->limit = *limit;
     atomic_init(&keyed->current, first);
     pthread_mutex_init(&keyed->changing, NULL);
@@ -336,6 +341,11 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
     keyed->sweep_cursor = &keyed->own_sweep_cursor;
     cr_status status = path ? map_shared_table(keyed, path, mode, on_change, cr_read_clock(limit))
                             : map_private_table(keyed);
+    if (status == CR_OK && path) {
+        cr_counters_join(&keyed->counts, keyed->region.counters, CR_COUNTER_LANES);
+    } else if (status == CR_OK) {
+        cr_counters_place(&keyed->counts, (char *)keyed + own_size);
+    }
     if (status != CR_OK) {
         pthread_mutex_destroy(&keyed->changing);
         free(first);
@@ -355,6 +365,7 @@ void cr_keyed_free(cr_keyed *keyed)
 {
     if (!keyed)
         return;
+    cr_counters_leave(&keyed->counts);
     if (keyed->region.base) {
         cr_region_close(&keyed->region);
     } else {
@@ -489,14 +500,18 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
             }
             int64_t new_state = cr_apply(&current->limit, state, now_ns, op, out, ok);
             if (new_state == state || !commit ||
-                slot_cas(s, make_pair(word, state), make_pair(word, new_state)))
+                slot_cas(s, make_pair(word, state), make_pair(word, new_state))) {
+                cr_count_op(&keyed->counts, &current->limit, op, commit, *ok);
                 return CR_OK;
+            }
             continue; /* lost a race on this slot: decide again from what is there */
         }
         /* Absent: the key is idle. Only an admission that commits needs a slot. */
         int64_t new_state = cr_apply(&current->limit, 0, now_ns, op, out, ok);
-        if (new_state == 0 || !commit)
+        if (new_state == 0 || !commit) {
+            cr_count_op(&keyed->counts, &current->limit, op, commit, *ok);
             return CR_OK;
+        }
         uint32_t stripe[2];
         status = cr_lock_places(keyed->stripes, keyed->nstripes, &place, stripe);
         if (status != CR_OK)
@@ -505,8 +520,10 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
         if (placed)
             claim_slot(keyed, &place, tag_of(current->generation), now_ns, new_state);
         cr_unlock_places(keyed->stripes, stripe);
-        if (placed)
+        if (placed) {
+            cr_count_op(&keyed->counts, &current->limit, op, commit, *ok);
             return CR_OK;
+        }
         /* another thread placed the key meanwhile: decide against its slot */
     }
 }
@@ -593,13 +610,19 @@ void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
     }
 }
 
+size_t cr_keyed_count_slots(const void *buckets, uint32_t nbuckets)
+{
+    const bucket *table = buckets;
+    size_t held = 0;
+    for (uint32_t b = 0; b < nbuckets; b++)
+        for (int i = 0; i < SLOTS_PER_BUCKET; i++)
+            held += load_fp(&table[b].slots[i]) != 0;
+    return held;
+}
+
 size_t cr_keyed_len(const cr_keyed *keyed)
 {
-    size_t held = 0;
-    for (uint32_t b = 0; b < keyed->nbuckets; b++)
-        for (int i = 0; i < SLOTS_PER_BUCKET; i++)
-            held += load_fp(&keyed->buckets[b].slots[i]) != 0;
-    return held;
+    return cr_keyed_count_slots(keyed->buckets, keyed->nbuckets);
 }
 
 int64_t cr_keyed_capacity(const cr_keyed *keyed) { return keyed->capacity; }
@@ -614,4 +637,22 @@ size_t cr_keyed_memory(const cr_keyed *keyed)
 uint64_t cr_keyed_evictions(const cr_keyed *keyed)
 {
     return atomic_load_explicit(keyed->evictions, memory_order_relaxed);
+}
+
+const cr_counts *cr_keyed_counts(const cr_keyed *keyed) { return &keyed->counts; }
+
+void cr_keyed_stats(const cr_keyed *keyed, cr_stats *out)
+{
+    cr_counters_rate_stats(keyed->counts.block, keyed->counts.nlanes, cr_keyed_evictions(keyed),
+                           out);
+}
+
+cr_status cr_keyed_reset_stats(cr_keyed *keyed)
+{
+    return cr_counts_reset(&keyed->counts, &keyed->region, cr_keyed_evictions(keyed));
+}
+
+void cr_keyed_would_refuse(cr_keyed *keyed, int64_t cost)
+{
+    cr_count_would_refuse(&keyed->counts, cost);
 }

@@ -39,7 +39,7 @@ int64_t cr_lock_timeout_ns = 1000000000; /* 1 s */
 #define HOLDER_CHECK_NS 1000000 /* 1 ms */
 
 /* getpid() is a system call; the id is kept, and forgotten in a fork child. */
-_Atomic uint32_t cr_own_pid_cache;
+_Atomic uint32_t cr_own_pid_cache; /* 0: not yet read (or forgotten by a fork) */
 static pthread_once_t fork_hook_once = PTHREAD_ONCE_INIT;
 
 static void forget_pid(void) { atomic_store_explicit(&cr_own_pid_cache, 0, memory_order_relaxed); }

@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +34,9 @@
 #include <unistd.h>
 
 /* 2: boot id outside the checksum; stripe locks are cr_lock words.
- * 4: the limit is a history of changes, not part of the identity. */
-#define REGION_VERSION 4
+ * 4: the limit is a history of changes, not part of the identity.
+ * 5: the counters (counters.h) follow the records. */
+#define REGION_VERSION 5
 static const char region_magic[8] = {'C', 'E', 'L', 'L', 'R', 'A', 'T', 'E'};
 
 /* Opening gives up after this many rounds of "absent, then present". */
@@ -117,7 +119,9 @@ static void layout(cr_region_spec *spec)
     spec->changes_offset = align64(spec->stripes_offset + spec->nstripes * sizeof(cr_lock));
     const size_t records_end = spec->changes_offset + sizeof(region_changes) +
                                CR_REGION_RECORDS * sizeof(region_record);
-    spec->buckets_offset = align64(records_end);
+    spec->counters_offset = (records_end + CR_COUNTER_SPACING - 1) &
+                            ~(size_t)(CR_COUNTER_SPACING - 1);
+    spec->buckets_offset = align64(spec->counters_offset + CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
     spec->total_size = spec->buckets_offset + spec->buckets_size;
 }
 
@@ -287,6 +291,7 @@ static void bind_region(cr_region *region, void *base, const cr_region_spec *spe
     region->changes_offset = spec->changes_offset;
     region->evictions = &header->evictions;
     region->limiter_state = &header->limiter_state;
+    region->counters = (cr_counter_block *)((char *)base + spec->counters_offset);
     memcpy(region->seed, header->identity.seed, sizeof region->seed);
 }
 
@@ -497,6 +502,7 @@ static cr_status open_existing(int fd, const cr_region_spec *spec, cr_region *re
         atomic_store(&((region_changes *)((char *)base + spec->changes_offset))->lock, 0);
         memset((char *)base + spec->stripes_offset, 0, spec->nstripes * sizeof(cr_lock));
         memset((char *)base + spec->buckets_offset, 0, spec->buckets_size);
+        memset((char *)base + spec->counters_offset, 0, CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
         /* The publish step: the state above is complete before the id says so.
          * Only a kill can observe the order (openers wait on the flock), and
          * a kill sees program order: a compiler barrier is all it takes. */
@@ -556,4 +562,151 @@ void cr_region_close(cr_region *region)
     if (region->base)
         munmap(region->base, region->size);
     region->base = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Inspecting: a read-only look at a region (cr_inspect_region).             */
+
+static const char *kind_name(uint32_t kind)
+{
+    switch (kind) {
+    case CR_REGION_LIMITER:
+        return "limiter";
+    case CR_REGION_KEYED:
+        return "keyed";
+    case CR_REGION_CONCURRENCY:
+        return "concurrency";
+    default:
+        return NULL;
+    }
+}
+
+/* The identity of the file open on `fd`, checked as an opening checks it
+ * (without what the opener wants); the layout it implies into *spec. */
+static cr_status inspect_identity(int fd, region_identity *identity, cr_region_spec *spec,
+                                  char boot_id[48])
+{
+    struct stat st;
+    uint64_t checksum;
+    if (fstat(fd, &st) != 0)
+        return io_status();
+    if (!S_ISREG(st.st_mode))
+        return CR_E_SHARED_FOREIGN;
+    if ((uint64_t)st.st_size < sizeof(region_header))
+        return CR_E_SHARED_SHORT;
+    if (pread(fd, identity, sizeof *identity, 0) != (ssize_t)sizeof *identity)
+        return io_status();
+    if (memcmp(identity->magic, region_magic, sizeof region_magic) != 0)
+        return CR_E_SHARED_FOREIGN;
+    if (identity->version != REGION_VERSION)
+        return CR_E_SHARED_VERSION;
+    if (pread(fd, &checksum, sizeof checksum, offsetof(region_header, checksum)) !=
+            (ssize_t)sizeof checksum ||
+        pread(fd, boot_id, 48, offsetof(region_header, boot_id)) != 48)
+        return io_status();
+    if (checksum != identity_checksum(identity))
+        return CR_E_SHARED_CORRUPT;
+    if (identity->total_size != (uint64_t)st.st_size)
+        return (uint64_t)st.st_size < identity->total_size ? CR_E_SHARED_SHORT
+                                                           : CR_E_SHARED_CORRUPT;
+    const uint32_t kind = identity->kind & 0xff;
+    if (!kind_name(kind) || (kind == CR_REGION_CONCURRENCY && identity->kind >> 8 != 0) ||
+        (kind != CR_REGION_CONCURRENCY && cr_algorithm_name(identity->kind >> 8)[0] == '\0'))
+        return CR_E_SHARED_CORRUPT;
+    *spec = (cr_region_spec){.kind = kind, .nstripes = identity->nstripes};
+    layout(spec);
+    if (spec->buckets_offset > identity->total_size)
+        return CR_E_SHARED_CORRUPT;
+    spec->total_size = identity->total_size;
+    spec->buckets_size = identity->total_size - spec->buckets_offset;
+    return CR_OK;
+}
+
+/* What the mapping `base` of a checked region holds. */
+static cr_status inspect_mapped(void *base, const region_identity *identity,
+                                const cr_region_spec *spec, cr_region_info *out)
+{
+    cr_region region = {0};
+    bind_region(&region, base, spec);
+    out->generation = cr_region_generation(&region);
+    const uint32_t kind = identity->kind & 0xff;
+    if (kind == CR_REGION_CONCURRENCY) {
+        out->max_in_flight = identity->burst;
+        out->lease_ns = identity->emission_ns;
+        out->capacity = identity->capacity;
+        if (identity->burst < 1 || identity->burst > CR_GAUGE_MAX_LIMIT ||
+            (identity->capacity > 0 && spec->buckets_size < (size_t)identity->nbuckets * 4 * 16 *
+                                                                (size_t)(identity->burst + 1)))
+            return CR_E_SHARED_CORRUPT;
+        if (identity->capacity > 0)
+            out->live_keys = cr_gauge_count_keys(region.buckets, identity->nbuckets,
+                                                 identity->burst);
+        cr_gauge_describe(out->description, sizeof out->description, identity->burst,
+                          identity->capacity, identity->emission_ns);
+        cr_counters_gauge_stats(region.counters, CR_COUNTER_LANES, &out->gauge_stats);
+        return CR_OK;
+    }
+    const cr_algorithm algorithm = (cr_algorithm)(identity->kind >> 8);
+    out->algorithm = cr_algorithm_name(algorithm);
+    out->capacity = kind == CR_REGION_KEYED ? identity->capacity : 0;
+    if (kind == CR_REGION_KEYED) {
+        if (spec->buckets_size < (size_t)identity->nbuckets * 64)
+            return CR_E_SHARED_CORRUPT;
+        out->live_keys = cr_keyed_count_slots(region.buckets, identity->nbuckets);
+    }
+    const cr_limit like = {.algorithm = algorithm, .burst = 1};
+    int64_t changed_at;
+    cr_status status = CR_E_SHARED_CORRUPT;
+    for (int tries = 0; tries < 8 && status != CR_OK; tries++) { /* a change meanwhile */
+        out->generation = cr_region_generation(&region);
+        status = cr_region_limit(&region, out->generation, &like, &out->limit, &changed_at);
+    }
+    if (status != CR_OK)
+        return status;
+    cr_limit_describe(out->description, sizeof out->description,
+                      kind == CR_REGION_KEYED ? "cellrate.KeyedLimiter" : "cellrate.Limiter",
+                      &out->limit, kind == CR_REGION_KEYED ? identity->capacity : -1);
+    cr_counters_rate_stats(region.counters, CR_COUNTER_LANES,
+                           kind == CR_REGION_KEYED ? atomic_load(region.evictions) : 0,
+                           &out->stats);
+    return CR_OK;
+}
+
+cr_status cr_inspect_region(const char *path, cr_region_info *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!path)
+        return CR_E_SHARED_PATH;
+    /* O_NONBLOCK: a FIFO at the path must not hang the look */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        struct stat st;
+        if (errno != ENOENT)
+            return io_status();
+        if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+            return CR_E_SHARED_DANGLING;
+        return CR_E_SHARED_MISSING;
+    }
+    region_identity identity;
+    cr_region_spec spec;
+    char boot_id[48], this_boot[48];
+    cr_status status = inspect_identity(fd, &identity, &spec, boot_id);
+    void *base = MAP_FAILED;
+    if (status == CR_OK &&
+        (base = mmap(NULL, spec.total_size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
+        status = io_status();
+    int saved_errno = errno;
+    close(fd);
+    if (status != CR_OK) {
+        errno = saved_errno;
+        return status;
+    }
+    out->layout_version = identity.version;
+    out->kind = kind_name(identity.kind & 0xff);
+    out->size = spec.total_size;
+    read_boot_id(this_boot);
+    out->this_boot = memcmp(boot_id, this_boot, sizeof boot_id) == 0;
+    status = inspect_mapped(base, &identity, &spec, out);
+    munmap(base, spec.total_size);
+    return status;
 }

@@ -45,14 +45,16 @@ async def acquire_async(concurrency: Concurrency, key: Optional[Key], cost: int,
     """A Slot, awaiting (never blocking the loop) up to `timeout` seconds."""
     import asyncio  # here: `import cellrate` stays light for scripts without asyncio
 
-    slot = concurrency.try_acquire(key, cost)
+    # the tries count an acquisition; a wait that gives up, one refusal
+    slot = concurrency._poll(key, cost)
     if slot is not None:
         return slot
     for pause in pauses(concurrency.limit, cost, timeout):
         await asyncio.sleep(pause)
-        slot = concurrency.try_acquire(key, cost)
+        slot = concurrency._poll(key, cost)
         if slot is not None:
             return slot
+    concurrency._gave_up(cost)
     raise refusal(concurrency, cost, timeout)
 
 
@@ -99,7 +101,7 @@ class Hold:
             self.slot = None
 
     async def __aenter__(self) -> Slot:
-        slot = self.concurrency.try_acquire(self.key, self.cost)  # free: no waiter's frame
+        slot = self.concurrency._poll(self.key, self.cost)  # free: no waiter's frame
         if slot is None:
             slot = await acquire_async(self.concurrency, self.key, self.cost, self.timeout)
         self.slot = slot
