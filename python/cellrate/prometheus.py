@@ -106,7 +106,7 @@ def _sources(limiter: Any, name: str) -> list[_Source]:
                 # "100/day;10/hour": the parts after the first as the regions name them
                 part = f"{name}#{index}" if index else name
                 sources.append(_Source(one.store, (part, policy_name, route), False))
-    if policy.concurrency is not None:
+    if callable(getattr(policy.concurrency, "stats", None)):
         sources.append(_Source(policy.concurrency, (name, policy_name, ""), True))
     return sources
 
