@@ -861,6 +861,48 @@ static int store_reset(lua_State *L, const char *tag)
     return 0;
 }
 
+#define STATS_FIELD_(name)                                                                  \
+    compat_pushint64(L, (int64_t)stats.name);                                               \
+    lua_setfield(L, -2, #name);
+
+/* lim:stats(), keyed:stats(): the counters, a table of integers. */
+static int store_stats(lua_State *L, const char *tag)
+{
+    const store_box *box = check_open(L, tag);
+    cr_stats stats;
+    if (is_keyed(box))
+        cr_keyed_stats(box->keyed, &stats);
+    else
+        cr_limiter_stats(box->limiter, &stats);
+    lua_createtable(L, 0, 7);
+    CR_STATS_LIST(STATS_FIELD_)
+    return 1;
+}
+
+/* lim:reset_stats(): true, or nil, message, code (a region's lock held too long). */
+static int store_reset_stats(lua_State *L, const char *tag)
+{
+    const store_box *box = check_open(L, tag);
+    cr_status status = is_keyed(box) ? cr_keyed_reset_stats(box->keyed)
+                                     : cr_limiter_reset_stats(box->limiter);
+    if (status != CR_OK)
+        return report_status(L, status, NULL);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* lim:_would_refuse(cost): a dry run let a refusal of `cost` units through. */
+static int store_would_refuse(lua_State *L, const char *tag)
+{
+    const store_box *box = check_open(L, tag);
+    const int64_t cost = (int64_t)luaL_checkinteger(L, 2);
+    if (is_keyed(box))
+        cr_keyed_would_refuse(box->keyed, cost);
+    else
+        cr_limiter_would_refuse(box->limiter, cost);
+    return 0;
+}
+
 /* lim:reconfigure(rate [, opts [, now]]) and keyed:reconfigure(...): the limit
  * changes live, keeping what was used (docs/design.md §4); opts: period,
  * burst, algorithm (the store's when absent). */
@@ -962,6 +1004,9 @@ static int store_tostring(lua_State *L, const char *tag)
     static int type##_reset(lua_State *L) { return store_reset(L, tag); }                   \
     static int type##_reconfigure(lua_State *L) { return store_reconfigure(L, tag); }       \
     static int type##_info(lua_State *L) { return store_info(L, tag); }                     \
+    static int type##_stats(lua_State *L) { return store_stats(L, tag); }                   \
+    static int type##_reset_stats(lua_State *L) { return store_reset_stats(L, tag); }       \
+    static int type##_would_refuse(lua_State *L) { return store_would_refuse(L, tag); }     \
     static int type##_close(lua_State *L) { return store_close(L, tag); }                   \
     static int type##_tostring(lua_State *L) { return store_tostring(L, tag); }             \
     static const luaL_Reg type##_methods[] = {                                              \
@@ -970,7 +1015,8 @@ static int store_tostring(lua_State *L, const char *tag)
         {"anchor", type##_anchor},   {"reset", type##_reset},   {"info", type##_info},      \
         {"close", type##_close},     {"reconfigure", type##_reconfigure},                   \
         {"check_headers", type##_check_headers}, {"charge", type##_charge},                   \
-        {"take", type##_take},                                                              \
+        {"take", type##_take},       {"stats", type##_stats},   {"reset_stats", type##_reset_stats}, \
+        {"_would_refuse", type##_would_refuse},                                             \
         {NULL, NULL},                                                                       \
     };                                                                                      \
     /* __close is only called by Lua 5.4; an extra field is harmless before. */             \
@@ -1126,6 +1172,28 @@ static int concurrency_info(lua_State *L)
     return 1;
 }
 
+/* c:stats(): the counters, a table of integers. */
+static int concurrency_stats(lua_State *L)
+{
+    concurrency_box *box = check_concurrency(L);
+    cr_gauge_stats stats;
+    cr_gauge_stats_read(box->gauge, &stats);
+    lua_createtable(L, 0, 9);
+    CR_GAUGE_STATS_LIST(STATS_FIELD_)
+    return 1;
+}
+
+/* c:reset_stats(): true, or nil, message, code. */
+static int concurrency_reset_stats(lua_State *L)
+{
+    concurrency_box *box = check_concurrency(L);
+    cr_status status = cr_gauge_reset_stats(box->gauge);
+    if (status != CR_OK)
+        return report_status(L, status, NULL);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 static int concurrency_close(lua_State *L)
 {
     concurrency_box *box = luaL_checkudata(L, 1, CONCURRENCY_METATABLE);
@@ -1165,6 +1233,7 @@ static int slot_tostring(lua_State *L)
 static const luaL_Reg concurrency_methods[] = {
     {"acquire", concurrency_acquire}, {"release", concurrency_release},
     {"in_flight", concurrency_in_flight}, {"info", concurrency_info},
+    {"stats", concurrency_stats},         {"reset_stats", concurrency_reset_stats},
     {"close", concurrency_close},         {NULL, NULL},
 };
 

@@ -1385,6 +1385,63 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
     Py_RETURN_NONE;
 }
 
+/* A dict of counters, the fields of CR_STATS_LIST or CR_GAUGE_STATS_LIST. */
+static int stats_set(PyObject *dict, const char *name, long long value)
+{
+    PyObject *number = PyLong_FromLongLong(value);
+    int status = number ? PyDict_SetItemString(dict, name, number) : -1;
+    Py_XDECREF(number);
+    return status;
+}
+
+#define STATS_SET_(name)                                           \
+    if (dict && stats_set(dict, #name, (long long)stats.name) < 0) \
+        Py_CLEAR(dict);
+
+/* stats() on Limiter and KeyedLimiter: the counters, a dict of ints. */
+static PyObject *store_stats(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    StoreObject *store = (StoreObject *)self;
+    cr_stats stats;
+    if (is_keyed(store))
+        cr_keyed_stats(store->keyed, &stats);
+    else
+        cr_limiter_stats(store->limiter, &stats);
+    PyObject *dict = PyDict_New();
+    CR_STATS_LIST(STATS_SET_)
+    return dict;
+}
+
+/* reset_stats() on Limiter and KeyedLimiter. */
+static PyObject *store_reset_stats(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    StoreObject *store = (StoreObject *)self;
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS /* a region's change lock */
+        status = is_keyed(store) ? cr_keyed_reset_stats(store->keyed)
+                                 : cr_limiter_reset_stats(store->limiter);
+    Py_END_ALLOW_THREADS if (status != CR_OK)
+    {
+        raise_status(state_of(self), status);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* _would_refuse(cost): a dry run let a refusal of `cost` units through. */
+static PyObject *store_would_refuse(PyObject *self, PyObject *cost_obj)
+{
+    StoreObject *store = (StoreObject *)self;
+    long long cost = PyLong_AsLongLong(cost_obj);
+    if (cost == -1 && PyErr_Occurred())
+        return NULL;
+    if (is_keyed(store))
+        cr_keyed_would_refuse(store->keyed, cost);
+    else
+        cr_limiter_would_refuse(store->limiter, cost);
+    Py_RETURN_NONE;
+}
+
 /* KeyedLimiter.reset(key) */
 static PyObject *keyed_reset(PyObject *self, PyObject *key_obj)
 {
@@ -1731,6 +1788,29 @@ static PyObject *concurrency_in_flight(PyObject *self, PyObject *const *args, Py
     return PyLong_FromLongLong(in_flight);
 }
 
+/* Concurrency.stats() */
+static PyObject *concurrency_stats(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    cr_gauge_stats stats;
+    cr_gauge_stats_read(((ConcurrencyObject *)self)->gauge, &stats);
+    PyObject *dict = PyDict_New();
+    CR_GAUGE_STATS_LIST(STATS_SET_)
+    return dict;
+}
+
+/* Concurrency.reset_stats() */
+static PyObject *concurrency_reset_stats(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS status = cr_gauge_reset_stats(((ConcurrencyObject *)self)->gauge);
+    Py_END_ALLOW_THREADS if (status != CR_OK)
+    {
+        raise_status(state_of(self), status);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *concurrency_repr(PyObject *self)
 {
     ConcurrencyObject *c = (ConcurrencyObject *)self;
@@ -1990,9 +2070,26 @@ PyDoc_STRVAR(keyed_doc,
             type##_anchor_doc                                                                  \
     }
 
+PyDoc_STRVAR(store_stats_doc,
+             "stats($self, /)\n--\n\n"
+             "The counters since the limiter was made or reset_stats() (a dict of ints):\n"
+             "admitted, refused, units_admitted, units_refused, unfittable, would_refuse,\n"
+             "evicted. A shared limiter's are the region's: every process's decisions.");
+PyDoc_STRVAR(store_reset_stats_doc, "reset_stats($self, /)\n--\n\nZero the counters.");
+PyDoc_STRVAR(store_would_refuse_doc,
+             "_would_refuse($self, cost, /)\n--\n\n"
+             "A dry run let a refusal of cost units through: counted as would_refuse.");
+#define STATS_METHODS                                                           \
+    {"stats", store_stats, METH_NOARGS, store_stats_doc},                       \
+        {"reset_stats", store_reset_stats, METH_NOARGS, store_reset_stats_doc}, \
+    {                                                                           \
+        "_would_refuse", store_would_refuse, METH_O, store_would_refuse_doc     \
+    }
+
 static PyMethodDef limiter_methods[] = {
     DECIDE_METHODS(limiter),
     {"reset", limiter_reset, METH_NOARGS, limiter_reset_doc},
+    STATS_METHODS,
     {"reconfigure", (PyCFunction)(void (*)(void))store_reconfigure, METH_VARARGS | METH_KEYWORDS,
      store_reconfigure_doc},
     {NULL, NULL, 0, NULL},
@@ -2001,6 +2098,7 @@ static PyMethodDef limiter_methods[] = {
 static PyMethodDef keyed_methods[] = {
     DECIDE_METHODS(keyed),
     {"reset", keyed_reset, METH_O, keyed_reset_doc},
+    STATS_METHODS,
     {"reconfigure", (PyCFunction)(void (*)(void))store_reconfigure, METH_VARARGS | METH_KEYWORDS,
      store_reconfigure_doc},
     {NULL, NULL, 0, NULL},
@@ -2129,6 +2227,11 @@ static PyMethodDef concurrency_methods[] = {
      concurrency_wait_doc},
     {"in_flight", (PyCFunction)(void (*)(void))concurrency_in_flight, METH_FASTCALL | METH_KEYWORDS,
      concurrency_in_flight_doc},
+    {"stats", concurrency_stats, METH_NOARGS,
+     "stats($self, /)\n--\n\nThe counters (a dict of ints): acquired, refused, units_acquired,\n"
+     "units_refused, released, reclaimed, in_flight, peak, evicted."},
+    {"reset_stats", concurrency_reset_stats, METH_NOARGS,
+     "reset_stats($self, /)\n--\n\nZero the counters (the peak becomes in_flight)."},
     {NULL, NULL, 0, NULL},
 };
 

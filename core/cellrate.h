@@ -647,6 +647,49 @@ size_t cr_keyed_memory(const cr_keyed *keyed);
 uint64_t cr_keyed_evictions(const cr_keyed *keyed);
 
 /* ------------------------------------------------------------------------ */
+/* Counters (docs/design/stores.md, "Counters").                             */
+
+/*
+ * What a rate limit decided since it was made or its counters were last
+ * reset, exact (each verdict counted once, in the thread's own cell). A
+ * shared region keeps them in the region: every process reads the host's
+ * totals. Requests and units:
+ *   allow, check (commit), reserve: admitted or refused, with the cost;
+ *     a refusal of a cost above what the limit ever admits at once is also
+ *     unfittable;
+ *   charge: admitted, with the units charged (it always commits);
+ *   take: admitted with the units taken, or refused (max_cost units) when
+ *     none fit; a take of 0 counts nothing;
+ *   refund: its units come off units_admitted (not used after all);
+ *   peek, check without commit, anchor: nothing;
+ *   check_all: each item counts its own verdicts; a composite refusal is one
+ *     refusal of the item whose decision it returns, and the items that had
+ *     admitted before it count nothing (their units were given back).
+ * would_refuse: refusals let through by a dry run (cr_limiter_would_refuse),
+ * which are not counted as refused. evicted: live keys a keyed table evicted.
+ */
+#define CR_STATS_LIST(X)                                                        \
+    X(admitted)                                                                 \
+    X(refused) X(units_admitted) X(units_refused) X(unfittable) X(would_refuse) \
+        X(evicted) /* evicted: 0 for a Limiter */
+#define CR_STATS_FIELD_(name) uint64_t name;
+typedef struct cr_stats {
+    CR_STATS_LIST(CR_STATS_FIELD_)
+} cr_stats;
+
+void cr_limiter_stats(const cr_limiter *limiter, cr_stats *out);
+void cr_keyed_stats(const cr_keyed *keyed, cr_stats *out);
+/* Zeroes the counters (a baseline: the cells are never written by another
+ * thread than their owner). CR_E_SHARED_LOCK as cr_limiter_reconfigure. */
+cr_status cr_limiter_reset_stats(cr_limiter *limiter);
+cr_status cr_keyed_reset_stats(cr_keyed *keyed);
+/* A dry run lets a refusal of `cost` units through: moves it from refused
+ * (and units_refused) to would_refuse. Call it once per refusal let through,
+ * after the decision that counted it. */
+void cr_limiter_would_refuse(cr_limiter *limiter, int64_t cost);
+void cr_keyed_would_refuse(cr_keyed *keyed, int64_t cost);
+
+/* ------------------------------------------------------------------------ */
 /* Several limits as one (docs/design.md §8).                                */
 
 /* One limit of a composite: a limiter (keyed NULL), or a keyed table and a
@@ -771,6 +814,23 @@ cr_status cr_gauge_wait(cr_gauge *gauge, const void *key, size_t key_len, int64_
 /* The units of `key` held now, after reclaiming what dead holders and
  * expired leases left. O(limit); an absent key has 0. */
 cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len, int64_t *in_flight);
+
+/* What a concurrency limit did since it was made or last reset: acquires
+ * (acquired, refused, with their units), units released by their holders,
+ * units reclaimed (a dead holder's, an ended lease's), keys evicted (never:
+ * a key holding units keeps its place; always 0), and the units in flight
+ * now with the most in flight at once since the reset. Exact, as cr_stats;
+ * in a shared region, the host's. */
+#define CR_GAUGE_STATS_LIST(X)                                                                  \
+    X(acquired)                                                                                 \
+    X(refused) X(units_acquired) X(units_refused) X(released) X(reclaimed) X(in_flight) X(peak) \
+        X(evicted)
+typedef struct cr_gauge_stats {
+    CR_GAUGE_STATS_LIST(CR_STATS_FIELD_)
+} cr_gauge_stats;
+
+void cr_gauge_stats_read(const cr_gauge *gauge, cr_gauge_stats *out);
+cr_status cr_gauge_reset_stats(cr_gauge *gauge);
 
 /* What cr_gauge_open and cr_gauge_acquire refuse of a limit and a cost,
  * for the stores that hold units elsewhere (Redis): CR_E_LIMIT, then

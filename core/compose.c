@@ -55,12 +55,27 @@ static void item_peek_allowed(const cr_item *item, int64_t now_ns, int64_t cost,
         cr_keyed_peek_allowed(item->keyed, item->key, item->key_len, now_ns, cost, allowed);
 }
 
-static void item_refund(const cr_item *item, int64_t now_ns, int64_t cost)
+static const cr_counts *item_counts(const cr_item *item)
+{
+    return item->limiter ? cr_limiter_counts(item->limiter) : cr_keyed_counts(item->keyed);
+}
+
+/* Gives back an admission of the composite: its units, and its count. */
+static void item_give_back(const cr_item *item, int64_t now_ns, int64_t cost)
 {
     if (item->limiter)
         cr_limiter_refund(item->limiter, now_ns, cost);
     else
         cr_keyed_refund(item->keyed, item->key, item->key_len, now_ns, cost);
+    cr_count2(item_counts(item), CR_N_ADMITTED, (uint64_t)-1, CR_N_ADMITTED, 0);
+}
+
+/* A composite refusal that no commit counted: one refusal of `item`. */
+static void item_count_refusal(const cr_item *item, int64_t cost)
+{
+    const cr_limit *limit = item->limiter ? cr_limiter_limit(item->limiter)
+                                          : cr_keyed_limit(item->keyed);
+    cr_count_verdict(item_counts(item), false, cost, limit->burst);
 }
 
 /* Whether `a` is tighter than `b`: a refusal with a longer wait, or an
@@ -91,6 +106,7 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
     const size_t last = count - 1;
     cr_decision decision, tightest = {0};
     size_t chosen = 0;
+    bool counted = false; /* a commit counted the refusal */
     for (int attempt = 0;; attempt++) {
         /* The peek: the allow() path of each item but the last, writing nothing. */
         bool all = true, refused = false;
@@ -107,19 +123,21 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
                 return status;
             tightest = decision;
             chosen = last;
+            counted = !decision.allowed;
             if (decision.allowed) {
                 for (size_t i = 0; i < last; i++) { /* the other commits */
                     status = item_check(&items[i], item_now(&clock, &items[i]), cost, true,
                                         &decision);
                     if (status != CR_OK || !decision.allowed) {
                         /* lost a race since the peek, or failed: give back */
-                        item_refund(&items[last], item_now(&clock, &items[last]), cost);
+                        item_give_back(&items[last], item_now(&clock, &items[last]), cost);
                         for (size_t j = 0; j < i; j++)
-                            item_refund(&items[j], item_now(&clock, &items[j]), cost);
+                            item_give_back(&items[j], item_now(&clock, &items[j]), cost);
                         if (status != CR_OK)
                             return status;
                         tightest = decision;
                         chosen = i;
+                        counted = true;
                         break;
                     }
                     if (tighter(&decision, &tightest)) {
@@ -152,6 +170,8 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
             break;
         }
     }
+    if (!tightest.allowed && !counted)
+        item_count_refusal(&items[chosen], cost);
     *out = tightest;
     if (index)
         *index = chosen;

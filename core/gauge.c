@@ -66,6 +66,7 @@ struct cr_gauge {
     char *gauges;
     cr_lock *stripes;
     cr_region region; /* base is NULL for gauges of this process alone */
+    cr_counts counts; /* this process's block, or the region's */
 };
 
 /* Sequence numbers of this process's holdings, handed to each thread in
@@ -192,6 +193,10 @@ static int64_t reclaim(cr_gauge *gauge, uint32_t index)
             cell_cas(gauge, &cells[i], holder, acquired_ns, 0, 0))
             reclaimed++;
     }
+    if (reclaimed > 0) {
+        cr_count2(&gauge->counts, CR_N_RECLAIMED, (uint64_t)reclaimed, CR_N_RECLAIMED, 0);
+        cr_counters_hold(&gauge->counts, -reclaimed);
+    }
     return reclaimed;
 }
 
@@ -316,8 +321,8 @@ static cr_status check_key(const cr_gauge *gauge, const void *key)
     return key ? CR_OK : CR_E_KEY;
 }
 
-cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
-                           bool *acquired, cr_holding *holding)
+static cr_status acquire_units(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
+                               bool *acquired, cr_holding *holding)
 {
     *acquired = false;
     memset(holding, 0, sizeof *holding);
@@ -367,11 +372,28 @@ cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int
     }
 }
 
+cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
+                           bool *acquired, cr_holding *holding)
+{
+    cr_status status = acquire_units(gauge, key, key_len, cost, acquired, holding);
+    if (status == CR_OK) {
+        cr_count_verdict(&gauge->counts, *acquired, cost, gauge->limit);
+        if (*acquired)
+            cr_counters_hold(&gauge->counts, cost);
+    }
+    return status;
+}
+
 int64_t cr_gauge_release(cr_gauge *gauge, const cr_holding *holding)
 {
     if (holding->holder == 0 || holding->entry >= gauge->ngauges)
         return 0;
-    return free_cells(gauge, holding);
+    const int64_t freed = free_cells(gauge, holding);
+    if (freed > 0) {
+        cr_count2(&gauge->counts, CR_N_RELEASED, (uint64_t)freed, CR_N_RELEASED, 0);
+        cr_counters_hold(&gauge->counts, -freed);
+    }
+    return freed;
 }
 
 cr_status cr_gauge_wait(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
@@ -502,6 +524,13 @@ cr_status cr_gauge_open(cr_gauge **out, int64_t limit, bool keyed, int64_t capac
     gauge->ngauges = (uint32_t)ngauges;
     gauge->nstripes = gauge->nbuckets < MAX_STRIPES ? gauge->nbuckets : MAX_STRIPES;
     cr_status status = path ? map_shared(gauge, path, mode) : map_private(gauge);
+    if (status == CR_OK && path) {
+        cr_counters_join(&gauge->counts, gauge->region.counters, CR_COUNTER_LANES);
+    } else if (status == CR_OK && !cr_counters_new(&gauge->counts)) {
+        free(gauge->stripes);
+        munmap(gauge->gauges, gauges_size(gauge));
+        status = CR_E_NOMEM;
+    }
     if (status != CR_OK) {
         free(gauge);
         return status;
@@ -514,6 +543,7 @@ void cr_gauge_free(cr_gauge *gauge)
 {
     if (!gauge)
         return;
+    cr_counters_leave(&gauge->counts);
     if (gauge->region.base) {
         cr_region_close(&gauge->region);
     } else {
@@ -526,3 +556,33 @@ void cr_gauge_free(cr_gauge *gauge)
 int64_t cr_gauge_limit(const cr_gauge *gauge) { return gauge->limit; }
 int64_t cr_gauge_capacity(const cr_gauge *gauge) { return gauge->capacity; }
 int64_t cr_gauge_lease_ns(const cr_gauge *gauge) { return gauge->lease_ns; }
+
+void cr_gauge_stats_read(const cr_gauge *gauge, cr_gauge_stats *out)
+{
+    uint64_t n[CR_COUNTER_FIELDS - 1];
+    const cr_counter_block *block = gauge->counts.block;
+    cr_counters_read(block, gauge->counts.nlanes, 0, n);
+    *out = (cr_gauge_stats){
+        .acquired = n[CR_N_ADMITTED],
+        .refused = n[CR_N_REFUSED],
+        .units_acquired = n[CR_N_UNITS_ADMITTED],
+        .units_refused = n[CR_N_UNITS_REFUSED],
+        .released = n[CR_N_RELEASED],
+        .reclaimed = n[CR_N_RECLAIMED],
+        .in_flight = (uint64_t)atomic_load_explicit(&block->in_flight, memory_order_relaxed),
+        .peak = (uint64_t)atomic_load_explicit(&block->peak, memory_order_relaxed),
+        .evicted = 0,
+    };
+}
+
+cr_status cr_gauge_reset_stats(cr_gauge *gauge)
+{
+    cr_lock *lock = gauge->region.base ? cr_region_change_lock(&gauge->region) : NULL;
+    cr_status status = lock ? cr_lock_acquire(lock) : CR_OK;
+    if (status != CR_OK)
+        return status;
+    cr_counters_reset(gauge->counts.block, gauge->counts.nlanes, 0);
+    if (lock)
+        cr_lock_release(lock);
+    return CR_OK;
+}

@@ -3,6 +3,7 @@
 #define CELLRATE_INTERNAL_H
 
 #include "cellrate.h"
+#include "counters.h"
 #include "decision.h"
 
 #include <stdatomic.h>
@@ -146,6 +147,54 @@ static inline int64_t cr_resolve_now(const cr_limit *limit, int64_t now_ns)
     return now_ns != CR_CLOCK ? now_ns : cr_read_clock(limit);
 }
 
+/* Counts what `op` did (cellrate.h, cr_stats): called once per operation,
+ * with the limit that decided it and *ok as cr_apply set it. */
+static inline void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr_op *op,
+                               bool commit, bool ok)
+{
+    if (!commit)
+        return; /* a peek */
+    switch (op->kind) {
+    case CR_OP_DECIDE:
+        cr_count_verdict(counts, ok, op->cost, limit->burst);
+        return;
+    case CR_OP_RESERVE: /* a reservation not made is a wait's to count (cr_wait) */
+        if (ok)
+            cr_count_verdict(counts, true, op->cost, limit->burst);
+        return;
+    case CR_OP_CHARGE:
+        cr_count_verdict(counts, true, op->cost, limit->burst);
+        return;
+    case CR_OP_TAKE:
+        if (op->cost > 0)
+            cr_count_verdict(counts, op->taken > 0, op->taken > 0 ? op->taken : op->cost,
+                             INT64_MAX);
+        return;
+    case CR_OP_REFUND:
+        cr_count2(counts, CR_N_UNITS_ADMITTED, (uint64_t)-op->cost, CR_N_UNITS_ADMITTED, 0);
+        return;
+    default:
+        return;
+    }
+}
+
+/* A refusal that a dry run let through: refused becomes would_refuse. */
+static inline void cr_count_would_refuse(const cr_counts *counts, int64_t cost)
+{
+    cr_count2(counts, CR_N_REFUSED, (uint64_t)-1, CR_N_UNITS_REFUSED, (uint64_t)-cost);
+    cr_count2(counts, CR_N_WOULD_REFUSE, 1, CR_N_WOULD_REFUSE, 0);
+}
+
+/* A composite's item that admitted, given back: counts as no decision. */
+static inline void cr_count_given_back(const cr_counts *counts, int64_t cost)
+{
+    cr_count2(counts, CR_N_ADMITTED, (uint64_t)-1, CR_N_UNITS_ADMITTED, (uint64_t)-cost);
+}
+
+/* The counters of an item's store (cr_item: a limiter or a keyed table). */
+const cr_counts *cr_limiter_counts(const cr_limiter *limiter);
+const cr_counts *cr_keyed_counts(const cr_keyed *keyed);
+
 /* The full decision into `out`. */
 static inline int64_t cr_decision_make(const cr_limit *limit, int64_t state, int64_t now_ns,
                                        int64_t cost, cr_decision *out)
@@ -274,6 +323,7 @@ typedef struct {
     size_t buckets_size;
     size_t stripes_offset;
     size_t changes_offset;
+    size_t counters_offset;
     size_t buckets_offset;
     size_t total_size;
 } cr_region_spec;
@@ -289,7 +339,8 @@ typedef struct cr_region_s {
     void *buckets;
     size_t changes_offset;
     _Atomic uint64_t *evictions;
-    cr_pair *limiter_state; /* a Limiter's {generation, state} */
+    cr_pair *limiter_state;     /* a Limiter's {generation, state} */
+    cr_counter_block *counters; /* the region's counters (CR_COUNTER_LANES lanes) */
 } cr_region;
 
 /* The limit history a region keeps: a decision can carry a state written up

@@ -76,6 +76,7 @@ struct cr_keyed {
     uint64_t own_sweep_cursor; /* the next bucket a change sweeps, under `changing` */
     uint64_t *sweep_cursor;    /* own_sweep_cursor, or the region's */
     const cr_limit *replaced;  /* the region's limit that opening replaced, or NULL */
+    cr_counts counts;          /* this process's block, or the region's */
     _Alignas(64) _Atomic uint64_t own_evictions;
     _Atomic uint64_t own_generation;
 };
@@ -336,6 +337,13 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
     keyed->sweep_cursor = &keyed->own_sweep_cursor;
     cr_status status = path ? map_shared_table(keyed, path, mode, on_change, cr_read_clock(limit))
                             : map_private_table(keyed);
+    if (status == CR_OK && path) {
+        cr_counters_join(&keyed->counts, keyed->region.counters, CR_COUNTER_LANES);
+    } else if (status == CR_OK && !cr_counters_new(&keyed->counts)) {
+        munmap(keyed->buckets, buckets_size(keyed));
+        free(keyed->stripes);
+        status = CR_E_NOMEM;
+    }
     if (status != CR_OK) {
         pthread_mutex_destroy(&keyed->changing);
         free(first);
@@ -355,6 +363,7 @@ void cr_keyed_free(cr_keyed *keyed)
 {
     if (!keyed)
         return;
+    cr_counters_leave(&keyed->counts);
     if (keyed->region.base) {
         cr_region_close(&keyed->region);
     } else {
@@ -489,14 +498,18 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
             }
             int64_t new_state = cr_apply(&current->limit, state, now_ns, op, out, ok);
             if (new_state == state || !commit ||
-                slot_cas(s, make_pair(word, state), make_pair(word, new_state)))
+                slot_cas(s, make_pair(word, state), make_pair(word, new_state))) {
+                cr_count_op(&keyed->counts, &current->limit, op, commit, *ok);
                 return CR_OK;
+            }
             continue; /* lost a race on this slot: decide again from what is there */
         }
         /* Absent: the key is idle. Only an admission that commits needs a slot. */
         int64_t new_state = cr_apply(&current->limit, 0, now_ns, op, out, ok);
-        if (new_state == 0 || !commit)
+        if (new_state == 0 || !commit) {
+            cr_count_op(&keyed->counts, &current->limit, op, commit, *ok);
             return CR_OK;
+        }
         uint32_t stripe[2];
         status = cr_lock_places(keyed->stripes, keyed->nstripes, &place, stripe);
         if (status != CR_OK)
@@ -505,8 +518,10 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
         if (placed)
             claim_slot(keyed, &place, tag_of(current->generation), now_ns, new_state);
         cr_unlock_places(keyed->stripes, stripe);
-        if (placed)
+        if (placed) {
+            cr_count_op(&keyed->counts, &current->limit, op, commit, *ok);
             return CR_OK;
+        }
         /* another thread placed the key meanwhile: decide against its slot */
     }
 }
@@ -614,4 +629,34 @@ size_t cr_keyed_memory(const cr_keyed *keyed)
 uint64_t cr_keyed_evictions(const cr_keyed *keyed)
 {
     return atomic_load_explicit(keyed->evictions, memory_order_relaxed);
+}
+
+const cr_counts *cr_keyed_counts(const cr_keyed *keyed) { return &keyed->counts; }
+
+void cr_keyed_stats(const cr_keyed *keyed, cr_stats *out)
+{
+    uint64_t n[CR_COUNTER_FIELDS - 1];
+    cr_counters_read(keyed->counts.block, keyed->counts.nlanes, cr_keyed_evictions(keyed), n);
+    *out = (cr_stats){n[CR_N_ADMITTED],      n[CR_N_REFUSED],    n[CR_N_UNITS_ADMITTED],
+                      n[CR_N_UNITS_REFUSED], n[CR_N_UNFITTABLE], n[CR_N_WOULD_REFUSE],
+                      n[CR_N_EVICTED]};
+}
+
+cr_status cr_keyed_reset_stats(cr_keyed *keyed)
+{
+    cr_lock *lock = keyed->region.base ? cr_region_change_lock(&keyed->region) : NULL;
+    cr_status status = lock ? cr_lock_acquire(lock) : CR_OK;
+    if (status != CR_OK)
+        return status;
+    pthread_mutex_lock(&keyed->changing);
+    cr_counters_reset(keyed->counts.block, keyed->counts.nlanes, cr_keyed_evictions(keyed));
+    pthread_mutex_unlock(&keyed->changing);
+    if (lock)
+        cr_lock_release(lock);
+    return CR_OK;
+}
+
+void cr_keyed_would_refuse(cr_keyed *keyed, int64_t cost)
+{
+    cr_count_would_refuse(&keyed->counts, cost);
 }

@@ -44,6 +44,7 @@ struct cr_limiter {
     cr_region region;           /* base is NULL for a limiter of this process alone */
     pthread_mutex_t changing;   /* serializes live changes; decisions never take it */
     const cr_limit *replaced;   /* the region's limit that opening replaced, or NULL */
+    cr_counts counts;           /* this process's block, or the region's */
 };
 
 static limiter_cell *cell_new(const cr_limit *limit, int64_t state, limiter_cell *older)
@@ -128,14 +129,19 @@ cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *p
     }
     memset(limiter, 0, sizeof *limiter);
     pthread_mutex_init(&limiter->changing, NULL);
+    cr_status status = CR_OK;
     if (path) {
-        cr_status status = open_shared(limiter, cell, path, mode, on_change);
-        if (status != CR_OK) {
-            pthread_mutex_destroy(&limiter->changing);
-            free(limiter);
-            free(cell);
-            return status;
-        }
+        status = open_shared(limiter, cell, path, mode, on_change);
+        if (status == CR_OK)
+            cr_counters_join(&limiter->counts, limiter->region.counters, CR_COUNTER_LANES);
+    } else if (!cr_counters_new(&limiter->counts)) {
+        status = CR_E_NOMEM;
+    }
+    if (status != CR_OK) {
+        pthread_mutex_destroy(&limiter->changing);
+        free(limiter);
+        free(cell);
+        return status;
     }
     atomic_init(&limiter->cell, cell);
     *out = limiter;
@@ -151,6 +157,7 @@ void cr_limiter_free(cr_limiter *limiter)
 {
     if (!limiter)
         return;
+    cr_counters_leave(&limiter->counts);
     cr_region_close(&limiter->region);
     limiter_cell *cell = atomic_load_explicit(&limiter->cell, memory_order_relaxed);
     while (cell) {
@@ -223,8 +230,11 @@ __attribute__((noinline)) static cr_status shared_apply(cr_limiter *limiter, int
         }
         int64_t new_state = cr_apply(&cell->limit.limit, state, now_ns, op, out, ok);
         if (new_state == state || !commit ||
-            cr_pair_cas(pair, cr_pair_make(generation, state), cr_pair_make(generation, new_state)))
+            cr_pair_cas(pair, cr_pair_make(generation, state),
+                        cr_pair_make(generation, new_state))) {
+            cr_count_op(&limiter->counts, &cell->limit.limit, op, commit, *ok);
             return CR_OK;
+        }
     }
 }
 
@@ -255,8 +265,10 @@ __attribute__((always_inline)) static inline cr_status limiter_apply(cr_limiter 
          * CAS reloads `state` and the decision is made again from it. */
         if (new_state == state || !commit ||
             atomic_compare_exchange_weak_explicit(&cell->own_tat, &state, new_state,
-                                                  memory_order_acq_rel, memory_order_acquire))
+                                                  memory_order_acq_rel, memory_order_acquire)) {
+            cr_count_op(&limiter->counts, &cell->limit.limit, op, commit, *ok);
             return CR_OK;
+        }
     }
 }
 
@@ -310,6 +322,7 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
             break;
     }
     *allowed = admitted;
+    cr_count_verdict(&limiter->counts, admitted, cost, cell->limit.limit.burst);
     return CR_OK;
 }
 
@@ -449,4 +462,38 @@ cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int
     if (lock)
         cr_lock_release(lock);
     return status;
+}
+
+const cr_counts *cr_limiter_counts(const cr_limiter *limiter) { return &limiter->counts; }
+
+void cr_limiter_stats(const cr_limiter *limiter, cr_stats *out)
+{
+    uint64_t n[CR_COUNTER_FIELDS - 1];
+    cr_counters_read(limiter->counts.block, limiter->counts.nlanes, 0, n);
+    *out = (cr_stats){n[CR_N_ADMITTED],
+                      n[CR_N_REFUSED],
+                      n[CR_N_UNITS_ADMITTED],
+                      n[CR_N_UNITS_REFUSED],
+                      n[CR_N_UNFITTABLE],
+                      n[CR_N_WOULD_REFUSE],
+                      0};
+}
+
+cr_status cr_limiter_reset_stats(cr_limiter *limiter)
+{
+    cr_lock *lock = limiter->region.base ? cr_region_change_lock(&limiter->region) : NULL;
+    cr_status status = lock ? cr_lock_acquire(lock) : CR_OK;
+    if (status != CR_OK)
+        return status;
+    pthread_mutex_lock(&limiter->changing);
+    cr_counters_reset(limiter->counts.block, limiter->counts.nlanes, 0);
+    pthread_mutex_unlock(&limiter->changing);
+    if (lock)
+        cr_lock_release(lock);
+    return CR_OK;
+}
+
+void cr_limiter_would_refuse(cr_limiter *limiter, int64_t cost)
+{
+    cr_count_would_refuse(&limiter->counts, cost);
 }

@@ -33,8 +33,9 @@
 #include <unistd.h>
 
 /* 2: boot id outside the checksum; stripe locks are cr_lock words.
- * 4: the limit is a history of changes, not part of the identity. */
-#define REGION_VERSION 4
+ * 4: the limit is a history of changes, not part of the identity.
+ * 5: the counters (counters.h) follow the records. */
+#define REGION_VERSION 5
 static const char region_magic[8] = {'C', 'E', 'L', 'L', 'R', 'A', 'T', 'E'};
 
 /* Opening gives up after this many rounds of "absent, then present". */
@@ -117,7 +118,8 @@ static void layout(cr_region_spec *spec)
     spec->changes_offset = align64(spec->stripes_offset + spec->nstripes * sizeof(cr_lock));
     const size_t records_end = spec->changes_offset + sizeof(region_changes) +
                                CR_REGION_RECORDS * sizeof(region_record);
-    spec->buckets_offset = align64(records_end);
+    spec->counters_offset = align64(records_end);
+    spec->buckets_offset = align64(spec->counters_offset + CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
     spec->total_size = spec->buckets_offset + spec->buckets_size;
 }
 
@@ -287,6 +289,7 @@ static void bind_region(cr_region *region, void *base, const cr_region_spec *spe
     region->changes_offset = spec->changes_offset;
     region->evictions = &header->evictions;
     region->limiter_state = &header->limiter_state;
+    region->counters = (cr_counter_block *)((char *)base + spec->counters_offset);
     memcpy(region->seed, header->identity.seed, sizeof region->seed);
 }
 
@@ -497,6 +500,7 @@ static cr_status open_existing(int fd, const cr_region_spec *spec, cr_region *re
         atomic_store(&((region_changes *)((char *)base + spec->changes_offset))->lock, 0);
         memset((char *)base + spec->stripes_offset, 0, spec->nstripes * sizeof(cr_lock));
         memset((char *)base + spec->buckets_offset, 0, spec->buckets_size);
+        memset((char *)base + spec->counters_offset, 0, CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
         /* The publish step: the state above is complete before the id says so.
          * Only a kill can observe the order (openers wait on the flock), and
          * a kill sees program order: a compiler barrier is all it takes. */

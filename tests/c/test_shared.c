@@ -222,7 +222,10 @@ static void test_refusals(void)
     version = 3; /* the layout before a region kept its limit's changes */
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
-    version = 4;
+    version = 4; /* the layout before a region kept its counters */
+    patch(path, VERSION_OFFSET, &version, sizeof version);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
+    version = 5;
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_OK);
 

@@ -1,0 +1,173 @@
+/* A store's counters: thread slots, lanes, readings (counters.h). */
+#include "counters.h"
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+__thread unsigned cr_counter_slot __attribute__((tls_model("initial-exec")));
+
+/* The slots in use, one bit each; a thread gives its slot back as it ends. */
+static _Atomic uint32_t slots_used;
+static pthread_key_t slot_key;
+static pthread_once_t slot_key_once = PTHREAD_ONCE_INIT;
+
+_Static_assert(CR_COUNTER_SLOTS <= 32, "the slots are bits of one word");
+
+static void give_back_slot(void *value)
+{
+    const unsigned slot = (unsigned)(uintptr_t)value - 1u;
+    /* release: the next owner of the slot sees every count made in it */
+    atomic_fetch_and_explicit(&slots_used, ~(UINT32_C(1) << slot), memory_order_release);
+}
+
+static void make_slot_key(void)
+{
+    if (pthread_key_create(&slot_key, give_back_slot) != 0)
+        slot_key = (pthread_key_t)-1;
+}
+
+/* Gives the calling thread a free slot, or marks it as having none. */
+static void take_slot(void)
+{
+    pthread_once(&slot_key_once, make_slot_key);
+    cr_counter_slot = CR_COUNTER_SLOTS + 1; /* none, unless one is free */
+    if (slot_key == (pthread_key_t)-1)
+        return;
+    uint32_t used = atomic_load_explicit(&slots_used, memory_order_relaxed);
+    for (;;) {
+        const uint32_t free_bits = ~used & ((UINT32_C(1) << (CR_COUNTER_SLOTS - 1)) * 2 - 1);
+        if (free_bits == 0)
+            return;
+        const unsigned slot = (unsigned)__builtin_ctz(free_bits);
+        if (atomic_compare_exchange_weak_explicit(&slots_used, &used, used | UINT32_C(1) << slot,
+                                                  memory_order_acquire, memory_order_relaxed)) {
+            if (pthread_setspecific(slot_key, (void *)(uintptr_t)(slot + 1)) != 0) {
+                give_back_slot((void *)(uintptr_t)(slot + 1));
+                return;
+            }
+            cr_counter_slot = slot + 1;
+            return;
+        }
+    }
+}
+
+void cr_count2_slow(const cr_counts *counts, unsigned fa, uint64_t na, unsigned fb, uint64_t nb)
+{
+    if (cr_counter_slot == 0) {
+        take_slot();
+        if (cr_counter_slot <= CR_COUNTER_SLOTS && counts->lane != NULL &&
+            (counts->pid == 0 || counts->pid == cr_own_pid())) {
+            cr_count2(counts, fa, na, fb, nb);
+            return;
+        }
+    }
+    cr_counter_cell *cell = &counts->block->overflow;
+    atomic_fetch_add_explicit(&cell->n[fa], na, memory_order_relaxed);
+    atomic_fetch_add_explicit(&cell->n[fb], nb, memory_order_relaxed);
+}
+
+cr_counter_block *cr_counters_new(cr_counts *counts)
+{
+    cr_counter_block *block = aligned_alloc(64, CR_COUNTER_BLOCK_SIZE(1));
+    if (!block)
+        return NULL;
+    memset(block, 0, CR_COUNTER_BLOCK_SIZE(1));
+    counts->block = block;
+    counts->lane = &block->lane[0];
+    counts->pid = 0;
+    counts->nlanes = 1;
+    return block;
+}
+
+void cr_counters_join(cr_counts *counts, cr_counter_block *block, uint32_t nlanes)
+{
+    const uint32_t pid = cr_own_pid();
+    counts->block = block;
+    counts->lane = NULL;
+    counts->pid = pid;
+    counts->nlanes = nlanes;
+    /* a free lane first, else one whose process is gone (its counts stay) */
+    for (int pass = 0; pass < 2 && !counts->lane; pass++)
+        for (uint32_t i = 0; i < nlanes && !counts->lane; i++) {
+            uint64_t owner = atomic_load(&block->owner[i]);
+            if ((pass == 0) != (owner == 0) || (pass == 1 && cr_process_alive((uint32_t)owner)))
+                continue;
+            if (atomic_compare_exchange_strong(&block->owner[i], &owner, pid))
+                counts->lane = &block->lane[i];
+        }
+}
+
+void cr_counters_leave(cr_counts *counts)
+{
+    if (!counts->block)
+        return;
+    if (counts->pid == 0) {
+        free(counts->block);
+    } else if (counts->lane && counts->pid == cr_own_pid()) {
+        uint64_t owner = counts->pid;
+        atomic_compare_exchange_strong(&counts->block->owner[counts->lane - counts->block->lane],
+                                       &owner, 0);
+    }
+    counts->block = NULL;
+    counts->lane = NULL;
+}
+
+static void sum_cells(const cr_counter_block *block, uint32_t nlanes,
+                      uint64_t out[CR_COUNTER_FIELDS - 1])
+{
+    for (int f = 0; f < CR_COUNTER_FIELDS - 1; f++)
+        out[f] = atomic_load_explicit(&block->overflow.n[f], memory_order_relaxed);
+    for (uint32_t l = 0; l < nlanes; l++)
+        for (int s = 0; s < CR_COUNTER_SLOTS; s++)
+            for (int f = 0; f < CR_COUNTER_FIELDS - 1; f++)
+                out[f] += atomic_load_explicit(&block->lane[l].cell[s].n[f], memory_order_relaxed);
+}
+
+void cr_counters_read(const cr_counter_block *block, uint32_t nlanes, uint64_t evicted,
+                      uint64_t out[CR_COUNTER_FIELDS - 1])
+{
+    cr_counter_block *b = (cr_counter_block *)block; /* the baseline is read, not written */
+    for (;;) {
+        const uint64_t seq = atomic_load_explicit(&b->seq, memory_order_acquire);
+        sum_cells(block, nlanes, out);
+        if (evicted != UINT64_MAX)
+            out[CR_N_EVICTED] = evicted;
+        uint64_t base[CR_COUNTER_FIELDS - 1];
+        for (int f = 0; f < CR_COUNTER_FIELDS - 1; f++)
+            base[f] = atomic_load_explicit(&b->base[f], memory_order_acquire);
+        if ((seq & 1) || atomic_load_explicit(&b->seq, memory_order_acquire) != seq)
+            continue;
+        for (int f = 0; f < CR_COUNTER_FIELDS - 1; f++)
+            out[f] -= base[f];
+        return;
+    }
+}
+
+void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicted)
+{
+    uint64_t now[CR_COUNTER_FIELDS - 1];
+    sum_cells(block, nlanes, now);
+    if (evicted != UINT64_MAX)
+        now[CR_N_EVICTED] = evicted;
+    const uint64_t seq = atomic_load_explicit(&block->seq, memory_order_relaxed);
+    atomic_store_explicit(&block->seq, seq | 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    for (int f = 0; f < CR_COUNTER_FIELDS - 1; f++)
+        atomic_store_explicit(&block->base[f], now[f], memory_order_release);
+    atomic_store_explicit(&block->peak, atomic_load(&block->in_flight), memory_order_relaxed);
+    atomic_store_explicit(&block->seq, (seq | 1) + 1, memory_order_release);
+}
+
+void cr_counters_hold(const cr_counts *counts, int64_t delta)
+{
+    cr_counter_block *block = counts->block;
+    const int64_t held = atomic_fetch_add_explicit(&block->in_flight, delta, memory_order_relaxed) +
+                         delta;
+    int64_t peak = atomic_load_explicit(&block->peak, memory_order_relaxed);
+    while (held > peak &&
+           !atomic_compare_exchange_weak_explicit(&block->peak, &peak, held, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+}

@@ -1,0 +1,150 @@
+/*
+ * A store's counters (docs/design/stores.md, "Counters"): what it decided,
+ * in cells that a thread owns alone, so that counting on the hot path is a
+ * load and a store on a cache line no other thread writes (no locked
+ * instruction, no line that moves between cores).
+ *
+ * A block is a baseline (what reset_stats set aside), an overflow cell (for
+ * threads without a cell of their own: atomic adds), and `nlanes` lanes of
+ * CR_COUNTER_SLOTS cells, one cell per thread slot. A store of one process
+ * has one lane; a shared region has CR_COUNTER_LANES, one per opening
+ * handle (its process id written in the lane's owner word), so that
+ * threads of different processes never write one cell either. A reading
+ * sums every cell and subtracts the baseline: exact once the writers are
+ * done, and never more than the decisions made so far.
+ *
+ * CR_NO_COUNTERS (the benchmark's switch only) compiles the counting out.
+ */
+#ifndef CELLRATE_COUNTERS_H
+#define CELLRATE_COUNTERS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Thread slots with a cell of their own; later threads share the overflow. */
+#define CR_COUNTER_SLOTS 16
+/* Lanes of a shared region: openings that count without a locked add. */
+#define CR_COUNTER_LANES 8
+/* Words of a cell: one cache line. */
+#define CR_COUNTER_FIELDS 8
+
+/* A rate limit's fields (cr_stats), and a concurrency limit's (cr_gauge_stats). */
+enum {
+    CR_N_ADMITTED = 0,
+    CR_N_REFUSED = 1,
+    CR_N_UNITS_ADMITTED = 2,
+    CR_N_UNITS_REFUSED = 3,
+    CR_N_UNFITTABLE = 4,
+    CR_N_WOULD_REFUSE = 5,
+    CR_N_EVICTED = 6,
+    CR_N_RELEASED = 4, /* concurrency: the fields past the units differ */
+    CR_N_RECLAIMED = 5
+};
+
+typedef struct {
+    _Alignas(64) _Atomic uint64_t n[CR_COUNTER_FIELDS];
+} cr_counter_cell;
+
+typedef struct {
+    cr_counter_cell cell[CR_COUNTER_SLOTS];
+} cr_counter_lane;
+
+typedef struct {
+    _Alignas(64) _Atomic uint64_t seq; /* odd while reset_stats writes the baseline */
+    _Atomic uint64_t base[CR_COUNTER_FIELDS - 1];
+    _Alignas(64) _Atomic uint64_t owner[CR_COUNTER_LANES]; /* a lane's process id; 0: free */
+    /* concurrency: units held now and the most held at once (one line of
+     * their own: the one total a peak needs) */
+    _Alignas(64) _Atomic int64_t in_flight;
+    _Atomic int64_t peak;
+    cr_counter_cell overflow;
+    cr_counter_lane lane[]; /* nlanes */
+} cr_counter_block;
+
+_Static_assert(sizeof(cr_counter_cell) == 64, "a cell is one cache line");
+_Static_assert(offsetof(cr_counter_block, overflow) == 192, "the cells follow three lines");
+
+/* Bytes of a block of `nlanes` lanes. */
+#define CR_COUNTER_BLOCK_SIZE(nlanes) \
+    (sizeof(cr_counter_block) + (size_t)(nlanes) * sizeof(cr_counter_lane))
+
+/* A store's view of its block: its own lane (NULL: the overflow alone), and
+ * the process that owns the lane (0 for a block of this process alone). */
+typedef struct {
+    cr_counter_block *block;
+    cr_counter_lane *lane;
+    uint32_t pid;
+    uint32_t nlanes;
+} cr_counts;
+
+/* The calling thread's slot + 1 (0: none yet; past CR_COUNTER_SLOTS: none
+ * to be had). Initial-exec: read without a call, also in a loaded module. */
+extern __thread unsigned cr_counter_slot
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+
+/* Adds to the overflow cell (atomically), after giving the thread a slot
+ * when it has none yet: the rare path of cr_count2. */
+__attribute__((cold)) void cr_count2_slow(const cr_counts *counts, unsigned fa, uint64_t na,
+                                          unsigned fb, uint64_t nb);
+
+uint32_t cr_own_pid(void);
+
+static inline void cr_count_bump(_Atomic uint64_t *word, uint64_t n)
+{
+    atomic_store_explicit(word, atomic_load_explicit(word, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+/* Adds `na` to field `fa` and `nb` to `fb` in the thread's own cell. */
+static inline void cr_count2(const cr_counts *counts, unsigned fa, uint64_t na, unsigned fb,
+                             uint64_t nb)
+{
+#ifndef CR_NO_COUNTERS
+    const unsigned slot = cr_counter_slot - 1u; /* 0 wraps past the slots */
+    if (__builtin_expect(slot < CR_COUNTER_SLOTS && counts->lane != NULL &&
+                             (counts->pid == 0 || counts->pid == cr_own_pid()),
+                         1)) {
+        cr_counter_cell *cell = &counts->lane->cell[slot];
+        cr_count_bump(&cell->n[fa], na);
+        cr_count_bump(&cell->n[fb], nb);
+        return;
+    }
+    cr_count2_slow(counts, fa, na, fb, nb);
+#else
+    (void)counts, (void)fa, (void)na, (void)fb, (void)nb;
+#endif
+}
+
+/* A verdict of `cost` units: admitted, or refused (unfittable when the cost
+ * exceeds what the limit ever admits at once). */
+static inline void cr_count_verdict(const cr_counts *counts, bool admitted, int64_t cost,
+                                    int64_t most)
+{
+    if (__builtin_expect(admitted, 1)) {
+        cr_count2(counts, CR_N_ADMITTED, 1, CR_N_UNITS_ADMITTED, (uint64_t)cost);
+        return;
+    }
+    cr_count2(counts, CR_N_REFUSED, 1, CR_N_UNITS_REFUSED, (uint64_t)cost);
+    if (cost > most)
+        cr_count2(counts, CR_N_UNFITTABLE, 1, CR_N_UNFITTABLE, 0);
+}
+
+/* A block of this process alone (zeroed, one lane); NULL when out of memory. */
+cr_counter_block *cr_counters_new(cr_counts *counts);
+/* Binds `counts` to a region's block: claims a free lane (or one of a dead
+ * process), else counts in the overflow. */
+void cr_counters_join(cr_counts *counts, cr_counter_block *block, uint32_t nlanes);
+/* Gives the lane back (a region's), or frees the block (this process's). */
+void cr_counters_leave(cr_counts *counts);
+/* The counts since the last reset into out[CR_COUNTER_FIELDS - 1]; `evicted`
+ * (a keyed table's word kept elsewhere) takes the place of CR_N_EVICTED. */
+void cr_counters_read(const cr_counter_block *block, uint32_t nlanes, uint64_t evicted,
+                      uint64_t out[CR_COUNTER_FIELDS - 1]);
+/* Sets the baseline to the counts now; the caller serializes resets. */
+void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicted);
+/* Concurrency: `delta` units now held more (or fewer); raises the peak. */
+void cr_counters_hold(const cr_counts *counts, int64_t delta);
+
+#endif
