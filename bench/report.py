@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def load(raw_dir: str) -> Dict[str, dict]:
     results: Dict[str, dict] = {}
+    rounds: Dict[str, List[float]] = {}
     for path in sorted(glob.glob(os.path.join(raw_dir, "*.jsonl"))):
         with open(path) as f:
             for line in f:
@@ -37,6 +38,12 @@ def load(raw_dir: str) -> Dict[str, dict]:
                 if line.startswith("{"):
                     record = json.loads(line)
                     results[record["id"]] = record
+                    if record["id"].startswith("c.counters.") and "ns_per_op" in record:
+                        rounds.setdefault(record["id"], []).append(record["ns_per_op"])
+    # The counters' rows come from two binaries run in turn, several rounds:
+    # each id's value is the median of its rounds.
+    for sid, values in rounds.items():
+        results[sid]["ns_per_op"] = statistics.median(values)
     return results
 
 
@@ -442,6 +449,28 @@ def nginx_rows() -> List[Row]:
             "limit_req + add_header"),
     ]
     return rows
+
+
+def counters_rows() -> List[Row]:
+    """The allow paths with counters against the same build without them
+    (-DCR_NO_COUNTERS, the benchmark's switch alone), run in turn."""
+    p = "c.counters"
+    return [
+        Row("C: Limiter allow(), with counters against without", f"{p}.limiter.allow.counted",
+            "x_ref", f"{p}.limiter.allow.uncounted", "no counters, same call", ("<=", 1.03)),
+        Row("C: KeyedLimiter allow(), 1 thread, with counters against without",
+            f"{p}.keyed.int.1t.counted", "x_ref", f"{p}.keyed.int.1t.uncounted",
+            "no counters, same call"),
+        Row("C: KeyedLimiter allow(), 2 threads, distinct keys, with counters (total throughput)",
+            f"{p}.keyed.int.2t.counted", "faster", f"{p}.keyed.int.1t.counted",
+            "1 thread, with counters", (">=", 1.7)),
+        Row("C: KeyedLimiter allow(), 2 threads, distinct keys, without counters",
+            f"{p}.keyed.int.2t.uncounted", "faster", f"{p}.keyed.int.1t.uncounted",
+            "1 thread, no counters"),
+        Row("C: shared KeyedLimiter allow() (/dev/shm), with counters against without",
+            f"{p}.shared.keyed.int.counted", "x_ref", f"{p}.shared.keyed.int.uncounted",
+            "no counters, same call", ("<=", 1.05)),
+    ]
 
 
 def catalogue_rows() -> List[Row]:
@@ -958,6 +987,7 @@ def main() -> None:
         "Python decorators (1 thread, every call admitted)": decorator_rows(),
         "Lua level": lua_rows(),
         "Algorithm catalogue and check_all": catalogue_rows(),
+        "Counters: the allow paths with and without them": counters_rows(),
     }
     evs_by_section = {name: [evaluate(r, results) for r in rows] for name, rows in sections.items()}
     mem_evs = [evaluate(r, results) for r in memory_rows()]

@@ -69,6 +69,14 @@ CWARN="$(flag CR_STD) $(flag CR_WARN) -Werror"
 # shellcheck disable=SC2086
 $CC $CWARN $ARCHFLAGS -O2 -g -Icore "$BENCH/c/bench_core.c" build/libcellrate.a \
     $(flag CR_LIBS) -o "$PEERS/bin/bench_core"
+# The counters' cost: the same harness and core built with them and without
+# (CR_NO_COUNTERS: the benchmark's switch alone), from the sources alike.
+for counted in counted uncounted; do
+    nocount=$([ $counted = uncounted ] && echo -DCR_NO_COUNTERS || true)
+    # shellcheck disable=SC2086
+    $CC $CWARN $ARCHFLAGS -O2 -g $nocount -Icore "$BENCH/c/bench_core.c" core/*.c \
+        $(flag CR_LIBS) -o "$PEERS/bin/bench_core_$counted"
+done
 for lua in lua5.4:/usr/include/lua5.4 luajit:/usr/include/luajit-2.1; do
     name=${lua%%:*}
     mkdir -p "$PEERS/lua/$name"
@@ -81,6 +89,13 @@ cat /proc/loadavg > "$RAW/loadavg_start.txt"
 head -1 /proc/stat > "$RAW/cpu_start.txt"
 step "C level: floors, Limiter, KeyedLimiter (1M keys), threads, shared memory"
 "$PEERS/bin/bench_core" run --reps "$REPS" | tee "$RAW/c.jsonl" >&2
+
+step "C level: the allow paths with counters and without, in turn (5 rounds)"
+for _ in 1 2 3 4 5; do
+    for counted in counted uncounted; do
+        "$PEERS/bin/bench_core_$counted" counters --reps "$REPS"
+    done
+done | tee "$RAW/c_counters.jsonl" >&2
 
 step "C level: governor and aerorate"
 "$RUST_BIN" run --reps "$REPS" --keyed-ops 1000000 | tee "$RAW/rust.jsonl" >&2

@@ -1145,13 +1145,14 @@ static int convert_item(module_state *state, PyObject *item_obj, cr_item *item)
     return -1;
 }
 
-/* check_all(items, cost=1, *, now=None) -> Decision */
+/* check_all(items, cost=1, *, now=None) -> Decision; with the private
+ * _dry_run=True, a refusal is counted as would_refuse (the web policy's). */
 static PyObject *module_check_all(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
-    static const char *const keywords[] = {"items", "cost", "now", NULL};
-    PyObject *given[3] = {NULL, NULL, NULL};
+    static const char *const keywords[] = {"items", "cost", "now", "_dry_run", NULL};
+    PyObject *given[4] = {NULL, NULL, NULL, NULL};
     if (nargs > 2) {
         PyErr_Format(PyExc_TypeError,
                      "check_all() takes at most 2 positional arguments (%zd given)", nargs);
@@ -1199,6 +1200,8 @@ static PyObject *module_check_all(PyObject *module, PyObject *const *args, Py_ss
     cr_decision decision;
     size_t index = 0;
     cr_status status = cr_check_all(many, (size_t)count, now_ns, cost, &decision, &index);
+    if (status == CR_OK && !decision.allowed && given[3] != NULL && PyObject_IsTrue(given[3]) == 1)
+        cr_item_would_refuse(&many[index], cost);
     if (status != CR_OK)
         raise_status(state, status);
     else /* the window is that of the item whose decision this is */

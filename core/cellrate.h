@@ -662,16 +662,17 @@ uint64_t cr_keyed_evictions(const cr_keyed *keyed);
  *     none fit; a take of 0 counts nothing;
  *   refund: its units come off units_admitted (not used after all);
  *   peek, check without commit, anchor: nothing;
- *   check_all: each item counts its own verdicts; a composite refusal is one
- *     refusal of the item whose decision it returns, and the items that had
- *     admitted before it count nothing (their units were given back).
  * would_refuse: refusals let through by a dry run (cr_limiter_would_refuse),
  * which are not counted as refused. evicted: live keys a keyed table evicted.
+ * check_all: each item counts its own admissions; a composite refusal is one
+ * refusal, of the item whose decision cr_check_all returns (*index), and the
+ * items that had admitted count nothing (their units were given back).
  */
-#define CR_STATS_LIST(X)                                                        \
-    X(admitted)                                                                 \
-    X(refused) X(units_admitted) X(units_refused) X(unfittable) X(would_refuse) \
-        X(evicted) /* evicted: 0 for a Limiter */
+#define CR_STATS_LIST(X) \
+    X(admitted)          \
+    X(refused)           \
+    X(units_admitted)    \
+    X(units_refused) X(unfittable) X(would_refuse) X(evicted) /* evicted: 0 for a Limiter */
 #define CR_STATS_FIELD_(name) uint64_t name;
 typedef struct cr_stats {
     CR_STATS_LIST(CR_STATS_FIELD_)
@@ -719,6 +720,10 @@ typedef struct cr_item {
  */
 cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64_t cost,
                        cr_decision *out, size_t *index);
+
+/* As cr_limiter_would_refuse, for the item whose refusal cr_check_all
+ * returned (its *index): a dry run of several limits. */
+void cr_item_would_refuse(const cr_item *item, int64_t cost);
 
 /* ------------------------------------------------------------------------ */
 /* Waiting (docs/design.md §9).                                              */
@@ -821,10 +826,10 @@ cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len, i
  * a key holding units keeps its place; always 0), and the units in flight
  * now with the most in flight at once since the reset. Exact, as cr_stats;
  * in a shared region, the host's. */
-#define CR_GAUGE_STATS_LIST(X)                                                                  \
-    X(acquired)                                                                                 \
-    X(refused) X(units_acquired) X(units_refused) X(released) X(reclaimed) X(in_flight) X(peak) \
-        X(evicted)
+#define CR_GAUGE_STATS_LIST(X) \
+    X(acquired)                \
+    X(refused)                 \
+    X(units_acquired) X(units_refused) X(released) X(reclaimed) X(in_flight) X(peak) X(evicted)
 typedef struct cr_gauge_stats {
     CR_GAUGE_STATS_LIST(CR_STATS_FIELD_)
 } cr_gauge_stats;

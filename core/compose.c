@@ -70,12 +70,22 @@ static void item_give_back(const cr_item *item, int64_t now_ns, int64_t cost)
     cr_count2(item_counts(item), CR_N_ADMITTED, (uint64_t)-1, CR_N_ADMITTED, 0);
 }
 
-/* A composite refusal that no commit counted: one refusal of `item`. */
-static void item_count_refusal(const cr_item *item, int64_t cost)
+/* One refusal of `cost` units more (`sign` 1) or less (-1) at `item`: a
+ * composite's refusal is counted at the item whose decision it returns. */
+static void item_count_refusal(const cr_item *item, int64_t cost, int64_t sign)
 {
     const cr_limit *limit = item->limiter ? cr_limiter_limit(item->limiter)
                                           : cr_keyed_limit(item->keyed);
-    cr_count_verdict(item_counts(item), false, cost, limit->burst);
+    const cr_counts *counts = item_counts(item);
+    cr_count2(counts, CR_N_REFUSED, (uint64_t)sign, CR_N_UNITS_REFUSED, (uint64_t)(sign * cost));
+    if (cost > limit->burst)
+        cr_count2(counts, CR_N_UNFITTABLE, (uint64_t)sign, CR_N_UNFITTABLE, 0);
+}
+
+void cr_item_would_refuse(const cr_item *item, int64_t cost)
+{
+    if (item && !item->limiter != !item->keyed)
+        cr_count_would_refuse(item_counts(item), cost);
 }
 
 /* Whether `a` is tighter than `b`: a refusal with a longer wait, or an
@@ -106,7 +116,7 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
     const size_t last = count - 1;
     cr_decision decision, tightest = {0};
     size_t chosen = 0;
-    bool counted = false; /* a commit counted the refusal */
+    size_t counted = count; /* the item whose commit counted a refusal (count: none) */
     for (int attempt = 0;; attempt++) {
         /* The peek: the allow() path of each item but the last, writing nothing. */
         bool all = true, refused = false;
@@ -123,7 +133,7 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
                 return status;
             tightest = decision;
             chosen = last;
-            counted = !decision.allowed;
+            counted = decision.allowed ? count : last;
             if (decision.allowed) {
                 for (size_t i = 0; i < last; i++) { /* the other commits */
                     status = item_check(&items[i], item_now(&clock, &items[i]), cost, true,
@@ -137,7 +147,7 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
                             return status;
                         tightest = decision;
                         chosen = i;
-                        counted = true;
+                        counted = i;
                         break;
                     }
                     if (tighter(&decision, &tightest)) {
@@ -170,8 +180,11 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
             break;
         }
     }
-    if (!tightest.allowed && !counted)
-        item_count_refusal(&items[chosen], cost);
+    if (!tightest.allowed && counted != chosen) {
+        if (counted != count)
+            item_count_refusal(&items[counted], cost, -1);
+        item_count_refusal(&items[chosen], cost, 1);
+    }
     *out = tightest;
     if (index)
         *index = chosen;

@@ -377,7 +377,8 @@ cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int
 {
     cr_status status = acquire_units(gauge, key, key_len, cost, acquired, holding);
     if (status == CR_OK) {
-        cr_count_verdict(&gauge->counts, *acquired, cost, gauge->limit);
+        /* no unfittable here: its field is `released` (counters.h) */
+        cr_count_verdict(&gauge->counts, *acquired, cost, INT64_MAX);
         if (*acquired)
             cr_counters_hold(&gauge->counts, cost);
     }

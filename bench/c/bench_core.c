@@ -10,6 +10,8 @@
  *   bench_core run [--reps N] [--single-ops N] [--keyed-ops N] [--keys N]
  *   bench_core limiter [--reps N] [--single-ops N]   (the floors and the Limiter alone)
  *   bench_core mem [--keys N]
+ *   bench_core counters [--reps N] ...   (the allow paths with counters, or without
+ *                                         when built with -DCR_NO_COUNTERS)
  *
  * Each result is one JSON object per line on stdout; the value of a scenario
  * is the median of `--reps` timed runs, after one untimed warm-up run.
@@ -1137,12 +1139,62 @@ static void concurrency_scenarios(const config *cfg)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Counters: the allow paths built with them and without (CR_NO_COUNTERS,
+ * the benchmark's switch alone), one binary each, run in turn by run.sh.
+ * Each id ends in ".counted" or ".uncounted"; report.py takes the ratios. */
+
+#ifdef CR_NO_COUNTERS
+#define COUNTED(name) name ".uncounted"
+#else
+#define COUNTED(name) name ".counted"
+#endif
+
+static void counters_scenarios(const config *cfg)
+{
+    cr_limit allow = allow_limit(NULL);
+    cellrate_ctx one = {0};
+    check_status(cr_limiter_new(&one.limiter, &allow), "cr_limiter_new");
+    uint32_t *draws_all = make_draws(cfg->keyed_ops, 0, cfg->keys, SEED);
+    size_t half = cfg->keys / 2;
+    uint32_t *draws_half[2] = {make_draws(cfg->keyed_ops, 0, half, SEED + 1),
+                               make_draws(cfg->keyed_ops, half, cfg->keys - half, SEED + 2)};
+    cellrate_ctx ints = {.keyed = filled_int_table(cfg, NULL, NULL), .draws = draws_all};
+    cellrate_ctx half0 = {.keyed = ints.keyed, .draws = draws_half[0]};
+    cellrate_ctx half1 = {.keyed = ints.keyed, .draws = draws_half[1]};
+    char shared_path[64];
+    snprintf(shared_path, sizeof shared_path, "/dev/shm/cellrate-bench-%ld.counted",
+             (long)getpid());
+    unlink(shared_path);
+    cellrate_ctx shm = {.keyed = filled_int_table(cfg, shared_path, NULL), .draws = draws_all};
+    bench_case cases[] = {
+        CASE1(COUNTED("c.counters.limiter.allow"), limiter_clock, &one, cfg->single_ops, "allow"),
+        CASE1(COUNTED("c.counters.keyed.int.1t"), keyed_int, &ints, cfg->keyed_ops, "allow"),
+        {.id = COUNTED("c.counters.keyed.int.2t"),
+         .body = keyed_int,
+         .ctx = {&half0, &half1},
+         .threads = 2,
+         .ops = cfg->keyed_ops,
+         .expect = "allow"},
+        CASE1(COUNTED("c.counters.shared.keyed.int"), keyed_int, &shm, cfg->keyed_ops, "allow"),
+    };
+    run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
+    cr_limiter_free(one.limiter);
+    cr_keyed_free(ints.keyed);
+    cr_keyed_free(shm.keyed);
+    unlink(shared_path);
+    free(draws_all);
+    free(draws_half[0]);
+    free(draws_half[1]);
+}
+
+/* ------------------------------------------------------------------------ */
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: bench_core run|limiter|live|mem|concurrency [--reps N] [--single-ops N] "
-            "[--keyed-ops N] [--keys N]\n");
+    fprintf(
+        stderr,
+        "usage: bench_core run|limiter|live|mem|concurrency|counters [--reps N] [--single-ops N] "
+        "[--keyed-ops N] [--keys N]\n");
     exit(2);
 }
 
@@ -1188,6 +1240,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "concurrency")) {
         concurrency_scenarios(&cfg);
+        return 0;
+    }
+    if (!strcmp(mode, "counters")) {
+        counters_scenarios(&cfg);
         return 0;
     }
     if (strcmp(mode, "run") != 0)

@@ -398,6 +398,8 @@ local function answer(opts, decider, allowed, remaining, retry_after, reset_afte
         -- Retry-After, which would tell a client of a 200 to back off
         -- (docs/contract.md).
         ngx_header["Retry-After"] = nil
+        -- counted in the limiter (its region: every worker's) as would_refuse
+        decider:_would_refuse(opts.cost or 1)
         ngx_log(ngx_WARN, "cellrate dry run: would refuse ", tostring(decider),
                 ", retry after ", retry_after, " s")
         return allowed, remaining, retry_after, reset_after

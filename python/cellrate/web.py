@@ -788,23 +788,28 @@ class Policy:
         cost = self.cost
         if cost.__class__ is not int:
             cost = cost(request)  # type: ignore[operator]
-        if len(limits) == 1:
-            one = limits[0]
-            if self.now is None:
-                if one.key is None:
-                    return one.store.check(cost)
-                return one.store.check(one.key(request), cost)
-            if one.key is None:
-                return one.store.check(cost, now=self.now())
-            return one.store.check(one.key(request), cost, now=self.now())
-        return self._check_all(limits, request, cost)
+        if len(limits) > 1:
+            return self._check_all(limits, request, cost)
+        one = limits[0]
+        now = {} if self.now is None else {"now": self.now()}
+        if one.key is None:
+            decision = one.store.check(cost, **now)
+        else:
+            decision = one.store.check(one.key(request), cost, **now)
+        if self.dry_run and not decision.allowed:
+            # let through: counted as a would-be refusal (stores that count)
+            would_refuse = getattr(one.store, "_would_refuse", None)
+            if would_refuse is not None:
+                would_refuse(cost)
+        return decision
 
     def _check_all(self, limits: list[_Limit], request: Request, cost: int) -> Any:
         items = [one.store if one.key is None else (one.store, one.key(request)) for one in limits]
         assert self.check_all is not None
-        if self.now is None:
-            return self.check_all(items, cost)
-        return self.check_all(items, cost, now=self.now())
+        now = {} if self.now is None else {"now": self.now()}
+        if self.dry_run and self.check_all is cellrate.check_all:
+            now["_dry_run"] = True  # the refusal let through counts as would_refuse
+        return self.check_all(items, cost, **now)
 
     async def decide_async(self, limits: list[_Limit], request: Request) -> Any:
         """As decide(), awaiting async stores."""

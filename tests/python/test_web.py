@@ -699,6 +699,21 @@ def test_dry_run_refuses_nothing_and_logs(face, caplog):
     assert "192.0.2.1" in dry[0].getMessage()
 
 
+def test_dry_run_counts_would_be_refusals(face, tmp_path):
+    keyed = cellrate.KeyedLimiter("1/hour", burst=2, capacity=100, shared=tmp_path / "dry")
+    app = face(keyed, now=Clock(), dry_run=True)
+    assert [app.request()[0] for _ in range(5)] == [200] * 5
+    stats = keyed.stats()
+    assert (stats["admitted"], stats["refused"], stats["would_refuse"]) == (2, 0, 3)
+    # several limits: the refusal let through is counted at the limit that refused
+    wide, narrow = cellrate.Limiter("10/hour", burst=10), cellrate.Limiter("1/hour", burst=1)
+    app = face([wide, narrow], now=Clock(), dry_run=True)
+    assert [app.request()[0] for _ in range(3)] == [200] * 3
+    assert wide.stats()["admitted"] == 1 and wide.stats()["would_refuse"] == 0
+    assert (narrow.stats()["admitted"], narrow.stats()["refused"],
+            narrow.stats()["would_refuse"]) == (1, 0, 2)
+
+
 # -- stores ---------------------------------------------------------------------------
 
 

@@ -1,0 +1,96 @@
+-- Counters from Lua: lim:stats() and reset_stats() count what was decided,
+-- as Python's stats() does (tests/python/test_stats.py); a shared region's
+-- are every opener's.
+local cellrate = require "cellrate"
+
+local NOW = 5000
+local RATE_KEYS = { "admitted", "refused", "units_admitted", "units_refused", "unfittable",
+                    "would_refuse", "evicted" }
+
+local function expect(counts)
+   local out = {}
+   for _, key in ipairs(RATE_KEYS) do
+      out[key] = counts[key] or 0
+   end
+   return out
+end
+
+local dir = os.getenv("CELLRATE_TEST_DIR") or "/tmp"
+local serial = 0
+local function fresh_path()
+   serial = serial + 1
+   local path = ("%s/cellrate-lua-stats-%s-%d"):format(dir, tostring(os.time()), serial)
+   os.remove(path)
+   return path
+end
+
+describe("stats", function()
+   for _, shared in ipairs({ false, true }) do
+      it("counts what each call decided" .. (shared and " (shared)" or ""), function()
+         local path = shared and fresh_path() or nil
+         local lim = cellrate.limiter(1, { burst = 5, shared = path })
+         assert.are.same(expect({}), lim:stats())
+         for _ = 1, 3 do assert.is_true(lim:allow(1, NOW)) end
+         assert.is_false(lim:allow(3, NOW))
+         assert.is_false((lim:check(6, NOW))) -- unfittable
+         lim:peek(1, NOW)
+         assert.are.equal(2, lim:take(5, NOW))
+         assert.are.equal(0, lim:take(5, NOW))
+         lim:charge(4, NOW)
+         lim:refund(1, NOW)
+         assert.are.same(expect({ admitted = 5, refused = 3, units_admitted = 8,
+                                  units_refused = 14, unfittable = 1 }), lim:stats())
+         lim:_would_refuse(3)
+         assert.are.same(expect({ admitted = 5, refused = 2, units_admitted = 8,
+                                  units_refused = 11, unfittable = 1, would_refuse = 1 }),
+                         lim:stats())
+         assert.is_true(lim:reset_stats())
+         assert.are.same(expect({}), lim:stats())
+         if path then os.remove(path) end
+      end)
+   end
+
+   it("keyed: counts across two objects on one region", function()
+      local path = fresh_path()
+      local a = cellrate.keyed("1/hour", { burst = 2, capacity = 10, shared = path })
+      local b = cellrate.keyed("1/hour", { burst = 2, capacity = 10, shared = path })
+      for _ = 1, 3 do
+         a:allow("x", 1, NOW)
+         b:allow("y", 1, NOW)
+      end
+      assert.are.same(expect({ admitted = 4, refused = 2, units_admitted = 4,
+                               units_refused = 2 }), b:stats())
+      assert.are.same(a:stats(), b:stats())
+      b:reset_stats()
+      assert.are.same(expect({}), a:stats())
+      os.remove(path)
+   end)
+
+   it("check_all counts one refusal, at the limit it names", function()
+      local wide = cellrate.limiter(1, { burst = 10 })
+      local narrow = cellrate.keyed(1, { burst = 1, capacity = 10 })
+      assert.is_true((cellrate.check_all({ wide, { narrow, "k" } }, 1, NOW)))
+      local allowed, _, _, _, index = cellrate.check_all({ wide, { narrow, "k" } }, 1, NOW)
+      assert.is_false(allowed)
+      assert.are.equal(2, index)
+      assert.are.equal(1, wide:stats().admitted)
+      assert.are.equal(0, wide:stats().refused)
+      assert.are.equal(1, narrow:stats().refused)
+   end)
+
+   it("concurrency", function()
+      local c = cellrate.concurrency(3)
+      local one = c:acquire(nil, 1)
+      local two = c:acquire(nil, 2)
+      assert.is_nil((c:acquire(nil, 1)))
+      c:release(one)
+      c:release(one)
+      assert.are.same({ acquired = 2, refused = 1, units_acquired = 3, units_refused = 1,
+                        released = 1, reclaimed = 0, in_flight = 2, peak = 3, evicted = 0 },
+                      c:stats())
+      assert.is_true(c:reset_stats())
+      assert.are.equal(2, c:stats().peak)
+      c:release(two)
+      assert.are.equal(0, c:stats().in_flight)
+   end)
+end)

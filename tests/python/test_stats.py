@@ -1,0 +1,215 @@
+"""Counters: stats() and reset_stats() count exactly what was decided, in one
+process, across threads, and across Python and Lua processes sharing a region."""
+
+import multiprocessing
+import os
+import pathlib
+import random
+import shutil
+import subprocess
+import tempfile
+import threading
+
+import pytest
+
+import cellrate
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+LUA_MODULE = REPO / "build" / "lua5.4" / "cellrate.so"
+FROZEN = 5000.0
+RATE_KEYS = ("admitted", "refused", "units_admitted", "units_refused", "unfittable",
+             "would_refuse", "evicted")
+GAUGE_KEYS = ("acquired", "refused", "units_acquired", "units_refused", "released", "reclaimed",
+              "in_flight", "peak", "evicted")
+
+
+@pytest.fixture
+def region_dir():
+    folder = pathlib.Path(tempfile.mkdtemp(
+        prefix="cellrate-test-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def expect(**counts):
+    return {key: counts.get(key, 0) for key in RATE_KEYS}
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_what_each_call_counts(region_dir, shared):
+    opts = {"shared": region_dir / "limiter"} if shared else {}
+    lim = cellrate.Limiter(1, burst=5, **opts)
+    assert lim.stats() == expect()
+    assert [lim.allow(now=FROZEN) for _ in range(3)] == [True] * 3
+    assert not lim.allow(3, now=FROZEN)          # refused: 2 left
+    assert not lim.check(6, now=FROZEN).allowed  # refused and unfittable (burst 5)
+    lim.peek(1, now=FROZEN)                      # counts nothing
+    assert lim.take(5, now=FROZEN) == 2          # admitted, the units taken
+    assert lim.take(5, now=FROZEN) == 0          # refused: max_cost units
+    lim.charge(4, now=FROZEN)                    # admitted: charged units, in debt
+    lim.refund(1, now=FROZEN)                    # units back off units_admitted
+    assert lim.stats() == expect(admitted=5, refused=3, units_admitted=3 + 2 + 4 - 1,
+                                 units_refused=3 + 6 + 5, unfittable=1)
+    lim._would_refuse(3)  # what a dry run does to the refusal it let through
+    assert lim.stats() == expect(admitted=5, refused=2, units_admitted=8, units_refused=11,
+                                 unfittable=1, would_refuse=1)
+    lim.reset_stats()
+    assert lim.stats() == expect()
+    assert not lim.allow(now=FROZEN)
+    assert lim.stats() == expect(refused=1, units_refused=1)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_keyed_counts_and_evictions(region_dir, shared):
+    opts = {"shared": region_dir / "keyed"} if shared else {}
+    keyed = cellrate.KeyedLimiter("1/hour", burst=2, capacity=4, **opts)
+    for key in ("a", "b"):
+        assert [keyed.allow(key, now=FROZEN) for _ in range(3)] == [True, True, False]
+    keyed.peek("a", now=FROZEN)
+    assert keyed.stats() == expect(admitted=4, refused=2, units_admitted=4, units_refused=2)
+    for i in range(200):  # more live keys than the table holds: some are evicted
+        keyed.allow(f"k{i}", now=FROZEN)
+    stats = keyed.stats()
+    assert stats["admitted"] == 204 and stats["evicted"] == keyed.evictions > 0
+    keyed.reset_stats()
+    assert keyed.stats() == expect()
+
+
+def test_check_all_counts_one_refusal_at_the_item_it_returns():
+    wide = cellrate.Limiter(1, burst=10)
+    narrow = cellrate.KeyedLimiter(1, burst=1, capacity=10)
+    assert cellrate.check_all([wide, (narrow, "k")], now=FROZEN).allowed
+    refused = cellrate.check_all([wide, (narrow, "k")], now=FROZEN)
+    assert not refused.allowed and refused.limit == 1
+    assert wide.stats() == expect(admitted=1, units_admitted=1)
+    assert narrow.stats() == expect(admitted=1, refused=1, units_admitted=1, units_refused=1)
+    # refused at the first item's peek: the last commits nothing, counts nothing
+    refused = cellrate.check_all([(narrow, "k"), wide], now=FROZEN)
+    assert not refused.allowed
+    assert wide.stats()["admitted"] == 1 and narrow.stats()["refused"] == 2
+    cellrate.check_all([(narrow, "k"), wide], now=FROZEN, _dry_run=True)
+    assert narrow.stats() == expect(admitted=1, refused=2, units_admitted=1, units_refused=2,
+                                    would_refuse=1)
+
+
+def test_concurrency_counts():
+    c = cellrate.Concurrency(3)
+    assert c.stats() == {key: 0 for key in GAUGE_KEYS}
+    slots = [c.try_acquire(cost=1), c.try_acquire(cost=2)]
+    assert c.try_acquire() is None and c.try_acquire(cost=4) is None
+    slots[0].release()
+    slots[0].release()  # idempotent: counted once
+    assert c.stats() == dict(acquired=2, refused=2, units_acquired=3, units_refused=5, released=1,
+                             reclaimed=0, in_flight=2, peak=3, evicted=0)
+    c.reset_stats()
+    assert c.stats() == dict({key: 0 for key in GAUGE_KEYS}, in_flight=2, peak=2)
+    slots[1].release()
+    assert c.stats()["in_flight"] == 0
+
+
+def test_four_threads_count_exactly():
+    lim = cellrate.Limiter(1, burst=5000)
+    keyed = cellrate.KeyedLimiter(1, burst=50, capacity=1000)
+    mine = [[0, 0, 0, 0] for _ in range(4)]  # limiter admitted, refused; keyed admitted, refused
+    start = threading.Barrier(4)
+
+    def run(t):
+        rng = random.Random(t)
+        start.wait()
+        for _ in range(3000):
+            cost = rng.randint(1, 3)
+            if lim.allow(cost, now=FROZEN):
+                mine[t][0] += cost
+            else:
+                mine[t][1] += cost
+            if keyed.allow(f"k{rng.randrange(20)}", now=FROZEN):
+                mine[t][2] += 1
+            else:
+                mine[t][3] += 1
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stats, kstats = lim.stats(), keyed.stats()
+    assert stats["units_admitted"] == sum(m[0] for m in mine) == 5000
+    assert stats["units_refused"] == sum(m[1] for m in mine)
+    assert stats["admitted"] + stats["refused"] == 12000
+    assert kstats["admitted"] == sum(m[2] for m in mine) == 20 * 50
+    assert kstats["refused"] == sum(m[3] for m in mine)
+
+
+def count_in_process(path, seed, queue):
+    keyed = cellrate.KeyedLimiter(1, burst=40, capacity=64, shared=path)
+    rng = random.Random(seed)
+    admitted = refused = 0
+    for _ in range(2000):
+        if keyed.allow(f"k{rng.randrange(16)}", now=FROZEN):
+            admitted += 1
+        else:
+            refused += 1
+    queue.put((admitted, refused))
+
+
+LUA_COUNT = """
+package.cpath = "{cpath}/?.so;" .. package.cpath
+local cellrate = require "cellrate"
+local keyed = cellrate.keyed(1, {{ burst = 40, capacity = 64, shared = "{path}" }})
+math.randomseed({seed})
+local admitted, refused = 0, 0
+for _ = 1, 2000 do
+    if keyed:allow("k" .. math.random(0, 15), 1, {now}) then
+        admitted = admitted + 1
+    else
+        refused = refused + 1
+    end
+end
+local s = keyed:stats()
+print(admitted, refused, s.admitted + s.refused <= 8000 and "ok" or "over")
+"""
+
+
+@pytest.mark.skipif(shutil.which("lua5.4") is None, reason="lua5.4 is not installed")
+def test_python_and_lua_processes_count_the_hosts_totals(region_dir):
+    assert LUA_MODULE.exists(), "build the Lua module first (make lua)"
+    path = str(region_dir / "counted")
+    mine = cellrate.KeyedLimiter(1, burst=40, capacity=64, shared=path)
+    lua = [subprocess.Popen(["lua5.4", "-e", LUA_COUNT.format(
+        cpath=LUA_MODULE.parent, path=path, seed=seed, now=FROZEN)], stdout=subprocess.PIPE,
+        text=True) for seed in (1, 2)]
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=count_in_process, args=(path, seed, queue)) for seed in (3, 4)]
+    for proc in procs:
+        proc.start()
+    counts = [queue.get(timeout=60) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
+    for proc in lua:
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0
+        admitted, refused, bound = out.split()
+        assert bound == "ok"
+        counts.append((int(admitted), int(refused)))
+    stats = mine.stats()
+    assert stats["admitted"] == sum(a for a, _ in counts) == 16 * 40
+    assert stats["refused"] == sum(r for _, r in counts) == 4 * 2000 - 16 * 40
+    assert stats["units_admitted"] == stats["admitted"]
+    # every process reads the region's totals, and a reset is the region's
+    again = cellrate.KeyedLimiter(1, burst=40, capacity=64, shared=path)
+    assert again.stats() == stats
+    again.reset_stats()
+    assert mine.stats() == expect()
+
+
+def test_an_opening_after_many_others_still_counts(region_dir):
+    # more openings than the region has lanes: the later ones share the overflow
+    path = region_dir / "lanes"
+    many = [cellrate.Limiter(1, burst=100, shared=path) for _ in range(12)]
+    for lim in many:
+        assert lim.allow(now=FROZEN)
+    assert many[0].stats()["admitted"] == 12
+    del many
+    assert cellrate.Limiter(1, burst=100, shared=path).stats()["admitted"] == 12
