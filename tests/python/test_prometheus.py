@@ -196,6 +196,13 @@ def test_a_real_app_scraped_over_http(tmp_path):
                           **labels) == counted.count(429), (route, text)
             assert sample(samples, "cellrate_units_total", outcome="refused",
                           **labels) == counted.count(429)
+        # the dry run refused nothing, and counted what it would have refused
+        total = len(statuses["/"]) + len(statuses["/login"])
+        labels = {"limit": "rollout", "policy": "rollout"}
+        assert sample(samples, "cellrate_decisions_total", outcome="admitted", **labels) == 3
+        assert sample(samples, "cellrate_decisions_total", outcome="would_refuse",
+                      **labels) == total - 3
+        assert sample(samples, "cellrate_decisions_total", outcome="refused", **labels) == 0
         # no client key in any label
         assert "127.0.0.1" not in text
     assert os.path.isdir(region)
