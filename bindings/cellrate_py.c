@@ -436,6 +436,34 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
     return 0;
 }
 
+/* A dict of counters: the fields of CR_STATS_LIST or CR_GAUGE_STATS_LIST,
+ * each an int. */
+static int stats_set(PyObject *dict, const char *name, long long value)
+{
+    PyObject *number = PyLong_FromLongLong(value);
+    int status = number ? PyDict_SetItemString(dict, name, number) : -1;
+    Py_XDECREF(number);
+    return status;
+}
+
+#define STATS_SET_(name)                                            \
+    if (dict && stats_set(dict, #name, (long long)stats->name) < 0) \
+        Py_CLEAR(dict);
+
+static PyObject *rate_stats_dict(const cr_stats *stats)
+{
+    PyObject *dict = PyDict_New();
+    CR_STATS_LIST(STATS_SET_)
+    return dict;
+}
+
+static PyObject *gauge_stats_dict(const cr_gauge_stats *stats)
+{
+    PyObject *dict = PyDict_New();
+    CR_GAUGE_STATS_LIST(STATS_SET_)
+    return dict;
+}
+
 /* The shared= and shared_mode= arguments. `path` is NULL when shared is None;
  * otherwise a bytes object (the file system encoding) the caller releases. */
 static int convert_shared(module_state *state, PyObject *shared, PyObject *mode_obj,
@@ -1215,6 +1243,76 @@ done:
     return result;
 }
 
+/* dict[name] = value (a new reference, NULL for None), stealing `value`. */
+static int dict_put(PyObject *dict, const char *name, PyObject *value)
+{
+    if (value == NULL && PyErr_Occurred())
+        return -1;
+    int status = PyDict_SetItemString(dict, name, value ? value : Py_None);
+    Py_XDECREF(value);
+    return status;
+}
+
+/* inspect_region(path) -> dict: what a region file holds, read without
+ * changing it (cr_inspect_region). */
+static PyObject *module_inspect_region(PyObject *module, PyObject *path_obj)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    PyObject *path;
+    int64_t mode;
+    if (path_obj == Py_None) {
+        raise_wrong_type(state, CR_E_SHARED_PATH);
+        return NULL;
+    }
+    if (convert_shared(state, path_obj, Py_None, &path, &mode) < 0)
+        return NULL;
+    cr_region_info info;
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS status = cr_inspect_region(PyBytes_AS_STRING(path), &info);
+    Py_END_ALLOW_THREADS if (status != CR_OK)
+    {
+        raise_construction(state, status, path_obj);
+        Py_DECREF(path);
+        return NULL;
+    }
+    Py_DECREF(path);
+    const bool rate = info.algorithm != NULL;
+    PyObject *stats = rate ? rate_stats_dict(&info.stats) : gauge_stats_dict(&info.gauge_stats);
+    PyObject *dict = PyDict_New();
+    if (!stats || !dict ||
+        dict_put(dict, "layout_version", PyLong_FromUnsignedLong(info.layout_version)) < 0 ||
+        dict_put(dict, "kind", PyUnicode_FromString(info.kind)) < 0 ||
+        dict_put(dict, "algorithm", rate ? PyUnicode_FromString(info.algorithm) : NULL) < 0 ||
+        dict_put(dict, "limit", PyUnicode_FromString(info.description)) < 0 ||
+        dict_put(dict, "rate", rate ? PyFloat_FromDouble(info.limit.rate) : NULL) < 0 ||
+        dict_put(dict, "period", rate ? PyFloat_FromDouble(info.limit.period_s) : NULL) < 0 ||
+        dict_put(dict, "burst", rate ? PyLong_FromLongLong(info.limit.burst) : NULL) < 0 ||
+        dict_put(dict, "max_in_flight", rate ? NULL : PyLong_FromLongLong(info.max_in_flight)) <
+            0 ||
+        dict_put(dict, "lease",
+                 info.lease_ns ? PyFloat_FromDouble(cr_ns_to_seconds(info.lease_ns)) : NULL) < 0 ||
+        dict_put(dict, "capacity", info.capacity ? PyLong_FromLongLong(info.capacity) : NULL) < 0 ||
+        dict_put(dict, "live_keys", PyLong_FromUnsignedLongLong(info.live_keys)) < 0 ||
+        dict_put(dict, "generation", PyLong_FromUnsignedLongLong(info.generation)) < 0 ||
+        dict_put(dict, "size", PyLong_FromUnsignedLongLong(info.size)) < 0 ||
+        dict_put(dict, "this_boot", PyBool_FromLong(info.this_boot)) < 0 ||
+        PyDict_SetItemString(dict, "stats", stats) < 0) {
+        Py_XDECREF(stats);
+        Py_XDECREF(dict);
+        return NULL;
+    }
+    Py_DECREF(stats);
+    return dict;
+}
+
+PyDoc_STRVAR(inspect_region_doc,
+             "inspect_region(path, /)\n--\n\n"
+             "What the region file at path holds, read without changing it (a dict):\n"
+             "layout_version, kind ('limiter', 'keyed', 'concurrency'), algorithm, limit\n"
+             "(its description), rate, period, burst, max_in_flight, lease, capacity,\n"
+             "live_keys, generation, size, this_boot and stats (the counters). A path\n"
+             "that is not a region raises InvalidArgument naming it.");
+
 /* _check_timeout(timeout): a wait's `timeout` in seconds, None for any wait,
  * or the core's CR_E_TIMEOUT error (the words Lua's wait() uses). */
 static PyObject *module_check_timeout(PyObject *module, PyObject *timeout)
@@ -1388,19 +1486,6 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
     Py_RETURN_NONE;
 }
 
-/* A dict of counters, the fields of CR_STATS_LIST or CR_GAUGE_STATS_LIST. */
-static int stats_set(PyObject *dict, const char *name, long long value)
-{
-    PyObject *number = PyLong_FromLongLong(value);
-    int status = number ? PyDict_SetItemString(dict, name, number) : -1;
-    Py_XDECREF(number);
-    return status;
-}
-
-#define STATS_SET_(name)                                           \
-    if (dict && stats_set(dict, #name, (long long)stats.name) < 0) \
-        Py_CLEAR(dict);
-
 /* stats() on Limiter and KeyedLimiter: the counters, a dict of ints. */
 static PyObject *store_stats(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
@@ -1410,9 +1495,7 @@ static PyObject *store_stats(PyObject *self, PyObject *Py_UNUSED(ignored))
         cr_keyed_stats(store->keyed, &stats);
     else
         cr_limiter_stats(store->limiter, &stats);
-    PyObject *dict = PyDict_New();
-    CR_STATS_LIST(STATS_SET_)
-    return dict;
+    return rate_stats_dict(&stats);
 }
 
 /* reset_stats() on Limiter and KeyedLimiter. */
@@ -1796,9 +1879,7 @@ static PyObject *concurrency_stats(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
     cr_gauge_stats stats;
     cr_gauge_stats_read(((ConcurrencyObject *)self)->gauge, &stats);
-    PyObject *dict = PyDict_New();
-    CR_GAUGE_STATS_LIST(STATS_SET_)
-    return dict;
+    return gauge_stats_dict(&stats);
 }
 
 /* Concurrency.reset_stats() */
@@ -2514,6 +2595,7 @@ static PyMethodDef cellrate_methods[] = {
      check_request_doc},
     {"_check_hold", (PyCFunction)(void (*)(void))module_check_hold, METH_FASTCALL, check_hold_doc},
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
+    {"inspect_region", module_inspect_region, METH_O, inspect_region_doc},
     {NULL, NULL, 0, NULL},
 };
 

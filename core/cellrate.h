@@ -197,7 +197,9 @@ const char *cr_version(void);
     X(55, E_KEY_UNKEYED, ARGUMENT, "key",                                                         \
       "key: a concurrency limit without capacity has no keys; give capacity for one limit "       \
       "per key")                                                                                  \
-    X(56, E_SLOT, ARGUMENT, "slot", "slot must be a slot that a concurrency limit gave out")
+    X(56, E_SLOT, ARGUMENT, "slot", "slot must be a slot that a concurrency limit gave out")      \
+    X(57, E_SHARED_MISSING, REGION, "shared",                                                     \
+      "shared: no file at the path (a region is made by the first limiter that opens it)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1
@@ -845,6 +847,37 @@ cr_status cr_gauge_check(int64_t limit, int64_t cost);
 /* A face's lease in seconds to ns for cr_gauge_open: CR_E_LEASE unless
  * > 0 and below CR_HORIZON_NS once rounded (an absent lease is 0). */
 cr_status cr_lease_from_seconds(double seconds, int64_t *ns);
+
+/* ------------------------------------------------------------------------ */
+/* Inspecting a region (docs/design/shared-regions.md, "Inspecting").         */
+
+/* What a region file holds, read by cr_inspect_region. */
+typedef struct cr_region_info {
+    uint32_t layout_version;
+    const char *kind;      /* "limiter", "keyed" or "concurrency" */
+    const char *algorithm; /* a rate limit's (cr_algorithm_name); NULL for concurrency */
+    cr_limit limit;        /* a rate limit's current limit (its clock: the default) */
+    int64_t capacity;      /* the keys a keyed table is sized for; 0 for one key */
+    int64_t max_in_flight; /* concurrency: its limit (0 for a rate limit) */
+    int64_t lease_ns;      /* concurrency: its lease (0: none) */
+    uint64_t live_keys;    /* keys holding a slot (keyed) or units (keyed concurrency) */
+    uint64_t generation;   /* changes of its limit so far (0: the first) */
+    uint64_t size;         /* bytes of the file */
+    bool this_boot;        /* false: made before the last reboot (reset on next opening) */
+    /* cr_limit_describe's text, or "cellrate.Concurrency(limit=.., ...)" */
+    char description[CR_LIMIT_DESCRIPTION_MAX];
+    cr_stats stats;             /* a rate limit's counters */
+    cr_gauge_stats gauge_stats; /* a concurrency limit's */
+} cr_region_info;
+
+/* Reads the region at `path` without changing it: opened read-only, never
+ * created, truncated, locked or written. A path that is not a region is
+ * refused with the status an opening would give: CR_E_SHARED_MISSING (no
+ * file), CR_E_SHARED_DANGLING, CR_E_SHARED_FOREIGN (not a region, or not a
+ * regular file), CR_E_SHARED_SHORT, CR_E_SHARED_VERSION (another layout:
+ * nothing past the version is read), CR_E_SHARED_CORRUPT; CR_E_SHARED_ACCESS
+ * or CR_E_SHARED_IO (errno set) when it cannot be read. */
+cr_status cr_inspect_region(const char *path, cr_region_info *out);
 
 /* ------------------------------------------------------------------------ */
 /* HTTP header fields (draft-ietf-httpapi-ratelimit-headers-11)              */

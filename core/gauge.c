@@ -436,6 +436,16 @@ cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len, i
     return CR_OK;
 }
 
+uint64_t cr_gauge_count_keys(const void *gauges, uint32_t nbuckets, int64_t limit)
+{
+    const cr_gauge view = {
+        .limit = limit, .stride = sizeof(cell) * (size_t)(limit + 1), .gauges = (char *)gauges};
+    uint64_t keys = 0;
+    for (uint32_t index = 0; index < nbuckets * GAUGES_PER_BUCKET; index++)
+        keys += atomic_load(head_of(&view, index)) != 0 && held_cells(&view, index) > 0;
+    return keys;
+}
+
 cr_status cr_gauge_check(int64_t limit, int64_t cost)
 {
     if (limit < 1 || limit > CR_GAUGE_MAX_LIMIT)

@@ -191,6 +191,11 @@ static inline void cr_count_given_back(const cr_counts *counts, int64_t cost)
     cr_count2(counts, CR_N_ADMITTED, (uint64_t)-1, CR_N_UNITS_ADMITTED, (uint64_t)-cost);
 }
 
+/* Keys holding a slot in a keyed table's `nbuckets` buckets; keys holding
+ * units in a keyed gauge table's (read-only: an inspection's too). */
+size_t cr_keyed_count_slots(const void *buckets, uint32_t nbuckets);
+uint64_t cr_gauge_count_keys(const void *gauges, uint32_t nbuckets, int64_t limit);
+
 /* The counters of an item's store (cr_item: a limiter or a keyed table). */
 const cr_counts *cr_limiter_counts(const cr_limiter *limiter);
 const cr_counts *cr_keyed_counts(const cr_keyed *keyed);

@@ -608,13 +608,19 @@ void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
     }
 }
 
+size_t cr_keyed_count_slots(const void *buckets, uint32_t nbuckets)
+{
+    const bucket *table = buckets;
+    size_t held = 0;
+    for (uint32_t b = 0; b < nbuckets; b++)
+        for (int i = 0; i < SLOTS_PER_BUCKET; i++)
+            held += load_fp(&table[b].slots[i]) != 0;
+    return held;
+}
+
 size_t cr_keyed_len(const cr_keyed *keyed)
 {
-    size_t held = 0;
-    for (uint32_t b = 0; b < keyed->nbuckets; b++)
-        for (int i = 0; i < SLOTS_PER_BUCKET; i++)
-            held += load_fp(&keyed->buckets[b].slots[i]) != 0;
-    return held;
+    return cr_keyed_count_slots(keyed->buckets, keyed->nbuckets);
 }
 
 int64_t cr_keyed_capacity(const cr_keyed *keyed) { return keyed->capacity; }

@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -560,4 +561,171 @@ void cr_region_close(cr_region *region)
     if (region->base)
         munmap(region->base, region->size);
     region->base = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Inspecting: a read-only look at a region (cr_inspect_region).             */
+
+static const char *kind_name(uint32_t kind)
+{
+    switch (kind) {
+    case CR_REGION_LIMITER:
+        return "limiter";
+    case CR_REGION_KEYED:
+        return "keyed";
+    case CR_REGION_CONCURRENCY:
+        return "concurrency";
+    default:
+        return NULL;
+    }
+}
+
+/* The identity of the file open on `fd`, checked as an opening checks it
+ * (without what the opener wants); the layout it implies into *spec. */
+static cr_status inspect_identity(int fd, region_identity *identity, cr_region_spec *spec,
+                                  char boot_id[48])
+{
+    struct stat st;
+    uint64_t checksum;
+    if (fstat(fd, &st) != 0)
+        return io_status();
+    if (!S_ISREG(st.st_mode))
+        return CR_E_SHARED_FOREIGN;
+    if ((uint64_t)st.st_size < sizeof(region_header))
+        return CR_E_SHARED_SHORT;
+    if (pread(fd, identity, sizeof *identity, 0) != (ssize_t)sizeof *identity)
+        return io_status();
+    if (memcmp(identity->magic, region_magic, sizeof region_magic) != 0)
+        return CR_E_SHARED_FOREIGN;
+    if (identity->version != REGION_VERSION)
+        return CR_E_SHARED_VERSION;
+    if (pread(fd, &checksum, sizeof checksum, offsetof(region_header, checksum)) !=
+            (ssize_t)sizeof checksum ||
+        pread(fd, boot_id, 48, offsetof(region_header, boot_id)) != 48)
+        return io_status();
+    if (checksum != identity_checksum(identity))
+        return CR_E_SHARED_CORRUPT;
+    if (identity->total_size != (uint64_t)st.st_size)
+        return (uint64_t)st.st_size < identity->total_size ? CR_E_SHARED_SHORT
+                                                           : CR_E_SHARED_CORRUPT;
+    const uint32_t kind = identity->kind & 0xff;
+    if (!kind_name(kind) || (kind == CR_REGION_CONCURRENCY && identity->kind >> 8 != 0) ||
+        (kind != CR_REGION_CONCURRENCY && cr_algorithm_name(identity->kind >> 8)[0] == '\0'))
+        return CR_E_SHARED_CORRUPT;
+    *spec = (cr_region_spec){.kind = kind, .nstripes = identity->nstripes};
+    layout(spec);
+    if (spec->buckets_offset > identity->total_size)
+        return CR_E_SHARED_CORRUPT;
+    spec->total_size = identity->total_size;
+    spec->buckets_size = identity->total_size - spec->buckets_offset;
+    return CR_OK;
+}
+
+/* What the mapping `base` of a checked region holds. */
+static cr_status inspect_mapped(void *base, const region_identity *identity,
+                                const cr_region_spec *spec, cr_region_info *out)
+{
+    cr_region region = {0};
+    bind_region(&region, base, spec);
+    out->generation = cr_region_generation(&region);
+    uint64_t n[CR_COUNTER_FIELDS - 1];
+    const uint32_t kind = identity->kind & 0xff;
+    if (kind == CR_REGION_CONCURRENCY) {
+        out->max_in_flight = identity->burst;
+        out->lease_ns = identity->emission_ns;
+        out->capacity = identity->capacity;
+        if (identity->burst < 1 || identity->burst > CR_GAUGE_MAX_LIMIT ||
+            (identity->capacity > 0 && spec->buckets_size < (size_t)identity->nbuckets * 4 * 16 *
+                                                                (size_t)(identity->burst + 1)))
+            return CR_E_SHARED_CORRUPT;
+        if (identity->capacity > 0)
+            out->live_keys = cr_gauge_count_keys(region.buckets, identity->nbuckets,
+                                                 identity->burst);
+        int len = snprintf(out->description, sizeof out->description,
+                           "cellrate.Concurrency(limit=%" PRId64, identity->burst);
+        if (identity->capacity > 0)
+            len += snprintf(out->description + len, sizeof out->description - (size_t)len,
+                            ", capacity=%" PRId64, identity->capacity);
+        if (identity->emission_ns > 0)
+            len += snprintf(out->description + len, sizeof out->description - (size_t)len,
+                            ", lease=%.17g", cr_ns_to_seconds(identity->emission_ns));
+        snprintf(out->description + len, sizeof out->description - (size_t)len, ")");
+        cr_counters_read(region.counters, CR_COUNTER_LANES, 0, n);
+        out->gauge_stats = (cr_gauge_stats){
+            .acquired = n[CR_N_ADMITTED],
+            .refused = n[CR_N_REFUSED],
+            .units_acquired = n[CR_N_UNITS_ADMITTED],
+            .units_refused = n[CR_N_UNITS_REFUSED],
+            .released = n[CR_N_RELEASED],
+            .reclaimed = n[CR_N_RECLAIMED],
+            .in_flight = (uint64_t)atomic_load(&region.counters->in_flight),
+            .peak = (uint64_t)atomic_load(&region.counters->peak),
+        };
+        return CR_OK;
+    }
+    const cr_algorithm algorithm = (cr_algorithm)(identity->kind >> 8);
+    out->algorithm = cr_algorithm_name(algorithm);
+    out->capacity = kind == CR_REGION_KEYED ? identity->capacity : 0;
+    if (kind == CR_REGION_KEYED) {
+        if (spec->buckets_size < (size_t)identity->nbuckets * 64)
+            return CR_E_SHARED_CORRUPT;
+        out->live_keys = cr_keyed_count_slots(region.buckets, identity->nbuckets);
+    }
+    const cr_limit like = {.algorithm = algorithm, .burst = 1};
+    int64_t changed_at;
+    cr_status status = CR_E_SHARED_CORRUPT;
+    for (int tries = 0; tries < 8 && status != CR_OK; tries++) { /* a change meanwhile */
+        out->generation = cr_region_generation(&region);
+        status = cr_region_limit(&region, out->generation, &like, &out->limit, &changed_at);
+    }
+    if (status != CR_OK)
+        return status;
+    cr_limit_describe(out->description, sizeof out->description,
+                      kind == CR_REGION_KEYED ? "cellrate.KeyedLimiter" : "cellrate.Limiter",
+                      &out->limit, kind == CR_REGION_KEYED ? identity->capacity : -1);
+    cr_counters_read(region.counters, CR_COUNTER_LANES,
+                     kind == CR_REGION_KEYED ? atomic_load(region.evictions) : 0, n);
+    out->stats = (cr_stats){n[CR_N_ADMITTED],      n[CR_N_REFUSED],    n[CR_N_UNITS_ADMITTED],
+                            n[CR_N_UNITS_REFUSED], n[CR_N_UNFITTABLE], n[CR_N_WOULD_REFUSE],
+                            n[CR_N_EVICTED]};
+    return CR_OK;
+}
+
+cr_status cr_inspect_region(const char *path, cr_region_info *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!path)
+        return CR_E_SHARED_PATH;
+    /* O_NONBLOCK: a FIFO at the path must not hang the look */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        struct stat st;
+        if (errno != ENOENT)
+            return io_status();
+        if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+            return CR_E_SHARED_DANGLING;
+        return CR_E_SHARED_MISSING;
+    }
+    region_identity identity;
+    cr_region_spec spec;
+    char boot_id[48], this_boot[48];
+    cr_status status = inspect_identity(fd, &identity, &spec, boot_id);
+    void *base = MAP_FAILED;
+    if (status == CR_OK &&
+        (base = mmap(NULL, spec.total_size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
+        status = io_status();
+    int saved_errno = errno;
+    close(fd);
+    if (status != CR_OK) {
+        errno = saved_errno;
+        return status;
+    }
+    out->layout_version = identity.version;
+    out->kind = kind_name(identity.kind & 0xff);
+    out->size = spec.total_size;
+    read_boot_id(this_boot);
+    out->this_boot = memcmp(boot_id, this_boot, sizeof boot_id) == 0;
+    status = inspect_mapped(base, &identity, &spec, out);
+    munmap(base, spec.total_size);
+    return status;
 }

@@ -140,6 +140,8 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "key: a concurrency limit without capacity has no keys; give capacity for one limit "
      "per key"),
     (56, "E_SLOT", "argument", "slot", "slot must be a slot that a concurrency limit gave out"),
+    (57, "E_SHARED_MISSING", "region", "shared",
+     "shared: no file at the path (a region is made by the first limiter that opens it)"),
 ]
 
 

@@ -213,3 +213,62 @@ def test_an_opening_after_many_others_still_counts(region_dir):
     assert many[0].stats()["admitted"] == 12
     del many
     assert cellrate.Limiter(1, burst=100, shared=path).stats()["admitted"] == 12
+
+
+def test_inspect_region_reads_each_kind_without_changing_it(region_dir):
+    from cellrate._cellrate import inspect_region
+    keyed = cellrate.KeyedLimiter("100/minute", capacity=50, shared=region_dir / "keyed")
+    keyed.allow("a", now=FROZEN)
+    keyed.allow("b", 200, now=FROZEN)
+    before = (region_dir / "keyed").read_bytes()
+    mtime = os.stat(region_dir / "keyed").st_mtime_ns
+    info = inspect_region(region_dir / "keyed")
+    assert (region_dir / "keyed").read_bytes() == before
+    assert os.stat(region_dir / "keyed").st_mtime_ns == mtime
+    assert info == {
+        "layout_version": 5, "kind": "keyed", "algorithm": "gcra",
+        "limit": repr(keyed), "rate": 100.0, "period": 60.0, "burst": 100,
+        "max_in_flight": None, "lease": None, "capacity": 50, "live_keys": 1, "generation": 0,
+        "size": len(before), "this_boot": True, "stats": keyed.stats()}
+    assert info["stats"]["unfittable"] == 1
+
+    lim = cellrate.Limiter(5, algorithm="fixed_window", shared=str(region_dir / "limiter"))
+    lim.reconfigure(6)
+    info = inspect_region(str(region_dir / "limiter"))
+    assert (info["kind"], info["algorithm"], info["limit"], info["generation"]) == (
+        "limiter", "fixed_window", repr(lim), 1)
+    assert (info["burst"], info["capacity"], info["live_keys"]) == (6, None, 0)
+
+    c = cellrate.Concurrency(4, capacity=10, lease=30, shared=region_dir / "concurrency")
+    slot = c.try_acquire("x", cost=2)
+    info = inspect_region(os.fsencode(region_dir / "concurrency"))
+    assert (info["kind"], info["algorithm"], info["max_in_flight"], info["lease"]) == (
+        "concurrency", None, 4, 30.0)
+    assert info["live_keys"] == 1 and info["stats"] == c.stats()
+    assert info["stats"]["in_flight"] == 2
+    slot.release()
+
+
+def test_inspect_region_refuses_what_is_not_a_region(region_dir):
+    from cellrate._cellrate import inspect_region
+    cellrate.Limiter(1, shared=region_dir / "region")
+    data = (region_dir / "region").read_bytes()
+    (region_dir / "text").write_text("hello, world\n" * 100)
+    (region_dir / "short").write_bytes(data[:100])
+    old = bytearray(data)
+    old[8] = 4  # the layout before the counters
+    (region_dir / "old").write_bytes(bytes(old))
+    os.symlink(region_dir / "nothing", region_dir / "dangling")
+    cases = [("missing", "no file at the path"), ("text", "not a cellrate region"),
+             ("short", "too short"), ("old", "another layout version"),
+             ("dangling", "symbolic link to nothing"), (".", "not a cellrate region")]
+    for name, words in cases:
+        path = region_dir / name
+        with pytest.raises(cellrate.InvalidArgument) as raised:
+            inspect_region(path)
+        assert words in str(raised.value) and str(path) in str(raised.value), name
+        assert raised.value.param == "shared"
+    assert (region_dir / "old").read_bytes() == bytes(old)  # never repaired, never reset
+    assert not (region_dir / "missing").exists()  # never created
+    with pytest.raises(cellrate.InvalidArgumentType):
+        inspect_region(None)
