@@ -24,8 +24,8 @@ from cellrate import _cellrate
 USAGE_ERROR = 2
 
 # inspect's fields in the order printed; the rest follow, then the counters
-FIELDS = ("kind", "limit", "algorithm", "rate", "period", "burst", "lease", "capacity",
-          "live_keys", "generation", "layout_version")
+FIELDS = ("kind", "limit", "algorithm", "rate", "period", "burst", "max_in_flight", "lease",
+          "capacity", "live_keys", "generation", "layout_version", "size", "this_boot")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,16 +64,22 @@ def _inspect(path: str) -> dict[str, Any]:
 
 
 def _text(info: dict[str, Any], path: str) -> str:
-    width = max(len(key) for key in list(info) + list(info.get("stats", {}))) + 2
-    lines = [f"region {path}"]
-    keys = [key for key in FIELDS if key in info] + sorted(
-        key for key in info if key not in FIELDS and key != "stats")
-    lines += [f"  {key.replace('_', ' '):<{width}}{info[key]}" for key in keys]
+    keys = [key for key in FIELDS if info.get(key) is not None] + sorted(
+        key for key in info if key not in FIELDS and key != "stats" and info[key] is not None)
     stats = info.get("stats") or {}
+    pad = max([len(key) for key in keys] + [len(key) + 2 for key in stats]) + 2
+    lines = [f"region {path}"]
+    lines += [f"  {key.replace('_', ' '):<{pad}}{_shown(info[key])}" for key in keys]
     if stats:
         lines.append("  counters")
-        lines += [f"    {key:<{width - 2}}{value}" for key, value in stats.items()]
+        lines += [f"    {key:<{pad - 2}}{value}" for key, value in stats.items()]
     return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
 
 
 def _opened(info: dict[str, Any], path: str) -> Any:
