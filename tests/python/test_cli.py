@@ -154,3 +154,15 @@ def test_the_console_script(shm):
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["kind"] == "limiter"
     assert run("inspect", shm / "nothing", command=[script]).returncode == 2
+
+
+@pytest.mark.parametrize("algorithm", ["gcra", "token_bucket", "fixed_window", "sliding_window"])
+def test_reset_opens_every_algorithm_with_its_own_limit(shm, algorithm):
+    keyed = cellrate.KeyedLimiter("3/7s", algorithm=algorithm, shared=shm / "api")
+    while keyed.allow("k"):
+        pass
+    result = run("reset", shm / "api", "k")
+    assert result.returncode == 0, result.stderr
+    assert keyed.allow("k")
+    info = json.loads(run("inspect", shm / "api", "--json").stdout)
+    assert info["algorithm"] == algorithm and info["generation"] == 0  # no live change
