@@ -68,6 +68,12 @@ void cr_count2_slow(const cr_counts *counts, unsigned fa, uint64_t na, unsigned 
     atomic_fetch_add_explicit(&cell->n[fb], nb, memory_order_relaxed);
 }
 
+int cr_count_verdict_slow(const cr_counts *counts, bool admitted, int64_t cost, int64_t most)
+{
+    cr_count_verdict(counts, admitted, cost, most);
+    return 0;
+}
+
 cr_counter_block *cr_counters_new(cr_counts *counts)
 {
     cr_counter_block *block = aligned_alloc(64, CR_COUNTER_BLOCK_SIZE(1));

@@ -131,6 +131,32 @@ static inline void cr_count_verdict(const cr_counts *counts, bool admitted, int6
         cr_count2(counts, CR_N_UNFITTABLE, 1, CR_N_UNFITTABLE, 0);
 }
 
+/* cr_count_verdict, returning CR_OK (0): out of line. */
+__attribute__((cold)) int cr_count_verdict_slow(const cr_counts *counts, bool admitted,
+                                                int64_t cost, int64_t most);
+
+/* cr_count_verdict as the last step of an entry point of a store of this
+ * process alone (its one lane always there: `return cr_count_own_tail(..)`):
+ * the common admission inline, everything else a tail call, so that the
+ * entry point calls nothing on its common path and keeps no registers. */
+static inline int cr_count_own_tail(const cr_counts *counts, bool admitted, int64_t cost,
+                                    int64_t most)
+{
+#ifndef CR_NO_COUNTERS
+    const unsigned slot = cr_counter_slot - 1u;
+    if (__builtin_expect(admitted && slot < CR_COUNTER_SLOTS, 1)) {
+        cr_counter_cell *cell = &counts->lane->cell[slot];
+        cr_count_bump(&cell->n[CR_N_ADMITTED], 1);
+        cr_count_bump(&cell->n[CR_N_UNITS_ADMITTED], (uint64_t)cost);
+        return 0;
+    }
+    return cr_count_verdict_slow(counts, admitted, cost, most);
+#else
+    (void)counts, (void)admitted, (void)cost, (void)most;
+    return 0;
+#endif
+}
+
 /* A block of this process alone (zeroed, one lane); NULL when out of memory. */
 cr_counter_block *cr_counters_new(cr_counts *counts);
 /* Binds `counts` to a region's block: claims a free lane (or one of a dead

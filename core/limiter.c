@@ -322,8 +322,7 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
             break;
     }
     *allowed = admitted;
-    cr_count_verdict(&limiter->counts, admitted, cost, cell->limit.limit.burst);
-    return CR_OK;
+    return (cr_status)cr_count_own_tail(&limiter->counts, admitted, cost, cell->limit.limit.burst);
 }
 
 cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)

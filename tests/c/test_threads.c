@@ -8,7 +8,9 @@
  *     admissions of a greedy replay, piece by piece (each limit while it holds,
  *     the units used carried across each change), and never a mixture;
  *   - take(max_cost) racing on one key at one instant: the units taken, counted,
- *     are exactly the burst, never more.
+ *     are exactly the burst, never more;
+ *   - the counters (cr_*_stats) agree with the verdicts the threads counted,
+ *     also with more threads than there are counting slots (the overflow).
  */
 #include "cellrate.h"
 #include "check.h"
@@ -125,6 +127,10 @@ static void test_one_key_frozen(void)
         int64_t admitted = run_workers(w, run_frozen, &errors);
         CHECK_EQ_I64(errors, 0, "cr_limiter_check statuses");
         CHECK_EQ_I64(admitted, burst, "cr_limiter: %d threads on one key at one instant", THREADS);
+        cr_stats stats;
+        cr_limiter_stats(w.limiter, &stats);
+        CHECK_EQ_I64((int64_t)stats.admitted, admitted, "cr_limiter_stats: admitted");
+        CHECK_EQ_I64((int64_t)stats.refused, THREADS * 300 - admitted, "cr_limiter_stats: refused");
         cr_limiter_free(w.limiter);
 
         w.limiter = NULL;
@@ -134,6 +140,10 @@ static void test_one_key_frozen(void)
         CHECK_EQ_I64(errors, 0, "cr_keyed_check statuses");
         CHECK_EQ_I64(admitted, burst, "cr_keyed: %d threads on one key at one instant", THREADS);
         CHECK_EQ_I64(cr_keyed_len(w.keyed), 1, "the key holds one slot, never two");
+        cr_keyed_stats(w.keyed, &stats);
+        CHECK_EQ_I64((int64_t)stats.units_admitted, admitted, "cr_keyed_stats: units admitted");
+        CHECK_EQ_I64((int64_t)stats.units_refused, THREADS * 300 - admitted,
+                     "cr_keyed_stats: units refused");
         cr_keyed_free(w.keyed);
     }
 }
@@ -413,8 +423,66 @@ static void test_take_threads(void)
     }
 }
 
+#define MANY_THREADS 24 /* more than the counting slots (CR_COUNTER_SLOTS 16) */
+
+typedef struct {
+    cr_limiter *limiter;
+    pthread_barrier_t *start;
+    int64_t admitted, refused;
+} counter_worker;
+
+static void *run_counted(void *arg)
+{
+    counter_worker *w = arg;
+    pthread_barrier_wait(w->start);
+    for (int i = 0; i < 2000; i++) {
+        bool allowed;
+        if (cr_limiter_allow(w->limiter, 9 * SECOND, 1 + i % 3, &allowed) == CR_OK)
+            *(allowed ? &w->admitted : &w->refused) += 1 + i % 3;
+    }
+    return NULL;
+}
+
+static void test_counters_many_threads(void)
+{
+    cr_limit limit = limit_of(SECOND, 20000);
+    cr_limiter *limiter;
+    if (!CHECK(cr_limiter_new(&limiter, &limit) == CR_OK, "cr_limiter_new"))
+        return;
+    for (int round = 0; round < 2; round++) { /* the slots of ended threads are reused */
+        pthread_t threads[MANY_THREADS];
+        counter_worker workers[MANY_THREADS];
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, MANY_THREADS);
+        for (int i = 0; i < MANY_THREADS; i++) {
+            workers[i] = (counter_worker){limiter, &start, 0, 0};
+            if (pthread_create(&threads[i], NULL, run_counted, &workers[i]) != 0)
+                exit(2);
+        }
+        int64_t admitted = 0, refused = 0;
+        for (int i = 0; i < MANY_THREADS; i++) {
+            pthread_join(threads[i], NULL);
+            admitted += workers[i].admitted;
+            refused += workers[i].refused;
+        }
+        pthread_barrier_destroy(&start);
+        cr_stats stats;
+        cr_limiter_stats(limiter, &stats);
+        CHECK_EQ_I64((int64_t)stats.units_admitted, admitted, "%d threads: units admitted",
+                     MANY_THREADS);
+        CHECK_EQ_I64((int64_t)stats.units_refused, refused, "%d threads: units refused",
+                     MANY_THREADS);
+        CHECK_EQ_I64((int64_t)(stats.admitted + stats.refused), MANY_THREADS * 2000,
+                     "%d threads: every verdict counted once", MANY_THREADS);
+        CHECK(cr_limiter_reset_stats(limiter) == CR_OK, "cr_limiter_reset_stats");
+        cr_limiter_reset(limiter);
+    }
+    cr_limiter_free(limiter);
+}
+
 int main(void)
 {
+    test_counters_many_threads();
     test_take_threads();
     test_one_key_frozen();
     test_many_keys_frozen();
