@@ -139,8 +139,10 @@ class CellrateCollector(Collector):
         for concurrency, table in ((False, RATE), (True, CONCURRENCY)):
             for metric, documentation, kind, samples, extra in table:
                 labels = list(LABELS) + ([extra] if extra else [])
-                family = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(
-                    metric, documentation, labels=labels)
+                family: CounterMetricFamily | GaugeMetricFamily = (
+                    CounterMetricFamily(metric, documentation, labels=labels)
+                    if kind == "counter" else GaugeMetricFamily(metric, documentation,
+                                                                labels=labels))
                 for source, stats in read:
                     if source.concurrency == concurrency:
                         _add(family, source.labels, stats, samples, extra)
@@ -148,12 +150,11 @@ class CellrateCollector(Collector):
                     yield family
 
 
-def _add(family: Metric, labels: tuple[str, str, str], stats: Mapping[str, int],
-         samples: list[tuple[str, str]], extra: str) -> None:
+def _add(family: CounterMetricFamily | GaugeMetricFamily, labels: tuple[str, str, str],
+         stats: Mapping[str, int], samples: list[tuple[str, str]], extra: str) -> None:
     for key, value in samples:
         if key in stats:
-            family.add_metric(list(labels) + ([value] if extra else []),  # type: ignore[attr-defined]
-                              stats[key])
+            family.add_metric(list(labels) + ([value] if extra else []), stats[key])
 
 
 _COLLECTORS: weakref.WeakKeyDictionary[CollectorRegistry, CellrateCollector] = (
