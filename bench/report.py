@@ -30,20 +30,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def load(raw_dir: str) -> Dict[str, dict]:
     results: Dict[str, dict] = {}
-    rounds: Dict[str, List[float]] = {}
     for path in sorted(glob.glob(os.path.join(raw_dir, "*.jsonl"))):
         with open(path) as f:
             for line in f:
                 line = line.strip()
                 if line.startswith("{"):
                     record = json.loads(line)
+                    if record["id"].startswith("c.counters."):
+                        # with and without counters, run in the same rounds:
+                        # the ratios are taken round by round (see evaluate)
+                        record["rep_ns"] = record.get("runs_ns_per_op")
                     results[record["id"]] = record
-                    if record["id"].startswith("c.counters.") and "ns_per_op" in record:
-                        rounds.setdefault(record["id"], []).append(record["ns_per_op"])
-    # The counters' rows come from two binaries run in turn, several rounds:
-    # each id's value is the median of its rounds.
-    for sid, values in rounds.items():
-        results[sid]["ns_per_op"] = statistics.median(values)
     return results
 
 
@@ -452,8 +449,8 @@ def nginx_rows() -> List[Row]:
 
 
 def counters_rows() -> List[Row]:
-    """The allow paths with counters against the same build without them
-    (-DCR_NO_COUNTERS, the benchmark's switch alone), run in turn."""
+    """The allow paths with counters against the same core built without them
+    (-DCR_NO_COUNTERS, the benchmark's switch alone), in one binary, round-robin."""
     p = "c.counters"
     return [
         Row("C: Limiter allow(), with counters against without", f"{p}.limiter.allow.counted",

@@ -69,14 +69,22 @@ CWARN="$(flag CR_STD) $(flag CR_WARN) -Werror"
 # shellcheck disable=SC2086
 $CC $CWARN $ARCHFLAGS -O2 -g -Icore "$BENCH/c/bench_core.c" build/libcellrate.a \
     $(flag CR_LIBS) -o "$PEERS/bin/bench_core"
-# The counters' cost: the same harness and core built with them and without
-# (CR_NO_COUNTERS: the benchmark's switch alone), from the sources alike.
-for counted in counted uncounted; do
-    nocount=$([ $counted = uncounted ] && echo -DCR_NO_COUNTERS || true)
+# The counters' cost: the core built again without them (CR_NO_COUNTERS, the
+# benchmark's switch alone), its symbols renamed cr_* -> nc_cr_*, linked into
+# the same harness, so that both run round-robin in one process.
+NC="$PEERS/nc"
+rm -rf "$NC" && mkdir -p "$NC"
+for src in core/*.c; do
     # shellcheck disable=SC2086
-    $CC $CWARN $ARCHFLAGS -O2 -g $nocount -Icore "$BENCH/c/bench_core.c" core/*.c \
-        $(flag CR_LIBS) -o "$PEERS/bin/bench_core_$counted"
+    $CC $CWARN $ARCHFLAGS -O2 -g -fPIC $(flag CR_VISIBILITY) -DCR_NO_COUNTERS -Icore \
+        -c "$src" -o "$NC/$(basename "$src" .c).o"
 done
+ld -r -o "$NC/core.o" "$NC"/*.o
+nm --defined-only --extern-only "$NC/core.o" | awk '$3 ~ /^cr_/ { print $3 " nc_" $3 }' | sort -u > "$NC/names"
+objcopy --redefine-syms="$NC/names" "$NC/core.o" "$NC/uncounted.o"
+# shellcheck disable=SC2086
+$CC $CWARN $ARCHFLAGS -O2 -g -DCR_BENCH_UNCOUNTED -Icore "$BENCH/c/bench_core.c" \
+    build/libcellrate.a "$NC/uncounted.o" $(flag CR_LIBS) -o "$PEERS/bin/bench_core_counters"
 for lua in lua5.4:/usr/include/lua5.4 luajit:/usr/include/luajit-2.1; do
     name=${lua%%:*}
     mkdir -p "$PEERS/lua/$name"
@@ -90,12 +98,8 @@ head -1 /proc/stat > "$RAW/cpu_start.txt"
 step "C level: floors, Limiter, KeyedLimiter (1M keys), threads, shared memory"
 "$PEERS/bin/bench_core" run --reps "$REPS" | tee "$RAW/c.jsonl" >&2
 
-step "C level: the allow paths with counters and without, in turn (5 rounds)"
-for _ in 1 2 3 4 5; do
-    for counted in counted uncounted; do
-        "$PEERS/bin/bench_core_$counted" counters --reps "$REPS"
-    done
-done | tee "$RAW/c_counters.jsonl" >&2
+step "C level: the allow paths with counters and without (one binary, round-robin)"
+"$PEERS/bin/bench_core_counters" counters --reps "$REPS" | tee "$RAW/c_counters.jsonl" >&2
 
 step "C level: governor and aerorate"
 "$RUST_BIN" run --reps "$REPS" --keyed-ops 1000000 | tee "$RAW/rust.jsonl" >&2

@@ -135,7 +135,9 @@ void cr_counters_read(const cr_counter_block *block, uint32_t nlanes, uint64_t e
                       uint64_t out[CR_COUNTER_FIELDS - 1])
 {
     cr_counter_block *b = (cr_counter_block *)block; /* the baseline is read, not written */
-    for (;;) {
+    /* A reset killed midway (a process of a region) leaves the word odd until
+     * the next reset: past a few tries the reading is taken as it is. */
+    for (int tries = 0;; tries++) {
         const uint64_t seq = atomic_load_explicit(&b->seq, memory_order_acquire);
         sum_cells(block, nlanes, out);
         if (evicted != UINT64_MAX)
@@ -143,7 +145,7 @@ void cr_counters_read(const cr_counter_block *block, uint32_t nlanes, uint64_t e
         uint64_t base[CR_COUNTER_FIELDS - 1];
         for (int f = 0; f < CR_COUNTER_FIELDS - 1; f++)
             base[f] = atomic_load_explicit(&b->base[f], memory_order_acquire);
-        if ((seq & 1) || atomic_load_explicit(&b->seq, memory_order_acquire) != seq)
+        if (tries < 64 && ((seq & 1) || atomic_load_explicit(&b->seq, memory_order_acquire) != seq))
             continue;
         for (int f = 0; f < CR_COUNTER_FIELDS - 1; f++)
             out[f] -= base[f];
@@ -151,8 +153,13 @@ void cr_counters_read(const cr_counter_block *block, uint32_t nlanes, uint64_t e
     }
 }
 
+/* Serializes the resets of this process (a region's callers also hold its
+ * change lock, for the other processes). */
+static pthread_mutex_t resetting = PTHREAD_MUTEX_INITIALIZER;
+
 void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicted)
 {
+    pthread_mutex_lock(&resetting);
     uint64_t now[CR_COUNTER_FIELDS - 1];
     sum_cells(block, nlanes, now);
     if (evicted != UINT64_MAX)
@@ -164,6 +171,7 @@ void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicte
         atomic_store_explicit(&block->base[f], now[f], memory_order_release);
     atomic_store_explicit(&block->peak, atomic_load(&block->in_flight), memory_order_relaxed);
     atomic_store_explicit(&block->seq, (seq | 1) + 1, memory_order_release);
+    pthread_mutex_unlock(&resetting);
 }
 
 void cr_counters_hold(const cr_counts *counts, int64_t delta)

@@ -168,7 +168,8 @@ void cr_counters_leave(cr_counts *counts);
  * (a keyed table's word kept elsewhere) takes the place of CR_N_EVICTED. */
 void cr_counters_read(const cr_counter_block *block, uint32_t nlanes, uint64_t evicted,
                       uint64_t out[CR_COUNTER_FIELDS - 1]);
-/* Sets the baseline to the counts now; the caller serializes resets. */
+/* Sets the baseline to the counts now (a region's caller holds its change
+ * lock: resets of other processes). */
 void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicted);
 /* Concurrency: `delta` units now held more (or fewer); raises the peak. */
 void cr_counters_hold(const cr_counts *counts, int64_t delta);

@@ -10,8 +10,9 @@
  *   bench_core run [--reps N] [--single-ops N] [--keyed-ops N] [--keys N]
  *   bench_core limiter [--reps N] [--single-ops N]   (the floors and the Limiter alone)
  *   bench_core mem [--keys N]
- *   bench_core counters [--reps N] ...   (the allow paths with counters, or without
- *                                         when built with -DCR_NO_COUNTERS)
+ *   bench_core counters [--reps N] [--single-ops N] [--keyed-ops N] [--keys N]
+ *                  (the allow paths with counters and without: needs the uncounted
+ *                   core linked in, CR_BENCH_UNCOUNTED, as bench/run.sh builds it)
  *
  * Each result is one JSON object per line on stdout; the value of a scenario
  * is the median of `--reps` timed runs, after one untimed warm-up run.
@@ -1139,53 +1140,139 @@ static void concurrency_scenarios(const config *cfg)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Counters: the allow paths built with them and without (CR_NO_COUNTERS,
- * the benchmark's switch alone), one binary each, run in turn by run.sh.
- * Each id ends in ".counted" or ".uncounted"; report.py takes the ratios. */
+/* Counters: the allow paths with them against the same core built without
+ * them (-DCR_NO_COUNTERS, the benchmark's switch alone), linked into this
+ * binary with its symbols renamed cr_* -> nc_cr_* (bench/run.sh builds it:
+ * CR_BENCH_UNCOUNTED), so that both run round-robin in one run. */
 
-#ifdef CR_NO_COUNTERS
-#define COUNTED(name) name ".uncounted"
-#else
-#define COUNTED(name) name ".counted"
-#endif
+#ifdef CR_BENCH_UNCOUNTED
+cr_status nc_cr_limiter_new(cr_limiter **out, const cr_limit *limit);
+void nc_cr_limiter_free(cr_limiter *limiter);
+cr_status nc_cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed);
+cr_status nc_cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
+                           const char *path, int64_t mode, cr_on_change on_change);
+void nc_cr_keyed_free(cr_keyed *keyed);
+cr_status nc_cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                            int64_t cost, bool *allowed);
+
+/* One core's entry points: the counted (cr_*) or the uncounted (nc_cr_*). */
+typedef struct {
+    const char *name; /* "counted" or "uncounted" */
+    cr_status (*limiter_new)(cr_limiter **, const cr_limit *);
+    void (*limiter_free)(cr_limiter *);
+    cr_status (*keyed_open)(cr_keyed **, const cr_limit *, int64_t, const char *, int64_t,
+                            cr_on_change);
+    void (*keyed_free)(cr_keyed *);
+} core_calls;
+
+static const core_calls counted_core = {"counted", cr_limiter_new, cr_limiter_free, cr_keyed_open,
+                                        cr_keyed_free};
+static const core_calls uncounted_core = {"uncounted", nc_cr_limiter_new, nc_cr_limiter_free,
+                                          nc_cr_keyed_open, nc_cr_keyed_free};
+
+static bool nc_limiter_clock(void *ctx, size_t i)
+{
+    (void)i;
+    bool allowed = false;
+    nc_cr_limiter_allow(((cellrate_ctx *)ctx)->limiter, CR_CLOCK, 1, &allowed);
+    return allowed;
+}
+
+static bool nc_keyed_int(void *ctx, size_t i)
+{
+    cellrate_ctx *c = ctx;
+    uint64_t key = int_key(c->draws[i]);
+    bool allowed = false;
+    nc_cr_keyed_allow(c->keyed, &key, sizeof key, CR_CLOCK, 1, &allowed);
+    return allowed;
+}
+
+/* The integer-key table of `core`, every key admitted once (its allow path,
+ * whose burst keeps them all tracked). */
+static cr_keyed *core_int_table(const core_calls *core, const config *cfg, const char *path)
+{
+    cr_limit limit = keyed_limit(NULL);
+    cr_keyed *keyed;
+    if (path)
+        unlink(path);
+    check_status(core->keyed_open(&keyed, &limit, (int64_t)cfg->keys, path, 0600, CR_CHANGE_APPLY),
+                 "keyed_open");
+    cellrate_ctx fill = {.keyed = keyed};
+    for (size_t k = 0; k < cfg->keys; k++) {
+        uint32_t draw = (uint32_t)k;
+        fill.draws = &draw;
+        if (!(core == &counted_core ? keyed_int : nc_keyed_int)(&fill, 0))
+            check_status(CR_E_NOMEM, "filling the table");
+    }
+    return keyed;
+}
+
+typedef struct {
+    cellrate_ctx one, ints, half[2], shm;
+    char path[64];
+} core_cases;
+
+static void core_cases_make(const core_calls *core, const config *cfg, uint32_t *draws_all,
+                            uint32_t *const draws_half[2], core_cases *out)
+{
+    cr_limit allow = allow_limit(NULL);
+    check_status(core->limiter_new(&out->one.limiter, &allow), "limiter_new");
+    out->ints = (cellrate_ctx){.keyed = core_int_table(core, cfg, NULL), .draws = draws_all};
+    for (int h = 0; h < 2; h++)
+        out->half[h] = (cellrate_ctx){.keyed = out->ints.keyed, .draws = draws_half[h]};
+    snprintf(out->path, sizeof out->path, "/dev/shm/cellrate-bench-%ld.%s", (long)getpid(),
+             core->name);
+    out->shm = (cellrate_ctx){.keyed = core_int_table(core, cfg, out->path), .draws = draws_all};
+}
+
+static void core_cases_free(const core_calls *core, core_cases *c)
+{
+    core->limiter_free(c->one.limiter);
+    core->keyed_free(c->ints.keyed);
+    core->keyed_free(c->shm.keyed);
+    unlink(c->path);
+}
+
+#define COUNTERS_CASES(suffix, c, limiter_fn, keyed_fn)                                         \
+    CASE1("c.counters.limiter.allow." suffix, limiter_fn, &(c).one, cfg->single_ops, "allow"),  \
+        CASE1("c.counters.keyed.int.1t." suffix, keyed_fn, &(c).ints, cfg->keyed_ops, "allow"), \
+        {.id = "c.counters.keyed.int.2t." suffix,                                               \
+         .body = keyed_fn,                                                                      \
+         .ctx = {&(c).half[0], &(c).half[1]},                                                   \
+         .threads = 2,                                                                          \
+         .ops = cfg->keyed_ops,                                                                 \
+         .expect = "allow"},                                                                    \
+        CASE1("c.counters.shared.keyed.int." suffix, keyed_fn, &(c).shm, cfg->keyed_ops, "allow")
 
 static void counters_scenarios(const config *cfg)
 {
-    cr_limit allow = allow_limit(NULL);
-    cellrate_ctx one = {0};
-    check_status(cr_limiter_new(&one.limiter, &allow), "cr_limiter_new");
     uint32_t *draws_all = make_draws(cfg->keyed_ops, 0, cfg->keys, SEED);
     size_t half = cfg->keys / 2;
     uint32_t *draws_half[2] = {make_draws(cfg->keyed_ops, 0, half, SEED + 1),
                                make_draws(cfg->keyed_ops, half, cfg->keys - half, SEED + 2)};
-    cellrate_ctx ints = {.keyed = filled_int_table(cfg, NULL, NULL), .draws = draws_all};
-    cellrate_ctx half0 = {.keyed = ints.keyed, .draws = draws_half[0]};
-    cellrate_ctx half1 = {.keyed = ints.keyed, .draws = draws_half[1]};
-    char shared_path[64];
-    snprintf(shared_path, sizeof shared_path, "/dev/shm/cellrate-bench-%ld.counted",
-             (long)getpid());
-    unlink(shared_path);
-    cellrate_ctx shm = {.keyed = filled_int_table(cfg, shared_path, NULL), .draws = draws_all};
+    core_cases counted, uncounted;
+    core_cases_make(&counted_core, cfg, draws_all, draws_half, &counted);
+    core_cases_make(&uncounted_core, cfg, draws_all, draws_half, &uncounted);
+    /* each counted case next to its uncounted twin: a slow phase of the
+     * machine falls on both */
     bench_case cases[] = {
-        CASE1(COUNTED("c.counters.limiter.allow"), limiter_clock, &one, cfg->single_ops, "allow"),
-        CASE1(COUNTED("c.counters.keyed.int.1t"), keyed_int, &ints, cfg->keyed_ops, "allow"),
-        {.id = COUNTED("c.counters.keyed.int.2t"),
-         .body = keyed_int,
-         .ctx = {&half0, &half1},
-         .threads = 2,
-         .ops = cfg->keyed_ops,
-         .expect = "allow"},
-        CASE1(COUNTED("c.counters.shared.keyed.int"), keyed_int, &shm, cfg->keyed_ops, "allow"),
+        COUNTERS_CASES("counted", counted, limiter_clock, keyed_int),
+        COUNTERS_CASES("uncounted", uncounted, nc_limiter_clock, nc_keyed_int),
     };
-    run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
-    cr_limiter_free(one.limiter);
-    cr_keyed_free(ints.keyed);
-    cr_keyed_free(shm.keyed);
-    unlink(shared_path);
+    bench_case paired[sizeof cases / sizeof cases[0]];
+    const size_t n = sizeof cases / sizeof cases[0];
+    for (size_t k = 0; k < n / 2; k++) {
+        paired[2 * k] = cases[k];
+        paired[2 * k + 1] = cases[n / 2 + k];
+    }
+    run_cases(cfg, paired, n);
+    core_cases_free(&counted_core, &counted);
+    core_cases_free(&uncounted_core, &uncounted);
     free(draws_all);
     free(draws_half[0]);
     free(draws_half[1]);
 }
+#endif
 
 /* ------------------------------------------------------------------------ */
 
@@ -1243,8 +1330,14 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(mode, "counters")) {
+#ifdef CR_BENCH_UNCOUNTED
         counters_scenarios(&cfg);
         return 0;
+#else
+        fprintf(stderr, "bench_core: counters: built without the uncounted core "
+                        "(bench/run.sh builds it)\n");
+        return 2;
+#endif
     }
     if (strcmp(mode, "run") != 0)
         usage();

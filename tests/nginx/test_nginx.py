@@ -421,6 +421,21 @@ def test_header_bytes_equal_the_python_face(named):
     assert "cellrate dry run: would refuse" in log
 
 
+def test_a_dry_run_counts_would_be_refusals_across_workers():
+    """4 workers, 4 clients: every refusal a dry run lets through is counted in
+    the region as would_refuse, never as refused; the admissions as admitted,
+    exactly the decisions the clients saw (X-Decision)."""
+    burst = 25
+    with Nginx(workers=4, rate=f"1/{SLOW_PERIOD}s", burst=burst) as server:
+        replies = fire(server, "/dry", threads=4, per_thread=30)
+        stats = cellrate._cellrate.inspect_region(server.region + ".per_client")["stats"]
+    assert [status for status, _ in replies] == [200] * 120
+    admitted = sum(headers["X-Decision"].startswith("true") for _, headers in replies)
+    assert admitted == burst  # one client key: the burst, then refusals let through
+    assert (stats["admitted"], stats["refused"], stats["would_refuse"]) == (
+        admitted, 0, 120 - admitted)
+
+
 def test_module_is_built_against_openresty_luajit():
     """The module nginx loads was compiled against the LuaJIT headers of
     OpenResty's branch, the one Debian's lua module links."""
