@@ -1210,15 +1210,8 @@ static int concurrency_tostring(lua_State *L)
         return 1;
     }
     char text[128];
-    const int64_t capacity = cr_gauge_capacity(box->gauge);
-    const int64_t lease_ns = cr_gauge_lease_ns(box->gauge);
-    int len = snprintf(text, sizeof text, "%s(limit=%" PRId64, CONCURRENCY_METATABLE, box->limit);
-    if (capacity > 0)
-        len += snprintf(text + len, sizeof text - (size_t)len, ", capacity=%" PRId64, capacity);
-    if (lease_ns > 0)
-        len += snprintf(text + len, sizeof text - (size_t)len, ", lease=%.17g",
-                        cr_ns_to_seconds(lease_ns));
-    snprintf(text + len, sizeof text - (size_t)len, ")");
+    cr_gauge_describe(text, sizeof text, box->limit, cr_gauge_capacity(box->gauge),
+                      cr_gauge_lease_ns(box->gauge));
     lua_pushstring(L, text);
     return 1;
 }

@@ -837,6 +837,10 @@ typedef struct cr_gauge_stats {
 } cr_gauge_stats;
 
 void cr_gauge_stats_read(const cr_gauge *gauge, cr_gauge_stats *out);
+/* The description every face prints: "cellrate.Concurrency(limit=4,
+ * capacity=10, lease=30)" (no capacity for one gauge, no lease for none), as
+ * snprintf into `buf`. */
+size_t cr_gauge_describe(char *buf, size_t size, int64_t limit, int64_t capacity, int64_t lease_ns);
 cr_status cr_gauge_reset_stats(cr_gauge *gauge);
 
 /* What cr_gauge_open and cr_gauge_acquire refuse of a limit and a cost,

@@ -174,6 +174,46 @@ void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicte
     pthread_mutex_unlock(&resetting);
 }
 
+void cr_counters_rate_stats(const cr_counter_block *block, uint32_t nlanes, uint64_t evicted,
+                            cr_stats *out)
+{
+    uint64_t n[CR_COUNTER_FIELDS - 1];
+    cr_counters_read(block, nlanes, evicted, n);
+    *out = (cr_stats){n[CR_N_ADMITTED],      n[CR_N_REFUSED],    n[CR_N_UNITS_ADMITTED],
+                      n[CR_N_UNITS_REFUSED], n[CR_N_UNFITTABLE], n[CR_N_WOULD_REFUSE],
+                      n[CR_N_EVICTED]};
+}
+
+void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, cr_gauge_stats *out)
+{
+    uint64_t n[CR_COUNTER_FIELDS - 1];
+    cr_counters_read(block, nlanes, 0, n);
+    cr_counter_block *b = (cr_counter_block *)block; /* read, not written */
+    *out = (cr_gauge_stats){
+        .acquired = n[CR_N_ADMITTED],
+        .refused = n[CR_N_REFUSED],
+        .units_acquired = n[CR_N_UNITS_ADMITTED],
+        .units_refused = n[CR_N_UNITS_REFUSED],
+        .released = n[CR_N_RELEASED],
+        .reclaimed = n[CR_N_RECLAIMED],
+        .in_flight = (uint64_t)atomic_load_explicit(&b->in_flight, memory_order_relaxed),
+        .peak = (uint64_t)atomic_load_explicit(&b->peak, memory_order_relaxed),
+        .evicted = 0,
+    };
+}
+
+cr_status cr_counts_reset(const cr_counts *counts, struct cr_region_s *region, uint64_t evicted)
+{
+    cr_lock *lock = region->base ? cr_region_change_lock(region) : NULL;
+    cr_status status = lock ? cr_lock_acquire(lock) : CR_OK;
+    if (status != CR_OK)
+        return status;
+    cr_counters_reset(counts->block, counts->nlanes, evicted);
+    if (lock)
+        cr_lock_release(lock);
+    return CR_OK;
+}
+
 void cr_counters_hold(const cr_counts *counts, int64_t delta)
 {
     cr_counter_block *block = counts->block;

@@ -26,6 +26,9 @@
 #include "internal.h"
 #include "place.h"
 
+#include <inttypes.h>
+#include <stdio.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -570,30 +573,23 @@ int64_t cr_gauge_lease_ns(const cr_gauge *gauge) { return gauge->lease_ns; }
 
 void cr_gauge_stats_read(const cr_gauge *gauge, cr_gauge_stats *out)
 {
-    uint64_t n[CR_COUNTER_FIELDS - 1];
-    const cr_counter_block *block = gauge->counts.block;
-    cr_counters_read(block, gauge->counts.nlanes, 0, n);
-    *out = (cr_gauge_stats){
-        .acquired = n[CR_N_ADMITTED],
-        .refused = n[CR_N_REFUSED],
-        .units_acquired = n[CR_N_UNITS_ADMITTED],
-        .units_refused = n[CR_N_UNITS_REFUSED],
-        .released = n[CR_N_RELEASED],
-        .reclaimed = n[CR_N_RECLAIMED],
-        .in_flight = (uint64_t)atomic_load_explicit(&block->in_flight, memory_order_relaxed),
-        .peak = (uint64_t)atomic_load_explicit(&block->peak, memory_order_relaxed),
-        .evicted = 0,
-    };
+    cr_counters_gauge_stats(gauge->counts.block, gauge->counts.nlanes, out);
 }
 
 cr_status cr_gauge_reset_stats(cr_gauge *gauge)
 {
-    cr_lock *lock = gauge->region.base ? cr_region_change_lock(&gauge->region) : NULL;
-    cr_status status = lock ? cr_lock_acquire(lock) : CR_OK;
-    if (status != CR_OK)
-        return status;
-    cr_counters_reset(gauge->counts.block, gauge->counts.nlanes, 0);
-    if (lock)
-        cr_lock_release(lock);
-    return CR_OK;
+    return cr_counts_reset(&gauge->counts, &gauge->region, 0);
+}
+
+size_t cr_gauge_describe(char *buf, size_t size, int64_t limit, int64_t capacity, int64_t lease_ns)
+{
+    int len = snprintf(buf, size, "cellrate.Concurrency(limit=%" PRId64, limit);
+    if (capacity > 0)
+        len += snprintf(buf + len, size > (size_t)len ? size - (size_t)len : 0,
+                        ", capacity=%" PRId64, capacity);
+    if (lease_ns > 0)
+        len += snprintf(buf + len, size > (size_t)len ? size - (size_t)len : 0, ", lease=%.17g",
+                        cr_ns_to_seconds(lease_ns));
+    len += snprintf(buf + len, size > (size_t)len ? size - (size_t)len : 0, ")");
+    return (size_t)len;
 }

@@ -196,6 +196,16 @@ static inline void cr_count_given_back(const cr_counts *counts, int64_t cost)
 size_t cr_keyed_count_slots(const void *buckets, uint32_t nbuckets);
 uint64_t cr_gauge_count_keys(const void *gauges, uint32_t nbuckets, int64_t limit);
 
+/* The counts of a rate limit's block (`evicted`: its table's word) and of a
+ * concurrency limit's. */
+void cr_counters_rate_stats(const cr_counter_block *block, uint32_t nlanes, uint64_t evicted,
+                            cr_stats *out);
+void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, cr_gauge_stats *out);
+struct cr_region_s;
+/* reset_stats of a store whose region is `region` (base NULL: none), under
+ * the region's change lock: CR_E_SHARED_LOCK when it stays held. */
+cr_status cr_counts_reset(const cr_counts *counts, struct cr_region_s *region, uint64_t evicted);
+
 /* The counters of an item's store (cr_item: a limiter or a keyed table). */
 const cr_counts *cr_limiter_counts(const cr_limiter *limiter);
 const cr_counts *cr_keyed_counts(const cr_keyed *keyed);

@@ -641,25 +641,13 @@ const cr_counts *cr_keyed_counts(const cr_keyed *keyed) { return &keyed->counts;
 
 void cr_keyed_stats(const cr_keyed *keyed, cr_stats *out)
 {
-    uint64_t n[CR_COUNTER_FIELDS - 1];
-    cr_counters_read(keyed->counts.block, keyed->counts.nlanes, cr_keyed_evictions(keyed), n);
-    *out = (cr_stats){n[CR_N_ADMITTED],      n[CR_N_REFUSED],    n[CR_N_UNITS_ADMITTED],
-                      n[CR_N_UNITS_REFUSED], n[CR_N_UNFITTABLE], n[CR_N_WOULD_REFUSE],
-                      n[CR_N_EVICTED]};
+    cr_counters_rate_stats(keyed->counts.block, keyed->counts.nlanes, cr_keyed_evictions(keyed),
+                           out);
 }
 
 cr_status cr_keyed_reset_stats(cr_keyed *keyed)
 {
-    cr_lock *lock = keyed->region.base ? cr_region_change_lock(&keyed->region) : NULL;
-    cr_status status = lock ? cr_lock_acquire(lock) : CR_OK;
-    if (status != CR_OK)
-        return status;
-    pthread_mutex_lock(&keyed->changing);
-    cr_counters_reset(keyed->counts.block, keyed->counts.nlanes, cr_keyed_evictions(keyed));
-    pthread_mutex_unlock(&keyed->changing);
-    if (lock)
-        cr_lock_release(lock);
-    return CR_OK;
+    return cr_counts_reset(&keyed->counts, &keyed->region, cr_keyed_evictions(keyed));
 }
 
 void cr_keyed_would_refuse(cr_keyed *keyed, int64_t cost)

@@ -467,29 +467,12 @@ const cr_counts *cr_limiter_counts(const cr_limiter *limiter) { return &limiter-
 
 void cr_limiter_stats(const cr_limiter *limiter, cr_stats *out)
 {
-    uint64_t n[CR_COUNTER_FIELDS - 1];
-    cr_counters_read(limiter->counts.block, limiter->counts.nlanes, 0, n);
-    *out = (cr_stats){n[CR_N_ADMITTED],
-                      n[CR_N_REFUSED],
-                      n[CR_N_UNITS_ADMITTED],
-                      n[CR_N_UNITS_REFUSED],
-                      n[CR_N_UNFITTABLE],
-                      n[CR_N_WOULD_REFUSE],
-                      0};
+    cr_counters_rate_stats(limiter->counts.block, limiter->counts.nlanes, 0, out);
 }
 
 cr_status cr_limiter_reset_stats(cr_limiter *limiter)
 {
-    cr_lock *lock = limiter->region.base ? cr_region_change_lock(&limiter->region) : NULL;
-    cr_status status = lock ? cr_lock_acquire(lock) : CR_OK;
-    if (status != CR_OK)
-        return status;
-    pthread_mutex_lock(&limiter->changing);
-    cr_counters_reset(limiter->counts.block, limiter->counts.nlanes, 0);
-    pthread_mutex_unlock(&limiter->changing);
-    if (lock)
-        cr_lock_release(lock);
-    return CR_OK;
+    return cr_counts_reset(&limiter->counts, &limiter->region, 0);
 }
 
 void cr_limiter_would_refuse(cr_limiter *limiter, int64_t cost)

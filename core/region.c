@@ -628,7 +628,6 @@ static cr_status inspect_mapped(void *base, const region_identity *identity,
     cr_region region = {0};
     bind_region(&region, base, spec);
     out->generation = cr_region_generation(&region);
-    uint64_t n[CR_COUNTER_FIELDS - 1];
     const uint32_t kind = identity->kind & 0xff;
     if (kind == CR_REGION_CONCURRENCY) {
         out->max_in_flight = identity->burst;
@@ -641,26 +640,9 @@ static cr_status inspect_mapped(void *base, const region_identity *identity,
         if (identity->capacity > 0)
             out->live_keys = cr_gauge_count_keys(region.buckets, identity->nbuckets,
                                                  identity->burst);
-        int len = snprintf(out->description, sizeof out->description,
-                           "cellrate.Concurrency(limit=%" PRId64, identity->burst);
-        if (identity->capacity > 0)
-            len += snprintf(out->description + len, sizeof out->description - (size_t)len,
-                            ", capacity=%" PRId64, identity->capacity);
-        if (identity->emission_ns > 0)
-            len += snprintf(out->description + len, sizeof out->description - (size_t)len,
-                            ", lease=%.17g", cr_ns_to_seconds(identity->emission_ns));
-        snprintf(out->description + len, sizeof out->description - (size_t)len, ")");
-        cr_counters_read(region.counters, CR_COUNTER_LANES, 0, n);
-        out->gauge_stats = (cr_gauge_stats){
-            .acquired = n[CR_N_ADMITTED],
-            .refused = n[CR_N_REFUSED],
-            .units_acquired = n[CR_N_UNITS_ADMITTED],
-            .units_refused = n[CR_N_UNITS_REFUSED],
-            .released = n[CR_N_RELEASED],
-            .reclaimed = n[CR_N_RECLAIMED],
-            .in_flight = (uint64_t)atomic_load(&region.counters->in_flight),
-            .peak = (uint64_t)atomic_load(&region.counters->peak),
-        };
+        cr_gauge_describe(out->description, sizeof out->description, identity->burst,
+                          identity->capacity, identity->emission_ns);
+        cr_counters_gauge_stats(region.counters, CR_COUNTER_LANES, &out->gauge_stats);
         return CR_OK;
     }
     const cr_algorithm algorithm = (cr_algorithm)(identity->kind >> 8);
@@ -683,11 +665,9 @@ static cr_status inspect_mapped(void *base, const region_identity *identity,
     cr_limit_describe(out->description, sizeof out->description,
                       kind == CR_REGION_KEYED ? "cellrate.KeyedLimiter" : "cellrate.Limiter",
                       &out->limit, kind == CR_REGION_KEYED ? identity->capacity : -1);
-    cr_counters_read(region.counters, CR_COUNTER_LANES,
-                     kind == CR_REGION_KEYED ? atomic_load(region.evictions) : 0, n);
-    out->stats = (cr_stats){n[CR_N_ADMITTED],      n[CR_N_REFUSED],    n[CR_N_UNITS_ADMITTED],
-                            n[CR_N_UNITS_REFUSED], n[CR_N_UNFITTABLE], n[CR_N_WOULD_REFUSE],
-                            n[CR_N_EVICTED]};
+    cr_counters_rate_stats(region.counters, CR_COUNTER_LANES,
+                           kind == CR_REGION_KEYED ? atomic_load(region.evictions) : 0,
+                           &out->stats);
     return CR_OK;
 }
 
