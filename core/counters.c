@@ -76,7 +76,7 @@ int cr_count_verdict_slow(const cr_counts *counts, bool admitted, int64_t cost, 
 
 cr_counter_block *cr_counters_new(cr_counts *counts)
 {
-    cr_counter_block *block = aligned_alloc(64, CR_COUNTER_BLOCK_SIZE(1));
+    cr_counter_block *block = aligned_alloc(CR_COUNTER_SPACING, CR_COUNTER_BLOCK_SIZE(1));
     if (!block)
         return NULL;
     memset(block, 0, CR_COUNTER_BLOCK_SIZE(1));

@@ -29,6 +29,10 @@
 #define CR_COUNTER_LANES 8
 /* Words of a cell: one cache line. */
 #define CR_COUNTER_FIELDS 8
+/* Bytes between two cells: two lines, as the adjacent-line prefetcher of
+ * x86 fetches lines in 128-byte pairs (two threads writing the two lines of
+ * one pair would pass it between their cores as if they shared a line). */
+#define CR_COUNTER_SPACING 128
 
 /* A rate limit's fields (cr_stats), and a concurrency limit's (cr_gauge_stats). */
 enum {
@@ -44,7 +48,7 @@ enum {
 };
 
 typedef struct {
-    _Alignas(64) _Atomic uint64_t n[CR_COUNTER_FIELDS];
+    _Alignas(CR_COUNTER_SPACING) _Atomic uint64_t n[CR_COUNTER_FIELDS];
 } cr_counter_cell;
 
 typedef struct {
@@ -52,7 +56,7 @@ typedef struct {
 } cr_counter_lane;
 
 typedef struct {
-    _Alignas(64) _Atomic uint64_t seq; /* odd while reset_stats writes the baseline */
+    _Alignas(CR_COUNTER_SPACING) _Atomic uint64_t seq; /* odd while reset_stats writes it */
     _Atomic uint64_t base[CR_COUNTER_FIELDS - 1];
     _Alignas(64) _Atomic uint64_t owner[CR_COUNTER_LANES]; /* a lane's process id; 0: free */
     /* concurrency: units held now and the most held at once (one line of
@@ -63,8 +67,8 @@ typedef struct {
     cr_counter_lane lane[]; /* nlanes */
 } cr_counter_block;
 
-_Static_assert(sizeof(cr_counter_cell) == 64, "a cell is one cache line");
-_Static_assert(offsetof(cr_counter_block, overflow) == 192, "the cells follow three lines");
+_Static_assert(sizeof(cr_counter_cell) == CR_COUNTER_SPACING, "a cell is a pair of lines");
+_Static_assert(offsetof(cr_counter_block, overflow) == 256, "the cells follow four lines");
 
 /* Bytes of a block of `nlanes` lanes. */
 #define CR_COUNTER_BLOCK_SIZE(nlanes) \

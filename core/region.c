@@ -119,7 +119,8 @@ static void layout(cr_region_spec *spec)
     spec->changes_offset = align64(spec->stripes_offset + spec->nstripes * sizeof(cr_lock));
     const size_t records_end = spec->changes_offset + sizeof(region_changes) +
                                CR_REGION_RECORDS * sizeof(region_record);
-    spec->counters_offset = align64(records_end);
+    spec->counters_offset = (records_end + CR_COUNTER_SPACING - 1) &
+                            ~(size_t)(CR_COUNTER_SPACING - 1);
     spec->buckets_offset = align64(spec->counters_offset + CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
     spec->total_size = spec->buckets_offset + spec->buckets_size;
 }
