@@ -60,6 +60,7 @@ typedef struct store_box {
     int64_t capacity;      /* a KeyedLimiter's */
     int64_t max_cost;      /* with has_max_cost: checked again by each reconfigure */
     bool has_max_cost;
+    bool shared;           /* in a shared region (info().shared) */
 } store_box;
 
 static bool is_keyed(const store_box *box)
@@ -628,6 +629,7 @@ static int store_new(lua_State *L, const char *tag)
     box->capacity = opts.capacity;
     box->max_cost = opts.args.max_cost;
     box->has_max_cost = opts.args.has_max_cost;
+    box->shared = opts.shared != NULL;
     luaL_getmetatable(L, tag);
     lua_setmetatable(L, -2);
     status = keyed ? cr_keyed_open(&box->keyed, &limit, opts.capacity, opts.shared,
@@ -934,7 +936,7 @@ static int store_reconfigure(lua_State *L, const char *tag)
 }
 
 /* rate, period, burst, clock, algorithm, emission_ns, tolerance_ns; a KeyedLimiter's
- * capacity and evictions. */
+ * capacity and evictions; shared = true in a shared region. */
 static int store_info(lua_State *L, const char *tag)
 {
     const store_box *box = check_open(L, tag);
@@ -959,6 +961,10 @@ static int store_info(lua_State *L, const char *tag)
         lua_setfield(L, -2, "capacity");
         compat_pushint64(L, (int64_t)cr_keyed_evictions(box->keyed));
         lua_setfield(L, -2, "evictions");
+    }
+    if (box->shared) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "shared");
     }
     return 1;
 }
@@ -1047,6 +1053,7 @@ static const luaL_Reg keyed_length[] = {
 typedef struct {
     cr_gauge *gauge; /* NULL once closed */
     int64_t limit;
+    bool shared; /* in a shared region (info().shared) */
 } concurrency_box;
 
 /* A holding: the receipt c:release(slot) hands back to the limit that gave
@@ -1084,6 +1091,7 @@ static int concurrency_new(lua_State *L)
     if (status != CR_OK)
         return report_status(L, status, opts.shared);
     box->limit = limit;
+    box->shared = opts.shared != NULL;
     return 1;
 }
 
@@ -1147,11 +1155,12 @@ static int concurrency_in_flight(lua_State *L)
     return 1;
 }
 
-/* c:info(): { limit =, capacity = (nil: no keys), lease = (nil: none) }. */
+/* c:info(): { limit =, capacity = (nil: no keys), lease = (nil: none), shared = (true in a
+ * shared region) }. */
 static int concurrency_info(lua_State *L)
 {
     concurrency_box *box = check_concurrency(L);
-    lua_createtable(L, 0, 3);
+    lua_createtable(L, 0, 4);
     compat_pushint64(L, box->limit);
     lua_setfield(L, -2, "limit");
     if (cr_gauge_capacity(box->gauge) > 0) {
@@ -1161,6 +1170,10 @@ static int concurrency_info(lua_State *L)
     if (cr_gauge_lease_ns(box->gauge) > 0) {
         lua_pushnumber(L, cr_ns_to_seconds(cr_gauge_lease_ns(box->gauge)));
         lua_setfield(L, -2, "lease");
+    }
+    if (box->shared) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "shared");
     }
     return 1;
 }

@@ -580,4 +580,120 @@ function _M.leave()
     end
 end
 
+--[[
+Prometheus metrics (docs/operations.md#prometheus). register(name, limit)
+names a limit, a keyed limit or a concurrency limit in a shared region, in
+init_by_lua (the master: every worker inherits it); metrics(), in a
+content_by_lua location, answers the Prometheus text of every registered
+limit, read from its region: every worker reads the same counters, so any
+worker's answer is the host's total. A limit of one worker's own (no shared=)
+counts that worker alone, which no scrape could sum: register() refuses it.
+The metric names and labels are cellrate.prometheus's (Python).
+]]
+local registered = {} -- { name =, limit =, concurrency = } in registration order
+local registered_names = {}
+
+local CONCURRENCY_MT = getmetatable(cellrate.concurrency(1))
+
+-- (metric, help, type, { stats key, label value }..., label name) as in
+-- python/cellrate/prometheus.py
+local RATE_FAMILIES = {
+    { "cellrate_decisions_total", "Requests decided by a rate limit, by outcome.", "counter",
+      { { "admitted", "admitted" }, { "refused", "refused" }, { "would_refuse", "would_refuse" } },
+      "outcome" },
+    { "cellrate_units_total", "Units (cost) of the requests decided by a rate limit, by outcome.",
+      "counter", { { "units_admitted", "admitted" }, { "units_refused", "refused" } }, "outcome" },
+    { "cellrate_unfittable_total", "Refusals of a cost above the burst, which never fits.",
+      "counter", { { "unfittable" } } },
+    { "cellrate_evictions_total", "Keys evicted from a full keyed table.", "counter",
+      { { "evicted" } } },
+}
+local CONCURRENCY_FAMILIES = {
+    { "cellrate_acquires_total", "Acquires decided by a concurrency limit, by outcome.",
+      "counter", { { "acquired", "acquired" }, { "refused", "refused" } }, "outcome" },
+    { "cellrate_acquire_units_total",
+      "Units (cost) of the acquires of a concurrency limit, by outcome.", "counter",
+      { { "units_acquired", "acquired" }, { "units_refused", "refused" } }, "outcome" },
+    { "cellrate_releases_total", "Holdings of a concurrency limit ended: released, or"
+      .. " reclaimed when their lease expired.", "counter",
+      { { "released", "released" }, { "reclaimed", "reclaimed" } }, "how" },
+    { "cellrate_in_flight", "Units of a concurrency limit held now.", "gauge",
+      { { "in_flight" } } },
+    { "cellrate_in_flight_peak", "The most units of a concurrency limit held at once since"
+      .. " its counters were reset.", "gauge", { { "peak" } } },
+    { "cellrate_concurrency_evictions_total", "Keys evicted from a full keyed concurrency"
+      .. " table.", "counter", { { "evicted" } } },
+}
+
+function _M.register(name, limit)
+    if type(name) ~= "string" or name == "" then
+        error("name must be a non-empty string (the limit label), got " .. type(name), 2)
+    end
+    local mt = getmetatable(limit)
+    if mt ~= LIMITER_MT and mt ~= KEYED_MT and mt ~= CONCURRENCY_MT then
+        error("limit must be a cellrate limiter, keyed limiter or concurrency limit, got "
+              .. type(limit), 2)
+    end
+    if registered_names[name] then
+        error("name: '" .. name .. "' is already registered; give each limit its own name", 2)
+    end
+    if not limit:info().shared then
+        error("limit: '" .. name .. "' is not in a shared region, so each worker counts its own"
+              .. " decisions and no scrape can sum them; give it shared = path", 2)
+    end
+    registered_names[name] = true
+    registered[#registered + 1] = { name = name, limit = limit, concurrency = mt == CONCURRENCY_MT }
+end
+
+-- A label value as the text format writes it: \, \" and \n escaped.
+local function label_value(text)
+    return (text:gsub("[\\\"\n]", { ["\\"] = "\\\\", ["\""] = "\\\"", ["\n"] = "\\n" }))
+end
+
+local function family_text(out, family, concurrency, stats)
+    local metric, help, kind, samples, label = family[1], family[2], family[3], family[4],
+        family[5]
+    local head = #out
+    for i, entry in ipairs(registered) do
+        if entry.concurrency == concurrency then
+            for _, sample in ipairs(samples) do
+                local value = stats[i][sample[1]]
+                if value ~= nil then
+                    out[#out + 1] = ("%s{limit=\"%s\"%s} %s\n"):format(metric,
+                        label_value(entry.name),
+                        label and (',%s="%s"'):format(label, sample[2]) or "",
+                        ("%.0f"):format(value))
+                end
+            end
+        end
+    end
+    if #out > head then
+        table.insert(out, head + 1, ("# HELP %s %s\n# TYPE %s %s\n"):format(metric, help,
+                                                                              metric, kind))
+    end
+end
+
+-- The Prometheus text of every registered limit (the body metrics() sends).
+function _M.metrics_text()
+    local stats = {}
+    for i, entry in ipairs(registered) do
+        stats[i] = entry.limit:stats()
+    end
+    local out = {}
+    for _, family in ipairs(RATE_FAMILIES) do
+        family_text(out, family, false, stats)
+    end
+    for _, family in ipairs(CONCURRENCY_FAMILIES) do
+        family_text(out, family, true, stats)
+    end
+    return table.concat(out)
+end
+
+function _M.metrics()
+    local body = _M.metrics_text()
+    ngx_header["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
+    ngx_print(body)
+    return ngx_exit(ngx.HTTP_OK)
+end
+
 return _M

@@ -501,12 +501,14 @@ class Policy:
 
         self.limits = self._limits(limit, "limit", base, None)
         self.routes: list[tuple[Callable[[str, str], bool], list[_Limit]]] = []
+        self.route_patterns: list[str] = []  # each route's pattern as given, for metrics' labels
         if routes is not None and not isinstance(routes, Mapping):
             raise invalid_type("routes", "routes must be a mapping {pattern: limit(s)}")
         for pattern, route_limit in (routes or {}).items():
             text = pattern.pattern if isinstance(pattern, re.Pattern) else str(pattern)
             self.routes.append((_matcher(pattern, "routes"),
                                 self._limits(route_limit, "routes", f"{base} {text}", pattern)))
+            self.route_patterns.append(text)
         self.concurrency = self._concurrency(concurrency, shared)
         if not self.limits and not self.routes and self.concurrency is None:
             raise invalid("limit", "limit: give a limit, routes, or both")

@@ -200,7 +200,12 @@ def test_the_metadata_describes_the_package():
     # no runtime dependencies: every requirement belongs to an extra
     requirements = meta.get_all("Requires-Dist") or []
     assert all("extra ==" in r for r in requirements), requirements
-    assert set(meta.get_all("Provides-Extra")) == {"test", "redis", "fastapi", "starlette", "flask", "django"}
+    assert set(meta.get_all("Provides-Extra")) == {"test", "redis", "fastapi", "starlette", "flask",
+                                                   "django", "prometheus"}
+    # the one console script: the cellrate command (python -m cellrate)
+    scripts = [point for point in importlib.metadata.distribution("cellrate").entry_points
+               if point.group == "console_scripts"]
+    assert [(point.name, point.value) for point in scripts] == [("cellrate", "cellrate._cli:run")]
     # no public address is known for the project, so none is claimed
     assert not meta.get_all("Project-URL") and "Home-page" not in meta
 

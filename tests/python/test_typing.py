@@ -50,7 +50,7 @@ def test_usage_passes_mypy_strict(mypy_env):
 
 # Each line is a mistake the stub must catch.
 MISUSE = """\
-import cellrate, cellrate.asgi, cellrate.django, cellrate.fastapi, cellrate.flask, cellrate.web, cellrate.wsgi; from starlette.applications import Starlette
+import cellrate, cellrate.asgi, cellrate.django, cellrate.fastapi, cellrate.flask, cellrate.prometheus, cellrate.web, cellrate.wsgi; from starlette.applications import Starlette
 text: str = cellrate.Limiter(10).allow()
 cellrate.Limiter(10).allow("1")
 cellrate.Limiter(10).allow(1, 2.0)
@@ -89,6 +89,8 @@ cellrate.web.Policy(limit=["5/minute", object()])
 cellrate.Limiter(10, clock="realtime")
 cellrate.KeyedLimiter(10, algorithm="fixed_window", clock="fast")
 cellrate.Limiter(10).reserve(max_wait=1.0)
+cellrate.prometheus.register(cellrate.Limiter(10), "api")
+cellrate.prometheus.register(cellrate.Limiter(10), name="api", registry="global")
 """
 
 

@@ -241,6 +241,20 @@ def use_concurrency() -> int:
     return work(2) + c.limit
 
 
+def use_prometheus() -> None:
+    import prometheus_client
+
+    import cellrate.prometheus
+    from cellrate.web import Policy
+
+    registry = prometheus_client.CollectorRegistry()
+    cellrate.prometheus.register(cellrate.Limiter(10), name="typed", registry=registry)
+    cellrate.prometheus.register(Policy("5/minute"), name="web", registry=registry)
+    cellrate.prometheus.unregister("typed", registry=registry)
+    text: bytes = prometheus_client.generate_latest(registry)
+    assert b"cellrate_decisions_total" in text
+
+
 def main() -> None:
     version: str = cellrate.__version__
     assert version.count(".") == 2
@@ -274,6 +288,7 @@ def main() -> None:
     use_costs_after_the_fact()
     use_limit()
     assert use_concurrency() == 4
+    use_prometheus()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,138 @@
+"""The `cellrate` command (also `python -m cellrate`): a live region.
+
+    cellrate inspect PATH [--json]   the region's limit, algorithm, capacity,
+                                     live keys, counters and layout version
+    cellrate reset PATH [KEY]        a keyed region's KEY, or a limiter's state
+
+inspect only reads (cellrate._cellrate.inspect_region never writes). reset
+opens the region with the limit it records and on_change="refuse", so it can
+never change a limit. Anything that is not a region, and a usage mistake, exit
+with status 2 and one line on stderr naming the path; the file is left as it
+was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+import cellrate
+from cellrate import _cellrate
+
+USAGE_ERROR = 2
+
+# inspect's fields in the order printed; the rest follow, then the counters
+FIELDS = ("kind", "limit", "algorithm", "rate", "period", "burst", "max_in_flight", "lease",
+          "capacity", "live_keys", "generation", "layout_version", "size", "this_boot")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse's own usage errors: status 2, as ours
+        self.print_usage(sys.stderr)
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="cellrate", description="Inspect or reset a live cellrate region.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+    inspect = commands.add_parser("inspect", help="print a region's limit, keys and counters "
+                                                  "(reads only)")
+    inspect.add_argument("path", metavar="PATH", help="the region (a file under /dev/shm)")
+    inspect.add_argument("--json", action="store_true", help="one JSON object, for scripts")
+    reset = commands.add_parser("reset", help="reset one key of a keyed region, or a limiter")
+    reset.add_argument("path", metavar="PATH", help="the region")
+    reset.add_argument("key", metavar="KEY", nargs="?", help="the key (a keyed region)")
+    return parser
+
+
+class _Refused(Exception):
+    """A region the command will not touch: its message names the path."""
+
+
+def _inspect(path: str) -> dict[str, Any]:
+    try:
+        info: dict[str, Any] = _cellrate.inspect_region(path)
+    except OSError as error:
+        raise _Refused(f"{path}: {error.strerror or error}") from None
+    except (cellrate.CellrateError, ValueError, TypeError) as error:
+        text = str(error)
+        raise _Refused(text if path in text else f"{path}: {text}") from None
+    return info
+
+
+def _text(info: dict[str, Any], path: str) -> str:
+    keys = [key for key in FIELDS if info.get(key) is not None] + sorted(
+        key for key in info if key not in FIELDS and key != "stats" and info[key] is not None)
+    stats = info.get("stats") or {}
+    pad = max([len(key) for key in keys] + [len(key) + 2 for key in stats]) + 2
+    lines = [f"region {path}"]
+    lines += [f"  {key.replace('_', ' '):<{pad}}{_shown(info[key])}" for key in keys]
+    if stats:
+        lines.append("  counters")
+        lines += [f"    {key:<{pad - 2}}{value}" for key, value in stats.items()]
+    return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _opened(info: dict[str, Any], path: str) -> Any:
+    """The region opened with the limit it records: a limit that differs is
+    refused (on_change="refuse"), never applied."""
+    kind = info.get("kind")
+    if kind == "concurrency":
+        raise _Refused(f"{path}: a concurrency region holds work in flight; it has no reset")
+    store = cellrate.KeyedLimiter if kind == "keyed" else cellrate.Limiter
+    options: dict[str, Any] = {"shared": path, "on_change": "refuse",
+                               "algorithm": info["algorithm"]}
+    if kind == "keyed":
+        options["capacity"] = info["capacity"]
+    if info["algorithm"] in ("gcra", "token_bucket"):
+        options["burst"] = info["burst"]
+    try:
+        return store(info["rate"], info["period"], **options)
+    except (cellrate.CellrateError, OSError) as error:
+        raise _Refused(f"{path}: could not open it with its own limit: {error}") from None
+
+
+def _reset(path: str, key: str | None) -> str:
+    info = _inspect(path)
+    kind = info.get("kind")
+    if kind == "keyed" and key is None:
+        raise _Refused(f"{path}: a keyed region resets one key at a time: give KEY "
+                       f"(cellrate reset {path} KEY)")
+    if kind == "limiter" and key is not None:
+        raise _Refused(f"{path}: a limiter region has no keys; reset it without KEY")
+    store = _opened(info, path)
+    if key is None:
+        store.reset()
+        return f"reset {path}"
+    store.reset(key)
+    return f"reset {key!r} in {path}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command; returns its exit status (0, or 2 for a usage error
+    or a file that is not a region)."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "inspect":
+            info = _inspect(args.path)
+            print(json.dumps(info, indent=2) if args.json else _text(info, args.path))
+        else:
+            print(_reset(args.path, args.key))
+    except _Refused as refused:
+        print(f"cellrate: error: {refused}", file=sys.stderr)
+        return USAGE_ERROR
+    return 0
+
+
+def run() -> None:
+    """The console script's entry point."""
+    sys.exit(main())

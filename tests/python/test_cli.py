@@ -1,0 +1,168 @@
+"""The cellrate command (python -m cellrate, and the console script when the
+package is installed): inspect reads a live region and changes none of its
+bytes; reset resets a key, or a limiter, with the region's own limit; a file
+that is not a region, and a usage mistake, exit with status 2 and a message
+naming the path, the file left byte for byte as it was."""
+
+import importlib.metadata
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import sysconfig
+import uuid
+
+import pytest
+
+import cellrate
+from test_web_servers import server_env
+
+
+def run(*args, command=None):
+    argv = command or [sys.executable, "-m", "cellrate"]
+    return subprocess.run([*argv, *map(str, args)], capture_output=True, text=True,
+                          env=server_env(), timeout=60)
+
+
+@pytest.fixture
+def shm():
+    directory = pathlib.Path(f"/dev/shm/cellrate-test-cli-{uuid.uuid4().hex}")
+    directory.mkdir()
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_inspect_a_keyed_region(shm):
+    path = shm / "api"
+    keyed = cellrate.KeyedLimiter("2/hour", capacity=64, shared=path)
+    admitted = sum(keyed.allow(key) for key in ["a", "a", "a", "b", "c"])
+    before = path.read_bytes()
+    result = run("inspect", path, "--json")
+    assert result.returncode == 0, result.stderr
+    assert path.read_bytes() == before  # inspect never writes
+    info = json.loads(result.stdout)
+    assert info["kind"] == "keyed" and info["algorithm"] == "gcra"
+    assert info["capacity"] == keyed.capacity and info["live_keys"] == 3 == len(keyed)
+    assert isinstance(info["layout_version"], int) and isinstance(info["limit"], str)
+    assert info["stats"]["admitted"] == admitted == 4
+    assert info["stats"]["refused"] == 1
+    assert info["stats"] == keyed.stats()
+    text = run("inspect", path)
+    assert text.returncode == 0, text.stderr
+    assert path.read_bytes() == before
+    assert str(path) in text.stdout and info["limit"] in text.stdout
+    for words in ("live keys", "layout version", "capacity", "admitted", "refused"):
+        assert words in text.stdout, text.stdout
+
+
+def test_inspect_a_limiter_and_a_concurrency_region(shm):
+    lim = cellrate.Limiter("3/hour", shared=shm / "global")
+    assert [lim.allow() for _ in range(4)] == [True] * 3 + [False]
+    info = json.loads(run("inspect", shm / "global", "--json").stdout)
+    assert info["kind"] == "limiter" and info["stats"]["refused"] == 1
+    conc = cellrate.Concurrency(2, shared=shm / "workers")
+    slot = conc.try_acquire()
+    info = json.loads(run("inspect", shm / "workers", "--json").stdout)
+    assert info["kind"] == "concurrency" and info["stats"]["in_flight"] == 1
+    slot.release()
+
+
+def test_reset_a_key_and_a_limiter(shm):
+    keyed = cellrate.KeyedLimiter("2/hour", shared=shm / "api")
+    assert [keyed.allow("a") for _ in range(3)] == [True, True, False]
+    assert not keyed.allow("b", 3)
+    result = run("reset", shm / "api", "a")
+    assert result.returncode == 0, result.stderr
+    assert keyed.allow("a") and keyed.allow("a") and not keyed.allow("a")
+    lim = cellrate.Limiter("1/hour", shared=shm / "global")
+    assert lim.allow() and not lim.allow()
+    assert run("reset", shm / "global").returncode == 0
+    assert lim.allow()
+    # the limit the region records is kept: a reset never changes it
+    assert keyed.rate == 2 and lim.rate == 1
+
+
+def test_reset_needs_a_key_of_a_keyed_region_and_none_of_a_limiter(shm):
+    cellrate.KeyedLimiter(5, shared=shm / "api")
+    cellrate.Limiter(5, shared=shm / "global")
+    cellrate.Concurrency(2, shared=shm / "workers")
+    for args in (("api",), ("global", "key"), ("workers",)):
+        path = shm / args[0]
+        before = path.read_bytes()
+        result = run("reset", path, *args[1:])
+        assert result.returncode == 2, result
+        assert str(path) in result.stderr and result.stderr.startswith("cellrate: error: ")
+        assert path.read_bytes() == before
+
+
+def not_regions(directory, region):
+    """Files that are no region, each made once (path, its bytes or None)."""
+    (directory / "empty").write_bytes(b"")
+    (directory / "text").write_text("not a region\n" * 100)
+    (directory / "noise").write_bytes(os.urandom(1 << 16))
+    damaged = bytearray(region.read_bytes())
+    damaged[20] ^= 0xFF  # the header, under its checksum
+    (directory / "damaged").write_bytes(bytes(damaged))
+    (directory / "truncated").write_bytes(region.read_bytes()[:100])
+    (directory / "subdir").mkdir()
+    return ["empty", "text", "noise", "damaged", "truncated", "subdir", "missing"]
+
+
+@pytest.mark.parametrize("command", ["inspect", "reset"])
+def test_a_file_that_is_no_region_is_refused_and_left_as_it_was(shm, command):
+    cellrate.KeyedLimiter(5, shared=shm / "api")
+    other = shm / "others"
+    other.mkdir()
+    for name in not_regions(other, shm / "api"):
+        path = other / name
+        before = path.read_bytes() if path.is_file() else None
+        extra = ["key"] if command == "reset" else []
+        result = run(command, path, *extra)
+        assert result.returncode == 2, (name, result)
+        assert result.stderr.startswith("cellrate: error: ") and str(path) in result.stderr, (
+            name, result.stderr)
+        assert result.stdout == ""
+        assert (path.read_bytes() if path.is_file() else None) == before, name
+        assert path.exists() == (name != "missing"), name
+
+
+@pytest.mark.parametrize("args", [[], ["inspect"], ["frob", "/dev/shm/x"],
+                                  ["inspect", "a", "b"], ["reset"], ["inspect", "--yaml", "x"]])
+def test_usage_mistakes_exit_2(args):
+    result = run(*args)
+    assert result.returncode == 2, result
+    assert "usage: cellrate" in result.stderr
+
+
+def test_the_console_script(shm):
+    try:
+        entry = [point for point in importlib.metadata.entry_points(group="console_scripts")
+                 if point.name == "cellrate"]
+    except TypeError:  # Python 3.9: entry_points() takes no group
+        entry = [point for point in importlib.metadata.entry_points().get("console_scripts", [])
+                 if point.name == "cellrate"]
+    script = shutil.which("cellrate", path=sysconfig.get_path("scripts"))
+    if not entry or script is None:
+        pytest.skip("cellrate is not installed (an in-place build has no console script)")
+    assert entry[0].value == "cellrate._cli:run"
+    cellrate.Limiter(5, shared=shm / "global")
+    result = run("inspect", shm / "global", "--json", command=[script])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["kind"] == "limiter"
+    assert run("inspect", shm / "nothing", command=[script]).returncode == 2
+
+
+@pytest.mark.parametrize("algorithm", ["gcra", "token_bucket", "fixed_window", "sliding_window"])
+def test_reset_opens_every_algorithm_with_its_own_limit(shm, algorithm):
+    keyed = cellrate.KeyedLimiter("3/7s", algorithm=algorithm, shared=shm / "api")
+    while keyed.allow("k"):
+        pass
+    result = run("reset", shm / "api", "k")
+    assert result.returncode == 0, result.stderr
+    assert keyed.allow("k")
+    info = json.loads(run("inspect", shm / "api", "--json").stdout)
+    assert info["algorithm"] == algorithm and info["generation"] == 0  # no live change
