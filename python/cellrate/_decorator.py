@@ -127,7 +127,7 @@ def limit(
             raise invalid_type("rate", "limit() needs a rate or a limiter=")
         if burst is None and isinstance(cost, int) and algorithm in ("gcra", "token_bucket"):
             burst = max(1, cost)  # even spacing: the window bound of docs/design.md §9
-        kind = Limiter if key is None else KeyedLimiter
+        kind: Any = Limiter if key is None else KeyedLimiter  # its overloads split algorithms
         stores = [kind(part, period, burst=burst, algorithm=algorithm)
                   for part in split_rates(rate)]
         store: Any = stores[0] if len(stores) == 1 else CheckAll(stores)

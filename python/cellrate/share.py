@@ -32,7 +32,7 @@ import socket
 import threading
 import time
 import weakref
-from typing import Any, Tuple, Union
+from typing import Any, Awaitable, Callable, Tuple, Union
 
 import cellrate
 from cellrate._errors import invalid, invalid_type
@@ -84,6 +84,8 @@ def _default_member() -> str:
 class _Share(_SyncStore):
     """What both forms share: the fleet's limit, the heartbeat, the thread, the share."""
 
+    _decisions: Tuple[str, ...] = ()  # the local limiter's methods each form exposes
+
     _clients = (redis.Redis, redis.cluster.RedisCluster)
     _client_names = "a redis.Redis or redis.cluster.RedisCluster"
     _script, _sha = SHARE_SCRIPT, SHARE_SHA
@@ -123,7 +125,7 @@ class _Share(_SyncStore):
         self._open_connections()
         self._key = f"{prefix}share:{name}"
         self._lock = threading.Lock()
-        self._asked = 0
+        self._counted = 0  # the local limiter's units counted at the last heartbeat
         self._since = time.monotonic()
         self._known_demand = False
         self._down = False
@@ -135,6 +137,10 @@ class _Share(_SyncStore):
         #: Live members at the last heartbeat (0: none answered yet).
         self.members = 0
         self._local = self._make_local(self._scaled(self.share), **local)
+        # the decisions are the local limiter's own (no wrapper: local speed); the demand
+        # is read from its counters at each heartbeat
+        for method in self._decisions:
+            setattr(self, method, getattr(self._local, method))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.heartbeat()
@@ -155,6 +161,11 @@ class _Share(_SyncStore):
         return (max(self.fleet.rate * share, slowest),
                 max(1, math.floor(self.fleet.burst * share)))
 
+    def _units_counted(self) -> int:
+        """The units the local limiter decided, admitted or refused (its counters)."""
+        stats = self._local.stats()
+        return int(stats["units_admitted"]) + int(stats["units_refused"])
+
     @property
     def local(self) -> Any:
         """The local limiter (its rate and burst are this member's share)."""
@@ -166,7 +177,8 @@ class _Share(_SyncStore):
         share stays (logged once until Redis answers again)."""
         with self._lock:
             now = time.monotonic()
-            asked, self._asked = self._asked, 0
+            counted = self._units_counted()
+            asked, self._counted = max(0, counted - self._counted), counted
             elapsed, self._since = now - self._since, now
             demand = asked / elapsed if self._known_demand and elapsed > 0 else -1.0
             # what it holds: nothing before Redis first answered (its start share is
@@ -247,50 +259,23 @@ class ShareLimiter(_Share):
     heartbeats; ttl: a member silent that long drops out (default 3 intervals). member:
     this member's name (default: host, pid and a random part). timeout bounds each
     heartbeat. background=False: no thread, the caller calls heartbeat(). The decisions
-    (allow, check, peek, charge, take, wait, acquire) are the local Limiter's, counted as
-    demand (peek is not).
+    (allow, check, peek, charge, take, wait, acquire, reset) are the local Limiter's own
+    methods; the demand a heartbeat sends is what its counters decided since the last one
+    (stats(): units_admitted + units_refused; peek counts nothing).
     """
+
+    _decisions = ("allow", "check", "peek", "charge", "take", "wait", "acquire", "reset")
+    allow: Callable[..., bool]
+    check: Callable[..., cellrate.Decision]
+    peek: Callable[..., cellrate.Decision]
+    charge: Callable[..., cellrate.Decision]
+    take: Callable[..., int]
+    wait: Callable[..., None]
+    acquire: Callable[..., Awaitable[None]]
+    reset: Callable[[], None]
 
     def _make_local(self, limit: Tuple[float, int], **local: Any) -> Any:
         return cellrate.Limiter(limit[0], self.fleet.period, burst=limit[1], **local)
-
-    def allow(self, cost: int = 1, *, now: float | None = None) -> bool:
-        """The local Limiter's allow(); the cost counts as demand."""
-        self._asked += cost
-        return self._local.allow(cost, now=now)  # type: ignore[no-any-return]
-
-    def check(self, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
-        """The local Limiter's check(); the cost counts as demand."""
-        self._asked += cost
-        return self._local.check(cost, now=now)  # type: ignore[no-any-return]
-
-    def peek(self, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
-        """The local Limiter's peek() (commits nothing, counts nothing)."""
-        return self._local.peek(cost, now=now)  # type: ignore[no-any-return]
-
-    def charge(self, cost: int, *, now: float | None = None) -> cellrate.Decision:
-        """The local Limiter's charge(); the cost counts as demand."""
-        self._asked += cost
-        return self._local.charge(cost, now=now)  # type: ignore[no-any-return]
-
-    def take(self, max_cost: int, *, now: float | None = None) -> int:
-        """The local Limiter's take(); max_cost counts as demand."""
-        self._asked += max_cost
-        return self._local.take(max_cost, now=now)  # type: ignore[no-any-return]
-
-    def wait(self, cost: int = 1, *, timeout: float | None = None) -> None:
-        """The local Limiter's wait(); the cost counts as demand."""
-        self._asked += cost
-        self._local.wait(cost, timeout=timeout)
-
-    async def acquire(self, cost: int = 1, *, timeout: float | None = None) -> None:
-        """The local Limiter's acquire(); the cost counts as demand."""
-        self._asked += cost
-        await self._local.acquire(cost, timeout=timeout)
-
-    def reset(self) -> None:
-        """Resets the local Limiter (this member's part only)."""
-        self._local.reset()
 
 
 class KeyedShareLimiter(_Share):
@@ -299,36 +284,16 @@ class KeyedShareLimiter(_Share):
     whole, split by the units asked over all keys; keys are never sent to Redis. The
     other arguments are ShareLimiter's; the decisions take the key first."""
 
+    _decisions = ("allow", "check", "peek", "charge", "take", "reset")
+    allow: Callable[..., bool]
+    check: Callable[..., cellrate.Decision]
+    peek: Callable[..., cellrate.Decision]
+    charge: Callable[..., cellrate.Decision]
+    take: Callable[..., int]
+    reset: Callable[[Key], None]
+
     def _make_local(self, limit: Tuple[float, int], **local: Any) -> Any:
         return cellrate.KeyedLimiter(limit[0], self.fleet.period, burst=limit[1], **local)
-
-    def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
-        """The local KeyedLimiter's allow(); the cost counts as demand."""
-        self._asked += cost
-        return self._local.allow(key, cost, now=now)  # type: ignore[no-any-return]
-
-    def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
-        """The local KeyedLimiter's check(); the cost counts as demand."""
-        self._asked += cost
-        return self._local.check(key, cost, now=now)  # type: ignore[no-any-return]
-
-    def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
-        """The local KeyedLimiter's peek() (commits nothing, counts nothing)."""
-        return self._local.peek(key, cost, now=now)  # type: ignore[no-any-return]
-
-    def charge(self, key: Key, cost: int, *, now: float | None = None) -> cellrate.Decision:
-        """The local KeyedLimiter's charge(); the cost counts as demand."""
-        self._asked += cost
-        return self._local.charge(key, cost, now=now)  # type: ignore[no-any-return]
-
-    def take(self, key: Key, max_cost: int, *, now: float | None = None) -> int:
-        """The local KeyedLimiter's take(); max_cost counts as demand."""
-        self._asked += max_cost
-        return self._local.take(key, max_cost, now=now)  # type: ignore[no-any-return]
-
-    def reset(self, key: Key) -> None:
-        """Resets `key` in the local table (this member's part only)."""
-        self._local.reset(key)
 
     def __len__(self) -> int:
         return len(self._local)

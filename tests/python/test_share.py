@@ -186,6 +186,8 @@ def test_bad_input_names_the_parameter(client):
 
 
 def test_every_decision_but_peek_counts_as_demand(client):
+    """The demand is what the local limiter's counters decided; its methods are the
+    local limiter's own."""
     import asyncio
 
     limiter = ShareLimiter(client, 1000, burst=100, name="asked", background=False)
@@ -198,8 +200,12 @@ def test_every_decision_but_peek_counts_as_demand(client):
         assert limiter.peek(90).allowed is False  # counts nothing
         limiter.wait(1)
         asyncio.run(limiter.acquire(1))
-        assert limiter._asked == 1 + 2 + 3 + 4 + 5 + 1 + 1
-        assert limiter.heartbeat() and limiter._asked == 0
+        assert not limiter.allow(1000)  # refused: asked all the same
+        def since_heartbeat():
+            return limiter._units_counted() - limiter._counted
+        assert since_heartbeat() == 1 + 2 + 3 + 4 + 5 + 1 + 1 + 1000
+        assert limiter.heartbeat() and since_heartbeat() == 0
+        assert limiter.allow == limiter.local.allow  # no wrapper
         key = client.hget("cellrate:share:asked", limiter.member).split()
         assert float(key[1]) > 0  # a demand was recorded (units per second / the rate)
     finally:
