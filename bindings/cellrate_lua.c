@@ -1042,6 +1042,13 @@ static int keyed_len(lua_State *L)
     return 1;
 }
 
+/* keyed:clear(): every key forgotten */
+static int keyed_clear(lua_State *L)
+{
+    cr_keyed_clear(check_open(L, keyed_tag)->keyed);
+    return 0;
+}
+
 static const luaL_Reg keyed_length[] = {
     {"__len", keyed_len},
     {NULL, NULL},
@@ -1632,6 +1639,10 @@ int luaopen_cellrate(lua_State *L)
     lua_pop(L, 1);
     register_type(L, keyed_tag, keyed_methods, keyed_metamethods);
     compat_setfuncs(L, keyed_length, 0);
+    lua_getfield(L, -1, "__index");
+    lua_pushcfunction(L, keyed_clear);
+    lua_setfield(L, -2, "clear");
+    lua_pop(L, 1);
     lua_pop(L, 1);
     luaL_newmetatable(L, limit_tag);
     compat_setfuncs(L, limit_metamethods, 0);

@@ -1545,6 +1545,13 @@ static PyObject *keyed_reset(PyObject *self, PyObject *key_obj)
     Py_RETURN_NONE;
 }
 
+/* KeyedLimiter.clear() */
+static PyObject *keyed_clear(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    cr_keyed_clear(((StoreObject *)self)->keyed);
+    Py_RETURN_NONE;
+}
+
 static Py_ssize_t keyed_len(PyObject *self)
 {
     return (Py_ssize_t)cr_keyed_len(((StoreObject *)self)->keyed);
@@ -2111,6 +2118,9 @@ PyDoc_STRVAR(store_reconfigure_doc,
              "KeyedLimiter carries each key on its next touch.");
 PyDoc_STRVAR(keyed_reset_doc,
              "reset($self, key, /)\n--\n\nForget `key`: it is back to a full burst.");
+PyDoc_STRVAR(keyed_clear_doc, "clear($self, /)\n--\n\n"
+                              "Forget every key, as reset(key) of each: each starts again with a "
+                              "full burst.\nThe limit and the counters stay.");
 
 PyDoc_STRVAR(decision_doc,
              "Decision(allowed, remaining, retry_after, reset_after, limit, window=0.0,\n"
@@ -2214,6 +2224,7 @@ static PyMethodDef limiter_methods[] = {
 static PyMethodDef keyed_methods[] = {
     DECIDE_METHODS(keyed),
     {"reset", keyed_reset, METH_O, keyed_reset_doc},
+    {"clear", keyed_clear, METH_NOARGS, keyed_clear_doc},
     STATS_METHODS,
     {"reconfigure", (PyCFunction)(void (*)(void))store_reconfigure, METH_VARARGS | METH_KEYWORDS,
      store_reconfigure_doc},

@@ -637,6 +637,9 @@ cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t n
 
 /* Forgets `key` (back to idle) and frees its slot. */
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len);
+/* Forgets every key, as cr_keyed_reset of each (lock-free; a key decided
+ * meanwhile may be kept). Counters and the limit stay. */
+void cr_keyed_clear(cr_keyed *keyed);
 
 /* Keys holding a slot now (a key whose TAT has passed may hold one until
  * reused). Counts the table: O(capacity), not for a hot path. */

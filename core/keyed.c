@@ -610,6 +610,18 @@ void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
     }
 }
 
+void cr_keyed_clear(cr_keyed *keyed)
+{
+    for (uint32_t b = 0; b < keyed->nbuckets; b++)
+        for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
+            slot *s = &keyed->buckets[b].slots[i];
+            uint64_t word;
+            while ((word = load_fp(s)) != 0 &&
+                   !slot_cas(s, make_pair(word, load_tat(s)), make_pair(0, 0)))
+                ;
+        }
+}
+
 size_t cr_keyed_count_slots(const void *buckets, uint32_t nbuckets)
 {
     const bucket *table = buckets;

@@ -2,7 +2,7 @@
 
     cellrate inspect PATH [--json]   the region's limit, algorithm, capacity,
                                      live keys, counters and layout version
-    cellrate reset PATH [KEY]        a keyed region's KEY, or a limiter's state
+    cellrate reset PATH [KEY]        a keyed region's KEY (without: every key), or a limiter
 
 inspect only reads (cellrate._cellrate.inspect_region never writes). reset
 opens the region with the limit it records and on_change="refuse", so it can
@@ -42,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
                                                   "(reads only)")
     inspect.add_argument("path", metavar="PATH", help="the region (a file under /dev/shm)")
     inspect.add_argument("--json", action="store_true", help="one JSON object, for scripts")
-    reset = commands.add_parser("reset", help="reset one key of a keyed region, or a limiter")
+    reset = commands.add_parser(
+        "reset", help="reset a keyed region's KEY (without KEY: every key), or a limiter")
     reset.add_argument("path", metavar="PATH", help="the region")
     reset.add_argument("key", metavar="KEY", nargs="?", help="the key (a keyed region)")
     return parser
@@ -104,13 +105,13 @@ def _opened(info: dict[str, Any], path: str) -> Any:
 def _reset(path: str, key: str | None) -> str:
     info = _inspect(path)
     kind = info.get("kind")
-    if kind == "keyed" and key is None:
-        raise _Refused(f"{path}: a keyed region resets one key at a time: give KEY "
-                       f"(cellrate reset {path} KEY)")
     if kind == "limiter" and key is not None:
         raise _Refused(f"{path}: a limiter region has no keys; reset it without KEY")
     store = _opened(info, path)
     if key is None:
+        if kind == "keyed":
+            store.clear()
+            return f"reset every key in {path}"
         store.reset()
         return f"reset {path}"
     store.reset(key)

@@ -324,6 +324,20 @@ describe("cellrate.keyed", function()
       assert.equal(1, #keyed)
    end)
 
+   it("clear forgets every key, keeping the limit and the counters", function()
+      local keyed = cellrate.keyed(10, { burst = 2, capacity = 64 })
+      for _, key in ipairs({ "a", "b", "c" }) do
+         assert.is_true(keyed:allow(key, 2, 0))
+         assert.is_false(keyed:allow(key, 1, 0))
+      end
+      assert.equal(3, #keyed)
+      keyed:clear()
+      assert.equal(0, #keyed)
+      for _, key in ipairs({ "a", "b", "c" }) do assert.is_true(keyed:allow(key, 2, 0)) end
+      assert.equal(2, keyed:info().burst)
+      assert.equal(6, keyed:stats().admitted)
+   end)
+
    it("reset forgets one key", function()
       local keyed = cellrate.keyed(10, { burst = 2, capacity = 64 })
       assert.is_true(keyed:allow("a", 2, 0))

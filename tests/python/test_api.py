@@ -195,6 +195,15 @@ def test_reset_restores_a_full_burst(one_key):
     assert [lim.allow(now=1.0) for _ in range(4)] == [True, True, True, False]
 
 
+def test_clear_forgets_every_key_and_keeps_the_limit_and_counters():
+    keyed = cellrate.KeyedLimiter(10, burst=2, capacity=64)
+    for key in ("a", "b", "c"):
+        assert keyed.allow(key, 2, now=1.0) and not keyed.allow(key, now=1.0)
+    assert len(keyed) == 3 and keyed.clear() is None and len(keyed) == 0
+    assert all(keyed.allow(key, 2, now=1.0) for key in ("a", "b", "c"))
+    assert keyed.burst == 2 and keyed.stats()["admitted"] == 6
+
+
 def test_check_commits_like_allow(one_key):
     lim = one_key(10, burst=2)
     assert lim.check(now=0.0).allowed

@@ -84,13 +84,20 @@ def test_reset_a_key_and_a_limiter(shm):
     assert lim.allow()
     # the limit the region records is kept: a reset never changes it
     assert keyed.rate == 2 and lim.rate == 1
+    # without KEY, every key of a keyed region
+    keyed.allow("b", 2)
+    assert len(keyed) == 2 and not keyed.allow("a") and not keyed.allow("b")
+    result = run("reset", shm / "api")
+    assert result.returncode == 0 and "every key" in result.stdout, result.stderr
+    assert len(keyed) == 0 and keyed.allow("a", 2) and keyed.allow("b", 2)
+    assert keyed.rate == 2
 
 
-def test_reset_needs_a_key_of_a_keyed_region_and_none_of_a_limiter(shm):
+def test_reset_refuses_a_key_of_a_limiter_and_a_concurrency_region(shm):
     cellrate.KeyedLimiter(5, shared=shm / "api")
     cellrate.Limiter(5, shared=shm / "global")
     cellrate.Concurrency(2, shared=shm / "workers")
-    for args in (("api",), ("global", "key"), ("workers",)):
+    for args in (("global", "key"), ("workers",)):
         path = shm / args[0]
         before = path.read_bytes()
         result = run("reset", path, *args[1:])
