@@ -8,7 +8,9 @@ in-place build put first on the path with PYTHONPATH=python.
 import asyncio
 import os
 import pathlib
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -81,6 +83,15 @@ def rss_growth(step, warm: int, count: int, rounds: int = 3) -> int:
         grown = rss_bytes() - before
         least = grown if least is None else min(least, grown)
     return least
+
+
+@pytest.fixture
+def region_dir():
+    """A fresh folder on tmpfs, where regions normally live, removed afterwards."""
+    folder = pathlib.Path(tempfile.mkdtemp(
+        prefix="cellrate-test-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def gil_enabled() -> bool:

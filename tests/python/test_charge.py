@@ -2,11 +2,8 @@
 max_cost= through the Python face, in every in-process store and a shared
 region. The decisions themselves are pinned by the vectors (test_vectors)."""
 
-import os
 import pathlib
-import shutil
 import sys
-import tempfile
 import threading
 
 import pytest
@@ -19,14 +16,6 @@ import catalogue_model  # noqa: E402
 import gcra_model  # noqa: E402
 
 SECOND = 10**9
-
-
-@pytest.fixture
-def region_dir():
-    folder = pathlib.Path(tempfile.mkdtemp(
-        prefix="cellrate-charge-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def stores(region_dir):

@@ -7,12 +7,9 @@ fixed) run in a child interpreter under a timeout, so a regression is a
 failed test, not a stuck or dead test run."""
 
 import errno
-import os
 import pathlib
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 
 import pytest
@@ -21,14 +18,6 @@ import cellrate
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LOCKS_OFFSET = 256  # the first stripe lock of a region (docs/design.md §5)
-
-
-@pytest.fixture
-def region_dir():
-    folder = pathlib.Path(tempfile.mkdtemp(
-        prefix="cellrate-hostile-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_child(code, timeout=30):

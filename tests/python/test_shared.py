@@ -8,7 +8,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import warnings
 
 import pytest
@@ -18,15 +17,6 @@ import cellrate
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LUA_MODULE = REPO / "build" / "lua5.4" / "cellrate.so"
 FROZEN = 5000.0  # seconds: every process decides at this one instant
-
-
-@pytest.fixture
-def region_dir():
-    """A fresh folder on tmpfs, where regions normally live."""
-    folder = pathlib.Path(tempfile.mkdtemp(
-        prefix="cellrate-test-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def count_admissions(kind, path, burst, key, attempts, queue):

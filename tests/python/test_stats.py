@@ -7,7 +7,6 @@ import pathlib
 import random
 import shutil
 import subprocess
-import tempfile
 import threading
 
 import pytest
@@ -21,14 +20,6 @@ RATE_KEYS = ("admitted", "refused", "units_admitted", "units_refused", "unfittab
              "would_refuse", "evicted")
 GAUGE_KEYS = ("acquired", "refused", "units_acquired", "units_refused", "released", "reclaimed",
               "in_flight", "peak", "evicted")
-
-
-@pytest.fixture
-def region_dir():
-    folder = pathlib.Path(tempfile.mkdtemp(
-        prefix="cellrate-test-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def expect(**counts):
