@@ -221,8 +221,15 @@ __attribute__((noinline)) static cr_status shared_apply(cr_limiter *limiter, int
             continue; /* torn by a concurrent write: read again */
         if (__builtin_expect(generation != cell->limit.generation, 0)) {
             if (generation > cell->limit.generation) {
+                const uint64_t seen = cell->limit.generation;
                 if ((status = follow(limiter, &cell)) != CR_OK) /* a newer limit wrote it */
                     return status;
+                if (cell->limit.generation == seen &&
+                    cr_region_generation(&limiter->region) == seen)
+                    /* a generation the region never had (a damaged file): fully used,
+                     * never a fresh allowance, and never a loop */
+                    cr_pair_cas(pair, cr_pair_make(generation, state),
+                                cr_pair_make(seen, cr_full(&cell->limit.limit, now_ns)));
             } else {
                 convert_shared(limiter, cell, now_ns);
             }
