@@ -70,23 +70,27 @@ def c_rows() -> List[Row]:
         Row("floor: clock_gettime(CLOCK_MONOTONIC)", "c.floor.clock", chart="floor"),
         Row("floor: clock + atomic load", "c.floor.clock_load", chart="floor"),
         Row("floor: clock + load + compare-and-swap", "c.floor.clock_cas", chart="floor"),
-        Row("cellrate Limiter, allow path", "c.cellrate.limiter.allow", "x_ref", "c.floor.clock_cas",
+        Row("cellrate Limiter, allow path, clock='monotonic'", "c.cellrate.limiter.allow", "x_ref",
+            "c.floor.clock_cas",
             "clock + CAS floor", ("<=", 1.25), chart="cellrate"),
-        Row("cellrate Limiter, deny path", "c.cellrate.limiter.deny", "x_ref", "c.floor.clock_load",
+        Row("cellrate Limiter, deny path, clock='monotonic'", "c.cellrate.limiter.deny", "x_ref",
+            "c.floor.clock_load",
             "clock + load floor", ("<=", 1.25), chart="cellrate"),
-        Row("cellrate Limiter, allow path, clock='fast'", "c.cellrate.limiter.allow_fast_clock",
+        Row("cellrate Limiter, allow path (default clock: fast)", "c.cellrate.limiter.allow_fast_clock",
             "x_ref", "c.floor.fast_clock", "cr_fast_clock_ns()", chart="cellrate"),
-        Row("cellrate Limiter, deny path, clock='fast'", "c.cellrate.limiter.deny_fast_clock",
+        Row("cellrate Limiter, deny path (default clock: fast)", "c.cellrate.limiter.deny_fast_clock",
             "x_ref", "c.floor.fast_clock", "cr_fast_clock_ns()", chart="cellrate"),
-        Row("cellrate Limiter, allow path, clock='fast', vs its floor",
+        Row("cellrate Limiter, allow path (default clock: fast), vs its floor",
             "c.cellrate.limiter.allow_fast_clock", "x_ref", "c.floor.rdtsc_cas",
             "rdtsc + load + CAS floor", ("<=", 1.1), chart="cellrate"),
-        Row("cellrate Limiter, deny path, clock='fast', vs its floor",
+        Row("cellrate Limiter, deny path (default clock: fast), vs its floor",
             "c.cellrate.limiter.deny_fast_clock", "x_ref", "c.floor.rdtsc_cas",
             "rdtsc + load + CAS floor", ("<=", 1.1)),
-        Row("cellrate Limiter check() (full decision), allow path", "c.cellrate.limiter.check.allow",
+        Row("cellrate Limiter check() (full decision), allow path, clock='monotonic'",
+            "c.cellrate.limiter.check.allow",
             "x_ref", "c.floor.clock_cas", "clock + CAS floor", chart="cellrate"),
-        Row("cellrate Limiter check() (full decision), deny path", "c.cellrate.limiter.check.deny",
+        Row("cellrate Limiter check() (full decision), deny path, clock='monotonic'",
+            "c.cellrate.limiter.check.deny",
             "x_ref", "c.floor.clock_load", "clock + load floor", chart="cellrate"),
         Row("governor direct, allow (default clock: quanta TSC)", f"{gov_q}.allow", chart="peer"),
         Row("governor direct, deny (default clock: quanta TSC)", f"{gov_q}.deny", chart="peer"),
@@ -94,33 +98,29 @@ def c_rows() -> List[Row]:
         Row("governor direct, deny (MonotonicClock)", f"{gov_m}.deny", chart="peer"),
         Row("aerorate direct, allow (default clock: Instant)", f"{aero}.allow", chart="peer"),
         Row("aerorate direct, deny (default clock: Instant)", f"{aero}.deny", chart="peer"),
-        Row("cellrate Limiter allow vs governor direct allow (default clock)",
-            "c.cellrate.limiter.allow", "x_ref", f"{gov_q}.allow", "governor direct allow",
-            ("<=", 1.0)),
-        Row("cellrate Limiter deny vs governor direct deny (default clock)",
-            "c.cellrate.limiter.deny", "x_ref", f"{gov_q}.deny", "governor direct deny",
-            ("<=", 1.0)),
-        Row("cellrate Limiter allow vs aerorate direct allow (default clock)",
-            "c.cellrate.limiter.allow", "x_ref", f"{aero}.allow", "aerorate direct allow",
-            ("<=", 1.0)),
-        Row("cellrate Limiter deny vs aerorate direct deny (default clock)",
-            "c.cellrate.limiter.deny", "x_ref", f"{aero}.deny", "aerorate direct deny",
-            ("<=", 1.0)),
-        Row("cellrate Limiter allow, clock='fast', vs governor direct allow (default clock)",
+        Row("cellrate Limiter allow, clock='monotonic', vs governor direct allow (default clock)",
+            "c.cellrate.limiter.allow", "x_ref", f"{gov_q}.allow", "governor direct allow",),
+        Row("cellrate Limiter deny, clock='monotonic', vs governor direct deny (default clock)",
+            "c.cellrate.limiter.deny", "x_ref", f"{gov_q}.deny", "governor direct deny",),
+        Row("cellrate Limiter allow, clock='monotonic', vs aerorate direct allow (default clock)",
+            "c.cellrate.limiter.allow", "x_ref", f"{aero}.allow", "aerorate direct allow",),
+        Row("cellrate Limiter deny, clock='monotonic', vs aerorate direct deny (default clock)",
+            "c.cellrate.limiter.deny", "x_ref", f"{aero}.deny", "aerorate direct deny",),
+        Row("cellrate Limiter allow (default clock: fast), vs governor direct allow (default clock)",
             "c.cellrate.limiter.allow_fast_clock", "x_ref", f"{gov_q}.allow",
             "governor direct allow", ("<=", 1.0)),
-        Row("cellrate Limiter deny, clock='fast', vs governor direct deny (default clock)",
+        Row("cellrate Limiter deny (default clock: fast), vs governor direct deny (default clock)",
             "c.cellrate.limiter.deny_fast_clock", "x_ref", f"{gov_q}.deny",
             "governor direct deny", ("<=", 1.0)),
-        Row("cellrate Limiter allow, clock='fast', vs aerorate direct allow (default clock)",
+        Row("cellrate Limiter allow (default clock: fast), vs aerorate direct allow (default clock)",
             "c.cellrate.limiter.allow_fast_clock", "x_ref", f"{aero}.allow",
             "aerorate direct allow", ("<=", 1.0)),
-        Row("cellrate Limiter deny, clock='fast', vs aerorate direct deny (default clock)",
+        Row("cellrate Limiter deny (default clock: fast), vs aerorate direct deny (default clock)",
             "c.cellrate.limiter.deny_fast_clock", "x_ref", f"{aero}.deny",
             "aerorate direct deny", ("<=", 1.0)),
-        Row("cellrate Limiter allow vs governor direct allow (MonotonicClock)",
+        Row("cellrate Limiter allow, clock='monotonic', vs governor direct allow (MonotonicClock)",
             "c.cellrate.limiter.allow", "x_ref", f"{gov_m}.allow", "governor allow, same clock"),
-        Row("cellrate Limiter deny vs governor direct deny (MonotonicClock)",
+        Row("cellrate Limiter deny, clock='monotonic', vs governor direct deny (MonotonicClock)",
             "c.cellrate.limiter.deny", "x_ref", f"{gov_m}.deny", "governor deny, same clock"),
         # where the time goes: the clock
         Row("clock: rdtsc (raw TSC, unscaled)", "c.floor.rdtsc"),
@@ -143,8 +143,10 @@ def c_rows() -> List[Row]:
         Row("floor: the same on 2 MiB pages (MADV_HUGEPAGE)", "c.floor.clock_table_read_hugepages"),
     ]
     for shape, name in (("int", "integer keys"), ("str", "short string keys")):
+        mono = ", clock='monotonic'," if shape == "int" else ""
         rows += [
-            Row(f"cellrate KeyedLimiter, 1M {name}, allow", f"c.cellrate.keyed.{shape}", "x_ref",
+            Row(f"cellrate KeyedLimiter, 1M {name}, allow{mono[:-1]}", f"c.cellrate.keyed.{shape}",
+                "x_ref",
                 "c.floor.clock_table_read", "clock + random table read floor",
                 ("<=", 1.05) if shape == "int" else None, chart="cellrate"),
             Row(f"governor keyed (dashmap, quanta), 1M {name}",
@@ -152,22 +154,22 @@ def c_rows() -> List[Row]:
             Row(f"governor keyed (dashmap, MonotonicClock), 1M {name}",
                 f"rust.governor.keyed.monotonic.{shape}", chart="peer"),
             Row(f"aerorate keyed, 1M {name}", f"rust.aerorate.keyed.{shape}", chart="peer"),
-            Row(f"cellrate KeyedLimiter vs governor keyed (default clock), {name}",
+            Row(f"cellrate KeyedLimiter{mono} vs governor keyed (default clock), {name}",
                 f"c.cellrate.keyed.{shape}", "faster", f"rust.governor.keyed.quanta.{shape}",
                 "governor keyed throughput"),
-            Row(f"cellrate KeyedLimiter vs aerorate keyed, {name}",
+            Row(f"cellrate KeyedLimiter{mono} vs aerorate keyed, {name}",
                 f"c.cellrate.keyed.{shape}", "faster", f"rust.aerorate.keyed.{shape}",
                 "aerorate keyed throughput"),
         ]
         if shape == "int":
             fast = "c.cellrate.keyed.int_fast_clock"
             rows += [
-                Row(f"cellrate KeyedLimiter, 1M {name}, allow, clock='fast'", fast, "x_ref",
+                Row(f"cellrate KeyedLimiter, 1M {name}, allow (default clock: fast)", fast, "x_ref",
                     "c.floor.clock_table_read", "clock + random table read floor", ("<=", 1.05),
                     chart="cellrate"),
-                Row(f"cellrate KeyedLimiter, clock='fast', vs governor keyed (default clock), {name}",
+                Row(f"cellrate KeyedLimiter (default clock: fast), vs governor keyed (default clock), {name}",
                     fast, "faster", "rust.governor.keyed.quanta.int", "governor keyed throughput"),
-                Row(f"cellrate KeyedLimiter, clock='fast', vs aerorate keyed, {name}", fast,
+                Row(f"cellrate KeyedLimiter (default clock: fast), vs aerorate keyed, {name}", fast,
                     "faster", "rust.aerorate.keyed.int", "aerorate keyed throughput"),
             ]
     rows += [
@@ -235,10 +237,11 @@ PY_SCENARIOS = [
     ("limiter.check", "Limiter.check()"),
     ("keyed.allow", "KeyedLimiter.allow(str), 100k keys"),
 ]
-# cellrate with clock='fast': (scenario, label, the peers' scenario it compares with)
+# cellrate with clock='monotonic' (the ordered read): (scenario, label, the peers' scenario it
+# compares with)
 PY_FAST_SCENARIOS = [
-    ("limiter.allow_fast_clock", "Limiter(clock='fast').allow()", "limiter.allow"),
-    ("keyed.allow_fast_clock", "KeyedLimiter(clock='fast').allow(str), 100k keys", "keyed.allow"),
+    ("limiter.allow_monotonic_clock", "Limiter(clock='monotonic').allow()", "limiter.allow"),
+    ("keyed.allow_monotonic_clock", "KeyedLimiter(clock='monotonic').allow(str), 100k keys", "keyed.allow"),
 ]
 
 
@@ -273,12 +276,12 @@ def python_rows(results: Dict[str, dict]) -> List[Row]:
                 f"py.cellrate.keyed.allow.{t}t", "x_ref", f"py.floor.dict_incr.{t}t",
                 "dict[key] += 1", ("<=", 0.8) if t == 1 else None,
                 chart="cellrate" if t == 1 else ""),
-            Row(f"cellrate Limiter(clock='fast').allow(), {t} thread(s)",
-                f"py.cellrate.limiter.allow_fast_clock.{t}t", "x_ref",
+            Row(f"cellrate Limiter(clock='monotonic').allow(), {t} thread(s)",
+                f"py.cellrate.limiter.allow_monotonic_clock.{t}t", "x_ref",
                 f"py.floor.monotonic_ns.{t}t", "time.monotonic_ns()",
                 ("<=", 0.8) if t == 1 else None, chart="cellrate" if t == 1 else ""),
-            Row(f"cellrate KeyedLimiter(clock='fast').allow(str), 100k keys, {t} thread(s)",
-                f"py.cellrate.keyed.allow_fast_clock.{t}t", "x_ref", f"py.floor.dict_incr.{t}t",
+            Row(f"cellrate KeyedLimiter(clock='monotonic').allow(str), 100k keys, {t} thread(s)",
+                f"py.cellrate.keyed.allow_monotonic_clock.{t}t", "x_ref", f"py.floor.dict_incr.{t}t",
                 "dict[key] += 1", ("<=", 0.8) if t == 1 else None,
                 chart="cellrate" if t == 1 else ""),
         ]
@@ -403,8 +406,8 @@ def lua_rows() -> List[Row]:
                 f"{p}.floor.c_method_clock", chart="floor"),
             Row(f"{name}: cellrate lim:allow()", f"{p}.cellrate.limiter.allow", "x_ref",
                 f"{p}.floor.c_clock", "C function + clock read", ("<=", 2.0), chart="cellrate"),
-            Row(f"{name}: cellrate lim:allow() with clock='fast'",
-                f"{p}.cellrate.limiter.allow_fast_clock", "x_ref", f"{p}.floor.c_clock",
+            Row(f"{name}: cellrate lim:allow() with clock='monotonic'",
+                f"{p}.cellrate.limiter.allow_monotonic_clock", "x_ref", f"{p}.floor.c_clock",
                 "C function + clock read", ("<=", 2.0), chart="cellrate"),
             Row(f"{name}: cellrate lim:allow() vs the same call shape", f"{p}.cellrate.limiter.allow",
                 "x_ref", f"{p}.floor.c_method_clock", "C method + clock read"),
@@ -596,17 +599,17 @@ def catalogue_rows() -> List[Row]:
 
 def headline_rows(results: Dict[str, dict]) -> List[Row]:
     rows = [
-        Row("C: Limiter allow", "c.cellrate.limiter.allow", "x_ref", "c.floor.clock_cas",
-            "floor: clock + load + CAS"),
-        Row("C: Limiter allow", "c.cellrate.limiter.allow", "x_ref",
+        Row("C: Limiter allow", "c.cellrate.limiter.allow_fast_clock", "x_ref",
+            "c.floor.rdtsc_cas", "floor: rdtsc + load + CAS"),
+        Row("C: Limiter allow", "c.cellrate.limiter.allow_fast_clock", "x_ref",
             "rust.governor.direct.quanta.allow", "governor direct (its TSC clock)"),
-        Row("C: Limiter allow", "c.cellrate.limiter.allow", "x_ref", "rust.aerorate.direct.allow",
-            "aerorate direct"),
-        Row("C: KeyedLimiter, 1M integer keys", "c.cellrate.keyed.int", "faster",
+        Row("C: Limiter allow", "c.cellrate.limiter.allow_fast_clock", "x_ref",
+            "rust.aerorate.direct.allow", "aerorate direct"),
+        Row("C: KeyedLimiter, 1M integer keys", "c.cellrate.keyed.int_fast_clock", "faster",
             "rust.governor.keyed.quanta.int", "governor keyed"),
-        Row("C: KeyedLimiter, 1M integer keys", "c.cellrate.keyed.int", "faster",
+        Row("C: KeyedLimiter, 1M integer keys", "c.cellrate.keyed.int_fast_clock", "faster",
             "rust.aerorate.keyed.int", "aerorate keyed"),
-        Row("C: KeyedLimiter, 1M integer keys", "c.cellrate.keyed.int", "x_ref",
+        Row("C: KeyedLimiter, 1M integer keys", "c.cellrate.keyed.int_fast_clock", "x_ref",
             "c.floor.clock_table_read", "floor: clock + one random table read"),
         Row("C: KeyedLimiter, 2 threads, distinct keys", "c.cellrate.threads.distinct.2t",
             "faster", "c.cellrate.threads.distinct.1t", "1 thread"),
@@ -875,7 +878,7 @@ def clock_note(results: Dict[str, dict]) -> str:
     here = {True: "here it reads the TSC", False: "here it calls clock_gettime",
             None: "whether it reads the TSC here is unknown"}[is_tsc]
     return (
-        "Where the time of the C Limiter goes (same run): cellrate's default clock reads "
+        "Where the time of the C Limiter goes (same run): cellrate's clock='monotonic' reads "
         "CLOCK_MONOTONIC from a line on the TSC, re-anchored to it every 2 ms, with the counter "
         "read ordered (rdtscp), where the TSC is invariant and the kernel's clocksource, and "
         f"calls clock_gettime elsewhere ({here}); one clock_gettime costs {clock:.1f} ns. "
@@ -883,7 +886,7 @@ def clock_note(results: Dict[str, dict]) -> str:
         f"`now` passed in {given:.1f} ns. governor's default clock (quanta: TSC read and "
         f"scaling) costs {quanta:.1f} ns, a raw rdtsc {rdtsc:.1f} ns; governor's direct allow "
         f"takes {gov_q:.1f} ns with quanta and {gov_m:.1f} ns with std's MonotonicClock. "
-        "clock='fast' reads the same line without a fence, as quanta does: "
+        "The default clock ('fast') reads the same line without a fence, as quanta does: "
         f"{fast:.1f} ns a read, and with it cellrate's allow takes {allow_fast:.1f} ns and "
         f"its deny {deny_fast:.1f} ns."
     )
@@ -925,9 +928,9 @@ def floor_notes(results: Dict[str, dict]) -> List[str]:
         allow, fn, method = (ns(f"lua.{version}.cellrate.limiter.allow"),
                              ns(f"lua.{version}.floor.c_clock"),
                              ns(f"lua.{version}.floor.c_method_clock"))
-        fast = ns(f"lua.{version}.cellrate.limiter.allow_fast_clock")
+        ordered = ns(f"lua.{version}.cellrate.limiter.allow_monotonic_clock")
         if allow and fn and method:
-            with_fast = f" ({fast:.0f} ns with clock='fast')" if fast else ""
+            with_fast = f" ({ordered:.0f} ns with clock='monotonic')" if ordered else ""
             notes.append(
                 f"{name}: lim:allow() takes {allow:.0f} ns{with_fast}; a C function reading "
                 "CLOCK_MONOTONIC "
@@ -986,16 +989,17 @@ SCENARIOS_MEASURED = """\
 - **Allow path**: a limit of 1e8 per second with a burst of 1e9, so every call
   is admitted; **deny path**: one per hour, drained before timing, so every
   call is turned away. Each harness checks that every call went the named way.
-- **clock='fast'**: the C Limiter's allow and deny paths, the C keyed allow
-  path on the 1M integer keys, Python's `Limiter.allow()` and
-  `KeyedLimiter.allow(str)` and Lua's `lim:allow()`, each again with a limit
-  made with `clock="fast"`, whose `CR_CLOCK` decisions read
+- **The two clocks**: the default, `"fast"`, whose `CR_CLOCK` decisions read
   `cr_fast_clock_ns()` (CLOCK_MONOTONIC extrapolated from the TSC where the
   TSC is invariant and the kernel's clocksource is tsc, else CLOCK_MONOTONIC
-  itself; the machine info says which), read without a fence; the default
-  clock reads the same line with the counter ordered (rdtscp). The fast
-  Limiter's floor: `rdtsc` + load + compare-and-swap (target 1.1x, allow and
-  deny); its other targets are those of the default-clock rows.
+  itself; the machine info says which) without a fence, and
+  `clock="monotonic"`, the same line with the counter ordered (rdtscp). In C
+  the `c.cellrate.limiter.allow`/`deny` and `c.cellrate.keyed.int` rows are
+  made with `clock="monotonic"` and their `_fast_clock` rows with the
+  default; in Python and Lua the plain rows are the default and the
+  `_monotonic_clock` rows the ordered read. The default's floor: `rdtsc` +
+  load + compare-and-swap (target 1.1x, allow and deny); the ordered read's:
+  `clock_gettime` + load (+ compare-and-swap), 1.25x.
 - **Counters**: the Limiter's allow path, the keyed allow path on 1 and 2
   threads (distinct halves of 1M keys) and a shared region's keyed path, each
   with the counters and against the same core built with `-DCR_NO_COUNTERS`

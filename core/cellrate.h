@@ -267,8 +267,8 @@ typedef struct cr_limit {
 
 /* What a user gives. `rate_text`, when not NULL, takes the place of `rate`
  * and carries its own period (then `has_period` must be false). Absent
- * period: 1 s. Absent burst: max(1, ceil(rate)). `clock`: "monotonic" (the
- * default, also when NULL) or "fast", the clock that CR_CLOCK reads; window
+ * period: 1 s. Absent burst: max(1, ceil(rate)). `clock`: "fast" (the
+ * default, also when NULL) or "monotonic", the clock that CR_CLOCK reads; window
  * algorithms read the realtime clock ("realtime", the only one they take).
  * `algorithm`: a name of cr_algorithm_name, NULL meaning "gcra". */
 typedef struct cr_limit_args {
@@ -307,7 +307,7 @@ const char *cr_clock_name(const cr_limit *limit);
  * The description of `limit` that repr() and __tostring print, one text in
  * every face: "<type_name>(rate=300, period=60, burst=60)", numbers in the
  * shortest form that reads back as the same double (integral ones without a
- * fraction); then ", clock='fast'" when not the default, ", algorithm='...'"
+ * fraction); then ", clock='monotonic'" when not the default, ", algorithm='...'"
  * when not gcra, no burst for a window algorithm, and ", capacity=N" when
  * `capacity` >= 0 (a keyed table's). Writes at most `size` bytes, NUL
  * included, into the caller's `buf` (nothing allocated) and returns the length
@@ -432,8 +432,9 @@ int64_t cr_realtime_ns(void);
  * and follows cr_clock_ns to within ~100 ns (it is re-anchored to it every
  * 2 ms). The counter is read without a fence: a reading may precede, by up
  * to a few microseconds, one another thread or process published just
- * before it. The default clock ("monotonic") of a store reads the same line
- * with the counter ordered (rdtscp), which never does. Used only where the
+ * before it (a decision on an earlier time is only stricter). The default
+ * clock of a store ("fast"). Its "monotonic" clock reads the same line with
+ * the counter ordered (rdtscp), which never does. Used only where the
  * TSC is invariant, has rdtscp and is the kernel's own clocksource
  * (cr_fast_clock_is_tsc); elsewhere it is cr_clock_ns. Thread-safe.
  */

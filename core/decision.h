@@ -92,7 +92,11 @@ CR_HOT int64_t cr_gcra_decide(const cr_limit *limit, int64_t tat, int64_t now_ns
         *allowed = true; /* a probe: always admitted, nothing to store */
     } else {
         int64_t next;
-        fits = !__builtin_mul_overflow(cost, T, &increment) && increment <= tau;
+        /* one unit, the common cost: T <= tau (a burst is at least 1), no multiply */
+        if (__builtin_expect(cost == 1, 1))
+            increment = T;
+        else
+            fits = !__builtin_mul_overflow(cost, T, &increment) && increment <= tau;
         *allowed = false;
         /* Unfittable: no wait would ever admit it. An overflowing sum is
          * refused: admission needs next <= now + tau < 2^63 (the horizon). */

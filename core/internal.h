@@ -99,8 +99,7 @@ static inline int64_t cr_fast_clock_now(void)
     return cr_fast_clock_slow(false);
 }
 
-/* The default clock, "monotonic": the same line read with the counter
- * ordered, so that every thread and process sees one timeline, as with
+/* The "monotonic" clock: the same line read with the counter ordered, so that every thread and process sees one timeline, as with
  * clock_gettime; clock_gettime itself where the TSC is not trusted. */
 static inline int64_t cr_monotonic_now(void)
 {

@@ -278,10 +278,10 @@ const char *cr_clock_name(const cr_limit *limit)
     return clock_names[limit->fast_clock];
 }
 
-/* The clock named by `name` (NULL: the default) for a GCRA limit. */
+/* The clock named by `name` (NULL: the default, "fast") for a GCRA limit. */
 static cr_status parse_clock(const char *name, size_t len, bool *fast)
 {
-    *fast = false;
+    *fast = true;
     if (!name)
         return CR_OK;
     for (int i = 0; i < 2; i++) {
@@ -457,7 +457,7 @@ size_t cr_limit_describe(char *buf, size_t size, const char *type_name, const cr
     put_number(period, sizeof period, limit->period_s);
     if (limit->algorithm < CR_ALGORITHM_FIXED_WINDOW) /* a window takes no burst */
         snprintf(burst, sizeof burst, ", burst=%" PRId64, limit->burst);
-    if (limit->fast_clock)
+    if (limit->algorithm < CR_ALGORITHM_FIXED_WINDOW && !limit->fast_clock)
         snprintf(clock, sizeof clock, ", clock='%s'", cr_clock_name(limit));
     if (limit->algorithm != CR_ALGORITHM_GCRA)
         snprintf(algorithm, sizeof algorithm, ", algorithm='%s'",

@@ -654,7 +654,9 @@ static cr_status inspect_mapped(void *base, const region_identity *identity,
             return CR_E_SHARED_CORRUPT;
         out->live_keys = cr_keyed_count_slots(region.buckets, identity->nbuckets);
     }
-    const cr_limit like = {.algorithm = algorithm, .burst = 1};
+    /* a region has no clock (its processes may mix them): the default's description */
+    const cr_limit like = {
+        .algorithm = algorithm, .burst = 1, .fast_clock = algorithm < CR_ALGORITHM_FIXED_WINDOW};
     int64_t changed_at;
     cr_status status = CR_E_SHARED_CORRUPT;
     for (int tries = 0; tries < 8 && status != CR_OK; tries++) { /* a change meanwhile */

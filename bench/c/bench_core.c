@@ -39,7 +39,8 @@
  * timing. Keyed allow path: one unit per hour and a burst of 1e6, so every
  * call is admitted and every key stays tracked (its TAT stays hours ahead).
  * The allow and deny paths, and the keyed allow path on integer keys, run
- * also with limits made with clock "fast" (CR_CLOCK reads cr_fast_clock_ns). */
+ * with limits made with clock "monotonic" (the ordered read) and with the
+ * default, "fast" (CR_CLOCK reads cr_fast_clock_ns). */
 #define ALLOW_RATE_PER_S 1e8
 #define ALLOW_BURST 1000000000
 #define KEYED_BURST 1000000
@@ -569,7 +570,7 @@ static void drain(cr_limiter *limiter)
 static void limiter_scenarios(const config *cfg)
 {
     size_t n = cfg->single_ops;
-    cr_limit allow = allow_limit(NULL), deny = deny_limit(NULL);
+    cr_limit allow = allow_limit("monotonic"), deny = deny_limit("monotonic");
     cr_limit allow_fast = allow_limit("fast"), deny_fast = deny_limit("fast");
     cellrate_ctx allow_clock = {0}, deny_clock = {0}, allow_given = {0}, deny_given = {0};
     cellrate_ctx allow_check = {0}, deny_check = {0}, allow_charge = {0}, allow_take = {0};
@@ -907,7 +908,7 @@ static void live_keyed_scenarios(const config *cfg, const uint32_t *draws)
 static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint32_t *draws_all,
                             uint32_t *const draws_half[2])
 {
-    cellrate_ctx ints = {.keyed = filled_int_table(cfg, NULL, NULL), .draws = draws_all};
+    cellrate_ctx ints = {.keyed = filled_int_table(cfg, NULL, "monotonic"), .draws = draws_all};
     cellrate_ctx ints_fast = {.keyed = filled_int_table(cfg, NULL, "fast"), .draws = draws_all};
     cellrate_ctx texts = {.keyed = filled_str_table(cfg, strs), .draws = draws_all, .strs = strs};
     size_t nlines = cr_keyed_memory(ints.keyed) / 64;

@@ -217,9 +217,9 @@ static cr_limit limit_from_text(const char *rate_text, const char *algorithm, bo
         args.algorithm = algorithm;
         args.algorithm_len = strlen(algorithm);
     }
-    if (fast) {
-        args.clock = "fast";
-        args.clock_len = 4;
+    if (!fast) {
+        args.clock = "monotonic";
+        args.clock_len = 9;
     }
     cr_limit limit;
     memset(&limit, 0, sizeof limit);
@@ -230,15 +230,15 @@ static cr_limit limit_from_text(const char *rate_text, const char *algorithm, bo
 static void test_limit_describe(void)
 {
     char text[CR_LIMIT_DESCRIPTION_MAX];
-    cr_limit limit = limit_from_text("300/minute", NULL, false);
+    cr_limit limit = limit_from_text("300/minute", NULL, true);
     size_t len = cr_limit_describe(text, sizeof text, "cellrate.Limiter", &limit, -1);
     CHECK_EQ_STR(text, "cellrate.Limiter(rate=300, period=60, burst=300)", "a gcra limit");
     CHECK_EQ_I64(len, strlen(text), "the length written");
-    limit = limit_from_text("0.1/250ms", NULL, true);
+    limit = limit_from_text("0.1/250ms", NULL, false);
     cr_limit_describe(text, sizeof text, "T", &limit, 7);
-    CHECK_EQ_STR(text, "T(rate=0.1, period=0.25, burst=1, clock='fast', capacity=7)",
+    CHECK_EQ_STR(text, "T(rate=0.1, period=0.25, burst=1, clock='monotonic', capacity=7)",
                  "fractions, the clock and a capacity");
-    limit = limit_from_text("10/s", "sliding_window", false);
+    limit = limit_from_text("10/s", "sliding_window", true);
     cr_limit_describe(text, sizeof text, "cellrate.Limit", &limit, -1);
     CHECK_EQ_STR(text, "cellrate.Limit(rate=10, period=1, algorithm='sliding_window')",
                  "a window takes no burst");
@@ -248,6 +248,7 @@ static void test_limit_describe(void)
     CHECK_EQ_STR(small, "cellrat", "cut to the buffer, NUL-terminated");
     /* The longest: a 64-byte type name, the widest numbers and every part. */
     cr_limit widest = limit_from_text("0.1/1ns", "token_bucket", true);
+    widest.fast_clock = false; /* the clock named */
     widest.rate = -0x1.fffffffffffffp1023 / 3;
     widest.period_s = 0x1.0000000000001p-1022;
     widest.burst = INT64_MIN;

@@ -25,7 +25,7 @@ describe("algorithm", function()
          assert.equal(name, lim:info().algorithm)
          assert.equal(name, keyed:info().algorithm)
          local window = name:find("window") ~= nil
-         assert.equal(window and "realtime" or "monotonic", lim:info().clock)
+         assert.equal(window and "realtime" or "fast", lim:info().clock)
          assert.equal(name ~= "gcra", tostring(lim):find(name, 1, true) ~= nil)
       end
       assert.equal(tostring(cellrate.limiter(10)), tostring(cellrate.limiter(10, { algorithm = "gcra" })))

@@ -611,12 +611,13 @@ def test_fast_clock():
     # refill a unit unnoticed.
     for make in (lambda **kw: cellrate.Limiter(10, burst=5, **kw),
                  lambda **kw: cellrate.KeyedLimiter(10, burst=5, **kw)):
-        assert make().clock == "monotonic"
-        assert make(clock="monotonic").clock == "monotonic"
-        lim = make(clock="fast")
-        assert lim.clock == "fast"
-        assert "clock='fast'" in repr(lim)
+        assert make().clock == "fast"
+        assert make(clock="fast").clock == "fast"
+        ordered = make(clock="monotonic")
+        assert ordered.clock == "monotonic"
+        assert "clock='monotonic'" in repr(ordered)
         assert "clock" not in repr(make())
+        lim = make(clock="fast")
         # The decisions follow time.monotonic(): a drained limiter waits its retry_after.
         call = (lambda f, *a, **k: f(*a, **k)) if isinstance(lim, cellrate.Limiter) else (
             lambda f, *a, **k: f("key", *a, **k))
