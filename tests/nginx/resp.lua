@@ -7,7 +7,7 @@ local M = {}
 local Client = {}
 Client.__index = Client
 
-function M.new()
+function M.new()  -- also redis:new(), as lua-resty-redis
     return setmetatable({}, Client)
 end
 
