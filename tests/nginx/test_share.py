@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import signal
 import struct
 import subprocess
@@ -33,7 +34,8 @@ redis = pytest.importorskip("redis")
 pytestmark = needs_redis
 
 TEMPLATE = HERE / "share.conf.in"
-RATE, BURST, INTERVAL, TTL, TIMEOUT = 2000.0, 100, 0.5, 1.5, 0.25  # TIMEOUT: share.lua's
+DOC = HERE.parents[1] / "docs" / "share.md"
+RATE, BURST, INTERVAL, TTL, TIMEOUT = 2000, 100, 0.5, 1.5, 0.25  # ttl, timeout: the defaults
 RUN = 14.0  # seconds of load
 NAME, HOST = "fleet", "nginx-host"
 KEY = f"cellrate:share:{NAME}"
@@ -64,12 +66,35 @@ def applied(client, region: str) -> tuple[float, dict]:
     raise AssertionError("the host's share never stood still")
 
 
+def code_lines(text: str) -> list[str]:
+    """The lines of a config without comments, indentation and blank lines."""
+    lines = (re.sub(r"\s*(--|#).*$", "", line).strip() for line in text.splitlines())
+    return [line for line in lines if line]
+
+
+def test_the_documented_pattern_is_the_tested_config():
+    """Every line of docs/share.md's OpenResty config is in share.conf.in, in order, with
+    the test's values (the Redis client, the address, the limit, the names, the location)."""
+    doc = re.search(r"```nginx\n(.*?)```", DOC.read_text(), re.S).group(1)
+    for ours, theirs in [('"1000/s"', '"@FLEET_RATE@/s"'), ("burst = 100", "burst = @FLEET_BURST@"),
+                         ('"api"', '"@NAME@"'), ("interval = 1,", "interval = @INTERVAL@,"),
+                         ("every(1,", "every(@INTERVAL@,"), ('"/dev/shm/api"', '"@REGION@.fleet"'),
+                         ('"web-1"', '"@MEMBER@"'), ('"resty.redis"', '"resp"'),
+                         ('"redis.internal", 6379', '"127.0.0.1", @REDIS_PORT@'),
+                         ("location / {", "location = /fleet {")]:
+        assert ours in doc, ours
+        doc = doc.replace(ours, theirs)
+    config = iter(code_lines(TEMPLATE.read_text()))
+    missing = [line for line in code_lines(doc) if line not in config]
+    assert not missing, missing
+
+
 def test_the_host_is_one_member_and_keeps_the_bound_while_its_beating_worker_dies(tmp_path):
     with redis_server() as redis_srv, Nginx(
             workers=4, listen_options="reuseport", template=TEMPLATE,
-            fields={"REDIS_PORT": str(redis_srv.port), "FLEET_RATE": repr(RATE),
-                    "FLEET_BURST": str(BURST), "INTERVAL": repr(INTERVAL), "TTL": repr(TTL),
-                    "NAME": NAME, "MEMBER": HOST}) as server:
+            fields={"REDIS_PORT": str(redis_srv.port), "FLEET_RATE": str(RATE),
+                    "FLEET_BURST": str(BURST), "INTERVAL": repr(INTERVAL), "NAME": NAME,
+                    "MEMBER": HOST}) as server:
         host_joined = time.monotonic()  # its first heartbeat runs at once (ngx.timer.at(0))
         region = server.region + ".fleet"
         client = redis.Redis(port=redis_srv.port)
