@@ -3,9 +3,10 @@ nginx of four workers deciding on one region is one member of a fleet limit, bes
 Python member (tests/python/share_member.py) on one redis-server, both asked for more than
 the fleet admits. Worker 0 heartbeats from ngx.timer.every and applies the share to the
 region; it is killed mid-run (the master starts a new worker 0, whose init_worker starts
-the heartbeats again), and Redis's scripts are flushed (the heartbeat's EVALSHA is then
-answered NOSCRIPT, as lua-resty-redis answers an error: false and its text). Every
-admission is counted here against the bound of docs/design/share.md."""
+the heartbeats again), Redis's scripts are flushed (the heartbeat's EVALSHA is then
+answered NOSCRIPT, as lua-resty-redis answers an error: false and its text), and nginx
+is reloaded (the region opened again at the start share). Every admission is counted
+here against the bound of docs/design/share.md."""
 
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def test_the_documented_pattern_is_the_tested_config():
     assert not missing, missing
 
 
-def test_the_host_is_one_member_and_keeps_the_bound_while_its_beating_worker_dies(tmp_path):
+def test_the_host_is_one_member_and_keeps_the_bound_through_a_respawn_and_a_reload(tmp_path):
     with redis_server() as redis_srv, Nginx(
             workers=4, listen_options="reuseport", template=TEMPLATE,
             fields={"REDIS_PORT": str(redis_srv.port), "FLEET_RATE": str(RATE),
@@ -142,6 +143,15 @@ def test_the_host_is_one_member_and_keeps_the_bound_while_its_beating_worker_die
             time.sleep(2)
             share, info = applied(client, region)
             assert info["rate"] / info["period"] == pytest.approx(RATE * share, rel=1e-9)
+
+            # a reload opens the region again at the start share, until the new worker 0's
+            # first heartbeat (its share growing back: a change of the bound's)
+            server.reload()
+            reloaded = time.monotonic()
+            time.sleep(2 * INTERVAL)
+            share, info = applied(client, region)
+            assert info["rate"] / info["period"] == pytest.approx(RATE * share, rel=1e-9)
+            assert share > 1 / 8
             assert member.wait(timeout=RUN + 30) == 0
             assert load.wait(timeout=30) == 0
             stop.set()
@@ -172,6 +182,7 @@ def test_the_host_is_one_member_and_keeps_the_bound_while_its_beating_worker_die
     assert max(b - a for a, b in zip(seen + [now_us], seen[1:] + [now_us])) < TTL * 1e6
     assert "[error]" not in log, log
     assert "Redis does not answer" not in log, log
+    assert log.count("limit changed from") == 1, log  # the reload's open, a live change
 
     # every admission of the fleet, in every window of 1 s: within the bound
     host = [int(line) / 1e9 for line in body.split()]
@@ -179,9 +190,10 @@ def test_the_host_is_one_member_and_keeps_the_bound_while_its_beating_worker_die
     python_joined = float((tmp_path / "m.shares").read_text().split()[0])
     admitted = sorted(host + python)
     assert len(host) > RATE * RUN / 8 and len(python) > RATE * RUN / 8
-    events = [(host_joined, "join", HOST), (python_joined, "join", "python")]
+    events = [(host_joined, "join", HOST), (python_joined, "join", "python"),
+              (reloaded, "reload", HOST)]
     at, worst = busiest(admitted, events, members=2, rate=RATE, burst=BURST, interval=INTERVAL,
                         ttl=TTL, timeout=TIMEOUT)
     print(f"the busiest window: {worst:.3f} of the bound, {at - killed:+.1f} s from the kill, "
-          f"{at - flushed:+.1f} s from the flush")
+          f"{at - flushed:+.1f} s from the flush, {at - reloaded:+.1f} s from the reload")
     assert worst > 0.8  # the fleet ran near its limit, so the check could fail
