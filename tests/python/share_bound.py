@@ -1,5 +1,5 @@
 """The fleet's bound (docs/design/share.md, "The bound") over a run's admissions, for the
-fleet tests: tests/python/test_share.py (processes) and tests/nginx/test_share.py (an
+fleet tests: tests/python/test_share.py (processes) and tests/nginx/test_nginx_share.py (an
 nginx host among processes)."""
 
 from __future__ import annotations
