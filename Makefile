@@ -205,7 +205,7 @@ install: core ## install libcellrate.{a,so}, cellrate.h and cellrate.pc under PR
 # make format rewrites the C in place.
 FORMAT_C = $(wildcard core/*.c core/*.h tests/c/*.c tests/c/*.h tests/fuzz/*.c bench/c/*.c \
 	examples/c/*.c) bindings/cellrate_py.c
-LUA_SOURCES = lua tests/lua examples/demo.lua
+LUA_SOURCES = lua tests/lua tests/nginx/resp.lua examples/demo.lua
 
 lint: | $(VENV)/bin/ruff ## clang-format (check), ruff, luacheck
 	@command -v clang-format >/dev/null && command -v luacheck >/dev/null || \

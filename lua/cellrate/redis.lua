@@ -250,12 +250,14 @@ local function log(message)
     end
 end
 
+-- A client's answer, or nil and its message: redis-lua raises on an error
+-- reply, lua-resty-redis answers it with false and its text.
 local function call(client, method, ...)
     local ok, result, err = pcall(client[method], client, ...)
     if not ok then
         return nil, tostring(result)
     end
-    if result == nil or result == ngx_null then
+    if result == nil or result == false or result == ngx_null then
         return nil, err or "no reply"
     end
     return result

@@ -5,7 +5,7 @@
 --
 --   local share = require("cellrate.share")
 --   local lim = share.limiter(client, "1000/s", { burst = 100, name = "api" })
---   local ok = lim:allow(cost)           -- the local limiter's, the cost counted as demand
+--   local ok = lim:allow(cost)           -- the local limiter's decision
 --   lim:heartbeat(now)                   -- every interval, from the caller (a timer)
 --
 -- The caller drives the heartbeats: every opts.interval seconds (default 1),
@@ -13,9 +13,11 @@
 -- opts.shared the host's region so that the share applies to every worker).
 -- heartbeat(now, asked): now in seconds on any clock (only differences are
 -- used; default: one interval since the last heartbeat), asked the units
--- asked since the last heartbeat (default: those counted by this limiter's
--- decisions; a host passes its workers' sum). Returns true, or nil, the error
--- and "unavailable" when Redis did not answer: the share stays, never more.
+-- asked since the last heartbeat (default: the local limiter's counters,
+-- units_admitted + units_refused: on a shared region, every process's).
+-- Returns true, or nil, the error and "unavailable" when Redis did not
+-- answer: the share stays, never more. The client may be nil until
+-- set_client (OpenResty's init_by_lua, where no socket can be made).
 local cellrate = require("cellrate")
 local store = require("cellrate.redis")
 
@@ -56,7 +58,9 @@ end
 -- Called by a public function as its tail call, so that argument errors raised
 -- at level 2 here (3 in the helpers of cellrate.redis) are the caller's.
 local function new(keyed, client, rate, opts)
-    internal.check_client(client)
+    if client ~= nil then
+        internal.check_client(client)
+    end
     local prefix
     opts, prefix = internal.store_options(opts)
     if opts.name == nil then
@@ -92,12 +96,13 @@ local function new(keyed, client, rate, opts)
         timeout = timeout,
         fleet = fleet, key = prefix .. "share:" .. opts.name,
         share = 1 / M.FLOOR_DIVISOR, target = 1 / M.FLOOR_DIVISOR, members = 0,
-        asked = 0, joined = false, down = false, last = nil, keyed = keyed,
+        joined = false, down = false, last = nil, keyed = keyed,
     }, Share)
     local make = keyed and cellrate.keyed or cellrate.limiter
     local local_rate, burst = scaled(fleet, self.share)
     self.local_limiter = make(local_rate, { period = fleet.period, burst = burst,
                                             shared = opts.shared, capacity = opts.capacity })
+    self.counted = self:units_counted()
     return self
 end
 
@@ -115,11 +120,20 @@ function M.keyed(client, rate, opts)
     return new(true, client, rate, opts)
 end
 
+-- The units the local limiter decided, admitted or refused (its counters).
+function Share:units_counted()
+    local stats = self.local_limiter:stats()
+    return stats.units_admitted + stats.units_refused
+end
+
 -- One heartbeat (above). The share answered is applied to the local limiter
--- with reconfigure: what was used carries.
+-- with reconfigure: what was used carries. The first answer is applied
+-- whatever it is: the local limiter may run at a share this object never
+-- knew (a region that another process, as a killed worker, reconfigured).
 function Share:heartbeat(now, asked)
-    asked = asked or self.asked
-    self.asked = 0
+    local counted = self:units_counted()
+    asked = asked or math.max(0, counted - self.counted)
+    self.counted = counted
     local elapsed = (now and self.last) and now - self.last or self.interval
     self.last = now
     local demand = -1
@@ -127,11 +141,16 @@ function Share:heartbeat(now, asked)
         demand = asked / elapsed
     end
     local fleet_rate = self.fleet.rate / self.fleet.period
-    local reply, err = internal.run(self.client, M.script, { self.key }, {
-        self.member, ("%.17g"):format(demand), ("%.17g"):format(self.joined and self.share or 0),
-        ("%.0f"):format(math.ceil(self.ttl * 1e6)), ("%.17g"):format(fleet_rate),
-        ("%.0f"):format(math.ceil((self.interval + self.timeout) * 1e6)),
-    })
+    local reply, err
+    if self.client == nil then
+        err = "no client: set_client first"
+    else
+        reply, err = internal.run(self.client, M.script, { self.key }, {
+            self.member, ("%.17g"):format(demand), ("%.17g"):format(self.joined and self.share or 0),
+            ("%.0f"):format(math.ceil(self.ttl * 1e6)), ("%.17g"):format(fleet_rate),
+            ("%.0f"):format(math.ceil((self.interval + self.timeout) * 1e6)),
+        })
+    end
     if type(reply) ~= "table" then
         err = err or ("unexpected reply from the script: " .. tostring(reply))
         if not self.down then
@@ -145,14 +164,14 @@ function Share:heartbeat(now, asked)
         self.down = false
         internal.log("cellrate.share " .. self.name .. ": Redis answers again; rejoined")
     end
-    self.joined = true
     local share = tonumber(reply[1])
     self.members, self.target = tonumber(reply[2]), tonumber(reply[3])
-    if share ~= self.share then
+    if share ~= self.share or not self.joined then
         local local_rate, burst = scaled(self.fleet, share)
         self.local_limiter:reconfigure(local_rate, { period = self.fleet.period, burst = burst })
         self.share = share
     end
+    self.joined = true
     return true
 end
 
@@ -166,7 +185,9 @@ end
 -- The local limiter then runs at the core's slowest rate, burst 1: what this
 -- member held is the others' now.
 function Share:leave()
-    pcall(self.client.hdel, self.client, self.key, self.member)
+    if self.client then
+        pcall(self.client.hdel, self.client, self.key, self.member)
+    end
     local local_rate, burst = scaled(self.fleet, 0)
     self.local_limiter:reconfigure(local_rate, { period = self.fleet.period, burst = burst })
     self.share = 0
@@ -180,17 +201,12 @@ function Share:info()
              name = self.name, member = self.member }
 end
 
--- The decisions: the local limiter's, each cost (take: max_cost) counted as
--- demand; peek counts nothing. A keyed share takes the key first.
+-- The decisions: the local limiter's (its counters are the demand; peek
+-- counts nothing). A keyed share takes the key first.
 for _, method in ipairs({ "allow", "check", "charge", "take" }) do
-    Share[method] = function(self, a, b, c)
+    Share[method] = function(self, ...)
         local lim = self.local_limiter
-        if self.keyed then
-            self.asked = self.asked + (b or 1)
-            return lim[method](lim, a, b, c)
-        end
-        self.asked = self.asked + (a or 1)
-        return lim[method](lim, a, b)
+        return lim[method](lim, ...)
     end
 end
 

@@ -138,6 +138,66 @@ describe("cellrate.share", function()
       assert.equal(40, admitted) -- each member: burst 20 of key k
    end)
 
+   it("takes the demand from the local limiter's counters: a region's, every opener's",
+      function()
+      local path = ("%s/cellrate-lua-share-%d"):format(os.getenv("CELLRATE_TEST_DIR") or "/tmp",
+                                                       os.time())
+      os.remove(path)
+      local host = share.limiter(client, 1000, { burst = 100, name = "host", member = "h",
+                                                 interval = 1, shared = path })
+      assert.is_true(host:heartbeat(0))
+      -- another worker of the host: the same region, opened with the same limit
+      local local_info = host.local_limiter:info()
+      local other = require("cellrate").limiter(local_info.rate, { burst = local_info.burst,
+                                                                    shared = path })
+      for _ = 1, 30 do
+         other:allow()
+      end
+      for _ = 1, 10 do
+         host:allow()
+      end
+      host:peek(1) -- counts nothing
+      assert.is_true(host:heartbeat(2))
+      local demand = client:hget("cellrate:share:host", "h"):match("^%S+ (%S+)")
+      assert.equal(40 / 2 / 1000, tonumber(demand))
+      other:close()
+      host.local_limiter:close()
+      os.remove(path)
+   end)
+
+   it("heartbeats only once given a client, and applies its first answer", function()
+      local later = share.limiter(nil, 1000, { name = "later", member = "l" })
+      local ok, err, code = later:heartbeat(0)
+      assert.same({ nil, "unavailable" }, { ok, code })
+      assert.matches("set_client", err)
+      later:set_client(client)
+      assert.is_true(later:heartbeat(1))
+      assert.equal(1, later.share)
+      assert.equal(1000, later.local_limiter:info().rate)
+   end)
+
+   it("runs through a client that answers an error reply with false (lua-resty-redis)",
+      function()
+      -- lua-resty-redis answers an error reply with false and its text, where
+      -- redis-lua raises: after SCRIPT FLUSH the NOSCRIPT is seen and EVAL sent
+      local resty = {}
+      for _, method in ipairs({ "evalsha", "eval", "script" }) do
+         resty[method] = function(_, ...)
+            local ok, reply = pcall(client[method], client, ...)
+            if ok then
+               return reply
+            end
+            return false, (tostring(reply):gsub("^[^\n]-:%d+: ", "", 1)
+                                          :gsub("^redis error: ", "", 1))
+         end
+      end
+      local lim = share.limiter(resty, 1000, { name = "resty", member = "r" })
+      assert.is_true(lim:heartbeat(0))
+      client:script("flush")
+      assert.is_true(lim:heartbeat(1))
+      assert.equal(1, lim.share)
+   end)
+
    it("names the parameter of a mistake", function()
       local cases = {
          { "interval", { name = "n", interval = 0 } },
@@ -156,6 +216,8 @@ describe("cellrate.share", function()
       end
       support.raises("rate", share.limiter, client, 0, { name = "n" })
       support.raises("client", share.limiter, {}, 100, { name = "n" })
+      support.raises("client", share.limiter(nil, 100, { name = "n" }).set_client,
+                     share.limiter(nil, 100, { name = "n" }), {})
       support.raises("burst", share.keyed, client, 100, { name = "n", burst = 0 })
       -- the words of the Python face (the script's protocol paragraph)
       local said = {

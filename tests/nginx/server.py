@@ -47,7 +47,7 @@ class Nginx:
 
     def __init__(self, *, workers: int = 2, rate: str = "1/1000s", burst: int = 10,
                  listen_options: str = "", precise_burst: int = 1, ipv6: bool = False,
-                 template: pathlib.Path = TEMPLATE):
+                 template: pathlib.Path = TEMPLATE, fields: dict[str, str] | None = None):
         self.workers = workers
         self.port = free_port()
         self.prefix = pathlib.Path(tempfile.mkdtemp(prefix="cellrate-nginx-"))
@@ -70,6 +70,7 @@ class Nginx:
             "BURST": str(burst),
             "REGION": self.region,
             "PRECISE_BURST": str(precise_burst),
+            **(fields or {}),  # a template's own
         }
         self.conf = self.prefix / "nginx.conf"
         self.conf.write_text(self.fill(template.read_text()))
