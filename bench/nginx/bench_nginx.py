@@ -47,9 +47,12 @@ SCENARIOS = [
     ("lua_key", "/lua_key/admit_all", "admit_all"),
     ("lua_fields", "/lua_fields/admit_all", "admit_all"),
     # Concurrency, proxied to a slow upstream (1 ms): no limiter, nginx's
-    # limit_conn, cellrate.nginx's hold() and leave().
+    # limit_conn, Lua entered in the access and the log phase with nothing to
+    # do (the floor of any Lua hold and release), cellrate.nginx's hold() and
+    # leave().
     ("proxy", "/proxy/admit_all", "admit_all"),
     ("limit_conn", "/limit_conn/admit_all", "admit_all"),
+    ("lua_phases", "/lua_phases/admit_all", "admit_all"),
     ("cellrate_hold", "/cellrate_hold/admit_all", "admit_all"),
 ]
 

@@ -539,19 +539,31 @@ end
 -- away; a worker that dies holding slots leaves them to be reclaimed (the
 -- region records the worker). A refusal ends the request with opts.status
 -- (429) and opts.body, without Retry-After (no field counts work in flight).
-local HELD = "cellrate.held"
+-- The request's holdings in ngx.ctx: HELD the concurrency limit and SLOT its
+-- slot (one holding, the common case), or HELD a list of limit, slot, ...
+local HELD, SLOT = "cellrate.held", "cellrate.slot"
+-- Whether a concurrency limit has keys, asked once of each (info() makes a table).
+local keyed_limits = setmetatable({}, { __mode = "k" })
 
 function _M.hold(concurrency, opts)
     opts = checked_options(opts)
-    local info = concurrency:info()
-    local key = info.capacity and request_key(opts, 3) or nil
+    local keyed = keyed_limits[concurrency]
+    if keyed == nil then
+        keyed = concurrency:info().capacity ~= nil
+        keyed_limits[concurrency] = keyed
+    end
+    local key = keyed and request_key(opts, 3) or nil
     local slot, err = concurrency:acquire(key, opts.cost or 1)
     if slot then
         local ctx = ngx.ctx
         local held = ctx[HELD]
         if held == nil then
-            held = {}
-            ctx[HELD] = held
+            ctx[HELD], ctx[SLOT] = concurrency, slot
+            return true
+        end
+        if type(held) ~= "table" then
+            held = { held, ctx[SLOT] }
+            ctx[HELD], ctx[SLOT] = held, nil
         end
         held[#held + 1] = concurrency
         held[#held + 1] = slot
@@ -562,7 +574,7 @@ function _M.hold(concurrency, opts)
     end
     if opts.dry_run then
         ngx_log(ngx_WARN, "cellrate dry run: would refuse ", tostring(concurrency),
-                ": ", info.limit, " in flight")
+                ": ", concurrency:info().limit, " in flight")
         return false
     end
     return refuse(opts)
@@ -575,6 +587,12 @@ function _M.leave()
         return
     end
     ctx[HELD] = nil
+    if type(held) ~= "table" then
+        local slot = ctx[SLOT]
+        ctx[SLOT] = nil
+        held:release(slot)
+        return
+    end
     for i = 1, #held, 2 do
         held[i]:release(held[i + 1])
     end

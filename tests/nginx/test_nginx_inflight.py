@@ -93,3 +93,18 @@ def test_a_worker_killed_mid_request_leaks_nothing():
         assert in_flight_stats(server)["held"] == 0
         statuses = [server.get("/in_flight?sleep=0")[0] for _ in range(3)]
         assert statuses == [200, 200, 200]
+
+
+def test_every_holding_of_a_request_is_released_once():
+    """One request holding three units (one limit once, another twice): each
+    is held while the request runs and given back by its log phase."""
+    with Nginx(workers=2, listen_options="reuseport") as server:
+        for _ in range(5):
+            status, _, body = server.get("/in_flight_three")
+            assert (status, body.split()) == (200, [b"1", b"2"])
+            assert until_released(server) == 0
+            for _ in range(500):  # released by the same log phase, after in_flight's
+                if in_flight_stats(server)["pair"] == 0:
+                    break
+                time.sleep(0.01)
+            assert in_flight_stats(server)["pair"] == 0
