@@ -67,7 +67,9 @@ static void item_give_back(const cr_item *item, int64_t now_ns, int64_t cost)
         cr_limiter_refund(item->limiter, now_ns, cost);
     else
         cr_keyed_refund(item->keyed, item->key, item->key_len, now_ns, cost);
-    cr_count2(item_counts(item), CR_N_ADMITTED, (uint64_t)-1, CR_N_ADMITTED, 0);
+    /* the refund took the units off: the request alone (counters.h's units
+     * field counts the units beyond one a request) */
+    cr_count2(item_counts(item), CR_N_ADMITTED, (uint64_t)-1, CR_N_UNITS_ADMITTED, 1);
 }
 
 /* One refusal of `cost` units more (`sign` 1) or less (-1) at `item`: a
@@ -77,7 +79,8 @@ static void item_count_refusal(const cr_item *item, int64_t cost, int64_t sign)
     const cr_limit *limit = item->limiter ? cr_limiter_limit(item->limiter)
                                           : cr_keyed_limit(item->keyed);
     const cr_counts *counts = item_counts(item);
-    cr_count2(counts, CR_N_REFUSED, (uint64_t)sign, CR_N_UNITS_REFUSED, (uint64_t)(sign * cost));
+    cr_count2(counts, CR_N_REFUSED, (uint64_t)sign, CR_N_UNITS_REFUSED,
+              (uint64_t)(sign * (cost - 1)));
     if (cost > limit->burst)
         cr_count2(counts, CR_N_UNFITTABLE, (uint64_t)sign, CR_N_UNFITTABLE, 0);
 }

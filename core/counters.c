@@ -188,8 +188,12 @@ void cr_counters_rate_stats(const cr_counter_block *block, uint32_t nlanes, uint
 {
     uint64_t n[CR_COUNTER_FIELDS - 1];
     cr_counters_read(block, nlanes, evicted, n);
-    *out = (cr_stats){n[CR_N_ADMITTED],      n[CR_N_REFUSED],    n[CR_N_UNITS_ADMITTED],
-                      n[CR_N_UNITS_REFUSED], n[CR_N_UNFITTABLE], n[CR_N_WOULD_REFUSE],
+    *out = (cr_stats){n[CR_N_ADMITTED],
+                      n[CR_N_REFUSED],
+                      n[CR_N_ADMITTED] + n[CR_N_UNITS_ADMITTED],
+                      n[CR_N_REFUSED] + n[CR_N_UNITS_REFUSED],
+                      n[CR_N_UNFITTABLE],
+                      n[CR_N_WOULD_REFUSE],
                       n[CR_N_EVICTED]};
 }
 
@@ -201,8 +205,8 @@ void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, cr_
     *out = (cr_gauge_stats){
         .acquired = n[CR_N_ADMITTED],
         .refused = n[CR_N_REFUSED],
-        .units_acquired = n[CR_N_UNITS_ADMITTED],
-        .units_refused = n[CR_N_UNITS_REFUSED],
+        .units_acquired = n[CR_N_ADMITTED] + n[CR_N_UNITS_ADMITTED],
+        .units_refused = n[CR_N_REFUSED] + n[CR_N_UNITS_REFUSED],
         .released = n[CR_N_RELEASED],
         .reclaimed = n[CR_N_RECLAIMED],
         .in_flight = (uint64_t)atomic_load_explicit(&b->in_flight, memory_order_relaxed),

@@ -34,7 +34,10 @@
  * one pair would pass it between their cores as if they shared a line). */
 #define CR_COUNTER_SPACING 128
 
-/* A rate limit's fields (cr_stats), and a concurrency limit's (cr_gauge_stats). */
+/* A rate limit's fields (cr_stats), and a concurrency limit's (cr_gauge_stats).
+ * A units field counts the units beyond one a request (units - requests,
+ * modulo 2^64), so that a verdict of one unit, the common one, bumps one word:
+ * a reading adds the requests back (cr_counters_rate_stats). */
 enum {
     CR_N_ADMITTED = 0,
     CR_N_REFUSED = 1,
@@ -118,7 +121,8 @@ __attribute__((always_inline)) static inline void cr_count2(const cr_counts *cou
             1)) {
         cr_counter_cell *cell = &counts->lane->cell[slot];
         cr_count_bump(&cell->n[fa], na);
-        cr_count_bump(&cell->n[fb], nb);
+        if (nb != 0) /* a verdict of one unit; a field counted alone */
+            cr_count_bump(&cell->n[fb], nb);
         return;
     }
     cr_count2_slow(counts, fa, na, fb, nb);
@@ -133,10 +137,10 @@ __attribute__((always_inline)) static inline void
 cr_count_verdict(const cr_counts *counts, bool admitted, int64_t cost, int64_t most)
 {
     if (__builtin_expect(admitted, 1)) {
-        cr_count2(counts, CR_N_ADMITTED, 1, CR_N_UNITS_ADMITTED, (uint64_t)cost);
+        cr_count2(counts, CR_N_ADMITTED, 1, CR_N_UNITS_ADMITTED, (uint64_t)cost - 1);
         return;
     }
-    cr_count2(counts, CR_N_REFUSED, 1, CR_N_UNITS_REFUSED, (uint64_t)cost);
+    cr_count2(counts, CR_N_REFUSED, 1, CR_N_UNITS_REFUSED, (uint64_t)cost - 1);
     if (cost > most)
         cr_count2(counts, CR_N_UNFITTABLE, 1, CR_N_UNFITTABLE, 0);
 }
@@ -157,7 +161,8 @@ static inline int cr_count_own_tail(const cr_counts *counts, bool admitted, int6
     if (__builtin_expect(admitted && slot < CR_COUNTER_SLOTS, 1)) {
         cr_counter_cell *cell = &counts->lane->cell[slot];
         cr_count_bump(&cell->n[CR_N_ADMITTED], 1);
-        cr_count_bump(&cell->n[CR_N_UNITS_ADMITTED], (uint64_t)cost);
+        if (cost != 1)
+            cr_count_bump(&cell->n[CR_N_UNITS_ADMITTED], (uint64_t)cost - 1);
         return 0;
     }
     return cr_count_verdict_slow(counts, admitted, cost, most);

@@ -183,14 +183,14 @@ CR_HOT void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr
 /* A refusal that a dry run let through: refused becomes would_refuse. */
 static inline void cr_count_would_refuse(const cr_counts *counts, int64_t cost)
 {
-    cr_count2(counts, CR_N_REFUSED, (uint64_t)-1, CR_N_UNITS_REFUSED, (uint64_t)-cost);
+    cr_count2(counts, CR_N_REFUSED, (uint64_t)-1, CR_N_UNITS_REFUSED, 1 - (uint64_t)cost);
     cr_count2(counts, CR_N_WOULD_REFUSE, 1, CR_N_WOULD_REFUSE, 0);
 }
 
 /* A composite's item that admitted, given back: counts as no decision. */
 static inline void cr_count_given_back(const cr_counts *counts, int64_t cost)
 {
-    cr_count2(counts, CR_N_ADMITTED, (uint64_t)-1, CR_N_UNITS_ADMITTED, (uint64_t)-cost);
+    cr_count2(counts, CR_N_ADMITTED, (uint64_t)-1, CR_N_UNITS_ADMITTED, 1 - (uint64_t)cost);
 }
 
 /* Keys holding a slot in a keyed table's `nbuckets` buckets; keys holding
