@@ -100,6 +100,23 @@ static void read_pair(int64_t *real, uint64_t *tsc)
     }
 }
 
+/* CLOCK_REALTIME - CLOCK_MONOTONIC: a realtime read against the middle of
+ * the two monotonic reads around it, the narrowest of three tries. */
+static int64_t real_offset(void)
+{
+    int64_t offset = 0, narrowest = INT64_MAX;
+    for (int i = 0; i < 3; i++) {
+        int64_t before = cr_clock_ns();
+        int64_t real = cr_realtime_ns();
+        int64_t after = cr_clock_ns();
+        if (after - before < narrowest) {
+            narrowest = after - before;
+            offset = real - (before + (after - before) / 2);
+        }
+    }
+    return offset;
+}
+
 /* Release stores: none is seen before the odd `seq` that precedes it, so a
  * reader that saw one sees `seq` changed on its second load. */
 static void store_line(cr_fast_line *line, uint64_t tsc0, int64_t ns0, uint64_t mult, uint64_t span)
@@ -199,10 +216,22 @@ int64_t cr_fast_clock_slow(bool ordered)
             uint64_t tsc = 0;
             read_pair(&real, &tsc);
             now_ns = cr_fast_line_move(line, real, tsc);
+            atomic_store_explicit(&line->real_offset, real_offset(), memory_order_release);
             atomic_store_explicit(&line->seq, seq + 2, memory_order_release);
             return now_ns;
         }
     }
+}
+
+int64_t cr_fast_realtime_slow(void)
+{
+    int64_t now_ns;
+    if (cr_fast_clock_is_tsc()) {
+        cr_fast_clock_slow(false); /* moves the line (its anchor reads the offset) */
+        if (cr_fast_line_at(&cr_fast_clock_line, cr_tsc(), true, &now_ns))
+            return now_ns;
+    }
+    return cr_realtime_ns(); /* no line (calibrating, a jump, no trusted TSC) */
 }
 
 int64_t cr_fast_clock_ns(void) { return cr_fast_clock_now(); }

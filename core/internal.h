@@ -25,6 +25,8 @@ static inline cr_status cr_check_args(int64_t now_ns, int64_t cost)
  * line moves). One cache line: a reading touches no other. span * mult <
  * 2^64, so the product needs no 128 bits. span 0: no line (calibrating, after
  * a jump of the counter, or no trusted TSC), every reading takes the slow path.
+ * `real_offset`: CLOCK_REALTIME - CLOCK_MONOTONIC when the line was anchored,
+ * so that the window algorithms read the realtime clock from the line too.
  */
 typedef struct {
     _Alignas(64) _Atomic uint64_t seq;
@@ -32,8 +34,10 @@ typedef struct {
     _Atomic int64_t ns0;
     _Atomic uint64_t mult; /* ns per tick, 32.32 fixed point */
     _Atomic uint64_t span; /* ticks from tsc0 that the line holds */
-    _Atomic uint64_t rate; /* the counter's ns per tick (32.32) measured over the last window */
-    /* the last pair read from both clocks, to measure the rate */
+    _Atomic int64_t real_offset;
+    /* read by the thread that moves the line alone: the counter's ns per tick
+     * (32.32) over the last window, and the last pair read from both clocks */
+    _Alignas(64) _Atomic uint64_t rate;
     _Atomic uint64_t sample_tsc;
     _Atomic int64_t sample_ns;
 } cr_fast_line;
@@ -44,7 +48,8 @@ extern __attribute__((visibility("hidden"))) cr_fast_line cr_fast_clock_line;
 /* The time on `line` at the counter's reading `tsc` into `ns`; false when the
  * line does not hold `tsc` (expired, not yet begun, moving or no line). The
  * checks are branches, off the chain from the counter to the time. */
-static inline bool cr_fast_line_time(const cr_fast_line *line, uint64_t tsc, int64_t *ns)
+__attribute__((always_inline)) static inline bool
+cr_fast_line_at(const cr_fast_line *line, uint64_t tsc, bool realtime, int64_t *ns)
 {
     /* acquire loads (plain loads on x86): the second load of `seq` is not
      * made before them (a fence would do it too, but ThreadSanitizer cannot
@@ -56,9 +61,17 @@ static inline bool cr_fast_line_time(const cr_fast_line *line, uint64_t tsc, int
     uint64_t span = atomic_load_explicit(&line->span, memory_order_acquire);
     uint64_t ticks = tsc - tsc0; /* a counter behind tsc0 wraps past span */
     *ns = ns0 + (int64_t)((ticks * mult) >> 32);
+    if (realtime)
+        *ns += atomic_load_explicit(&line->real_offset, memory_order_acquire);
     /* an odd `seq` (moving) never equals its even self */
     return ticks < span &&
            atomic_load_explicit(&line->seq, memory_order_relaxed) == (seq & ~(uint64_t)1);
+}
+
+/* The monotonic time on `line` (cr_fast_line_at). */
+static inline bool cr_fast_line_time(const cr_fast_line *line, uint64_t tsc, int64_t *ns)
+{
+    return cr_fast_line_at(line, tsc, false, ns);
 }
 
 /* The counter, unfenced (as quanta reads it); 0 where there is none. */
@@ -126,6 +139,19 @@ static inline bool cr_steady_line_time(const cr_limit *limit, int64_t *ns)
                              ns);
 }
 
+/* CLOCK_REALTIME from the line read unfenced, as cr_fast_clock_now reads
+ * CLOCK_MONOTONIC: the offset between the two as the line's anchor found it,
+ * so a step of the realtime clock shows from the next anchor on (2 ms, two
+ * at most); clock_gettime itself where the TSC is not trusted. */
+__attribute__((cold)) int64_t cr_fast_realtime_slow(void);
+static inline int64_t cr_fast_realtime_now(void)
+{
+    int64_t now_ns;
+    if (__builtin_expect(cr_fast_line_at(&cr_fast_clock_line, cr_tsc(), true, &now_ns), 1))
+        return now_ns;
+    return cr_fast_realtime_slow();
+}
+
 /* The limit's clock now: monotonic, fast, or realtime (window algorithms).
  * The first two are within a few ms of CLOCK_MONOTONIC at worst (a jump of
  * the counter), so below the horizon. */
@@ -133,7 +159,7 @@ static inline int64_t cr_read_clock(const cr_limit *limit)
 {
     if (!cr_is_window(limit))
         return limit->fast_clock ? cr_fast_clock_now() : cr_monotonic_now();
-    int64_t now_ns = cr_realtime_ns();
+    int64_t now_ns = cr_fast_realtime_now();
     /* a realtime clock set before 1970 or past 2116: time stops, only stricter */
     if (now_ns < 0)
         return 0;

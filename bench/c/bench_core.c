@@ -9,6 +9,7 @@
  * Usage:
  *   bench_core run [--reps N] [--single-ops N] [--keyed-ops N] [--keys N]
  *   bench_core limiter [--reps N] [--single-ops N]   (the floors and the Limiter alone)
+ *   bench_core catalogue [--reps N] [--single-ops N]   (the algorithms' allow paths alone)
  *   bench_core mem [--keys N]
  *   bench_core counters [--reps N] [--single-ops N] [--keyed-ops N] [--keys N]
  *                  (the allow paths with counters and without: needs the uncounted
@@ -1300,7 +1301,8 @@ static void usage(void)
 {
     fprintf(
         stderr,
-        "usage: bench_core run|limiter|live|mem|concurrency|counters [--reps N] [--single-ops N] "
+        "usage: bench_core run|limiter|live|mem|concurrency|catalogue|counters [--reps N] "
+        "[--single-ops N] "
         "[--keyed-ops N] [--keys N]\n");
     exit(2);
 }
@@ -1347,6 +1349,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "concurrency")) {
         concurrency_scenarios(&cfg);
+        return 0;
+    }
+    if (!strcmp(mode, "catalogue")) {
+        catalogue_scenarios(&cfg);
         return 0;
     }
     if (!strcmp(mode, "counters")) {

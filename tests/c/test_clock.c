@@ -38,6 +38,32 @@ static void test_follows_monotonic(void)
     CHECK(outside <= reads / 1000, "%ld of %ld reads beyond %d ns", outside, reads, TOLERANCE_NS);
 }
 
+/* The window algorithms' clock: CLOCK_REALTIME read from the same line (its
+ * offset from CLOCK_MONOTONIC taken at each anchor), within the same bound of
+ * clock_gettime(CLOCK_REALTIME), on the clock a window limit reads. */
+static void test_follows_realtime(void)
+{
+    cr_limit_args args = {.rate = 10, .algorithm = "fixed_window", .algorithm_len = 12};
+    cr_limit window;
+    CHECK_EQ_I64(cr_limit_init(&window, &args), CR_OK, "a window limit");
+    int64_t start = cr_clock_ns(), worst = 0;
+    long reads = 0, outside = 0;
+    for (int64_t now = start; now - start < RUN_NS; now = cr_clock_ns()) {
+        int64_t before = cr_realtime_ns();
+        int64_t real = cr_read_clock(&window);
+        int64_t after = cr_realtime_ns();
+        reads++;
+        int64_t off = real < before ? before - real : real > after ? real - after : 0;
+        if (off > worst)
+            worst = off;
+        outside += off > TOLERANCE_NS;
+    }
+    printf("realtime (%s): %ld reads over %.1f s, farthest from CLOCK_REALTIME %" PRId64 " ns\n",
+           cr_fast_clock_is_tsc() ? "TSC" : "clock_gettime", reads, RUN_NS / 1e9, worst);
+    CHECK(reads > 1000, "reads %ld", reads);
+    CHECK(outside <= reads / 1000, "%ld of %ld reads beyond %d ns", outside, reads, TOLERANCE_NS);
+}
+
 /* Thread A publishes each reading; thread B, having seen a reading, reads the
  * clock. The counter is read without a fence, so B's reading may come out a
  * little earlier (the CPU read the counter before the load completed), but
@@ -269,6 +295,7 @@ int main(void)
 {
     test_sleep();
     test_follows_monotonic();
+    test_follows_realtime();
     test_monotonic_across_threads();
     test_limit_on_the_fast_clock();
     test_counter_jumps();
