@@ -1299,11 +1299,10 @@ static void counters_scenarios(const config *cfg)
 
 static void usage(void)
 {
-    fprintf(
-        stderr,
-        "usage: bench_core run|limiter|live|mem|concurrency|catalogue|counters [--reps N] "
-        "[--single-ops N] "
-        "[--keyed-ops N] [--keys N]\n");
+    fprintf(stderr,
+            "usage: bench_core run|limiter|live|mem|concurrency|catalogue|counters [--reps N] "
+            "[--single-ops N] "
+            "[--keyed-ops N] [--keys N]\n");
     exit(2);
 }
 
