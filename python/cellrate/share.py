@@ -360,11 +360,15 @@ class ShareLimiter(_Share):
     rate, period, burst: the fleet's limit (cellrate.Limit's arguments). name: the fleet
     (every member of one fleet gives the same name and limit). interval: seconds between
     heartbeats; ttl: a member silent that long drops out (default 3 intervals). member:
-    this member's name (default: host, pid and a random part). timeout bounds each
-    heartbeat. background=False: no thread, the caller calls heartbeat(). The decisions
-    (allow, check, peek, charge, take, wait, acquire, reset) are the local Limiter's own
-    methods; the demand a heartbeat sends is what its counters decided since the last one
-    (stats(): units_admitted + units_refused; peek counts nothing).
+    this member's name (default: host, pid and a random part; with shared=, host and a
+    hash of the region's path). timeout bounds each heartbeat. background=False: no
+    thread, the caller calls heartbeat(). The decisions (allow, check, peek, charge,
+    take, wait, acquire, reset) are the local Limiter's own methods; the demand a
+    heartbeat sends is what its counters decided since the last one (stats():
+    units_admitted + units_refused; peek counts nothing). shared=path: the host is the
+    member, every process of it deciding on that region (its counters are the host's
+    demand); the process holding the lock file beside it (path + ".lock") heartbeats
+    and applies the share to the region, the others read it from there.
     """
 
     _decisions = ("allow", "check", "peek", "charge", "take", "wait", "acquire", "reset")

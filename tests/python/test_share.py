@@ -539,3 +539,32 @@ def test_a_host_is_one_member_and_a_take_over_keeps_it(server, tmp_path, region_
         t += 0.05
     print(f"the busiest window: {worst:.3f} of the bound")
     assert worst > 0.8  # the fleet ran near its limit, so the check could fail
+
+
+def test_keyed_host_processes_elect_one_heartbeat_and_follow_the_region(client, region_dir):
+    """Two limiters on one region stand for two processes of a host (each its own lock
+    file description): one heartbeats, the other sends nothing and reads the share
+    from the region; when the first closes, the other takes over the same member."""
+    region = region_dir / "keyed"
+    fast = {"interval": 0.1, "timeout": 0.05, "background": False, "capacity": 64}
+    other = KeyedShareLimiter(client, 100, burst=40, name="kh", member="other", **fast)
+    first, second = (KeyedShareLimiter(client, 100, burst=40, name="kh", shared=region,
+                                       **fast) for _ in range(2))
+    try:
+        assert first.leader and not second.leader and first.member == second.member
+        for _ in range(3):  # the others' shrunk shares count for interval + timeout
+            time.sleep(0.16)
+            for member in (first, second, other):
+                assert member.heartbeat()
+        assert len(client.hkeys("cellrate:share:kh")) == 2  # the host is one member
+        assert first.share == 0.5 and second.share == pytest.approx(0.5)
+        admitted = sum(m.allow("k") for m in (first, second) for _ in range(100))
+        assert admitted == 20  # one region: the host's burst of key k, shared
+        assert first.local.stats()["units_refused"] == second.local.stats()["units_refused"] == 180
+        first.close()
+        assert not first.leader
+        assert second.heartbeat() and second.leader and second.share == pytest.approx(0.5)
+        assert len(client.hkeys("cellrate:share:kh")) == 2  # the same member continued
+    finally:
+        for member in (first, second, other):
+            member.close()
