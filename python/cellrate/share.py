@@ -102,10 +102,10 @@ class _Host:
 
     def __init__(self, region: bytes, mode: int) -> None:
         self.region = region
-        self._fd: int | None = os.open(region + b".lock",
-                                       os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
         #: True while this process holds the lock (heartbeats for the host).
         self.leads = False
+        self._fd: int | None = None
+        self._fd = os.open(region + b".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
 
     def lead(self) -> bool:
         """Takes the lock if it is free (never waits); True while this process holds it."""
@@ -129,6 +129,8 @@ class _Host:
         if self._fd is not None:
             os.close(self._fd)
             self._fd, self.leads = None, False
+
+    __del__ = close  # a limiter collected unclosed lets go of the lock too
 
 
 class _Share(_SyncStore):
