@@ -18,12 +18,16 @@ limiter with reconfigure() (the units used carry). A member silent for `ttl`
 (default three intervals) drops out and the others' shares grow. While Redis
 cannot answer a member keeps its last share (never more), logs once, and
 rejoins when Redis answers. KeyedShareLimiter is the keyed form: each key's
-limit scaled by the member's share, keys decided locally. The bound the fleet
-keeps and its derivation: docs/design/share.md.
+limit scaled by the member's share, keys decided locally. With shared= the
+member is the host: its processes decide on one region, and the one holding
+the advisory lock beside it heartbeats for all (the demand is the region's
+counters, the share applied to the region). The bound the fleet keeps and its
+derivation: docs/design/share.md.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import math
@@ -35,6 +39,7 @@ import weakref
 from typing import Any, Awaitable, Callable, Tuple, Union
 
 import cellrate
+from cellrate._cellrate import inspect_region
 from cellrate._errors import invalid, invalid_type
 from cellrate.redis import (
     DEFAULT_PREFIX,
@@ -75,10 +80,57 @@ def _seconds(param: str, value: Any) -> float:
     return float(value)
 
 
-def _default_member() -> str:
-    """This process: host, pid and a random part (a restarted pid is another member)."""
+def _default_member(region: bytes | None) -> str:
+    """This process: host, pid and a random part (a restarted pid is another member).
+    A host member: host and a short hash of the region's path, the same in every
+    process of the host (a take-over continues the member)."""
     host = "".join(c if c.isalnum() or c in "-._" else "_" for c in socket.gethostname())
+    if region is not None:
+        return f"{host[:32]}-{hashlib.sha1(region).hexdigest()[:12]}"
     return f"{host[:32]}-{os.getpid()}-{os.urandom(4).hex()}"
+
+
+#: Openings of a host's region tried before giving up (each fails only when the
+#: region's limit changed between reading it and opening the region).
+_OPEN_TRIES = 16
+
+
+class _Host:
+    """The election of a host member: the process holding an advisory lock (flock,
+    exclusive) on the file beside the region, `<region>.lock`, heartbeats. A process
+    that dies drops it; another process's thread takes it at its next tick."""
+
+    def __init__(self, region: bytes, mode: int) -> None:
+        self.region = region
+        #: True while this process holds the lock (heartbeats for the host).
+        self.leads = False
+        self._fd: int | None = None
+        self._fd = os.open(region + b".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
+
+    def lead(self) -> bool:
+        """Takes the lock if it is free (never waits); True while this process holds it."""
+        if not self.leads and self._fd is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            self.leads = True
+        return self.leads
+
+    def limit(self) -> Tuple[float, float, int, int]:
+        """The region's live limit: rate, period, burst and its generation (0: never
+        changed since it was made)."""
+        info = inspect_region(self.region)
+        return (float(info["rate"]), float(info["period"]),  # type: ignore[arg-type]
+                int(info["burst"]), int(info["generation"]))  # type: ignore[call-overload]
+
+    def close(self) -> None:
+        """Lets go of the lock (another process of the host takes it at its next tick)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd, self.leads = None, False
+
+    __del__ = close  # a limiter collected unclosed lets go of the lock too
 
 
 class _Share(_SyncStore):
@@ -96,10 +148,7 @@ class _Share(_SyncStore):
                  prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT_S,
                  background: bool = True, **local: Any) -> None:
         self._open_client(client, prefix, timeout)
-        if "shared" in local:
-            raise invalid("shared", "shared is not taken here: a Python member is a process "
-                                    "(a host as one member: cellrate.share in OpenResty)")
-        for param in ("max_cost", "algorithm"):
+        for param in ("max_cost", "algorithm", "on_change"):
             if param in local:
                 raise invalid(param, f"{param} {_WORDS['LOCAL_REFUSED']}")
         _check_name(name)
@@ -110,7 +159,7 @@ class _Share(_SyncStore):
             raise invalid("ttl", f"ttl {_WORDS['TTL_TOO_SHORT']} ({self.interval!r} s), "
                                  f"not {ttl!r}")
         if member is None:
-            member = _default_member()
+            member = ""  # named below, once the region's path is known
         elif not isinstance(member, str):
             raise invalid_type("member", f"member must be a str, not {type(member).__name__}")
         elif not member or ":" in member:
@@ -127,7 +176,8 @@ class _Share(_SyncStore):
         self._lock = threading.Lock()
         self._counted = 0  # the local limiter's units counted at the last heartbeat
         self._since = time.monotonic()
-        self._known_demand = False
+        self._known_demand = False  # _counted and _since are a baseline
+        self._joined = False  # what it holds is in the records (held is sent)
         self._down = False
         #: The fraction of the fleet this member holds; until its first heartbeat
         #: answers, 1 / FLOOR_DIVISOR.
@@ -136,7 +186,16 @@ class _Share(_SyncStore):
         self.target = self.share
         #: Live members at the last heartbeat (0: none answered yet).
         self.members = 0
-        self._local = self._make_local(self._scaled(self.share), **local)
+        shared = local.pop("shared", None)
+        self._host: _Host | None = None
+        if shared is None:
+            self._local = self._make_local(self._scaled(self.share), **local)
+        else:
+            self._local = self._open_region(shared, local)
+            region = os.fsencode(os.path.realpath(shared))
+            self._host = _Host(region, local.get("shared_mode") or 0o600)
+        if not self.member:
+            self.member = _default_member(None if self._host is None else self._host.region)
         # the decisions are the local limiter's own (no wrapper: local speed); the demand
         # is read from its counters at each heartbeat
         for method in self._decisions:
@@ -150,8 +209,27 @@ class _Share(_SyncStore):
                 name=f"cellrate.share {name}", daemon=True)
             self._thread.start()
 
-    def _make_local(self, limit: Tuple[float, int], **local: Any) -> Any:
+    def _make_local(self, limit: Tuple[float, int], period: float | None = None,
+                    **local: Any) -> Any:
         raise NotImplementedError  # pragma: no cover - each form has its own
+
+    def _open_region(self, shared: Any, local: Any) -> Any:
+        """The host's region, opened with its live limit (on_change="refuse": an opening
+        never changes the host's share), or made at the start share. A bad shared= gets
+        the core's error, naming it."""
+        for tries in range(_OPEN_TRIES, 0, -1):
+            try:
+                info = inspect_region(shared)
+                limit, period = (info["rate"], info["burst"]), info["period"]
+            except Exception:  # noqa: BLE001 - no region yet (or a bad path: the opening says)
+                limit, period, tries = self._scaled(self.share), self.fleet.period, 1
+            try:
+                return self._make_local(limit, period, shared=shared,  # type: ignore[arg-type]
+                                        on_change="refuse", **local)
+            except cellrate.InvalidArgument:
+                if tries == 1:  # not a limit changed since it was read
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _scaled(self, share: float) -> Tuple[float, int]:
         """The local rate and burst of a share: rate * share (at least a unit per 2^61 ns,
@@ -171,19 +249,39 @@ class _Share(_SyncStore):
         """The local limiter (its rate and burst are this member's share)."""
         return self._local
 
+    @property
+    def leader(self) -> bool:
+        """True when this process heartbeats for its member: always for a process member;
+        for a host member, while this process holds the host's lock."""
+        return self._host is None or self._host.leads
+
     def heartbeat(self) -> bool:
         """One heartbeat now (the thread calls it every interval): the demand since the
         last one, the share answered and applied. True when Redis answered; else the
-        share stays (logged once until Redis answers again)."""
+        share stays (logged once until Redis answers again). On a process of a host
+        that another process heartbeats for: no round trip, the share read from the
+        region, True."""
         with self._lock:
             now = time.monotonic()
             counted = self._units_counted()
             asked, self._counted = max(0, counted - self._counted), counted
             elapsed, self._since = now - self._since, now
             demand = asked / elapsed if self._known_demand and elapsed > 0 else -1.0
+            host = self._host
+            if host is not None and not host.leads:
+                # every tick keeps a baseline of the region's counters, so that a process
+                # that takes over sends the host's demand of the last interval
+                self._known_demand = True
+                rate, period, _, generation = host.limit()
+                self.share = rate / period / self._fleet_rate
+                if not host.lead():
+                    return True
+                # the host's record holds what the region runs at, unless no leader
+                # ever changed it (its start share is not in the records)
+                self._joined = generation > 0
             # what it holds: nothing before Redis first answered (its start share is
             # not in the records)
-            held = self.share if self._known_demand else 0.0
+            held = self.share if self._joined else 0.0
             words = [1, self._key, self.member, repr(demand), repr(held),
                      str(math.ceil(self.ttl * 1e6)), repr(self._fleet_rate),
                      str(math.ceil((self.interval + self.timeout) * 1e6))]
@@ -199,7 +297,7 @@ class _Share(_SyncStore):
             if self._down:
                 self._down = False
                 log.warning("cellrate.share %s: Redis answers again; rejoined", self.name)
-            self._known_demand = True
+            self._known_demand = self._joined = True
             share, self.members, target = float(reply[0]), int(reply[1]), float(reply[2])
             self.target = target
             if share != self.share:
@@ -211,10 +309,17 @@ class _Share(_SyncStore):
     def close(self) -> None:
         """Stops the heartbeats and leaves the fleet (the others' shares grow at their
         next heartbeat; without this, after ttl). The local limiter then runs at the
-        core's slowest rate, burst 1: what this member held is the others' now."""
+        core's slowest rate, burst 1: what this member held is the others' now.
+        A process of a host member only stops its own heartbeats and lets go of the
+        host's lock (another process takes it over at its next tick); the region and
+        the host's record stay (the host drops out ttl after its last process)."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
+        if self._host is not None:
+            with self._lock:
+                self._host.close()
+            return
         with self._lock:
             rate, burst = self._scaled(0.0)
             self._local.reconfigure(rate, self.fleet.period, burst=burst)
@@ -257,11 +362,15 @@ class ShareLimiter(_Share):
     rate, period, burst: the fleet's limit (cellrate.Limit's arguments). name: the fleet
     (every member of one fleet gives the same name and limit). interval: seconds between
     heartbeats; ttl: a member silent that long drops out (default 3 intervals). member:
-    this member's name (default: host, pid and a random part). timeout bounds each
-    heartbeat. background=False: no thread, the caller calls heartbeat(). The decisions
-    (allow, check, peek, charge, take, wait, acquire, reset) are the local Limiter's own
-    methods; the demand a heartbeat sends is what its counters decided since the last one
-    (stats(): units_admitted + units_refused; peek counts nothing).
+    this member's name (default: host, pid and a random part; with shared=, host and a
+    hash of the region's path). timeout bounds each heartbeat. background=False: no
+    thread, the caller calls heartbeat(). The decisions (allow, check, peek, charge,
+    take, wait, acquire, reset) are the local Limiter's own methods; the demand a
+    heartbeat sends is what its counters decided since the last one (stats():
+    units_admitted + units_refused; peek counts nothing). shared=path: the host is the
+    member, every process of it deciding on that region (its counters are the host's
+    demand); the process holding the lock file beside it (path + ".lock") heartbeats
+    and applies the share to the region, the others read it from there.
     """
 
     _decisions = ("allow", "check", "peek", "charge", "take", "wait", "acquire", "reset")
@@ -274,8 +383,10 @@ class ShareLimiter(_Share):
     acquire: Callable[..., Awaitable[None]]
     reset: Callable[[], None]
 
-    def _make_local(self, limit: Tuple[float, int], **local: Any) -> Any:
-        return cellrate.Limiter(limit[0], self.fleet.period, burst=limit[1], **local)
+    def _make_local(self, limit: Tuple[float, int], period: float | None = None,
+                    **local: Any) -> Any:
+        return cellrate.Limiter(limit[0], period or self.fleet.period, burst=limit[1],
+                                **local)
 
 
 class KeyedShareLimiter(_Share):
@@ -292,8 +403,10 @@ class KeyedShareLimiter(_Share):
     take: Callable[..., int]
     reset: Callable[[Key], None]
 
-    def _make_local(self, limit: Tuple[float, int], **local: Any) -> Any:
-        return cellrate.KeyedLimiter(limit[0], self.fleet.period, burst=limit[1], **local)
+    def _make_local(self, limit: Tuple[float, int], period: float | None = None,
+                    **local: Any) -> Any:
+        return cellrate.KeyedLimiter(limit[0], period or self.fleet.period, burst=limit[1],
+                                     **local)
 
     def __len__(self) -> int:
         return len(self._local)
