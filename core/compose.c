@@ -67,7 +67,7 @@ static void item_give_back(const cr_item *item, int64_t now_ns, int64_t cost)
         cr_limiter_refund(item->limiter, now_ns, cost);
     else
         cr_keyed_refund(item->keyed, item->key, item->key_len, now_ns, cost);
-    cr_count2(item_counts(item), CR_N_ADMITTED, (uint64_t)-1, CR_N_ADMITTED, 0);
+    cr_count1(item_counts(item), CR_N_ADMITTED, (uint64_t)-1);
 }
 
 /* One refusal of `cost` units more (`sign` 1) or less (-1) at `item`: a
@@ -79,7 +79,7 @@ static void item_count_refusal(const cr_item *item, int64_t cost, int64_t sign)
     const cr_counts *counts = item_counts(item);
     cr_count2(counts, CR_N_REFUSED, (uint64_t)sign, CR_N_UNITS_REFUSED, (uint64_t)(sign * cost));
     if (cost > limit->burst)
-        cr_count2(counts, CR_N_UNFITTABLE, (uint64_t)sign, CR_N_UNFITTABLE, 0);
+        cr_count1(counts, CR_N_UNFITTABLE, (uint64_t)sign);
 }
 
 void cr_item_would_refuse(const cr_item *item, int64_t cost)

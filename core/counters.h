@@ -59,8 +59,9 @@ typedef struct {
     _Alignas(CR_COUNTER_SPACING) _Atomic uint64_t seq; /* odd while reset_stats writes it */
     _Atomic uint64_t base[CR_COUNTER_FIELDS - 1];
     _Alignas(64) _Atomic uint64_t owner[CR_COUNTER_LANES]; /* a lane's process id; 0: free */
-    /* concurrency: units held now and the most held at once (one line of
-     * their own: the one total a peak needs) */
+    /* concurrency with a peak: units held now and the most held at once
+     * (one line of their own: the one total a peak needs; a limit made
+     * without peak never writes them, and counts in_flight in its cells) */
     _Alignas(64) _Atomic int64_t in_flight;
     _Atomic int64_t peak;
     cr_counter_cell overflow;
@@ -127,6 +128,26 @@ __attribute__((always_inline)) static inline void cr_count2(const cr_counts *cou
 #endif
 }
 
+/* Adds `n` to field `f` in the thread's own cell: cr_count2 with one field. */
+__attribute__((always_inline)) static inline void cr_count1(const cr_counts *counts, unsigned f,
+                                                            uint64_t n)
+{
+#ifndef CR_NO_COUNTERS
+    const unsigned slot = cr_counter_slot - 1u; /* 0 wraps past the slots */
+    if (__builtin_expect(
+            slot < CR_COUNTER_SLOTS && counts->lane != NULL &&
+                (counts->pid == 0 ||
+                 counts->pid == atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed)),
+            1)) {
+        cr_count_bump(&counts->lane->cell[slot].n[f], n);
+        return;
+    }
+    cr_count2_slow(counts, f, n, f, 0);
+#else
+    (void)counts, (void)f, (void)n;
+#endif
+}
+
 /* A verdict of `cost` units: admitted, or refused (unfittable when the cost
  * exceeds what the limit ever admits at once). */
 __attribute__((always_inline)) static inline void
@@ -138,7 +159,7 @@ cr_count_verdict(const cr_counts *counts, bool admitted, int64_t cost, int64_t m
     }
     cr_count2(counts, CR_N_REFUSED, 1, CR_N_UNITS_REFUSED, (uint64_t)cost);
     if (cost > most)
-        cr_count2(counts, CR_N_UNFITTABLE, 1, CR_N_UNFITTABLE, 0);
+        cr_count1(counts, CR_N_UNFITTABLE, 1);
 }
 
 /* cr_count_verdict, returning CR_OK (0): out of line. */
@@ -185,7 +206,8 @@ void cr_counters_read(const cr_counter_block *block, uint32_t nlanes, uint64_t e
 /* Sets the baseline to the counts now (a region's caller holds its change
  * lock: resets of other processes). */
 void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicted);
-/* Concurrency: `delta` units now held more (or fewer); raises the peak. */
+/* Concurrency with a peak: `delta` units now held more (or fewer) in the
+ * block's total; raises the peak. Locked instructions on one shared line. */
 void cr_counters_hold(const cr_counts *counts, int64_t delta);
 
 #endif

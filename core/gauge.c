@@ -61,6 +61,7 @@ struct cr_gauge {
     int64_t limit;
     int64_t capacity; /* 0: one gauge */
     int64_t lease_ns; /* 0: none */
+    bool peak;        /* keeps the counters' total of units held (cr_counters_hold) */
     uint64_t seed[2];
     uint32_t nbuckets;
     uint32_t ngauges;
@@ -222,8 +223,9 @@ static int64_t reclaim(cr_gauge *gauge, uint32_t index)
             reclaimed++;
     }
     if (reclaimed > 0) {
-        cr_count2(&gauge->counts, CR_N_RECLAIMED, (uint64_t)reclaimed, CR_N_RECLAIMED, 0);
-        cr_counters_hold(&gauge->counts, -reclaimed);
+        cr_count1(&gauge->counts, CR_N_RECLAIMED, (uint64_t)reclaimed);
+        if (gauge->peak)
+            cr_counters_hold(&gauge->counts, -reclaimed);
     }
     return reclaimed;
 }
@@ -456,7 +458,8 @@ cr_status cr_gauge_poll(cr_gauge *gauge, const void *key, size_t key_len, int64_
     cr_status status = acquire_units(gauge, key, key_len, cost, acquired, holding);
     if (status == CR_OK && *acquired) {
         cr_count_verdict(&gauge->counts, true, cost, INT64_MAX);
-        cr_counters_hold(&gauge->counts, cost);
+        if (gauge->peak) /* the one total a peak needs: a locked add, shared */
+            cr_counters_hold(&gauge->counts, cost);
     }
     return status;
 }
@@ -482,8 +485,9 @@ int64_t cr_gauge_release(cr_gauge *gauge, const cr_holding *holding)
         return 0;
     const int64_t freed = free_cells(gauge, holding);
     if (freed > 0) {
-        cr_count2(&gauge->counts, CR_N_RELEASED, (uint64_t)freed, CR_N_RELEASED, 0);
-        cr_counters_hold(&gauge->counts, -freed);
+        cr_count1(&gauge->counts, CR_N_RELEASED, (uint64_t)freed);
+        if (gauge->peak)
+            cr_counters_hold(&gauge->counts, -freed);
     }
     return freed;
 }
@@ -529,14 +533,24 @@ cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len, i
     return CR_OK;
 }
 
-uint64_t cr_gauge_count_keys(const void *gauges, uint32_t nbuckets, int64_t limit)
+void cr_gauge_count(const void *gauges, uint32_t nbuckets, int64_t limit, bool keyed,
+                    uint64_t *keys, uint64_t *held)
 {
     const cr_gauge view = {
         .limit = limit, .stride = sizeof(cell) * (size_t)(limit + 1), .gauges = (char *)gauges};
-    uint64_t keys = 0;
-    for (uint32_t index = 0; index < nbuckets * GAUGES_PER_BUCKET; index++)
-        keys += atomic_load(head_of(&view, index)) != 0 && held_cells(&view, index) > 0;
-    return keys;
+    *keys = 0;
+    *held = 0;
+    if (!keyed) {
+        *held = (uint64_t)held_cells(&view, 0);
+        return;
+    }
+    for (uint32_t index = 0; index < nbuckets * GAUGES_PER_BUCKET; index++) {
+        if (atomic_load(head_of(&view, index)) == 0)
+            continue; /* never given to a key: every cell free */
+        const int64_t cells = held_cells(&view, index);
+        *keys += cells > 0;
+        *held += (uint64_t)cells;
+    }
 }
 
 cr_status cr_gauge_check(int64_t limit, int64_t cost)
@@ -579,6 +593,7 @@ static cr_status map_shared(cr_gauge *gauge, const char *path, int64_t mode)
     cr_region_spec spec = {
         .kind = CR_REGION_CONCURRENCY,
         .algorithm = 0,
+        .flags = gauge->peak ? CR_REGION_PEAK : 0,
         .emission_ns = gauge->lease_ns,
         .burst = gauge->limit,
         .capacity = gauge->capacity,
@@ -596,7 +611,7 @@ static cr_status map_shared(cr_gauge *gauge, const char *path, int64_t mode)
 }
 
 cr_status cr_gauge_open(cr_gauge **out, int64_t limit, bool keyed, int64_t capacity,
-                        int64_t lease_ns, const char *path, int64_t mode)
+                        int64_t lease_ns, bool peak, const char *path, int64_t mode)
 {
     if (cr_gauge_check(limit, 1) != CR_OK)
         return CR_E_LIMIT;
@@ -610,6 +625,7 @@ cr_status cr_gauge_open(cr_gauge **out, int64_t limit, bool keyed, int64_t capac
     gauge->limit = limit;
     gauge->capacity = keyed ? capacity : 0;
     gauge->lease_ns = lease_ns;
+    gauge->peak = peak;
     gauge->stride = sizeof(cell) * (size_t)(limit + 1);
     int64_t buckets = 1;
     if (keyed) {
@@ -660,10 +676,13 @@ void cr_gauge_free(cr_gauge *gauge)
 int64_t cr_gauge_limit(const cr_gauge *gauge) { return gauge->limit; }
 int64_t cr_gauge_capacity(const cr_gauge *gauge) { return gauge->capacity; }
 int64_t cr_gauge_lease_ns(const cr_gauge *gauge) { return gauge->lease_ns; }
+bool cr_gauge_tracks_peak(const cr_gauge *gauge) { return gauge->peak; }
 
 void cr_gauge_stats_read(const cr_gauge *gauge, cr_gauge_stats *out)
 {
-    cr_counters_gauge_stats(gauge->counts.block, gauge->counts.nlanes, out);
+    uint64_t keys, held;
+    cr_gauge_count(gauge->gauges, gauge->nbuckets, gauge->limit, gauge->capacity > 0, &keys, &held);
+    cr_counters_gauge_stats(gauge->counts.block, gauge->counts.nlanes, held, gauge->peak, out);
 }
 
 cr_status cr_gauge_reset_stats(cr_gauge *gauge)
@@ -671,7 +690,8 @@ cr_status cr_gauge_reset_stats(cr_gauge *gauge)
     return cr_counts_reset(&gauge->counts, &gauge->region, 0);
 }
 
-size_t cr_gauge_describe(char *buf, size_t size, int64_t limit, int64_t capacity, int64_t lease_ns)
+size_t cr_gauge_describe(char *buf, size_t size, int64_t limit, int64_t capacity, int64_t lease_ns,
+                         bool peak)
 {
     int len = snprintf(buf, size, "cellrate.Concurrency(limit=%" PRId64, limit);
     if (capacity > 0)
@@ -680,6 +700,8 @@ size_t cr_gauge_describe(char *buf, size_t size, int64_t limit, int64_t capacity
     if (lease_ns > 0)
         len += snprintf(buf + len, size > (size_t)len ? size - (size_t)len : 0, ", lease=%.17g",
                         cr_ns_to_seconds(lease_ns));
+    if (peak)
+        len += snprintf(buf + len, size > (size_t)len ? size - (size_t)len : 0, ", peak=True");
     len += snprintf(buf + len, size > (size_t)len ? size - (size_t)len : 0, ")");
     return (size_t)len;
 }

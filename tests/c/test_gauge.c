@@ -46,12 +46,12 @@ static const char *region_path(const char *name)
 static void test_bad_input(void)
 {
     cr_gauge *gauge = NULL;
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 0, false, 0, 0, NULL, 0), CR_E_LIMIT, "limit 0");
-    CHECK_EQ_I64(cr_gauge_open(&gauge, -3, false, 0, 0, NULL, 0), CR_E_LIMIT, "limit < 0");
-    CHECK_EQ_I64(cr_gauge_open(&gauge, CR_GAUGE_MAX_LIMIT + 1, false, 0, 0, NULL, 0), CR_E_LIMIT,
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 0, false, 0, 0, false, NULL, 0), CR_E_LIMIT, "limit 0");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, -3, false, 0, 0, false, NULL, 0), CR_E_LIMIT, "limit < 0");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, CR_GAUGE_MAX_LIMIT + 1, false, 0, 0, false, NULL, 0), CR_E_LIMIT,
                  "limit above the maximum");
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 5, true, 0, 0, NULL, 0), CR_E_CAPACITY, "capacity 0");
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 5, false, 0, -1, NULL, 0), CR_E_LEASE, "lease < 0");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 5, true, 0, 0, false, NULL, 0), CR_E_CAPACITY, "capacity 0");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 5, false, 0, -1, false, NULL, 0), CR_E_LEASE, "lease < 0");
     CHECK_EQ_STR(cr_status_param(CR_E_LIMIT), "limit", "E_LIMIT names limit");
     CHECK_EQ_STR(cr_status_param(CR_E_HOLD_COST), "cost", "E_HOLD_COST names cost");
     CHECK_EQ_STR(cr_status_param(CR_E_LEASE), "lease", "E_LEASE names lease");
@@ -69,7 +69,7 @@ static void test_bad_input(void)
     CHECK_EQ_I64(cr_gauge_check(1, 2), CR_OK, "check: a cost above the limit is no mistake");
     CHECK_EQ_I64(ns, 1500000000, "lease 1.5 s in ns");
 
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 2, false, 0, 0, NULL, 0), CR_OK, "one gauge");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 2, false, 0, 0, false, NULL, 0), CR_OK, "one gauge");
     bool acquired = true;
     cr_holding holding;
     CHECK_EQ_I64(cr_gauge_acquire(gauge, NULL, 0, 0, &acquired, &holding), CR_E_HOLD_COST,
@@ -100,7 +100,7 @@ static void test_bad_input(void)
     cr_gauge_free(gauge);
     cr_gauge_free(NULL);
 
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 2, true, 4, 0, NULL, 0), CR_OK, "keyed");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 2, true, 4, 0, false, NULL, 0), CR_OK, "keyed");
     CHECK_EQ_I64(cr_gauge_acquire(gauge, NULL, 0, 1, &acquired, &holding), CR_E_KEY,
                  "no key on a keyed table");
     CHECK_EQ_I64(cr_gauge_in_flight(gauge, NULL, 0, &in_flight), CR_E_KEY, "in_flight no key");
@@ -110,7 +110,7 @@ static void test_bad_input(void)
 static void test_counts(void)
 {
     cr_gauge *gauge;
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 3, false, 0, 0, NULL, 0), CR_OK, "open");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 3, false, 0, 0, false, NULL, 0), CR_OK, "open");
     bool acquired;
     cr_holding two, one, refused;
     cr_gauge_acquire(gauge, NULL, 0, 2, &acquired, &two);
@@ -143,7 +143,7 @@ static void test_counts(void)
 static void test_keys(void)
 {
     cr_gauge *gauge; /* capacity 2: 2 buckets of 4 gauges, every key's candidates */
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 1, true, 2, 0, NULL, 0), CR_OK, "open");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 1, true, 2, 0, false, NULL, 0), CR_OK, "open");
     cr_holding held[9];
     bool acquired;
     char key[16];
@@ -177,7 +177,7 @@ static void test_keys(void)
 static void test_lease(void)
 {
     cr_gauge *gauge;
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 1, false, 0, 2000000, NULL, 0), CR_OK, "lease 2 ms");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 1, false, 0, 2000000, false, NULL, 0), CR_OK, "lease 2 ms");
     bool acquired;
     cr_holding hung, next;
     cr_gauge_acquire(gauge, NULL, 0, 1, &acquired, &hung);
@@ -241,7 +241,7 @@ static void *hold_thread(void *arg)
 static void test_threads(const char *key, int64_t lease_ns)
 {
     cr_gauge *gauge;
-    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, key != NULL, 16, lease_ns, NULL, 0), CR_OK, "open");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, key != NULL, 16, lease_ns, false, NULL, 0), CR_OK, "open");
     _Atomic int held_now = 0, most_held = 0, errors = 0;
     holders h = {gauge, key, &held_now, &most_held, &errors};
     pthread_t threads[HOLDERS];
@@ -276,7 +276,7 @@ static void test_processes(void)
     for (int p = 0; p < HOLDERS; p++) {
         if ((pids[p] = fork()) == 0) {
             cr_gauge *gauge;
-            if (cr_gauge_open(&gauge, LIMIT, false, 0, 0, path, 0600) != CR_OK)
+            if (cr_gauge_open(&gauge, LIMIT, false, 0, 0, false, path, 0600) != CR_OK)
                 _exit(3);
             holders h = {gauge, NULL, &counters[0], &counters[1], &counters[2]};
             hold_cycles(&h, CYCLES);
@@ -296,14 +296,14 @@ static void test_processes(void)
     CHECK(atomic_load(&counters[1]) <= LIMIT, "never more than the limit");
     CHECK_EQ_I64(atomic_load(&counters[2]), 0, "every release landed");
     cr_gauge *gauge;
-    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, false, 0, 0, path, 0600), CR_OK, "reopen");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, false, 0, 0, false, path, 0600), CR_OK, "reopen");
     int64_t in_flight;
     cr_gauge_in_flight(gauge, NULL, 0, &in_flight);
     CHECK_EQ_I64(in_flight, 0, "nothing left held");
     cr_gauge *other;
-    CHECK_EQ_I64(cr_gauge_open(&other, LIMIT + 1, false, 0, 0, path, 0600), CR_E_SHARED_LIMIT,
+    CHECK_EQ_I64(cr_gauge_open(&other, LIMIT + 1, false, 0, 0, false, path, 0600), CR_E_SHARED_LIMIT,
                  "another limit");
-    CHECK_EQ_I64(cr_gauge_open(&other, LIMIT, false, 0, 1000, path, 0600), CR_E_SHARED_LIMIT,
+    CHECK_EQ_I64(cr_gauge_open(&other, LIMIT, false, 0, 1000, false, path, 0600), CR_E_SHARED_LIMIT,
                  "another lease");
     cr_gauge_free(gauge);
     munmap(counters, 4096);
@@ -322,7 +322,7 @@ static void storm_worker(const char *path, const char *key, _Atomic int *control
                          _Atomic int *parked)
 {
     cr_gauge *gauge;
-    if (cr_gauge_open(&gauge, LIMIT, key != NULL, 8, 0, path, 0600) != CR_OK)
+    if (cr_gauge_open(&gauge, LIMIT, key != NULL, 8, 0, false, path, 0600) != CR_OK)
         _exit(3);
     size_t key_len = key ? strlen(key) : 0;
     bool acquired;
@@ -374,7 +374,7 @@ static void test_sigkill(const char *name, const char *key)
         cr_sleep_ns(100000);
 
     cr_gauge *gauge;
-    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, key != NULL, 8, 0, path, 0600), CR_OK, "open");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, key != NULL, 8, 0, false, path, 0600), CR_OK, "open");
     int64_t in_flight = -1;
     cr_gauge_in_flight(gauge, key, key_len, &in_flight);
     printf("sigkill %s: %d kills, in flight after: %lld (living holders: %d)\n", name, kills,
