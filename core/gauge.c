@@ -217,16 +217,18 @@ static int64_t reclaim(cr_gauge *gauge, uint32_t index)
         if (holder == 0)
             continue;
         const int64_t acquired_ns = load_acquired(&cells[i]);
-        if (load_holder(&cells[i]) == holder &&
-            holding_dead(gauge, holder, acquired_ns, now_ns, &memo) &&
-            cell_cas(gauge, &cells[i], holder, acquired_ns, 0, 0))
+        if (load_holder(&cells[i]) != holder ||
+            !holding_dead(gauge, holder, acquired_ns, now_ns, &memo))
+            continue;
+        if (gauge->peak) /* out of the total before the cell is free (cr_gauge_release) */
+            cr_counters_hold(&gauge->counts, -1);
+        if (cell_cas(gauge, &cells[i], holder, acquired_ns, 0, 0))
             reclaimed++;
+        else if (gauge->peak)
+            cr_counters_hold(&gauge->counts, 1); /* freed by another meanwhile */
     }
-    if (reclaimed > 0) {
+    if (reclaimed > 0)
         cr_count1(&gauge->counts, CR_N_RECLAIMED, (uint64_t)reclaimed);
-        if (gauge->peak)
-            cr_counters_hold(&gauge->counts, -reclaimed);
-    }
     return reclaimed;
 }
 
@@ -479,16 +481,33 @@ cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int
     return status;
 }
 
+/* A release with the peak's total: the units leave the total before their
+ * cells are free, and come back to it for cells found freed by another (a
+ * reclaim, a release before). An acquire adds to it once its cells are
+ * taken: so the total never exceeds the cells held at any instant, nor the
+ * peak the limit (a release that freed its cells first could let a taker of
+ * them add its units while the units it gave back were still counted). */
+__attribute__((noinline)) static int64_t release_with_peak(cr_gauge *gauge,
+                                                           const cr_holding *holding)
+{
+    const int64_t units = holding->cost < 0                ? 0
+                          : holding->cost > gauge->limit ? gauge->limit
+                                                         : holding->cost;
+    cr_counters_hold(&gauge->counts, -units);
+    const int64_t freed = free_cells(gauge, holding);
+    if (freed != units)
+        cr_counters_hold(&gauge->counts, units - freed);
+    return freed;
+}
+
 int64_t cr_gauge_release(cr_gauge *gauge, const cr_holding *holding)
 {
     if (holding->holder == 0 || holding->entry >= gauge->ngauges)
         return 0;
-    const int64_t freed = free_cells(gauge, holding);
-    if (freed > 0) {
+    const int64_t freed = gauge->peak ? release_with_peak(gauge, holding)
+                                      : free_cells(gauge, holding);
+    if (freed > 0)
         cr_count1(&gauge->counts, CR_N_RELEASED, (uint64_t)freed);
-        if (gauge->peak)
-            cr_counters_hold(&gauge->counts, -freed);
-    }
     return freed;
 }
 
