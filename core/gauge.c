@@ -487,7 +487,7 @@ cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int
  * taken: so the total never exceeds the cells held at any instant, nor the
  * peak the limit (a release that freed its cells first could let a taker of
  * them add its units while the units it gave back were still counted). */
-__attribute__((noinline)) static int64_t release_with_peak(cr_gauge *gauge,
+static inline int64_t release_with_peak(cr_gauge *gauge,
                                                            const cr_holding *holding)
 {
     const int64_t units = holding->cost < 0                ? 0
