@@ -68,6 +68,12 @@ void cr_count2_slow(const cr_counts *counts, unsigned fa, uint64_t na, unsigned 
     atomic_fetch_add_explicit(&cell->n[fb], nb, memory_order_relaxed);
 }
 
+int64_t cr_count1_slow(const cr_counts *counts, unsigned f, int64_t n)
+{
+    cr_count1(counts, f, (uint64_t)n);
+    return n;
+}
+
 int cr_count_verdict_slow(const cr_counts *counts, bool admitted, int64_t cost, int64_t most)
 {
     cr_count_verdict(counts, admitted, cost, most);

@@ -148,6 +148,29 @@ __attribute__((always_inline)) static inline void cr_count1(const cr_counts *cou
 #endif
 }
 
+/* cr_count1 returning `n`, its slow path a tail call (cr_count1_slow): for
+ * an entry point's last step, which then keeps no register across a call. */
+__attribute__((cold)) int64_t cr_count1_slow(const cr_counts *counts, unsigned f, int64_t n);
+__attribute__((always_inline)) static inline int64_t cr_count1_tail(const cr_counts *counts,
+                                                                     unsigned f, int64_t n)
+{
+#ifndef CR_NO_COUNTERS
+    const unsigned slot = cr_counter_slot - 1u;
+    if (__builtin_expect(
+            slot < CR_COUNTER_SLOTS && counts->lane != NULL &&
+                (counts->pid == 0 ||
+                 counts->pid == atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed)),
+            1)) {
+        cr_count_bump(&counts->lane->cell[slot].n[f], (uint64_t)n);
+        return n;
+    }
+    return cr_count1_slow(counts, f, n);
+#else
+    (void)counts, (void)f;
+    return n;
+#endif
+}
+
 /* A verdict of `cost` units: admitted, or refused (unfittable when the cost
  * exceeds what the limit ever admits at once). */
 __attribute__((always_inline)) static inline void
@@ -184,6 +207,29 @@ static inline int cr_count_own_tail(const cr_counts *counts, bool admitted, int6
     return cr_count_verdict_slow(counts, admitted, cost, most);
 #else
     (void)counts, (void)admitted, (void)cost, (void)most;
+    return 0;
+#endif
+}
+
+/* cr_count_own_tail for an admission of a store of this process or of a
+ * region (its lane checked as cr_count2 checks it). */
+static inline int cr_count_admitted_tail(const cr_counts *counts, int64_t cost)
+{
+#ifndef CR_NO_COUNTERS
+    const unsigned slot = cr_counter_slot - 1u;
+    if (__builtin_expect(
+            slot < CR_COUNTER_SLOTS && counts->lane != NULL &&
+                (counts->pid == 0 ||
+                 counts->pid == atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed)),
+            1)) {
+        cr_counter_cell *cell = &counts->lane->cell[slot];
+        cr_count_bump(&cell->n[CR_N_ADMITTED], 1);
+        cr_count_bump(&cell->n[CR_N_UNITS_ADMITTED], (uint64_t)cost);
+        return 0;
+    }
+    return cr_count_verdict_slow(counts, true, cost, INT64_MAX);
+#else
+    (void)counts, (void)cost;
     return 0;
 #endif
 }

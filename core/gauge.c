@@ -147,7 +147,7 @@ static int64_t load_acquired(const cell *c)
 }
 
 /* Frees the cells of `holding` (those of its span carrying its pair); the count. */
-static int64_t free_span(cr_gauge *gauge, const cr_holding *holding)
+__attribute__((noinline)) static int64_t free_span(cr_gauge *gauge, const cr_holding *holding)
 {
     cell *cells = cells_of(gauge, holding->entry);
     const uint64_t limit = (uint64_t)gauge->limit;
@@ -418,29 +418,35 @@ __attribute__((noinline)) static cr_status acquire_general(cr_gauge *gauge, cons
 }
 
 /* The common acquire: one unit of a single gauge without a lease, its
- * first cell free. A lock-prefixed instruction waits for every earlier
- * store to drain, so nothing is stored before the compare-and-swap but the
- * thread's sequence: no saved register, no record on the stack, and the
- * cell is not loaded first (free_cells). Whatever else, the general path
- * decides, with the arguments this case implies. */
-static inline cr_status acquire_one(cr_gauge *gauge, bool *acquired, cr_holding *holding)
+ * first cell free (take_one: false, nothing written, when it is held). A
+ * lock-prefixed instruction waits for every earlier store to drain, so
+ * nothing is stored before the compare-and-swap but the thread's sequence:
+ * no saved register, no record on the stack, and the cell is not loaded
+ * first (free_cells). Whatever else, the general path decides, with the
+ * arguments this case implies. */
+static inline bool take_one(cr_gauge *gauge, uint32_t pid, cr_holding *holding)
 {
-    const uint32_t pid = atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed);
-    if (pid == 0)
-        return acquire_general(gauge, NULL, 0, 1, acquired, holding); /* asks cr_own_pid */
     const uint64_t holder = (uint64_t)pid << 32 | next_sequence();
     const uint64_t start = start_of(holder, (uint64_t)gauge->limit);
     cell *c = &cells_of(gauge, 0)[start];
     uint64_t free_word = 0; /* without a lease, the holder word alone (cell_cas) */
     if (!__atomic_compare_exchange_n(&c->half.holder, &free_word, holder, false, __ATOMIC_SEQ_CST,
                                      __ATOMIC_SEQ_CST))
-        return acquire_general(gauge, NULL, 0, 1, acquired, holding);
+        return false;
     holding->holder = holder;
     holding->acquired_ns = 0;
     holding->cost = 1;
     holding->entry = 0;
     holding->first = (uint32_t)start;
     holding->span = 1;
+    return true;
+}
+
+static inline cr_status acquire_one(cr_gauge *gauge, bool *acquired, cr_holding *holding)
+{
+    const uint32_t pid = atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed);
+    if (pid == 0 || !take_one(gauge, pid, holding)) /* 0: asks cr_own_pid */
+        return acquire_general(gauge, NULL, 0, 1, acquired, holding);
     *acquired = true;
     return CR_OK;
 }
@@ -472,13 +478,31 @@ void cr_gauge_count_refusal(cr_gauge *gauge, int64_t cost)
     cr_count_verdict(&gauge->counts, false, cost, INT64_MAX);
 }
 
-cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
-                           bool *acquired, cr_holding *holding)
+/* cr_gauge_acquire but its common case; counted. */
+__attribute__((noinline)) static cr_status acquire_counted(cr_gauge *gauge, const void *key,
+                                                           size_t key_len, int64_t cost,
+                                                           bool *acquired, cr_holding *holding)
 {
     cr_status status = cr_gauge_poll(gauge, key, key_len, cost, acquired, holding);
     if (status == CR_OK && !*acquired)
         cr_gauge_count_refusal(gauge, cost);
     return status;
+}
+
+/* The common acquire (acquire_one's case, without a peak) swaps and counts
+ * with everything else a tail call: no register saved before the swap. */
+cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
+                           bool *acquired, cr_holding *holding)
+{
+    const uint32_t pid = atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed);
+    if (__builtin_expect(cost != 1 || key || gauge->capacity != 0 || gauge->lease_ns != 0 ||
+                             gauge->peak || pid == 0,
+                         0))
+        return acquire_counted(gauge, key, key_len, cost, acquired, holding);
+    if (!take_one(gauge, pid, holding))
+        return acquire_counted(gauge, key, key_len, cost, acquired, holding);
+    *acquired = true;
+    return (cr_status)cr_count_admitted_tail(&gauge->counts, 1);
 }
 
 /* A release with the peak's total: the units leave the total before their
@@ -487,7 +511,7 @@ cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int
  * taken: so the total never exceeds the cells held at any instant, nor the
  * peak the limit (a release that freed its cells first could let a taker of
  * them add its units while the units it gave back were still counted). */
-static inline int64_t release_with_peak(cr_gauge *gauge,
+__attribute__((noinline)) static int64_t release_with_peak(cr_gauge *gauge,
                                                            const cr_holding *holding)
 {
     const int64_t units = holding->cost < 0                ? 0
@@ -500,15 +524,34 @@ static inline int64_t release_with_peak(cr_gauge *gauge,
     return freed;
 }
 
+/* Every release but the common one; counted. */
+__attribute__((noinline)) static int64_t release_general(cr_gauge *gauge,
+                                                         const cr_holding *holding)
+{
+    const int64_t freed = gauge->peak ? release_with_peak(gauge, holding)
+                                      : free_span(gauge, holding);
+    if (freed > 0)
+        cr_count1(&gauge->counts, CR_N_RELEASED, (uint64_t)freed);
+    return freed;
+}
+
+/* The common release (one cell, no lease, no peak) swaps its holder word
+ * and counts it with nothing kept across a call: no register saved, nothing
+ * stored before the swap (free_cells). */
 int64_t cr_gauge_release(cr_gauge *gauge, const cr_holding *holding)
 {
     if (holding->holder == 0 || holding->entry >= gauge->ngauges)
         return 0;
-    const int64_t freed = gauge->peak ? release_with_peak(gauge, holding)
-                                      : free_cells(gauge, holding);
-    if (freed > 0)
-        cr_count1(&gauge->counts, CR_N_RELEASED, (uint64_t)freed);
-    return freed;
+    if (__builtin_expect(gauge->peak || gauge->lease_ns != 0 || holding->span != 1 ||
+                             holding->first >= (uint64_t)gauge->limit,
+                         0))
+        return release_general(gauge, holding);
+    cell *c = &cells_of(gauge, holding->entry)[holding->first];
+    uint64_t holder = holding->holder;
+    if (!__atomic_compare_exchange_n(&c->half.holder, &holder, 0, false, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST))
+        return 0;
+    return cr_count1_tail(&gauge->counts, CR_N_RELEASED, 1);
 }
 
 cr_status cr_gauge_wait(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
