@@ -1955,12 +1955,11 @@ static PyObject *concurrency_repr(PyObject *self)
     if (lease_ns == 0)
         Py_INCREF(lease);
     const char *peak = cr_gauge_tracks_peak(c->gauge) ? ", peak=True" : "";
-    PyObject *text =
-        c->capacity
-            ? PyUnicode_FromFormat("Concurrency(limit=%lld, capacity=%lld, lease=%R%s)",
-                                   (long long)c->limit, (long long)c->capacity, lease, peak)
-            : PyUnicode_FromFormat("Concurrency(limit=%lld, lease=%R%s)", (long long)c->limit,
-                                   lease, peak);
+    PyObject *text = c->capacity ? PyUnicode_FromFormat(
+                                       "Concurrency(limit=%lld, capacity=%lld, lease=%R%s)",
+                                       (long long)c->limit, (long long)c->capacity, lease, peak)
+                                 : PyUnicode_FromFormat("Concurrency(limit=%lld, lease=%R%s)",
+                                                        (long long)c->limit, lease, peak);
     Py_DECREF(lease);
     return text;
 }

@@ -199,7 +199,7 @@ const char *cr_version(void);
       "per key")                                                                                  \
     X(56, E_SLOT, ARGUMENT, "slot", "slot must be a slot that a concurrency limit gave out")      \
     X(57, E_SHARED_MISSING, REGION, "shared",                                                     \
-      "shared: no file at the path (a region is made by the first limiter that opens it)") \
+      "shared: no file at the path (a region is made by the first limiter that opens it)")        \
     X(58, E_PEAK, ARGUMENT, "peak",                                                               \
       "peak must be a boolean (true: track the most units held at once, for a shared total "      \
       "that every acquire and release updates)")

@@ -152,7 +152,7 @@ __attribute__((always_inline)) static inline void cr_count1(const cr_counts *cou
  * an entry point's last step, which then keeps no register across a call. */
 __attribute__((cold)) int64_t cr_count1_slow(const cr_counts *counts, unsigned f, int64_t n);
 __attribute__((always_inline)) static inline int64_t cr_count1_tail(const cr_counts *counts,
-                                                                     unsigned f, int64_t n)
+                                                                    unsigned f, int64_t n)
 {
 #ifndef CR_NO_COUNTERS
     const unsigned slot = cr_counter_slot - 1u;

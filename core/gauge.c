@@ -514,7 +514,7 @@ cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int
 __attribute__((noinline)) static int64_t release_with_peak(cr_gauge *gauge,
                                                            const cr_holding *holding)
 {
-    const int64_t units = holding->cost < 0                ? 0
+    const int64_t units = holding->cost < 0              ? 0
                           : holding->cost > gauge->limit ? gauge->limit
                                                          : holding->cost;
     cr_counters_hold(&gauge->counts, -units);
@@ -525,8 +525,7 @@ __attribute__((noinline)) static int64_t release_with_peak(cr_gauge *gauge,
 }
 
 /* Every release but the common one; counted. */
-__attribute__((noinline)) static int64_t release_general(cr_gauge *gauge,
-                                                         const cr_holding *holding)
+__attribute__((noinline)) static int64_t release_general(cr_gauge *gauge, const cr_holding *holding)
 {
     const int64_t freed = gauge->peak ? release_with_peak(gauge, holding)
                                       : free_span(gauge, holding);

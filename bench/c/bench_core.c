@@ -1122,10 +1122,10 @@ static bool gauge_cycle(void *ctx, size_t i)
     return acquired && cr_gauge_release(c->gauge, &holding) == 1;
 }
 
-#define GAUGE_2T(name, context)                                                           \
-    {                                                                                     \
-        .id = (name), .body = gauge_cycle, .ctx = {(context), (context)}, .threads = 2, \
-        .ops = n, .expect = "allow"                                                       \
+#define GAUGE_2T(name, context)                                                                   \
+    {                                                                                             \
+        .id = (name), .body = gauge_cycle, .ctx = {(context), (context)}, .threads = 2, .ops = n, \
+        .expect = "allow"                                                                         \
     }
 
 /* acquire+release in process, in a shared region, keyed and on 2 threads,
@@ -1152,8 +1152,7 @@ static void concurrency_scenarios(const config *cfg)
         CASE1("c.floor.atomic_inc_dec", floor_inc_dec, NULL, n, "allow"),
         CASE1("c.floor.holder_cas_pair", floor_holder_cas, NULL, n, "allow"),
         CASE1("c.cellrate.concurrency.acquire_release", gauge_cycle, &own[0], n, "allow"),
-        CASE1("c.cellrate.concurrency.shared.acquire_release", gauge_cycle, &shared[0], n,
-              "allow"),
+        CASE1("c.cellrate.concurrency.shared.acquire_release", gauge_cycle, &shared[0], n, "allow"),
         CASE1("c.cellrate.concurrency.keyed.acquire_release", gauge_cycle, &keyed[0], n, "allow"),
         CASE1("c.cellrate.concurrency.peak.acquire_release", gauge_cycle, &own[1], n, "allow"),
         CASE1("c.cellrate.concurrency.peak.shared.acquire_release", gauge_cycle, &shared[1], n,

@@ -49,8 +49,8 @@ static void test_bad_input(void)
     cr_gauge *gauge = NULL;
     CHECK_EQ_I64(cr_gauge_open(&gauge, 0, false, 0, 0, false, NULL, 0), CR_E_LIMIT, "limit 0");
     CHECK_EQ_I64(cr_gauge_open(&gauge, -3, false, 0, 0, false, NULL, 0), CR_E_LIMIT, "limit < 0");
-    CHECK_EQ_I64(cr_gauge_open(&gauge, CR_GAUGE_MAX_LIMIT + 1, false, 0, 0, false, NULL, 0), CR_E_LIMIT,
-                 "limit above the maximum");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, CR_GAUGE_MAX_LIMIT + 1, false, 0, 0, false, NULL, 0),
+                 CR_E_LIMIT, "limit above the maximum");
     CHECK_EQ_I64(cr_gauge_open(&gauge, 5, true, 0, 0, false, NULL, 0), CR_E_CAPACITY, "capacity 0");
     CHECK_EQ_I64(cr_gauge_open(&gauge, 5, false, 0, -1, false, NULL, 0), CR_E_LEASE, "lease < 0");
     CHECK_EQ_STR(cr_status_param(CR_E_LIMIT), "limit", "E_LIMIT names limit");
@@ -247,7 +247,8 @@ static void test_stats(void)
         CHECK_EQ_I64((int64_t)info.gauge_stats.in_flight, 2, "inspect: in flight (%d)", peak);
         CHECK_EQ_I64((int64_t)info.gauge_stats.peak, peak ? 2 : 0, "inspect: peak (%d)", peak);
         CHECK_EQ_STR(info.description,
-                     peak ? "cellrate.Concurrency(limit=3, peak=True)" : "cellrate.Concurrency(limit=3)",
+                     peak ? "cellrate.Concurrency(limit=3, peak=True)"
+                          : "cellrate.Concurrency(limit=3)",
                      "inspect: its description");
         cr_gauge_free(other); /* its holding stays held: its process lives */
         cr_gauge_stats_read(gauge, &stats);
@@ -378,8 +379,8 @@ static void test_processes(void)
     cr_gauge_in_flight(gauge, NULL, 0, &in_flight);
     CHECK_EQ_I64(in_flight, 0, "nothing left held");
     cr_gauge *other;
-    CHECK_EQ_I64(cr_gauge_open(&other, LIMIT + 1, false, 0, 0, false, path, 0600), CR_E_SHARED_LIMIT,
-                 "another limit");
+    CHECK_EQ_I64(cr_gauge_open(&other, LIMIT + 1, false, 0, 0, false, path, 0600),
+                 CR_E_SHARED_LIMIT, "another limit");
     CHECK_EQ_I64(cr_gauge_open(&other, LIMIT, false, 0, 1000, false, path, 0600), CR_E_SHARED_LIMIT,
                  "another lease");
     cr_gauge_free(gauge);
