@@ -528,7 +528,7 @@ __attribute__((noinline)) static int64_t release_with_peak(cr_gauge *gauge,
 __attribute__((noinline)) static int64_t release_general(cr_gauge *gauge, const cr_holding *holding)
 {
     const int64_t freed = gauge->peak ? release_with_peak(gauge, holding)
-                                      : free_span(gauge, holding);
+                                      : free_cells(gauge, holding);
     if (freed > 0)
         cr_count1(&gauge->counts, CR_N_RELEASED, (uint64_t)freed);
     return freed;
