@@ -177,6 +177,7 @@ enum option {
     OPTION_ON_CHANGE = 128,
     OPTION_MAX_COST = 256,
     OPTION_LEASE = 512,
+    OPTION_PEAK = 1024,
 };
 
 /* What an options table may hold; absent fields keep their initial values. */
@@ -185,6 +186,7 @@ typedef struct {
     int64_t capacity;
     bool capacity_given;
     int64_t lease_ns; /* 0: none */
+    bool peak;
     const char *shared; /* path of a shared region, or NULL */
     int64_t shared_mode;
     bool shared_mode_given;
@@ -205,6 +207,7 @@ static const struct {
     {"on_change", OPTION_ON_CHANGE},
     {"max_cost", OPTION_MAX_COST},
     {"lease", OPTION_LEASE},
+    {"peak", OPTION_PEAK},
 };
 
 /* Levenshtein distance between `a` and `b` (a name of option_names), or
@@ -312,6 +315,11 @@ static void read_options(lua_State *L, int idx, unsigned accepted, options *opts
             if (lua_type(L, -1) != LUA_TNUMBER ||
                 cr_lease_from_seconds(lua_tonumber(L, -1), &opts->lease_ns) != CR_OK)
                 raise_status(L, CR_E_LEASE);
+            break;
+        case OPTION_PEAK:
+            if (lua_type(L, -1) != LUA_TBOOLEAN)
+                raise_status(L, CR_E_PEAK);
+            opts->peak = lua_toboolean(L, -1);
             break;
         case OPTION_SHARED: {
             size_t path_len;
@@ -1079,14 +1087,16 @@ static concurrency_box *check_concurrency(lua_State *L)
 }
 
 /* cellrate.concurrency(limit [, opts]): opts capacity, shared, shared_mode,
- * lease. The object, or nil, a message and a code for a region it cannot use. */
+ * lease, peak. The object, or nil, a message and a code for a region it cannot use. */
 static int concurrency_new(lua_State *L)
 {
     int64_t limit;
     if (!to_int64(L, 1, &limit))
         return raise_status(L, CR_E_LIMIT);
     options opts = {.shared_mode = CR_SHARED_DEFAULT_MODE};
-    read_options(L, 2, OPTION_CAPACITY | OPTION_SHARED | OPTION_SHARED_MODE | OPTION_LEASE, &opts);
+    read_options(L, 2,
+                 OPTION_CAPACITY | OPTION_SHARED | OPTION_SHARED_MODE | OPTION_LEASE | OPTION_PEAK,
+                 &opts);
     if (opts.shared_mode_given && opts.shared == NULL)
         return raise_status(L, CR_E_SHARED_MODE_ALONE);
     concurrency_box *box = compat_newuserdata(L, sizeof *box);
@@ -1094,7 +1104,7 @@ static int concurrency_new(lua_State *L)
     luaL_getmetatable(L, CONCURRENCY_METATABLE);
     lua_setmetatable(L, -2);
     cr_status status = cr_gauge_open(&box->gauge, limit, opts.capacity_given, opts.capacity,
-                                     opts.lease_ns, opts.shared, opts.shared_mode);
+                                     opts.lease_ns, opts.peak, opts.shared, opts.shared_mode);
     if (status != CR_OK)
         return report_status(L, status, opts.shared);
     box->limit = limit;
@@ -1163,7 +1173,7 @@ static int concurrency_in_flight(lua_State *L)
 }
 
 /* c:info(): { limit =, capacity = (nil: no keys), lease = (nil: none), shared = (true in a
- * shared region) }. */
+ * shared region), peak = (true when tracked) }. */
 static int concurrency_info(lua_State *L)
 {
     concurrency_box *box = check_concurrency(L);
@@ -1182,17 +1192,32 @@ static int concurrency_info(lua_State *L)
         lua_pushboolean(L, 1);
         lua_setfield(L, -2, "shared");
     }
+    if (cr_gauge_tracks_peak(box->gauge)) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "peak");
+    }
     return 1;
 }
 
-/* c:stats(): the counters, a table of integers. */
+/* A concurrency limit's counters, a table of integers (peak nil when not tracked). */
+static void push_gauge_stats(lua_State *L, const cr_gauge_stats *counts)
+{
+    const cr_gauge_stats stats = *counts;
+    lua_createtable(L, 0, 9);
+    CR_GAUGE_STATS_LIST(STATS_FIELD_)
+    if (!stats.peak_tracked) {
+        lua_pushnil(L);
+        lua_setfield(L, -2, "peak");
+    }
+}
+
+/* c:stats(): the counters. */
 static int concurrency_stats(lua_State *L)
 {
     concurrency_box *box = check_concurrency(L);
     cr_gauge_stats stats;
     cr_gauge_stats_read(box->gauge, &stats);
-    lua_createtable(L, 0, 9);
-    CR_GAUGE_STATS_LIST(STATS_FIELD_)
+    push_gauge_stats(L, &stats);
     return 1;
 }
 
@@ -1224,7 +1249,7 @@ static int concurrency_tostring(lua_State *L)
     }
     char text[128];
     cr_gauge_describe(text, sizeof text, box->limit, cr_gauge_capacity(box->gauge),
-                      cr_gauge_lease_ns(box->gauge));
+                      cr_gauge_lease_ns(box->gauge), cr_gauge_tracks_peak(box->gauge));
     lua_pushstring(L, text);
     return 1;
 }
@@ -1588,6 +1613,8 @@ static int inspect_region(lua_State *L)
     } else {
         compat_pushint64(L, info.max_in_flight);
         lua_setfield(L, -2, "max_in_flight");
+        lua_pushboolean(L, info.gauge_stats.peak_tracked);
+        lua_setfield(L, -2, "peak");
     }
     if (info.lease_ns > 0) {
         lua_pushnumber(L, cr_ns_to_seconds(info.lease_ns));
@@ -1610,9 +1637,7 @@ static int inspect_region(lua_State *L)
         lua_createtable(L, 0, 7);
         CR_STATS_LIST(STATS_FIELD_)
     } else {
-        const cr_gauge_stats stats = info.gauge_stats;
-        lua_createtable(L, 0, 9);
-        CR_GAUGE_STATS_LIST(STATS_FIELD_)
+        push_gauge_stats(L, &info.gauge_stats);
     }
     lua_setfield(L, -2, "stats");
     return 1;

@@ -458,10 +458,13 @@ static PyObject *rate_stats_dict(const cr_stats *stats)
     return dict;
 }
 
+/* peak None when the limit does not track it */
 static PyObject *gauge_stats_dict(const cr_gauge_stats *stats)
 {
     PyObject *dict = PyDict_New();
     CR_GAUGE_STATS_LIST(STATS_SET_)
+    if (dict && !stats->peak_tracked && PyDict_SetItemString(dict, "peak", Py_None) < 0)
+        Py_CLEAR(dict);
     return dict;
 }
 
@@ -1297,6 +1300,7 @@ static PyObject *module_inspect_region(PyObject *module, PyObject *path_obj)
             0 ||
         dict_put(dict, "lease",
                  info.lease_ns ? PyFloat_FromDouble(cr_ns_to_seconds(info.lease_ns)) : NULL) < 0 ||
+        dict_put(dict, "peak", rate ? NULL : PyBool_FromLong(info.gauge_stats.peak_tracked)) < 0 ||
         dict_put(dict, "capacity", info.capacity ? PyLong_FromLongLong(info.capacity) : NULL) < 0 ||
         dict_put(dict, "live_keys", PyLong_FromUnsignedLongLong(info.live_keys)) < 0 ||
         dict_put(dict, "generation", PyLong_FromUnsignedLongLong(info.generation)) < 0 ||
@@ -1315,8 +1319,9 @@ PyDoc_STRVAR(inspect_region_doc,
              "inspect_region(path, /)\n--\n\n"
              "What the region file at path holds, read without changing it (a dict):\n"
              "layout_version, kind ('limiter', 'keyed', 'concurrency'), algorithm, limit\n"
-             "(its description), rate, period, burst, max_in_flight, lease, capacity,\n"
-             "live_keys, generation, size, this_boot and stats (the counters). A path\n"
+             "(its description), rate, period, burst, max_in_flight, lease, peak\n"
+             "(whether a concurrency limit tracks it), capacity, live_keys, generation,\n"
+             "size, this_boot and stats (the counters). A path\n"
              "that is not a region raises InvalidArgument naming it.");
 
 /* _check_timeout(timeout): a wait's `timeout` in seconds, None for any wait,
@@ -1689,15 +1694,16 @@ static PyObject *module_check_policy_name(PyObject *module, PyObject *name_obj)
 /* ------------------------------------------------------------------------ */
 /* Concurrency and Slot                                                      */
 
-/* Concurrency(limit, *, capacity=None, shared=None, shared_mode=None, lease=None) */
+/* Concurrency(limit, *, capacity=None, shared=None, shared_mode=None, lease=None,
+ *             peak=False) */
 static PyObject *concurrency_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"limit", "capacity", "shared", "shared_mode", "lease", NULL};
+    static char *keywords[] = {"limit", "capacity", "shared", "shared_mode", "lease", "peak", NULL};
     module_state *state = (module_state *)PyType_GetModuleState(type);
     PyObject *limit_obj, *capacity_obj = Py_None, *shared = Py_None, *mode_obj = Py_None;
-    PyObject *lease_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOO:Concurrency", keywords, &limit_obj,
-                                     &capacity_obj, &shared, &mode_obj, &lease_obj))
+    PyObject *lease_obj = Py_None, *peak_obj = Py_False;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOOO:Concurrency", keywords, &limit_obj,
+                                     &capacity_obj, &shared, &mode_obj, &lease_obj, &peak_obj))
         return NULL;
     int64_t limit, capacity = 0, lease_ns = 0, mode;
     bool limit_given, keyed;
@@ -1719,13 +1725,18 @@ static PyObject *concurrency_new(PyTypeObject *type, PyObject *args, PyObject *k
             return NULL;
         }
     }
+    if (!PyBool_Check(peak_obj)) {
+        raise_wrong_type(state, CR_E_PEAK);
+        return NULL;
+    }
+    const bool peak = peak_obj == Py_True;
     if (convert_shared(state, shared, mode_obj, &path, &mode) < 0)
         return NULL;
     cr_gauge *gauge = NULL;
     const char *region = path != NULL ? PyBytes_AS_STRING(path) : NULL;
     cr_status status;
     Py_BEGIN_ALLOW_THREADS /* opening a region may wait on another process's lock */
-        status = cr_gauge_open(&gauge, limit, keyed, capacity, lease_ns, region, mode);
+        status = cr_gauge_open(&gauge, limit, keyed, capacity, lease_ns, peak, region, mode);
     Py_END_ALLOW_THREADS if (status != CR_OK)
         raise_construction(state, status, path != NULL ? shared : NULL);
     Py_XDECREF(path);
@@ -1943,11 +1954,12 @@ static PyObject *concurrency_repr(PyObject *self)
         return NULL;
     if (lease_ns == 0)
         Py_INCREF(lease);
-    PyObject *text = c->capacity
-                         ? PyUnicode_FromFormat("Concurrency(limit=%lld, capacity=%lld, lease=%R)",
-                                                (long long)c->limit, (long long)c->capacity, lease)
-                         : PyUnicode_FromFormat("Concurrency(limit=%lld, lease=%R)",
-                                                (long long)c->limit, lease);
+    const char *peak = cr_gauge_tracks_peak(c->gauge) ? ", peak=True" : "";
+    PyObject *text = c->capacity ? PyUnicode_FromFormat(
+                                       "Concurrency(limit=%lld, capacity=%lld, lease=%R%s)",
+                                       (long long)c->limit, (long long)c->capacity, lease, peak)
+                                 : PyUnicode_FromFormat("Concurrency(limit=%lld, lease=%R%s)",
+                                                        (long long)c->limit, lease, peak);
     Py_DECREF(lease);
     return text;
 }
@@ -1958,6 +1970,11 @@ static PyObject *concurrency_get_lease(PyObject *self, void *Py_UNUSED(closure))
     if (lease_ns == 0)
         Py_RETURN_NONE;
     return PyFloat_FromDouble(cr_ns_to_seconds(lease_ns));
+}
+
+static PyObject *concurrency_get_peak(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(cr_gauge_tracks_peak(((ConcurrencyObject *)self)->gauge));
 }
 
 static PyObject *concurrency_get_capacity(PyObject *self, void *Py_UNUSED(closure))
@@ -2318,7 +2335,8 @@ static PyGetSetDef keyed_getset[] = {
 };
 
 PyDoc_STRVAR(concurrency_doc,
-             "Concurrency(limit, *, capacity=None, shared=None, shared_mode=None, lease=None)\n"
+             "Concurrency(limit, *, capacity=None, shared=None, shared_mode=None, lease=None,\n"
+             "            peak=False)\n"
              "--\n\n"
              "At most `limit` units held at once: work in flight, not a rate.\n\n"
              "limit: an int from 1 to 65536.\n"
@@ -2327,7 +2345,10 @@ PyDoc_STRVAR(concurrency_doc,
              "shared, shared_mode: a region file shared by the processes that open it,\n"
              "          as for Limiter; a dead process's holdings come back.\n"
              "lease: seconds after which a holding is reclaimed (a hung holder);\n"
-             "       None: held until released.\n\n"
+             "       None: held until released.\n"
+             "peak: True tracks the most units held at once (stats()['peak']): one\n"
+             "       total that every acquire and release updates atomically, shared\n"
+             "       by every thread and process; False (the default): peak is None.\n\n"
              "Safe to share between threads.");
 PyDoc_STRVAR(concurrency_try_acquire_doc,
              "try_acquire($self, /, key=None, cost=1)\n--\n\n"
@@ -2357,14 +2378,16 @@ static PyMethodDef concurrency_methods[] = {
      concurrency_in_flight_doc},
     {"stats", concurrency_stats, METH_NOARGS,
      "stats($self, /)\n--\n\nThe counters (a dict of ints): acquired, refused, units_acquired,\n"
-     "units_refused, released, reclaimed, in_flight, peak, evicted."},
+     "units_refused, released, reclaimed, in_flight (the units held now, counted in\n"
+     "the holdings: a keyed limit's whole table is read), peak (None unless made\n"
+     "with peak=True), evicted."},
     {"_poll", (PyCFunction)(void (*)(void))concurrency_poll, METH_FASTCALL | METH_KEYWORDS,
      "_poll($self, /, key=None, cost=1)\n--\n\n"
      "try_acquire for a waiter's tries: a refusal is counted once, by _gave_up."},
     {"_gave_up", concurrency_gave_up, METH_O,
      "_gave_up($self, cost, /)\n--\n\nA waiter gave up: one refusal of cost units."},
     {"reset_stats", concurrency_reset_stats, METH_NOARGS,
-     "reset_stats($self, /)\n--\n\nZero the counters (the peak becomes in_flight)."},
+     "reset_stats($self, /)\n--\n\nZero the counters (a tracked peak becomes the units held)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2378,6 +2401,7 @@ static PyGetSetDef concurrency_getset[] = {
     {"capacity", concurrency_get_capacity, NULL, "Keys the table is sized for; None: no keys.",
      NULL},
     {"lease", concurrency_get_lease, NULL, "Seconds a holding may last; None: no lease.", NULL},
+    {"peak", concurrency_get_peak, NULL, "Whether stats() tracks the peak (peak=True).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -193,13 +193,16 @@ const char *cr_version(void);
     X(53, E_LEASE, ARGUMENT, "lease",                                                             \
       "lease must be a number of seconds > 0 and below 2^62 ns (146 years), or absent for none")  \
     X(54, E_SHARED_LIMIT, REGION, "shared",                                                       \
-      "shared: the region was made with another limit or lease")                                  \
+      "shared: the region was made with another limit, lease or peak")                            \
     X(55, E_KEY_UNKEYED, ARGUMENT, "key",                                                         \
       "key: a concurrency limit without capacity has no keys; give capacity for one limit "       \
       "per key")                                                                                  \
     X(56, E_SLOT, ARGUMENT, "slot", "slot must be a slot that a concurrency limit gave out")      \
     X(57, E_SHARED_MISSING, REGION, "shared",                                                     \
-      "shared: no file at the path (a region is made by the first limiter that opens it)")
+      "shared: no file at the path (a region is made by the first limiter that opens it)")        \
+    X(58, E_PEAK, ARGUMENT, "peak",                                                               \
+      "peak must be a boolean (true: track the most units held at once, for a shared total "      \
+      "that every acquire and release updates)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1
@@ -775,14 +778,18 @@ typedef struct cr_holding {
  * CR_E_CAPACITY; 16 * (limit + 1) * 7/4 bytes of table per key). A key with
  * nothing held is absent: its place is reused. `lease_ns` > 0 reclaims a
  * holding older than it; 0 is no lease (CR_E_LEASE when negative or at
- * least CR_HORIZON_NS). With `path`, the gauges live in a shared region as
- * for cr_limiter_open (CR_E_SHARED_LIMIT for a region of another limit or
- * lease), and each holding records its holder process: holdings of a dead
- * process are reclaimed when an acquire next finds the limit full, or by
- * cr_gauge_in_flight. Thread-safe, as cr_keyed; the mapping survives fork().
+ * least CR_HORIZON_NS). `peak` tracks the most units held at once
+ * (cr_gauge_stats): one total of the units held, shared by every thread (and
+ * process), that each acquire and release updates with locked instructions;
+ * without it nothing but the cells is written. With `path`, the gauges live
+ * in a shared region as for cr_limiter_open (CR_E_SHARED_LIMIT for a region
+ * of another limit, lease or peak setting), and each holding records its
+ * holder process: holdings of a dead process are reclaimed when an acquire
+ * next finds the limit full, or by cr_gauge_in_flight. Thread-safe, as
+ * cr_keyed; the mapping survives fork().
  */
 cr_status cr_gauge_open(cr_gauge **out, int64_t limit, bool keyed, int64_t capacity,
-                        int64_t lease_ns, const char *path, int64_t mode);
+                        int64_t lease_ns, bool peak, const char *path, int64_t mode);
 /* Frees it (unmapping a shared region; the file stays); NULL is a no-op.
  * Holdings still held in a region stay held (until their process dies). */
 void cr_gauge_free(cr_gauge *gauge);
@@ -791,6 +798,8 @@ int64_t cr_gauge_limit(const cr_gauge *gauge);
 int64_t cr_gauge_capacity(const cr_gauge *gauge);
 /* The lease in ns; 0 for none. */
 int64_t cr_gauge_lease_ns(const cr_gauge *gauge);
+/* Whether it tracks the peak (cr_gauge_open's `peak`). */
+bool cr_gauge_tracks_peak(const cr_gauge *gauge);
 
 /*
  * Takes `cost` units (>= 1, else CR_E_HOLD_COST) of `key`'s gauge when
@@ -835,22 +844,27 @@ cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len, i
 /* What a concurrency limit did since it was made or last reset: acquires
  * (acquired, refused, with their units), units released by their holders,
  * units reclaimed (a dead holder's, an ended lease's), keys evicted (never:
- * a key holding units keeps its place; always 0), and the units in flight
- * now with the most in flight at once since the reset. Exact, as cr_stats;
- * in a shared region, the host's. */
+ * a key holding units keeps its place; always 0), the units in flight now
+ * and, when `peak_tracked`, the most in flight at once since the reset (else
+ * peak is 0: not counted). Exact, as cr_stats; in a shared region, the
+ * host's. in_flight is counted in the holdings themselves at the reading (the
+ * cells held, those of a dead holder not yet reclaimed included): O(limit)
+ * for one gauge, O(table) for a keyed one. */
 #define CR_GAUGE_STATS_LIST(X) \
     X(acquired)                \
     X(refused)                 \
     X(units_acquired) X(units_refused) X(released) X(reclaimed) X(in_flight) X(peak) X(evicted)
 typedef struct cr_gauge_stats {
     CR_GAUGE_STATS_LIST(CR_STATS_FIELD_)
+    bool peak_tracked; /* made with `peak` (cr_gauge_open) */
 } cr_gauge_stats;
 
 void cr_gauge_stats_read(const cr_gauge *gauge, cr_gauge_stats *out);
 /* The description every face prints: "cellrate.Concurrency(limit=4,
- * capacity=10, lease=30)" (no capacity for one gauge, no lease for none), as
- * snprintf into `buf`. */
-size_t cr_gauge_describe(char *buf, size_t size, int64_t limit, int64_t capacity, int64_t lease_ns);
+ * capacity=10, lease=30, peak=True)" (no capacity for one gauge, no lease for
+ * none, no peak when not tracked), as snprintf into `buf`. */
+size_t cr_gauge_describe(char *buf, size_t size, int64_t limit, int64_t capacity, int64_t lease_ns,
+                         bool peak);
 cr_status cr_gauge_reset_stats(cr_gauge *gauge);
 
 /* What cr_gauge_open and cr_gauge_acquire refuse of a limit and a cost,
@@ -881,7 +895,7 @@ typedef struct cr_region_info {
     /* cr_limit_describe's text, or "cellrate.Concurrency(limit=.., ...)" */
     char description[CR_LIMIT_DESCRIPTION_MAX];
     cr_stats stats;             /* a rate limit's counters */
-    cr_gauge_stats gauge_stats; /* a concurrency limit's */
+    cr_gauge_stats gauge_stats; /* a concurrency limit's (peak_tracked: its setting) */
 } cr_region_info;
 
 /* Reads the region at `path` without changing it: opened read-only, never

@@ -82,7 +82,7 @@ static void item_count_refusal(const cr_item *item, int64_t cost, int64_t sign)
     cr_count2(counts, CR_N_REFUSED, (uint64_t)sign, CR_N_UNITS_REFUSED,
               (uint64_t)(sign * (cost - 1)));
     if (cost > limit->burst)
-        cr_count2(counts, CR_N_UNFITTABLE, (uint64_t)sign, CR_N_UNFITTABLE, 0);
+        cr_count1(counts, CR_N_UNFITTABLE, (uint64_t)sign);
 }
 
 void cr_item_would_refuse(const cr_item *item, int64_t cost)

@@ -68,6 +68,12 @@ void cr_count2_slow(const cr_counts *counts, unsigned fa, uint64_t na, unsigned 
     atomic_fetch_add_explicit(&cell->n[fb], nb, memory_order_relaxed);
 }
 
+int64_t cr_count1_slow(const cr_counts *counts, unsigned f, int64_t n)
+{
+    cr_count1(counts, f, (uint64_t)n);
+    return n;
+}
+
 int cr_count_verdict_slow(const cr_counts *counts, bool admitted, int64_t cost, int64_t most)
 {
     cr_count_verdict(counts, admitted, cost, most);
@@ -178,7 +184,8 @@ void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicte
     atomic_thread_fence(memory_order_release);
     for (int f = 0; f < CR_COUNTER_FIELDS - 1; f++)
         atomic_store_explicit(&block->base[f], now[f], memory_order_release);
-    atomic_store_explicit(&block->peak, atomic_load(&block->in_flight), memory_order_relaxed);
+    const int64_t held = atomic_load(&block->in_flight); /* a peak's total (else 0) */
+    atomic_store_explicit(&block->peak, held > 0 ? held : 0, memory_order_relaxed);
     atomic_store_explicit(&block->seq, (seq | 1) + 1, memory_order_release);
     pthread_mutex_unlock(&resetting);
 }
@@ -197,7 +204,8 @@ void cr_counters_rate_stats(const cr_counter_block *block, uint32_t nlanes, uint
                       n[CR_N_EVICTED]};
 }
 
-void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, cr_gauge_stats *out)
+void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, uint64_t in_flight,
+                             bool peak, cr_gauge_stats *out)
 {
     uint64_t n[CR_COUNTER_FIELDS - 1];
     cr_counters_read(block, nlanes, 0, n);
@@ -209,9 +217,10 @@ void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, cr_
         .units_refused = n[CR_N_REFUSED] + n[CR_N_UNITS_REFUSED],
         .released = n[CR_N_RELEASED],
         .reclaimed = n[CR_N_RECLAIMED],
-        .in_flight = (uint64_t)atomic_load_explicit(&b->in_flight, memory_order_relaxed),
-        .peak = (uint64_t)atomic_load_explicit(&b->peak, memory_order_relaxed),
+        .in_flight = in_flight,
+        .peak = peak ? (uint64_t)atomic_load_explicit(&b->peak, memory_order_relaxed) : 0,
         .evicted = 0,
+        .peak_tracked = peak,
     };
 }
 

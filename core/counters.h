@@ -62,8 +62,9 @@ typedef struct {
     _Alignas(CR_COUNTER_SPACING) _Atomic uint64_t seq; /* odd while reset_stats writes it */
     _Atomic uint64_t base[CR_COUNTER_FIELDS - 1];
     _Alignas(64) _Atomic uint64_t owner[CR_COUNTER_LANES]; /* a lane's process id; 0: free */
-    /* concurrency: units held now and the most held at once (one line of
-     * their own: the one total a peak needs) */
+    /* concurrency with a peak: units held now and the most held at once
+     * (one line of their own: the one total a peak needs; a limit made
+     * without peak never writes them, and counts in_flight in its cells) */
     _Alignas(64) _Atomic int64_t in_flight;
     _Atomic int64_t peak;
     cr_counter_cell overflow;
@@ -108,18 +109,27 @@ __attribute__((always_inline)) static inline void cr_count_bump(_Atomic uint64_t
                           memory_order_relaxed);
 }
 
-/* Adds `na` to field `fa` and `nb` to `fb` in the thread's own cell. */
-__attribute__((always_inline)) static inline void cr_count2(const cr_counts *counts, unsigned fa,
-                                                            uint64_t na, unsigned fb, uint64_t nb)
+/* The calling thread's own cell of `counts`, or NULL: no slot yet (or none
+ * to be had), or a lane of another process (a fork child's handle). */
+__attribute__((always_inline)) static inline cr_counter_cell *cr_own_cell(const cr_counts *counts)
 {
-#ifndef CR_NO_COUNTERS
     const unsigned slot = cr_counter_slot - 1u; /* 0 wraps past the slots */
     if (__builtin_expect(
             slot < CR_COUNTER_SLOTS && counts->lane != NULL &&
                 (counts->pid == 0 ||
                  counts->pid == atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed)),
-            1)) {
-        cr_counter_cell *cell = &counts->lane->cell[slot];
+            1))
+        return &counts->lane->cell[slot];
+    return NULL;
+}
+
+/* Adds `na` to field `fa` and `nb` to `fb` in the thread's own cell. */
+__attribute__((always_inline)) static inline void cr_count2(const cr_counts *counts, unsigned fa,
+                                                            uint64_t na, unsigned fb, uint64_t nb)
+{
+#ifndef CR_NO_COUNTERS
+    cr_counter_cell *cell = cr_own_cell(counts);
+    if (__builtin_expect(cell != NULL, 1)) {
         cr_count_bump(&cell->n[fa], na);
         if (nb != 0) /* a verdict of one unit; a field counted alone */
             cr_count_bump(&cell->n[fb], nb);
@@ -128,6 +138,41 @@ __attribute__((always_inline)) static inline void cr_count2(const cr_counts *cou
     cr_count2_slow(counts, fa, na, fb, nb);
 #else
     (void)counts, (void)fa, (void)na, (void)fb, (void)nb;
+#endif
+}
+
+/* Adds `n` to field `f` in the thread's own cell: cr_count2 with one field. */
+__attribute__((always_inline)) static inline void cr_count1(const cr_counts *counts, unsigned f,
+                                                            uint64_t n)
+{
+#ifndef CR_NO_COUNTERS
+    cr_counter_cell *cell = cr_own_cell(counts);
+    if (__builtin_expect(cell != NULL, 1)) {
+        cr_count_bump(&cell->n[f], n);
+        return;
+    }
+    cr_count2_slow(counts, f, n, f, 0);
+#else
+    (void)counts, (void)f, (void)n;
+#endif
+}
+
+/* cr_count1 returning `n`, its slow path a tail call (cr_count1_slow): for
+ * an entry point's last step, which then keeps no register across a call. */
+__attribute__((cold)) int64_t cr_count1_slow(const cr_counts *counts, unsigned f, int64_t n);
+__attribute__((always_inline)) static inline int64_t cr_count1_tail(const cr_counts *counts,
+                                                                    unsigned f, int64_t n)
+{
+#ifndef CR_NO_COUNTERS
+    cr_counter_cell *cell = cr_own_cell(counts);
+    if (__builtin_expect(cell != NULL, 1)) {
+        cr_count_bump(&cell->n[f], (uint64_t)n);
+        return n;
+    }
+    return cr_count1_slow(counts, f, n);
+#else
+    (void)counts, (void)f;
+    return n;
 #endif
 }
 
@@ -142,7 +187,7 @@ cr_count_verdict(const cr_counts *counts, bool admitted, int64_t cost, int64_t m
     }
     cr_count2(counts, CR_N_REFUSED, 1, CR_N_UNITS_REFUSED, (uint64_t)cost - 1);
     if (cost > most)
-        cr_count2(counts, CR_N_UNFITTABLE, 1, CR_N_UNFITTABLE, 0);
+        cr_count1(counts, CR_N_UNFITTABLE, 1);
 }
 
 /* cr_count_verdict, returning CR_OK (0): out of line. */
@@ -172,6 +217,25 @@ static inline int cr_count_own_tail(const cr_counts *counts, bool admitted, int6
 #endif
 }
 
+/* cr_count_own_tail for an admission of a store of this process or of a
+ * region (its lane checked as cr_count2 checks it). */
+static inline int cr_count_admitted_tail(const cr_counts *counts, int64_t cost)
+{
+#ifndef CR_NO_COUNTERS
+    cr_counter_cell *cell = cr_own_cell(counts);
+    if (__builtin_expect(cell != NULL, 1)) {
+        cr_count_bump(&cell->n[CR_N_ADMITTED], 1);
+        if (cost != 1)
+            cr_count_bump(&cell->n[CR_N_UNITS_ADMITTED], (uint64_t)cost - 1);
+        return 0;
+    }
+    return cr_count_verdict_slow(counts, true, cost, INT64_MAX);
+#else
+    (void)counts, (void)cost;
+    return 0;
+#endif
+}
+
 /* A block of this process alone (zeroed, one lane); NULL when out of memory. */
 cr_counter_block *cr_counters_new(cr_counts *counts);
 /* The same in `memory` (CR_COUNTER_BLOCK_SIZE(1) bytes, aligned to
@@ -190,7 +254,8 @@ void cr_counters_read(const cr_counter_block *block, uint32_t nlanes, uint64_t e
 /* Sets the baseline to the counts now (a region's caller holds its change
  * lock: resets of other processes). */
 void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicted);
-/* Concurrency: `delta` units now held more (or fewer); raises the peak. */
+/* Concurrency with a peak: `delta` units now held more (or fewer) in the
+ * block's total; raises the peak. Locked instructions on one shared line. */
 void cr_counters_hold(const cr_counts *counts, int64_t delta);
 
 #endif

@@ -61,6 +61,7 @@ struct cr_gauge {
     int64_t limit;
     int64_t capacity; /* 0: one gauge */
     int64_t lease_ns; /* 0: none */
+    bool peak;        /* keeps the counters' total of units held (cr_counters_hold) */
     uint64_t seed[2];
     uint32_t nbuckets;
     uint32_t ngauges;
@@ -146,7 +147,7 @@ static int64_t load_acquired(const cell *c)
 }
 
 /* Frees the cells of `holding` (those of its span carrying its pair); the count. */
-static int64_t free_span(cr_gauge *gauge, const cr_holding *holding)
+__attribute__((noinline)) static int64_t free_span(cr_gauge *gauge, const cr_holding *holding)
 {
     cell *cells = cells_of(gauge, holding->entry);
     const uint64_t limit = (uint64_t)gauge->limit;
@@ -216,15 +217,18 @@ static int64_t reclaim(cr_gauge *gauge, uint32_t index)
         if (holder == 0)
             continue;
         const int64_t acquired_ns = load_acquired(&cells[i]);
-        if (load_holder(&cells[i]) == holder &&
-            holding_dead(gauge, holder, acquired_ns, now_ns, &memo) &&
-            cell_cas(gauge, &cells[i], holder, acquired_ns, 0, 0))
+        if (load_holder(&cells[i]) != holder ||
+            !holding_dead(gauge, holder, acquired_ns, now_ns, &memo))
+            continue;
+        if (gauge->peak) /* out of the total before the cell is free (cr_gauge_release) */
+            cr_counters_hold(&gauge->counts, -1);
+        if (cell_cas(gauge, &cells[i], holder, acquired_ns, 0, 0))
             reclaimed++;
+        else if (gauge->peak)
+            cr_counters_hold(&gauge->counts, 1); /* freed by another meanwhile */
     }
-    if (reclaimed > 0) {
-        cr_count2(&gauge->counts, CR_N_RECLAIMED, (uint64_t)reclaimed, CR_N_RECLAIMED, 0);
-        cr_counters_hold(&gauge->counts, -reclaimed);
-    }
+    if (reclaimed > 0)
+        cr_count1(&gauge->counts, CR_N_RECLAIMED, (uint64_t)reclaimed);
     return reclaimed;
 }
 
@@ -414,29 +418,35 @@ __attribute__((noinline)) static cr_status acquire_general(cr_gauge *gauge, cons
 }
 
 /* The common acquire: one unit of a single gauge without a lease, its
- * first cell free. A lock-prefixed instruction waits for every earlier
- * store to drain, so nothing is stored before the compare-and-swap but the
- * thread's sequence: no saved register, no record on the stack, and the
- * cell is not loaded first (free_cells). Whatever else, the general path
- * decides, with the arguments this case implies. */
-static inline cr_status acquire_one(cr_gauge *gauge, bool *acquired, cr_holding *holding)
+ * first cell free (take_one: false, nothing written, when it is held). A
+ * lock-prefixed instruction waits for every earlier store to drain, so
+ * nothing is stored before the compare-and-swap but the thread's sequence:
+ * no saved register, no record on the stack, and the cell is not loaded
+ * first (free_cells). Whatever else, the general path decides, with the
+ * arguments this case implies. */
+static inline bool take_one(cr_gauge *gauge, uint32_t pid, cr_holding *holding)
 {
-    const uint32_t pid = atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed);
-    if (pid == 0)
-        return acquire_general(gauge, NULL, 0, 1, acquired, holding); /* asks cr_own_pid */
     const uint64_t holder = (uint64_t)pid << 32 | next_sequence();
     const uint64_t start = start_of(holder, (uint64_t)gauge->limit);
     cell *c = &cells_of(gauge, 0)[start];
     uint64_t free_word = 0; /* without a lease, the holder word alone (cell_cas) */
     if (!__atomic_compare_exchange_n(&c->half.holder, &free_word, holder, false, __ATOMIC_SEQ_CST,
                                      __ATOMIC_SEQ_CST))
-        return acquire_general(gauge, NULL, 0, 1, acquired, holding);
+        return false;
     holding->holder = holder;
     holding->acquired_ns = 0;
     holding->cost = 1;
     holding->entry = 0;
     holding->first = (uint32_t)start;
     holding->span = 1;
+    return true;
+}
+
+static inline cr_status acquire_one(cr_gauge *gauge, bool *acquired, cr_holding *holding)
+{
+    const uint32_t pid = atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed);
+    if (pid == 0 || !take_one(gauge, pid, holding)) /* 0: asks cr_own_pid */
+        return acquire_general(gauge, NULL, 0, 1, acquired, holding);
     *acquired = true;
     return CR_OK;
 }
@@ -456,7 +466,8 @@ cr_status cr_gauge_poll(cr_gauge *gauge, const void *key, size_t key_len, int64_
     cr_status status = acquire_units(gauge, key, key_len, cost, acquired, holding);
     if (status == CR_OK && *acquired) {
         cr_count_verdict(&gauge->counts, true, cost, INT64_MAX);
-        cr_counters_hold(&gauge->counts, cost);
+        if (gauge->peak) /* the one total a peak needs: a locked add, shared */
+            cr_counters_hold(&gauge->counts, cost);
     }
     return status;
 }
@@ -467,8 +478,10 @@ void cr_gauge_count_refusal(cr_gauge *gauge, int64_t cost)
     cr_count_verdict(&gauge->counts, false, cost, INT64_MAX);
 }
 
-cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
-                           bool *acquired, cr_holding *holding)
+/* cr_gauge_acquire but its common case; counted. */
+__attribute__((noinline)) static cr_status acquire_counted(cr_gauge *gauge, const void *key,
+                                                           size_t key_len, int64_t cost,
+                                                           bool *acquired, cr_holding *holding)
 {
     cr_status status = cr_gauge_poll(gauge, key, key_len, cost, acquired, holding);
     if (status == CR_OK && !*acquired)
@@ -476,16 +489,68 @@ cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int
     return status;
 }
 
+/* The common acquire (acquire_one's case, without a peak) swaps and counts
+ * with everything else a tail call: no register saved before the swap. */
+cr_status cr_gauge_acquire(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
+                           bool *acquired, cr_holding *holding)
+{
+    const uint32_t pid = atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed);
+    if (__builtin_expect(cost != 1 || key || gauge->capacity != 0 || gauge->lease_ns != 0 ||
+                             gauge->peak || pid == 0,
+                         0))
+        return acquire_counted(gauge, key, key_len, cost, acquired, holding);
+    if (!take_one(gauge, pid, holding))
+        return acquire_counted(gauge, key, key_len, cost, acquired, holding);
+    *acquired = true;
+    return (cr_status)cr_count_admitted_tail(&gauge->counts, 1);
+}
+
+/* A release with the peak's total: the units leave the total before their
+ * cells are free, and come back to it for cells found freed by another (a
+ * reclaim, a release before). An acquire adds to it once its cells are
+ * taken: so the total never exceeds the cells held at any instant, nor the
+ * peak the limit (a release that freed its cells first could let a taker of
+ * them add its units while the units it gave back were still counted). */
+__attribute__((noinline)) static int64_t release_with_peak(cr_gauge *gauge,
+                                                           const cr_holding *holding)
+{
+    const int64_t units = holding->cost < 0              ? 0
+                          : holding->cost > gauge->limit ? gauge->limit
+                                                         : holding->cost;
+    cr_counters_hold(&gauge->counts, -units);
+    const int64_t freed = free_cells(gauge, holding);
+    if (freed != units)
+        cr_counters_hold(&gauge->counts, units - freed);
+    return freed;
+}
+
+/* Every release but the common one; counted. */
+__attribute__((noinline)) static int64_t release_general(cr_gauge *gauge, const cr_holding *holding)
+{
+    const int64_t freed = gauge->peak ? release_with_peak(gauge, holding)
+                                      : free_cells(gauge, holding);
+    if (freed > 0)
+        cr_count1(&gauge->counts, CR_N_RELEASED, (uint64_t)freed);
+    return freed;
+}
+
+/* The common release (one cell, no lease, no peak) swaps its holder word
+ * and counts it with nothing kept across a call: no register saved, nothing
+ * stored before the swap (free_cells). */
 int64_t cr_gauge_release(cr_gauge *gauge, const cr_holding *holding)
 {
     if (holding->holder == 0 || holding->entry >= gauge->ngauges)
         return 0;
-    const int64_t freed = free_cells(gauge, holding);
-    if (freed > 0) {
-        cr_count2(&gauge->counts, CR_N_RELEASED, (uint64_t)freed, CR_N_RELEASED, 0);
-        cr_counters_hold(&gauge->counts, -freed);
-    }
-    return freed;
+    if (__builtin_expect(gauge->peak || gauge->lease_ns != 0 || holding->span != 1 ||
+                             holding->first >= (uint64_t)gauge->limit,
+                         0))
+        return release_general(gauge, holding);
+    cell *c = &cells_of(gauge, holding->entry)[holding->first];
+    uint64_t holder = holding->holder;
+    if (!__atomic_compare_exchange_n(&c->half.holder, &holder, 0, false, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST))
+        return 0;
+    return cr_count1_tail(&gauge->counts, CR_N_RELEASED, 1);
 }
 
 cr_status cr_gauge_wait(cr_gauge *gauge, const void *key, size_t key_len, int64_t cost,
@@ -529,14 +594,24 @@ cr_status cr_gauge_in_flight(cr_gauge *gauge, const void *key, size_t key_len, i
     return CR_OK;
 }
 
-uint64_t cr_gauge_count_keys(const void *gauges, uint32_t nbuckets, int64_t limit)
+void cr_gauge_count(const void *gauges, uint32_t nbuckets, int64_t limit, bool keyed,
+                    uint64_t *keys, uint64_t *held)
 {
     const cr_gauge view = {
         .limit = limit, .stride = sizeof(cell) * (size_t)(limit + 1), .gauges = (char *)gauges};
-    uint64_t keys = 0;
-    for (uint32_t index = 0; index < nbuckets * GAUGES_PER_BUCKET; index++)
-        keys += atomic_load(head_of(&view, index)) != 0 && held_cells(&view, index) > 0;
-    return keys;
+    *keys = 0;
+    *held = 0;
+    if (!keyed) {
+        *held = (uint64_t)held_cells(&view, 0);
+        return;
+    }
+    for (uint32_t index = 0; index < nbuckets * GAUGES_PER_BUCKET; index++) {
+        if (atomic_load(head_of(&view, index)) == 0)
+            continue; /* never given to a key: every cell free */
+        const int64_t cells = held_cells(&view, index);
+        *keys += cells > 0;
+        *held += (uint64_t)cells;
+    }
 }
 
 cr_status cr_gauge_check(int64_t limit, int64_t cost)
@@ -579,6 +654,7 @@ static cr_status map_shared(cr_gauge *gauge, const char *path, int64_t mode)
     cr_region_spec spec = {
         .kind = CR_REGION_CONCURRENCY,
         .algorithm = 0,
+        .flags = gauge->peak ? CR_REGION_PEAK : 0,
         .emission_ns = gauge->lease_ns,
         .burst = gauge->limit,
         .capacity = gauge->capacity,
@@ -596,7 +672,7 @@ static cr_status map_shared(cr_gauge *gauge, const char *path, int64_t mode)
 }
 
 cr_status cr_gauge_open(cr_gauge **out, int64_t limit, bool keyed, int64_t capacity,
-                        int64_t lease_ns, const char *path, int64_t mode)
+                        int64_t lease_ns, bool peak, const char *path, int64_t mode)
 {
     if (cr_gauge_check(limit, 1) != CR_OK)
         return CR_E_LIMIT;
@@ -610,6 +686,7 @@ cr_status cr_gauge_open(cr_gauge **out, int64_t limit, bool keyed, int64_t capac
     gauge->limit = limit;
     gauge->capacity = keyed ? capacity : 0;
     gauge->lease_ns = lease_ns;
+    gauge->peak = peak;
     gauge->stride = sizeof(cell) * (size_t)(limit + 1);
     int64_t buckets = 1;
     if (keyed) {
@@ -660,10 +737,13 @@ void cr_gauge_free(cr_gauge *gauge)
 int64_t cr_gauge_limit(const cr_gauge *gauge) { return gauge->limit; }
 int64_t cr_gauge_capacity(const cr_gauge *gauge) { return gauge->capacity; }
 int64_t cr_gauge_lease_ns(const cr_gauge *gauge) { return gauge->lease_ns; }
+bool cr_gauge_tracks_peak(const cr_gauge *gauge) { return gauge->peak; }
 
 void cr_gauge_stats_read(const cr_gauge *gauge, cr_gauge_stats *out)
 {
-    cr_counters_gauge_stats(gauge->counts.block, gauge->counts.nlanes, out);
+    uint64_t keys, held;
+    cr_gauge_count(gauge->gauges, gauge->nbuckets, gauge->limit, gauge->capacity > 0, &keys, &held);
+    cr_counters_gauge_stats(gauge->counts.block, gauge->counts.nlanes, held, gauge->peak, out);
 }
 
 cr_status cr_gauge_reset_stats(cr_gauge *gauge)
@@ -671,7 +751,8 @@ cr_status cr_gauge_reset_stats(cr_gauge *gauge)
     return cr_counts_reset(&gauge->counts, &gauge->region, 0);
 }
 
-size_t cr_gauge_describe(char *buf, size_t size, int64_t limit, int64_t capacity, int64_t lease_ns)
+size_t cr_gauge_describe(char *buf, size_t size, int64_t limit, int64_t capacity, int64_t lease_ns,
+                         bool peak)
 {
     int len = snprintf(buf, size, "cellrate.Concurrency(limit=%" PRId64, limit);
     if (capacity > 0)
@@ -680,6 +761,8 @@ size_t cr_gauge_describe(char *buf, size_t size, int64_t limit, int64_t capacity
     if (lease_ns > 0)
         len += snprintf(buf + len, size > (size_t)len ? size - (size_t)len : 0, ", lease=%.17g",
                         cr_ns_to_seconds(lease_ns));
+    if (peak)
+        len += snprintf(buf + len, size > (size_t)len ? size - (size_t)len : 0, ", peak=True");
     len += snprintf(buf + len, size > (size_t)len ? size - (size_t)len : 0, ")");
     return (size_t)len;
 }

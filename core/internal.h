@@ -199,7 +199,7 @@ CR_HOT void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr
                              INT64_MAX);
         return;
     case CR_OP_REFUND:
-        cr_count2(counts, CR_N_UNITS_ADMITTED, (uint64_t)-op->cost, CR_N_UNITS_ADMITTED, 0);
+        cr_count1(counts, CR_N_UNITS_ADMITTED, (uint64_t)-op->cost);
         return;
     default:
         return;
@@ -210,7 +210,7 @@ CR_HOT void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr
 static inline void cr_count_would_refuse(const cr_counts *counts, int64_t cost)
 {
     cr_count2(counts, CR_N_REFUSED, (uint64_t)-1, CR_N_UNITS_REFUSED, 1 - (uint64_t)cost);
-    cr_count2(counts, CR_N_WOULD_REFUSE, 1, CR_N_WOULD_REFUSE, 0);
+    cr_count1(counts, CR_N_WOULD_REFUSE, 1);
 }
 
 /* A composite's item that admitted, given back: counts as no decision. */
@@ -219,16 +219,22 @@ static inline void cr_count_given_back(const cr_counts *counts, int64_t cost)
     cr_count2(counts, CR_N_ADMITTED, (uint64_t)-1, CR_N_UNITS_ADMITTED, 1 - (uint64_t)cost);
 }
 
-/* Keys holding a slot in a keyed table's `nbuckets` buckets; keys holding
- * units in a keyed gauge table's (read-only: an inspection's too). */
+/* Keys holding a slot in a keyed table's `nbuckets` buckets; the keys
+ * holding units in a keyed gauge table's, and the units held in all of its
+ * gauges (the one gauge's without `keyed`: no keys). Read-only: an
+ * inspection's too. */
 size_t cr_keyed_count_slots(const void *buckets, uint32_t nbuckets);
-uint64_t cr_gauge_count_keys(const void *gauges, uint32_t nbuckets, int64_t limit);
+void cr_gauge_count(const void *gauges, uint32_t nbuckets, int64_t limit, bool keyed,
+                    uint64_t *keys, uint64_t *held);
 
 /* The counts of a rate limit's block (`evicted`: its table's word) and of a
  * concurrency limit's. */
 void cr_counters_rate_stats(const cr_counter_block *block, uint32_t nlanes, uint64_t evicted,
                             cr_stats *out);
-void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, cr_gauge_stats *out);
+/* `in_flight`: the units held, counted in the cells; `peak`: whether the
+ * block's total is kept (else peak 0, not tracked). */
+void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, uint64_t in_flight,
+                             bool peak, cr_gauge_stats *out);
 struct cr_region_s;
 /* reset_stats of a store whose region is `region` (base NULL: none), under
  * the region's change lock: CR_E_SHARED_LOCK when it stays held. */
@@ -361,6 +367,7 @@ extern int64_t cr_lock_timeout_ns;
 typedef struct {
     uint32_t kind;       /* CR_REGION_LIMITER, CR_REGION_KEYED or CR_REGION_CONCURRENCY */
     uint32_t algorithm;  /* cr_algorithm */
+    uint32_t flags;      /* CR_REGION_PEAK */
     int64_t emission_ns; /* concurrency: the lease (0 for a rate limit: its limit is recorded) */
     int64_t burst;       /* concurrency: the limit */
     int64_t capacity;
@@ -375,6 +382,9 @@ typedef struct {
 } cr_region_spec;
 
 enum { CR_REGION_LIMITER = 1, CR_REGION_KEYED = 2, CR_REGION_CONCURRENCY = 3 };
+/* A flag of a region's identity: a concurrency region that tracks the peak
+ * (every process keeps the counters' total, or the peak is wrong). */
+enum { CR_REGION_PEAK = 1 };
 
 /* A mapped region: pointers into the mapping. */
 typedef struct cr_region_s {

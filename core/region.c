@@ -46,7 +46,9 @@ static const char region_magic[8] = {'C', 'E', 'L', 'L', 'R', 'A', 'T', 'E'};
 typedef struct {
     char magic[8];
     uint32_t version;
-    uint32_t kind; /* the store kind | the algorithm << 8 (gcra: 0, as before the catalogue) */
+    /* the store kind | the algorithm << 8 (gcra: 0, as before the catalogue)
+     * | the flags << 16 (CR_REGION_PEAK; 0 in every region before it) */
+    uint32_t kind;
     uint64_t total_size;
     int64_t emission_ns; /* a concurrency region's lease (0: none); rate limits: 0, see records */
     int64_t burst;       /* a concurrency region's limit; rate limits: 0 */
@@ -388,7 +390,7 @@ static cr_status create_region(const char *path, int64_t mode, const cr_region_s
         region_identity *identity = &header->identity;
         memcpy(identity->magic, region_magic, sizeof region_magic);
         identity->version = REGION_VERSION;
-        identity->kind = spec->kind | spec->algorithm << 8;
+        identity->kind = spec->kind | spec->algorithm << 8 | spec->flags << 16;
         identity->total_size = spec->total_size;
         identity->emission_ns = spec->emission_ns;
         identity->burst = spec->burst;
@@ -448,10 +450,11 @@ static cr_status check_identity(int fd, const cr_region_spec *spec, char boot_id
         return (uint64_t)st.st_size < identity.total_size ? CR_E_SHARED_SHORT : CR_E_SHARED_CORRUPT;
     if ((identity.kind & 0xff) != spec->kind)
         return CR_E_SHARED_KIND;
-    if (identity.kind >> 8 != spec->algorithm)
+    if ((identity.kind >> 8 & 0xff) != spec->algorithm)
         return CR_E_SHARED_ALGORITHM;
-    if (identity.emission_ns != spec->emission_ns || identity.burst != spec->burst)
-        return CR_E_SHARED_LIMIT; /* a concurrency region's lease and limit */
+    if (identity.emission_ns != spec->emission_ns || identity.burst != spec->burst ||
+        identity.kind >> 16 != spec->flags)
+        return CR_E_SHARED_LIMIT; /* a concurrency region's lease, limit and peak */
     if (identity.capacity != spec->capacity)
         return CR_E_SHARED_CAPACITY;
     if (identity.nbuckets != spec->nbuckets || identity.nstripes != spec->nstripes ||
@@ -610,8 +613,10 @@ static cr_status inspect_identity(int fd, region_identity *identity, cr_region_s
         return (uint64_t)st.st_size < identity->total_size ? CR_E_SHARED_SHORT
                                                            : CR_E_SHARED_CORRUPT;
     const uint32_t kind = identity->kind & 0xff;
-    if (!kind_name(kind) || (kind == CR_REGION_CONCURRENCY && identity->kind >> 8 != 0) ||
-        (kind != CR_REGION_CONCURRENCY && cr_algorithm_name(identity->kind >> 8)[0] == '\0'))
+    const uint32_t algorithm = identity->kind >> 8 & 0xff, flags = identity->kind >> 16;
+    if (!kind_name(kind) ||
+        (kind == CR_REGION_CONCURRENCY && (algorithm != 0 || (flags & ~CR_REGION_PEAK) != 0)) ||
+        (kind != CR_REGION_CONCURRENCY && (cr_algorithm_name(algorithm)[0] == '\0' || flags != 0)))
         return CR_E_SHARED_CORRUPT;
     *spec = (cr_region_spec){.kind = kind, .nstripes = identity->nstripes};
     layout(spec);
@@ -638,15 +643,16 @@ static cr_status inspect_mapped(void *base, const region_identity *identity,
             (identity->capacity > 0 && spec->buckets_size < (size_t)identity->nbuckets * 4 * 16 *
                                                                 (size_t)(identity->burst + 1)))
             return CR_E_SHARED_CORRUPT;
-        if (identity->capacity > 0)
-            out->live_keys = cr_gauge_count_keys(region.buckets, identity->nbuckets,
-                                                 identity->burst);
+        const bool peak = identity->kind >> 16 & CR_REGION_PEAK;
+        uint64_t held;
+        cr_gauge_count(region.buckets, identity->nbuckets, identity->burst, identity->capacity > 0,
+                       &out->live_keys, &held);
         cr_gauge_describe(out->description, sizeof out->description, identity->burst,
-                          identity->capacity, identity->emission_ns);
-        cr_counters_gauge_stats(region.counters, CR_COUNTER_LANES, &out->gauge_stats);
+                          identity->capacity, identity->emission_ns, peak);
+        cr_counters_gauge_stats(region.counters, CR_COUNTER_LANES, held, peak, &out->gauge_stats);
         return CR_OK;
     }
-    const cr_algorithm algorithm = (cr_algorithm)(identity->kind >> 8);
+    const cr_algorithm algorithm = (cr_algorithm)(identity->kind >> 8 & 0xff);
     out->algorithm = cr_algorithm_name(algorithm);
     out->capacity = kind == CR_REGION_KEYED ? identity->capacity : 0;
     if (kind == CR_REGION_KEYED) {

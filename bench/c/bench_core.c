@@ -1124,40 +1124,59 @@ static bool gauge_cycle(void *ctx, size_t i)
     return acquired && cr_gauge_release(c->gauge, &holding) == 1;
 }
 
+#define GAUGE_2T(name, context)                                                                   \
+    {                                                                                             \
+        .id = (name), .body = gauge_cycle, .ctx = {(context), (context)}, .threads = 2, .ops = n, \
+        .expect = "allow"                                                                         \
+    }
+
+/* acquire+release in process, in a shared region, keyed and on 2 threads,
+ * without the peak and with it (".peak": peak=true, the shared total), round
+ * robin with their floors. */
 static void concurrency_scenarios(const config *cfg)
 {
     size_t n = cfg->single_ops;
-    char path[64];
-    snprintf(path, sizeof path, "/dev/shm/cellrate-bench-gauge-%d", (int)getpid());
-    unlink(path);
-    gauge_ctx own = {0}, shared = {0}, keyed = {.key = "client", .key_len = 6};
-    check_status(cr_gauge_open(&own.gauge, 64, false, 0, 0, NULL, 0), "cr_gauge_open");
-    check_status(cr_gauge_open(&shared.gauge, 64, false, 0, 0, path, 0600), "cr_gauge_open");
-    check_status(cr_gauge_open(&keyed.gauge, 64, true, 1000, 0, NULL, 0), "cr_gauge_open");
+    char path[2][64];
+    gauge_ctx own[2] = {{0}}, shared[2] = {{0}};
+    gauge_ctx keyed[2] = {{.key = "client", .key_len = 6}, {.key = "client", .key_len = 6}};
+    for (int peak = 0; peak < 2; peak++) {
+        snprintf(path[peak], sizeof path[peak], "/dev/shm/cellrate-bench-gauge-%d-%d",
+                 (int)getpid(), peak);
+        unlink(path[peak]);
+        check_status(cr_gauge_open(&own[peak].gauge, 64, false, 0, 0, peak, NULL, 0),
+                     "cr_gauge_open");
+        check_status(cr_gauge_open(&shared[peak].gauge, 64, false, 0, 0, peak, path[peak], 0600),
+                     "cr_gauge_open");
+        check_status(cr_gauge_open(&keyed[peak].gauge, 64, true, 1000, 0, peak, NULL, 0),
+                     "cr_gauge_open");
+    }
     bench_case cases[] = {
         CASE1("c.floor.atomic_inc_dec", floor_inc_dec, NULL, n, "allow"),
         CASE1("c.floor.holder_cas_pair", floor_holder_cas, NULL, n, "allow"),
-        CASE1("c.cellrate.concurrency.acquire_release", gauge_cycle, &own, n, "allow"),
-        CASE1("c.cellrate.concurrency.shared.acquire_release", gauge_cycle, &shared, n, "allow"),
-        CASE1("c.cellrate.concurrency.keyed.acquire_release", gauge_cycle, &keyed, n, "allow"),
+        CASE1("c.cellrate.concurrency.acquire_release", gauge_cycle, &own[0], n, "allow"),
+        CASE1("c.cellrate.concurrency.shared.acquire_release", gauge_cycle, &shared[0], n, "allow"),
+        CASE1("c.cellrate.concurrency.keyed.acquire_release", gauge_cycle, &keyed[0], n, "allow"),
+        CASE1("c.cellrate.concurrency.peak.acquire_release", gauge_cycle, &own[1], n, "allow"),
+        CASE1("c.cellrate.concurrency.peak.shared.acquire_release", gauge_cycle, &shared[1], n,
+              "allow"),
+        CASE1("c.cellrate.concurrency.peak.keyed.acquire_release", gauge_cycle, &keyed[1], n,
+              "allow"),
         {.id = "c.floor.atomic_inc_dec.2t",
          .body = floor_inc_dec,
          .ctx = {NULL, NULL},
          .threads = 2,
          .ops = n,
          .expect = "allow"},
-        {.id = "c.cellrate.concurrency.acquire_release.2t",
-         .body = gauge_cycle,
-         .ctx = {&own, &own},
-         .threads = 2,
-         .ops = n,
-         .expect = "allow"},
+        GAUGE_2T("c.cellrate.concurrency.acquire_release.2t", &own[0]),
+        GAUGE_2T("c.cellrate.concurrency.peak.acquire_release.2t", &own[1]),
     };
     run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
-    cr_gauge_free(own.gauge);
-    cr_gauge_free(shared.gauge);
-    cr_gauge_free(keyed.gauge);
-    unlink(path);
+    for (int peak = 0; peak < 2; peak++) {
+        cr_gauge_free(own[peak].gauge);
+        cr_gauge_free(shared[peak].gauge);
+        cr_gauge_free(keyed[peak].gauge);
+        unlink(path[peak]);
+    }
 }
 
 /* ------------------------------------------------------------------------ */

@@ -637,6 +637,7 @@ local CONCURRENCY_FAMILIES = {
       { { "released", "released" }, { "reclaimed", "reclaimed" } }, "how" },
     { "cellrate_in_flight", "Units of a concurrency limit held now.", "gauge",
       { { "in_flight" } } },
+    -- only for a limit made with peak = true (stats().peak nil otherwise: no sample)
     { "cellrate_in_flight_peak", "The most units of a concurrency limit held at once since"
       .. " its counters were reset.", "gauge", { { "peak" } } },
     { "cellrate_concurrency_evictions_total", "Keys evicted from a full keyed concurrency"

@@ -25,7 +25,7 @@ USAGE_ERROR = 2
 
 # inspect's fields in the order printed; the rest follow, then the counters
 FIELDS = ("kind", "limit", "algorithm", "rate", "period", "burst", "max_in_flight", "lease",
-          "capacity", "live_keys", "generation", "layout_version", "size", "this_boot")
+          "peak", "capacity", "live_keys", "generation", "layout_version", "size", "this_boot")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,7 +67,8 @@ def _inspect(path: str) -> dict[str, Any]:
 def _text(info: dict[str, Any], path: str) -> str:
     keys = [key for key in FIELDS if info.get(key) is not None] + sorted(
         key for key in info if key not in FIELDS and key != "stats" and info[key] is not None)
-    stats = info.get("stats") or {}
+    # a concurrency limit's peak None: not tracked (the `peak no` line says so)
+    stats = {key: value for key, value in (info.get("stats") or {}).items() if value is not None}
     pad = max([len(key) for key in keys] + [len(key) + 2 for key in stats]) + 2
     lines = [f"region {path}"]
     lines += [f"  {key.replace('_', ' '):<{pad}}{_shown(info[key])}" for key in keys]

@@ -25,7 +25,8 @@ its name, and `route`, the pattern of `routes`, empty for the policy's
     cellrate_releases_total{how}        released, reclaimed (a lease expired)
     cellrate_in_flight                  units held now (gauge)
     cellrate_in_flight_peak             the most held at once since the
-                                        counters were last reset (gauge)
+                                        counters were last reset (gauge; only
+                                        for a limit made with peak=True)
     cellrate_concurrency_evictions_total  keys evicted from a full keyed table
 
 docs/operations.md#prometheus has a scrape.
@@ -151,10 +152,11 @@ class CellrateCollector(Collector):
 
 
 def _add(family: CounterMetricFamily | GaugeMetricFamily, labels: tuple[str, str, str],
-         stats: Mapping[str, int], samples: list[tuple[str, str]], extra: str) -> None:
+         stats: Mapping[str, int | None], samples: list[tuple[str, str]], extra: str) -> None:
     for key, value in samples:
-        if key in stats:
-            family.add_metric(list(labels) + ([value] if extra else []), stats[key])
+        count = stats.get(key)
+        if count is not None:  # a peak that is not tracked: no sample
+            family.add_metric(list(labels) + ([value] if extra else []), count)
 
 
 _COLLECTORS: weakref.WeakKeyDictionary[CollectorRegistry, CellrateCollector] = (

@@ -7,6 +7,7 @@
 #include "cellrate.h"
 #include "check.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -46,12 +47,12 @@ static const char *region_path(const char *name)
 static void test_bad_input(void)
 {
     cr_gauge *gauge = NULL;
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 0, false, 0, 0, NULL, 0), CR_E_LIMIT, "limit 0");
-    CHECK_EQ_I64(cr_gauge_open(&gauge, -3, false, 0, 0, NULL, 0), CR_E_LIMIT, "limit < 0");
-    CHECK_EQ_I64(cr_gauge_open(&gauge, CR_GAUGE_MAX_LIMIT + 1, false, 0, 0, NULL, 0), CR_E_LIMIT,
-                 "limit above the maximum");
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 5, true, 0, 0, NULL, 0), CR_E_CAPACITY, "capacity 0");
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 5, false, 0, -1, NULL, 0), CR_E_LEASE, "lease < 0");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 0, false, 0, 0, false, NULL, 0), CR_E_LIMIT, "limit 0");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, -3, false, 0, 0, false, NULL, 0), CR_E_LIMIT, "limit < 0");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, CR_GAUGE_MAX_LIMIT + 1, false, 0, 0, false, NULL, 0),
+                 CR_E_LIMIT, "limit above the maximum");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 5, true, 0, 0, false, NULL, 0), CR_E_CAPACITY, "capacity 0");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 5, false, 0, -1, false, NULL, 0), CR_E_LEASE, "lease < 0");
     CHECK_EQ_STR(cr_status_param(CR_E_LIMIT), "limit", "E_LIMIT names limit");
     CHECK_EQ_STR(cr_status_param(CR_E_HOLD_COST), "cost", "E_HOLD_COST names cost");
     CHECK_EQ_STR(cr_status_param(CR_E_LEASE), "lease", "E_LEASE names lease");
@@ -69,7 +70,7 @@ static void test_bad_input(void)
     CHECK_EQ_I64(cr_gauge_check(1, 2), CR_OK, "check: a cost above the limit is no mistake");
     CHECK_EQ_I64(ns, 1500000000, "lease 1.5 s in ns");
 
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 2, false, 0, 0, NULL, 0), CR_OK, "one gauge");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 2, false, 0, 0, false, NULL, 0), CR_OK, "one gauge");
     bool acquired = true;
     cr_holding holding;
     CHECK_EQ_I64(cr_gauge_acquire(gauge, NULL, 0, 0, &acquired, &holding), CR_E_HOLD_COST,
@@ -100,7 +101,7 @@ static void test_bad_input(void)
     cr_gauge_free(gauge);
     cr_gauge_free(NULL);
 
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 2, true, 4, 0, NULL, 0), CR_OK, "keyed");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 2, true, 4, 0, false, NULL, 0), CR_OK, "keyed");
     CHECK_EQ_I64(cr_gauge_acquire(gauge, NULL, 0, 1, &acquired, &holding), CR_E_KEY,
                  "no key on a keyed table");
     CHECK_EQ_I64(cr_gauge_in_flight(gauge, NULL, 0, &in_flight), CR_E_KEY, "in_flight no key");
@@ -110,7 +111,7 @@ static void test_bad_input(void)
 static void test_counts(void)
 {
     cr_gauge *gauge;
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 3, false, 0, 0, NULL, 0), CR_OK, "open");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 3, false, 0, 0, false, NULL, 0), CR_OK, "open");
     bool acquired;
     cr_holding two, one, refused;
     cr_gauge_acquire(gauge, NULL, 0, 2, &acquired, &two);
@@ -143,7 +144,7 @@ static void test_counts(void)
 static void test_keys(void)
 {
     cr_gauge *gauge; /* capacity 2: 2 buckets of 4 gauges, every key's candidates */
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 1, true, 2, 0, NULL, 0), CR_OK, "open");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 1, true, 2, 0, false, NULL, 0), CR_OK, "open");
     cr_holding held[9];
     bool acquired;
     char key[16];
@@ -177,7 +178,7 @@ static void test_keys(void)
 static void test_lease(void)
 {
     cr_gauge *gauge;
-    CHECK_EQ_I64(cr_gauge_open(&gauge, 1, false, 0, 2000000, NULL, 0), CR_OK, "lease 2 ms");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, 1, false, 0, 2000000, false, NULL, 0), CR_OK, "lease 2 ms");
     bool acquired;
     cr_holding hung, next;
     cr_gauge_acquire(gauge, NULL, 0, 1, &acquired, &hung);
@@ -193,6 +194,69 @@ static void test_lease(void)
     CHECK_EQ_I64(in_flight, 1, "the new holding stays");
     CHECK_EQ_I64(cr_gauge_release(gauge, &next), 1, "released");
     cr_gauge_free(gauge);
+}
+
+/* stats(): in_flight counted in the cells (one gauge, a keyed table, a
+ * region), the peak only when asked for, and part of a region's identity. */
+static void test_stats(void)
+{
+    cr_gauge *gauge;
+    cr_gauge_stats stats;
+    bool acquired;
+    cr_holding two, one, keys[3];
+    for (int peak = 0; peak < 2; peak++) {
+        CHECK_EQ_I64(cr_gauge_open(&gauge, 3, false, 0, 0, peak, NULL, 0), CR_OK, "open");
+        CHECK(cr_gauge_tracks_peak(gauge) == peak, "tracks the peak as asked");
+        cr_gauge_acquire(gauge, NULL, 0, 2, &acquired, &two);
+        cr_gauge_acquire(gauge, NULL, 0, 1, &acquired, &one);
+        cr_gauge_release(gauge, &two);
+        cr_gauge_stats_read(gauge, &stats);
+        CHECK_EQ_I64((int64_t)stats.in_flight, 1, "in flight (peak %d)", peak);
+        CHECK_EQ_I64((int64_t)stats.peak, peak ? 3 : 0, "the peak, if tracked (%d)", peak);
+        CHECK(stats.peak_tracked == peak, "peak_tracked (%d)", peak);
+        CHECK_EQ_I64(cr_gauge_reset_stats(gauge), CR_OK, "reset");
+        cr_gauge_stats_read(gauge, &stats);
+        CHECK_EQ_I64((int64_t)stats.peak, peak ? 1 : 0, "a reset's peak: held now (%d)", peak);
+        CHECK_EQ_I64((int64_t)stats.in_flight, 1, "a reset keeps in_flight (%d)", peak);
+        cr_gauge_free(gauge);
+
+        CHECK_EQ_I64(cr_gauge_open(&gauge, 2, true, 8, 0, peak, NULL, 0), CR_OK, "keyed");
+        const char *names[3] = {"a", "b", "c"};
+        for (int k = 0; k < 3; k++)
+            cr_gauge_acquire(gauge, names[k], 1, 2, &acquired, &keys[k]);
+        cr_gauge_release(gauge, &keys[1]);
+        cr_gauge_stats_read(gauge, &stats);
+        CHECK_EQ_I64((int64_t)stats.in_flight, 4, "keyed: the whole table's cells (%d)", peak);
+        CHECK_EQ_I64((int64_t)stats.peak, peak ? 6 : 0, "keyed: the peak, if tracked (%d)", peak);
+        cr_gauge_free(gauge);
+    }
+
+    const char *path = region_path("peak");
+    cr_gauge *other;
+    for (int peak = 0; peak < 2; peak++) {
+        unlink(path);
+        CHECK_EQ_I64(cr_gauge_open(&gauge, 3, false, 0, 0, peak, path, 0600), CR_OK, "region");
+        CHECK_EQ_I64(cr_gauge_open(&other, 3, false, 0, 0, !peak, path, 0600), CR_E_SHARED_LIMIT,
+                     "a region of another peak setting (%d)", peak);
+        CHECK_EQ_I64(cr_gauge_open(&other, 3, false, 0, 0, peak, path, 0600), CR_OK,
+                     "the same setting");
+        cr_gauge_acquire(other, NULL, 0, 2, &acquired, &two);
+        cr_region_info info;
+        CHECK_EQ_I64(cr_inspect_region(path, &info), CR_OK, "inspect");
+        CHECK(info.gauge_stats.peak_tracked == peak, "inspect: the setting (%d)", peak);
+        CHECK_EQ_I64((int64_t)info.gauge_stats.in_flight, 2, "inspect: in flight (%d)", peak);
+        CHECK_EQ_I64((int64_t)info.gauge_stats.peak, peak ? 2 : 0, "inspect: peak (%d)", peak);
+        CHECK_EQ_STR(info.description,
+                     peak ? "cellrate.Concurrency(limit=3, peak=True)"
+                          : "cellrate.Concurrency(limit=3)",
+                     "inspect: its description");
+        cr_gauge_free(other); /* its holding stays held: its process lives */
+        cr_gauge_stats_read(gauge, &stats);
+        CHECK_EQ_I64((int64_t)stats.in_flight, 2, "another handle's units (%d)", peak);
+        cr_gauge_free(gauge);
+    }
+    CHECK_EQ_STR(cr_status_param(CR_E_PEAK), "peak", "E_PEAK names peak");
+    unlink(path);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -237,11 +301,13 @@ static void *hold_thread(void *arg)
     return NULL;
 }
 
-/* lease_ns > 0: cells change as 16-byte pairs; 0: as holder words alone. */
-static void test_threads(const char *key, int64_t lease_ns)
+/* lease_ns > 0: cells change as 16-byte pairs; 0: as holder words alone.
+ * `peak`: the counters' total is kept too, and its peak never above the limit. */
+static void test_threads(const char *key, int64_t lease_ns, bool peak)
 {
     cr_gauge *gauge;
-    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, key != NULL, 16, lease_ns, NULL, 0), CR_OK, "open");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, key != NULL, 16, lease_ns, peak, NULL, 0), CR_OK,
+                 "open");
     _Atomic int held_now = 0, most_held = 0, errors = 0;
     holders h = {gauge, key, &held_now, &most_held, &errors};
     pthread_t threads[HOLDERS];
@@ -249,14 +315,26 @@ static void test_threads(const char *key, int64_t lease_ns)
         pthread_create(&threads[t], NULL, hold_thread, &h);
     for (int t = 0; t < HOLDERS; t++)
         pthread_join(threads[t], NULL);
-    printf("threads%s%s: %d x %d cycles, most held at once %d (limit %d)\n", key ? " (keyed)" : "",
-           lease_ns ? " (lease)" : "", HOLDERS, CYCLES, atomic_load(&most_held), LIMIT);
+    printf("threads%s%s%s: %d x %d cycles, most held at once %d (limit %d)\n",
+           key ? " (keyed)" : "", lease_ns ? " (lease)" : "", peak ? " (peak)" : "", HOLDERS,
+           CYCLES, atomic_load(&most_held), LIMIT);
     CHECK(atomic_load(&most_held) <= LIMIT, "never more than the limit");
     CHECK(atomic_load(&most_held) >= 2, "holders did overlap");
     CHECK_EQ_I64(atomic_load(&errors), 0, "every acquire valid, every release landed");
     int64_t in_flight;
     cr_gauge_in_flight(gauge, key, key ? strlen(key) : 0, &in_flight);
     CHECK_EQ_I64(in_flight, 0, "nothing left held");
+    cr_gauge_stats stats;
+    cr_gauge_stats_read(gauge, &stats);
+    CHECK_EQ_I64((int64_t)stats.acquired, HOLDERS * CYCLES, "every acquire counted");
+    CHECK_EQ_I64((int64_t)stats.released, HOLDERS * CYCLES * 3 / 2, "every unit released");
+    CHECK_EQ_I64((int64_t)stats.in_flight, 0, "stats: nothing held");
+    CHECK(stats.peak_tracked == peak, "the peak tracked as asked");
+    if (peak)
+        CHECK(stats.peak >= 2 && stats.peak <= LIMIT, "peak %" PRIu64 " within 2..limit",
+              stats.peak);
+    else
+        CHECK_EQ_I64((int64_t)stats.peak, 0, "no peak");
     cr_gauge_free(gauge);
 }
 
@@ -276,7 +354,7 @@ static void test_processes(void)
     for (int p = 0; p < HOLDERS; p++) {
         if ((pids[p] = fork()) == 0) {
             cr_gauge *gauge;
-            if (cr_gauge_open(&gauge, LIMIT, false, 0, 0, path, 0600) != CR_OK)
+            if (cr_gauge_open(&gauge, LIMIT, false, 0, 0, false, path, 0600) != CR_OK)
                 _exit(3);
             holders h = {gauge, NULL, &counters[0], &counters[1], &counters[2]};
             hold_cycles(&h, CYCLES);
@@ -296,14 +374,14 @@ static void test_processes(void)
     CHECK(atomic_load(&counters[1]) <= LIMIT, "never more than the limit");
     CHECK_EQ_I64(atomic_load(&counters[2]), 0, "every release landed");
     cr_gauge *gauge;
-    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, false, 0, 0, path, 0600), CR_OK, "reopen");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, false, 0, 0, false, path, 0600), CR_OK, "reopen");
     int64_t in_flight;
     cr_gauge_in_flight(gauge, NULL, 0, &in_flight);
     CHECK_EQ_I64(in_flight, 0, "nothing left held");
     cr_gauge *other;
-    CHECK_EQ_I64(cr_gauge_open(&other, LIMIT + 1, false, 0, 0, path, 0600), CR_E_SHARED_LIMIT,
-                 "another limit");
-    CHECK_EQ_I64(cr_gauge_open(&other, LIMIT, false, 0, 1000, path, 0600), CR_E_SHARED_LIMIT,
+    CHECK_EQ_I64(cr_gauge_open(&other, LIMIT + 1, false, 0, 0, false, path, 0600),
+                 CR_E_SHARED_LIMIT, "another limit");
+    CHECK_EQ_I64(cr_gauge_open(&other, LIMIT, false, 0, 1000, false, path, 0600), CR_E_SHARED_LIMIT,
                  "another lease");
     cr_gauge_free(gauge);
     munmap(counters, 4096);
@@ -322,7 +400,7 @@ static void storm_worker(const char *path, const char *key, _Atomic int *control
                          _Atomic int *parked)
 {
     cr_gauge *gauge;
-    if (cr_gauge_open(&gauge, LIMIT, key != NULL, 8, 0, path, 0600) != CR_OK)
+    if (cr_gauge_open(&gauge, LIMIT, key != NULL, 8, 0, false, path, 0600) != CR_OK)
         _exit(3);
     size_t key_len = key ? strlen(key) : 0;
     bool acquired;
@@ -374,7 +452,7 @@ static void test_sigkill(const char *name, const char *key)
         cr_sleep_ns(100000);
 
     cr_gauge *gauge;
-    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, key != NULL, 8, 0, path, 0600), CR_OK, "open");
+    CHECK_EQ_I64(cr_gauge_open(&gauge, LIMIT, key != NULL, 8, 0, false, path, 0600), CR_OK, "open");
     int64_t in_flight = -1;
     cr_gauge_in_flight(gauge, key, key_len, &in_flight);
     printf("sigkill %s: %d kills, in flight after: %lld (living holders: %d)\n", name, kills,
@@ -419,9 +497,12 @@ int main(void)
     test_counts();
     test_keys();
     test_lease();
-    test_threads(NULL, 0);
-    test_threads("route", 0);
-    test_threads(NULL, INT64_C(60000000000));
+    test_stats();
+    test_threads(NULL, 0, false);
+    test_threads("route", 0, false);
+    test_threads(NULL, INT64_C(60000000000), false);
+    test_threads(NULL, 0, true);
+    test_threads("route", 0, true);
     if (!UNDER_TSAN) {
         test_processes();
         test_sigkill("sigkill", NULL);

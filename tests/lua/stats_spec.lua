@@ -79,7 +79,9 @@ describe("stats", function()
    end)
 
    it("concurrency", function()
-      local c = cellrate.concurrency(3)
+      local c = cellrate.concurrency(3, { peak = true })
+      assert.is_true(c:info().peak)
+      assert.are.equal("cellrate.Concurrency(limit=3, peak=True)", tostring(c))
       local one = c:acquire(nil, 1)
       local two = c:acquire(nil, 2)
       assert.is_nil((c:acquire(nil, 1)))
@@ -93,6 +95,33 @@ describe("stats", function()
       c:release(two)
       assert.are.equal(0, c:stats().in_flight)
    end)
+
+   for _, shared in ipairs({ false, true }) do
+      it("concurrency without a peak" .. (shared and " (shared)" or ""), function()
+         local path = shared and fresh_path() or nil
+         local c = cellrate.concurrency(3, { shared = path })
+         assert.is_nil(c:info().peak)
+         assert.are.equal("cellrate.Concurrency(limit=3)", tostring(c))
+         local one = c:acquire(nil, 2)
+         assert.is_truthy(c:acquire(nil, 1))
+         c:release(one)
+         assert.are.same({ acquired = 2, refused = 0, units_acquired = 3, units_refused = 0,
+                           released = 2, reclaimed = 0, in_flight = 1, evicted = 0 },
+                         c:stats()) -- no peak
+         local keyed_path = shared and fresh_path() or nil
+         local keyed = cellrate.concurrency(2, { capacity = 8, shared = keyed_path })
+         for _, key in ipairs({ "a", "b", "c" }) do assert.is_truthy(keyed:acquire(key, 2)) end
+         assert.are.equal(6, keyed:stats().in_flight) -- the whole table's cells
+         assert.is_nil(keyed:stats().peak)
+         if shared then
+            local info = assert(cellrate.inspect_region(path))
+            assert.is_false(info.peak)
+            assert.are.same(c:stats(), info.stats)
+            os.remove(path)
+            os.remove(keyed_path)
+         end
+      end)
+   end
 
    it("inspect_region reads a region and refuses what is not one", function()
       local path = fresh_path()

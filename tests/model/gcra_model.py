@@ -135,13 +135,16 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (53, "E_LEASE", "argument", "lease",
      "lease must be a number of seconds > 0 and below 2^62 ns (146 years), or absent for none"),
     (54, "E_SHARED_LIMIT", "region", "shared",
-     "shared: the region was made with another limit or lease"),
+     "shared: the region was made with another limit, lease or peak"),
     (55, "E_KEY_UNKEYED", "argument", "key",
      "key: a concurrency limit without capacity has no keys; give capacity for one limit "
      "per key"),
     (56, "E_SLOT", "argument", "slot", "slot must be a slot that a concurrency limit gave out"),
     (57, "E_SHARED_MISSING", "region", "shared",
      "shared: no file at the path (a region is made by the first limiter that opens it)"),
+    (58, "E_PEAK", "argument", "peak",
+     "peak must be a boolean (true: track the most units held at once, for a shared total "
+     "that every acquire and release updates)"),
 ]
 
 

@@ -81,6 +81,8 @@ def test_metrics_summed_over_four_workers():
         assert value(samples, "cellrate_releases_total", limit="in_flight", how="released") == 5
         assert value(samples, "cellrate_in_flight", limit="in_flight") == 0
         assert value(samples, "cellrate_in_flight_peak", limit="in_flight") == 1
+        assert value(samples, "cellrate_in_flight", limit="untracked") == 0
+        assert ("cellrate_in_flight_peak", frozenset({("limit", "untracked")})) not in samples
         assert "192.0.2." not in text  # no client key in any label
         assert value(samples, "cellrate_decisions_total", limit='waiting "slow"\\ \n',
                      outcome="admitted") == 0  # escaped, and read back

@@ -8,6 +8,7 @@ import importlib.metadata
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -68,7 +69,18 @@ def test_inspect_a_limiter_and_a_concurrency_region(shm):
     slot = conc.try_acquire()
     info = json.loads(run("inspect", shm / "workers", "--json").stdout)
     assert info["kind"] == "concurrency" and info["stats"]["in_flight"] == 1
+    assert info["peak"] is False and info["stats"]["peak"] is None
+    text = run("inspect", shm / "workers").stdout
+    assert re.search(r"^  peak +no$", text, re.M) and not re.search(r"^    peak ", text, re.M)
     slot.release()
+    tracked = cellrate.Concurrency(2, shared=shm / "tracked", peak=True)
+    slots = [tracked.try_acquire(), tracked.try_acquire()]
+    slots[0].release()
+    info = json.loads(run("inspect", shm / "tracked", "--json").stdout)
+    assert (info["peak"], info["stats"]["in_flight"], info["stats"]["peak"]) == (True, 1, 2)
+    text = run("inspect", shm / "tracked").stdout
+    assert re.search(r"^  peak +yes$", text, re.M) and re.search(r"^    peak +2$", text, re.M)
+    slots[1].release()
 
 
 def test_reset_a_key_and_a_limiter(shm):

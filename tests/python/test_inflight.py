@@ -60,6 +60,13 @@ def test_lease_of_another_type():
     assert e.value.param == "lease"
 
 
+@pytest.mark.parametrize("peak", [1, 0, "yes", None, 1.0])
+def test_peak_not_a_bool(peak):
+    with pytest.raises(cellrate.InvalidArgumentType, match=r"^peak must be a boolean") as e:
+        cellrate.Concurrency(2, peak=peak)
+    assert e.value.param == "peak"
+
+
 @pytest.mark.parametrize("cost", [0, -1])
 def test_cost_below_one(cost):
     c = cellrate.Concurrency(2)
@@ -290,6 +297,7 @@ def test_sigkill_holders_leak_nothing(tmp_path, key):
     c = cellrate.Concurrency(LIMIT, capacity=8, shared=path) if key else \
         cellrate.Concurrency(LIMIT, shared=path)
     assert c.in_flight(key) == 2  # the living holders' units, and only theirs
+    assert c.stats()["in_flight"] == 2  # counted in the cells: exact however the holders died
     mine = [c.try_acquire(key) for _ in range(LIMIT - 2)]
     assert all(mine) and c.try_acquire(key) is None  # the rest of the limit, no more
     os.kill(workers[2].pid, signal.SIGKILL)  # a holder dies while the limit is full
@@ -306,9 +314,62 @@ def test_sigkill_holders_leak_nothing(tmp_path, key):
 def test_shared_region_of_another_limit(tmp_path):
     path = str(tmp_path / "region")
     cellrate.Concurrency(3, shared=path)
-    with pytest.raises(cellrate.InvalidArgument, match="another limit or lease") as e:
+    with pytest.raises(cellrate.InvalidArgument, match="another limit, lease or peak") as e:
         cellrate.Concurrency(4, shared=path)
     assert e.value.param == "shared"
+
+
+@pytest.mark.parametrize("made_with", [False, True])
+def test_shared_region_of_another_peak_setting(tmp_path, made_with):
+    path = str(tmp_path / "region")
+    first = cellrate.Concurrency(3, shared=path, peak=made_with)
+    with pytest.raises(cellrate.InvalidArgument, match="another limit, lease or peak") as e:
+        cellrate.Concurrency(3, shared=path, peak=not made_with)
+    assert e.value.param == "shared" and path in str(e.value)
+    again = cellrate.Concurrency(3, shared=path, peak=made_with)  # its own setting opens it
+    assert again.peak == first.peak == made_with
+
+
+def _dead_pid():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+@pytest.mark.parametrize("peak", [False, True])
+@pytest.mark.parametrize("capacity", [None, 8])
+def test_stats_in_flight_counts_the_cells_of_a_sigkilled_holder(tmp_path, peak, capacity):
+    path = str(tmp_path / "region")
+    key = None if capacity is None else "client"
+    c = cellrate.Concurrency(4, capacity=capacity, shared=path, peak=peak)
+    mine = c.try_acquire(key)
+    pid = os.fork()
+    if pid == 0:  # holds 2 units and dies holding them
+        if c.try_acquire(key, cost=2) is None:
+            os._exit(3)
+        os.kill(os.getpid(), signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert c.stats()["in_flight"] == 3  # the dead holder's cells are held until reclaimed
+    assert c.in_flight(key) == 1  # reclaims them
+    assert (c.stats()["in_flight"], c.stats()["reclaimed"]) == (1, 2)
+    mine.release()
+    assert c.stats()["in_flight"] == 0
+
+
+def test_stats_in_flight_counts_a_holder_killed_before_it_counted(tmp_path):
+    """A holder killed right after its compare-and-swap, before any count:
+    a cell naming a dead process, written into the region (one gauge: the
+    file's last 16 * (limit + 1) bytes, its head, then its cells)."""
+    path = str(tmp_path / "region")
+    c = cellrate.Concurrency(4, shared=path)
+    with open(path, "r+b") as region:
+        region.seek(-16 * 4, os.SEEK_END)  # the first of its 4 cells
+        region.write((_dead_pid() << 32 | 1).to_bytes(8, "little") + bytes(8))
+    assert c.stats()["in_flight"] == 1 and c.stats()["acquired"] == 0
+    assert c.in_flight() == 0
+    assert (c.stats()["in_flight"], c.stats()["reclaimed"]) == (0, 1)
 
 
 # ---------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def test_a_limiter_and_a_keyed_limiter_counted_exactly():
 
 def test_a_concurrency_limit_in_flight_and_its_peak():
     registry = CollectorRegistry()
-    conc = cellrate.Concurrency(2)
+    conc = cellrate.Concurrency(2, peak=True)
     cellrate.prometheus.register(conc, name="workers", registry=registry)
     first, second = conc.try_acquire(), conc.try_acquire()
     assert conc.try_acquire() is None
@@ -93,6 +93,17 @@ def test_a_concurrency_limit_in_flight_and_its_peak():
     assert sample(samples, "cellrate_in_flight", limit="workers") == 1
     assert sample(samples, "cellrate_in_flight_peak", limit="workers") == 2
     second.release()
+
+
+def test_a_concurrency_limit_without_a_peak_exports_none():
+    registry = CollectorRegistry()
+    conc = cellrate.Concurrency(2)
+    cellrate.prometheus.register(conc, name="workers", registry=registry)
+    slot = conc.try_acquire()
+    text = generate_latest(registry).decode()
+    assert sample(scraped(text), "cellrate_in_flight", limit="workers") == 1
+    assert "cellrate_in_flight_peak" not in text
+    slot.release()
 
 
 def test_a_policy_is_labelled_by_its_name_and_route_never_by_key():

@@ -84,7 +84,8 @@ def test_check_all_counts_one_refusal_at_the_item_it_returns():
 
 
 def test_concurrency_counts():
-    c = cellrate.Concurrency(3)
+    c = cellrate.Concurrency(3, peak=True)
+    assert c.peak and repr(c) == "Concurrency(limit=3, lease=None, peak=True)"
     assert c.stats() == {key: 0 for key in GAUGE_KEYS}
     slots = [c.try_acquire(cost=1), c.try_acquire(cost=2)]
     assert c.try_acquire() is None and c.try_acquire(cost=4) is None
@@ -96,6 +97,26 @@ def test_concurrency_counts():
     assert c.stats() == dict({key: 0 for key in GAUGE_KEYS}, in_flight=2, peak=2)
     slots[1].release()
     assert c.stats()["in_flight"] == 0
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_the_peak_is_opt_in(region_dir, shared):
+    one = cellrate.Concurrency(3, shared=region_dir / "one" if shared else None)
+    keyed = cellrate.Concurrency(2, capacity=8, shared=region_dir / "keyed" if shared else None)
+    assert not one.peak and "peak" not in repr(one)
+    assert one.stats() == dict({key: 0 for key in GAUGE_KEYS}, peak=None)
+    slots = [one.try_acquire(cost=2), one.try_acquire()]
+    assert one.try_acquire() is None
+    slots[0].release()
+    assert one.stats() == dict({key: 0 for key in GAUGE_KEYS}, acquired=2, refused=1,
+                               units_acquired=3, units_refused=1, released=2, in_flight=1,
+                               peak=None)
+    held = [keyed.try_acquire(key, cost=2) for key in "abc"] + [keyed.try_acquire("d")]
+    assert all(held)
+    held[1].release()
+    assert (keyed.stats()["in_flight"], keyed.stats()["peak"]) == (5, None)  # the whole table
+    one.reset_stats()
+    assert one.stats() == dict({key: 0 for key in GAUGE_KEYS}, in_flight=1, peak=None)
 
 
 def test_four_threads_count_exactly():
@@ -219,7 +240,7 @@ def test_inspect_region_reads_each_kind_without_changing_it(region_dir):
     assert info == {
         "layout_version": 5, "kind": "keyed", "algorithm": "gcra",
         "limit": repr(keyed), "rate": 100.0, "period": 60.0, "burst": 100,
-        "max_in_flight": None, "lease": None, "capacity": 50, "live_keys": 1, "generation": 0,
+        "max_in_flight": None, "lease": None, "peak": None, "capacity": 50, "live_keys": 1, "generation": 0,
         "size": len(before), "this_boot": True, "stats": keyed.stats()}
     assert info["stats"]["unfittable"] == 1
 
@@ -236,8 +257,16 @@ def test_inspect_region_reads_each_kind_without_changing_it(region_dir):
     assert (info["kind"], info["algorithm"], info["max_in_flight"], info["lease"]) == (
         "concurrency", None, 4, 30.0)
     assert info["live_keys"] == 1 and info["stats"] == c.stats()
-    assert info["stats"]["in_flight"] == 2
+    assert (info["stats"]["in_flight"], info["peak"], info["stats"]["peak"]) == (2, False, None)
     slot.release()
+    assert inspect_region(region_dir / "limiter")["peak"] is None  # a rate limit's
+
+    c = cellrate.Concurrency(3, shared=region_dir / "peak", peak=True)
+    slots = [c.try_acquire(), c.try_acquire()]
+    slots[0].release()
+    info = inspect_region(region_dir / "peak")
+    assert (info["peak"], info["stats"]["in_flight"], info["stats"]["peak"]) == (True, 1, 2)
+    assert info["limit"] == "cellrate.Concurrency(limit=3, peak=True)"
 
 
 def test_inspect_region_refuses_what_is_not_a_region(region_dir):
