@@ -140,9 +140,7 @@ describe("cellrate.share", function()
 
    it("takes the demand from the local limiter's counters: a region's, every opener's",
       function()
-      local path = ("%s/cellrate-lua-share-%d"):format(os.getenv("CELLRATE_TEST_DIR") or "/tmp",
-                                                       os.time())
-      os.remove(path)
+      local path = support.fresh_path("share")
       local host = share.limiter(client, 1000, { burst = 100, name = "host", member = "h",
                                                  interval = 1, shared = path })
       assert.is_true(host:heartbeat(0))

@@ -7,15 +7,7 @@ local cellrate = require "cellrate"
 local support = dofile("tests/lua/support.lua")(assert)
 local pack, fails = support.pack, support.fails
 
-local dir = os.getenv("CELLRATE_TEST_DIR") or "/tmp"
-local serial = 0
-
-local function fresh_path()
-   serial = serial + 1
-   local path = ("%s/cellrate-lua-%s-%d"):format(dir, tostring(os.time()), serial)
-   os.remove(path)
-   return path
-end
+local function fresh_path() return support.fresh_path("shared") end
 
 local function raises(needle, fn, ...)
    local ok, err = pcall(fn, ...)

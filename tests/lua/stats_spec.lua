@@ -2,6 +2,7 @@
 -- as Python's stats() does (tests/python/test_stats.py); a shared region's
 -- are every opener's.
 local cellrate = require "cellrate"
+local support = dofile("tests/lua/support.lua")(assert)
 
 local NOW = 5000
 local RATE_KEYS = { "admitted", "refused", "units_admitted", "units_refused", "unfittable",
@@ -15,14 +16,7 @@ local function expect(counts)
    return out
 end
 
-local dir = os.getenv("CELLRATE_TEST_DIR") or "/tmp"
-local serial = 0
-local function fresh_path()
-   serial = serial + 1
-   local path = ("%s/cellrate-lua-stats-%s-%d"):format(dir, tostring(os.time()), serial)
-   os.remove(path)
-   return path
-end
+local function fresh_path() return support.fresh_path("stats") end
 
 describe("stats", function()
    for _, shared in ipairs({ false, true }) do

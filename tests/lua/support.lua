@@ -18,6 +18,17 @@ return function(assert)
       return text
    end
 
+   -- A region path of this run that no file holds: `name`, the time and a
+   -- serial, under $CELLRATE_TEST_DIR (or /tmp).
+   local serial = 0
+   function support.fresh_path(name)
+      serial = serial + 1
+      local path = ("%s/cellrate-lua-%s-%s-%d"):format(os.getenv("CELLRATE_TEST_DIR") or "/tmp",
+                                                      name, tostring(os.time()), serial)
+      os.remove(path)
+      return path
+   end
+
    function support.pack(...)
       return { n = select("#", ...), ... }
    end

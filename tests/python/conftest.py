@@ -6,6 +6,7 @@ in-place build put first on the path with PYTHONPATH=python.
 """
 
 import asyncio
+import multiprocessing
 import os
 import pathlib
 import shutil
@@ -83,6 +84,22 @@ def rss_growth(step, warm: int, count: int, rounds: int = 3) -> int:
         grown = rss_bytes() - before
         least = grown if least is None else min(least, grown)
     return least
+
+
+def run_forked(target, arg_sets) -> list:
+    """target(*args, queue) in a forked process for each args of `arg_sets`: what
+    they put on the queue (one value each, in the order they came), once every
+    process has exited 0."""
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=target, args=tuple(args) + (queue,)) for args in arg_sets]
+    for proc in procs:
+        proc.start()
+    results = [queue.get(timeout=60) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
+    return results
 
 
 @pytest.fixture

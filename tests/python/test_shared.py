@@ -1,7 +1,6 @@
 """Shared regions from Python: one limit across processes (Python and Lua),
 refusals that name what differs, file modes, fork inheritance."""
 
-import multiprocessing
 import os
 import pathlib
 import shutil
@@ -13,6 +12,7 @@ import warnings
 import pytest
 
 import cellrate
+from conftest import run_forked
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LUA_MODULE = REPO / "build" / "lua5.4" / "cellrate.so"
@@ -29,23 +29,10 @@ def count_admissions(kind, path, burst, key, attempts, queue):
     queue.put(admitted)
 
 
-def run_processes(targets):
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=count_admissions, args=args + (queue,)) for args in targets]
-    for proc in procs:
-        proc.start()
-    counts = [queue.get(timeout=60) for _ in procs]
-    for proc in procs:
-        proc.join(timeout=60)
-        assert proc.exitcode == 0
-    return counts
-
-
 @pytest.mark.parametrize("kind", ["limiter", "keyed"])
 def test_four_processes_admit_exactly_burst(region_dir, kind):
     path = str(region_dir / kind)
-    counts = run_processes([(kind, path, 37, "k", 500)] * 4)
+    counts = run_forked(count_admissions, [(kind, path, 37, "k", 500)] * 4)
     assert sum(counts) == 37
 
 
@@ -77,7 +64,7 @@ def test_python_and_lua_processes_share_one_region(region_dir):
     cellrate.KeyedLimiter(1, burst=burst, capacity=64, shared=path)
     lua = [subprocess.Popen(["lua5.4", "-e", script], stdout=subprocess.PIPE, text=True)
            for _ in range(2)]
-    python_counts = run_processes([("keyed", path, burst, "shared-key", 500)] * 2)
+    python_counts = run_forked(count_admissions, [("keyed", path, burst, "shared-key", 500)] * 2)
     lua_counts = []
     for proc in lua:
         out, _ = proc.communicate(timeout=60)

@@ -1,7 +1,6 @@
 """Counters: stats() and reset_stats() count exactly what was decided, in one
 process, across threads, and across Python and Lua processes sharing a region."""
 
-import multiprocessing
 import os
 import pathlib
 import random
@@ -12,6 +11,7 @@ import threading
 import pytest
 
 import cellrate
+from conftest import run_forked
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LUA_MODULE = REPO / "build" / "lua5.4" / "cellrate.so"
@@ -190,15 +190,7 @@ def test_python_and_lua_processes_count_the_hosts_totals(region_dir):
     lua = [subprocess.Popen(["lua5.4", "-e", LUA_COUNT.format(
         cpath=LUA_MODULE.parent, path=path, seed=seed, now=FROZEN)], stdout=subprocess.PIPE,
         text=True) for seed in (1, 2)]
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=count_in_process, args=(path, seed, queue)) for seed in (3, 4)]
-    for proc in procs:
-        proc.start()
-    counts = [queue.get(timeout=60) for _ in procs]
-    for proc in procs:
-        proc.join(timeout=60)
-        assert proc.exitcode == 0
+    counts = run_forked(count_in_process, [(path, 3), (path, 4)])
     for proc in lua:
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0
