@@ -668,12 +668,12 @@ static void live_change_scenarios(const config *cfg)
     check_status(cr_limiter_new(&change.limiter, &allow), "cr_limiter_new");
     fresh_given.now_base = changed_given.now_base = wall_ns();
     bench_case cases[] = {
-        CASE1("c.cellrate.limiter.allow", limiter_clock, &fresh, n, "allow"),
-        CASE1("c.cellrate.limiter.allow_after_changes", limiter_clock, &changed, n, "allow"),
-        CASE1("c.cellrate.limiter.allow_given_now", limiter_given_now, &fresh_given, n, "allow"),
-        CASE1("c.cellrate.limiter.allow_given_now_after_changes", limiter_given_now, &changed_given,
-              n, "allow"),
-        CASE1("c.cellrate.limiter.reconfigure", limiter_change, &change, n / 100, "allow"),
+        CASE1("c.live.limiter.allow", limiter_clock, &fresh, n, "allow"),
+        CASE1("c.live.limiter.allow_after_changes", limiter_clock, &changed, n, "allow"),
+        CASE1("c.live.limiter.allow_given_now", limiter_given_now, &fresh_given, n, "allow"),
+        CASE1("c.live.limiter.allow_given_now_after_changes", limiter_given_now, &changed_given, n,
+              "allow"),
+        CASE1("c.live.limiter.reconfigure", limiter_change, &change, n / 100, "allow"),
     };
     run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
     cr_limiter_free(fresh.limiter);
