@@ -235,11 +235,12 @@ def test_the_nginx_page_loads_nginx_modules_by_absolute_path():
 
 def test_the_readme_speed_claim_is_the_measured_one():
     """The README says a Python decision costs less than time.monotonic_ns() and runs at more
-    than ten times the fastest pure-Python peer: the table bench/report.py wrote into
-    docs/performance.md (the last make bench) must say so."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    than ten times the fastest pure-Python peer on one limit, three times on 100k keys: the
+    table bench/report.py wrote into docs/performance.md (the last make bench) must say so."""
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
     assert "less than a call of `time.monotonic_ns()`" in readme
-    assert "more than ten times the throughput of the fastest pure-Python" in readme
+    assert ("more than ten times the throughput of the fastest pure-Python rate limiter on one "
+            "limit, and more than three times on 100,000 keys") in readme
     assert "[the measurements](docs/performance.md)" in readme
     table = page("performance.md")
     floor = re.search(r"^\| Python: Limiter\.allow\(\) \|.*floor: time\.monotonic_ns\(\).*"
@@ -247,7 +248,7 @@ def test_the_readme_speed_claim_is_the_measured_one():
     peers = re.findall(r"^\| Python: .*fastest Python peer.*\| ([\d.]+)x the throughput \|$",
                        table, re.M)
     assert floor and float(floor.group(1)) < 1, "the headline table lost the clock floor row"
-    assert len(peers) == 2 and all(float(p) > 10 for p in peers), peers
+    assert len(peers) == 2 and float(peers[0]) > 10 and float(peers[1]) > 3, peers
 
 
 def test_the_benchmark_report_writes_the_performance_page_not_the_readme(tmp_path):
