@@ -190,6 +190,16 @@ cr_count_verdict(const cr_counts *counts, bool admitted, int64_t cost, int64_t m
         cr_count1(counts, CR_N_UNFITTABLE, 1);
 }
 
+/* One admission of `cost` units into the thread's own `cell` (the units
+ * field counts the units beyond one: one word for a cost of 1). */
+__attribute__((always_inline)) static inline void cr_count_admission(cr_counter_cell *cell,
+                                                                     int64_t cost)
+{
+    cr_count_bump(&cell->n[CR_N_ADMITTED], 1);
+    if (cost != 1)
+        cr_count_bump(&cell->n[CR_N_UNITS_ADMITTED], (uint64_t)cost - 1);
+}
+
 /* cr_count_verdict, returning CR_OK (0): out of line. */
 __attribute__((cold)) int cr_count_verdict_slow(const cr_counts *counts, bool admitted,
                                                 int64_t cost, int64_t most);
@@ -204,10 +214,7 @@ static inline int cr_count_own_tail(const cr_counts *counts, bool admitted, int6
 #ifndef CR_NO_COUNTERS
     const unsigned slot = cr_counter_slot - 1u;
     if (__builtin_expect(admitted && slot < CR_COUNTER_SLOTS, 1)) {
-        cr_counter_cell *cell = &counts->lane->cell[slot];
-        cr_count_bump(&cell->n[CR_N_ADMITTED], 1);
-        if (cost != 1)
-            cr_count_bump(&cell->n[CR_N_UNITS_ADMITTED], (uint64_t)cost - 1);
+        cr_count_admission(&counts->lane->cell[slot], cost);
         return 0;
     }
     return cr_count_verdict_slow(counts, admitted, cost, most);
@@ -224,9 +231,7 @@ static inline int cr_count_admitted_tail(const cr_counts *counts, int64_t cost)
 #ifndef CR_NO_COUNTERS
     cr_counter_cell *cell = cr_own_cell(counts);
     if (__builtin_expect(cell != NULL, 1)) {
-        cr_count_bump(&cell->n[CR_N_ADMITTED], 1);
-        if (cost != 1)
-            cr_count_bump(&cell->n[CR_N_UNITS_ADMITTED], (uint64_t)cost - 1);
+        cr_count_admission(cell, cost);
         return 0;
     }
     return cr_count_verdict_slow(counts, true, cost, INT64_MAX);
