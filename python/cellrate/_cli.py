@@ -1,20 +1,23 @@
 """The `cellrate` command (also `python -m cellrate`): a live region.
 
     cellrate inspect PATH [--json]   the region's limit, algorithm, capacity,
-                                     live keys, counters and layout version
+                                     live keys, counters and layout version; for a
+                                     directory (a web policy's shared=), each region
+                                     in it, and what it skipped
     cellrate reset PATH [KEY]        a keyed region's KEY (without: every key), or a limiter
 
 inspect only reads (cellrate._cellrate.inspect_region never writes). reset
 opens the region with the limit it records and on_change="refuse", so it can
-never change a limit. Anything that is not a region, and a usage mistake, exit
-with status 2 and one line on stderr naming the path; the file is left as it
-was.
+never change a limit; it takes one region, never a directory. Anything that is
+not a region (a directory holding none), and a usage mistake, exit with status
+2 and one line on stderr naming the path; the file is left as it was.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Sequence
 
@@ -40,11 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     commands.required = True
     inspect = commands.add_parser("inspect", help="print a region's limit, keys and counters "
                                                   "(reads only)")
-    inspect.add_argument("path", metavar="PATH", help="the region (a file under /dev/shm)")
+    inspect.add_argument("path", metavar="PATH", help="the region (a file under /dev/shm), or a "
+                                                      "directory of regions (a shared= directory)")
     inspect.add_argument("--json", action="store_true", help="one JSON object, for scripts")
     reset = commands.add_parser(
         "reset", help="reset a keyed region's KEY (without KEY: every key), or a limiter")
-    reset.add_argument("path", metavar="PATH", help="the region")
+    reset.add_argument("path", metavar="PATH", help="the region (one file, not a directory)")
     reset.add_argument("key", metavar="KEY", nargs="?", help="the key (a keyed region)")
     return parser
 
@@ -62,6 +66,46 @@ def _inspect(path: str) -> dict[str, Any]:
         text = str(error)
         raise _Refused(text if path in text else f"{path}: {text}") from None
     return info
+
+
+def _inspect_directory(path: str) -> dict[str, Any]:
+    """Each region in directory `path` (by its path, in name order), and each
+    entry that is none with the reason it was skipped; a directory holding no
+    region is refused."""
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as error:
+        raise _Refused(f"{path}: {error.strerror or error}") from None
+    regions: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    for name in names:
+        inside = os.path.join(path, name)
+        if os.path.isdir(inside):
+            skipped[inside] = "a directory"
+            continue
+        try:
+            regions[inside] = _inspect(inside)
+        except _Refused as refused:
+            skipped[inside] = _without_path(str(refused), inside)
+    if not regions:
+        others = f" ({len(skipped)} other entries)" if skipped else ""
+        raise _Refused(f"{path}: a directory with no cellrate region in it{others}")
+    return {"directory": path, "regions": regions, "skipped": skipped}
+
+
+def _without_path(message: str, path: str) -> str:
+    """A refusal's words without the path they name (printed beside them)."""
+    if message.startswith(f"{path}: "):
+        return message[len(path) + 2:]
+    if message.endswith(f": {path}"):
+        return message[:-len(path) - 2]
+    return message
+
+
+def _directory_text(listing: dict[str, Any]) -> str:
+    parts = [_text(info, path) for path, info in listing["regions"].items()]
+    skipped = [f"skipped {path}: {why}" for path, why in listing["skipped"].items()]
+    return "\n\n".join(parts + (["\n".join(skipped)] if skipped else []))
 
 
 def _text(info: dict[str, Any], path: str) -> str:
@@ -104,6 +148,9 @@ def _opened(info: dict[str, Any], path: str) -> Any:
 
 
 def _reset(path: str, key: str | None) -> str:
+    if os.path.isdir(path):
+        raise _Refused(f"{path}: a directory; reset takes one region, a file in it "
+                       f"(cellrate inspect {path} lists them)")
     info = _inspect(path)
     kind = info.get("kind")
     if kind == "limiter" and key is not None:
@@ -124,7 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     or a file that is not a region)."""
     args = _parser().parse_args(argv)
     try:
-        if args.command == "inspect":
+        if args.command == "inspect" and os.path.isdir(args.path):
+            listing = _inspect_directory(args.path)
+            print(json.dumps(listing, indent=2) if args.json else _directory_text(listing))
+        elif args.command == "inspect":
             info = _inspect(args.path)
             print(json.dumps(info, indent=2) if args.json else _text(info, args.path))
         else:

@@ -118,6 +118,70 @@ def test_reset_refuses_a_key_of_a_limiter_and_a_concurrency_region(shm):
         assert path.read_bytes() == before
 
 
+def test_inspect_a_shared_directory_lists_each_region_inside(shm):
+    """The directory given to a web policy's shared= holds a region per limit:
+    inspect lists each with its summary, names what is no region and skips it,
+    and writes nothing."""
+    import cellrate.web
+
+    site = shm / "site"
+    policy = cellrate.web.Policy("5/minute", routes={"POST /login": "2/minute"},
+                                 shared=str(site), concurrency=3)
+    assert policy.limits
+    (site / "notes").write_text("not a region\n")
+    (site / "old").mkdir()
+    regions = sorted(path for path in site.iterdir() if path.name not in ("notes", "old"))
+    assert [path.name for path in regions] == [
+        "default", "default POST %2Flogin", "default concurrency"]
+    before = {path: path.read_bytes() for path in [*regions, site / "notes"]}
+    result = run("inspect", site)
+    assert result.returncode == 0, result.stderr
+    for path in regions:
+        one = json.loads(run("inspect", path, "--json").stdout)
+        assert f"region {path}\n" in result.stdout, result.stdout
+        assert one["limit"] in result.stdout
+    assert result.stdout.index(f"region {regions[0]}\n") < result.stdout.index(
+        f"region {regions[1]}\n")
+    assert re.search(rf"^skipped {re.escape(str(site / 'notes'))}: .*cellrate region",
+                     result.stdout + result.stderr, re.M), result
+    assert re.search(rf"^skipped {re.escape(str(site / 'old'))}: a directory",
+                     result.stdout + result.stderr, re.M), result
+    listed = run("inspect", site, "--json")
+    assert listed.returncode == 0, listed.stderr
+    info = json.loads(listed.stdout)
+    assert info["directory"] == str(site)
+    assert list(info["regions"]) == [str(path) for path in regions]
+    for path in regions:
+        assert info["regions"][str(path)] == json.loads(run("inspect", path, "--json").stdout)
+    assert set(info["skipped"]) == {str(site / "notes"), str(site / "old")}
+    assert "cellrate region" in info["skipped"][str(site / "notes")]
+    assert {path: path.read_bytes() for path in before} == before
+
+
+def test_inspect_a_directory_with_no_region_is_refused(shm):
+    (shm / "notes").write_text("not a region\n")
+    for directory in (shm, shm / "empty"):
+        directory.mkdir(exist_ok=True)
+        for extra in ([], ["--json"]):
+            result = run("inspect", directory, *extra)
+            assert result.returncode == 2, result
+            assert result.stdout == ""
+            assert result.stderr.startswith(f"cellrate: error: {directory}: ")
+            assert "no cellrate region" in result.stderr, result.stderr
+
+
+def test_reset_refuses_a_directory_naming_one_region(shm):
+    keyed = cellrate.KeyedLimiter("1/hour", shared=shm / "api")
+    assert keyed.allow("a") and not keyed.allow("a")
+    before = (shm / "api").read_bytes()
+    for extra in ([], ["a"]):
+        result = run("reset", shm, *extra)
+        assert result.returncode == 2, result
+        assert result.stderr.startswith(f"cellrate: error: {shm}: a directory"), result.stderr
+        assert "one region" in result.stderr and "cellrate inspect" in result.stderr
+    assert (shm / "api").read_bytes() == before and not keyed.allow("a")
+
+
 def not_regions(directory, region):
     """Files that are no region, each made once (path, its bytes or None)."""
     (directory / "empty").write_bytes(b"")

@@ -233,6 +233,30 @@ def test_the_nginx_page_loads_nginx_modules_by_absolute_path():
     assert all(pathlib.Path(path).is_file() for path in paths), paths
 
 
+def test_the_readme_links_every_page():
+    """A newcomer finds every guide page from the README (the site's nav lists
+    them too, but GitHub shows the README alone)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    unlinked = [path.name for path in sorted((REPO / "docs").glob("*.md"))
+                if f"](docs/{path.name})" not in readme and f"](docs/{path.name}#" not in readme]
+    assert not unlinked, f"pages the README does not link: {unlinked}"
+
+
+def test_the_web_options_table_has_every_policy_option():
+    """docs/web.md's options table names each option of cellrate.web.Policy, the
+    options every Python adapter takes."""
+    import inspect
+
+    import cellrate.web
+
+    options = set(inspect.signature(cellrate.web.Policy.__init__).parameters) - {"self"}
+    text = page("web.md")
+    table = text[text.index("## Options"):]
+    rows = re.findall(r"^\| ([^|]+) \|", table, re.M)
+    named = {name for row in rows for name in re.findall(r"`(\w+)`", row)}
+    assert options <= named, f"options web.md's table lacks: {sorted(options - named)}"
+
+
 def test_the_readme_speed_claim_is_the_measured_one():
     """The README says a Python decision costs less than time.monotonic_ns() and runs at more
     than ten times the fastest pure-Python peer on one limit, three times on 100k keys: the
