@@ -241,49 +241,66 @@ def _detached(error: BaseException) -> BaseException:
     return error
 
 
+class _Outage:
+    """Redis cannot decide: since when (monotonic s), the last failure (without its
+    tracebacks) and when the probe tries next (monotonic s; 0: no probe, a call that
+    found no free connection). Never changed, replaced whole: a decision reads the
+    availability once and answers from that, whatever the probe does meanwhile."""
+
+    __slots__ = ("since", "error", "retry_at")
+
+    def __init__(self, since: float, error: BaseException, retry_at: float) -> None:
+        self.since = since
+        self.error = error
+        self.retry_at = retry_at
+
+
 class _Availability:
     """Whether Redis decides lately; the back-off schedule of the probe, its log lines.
 
-    Calls only read `down_since`; failed() starts the probe (start_probe, given
-    by the store: a thread or an asyncio task), which calls probed() after each
-    try until one succeeds. No request ever waits for a probe.
+    A call reads `outage` once (None: ask Redis) and answers from what it read;
+    failed() starts the probe (start_probe, given by the store: a thread or an
+    asyncio task), which calls probed() after each try until one succeeds. No
+    request ever waits for a probe.
     """
 
     def __init__(self) -> None:
-        self.down_since: float | None = None
-        self.retry_at = 0.0  # monotonic s of the next probe
+        self.outage: _Outage | None = None
         self.backoff = 0.0
-        self.error: BaseException | None = None
         self.probing = False
         self.lock = threading.Lock()
 
-    def failed(self, error: BaseException, on_error: str) -> bool:
-        """Redis cannot decide; True when the caller must start the probe."""
+    def failed(self, error: BaseException, on_error: str) -> Tuple[_Outage, bool]:
+        """Redis cannot decide: the outage, and True when the caller must start the probe."""
         error = _detached(error)
         with self.lock:
-            self.error = error
-            if self.down_since is None:
-                self.down_since = time.monotonic()
+            outage = self.outage
+            if outage is None:
+                since = time.monotonic()
                 self.backoff = FIRST_BACKOFF_S
-                self.retry_at = self.down_since + self.backoff
+                outage = _Outage(since, error, since + self.backoff)
                 log.warning("Redis cannot decide (%s: %s); answering on_error=%r until it "
                             "decides again", type(error).__name__, error, on_error)
+            else:
+                outage = _Outage(outage.since, error, outage.retry_at)
+            self.outage = outage
             start, self.probing = not self.probing, True
-            return start
+            return outage, start
 
     def probed(self, error: BaseException | None) -> float | None:
         """A probe's outcome (None: Redis decided); the delay to the next one, or None
         when probing stops."""
         with self.lock:
-            if error is None:
-                if self.down_since is not None:
+            outage = self.outage
+            if error is None or outage is None:
+                if outage is not None:
                     log.warning("Redis decides again after %.3f s",
-                                time.monotonic() - self.down_since)
-                self.down_since, self.error, self.probing = None, None, False
+                                time.monotonic() - outage.since)
+                self.outage, self.probing = None, False
                 return None
-            self.error = _detached(error)
             self.backoff = min(self.backoff * 2, MAX_BACKOFF_S)
-            self.retry_at = time.monotonic() + self.backoff
+            self.outage = _Outage(outage.since, _detached(error),
+                                  time.monotonic() + self.backoff)
             return self.backoff
 
     def stopped(self) -> None:
@@ -333,25 +350,25 @@ class _Store:
         if not _cannot_decide(error):
             _raise_mistake(error)
             raise RedisUnavailable(f"Redis refused the decision: {error}") from error
-        if not isinstance(error, _PoolExhausted) and self._availability.failed(
-                error, self.on_error):
+        if isinstance(error, _PoolExhausted):
+            return self._fallback(_Outage(time.monotonic(), error, 0.0))
+        outage, start = self._availability.failed(error, self.on_error)
+        if start:
             self._start_probe()
-        return self._fallback(error)
+        return self._fallback(outage)
 
-    def _while_down(self) -> Any:
-        """The answer while Redis cannot decide (the probe restarted if it had stopped,
-        as when its event loop ended)."""
+    def _while_down(self, outage: _Outage) -> Any:
+        """The answer while Redis cannot decide, from the outage the call read (the
+        probe restarted if it had stopped, as when its event loop ended)."""
         availability = self._availability
         if not availability.probing:
             with availability.lock:
                 start, availability.probing = not availability.probing, True
             if start:
                 self._start_probe()
-        error = availability.error
-        assert error is not None
-        return self._fallback(error)
+        return self._fallback(outage)
 
-    def _fallback(self, error: BaseException) -> Any:  # pragma: no cover - each store has its own
+    def _fallback(self, outage: _Outage) -> Any:  # pragma: no cover - each store has its own
         raise NotImplementedError
 
     def _start_probe(self) -> None:  # pragma: no cover - each face has its own
@@ -497,18 +514,16 @@ class _RedisLimit(_Store):
                                             sents[0])
         return _decision(reply, sents)
 
-    def _fallback(self, error: BaseException) -> cellrate.Decision:
+    def _fallback(self, outage: _Outage) -> cellrate.Decision:
         """The answer of on_error while Redis cannot decide. A refusal it invents says
         the same thing in every field: retry after the next probe, reset then too."""
         if self.on_error == "raise":
-            raise RedisUnavailable("Redis cannot decide now (on_error='raise')") from error
+            raise RedisUnavailable("Redis cannot decide now (on_error='raise')") \
+                from outage.error
         sent = self._sent
         if self.on_error == "allow":
             return sent.admitted
-        retry_after = FIRST_BACKOFF_S
-        if self._availability.down_since is not None:
-            retry_after = max(self._availability.retry_at - time.monotonic(), 0.0) \
-                or FIRST_BACKOFF_S
+        retry_after = max(outage.retry_at - time.monotonic(), 0.0) or FIRST_BACKOFF_S
         return cellrate.Decision(False, 0, retry_after, retry_after, sent.limit.burst,
                                  sent.window)
 
@@ -799,8 +814,9 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         reply = self._refused(words, sents[0])
         if reply is not None:
             return _decision(reply, sents)
-        if self._availability.down_since is not None:
-            return cast(cellrate.Decision, self._while_down())
+        outage = self._availability.outage
+        if outage is not None:
+            return cast(cellrate.Decision, self._while_down(outage))
         asked = time.monotonic_ns()
         try:
             reply = self._call(words)
@@ -833,8 +849,9 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         (atomic), and returns their count (0: none fits). Where Redis cannot decide,
         on_error answers: allow max_cost, deny 0, raise RedisUnavailable."""
         words = _take_words(self, key, max_cost, now)
-        if self._availability.down_since is not None:
-            return self._taken(self._while_down(), max_cost)
+        outage = self._availability.outage
+        if outage is not None:
+            return self._taken(self._while_down(outage), max_cost)
         try:
             return self._taken(self._call(words), max_cost)
         except Exception as error:
@@ -980,8 +997,9 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         reply = self._refused(words, sents[0])
         if reply is not None:
             return _decision(reply, sents)
-        if self._availability.down_since is not None:
-            return cast(cellrate.Decision, self._while_down())
+        outage = self._availability.outage
+        if outage is not None:
+            return cast(cellrate.Decision, self._while_down(outage))
         asked = time.monotonic_ns()
         try:
             reply = await self._call(words)
@@ -1010,8 +1028,9 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
     async def take(self, key: Key, max_cost: int, *, now: float | None = None) -> int:
         """RedisLimiter.take, awaited."""
         words = _take_words(self, key, max_cost, now)
-        if self._availability.down_since is not None:
-            return self._taken(self._while_down(), max_cost)
+        outage = self._availability.outage
+        if outage is not None:
+            return self._taken(self._while_down(outage), max_cost)
         try:
             return self._taken(await self._call(words), max_cost)
         except Exception as error:
@@ -1181,9 +1200,10 @@ class _RedisHoldings(_Store):
         ("allow"), or None ("deny"); "raise" raised in _fallback."""
         return cast(RedisSlot, self._slot(self, None, key, cost)) if answer else None
 
-    def _fallback(self, error: BaseException) -> bool:
+    def _fallback(self, outage: _Outage) -> bool:
         if self.on_error == "raise":
-            raise RedisUnavailable("Redis cannot decide now (on_error='raise')") from error
+            raise RedisUnavailable("Redis cannot decide now (on_error='raise')") \
+                from outage.error
         return self.on_error == "allow"
 
     def _release_failed(self, error: Exception) -> bool:
@@ -1230,8 +1250,9 @@ class RedisConcurrency(_SyncStore, _RedisHoldings):
     def try_acquire(self, key: Key | None = None, cost: int = 1) -> RedisSlot | None:
         """A RedisSlot holding `cost` units of `key`, or None when they are not free."""
         words = self._acquire_words(key, cost)
-        if self._availability.down_since is not None:
-            return self._unheld(self._while_down(), key, cost)
+        outage = self._availability.outage
+        if outage is not None:
+            return self._unheld(self._while_down(outage), key, cost)
         try:
             reply = self._call(words)
         except Exception as error:
@@ -1312,8 +1333,9 @@ class AsyncRedisConcurrency(_AsyncStore, _RedisHoldings):
     async def try_acquire(self, key: Key | None = None, cost: int = 1) -> AsyncRedisSlot | None:
         """RedisConcurrency.try_acquire, awaited."""
         words = self._acquire_words(key, cost)
-        if self._availability.down_since is not None:
-            slot = self._unheld(self._while_down(), key, cost)
+        outage = self._availability.outage
+        if outage is not None:
+            slot = self._unheld(self._while_down(outage), key, cost)
         else:
             try:
                 reply = await self._call(words)

@@ -887,7 +887,7 @@ def test_redis_killed_and_restarted(on_error, caplog):
         assert attempts == ["EVALSHA"]
         assert len(_probes()) == 1
         srv.start()  # the same port, an empty server: no key, no script
-        _until(lambda: limiter._availability.down_since is None)
+        _until(lambda: limiter._availability.outage is None)
         assert limiter.check("k").remaining == 999  # decided by the new server
         assert attempts[1:] == ["EVALSHA"]  # the probe loaded the script
         _until(lambda: not _probes())  # the probe ended with the outage
@@ -956,7 +956,7 @@ def test_a_stalled_server_answers_by_on_error_within_the_timeout():
         calls.join(30)  # the server stays stopped for all of it
         assert not calls.is_alive() and answers == [False] * 100
         srv.process.send_signal(signal.SIGCONT)
-        _until(lambda: limiter._availability.down_since is None)
+        _until(lambda: limiter._availability.outage is None)
         assert limiter.allow("k")
     finally:
         srv.process and srv.process.send_signal(signal.SIGCONT)
@@ -970,10 +970,10 @@ def test_debug_sleep_beyond_the_timeout(client, server):
     try:
         time.sleep(0.1)
         assert not limiter.allow("k")  # refused (on_error="deny") while it lasts
-        assert limiter._availability.down_since is not None
+        assert limiter._availability.outage is not None
     finally:
         sleeper.wait(10)
-    _until(lambda: limiter._availability.down_since is None)
+    _until(lambda: limiter._availability.outage is None)
     assert limiter.check("k").allowed
 
 
@@ -997,7 +997,7 @@ def test_a_capped_pool_waits_for_a_connection_and_is_no_outage(server, pool_clas
         thread.join(60)
     assert len(admitted) == 16 * 30
     assert sum(admitted) == 10
-    assert limiter._availability.down_since is None
+    assert limiter._availability.outage is None
 
 
 def test_a_capped_async_pool_waits_for_a_connection(server):
@@ -1008,7 +1008,7 @@ def test_a_capped_async_pool_waits_for_a_connection(server):
         try:
             answers = await asyncio.gather(*(limiter.allow("k") for _ in range(200)))
             assert sum(answers) == 10
-            assert limiter._availability.down_since is None
+            assert limiter._availability.outage is None
         finally:
             await aclient.aclose()
 
@@ -1032,7 +1032,7 @@ def test_a_full_redis_answers_by_on_error(client, on_error):
             assert decision.allowed is (on_error == "allow")
     finally:
         client.config_set("maxmemory", "0")
-    _until(lambda: limiter._availability.down_since is None)
+    _until(lambda: limiter._availability.outage is None)
     assert limiter.check("k").remaining == 9
 
 
@@ -1069,7 +1069,7 @@ def test_a_busy_redis_answers_by_on_error(client, server):
             client.script_kill()
         busy.join(10)
         client.config_set("busy-reply-threshold", "5000")
-    _until(lambda: limiter._availability.down_since is None)
+    _until(lambda: limiter._availability.outage is None)
     assert limiter.check("k").remaining == 9
 
 
@@ -1098,7 +1098,7 @@ def test_a_data_error_raises_whatever_on_error_says(client):
             limiter.check("list")
         assert "WRONGTYPE" in str(info.value)
         assert isinstance(info.value.__cause__, redis.exceptions.ResponseError)
-        assert limiter._availability.down_since is None
+        assert limiter._availability.outage is None
         assert limiter.check("other").allowed  # the store decides on
 
 
@@ -1340,6 +1340,92 @@ def test_the_faces_send_the_same_keys_and_argv(interpreter):
     assert len(lua) == len(sent)
     for call, (python_words, lua_words) in enumerate(zip(python, lua)):
         assert lua_words == python_words, sent[call]
+
+
+class _ProbeSucceedsAfterRead:
+    """A store's availability whose probe succeeds (Redis decides again) right after the
+    decision's `nth` read of it: the worst moment for a decision that reads it more than
+    once, forced instead of hoped for."""
+
+    def __init__(self, real, nth: int):
+        vars(self).update(real=real, left=nth)
+
+    def __getattr__(self, name):
+        value = getattr(self.real, name)
+        vars(self)["left"] -= 1
+        if self.left == 0:
+            self.real.probed(None)  # what the probe thread does when Redis answers
+        return value
+
+    def __setattr__(self, name, value):
+        setattr(self.real, name, value)
+
+
+# (store class, the call, whether it is awaited) for every store that decides
+_DECISIONS = [
+    ("limiter check", RedisLimiter, lambda s: s.check("k"), False),
+    ("limiter take", RedisLimiter, lambda s: s.take("k", 2), False),
+    ("async limiter check", AsyncRedisLimiter, lambda s: s.check("k"), True),
+    ("async limiter take", AsyncRedisLimiter, lambda s: s.take("k", 2), True),
+    ("concurrency try_acquire", cr_redis.RedisConcurrency, lambda s: s.try_acquire("k"), False),
+    ("async concurrency try_acquire", cr_redis.AsyncRedisConcurrency,
+     lambda s: s.try_acquire("k"), True),
+]
+
+
+def _on_errors_answer(on_error: str, answer) -> bool:
+    """`answer` (a Decision, a take's count, a slot or None) is what on_error says."""
+    if isinstance(answer, cellrate.Decision):
+        return answer.allowed is (on_error == "allow")
+    if isinstance(answer, int):
+        return answer == (2 if on_error == "allow" else 0)
+    return (answer is not None) is (on_error == "allow")
+
+
+def test_a_probe_succeeding_during_a_decision_never_escapes_it():
+    """Redis comes back (the probe succeeds) between the decision's reads of whether Redis
+    is down: the decision answers what it read, by on_error, and the next one asks Redis.
+    Every store, every on_error, the probe landing after each of the decision's reads."""
+    with redis_server() as srv:
+        port = srv.port  # nothing listens there now: every call Redis is asked fails
+    escaped, forced = [], 0
+    for label, kind, call, awaited in _DECISIONS:
+        for on_error in ("allow", "deny", "raise"):
+            options = {"lease": 30} if "concurrency" in label else {}
+            client = (redis.asyncio.Redis(port=port, retry=redis.asyncio.retry.Retry(NoBackoff(), 0))
+                      if awaited else client_for(port))
+            store = kind(client, 10, on_error=on_error, timeout=0.5, **options)
+            store._start_probe = lambda: None  # the test plays the probe
+            real = store._availability
+
+            def decide():
+                answer = call(store)
+                return asyncio.run(_awaited(answer)) if awaited else answer
+
+            for nth in range(1, 5):
+                forced += 1
+                with contextlib.suppress(RedisUnavailable):
+                    decide()  # Redis is asked, fails: the store is down
+                store._availability = _ProbeSucceedsAfterRead(real, nth)
+                try:
+                    answer = decide()
+                except RedisUnavailable:
+                    answer = "raised"
+                except Exception as error:  # noqa: BLE001 - what must never reach a caller
+                    escaped.append((label, on_error, nth, repr(error)))
+                    continue
+                finally:
+                    store._availability = real
+                if on_error == "raise":
+                    assert answer == "raised", (label, nth, answer)
+                else:
+                    assert _on_errors_answer(on_error, answer), (label, on_error, nth, answer)
+    assert forced == len(_DECISIONS) * 3 * 4
+    assert escaped == [], f"{len(escaped)} of {forced} escaped: {escaped[:6]}"
+
+
+async def _awaited(awaitable):
+    return await awaitable
 
 
 def test_an_invented_refusal_says_the_same_in_every_field():
