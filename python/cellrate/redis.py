@@ -1229,9 +1229,10 @@ class RedisConcurrency(_SyncStore, _RedisHoldings):
 
     The same names and answers as cellrate.Concurrency: try_acquire(key=None, cost=1)
     -> a RedisSlot or None, hold(...) for `with`, in_flight(key=None). Each acquire and
-    each release is one round trip: a script (redis_hold.lua) keeps a key's units in a
-    sorted set scored by the instant their lease ends, on the server's clock (TIME),
-    and drops the ended ones before it counts. `lease` (seconds, required) is what
+    each release is one round trip: a script (redis_hold.lua) keeps a key's holdings in
+    a sorted set, one member a holding whatever its units, scored by the instant its
+    lease ends on the server's clock (TIME), and gives back the ended ones before it
+    counts. `lease` (seconds, required) is what
     frees the units of a holder that never releases (a process killed, a host lost):
     they come back `lease` seconds after they were taken. Keys are prefix + name +
     ":" + key (the name's rules are RedisLimiter's; default "concurrency:<limit>").

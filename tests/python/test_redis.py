@@ -1397,18 +1397,13 @@ def test_a_probe_succeeding_during_a_decision_never_escapes_it():
             store = kind(client, 10, on_error=on_error, timeout=0.5, **options)
             store._start_probe = lambda: None  # the test plays the probe
             real = store._availability
-
-            def decide():
-                answer = call(store)
-                return asyncio.run(_awaited(answer)) if awaited else answer
-
             for nth in range(1, 5):
                 forced += 1
                 with contextlib.suppress(RedisUnavailable):
-                    decide()  # Redis is asked, fails: the store is down
+                    _answer_of(call, store, awaited)  # Redis is asked, fails: the store is down
                 store._availability = _ProbeSucceedsAfterRead(real, nth)
                 try:
-                    answer = decide()
+                    answer = _answer_of(call, store, awaited)
                 except RedisUnavailable:
                     answer = "raised"
                 except Exception as error:  # noqa: BLE001 - what must never reach a caller
@@ -1422,6 +1417,11 @@ def test_a_probe_succeeding_during_a_decision_never_escapes_it():
                     assert _on_errors_answer(on_error, answer), (label, on_error, nth, answer)
     assert forced == len(_DECISIONS) * 3 * 4
     assert escaped == [], f"{len(escaped)} of {forced} escaped: {escaped[:6]}"
+
+
+def _answer_of(call, store, awaited: bool):
+    answer = call(store)
+    return asyncio.run(_awaited(answer)) if awaited else answer
 
 
 async def _awaited(awaitable):
