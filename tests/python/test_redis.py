@@ -40,7 +40,8 @@ sys.path.insert(0, str(ROOT / "tests" / "model"))
 sys.path.insert(0, str(HERE))
 
 import gcra_model as model  # noqa: E402
-from redis_servers import REDIS_CLI, RedisServer, needs_redis, redis_server  # noqa: E402
+from redis_servers import (REDIS_CLI, RedisSentinel, RedisServer, needs_redis,  # noqa: E402
+                           redis_server)
 
 pytestmark = needs_redis
 
@@ -961,6 +962,90 @@ def test_a_stalled_server_answers_by_on_error_within_the_timeout():
     finally:
         srv.process and srv.process.send_signal(signal.SIGCONT)
         srv.stop()
+
+
+@contextlib.contextmanager
+def _watched_master(sentinels: int = 2):
+    """A master and `sentinels` Sentinels watching it as "cellrate", on loopback; every
+    process continued and killed at the end, however the test ends."""
+    master = RedisServer()
+    watchers = [RedisSentinel(master.port) for _ in range(sentinels)]
+    try:
+        master.start()
+        for watcher in watchers:
+            watcher.start()
+        for watcher in watchers:
+            _until(lambda w=watcher: w.master() == ("127.0.0.1", master.port)
+                   and "s_down" not in w.cli("sentinel", "master", "cellrate"))
+        yield master, watchers
+    finally:
+        for process in (master, *watchers):
+            process.resume()
+            process.stop()
+
+
+def _timed(call):
+    started = time.monotonic()
+    answer = call()
+    return answer, time.monotonic() - started
+
+
+def test_a_frozen_sentinel_holds_no_decision_past_the_timeout():
+    """redis-py's Sentinel with its defaults asks each Sentinel with a 5 s socket timeout
+    before it connects to the master. The store asks them within its own timeout: a
+    frozen first Sentinel (SIGSTOP: connections accepted, never answered) costs it a
+    share of the time, and the next one answers; all of them frozen, on_error answers
+    within the timeout, and the store decides again when one answers."""
+    timeout = 0.25
+    with _watched_master() as (master, watchers):
+        watchers[0].pause()
+        sentinel = redis.sentinel.Sentinel([("127.0.0.1", w.port) for w in watchers])
+        limiter = RedisLimiter(sentinel.master_for("cellrate"), 10, 3600, on_error="deny",
+                               timeout=timeout)
+        try:
+            decision, took = _timed(lambda: limiter.check("k"))
+            assert took < 8 * timeout, took  # 5.0 s before (the first Sentinel's socket timeout)
+            assert decision.allowed and decision.remaining == 9  # Redis decided
+        finally:
+            limiter.close()
+        watchers[1].pause()
+        fresh = RedisLimiter(sentinel.master_for("cellrate"), 10, 3600, on_error="deny",
+                             timeout=timeout)  # new connections: the master is asked for
+        try:
+            decision, took = _timed(lambda: fresh.check("k"))
+            assert took < 8 * timeout, took
+            assert not decision.allowed and fresh._availability.outage is not None  # on_error
+            watchers[1].resume()
+            _until(lambda: fresh._availability.outage is None)
+            assert fresh.check("k").remaining == 8
+        finally:
+            fresh.close()
+
+
+def test_a_frozen_sentinel_and_the_asyncio_store():
+    """The asyncio store bounds the whole call, the Sentinel lookup included; behind a
+    frozen first Sentinel it decides only when the Sentinel clients' own socket timeout
+    leaves the next one time to answer (sentinel_kwargs), as the Redis page says."""
+    timeout = 0.25
+
+    async def decide(sentinel):
+        limiter = AsyncRedisLimiter(sentinel.master_for("cellrate"), 10, 3600,
+                                    on_error="deny", timeout=timeout)
+        try:
+            return await limiter.check("k")
+        finally:
+            await limiter.aclose()
+
+    with _watched_master() as (master, watchers):
+        watchers[0].pause()
+        addresses = [("127.0.0.1", w.port) for w in watchers]
+        defaults = redis.asyncio.sentinel.Sentinel(addresses)
+        decision, took = _timed(lambda: asyncio.run(decide(defaults)))
+        assert took < 8 * timeout and not decision.allowed  # on_error, in time
+        bounded = redis.asyncio.sentinel.Sentinel(
+            addresses, sentinel_kwargs={"socket_timeout": timeout / 3})
+        decision, took = _timed(lambda: asyncio.run(decide(bounded)))
+        assert took < 8 * timeout and decision.allowed  # the second Sentinel answered
 
 
 def test_debug_sleep_beyond_the_timeout(client, server):
