@@ -53,6 +53,7 @@ try:
     import redis.asyncio
     import redis.asyncio.cluster
     import redis.cluster
+    import redis.crc
     import redis.sentinel
     from redis.backoff import NoBackoff
     from redis.retry import Retry
@@ -344,12 +345,13 @@ class _Store:
         self.timeout = float(timeout)
         self._availability = _Availability()
 
-    def _failed(self, error: Exception) -> Any:
-        """The answer to a call that failed: on_error's when Redis cannot decide now (and,
-        unless the call only found no free connection, the store answers on_error from
-        then on while a probe tries Redis); a mistake raises RedisUnavailable."""
+    def _failed(self, error: Exception, keys: Sequence[bytes] = ()) -> Any:
+        """The answer to a call of `keys` that failed: on_error's when Redis cannot decide
+        now (and, unless the call only found no free connection, the store answers
+        on_error from then on while a probe tries Redis); a mistake raises
+        RedisUnavailable, or InvalidArgument where it is one."""
         if not _cannot_decide(error):
-            _raise_mistake(error)
+            _raise_mistake(error, keys)
             raise RedisUnavailable(f"Redis refused the decision: {error}") from error
         if isinstance(error, _PoolExhausted):
             return self._fallback(_Outage(time.monotonic(), error, 0.0))
@@ -582,13 +584,29 @@ def _check_name(name: Any) -> None:
         raise invalid("name", "name " + _PROTOCOL["NAME_REFUSED"])
 
 
-def _raise_mistake(error: Exception) -> None:
-    """A script's error reply for a key held under another algorithm, raised as the
-    argument mistake it is (InvalidArgument naming algorithm); anything else returns."""
+def _raise_mistake(error: Exception, keys: Sequence[bytes] = ()) -> None:
+    """An error reply that is an argument mistake, raised as one: a key held under another
+    algorithm (InvalidArgument naming algorithm), keys in several Cluster slots (CROSSSLOT,
+    naming items); anything else returns."""
+    if not isinstance(error, redis.exceptions.ResponseError):
+        return
     text = str(error)
     at = text.find(_ALGORITHM_REPLY)
-    if isinstance(error, redis.exceptions.ResponseError) and at >= 0:
+    if at >= 0:
         raise invalid("algorithm", text[at + len("cellrate: "):]) from error
+    if _reply_word(error) == "CROSSSLOT":
+        raise _slots_differ(keys) from error
+
+
+def _slots_differ(keys: Sequence[bytes]) -> Exception:
+    """The mistake of one call's keys in several Redis Cluster hash slots, naming each
+    key and its slot (the client's own rule, redis.crc.key_slot)."""
+    named = ", ".join(f"'{key.decode('utf-8', 'backslashreplace')}' {redis.crc.key_slot(key)}"
+                      for key in dict.fromkeys(keys))
+    return invalid("items", f"items {_PROTOCOL['SLOTS_DIFFER']} {named}")
+
+
+_CLUSTER_CLIENTS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
 
 
 # The core's checks of a decision's key, cost and now, without a store.
@@ -913,7 +931,7 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         try:
             reply = self._call(words)
         except Exception as error:
-            return cast(cellrate.Decision, self._failed(error))
+            return cast(cellrate.Decision, self._failed(error, words[1:1 + words[0]]))
         return self._answer(words, reply, asked, sents)
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
@@ -1096,7 +1114,7 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         try:
             reply = await self._call(words)
         except Exception as error:
-            return cast(cellrate.Decision, self._failed(error))
+            return cast(cellrate.Decision, self._failed(error, words[1:1 + words[0]]))
         return self._answer(words, reply, asked, sents)
 
     async def check(self, key: Key, cost: int = 1, *,
@@ -1462,7 +1480,12 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
             raise invalid_type("items", f"items must be (limiter, key) pairs of {kind.__name__}")
         if pair[0].client is not pairs[0][0].client:
             raise invalid("items", "items: every limiter must use the same Redis client")
-    return pairs[0][0], _request(CHECK, pairs, cost, now)
+    request = _request(CHECK, pairs, cost, now)
+    if isinstance(pairs[0][0].client, _CLUSTER_CLIENTS):
+        keys = request[0][1:1 + len(pairs)]
+        if len({redis.crc.key_slot(key) for key in keys}) > 1:
+            raise _slots_differ(keys)  # the client would refuse it: no outage
+    return pairs[0][0], request
 
 
 def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,

@@ -1653,6 +1653,68 @@ def test_cluster_through_the_asyncio_client(cluster):
     asyncio.run(run())
 
 
+def _slot_words(keys) -> list:
+    """What a refusal of keys in several slots names: each key and its slot."""
+    return [f"'{key}' {redis.crc.key_slot(key.encode())}" for key in keys]
+
+
+CROSS_SLOT_LUA = """
+    package.path = package.path .. ";/usr/share/lua/5.3/?.lua"
+    local store = require("cellrate.redis")
+    local client = require("redis").connect("127.0.0.1", %d)
+    local user = store.limiter(client, 10, { name = "user", on_error = "allow" })
+    local ip = store.limiter(client, 10, { name = "ip", on_error = "allow" })
+    print(select(2, pcall(store.check_all, { { user, "u1" }, { ip, "1.2.3.4" } })))
+    print(store.check_all({ { user, "{u1}" }, { ip, "{u1}:1.2.3.4" } }))
+"""
+
+
+@pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
+def test_keys_in_several_cluster_slots_are_a_mistake_not_an_outage(cluster, interpreter):
+    """check_all over keys of several hash slots cannot run in a Cluster (one script call's
+    keys must share a slot): it raises, naming the keys' slots and the hash-tag fix,
+    whatever on_error says, and Redis is not taken for down. A cluster client refuses
+    it before sending (the store first); a plain client meets the node's CROSSSLOT
+    reply; the Lua face too, in the same words."""
+    keys = ["cellrate:user:u1", "cellrate:ip:1.2.3.4"]
+    rc = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port,
+                                    socket_timeout=2, socket_connect_timeout=2)
+    plain = client_for(cluster[0].port)
+    messages = []
+    try:
+        for client in (rc, plain):
+            user = RedisLimiter(client, 10, name="user", on_error="allow")
+            ip = RedisLimiter(client, 10, name="ip", on_error="allow")
+            with pytest.raises(cellrate.InvalidArgument) as info:
+                cr_redis.check_all([(user, "u1"), (ip, "1.2.3.4")])
+            assert info.value.param == "items"
+            messages.append(str(info.value))
+            assert user._availability.outage is None
+        assert cr_redis.check_all([(user, "{u1}"), (ip, "{u1}:1.2.3.4")]).allowed
+    finally:
+        rc.close()
+        plain.close()
+
+    async def asyncio_cluster():
+        arc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster[1].port)
+        try:
+            user = AsyncRedisLimiter(arc, 10, name="user", on_error="allow", timeout=5)
+            ip = AsyncRedisLimiter(arc, 10, name="ip", on_error="allow", timeout=5)
+            with pytest.raises(cellrate.InvalidArgument) as info:
+                await cr_redis.check_all_async([(user, "u1"), (ip, "1.2.3.4")])
+            messages.append(str(info.value))
+        finally:
+            await arc.aclose()
+
+    asyncio.run(asyncio_cluster())
+    lua = lua_run(interpreter, CROSS_SLOT_LUA % cluster[0].port).splitlines()
+    assert lua[1].startswith("true"), lua  # a hash tag: decided
+    messages.append(lua[0].split(": ", 1)[1] if lua[0].startswith("(command line)") else lua[0])
+    assert messages[0].startswith("items must name keys of one Redis Cluster hash slot")
+    assert "hash tag" in messages[0] and messages[0].endswith(", ".join(_slot_words(keys)))
+    assert messages == [messages[0]] * 4, messages
+
+
 # --------------------------------------------------------------------------
 # Bad input
 
