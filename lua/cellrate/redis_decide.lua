@@ -63,7 +63,7 @@ local MAX_TOLERANCE_NS = 9000000000000000
 local MAX_DEBT_NS = 9000000000000000
 -- BURST_TOO_LARGE = is too large for the Redis store: burst * (period/rate), or a window, must be below 9e15 ns (about 104 days)
 -- The first words of the error replies that mean "Redis cannot decide now".
--- UNAVAILABLE_REPLIES = OOM BUSY LOADING READONLY MASTERDOWN TRYAGAIN CLUSTERDOWN
+-- UNAVAILABLE_REPLIES = OOM BUSY LOADING READONLY MASTERDOWN NOREPLICAS TRYAGAIN CLUSTERDOWN
 -- While Redis cannot decide: the probe's first back-off and its largest (s).
 -- FIRST_BACKOFF_S = 0.05
 -- MAX_BACKOFF_S = 1.0

@@ -1121,6 +1121,22 @@ def test_a_full_redis_answers_by_on_error(client, on_error):
     assert limiter.check("k").remaining == 9
 
 
+@pytest.mark.parametrize("on_error", ["allow", "deny"])
+def test_a_master_short_of_its_replicas_answers_by_on_error(client, on_error):
+    """min-replicas-to-write (a master that bounds what a failover can lose) refuses
+    writes with NOREPLICAS while too few replicas follow it: "cannot decide now",
+    as a failed-over primary's READONLY is, not a mistake."""
+    limiter = RedisLimiter(client, 10, on_error=on_error, prefix=f"noreplicas{on_error}:")
+    client.config_set("min-replicas-to-write", 1)
+    try:
+        assert limiter.check("k").allowed is (on_error == "allow")
+        assert limiter._availability.outage is not None
+    finally:
+        client.config_set("min-replicas-to-write", 0)
+    _until(lambda: limiter._availability.outage is None)
+    assert limiter.check("k").remaining == 9
+
+
 def test_a_full_redis_answers_by_on_error_in_asyncio(server):
     async def run():
         aclient = async_client_for(server.port)
