@@ -1680,7 +1680,10 @@ CROSS_SLOT_LUA = """
     local client = require("redis").connect("127.0.0.1", %d)
     local user = store.limiter(client, 10, { name = "user", on_error = "allow" })
     local ip = store.limiter(client, 10, { name = "ip", on_error = "allow" })
-    print(select(2, pcall(store.check_all, { { user, "u1" }, { ip, "1.2.3.4" } })))
+    print(select(2, pcall(function()
+        local allowed = store.check_all({ { user, "u1" }, { ip, "1.2.3.4" } })
+        return allowed
+    end)))
     print(store.check_all({ { user, "{u1}" }, { ip, "{u1}:1.2.3.4" } }))
 """
 
@@ -1725,7 +1728,8 @@ def test_keys_in_several_cluster_slots_are_a_mistake_not_an_outage(cluster, inte
     asyncio.run(asyncio_cluster())
     lua = lua_run(interpreter, CROSS_SLOT_LUA % cluster[0].port).splitlines()
     assert lua[1].startswith("true"), lua  # a hash tag: decided
-    messages.append(lua[0].split(": ", 1)[1] if lua[0].startswith("(command line)") else lua[0])
+    assert re.match(r"\(command line\):\d+: ", lua[0]), lua[0]  # raised at the caller's line
+    messages.append(lua[0].split(": ", 1)[1])
     assert messages[0].startswith("items must name keys of one Redis Cluster hash slot")
     assert "hash tag" in messages[0] and messages[0].endswith(", ".join(_slot_words(keys)))
     assert messages == [messages[0]] * 4, messages
