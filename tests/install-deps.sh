@@ -43,7 +43,7 @@ if [ "$mode" = test ]; then
     apt_pkgs="$apt_pkgs lua-busted luajit2 libluajit2-5.1-dev \
         clang libclang-rt-14-dev libfuzzer-14-dev \
         nginx libnginx-mod-http-lua lua-resty-core wrk \
-        redis-server redis-tools lua-redis lua-socket \
+        redis-server redis-sentinel redis-tools lua-redis lua-socket \
         clang-format lua-check pkg-config"
 fi
 

@@ -325,7 +325,7 @@ local function reply_of(self, keys, args)
     err = err or "no reply"
     local word = reply_word(err)
     if word and not cannot_decide[word] then
-        return nil, "Redis refused the decision: " .. err, false
+        return nil, "Redis refused the decision: " .. err, false, word
     end
     self.backoff = self.gate and math.min(self.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
     if not self.gate then
@@ -349,13 +349,33 @@ local function raise_mistake(err, level)
     end
 end
 
+-- Keys in several Redis Cluster hash slots (a CROSSSLOT reply): the
+-- argument mistake it is, naming each key and its slot (asked of the node,
+-- which knows the rule; "?" where it cannot say), raised at the caller of the
+-- public function (`level` as raise_mistake's).
+local KEYSLOT = "return redis.call('CLUSTER', 'KEYSLOT', ARGV[1])"
+local function raise_slots_differ(client, keys, level)
+    local named, seen = {}, {}
+    for _, key in ipairs(keys) do
+        if not seen[key] then
+            seen[key] = true
+            named[#named + 1] = "'" .. key .. "' " .. tostring(call(client, "eval", KEYSLOT, 0, key)
+                                                             or "?")
+        end
+    end
+    error("items " .. protocol.SLOTS_DIFFER .. " " .. table.concat(named, ", "), level)
+end
+
 local function decide(self, keys, args)
-    local reply, err, unavailable = reply_of(self, keys, args)
+    local reply, err, unavailable, word = reply_of(self, keys, args)
     if reply == nil then
         if unavailable then
             return fallback(self, err)
         end
         raise_mistake(err, 4)
+        if word == "CROSSSLOT" then
+            raise_slots_differ(self.client, keys, 4)
+        end
         return nil, err, "unavailable"
     end
     if reply == 1 then -- ALLOW mode, admitted: the verdict alone

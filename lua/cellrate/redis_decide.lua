@@ -63,7 +63,7 @@ local MAX_TOLERANCE_NS = 9000000000000000
 local MAX_DEBT_NS = 9000000000000000
 -- BURST_TOO_LARGE = is too large for the Redis store: burst * (period/rate), or a window, must be below 9e15 ns (about 104 days)
 -- The first words of the error replies that mean "Redis cannot decide now".
--- UNAVAILABLE_REPLIES = OOM BUSY LOADING READONLY MASTERDOWN TRYAGAIN CLUSTERDOWN
+-- UNAVAILABLE_REPLIES = OOM BUSY LOADING READONLY MASTERDOWN NOREPLICAS TRYAGAIN CLUSTERDOWN
 -- While Redis cannot decide: the probe's first back-off and its largest (s).
 -- FIRST_BACKOFF_S = 0.05
 -- MAX_BACKOFF_S = 1.0
@@ -78,6 +78,10 @@ local MAX_DEBT_NS = 9000000000000000
 -- NAME_REFUSES = { } :
 -- NAME_REFUSED = must not contain '{', '}' or ':': a hash tag would put every key of the limit in one Redis Cluster slot, and ':' ends the name in its keys
 -- NAME_NEEDED = give the limit a name (name=) to change it live: an unnamed limit's keys are named by its parameters, which the change would leave behind
+-- The keys of one call must share a Redis Cluster hash slot: what the faces
+-- say of keys in several (a cluster client refuses them before sending, a
+-- node with CROSSSLOT), then each key and its slot.
+-- SLOTS_DIFFER = must name keys of one Redis Cluster hash slot, as the keys of one script call must: put the same hash tag in each key, the part in braces that Cluster hashes (e.g. '{user:42}' and '{user:42}:search'); the keys and their slots:
 -- A live change keeps the algorithm: the start of the error reply of a key
 -- held under another one, and what the faces say of such a change.
 local ALGORITHM_REPLY = 'cellrate: algorithm:'

@@ -53,6 +53,8 @@ try:
     import redis.asyncio
     import redis.asyncio.cluster
     import redis.cluster
+    import redis.crc
+    import redis.sentinel
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -241,49 +243,66 @@ def _detached(error: BaseException) -> BaseException:
     return error
 
 
+class _Outage:
+    """Redis cannot decide: since when (monotonic s), the last failure (without its
+    tracebacks) and when the probe tries next (monotonic s; 0: no probe, a call that
+    found no free connection). Never changed, replaced whole: a decision reads the
+    availability once and answers from that, whatever the probe does meanwhile."""
+
+    __slots__ = ("since", "error", "retry_at")
+
+    def __init__(self, since: float, error: BaseException, retry_at: float) -> None:
+        self.since = since
+        self.error = error
+        self.retry_at = retry_at
+
+
 class _Availability:
     """Whether Redis decides lately; the back-off schedule of the probe, its log lines.
 
-    Calls only read `down_since`; failed() starts the probe (start_probe, given
-    by the store: a thread or an asyncio task), which calls probed() after each
-    try until one succeeds. No request ever waits for a probe.
+    A call reads `outage` once (None: ask Redis) and answers from what it read;
+    failed() starts the probe (start_probe, given by the store: a thread or an
+    asyncio task), which calls probed() after each try until one succeeds. No
+    request ever waits for a probe.
     """
 
     def __init__(self) -> None:
-        self.down_since: float | None = None
-        self.retry_at = 0.0  # monotonic s of the next probe
+        self.outage: _Outage | None = None
         self.backoff = 0.0
-        self.error: BaseException | None = None
         self.probing = False
         self.lock = threading.Lock()
 
-    def failed(self, error: BaseException, on_error: str) -> bool:
-        """Redis cannot decide; True when the caller must start the probe."""
+    def failed(self, error: BaseException, on_error: str) -> Tuple[_Outage, bool]:
+        """Redis cannot decide: the outage, and True when the caller must start the probe."""
         error = _detached(error)
         with self.lock:
-            self.error = error
-            if self.down_since is None:
-                self.down_since = time.monotonic()
+            outage = self.outage
+            if outage is None:
+                since = time.monotonic()
                 self.backoff = FIRST_BACKOFF_S
-                self.retry_at = self.down_since + self.backoff
+                outage = _Outage(since, error, since + self.backoff)
                 log.warning("Redis cannot decide (%s: %s); answering on_error=%r until it "
                             "decides again", type(error).__name__, error, on_error)
+            else:
+                outage = _Outage(outage.since, error, outage.retry_at)
+            self.outage = outage
             start, self.probing = not self.probing, True
-            return start
+            return outage, start
 
     def probed(self, error: BaseException | None) -> float | None:
         """A probe's outcome (None: Redis decided); the delay to the next one, or None
         when probing stops."""
         with self.lock:
-            if error is None:
-                if self.down_since is not None:
+            outage = self.outage
+            if error is None or outage is None:
+                if outage is not None:
                     log.warning("Redis decides again after %.3f s",
-                                time.monotonic() - self.down_since)
-                self.down_since, self.error, self.probing = None, None, False
+                                time.monotonic() - outage.since)
+                self.outage, self.probing = None, False
                 return None
-            self.error = _detached(error)
             self.backoff = min(self.backoff * 2, MAX_BACKOFF_S)
-            self.retry_at = time.monotonic() + self.backoff
+            self.outage = _Outage(outage.since, _detached(error),
+                                  time.monotonic() + self.backoff)
             return self.backoff
 
     def stopped(self) -> None:
@@ -326,32 +345,33 @@ class _Store:
         self.timeout = float(timeout)
         self._availability = _Availability()
 
-    def _failed(self, error: Exception) -> Any:
-        """The answer to a call that failed: on_error's when Redis cannot decide now (and,
-        unless the call only found no free connection, the store answers on_error from
-        then on while a probe tries Redis); a mistake raises RedisUnavailable."""
+    def _failed(self, error: Exception, keys: Sequence[bytes] = ()) -> Any:
+        """The answer to a call of `keys` that failed: on_error's when Redis cannot decide
+        now (and, unless the call only found no free connection, the store answers
+        on_error from then on while a probe tries Redis); a mistake raises
+        RedisUnavailable, or InvalidArgument where it is one."""
         if not _cannot_decide(error):
-            _raise_mistake(error)
+            _raise_mistake(error, keys)
             raise RedisUnavailable(f"Redis refused the decision: {error}") from error
-        if not isinstance(error, _PoolExhausted) and self._availability.failed(
-                error, self.on_error):
+        if isinstance(error, _PoolExhausted):
+            return self._fallback(_Outage(time.monotonic(), error, 0.0))
+        outage, start = self._availability.failed(error, self.on_error)
+        if start:
             self._start_probe()
-        return self._fallback(error)
+        return self._fallback(outage)
 
-    def _while_down(self) -> Any:
-        """The answer while Redis cannot decide (the probe restarted if it had stopped,
-        as when its event loop ended)."""
+    def _while_down(self, outage: _Outage) -> Any:
+        """The answer while Redis cannot decide, from the outage the call read (the
+        probe restarted if it had stopped, as when its event loop ended)."""
         availability = self._availability
         if not availability.probing:
             with availability.lock:
                 start, availability.probing = not availability.probing, True
             if start:
                 self._start_probe()
-        error = availability.error
-        assert error is not None
-        return self._fallback(error)
+        return self._fallback(outage)
 
-    def _fallback(self, error: BaseException) -> Any:  # pragma: no cover - each store has its own
+    def _fallback(self, outage: _Outage) -> Any:  # pragma: no cover - each store has its own
         raise NotImplementedError
 
     def _start_probe(self) -> None:  # pragma: no cover - each face has its own
@@ -497,18 +517,16 @@ class _RedisLimit(_Store):
                                             sents[0])
         return _decision(reply, sents)
 
-    def _fallback(self, error: BaseException) -> cellrate.Decision:
+    def _fallback(self, outage: _Outage) -> cellrate.Decision:
         """The answer of on_error while Redis cannot decide. A refusal it invents says
         the same thing in every field: retry after the next probe, reset then too."""
         if self.on_error == "raise":
-            raise RedisUnavailable("Redis cannot decide now (on_error='raise')") from error
+            raise RedisUnavailable("Redis cannot decide now (on_error='raise')") \
+                from outage.error
         sent = self._sent
         if self.on_error == "allow":
             return sent.admitted
-        retry_after = FIRST_BACKOFF_S
-        if self._availability.down_since is not None:
-            retry_after = max(self._availability.retry_at - time.monotonic(), 0.0) \
-                or FIRST_BACKOFF_S
+        retry_after = max(outage.retry_at - time.monotonic(), 0.0) or FIRST_BACKOFF_S
         return cellrate.Decision(False, 0, retry_after, retry_after, sent.limit.burst,
                                  sent.window)
 
@@ -566,13 +584,29 @@ def _check_name(name: Any) -> None:
         raise invalid("name", "name " + _PROTOCOL["NAME_REFUSED"])
 
 
-def _raise_mistake(error: Exception) -> None:
-    """A script's error reply for a key held under another algorithm, raised as the
-    argument mistake it is (InvalidArgument naming algorithm); anything else returns."""
+def _raise_mistake(error: Exception, keys: Sequence[bytes] = ()) -> None:
+    """An error reply that is an argument mistake, raised as one: a key held under another
+    algorithm (InvalidArgument naming algorithm), keys in several Cluster slots (CROSSSLOT,
+    naming items); anything else returns."""
+    if not isinstance(error, redis.exceptions.ResponseError):
+        return
     text = str(error)
     at = text.find(_ALGORITHM_REPLY)
-    if isinstance(error, redis.exceptions.ResponseError) and at >= 0:
+    if at >= 0:
         raise invalid("algorithm", text[at + len("cellrate: "):]) from error
+    if _reply_word(error) == "CROSSSLOT":
+        raise _slots_differ(keys) from error
+
+
+def _slots_differ(keys: Sequence[bytes]) -> Exception:
+    """The mistake of one call's keys in several Redis Cluster hash slots, naming each
+    key and its slot (the client's own rule, redis.crc.key_slot)."""
+    named = ", ".join(f"'{key.decode('utf-8', 'backslashreplace')}' {redis.crc.key_slot(key)}"
+                      for key in dict.fromkeys(keys))
+    return invalid("items", f"items {_PROTOCOL['SLOTS_DIFFER']} {named}")
+
+
+_CLUSTER_CLIENTS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
 
 
 # The core's checks of a decision's key, cost and now, without a store.
@@ -615,13 +649,90 @@ def _decision(reply: Any, sents: Sequence[_Sent]) -> cellrate.Decision:
     )
 
 
+class _SentinelMaster:
+    """The master's address, asked of the Sentinels of a pool that redis-py's
+    Sentinel.master_for() made, within the time a call has left. redis-py's own
+    lookup asks each Sentinel in turn with that Sentinel client's socket timeout (5 s
+    by default), before the store could bound it. Here each Sentinel gets an equal
+    share of the time left (so a frozen one costs a share and the next still
+    answers), through the store's own connections to it; the reply is read and the
+    master's state judged as redis-py does; a Sentinel that failed is asked last from
+    then on, one that answered first (redis-py keeps the one that answered first too)."""
+
+    def __init__(self, pool: Any) -> None:
+        self._manager = pool.sentinel_manager
+        self.service_name: str = pool.service_name
+        self.check_connection: bool = pool.check_connection
+        self._order: List[Any] = list(self._manager.sentinels)
+        self._lock = threading.Lock()
+
+    def _move(self, sentinel: Any, first: bool) -> None:
+        with self._lock:
+            if sentinel in self._order:
+                self._order.remove(sentinel)
+                self._order.insert(0 if first else len(self._order), sentinel)
+
+    def address(self, deadline: float) -> Tuple[str, int]:
+        with self._lock:
+            sentinels = list(self._order)
+        errors = []
+        for index, sentinel in enumerate(sentinels):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                errors.append("no time left")
+                break
+            try:
+                reply = _Connections.of(sentinel.connection_pool).run(
+                    ("SENTINEL MASTERS",), time.monotonic() + left / (len(sentinels) - index))
+                masters = sentinel.response_callbacks["SENTINEL MASTERS"](reply)
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+                    redis.exceptions.ResponseError) as error:
+                where = sentinel.connection_pool.connection_kwargs
+                errors.append(f"{where.get('host')}:{where.get('port')}: {error}")
+                self._move(sentinel, first=False)
+                continue
+            state = masters.get(self.service_name)
+            if state and self._manager.check_master_state(state, self.service_name):
+                self._move(sentinel, first=True)
+                forced = getattr(self._manager, "_force_master_ip", None)
+                return (forced if forced is not None else state["ip"]), state["port"]
+        raise redis.sentinel.MasterNotFoundError(
+            f"No master found for {self.service_name!r} within the store's timeout: "
+            + "; ".join(errors))
+
+
+class _AskedWithin:
+    """What a Sentinel-managed connection asks its pool (redis-py's proxy), answered
+    within the deadline of the call that connects it: the master's address, then the
+    connection's timeouts cut to the time still left."""
+
+    is_master = True
+
+    def __init__(self, master: _SentinelMaster) -> None:
+        self.master = master
+        self.service_name = master.service_name
+        self.check_connection = master.check_connection
+        self.deadline = 0.0
+        self.connection: Any = None
+
+    def get_master_address(self) -> Tuple[str, int]:
+        address = self.master.address(self.deadline)
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise redis.exceptions.TimeoutError(
+                "the master's address came with no time left within the store's timeout")
+        self.connection.socket_connect_timeout = self.connection.socket_timeout = left
+        return address
+
+
 class _Connections:
     """The sync store's own connections to the client's server, shared by every store
     on one connection pool: the pool's settings (host, port, db, credentials, TLS,
     protocol) without the client's retries, at most the pool's max_connections at
     once; a call waits for a free one until its deadline. redis-py's own
     get_connection() cannot serve here: it connects, and so retries with back-off,
-    before the caller can bound it."""
+    before the caller can bound it. A pool of Sentinel.master_for() has its master's
+    address asked of the Sentinels within the call's deadline too (_SentinelMaster)."""
 
     _by_pool: "weakref.WeakKeyDictionary[Any, _Connections]" = weakref.WeakKeyDictionary()
     _by_pool_lock = threading.Lock()
@@ -640,11 +751,23 @@ class _Connections:
         kwargs.pop("retry_on_timeout", None)
         self._kwargs = kwargs
         self._connection_class = pool.connection_class
+        self._sentinel_master = (
+            _SentinelMaster(pool)
+            if isinstance(pool, redis.sentinel.SentinelConnectionPool) and pool.is_master
+            else None)
         self.max_connections: int = getattr(pool, "max_connections", None) or 2**31
         self._idle: List[Any] = []
         self._count = 0
         self._free = threading.Condition(threading.Lock())
         self._pid = os.getpid()
+
+    def _made(self) -> Any:
+        """A new connection, not connected."""
+        if self._sentinel_master is None:
+            return self._connection_class(**self._kwargs)
+        asked = _AskedWithin(self._sentinel_master)
+        asked.connection = self._connection_class(**dict(self._kwargs, connection_pool=asked))
+        return asked.connection
 
     def _get(self, deadline: float) -> Any:
         with self._free:
@@ -661,7 +784,7 @@ class _Connections:
                 return self._idle.pop()
             self._count += 1
         try:
-            return self._connection_class(**self._kwargs)
+            return self._made()
         except BaseException:
             with self._free:
                 self._count -= 1
@@ -691,6 +814,8 @@ class _Connections:
                 if fresh:
                     remaining = max(deadline - time.monotonic(), 0.001)
                     connection.socket_connect_timeout = connection.socket_timeout = remaining
+                    if self._sentinel_master is not None:
+                        connection.connection_pool.deadline = deadline
                     connection.connect()
                 try:
                     connection.send_command(*command)
@@ -799,13 +924,14 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         reply = self._refused(words, sents[0])
         if reply is not None:
             return _decision(reply, sents)
-        if self._availability.down_since is not None:
-            return cast(cellrate.Decision, self._while_down())
+        outage = self._availability.outage
+        if outage is not None:
+            return cast(cellrate.Decision, self._while_down(outage))
         asked = time.monotonic_ns()
         try:
             reply = self._call(words)
         except Exception as error:
-            return cast(cellrate.Decision, self._failed(error))
+            return cast(cellrate.Decision, self._failed(error, words[1:1 + words[0]]))
         return self._answer(words, reply, asked, sents)
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
@@ -833,8 +959,9 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         (atomic), and returns their count (0: none fits). Where Redis cannot decide,
         on_error answers: allow max_cost, deny 0, raise RedisUnavailable."""
         words = _take_words(self, key, max_cost, now)
-        if self._availability.down_since is not None:
-            return self._taken(self._while_down(), max_cost)
+        outage = self._availability.outage
+        if outage is not None:
+            return self._taken(self._while_down(outage), max_cost)
         try:
             return self._taken(self._call(words), max_cost)
         except Exception as error:
@@ -980,13 +1107,14 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         reply = self._refused(words, sents[0])
         if reply is not None:
             return _decision(reply, sents)
-        if self._availability.down_since is not None:
-            return cast(cellrate.Decision, self._while_down())
+        outage = self._availability.outage
+        if outage is not None:
+            return cast(cellrate.Decision, self._while_down(outage))
         asked = time.monotonic_ns()
         try:
             reply = await self._call(words)
         except Exception as error:
-            return cast(cellrate.Decision, self._failed(error))
+            return cast(cellrate.Decision, self._failed(error, words[1:1 + words[0]]))
         return self._answer(words, reply, asked, sents)
 
     async def check(self, key: Key, cost: int = 1, *,
@@ -1010,8 +1138,9 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
     async def take(self, key: Key, max_cost: int, *, now: float | None = None) -> int:
         """RedisLimiter.take, awaited."""
         words = _take_words(self, key, max_cost, now)
-        if self._availability.down_since is not None:
-            return self._taken(self._while_down(), max_cost)
+        outage = self._availability.outage
+        if outage is not None:
+            return self._taken(self._while_down(outage), max_cost)
         try:
             return self._taken(await self._call(words), max_cost)
         except Exception as error:
@@ -1181,9 +1310,10 @@ class _RedisHoldings(_Store):
         ("allow"), or None ("deny"); "raise" raised in _fallback."""
         return cast(RedisSlot, self._slot(self, None, key, cost)) if answer else None
 
-    def _fallback(self, error: BaseException) -> bool:
+    def _fallback(self, outage: _Outage) -> bool:
         if self.on_error == "raise":
-            raise RedisUnavailable("Redis cannot decide now (on_error='raise')") from error
+            raise RedisUnavailable("Redis cannot decide now (on_error='raise')") \
+                from outage.error
         return self.on_error == "allow"
 
     def _release_failed(self, error: Exception) -> bool:
@@ -1209,9 +1339,10 @@ class RedisConcurrency(_SyncStore, _RedisHoldings):
 
     The same names and answers as cellrate.Concurrency: try_acquire(key=None, cost=1)
     -> a RedisSlot or None, hold(...) for `with`, in_flight(key=None). Each acquire and
-    each release is one round trip: a script (redis_hold.lua) keeps a key's units in a
-    sorted set scored by the instant their lease ends, on the server's clock (TIME),
-    and drops the ended ones before it counts. `lease` (seconds, required) is what
+    each release is one round trip: a script (redis_hold.lua) keeps a key's holdings in
+    a sorted set, one member a holding whatever its units, scored by the instant its
+    lease ends on the server's clock (TIME), and gives back the ended ones before it
+    counts. `lease` (seconds, required) is what
     frees the units of a holder that never releases (a process killed, a host lost):
     they come back `lease` seconds after they were taken. Keys are prefix + name +
     ":" + key (the name's rules are RedisLimiter's; default "concurrency:<limit>").
@@ -1230,8 +1361,9 @@ class RedisConcurrency(_SyncStore, _RedisHoldings):
     def try_acquire(self, key: Key | None = None, cost: int = 1) -> RedisSlot | None:
         """A RedisSlot holding `cost` units of `key`, or None when they are not free."""
         words = self._acquire_words(key, cost)
-        if self._availability.down_since is not None:
-            return self._unheld(self._while_down(), key, cost)
+        outage = self._availability.outage
+        if outage is not None:
+            return self._unheld(self._while_down(outage), key, cost)
         try:
             reply = self._call(words)
         except Exception as error:
@@ -1312,8 +1444,9 @@ class AsyncRedisConcurrency(_AsyncStore, _RedisHoldings):
     async def try_acquire(self, key: Key | None = None, cost: int = 1) -> AsyncRedisSlot | None:
         """RedisConcurrency.try_acquire, awaited."""
         words = self._acquire_words(key, cost)
-        if self._availability.down_since is not None:
-            slot = self._unheld(self._while_down(), key, cost)
+        outage = self._availability.outage
+        if outage is not None:
+            slot = self._unheld(self._while_down(outage), key, cost)
         else:
             try:
                 reply = await self._call(words)
@@ -1347,7 +1480,12 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
             raise invalid_type("items", f"items must be (limiter, key) pairs of {kind.__name__}")
         if pair[0].client is not pairs[0][0].client:
             raise invalid("items", "items: every limiter must use the same Redis client")
-    return pairs[0][0], _request(CHECK, pairs, cost, now)
+    request = _request(CHECK, pairs, cost, now)
+    if isinstance(pairs[0][0].client, _CLUSTER_CLIENTS):
+        keys = request[0][1:1 + len(pairs)]
+        if len({redis.crc.key_slot(key) for key in keys}) > 1:
+            raise _slots_differ(keys)  # the client would refuse it: no outage
+    return pairs[0][0], request
 
 
 def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,

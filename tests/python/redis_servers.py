@@ -1,7 +1,8 @@
 """Real redis-server processes for the tests: loopback, free ports, always stopped.
 
-RedisServer starts one server (optionally in cluster mode) in a temporary
-directory and stops it in stop(), which the fixtures call in `finally`.
+RedisServer starts one server (optionally in cluster mode, or as a replica) in a
+temporary directory and stops it in stop(), which the fixtures call in
+`finally`; RedisSentinel starts a Sentinel watching a master the same way.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ import pytest
 
 REDIS_SERVER = shutil.which("redis-server")
 REDIS_CLI = shutil.which("redis-cli")
+# Debian's redis-sentinel is the server binary under another name; without the
+# package, the server itself runs as a Sentinel with --sentinel.
+REDIS_SENTINEL = [shutil.which("redis-sentinel")] if shutil.which("redis-sentinel") else \
+    [REDIS_SERVER, "--sentinel"] if REDIS_SERVER else None
 
 needs_redis = pytest.mark.skipif(
     REDIS_SERVER is None or REDIS_CLI is None,
@@ -45,15 +50,19 @@ def free_port() -> int:
 class RedisServer:
     """One redis-server on 127.0.0.1; start() again after kill() reuses the port."""
 
-    def __init__(self, *, cluster: bool = False, port: int | None = None):
+    def __init__(self, *, cluster: bool = False, port: int | None = None,
+                 replica_of: int | None = None):
         self.port = port or free_port()
         self.cluster = cluster
+        self.replica_of = replica_of
         self.dir = tempfile.mkdtemp(prefix="cellrate-redis-")
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> "RedisServer":
+    def _command(self) -> list:
+        return [REDIS_SERVER]
+
+    def _arguments(self) -> list:
         args = [
-            REDIS_SERVER,
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--save", "",
@@ -66,7 +75,13 @@ class RedisServer:
             args += ["--cluster-enabled", "yes",
                      "--cluster-config-file", os.path.join(self.dir, "nodes.conf"),
                      "--cluster-node-timeout", "2000"]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if self.replica_of is not None:
+            args += ["--replicaof", "127.0.0.1", str(self.replica_of)]
+        return args
+
+    def start(self) -> "RedisServer":
+        self.process = subprocess.Popen(self._command() + self._arguments(),
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.ping():
@@ -84,11 +99,20 @@ class RedisServer:
         return False
 
     def kill(self) -> None:
-        """SIGKILL, as a crash: no shutdown, nothing saved."""
+        """SIGKILL, as a crash: no shutdown, nothing saved (a stopped process too)."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
         self.process = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the kernel still accepts connections; nothing answers them."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:
         self.kill()
@@ -97,6 +121,37 @@ class RedisServer:
     def cli(self, *args: str) -> str:
         return subprocess.run([REDIS_CLI, "-p", str(self.port), *args], check=True,
                               capture_output=True, text=True, timeout=30).stdout
+
+
+class RedisSentinel(RedisServer):
+    """A Sentinel on 127.0.0.1 watching the master `master_port` as `service`, which it
+    judges down after `down_after_ms` (a quorum of `quorum` Sentinels fails it over).
+    Its configuration is a file of its own (Sentinel rewrites it)."""
+
+    def __init__(self, master_port: int, *, service: str = "cellrate", quorum: int = 1,
+                 down_after_ms: int = 1000):
+        super().__init__()
+        self.service = service
+        config = os.path.join(self.dir, "sentinel.conf")
+        with open(config, "w") as file:
+            file.write(f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                       f"logfile {os.path.join(self.dir, 'sentinel.log')}\n"
+                       f"sentinel monitor {service} 127.0.0.1 {master_port} {quorum}\n"
+                       f"sentinel down-after-milliseconds {service} {down_after_ms}\n"
+                       f"sentinel failover-timeout {service} 10000\n")
+        self.config = config
+
+    def _command(self) -> list:
+        assert REDIS_SENTINEL is not None
+        return [REDIS_SENTINEL[0], self.config, *REDIS_SENTINEL[1:]]
+
+    def _arguments(self) -> list:
+        return []
+
+    def master(self) -> tuple:
+        """(host, port) of the master this Sentinel names now."""
+        reply = self.cli("sentinel", "get-master-addr-by-name", self.service).split()
+        return reply[0], int(reply[1])
 
 
 @contextlib.contextmanager

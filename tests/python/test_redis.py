@@ -40,7 +40,8 @@ sys.path.insert(0, str(ROOT / "tests" / "model"))
 sys.path.insert(0, str(HERE))
 
 import gcra_model as model  # noqa: E402
-from redis_servers import REDIS_CLI, RedisServer, needs_redis, redis_server  # noqa: E402
+from redis_servers import (REDIS_CLI, RedisSentinel, RedisServer, needs_redis,  # noqa: E402
+                           redis_server)
 
 pytestmark = needs_redis
 
@@ -887,7 +888,7 @@ def test_redis_killed_and_restarted(on_error, caplog):
         assert attempts == ["EVALSHA"]
         assert len(_probes()) == 1
         srv.start()  # the same port, an empty server: no key, no script
-        _until(lambda: limiter._availability.down_since is None)
+        _until(lambda: limiter._availability.outage is None)
         assert limiter.check("k").remaining == 999  # decided by the new server
         assert attempts[1:] == ["EVALSHA"]  # the probe loaded the script
         _until(lambda: not _probes())  # the probe ended with the outage
@@ -956,11 +957,95 @@ def test_a_stalled_server_answers_by_on_error_within_the_timeout():
         calls.join(30)  # the server stays stopped for all of it
         assert not calls.is_alive() and answers == [False] * 100
         srv.process.send_signal(signal.SIGCONT)
-        _until(lambda: limiter._availability.down_since is None)
+        _until(lambda: limiter._availability.outage is None)
         assert limiter.allow("k")
     finally:
         srv.process and srv.process.send_signal(signal.SIGCONT)
         srv.stop()
+
+
+@contextlib.contextmanager
+def _watched_master(sentinels: int = 2):
+    """A master and `sentinels` Sentinels watching it as "cellrate", on loopback; every
+    process continued and killed at the end, however the test ends."""
+    master = RedisServer()
+    watchers = [RedisSentinel(master.port) for _ in range(sentinels)]
+    try:
+        master.start()
+        for watcher in watchers:
+            watcher.start()
+        for watcher in watchers:
+            _until(lambda w=watcher: w.master() == ("127.0.0.1", master.port)
+                   and "s_down" not in w.cli("sentinel", "master", "cellrate"))
+        yield master, watchers
+    finally:
+        for process in (master, *watchers):
+            process.resume()
+            process.stop()
+
+
+def _timed(call):
+    started = time.monotonic()
+    answer = call()
+    return answer, time.monotonic() - started
+
+
+def test_a_frozen_sentinel_holds_no_decision_past_the_timeout():
+    """redis-py's Sentinel with its defaults asks each Sentinel with a 5 s socket timeout
+    before it connects to the master. The store asks them within its own timeout: a
+    frozen first Sentinel (SIGSTOP: connections accepted, never answered) costs it a
+    share of the time, and the next one answers; all of them frozen, on_error answers
+    within the timeout, and the store decides again when one answers."""
+    timeout = 0.25
+    with _watched_master() as (master, watchers):
+        watchers[0].pause()
+        sentinel = redis.sentinel.Sentinel([("127.0.0.1", w.port) for w in watchers])
+        limiter = RedisLimiter(sentinel.master_for("cellrate"), 10, 3600, on_error="deny",
+                               timeout=timeout)
+        try:
+            decision, took = _timed(lambda: limiter.check("k"))
+            assert took < 8 * timeout, took  # 5.0 s before (the first Sentinel's socket timeout)
+            assert decision.allowed and decision.remaining == 9  # Redis decided
+        finally:
+            limiter.close()
+        watchers[1].pause()
+        fresh = RedisLimiter(sentinel.master_for("cellrate"), 10, 3600, on_error="deny",
+                             timeout=timeout)  # new connections: the master is asked for
+        try:
+            decision, took = _timed(lambda: fresh.check("k"))
+            assert took < 8 * timeout, took
+            assert not decision.allowed and fresh._availability.outage is not None  # on_error
+            watchers[1].resume()
+            _until(lambda: fresh._availability.outage is None)
+            assert fresh.check("k").remaining == 8
+        finally:
+            fresh.close()
+
+
+def test_a_frozen_sentinel_and_the_asyncio_store():
+    """The asyncio store bounds the whole call, the Sentinel lookup included; behind a
+    frozen first Sentinel it decides only when the Sentinel clients' own socket timeout
+    leaves the next one time to answer (sentinel_kwargs), as the Redis page says."""
+    timeout = 0.25
+
+    async def decide(sentinel):
+        limiter = AsyncRedisLimiter(sentinel.master_for("cellrate"), 10, 3600,
+                                    on_error="deny", timeout=timeout)
+        try:
+            return await limiter.check("k")
+        finally:
+            await limiter.aclose()
+
+    with _watched_master() as (master, watchers):
+        watchers[0].pause()
+        addresses = [("127.0.0.1", w.port) for w in watchers]
+        defaults = redis.asyncio.sentinel.Sentinel(addresses)
+        decision, took = _timed(lambda: asyncio.run(decide(defaults)))
+        assert took < 8 * timeout and not decision.allowed  # on_error, in time
+        bounded = redis.asyncio.sentinel.Sentinel(
+            addresses, sentinel_kwargs={"socket_timeout": timeout / 3})
+        decision, took = _timed(lambda: asyncio.run(decide(bounded)))
+        assert took < 8 * timeout and decision.allowed  # the second Sentinel answered
 
 
 def test_debug_sleep_beyond_the_timeout(client, server):
@@ -970,10 +1055,10 @@ def test_debug_sleep_beyond_the_timeout(client, server):
     try:
         time.sleep(0.1)
         assert not limiter.allow("k")  # refused (on_error="deny") while it lasts
-        assert limiter._availability.down_since is not None
+        assert limiter._availability.outage is not None
     finally:
         sleeper.wait(10)
-    _until(lambda: limiter._availability.down_since is None)
+    _until(lambda: limiter._availability.outage is None)
     assert limiter.check("k").allowed
 
 
@@ -997,7 +1082,7 @@ def test_a_capped_pool_waits_for_a_connection_and_is_no_outage(server, pool_clas
         thread.join(60)
     assert len(admitted) == 16 * 30
     assert sum(admitted) == 10
-    assert limiter._availability.down_since is None
+    assert limiter._availability.outage is None
 
 
 def test_a_capped_async_pool_waits_for_a_connection(server):
@@ -1008,7 +1093,7 @@ def test_a_capped_async_pool_waits_for_a_connection(server):
         try:
             answers = await asyncio.gather(*(limiter.allow("k") for _ in range(200)))
             assert sum(answers) == 10
-            assert limiter._availability.down_since is None
+            assert limiter._availability.outage is None
         finally:
             await aclient.aclose()
 
@@ -1032,7 +1117,23 @@ def test_a_full_redis_answers_by_on_error(client, on_error):
             assert decision.allowed is (on_error == "allow")
     finally:
         client.config_set("maxmemory", "0")
-    _until(lambda: limiter._availability.down_since is None)
+    _until(lambda: limiter._availability.outage is None)
+    assert limiter.check("k").remaining == 9
+
+
+@pytest.mark.parametrize("on_error", ["allow", "deny"])
+def test_a_master_short_of_its_replicas_answers_by_on_error(client, on_error):
+    """min-replicas-to-write (a master that bounds what a failover can lose) refuses
+    writes with NOREPLICAS while too few replicas follow it: "cannot decide now",
+    as a failed-over primary's READONLY is, not a mistake."""
+    limiter = RedisLimiter(client, 10, on_error=on_error, prefix=f"noreplicas{on_error}:")
+    client.config_set("min-replicas-to-write", 1)
+    try:
+        assert limiter.check("k").allowed is (on_error == "allow")
+        assert limiter._availability.outage is not None
+    finally:
+        client.config_set("min-replicas-to-write", 0)
+    _until(lambda: limiter._availability.outage is None)
     assert limiter.check("k").remaining == 9
 
 
@@ -1069,7 +1170,7 @@ def test_a_busy_redis_answers_by_on_error(client, server):
             client.script_kill()
         busy.join(10)
         client.config_set("busy-reply-threshold", "5000")
-    _until(lambda: limiter._availability.down_since is None)
+    _until(lambda: limiter._availability.outage is None)
     assert limiter.check("k").remaining == 9
 
 
@@ -1098,7 +1199,7 @@ def test_a_data_error_raises_whatever_on_error_says(client):
             limiter.check("list")
         assert "WRONGTYPE" in str(info.value)
         assert isinstance(info.value.__cause__, redis.exceptions.ResponseError)
-        assert limiter._availability.down_since is None
+        assert limiter._availability.outage is None
         assert limiter.check("other").allowed  # the store decides on
 
 
@@ -1342,6 +1443,92 @@ def test_the_faces_send_the_same_keys_and_argv(interpreter):
         assert lua_words == python_words, sent[call]
 
 
+class _ProbeSucceedsAfterRead:
+    """A store's availability whose probe succeeds (Redis decides again) right after the
+    decision's `nth` read of it: the worst moment for a decision that reads it more than
+    once, forced instead of hoped for."""
+
+    def __init__(self, real, nth: int):
+        vars(self).update(real=real, left=nth)
+
+    def __getattr__(self, name):
+        value = getattr(self.real, name)
+        vars(self)["left"] -= 1
+        if self.left == 0:
+            self.real.probed(None)  # what the probe thread does when Redis answers
+        return value
+
+    def __setattr__(self, name, value):
+        setattr(self.real, name, value)
+
+
+# (store class, the call, whether it is awaited) for every store that decides
+_DECISIONS = [
+    ("limiter check", RedisLimiter, lambda s: s.check("k"), False),
+    ("limiter take", RedisLimiter, lambda s: s.take("k", 2), False),
+    ("async limiter check", AsyncRedisLimiter, lambda s: s.check("k"), True),
+    ("async limiter take", AsyncRedisLimiter, lambda s: s.take("k", 2), True),
+    ("concurrency try_acquire", cr_redis.RedisConcurrency, lambda s: s.try_acquire("k"), False),
+    ("async concurrency try_acquire", cr_redis.AsyncRedisConcurrency,
+     lambda s: s.try_acquire("k"), True),
+]
+
+
+def _on_errors_answer(on_error: str, answer) -> bool:
+    """`answer` (a Decision, a take's count, a slot or None) is what on_error says."""
+    if isinstance(answer, cellrate.Decision):
+        return answer.allowed is (on_error == "allow")
+    if isinstance(answer, int):
+        return answer == (2 if on_error == "allow" else 0)
+    return (answer is not None) is (on_error == "allow")
+
+
+def test_a_probe_succeeding_during_a_decision_never_escapes_it():
+    """Redis comes back (the probe succeeds) between the decision's reads of whether Redis
+    is down: the decision answers what it read, by on_error, and the next one asks Redis.
+    Every store, every on_error, the probe landing after each of the decision's reads."""
+    with redis_server() as srv:
+        port = srv.port  # nothing listens there now: every call Redis is asked fails
+    escaped, forced = [], 0
+    for label, kind, call, awaited in _DECISIONS:
+        for on_error in ("allow", "deny", "raise"):
+            options = {"lease": 30} if "concurrency" in label else {}
+            client = (redis.asyncio.Redis(port=port, retry=redis.asyncio.retry.Retry(NoBackoff(), 0))
+                      if awaited else client_for(port))
+            store = kind(client, 10, on_error=on_error, timeout=0.5, **options)
+            store._start_probe = lambda: None  # the test plays the probe
+            real = store._availability
+            for nth in range(1, 5):
+                forced += 1
+                with contextlib.suppress(RedisUnavailable):
+                    _answer_of(call, store, awaited)  # Redis is asked, fails: the store is down
+                store._availability = _ProbeSucceedsAfterRead(real, nth)
+                try:
+                    answer = _answer_of(call, store, awaited)
+                except RedisUnavailable:
+                    answer = "raised"
+                except Exception as error:  # noqa: BLE001 - what must never reach a caller
+                    escaped.append((label, on_error, nth, repr(error)))
+                    continue
+                finally:
+                    store._availability = real
+                if on_error == "raise":
+                    assert answer == "raised", (label, nth, answer)
+                else:
+                    assert _on_errors_answer(on_error, answer), (label, on_error, nth, answer)
+    assert forced == len(_DECISIONS) * 3 * 4
+    assert escaped == [], f"{len(escaped)} of {forced} escaped: {escaped[:6]}"
+
+
+def _answer_of(call, store, awaited: bool):
+    answer = call(store)
+    return asyncio.run(_awaited(answer)) if awaited else answer
+
+
+async def _awaited(awaitable):
+    return await awaitable
+
+
 def test_an_invented_refusal_says_the_same_in_every_field():
     with redis_server() as srv:
         port = srv.port
@@ -1480,6 +1667,72 @@ def test_cluster_through_the_asyncio_client(cluster):
             await rc.aclose()
 
     asyncio.run(run())
+
+
+def _slot_words(keys) -> list:
+    """What a refusal of keys in several slots names: each key and its slot."""
+    return [f"'{key}' {redis.crc.key_slot(key.encode())}" for key in keys]
+
+
+CROSS_SLOT_LUA = """
+    package.path = package.path .. ";/usr/share/lua/5.3/?.lua"
+    local store = require("cellrate.redis")
+    local client = require("redis").connect("127.0.0.1", %d)
+    local user = store.limiter(client, 10, { name = "user", on_error = "allow" })
+    local ip = store.limiter(client, 10, { name = "ip", on_error = "allow" })
+    print(select(2, pcall(function()
+        local allowed = store.check_all({ { user, "u1" }, { ip, "1.2.3.4" } })
+        return allowed
+    end)))
+    print(store.check_all({ { user, "{u1}" }, { ip, "{u1}:1.2.3.4" } }))
+"""
+
+
+@pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
+def test_keys_in_several_cluster_slots_are_a_mistake_not_an_outage(cluster, interpreter):
+    """check_all over keys of several hash slots cannot run in a Cluster (one script call's
+    keys must share a slot): it raises, naming the keys' slots and the hash-tag fix,
+    whatever on_error says, and Redis is not taken for down. A cluster client refuses
+    it before sending (the store first); a plain client meets the node's CROSSSLOT
+    reply; the Lua face too, in the same words."""
+    keys = ["cellrate:user:u1", "cellrate:ip:1.2.3.4"]
+    rc = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port,
+                                    socket_timeout=2, socket_connect_timeout=2)
+    plain = client_for(cluster[0].port)
+    messages = []
+    try:
+        for client in (rc, plain):
+            user = RedisLimiter(client, 10, name="user", on_error="allow")
+            ip = RedisLimiter(client, 10, name="ip", on_error="allow")
+            with pytest.raises(cellrate.InvalidArgument) as info:
+                cr_redis.check_all([(user, "u1"), (ip, "1.2.3.4")])
+            assert info.value.param == "items"
+            messages.append(str(info.value))
+            assert user._availability.outage is None
+        assert cr_redis.check_all([(user, "{u1}"), (ip, "{u1}:1.2.3.4")]).allowed
+    finally:
+        rc.close()
+        plain.close()
+
+    async def asyncio_cluster():
+        arc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster[1].port)
+        try:
+            user = AsyncRedisLimiter(arc, 10, name="user", on_error="allow", timeout=5)
+            ip = AsyncRedisLimiter(arc, 10, name="ip", on_error="allow", timeout=5)
+            with pytest.raises(cellrate.InvalidArgument) as info:
+                await cr_redis.check_all_async([(user, "u1"), (ip, "1.2.3.4")])
+            messages.append(str(info.value))
+        finally:
+            await arc.aclose()
+
+    asyncio.run(asyncio_cluster())
+    lua = lua_run(interpreter, CROSS_SLOT_LUA % cluster[0].port).splitlines()
+    assert lua[1].startswith("true"), lua  # a hash tag: decided
+    assert re.match(r"\(command line\):\d+: ", lua[0]), lua[0]  # raised at the caller's line
+    messages.append(lua[0].split(": ", 1)[1])
+    assert messages[0].startswith("items must name keys of one Redis Cluster hash slot")
+    assert "hash tag" in messages[0] and messages[0].endswith(", ".join(_slot_words(keys)))
+    assert messages == [messages[0]] * 4, messages
 
 
 # --------------------------------------------------------------------------

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import random
+import re
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,6 +31,12 @@ from test_redis import (LUA_RECORDING_CLIENT, async_client_for, client,  # noqa:
 pytestmark = needs_redis
 
 LIMIT = 5
+ROOT = Path(__file__).resolve().parents[2]
+# The last commit whose redis_hold.lua kept one member a unit ('<holder>:<unit>'): its
+# script writes the keys of that layout in the test that reads them.
+OLD_HOLD_LAYOUT = "fb76339"
+# The most holdings whose lease ended one acquire gives back (the script's bound).
+RECLAIM_MAX = int(re.search(rb"^local RECLAIM_MAX = (\d+)$", cr_redis.HOLD_SCRIPT, re.M)[1])
 
 
 def test_holds_at_most_the_limit_and_gives_units_back(client):
@@ -112,28 +121,138 @@ def test_the_asyncio_store_holds_as_the_blocking_one(server):
     asyncio.run(main())
 
 
+# --- a holding costs the same at any size; exact for any costs ----------------------------
+
+def test_a_holding_costs_redis_the_same_at_any_cost(client):
+    """One member per holding, whatever its units: 65,536 units are one member (and the
+    member counting units beyond one each), as small as a holding of one unit."""
+    c = RedisConcurrency(client, 65536, lease=30, name="sizes")
+    small, big = c.try_acquire("small", 1), c.try_acquire("big", 65536)
+    assert small is not None and big is not None
+    assert client.zcard(c.redis_key("small")) == 1
+    assert client.zcard(c.redis_key("big")) == 2
+    assert client.memory_usage(c.redis_key("big")) < 2 * client.memory_usage(c.redis_key("small"))
+    assert c.in_flight("big") == 65536 and c.try_acquire("big") is None
+    assert big.release() is True and big.release() is False
+    assert c.in_flight("big") == 0 and client.exists(c.redis_key("big")) == 0
+    assert c.try_acquire("big", 65536) is not None
+
+
+def test_holdings_of_any_costs_are_exact(client):
+    """Random acquires (costs 1 to the limit) and releases against a model: admitted
+    exactly when what is held and the cost fit, never more than the limit held."""
+    rng = random.Random(5)
+    limit = 10
+    c = RedisConcurrency(client, limit, lease=30, name="exact")
+    held: list = []
+    for _ in range(600):
+        if held and rng.random() < 0.45:
+            slot = held.pop(rng.randrange(len(held)))
+            assert slot.release() is True
+        else:
+            cost = rng.randint(1, limit)
+            fits = sum(slot.cost for slot in held) + cost <= limit
+            slot = c.try_acquire("k", cost)
+            assert (slot is not None) is fits
+            if slot is not None:
+                held.append(slot)
+        assert c.in_flight("k") == sum(slot.cost for slot in held) <= limit
+    for slot in held:
+        assert slot.release()
+    assert client.exists(c.redis_key("k")) == 0
+
+
+def test_holdings_of_several_units_come_back_with_their_lease(client):
+    short = RedisConcurrency(client, 5, lease=0.2, name="mixed")
+    long = RedisConcurrency(client, 5, lease=30, name="mixed")
+    assert short.try_acquire("k", 3) is not None and long.try_acquire("k", 2) is not None
+    assert long.try_acquire("k") is None and long.in_flight("k") == 5
+    while long.in_flight("k") > 2:  # the short lease ends on the server's clock
+        time.sleep(0.02)
+    assert long.in_flight("k") == 2
+    assert long.try_acquire("k", 3) is not None and long.try_acquire("k") is None
+    assert client.zcard(long.redis_key("k")) == 3  # the reclaimed holding is gone
+
+
+def test_an_acquire_gives_back_at_most_reclaim_max_ended_holdings(client):
+    """The script's work per call is bounded: the holdings whose lease ended come back
+    RECLAIM_MAX per acquire; the units of the others stay counted meanwhile (an early
+    refusal, never an admission over the limit), and the next acquire takes them back."""
+    hold_sha = client.script_load(cr_redis.HOLD_SCRIPT)
+    key = RedisConcurrency(client, 65536, lease=30, name="many").redis_key("k")
+    extra = 30
+    pipe = client.pipeline(transaction=False)
+    for _ in range(RECLAIM_MAX + extra):  # two units each, a lease of 0.3 s
+        pipe.evalsha(hold_sha, 1, key, cr_redis.ACQUIRE, 65536, 2, 300_000_000)
+    assert all(isinstance(holder, bytes) for holder in pipe.execute())
+    limit = 2 * (RECLAIM_MAX + extra) + 2
+    live = RedisConcurrency(client, limit, lease=30, name="many")
+    first = live.try_acquire("k", 2)
+    assert first is not None and live.try_acquire("k") is None  # full
+    time.sleep(0.4)
+    members = client.zcard(key)  # the holdings, and the member counting units beyond one
+    assert members == RECLAIM_MAX + extra + 2
+    assert live.in_flight("k") >= 2  # the ended ones beyond the bound may still count
+    # 2 held, and the 2 * extra units of the ended holdings beyond the bound still counted
+    assert live.try_acquire("k", limit - 2 - 2 * extra + 1) is None
+    assert client.zcard(key) == members - RECLAIM_MAX
+    second = live.try_acquire("k", 1)  # the rest given back
+    assert second is not None and client.zcard(key) == 3  # two holdings, and the counter
+    assert live.in_flight("k") == 3
+    assert live.try_acquire("k", limit - 3) is not None
+
+
+def test_a_key_of_the_layout_of_a_member_per_unit_is_read(client):
+    """Holdings written by the earlier script (one member a unit, '<holder>:<unit>')
+    are read as they are: counted, respected, released by that script, and given back
+    one unit each when their lease ends."""
+    old = subprocess.run(["git", "-C", str(ROOT), "show",
+                          f"{OLD_HOLD_LAYOUT}:lua/cellrate/redis_hold.lua"],
+                         capture_output=True, check=True).stdout
+    assert b"'<holder>:<unit>'" in old
+    c = RedisConcurrency(client, 5, lease=30, name="before")
+    key = c.redis_key("k")
+    three = client.eval(old, 1, key, 1, 5, 3, 30_000_000_000)
+    client.eval(old, 1, key, 1, 5, 1, 200_000_000)  # a unit whose lease ends in 0.2 s
+    assert client.zcard(key) == 4 and c.in_flight("k") == 4
+    assert c.try_acquire("k", 2) is None
+    one = c.try_acquire("k", 1)
+    assert one is not None and c.in_flight("k") == 5
+    assert client.eval(old, 1, key, 2, three, 3) == 3  # released by the script that took it
+    assert c.in_flight("k") == 2
+    while c.in_flight("k") > 1:
+        time.sleep(0.02)
+    assert c.try_acquire("k", 4) is not None and c.try_acquire("k") is None
+    assert one.release() and c.in_flight("k") == 4
+
+
 # --- 4 processes, each counting what it holds in a counter the test keeps ---------------
 
-def _cycles(port: int, cycles: int, held, most, lock, done) -> None:
-    c = RedisConcurrency(client_for(port), LIMIT, lease=30, name="cycles", timeout=2.0)
+def _cycles(port: int, cycles: int, held, most, lock, done, most_cost: int) -> None:
+    c = RedisConcurrency(client_for(port), LIMIT, lease=30, name=f"cycles{most_cost}",
+                         timeout=2.0)
+    rng = random.Random(os.getpid())
     for _ in range(cycles):
-        with c.hold("k"):
+        cost = rng.randint(1, most_cost)
+        with c.hold("k", cost):
             with lock:
-                held.value += 1
+                held.value += cost
                 most.value = max(most.value, held.value)
             time.sleep(0.0002)
             with lock:
-                held.value -= 1
+                held.value -= cost
         with lock:
             done.value += 1
 
 
-def test_four_processes_never_hold_more_than_the_limit(client, server):
+@pytest.mark.parametrize("most_cost", [1, 3])
+def test_four_processes_never_hold_more_than_the_limit(client, server, most_cost):
     context = multiprocessing.get_context("fork")
     lock = context.Lock()
     held, most, done = (context.Value("i", 0, lock=False) for _ in range(3))
     cycles = 300
-    workers = [context.Process(target=_cycles, args=(server.port, cycles, held, most, lock, done))
+    workers = [context.Process(target=_cycles,
+                               args=(server.port, cycles, held, most, lock, done, most_cost))
                for _ in range(4)]
     for worker in workers:
         worker.start()
@@ -143,7 +262,7 @@ def test_four_processes_never_hold_more_than_the_limit(client, server):
     assert done.value == 4 * cycles  # every cycle acquired and released
     assert 1 <= most.value <= LIMIT, most.value
     assert held.value == 0
-    assert RedisConcurrency(client, LIMIT, lease=30, name="cycles").in_flight("k") == 0
+    assert RedisConcurrency(client, LIMIT, lease=30, name=f"cycles{most_cost}").in_flight("k") == 0
 
 
 # --- a holder killed without release: its units come back with its lease ---------------
