@@ -16,7 +16,9 @@
 -- asked since the last heartbeat (default: the local limiter's counters,
 -- units_admitted + units_refused: on a shared region, every process's).
 -- Returns true, or nil, the error and "unavailable" when Redis did not
--- answer: the share stays, never more. The client may be nil until
+-- answer: the share stays, never more; or nil, the refusal and "refused"
+-- when the fleet's interval or ttl (fixed by its first heartbeat) is not the
+-- member's: it then holds nothing. The client may be nil until
 -- set_client (OpenResty's init_by_lua, where no socket can be made).
 local cellrate = require("cellrate")
 local store = require("cellrate.redis")

@@ -14,10 +14,11 @@ every `interval` seconds a heartbeat (one round trip, one script,
 redis_share.lua, the server's clock) tells Redis the units the member was asked
 for since the last one, admitted or not, and answers the member's share: a
 max-min fair split of the fleet rate and burst by demand, applied to the local
-limiter with reconfigure() (the units used carry). A member silent for `ttl`
-(default three intervals) drops out and the others' shares grow. While Redis
-cannot answer a member keeps its last share (never more), logs once, and
-rejoins when Redis answers. KeyedShareLimiter is the keyed form: each key's
+limiter with reconfigure() at every answer (the units used carry). A member
+silent for `ttl` (default three intervals; `interval` and `ttl` are the
+fleet's own, fixed by its first heartbeat) drops out and the others' shares
+grow. While Redis cannot answer a member keeps its last share (never more),
+logs once, and rejoins when Redis answers. KeyedShareLimiter is the keyed form: each key's
 limit scaled by the member's share, keys decided locally. With shared= the
 member is the host: its processes decide on one region, and the one holding
 the advisory lock beside it heartbeats for all (the demand is the region's
@@ -392,7 +393,9 @@ class ShareLimiter(_Share):
 
     rate, period, burst: the fleet's limit (cellrate.Limit's arguments). name: the fleet
     (every member of one fleet gives the same name and limit). interval: seconds between
-    heartbeats; ttl: a member silent that long drops out (default 3 intervals). member:
+    heartbeats; ttl: a member silent that long drops out (default 3 intervals); both are
+    the fleet's, fixed by its first heartbeat: another is refused (InvalidArgument naming
+    it, from the constructor or heartbeat(); a member refused holds nothing). member:
     this member's name (default: host, pid and a random part; with shared=, host and a
     hash of the region's path). timeout bounds each heartbeat. background=False: no
     thread, the caller calls heartbeat(). The decisions (allow, check, peek, charge,
