@@ -16,7 +16,9 @@
 -- asked since the last heartbeat (default: the local limiter's counters,
 -- units_admitted + units_refused: on a shared region, every process's).
 -- Returns true, or nil, the error and "unavailable" when Redis did not
--- answer: the share stays, never more. The client may be nil until
+-- answer: the share stays, never more; or nil, the refusal and "refused"
+-- when the fleet's interval or ttl (fixed by its first heartbeat) is not the
+-- member's: it then holds nothing. The client may be nil until
 -- set_client (OpenResty's init_by_lua, where no socket can be made).
 local cellrate = require("cellrate")
 local store = require("cellrate.redis")
@@ -126,10 +128,21 @@ function Share:units_counted()
     return stats.units_admitted + stats.units_refused
 end
 
+-- The local limiter runs at `share` of the fleet (a change to its own limit
+-- changes nothing).
+local function apply(self, share)
+    local local_rate, burst = scaled(self.fleet, share)
+    self.local_limiter:reconfigure(local_rate, { period = self.fleet.period, burst = burst })
+    self.share = share
+end
+
 -- One heartbeat (above). The share answered is applied to the local limiter
--- with reconfigure: what was used carries. The first answer is applied
--- whatever it is: the local limiter may run at a share this object never
--- knew (a region that another process, as a killed worker, reconfigured).
+-- with reconfigure, every time (a limit changed by hand is undone): what was
+-- used carries. The first answer is applied whatever the share this object
+-- knew: the local limiter may run at one it never knew (a region that
+-- another process, as a killed worker, reconfigured). A heartbeat the script
+-- refuses (a ttl or interval that is not the fleet's) returns nil, the
+-- refusal naming the parameter and "refused", and the member holds nothing.
 function Share:heartbeat(now, asked)
     local counted = self:units_counted()
     asked = asked or math.max(0, counted - self.counted)
@@ -141,18 +154,29 @@ function Share:heartbeat(now, asked)
         demand = asked / elapsed
     end
     local fleet_rate = self.fleet.rate / self.fleet.period
-    local reply, err
+    local held = self.joined and self.share or 0
+    local reply, err, args
     if self.client == nil then
         err = "no client: set_client first"
     else
-        reply, err = internal.run(self.client, M.script, { self.key }, {
-            self.member, ("%.17g"):format(demand), ("%.17g"):format(self.joined and self.share or 0),
-            ("%.0f"):format(math.ceil(self.ttl * 1e6)), ("%.17g"):format(fleet_rate),
-            ("%.0f"):format(math.ceil((self.interval + self.timeout) * 1e6)),
-        })
+        args = { self.member, demand, held, self.ttl, self.interval, fleet_rate, self.timeout }
+        for i = 2, #args do
+            args[i] = ("%.17g"):format(args[i])
+        end
+        reply, err = internal.run(self.client, M.script, { self.key }, args)
+    end
+    local refused = type(reply) ~= "table" and err and err:find(WORDS.REFUSED, 1, true)
+    if refused then
+        apply(self, 0) -- a member refused holds nothing
+        local refusal = err:sub(refused + #WORDS.REFUSED):match("^%s*(.-)%s*$")
+        internal.log("cellrate.share " .. self.name .. ": refused: " .. refusal)
+        return nil, refusal, "refused"
     end
     if type(reply) ~= "table" then
         err = err or ("unexpected reply from the script: " .. tostring(reply))
+        if self.joined then
+            apply(self, self.share) -- never more than the last share
+        end
         if not self.down then
             self.down = true
             internal.log("cellrate.share " .. self.name .. ": Redis does not answer the "
@@ -164,14 +188,20 @@ function Share:heartbeat(now, asked)
         self.down = false
         internal.log("cellrate.share " .. self.name .. ": Redis answers again; rejoined")
     end
-    local share = tonumber(reply[1])
     self.members, self.target = tonumber(reply[2]), tonumber(reply[3])
-    if share ~= self.share or not self.joined then
-        local local_rate, burst = scaled(self.fleet, share)
-        self.local_limiter:reconfigure(local_rate, { period = self.fleet.period, burst = burst })
-        self.share = share
-    end
+    apply(self, tonumber(reply[1]))
     self.joined = true
+    if self.share < held then
+        -- applied: said at once, so that its old share counts no more and the
+        -- others grow at their next heartbeat, not one later (a failure here
+        -- only leaves the old share counted for interval + timeout)
+        args[3] = ("%.17g"):format(self.share)
+        reply = internal.run(self.client, M.script, { self.key }, args)
+        if type(reply) == "table" then
+            self.members, self.target = tonumber(reply[2]), tonumber(reply[3])
+            apply(self, tonumber(reply[1]))
+        end
+    end
     return true
 end
 
@@ -188,9 +218,7 @@ function Share:leave()
     if self.client then
         pcall(self.client.hdel, self.client, self.key, self.member)
     end
-    local local_rate, burst = scaled(self.fleet, 0)
-    self.local_limiter:reconfigure(local_rate, { period = self.fleet.period, burst = burst })
-    self.share = 0
+    apply(self, 0)
 end
 
 -- The share, the target, the members and this member's local limit.

@@ -14,10 +14,11 @@ every `interval` seconds a heartbeat (one round trip, one script,
 redis_share.lua, the server's clock) tells Redis the units the member was asked
 for since the last one, admitted or not, and answers the member's share: a
 max-min fair split of the fleet rate and burst by demand, applied to the local
-limiter with reconfigure() (the units used carry). A member silent for `ttl`
-(default three intervals) drops out and the others' shares grow. While Redis
-cannot answer a member keeps its last share (never more), logs once, and
-rejoins when Redis answers. KeyedShareLimiter is the keyed form: each key's
+limiter with reconfigure() at every answer (the units used carry). A member
+silent for `ttl` (default three intervals; `interval` and `ttl` are the
+fleet's own, fixed by its first heartbeat) drops out and the others' shares
+grow. While Redis cannot answer a member keeps its last share (never more),
+logs once, and rejoins when Redis answers. KeyedShareLimiter is the keyed form: each key's
 limit scaled by the member's share, keys decided locally. With shared= the
 member is the host: its processes decide on one region, and the one holding
 the advisory lock beside it heartbeats for all (the demand is the region's
@@ -65,6 +66,9 @@ TTL_INTERVALS = int(_SHARE_PROTOCOL["TTL_INTERVALS"])
 DEFAULT_TIMEOUT_S = float(_SHARE_PROTOCOL["DEFAULT_TIMEOUT_S"])
 _WORDS = {word: _SHARE_PROTOCOL[word] for word in
           ("SECONDS_REFUSED", "TTL_TOO_SHORT", "MEMBER_REFUSED", "LOCAL_REFUSED")}
+#: The start of the script's refusal of a heartbeat, then "<param> <words>" (a ttl or
+#: interval that is not the fleet's).
+_REFUSED = _SHARE_PROTOCOL["REFUSED"]
 
 log = logging.getLogger("cellrate.share")
 
@@ -202,7 +206,12 @@ class _Share(_SyncStore):
             setattr(self, method, getattr(self._local, method))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.heartbeat()
+        try:
+            self.heartbeat()  # a refusal (a ttl or interval not the fleet's) raises here
+        except BaseException:
+            if self._host is not None:
+                self._host.close()
+            raise
         if background:
             self._thread = threading.Thread(
                 target=_beat, args=(weakref.ref(self), self.interval, self._stop),
@@ -282,12 +291,18 @@ class _Share(_SyncStore):
             # what it holds: nothing before Redis first answered (its start share is
             # not in the records)
             held = self.share if self._joined else 0.0
-            words = [1, self._key, self.member, repr(demand), repr(held),
-                     str(math.ceil(self.ttl * 1e6)), repr(self._fleet_rate),
-                     str(math.ceil((self.interval + self.timeout) * 1e6))]
+            words = [1, self._key, self.member, repr(demand), repr(held), repr(self.ttl),
+                     repr(self.interval), repr(self._fleet_rate), repr(self.timeout)]
             try:
                 reply = self._call(words)
-            except Exception as error:  # noqa: BLE001 - a heartbeat never raises
+            except Exception as error:  # noqa: BLE001 - a heartbeat raises only a refusal
+                text = str(error)
+                if isinstance(error, redis.exceptions.ResponseError) and _REFUSED in text:
+                    self._apply(0.0)  # a member refused holds nothing
+                    refusal = text[text.index(_REFUSED) + len(_REFUSED):].strip()
+                    raise invalid(refusal.split(" ", 1)[0], refusal) from error
+                if self._joined:
+                    self._apply(self.share)  # never more than the last share
                 if not self._down:
                     self._down = True
                     log.warning("cellrate.share %s: Redis does not answer the heartbeat "
@@ -298,13 +313,28 @@ class _Share(_SyncStore):
                 self._down = False
                 log.warning("cellrate.share %s: Redis answers again; rejoined", self.name)
             self._known_demand = self._joined = True
-            share, self.members, target = float(reply[0]), int(reply[1]), float(reply[2])
-            self.target = target
-            if share != self.share:
-                rate, burst = self._scaled(share)
-                self._local.reconfigure(rate, self.fleet.period, burst=burst)
-                self.share = share
+            self._answered(reply)
+            if self.share < held:
+                # applied: said at once, so that its old share counts no more and the
+                # others grow at their next heartbeat, not one later (a failure here
+                # only leaves the old share counted for interval + timeout)
+                words[4] = repr(self.share)
+                try:
+                    self._answered(self._call(words))
+                except Exception:  # noqa: BLE001 - the heartbeat itself was answered
+                    pass
             return True
+
+    def _answered(self, reply: Any) -> None:
+        share, self.members, self.target = float(reply[0]), int(reply[1]), float(reply[2])
+        self._apply(share)  # every time: a limit changed by hand is undone
+
+    def _apply(self, share: float) -> None:
+        """The local limiter runs at `share` of the fleet (a change to its own limit
+        changes nothing)."""
+        rate, burst = self._scaled(share)
+        self._local.reconfigure(rate, self.fleet.period, burst=burst)
+        self.share = share
 
     def close(self) -> None:
         """Stops the heartbeats and leaves the fleet (the others' shares grow at their
@@ -321,9 +351,7 @@ class _Share(_SyncStore):
                 self._host.close()
             return
         with self._lock:
-            rate, burst = self._scaled(0.0)
-            self._local.reconfigure(rate, self.fleet.period, burst=burst)
-            self.share = 0.0
+            self._apply(0.0)
         try:
             self._run("HDEL", self._key, self.member)
         except Exception:  # noqa: BLE001 - leaving is best effort: ttl drops the member
@@ -341,8 +369,11 @@ class _Share(_SyncStore):
 
 
 def _beat(ref: "weakref.ref[_Share]", interval: float, stop: threading.Event) -> None:
-    """Heartbeats every interval until the limiter is closed or collected."""
-    while not stop.wait(interval):
+    """Heartbeats every interval, on a fixed schedule (a heartbeat's own time does not
+    delay the next: its reply arrives within interval + timeout of the last one's
+    script), until the limiter is closed or collected."""
+    due = time.monotonic() + interval
+    while not stop.wait(max(0.0, due - time.monotonic())):
         limiter = ref()
         if limiter is None:
             return
@@ -351,6 +382,7 @@ def _beat(ref: "weakref.ref[_Share]", interval: float, stop: threading.Event) ->
         except Exception:  # noqa: BLE001 - the thread outlives a failure of one beat
             log.exception("cellrate.share %s: a heartbeat failed", limiter.name)
         del limiter
+        due = max(due + interval, time.monotonic())  # one overran: the next at once
 
 
 class ShareLimiter(_Share):
@@ -361,7 +393,9 @@ class ShareLimiter(_Share):
 
     rate, period, burst: the fleet's limit (cellrate.Limit's arguments). name: the fleet
     (every member of one fleet gives the same name and limit). interval: seconds between
-    heartbeats; ttl: a member silent that long drops out (default 3 intervals). member:
+    heartbeats; ttl: a member silent that long drops out (default 3 intervals); both are
+    the fleet's, fixed by its first heartbeat: another is refused (InvalidArgument naming
+    it, from the constructor or heartbeat(); a member refused holds nothing). member:
     this member's name (default: host, pid and a random part; with shared=, host and a
     hash of the region's path). timeout bounds each heartbeat. background=False: no
     thread, the caller calls heartbeat(). The decisions (allow, check, peek, charge,

@@ -96,6 +96,20 @@ describe("cellrate.share", function()
       assert.equal(1, a.share)
    end)
 
+   it("says at once that it applied a share that shrank: the others grow at their next beat",
+      function()
+      local a = share.limiter(client, 1000, { name = "confirm", member = "a" })
+      local b = share.limiter(client, 1000, { name = "confirm", member = "b" })
+      assert.is_true(a:heartbeat(0))
+      assert.is_true(b:heartbeat(0))
+      assert.equal(1 / (share.FLOOR_DIVISOR * 2), b.share)
+      drive({ a, b }, { 2000, 2000 }, 1, 0, 1)
+      assert.equal(0.5, a.share)
+      assert.equal(0.5, b.share) -- a's old share counted no more
+      assert.equal(3, select("#", client:hget("cellrate:share:confirm", "a"):match(
+         "^(%S+) (%S+) (%S+)$")))
+   end)
+
    it("keeps the last share while Redis does not answer, and rejoins", function()
       local port = server.port
       local lim = share.limiter(client, 1000, { burst = 50, name = "down", member = "x" })
@@ -115,6 +129,93 @@ describe("cellrate.share", function()
       lim:set_client(client)
       assert.is_true(lim:heartbeat(4))
       assert.equal(held.share, lim.share) -- alone, and quiet: no growth beyond what it held
+   end)
+
+   it("refuses a member whose interval or ttl is not the fleet's, which then holds nothing",
+      function()
+      local a = share.limiter(client, 100, { name = "fixed", interval = 0.5, member = "a" })
+      assert.is_true(a:heartbeat(0))
+      local cases = {
+         { { interval = 0.05, ttl = 0.06 },
+           "interval must be that of the fleet (0.5 s, fixed when it was created), not 0.05 s" },
+         { { interval = 0.5, ttl = 0.6 },
+           "ttl must be that of the fleet (1.5 s, fixed when it was created), not 0.6 s" },
+      }
+      for i, case in ipairs(cases) do
+         local opts = { name = "fixed", member = "x" .. i }
+         for k, v in pairs(case[1]) do
+            opts[k] = v
+         end
+         local other = share.limiter(client, 100, opts)
+         local ok, err, code = other:heartbeat(0)
+         assert.same({ nil, case[2], "refused" }, { ok, err, code })
+         assert.equal(0, other.share)
+         local admitted = 0
+         for _ = 1, 10 do
+            admitted = admitted + (other:allow() and 1 or 0)
+         end
+         assert.is_true(admitted <= 1)
+      end
+      -- nothing was written for them: a is alone, and keeps all of it
+      assert.same({ "a" }, (function()
+         local members = {}
+         for _, field in ipairs(client:hkeys("cellrate:share:fixed")) do
+            if field:sub(1, 1) ~= ":" then
+               members[#members + 1] = field
+            end
+         end
+         return members
+      end)())
+      assert.is_true(a:heartbeat(0.5))
+      assert.equal(1, a.share)
+   end)
+
+   it("cannot be expired by a raw heartbeat with a ttl of its own", function()
+      local honest = {}
+      for i = 1, 2 do
+         honest[i] = share.limiter(client, 100, { name = "raw", interval = 0.5, member = "h" .. i })
+      end
+      local now = drive(honest, { 100, 100 }, 3, 0, 0.5)
+      local script = share.script
+      -- a ttl of 1 us (it dropped every other member), then a shorter ttl of its own
+      for _, ttl in ipairs({ "0.000001", "0.6" }) do
+         local ok, err = pcall(client.eval, client, script, 1, "cellrate:share:raw", "evil",
+                               "1e300", "1", ttl, "0.5", "100", "1e15")
+         assert.is_false(ok)
+         assert.matches("ttl must be", tostring(err))
+      end
+      drive(honest, { 100, 100 }, 1, now, 0.5)
+      for _, member in ipairs(honest) do
+         assert.equal(0.5, member.share)
+         assert.equal(2, member.members)
+      end
+   end)
+
+   it("applies the share at every heartbeat: a limit changed by hand is undone", function()
+      local members = {}
+      for i = 1, 2 do
+         members[i] = share.limiter(client, 100, { burst = 20, name = "hand", member = "h" .. i })
+      end
+      local now = drive(members, { 100, 100 }, 2, 0, 1)
+      local first = members[1]
+      assert.equal(0.5, first.share)
+      for _ = 1, 3 do -- an unchanged share, heartbeat after heartbeat
+         first.local_limiter:reconfigure(100, { burst = 20 })
+         assert.equal(100, first.local_limiter:info().rate)
+         now = drive(members, { 100, 100 }, 1, now, 1)
+         assert.equal(0.5, first.share)
+         assert.equal(50, first.local_limiter:info().rate)
+         assert.equal(10, first.local_limiter:info().burst)
+      end
+      -- while Redis does not answer: its last share, never more
+      first.local_limiter:reconfigure(100, { burst = 20 })
+      first:set_client({ evalsha = function() error("connection refused") end,
+                         eval = function() error("connection refused") end,
+                         script = function() error("connection refused") end })
+      local ok, _, code = first:heartbeat(now + 1)
+      assert.same({ nil, "unavailable" }, { ok, code })
+      assert.equal(50, first.local_limiter:info().rate)
+      assert.equal(10, first.local_limiter:info().burst)
    end)
 
    it("scales every key of a keyed limit by the share", function()

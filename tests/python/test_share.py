@@ -70,10 +70,12 @@ def max_min(demands: list[float]) -> list[float]:
 
 
 def beat(client, member, demand, held, ttl_s=60.0, rate=1000.0, key="cellrate:share:t",
-         hold_s=0.0):
+         interval_s=1e-6, timeout_s=0.0):
+    """One heartbeat through the script itself; a shrunk share counts at its old value
+    for interval_s + timeout_s (by default, a microsecond: not at all)."""
     share, members, target = client.eval(SHARE_SCRIPT, 1, key, member, repr(demand * rate),
-                                         repr(held), str(int(ttl_s * 1e6)), repr(rate),
-                                         str(int(hold_s * 1e6)))
+                                         repr(held), repr(ttl_s), repr(interval_s),
+                                         repr(rate), repr(timeout_s))
     return float(share), int(members), float(target)
 
 
@@ -109,25 +111,64 @@ def test_the_split_is_max_min_fair_by_demand(client):
                 assert held[member] == pytest.approx(want[i], abs=1e-9), (demands, i)
 
 
+def member_fields(client, key: str) -> set[bytes]:
+    """The fleet's members: its hash's fields but its own (":fleet", ":quiet")."""
+    return {field for field in client.hkeys(key) if not field.startswith(b":")}
+
+
 def test_a_grant_never_takes_what_others_hold(client):
-    assert beat(client, "a", -1, 0.0)[0] == 1.0  # alone: the whole fleet
-    share, members, target = beat(client, "b", -1, 0.0)
+    fleet = {"ttl_s": 1.0}
+    assert beat(client, "a", -1, 0.0, **fleet)[0] == 1.0  # alone: the whole fleet
+    share, members, target = beat(client, "b", -1, 0.0, **fleet)
     assert (members, target) == (2, 0.5)
     assert share == 1 / (FLOOR_DIVISOR * 2)  # all of it is held by a: the floor, never zero
-    assert beat(client, "a", 1.0, 1.0)[0] == 0.5
-    assert beat(client, "b", 1.0, share)[0] == 0.5
-    # a member silent past ttl drops out; its share goes to the others
-    time.sleep(0.12)
-    assert beat(client, "a", 1.0, 0.5, ttl_s=0.1) == (1.0, 1, 1.0)
+    assert beat(client, "a", 1.0, 1.0, **fleet)[0] == 0.5
+    assert beat(client, "b", 1.0, share, **fleet)[0] == 0.5
+    # a member silent past the fleet's ttl drops out; its share goes to the others
+    time.sleep(1.1)
+    assert beat(client, "a", 1.0, 0.5, **fleet) == (1.0, 1, 1.0)
 
 
 def test_a_shrunk_share_counts_at_its_old_value_until_its_reply_has_arrived(client):
-    assert beat(client, "a", -1, 0.0)[0] == 1.0
-    floor = beat(client, "b", -1, 0.0)[0]
-    assert beat(client, "a", 1.0, 1.0, hold_s=0.3)[0] == 0.5  # a's reply may take 0.3 s
-    assert beat(client, "b", 1.0, floor)[0] == floor  # a may still decide at 1.0
-    time.sleep(0.31)
-    assert beat(client, "b", 1.0, floor)[0] == 0.5
+    fleet = {"interval_s": 0.5, "timeout_s": 0.5}  # a's reply may take 1 s
+    assert beat(client, "a", -1, 0.0, **fleet)[0] == 1.0
+    floor = beat(client, "b", -1, 0.0, **fleet)[0]
+    assert beat(client, "a", 1.0, 1.0, **fleet)[0] == 0.5
+    shrunk = time.monotonic()
+    assert beat(client, "b", 1.0, floor, **fleet)[0] == floor  # a may still decide at 1.0
+    time.sleep(0.4)
+    # a's reply was lost: it still holds 1.0 and says so, counted until the first instant
+    # only (never pushed back: a reply lost again leaves it cut off)
+    assert beat(client, "a", 1.0, 1.0, **fleet)[0] == 0.5
+    assert beat(client, "b", 1.0, floor, **fleet)[0] == floor
+    time.sleep(max(0.0, shrunk + 1.05 - time.monotonic()))
+    assert beat(client, "b", 1.0, floor, **fleet)[0] == 0.5
+    # a heartbeat of a holding its new share clears its old one at once
+    assert beat(client, "a", 0.5, 0.5, **fleet)[0] == 0.5
+    assert beat(client, "a", 0.25, 0.5, **fleet)[0] == 0.25  # a shrinks again: counts 0.5
+    assert beat(client, "b", 1.0, 0.5, **fleet)[0] == 0.5
+    assert beat(client, "a", 0.25, 0.25, **fleet)[0] == 0.25  # a applied it
+    assert beat(client, "b", 1.0, 0.5, **fleet)[0] == 0.75
+
+
+def test_a_member_that_shrank_says_so_at_once_and_the_others_grow_at_their_next_beat(client):
+    """A heartbeat whose share shrank is followed at once by one holding the new share, so
+    that the old one counts no more: a member that joined where nothing was unclaimed
+    reaches its share at its second heartbeat, not its third."""
+    key = "cellrate:share:confirm"
+    first, joined = (ShareLimiter(client, 100, name="confirm", background=False)
+                     for _ in range(2))
+    try:
+        assert (first.share, joined.share) == (1.0, 1 / (FLOOR_DIVISOR * 2))
+        for member in (first, joined):
+            for _ in range(100):
+                member.allow()
+        assert first.heartbeat() and first.share == 0.5
+        assert len(client.hget(key, first.member).split()) == 3  # no old share counted
+        assert joined.heartbeat() and joined.share == 0.5
+    finally:
+        first.close()
+        joined.close()
 
 
 def test_records_lost_no_grant_grows_for_ttl(client, server):
@@ -335,6 +376,141 @@ def test_redis_stopped_members_keep_their_last_share_and_rejoin(server, caplog):
         client.close()
 
 
+# ---- what a member sends is bounded: the fleet's ttl and interval, demand, holdings ----
+
+
+def test_a_raw_heartbeat_cannot_expire_the_others_nor_take_the_fleet(client):
+    """A client calling the script itself once per round of two honest members'
+    heartbeats: with a ttl of 1 us (which expired every other member at each call, and the
+    fleet's record 2 us later) or an interval not the fleet's, it is refused; with the
+    fleet's own, a demand of 1e300, all of the fleet claimed as held and a timeout of
+    years, it gets its fair third, as the honest members do."""
+    key = "cellrate:share:raw"
+    honest = [ShareLimiter(client, 100, name="raw", interval=0.5, background=False)
+              for _ in range(2)]
+    sha = client.script_load(SHARE_SCRIPT)
+    fleet_ttl, fleet_interval = 1.5, 0.5  # ttl: three intervals
+
+    def raw(ttl, interval, demand="1e300", held="1", timeout="1e15"):
+        share, members, target = client.evalsha(sha, 1, key, "evil", demand, held, repr(ttl),
+                                                repr(interval), "100", timeout)
+        return float(share), int(members), float(target)
+
+    try:
+        evil = []
+        for _ in range(6):
+            for member in honest:
+                for _ in range(200):
+                    member.allow()
+            time.sleep(0.02)
+            for member in honest:
+                assert member.heartbeat()
+            with pytest.raises(redis.ResponseError, match="ttl must be longer than interval"):
+                raw(1e-6, fleet_interval)
+            with pytest.raises(redis.ResponseError, match=re.escape(
+                    "ttl must be that of the fleet (1.5 s, fixed when it was created), "
+                    "not 0.500001 s")):
+                raw(0.500001, fleet_interval)
+            with pytest.raises(redis.ResponseError, match="interval must be that of the fleet"):
+                raw(2e-6, 1e-6)
+            share, members, _ = raw(fleet_ttl, fleet_interval)
+            assert members == 3  # no member expired
+            evil.append(share)
+        assert [m.share for m in honest] == [pytest.approx(1 / 3)] * 2
+        assert max(evil) <= 1 / 3 + 1e-12 and evil[-1] == pytest.approx(1 / 3)
+        # recorded: a demand of at most the whole fleet, no holding beyond its grant
+        _, demand, grant, *before = client.hget(key, "evil").split()
+        assert (float(demand), float(grant), before) == (1.0, evil[-1], [])
+        assert client.pttl(key) > 2000  # 2 fleet ttl (3 s), never the caller's
+        assert client.hget(key, ":quiet") is None  # it joined: what it said it held is nothing
+        # garbage is no number the split ever sees
+        for demand, held in (("nan", "nan"), ("inf", "inf"), ("-inf", "-1e300")):
+            share, members, _ = raw(fleet_ttl, fleet_interval, demand, held, "nan")
+            assert 0 < share <= 1 / 3 + 1e-12 and members == 3
+        for member in honest:
+            for _ in range(200):
+                member.allow()
+            assert member.heartbeat() and member.share == pytest.approx(1 / 3)
+        with pytest.raises(redis.ResponseError, match="member must be a non-empty string"):
+            client.evalsha(sha, 1, key, ":fleet", "1", "0", "1.5", "0.5", "100", "0")
+    finally:
+        for member in honest:
+            member.close()
+
+
+def test_a_member_whose_interval_or_ttl_is_not_the_fleets_is_refused_naming_it(client):
+    """The fleet's interval and ttl are fixed by its first heartbeat: a member made with
+    interval=0.05, ttl=0.06 beside members with interval=0.5 (which expired them, holding a
+    third while they fell to their floors) is refused, in either order; a member refused
+    later (the record made anew by a member of another interval) holds nothing."""
+    honest = [ShareLimiter(client, 100, name="api", interval=0.5, background=False)
+              for _ in range(2)]
+    try:
+        cases = [({"interval": 0.05, "ttl": 0.06}, "interval",
+                  "interval must be that of the fleet (0.5 s, fixed when it was created), "
+                  "not 0.05 s"),
+                 ({"interval": 0.5, "ttl": 0.6}, "ttl",
+                  "ttl must be that of the fleet (1.5 s, fixed when it was created), "
+                  "not 0.6 s")]
+        for options, param, words in cases:
+            with pytest.raises(cellrate.InvalidArgument) as raised:
+                ShareLimiter(client, 100, name="api", background=False, **options)
+            assert (raised.value.param, str(raised.value)) == (param, words)
+        assert member_fields(client, "cellrate:share:api") == {m.member.encode() for m in honest}
+        for _ in range(2):
+            for member in honest:
+                assert member.heartbeat()
+        assert [m.share for m in honest] == [0.5, 0.5]
+    finally:
+        for member in honest:
+            member.close()
+
+    fast = ShareLimiter(client, 100, name="later", interval=0.05, ttl=0.06, background=False)
+    with pytest.raises(cellrate.InvalidArgument) as raised:
+        ShareLimiter(client, 100, name="later", interval=0.5, background=False)
+    assert raised.value.param == "interval"
+    assert fast.share == 1.0
+    client.delete("cellrate:share:later")  # the record lost, then made by another interval
+    slow = ShareLimiter(client, 100, name="later", interval=0.5, background=False)
+    try:
+        with pytest.raises(cellrate.InvalidArgument) as raised:
+            fast.heartbeat()
+        assert raised.value.param == "interval"
+        assert (fast.share, fast.burst) == (0.0, 1)
+        assert sum(fast.allow() for _ in range(10)) <= 1
+        assert slow.heartbeat() and slow.share == 1.0
+    finally:
+        fast.close()
+        slow.close()
+
+
+def test_a_local_limit_changed_by_hand_is_undone_at_the_next_heartbeat(server):
+    """The share is applied at every heartbeat, not only when it changes: a local limit
+    widened by hand runs for an interval at most, Redis answering or not."""
+    client = redis.Redis(port=server.port)
+    members = [ShareLimiter(client, 100, burst=20, name="hand", background=False)
+               for _ in range(2)]
+    try:
+        for _ in range(2):
+            for member in members:
+                assert member.heartbeat()
+        first = members[0]
+        assert (first.share, first.rate, first.burst) == (0.5, 50, 10)
+        for beats in range(3):  # an unchanged share, heartbeat after heartbeat
+            first.local.reconfigure("100/s", burst=20)
+            assert (first.rate, first.burst) == (100, 20)
+            assert first.heartbeat()
+            assert (first.share, first.rate, first.burst) == (0.5, 50, 10), beats
+        first.local.reconfigure("100/s", burst=20)
+        server.kill()
+        assert not first.heartbeat()  # Redis does not answer: its last share, never more
+        assert (first.share, first.rate, first.burst) == (0.5, 50, 10)
+    finally:
+        for member in members:
+            member.close()
+        client.close()
+
+
 # ---- the fleet: processes at full speed, members killed and started ----
 
 RATE, BURST, INTERVAL, TTL, TIMEOUT = 2000.0, 100, 0.5, 1.5, 0.25
@@ -466,7 +642,7 @@ def test_a_host_is_one_member_and_a_take_over_keeps_it(server, tmp_path, region_
             assert time.monotonic() < deadline, what
             time.sleep(0.02)
             if host_field:  # the host's member, once heard from, is never dropped
-                assert host_field[0] in client.hkeys("cellrate:share:host")
+                assert host_field[0] in member_fields(client, "cellrate:share:host")
 
     def leaders() -> list[str]:
         return [i for i in ("h0", "h1", "h2") if procs[i].poll() is None
@@ -477,11 +653,11 @@ def test_a_host_is_one_member_and_a_take_over_keeps_it(server, tmp_path, region_
             start(i, region)
         until(lambda: len(leaders()) == 1, "a process of the host heartbeats")
         (first,) = leaders()
-        host_field[:] = client.hkeys("cellrate:share:host")
+        host_field[:] = member_fields(client, "cellrate:share:host")
         assert len(host_field) == 1  # one member for three processes
         start("p")
         until(lambda: bool(lines("p")) and lines("p")[-1][1] == 0.5, "a split two ways")
-        fields = set(client.hkeys("cellrate:share:host")) - {b":quiet"}
+        fields = member_fields(client, "cellrate:share:host")
         assert len(fields) == 2
         procs[first].kill()
         procs[first].wait()
@@ -491,7 +667,7 @@ def test_a_host_is_one_member_and_a_take_over_keeps_it(server, tmp_path, region_
         assert second != first
         # past ttl (still a member), and until a window is far from every join
         until(lambda: time.monotonic() > killed + REACH + 1.2, "")
-        assert set(client.hkeys("cellrate:share:host")) - {b":quiet"} == fields  # the same
+        assert member_fields(client, "cellrate:share:host") == fields  # the same
         observed = time.monotonic()
     finally:
         for proc in procs.values():
@@ -530,7 +706,7 @@ def test_keyed_host_processes_elect_one_heartbeat_and_follow_the_region(client, 
             time.sleep(0.16)
             for member in (first, second, other):
                 assert member.heartbeat()
-        assert len(client.hkeys("cellrate:share:kh")) == 2  # the host is one member
+        assert len(member_fields(client, "cellrate:share:kh")) == 2  # the host is one member
         assert first.share == 0.5 and second.share == pytest.approx(0.5)
         admitted = sum(m.allow("k") for m in (first, second) for _ in range(100))
         assert admitted == 20  # one region: the host's burst of key k, shared
@@ -538,7 +714,7 @@ def test_keyed_host_processes_elect_one_heartbeat_and_follow_the_region(client, 
         first.close()
         assert not first.leader
         assert second.heartbeat() and second.leader and second.share == pytest.approx(0.5)
-        assert len(client.hkeys("cellrate:share:kh")) == 2  # the same member continued
+        assert len(member_fields(client, "cellrate:share:kh")) == 2  # the same member continued
     finally:
         for member in (first, second, other):
             member.close()
