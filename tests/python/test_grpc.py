@@ -21,7 +21,7 @@ import pytest
 import cellrate
 
 grpc = pytest.importorskip("grpc", reason="make test installs grpcio")
-import grpc.aio  # noqa: E402
+import grpc.aio  # noqa: E402, F811  (the submodule, which importorskip does not load)
 
 import cellrate.grpc  # noqa: E402
 from cellrate.grpc import AsyncRateLimitInterceptor, RateLimitInterceptor  # noqa: E402
