@@ -25,8 +25,8 @@ import math
 import urllib.parse
 from typing import Any, AsyncIterator, Callable, Iterator
 
-import grpc
-import grpc.aio
+import grpc  # type: ignore[import-untyped, unused-ignore]
+import grpc.aio  # type: ignore[import-untyped, unused-ignore]
 
 from cellrate._errors import invalid
 from cellrate.web import (Policy, Request, Response, _hop_address, client_address, header,

@@ -58,7 +58,7 @@ class _Instruments:
             attributes = {attribute: source.labels[name] for name, attribute in metric["labels"]
                           if name in source.labels}
             if label:
-                attributes[label[1]] = value
+                attributes[label[1]] = value or ""
             yield Observation(count, attributes)
 
 

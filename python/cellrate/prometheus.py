@@ -57,7 +57,7 @@ class CellrateCollector(Collector):
                     labels=names + ([label[0]] if label else []))
             for source, value, count in series(metric, read):
                 family.add_metric([source.labels.get(name, "") for name in names]
-                                  + ([value] if label else []), count)
+                                  + ([value or ""] if label else []), count)
             if family.samples:
                 yield family
 

@@ -149,7 +149,7 @@ class MessageLimit:
         own = cellrate.Limiter(limit.rate, limit.period, burst=limit.burst)
         if per_key is None:
             return own.allow
-        items = [own, (per_key, key)]
+        items: list[Any] = [own, (per_key, key)]
         return lambda cost: cellrate.check_all(items, cost).allowed
 
 
