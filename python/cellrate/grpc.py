@@ -20,6 +20,7 @@ obey. Concurrency holds a unit until the call ends (cancelled included);
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import urllib.parse
@@ -41,7 +42,8 @@ PUSHBACK = "grpc-retry-pushback-ms"
 HANDLER_CACHE_SIZE = 1024
 
 _RESOURCE_EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
-# Each call's charger while it runs, by its context (charger())
+# Each running call that may charge, by its context: its _Call, whose charger
+# is made when first asked for (charger())
 _CHARGERS: dict[Any, Any] = {}
 
 
@@ -50,9 +52,15 @@ def charger(context: Any) -> Callable[[int], Any] | None:
     more to every limit the call met, under its keys (the key may go into
     debt), and returns the tightest Decision. None when the call met no limit,
     or when the policy's stores cannot charge."""
-    return _CHARGERS.get(context)
+    call = _CHARGERS.get(context)
+    return None if call is None else call.charger()
 
 
+# Peers parsed, by their text: a connection's calls share one
+PEER_CACHE_SIZE = 4096
+
+
+@functools.lru_cache(PEER_CACHE_SIZE)
 def _peer(peer: str) -> tuple[str, int] | None:
     """The client of gRPC's peer text ("ipv4:192.0.2.1:5000", "ipv6:[::1]:5000",
     percent-encoded or not), as an ASGI scope's; None for a Unix socket's.
@@ -70,21 +78,24 @@ def _text(value: Any) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass")
 
 
-class _Scope(dict):  # type: ignore[type-arg]
-    """What the policy reads of a call, as an ASGI scope ("type": "grpc",
-    "method", "context", "client", "headers": the metadata), its client and
-    headers worked out when first read."""
+class _Metadata:
+    """A call's metadata as an ASGI scope's headers, converted when first read."""
 
-    def __init__(self, method: str, context: Any) -> None:
-        super().__init__(type="grpc", method=method, context=context)
+    __slots__ = ("context",)
 
-    def get(self, key: str, default: Any = None) -> Any:
-        if key == "client" and key not in self:
-            self["client"] = _peer(self["context"].peer() or "")
-        elif key == "headers" and key not in self:
-            self["headers"] = [(_text(name).lower(), _text(value)) for name, value
-                               in self["context"].invocation_metadata() or ()]
-        return super().get(key, default)
+    def __init__(self, context: Any) -> None:
+        self.context = context
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
+        for name, value in self.context.invocation_metadata() or ():
+            yield _text(name).lower(), _text(value)
+
+
+def _scope(method: str, context: Any) -> dict[str, Any]:
+    """What the policy reads of a call, as an ASGI scope: "type": "grpc",
+    "method", "context", "client" (the peer) and "headers" (the metadata)."""
+    return {"type": "grpc", "method": method, "context": context,
+            "client": _peer(context.peer() or ""), "headers": _Metadata(context)}
 
 
 class _Refusal(Exception):
@@ -99,24 +110,33 @@ class _Refusal(Exception):
 class _Call:
     """One call admitted: what ends it (the unit in flight, the charge)."""
 
-    __slots__ = ("context", "slot", "charger", "fields", "bytes_sent")
+    __slots__ = ("policy", "limits", "request", "context", "slot", "fields", "bytes_sent",
+                 "_charger")
 
-    def __init__(self, context: Any, slot: Any, charger: Any, fields: list[tuple[str, str]]
-                 ) -> None:
-        self.context = context
+    def __init__(self, policy: Policy, limits: Any, request: Request, slot: Any,
+                 fields: list[tuple[str, str]]) -> None:
+        self.policy = policy
+        self.limits = limits
+        self.request = request
+        self.context = request.scope["context"]
         self.slot = slot
-        self.charger = charger
         self.fields = fields
         self.bytes_sent = 0
+        self._charger: Any = None
+        if limits and policy.charges:
+            _CHARGERS[self.context] = self
+
+    def charger(self) -> Any:
+        if self._charger is None:
+            self._charger = self.policy.charger(self.limits, self.request)
+        return self._charger
 
     def end(self, policy: Policy, failed: bool) -> None:
-        """The call has ended (`failed`: by an exception): its charger settled,
+        """The call has ended (`failed`: by an exception): its charge settled,
         its unit given back."""
         try:
-            if self.charger is not None:
-                _CHARGERS.pop(self.context, None)
-                if policy.charge is not None:
-                    self.charger.end(self._response(failed))
+            if _CHARGERS.pop(self.context, None) is not None and policy.charge is not None:
+                self.charger().end(self._response(failed))
         finally:
             if self.slot is not None:
                 self.slot.release()
@@ -190,11 +210,8 @@ class _Interceptor:
                             else str(math.ceil(decision.retry_after * 1000)))
                 raise _Refusal(tuple((name.lower(), value) for name, value in fields)
                                + ((PUSHBACK, pushback),), self.details)
-        context = request.scope["context"]
-        charge = None
-        if limits and policy.charges:
-            charge = _CHARGERS[context] = policy.charger(limits, request)
-        return _Call(context, slot, charge, [(name.lower(), value) for name, value in fields])
+        return _Call(policy, limits, request, slot,
+                     [(name.lower(), value) for name, value in fields])
 
 
 class RateLimitInterceptor(_Interceptor, grpc.ServerInterceptor):  # type: ignore[misc]
@@ -213,7 +230,7 @@ class RateLimitInterceptor(_Interceptor, grpc.ServerInterceptor):  # type: ignor
 
     def _begin(self, method: str, context: Any) -> _Call | None:
         """The admitted call (None: exempt); a refusal aborts it."""
-        request = Request(self.policy, "POST", method, _Scope(method, context))
+        request = Request(self.policy, "POST", method, _scope(method, context))
         try:
             limits, slot = self._hold(request)
             if limits is None:
@@ -306,7 +323,7 @@ class AsyncRateLimitInterceptor(_Interceptor, grpc.aio.ServerInterceptor):  # ty
         return self._wrapped(await continuation(handler_call_details), method)
 
     async def _begin(self, method: str, context: Any) -> _Call | None:
-        request = Request(self.policy, "POST", method, _Scope(method, context))
+        request = Request(self.policy, "POST", method, _scope(method, context))
         try:
             limits, slot = self._hold(request)
             if limits is None:

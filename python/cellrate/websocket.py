@@ -81,9 +81,9 @@ class MessageLimit:
     cost: units of a message, an int or a function of the ASGI message
         (message_size: its bytes).
     on_refusal: "close" (default): the connection is closed with close_code
-        and the application receives "websocket.disconnect" with it (what it
-        sends after is dropped); "drop": the message is dropped, the
-        connection stays open.
+        and the application receives "websocket.disconnect" with it, as when
+        a client goes away (so it must send nothing more); "drop": the
+        message is dropped, the connection stays open.
     close_code: 1008 (Policy Violation, default), 1013 (Try Again Later), or
         one of the private range 3000 to 4999.
     """
@@ -136,7 +136,7 @@ class MessageLimit:
                            "cellrate.asgi.RateLimitMiddleware in front")
         admits = self._admits(key)
         connection = _Connection(self, receive, send, admits)
-        await self.app(scope, connection.receive, connection.send)
+        await self.app(scope, connection.receive, send)
 
     def _admits(self, key: Any) -> Callable[[int], bool]:
         """The decision of one message of `cost` units for a connection of `key`."""
@@ -154,7 +154,7 @@ class MessageLimit:
 
 
 class _Connection:
-    """One connection's receive and send, its messages decided."""
+    """One connection's receive, its messages decided."""
 
     __slots__ = ("limit", "_receive", "_send", "admits", "closed")
 
@@ -182,6 +182,3 @@ class _Connection:
                               "reason": CLOSE_REASON})
             return {"type": "websocket.disconnect", "code": limit.close_code}
 
-    async def send(self, message: Message) -> None:
-        if not self.closed:  # after our close, the server would refuse it
-            await self._send(message)

@@ -388,7 +388,7 @@ class FakeContext:
 ])
 def test_a_peer_that_is_no_address_is_one_shared_key(peer, key):
     policy = cellrate.web.Policy("1/hour")
-    request = cellrate.web.Request(policy, "POST", "/x", cellrate.grpc._Scope("/x",
+    request = cellrate.web.Request(policy, "POST", "/x", cellrate.grpc._scope("/x",
                                                                               FakeContext(peer)))
     assert policy.key(request) == key
 
