@@ -222,7 +222,7 @@ def main() -> None:
     try:
         measure("grpc_server", grpc_server_runners(stack), args.reps, args.calls)
     finally:
-        for item in stack:
+        for item in reversed(stack):  # the channels before their servers
             (item.stop(None) if hasattr(item, "stop") else item.close())
 
 
