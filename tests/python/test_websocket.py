@@ -116,6 +116,30 @@ def test_the_key_and_admitted_headers_of_a_handshake():
     assert (b"ratelimit", b'"default";r=4;t=720') in sent[0]["headers"]
 
 
+def test_peers_that_are_no_address_share_one_key():
+    """Handshakes from peers that are no address (made up, empty, absent) are
+    one key, "unknown": limited together, never a fresh limit each."""
+    keys = []
+
+    async def app(scope, receive, send):
+        keys.append(scope["cellrate.key"])
+        await send({"type": "websocket.accept"})
+
+    middleware = RateLimitMiddleware(app, "2/hour")
+    sent = []
+
+    async def send(message):
+        sent.append(message["type"])
+
+    async def receive():
+        return {"type": "websocket.connect"}
+
+    for client in [("not-an-address", 1), ("", 0), None, ("999.1.1.1", 2), ("1.2.3\x00", 3)]:
+        asyncio.run(middleware(ws_scope(client=None) | {"client": client}, receive, send))
+    assert keys == ["unknown", "unknown"]
+    assert sent == ["websocket.accept"] * 2 + ["websocket.close"] * 3
+
+
 def messages(*payloads):
     return [{"type": "websocket.receive", "text": text} for text in payloads]
 
