@@ -394,6 +394,27 @@ def web_rows() -> List[Row]:
     return rows
 
 
+def adapter_rows() -> List[Row]:
+    """bench_adapters.py: what the message limit and the interceptor add to a
+    message or a call, against one decision plus a dict lookup."""
+    floor = "py.adapters.floor"
+    return [
+        Row("floor: KeyedLimiter.allow(key) + dict.get", floor, chart="floor"),
+        Row("WebSocket message, bare echo (ASGI, in process)", "py.adapters.ws.bare"),
+        Row("MessageLimit per connection: overhead per message",
+            "py.adapters.ws.per_connection.overhead", "x_ref", floor, "the floor"),
+        Row("MessageLimit per connection and per key: overhead per message",
+            "py.adapters.ws.per_connection_and_key.overhead", "x_ref", floor, "the floor"),
+        Row("gRPC unary behaviour, bare (in process)", "py.adapters.grpc.bare"),
+        Row("RateLimitInterceptor: overhead per call (in process)",
+            "py.adapters.grpc.interceptor.overhead", "x_ref", floor, "the floor"),
+        Row("gRPC unary call on loopback, bare server", "py.adapters.grpc_server.bare"),
+        Row("RateLimitInterceptor: overhead per call on loopback",
+            "py.adapters.grpc_server.interceptor.overhead", "x_ref",
+            "py.adapters.grpc_server.bare", "the bare call"),
+    ]
+
+
 def lua_rows() -> List[Row]:
     rows: List[Row] = []
     for version, name in (("lua5.4", "Lua 5.4"), ("luajit", "LuaJIT")):
@@ -1094,6 +1115,7 @@ def main() -> None:
         "C level (C harness and Rust harness, same machine, same run)": c_rows(),
         "Python level": python_rows(results),
         "Web middleware (Python, in-process)": web_rows(),
+        "WebSocket messages and gRPC calls (Python)": adapter_rows(),
         "Python decorators (1 thread, every call admitted)": decorator_rows(),
         "Fleet shares (cellrate.share, a local redis-server, 1 thread)": share_rows(),
         "Lua level": lua_rows(),

@@ -132,6 +132,9 @@ step "Python level: decorator overhead (cellrate.limit, ratelimit, aiolimiter, p
 step "Python level: web middleware overhead (Starlette, Flask; slowapi, flask-limiter)"
 "$VPY" "$BENCH/python/bench_web.py" --reps "$REPS" | tee "$RAW/py_web.jsonl" >&2
 
+step "Python level: a WebSocket message and a gRPC call, limited and bare (bench_adapters.py)"
+"$VPY" "$BENCH/python/bench_adapters.py" --reps "$REPS" | tee "$RAW/py_adapters.jsonl" >&2
+
 step "Lua level: Lua 5.4 and LuaJIT"
 LUA_CPATH="build/lua5.4/?.so;$PEERS/lua/lua5.4/?.so" lua5.4 "$BENCH/lua/bench.lua" "$REPS" lua5.4 |
     tee "$RAW/lua54.jsonl" >&2

@@ -1324,6 +1324,77 @@ PyDoc_STRVAR(inspect_region_doc,
              "size, this_boot and stats (the counters). A path\n"
              "that is not a region raises InvalidArgument naming it.");
 
+/* metrics() -> list: the metrics every exporter publishes (cr_metrics), each
+ * a dict of the table's fields; labels as (name, attribute) pairs, samples as
+ * (field, label value or None) pairs. */
+static PyObject *metric_label(const cr_metric_label *label)
+{
+    if (label->name == NULL)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(ss)", label->name, label->attribute);
+}
+
+static PyObject *metric_dict(const cr_metric *metric)
+{
+    PyObject *labels = PyTuple_New((Py_ssize_t)metric->label_count);
+    PyObject *samples = PyTuple_New((Py_ssize_t)metric->sample_count);
+    for (size_t i = 0; labels && i < metric->label_count; i++) {
+        PyObject *pair = metric_label(&metric->labels[i]);
+        if (pair == NULL)
+            Py_CLEAR(labels);
+        else
+            PyTuple_SET_ITEM(labels, (Py_ssize_t)i, pair);
+    }
+    for (size_t i = 0; samples && i < metric->sample_count; i++) {
+        const cr_metric_sample *sample = &metric->samples[i];
+        PyObject *pair = Py_BuildValue("(sz)", sample->field, sample->value);
+        if (pair == NULL)
+            Py_CLEAR(samples);
+        else
+            PyTuple_SET_ITEM(samples, (Py_ssize_t)i, pair);
+    }
+    PyObject *dict = labels && samples ? PyDict_New() : NULL;
+    if (!dict || dict_put(dict, "name", PyUnicode_FromString(metric->name)) < 0 ||
+        dict_put(dict, "prometheus_name", PyUnicode_FromString(metric->prometheus_name)) < 0 ||
+        dict_put(dict, "help", PyUnicode_FromString(metric->help)) < 0 ||
+        dict_put(dict, "type", PyUnicode_FromString(metric->type)) < 0 ||
+        dict_put(dict, "instrument", PyUnicode_FromString(metric->instrument)) < 0 ||
+        dict_put(dict, "unit", PyUnicode_FromString(metric->unit)) < 0 ||
+        dict_put(dict, "stats", PyUnicode_FromString(metric->stats)) < 0 ||
+        PyDict_SetItemString(dict, "labels", labels) < 0 ||
+        dict_put(dict, "label", metric_label(&metric->label)) < 0 ||
+        PyDict_SetItemString(dict, "samples", samples) < 0)
+        Py_CLEAR(dict);
+    Py_XDECREF(labels);
+    Py_XDECREF(samples);
+    return dict;
+}
+
+static PyObject *module_metrics(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    (void)module;
+    size_t count;
+    const cr_metric *metrics = cr_metrics(&count);
+    PyObject *list = PyList_New((Py_ssize_t)count);
+    for (size_t i = 0; list && i < count; i++) {
+        PyObject *dict = metric_dict(&metrics[i]);
+        if (dict == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, dict);
+    }
+    return list;
+}
+
+PyDoc_STRVAR(metrics_doc,
+             "metrics($module, /)\n--\n\n"
+             "The metrics every exporter publishes, in order (a list of dicts): name\n"
+             "(OpenTelemetry), prometheus_name, help, type (Prometheus), instrument\n"
+             "(OpenTelemetry), unit, stats ('rate' or 'concurrency': whose stats() it\n"
+             "reads), labels ((name, attribute) pairs every series may carry), label\n"
+             "(the pair telling its samples apart, or None) and samples ((stats field,\n"
+             "label value or None) pairs).");
+
 /* _check_timeout(timeout): a wait's `timeout` in seconds, None for any wait,
  * or the core's CR_E_TIMEOUT error (the words Lua's wait() uses). */
 static PyObject *module_check_timeout(PyObject *module, PyObject *timeout)
@@ -2669,6 +2740,7 @@ static PyMethodDef cellrate_methods[] = {
     {"_check_hold", (PyCFunction)(void (*)(void))module_check_hold, METH_FASTCALL, check_hold_doc},
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
     {"inspect_region", module_inspect_region, METH_O, inspect_region_doc},
+    {"metrics", module_metrics, METH_NOARGS, metrics_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -606,43 +606,16 @@ content_by_lua location, answers the Prometheus text of every registered
 limit, read from its region: every worker reads the same counters, so any
 worker's answer is the host's total. A limit of one worker's own (no shared=)
 counts that worker alone, which no scrape could sum: register() refuses it.
-The metric names and labels are cellrate.prometheus's (Python).
+The metrics are the core's list, as cellrate.prometheus's (Python).
 ]]
 local registered = {} -- { name =, limit =, concurrency = } in registration order
 local registered_names = {}
 
 local CONCURRENCY_MT = getmetatable(cellrate.concurrency(1))
 
--- (metric, help, type, { stats key, label value }..., label name) as in
--- python/cellrate/prometheus.py
-local RATE_FAMILIES = {
-    { "cellrate_decisions_total", "Requests decided by a rate limit, by outcome.", "counter",
-      { { "admitted", "admitted" }, { "refused", "refused" }, { "would_refuse", "would_refuse" } },
-      "outcome" },
-    { "cellrate_units_total", "Units (cost) of the requests decided by a rate limit, by outcome.",
-      "counter", { { "units_admitted", "admitted" }, { "units_refused", "refused" } }, "outcome" },
-    { "cellrate_unfittable_total", "Refusals of a cost above the burst, which never fits.",
-      "counter", { { "unfittable" } } },
-    { "cellrate_evictions_total", "Keys evicted from a full keyed table.", "counter",
-      { { "evicted" } } },
-}
-local CONCURRENCY_FAMILIES = {
-    { "cellrate_acquires_total", "Acquires decided by a concurrency limit, by outcome.",
-      "counter", { { "acquired", "acquired" }, { "refused", "refused" } }, "outcome" },
-    { "cellrate_acquire_units_total",
-      "Units (cost) of the acquires of a concurrency limit, by outcome.", "counter",
-      { { "units_acquired", "acquired" }, { "units_refused", "refused" } }, "outcome" },
-    { "cellrate_releases_total", "Holdings of a concurrency limit ended: released, or"
-      .. " reclaimed when their lease expired.", "counter",
-      { { "released", "released" }, { "reclaimed", "reclaimed" } }, "how" },
-    { "cellrate_in_flight", "Units of a concurrency limit held now.", "gauge",
-      { { "in_flight" } } },
-    -- only for a limit made with peak = true (stats().peak nil otherwise: no sample)
-    { "cellrate_in_flight_peak", "The most units of a concurrency limit held at once since"
-      .. " its counters were reset.", "gauge", { { "peak" } } },
-    { "cellrate_concurrency_evictions_total", "Keys evicted from a full keyed concurrency"
-      .. " table.", "counter", { { "evicted" } } },
-}
+-- The metrics, their names, help texts and labels: the core's one list
+-- (docs/design.md §17), which cellrate.prometheus and cellrate.otel read too.
+local METRICS = cellrate.metrics()
 
 function _M.register(name, limit)
     if type(name) ~= "string" or name == "" then
@@ -669,26 +642,35 @@ local function label_value(text)
     return (text:gsub("[\\\"\n]", { ["\\"] = "\\\\", ["\""] = "\\\"", ["\n"] = "\\n" }))
 end
 
-local function family_text(out, family, concurrency, stats)
-    local metric, help, kind, samples, label = family[1], family[2], family[3], family[4],
-        family[5]
+local function family_text(out, metric, stats)
+    local concurrency = metric.stats == "concurrency"
+    local label = metric.label
     local head = #out
     for i, entry in ipairs(registered) do
         if entry.concurrency == concurrency then
-            for _, sample in ipairs(samples) do
-                local value = stats[i][sample[1]]
-                if value ~= nil then
-                    out[#out + 1] = ("%s{limit=\"%s\"%s} %s\n"):format(metric,
-                        label_value(entry.name),
-                        label and (',%s="%s"'):format(label, sample[2]) or "",
-                        ("%.0f"):format(value))
+            -- the labels the helper has a value for: the registered name alone
+            local values, known = { limit = entry.name }, {}
+            for _, common in ipairs(metric.labels) do
+                if values[common.name] ~= nil then
+                    known[#known + 1] = ('%s="%s"'):format(common.name,
+                                                           label_value(values[common.name]))
+                end
+            end
+            local labels = table.concat(known, ",")
+            for _, sample in ipairs(metric.samples) do
+                local count = stats[i][sample.field]
+                if count ~= nil then -- a peak that is not tracked: no sample
+                    local own = label and ('%s%s="%s"'):format(labels ~= "" and "," or "",
+                                                               label.name, sample.value) or ""
+                    out[#out + 1] = ("%s{%s%s} %s\n"):format(metric.prometheus_name, labels, own,
+                                                             ("%.0f"):format(count))
                 end
             end
         end
     end
     if #out > head then
-        table.insert(out, head + 1, ("# HELP %s %s\n# TYPE %s %s\n"):format(metric, help,
-                                                                              metric, kind))
+        table.insert(out, head + 1, ("# HELP %s %s\n# TYPE %s %s\n"):format(
+            metric.prometheus_name, metric.help, metric.prometheus_name, metric.type))
     end
 end
 
@@ -699,11 +681,8 @@ function _M.metrics_text()
         stats[i] = entry.limit:stats()
     end
     local out = {}
-    for _, family in ipairs(RATE_FAMILIES) do
-        family_text(out, family, false, stats)
-    end
-    for _, family in ipairs(CONCURRENCY_FAMILIES) do
-        family_text(out, family, true, stats)
+    for _, metric in ipairs(METRICS) do
+        family_text(out, metric, stats)
     end
     return table.concat(out)
 end

@@ -3,8 +3,14 @@ Quart, Django's ASGI handler, or any ASGI 3 application (docs/design.md §10).
 
     app = cellrate.asgi.RateLimitMiddleware(app, "100/minute")
 
-Only "http" scopes are limited; "lifespan" and "websocket" pass through
-untouched. The options are those of `cellrate.web.Policy`.
+"http" scopes are limited, and the handshake of a "websocket" scope as the GET
+it is: it meets the limits of its path, and is refused with a 429 and the
+header fields where the server supports the WebSocket Denial Response
+extension, else closed with code 1008 (the server answers 403); admitted, the
+connection holds its unit of `concurrency` until it ends, its key is in
+`scope["cellrate.key"]` for cellrate.websocket.MessageLimit, which limits
+its messages. "lifespan" passes through untouched. The options are those of
+`cellrate.web.Policy`.
 """
 
 from __future__ import annotations
@@ -40,7 +46,10 @@ class RateLimitMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            if scope["type"] == "websocket":
+                await self._websocket(scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
             return
         policy = self.policy
         request = Request(policy, scope["method"], scope["path"], scope)
@@ -106,11 +115,69 @@ class RateLimitMiddleware:
         finally:
             charger.end(response)
 
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket connection: its handshake decided as a GET to its path."""
+        policy = self.policy
+        request = Request(policy, "GET", scope["path"], scope)
+        limits = policy.limits_for(request)
+        if limits is None:
+            await self.app(scope, receive, send)
+            return
+        refuse, slot = policy.hold(request)
+        if refuse:
+            await _deny(scope, send, policy.in_flight_refusal())
+            return
+        try:  # held until the connection ends
+            fields: list[tuple[str, str]] = []
+            if limits:
+                refuse, fields = policy.outcome(await policy.decide_async(limits, request),
+                                                request)
+                if refuse:
+                    await _deny(scope, send, policy.refusal(fields))
+                    return
+                if policy.charges:
+                    scope["cellrate.charge"] = policy.charger(limits, request)
+            scope["cellrate.key"] = policy.key(request)
+            await self.app(scope, receive, _accepting(send, _encoded(fields)) if fields else send)
+        finally:
+            if slot is not None:
+                slot.release()
+
     @staticmethod
     async def _send_refusal(send: Send, refusal: tuple[int, list[tuple[str, str]], bytes]) -> None:
         status, headers, body = refusal
         await send({"type": "http.response.start", "status": status, "headers": _encoded(headers)})
         await send({"type": "http.response.body", "body": body})
+
+
+# The close code of a handshake refused where the server has no denial
+# response (RFC 6455 §7.4.1 Policy Violation), as cellrate.websocket's
+HANDSHAKE_CLOSE_CODE = 1008
+
+
+async def _deny(scope: Scope, send: Send, refusal: tuple[int, list[tuple[str, str]], bytes]
+                ) -> None:
+    """Refuses a WebSocket handshake: the refusal as an HTTP response where the
+    server supports the Denial Response extension, else a close."""
+    if "websocket.http.response" not in (scope.get("extensions") or {}):
+        await send({"type": "websocket.close", "code": HANDSHAKE_CLOSE_CODE})
+        return
+    status, headers, body = refusal
+    await send({"type": "websocket.http.response.start", "status": status,
+                "headers": _encoded(headers)})
+    await send({"type": "websocket.http.response.body", "body": body})
+
+
+def _accepting(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    """`send`, with `extra` header fields added to the handshake's response."""
+
+    async def send_with_headers(message: Message) -> None:
+        if message["type"] == "websocket.accept":
+            message = dict(message)
+            message["headers"] = list(message.get("headers", ())) + extra
+        await send(message)
+
+    return send_with_headers
 
 
 def _releasing(send: Send, slot: Any) -> Send:

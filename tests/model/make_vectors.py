@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import catalogue_model as catalogue  # noqa: E402
 import gcra_model as model  # noqa: E402
+import metrics_model  # noqa: E402
 from gcra_model import HORIZON_NS, INT64_MAX  # noqa: E402
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"
@@ -1442,12 +1443,44 @@ def make_status() -> str:
 
 
 # --------------------------------------------------------------------------
+# metrics.txt
+
+
+def make_metrics() -> str:
+    lines = [
+        GENERATED.rstrip("\n"),
+        "# The metrics every exporter publishes (docs/design.md §17), in order. Per metric:",
+        "# metric <name> <prometheus_name> <type> <instrument> <unit> <stats> <label> <attribute>"
+        " |<help>",
+        "#   type: Prometheus; instrument: OpenTelemetry; stats: rate or concurrency; label and",
+        "#   attribute: what tells its samples apart, - for none",
+        "# label <name> <attribute>     the labels every series may carry, in order",
+        "# sample <field> <value>       a series: the stats() field it reads, its label's value"
+        " (- for none)",
+    ]
+    names = [metric.prometheus_name for metric in metrics_model.METRICS]
+    assert names == metrics_model.PUBLISHED, "a published Prometheus name changed"
+    for metric in metrics_model.METRICS:
+        assert metric.instrument in metrics_model.PROMETHEUS_TYPE, metric.name
+        assert metric.stats in ("rate", "concurrency"), metric.name
+        assert (metric.label is None) == (len(metric.samples) == 1), metric.name
+        label, attribute = metric.label or ("-", "-")
+        lines.append(f"metric {metric.name} {metric.prometheus_name} {metric.type} "
+                     f"{metric.instrument} {metric.unit} {metric.stats} {label} {attribute} "
+                     f"|{metric.help}")
+        lines += [f"label {name} {attr}" for name, attr in metrics_model.LABELS]
+        lines += [f"sample {field} {value or '-'}" for field, value in metric.samples]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------
 
 
 def generate() -> dict[str, str]:
     return {
         "decisions.txt": make_decisions(),
         "limits.txt": make_limits(),
+        "metrics.txt": make_metrics(),
         "seconds.txt": make_seconds(),
         "status.txt": make_status(),
     }

@@ -1,0 +1,149 @@
+/* The metrics every exporter publishes (docs/design.md §17): one table, read
+ * by cellrate.prometheus, cellrate.otel and cellrate.nginx through the
+ * faces' metrics(), so that no exporter spells a name, a unit or a label of
+ * its own. */
+#include "cellrate.h"
+
+#include <stddef.h>
+
+static const cr_metric_label LABELS[] = {
+    {"limit", "cellrate.limit.name"},    /* the name it was registered under */
+    {"policy", "cellrate.policy.name"},  /* a web policy's name */
+    {"route", "cellrate.route.pattern"}, /* a web policy's route, as given; "" for its limit */
+};
+
+#define COMMON LABELS, sizeof LABELS / sizeof LABELS[0]
+#define RATE(field, value)                       \
+    {                                            \
+#field, offsetof(cr_stats, field), value \
+    }
+#define GAUGE(field, value)                            \
+    {                                                  \
+#field, offsetof(cr_gauge_stats, field), value \
+    }
+#define NO_LABEL   \
+    {              \
+        NULL, NULL \
+    }
+
+static const cr_metric METRICS[] = {
+    {"cellrate.decisions",
+     "cellrate_decisions_total",
+     "Requests decided by a rate limit, by outcome.",
+     "counter",
+     "counter",
+     "{request}",
+     "rate",
+     COMMON,
+     {"outcome", "cellrate.decision.outcome"},
+     3,
+     {RATE(admitted, "admitted"), RATE(refused, "refused"), RATE(would_refuse, "would_refuse")}},
+    {"cellrate.units",
+     "cellrate_units_total",
+     "Units (cost) of the requests decided by a rate limit, by outcome.",
+     "counter",
+     "counter",
+     "{unit}",
+     "rate",
+     COMMON,
+     {"outcome", "cellrate.decision.outcome"},
+     2,
+     {RATE(units_admitted, "admitted"), RATE(units_refused, "refused")}},
+    {"cellrate.unfittable",
+     "cellrate_unfittable_total",
+     "Refusals of a cost above the burst, which never fits.",
+     "counter",
+     "counter",
+     "{request}",
+     "rate",
+     COMMON,
+     NO_LABEL,
+     1,
+     {RATE(unfittable, NULL)}},
+    {"cellrate.evictions",
+     "cellrate_evictions_total",
+     "Keys evicted from a full keyed table.",
+     "counter",
+     "counter",
+     "{key}",
+     "rate",
+     COMMON,
+     NO_LABEL,
+     1,
+     {RATE(evicted, NULL)}},
+    {"cellrate.acquires",
+     "cellrate_acquires_total",
+     "Acquires decided by a concurrency limit, by outcome.",
+     "counter",
+     "counter",
+     "{acquire}",
+     "concurrency",
+     COMMON,
+     {"outcome", "cellrate.acquire.outcome"},
+     2,
+     {GAUGE(acquired, "acquired"), GAUGE(refused, "refused")}},
+    {"cellrate.acquire_units",
+     "cellrate_acquire_units_total",
+     "Units (cost) of the acquires of a concurrency limit, by outcome.",
+     "counter",
+     "counter",
+     "{unit}",
+     "concurrency",
+     COMMON,
+     {"outcome", "cellrate.acquire.outcome"},
+     2,
+     {GAUGE(units_acquired, "acquired"), GAUGE(units_refused, "refused")}},
+    {"cellrate.releases",
+     "cellrate_releases_total",
+     "Units of a concurrency limit given back: released by their holders, or reclaimed (a "
+     "lease expired, a dead process).",
+     "counter",
+     "counter",
+     "{unit}",
+     "concurrency",
+     COMMON,
+     {"how", "cellrate.release.how"},
+     2,
+     {GAUGE(released, "released"), GAUGE(reclaimed, "reclaimed")}},
+    /* in flight adds up across limits: an up-down counter, a gauge to Prometheus */
+    {"cellrate.in_flight",
+     "cellrate_in_flight",
+     "Units of a concurrency limit held now.",
+     "gauge",
+     "updowncounter",
+     "{unit}",
+     "concurrency",
+     COMMON,
+     NO_LABEL,
+     1,
+     {GAUGE(in_flight, NULL)}},
+    /* only for a limit made with peak (peak_tracked): no sample otherwise */
+    {"cellrate.in_flight_peak",
+     "cellrate_in_flight_peak",
+     "The most units of a concurrency limit held at once since its counters were reset.",
+     "gauge",
+     "gauge",
+     "{unit}",
+     "concurrency",
+     COMMON,
+     NO_LABEL,
+     1,
+     {GAUGE(peak, NULL)}},
+    {"cellrate.concurrency_evictions",
+     "cellrate_concurrency_evictions_total",
+     "Keys evicted from a full keyed concurrency table.",
+     "counter",
+     "counter",
+     "{key}",
+     "concurrency",
+     COMMON,
+     NO_LABEL,
+     1,
+     {GAUGE(evicted, NULL)}},
+};
+
+const cr_metric *cr_metrics(size_t *count)
+{
+    *count = sizeof METRICS / sizeof METRICS[0];
+    return METRICS;
+}
