@@ -102,8 +102,9 @@ rock-install:
 	install -m 0755 $(BUILD)/rock/cellrate.so $(LIBDIR)/cellrate.so
 	install -d $(LUADIR)/cellrate
 	install -m 0644 lua/cellrate/nginx.lua lua/cellrate/ffi.lua $(LUADIR)/cellrate/
-	install -m 0644 lua/cellrate/redis.lua lua/cellrate/redis_decide.lua lua/cellrate/redis_hold.lua lua/cellrate/redis_share.lua \
-		lua/cellrate/share.lua $(LUADIR)/cellrate/
+	install -m 0644 lua/cellrate/redis.lua lua/cellrate/share.lua $(LUADIR)/cellrate/
+	install -d $(LUADIR)/cellrate/redis
+	install -m 0644 redis/*.lua $(LUADIR)/cellrate/redis/
 
 test-lua: lua ## busted specs under Lua 5.4 and LuaJIT
 	tests/lua/run.sh lua5.4 $(BUILD)/lua5.4
@@ -205,7 +206,7 @@ install: core ## install libcellrate.{a,so}, cellrate.h and cellrate.pc under PR
 # make format rewrites the C in place.
 FORMAT_C = $(wildcard core/*.c core/*.h tests/c/*.c tests/c/*.h tests/fuzz/*.c bench/c/*.c \
 	examples/c/*.c) bindings/cellrate_py.c
-LUA_SOURCES = lua tests/lua tests/nginx/resp.lua examples/demo.lua
+LUA_SOURCES = lua redis tests/lua tests/nginx/resp.lua examples/demo.lua
 
 lint: | $(VENV)/bin/ruff ## clang-format (check), ruff, luacheck
 	@command -v clang-format >/dev/null && command -v luacheck >/dev/null || \

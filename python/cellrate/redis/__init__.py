@@ -7,8 +7,8 @@
     >>> limiter.allow("user:42")
     True
 
-Each decision is one round trip: a server-side script (redis_decide.lua, the
-one file both faces send, lua/cellrate/ in the repository) reads the key's
+Each decision is one round trip: a server-side script (redis/decide.lua in the
+repository, the one file both faces send) reads the key's
 state, decides with the server's clock (TIME) and writes the new state with an
 expiry, atomically. The limit is the core's (cellrate.Limit), and the core
 validates every key, cost and now too, so both stores refuse the same inputs
@@ -34,7 +34,6 @@ import hashlib
 import logging
 import math
 import os
-import pathlib
 import re
 import sys
 import threading
@@ -79,20 +78,16 @@ __all__ = [
 
 
 def _read_script(filename: str) -> bytes:
-    """A script's bytes: package data in an installed package, else the
-    repository's one copy (a source tree on PYTHONPATH)."""
-    shipped = resources.files("cellrate").joinpath(filename)
-    if shipped.is_file():
-        return shipped.read_bytes()
-    return (pathlib.Path(__file__).resolve().parents[2] / "lua" / "cellrate" /
-            filename).read_bytes()
+    """A server script's bytes: one of the files of redis/ in the repository, which
+    the package ships as its scripts/ folder (setup.py)."""
+    return (resources.files("cellrate.redis") / "scripts" / filename).read_bytes()
 
 
 #: The server-side script, byte for byte as the Lua module sends it.
-SCRIPT: bytes = _read_script("redis_decide.lua")
+SCRIPT: bytes = _read_script("decide.lua")
 SHA = hashlib.sha1(SCRIPT).hexdigest()
 #: The concurrency limits' script (RedisConcurrency), byte for byte as the Lua module sends it.
-HOLD_SCRIPT: bytes = _read_script("redis_hold.lua")
+HOLD_SCRIPT: bytes = _read_script("hold.lua")
 HOLD_SHA = hashlib.sha1(HOLD_SCRIPT).hexdigest()
 
 
@@ -1339,7 +1334,7 @@ class RedisConcurrency(_SyncStore, _RedisHoldings):
 
     The same names and answers as cellrate.Concurrency: try_acquire(key=None, cost=1)
     -> a RedisSlot or None, hold(...) for `with`, in_flight(key=None). Each acquire and
-    each release is one round trip: a script (redis_hold.lua) keeps a key's holdings in
+    each release is one round trip: a script (hold.lua) keeps a key's holdings in
     a sorted set, one member a holding whatever its units, scored by the instant its
     lease ends on the server's clock (TIME), and gives back the ended ones before it
     counts. `lease` (seconds, required) is what
