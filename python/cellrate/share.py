@@ -42,13 +42,8 @@ from typing import Any, Awaitable, Callable, Tuple, Union
 import cellrate
 from cellrate._cellrate import inspect_region
 from cellrate._errors import invalid, invalid_type
-from cellrate.redis import (
-    DEFAULT_PREFIX,
-    _check_name,
-    _protocol,
-    _read_script,
-    _SyncStore,
-)
+from cellrate.redis._protocol import DEFAULT_PREFIX, _check_name, _protocol, _read_script
+from cellrate.redis._store import _SyncStore
 
 import redis  # noqa: E402 - after cellrate.redis, whose ImportError names the extra
 
