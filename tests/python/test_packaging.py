@@ -168,12 +168,12 @@ def test_the_python_package_ships_the_redis_scripts(tmp_path):
     assert not (REPO / "python" / "cellrate" / "redis" / "scripts").exists()
 
 
-# --- the package as installed from its wheel (tests/wheels/run.sh) -----------
+# --- the package as installed from its wheel (tools/wheels/run.sh) -----------
 
 def test_the_suite_runs_against_the_installed_wheel():
     installed_in = os.environ.get("CELLRATE_INSTALLED_IN")
     if not installed_in:
-        pytest.skip("an in-place or pip install . run: tests/wheels/run.sh sets CELLRATE_INSTALLED_IN")
+        pytest.skip("an in-place or pip install . run: tools/wheels/run.sh sets CELLRATE_INSTALLED_IN")
     venv = pathlib.Path(installed_in).resolve()
     for module in (cellrate, cellrate._cellrate):
         path = pathlib.Path(module.__file__).resolve()
@@ -219,7 +219,7 @@ def test_the_metadata_describes_the_package():
 def test_the_wheel_is_a_manylinux_wheel_of_this_interpreter():
     wheel = os.environ.get("CELLRATE_WHEEL")
     if not wheel:
-        pytest.skip("an in-place or pip install . run: tests/wheels/run.sh sets CELLRATE_WHEEL")
+        pytest.skip("an in-place or pip install . run: tools/wheels/run.sh sets CELLRATE_WHEEL")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         info = next(n for n in names if n.endswith(".dist-info/WHEEL"))
