@@ -49,9 +49,9 @@ demo-deps: ## install what make demo needs: a C compiler, Python headers, Lua 5.
 $(PYTHON):
 	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)"
 $(VENV)/bin/ruff $(VENV)/bin/auditwheel:
-	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)" -r tests/requirements-tools.txt
-$(VENV)/bin/mkdocs: tests/requirements-docs.txt
-	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)" -r tests/requirements-docs.txt
+	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)" -r tools/requirements-tools.txt
+$(VENV)/bin/mkdocs: tools/requirements-docs.txt
+	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)" -r tools/requirements-docs.txt
 
 core: $(BUILD)/libcellrate.a $(BUILD)/libcellrate.so ## build the C core (static and shared library)
 
@@ -71,7 +71,7 @@ $(BUILD)/libcellrate.so: $(CORE_OBJ)
 	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
 
 symbols: core lua | $(PYTHON) ## fail unless the exports are exactly what cellrate.h declares
-	$(PYTHON) tests/check_symbols.py --header core/cellrate.h --library $(BUILD)/libcellrate.so \
+	$(PYTHON) tools/check_symbols.py --header core/cellrate.h --library $(BUILD)/libcellrate.so \
 		--archive $(BUILD)/libcellrate.a --module $(BUILD)/lua5.4/cellrate.so --module $(BUILD)/luajit/cellrate.so
 
 # The Lua module: one source, the core compiled in (CR_EMBED: it exports only
@@ -102,8 +102,9 @@ rock-install:
 	install -m 0755 $(BUILD)/rock/cellrate.so $(LIBDIR)/cellrate.so
 	install -d $(LUADIR)/cellrate
 	install -m 0644 lua/cellrate/nginx.lua lua/cellrate/ffi.lua $(LUADIR)/cellrate/
-	install -m 0644 lua/cellrate/redis.lua lua/cellrate/redis_decide.lua lua/cellrate/redis_hold.lua lua/cellrate/redis_share.lua \
-		lua/cellrate/share.lua $(LUADIR)/cellrate/
+	install -m 0644 lua/cellrate/redis.lua lua/cellrate/share.lua $(LUADIR)/cellrate/
+	install -d $(LUADIR)/cellrate/redis
+	install -m 0644 redis/*.lua $(LUADIR)/cellrate/redis/
 
 test-lua: lua ## busted specs under Lua 5.4 and LuaJIT
 	tests/lua/run.sh lua5.4 $(BUILD)/lua5.4
@@ -126,10 +127,10 @@ test-tsan: ## C tests under ThreadSanitizer
 	tests/c/run.sh tsan
 
 test-py: core lua | $(VENV)/bin/auditwheel ## pytest suite on each of PY_VERSIONS, against its wheel installed outside the tree
-	CELLRATE_WERROR=1 $(DEPS_ENV) tests/wheels/run.sh test $(PY_VERSIONS)
+	CELLRATE_WERROR=1 $(DEPS_ENV) tools/wheels/run.sh test $(PY_VERSIONS)
 
 dist: | $(VENV)/bin/auditwheel ## the sdist and a manylinux wheel per interpreter of PY_VERSIONS, in dist/
-	CELLRATE_WERROR=1 $(DEPS_ENV) tests/wheels/run.sh dist $(PY_VERSIONS)
+	CELLRATE_WERROR=1 $(DEPS_ENV) tools/wheels/run.sh dist $(PY_VERSIONS)
 
 test-ft: lua ## pytest suite on a free-threaded CPython 3.13 built from Debian's source (GIL must stay off)
 	tests/freethreaded/run.sh
@@ -205,7 +206,7 @@ install: core ## install libcellrate.{a,so}, cellrate.h and cellrate.pc under PR
 # make format rewrites the C in place.
 FORMAT_C = $(wildcard core/*.c core/*.h tests/c/*.c tests/c/*.h tests/fuzz/*.c bench/c/*.c \
 	examples/c/*.c) bindings/cellrate_py.c
-LUA_SOURCES = lua tests/lua tests/nginx/resp.lua examples/demo.lua
+LUA_SOURCES = lua redis tests/lua tests/nginx/resp.lua examples/demo.lua
 
 lint: | $(VENV)/bin/ruff ## clang-format (check), ruff, luacheck
 	@command -v clang-format >/dev/null && command -v luacheck >/dev/null || \

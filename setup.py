@@ -13,7 +13,6 @@ import platform
 import re
 
 from setuptools import Extension, setup
-from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -43,21 +42,6 @@ def version():
     if not all(parts):
         raise RuntimeError("core/cellrate.h: CR_VERSION_MAJOR, _MINOR and _PATCH not found")
     return ".".join(m.group(1) for m in parts)
-
-
-REDIS_SCRIPTS = ("redis_decide.lua", "redis_hold.lua", "redis_share.lua")
-
-
-class build_py_with_script(build_py):
-    """Also ships lua/cellrate/redis_decide.lua, redis_hold.lua and redis_share.lua, the Redis scripts
-    the faces send, in the cellrate package (cellrate.redis reads them there): one copy in the
-    repository."""
-
-    def run(self):
-        super().run()
-        for script in REDIS_SCRIPTS:
-            self.copy_file(os.path.join("lua", "cellrate", script),
-                           os.path.join(self.build_lib, "cellrate", script))
 
 
 FLAGS = build_flags()
@@ -93,9 +77,10 @@ setup(
             libraries=libraries,
         )
     ],
-    package_dir={"": "python"},
-    packages=["cellrate"],
-    package_data={"cellrate": ["py.typed", "*.pyi"]},
-    cmdclass={"build_py": build_py_with_script},
+    # The Redis server scripts both faces send live once, in redis/ at the top of the
+    # repository: the wheel ships that folder as the data of cellrate/redis/scripts/.
+    package_dir={"": "python", "cellrate.redis.scripts": "redis"},
+    packages=["cellrate", "cellrate.redis", "cellrate.redis.scripts"],
+    package_data={"cellrate": ["py.typed", "*.pyi"], "cellrate.redis.scripts": ["*.lua"]},
     options={"build": {"build_base": BUILD_BASE}, "egg_info": {"egg_base": BUILD_BASE}},
 )

@@ -39,9 +39,7 @@ for variant in held released; do
     src="$PEERS/src/$variant"
     rm -rf "$src"
     mkdir -p "$src"
-    cp -R pyproject.toml setup.py README.md LICENSE core bindings python "$src/"
-    mkdir -p "$src/lua/cellrate"
-    cp lua/cellrate/redis_*.lua "$src/lua/cellrate/"
+    cp -R pyproject.toml setup.py README.md LICENSE core bindings python redis "$src/"
 done
 "$VPY" -m pip install -q --disable-pip-version-check --no-cache-dir --force-reinstall \
     --no-deps "$PEERS/src/held" >&2

@@ -36,7 +36,7 @@ describe("cellrate.redis", function()
    end)
 
    it("sends the script the Python package ships, byte for byte", function()
-      local file = assert(io.open("lua/cellrate/redis_decide.lua", "rb"))
+      local file = assert(io.open("redis/decide.lua", "rb"))
       assert.equal(file:read("*a"), store_module.script)
       file:close()
    end)

@@ -48,7 +48,7 @@ describe("cellrate.share", function()
    end
 
    it("sends the script the Python package ships, byte for byte", function()
-      local file = assert(io.open("lua/cellrate/redis_share.lua", "rb"))
+      local file = assert(io.open("redis/share.lua", "rb"))
       assert.equal(file:read("*a"), share.script)
       file:close()
    end)

@@ -2,7 +2,9 @@
 
 The suite tests the installed package: `make test-py` installs each
 interpreter's wheel outside the tree, `make py` installs into .venv; or an
-in-place build put first on the path with PYTHONPATH=python.
+in-place build put first on the path with PYTHONPATH=python (but for
+cellrate.redis and cellrate.share: their scripts, redis/ in the tree, are
+package data that only a build puts in the package).
 """
 
 import asyncio

@@ -4,7 +4,9 @@ Expected values are worked out by hand from the formulas of docs/design.md §1 (
 comments), in whole nanoseconds: T is the emission interval, tau = T * burst.
 """
 
+import ast
 import importlib.metadata
+import importlib.util
 import inspect
 import math
 import pickle
@@ -786,3 +788,26 @@ def test_keyed_reconfigure_carries_each_key_on_its_next_touch():
     for i in range(300):
         keyed.reconfigure(100 if i % 2 else 200, burst=20, now=6.0)
     assert keyed.peek("sleeper", 0, now=6.0).remaining == 17
+
+
+def test_no_module_takes_a_private_name_from_a_public_one():
+    """A private name that several modules share lives in a private module (as
+    cellrate.redis's _protocol and _store, which the fleet share builds on): a public
+    module's private names are its own. Imports for type checking only do not count."""
+    package = pathlib.Path(cellrate.__file__).resolve().parent
+    taken = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        type_only = {id(node) for block in ast.walk(tree)
+                     if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+                     for node in ast.walk(block)}
+        for node in ast.walk(tree):
+            if (not isinstance(node, ast.ImportFrom) or id(node) in type_only or not node.module
+                    or node.module.split(".")[0] != "cellrate"
+                    or node.module.split(".")[-1].startswith("_")):
+                continue
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and importlib.util.find_spec(f"{node.module}.{alias.name}") is None:
+                    taken.append(f"{path.relative_to(package)}: {node.module}.{alias.name}")
+    assert not taken

@@ -30,8 +30,8 @@ CITATION = re.compile(r"§(\d+)")
 OLD_CITATION = re.compile(r"\bDESIGN(?:\.md)?\s+(?:§|sections?\b)")
 ANCHOR_LINK = re.compile(r"\bdesign(?:\.md|/([\w-]+\.md))#([\w-]+)")
 
-sys.path.insert(0, str(REPO / "tests" / "docs"))
-import fences  # noqa: E402  (tests/docs/fences.py: the blocks of a Markdown page)
+sys.path.insert(0, str(REPO / "tools" / "docs"))
+import fences  # noqa: E402  (tools/docs/fences.py: the blocks of a Markdown page)
 
 
 def tracked_text_files():

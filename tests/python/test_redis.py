@@ -102,7 +102,7 @@ def client(server):
 
 
 def test_script_is_the_one_file_both_faces_send():
-    source = (ROOT / "lua" / "cellrate" / "redis_decide.lua").read_bytes()
+    source = (ROOT / "redis" / "decide.lua").read_bytes()
     assert cr_redis.SCRIPT == source
     lua = subprocess.run(
         ["lua5.4", "-e",
@@ -1213,7 +1213,7 @@ def lua_run(interpreter: str, source: str) -> str:
 
 def protocol_paragraph() -> dict:
     """The script's protocol lines, read here apart from either face."""
-    script = (ROOT / "lua" / "cellrate" / "redis_decide.lua").read_text()
+    script = (ROOT / "redis" / "decide.lua").read_text()
     start = script.index("\n-- The protocol:")
     paragraph = script[start:script.index("\n\n", start)]
     return {name: value.strip("'") for name, value in

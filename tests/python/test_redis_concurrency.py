@@ -421,7 +421,7 @@ def test_the_faces_send_the_same_keys_and_argv(interpreter):
 
 
 def test_the_faces_send_the_script_the_package_ships():
-    script = Path(__file__).resolve().parents[2] / "lua" / "cellrate" / "redis_hold.lua"
+    script = ROOT / "redis" / "hold.lua"
     assert cr_redis.HOLD_SCRIPT == script.read_bytes()
     assert lua_run("lua5.4", 'io.write(require("cellrate.redis").hold_script)') == \
         script.read_text()

@@ -1,6 +1,6 @@
 """`make symbols`: the libraries export exactly what they should.
 
-    python3 tests/check_symbols.py --header core/cellrate.h --library build/libcellrate.so \
+    python3 tools/check_symbols.py --header core/cellrate.h --library build/libcellrate.so \
         --archive build/libcellrate.a --module build/lua5.4/cellrate.so ...
 
 - the shared library exports exactly the functions that the header declares;

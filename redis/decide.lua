@@ -1,7 +1,6 @@
 -- cellrate's decisions as a Redis server-side script (docs/design.md §11).
--- The one copy, lua/cellrate/redis_decide.lua: the Lua module installs it
--- beside cellrate.redis, the Python package ships it as package data; both
--- send these exact bytes.
+-- The one copy, redis/decide.lua: the rock installs it beside cellrate.redis,
+-- the Python package ships it as package data; both send these exact bytes.
 --
 -- KEYS: one key per limit (a single limit is a list of one; several limits
 -- are decided as one, so they must share a Cluster slot: hash tags).
