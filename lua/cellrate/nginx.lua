@@ -656,8 +656,10 @@ local RATE_FAMILIES = {
     { "cellrate_decisions_total", "Requests decided by a rate limit, by outcome.", "counter",
       { { "admitted", "admitted" }, { "refused", "refused" }, { "would_refuse", "would_refuse" } },
       "outcome" },
-    { "cellrate_units_total", "Units (cost) of the requests decided by a rate limit, by outcome.",
-      "counter", { { "units_admitted", "admitted" }, { "units_refused", "refused" } }, "outcome" },
+    { "cellrate_units_total", "Units (cost) of the requests decided by a rate limit, by outcome"
+      .. " (refunded: units given back after their admission).", "counter",
+      { { "units_admitted", "admitted" }, { "units_refused", "refused" },
+        { "units_refunded", "refunded" } }, "outcome" },
     { "cellrate_unfittable_total", "Refusals of a cost above the burst, which never fits.",
       "counter", { { "unfittable" } } },
     { "cellrate_evictions_total", "Keys evicted from a full keyed table.", "counter",
