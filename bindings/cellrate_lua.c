@@ -60,6 +60,8 @@ typedef struct store_box {
     int64_t capacity;      /* a KeyedLimiter's */
     int64_t max_cost;      /* with has_max_cost: checked again by each reconfigure */
     bool has_max_cost;
+    int64_t max_debt;      /* with has_max_debt: given, kept by each reconfigure */
+    bool has_max_debt;
     bool shared;           /* in a shared region (info().shared) */
 } store_box;
 
@@ -178,6 +180,7 @@ enum option {
     OPTION_MAX_COST = 256,
     OPTION_LEASE = 512,
     OPTION_PEAK = 1024,
+    OPTION_MAX_DEBT = 2048,
 };
 
 /* What an options table may hold; absent fields keep their initial values. */
@@ -206,6 +209,7 @@ static const struct {
     {"algorithm", OPTION_ALGORITHM},
     {"on_change", OPTION_ON_CHANGE},
     {"max_cost", OPTION_MAX_COST},
+    {"max_debt", OPTION_MAX_DEBT},
     {"lease", OPTION_LEASE},
     {"peak", OPTION_PEAK},
 };
@@ -358,6 +362,11 @@ static void read_options(lua_State *L, int idx, unsigned accepted, options *opts
             if (!to_int64(L, -1, &args->max_cost))
                 raise_status(L, CR_E_MAX_COST);
             args->has_max_cost = true;
+            break;
+        case OPTION_MAX_DEBT:
+            if (!to_int64(L, -1, &args->max_debt))
+                raise_status(L, CR_E_MAX_DEBT);
+            args->has_max_debt = true;
             break;
         }
         lua_pop(L, 1);
@@ -620,7 +629,7 @@ static int store_new(lua_State *L, const char *tag)
     read_options(L, 2,
                  OPTION_PERIOD | OPTION_BURST | (keyed ? OPTION_CAPACITY : 0) | OPTION_SHARED |
                      OPTION_SHARED_MODE | OPTION_CLOCK | OPTION_ALGORITHM | OPTION_ON_CHANGE |
-                     OPTION_MAX_COST,
+                     OPTION_MAX_COST | OPTION_MAX_DEBT,
                  &opts);
     if (opts.shared_mode_given && opts.shared == NULL)
         return raise_status(L, CR_E_SHARED_MODE_ALONE);
@@ -637,6 +646,8 @@ static int store_new(lua_State *L, const char *tag)
     box->capacity = opts.capacity;
     box->max_cost = opts.args.max_cost;
     box->has_max_cost = opts.args.has_max_cost;
+    box->max_debt = opts.args.max_debt;
+    box->has_max_debt = opts.args.has_max_debt;
     box->shared = opts.shared != NULL;
     luaL_getmetatable(L, tag);
     lua_setmetatable(L, -2);
@@ -917,7 +928,8 @@ static int store_would_refuse(lua_State *L, const char *tag)
 
 /* lim:reconfigure(rate [, opts [, now]]) and keyed:reconfigure(...): the limit
  * changes live, keeping what was used (docs/design.md §4); opts: period,
- * burst, algorithm (the store's when absent); max_cost stays the store's. */
+ * burst, algorithm (the store's when absent), max_debt (the one given before
+ * when absent: the default follows the burst); max_cost stays the store's. */
 static int store_reconfigure(lua_State *L, const char *tag)
 {
     const bool keyed = tag == keyed_tag;
@@ -925,13 +937,17 @@ static int store_reconfigure(lua_State *L, const char *tag)
     const int top = lua_gettop(L);
     options opts = {.capacity = CR_KEYED_DEFAULT_CAPACITY, .shared_mode = CR_SHARED_DEFAULT_MODE};
     read_rate(L, 2, &opts.args);
-    read_options(L, 3, OPTION_PERIOD | OPTION_BURST | OPTION_ALGORITHM, &opts);
+    read_options(L, 3, OPTION_PERIOD | OPTION_BURST | OPTION_ALGORITHM | OPTION_MAX_DEBT, &opts);
     if (opts.args.algorithm == NULL) {
         opts.args.algorithm = cr_algorithm_name(box_limit(box)->algorithm);
         opts.args.algorithm_len = strlen(opts.args.algorithm);
     }
     opts.args.max_cost = box->max_cost;
     opts.args.has_max_cost = box->has_max_cost;
+    if (!opts.args.has_max_debt) {
+        opts.args.max_debt = box->max_debt;
+        opts.args.has_max_debt = box->has_max_debt;
+    }
     const int64_t now_ns = read_now(L, 4, top);
     cr_limit limit;
     cr_status status = cr_limit_init(&limit, &opts.args);
@@ -940,10 +956,13 @@ static int store_reconfigure(lua_State *L, const char *tag)
                        : cr_limiter_reconfigure(box->limiter, &limit, now_ns);
     if (status != CR_OK)
         return raise_status(L, status);
+    box->max_debt = opts.args.max_debt;
+    box->has_max_debt = opts.args.has_max_debt;
     return 0;
 }
 
-/* rate, period, burst, clock, algorithm, emission_ns, tolerance_ns; a KeyedLimiter's
+/* rate, period, burst, clock, algorithm, emission_ns, tolerance_ns, max_debt
+ * (max_cost when given); a KeyedLimiter's
  * capacity and evictions; shared = true in a shared region. */
 static int store_info(lua_State *L, const char *tag)
 {
@@ -964,6 +983,12 @@ static int store_info(lua_State *L, const char *tag)
     lua_setfield(L, -2, "emission_ns");
     compat_pushint64(L, limit->tolerance_ns);
     lua_setfield(L, -2, "tolerance_ns");
+    compat_pushint64(L, limit->max_debt);
+    lua_setfield(L, -2, "max_debt");
+    if (box->has_max_cost) {
+        compat_pushint64(L, box->max_cost);
+        lua_setfield(L, -2, "max_cost");
+    }
     if (is_keyed(box)) {
         compat_pushint64(L, box->capacity);
         lua_setfield(L, -2, "capacity");

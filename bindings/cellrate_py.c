@@ -77,6 +77,7 @@ typedef struct {
     cr_keyed *keyed;     /* a KeyedLimiter's store; NULL in a Limiter */
     int64_t capacity;    /* a KeyedLimiter's */
     PyObject *max_cost;  /* an int, or NULL: checked again by each reconfigure */
+    PyObject *max_debt;  /* an int given, or NULL (the default: the burst): kept by reconfigure */
 } StoreObject;
 
 static const cr_limit *store_limit(const StoreObject *store)
@@ -400,9 +401,11 @@ static int convert_optional_int(module_state *state, PyObject *obj, cr_status wr
 }
 
 /* rate (number or rate string), period (None: not given), burst (None: not
- * given), clock, algorithm and max_cost (None: not given) to a validated limit. */
+ * given), clock, algorithm, max_cost and max_debt (None: not given) to a
+ * validated limit. */
 static int convert_limit(module_state *state, PyObject *rate, PyObject *period, PyObject *burst,
-                         PyObject *clock, PyObject *algorithm, PyObject *max_cost, cr_limit *limit)
+                         PyObject *clock, PyObject *algorithm, PyObject *max_cost,
+                         PyObject *max_debt, cr_limit *limit)
 {
     cr_limit_args args;
     memset(&args, 0, sizeof args);
@@ -421,6 +424,8 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
 
     if (convert_optional_int(state, burst, CR_E_BURST, &args.burst, &args.has_burst) < 0 ||
         convert_optional_int(state, max_cost, CR_E_MAX_COST, &args.max_cost, &args.has_max_cost) <
+            0 ||
+        convert_optional_int(state, max_debt, CR_E_MAX_DEBT, &args.max_debt, &args.has_max_debt) <
             0)
         return -1;
 
@@ -859,20 +864,21 @@ static bool is_keyed(const StoreObject *store) { return store->keyed != NULL; }
  * clock=None, algorithm=None); a KeyedLimiter also takes capacity=None. */
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *limiter_keywords[] = {"rate",  "period",    "burst",     "shared",   "shared_mode",
-                                       "clock", "algorithm", "on_change", "max_cost", NULL};
+    static char *limiter_keywords[] = {"rate",        "period",   "burst",     "shared",
+                                       "shared_mode", "clock",    "algorithm", "on_change",
+                                       "max_cost",    "max_debt", NULL};
     static char *keyed_keywords[] = {"rate",        "period",   "burst",     "shared",
                                      "shared_mode", "clock",    "algorithm", "on_change",
-                                     "max_cost",    "capacity", NULL};
+                                     "max_cost",    "max_debt", "capacity",  NULL};
     module_state *state = (module_state *)PyType_GetModuleState(type);
     const bool keyed = type == state->keyed_type;
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
     PyObject *clock = Py_None, *algorithm = Py_None, *on_change_obj = Py_None;
-    PyObject *max_cost = Py_None, *capacity_obj = Py_None;
+    PyObject *max_cost = Py_None, *max_debt = Py_None, *capacity_obj = Py_None;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, keyed ? "O|O$OOOOOOOO:KeyedLimiter" : "O|O$OOOOOOO:Limiter",
+            args, kwargs, keyed ? "O|O$OOOOOOOOO:KeyedLimiter" : "O|O$OOOOOOOO:Limiter",
             keyed ? keyed_keywords : limiter_keywords, &rate, &period, &burst, &shared, &mode_obj,
-            &clock, &algorithm, &on_change_obj, &max_cost, &capacity_obj))
+            &clock, &algorithm, &on_change_obj, &max_cost, &max_debt, &capacity_obj))
         return NULL;
     cr_on_change on_change;
     if (convert_on_change(state, on_change_obj, &on_change) < 0)
@@ -881,7 +887,8 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     int64_t capacity = CR_KEYED_DEFAULT_CAPACITY, mode;
     bool has_capacity;
     PyObject *path;
-    if (convert_limit(state, rate, period, burst, clock, algorithm, max_cost, &limit) < 0 ||
+    if (convert_limit(state, rate, period, burst, clock, algorithm, max_cost, max_debt, &limit) <
+            0 ||
         convert_optional_int(state, capacity_obj, CR_E_CAPACITY, &capacity, &has_capacity) < 0 ||
         convert_shared(state, shared, mode_obj, &path, &mode) < 0)
         return NULL;
@@ -917,7 +924,8 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->limiter = limiter;
     self->keyed = keyed_store;
     self->capacity = capacity;
-    if (max_cost != Py_None && (self->max_cost = PyNumber_Index(max_cost)) == NULL) {
+    if ((max_cost != Py_None && (self->max_cost = PyNumber_Index(max_cost)) == NULL) ||
+        (max_debt != Py_None && (self->max_debt = PyNumber_Index(max_debt)) == NULL)) {
         Py_DECREF(self);
         return NULL;
     }
@@ -930,6 +938,7 @@ static void store_dealloc(PyObject *self)
     cr_limiter_free(((StoreObject *)self)->limiter);
     cr_keyed_free(((StoreObject *)self)->keyed);
     Py_XDECREF(((StoreObject *)self)->max_cost);
+    Py_XDECREF(((StoreObject *)self)->max_debt);
     type->tp_free(self);
     Py_DECREF(type);
 }
@@ -1529,19 +1538,23 @@ static PyObject *limiter_reset(PyObject *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* reconfigure(rate, period=None, *, burst=None, algorithm=None, now=None), on
- * Limiter and KeyedLimiter: the limit changes live, keeping what was used
- * (docs/design.md §4). The algorithm, when not given, is the store's;
- * the clock and max_cost stay its (a burst below max_cost is refused). */
+/* reconfigure(rate, period=None, *, burst=None, algorithm=None, max_debt=None,
+ * now=None), on Limiter and KeyedLimiter: the limit changes live, keeping
+ * what was used (docs/design.md §4). The algorithm, when not given, is the
+ * store's; the clock and max_cost stay its (a burst below max_cost is
+ * refused), and max_debt when not given (the default follows the burst). */
 static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"rate", "period", "burst", "algorithm", "now", NULL};
+    static char *keywords[] = {"rate", "period", "burst", "algorithm", "max_debt", "now", NULL};
     StoreObject *store = (StoreObject *)self;
     module_state *state = state_of(self);
     PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None, *now = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOO:reconfigure", keywords, &rate, &period,
-                                     &burst, &algorithm, &now))
+    PyObject *max_debt = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOO:reconfigure", keywords, &rate, &period,
+                                     &burst, &algorithm, &max_debt, &now))
         return NULL;
+    if (max_debt == Py_None && store->max_debt)
+        max_debt = store->max_debt;
     PyObject *own = NULL;
     if (algorithm == Py_None) {
         own = PyUnicode_FromString(cr_algorithm_name(store_limit(store)->algorithm));
@@ -1551,7 +1564,7 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
     cr_limit limit;
     int64_t now_ns;
     int failed = convert_limit(state, rate, period, burst, Py_None, own ? own : algorithm,
-                               store->max_cost ? store->max_cost : Py_None, &limit) < 0 ||
+                               store->max_cost ? store->max_cost : Py_None, max_debt, &limit) < 0 ||
                  convert_now(state, now, &now_ns) < 0;
     Py_XDECREF(own);
     if (failed)
@@ -1564,6 +1577,13 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
     {
         raise_status(state, status);
         return NULL;
+    }
+    if (max_debt != Py_None && max_debt != store->max_debt) { /* given now: kept from now on */
+        PyObject *kept = PyNumber_Index(max_debt);
+        if (kept == NULL)
+            return NULL;
+        Py_XDECREF(store->max_debt);
+        store->max_debt = kept;
     }
     Py_RETURN_NONE;
 }
@@ -1677,7 +1697,7 @@ static PyObject *limit_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     cr_limit limit;
     if (convert_limit((module_state *)PyType_GetModuleState(type), rate, period, burst, Py_None,
-                      algorithm, Py_None, &limit) < 0)
+                      algorithm, Py_None, Py_None, &limit) < 0)
         return NULL;
     LimitObject *self = (LimitObject *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -2198,12 +2218,14 @@ PyDoc_STRVAR(keyed_peek_doc,
              DECIDE_DOC("peek($self, /, key, cost=1, *, now=None)",
                         "The Decision check() would return, without spending anything."));
 PyDoc_STRVAR(store_reconfigure_doc,
-             "reconfigure($self, /, rate, period=None, *, burst=None, algorithm=None, now=None)\n"
+             "reconfigure($self, /, rate, period=None, *, burst=None, algorithm=None,\n"
+             "            max_debt=None, now=None)\n"
              "--\n\n"
              "Change the limit live: what was used carries (a change never hands out a\n"
-             "fresh allowance); rate, period and burst as for Limiter. The algorithm\n"
-             "cannot change (InvalidArgument naming algorithm); the clock stays. A\n"
-             "KeyedLimiter carries each key on its next touch.");
+             "fresh allowance); rate, period, burst and max_debt as for Limiter (a\n"
+             "max_debt given before stays unless given again; a debt carries whole).\n"
+             "The algorithm cannot change (InvalidArgument naming algorithm); the clock\n"
+             "stays. A KeyedLimiter carries each key on its next touch.");
 PyDoc_STRVAR(keyed_reset_doc,
              "reset($self, key, /)\n--\n\nForget `key`: it is back to a full burst.");
 PyDoc_STRVAR(keyed_clear_doc, "clear($self, /)\n--\n\n"
@@ -2229,7 +2251,8 @@ PyDoc_STRVAR(check_policy_name_doc,
 
 PyDoc_STRVAR(limiter_doc,
              "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,\n"
-             "        clock=None, algorithm=None, on_change=None, max_cost=None)\n--\n\n"
+             "        clock=None, algorithm=None, on_change=None, max_cost=None,\n"
+             "        max_debt=None)\n--\n\n"
              "A GCRA limit on one key: `rate` units per `period` seconds, sustained,\n"
              "with up to `burst` units at once.\n\n"
              "rate: a number > 0, or a string such as '300/minute', '10/s',\n"
@@ -2251,18 +2274,22 @@ PyDoc_STRVAR(limiter_doc,
              "           'sliding_window'; windows are aligned to the Unix epoch, read\n"
              "           the realtime clock, take a whole rate and no burst.\n"
              "max_cost: the largest cost a request will have (None: not checked): a\n"
-             "          burst (a window's rate) below it is refused, naming burst (rate).\n\n"
+             "          burst (a window's rate) below it is refused, naming burst (rate).\n"
+             "max_debt: the most units charge() may leave a key owing beyond the limit\n"
+             "          (an int >= 0; None: the burst, a window's rate); a charge past\n"
+             "          it is committed up to it, Decision.clipped.\n\n"
              "Safe to share between threads.");
 
 PyDoc_STRVAR(keyed_doc,
              "KeyedLimiter(rate, period=None, *, burst=None, capacity=None, shared=None,\n"
              "             shared_mode=None, clock=None, algorithm=None, on_change=None,\n"
-             "             max_cost=None)\n--\n\n"
+             "             max_cost=None, max_debt=None)\n--\n\n"
              "One GCRA limit applied to each key (str or bytes) separately, in a table\n"
              "of bounded size. rate, period and burst are as for Limiter.\n\n"
              "capacity: the number of live keys the table is sized for; None means\n"
              "          the default (100000).\n"
-             "shared, shared_mode, clock, algorithm, on_change, max_cost: as for Limiter.\n\n"
+             "shared, shared_mode, clock, algorithm, on_change, max_cost, max_debt: as\n"
+             "for Limiter.\n\n"
              "len() is the number of keys holding a slot. Safe to share between threads.");
 
 #define DECIDE_METHODS(type)                                                                   \
@@ -2337,6 +2364,20 @@ static PyObject *store_get_burst(PyObject *self, void *Py_UNUSED(closure))
     return PyLong_FromLongLong(store_limit((StoreObject *)self)->burst);
 }
 
+static PyObject *store_get_max_debt(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(store_limit((StoreObject *)self)->max_debt);
+}
+
+static PyObject *store_get_max_cost(PyObject *self, void *Py_UNUSED(closure))
+{
+    PyObject *max_cost = ((StoreObject *)self)->max_cost;
+    if (max_cost == NULL)
+        Py_RETURN_NONE;
+    Py_INCREF(max_cost);
+    return max_cost;
+}
+
 static PyObject *store_get_emission_ns(PyObject *self, void *Py_UNUSED(closure))
 {
     return PyLong_FromLongLong(store_limit((StoreObject *)self)->emission_ns);
@@ -2383,6 +2424,10 @@ static PyMemberDef keyed_members[] = {
     {"rate", store_get_rate, NULL, "Units admitted per period, sustained.", NULL},               \
         {"period", store_get_period, NULL, "The period in seconds.", NULL},                      \
         {"burst", store_get_burst, NULL, "Units an idle key admits at once.", NULL},             \
+        {"max_debt", store_get_max_debt, NULL,                                                   \
+         "Units a charge may leave a key owing beyond the limit (default: the burst).", NULL},   \
+        {"max_cost", store_get_max_cost, NULL,                                                   \
+         "The largest cost a request will have, as given (None: not checked).", NULL},           \
         {"emission_ns", store_get_emission_ns, NULL,                                             \
          "The emission interval T: nanoseconds per unit.", NULL},                                \
         {"tolerance_ns", store_get_tolerance_ns, NULL,                                           \

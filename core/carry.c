@@ -3,10 +3,17 @@
  * over speed. */
 #include "internal.h"
 
-bool cr_limit_same(const cr_limit *a, const cr_limit *b)
+/* The same state words mean the same units (max_debt aside: it bounds what a
+ * charge may add, not what a state holds). */
+static bool same_units(const cr_limit *a, const cr_limit *b)
 {
     return a->algorithm == b->algorithm && a->emission_ns == b->emission_ns &&
            a->tolerance_ns == b->tolerance_ns && a->burst == b->burst;
+}
+
+bool cr_limit_same(const cr_limit *a, const cr_limit *b)
+{
+    return same_units(a, b) && a->max_debt == b->max_debt;
 }
 
 cr_status cr_limit_reconfigurable(const cr_limit *from, const cr_limit *to)
@@ -70,8 +77,8 @@ static int64_t sliding_carry(const cr_limit *from, const cr_limit *to, int64_t s
 
 int64_t cr_carry(const cr_limit *from, const cr_limit *to, int64_t state, int64_t now_ns)
 {
-    if (cr_limit_same(from, to))
-        return state;
+    if (same_units(from, to))
+        return state; /* a debt carries whole: max_debt bounds only later charges */
     switch (from->algorithm) {
     case CR_ALGORITHM_FIXED_WINDOW:
         return fixed_carry(from, to, state, now_ns);

@@ -54,11 +54,15 @@ const char *cr_version(void);
  * nanosecond before it (time stops: only stricter). */
 #define CR_HORIZON_NS ((int64_t)1 << 62)
 
-/* The deepest debt a charge may leave (docs/design.md §9): a key's GCRA
- * state is at most now + 2^62 ns (so below 2^63); a charge past it is
- * clipped there and says so (cr_decision.clipped). Windows carry a count up
- * to their packed ceiling instead (see cr_charge). */
+/* The deepest debt a charge may leave whatever max_debt says (docs/design.md
+ * §9): a key's GCRA state is at most now + 2^62 ns (so below 2^63). Windows
+ * carry a count up to their packed ceiling (see cr_charge). */
 #define CR_DEBT_MAX_NS CR_HORIZON_NS
+
+/* The largest value a counter reports (cr_stats): a count that would pass it
+ * stays there (saturates) rather than wrap; the largest integer both faces
+ * carry (a Lua integer is signed). */
+#define CR_COUNT_MAX INT64_MAX
 
 /* As `now_ns`: read the limit's clock (CLOCK_MONOTONIC, or the fast clock)
  * at the moment of the decision. */
@@ -202,7 +206,11 @@ const char *cr_version(void);
       "shared: no file at the path (a region is made by the first limiter that opens it)")        \
     X(58, E_PEAK, ARGUMENT, "peak",                                                               \
       "peak must be a boolean (true: track the most units held at once, for a shared total "      \
-      "that every acquire and release updates)")
+      "that every acquire and release updates)")                                                  \
+    X(59, E_MAX_DEBT, ARGUMENT, "max_debt",                                                       \
+      "max_debt must be an integer >= 0 (the units a charge may leave a key owing beyond its "    \
+      "limit)")                                                                                   \
+    X(60, E_SHARED_MAX_DEBT, REGION, "shared", "shared: the region was made with another max_debt")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1
@@ -266,6 +274,7 @@ typedef struct cr_limit {
     cr_algorithm algorithm;
     uint64_t window_inverse; /* windows: floor((2^64 - 1) / window), to divide by a multiply */
     uint64_t count_inverse;  /* sliding_window: floor((2^64 - 1) / (rate + 1)), likewise */
+    int64_t max_debt;        /* units a charge may leave a key owing beyond the limit, >= 0 */
 } cr_limit;
 
 /* What a user gives. `rate_text`, when not NULL, takes the place of `rate`
@@ -288,6 +297,8 @@ typedef struct cr_limit_args {
     size_t algorithm_len;
     int64_t max_cost; /* with has_max_cost: the largest cost the limit must admit */
     bool has_max_cost;
+    int64_t max_debt; /* with has_max_debt: the deepest debt a charge may leave, in units */
+    bool has_max_debt;
 } cr_limit_args;
 
 /* Validates `args` and fills `limit`. On error `limit` is left untouched.
@@ -295,7 +306,10 @@ typedef struct cr_limit_args {
  * could never admit max_cost units is refused (a permanent refusal is a
  * configuration mistake): CR_E_BURST_MAX_COST (gcra, token_bucket: burst <
  * max_cost, also a default burst) or CR_E_RATE_MAX_COST (windows: rate <
- * max_cost). max_cost is checked, not kept. */
+ * max_cost). max_cost is checked, not kept. max_debt (kept: cr_limit.max_debt):
+ * CR_E_MAX_DEBT unless >= 0; absent, the burst (a window: its rate), so that
+ * a charge leaves a key refused for at most about one more tau (a window:
+ * until it ends) however large its figure (docs/design.md §9). */
 cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args);
 
 /* The name of the clock CR_CLOCK reads for `limit`: "monotonic", "fast" or
@@ -311,7 +325,8 @@ const char *cr_clock_name(const cr_limit *limit);
  * every face: "<type_name>(rate=300, period=60, burst=60)", numbers in the
  * shortest form that reads back as the same double (integral ones without a
  * fraction); then ", clock='monotonic'" when not the default, ", algorithm='...'"
- * when not gcra, no burst for a window algorithm, and ", capacity=N" when
+ * when not gcra, no burst for a window algorithm, ", max_debt=N" when not the
+ * default (the burst: a window's rate), and ", capacity=N" when
  * `capacity` >= 0 (a keyed table's). Writes at most `size` bytes, NUL
  * included, into the caller's `buf` (nothing allocated) and returns the length
  * of the whole text, as snprintf. Pure; thread-safe.
@@ -379,13 +394,16 @@ int64_t cr_anchor(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t 
 /*
  * A charge, pure (docs/design.md §9): commits `cost` units whatever the
  * state; the key may go into debt, and while it is every request is refused
- * with its exact retry_after. gcra, token_bucket: TAT' = max(TAT, now) +
- * cost * T, at most now + CR_DEBT_MAX_NS. fixed_window: the count may pass
- * the rate up to period_ns - 1 (the packed ceiling; the debt ends with its
- * window). sliding_window: the current count carries at most the rate (its
- * packed ceiling: the window full, weighing on the next as it decays). A
- * charge past the ceiling is committed up to it: out->clipped. `out` (may be
- * NULL) is the Decision of check when the units fit; else allowed false,
+ * with its exact retry_after. The debt is bounded by limit->max_debt units
+ * beyond the limit: gcra, token_bucket: TAT' = max(TAT, now) + cost * T, at
+ * most now + tau + max_debt * T (and now + CR_DEBT_MAX_NS). fixed_window: the
+ * count may pass the rate by max_debt, and at most to period_ns - 1 (the
+ * packed ceiling; the debt ends with its window). sliding_window: the current
+ * count carries at most the rate (its packed ceiling: no debt; the window
+ * full weighs on the next as it decays). A charge past the bound commits the
+ * most whole units that fit under it (none when the key is there already: a
+ * deeper state is kept, never lowered) and says so: out->clipped. `out` (may
+ * be NULL) is the Decision of check when the units fit; else allowed false,
  * retry_after the wait for one unit, remaining and reset_after of the state
  * charged. Cost 0 is a probe. Returns the state to store.
  */
@@ -407,12 +425,14 @@ int64_t cr_take(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t ma
  * TAT' = now + ceil(used * T_to) (the span clipped at CR_HORIZON_NS: a debt
  * that far stays refused, never admitted sooner). Windows: the counts carry as
  * counts, clipped at the new rate, in the new windows holding `now_ns`. An idle
- * key, and a change that decides as before (cr_limit_same), keep `state`.
+ * key, and a change of max_debt alone or none (algorithm, T, tau and burst
+ * the same), keep `state`: a debt carries whole, max_debt bounds charges.
  * Pre-condition: the same algorithm on both sides (see cr_limit_reconfigurable).
  */
 int64_t cr_carry(const cr_limit *from, const cr_limit *to, int64_t state, int64_t now_ns);
 
-/* Whether `a` and `b` make the same decisions (algorithm, T, tau, burst). */
+/* Whether `a` and `b` make the same decisions, charges included (algorithm,
+ * T, tau, burst, max_debt). */
 bool cr_limit_same(const cr_limit *a, const cr_limit *b);
 
 /* CR_OK when `from` may change live to `to`, else
@@ -662,26 +682,33 @@ uint64_t cr_keyed_evictions(const cr_keyed *keyed);
  * What a rate limit decided since it was made or its counters were last
  * reset, exact (each verdict counted once, in the thread's own cell). A
  * shared region keeps them in the region: every process reads the host's
- * totals. Requests and units:
+ * totals. Counters count what was committed, never fall (a reading is never
+ * below an earlier one, but for would_refuse's move below) and saturate at
+ * CR_COUNT_MAX rather than wrap (a counter that got there stays there, reset
+ * or not). Requests and units:
  *   allow, check (commit), reserve: admitted or refused, with the cost;
  *     a refusal of a cost above what the limit ever admits at once is also
  *     unfittable;
- *   charge: admitted, with the units charged (it always commits);
+ *   charge: admitted, with the units it committed (the cost, or what fitted
+ *     under the debt bound when clipped);
  *   take: admitted with the units taken, or refused (max_cost units) when
  *     none fit; a take of 0 counts nothing;
- *   refund: its units come off units_admitted (not used after all);
+ *   refund: units_refunded, the units it gave back (the cost, or what the key
+ *     still held, a part of a unit counted whole); units_admitted stays;
  *   peek, check without commit, anchor: nothing;
  * would_refuse: refusals let through by a dry run (cr_limiter_would_refuse),
  * which are not counted as refused. evicted: live keys a keyed table evicted.
  * check_all: each item counts its own admissions; a composite refusal is one
  * refusal, of the item whose decision cr_check_all returns (*index), and the
- * items that had admitted count nothing (their units were given back).
+ * items that had admitted count nothing (their units were given back); each
+ * counted once the composite verdict is final.
  */
 #define CR_STATS_LIST(X) \
     X(admitted)          \
     X(refused)           \
     X(units_admitted)    \
-    X(units_refused) X(unfittable) X(would_refuse) X(evicted) /* evicted: 0 for a Limiter */
+    X(units_refused)     \
+    X(units_refunded) X(unfittable) X(would_refuse) X(evicted) /* evicted: 0 for a Limiter */
 #define CR_STATS_FIELD_(name) uint64_t name;
 typedef struct cr_stats {
     CR_STATS_LIST(CR_STATS_FIELD_)

@@ -180,8 +180,8 @@ static inline int64_t cr_resolve_now(const cr_limit *limit, int64_t now_ns)
 CR_HOT void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr_op *op,
                         bool commit, bool ok)
 {
-    if (!commit)
-        return; /* a peek */
+    if (!commit || op->uncounted)
+        return; /* a peek; a commit its caller counts (check_all) */
     switch (op->kind) {
     case CR_OP_DECIDE:
         cr_count_verdict(counts, ok, op->cost, limit->burst);
@@ -190,16 +190,16 @@ CR_HOT void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr
         if (ok)
             cr_count_verdict(counts, true, op->cost, limit->burst);
         return;
-    case CR_OP_CHARGE:
-        cr_count_verdict(counts, true, op->cost, limit->burst);
+    case CR_OP_CHARGE: /* what it committed: the cost, or less when clipped */
+        cr_count_verdict(counts, true, op->taken, limit->burst);
         return;
     case CR_OP_TAKE:
         if (op->cost > 0)
             cr_count_verdict(counts, op->taken > 0, op->taken > 0 ? op->taken : op->cost,
                              INT64_MAX);
         return;
-    case CR_OP_REFUND:
-        cr_count1(counts, CR_N_UNITS_ADMITTED, (uint64_t)-op->cost);
+    case CR_OP_REFUND: /* what it gave back; units_admitted never falls */
+        cr_count_units(counts, CR_N_UNITS_REFUNDED, op->taken);
         return;
     default:
         return;
@@ -211,12 +211,6 @@ static inline void cr_count_would_refuse(const cr_counts *counts, int64_t cost)
 {
     cr_count2(counts, CR_N_REFUSED, (uint64_t)-1, CR_N_UNITS_REFUSED, 1 - (uint64_t)cost);
     cr_count1(counts, CR_N_WOULD_REFUSE, 1);
-}
-
-/* A composite's item that admitted, given back: counts as no decision. */
-static inline void cr_count_given_back(const cr_counts *counts, int64_t cost)
-{
-    cr_count2(counts, CR_N_ADMITTED, (uint64_t)-1, CR_N_UNITS_ADMITTED, 1 - (uint64_t)cost);
 }
 
 /* Keys holding a slot in a keyed table's `nbuckets` buckets; the keys
@@ -239,6 +233,14 @@ struct cr_region_s;
 /* reset_stats of a store whose region is `region` (base NULL: none), under
  * the region's change lock: CR_E_SHARED_LOCK when it stays held. */
 cr_status cr_counts_reset(const cr_counts *counts, struct cr_region_s *region, uint64_t evicted);
+
+/* A commit of `kind` (CR_OP_DECIDE: check; CR_OP_REFUND) that counts nothing:
+ * check_all counts its items once the composite verdict is final, so that no
+ * counter ever takes back what it counted. */
+cr_status cr_limiter_uncounted(cr_limiter *limiter, int64_t now_ns, cr_op_kind kind, int64_t cost,
+                               cr_decision *out);
+cr_status cr_keyed_uncounted(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                             cr_op_kind kind, int64_t cost, cr_decision *out);
 
 /* The counters of an item's store (cr_item: a limiter or a keyed table). */
 const cr_counts *cr_limiter_counts(const cr_limiter *limiter);

@@ -532,21 +532,21 @@ cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64
                          int64_t cost, bool commit, cr_decision *out)
 {
     bool allowed;
-    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
     return keyed_apply(keyed, key, key_len, now_ns, &op, commit, out, &allowed);
 }
 
 cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool *allowed)
 {
-    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, allowed);
 }
 
 cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                                 int64_t cost, bool *allowed)
 {
-    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
     return keyed_apply(keyed, key, key_len, now_ns, &op, false, NULL, allowed);
 }
 
@@ -555,7 +555,7 @@ cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int
 {
     if (max_wait_ns < 0)
         return CR_E_TIMEOUT;
-    cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0};
+    cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0, false};
     cr_status status = keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, reserved);
     *delay_ns = op.delay_ns;
     return status;
@@ -565,7 +565,7 @@ cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int6
                           int64_t cost)
 {
     bool done;
-    cr_op op = {CR_OP_REFUND, cost, 0, 0, 0};
+    cr_op op = {CR_OP_REFUND, cost, 0, 0, 0, false};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &done);
 }
 
@@ -573,7 +573,7 @@ cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int6
                           int64_t cost)
 {
     bool done;
-    cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0};
+    cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0, false};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &done);
 }
 
@@ -581,8 +581,16 @@ cr_status cr_keyed_charge(cr_keyed *keyed, const void *key, size_t key_len, int6
                           int64_t cost, cr_decision *out)
 {
     bool fit;
-    cr_op op = {CR_OP_CHARGE, cost, 0, 0, 0};
+    cr_op op = {CR_OP_CHARGE, cost, 0, 0, 0, false};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, out, &fit);
+}
+
+cr_status cr_keyed_uncounted(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                             cr_op_kind kind, int64_t cost, cr_decision *out)
+{
+    bool ok;
+    cr_op op = {kind, cost, 0, 0, 0, true};
+    return keyed_apply(keyed, key, key_len, now_ns, &op, true, out, &ok);
 }
 
 cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -591,7 +599,7 @@ cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_
     bool took;
     if (max_cost < 0)
         return CR_E_MAX_COST;
-    cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0};
+    cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0, false};
     cr_status status = keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &took);
     if (status == CR_OK)
         *taken = op.taken;

@@ -379,12 +379,16 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
     made.period_s = period_s;
     if (args->has_max_cost && args->max_cost < 0)
         return CR_E_MAX_COST;
+    if (args->has_max_debt && args->max_debt < 0)
+        return CR_E_MAX_DEBT;
     if (made.algorithm >= CR_ALGORITHM_FIXED_WINDOW) {
         status = window_limit(&made, args, rate, period_s);
         if (status == CR_OK && args->has_max_cost && args->max_cost > made.burst)
             return CR_E_RATE_MAX_COST;
-        if (status == CR_OK)
+        if (status == CR_OK) {
+            made.max_debt = args->has_max_debt ? args->max_debt : made.burst;
             *limit = made;
+        }
         return status;
     }
 
@@ -427,6 +431,10 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
     made.emission_ns = emission_ns;
     made.tolerance_ns = tolerance_ns;
     made.burst = burst;
+    /* The default debt: one burst more. A charge of any figure then leaves a
+     * key refused for at most about 2 tau (a window: until it ends), never
+     * for good (docs/design.md §9). */
+    made.max_debt = args->has_max_debt ? args->max_debt : burst;
     *limit = made;
     return CR_OK;
 }
@@ -452,7 +460,7 @@ size_t cr_limit_describe(char *buf, size_t size, const char *type_name, const cr
                          int64_t capacity)
 {
     char rate[32], period[32], burst[32] = "", clock[32] = "", algorithm[40] = "";
-    char keys[40] = "";
+    char keys[40] = "", debt[40] = "";
     put_number(rate, sizeof rate, limit->rate);
     put_number(period, sizeof period, limit->period_s);
     if (limit->algorithm < CR_ALGORITHM_FIXED_WINDOW) /* a window takes no burst */
@@ -462,10 +470,12 @@ size_t cr_limit_describe(char *buf, size_t size, const char *type_name, const cr
     if (limit->algorithm != CR_ALGORITHM_GCRA)
         snprintf(algorithm, sizeof algorithm, ", algorithm='%s'",
                  cr_algorithm_name(limit->algorithm));
+    if (limit->max_debt != limit->burst) /* not the default */
+        snprintf(debt, sizeof debt, ", max_debt=%" PRId64, limit->max_debt);
     if (capacity >= 0)
         snprintf(keys, sizeof keys, ", capacity=%" PRId64, capacity);
-    const int len = snprintf(buf, size, "%s(rate=%s, period=%s%s%s%s%s)", type_name, rate, period,
-                             burst, clock, algorithm, keys);
+    const int len = snprintf(buf, size, "%s(rate=%s, period=%s%s%s%s%s%s)", type_name, rate, period,
+                             burst, clock, algorithm, debt, keys);
     return len < 0 ? 0 : (size_t)len;
 }
 

@@ -36,7 +36,7 @@
 /* 2: boot id outside the checksum; stripe locks are cr_lock words.
  * 4: the limit is a history of changes, not part of the identity.
  * 5: the counters (counters.h) follow the records. */
-#define REGION_VERSION 5
+#define REGION_VERSION 6
 static const char region_magic[8] = {'C', 'E', 'L', 'L', 'R', 'A', 'T', 'E'};
 
 /* Opening gives up after this many rounds of "absent, then present". */
@@ -83,7 +83,7 @@ typedef struct {
     _Atomic uint64_t rate_bits;
     _Atomic uint64_t period_bits;
     _Atomic int64_t burst;
-    _Atomic uint64_t algorithm;
+    _Atomic int64_t max_debt;    /* (the algorithm is the identity's: it never changes) */
     _Atomic int64_t emission_ns; /* checks that the fields rebuild this limit */
     _Atomic int64_t tolerance_ns;
 } region_record;
@@ -161,7 +161,7 @@ static void write_record(region_record *record, uint64_t generation, const cr_li
     atomic_store_explicit(&record->rate_bits, bits_of(limit->rate), memory_order_relaxed);
     atomic_store_explicit(&record->period_bits, bits_of(limit->period_s), memory_order_relaxed);
     atomic_store_explicit(&record->burst, limit->burst, memory_order_relaxed);
-    atomic_store_explicit(&record->algorithm, (uint64_t)limit->algorithm, memory_order_relaxed);
+    atomic_store_explicit(&record->max_debt, limit->max_debt, memory_order_relaxed);
     atomic_store_explicit(&record->emission_ns, limit->emission_ns, memory_order_relaxed);
     atomic_store_explicit(&record->tolerance_ns, limit->tolerance_ns, memory_order_relaxed);
     atomic_store_explicit(&record->generation, generation, memory_order_release);
@@ -183,13 +183,13 @@ cr_status cr_region_limit(const cr_region *region, uint64_t generation, const cr
     const double period = double_of(
         atomic_load_explicit(&record->period_bits, memory_order_relaxed));
     const int64_t burst = atomic_load_explicit(&record->burst, memory_order_relaxed);
-    const uint64_t algorithm = atomic_load_explicit(&record->algorithm, memory_order_relaxed);
+    const int64_t max_debt = atomic_load_explicit(&record->max_debt, memory_order_relaxed);
     const int64_t emission_ns = atomic_load_explicit(&record->emission_ns, memory_order_relaxed);
     const int64_t tolerance_ns = atomic_load_explicit(&record->tolerance_ns, memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&record->generation, memory_order_relaxed) != generation)
         return CR_E_SHARED_CORRUPT; /* rewritten while read: 256 changes since */
-    if (algorithm != (uint64_t)like->algorithm || at < 0 || at >= CR_HORIZON_NS)
+    if (at < 0 || at >= CR_HORIZON_NS)
         return CR_E_SHARED_CORRUPT;
     const char *clock = cr_clock_name(like);
     const char *name = cr_algorithm_name(like->algorithm);
@@ -203,6 +203,8 @@ cr_status cr_region_limit(const cr_region *region, uint64_t generation, const cr
         .clock_len = strlen(clock),
         .algorithm = name,
         .algorithm_len = strlen(name),
+        .max_debt = max_debt,
+        .has_max_debt = true,
     };
     cr_limit limit;
     if (cr_limit_init(&limit, &args) != CR_OK || limit.emission_ns != emission_ns ||
@@ -266,9 +268,13 @@ cr_status cr_region_join(cr_region *region, const cr_limit *limit, cr_on_change 
         current->changed_at = changed_at;
         return CR_OK;
     }
-    if (on_change == CR_CHANGE_REFUSE) /* a window's burst is its rate */
+    if (on_change == CR_CHANGE_REFUSE) { /* a window's burst is its rate */
+        if (theirs.emission_ns == limit->emission_ns &&
+            theirs.tolerance_ns == limit->tolerance_ns && theirs.burst == limit->burst)
+            return CR_E_SHARED_MAX_DEBT;
         return cr_is_window(limit) || theirs.emission_ns != limit->emission_ns ? CR_E_SHARED_RATE
                                                                                : CR_E_SHARED_BURST;
+    }
     *replaced = theirs;
     current->changed_at = now_ns;
     current->generation = cr_region_publish(region, limit, now_ns);

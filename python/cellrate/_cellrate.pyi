@@ -85,6 +85,10 @@ class Limit(_LimitFields):
 class _Limit(_LimitFields):
     @property
     def clock(self) -> str: ...
+    @property
+    def max_debt(self) -> int: ...
+    @property
+    def max_cost(self) -> int | None: ...
 
 @final
 class Limiter(_Limit):
@@ -101,6 +105,7 @@ class Limiter(_Limit):
         clock: _PacedClock | None = None,
         algorithm: _PacedAlgorithm | None = None,
         max_cost: int | None = None,
+        max_debt: int | None = None,
     ) -> Limiter: ...
     @overload
     def __new__(
@@ -115,6 +120,7 @@ class Limiter(_Limit):
         clock: Literal["realtime"] | None = None,
         algorithm: _WindowAlgorithm,
         max_cost: int | None = None,
+        max_debt: int | None = None,
     ) -> Limiter: ...
     def allow(self, cost: int = 1, *, now: float | None = None) -> bool: ...
     def check(self, cost: int = 1, *, now: float | None = None) -> Decision: ...
@@ -137,6 +143,7 @@ class Limiter(_Limit):
         *,
         burst: int | None = None,
         algorithm: str | None = None,
+        max_debt: int | None = None,
         now: float | None = None,
     ) -> None: ...
     # Python functions the package attaches at import (cellrate._wait)
@@ -159,6 +166,7 @@ class KeyedLimiter(_Limit):
         clock: _PacedClock | None = None,
         algorithm: _PacedAlgorithm | None = None,
         max_cost: int | None = None,
+        max_debt: int | None = None,
     ) -> KeyedLimiter: ...
     @overload
     def __new__(
@@ -174,6 +182,7 @@ class KeyedLimiter(_Limit):
         clock: Literal["realtime"] | None = None,
         algorithm: _WindowAlgorithm,
         max_cost: int | None = None,
+        max_debt: int | None = None,
     ) -> KeyedLimiter: ...
     @property
     def capacity(self) -> int: ...
@@ -206,6 +215,7 @@ class KeyedLimiter(_Limit):
         *,
         burst: int | None = None,
         algorithm: str | None = None,
+        max_debt: int | None = None,
         now: float | None = None,
     ) -> None: ...
     def wait(self, key: str | bytes, cost: int = 1, *, timeout: float | None = None) -> None: ...

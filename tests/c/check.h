@@ -102,6 +102,7 @@ static inline cr_limit limit_of(int64_t emission_ns, int64_t burst)
     limit.tolerance_ns = emission_ns * burst;
     limit.rate = 1.0;
     limit.period_s = (double)emission_ns / 1e9;
+    limit.max_debt = burst; /* cr_limit_init's default */
     return limit;
 }
 
@@ -119,6 +120,7 @@ static inline cr_limit window_limit_of(cr_algorithm algorithm, int64_t window_ns
     limit.count_inverse = UINT64_MAX / ((uint64_t)rate + 1);
     limit.rate = (double)rate;
     limit.period_s = (double)window_ns / 1e9;
+    limit.max_debt = rate; /* cr_limit_init's default */
     return limit;
 }
 

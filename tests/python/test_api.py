@@ -404,7 +404,7 @@ def test_method_signatures_are_introspectable():
 def test_constructor_signatures_are_introspectable():
     params = inspect.signature(cellrate.Limiter).parameters
     assert list(params) == ["rate", "period", "burst", "shared", "shared_mode", "clock", "algorithm",
-                            "on_change", "max_cost"]
+                            "on_change", "max_cost", "max_debt"]
     assert params["burst"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["shared"].kind is inspect.Parameter.KEYWORD_ONLY
     assert list(inspect.signature(cellrate.KeyedLimiter).parameters) == [
@@ -418,6 +418,7 @@ def test_constructor_signatures_are_introspectable():
         "algorithm",
         "on_change",
         "max_cost",
+        "max_debt",
     ]
     assert list(inspect.signature(cellrate.Decision).parameters) == [
         "allowed",
