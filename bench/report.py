@@ -743,6 +743,9 @@ def headline_table(evs: List[dict]) -> str:
                 ratio = f"{ev['ratio']:.2f}x the time"
             else:
                 ratio = f"{ev['ratio']:.2f}x the throughput"
+            if ev["ratio"] is not None and ev["ratio_spread"]:
+                low, high = ev["ratio_spread"]
+                ratio += f" ({low:.2f}–{high:.2f}{'' if ev['paired'] else ', unpaired'})"
         label = row.label + (f" ({ev['note']})" if ev["note"] else "")
         lines.append(f"| {label} | {value} | {against} | {ratio} |")
     return "\n".join(lines)
@@ -1298,7 +1301,9 @@ def main() -> None:
         return "\n".join([
             headline_table(headline_evs), "",
             f"Measured by `make bench` on {machine_line} ({machine[0][len('date: '):]}); every "
-            "ratio compares two numbers from the same run. The full report, with every peer, "
+            "ratio compares two numbers from the same run, and in parentheses is its spread: "
+            "the range of its rounds' ratios where the two ran side by side, else of their "
+            "runs' extreme pairings (unpaired). The full report, with every peer, "
             "floor and target, the machine, its load and stolen CPU time, and what each scenario "
             f"measures: [bench/results/results.md]({report_link}).",
         ])
