@@ -565,7 +565,8 @@ def throttled_rows() -> List[Row]:
         rows += [
             Row(f"throttled-py {label}, MemoryStore, their timed loop", f"{p}.memory.throttled.{algo}",
                 "x_ref", f"{p}.memory.baseline", "their baseline"),
-            Row(f"cellrate KeyedLimiter ({ours}) check(), their timed loop",
+            Row(f"cellrate KeyedLimiter ({ours}) check(), their timed loop"
+                + (" (the run beside their leaking bucket)" if algo != ours else ""),
                 f"{p}.memory.cellrate.{algo}", "x_ref", f"{p}.memory.baseline", "their baseline"),
             Row(f"cellrate vs throttled-py, {label}, their timed loop", f"{p}.memory.cellrate.{algo}",
                 "faster", f"{p}.memory.throttled.{algo}", f"throttled-py {label}"),
