@@ -853,7 +853,7 @@ def evaluate(row: Row, results: Dict[str, dict]) -> dict:
 def fmt_ns(value: Optional[float]) -> str:
     if value is None:
         return "—"
-    if value >= 1000:
+    if abs(value) >= 1000:
         return f"{value:,.0f}"
     return f"{value:.1f}"
 
