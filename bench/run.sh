@@ -121,6 +121,9 @@ step "Redis store: a local redis-server; one client and 4 processes, sync and as
 "$VPY" "$BENCH/python/bench_redis.py" --reps "$REPS" --markdown "$BENCH/results/redis.md" |
     tee "$RAW/redis.jsonl" >&2
 
+step "throttled-py's own benchmark, in its shape: in memory, a bare loop, a local redis-server"
+"$VPY" "$BENCH/python/bench_throttled.py" --reps "$REPS" | tee "$RAW/py_throttled.jsonl" >&2
+
 step "Fleet shares: ShareLimiter against Limiter and RedisLimiter, heartbeats (a local redis-server)"
 "$VPY" "$BENCH/python/bench_share.py" --reps "$REPS" | tee "$RAW/py_share.jsonl" >&2
 
