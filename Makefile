@@ -205,7 +205,7 @@ install: core ## install libcellrate.{a,so}, cellrate.h and cellrate.pc under PR
 # whose layout predates .clang-format), ruff on the Python, luacheck on the Lua.
 # make format rewrites the C in place.
 FORMAT_C = $(wildcard core/*.c core/*.h tests/c/*.c tests/c/*.h tests/fuzz/*.c bench/c/*.c \
-	examples/c/*.c) bindings/cellrate_py.c
+	examples/c/*.c bindings/python/*.c bindings/python/*.h)
 LUA_SOURCES = lua redis tests/lua tests/nginx/resp.lua examples/demo.lua
 
 lint: | $(VENV)/bin/ruff ## clang-format (check), ruff, luacheck

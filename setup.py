@@ -1,4 +1,4 @@
-"""Builds cellrate._cellrate: bindings/cellrate_py.c compiled with the C core.
+"""Builds cellrate._cellrate: bindings/python/module.c compiled with the C core.
 
 Metadata lives in pyproject.toml, except the version (core/cellrate.h) and
 the compiler flags (core/flags.mk), read from the files that hold them.
@@ -69,8 +69,9 @@ setup(
     ext_modules=[
         Extension(
             "cellrate._cellrate",
-            sources=["bindings/cellrate_py.c"] + relative("core/*.c"),
-            depends=relative("core/*.h") + ["core/flags.mk"],
+            # module.c includes the other files of bindings/python/: one translation unit
+            sources=["bindings/python/module.c"] + relative("core/*.c"),
+            depends=relative("bindings/python/*") + relative("core/*.h") + ["core/flags.mk"],
             include_dirs=["core"],
             define_macros=define_macros,
             extra_compile_args=compile_args,

@@ -168,6 +168,24 @@ def test_the_python_package_ships_the_redis_scripts(tmp_path):
     assert not (REPO / "python" / "cellrate" / "redis" / "scripts").exists()
 
 
+
+def test_the_sdist_carries_every_file_of_the_python_binding(tmp_path):
+    # The extension is one translation unit (bindings/python/module.c includes
+    # the others): a file the sdist lacks fails every wheel built from it.
+    if os.environ.get("CELLRATE_INSTALLED_IN"):
+        pytest.skip("the wheels of that run were built from the sdist")
+    subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path)], cwd=REPO,
+                   check=True, capture_output=True)
+    (sdist,) = tmp_path.glob("cellrate-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = set(tar.getnames())
+    root = sdist.name[:-len(".tar.gz")]
+    binding = sorted((REPO / "bindings" / "python").iterdir())
+    assert binding
+    for path in binding:
+        assert f"{root}/bindings/python/{path.name}" in names, path.name
+
+
 # --- the package as installed from its wheel (tools/wheels/run.sh) -----------
 
 def test_the_suite_runs_against_the_installed_wheel():

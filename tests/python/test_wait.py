@@ -62,22 +62,58 @@ def drain(limit):
         pass
 
 
-def test_wait_and_acquire_are_methods_of_the_compiled_types():
+def test_wait_acquire_and_hold_are_compiled_methods_of_the_compiled_types():
     import inspect
 
-    for cls, first in ((cellrate.Limiter, []), (cellrate.KeyedLimiter, ["key"])):
+    parameters = {
+        (cellrate.Limiter, "wait"): ["self", "cost", "timeout"],
+        (cellrate.Limiter, "acquire"): ["self", "cost", "timeout"],
+        (cellrate.KeyedLimiter, "wait"): ["self", "key", "cost", "timeout"],
+        (cellrate.KeyedLimiter, "acquire"): ["self", "key", "cost", "timeout"],
+        (cellrate.Concurrency, "hold"): ["self", "key", "cost", "timeout"],
+    }
+    for (cls, name), expected in parameters.items():
         assert cls is getattr(cellrate._cellrate, cls.__name__)
-        assert cls.wait.__qualname__ == f"{cls.__name__}.wait"
-        assert inspect.iscoroutinefunction(cls.acquire)
-        assert list(inspect.signature(cls.wait).parameters) == ["self", *first, "cost", "timeout"]
+        # in the type's method table, as stats() is: nothing is written into
+        # the type's dictionary after it was made
+        assert type(cls.__dict__[name]) is type(cls.__dict__["stats"])
+        method = getattr(cls, name)
+        assert method.__qualname__ == f"{cls.__name__}.{name}"
+        assert list(inspect.signature(method).parameters) == expected
+        assert "RateLimited" in method.__doc__ or "asyncio" in method.__doc__
         if sys.version_info >= (3, 10):  # immutable heap types came in 3.10
-            with pytest.raises(TypeError):  # still immutable to everyone else
-                cls.wait = None
-    with pytest.raises(ValueError):  # never over a compiled method
-        cellrate._cellrate._attach_method(cellrate.Limiter, _wait.limiter_wait.__class__(
-            _wait.limiter_wait.__code__, {}, "allow"))
+            with pytest.raises(TypeError):  # immutable to everyone
+                setattr(cls, name, None)
+    acquired = cellrate.Limiter(10).acquire()  # a coroutine, awaited as before
+    assert inspect.iscoroutine(acquired)
+    assert asyncio.run(acquired) is None
+
+
+def test_the_python_bodies_are_set_once_per_module():
+    from cellrate import _concurrency
+
+    bodies = {**_wait.METHODS, **_concurrency.METHODS}
+    cellrate._cellrate._set_waits(bodies)  # the same again (an import): nothing changes
+    with pytest.raises(ValueError, match="Limiter.wait is set already"):
+        cellrate._cellrate._set_waits({**bodies, "Limiter.wait": lambda self: None})
+    with pytest.raises(TypeError, match="Concurrency.hold: no function"):
+        cellrate._cellrate._set_waits({**bodies, "Concurrency.hold": None})
     with pytest.raises(TypeError):
-        cellrate._cellrate._attach_method(cellrate.Decision, _wait.limiter_wait)
+        cellrate._cellrate._set_waits(list(bodies.values()))
+    assert cellrate.Limiter(10).wait() is None  # still the package's
+    # another instance of the extension (a subinterpreter's, or loaded by
+    # hand) has types and bodies of its own: none until its package sets them
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(cellrate._cellrate.__name__,
+                                                  cellrate._cellrate.__file__)
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+    assert other.Limiter is not cellrate.Limiter
+    with pytest.raises(RuntimeError, match=r"Limiter.wait\(\) comes with the cellrate package"):
+        other.Limiter(10).wait()
+    other._set_waits(bodies)
+    assert other.Limiter(10).wait() is None
 
 
 def test_wait_admits_the_burst_then_one_per_interval(make):
@@ -273,8 +309,8 @@ def test_asyncio_waiters_are_admitted_in_arrival_order(make):
 
 class Recording:
     """A Limiter whose reservations note the order of the threads that make
-    them (a lock makes the reservation and the note one step); Limiter.wait
-    runs on it as on a Limiter."""
+    them (a lock makes the reservation and the note one step); the body of
+    Limiter.wait (_wait.limiter_wait) runs on it as on a Limiter."""
 
     def __init__(self, limiter):
         self.limiter = limiter
@@ -299,7 +335,7 @@ def test_thread_waiters_are_admitted_in_the_order_they_reserved():
     lock = threading.Lock()
 
     def waiter():
-        cellrate.Limiter.wait(recording)
+        _wait.limiter_wait(recording)
         with lock:
             admitted.append(threading.get_ident())
 
