@@ -39,7 +39,7 @@ import cellrate
 from cellrate._errors import invalid, invalid_type
 from cellrate._rates import split_rates
 
-__all__ = ["Policy", "Request", "Response", "header", "client_address", "Store", "Limits"]
+__all__ = ["Policy", "Request", "Response", "header", "client_address", "hop_address", "Store", "Limits"]
 
 logger = logging.getLogger("cellrate")
 
@@ -297,7 +297,7 @@ def _prefix(value: Any, param: str, most: int) -> int:
     return value
 
 
-def _hop_address(hop: str) -> str:
+def hop_address(hop: str) -> str:
     """One hop of X-Forwarded-For or a Forwarded `for=` value, without quotes,
     brackets or port ("[2001:db8::1]:4711" -> "2001:db8::1")."""
     hop = hop.strip().strip('"')
@@ -731,7 +731,7 @@ class Policy:
             return key
         hops = _forwarded_for(value) if self.proxy_header.lower() == "forwarded" else value.split(",")
         for hop in reversed(hops):
-            key, trusted = self._address(_hop_address(hop))
+            key, trusted = self._address(hop_address(hop))
             if not trusted:
                 return key
         return key  # every hop trusted: the leftmost (no hop: the peer)
