@@ -75,9 +75,12 @@ symbols: core lua | $(PYTHON) ## fail unless the exports are exactly what cellra
 		--archive $(BUILD)/libcellrate.a --module $(BUILD)/lua5.4/cellrate.so --module $(BUILD)/luajit/cellrate.so
 
 # The Lua module: one source, the core compiled in (CR_EMBED: it exports only
-# luaopen_cellrate), built for Lua 5.4 and for LuaJIT (5.1 API).
+# luaopen_cellrate), built for Lua 5.4 and for LuaJIT (5.1 API). The binding
+# is one translation unit: bindings/cellrate_lua.c includes its parts in
+# bindings/lua/, which are never compiled alone.
+LUA_BINDING_PARTS = $(wildcard bindings/lua/*.c)
 LUA_MODULE_SRC = bindings/cellrate_lua.c $(CORE_SRC)
-LUA_MODULE_DEPS = $(LUA_MODULE_SRC) $(CORE_HDR) bindings/cellrate_lua_compat.h
+LUA_MODULE_DEPS = $(LUA_MODULE_SRC) $(LUA_BINDING_PARTS) $(CORE_HDR) bindings/cellrate_lua_compat.h
 lua_module = $(CC) $(ALLCFLAGS) $(CR_EMBED) -I$(1) -shared -o $(2) $(LUA_MODULE_SRC) $(LDLIBS)
 
 lua: $(BUILD)/lua5.4/cellrate.so $(BUILD)/luajit/cellrate.so ## build the Lua module (5.4 and LuaJIT)
@@ -201,11 +204,11 @@ install: core ## install libcellrate.{a,so}, cellrate.h and cellrate.pc under PR
 	install -m 0644 core/cellrate.h $(DESTDIR)$(includedir)/cellrate.h
 	install -m 0644 $(BUILD)/cellrate.pc $(DESTDIR)$(pkgconfigdir)/cellrate.pc
 
-# make lint (make test runs it): clang-format on the C (but the Lua binding,
-# whose layout predates .clang-format), ruff on the Python, luacheck on the Lua.
-# make format rewrites the C in place.
+# make lint (make test runs it): clang-format on the C, ruff on the Python,
+# luacheck on the Lua. make format rewrites the C in place.
 FORMAT_C = $(wildcard core/*.c core/*.h tests/c/*.c tests/c/*.h tests/fuzz/*.c bench/c/*.c \
-	examples/c/*.c bindings/python/*.c bindings/python/*.h)
+	examples/c/*.c bindings/python/*.c bindings/python/*.h) bindings/cellrate_lua.c \
+	bindings/cellrate_lua_compat.h $(LUA_BINDING_PARTS)
 LUA_SOURCES = lua redis tests/lua tests/nginx/resp.lua examples/demo.lua
 
 lint: | $(VENV)/bin/ruff ## clang-format (check), ruff, luacheck
