@@ -12,6 +12,8 @@ import pathlib
 import shutil
 import sys
 import tempfile
+import threading
+import time
 
 import pytest
 
@@ -38,6 +40,31 @@ def core_status(name: str) -> tuple[str, str]:
     raise LookupError(f"no status {name} in tests/vectors/status.txt")
 
 
+@pytest.fixture
+def never_sleeps(monkeypatch):
+    """Makes any sleep of the waits (cellrate._wait: time.sleep, asyncio.sleep)
+    fail the test: a call that must refuse at once is seen not to sleep,
+    however slowly a busy machine runs it, where a stopwatch could not tell a
+    sleep from a pause. asyncio.sleep(0), a turn of the loop, stays allowed."""
+    import types
+
+    from cellrate import _wait
+
+    def forbidden(seconds):
+        raise AssertionError(f"slept {seconds} s where it must refuse at once")
+
+    real_asyncio_sleep = asyncio.sleep
+
+    async def forbidden_async(seconds, *args, **kwargs):
+        if seconds > 0:
+            forbidden(seconds)
+        return await real_asyncio_sleep(seconds, *args, **kwargs)
+
+    monkeypatch.setattr(_wait, "time", types.SimpleNamespace(monotonic=time.monotonic,
+                                                             sleep=forbidden))
+    monkeypatch.setattr(asyncio, "sleep", forbidden_async)
+
+
 async def ticks_during(awaitable):
     """What `awaitable` gives and how many times another task ran meanwhile,
     sleeping 10 ms between ticks: a wait that blocked the loop lets it tick
@@ -59,6 +86,33 @@ async def ticks_during(awaitable):
         stop.set()
         await task
     return result, ticks
+
+
+class Recording:
+    """A Limiter (or KeyedLimiter) whose reservations note, in the order they
+    were made, the thread that made each, its delay, and the key's TAT right
+    after it (monotonic s: a probe's reset_after at 0; with burst 1 and cost
+    1 the reserved unit comes due one T before it); a lock makes the
+    reservation and the notes one step. The waits of the compiled type run on
+    it as on the limiter: Limiter.wait(recording)."""
+
+    def __init__(self, limiter):
+        self.limiter = limiter
+        self.lock = threading.Lock()
+        self.reserved = []
+        self.delays = []
+        self.tats = []
+
+    def reserve(self, *args, **kwargs):  # (*key, cost, ...)
+        with self.lock:
+            delay = self.limiter.reserve(*args, **kwargs)
+            self.tats.append(self.limiter.peek(*args[:-1], 0, now=0.0).reset_after)
+            self.reserved.append(threading.current_thread())
+            self.delays.append(delay)
+            return delay
+
+    def __getattr__(self, name):
+        return getattr(self.limiter, name)
 
 
 def rss_bytes() -> int:
