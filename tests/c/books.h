@@ -71,7 +71,9 @@ static inline void books_record(books *b, int64_t before, int64_t after, bool al
         books_add_idle(b, b->busy_until, after);
     }
     b->last_after = after;
-    b->busy_until = before + (allowed ? b->emission_ns : b->tolerance_ns - b->emission_ns);
+    int64_t busy = before + (allowed ? b->emission_ns : b->tolerance_ns - b->emission_ns);
+    if (busy > b->busy_until)
+        b->busy_until = busy; /* what an earlier decision ruled out stays so */
 }
 
 typedef struct {
