@@ -125,8 +125,10 @@ static inline int64_t books_fewest(books *threads, int count, int64_t *idle)
     int open = 0;
     for (size_t e = 1; e < edges_count; e++) {
         open += edges[e - 1].step; /* the spans open between edge e - 1 and e */
-        if (open == deciders)
-            *idle += edges[e].at - edges[e - 1].at;
+        /* idle before the first decision forfeits nothing */
+        int64_t from = edges[e - 1].at > first ? edges[e - 1].at : first;
+        if (open == deciders && edges[e].at > from)
+            *idle += edges[e].at - from;
     }
     free(edges);
     if (deciders == 0)
