@@ -353,8 +353,8 @@ static void test_damaged_lock(void)
     pid_t zombie = fork();
     if (zombie == 0)
         _exit(0);
-    struct timespec settle = {0, 20000000};
-    nanosleep(&settle, NULL);
+    siginfo_t exited;
+    waitid(P_PID, (id_t)zombie, &exited, WEXITED | WNOWAIT); /* exited, not reaped */
     word = holder_word(zombie);
     write_lock_bytes(&word, sizeof word);
     CHECK_CHILD(10, admit_new_key, 0);
