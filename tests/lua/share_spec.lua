@@ -221,8 +221,9 @@ describe("cellrate.share", function()
    it("scales every key of a keyed limit by the share", function()
       local members = {}
       for i = 1, 2 do
-         members[i] = share.keyed(client, 100, { burst = 40, name = "keyed", member = "k" .. i,
-                                                 capacity = 64 })
+         -- per hour: a busy machine's pauses while it decides refill nothing
+         members[i] = share.keyed(client, 100, { period = 3600, burst = 40, name = "keyed",
+                                                 member = "k" .. i, capacity = 64 })
       end
       drive(members, { 0, 0 }, 3, 0, 1) -- the second's first demand is unknown (as much as
       -- it may) until its second heartbeat: three rounds to the equal split

@@ -220,7 +220,9 @@ def test_check_commits_like_allow(one_key):
 
 def test_clock_is_the_clock_of_time_monotonic(one_key):
     # one per hour: an admission at an explicit monotonic() time makes the
-    # core's own clock reading see a full key, and the other way round.
+    # core's own clock reading see a full key, and the other way round (a
+    # minute's slack for a busy machine's pause between the two calls; another
+    # clock would be off by far more).
     lim = one_key(1, 3600, burst=1)
     assert lim.allow(now=time.monotonic())
     assert not lim.allow()
@@ -228,7 +230,7 @@ def test_clock_is_the_clock_of_time_monotonic(one_key):
     assert lim.allow()
     dec = lim.check(now=time.monotonic())
     assert not dec.allowed
-    assert 3599.0 < dec.retry_after <= 3600.0
+    assert 3540.0 < dec.retry_after <= 3600.0
 
 
 def test_default_arguments_use_cost_1_and_the_clock(one_key):
@@ -237,7 +239,7 @@ def test_default_arguments_use_cost_1_and_the_clock(one_key):
     dec = lim.check()
     assert dec.allowed and dec.remaining == 0
     assert not lim.allow()
-    assert 7199.0 < lim.peek().reset_after <= 7200.0
+    assert 7140.0 < lim.peek().reset_after <= 7200.0
 
 
 # --------------------------------------------------------------------------
@@ -610,8 +612,8 @@ def test_no_growth_over_many_constructions_and_calls():
 
 
 def test_fast_clock():
-    # One unit per 100 ms: a busy machine's pauses between these calls cannot
-    # refill a unit unnoticed.
+    # One unit per 100 ms: the refusal the wait starts from is the check's own
+    # (a busy machine's pause after draining can refill a unit).
     for make in (lambda **kw: cellrate.Limiter(10, burst=5, **kw),
                  lambda **kw: cellrate.KeyedLimiter(10, burst=5, **kw)):
         assert make().clock == "fast"
@@ -624,10 +626,10 @@ def test_fast_clock():
         # The decisions follow time.monotonic(): a drained limiter waits its retry_after.
         call = (lambda f, *a, **k: f(*a, **k)) if isinstance(lim, cellrate.Limiter) else (
             lambda f, *a, **k: f("key", *a, **k))
-        while call(lim.allow):
-            pass
         d = call(lim.check)
-        assert not d.allowed and 0 < d.retry_after <= 0.1
+        while d.allowed:
+            d = call(lim.check)
+        assert 0 < d.retry_after <= 0.1
         time.sleep(d.retry_after + 0.0005)
         assert call(lim.allow)
         # An explicit now is taken as given, whatever the clock.
