@@ -16,7 +16,7 @@ PY_VERSIONS ?= 3.9 3.10 3.11 3.12 3.13
 # Warnings are errors in the project's own builds (the targets below that
 # test, lint or package), never in a user's make core, make lua or pip install.
 WERROR  ?=
-DEV_TARGETS = test symbols test-c test-py test-lua test-ft test-nginx test-fuzz lint dist
+DEV_TARGETS = test layers symbols test-c test-py test-lua test-ft test-nginx test-fuzz lint dist
 $(DEV_TARGETS): WERROR = -Werror
 ARCHFLAGS := $(if $(filter x86_64,$(shell uname -m)),$(CR_X86_64))
 ALLCFLAGS = $(CR_STD) $(CR_WARN) $(WERROR) $(CR_VISIBILITY) $(ARCHFLAGS) $(CFLAGS) -fPIC -Icore
@@ -31,7 +31,7 @@ LUA54_INC  = /usr/include/lua5.4
 LUAJIT_INC = /usr/include/luajit-2.1
 
 .DEFAULT_GOAL := help
-.PHONY: help deps demo-deps core lua rock rock-install py vectors docs test test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz fuzz fuzz-corpus demo bench symbols lint format dist install clean
+.PHONY: help deps demo-deps core lua rock rock-install py vectors docs test layers test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz fuzz fuzz-corpus demo bench symbols lint format dist install clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -73,6 +73,9 @@ $(BUILD)/libcellrate.so: $(CORE_OBJ)
 symbols: core lua | $(PYTHON) ## fail unless the exports are exactly what cellrate.h declares
 	$(PYTHON) tools/check_symbols.py --header core/cellrate.h --library $(BUILD)/libcellrate.so \
 		--archive $(BUILD)/libcellrate.a --module $(BUILD)/lua5.4/cellrate.so --module $(BUILD)/luajit/cellrate.so
+
+layers: core | $(PYTHON) ## fail on a cycle among the core's units (calls go down)
+	$(PYTHON) tools/check_layers.py --core core --objects $(BUILD)
 
 # The Lua module: one source, the core compiled in (CR_EMBED: it exports only
 # luaopen_cellrate), built for Lua 5.4 and for LuaJIT (5.1 API).
