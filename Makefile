@@ -23,7 +23,7 @@ ALLCFLAGS = $(CR_STD) $(CR_WARN) $(WERROR) $(CR_VISIBILITY) $(ARCHFLAGS) $(CFLAG
 LDLIBS   = $(CR_LIBS)
 
 CORE_SRC = $(wildcard core/*.c)
-CORE_HDR = $(wildcard core/*.h) core/flags.mk
+CORE_HDR = $(wildcard core/*.h core/cellrate/*.h) core/flags.mk
 BUILD    = build
 CORE_OBJ = $(patsubst core/%.c,$(BUILD)/%.o,$(CORE_SRC))
 
@@ -70,7 +70,7 @@ SONAME  = libcellrate.so.$(call cr_version_part,MAJOR)
 $(BUILD)/libcellrate.so: $(CORE_OBJ)
 	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
 
-symbols: core lua | $(PYTHON) ## fail unless the exports are exactly what cellrate.h declares
+symbols: core lua | $(PYTHON) ## fail unless the exports are exactly what cellrate.h and its parts declare
 	$(PYTHON) tools/check_symbols.py --header core/cellrate.h --library $(BUILD)/libcellrate.so \
 		--archive $(BUILD)/libcellrate.a --module $(BUILD)/lua5.4/cellrate.so --module $(BUILD)/luajit/cellrate.so
 
@@ -163,7 +163,7 @@ docs: | $(VENV)/bin/mkdocs ## build the documentation site into build/site (stri
 	$(VENV)/bin/mkdocs build --strict --site-dir $(BUILD)/site
 	@echo "make docs: the site is in $(BUILD)/site (open $(BUILD)/site/index.html)"
 
-test: deps lint docs symbols test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz ## every suite and the docs (installs what it needs)
+test: deps lint docs layers symbols test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz ## every suite and the docs (installs what it needs)
 	@echo "make test: every suite passed"
 
 # The demo needs Lua 5.4 and the extension only; LuaJIT is shown where it and
@@ -184,15 +184,16 @@ demo: demo-deps ## show decisions in Python and in Lua (installs only what it ne
 bench: ## benchmarks against the peers (installs them under bench/.peers); writes bench/results/
 	PYTHON="$(BASE_PYTHON)" bench/run.sh
 
-# make install: the C library (static and shared), its header and a pkg-config
-# file, as hiredis installs; PREFIX and DESTDIR as usual.
+# make install: the C library (static and shared), its header with its parts
+# (cellrate/*.h) and a pkg-config file, as hiredis installs; PREFIX and
+# DESTDIR as usual.
 PREFIX     ?= /usr/local
 libdir     ?= $(PREFIX)/lib
 includedir ?= $(PREFIX)/include
 pkgconfigdir ?= $(libdir)/pkgconfig
 
-install: core ## install libcellrate.{a,so}, cellrate.h and cellrate.pc under PREFIX (/usr/local)
-	install -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
+install: core ## install libcellrate.{a,so}, cellrate.h (and cellrate/) and cellrate.pc under PREFIX
+	install -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/cellrate $(DESTDIR)$(pkgconfigdir)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(libdir)' 'includedir=$(includedir)' '' \
 		'Name: cellrate' 'Description: GCRA rate limiter with a lock-free C11 core' \
 		'Version: $(VERSION)' 'Libs: -L$${libdir} -lcellrate' 'Libs.private: $(CR_LIBS)' \
@@ -202,12 +203,13 @@ install: core ## install libcellrate.{a,so}, cellrate.h and cellrate.pc under PR
 	ln -sf libcellrate.so.$(VERSION) $(DESTDIR)$(libdir)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(libdir)/libcellrate.so
 	install -m 0644 core/cellrate.h $(DESTDIR)$(includedir)/cellrate.h
+	install -m 0644 core/cellrate/*.h $(DESTDIR)$(includedir)/cellrate/
 	install -m 0644 $(BUILD)/cellrate.pc $(DESTDIR)$(pkgconfigdir)/cellrate.pc
 
 # make lint (make test runs it): clang-format on the C (but the Lua binding,
 # whose layout predates .clang-format), ruff on the Python, luacheck on the Lua.
 # make format rewrites the C in place.
-FORMAT_C = $(wildcard core/*.c core/*.h tests/c/*.c tests/c/*.h tests/fuzz/*.c bench/c/*.c \
+FORMAT_C = $(wildcard core/*.c core/*.h core/cellrate/*.h tests/c/*.c tests/c/*.h tests/fuzz/*.c bench/c/*.c \
 	examples/c/*.c) bindings/cellrate_py.c
 LUA_SOURCES = lua redis tests/lua tests/nginx/resp.lua examples/demo.lua
 

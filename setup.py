@@ -70,7 +70,7 @@ setup(
         Extension(
             "cellrate._cellrate",
             sources=["bindings/cellrate_py.c"] + relative("core/*.c"),
-            depends=relative("core/*.h") + ["core/flags.mk"],
+            depends=relative("core/*.h") + relative("core/cellrate/*.h") + ["core/flags.mk"],
             include_dirs=["core"],
             define_macros=define_macros,
             extra_compile_args=compile_args,

@@ -2,7 +2,7 @@
  * within a thread or across threads; a limit on it decides as on the other. */
 #include "cellrate.h"
 #include "check.h"
-#include "internal.h"
+#include "fastclock.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
