@@ -71,7 +71,8 @@ setup(
             "cellrate._cellrate",
             # module.c includes the other files of bindings/python/: one translation unit
             sources=["bindings/python/module.c"] + relative("core/*.c"),
-            depends=relative("bindings/python/*") + relative("core/*.h") + ["core/flags.mk"],
+            depends=(relative("bindings/python/*") + relative("core/*.h") +
+                     relative("core/cellrate/*.h") + ["core/flags.mk"]),
             include_dirs=["core"],
             define_macros=define_macros,
             extra_compile_args=compile_args,

@@ -12,7 +12,9 @@
  * inverse of their admission (docs/design.md §9). No lock is held, so no
  * order of items can deadlock.
  */
-#include "internal.h"
+#include "fastclock.h"
+#include "keyed.h"
+#include "limiter.h"
 
 /* The clocks an item may read, each read at most once per call. */
 typedef struct {

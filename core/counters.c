@@ -1,6 +1,5 @@
 /* A store's counters: thread slots, lanes, readings (counters.h). */
 #include "counters.h"
-#include "internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -245,9 +244,8 @@ void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, uin
     };
 }
 
-cr_status cr_counts_reset(const cr_counts *counts, struct cr_region_s *region, uint64_t evicted)
+cr_status cr_counts_reset(const cr_counts *counts, cr_lock *lock, uint64_t evicted)
 {
-    cr_lock *lock = region->base ? cr_region_change_lock(region) : NULL;
     cr_status status = lock ? cr_lock_acquire(lock) : CR_OK;
     if (status != CR_OK)
         return status;

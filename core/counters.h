@@ -18,10 +18,11 @@
 #ifndef CELLRATE_COUNTERS_H
 #define CELLRATE_COUNTERS_H
 
+#include "cellrate/stats.h"
+#include "decide.h"
+#include "lock.h"
+
 #include <stdatomic.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
 
 /* Thread slots with a cell of their own; later threads share the overflow. */
 #define CR_COUNTER_SLOTS 16
@@ -101,11 +102,6 @@ extern __thread unsigned cr_counter_slot
  * when it has none yet: the rare path of cr_count2. */
 __attribute__((cold)) void cr_count2_slow(const cr_counts *counts, unsigned fa, uint64_t na,
                                           unsigned fb, uint64_t nb);
-
-uint32_t cr_own_pid(void);
-/* cr_own_pid's cache (core/lock.c), read inline by the hot path: 0 until
- * read, and again after a fork, which then takes the slow path once. */
-extern _Atomic uint32_t cr_own_pid_cache __attribute__((visibility("hidden")));
 
 __attribute__((always_inline)) static inline void cr_count_bump(_Atomic uint64_t *word, uint64_t n)
 {
@@ -273,6 +269,47 @@ static inline int cr_count_admitted_tail(const cr_counts *counts, int64_t cost)
 #endif
 }
 
+/* Counts what `op` did (cellrate/stats.h, cr_stats): called once per operation,
+ * with the limit that decided it and *ok as cr_apply set it. Always inlined:
+ * the kind of `op` folds away in each entry point, as it does in cr_apply
+ * (an out-of-line call would take the op's address and compile every kind
+ * into every entry point). */
+CR_HOT void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr_op *op,
+                        bool commit, bool ok)
+{
+    if (!commit || op->uncounted)
+        return; /* a peek; a commit its caller counts (check_all) */
+    switch (op->kind) {
+    case CR_OP_DECIDE:
+        cr_count_verdict(counts, ok, op->cost, limit->burst);
+        return;
+    case CR_OP_RESERVE: /* a reservation not made is a wait's to count (cr_wait) */
+        if (ok)
+            cr_count_verdict(counts, true, op->cost, limit->burst);
+        return;
+    case CR_OP_CHARGE: /* what it committed: the cost, or less when clipped */
+        cr_count_verdict(counts, true, op->taken, limit->burst);
+        return;
+    case CR_OP_TAKE:
+        if (op->cost > 0)
+            cr_count_verdict(counts, op->taken > 0, op->taken > 0 ? op->taken : op->cost,
+                             INT64_MAX);
+        return;
+    case CR_OP_REFUND: /* what it gave back; units_admitted never falls */
+        cr_count_units(counts, CR_N_UNITS_REFUNDED, op->taken);
+        return;
+    default:
+        return;
+    }
+}
+
+/* A refusal that a dry run let through: refused becomes would_refuse. */
+static inline void cr_count_would_refuse(const cr_counts *counts, int64_t cost)
+{
+    cr_count2(counts, CR_N_REFUSED, (uint64_t)-1, CR_N_UNITS_REFUSED, 1 - (uint64_t)cost);
+    cr_count1(counts, CR_N_WOULD_REFUSE, 1);
+}
+
 /* A block of this process alone (zeroed, one lane); NULL when out of memory. */
 cr_counter_block *cr_counters_new(cr_counts *counts);
 /* The same in `memory` (CR_COUNTER_BLOCK_SIZE(1) bytes, aligned to
@@ -293,6 +330,17 @@ void cr_counters_read(const cr_counter_block *block, uint32_t nlanes, uint64_t e
 /* Sets the baseline to the counts now (a region's caller holds its change
  * lock: resets of other processes). */
 void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicted);
+/* reset_stats of a store: cr_counters_reset under `lock` (a region's change
+ * lock; NULL for a store of this process alone): CR_E_SHARED_LOCK when it
+ * stays held. */
+cr_status cr_counts_reset(const cr_counts *counts, cr_lock *lock, uint64_t evicted);
+/* The counts of a rate limit's block (`evicted`: its table's word) and of a
+ * concurrency limit's: `in_flight`, the units held, counted in the cells;
+ * `peak`, whether the block's total is kept (else peak 0, not tracked). */
+void cr_counters_rate_stats(const cr_counter_block *block, uint32_t nlanes, uint64_t evicted,
+                            cr_stats *out);
+void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, uint64_t in_flight,
+                             bool peak, cr_gauge_stats *out);
 /* Concurrency with a peak: `delta` units now held more (or fewer) in the
  * block's total; raises the peak. Locked instructions on one shared line. */
 void cr_counters_hold(const cr_counts *counts, int64_t delta);

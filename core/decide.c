@@ -1,6 +1,8 @@
 /* The pure decisions (docs/design.md §1, §7, §9): the exported faces of
- * core/decision.h, for callers that keep the state themselves. */
-#include "internal.h"
+ * core/decide.h, for callers that keep the state themselves. */
+#include "decide.h"
+
+cr_status cr_check_call(int64_t now_ns, int64_t cost) { return cr_check_args(now_ns, cost); }
 
 int64_t cr_decide(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
                   cr_decision *out)

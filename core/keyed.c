@@ -20,9 +20,12 @@
  * retags it. Each change also sweeps 1/112 of the table, so no slot is ever
  * 112 changes behind and a tag is never read as another generation's.
  */
-#include "cellrate.h"
-#include "internal.h"
+#include "keyed.h"
+#include "carry.h"
+#include "fastclock.h"
 #include "place.h"
+#include "region.h"
+#include "seed.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -423,7 +426,7 @@ cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t n
     if (status != CR_OK)
         return status;
     pthread_mutex_lock(&keyed->changing);
-    cr_lock *lock = keyed->region.base ? cr_region_change_lock(&keyed->region) : NULL;
+    cr_lock *lock = cr_region_change_lock(&keyed->region);
     if (lock && (status = cr_lock_acquire(lock)) != CR_OK) {
         pthread_mutex_unlock(&keyed->changing);
         return status;
@@ -669,7 +672,8 @@ void cr_keyed_stats(const cr_keyed *keyed, cr_stats *out)
 
 cr_status cr_keyed_reset_stats(cr_keyed *keyed)
 {
-    return cr_counts_reset(&keyed->counts, &keyed->region, cr_keyed_evictions(keyed));
+    return cr_counts_reset(&keyed->counts, cr_region_change_lock(&keyed->region),
+                           cr_keyed_evictions(keyed));
 }
 
 void cr_keyed_would_refuse(cr_keyed *keyed, int64_t cost)

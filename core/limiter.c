@@ -21,8 +21,10 @@
  * limit before deciding (docs/design.md §4). Cells there are this process's
  * view of the region's limits; their own TAT is unused.
  */
-#include "cellrate.h"
-#include "internal.h"
+#include "limiter.h"
+#include "carry.h"
+#include "fastclock.h"
+#include "region.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -448,7 +450,7 @@ cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int
     cr_status status = cr_check_args(now_ns, 0);
     if (status != CR_OK)
         return status;
-    cr_lock *lock = limiter->region.base ? cr_region_change_lock(&limiter->region) : NULL;
+    cr_lock *lock = cr_region_change_lock(&limiter->region);
     if (lock && (status = cr_lock_acquire(lock)) != CR_OK)
         return status;
     limiter_cell *cell = NULL;
@@ -487,7 +489,7 @@ void cr_limiter_stats(const cr_limiter *limiter, cr_stats *out)
 
 cr_status cr_limiter_reset_stats(cr_limiter *limiter)
 {
-    return cr_counts_reset(&limiter->counts, &limiter->region, 0);
+    return cr_counts_reset(&limiter->counts, cr_region_change_lock(&limiter->region), 0);
 }
 
 void cr_limiter_would_refuse(cr_limiter *limiter, int64_t cost)

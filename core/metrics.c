@@ -2,7 +2,8 @@
  * by cellrate.prometheus, cellrate.otel and cellrate.nginx through the
  * faces' metrics(), so that no exporter spells a name, a unit or a label of
  * its own. */
-#include "cellrate.h"
+#include "cellrate/metrics.h"
+#include "cellrate/stats.h"
 
 #include <stddef.h>
 

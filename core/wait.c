@@ -10,7 +10,8 @@
  * deadline is on CLOCK_MONOTONIC whatever the limit's clock: a timeout is
  * elapsed time.
  */
-#include "internal.h"
+#include "cellrate/clock.h"
+#include "cellrate/stores.h"
 
 static cr_status item_reserve(const cr_item *item, int64_t cost, int64_t max_wait_ns,
                               bool *reserved, int64_t *delay_ns)

@@ -692,7 +692,7 @@ if mode == REFUND then
 end
 
 -- Each limit decides on its key's state word (ss, sns), following
--- core/decision.h: allowed (1/0), remaining, retry_after, reset_after, and
+-- core/decide.h: allowed (1/0), remaining, retry_after, reset_after, and
 -- the value to store (nil: nothing to write). Several limits: every key
 -- is decided before any is written, and written only if all admit; a key
 -- named twice decides the second time on the value the first would store

@@ -24,8 +24,10 @@
 /* The keyed floor is made of the core's own primitives (its clock read, its
  * keyed hash and bucket choice, its 16-byte compare-and-swap), so that it
  * differs from a keyed decision only by what cellrate adds around them. */
-#include "internal.h"
+#include "fastclock.h"
+#include "pair.h"
 #include "place.h"
+#include "seed.h"
 
 #include <inttypes.h>
 #include <pthread.h>

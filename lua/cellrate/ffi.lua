@@ -41,8 +41,9 @@ local ffi_string = ffi.string
 -- every layout, so it is read before anything else is trusted.
 local LAYOUT = 1
 
--- Mirrors of core/cellrate.h's cr_decision, cr_header and cr_headers (the
--- sizes are checked against the module's below) and of the module's table.
+-- Mirrors of cr_decision, cr_header and cr_headers (core/cellrate/decision.h
+-- and http.h; the sizes are checked against the module's below) and of the
+-- module's table.
 if not pcall(ffi.typeof, "cellrate_ffi_layout") then
     ffi.cdef [[
         typedef struct {

@@ -107,7 +107,7 @@ static inline cr_limit limit_of(int64_t emission_ns, int64_t burst)
 }
 
 /* A window algorithm's limit: `rate` units per window of `window_ns` (the
- * fields as cr_limit_init fills them, documented in cellrate.h). */
+ * fields as cr_limit_init fills them, documented in core/cellrate/limit.h). */
 static inline cr_limit window_limit_of(cr_algorithm algorithm, int64_t window_ns, int64_t rate)
 {
     cr_limit limit;

@@ -3,7 +3,7 @@
 #include "books.h"
 #include "cellrate.h"
 #include "check.h"
-#include "internal.h"
+#include "fastclock.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

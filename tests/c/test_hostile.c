@@ -6,7 +6,7 @@
  * failed check, not a stuck or dead test run. */
 #include "cellrate.h"
 #include "check.h"
-#include "internal.h"
+#include "lock.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
  * The pure decision functions of every algorithm (docs/design.md §1, §7, §9),
- * inlined into the stores. Integer only; nothing wraps or saturates: every
+ * inlined into the stores and exported by decide.c. Integer only; nothing wraps or saturates: every
  * sum is bounded by the horizon (now < 2^62 ns, tolerance or window <= 2^62
  * or 2^60 ns), and a sum that could still overflow (a GCRA state pushed
  * beyond the horizon by reservations) is a refusal, which the exact
@@ -19,10 +19,10 @@
  * same as an absent key, and states order by when they stop mattering: the
  * keyed table's reclamation and eviction read them as they read a TAT.
  */
-#ifndef CELLRATE_DECISION_H
-#define CELLRATE_DECISION_H
+#ifndef CELLRATE_DECIDE_H
+#define CELLRATE_DECIDE_H
 
-#include "cellrate.h"
+#include "cellrate/decision.h"
 
 __extension__ typedef unsigned __int128 cr_u128;
 
@@ -53,6 +53,17 @@ typedef struct {
 static inline bool cr_is_window(const cr_limit *limit)
 {
     return limit->algorithm >= CR_ALGORITHM_FIXED_WINDOW;
+}
+
+/* Validates `cost` and `now_ns` (a time before the horizon of
+ * docs/design.md §1, or CR_CLOCK). */
+static inline cr_status cr_check_args(int64_t now_ns, int64_t cost)
+{
+    if (cost < 0)
+        return CR_E_COST;
+    if ((now_ns < 0 && now_ns != CR_CLOCK) || now_ns >= CR_HORIZON_NS)
+        return CR_E_NOW;
+    return CR_OK;
 }
 
 /* floor(n / P) for 0 <= n < 2^63 and the window P, by one multiply with
@@ -408,6 +419,14 @@ CR_HOT int64_t cr_reserve_core(const cr_limit *limit, int64_t state, int64_t now
         return cr_gcra_reserve(limit, state, now_ns, cost, max_wait_ns, reserved, delay_ns);
     *delay_ns = 0; /* a window reserves only for now */
     return cr_decision_core(limit, state, now_ns, cost, NULL, reserved);
+}
+
+/* The full decision into `out`. */
+static inline int64_t cr_decision_make(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                       int64_t cost, cr_decision *out)
+{
+    bool allowed;
+    return cr_decision_core(limit, state, now_ns, cost, out, &allowed);
 }
 
 /* *given: the units given back (the stores count them). */
