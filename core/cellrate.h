@@ -36,5 +36,6 @@
 #include "cellrate/inspect.h"     /* a region file, read without changing it */
 #include "cellrate/http.h"        /* the HTTP header fields of a decision */
 #include "cellrate/metrics.h"     /* the one list of metrics the exporters publish */
+#include "cellrate/redis.h"       /* the Redis store's protocol: requests, replies, failures */
 
 #endif /* CELLRATE_H */

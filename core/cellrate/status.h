@@ -173,7 +173,18 @@ const char *cr_version(void);
     X(59, E_MAX_DEBT, ARGUMENT, "max_debt",                                                       \
       "max_debt must be an integer >= 0 (the units a charge may leave a key owing beyond its "    \
       "limit)")                                                                                   \
-    X(60, E_SHARED_MAX_DEBT, REGION, "shared", "shared: the region was made with another max_debt")
+    X(60, E_SHARED_MAX_DEBT, REGION, "shared",                                                    \
+      "shared: the region was made with another max_debt")                                        \
+    X(61, E_REDIS_TOLERANCE, ARGUMENT, "burst",                                                   \
+      "burst is too large for the Redis store: burst * (period/rate), or a window, must be "      \
+      "below 9e15 ns (about 104 days)")                                                           \
+    X(62, E_REDIS_SLOTS, ARGUMENT, "items",                                                       \
+      "items must name keys of one Redis Cluster hash slot, as the keys of one script call "      \
+      "must: put the same hash tag in each key, the part in braces that Cluster hashes (e.g. "    \
+      "'{user:42}' and '{user:42}:search'); the keys and their slots:")                           \
+    X(63, E_REDIS_REPLY, RUNTIME, "",                                                             \
+      "the Redis script answered what it never answers to that request (another script "          \
+      "under its SHA?)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1
