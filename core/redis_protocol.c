@@ -53,7 +53,26 @@ static size_t decimal(char *out, int64_t value)
     return len;
 }
 
-/* Adds a*b + c to *total, false past SIZE_MAX. */
+/* snprintf's contract on a text built piece by piece: `at` counts every
+ * byte, what fits (and a NUL) is written. */
+static size_t text_put(char *buf, size_t size, size_t at, const char *bytes, size_t len)
+{
+    at = put(buf, size > 0 ? size - 1 : 0, at, bytes, len);
+    if (size > 0)
+        buf[at < size - 1 ? at : size - 1] = '\0';
+    return at;
+}
+
+size_t cr_redis_signature(char *buf, size_t size, const cr_limit *limit)
+{
+    const char *algorithm = cr_algorithm_name(limit->algorithm);
+    char number[DECIMAL_MAX + 1] = ":";
+    size_t at = text_put(buf, size, 0, algorithm, strlen(algorithm));
+    at = text_put(buf, size, at, number, 1 + decimal(number + 1, limit->tolerance_ns));
+    return text_put(buf, size, at, number, 1 + decimal(number + 1, limit->burst));
+}
+
+/* Adds a*b to *total, false past SIZE_MAX. */
 static bool add_size(size_t *total, size_t a, size_t b)
 {
     if (a > 0 && b > (SIZE_MAX - *total) / a)
@@ -302,16 +321,6 @@ cr_redis_failure cr_redis_classify(const char *word, size_t word_len, const char
     if (word_is(word, word_len, "NOSCRIPT"))
         return CR_REDIS_NO_SCRIPT;
     return CR_REDIS_MISTAKE;
-}
-
-/* snprintf's contract on a text built piece by piece: `at` counts every
- * byte, what fits (and a NUL) is written. */
-static size_t text_put(char *buf, size_t size, size_t at, const char *bytes, size_t len)
-{
-    at = put(buf, size > 0 ? size - 1 : 0, at, bytes, len);
-    if (size > 0)
-        buf[at < size - 1 ? at : size - 1] = '\0';
-    return at;
 }
 
 size_t cr_redis_slots_message(char *buf, size_t size, const char *const *keys,

@@ -26,6 +26,16 @@ static const luaL_Reg module_functions[] = {
     {"header_fields", header_fields},
     {"_check_request", check_request},
     {"_check_hold", check_hold},
+    {"_redis_request", redis_request},
+    {"_redis_reply", redis_reply},
+    {"_redis_unavailable", redis_unavailable},
+    {"_redis_backoff", redis_backoff},
+    {"_redis_key", redis_key},
+    {"_redis_signature", redis_signature},
+    {"_redis_check_limit", redis_check_limit},
+    {"_redis_classify", redis_classify},
+    {"_redis_slots_message", redis_slots_message},
+    {"_redis_protocol", redis_protocol},
     {NULL, NULL},
 };
 

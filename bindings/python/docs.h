@@ -23,10 +23,11 @@ PyDoc_STRVAR(
     "refused and the cost can fit; legacy=True adds X-RateLimit-Limit, -Remaining, -Reset.\n"
     "name: the policy name (None: 'default').");
 
-PyDoc_STRVAR(limit_doc, "Limit(rate, period=None, *, burst=None, algorithm='gcra')\n--\n\n"
-                        "A validated limit, with no store: what a Limiter of the same arguments\n"
-                        "decides by, refused with the same errors. Immutable; equal (and hashed)\n"
-                        "by its parameters.");
+PyDoc_STRVAR(limit_doc,
+             "Limit(rate, period=None, *, burst=None, algorithm='gcra', max_debt=None)\n--\n\n"
+             "A validated limit, with no store: what a Limiter of the same arguments\n"
+             "decides by, refused with the same errors. Immutable; equal (and hashed)\n"
+             "by its parameters.");
 
 /* ------------------------------------------------------------------------ */
 /* Limiter and KeyedLimiter                                                  */
@@ -284,6 +285,61 @@ PyDoc_STRVAR(check_hold_doc,
              "Private: refuses what a concurrency limit would of its limit and lease and\n"
              "of a holding's key and cost (InvalidArgument / InvalidArgumentType naming\n"
              "the parameter); returns the lease in integer ns, or None when it is None.");
+
+/* ------------------------------------------------------------------------ */
+/* The Redis store's protocol (private: cellrate.redis)                      */
+
+PyDoc_STRVAR(redis_request_doc,
+             "_redis_request(mode, cost, now, limit, prefix, name, key, ..., /)\n--\n\n"
+             "Private: the words after EVALSHA and the SHA of a request of `mode` (the\n"
+             "script's digit) for one (limit, prefix, name, key) group per limit: a list of\n"
+             "bytes. Refuses what a decision refuses, in the core's words.");
+
+PyDoc_STRVAR(redis_reply_doc,
+             "_redis_reply(mode, reply, limit, ..., /)\n--\n\n"
+             "Private: the script's reply to a request of `mode` for these limits: a\n"
+             "Decision, or a take's (refund's) count. CellrateError for a reply the\n"
+             "script never gives.");
+
+PyDoc_STRVAR(redis_remember_doc,
+             "_redis_remember(mode, now, cost, asked_ns, reply, limit, /)\n--\n\n"
+             "Private: what the deny cache keeps of a reply (a tuple), or None.");
+
+PyDoc_STRVAR(redis_recall_doc,
+             "_redis_recall(mode, now, cost, clock_ns, refusal, limit, /)\n--\n\n"
+             "Private: what a kept refusal answers at `clock_ns`: a Decision, None (ask\n"
+             "Redis) or False (ask Redis and forget the refusal).");
+
+PyDoc_STRVAR(redis_unavailable_doc,
+             "_redis_unavailable(mode, limit, allow, cost, probe_in_ns, /)\n--\n\n"
+             "Private: on_error's answer while Redis cannot decide: a Decision, or a\n"
+             "take's count.");
+
+PyDoc_STRVAR(redis_backoff_doc, "_redis_backoff(previous_ns, /)\n--\n\n"
+                                "Private: the probe's next back-off (ns) after `previous_ns`.");
+
+PyDoc_STRVAR(redis_key_doc, "_redis_key(prefix, name, key, /)\n--\n\n"
+                            "Private: the Redis key of `key` under the limit named `name`.");
+
+PyDoc_STRVAR(redis_signature_doc,
+             "_redis_signature(limit, /)\n--\n\n"
+             "Private: the signature the script writes with each value, an unnamed limit's name.");
+
+PyDoc_STRVAR(redis_check_limit_doc,
+             "_redis_check_limit(limit, /)\n--\n\n"
+             "Private: None when the script carries `limit` exactly, else the core's\n"
+             "error naming burst.");
+
+PyDoc_STRVAR(redis_classify_doc,
+             "_redis_classify(word, text, /)\n--\n\n"
+             "Private: what a failure means, and a wrong algorithm's own words.");
+
+PyDoc_STRVAR(redis_slots_message_doc,
+             "_redis_slots_message(keys, slots, /)\n--\n\n"
+             "Private: the words of keys in several Redis Cluster hash slots.");
+
+PyDoc_STRVAR(redis_protocol_doc, "_redis_protocol()\n--\n\n"
+                                 "Private: the Redis protocol's constants.");
 
 PyDoc_STRVAR(set_waits_doc,
              "_set_waits(methods, /)\n--\n\n"

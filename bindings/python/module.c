@@ -31,6 +31,7 @@
 #include "compose.c"
 #include "concurrency.c"
 #include "checks.c"
+#include "redis.c"
 
 /* Adds `value` under `name`; the module takes its own reference. */
 static int add_object(PyObject *module, const char *name, PyObject *value)
@@ -165,6 +166,25 @@ static PyMethodDef cellrate_methods[] = {
      check_request_doc},
     {"_check_hold", (PyCFunction)(void (*)(void))module_check_hold, METH_FASTCALL, check_hold_doc},
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
+    {"_redis_request", (PyCFunction)(void (*)(void))module_redis_request, METH_FASTCALL,
+     redis_request_doc},
+    {"_redis_reply", (PyCFunction)(void (*)(void))module_redis_reply, METH_FASTCALL,
+     redis_reply_doc},
+    {"_redis_remember", (PyCFunction)(void (*)(void))module_redis_remember, METH_FASTCALL,
+     redis_remember_doc},
+    {"_redis_recall", (PyCFunction)(void (*)(void))module_redis_recall, METH_FASTCALL,
+     redis_recall_doc},
+    {"_redis_unavailable", (PyCFunction)(void (*)(void))module_redis_unavailable, METH_FASTCALL,
+     redis_unavailable_doc},
+    {"_redis_backoff", module_redis_backoff, METH_O, redis_backoff_doc},
+    {"_redis_key", (PyCFunction)(void (*)(void))module_redis_key, METH_FASTCALL, redis_key_doc},
+    {"_redis_check_limit", module_redis_check_limit, METH_O, redis_check_limit_doc},
+    {"_redis_signature", module_redis_signature, METH_O, redis_signature_doc},
+    {"_redis_classify", (PyCFunction)(void (*)(void))module_redis_classify, METH_FASTCALL,
+     redis_classify_doc},
+    {"_redis_slots_message", (PyCFunction)(void (*)(void))module_redis_slots_message, METH_FASTCALL,
+     redis_slots_message_doc},
+    {"_redis_protocol", module_redis_protocol, METH_NOARGS, redis_protocol_doc},
     {"inspect_region", module_inspect_region, METH_O, inspect_region_doc},
     {"metrics", module_metrics, METH_NOARGS, metrics_doc},
     {NULL, NULL, 0, NULL},

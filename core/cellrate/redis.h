@@ -72,6 +72,12 @@ cr_status cr_redis_check_limit(const cr_limit *limit);
 size_t cr_redis_key(char *buf, size_t size, const char *prefix, size_t prefix_len, const char *name,
                     size_t name_len, const char *key, size_t key_len);
 
+/* The signature of `limit` that the script writes with each value (the
+ * limit a key's state was written under) and that names an unnamed limit's
+ * keys: "<algorithm>:<tolerance_ns>:<burst>". As snprintf: writes at most
+ * `size` bytes, NUL included, and returns the whole text's length. */
+size_t cr_redis_signature(char *buf, size_t size, const cr_limit *limit);
+
 /* One limit of a request: the limit sent and what names its key. */
 typedef struct cr_redis_item {
     const cr_limit *limit;

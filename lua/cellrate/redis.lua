@@ -74,27 +74,30 @@ end
 local protocol = read_protocol(M.script)
 local hold_protocol = read_protocol(M.hold_script)
 
+-- The protocol's rules are the core's (core/cellrate/redis.h): a request's
+-- words, a reply's reading, what a failure means, on_error's answers, the
+-- probe's back-off, a key's name. This module does the client's calls and
+-- the back-off gate, and passes their values to the core and back.
+local core = cellrate._redis_protocol()
+local request_words, read_reply = cellrate._redis_request, cellrate._redis_reply
+local classify, unavailable_answer = cellrate._redis_classify, cellrate._redis_unavailable
+
 -- A tolerance (burst * emission interval) the script carries exactly: below this.
-M.MAX_TOLERANCE_NS = tonumber(protocol.MAX_TOLERANCE_NS)
+M.MAX_TOLERANCE_NS = core.MAX_TOLERANCE_NS
 
 -- The first words of the Redis error replies that mean "Redis cannot decide
 -- now": answered by on_error like an unreachable server.
-M.UNAVAILABLE_REPLIES = {}
-local cannot_decide = {}
-for word in protocol.UNAVAILABLE_REPLIES:gmatch("%S+") do
-    M.UNAVAILABLE_REPLIES[#M.UNAVAILABLE_REPLIES + 1] = word
-    cannot_decide[word] = true
-end
+M.UNAVAILABLE_REPLIES = core.UNAVAILABLE_REPLIES
 
 -- While Redis cannot decide, a probe tries it after a back-off that doubles
--- from the first up to the largest (seconds).
-M.FIRST_BACKOFF_S = tonumber(protocol.FIRST_BACKOFF_S)
-M.MAX_BACKOFF_S = tonumber(protocol.MAX_BACKOFF_S)
-local FIRST_BACKOFF, MAX_BACKOFF = M.FIRST_BACKOFF_S, M.MAX_BACKOFF_S
-local PEEK, CHECK, ALLOW, REFUND = protocol.PEEK, protocol.CHECK, protocol.ALLOW, protocol.REFUND
-local CHARGE, TAKE = protocol.CHARGE, protocol.TAKE
+-- from the first up to the largest (seconds; cellrate._redis_backoff).
+M.FIRST_BACKOFF_S = core.FIRST_BACKOFF_S
+M.MAX_BACKOFF_S = core.MAX_BACKOFF_S
+-- The script's modes, as the core's request builder takes them.
+local PEEK, CHECK, ALLOW, REFUND = core.PEEK, core.CHECK, core.ALLOW, core.REFUND
+local CHARGE, TAKE = core.CHARGE, core.TAKE
 -- How far after now a charge can leave a gcra key's TAT (ns): beyond it, clipped.
-M.MAX_DEBT_NS = tonumber(protocol.MAX_DEBT_NS)
+M.MAX_DEBT_NS = core.MAX_DEBT_NS
 -- on_error's words (the first: the default), and the message that lists
 -- them as the Python face does
 local DEFAULT_ON_ERROR = protocol.ON_ERROR:match("%S+")
@@ -120,14 +123,15 @@ local function without_position(err)
     return (tostring(err):gsub("^[^\n]-:%d+: ", "", 1))
 end
 
--- The core's checks of a decision's key, cost and now (no store involved);
--- now in ns as the core rounds it, or nil.
-local function check_request(key, cost, now)
-    local ok, now_ns = pcall(cellrate._check_request, key, cost, now)
+-- The words after EVALSHA and the SHA of a request (numkeys first), built
+-- by the core from (limit, prefix, name, key) groups, each key, cost and now
+-- checked there; a mistake raised at the caller of the public function.
+local function request(mode, cost, now, ...)
+    local ok, words = pcall(request_words, mode, cost, now, ...)
     if not ok then
-        error(without_position(now_ns), 3)
+        error(without_position(words), 3)
     end
-    return now_ns
+    return words
 end
 
 local function check_client(client)
@@ -148,31 +152,21 @@ local function decimal(number)
     return string.format("%.0f", number)
 end
 
--- The script's four ARGV words of a limit with the fields algorithm,
--- emission_ns, tolerance_ns and burst.
-local function limit_words(limit)
-    return { limit.algorithm, decimal(limit.emission_ns), decimal(limit.tolerance_ns),
-             decimal(limit.burst) }
-end
-
--- The name of a limit given none: its parameters, "<algorithm>:<tolerance_ns>:<burst>"
--- (the signature the script records with each value), so that two limits
--- without a name never share a key, and the keys are those of the layout
--- before names.
-local function default_name(limit)
-    return limit.algorithm .. ":" .. decimal(limit.tolerance_ns) .. ":" .. decimal(limit.burst)
-end
-
--- The core parses, defaults and validates a limit (with max_cost, as in
--- process: a burst, or a window's rate, that could never fit it is refused,
--- checked on a limiter made for that alone); the store refuses one the script
--- cannot carry exactly. Raises at the caller of the public function.
-local function limit_of(rate, opts, algorithm, max_cost)
+-- The core parses, defaults and validates a limit (max_debt too; with
+-- max_cost, as in process: a burst, or a window's rate, that could never fit
+-- it is refused, checked on a limiter made for that alone), and refuses one
+-- the script cannot carry exactly. Raises at the caller of the public function.
+local function limit_of(rate, opts, algorithm, max_cost, max_debt)
     local made, limit = pcall(cellrate.limit_spec, rate, { period = opts.period,
                                                           burst = opts.burst,
-                                                          algorithm = algorithm })
-    if not made then
-        error(without_position(limit), 3)
+                                                          algorithm = algorithm,
+                                                          max_debt = max_debt })
+    local checked, err = true, nil
+    if made then
+        checked, err = pcall(cellrate._redis_check_limit, limit)
+    end
+    if not made or not checked then
+        error(without_position(made and err or limit), 3)
     end
     if max_cost ~= nil then
         local fits, err = pcall(cellrate.limiter, rate, { period = opts.period,
@@ -182,9 +176,6 @@ local function limit_of(rate, opts, algorithm, max_cost)
         if not fits then
             error(without_position(err), 3)
         end
-    end
-    if limit.tolerance_ns >= M.MAX_TOLERANCE_NS then
-        error("burst " .. protocol.BURST_TOO_LARGE, 3)
     end
     return limit
 end
@@ -226,8 +217,8 @@ local function store_options(opts)
 end
 
 -- limiter(client, rate, opts): opts as cellrate.limit_spec's (period, burst,
--- algorithm) plus name (the keys' name: default, the limit's parameters),
--- prefix ("cellrate:") and on_error.
+-- algorithm, max_debt) plus max_cost, name (the keys' name: default, the
+-- limit's parameters), prefix ("cellrate:") and on_error.
 function M.limiter(client, rate, opts)
     check_client(client)
     local prefix, on_error
@@ -235,8 +226,8 @@ function M.limiter(client, rate, opts)
     if opts.name ~= nil then
         check_name(opts.name)
     end
-    local limit = limit_of(rate, opts, opts.algorithm, opts.max_cost)
-    local name = opts.name or default_name(limit)
+    local limit = limit_of(rate, opts, opts.algorithm, opts.max_cost, opts.max_debt)
+    local name = opts.name or cellrate._redis_signature(limit)
     return setmetatable({
         client = client,
         script = M.script,
@@ -245,10 +236,10 @@ function M.limiter(client, rate, opts)
         on_error = on_error,
         name = name,
         named = opts.name ~= nil,
-        key_prefix = prefix .. name .. ":",
-        limit_args = limit_words(limit),
+        prefix = prefix,
         algorithm = limit.algorithm,
         max_cost = opts.max_cost,
+        max_debt = opts.max_debt,
         gate = nil, -- while Redis is down: a limiter letting one probe through per back-off
         backoff = 0,
     }, Limiter)
@@ -282,10 +273,18 @@ local function reply_word(err)
 end
 M._reply_word = reply_word -- for the tests
 
--- The script's reply. After NOSCRIPT (a restart, SCRIPT FLUSH, a failover)
--- EVAL sends the script with the call, so no flush can fail it again.
+-- What a failure means (the core's classification of its first word and
+-- text): "cannot_decide", "mistake", "wrong_algorithm" (and its words),
+-- "cross_slot" or "no_script".
+local function failure(err)
+    return classify(reply_word(err), err)
+end
+
+-- The script's reply to `words` (numkeys, KEYS, ARGV). After NOSCRIPT (a
+-- restart, SCRIPT FLUSH, a failover) EVAL sends the script with the call, so
+-- no flush can fail it again.
 local shas = {} -- script -> its SHA, once loaded
-local function run(client, script, keys, args)
+local function send(client, script, words)
     if not shas[script] then
         local sha, err = call(client, "script", "load", script)
         if not sha then
@@ -293,38 +292,43 @@ local function run(client, script, keys, args)
         end
         shas[script] = sha
     end
-    local words = { #keys, unpack(keys) }
-    for i = 1, #args do
-        words[#words + 1] = args[i]
-    end
     local reply, err = call(client, "evalsha", shas[script], unpack(words))
-    if not reply and err and reply_word(err) == "NOSCRIPT" then
+    if not reply and err and failure(err) == "no_script" then
         reply, err = call(client, "eval", script, unpack(words))
     end
     return reply, err
 end
 
-local function fallback(self, err)
-    if self.on_error == "raise" then
-        return nil, err, "unavailable"
-    elseif self.on_error == "allow" then
-        return true, 0, 0, 0
+-- The same, for KEYS and ARGV apart (the concurrency and share scripts).
+local function run(client, script, keys, args)
+    local words = { #keys, unpack(keys) }
+    for i = 1, #args do
+        words[#words + 1] = args[i]
     end
-    -- an invented refusal says the same in every field: retry, and reset, at the next try
-    local _, _, retry_after = self.gate:peek(1)
-    retry_after = math.max(retry_after, FIRST_BACKOFF)
-    return false, 0, retry_after, retry_after
+    return send(client, script, words)
 end
 
--- The script's reply for the request, or nil and the message of a failure,
--- with true when it means Redis cannot decide now (on_error answers).
-local function reply_of(self, keys, args)
+-- on_error's answer while Redis cannot decide (the core's: an invented
+-- refusal lasts until the next probe, never less than the first back-off),
+-- for a request of `mode` and `cost`: a decision's values, or a take's count.
+local function fallback(self, err, mode, cost)
+    if self.on_error == "raise" then
+        return nil, err, "unavailable"
+    end
+    local _, _, probe_in = self.gate:peek(1)
+    return unavailable_answer(mode, self.limit, self.on_error == "allow", cost, probe_in)
+end
+
+-- The script's reply to `words`, or nil and the message of a failure, with
+-- true when it means Redis cannot decide now (on_error answers), else its
+-- kind and a wrong algorithm's words.
+local function reply_of(self, words)
     if self.gate and not self.gate:allow() then
         return nil, self.error, true
     end
     -- the client of this call, even if another coroutine sets another one
     -- while this one waits for Redis
-    local reply, err = run(self.client, self.script, keys, args)
+    local reply, err = send(self.client, self.script, words)
     if reply ~= nil then
         if self.gate then
             log("cellrate.redis: Redis decides again")
@@ -333,11 +337,11 @@ local function reply_of(self, keys, args)
         return reply
     end
     err = err or "no reply"
-    local word = reply_word(err)
-    if word and not cannot_decide[word] then
-        return nil, "Redis refused the decision: " .. err, false, word
+    local kind, mistake = failure(err)
+    if kind ~= "cannot_decide" then
+        return nil, "Redis refused the decision: " .. err, false, kind, mistake
     end
-    self.backoff = self.gate and math.min(self.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
+    self.backoff = cellrate._redis_backoff(self.gate and self.backoff or 0)
     if not self.gate then
         log("cellrate.redis: Redis cannot decide (" .. err .. "); answering on_error="
             .. self.on_error .. " until it decides again")
@@ -348,89 +352,66 @@ local function reply_of(self, keys, args)
     return nil, err, true
 end
 
--- A script's error reply for a key held under another algorithm: the
--- argument mistake it is, raised naming algorithm at the caller of the
--- public function.
--- public function (`level`: 3 from its own body, 4 through decide).
-local function raise_mistake(err, level)
-    local at = err and err:find(protocol.ALGORITHM_REPLY, 1, true)
-    if at then
-        error(err:sub(at + #"cellrate: "), level)
+-- A key held under another algorithm (kind "wrong_algorithm", in the
+-- script's words): the argument mistake it is, raised naming algorithm at
+-- the caller of the public function (`level`: 3 from its own body, 4
+-- through decide).
+local function raise_mistake(kind, words, level)
+    if kind == "wrong_algorithm" then
+        error(words, level)
     end
 end
 
 -- Keys in several Redis Cluster hash slots (a CROSSSLOT reply): the
--- argument mistake it is, naming each key and its slot (asked of the node,
--- which knows the rule; "?" where it cannot say), raised at the caller of the
--- public function (`level` as raise_mistake's).
+-- argument mistake it is, in the core's words, naming each key and its slot
+-- (asked of the node, which knows the rule; -1, "?", where it cannot say),
+-- raised at the caller of the public function (`level` as raise_mistake's).
 local KEYSLOT = "return redis.call('CLUSTER', 'KEYSLOT', ARGV[1])"
-local function raise_slots_differ(client, keys, level)
-    local named, seen = {}, {}
-    for _, key in ipairs(keys) do
-        if not seen[key] then
-            seen[key] = true
-            named[#named + 1] = "'" .. key .. "' " .. tostring(call(client, "eval", KEYSLOT, 0, key)
-                                                             or "?")
-        end
+local function raise_slots_differ(client, words, level)
+    local keys, slots = {}, {}
+    for i = 2, 1 + tonumber(words[1]) do
+        keys[#keys + 1] = words[i]
+        slots[#slots + 1] = tonumber(call(client, "eval", KEYSLOT, 0, words[i])) or -1
     end
-    error("items " .. protocol.SLOTS_DIFFER .. " " .. table.concat(named, ", "), level)
+    error(cellrate._redis_slots_message(keys, slots), level)
 end
 
-local function decide(self, keys, args)
-    local reply, err, unavailable, word = reply_of(self, keys, args)
+-- The decision of a request of `mode` for `limits` (one, or check_all's):
+-- the script's reply read by the core, or on_error's answer.
+local function decide(self, mode, cost, words, ...)
+    local reply, err, unavailable, kind, mistake = reply_of(self, words)
     if reply == nil then
         if unavailable then
-            return fallback(self, err)
+            return fallback(self, err, mode, cost)
         end
-        raise_mistake(err, 4)
-        if word == "CROSSSLOT" then
-            raise_slots_differ(self.client, keys, 4)
+        raise_mistake(kind, mistake, 4)
+        if kind == "cross_slot" then
+            raise_slots_differ(self.client, words, 4)
         end
         return nil, err, "unavailable"
     end
-    if reply == 1 then -- ALLOW mode, admitted: the verdict alone
-        return true
+    local allowed, remaining, retry_after, reset_after, clipped = read_reply(mode, reply, ...)
+    if allowed == nil then
+        return nil, "Redis refused the decision: " .. remaining, "unavailable"
     end
-    if type(reply) ~= "table" then
-        return nil, "unexpected reply from the script: " .. tostring(reply), "unavailable"
-    end
-    local retry_after = tonumber(reply[3])
-    return reply[1] == 1, reply[2], retry_after < 0 and math.huge or retry_after / 1e9,
-        tonumber(reply[4]) / 1e9, reply[6] == 1 -- a charge's sixth field: clipped
-end
-
--- The one builder of the script's KEYS (a key per limit) and ARGV (mode,
--- cost, each limit's four words, then now in ns when given, as the core
--- rounds it; else the script reads TIME), for limiter, key, limiter, key...
--- Each key, cost and now is checked by the core first (check_request), which
--- gives now_ns.
-local function request(mode, cost, now_ns, ...)
-    local keys, args = {}, { mode, decimal(cost == nil and 1 or cost) }
-    for i = 1, select("#", ...), 2 do
-        local limiter, key = select(i, ...)
-        keys[#keys + 1] = limiter.key_prefix .. key
-        local limit_args = limiter.limit_args
-        for j = 1, 4 do
-            args[#args + 1] = limit_args[j]
-        end
-    end
-    if now_ns ~= nil then
-        args[#args + 1] = now_ns
-    end
-    return keys, args
+    return allowed, remaining, retry_after, reset_after, clipped
 end
 
 -- (decide's results are returned from locals, not by a tail call: the
 -- errors it raises name the caller's line at one level in every method)
 function Limiter:check(key, cost, now)
+    local limit = self.limit
     local allowed, remaining, retry_after, reset_after =
-        decide(self, request(CHECK, cost, check_request(key, cost, now), self, key))
+        decide(self, CHECK, cost, request(CHECK, cost, now, limit, self.prefix, self.name, key),
+               limit)
     return allowed, remaining, retry_after, reset_after
 end
 
 function Limiter:allow(key, cost, now)
-    local allowed, err, code = decide(self, request(ALLOW, cost, check_request(key, cost, now),
-                                                    self, key))
+    local limit = self.limit
+    local allowed, err, code =
+        decide(self, ALLOW, cost, request(ALLOW, cost, now, limit, self.prefix, self.name, key),
+               limit)
     if allowed == nil then
         return nil, err, code
     end
@@ -438,22 +419,24 @@ function Limiter:allow(key, cost, now)
 end
 
 function Limiter:peek(key, cost, now)
+    local limit = self.limit
     local allowed, remaining, retry_after, reset_after =
-        decide(self, request(PEEK, cost, check_request(key, cost, now), self, key))
+        decide(self, PEEK, cost, request(PEEK, cost, now, limit, self.prefix, self.name, key),
+               limit)
     return allowed, remaining, retry_after, reset_after
 end
 
 -- Commits cost units of key whatever its state (docs/cost.md): where they
 -- fit, this is check; else the key goes into debt, refused, with the
 -- retry_after of one more unit. check's four values, then clipped (the debt
--- met its bound: M.MAX_DEBT_NS after now, a window's packed ceiling). Where
--- Redis cannot decide, on_error answers and the charge is lost.
+-- met its bound: the limit's max_debt units beyond it, and M.MAX_DEBT_NS
+-- after now; a window's packed ceiling). Where Redis cannot decide, on_error
+-- answers and the charge is lost.
 function Limiter:charge(key, cost, now)
-    if cost == nil then
-        argument_error("cost", "must be an integer >= 0")
-    end
+    local limit = self.limit
     local allowed, remaining, retry_after, reset_after, clipped =
-        decide(self, request(CHARGE, cost, check_request(key, cost, now), self, key))
+        decide(self, CHARGE, cost, request(CHARGE, cost, now, limit, self.prefix, self.name, key),
+               limit)
     return allowed, remaining, retry_after, reset_after, clipped
 end
 
@@ -461,23 +444,21 @@ end
 -- (atomic): their count (0: none fits). Where Redis cannot decide, on_error
 -- answers: allow max_cost, deny 0, raise nil, the error and "unavailable".
 function Limiter:take(key, max_cost, now)
-    local ok, now_ns = pcall(cellrate._check_request, key, max_cost == nil and -1 or max_cost, now)
-    if not ok then
-        error((without_position(now_ns):gsub("^cost ", "max_cost ", 1)), 2)
-    end
-    local reply, err, unavailable = reply_of(self, request(TAKE, max_cost, now_ns, self, key))
+    local limit = self.limit
+    local words = request(TAKE, max_cost, now, limit, self.prefix, self.name, key)
+    local reply, err, unavailable, kind, mistake = reply_of(self, words)
     if reply == nil then
         if unavailable then
-            local allowed, message, code = fallback(self, err)
-            if allowed == nil then
-                return nil, message, code
-            end
-            return allowed and max_cost or 0
+            return fallback(self, err, TAKE, max_cost)
         end
-        raise_mistake(err, 3)
+        raise_mistake(kind, mistake, 3)
         return nil, err, "unavailable"
     end
-    return tonumber(reply)
+    local taken, message = read_reply(TAKE, reply, limit)
+    if taken == nil then
+        return nil, "Redis refused the decision: " .. message, "unavailable"
+    end
+    return taken
 end
 
 -- Gives back cost units of key taken earlier (a call that timed out after
@@ -485,20 +466,23 @@ end
 -- refund: never better than idle. true, or nil, the error and "unavailable"
 -- when Redis cannot answer, whatever on_error says (a refund is no decision).
 function Limiter:refund(key, cost, now)
-    local reply, err = run(self.client, M.script, request(REFUND, cost, check_request(key, cost, now),
-                                                self, key))
+    local reply, err = send(self.client, M.script,
+                            request(REFUND, cost, now, self.limit, self.prefix, self.name, key))
     if reply == nil then
-        raise_mistake(err, 3)
-        return nil, err or "no reply", "unavailable"
+        err = err or "no reply"
+        local kind, mistake = failure(err)
+        raise_mistake(kind, mistake, 3)
+        return nil, err, "unavailable"
     end
     return true
 end
 
--- Changes the limit this store sends, live (opts: period, burst; algorithm
--- only the limit's own): the next check (or allow) of each key carries what
--- it used to the new limit, in the script, at that decision's instant. A
--- limit without a name cannot change (its keys are named by its
--- parameters); an invalid limit raises and changes nothing.
+-- Changes the limit this store sends, live (opts: period, burst, max_debt;
+-- algorithm only the limit's own): the next check (or allow) of each key
+-- carries what it used to the new limit, in the script, at that decision's
+-- instant. A max_debt given before stays unless given again. A limit without
+-- a name cannot change (its keys are named by its parameters); an invalid
+-- limit raises and changes nothing.
 function Limiter:reconfigure(rate, opts)
     opts = opts or {}
     if type(opts) ~= "table" then
@@ -511,15 +495,31 @@ function Limiter:reconfigure(rate, opts)
         limit_of(rate, opts, opts.algorithm) -- the core's checks first
         error("algorithm: " .. protocol.ALGORITHM_KEPT, 2)
     end
-    local limit = limit_of(rate, opts, self.algorithm, self.max_cost)
-    self.limit, self.burst, self.limit_args = limit, limit.burst, limit_words(limit)
+    local max_debt = opts.max_debt
+    if max_debt == nil then
+        max_debt = self.max_debt
+    end
+    local limit = limit_of(rate, opts, self.algorithm, self.max_cost, max_debt)
+    self.limit, self.burst, self.max_debt = limit, limit.burst, max_debt
+end
+
+-- The Redis key holding key's state: prefix, the name, ':', then the key.
+function Limiter:redis_key(key)
+    local ok, redis_key = pcall(cellrate._redis_key, self.prefix, self.name, key)
+    if not ok then
+        error(without_position(redis_key), 2)
+    end
+    return redis_key
 end
 
 -- Forgets key (back to a full burst); nil and the error when Redis cannot answer.
 function Limiter:reset(key)
-    check_request(key, 0)
-    local ok, err = call(self.client, "del", self.key_prefix .. key)
-    if ok == nil then
+    local ok, redis_key = pcall(cellrate._redis_key, self.prefix, self.name, key)
+    if not ok then
+        error(without_position(redis_key), 2)
+    end
+    local deleted, err = call(self.client, "del", redis_key)
+    if deleted == nil then
         return nil, err
     end
     return true
@@ -533,21 +533,24 @@ function M.check_all(items, cost, now)
     if type(items) ~= "table" or #items == 0 then
         argument_error("items", "must be a non-empty list of { limiter, key } pairs")
     end
-    local first, limiters_and_keys, now_ns = nil, {}, nil
+    local first, groups, limits = nil, {}, {}
     for _, item in ipairs(items) do
-        if type(item) ~= "table" or getmetatable(item[1]) ~= Limiter then
+        local limiter = item[1]
+        if type(item) ~= "table" or getmetatable(limiter) ~= Limiter then
             argument_error("items", "must be a list of { limiter, key } pairs of cellrate.redis limiters")
         end
-        first = first or item[1]
-        if item[1].client ~= first.client then
+        first = first or limiter
+        if limiter.client ~= first.client then
             argument_error("items", "every limiter must use the same Redis client")
         end
-        now_ns = check_request(item[2], cost, now)
-        limiters_and_keys[#limiters_and_keys + 1] = item[1]
-        limiters_and_keys[#limiters_and_keys + 1] = item[2]
+        local limit = limiter.limit -- read once: a decision never mixes two limits
+        limits[#limits + 1] = limit
+        local at = #groups
+        groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =
+            limit, limiter.prefix, limiter.name, item[2]
     end
     local allowed, remaining, retry_after, reset_after =
-        decide(first, request(CHECK, cost, now_ns, unpack(limiters_and_keys)))
+        decide(first, CHECK, cost, request(CHECK, cost, now, unpack(groups)), unpack(limits))
     return allowed, remaining, retry_after, reset_after
 end
 
@@ -565,7 +568,7 @@ function Limiter:info()
     return { rate = limit.rate, period = limit.period, burst = limit.burst,
              algorithm = limit.algorithm, window = limit.window,
              emission_ns = limit.emission_ns, tolerance_ns = limit.tolerance_ns,
-             name = self.name, on_error = self.on_error }
+             max_debt = limit.max_debt, name = self.name, on_error = self.on_error }
 end
 
 -- Concurrency limits (redis/hold.lua): a key's units in a sorted set scored
@@ -620,7 +623,7 @@ function M.concurrency(client, limit, opts)
         lease_word = lease_ns,
         name = name,
         on_error = on_error,
-        key_prefix = prefix .. name,
+        prefix = prefix,
         gate = nil, -- while Redis is down, as a limiter's
         backoff = 0,
     }, Concurrency)
@@ -628,7 +631,7 @@ end
 
 -- The sorted set of key (nil: the limit's one key, prefix and name alone).
 local function hold_key(self, key)
-    return key == nil and self.key_prefix or self.key_prefix .. ":" .. key
+    return cellrate._redis_key(self.prefix, self.name, key)
 end
 
 -- c:acquire(key, cost): a slot holding cost (default 1) units of key, or
@@ -637,12 +640,12 @@ end
 -- and "unavailable".
 function Concurrency:acquire(key, cost)
     check_hold(self.limit, key, cost, nil)
-    local keys = { hold_key(self, key) }
-    local args = { H_ACQUIRE, self.limit_word, decimal(cost == nil and 1 or cost), self.lease_word }
-    local reply, err, unavailable = reply_of(self, keys, args)
+    local redis_key, units = hold_key(self, key), decimal(cost == nil and 1 or cost)
+    local reply, err, unavailable, kind, mistake =
+        reply_of(self, { 1, redis_key, H_ACQUIRE, self.limit_word, units, self.lease_word })
     if reply == nil then
         if not unavailable or self.on_error == "raise" then
-            raise_mistake(err, 3)
+            raise_mistake(kind, mistake, 3)
             return nil, err, "unavailable"
         end
         if self.on_error == "allow" then
@@ -653,7 +656,7 @@ function Concurrency:acquire(key, cost)
     if type(reply) ~= "string" then
         return nil, "rejected"
     end
-    return setmetatable({ owner = self, key = keys[1], holder = reply, cost = args[3] }, Slot)
+    return setmetatable({ owner = self, key = redis_key, holder = reply, cost = units }, Slot)
 end
 
 -- c:release(slot): true when its units came back; false when they had
@@ -669,7 +672,7 @@ function Concurrency:release(slot)
         return false
     end
     slot.holder = nil
-    local reply, err, unavailable = reply_of(self, { slot.key }, { H_RELEASE, holder, slot.cost })
+    local reply, err, unavailable = reply_of(self, { 1, slot.key, H_RELEASE, holder, slot.cost })
     if reply == nil then
         if unavailable and self.on_error ~= "raise" then
             return false

@@ -72,7 +72,7 @@ static const char *status_name(cr_status status)
 static cr_limit limits[LIMITS_MAX];
 
 /* limit <id> <algorithm> <rate> <period> <burst|-> <max_debt|-> <T> <tau> <burst> <max_debt> */
-static void read_limit(char **f, int n, int at)
+static const cr_limit *read_limit(char **f, int n, int at)
 {
     CHECK_EQ_I64(n, 11, "redis.txt:%d", at);
     cr_limit_args args;
@@ -94,6 +94,7 @@ static void read_limit(char **f, int n, int at)
     CHECK_EQ_I64(limit->tolerance_ns, number(f[8]), "redis.txt:%d", at);
     CHECK_EQ_I64(limit->burst, number(f[9]), "redis.txt:%d", at);
     CHECK_EQ_I64(limit->max_debt, number(f[10]), "redis.txt:%d", at);
+    return limit;
 }
 
 static text texts[3 * FIELDS_MAX + 1];
@@ -257,7 +258,20 @@ static void run_file(FILE *file, int *lines)
             CHECK_EQ_STR(cr_redis_unavailable_reply(unavailable), f[1], "redis.txt:%d", at);
             unavailable++;
         } else if (strcmp(f[0], "limit") == 0) {
-            read_limit(f, n, at);
+            const cr_limit *limit = read_limit(f, n, at);
+            /* signature <text>: the next line */
+            at++;
+            CHECK(fgets(next, sizeof next, file) != NULL, "redis.txt:%d: its signature", at);
+            next[strcspn(next, "\r\n")] = '\0';
+            char *e[4];
+            CHECK_EQ_I64(split(next, e), 2, "redis.txt:%d", at);
+            static text want;
+            decode(e[1], &want);
+            want.bytes[want.len] = '\0';
+            char signature[64];
+            CHECK_EQ_I64(cr_redis_signature(signature, sizeof signature, limit), want.len,
+                         "redis.txt:%d", at);
+            CHECK_EQ_STR(signature, want.bytes, "redis.txt:%d", at);
         } else if (strcmp(f[0], "key") == 0) {
             static text prefix, name, key, want;
             decode(f[1], &prefix);

@@ -1605,6 +1605,7 @@ def make_redis() -> str:
         "# unavailable <word>                       error replies that mean Redis cannot decide",
         "# limit <id> <algorithm> <rate> <period> <burst|-> <max_debt|-> <emission_ns>",
         "#   <tolerance_ns> <burst> <max_debt>     a limit as a face gives it (%.17g), derived",
+        "#   signature <text>                      its signature (an unnamed limit's name)",
         "# key <prefix> <name> <key> <redis key>    cr_redis_key (key '-': a concurrency limit's)",
         "# request <mode> <cost> <now s|-> <n> then n times <limit id> <prefix> <name> <key>",
         "#   words <count> <word>...  |  refused <status>",
@@ -1637,6 +1638,7 @@ def make_redis() -> str:
         lines.append(f"limit {index} {algorithm} {g17(rate)} {g17(period)} "
                      f"{'-' if burst is None else burst} {'-' if max_debt is None else max_debt} "
                      f"{limit.emission_ns} {limit.tolerance_ns} {limit.burst} {limit.max_debt}")
+        lines.append(f"signature {text(m.signature(limit))}")
     for prefix, name, of in REDIS_KEYS + [(b"cellrate:", b"concurrency:5", None)]:
         lines.append(f"key {text(prefix)} {text(name)} {text(of)} {text(m.key(prefix, name, of))}")
 

@@ -42,6 +42,11 @@ class Limit:
     max_debt: int
 
 
+def signature(limit: Limit) -> str:
+    """What the script writes with each value, and an unnamed limit's name."""
+    return f"{limit.algorithm}:{limit.tolerance_ns}:{limit.burst}"
+
+
 def key(prefix: bytes, name: bytes, of: bytes | None) -> bytes:
     """prefix + name + ':' + key; a concurrency limit without keys: prefix + name."""
     return prefix + name if of is None else prefix + name + b":" + of

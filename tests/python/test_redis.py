@@ -230,7 +230,8 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
                     break
                 if step[0] == "charge":
                     now, cost, *expected, after = step[1]
-                    reply = script(keys=["v"], args=[4, cost, name, *limit, now])
+                    # max_debt: the default, the burst (a window: its rate)
+                    reply = script(keys=["v"], args=[4, cost, name, *limit, burst, now])
                     got_retry = int(reply[2])
                     assert [reply[0], reply[1], got_retry if got_retry >= 0 else NEVER,
                             int(reply[3]), reply[5]] == expected, (name, step)
@@ -540,7 +541,9 @@ def test_a_key_of_the_layout_before_names_is_read_or_expires(client):
     key = unnamed.redis_key("k")
     assert key == b"cellrate:gcra:1000000000:10:k"  # the layout before names
     now_ns = int(T0 * 1e9)
-    assert client.eval(old, 1, key, 1, 7, *unnamed._sent.args, now_ns)[:2] == [1, 3]
+    limit = unnamed.limit
+    args = (limit.algorithm, limit.emission_ns, limit.tolerance_ns, limit.burst)
+    assert client.eval(old, 1, key, 1, 7, *args, now_ns)[:2] == [1, 3]
     assert client.get(key) == str(now_ns + 7 * 10**8).encode()  # a bare state word
     core.check("k", 7, now=T0)
     for later in (T0, T0 + 0.05, T0 + 0.35):
@@ -549,7 +552,7 @@ def test_a_key_of_the_layout_before_names_is_read_or_expires(client):
     assert client.get(key) == f"gcra:1000000000:10 {now_ns + 9 * 10**8}".encode()
     # on the server's clock: a named store has keys of its own, the old key expires
     old_key = b"cellrate:gcra:1000000000:10:j"
-    client.eval(old, 1, old_key, 1, 1, *unnamed._sent.args)
+    client.eval(old, 1, old_key, 1, 1, *args)
     pttl = client.pttl(old_key)
     assert pttl == -2 or 0 < pttl <= 100  # expiring (or gone, after a pause): never kept
     named = RedisLimiter(client, 10, burst=10, name="api", on_error="raise")
@@ -816,7 +819,8 @@ def test_a_flood_of_keys_leaves_memory_bounded_by_live_keys(client):
         pipe = client.pipeline(transaction=False)
         for i in range(start, start + 5_000):  # the script call of limiter.check(f"flood:{i}")
             pipe.execute_command("EVALSHA", sha,
-                                 *limiter._words(cr_redis.CHECK, f"flood:{i}", 1, None)[0])
+                                 *limiter._request(cr_redis.CHECK, f"flood:{i}", 1, None,
+                                                   limiter.limit))
         assert all(reply[0] == 1 for reply in pipe.execute())
     deadline = time.monotonic() + 30
     while client.dbsize() > 100 and time.monotonic() < deadline:
@@ -1272,50 +1276,34 @@ def protocol_paragraph() -> dict:
 
 
 @pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
-def test_the_faces_take_the_protocol_from_the_script(interpreter):
+def test_the_faces_refuse_a_store_in_the_same_words(interpreter):
+    """The protocol's constants and rules are the core's (test_redis_protocol.py and
+    tests/lua/redis_protocol_spec.lua read its vectors); a store's options are refused
+    in the same words by both faces."""
     protocol = protocol_paragraph()
-    assert protocol["MAX_TOLERANCE_NS"] == "9000000000000000"
-    python = (cr_redis.MAX_TOLERANCE_NS, cr_redis.UNAVAILABLE_REPLIES, cr_redis.FIRST_BACKOFF_S,
-              cr_redis.MAX_BACKOFF_S, cr_redis.ON_ERROR, cr_redis.DEFAULT_PREFIX,
-              (cr_redis.PEEK, cr_redis.CHECK, cr_redis.ALLOW, cr_redis.REFUND))
-    assert python == (int(protocol["MAX_TOLERANCE_NS"]), tuple(protocol["UNAVAILABLE_REPLIES"].split()),
-                      float(protocol["FIRST_BACKOFF_S"]), float(protocol["MAX_BACKOFF_S"]),
-                      tuple(protocol["ON_ERROR"].split()), protocol["PREFIX"],
-                      tuple(protocol[m].encode() for m in ("PEEK", "CHECK", "ALLOW", "REFUND")))
-    lua = lua_run(interpreter, f"""
+    lua = lua_run(interpreter, """
         local store = require("cellrate.redis")
-        print(string.format("%.0f", store.MAX_TOLERANCE_NS))
-        print(table.concat(store.UNAVAILABLE_REPLIES, " "))
-        print(store.FIRST_BACKOFF_S == tonumber("{protocol['FIRST_BACKOFF_S']}"),
-              store.MAX_BACKOFF_S == tonumber("{protocol['MAX_BACKOFF_S']}"))
-        local client = {{ evalsha = print, eval = print, script = print }}
-        for _, opts in ipairs({{ {{ prefix = "a{{b" }}, {{ prefix = "a}}b" }}, {{ on_error = "x" }},
-                                {{ rate = "1/day", burst = 200 }} }}) do
+        local client = { evalsha = print, eval = print, script = print }
+        for _, opts in ipairs({ { prefix = "a{b" }, { prefix = "a}b" }, { on_error = "x" },
+                                { rate = "1/day", burst = 200 }, { max_debt = -1 } }) do
             print((select(2, pcall(store.limiter, client, opts.rate or 10, opts))))
         end
-        print(store.limiter(client, 10).key_prefix)
+        print(store.limiter(client, 10):redis_key("k"))
         print(store.limiter(client, 10).on_error)
     """).splitlines()
-    assert lua[0] == protocol["MAX_TOLERANCE_NS"]
-    assert lua[1] == protocol["UNAVAILABLE_REPLIES"]
-    assert lua[2] == "true\ttrue"
     python_errors = []
-    for options in ({"prefix": "a{b"}, {"prefix": "a}b"}, {"on_error": "x"}, {"burst": 200}):
-        with pytest.raises(cellrate.InvalidArgument) as info:
+    for options in ({"prefix": "a{b"}, {"prefix": "a}b"}, {"on_error": "x"}, {"burst": 200},
+                    {"max_debt": -1}):
+        with pytest.raises(cellrate.CellrateError) as info:
             RedisLimiter(redis.Redis(port=1), "1/day" if "burst" in options else 10, **options)
         python_errors.append(str(info.value))
-    # the same words in both faces (Python adds the value it refused)
-    assert [re.sub(r"^.*?:\d+: ", "", line) for line in lua[3:7]] == \
+    # the same words in both faces (Python adds the on_error it refused)
+    assert [re.sub(r"^.*?:\d+: ", "", line) for line in lua[:5]] == \
         [python_errors[0], python_errors[1], python_errors[2].rsplit(", not", 1)[0],
-         python_errors[3]]
-    assert lua[7] == protocol["PREFIX"] + "gcra:1000000000:10:"
+         python_errors[3], python_errors[4]]
+    assert lua[5] == protocol["PREFIX"] + "gcra:1000000000:10:k"
     default_on_error = protocol["ON_ERROR"].split()[0]
-    assert lua[8] == RedisLimiter(redis.Redis(port=1), 10).on_error == default_on_error
-    # the modes of charge and take, and the debt bound, in both faces
-    assert (cr_redis.CHARGE, cr_redis.TAKE, cr_redis.MAX_DEBT_NS) == (
-        protocol["CHARGE"].encode(), protocol["TAKE"].encode(), int(protocol["MAX_DEBT_NS"]))
-    assert lua_run(interpreter, 'io.write(("%.0f"):format(require("cellrate.redis").MAX_DEBT_NS))') \
-        == protocol["MAX_DEBT_NS"]
+    assert lua[6] == RedisLimiter(redis.Redis(port=1), 10).on_error == default_on_error
 
 
 BAD_NAMES = ["a{b", "a}b", "api:v2", "", "x" * 65, "caf\u00e9", "tab\there"]
@@ -1412,7 +1400,10 @@ def python_wire(calls: list) -> list:
     def recorder(*command):
         assert command[0] == "EVALSHA"
         sent.append(" ".join(encode(word).hex() for word in command[2:]))
-        return 1 if command[3 + command[2]] in (cr_redis.ALLOW, cr_redis.TAKE) else [1, 0, 0, 0, 1]
+        mode = int(command[3 + int(command[2])])
+        if mode in (cr_redis.ALLOW, cr_redis.TAKE, cr_redis.REFUND):
+            return 1
+        return [1, 0, 0, 0, 1, 0] if mode == cr_redis.CHARGE else [1, 0, 0, 0, 1]
 
     limiters, client = [], redis.Redis(port=1)  # never connected
     for rate, period, burst, algorithm, prefix, name in WIRE_LIMITS:
@@ -1458,10 +1449,14 @@ def lua_wire(interpreter: str, calls: list) -> list:
         f"{lua_literal(cost)}, {lua_literal(now)} }}" for method, limits, key, cost, now in calls)
     return lua_run(interpreter, f"""
         local store = require("cellrate.redis")
-        -- admits (a reset and a take answer a count)
+        -- admits (allow answers 1 alone, a refund and a take a count; a charge
+        -- answers a sixth field, clipped)
         local function reply(...)
             local mode = select(2 + ..., ...)
-            return (mode == "2" or mode == "5") and 1 or {{ 1, 0, 0, 0, 1 }}
+            if mode == "2" or mode == "3" or mode == "5" then
+                return 1
+            end
+            return mode == "4" and {{ 1, 0, 0, 0, 1, 0 }} or {{ 1, 0, 0, 0, 1 }}
         end
         {LUA_RECORDING_CLIENT}
         local limiters = {{ {limits} }}

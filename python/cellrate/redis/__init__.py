@@ -51,7 +51,6 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 # share builds on them too); the names of theirs that users know are this module's.
 from cellrate.redis._protocol import (
     _HOLD_PROTOCOL,
-    _ONE_LIMIT_SERVER_CLOCK,
     _PROTOCOL,
     ACQUIRE as ACQUIRE,
     ALLOW as ALLOW,
@@ -76,12 +75,9 @@ from cellrate.redis._protocol import (
     Key as Key,
     _cannot_decide,
     _check_name,
-    _check_request,
-    _decision,
+    _core,
     _default_name,
     _raise_mistake,
-    _request,
-    _Sent,
     _slots_differ,
 )
 from cellrate.redis._store import (
@@ -110,6 +106,14 @@ __all__ = [
 ]
 
 
+# The core's protocol (core/cellrate/redis.h): a request's words, a reply's reading,
+# the deny cache's answers, a key's name.
+_request = _core._redis_request
+_reply = _core._redis_reply
+_remember = _core._redis_remember
+_recall = _core._redis_recall
+_redis_key = _core._redis_key
+
 #: Refusals a limiter remembers at most (a full memory starts over).
 MAX_REFUSALS = 10_000
 
@@ -120,7 +124,9 @@ Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window"]
 
 
 class _RedisLimit(_Store):
-    """What the sync and asyncio stores share: arguments, keys, replies, refusals, on_error."""
+    """What the sync and asyncio stores share: arguments, keys, replies, refusals, on_error.
+    The words of each request and the reading of each reply are the core's
+    (_redis_request, _redis_reply); so are the deny cache's answers and on_error's."""
 
     def __init__(
         self,
@@ -136,6 +142,7 @@ class _RedisLimit(_Store):
         deny_cache: bool = True,
         timeout: float = DEFAULT_TIMEOUT_S,
         max_cost: int | None = None,
+        max_debt: int | None = None,
     ) -> None:
         self._open_store(client, prefix, on_error, timeout)
         if not isinstance(deny_cache, bool):
@@ -144,40 +151,46 @@ class _RedisLimit(_Store):
         if name is not None:
             _check_name(name)
         # The core parses, defaults and validates the limit (and, per call, each key,
-        # cost and now: _request).
+        # cost and now: _redis_request).
         self.max_cost = max_cost
-        self._sent = _Sent(_limit_of(rate, period, burst, algorithm, max_cost))
+        self.max_debt = max_debt
+        #: The limit sent (cellrate.Limit), replaced whole by reconfigure(): a call reads
+        #: it once, so that a decision never mixes two limits.
+        self.limit: cellrate.Limit = _limit_of(rate, period, burst, algorithm, max_cost, max_debt)
         self.named = name is not None
         #: The name of the limit's keys: given, or the first limit's parameters.
-        self.name: str = name if name is not None else _default_name(self._sent.limit)
-        self.algorithm: str = self._sent.limit.algorithm
+        self.name: str = name if name is not None else _default_name(self.limit)
+        self.algorithm: str = self.limit.algorithm
         self.deny_cache = deny_cache
-        self._key_prefix = f"{prefix}{self.name}:".encode()
+        self._prefix = prefix.encode()
+        self._name = self.name.encode()
         # a probe: a peek of cost 0 on the limit's empty key, which writes nothing
-        self._probe_words = _request(PEEK, ((self, b""),), 0, None)[0]
+        self._probe_words = _request(PEEK, 0, None, self.limit, self._prefix, self._name, b"")
         # Refusals answered here until their retry_after passes (docs/design.md §11):
-        # Redis key -> (monotonic ns it ends, cost, monotonic ns it was asked, reply,
-        # the limit sent).
-        self._refusals: Dict[bytes, Tuple[int, int, int, List[Any], _Sent]] = {}
+        # Redis key -> (the core's refusal, the limit it was made under).
+        self._refusals: Dict[bytes, Tuple[Any, cellrate.Limit]] = {}
 
     def reconfigure(self, rate: float | str, period: float | None = None, *,
-                    burst: int | None = None, algorithm: Algorithm | None = None) -> None:
+                    burst: int | None = None, algorithm: Algorithm | None = None,
+                    max_debt: int | None = None) -> None:
         """Changes the limit this store sends, live: the next check (or allow) of each key
         carries what the key used to the new limit (docs/design.md §4), in the script, at
         that decision's instant; processes still sending the old limit carry it back on
         their own calls. The algorithm stays (an error naming `algorithm`), and a limit
         without a name cannot change (an error naming `name`: its keys are named by its
-        parameters). An invalid limit raises and changes nothing."""
+        parameters). A max_debt given before stays unless given again. An invalid limit
+        raises and changes nothing."""
         if not self.named:
             raise invalid("name", "name: " + _PROTOCOL["NAME_NEEDED"])
         if algorithm is not None and algorithm != self.algorithm:
             cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)  # the core's checks first
             raise invalid("algorithm", "algorithm: " + _PROTOCOL["ALGORITHM_KEPT"])
-        self._sent = _Sent(_limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
-                                     self.max_cost))
+        max_debt = self.max_debt if max_debt is None else max_debt
+        self.limit = _limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
+                               self.max_cost, max_debt)
+        self.max_debt = max_debt
         self._refusals.clear()
 
-    limit = property(lambda self: self._sent.limit, doc="The limit sent (cellrate.Limit).")
     rate = property(lambda self: self.limit.rate, doc="Units admitted per period, per key.")
     period = property(lambda self: self.limit.period, doc="Seconds.")
     burst = property(lambda self: self.limit.burst, doc="Units an idle key may spend at once.")
@@ -186,117 +199,85 @@ class _RedisLimit(_Store):
 
     def redis_key(self, key: Key) -> bytes:
         """The Redis key holding `key`'s state: prefix, the name, ':', then the key."""
-        _check_request(key, 0, None)
-        return self._key(key)
+        return _redis_key(self._prefix, self._name, key)
 
     def _forget(self, key: Key) -> bytes:
-        """redis_key(key), the key's remembered refusal dropped (for reset and refund)."""
+        """redis_key(key), the key's remembered refusal dropped (for reset)."""
         redis_key = self.redis_key(key)
         self._refusals.pop(redis_key, None)
         return redis_key
 
-    def _key(self, key: Key) -> bytes:
-        """The Redis key of a key the core has validated."""
-        return self._key_prefix + (key.encode() if isinstance(key, str) else key)
+    def _request(self, mode: int, key: Key, cost: int, now: float | None,
+                 limit: cellrate.Limit) -> List[bytes]:
+        """EVALSHA's words after the SHA for one limit (numkeys, KEYS, ARGV): the core's."""
+        return _request(mode, cost, now, limit, self._prefix, self._name, key)
 
-    def _words(self, mode: bytes, key: Key, cost: int,
-               now: float | None) -> Tuple[List[Any], List[_Sent]]:
-        """EVALSHA's words after the SHA for one limit (numkeys, KEYS, ARGV), and the
-        limit sent."""
-        return _request(mode, ((self, key),), cost, now)
+    def _refund_words(self, key: Key, cost: int, now: float | None) -> List[bytes]:
+        words = self._request(REFUND, key, cost, now, self.limit)
+        self._refusals.pop(words[1], None)  # a refund makes the key better than its refusal
+        return words
 
-    def _refund_words(self, key: Key, cost: int, now: float | None) -> List[Any]:
-        self._forget(key)  # a refund makes the key better than its remembered refusal
-        return self._words(REFUND, key, cost, now)[0]
-
-    def _refused(self, words: Sequence[Any], sent: _Sent) -> List[Any] | None:
-        """The reply of a refusal still standing for this key, aged to now, for the cost
-        asked: the remembered cost, or a larger one that the refusal implies (gcra: its
-        retry_after later by the units added; fixed window: the same; an unfittable cost
-        never, as its answer is not a wait). None when there is none (Redis is asked)."""
-        refusals = self._refusals
-        if not refusals or len(words) != _ONE_LIMIT_SERVER_CLOCK or words[2] is CHARGE:
-            return None  # a charge commits whatever the state: Redis is always asked
-        entry = refusals.get(words[1])
-        if entry is None or entry[4] is not sent:  # none, or under a limit changed since
+    def _recalled(self, mode: int, words: Sequence[bytes], limits: Sequence[cellrate.Limit],
+                  cost: int, now: float | None) -> cellrate.Decision | None:
+        """The answer of a refusal this limiter keeps for the request's key, if the core
+        says it answers (for that cost, aged to now); None: Redis is asked."""
+        entry = self._refusals.get(words[1])
+        if entry is None or entry[1] is not limits[0] or len(limits) != 1:
+            return None  # none, or under a limit changed since, or several limits
+        answer = _recall(mode, now, cost, time.monotonic_ns(), entry[0], limits[0])
+        if answer is False:  # its retry_after has passed
+            self._refusals.pop(words[1], None)
             return None
-        cost, refused_cost = words[3], entry[1]
-        extra_ns = 0
-        if cost != refused_cost:
-            per_unit = sent.retry_per_unit_ns
-            # cost > burst never fits (gcra: cost * T > tau = burst * T; a fixed
-            # window admits burst units): its answer is no wait
-            if cost < refused_cost or per_unit is None or cost > sent.limit.burst:
-                return None
-            extra_ns = (cost - refused_cost) * per_unit
-        now = time.monotonic_ns()
-        if now >= entry[0]:
-            refusals.pop(words[1], None)
-            return None
-        _, _, asked, reply, _ = entry
-        aged = now - asked
-        return [0, reply[1], int(reply[2]) - aged + extra_ns, max(int(reply[3]) - aged, 0), 1]
+        return cast("cellrate.Decision | None", answer)
 
-    def _answer(self, words: Sequence[Any], reply: Any, asked: int,
-                sents: Sequence[_Sent]) -> cellrate.Decision:
-        """The decision of a reply. A refusal on the server's clock is remembered until
-        its retry_after passes, counted from `asked`, the instant before the request
-        (Redis decided later, so the refusal holds at least that long, absent a reset
-        on another host)."""
-        if (isinstance(reply, list) and reply[0] == 0 and self.deny_cache
-                and len(words) == _ONE_LIMIT_SERVER_CLOCK and words[2] is not CHARGE):
-            retry_after_ns = int(reply[2])
-            if retry_after_ns > 0:  # not never (-1: no wait helps)
+    def _answer(self, mode: int, words: Sequence[bytes], reply: Any, asked: int,
+                limits: Sequence[cellrate.Limit], cost: int,
+                now: float | None) -> cellrate.Decision:
+        """The decision of a reply. A refusal the core says the deny cache keeps (one
+        limit on the server's clock) is kept, asked at `asked`, the instant before the
+        request (Redis decided later, so the refusal holds at least that long, absent a
+        reset on another host)."""
+        decision = _read(mode, reply, limits)
+        if not decision.allowed and self.deny_cache and len(limits) == 1:
+            refusal = _remember(mode, now, cost, asked, reply, limits[0])
+            if refusal is not None:
                 if len(self._refusals) >= MAX_REFUSALS:
                     self._refusals.clear()
-                self._refusals[words[1]] = (asked + retry_after_ns, words[3], asked, reply,
-                                            sents[0])
-        return _decision(reply, sents)
+                self._refusals[words[1]] = (refusal, limits[0])
+        return cast(cellrate.Decision, decision)
 
-    def _fallback(self, outage: _Outage) -> cellrate.Decision:
-        """The answer of on_error while Redis cannot decide. A refusal it invents says
-        the same thing in every field: retry after the next probe, reset then too."""
+    def _fallback(self, outage: _Outage, mode: int = CHECK, cost: int = 1) -> Any:
+        """The answer of on_error while Redis cannot decide (the core's): an admission, a
+        refusal until the next probe (its fields agree), or a take's count."""
         if self.on_error == "raise":
             raise RedisUnavailable("Redis cannot decide now (on_error='raise')") \
                 from outage.error
-        sent = self._sent
-        if self.on_error == "allow":
-            return sent.admitted
-        retry_after = max(outage.retry_at - time.monotonic(), 0.0) or FIRST_BACKOFF_S
-        return cellrate.Decision(False, 0, retry_after, retry_after, sent.limit.burst,
-                                 sent.window)
+        return _core._redis_unavailable(mode, self.limit, self.on_error == "allow", cost,
+                                        outage.retry_at - time.monotonic_ns())
 
-    def _taken(self, reply: Any, max_cost: int) -> int:
-        """A take's count: the script's, or where Redis cannot decide on_error's (allow:
-        max_cost, as an admission; deny: 0)."""
-        if isinstance(reply, cellrate.Decision):
-            return max_cost if reply.allowed else 0
-        return int(reply)
+
+def _read(mode: int, reply: Any, limits: Sequence[cellrate.Limit]) -> Any:
+    """The core's reading of a reply: a Decision, or a take's count. A reply the script
+    never gives is Redis refusing the decision."""
+    try:
+        return _reply(mode, reply, *limits)
+    except cellrate.CellrateError as error:
+        raise RedisUnavailable(f"Redis refused the decision: {error}") from error
 
 
 def _limit_of(rate: float | str, period: float | None, burst: int | None,
-              algorithm: Algorithm, max_cost: int | None) -> Any:
-    """The limit, parsed, defaulted and validated by the core; with max_cost, refused as
-    in process where its burst (a window: its rate) could never fit max_cost units (the
-    core's checks, on a limiter made for them alone)."""
-    limit = cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)
+              algorithm: Algorithm, max_cost: int | None, max_debt: int | None) -> Any:
+    """The limit, parsed, defaulted and validated by the core (max_debt too); with
+    max_cost, refused as in process where its burst (a window: its rate) could never fit
+    max_cost units (the core's checks, on a limiter made for them alone); refused where
+    the script cannot carry it exactly (the core's words, naming burst)."""
+    limit = cellrate.Limit(rate, period, burst=burst, algorithm=algorithm, max_debt=max_debt)
     if max_cost is not None:
         cellrate.Limiter(rate, period, burst=burst, algorithm=algorithm,  # type: ignore[arg-type]
                          max_cost=max_cost)
+    _core._redis_check_limit(limit)
     return limit
 
-
-def _take_words(limiter: "_RedisLimit", key: Key, max_cost: int,
-                now: float | None) -> List[Any]:
-    """The script's words of a take; max_cost checked by the core as a cost, in its
-    own name."""
-    try:
-        return limiter._words(TAKE, key, max_cost, now)[0]
-    except (cellrate.InvalidArgument, cellrate.InvalidArgumentType) as error:
-        if error.param != "cost":
-            raise
-        make = invalid_type if isinstance(error, cellrate.InvalidArgumentType) else invalid
-        raise make("max_cost", "max_cost" + str(error)[len("cost"):]) from None
 
 _CLUSTER_CLIENTS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
 
@@ -306,11 +287,12 @@ class RedisLimiter(_SyncStore, _RedisLimit):
 
     RedisLimiter(client, rate, period=None, *, burst=None, algorithm="gcra", name=None,
                  prefix="cellrate:", on_error="allow", deny_cache=True, timeout=0.25,
-                 max_cost=None)
+                 max_cost=None, max_debt=None)
 
     The limit's arguments are those of cellrate.Limit, and `limit` is that value;
     max_cost, as in process, refuses a burst (a window: a rate) that could never fit
-    it, naming burst (rate).
+    it, naming burst (rate); max_debt, as in process, bounds what a charge may leave a
+    key owing beyond its limit (default: the burst; a window: its rate).
     Keys live in Redis as prefix + name + ":" + key. `name` (1 to 64 printable ASCII
     characters, no '{', '}' or ':') is what ties a limit's keys across changes: a
     process started with another rate under the same name, or reconfigure(), carries
@@ -338,53 +320,63 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         super().__init__(client, rate, period, **options)
         self._open_connections()
 
-    def _decide(self, request: Tuple[List[Any], List[_Sent]]) -> cellrate.Decision:
-        words, sents = request
-        reply = self._refused(words, sents[0])
-        if reply is not None:
-            return _decision(reply, sents)
+    def _decide(self, mode: int, words: List[bytes], limits: Sequence[cellrate.Limit],
+                cost: int, now: float | None) -> cellrate.Decision:
+        if self._refusals:
+            answer = self._recalled(mode, words, limits, cost, now)
+            if answer is not None:
+                return answer
         outage = self._availability.outage
         if outage is not None:
-            return cast(cellrate.Decision, self._while_down(outage))
+            return cast(cellrate.Decision, self._while_down(outage, mode, cost))
         asked = time.monotonic_ns()
         try:
             reply = self._call(words)
         except Exception as error:
-            return cast(cellrate.Decision, self._failed(error, words[1:1 + words[0]]))
-        return self._answer(words, reply, asked, sents)
+            return cast(cellrate.Decision,
+                        self._failed(error, words[1:1 + len(limits)], mode, cost))
+        return self._answer(mode, words, reply, asked, limits, cost, now)
+
+    def _one(self, mode: int, key: Key, cost: int, now: float | None) -> cellrate.Decision:
+        limit = self.limit
+        return self._decide(mode, self._request(mode, key, cost, now, limit), (limit,), cost,
+                            now)
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
-        return self._decide(self._words(CHECK, key, cost, now))
+        return self._one(CHECK, key, cost, now)
 
     def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
         """check(...).allowed."""
-        return self._decide(self._words(ALLOW, key, cost, now)).allowed
+        return self._one(ALLOW, key, cost, now).allowed
 
     def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
-        return self._decide(self._words(PEEK, key, cost, now))
+        return self._one(PEEK, key, cost, now)
 
     def charge(self, key: Key, cost: int, *, now: float | None = None) -> cellrate.Decision:
         """Commits `cost` units of `key` whatever its state (docs/cost.md): where they fit,
         this is check(); else the key goes into debt, refused, with the retry_after of
-        one more unit, and Decision.clipped where the debt met its bound (MAX_DEBT_NS;
-        a window: its packed ceiling). Where Redis cannot decide, on_error answers and
-        the charge is lost (nothing retries it)."""
-        return self._decide(self._words(CHARGE, key, cost, now))
+        one more unit, and Decision.clipped where the debt met its bound (max_debt units
+        beyond the limit, and MAX_DEBT_NS after now; a window: its packed ceiling).
+        Where Redis cannot decide, on_error answers and the charge is lost (nothing
+        retries it)."""
+        return self._one(CHARGE, key, cost, now)
 
     def take(self, key: Key, max_cost: int, *, now: float | None = None) -> int:
         """Admits as many units of `key` as fit now, up to `max_cost`, in one script call
         (atomic), and returns their count (0: none fits). Where Redis cannot decide,
         on_error answers: allow max_cost, deny 0, raise RedisUnavailable."""
-        words = _take_words(self, key, max_cost, now)
+        limit = self.limit
+        words = self._request(TAKE, key, max_cost, now, limit)
         outage = self._availability.outage
         if outage is not None:
-            return self._taken(self._while_down(outage), max_cost)
+            return cast(int, self._while_down(outage, TAKE, max_cost))
         try:
-            return self._taken(self._call(words), max_cost)
+            reply = self._call(words)
         except Exception as error:
-            return self._taken(self._failed(error), max_cost)
+            return cast(int, self._failed(error, (), TAKE, max_cost))
+        return cast(int, _read(TAKE, reply, (limit,)))
 
     def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
         """Gives back `cost` units of `key` taken earlier (a call that was cancelled or
@@ -423,49 +415,59 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         super().__init__(client, rate, period, **options)
         self._probe_task: asyncio.Task[None] | None = None
 
-    async def _decide(self, request: Tuple[List[Any], List[_Sent]]) -> cellrate.Decision:
-        words, sents = request
-        reply = self._refused(words, sents[0])
-        if reply is not None:
-            return _decision(reply, sents)
+    async def _decide(self, mode: int, words: List[bytes], limits: Sequence[cellrate.Limit],
+                      cost: int, now: float | None) -> cellrate.Decision:
+        if self._refusals:
+            answer = self._recalled(mode, words, limits, cost, now)
+            if answer is not None:
+                return answer
         outage = self._availability.outage
         if outage is not None:
-            return cast(cellrate.Decision, self._while_down(outage))
+            return cast(cellrate.Decision, self._while_down(outage, mode, cost))
         asked = time.monotonic_ns()
         try:
             reply = await self._call(words)
         except Exception as error:
-            return cast(cellrate.Decision, self._failed(error, words[1:1 + words[0]]))
-        return self._answer(words, reply, asked, sents)
+            return cast(cellrate.Decision,
+                        self._failed(error, words[1:1 + len(limits)], mode, cost))
+        return self._answer(mode, words, reply, asked, limits, cost, now)
+
+    async def _one(self, mode: int, key: Key, cost: int,
+                   now: float | None) -> cellrate.Decision:
+        limit = self.limit
+        return await self._decide(mode, self._request(mode, key, cost, now, limit), (limit,),
+                                  cost, now)
 
     async def check(self, key: Key, cost: int = 1, *,
                     now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
-        return await self._decide(self._words(CHECK, key, cost, now))
+        return await self._one(CHECK, key, cost, now)
 
     async def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
         """(await check(...)).allowed."""
-        return (await self._decide(self._words(ALLOW, key, cost, now))).allowed
+        return (await self._one(ALLOW, key, cost, now)).allowed
 
     async def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
-        return await self._decide(self._words(PEEK, key, cost, now))
+        return await self._one(PEEK, key, cost, now)
 
     async def charge(self, key: Key, cost: int, *,
                      now: float | None = None) -> cellrate.Decision:
         """RedisLimiter.charge, awaited."""
-        return await self._decide(self._words(CHARGE, key, cost, now))
+        return await self._one(CHARGE, key, cost, now)
 
     async def take(self, key: Key, max_cost: int, *, now: float | None = None) -> int:
         """RedisLimiter.take, awaited."""
-        words = _take_words(self, key, max_cost, now)
+        limit = self.limit
+        words = self._request(TAKE, key, max_cost, now, limit)
         outage = self._availability.outage
         if outage is not None:
-            return self._taken(self._while_down(outage), max_cost)
+            return cast(int, self._while_down(outage, TAKE, max_cost))
         try:
-            return self._taken(await self._call(words), max_cost)
+            reply = await self._call(words)
         except Exception as error:
-            return self._taken(self._failed(error), max_cost)
+            return cast(int, self._failed(error, (), TAKE, max_cost))
+        return cast(int, _read(TAKE, reply, (limit,)))
 
     async def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
         """RedisLimiter.refund, awaited."""
@@ -569,7 +571,7 @@ class _RedisHoldings(_Store):
         self.lease: float = lease_ns / 1e9
         #: The name of the limit's keys: given, or DEFAULT_NAME and the limit.
         self.name: str = name if name is not None else f"{_HOLD_PROTOCOL['DEFAULT_NAME']}:{limit}"
-        self._key_prefix = f"{prefix}{self.name}".encode()
+        self._prefix, self._name = prefix.encode(), self.name.encode()
         self._limit_words = (b"%d" % self.limit, b"%d" % lease_ns)
         self._probe_words = self._count_words(None)
 
@@ -580,9 +582,7 @@ class _RedisHoldings(_Store):
         return self._key(key)
 
     def _key(self, key: Key | None) -> bytes:
-        if key is None:
-            return self._key_prefix
-        return self._key_prefix + b":" + (key.encode() if isinstance(key, str) else key)
+        return _redis_key(self._prefix, self._name, key)
 
     def _acquire_words(self, key: Key | None, cost: int) -> List[Any]:
         """EVALSHA's words after the SHA of an acquire, the key and cost checked by the core."""
@@ -607,7 +607,7 @@ class _RedisHoldings(_Store):
         ("allow"), or None ("deny"); "raise" raised in _fallback."""
         return cast(RedisSlot, self._slot(self, None, key, cost)) if answer else None
 
-    def _fallback(self, outage: _Outage) -> bool:
+    def _fallback(self, outage: _Outage, *request: Any) -> bool:
         if self.on_error == "raise":
             raise RedisUnavailable("Redis cannot decide now (on_error='raise')") \
                 from outage.error
@@ -768,7 +768,7 @@ class AsyncRedisConcurrency(_AsyncStore, _RedisHoldings):
 
 
 def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now: float | None,
-                       kind: type) -> Tuple[_RedisLimit, Tuple[List[Any], List[_Sent]]]:
+                       kind: type) -> Tuple[Any, List[bytes], List[cellrate.Limit]]:
     pairs = list(items)
     if not pairs:
         raise invalid("items", "items must name at least one limit")
@@ -777,12 +777,16 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
             raise invalid_type("items", f"items must be (limiter, key) pairs of {kind.__name__}")
         if pair[0].client is not pairs[0][0].client:
             raise invalid("items", "items: every limiter must use the same Redis client")
-    request = _request(CHECK, pairs, cost, now)
+    limits = [limiter.limit for limiter, _ in pairs]  # each read once
+    groups: List[Any] = []
+    for (limiter, key), limit in zip(pairs, limits):
+        groups += (limit, limiter._prefix, limiter._name, key)
+    words = _request(CHECK, cost, now, *groups)
     if isinstance(pairs[0][0].client, _CLUSTER_CLIENTS):
-        keys = request[0][1:1 + len(pairs)]
+        keys = words[1:1 + len(pairs)]
         if len({redis.crc.key_slot(key) for key in keys}) > 1:
             raise _slots_differ(keys)  # the client would refuse it: no outage
-    return pairs[0][0], request
+    return pairs[0][0], words, limits
 
 
 def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
@@ -791,14 +795,14 @@ def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
     limit admits, and a refusal takes nothing from any. Returns the tightest Decision
     (refused: the longest retry_after; admitted: the fewest remaining). In a Cluster the
     keys must share a slot (hash tags, e.g. "{user:42}"). on_error is the first limiter's."""
-    first, request = _check_all_request(items, cost, now, RedisLimiter)
+    first, words, limits = _check_all_request(items, cost, now, RedisLimiter)
     assert isinstance(first, RedisLimiter)
-    return first._decide(request)
+    return first._decide(CHECK, words, limits, cost, now)
 
 
 async def check_all_async(items: Iterable[Tuple[AsyncRedisLimiter, Key]], cost: int = 1, *,
                           now: float | None = None) -> cellrate.Decision:
     """check_all for AsyncRedisLimiter."""
-    first, request = _check_all_request(items, cost, now, AsyncRedisLimiter)
+    first, words, limits = _check_all_request(items, cost, now, AsyncRedisLimiter)
     assert isinstance(first, AsyncRedisLimiter)
-    return await first._decide(request)
+    return await first._decide(CHECK, words, limits, cost, now)

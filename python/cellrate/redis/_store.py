@@ -28,12 +28,11 @@ from cellrate.redis._connections import _Connections, _PoolExhausted
 from cellrate.redis._protocol import (
     _ON_ERROR_WORDS,
     _PROTOCOL,
-    FIRST_BACKOFF_S,
-    MAX_BACKOFF_S,
     ON_ERROR,
     SCRIPT,
     SHA,
     _cannot_decide,
+    _core,
     _raise_mistake,
 )
 
@@ -59,14 +58,14 @@ def _detached(error: BaseException) -> BaseException:
 
 
 class _Outage:
-    """Redis cannot decide: since when (monotonic s), the last failure (without its
-    tracebacks) and when the probe tries next (monotonic s; 0: no probe, a call that
+    """Redis cannot decide: since when (monotonic ns), the last failure (without its
+    tracebacks) and when the probe tries next (monotonic ns; 0: no probe, a call that
     found no free connection). Never changed, replaced whole: a decision reads the
     availability once and answers from that, whatever the probe does meanwhile."""
 
     __slots__ = ("since", "error", "retry_at")
 
-    def __init__(self, since: float, error: BaseException, retry_at: float) -> None:
+    def __init__(self, since: int, error: BaseException, retry_at: int) -> None:
         self.since = since
         self.error = error
         self.retry_at = retry_at
@@ -78,12 +77,12 @@ class _Availability:
     A call reads `outage` once (None: ask Redis) and answers from what it read;
     failed() starts the probe (start_probe, given by the store: a thread or an
     asyncio task), which calls probed() after each try until one succeeds. No
-    request ever waits for a probe.
+    request ever waits for a probe. Its back-off (ns) is the core's.
     """
 
     def __init__(self) -> None:
         self.outage: _Outage | None = None
-        self.backoff = 0.0
+        self.backoff = 0
         self.probing = False
         self.lock = threading.Lock()
 
@@ -93,8 +92,8 @@ class _Availability:
         with self.lock:
             outage = self.outage
             if outage is None:
-                since = time.monotonic()
-                self.backoff = FIRST_BACKOFF_S
+                since = time.monotonic_ns()
+                self.backoff = _core._redis_backoff(0)
                 outage = _Outage(since, error, since + self.backoff)
                 log.warning("Redis cannot decide (%s: %s); answering on_error=%r until it "
                             "decides again", type(error).__name__, error, on_error)
@@ -105,20 +104,20 @@ class _Availability:
             return outage, start
 
     def probed(self, error: BaseException | None) -> float | None:
-        """A probe's outcome (None: Redis decided); the delay to the next one, or None
-        when probing stops."""
+        """A probe's outcome (None: Redis decided); the delay to the next one (seconds),
+        or None when probing stops."""
         with self.lock:
             outage = self.outage
             if error is None or outage is None:
                 if outage is not None:
                     log.warning("Redis decides again after %.3f s",
-                                time.monotonic() - outage.since)
+                                (time.monotonic_ns() - outage.since) / 1e9)
                 self.outage, self.probing = None, False
                 return None
-            self.backoff = min(self.backoff * 2, MAX_BACKOFF_S)
+            self.backoff = _core._redis_backoff(self.backoff)
             self.outage = _Outage(outage.since, _detached(error),
-                                  time.monotonic() + self.backoff)
-            return self.backoff
+                                  time.monotonic_ns() + self.backoff)
+            return self.backoff / 1e9
 
     def stopped(self) -> None:
         with self.lock:
@@ -160,22 +159,23 @@ class _Store:
         self.timeout = float(timeout)
         self._availability = _Availability()
 
-    def _failed(self, error: Exception, keys: Sequence[bytes] = ()) -> Any:
+    def _failed(self, error: Exception, keys: Sequence[bytes] = (), *request: Any) -> Any:
         """The answer to a call of `keys` that failed: on_error's when Redis cannot decide
         now (and, unless the call only found no free connection, the store answers
         on_error from then on while a probe tries Redis); a mistake raises
-        RedisUnavailable, or InvalidArgument where it is one."""
+        RedisUnavailable, or InvalidArgument where it is one. `request`: what the
+        store's on_error answer needs of the call (_fallback's)."""
         if not _cannot_decide(error):
             _raise_mistake(error, keys)
             raise RedisUnavailable(f"Redis refused the decision: {error}") from error
         if isinstance(error, _PoolExhausted):
-            return self._fallback(_Outage(time.monotonic(), error, 0.0))
+            return self._fallback(_Outage(time.monotonic_ns(), error, 0), *request)
         outage, start = self._availability.failed(error, self.on_error)
         if start:
             self._start_probe()
-        return self._fallback(outage)
+        return self._fallback(outage, *request)
 
-    def _while_down(self, outage: _Outage) -> Any:
+    def _while_down(self, outage: _Outage, *request: Any) -> Any:
         """The answer while Redis cannot decide, from the outage the call read (the
         probe restarted if it had stopped, as when its event loop ended)."""
         availability = self._availability
@@ -184,9 +184,9 @@ class _Store:
                 start, availability.probing = not availability.probing, True
             if start:
                 self._start_probe()
-        return self._fallback(outage)
+        return self._fallback(outage, *request)
 
-    def _fallback(self, outage: _Outage) -> Any:  # pragma: no cover - each store has its own
+    def _fallback(self, outage: _Outage, *request: Any) -> Any:  # pragma: no cover - each store has its own
         raise NotImplementedError
 
     def _start_probe(self) -> None:  # pragma: no cover - each face has its own
@@ -246,7 +246,7 @@ class _SyncStore(_Store):
 def _probe_thread(store_ref: "weakref.ref[_SyncStore]", availability: _Availability,
                   stop: threading.Event) -> None:
     """Tries Redis after each back-off until it decides, the store is collected or closed."""
-    delay: float | None = availability.backoff
+    delay: float | None = availability.backoff / 1e9
     while delay is not None:
         if stop.wait(delay):
             availability.stopped()
@@ -344,7 +344,7 @@ class _AsyncStore(_Store):
 async def _probe_task(store_ref: "weakref.ref[_AsyncStore]",
                       availability: _Availability) -> None:
     """_probe_thread, as an asyncio task."""
-    delay: float | None = availability.backoff
+    delay: float | None = availability.backoff / 1e9
     try:
         while delay is not None:
             await asyncio.sleep(delay)
