@@ -161,12 +161,8 @@ local function limit_of(rate, opts, algorithm, max_cost, max_debt)
                                                           burst = opts.burst,
                                                           algorithm = algorithm,
                                                           max_debt = max_debt })
-    local checked, err = true, nil
-    if made then
-        checked, err = pcall(cellrate._redis_check_limit, limit)
-    end
-    if not made or not checked then
-        error(without_position(made and err or limit), 3)
+    if not made then
+        error(without_position(limit), 3)
     end
     if max_cost ~= nil then
         local fits, err = pcall(cellrate.limiter, rate, { period = opts.period,
@@ -176,6 +172,10 @@ local function limit_of(rate, opts, algorithm, max_cost, max_debt)
         if not fits then
             error(without_position(err), 3)
         end
+    end
+    local carried, err = pcall(cellrate._redis_check_limit, limit)
+    if not carried then
+        error(without_position(err), 3)
     end
     return limit
 end

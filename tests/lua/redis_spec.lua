@@ -142,12 +142,13 @@ describe("cellrate.redis", function()
          mismatches[#mismatches + 1] = ("decisions.txt:%d: %s"):format(line, what)
       end
       local store, stopped = nil, true
-      local function start(name, first, second)
+      local function start(name, first, second, max_debt)
          client:del("cellrate:vectors:v")
          local rate, opts = limit(name, first, second)
-         stopped, store = rate == nil, nil
-         if rate then
+         stopped, store = rate == nil or (max_debt and not exact(max_debt)), nil
+         if not stopped then
             opts.algorithm, opts.name, opts.on_error = name, "vectors", "raise"
+            opts.max_debt = max_debt and exact(max_debt)
             store = store_module.limiter(client, rate, opts)
             stopped = store.limit.tolerance_ns ~= (name:find("window") and tonumber(first)
                                                    or tonumber(first) * tonumber(second))
@@ -165,9 +166,9 @@ describe("cellrate.redis", function()
                local this = w[1] == "limit" and (name:find("window") and "" or name) or w[2]
                local first = w[1] == "limit" and 2 or 3
                stopped = true
-               -- a max_debt of its own (a last word more): the script charges by the default
-               if this == name and #w == first + 1 then
-                  start(name, w[first], w[first + 1])
+               -- a max_debt of its own: a last word more
+               if this == name then
+                  start(name, w[first], w[first + 1], w[first + 2])
                end
             elseif not (stopped or w[1] == nil or w[1]:sub(1, 1) == "#") then
                -- (a comment, or a line of another algorithm's or an ended sequence: passed)

@@ -153,25 +153,22 @@ def read_vectors():
     writes the state it leaves), ("reconfigure", [now, T or window, burst or
     rate, state_after]) for a live change, ("charge", [now, cost, allowed, remaining,
     retry_after, reset_after, clipped, state_after]), ("take", [now, max_cost, taken,
-    state_after]), or ("reset",). gcra sequences are also run as token_bucket. A
-    sequence with a max_debt of its own is left out: the script charges by the
-    default (one burst beyond the limit).
+    state_after]), or ("reset",). gcra sequences are also run as token_bucket. The
+    sixth field is the sequence's max_debt, None for the default (the burst; a
+    window: its rate).
     """
     sequences = []
-    own_debt = False
     for text in (ROOT / "tests" / "vectors" / "decisions.txt").read_text().splitlines():
         fields = text.split()
         if not fields or fields[0].startswith("#"):
             continue
         if fields[0] == "limit":
             emission_ns, burst = int(fields[1]), int(fields[2])
-            sequences.append(["gcra", emission_ns, emission_ns * burst, burst, []])
-            own_debt = len(fields) > 3
+            sequences.append(["gcra", emission_ns, emission_ns * burst, burst, [],
+                              int(fields[3]) if len(fields) > 3 else None])
         elif fields[0] == "window":
-            sequences.append([fields[1], 0, int(fields[2]), int(fields[3]), []])
-            own_debt = len(fields) > 4
-        elif own_debt:
-            continue
+            sequences.append([fields[1], 0, int(fields[2]), int(fields[3]), [],
+                              int(fields[4]) if len(fields) > 4 else None])
         elif fields[0] == "reset":
             sequences[-1][4].append(("reset",))
         elif fields[0] == "reserve":
@@ -214,8 +211,8 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
     carried state."""
     script = client.register_script(cr_redis.SCRIPT)
     compared, refunds, changes, charges, takes = {}, {}, {}, {}, {}
-    outside = bounded = 0
-    for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
+    outside = bounded = own_debts = 0
+    for algorithm, emission_ns, tolerance_ns, burst, steps, max_debt in read_vectors():
         if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
             outside += sum(step[0] == "op" for step in steps)
             continue
@@ -230,13 +227,15 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
                     break
                 if step[0] == "charge":
                     now, cost, *expected, after = step[1]
-                    # max_debt: the default, the burst (a window: its rate)
-                    reply = script(keys=["v"], args=[4, cost, name, *limit, burst, now])
+                    # max_debt: the sequence's, or the default, the burst (a window: its rate)
+                    debt = burst if max_debt is None else max_debt
+                    reply = script(keys=["v"], args=[4, cost, name, *limit, debt, now])
                     got_retry = int(reply[2])
                     assert [reply[0], reply[1], got_retry if got_retry >= 0 else NEVER,
                             int(reply[3]), reply[5]] == expected, (name, step)
                     assert stored_state(client, "v") == after, (name, step)
                     charges[name] = charges.get(name, 0) + 1
+                    own_debts += max_debt is not None
                     continue
                 if step[0] == "take":
                     now, max_cost, taken, after = step[1]
@@ -276,8 +275,9 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
                 assert stored_state(client, "v") == after, (name, step)
                 compared[name] = compared.get(name, 0) + 1
     print(f"vectors: ops compared exactly {compared}, refunds {refunds}, live changes {changes}, "
-          f"charges {charges}, takes {takes}, {outside} beyond 9e15 ns, {bounded} sequences "
-          "stopped at the debt bound")
+          f"charges {charges} ({own_debts} under a max_debt of their own), takes {takes}, "
+          f"{outside} beyond 9e15 ns, {bounded} sequences stopped at the debt bound")
+    assert own_debts >= 500
     assert compared["gcra"] >= 9000 and outside < compared["gcra"] / 10
     assert all(charges.get(name, 0) >= 100 and takes.get(name, 0) >= 50 for name in ALGORITHMS), (
         charges, takes)
@@ -310,7 +310,7 @@ def test_vectors_through_the_python_face(client):
     and takes by charge() and take()."""
     compared = refunds = changes = charges = takes = 0
     windows = _core_takes_algorithms()
-    for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
+    for algorithm, emission_ns, tolerance_ns, burst, steps, max_debt in read_vectors():
         if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS or (algorithm != "gcra" and not windows):
             continue
         given = face_limit(algorithm, emission_ns if algorithm == "gcra" else tolerance_ns, burst)
@@ -318,7 +318,7 @@ def test_vectors_through_the_python_face(client):
             continue
         rate, period, burst_given = given
         limiter = RedisLimiter(client, rate, period, burst=burst_given, algorithm=algorithm,
-                               name="vectors", on_error="raise")
+                               max_debt=max_debt, name="vectors", on_error="raise")
         if limiter.tolerance_ns != tolerance_ns:
             continue
         client.delete(limiter.redis_key("v"))
@@ -1583,6 +1583,10 @@ def test_an_invented_refusal_says_the_same_in_every_field():
         for _ in range(3):
             decision = limiter.check("k")
             assert not decision.allowed and decision.reset_after == decision.retry_after > 0
+            # the time to the next probe, never below the first back-off (the core's
+            # answer, the Lua store's too): a client told to retry sooner would find
+            # Redis not yet tried again
+            assert cr_redis.FIRST_BACKOFF_S <= decision.retry_after <= cr_redis.MAX_BACKOFF_S
             headers = decision.headers()
             assert headers["RateLimit"].endswith(f";t={headers['Retry-After']}"), headers
     finally:
@@ -2142,6 +2146,25 @@ def test_a_charge_past_the_debt_bound_is_clipped_there(client):
     got = window.charge("w", 2**63 - 1, now=1.0)
     assert got.clipped and got.remaining == 0 and not got.allowed
     assert stored_state(client, window.redis_key("w")) == 10**9 + 1000 + 200  # twice the rate
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("max_debt", [0, 3, 40, None])
+def test_a_charge_owes_at_most_the_limits_max_debt(client, algorithm, max_debt):
+    """max_debt, as in process: a charge leaves a key owing at most that many units
+    beyond its limit (the script reads it from the request); the same decisions as the
+    core's at each instant, and the same after a live change that keeps it."""
+    options = {"burst": 5} if algorithm in ("gcra", "token_bucket") else {}
+    store = RedisLimiter(client, 10, 1, algorithm=algorithm, max_debt=max_debt,
+                         on_error="raise", name=f"debt-{algorithm}-{max_debt}", **options)
+    core = cellrate.KeyedLimiter(10, 1, algorithm=algorithm, max_debt=max_debt, **options)
+    assert store.limit.max_debt == core.max_debt
+    for now, cost in ((0.0, 2), (0.0, 30), (0.05, 100), (0.3, 1), (2.5, 7), (2.5, 2**62)):
+        assert store.charge("k", cost, now=now) == core.charge("k", cost, now=now), (now, cost)
+        assert store.peek("k", 1, now=now) == core.peek("k", 1, now=now), (now, cost)
+    store.reconfigure(20, 1, **options)  # max_debt stays
+    assert store.limit.max_debt == (core.max_debt if max_debt is not None else
+                                    cellrate.Limit(20, 1, algorithm=algorithm, **options).max_debt)
 
 
 def test_take_admits_what_fits_up_to_max_cost(client):
