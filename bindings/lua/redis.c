@@ -45,7 +45,6 @@ static int redis_request(lua_State *L)
     if (top < 7 || (top - 3) % 4 != 0)
         return luaL_error(L, "_redis_request(mode, cost, now, limit, prefix, name, key, ...)");
     const cr_redis_mode mode = redis_mode_at(L, 1);
-    const int64_t cost = redis_cost_at(L, 2, mode);
     const size_t nitems = (size_t)(top - 3) / 4;
     cr_redis_item few[REDIS_STACK_ITEMS];
     cr_redis_item *items = nitems <= REDIS_STACK_ITEMS
@@ -58,7 +57,8 @@ static int redis_request(lua_State *L)
         items[i].name = luaL_checklstring(L, group + 2, &items[i].name_len);
         items[i].key = check_key(L, group + 3, &items[i].key_len);
     }
-    /* now after the keys: a key's mistake is named before a time's */
+    /* the keys, then the cost, then now: a decision's order (_check_request) */
+    const int64_t cost = redis_cost_at(L, 2, mode);
     const int64_t now_ns = read_now(L, 3, top);
     const size_t size = cr_redis_request_size(items, nitems);
     char stack[REDIS_STACK_BYTES];

@@ -80,7 +80,7 @@ static PyObject *module_redis_request(PyObject *module, PyObject *const *args, P
     }
     const int mode = redis_mode_of(args[0]);
     int64_t cost, now_ns;
-    if (mode < 0 || redis_cost_of(state, args[1], mode, &cost) < 0)
+    if (mode < 0)
         return NULL;
     const size_t nitems = (size_t)(nargs - 3) / 4;
     cr_redis_item items[REDIS_LIMITS_MAX];
@@ -95,8 +95,8 @@ static PyObject *module_redis_request(PyObject *module, PyObject *const *args, P
             return NULL;
         items[i].key_len = (size_t)key_len;
     }
-    /* now after the keys: a key's mistake is named before a time's */
-    if (convert_now(state, args[2], &now_ns) < 0)
+    /* the keys, then the cost, then now: a decision's order (_check_request) */
+    if (redis_cost_of(state, args[1], mode, &cost) < 0 || convert_now(state, args[2], &now_ns) < 0)
         return NULL;
     char stack[REDIS_STACK_BYTES];
     cr_redis_word words[CR_REDIS_REQUEST_WORDS(REDIS_LIMITS_MAX)];
