@@ -54,6 +54,16 @@ end
 local Share = {}
 Share.__index = Share
 
+-- The share's own options; every other is the local limiter's (clock, shared,
+-- shared_mode, capacity), read by the core as cellrate.limiter's, which raises
+-- on one it does not take.
+local OWN = { name = true, period = true, burst = true, interval = true, ttl = true,
+              member = true, prefix = true, timeout = true }
+
+local function without_position(err)
+    return (tostring(err):gsub("^[^\n]-:%d+: ", "", 1))
+end
+
 -- Called by a public function as its tail call, so that argument errors raised
 -- at level 2 here (3 in the helpers of cellrate.redis) are the caller's.
 local function new(keyed, client, rate, opts)
@@ -66,7 +76,7 @@ local function new(keyed, client, rate, opts)
         error("name " .. WORDS.NAME_REQUIRED, 2)
     end
     internal.check_name(opts.name)
-    for _, param in ipairs({ "max_cost", "algorithm" }) do
+    for _, param in ipairs({ "max_cost", "algorithm", "on_change" }) do
         if opts[param] ~= nil then
             error(param .. " " .. WORDS.LOCAL_REFUSED, 2)
         end
@@ -88,7 +98,7 @@ local function new(keyed, client, rate, opts)
     end
     local ok, fleet = pcall(cellrate.limit_spec, rate, { period = opts.period, burst = opts.burst })
     if not ok then
-        error((tostring(fleet):gsub("^[^\n]-:%d+: ", "", 1)), 2)
+        error(without_position(fleet), 2)
     end
     local self = setmetatable({
         client = client, name = opts.name, member = member, interval = interval, ttl = ttl,
@@ -97,19 +107,34 @@ local function new(keyed, client, rate, opts)
         share = cellrate._SHARE_COLD_START, target = cellrate._SHARE_COLD_START, members = 0,
         joined = false, down = false, last = nil, keyed = keyed,
     }, Share)
-    local make = keyed and cellrate.keyed or cellrate.limiter
-    local local_rate, period, burst = cellrate._share_limit(fleet, self.share)
-    self.local_limiter = make(local_rate, { period = period, burst = burst,
-                                            shared = opts.shared, capacity = opts.capacity })
+    local local_opts = {}
+    for option, value in pairs(opts) do
+        if not OWN[option] then
+            local_opts[option] = value
+        end
+    end
+    local local_rate
+    local_rate, local_opts.period, local_opts.burst = cellrate._share_limit(fleet, self.share)
+    local made, lim, err, code = pcall(keyed and cellrate.keyed or cellrate.limiter, local_rate,
+                                       local_opts)
+    if not made then
+        error(without_position(lim), 2)
+    elseif lim == nil then
+        return nil, err, code -- the region (shared) could not be opened
+    end
+    self.local_limiter = lim
     local _
-    _, self.counted = cellrate._share_asked(self.local_limiter:stats(), 0)
+    _, self.counted = cellrate._share_asked(lim:stats(), 0)
     return self
 end
 
 -- limiter(client, rate, opts): the fleet's limit (opts.period, opts.burst as
 -- cellrate.limit_spec's) and opts.name (required), interval, ttl, member,
 -- prefix, timeout (the longest a heartbeat's reply takes: give the client no
--- longer one; default 0.25 s), shared (the local limiter's region).
+-- longer one; default 0.25 s); the local limiter's clock, shared and
+-- shared_mode. algorithm, max_cost and on_change are refused (the local limit
+-- follows the share), as is an option no limiter takes. A region that cannot
+-- be opened: nil, the core's words and its code, as cellrate.limiter.
 function M.limiter(client, rate, opts)
     return new(false, client, rate, opts)
 end

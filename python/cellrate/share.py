@@ -74,10 +74,9 @@ Key = Union[str, bytes]
 
 def _seconds(param: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise invalid_type(param, f"{param} must be a number of seconds, not "
-                                  f"{type(value).__name__}")
+        raise invalid_type(param, f"{param} must be a number of seconds")
     if not 0 < value < math.inf:
-        raise invalid(param, f"{param} {_WORDS['SECONDS_REFUSED']}, not {value!r}")
+        raise invalid(param, f"{param} {_WORDS['SECONDS_REFUSED']}")
     return float(value)
 
 
@@ -157,12 +156,11 @@ class _Share(_SyncStore):
         self.interval = _seconds("interval", interval)
         self.ttl = _seconds("ttl", TTL_INTERVALS * self.interval if ttl is None else ttl)
         if self.ttl <= self.interval:
-            raise invalid("ttl", f"ttl {_WORDS['TTL_TOO_SHORT']} ({self.interval!r} s), "
-                                 f"not {ttl!r}")
+            raise invalid("ttl", f"ttl {_WORDS['TTL_TOO_SHORT']}")
         if member is None:
             member = ""  # named below, once the region's path is known
         elif not isinstance(member, str):
-            raise invalid_type("member", f"member must be a str, not {type(member).__name__}")
+            raise invalid_type("member", f"member {_WORDS['MEMBER_REFUSED']}")
         elif not member or ":" in member:
             raise invalid("member", f"member {_WORDS['MEMBER_REFUSED']}")
         self.member: str = member
@@ -396,10 +394,11 @@ class ShareLimiter(_Share):
     thread, the caller calls heartbeat(). The decisions (allow, check, peek, charge,
     take, wait, acquire, reset) are the local Limiter's own methods; the demand a
     heartbeat sends is what its counters decided since the last one (stats():
-    units_admitted + units_refused - units_refunded; peek counts nothing). shared=path: the host is the
-    member, every process of it deciding on that region (its counters are the host's
-    demand); the process holding the lock file beside it (path + ".lock") heartbeats
-    and applies the share to the region, the others read it from there.
+    units_admitted + units_refused - units_refunded; peek counts nothing). shared=path:
+    the host is the member, every process of it deciding on that region (its counters
+    are the host's demand); the process holding the lock file beside it (path +
+    ".lock") heartbeats and applies the share to the region, the others read it from
+    there. clock= (and capacity= of the keyed form) pass through to the local limiter.
     """
 
     _decisions = ("allow", "check", "peek", "charge", "take", "wait", "acquire", "reset")

@@ -355,6 +355,34 @@ describe("cellrate.share", function()
       assert.equal(1, lim.share)
    end)
 
+   it("gives the local limiter its own options, and refuses every other", function()
+      for _, clock in ipairs({ "monotonic", "fast" }) do
+         assert.equal(clock, share.limiter(nil, 100, { name = "n", clock = clock })
+                                .local_limiter:info().clock)
+         local keyed = share.keyed(nil, 100, { name = "n", clock = clock, capacity = 64 })
+         assert.equal(clock, keyed.local_limiter:info().clock)
+         assert.equal(64, keyed.local_limiter:info().capacity)
+      end
+      -- the core's words for an option no limiter takes, at the caller
+      for _, case in ipairs({ { "foo", { name = "n", foo = 1 } },
+                              { "capacity", { name = "n", capacity = 64 } },
+                              { "background", { name = "n", background = false } },
+                              { "on_error", { name = "n", on_error = "deny" } } }) do
+         local ok, err = pcall(share.limiter, nil, 100, case[2])
+         assert.is_false(ok)
+         assert.equal(("unknown option '%s'"):format(case[1]), err:gsub("^[^\n]-:%d+: ", "", 1))
+         assert.is_nil(err:find("cellrate/share.lua", 1, true), err)
+      end
+      local ok, err = pcall(share.limiter, nil, 100, { name = "n", clocks = "fast" })
+      assert.is_false(ok)
+      assert.truthy(err:find("unknown option 'clocks' (did you mean 'clock'?)", 1, true), err)
+      -- a region that cannot be opened: nil, the core's words and its code, as cellrate.limiter
+      local lim, said, code = share.limiter(nil, 100, { name = "n", shared = "/nonexistent/r" })
+      assert.is_nil(lim)
+      assert.equal("E_SHARED_IO", code)
+      assert.equal("shared: ", said:sub(1, 8))
+   end)
+
    it("names the parameter of a mistake", function()
       local cases = {
          { "interval", { name = "n", interval = 0 } },
@@ -367,6 +395,8 @@ describe("cellrate.share", function()
          { "prefix", { name = "n", prefix = 3 } },
          { "max_cost", { name = "n", max_cost = 3 } },
          { "algorithm", { name = "n", algorithm = "gcra" } },
+         { "on_change", { name = "n", on_change = "apply" } },
+         { "clock", { name = "n", clock = "bogus" } },
       }
       for _, case in ipairs(cases) do
          support.raises(case[1], share.limiter, client, 100, case[2])
@@ -381,6 +411,11 @@ describe("cellrate.share", function()
          { "interval must be finite and > 0 (seconds)", { name = "n", interval = 0 } },
          { "ttl must be longer than interval", { name = "n", ttl = 1 } },
          { "member must be a non-empty string without a colon", { name = "n", member = "" } },
+         { "member must be a non-empty string without a colon", { name = "n", member = 3 } },
+         { "ttl must be finite and > 0 (seconds)", { name = "n", ttl = -1 } },
+         { "ttl must be a number of seconds", { name = "n", ttl = "3" } },
+         { "on_change is not taken by a share store: its local limiter follows the share",
+           { name = "n", on_change = "refuse" } },
       }
       for _, case in ipairs(said) do
          local text = support.raises(case[1], share.limiter, client, 100, case[2])

@@ -239,11 +239,30 @@ def test_bad_input_names_the_parameter(client):
     assert raised.value.param == "client"
     with pytest.raises(TypeError):
         ShareLimiter(client, 100)  # name is required
-    for options, words in (({"interval": 0}, "interval must be finite and > 0 (seconds)"),
-                           ({"ttl": 1.0}, "ttl must be longer than interval"),
-                           ({"member": ""}, "member must be a non-empty string without a colon")):
-        with pytest.raises(cellrate.InvalidArgument, match=re.escape(words)):
+    # the words of the Lua face (the script's protocol paragraph), exactly
+    for options, words in (
+            ({"interval": 0}, "interval must be finite and > 0 (seconds)"),
+            ({"ttl": 1.0}, "ttl must be longer than interval"),
+            ({"ttl": 0.5}, "ttl must be longer than interval"),
+            ({"ttl": -1}, "ttl must be finite and > 0 (seconds)"),
+            ({"ttl": "3"}, "ttl must be a number of seconds"),
+            ({"member": ""}, "member must be a non-empty string without a colon"),
+            ({"member": 3}, "member must be a non-empty string without a colon"),
+            ({"on_change": "refuse"},
+             "on_change is not taken by a share store: its local limiter follows the share")):
+        with pytest.raises((cellrate.InvalidArgument, cellrate.InvalidArgumentType)) as raised:
             ShareLimiter(client, 100, name="n", background=False, **options)
+        assert str(raised.value) == words, options
+
+
+def test_the_local_limiters_own_options_pass_through(client):
+    """clock= (and capacity= of the keyed form) are the local limiter's."""
+    for clock in ("monotonic", "fast"):
+        with ShareLimiter(client, 100, name="n", clock=clock, background=False) as limiter:
+            assert limiter.local.clock == clock
+        with KeyedShareLimiter(client, 100, name="n", clock=clock, capacity=64,
+                               background=False) as keyed:
+            assert (keyed.local.clock, keyed.local.capacity) == (clock, 64)
 
 
 def test_every_decision_but_peek_counts_as_demand(client):
