@@ -247,9 +247,9 @@ end
 
 -- The share, the target, the members and this member's local limit.
 function Share:info()
-    local local_rate, _, burst = cellrate._share_limit(self.fleet, self.share)
+    local local_rate, period, burst = cellrate._share_limit(self.fleet, self.share)
     return { share = self.share, target = self.target, members = self.members,
-             rate = local_rate, burst = burst, period = self.fleet.period,
+             rate = local_rate, burst = burst, period = period,
              name = self.name, member = self.member }
 end
 

@@ -187,7 +187,8 @@ class _Share(_SyncStore):
         shared = local.pop("shared", None)
         self._host: _Host | None = None
         if shared is None:
-            self._local = self._make_local(self._scaled(self.share), **local)
+            self._local = self._make_local(*_cellrate._share_limit(self.fleet, self.share),
+                                           **local)
         else:
             self._local = self._open_region(shared, local)
             region = os.fsencode(os.path.realpath(shared))
@@ -212,8 +213,7 @@ class _Share(_SyncStore):
                 name=f"cellrate.share {name}", daemon=True)
             self._thread.start()
 
-    def _make_local(self, limit: Tuple[float, int], period: float | None = None,
-                    **local: Any) -> Any:
+    def _make_local(self, rate: float, period: float, burst: int, **local: Any) -> Any:
         raise NotImplementedError  # pragma: no cover - each form has its own
 
     def _open_region(self, shared: Any, local: Any) -> Any:
@@ -223,21 +223,17 @@ class _Share(_SyncStore):
         for tries in range(_OPEN_TRIES, 0, -1):
             try:
                 info = inspect_region(shared)
-                limit, period = (info["rate"], info["burst"]), info["period"]
+                rate, period, burst = info["rate"], info["period"], info["burst"]
             except Exception:  # noqa: BLE001 - no region yet (or a bad path: the opening says)
-                limit, period, tries = self._scaled(self.share), self.fleet.period, 1
+                rate, period, burst = _cellrate._share_limit(self.fleet, self.share)
+                tries = 1
             try:
-                return self._make_local(limit, period, shared=shared,  # type: ignore[arg-type]
-                                        on_change="refuse", **local)
+                return self._make_local(rate, period, burst,  # type: ignore[arg-type]
+                                        shared=shared, on_change="refuse", **local)
             except cellrate.InvalidArgument:
                 if tries == 1:  # not a limit changed since it was read
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _scaled(self, share: float) -> Tuple[float, int]:
-        """The local rate and burst of a share (the core's rule: core/cellrate/share.h)."""
-        rate, _, burst = _cellrate._share_limit(self.fleet, share)
-        return rate, burst
 
     @property
     def local(self) -> Any:
@@ -411,10 +407,8 @@ class ShareLimiter(_Share):
     acquire: Callable[..., Awaitable[None]]
     reset: Callable[[], None]
 
-    def _make_local(self, limit: Tuple[float, int], period: float | None = None,
-                    **local: Any) -> Any:
-        return cellrate.Limiter(limit[0], period or self.fleet.period, burst=limit[1],
-                                **local)
+    def _make_local(self, rate: float, period: float, burst: int, **local: Any) -> Any:
+        return cellrate.Limiter(rate, period, burst=burst, **local)
 
 
 class KeyedShareLimiter(_Share):
@@ -431,10 +425,8 @@ class KeyedShareLimiter(_Share):
     take: Callable[..., int]
     reset: Callable[[Key], None]
 
-    def _make_local(self, limit: Tuple[float, int], period: float | None = None,
-                    **local: Any) -> Any:
-        return cellrate.KeyedLimiter(limit[0], period or self.fleet.period, burst=limit[1],
-                                     **local)
+    def _make_local(self, rate: float, period: float, burst: int, **local: Any) -> Any:
+        return cellrate.KeyedLimiter(rate, period, burst=burst, **local)
 
     def __len__(self) -> int:
         return len(self._local)
