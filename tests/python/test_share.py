@@ -634,10 +634,16 @@ def test_fleet_of_processes_keeps_the_bound_while_members_die_and_join(server, t
         procs[i].wait()
         events.append((time.monotonic(), "death", i))
 
-    t0 = time.monotonic()
     try:
         for i in range(4):
             start(i, run_for)
+        # the plan's clock starts once every member decides (a loaded machine may take
+        # seconds to start a process: one killed before then would have written nothing)
+        deadline = time.monotonic() + 60
+        while not all((tmp_path / f"m{i}.shares").exists() for i in range(4)):
+            assert time.monotonic() < deadline, "the members never started"
+            time.sleep(0.05)
+        t0 = time.monotonic()
         plan = [(4.0, kill, 0), (8.0, start, 4), (12.0, kill, 1), (16.0, start, 5)]
         for at, action, i in plan:
             time.sleep(max(0.0, t0 + at - time.monotonic()))
