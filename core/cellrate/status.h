@@ -173,7 +173,11 @@ const char *cr_version(void);
     X(59, E_MAX_DEBT, ARGUMENT, "max_debt",                                                       \
       "max_debt must be an integer >= 0 (the units a charge may leave a key owing beyond its "    \
       "limit)")                                                                                   \
-    X(60, E_SHARED_MAX_DEBT, REGION, "shared", "shared: the region was made with another max_debt")
+    X(60, E_SHARED_MAX_DEBT, REGION, "shared",                                                    \
+      "shared: the region was made with another max_debt")                                        \
+    X(61, E_SHARE_REPLY, RUNTIME, "",                                                             \
+      "the heartbeat's reply is not the share script's { share, members, target } (fractions "    \
+      "from 0 to 1, members >= 1)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1

@@ -149,6 +149,9 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "max_debt must be an integer >= 0 (the units a charge may leave a key owing beyond its "
      "limit)"),
     (60, "E_SHARED_MAX_DEBT", "region", "shared", "shared: the region was made with another max_debt"),
+    (61, "E_SHARE_REPLY", "runtime", "",
+     "the heartbeat's reply is not the share script's { share, members, target } (fractions "
+     "from 0 to 1, members >= 1)"),
 ]
 
 
