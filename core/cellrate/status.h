@@ -175,14 +175,17 @@ const char *cr_version(void);
       "limit)")                                                                                   \
     X(60, E_SHARED_MAX_DEBT, REGION, "shared",                                                    \
       "shared: the region was made with another max_debt")                                        \
-    X(61, E_REDIS_TOLERANCE, ARGUMENT, "burst",                                                   \
+    X(61, E_SHARE_REPLY, RUNTIME, "",                                                             \
+      "the heartbeat's reply is not the share script's { share, members, target } (fractions "    \
+      "from 0 to 1, members >= 1)")                                                               \
+    X(62, E_REDIS_TOLERANCE, ARGUMENT, "burst",                                                   \
       "burst is too large for the Redis store: burst * (period/rate), or a window, must be "      \
       "below 9e15 ns (about 104 days)")                                                           \
-    X(62, E_REDIS_SLOTS, ARGUMENT, "items",                                                       \
+    X(63, E_REDIS_SLOTS, ARGUMENT, "items",                                                       \
       "items must name keys of one Redis Cluster hash slot, as the keys of one script call "      \
       "must: put the same hash tag in each key, the part in braces that Cluster hashes (e.g. "    \
       "'{user:42}' and '{user:42}:search'); the keys and their slots:")                           \
-    X(63, E_REDIS_REPLY, RUNTIME, "",                                                             \
+    X(64, E_REDIS_REPLY, RUNTIME, "",                                                             \
       "the Redis script answered what it never answers to that request (another script "          \
       "under its SHA?)")
 

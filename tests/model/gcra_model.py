@@ -149,14 +149,17 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "max_debt must be an integer >= 0 (the units a charge may leave a key owing beyond its "
      "limit)"),
     (60, "E_SHARED_MAX_DEBT", "region", "shared", "shared: the region was made with another max_debt"),
-    (61, "E_REDIS_TOLERANCE", "argument", "burst",
+    (61, "E_SHARE_REPLY", "runtime", "",
+     "the heartbeat's reply is not the share script's { share, members, target } (fractions "
+     "from 0 to 1, members >= 1)"),
+    (62, "E_REDIS_TOLERANCE", "argument", "burst",
      "burst is too large for the Redis store: burst * (period/rate), or a window, must be "
      "below 9e15 ns (about 104 days)"),
-    (62, "E_REDIS_SLOTS", "argument", "items",
+    (63, "E_REDIS_SLOTS", "argument", "items",
      "items must name keys of one Redis Cluster hash slot, as the keys of one script call "
      "must: put the same hash tag in each key, the part in braces that Cluster hashes (e.g. "
      "'{user:42}' and '{user:42}:search'); the keys and their slots:"),
-    (63, "E_REDIS_REPLY", "runtime", "",
+    (64, "E_REDIS_REPLY", "runtime", "",
      "the Redis script answered what it never answers to that request (another script "
      "under its SHA?)"),
 ]
