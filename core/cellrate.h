@@ -202,7 +202,17 @@ const char *cr_version(void);
       "shared: no file at the path (a region is made by the first limiter that opens it)")        \
     X(58, E_PEAK, ARGUMENT, "peak",                                                               \
       "peak must be a boolean (true: track the most units held at once, for a shared total "      \
-      "that every acquire and release updates)")
+      "that every acquire and release updates)")                                                  \
+    X(59, E_QUOTA, ARGUMENT, "quota", "quota must be 'requests' or 'tokens'")                     \
+    X(60, E_HEADERS, ARGUMENT, "headers",                                                         \
+      "headers must be the response's fields: a mapping of names to values, or a list of "        \
+      "(name, value) pairs, each a string")                                                       \
+    X(61, E_STATUS_CODE, ARGUMENT, "status",                                                      \
+      "status must be an HTTP status code from 100 to 599, or absent")                            \
+    X(62, E_PENDING, ARGUMENT, "pending",                                                         \
+      "pending must be an integer >= 0 (units sent that the response cannot count yet)")          \
+    X(63, E_SHARE, ARGUMENT, "share",                                                             \
+      "share must be a number > 0 and <= 1 (this member's part of the provider's limit)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1
@@ -1006,6 +1016,113 @@ cr_status cr_headers_check_name(const char *name, size_t name_len);
  * +infinity becomes CR_NEVER. CR_E_HEADER_VALUE unless >= 0 and, when
  * finite, below 2^63 ns. */
 cr_status cr_duration_from_seconds(double seconds, int64_t *ns);
+
+/* ------------------------------------------------------------------------ */
+/* Following a provider (docs/design.md §18): what a response says of the    */
+/* limit it met (Retry-After, the IETF RateLimit fields, x-ratelimit-*,      */
+/* anthropic-ratelimit-*), read here once for every face, and the store      */
+/* operation that pulls a limiter into line with it.                         */
+
+/* One field of a response, as the face received it (name and value need not
+ * be NUL-terminated; the name in any case). */
+typedef struct cr_field {
+    const char *name;
+    size_t name_len;
+    const char *value;
+    size_t value_len;
+} cr_field;
+
+/* The quota a limiter counts: the provider's requests, or its tokens. */
+typedef enum cr_quota { CR_QUOTA_REQUESTS = 0, CR_QUOTA_TOKENS = 1 } cr_quota;
+
+/* Parses "requests" or "tokens" (CR_E_QUOTA otherwise); NULL is "requests". */
+cr_status cr_parse_quota(const char *name, size_t len, cr_quota *out);
+/* "requests", "tokens" ("" out of range). */
+const char *cr_quota_name(cr_quota quota);
+
+/* The longest a response may hold a limiter: one hour. A Retry-After, a reset
+ * or a window further away is read as this; a value that does not fit 63
+ * bits of nanoseconds (or units) is no value and is ignored. */
+#define CR_FOLLOW_MAX_NS ((int64_t)3600 * 1000000000)
+
+/* The bounds a signal keeps; more are merged into the last (the fewest
+ * remaining over the longest time: stricter than each). */
+#define CR_BOUNDS_MAX 8
+
+/* "At most `remaining` more units in [now, now + within_ns)", within_ns in
+ * [0, CR_FOLLOW_MAX_NS] (0: now): what a response says of one quota. A wait
+ * (a 429's Retry-After) is remaining 0 within the wait. */
+typedef struct cr_bound {
+    int64_t remaining;
+    int64_t within_ns;
+} cr_bound;
+
+typedef struct cr_signal {
+    int count; /* bounds filled; 0: the response said nothing of the quota */
+    cr_bound bound[CR_BOUNDS_MAX];
+} cr_signal;
+
+/*
+ * Reads what the response (its `status`, 0 when unknown, else 100..599:
+ * CR_E_STATUS_CODE, and its `count` fields) says of `quota`, into `out`:
+ *
+ *   Retry-After (delay-seconds, with a fraction, or an HTTP-date) and
+ *     retry-after-ms, on a 429, a 503 or an unknown status: remaining 0 within
+ *     the wait, for every quota;
+ *   RateLimit: "policy";r=R;t=T (draft-ietf-httpapi-ratelimit-headers-08 to
+ *     -11; the policy's quota unit from RateLimit-Policy's qu, "requests" when
+ *     absent), RateLimit: limit=L, remaining=R, reset=T (draft 07), and
+ *     RateLimit-Remaining / RateLimit-Reset (drafts up to 06): requests;
+ *   x-ratelimit-remaining-{requests,tokens} with x-ratelimit-reset-{...}
+ *     (durations such as "6m0s", "1.5s", "20ms"), and x-ratelimit-remaining
+ *     with x-ratelimit-reset (seconds; a number >= 10^9 is a Unix time in
+ *     seconds, >= 10^12 in milliseconds): requests, tokens;
+ *   anthropic-ratelimit-{requests,tokens}-remaining with -reset (RFC 3339).
+ *
+ * A remaining without a reset is remaining within 0 (now). A 429 that carries
+ * none of these fields, valid or not, is remaining 0 now, for requests. A
+ * value that is not a number of its field's syntax, negative, past, or
+ * beyond 63 bits is ignored (a
+ * Structured Field that does not parse: the whole field); waits beyond
+ * CR_FOLLOW_MAX_NS are capped at it; repeated fields each count (of one
+ * family, the fewest remaining and the longest reset). Absolute times are
+ * read against `realtime_ns` (the Unix time in ns, below CR_HORIZON_NS, else
+ * CR_E_NOW; CR_CLOCK reads CLOCK_REALTIME, only when such a time is met).
+ * CR_E_HEADERS for fields NULL with a count, or a field NULL with a length.
+ * Pure with an explicit `realtime_ns`; thread-safe; reads nothing beyond the
+ * lengths given.
+ */
+cr_status cr_signal_read(cr_signal *out, const cr_field *fields, size_t count, int64_t status,
+                         cr_quota quota, int64_t realtime_ns);
+
+/* The checks of a follow's own arguments: CR_E_PENDING unless pending >= 0,
+ * CR_E_SHARE unless 0 < share <= 1. */
+cr_status cr_follow_check(int64_t pending, double share);
+
+/*
+ * A follow, pure: the state of a key pulled into line with `signal` at
+ * `now_ns`. Each bound is first made this process's: remaining scaled by
+ * `share` (a fleet member's part, floor) less `pending` (units sent that the
+ * response cannot count yet), at least 0. Then gcra, token_bucket: TAT' =
+ * max(TAT, F) with F the least TAT admitting at most that many units in the
+ * bound's window, F <= now + CR_DEBT_MAX_NS; windows: their count raised so
+ * that no more remain in the key's window until the bound's end, and a wait
+ * (remaining 0) past the window's end fills every window up to the one
+ * holding it (a window's state cannot stop part-way). Only ever stricter:
+ * never a unit more than before, whatever the signal. Returns the state to
+ * store (equal to `state`: nothing to write).
+ */
+int64_t cr_follow(const cr_limit *limit, int64_t state, int64_t now_ns, const cr_signal *signal,
+                  int64_t pending, double share);
+
+/* cr_follow on the limiter's state, by compare-and-swap (lock-free); *pulled
+ * says whether it changed. Counts nothing. CR_E_NOW, CR_E_PENDING, CR_E_SHARE. */
+cr_status cr_limiter_follow(cr_limiter *limiter, int64_t now_ns, const cr_signal *signal,
+                            int64_t pending, double share, bool *pulled);
+
+/* As cr_limiter_follow, for `key` (an absent key takes a slot when pulled). */
+cr_status cr_keyed_follow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                          const cr_signal *signal, int64_t pending, double share, bool *pulled);
 
 #if defined(__GNUC__) && !defined(CR_EMBED)
 #pragma GCC visibility pop

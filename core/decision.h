@@ -37,15 +37,19 @@ typedef enum {
     CR_OP_REFUND,
     CR_OP_ANCHOR,
     CR_OP_CHARGE,
-    CR_OP_TAKE
+    CR_OP_TAKE,
+    CR_OP_FOLLOW
 } cr_op_kind;
 
+/* Written with designated initializers: each kind names the fields it uses. */
 typedef struct {
     cr_op_kind kind;
-    int64_t cost;        /* CR_OP_TAKE: the most units to take */
-    int64_t max_wait_ns; /* CR_OP_RESERVE: the longest acceptable delay, or CR_NEVER */
-    int64_t delay_ns;    /* CR_OP_RESERVE: set to the delay of a reservation */
-    int64_t taken;       /* CR_OP_TAKE: set to the units taken */
+    int64_t cost;            /* CR_OP_TAKE: the most units to take; CR_OP_FOLLOW: pending */
+    int64_t max_wait_ns;     /* CR_OP_RESERVE: the longest acceptable delay, or CR_NEVER */
+    int64_t delay_ns;        /* CR_OP_RESERVE: set to the delay of a reservation */
+    int64_t taken;           /* CR_OP_TAKE: set to the units taken */
+    const cr_signal *signal; /* CR_OP_FOLLOW: what a response said (cr_follow), */
+    double share;            /* and this process's part of it */
 } cr_op;
 
 static inline bool cr_is_window(const cr_limit *limit)
@@ -507,7 +511,7 @@ CR_HOT int64_t cr_take_core(const cr_limit *limit, int64_t state, int64_t now_ns
 }
 
 /* A store's operation on one state word; *ok: admitted / reserved / fit (charge) /
- * took a unit (take) / (refund, anchor) true. */
+ * took a unit (take) / pulled (follow) / (refund, anchor) true. */
 CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr_op *op,
                         cr_decision *out, bool *ok)
 {
@@ -522,6 +526,11 @@ CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr
         return cr_anchor_core(limit, state, now_ns, op->cost);
     case CR_OP_CHARGE:
         return cr_charge_core(limit, state, now_ns, op->cost, out, ok);
+    case CR_OP_FOLLOW: {
+        const int64_t followed = cr_follow(limit, state, now_ns, op->signal, op->cost, op->share);
+        *ok = followed != state;
+        return followed;
+    }
     case CR_OP_TAKE: {
         const int64_t taken = cr_take_core(limit, state, now_ns, op->cost, &op->taken);
         *ok = op->taken > 0;

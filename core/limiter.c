@@ -283,7 +283,7 @@ cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
                            cr_decision *out)
 {
     bool allowed;
-    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
+    cr_op op = {.kind = CR_OP_DECIDE, .cost = cost};
     return limiter_apply(limiter, now_ns, &op, commit, out, &allowed);
 }
 
@@ -292,7 +292,7 @@ cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 __attribute__((noinline)) static cr_status allow_apply(cr_limiter *limiter, int64_t now_ns,
                                                        int64_t cost, bool *allowed)
 {
-    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
+    cr_op op = {.kind = CR_OP_DECIDE, .cost = cost};
     return limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
 }
 
@@ -334,7 +334,7 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 
 cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
 {
-    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
+    cr_op op = {.kind = CR_OP_DECIDE, .cost = cost};
     return limiter_apply(limiter, now_ns, &op, false, NULL, allowed);
 }
 
@@ -343,7 +343,7 @@ cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost, 
 {
     if (max_wait_ns < 0)
         return CR_E_TIMEOUT;
-    cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0};
+    cr_op op = {.kind = CR_OP_RESERVE, .cost = cost, .max_wait_ns = max_wait_ns};
     cr_status status = limiter_apply(limiter, now_ns, &op, true, NULL, reserved);
     *delay_ns = op.delay_ns;
     return status;
@@ -352,21 +352,21 @@ cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost, 
 cr_status cr_limiter_refund(cr_limiter *limiter, int64_t now_ns, int64_t cost)
 {
     bool done;
-    cr_op op = {CR_OP_REFUND, cost, 0, 0, 0};
+    cr_op op = {.kind = CR_OP_REFUND, .cost = cost};
     return limiter_apply(limiter, now_ns, &op, true, NULL, &done);
 }
 
 cr_status cr_limiter_anchor(cr_limiter *limiter, int64_t now_ns, int64_t cost)
 {
     bool done;
-    cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0};
+    cr_op op = {.kind = CR_OP_ANCHOR, .cost = cost};
     return limiter_apply(limiter, now_ns, &op, true, NULL, &done);
 }
 
 cr_status cr_limiter_charge(cr_limiter *limiter, int64_t now_ns, int64_t cost, cr_decision *out)
 {
     bool fit;
-    cr_op op = {CR_OP_CHARGE, cost, 0, 0, 0};
+    cr_op op = {.kind = CR_OP_CHARGE, .cost = cost};
     return limiter_apply(limiter, now_ns, &op, true, out, &fit);
 }
 
@@ -375,11 +375,22 @@ cr_status cr_limiter_take(cr_limiter *limiter, int64_t now_ns, int64_t max_cost,
     bool took;
     if (max_cost < 0)
         return CR_E_MAX_COST;
-    cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0};
+    cr_op op = {.kind = CR_OP_TAKE, .cost = max_cost};
     cr_status status = limiter_apply(limiter, now_ns, &op, true, NULL, &took);
     if (status == CR_OK)
         *taken = op.taken;
     return status;
+}
+
+cr_status cr_limiter_follow(cr_limiter *limiter, int64_t now_ns, const cr_signal *signal,
+                            int64_t pending, double share, bool *pulled)
+{
+    cr_status status = cr_follow_check(pending, share);
+    if (status != CR_OK)
+        return status;
+    cr_op op = {.kind = CR_OP_FOLLOW, .cost = pending, .signal = signal, .share = share};
+    *pulled = false;
+    return limiter_apply(limiter, now_ns, &op, true, NULL, pulled);
 }
 
 void cr_limiter_reset(cr_limiter *limiter)

@@ -145,6 +145,16 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (58, "E_PEAK", "argument", "peak",
      "peak must be a boolean (true: track the most units held at once, for a shared total "
      "that every acquire and release updates)"),
+    (59, "E_QUOTA", "argument", "quota", "quota must be 'requests' or 'tokens'"),
+    (60, "E_HEADERS", "argument", "headers",
+     "headers must be the response's fields: a mapping of names to values, or a list of "
+     "(name, value) pairs, each a string"),
+    (61, "E_STATUS_CODE", "argument", "status",
+     "status must be an HTTP status code from 100 to 599, or absent"),
+    (62, "E_PENDING", "argument", "pending",
+     "pending must be an integer >= 0 (units sent that the response cannot count yet)"),
+    (63, "E_SHARE", "argument", "share",
+     "share must be a number > 0 and <= 1 (this member's part of the provider's limit)"),
 ]
 
 

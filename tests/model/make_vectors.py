@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import catalogue_model as catalogue  # noqa: E402
+import follow_vectors  # noqa: E402
 import gcra_model as model  # noqa: E402
 import metrics_model  # noqa: E402
 from gcra_model import HORIZON_NS, INT64_MAX  # noqa: E402
@@ -1479,6 +1480,7 @@ def make_metrics() -> str:
 def generate() -> dict[str, str]:
     return {
         "decisions.txt": make_decisions(),
+        "follow.txt": follow_vectors.make_follow(),
         "limits.txt": make_limits(),
         "metrics.txt": make_metrics(),
         "seconds.txt": make_seconds(),
