@@ -112,7 +112,7 @@ def make_store(kind: str, header: list[str], tmp_path, index: int):
 @pytest.mark.parametrize("kind", ["limiter", "keyed", "shared limiter", "shared keyed"])
 def test_follow_matches_the_vectors(kind, tmp_path):
     mismatches = []
-    for index, (start, header, steps) in enumerate(SCENARIOS):
+    for index, (_, header, steps) in enumerate(SCENARIOS):
         store, key = make_store(kind, header, tmp_path, index)
         for number, word, rest in steps:
             t = seconds(int(rest[0]))
