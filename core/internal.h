@@ -240,6 +240,27 @@ struct cr_region_s;
  * the region's change lock: CR_E_SHARED_LOCK when it stays held. */
 cr_status cr_counts_reset(const cr_counts *counts, struct cr_region_s *region, uint64_t evicted);
 
+/* A process's waiters in line, per key (core/line.c; docs/design.md §9):
+ * each key's tail, the instant from which its next waiter takes its turn,
+ * changed by `apply` under the table's lock. A slot whose tail has passed is
+ * free; cr_lines_apply is false (nothing done) when none is. */
+typedef struct cr_lines cr_lines;
+typedef int64_t (*cr_line_apply)(int64_t tail, void *context);
+cr_lines *cr_lines_new(uint32_t count);
+void cr_lines_free(cr_lines *lines);
+bool cr_lines_apply(cr_lines *lines, uint64_t fingerprint, int64_t now_ns, cr_line_apply apply,
+                    void *context);
+/* The latest tail any line of the table has had (lock-free): no line holds
+ * a waiter once it has passed. */
+int64_t cr_lines_latest(const cr_lines *lines);
+
+/* The line table of a store (with `make`, made on its first use; NULL: none,
+ * or out of memory), and the fingerprint of its key there (a limiter's one
+ * line: 1). */
+cr_lines *cr_limiter_lines(cr_limiter *limiter, uint64_t *fingerprint, bool make);
+cr_lines *cr_keyed_lines(cr_keyed *keyed, const void *key, size_t key_len, uint64_t *fingerprint,
+                         bool make);
+
 /* The counters of an item's store (cr_item: a limiter or a keyed table). */
 const cr_counts *cr_limiter_counts(const cr_limiter *limiter);
 const cr_counts *cr_keyed_counts(const cr_keyed *keyed);

@@ -45,6 +45,7 @@ struct cr_limiter {
     pthread_mutex_t changing;   /* serializes live changes; decisions never take it */
     const cr_limit *replaced;   /* the region's limit that opening replaced, or NULL */
     cr_counts counts;           /* this process's block, or the region's */
+    cr_lines *_Atomic lines;    /* this process's waiters (cr_wait_step), made on first use */
 };
 
 static limiter_cell *cell_new(const cr_limit *limit, int64_t state, limiter_cell *older)
@@ -144,6 +145,7 @@ cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *p
         return status;
     }
     atomic_init(&limiter->cell, cell);
+    atomic_init(&limiter->lines, NULL);
     *out = limiter;
     return CR_OK;
 }
@@ -166,8 +168,24 @@ void cr_limiter_free(cr_limiter *limiter)
         cell = older;
     }
     free((cr_limit *)limiter->replaced);
+    cr_lines_free(atomic_load_explicit(&limiter->lines, memory_order_relaxed));
     pthread_mutex_destroy(&limiter->changing);
     free(limiter);
+}
+
+cr_lines *cr_limiter_lines(cr_limiter *limiter, uint64_t *fingerprint, bool make)
+{
+    *fingerprint = 1;
+    cr_lines *lines = atomic_load_explicit(&limiter->lines, memory_order_acquire);
+    if (lines || !make)
+        return lines;
+    cr_lines *made = cr_lines_new(1);
+    if (made && !atomic_compare_exchange_strong_explicit(
+                    &limiter->lines, &lines, made, memory_order_acq_rel, memory_order_acquire)) {
+        cr_lines_free(made); /* another thread made it first: `lines` is its */
+        return lines;
+    }
+    return made;
 }
 
 const cr_limit *cr_limiter_replaced(const cr_limiter *limiter) { return limiter->replaced; }

@@ -233,7 +233,7 @@ def test_acquire_timeout_and_unfittable_raise_at_once(make):
     assert math.isinf(never.retry_after)
 
 
-def test_a_cancelled_acquire_refunds(make):
+def test_a_cancelled_acquire_gives_its_place_back(make):
     limit = make(2, burst=1)  # T = 500 ms
     drain(limit)
     before = limit.peek().retry_after
@@ -242,14 +242,39 @@ def test_a_cancelled_acquire_refunds(make):
         waiter = asyncio.ensure_future(limit.acquire())
         await asyncio.sleep(0.05)
         assert not waiter.done()
-        # while it waits, its unit is reserved: the next one is a further T away
-        assert limit.peek().retry_after > 0.5
+        # a waiter holds a place in its process's line, no units of the limit
+        assert limit.peek().retry_after <= before
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
+        # its place given back: the next waiter takes the turn it had
+        started = time.monotonic()
+        await limit.acquire()
+        return time.monotonic() - started
 
-    asyncio.run(main())
-    assert limit.peek().retry_after <= before
+    waited = asyncio.run(main())
+    assert waited <= before
+    assert limit.peek().retry_after > 0.4  # the one admitted spent its unit
+
+
+def test_a_block_holds_the_waiters_already_waiting(make):
+    limit = make(20, burst=1)  # T = 50 ms
+    drain(limit)
+
+    async def main():
+        started = time.monotonic()
+        waiters = [asyncio.ensure_future(limit.acquire()) for _ in range(3)]
+        await asyncio.sleep(0.01)  # all three in line, the first due in 40 ms
+        assert limit.limiter.follow(*limit.key, {"Retry-After": "0.3"}, 429)
+        done = []
+        for waiter in asyncio.as_completed(waiters):
+            await waiter
+            done.append(time.monotonic() - started)
+        return done
+
+    done = asyncio.run(main())
+    assert min(done) >= 0.3  # none started before the block ended
+    assert done[-1] - done[0] >= 0.1 - 0.001  # and then one per interval
 
 
 def test_asyncio_waiters_are_admitted_in_arrival_order(make):
@@ -271,45 +296,33 @@ def test_asyncio_waiters_are_admitted_in_arrival_order(make):
         assert at - start >= (index + 1) * 0.02 - 0.001
 
 
-class Recording:
-    """A Limiter whose reservations note the order of the threads that make
-    them (a lock makes the reservation and the note one step); Limiter.wait
-    runs on it as on a Limiter."""
-
-    def __init__(self, limiter):
-        self.limiter = limiter
-        self.lock = threading.Lock()
-        self.reserved = []
-
-    def reserve(self, *args, **kwargs):
-        with self.lock:
-            delay = self.limiter.reserve(*args, **kwargs)
-            self.reserved.append(threading.get_ident())
-            return delay
-
-    def __getattr__(self, name):
-        return getattr(self.limiter, name)
-
-
-def test_thread_waiters_are_admitted_in_the_order_they_reserved():
+def test_thread_waiters_are_admitted_in_the_order_they_came(monkeypatch):
     limiter = cellrate.Limiter(20, burst=1)  # T = 50 ms
     drain(limiter)
-    recording = Recording(limiter)
+    waiting = threading.Event()
+    real_sleep = time.sleep
+
+    def sleep(seconds):  # a waiter sleeps once it holds its place in line
+        waiting.set()
+        real_sleep(seconds)
+
+    monkeypatch.setattr(_wait, "time", types.SimpleNamespace(monotonic=time.monotonic,
+                                                             sleep=sleep))
     admitted = []
-    lock = threading.Lock()
 
-    def waiter():
-        cellrate.Limiter.wait(recording)
-        with lock:
-            admitted.append(threading.get_ident())
+    def waiter(index):
+        limiter.wait()
+        admitted.append(index)
 
-    threads = [threading.Thread(target=waiter) for _ in range(6)]
-    for thread in threads:
-        thread.start()
+    threads = []
+    for index in range(6):
+        waiting.clear()
+        threads.append(threading.Thread(target=waiter, args=(index,)))
+        threads[-1].start()
+        assert waiting.wait(5)  # in line before the next one comes
     for thread in threads:
         thread.join()
-    assert len(admitted) == 6
-    assert admitted == recording.reserved
+    assert admitted == list(range(6))
 
 
 def test_no_thread_is_starved_and_none_admitted_beyond_the_limit():
