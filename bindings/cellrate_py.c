@@ -1960,6 +1960,73 @@ static PyObject *module_read_signal(PyObject *module, PyObject *args, PyObject *
     return bounds;
 }
 
+/* A retry's settings in seconds to ns: `obj` a number > 0 (else `status`). */
+static int retry_seconds(module_state *state, PyObject *obj, int64_t *ns)
+{
+    double seconds;
+    if (convert_number(state, obj, CR_E_BACKOFF, &seconds) < 0)
+        return -1;
+    if (cr_duration_from_seconds(seconds, ns) != CR_OK || *ns == CR_NEVER) {
+        raise_status(state, CR_E_BACKOFF);
+        return -1;
+    }
+    return 0;
+}
+
+/* _check_retry(retries, backoff, max_backoff): the settings of the outbound
+ * adapters' retries (cr_retry_check), in the core's words. */
+static PyObject *module_check_retry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_check_retry(retries, backoff, max_backoff)");
+        return NULL;
+    }
+    int64_t retries, backoff_ns, max_backoff_ns;
+    if (convert_units(state, args[0], CR_E_RETRIES, &retries) < 0 ||
+        retry_seconds(state, args[1], &backoff_ns) < 0 ||
+        retry_seconds(state, args[2], &max_backoff_ns) < 0)
+        return NULL;
+    const cr_status status = cr_retry_check(retries, backoff_ns, max_backoff_ns);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* _retry_wait(status, attempt, retries, backoff, max_backoff, random): the
+ * seconds to wait before retrying (cr_retry_wait), or None: no retry. */
+static PyObject *module_retry_wait(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_retry_wait(status, attempt, retries, backoff, max_backoff, random)");
+        return NULL;
+    }
+    int64_t status, attempt, retries, backoff_ns, max_backoff_ns, wait_ns;
+    if (convert_units(state, args[0], CR_E_STATUS_CODE, &status) < 0 ||
+        convert_units(state, args[1], CR_E_RETRIES, &attempt) < 0 ||
+        convert_units(state, args[2], CR_E_RETRIES, &retries) < 0 ||
+        retry_seconds(state, args[3], &backoff_ns) < 0 ||
+        retry_seconds(state, args[4], &max_backoff_ns) < 0)
+        return NULL;
+    const unsigned long long random = PyLong_AsUnsignedLongLongMask(args[5]);
+    if (random == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (!cr_retry_wait(status, attempt, retries, backoff_ns, max_backoff_ns, (uint64_t)random,
+                       &wait_ns))
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(cr_ns_to_seconds(wait_ns));
+}
+
+PyDoc_STRVAR(check_retry_doc, "_check_retry(retries, backoff, max_backoff, /)\n--\n\n"
+                              "None, or the core's error naming retries or backoff.");
+PyDoc_STRVAR(retry_wait_doc,
+             "_retry_wait(status, attempt, retries, backoff, max_backoff, random, /)\n--\n\n"
+             "The seconds to wait before retry `attempt` of a request answered `status`\n"
+             "(429 or 503), or None: not retried (the core's cr_retry_wait).");
 PyDoc_STRVAR(limiter_follow_doc,
              "follow($self, headers, status=None, *, quota=None, pending=0, share=1.0,\n"
              "       now=None)\n--\n\n"
@@ -3072,6 +3139,9 @@ static PyMethodDef cellrate_methods[] = {
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
     {"read_signal", (PyCFunction)(void (*)(void))module_read_signal, METH_VARARGS | METH_KEYWORDS,
      read_signal_doc},
+    {"_check_retry", (PyCFunction)(void (*)(void))module_check_retry, METH_FASTCALL,
+     check_retry_doc},
+    {"_retry_wait", (PyCFunction)(void (*)(void))module_retry_wait, METH_FASTCALL, retry_wait_doc},
     {"inspect_region", module_inspect_region, METH_O, inspect_region_doc},
     {"metrics", module_metrics, METH_NOARGS, metrics_doc},
     {NULL, NULL, 0, NULL},

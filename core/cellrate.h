@@ -212,7 +212,12 @@ const char *cr_version(void);
     X(62, E_PENDING, ARGUMENT, "pending",                                                         \
       "pending must be an integer >= 0 (units sent that the response cannot count yet)")          \
     X(63, E_SHARE, ARGUMENT, "share",                                                             \
-      "share must be a number > 0 and <= 1 (this member's part of the provider's limit)")
+      "share must be a number > 0 and <= 1 (this member's part of the provider's limit)")         \
+    X(64, E_RETRIES, ARGUMENT, "retries",                                                         \
+      "retries must be an integer >= 0 (the tries after a 429 or 503)")                           \
+    X(65, E_BACKOFF, ARGUMENT, "backoff",                                                         \
+      "backoff must be a number of seconds > 0, and max_backoff one >= backoff (the wait "        \
+      "before a retry doubles from backoff up to max_backoff)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1
@@ -1162,6 +1167,22 @@ cr_status cr_follow_check(int64_t pending, double share);
  */
 int64_t cr_follow(const cr_limit *limit, int64_t state, int64_t now_ns, const cr_signal *signal,
                   int64_t pending, double share);
+
+/* CR_OK when retries >= 0 (CR_E_RETRIES) and 0 < backoff_ns <= max_backoff_ns
+ * (CR_E_BACKOFF): the settings of cr_retry_wait. */
+cr_status cr_retry_check(int64_t retries, int64_t backoff_ns, int64_t max_backoff_ns);
+
+/*
+ * Whether to retry a request that a provider answered with `status`, as try
+ * `attempt` after it (1: the first retry), and how long to wait first
+ * (*wait_ns): a 429 or a 503, while attempt <= retries. The wait is the
+ * back-off backoff_ns * 2^(attempt - 1), at most max_backoff_ns, half of it
+ * fixed and half spread by `random` (uniform over 64 bits): clients refused
+ * at once come back apart. A Retry-After is followed into the limiter (a
+ * 429's holds it until then), which the retry waits on after this. Pure.
+ */
+bool cr_retry_wait(int64_t status, int64_t attempt, int64_t retries, int64_t backoff_ns,
+                   int64_t max_backoff_ns, uint64_t random, int64_t *wait_ns);
 
 /* cr_follow on the limiter's state, by compare-and-swap (lock-free); *pulled
  * says whether it changed. Counts nothing. CR_E_NOW, CR_E_PENDING, CR_E_SHARE. */

@@ -1116,3 +1116,34 @@ int64_t cr_follow(const cr_limit *limit, int64_t state, int64_t now_ns, const cr
     }
     return state;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Retrying a refused request                                                */
+
+cr_status cr_retry_check(int64_t retries, int64_t backoff_ns, int64_t max_backoff_ns)
+{
+    if (retries < 0)
+        return CR_E_RETRIES;
+    if (backoff_ns <= 0 || max_backoff_ns < backoff_ns)
+        return CR_E_BACKOFF;
+    return CR_OK;
+}
+
+bool cr_retry_wait(int64_t status, int64_t attempt, int64_t retries, int64_t backoff_ns,
+                   int64_t max_backoff_ns, uint64_t random, int64_t *wait_ns)
+{
+    *wait_ns = 0;
+    if ((status != 429 && status != 503) || attempt < 1 || attempt > retries ||
+        cr_retry_check(retries, backoff_ns, max_backoff_ns) != CR_OK)
+        return false;
+    int64_t backoff = backoff_ns;
+    for (int64_t i = 1; i < attempt && backoff < max_backoff_ns; i++)
+        backoff = backoff > max_backoff_ns / 2 ? max_backoff_ns : backoff * 2;
+    if (backoff > max_backoff_ns)
+        backoff = max_backoff_ns;
+    const int64_t fixed = backoff / 2;
+    /* the spread: random * (backoff - fixed + 1) / 2^64, in [0, backoff - fixed] */
+    const int64_t spread = (int64_t)(((cr_u128)random * (uint64_t)(backoff - fixed + 1)) >> 64);
+    *wait_ns = fixed + spread;
+    return true;
+}

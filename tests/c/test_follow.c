@@ -280,6 +280,16 @@ static int run_vectors(const char *dir, int *signals, int *follows)
             CHECK_EQ_I64(s.state != before, pulled, "line %d: pulled", lineno);
             store_follow(&s, lineno, now, &signal, pending, share, pulled);
             (*follows)++;
+        } else if (strcmp(word, "retry") == 0) {
+            const int64_t status = next_i64(), attempt = next_i64(), retries = next_i64();
+            const int64_t backoff = next_i64(), cap = next_i64();
+            const char *random_text = strtok(NULL, " \n");
+            const uint64_t random = random_text ? strtoull(random_text, NULL, 10) : 0;
+            const int64_t retry = next_i64(), wait = next_i64();
+            int64_t got_wait;
+            const bool got = cr_retry_wait(status, attempt, retries, backoff, cap, random, &got_wait);
+            CHECK_EQ_I64(got, retry, "line %d", lineno);
+            CHECK_EQ_I64(got_wait, wait, "line %d", lineno);
         } else {
             CHECK(false, "line %d: unknown line %s", lineno, word);
         }
@@ -325,6 +335,10 @@ static void test_arguments(void)
     CHECK_EQ_I64(cr_follow_check(0, 1.5), CR_E_SHARE, "share above 1");
     CHECK_EQ_I64(cr_follow_check(0, 0.0 / 0.0), CR_E_SHARE, "share NaN");
     CHECK_EQ_I64(cr_follow_check(0, 1e-300), CR_OK, "a tiny share");
+    CHECK_EQ_I64(cr_retry_check(-1, 1, 1), CR_E_RETRIES, "retries");
+    CHECK_EQ_I64(cr_retry_check(0, 0, 1), CR_E_BACKOFF, "backoff");
+    CHECK_EQ_I64(cr_retry_check(0, 2, 1), CR_E_BACKOFF, "max_backoff below backoff");
+    CHECK_EQ_I64(cr_retry_check(0, 1, 1), CR_OK, "retries 0");
     cr_limit limit = limit_of(100 * 1000000, 10);
     CHECK_EQ_I64(cr_follow(&limit, 5, 0, NULL, 0, 1.0), 5, "no signal: the state");
     cr_limiter *limiter;

@@ -603,3 +603,21 @@ def follow(limit, state, now: int, bounds: list[Bound], pending: int, share: flo
         else:
             state = gcra_follow(limit, state, now, mine, within)
     return state
+
+
+# --------------------------------------------------------------------------
+# Retrying a refused request
+
+
+def retry_wait(status: int, attempt: int, retries: int, backoff: int, max_backoff: int,
+               random64: int) -> Optional[int]:
+    """cr_retry_wait: the wait before try `attempt` after a 429 or 503, or
+    None: exponential back-off, capped, half of it fixed and half spread."""
+    if status not in (429, 503) or not 1 <= attempt <= retries:
+        return None
+    if retries < 0 or backoff <= 0 or max_backoff < backoff:
+        return None
+    doublings = min(attempt - 1, max_backoff.bit_length())  # enough to reach the cap
+    wait = min(max_backoff, backoff * 2 ** doublings)
+    fixed = wait // 2
+    return fixed + (random64 * (wait - fixed + 1) >> 64)

@@ -426,6 +426,26 @@ def random_follows(v: Vectors, rng: random.Random, count: int) -> None:
                 v.peek(t, rng.randrange(1, 4))
 
 
+def retries(v: Vectors, rng: random.Random) -> None:
+    v.comment("retrying a refused request: 429 and 503 only, while attempt <= retries; the "
+              "back-off doubles up to its cap, half fixed, half spread")
+    cases = [(429, 1, 3, SECOND // 2, 30 * SECOND, 0), (429, 1, 3, SECOND // 2, 30 * SECOND, 2**64 - 1),
+             (503, 2, 3, SECOND // 2, 30 * SECOND, 2**63), (429, 3, 3, SECOND, 30 * SECOND, 12345),
+             (429, 4, 3, SECOND, 30 * SECOND, 1), (500, 1, 3, SECOND, 30 * SECOND, 1),
+             (200, 1, 3, SECOND, 30 * SECOND, 1), (429, 0, 3, SECOND, 30 * SECOND, 1),
+             (429, 40, 100, SECOND, 30 * SECOND, 2**62), (429, 10**18, 2**62, 1, 2**62, 2**64 - 1),
+             (429, 1, 0, SECOND, 30 * SECOND, 1), (429, 1, 3, 0, 30 * SECOND, 1),
+             (429, 1, 3, 2 * SECOND, SECOND, 1), (429, 2, 3, 3, 5, 2**64 - 1)]
+    for _ in range(60):
+        cases.append((rng.choice([429, 503, 500]), rng.randrange(0, 8), rng.randrange(0, 6),
+                      rng.choice([MS, 250 * MS, SECOND]), rng.choice([SECOND, 30 * SECOND]),
+                      rng.randrange(0, 2**64)))
+    for status, attempt, most, backoff, cap, random64 in cases:
+        wait = follow.retry_wait(status, attempt, most, backoff, cap, random64)
+        v.lines.append(f"retry {status} {attempt} {most} {backoff} {cap} {random64} "
+                       f"{0 if wait is None else 1} {wait or 0}")
+
+
 def make_follow() -> str:
     v = Vectors()
     rng = random.Random(20250704)
@@ -444,6 +464,9 @@ def make_follow() -> str:
         "<pulled> <state_after>",
         "#        no field of a follow holds an absolute time: the realtime clock is not read",
         "# peek <now_ns> <cost> <allowed> <remaining> <retry_after_ns> <reset_after_ns>",
+        "# retry <status> <attempt> <retries> <backoff_ns> <max_backoff_ns> <random> <retry> "
+        "<wait_ns>",
+        "#        cr_retry_wait (the outbound adapters' retries; random: 64 bits, unsigned)",
     ]
     retry_after(v)
     ietf(v)
@@ -453,5 +476,6 @@ def make_follow() -> str:
     gcra_scenarios(v)
     window_scenarios(v)
     random_follows(v, rng, 150)
-    v.lines.insert(12, f"# {v.signals} signals, {v.follows} follows")
+    retries(v, rng)
+    v.lines.insert(14, f"# {v.signals} signals, {v.follows} follows")
     return "\n".join(v.lines) + "\n"

@@ -155,6 +155,11 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "pending must be an integer >= 0 (units sent that the response cannot count yet)"),
     (63, "E_SHARE", "argument", "share",
      "share must be a number > 0 and <= 1 (this member's part of the provider's limit)"),
+    (64, "E_RETRIES", "argument", "retries",
+     "retries must be an integer >= 0 (the tries after a 429 or 503)"),
+    (65, "E_BACKOFF", "argument", "backoff",
+     "backoff must be a number of seconds > 0, and max_backoff one >= backoff (the wait "
+     "before a retry doubles from backoff up to max_backoff)"),
 ]
 
 

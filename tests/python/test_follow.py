@@ -49,7 +49,7 @@ def duration(ns: int) -> float:
 
 
 def read_vectors():
-    signals, refusals, scenarios = [], [], []
+    signals, refusals, scenarios, retries = [], [], [], []
     for number, line in enumerate((VECTORS / "follow.txt").read_text().splitlines(), 1):
         if not line or line.startswith("#"):
             continue
@@ -63,18 +63,20 @@ def read_vectors():
                 count = int(tail[0])
                 bounds = [(int(tail[1 + 2 * i]), int(tail[2 + 2 * i])) for i in range(count)]
                 signals.append((number, fields, status, quota, realtime, bounds))
+        elif word == "retry":
+            retries.append((number, [int(word) for word in rest]))
         elif word == "limit":
             scenarios.append((number, rest, []))
         else:
             scenarios[-1][2].append((number, word, rest))
-    return signals, refusals, scenarios
+    return signals, refusals, scenarios, retries
 
 
-SIGNALS, REFUSALS, SCENARIOS = read_vectors()
+SIGNALS, REFUSALS, SCENARIOS, RETRIES = read_vectors()
 
 
 def test_the_vectors_are_there():
-    assert len(SIGNALS) > 300 and len(SCENARIOS) > 100 and REFUSALS
+    assert len(SIGNALS) > 300 and len(SCENARIOS) > 100 and REFUSALS and len(RETRIES) > 50
 
 
 def test_read_signal_matches_the_vectors():
@@ -132,6 +134,18 @@ def test_follow_matches_the_vectors(kind, tmp_path):
             if got != want:
                 mismatches.append(f"line {number} ({word}): {got} != {want}")
     assert not mismatches, "\n".join(mismatches[:20])
+
+
+def test_retry_waits_match_the_vectors():
+    checked = 0
+    for number, (status, attempt, retries, backoff, cap, random64, retry, wait) in RETRIES:
+        if seconds(backoff) is None or seconds(cap) is None:
+            continue  # not exact in float seconds
+        got = cellrate._cellrate._retry_wait(status, attempt, retries, seconds(backoff),
+                                             seconds(cap), random64)
+        assert got == (wait / 1e9 if retry else None), number
+        checked += 1
+    assert checked > 50
 
 
 # --------------------------------------------------------------------------
