@@ -1119,9 +1119,10 @@ typedef struct cr_signal {
  * Reads what the response (its `status`, 0 when unknown, else 100..599:
  * CR_E_STATUS_CODE, and its `count` fields) says of `quota`, into `out`:
  *
- *   Retry-After (delay-seconds, with a fraction, or an HTTP-date) and
- *     retry-after-ms, on a 429, a 503 or an unknown status: remaining 0 within
- *     the wait, for every quota;
+ *   Retry-After (delay-seconds, with a fraction, or an HTTP-date) or, in its
+ *     place when valid, retry-after-ms (the same wait to the millisecond), on
+ *     a 429, a 503 or an unknown status: remaining 0 within the wait, for
+ *     every quota;
  *   RateLimit: "policy";r=R;t=T (draft-ietf-httpapi-ratelimit-headers-08 to
  *     -11; the policy's quota unit from RateLimit-Policy's qu, "requests" when
  *     absent), RateLimit: limit=L, remaining=R, reset=T (draft 07), and
@@ -1138,7 +1139,9 @@ typedef struct cr_signal {
  * beyond 63 bits is ignored (a
  * Structured Field that does not parse: the whole field); waits beyond
  * CR_FOLLOW_MAX_NS are capped at it; repeated fields each count (of one
- * family, the fewest remaining and the longest reset). Absolute times are
+ * family, the fewest remaining and the longest reset). The bounds come in
+ * this order: RateLimit's as its fields come, the wait, the families above
+ * in their order, a bare 429's; past CR_BOUNDS_MAX they merge. Absolute times are
  * read against `realtime_ns` (the Unix time in ns, below CR_HORIZON_NS, else
  * CR_E_NOW; CR_CLOCK reads CLOCK_REALTIME, only when such a time is met).
  * CR_E_HEADERS for fields NULL with a count, or a field NULL with a length.

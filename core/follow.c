@@ -886,6 +886,8 @@ cr_status cr_signal_read(cr_signal *out, const cr_field *fields, size_t count, i
     reading r = {out, fields, count, quota, realtime_ns};
     const bool retry_applies = status == 0 || status == 429 || status == 503;
     bool carries = false; /* a field of these families, valid or not */
+    family waits[2];      /* the longest wait of retry-after-ms [0], of Retry-After [1] */
+    memset(waits, 0, sizeof waits);
     /* the families: [0] x-ratelimit-*-requests, [1] -tokens, [2] x-ratelimit-*,
      * [3] anthropic requests, [4] anthropic tokens, [5] RateLimit-* (drafts <= 06) */
     family families[6];
@@ -916,10 +918,8 @@ cr_status cr_signal_read(cr_signal *out, const cr_field *fields, size_t count, i
         if (seconds || same_name(field, "retry-after-ms")) {
             const bool read = seconds ? read_retry_after(&r, value, &number)
                                       : read_decimal_field(value, 1000000, &number);
-            if (read && retry_applies) {
-                if (number > 0)
-                    add_bound(out, 0, number);
-            }
+            if (read)
+                family_reset(&waits[seconds], number);
             continue;
         }
         if (same_name(field, "ratelimit")) {
@@ -952,6 +952,11 @@ cr_status cr_signal_read(cr_signal *out, const cr_field *fields, size_t count, i
             }
         }
     }
+    /* retry-after-ms is the same wait to the millisecond: it takes the place
+     * of Retry-After (whole seconds) when both say one */
+    const family *wait = waits[0].has_reset ? &waits[0] : &waits[1];
+    if (retry_applies && wait->has_reset && wait->reset_ns > 0)
+        add_bound(out, 0, wait->reset_ns);
     for (int f = 0; f < 6; f++)
         family_end(&r, &families[f], names[f].quota == quota);
     /* a 429 that carries none of these fields: nothing is left now */

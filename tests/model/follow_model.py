@@ -499,20 +499,20 @@ FAMILIES: list[tuple[str, str, str, Callable]] = [
 
 def read_signal(fields, status: int, quota: str, realtime_ns: Optional[int]) -> list[Bound]:
     """cr_signal_read: the bounds a response's fields say of `quota`, in the
-    order: Retry-After, retry-after-ms and RateLimit fields as they come, then
-    the families of FAMILIES in that order, then a bare 429's."""
+    order: RateLimit fields as they come, the wait (retry-after-ms in the place
+    of Retry-After), the families of FAMILIES in that order, a bare 429's."""
     assert quota in QUOTAS and (status == 0 or 100 <= status <= 599)
     reading = Reading(fields, status, quota, realtime_ns)
     applies = status in (0, 429, 503)
     remaining: dict[int, int] = {}
     reset: dict[int, int] = {}
+    waits: dict[str, int] = {}
     for name, value in reading.fields:
         if name in ("retry-after", "retry-after-ms"):
             wait = (_retry_after(reading, value) if name == "retry-after"
                     else decimal_ns(value, 10**6))
-            if wait is not None and applies:
-                if wait > 0:
-                    reading.add(0, wait)
+            if wait is not None:
+                waits[name] = max(waits.get(name, wait), wait)
             continue
         if name == "ratelimit":
             _service_limits(reading, value)
@@ -526,6 +526,10 @@ def read_signal(fields, status: int, quota: str, realtime_ns: Optional[int]) -> 
                 wait = read_reset(reading, value)
                 if wait is not None:
                     reset[index] = max(reset.get(index, wait), wait)
+    # the milliseconds, when they are said, in the place of the seconds
+    wait = waits.get("retry-after-ms", waits.get("retry-after"))
+    if applies and wait:
+        reading.add(0, wait)
     for index, (_, _, family_quota, _) in enumerate(FAMILIES):
         if index in remaining and family_quota == quota:
             reading.add(remaining[index], reset.get(index, 0))

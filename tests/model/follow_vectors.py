@@ -163,7 +163,9 @@ def retry_after(v: Vectors) -> None:
     v.comment("retry-after-ms (decimal milliseconds), beside or instead of Retry-After")
     for value in ["250", "12.5", "0", "-3", "1e2"]:
         v.signal([("retry-after-ms", value)], 429)
-    v.signal([("Retry-After", "2"), ("retry-after-ms", "2500")], 429)
+    v.signal([("Retry-After", "2"), ("retry-after-ms", "1500")], 429)
+    v.signal([("Retry-After", "2"), ("retry-after-ms", "x")], 429)
+    v.signal([("retry-after-ms", "1500"), ("Retry-After", "1"), ("retry-after-ms", "900")], 429)
     v.comment("a 429 that says nothing else: nothing left now, for requests")
     v.signal([], 429)
     v.signal([], 429, "tokens")
