@@ -1104,7 +1104,8 @@ const char *cr_quota_name(cr_quota quota);
 
 /* "At most `remaining` more units in [now, now + within_ns)", within_ns in
  * [0, CR_FOLLOW_MAX_NS] (0: now): what a response says of one quota. A wait
- * (a 429's Retry-After) is remaining 0 within the wait. */
+ * (a 429's Retry-After) is remaining 0 within the wait. (cr_follow reads a
+ * remaining above 0 as "at most that many now".) */
 typedef struct cr_bound {
     int64_t remaining;
     int64_t within_ns;
@@ -1159,14 +1160,16 @@ cr_status cr_follow_check(int64_t pending, double share);
  * A follow, pure: the state of a key pulled into line with `signal` at
  * `now_ns`. Each bound is first made this process's: remaining scaled by
  * `share` (a fleet member's part, floor) less `pending` (units sent that the
- * response cannot count yet), at least 0. Then gcra, token_bucket: TAT' =
- * max(TAT, F) with F the least TAT admitting at most that many units in the
- * bound's window, F <= now + CR_DEBT_MAX_NS; windows: their count raised so
- * that no more remain in the key's window until the bound's end, and a wait
- * (remaining 0) past the window's end fills every window up to the one
- * holding it (a window's state cannot stop part-way). Only ever stricter:
- * never a unit more than before, whatever the signal. Returns the state to
- * store (equal to `state`: nothing to write).
+ * response cannot count yet), at least 0. A remaining above 0 spends the
+ * difference: no more than it left now (gcra, token_bucket: TAT' = max(TAT,
+ * now + tau - remaining * T), the next unit one T after them; windows: the
+ * count raised to rate - remaining). A wait (remaining 0: a 429's
+ * Retry-After, a remaining of 0 with its reset) holds the key until its end:
+ * gcra TAT' = max(TAT, now + tau + max(0, within - T)), at most now +
+ * CR_DEBT_MAX_NS; windows fill every window up to the one holding its last
+ * instant (a window's state cannot stop part-way). Only ever stricter: never
+ * a unit more than before, whatever the signal. Returns the state to store
+ * (equal to `state`: nothing to write).
  */
 int64_t cr_follow(const cr_limit *limit, int64_t state, int64_t now_ns, const cr_signal *signal,
                   int64_t pending, double share);

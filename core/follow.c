@@ -1021,14 +1021,16 @@ static int64_t ours(int64_t remaining, int64_t pending, double share)
 }
 
 /* gcra, token_bucket: the least TAT from which, admitting units one after
- * the other from now, the one after `remaining` comes no earlier than now +
- * max(within, T): `remaining` units left now (a burst spent down to them),
- * and no more until the bound ends. Unit k comes at TAT + k*T - tau. */
+ * the other from now, the one after `remaining` comes no earlier than now + T
+ * (the burst spent down to `remaining`), and for a wait (remaining 0) no
+ * earlier than now + within either. Unit k comes at TAT + k*T - tau. A
+ * remaining above 0 says nothing of when more come: the answer that says 0
+ * says until when, and holds the limit then. */
 static int64_t gcra_follow(const cr_limit *limit, int64_t tat, int64_t now_ns, int64_t remaining,
                            int64_t within_ns)
 {
     const int64_t T = limit->emission_ns;
-    const int64_t beyond = within_ns > T ? within_ns - T : 0;
+    const int64_t beyond = remaining == 0 && within_ns > T ? within_ns - T : 0;
     /* now + tau + beyond < 2^62 + 2^62 + 2^42: no overflow */
     const cr_u128 top = (cr_u128)(uint64_t)now_ns + (uint64_t)limit->tolerance_ns +
                         (uint64_t)beyond;
@@ -1041,8 +1043,9 @@ static int64_t gcra_follow(const cr_limit *limit, int64_t tat, int64_t now_ns, i
     return floor_tat > now_ns && floor_tat > tat ? floor_tat : tat;
 }
 
-/* fixed_window: within the key's window, its count raised to rate -
- * remaining; a wait past it fills the window holding its last instant. */
+/* fixed_window: its count raised to rate - remaining in the key's window; a
+ * wait (remaining 0) past the window's end fills the window holding its last
+ * instant (a window's state cannot stop part-way). */
 static int64_t fixed_follow(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t remaining,
                             int64_t within_ns)
 {
@@ -1063,8 +1066,9 @@ static int64_t fixed_follow(const cr_limit *limit, int64_t state, int64_t now_ns
 }
 
 /* sliding_window: the current count raised so that no more than remaining
- * fit until the bound's end (as prev decays) within the key's window; a wait
- * past it fills the window holding its last instant, previous count too. */
+ * fit now, and for a wait none until its end (as prev decays) within the
+ * key's window; a wait past it fills the window holding its last instant,
+ * previous count too. */
 static int64_t sliding_follow(const cr_limit *limit, int64_t state, int64_t now_ns,
                               int64_t remaining, int64_t within_ns)
 {
@@ -1083,8 +1087,8 @@ static int64_t sliding_follow(const cr_limit *limit, int64_t state, int64_t now_
         const int64_t packed = cr_sliding_pack(limit, &full);
         return packed > state ? packed : state;
     }
-    /* the latest instant the bound covers within the key's window */
-    const int64_t until = last < window_end ? last : window_end - 1;
+    /* the instant whose decay counts: now, or a wait's last instant */
+    const int64_t until = remaining > 0 ? now_ns : last;
     const int64_t elapsed = until > s.start ? until - s.start : 0;
     const cr_u128 weighted = (cr_u128)(uint64_t)s.prev * (uint64_t)(window - elapsed);
     const int64_t held = (int64_t)((weighted + (uint64_t)window - 1) / (uint64_t)window);

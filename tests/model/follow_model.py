@@ -8,10 +8,11 @@ integers and fractions, sharing no code with the C core.
 
 What a response says of a quota is a list of bounds (remaining, within_ns):
 at most `remaining` more units in [now, now + within_ns). A follow makes a
-key's state the least strict one that keeps every bound (gcra: found by
-search over the TAT), never less strict than it was; the window algorithms
-keep a bound within the key's window, and a wait (remaining 0) beyond it
-fills every window up to the one holding its last instant.
+key's state the least strict one (gcra: found by search over the TAT) that
+leaves no more than `remaining` units now and, for a wait (remaining 0), none
+until its end; never less strict than it was. The window algorithms keep a
+bound within the key's window, and a wait beyond it fills every window up to
+the one holding its last instant.
 """
 
 from __future__ import annotations
@@ -558,8 +559,9 @@ def gcra_unit_at(limit: gcra.Limit, tat: int, now: int, k: int) -> int:
 
 def gcra_follow(limit: gcra.Limit, tat: int, now: int, remaining: int, within: int) -> int:
     """The least state from which the unit after `remaining` comes no earlier
-    than now + max(within, T)."""
-    due = now + max(within, limit.emission_ns)
+    than now + T (`remaining` left now), and for a wait (remaining 0) no
+    earlier than now + within either."""
+    due = now + (max(within, limit.emission_ns) if remaining == 0 else limit.emission_ns)
     if gcra_unit_at(limit, tat, now, remaining + 1) >= due:
         return tat
     lo, hi = max(tat, now), due + limit.emission_ns * limit.burst
@@ -587,7 +589,7 @@ def window_follow(limit: catalogue.WindowLimit, counts, now: int, remaining: int
             full = catalogue.Counts(target, rate, rate)
         before = catalogue.pack(limit, counts)
         return full if catalogue.pack(limit, full) > before else counts
-    until = min(last, (window + 1) * P - 1)
+    until = now if remaining > 0 else min(last, (window + 1) * P - 1)
     elapsed = max(0, until - window * P)
     held = math.ceil(Fraction(prev * (P - elapsed), P)) if limit.algorithm == "sliding_window" \
         else 0

@@ -352,10 +352,15 @@ def gcra_scenarios(v: Vectors) -> None:
     for value in ["-5", "NaN", "1e400", "99999999999999999999", "soon"]:
         v.follow(t0, [("Retry-After", value), ("x-ratelimit-remaining-requests", value)], 429)
         v.peek(t0)
-    v.comment("remaining within a reset: no more than that until the reset")
-    v.gcra(50 * MS, 1)
-    v.follow(t0, [("x-ratelimit-remaining-requests", "5"), ("x-ratelimit-reset-requests", "1s")])
+    v.comment("a remaining with its reset: that many left now (the answer that says 0 holds "
+              "the limit until its reset)")
+    v.gcra(50 * MS, 4)
+    v.follow(t0, [("x-ratelimit-remaining-requests", "2"), ("x-ratelimit-reset-requests", "1s")])
     v.peek(t0)
+    for _ in range(3):
+        v.check(t0)
+    v.follow(t0 + 50 * MS, [("x-ratelimit-remaining-requests", "0"),
+                            ("x-ratelimit-reset-requests", "750ms")])
     for k in range(1, 9):
         v.check(t0 + k * 125 * MS)
     v.comment("pending units and a fleet member's share")
