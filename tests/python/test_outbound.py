@@ -15,7 +15,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
