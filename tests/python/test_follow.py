@@ -247,3 +247,97 @@ def test_a_429_blocks_every_caller_of_the_limit_and_a_shared_region(tmp_path):
 def test_follow_is_listed_on_the_types():
     assert "follow" in dir(cellrate.Limiter) and "follow" in dir(cellrate.KeyedLimiter)
     assert cellrate.read_signal is cellrate._cellrate.read_signal
+
+
+# --------------------------------------------------------------------------
+# @cellrate.limit(follow=): a function that returns a response
+
+
+class Response:
+    def __init__(self, status, headers):
+        self.status_code, self.headers = status, headers
+
+
+def test_the_decorator_follows_what_a_function_returns():
+    answers = [Response(429, {"Retry-After": "30"})]
+
+    @cellrate.limit("10/second", follow=True, block=False)
+    def call():
+        return answers[0]
+
+    assert call().status_code == 429
+    with pytest.raises(cellrate.RateLimited) as refused:
+        call()  # every call of the limit is held until the Retry-After ends
+    assert 29 < refused.value.retry_after <= 30
+
+
+def test_the_decorator_follows_each_key_and_async_functions():
+    @cellrate.limit("10/second", key=lambda user: user, follow=True, block=False)
+    async def call(user):
+        return Response(200, {"x-ratelimit-remaining-requests": "0",
+                              "x-ratelimit-reset-requests": "20s"})
+
+    import asyncio
+
+    async def main():
+        await call("a")
+        with pytest.raises(cellrate.RateLimited):
+            await call("a")
+        await call("b")  # another key, its own limit
+
+    asyncio.run(main())
+
+
+def test_the_decorator_takes_a_function_that_reads_the_result():
+    seen = []
+
+    def parts(result):
+        seen.append(result)
+        return result["headers"], result["status"]
+
+    @cellrate.limit("10/second", follow=parts, block=False)
+    def call():
+        return {"status": 503, "headers": [("Retry-After", "5")]}
+
+    call()
+    assert seen and call.__wrapped__ is not None
+    with pytest.raises(cellrate.RateLimited):
+        call()
+
+
+def test_a_fleet_member_follows_at_its_share():
+    from cellrate import _outbound
+
+    class Member:  # what cellrate.share's limiters expose
+        local = cellrate.Limiter("100/second")
+        share = 0.25
+
+    # the provider has 20 left: a quarter of them is this member's
+    assert _outbound.follow_store(Member(), (), {"x-ratelimit-remaining-requests": "20"}, 200)
+    assert Member.local.peek(5).allowed and not Member.local.peek(6).allowed
+
+
+@pytest.mark.parametrize("kwargs, param", [
+    ({"follow": "yes"}, "follow"),
+    ({"follow": True, "limiter": object()}, "limiter"),
+])
+def test_the_decorator_names_a_bad_follow(kwargs, param):
+    with pytest.raises(cellrate.InvalidArgumentType) as raised:
+        cellrate.limit(**({"rate": "1/s"} if "limiter" not in kwargs else {}), **kwargs)
+    assert raised.value.param == param
+
+
+def test_the_decorator_refuses_to_follow_generators_and_non_responses():
+    with pytest.raises(cellrate.InvalidArgumentType) as raised:
+        @cellrate.limit("1/s", follow=True)
+        def numbers():
+            yield 1
+    assert raised.value.param == "follow"
+
+    @cellrate.limit("10/s", follow=True)
+    def plain():
+        return 42
+
+    with pytest.raises(cellrate.InvalidArgumentType) as raised:
+        plain()
+    assert raised.value.param == "follow"
