@@ -215,18 +215,19 @@ def limit(
         if not callable(func):
             raise invalid_type(
                 "func", f"limit() decorates a function, not {type(func).__name__}")
+        target: Callable[..., Any] = func
         if follow is not False:
             if inspect.isasyncgenfunction(func) or inspect.isgeneratorfunction(func):
                 raise invalid_type("follow", "follow: a generator returns no response to follow")
-            func = _following(func, store, key, follow)
-        if inspect.isasyncgenfunction(func):
-            limited = _async_generator(func, _async_gate(limit_async(_admitted_async)))
-        elif inspect.isgeneratorfunction(func):
-            limited = _generator(func, _gate(limit_sync(_admitted)))
-        elif inspect.iscoroutinefunction(func):
-            limited = limit_async(func)
+            target = _following(func, store, key, follow)
+        if inspect.isasyncgenfunction(target):
+            limited = _async_generator(target, _async_gate(limit_async(_admitted_async)))
+        elif inspect.isgeneratorfunction(target):
+            limited = _generator(target, _gate(limit_sync(_admitted)))
+        elif inspect.iscoroutinefunction(target):
+            limited = limit_async(target)
         else:
-            limited = limit_sync(func)
+            limited = limit_sync(target)
         return limited  # type: ignore[return-value]
 
     return decorate

@@ -27,7 +27,8 @@ def follow_store(store: Any, key: Tuple[Any, ...], headers: Any, status: Optiona
     KeyedLimiter (`key` its one-tuple), a fleet member (its local limiter, at
     its share of the provider's limit), or several limits as one (each)."""
     if isinstance(store, (_cellrate.Limiter, _cellrate.KeyedLimiter)):
-        return store.follow(*key, headers, status, quota=quota, pending=pending)
+        compiled: Any = store  # either face: the key first, or none
+        return bool(compiled.follow(*key, headers, status, quota=quota, pending=pending))
     local, share = getattr(store, "local", None), getattr(store, "share", None)
     if local is not None and share is not None:  # cellrate.share's members
         if share <= 0:
@@ -64,9 +65,9 @@ def usage_of_json(body: Any) -> Optional[int]:
     if isinstance(total, int) and not isinstance(total, bool) and total >= 0:
         return total
     parts = [usage.get("input_tokens"), usage.get("output_tokens")]
-    if all(isinstance(part, int) and not isinstance(part, bool) and part >= 0 for part in parts):
-        return int(parts[0]) + int(parts[1])
-    return None
+    counts = [part for part in parts
+              if isinstance(part, int) and not isinstance(part, bool) and part >= 0]
+    return sum(counts) if len(counts) == 2 else None
 
 
 def json_usage(content: bytes, content_type: str) -> Optional[int]:

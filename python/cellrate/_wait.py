@@ -81,14 +81,14 @@ def wait(limit: Any, key: Key, cost: int, timeout: Optional[float],
     deadline = None if timeout is None else time.monotonic() + timeout
     if isinstance(limit, COMPILED):
         if delay:
-            limit.refund(*key, cost)
+            limit.refund(*key, cost)  # type: ignore[call-arg]
         name = key[0] if key else None
         turn = None
         while True:
             step = _cellrate._wait_step(limit, name, cost, timeout_until(deadline), turn)
             if step is None:
                 return
-            if type(step) is not tuple:
+            if not isinstance(step, tuple):
                 raise RateLimited(step)
             seconds, turn = step
             try:
@@ -133,14 +133,14 @@ async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
     delay = await settle(delay)
     if isinstance(limit, COMPILED):
         if delay:
-            limit.refund(*key, cost)
+            limit.refund(*key, cost)  # type: ignore[call-arg]
         name = key[0] if key else None
         turn = None
         while True:
             step = _cellrate._wait_step(limit, name, cost, timeout_until(deadline), turn)
             if step is None:
                 return
-            if type(step) is not tuple:
+            if not isinstance(step, tuple):
                 raise RateLimited(step)
             seconds, turn = step
             try:
