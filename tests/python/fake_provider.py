@@ -12,8 +12,8 @@ MODE (environment CELLRATE_FAKE_MODE):
     ietf    RateLimit-Policy and RateLimit (draft 11: whole seconds); a 429
             with Retry-After
 
-A 200 answers {"usage": {"total_tokens": n}} with n the tokens it counted (its
-max_tokens, or 1). POST /admin/limits {"requests": n, "tokens": n} changes the
+A 200 answers as OpenAI's chat completions do: {"choices": [{"message": ...}],
+"usage": {"total_tokens": n}}, n the tokens it counted (its max_tokens, or 1). POST /admin/limits {"requests": n, "tokens": n} changes the
 limits at once, mid-window (a sudden cut); GET /admin/stats gives what each
 window admitted and refused, and its limit.
 """
@@ -78,7 +78,9 @@ class Provider:
             return 429, fields, {"error": "rate limited"}
         state["admitted"] += 1
         state["used"] += asked
-        return 200, self.fields(state, reset), {"usage": {"total_tokens": asked}}
+        return 200, self.fields(state, reset), {
+            "choices": [{"message": {"role": "assistant", "content": "ok"}}],
+            "usage": {"total_tokens": asked}}
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":

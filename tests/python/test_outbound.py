@@ -139,3 +139,14 @@ def test_a_token_budget_is_settled_from_the_usage(provider):
     statuses = run(provider.url + "/v1/chat/completions", "httpx", 4, SECONDS, tokens=tokens)
     assert statuses.get(429, 0) == 0 and provider.refused() == 0, statuses
     assert provider.share("tokens", "used") >= 0.9, provider.stats()
+
+
+def test_the_example_script_calls_an_openai_compatible_api(provider):
+    # examples/openai_budget.py, the script of docs/follow.md, against the fake
+    script = HERE.parents[1] / "examples" / "openai_budget.py"
+    env = server_env(OPENAI_BASE_URL=provider.url + "/v1", OPENAI_API_KEY="test")
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["ok", "ok"]
+    assert provider.refused() == 0
