@@ -287,7 +287,8 @@ static int run_vectors(const char *dir, int *signals, int *follows)
             const uint64_t random = random_text ? strtoull(random_text, NULL, 10) : 0;
             const int64_t retry = next_i64(), wait = next_i64();
             int64_t got_wait;
-            const bool got = cr_retry_wait(status, attempt, retries, backoff, cap, random, &got_wait);
+            const bool got = cr_retry_wait(status, attempt, retries, backoff, cap, random,
+                                           &got_wait);
             CHECK_EQ_I64(got, retry, "line %d", lineno);
             CHECK_EQ_I64(got_wait, wait, "line %d", lineno);
         } else {
