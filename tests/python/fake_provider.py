@@ -13,9 +13,10 @@ MODE (environment CELLRATE_FAKE_MODE):
             with Retry-After
 
 A 200 answers as OpenAI's chat completions do: {"choices": [{"message": ...}],
-"usage": {"total_tokens": n}}, n the tokens it counted (its max_tokens, or 1). POST /admin/limits {"requests": n, "tokens": n} changes the
-limits at once, mid-window (a sudden cut); GET /admin/stats gives what each
-window admitted and refused, and its limit.
+"usage": {"total_tokens": n}}, n the tokens it counted (its max_tokens, or 1).
+POST /admin/limits {"requests": n, "tokens": n} changes the limits at once,
+mid-window (a sudden cut); GET /admin/stats gives what each window admitted
+and refused, and its limit.
 """
 
 from __future__ import annotations
