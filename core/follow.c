@@ -12,7 +12,6 @@
  */
 #include "internal.h"
 
-#include <math.h>
 #include <string.h>
 
 #define SECOND_NS INT64_C(1000000000)
@@ -1005,125 +1004,10 @@ cr_status cr_follow_check(int64_t pending, double share)
     return CR_OK;
 }
 
-/* floor(remaining * share) exactly (share = mantissa * 2^exponent), less
- * pending, at least 0. */
-static int64_t ours(int64_t remaining, int64_t pending, double share)
-{
-    if (share < 1.0) {
-        int exponent;
-        const double fraction = frexp(share, &exponent);         /* share = fraction * 2^exponent */
-        const uint64_t mantissa = (uint64_t)ldexp(fraction, 53); /* exact: 53 bits */
-        const int shift = 53 - exponent;                         /* >= 53: share < 1 */
-        const cr_u128 product = (cr_u128)(uint64_t)remaining * mantissa;
-        remaining = shift >= 128 ? 0 : (int64_t)(product >> shift);
-    }
-    return remaining > pending ? remaining - pending : 0;
-}
-
-/* gcra, token_bucket: the least TAT from which, admitting units one after
- * the other from now, the one after `remaining` comes no earlier than now + T
- * (the burst spent down to `remaining`), and for a wait (remaining 0) no
- * earlier than now + within either. Unit k comes at TAT + k*T - tau. A
- * remaining above 0 says nothing of when more come: the answer that says 0
- * says until when, and holds the limit then. */
-static int64_t gcra_follow(const cr_limit *limit, int64_t tat, int64_t now_ns, int64_t remaining,
-                           int64_t within_ns)
-{
-    const int64_t T = limit->emission_ns;
-    const int64_t beyond = remaining == 0 && within_ns > T ? within_ns - T : 0;
-    /* now + tau + beyond < 2^62 + 2^62 + 2^42: no overflow */
-    const cr_u128 top = (cr_u128)(uint64_t)now_ns + (uint64_t)limit->tolerance_ns +
-                        (uint64_t)beyond;
-    const cr_u128 spent = (cr_u128)(uint64_t)remaining * (uint64_t)T;
-    if (spent >= top)
-        return tat;
-    int64_t floor_tat = (int64_t)(top - spent);
-    if (floor_tat > now_ns + CR_DEBT_MAX_NS)
-        floor_tat = now_ns + CR_DEBT_MAX_NS;
-    return floor_tat > now_ns && floor_tat > tat ? floor_tat : tat;
-}
-
-/* fixed_window: its count raised to rate - remaining in the key's window; a
- * wait (remaining 0) past the window's end fills the window holding its last
- * instant (a window's state cannot stop part-way). */
-static int64_t fixed_follow(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t remaining,
-                            int64_t within_ns)
-{
-    const int64_t rate = limit->burst, window = limit->tolerance_ns;
-    const int64_t last = now_ns + (within_ns > 0 ? within_ns - 1 : 0);
-    const cr_fixed_state s = cr_fixed_read(limit, state, now_ns);
-    if (last >= s.end && remaining == 0) {
-        int64_t end = (cr_window_index(limit, last) + 1) * window;
-        if (end < s.end)
-            end = s.end;
-        const int64_t count = s.count > rate ? s.count : rate; /* a debt stays */
-        const int64_t full = end + count;
-        return full > state && (end > s.end || count > s.count) ? full : state;
-    }
-    if (remaining >= rate || rate - remaining <= s.count)
-        return state;
-    return s.end + (rate - remaining);
-}
-
-/* sliding_window: the current count raised so that no more than remaining
- * fit now, and for a wait none until its end (as prev decays) within the
- * key's window; a wait past it fills the window holding its last instant,
- * previous count too. */
-static int64_t sliding_follow(const cr_limit *limit, int64_t state, int64_t now_ns,
-                              int64_t remaining, int64_t within_ns)
-{
-    const int64_t rate = limit->burst, window = limit->tolerance_ns;
-    const int64_t last = now_ns + (within_ns > 0 ? within_ns - 1 : 0);
-    cr_sliding_state s = cr_sliding_read(limit, state, now_ns);
-    const int64_t window_end = s.start + window;
-    if (last >= window_end && remaining == 0) {
-        int64_t start = cr_window_index(limit, last) * window;
-        if (start < s.start)
-            start = s.start;
-        cr_sliding_state full = s;
-        full.start = start;
-        full.base = start + 2 * window;
-        full.prev = full.curr = rate;
-        const int64_t packed = cr_sliding_pack(limit, &full);
-        return packed > state ? packed : state;
-    }
-    /* the instant whose decay counts: now, or a wait's last instant */
-    const int64_t until = remaining > 0 ? now_ns : last;
-    const int64_t elapsed = until > s.start ? until - s.start : 0;
-    const cr_u128 weighted = (cr_u128)(uint64_t)s.prev * (uint64_t)(window - elapsed);
-    const int64_t held = (int64_t)((weighted + (uint64_t)window - 1) / (uint64_t)window);
-    if (remaining >= rate || rate - held - remaining <= s.curr)
-        return state;
-    s.curr = rate - held - remaining;
-    return cr_sliding_pack(limit, &s);
-}
-
 int64_t cr_follow(const cr_limit *limit, int64_t state, int64_t now_ns, const cr_signal *signal,
                   int64_t pending, double share)
 {
-    if (!signal)
-        return state;
-    const int count = signal->count < CR_BOUNDS_MAX ? signal->count : CR_BOUNDS_MAX;
-    for (int i = 0; i < count; i++) {
-        const cr_bound *bound = &signal->bound[i];
-        if (bound->remaining < 0 || bound->within_ns < 0)
-            continue; /* never written by cr_signal_read: a caller's own signal */
-        const int64_t within = bound->within_ns < CR_FOLLOW_MAX_NS ? bound->within_ns
-                                                                   : CR_FOLLOW_MAX_NS;
-        const int64_t remaining = ours(bound->remaining, pending, share);
-        switch (limit->algorithm) {
-        case CR_ALGORITHM_FIXED_WINDOW:
-            state = fixed_follow(limit, state, now_ns, remaining, within);
-            break;
-        case CR_ALGORITHM_SLIDING_WINDOW:
-            state = sliding_follow(limit, state, now_ns, remaining, within);
-            break;
-        default:
-            state = gcra_follow(limit, state, now_ns, remaining, within);
-            break;
-        }
-    }
-    return state;
+    return cr_follow_core(limit, state, now_ns, signal, pending, share);
 }
 
 /* ------------------------------------------------------------------------ */

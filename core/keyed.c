@@ -558,21 +558,21 @@ cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64
                          int64_t cost, bool commit, cr_decision *out)
 {
     bool allowed;
-    cr_op op = {.kind = CR_OP_DECIDE, .cost = cost};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
     return keyed_apply(keyed, key, key_len, now_ns, &op, commit, out, &allowed);
 }
 
 cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool *allowed)
 {
-    cr_op op = {.kind = CR_OP_DECIDE, .cost = cost};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, allowed);
 }
 
 cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                                 int64_t cost, bool *allowed)
 {
-    cr_op op = {.kind = CR_OP_DECIDE, .cost = cost};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
     return keyed_apply(keyed, key, key_len, now_ns, &op, false, NULL, allowed);
 }
 
@@ -581,7 +581,7 @@ cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int
 {
     if (max_wait_ns < 0)
         return CR_E_TIMEOUT;
-    cr_op op = {.kind = CR_OP_RESERVE, .cost = cost, .max_wait_ns = max_wait_ns};
+    cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0};
     cr_status status = keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, reserved);
     *delay_ns = op.delay_ns;
     return status;
@@ -591,7 +591,7 @@ cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int6
                           int64_t cost)
 {
     bool done;
-    cr_op op = {.kind = CR_OP_REFUND, .cost = cost};
+    cr_op op = {CR_OP_REFUND, cost, 0, 0, 0};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &done);
 }
 
@@ -599,7 +599,7 @@ cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int6
                           int64_t cost)
 {
     bool done;
-    cr_op op = {.kind = CR_OP_ANCHOR, .cost = cost};
+    cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &done);
 }
 
@@ -607,7 +607,7 @@ cr_status cr_keyed_charge(cr_keyed *keyed, const void *key, size_t key_len, int6
                           int64_t cost, cr_decision *out)
 {
     bool fit;
-    cr_op op = {.kind = CR_OP_CHARGE, .cost = cost};
+    cr_op op = {CR_OP_CHARGE, cost, 0, 0, 0};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, out, &fit);
 }
 
@@ -617,7 +617,7 @@ cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_
     bool took;
     if (max_cost < 0)
         return CR_E_MAX_COST;
-    cr_op op = {.kind = CR_OP_TAKE, .cost = max_cost};
+    cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0};
     cr_status status = keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &took);
     if (status == CR_OK)
         *taken = op.taken;
@@ -630,7 +630,8 @@ cr_status cr_keyed_follow(cr_keyed *keyed, const void *key, size_t key_len, int6
     cr_status status = cr_follow_check(pending, share);
     if (status != CR_OK)
         return status;
-    cr_op op = {.kind = CR_OP_FOLLOW, .cost = pending, .signal = signal, .share = share};
+    const cr_follow_args args = {signal, share};
+    cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0};
     *pulled = false;
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, pulled);
 }

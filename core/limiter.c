@@ -301,7 +301,7 @@ cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
                            cr_decision *out)
 {
     bool allowed;
-    cr_op op = {.kind = CR_OP_DECIDE, .cost = cost};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
     return limiter_apply(limiter, now_ns, &op, commit, out, &allowed);
 }
 
@@ -310,7 +310,7 @@ cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 __attribute__((noinline)) static cr_status allow_apply(cr_limiter *limiter, int64_t now_ns,
                                                        int64_t cost, bool *allowed)
 {
-    cr_op op = {.kind = CR_OP_DECIDE, .cost = cost};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
     return limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
 }
 
@@ -352,7 +352,7 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 
 cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
 {
-    cr_op op = {.kind = CR_OP_DECIDE, .cost = cost};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
     return limiter_apply(limiter, now_ns, &op, false, NULL, allowed);
 }
 
@@ -361,7 +361,7 @@ cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost, 
 {
     if (max_wait_ns < 0)
         return CR_E_TIMEOUT;
-    cr_op op = {.kind = CR_OP_RESERVE, .cost = cost, .max_wait_ns = max_wait_ns};
+    cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0};
     cr_status status = limiter_apply(limiter, now_ns, &op, true, NULL, reserved);
     *delay_ns = op.delay_ns;
     return status;
@@ -370,21 +370,21 @@ cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost, 
 cr_status cr_limiter_refund(cr_limiter *limiter, int64_t now_ns, int64_t cost)
 {
     bool done;
-    cr_op op = {.kind = CR_OP_REFUND, .cost = cost};
+    cr_op op = {CR_OP_REFUND, cost, 0, 0, 0};
     return limiter_apply(limiter, now_ns, &op, true, NULL, &done);
 }
 
 cr_status cr_limiter_anchor(cr_limiter *limiter, int64_t now_ns, int64_t cost)
 {
     bool done;
-    cr_op op = {.kind = CR_OP_ANCHOR, .cost = cost};
+    cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0};
     return limiter_apply(limiter, now_ns, &op, true, NULL, &done);
 }
 
 cr_status cr_limiter_charge(cr_limiter *limiter, int64_t now_ns, int64_t cost, cr_decision *out)
 {
     bool fit;
-    cr_op op = {.kind = CR_OP_CHARGE, .cost = cost};
+    cr_op op = {CR_OP_CHARGE, cost, 0, 0, 0};
     return limiter_apply(limiter, now_ns, &op, true, out, &fit);
 }
 
@@ -393,7 +393,7 @@ cr_status cr_limiter_take(cr_limiter *limiter, int64_t now_ns, int64_t max_cost,
     bool took;
     if (max_cost < 0)
         return CR_E_MAX_COST;
-    cr_op op = {.kind = CR_OP_TAKE, .cost = max_cost};
+    cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0};
     cr_status status = limiter_apply(limiter, now_ns, &op, true, NULL, &took);
     if (status == CR_OK)
         *taken = op.taken;
@@ -406,7 +406,8 @@ cr_status cr_limiter_follow(cr_limiter *limiter, int64_t now_ns, const cr_signal
     cr_status status = cr_follow_check(pending, share);
     if (status != CR_OK)
         return status;
-    cr_op op = {.kind = CR_OP_FOLLOW, .cost = pending, .signal = signal, .share = share};
+    const cr_follow_args args = {signal, share};
+    cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0};
     *pulled = false;
     return limiter_apply(limiter, now_ns, &op, true, NULL, pulled);
 }
