@@ -1,4 +1,4 @@
--- make lint: luacheck on lua/, tests/lua/, tests/nginx/resp.lua and
+-- make lint: luacheck on lua/, redis/, tests/lua/, tests/nginx/resp.lua and
 -- examples/demo.lua. One source runs on Lua 5.4 and LuaJIT (5.1), so every
 -- standard library's globals are known; lines as today's code has them (at
 -- most 120 columns, as Python's 110).
@@ -19,18 +19,19 @@ files["tests/lua/headers_spec.lua"] = { std = "+busted", ignore = { "311/ok" } }
 files["tests/lua/hostile_spec.lua"] = { std = "+busted", ignore = { "211/pack" } }
 files["tests/lua/shared_spec.lua"] = { std = "+busted", ignore = { "211/pack" } }
 
--- The Redis script runs in Redis's Lua 5.1 with its own globals (KEYS, ARGV,
--- redis); its protocol paragraph (constants the stores parse, some unused by
--- the script itself) has long lines; each helper names the cost it is given.
-files["lua/cellrate/redis_decide.lua"] = {
+-- The Redis scripts run in Redis's Lua 5.1 with its own globals (KEYS, ARGV,
+-- redis); decide.lua's protocol paragraph (constants the stores parse, some
+-- unused by the script itself) has long lines; each helper names the cost it
+-- is given.
+files["redis/decide.lua"] = {
     std = "lua51", read_globals = { "KEYS", "ARGV", "redis" },
     ignore = { "631", "211/CHECK", "212/rate", "431/cost", "542" },
 }
--- The concurrency limits' script, as redis_decide.lua (its protocol paragraph too).
-files["lua/cellrate/redis_hold.lua"] = {
+-- The concurrency limits' script, as decide.lua (its protocol paragraph too).
+files["redis/hold.lua"] = {
     std = "lua51", read_globals = { "KEYS", "ARGV", "redis" }, ignore = { "631", "211/ACQUIRE" },
 }
--- The fleet shares' script, as redis_decide.lua.
-files["lua/cellrate/redis_share.lua"] = {
+-- The fleet shares' script, as decide.lua.
+files["redis/share.lua"] = {
     std = "lua51", read_globals = { "KEYS", "ARGV", "redis" },
 }

@@ -16,14 +16,14 @@ PY_VERSIONS ?= 3.9 3.10 3.11 3.12 3.13
 # Warnings are errors in the project's own builds (the targets below that
 # test, lint or package), never in a user's make core, make lua or pip install.
 WERROR  ?=
-DEV_TARGETS = test symbols test-c test-py test-lua test-ft test-nginx test-fuzz lint dist
+DEV_TARGETS = test layers symbols test-c test-py test-lua test-ft test-nginx test-fuzz lint dist
 $(DEV_TARGETS): WERROR = -Werror
 ARCHFLAGS := $(if $(filter x86_64,$(shell uname -m)),$(CR_X86_64))
 ALLCFLAGS = $(CR_STD) $(CR_WARN) $(WERROR) $(CR_VISIBILITY) $(ARCHFLAGS) $(CFLAGS) -fPIC -Icore
 LDLIBS   = $(CR_LIBS)
 
 CORE_SRC = $(wildcard core/*.c)
-CORE_HDR = $(wildcard core/*.h) core/flags.mk
+CORE_HDR = $(wildcard core/*.h core/cellrate/*.h) core/flags.mk
 BUILD    = build
 CORE_OBJ = $(patsubst core/%.c,$(BUILD)/%.o,$(CORE_SRC))
 
@@ -31,7 +31,7 @@ LUA54_INC  = /usr/include/lua5.4
 LUAJIT_INC = /usr/include/luajit-2.1
 
 .DEFAULT_GOAL := help
-.PHONY: help deps demo-deps core lua rock rock-install py vectors docs test test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz fuzz fuzz-corpus demo bench symbols lint format dist install clean
+.PHONY: help deps demo-deps core lua rock rock-install py vectors docs test layers test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz fuzz fuzz-corpus demo bench symbols lint format dist install clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -49,9 +49,9 @@ demo-deps: ## install what make demo needs: a C compiler, Python headers, Lua 5.
 $(PYTHON):
 	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)"
 $(VENV)/bin/ruff $(VENV)/bin/auditwheel:
-	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)" -r tests/requirements-tools.txt
-$(VENV)/bin/mkdocs: tests/requirements-docs.txt
-	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)" -r tests/requirements-docs.txt
+	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)" -r tools/requirements-tools.txt
+$(VENV)/bin/mkdocs: tools/requirements-docs.txt
+	@tests/venv.sh "$(BASE_PYTHON)" "$(VENV)" -r tools/requirements-docs.txt
 
 core: $(BUILD)/libcellrate.a $(BUILD)/libcellrate.so ## build the C core (static and shared library)
 
@@ -70,14 +70,20 @@ SONAME  = libcellrate.so.$(call cr_version_part,MAJOR)
 $(BUILD)/libcellrate.so: $(CORE_OBJ)
 	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
 
-symbols: core lua | $(PYTHON) ## fail unless the exports are exactly what cellrate.h declares
-	$(PYTHON) tests/check_symbols.py --header core/cellrate.h --library $(BUILD)/libcellrate.so \
+symbols: core lua | $(PYTHON) ## fail unless the exports are exactly what cellrate.h and its parts declare
+	$(PYTHON) tools/check_symbols.py --header core/cellrate.h --library $(BUILD)/libcellrate.so \
 		--archive $(BUILD)/libcellrate.a --module $(BUILD)/lua5.4/cellrate.so --module $(BUILD)/luajit/cellrate.so
 
+layers: core | $(PYTHON) ## fail on a cycle among the core's units (calls go down)
+	$(PYTHON) tools/check_layers.py --core core --objects $(BUILD)
+
 # The Lua module: one source, the core compiled in (CR_EMBED: it exports only
-# luaopen_cellrate), built for Lua 5.4 and for LuaJIT (5.1 API).
+# luaopen_cellrate), built for Lua 5.4 and for LuaJIT (5.1 API). The binding
+# is one translation unit: bindings/cellrate_lua.c includes its parts in
+# bindings/lua/, which are never compiled alone.
+LUA_BINDING_PARTS = $(wildcard bindings/lua/*.c)
 LUA_MODULE_SRC = bindings/cellrate_lua.c $(CORE_SRC)
-LUA_MODULE_DEPS = $(LUA_MODULE_SRC) $(CORE_HDR) bindings/cellrate_lua_compat.h
+LUA_MODULE_DEPS = $(LUA_MODULE_SRC) $(LUA_BINDING_PARTS) $(CORE_HDR) bindings/cellrate_lua_compat.h
 lua_module = $(CC) $(ALLCFLAGS) $(CR_EMBED) -I$(1) -shared -o $(2) $(LUA_MODULE_SRC) $(LDLIBS)
 
 lua: $(BUILD)/lua5.4/cellrate.so $(BUILD)/luajit/cellrate.so ## build the Lua module (5.4 and LuaJIT)
@@ -102,8 +108,9 @@ rock-install:
 	install -m 0755 $(BUILD)/rock/cellrate.so $(LIBDIR)/cellrate.so
 	install -d $(LUADIR)/cellrate
 	install -m 0644 lua/cellrate/nginx.lua lua/cellrate/ffi.lua $(LUADIR)/cellrate/
-	install -m 0644 lua/cellrate/redis.lua lua/cellrate/redis_decide.lua lua/cellrate/redis_hold.lua lua/cellrate/redis_share.lua \
-		lua/cellrate/share.lua $(LUADIR)/cellrate/
+	install -m 0644 lua/cellrate/redis.lua lua/cellrate/share.lua $(LUADIR)/cellrate/
+	install -d $(LUADIR)/cellrate/redis
+	install -m 0644 redis/*.lua $(LUADIR)/cellrate/redis/
 
 test-lua: lua ## busted specs under Lua 5.4 and LuaJIT
 	tests/lua/run.sh lua5.4 $(BUILD)/lua5.4
@@ -126,10 +133,10 @@ test-tsan: ## C tests under ThreadSanitizer
 	tests/c/run.sh tsan
 
 test-py: core lua | $(VENV)/bin/auditwheel ## pytest suite on each of PY_VERSIONS, against its wheel installed outside the tree
-	CELLRATE_WERROR=1 $(DEPS_ENV) tests/wheels/run.sh test $(PY_VERSIONS)
+	CELLRATE_WERROR=1 $(DEPS_ENV) tools/wheels/run.sh test $(PY_VERSIONS)
 
 dist: | $(VENV)/bin/auditwheel ## the sdist and a manylinux wheel per interpreter of PY_VERSIONS, in dist/
-	CELLRATE_WERROR=1 $(DEPS_ENV) tests/wheels/run.sh dist $(PY_VERSIONS)
+	CELLRATE_WERROR=1 $(DEPS_ENV) tools/wheels/run.sh dist $(PY_VERSIONS)
 
 test-ft: lua ## pytest suite on a free-threaded CPython 3.13 built from Debian's source (GIL must stay off)
 	tests/freethreaded/run.sh
@@ -159,7 +166,7 @@ docs: | $(VENV)/bin/mkdocs ## build the documentation site into build/site (stri
 	$(VENV)/bin/mkdocs build --strict --site-dir $(BUILD)/site
 	@echo "make docs: the site is in $(BUILD)/site (open $(BUILD)/site/index.html)"
 
-test: deps lint docs symbols test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz ## every suite and the docs (installs what it needs)
+test: deps lint docs layers symbols test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz ## every suite and the docs (installs what it needs)
 	@echo "make test: every suite passed"
 
 # The demo needs Lua 5.4 and the extension only; LuaJIT is shown where it and
@@ -180,15 +187,16 @@ demo: demo-deps ## show decisions in Python and in Lua (installs only what it ne
 bench: ## benchmarks against the peers (installs them under bench/.peers); writes bench/results/
 	PYTHON="$(BASE_PYTHON)" bench/run.sh
 
-# make install: the C library (static and shared), its header and a pkg-config
-# file, as hiredis installs; PREFIX and DESTDIR as usual.
+# make install: the C library (static and shared), its header with its parts
+# (cellrate/*.h) and a pkg-config file, as hiredis installs; PREFIX and
+# DESTDIR as usual.
 PREFIX     ?= /usr/local
 libdir     ?= $(PREFIX)/lib
 includedir ?= $(PREFIX)/include
 pkgconfigdir ?= $(libdir)/pkgconfig
 
-install: core ## install libcellrate.{a,so}, cellrate.h and cellrate.pc under PREFIX (/usr/local)
-	install -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
+install: core ## install libcellrate.{a,so}, cellrate.h (and cellrate/) and cellrate.pc under PREFIX
+	install -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/cellrate $(DESTDIR)$(pkgconfigdir)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(libdir)' 'includedir=$(includedir)' '' \
 		'Name: cellrate' 'Description: GCRA rate limiter with a lock-free C11 core' \
 		'Version: $(VERSION)' 'Libs: -L$${libdir} -lcellrate' 'Libs.private: $(CR_LIBS)' \
@@ -198,14 +206,15 @@ install: core ## install libcellrate.{a,so}, cellrate.h and cellrate.pc under PR
 	ln -sf libcellrate.so.$(VERSION) $(DESTDIR)$(libdir)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(libdir)/libcellrate.so
 	install -m 0644 core/cellrate.h $(DESTDIR)$(includedir)/cellrate.h
+	install -m 0644 core/cellrate/*.h $(DESTDIR)$(includedir)/cellrate/
 	install -m 0644 $(BUILD)/cellrate.pc $(DESTDIR)$(pkgconfigdir)/cellrate.pc
 
-# make lint (make test runs it): clang-format on the C (but the Lua binding,
-# whose layout predates .clang-format), ruff on the Python, luacheck on the Lua.
-# make format rewrites the C in place.
-FORMAT_C = $(wildcard core/*.c core/*.h tests/c/*.c tests/c/*.h tests/fuzz/*.c bench/c/*.c \
-	examples/c/*.c) bindings/cellrate_py.c
-LUA_SOURCES = lua tests/lua tests/nginx/resp.lua examples/demo.lua
+# make lint (make test runs it): clang-format on the C, ruff on the Python,
+# luacheck on the Lua. make format rewrites the C in place.
+FORMAT_C = $(wildcard core/*.c core/*.h core/cellrate/*.h tests/c/*.c tests/c/*.h tests/fuzz/*.c \
+	bench/c/*.c examples/c/*.c bindings/python/*.c bindings/python/*.h) bindings/cellrate_lua.c \
+	bindings/cellrate_lua_compat.h $(LUA_BINDING_PARTS)
+LUA_SOURCES = lua redis tests/lua tests/nginx/resp.lua examples/demo.lua
 
 lint: | $(VENV)/bin/ruff ## clang-format (check), ruff, luacheck
 	@command -v clang-format >/dev/null && command -v luacheck >/dev/null || \

@@ -1,4 +1,4 @@
-"""Builds cellrate._cellrate: bindings/cellrate_py.c compiled with the C core.
+"""Builds cellrate._cellrate: bindings/python/module.c compiled with the C core.
 
 Metadata lives in pyproject.toml, except the version (core/cellrate.h) and
 the compiler flags (core/flags.mk), read from the files that hold them.
@@ -13,7 +13,6 @@ import platform
 import re
 
 from setuptools import Extension, setup
-from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -45,21 +44,6 @@ def version():
     return ".".join(m.group(1) for m in parts)
 
 
-REDIS_SCRIPTS = ("redis_decide.lua", "redis_hold.lua", "redis_share.lua")
-
-
-class build_py_with_script(build_py):
-    """Also ships lua/cellrate/redis_decide.lua, redis_hold.lua and redis_share.lua, the Redis scripts
-    the faces send, in the cellrate package (cellrate.redis reads them there): one copy in the
-    repository."""
-
-    def run(self):
-        super().run()
-        for script in REDIS_SCRIPTS:
-            self.copy_file(os.path.join("lua", "cellrate", script),
-                           os.path.join(self.build_lib, "cellrate", script))
-
-
 FLAGS = build_flags()
 # The core is compiled in and hidden (CR_EMBED): only PyInit__cellrate is exported.
 compile_args = FLAGS["CR_STD"] + FLAGS["CR_WARN"] + FLAGS["CR_VISIBILITY"] + FLAGS["CR_EMBED"]
@@ -85,17 +69,20 @@ setup(
     ext_modules=[
         Extension(
             "cellrate._cellrate",
-            sources=["bindings/cellrate_py.c"] + relative("core/*.c"),
-            depends=relative("core/*.h") + ["core/flags.mk"],
+            # module.c includes the other files of bindings/python/: one translation unit
+            sources=["bindings/python/module.c"] + relative("core/*.c"),
+            depends=(relative("bindings/python/*") + relative("core/*.h") +
+                     relative("core/cellrate/*.h") + ["core/flags.mk"]),
             include_dirs=["core"],
             define_macros=define_macros,
             extra_compile_args=compile_args,
             libraries=libraries,
         )
     ],
-    package_dir={"": "python"},
-    packages=["cellrate"],
-    package_data={"cellrate": ["py.typed", "*.pyi"]},
-    cmdclass={"build_py": build_py_with_script},
+    # The Redis server scripts both faces send live once, in redis/ at the top of the
+    # repository: the wheel ships that folder as the data of cellrate/redis/scripts/.
+    package_dir={"": "python", "cellrate.redis.scripts": "redis"},
+    packages=["cellrate", "cellrate.redis", "cellrate.redis.scripts"],
+    package_data={"cellrate": ["py.typed", "*.pyi"], "cellrate.redis.scripts": ["*.lua"]},
     options={"build": {"build_base": BUILD_BASE}, "egg_info": {"egg_base": BUILD_BASE}},
 )

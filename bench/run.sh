@@ -39,9 +39,7 @@ for variant in held released; do
     src="$PEERS/src/$variant"
     rm -rf "$src"
     mkdir -p "$src"
-    cp -R pyproject.toml setup.py README.md LICENSE core bindings python "$src/"
-    mkdir -p "$src/lua/cellrate"
-    cp lua/cellrate/redis_*.lua "$src/lua/cellrate/"
+    cp -R pyproject.toml setup.py README.md LICENSE core bindings python redis "$src/"
 done
 "$VPY" -m pip install -q --disable-pip-version-check --no-cache-dir --force-reinstall \
     --no-deps "$PEERS/src/held" >&2
@@ -122,6 +120,9 @@ step "Python level: PyPI peers"
 step "Redis store: a local redis-server; one client and 4 processes, sync and asyncio"
 "$VPY" "$BENCH/python/bench_redis.py" --reps "$REPS" --markdown "$BENCH/results/redis.md" |
     tee "$RAW/redis.jsonl" >&2
+
+step "throttled-py's own benchmark, in its shape: in memory, a bare loop, a local redis-server"
+"$VPY" "$BENCH/python/bench_throttled.py" --reps "$REPS" | tee "$RAW/py_throttled.jsonl" >&2
 
 step "Fleet shares: ShareLimiter against Limiter and RedisLimiter, heartbeats (a local redis-server)"
 "$VPY" "$BENCH/python/bench_share.py" --reps "$REPS" | tee "$RAW/py_share.jsonl" >&2

@@ -1,7 +1,8 @@
 /*
  * Version shims for the Lua module: one source builds against Lua 5.4 (and
  * 5.2/5.3) and against Lua 5.1 / LuaJIT 2.1. Every difference between those
- * APIs that cellrate_lua.c relies on is resolved here, by LUA_VERSION_NUM.
+ * APIs that the binding (bindings/cellrate_lua.c and its parts in
+ * bindings/lua/) relies on is resolved here, by LUA_VERSION_NUM.
  *
  * Not a shim: __close is set on the metatables in every version; before 5.4
  * it is an inert field, and close() / __gc do the same work.

@@ -1,12 +1,20 @@
 /* Live change: the state of a key carried from one limit to another
  * (docs/design.md §4). Integer only, rare (once per key per change): clarity
  * over speed. */
-#include "internal.h"
+#include "carry.h"
+#include "decide.h"
 
-bool cr_limit_same(const cr_limit *a, const cr_limit *b)
+/* The same state words mean the same units (max_debt aside: it bounds what a
+ * charge may add, not what a state holds). */
+static bool same_units(const cr_limit *a, const cr_limit *b)
 {
     return a->algorithm == b->algorithm && a->emission_ns == b->emission_ns &&
            a->tolerance_ns == b->tolerance_ns && a->burst == b->burst;
+}
+
+bool cr_limit_same(const cr_limit *a, const cr_limit *b)
+{
+    return same_units(a, b) && a->max_debt == b->max_debt;
 }
 
 cr_status cr_limit_reconfigurable(const cr_limit *from, const cr_limit *to)
@@ -70,8 +78,8 @@ static int64_t sliding_carry(const cr_limit *from, const cr_limit *to, int64_t s
 
 int64_t cr_carry(const cr_limit *from, const cr_limit *to, int64_t state, int64_t now_ns)
 {
-    if (cr_limit_same(from, to))
-        return state;
+    if (same_units(from, to))
+        return state; /* a debt carries whole: max_debt bounds only later charges */
     switch (from->algorithm) {
     case CR_ALGORITHM_FIXED_WINDOW:
         return fixed_carry(from, to, state, now_ns);
@@ -94,40 +102,4 @@ int64_t cr_full(const cr_limit *limit, int64_t now_ns)
     default:
         return now_ns + limit->tolerance_ns;
     }
-}
-
-int64_t cr_carry_since(const cr_region *region, const cr_generation *current, uint64_t since,
-                       int64_t state, int64_t now_ns)
-{
-    if (state == 0)
-        return 0; /* idle under every limit */
-    if (since > current->generation || current->generation - since >= CR_REGION_RECORDS)
-        return cr_full(&current->limit, now_ns);
-    const uint64_t steps = current->generation - since;
-    /* The chain of this process, when it has every generation since: one
-     * walk down, the carries on the way back up. */
-    const cr_generation *path[CR_REGION_RECORDS];
-    const cr_generation *known = current;
-    uint64_t n = 0;
-    while (known && n <= steps && known->generation == current->generation - n) {
-        path[n++] = known;
-        known = known->older;
-    }
-    if (n == steps + 1) {
-        for (uint64_t i = steps; i-- > 0;)
-            state = cr_carry(&path[i + 1]->limit, &path[i]->limit, state, path[i]->changed_at);
-        return state;
-    }
-    /* Else (changes another process made) the region's records. */
-    cr_limit from, to;
-    int64_t changed_at;
-    if (!region || cr_region_limit(region, since, &current->limit, &from, &changed_at) != CR_OK)
-        return cr_full(&current->limit, now_ns);
-    for (uint64_t g = since + 1; g <= current->generation; g++) {
-        if (cr_region_limit(region, g, &current->limit, &to, &changed_at) != CR_OK)
-            return cr_full(&current->limit, now_ns);
-        state = cr_carry(&from, &to, state, changed_at);
-        from = to;
-    }
-    return state;
 }

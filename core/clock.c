@@ -1,7 +1,7 @@
 /* The clock reads of the library: CLOCK_MONOTONIC, which every process of a
  * machine shares, so shared-memory stores agree on "now"; and CLOCK_REALTIME
  * for the window algorithms, whose windows are aligned to the Unix epoch. */
-#include "cellrate.h"
+#include "cellrate/clock.h"
 
 #include <time.h>
 

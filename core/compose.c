@@ -12,7 +12,9 @@
  * inverse of their admission (docs/design.md §9). No lock is held, so no
  * order of items can deadlock.
  */
-#include "internal.h"
+#include "fastclock.h"
+#include "keyed.h"
+#include "limiter.h"
 
 /* The clocks an item may read, each read at most once per call. */
 typedef struct {
@@ -39,12 +41,18 @@ static int64_t item_now(composite_clock *clock, const cr_item *item)
     return clock->read[which];
 }
 
+/* A check; a commit counts nothing (the composite counts once it is final). */
 static cr_status item_check(const cr_item *item, int64_t now_ns, int64_t cost, bool commit,
                             cr_decision *out)
 {
+    if (!commit)
+        return item->limiter ? cr_limiter_check(item->limiter, now_ns, cost, false, out)
+                             : cr_keyed_check(item->keyed, item->key, item->key_len, now_ns, cost,
+                                              false, out);
     if (item->limiter)
-        return cr_limiter_check(item->limiter, now_ns, cost, commit, out);
-    return cr_keyed_check(item->keyed, item->key, item->key_len, now_ns, cost, commit, out);
+        return cr_limiter_uncounted(item->limiter, now_ns, CR_OP_DECIDE, cost, out);
+    return cr_keyed_uncounted(item->keyed, item->key, item->key_len, now_ns, CR_OP_DECIDE, cost,
+                              out);
 }
 
 static void item_peek_allowed(const cr_item *item, int64_t now_ns, int64_t cost, bool *allowed)
@@ -60,29 +68,14 @@ static const cr_counts *item_counts(const cr_item *item)
     return item->limiter ? cr_limiter_counts(item->limiter) : cr_keyed_counts(item->keyed);
 }
 
-/* Gives back an admission of the composite: its units, and its count. */
+/* Gives back an admission of the composite: its units (counted nowhere, as
+ * the admission was not). */
 static void item_give_back(const cr_item *item, int64_t now_ns, int64_t cost)
 {
     if (item->limiter)
-        cr_limiter_refund(item->limiter, now_ns, cost);
+        cr_limiter_uncounted(item->limiter, now_ns, CR_OP_REFUND, cost, NULL);
     else
-        cr_keyed_refund(item->keyed, item->key, item->key_len, now_ns, cost);
-    /* the refund took the units off: the request alone (counters.h's units
-     * field counts the units beyond one a request) */
-    cr_count2(item_counts(item), CR_N_ADMITTED, (uint64_t)-1, CR_N_UNITS_ADMITTED, 1);
-}
-
-/* One refusal of `cost` units more (`sign` 1) or less (-1) at `item`: a
- * composite's refusal is counted at the item whose decision it returns. */
-static void item_count_refusal(const cr_item *item, int64_t cost, int64_t sign)
-{
-    const cr_limit *limit = item->limiter ? cr_limiter_limit(item->limiter)
-                                          : cr_keyed_limit(item->keyed);
-    const cr_counts *counts = item_counts(item);
-    cr_count2(counts, CR_N_REFUSED, (uint64_t)sign, CR_N_UNITS_REFUSED,
-              (uint64_t)(sign * (cost - 1)));
-    if (cost > limit->burst)
-        cr_count1(counts, CR_N_UNFITTABLE, (uint64_t)sign);
+        cr_keyed_uncounted(item->keyed, item->key, item->key_len, now_ns, CR_OP_REFUND, cost, NULL);
 }
 
 void cr_item_would_refuse(const cr_item *item, int64_t cost)
@@ -119,7 +112,6 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
     const size_t last = count - 1;
     cr_decision decision, tightest = {0};
     size_t chosen = 0;
-    size_t counted = count; /* the item whose commit counted a refusal (count: none) */
     for (int attempt = 0;; attempt++) {
         /* The peek: the allow() path of each item but the last, writing nothing. */
         bool all = true, refused = false;
@@ -136,7 +128,6 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
                 return status;
             tightest = decision;
             chosen = last;
-            counted = decision.allowed ? count : last;
             if (decision.allowed) {
                 for (size_t i = 0; i < last; i++) { /* the other commits */
                     status = item_check(&items[i], item_now(&clock, &items[i]), cost, true,
@@ -150,7 +141,6 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
                             return status;
                         tightest = decision;
                         chosen = i;
-                        counted = i;
                         break;
                     }
                     if (tighter(&decision, &tightest)) {
@@ -183,11 +173,12 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
             break;
         }
     }
-    if (!tightest.allowed && counted != chosen) {
-        if (counted != count)
-            item_count_refusal(&items[counted], cost, -1);
-        item_count_refusal(&items[chosen], cost, 1);
-    }
+    /* The verdict, final: each item's admission, or one refusal at the item
+     * whose decision is returned. */
+    for (size_t i = 0; i < count; i++)
+        if (tightest.allowed || i == chosen)
+            cr_count_verdict(item_counts(&items[i]), tightest.allowed, cost,
+                             item_limit(&items[i])->burst);
     *out = tightest;
     if (index)
         *index = chosen;

@@ -1,6 +1,5 @@
 /* A store's counters: thread slots, lanes, readings (counters.h). */
 #include "counters.h"
-#include "internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -65,7 +64,10 @@ void cr_count2_slow(const cr_counts *counts, unsigned fa, uint64_t na, unsigned 
     }
     cr_counter_cell *cell = &counts->block->overflow;
     atomic_fetch_add_explicit(&cell->n[fa], na, memory_order_relaxed);
-    atomic_fetch_add_explicit(&cell->n[fb], nb, memory_order_relaxed);
+    uint64_t word = atomic_load_explicit(&cell->n[fb], memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&cell->n[fb], &word, cr_count_add(word, nb),
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
 }
 
 int64_t cr_count1_slow(const cr_counts *counts, unsigned f, int64_t n)
@@ -135,35 +137,52 @@ void cr_counters_leave(cr_counts *counts)
     counts->lane = NULL;
 }
 
-static void sum_cells(const cr_counter_block *block, uint32_t nlanes,
-                      uint64_t out[CR_COUNTER_FIELDS - 1])
+/* The decoded counts of every cell (the units fields with their requests
+ * added back), each clamped to [0, CR_COUNT_MAX]: a cell's words are signed
+ * counts, summed exactly in 128 bits, so a count past the top reads as the
+ * top, never wrapped. */
+static void sum_cells(const cr_counter_block *block, uint32_t nlanes, uint64_t evicted,
+                      uint64_t out[CR_COUNTER_FIELDS])
 {
-    for (int f = 0; f < CR_COUNTER_FIELDS - 1; f++)
-        out[f] = atomic_load_explicit(&block->overflow.n[f], memory_order_relaxed);
-    for (uint32_t l = 0; l < nlanes; l++)
-        for (int s = 0; s < CR_COUNTER_SLOTS; s++)
-            for (int f = 0; f < CR_COUNTER_FIELDS - 1; f++)
-                out[f] += atomic_load_explicit(&block->lane[l].cell[s].n[f], memory_order_relaxed);
+    __extension__ __int128 sum[CR_COUNTER_FIELDS];
+    const cr_counter_cell *cells[1 + (size_t)CR_COUNTER_LANES * CR_COUNTER_SLOTS];
+    size_t ncells = 0;
+    cells[ncells++] = &block->overflow;
+    for (uint32_t l = 0; l < nlanes && l < CR_COUNTER_LANES; l++)
+        for (int c = 0; c < CR_COUNTER_SLOTS; c++)
+            cells[ncells++] = &block->lane[l].cell[c];
+    for (int f = 0; f < CR_COUNTER_FIELDS; f++) {
+        sum[f] = 0;
+        for (size_t c = 0; c < ncells; c++)
+            sum[f] += (int64_t)atomic_load_explicit(&cells[c]->n[f], memory_order_relaxed);
+    }
+    sum[CR_N_UNITS_ADMITTED] += sum[CR_N_ADMITTED];
+    sum[CR_N_UNITS_REFUSED] += sum[CR_N_REFUSED];
+    if (evicted != UINT64_MAX)
+        sum[CR_N_EVICTED] = evicted;
+    for (int f = 0; f < CR_COUNTER_FIELDS; f++)
+        out[f] = sum[f] < 0 ? 0 : sum[f] > CR_COUNT_MAX ? (uint64_t)CR_COUNT_MAX : (uint64_t)sum[f];
 }
 
 void cr_counters_read(const cr_counter_block *block, uint32_t nlanes, uint64_t evicted,
-                      uint64_t out[CR_COUNTER_FIELDS - 1])
+                      uint64_t out[CR_COUNTER_FIELDS])
 {
     cr_counter_block *b = (cr_counter_block *)block; /* the baseline is read, not written */
     /* A reset killed midway (a process of a region) leaves the word odd until
      * the next reset: past a few tries the reading is taken as it is. */
     for (int tries = 0;; tries++) {
         const uint64_t seq = atomic_load_explicit(&b->seq, memory_order_acquire);
-        sum_cells(block, nlanes, out);
-        if (evicted != UINT64_MAX)
-            out[CR_N_EVICTED] = evicted;
-        uint64_t base[CR_COUNTER_FIELDS - 1];
-        for (int f = 0; f < CR_COUNTER_FIELDS - 1; f++)
+        sum_cells(block, nlanes, evicted, out);
+        uint64_t base[CR_COUNTER_FIELDS];
+        for (int f = 0; f < CR_COUNTER_FIELDS; f++)
             base[f] = atomic_load_explicit(&b->base[f], memory_order_acquire);
         if (tries < 64 && ((seq & 1) || atomic_load_explicit(&b->seq, memory_order_acquire) != seq))
             continue;
-        for (int f = 0; f < CR_COUNTER_FIELDS - 1; f++)
-            out[f] -= base[f];
+        /* saturated stays saturated (the cells cannot go back); else what
+         * was counted since the reset, never below 0 */
+        for (int f = 0; f < CR_COUNTER_FIELDS; f++)
+            if (out[f] != (uint64_t)CR_COUNT_MAX)
+                out[f] = out[f] > base[f] ? out[f] - base[f] : 0;
         return;
     }
 }
@@ -175,14 +194,12 @@ static pthread_mutex_t resetting = PTHREAD_MUTEX_INITIALIZER;
 void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicted)
 {
     pthread_mutex_lock(&resetting);
-    uint64_t now[CR_COUNTER_FIELDS - 1];
-    sum_cells(block, nlanes, now);
-    if (evicted != UINT64_MAX)
-        now[CR_N_EVICTED] = evicted;
+    uint64_t now[CR_COUNTER_FIELDS];
+    sum_cells(block, nlanes, evicted, now);
     const uint64_t seq = atomic_load_explicit(&block->seq, memory_order_relaxed);
     atomic_store_explicit(&block->seq, seq | 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
-    for (int f = 0; f < CR_COUNTER_FIELDS - 1; f++)
+    for (int f = 0; f < CR_COUNTER_FIELDS; f++)
         atomic_store_explicit(&block->base[f], now[f], memory_order_release);
     const int64_t held = atomic_load(&block->in_flight); /* a peak's total (else 0) */
     atomic_store_explicit(&block->peak, held > 0 ? held : 0, memory_order_relaxed);
@@ -193,28 +210,31 @@ void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicte
 void cr_counters_rate_stats(const cr_counter_block *block, uint32_t nlanes, uint64_t evicted,
                             cr_stats *out)
 {
-    uint64_t n[CR_COUNTER_FIELDS - 1];
+    uint64_t n[CR_COUNTER_FIELDS];
     cr_counters_read(block, nlanes, evicted, n);
-    *out = (cr_stats){n[CR_N_ADMITTED],
-                      n[CR_N_REFUSED],
-                      n[CR_N_ADMITTED] + n[CR_N_UNITS_ADMITTED],
-                      n[CR_N_REFUSED] + n[CR_N_UNITS_REFUSED],
-                      n[CR_N_UNFITTABLE],
-                      n[CR_N_WOULD_REFUSE],
-                      n[CR_N_EVICTED]};
+    *out = (cr_stats){
+        .admitted = n[CR_N_ADMITTED],
+        .refused = n[CR_N_REFUSED],
+        .units_admitted = n[CR_N_UNITS_ADMITTED],
+        .units_refused = n[CR_N_UNITS_REFUSED],
+        .units_refunded = n[CR_N_UNITS_REFUNDED],
+        .unfittable = n[CR_N_UNFITTABLE],
+        .would_refuse = n[CR_N_WOULD_REFUSE],
+        .evicted = n[CR_N_EVICTED],
+    };
 }
 
 void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, uint64_t in_flight,
                              bool peak, cr_gauge_stats *out)
 {
-    uint64_t n[CR_COUNTER_FIELDS - 1];
+    uint64_t n[CR_COUNTER_FIELDS];
     cr_counters_read(block, nlanes, 0, n);
     cr_counter_block *b = (cr_counter_block *)block; /* read, not written */
     *out = (cr_gauge_stats){
         .acquired = n[CR_N_ADMITTED],
         .refused = n[CR_N_REFUSED],
-        .units_acquired = n[CR_N_ADMITTED] + n[CR_N_UNITS_ADMITTED],
-        .units_refused = n[CR_N_REFUSED] + n[CR_N_UNITS_REFUSED],
+        .units_acquired = n[CR_N_UNITS_ADMITTED],
+        .units_refused = n[CR_N_UNITS_REFUSED],
         .released = n[CR_N_RELEASED],
         .reclaimed = n[CR_N_RECLAIMED],
         .in_flight = in_flight,
@@ -224,9 +244,8 @@ void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, uin
     };
 }
 
-cr_status cr_counts_reset(const cr_counts *counts, struct cr_region_s *region, uint64_t evicted)
+cr_status cr_counts_reset(const cr_counts *counts, cr_lock *lock, uint64_t evicted)
 {
-    cr_lock *lock = region->base ? cr_region_change_lock(region) : NULL;
     cr_status status = lock ? cr_lock_acquire(lock) : CR_OK;
     if (status != CR_OK)
         return status;

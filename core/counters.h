@@ -18,10 +18,11 @@
 #ifndef CELLRATE_COUNTERS_H
 #define CELLRATE_COUNTERS_H
 
+#include "cellrate/stats.h"
+#include "decide.h"
+#include "lock.h"
+
 #include <stdatomic.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
 
 /* Thread slots with a cell of their own; later threads share the overflow. */
 #define CR_COUNTER_SLOTS 16
@@ -35,9 +36,12 @@
 #define CR_COUNTER_SPACING 128
 
 /* A rate limit's fields (cr_stats), and a concurrency limit's (cr_gauge_stats).
- * A units field counts the units beyond one a request (units - requests,
- * modulo 2^64), so that a verdict of one unit, the common one, bumps one word:
- * a reading adds the requests back (cr_counters_rate_stats). */
+ * A units field of requests (CR_N_UNITS_ADMITTED, CR_N_UNITS_REFUSED) counts
+ * the units beyond one a request (units - requests: -1 for a cost of 0), so
+ * that a verdict of one unit, the common one, bumps one word: a reading adds
+ * the requests back (cr_counters_read). A cell's word is a signed count; a
+ * units field saturates at CR_COUNT_MAX instead of wrapping (cr_count_add),
+ * as does every reading (a count past it reads as it). */
 enum {
     CR_N_ADMITTED = 0,
     CR_N_REFUSED = 1,
@@ -45,8 +49,9 @@ enum {
     CR_N_UNITS_REFUSED = 3,
     CR_N_UNFITTABLE = 4,
     CR_N_WOULD_REFUSE = 5,
-    CR_N_EVICTED = 6,
-    CR_N_RELEASED = 4, /* concurrency: the fields past the units differ */
+    CR_N_EVICTED = 6,        /* (a keyed table's word: read, never counted in a cell) */
+    CR_N_UNITS_REFUNDED = 7, /* a plain count of units (no requests folded in) */
+    CR_N_RELEASED = 4,       /* concurrency: the fields past the units differ */
     CR_N_RECLAIMED = 5
 };
 
@@ -60,7 +65,7 @@ typedef struct {
 
 typedef struct {
     _Alignas(CR_COUNTER_SPACING) _Atomic uint64_t seq; /* odd while reset_stats writes it */
-    _Atomic uint64_t base[CR_COUNTER_FIELDS - 1];
+    _Atomic uint64_t base[CR_COUNTER_FIELDS]; /* the readings (decoded) reset_stats set aside */
     _Alignas(64) _Atomic uint64_t owner[CR_COUNTER_LANES]; /* a lane's process id; 0: free */
     /* concurrency with a peak: units held now and the most held at once
      * (one line of their own: the one total a peak needs; a limit made
@@ -98,14 +103,29 @@ extern __thread unsigned cr_counter_slot
 __attribute__((cold)) void cr_count2_slow(const cr_counts *counts, unsigned fa, uint64_t na,
                                           unsigned fb, uint64_t nb);
 
-uint32_t cr_own_pid(void);
-/* cr_own_pid's cache (core/lock.c), read inline by the hot path: 0 until
- * read, and again after a fork, which then takes the slow path once. */
-extern _Atomic uint32_t cr_own_pid_cache __attribute__((visibility("hidden")));
-
 __attribute__((always_inline)) static inline void cr_count_bump(_Atomic uint64_t *word, uint64_t n)
 {
     atomic_store_explicit(word, atomic_load_explicit(word, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+/* `word` + `n` as signed counts, saturating at CR_COUNT_MAX (a units field:
+ * one figure as large as 2^62 must not wrap it). n is negative only to take
+ * back a unit of a request's encoding or a dry run's refusal: never past the
+ * bottom. */
+__attribute__((always_inline)) static inline uint64_t cr_count_add(uint64_t word, uint64_t n)
+{
+    int64_t sum;
+    if (__builtin_add_overflow((int64_t)word, (int64_t)n, &sum))
+        return (uint64_t)((int64_t)n > 0 ? INT64_MAX : INT64_MIN);
+    return (uint64_t)sum;
+}
+
+/* cr_count_bump of a units field, saturating. */
+__attribute__((always_inline)) static inline void cr_count_bump_units(_Atomic uint64_t *word,
+                                                                      uint64_t n)
+{
+    atomic_store_explicit(word, cr_count_add(atomic_load_explicit(word, memory_order_relaxed), n),
                           memory_order_relaxed);
 }
 
@@ -123,7 +143,8 @@ __attribute__((always_inline)) static inline cr_counter_cell *cr_own_cell(const 
     return NULL;
 }
 
-/* Adds `na` to field `fa` and `nb` to `fb` in the thread's own cell. */
+/* Adds `na` to field `fa` and `nb` to the units field `fb` (saturating) in
+ * the thread's own cell. */
 __attribute__((always_inline)) static inline void cr_count2(const cr_counts *counts, unsigned fa,
                                                             uint64_t na, unsigned fb, uint64_t nb)
 {
@@ -132,7 +153,7 @@ __attribute__((always_inline)) static inline void cr_count2(const cr_counts *cou
     if (__builtin_expect(cell != NULL, 1)) {
         cr_count_bump(&cell->n[fa], na);
         if (nb != 0) /* a verdict of one unit; a field counted alone */
-            cr_count_bump(&cell->n[fb], nb);
+            cr_count_bump_units(&cell->n[fb], nb);
         return;
     }
     cr_count2_slow(counts, fa, na, fb, nb);
@@ -155,6 +176,13 @@ __attribute__((always_inline)) static inline void cr_count1(const cr_counts *cou
 #else
     (void)counts, (void)f, (void)n;
 #endif
+}
+
+/* Adds `n` units to the units field `f` alone, saturating (a rare path). */
+static inline void cr_count_units(const cr_counts *counts, unsigned f, int64_t n)
+{
+    if (n != 0)
+        cr_count2(counts, f, 0, f, (uint64_t)n);
 }
 
 /* cr_count1 returning `n`, its slow path a tail call (cr_count1_slow): for
@@ -197,7 +225,7 @@ __attribute__((always_inline)) static inline void cr_count_admission(cr_counter_
 {
     cr_count_bump(&cell->n[CR_N_ADMITTED], 1);
     if (cost != 1)
-        cr_count_bump(&cell->n[CR_N_UNITS_ADMITTED], (uint64_t)cost - 1);
+        cr_count_bump_units(&cell->n[CR_N_UNITS_ADMITTED], (uint64_t)cost - 1);
 }
 
 /* cr_count_verdict, returning CR_OK (0): out of line. */
@@ -241,6 +269,47 @@ static inline int cr_count_admitted_tail(const cr_counts *counts, int64_t cost)
 #endif
 }
 
+/* Counts what `op` did (cellrate/stats.h, cr_stats): called once per operation,
+ * with the limit that decided it and *ok as cr_apply set it. Always inlined:
+ * the kind of `op` folds away in each entry point, as it does in cr_apply
+ * (an out-of-line call would take the op's address and compile every kind
+ * into every entry point). */
+CR_HOT void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr_op *op,
+                        bool commit, bool ok)
+{
+    if (!commit || op->uncounted)
+        return; /* a peek; a commit its caller counts (check_all) */
+    switch (op->kind) {
+    case CR_OP_DECIDE:
+        cr_count_verdict(counts, ok, op->cost, limit->burst);
+        return;
+    case CR_OP_RESERVE: /* a reservation not made is a wait's to count (cr_wait) */
+        if (ok)
+            cr_count_verdict(counts, true, op->cost, limit->burst);
+        return;
+    case CR_OP_CHARGE: /* what it committed: the cost, or less when clipped */
+        cr_count_verdict(counts, true, op->taken, limit->burst);
+        return;
+    case CR_OP_TAKE:
+        if (op->cost > 0)
+            cr_count_verdict(counts, op->taken > 0, op->taken > 0 ? op->taken : op->cost,
+                             INT64_MAX);
+        return;
+    case CR_OP_REFUND: /* what it gave back; units_admitted never falls */
+        cr_count_units(counts, CR_N_UNITS_REFUNDED, op->taken);
+        return;
+    default:
+        return;
+    }
+}
+
+/* A refusal that a dry run let through: refused becomes would_refuse. */
+static inline void cr_count_would_refuse(const cr_counts *counts, int64_t cost)
+{
+    cr_count2(counts, CR_N_REFUSED, (uint64_t)-1, CR_N_UNITS_REFUSED, 1 - (uint64_t)cost);
+    cr_count1(counts, CR_N_WOULD_REFUSE, 1);
+}
+
 /* A block of this process alone (zeroed, one lane); NULL when out of memory. */
 cr_counter_block *cr_counters_new(cr_counts *counts);
 /* The same in `memory` (CR_COUNTER_BLOCK_SIZE(1) bytes, aligned to
@@ -252,13 +321,26 @@ void cr_counters_place(cr_counts *counts, void *memory);
 void cr_counters_join(cr_counts *counts, cr_counter_block *block, uint32_t nlanes);
 /* Gives the lane back (a region's), or frees the block (this process's). */
 void cr_counters_leave(cr_counts *counts);
-/* The counts since the last reset into out[CR_COUNTER_FIELDS - 1]; `evicted`
- * (a keyed table's word kept elsewhere) takes the place of CR_N_EVICTED. */
+/* The counts since the last reset into out[CR_COUNTER_FIELDS], decoded (the
+ * units fields hold units, requests added back), each in [0, CR_COUNT_MAX]:
+ * a count at CR_COUNT_MAX reads as it, reset or not; `evicted` (a keyed
+ * table's word kept elsewhere) takes the place of CR_N_EVICTED. */
 void cr_counters_read(const cr_counter_block *block, uint32_t nlanes, uint64_t evicted,
-                      uint64_t out[CR_COUNTER_FIELDS - 1]);
+                      uint64_t out[CR_COUNTER_FIELDS]);
 /* Sets the baseline to the counts now (a region's caller holds its change
  * lock: resets of other processes). */
 void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicted);
+/* reset_stats of a store: cr_counters_reset under `lock` (a region's change
+ * lock; NULL for a store of this process alone): CR_E_SHARED_LOCK when it
+ * stays held. */
+cr_status cr_counts_reset(const cr_counts *counts, cr_lock *lock, uint64_t evicted);
+/* The counts of a rate limit's block (`evicted`: its table's word) and of a
+ * concurrency limit's: `in_flight`, the units held, counted in the cells;
+ * `peak`, whether the block's total is kept (else peak 0, not tracked). */
+void cr_counters_rate_stats(const cr_counter_block *block, uint32_t nlanes, uint64_t evicted,
+                            cr_stats *out);
+void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, uint64_t in_flight,
+                             bool peak, cr_gauge_stats *out);
 /* Concurrency with a peak: `delta` units now held more (or fewer) in the
  * block's total; raises the peak. Locked instructions on one shared line. */
 void cr_counters_hold(const cr_counts *counts, int64_t delta);

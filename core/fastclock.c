@@ -13,7 +13,7 @@
  * It is used only where the TSC is invariant (CPUID) and the kernel itself
  * keeps time with it (clocksource "tsc"): then the counter runs at one rate
  * on every core and every core reads the same value. Time is the line of
- * cr_fast_line (core/internal.h), shared by the threads of the process; the
+ * cr_fast_line (core/fastclock.h), shared by the threads of the process; the
  * reading itself is inlined into the stores (cr_fast_clock_now). When a
  * reading falls past the line's end (every WINDOW_NS), the line is
  * re-anchored here: the next starts at CLOCK_MONOTONIC, or at the old line's
@@ -29,7 +29,7 @@
  * that a jump carried far ahead or behind. Between two re-anchors a reading
  * is at most the line's end, two windows past its anchor.
  */
-#include "internal.h"
+#include "fastclock.h"
 
 #include <sched.h>
 #include <stdio.h>

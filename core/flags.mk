@@ -8,7 +8,7 @@
 CR_STD = -std=c11 -D_GNU_SOURCE
 # Warnings; the Makefile and the test runners add -Werror.
 CR_WARN = -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes
-# Nothing is exported but what core/cellrate.h declares.
+# Nothing is exported but what core/cellrate.h (its parts) declares.
 CR_VISIBILITY = -fvisibility=hidden
 # Where the core is compiled into a module (the CPython extension, the Lua
 # module), it exports nothing at all: only the module's entry point is public.

@@ -10,7 +10,9 @@
  * IETF draft says. What survives can only make a limiter stricter (cr_follow
  * takes the max), and no wait is longer than CR_FOLLOW_MAX_NS.
  */
-#include "internal.h"
+#include "cellrate/clock.h"
+#include "cellrate/follow.h"
+#include "decide.h"
 
 #include <string.h>
 

@@ -23,8 +23,11 @@
  * taker sees the mark, or the marker sees the taker's cells. A mark left by
  * a marker that died is cleared by the next taker of the lock.
  */
-#include "internal.h"
+#include "gauge.h"
+#include "cellrate/clock.h"
 #include "place.h"
+#include "region.h"
+#include "seed.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -748,7 +751,7 @@ void cr_gauge_stats_read(const cr_gauge *gauge, cr_gauge_stats *out)
 
 cr_status cr_gauge_reset_stats(cr_gauge *gauge)
 {
-    return cr_counts_reset(&gauge->counts, &gauge->region, 0);
+    return cr_counts_reset(&gauge->counts, cr_region_change_lock(&gauge->region), 0);
 }
 
 size_t cr_gauge_describe(char *buf, size_t size, int64_t limit, int64_t capacity, int64_t lease_ns,

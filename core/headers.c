@@ -1,6 +1,6 @@
 /* HTTP header fields of a decision (draft-ietf-httpapi-ratelimit-headers-11):
  * the one formatter behind Decision.headers() and cellrate.headers(). */
-#include "cellrate.h"
+#include "cellrate/http.h"
 
 #include <math.h>
 #include <string.h>

@@ -20,9 +20,12 @@
  * retags it. Each change also sweeps 1/112 of the table, so no slot is ever
  * 112 changes behind and a tag is never read as another generation's.
  */
-#include "cellrate.h"
-#include "internal.h"
+#include "keyed.h"
+#include "carry.h"
+#include "fastclock.h"
 #include "place.h"
+#include "region.h"
+#include "seed.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -449,7 +452,7 @@ cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t n
     if (status != CR_OK)
         return status;
     pthread_mutex_lock(&keyed->changing);
-    cr_lock *lock = keyed->region.base ? cr_region_change_lock(&keyed->region) : NULL;
+    cr_lock *lock = cr_region_change_lock(&keyed->region);
     if (lock && (status = cr_lock_acquire(lock)) != CR_OK) {
         pthread_mutex_unlock(&keyed->changing);
         return status;
@@ -558,21 +561,21 @@ cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64
                          int64_t cost, bool commit, cr_decision *out)
 {
     bool allowed;
-    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
     return keyed_apply(keyed, key, key_len, now_ns, &op, commit, out, &allowed);
 }
 
 cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool *allowed)
 {
-    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, allowed);
 }
 
 cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                                 int64_t cost, bool *allowed)
 {
-    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
     return keyed_apply(keyed, key, key_len, now_ns, &op, false, NULL, allowed);
 }
 
@@ -581,7 +584,7 @@ cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int
 {
     if (max_wait_ns < 0)
         return CR_E_TIMEOUT;
-    cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0};
+    cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0, false};
     cr_status status = keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, reserved);
     *delay_ns = op.delay_ns;
     return status;
@@ -591,7 +594,7 @@ cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int6
                           int64_t cost)
 {
     bool done;
-    cr_op op = {CR_OP_REFUND, cost, 0, 0, 0};
+    cr_op op = {CR_OP_REFUND, cost, 0, 0, 0, false};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &done);
 }
 
@@ -599,7 +602,7 @@ cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int6
                           int64_t cost)
 {
     bool done;
-    cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0};
+    cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0, false};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &done);
 }
 
@@ -607,8 +610,16 @@ cr_status cr_keyed_charge(cr_keyed *keyed, const void *key, size_t key_len, int6
                           int64_t cost, cr_decision *out)
 {
     bool fit;
-    cr_op op = {CR_OP_CHARGE, cost, 0, 0, 0};
+    cr_op op = {CR_OP_CHARGE, cost, 0, 0, 0, false};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, out, &fit);
+}
+
+cr_status cr_keyed_uncounted(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                             cr_op_kind kind, int64_t cost, cr_decision *out)
+{
+    bool ok;
+    cr_op op = {kind, cost, 0, 0, 0, true};
+    return keyed_apply(keyed, key, key_len, now_ns, &op, true, out, &ok);
 }
 
 cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -617,7 +628,7 @@ cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_
     bool took;
     if (max_cost < 0)
         return CR_E_MAX_COST;
-    cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0};
+    cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0, false};
     cr_status status = keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &took);
     if (status == CR_OK)
         *taken = op.taken;
@@ -631,7 +642,7 @@ cr_status cr_keyed_follow(cr_keyed *keyed, const void *key, size_t key_len, int6
     if (status != CR_OK)
         return status;
     const cr_follow_args args = {signal, share};
-    cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0};
+    cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0, false};
     *pulled = false;
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, pulled);
 }
@@ -699,7 +710,8 @@ void cr_keyed_stats(const cr_keyed *keyed, cr_stats *out)
 
 cr_status cr_keyed_reset_stats(cr_keyed *keyed)
 {
-    return cr_counts_reset(&keyed->counts, &keyed->region, cr_keyed_evictions(keyed));
+    return cr_counts_reset(&keyed->counts, cr_region_change_lock(&keyed->region),
+                           cr_keyed_evictions(keyed));
 }
 
 void cr_keyed_would_refuse(cr_keyed *keyed, int64_t cost)

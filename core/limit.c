@@ -1,68 +1,13 @@
-/* Limits: validation, defaults and the rate-string grammar; status messages; units. */
-#include "cellrate.h"
-#include "internal.h"
+/* Limits: validation, defaults and the rate-string grammar; their
+ * descriptions; seconds and nanoseconds. */
+#include "cellrate/limit.h"
+#include "cellrate/stores.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-const char *cr_version(void) { return CR_VERSION_STRING; }
-
-static const struct {
-    cr_status_class class_of;
-    const char *param;
-    const char *message;
-} status_table[CR_STATUS_COUNT] = {
-#define CR_STATUS_ROW_(number, name, class, param, message) \
-    [number] = {CR_STATUS_##class, param, message},
-    CR_STATUS_LIST(CR_STATUS_ROW_)
-#undef CR_STATUS_ROW_
-};
-
-/* The numbers are dense: each below the row count, and each used once (a
- * duplicate is a duplicate case label in cr_status_name). */
-#define CR_STATUS_DENSE_(number, name, class, param, message) \
-    _Static_assert((number) >= 0 && (number) < CR_STATUS_COUNT, "status " #name " out of range");
-CR_STATUS_LIST(CR_STATUS_DENSE_)
-#undef CR_STATUS_DENSE_
-
-const char *cr_strerror(cr_status status)
-{
-    if ((unsigned)status >= CR_STATUS_COUNT)
-        return "unknown status";
-    return status_table[status].message;
-}
-
-const char *cr_status_param(cr_status status)
-{
-    if ((unsigned)status >= CR_STATUS_COUNT)
-        return "";
-    return status_table[status].param;
-}
-
-cr_status_class cr_status_class_of(cr_status status)
-{
-    if ((unsigned)status >= CR_STATUS_COUNT)
-        return CR_STATUS_NONE;
-    return status_table[status].class_of;
-}
-
-const char *cr_status_name(cr_status status)
-{
-    switch (status) {
-#define CR_STATUS_CASE_(number, name, class, param, message) \
-    case number:                                             \
-        return #name;
-        CR_STATUS_LIST(CR_STATUS_CASE_)
-#undef CR_STATUS_CASE_
-    default:
-        return "";
-    }
-}
-
-/* ------------------------------------------------------------------------ */
 
 /* 2^63 as a double: the first value a double-to-int64 conversion cannot hold. */
 #define TWO_POW_63 9223372036854775808.0
@@ -97,8 +42,6 @@ cr_status cr_seconds_to_ns(double seconds, int64_t *ns)
     *ns = (int64_t)whole;
     return CR_OK;
 }
-
-cr_status cr_check_call(int64_t now_ns, int64_t cost) { return cr_check_args(now_ns, cost); }
 
 cr_status cr_wait_from_seconds(double seconds, cr_status invalid, int64_t *ns)
 {
@@ -379,12 +322,16 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
     made.period_s = period_s;
     if (args->has_max_cost && args->max_cost < 0)
         return CR_E_MAX_COST;
+    if (args->has_max_debt && args->max_debt < 0)
+        return CR_E_MAX_DEBT;
     if (made.algorithm >= CR_ALGORITHM_FIXED_WINDOW) {
         status = window_limit(&made, args, rate, period_s);
         if (status == CR_OK && args->has_max_cost && args->max_cost > made.burst)
             return CR_E_RATE_MAX_COST;
-        if (status == CR_OK)
+        if (status == CR_OK) {
+            made.max_debt = args->has_max_debt ? args->max_debt : made.burst;
             *limit = made;
+        }
         return status;
     }
 
@@ -427,6 +374,10 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
     made.emission_ns = emission_ns;
     made.tolerance_ns = tolerance_ns;
     made.burst = burst;
+    /* The default debt: one burst more. A charge of any figure then leaves a
+     * key refused for at most about 2 tau (a window: until it ends), never
+     * for good (docs/design.md §9). */
+    made.max_debt = args->has_max_debt ? args->max_debt : burst;
     *limit = made;
     return CR_OK;
 }
@@ -452,7 +403,7 @@ size_t cr_limit_describe(char *buf, size_t size, const char *type_name, const cr
                          int64_t capacity)
 {
     char rate[32], period[32], burst[32] = "", clock[32] = "", algorithm[40] = "";
-    char keys[40] = "";
+    char keys[40] = "", debt[40] = "";
     put_number(rate, sizeof rate, limit->rate);
     put_number(period, sizeof period, limit->period_s);
     if (limit->algorithm < CR_ALGORITHM_FIXED_WINDOW) /* a window takes no burst */
@@ -462,10 +413,12 @@ size_t cr_limit_describe(char *buf, size_t size, const char *type_name, const cr
     if (limit->algorithm != CR_ALGORITHM_GCRA)
         snprintf(algorithm, sizeof algorithm, ", algorithm='%s'",
                  cr_algorithm_name(limit->algorithm));
+    if (limit->max_debt != limit->burst) /* not the default */
+        snprintf(debt, sizeof debt, ", max_debt=%" PRId64, limit->max_debt);
     if (capacity >= 0)
         snprintf(keys, sizeof keys, ", capacity=%" PRId64, capacity);
-    const int len = snprintf(buf, size, "%s(rate=%s, period=%s%s%s%s%s)", type_name, rate, period,
-                             burst, clock, algorithm, keys);
+    const int len = snprintf(buf, size, "%s(rate=%s, period=%s%s%s%s%s%s)", type_name, rate, period,
+                             burst, clock, algorithm, debt, keys);
     return len < 0 ? 0 : (size_t)len;
 }
 

@@ -21,8 +21,10 @@
  * limit before deciding (docs/design.md §4). Cells there are this process's
  * view of the region's limits; their own TAT is unused.
  */
-#include "cellrate.h"
-#include "internal.h"
+#include "limiter.h"
+#include "carry.h"
+#include "fastclock.h"
+#include "region.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -301,7 +303,7 @@ cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
                            cr_decision *out)
 {
     bool allowed;
-    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
     return limiter_apply(limiter, now_ns, &op, commit, out, &allowed);
 }
 
@@ -310,7 +312,7 @@ cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 __attribute__((noinline)) static cr_status allow_apply(cr_limiter *limiter, int64_t now_ns,
                                                        int64_t cost, bool *allowed)
 {
-    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
     return limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
 }
 
@@ -352,7 +354,7 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 
 cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
 {
-    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0};
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
     return limiter_apply(limiter, now_ns, &op, false, NULL, allowed);
 }
 
@@ -361,7 +363,7 @@ cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost, 
 {
     if (max_wait_ns < 0)
         return CR_E_TIMEOUT;
-    cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0};
+    cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0, false};
     cr_status status = limiter_apply(limiter, now_ns, &op, true, NULL, reserved);
     *delay_ns = op.delay_ns;
     return status;
@@ -370,22 +372,30 @@ cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost, 
 cr_status cr_limiter_refund(cr_limiter *limiter, int64_t now_ns, int64_t cost)
 {
     bool done;
-    cr_op op = {CR_OP_REFUND, cost, 0, 0, 0};
+    cr_op op = {CR_OP_REFUND, cost, 0, 0, 0, false};
     return limiter_apply(limiter, now_ns, &op, true, NULL, &done);
 }
 
 cr_status cr_limiter_anchor(cr_limiter *limiter, int64_t now_ns, int64_t cost)
 {
     bool done;
-    cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0};
+    cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0, false};
     return limiter_apply(limiter, now_ns, &op, true, NULL, &done);
 }
 
 cr_status cr_limiter_charge(cr_limiter *limiter, int64_t now_ns, int64_t cost, cr_decision *out)
 {
     bool fit;
-    cr_op op = {CR_OP_CHARGE, cost, 0, 0, 0};
+    cr_op op = {CR_OP_CHARGE, cost, 0, 0, 0, false};
     return limiter_apply(limiter, now_ns, &op, true, out, &fit);
+}
+
+cr_status cr_limiter_uncounted(cr_limiter *limiter, int64_t now_ns, cr_op_kind kind, int64_t cost,
+                               cr_decision *out)
+{
+    bool ok;
+    cr_op op = {kind, cost, 0, 0, 0, true};
+    return limiter_apply(limiter, now_ns, &op, true, out, &ok);
 }
 
 cr_status cr_limiter_take(cr_limiter *limiter, int64_t now_ns, int64_t max_cost, int64_t *taken)
@@ -393,7 +403,7 @@ cr_status cr_limiter_take(cr_limiter *limiter, int64_t now_ns, int64_t max_cost,
     bool took;
     if (max_cost < 0)
         return CR_E_MAX_COST;
-    cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0};
+    cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0, false};
     cr_status status = limiter_apply(limiter, now_ns, &op, true, NULL, &took);
     if (status == CR_OK)
         *taken = op.taken;
@@ -407,7 +417,7 @@ cr_status cr_limiter_follow(cr_limiter *limiter, int64_t now_ns, const cr_signal
     if (status != CR_OK)
         return status;
     const cr_follow_args args = {signal, share};
-    cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0};
+    cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0, false};
     *pulled = false;
     return limiter_apply(limiter, now_ns, &op, true, NULL, pulled);
 }
@@ -470,7 +480,7 @@ cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int
     cr_status status = cr_check_args(now_ns, 0);
     if (status != CR_OK)
         return status;
-    cr_lock *lock = limiter->region.base ? cr_region_change_lock(&limiter->region) : NULL;
+    cr_lock *lock = cr_region_change_lock(&limiter->region);
     if (lock && (status = cr_lock_acquire(lock)) != CR_OK)
         return status;
     limiter_cell *cell = NULL;
@@ -509,7 +519,7 @@ void cr_limiter_stats(const cr_limiter *limiter, cr_stats *out)
 
 cr_status cr_limiter_reset_stats(cr_limiter *limiter)
 {
-    return cr_counts_reset(&limiter->counts, &limiter->region, 0);
+    return cr_counts_reset(&limiter->counts, cr_region_change_lock(&limiter->region), 0);
 }
 
 void cr_limiter_would_refuse(cr_limiter *limiter, int64_t cost)

@@ -11,7 +11,7 @@
  * spreads their wake-ups one interval apart, so that they do not all wake at
  * one retry_after. Waiting is the slow path: a mutex guards the few slots.
  */
-#include "internal.h"
+#include "line.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

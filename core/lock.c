@@ -20,7 +20,8 @@
  * pthread mutex in shared memory holds list pointers and a type field that
  * glibc trusts).
  */
-#include "internal.h"
+#include "lock.h"
+#include "cellrate/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>

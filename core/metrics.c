@@ -2,7 +2,8 @@
  * by cellrate.prometheus, cellrate.otel and cellrate.nginx through the
  * faces' metrics(), so that no exporter spells a name, a unit or a label of
  * its own. */
-#include "cellrate.h"
+#include "cellrate/metrics.h"
+#include "cellrate/stats.h"
 
 #include <stddef.h>
 
@@ -40,15 +41,17 @@ static const cr_metric METRICS[] = {
      {RATE(admitted, "admitted"), RATE(refused, "refused"), RATE(would_refuse, "would_refuse")}},
     {"cellrate.units",
      "cellrate_units_total",
-     "Units (cost) of the requests decided by a rate limit, by outcome.",
+     "Units (cost) of the requests decided by a rate limit, by outcome "
+     "(refunded: units given back after their admission).",
      "counter",
      "counter",
      "{unit}",
      "rate",
      COMMON,
      {"outcome", "cellrate.decision.outcome"},
-     2,
-     {RATE(units_admitted, "admitted"), RATE(units_refused, "refused")}},
+     3,
+     {RATE(units_admitted, "admitted"), RATE(units_refused, "refused"),
+      RATE(units_refunded, "refunded")}},
     {"cellrate.unfittable",
      "cellrate_unfittable_total",
      "Refusals of a cost above the burst, which never fits.",

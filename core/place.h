@@ -4,7 +4,7 @@
 #ifndef CELLRATE_PLACE_H
 #define CELLRATE_PLACE_H
 
-#include "internal.h"
+#include "lock.h"
 #include "siphash.h"
 
 /* A key's fingerprint is the low 56 bits of its hash, never 0 (0 marks an

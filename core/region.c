@@ -19,7 +19,9 @@
  * one publish step, outside the checksum, and a reset killed at any point
  * leaves the old (or a torn) boot id, so the next opener resets again.
  */
-#include "internal.h"
+#include "region.h"
+#include "decide.h"
+#include "seed.h"
 #include "siphash.h"
 
 #include <errno.h>
@@ -33,10 +35,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* 2: boot id outside the checksum; stripe locks are cr_lock words.
- * 4: the limit is a history of changes, not part of the identity.
- * 5: the counters (counters.h) follow the records. */
-#define REGION_VERSION 5
 static const char region_magic[8] = {'C', 'E', 'L', 'L', 'R', 'A', 'T', 'E'};
 
 /* Opening gives up after this many rounds of "absent, then present". */
@@ -83,7 +81,7 @@ typedef struct {
     _Atomic uint64_t rate_bits;
     _Atomic uint64_t period_bits;
     _Atomic int64_t burst;
-    _Atomic uint64_t algorithm;
+    _Atomic int64_t max_debt;    /* (the algorithm is the identity's: it never changes) */
     _Atomic int64_t emission_ns; /* checks that the fields rebuild this limit */
     _Atomic int64_t tolerance_ns;
 } region_record;
@@ -161,7 +159,7 @@ static void write_record(region_record *record, uint64_t generation, const cr_li
     atomic_store_explicit(&record->rate_bits, bits_of(limit->rate), memory_order_relaxed);
     atomic_store_explicit(&record->period_bits, bits_of(limit->period_s), memory_order_relaxed);
     atomic_store_explicit(&record->burst, limit->burst, memory_order_relaxed);
-    atomic_store_explicit(&record->algorithm, (uint64_t)limit->algorithm, memory_order_relaxed);
+    atomic_store_explicit(&record->max_debt, limit->max_debt, memory_order_relaxed);
     atomic_store_explicit(&record->emission_ns, limit->emission_ns, memory_order_relaxed);
     atomic_store_explicit(&record->tolerance_ns, limit->tolerance_ns, memory_order_relaxed);
     atomic_store_explicit(&record->generation, generation, memory_order_release);
@@ -183,13 +181,13 @@ cr_status cr_region_limit(const cr_region *region, uint64_t generation, const cr
     const double period = double_of(
         atomic_load_explicit(&record->period_bits, memory_order_relaxed));
     const int64_t burst = atomic_load_explicit(&record->burst, memory_order_relaxed);
-    const uint64_t algorithm = atomic_load_explicit(&record->algorithm, memory_order_relaxed);
+    const int64_t max_debt = atomic_load_explicit(&record->max_debt, memory_order_relaxed);
     const int64_t emission_ns = atomic_load_explicit(&record->emission_ns, memory_order_relaxed);
     const int64_t tolerance_ns = atomic_load_explicit(&record->tolerance_ns, memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&record->generation, memory_order_relaxed) != generation)
         return CR_E_SHARED_CORRUPT; /* rewritten while read: 256 changes since */
-    if (algorithm != (uint64_t)like->algorithm || at < 0 || at >= CR_HORIZON_NS)
+    if (at < 0 || at >= CR_HORIZON_NS)
         return CR_E_SHARED_CORRUPT;
     const char *clock = cr_clock_name(like);
     const char *name = cr_algorithm_name(like->algorithm);
@@ -203,6 +201,8 @@ cr_status cr_region_limit(const cr_region *region, uint64_t generation, const cr
         .clock_len = strlen(clock),
         .algorithm = name,
         .algorithm_len = strlen(name),
+        .max_debt = max_debt,
+        .has_max_debt = true,
     };
     cr_limit limit;
     if (cr_limit_init(&limit, &args) != CR_OK || limit.emission_ns != emission_ns ||
@@ -222,7 +222,10 @@ uint64_t cr_region_publish(cr_region *region, const cr_limit *limit, int64_t cha
     return next;
 }
 
-cr_lock *cr_region_change_lock(cr_region *region) { return &changes_of(region)->lock; }
+cr_lock *cr_region_change_lock(cr_region *region)
+{
+    return region->base ? &changes_of(region)->lock : NULL;
+}
 
 const _Atomic uint64_t *cr_region_generation_word(const cr_region *region)
 {
@@ -266,9 +269,13 @@ cr_status cr_region_join(cr_region *region, const cr_limit *limit, cr_on_change 
         current->changed_at = changed_at;
         return CR_OK;
     }
-    if (on_change == CR_CHANGE_REFUSE) /* a window's burst is its rate */
+    if (on_change == CR_CHANGE_REFUSE) { /* a window's burst is its rate */
+        if (theirs.emission_ns == limit->emission_ns &&
+            theirs.tolerance_ns == limit->tolerance_ns && theirs.burst == limit->burst)
+            return CR_E_SHARED_MAX_DEBT;
         return cr_is_window(limit) || theirs.emission_ns != limit->emission_ns ? CR_E_SHARED_RATE
                                                                                : CR_E_SHARED_BURST;
+    }
     *replaced = theirs;
     current->changed_at = now_ns;
     current->generation = cr_region_publish(region, limit, now_ns);
@@ -276,6 +283,42 @@ cr_status cr_region_join(cr_region *region, const cr_limit *limit, cr_on_change 
 }
 
 uint64_t *cr_region_sweep_cursor(cr_region *region) { return &changes_of(region)->sweep_cursor; }
+
+int64_t cr_carry_since(const cr_region *region, const cr_generation *current, uint64_t since,
+                       int64_t state, int64_t now_ns)
+{
+    if (state == 0)
+        return 0; /* idle under every limit */
+    if (since > current->generation || current->generation - since >= CR_REGION_RECORDS)
+        return cr_full(&current->limit, now_ns);
+    const uint64_t steps = current->generation - since;
+    /* The chain of this process, when it has every generation since: one
+     * walk down, the carries on the way back up. */
+    const cr_generation *path[CR_REGION_RECORDS];
+    const cr_generation *known = current;
+    uint64_t n = 0;
+    while (known && n <= steps && known->generation == current->generation - n) {
+        path[n++] = known;
+        known = known->older;
+    }
+    if (n == steps + 1) {
+        for (uint64_t i = steps; i-- > 0;)
+            state = cr_carry(&path[i + 1]->limit, &path[i]->limit, state, path[i]->changed_at);
+        return state;
+    }
+    /* Else (changes another process made) the region's records. */
+    cr_limit from, to;
+    int64_t changed_at;
+    if (!region || cr_region_limit(region, since, &current->limit, &from, &changed_at) != CR_OK)
+        return cr_full(&current->limit, now_ns);
+    for (uint64_t g = since + 1; g <= current->generation; g++) {
+        if (cr_region_limit(region, g, &current->limit, &to, &changed_at) != CR_OK)
+            return cr_full(&current->limit, now_ns);
+        state = cr_carry(&from, &to, state, changed_at);
+        from = to;
+    }
+    return state;
+}
 
 static cr_status io_status(void)
 {
@@ -389,7 +432,7 @@ static cr_status create_region(const char *path, int64_t mode, const cr_region_s
         region_header *header = base;
         region_identity *identity = &header->identity;
         memcpy(identity->magic, region_magic, sizeof region_magic);
-        identity->version = REGION_VERSION;
+        identity->version = CR_REGION_VERSION;
         identity->kind = spec->kind | spec->algorithm << 8 | spec->flags << 16;
         identity->total_size = spec->total_size;
         identity->emission_ns = spec->emission_ns;
@@ -442,7 +485,7 @@ static cr_status check_identity(int fd, const cr_region_spec *spec, char boot_id
         return io_status();
     if (memcmp(identity.magic, region_magic, sizeof region_magic) != 0)
         return CR_E_SHARED_FOREIGN;
-    if (identity.version != REGION_VERSION)
+    if (identity.version != CR_REGION_VERSION)
         return CR_E_SHARED_VERSION;
     if (checksum != identity_checksum(&identity))
         return CR_E_SHARED_CORRUPT;
@@ -568,27 +611,14 @@ void cr_region_close(cr_region *region)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Inspecting: a read-only look at a region (cr_inspect_region).             */
-
-static const char *kind_name(uint32_t kind)
-{
-    switch (kind) {
-    case CR_REGION_LIMITER:
-        return "limiter";
-    case CR_REGION_KEYED:
-        return "keyed";
-    case CR_REGION_CONCURRENCY:
-        return "concurrency";
-    default:
-        return NULL;
-    }
-}
+/* A look: a region mapped read-only (cr_inspect_region, core/inspect.c).   */
 
 /* The identity of the file open on `fd`, checked as an opening checks it
- * (without what the opener wants); the layout it implies into *spec. */
-static cr_status inspect_identity(int fd, region_identity *identity, cr_region_spec *spec,
-                                  char boot_id[48])
+ * (without what an opener wants); what it says, and the layout it implies,
+ * into *spec. */
+static cr_status look_identity(int fd, cr_region_spec *spec, char boot_id[48])
 {
+    region_identity identity;
     struct stat st;
     uint64_t checksum;
     if (fstat(fd, &st) != 0)
@@ -597,94 +627,46 @@ static cr_status inspect_identity(int fd, region_identity *identity, cr_region_s
         return CR_E_SHARED_FOREIGN;
     if ((uint64_t)st.st_size < sizeof(region_header))
         return CR_E_SHARED_SHORT;
-    if (pread(fd, identity, sizeof *identity, 0) != (ssize_t)sizeof *identity)
+    if (pread(fd, &identity, sizeof identity, 0) != (ssize_t)sizeof identity)
         return io_status();
-    if (memcmp(identity->magic, region_magic, sizeof region_magic) != 0)
+    if (memcmp(identity.magic, region_magic, sizeof region_magic) != 0)
         return CR_E_SHARED_FOREIGN;
-    if (identity->version != REGION_VERSION)
+    if (identity.version != CR_REGION_VERSION)
         return CR_E_SHARED_VERSION;
     if (pread(fd, &checksum, sizeof checksum, offsetof(region_header, checksum)) !=
             (ssize_t)sizeof checksum ||
         pread(fd, boot_id, 48, offsetof(region_header, boot_id)) != 48)
         return io_status();
-    if (checksum != identity_checksum(identity))
+    if (checksum != identity_checksum(&identity))
         return CR_E_SHARED_CORRUPT;
-    if (identity->total_size != (uint64_t)st.st_size)
-        return (uint64_t)st.st_size < identity->total_size ? CR_E_SHARED_SHORT
-                                                           : CR_E_SHARED_CORRUPT;
-    const uint32_t kind = identity->kind & 0xff;
-    const uint32_t algorithm = identity->kind >> 8 & 0xff, flags = identity->kind >> 16;
-    if (!kind_name(kind) ||
+    if (identity.total_size != (uint64_t)st.st_size)
+        return (uint64_t)st.st_size < identity.total_size ? CR_E_SHARED_SHORT : CR_E_SHARED_CORRUPT;
+    const uint32_t kind = identity.kind & 0xff;
+    const uint32_t algorithm = identity.kind >> 8 & 0xff, flags = identity.kind >> 16;
+    if (kind < CR_REGION_LIMITER || kind > CR_REGION_CONCURRENCY ||
         (kind == CR_REGION_CONCURRENCY && (algorithm != 0 || (flags & ~CR_REGION_PEAK) != 0)) ||
         (kind != CR_REGION_CONCURRENCY && (cr_algorithm_name(algorithm)[0] == '\0' || flags != 0)))
         return CR_E_SHARED_CORRUPT;
-    *spec = (cr_region_spec){.kind = kind, .nstripes = identity->nstripes};
+    *spec = (cr_region_spec){
+        .kind = kind,
+        .algorithm = algorithm,
+        .flags = flags,
+        .emission_ns = identity.emission_ns,
+        .burst = identity.burst,
+        .capacity = identity.capacity,
+        .nbuckets = identity.nbuckets,
+        .nstripes = identity.nstripes,
+    };
     layout(spec);
-    if (spec->buckets_offset > identity->total_size)
+    if (spec->buckets_offset > identity.total_size)
         return CR_E_SHARED_CORRUPT;
-    spec->total_size = identity->total_size;
-    spec->buckets_size = identity->total_size - spec->buckets_offset;
+    spec->total_size = identity.total_size;
+    spec->buckets_size = identity.total_size - spec->buckets_offset;
     return CR_OK;
 }
 
-/* What the mapping `base` of a checked region holds. */
-static cr_status inspect_mapped(void *base, const region_identity *identity,
-                                const cr_region_spec *spec, cr_region_info *out)
+cr_status cr_region_look(cr_region *region, cr_region_spec *spec, const char *path, bool *this_boot)
 {
-    cr_region region = {0};
-    bind_region(&region, base, spec);
-    out->generation = cr_region_generation(&region);
-    const uint32_t kind = identity->kind & 0xff;
-    if (kind == CR_REGION_CONCURRENCY) {
-        out->max_in_flight = identity->burst;
-        out->lease_ns = identity->emission_ns;
-        out->capacity = identity->capacity;
-        if (identity->burst < 1 || identity->burst > CR_GAUGE_MAX_LIMIT ||
-            (identity->capacity > 0 && spec->buckets_size < (size_t)identity->nbuckets * 4 * 16 *
-                                                                (size_t)(identity->burst + 1)))
-            return CR_E_SHARED_CORRUPT;
-        const bool peak = identity->kind >> 16 & CR_REGION_PEAK;
-        uint64_t held;
-        cr_gauge_count(region.buckets, identity->nbuckets, identity->burst, identity->capacity > 0,
-                       &out->live_keys, &held);
-        cr_gauge_describe(out->description, sizeof out->description, identity->burst,
-                          identity->capacity, identity->emission_ns, peak);
-        cr_counters_gauge_stats(region.counters, CR_COUNTER_LANES, held, peak, &out->gauge_stats);
-        return CR_OK;
-    }
-    const cr_algorithm algorithm = (cr_algorithm)(identity->kind >> 8 & 0xff);
-    out->algorithm = cr_algorithm_name(algorithm);
-    out->capacity = kind == CR_REGION_KEYED ? identity->capacity : 0;
-    if (kind == CR_REGION_KEYED) {
-        if (spec->buckets_size < (size_t)identity->nbuckets * 64)
-            return CR_E_SHARED_CORRUPT;
-        out->live_keys = cr_keyed_count_slots(region.buckets, identity->nbuckets);
-    }
-    /* a region has no clock (its processes may mix them): the default's description */
-    const cr_limit like = {
-        .algorithm = algorithm, .burst = 1, .fast_clock = algorithm < CR_ALGORITHM_FIXED_WINDOW};
-    int64_t changed_at;
-    cr_status status = CR_E_SHARED_CORRUPT;
-    for (int tries = 0; tries < 8 && status != CR_OK; tries++) { /* a change meanwhile */
-        out->generation = cr_region_generation(&region);
-        status = cr_region_limit(&region, out->generation, &like, &out->limit, &changed_at);
-    }
-    if (status != CR_OK)
-        return status;
-    cr_limit_describe(out->description, sizeof out->description,
-                      kind == CR_REGION_KEYED ? "cellrate.KeyedLimiter" : "cellrate.Limiter",
-                      &out->limit, kind == CR_REGION_KEYED ? identity->capacity : -1);
-    cr_counters_rate_stats(region.counters, CR_COUNTER_LANES,
-                           kind == CR_REGION_KEYED ? atomic_load(region.evictions) : 0,
-                           &out->stats);
-    return CR_OK;
-}
-
-cr_status cr_inspect_region(const char *path, cr_region_info *out)
-{
-    memset(out, 0, sizeof *out);
-    if (!path)
-        return CR_E_SHARED_PATH;
     /* O_NONBLOCK: a FIFO at the path must not hang the look */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
@@ -695,13 +677,11 @@ cr_status cr_inspect_region(const char *path, cr_region_info *out)
             return CR_E_SHARED_DANGLING;
         return CR_E_SHARED_MISSING;
     }
-    region_identity identity;
-    cr_region_spec spec;
-    char boot_id[48], this_boot[48];
-    cr_status status = inspect_identity(fd, &identity, &spec, boot_id);
+    char boot_id[48], this_boot_id[48];
+    cr_status status = look_identity(fd, spec, boot_id);
     void *base = MAP_FAILED;
     if (status == CR_OK &&
-        (base = mmap(NULL, spec.total_size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
+        (base = mmap(NULL, spec->total_size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
         status = io_status();
     int saved_errno = errno;
     close(fd);
@@ -709,12 +689,8 @@ cr_status cr_inspect_region(const char *path, cr_region_info *out)
         errno = saved_errno;
         return status;
     }
-    out->layout_version = identity.version;
-    out->kind = kind_name(identity.kind & 0xff);
-    out->size = spec.total_size;
-    read_boot_id(this_boot);
-    out->this_boot = memcmp(boot_id, this_boot, sizeof boot_id) == 0;
-    status = inspect_mapped(base, &identity, &spec, out);
-    munmap(base, spec.total_size);
-    return status;
+    read_boot_id(this_boot_id);
+    *this_boot = memcmp(boot_id, this_boot_id, sizeof boot_id) == 0;
+    bind_region(region, base, spec);
+    return CR_OK;
 }

@@ -1,6 +1,6 @@
 /* Hash seeds: 128 bits from the kernel, for each keyed table (core/keyed.c)
  * and each shared region (core/region.c). */
-#include "internal.h"
+#include "seed.h"
 
 #include <errno.h>
 #include <sys/random.h>

@@ -1,6 +1,6 @@
 /* Sleeping until a reserved instant: the one blocking call of the library,
  * used by the faces' wait() (docs/design.md §9). */
-#include "cellrate.h"
+#include "cellrate/clock.h"
 
 #include <errno.h>
 #include <time.h>

@@ -15,7 +15,13 @@
  * wake-ups; it holds no units. The deadline is the face's: a step takes the
  * wait that remains (a timeout is elapsed time, on CLOCK_MONOTONIC).
  */
-#include "internal.h"
+#include "cellrate/clock.h"
+#include "cellrate/stores.h"
+#include "decide.h"
+#include "fastclock.h"
+#include "keyed.h"
+#include "limiter.h"
+#include "line.h"
 
 static bool item_valid(const cr_item *item)
 {

@@ -6,6 +6,9 @@ settles on the usage the upstream reports: the policy's `charge=` reads it
 from the response once the response has ended, and gives back what the
 estimate overstated (or charges what it understated: a key may go into debt,
 and is then refused, with the exact Retry-After, until the debt has drained).
+docs/cost.md draws the flow. A usage figure gone wrong costs a key little: a
+request counts at most MAX_COST (a larger figure is settled as MAX_COST, and
+logged), and a debt is at most one burst deep (the default max_debt).
 
     python examples/llm_proxy.py        # serves on 127.0.0.1:8000, a stand-in upstream beside it
 
@@ -35,12 +38,14 @@ import standin_api  # noqa: E402
 
 TOKENS_PER_MINUTE = 10_000
 MAX_TOKENS = 4_000  # the most one completion may ask for
+MAX_COST = 8_000  # the most one request may cost: its prompt and completion (the model's window)
 USAGE_HEADER = "X-Usage-Tokens"
 
 # burst = a minute's tokens; max_cost: a limit that could never admit the
-# largest completion is refused at start, naming burst
+# largest request is refused at start, naming burst, and a usage reported above
+# it is settled as max_cost (and logged)
 TOKENS = cellrate.KeyedLimiter(f"{TOKENS_PER_MINUTE}/minute", burst=TOKENS_PER_MINUTE,
-                               max_cost=MAX_TOKENS + 1)
+                               max_cost=MAX_COST)
 
 
 def api_key(request):
@@ -76,6 +81,9 @@ def make_app(upstream_url, now=None):
         if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= MAX_TOKENS:
             return JSONResponse({"error": f"max_tokens must be an integer from 1 to {MAX_TOKENS}"},
                                 status_code=400)
+        if 1 + estimate(body) > MAX_COST:  # the door's unit, the prompt and the completion
+            return JSONResponse({"error": f"the prompt is too long: at most {MAX_COST} tokens "
+                                          "with the completion"}, status_code=400)
         # the estimate, charged to this request's key now (cellrate.web: an
         # endpoint charges its own request); the response settles it
         decision = request.scope["cellrate.charge"](estimate(body))

@@ -75,4 +75,4 @@ fi
 # The virtualenv: the demo builds the extension in it (setuptools); the tests
 # add tests/requirements.txt and the tools of make lint and make dist.
 "$ROOT/tests/venv.sh" "$BASE_PYTHON" "$VENV" $([ "$mode" = test ] && echo \
-    "-r $ROOT/tests/requirements.txt -r $ROOT/tests/requirements-tools.txt")
+    "-r $ROOT/tests/requirements.txt -r $ROOT/tools/requirements-tools.txt")

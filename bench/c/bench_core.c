@@ -9,6 +9,8 @@
  * Usage:
  *   bench_core run [--reps N] [--single-ops N] [--keyed-ops N] [--keys N]
  *   bench_core limiter [--reps N] [--single-ops N]   (the floors and the Limiter alone)
+ *   bench_core keyed [--reps N] [--keyed-ops N] [--keys N]   (the 1M-key tables and their floors)
+ *   bench_core concurrency [--reps N] [--single-ops N]   (acquire + release and their floors)
  *   bench_core catalogue [--reps N] [--single-ops N]   (the algorithms' allow paths alone)
  *   bench_core mem [--keys N]
  *   bench_core counters [--reps N] [--single-ops N] [--keyed-ops N] [--keys N]
@@ -19,6 +21,13 @@
  * is the median of `--reps` timed runs, after one untimed warm-up run.
  */
 #include "cellrate.h"
+/* The keyed floor is made of the core's own primitives (its clock read, its
+ * keyed hash and bucket choice, its 16-byte compare-and-swap), so that it
+ * differs from a keyed decision only by what cellrate adds around them. */
+#include "fastclock.h"
+#include "pair.h"
+#include "place.h"
+#include "seed.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -127,19 +136,20 @@ static double median(double *values, int count)
 /* One JSON line. `expect` is what every call of every run had to return
  * ("allow", "deny", or "" when not applicable); `met` says whether it did.
  * `processes` is how many processes ran the calls, `threads` how many
- * threads each. */
-static void emit(const char *id, int processes, int threads, size_t ops, double *runs, int reps,
-                 const char *expect, bool met)
+ * threads each. `group` names the cases run in the same rounds: the runs of
+ * two cases of one group are paired, run k of each from the same round. */
+static void emit(const char *id, const char *group, int processes, int threads, size_t ops,
+                 double *runs, int reps, const char *expect, bool met)
 {
     char list[1024] = "";
     size_t used = 0;
     for (int r = 0; r < reps && used < sizeof list - 32; r++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%.3f", r ? ", " : "", runs[r]);
     double med = median(runs, reps);
-    printf("{\"id\": \"%s\", \"lang\": \"c\", \"ns_per_op\": %.3f, \"processes\": %d, "
-           "\"threads\": %d, \"ops_per_run\": %zu, \"runs_ns_per_op\": [%s], "
+    printf("{\"id\": \"%s\", \"lang\": \"c\", \"group\": \"%s\", \"ns_per_op\": %.3f, "
+           "\"processes\": %d, \"threads\": %d, \"ops_per_run\": %zu, \"runs_ns_per_op\": [%s], "
            "\"expect\": \"%s\", \"expect_met\": %s}\n",
-           id, med, processes, threads, ops, list, expect, met ? "true" : "false");
+           id, group, med, processes, threads, ops, list, expect, met ? "true" : "false");
     fflush(stdout);
 }
 
@@ -213,10 +223,11 @@ typedef struct {
     int64_t begin, end;
 } worker;
 
-static size_t run_body(scenario_fn body, void *ctx, size_t ops, bool want)
+/* Calls `first` to `end` - 1 of a run. */
+static size_t run_body(scenario_fn body, void *ctx, size_t first, size_t end, bool want)
 {
     size_t matched = 0;
-    for (size_t i = 0; i < ops; i++)
+    for (size_t i = first; i < end; i++)
         matched += body(ctx, i) == want;
     return matched;
 }
@@ -257,7 +268,7 @@ static void *worker_main(void *arg)
     while (atomic_load(w->ready) < w->c->threads)
         sched_yield();
     w->begin = wall_ns();
-    w->matched = run_body(w->c->body, w->ctx, w->c->ops, wants_allow(w->c));
+    w->matched = run_body(w->c->body, w->ctx, 0, w->c->ops, wants_allow(w->c));
     w->end = wall_ns();
     return NULL;
 }
@@ -302,66 +313,98 @@ static void join_worker(const bench_case *c, pthread_t tid, pid_t pid)
     }
 }
 
-/* One timed run of `c`: ns per call, and whether every call was as expected.
- * With threads or processes, the time is from the first start to the last
- * end. */
+/* Whether a case runs in slices: one thread of this process. */
+static bool sliced(const bench_case *c) { return c->threads == 1 && !c->processes; }
+
+/* Calls `first` to `end` - 1 of a sliced case, timed: wall ns, and the
+ * calls that went the expected way added to *matched. */
+static int64_t time_slice(const bench_case *c, size_t first, size_t end, size_t *matched)
+{
+    int64_t begin = wall_ns();
+    *matched += run_body(c->body, c->ctx[0], first, end, wants_allow(c));
+    return wall_ns() - begin;
+}
+
+/* One timed run of a case with threads or processes: ns per call, from the
+ * first start to the last end, and whether every call was as expected. */
 static double time_once(const bench_case *c, bool *as_expected)
 {
     size_t matched = 0;
-    int64_t elapsed;
-    if (c->threads == 1) {
-        int64_t begin = wall_ns();
-        matched = run_body(c->body, c->ctx[0], c->ops, wants_allow(c));
-        elapsed = wall_ns() - begin;
-    } else {
-        crew local, *team = &local;
-        if (c->processes && (team = mmap(NULL, sizeof *team, PROT_READ | PROT_WRITE,
-                                         MAP_SHARED | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED) {
-            perror("mmap");
-            exit(1);
-        }
-        atomic_init(&team->ready, 0);
-        pthread_t tid[MAX_THREADS] = {0};
-        pid_t pid[MAX_THREADS] = {0};
-        for (int t = 0; t < c->threads; t++) {
-            team->workers[t] = (worker){c, c->ctx[t], &team->ready, t, 0, 0, 0};
-            start_worker(c, team, t, &tid[t], &pid[t]);
-        }
-        int64_t first = INT64_MAX, last = 0;
-        for (int t = 0; t < c->threads; t++) {
-            join_worker(c, tid[t], pid[t]);
-            matched += team->workers[t].matched;
-            first = team->workers[t].begin < first ? team->workers[t].begin : first;
-            last = team->workers[t].end > last ? team->workers[t].end : last;
-        }
-        elapsed = last - first;
-        if (c->processes)
-            munmap(team, sizeof *team);
+    crew local, *team = &local;
+    if (c->processes && (team = mmap(NULL, sizeof *team, PROT_READ | PROT_WRITE,
+                                     MAP_SHARED | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
     }
+    atomic_init(&team->ready, 0);
+    pthread_t tid[MAX_THREADS] = {0};
+    pid_t pid[MAX_THREADS] = {0};
+    for (int t = 0; t < c->threads; t++) {
+        team->workers[t] = (worker){c, c->ctx[t], &team->ready, t, 0, 0, 0};
+        start_worker(c, team, t, &tid[t], &pid[t]);
+    }
+    int64_t first = INT64_MAX, last = 0;
+    for (int t = 0; t < c->threads; t++) {
+        join_worker(c, tid[t], pid[t]);
+        matched += team->workers[t].matched;
+        first = team->workers[t].begin < first ? team->workers[t].begin : first;
+        last = team->workers[t].end > last ? team->workers[t].end : last;
+    }
+    if (c->processes)
+        munmap(team, sizeof *team);
     size_t calls = c->ops * (size_t)c->threads;
     *as_expected = !*c->expect || matched == calls;
-    return (double)elapsed / (double)calls;
+    return (double)(last - first) / (double)calls;
 }
 
-/* Runs the cases round-robin, one run of each per round, so that a slow
- * phase of the machine falls on every case of the group alike; one untimed
+/* Each run of a single-threaded case is cut into this many slices, and a
+ * round runs the first slice of every case of the group, then the second,
+ * and so on: a case and its floor take turns every few milliseconds, so
+ * that both meet the same state of a shared machine, and a round's ratio of
+ * the two is a fair pair. */
+#define SLICES 16
+
+/* Runs the cases of `group` round-robin, one run of each per round (the
+ * single-threaded ones interleaved slice by slice, then the others), so that
+ * a slow phase of the machine falls on every case alike; one untimed
  * warm-up round first. */
-static void run_cases(const config *cfg, bench_case *cases, size_t count)
+static void run_cases(const config *cfg, const char *group, bench_case *cases, size_t count)
 {
     for (size_t k = 0; k < count; k++)
         cases[k].met = true;
+    int64_t *elapsed = calloc(count, sizeof *elapsed);
+    size_t *matched = calloc(count, sizeof *matched);
+    if (!elapsed || !matched) {
+        perror("calloc");
+        exit(1);
+    }
     for (int rep = 0; rep <= cfg->reps; rep++) {
+        memset(elapsed, 0, count * sizeof *elapsed);
+        memset(matched, 0, count * sizeof *matched);
+        for (size_t slice = 0; slice < SLICES; slice++)
+            for (size_t k = 0; k < count; k++)
+                if (sliced(&cases[k]))
+                    elapsed[k] += time_slice(&cases[k], cases[k].ops * slice / SLICES,
+                                             cases[k].ops * (slice + 1) / SLICES, &matched[k]);
         for (size_t k = 0; k < count; k++) {
             bool as_expected;
-            double ns = time_once(&cases[k], &as_expected);
+            double ns;
+            if (sliced(&cases[k])) {
+                as_expected = !*cases[k].expect || matched[k] == cases[k].ops;
+                ns = (double)elapsed[k] / (double)cases[k].ops;
+            } else {
+                ns = time_once(&cases[k], &as_expected);
+            }
             if (!as_expected)
                 cases[k].met = false;
             if (rep > 0)
                 cases[k].runs[rep - 1] = ns;
         }
     }
+    free(elapsed);
+    free(matched);
     for (size_t k = 0; k < count; k++)
-        emit(cases[k].id, cases[k].processes ? cases[k].threads : 1,
+        emit(cases[k].id, group, cases[k].processes ? cases[k].threads : 1,
              cases[k].processes ? 1 : cases[k].threads, cases[k].ops, cases[k].runs, cfg->reps,
              cases[k].expect, cases[k].met);
 }
@@ -459,26 +502,176 @@ static bool floor_rdtsc_cas(void *ctx, size_t i)
     KEEP(stored);
     return true;
 }
+
+/* The ordered counter (rdtscp, as clock="monotonic" reads it) + load + CAS:
+ * the floor of an admission on that clock. */
+static bool floor_rdtscp_cas(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    unsigned aux;
+    int64_t now = (int64_t)__rdtscp(&aux);
+    int64_t tat = atomic_load_explicit(&floor_tat, memory_order_acquire);
+    bool stored = atomic_compare_exchange_weak_explicit(&floor_tat, &tat, now, memory_order_acq_rel,
+                                                        memory_order_acquire);
+    KEEP(stored);
+    return true;
+}
+
+/* The counter + load and a compare: the floor of a turn-away, which stores
+ * nothing; unfenced (the default clock) and ordered (clock="monotonic"). */
+static bool floor_rdtsc_load(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    int64_t now = (int64_t)__rdtsc();
+    int64_t tat = atomic_load_explicit(&floor_tat, memory_order_acquire);
+    bool admitted = now >= tat;
+    KEEP(admitted);
+    return true;
+}
+
+static bool floor_rdtscp_load(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    unsigned aux;
+    int64_t now = (int64_t)__rdtscp(&aux);
+    int64_t tat = atomic_load_explicit(&floor_tat, memory_order_acquire);
+    bool admitted = now >= tat;
+    KEEP(admitted);
+    return true;
+}
 #endif
 
-/* The memory floor of a keyed lookup: a clock read and one random 64-byte
- * line of a table as large as cellrate's for the same keys. */
+/*
+ * The floor of a keyed allow: the least the same work can cost. A table of
+ * cellrate's size and layout (64-byte buckets of four 16-byte slots
+ * {fingerprint, TAT}, mapped as the core maps its own, on huge pages where
+ * the kernel grants them), holding the same keys, placed by the same rule
+ * (two buckets a key, the emptier one); each call takes the same key as the
+ * measured row, hashes it with the table's keyed hash (SipHash-1-3) into its
+ * fingerprint and two buckets, fetches both, reads the limit's own clock
+ * (inlined, as the core reads it), finds the key's slot and swaps in a new
+ * TAT with one 16-byte compare-and-swap. What it leaves out is what cellrate
+ * adds: the argument checks, the limit's generation, the decision and the
+ * counters.
+ */
 typedef struct {
-    const uint64_t *lines; /* nlines * 8 words */
-    size_t nlines;
-    const uint32_t *draws;
-} table_ctx;
+    _Alignas(64) cr_pair slots[4];
+} floor_bucket;
 
-static bool floor_clock_table_read(void *ctx, size_t i)
+typedef struct {
+    floor_bucket *buckets;
+    uint32_t nbuckets;
+    uint64_t seed[2];
+    cr_limit limit; /* its clock */
+    const uint32_t *draws;
+    size_t placed_over; /* keys placed over another (both buckets full) */
+} floor_table;
+
+/* Buckets for `capacity` keys as the core sizes them (core/keyed.c: 7/4
+ * slots a key); floor_table_check holds the two to the same size. */
+static uint32_t floor_buckets_for(size_t capacity)
 {
-    const table_ctx *t = ctx;
-    int64_t now = wall_ns();
-    uint64_t key = int_key(t->draws[i]);
-    size_t line = (size_t)(((key * 0x9E3779B97F4A7C15u) >> 32) * t->nlines >> 32);
-    uint64_t word = t->lines[line * 8];
-    KEEP(word);
-    KEEP(now);
-    return true;
+    size_t slots = capacity + (capacity * 3 + 3) / 4;
+    size_t buckets = (slots + 3) / 4;
+    return (uint32_t)(buckets < 2 ? 2 : buckets);
+}
+
+static void floor_table_place(floor_table *t, uint64_t key, int64_t tat)
+{
+    const cr_key_place place = cr_key_place_of(t->seed, t->nbuckets, &key, sizeof key);
+    cr_pair *free_slot = NULL;
+    int most_free = 0;
+    for (int b = 0; b < 2; b++) {
+        floor_bucket *bucket = &t->buckets[place.bucket[b]];
+        int free_here = 0;
+        cr_pair *first = NULL;
+        for (int s = 0; s < 4; s++)
+            if (cr_pair_word(&bucket->slots[s]) == 0 && free_here++ == 0)
+                first = &bucket->slots[s];
+        if (free_here > most_free) {
+            most_free = free_here;
+            free_slot = first;
+        }
+    }
+    if (!free_slot) { /* as the core evicts: here simply the first slot */
+        free_slot = &t->buckets[place.bucket[0]].slots[0];
+        t->placed_over++;
+    }
+    *free_slot = cr_pair_make(place.fp, tat);
+}
+
+static floor_table *floor_table_new(const config *cfg, const char *clock, const uint32_t *draws)
+{
+    floor_table *t = calloc(1, sizeof *t);
+    if (!t) {
+        perror("calloc");
+        exit(1);
+    }
+    t->nbuckets = floor_buckets_for(cfg->keys);
+    size_t size = (size_t)t->nbuckets * sizeof(floor_bucket);
+    void *buckets = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buckets == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(buckets, size, MADV_HUGEPAGE);
+#endif
+    t->buckets = buckets;
+    check_status(cr_random_seed(t->seed), "cr_random_seed");
+    t->limit = keyed_limit(clock);
+    t->draws = draws;
+    const int64_t now = cr_read_clock(&t->limit);
+    for (size_t k = 0; k < cfg->keys; k++)
+        floor_table_place(t, int_key(k), now + t->limit.emission_ns);
+    return t;
+}
+
+/* The floor's table against cellrate's: the same bytes of buckets. */
+static void floor_table_check(const floor_table *t, const cr_keyed *keyed)
+{
+    size_t ours = (size_t)t->nbuckets * sizeof(floor_bucket), theirs = cr_keyed_memory(keyed);
+    if (ours > theirs || theirs - ours > ours / 64) {
+        fprintf(stderr,
+                "bench_core: the keyed floor's table (%zu bytes) is not the size of "
+                "cellrate's (%zu bytes)\n",
+                ours, theirs);
+        exit(1);
+    }
+}
+
+static void floor_table_free(floor_table *t)
+{
+    munmap(t->buckets, (size_t)t->nbuckets * sizeof(floor_bucket));
+    free(t);
+}
+
+/* Admits whatever the slot holds: the floor does not decide. A key that
+ * lost its slot (both buckets full: the core evicts the idlest key, as it
+ * did for about as many keys of its own table) takes the first slot of its
+ * first bucket back. */
+static bool floor_keyed_slot(void *ctx, size_t i)
+{
+    floor_table *t = ctx;
+    const uint64_t key = int_key(t->draws[i]);
+    const cr_key_place place = cr_key_place_of(t->seed, t->nbuckets, &key, sizeof key);
+    __builtin_prefetch(&t->buckets[place.bucket[0]]);
+    __builtin_prefetch(&t->buckets[place.bucket[1]]);
+    const int64_t now = cr_read_clock(&t->limit);
+    for (int b = 0; b < 2; b++) {
+        floor_bucket *bucket = &t->buckets[place.bucket[b]];
+        for (int s = 0; s < 4; s++) {
+            const uint64_t word = cr_pair_word(&bucket->slots[s]);
+            if (word != place.fp)
+                continue;
+            const int64_t tat = cr_pair_state(&bucket->slots[s]);
+            return cr_pair_cas(&bucket->slots[s], cr_pair_make(word, tat),
+                               cr_pair_make(word, now + t->limit.emission_ns));
+        }
+    }
+    cr_pair *first = &t->buckets[place.bucket[0]].slots[0];
+    return cr_pair_cas(first, cr_pair_make(cr_pair_word(first), cr_pair_state(first)),
+                       cr_pair_make(place.fp, now + t->limit.emission_ns));
 }
 
 /* cellrate. */
@@ -604,6 +797,9 @@ static void limiter_scenarios(const config *cfg)
         CASE1("c.floor.rdtsc", floor_rdtsc, NULL, n, ""),
         CASE1("c.floor.rdtscp", floor_rdtscp, NULL, n, ""),
         CASE1("c.floor.rdtsc_cas", floor_rdtsc_cas, NULL, n, ""),
+        CASE1("c.floor.rdtsc_load", floor_rdtsc_load, NULL, n, ""),
+        CASE1("c.floor.rdtscp_cas", floor_rdtscp_cas, NULL, n, ""),
+        CASE1("c.floor.rdtscp_load", floor_rdtscp_load, NULL, n, ""),
 #endif
         CASE1("c.cellrate.limiter.allow", limiter_clock, &allow_clock, n, "allow"),
         CASE1("c.cellrate.limiter.deny", limiter_clock, &deny_clock, n, "deny"),
@@ -616,7 +812,7 @@ static void limiter_scenarios(const config *cfg)
         CASE1("c.cellrate.limiter.allow_given_now", limiter_given_now, &allow_given, n, "allow"),
         CASE1("c.cellrate.limiter.deny_given_now", limiter_given_now, &deny_given, n, "deny"),
     };
-    run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
+    run_cases(cfg, "c.limiter", cases, sizeof cases / sizeof cases[0]);
 
     cr_limiter_free(allow_clock.limiter);
     cr_limiter_free(deny_clock.limiter);
@@ -675,7 +871,7 @@ static void live_change_scenarios(const config *cfg)
               "allow"),
         CASE1("c.live.limiter.reconfigure", limiter_change, &change, n / 100, "allow"),
     };
-    run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
+    run_cases(cfg, "c.live", cases, sizeof cases / sizeof cases[0]);
     cr_limiter_free(fresh.limiter);
     cr_limiter_free(changed.limiter);
     cr_limiter_free(fresh_given.limiter);
@@ -764,7 +960,7 @@ static void catalogue_scenarios(const config *cfg)
     cases[9] = (bench_case)CASE1("c.separate.2", composite_separate, &composite[1], n, "allow");
     cases[10] = (bench_case)CASE1("c.check_all.3", composite_check_all, &composite[2], n, "allow");
     cases[11] = (bench_case)CASE1("c.separate.3", composite_separate, &composite[3], n, "allow");
-    run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
+    run_cases(cfg, "c.catalogue", cases, sizeof cases / sizeof cases[0]);
     for (int a = 0; a < 4; a++) {
         cr_limiter_free(clock_ctx[a].limiter);
         cr_limiter_free(given_ctx[a].limiter);
@@ -892,7 +1088,7 @@ static void live_keyed_scenarios(const config *cfg, const uint32_t *draws)
         CASE1("c.live.shared.keyed.every_key_first_touch", keyed_turn, &converting, cfg->keys,
               "allow"),
     };
-    run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
+    run_cases(cfg, "c.concurrency", cases, sizeof cases / sizeof cases[0]);
     for (int t = 0; t < 4; t++)
         cr_keyed_free(tables[t].keyed);
     unlink(path[0]);
@@ -912,35 +1108,34 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
     cellrate_ctx ints = {.keyed = filled_int_table(cfg, NULL, "monotonic"), .draws = draws_all};
     cellrate_ctx ints_fast = {.keyed = filled_int_table(cfg, NULL, "fast"), .draws = draws_all};
     cellrate_ctx texts = {.keyed = filled_str_table(cfg, strs), .draws = draws_all, .strs = strs};
-    size_t nlines = cr_keyed_memory(ints.keyed) / 64;
-    uint64_t *lines = malloc(nlines * 64);
-    /* the same table on 2 MiB pages (where the kernel grants them): what the
-     * page walks of 4 KiB pages cost a random lookup */
-    size_t huge_size = (nlines * 64 + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
-    uint64_t *huge_lines = aligned_alloc(2u << 20, huge_size);
-    if (!lines || !huge_lines) {
-        perror("malloc");
-        exit(1);
-    }
-    madvise(huge_lines, huge_size, MADV_HUGEPAGE);
-    for (size_t w = 0; w < nlines * 8; w++)
-        lines[w] = huge_lines[w] = w;
-    table_ctx table_all = {lines, nlines, draws_all};
-    table_ctx table_huge = {huge_lines, nlines, draws_all};
-    table_ctx table_half0 = {lines, nlines, draws_half[0]};
-    table_ctx table_half1 = {lines, nlines, draws_half[1]};
+    floor_table *slot_floor = floor_table_new(cfg, "monotonic", draws_all);
+    floor_table *slot_floor_fast = floor_table_new(cfg, "fast", draws_all);
+    floor_table_check(slot_floor, ints.keyed);
+    floor_table slot_floor_half[2] = {*slot_floor, *slot_floor};
+    slot_floor_half[0].draws = draws_half[0];
+    slot_floor_half[1].draws = draws_half[1];
+    /* each cellrate row right after its floor: the two take turns slice by
+     * slice (run_cases) */
     bench_case keyed_cases[] = {
-        CASE1("c.floor.clock_table_read", floor_clock_table_read, &table_all, cfg->keyed_ops, ""),
-        CASE1("c.floor.clock_table_read_hugepages", floor_clock_table_read, &table_huge,
-              cfg->keyed_ops, ""),
+        CASE1("c.floor.keyed_slot", floor_keyed_slot, slot_floor, cfg->keyed_ops, "allow"),
         CASE1("c.cellrate.keyed.int", keyed_int, &ints, cfg->keyed_ops, "allow"),
+        CASE1("c.floor.keyed_slot_fast_clock", floor_keyed_slot, slot_floor_fast, cfg->keyed_ops,
+              "allow"),
         CASE1("c.cellrate.keyed.int_fast_clock", keyed_int, &ints_fast, cfg->keyed_ops, "allow"),
         CASE1("c.cellrate.keyed.str", keyed_str, &texts, cfg->keyed_ops, "allow"),
     };
-    run_cases(cfg, keyed_cases, sizeof keyed_cases / sizeof keyed_cases[0]);
-    printf("{\"id\": \"c.floor.hugepages\", \"lang\": \"c\", \"anon_huge_kib\": %ld, "
-           "\"asked_kib\": %zu}\n",
-           anon_huge_kib(), huge_size / 1024);
+    run_cases(cfg, "c.keyed", keyed_cases, sizeof keyed_cases / sizeof keyed_cases[0]);
+    printf("{\"id\": \"c.floor.keyed_slot.table\", \"lang\": \"c\", \"keys\": %zu, "
+           "\"placed_over\": %zu, \"table_bytes\": %zu}\n",
+           cfg->keys, slot_floor->placed_over, (size_t)slot_floor->nbuckets * sizeof(floor_bucket));
+    /* whether the kernel gave the tables (cellrate's three, the floors' two)
+     * huge pages, as both ask */
+    printf("{\"id\": \"c.keyed.hugepages\", \"lang\": \"c\", \"anon_huge_kib\": %ld, "
+           "\"tables_kib\": %zu}\n",
+           anon_huge_kib(),
+           (3 * cr_keyed_memory(ints.keyed) +
+            2 * (size_t)slot_floor->nbuckets * sizeof(floor_bucket)) /
+               1024);
     report_table("c.cellrate.keyed.int.table", ints.keyed, cfg->keys);
     report_table("c.cellrate.keyed.str.table", texts.keyed, cfg->keys);
     cr_keyed_free(texts.keyed);
@@ -972,18 +1167,18 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
          .threads = 2,
          .ops = cfg->single_ops,
          .expect = ""},
-        {.id = "c.floor.threads.table_read.1t",
-         .body = floor_clock_table_read,
-         .ctx = {&table_all, &table_all},
+        {.id = "c.floor.threads.keyed_slot.1t",
+         .body = floor_keyed_slot,
+         .ctx = {slot_floor, slot_floor},
          .threads = 1,
          .ops = cfg->keyed_ops,
-         .expect = ""},
-        {.id = "c.floor.threads.table_read.2t",
-         .body = floor_clock_table_read,
-         .ctx = {&table_half0, &table_half1},
+         .expect = "allow"},
+        {.id = "c.floor.threads.keyed_slot.2t",
+         .body = floor_keyed_slot,
+         .ctx = {&slot_floor_half[0], &slot_floor_half[1]},
          .threads = 2,
          .ops = cfg->keyed_ops,
-         .expect = ""},
+         .expect = "allow"},
         {.id = "c.cellrate.threads.one_key.1t",
          .body = limiter_clock,
          .ctx = {&shared, &shared},
@@ -1023,15 +1218,15 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
          .ops = cfg->keyed_ops,
          .expect = "allow"},
     };
-    run_cases(cfg, thread_cases, sizeof thread_cases / sizeof thread_cases[0]);
+    run_cases(cfg, "c.threads", thread_cases, sizeof thread_cases / sizeof thread_cases[0]);
     report_table("c.cellrate.threads.distinct.table", ints.keyed, cfg->keys);
     report_table("c.cellrate.shared.distinct.table", shm.keyed, cfg->keys);
     cr_keyed_free(shm.keyed);
     unlink(shared_path);
     cr_limiter_free(shared.limiter);
     cr_keyed_free(ints.keyed);
-    free(lines);
-    free(huge_lines);
+    floor_table_free(slot_floor);
+    floor_table_free(slot_floor_fast);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1170,7 +1365,7 @@ static void concurrency_scenarios(const config *cfg)
         GAUGE_2T("c.cellrate.concurrency.acquire_release.2t", &own[0]),
         GAUGE_2T("c.cellrate.concurrency.peak.acquire_release.2t", &own[1]),
     };
-    run_cases(cfg, cases, sizeof cases / sizeof cases[0]);
+    run_cases(cfg, "c.live.keyed", cases, sizeof cases / sizeof cases[0]);
     for (int peak = 0; peak < 2; peak++) {
         cr_gauge_free(own[peak].gauge);
         cr_gauge_free(shared[peak].gauge);
@@ -1305,7 +1500,7 @@ static void counters_scenarios(const config *cfg)
         paired[2 * k] = cases[k];
         paired[2 * k + 1] = cases[n / 2 + k];
     }
-    run_cases(cfg, paired, n);
+    run_cases(cfg, "c.counters", paired, n);
     core_cases_free(&counted_core, &counted);
     core_cases_free(&uncounted_core, &uncounted);
     free(draws_all);
@@ -1318,10 +1513,11 @@ static void counters_scenarios(const config *cfg)
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: bench_core run|limiter|live|mem|concurrency|catalogue|counters [--reps N] "
-            "[--single-ops N] "
-            "[--keyed-ops N] [--keys N]\n");
+    fprintf(
+        stderr,
+        "usage: bench_core run|limiter|keyed|live|mem|concurrency|catalogue|counters [--reps N] "
+        "[--single-ops N] "
+        "[--keyed-ops N] [--keys N]\n");
     exit(2);
 }
 
@@ -1363,6 +1559,20 @@ int main(int argc, char **argv)
         live_change_scenarios(&cfg);
         live_keyed_scenarios(&cfg, draws);
         free(draws);
+        return 0;
+    }
+    if (!strcmp(mode, "keyed")) { /* the 1M-key tables, their floors, threads and processes */
+        str_keys strs = make_str_keys(cfg.keys);
+        uint32_t *draws_all = make_draws(cfg.keyed_ops, 0, cfg.keys, SEED);
+        size_t half = cfg.keys / 2;
+        uint32_t *draws_half[2] = {make_draws(cfg.keyed_ops, 0, half, SEED + 1),
+                                   make_draws(cfg.keyed_ops, half, cfg.keys - half, SEED + 2)};
+        keyed_scenarios(&cfg, &strs, draws_all, draws_half);
+        free(draws_all);
+        free(draws_half[0]);
+        free(draws_half[1]);
+        free(strs.text);
+        free(strs.len);
         return 0;
     }
     if (!strcmp(mode, "concurrency")) {

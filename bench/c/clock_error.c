@@ -19,7 +19,7 @@
  * reader, then a summary line.
  */
 #include "cellrate.h"
-#include "internal.h"
+#include "fastclock.h"
 
 #include <inttypes.h>
 #include <signal.h>

@@ -154,8 +154,8 @@ for _, s in ipairs(scenarios) do
   local runs = {}
   for i, v in ipairs(s.runs) do runs[i] = string.format("%.3f", v) end
   io.write(string.format(
-    '{"id": "%s%s", "lang": "lua", "lua_version": "%s", "ns_per_op": %.3f, "threads": 1, ' ..
-    '"ops_per_run": %d, "runs_ns_per_op": [%s], "expect": "%s", "expect_met": %s}\n',
-    prefix, s.id, version, median(s.runs), s.ops, table.concat(runs, ", "), s.expect or "",
-    tostring(s.met)))
+    '{"id": "%s%s", "lang": "lua", "group": "lua.%s", "lua_version": "%s", "ns_per_op": %.3f, ' ..
+    '"threads": 1, "ops_per_run": %d, "runs_ns_per_op": [%s], "expect": "%s", "expect_met": %s}\n',
+    prefix, s.id, label, version, median(s.runs), s.ops, table.concat(runs, ", "),
+    s.expect or "", tostring(s.met)))
 end

@@ -109,6 +109,7 @@ def emit(kind: str, runs: Dict[str, List[float]], admitted: Dict[str, bool]) -> 
         record: Dict[str, Any] = {
             "id": f"py.decorator.{name}.{kind}.1t",
             "lang": "python",
+            "group": f"py.decorator.{kind}",
             "ns_per_op": round(median, 3),
             "threads": 1,
             "runs_ns_per_op": [round(v, 3) for v in values],

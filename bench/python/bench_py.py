@@ -4,7 +4,9 @@ Every scenario is a loop of calls timed with perf_counter_ns, run on 1 thread
 and on 2 threads (total throughput of both), `--reps` times after one
 untimed warm-up run; the value is the median. The scenarios of one group run
 round-robin (one run of each per round) so that a slow phase of the machine
-falls on all of them alike.
+falls on all of them alike; the floors cellrate's targets are judged against
+(time.monotonic_ns(), dict[key] += 1) run in cellrate's group, so that each
+round gives a ratio of its own.
 
     python bench_py.py --part floors|cellrate|catalogue|concurrency|peers [--label NAME] [--reps N]
 
@@ -93,6 +95,7 @@ class Scenario:
                  expect: str = "", verify: Optional[Callable[[], bool]] = None,
                  **info):
         self.sid = sid
+        self.group = ""  # set by run_group
         self.loop = loop
         self.target = target
         self.threads = threads
@@ -130,6 +133,7 @@ class Scenario:
         record = {
             "id": self.sid,
             "lang": "python",
+            "group": self.group,
             "ns_per_op": round(statistics.median(self.runs), 3),
             "threads": self.threads,
             "ops_per_run": self.ops,
@@ -159,8 +163,11 @@ def calibrate(scenario: Scenario, key_pool: List[List[str]]) -> None:
         scenario.keys = [(pool * (ops // len(pool) + 1))[:ops] for pool in key_pool[: scenario.threads]]
 
 
-def run_group(scenarios: List[Scenario], reps: int, key_pool: List[List[str]]) -> None:
+def run_group(group: str, scenarios: List[Scenario], reps: int, key_pool: List[List[str]]) -> None:
+    """Runs `scenarios` round-robin, one run of each per round: run k of each
+    comes from round k (the report pairs them by `group`)."""
     for s in scenarios:
+        s.group = group
         if s.verify is not None and not s.verify():
             s.expect_met = False
         calibrate(s, key_pool)
@@ -200,15 +207,20 @@ def truthy(value: object) -> bool:
 
 
 def part_floors(reps: int, keys: List[str], pool: List[List[str]]) -> None:
-    scenarios: List[Scenario] = []
-    for threads in (1, 2):
-        scenarios.append(Scenario(f"py.floor.empty_loop.{threads}t", loop_empty, None, threads, False))
-        scenarios.append(Scenario(f"py.floor.monotonic_ns.{threads}t", loop_call,
-                                  time.monotonic_ns, threads, False))
-        table = dict.fromkeys(keys, 0)
-        scenarios.append(Scenario(f"py.floor.dict_incr.{threads}t", loop_dict_incr, table,
-                                  threads, True))
-    run_group(scenarios, reps, pool)
+    """The empty loop; the floors of the targets run with cellrate (floors_beside)."""
+    scenarios = [Scenario(f"py.floor.empty_loop.{threads}t", loop_empty, None, threads, False)
+                 for threads in (1, 2)]
+    run_group("py.floors", scenarios, reps, pool)
+
+
+def floors_beside(threads: int, keys: List[str]) -> List[Scenario]:
+    """The floors cellrate's targets are judged against, for the same rounds as
+    cellrate's calls: one time.monotonic_ns() call, and dict[key] += 1 on the
+    same keys."""
+    return [Scenario(f"py.floor.monotonic_ns.{threads}t", loop_call, time.monotonic_ns, threads,
+                     False),
+            Scenario(f"py.floor.dict_incr.{threads}t", loop_dict_incr, dict.fromkeys(keys, 0),
+                     threads, True)]
 
 
 def part_cellrate(reps: int, keys: List[str], pool: List[List[str]], label: str) -> None:
@@ -218,6 +230,8 @@ def part_cellrate(reps: int, keys: List[str], pool: List[List[str]], label: str)
     info = {"module": cellrate.__file__, "cellrate_version": cellrate.__version__}
     scenarios: List[Scenario] = []
     for threads in (1, 2):
+        if label == "default":
+            scenarios += floors_beside(threads, keys)
         for clock, suffix in ((None, ""), ("monotonic", "_monotonic_clock")):
             lim = cellrate.Limiter(ALLOW_RATE, burst=ALLOW_BURST, clock=clock)
             scenarios.append(Scenario(f"{prefix}.limiter.allow{suffix}.{threads}t", loop_call,
@@ -242,7 +256,7 @@ def part_cellrate(reps: int, keys: List[str], pool: List[List[str]], label: str)
             scenarios.append(Scenario(f"{prefix}.keyed.allow{suffix}.{threads}t", loop_call_key,
                                       keyed.allow, threads, True, "allow",
                                       all_admitted_keyed(keyed.allow, truthy, pool[0]), **info))
-    run_group(scenarios, reps, pool)
+    run_group(f"py.cellrate.{label}", scenarios, reps, pool)
 
 
 def part_catalogue(reps: int, keys: List[str], pool: List[List[str]]) -> None:
@@ -292,7 +306,7 @@ def part_catalogue(reps: int, keys: List[str], pool: List[List[str]]) -> None:
                                   all_admitted(one_call, lambda d: d.allowed)))
         scenarios.append(Scenario(f"py.separate.{count}.1t", loop_call, separate_calls, 1, False,
                                   "allow", all_admitted(separate_calls, truthy)))
-    run_group(scenarios, reps, pool)
+    run_group("py.catalogue", scenarios, reps, pool)
 
 
 def part_concurrency(reps: int, keys: List[str], pool: List[List[str]]) -> None:
@@ -343,7 +357,7 @@ def part_concurrency(reps: int, keys: List[str], pool: List[List[str]]) -> None:
                                ("asyncio.semaphore.async_with", lambda: loop_semaphore)):
         scenarios.append(Scenario(f"py.{name}.acquire_release.1t", loop_async_with, make_context,
                                   1, False))
-    run_group(scenarios, reps, pool)
+    run_group("py.concurrency", scenarios, reps, pool)
     shutil.rmtree(region_dir, ignore_errors=True)
 
 
@@ -473,7 +487,7 @@ def part_peers(reps: int, keys: List[str], pool: List[List[str]]) -> None:
             scenarios.append(Scenario(f"py.{name}.keyed.allow.{threads}t", loop_call_key, fn,
                                       threads, True, "allow",
                                       all_admitted_keyed(fn, admitted, pool[0])))
-        run_group(scenarios, reps, pool)
+        run_group(f"py.peers.{name}", scenarios, reps, pool)
 
 
 def main() -> None:

@@ -67,6 +67,7 @@ def main() -> None:
                     runs[name].append(ns)
         for name, values in runs.items():
             print(json.dumps({"id": f"py.share.{name}.allow.1t", "lang": "python",
+                              "group": "py.share",
                               "ns_per_op": round(statistics.median(values), 3), "threads": 1,
                               "runs_ns_per_op": [round(v, 3) for v in values],
                               "expect": "allow", "expect_met": admitted[name]}), flush=True)

@@ -169,12 +169,14 @@ def measure(stack: str, runners: Dict[str, Callable[[int], float]], reps: int, r
             runs[name].append(run(requests))
     for name, values in runs.items():
         print(json.dumps({"id": f"py.web.{stack}.{name}", "lang": "python",
+                          "group": f"py.web.{stack}",
                           "ns_per_op": round(statistics.median(values), 1), "threads": 1,
                           "ops_per_run": requests, "runs_ns_per_op": [round(v, 1) for v in values]}),
               flush=True)
         if name != "bare":
             overhead = [v - bare for v, bare in zip(values, runs["bare"])]
             print(json.dumps({"id": f"py.web.{stack}.{name}.overhead", "lang": "python",
+                              "group": f"py.web.{stack}",
                               "ns_per_op": round(statistics.median(overhead), 1), "threads": 1,
                               "ops_per_run": requests,
                               "runs_ns_per_op": [round(v, 1) for v in overhead]}), flush=True)

@@ -23,8 +23,8 @@ passes 2 for its own caller's).
 A Lua C function ends a LuaJIT trace; an FFI call is compiled into it. In
 nginx's access phase that is most of what a decision costs beside the core's
 work (docs/design.md §12), so cellrate.nginx calls these under LuaJIT. The C
-side is the module's own (bindings/cellrate_lua.c, ffi_check_headers: the
-same conversions and core calls as check_headers), reached through a table of
+side is the module's own (bindings/lua/ffi.c, ffi_check_headers: the same
+conversions and core calls as check_headers), reached through a table of
 pointers the module gives as cellrate._ffi_api, not through exported
 symbols. Anything the fast path does not take (another type of argument, a
 closed store, a mistake) goes to the method, which answers or raises exactly
@@ -37,12 +37,13 @@ local error, getmetatable, tonumber, type = error, getmetatable, tonumber, type
 local ffi_string = ffi.string
 
 -- The layout of the module's table that the declarations below mirror
--- (FFI_API_LAYOUT in bindings/cellrate_lua.c): its number leads the table in
+-- (FFI_API_LAYOUT in bindings/lua/ffi.c): its number leads the table in
 -- every layout, so it is read before anything else is trusted.
 local LAYOUT = 1
 
--- Mirrors of core/cellrate.h's cr_decision, cr_header and cr_headers (the
--- sizes are checked against the module's below) and of the module's table.
+-- Mirrors of cr_decision, cr_header and cr_headers (core/cellrate/decision.h
+-- and http.h; the sizes are checked against the module's below) and of the
+-- module's table.
 if not pcall(ffi.typeof, "cellrate_ffi_layout") then
     ffi.cdef [[
         typedef struct {

@@ -21,8 +21,8 @@ local ngx_log = ngx.log
 local ngx_print = ngx.print
 local ngx_sleep = ngx.sleep
 local ngx_WARN = ngx.WARN
-local error, getmetatable, ipairs, pairs, pcall, setmetatable, tostring, type =
-    error, getmetatable, ipairs, pairs, pcall, setmetatable, tostring, type
+local error, getmetatable, ipairs, pairs, pcall, select, setmetatable, tostring, type =
+    error, getmetatable, ipairs, pairs, pcall, select, setmetatable, tostring, type
 local floor = math.floor
 local byte, char, sub = string.byte, string.char, string.sub
 local check_all = cellrate.check_all
@@ -491,10 +491,46 @@ limits: as for limit(). opts: limit()'s (the same table serves both), so the
   variable  an nginx variable's name ("bytes_sent", "body_bytes_sent",
             "upstream_http_x_usage", ...)
 The difference from cost is charged (lim:charge: the key may go into debt,
-refused until it drains) or given back (lim:refund). Returns that difference,
-or nil when the place holds no whole number >= 0 (nothing is settled then;
-a value that is no count is logged).
+up to the limit's max_debt, refused until it drains) or given back
+(lim:refund). A count above a limit's max_cost (its option) is settled as
+max_cost there; what was clipped (at max_cost or at the debt bound) is
+logged at WARN: one bad figure costs a key a bounded refusal. Returns the
+difference, or nil when the place holds no whole number >= 0 (nothing is
+settled then; a value that is no count is logged).
 ]]
+-- Each limit's max_cost (false: none), read once: a store keeps it.
+local max_costs = setmetatable({}, { __mode = "k" })
+
+-- Settles `actual` units (what `cost` charged at the door) on one limit,
+-- clipped at its max_cost; logs what was clipped.
+local function settle(limit, key, actual, cost, value)
+    local most = max_costs[limit]
+    if most == nil then
+        most = limit:info().max_cost or false
+        max_costs[limit] = most
+    end
+    if most and actual > most then
+        ngx_log(ngx_WARN, "cellrate: charge: ", value, " units, above max_cost ", most,
+                ": settled as ", most)
+        actual = most
+    end
+    local units = actual - cost
+    if units < 0 then
+        if key then limit:refund(key, -units) else limit:refund(-units) end
+    elseif units > 0 then
+        local clipped
+        if key then
+            clipped = select(5, limit:charge(key, units))
+        else
+            clipped = select(5, limit:charge(units))
+        end
+        if clipped then
+            ngx_log(ngx_WARN, "cellrate: charge: ", value, " units met the debt bound",
+                    key and " (key " .. tostring(key) .. ")" or "", ": committed up to it")
+        end
+    end
+end
+
 function _M.charge(limits, opts)
     opts = opts or NO_OPTIONS
     local value = ngx_var[charge_variable(opts)]
@@ -505,7 +541,8 @@ function _M.charge(limits, opts)
         end
         return nil
     end
-    local units = actual - (opts.cost or 1)
+    local cost = opts.cost or 1
+    local units = actual - cost
     if units == 0 then
         return 0
     end
@@ -519,9 +556,9 @@ function _M.charge(limits, opts)
         local mt = getmetatable(limit)
         if mt == KEYED_MT then
             key = key or request_key(opts, 3)
-            if units > 0 then limit:charge(key, units) else limit:refund(key, -units) end
+            settle(limit, key, actual, cost, value)
         elseif mt == LIMITER_MT then
-            if units > 0 then limit:charge(units) else limit:refund(-units) end
+            settle(limit, nil, actual, cost, value)
         else
             error("cellrate.nginx: limits[" .. i .. "] must be a cellrate limiter or keyed"
                   .. " limiter, got " .. type(limit), 2)

@@ -1,6 +1,6 @@
 -- cellrate.redis: one limit across hosts, its decisions kept in Redis
 -- (docs/design.md §11). The same server-side script as the Python store
--- (cellrate/redis_decide.lua, beside this module), sent to any
+-- (redis/decide.lua in the repository, read where it is: below), sent to any
 -- client object with evalsha, eval and script methods: lua-resty-redis in
 -- OpenResty, redis-lua elsewhere.
 --
@@ -26,22 +26,32 @@ local ngx_null = ngx and ngx.null
 
 local M = { _VERSION = cellrate._VERSION }
 
-local function read_script(module)
-    local path, err = package.searchpath("cellrate." .. module, package.path)
-    if not path then
-        error("cellrate.redis: cannot find the script cellrate/" .. module
-              .. ".lua on package.path: " .. err, 2)
+-- The server scripts live once, in redis/ at the top of the repository; they
+-- are read from this module's own place: cellrate/redis/<name>.lua beside it
+-- where the rock installed them, else redis/<name>.lua of the checkout whose
+-- lua/ holds it.
+local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
+
+local function read_script(name)
+    local tried = {}
+    for _, dir in ipairs({ here .. "redis/", here .. "../../redis/" }) do
+        local path = dir .. name .. ".lua"
+        local file = io.open(path, "rb")
+        if file then
+            local text = file:read("*a")
+            file:close()
+            return text
+        end
+        tried[#tried + 1] = path
     end
-    local file = assert(io.open(path, "rb"))
-    local text = file:read("*a")
-    file:close()
-    return text
+    error("cellrate.redis: cannot find the script " .. name .. ".lua (tried "
+          .. table.concat(tried, ", ") .. ")", 2)
 end
 
 -- The scripts, byte for byte as the Python package ships them: the rate
 -- limits' and the concurrency limits'.
-M.script = read_script("redis_decide")
-M.hold_script = read_script("redis_hold")
+M.script = read_script("decide")
+M.hold_script = read_script("hold")
 
 -- The settings of the script's protocol paragraph ("-- The protocol:" up to
 -- the first blank line): NAME -> its value's text, a 'string' unquoted. The
@@ -558,7 +568,7 @@ function Limiter:info()
              name = self.name, on_error = self.on_error }
 end
 
--- Concurrency limits (redis_hold.lua): a key's units in a sorted set scored
+-- Concurrency limits (redis/hold.lua): a key's units in a sorted set scored
 -- by the instant their lease ends, on the server's clock; one round trip per
 -- acquire and per release, on_error as for rate limits.
 local H_COUNT, H_ACQUIRE, H_RELEASE = hold_protocol.COUNT, hold_protocol.ACQUIRE,

@@ -1,7 +1,8 @@
 -- cellrate.share: one fleet limit decided locally, each member under its share
 -- of it (docs/design/share.md). The same heartbeat script as the Python face
--- (cellrate/redis_share.lua, beside this module), sent through any client with
--- evalsha, eval and script methods, as cellrate.redis.
+-- (redis/share.lua in the repository, found as cellrate.redis finds its
+-- own), sent through any client with evalsha, eval and script methods, as
+-- cellrate.redis.
 --
 --   local share = require("cellrate.share")
 --   local lim = share.limiter(client, "1000/s", { burst = 100, name = "api" })
@@ -27,7 +28,7 @@ local internal = store._internal
 local M = { _VERSION = cellrate._VERSION }
 
 -- The heartbeat's script, byte for byte as the Python package ships it.
-M.script = internal.read_script("redis_share")
+M.script = internal.read_script("share")
 local protocol = internal.read_protocol(M.script)
 M.FLOOR_DIVISOR = tonumber(protocol.FLOOR_DIVISOR)
 M.TTL_INTERVALS = tonumber(protocol.TTL_INTERVALS)

@@ -40,13 +40,15 @@ from cellrate._concurrency import concurrent
 from cellrate._decorator import limit
 from cellrate._wait import RateLimited
 
-# wait() and acquire() are Python; they become methods of the compiled types
-# themselves (docs/design.md §9)
-for _type, _name, _function in _wait.METHODS + _concurrency.METHODS:
-    _function.__name__ = _name
-    _function.__qualname__ = f"{_type.__name__}.{_name}"
-    _cellrate._attach_method(_type, _function)
-del _type, _name, _function
+# wait(), acquire() and hold() are compiled methods whose bodies are these
+# Python functions (docs/design.md §9), named as the methods they are the
+# bodies of, for tracebacks and argument errors
+_methods = {**_wait.METHODS, **_concurrency.METHODS}
+for _name, _function in _methods.items():
+    _function.__qualname__ = _name
+    _function.__name__ = _name.rpartition(".")[2]
+_cellrate._set_waits(_methods)
+del _methods, _name, _function
 
 __all__ = [
     "CellrateError",

@@ -1,5 +1,5 @@
 import os
-from typing import Any, Final, Literal, Sequence, Union, final, overload
+from typing import Any, Callable, Final, Literal, Sequence, Union, final, overload
 
 _Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
 _Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window"]
@@ -88,6 +88,10 @@ class Limit(_LimitFields):
 class _Limit(_LimitFields):
     @property
     def clock(self) -> str: ...
+    @property
+    def max_debt(self) -> int: ...
+    @property
+    def max_cost(self) -> int | None: ...
 
 @final
 class Limiter(_Limit):
@@ -104,6 +108,7 @@ class Limiter(_Limit):
         clock: _PacedClock | None = None,
         algorithm: _PacedAlgorithm | None = None,
         max_cost: int | None = None,
+        max_debt: int | None = None,
     ) -> Limiter: ...
     @overload
     def __new__(
@@ -118,6 +123,7 @@ class Limiter(_Limit):
         clock: Literal["realtime"] | None = None,
         algorithm: _WindowAlgorithm,
         max_cost: int | None = None,
+        max_debt: int | None = None,
     ) -> Limiter: ...
     def allow(self, cost: int = 1, *, now: float | None = None) -> bool: ...
     def check(self, cost: int = 1, *, now: float | None = None) -> Decision: ...
@@ -150,9 +156,10 @@ class Limiter(_Limit):
         *,
         burst: int | None = None,
         algorithm: str | None = None,
+        max_debt: int | None = None,
         now: float | None = None,
     ) -> None: ...
-    # Python functions the package attaches at import (cellrate._wait)
+    # compiled methods whose bodies are Python (cellrate._wait)
     def wait(self, cost: int = 1, *, timeout: float | None = None) -> None: ...
     async def acquire(self, cost: int = 1, *, timeout: float | None = None) -> None: ...
 
@@ -172,6 +179,7 @@ class KeyedLimiter(_Limit):
         clock: _PacedClock | None = None,
         algorithm: _PacedAlgorithm | None = None,
         max_cost: int | None = None,
+        max_debt: int | None = None,
     ) -> KeyedLimiter: ...
     @overload
     def __new__(
@@ -187,6 +195,7 @@ class KeyedLimiter(_Limit):
         clock: Literal["realtime"] | None = None,
         algorithm: _WindowAlgorithm,
         max_cost: int | None = None,
+        max_debt: int | None = None,
     ) -> KeyedLimiter: ...
     @property
     def capacity(self) -> int: ...
@@ -230,6 +239,7 @@ class KeyedLimiter(_Limit):
         *,
         burst: int | None = None,
         algorithm: str | None = None,
+        max_debt: int | None = None,
         now: float | None = None,
     ) -> None: ...
     def wait(self, key: str | bytes, cost: int = 1, *, timeout: float | None = None) -> None: ...
@@ -286,7 +296,7 @@ class Concurrency:
     def stats(self) -> dict[str, int | None]: ...
     def reset_stats(self) -> None: ...
 
-def _attach_method(type: type, function: object, /) -> None: ...
+def _set_waits(methods: dict[str, Callable[..., Any]], /) -> None: ...
 def _check_timeout(timeout: float, /) -> float | None: ...
 def _wait_step(
     store: Limiter | KeyedLimiter,

@@ -115,13 +115,12 @@ class Hold:
 
 def concurrency_hold(self: Concurrency, key: Optional[Key] = None, cost: int = 1, *,
                      timeout: Optional[float] = None) -> Hold:
-    """Hold `cost` units of `key` for a `with` or `async with` block: blocks
-    (the GIL released) or awaits until they are free, at most `timeout`
-    seconds (None: as long as it takes), else raises RateLimited."""
+    """Concurrency.hold: a Hold, the context manager of `with` and `async with`."""
     return Hold(self, key, cost, None if timeout is None else check_timeout(timeout))
 
 
-METHODS = ((Concurrency, "hold", concurrency_hold),)
+# the body of the compiled Concurrency.hold (as _wait.METHODS)
+METHODS = {"Concurrency.hold": concurrency_hold}
 
 
 def concurrent(

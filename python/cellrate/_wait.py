@@ -166,20 +166,15 @@ async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
         delay = await settle(limit.reserve(*key, cost, timeout=timeout_until(deadline)))
 
 
-# The methods. The package attaches them to the compiled types at import
-# (cellrate/__init__.py; docs/design.md §9), as Limiter.wait, Limiter.acquire,
-# KeyedLimiter.wait and KeyedLimiter.acquire.
+# The bodies of the compiled methods Limiter.wait, Limiter.acquire,
+# KeyedLimiter.wait and KeyedLimiter.acquire, which pass them their arguments
+# (self first) and carry their documentation (bindings/python/docs.h). The
+# package sets them at import (cellrate/__init__.py; docs/design.md §9).
 
 
 def limiter_wait(self: _cellrate.Limiter, cost: int = 1, *,
                  timeout: Optional[float] = None) -> None:
-    """Blocks until `cost` units are admitted, sleeping with the GIL released.
-
-    Raises RateLimited, without sleeping, when they cannot be admitted within
-    `timeout` seconds (None: no limit) or can never fit the limit; a wait that
-    a later block (a provider's 429 followed) pushes past `timeout` raises
-    then. This process's waiters are admitted in the order they arrive.
-    """
+    """Limiter.wait: the core's steps, slept out (the GIL released)."""
     if timeout is not None:
         timeout = check_timeout(timeout)
     wait(self, (), cost, timeout, None)
@@ -187,8 +182,7 @@ def limiter_wait(self: _cellrate.Limiter, cost: int = 1, *,
 
 async def limiter_acquire(self: _cellrate.Limiter, cost: int = 1, *,
                           timeout: Optional[float] = None) -> None:
-    """The asyncio form of wait(): never blocks the event loop; a cancelled
-    waiter gives its place in line back."""
+    """Limiter.acquire: the core's steps, awaited."""
     if timeout is not None:
         timeout = check_timeout(timeout)
     await acquire(self, (), cost, timeout, None)
@@ -196,7 +190,7 @@ async def limiter_acquire(self: _cellrate.Limiter, cost: int = 1, *,
 
 def keyed_wait(self: _cellrate.KeyedLimiter, key: Union[str, bytes], cost: int = 1, *,
                timeout: Optional[float] = None) -> None:
-    """Limiter.wait() for the limit of `key`."""
+    """KeyedLimiter.wait: Limiter.wait for the limit of `key`."""
     if timeout is not None:
         timeout = check_timeout(timeout)
     wait(self, (key,), cost, timeout, None)
@@ -204,15 +198,15 @@ def keyed_wait(self: _cellrate.KeyedLimiter, key: Union[str, bytes], cost: int =
 
 async def keyed_acquire(self: _cellrate.KeyedLimiter, key: Union[str, bytes], cost: int = 1, *,
                         timeout: Optional[float] = None) -> None:
-    """Limiter.acquire() for the limit of `key`."""
+    """KeyedLimiter.acquire: Limiter.acquire for the limit of `key`."""
     if timeout is not None:
         timeout = check_timeout(timeout)
     await acquire(self, (key,), cost, timeout, None)
 
 
-METHODS = (
-    (_cellrate.Limiter, "wait", limiter_wait),
-    (_cellrate.Limiter, "acquire", limiter_acquire),
-    (_cellrate.KeyedLimiter, "wait", keyed_wait),
-    (_cellrate.KeyedLimiter, "acquire", keyed_acquire),
-)
+METHODS = {
+    "Limiter.wait": limiter_wait,
+    "Limiter.acquire": limiter_acquire,
+    "KeyedLimiter.wait": keyed_wait,
+    "KeyedLimiter.acquire": keyed_acquire,
+}

@@ -30,7 +30,7 @@ import grpc  # type: ignore[import-untyped, unused-ignore]
 import grpc.aio  # type: ignore[import-untyped, unused-ignore]
 
 from cellrate._errors import invalid
-from cellrate.web import (Policy, Request, Response, _hop_address, client_address, header,
+from cellrate.web import (Policy, Request, Response, hop_address, client_address, header,
                           init_options_of)
 
 __all__ = ["RateLimitInterceptor", "AsyncRateLimitInterceptor", "charger", "client_address",
@@ -68,7 +68,7 @@ def _peer(peer: str) -> tuple[str, int] | None:
     "unknown"."""
     scheme, _, address = peer.partition(":")
     if scheme in ("ipv4", "ipv6"):
-        return _hop_address(urllib.parse.unquote(address)), 0
+        return hop_address(urllib.parse.unquote(address)), 0
     if scheme.startswith("unix"):
         return None
     return peer, 0

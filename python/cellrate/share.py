@@ -11,7 +11,7 @@
 
 A member (this process) decides with a local cellrate.Limiter, at local speed;
 every `interval` seconds a heartbeat (one round trip, one script,
-redis_share.lua, the server's clock) tells Redis the units the member was asked
+redis/share.lua, the server's clock) tells Redis the units the member was asked
 for since the last one, admitted or not, and answers the member's share: a
 max-min fair split of the fleet rate and burst by demand, applied to the local
 limiter with reconfigure() at every answer (the units used carry). A member
@@ -42,20 +42,15 @@ from typing import Any, Awaitable, Callable, Tuple, Union
 import cellrate
 from cellrate._cellrate import inspect_region
 from cellrate._errors import invalid, invalid_type
-from cellrate.redis import (
-    DEFAULT_PREFIX,
-    _check_name,
-    _protocol,
-    _read_script,
-    _SyncStore,
-)
+from cellrate.redis._protocol import DEFAULT_PREFIX, _check_name, _protocol, _read_script
+from cellrate.redis._store import _SyncStore
 
 import redis  # noqa: E402 - after cellrate.redis, whose ImportError names the extra
 
 __all__ = ["KeyedShareLimiter", "SHARE_SCRIPT", "ShareLimiter"]
 
 #: The heartbeat's script, byte for byte as every face sends it.
-SHARE_SCRIPT: bytes = _read_script("redis_share.lua")
+SHARE_SCRIPT: bytes = _read_script("share.lua")
 SHARE_SHA = hashlib.sha1(SHARE_SCRIPT).hexdigest()
 _SHARE_PROTOCOL = _protocol(SHARE_SCRIPT)
 #: The smallest share of a member among n members: 1 / (FLOOR_DIVISOR * n).

@@ -39,7 +39,7 @@ import cellrate
 from cellrate._errors import invalid, invalid_type
 from cellrate._rates import split_rates
 
-__all__ = ["Policy", "Request", "Response", "header", "client_address", "Store", "Limits"]
+__all__ = ["Policy", "Request", "Response", "header", "client_address", "hop_address", "Store", "Limits"]
 
 logger = logging.getLogger("cellrate")
 
@@ -297,7 +297,7 @@ def _prefix(value: Any, param: str, most: int) -> int:
     return value
 
 
-def _hop_address(hop: str) -> str:
+def hop_address(hop: str) -> str:
     """One hop of X-Forwarded-For or a Forwarded `for=` value, without quotes,
     brackets or port ("[2001:db8::1]:4711" -> "2001:db8::1")."""
     hop = hop.strip().strip('"')
@@ -383,7 +383,11 @@ class Policy:
     key: a function of the Request giving the key (str or bytes); default the
         client's address. `header(name)` keys by a header.
     cost: units a request spends: an int or a function of the Request.
-    burst, shared: for limits given as a rate. With `shared` (a directory,
+    burst, max_cost, max_debt, shared: for limits given as a rate (as for
+        KeyedLimiter: max_cost, the largest cost a request will have, refuses a
+        burst that could never admit it and bounds what `charge` settles;
+        max_debt, the most units a charge may leave a key owing beyond the
+        limit, default the burst). With `shared` (a directory,
         e.g. "/dev/shm/myapp", made if absent), every such limit is one limit
         across all the processes that open it, each in its own region under
         `shared` by its name: `limit` at `<name>`, a route's at
@@ -427,8 +431,11 @@ class Policy:
         ends, streamed ones included (ASGI: once the application returns;
         WSGI: when the response is closed). The difference from what it was
         charged (`cost`, plus what the endpoint charged) is charged to each
-        limit it met (`charge`: the key may go into debt) or given back
-        (`refund`). An admitted request's endpoint charges its own key with
+        limit it met (`charge`: the key may go into debt, up to its store's
+        max_debt) or given back (`refund`). A figure above a store's max_cost
+        is settled as max_cost there; what was clipped (at max_cost or at the
+        debt bound) is logged (logger "cellrate", WARNING). An admitted
+        request's endpoint charges its own key with
         `scope["cellrate.charge"](units)` (ASGI) or `environ["cellrate.charge"]`
         (WSGI), which returns the tightest Decision. Needs stores that charge
         (Limiter, KeyedLimiter, RedisLimiter; not yet AsyncRedisLimiter).
@@ -444,6 +451,8 @@ class Policy:
         key: KeyFunction | None = None,
         cost: int | Callable[[Request], int] = 1,
         burst: int | None = None,
+        max_cost: int | None = None,
+        max_debt: int | None = None,
         shared: str | None = None,
         trusted_proxies: Iterable[str] | str = (),
         proxy_header: str = "X-Forwarded-For",
@@ -488,6 +497,8 @@ class Policy:
             cost = int(cost)
         self.cost = cost
         self._burst = burst
+        self._max = {name: value for name, value in (("max_cost", max_cost), ("max_debt", max_debt))
+                     if value is not None}  # for the stores made from a rate
         self._from_rates = 0  # limits this policy made from a rate
         self._opened: list[_Opened] = []
         # the stores made from a rate, by route pattern (None: `limit`), for reconfigure
@@ -512,7 +523,8 @@ class Policy:
         self.concurrency = self._concurrency(concurrency, shared)
         if not self.limits and not self.routes and self.concurrency is None:
             raise invalid("limit", "limit: give a limit, routes, or both")
-        for param, value in (("burst", burst), ("shared", shared)):
+        for param, value in (("burst", burst), ("max_cost", max_cost), ("max_debt", max_debt),
+                             ("shared", shared)):
             if value is not None and not self._from_rates and not (
                     param == "shared" and self._concurrency_shared):
                 raise invalid(param, f"{param} applies to limits given as a rate; no limit is: "
@@ -612,7 +624,7 @@ class Policy:
             self._from_rates += 1
             try:
                 if self._shared is None:
-                    return cellrate.KeyedLimiter(rate, burst=self._burst)
+                    return cellrate.KeyedLimiter(rate, burst=self._burst, **self._max)
                 return self._shared_store(rate, name)
             except cellrate.CellrateError as error:
                 raise _under(param, error) from None
@@ -653,7 +665,7 @@ class Policy:
                 opened.store, cellrate.Limit(rate, burst=self._burst)):
             raise invalid("name", f"name: {name!r} under {self._shared} is already a limit of "
                                   f"this process, {opened.store!r}; give each limit its own name")
-        store = cellrate.KeyedLimiter(rate, burst=self._burst, shared=path)
+        store = cellrate.KeyedLimiter(rate, burst=self._burst, shared=path, **self._max)
         self._opened.append(_Opened(store))
         _OPENED[real] = self._opened[-1]
         return store
@@ -719,7 +731,7 @@ class Policy:
             return key
         hops = _forwarded_for(value) if self.proxy_header.lower() == "forwarded" else value.split(",")
         for hop in reversed(hops):
-            key, trusted = self._address(_hop_address(hop))
+            key, trusted = self._address(hop_address(hop))
             if not trusted:
                 return key
         return key  # every hop trusted: the leftmost (no hop: the peer)
@@ -863,7 +875,8 @@ class Policy:
 
 class _Charger:
     """Settles one request: what it was charged so far (its `cost` first),
-    charged more, or given back, to every limit it met under its keys."""
+    charged more, or given back, to every limit it met under its keys; never
+    more than a limit's max_cost, and what was clipped is logged."""
 
     __slots__ = ("policy", "limits", "_items", "_charged", "request")
 
@@ -872,7 +885,7 @@ class _Charger:
         self.request = request
         self.limits = limits
         self._items: list[tuple[Any, tuple[Any, ...]]] | None = None
-        self._charged: int | None = None
+        self._charged: list[int] | None = None  # units each limit counts of this request
 
     @property
     def items(self) -> list[tuple[Any, tuple[Any, ...]]]:
@@ -883,10 +896,11 @@ class _Charger:
         return self._items
 
     @property
-    def charged(self) -> int:
-        """Units charged so far: the request's cost, then what its endpoint charged."""
+    def charged(self) -> list[int]:
+        """Units charged so far to each limit: the request's cost, then what its
+        endpoint charged (at most the limit's max_cost)."""
         if self._charged is None:
-            self._charged = self.policy.cost_of(self.request)
+            self._charged = [self.policy.cost_of(self.request)] * len(self.items)
         return self._charged
 
     def __call__(self, units: int) -> Any:
@@ -898,8 +912,8 @@ class _Charger:
         if units < 0:
             raise invalid("cost", "cost must be an integer >= 0")
         now = {} if self.policy.now is None else {"now": self.policy.now()}
-        decisions = [store.charge(*key, units, **now) for store, key in self.items]
-        self._charged = self.charged + units
+        decisions = [self._settle(i, self.charged[i] + units, now, "charged", True)
+                     for i in range(len(self.items))]
         return min(decisions, key=lambda d: (d.allowed, -d.retry_after, d.remaining))
 
     def end(self, response: Response) -> None:
@@ -913,13 +927,36 @@ class _Charger:
             return
         if isinstance(actual, bool) or not isinstance(actual, int) or actual < 0:
             raise invalid("charge", f"charge must return an integer >= 0 or None, got {actual!r}")
-        units, self._charged = actual - self.charged, actual
         now = {} if self.policy.now is None else {"now": self.policy.now()}
-        for store, key in self.items:
-            if units > 0:
-                store.charge(*key, units, **now)
-            elif units < 0:
-                store.refund(*key, -units, **now)
+        for i in range(len(self.items)):
+            self._settle(i, actual, now, "reported", False)
+
+    def _settle(self, index: int, total: int, now: dict[str, float], how: str,
+                decide: bool) -> Any:
+        """Brings what limit `index` counts of this request to `total` units, at most
+        its store's max_cost (more is no cost of one request: a bad figure); with
+        `decide`, returns the store's Decision (a probe's when nothing more is
+        charged)."""
+        store, key = self.items[index]
+        request = self.request
+        most = getattr(store, "max_cost", None)
+        if most is not None and total > most:
+            logger.warning("charge: %s %s %s %d units, above max_cost %d of %r: settled as %d",
+                           request.method, request.path, how, total, most, store, most)
+            total = most
+        units = total - self.charged[index]
+        self.charged[index] = total
+        if units < 0:
+            store.refund(*key, -units, **now)
+            units = 0
+        if units == 0 and not decide:
+            return None
+        decision = store.charge(*key, units, **now)
+        if decision.clipped:
+            logger.warning("charge: %s %s: %d units more met the debt bound of %r (key %r): "
+                           "committed up to it", request.method, request.path, units, store,
+                           key[0] if key else None)
+        return decision
 
 
 def _under(param: str, error: Exception) -> Exception:

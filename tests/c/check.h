@@ -102,11 +102,12 @@ static inline cr_limit limit_of(int64_t emission_ns, int64_t burst)
     limit.tolerance_ns = emission_ns * burst;
     limit.rate = 1.0;
     limit.period_s = (double)emission_ns / 1e9;
+    limit.max_debt = burst; /* cr_limit_init's default */
     return limit;
 }
 
 /* A window algorithm's limit: `rate` units per window of `window_ns` (the
- * fields as cr_limit_init fills them, documented in cellrate.h). */
+ * fields as cr_limit_init fills them, documented in core/cellrate/limit.h). */
 static inline cr_limit window_limit_of(cr_algorithm algorithm, int64_t window_ns, int64_t rate)
 {
     cr_limit limit;
@@ -119,6 +120,7 @@ static inline cr_limit window_limit_of(cr_algorithm algorithm, int64_t window_ns
     limit.count_inverse = UINT64_MAX / ((uint64_t)rate + 1);
     limit.rate = (double)rate;
     limit.period_s = (double)window_ns / 1e9;
+    limit.max_debt = rate; /* cr_limit_init's default */
     return limit;
 }
 

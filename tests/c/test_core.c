@@ -668,8 +668,155 @@ static void test_max_cost(void)
     cr_keyed_free(keyed);
 }
 
+/* The debt bound and what the counters count (docs/design.md §9, §4
+ * Counters): a charge of any figure commits at most max_debt units beyond the
+ * limit (default: the burst) and counts what it committed; a refund counts
+ * what it gave back, in units_refunded; nothing falls, nothing wraps. */
+static cr_limit limit_text(const char *text, int64_t burst, int64_t max_debt, const char *algorithm)
+{
+    cr_limit limit;
+    cr_limit_args args = {0};
+    args.rate_text = text;
+    args.rate_text_len = strlen(text);
+    args.burst = burst;
+    args.has_burst = burst > 0;
+    args.max_debt = max_debt;
+    args.has_max_debt = max_debt >= 0;
+    args.algorithm = algorithm;
+    args.algorithm_len = algorithm ? strlen(algorithm) : 0;
+    if (cr_limit_init(&limit, &args) != CR_OK)
+        memset(&limit, 0, sizeof limit);
+    return limit;
+}
+
+static void test_debt_and_counters(void)
+{
+    const int64_t T = SECOND / 10, now = SECOND;
+    cr_limit limit = limit_text("10/s", 10, -1, NULL);
+    CHECK_EQ_I64(limit.max_debt, 10, "the default max_debt: the burst");
+    cr_limiter *limiter;
+    cr_keyed *keyed;
+    cr_decision d;
+    cr_stats stats;
+    if (!CHECK(cr_limiter_new(&limiter, &limit) == CR_OK &&
+                   cr_keyed_new(&keyed, &limit, 8) == CR_OK,
+               "stores"))
+        return;
+
+    /* a refund of a fresh key gives nothing back and counts nothing */
+    CHECK_EQ_I64(cr_limiter_refund(limiter, now, 5), CR_OK, "refund(5)");
+    CHECK_EQ_I64(cr_keyed_refund(keyed, "a", 1, now, 3), CR_OK, "refund('a', 3)");
+    cr_limiter_stats(limiter, &stats);
+    CHECK(stats.units_admitted == 0 && stats.units_refunded == 0,
+          "a fresh refund: %" PRIu64 " admitted, %" PRIu64 " refunded", stats.units_admitted,
+          stats.units_refunded);
+    cr_keyed_stats(keyed, &stats);
+    CHECK(stats.units_admitted == 0 && stats.units_refunded == 0,
+          "keyed: %" PRIu64 " admitted, %" PRIu64 " refunded", stats.units_admitted,
+          stats.units_refunded);
+
+    /* a refund of more than was taken counts what it gave back */
+    CHECK_EQ_I64(cr_limiter_check(limiter, now, 4, true, &d), CR_OK, "check(4)");
+    CHECK_EQ_I64(cr_limiter_refund(limiter, now, 10), CR_OK, "refund(10)");
+    cr_limiter_stats(limiter, &stats);
+    CHECK_EQ_I64((int64_t)stats.units_admitted, 4, "units_admitted stays");
+    CHECK_EQ_I64((int64_t)stats.units_refunded, 4, "the 4 units given back");
+    /* half a unit outstanding: given back, counted as a unit */
+    CHECK_EQ_I64(cr_limiter_check(limiter, now, 1, true, &d), CR_OK, "check(1)");
+    CHECK_EQ_I64(cr_limiter_refund(limiter, now + T / 2, 3), CR_OK, "refund(3), later");
+    cr_limiter_stats(limiter, &stats);
+    CHECK_EQ_I64((int64_t)stats.units_refunded, 5, "a part of a unit counted whole");
+    cr_limiter_reset(limiter);
+    CHECK_EQ_I64(cr_limiter_reset_stats(limiter), CR_OK, "reset_stats");
+
+    /* a charge of 2^63 - 1: clipped at max_debt beyond the burst, refused for
+     * (max_debt + 1) * T, counted as the 20 units it committed; again: none */
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_I64(cr_limiter_charge(limiter, now, INT64_MAX, &d), CR_OK, "charge");
+        CHECK(!d.allowed && d.clipped, "charge %d refused and clipped", i);
+        CHECK_EQ_I64(d.retry_after_ns, 11 * T, "charge %d: in debt of 10 units, one more to fit",
+                     i);
+    }
+    cr_limiter_stats(limiter, &stats);
+    CHECK_EQ_I64((int64_t)stats.admitted, 3, "three charges");
+    CHECK_EQ_I64((int64_t)stats.units_admitted, 20, "the units committed: burst + max_debt");
+    CHECK(cr_limiter_check(limiter, now + 11 * T - 1, 1, false, &d) == CR_OK && !d.allowed,
+          "refused until the debt has drained");
+    CHECK(cr_limiter_check(limiter, now + 11 * T, 1, false, &d) == CR_OK && d.allowed,
+          "admitted 1.1 s later, not 146 years");
+    /* a charge past the bound commits the most whole units below it */
+    CHECK_EQ_I64(cr_limiter_charge(limiter, now + T / 2, 5, &d), CR_OK, "charge(5)");
+    CHECK(d.clipped && d.retry_after_ns == 10 * T + T / 2, "half a unit drained: none fits");
+    CHECK_EQ_I64(cr_limiter_charge(limiter, now + 3 * T / 2, 5, &d), CR_OK, "charge(5)");
+    CHECK(d.clipped && d.retry_after_ns == 10 * T + T / 2, "1.5 units drained: one fits");
+    cr_limiter_stats(limiter, &stats);
+    CHECK_EQ_I64((int64_t)stats.units_admitted, 21, "the one unit committed, counted");
+    cr_limiter_free(limiter);
+
+    /* keyed, explicit max_debt */
+    cr_keyed_free(keyed);
+    limit = limit_text("10/s", 10, 100, NULL);
+    CHECK(cr_keyed_new(&keyed, &limit, 8) == CR_OK, "keyed, max_debt 100");
+    CHECK_EQ_I64(cr_keyed_charge(keyed, "k", 1, now, 50, &d), CR_OK, "charge(50)");
+    CHECK(!d.clipped && d.retry_after_ns == 41 * T, "50 units: 40 in debt, not clipped");
+    CHECK_EQ_I64(cr_keyed_charge(keyed, "k", 1, now, INT64_MAX, &d), CR_OK, "charge(huge)");
+    CHECK(d.clipped && d.retry_after_ns == 101 * T, "clipped at 100 in debt: %" PRId64,
+          d.retry_after_ns);
+    cr_keyed_stats(keyed, &stats);
+    CHECK_EQ_I64((int64_t)stats.units_admitted, 110, "50 + 60 committed");
+    cr_keyed_free(keyed);
+
+    /* max_debt 0: a charge fills the limit, no debt */
+    limit = limit_text("10/s", 10, 0, NULL);
+    CHECK_EQ_I64(limit.max_debt, 0, "max_debt 0 kept");
+    CHECK_EQ_I64(cr_charge(&limit, 0, now, 15, &d), now + 10 * T, "max_debt 0: the burst, no more");
+    CHECK(d.clipped, "and clipped");
+
+    /* windows: fixed passes the rate by max_debt; sliding carries no debt */
+    limit = limit_text("10/s", 0, -1, "fixed_window");
+    CHECK_EQ_I64(limit.max_debt, 10, "a window's default: its rate");
+    int64_t state = cr_charge(&limit, 0, now, INT64_MAX, &d);
+    CHECK(d.clipped && state == now + SECOND + 20, "fixed: 20 counted, clipped");
+    limit = limit_text("10/s", 0, 1000000000, "fixed_window");
+    state = cr_charge(&limit, 0, now, INT64_MAX, &d);
+    CHECK(d.clipped && state == now + SECOND + SECOND - 1, "fixed: at most period_ns - 1");
+    limit = limit_text("10/s", 0, -1, "sliding_window");
+    state = cr_charge(&limit, 0, now, 25, &d);
+    CHECK(d.clipped && state == now + 2 * SECOND + 10, "sliding: the window full");
+
+    /* validation */
+    cr_limit_args args = {0};
+    args.rate = 10;
+    args.has_max_debt = true;
+    args.max_debt = -1;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_E_MAX_DEBT, "a negative max_debt");
+    CHECK_EQ_STR(cr_status_param(CR_E_MAX_DEBT), "max_debt", "max_debt named");
+    args.algorithm = "sliding_window";
+    args.algorithm_len = 14;
+    CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_E_MAX_DEBT, "windows too");
+
+    /* counters saturate: three refusals of 2^63 - 1 units each */
+    limit = limit_of(T, 10);
+    CHECK(cr_limiter_new(&limiter, &limit) == CR_OK, "limiter");
+    for (int i = 0; i < 3; i++)
+        CHECK(cr_limiter_check(limiter, now, INT64_MAX, true, &d) == CR_OK && !d.allowed,
+              "unfittable");
+    CHECK(cr_limiter_check(limiter, now, 0, true, &d) == CR_OK && d.allowed, "a probe");
+    cr_limiter_stats(limiter, &stats);
+    CHECK(stats.units_refused == (uint64_t)CR_COUNT_MAX, "units_refused saturated: %" PRIu64,
+          stats.units_refused);
+    CHECK_EQ_I64((int64_t)stats.refused, 3, "three refusals");
+    CHECK_EQ_I64((int64_t)stats.units_admitted, 0, "a probe: no units");
+    CHECK_EQ_I64(cr_limiter_reset_stats(limiter), CR_OK, "reset_stats");
+    cr_limiter_stats(limiter, &stats);
+    CHECK(stats.units_refused == (uint64_t)CR_COUNT_MAX, "saturated stays saturated");
+    CHECK_EQ_I64((int64_t)stats.refused, 0, "the rest reset");
+    cr_limiter_free(limiter);
+}
+
 int main(void)
 {
+    test_debt_and_counters();
     test_max_cost();
     test_status_table();
     test_limit_init();

@@ -6,7 +6,7 @@
  * failed check, not a stuck or dead test run. */
 #include "cellrate.h"
 #include "check.h"
-#include "internal.h"
+#include "lock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -63,7 +64,12 @@ static const char *in_child(int seconds, int (*body)(void), int *exit_code)
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        alarm((unsigned)seconds);
+        /* `seconds` of CPU, which a busy machine does not shorten (a wall-clock
+         * alarm alone failed a child that ran slowly, not long); ten times as
+         * long on the wall for one that hangs without spinning. */
+        struct rlimit cpu = {(rlim_t)seconds, (rlim_t)seconds + 1};
+        setrlimit(RLIMIT_CPU, &cpu);
+        alarm((unsigned)seconds * 10);
         _exit(body());
     }
     int st;
@@ -75,6 +81,8 @@ static const char *in_child(int seconds, int (*body)(void), int *exit_code)
     }
     if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
         return "hung (killed by the alarm)";
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGXCPU)
+        return "spun past its CPU time";
     if (WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS)
         return "killed by SIGBUS";
     if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV)
@@ -353,8 +361,8 @@ static void test_damaged_lock(void)
     pid_t zombie = fork();
     if (zombie == 0)
         _exit(0);
-    struct timespec settle = {0, 20000000};
-    nanosleep(&settle, NULL);
+    siginfo_t exited;
+    waitid(P_PID, (id_t)zombie, &exited, WEXITED | WNOWAIT); /* exited, not reaped */
     word = holder_word(zombie);
     write_lock_bytes(&word, sizeof word);
     CHECK_CHILD(10, admit_new_key, 0);

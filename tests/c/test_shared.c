@@ -225,7 +225,10 @@ static void test_refusals(void)
     version = 4; /* the layout before a region kept its counters */
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
-    version = 5;
+    version = 5; /* the layout before a record kept max_debt and counters units_refunded */
+    patch(path, VERSION_OFFSET, &version, sizeof version);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
+    version = 6;
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_OK);
 
@@ -502,6 +505,36 @@ static void test_open_changes_the_limit(void)
     unlink(path);
 }
 
+/* max_debt is part of the region's limit: an opener with another changes it
+ * (or is refused, naming it), and every handle charges by the region's. */
+static void test_max_debt_is_the_regions(void)
+{
+    const char *path = region_path("max-debt");
+    unlink(path);
+    const int64_t T = 100000000, now = 7000000000LL;
+    cr_limit ten = make_limit(10, 10), deeper = ten;
+    cr_limit_args args = {
+        .rate = 10, .has_burst = true, .burst = 10, .has_max_debt = true, .max_debt = 100};
+    CHECK(cr_limit_init(&deeper, &args) == CR_OK && deeper.max_debt == 100);
+    cr_limiter *first, *second;
+    cr_decision d;
+    CHECK(cr_limiter_open(&first, &ten, path, 0600, CR_CHANGE_APPLY) == CR_OK);
+    CHECK(cr_limiter_charge(first, now, INT64_MAX, &d) == CR_OK);
+    CHECK(d.clipped && d.retry_after_ns == 11 * T); /* the default: 10 units of debt */
+    CHECK(cr_limiter_open(&second, &deeper, path, 0600, CR_CHANGE_REFUSE) == CR_E_SHARED_MAX_DEBT);
+    CHECK(strcmp(cr_status_param(CR_E_SHARED_MAX_DEBT), "shared") == 0);
+    CHECK(cr_limiter_open(&second, &deeper, path, 0600, CR_CHANGE_APPLY) == CR_OK);
+    CHECK(cr_limiter_replaced(second) && cr_limiter_replaced(second)->max_debt == 10);
+    /* the first handle follows: the debt it left carries whole, then deepens */
+    CHECK(cr_limiter_check(first, now, 1, false, &d) == CR_OK && d.retry_after_ns == 11 * T);
+    CHECK(cr_limiter_charge(first, now, INT64_MAX, &d) == CR_OK);
+    CHECK(d.clipped && d.retry_after_ns == 101 * T);
+    CHECK(cr_limiter_limit(first)->max_debt == 100);
+    cr_limiter_free(first);
+    cr_limiter_free(second);
+    unlink(path);
+}
+
 /* A key that sleeps through more changes than the region keeps records of
  * is carried by the sweeps, never handed a fresh allowance. */
 static void test_sleeping_key_many_changes(void)
@@ -636,6 +669,7 @@ int main(void)
     test_permissions();
     test_reboot_resets();
     test_open_changes_the_limit();
+    test_max_debt_is_the_regions();
     test_sleeping_key_many_changes();
     test_carried_through_unseen_changes();
     if (!UNDER_TSAN) {

@@ -200,24 +200,52 @@ static void run_reserve(variant *v, const char *key, int lineno, int64_t now, in
     }
 }
 
+/* A counter of the limiter and of the keyed table (`field`: a member of
+ * cr_stats) into out[0] and out[1]. */
+#define READ_COUNTER(v, field, out)                  \
+    do {                                             \
+        cr_stats read_stats;                         \
+        cr_limiter_stats((v)->limiter, &read_stats); \
+        (out)[0] = read_stats.field;                 \
+        cr_keyed_stats((v)->keyed, &read_stats);     \
+        (out)[1] = read_stats.field;                 \
+    } while (0)
+
+/* That the counter moved by `want` from `before` to `after` (unless it
+ * saturated: a sequence's huge units may get it there). */
+static void check_counted(const char *what, const char *name, int lineno, const uint64_t before[2],
+                          const uint64_t after[2], int64_t want)
+{
+    for (int i = 0; i < 2; i++)
+        if (after[i] != (uint64_t)CR_COUNT_MAX)
+            CHECK_EQ_I64((int64_t)(after[i] - before[i]), want, "%s%s (%s), decisions.txt:%d",
+                         i ? "keyed " : "", what, name, lineno);
+}
+
 static void run_refund(variant *v, const char *key, int lineno, int64_t now, int64_t cost,
-                       int64_t want_state)
+                       int64_t want_given, int64_t want_state)
 {
     const char *name = cr_algorithm_name(v->limit.algorithm);
     int64_t state = cr_refund(&v->limit, v->state, now, cost);
     CHECK_EQ_I64(state, want_state, "cr_refund's state (%s), decisions.txt:%d", name, lineno);
     v->state = want_state;
+    uint64_t refunded[2];
+    READ_COUNTER(v, units_refunded, refunded);
     CHECK_EQ_I64(cr_limiter_refund(v->limiter, now, cost), CR_OK, "decisions.txt:%d", lineno);
     CHECK_EQ_I64(cr_limiter_refund(v->allow_limiter, now, cost), CR_OK, "decisions.txt:%d", lineno);
     CHECK_EQ_I64(cr_keyed_refund(v->keyed, key, strlen(key), now, cost), CR_OK, "decisions.txt:%d",
                  lineno);
     CHECK_EQ_I64(cr_keyed_refund(v->allow_keyed, key, strlen(key), now, cost), CR_OK,
                  "decisions.txt:%d", lineno);
+    uint64_t after[2];
+    READ_COUNTER(v, units_refunded, after);
+    check_counted("units_refunded", name, lineno, refunded, after, want_given);
 }
 
 /* A charge through cr_charge, cr_limiter_charge and cr_keyed_charge (and the
- * allow stores, to keep them in step). */
-static void run_charge(variant *v, const char *key, int lineno, const vector_op *op, int clipped)
+ * allow stores, to keep them in step); the stores count what it committed. */
+static void run_charge(variant *v, const char *key, int lineno, const vector_op *op, int clipped,
+                       int64_t committed)
 {
     const char *name = cr_algorithm_name(v->limit.algorithm);
     cr_decision got;
@@ -227,6 +255,8 @@ static void run_charge(variant *v, const char *key, int lineno, const vector_op 
     CHECK_EQ_I64(got.clipped, clipped, "cr_charge (%s), decisions.txt:%d", name, lineno);
     CHECK_EQ_I64(state, op->tat_after, "cr_charge's state (%s), decisions.txt:%d", name, lineno);
     v->state = op->tat_after;
+    uint64_t admitted[2];
+    READ_COUNTER(v, units_admitted, admitted);
     cr_limiter *limiters[2] = {v->limiter, v->allow_limiter};
     cr_keyed *tables[2] = {v->keyed, v->allow_keyed};
     for (int i = 0; i < 2; i++) {
@@ -246,6 +276,9 @@ static void run_charge(variant *v, const char *key, int lineno, const vector_op 
             CHECK_EQ_I64(got.clipped, clipped, "cr_keyed_charge, decisions.txt:%d", lineno);
         }
     }
+    uint64_t after[2];
+    READ_COUNTER(v, units_admitted, after);
+    check_counted("units_admitted", name, lineno, admitted, after, committed);
 }
 
 /* A take through cr_take, cr_limiter_take and cr_keyed_take. */
@@ -316,16 +349,21 @@ static int run_decisions(const char *dir)
         lineno++;
         if (!meaningful(line))
             continue;
-        int64_t emission_ns, burst, now, cost, max_wait, delay, state;
-        int reserved, clipped;
+        int64_t emission_ns, burst, now, cost, max_wait, delay, state, max_debt, given;
+        int reserved, clipped, fields;
         vector_op op;
-        if (sscanf(line, "limit %" SCNd64 " %" SCNd64, &emission_ns, &burst) == 2) {
+        if ((fields = sscanf(line, "limit %" SCNd64 " %" SCNd64 " %" SCNd64, &emission_ns, &burst,
+                             &max_debt)) >= 2) {
             cr_limit limit = limit_of(emission_ns, burst); /* the vectors keep tau <= 2^62 */
+            if (fields == 3)
+                limit.max_debt = max_debt;
             sequence_start(&seq, &limit, sequences++);
             started = true;
-        } else if (sscanf(line, "window %63s %" SCNd64 " %" SCNd64, name, &emission_ns, &burst) ==
-                   3) {
+        } else if ((fields = sscanf(line, "window %63s %" SCNd64 " %" SCNd64 " %" SCNd64, name,
+                                    &emission_ns, &burst, &max_debt)) >= 3) {
             cr_limit limit = window_limit_of(algorithm_named(name), emission_ns, burst);
+            if (fields == 4)
+                limit.max_debt = max_debt;
             sequence_start(&seq, &limit, sequences++);
             started = true;
         } else if (started && strcmp(line, "reset") == 0) {
@@ -353,18 +391,18 @@ static int run_decisions(const char *dir)
                 run_reserve(&seq.variants[i], seq.key, lineno, now, cost, max_wait, reserved, delay,
                             state);
             ops++;
-        } else if (started && sscanf(line, "refund %" SCNd64 " %" SCNd64 " %" SCNd64, &now, &cost,
-                                     &state) == 3) {
+        } else if (started && sscanf(line, "refund %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64,
+                                     &now, &cost, &given, &state) == 4) {
             for (int i = 0; i < seq.count; i++)
-                run_refund(&seq.variants[i], seq.key, lineno, now, cost, state);
+                run_refund(&seq.variants[i], seq.key, lineno, now, cost, given, state);
             ops++;
         } else if (started && sscanf(line,
                                      "charge %" SCNd64 " %" SCNd64 " %d %" SCNd64 " %" SCNd64
-                                     " %" SCNd64 " %d %" SCNd64,
+                                     " %" SCNd64 " %d %" SCNd64 " %" SCNd64,
                                      &op.now, &op.cost, &op.allowed, &op.remaining, &op.retry_after,
-                                     &op.reset_after, &clipped, &op.tat_after) == 8) {
+                                     &op.reset_after, &clipped, &given, &op.tat_after) == 9) {
             for (int i = 0; i < seq.count; i++)
-                run_charge(&seq.variants[i], seq.key, lineno, &op, clipped);
+                run_charge(&seq.variants[i], seq.key, lineno, &op, clipped, given);
             ops++;
         } else if (started && sscanf(line, "take %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64,
                                      &now, &cost, &delay, &state) == 4) {

@@ -88,6 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     limit.tolerance_ns = tau;
     limit.rate = 1;
     limit.period_s = (double)T / 1e9;
+    limit.max_debt = burst; /* cr_limit_init's default */
 
     cr_limiter *limiter;
     cr_keyed *keyed;

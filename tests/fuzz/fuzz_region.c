@@ -12,7 +12,7 @@
  * lock held by a living process ends in CR_E_SHARED_LOCK, never a hang.
  */
 #include "cellrate.h"
-#include "internal.h"
+#include "lock.h"
 #include "siphash.h"
 
 #include <fcntl.h>

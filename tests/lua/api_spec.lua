@@ -237,7 +237,7 @@ describe("cellrate.limiter", function()
          tostring(cellrate.limiter(2.5, { period = 0.25, burst = 4 })))
       local info = cellrate.limiter("300/minute", { burst = 60 }):info()
       assert.same({ rate = 300, period = 60, burst = 60, clock = "fast", algorithm = "gcra",
-         emission_ns = 200000000, tolerance_ns = 12000000000 }, info)
+         emission_ns = 200000000, tolerance_ns = 12000000000, max_debt = 60 }, info)
    end)
 end)
 
@@ -276,7 +276,7 @@ describe("rate strings", function()
    it("works for keyed limiters", function()
       local keyed = cellrate.keyed("2/s", { capacity = 8 })
       assert.same({ rate = 2, period = 1, burst = 2, capacity = 8, evictions = 0, clock = "fast", algorithm = "gcra",
-         emission_ns = 500000000, tolerance_ns = 1000000000 }, keyed:info())
+         emission_ns = 500000000, tolerance_ns = 1000000000, max_debt = 2 }, keyed:info())
    end)
 end)
 
@@ -371,7 +371,7 @@ describe("cellrate.keyed", function()
       assert.equal("cellrate.KeyedLimiter(rate=10, period=1, burst=6, capacity=100)",
          tostring(keyed))
       assert.same({ rate = 10, period = 1, burst = 6, capacity = 100, evictions = 0, clock = "fast", algorithm = "gcra",
-         emission_ns = 100000000, tolerance_ns = 600000000 }, keyed:info())
+         emission_ns = 100000000, tolerance_ns = 600000000, max_debt = 6 }, keyed:info())
       assert.equal(100000, cellrate.keyed(1):info().capacity)
    end)
 end)

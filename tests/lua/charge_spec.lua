@@ -9,7 +9,7 @@ local EPOCH = 1700000000.25 -- a realtime instant, on the windows' grid
 
 describe("charge", function()
    it("commits whatever the state, and the debt drains at exactly the rate", function()
-      local lim = cellrate.limiter(10, { burst = 5 })
+      local lim = cellrate.limiter(10, { burst = 5, max_debt = 10 })
       local allowed, remaining, retry_after, reset_after, clipped = lim:charge(12, 0)
       assert.are.same({ false, 0, 0.8, 1.2, false }, { allowed, remaining, retry_after, reset_after, clipped })
       assert.are.equal(0, lim:take(5, 0.7999))
@@ -28,16 +28,50 @@ describe("charge", function()
       assert.are.equal(3, keyed:take("k", 10, 0))
    end)
 
-   it("is clipped at the debt bound and says so", function()
-      local lim = cellrate.limiter(1, { burst = 1 })
-      local allowed, _, _, reset_after, clipped = lim:charge(2 ^ 62, 1)
-      assert.is_false(allowed)
-      assert.is_true(clipped)
-      assert.are.equal(2 ^ 62 / 1e9, reset_after)
+   it("is clipped at the debt bound and says so: one bad figure, one more burst", function()
+      for _, make in ipairs({ function(o) return cellrate.limiter("10/s", o) end,
+                              function(o) return cellrate.keyed("10/s", o) end }) do
+         local lim = make({ burst = 10 })
+         local charge = function(...)
+            if lim:info().capacity then return lim:charge("k", ...) end
+            return lim:charge(...)
+         end
+         local allowed, _, retry_after, _, clipped = charge(2 ^ 70, 1) -- max_debt: the burst
+         assert.are.same({ false, 1.1, true }, { allowed, retry_after, clipped })
+         assert.is_true(select(5, charge(1, 1)))
+      end
+      local lim = cellrate.limiter("10/s", { burst = 10, max_debt = 100 })
+      local allowed, _, retry_after, _, clipped = lim:charge(50, 1) -- 40 units in debt
+      assert.are.same({ false, 4.1, false }, { allowed, retry_after, clipped })
+      assert.are.equal(10.1, select(3, lim:charge(2 ^ 70, 1)))
+      local horizon = cellrate.limiter(1, { burst = 1, max_debt = 2 ^ 63 })
+      local horizon_charge = { horizon:charge(2 ^ 62, 1) }
+      assert.is_true(horizon_charge[5])
+      assert.are.equal(4611686018, horizon_charge[4]) -- whatever max_debt: the horizon, whole units
+   end)
+
+   it("takes max_debt as an option, named in the core's words", function()
+      assert.are.equal(10, cellrate.limiter("10/s"):info().max_debt)
+      local keyed = cellrate.keyed("10/s", { burst = 20, max_debt = 5 })
+      assert.are.equal(5, keyed:info().max_debt)
+      assert.is_truthy(tostring(keyed):find("max_debt=5", 1, true))
+      local words = status("E_MAX_DEBT")
+      assert.are.equal(words.message, raises("max_debt", cellrate.limiter, 10, { max_debt = -1 }))
+      raises("max_debt", cellrate.keyed, 10, { max_debt = 2.5 })
+      raises("max_debt", cellrate.keyed, 10, { max_debt = "3" })
+      keyed:reconfigure(100, { burst = 30 }) -- a max_debt given stays
+      assert.are.same({ 30, 5 }, { keyed:info().burst, keyed:info().max_debt })
+      keyed:reconfigure(100, { burst = 30, max_debt = 50 })
+      assert.are.equal(50, keyed:info().max_debt)
+      local lim = cellrate.limiter("10/s")
+      lim:reconfigure(20) -- the default follows the burst
+      assert.are.equal(20, lim:info().max_debt)
+      raises("max_debt", function() lim:reconfigure(20, { max_debt = -1 }) end)
+      assert.are.equal(20, lim:info().max_debt)
    end)
 
    it("takes a window's count to its packed ceiling", function()
-      local fixed = cellrate.limiter(100, { period = 1, algorithm = "fixed_window" })
+      local fixed = cellrate.limiter(100, { period = 1, algorithm = "fixed_window", max_debt = 2 ^ 62 })
       assert.is_false(select(5, fixed:charge(1e9 - 1, EPOCH)))
       assert.is_true(select(5, fixed:charge(1, EPOCH)))
       assert.is_true((fixed:check(1, EPOCH + 0.75)))

@@ -245,7 +245,7 @@ describe("opts", function()
 
    it("takes nil and an empty table as no options", function()
       local defaults = { rate = 10, period = 1, burst = 10, clock = "fast", algorithm = "gcra",
-         emission_ns = 100000000, tolerance_ns = 1000000000 }
+         emission_ns = 100000000, tolerance_ns = 1000000000, max_debt = 10 }
       assert.same(defaults, cellrate.limiter(10):info())
       assert.same(defaults, cellrate.limiter(10, {}):info())
       assert.same(defaults, cellrate.limiter(10, { period = nil, burst = nil }):info())

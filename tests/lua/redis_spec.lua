@@ -36,7 +36,7 @@ describe("cellrate.redis", function()
    end)
 
    it("sends the script the Python package ships, byte for byte", function()
-      local file = assert(io.open("lua/cellrate/redis_decide.lua", "rb"))
+      local file = assert(io.open("redis/decide.lua", "rb"))
       assert.equal(file:read("*a"), store_module.script)
       file:close()
    end)
@@ -163,17 +163,19 @@ describe("cellrate.redis", function()
             for word in text:gmatch("%S+") do w[#w + 1] = word end
             if w[1] == "limit" or w[1] == "window" then
                local this = w[1] == "limit" and (name:find("window") and "" or name) or w[2]
+               local first = w[1] == "limit" and 2 or 3
                stopped = true
-               if this == name then
-                  start(name, w[#w - 1], w[#w])
+               -- a max_debt of its own (a last word more): the script charges by the default
+               if this == name and #w == first + 1 then
+                  start(name, w[first], w[first + 1])
                end
             elseif not (stopped or w[1] == nil or w[1]:sub(1, 1) == "#") then
                -- (a comment, or a line of another algorithm's or an ended sequence: passed)
                if w[1] == "reset" then
                   store:reset("v")
-               elseif w[1] == "charge" and not name:find("window") and (w[8] == "1"
-                     or tonumber(w[9]) - tonumber(w[2]) > store_module.MAX_DEBT_NS) then
-                  -- past the script's debt bound (the core's is further): its own test
+               elseif w[1] == "charge" and not name:find("window")
+                     and tonumber(w[10]) - tonumber(w[2]) > store_module.MAX_DEBT_NS then
+                  -- past the script's ceiling (the core's is further): its own test
                   stopped = true
                elseif w[1] == "reserve" then
                   client:set(store.key_prefix .. "v", w[7])
@@ -183,13 +185,13 @@ describe("cellrate.redis", function()
                      stopped = true
                   elseif w[1] == "refund" then
                      assert(store:refund("v", cost, now))
-                     if state(store) ~= w[4] then mismatch(number, "refund left " .. state(store)) end
+                     if state(store) ~= w[5] then mismatch(number, "refund left " .. state(store)) end
                   elseif w[1] == "charge" then
                      local allowed, remaining, retry_after, reset_after, clipped =
                         store:charge("v", cost, now)
                      if allowed ~= (w[4] == "1") or remaining ~= tonumber(w[5])
                            or retry_after ~= tonumber(w[6]) / 1e9 or reset_after ~= tonumber(w[7]) / 1e9
-                           or clipped ~= (w[8] == "1") or state(store) ~= w[9] then
+                           or clipped ~= (w[8] == "1") or state(store) ~= w[10] then
                         mismatch(number, ("charge: got %s %s %.17g %.17g %s, state %s"):format(
                            tostring(allowed), tostring(remaining), retry_after, reset_after,
                            tostring(clipped), state(store)))
@@ -231,23 +233,29 @@ describe("cellrate.redis", function()
          jit and jit.version or _VERSION, counts.ops, counts.changes, counts.charges, counts.takes))
       assert.equal(0, #mismatches, table.concat(mismatches, "\n", 1, math.min(#mismatches, 12)))
       assert.is_true(counts.ops > 20000 and counts.changes > 1000)
-      assert.is_true(counts.charges > 1000 and counts.takes > 600)
+      assert.is_true(counts.charges > 600 and counts.takes > 400) -- (a max_debt of its own: left out)
    end)
 
-   -- Costs known after the fact: the script's debt bound (a gcra TAT at most
-   -- MAX_DEBT_NS after now), clipped the fifth value as in process, and
-   -- take's count.
+   -- Costs known after the fact: the script's debt bound (the core's default
+   -- max_debt, one burst beyond the limit, and a gcra TAT at most MAX_DEBT_NS
+   -- after now), clipped the fifth value as in process, and take's count.
    it("charges into debt up to the script's bound and takes what fits", function()
       local store = store_module.limiter(client, 1, { period = 1, burst = 1, name = "bound",
                                                       on_error = "raise" })
+      local allowed, _, retry_after, _, clipped = store:charge("b", 2 ^ 60, 0) -- a bad figure
+      assert.same({ false, 2, true }, { allowed, retry_after, clipped }) -- 1 unit of debt
+      assert.equal("2000000000", client:get(store.key_prefix .. "b"):match("(%d+)$"))
+      assert.equal(0, store:take("b", 10, 0))
+      -- a burst whose two taus pass MAX_DEBT_NS: the script's ceiling clips first
+      store = store_module.limiter(client, 1, { period = 1, burst = 5000000, name = "ceiling",
+                                                on_error = "raise" })
       local to_bound = math.floor(store_module.MAX_DEBT_NS / 1000000000)
-      local allowed, _, _, _, clipped = store:charge("b", to_bound, 0)
+      allowed, _, _, _, clipped = store:charge("b", to_bound, 0)
       assert.same({ false, false }, { allowed, clipped })
       allowed, _, _, _, clipped = store:charge("b", 1, 0)
       assert.same({ false, true }, { allowed, clipped })
       assert.equal(("%.0f"):format(store_module.MAX_DEBT_NS),
                    client:get(store.key_prefix .. "b"):match("(%d+)$"))
-      assert.equal(0, store:take("b", 10, 0))
       local core = cellrate.keyed(10, { period = 1, burst = 5 })
       local rl = store_module.limiter(client, 10, { period = 1, burst = 5, on_error = "raise" })
       for _, now in ipairs({ 0, 0, 0.3, 1 }) do
@@ -272,10 +280,12 @@ describe("cellrate.redis", function()
 
    it("sets the key to expire when its TAT passes", function()
       local store = store_module.limiter(client, 2, { burst = 3, on_error = "raise" })
+      local start = socket.gettime()
       local _, _, _, reset_after = store:check("e", 2)
       local pttl = client:pttl(store.key_prefix .. "e")
+      local since_ms = (socket.gettime() - start) * 1000 + 1 -- less the time since the decision
       local reset_ms = math.ceil(reset_after * 1000)
-      assert.is_true(pttl <= reset_ms and pttl >= reset_ms - 50, pttl .. " vs " .. reset_ms)
+      assert.is_true(pttl <= reset_ms and pttl >= reset_ms - since_ms, pttl .. " vs " .. reset_ms)
    end)
 
    it("decides through the client given by set_client", function()
@@ -515,15 +525,26 @@ describe("cellrate.redis", function()
 
       it("gives back the units of a holder that never releases when its lease ends", function()
          local c = store_module.concurrency(client, 1, { lease = 0.05, name = "short" })
-         local forgotten = assert(c:acquire("k"))
-         assert.same({ nil, "rejected" }, { c:acquire("k") })
-         while c:in_flight("k") > 0 do -- the lease ends on the server's clock
+         -- the same limit's holdings with a lease that outlasts a busy machine's pauses
+         local steady = store_module.concurrency(client, 1, { lease = 30, name = "short" })
+         local key, forgotten, second
+         for attempt = 1, 100 do -- a pause as long as the lease before the second try: again
+            key = "k" .. attempt
+            local start = socket.gettime()
+            forgotten = assert(c:acquire(key))
+            second = { c:acquire(key) }
+            if socket.gettime() - start < 0.05 then
+               break
+            end
+         end
+         assert.same({ nil, "rejected" }, second)
+         while c:in_flight(key) > 0 do -- the lease ends on the server's clock
             socket.sleep(0.01)
          end
-         local taker = assert(c:acquire("k"))
+         local taker = assert(steady:acquire(key))
          assert.is_false(c:release(forgotten)) -- expired: the new holding stays
-         assert.equal(1, c:in_flight("k"))
-         assert.is_true(c:release(taker))
+         assert.equal(1, c:in_flight(key))
+         assert.is_true(steady:release(taker))
       end)
 
       it("answers by on_error while Redis is down", function()

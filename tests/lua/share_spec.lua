@@ -48,7 +48,7 @@ describe("cellrate.share", function()
    end
 
    it("sends the script the Python package ships, byte for byte", function()
-      local file = assert(io.open("lua/cellrate/redis_share.lua", "rb"))
+      local file = assert(io.open("redis/share.lua", "rb"))
       assert.equal(file:read("*a"), share.script)
       file:close()
    end)
@@ -221,8 +221,9 @@ describe("cellrate.share", function()
    it("scales every key of a keyed limit by the share", function()
       local members = {}
       for i = 1, 2 do
-         members[i] = share.keyed(client, 100, { burst = 40, name = "keyed", member = "k" .. i,
-                                                 capacity = 64 })
+         -- per hour: a busy machine's pauses while it decides refill nothing
+         members[i] = share.keyed(client, 100, { period = 3600, burst = 40, name = "keyed",
+                                                 member = "k" .. i, capacity = 64 })
       end
       drive(members, { 0, 0 }, 3, 0, 1) -- the second's first demand is unknown (as much as
       -- it may) until its second heartbeat: three rounds to the equal split

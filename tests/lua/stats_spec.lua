@@ -5,8 +5,8 @@ local cellrate = require "cellrate"
 local support = dofile("tests/lua/support.lua")(assert)
 
 local NOW = 5000
-local RATE_KEYS = { "admitted", "refused", "units_admitted", "units_refused", "unfittable",
-                    "would_refuse", "evicted" }
+local RATE_KEYS = { "admitted", "refused", "units_admitted", "units_refused", "units_refunded",
+                    "unfittable", "would_refuse", "evicted" }
 
 local function expect(counts)
    local out = {}
@@ -32,17 +32,32 @@ describe("stats", function()
          assert.are.equal(0, lim:take(5, NOW))
          lim:charge(4, NOW)
          lim:refund(1, NOW)
-         assert.are.same(expect({ admitted = 5, refused = 3, units_admitted = 8,
-                                  units_refused = 14, unfittable = 1 }), lim:stats())
+         assert.are.same(expect({ admitted = 5, refused = 3, units_admitted = 9,
+                                  units_refused = 14, units_refunded = 1, unfittable = 1 }),
+                         lim:stats())
          lim:_would_refuse(3)
-         assert.are.same(expect({ admitted = 5, refused = 2, units_admitted = 8,
-                                  units_refused = 11, unfittable = 1, would_refuse = 1 }),
+         assert.are.same(expect({ admitted = 5, refused = 2, units_admitted = 9,
+                                  units_refused = 11, units_refunded = 1, unfittable = 1,
+                                  would_refuse = 1 }),
                          lim:stats())
          assert.is_true(lim:reset_stats())
          assert.are.same(expect({}), lim:stats())
          if path then os.remove(path) end
       end)
    end
+
+   it("counts what was committed: never negative, never wrapped", function()
+      local lim = cellrate.limiter("10/s", { burst = 10 })
+      lim:refund(5, NOW) -- a fresh key holds nothing to give back
+      local keyed = cellrate.keyed("10/s", { burst = 10 })
+      keyed:refund("a", 3, NOW)
+      assert.are.same(expect({}), lim:stats())
+      assert.are.same(expect({}), keyed:stats())
+      for _ = 1, 3 do assert.is_true(select(5, lim:charge(2 ^ 62, NOW))) end
+      assert.are.same(expect({ admitted = 3, units_admitted = 20 }), lim:stats())
+      for _ = 1, 3 do assert.is_false((lim:check(2 ^ 62, NOW))) end
+      assert.are.equal(math.maxinteger or 2 ^ 63, lim:stats().units_refused) -- saturated
+   end)
 
    it("keyed: counts across two objects on one region", function()
       local path = fresh_path()
@@ -122,7 +137,7 @@ describe("stats", function()
       local keyed = cellrate.keyed("100/minute", { capacity = 50, shared = path })
       keyed:allow("a", 1, NOW)
       local info = assert(cellrate.inspect_region(path))
-      assert.are.equal(5, info.layout_version)
+      assert.are.equal(6, info.layout_version)
       assert.are.equal("keyed", info.kind)
       assert.are.equal("gcra", info.algorithm)
       assert.are.equal(tostring(keyed), info.limit)

@@ -147,10 +147,10 @@ local function read_decisions()
       local w = words(line.text)
       if w[1] == "limit" then -- run as gcra and as token_bucket: identical decisions
          sequences[#sequences + 1] = { line = line.number, emission = w[2], burst = w[3], steps = {},
-            algorithms = { "gcra", "token_bucket" } }
+            algorithms = { "gcra", "token_bucket" }, max_debt = w[4] }
       elseif w[1] == "window" then -- emission: the window; burst: the rate
          sequences[#sequences + 1] = { line = line.number, emission = w[3], burst = w[4], steps = {},
-            algorithms = { w[2] } }
+            algorithms = { w[2] }, max_debt = w[5] }
       elseif w[1] == "reserve" then
          table.insert(sequences[#sequences].steps, {
             kind = "reserve", line = line.number, now = w[2], cost = w[3], max_wait = w[4],
@@ -158,7 +158,7 @@ local function read_decisions()
          })
       elseif w[1] == "refund" then
          table.insert(sequences[#sequences].steps, {
-            kind = "refund", line = line.number, now = w[2], cost = w[3], tat_after = w[4],
+            kind = "refund", line = line.number, now = w[2], cost = w[3], given = w[4], tat_after = w[5],
          })
       elseif w[1] == "reconfigure" then -- emission: T (windows: the window); burst: burst (the rate)
          table.insert(sequences[#sequences].steps, {
@@ -169,7 +169,7 @@ local function read_decisions()
          table.insert(sequences[#sequences].steps, {
             kind = "charge", line = line.number, now = w[2], cost = w[3], allowed = w[4] == "1",
             remaining = w[5], retry_after = w[6], reset_after = w[7], clipped = w[8] == "1",
-            tat_after = w[9],
+            committed = w[9], tat_after = w[10],
          })
       elseif w[1] == "take" then -- cost: the max_cost
          table.insert(sequences[#sequences].steps, {
@@ -200,9 +200,11 @@ local function count_ops(steps, from)
    return n
 end
 
--- face: { make(algorithm, period, burst), decide(store, commit, cost, now), reset(store),
+-- face: { make(algorithm, period, burst, max_debt), decide(store, commit, cost, now), reset(store),
 --         reserve(store, cost, max_wait, now), refund(store, cost, now),
---         charge(store, cost, now), take(store, max_cost, now) }
+--         charge(store, cost, now), take(store, max_cost, now) }, and optionally stats(store),
+--         whose units_admitted and units_refunded are checked against a charge's and a
+--         refund's units (where this Lua carries them exactly)
 -- A window sequence's "period" is its window and its "burst" its rate.
 --         and, where the store changes live, reconfigure(store, algorithm, period, burst, now)
 local function replay_one(face, seq, algorithm, counts, mismatches)
@@ -211,12 +213,28 @@ local function replay_one(face, seq, algorithm, counts, mismatches)
    end
    local period = seconds_of(seq.emission)
    local burst = integer_of(seq.burst)
+   local max_debt = seq.max_debt and integer_of(seq.max_debt)
    if not period then
       return skip("skipped: T has no exact float period", count_ops(seq.steps, 1))
    elseif not burst then
       return skip("skipped: burst is not an exact double", count_ops(seq.steps, 1))
+   elseif seq.max_debt and not max_debt then
+      return skip("skipped: max_debt is not an exact double", count_ops(seq.steps, 1))
    end
-   local store = face.make(algorithm, period, burst)
+   local store = face.make(algorithm, period, burst, max_debt)
+   -- A counter of the store, or nil where this Lua cannot carry it exactly (or it
+   -- saturated: a sequence's huge units may get it there).
+   local function counter(field)
+      local value = face.stats and face.stats(store)[field]
+      return value and value < 2 ^ 53 and value or nil
+   end
+   local function check_counted(step, field, before, want)
+      local after = counter(field)
+      if before and after and not integer_match(after - before, want) then
+         mismatches[#mismatches + 1] = ("decisions.txt:%d (%s): %s moved by %s; want %s")
+            :format(step.line, algorithm, field, tostring(after - before), want)
+      end
+   end
    local tat = "0" -- the key's state before each step, as the vectors say
    for index, step in ipairs(seq.steps) do
       if step == "reset" then
@@ -241,7 +259,9 @@ local function replay_one(face, seq, algorithm, counts, mismatches)
             end
             counts.compared = counts.compared + 1
          elseif step.kind == "refund" then
+            local before = counter("units_refunded")
             face.refund(store, cost, now)
+            check_counted(step, "units_refunded", before, step.given)
             counts.compared = counts.compared + 1
          elseif (step.kind == "charge" or step.kind == "take") and not face[step.kind] then
             return skip("skipped: a charge or take this face does not make (rest of its sequence)",
@@ -264,7 +284,9 @@ local function replay_one(face, seq, algorithm, counts, mismatches)
          else
             local allowed, remaining, retry_after, reset_after, clipped
             if step.kind == "charge" then
+               local before = counter("units_admitted")
                allowed, remaining, retry_after, reset_after, clipped = face.charge(store, cost, now)
+               check_counted(step, "units_admitted", before, step.committed)
             else
                allowed, remaining, retry_after, reset_after = face.decide(store, step.commit, cost, now)
             end
@@ -294,11 +316,11 @@ local function replay(face)
 end
 
 -- The options that rebuild a vector's limit: (rate, opts).
-local function limit_of(algorithm, period, burst)
+local function limit_of(algorithm, period, burst, max_debt)
    if algorithm == "gcra" or algorithm == "token_bucket" then
-      return 1, { period = period, burst = burst, algorithm = algorithm }
+      return 1, { period = period, burst = burst, algorithm = algorithm, max_debt = max_debt }
    end
-   return burst, { period = period, algorithm = algorithm }
+   return burst, { period = period, algorithm = algorithm, max_debt = max_debt }
 end
 
 local function report(name, counts, mismatches)
@@ -556,7 +578,9 @@ end
 describe("conformance vectors", function()
    it("decisions through cellrate.limiter", function()
       report("cellrate.limiter", replay({
-         make = function(algorithm, period, burst) return cellrate.limiter(limit_of(algorithm, period, burst)) end,
+         make = function(algorithm, period, burst, max_debt)
+            return cellrate.limiter(limit_of(algorithm, period, burst, max_debt))
+         end,
          reconfigure = function(lim, algorithm, period, burst, now)
             local rate, opts = limit_of(algorithm, period, burst)
             opts.algorithm = nil
@@ -571,13 +595,14 @@ describe("conformance vectors", function()
          refund = function(lim, cost, now) return lim:refund(cost, now) end,
          charge = function(lim, cost, now) return lim:charge(cost, now) end,
          take = function(lim, max_cost, now) return lim:take(max_cost, now) end,
+         stats = function(lim) return lim:stats() end,
       }))
    end)
 
    it("decisions through cellrate.keyed", function()
       report("cellrate.keyed", replay({
-         make = function(algorithm, period, burst)
-            local rate, opts = limit_of(algorithm, period, burst)
+         make = function(algorithm, period, burst, max_debt)
+            local rate, opts = limit_of(algorithm, period, burst, max_debt)
             opts.capacity = 64
             return cellrate.keyed(rate, opts)
          end,
@@ -595,6 +620,7 @@ describe("conformance vectors", function()
          refund = function(keyed, cost, now) return keyed:refund("key", cost, now) end,
          charge = function(keyed, cost, now) return keyed:charge("key", cost, now) end,
          take = function(keyed, max_cost, now) return keyed:take("key", max_cost, now) end,
+         stats = function(keyed) return keyed:stats() end,
       }))
    end)
 
@@ -611,8 +637,8 @@ describe("conformance vectors", function()
 
    local function keyed_face(decide)
       return {
-         make = function(algorithm, period, burst)
-            local rate, opts = limit_of(algorithm, period, burst)
+         make = function(algorithm, period, burst, max_debt)
+            local rate, opts = limit_of(algorithm, period, burst, max_debt)
             opts.capacity = 64
             return cellrate.keyed(rate, opts)
          end,
@@ -632,7 +658,9 @@ describe("conformance vectors", function()
 
    local function limiter_face(decide)
       return {
-         make = function(algorithm, period, burst) return cellrate.limiter(limit_of(algorithm, period, burst)) end,
+         make = function(algorithm, period, burst, max_debt)
+            return cellrate.limiter(limit_of(algorithm, period, burst, max_debt))
+         end,
          reconfigure = function(lim, algorithm, period, burst, now)
             local rate, opts = limit_of(algorithm, period, burst)
             opts.algorithm = nil

@@ -38,6 +38,11 @@ class WindowLimit:
     algorithm: str  # "fixed_window" | "sliding_window"
     window_ns: int  # P
     rate: int  # whole units per window
+    max_debt: int | None = None  # units a charge may count beyond the rate; None: the rate
+
+    @property
+    def debt(self) -> int:
+        return self.rate if self.max_debt is None else self.max_debt
 
     def __post_init__(self) -> None:
         assert self.algorithm in WINDOWS
@@ -157,17 +162,19 @@ def window_decide(limit: WindowLimit, counts: Counts | None, t: int, cost: int,
     return WindowDecision(allowed, remaining, retry, reset, R, after)
 
 
-def window_refund(limit: WindowLimit, counts: Counts | None, t: int, cost: int) -> Counts | None:
-    """Gives back `cost` units: from the current window's count, else (sliding)
-    from the previous window's; units of a window that ended are gone."""
+def window_refund(limit: WindowLimit, counts: Counts | None, t: int,
+                  cost: int) -> tuple[Counts | None, int]:
+    """(counts after, units given back): `cost` units from the current
+    window's count, else (sliding) from the previous window's; units of a
+    window that ended are gone."""
     if cost == 0:
-        return counts
+        return counts, 0
     window, prev, curr, _ = _seen(limit, counts, t)
     if curr > 0:
-        return Counts(window, prev, max(0, curr - cost))
+        return Counts(window, prev, max(0, curr - cost)), min(cost, curr)
     if prev > 0:
-        return Counts(window, max(0, prev - cost), 0)
-    return counts
+        return Counts(window, max(0, prev - cost), 0), min(cost, prev)
+    return counts, 0
 
 
 def window_carry(old: WindowLimit, new: WindowLimit, counts: Counts | None, t: int) -> Counts | None:
@@ -182,8 +189,8 @@ def window_carry(old: WindowLimit, new: WindowLimit, counts: Counts | None, t: i
     counts."""
     if old.algorithm != new.algorithm:
         raise ValueError("the algorithm cannot change")
-    if old == new:
-        return counts
+    if (old.window_ns, old.rate) == (new.window_ns, new.rate):
+        return counts  # max_debt bounds later charges: a debt carries whole
     window, prev, curr, _ = _seen(old, counts, t)
     if prev == 0 and curr == 0:
         return None
@@ -221,11 +228,13 @@ def gcra_reserve(limit: gcra.Limit, tat: int, t: int, cost: int,
     return True, delay, new_tat
 
 
-def gcra_refund(limit: gcra.Limit, tat: int, t: int, cost: int) -> int:
-    """Gives back `cost` units; never better than idle (a TAT <= t)."""
+def gcra_refund(limit: gcra.Limit, tat: int, t: int, cost: int) -> tuple[int, int]:
+    """(TAT after, units given back): `cost` units, never better than idle (a
+    TAT <= t); given back, the span restored in units of T, a part counted whole."""
     if cost == 0 or tat <= t:
-        return tat
-    return max(tat - cost * limit.emission_ns, t)
+        return tat, 0
+    after = max(tat - cost * limit.emission_ns, t)
+    return after, -(-(tat - after) // limit.emission_ns)
 
 
 # --------------------------------------------------------------------------
@@ -314,7 +323,7 @@ def tightest(decisions: list) -> int:
 # --------------------------------------------------------------------------
 # Cost known after the fact (docs/design.md §9)
 
-# The deepest GCRA debt: a charge leaves TAT at most now + 2**62 ns.
+# The deepest GCRA debt whatever max_debt says: TAT at most now + 2**62 ns.
 DEBT_MAX_NS = HORIZON_NS
 
 
@@ -322,44 +331,53 @@ DEBT_MAX_NS = HORIZON_NS
 class Charged:
     """A charge's decision: check's when the units fit; else the key is in debt:
     refused, retry_after the wait of one unit now, remaining and reset_after
-    those of the state charged. clipped: the charge met the ceiling."""
+    those of the state charged. clipped: the charge met the debt bound and
+    committed fewer units than asked; committed: the units it committed."""
 
     allowed: bool
     remaining: int
     retry_after_ns: int
     reset_after_ns: int
     clipped: bool
+    committed: int
 
 
 def window_ceiling(limit: WindowLimit) -> int:
-    """The largest current count a window key's state word carries: fixed
-    `end + count` reads back while count < P; sliding counts are digits of
-    radix rate + 1."""
-    return limit.window_ns - 1 if limit.algorithm == "fixed_window" else limit.rate
+    """The largest current count a charge may leave: fixed, the rate plus
+    max_debt, at most what `end + count` carries while count < P; sliding,
+    the rate (counts are digits of radix rate + 1: no debt)."""
+    if limit.algorithm == "fixed_window":
+        return min(limit.rate + limit.debt, limit.window_ns - 1)
+    return limit.rate
 
 
 def charge(limit, state, t: int, cost: int) -> tuple[Charged, object]:
     """(decision, state after) of charging `cost` units at t; `limit` a
-    gcra.Limit (state: the TAT) or a WindowLimit (state: Counts or None)."""
+    gcra.Limit (state: the TAT) or a WindowLimit (state: Counts or None).
+    The units committed are the cost, or, past the debt bound, the most whole
+    units under it (none when the key is there already: its state is kept)."""
     if cost < 0:
         raise ValueError("cost must be >= 0")
     peek = _peeker(limit)
     fits = peek(state, t, cost).allowed
-    clipped = False
-    after = state
-    if cost > 0 and isinstance(limit, WindowLimit):
+    if isinstance(limit, WindowLimit):
         window, prev, curr, _ = _seen(limit, state, t)
-        ceiling = window_ceiling(limit)
-        clipped = curr + cost > ceiling
-        after = Counts(window, prev, min(curr + cost, ceiling))
-    elif cost > 0:
-        wanted = max(state, t) + cost * limit.emission_ns
-        bound = t + DEBT_MAX_NS
-        clipped = wanted > bound
-        after = max(state, bound) if clipped else wanted
+        room = max(0, window_ceiling(limit) - curr)
+    else:
+        base = max(state, t)
+        T = limit.emission_ns
+        bound = t + min(limit.tolerance_ns + limit.debt * T, DEBT_MAX_NS)
+        room = max(0, (bound - base) // T)
+    committed = min(cost, room)
+    after = state
+    if committed > 0 and isinstance(limit, WindowLimit):
+        after = Counts(window, prev, curr + committed)
+    elif committed > 0:
+        after = base + committed * T
+    assert not fits or committed == cost  # what fits is the check's commit
     report = peek(after, t, 0 if fits else 1)
     return Charged(fits, report.remaining, report.retry_after_ns, report.reset_after_ns,
-                   clipped), after
+                   cost > room, committed), after
 
 
 def take(limit, state, t: int, max_cost: int) -> tuple[int, object]:

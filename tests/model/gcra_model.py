@@ -145,19 +145,23 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (58, "E_PEAK", "argument", "peak",
      "peak must be a boolean (true: track the most units held at once, for a shared total "
      "that every acquire and release updates)"),
-    (59, "E_QUOTA", "argument", "quota", "quota must be 'requests' or 'tokens'"),
-    (60, "E_HEADERS", "argument", "headers",
+    (59, "E_MAX_DEBT", "argument", "max_debt",
+     "max_debt must be an integer >= 0 (the units a charge may leave a key owing beyond its "
+     "limit)"),
+    (60, "E_SHARED_MAX_DEBT", "region", "shared", "shared: the region was made with another max_debt"),
+    (61, "E_QUOTA", "argument", "quota", "quota must be 'requests' or 'tokens'"),
+    (62, "E_HEADERS", "argument", "headers",
      "headers must be the response's fields: a mapping of names to values, or a list of "
      "(name, value) pairs, each a string"),
-    (61, "E_STATUS_CODE", "argument", "status",
+    (63, "E_STATUS_CODE", "argument", "status",
      "status must be an HTTP status code from 100 to 599, or absent"),
-    (62, "E_PENDING", "argument", "pending",
+    (64, "E_PENDING", "argument", "pending",
      "pending must be an integer >= 0 (units sent that the response cannot count yet)"),
-    (63, "E_SHARE", "argument", "share",
+    (65, "E_SHARE", "argument", "share",
      "share must be a number > 0 and <= 1 (this member's part of the provider's limit)"),
-    (64, "E_RETRIES", "argument", "retries",
+    (66, "E_RETRIES", "argument", "retries",
      "retries must be an integer >= 0 (the tries after a 429 or 503)"),
-    (65, "E_BACKOFF", "argument", "backoff",
+    (67, "E_BACKOFF", "argument", "backoff",
      "backoff must be a number of seconds > 0, and max_backoff one >= backoff (the wait "
      "before a retry doubles from backoff up to max_backoff)"),
 ]
@@ -178,10 +182,15 @@ def round_half_away(value: Fraction) -> int:
 class Limit:
     emission_ns: int  # T
     burst: int
+    max_debt: int | None = None  # units a charge may leave owing beyond tau; None: the burst
 
     @property
     def tolerance_ns(self) -> int:
         return self.emission_ns * self.burst
+
+    @property
+    def debt(self) -> int:
+        return self.burst if self.max_debt is None else self.max_debt
 
 
 @dataclass(frozen=True)
@@ -264,8 +273,8 @@ def carry(old: Limit, new: Limit, stored_tat: int, now_ns: int) -> int:
     horizon (2**62 ns): a key that far in debt stays refused for 146 years less
     tau', never admitted sooner. An idle key, and a change to the same
     parameters, keep their state word."""
-    if old == new or stored_tat <= now_ns:
-        return stored_tat
+    if (old.emission_ns, old.burst) == (new.emission_ns, new.burst) or stored_tat <= now_ns:
+        return stored_tat  # max_debt bounds later charges: a debt carries whole
     used = Fraction(stored_tat - now_ns, old.emission_ns)
     return now_ns + min(math.ceil(used * new.emission_ns), HORIZON_NS)
 

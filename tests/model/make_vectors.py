@@ -52,20 +52,23 @@ class Decisions:
     def comment(self, text: str) -> None:
         self.lines.append(f"# {text}")
 
-    def new_key(self, emission_ns: int, burst: int) -> None:
+    def new_key(self, emission_ns: int, burst: int, max_debt: int | None = None) -> None:
         if not (1 <= emission_ns and 1 <= burst and emission_ns * burst <= HORIZON_NS):
             raise ValueError(f"not a valid limit: T={emission_ns} burst={burst}")
         # The float faces rebuild the limit from (rate=1, period); prove the rule
         # the Lua reader uses agrees with the exact derivation.
         if model.float_face_seconds(emission_ns) is not None:
             assert model.float_face_period(emission_ns) is not None, emission_ns
-        self.limit = model.Limit(emission_ns, burst)
+        assert max_debt is None or 0 <= max_debt <= INT64_MAX
+        self.limit = model.Limit(emission_ns, burst, max_debt)
         self.window = None
         self.tat = 0
-        self.lines.append(f"limit {emission_ns} {burst}")
+        self.lines.append(f"limit {emission_ns} {burst}" + ("" if max_debt is None else f" {max_debt}"))
 
-    def new_window(self, algorithm: str, window_ns: int, rate: int) -> None:
-        self.window = catalogue.WindowLimit(algorithm, window_ns, rate)
+    def new_window(self, algorithm: str, window_ns: int, rate: int,
+                   max_debt: int | None = None) -> None:
+        assert max_debt is None or 0 <= max_debt <= INT64_MAX
+        self.window = catalogue.WindowLimit(algorithm, window_ns, rate, max_debt)
         # The faces build it as (rate, period = window_ns / 1e9): prove that derives window_ns.
         period = model.float_face_seconds(window_ns)
         assert period is not None and catalogue.limit_for(algorithm, float(rate), period, None) == \
@@ -73,7 +76,8 @@ class Decisions:
                               window_ns, rate), (algorithm, window_ns, rate)
         self.limit = None
         self.counts = None
-        self.lines.append(f"window {algorithm} {window_ns} {rate}")
+        self.lines.append(f"window {algorithm} {window_ns} {rate}"
+                          + ("" if max_debt is None else f" {max_debt}"))
 
     def reset(self) -> None:
         self.tat = 0
@@ -127,11 +131,11 @@ class Decisions:
     def refund(self, now_ns: int, cost: int = 1) -> None:
         self._time(now_ns)
         if self.window is not None:
-            self.counts = catalogue.window_refund(self.window, self.counts, now_ns, cost)
+            self.counts, given = catalogue.window_refund(self.window, self.counts, now_ns, cost)
         else:
             assert self.limit is not None
-            self.tat = catalogue.gcra_refund(self.limit, self.tat, now_ns, cost)
-        self.lines.append(f"refund {now_ns} {cost} {self.state}")
+            self.tat, given = catalogue.gcra_refund(self.limit, self.tat, now_ns, cost)
+        self.lines.append(f"refund {now_ns} {cost} {given} {self.state}")
 
     def _store(self):
         """(limit, state) as the model keeps them: a Limit and its TAT, or a WindowLimit and its Counts."""
@@ -154,7 +158,7 @@ class Decisions:
         self._keep(after)
         self.lines.append(
             f"charge {now_ns} {cost} {int(d.allowed)} {d.remaining} {d.retry_after_ns} "
-            f"{d.reset_after_ns} {int(d.clipped)} {self.state}"
+            f"{d.reset_after_ns} {int(d.clipped)} {d.committed} {self.state}"
         )
         return d
 
@@ -168,7 +172,9 @@ class Decisions:
         return taken
 
     def reconfigure(self, now_ns: int, emission_or_window_ns: int, burst_or_rate: int) -> None:
-        """A live change of the key's limit at now_ns (docs/design.md §4)."""
+        """A live change of the key's limit at now_ns (docs/design.md §4), with the
+        default max_debt on both sides (a face keeps a max_debt given explicitly)."""
+        assert (self.limit or self.window).max_debt is None
         self._time(now_ns)
         if self.window is not None:
             new = catalogue.WindowLimit(self.window.algorithm, emission_or_window_ns, burst_or_rate)
@@ -187,19 +193,23 @@ class Decisions:
     def text(self) -> str:
         header = (
             GENERATED
-            + "# limit <emission_ns> <burst>      starts a fresh gcra key (state 0); readers run it\n"
-            + "#                                  as gcra and as token_bucket: the decisions are identical\n"
-            + "# window <fixed_window|sliding_window> <window_ns> <rate>   starts a fresh window key\n"
+            + "# limit <emission_ns> <burst> [<max_debt>]   starts a fresh gcra key (state 0); readers\n"
+            + "#                                  run it as gcra and as token_bucket: the decisions are\n"
+            + "#                                  identical; max_debt absent: the default (the burst)\n"
+            + "# window <fixed_window|sliding_window> <window_ns> <rate> [<max_debt>]   starts a fresh\n"
+            + "#                                  window key (max_debt absent: the rate)\n"
             + "# op <now_ns> <cost> <commit> <allowed> <remaining> <retry_after_ns> <reset_after_ns>"
             " <state_after>\n"
             + "# reserve <now_ns> <cost> <max_wait_ns, -1: any> <reserved> <delay_ns> <state_after>\n"
-            + "# refund <now_ns> <cost> <state_after>\n"
+            + "# refund <now_ns> <cost> <given> <state_after>   given: the units it gave back\n"
+            + "#                                  (what units_refunded counts)\n"
             + "# reset                            the key back to state 0\n"
             + "# reconfigure <now_ns> <emission_ns|window_ns> <burst|rate> <state_after>   a live change of\n"
             + "#                                  the key's limit (same algorithm): what was used carries\n"
             + "# charge <now_ns> <cost> <allowed> <remaining> <retry_after_ns> <reset_after_ns> <clipped>"
-            " <state_after>\n"
-            + "#                                  commits cost whatever the state (debt allowed)\n"
+            " <committed> <state_after>\n"
+            + "#                                  commits cost whatever the state (debt allowed, up to\n"
+            + "#                                  max_debt); committed: the units units_admitted counts\n"
             + "# take <now_ns> <max_cost> <taken> <state_after>   as many units as fit, up to max_cost\n"
             + "# window times are on the realtime clock (windows aligned to the Unix epoch)\n"
             + f"# {self.ops} ops; {self.face_skipped_times} op times have no exact float seconds\n"
@@ -872,7 +882,7 @@ def random_live_changes(v: Decisions, rng: random.Random, count: int) -> None:
 def charge_scenarios(v: Decisions) -> None:
     v.comment("docs/design.md §9: a charge commits whatever the state; in debt every request is")
     v.comment("refused with the exact retry_after, and the first admission is when the debt has drained")
-    v.new_key(100 * MS, 5)
+    v.new_key(100 * MS, 5, 10)
     v.charge(0, 3)
     v.charge(0, 10)
     for t in (0, 500 * MS, 900 * MS - 1):
@@ -892,24 +902,82 @@ def charge_scenarios(v: Decisions) -> None:
     v.op(0, 50)
     v.op(0, 40)
     v.charge(0, 0)
-    v.comment("a charge above the burst, on an idle key: committed, in debt for the excess")
-    v.new_key(SECOND, 2)
+    v.comment("a refund gives back what the key holds at most; a part of a unit counts whole")
+    v.new_key(100 * MS, 5)
+    v.refund(0, 5)
+    v.op(0, 3)
+    v.refund(250 * MS, 3)
+    v.op(250 * MS, 5)
+    v.refund(250 * MS, 2)
+    v.comment("a charge above the burst, on an idle key: committed, in debt for the excess,")
+    v.comment("here exactly max_debt")
+    v.new_key(SECOND, 2, 5)
     v.charge(10 * SECOND, 7)
     v.op(14 * SECOND)
     v.op(15 * SECOND, 2)
     v.op(15 * SECOND)
     v.comment("a charge while the clock stepped back: from the TAT, never from the earlier now")
-    v.new_key(SECOND, 3)
+    v.new_key(SECOND, 3, 100)
     v.op(100 * SECOND, 3)
     v.charge(50 * SECOND, 2)
     v.op(104 * SECOND)
     v.op(105 * SECOND)
 
 
+def max_debt(v: Decisions) -> None:
+    v.comment("max_debt: a charge commits at most max_debt units beyond the limit (the default:")
+    v.comment("the burst), the most whole units that fit, clipped past it: one bad figure")
+    v.comment("leaves a key refused for (burst + max_debt) units' time at most, not for good")
+    v.new_key(100 * MS, 10)
+    v.charge(SECOND, INT64_MAX)
+    v.charge(SECOND, 1)
+    v.op(SECOND + 1100 * MS - 1)
+    v.op(SECOND + 1100 * MS)
+    v.comment("at max_debt exactly, then one unit past it; half a unit drained fits none whole,")
+    v.comment("one and a half fit one")
+    v.new_key(100 * MS, 10, 5)
+    v.charge(SECOND, 15)
+    v.charge(SECOND, 1)
+    v.charge(SECOND + 50 * MS, 1)
+    v.charge(SECOND + 150 * MS, 3)
+    v.op(SECOND + 700 * MS - 1)
+    v.op(SECOND + 700 * MS)
+    v.comment("max_debt 0: a charge fills the limit, never more")
+    v.new_key(SECOND, 3, 0)
+    v.charge(0, 2)
+    v.charge(0, 5)
+    v.op(0)
+    v.op(SECOND)
+    v.comment("a debt deeper than max_debt (a clock that stepped back) is kept, never lowered")
+    v.new_key(SECOND, 2, 1)
+    v.charge(10 * SECOND, 3)
+    v.charge(5 * SECOND, 1)
+    v.op(11 * SECOND)
+    v.comment("a charge that fits is check's commit, whatever max_debt")
+    v.new_key(SECOND, 4, 0)
+    v.charge(0, 4)
+    v.comment("fixed_window: the count passes the rate by max_debt (the default: the rate), the")
+    v.comment("debt ends with its window")
+    v.new_window("fixed_window", SECOND, 10)
+    v.charge(EPOCH, INT64_MAX)
+    v.op(EPOCH)
+    v.refund(EPOCH, 5)
+    v.charge(EPOCH, 3)
+    v.charge(EPOCH, 3)
+    v.op(EPOCH + SECOND)
+    v.new_window("fixed_window", SECOND, 10, 0)
+    v.charge(EPOCH, 15)
+    v.op(EPOCH + SECOND)
+    v.comment("sliding_window carries no debt whatever max_debt: the window full")
+    v.new_window("sliding_window", SECOND, 10, INT64_MAX)
+    v.charge(EPOCH, 25)
+    v.op(EPOCH + SECOND)
+
+
 def debt_bound(v: Decisions) -> None:
-    v.comment("the debt bound: TAT at most now + 2**62 ns; a charge past it is clipped there,")
-    v.comment("never an overflow, never an admission")
-    v.new_key(SECOND, 1)
+    v.comment("the horizon: whatever max_debt, TAT at most now + 2**62 ns; a charge past it is")
+    v.comment("clipped there (whole units), never an overflow, never an admission")
+    v.new_key(SECOND, 1, INT64_MAX)
     v.charge(SECOND, 5 * 10**9)
     v.charge(SECOND, 1)
     v.op(SECOND)
@@ -922,13 +990,13 @@ def debt_bound(v: Decisions) -> None:
     v.comment("a clock that stepped back below the bound keeps the TAT")
     v.charge(0, 1)
     v.op(0)
-    v.new_key(1, 1)
+    v.new_key(1, 1, INT64_MAX)
     v.charge(0, INT64_MAX)
     v.op(0)
     v.op(HORIZON_NS // 2)
-    v.comment("at the last nanosecond of the horizon: the TAT reaches 2**63 - 1, still exact")
+    v.comment("at the last nanosecond of the horizon: the TAT stays below 2**63, still exact")
     whole = 4611686018 * SECOND
-    v.new_key(100 * MS, 5)
+    v.new_key(100 * MS, 5, INT64_MAX)
     v.charge(whole, 2**62)
     v.op(whole)
     v.op(whole, 5)
@@ -941,7 +1009,7 @@ def debt_bound(v: Decisions) -> None:
 def window_debts(v: Decisions) -> None:
     v.comment("fixed_window debt: the count passes the rate up to period_ns - 1 (the packed ceiling);")
     v.comment("the debt ends with its window")
-    v.new_window("fixed_window", SECOND, 100)
+    v.new_window("fixed_window", SECOND, 100, INT64_MAX)
     v.charge(EPOCH, 60)
     v.charge(EPOCH, 60)
     v.op(EPOCH)
@@ -955,7 +1023,7 @@ def window_debts(v: Decisions) -> None:
     v.op(EPOCH + 2 * QUARTER)
     v.op(EPOCH + SECOND)
     v.take(EPOCH + SECOND, 1000)
-    v.new_window("fixed_window", 1953125 * 8, 2)
+    v.new_window("fixed_window", 1953125 * 8, 2, INT64_MAX)
     v.charge(EPOCH, 1953125 * 8 - 1)
     v.charge(EPOCH, 1)
     v.op(EPOCH)
@@ -1015,7 +1083,8 @@ def random_charges(v: Decisions, rng: random.Random, count: int) -> None:
         if algorithm == "gcra":
             emission = rng.choice((1, 1000, MS, 100 * MS, SECOND, rng.randrange(1, 2**36)))
             burst = rng.choice((1, 2, 5, 10, rng.randrange(1, 1000)))
-            v.new_key(emission, burst)
+            v.new_key(emission, burst, rng.choice((None, None, None, 0, rng.randrange(0, 3 * burst + 1),
+                                                   INT64_MAX)))
             t = rng.choice((0, rng.randrange(0, 2**45)))
             step, amount = emission, burst
         else:
@@ -1023,7 +1092,8 @@ def random_charges(v: Decisions, rng: random.Random, count: int) -> None:
             ceiling = (catalogue.fixed_ceiling(window) if algorithm == "fixed_window"
                        else catalogue.sliding_ceiling(window))
             amount = min(rng.choice((1, 3, 10, 100, rng.randrange(1, ceiling + 1))), ceiling)
-            v.new_window(algorithm, window, amount)
+            v.new_window(algorithm, window, amount,
+                         rng.choice((None, None, None, 0, rng.randrange(0, 3 * amount + 1), INT64_MAX)))
             t = EPOCH + 1953125 * rng.randrange(0, 2**20)
             step = window
         for _ in range(rng.randrange(5, 50)):
@@ -1071,6 +1141,7 @@ def make_decisions() -> str:
     rng = random.Random(SEED + 5)
     random_live_changes(v, rng, 150)
     charge_scenarios(v)
+    max_debt(v)
     debt_bound(v)
     window_debts(v)
     takes(v)

@@ -57,9 +57,11 @@ METRICS = [
     Metric("cellrate.decisions", "Requests decided by a rate limit, by outcome.", "counter",
            "{request}", "rate", DECISION,
            [("admitted", "admitted"), ("refused", "refused"), ("would_refuse", "would_refuse")]),
-    Metric("cellrate.units", "Units (cost) of the requests decided by a rate limit, by outcome.",
+    Metric("cellrate.units", "Units (cost) of the requests decided by a rate limit, by outcome "
+           "(refunded: units given back after their admission).",
            "counter", "{unit}", "rate", DECISION,
-           [("units_admitted", "admitted"), ("units_refused", "refused")]),
+           [("units_admitted", "admitted"), ("units_refused", "refused"),
+            ("units_refunded", "refunded")]),
     Metric("cellrate.unfittable", "Refusals of a cost above the burst, which never fits.",
            "counter", "{request}", "rate", None, [("unfittable", None)]),
     Metric("cellrate.evictions", "Keys evicted from a full keyed table.", "counter", "{key}",

@@ -176,9 +176,31 @@ def test_reserve_and_refund():
     assert catalogue.gcra_reserve(limit, 200 * MS, 0, 1, None) == (True, 100 * MS, 300 * MS)
     assert catalogue.gcra_reserve(limit, 200 * MS, 0, 1, 50 * MS) == (False, 0, 200 * MS)
     assert catalogue.gcra_reserve(limit, 0, 0, 3, None)[0] is False
-    assert catalogue.gcra_refund(limit, 300 * MS, 0, 1) == 200 * MS
-    assert catalogue.gcra_refund(limit, 300 * MS, 0, 10) == 0
-    assert catalogue.gcra_refund(limit, 300 * MS, 400 * MS, 1) == 300 * MS
+    assert catalogue.gcra_refund(limit, 300 * MS, 0, 1) == (200 * MS, 1)
+    assert catalogue.gcra_refund(limit, 300 * MS, 0, 10) == (0, 3)  # what was taken
+    assert catalogue.gcra_refund(limit, 300 * MS, 400 * MS, 1) == (300 * MS, 0)
+    assert catalogue.gcra_refund(limit, 300 * MS, 250 * MS, 1) == (250 * MS, 1)  # half, whole
+
+
+def test_the_debt_bound():
+    """A charge commits at most max_debt units beyond the limit (default: the
+    burst, a window's rate), in whole units; past it, clipped."""
+    limit = Limit(100 * MS, 10)
+    d, tat = catalogue.charge(limit, 0, S, 2**70)
+    assert (d.clipped, d.committed, tat, d.retry_after_ns) == (True, 20, S + 2 * S,
+                                                               1100 * MS)
+    d, again = catalogue.charge(limit, tat, S, 1)
+    assert (d.clipped, d.committed, again) == (True, 0, tat)
+    d, tat = catalogue.charge(Limit(100 * MS, 10, 100), 0, S, 50)
+    assert (d.clipped, d.committed, d.retry_after_ns) == (False, 50, 4100 * MS)
+    d, tat = catalogue.charge(Limit(100 * MS, 10, 0), 0, S, 11)
+    assert (d.clipped, d.committed, tat) == (True, 10, 2 * S)
+    fixed = catalogue.WindowLimit("fixed_window", S, 10)
+    assert catalogue.charge(fixed, None, S, 2**70)[0].committed == 20
+    fixed = catalogue.WindowLimit("fixed_window", S, 10, 2**62)
+    assert catalogue.charge(fixed, None, S, 2**70)[0].committed == S - 1
+    sliding = catalogue.WindowLimit("sliding_window", S, 10, 2**62)
+    assert catalogue.charge(sliding, None, S, 2**70)[0].committed == 10
 
 
 def test_interval_bound_holds_on_random_arrivals():

@@ -219,3 +219,22 @@ class Nginx:
         _, _, body = self.get("/stats")
         return {name: int(value) for name, value in
                 (line.split() for line in body.decode().splitlines())}
+
+    def in_flight_stats(self) -> dict[str, int]:
+        """/in_flight_stats: the most /in_flight requests its handler saw at
+        once, and the units limits.in_flight and limits.pair hold."""
+        _, _, body = self.get("/in_flight_stats")
+        return {name: int(value) for name, value in
+                (line.split() for line in body.decode().splitlines())}
+
+    def until_held(self, want: int = 0, limit: str = "held", within: float = 30.0) -> int:
+        """The units `limit` of /in_flight_stats holds, once they are `want`
+        (or `within` seconds on). A request's unit is released by its log
+        phase, after the response: a client that saw the response may still
+        find it held, for as long as the machine takes to run that phase."""
+        deadline = time.monotonic() + within
+        held = self.in_flight_stats()[limit]
+        while held != want and time.monotonic() < deadline:
+            time.sleep(0.01)
+            held = self.in_flight_stats()[limit]
+        return held

@@ -29,8 +29,8 @@ import pytest
 
 from server import REPO, free_port, nginx_binary
 
-sys.path.insert(0, str(REPO / "tests" / "docs"))
-import fences  # noqa: E402  (tests/docs/fences.py: the blocks of a Markdown page)
+sys.path.insert(0, str(REPO / "tools" / "docs"))
+import fences  # noqa: E402  (tools/docs/fences.py: the blocks of a Markdown page)
 
 PAGES = ("README.md", "docs/nginx.md", "docs/live.md", "docs/operations.md")
 LIMITS_FILE = "/etc/nginx/cellrate-limits.lua"

@@ -167,11 +167,13 @@ def test_several_limits_as_one():
 
 
 def test_wait_holds_requests_on_ngx_sleep_without_blocking_the_worker():
-    """10/s, burst 1, wait 0.25 s, five requests at once on one worker: the
-    reservations are due at 0, 0.1 and 0.2 s, so three pass, each held for its
-    delay, and two (0.3 and 0.4 s) are refused at once. A request to another
+    """1/s, burst 1, wait 2.1 s, five requests at once on one worker: the
+    reservations are due at 0, 1 and 2 s, so three pass, each held for its
+    delay, and two (3 and 4 s) are refused at once. A request to another
     location sent meanwhile is answered before the last waiter: the worker
-    sleeps on ngx.sleep, not in the operating system."""
+    sleeps on ngx.sleep, not in the operating system. The split holds for
+    any arrivals within 0.9 s of the first (a busy machine's clients), and
+    every time compared is seconds apart."""
     with Nginx(workers=1) as server:
         barrier = threading.Barrier(5)
         done = {}
@@ -194,8 +196,8 @@ def test_wait_holds_requests_on_ngx_sleep_without_blocking_the_worker():
     assert statuses == [200, 200, 200, 429, 429]
     admitted = sorted(when - started for when, status, _ in done.values() if status == 200)
     refused = [when - started for when, status, _ in done.values() if status == 429]
-    # Each waiter is held at least its delay (0, 0.1, 0.2 s); refusals do not wait.
-    assert admitted[1] >= 0.1 - 0.01 and admitted[2] >= 0.2 - 0.01, admitted
+    # Each waiter is held at least its delay (0, 1, 2 s); refusals do not wait.
+    assert admitted[1] >= 1 - 0.01 and admitted[2] >= 2 - 0.01, admitted
     assert max(refused) < admitted[2], (refused, admitted)
     assert other_done < admitted[2]
     for _, status, headers in done.values():
@@ -248,7 +250,11 @@ def test_precision_at_5000_per_second(burst):
     until that arrival is lost; so an exact GCRA admits elapsed / (200 us +
     mean gap), below 5000 * elapsed - burst (measured here: the model itself
     admits about 2900/s under 30000/s offered). With burst 250 (50 ms of
-    tolerance) that lower bound holds as well."""
+    tolerance) it admits about 5000 * elapsed, unless the machine pauses wrk
+    or nginx for longer than that: what an exact GCRA admits is the model's
+    count on the arrivals, whatever the machine did, and the count is
+    compared with that. How fast wrk offers is the machine's affair too: the
+    limit has only to have refused some."""
     wrk = shutil.which("wrk")
     assert wrk, "wrk not found: run make deps (tests/install-deps.sh)"
     rate = 5000
@@ -262,7 +268,6 @@ def test_precision_at_5000_per_second(burst):
     arrivals = sorted(int(line) for line in body.split())
     elapsed = (arrivals[-1] - arrivals[0]) / 1e9
     assert elapsed > 1.5, run.stdout
-    assert len(arrivals) / elapsed > 1.5 * rate, f"offered only {len(arrivals) / elapsed:.0f}/s"
     assert admitted <= burst + rate * elapsed + 1
     limit = gcra_model.Limit(emission_ns=1_000_000_000 // rate, burst=burst)
     tat, expected = 0, 0
@@ -272,9 +277,7 @@ def test_precision_at_5000_per_second(burst):
         expected += decision.allowed
     assert abs(admitted - expected) <= 0.01 * expected, (
         f"admitted {admitted}, the model {expected}, in {elapsed:.6f} s")
-    if burst > 1:
-        assert admitted >= rate * elapsed - burst, (
-            f"admitted {admitted} in {elapsed:.6f} s: below {rate * elapsed - burst:.1f}")
+    assert expected < len(arrivals), f"offered only {len(arrivals) / elapsed:.0f}/s: none refused"
 
 
 def test_reload_during_traffic_keeps_every_key():
@@ -299,17 +302,28 @@ def test_reload_during_traffic_keeps_every_key():
                 except (OSError, http.client.HTTPException) as error:
                     failures.append(repr(error))
 
+        def until(condition, what):
+            # traffic is what the clients get through, however busy the machine
+            deadline = time.monotonic() + 30
+            while not condition():
+                assert time.monotonic() < deadline, what
+                time.sleep(0.01)
+
         threads = [threading.Thread(target=client) for _ in range(3)]
         for thread in threads:
             thread.start()
         try:
-            time.sleep(0.3)
+            until(lambda: len(replies) > 20, "no traffic before the reload")
             old_workers = {str(pid) for pid in server.worker_pids()}
             server.reload()
-            time.sleep(0.3)
+            count = len(replies)
+            until(lambda: len(replies) > count + 20, "no traffic between the reloads")
             server.reload()
             new_workers = {str(pid) for pid in server.worker_pids()} - old_workers
-            time.sleep(0.3)
+            until(lambda: any(worker in new_workers for _, worker in replies),
+                  "no reply from a reloaded worker")
+            count = len(replies)
+            until(lambda: len(replies) > count + 20, "no traffic after the reloads")
         finally:
             stop.set()
             for thread in threads:
@@ -318,8 +332,6 @@ def test_reload_during_traffic_keeps_every_key():
     statuses = [status for status, _ in replies]
     assert set(statuses) <= {200, 429}
     assert 5 + statuses.count(200) == burst
-    assert any(worker in new_workers for _, worker in replies), "no reply from a reloaded worker"
-    assert len(replies) > 50
 
 
 def test_reload_with_a_changed_limit_under_traffic_carries_what_was_used():
@@ -346,7 +358,7 @@ def test_reload_with_a_changed_limit_under_traffic_carries_what_was_used():
         for thread in threads:
             thread.start()
         try:
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 30
             while sum(status == 429 for status, _, _ in replies) < 20:
                 assert time.monotonic() < deadline, "the burst was never used up"
                 time.sleep(0.01)
@@ -359,11 +371,11 @@ def test_reload_with_a_changed_limit_under_traffic_carries_what_was_used():
             assert check.returncode == 0, check.stderr
             server.reload()
             new_workers = {str(pid) for pid in server.worker_pids()} - old_workers
-            deadline = time.monotonic() + 10
-            while not any(worker in new_workers for _, worker, _ in replies):
-                assert time.monotonic() < deadline, "no reply from a reloaded worker"
+            deadline = time.monotonic() + 30
+            while not any(worker in new_workers and status == 429
+                          for status, worker, _ in replies):
+                assert time.monotonic() < deadline, "no refusal from a reloaded worker"
                 time.sleep(0.01)
-            time.sleep(0.3)
         finally:
             stop.set()
             for thread in threads:

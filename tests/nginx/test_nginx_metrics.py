@@ -50,6 +50,10 @@ def test_metrics_summed_over_four_workers():
             replies = [r for batch in pool.map(client, range(1, CLIENTS + 1)) for r in batch]
         for _ in range(5):
             assert server.get("/in_flight?sleep=0")[0] == 200
+            # Its log phase releases the unit after the response: with
+            # reuseport the next request may reach another worker first, and
+            # overlap it. Sequential means after the release.
+            assert server.until_held(0) == 0
         scrapes = []
         answered_by = set()
         for _ in range(200):

@@ -2,16 +2,21 @@
 
 The suite tests the installed package: `make test-py` installs each
 interpreter's wheel outside the tree, `make py` installs into .venv; or an
-in-place build put first on the path with PYTHONPATH=python.
+in-place build put first on the path with PYTHONPATH=python (but for
+cellrate.redis and cellrate.share: their scripts, redis/ in the tree, are
+package data that only a build puts in the package).
 """
 
 import asyncio
+import math
 import multiprocessing
 import os
 import pathlib
 import shutil
 import sys
 import tempfile
+import threading
+import time
 
 import pytest
 
@@ -38,6 +43,31 @@ def core_status(name: str) -> tuple[str, str]:
     raise LookupError(f"no status {name} in tests/vectors/status.txt")
 
 
+@pytest.fixture
+def never_sleeps(monkeypatch):
+    """Makes any sleep of the waits (cellrate._wait: time.sleep, asyncio.sleep)
+    fail the test: a call that must refuse at once is seen not to sleep,
+    however slowly a busy machine runs it, where a stopwatch could not tell a
+    sleep from a pause. asyncio.sleep(0), a turn of the loop, stays allowed."""
+    import types
+
+    from cellrate import _wait
+
+    def forbidden(seconds):
+        raise AssertionError(f"slept {seconds} s where it must refuse at once")
+
+    real_asyncio_sleep = asyncio.sleep
+
+    async def forbidden_async(seconds, *args, **kwargs):
+        if seconds > 0:
+            forbidden(seconds)
+        return await real_asyncio_sleep(seconds, *args, **kwargs)
+
+    monkeypatch.setattr(_wait, "time", types.SimpleNamespace(monotonic=time.monotonic,
+                                                             sleep=forbidden))
+    monkeypatch.setattr(asyncio, "sleep", forbidden_async)
+
+
 async def ticks_during(awaitable):
     """What `awaitable` gives and how many times another task ran meanwhile,
     sleeping 10 ms between ticks: a wait that blocked the loop lets it tick
@@ -59,6 +89,87 @@ async def ticks_during(awaitable):
         stop.set()
         await task
     return result, ticks
+
+
+class Recording:
+    """A Limiter (or KeyedLimiter) whose reservations note, in the order they
+    were made, the thread that made each, its delay, and the key's TAT right
+    after it (monotonic s: a probe's reset_after at 0; with burst 1 and cost
+    1 the reserved unit comes due one T before it); a lock makes the
+    reservation and the notes one step. The waits of the compiled type run on
+    it as on the limiter: _wait.limiter_wait(recording)."""
+
+    def __init__(self, limiter):
+        self.limiter = limiter
+        self.lock = threading.Lock()
+        self.reserved = []
+        self.delays = []
+        self.tats = []
+
+    def reserve(self, *args, **kwargs):  # (*key, cost, ...)
+        with self.lock:
+            delay = self.limiter.reserve(*args, **kwargs)
+            self.tats.append(self.limiter.peek(*args[:-1], 0, now=0.0).reset_after)
+            self.reserved.append(threading.current_thread())
+            self.delays.append(delay)
+            return delay
+
+    def __getattr__(self, name):
+        return getattr(self.limiter, name)
+
+
+class Books:
+    """One deciding thread's (or process's) books of a GCRA key, for a floor on
+    what several of them admitted on a real clock whatever the schedule (as
+    tests/c/books.h for the C tests, which says why): each decision of cost 1
+    bracketed by two readings of the clock the limit decides on; TAT is then
+    at least `before` + T after an admission, + tau - T after a refusal, and
+    the key may have lain idle only where no decider ruled it out."""
+
+    def __init__(self, since: float, emission: float, tolerance: float):
+        self.since, self.emission, self.tolerance = since, emission, tolerance
+        self.first_after = self.last_after = self.busy_until = None
+        self.idle = []  # [from, to] spans, sorted and disjoint
+
+    def record(self, before: float, after: float, allowed: bool) -> None:
+        if self.first_after is None:
+            self.first_after = after
+            self.add_idle(self.since, after)
+        elif after > self.busy_until:
+            self.add_idle(self.busy_until, after)
+        self.last_after = after
+        busy = before + (self.emission if allowed else self.tolerance - self.emission)
+        self.busy_until = busy if self.busy_until is None else max(self.busy_until, busy)
+
+    def add_idle(self, start: float, end: float) -> None:
+        if self.idle and start <= self.idle[-1][1]:
+            self.idle[-1][1] = end
+        else:
+            self.idle.append([start, end])
+
+
+def books_fewest(books: list, slack: float) -> int:
+    """The fewest units the deciders of `books` admitted on their key, `slack`
+    (seconds) allowed for the clock the decisions read against the brackets'."""
+    deciders = [b for b in books if b.first_after is not None]
+    if not deciders:
+        return 0
+    first = min(b.first_after for b in deciders)
+    last = max(b.last_after for b in deciders)
+    tat = max(b.busy_until for b in deciders)
+    edges = []
+    for b in deciders:
+        if last > b.busy_until:
+            b.add_idle(b.busy_until, last)  # after its last decision
+        edges += [(start, 1) for start, _ in b.idle] + [(end, -1) for _, end in b.idle]
+    edges.sort()
+    idle, open_spans = 0.0, 0
+    for (at, step), (following, _) in zip(edges, edges[1:]):
+        open_spans += step  # the spans open between this edge and the next
+        if open_spans == len(deciders):  # from the first decision on
+            idle += max(0.0, following - max(at, first))
+    emission = deciders[0].emission
+    return math.ceil((tat - first - idle - slack) / emission)
 
 
 def rss_bytes() -> int:

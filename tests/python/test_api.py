@@ -4,7 +4,9 @@ Expected values are worked out by hand from the formulas of docs/design.md §1 (
 comments), in whole nanoseconds: T is the emission interval, tau = T * burst.
 """
 
+import ast
 import importlib.metadata
+import importlib.util
 import inspect
 import math
 import pickle
@@ -218,7 +220,9 @@ def test_check_commits_like_allow(one_key):
 
 def test_clock_is_the_clock_of_time_monotonic(one_key):
     # one per hour: an admission at an explicit monotonic() time makes the
-    # core's own clock reading see a full key, and the other way round.
+    # core's own clock reading see a full key, and the other way round (a
+    # minute's slack for a busy machine's pause between the two calls; another
+    # clock would be off by far more).
     lim = one_key(1, 3600, burst=1)
     assert lim.allow(now=time.monotonic())
     assert not lim.allow()
@@ -226,7 +230,7 @@ def test_clock_is_the_clock_of_time_monotonic(one_key):
     assert lim.allow()
     dec = lim.check(now=time.monotonic())
     assert not dec.allowed
-    assert 3599.0 < dec.retry_after <= 3600.0
+    assert 3540.0 < dec.retry_after <= 3600.0
 
 
 def test_default_arguments_use_cost_1_and_the_clock(one_key):
@@ -235,7 +239,7 @@ def test_default_arguments_use_cost_1_and_the_clock(one_key):
     dec = lim.check()
     assert dec.allowed and dec.remaining == 0
     assert not lim.allow()
-    assert 7199.0 < lim.peek().reset_after <= 7200.0
+    assert 7140.0 < lim.peek().reset_after <= 7200.0
 
 
 # --------------------------------------------------------------------------
@@ -402,7 +406,7 @@ def test_method_signatures_are_introspectable():
 def test_constructor_signatures_are_introspectable():
     params = inspect.signature(cellrate.Limiter).parameters
     assert list(params) == ["rate", "period", "burst", "shared", "shared_mode", "clock", "algorithm",
-                            "on_change", "max_cost"]
+                            "on_change", "max_cost", "max_debt"]
     assert params["burst"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["shared"].kind is inspect.Parameter.KEYWORD_ONLY
     assert list(inspect.signature(cellrate.KeyedLimiter).parameters) == [
@@ -416,6 +420,7 @@ def test_constructor_signatures_are_introspectable():
         "algorithm",
         "on_change",
         "max_cost",
+        "max_debt",
     ]
     assert list(inspect.signature(cellrate.Decision).parameters) == [
         "allowed",
@@ -608,8 +613,8 @@ def test_no_growth_over_many_constructions_and_calls():
 
 
 def test_fast_clock():
-    # One unit per 100 ms: a busy machine's pauses between these calls cannot
-    # refill a unit unnoticed.
+    # One unit per 100 ms: the refusal the wait starts from is the check's own
+    # (a busy machine's pause after draining can refill a unit).
     for make in (lambda **kw: cellrate.Limiter(10, burst=5, **kw),
                  lambda **kw: cellrate.KeyedLimiter(10, burst=5, **kw)):
         assert make().clock == "fast"
@@ -622,10 +627,10 @@ def test_fast_clock():
         # The decisions follow time.monotonic(): a drained limiter waits its retry_after.
         call = (lambda f, *a, **k: f(*a, **k)) if isinstance(lim, cellrate.Limiter) else (
             lambda f, *a, **k: f("key", *a, **k))
-        while call(lim.allow):
-            pass
         d = call(lim.check)
-        assert not d.allowed and 0 < d.retry_after <= 0.1
+        while d.allowed:
+            d = call(lim.check)
+        assert 0 < d.retry_after <= 0.1
         time.sleep(d.retry_after + 0.0005)
         assert call(lim.allow)
         # An explicit now is taken as given, whatever the clock.
@@ -787,3 +792,26 @@ def test_keyed_reconfigure_carries_each_key_on_its_next_touch():
     for i in range(300):
         keyed.reconfigure(100 if i % 2 else 200, burst=20, now=6.0)
     assert keyed.peek("sleeper", 0, now=6.0).remaining == 17
+
+
+def test_no_module_takes_a_private_name_from_a_public_one():
+    """A private name that several modules share lives in a private module (as
+    cellrate.redis's _protocol and _store, which the fleet share builds on): a public
+    module's private names are its own. Imports for type checking only do not count."""
+    package = pathlib.Path(cellrate.__file__).resolve().parent
+    taken = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        type_only = {id(node) for block in ast.walk(tree)
+                     if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+                     for node in ast.walk(block)}
+        for node in ast.walk(tree):
+            if (not isinstance(node, ast.ImportFrom) or id(node) in type_only or not node.module
+                    or node.module.split(".")[0] != "cellrate"
+                    or node.module.split(".")[-1].startswith("_")):
+                continue
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and importlib.util.find_spec(f"{node.module}.{alias.name}") is None:
+                    taken.append(f"{path.relative_to(package)}: {node.module}.{alias.name}")
+    assert not taken

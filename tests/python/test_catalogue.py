@@ -241,9 +241,9 @@ class ModelStore:
     def refund(self, key, now, cost):
         k = self.key(key)
         if isinstance(self.limit, model.Limit):
-            self.states[k] = catalogue.gcra_refund(self.limit, self.states.get(k, 0), now, cost)
+            self.states[k] = catalogue.gcra_refund(self.limit, self.states.get(k, 0), now, cost)[0]
         else:
-            self.states[k] = catalogue.window_refund(self.limit, self.states.get(k), now, cost)
+            self.states[k] = catalogue.window_refund(self.limit, self.states.get(k), now, cost)[0]
 
     def reset(self, key):
         self.states.pop(self.key(key), None)

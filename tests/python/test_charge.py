@@ -18,12 +18,16 @@ import gcra_model  # noqa: E402
 SECOND = 10**9
 
 
-def stores(region_dir):
-    """(name, charge, take, check) for each store kind, a fresh 10/s burst-5 limit each."""
-    limiter = cellrate.Limiter(10, burst=5)
-    keyed = cellrate.KeyedLimiter(10, burst=5, capacity=16)
-    shared = cellrate.Limiter(10, burst=5, shared=region_dir / "one")
-    shared_keyed = cellrate.KeyedLimiter(10, burst=5, capacity=16, shared=region_dir / "many")
+def stores(region_dir, **options):
+    """(name, charge, take, check) for each store kind, a fresh 10/s burst-5 limit each
+    (max_debt=10 unless `options` say otherwise)."""
+    options = {"burst": 5, "max_debt": 10, **options}
+    region_dir = region_dir / str(len(list(region_dir.iterdir())))  # fresh regions each call
+    region_dir.mkdir()
+    limiter = cellrate.Limiter(10, **options)
+    keyed = cellrate.KeyedLimiter(10, capacity=16, **options)
+    shared = cellrate.Limiter(10, shared=region_dir / "one", **options)
+    shared_keyed = cellrate.KeyedLimiter(10, capacity=16, shared=region_dir / "many", **options)
     for name, lim in (("Limiter", limiter), ("shared Limiter", shared)):
         yield (name, lambda c, now, lim=lim: lim.charge(c, now=now),
                lambda m, now, lim=lim: lim.take(m, now=now),
@@ -36,7 +40,7 @@ def stores(region_dir):
 
 def test_a_debt_drains_at_exactly_the_rate(region_dir):
     """The first admission after a debt is at the instant the model says, in every store."""
-    limit = gcra_model.Limit(100 * 10**6, 5)
+    limit = gcra_model.Limit(100 * 10**6, 5, 10)
     _, tat = catalogue_model.charge(limit, 0, 0, 12)
     first = gcra_model.decide(limit, tat, 0, 1, commit=False).retry_after_ns  # when one unit fits
     assert first == 800 * 10**6
@@ -59,27 +63,70 @@ def test_settling_an_estimate(region_dir):
         assert take(10, 0.0) == 1, name
 
 
-def test_a_charge_past_the_debt_bound_is_clipped_and_says_so():
-    lim = cellrate.Limiter("1/s", burst=1)
-    d = lim.charge(2**63 - 1, now=1.0)
-    assert d.clipped and not d.allowed
-    assert d.reset_after == 2**62 / 1e9  # the bound: now + 2**62 ns
-    assert lim.charge(1, now=1.0).clipped
-    assert not lim.check(now=1.0).allowed
-    assert "clipped=True" in repr(d) and "clipped" not in repr(lim.check(now=1.0))
+def test_one_bad_figure_locks_a_key_out_for_one_more_burst_at_most(region_dir):
+    """A charge of 2**70 (an upstream's usage header gone wrong): committed up to
+    max_debt units beyond the burst (default: the burst), clipped, and the key is
+    admitted again once that drains (1.1 s at 10/s, burst 10), not in 146 years."""
+    for name, charge, _, check in stores(region_dir, burst=10, max_debt=None):
+        d = charge(2**70, 1.0)
+        assert (d.allowed, d.clipped, d.retry_after) == (False, True, 1.1), name
+        assert charge(1, 1.0).clipped, name  # at the bound: nothing more fits
+        assert not check(2.0999).allowed and check(2.1).allowed, name
+
+
+def test_max_debt_sets_the_bound(region_dir):
+    for name, charge, _, _ in stores(region_dir, burst=10, max_debt=100):
+        d = charge(50, 1.0)  # 40 units of debt: below the bound
+        assert (d.clipped, d.retry_after) == (False, 4.1), name
+        d = charge(2**70, 1.0)  # 60 more fit under it
+        assert (d.clipped, d.retry_after) == (True, 10.1), name
+    for name, charge, _, check in stores(region_dir, burst=10, max_debt=0):
+        assert charge(15, 1.0).clipped, name  # no debt at all: the limit filled
+        assert check(1.1).allowed, name
+    huge = cellrate.Limiter("1/s", burst=1, max_debt=2**63 - 1)
+    d = huge.charge(2**63 - 1, now=1.0)  # whatever max_debt: the horizon, 2**62 ns
+    assert d.clipped and d.reset_after == 4611686018.0  # the whole seconds below 2**62 ns
+    assert "clipped=True" in repr(d) and "clipped" not in repr(huge.check(now=1.0))
     assert cellrate.Decision(False, 0, 1.0, 1.0, 1, clipped=True) != \
         cellrate.Decision(False, 0, 1.0, 1.0, 1)
 
 
-def test_window_debts_reach_the_packed_ceiling():
-    fixed = cellrate.Limiter(100, 1, algorithm="fixed_window")
-    now = 1_700_000_000.25
-    assert not fixed.charge(SECOND - 1, now=now).clipped  # the count: period_ns - 1
-    assert fixed.charge(1, now=now).clipped
-    assert fixed.check(now=now + 0.75).allowed  # the next window: the debt went with its own
-    sliding = cellrate.Limiter(100, 1, algorithm="sliding_window")
-    assert sliding.charge(100, now=now).clipped is False
-    assert sliding.charge(1, now=now).clipped  # the current count carries at most the rate
+def test_max_debt_option():
+    lim = cellrate.Limiter("10/s")
+    assert lim.max_debt == 10 and "max_debt" not in repr(lim)  # the default: the burst
+    keyed = cellrate.KeyedLimiter("10/s", burst=20, max_debt=5)
+    assert keyed.max_debt == 5 and "max_debt=5" in repr(keyed)
+    assert cellrate.Limiter(10, 60, algorithm="fixed_window").max_debt == 10  # a window: its rate
+    for bad, error in ((-1, cellrate.InvalidArgument), (2.5, cellrate.InvalidArgumentType),
+                       ("3", cellrate.InvalidArgumentType)):
+        for make in (cellrate.Limiter, cellrate.KeyedLimiter):
+            with pytest.raises(error) as info:
+                make(10, max_debt=bad)
+            assert info.value.param == "max_debt", bad
+            assert "max_debt must be an integer >= 0" in str(info.value)
+    # a live change keeps a max_debt given; max_debt= changes it (a debt carries whole)
+    keyed.reconfigure(100, burst=30)
+    assert (keyed.burst, keyed.max_debt) == (30, 5)
+    keyed.reconfigure(100, burst=30, max_debt=50)
+    assert keyed.max_debt == 50
+    lim.reconfigure(20)  # the default follows the new burst
+    assert lim.max_debt == 20
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        lim.reconfigure(20, max_debt=-1)
+    assert info.value.param == "max_debt" and lim.max_debt == 20
+
+
+def test_max_debt_is_the_shared_regions(region_dir):
+    path = region_dir / "debt"
+    first = cellrate.Limiter(10, burst=10, shared=path)
+    assert first.charge(2**70, now=1.0).retry_after == 1.1
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.Limiter(10, burst=10, max_debt=100, shared=path, on_change="refuse")
+    assert info.value.param == "shared" and "another max_debt" in str(info.value)
+    with pytest.warns(RuntimeWarning, match="max_debt=100"):
+        second = cellrate.Limiter(10, burst=10, max_debt=100, shared=path)
+    assert first.charge(2**70, now=1.0).retry_after == 10.1  # the region's, for every opener
+    assert (first.max_debt, second.max_debt) == (100, 100)
 
 
 def test_take_under_four_threads_never_admits_more_than_fits():

@@ -30,8 +30,8 @@ CITATION = re.compile(r"§(\d+)")
 OLD_CITATION = re.compile(r"\bDESIGN(?:\.md)?\s+(?:§|sections?\b)")
 ANCHOR_LINK = re.compile(r"\bdesign(?:\.md|/([\w-]+\.md))#([\w-]+)")
 
-sys.path.insert(0, str(REPO / "tests" / "docs"))
-import fences  # noqa: E402  (tests/docs/fences.py: the blocks of a Markdown page)
+sys.path.insert(0, str(REPO / "tools" / "docs"))
+import fences  # noqa: E402  (tools/docs/fences.py: the blocks of a Markdown page)
 
 
 def tracked_text_files():
@@ -101,7 +101,17 @@ def test_the_scan_finds_citations():
     files = tracked_text_files()
     cited = [name for name, text in files.items()
              if name != "docs/design.md" and "docs/design.md §" in text]
-    assert "core/internal.h" in cited and "README.md" in files
+    assert "core/decide.h" in cited and "README.md" in files
+
+
+def test_the_design_map_has_a_line_for_every_core_file():
+    # docs/design.md's map of the core: one line per tracked file of core/,
+    # each named once, and no line for a file that is gone
+    block = re.search(r"^```text\n(core/.*?)^```", DESIGN_DOC.read_text(), re.M | re.S)
+    assert block, "docs/design.md: no map of core/ (a text block of core/... lines)"
+    listed = [line.split()[0] for line in block.group(1).splitlines() if line.strip()]
+    tracked = sorted(name for name in tracked_text_files() if name.startswith("core/"))
+    assert sorted(listed) == tracked
 
 
 def heading_anchors(path):

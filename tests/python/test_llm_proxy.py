@@ -77,6 +77,9 @@ def test_max_tokens_is_checked(proxy):
     module, client = proxy
     assert ask(client, "key-1", module.MAX_TOKENS + 1).status_code == 400
     assert ask(client, "key-1", 0).status_code == 400
+    # a request's cost, prompt included, stays within max_cost: a longer prompt is refused
+    assert ask(client, "key-1", module.MAX_TOKENS, prompt="x" * 16_000).status_code == 400
+    assert budget_left(module, "key-1") == module.TOKENS_PER_MINUTE  # the door's unit given back
     with pytest.raises(cellrate_invalid()) as caught:
         module.cellrate.KeyedLimiter("1000/minute", max_cost=module.MAX_TOKENS)
     assert caught.value.param == "burst"

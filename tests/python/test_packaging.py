@@ -27,6 +27,8 @@ import cellrate._cellrate
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 ROCKSPECS = sorted((REPO / "lua").glob("cellrate-*.rockspec"))
+# The Redis server scripts both faces send, in redis/ (shipped by the wheel and the rock)
+REDIS_SCRIPTS = ("decide.lua", "hold.lua", "share.lua")
 
 
 def header_version():
@@ -127,13 +129,16 @@ def test_the_rockspec_builds_through_the_makefile_as_luarocks_would(tmp_path):
         (REPO / "lua" / "cellrate" / "nginx.lua").read_bytes()
     assert lua_eval('print(require("cellrate")._VERSION)', str(module.parent)).strip() == \
         header_version()
-    # cellrate.redis and the one copy of its script, found on package.path
+    # The Redis scripts, from redis/, beside cellrate.redis, which reads them there
+    for name in REDIS_SCRIPTS:
+        assert (tmp_path / "share" / "cellrate" / "redis" / name).read_bytes() == \
+            (REPO / "redis" / name).read_bytes()
     script = lua_eval(f'package.path = "{tmp_path / "share"}/?.lua;" .. package.path; '
                       'io.write(require("cellrate.redis").script)', str(module.parent))
-    assert script == (REPO / "lua" / "cellrate" / "redis_decide.lua").read_text()
+    assert script == (REPO / "redis" / "decide.lua").read_text()
     hold_script = lua_eval(f'package.path = "{tmp_path / "share"}/?.lua;" .. package.path; '
                            'io.write(require("cellrate.redis").hold_script)', str(module.parent))
-    assert hold_script == (REPO / "lua" / "cellrate" / "redis_hold.lua").read_text()
+    assert hold_script == (REPO / "redis" / "hold.lua").read_text()
     # The flags of core/flags.mk were applied: the x86-64 build inlines the
     # 16-byte compare-and-swap instead of calling libatomic for it.
     if subprocess.run(["uname", "-m"], capture_output=True, text=True).stdout.strip() == "x86_64":
@@ -142,9 +147,9 @@ def test_the_rockspec_builds_through_the_makefile_as_luarocks_would(tmp_path):
         assert "__atomic_compare_exchange_16" not in undefined
 
 
-def test_the_python_package_ships_the_redis_script(tmp_path):
-    # One copy in the repository (lua/cellrate/redis_decide.lua); the wheel's
-    # package (build_py) and the sdist carry it.
+def test_the_python_package_ships_the_redis_scripts(tmp_path):
+    # One copy in the repository (redis/): the wheel's package (build_py) carries it as
+    # cellrate/redis/scripts/, the sdist as redis/; nothing is copied into the tree.
     if os.environ.get("CELLRATE_INSTALLED_IN"):
         # the run against an installed wheel, made from the sdist, checks the
         # wheel's files instead; its virtualenv's own setuptools is not the tree's
@@ -154,20 +159,39 @@ def test_the_python_package_ships_the_redis_script(tmp_path):
         subprocess.run([sys.executable, "setup.py", "-q", *command], cwd=REPO, check=True,
                        capture_output=True)
     (sdist,) = (tmp_path / "dist").glob("cellrate-*.tar.gz")
-    for name in ("redis_decide.lua", "redis_hold.lua", "redis_share.lua"):
-        script = (REPO / "lua" / "cellrate" / name).read_bytes()
-        assert (tmp_path / "lib" / "cellrate" / name).read_bytes() == script
+    for name in REDIS_SCRIPTS:
+        script = (REPO / "redis" / name).read_bytes()
+        assert (tmp_path / "lib" / "cellrate" / "redis" / "scripts" / name).read_bytes() == script
         with tarfile.open(sdist) as tar:
-            member = tar.extractfile(f"{sdist.name[:-len('.tar.gz')]}/lua/cellrate/{name}")
+            member = tar.extractfile(f"{sdist.name[:-len('.tar.gz')]}/redis/{name}")
             assert member is not None and member.read() == script
+    assert not (REPO / "python" / "cellrate" / "redis" / "scripts").exists()
 
 
-# --- the package as installed from its wheel (tests/wheels/run.sh) -----------
+
+def test_the_sdist_carries_every_file_of_the_python_binding(tmp_path):
+    # The extension is one translation unit (bindings/python/module.c includes
+    # the others): a file the sdist lacks fails every wheel built from it.
+    if os.environ.get("CELLRATE_INSTALLED_IN"):
+        pytest.skip("the wheels of that run were built from the sdist")
+    subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path)], cwd=REPO,
+                   check=True, capture_output=True)
+    (sdist,) = tmp_path.glob("cellrate-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = set(tar.getnames())
+    root = sdist.name[:-len(".tar.gz")]
+    binding = sorted((REPO / "bindings" / "python").iterdir())
+    assert binding
+    for path in binding:
+        assert f"{root}/bindings/python/{path.name}" in names, path.name
+
+
+# --- the package as installed from its wheel (tools/wheels/run.sh) -----------
 
 def test_the_suite_runs_against_the_installed_wheel():
     installed_in = os.environ.get("CELLRATE_INSTALLED_IN")
     if not installed_in:
-        pytest.skip("an in-place or pip install . run: tests/wheels/run.sh sets CELLRATE_INSTALLED_IN")
+        pytest.skip("an in-place or pip install . run: tools/wheels/run.sh sets CELLRATE_INSTALLED_IN")
     venv = pathlib.Path(installed_in).resolve()
     for module in (cellrate, cellrate._cellrate):
         path = pathlib.Path(module.__file__).resolve()
@@ -214,7 +238,7 @@ def test_the_metadata_describes_the_package():
 def test_the_wheel_is_a_manylinux_wheel_of_this_interpreter():
     wheel = os.environ.get("CELLRATE_WHEEL")
     if not wheel:
-        pytest.skip("an in-place or pip install . run: tests/wheels/run.sh sets CELLRATE_WHEEL")
+        pytest.skip("an in-place or pip install . run: tools/wheels/run.sh sets CELLRATE_WHEEL")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         info = next(n for n in names if n.endswith(".dist-info/WHEEL"))
@@ -222,8 +246,8 @@ def test_the_wheel_is_a_manylinux_wheel_of_this_interpreter():
                 if line.startswith("Tag: ")]
     cp = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     assert tags and all(re.fullmatch(rf"{cp}-{cp}-manylinux_\d+_\d+_x86_64", t) for t in tags), tags
-    for data in ("cellrate/py.typed", "cellrate/_cellrate.pyi", "cellrate/redis_decide.lua",
-                 "cellrate/redis_hold.lua", "cellrate/redis_share.lua"):
+    for data in ("cellrate/py.typed", "cellrate/_cellrate.pyi",
+                 *(f"cellrate/redis/scripts/{name}" for name in REDIS_SCRIPTS)):
         assert data in names
     # auditwheel grafts what is not part of manylinux into the wheel: nothing on
     # x86-64 (libc and libm only), libatomic where the 16-byte CAS is not inlined
@@ -242,8 +266,12 @@ def test_make_install_gives_a_library_that_pkg_config_finds(tmp_path):
     prefix = tmp_path / "prefix"
     run(["make", "-s", "install", f"PREFIX={prefix}"], cwd=REPO)
     lib = prefix / "lib"
-    assert (prefix / "include" / "cellrate.h").read_bytes() == \
-        (REPO / "core" / "cellrate.h").read_bytes()
+    # the umbrella header and every part it includes, as the tree has them
+    headers = [REPO / "core" / "cellrate.h", *sorted((REPO / "core" / "cellrate").glob("*.h"))]
+    assert len(headers) > 1
+    for header in headers:
+        installed = prefix / "include" / header.relative_to(REPO / "core")
+        assert installed.read_bytes() == header.read_bytes(), installed
     assert (lib / "libcellrate.a").is_file()
     assert os.readlink(lib / "libcellrate.so") == "libcellrate.so.0"
     assert os.readlink(lib / "libcellrate.so.0") == f"libcellrate.so.{header_version()}"

@@ -56,6 +56,7 @@ def test_a_limiter_and_a_keyed_limiter_counted_exactly():
     admitted = sum(lim.allow(now=1.0) for _ in range(9))
     units = [lim.check(3, now=1.0).allowed]  # 3 units refused: the burst is spent
     keyed_admitted = sum(keyed.allow(user, now=1.0) for user in "abcabcab")
+    keyed.refund("a", 5, now=1.0)  # the two units "a" holds come back: counted up, never down
     text = generate_latest(registry).decode()
     samples = scraped(text)
     assert families(text)["cellrate_decisions"] == "counter"
@@ -67,6 +68,8 @@ def test_a_limiter_and_a_keyed_limiter_counted_exactly():
     assert sample(samples, "cellrate_units_total", limit="global", outcome="refused") == 4 + 3
     assert sample(samples, "cellrate_decisions_total", limit="per-user", outcome="admitted") == 6
     assert sample(samples, "cellrate_decisions_total", limit="per-user", outcome="refused") == 2
+    assert sample(samples, "cellrate_units_total", limit="per-user", outcome="admitted") == 6
+    assert sample(samples, "cellrate_units_total", limit="per-user", outcome="refunded") == 2
     assert sample(samples, "cellrate_evictions_total", limit="per-user") == 0
     # read at each scrape: the next one sees what was decided since
     lim.reset_stats()

@@ -30,7 +30,7 @@ redis = pytest.importorskip("redis")
 
 import cellrate  # noqa: E402
 import cellrate.redis as cr_redis  # noqa: E402
-from cellrate.redis import AsyncRedisLimiter, RedisLimiter, RedisUnavailable  # noqa: E402
+from cellrate.redis import RedisUnavailable  # noqa: E402
 from redis.backoff import NoBackoff  # noqa: E402
 from redis.retry import Retry  # noqa: E402
 
@@ -40,15 +40,28 @@ sys.path.insert(0, str(ROOT / "tests" / "model"))
 sys.path.insert(0, str(HERE))
 
 import gcra_model as model  # noqa: E402
+from conftest import Books, books_fewest  # noqa: E402
 from redis_servers import (REDIS_CLI, RedisSentinel, RedisServer, needs_redis,  # noqa: E402
                            redis_server)
 
 pytestmark = needs_redis
 
-TIMEOUT = 0.2  # the clients' socket timeout in these tests
+TIMEOUT = 5.0  # the clients' socket timeout in these tests (a busy machine's Redis is slow)
+# A store bounds each decision by 0.25 s unless told otherwise, less than a busy machine
+# may keep Redis from answering: here a store waits STORE_TIMEOUT unless it names its
+# own bound (as the tests of that bound do).
+STORE_TIMEOUT = 10.0
 # The last commit whose script wrote the layout before names (bare state words, keys by
 # the limit's parameters): its script writes the old keys in the test that reads them.
 OLD_LAYOUT = "51d8de7"
+
+
+def RedisLimiter(*args, timeout=STORE_TIMEOUT, **kwargs) -> cr_redis.RedisLimiter:
+    return cr_redis.RedisLimiter(*args, timeout=timeout, **kwargs)
+
+
+def AsyncRedisLimiter(*args, timeout=STORE_TIMEOUT, **kwargs) -> cr_redis.AsyncRedisLimiter:
+    return cr_redis.AsyncRedisLimiter(*args, timeout=timeout, **kwargs)
 
 
 def client_for(port: int, **kwargs) -> redis.Redis:
@@ -102,7 +115,7 @@ def client(server):
 
 
 def test_script_is_the_one_file_both_faces_send():
-    source = (ROOT / "lua" / "cellrate" / "redis_decide.lua").read_bytes()
+    source = (ROOT / "redis" / "decide.lua").read_bytes()
     assert cr_redis.SCRIPT == source
     lua = subprocess.run(
         ["lua5.4", "-e",
@@ -140,9 +153,12 @@ def read_vectors():
     writes the state it leaves), ("reconfigure", [now, T or window, burst or
     rate, state_after]) for a live change, ("charge", [now, cost, allowed, remaining,
     retry_after, reset_after, clipped, state_after]), ("take", [now, max_cost, taken,
-    state_after]), or ("reset",). gcra sequences are also run as token_bucket.
+    state_after]), or ("reset",). gcra sequences are also run as token_bucket. A
+    sequence with a max_debt of its own is left out: the script charges by the
+    default (one burst beyond the limit).
     """
     sequences = []
+    own_debt = False
     for text in (ROOT / "tests" / "vectors" / "decisions.txt").read_text().splitlines():
         fields = text.split()
         if not fields or fields[0].startswith("#"):
@@ -150,17 +166,23 @@ def read_vectors():
         if fields[0] == "limit":
             emission_ns, burst = int(fields[1]), int(fields[2])
             sequences.append(["gcra", emission_ns, emission_ns * burst, burst, []])
+            own_debt = len(fields) > 3
         elif fields[0] == "window":
             sequences.append([fields[1], 0, int(fields[2]), int(fields[3]), []])
+            own_debt = len(fields) > 4
+        elif own_debt:
+            continue
         elif fields[0] == "reset":
             sequences[-1][4].append(("reset",))
         elif fields[0] == "reserve":
             sequences[-1][4].append(("set", int(fields[-1])))
-        elif fields[0] == "refund":
-            sequences[-1][4].append(("refund", [int(f) for f in fields[1:]]))
+        elif fields[0] == "refund":  # (the units given back left out)
+            sequences[-1][4].append(("refund", [int(f) for f in fields[1:3] + fields[4:]]))
         elif fields[0] == "reconfigure":
             sequences[-1][4].append(("reconfigure", [int(f) for f in fields[1:]]))
-        elif fields[0] in ("charge", "take"):
+        elif fields[0] == "charge":  # (the units committed left out)
+            sequences[-1][4].append((fields[0], [int(f) for f in fields[1:8] + fields[9:]]))
+        elif fields[0] == "take":
             sequences[-1][4].append((fields[0], [int(f) for f in fields[1:]]))
         else:
             sequences[-1][4].append(("op", [int(f) for f in fields[1:]]))
@@ -175,14 +197,14 @@ def stored_state(client, key) -> int:
 
 
 def beyond_the_debt_bound(algorithm: str, step) -> bool:
-    """Whether a vector's charge leaves a gcra TAT past the script's debt bound
+    """Whether a vector's charge meets a gcra TAT past the script's ceiling
     (MAX_DEBT_NS after now; the core's, its horizon, is further): the script clips
     there instead, so the rest of the sequence is not the vectors' (the bound has its
     own test)."""
     if step[0] != "charge" or algorithm != "gcra":
         return False
-    now, *_, clipped, after = step[1]
-    return bool(clipped) or after - now > cr_redis.MAX_DEBT_NS
+    now, *_, after = step[1]
+    return after - now > cr_redis.MAX_DEBT_NS
 
 
 def test_vectors_through_the_script_give_the_cores_decisions(client):
@@ -441,13 +463,18 @@ def test_a_carry_to_a_slower_limit_keeps_the_key_as_long_as_it_matters(client):
     a key carried to a slower rate outlives the old one's expiry, so it never comes back
     idle (a fresh burst) before its units are restored."""
     fast = RedisLimiter(client, 100, burst=10, name="slow-down", on_error="raise")
-    assert fast.check("k", 10).allowed  # expires in 100 ms under this limit
     slow = RedisLimiter(client, 1, burst=10, name="slow-down", on_error="raise")
-    refused = slow.check("k", 1)
+    for attempt in range(100):  # a pause as long as the old expiry in between: again
+        key = f"k{attempt}"
+        started = time.monotonic()
+        assert fast.check(key, 10).allowed  # expires in 100 ms under this limit
+        refused = slow.check(key, 1)
+        if time.monotonic() - started < 0.1:
+            break
     assert not refused.allowed and refused.reset_after > 9.0
-    assert client.pttl(slow.redis_key("k")) > 9_000
+    assert client.pttl(slow.redis_key(key)) > 9_000
     time.sleep(0.15)  # past the old expiry: still refused
-    assert not slow.check("k", 1).allowed
+    assert not slow.check(key, 1).allowed
 
 
 def test_two_clients_share_one_name_across_a_change(server):
@@ -523,7 +550,8 @@ def test_a_key_of_the_layout_before_names_is_read_or_expires(client):
     # on the server's clock: a named store has keys of its own, the old key expires
     old_key = b"cellrate:gcra:1000000000:10:j"
     client.eval(old, 1, old_key, 1, 1, *unnamed._sent.args)
-    assert 0 < client.pttl(old_key) <= 100
+    pttl = client.pttl(old_key)
+    assert pttl == -2 or 0 < pttl <= 100  # expiring (or gone, after a pause): never kept
     named = RedisLimiter(client, 10, burst=10, name="api", on_error="raise")
     assert named.redis_key("j") == b"cellrate:api:j"
     assert named.check("j", 1).remaining == 9  # a key never seen: the layout's one fresh start
@@ -569,10 +597,10 @@ def test_asyncio_store_reconfigures(server):
 
 
 def test_a_remembered_refusal_is_dropped_by_a_change(client):
-    store = RedisLimiter(client, 1, burst=1, name="cache")
+    store = RedisLimiter(client, 1, 3600, burst=1, name="cache")
     assert store.check("k").allowed and not store.check("k").allowed  # remembered
     calls = counting(client)
-    store.reconfigure(1000, burst=1000)
+    store.reconfigure(1000, 3600, burst=1000)
     assert store.check("k").allowed and len(calls) == 1
 
 
@@ -671,18 +699,22 @@ def test_random_sequences_match_the_core_asyncio(server):
 
 def test_server_clock_decides_when_now_is_not_given(client):
     limiter = RedisLimiter(client, 10, burst=3, on_error="raise")
-    assert [limiter.allow("x") for _ in range(4)] == [True, True, True, False]
+    assert [limiter.allow("x") for _ in range(3)] == [True, True, True]  # a fresh burst
     refused = limiter.check("x")
-    assert not refused.allowed and 0 < refused.retry_after <= 0.1
+    while refused.allowed:  # (a pause of the machine refilled a unit)
+        refused = limiter.check("x")
+    assert 0 < refused.retry_after <= 0.1
     time.sleep(refused.retry_after + 0.01)
     assert limiter.allow("x")
 
 
 def test_unfittable_cost_and_probe(client):
-    limiter = RedisLimiter(client, 10, burst=3, on_error="raise")
+    # per hour: a busy machine's pauses between these calls restore nothing
+    limiter = RedisLimiter(client, 10, 3600, burst=3, on_error="raise")
     never = limiter.check("x", 4)
-    assert never == cellrate.Decision(False, 3, math.inf, 0.0, 3, 0.3)
-    assert never.headers() == cellrate.KeyedLimiter(10, burst=3).peek("x", 4, now=0.0).headers()
+    assert never == cellrate.Decision(False, 3, math.inf, 0.0, 3, 1080.0)
+    assert never.headers() == cellrate.KeyedLimiter(10, 3600, burst=3).peek(
+        "x", 4, now=0.0).headers()
     assert client.exists(limiter.redis_key("x")) == 0
     limiter.check("x", 3)
     probe = limiter.check("x", 0)
@@ -742,29 +774,38 @@ def test_check_all_naming_a_key_twice_admits_once(client):
 
 def test_key_expires_when_its_state_stops_mattering(client):
     limiter = RedisLimiter(client, 2, burst=3, on_error="raise")
+    started = time.monotonic()
     decision = limiter.check("e", 2)
     pttl = client.pttl(limiter.redis_key("e"))
+    since_ms = (time.monotonic() - started) * 1000 + 1
     reset_ms = math.ceil(decision.reset_after * 1000)
-    assert reset_ms - 50 <= pttl <= reset_ms  # less the time since the decision
+    assert reset_ms - since_ms <= pttl <= reset_ms  # less the time since the decision
     short = RedisLimiter(client, 100, burst=1, on_error="raise")
+    started = time.monotonic()
     short.check("idle")
-    assert client.exists(short.redis_key("idle")) == 1
+    exists = client.exists(short.redis_key("idle"))
+    assert exists == 1 or time.monotonic() - started >= 0.01  # (gone after a pause)
     time.sleep(0.05)
     assert client.exists(short.redis_key("idle")) == 0
     # windows: the key lives until its counts stop mattering (the end of the
     # window for fixed, of the next window for sliding)
     for algorithm in ("fixed_window", "sliding_window"):
         window = RedisLimiter(client, 10, 2.0, algorithm=algorithm, on_error="raise")
+        started = time.monotonic()
         decision = window.check("w")
+        pttl = client.pttl(window.redis_key("w"))
+        since_ms = (time.monotonic() - started) * 1000 + 1
         reset_ms = math.ceil(decision.reset_after * 1000)
         assert 0 < reset_ms <= (2000 if algorithm == "fixed_window" else 4000)
-        assert reset_ms - 50 <= client.pttl(window.redis_key("w")) <= reset_ms
+        assert reset_ms - since_ms <= pttl <= reset_ms
     # a turn-away and a peek leave the expiry as it was
     limiter.check("e", 1)
+    started = time.monotonic()
     before = client.pttl(limiter.redis_key("e"))
     assert not limiter.check("e", 3).allowed
     limiter.peek("e", 1)
-    assert 0 <= before - client.pttl(limiter.redis_key("e")) <= 50
+    after = client.pttl(limiter.redis_key("e"))
+    assert 0 <= before - after <= (time.monotonic() - started) * 1000 + 1
 
 
 def test_a_flood_of_keys_leaves_memory_bounded_by_live_keys(client):
@@ -777,7 +818,7 @@ def test_a_flood_of_keys_leaves_memory_bounded_by_live_keys(client):
             pipe.execute_command("EVALSHA", sha,
                                  *limiter._words(cr_redis.CHECK, f"flood:{i}", 1, None)[0])
         assert all(reply[0] == 1 for reply in pipe.execute())
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while client.dbsize() > 100 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert client.dbsize() <= 100  # 10^5 keys written, all expired
@@ -793,37 +834,43 @@ def _server_seconds(c) -> float:
     return seconds + micros / 1e6
 
 
-def _hammer(port: int, seconds: float, ready, results, index: int) -> None:
+def _hammer(port: int, seconds: float, ready, results, since: float) -> None:
     c = client_for(port)
     limiter = RedisLimiter(c, 200, burst=10, on_error="raise")
+    # each decision bracketed by CLOCK_REALTIME, the clock of the server's TIME here
+    books = Books(since, 1 / 200, 10 / 200)
     ready.wait()
     admitted = 0
     started = _server_seconds(c)
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        admitted += limiter.allow("shared")
-    results[3 * index: 3 * index + 3] = [admitted, started, _server_seconds(c)]
+        before = time.time()
+        allowed = limiter.allow("shared")
+        books.record(before, time.time(), allowed)
+        admitted += allowed
+    results.put((admitted, started, _server_seconds(c), books))
 
 
 def test_four_processes_on_one_key_stay_within_the_bound(client, server):
     context = multiprocessing.get_context("spawn")
     ready = context.Barrier(4)
-    results = context.Array("d", 12)
-    workers = [context.Process(target=_hammer, args=(server.port, 3.0, ready, results, i))
-               for i in range(4)]
+    results = context.Queue()
+    since = _server_seconds(client)
+    workers = [context.Process(target=_hammer, args=(server.port, 3.0, ready, results, since))
+               for _ in range(4)]
     for worker in workers:
         worker.start()
+    counts, starts, ends, books = zip(*(results.get(timeout=120) for _ in workers))
     for worker in workers:
         worker.join(120)
         assert worker.exitcode == 0
-    counts, starts, ends = results[0::3], results[1::3], results[2::3]
     admitted = int(sum(counts))
     rate, burst = 200, 10
     span = max(ends) - min(starts)  # every admission happened in here (server clock)
-    overlap = min(ends) - max(starts)  # all four were asking in here
     print(f"4 processes: {admitted} admitted in {span:.3f} s of the server's clock")
     assert admitted <= burst + rate * span + 1
-    assert admitted >= rate * overlap - burst
+    # at least what the key's books say, whatever the machine let them run
+    assert admitted >= books_fewest(list(books), slack=1 / rate)
     assert all(count > 0 for count in counts)
 
 
@@ -858,7 +905,7 @@ def _probes() -> list:
     return [t for t in threading.enumerate() if t.name == "cellrate.redis probe"]
 
 
-def _until(condition, seconds: float = 10.0) -> None:
+def _until(condition, seconds: float = 30.0) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
         assert time.monotonic() < deadline, "the condition never held"
@@ -948,7 +995,7 @@ def test_a_stalled_server_answers_by_on_error_within_the_timeout():
         srv.start()
         c = redis.Redis(port=srv.port, socket_timeout=None, socket_connect_timeout=None)
         limiter = RedisLimiter(c, 1000, burst=1000, on_error="deny", timeout=0.1)
-        assert limiter.allow("k")
+        _until(lambda: limiter.allow("k"))  # (a busy machine's server may miss 0.1 s once)
         srv.process.send_signal(signal.SIGSTOP)
         answers: list = []
         calls = threading.Thread(target=lambda: answers.extend(
@@ -958,7 +1005,7 @@ def test_a_stalled_server_answers_by_on_error_within_the_timeout():
         assert not calls.is_alive() and answers == [False] * 100
         srv.process.send_signal(signal.SIGCONT)
         _until(lambda: limiter._availability.outage is None)
-        assert limiter.allow("k")
+        _until(lambda: limiter.allow("k"))
     finally:
         srv.process and srv.process.send_signal(signal.SIGCONT)
         srv.stop()
@@ -1026,9 +1073,10 @@ def test_a_frozen_sentinel_and_the_asyncio_store():
     """The asyncio store bounds the whole call, the Sentinel lookup included; behind a
     frozen first Sentinel it decides only when the Sentinel clients' own socket timeout
     leaves the next one time to answer (sentinel_kwargs), as the Redis page says."""
-    timeout = 0.25
 
-    async def decide(sentinel):
+    async def decide(timeout, sentinel_kwargs):
+        # made in the loop that runs it (Python 3.9's asyncio objects bind to it)
+        sentinel = redis.asyncio.sentinel.Sentinel(addresses, **sentinel_kwargs)
         limiter = AsyncRedisLimiter(sentinel.master_for("cellrate"), 10, 3600,
                                     on_error="deny", timeout=timeout)
         try:
@@ -1039,27 +1087,32 @@ def test_a_frozen_sentinel_and_the_asyncio_store():
     with _watched_master() as (master, watchers):
         watchers[0].pause()
         addresses = [("127.0.0.1", w.port) for w in watchers]
-        defaults = redis.asyncio.sentinel.Sentinel(addresses)
-        decision, took = _timed(lambda: asyncio.run(decide(defaults)))
-        assert took < 8 * timeout and not decision.allowed  # on_error, in time
-        bounded = redis.asyncio.sentinel.Sentinel(
-            addresses, sentinel_kwargs={"socket_timeout": timeout / 3})
-        decision, took = _timed(lambda: asyncio.run(decide(bounded)))
-        assert took < 8 * timeout and decision.allowed  # the second Sentinel answered
+        # redis-py's defaults: the frozen Sentinel holds the lookup; the store answers
+        # on_error within its timeout (8 times it: a loaded machine's slack)
+        decision, took = _timed(lambda: asyncio.run(decide(0.25, {})))
+        assert took < 8 * 0.25 and not decision.allowed
+        # a Sentinel socket timeout well inside the store's: the second Sentinel answers
+        # (a store timeout of seconds, so that a loaded machine's pauses fit in it)
+        bounded = {"sentinel_kwargs": {"socket_timeout": 0.3}}
+        decision, took = _timed(lambda: asyncio.run(decide(3.0, bounded)))
+        assert took < 8 * 3.0 and decision.allowed
 
 
 def test_debug_sleep_beyond_the_timeout(client, server):
     limiter = RedisLimiter(client, 1000, burst=1000, on_error="deny", timeout=0.1)
-    sleeper = subprocess.Popen([REDIS_CLI, "-p", str(server.port), "DEBUG", "SLEEP", "1"],
+    sleeper = subprocess.Popen([REDIS_CLI, "-p", str(server.port), "DEBUG", "SLEEP", "2"],
                                stdout=subprocess.DEVNULL)
     try:
-        time.sleep(0.1)
-        assert not limiter.allow("k")  # refused (on_error="deny") while it lasts
+        # admitted until the server is asleep (redis-cli's start is the machine's affair),
+        # then refused (on_error="deny") while it lasts
+        while limiter.allow("k"):
+            assert sleeper.poll() is None, "the server's sleep ended before a call met it"
+            time.sleep(0.01)
         assert limiter._availability.outage is not None
     finally:
         sleeper.wait(10)
     _until(lambda: limiter._availability.outage is None)
-    assert limiter.check("k").allowed
+    _until(lambda: limiter.check("k").allowed)
 
 
 @pytest.mark.parametrize("pool_class", [redis.ConnectionPool, redis.BlockingConnectionPool])
@@ -1068,8 +1121,9 @@ def test_a_capped_pool_waits_for_a_connection_and_is_no_outage(server, pool_clas
     (MaxConnectionsError, a ConnectionError); they wait for a connection instead of
     answering on_error="allow" for everyone."""
     pool = pool_class(port=server.port, max_connections=2)
+    # (480 calls queue for 2 connections: a busy machine's Redis may take seconds for them)
     limiter = RedisLimiter(redis.Redis(connection_pool=pool), 1, 3600, burst=10,
-                           on_error="allow", prefix=f"pool{pool_class.__name__}:", timeout=5.0)
+                           on_error="allow", prefix=f"pool{pool_class.__name__}:", timeout=60.0)
     admitted = []
 
     def hammer():
@@ -1089,7 +1143,7 @@ def test_a_capped_async_pool_waits_for_a_connection(server):
     async def run():
         aclient = redis.asyncio.Redis(port=server.port, max_connections=2)
         limiter = AsyncRedisLimiter(aclient, 1, 3600, burst=10, on_error="allow",
-                                    prefix="apool:", timeout=5.0, deny_cache=False)
+                                    prefix="apool:", timeout=60.0, deny_cache=False)
         try:
             answers = await asyncio.gather(*(limiter.allow("k") for _ in range(200)))
             assert sum(answers) == 10
@@ -1213,7 +1267,7 @@ def lua_run(interpreter: str, source: str) -> str:
 
 def protocol_paragraph() -> dict:
     """The script's protocol lines, read here apart from either face."""
-    script = (ROOT / "lua" / "cellrate" / "redis_decide.lua").read_text()
+    script = (ROOT / "redis" / "decide.lua").read_text()
     start = script.index("\n-- The protocol:")
     paragraph = script[start:script.index("\n\n", start)]
     return {name: value.strip("'") for name, value in
@@ -1492,37 +1546,58 @@ def test_a_probe_succeeding_during_a_decision_never_escapes_it():
     escaped, forced = [], 0
     for label, kind, call, awaited in _DECISIONS:
         for on_error in ("allow", "deny", "raise"):
-            options = {"lease": 30} if "concurrency" in label else {}
-            client = (redis.asyncio.Redis(port=port, retry=redis.asyncio.retry.Retry(NoBackoff(), 0))
-                      if awaited else client_for(port))
-            store = kind(client, 10, on_error=on_error, timeout=0.5, **options)
-            store._start_probe = lambda: None  # the test plays the probe
-            real = store._availability
-            for nth in range(1, 5):
-                forced += 1
-                with contextlib.suppress(RedisUnavailable):
-                    _answer_of(call, store, awaited)  # Redis is asked, fails: the store is down
-                store._availability = _ProbeSucceedsAfterRead(real, nth)
-                try:
-                    answer = _answer_of(call, store, awaited)
-                except RedisUnavailable:
-                    answer = "raised"
-                except Exception as error:  # noqa: BLE001 - what must never reach a caller
-                    escaped.append((label, on_error, nth, repr(error)))
-                    continue
-                finally:
-                    store._availability = real
-                if on_error == "raise":
-                    assert answer == "raised", (label, nth, answer)
-                else:
-                    assert _on_errors_answer(on_error, answer), (label, on_error, nth, answer)
+            # an asyncio store lives in one loop, made in it (Python 3.9's asyncio objects
+            # bind to the loop of their making)
+            loop = asyncio.new_event_loop() if awaited else None
+            try:
+                forced += _force_the_probe(label, kind, call, on_error, port, loop, escaped)
+            finally:
+                if loop is not None:
+                    loop.close()
     assert forced == len(_DECISIONS) * 3 * 4
     assert escaped == [], f"{len(escaped)} of {forced} escaped: {escaped[:6]}"
 
 
-def _answer_of(call, store, awaited: bool):
+def _force_the_probe(label, kind, call, on_error, port, loop, escaped) -> int:
+    """The probe forced to succeed after each of a decision's first four reads of the
+    outage, for one store; each escape noted in `escaped`; returns the count forced."""
+    options = {"lease": 30} if "concurrency" in label else {}
+
+    def made():
+        client = (redis.asyncio.Redis(port=port, retry=redis.asyncio.retry.Retry(NoBackoff(), 0))
+                  if loop is not None else client_for(port))
+        return kind(client, 10, on_error=on_error, timeout=0.5, **options)
+
+    store = made() if loop is None else loop.run_until_complete(_made_in_loop(made))
+    store._start_probe = lambda: None  # the test plays the probe
+    real = store._availability
+    for nth in range(1, 5):
+        with contextlib.suppress(RedisUnavailable):
+            _answer_of(call, store, loop)  # Redis is asked, fails: the store is down
+        store._availability = _ProbeSucceedsAfterRead(real, nth)
+        try:
+            answer = _answer_of(call, store, loop)
+        except RedisUnavailable:
+            answer = "raised"
+        except Exception as error:  # noqa: BLE001 - what must never reach a caller
+            escaped.append((label, on_error, nth, repr(error)))
+            continue
+        finally:
+            store._availability = real
+        if on_error == "raise":
+            assert answer == "raised", (label, nth, answer)
+        else:
+            assert _on_errors_answer(on_error, answer), (label, on_error, nth, answer)
+    return 4
+
+
+async def _made_in_loop(make):
+    return make()
+
+
+def _answer_of(call, store, loop):
     answer = call(store)
-    return asyncio.run(_awaited(answer)) if awaited else answer
+    return answer if loop is None else loop.run_until_complete(_awaited(answer))
 
 
 async def _awaited(awaitable):
@@ -1585,12 +1660,15 @@ def test_async_store_honours_on_error():
                 await rais.check("k")
             srv.start()
             await asyncio.sleep(cr_redis.MAX_BACKOFF_S + 0.1)
-            for _ in range(3):  # the first calls may meet connections the crash broke
+            deadline = time.monotonic() + 30
+            while True:  # the first calls may meet connections the crash broke
                 try:
-                    await rais.check("k")
+                    decision = await rais.check("k")
+                    break
                 except RedisUnavailable:
+                    assert time.monotonic() < deadline, "Redis never decided again"
                     await asyncio.sleep(0.1)
-            assert (await rais.check("k")).allowed
+            assert decision.allowed
         finally:
             await aclient.aclose()
 
@@ -1745,12 +1823,16 @@ def test_keys_in_several_cluster_slots_are_a_mistake_not_an_outage(cluster, inte
 
 def test_a_refusal_is_answered_locally_until_its_retry_after_passes(client):
     limiter = RedisLimiter(client, 20, burst=2, on_error="raise")  # 50 ms per unit
-    sent = counting(client)
-    assert limiter.allow("k", 2)
-    refused = limiter.check("k")
+    for attempt in range(100):  # a pause as long as the refusal's wait in between: again
+        key = f"k{attempt}"
+        sent = counting(client)
+        assert limiter.allow(key, 2)
+        asked = time.monotonic()
+        refused = limiter.check(key)
+        answers = [limiter.check(key) for _ in range(20)] + [limiter.peek(key, 2)]
+        if not refused.allowed and time.monotonic() < asked + refused.retry_after:
+            break  # every answer came while the refusal stood
     assert not refused.allowed and 0 < refused.retry_after <= 0.05
-    assert len(sent) == 2
-    answers = [limiter.check("k") for _ in range(20)] + [limiter.peek("k", 2)]
     assert len(sent) == 2  # no round trip: the state only grows, Redis would refuse too
     assert not any(a.allowed for a in answers)
     assert all(0 < a.retry_after <= refused.retry_after for a in answers[:-1])
@@ -1758,9 +1840,9 @@ def test_a_refusal_is_answered_locally_until_its_retry_after_passes(client):
     assert refused.retry_after < answers[-1].retry_after <= refused.retry_after + 0.05
     assert answers[-2].retry_after <= answers[0].retry_after  # aged, not frozen
     assert answers[0].limit == refused.limit and answers[0].remaining == 0
-    assert limiter.peek("k", 0).allowed and len(sent) == 3  # a smaller cost asks Redis
+    assert limiter.peek(key, 0).allowed and len(sent) == 3  # a smaller cost asks Redis
     time.sleep(refused.retry_after + 0.01)
-    assert limiter.allow("k") and len(sent) == 4  # asked again once retry_after passed
+    assert limiter.allow(key) and len(sent) == 4  # asked again once retry_after passed
 
 
 def test_a_remembered_refusal_answers_only_what_it_implies(client):
@@ -1861,10 +1943,13 @@ def test_a_remembered_refusal_agrees_with_redis_under_contention(server):
     b = RedisLimiter(client_for(server.port), 20, burst=2, on_error="raise", prefix="two:",
                      deny_cache=False)
     started, admitted, compared = time.monotonic(), 0, 0
-    while time.monotonic() - started < 1.0:
+    books = Books(time.time(), 1 / 20, 2 / 20)  # CLOCK_REALTIME: the server's TIME here
+    while time.monotonic() - started < 1.0 or compared <= 10:
+        assert time.monotonic() - started < 60, "never compared"
         for limiter in (a, b):
-            asked = time.monotonic()
+            asked, before = time.monotonic(), time.time()
             decision = limiter.check("k")
+            books.record(before, time.time(), decision.allowed)
             admitted += decision.allowed
             if limiter is a and not decision.allowed:
                 probe = b.peek("k")
@@ -1872,7 +1957,8 @@ def test_a_remembered_refusal_agrees_with_redis_under_contention(server):
                     assert not probe.allowed
                     compared += 1
     elapsed = time.monotonic() - started
-    assert 20 * elapsed - 2 <= admitted <= 2 + 20 * elapsed + 1
+    # at least what the key's books say (a pause of the machine forfeits time)
+    assert books_fewest([books], slack=1 / 20) <= admitted <= 2 + 20 * elapsed + 1
     assert compared > 10
 
 
@@ -2060,27 +2146,31 @@ def test_a_debt_drains_at_exactly_the_rate(client, algorithm):
 
 
 def test_a_charge_past_the_debt_bound_is_clipped_there(client):
-    """The script's bound: a gcra TAT at most MAX_DEBT_NS after now. Up to it a charge is
-    exact; past it, clipped there and says so (never an overflow, never an admission);
-    a window's count stops at its packed ceiling (the window less one ns)."""
+    """The script's bound, the core's default max_debt: a charge commits at most one
+    burst (a window's rate) beyond the limit, in whole units; past it, clipped there and
+    says so: one bad figure (2**63 - 1) costs a key one more burst, not 104 days. A gcra
+    TAT also stays within MAX_DEBT_NS after now (a burst whose two taus pass it)."""
     store = RedisLimiter(client, 1, 1, burst=1, on_error="raise", name="bound")
     key = store.redis_key("b")
+    got = store.charge("b", 2**63 - 1, now=0)
+    assert (got.allowed, got.clipped, got.retry_after, stored_state(client, key)) == (
+        False, True, 2.0, 2 * 10**9)
+    assert got == cellrate.KeyedLimiter(1, 1, burst=1).charge("b", 2**63 - 1, now=0)
+    assert not store.check("b", now=1.999).allowed and store.check("b", now=2).allowed
+    wide = RedisLimiter(client, 1, 1, burst=5_000_000, on_error="raise", name="ceiling")
+    key = wide.redis_key("b")
     to_bound = cr_redis.MAX_DEBT_NS // 10**9
-    got = store.charge("b", to_bound, now=0)  # exactly to the bound: not clipped
+    got = wide.charge("b", to_bound, now=0)  # exactly to the ceiling: not clipped
     assert (got.allowed, got.clipped, stored_state(client, key)) == (False, False, cr_redis.MAX_DEBT_NS)
-    got = store.charge("b", 1, now=0)
+    got = wide.charge("b", 1, now=0)
     assert (got.allowed, got.clipped, stored_state(client, key)) == (False, True, cr_redis.MAX_DEBT_NS)
-    got = store.charge("b", 2**63 - 1, now=1)
-    assert got.clipped and stored_state(client, key) == cr_redis.MAX_DEBT_NS + 10**9
-    assert got.retry_after == cr_redis.MAX_DEBT_NS / 1e9
-    assert not store.check("b", now=1).allowed and store.take("b", 10, now=1) == 0
+    assert not wide.check("b", now=1).allowed and wide.take("b", 10, now=1) == 0
     got = store.charge("server clock", 2**63 - 1)  # written with an expiry: the bound's
-    assert got.clipped and client.pttl(store.redis_key("server clock")) > (
-        cr_redis.MAX_DEBT_NS // 10**6 - 60_000)
+    assert got.clipped and 1_000 < client.pttl(store.redis_key("server clock")) <= 2_000
     window = RedisLimiter(client, 100, 1e-6, algorithm="fixed_window", on_error="raise")
     got = window.charge("w", 2**63 - 1, now=1.0)
     assert got.clipped and got.remaining == 0 and not got.allowed
-    assert stored_state(client, window.redis_key("w")) == 10**9 + 1000 + 999
+    assert stored_state(client, window.redis_key("w")) == 10**9 + 1000 + 200  # twice the rate
 
 
 def test_take_admits_what_fits_up_to_max_cost(client):

@@ -130,17 +130,22 @@ def test_a_grant_never_takes_what_others_hold(client):
 
 
 def test_a_shrunk_share_counts_at_its_old_value_until_its_reply_has_arrived(client):
-    fleet = {"interval_s": 0.5, "timeout_s": 0.5}  # a's reply may take 1 s
-    assert beat(client, "a", -1, 0.0, **fleet)[0] == 1.0
-    floor = beat(client, "b", -1, 0.0, **fleet)[0]
-    assert beat(client, "a", 1.0, 1.0, **fleet)[0] == 0.5
-    shrunk = time.monotonic()
-    assert beat(client, "b", 1.0, floor, **fleet)[0] == floor  # a may still decide at 1.0
-    time.sleep(0.4)
-    # a's reply was lost: it still holds 1.0 and says so, counted until the first instant
-    # only (never pushed back: a reply lost again leaves it cut off)
-    assert beat(client, "a", 1.0, 1.0, **fleet)[0] == 0.5
-    assert beat(client, "b", 1.0, floor, **fleet)[0] == floor
+    for attempt in range(100):  # a pause outlasting a's old share before b's beats: again
+        fleet = {"interval_s": 0.5, "timeout_s": 0.5,  # a's reply may take 1 s
+                 "key": f"cellrate:share:t{attempt}"}
+        assert beat(client, "a", -1, 0.0, **fleet)[0] == 1.0
+        floor = beat(client, "b", -1, 0.0, **fleet)[0]
+        assert beat(client, "a", 1.0, 1.0, **fleet)[0] == 0.5
+        shrunk = time.monotonic()
+        held = beat(client, "b", 1.0, floor, **fleet)[0]  # a may still decide at 1.0
+        time.sleep(0.4)
+        # a's reply was lost: it still holds 1.0 and says so, counted until the first
+        # instant only (never pushed back: a reply lost again leaves it cut off)
+        again = beat(client, "a", 1.0, 1.0, **fleet)[0]
+        still = beat(client, "b", 1.0, floor, **fleet)[0]
+        if time.monotonic() - shrunk < 1.0:
+            break
+    assert (held, again, still) == (floor, 0.5, floor)
     time.sleep(max(0.0, shrunk + 1.05 - time.monotonic()))
     assert beat(client, "b", 1.0, floor, **fleet)[0] == 0.5
     # a heartbeat of a holding its new share clears its old one at once
@@ -149,6 +154,7 @@ def test_a_shrunk_share_counts_at_its_old_value_until_its_reply_has_arrived(clie
     assert beat(client, "b", 1.0, 0.5, **fleet)[0] == 0.5
     assert beat(client, "a", 0.25, 0.25, **fleet)[0] == 0.25  # a applied it
     assert beat(client, "b", 1.0, 0.5, **fleet)[0] == 0.75
+
 
 
 def test_a_member_that_shrank_says_so_at_once_and_the_others_grow_at_their_next_beat(client):
@@ -176,6 +182,7 @@ def test_records_lost_no_grant_grows_for_ttl(client, server):
         beat(client, member, -1, 0.0)
     beat(client, "a", 1.0, 1.0)
     beat(client, "b", 1.0, 0.0625)
+    flushed = time.monotonic()
     client.flushall()  # as a restart without persistence
     # a comes back holding 0.5; b, not heard from yet, may hold a share too
     assert beat(client, "a", 1.0, 0.5, ttl_s=0.3)[0] == 0.5
@@ -184,11 +191,19 @@ def test_records_lost_no_grant_grows_for_ttl(client, server):
     while time.monotonic() - quiet_from < 0.2:  # both alive, heartbeating: no growth yet
         time.sleep(0.05)
         for member, held in (("a", 0.5), ("b", 0.0625)):
-            assert beat(client, member, 1.0, held, ttl_s=0.3)[0] == held
+            grant = beat(client, member, 1.0, held, ttl_s=0.3)[0]
+            if time.monotonic() - flushed < 0.3:  # (within ttl of the loss, pauses or not)
+                assert grant == held
     while time.monotonic() - quiet_from < 0.35:  # ... until ttl has passed
         time.sleep(0.05)
         beat(client, "a", 1.0, 0.5, ttl_s=0.3)
-    assert beat(client, "b", 1.0, 0.0625, ttl_s=0.3)[0] == 0.5
+    for _ in range(100):  # b's growth needs a heard from within ttl: after a pause, again
+        beat(client, "a", 1.0, 0.5, ttl_s=0.3)
+        started = time.monotonic()
+        grant = beat(client, "b", 1.0, 0.0625, ttl_s=0.3)[0]
+        if time.monotonic() - started < 0.3:
+            break
+    assert grant == 0.5
 
 
 def test_bad_input_names_the_parameter(client):
@@ -322,7 +337,8 @@ def test_unequal_demand_gets_max_min_fair_shares(client):
 
 
 def test_keyed_scales_each_key_by_the_share(client):
-    members = [KeyedShareLimiter(client, 100, burst=40, name="keyed", background=False,
+    # per hour: a busy machine's pauses while it decides refill nothing
+    members = [KeyedShareLimiter(client, 100, 3600, burst=40, name="keyed", background=False,
                                  capacity=64) for _ in range(2)]
     try:
         for _ in range(2):

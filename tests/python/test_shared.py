@@ -187,15 +187,15 @@ def test_bad_shared_arguments(region_dir):
 
 def test_opening_with_another_limit_changes_the_regions(region_dir):
     path = region_dir / "change"
-    a = cellrate.KeyedLimiter(10, burst=10, capacity=100, shared=path)
+    # per hour: a busy machine's pauses between these lines refill nothing
+    a = cellrate.KeyedLimiter(10, 3600, burst=10, capacity=100, shared=path)
     for _ in range(6):
         a.allow("k")
     with pytest.warns(RuntimeWarning, match=r"change's limit changed from cellrate.KeyedLimiter"
-                      r"\(rate=10, period=1, burst=10, capacity=100\) to cellrate.KeyedLimiter"
-                      r"\(rate=100, period=1, burst=20, capacity=100\)"):
-        b = cellrate.KeyedLimiter(100, burst=20, capacity=100, shared=path)
-    # the first object follows from its next decision: 6 of 20 used (less the
-    # few microseconds since, at 100/s), this one more
+                      r"\(rate=10, period=3600, burst=10, capacity=100\) to cellrate.KeyedLimiter"
+                      r"\(rate=100, period=3600, burst=20, capacity=100\)"):
+        b = cellrate.KeyedLimiter(100, 3600, burst=20, capacity=100, shared=path)
+    # the first object follows from its next decision: 6 of 20 used, this one more
     d = a.check("k")
     assert (d.allowed, d.limit, d.remaining) == (True, 20, 13)
     assert (a.rate, a.burst) == (100, 20)
@@ -203,7 +203,7 @@ def test_opening_with_another_limit_changes_the_regions(region_dir):
     # the same limit again changes nothing and says nothing
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        cellrate.KeyedLimiter(100, burst=20, capacity=100, shared=path)
+        cellrate.KeyedLimiter(100, 3600, burst=20, capacity=100, shared=path)
 
 
 def test_on_change_refuse_keeps_the_region(region_dir):

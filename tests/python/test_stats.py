@@ -16,8 +16,8 @@ from conftest import run_forked
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LUA_MODULE = REPO / "build" / "lua5.4" / "cellrate.so"
 FROZEN = 5000.0
-RATE_KEYS = ("admitted", "refused", "units_admitted", "units_refused", "unfittable",
-             "would_refuse", "evicted")
+RATE_KEYS = ("admitted", "refused", "units_admitted", "units_refused", "units_refunded",
+             "unfittable", "would_refuse", "evicted")
 GAUGE_KEYS = ("acquired", "refused", "units_acquired", "units_refused", "released", "reclaimed",
               "in_flight", "peak", "evicted")
 
@@ -38,16 +38,41 @@ def test_what_each_call_counts(region_dir, shared):
     assert lim.take(5, now=FROZEN) == 2          # admitted, the units taken
     assert lim.take(5, now=FROZEN) == 0          # refused: max_cost units
     lim.charge(4, now=FROZEN)                    # admitted: charged units, in debt
-    lim.refund(1, now=FROZEN)                    # units back off units_admitted
-    assert lim.stats() == expect(admitted=5, refused=3, units_admitted=3 + 2 + 4 - 1,
-                                 units_refused=3 + 6 + 5, unfittable=1)
+    lim.refund(1, now=FROZEN)                    # units_refunded: what it gave back
+    assert lim.stats() == expect(admitted=5, refused=3, units_admitted=3 + 2 + 4,
+                                 units_refused=3 + 6 + 5, units_refunded=1, unfittable=1)
     lim._would_refuse(3)  # what a dry run does to the refusal it let through
-    assert lim.stats() == expect(admitted=5, refused=2, units_admitted=8, units_refused=11,
-                                 unfittable=1, would_refuse=1)
+    assert lim.stats() == expect(admitted=5, refused=2, units_admitted=9, units_refused=11,
+                                 units_refunded=1, unfittable=1, would_refuse=1)
     lim.reset_stats()
     assert lim.stats() == expect()
     assert not lim.allow(now=FROZEN)
     assert lim.stats() == expect(refused=1, units_refused=1)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_counters_count_what_was_committed_and_never_fall(region_dir, shared):
+    """A refund counts what it gave back (units_refunded), never taking units_admitted
+    below what was admitted; a clipped charge counts what it committed; a counter
+    saturates at 2**63 - 1 rather than wrap."""
+    opts = (lambda name: {"shared": region_dir / name}) if shared else (lambda name: {})
+    lim = cellrate.Limiter("10/s", burst=10, **opts("limiter"))
+    lim.refund(5, now=FROZEN)  # a fresh key holds nothing to give back
+    keyed = cellrate.KeyedLimiter("10/s", burst=10, **opts("keyed"))
+    keyed.refund("a", 3, now=FROZEN)
+    assert lim.stats() == keyed.stats() == expect()
+    assert lim.check(4, now=FROZEN).allowed
+    lim.refund(10, now=FROZEN)  # only the 4 taken come back
+    assert lim.stats() == expect(admitted=1, units_admitted=4, units_refunded=4)
+    lim.reset_stats()
+    for _ in range(3):  # each clipped: 20 units (burst + max_debt), then none
+        assert lim.charge(2**62, now=FROZEN).clipped
+    assert lim.stats() == expect(admitted=3, units_admitted=20)
+    for _ in range(3):  # three refusals of 2**62 - 1 units each: saturated, not wrapped
+        assert not lim.check(2**62 - 1, now=FROZEN).allowed
+    stats = lim.stats()
+    assert stats["units_refused"] == 2**63 - 1 and stats["refused"] == 3
+    assert all(0 <= value <= 2**63 - 1 for value in stats.values())
 
 
 @pytest.mark.parametrize("shared", [False, True])
@@ -230,7 +255,7 @@ def test_inspect_region_reads_each_kind_without_changing_it(region_dir):
     assert (region_dir / "keyed").read_bytes() == before
     assert os.stat(region_dir / "keyed").st_mtime_ns == mtime
     assert info == {
-        "layout_version": 5, "kind": "keyed", "algorithm": "gcra",
+        "layout_version": 6, "kind": "keyed", "algorithm": "gcra",
         "limit": repr(keyed), "rate": 100.0, "period": 60.0, "burst": 100,
         "max_in_flight": None, "lease": None, "peak": None, "capacity": 50, "live_keys": 1, "generation": 0,
         "size": len(before), "this_boot": True, "stats": keyed.stats()}

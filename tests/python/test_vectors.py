@@ -104,6 +104,7 @@ class Refund:
     line: int
     now: int
     cost: int
+    given: int  # the units it gave back: what units_refunded counts
     tat_after: int
 
 
@@ -117,6 +118,7 @@ class Charge:
     retry_after: int
     reset_after: int
     clipped: bool
+    committed: int  # the units it committed: what units_admitted counts
     tat_after: int
 
 
@@ -145,6 +147,7 @@ class Sequence:
     emission_ns: int  # windows: the window
     burst: int  # windows: the rate
     steps: list  # Op, Reserve, Refund or "reset"
+    max_debt: int | None = None  # None: the default
 
 
 def read_decisions() -> list[Sequence]:
@@ -154,9 +157,11 @@ def read_decisions() -> list[Sequence]:
             continue
         fields = text.split()
         if fields[0] == "limit":
-            sequences.append(Sequence(number, ("gcra", "token_bucket"), int(fields[1]), int(fields[2]), []))
+            sequences.append(Sequence(number, ("gcra", "token_bucket"), int(fields[1]), int(fields[2]), [],
+                                      int(fields[3]) if len(fields) > 3 else None))
         elif fields[0] == "window":
-            sequences.append(Sequence(number, (fields[1],), int(fields[2]), int(fields[3]), []))
+            sequences.append(Sequence(number, (fields[1],), int(fields[2]), int(fields[3]), [],
+                                      int(fields[4]) if len(fields) > 4 else None))
         elif fields[0] == "reset":
             sequences[-1].steps.append("reset")
         elif fields[0] == "op":
@@ -167,11 +172,11 @@ def read_decisions() -> list[Sequence]:
             sequences[-1].steps.append(Reserve(number, v[0], v[1], v[2], bool(v[3]), v[4], v[5]))
         elif fields[0] == "refund":
             v = [int(f) for f in fields[1:]]
-            sequences[-1].steps.append(Refund(number, v[0], v[1], v[2]))
+            sequences[-1].steps.append(Refund(number, v[0], v[1], v[2], v[3]))
         elif fields[0] == "charge":
             v = [int(f) for f in fields[1:]]
             sequences[-1].steps.append(Charge(number, v[0], v[1], bool(v[2]), v[3], v[4], v[5], bool(v[6]),
-                                              v[7]))
+                                              v[7], v[8]))
         elif fields[0] == "take":
             v = [int(f) for f in fields[1:]]
             sequences[-1].steps.append(Take(number, *v))
@@ -188,17 +193,27 @@ SEQUENCES = read_decisions()
 
 def limit_args(seq, algorithm: str):
     """(args, kwargs) that rebuild the sequence's (or a Reconfigure's) limit exactly, or None."""
+    debt = {} if getattr(seq, "max_debt", None) is None else {"max_debt": seq.max_debt}
     if algorithm in ("gcra", "token_bucket"):
         period = model.float_face_period(seq.emission_ns)
         if period is None:
             return None
-        return (1.0, period), {"burst": seq.burst, "algorithm": algorithm}
+        return (1.0, period), {"burst": seq.burst, "algorithm": algorithm, **debt}
     period = model.float_face_seconds(seq.emission_ns)  # the model proves it derives the window
-    return (float(seq.burst), period), {"algorithm": algorithm}
+    return (float(seq.burst), period), {"algorithm": algorithm, **debt}
+
+
+def counted(stats, store, field: str):
+    """The counter `field` of `store`, or None when this face cannot read it (or it
+    saturated: a sequence's huge units may get it there)."""
+    if stats is None:
+        return None
+    value = stats(store)[field]
+    return None if value == 2**63 - 1 else value
 
 
 def replay(make_store, check, peek, reset, reserve=None, refund=None,
-           reconfigure=None, charge=None, take=None) -> tuple[collections.Counter, list[str]]:
+           reconfigure=None, charge=None, take=None, stats=None) -> tuple[collections.Counter, list[str]]:
     """Replays every sequence under each of its algorithms; returns counts of
     compared and skipped ops, and mismatches."""
     counts: collections.Counter = collections.Counter()
@@ -206,12 +221,12 @@ def replay(make_store, check, peek, reset, reserve=None, refund=None,
     for seq in SEQUENCES:
         for algorithm in seq.algorithms:
             replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, reconfigure,
-                       charge, take, counts, mismatches)
+                       charge, take, counts, mismatches, stats)
     return counts, mismatches
 
 
 def replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, reconfigure, charge,
-               take, counts, mismatches):
+               take, counts, mismatches, stats=None):
     ops = [s for s in seq.steps if s != "reset"]
     made = limit_args(seq, algorithm)
     if made is None:
@@ -261,7 +276,12 @@ def replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, 
         if isinstance(step, Refund):
             if refund is None:
                 return
+            before = counted(stats, store, "units_refunded")
             refund(store, step.cost, now)
+            after = counted(stats, store, "units_refunded")
+            if before is not None and after is not None and after - before != step.given:
+                mismatches.append(f"decisions.txt:{step.line} ({algorithm}): refund counted "
+                                  f"{after - before}; want {step.given}")
             counts["compared"] += 1
             continue
         if isinstance(step, Take):
@@ -276,10 +296,15 @@ def replay_one(seq, algorithm, make_store, check, peek, reset, reserve, refund, 
         if isinstance(step, Charge):
             if charge is None:
                 return
+            before = counted(stats, store, "units_admitted")
             d = charge(store, step.cost, now)
             if d.clipped is not step.clipped:
                 mismatches.append(f"decisions.txt:{step.line} ({algorithm}): charge gave {d!r}; "
                                   f"want clipped={step.clipped}")
+            after = counted(stats, store, "units_admitted")
+            if before is not None and after is not None and after - before != step.committed:
+                mismatches.append(f"decisions.txt:{step.line} ({algorithm}): charge counted "
+                                  f"{after - before}; want {step.committed}")
         else:
             d = (check if step.commit else peek)(store, step.cost, now)
         if not (
@@ -325,6 +350,7 @@ def test_decisions_limiter():
         lambda lim, rate, period, burst, now: lim.reconfigure(rate, period, burst=burst, now=now),
         lambda lim, cost, now: lim.charge(cost, now=now),
         lambda lim, max_cost, now: lim.take(max_cost, now=now),
+        lambda lim: lim.stats(),
     )
     report("Limiter", counts, mismatches)
 
@@ -340,6 +366,7 @@ def test_decisions_keyed():
         lambda keyed, rate, period, burst, now: keyed.reconfigure(rate, period, burst=burst, now=now),
         lambda keyed, cost, now: keyed.charge("key", cost, now=now),
         lambda keyed, max_cost, now: keyed.take("key", max_cost, now=now),
+        lambda keyed: keyed.stats(),
     )
     report("KeyedLimiter", counts, mismatches)
 

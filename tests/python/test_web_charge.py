@@ -166,3 +166,44 @@ def test_adapters_that_never_see_a_response_end_refuse_charge():
         with pytest.raises(cellrate.InvalidArgument) as caught:
             make("10/s", charge=used)
         assert caught.value.param == "charge"
+
+
+def test_one_bad_figure_costs_a_key_one_more_burst_and_is_logged(client_of, caplog):
+    """An upstream reports 2**70 tokens: the charge is committed up to the store's
+    max_debt (default: the burst) and logged; the key is refused for the debt (100
+    units at 0.6 s, then one more), not for 146 years."""
+    tokens = limiter()
+    client = client_of(tokens, cost=1, charge=used)
+    with caplog.at_level("WARNING", logger="cellrate"):
+        assert get(client, f"/?use={2**70}")[0] == 200
+    assert "debt bound" in caplog.text and "/" in caplog.text
+    status, headers = get(client, "/")
+    assert status == 429 and headers["Retry-After"] == "61"  # 101 units at 0.6 s: 60.6 s
+
+
+def test_a_figure_above_max_cost_is_settled_as_max_cost_and_logged(client_of, caplog):
+    tokens = cellrate.KeyedLimiter("100/minute", burst=100, max_cost=50)
+    client = client_of(tokens, cost=1, charge=used)
+    with caplog.at_level("WARNING", logger="cellrate"):
+        assert get(client, f"/?use={2**70}")[0] == 200
+    assert f"reported {2**70} units, above max_cost 50" in caplog.text
+    assert remaining(tokens) == 50  # settled as 50: no debt at all
+    with caplog.at_level("WARNING", logger="cellrate"):
+        assert get(client, "/estimate?estimate=80")[0] == 200  # the endpoint's 81: 50 at most
+    assert "charged 81 units, above max_cost 50" in caplog.text
+    assert remaining(tokens) == 45  # then 5 used: 45 given back
+
+
+def test_the_policy_passes_max_cost_and_max_debt_to_its_stores():
+    policy = cellrate.web.Policy("100/minute", burst=100, max_cost=50, max_debt=5)
+    store = policy.limits[0].store
+    assert (store.max_cost, store.max_debt) == (50, 5)
+    with pytest.raises(cellrate.InvalidArgument) as caught:
+        cellrate.web.Policy(limiter(), max_debt=5)
+    assert caught.value.param == "max_debt"  # a store you made carries its own
+    with pytest.raises(cellrate.InvalidArgument) as caught:
+        cellrate.web.Policy("100/minute", max_debt=-1)
+    assert caught.value.param == "max_debt"
+    with pytest.raises(cellrate.InvalidArgument) as caught:
+        cellrate.web.Policy("100/minute", max_cost=101)
+    assert caught.value.param == "burst"

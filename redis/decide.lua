@@ -1,7 +1,6 @@
 -- cellrate's decisions as a Redis server-side script (docs/design.md §11).
--- The one copy, lua/cellrate/redis_decide.lua: the Lua module installs it
--- beside cellrate.redis, the Python package ships it as package data; both
--- send these exact bytes.
+-- The one copy, redis/decide.lua: the rock installs it beside cellrate.redis,
+-- the Python package ships it as package data; both send these exact bytes.
 --
 -- KEYS: one key per limit (a single limit is a list of one; several limits
 -- are decided as one, so they must share a Cluster slot: hash tags).
@@ -23,7 +22,8 @@
 -- an admission is answered 1 alone. A charge (the core's cr_charge) is that
 -- check where the cost fits; else it commits the cost into debt, refused,
 -- with the decision of one more unit on the state charged, and answers a
--- sixth field, clipped (1: the debt met its bound, MAX_DEBT_NS below). A take
+-- sixth field, clipped (1: the debt met its bound: the core's default
+-- max_debt, one burst beyond the limit, and at most MAX_DEBT_NS below). A take
 -- (cr_take) admits as many units as fit now, up to the cost, and answers
 -- their count.
 --
@@ -57,9 +57,10 @@ local CHARGE = '4'
 local TAKE = '5'
 -- A tolerance (or window) the script carries exactly: below 9e15 ns (104 days).
 local MAX_TOLERANCE_NS = 9000000000000000
--- The debt bound: a charge leaves a gcra TAT at most this far after now (the
--- core's bound, its horizon, is beyond what one double carries); a window's
--- count at most its packed ceiling, as the core's.
+-- The debt bound: a charge commits at most one burst (a window's rate) beyond
+-- the limit, the core's default max_debt, in whole units; a gcra TAT also at
+-- most this far after now (the core's ceiling, its horizon, is beyond what one
+-- double carries).
 local MAX_DEBT_NS = 9000000000000000
 -- BURST_TOO_LARGE = is too large for the Redis store: burst * (period/rate), or a window, must be below 9e15 ns (about 104 days)
 -- The first words of the error replies that mean "Redis cannot decide now".
@@ -287,13 +288,16 @@ if needs_helpers then
             return allowed and 1 or 0, count < rate and rate - count or 0, retry, reset, write
         end
 
-        -- cr_fixed_charge: the count passes the rate up to the window less one
-        -- ns, the most end + count carries. The state charged, and clipped.
-        local function charge_fixed(ss, sns, window, _, ts, tns, cost)
+        -- cr_fixed_charge: the count passes the rate by max_debt (the
+        -- default: the rate), up to the window less one ns, the most end +
+        -- count carries; a count already past it is kept. The state charged,
+        -- and clipped.
+        local function charge_fixed(ss, sns, window, rate, ts, tns, cost)
             local es, ens, count = read_fixed(ss, sns, window, ts, tns)
-            local ceiling = window - 1
-            local clipped = cost > ceiling - count
-            local s, ns = add(es, ens, split(clipped and ceiling or count + cost))
+            local ceiling = rate + rate < window - 1 and rate + rate or window - 1
+            local fit = ceiling > count and ceiling - count or 0
+            local clipped = cost > fit
+            local s, ns = add(es, ens, split(count + (clipped and fit or cost)))
             return s, ns, clipped
         end
 
@@ -688,7 +692,7 @@ if mode == REFUND then
 end
 
 -- Each limit decides on its key's state word (ss, sns), following
--- core/decision.h: allowed (1/0), remaining, retry_after, reset_after, and
+-- core/decide.h: allowed (1/0), remaining, retry_after, reset_after, and
 -- the value to store (nil: nothing to write). Several limits: every key
 -- is decided before any is written, and written only if all admit; a key
 -- named twice decides the second time on the value the first would store
@@ -817,8 +821,10 @@ for i = 1, nkeys do
         elseif mode == CHARGE and pass == 1 and allowed == 0 then
             -- into debt (cr_charge_core): the state charged, clipped at the bound
             if algorithm == 'gcra' or algorithm == 'token_bucket' then
-                -- max(TAT, now) + cost * T, at most now + MAX_DEBT_NS; a TAT
-                -- already beyond (a clock that stepped back) is kept
+                -- max(TAT, now) + cost * T, at most now + tau + max_debt * T
+                -- (max_debt the default, the burst: 2 tau) and now +
+                -- MAX_DEBT_NS, in whole units; a TAT already beyond (a clock
+                -- that stepped back) is kept
                 local lead_s, lead_ns = ss - ts, sns - tns
                 if lead_ns < 0 then
                     lead_s, lead_ns = lead_s - 1, lead_ns + E9
@@ -829,15 +835,17 @@ for i = 1, nkeys do
                 clipped = true
                 if lead_s < 9000000 then
                     local lead, emission = lead_s * E9 + lead_ns, tonumber(ARGV[base + 2])
-                    local room = MAX_DEBT_NS - lead
-                    local next_lead = MAX_DEBT_NS
-                    if cost <= (room - fmod(room, emission)) / emission then
-                        next_lead, clipped = lead + cost * emission, false
-                    end
-                    local add_ns = fmod(next_lead, E9)
-                    ss, sns = ts + (next_lead - add_ns) / E9, tns + add_ns
-                    if sns >= E9 then
-                        ss, sns = ss + 1, sns - E9
+                    local depth = tolerance + tolerance -- exact: tolerance < 9e15 < 2^53
+                    local room = (depth < MAX_DEBT_NS and depth or MAX_DEBT_NS) - lead
+                    local fit = room > 0 and (room - fmod(room, emission)) / emission or 0
+                    clipped = cost > fit
+                    if fit > 0 or not clipped then
+                        local next_lead = lead + (clipped and fit or cost) * emission
+                        local add_ns = fmod(next_lead, E9)
+                        ss, sns = ts + (next_lead - add_ns) / E9, tns + add_ns
+                        if sns >= E9 then
+                            ss, sns = ss + 1, sns - E9
+                        end
                     end
                 end
             else

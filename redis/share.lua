@@ -1,6 +1,6 @@
 -- cellrate's fleet shares as a Redis server-side script (docs/design/share.md).
--- The one copy, lua/cellrate/redis_share.lua, beside redis_decide.lua and
--- shipped the same way: every face sends these exact bytes.
+-- The one copy, redis/share.lua, beside decide.lua and shipped the same way:
+-- every face sends these exact bytes.
 --
 -- KEYS[1]: the fleet's hash. Field FLEET: 'ttl_us interval_us', the fleet's
 -- own, fixed by its first heartbeat (until the hash expires, 2 ttl after the

@@ -7,13 +7,13 @@
     >>> limiter.allow("user:42")
     True
 
-Each decision is one round trip: a server-side script (redis_decide.lua, the
-one file both faces send, lua/cellrate/ in the repository) reads the key's
-state, decides with the server's clock (TIME) and writes the new state with an
-expiry, atomically. The limit is the core's (cellrate.Limit), and the core
-validates every key, cost and now too, so both stores refuse the same inputs
-with the same words. No call holds a decision longer than `timeout`, whatever
-the client's own retries. While Redis cannot decide (unreachable, or a reply such as OOM or
+Each decision is one round trip: a server-side script (redis/decide.lua in the
+repository, the one file both faces send) reads the key's state, decides with
+the server's clock (TIME) and writes the new state with an expiry, atomically.
+The limit is the core's (cellrate.Limit), and the core validates every key,
+cost and now too, so both stores refuse the same inputs with the same words.
+No call holds a decision longer than `timeout`, whatever the client's own
+retries. While Redis cannot decide (unreachable, or a reply such as OOM or
 BUSY: UNAVAILABLE_REPLIES), `on_error` decides: "allow" (fail open), "deny"
 (fail closed) or "raise" (RedisUnavailable), and a probe off the request path
 tries Redis until it decides again; any other error reply raises
@@ -29,19 +29,8 @@ change). Design: docs/design.md §11.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
-import logging
-import math
-import os
-import pathlib
-import re
-import sys
-import threading
 import time
-import weakref
-from importlib import resources
-from typing import Any, Callable, Dict, Iterable, List, Literal, Sequence, Tuple, Union, cast
+from typing import Any, Dict, Iterable, List, Literal, Sequence, Tuple, cast
 
 import cellrate
 from cellrate import _concurrency
@@ -54,12 +43,55 @@ try:
     import redis.asyncio.cluster
     import redis.cluster
     import redis.crc
-    import redis.sentinel
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "cellrate.redis needs the redis package: pip install 'cellrate[redis]'") from exc
+
+# The script's protocol and the stores' transport are modules of their own (the fleet
+# share builds on them too); the names of theirs that users know are this module's.
+from cellrate.redis._protocol import (
+    _HOLD_PROTOCOL,
+    _ONE_LIMIT_SERVER_CLOCK,
+    _PROTOCOL,
+    ACQUIRE as ACQUIRE,
+    ALLOW as ALLOW,
+    CHARGE as CHARGE,
+    CHECK as CHECK,
+    COUNT as COUNT,
+    DEFAULT_PREFIX as DEFAULT_PREFIX,
+    FIRST_BACKOFF_S as FIRST_BACKOFF_S,
+    HOLD_SCRIPT,
+    HOLD_SHA as HOLD_SHA,
+    MAX_BACKOFF_S as MAX_BACKOFF_S,
+    MAX_DEBT_NS as MAX_DEBT_NS,
+    MAX_TOLERANCE_NS,
+    ON_ERROR as ON_ERROR,
+    PEEK as PEEK,
+    REFUND as REFUND,
+    RELEASE as RELEASE,
+    SCRIPT,
+    SHA as SHA,
+    TAKE as TAKE,
+    UNAVAILABLE_REPLIES,
+    Key as Key,
+    _cannot_decide,
+    _check_name,
+    _check_request,
+    _decision,
+    _default_name,
+    _raise_mistake,
+    _request,
+    _Sent,
+    _slots_differ,
+)
+from cellrate.redis._store import (
+    RedisUnavailable,
+    _AsyncStore,
+    _Outage,
+    _Store,
+    _SyncStore,
+    log as log,
+)
 
 __all__ = [
     "AsyncRedisConcurrency",
@@ -78,309 +110,13 @@ __all__ = [
 ]
 
 
-def _read_script(filename: str) -> bytes:
-    """A script's bytes: package data in an installed package, else the
-    repository's one copy (a source tree on PYTHONPATH)."""
-    shipped = resources.files("cellrate").joinpath(filename)
-    if shipped.is_file():
-        return shipped.read_bytes()
-    return (pathlib.Path(__file__).resolve().parents[2] / "lua" / "cellrate" /
-            filename).read_bytes()
-
-
-#: The server-side script, byte for byte as the Lua module sends it.
-SCRIPT: bytes = _read_script("redis_decide.lua")
-SHA = hashlib.sha1(SCRIPT).hexdigest()
-#: The concurrency limits' script (RedisConcurrency), byte for byte as the Lua module sends it.
-HOLD_SCRIPT: bytes = _read_script("redis_hold.lua")
-HOLD_SHA = hashlib.sha1(HOLD_SCRIPT).hexdigest()
-
-
-def _protocol(script: bytes) -> Dict[str, str]:
-    """The settings of the script's protocol paragraph ("-- The protocol:" up to the first
-    blank line): NAME -> its value's text, a 'string' unquoted. The Lua face reads the
-    same lines."""
-    text = script.decode()
-    start = text.index("\n-- The protocol:")
-    paragraph = text[start:text.index("\n\n", start)]
-    return {name: value.strip("'") for name, value in
-            re.findall(r"^(?:local|--) ([A-Z][A-Z_]*) = (.*)$", paragraph, re.M)}
-
-
-_PROTOCOL = _protocol(SCRIPT)
-_HOLD_PROTOCOL = _protocol(HOLD_SCRIPT)
-
-#: The largest tolerance (burst * emission interval) the script carries exactly, exclusive:
-#: 9e15 ns, about 104 days. Larger limits are refused with an error naming burst.
-MAX_TOLERANCE_NS = int(_PROTOCOL["MAX_TOLERANCE_NS"])
-
-ON_ERROR = tuple(_PROTOCOL["ON_ERROR"].split())
-_ON_ERROR_WORDS = ", ".join(f"'{word}'" for word in ON_ERROR[:-1]) + f" or '{ON_ERROR[-1]}'"
-DEFAULT_PREFIX = _PROTOCOL["PREFIX"]
-# A name's refused characters and the words of the refusals; what a live change says of
-# another algorithm (also the start of the script's reply for a key held under one).
-_NAME_REFUSES = _PROTOCOL["NAME_REFUSES"].split()
-_ALGORITHM_REPLY = _PROTOCOL["ALGORITHM_REPLY"]
-
-# The script's modes (its ARGV[1]).
-PEEK, CHECK, ALLOW, REFUND, CHARGE, TAKE = (
-    _PROTOCOL[mode].encode() for mode in ("PEEK", "CHECK", "ALLOW", "REFUND", "CHARGE", "TAKE"))
-
-#: How far after now a charge can leave a gcra key's TAT (its debt bound), in ns:
-#: 9e15 ns, about 104 days (the core's bound is beyond what the script carries
-#: exactly). A charge past it is clipped there (Decision.clipped). A window's count
-#: is bounded by its packed ceiling, as in process.
-MAX_DEBT_NS = int(_PROTOCOL["MAX_DEBT_NS"])
-
-# EVALSHA's words after the SHA (numkeys, the key, mode, cost, the limit's four
-# arguments) for one limit on the server's clock: the only requests whose
-# refusals are remembered.
-_ONE_LIMIT_SERVER_CLOCK = 8
-
-
-class _Sent:
-    """The limit a store sends, with what is derived from it: one object, replaced whole
-    by reconfigure(), so that a call never mixes two limits."""
-
-    __slots__ = ("limit", "args", "admitted", "window", "retry_per_unit_ns")
-
-    def __init__(self, limit: Any) -> None:
-        if limit.tolerance_ns >= MAX_TOLERANCE_NS:
-            raise invalid("burst", "burst " + _PROTOCOL["BURST_TOO_LARGE"])
-        self.limit = limit
-        # the limit as the script takes it
-        self.args = _limit_words(limit)
-        # the seconds in which the limit restores its units, for Decision.headers()
-        self.window: float = limit.window
-        # the answer to an admission in ALLOW mode (the script replies 1 alone)
-        self.admitted = cellrate.Decision(True, 0, 0.0, 0.0, limit.burst, self.window)
-        # How a refusal's retry_after grows per unit of cost above the remembered
-        # one (gcra: one emission interval; fixed window: not at all; sliding
-        # window: not known here, so Redis is asked).
-        self.retry_per_unit_ns: int | None = (
-            limit.emission_ns if limit.algorithm in ("gcra", "token_bucket")
-            else 0 if limit.algorithm == "fixed_window" else None)
-
 #: Refusals a limiter remembers at most (a full memory starts over).
 MAX_REFUSALS = 10_000
-
-#: The first words of the Redis error replies that mean "Redis cannot decide
-#: now" (full, busy with another script, loading, a read-only replica, failing
-#: over): answered by on_error like an unreachable server. Any other error reply
-#: (WRONGTYPE, a script error) is a mistake, raised as RedisUnavailable whatever
-#: on_error says. The script's protocol paragraph holds them for both faces.
-UNAVAILABLE_REPLIES = tuple(_PROTOCOL["UNAVAILABLE_REPLIES"].split())
-
-# Failures that are not replies: the server cannot be reached or did not answer
-# in time (a pool's wait for a connection included).
-_TRANSPORT = (
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    redis.exceptions.ClusterError,  # no node answered for the slot
-    redis.exceptions.RedisClusterException,
-    asyncio.TimeoutError,
-    OSError,
-)
-
-# The prefixes redis-py strips from the replies it maps to exceptions of its own
-# (redis-py 7 on keeps it as .status_code).
-try:
-    from redis._parsers.base import BaseParser as _Parser
-except ImportError:  # pragma: no cover - redis-py 4
-    from redis.connection import BaseParser as _Parser  # type: ignore[attr-defined,no-redef,unused-ignore]
-_STRIPPED = {kind: word for word, kind in _Parser.EXCEPTION_CLASSES.items()
-             if isinstance(kind, type)}
 
 #: The store's default bound on one decision, in seconds (timeout=).
 DEFAULT_TIMEOUT_S = 0.25
 
-
-def _reply_word(error: redis.exceptions.ResponseError) -> str:
-    """The first word of the error reply behind `error` ("OOM", "WRONGTYPE", ...)."""
-    word = getattr(error, "status_code", None) or _STRIPPED.get(type(error))
-    return word if word else str(error).split(" ", 1)[0]
-
-
-def _cannot_decide(error: BaseException) -> bool:
-    """The one classification of failures: True when Redis cannot decide now
-    (on_error answers), False for a mistake (raised as RedisUnavailable)."""
-    if isinstance(error, redis.exceptions.ResponseError):
-        return _reply_word(error) in UNAVAILABLE_REPLIES
-    return isinstance(error, _TRANSPORT)
-
-
-class _PoolExhausted(redis.exceptions.ConnectionError):
-    """No connection of the pool came free before the call's deadline: this call
-    only cannot decide (Redis is not down)."""
-
-
-# While Redis cannot decide, calls answer by on_error without trying it, and a
-# probe (a thread, or an asyncio task) tries it after a delay that doubles
-# from FIRST_BACKOFF_S up to MAX_BACKOFF_S, until it decides again.
-FIRST_BACKOFF_S = float(_PROTOCOL["FIRST_BACKOFF_S"])
-MAX_BACKOFF_S = float(_PROTOCOL["MAX_BACKOFF_S"])
-
-log = logging.getLogger("cellrate.redis")
-
-Key = Union[str, bytes]
 Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window"]
-
-
-class RedisUnavailable(cellrate.CellrateError):
-    """Redis could not decide (unreachable, stalled or failing over) and on_error is "raise".
-
-    The client's own exception is the __cause__.
-    """
-
-
-def _detached(error: BaseException) -> BaseException:
-    """`error` kept for later (the cause of RedisUnavailable) without the tracebacks of
-    its chain: their frames would keep the store, and so its probe, alive."""
-    seen = error
-    while seen is not None:
-        seen.with_traceback(None)
-        seen = seen.__cause__ or seen.__context__  # type: ignore[assignment]
-    return error
-
-
-class _Outage:
-    """Redis cannot decide: since when (monotonic s), the last failure (without its
-    tracebacks) and when the probe tries next (monotonic s; 0: no probe, a call that
-    found no free connection). Never changed, replaced whole: a decision reads the
-    availability once and answers from that, whatever the probe does meanwhile."""
-
-    __slots__ = ("since", "error", "retry_at")
-
-    def __init__(self, since: float, error: BaseException, retry_at: float) -> None:
-        self.since = since
-        self.error = error
-        self.retry_at = retry_at
-
-
-class _Availability:
-    """Whether Redis decides lately; the back-off schedule of the probe, its log lines.
-
-    A call reads `outage` once (None: ask Redis) and answers from what it read;
-    failed() starts the probe (start_probe, given by the store: a thread or an
-    asyncio task), which calls probed() after each try until one succeeds. No
-    request ever waits for a probe.
-    """
-
-    def __init__(self) -> None:
-        self.outage: _Outage | None = None
-        self.backoff = 0.0
-        self.probing = False
-        self.lock = threading.Lock()
-
-    def failed(self, error: BaseException, on_error: str) -> Tuple[_Outage, bool]:
-        """Redis cannot decide: the outage, and True when the caller must start the probe."""
-        error = _detached(error)
-        with self.lock:
-            outage = self.outage
-            if outage is None:
-                since = time.monotonic()
-                self.backoff = FIRST_BACKOFF_S
-                outage = _Outage(since, error, since + self.backoff)
-                log.warning("Redis cannot decide (%s: %s); answering on_error=%r until it "
-                            "decides again", type(error).__name__, error, on_error)
-            else:
-                outage = _Outage(outage.since, error, outage.retry_at)
-            self.outage = outage
-            start, self.probing = not self.probing, True
-            return outage, start
-
-    def probed(self, error: BaseException | None) -> float | None:
-        """A probe's outcome (None: Redis decided); the delay to the next one, or None
-        when probing stops."""
-        with self.lock:
-            outage = self.outage
-            if error is None or outage is None:
-                if outage is not None:
-                    log.warning("Redis decides again after %.3f s",
-                                time.monotonic() - outage.since)
-                self.outage, self.probing = None, False
-                return None
-            self.backoff = min(self.backoff * 2, MAX_BACKOFF_S)
-            self.outage = _Outage(outage.since, _detached(error),
-                                  time.monotonic() + self.backoff)
-            return self.backoff
-
-    def stopped(self) -> None:
-        with self.lock:
-            self.probing = False
-
-
-class _Store:
-    """What every Redis store shares: its client, prefix, on_error and timeout, the one
-    handling of failures (on_error while Redis cannot decide, and the probe)."""
-
-    _clients: Tuple[type, ...] = ()
-    _client_names = ""
-    _script, _sha = SCRIPT, SHA
-    _probe_words: List[Any]  # what the probe sends: a call that writes nothing
-
-    def _open_store(self, client: Any, prefix: str, on_error: str, timeout: float) -> None:
-        if on_error not in ON_ERROR:
-            raise invalid("on_error", f"on_error must be {_ON_ERROR_WORDS}, not {on_error!r}")
-        self._open_client(client, prefix, timeout)
-        self.on_error = on_error
-
-    def _open_client(self, client: Any, prefix: str, timeout: float) -> None:
-        """The client, prefix and timeout checked and kept (every store, the share store
-        too, which has no on_error)."""
-        if not isinstance(client, self._clients):
-            raise invalid_type("client",
-                               f"client must be {self._client_names}, not {type(client).__name__}")
-        if not isinstance(prefix, str):
-            raise invalid_type("prefix", f"prefix must be a str, not {type(prefix).__name__}")
-        if any(refused in prefix for refused in _PROTOCOL["PREFIX_REFUSES"].split()):
-            raise invalid("prefix", "prefix " + _PROTOCOL["PREFIX_REFUSED"])
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise invalid_type("timeout",
-                               f"timeout must be a number of seconds, not {type(timeout).__name__}")
-        if not 0 < timeout < math.inf:
-            raise invalid("timeout", f"timeout must be finite and > 0 (seconds), not {timeout!r}")
-        self.client: Any = client
-        self.prefix = prefix
-        self.timeout = float(timeout)
-        self._availability = _Availability()
-
-    def _failed(self, error: Exception, keys: Sequence[bytes] = ()) -> Any:
-        """The answer to a call of `keys` that failed: on_error's when Redis cannot decide
-        now (and, unless the call only found no free connection, the store answers
-        on_error from then on while a probe tries Redis); a mistake raises
-        RedisUnavailable, or InvalidArgument where it is one."""
-        if not _cannot_decide(error):
-            _raise_mistake(error, keys)
-            raise RedisUnavailable(f"Redis refused the decision: {error}") from error
-        if isinstance(error, _PoolExhausted):
-            return self._fallback(_Outage(time.monotonic(), error, 0.0))
-        outage, start = self._availability.failed(error, self.on_error)
-        if start:
-            self._start_probe()
-        return self._fallback(outage)
-
-    def _while_down(self, outage: _Outage) -> Any:
-        """The answer while Redis cannot decide, from the outage the call read (the
-        probe restarted if it had stopped, as when its event loop ended)."""
-        availability = self._availability
-        if not availability.probing:
-            with availability.lock:
-                start, availability.probing = not availability.probing, True
-            if start:
-                self._start_probe()
-        return self._fallback(outage)
-
-    def _fallback(self, outage: _Outage) -> Any:  # pragma: no cover - each store has its own
-        raise NotImplementedError
-
-    def _start_probe(self) -> None:  # pragma: no cover - each face has its own
-        raise NotImplementedError
-
-    def _unavailable(self, what: str, error: Exception) -> RedisUnavailable:
-        """The error of a reset or a refund that Redis did not make (not a decision:
-        raised whatever on_error says)."""
-        return RedisUnavailable(f"Redis cannot {what} now: {error}")
 
 
 class _RedisLimit(_Store):
@@ -562,324 +298,7 @@ def _take_words(limiter: "_RedisLimit", key: Key, max_cost: int,
         make = invalid_type if isinstance(error, cellrate.InvalidArgumentType) else invalid
         raise make("max_cost", "max_cost" + str(error)[len("cost"):]) from None
 
-
-def _limit_words(limit: Any) -> Tuple[bytes, ...]:
-    """The script's four ARGV words of a limit with the fields algorithm, emission_ns,
-    tolerance_ns and burst. Encoded once: redis-py sends bytes as they are."""
-    fields = (limit.algorithm, limit.emission_ns, limit.tolerance_ns, limit.burst)
-    return tuple(str(field).encode() for field in fields)
-
-
-def _default_name(limit: Any) -> str:
-    """The name of a limit given none: its parameters, "<algorithm>:<tolerance_ns>:<burst>"
-    (the signature the script records with each value), so that two limits without a
-    name never share a key, and the keys are those of the layout before names."""
-    return f"{limit.algorithm}:{limit.tolerance_ns}:{limit.burst}"
-
-
-def _check_name(name: Any) -> None:
-    """A name as the core takes a policy name, without the characters of NAME_REFUSES."""
-    cellrate.check_policy_name(name)
-    if any(refused in name for refused in _NAME_REFUSES):
-        raise invalid("name", "name " + _PROTOCOL["NAME_REFUSED"])
-
-
-def _raise_mistake(error: Exception, keys: Sequence[bytes] = ()) -> None:
-    """An error reply that is an argument mistake, raised as one: a key held under another
-    algorithm (InvalidArgument naming algorithm), keys in several Cluster slots (CROSSSLOT,
-    naming items); anything else returns."""
-    if not isinstance(error, redis.exceptions.ResponseError):
-        return
-    text = str(error)
-    at = text.find(_ALGORITHM_REPLY)
-    if at >= 0:
-        raise invalid("algorithm", text[at + len("cellrate: "):]) from error
-    if _reply_word(error) == "CROSSSLOT":
-        raise _slots_differ(keys) from error
-
-
-def _slots_differ(keys: Sequence[bytes]) -> Exception:
-    """The mistake of one call's keys in several Redis Cluster hash slots, naming each
-    key and its slot (the client's own rule, redis.crc.key_slot)."""
-    named = ", ".join(f"'{key.decode('utf-8', 'backslashreplace')}' {redis.crc.key_slot(key)}"
-                      for key in dict.fromkeys(keys))
-    return invalid("items", f"items {_PROTOCOL['SLOTS_DIFFER']} {named}")
-
-
 _CLUSTER_CLIENTS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
-
-
-# The core's checks of a decision's key, cost and now, without a store.
-_check_request = cellrate._cellrate._check_request
-
-
-def _request(mode: bytes, pairs: Sequence[Tuple["_RedisLimit", Key]], cost: int,
-             now: float | None) -> Tuple[List[Any], List[_Sent]]:
-    """The one builder of the script's words after the SHA: numkeys, KEYS (a key per
-    limit), ARGV (mode, cost, each limit's four words, then now in ns when given, as
-    the core rounds it); and the limits sent, which answer the reply. Each key, cost
-    and now is validated by the core first."""
-    now_ns = None
-    for _, key in pairs:
-        now_ns = _check_request(key, cost, now)
-    keys = [limit._key(key) for limit, key in pairs]
-    sents = [limit._sent for limit, _ in pairs]
-    args: List[Any] = [mode, cost]
-    for sent in sents:
-        args += sent.args
-    if now_ns is not None:
-        args.append(now_ns)
-    return [len(keys), *keys, *args], sents
-
-
-def _decision(reply: Any, sents: Sequence[_Sent]) -> cellrate.Decision:
-    if not isinstance(reply, list):  # ALLOW, admitted: the verdict alone
-        return sents[0].admitted
-    allowed, remaining, retry_after_ns, reset_after_ns, index = reply[:5]
-    retry_after_ns = int(retry_after_ns)
-    sent = sents[index - 1]
-    return cellrate.Decision(
-        allowed == 1,
-        remaining,
-        math.inf if retry_after_ns < 0 else retry_after_ns / 1e9,
-        int(reset_after_ns) / 1e9,
-        sent.limit.burst,
-        sent.window,
-        clipped=len(reply) > 5 and reply[5] == 1,  # a charge's sixth field
-    )
-
-
-class _SentinelMaster:
-    """The master's address, asked of the Sentinels of a pool that redis-py's
-    Sentinel.master_for() made, within the time a call has left. redis-py's own
-    lookup asks each Sentinel in turn with that Sentinel client's socket timeout (5 s
-    by default), before the store could bound it. Here each Sentinel gets an equal
-    share of the time left (so a frozen one costs a share and the next still
-    answers), through the store's own connections to it; the reply is read and the
-    master's state judged as redis-py does; a Sentinel that failed is asked last from
-    then on, one that answered first (redis-py keeps the one that answered first too)."""
-
-    def __init__(self, pool: Any) -> None:
-        self._manager = pool.sentinel_manager
-        self.service_name: str = pool.service_name
-        self.check_connection: bool = pool.check_connection
-        self._order: List[Any] = list(self._manager.sentinels)
-        self._lock = threading.Lock()
-
-    def _move(self, sentinel: Any, first: bool) -> None:
-        with self._lock:
-            if sentinel in self._order:
-                self._order.remove(sentinel)
-                self._order.insert(0 if first else len(self._order), sentinel)
-
-    def address(self, deadline: float) -> Tuple[str, int]:
-        with self._lock:
-            sentinels = list(self._order)
-        errors = []
-        for index, sentinel in enumerate(sentinels):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                errors.append("no time left")
-                break
-            try:
-                reply = _Connections.of(sentinel.connection_pool).run(
-                    ("SENTINEL MASTERS",), time.monotonic() + left / (len(sentinels) - index))
-                masters = sentinel.response_callbacks["SENTINEL MASTERS"](reply)
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-                    redis.exceptions.ResponseError) as error:
-                where = sentinel.connection_pool.connection_kwargs
-                errors.append(f"{where.get('host')}:{where.get('port')}: {error}")
-                self._move(sentinel, first=False)
-                continue
-            state = masters.get(self.service_name)
-            if state and self._manager.check_master_state(state, self.service_name):
-                self._move(sentinel, first=True)
-                forced = getattr(self._manager, "_force_master_ip", None)
-                return (forced if forced is not None else state["ip"]), state["port"]
-        raise redis.sentinel.MasterNotFoundError(
-            f"No master found for {self.service_name!r} within the store's timeout: "
-            + "; ".join(errors))
-
-
-class _AskedWithin:
-    """What a Sentinel-managed connection asks its pool (redis-py's proxy), answered
-    within the deadline of the call that connects it: the master's address, then the
-    connection's timeouts cut to the time still left."""
-
-    is_master = True
-
-    def __init__(self, master: _SentinelMaster) -> None:
-        self.master = master
-        self.service_name = master.service_name
-        self.check_connection = master.check_connection
-        self.deadline = 0.0
-        self.connection: Any = None
-
-    def get_master_address(self) -> Tuple[str, int]:
-        address = self.master.address(self.deadline)
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise redis.exceptions.TimeoutError(
-                "the master's address came with no time left within the store's timeout")
-        self.connection.socket_connect_timeout = self.connection.socket_timeout = left
-        return address
-
-
-class _Connections:
-    """The sync store's own connections to the client's server, shared by every store
-    on one connection pool: the pool's settings (host, port, db, credentials, TLS,
-    protocol) without the client's retries, at most the pool's max_connections at
-    once; a call waits for a free one until its deadline. redis-py's own
-    get_connection() cannot serve here: it connects, and so retries with back-off,
-    before the caller can bound it. A pool of Sentinel.master_for() has its master's
-    address asked of the Sentinels within the call's deadline too (_SentinelMaster)."""
-
-    _by_pool: "weakref.WeakKeyDictionary[Any, _Connections]" = weakref.WeakKeyDictionary()
-    _by_pool_lock = threading.Lock()
-
-    @classmethod
-    def of(cls, pool: Any) -> "_Connections":
-        with cls._by_pool_lock:
-            connections = cls._by_pool.get(pool)
-            if connections is None:
-                connections = cls._by_pool[pool] = cls(pool)
-            return connections
-
-    def __init__(self, pool: Any) -> None:
-        kwargs = dict(pool.connection_kwargs)
-        kwargs.update(retry=Retry(NoBackoff(), 0), health_check_interval=0)
-        kwargs.pop("retry_on_timeout", None)
-        self._kwargs = kwargs
-        self._connection_class = pool.connection_class
-        self._sentinel_master = (
-            _SentinelMaster(pool)
-            if isinstance(pool, redis.sentinel.SentinelConnectionPool) and pool.is_master
-            else None)
-        self.max_connections: int = getattr(pool, "max_connections", None) or 2**31
-        self._idle: List[Any] = []
-        self._count = 0
-        self._free = threading.Condition(threading.Lock())
-        self._pid = os.getpid()
-
-    def _made(self) -> Any:
-        """A new connection, not connected."""
-        if self._sentinel_master is None:
-            return self._connection_class(**self._kwargs)
-        asked = _AskedWithin(self._sentinel_master)
-        asked.connection = self._connection_class(**dict(self._kwargs, connection_pool=asked))
-        return asked.connection
-
-    def _get(self, deadline: float) -> Any:
-        with self._free:
-            if self._pid != os.getpid():  # a forked child: the parent's sockets are not ours
-                self._idle, self._count, self._pid = [], 0, os.getpid()
-            while not self._idle and self._count >= self.max_connections:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise _PoolExhausted(
-                        f"no connection of the pool came free within the store's timeout "
-                        f"(max_connections={self.max_connections})")
-                self._free.wait(remaining)
-            if self._idle:
-                return self._idle.pop()
-            self._count += 1
-        try:
-            return self._made()
-        except BaseException:
-            with self._free:
-                self._count -= 1
-                self._free.notify()
-            raise
-
-    def _put(self, connection: Any, healthy: bool) -> None:
-        if not healthy:
-            connection.disconnect()
-        with self._free:
-            if self._pid == os.getpid():
-                if healthy:
-                    self._idle.append(connection)
-                else:
-                    self._count -= 1
-                self._free.notify()
-
-    def run(self, command: Tuple[Any, ...], deadline: float) -> Any:
-        """`command`'s reply, or the error of the reply; raises TimeoutError at the
-        deadline. A connection found closed (a server restarted since) is made again
-        once, while time remains."""
-        connection = self._get(deadline)
-        healthy = False
-        try:
-            for attempt in (0, 1):
-                fresh = getattr(connection, "_sock", None) is None
-                if fresh:
-                    remaining = max(deadline - time.monotonic(), 0.001)
-                    connection.socket_connect_timeout = connection.socket_timeout = remaining
-                    if self._sentinel_master is not None:
-                        connection.connection_pool.deadline = deadline
-                    connection.connect()
-                try:
-                    connection.send_command(*command)
-                    if not connection.can_read(timeout=max(deadline - time.monotonic(), 0)):
-                        raise redis.exceptions.TimeoutError(
-                            "Redis did not answer within the store's timeout")
-                    reply = connection.read_response()
-                except redis.exceptions.ResponseError:
-                    healthy = True
-                    raise
-                except redis.exceptions.ConnectionError:
-                    if fresh or attempt or time.monotonic() >= deadline:
-                        raise
-                    connection.disconnect()
-                    continue
-                healthy = True
-                return reply
-        finally:
-            self._put(connection, healthy)
-
-
-class _SyncStore(_Store):
-    """The transport of the blocking stores: the store's own connections (a cluster client:
-    its own machinery), the script's calls, the probe thread."""
-
-    _clients = (redis.Redis, redis.cluster.RedisCluster)
-
-    def _open_connections(self) -> None:
-        client = self.client
-        self._connections = (None if isinstance(client, redis.cluster.RedisCluster)
-                             else _Connections.of(client.connection_pool))
-        self._probe_stop: threading.Event | None = None
-        self._prober: threading.Thread | None = None
-
-    def _run(self, *command: Any) -> Any:
-        """One command's reply, within the store's timeout (a cluster client: its own)."""
-        connections = self._connections
-        if connections is None:
-            return self.client.execute_command(*command)
-        return connections.run(command, time.monotonic() + self.timeout)
-
-    def _call(self, words: Sequence[Any]) -> Any:
-        """The script's reply. After NOSCRIPT (a restart, SCRIPT FLUSH, a failover) EVAL
-        sends the script with the call, so no flush between a load and a call can
-        fail it again."""
-        try:
-            return self._run("EVALSHA", self._sha, *words)
-        except redis.exceptions.NoScriptError:
-            return self._run("EVAL", self._script, *words)
-
-    def _start_probe(self) -> None:
-        stop = self._probe_stop = threading.Event()
-        self._prober = threading.Thread(
-            target=_probe_thread, args=(weakref.ref(self), self._availability, stop),
-            name="cellrate.redis probe", daemon=True)
-        self._prober.start()
-
-    def close(self) -> None:
-        """Stops the probe of a store that Redis failed (it stops by itself once Redis
-        decides again, or when the store is collected)."""
-        if self._probe_stop is not None:
-            self._probe_stop.set()
-        if self._prober is not None and self._prober is not threading.current_thread():
-            self._prober.join()
 
 
 class RedisLimiter(_SyncStore, _RedisLimit):
@@ -988,104 +407,6 @@ class RedisLimiter(_SyncStore, _RedisLimit):
             raise self._unavailable("reset the key", error) from error
 
 
-def _probe_thread(store_ref: "weakref.ref[_SyncStore]", availability: _Availability,
-                  stop: threading.Event) -> None:
-    """Tries Redis after each back-off until it decides, the store is collected or closed."""
-    delay: float | None = availability.backoff
-    while delay is not None:
-        if stop.wait(delay):
-            availability.stopped()
-            return
-        store = store_ref()
-        if store is None:
-            return
-        delay = availability.probed(_probe_error(store._call, store._probe_words))
-        del store
-
-
-def _probe_error(call: Callable[[Sequence[Any]], Any], words: Sequence[Any]) -> Exception | None:
-    """What a probe met: None when Redis decided (a mistake is an answer too)."""
-    try:
-        call(words)
-    except Exception as error:
-        return error if _cannot_decide(error) else None
-    return None
-
-
-def _pool_exhausted(error: BaseException) -> bool:
-    """A capped asyncio pool with no free connection: MaxConnectionsError where the
-    asyncio pool raises it (redis-py 8), a plain ConnectionError with redis-py's own
-    words before."""
-    max_connections = getattr(redis.exceptions, "MaxConnectionsError", None)
-    return ((max_connections is not None and isinstance(error, max_connections))
-            or (type(error) is redis.exceptions.ConnectionError
-                and str(error) == "Too many connections"))
-
-
-async def _bounded(awaitable: Any, seconds: float) -> Any:
-    """`awaitable`'s result; asyncio.TimeoutError after `seconds`."""
-    if sys.version_info >= (3, 11):
-        async with asyncio.timeout(seconds):
-            return await awaitable
-    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.9, 3.10
-
-
-class _AsyncStore(_Store):
-    """The transport of the asyncio stores: the client's commands within the store's
-    timeout, the script's calls, the probe task."""
-
-    _clients = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
-    _probe_task: "asyncio.Task[None] | None" = None
-
-    async def _run(self, *command: Any) -> Any:
-        """One command's reply within the store's timeout; a capped pool's refusal of a
-        connection is waited out, and is this call's failure alone at the deadline."""
-        waited: List[bool] = []
-        try:
-            return await _bounded(self._command(command, waited), self.timeout)
-        except asyncio.TimeoutError as error:
-            if waited:
-                raise _PoolExhausted("no connection of the pool came free within the "
-                                     "store's timeout") from error
-            raise redis.exceptions.TimeoutError(
-                "Redis did not answer within the store's timeout") from error
-
-    async def _command(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
-        while True:
-            try:
-                return await self.client.execute_command(*command)
-            except redis.exceptions.ConnectionError as error:
-                if not _pool_exhausted(error):
-                    raise
-                waited.append(True)
-                await asyncio.sleep(0.001)
-
-    async def _call(self, words: Sequence[Any]) -> Any:
-        """RedisLimiter._call, awaited."""
-        try:
-            return await self._run("EVALSHA", self._sha, *words)
-        except redis.exceptions.NoScriptError:
-            return await self._run("EVAL", self._script, *words)
-
-    def _start_probe(self) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # pragma: no cover - a decision is always awaited in a loop
-            self._availability.stopped()
-            return
-        self._probe_task = loop.create_task(
-            _probe_task(weakref.ref(self), self._availability), name="cellrate.redis probe")
-
-    async def aclose(self) -> None:
-        """Stops the probe of a store that Redis failed (it stops by itself once Redis
-        decides again, when the store is collected, or with its event loop)."""
-        task, self._probe_task = self._probe_task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-
 class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
     """RedisLimiter for asyncio (redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster):
     the same arguments; check, allow, peek, refund and reset are coroutines. Each call
@@ -1162,30 +483,6 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         except Exception as error:
             raise self._unavailable("reset the key", error) from error
 
-
-async def _probe_task(store_ref: "weakref.ref[_AsyncStore]",
-                      availability: _Availability) -> None:
-    """_probe_thread, as an asyncio task."""
-    delay: float | None = availability.backoff
-    try:
-        while delay is not None:
-            await asyncio.sleep(delay)
-            store = store_ref()
-            if store is None:
-                return
-            try:
-                await store._call(store._probe_words)
-                error: Exception | None = None
-            except Exception as failure:
-                error = failure if _cannot_decide(failure) else None
-            delay = availability.probed(error)
-            del store
-    finally:
-        availability.stopped()
-
-# The concurrency limits' script: its modes (ARGV[1]), the name of a limit given none,
-# and what a store without a lease says.
-COUNT, ACQUIRE, RELEASE = (_HOLD_PROTOCOL[mode].encode() for mode in ("COUNT", "ACQUIRE", "RELEASE"))
 _check_hold = cellrate._cellrate._check_hold
 
 
@@ -1339,7 +636,7 @@ class RedisConcurrency(_SyncStore, _RedisHoldings):
 
     The same names and answers as cellrate.Concurrency: try_acquire(key=None, cost=1)
     -> a RedisSlot or None, hold(...) for `with`, in_flight(key=None). Each acquire and
-    each release is one round trip: a script (redis_hold.lua) keeps a key's holdings in
+    each release is one round trip: a script (hold.lua) keeps a key's holdings in
     a sorted set, one member a holding whatever its units, scored by the instant its
     lease ends on the server's clock (TIME), and gives back the ended ones before it
     counts. `lease` (seconds, required) is what

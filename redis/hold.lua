@@ -1,6 +1,6 @@
 -- cellrate's concurrency limits as a Redis server-side script (docs/design/redis.md).
--- The one copy, lua/cellrate/redis_hold.lua, beside redis_decide.lua and
--- shipped the same way: both faces send these exact bytes.
+-- The one copy, redis/hold.lua, beside decide.lua and shipped the same way:
+-- both faces send these exact bytes.
 --
 -- KEYS[1]: the limit's key, a sorted set of the holdings: one member a
 -- holding, '<holder>/<cost>', scored by the instant its lease ends (server's
@@ -27,7 +27,7 @@
 -- in flight is an absent key.
 
 -- The protocol: what both stores (cellrate.redis in Python and in Lua) must
--- agree on, read by both as the lines of redis_decide.lua's protocol are.
+-- agree on, read by both as the lines of decide.lua's protocol are.
 local COUNT = '0'
 local ACQUIRE = '1'
 local RELEASE = '2'

@@ -1,5 +1,5 @@
 """The fenced code blocks of a Markdown page, for the site's hook
-(tests/docs/hooks.py) and the test that runs the runnable ones
+(tools/docs/hooks.py) and the test that runs the runnable ones
 (tests/python/test_docs.py).
 
 A fence is three or more backticks or tildes; it closes at a line of at least

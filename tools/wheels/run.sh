@@ -1,8 +1,8 @@
 #!/bin/sh
 # The package as users get it (docs/design.md §13).
 #
-#   tests/wheels/run.sh dist VERSION...   # dist/: the sdist, a manylinux wheel per interpreter
-#   tests/wheels/run.sh test VERSION...   # the same wheels, each installed and tested
+#   tools/wheels/run.sh dist VERSION...   # dist/: the sdist, a manylinux wheel per interpreter
+#   tools/wheels/run.sh test VERSION...   # the same wheels, each installed and tested
 #
 # VERSION is a CPython minor version (3.9, 3.13, ...): its interpreter is
 # taken from pyenv ($PYENV_ROOT/versions/VERSION.*) or PATH (pythonVERSION);

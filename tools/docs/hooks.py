@@ -21,7 +21,7 @@ from pathlib import Path
 from mkdocs.structure.files import File
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fences import segments  # noqa: E402  (tests/docs/fences.py, beside this file)
+from fences import segments  # noqa: E402  (tools/docs/fences.py, beside this file)
 
 # repository path -> path in the site
 OUTSIDE = {

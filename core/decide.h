@@ -1,6 +1,6 @@
 /*
  * The pure decision functions of every algorithm (docs/design.md §1, §7, §9),
- * inlined into the stores. Integer only; nothing wraps or saturates: every
+ * inlined into the stores and exported by decide.c. Integer only; nothing wraps or saturates: every
  * sum is bounded by the horizon (now < 2^62 ns, tolerance or window <= 2^62
  * or 2^60 ns), and a sum that could still overflow (a GCRA state pushed
  * beyond the horizon by reservations) is a refusal, which the exact
@@ -19,10 +19,11 @@
  * same as an absent key, and states order by when they stop mattering: the
  * keyed table's reclamation and eviction read them as they read a TAT.
  */
-#ifndef CELLRATE_DECISION_H
-#define CELLRATE_DECISION_H
+#ifndef CELLRATE_DECIDE_H
+#define CELLRATE_DECIDE_H
 
-#include "cellrate.h"
+#include "cellrate/decision.h"
+#include "cellrate/follow.h"
 
 #include <string.h>
 
@@ -49,7 +50,9 @@ typedef struct {
     int64_t max_wait_ns; /* CR_OP_RESERVE: the longest acceptable delay, or CR_NEVER;
                             CR_OP_FOLLOW: its arguments (cr_follow_word) */
     int64_t delay_ns;    /* CR_OP_RESERVE: set to the delay of a reservation */
-    int64_t taken;       /* CR_OP_TAKE: set to the units taken */
+    int64_t taken;       /* set to the units CR_OP_TAKE took, CR_OP_CHARGE committed,
+                            CR_OP_REFUND gave back */
+    bool uncounted;      /* commits without counting (check_all counts once it is final) */
 } cr_op;
 
 /* CR_OP_FOLLOW's arguments: what a response said (cr_follow), and this
@@ -71,6 +74,17 @@ static inline const cr_follow_args *cr_follow_args_of(const cr_op *op)
 static inline bool cr_is_window(const cr_limit *limit)
 {
     return limit->algorithm >= CR_ALGORITHM_FIXED_WINDOW;
+}
+
+/* Validates `cost` and `now_ns` (a time before the horizon of
+ * docs/design.md §1, or CR_CLOCK). */
+static inline cr_status cr_check_args(int64_t now_ns, int64_t cost)
+{
+    if (cost < 0)
+        return CR_E_COST;
+    if ((now_ns < 0 && now_ns != CR_CLOCK) || now_ns >= CR_HORIZON_NS)
+        return CR_E_NOW;
+    return CR_OK;
 }
 
 /* floor(n / P) for 0 <= n < 2^63 and the window P, by one multiply with
@@ -174,14 +188,22 @@ CR_HOT int64_t cr_gcra_reserve(const cr_limit *limit, int64_t tat, int64_t now_n
     return next;
 }
 
+/* *given: the units given back, a part of a unit counted whole (the span
+ * restored, rounded up to units of T): at most `cost`. */
 static inline int64_t cr_gcra_refund(const cr_limit *limit, int64_t tat, int64_t now_ns,
-                                     int64_t cost)
+                                     int64_t cost, int64_t *given)
 {
+    const int64_t T = limit->emission_ns;
     int64_t decrement;
+    *given = 0;
     if (tat <= now_ns) /* idle: nothing left to give back */
         return tat;
-    if (__builtin_mul_overflow(cost, limit->emission_ns, &decrement) || tat - now_ns <= decrement)
-        return now_ns; /* back to idle, never better */
+    if (__builtin_mul_overflow(cost, T, &decrement) || tat - now_ns <= decrement) {
+        const int64_t span = tat - now_ns; /* back to idle, never better */
+        *given = span / T + (span % T != 0);
+        return now_ns;
+    }
+    *given = cost;
     return tat - decrement;
 }
 
@@ -250,12 +272,13 @@ CR_HOT int64_t cr_fixed_decide(const cr_limit *limit, int64_t state, int64_t now
 }
 
 static inline int64_t cr_fixed_refund(const cr_limit *limit, int64_t state, int64_t now_ns,
-                                      int64_t cost)
+                                      int64_t cost, int64_t *given)
 {
     const cr_fixed_state s = cr_fixed_read(limit, state, now_ns);
+    *given = cost < s.count ? cost : s.count;
     if (s.count == 0)
         return state; /* nothing counted now: the units, if any, went with their window */
-    return s.end + (cost < s.count ? s.count - cost : 0);
+    return s.end + (s.count - *given);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -378,15 +401,14 @@ CR_HOT int64_t cr_sliding_decide(const cr_limit *limit, int64_t state, int64_t n
 }
 
 static inline int64_t cr_sliding_refund(const cr_limit *limit, int64_t state, int64_t now_ns,
-                                        int64_t cost)
+                                        int64_t cost, int64_t *given)
 {
     cr_sliding_state s = cr_sliding_read(limit, state, now_ns);
-    if (s.curr > 0) /* taken in this window */
-        s.curr = cost < s.curr ? s.curr - cost : 0;
-    else if (s.prev > 0) /* taken in the previous one: they weigh as prev */
-        s.prev = cost < s.prev ? s.prev - cost : 0;
-    else
+    int64_t *count = s.curr > 0 ? &s.curr : &s.prev; /* taken in this window, else the last */
+    *given = cost < *count ? cost : *count;
+    if (*count == 0)
         return state;
+    *count -= *given;
     return cr_sliding_pack(limit, &s);
 }
 
@@ -420,18 +442,28 @@ CR_HOT int64_t cr_reserve_core(const cr_limit *limit, int64_t state, int64_t now
     return cr_decision_core(limit, state, now_ns, cost, NULL, reserved);
 }
 
-static inline int64_t cr_refund_core(const cr_limit *limit, int64_t state, int64_t now_ns,
-                                     int64_t cost)
+/* The full decision into `out`. */
+static inline int64_t cr_decision_make(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                       int64_t cost, cr_decision *out)
 {
+    bool allowed;
+    return cr_decision_core(limit, state, now_ns, cost, out, &allowed);
+}
+
+/* *given: the units given back (the stores count them). */
+static inline int64_t cr_refund_core(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                     int64_t cost, int64_t *given)
+{
+    *given = 0;
     if (cost == 0)
         return state;
     switch (limit->algorithm) {
     case CR_ALGORITHM_FIXED_WINDOW:
-        return cr_fixed_refund(limit, state, now_ns, cost);
+        return cr_fixed_refund(limit, state, now_ns, cost, given);
     case CR_ALGORITHM_SLIDING_WINDOW:
-        return cr_sliding_refund(limit, state, now_ns, cost);
+        return cr_sliding_refund(limit, state, now_ns, cost, given);
     default:
-        return cr_gcra_refund(limit, state, now_ns, cost);
+        return cr_gcra_refund(limit, state, now_ns, cost, given);
     }
 }
 
@@ -443,42 +475,58 @@ static inline int64_t cr_anchor_core(const cr_limit *limit, int64_t state, int64
 }
 
 /* ------------------------------------------------------------------------ */
-/* Charges (docs/design.md §9): `cost` units committed whatever the state.  */
+/* Charges (docs/design.md §9): `cost` units committed whatever the state,  */
+/* the debt bounded by max_debt units beyond the limit. Each sets *committed */
+/* to the units it committed (whole units: the counters count them) and    */
+/* *clipped when they are fewer than `cost`.                                */
 
-/* gcra: TAT' = max(TAT, now) + cost * T, clipped at now + CR_DEBT_MAX_NS (a
- * sum below 2^63, as now < 2^62). */
+/* gcra: TAT' = max(TAT, now) + cost * T, at most the bound now + tau +
+ * max_debt * T (and now + CR_DEBT_MAX_NS: a sum below 2^63, as now < 2^62).
+ * Clipped: the most whole units under the bound; a TAT already beyond it (a
+ * clock that stepped back, a debt carried by a live change) is kept. */
 static inline int64_t cr_gcra_charge(const cr_limit *limit, int64_t tat, int64_t now_ns,
-                                     int64_t cost, bool *clipped)
+                                     int64_t cost, int64_t *committed, bool *clipped)
 {
+    const int64_t T = limit->emission_ns;
     const int64_t base = tat > now_ns ? tat : now_ns;
-    const int64_t bound = now_ns + CR_DEBT_MAX_NS;
-    int64_t increment, next;
-    *clipped = __builtin_mul_overflow(cost, limit->emission_ns, &increment) ||
-               __builtin_add_overflow(base, increment, &next) || next > bound;
-    if (*clipped)
-        return base > bound ? tat : bound; /* a clock that stepped back: never less */
-    return next;
+    int64_t debt, depth = CR_DEBT_MAX_NS; /* tau + max_debt * T, at most the horizon */
+    if (!__builtin_mul_overflow(limit->max_debt, T, &debt) &&
+        debt <= CR_DEBT_MAX_NS - limit->tolerance_ns)
+        depth = limit->tolerance_ns + debt;
+    const int64_t room = now_ns + depth - base; /* may be negative: deeper already */
+    const int64_t fit = room > 0 ? room / T : 0;
+    *clipped = cost > fit;
+    *committed = *clipped ? fit : cost;
+    return *committed > 0 ? base + *committed * T : tat;
 }
 
-/* fixed_window: the count may pass the rate up to the window in ns less one,
- * the most `end + count` carries (count < P keeps the window readable). */
+/* fixed_window: the count may pass the rate by max_debt, up to the window in
+ * ns less one, the most `end + count` carries (count < P keeps the window
+ * readable). */
 static inline int64_t cr_fixed_charge(const cr_limit *limit, int64_t state, int64_t now_ns,
-                                      int64_t cost, bool *clipped)
+                                      int64_t cost, int64_t *committed, bool *clipped)
 {
     const cr_fixed_state s = cr_fixed_read(limit, state, now_ns);
-    const int64_t ceiling = limit->tolerance_ns - 1;
-    *clipped = cost > ceiling - s.count;
-    return s.end + (*clipped ? ceiling : s.count + cost);
+    const int64_t packed = limit->tolerance_ns - 1 - limit->burst; /* >= 0: rate < P */
+    const int64_t ceiling = limit->burst + (limit->max_debt < packed ? limit->max_debt : packed);
+    const int64_t fit = ceiling > s.count ? ceiling - s.count : 0;
+    *clipped = cost > fit;
+    *committed = *clipped ? fit : cost;
+    return *committed > 0 ? s.end + s.count + *committed : state;
 }
 
 /* sliding_window: the current count is a digit of radix rate + 1, so it
- * carries at most the rate: the window full. */
+ * carries at most the rate: the window full, no debt whatever max_debt says. */
 static inline int64_t cr_sliding_charge(const cr_limit *limit, int64_t state, int64_t now_ns,
-                                        int64_t cost, bool *clipped)
+                                        int64_t cost, int64_t *committed, bool *clipped)
 {
     cr_sliding_state s = cr_sliding_read(limit, state, now_ns);
-    *clipped = cost > limit->burst - s.curr;
-    s.curr = *clipped ? limit->burst : s.curr + cost;
+    const int64_t fit = limit->burst - s.curr;
+    *clipped = cost > fit;
+    *committed = *clipped ? fit : cost;
+    if (*committed == 0)
+        return state;
+    s.curr += *committed;
     return cr_sliding_pack(limit, &s);
 }
 
@@ -488,22 +536,24 @@ static inline int64_t cr_sliding_charge(const cr_limit *limit, int64_t state, in
  * would get now (a peek of cost 1 on the state charged) and that state's
  * remaining and reset_after. *fit: check admitted them. */
 CR_HOT int64_t cr_charge_core(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
-                              cr_decision *out, bool *fit)
+                              cr_decision *out, bool *fit, int64_t *committed)
 {
     const int64_t checked = cr_decision_core(limit, state, now_ns, cost, out, fit);
-    if (__builtin_expect(*fit, 1))
+    if (__builtin_expect(*fit, 1)) {
+        *committed = cost;
         return checked;
+    }
     bool clipped, refused;
     int64_t charged;
     switch (limit->algorithm) {
     case CR_ALGORITHM_FIXED_WINDOW:
-        charged = cr_fixed_charge(limit, state, now_ns, cost, &clipped);
+        charged = cr_fixed_charge(limit, state, now_ns, cost, committed, &clipped);
         break;
     case CR_ALGORITHM_SLIDING_WINDOW:
-        charged = cr_sliding_charge(limit, state, now_ns, cost, &clipped);
+        charged = cr_sliding_charge(limit, state, now_ns, cost, committed, &clipped);
         break;
     default:
-        charged = cr_gcra_charge(limit, state, now_ns, cost, &clipped);
+        charged = cr_gcra_charge(limit, state, now_ns, cost, committed, &clipped);
         break;
     }
     if (out) {
@@ -664,12 +714,12 @@ CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr
         return cr_reserve_core(limit, state, now_ns, op->cost, op->max_wait_ns, ok, &op->delay_ns);
     case CR_OP_REFUND:
         *ok = true;
-        return cr_refund_core(limit, state, now_ns, op->cost);
+        return cr_refund_core(limit, state, now_ns, op->cost, &op->taken);
     case CR_OP_ANCHOR:
         *ok = true;
         return cr_anchor_core(limit, state, now_ns, op->cost);
     case CR_OP_CHARGE:
-        return cr_charge_core(limit, state, now_ns, op->cost, out, ok);
+        return cr_charge_core(limit, state, now_ns, op->cost, out, ok, &op->taken);
     case CR_OP_FOLLOW: {
         const cr_follow_args *follow = cr_follow_args_of(op);
         const int64_t followed = cr_follow_core(limit, state, now_ns, follow->signal, op->cost,

@@ -1,0 +1,60 @@
+/* Shared regions, read (a part of bindings/cellrate_lua.c; docs/design.md §5). */
+
+/* cellrate.inspect_region(path): a table of what the region file holds, read
+ * without changing it (cr_inspect_region), or nil, message, code. */
+static int inspect_region(lua_State *L)
+{
+    size_t path_len;
+    const char *path = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &path_len) : NULL;
+    if (path == NULL || strlen(path) != path_len)
+        return raise_status(L, CR_E_SHARED_PATH);
+    cr_region_info info;
+    const cr_status status = cr_inspect_region(path, &info);
+    if (status != CR_OK)
+        return report_status(L, status, path);
+    const bool rate = info.algorithm != NULL;
+    lua_createtable(L, 0, 16);
+    compat_pushint64(L, info.layout_version);
+    lua_setfield(L, -2, "layout_version");
+    lua_pushstring(L, info.kind);
+    lua_setfield(L, -2, "kind");
+    lua_pushstring(L, info.description);
+    lua_setfield(L, -2, "limit");
+    if (rate) {
+        lua_pushstring(L, info.algorithm);
+        lua_setfield(L, -2, "algorithm");
+        lua_pushnumber(L, info.limit.rate);
+        lua_setfield(L, -2, "rate");
+        lua_pushnumber(L, info.limit.period_s);
+        lua_setfield(L, -2, "period");
+        compat_pushint64(L, info.limit.burst);
+        lua_setfield(L, -2, "burst");
+    } else {
+        compat_pushint64(L, info.max_in_flight);
+        lua_setfield(L, -2, "max_in_flight");
+        lua_pushboolean(L, info.gauge_stats.peak_tracked);
+        lua_setfield(L, -2, "peak");
+    }
+    if (info.lease_ns > 0) {
+        lua_pushnumber(L, cr_ns_to_seconds(info.lease_ns));
+        lua_setfield(L, -2, "lease");
+    }
+    if (info.capacity > 0) {
+        compat_pushint64(L, info.capacity);
+        lua_setfield(L, -2, "capacity");
+    }
+    compat_pushint64(L, (int64_t)info.live_keys);
+    lua_setfield(L, -2, "live_keys");
+    compat_pushint64(L, (int64_t)info.generation);
+    lua_setfield(L, -2, "generation");
+    compat_pushint64(L, (int64_t)info.size);
+    lua_setfield(L, -2, "size");
+    lua_pushboolean(L, info.this_boot);
+    lua_setfield(L, -2, "this_boot");
+    if (rate)
+        push_stats(L, &info.stats);
+    else
+        push_gauge_stats(L, &info.gauge_stats);
+    lua_setfield(L, -2, "stats");
+    return 1;
+}

@@ -1,0 +1,69 @@
+/*
+ * The module (a part of bindings/cellrate_lua.c, the last): the metatables of
+ * the types, the module's functions, luaopen_cellrate.
+ */
+
+static void register_type(lua_State *L, const char *tag, const luaL_Reg *methods,
+                          const luaL_Reg *metamethods)
+{
+    luaL_newmetatable(L, tag);
+    compat_setfuncs(L, metamethods, 0);
+    lua_newtable(L);
+    compat_setfuncs(L, methods, 0);
+    lua_setfield(L, -2, "__index");
+}
+
+static const luaL_Reg module_functions[] = {
+    {"limiter", limiter_new},
+    {"keyed", keyed_new},
+    {"concurrency", concurrency_new},
+    {"check_all", module_check_all},
+    {"limit_spec", limit_spec_new},
+    {"check_policy_name", check_policy_name},
+    {"headers", headers},
+    {"inspect_region", inspect_region},
+    {"metrics", metrics},
+    {"header_fields", header_fields},
+    {"read_signal", read_signal},
+    {"_check_request", check_request},
+    {"_check_hold", check_hold},
+    {NULL, NULL},
+};
+
+CELLRATE_LUA_EXPORT int luaopen_cellrate(lua_State *L);
+
+int luaopen_cellrate(lua_State *L)
+{
+    register_type(L, limiter_tag, limiter_methods, limiter_metamethods);
+    lua_pop(L, 1);
+    register_type(L, keyed_tag, keyed_methods, keyed_metamethods);
+    compat_setfuncs(L, keyed_length, 0);
+    lua_getfield(L, -1, "__index");
+    lua_pushcfunction(L, keyed_clear);
+    lua_setfield(L, -2, "clear");
+    lua_pushcfunction(L, keyed_follow);
+    lua_setfield(L, -2, "follow");
+    lua_pop(L, 1);
+    lua_pop(L, 1);
+    luaL_getmetatable(L, limiter_tag);
+    lua_getfield(L, -1, "__index");
+    lua_pushcfunction(L, limiter_follow);
+    lua_setfield(L, -2, "follow");
+    lua_pop(L, 2);
+    luaL_newmetatable(L, limit_tag);
+    compat_setfuncs(L, limit_metamethods, 0);
+    lua_pop(L, 1);
+    register_type(L, concurrency_tag, concurrency_methods, concurrency_metamethods);
+    lua_pop(L, 1);
+    luaL_newmetatable(L, slot_tag);
+    compat_setfuncs(L, slot_metamethods, 0);
+    lua_pop(L, 1);
+    lua_newtable(L);
+    compat_setfuncs(L, module_functions, 0);
+    lua_pushstring(L, cr_version());
+    lua_setfield(L, -2, "_VERSION");
+    /* A pointer, not a symbol: the module exports luaopen_cellrate alone. */
+    lua_pushlightuserdata(L, (void *)&the_ffi_api);
+    lua_setfield(L, -2, "_ffi_api");
+    return 1;
+}

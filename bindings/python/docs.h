@@ -1,0 +1,347 @@
+/*
+ * The docstrings of the CPython face: every type, method and module function
+ * that help() shows. A method's first line is its signature ("name($self,
+ * /, ...)\n--\n\n"), which inspect.signature() reads; the .pyi stub
+ * (python/cellrate/_cellrate.pyi) declares the same parameters.
+ * Part of module.c's unity build.
+ */
+
+/* ------------------------------------------------------------------------ */
+/* Decision and Limit                                                        */
+
+PyDoc_STRVAR(decision_doc,
+             "Decision(allowed, remaining, retry_after, reset_after, limit, window=0.0,\n"
+             "         clipped=False)\n--\n\n"
+             "The answer to one request: immutable; times in seconds. `limit` is the\n"
+             "burst (units an idle key may spend at once), not the rate.");
+
+PyDoc_STRVAR(
+    decision_headers_doc,
+    "headers($self, /, name=None, *, legacy=False)\n--\n\n"
+    "The HTTP rate-limit fields of this decision (draft-ietf-httpapi-ratelimit-headers):\n"
+    "RateLimit-Policy, RateLimit, and Retry-After (whole seconds, at least 1) when\n"
+    "refused and the cost can fit; legacy=True adds X-RateLimit-Limit, -Remaining, -Reset.\n"
+    "name: the policy name (None: 'default').");
+
+PyDoc_STRVAR(limit_doc, "Limit(rate, period=None, *, burst=None, algorithm='gcra')\n--\n\n"
+                        "A validated limit, with no store: what a Limiter of the same arguments\n"
+                        "decides by, refused with the same errors. Immutable; equal (and hashed)\n"
+                        "by its parameters.");
+
+/* ------------------------------------------------------------------------ */
+/* Limiter and KeyedLimiter                                                  */
+
+PyDoc_STRVAR(limiter_doc,
+             "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,\n"
+             "        clock=None, algorithm=None, on_change=None, max_cost=None,\n"
+             "        max_debt=None)\n--\n\n"
+             "A GCRA limit on one key: `rate` units per `period` seconds, sustained,\n"
+             "with up to `burst` units at once.\n\n"
+             "rate: a number > 0, or a string such as '300/minute', '10/s',\n"
+             "      '5 per second' or '100/5m' (then period must not be given).\n"
+             "period: seconds; None means 1 second.\n"
+             "burst: an int >= 1; None means max(1, ceil(rate)).\n"
+             "shared: the path of a region file (e.g. '/dev/shm/login-limit') that\n"
+             "        every process opening it shares as one limit; None: this\n"
+             "        process alone.\n"
+             "shared_mode: the mode of a region file this call creates; None: 0o600.\n"
+             "on_change: 'apply' (None) or 'refuse': what opening a region made for\n"
+             "           another limit does: make this one the region's, a live change\n"
+             "           every process follows (a RuntimeWarning names old and new), or\n"
+             "           raise InvalidArgument naming shared.\n"
+             "clock: the clock read when a call passes no `now`: 'fast' (None),\n"
+             "       CLOCK_MONOTONIC extrapolated from the CPU's counter, or\n"
+             "       'monotonic', the same read ordered after every earlier load.\n"
+             "algorithm: 'gcra' (None), 'token_bucket', 'fixed_window' or\n"
+             "           'sliding_window'; windows are aligned to the Unix epoch, read\n"
+             "           the realtime clock, take a whole rate and no burst.\n"
+             "max_cost: the largest cost a request will have (None: not checked): a\n"
+             "          burst (a window's rate) below it is refused, naming burst (rate).\n"
+             "max_debt: the most units charge() may leave a key owing beyond the limit\n"
+             "          (an int >= 0; None: the burst, a window's rate); a charge past\n"
+             "          it is committed up to it, Decision.clipped.\n\n"
+             "Safe to share between threads.");
+
+PyDoc_STRVAR(keyed_doc,
+             "KeyedLimiter(rate, period=None, *, burst=None, capacity=None, shared=None,\n"
+             "             shared_mode=None, clock=None, algorithm=None, on_change=None,\n"
+             "             max_cost=None, max_debt=None)\n--\n\n"
+             "One GCRA limit applied to each key (str or bytes) separately, in a table\n"
+             "of bounded size. rate, period and burst are as for Limiter.\n\n"
+             "capacity: the number of live keys the table is sized for; None means\n"
+             "          the default (100000).\n"
+             "shared, shared_mode, clock, algorithm, on_change, max_cost, max_debt: as\n"
+             "for Limiter.\n\n"
+             "len() is the number of keys holding a slot. Safe to share between threads.");
+
+#define DECIDE_DOC(sig, what)                                                       \
+    sig "\n--\n\n" what "\n\n"                                                      \
+        "cost: units to spend (an int >= 0; 0 is a probe that always passes).\n"    \
+        "now: seconds on the limit's clock (time.monotonic(); window algorithms:\n" \
+        "time.time()); None reads the clock."
+
+PyDoc_STRVAR(limiter_allow_doc,
+             DECIDE_DOC("allow($self, /, cost=1, *, now=None)",
+                        "Admit `cost` units if the limit allows; return True if admitted."));
+PyDoc_STRVAR(limiter_check_doc, DECIDE_DOC("check($self, /, cost=1, *, now=None)",
+                                           "As allow(), but return the whole Decision."));
+PyDoc_STRVAR(limiter_peek_doc,
+             DECIDE_DOC("peek($self, /, cost=1, *, now=None)",
+                        "The Decision check() would return, without spending anything."));
+PyDoc_STRVAR(keyed_allow_doc,
+             DECIDE_DOC("allow($self, /, key, cost=1, *, now=None)",
+                        "Admit `cost` units for `key` (str or bytes; a str counts as its\n"
+                        "UTF-8 bytes) if its limit allows; return True if admitted."));
+PyDoc_STRVAR(keyed_check_doc, DECIDE_DOC("check($self, /, key, cost=1, *, now=None)",
+                                         "As allow(), but return the whole Decision."));
+PyDoc_STRVAR(keyed_peek_doc,
+             DECIDE_DOC("peek($self, /, key, cost=1, *, now=None)",
+                        "The Decision check() would return, without spending anything."));
+#define RESERVE_DOC(sig)                                                              \
+    sig "\n--\n\n"                                                                    \
+        "Commit `cost` units at the earliest instant they fit, if that is at most\n"  \
+        "`timeout` seconds away (None: any wait); return the delay in seconds\n"      \
+        "until they may be used (0.0: now), or None, committing nothing, when that\n" \
+        "is not possible. Window algorithms reserve only for now (delay 0)."
+#define REFUND_DOC(sig)                                                           \
+    sig "\n--\n\n"                                                                \
+        "Give back `cost` units taken earlier (a cancelled reservation); never\n" \
+        "better than idle."
+
+#define ANCHOR_DOC(sig)                                                            \
+    sig "\n--\n\n"                                                                 \
+        "`cost` units reserved earlier start only now (a waiter woken after its\n" \
+        "instant): what follows is spaced from now, never less strictly. wait()\n" \
+        "and acquire() call it after their sleep; windows: nothing to do."
+
+PyDoc_STRVAR(limiter_anchor_doc, ANCHOR_DOC("anchor($self, /, cost=1, *, now=None)"));
+PyDoc_STRVAR(keyed_anchor_doc, ANCHOR_DOC("anchor($self, /, key, cost=1, *, now=None)"));
+PyDoc_STRVAR(limiter_reserve_doc,
+             RESERVE_DOC("reserve($self, /, cost=1, *, timeout=None, now=None)"));
+PyDoc_STRVAR(limiter_refund_doc, REFUND_DOC("refund($self, /, cost=1, *, now=None)"));
+PyDoc_STRVAR(keyed_reserve_doc,
+             RESERVE_DOC("reserve($self, /, key, cost=1, *, timeout=None, now=None)"));
+PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=None)"));
+#define CHARGE_DOC(sig)                                                                \
+    sig "\n--\n\n"                                                                     \
+        "Commit `cost` units whatever the state (a cost known after the fact): the\n"  \
+        "key may go into debt, refused until it drains. The Decision is check()'s\n"   \
+        "when the units fit; else allowed is False and retry_after the wait for one\n" \
+        "unit. clipped: the debt met its bound (now + 2**62 ns; windows: the count\n"  \
+        "their state carries) and the rest was dropped. Settle an estimate with\n"     \
+        "charge(actual - estimate) or refund(estimate - actual)."
+#define TAKE_DOC(sig)                                                            \
+    sig "\n--\n\n"                                                               \
+        "Admit as many units as fit now, at most `max_cost`, in one decision;\n" \
+        "return their number (0 when none fits)."
+PyDoc_STRVAR(limiter_charge_doc, CHARGE_DOC("charge($self, /, cost, *, now=None)"));
+PyDoc_STRVAR(keyed_charge_doc, CHARGE_DOC("charge($self, /, key, cost, *, now=None)"));
+PyDoc_STRVAR(limiter_take_doc, TAKE_DOC("take($self, /, max_cost, *, now=None)"));
+PyDoc_STRVAR(keyed_take_doc, TAKE_DOC("take($self, /, key, max_cost, *, now=None)"));
+#define WAIT_DOC(sig)                                                                  \
+    sig "\n--\n\n"                                                                     \
+        "Blocks until `cost` units are admitted, sleeping with the GIL released.\n\n"  \
+        "Raises RateLimited, without sleeping, when they cannot be admitted within\n"  \
+        "`timeout` seconds (None: no limit) or can never fit the limit; a wait that\n" \
+        "a later block (a provider's 429 followed) pushes past `timeout` raises\n"     \
+        "then. This process's waiters are admitted in the order they arrive."
+#define ACQUIRE_DOC(sig)                                                            \
+    sig "\n--\n\n"                                                                  \
+        "The asyncio form of wait(), a coroutine: never blocks the event loop; a\n" \
+        "cancelled waiter gives its place in line back."
+PyDoc_STRVAR(limiter_wait_doc, WAIT_DOC("wait($self, /, cost=1, *, timeout=None)"));
+PyDoc_STRVAR(keyed_wait_doc, WAIT_DOC("wait($self, /, key, cost=1, *, timeout=None)"));
+PyDoc_STRVAR(limiter_acquire_doc, ACQUIRE_DOC("acquire($self, /, cost=1, *, timeout=None)"));
+PyDoc_STRVAR(keyed_acquire_doc, ACQUIRE_DOC("acquire($self, /, key, cost=1, *, timeout=None)"));
+
+PyDoc_STRVAR(limiter_reset_doc, "reset($self, /)\n--\n\nBack to idle: a full burst.");
+PyDoc_STRVAR(keyed_reset_doc,
+             "reset($self, key, /)\n--\n\nForget `key`: it is back to a full burst.");
+PyDoc_STRVAR(keyed_clear_doc, "clear($self, /)\n--\n\n"
+                              "Forget every key, as reset(key) of each: each starts again with a "
+                              "full burst.\nThe limit and the counters stay.");
+
+PyDoc_STRVAR(store_reconfigure_doc,
+             "reconfigure($self, /, rate, period=None, *, burst=None, algorithm=None,\n"
+             "            max_debt=None, now=None)\n"
+             "--\n\n"
+             "Change the limit live: what was used carries (a change never hands out a\n"
+             "fresh allowance); rate, period, burst and max_debt as for Limiter (a\n"
+             "max_debt given before stays unless given again; a debt carries whole).\n"
+             "The algorithm cannot change (InvalidArgument naming algorithm); the clock\n"
+             "stays. A KeyedLimiter carries each key on its next touch.");
+PyDoc_STRVAR(store_stats_doc,
+             "stats($self, /)\n--\n\n"
+             "The counters since the limiter was made or reset_stats() (a dict of ints):\n"
+             "admitted, refused, units_admitted, units_refused, unfittable, would_refuse,\n"
+             "evicted. A shared limiter's are the region's: every process's decisions.");
+PyDoc_STRVAR(store_reset_stats_doc, "reset_stats($self, /)\n--\n\nZero the counters.");
+PyDoc_STRVAR(store_would_refuse_doc,
+             "_would_refuse($self, cost, /)\n--\n\n"
+             "A dry run let a refusal of cost units through: counted as would_refuse.");
+/* ------------------------------------------------------------------------ */
+/* Concurrency and Slot                                                      */
+
+PyDoc_STRVAR(concurrency_doc,
+             "Concurrency(limit, *, capacity=None, shared=None, shared_mode=None, lease=None,\n"
+             "            peak=False)\n"
+             "--\n\n"
+             "At most `limit` units held at once: work in flight, not a rate.\n\n"
+             "limit: an int from 1 to 65536.\n"
+             "capacity: None for one limit; an int >= 1 for one limit per key, in a\n"
+             "          table sized for that many keys holding units at once.\n"
+             "shared, shared_mode: a region file shared by the processes that open it,\n"
+             "          as for Limiter; a dead process's holdings come back.\n"
+             "lease: seconds after which a holding is reclaimed (a hung holder);\n"
+             "       None: held until released.\n"
+             "peak: True tracks the most units held at once (stats()['peak']): one\n"
+             "       total that every acquire and release updates atomically, shared\n"
+             "       by every thread and process; False (the default): peak is None.\n\n"
+             "Safe to share between threads.");
+PyDoc_STRVAR(concurrency_try_acquire_doc,
+             "try_acquire($self, /, key=None, cost=1)\n--\n\n"
+             "Hold `cost` units (an int >= 1) of `key`'s limit (key: str or bytes, only\n"
+             "with capacity) if they are free: a Slot to release(), or None.");
+PyDoc_STRVAR(concurrency_wait_doc,
+             "_wait($self, /, key=None, cost=1, timeout=None)\n--\n\n"
+             "Private: try_acquire, blocking with the GIL released for up to `timeout`\n"
+             "seconds (None: as long as it takes); None when the time ran out. hold()\n"
+             "is the public form.");
+PyDoc_STRVAR(concurrency_in_flight_doc,
+             "in_flight($self, /, key=None)\n--\n\n"
+             "Units of `key` held now (after reclaiming dead holders' and expired\n"
+             "leases').");
+PyDoc_STRVAR(slot_doc, "A holding of a Concurrency: release() gives its units back.");
+PyDoc_STRVAR(slot_release_doc,
+             "release($self, /)\n--\n\n"
+             "Give the units back. Idempotent: True the first time, False after (or\n"
+             "when the lease ran out and they were reclaimed).");
+
+PyDoc_STRVAR(concurrency_hold_doc,
+             "hold($self, /, key=None, cost=1, *, timeout=None)\n--\n\n"
+             "Hold `cost` units of `key` for a `with` or `async with` block: blocks\n"
+             "(the GIL released) or awaits until they are free, at most `timeout`\n"
+             "seconds (None: as long as it takes), else raises RateLimited.");
+PyDoc_STRVAR(
+    concurrency_stats_doc,
+    "stats($self, /)\n--\n\nThe counters (a dict of ints): acquired, refused, units_acquired,\n"
+    "units_refused, released, reclaimed, in_flight (the units held now, counted in\n"
+    "the holdings: a keyed limit's whole table is read), peak (None unless made\n"
+    "with peak=True), evicted.");
+PyDoc_STRVAR(concurrency_poll_doc,
+             "_poll($self, /, key=None, cost=1)\n--\n\n"
+             "try_acquire for a waiter's tries: a refusal is counted once, by _gave_up.");
+PyDoc_STRVAR(concurrency_gave_up_doc,
+             "_gave_up($self, cost, /)\n--\n\nA waiter gave up: one refusal of cost units.");
+PyDoc_STRVAR(
+    concurrency_reset_stats_doc,
+    "reset_stats($self, /)\n--\n\nZero the counters (a tracked peak becomes the units held).");
+
+/* ------------------------------------------------------------------------ */
+/* The module                                                                */
+
+PyDoc_STRVAR(check_all_doc,
+             "check_all(items, cost=1, *, now=None)\n--\n\n"
+             "Decide `cost` units against several limits as one: `items` is a list of\n"
+             "Limiters and (KeyedLimiter, key) pairs. Admitted only if every one admits;\n"
+             "a refusal spends nothing of any. Returns the tightest Decision: on a\n"
+             "refusal the longest retry_after, on an admission the fewest remaining.");
+
+PyDoc_STRVAR(check_policy_name_doc,
+             "check_policy_name(name, /)\n--\n\n"
+             "None when `name` can be the policy name of Decision.headers() (1 to 64\n"
+             "printable ASCII characters, or None for the default); else InvalidArgument\n"
+             "(InvalidArgumentType for a non-str) naming `name`.");
+
+PyDoc_STRVAR(inspect_region_doc,
+             "inspect_region(path, /)\n--\n\n"
+             "What the region file at path holds, read without changing it (a dict):\n"
+             "layout_version, kind ('limiter', 'keyed', 'concurrency'), algorithm, limit\n"
+             "(its description), rate, period, burst, max_in_flight, lease, peak\n"
+             "(whether a concurrency limit tracks it), capacity, live_keys, generation,\n"
+             "size, this_boot and stats (the counters). A path\n"
+             "that is not a region raises InvalidArgument naming it.");
+PyDoc_STRVAR(metrics_doc,
+             "metrics($module, /)\n--\n\n"
+             "The metrics every exporter publishes, in order (a list of dicts): name\n"
+             "(OpenTelemetry), prometheus_name, help, type (Prometheus), instrument\n"
+             "(OpenTelemetry), unit, stats ('rate' or 'concurrency': whose stats() it\n"
+             "reads), labels ((name, attribute) pairs every series may carry), label\n"
+             "(the pair telling its samples apart, or None) and samples ((stats field,\n"
+             "label value or None) pairs).");
+PyDoc_STRVAR(check_timeout_doc,
+             "_check_timeout(timeout, /)\n--\n\n"
+             "Private: the seconds of a wait's `timeout` (None for any wait), or\n"
+             "InvalidArgument / InvalidArgumentType naming `timeout`.");
+
+PyDoc_STRVAR(check_request_doc,
+             "_check_request(key, cost, now, /)\n--\n\n"
+             "Private: refuses what a decision of `cost` units of `key` at `now` would\n"
+             "(InvalidArgument / InvalidArgumentType naming the parameter); returns\n"
+             "`now` as the integer ns the core decides at, or None when `now` is None.");
+
+PyDoc_STRVAR(check_hold_doc,
+             "_check_hold(limit, key, cost, lease, /)\n--\n\n"
+             "Private: refuses what a concurrency limit would of its limit and lease and\n"
+             "of a holding's key and cost (InvalidArgument / InvalidArgumentType naming\n"
+             "the parameter); returns the lease in integer ns, or None when it is None.");
+
+PyDoc_STRVAR(set_waits_doc,
+             "_set_waits(methods, /)\n--\n\n"
+             "Private: the Python functions that are the bodies of Limiter.wait,\n"
+             "Limiter.acquire, KeyedLimiter.wait, KeyedLimiter.acquire and\n"
+             "Concurrency.hold, a dict by those names. The package sets them once, at\n"
+             "import; other functions later are refused.");
+
+PyDoc_STRVAR(error_doc,
+             "Base of the errors cellrate raises; `param` names the parameter at fault.");
+PyDoc_STRVAR(invalid_argument_doc, "An argument of the right type with a value cellrate refuses.");
+PyDoc_STRVAR(invalid_argument_type_doc, "An argument of a type its parameter never takes.");
+PyDoc_STRVAR(cellrate_doc, "The compiled core of cellrate: GCRA rate limiting.");
+
+/* ------------------------------------------------------------------------ */
+/* Following a provider                                                      */
+
+PyDoc_STRVAR(check_retry_doc, "_check_retry(retries, backoff, max_backoff, /)\n--\n\n"
+                              "None, or the core's error naming retries or backoff.");
+PyDoc_STRVAR(retry_wait_doc,
+             "_retry_wait(status, attempt, retries, backoff, max_backoff, random, /)\n--\n\n"
+             "The seconds to wait before retry `attempt` of a request answered `status`\n"
+             "(429 or 503), or None: not retried (the core's cr_retry_wait).");
+PyDoc_STRVAR(limiter_follow_doc,
+             "follow($self, headers, status=None, *, quota=None, pending=0, share=1.0,\n"
+             "       now=None)\n--\n\n"
+             "Pulls the limit into line with what a provider's response says of its\n"
+             "own limit (Retry-After, the IETF RateLimit fields, x-ratelimit-*,\n"
+             "anthropic-ratelimit-*; cellrate.read_signal). Only ever stricter: a 429's\n"
+             "Retry-After holds every caller of the limit until then, a remaining\n"
+             "below this limit's spends the difference, never more than this limit\n"
+             "allows. Returns whether it changed the limit.\n\n"
+             "headers: the response's fields, a mapping or (name, value) pairs.\n"
+             "status: its status code (None: unknown; Retry-After counts on 429, 503\n"
+             "        or unknown).\n"
+             "quota: 'requests' (None) or 'tokens': what this limit counts.\n"
+             "pending: units sent that the response cannot count yet (in flight).\n"
+             "share: this member's part of the provider's limit (a fleet share).");
+PyDoc_STRVAR(keyed_follow_doc,
+             "follow($self, key, headers, status=None, *, quota=None, pending=0,\n"
+             "       share=1.0, now=None)\n--\n\n"
+             "Limiter.follow() for the limit of `key`.");
+PyDoc_STRVAR(read_signal_doc,
+             "read_signal(headers, status=None, *, quota=None, now=None)\n--\n\n"
+             "What a provider's response says of its limit: a list of bounds\n"
+             "(remaining, within), each 'at most `remaining` more units in the next\n"
+             "`within` seconds' (a 429's Retry-After is (0, wait)). Waits are capped at\n"
+             "one hour; values that are not numbers, negative, past or beyond 63 bits\n"
+             "are ignored. now: the Unix time in seconds for HTTP-dates and other\n"
+             "absolute times (None: the clock).");
+
+/* ------------------------------------------------------------------------ */
+/* A wait, one step at a time                                                */
+
+PyDoc_STRVAR(wait_step_doc, "_wait_step(store, key, cost, max_wait, turn, /)\n--\n\n"
+                            "A wait's next step (the core's cr_wait_step): None to start now,\n"
+                            "(seconds, turn) to sleep and step again with `turn`, or the Decision\n"
+                            "that refuses (not within max_wait seconds, or never).");
+PyDoc_STRVAR(wait_leave_doc, "_wait_leave(store, key, cost, turn, /)\n--\n\n"
+                             "A waiter that stops waiting gives its place in line back.");

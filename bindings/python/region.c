@@ -1,0 +1,99 @@
+/*
+ * Shared regions: what opening one may report (a changed limit, the system's
+ * refusal of the file, a file that is not the region wanted) and
+ * inspect_region(), a region read without changing it (docs/design.md §5).
+ * Part of module.c's unity build.
+ */
+
+/* Opening `path` changed its region's limit from `old`: a RuntimeWarning in
+ * the core's words (-1 when warnings are errors and it was raised). */
+static int warn_change(PyTypeObject *type, const char *path, const cr_limit *old,
+                       const cr_limit *new_limit, int64_t capacity)
+{
+    const size_t size = CR_CHANGE_DESCRIPTION_MAX + strlen(path);
+    char *text = PyMem_Malloc(size);
+    if (text == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    cr_change_describe(text, size, type->tp_name, path, old, new_limit, capacity);
+    const int result = PyErr_WarnEx(PyExc_RuntimeWarning, text, 1);
+    PyMem_Free(text);
+    return result;
+}
+
+/* A failed construction, by the status's class. With `path` (the shared=
+ * argument): a runtime failure other than memory is the system's refusal of
+ * the file, OSError (errno and path); a region refusal (the file is not the
+ * region wanted) is InvalidArgument naming the path. Anything else (capacity,
+ * shared_mode, memory) as raise_status. */
+static void raise_construction(module_state *state, cr_status status, PyObject *path)
+{
+    const cr_status_class status_class = cr_status_class_of(status);
+    if (path != NULL && status_class == CR_STATUS_RUNTIME && status != CR_E_NOMEM) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        return;
+    }
+    if (path == NULL || status_class != CR_STATUS_REGION) {
+        raise_status(state, status);
+        return;
+    }
+    PyObject *detail = PyUnicode_FromFormat(": %S", path);
+    if (detail == NULL)
+        return;
+    raise_with_param(state->invalid_argument, status, detail);
+    Py_DECREF(detail);
+}
+
+/* inspect_region(path) -> dict: what a region file holds, read without
+ * changing it (cr_inspect_region). */
+static PyObject *module_inspect_region(PyObject *module, PyObject *path_obj)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    PyObject *path;
+    int64_t mode;
+    if (path_obj == Py_None) {
+        raise_wrong_type(state, CR_E_SHARED_PATH);
+        return NULL;
+    }
+    if (convert_shared(state, path_obj, Py_None, &path, &mode) < 0)
+        return NULL;
+    cr_region_info info;
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS status = cr_inspect_region(PyBytes_AS_STRING(path), &info);
+    Py_END_ALLOW_THREADS if (status != CR_OK)
+    {
+        raise_construction(state, status, path_obj);
+        Py_DECREF(path);
+        return NULL;
+    }
+    Py_DECREF(path);
+    const bool rate = info.algorithm != NULL;
+    PyObject *stats = rate ? rate_stats_dict(&info.stats) : gauge_stats_dict(&info.gauge_stats);
+    PyObject *dict = PyDict_New();
+    if (!stats || !dict ||
+        dict_put(dict, "layout_version", PyLong_FromUnsignedLong(info.layout_version)) < 0 ||
+        dict_put(dict, "kind", PyUnicode_FromString(info.kind)) < 0 ||
+        dict_put(dict, "algorithm", rate ? PyUnicode_FromString(info.algorithm) : NULL) < 0 ||
+        dict_put(dict, "limit", PyUnicode_FromString(info.description)) < 0 ||
+        dict_put(dict, "rate", rate ? PyFloat_FromDouble(info.limit.rate) : NULL) < 0 ||
+        dict_put(dict, "period", rate ? PyFloat_FromDouble(info.limit.period_s) : NULL) < 0 ||
+        dict_put(dict, "burst", rate ? PyLong_FromLongLong(info.limit.burst) : NULL) < 0 ||
+        dict_put(dict, "max_in_flight", rate ? NULL : PyLong_FromLongLong(info.max_in_flight)) <
+            0 ||
+        dict_put(dict, "lease",
+                 info.lease_ns ? PyFloat_FromDouble(cr_ns_to_seconds(info.lease_ns)) : NULL) < 0 ||
+        dict_put(dict, "peak", rate ? NULL : PyBool_FromLong(info.gauge_stats.peak_tracked)) < 0 ||
+        dict_put(dict, "capacity", info.capacity ? PyLong_FromLongLong(info.capacity) : NULL) < 0 ||
+        dict_put(dict, "live_keys", PyLong_FromUnsignedLongLong(info.live_keys)) < 0 ||
+        dict_put(dict, "generation", PyLong_FromUnsignedLongLong(info.generation)) < 0 ||
+        dict_put(dict, "size", PyLong_FromUnsignedLongLong(info.size)) < 0 ||
+        dict_put(dict, "this_boot", PyBool_FromLong(info.this_boot)) < 0 ||
+        PyDict_SetItemString(dict, "stats", stats) < 0) {
+        Py_XDECREF(stats);
+        Py_XDECREF(dict);
+        return NULL;
+    }
+    Py_DECREF(stats);
+    return dict;
+}

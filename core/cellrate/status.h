@@ -1,0 +1,231 @@
+/*
+ * cellrate/status.h: the version call, the units every part shares, the status codes
+ *
+ * A part of cellrate.h (include <cellrate.h>).
+ *
+ * Units: every time is an int64_t count of nanoseconds on CLOCK_MONOTONIC
+ * (window algorithms: CLOCK_REALTIME, since their windows are aligned to the
+ * Unix epoch), below CR_HORIZON_NS. Pass CR_CLOCK as `now_ns` to have the
+ * store read the limit's clock itself.
+ */
+#ifndef CELLRATE_STATUS_H
+#define CELLRATE_STATUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#if defined(__GNUC__) && !defined(CR_EMBED)
+#pragma GCC visibility push(default)
+#endif
+
+/* The version of the linked library, "MAJOR.MINOR.PATCH". */
+const char *cr_version(void);
+
+/* retry_after_ns of a cost that can never be admitted (cost * T > tau). */
+#define CR_NEVER INT64_MAX
+
+/* The time horizon, 2^62 ns (146 years: CLOCK_MONOTONIC uptime, or the
+ * realtime clock until 2116). An explicit `now` must be below it and every
+ * limit's tolerance (or window) at most it, so that no sum of a time and a
+ * tolerance reaches 2^63: nothing saturates, and the decisions are exact
+ * everywhere (docs/design.md §1). A clock read beyond it reads as the last
+ * nanosecond before it (time stops: only stricter). */
+#define CR_HORIZON_NS ((int64_t)1 << 62)
+
+/* As `now_ns`: read the limit's clock (CLOCK_MONOTONIC, or the fast clock)
+ * at the moment of the decision. */
+#define CR_CLOCK (-1)
+
+/*
+ * Status codes: X(number, NAME, CLASS, parameter, message). A denial is not an
+ * error; these are for bad arguments and exhausted resources. CLASS (a
+ * cr_status_class without CR_STATUS_) says how a face reports it: ARGUMENT,
+ * the caller's mistake (raised); RUNTIME, a failure of the moment or of the
+ * system (Lua: nil, message, code); REGION, a region file that is not the one
+ * asked for. The parameter is the name the user gave (or "" when none
+ * applies); messages start with it and name no language's types. Numbers are
+ * the ABI: append new rows with the next number, never renumber (status.c
+ * fails to compile unless the numbers are 0 .. CR_STATUS_COUNT-1, each once).
+ * The table is the reference model's (tests/model/gcra_model.py), row for row
+ * (tests/vectors/status.txt).
+ */
+#define CR_STATUS_LIST(X)                                                                         \
+    X(0, OK, NONE, "", "ok")                                                                      \
+    X(1, E_RATE, ARGUMENT, "rate",                                                                \
+      "rate must be a number > 0 or a rate string such as '10/second'")                           \
+    X(2, E_RATE_SYNTAX, ARGUMENT, "rate",                                                         \
+      "rate: cannot parse; expected a number or a string such as "                                \
+      "'10/second', '300/minute', '5 per second' or '100/5m'")                                    \
+    X(3, E_RATE_CALENDAR, ARGUMENT, "rate",                                                       \
+      "rate: months and years have no fixed length; use a fixed duration "                        \
+      "such as '1000/30d' or '1000/365d'")                                                        \
+    X(4, E_RATE_TOO_HIGH, ARGUMENT, "rate",                                                       \
+      "rate is too high: the interval period/rate rounds below 1 ns")                             \
+    X(5, E_RATE_TOO_LOW, ARGUMENT, "rate",                                                        \
+      "rate is too low: the interval period/rate exceeds 2^62 ns (146 years)")                    \
+    X(6, E_PERIOD, ARGUMENT, "period", "period must be a finite number of seconds > 0")           \
+    X(7, E_PERIOD_WITH_TEXT, ARGUMENT, "period",                                                  \
+      "period must not be given with a rate string, which carries its own period")                \
+    X(8, E_BURST, ARGUMENT, "burst", "burst must be an integer >= 1")                             \
+    X(9, E_BURST_TOO_LARGE, ARGUMENT, "burst",                                                    \
+      "burst is too large: burst * (period/rate) exceeds 2^62 ns (146 years)")                    \
+    X(10, E_COST, ARGUMENT, "cost", "cost must be an integer >= 0")                               \
+    X(11, E_NOW, ARGUMENT, "now",                                                                 \
+      "now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)")                \
+    X(12, E_KEY, ARGUMENT, "key", "key must be a string (any bytes, any length)")                 \
+    X(13, E_CLOCK, ARGUMENT, "clock", "clock must be 'monotonic' or 'fast'")                      \
+    X(14, E_CAPACITY, ARGUMENT, "capacity", "capacity must be an integer >= 1 and <= 2^32")       \
+    X(15, E_NOMEM, RUNTIME, "", "out of memory")                                                  \
+    X(16, E_SHARED_PATH, ARGUMENT, "shared",                                                      \
+      "shared must be the path of the region file (a string without NUL characters)")             \
+    X(17, E_SHARED_IO, RUNTIME, "shared", "shared: cannot open, create or map the region file")   \
+    X(18, E_SHARED_ACCESS, RUNTIME, "shared", "shared: permission denied on the region file")     \
+    X(19, E_SHARED_SHORT, REGION, "shared",                                                       \
+      "shared: the file is too short to be a cellrate region")                                    \
+    X(20, E_SHARED_FOREIGN, REGION, "shared", "shared: the file is not a cellrate region")        \
+    X(21, E_SHARED_VERSION, REGION, "shared", "shared: the region has another layout version")    \
+    X(22, E_SHARED_CORRUPT, REGION, "shared",                                                     \
+      "shared: the region is corrupt (header checksum or size)")                                  \
+    X(23, E_SHARED_KIND, REGION, "shared",                                                        \
+      "shared: the region holds another kind of limiter (Limiter vs KeyedLimiter)")               \
+    X(24, E_SHARED_RATE, REGION, "shared",                                                        \
+      "shared: the region was made with another rate or period")                                  \
+    X(25, E_SHARED_BURST, REGION, "shared", "shared: the region was made with another burst")     \
+    X(26, E_SHARED_CAPACITY, REGION, "shared",                                                    \
+      "shared: the region was made with another capacity")                                        \
+    X(27, E_SHARED_MODE, ARGUMENT, "shared_mode",                                                 \
+      "shared_mode must be a file mode from 0 to 0777 (octal)")                                   \
+    X(28, E_ALGORITHM, ARGUMENT, "algorithm",                                                     \
+      "algorithm must be 'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'")             \
+    X(29, E_BURST_WINDOW, ARGUMENT, "burst",                                                      \
+      "burst: a window algorithm takes no burst (a window admits rate units); "                   \
+      "leave burst out, or use 'gcra' or 'token_bucket'")                                         \
+    X(30, E_RATE_WHOLE, ARGUMENT, "rate",                                                         \
+      "rate: a window admits a whole number of units; write a fractional rate as "                \
+      "whole units per longer window, e.g. '1/2s' for 0.5 per second")                            \
+    X(31, E_RATE_FIXED_CEILING, ARGUMENT, "rate",                                                 \
+      "rate is above the fixed_window ceiling: at most period_ns - 1 units per window "           \
+      "(999999999 per second, 59999999999 per minute)")                                           \
+    X(32, E_RATE_SLIDING_CEILING, ARGUMENT, "rate",                                               \
+      "rate is above the sliding_window ceiling: (rate + 1)^2 <= period_ns "                      \
+      "(31621 per second, 244947 per minute, 1897365 per hour, 9295159 per day)")                 \
+    X(33, E_WINDOW_TOO_LONG, ARGUMENT, "period",                                                  \
+      "period: a window longer than 2^60 ns (36.5 years) is not supported")                       \
+    X(34, E_CLOCK_WINDOW, ARGUMENT, "clock",                                                      \
+      "clock: window algorithms read the realtime clock (windows are aligned to the "             \
+      "Unix epoch); leave clock out or pass 'realtime'")                                          \
+    X(35, E_SHARED_ALGORITHM, REGION, "shared",                                                   \
+      "shared: the region was made with another algorithm")                                       \
+    /* 36 is unused: reserve's longest wait is `timeout` (E_TIMEOUT), as wait's */                \
+    X(36, E_MAX_WAIT, ARGUMENT, "max_wait",                                                       \
+      "max_wait must be a number of seconds >= 0, or absent for any wait")                        \
+    X(37, E_ITEMS, ARGUMENT, "items",                                                             \
+      "items must be a non-empty list of limiters and (keyed limiter, key) pairs")                \
+    X(38, E_HEADER_NAME, ARGUMENT, "name",                                                        \
+      "name must be 1 to 64 printable ASCII characters (the policy name of the headers)")         \
+    X(39, E_HEADER_VALUE, ARGUMENT, "decision",                                                   \
+      "decision: limit, remaining, retry_after, reset_after and window must be >= 0")             \
+    X(40, E_SHARED_DANGLING, REGION, "shared",                                                    \
+      "shared: the path is a symbolic link to nothing; remove the link or point it at a region")  \
+    X(41, E_SHARED_UNSTABLE, REGION, "shared",                                                    \
+      "shared: the path kept changing while it was opened (removed or replaced again and again)") \
+    X(42, E_SHARED_LOCK, RUNTIME, "shared",                                                       \
+      "shared: a lock of the region stayed held past its time limit (a stopped or frozen "        \
+      "process holds it)")                                                                        \
+    X(43, E_SHARED_MODE_ALONE, ARGUMENT, "shared_mode",                                           \
+      "shared_mode is the mode of a region file: give it only with shared")                       \
+    X(44, E_TIMEOUT, ARGUMENT, "timeout",                                                         \
+      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes")          \
+    X(45, E_RATE_SEVERAL, ARGUMENT, "rate",                                                       \
+      "rate: one string is one limit; for several ('100/day;10/hour') make one limiter "          \
+      "of each and decide them as one with check_all")                                            \
+    X(46, E_RECONFIGURE_ALGORITHM, ARGUMENT, "algorithm",                                         \
+      "algorithm: a live change keeps the limit's algorithm; make a new limiter for another one") \
+    X(47, E_ON_CHANGE, ARGUMENT, "on_change", "on_change must be 'apply' or 'refuse'")            \
+    X(48, E_MAX_COST, ARGUMENT, "max_cost", "max_cost must be an integer >= 0")                   \
+    X(49, E_BURST_MAX_COST, ARGUMENT, "burst",                                                    \
+      "burst is below max_cost: a request of max_cost units would never be admitted (a "          \
+      "permanent refusal); give a burst of at least max_cost")                                    \
+    X(50, E_RATE_MAX_COST, ARGUMENT, "rate",                                                      \
+      "rate is below max_cost: a window admits at most rate units, so a request of max_cost "     \
+      "units would never be admitted; give a rate of at least max_cost per window")               \
+    X(51, E_LIMIT, ARGUMENT, "limit",                                                             \
+      "limit must be an integer >= 1 and <= 65536 (the units that may be held at once)")          \
+    X(52, E_HOLD_COST, ARGUMENT, "cost",                                                          \
+      "cost must be an integer >= 1 (the units a holding takes)")                                 \
+    X(53, E_LEASE, ARGUMENT, "lease",                                                             \
+      "lease must be a number of seconds > 0 and below 2^62 ns (146 years), or absent for none")  \
+    X(54, E_SHARED_LIMIT, REGION, "shared",                                                       \
+      "shared: the region was made with another limit, lease or peak")                            \
+    X(55, E_KEY_UNKEYED, ARGUMENT, "key",                                                         \
+      "key: a concurrency limit without capacity has no keys; give capacity for one limit "       \
+      "per key")                                                                                  \
+    X(56, E_SLOT, ARGUMENT, "slot", "slot must be a slot that a concurrency limit gave out")      \
+    X(57, E_SHARED_MISSING, REGION, "shared",                                                     \
+      "shared: no file at the path (a region is made by the first limiter that opens it)")        \
+    X(58, E_PEAK, ARGUMENT, "peak",                                                               \
+      "peak must be a boolean (true: track the most units held at once, for a shared total "      \
+      "that every acquire and release updates)")                                                  \
+    X(59, E_MAX_DEBT, ARGUMENT, "max_debt",                                                       \
+      "max_debt must be an integer >= 0 (the units a charge may leave a key owing beyond its "    \
+      "limit)")                                                                                   \
+    X(60, E_SHARED_MAX_DEBT, REGION, "shared",                                                    \
+      "shared: the region was made with another max_debt")                                        \
+    X(61, E_QUOTA, ARGUMENT, "quota", "quota must be 'requests' or 'tokens'")                     \
+    X(62, E_HEADERS, ARGUMENT, "headers",                                                         \
+      "headers must be the response's fields: a mapping of names to values, or a list of "        \
+      "(name, value) pairs, each a string")                                                       \
+    X(63, E_STATUS_CODE, ARGUMENT, "status",                                                      \
+      "status must be an HTTP status code from 100 to 599, or absent")                            \
+    X(64, E_PENDING, ARGUMENT, "pending",                                                         \
+      "pending must be an integer >= 0 (units sent that the response cannot count yet)")          \
+    X(65, E_SHARE, ARGUMENT, "share",                                                             \
+      "share must be a number > 0 and <= 1 (this member's part of the provider's limit)")         \
+    X(66, E_RETRIES, ARGUMENT, "retries",                                                         \
+      "retries must be an integer >= 0 (the tries after a 429 or 503)")                           \
+    X(67, E_BACKOFF, ARGUMENT, "backoff",                                                         \
+      "backoff must be a number of seconds > 0, and max_backoff one >= backoff (the wait "        \
+      "before a retry doubles from backoff up to max_backoff)")
+
+#define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
+#define CR_STATUS_ONE_(number, name, class, param, message) +1
+typedef enum cr_status {
+    CR_STATUS_LIST(CR_STATUS_ENUM_)
+        CR_STATUS_COUNT = 0 CR_STATUS_LIST(CR_STATUS_ONE_) /* the number of rows */
+} cr_status;
+#undef CR_STATUS_ENUM_
+#undef CR_STATUS_ONE_
+
+/* The message of a status ("unknown status" for a value out of range). */
+const char *cr_strerror(cr_status status);
+/* The parameter a status is about, or "" (never NULL). */
+const char *cr_status_param(cr_status status);
+/* The status's name without the CR_ prefix ("E_SHARED_RATE"; "" for a
+ * value out of range), for faces that report a code as text. */
+const char *cr_status_name(cr_status status);
+
+/* How a face reports a status (the CLASS column of CR_STATUS_LIST). */
+typedef enum cr_status_class {
+    CR_STATUS_NONE = 0,     /* CR_OK, and a value out of range */
+    CR_STATUS_ARGUMENT = 1, /* the caller's mistake: raised, naming the parameter */
+    CR_STATUS_RUNTIME = 2,  /* memory, the system, a lock held past its bound: Lua
+                               returns nil, message, code */
+    CR_STATUS_REGION = 3    /* a region file that is not the one asked for: the path
+                               is part of the report */
+} cr_status_class;
+
+/* The class of a status (CR_STATUS_NONE for CR_OK or a value out of range). */
+cr_status_class cr_status_class_of(cr_status status);
+
+#if defined(__GNUC__) && !defined(CR_EMBED)
+#pragma GCC visibility pop
+#endif
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CELLRATE_STATUS_H */

@@ -1,0 +1,98 @@
+/*
+ * Inspecting a region (cr_inspect_region; docs/design/shared-regions.md,
+ * "Inspecting"): what a region file holds, read without changing it. It sits
+ * above the stores: the region maps the file read-only (cr_region_look), and
+ * each store counts what its own table holds (cr_keyed_count_slots,
+ * cr_gauge_count), as the counters read their block.
+ */
+#include "cellrate/inspect.h"
+#include "gauge.h"
+#include "keyed.h"
+#include "region.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+static const char *kind_name(uint32_t kind)
+{
+    switch (kind) {
+    case CR_REGION_LIMITER:
+        return "limiter";
+    case CR_REGION_KEYED:
+        return "keyed";
+    case CR_REGION_CONCURRENCY:
+        return "concurrency";
+    default:
+        return NULL;
+    }
+}
+
+/* What the checked region `region`, mapped as `spec` says, holds. */
+static cr_status inspect_mapped(const cr_region *region, const cr_region_spec *spec,
+                                cr_region_info *out)
+{
+    out->generation = cr_region_generation(region);
+    if (spec->kind == CR_REGION_CONCURRENCY) {
+        out->max_in_flight = spec->burst;
+        out->lease_ns = spec->emission_ns;
+        out->capacity = spec->capacity;
+        if (spec->burst < 1 || spec->burst > CR_GAUGE_MAX_LIMIT ||
+            (spec->capacity > 0 &&
+             spec->buckets_size < (size_t)spec->nbuckets * 4 * 16 * (size_t)(spec->burst + 1)))
+            return CR_E_SHARED_CORRUPT;
+        const bool peak = spec->flags & CR_REGION_PEAK;
+        uint64_t held;
+        cr_gauge_count(region->buckets, spec->nbuckets, spec->burst, spec->capacity > 0,
+                       &out->live_keys, &held);
+        cr_gauge_describe(out->description, sizeof out->description, spec->burst, spec->capacity,
+                          spec->emission_ns, peak);
+        cr_counters_gauge_stats(region->counters, CR_COUNTER_LANES, held, peak, &out->gauge_stats);
+        return CR_OK;
+    }
+    const cr_algorithm algorithm = (cr_algorithm)spec->algorithm;
+    const bool keyed = spec->kind == CR_REGION_KEYED;
+    out->algorithm = cr_algorithm_name(algorithm);
+    out->capacity = keyed ? spec->capacity : 0;
+    if (keyed) {
+        if (spec->buckets_size < (size_t)spec->nbuckets * 64)
+            return CR_E_SHARED_CORRUPT;
+        out->live_keys = cr_keyed_count_slots(region->buckets, spec->nbuckets);
+    }
+    /* a region has no clock (its processes may mix them): the default's description */
+    const cr_limit like = {
+        .algorithm = algorithm, .burst = 1, .fast_clock = algorithm < CR_ALGORITHM_FIXED_WINDOW};
+    int64_t changed_at;
+    cr_status status = CR_E_SHARED_CORRUPT;
+    for (int tries = 0; tries < 8 && status != CR_OK; tries++) { /* a change meanwhile */
+        out->generation = cr_region_generation(region);
+        status = cr_region_limit(region, out->generation, &like, &out->limit, &changed_at);
+    }
+    if (status != CR_OK)
+        return status;
+    cr_limit_describe(out->description, sizeof out->description,
+                      keyed ? "cellrate.KeyedLimiter" : "cellrate.Limiter", &out->limit,
+                      keyed ? spec->capacity : -1);
+    cr_counters_rate_stats(region->counters, CR_COUNTER_LANES,
+                           keyed ? atomic_load(region->evictions) : 0, &out->stats);
+    return CR_OK;
+}
+
+cr_status cr_inspect_region(const char *path, cr_region_info *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!path)
+        return CR_E_SHARED_PATH;
+    cr_region region = {0};
+    cr_region_spec spec;
+    bool this_boot;
+    cr_status status = cr_region_look(&region, &spec, path, &this_boot);
+    if (status != CR_OK)
+        return status;
+    out->layout_version = CR_REGION_VERSION;
+    out->kind = kind_name(spec.kind);
+    out->size = spec.total_size;
+    out->this_boot = this_boot;
+    status = inspect_mapped(&region, &spec, out);
+    cr_region_close(&region);
+    return status;
+}

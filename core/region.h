@@ -1,0 +1,117 @@
+/*
+ * Shared regions (docs/design.md §5; core/region.c): the file a limit's
+ * state lives in for every process that opens it, its checks, and the
+ * history of its limit. Not part of the public API.
+ */
+#ifndef CELLRATE_REGION_H
+#define CELLRATE_REGION_H
+
+#include "cellrate/stores.h"
+#include "carry.h"
+#include "counters.h"
+#include "lock.h"
+#include "pair.h"
+
+/* The layout of a region file: a region of another is refused
+ * (CR_E_SHARED_VERSION). 2: boot id outside the checksum; stripe locks are
+ * cr_lock words. 4: the limit is a history of changes, not part of the
+ * identity. 5: the counters (counters.h) follow the records. */
+#define CR_REGION_VERSION 6
+
+/* What a shared region must hold; cr_region_open fills in the limit's
+ * fields and the offsets. */
+typedef struct {
+    uint32_t kind;       /* CR_REGION_LIMITER, CR_REGION_KEYED or CR_REGION_CONCURRENCY */
+    uint32_t algorithm;  /* cr_algorithm */
+    uint32_t flags;      /* CR_REGION_PEAK */
+    int64_t emission_ns; /* concurrency: the lease (0 for a rate limit: its limit is recorded) */
+    int64_t burst;       /* concurrency: the limit */
+    int64_t capacity;
+    uint32_t nbuckets;
+    uint32_t nstripes;
+    size_t buckets_size;
+    size_t stripes_offset;
+    size_t changes_offset;
+    size_t counters_offset;
+    size_t buckets_offset;
+    size_t total_size;
+} cr_region_spec;
+
+enum { CR_REGION_LIMITER = 1, CR_REGION_KEYED = 2, CR_REGION_CONCURRENCY = 3 };
+/* A flag of a region's identity: a concurrency region that tracks the peak
+ * (every process keeps the counters' total, or the peak is wrong). */
+enum { CR_REGION_PEAK = 1 };
+
+/* A mapped region: pointers into the mapping. */
+typedef struct {
+    void *base;
+    size_t size;
+    uint64_t seed[2];
+    cr_lock *stripes;
+    void *buckets;
+    size_t changes_offset;
+    _Atomic uint64_t *evictions;
+    cr_pair *limiter_state;     /* a Limiter's {generation, state} */
+    cr_counter_block *counters; /* the region's counters (CR_COUNTER_LANES lanes) */
+} cr_region;
+
+/* The limit history a region keeps: a decision can carry a state written up
+ * to this many changes ago. */
+#define CR_REGION_RECORDS 256
+
+/* Opens or creates the region at `path` for a store of `spec` and `limit`
+ * (see cr_limiter_open); `limit` NULL for a store without a rate, which sets
+ * spec's algorithm, emission_ns and burst itself. */
+cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit *limit,
+                         const char *path, int64_t mode);
+void cr_region_close(cr_region *region);
+
+/* The region's current generation: 0 at its creation, one more per change. */
+uint64_t cr_region_generation(const cr_region *region);
+/* The limit of `generation` and the instant it became current, built for
+ * this process as `like` (its clock); CR_E_SHARED_CORRUPT when the region no
+ * longer holds it (over CR_REGION_RECORDS changes ago) or holds no limit
+ * this version writes. */
+cr_status cr_region_limit(const cr_region *region, uint64_t generation, const cr_limit *like,
+                          cr_limit *out, int64_t *changed_at);
+/* Makes `limit` the region's, as of `changed_at`; the caller holds the
+ * change lock. Returns the new generation. */
+uint64_t cr_region_publish(cr_region *region, const cr_limit *limit, int64_t changed_at);
+/* Serializes changes across the processes (NULL for a store of one process:
+ * base NULL); the cursor of the keyed table's sweep (docs/design.md §4),
+ * under it. */
+cr_lock *cr_region_change_lock(cr_region *region);
+uint64_t *cr_region_sweep_cursor(cr_region *region);
+/* The word cr_region_generation reads, for a store's hot path. */
+const _Atomic uint64_t *cr_region_generation_word(const cr_region *region);
+/* `next` as the region's current generation, following `current` (whose
+ * clock it keeps); next->generation == current->generation when nothing
+ * changed. */
+cr_status cr_region_adopt(const cr_region *region, const cr_generation *current,
+                          cr_generation *next);
+/* At opening, under the change lock: `current` becomes the region's limit
+ * when it is `limit`'s, else `limit` replaces it (the region's in
+ * *replaced, *changed set) or, with CR_CHANGE_REFUSE, the opening fails
+ * with CR_E_SHARED_RATE / CR_E_SHARED_BURST. */
+cr_status cr_region_join(cr_region *region, const cr_limit *limit, cr_on_change on_change,
+                         int64_t now_ns, cr_generation *current, cr_limit *replaced, bool *changed);
+
+/* A state written under generation `since`, carried through every change
+ * up to `current`, each at its instant (cr_carry). The limits come from the
+ * chain of `current`, else from `region` (NULL for a store of one process);
+ * a state whose history is gone is taken as everything used at `now_ns`
+ * (cr_full): never a fresh allowance. */
+int64_t cr_carry_since(const cr_region *region, const cr_generation *current, uint64_t since,
+                       int64_t state, int64_t now_ns);
+
+/* Maps the region at `path` read-only for a look (cr_inspect_region): never
+ * created, truncated, locked or written; its header checked as an opening
+ * checks it, but against nothing an opener wants. `spec` is then what the
+ * header says (kind, algorithm, flags, lease and limit of a concurrency
+ * region, capacity, buckets) with the layout it implies, and *this_boot
+ * whether it was made since the last boot. The statuses of
+ * cr_inspect_region; cr_region_close unmaps it. */
+cr_status cr_region_look(cr_region *region, cr_region_spec *spec, const char *path,
+                         bool *this_boot);
+
+#endif

@@ -1,0 +1,362 @@
+"""What every Redis store shares: its client, prefix, on_error and timeout, the one
+handling of failures (on_error while Redis cannot decide, and the probe that tries it
+again), and the transport of the blocking and the asyncio stores (the script's calls).
+The stores of cellrate.redis and the fleet share (cellrate.share) build on it; private.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import sys
+import threading
+import time
+import weakref
+from typing import Any, Callable, List, Sequence, Tuple
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+import redis.exceptions
+
+import cellrate
+from cellrate._errors import invalid, invalid_type
+from cellrate.redis._connections import _Connections, _PoolExhausted
+from cellrate.redis._protocol import (
+    _ON_ERROR_WORDS,
+    _PROTOCOL,
+    FIRST_BACKOFF_S,
+    MAX_BACKOFF_S,
+    ON_ERROR,
+    SCRIPT,
+    SHA,
+    _cannot_decide,
+    _raise_mistake,
+)
+
+
+log = logging.getLogger("cellrate.redis")
+
+
+class RedisUnavailable(cellrate.CellrateError):
+    """Redis could not decide (unreachable, stalled or failing over) and on_error is "raise".
+
+    The client's own exception is the __cause__.
+    """
+
+
+def _detached(error: BaseException) -> BaseException:
+    """`error` kept for later (the cause of RedisUnavailable) without the tracebacks of
+    its chain: their frames would keep the store, and so its probe, alive."""
+    seen = error
+    while seen is not None:
+        seen.with_traceback(None)
+        seen = seen.__cause__ or seen.__context__  # type: ignore[assignment]
+    return error
+
+
+class _Outage:
+    """Redis cannot decide: since when (monotonic s), the last failure (without its
+    tracebacks) and when the probe tries next (monotonic s; 0: no probe, a call that
+    found no free connection). Never changed, replaced whole: a decision reads the
+    availability once and answers from that, whatever the probe does meanwhile."""
+
+    __slots__ = ("since", "error", "retry_at")
+
+    def __init__(self, since: float, error: BaseException, retry_at: float) -> None:
+        self.since = since
+        self.error = error
+        self.retry_at = retry_at
+
+
+class _Availability:
+    """Whether Redis decides lately; the back-off schedule of the probe, its log lines.
+
+    A call reads `outage` once (None: ask Redis) and answers from what it read;
+    failed() starts the probe (start_probe, given by the store: a thread or an
+    asyncio task), which calls probed() after each try until one succeeds. No
+    request ever waits for a probe.
+    """
+
+    def __init__(self) -> None:
+        self.outage: _Outage | None = None
+        self.backoff = 0.0
+        self.probing = False
+        self.lock = threading.Lock()
+
+    def failed(self, error: BaseException, on_error: str) -> Tuple[_Outage, bool]:
+        """Redis cannot decide: the outage, and True when the caller must start the probe."""
+        error = _detached(error)
+        with self.lock:
+            outage = self.outage
+            if outage is None:
+                since = time.monotonic()
+                self.backoff = FIRST_BACKOFF_S
+                outage = _Outage(since, error, since + self.backoff)
+                log.warning("Redis cannot decide (%s: %s); answering on_error=%r until it "
+                            "decides again", type(error).__name__, error, on_error)
+            else:
+                outage = _Outage(outage.since, error, outage.retry_at)
+            self.outage = outage
+            start, self.probing = not self.probing, True
+            return outage, start
+
+    def probed(self, error: BaseException | None) -> float | None:
+        """A probe's outcome (None: Redis decided); the delay to the next one, or None
+        when probing stops."""
+        with self.lock:
+            outage = self.outage
+            if error is None or outage is None:
+                if outage is not None:
+                    log.warning("Redis decides again after %.3f s",
+                                time.monotonic() - outage.since)
+                self.outage, self.probing = None, False
+                return None
+            self.backoff = min(self.backoff * 2, MAX_BACKOFF_S)
+            self.outage = _Outage(outage.since, _detached(error),
+                                  time.monotonic() + self.backoff)
+            return self.backoff
+
+    def stopped(self) -> None:
+        with self.lock:
+            self.probing = False
+
+
+class _Store:
+    """What every Redis store shares: its client, prefix, on_error and timeout, the one
+    handling of failures (on_error while Redis cannot decide, and the probe)."""
+
+    _clients: Tuple[type, ...] = ()
+    _client_names = ""
+    _script, _sha = SCRIPT, SHA
+    _probe_words: List[Any]  # what the probe sends: a call that writes nothing
+
+    def _open_store(self, client: Any, prefix: str, on_error: str, timeout: float) -> None:
+        if on_error not in ON_ERROR:
+            raise invalid("on_error", f"on_error must be {_ON_ERROR_WORDS}, not {on_error!r}")
+        self._open_client(client, prefix, timeout)
+        self.on_error = on_error
+
+    def _open_client(self, client: Any, prefix: str, timeout: float) -> None:
+        """The client, prefix and timeout checked and kept (every store, the share store
+        too, which has no on_error)."""
+        if not isinstance(client, self._clients):
+            raise invalid_type("client",
+                               f"client must be {self._client_names}, not {type(client).__name__}")
+        if not isinstance(prefix, str):
+            raise invalid_type("prefix", f"prefix must be a str, not {type(prefix).__name__}")
+        if any(refused in prefix for refused in _PROTOCOL["PREFIX_REFUSES"].split()):
+            raise invalid("prefix", "prefix " + _PROTOCOL["PREFIX_REFUSED"])
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise invalid_type("timeout",
+                               f"timeout must be a number of seconds, not {type(timeout).__name__}")
+        if not 0 < timeout < math.inf:
+            raise invalid("timeout", f"timeout must be finite and > 0 (seconds), not {timeout!r}")
+        self.client: Any = client
+        self.prefix = prefix
+        self.timeout = float(timeout)
+        self._availability = _Availability()
+
+    def _failed(self, error: Exception, keys: Sequence[bytes] = ()) -> Any:
+        """The answer to a call of `keys` that failed: on_error's when Redis cannot decide
+        now (and, unless the call only found no free connection, the store answers
+        on_error from then on while a probe tries Redis); a mistake raises
+        RedisUnavailable, or InvalidArgument where it is one."""
+        if not _cannot_decide(error):
+            _raise_mistake(error, keys)
+            raise RedisUnavailable(f"Redis refused the decision: {error}") from error
+        if isinstance(error, _PoolExhausted):
+            return self._fallback(_Outage(time.monotonic(), error, 0.0))
+        outage, start = self._availability.failed(error, self.on_error)
+        if start:
+            self._start_probe()
+        return self._fallback(outage)
+
+    def _while_down(self, outage: _Outage) -> Any:
+        """The answer while Redis cannot decide, from the outage the call read (the
+        probe restarted if it had stopped, as when its event loop ended)."""
+        availability = self._availability
+        if not availability.probing:
+            with availability.lock:
+                start, availability.probing = not availability.probing, True
+            if start:
+                self._start_probe()
+        return self._fallback(outage)
+
+    def _fallback(self, outage: _Outage) -> Any:  # pragma: no cover - each store has its own
+        raise NotImplementedError
+
+    def _start_probe(self) -> None:  # pragma: no cover - each face has its own
+        raise NotImplementedError
+
+    def _unavailable(self, what: str, error: Exception) -> RedisUnavailable:
+        """The error of a reset or a refund that Redis did not make (not a decision:
+        raised whatever on_error says)."""
+        return RedisUnavailable(f"Redis cannot {what} now: {error}")
+
+
+class _SyncStore(_Store):
+    """The transport of the blocking stores: the store's own connections (a cluster client:
+    its own machinery), the script's calls, the probe thread."""
+
+    _clients = (redis.Redis, redis.cluster.RedisCluster)
+
+    def _open_connections(self) -> None:
+        client = self.client
+        self._connections = (None if isinstance(client, redis.cluster.RedisCluster)
+                             else _Connections.of(client.connection_pool))
+        self._probe_stop: threading.Event | None = None
+        self._prober: threading.Thread | None = None
+
+    def _run(self, *command: Any) -> Any:
+        """One command's reply, within the store's timeout (a cluster client: its own)."""
+        connections = self._connections
+        if connections is None:
+            return self.client.execute_command(*command)
+        return connections.run(command, time.monotonic() + self.timeout)
+
+    def _call(self, words: Sequence[Any]) -> Any:
+        """The script's reply. After NOSCRIPT (a restart, SCRIPT FLUSH, a failover) EVAL
+        sends the script with the call, so no flush between a load and a call can
+        fail it again."""
+        try:
+            return self._run("EVALSHA", self._sha, *words)
+        except redis.exceptions.NoScriptError:
+            return self._run("EVAL", self._script, *words)
+
+    def _start_probe(self) -> None:
+        stop = self._probe_stop = threading.Event()
+        self._prober = threading.Thread(
+            target=_probe_thread, args=(weakref.ref(self), self._availability, stop),
+            name="cellrate.redis probe", daemon=True)
+        self._prober.start()
+
+    def close(self) -> None:
+        """Stops the probe of a store that Redis failed (it stops by itself once Redis
+        decides again, or when the store is collected)."""
+        if self._probe_stop is not None:
+            self._probe_stop.set()
+        if self._prober is not None and self._prober is not threading.current_thread():
+            self._prober.join()
+
+
+def _probe_thread(store_ref: "weakref.ref[_SyncStore]", availability: _Availability,
+                  stop: threading.Event) -> None:
+    """Tries Redis after each back-off until it decides, the store is collected or closed."""
+    delay: float | None = availability.backoff
+    while delay is not None:
+        if stop.wait(delay):
+            availability.stopped()
+            return
+        store = store_ref()
+        if store is None:
+            return
+        delay = availability.probed(_probe_error(store._call, store._probe_words))
+        del store
+
+
+def _probe_error(call: Callable[[Sequence[Any]], Any], words: Sequence[Any]) -> Exception | None:
+    """What a probe met: None when Redis decided (a mistake is an answer too)."""
+    try:
+        call(words)
+    except Exception as error:
+        return error if _cannot_decide(error) else None
+    return None
+
+
+def _pool_exhausted(error: BaseException) -> bool:
+    """A capped asyncio pool with no free connection: MaxConnectionsError where the
+    asyncio pool raises it (redis-py 8), a plain ConnectionError with redis-py's own
+    words before."""
+    max_connections = getattr(redis.exceptions, "MaxConnectionsError", None)
+    return ((max_connections is not None and isinstance(error, max_connections))
+            or (type(error) is redis.exceptions.ConnectionError
+                and str(error) == "Too many connections"))
+
+
+async def _bounded(awaitable: Any, seconds: float) -> Any:
+    """`awaitable`'s result; asyncio.TimeoutError after `seconds`."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.9, 3.10
+
+
+class _AsyncStore(_Store):
+    """The transport of the asyncio stores: the client's commands within the store's
+    timeout, the script's calls, the probe task."""
+
+    _clients = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+    _probe_task: "asyncio.Task[None] | None" = None
+
+    async def _run(self, *command: Any) -> Any:
+        """One command's reply within the store's timeout; a capped pool's refusal of a
+        connection is waited out, and is this call's failure alone at the deadline."""
+        waited: List[bool] = []
+        try:
+            return await _bounded(self._command(command, waited), self.timeout)
+        except asyncio.TimeoutError as error:
+            if waited:
+                raise _PoolExhausted("no connection of the pool came free within the "
+                                     "store's timeout") from error
+            raise redis.exceptions.TimeoutError(
+                "Redis did not answer within the store's timeout") from error
+
+    async def _command(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
+        while True:
+            try:
+                return await self.client.execute_command(*command)
+            except redis.exceptions.ConnectionError as error:
+                if not _pool_exhausted(error):
+                    raise
+                waited.append(True)
+                await asyncio.sleep(0.001)
+
+    async def _call(self, words: Sequence[Any]) -> Any:
+        """RedisLimiter._call, awaited."""
+        try:
+            return await self._run("EVALSHA", self._sha, *words)
+        except redis.exceptions.NoScriptError:
+            return await self._run("EVAL", self._script, *words)
+
+    def _start_probe(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - a decision is always awaited in a loop
+            self._availability.stopped()
+            return
+        self._probe_task = loop.create_task(
+            _probe_task(weakref.ref(self), self._availability), name="cellrate.redis probe")
+
+    async def aclose(self) -> None:
+        """Stops the probe of a store that Redis failed (it stops by itself once Redis
+        decides again, when the store is collected, or with its event loop)."""
+        task, self._probe_task = self._probe_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _probe_task(store_ref: "weakref.ref[_AsyncStore]",
+                      availability: _Availability) -> None:
+    """_probe_thread, as an asyncio task."""
+    delay: float | None = availability.backoff
+    try:
+        while delay is not None:
+            await asyncio.sleep(delay)
+            store = store_ref()
+            if store is None:
+                return
+            try:
+                await store._call(store._probe_words)
+                error: Exception | None = None
+            except Exception as failure:
+                error = failure if _cannot_decide(failure) else None
+            delay = availability.probed(error)
+            del store
+    finally:
+        availability.stopped()
