@@ -27,6 +27,12 @@ static const luaL_Reg module_functions[] = {
     {"read_signal", read_signal},
     {"_check_request", check_request},
     {"_check_hold", check_hold},
+    {"_share_limit", share_limit},
+    {"_share_of", share_of},
+    {"_share_asked", share_asked},
+    {"_share_report", share_report},
+    {"_share_reply", share_reply},
+    {"_share_after", share_after},
     {NULL, NULL},
 };
 
@@ -62,6 +68,7 @@ int luaopen_cellrate(lua_State *L)
     compat_setfuncs(L, module_functions, 0);
     lua_pushstring(L, cr_version());
     lua_setfield(L, -2, "_VERSION");
+    share_set_constants(L);
     /* A pointer, not a symbol: the module exports luaopen_cellrate alone. */
     lua_pushlightuserdata(L, (void *)&the_ffi_api);
     lua_setfield(L, -2, "_ffi_api");

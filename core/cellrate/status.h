@@ -175,19 +175,22 @@ const char *cr_version(void);
       "limit)")                                                                                   \
     X(60, E_SHARED_MAX_DEBT, REGION, "shared",                                                    \
       "shared: the region was made with another max_debt")                                        \
-    X(61, E_QUOTA, ARGUMENT, "quota", "quota must be 'requests' or 'tokens'")                     \
-    X(62, E_HEADERS, ARGUMENT, "headers",                                                         \
+    X(61, E_SHARE_REPLY, RUNTIME, "",                                                             \
+      "the heartbeat's reply is not the share script's { share, members, target } (fractions "    \
+      "from 0 to 1, members >= 1)")                                                               \
+    X(62, E_QUOTA, ARGUMENT, "quota", "quota must be 'requests' or 'tokens'")                     \
+    X(63, E_HEADERS, ARGUMENT, "headers",                                                         \
       "headers must be the response's fields: a mapping of names to values, or a list of "        \
       "(name, value) pairs, each a string")                                                       \
-    X(63, E_STATUS_CODE, ARGUMENT, "status",                                                      \
+    X(64, E_STATUS_CODE, ARGUMENT, "status",                                                      \
       "status must be an HTTP status code from 100 to 599, or absent")                            \
-    X(64, E_PENDING, ARGUMENT, "pending",                                                         \
+    X(65, E_PENDING, ARGUMENT, "pending",                                                         \
       "pending must be an integer >= 0 (units sent that the response cannot count yet)")          \
-    X(65, E_SHARE, ARGUMENT, "share",                                                             \
+    X(66, E_SHARE, ARGUMENT, "share",                                                             \
       "share must be a number > 0 and <= 1 (this member's part of the provider's limit)")         \
-    X(66, E_RETRIES, ARGUMENT, "retries",                                                         \
+    X(67, E_RETRIES, ARGUMENT, "retries",                                                         \
       "retries must be an integer >= 0 (the tries after a 429 or 503)")                           \
-    X(67, E_BACKOFF, ARGUMENT, "backoff",                                                         \
+    X(68, E_BACKOFF, ARGUMENT, "backoff",                                                         \
       "backoff must be a number of seconds > 0, and max_backoff one >= backoff (the wait "        \
       "before a retry doubles from backoff up to max_backoff)")
 

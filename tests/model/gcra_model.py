@@ -149,19 +149,22 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "max_debt must be an integer >= 0 (the units a charge may leave a key owing beyond its "
      "limit)"),
     (60, "E_SHARED_MAX_DEBT", "region", "shared", "shared: the region was made with another max_debt"),
-    (61, "E_QUOTA", "argument", "quota", "quota must be 'requests' or 'tokens'"),
-    (62, "E_HEADERS", "argument", "headers",
+    (61, "E_SHARE_REPLY", "runtime", "",
+     "the heartbeat's reply is not the share script's { share, members, target } (fractions "
+     "from 0 to 1, members >= 1)"),
+    (62, "E_QUOTA", "argument", "quota", "quota must be 'requests' or 'tokens'"),
+    (63, "E_HEADERS", "argument", "headers",
      "headers must be the response's fields: a mapping of names to values, or a list of "
      "(name, value) pairs, each a string"),
-    (63, "E_STATUS_CODE", "argument", "status",
+    (64, "E_STATUS_CODE", "argument", "status",
      "status must be an HTTP status code from 100 to 599, or absent"),
-    (64, "E_PENDING", "argument", "pending",
+    (65, "E_PENDING", "argument", "pending",
      "pending must be an integer >= 0 (units sent that the response cannot count yet)"),
-    (65, "E_SHARE", "argument", "share",
+    (66, "E_SHARE", "argument", "share",
      "share must be a number > 0 and <= 1 (this member's part of the provider's limit)"),
-    (66, "E_RETRIES", "argument", "retries",
+    (67, "E_RETRIES", "argument", "retries",
      "retries must be an integer >= 0 (the tries after a 429 or 503)"),
-    (67, "E_BACKOFF", "argument", "backoff",
+    (68, "E_BACKOFF", "argument", "backoff",
      "backoff must be a number of seconds > 0, and max_backoff one >= backoff (the wait "
      "before a retry doubles from backoff up to max_backoff)"),
 ]
