@@ -36,6 +36,6 @@
 #include "cellrate/inspect.h"     /* a region file, read without changing it */
 #include "cellrate/http.h"        /* the HTTP header fields of a decision */
 #include "cellrate/metrics.h"     /* the one list of metrics the exporters publish */
-#include "cellrate/web.h"         /* the web faces' rules: address keys, proxies, refusals, settlement */
+#include "cellrate/web.h" /* the web faces' rules: address keys, proxies, refusals, settlement */
 
 #endif /* CELLRATE_H */

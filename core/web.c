@@ -27,10 +27,7 @@ static int hex_value(char c)
 
 static bool is_ows(char c) { return c == ' ' || c == '\t'; }
 
-static void no_address(cr_address *out)
-{
-    memset(out, 0, sizeof *out);
-}
+static void no_address(cr_address *out) { memset(out, 0, sizeof *out); }
 
 /* Four decimal octets, each 1 to 3 digits, no leading zero, at most 255. */
 static bool parse_ipv4(const char *text, size_t len, uint8_t out[4])
@@ -205,8 +202,7 @@ bool cr_address_parse_hop(cr_address *out, const char *hop, size_t len)
     } else {
         /* "v4:port": one colon (a bare IPv6 address has several) */
         const char *colon = memchr(text, ':', text_len);
-        if (colon != NULL &&
-            memchr(colon + 1, ':', text_len - (size_t)(colon + 1 - text)) == NULL)
+        if (colon != NULL && memchr(colon + 1, ':', text_len - (size_t)(colon + 1 - text)) == NULL)
             text_len = (size_t)(colon - text);
     }
     return cr_address_parse(out, text, text_len);

@@ -26,6 +26,12 @@ static const luaL_Reg module_functions[] = {
     {"header_fields", header_fields},
     {"_check_request", check_request},
     {"_check_hold", check_hold},
+    {"address_key", address_key},
+    {"binary_address_key", binary_address_key},
+    {"check_refusal_status", check_refusal_status},
+    {"check_address_prefix", check_address_prefix},
+    {"dry_run_removed", dry_run_removed},
+    {"settle", settle},
     {NULL, NULL},
 };
 

@@ -94,8 +94,7 @@ static void test_vectors(const char *dir)
     if (!CHECK(file != NULL, "cannot open %s", path))
         return;
     static char line[LINE_MAX_BYTES], text[LINE_MAX_BYTES];
-    char kind[32], a[LINE_MAX_BYTES], b[LINE_MAX_BYTES], c[LINE_MAX_BYTES], d[128], e[128],
-        f[128];
+    char kind[32], a[LINE_MAX_BYTES], b[LINE_MAX_BYTES], c[LINE_MAX_BYTES], d[128], e[128], f[128];
     char key[CR_ADDRESS_KEY_MAX];
     int lineno = 0, lines = 0;
     while (fgets(line, sizeof line, file)) {
@@ -149,16 +148,16 @@ static void test_vectors(const char *dir)
             CHECK_EQ_I64(cr_network_parse(&network, text, len), CR_OK, "web.txt:%d", lineno);
             len = decode_text(b, text, sizeof text);
             cr_address_parse(&address, text, len);
-            CHECK_EQ_I64(cr_network_contains(&network, 1, &address), atoi(c),
-                         "web.txt:%d: trusted", lineno);
+            CHECK_EQ_I64(cr_network_contains(&network, 1, &address), atoi(c), "web.txt:%d: trusted",
+                         lineno);
         } else if (strcmp(kind, "client") == 0 && fields == 5) {
             cr_network networks[8];
             const size_t count = networks_of(b, networks, 8);
             const size_t len = decode_text(c, text, sizeof text);
             char *exact = exact_copy(text, len);
             const bool found = cr_forwarded_client(
-                &address, exact, len, strcmp(a, "forwarded") == 0 ? CR_FORWARDED : CR_X_FORWARDED_FOR,
-                networks, count);
+                &address, exact, len,
+                strcmp(a, "forwarded") == 0 ? CR_FORWARDED : CR_X_FORWARDED_FOR, networks, count);
             free(exact);
             if (strcmp(d, "-") == 0) {
                 CHECK(!found, "web.txt:%d: no hop", lineno);
@@ -172,8 +171,8 @@ static void test_vectors(const char *dir)
                          "web.txt:%d", lineno);
         } else if (strcmp(kind, "prefix") == 0 && fields == 4) {
             const int64_t prefix = strtoll(b, NULL, 10);
-            const cr_status status =
-                atoi(a) == 4 ? cr_ipv4_prefix_check(prefix) : cr_ipv6_prefix_check(prefix);
+            const cr_status status = atoi(a) == 4 ? cr_ipv4_prefix_check(prefix)
+                                                  : cr_ipv6_prefix_check(prefix);
             CHECK_EQ_I64(status, status_named(c), "web.txt:%d", lineno);
         } else if (strcmp(kind, "dry_run") == 0 && fields == 3) {
             size_t count = 0;
