@@ -322,9 +322,10 @@ PyDoc_STRVAR(check_address_prefix_doc,
              "_check_address_prefix(name, prefix, /)\n--\n\n"
              "Private: `prefix` as the prefix length option `name` ('ipv4_prefix': 0 to\n"
              "32, 'ipv6_prefix': 0 to 128) takes, or the error naming it.");
-PyDoc_STRVAR(dry_run_removed_doc,
-             "_dry_run_removed($module, /)\n--\n\n"
-             "Private: the names of the fields a dry run leaves out of a refusal's answer.");
+PyDoc_STRVAR(dry_run_fields_doc,
+             "_dry_run_fields($module, fields, /)\n--\n\n"
+             "Private: the (name, value) pairs of a refusal's fields (a dict) that a dry\n"
+             "run sends: without those the core leaves out (Retry-After).");
 PyDoc_STRVAR(settle_doc,
              "_settle(charged, count, max_cost, /)\n--\n\n"
              "Private: (total, units, clipped) of settling a request charged `charged`\n"

@@ -176,7 +176,7 @@ static PyMethodDef cellrate_methods[] = {
     {"_check_refusal_status", module_check_refusal_status, METH_O, check_refusal_status_doc},
     {"_check_address_prefix", (PyCFunction)(void (*)(void))module_check_address_prefix,
      METH_FASTCALL, check_address_prefix_doc},
-    {"_dry_run_removed", module_dry_run_removed, METH_NOARGS, dry_run_removed_doc},
+    {"_dry_run_fields", module_dry_run_fields, METH_O, dry_run_fields_doc},
     {"_settle", (PyCFunction)(void (*)(void))module_settle, METH_FASTCALL, settle_doc},
     {NULL, NULL, 0, NULL},
 };

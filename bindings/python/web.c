@@ -72,20 +72,54 @@ static PyObject *module_check_address_prefix(PyObject *module, PyObject *const *
     return prefix < 0 ? NULL : PyLong_FromLongLong(prefix);
 }
 
-/* _dry_run_removed(): the fields a dry run leaves out of a refusal's answer. */
-static PyObject *module_dry_run_removed(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(args))
+/* Whether `name` (a str) is one of the fields a dry run leaves out. */
+static bool dry_run_removes(PyObject *name)
 {
     size_t count = 0;
     const char *const *names = cr_dry_run_removed(&count);
-    PyObject *tuple = PyTuple_New((Py_ssize_t)count);
-    for (size_t i = 0; tuple != NULL && i < count; i++) {
-        PyObject *name = PyUnicode_FromString(names[i]);
-        if (name == NULL) {
-            Py_CLEAR(tuple);
-            break;
-        }
-        PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, name);
+    for (size_t i = 0; i < count; i++)
+        if (PyUnicode_CompareWithASCIIString(name, names[i]) == 0)
+            return true;
+    return false;
+}
+
+/* _dry_run_fields(fields): the (name, value) pairs of the dict `fields` (a
+ * refusal's, from Decision.headers) that a dry run sends: without those the
+ * core leaves out. One call on the path of every dry-run refusal. */
+static PyObject *module_dry_run_fields(PyObject *Py_UNUSED(module), PyObject *fields)
+{
+    if (!PyDict_Check(fields)) {
+        PyErr_Format(PyExc_TypeError, "fields must be a dict, not %s", Py_TYPE(fields)->tp_name);
+        return NULL;
     }
+    PyObject *list = PyList_New(0);
+    PyObject *name, *value;
+    Py_ssize_t at = 0;
+    while (list != NULL && PyDict_Next(fields, &at, &name, &value)) {
+        if (PyUnicode_Check(name) && dry_run_removes(name))
+            continue;
+        PyObject *pair = PyTuple_Pack(2, name, value);
+        if (pair == NULL || PyList_Append(list, pair) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(pair);
+    }
+    return list;
+}
+
+/* A tuple of three new references (Py_BuildValue parses its format on every
+ * call: this is on the path of every settled response), or NULL. */
+static PyObject *triple(PyObject *first, PyObject *second, PyObject *third)
+{
+    PyObject *tuple = first != NULL && second != NULL && third != NULL ? PyTuple_New(3) : NULL;
+    if (tuple == NULL) {
+        Py_XDECREF(first);
+        Py_XDECREF(second);
+        Py_XDECREF(third);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(tuple, 0, first);
+    PyTuple_SET_ITEM(tuple, 1, second);
+    PyTuple_SET_ITEM(tuple, 2, third);
     return tuple;
 }
 
@@ -125,8 +159,8 @@ static PyObject *module_settle(PyObject *module, PyObject *const *args, Py_ssize
         raise_got(state->invalid_argument, CR_E_CHARGE_COUNT, args[1]);
         return NULL;
     }
-    return Py_BuildValue("(LLO)", (long long)settled.total, (long long)settled.units,
-                         settled.clipped ? Py_True : Py_False);
+    return triple(PyLong_FromLongLong(settled.total), PyLong_FromLongLong(settled.units),
+                  PyBool_FromLong(settled.clipped));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -261,7 +295,14 @@ static PyObject *client_keys_peer(PyObject *self, PyObject *text)
     if (key == NULL)
         return NULL;
     const bool trusted = cr_network_contains(keys->trusted, (size_t)Py_SIZE(keys), &address);
-    return Py_BuildValue("(NO)", key, trusted ? Py_True : Py_False);
+    PyObject *pair = PyTuple_New(2);
+    if (pair == NULL) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, key);
+    PyTuple_SET_ITEM(pair, 1, PyBool_FromLong(trusted));
+    return pair;
 }
 
 /* hop(hop): the key of one hop of the proxy's field. */

@@ -34,7 +34,8 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Patte
                     Sequence, Tuple, TypeVar, Union)
 
 import cellrate
-from cellrate import _cellrate
+from cellrate._cellrate import (_check_address_prefix, _check_refusal_status, _ClientKeys,
+                                _dry_run_fields, _settle)
 from cellrate._errors import invalid, invalid_type
 from cellrate._rates import split_rates
 
@@ -216,7 +217,7 @@ def _bad_header_name(name: Any) -> Exception:
 
 def _trusted(trusted: Iterable[str] | str) -> tuple[list[Any], bool]:
     """(the entries of trusted_proxies that are networks, whether "unix" is
-    one); the networks are the core's to read (_cellrate._ClientKeys refuses a
+    one); the networks are the core's to read (_ClientKeys refuses a
     bad one, or one that is no str, naming trusted_proxies)."""
     if isinstance(trusted, str):
         items: list[Any] = [trusted]
@@ -233,10 +234,6 @@ def _trusted(trusted: Iterable[str] | str) -> tuple[list[Any], bool]:
 # all of them, so that none of them can be made into a fresh limit.
 NO_ADDRESS = "unknown"
 
-# The fields a dry run leaves out of a refusal's answer (the core's list:
-# Retry-After, which would tell the client of a 200 to back off)
-DRY_RUN_REMOVED = _cellrate._dry_run_removed()
-
 # Addresses whose key and trust a policy keeps (an LRU: a fresh address costs
 # one call into the core, a known one a lookup).
 ADDRESS_CACHE_SIZE = 4096
@@ -247,11 +244,11 @@ CONCURRENCY_KEYS = 10_000
 
 def _prefix(value: Any, param: str) -> int:
     """An ipv4_prefix or ipv6_prefix, by the core's rule and in its words."""
-    return _cellrate._check_address_prefix(param, value)
+    return _check_address_prefix(param, value)
 
 
 # Hops read at full prefixes: hop_address's keys are the addresses themselves.
-_FULL_ADDRESSES = _cellrate._ClientKeys(32, 128)
+_FULL_ADDRESSES = _ClientKeys(32, 128)
 
 
 def hop_address(hop: str) -> str:
@@ -424,7 +421,7 @@ class Policy:
         self.ipv6_prefix = _prefix(ipv6_prefix, "ipv6_prefix")
         # the client's address as a key, behind the trusted proxies: the core's
         # rules, each address's answer kept (a known address costs a lookup)
-        self._clients = _cellrate._ClientKeys(
+        self._clients = _ClientKeys(
             self.ipv4_prefix, self.ipv6_prefix, self.trusted,
             isinstance(proxy_header, str) and proxy_header.lower() == "forwarded")
         self._peer = functools.lru_cache(ADDRESS_CACHE_SIZE)(self._clients.peer)
@@ -787,9 +784,8 @@ class Policy:
         if self.dry_run:
             logger.warning("dry run: would refuse %s %s (key %r, retry after %.3f s)",
                            request.method, request.path, self.key(request), decision.retry_after)
-            for name in DRY_RUN_REMOVED:
-                fields.pop(name, None)
-            return False, list(fields.items())
+            # the core leaves out what would tell the client of a 200 to back off
+            return False, _dry_run_fields(fields)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("refused %s %s (retry after %.3f s)", request.method, request.path,
                          decision.retry_after)
@@ -884,7 +880,7 @@ class _Charger:
         store, key = self.items[index]
         request = self.request
         most = getattr(store, "max_cost", None)
-        total, units, clipped = _cellrate._settle(self.charged[index], count, most)
+        total, units, clipped = _settle(self.charged[index], count, most)
         if clipped:
             logger.warning("charge: %s %s %s %s units, above max_cost %d of %r: settled as %d",
                            request.method, request.path, how, count, most, store, most)
@@ -946,7 +942,7 @@ def _encoded(text: str, param: str, encoding: str) -> bytes:
 def _refusal_status(status: Any) -> int:
     """`status` as a refusal's status: an integer from 400 to 599, the core's
     rule and words (cellrate.nginx's option's too)."""
-    return _cellrate._check_refusal_status(status)
+    return _check_refusal_status(status)
 
 
 def _reason(status: int) -> str:
