@@ -151,12 +151,34 @@ end
 -- (default 64, the network a host is given: "2001:db8:1:2::/64"); "unknown"
 -- for a client without an IP address (over a unix socket nginx gives
 -- "unix:"): one key for every such client. nil where nginx gives none.
+-- With the default prefixes, the keys of the addresses seen lately are kept
+-- (as the Python policy keeps them): a known address costs a table lookup,
+-- a fresh one a call into the core. Two generations of at most
+-- KEY_CACHE_SIZE addresses each: when the recent one is full it becomes the
+-- older one, and the older one is dropped.
+local KEY_CACHE_SIZE = 4096
+local recent_keys, older_keys, recent_count = {}, {}, 0
+
+local function default_key(addr)
+    local key = older_keys[addr] or address_key(addr)
+    recent_count = recent_count + 1
+    if recent_count > KEY_CACHE_SIZE then
+        older_keys, recent_keys, recent_count = recent_keys, {}, 1
+    end
+    recent_keys[addr] = key
+    return key
+end
+
 local function client_address(opts)
     local addr = ngx_var.binary_remote_addr
     if addr == nil then
         return nil
     end
-    return address_key(addr, opts.ipv4_prefix, opts.ipv6_prefix)
+    local ipv4, ipv6 = opts.ipv4_prefix, opts.ipv6_prefix
+    if ipv4 == nil and ipv6 == nil then
+        return recent_keys[addr] or default_key(addr)
+    end
+    return address_key(addr, ipv4, ipv6)
 end
 
 -- The request's key: opts.key as given (a string), what the function opts.key
