@@ -26,6 +26,12 @@ static const luaL_Reg module_functions[] = {
     {"header_fields", header_fields},
     {"_check_request", check_request},
     {"_check_hold", check_hold},
+    {"_share_limit", share_limit},
+    {"_share_of", share_of},
+    {"_share_asked", share_asked},
+    {"_share_report", share_report},
+    {"_share_reply", share_reply},
+    {"_share_after", share_after},
     {"address_key", address_key},
     {"binary_address_key", binary_address_key},
     {"check_refusal_status", check_refusal_status},
@@ -60,6 +66,7 @@ int luaopen_cellrate(lua_State *L)
     compat_setfuncs(L, module_functions, 0);
     lua_pushstring(L, cr_version());
     lua_setfield(L, -2, "_VERSION");
+    share_set_constants(L);
     /* A pointer, not a symbol: the module exports luaopen_cellrate alone. */
     lua_pushlightuserdata(L, (void *)&the_ffi_api);
     lua_setfield(L, -2, "_ffi_api");

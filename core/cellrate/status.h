@@ -175,12 +175,15 @@ const char *cr_version(void);
       "limit)")                                                                                   \
     X(60, E_SHARED_MAX_DEBT, REGION, "shared",                                                    \
       "shared: the region was made with another max_debt")                                        \
-    X(61, E_STATUS, ARGUMENT, "status", "status must be an integer from 400 to 599")              \
-    X(62, E_IPV4_PREFIX, ARGUMENT, "ipv4_prefix", "ipv4_prefix must be an integer from 0 to 32")  \
-    X(63, E_IPV6_PREFIX, ARGUMENT, "ipv6_prefix", "ipv6_prefix must be an integer from 0 to 128") \
-    X(64, E_TRUSTED_PROXIES, ARGUMENT, "trusted_proxies",                                         \
+    X(61, E_SHARE_REPLY, RUNTIME, "",                                                             \
+      "the heartbeat's reply is not the share script's { share, members, target } (fractions "    \
+      "from 0 to 1, members >= 1)")                                                               \
+    X(62, E_STATUS, ARGUMENT, "status", "status must be an integer from 400 to 599")              \
+    X(63, E_IPV4_PREFIX, ARGUMENT, "ipv4_prefix", "ipv4_prefix must be an integer from 0 to 32")  \
+    X(64, E_IPV6_PREFIX, ARGUMENT, "ipv6_prefix", "ipv6_prefix must be an integer from 0 to 128") \
+    X(65, E_TRUSTED_PROXIES, ARGUMENT, "trusted_proxies",                                         \
       "trusted_proxies must be addresses or networks such as '10.0.0.0/8', or 'unix'")            \
-    X(65, E_CHARGE_COUNT, ARGUMENT, "charge",                                                     \
+    X(66, E_CHARGE_COUNT, ARGUMENT, "charge",                                                     \
       "charge: a count of units is a whole number >= 0 (as text, decimal digits); any other "     \
       "figure settles nothing")
 

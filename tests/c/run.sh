@@ -58,6 +58,7 @@ tests="test_core test_vectors test_threads test_clock test_catalogue test_header
 [ -f tests/c/test_shared.c ] && tests="$tests test_shared"
 [ -f tests/c/test_hostile.c ] && tests="$tests test_hostile"
 [ -f tests/c/test_metrics.c ] && tests="$tests test_metrics"
+[ -f tests/c/test_share.c ] && tests="$tests test_share"
 [ -f tests/c/test_web.c ] && tests="$tests test_web"
 for test in $tests; do
     # shellcheck disable=SC2086  # flags and core are word lists

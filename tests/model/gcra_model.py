@@ -149,12 +149,15 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "max_debt must be an integer >= 0 (the units a charge may leave a key owing beyond its "
      "limit)"),
     (60, "E_SHARED_MAX_DEBT", "region", "shared", "shared: the region was made with another max_debt"),
-    (61, "E_STATUS", "argument", "status", "status must be an integer from 400 to 599"),
-    (62, "E_IPV4_PREFIX", "argument", "ipv4_prefix", "ipv4_prefix must be an integer from 0 to 32"),
-    (63, "E_IPV6_PREFIX", "argument", "ipv6_prefix", "ipv6_prefix must be an integer from 0 to 128"),
-    (64, "E_TRUSTED_PROXIES", "argument", "trusted_proxies",
+    (61, "E_SHARE_REPLY", "runtime", "",
+     "the heartbeat's reply is not the share script's { share, members, target } (fractions "
+     "from 0 to 1, members >= 1)"),
+    (62, "E_STATUS", "argument", "status", "status must be an integer from 400 to 599"),
+    (63, "E_IPV4_PREFIX", "argument", "ipv4_prefix", "ipv4_prefix must be an integer from 0 to 32"),
+    (64, "E_IPV6_PREFIX", "argument", "ipv6_prefix", "ipv6_prefix must be an integer from 0 to 128"),
+    (65, "E_TRUSTED_PROXIES", "argument", "trusted_proxies",
      "trusted_proxies must be addresses or networks such as '10.0.0.0/8', or 'unix'"),
-    (65, "E_CHARGE_COUNT", "argument", "charge",
+    (66, "E_CHARGE_COUNT", "argument", "charge",
      "charge: a count of units is a whole number >= 0 (as text, decimal digits); any other "
      "figure settles nothing"),
 ]
