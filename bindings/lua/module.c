@@ -33,6 +33,12 @@ static const luaL_Reg module_functions[] = {
     {"_share_report", share_report},
     {"_share_reply", share_reply},
     {"_share_after", share_after},
+    {"address_key", address_key},
+    {"binary_address_key", binary_address_key},
+    {"check_refusal_status", check_refusal_status},
+    {"check_address_prefix", check_address_prefix},
+    {"dry_run_removed", dry_run_removed},
+    {"settle", settle},
     {NULL, NULL},
 };
 

@@ -69,6 +69,7 @@ typedef struct {
     PyTypeObject *keyed_type;
     PyTypeObject *concurrency_type;
     PyTypeObject *slot_type;
+    PyTypeObject *client_keys_type;
     PyObject *error;                         /* CellrateError */
     PyObject *invalid_argument;              /* InvalidArgument(CellrateError, ValueError) */
     PyObject *invalid_argument_type;         /* InvalidArgumentType(CellrateError, TypeError) */

@@ -322,6 +322,47 @@ PyDoc_STRVAR(set_waits_doc,
              "Concurrency.hold, a dict by those names. The package sets them once, at\n"
              "import; other functions later are refused.");
 
+/* ------------------------------------------------------------------------ */
+/* The web policy's rules (web.c)                                            */
+
+PyDoc_STRVAR(client_keys_doc,
+             "_ClientKeys(ipv4_prefix=32, ipv6_prefix=64, trusted=(), forwarded=False)\n--\n\n"
+             "Private: the client's address as a key (cellrate.web.Policy): its network\n"
+             "of ipv4_prefix / ipv6_prefix bits in canonical text ('192.0.2.1',\n"
+             "'2001:db8::/64'), 'unknown' for what is no address. trusted: the networks\n"
+             "of the trusted proxies (str each); forwarded: their field is Forwarded,\n"
+             "not X-Forwarded-For. Immutable.");
+PyDoc_STRVAR(client_keys_key_doc, "key($self, address, /)\n--\n\n"
+                                  "The key of a peer's address (a str).");
+PyDoc_STRVAR(client_keys_peer_doc,
+             "peer($self, address, /)\n--\n\n"
+             "(key, trusted): the key of a peer's address and whether it is a trusted proxy.");
+PyDoc_STRVAR(client_keys_hop_doc, "hop($self, hop, /)\n--\n\n"
+                                  "The key of one hop of X-Forwarded-For or Forwarded's for=\n"
+                                  "(quotes, brackets and a port dropped).");
+PyDoc_STRVAR(client_keys_client_doc,
+             "client($self, value, /)\n--\n\n"
+             "The key of the client behind the trusted proxies, from the value of their\n"
+             "field read from the right; None when the value names no hop.");
+PyDoc_STRVAR(check_refusal_status_doc,
+             "_check_refusal_status(status, /)\n--\n\n"
+             "Private: `status` as a refusal's HTTP status (an int from 400 to 599), or\n"
+             "InvalidArgument / InvalidArgumentType naming `status`.");
+PyDoc_STRVAR(check_address_prefix_doc,
+             "_check_address_prefix(name, prefix, /)\n--\n\n"
+             "Private: `prefix` as the prefix length option `name` ('ipv4_prefix': 0 to\n"
+             "32, 'ipv6_prefix': 0 to 128) takes, or the error naming it.");
+PyDoc_STRVAR(dry_run_fields_doc,
+             "_dry_run_fields($module, fields, /)\n--\n\n"
+             "Private: the (name, value) pairs of a refusal's fields (a dict) that a dry\n"
+             "run sends: without those the core leaves out (Retry-After).");
+PyDoc_STRVAR(settle_doc,
+             "_settle(charged, count, max_cost, /)\n--\n\n"
+             "Private: (total, units, clipped) of settling a request charged `charged`\n"
+             "units by the `count` it was reported to cost (an int, or its decimal\n"
+             "digits as a str), at most `max_cost` (None: no bound); InvalidArgument\n"
+             "naming charge for a figure that is no count (nothing settled).");
+
 PyDoc_STRVAR(error_doc,
              "Base of the errors cellrate raises; `param` names the parameter at fault.");
 PyDoc_STRVAR(invalid_argument_doc, "An argument of the right type with a value cellrate refuses.");

@@ -33,6 +33,7 @@
 #include "concurrency.c"
 #include "checks.c"
 #include "share.c"
+#include "web.c"
 
 /* Adds `value` under `name`; the module takes its own reference. */
 static int add_object(PyObject *module, const char *name, PyObject *value)
@@ -101,6 +102,9 @@ static int cellrate_exec(PyObject *module)
     state->slot_type = add_type(module, &slot_spec);
     if (state->slot_type == NULL)
         return -1;
+    state->client_keys_type = add_type(module, &client_keys_spec);
+    if (state->client_keys_type == NULL)
+        return -1;
 
     state->error = new_exception("cellrate.CellrateError", error_doc, PyExc_Exception);
     if (state->error == NULL || add_object(module, "CellrateError", state->error) < 0)
@@ -130,6 +134,7 @@ static int cellrate_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->keyed_type);
     Py_VISIT(state->concurrency_type);
     Py_VISIT(state->slot_type);
+    Py_VISIT(state->client_keys_type);
     Py_VISIT(state->error);
     Py_VISIT(state->invalid_argument);
     Py_VISIT(state->invalid_argument_type);
@@ -147,6 +152,7 @@ static int cellrate_clear(PyObject *module)
     Py_CLEAR(state->keyed_type);
     Py_CLEAR(state->concurrency_type);
     Py_CLEAR(state->slot_type);
+    Py_CLEAR(state->client_keys_type);
     Py_CLEAR(state->error);
     Py_CLEAR(state->invalid_argument);
     Py_CLEAR(state->invalid_argument_type);
@@ -188,6 +194,11 @@ static PyMethodDef cellrate_methods[] = {
     {"_share_reply", module_share_reply, METH_O, share_reply_doc},
     {"_share_after", (PyCFunction)(void (*)(void))module_share_after, METH_FASTCALL,
      share_after_doc},
+    {"_check_refusal_status", module_check_refusal_status, METH_O, check_refusal_status_doc},
+    {"_check_address_prefix", (PyCFunction)(void (*)(void))module_check_address_prefix,
+     METH_FASTCALL, check_address_prefix_doc},
+    {"_dry_run_fields", module_dry_run_fields, METH_O, dry_run_fields_doc},
+    {"_settle", (PyCFunction)(void (*)(void))module_settle, METH_FASTCALL, settle_doc},
     {NULL, NULL, 0, NULL},
 };
 

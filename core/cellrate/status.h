@@ -178,19 +178,27 @@ const char *cr_version(void);
     X(61, E_SHARE_REPLY, RUNTIME, "",                                                             \
       "the heartbeat's reply is not the share script's { share, members, target } (fractions "    \
       "from 0 to 1, members >= 1)")                                                               \
-    X(62, E_QUOTA, ARGUMENT, "quota", "quota must be 'requests' or 'tokens'")                     \
-    X(63, E_HEADERS, ARGUMENT, "headers",                                                         \
+    X(62, E_STATUS, ARGUMENT, "status", "status must be an integer from 400 to 599")              \
+    X(63, E_IPV4_PREFIX, ARGUMENT, "ipv4_prefix", "ipv4_prefix must be an integer from 0 to 32")  \
+    X(64, E_IPV6_PREFIX, ARGUMENT, "ipv6_prefix", "ipv6_prefix must be an integer from 0 to 128") \
+    X(65, E_TRUSTED_PROXIES, ARGUMENT, "trusted_proxies",                                         \
+      "trusted_proxies must be addresses or networks such as '10.0.0.0/8', or 'unix'")            \
+    X(66, E_CHARGE_COUNT, ARGUMENT, "charge",                                                     \
+      "charge: a count of units is a whole number >= 0 (as text, decimal digits); any other "     \
+      "figure settles nothing")                                                                   \
+    X(67, E_QUOTA, ARGUMENT, "quota", "quota must be 'requests' or 'tokens'")                     \
+    X(68, E_HEADERS, ARGUMENT, "headers",                                                         \
       "headers must be the response's fields: a mapping of names to values, or a list of "        \
       "(name, value) pairs, each a string")                                                       \
-    X(64, E_STATUS_CODE, ARGUMENT, "status",                                                      \
+    X(69, E_STATUS_CODE, ARGUMENT, "status",                                                      \
       "status must be an HTTP status code from 100 to 599, or absent")                            \
-    X(65, E_PENDING, ARGUMENT, "pending",                                                         \
+    X(70, E_PENDING, ARGUMENT, "pending",                                                         \
       "pending must be an integer >= 0 (units sent that the response cannot count yet)")          \
-    X(66, E_SHARE, ARGUMENT, "share",                                                             \
+    X(71, E_SHARE, ARGUMENT, "share",                                                             \
       "share must be a number > 0 and <= 1 (this member's part of the provider's limit)")         \
-    X(67, E_RETRIES, ARGUMENT, "retries",                                                         \
+    X(72, E_RETRIES, ARGUMENT, "retries",                                                         \
       "retries must be an integer >= 0 (the tries after a 429 or 503)")                           \
-    X(68, E_BACKOFF, ARGUMENT, "backoff",                                                         \
+    X(73, E_BACKOFF, ARGUMENT, "backoff",                                                         \
       "backoff must be a number of seconds > 0, and max_backoff one >= backoff (the wait "        \
       "before a retry doubles from backoff up to max_backoff)")
 

@@ -59,6 +59,7 @@ tests="test_core test_vectors test_threads test_clock test_catalogue test_header
 [ -f tests/c/test_hostile.c ] && tests="$tests test_hostile"
 [ -f tests/c/test_metrics.c ] && tests="$tests test_metrics"
 [ -f tests/c/test_share.c ] && tests="$tests test_share"
+[ -f tests/c/test_web.c ] && tests="$tests test_web"
 [ -f tests/c/test_follow.c ] && tests="$tests test_follow"
 [ -f tests/c/test_steps.c ] && tests="$tests test_steps"
 for test in $tests; do
