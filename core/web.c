@@ -124,6 +124,8 @@ static bool parse_ipv6(const char *text, size_t len, uint8_t out[16])
         high = count;
         low = 0;
     }
+    if (high > IPV6_GROUPS || low > IPV6_GROUPS) /* never: said for the compiler's bounds */
+        return false;
     memset(out, 0, 16);
     for (size_t i = 0; i < high; i++) {
         if (part[i] < 0)
