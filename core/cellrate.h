@@ -36,5 +36,6 @@
 #include "cellrate/inspect.h"     /* a region file, read without changing it */
 #include "cellrate/http.h"        /* the HTTP header fields of a decision */
 #include "cellrate/metrics.h"     /* the one list of metrics the exporters publish */
+#include "cellrate/options.h"     /* the options of every constructor of both faces, one table */
 
 #endif /* CELLRATE_H */
