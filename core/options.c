@@ -372,8 +372,7 @@ cr_status cr_option_check(const cr_option *option, const cr_value *given, cr_val
         type_taken = given->type == CR_VALUE_NUMBER || given->type == CR_VALUE_INTEGER;
         if (!type_taken)
             break;
-        const double number =
-            given->type == CR_VALUE_INTEGER ? (double)given->integer : given->number;
+        const double number = given->number;
         normalised->type = CR_VALUE_NUMBER;
         normalised->number = number;
         int64_t ns;

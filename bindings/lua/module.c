@@ -26,6 +26,9 @@ static const luaL_Reg module_functions[] = {
     {"header_fields", header_fields},
     {"_check_request", check_request},
     {"_check_hold", check_hold},
+    {"_check_options", module_check_options},
+    {"_algorithm_takes_burst", module_algorithm_takes_burst},
+    {"parse_rates", module_parse_rates},
     {NULL, NULL},
 };
 

@@ -31,6 +31,7 @@
 #include "compose.c"
 #include "concurrency.c"
 #include "checks.c"
+#include "options.c"
 
 /* Adds `value` under `name`; the module takes its own reference. */
 static int add_object(PyObject *module, const char *name, PyObject *value)
@@ -164,6 +165,11 @@ static PyMethodDef cellrate_methods[] = {
     {"_check_request", (PyCFunction)(void (*)(void))module_check_request, METH_FASTCALL,
      check_request_doc},
     {"_check_hold", (PyCFunction)(void (*)(void))module_check_hold, METH_FASTCALL, check_hold_doc},
+    {"_check_options", (PyCFunction)(void (*)(void))module_check_options, METH_FASTCALL,
+     check_options_doc},
+    {"_options", module_options, METH_O, options_doc},
+    {"_parse_rates", module_parse_rates, METH_O, parse_rates_doc},
+    {"_algorithm_takes_burst", module_algorithm_takes_burst, METH_O, algorithm_takes_burst_doc},
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
     {"inspect_region", module_inspect_region, METH_O, inspect_region_doc},
     {"metrics", module_metrics, METH_NOARGS, metrics_doc},

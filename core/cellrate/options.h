@@ -61,7 +61,8 @@ typedef enum cr_option_kind {
 typedef enum cr_value_type {
     CR_VALUE_ABSENT = 0, /* None, nil: the option's default */
     CR_VALUE_BOOLEAN = 1,
-    CR_VALUE_INTEGER = 2, /* a whole number; beyond int64, saturated */
+    CR_VALUE_INTEGER = 2, /* a whole number: `integer` (beyond int64, saturated), and
+                             `number`, its value as a double (a number option reads it) */
     CR_VALUE_NUMBER = 3,  /* any other number (NaN and infinities included) */
     CR_VALUE_STRING = 4,  /* text or bytes, `text`/`text_len` (no NUL needed) */
     CR_VALUE_FUNCTION = 5,

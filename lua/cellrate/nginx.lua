@@ -27,7 +27,6 @@ local floor = math.floor
 local byte, char, sub = string.byte, string.char, string.sub
 local check_all = cellrate.check_all
 local header_fields = cellrate.header_fields
-local check_policy_name = cellrate.check_policy_name
 
 -- A decision and its fields through LuaJIT's FFI (cellrate.ffi: an FFI call
 -- is compiled into the trace, a Lua C function ends it; the same core calls
@@ -47,34 +46,6 @@ local KEYED_MT = getmetatable(KEYED_PROBE)
 
 local NO_OPTIONS = {}
 
--- The options and the types each takes; opts.status is also an integer
--- status of a refusal, 400-599, and opts.name a policy name the formatter
--- takes (cellrate.check_policy_name: a bad one is refused here, not at the
--- first refusal).
-local OPTIONS = {
-    key = { string = true, ["function"] = true },
-    cost = { number = true },
-    status = { number = true, boolean = true }, -- a boolean: the status rule's words
-    body = { string = true },
-    content_type = { string = true },
-    name = { string = true },
-    legacy_headers = { boolean = true },
-    admitted_headers = { boolean = true },
-    dry_run = { boolean = true },
-    wait = { number = true },
-    -- a boolean or a string: the prefix rule's words (the Python face's)
-    ipv4_prefix = { number = true, boolean = true, string = true },
-    ipv6_prefix = { number = true, boolean = true, string = true },
-    -- read by charge() in the log phase: where the request's real cost is
-    header = { string = true },
-    variable = { string = true },
-}
--- A throwaway limiter whose methods check the cost and wait options.
-local PROBE = cellrate.limiter(1)
-
--- The widest prefix of each family's address, in bits.
-local PREFIX_BITS = { ipv4_prefix = 32, ipv6_prefix = 128 }
-
 -- Why the core refuses a value, in the core's words (nil: it takes it): the
 -- method called on a throwaway store under pcall (a C function called from
 -- pcall carries no position in its message).
@@ -88,58 +59,17 @@ end
 local checked = setmetatable({}, { __mode = "k" })
 local last_checked
 
--- opts.cost as the core takes it (a probe commits nothing), and the prefix
--- options; a mistake raised at `level` (error's, counted from here).
-local function check_cost_and_prefixes(opts, level)
-    local err = opts.cost ~= nil and refused(PROBE, PROBE.peek, opts.cost)
-    if err then
-        error("cellrate.nginx: option cost: " .. err, level)
-    end
-    for name, bits in pairs(PREFIX_BITS) do
-        local prefix = opts[name]
-        if prefix ~= nil and (type(prefix) ~= "number" or prefix ~= floor(prefix)
-                              or prefix < 0 or prefix > bits) then
-            error("cellrate.nginx: " .. name .. " must be an integer from 0 to " .. bits
-                  .. ", got " .. tostring(prefix), level)
-        end
-    end
-end
-
--- A mistake is raised at `level` (error's, counted from here: 3 by default,
--- limit()'s caller).
+-- The options, judged by the core's table (cellrate/options.h, the web
+-- policy's row: the Python face's Policy takes the same rules and words): an
+-- unknown name, a mistyped or refused value raises at `level` (error's,
+-- counted from here: 3 by default, limit()'s caller). The request path reads
+-- the table as given.
+local check_table = cellrate._check_options
 local function check_options(opts, level)
-    level = level or 3
-    if type(opts) ~= "table" then
-        error("cellrate.nginx: opts must be a table, got " .. type(opts), level)
+    local ok, err = pcall(check_table, "Policy", opts)
+    if not ok then
+        error("cellrate.nginx: " .. tostring(err), level or 3)
     end
-    for name, value in pairs(opts) do
-        local types = OPTIONS[name]
-        if types == nil then
-            error("cellrate.nginx: unknown option '" .. tostring(name) .. "'", level)
-        end
-        if not types[type(value)] then
-            error("cellrate.nginx: option " .. name .. " must not be a " .. type(value), level)
-        end
-    end
-    local status = opts.status
-    if status ~= nil and (type(status) ~= "number" or status ~= floor(status)
-                          or status < 400 or status > 599) then
-        error("cellrate.nginx: status must be an integer from 400 to 599, got "
-              .. tostring(status), level)
-    end
-    if opts.name ~= nil then
-        local ok, err = pcall(check_policy_name, opts.name)
-        if not ok then
-            error("cellrate.nginx: option name: " .. tostring(err), level)
-        end
-    end
-    -- wait as the core takes it (a reservation of 0 units on the throwaway
-    -- limiter spends nothing real)
-    local err = opts.wait ~= nil and refused(PROBE, PROBE.reserve, 0, opts.wait)
-    if err then
-        error("cellrate.nginx: option wait: " .. err, level)
-    end
-    check_cost_and_prefixes(opts, level + 1)
     checked[opts] = true
 end
 

@@ -214,6 +214,7 @@ static void run_check(int lineno, const char *face_name, const cr_constructor *c
         } else if (strcmp(type, "integer") == 0) {
             value->type = CR_VALUE_INTEGER;
             value->integer = strtoll(literal, NULL, 10);
+            value->number = strtod(literal, NULL);
         } else if (strcmp(type, "number") == 0) {
             value->type = CR_VALUE_NUMBER;
             value->number = strtod(literal, NULL);

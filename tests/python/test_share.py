@@ -238,11 +238,19 @@ def test_bad_input_names_the_parameter(client):
     assert raised.value.param == "client"
     with pytest.raises(TypeError):
         ShareLimiter(client, 100)  # name is required
-    for options, words in (({"interval": 0}, "interval must be finite and > 0 (seconds)"),
+    for options, words in (({"interval": 0}, "interval must be a finite number of seconds > 0"),
                            ({"ttl": 1.0}, "ttl must be longer than interval"),
                            ({"member": ""}, "member must be a non-empty string without a colon")):
         with pytest.raises(cellrate.InvalidArgument, match=re.escape(words)):
             ShareLimiter(client, 100, name="n", background=False, **options)
+    # the script refuses a heartbeat's ttl and member in the core's words too
+    script = SHARE_SCRIPT.decode()
+    for constant, param, options in (("TTL_TOO_SHORT", "ttl", {"ttl": 1.0}),
+                                     ("MEMBER_REFUSED", "member", {"member": ""})):
+        words = re.search(rf"^local {constant} = '(.*)'$", script, re.M).group(1)
+        with pytest.raises(cellrate.InvalidArgument) as raised:
+            ShareLimiter(client, 100, name="n", background=False, **options)
+        assert str(raised.value) == f"{param} {words}"
 
 
 def test_every_decision_but_peek_counts_as_demand(client):
