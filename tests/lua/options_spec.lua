@@ -15,14 +15,16 @@ local share = require "cellrate.share"
 local support = dofile("tests/lua/support.lua")(assert)
 
 local VECTORS = "tests/vectors/"
+local vectors = dofile("tests/lua/options.lua")(VECTORS)
+local STATUS, CHECKS, UNKNOWN, TAKES_BURST =
+   vectors.status, vectors.checks, vectors.unknown, vectors.takes_burst
+local decode, SPECIAL = vectors.decode, vectors.special
 
 local function lines_of(name)
-   local file = assert(io.open(VECTORS .. name, "r"))
    local lines = {}
-   for line in file:lines() do
+   for line in io.lines(VECTORS .. name) do
       lines[#lines + 1] = line
    end
-   file:close()
    return lines
 end
 
@@ -34,66 +36,10 @@ local function words_of(line)
    return words
 end
 
-local STATUS = {}
-for _, line in ipairs(lines_of("status.txt")) do
-   local name, message = line:match("^status %d+ (%S+) %S+ %S+ |(.*)$")
-   if name then
-      STATUS[name] = message
-   end
-end
-
-local function decode(literal)
-   if literal == "%" then
-      return ""
-   end
-   return (literal:gsub("%%(%x%x)", function(hex) return string.char(tonumber(hex, 16)) end))
-end
-
 local MADE = {} -- the region paths made, removed after each check
-
-local SPECIAL = { nan = 0 / 0, inf = math.huge, ["-inf"] = -math.huge }
-local A_TABLE, A_FUNCTION = {}, function() return 1 end
-
--- A vector's value as Lua gives it (nil: absent); "@tmp" a fresh region path.
-local function value_of(value_type, literal)
-   if value_type == "absent" then
-      return nil
-   elseif value_type == "boolean" then
-      return literal == "true"
-   elseif value_type == "integer" then
-      return math.tointeger and math.tointeger(tonumber(literal)) or tonumber(literal)
-   elseif value_type == "number" then
-      return SPECIAL[literal] or tonumber(literal) + 0.0
-   elseif value_type == "function" then
-      return A_FUNCTION
-   elseif value_type == "table" then
-      return A_TABLE
-   end
-   assert(value_type == "string", value_type)
-   if literal == "@tmp" then
-      MADE[#MADE + 1] = support.fresh_path("options")
-      return MADE[#MADE]
-   end
-   return decode(literal)
-end
-
-local CHECKS, UNKNOWN, TAKES_BURST = {}, {}, {}
-for number, line in ipairs(lines_of("options.txt")) do
-   local words = words_of(line)
-   if words[1] == "check" and (words[2] == "both" or words[2] == "lua") then
-      local values = {}
-      for i = 7, #words do
-         local name, value_type, literal = words[i]:match("^([^=]+)=([^:]+):(.*)$")
-         values[#values + 1] = { name = name, type = value_type, literal = literal }
-      end
-      CHECKS[#CHECKS + 1] = { line = number, constructor = words[3], outcome = words[4],
-                              status = words[5], expected = words[6], values = values }
-   elseif words[1] == "unknown" and words[2] == "lua" then
-      UNKNOWN[#UNKNOWN + 1] = { line = number, constructor = words[3], name = words[4],
-                                suggested = words[5] }
-   elseif words[1] == "takes_burst" then
-      TAKES_BURST[#TAKES_BURST + 1] = { algorithm = words[2], takes = words[3] == "1" }
-   end
+local function fresh_path()
+   MADE[#MADE + 1] = support.fresh_path("options")
+   return MADE[#MADE]
 end
 
 -- A client the Redis stores take (nothing is sent while they are made).
@@ -149,7 +95,7 @@ end
 local function run_check(check)
    local opts, first = {}, nil
    for _, value in ipairs(check.values) do
-      opts[value.name] = value_of(value.type, value.literal)
+      opts[value.name] = vectors.value(value.type, value.literal, fresh_path)
       first = first or value.name
    end
    -- the core's judge, through the binding
