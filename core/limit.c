@@ -344,7 +344,8 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
     double rate = args->rate, period_s = 1.0;
     cr_limit made = {0};
 
-    cr_status status = cr_algorithm_from_name(args->algorithm, args->algorithm_len, &made.algorithm);
+    cr_status status = cr_algorithm_from_name(args->algorithm, args->algorithm_len,
+                                              &made.algorithm);
     if (status != CR_OK)
         return status;
     if (args->rate_text) {

@@ -14,32 +14,66 @@
 
 /* Rows of the table, by kind. A number's bounds are excluded with
  * CR_OPTION_LOW_OPEN / CR_OPTION_HIGH_OPEN; an integer's are included. */
-#define NUMBER_(n, st, lo, hi, fl, fc)                                                     \
-    {.name = (n), .kind = CR_OPTION_NUMBER, .status = (st), .low = (lo), .high = (hi), \
-     .flags = (fl), .faces = (fc)}
+#define NUMBER_(n, st, lo, hi, fl, fc)                                                    \
+    {                                                                                     \
+        .name = (n), .kind = CR_OPTION_NUMBER, .status = (st), .low = (lo), .high = (hi), \
+        .flags = (fl), .faces = (fc)                                                      \
+    }
 #define SECONDS_(n, st, lo, hi, fl, fc, ...)                                               \
-    {.name = (n), .kind = CR_OPTION_SECONDS, .status = (st), .low = (lo), .high = (hi), \
-     .flags = (fl), .faces = (fc), .default_value = __VA_ARGS__}
-#define INTEGER_(n, st, lo, hi, fl, fc, ...)                                                     \
-    {.name = (n), .kind = CR_OPTION_INTEGER, .status = (st), .low_integer = (lo),             \
-     .high_integer = (hi), .flags = (fl), .faces = (fc), .default_value = __VA_ARGS__}
-#define BOOLEAN_(n, st, fc, ...) \
-    {.name = (n), .kind = CR_OPTION_BOOLEAN, .status = (st), .faces = (fc), .default_value = __VA_ARGS__}
-#define WORD_(n, st, w, fl, fc, ...)                                                           \
-    {.name = (n), .kind = CR_OPTION_WORD, .status = (st), .words = (w), .flags = (fl), \
-     .faces = (fc), .default_value = __VA_ARGS__}
-#define STRING_(n, st, refused, shortest, fl, fc, ...)                                             \
-    {.name = (n), .kind = CR_OPTION_STRING, .status = (st), .refuses = (refused),           \
-     .min_len = (shortest), .flags = (fl), .faces = (fc), .default_value = __VA_ARGS__}
-#define NAME_(n, st, refused, fl, fc) \
-    {.name = (n), .kind = CR_OPTION_NAME, .status = (st), .refuses = (refused), .flags = (fl), .faces = (fc)}
-#define OF_KIND_(n, k, st, fc) {.name = (n), .kind = (k), .status = (st), .faces = (fc)}
+    {                                                                                      \
+        .name = (n), .kind = CR_OPTION_SECONDS, .status = (st), .low = (lo), .high = (hi), \
+        .flags = (fl), .faces = (fc), .default_value = __VA_ARGS__                         \
+    }
+#define INTEGER_(n, st, lo, hi, fl, fc, ...)                                             \
+    {                                                                                    \
+        .name = (n), .kind = CR_OPTION_INTEGER, .status = (st), .low_integer = (lo),     \
+        .high_integer = (hi), .flags = (fl), .faces = (fc), .default_value = __VA_ARGS__ \
+    }
+#define BOOLEAN_(n, st, fc, ...)                                               \
+    {                                                                          \
+        .name = (n), .kind = CR_OPTION_BOOLEAN, .status = (st), .faces = (fc), \
+        .default_value = __VA_ARGS__                                           \
+    }
+#define WORD_(n, st, w, fl, fc, ...)                                                      \
+    {                                                                                     \
+        .name = (n), .kind = CR_OPTION_WORD, .status = (st), .words = (w), .flags = (fl), \
+        .faces = (fc), .default_value = __VA_ARGS__                                       \
+    }
+#define STRING_(n, st, refused, shortest, fl, fc, ...)                                    \
+    {                                                                                     \
+        .name = (n), .kind = CR_OPTION_STRING, .status = (st), .refuses = (refused),      \
+        .min_len = (shortest), .flags = (fl), .faces = (fc), .default_value = __VA_ARGS__ \
+    }
+#define NAME_(n, st, refused, fl, fc)                                                             \
+    {                                                                                             \
+        .name = (n), .kind = CR_OPTION_NAME, .status = (st), .refuses = (refused), .flags = (fl), \
+        .faces = (fc)                                                                             \
+    }
+#define OF_KIND_(n, k, st, fc)                                  \
+    {                                                           \
+        .name = (n), .kind = (k), .status = (st), .faces = (fc) \
+    }
 
-#define NONE_ {.type = CR_VALUE_ABSENT}
-#define INT_(v) {.type = CR_VALUE_INTEGER, .integer = (v)}
-#define NUM_(v) {.type = CR_VALUE_NUMBER, .number = (v)}
-#define BOOL_(v) {.type = CR_VALUE_BOOLEAN, .boolean = (v)}
-#define TEXT_(v) {.type = CR_VALUE_STRING, .text = (v), .text_len = sizeof(v) - 1}
+#define NONE_                   \
+    {                           \
+        .type = CR_VALUE_ABSENT \
+    }
+#define INT_(v)                                  \
+    {                                            \
+        .type = CR_VALUE_INTEGER, .integer = (v) \
+    }
+#define NUM_(v)                                \
+    {                                          \
+        .type = CR_VALUE_NUMBER, .number = (v) \
+    }
+#define BOOL_(v)                                 \
+    {                                            \
+        .type = CR_VALUE_BOOLEAN, .boolean = (v) \
+    }
+#define TEXT_(v)                                                        \
+    {                                                                   \
+        .type = CR_VALUE_STRING, .text = (v), .text_len = sizeof(v) - 1 \
+    }
 
 #define BOTH CR_FACE_BOTH
 #define PYTHON CR_FACE_PYTHON
@@ -55,7 +89,7 @@
 #define ALGORITHM_(fc) WORD_("algorithm", CR_E_ALGORITHM, ALGORITHMS_, 0, fc, TEXT_("gcra"))
 #define CLOCK_ WORD_("clock", CR_E_CLOCK, "fast monotonic realtime", 0, BOTH, NONE_)
 #define SHARED_(fc) OF_KIND_("shared", CR_OPTION_PATH, CR_E_SHARED_PATH, fc)
-#define SHARED_MODE_                                                                 \
+#define SHARED_MODE_                                                          \
     INTEGER_("shared_mode", CR_E_SHARED_MODE, 0, CR_SHARED_MAX_MODE, 0, BOTH, \
              INT_(CR_SHARED_DEFAULT_MODE))
 #define ON_CHANGE_ WORD_("on_change", CR_E_ON_CHANGE, "apply refuse", 0, BOTH, TEXT_("apply"))
@@ -63,7 +97,8 @@
 #define MAX_DEBT_(fc) INTEGER_("max_debt", CR_E_MAX_DEBT, 0, ANY_INTEGER, 0, fc, NONE_)
 #define CAPACITY_(fc, ...) \
     INTEGER_("capacity", CR_E_CAPACITY, 1, CR_KEYED_MAX_CAPACITY, 0, fc, __VA_ARGS__)
-#define LEASE_(fc, st, fl) SECONDS_("lease", st, 0, INFINITY, ABOVE | FINITE | CR_OPTION_NS | (fl), fc, NONE_)
+#define LEASE_(fc, st, fl) \
+    SECONDS_("lease", st, 0, INFINITY, ABOVE | FINITE | CR_OPTION_NS | (fl), fc, NONE_)
 #define STORE_NAME_ NAME_("name", CR_E_STORE_NAME, "{}:", 0, BOTH)
 #define PREFIX_ STRING_("prefix", CR_E_PREFIX, "{}", 0, 0, BOTH, TEXT_("cellrate:"))
 #define ON_ERROR_ WORD_("on_error", CR_E_ON_ERROR, "allow deny raise", 0, BOTH, TEXT_("allow"))
@@ -75,7 +110,7 @@
 #define OBJECT_(n, fc) OF_KIND_(n, CR_OPTION_OBJECT, CR_OK, fc)
 
 #define LIMITER_FIRST_ PERIOD_(BOTH), BURST_(BOTH)
-#define LIMITER_REST_                                                                     \
+#define LIMITER_REST_                                                                   \
     CLOCK_, ALGORITHM_(BOTH), SHARED_(BOTH), SHARED_MODE_, ON_CHANGE_, MAX_COST_(BOTH), \
         MAX_DEBT_(BOTH)
 
@@ -86,9 +121,9 @@ static const cr_option limit_options[] = {PERIOD_(BOTH), BURST_(BOTH), ALGORITHM
 static const cr_option reconfigure_options[] = {
     PERIOD_(BOTH), BURST_(BOTH), WORD_("algorithm", CR_E_ALGORITHM, ALGORITHMS_, 0, BOTH, NONE_),
     MAX_DEBT_(BOTH)};
-static const cr_option concurrency_options[] = {
-    CAPACITY_(BOTH, NONE_), SHARED_(BOTH), SHARED_MODE_, LEASE_(BOTH, CR_E_LEASE, 0),
-    BOOLEAN_("peak", CR_E_PEAK, BOTH, BOOL_(false))};
+static const cr_option concurrency_options[] = {CAPACITY_(BOTH, NONE_), SHARED_(BOTH), SHARED_MODE_,
+                                                LEASE_(BOTH, CR_E_LEASE, 0),
+                                                BOOLEAN_("peak", CR_E_PEAK, BOTH, BOOL_(false))};
 
 /* The Redis stores (cellrate.redis; Lua require "cellrate.redis"). */
 static const cr_option redis_limiter_options[] = {
@@ -107,15 +142,15 @@ static const cr_option redis_concurrency_options[] = {
 
 /* The fleet shares (cellrate.share): the fleet's limit and heartbeats, then
  * the local limiter's own options; what would undo the share is refused. */
-#define SHARE_FIRST_                                                                         \
-    PERIOD_(BOTH), BURST_(BOTH), NAME_("name", CR_E_FLEET_NAME, "{}:", CR_OPTION_REQUIRED, BOTH), \
-        SECONDS_("interval", CR_E_INTERVAL, 0, INFINITY, ABOVE | FINITE, BOTH, NUM_(1.0)),     \
-        SECONDS_("ttl", CR_E_TTL, 0, INFINITY, ABOVE | FINITE, BOTH, NONE_),                  \
-        STRING_("member", CR_E_MEMBER, ":", 1, 0, BOTH, NONE_), PREFIX_, STORE_TIMEOUT_(BOTH), \
-        BOOLEAN_("background", CR_E_BACKGROUND, PYTHON, BOOL_(true)), SHARED_(BOTH),          \
-        SHARED_MODE_, CLOCK_, MAX_DEBT_(BOTH)
-#define SHARE_REFUSED_                                                          \
-    OF_KIND_("max_cost", CR_OPTION_REFUSED, CR_E_SHARE_MAX_COST, BOTH),         \
+#define SHARE_FIRST_                                                                               \
+    PERIOD_(BOTH), BURST_(BOTH), NAME_("name", CR_E_FLEET_NAME, "{}:", CR_OPTION_REQUIRED, BOTH),  \
+        SECONDS_("interval", CR_E_INTERVAL, 0, INFINITY, ABOVE | FINITE, BOTH, NUM_(1.0)),         \
+        SECONDS_("ttl", CR_E_TTL, 0, INFINITY, ABOVE | FINITE, BOTH, NONE_),                       \
+        STRING_("member", CR_E_MEMBER, ":", 1, 0, BOTH, NONE_), PREFIX_, STORE_TIMEOUT_(BOTH),     \
+        BOOLEAN_("background", CR_E_BACKGROUND, PYTHON, BOOL_(true)), SHARED_(BOTH), SHARED_MODE_, \
+        CLOCK_, MAX_DEBT_(BOTH)
+#define SHARE_REFUSED_                                                        \
+    OF_KIND_("max_cost", CR_OPTION_REFUSED, CR_E_SHARE_MAX_COST, BOTH),       \
         OF_KIND_("algorithm", CR_OPTION_REFUSED, CR_E_SHARE_ALGORITHM, BOTH), \
         OF_KIND_("on_change", CR_OPTION_REFUSED, CR_E_SHARE_ON_CHANGE, BOTH)
 static const cr_option share_options[] = {SHARE_FIRST_, SHARE_REFUSED_};
@@ -177,8 +212,10 @@ static const cr_option concurrent_decorator_options[] = {
     LEASE_(PYTHON, CR_E_LEASE, 0),
     OBJECT_("concurrency", PYTHON)};
 
-#define CONSTRUCTOR_(name, options, relations) \
-    {name, options, sizeof(options) / sizeof((options)[0]), relations}
+#define CONSTRUCTOR_(name, options, relations)                           \
+    {                                                                    \
+        name, options, sizeof(options) / sizeof((options)[0]), relations \
+    }
 static const cr_constructor constructors[] = {
     CONSTRUCTOR_("Limiter", limiter_options, CR_RELATE_SHARED_MODE),
     CONSTRUCTOR_("KeyedLimiter", keyed_options, CR_RELATE_SHARED_MODE),
@@ -215,8 +252,8 @@ const cr_constructor *cr_constructor_find(const char *name, size_t len)
     return NULL;
 }
 
-const cr_option *cr_option_find(const cr_constructor *constructor, unsigned face,
-                                const char *name, size_t len)
+const cr_option *cr_option_find(const cr_constructor *constructor, unsigned face, const char *name,
+                                size_t len)
 {
     for (size_t i = 0; i < constructor->count; i++) {
         const cr_option *option = &constructor->options[i];
@@ -279,10 +316,10 @@ static bool in_range(const cr_option *option, double value)
 {
     if (isnan(value))
         return false;
-    const bool low_ok =
-        (option->flags & CR_OPTION_LOW_OPEN) ? value > option->low : value >= option->low;
-    const bool high_ok =
-        (option->flags & CR_OPTION_HIGH_OPEN) ? value < option->high : value <= option->high;
+    const bool low_ok = (option->flags & CR_OPTION_LOW_OPEN) ? value > option->low
+                                                             : value >= option->low;
+    const bool high_ok = (option->flags & CR_OPTION_HIGH_OPEN) ? value < option->high
+                                                               : value <= option->high;
     return low_ok && high_ok;
 }
 
@@ -413,7 +450,8 @@ cr_status cr_option_check(const cr_option *option, const cr_value *given, cr_val
 static size_t index_of(const cr_constructor *constructor, unsigned face, const char *name)
 {
     for (size_t i = 0; i < constructor->count; i++)
-        if ((constructor->options[i].faces & face) && strcmp(constructor->options[i].name, name) == 0)
+        if ((constructor->options[i].faces & face) &&
+            strcmp(constructor->options[i].name, name) == 0)
             return i;
     return constructor->count;
 }

@@ -209,8 +209,7 @@ static void read_options(lua_State *L, int idx, const char *name, options *opts)
 
 /* A normalised value: the value given (at `given` in the options table,
  * 0: none) where the core kept it, else the core's. */
-static void push_core_value(lua_State *L, const cr_option *option, const cr_value *value,
-                            int given)
+static void push_core_value(lua_State *L, const cr_option *option, const cr_value *value, int given)
 {
     switch (value->type) {
     case CR_VALUE_ABSENT:

@@ -271,7 +271,8 @@ static int convert_shared(module_state *state, PyObject *shared, PyObject *mode_
     if (fs_path == NULL)
         return -1;
     const bool has_nul = PyUnicode_Check(fs_path)
-                             ? PyUnicode_FindChar(fs_path, 0, 0, PyUnicode_GET_LENGTH(fs_path), 1) >= 0
+                             ? PyUnicode_FindChar(fs_path, 0, 0, PyUnicode_GET_LENGTH(fs_path),
+                                                  1) >= 0
                              : PyBytes_Check(fs_path) &&
                                    memchr(PyBytes_AS_STRING(fs_path), 0,
                                           (size_t)PyBytes_GET_SIZE(fs_path)) != NULL;

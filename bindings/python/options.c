@@ -174,8 +174,8 @@ static PyObject *module_check_options(PyObject *module, PyObject *const *args, P
     }
     size_t failed;
     bool wrong_type;
-    const cr_status status =
-        cr_options_check(constructor, CR_FACE_PYTHON, values, &failed, &wrong_type);
+    const cr_status status = cr_options_check(constructor, CR_FACE_PYTHON, values, &failed,
+                                              &wrong_type);
     if (status != CR_OK) {
         if (wrong_type)
             raise_wrong_type(state, status);
@@ -202,9 +202,9 @@ done:
     return result;
 }
 
-static const char *const kind_names[] = {"",        "number",   "integer", "boolean",
-                                         "string",  "word",     "seconds", "path",
-                                         "name",    "function", "object",  "refused"};
+static const char *const kind_names[] = {"",       "number",   "integer", "boolean",
+                                         "string", "word",     "seconds", "path",
+                                         "name",   "function", "object",  "refused"};
 
 /* _options(constructor): the table's rows the Python face takes, in order:
  * {name: {"kind", "default", "words", "status"}} (words: a tuple, empty but

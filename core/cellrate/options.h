@@ -48,13 +48,14 @@ typedef enum cr_option_kind {
 #define CR_FACE_BOTH (CR_FACE_PYTHON | CR_FACE_LUA)
 
 /* cr_option.flags */
-#define CR_OPTION_LOW_OPEN 1u     /* numbers, seconds: `low` itself is refused */
-#define CR_OPTION_HIGH_OPEN 2u    /* numbers, seconds: `high` itself is refused */
-#define CR_OPTION_OR_FUNCTION 4u  /* a function is taken too */
-#define CR_OPTION_REQUIRED 8u     /* absent is refused (as a type the option never takes) */
-#define CR_OPTION_BINARY 16u      /* strings: any bytes (Python: bytes-like objects too) */
-#define CR_OPTION_ANY_CASE 32u    /* words: compared without case (ASCII) */
-#define CR_OPTION_NS 64u          /* seconds: at least 1 ns and below CR_HORIZON_NS once
+#define CR_OPTION_LOW_OPEN 1u    /* numbers, seconds: `low` itself is refused */
+#define CR_OPTION_HIGH_OPEN 2u   /* numbers, seconds: `high` itself is refused */
+#define CR_OPTION_OR_FUNCTION 4u /* a function is taken too */
+#define CR_OPTION_REQUIRED 8u    /* absent is refused (as a type the option never takes) */
+#define CR_OPTION_BINARY 16u     /* strings: any bytes (Python: bytes-like objects too) */
+#define CR_OPTION_ANY_CASE 32u   /* words: compared without case (ASCII) */
+#define CR_OPTION_NS \
+    64u /* seconds: at least 1 ns and below CR_HORIZON_NS once
                                      rounded to ns as cr_seconds_to_ns rounds */
 
 /* A value as a face gives it. */
@@ -81,20 +82,21 @@ typedef struct cr_value {
 typedef struct cr_option {
     const char *name;
     cr_option_kind kind;
-    unsigned faces; /* CR_FACE_* */
-    unsigned flags; /* CR_OPTION_* */
-    cr_status status; /* the refusal's (CR_OK: an object the face judges) */
-    double low, high; /* numbers and seconds */
+    unsigned faces;                    /* CR_FACE_* */
+    unsigned flags;                    /* CR_OPTION_* */
+    cr_status status;                  /* the refusal's (CR_OK: an object the face judges) */
+    double low, high;                  /* numbers and seconds */
     int64_t low_integer, high_integer; /* integers */
-    const char *words;   /* words: the words taken, separated by one space */
-    const char *refuses; /* strings and names: the characters refused */
-    size_t min_len;      /* strings: the fewest bytes */
-    cr_value default_value; /* CR_VALUE_ABSENT: none (the constructor's own) */
+    const char *words;                 /* words: the words taken, separated by one space */
+    const char *refuses;               /* strings and names: the characters refused */
+    size_t min_len;                    /* strings: the fewest bytes */
+    cr_value default_value;            /* CR_VALUE_ABSENT: none (the constructor's own) */
 } cr_option;
 
 /* A constructor's relations between options, checked after each option. */
 #define CR_RELATE_SHARED_MODE 1u /* shared_mode without shared: CR_E_SHARED_MODE_ALONE */
-#define CR_RELATE_TTL 2u         /* ttl absent: CR_SHARE_TTL_INTERVALS intervals; ttl must be
+#define CR_RELATE_TTL \
+    2u /* ttl absent: CR_SHARE_TTL_INTERVALS intervals; ttl must be
                                     longer than interval: CR_E_TTL_SHORT */
 
 /* A fleet share's ttl when absent, in intervals. */
@@ -117,8 +119,8 @@ const cr_constructor *cr_constructor_find(const char *name, size_t len);
 
 /* The option `name` of `constructor` that `face` (CR_FACE_PYTHON or
  * CR_FACE_LUA) takes, or NULL. */
-const cr_option *cr_option_find(const cr_constructor *constructor, unsigned face,
-                                const char *name, size_t len);
+const cr_option *cr_option_find(const cr_constructor *constructor, unsigned face, const char *name,
+                                size_t len);
 
 /* The name of the option of `constructor` that `face` takes nearest `name`,
  * at most CR_OPTION_SUGGEST_EDITS edits away (Levenshtein; the first in the

@@ -173,9 +173,10 @@ const char *cr_version(void);
     X(59, E_MAX_DEBT, ARGUMENT, "max_debt",                                                       \
       "max_debt must be an integer >= 0 (the units a charge may leave a key owing beyond its "    \
       "limit)")                                                                                   \
-    X(60, E_SHARED_MAX_DEBT, REGION, "shared", "shared: the region was made with another max_debt") \
-    /* the options of the stores above the core: one table, both faces (options.h) */            \
-    X(61, E_ON_ERROR, ARGUMENT, "on_error", "on_error must be 'allow', 'deny' or 'raise'")         \
+    X(60, E_SHARED_MAX_DEBT, REGION, "shared",                                                    \
+      "shared: the region was made with another max_debt")                                        \
+    /* the options of the stores above the core: one table, both faces (options.h) */             \
+    X(61, E_ON_ERROR, ARGUMENT, "on_error", "on_error must be 'allow', 'deny' or 'raise'")        \
     X(62, E_PREFIX, ARGUMENT, "prefix",                                                           \
       "prefix must be a string without '{' or '}': a hash tag in the prefix would put every "     \
       "key in one Redis Cluster slot (put hash tags in keys)")                                    \
@@ -206,11 +207,9 @@ const char *cr_version(void);
       "on_change is not taken by a share store: its local limiter follows the share")             \
     X(76, E_STATUS, ARGUMENT, "status", "status must be an integer from 400 to 599")              \
     X(77, E_IPV4_PREFIX, ARGUMENT, "ipv4_prefix", "ipv4_prefix must be an integer from 0 to 32")  \
-    X(78, E_IPV6_PREFIX, ARGUMENT, "ipv6_prefix",                                                 \
-      "ipv6_prefix must be an integer from 0 to 128")                                             \
+    X(78, E_IPV6_PREFIX, ARGUMENT, "ipv6_prefix", "ipv6_prefix must be an integer from 0 to 128") \
     X(79, E_LEGACY_HEADERS, ARGUMENT, "legacy_headers", "legacy_headers must be a boolean")       \
-    X(80, E_ADMITTED_HEADERS, ARGUMENT, "admitted_headers",                                       \
-      "admitted_headers must be a boolean")                                                       \
+    X(80, E_ADMITTED_HEADERS, ARGUMENT, "admitted_headers", "admitted_headers must be a boolean") \
     X(81, E_DRY_RUN, ARGUMENT, "dry_run", "dry_run must be a boolean")                            \
     X(82, E_BODY, ARGUMENT, "body", "body must be a string (the refusal's body)")                 \
     X(83, E_CONTENT_TYPE, ARGUMENT, "content_type", "content_type must be a string")              \

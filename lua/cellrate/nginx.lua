@@ -21,8 +21,8 @@ local ngx_log = ngx.log
 local ngx_print = ngx.print
 local ngx_sleep = ngx.sleep
 local ngx_WARN = ngx.WARN
-local error, getmetatable, ipairs, pairs, pcall, select, setmetatable, tostring, type =
-    error, getmetatable, ipairs, pairs, pcall, select, setmetatable, tostring, type
+local error, getmetatable, ipairs, pcall, select, setmetatable, tostring, type =
+    error, getmetatable, ipairs, pcall, select, setmetatable, tostring, type
 local floor = math.floor
 local byte, char, sub = string.byte, string.char, string.sub
 local check_all = cellrate.check_all

@@ -60,8 +60,8 @@ static size_t decode(const char *text, char *out, size_t room)
 
 static void encode(const char *text, size_t len, char *out, size_t room)
 {
-    static const char keep[] =
-        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./@";
+    static const char
+        keep[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./@";
     size_t at = 0;
     if (len == 0) {
         snprintf(out, room, "%%");
@@ -121,9 +121,9 @@ static void value_text(const cr_option *option, const cr_value *value, char *out
 
 static const char *kind_name(cr_option_kind kind)
 {
-    static const char *const names[] = {"",     "number",  "integer", "boolean",
-                                        "string", "word",  "seconds", "path",
-                                        "name",   "function", "object", "refused"};
+    static const char *const names[] = {"",       "number",   "integer", "boolean",
+                                        "string", "word",     "seconds", "path",
+                                        "name",   "function", "object",  "refused"};
     return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
@@ -147,9 +147,8 @@ static void option_row(const cr_option *option, char *out, size_t room)
         char low[40], high[40];
         number_text(option->low, low, sizeof low);
         number_text(option->high, high, sizeof high);
-        snprintf(range, sizeof range, "%c%s,%s%c",
-                 (option->flags & CR_OPTION_LOW_OPEN) ? '(' : '[', low, high,
-                 (option->flags & CR_OPTION_HIGH_OPEN) ? ')' : ']');
+        snprintf(range, sizeof range, "%c%s,%s%c", (option->flags & CR_OPTION_LOW_OPEN) ? '(' : '[',
+                 low, high, (option->flags & CR_OPTION_HIGH_OPEN) ? ')' : ']');
     }
     if (option->words != NULL && option->words[0] != '\0') {
         snprintf(words, sizeof words, "%s", option->words);
@@ -161,8 +160,10 @@ static void option_row(const cr_option *option, char *out, size_t room)
     const struct {
         unsigned flag;
         char letter;
-    } letters[] = {{CR_OPTION_OR_FUNCTION, 'f'}, {CR_OPTION_REQUIRED, 'r'},
-                   {CR_OPTION_BINARY, 'b'},      {CR_OPTION_ANY_CASE, 'c'},
+    } letters[] = {{CR_OPTION_OR_FUNCTION, 'f'},
+                   {CR_OPTION_REQUIRED, 'r'},
+                   {CR_OPTION_BINARY, 'b'},
+                   {CR_OPTION_ANY_CASE, 'c'},
                    {CR_OPTION_NS, 'n'}};
     size_t at = 0;
     for (size_t i = 0; i < sizeof letters / sizeof letters[0]; i++)
@@ -250,9 +251,9 @@ static void run_check(int lineno, const char *face_name, const cr_constructor *c
 
 static unsigned faces_of(const char *name)
 {
-    return strcmp(name, "both") == 0 ? CR_FACE_BOTH
-         : strcmp(name, "python") == 0 ? CR_FACE_PYTHON
-         : CR_FACE_LUA;
+    return strcmp(name, "both") == 0     ? CR_FACE_BOTH
+           : strcmp(name, "python") == 0 ? CR_FACE_PYTHON
+                                         : CR_FACE_LUA;
 }
 
 static int run_options(const char *dir)
@@ -291,8 +292,8 @@ static int run_options(const char *dir)
             rows[index]++;
         } else if (strcmp(kind, "check") == 0) {
             char outcome[16], status[64], expected[700];
-            if (sscanf(tail, "%15s %63s %15s %63s %699s %n", faces, ctor, outcome, status,
-                       expected, &at) != 5)
+            if (sscanf(tail, "%15s %63s %15s %63s %699s %n", faces, ctor, outcome, status, expected,
+                       &at) != 5)
                 bad_line("options.txt", lineno, line);
             const cr_constructor *constructor = cr_constructor_find(ctor, strlen(ctor));
             if (!CHECK(constructor != NULL, "options.txt:%d: constructor %s", lineno, ctor))
@@ -328,7 +329,10 @@ static int run_options(const char *dir)
                          name);
             /* and cr_limit_init reads the burst of exactly those */
             cr_limit limit;
-            cr_limit_args args = {.rate = 10, .burst = 2, .has_burst = true, .algorithm = name,
+            cr_limit_args args = {.rate = 10,
+                                  .burst = 2,
+                                  .has_burst = true,
+                                  .algorithm = name,
                                   .algorithm_len = strlen(name)};
             CHECK_EQ_I64(cr_limit_init(&limit, &args), takes ? CR_OK : CR_E_BURST_WINDOW,
                          "options.txt:%d: %s", lineno, name);

@@ -20,7 +20,8 @@ import pytest
 import cellrate
 from cellrate import _cellrate
 
-redis = pytest.importorskip("redis")
+pytest.importorskip("redis")
+import redis  # noqa: E402
 import redis.asyncio  # noqa: E402
 
 from cellrate.redis import (  # noqa: E402
