@@ -16,7 +16,7 @@ PY_VERSIONS ?= 3.9 3.10 3.11 3.12 3.13
 # Warnings are errors in the project's own builds (the targets below that
 # test, lint or package), never in a user's make core, make lua or pip install.
 WERROR  ?=
-DEV_TARGETS = test layers symbols test-c test-py test-lua test-ft test-nginx test-fuzz lint dist
+DEV_TARGETS = test check check-py check-lua layers symbols test-c test-py test-lua test-ft test-nginx test-fuzz lint dist
 $(DEV_TARGETS): WERROR = -Werror
 ARCHFLAGS := $(if $(filter x86_64,$(shell uname -m)),$(CR_X86_64))
 ALLCFLAGS = $(CR_STD) $(CR_WARN) $(WERROR) $(CR_VISIBILITY) $(ARCHFLAGS) $(CFLAGS) -fPIC -Icore
@@ -31,7 +31,7 @@ LUA54_INC  = /usr/include/lua5.4
 LUAJIT_INC = /usr/include/luajit-2.1
 
 .DEFAULT_GOAL := help
-.PHONY: help deps demo-deps core lua rock rock-install py vectors docs test layers test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz fuzz fuzz-corpus demo bench symbols lint format dist install clean
+.PHONY: help deps demo-deps core lua rock rock-install py vectors docs check check-py check-lua test layers test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz fuzz fuzz-corpus demo bench symbols lint format dist install clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -166,8 +166,21 @@ docs: | $(VENV)/bin/mkdocs ## build the documentation site into build/site (stri
 	$(VENV)/bin/mkdocs build --strict --site-dir $(BUILD)/site
 	@echo "make docs: the site is in $(BUILD)/site (open $(BUILD)/site/index.html)"
 
-test: deps lint docs layers symbols test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz ## every suite and the docs (installs what it needs)
-	@echo "make test: every suite passed"
+# make check: the quick loop while working (lint, the plain C tests, pytest on
+# .venv's interpreter against the tree's build, busted on Lua 5.4).
+check: deps ## the quick suites (lint, C, pytest on one interpreter, busted on Lua 5.4); prints each one's time
+	@MAKE="$(MAKE)" tools/suites.sh check lint layers test-c check-py check-lua
+
+check-py: py
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/model tests/python
+
+check-lua: $(BUILD)/lua5.4/cellrate.so
+	tests/lua/run.sh lua5.4 $(BUILD)/lua5.4
+
+# make test: every suite in turn, each one's time printed (tools/suites.sh).
+SUITES = lint docs layers symbols test-c test-asan test-tsan test-py test-lua test-ft test-nginx test-fuzz
+test: deps ## every suite and the docs (installs what it needs); prints each suite's time
+	@MAKE="$(MAKE)" tools/suites.sh test $(SUITES)
 
 # The demo needs Lua 5.4 and the extension only; LuaJIT is shown where it and
 # its headers are installed (make deps installs OpenResty's luajit2).

@@ -27,7 +27,7 @@ VENV="$CACHE/venv"
 VPY="$VENV/bin/python"
 [ -x "$VPY" ] || "$PY" -m venv "$VENV"
 need=""
-for mod in pytest hypothesis setuptools wheel prometheus_client; do
+for mod in pytest pytest_timeout hypothesis setuptools wheel prometheus_client; do
     "$VPY" -c "import $mod" 2>/dev/null || need="$need $mod"
 done
 # wheels only: the newest release of each that installs on 3.13t as a wheel

@@ -247,7 +247,7 @@ def test_processes_never_hold_more_than_the_limit(tmp_path):
     path = str(tmp_path / "processes")
     ctx = multiprocessing.get_context("fork")
     now, most, lock = ctx.Value("i", 0, lock=False), ctx.Value("i", 0, lock=False), ctx.Lock()
-    workers = [ctx.Process(target=_process_holder, args=(path, now, most, lock, CYCLES))
+    workers = [ctx.Process(target=_process_holder, args=(path, now, most, lock, CYCLES), daemon=True)
                for _ in range(HOLDERS)]
     for worker in workers:
         worker.start()
@@ -281,7 +281,7 @@ def test_sigkill_holders_leak_nothing(tmp_path, key):
     rng = random.Random(20)
 
     def spawn():
-        worker = ctx.Process(target=_storm_holder, args=(path, key, control, parked))
+        worker = ctx.Process(target=_storm_holder, args=(path, key, control, parked), daemon=True)
         worker.start()
         return worker
 
@@ -296,8 +296,10 @@ def test_sigkill_holders_leak_nothing(tmp_path, key):
         os.kill(worker.pid, signal.SIGKILL)
         worker.join()
     control.value = 1
-    while parked.value < 2:
+    deadline = time.monotonic() + 120
+    while parked.value < 2 and time.monotonic() < deadline:
         time.sleep(0.001)
+    assert parked.value == 2, "the two living holders did not get their unit within 120 s"
 
     c = cellrate.Concurrency(LIMIT, capacity=8, shared=path) if key else \
         cellrate.Concurrency(LIMIT, shared=path)
@@ -310,7 +312,7 @@ def test_sigkill_holders_leak_nothing(tmp_path, key):
     late = c.try_acquire(key)
     assert late is not None  # the next acquire that finds it full has the dead one's unit
     control.value = 2
-    workers[3].join()
+    workers[3].join(120)
     assert workers[3].exitcode == 0
     assert all(slot.release() for slot in mine + [late])
     assert c.in_flight(key) == 0
