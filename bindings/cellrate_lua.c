@@ -127,5 +127,6 @@ static ALWAYS_INLINE store_box *check_open(lua_State *L, const char *tag)
 #include "lua/concurrency.c" /* Concurrency and Slot */
 #include "lua/inspect.c"     /* cellrate.inspect_region */
 #include "lua/metrics.c"     /* cellrate.metrics */
+#include "lua/share.c"       /* the fleet share's member rules */
 #include "lua/ffi.c"         /* the C side of cellrate.ffi (LuaJIT) */
 #include "lua/module.c"      /* luaopen_cellrate */

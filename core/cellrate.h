@@ -37,5 +37,6 @@
 #include "cellrate/http.h"        /* the HTTP header fields of a decision */
 #include "cellrate/metrics.h"     /* the one list of metrics the exporters publish */
 #include "cellrate/options.h"     /* the options of every constructor of both faces, one table */
+#include "cellrate/share.h"       /* a fleet share: a member's local limit, report, reply, steps */
 
 #endif /* CELLRATE_H */

@@ -29,6 +29,12 @@ static const luaL_Reg module_functions[] = {
     {"_check_options", module_check_options},
     {"_algorithm_takes_burst", module_algorithm_takes_burst},
     {"parse_rates", module_parse_rates},
+    {"_share_limit", share_limit},
+    {"_share_of", share_of},
+    {"_share_asked", share_asked},
+    {"_share_report", share_report},
+    {"_share_reply", share_reply},
+    {"_share_after", share_after},
     {NULL, NULL},
 };
 
@@ -57,6 +63,7 @@ int luaopen_cellrate(lua_State *L)
     compat_setfuncs(L, module_functions, 0);
     lua_pushstring(L, cr_version());
     lua_setfield(L, -2, "_VERSION");
+    share_set_constants(L);
     /* A pointer, not a symbol: the module exports luaopen_cellrate alone. */
     lua_pushlightuserdata(L, (void *)&the_ffi_api);
     lua_setfield(L, -2, "_ffi_api");

@@ -307,6 +307,34 @@ PyDoc_STRVAR(algorithm_takes_burst_doc,
              "_algorithm_takes_burst(algorithm, /)\n--\n\n"
              "Private: whether the algorithm reads a burst (gcra, token_bucket; the\n"
              "window algorithms refuse one).");
+PyDoc_STRVAR(share_limit_doc,
+             "_share_limit(fleet, share, /)\n--\n\n"
+             "Private: the local limit of `share` of the fleet (a Limit), as (rate,\n"
+             "period, burst) for the local limiter (cellrate.share).");
+
+PyDoc_STRVAR(share_of_doc,
+             "_share_of(fleet, rate, period, /)\n--\n\n"
+             "Private: the share of the fleet (a Limit) that a local limit of `rate`\n"
+             "per `period` is, from 0 to 1.");
+
+PyDoc_STRVAR(share_asked_doc,
+             "_share_asked(stats, baseline, /)\n--\n\n"
+             "Private: (asked, counted): the units asked of a local limiter since\n"
+             "`baseline` by its stats() (admitted + refused - refunded), and the next\n"
+             "baseline.");
+
+PyDoc_STRVAR(share_report_doc,
+             "_share_report(fleet, asked, elapsed, known, share, joined, /)\n--\n\n"
+             "Private: (demand, held, fleet_rate), the numbers a heartbeat sends.");
+
+PyDoc_STRVAR(share_reply_doc, "_share_reply(reply, /)\n--\n\n"
+                              "Private: (share, members, target), the share script's reply read;\n"
+                              "CellrateError for a reply that is not the script's.");
+
+PyDoc_STRVAR(share_after_doc,
+             "_share_after(outcome, share, joined, held, answered, /)\n--\n\n"
+             "Private: (share, apply, confirm), what a member does after a heartbeat's\n"
+             "outcome ('answered', 'confirmed', 'unavailable', 'refused', 'left').");
 
 PyDoc_STRVAR(set_waits_doc,
              "_set_waits(methods, /)\n--\n\n"

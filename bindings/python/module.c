@@ -32,6 +32,7 @@
 #include "concurrency.c"
 #include "checks.c"
 #include "options.c"
+#include "share.c"
 
 /* Adds `value` under `name`; the module takes its own reference. */
 static int add_object(PyObject *module, const char *name, PyObject *value)
@@ -115,6 +116,8 @@ static int cellrate_exec(PyObject *module)
         add_object(module, "InvalidArgumentType", state->invalid_argument_type) < 0)
         return -1;
 
+    if (share_add_constants(module) < 0)
+        return -1;
     return PyModule_AddStringConstant(module, "__version__", cr_version());
 }
 
@@ -173,6 +176,16 @@ static PyMethodDef cellrate_methods[] = {
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
     {"inspect_region", module_inspect_region, METH_O, inspect_region_doc},
     {"metrics", module_metrics, METH_NOARGS, metrics_doc},
+    {"_share_limit", (PyCFunction)(void (*)(void))module_share_limit, METH_FASTCALL,
+     share_limit_doc},
+    {"_share_of", (PyCFunction)(void (*)(void))module_share_of, METH_FASTCALL, share_of_doc},
+    {"_share_asked", (PyCFunction)(void (*)(void))module_share_asked, METH_FASTCALL,
+     share_asked_doc},
+    {"_share_report", (PyCFunction)(void (*)(void))module_share_report, METH_FASTCALL,
+     share_report_doc},
+    {"_share_reply", module_share_reply, METH_O, share_reply_doc},
+    {"_share_after", (PyCFunction)(void (*)(void))module_share_after, METH_FASTCALL,
+     share_after_doc},
     {NULL, NULL, 0, NULL},
 };
 

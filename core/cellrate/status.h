@@ -175,70 +175,73 @@ const char *cr_version(void);
       "limit)")                                                                                   \
     X(60, E_SHARED_MAX_DEBT, REGION, "shared",                                                    \
       "shared: the region was made with another max_debt")                                        \
+    X(61, E_SHARE_REPLY, RUNTIME, "",                                                             \
+      "the heartbeat's reply is not the share script's { share, members, target } (fractions "    \
+      "from 0 to 1, members >= 1)")                                                               \
     /* the options of the stores above the core: one table, both faces (options.h) */             \
-    X(61, E_ON_ERROR, ARGUMENT, "on_error", "on_error must be 'allow', 'deny' or 'raise'")        \
-    X(62, E_PREFIX, ARGUMENT, "prefix",                                                           \
+    X(62, E_ON_ERROR, ARGUMENT, "on_error", "on_error must be 'allow', 'deny' or 'raise'")        \
+    X(63, E_PREFIX, ARGUMENT, "prefix",                                                           \
       "prefix must be a string without '{' or '}': a hash tag in the prefix would put every "     \
       "key in one Redis Cluster slot (put hash tags in keys)")                                    \
-    X(63, E_STORE_NAME, ARGUMENT, "name",                                                         \
+    X(64, E_STORE_NAME, ARGUMENT, "name",                                                         \
       "name must be 1 to 64 printable ASCII characters, none of them '{', '}' or ':' (a hash "    \
       "tag would put every key of the limit in one Redis Cluster slot, and ':' ends the name "    \
       "in its keys)")                                                                             \
-    X(64, E_STORE_TIMEOUT, ARGUMENT, "timeout",                                                   \
+    X(65, E_STORE_TIMEOUT, ARGUMENT, "timeout",                                                   \
       "timeout must be a finite number of seconds > 0 (the longest a call to Redis may take)")    \
-    X(65, E_DENY_CACHE, ARGUMENT, "deny_cache", "deny_cache must be a boolean")                   \
-    X(66, E_STORE_LEASE, ARGUMENT, "lease",                                                       \
+    X(66, E_DENY_CACHE, ARGUMENT, "deny_cache", "deny_cache must be a boolean")                   \
+    X(67, E_STORE_LEASE, ARGUMENT, "lease",                                                       \
       "lease must be a number of seconds > 0 and below 2^62 ns (146 years), required by the "     \
       "Redis store: the seconds after which units not released come back (a holder killed "       \
       "never releases)")                                                                          \
-    X(67, E_FLEET_NAME, ARGUMENT, "name",                                                         \
+    X(68, E_FLEET_NAME, ARGUMENT, "name",                                                         \
       "name must be given, the fleet's name, the same on every member: 1 to 64 printable "        \
       "ASCII characters, none of them '{', '}' or ':'")                                           \
-    X(68, E_INTERVAL, ARGUMENT, "interval", "interval must be a finite number of seconds > 0")    \
-    X(69, E_TTL, ARGUMENT, "ttl", "ttl must be a finite number of seconds > 0")                   \
-    X(70, E_TTL_SHORT, ARGUMENT, "ttl", "ttl must be longer than interval")                       \
-    X(71, E_MEMBER, ARGUMENT, "member", "member must be a non-empty string without a colon")      \
-    X(72, E_BACKGROUND, ARGUMENT, "background", "background must be a boolean")                   \
-    X(73, E_SHARE_MAX_COST, ARGUMENT, "max_cost",                                                 \
+    X(69, E_INTERVAL, ARGUMENT, "interval", "interval must be a finite number of seconds > 0")    \
+    X(70, E_TTL, ARGUMENT, "ttl", "ttl must be a finite number of seconds > 0")                   \
+    X(71, E_TTL_SHORT, ARGUMENT, "ttl", "ttl must be longer than interval")                       \
+    X(72, E_MEMBER, ARGUMENT, "member", "member must be a non-empty string without a colon")      \
+    X(73, E_BACKGROUND, ARGUMENT, "background", "background must be a boolean")                   \
+    X(74, E_SHARE_MAX_COST, ARGUMENT, "max_cost",                                                 \
       "max_cost is not taken by a share store: its local limiter follows the share")              \
-    X(74, E_SHARE_ALGORITHM, ARGUMENT, "algorithm",                                               \
+    X(75, E_SHARE_ALGORITHM, ARGUMENT, "algorithm",                                               \
       "algorithm is not taken by a share store: its local limiter follows the share")             \
-    X(75, E_SHARE_ON_CHANGE, ARGUMENT, "on_change",                                               \
+    X(76, E_SHARE_ON_CHANGE, ARGUMENT, "on_change",                                               \
       "on_change is not taken by a share store: its local limiter follows the share")             \
-    X(76, E_STATUS, ARGUMENT, "status", "status must be an integer from 400 to 599")              \
-    X(77, E_IPV4_PREFIX, ARGUMENT, "ipv4_prefix", "ipv4_prefix must be an integer from 0 to 32")  \
-    X(78, E_IPV6_PREFIX, ARGUMENT, "ipv6_prefix", "ipv6_prefix must be an integer from 0 to 128") \
-    X(79, E_LEGACY_HEADERS, ARGUMENT, "legacy_headers", "legacy_headers must be a boolean")       \
-    X(80, E_ADMITTED_HEADERS, ARGUMENT, "admitted_headers", "admitted_headers must be a boolean") \
-    X(81, E_DRY_RUN, ARGUMENT, "dry_run", "dry_run must be a boolean")                            \
-    X(82, E_BODY, ARGUMENT, "body", "body must be a string (the refusal's body)")                 \
-    X(83, E_CONTENT_TYPE, ARGUMENT, "content_type", "content_type must be a string")              \
-    X(84, E_KEY_FUNCTION, ARGUMENT, "key", "key must be a function giving the key, or absent")    \
-    X(85, E_KEY_OPTION, ARGUMENT, "key",                                                          \
+    X(77, E_STATUS, ARGUMENT, "status", "status must be an integer from 400 to 599")              \
+    X(78, E_IPV4_PREFIX, ARGUMENT, "ipv4_prefix", "ipv4_prefix must be an integer from 0 to 32")  \
+    X(79, E_IPV6_PREFIX, ARGUMENT, "ipv6_prefix", "ipv6_prefix must be an integer from 0 to 128") \
+    X(80, E_LEGACY_HEADERS, ARGUMENT, "legacy_headers", "legacy_headers must be a boolean")       \
+    X(81, E_ADMITTED_HEADERS, ARGUMENT, "admitted_headers", "admitted_headers must be a boolean") \
+    X(82, E_DRY_RUN, ARGUMENT, "dry_run", "dry_run must be a boolean")                            \
+    X(83, E_BODY, ARGUMENT, "body", "body must be a string (the refusal's body)")                 \
+    X(84, E_CONTENT_TYPE, ARGUMENT, "content_type", "content_type must be a string")              \
+    X(85, E_KEY_FUNCTION, ARGUMENT, "key", "key must be a function giving the key, or absent")    \
+    X(86, E_KEY_OPTION, ARGUMENT, "key",                                                          \
       "key must be a string (the request's key) or a function returning one, or absent for the "  \
       "client's address")                                                                         \
-    X(86, E_COST_FUNCTION, ARGUMENT, "cost",                                                      \
+    X(87, E_COST_FUNCTION, ARGUMENT, "cost",                                                      \
       "cost must be an integer >= 0 or a function giving one")                                    \
-    X(87, E_BLOCK, ARGUMENT, "block", "block must be a boolean")                                  \
-    X(88, E_WAIT, ARGUMENT, "wait",                                                               \
+    X(88, E_BLOCK, ARGUMENT, "block", "block must be a boolean")                                  \
+    X(89, E_WAIT, ARGUMENT, "wait",                                                               \
       "wait must be a number of seconds >= 0 (the longest a request is held), or absent for "     \
       "none")                                                                                     \
-    X(89, E_CHARGE_HEADER, ARGUMENT, "header",                                                    \
+    X(90, E_CHARGE_HEADER, ARGUMENT, "header",                                                    \
       "header must be a string: the response header that carries the request's cost")             \
-    X(90, E_CHARGE_VARIABLE, ARGUMENT, "variable",                                                \
+    X(91, E_CHARGE_VARIABLE, ARGUMENT, "variable",                                                \
       "variable must be a string: the nginx variable that carries the request's cost")            \
-    X(91, E_PROXY_HEADER, ARGUMENT, "proxy_header",                                               \
+    X(92, E_PROXY_HEADER, ARGUMENT, "proxy_header",                                               \
       "proxy_header must be 'X-Forwarded-For' or 'Forwarded'")                                    \
-    X(92, E_EXEMPT, ARGUMENT, "exempt",                                                           \
+    X(93, E_EXEMPT, ARGUMENT, "exempt",                                                           \
       "exempt must be a function of the request returning a bool, or absent")                     \
-    X(93, E_NOW_FUNCTION, ARGUMENT, "now", "now must be a function returning seconds, or absent") \
-    X(94, E_CHARGE_FUNCTION, ARGUMENT, "charge",                                                  \
+    X(94, E_NOW_FUNCTION, ARGUMENT, "now", "now must be a function returning seconds, or absent") \
+    X(95, E_CHARGE_FUNCTION, ARGUMENT, "charge",                                                  \
       "charge must be a function of the request and the response returning units, or absent")     \
-    X(95, E_SHARED_DIRECTORY, ARGUMENT, "shared",                                                 \
+    X(96, E_SHARED_DIRECTORY, ARGUMENT, "shared",                                                 \
       "shared must be the path of a directory (a string without NUL characters)")                 \
-    X(96, E_RATE_EMPTY, ARGUMENT, "rate",                                                         \
+    X(97, E_RATE_EMPTY, ARGUMENT, "rate",                                                         \
       "rate: a list of limits ('100/day;10/hour') has an empty part")                             \
-    X(97, E_RATE_TOO_MANY, ARGUMENT, "rate",                                                      \
+    X(98, E_RATE_TOO_MANY, ARGUMENT, "rate",                                                      \
       "rate: a list of limits holds at most 8 ('100/day;10/hour' is two)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,

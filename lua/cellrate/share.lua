@@ -15,7 +15,8 @@
 -- heartbeat(now, asked): now in seconds on any clock (only differences are
 -- used; default: one interval since the last heartbeat), asked the units
 -- asked since the last heartbeat (default: the local limiter's counters,
--- units_admitted + units_refused: on a shared region, every process's).
+-- units_admitted + units_refused - units_refunded: on a shared region,
+-- every process's).
 -- Returns true, or nil, the error and "unavailable" when Redis did not
 -- answer: the share stays, never more; or nil, the refusal and "refused"
 -- when the fleet's interval or ttl (fixed by its first heartbeat) is not the
@@ -30,8 +31,10 @@ local M = { _VERSION = cellrate._VERSION }
 -- The heartbeat's script, byte for byte as the Python package ships it.
 M.script = internal.read_script("share")
 local protocol = internal.read_protocol(M.script)
-M.FLOOR_DIVISOR = tonumber(protocol.FLOOR_DIVISOR)
--- ttl's default in intervals, and timeout's (seconds): the core's table's.
+-- The smallest share among n members is 1 / (FLOOR_DIVISOR * n): the core's,
+-- which the script's pins.
+M.FLOOR_DIVISOR = cellrate._SHARE_FLOOR_DIVISOR
+-- ttl's default in intervals, and timeout's (seconds): the core's options table's.
 M.TTL_INTERVALS = math.floor(cellrate._check_options("ShareLimiter",
                                                      { name = "-", interval = 1 }).ttl)
 M.DEFAULT_TIMEOUT_S = cellrate._check_options("ShareLimiter", { name = "-" }).timeout
@@ -39,11 +42,14 @@ M.DEFAULT_TIMEOUT_S = cellrate._check_options("ShareLimiter", { name = "-" }).ti
 local Share = {}
 Share.__index = Share
 
--- The local rate and burst of a share: rate * share (at least a unit per 2^61
--- ns: the core's slowest rate is a unit per 2^62 ns), floor(burst * share) or 1.
-local function scaled(fleet, share)
-    return math.max(fleet.rate * share, fleet.period * 1e9 / 2 ^ 61),
-        math.max(1, math.floor(fleet.burst * share))
+-- The share's own options; every other is the local limiter's (clock, shared,
+-- shared_mode, max_debt, capacity), judged with them by the core's options
+-- table and passed on as given.
+local OWN = { name = true, period = true, burst = true, interval = true, ttl = true,
+              member = true, prefix = true, timeout = true }
+
+local function without_position(err)
+    return (tostring(err):gsub("^[^\n]-:%d+: ", "", 1))
 end
 
 -- Called by a public function as its tail call, so that argument errors raised
@@ -55,6 +61,7 @@ local function new(keyed, client, rate, opts)
     -- the core's table judges every option (cellrate/options.h): the fleet's, the
     -- heartbeats', and the local limiter's own (max_cost, algorithm and on_change
     -- refused: the local limiter follows the share)
+    local given = type(opts) == "table" and opts or {}
     opts = internal.store_options(keyed and "KeyedShareLimiter" or "ShareLimiter", opts)
     local prefix, interval, ttl, timeout = opts.prefix, opts.interval, opts.ttl, opts.timeout
     local member = opts.member
@@ -65,30 +72,43 @@ local function new(keyed, client, rate, opts)
     end
     local ok, fleet = pcall(cellrate.limit_spec, rate, { period = opts.period, burst = opts.burst })
     if not ok then
-        error((tostring(fleet):gsub("^[^\n]-:%d+: ", "", 1)), 2)
+        error(without_position(fleet), 2)
     end
     local self = setmetatable({
         client = client, name = opts.name, member = member, interval = interval, ttl = ttl,
         timeout = timeout,
         fleet = fleet, key = prefix .. "share:" .. opts.name,
-        share = 1 / M.FLOOR_DIVISOR, target = 1 / M.FLOOR_DIVISOR, members = 0,
+        share = cellrate._SHARE_COLD_START, target = cellrate._SHARE_COLD_START, members = 0,
         joined = false, down = false, last = nil, keyed = keyed,
     }, Share)
-    local make = keyed and cellrate.keyed or cellrate.limiter
-    local local_rate, burst = scaled(fleet, self.share)
-    self.local_limiter = make(local_rate, { period = fleet.period, burst = burst,
-                                            shared = opts.shared,
-                                            shared_mode = opts.shared and opts.shared_mode,
-                                            clock = opts.clock, max_debt = opts.max_debt,
-                                            capacity = opts.capacity })
-    self.counted = self:units_counted()
+    local local_opts = {}
+    for option, value in pairs(given) do
+        if not OWN[option] then
+            local_opts[option] = value
+        end
+    end
+    local local_rate
+    local_rate, local_opts.period, local_opts.burst = cellrate._share_limit(fleet, self.share)
+    local made, lim, err, code = pcall(keyed and cellrate.keyed or cellrate.limiter, local_rate,
+                                       local_opts)
+    if not made then
+        error(without_position(lim), 2)
+    elseif lim == nil then
+        return nil, err, code -- the region (shared) could not be opened
+    end
+    self.local_limiter = lim
+    local _
+    _, self.counted = cellrate._share_asked(lim:stats(), 0)
     return self
 end
 
 -- limiter(client, rate, opts): the fleet's limit (opts.period, opts.burst as
 -- cellrate.limit_spec's) and opts.name (required), interval, ttl, member,
 -- prefix, timeout (the longest a heartbeat's reply takes: give the client no
--- longer one; default 0.25 s), shared (the local limiter's region).
+-- longer one; default 0.25 s); the local limiter's clock, shared and
+-- shared_mode. algorithm, max_cost and on_change are refused (the local limit
+-- follows the share), as is an option no limiter takes. A region that cannot
+-- be opened: nil, the core's words and its code, as cellrate.limiter.
 function M.limiter(client, rate, opts)
     return new(false, client, rate, opts)
 end
@@ -99,18 +119,19 @@ function M.keyed(client, rate, opts)
     return new(true, client, rate, opts)
 end
 
--- The units the local limiter decided, admitted or refused (its counters).
-function Share:units_counted()
-    local stats = self.local_limiter:stats()
-    return stats.units_admitted + stats.units_refused
-end
-
--- The local limiter runs at `share` of the fleet (a change to its own limit
--- changes nothing).
-local function apply(self, share)
-    local local_rate, burst = scaled(self.fleet, share)
-    self.local_limiter:reconfigure(local_rate, { period = self.fleet.period, burst = burst })
+-- Does what the core says a member does after `outcome`: runs the local
+-- limiter at its share (every time it says so: a limit changed by hand is
+-- undone; a change to its own limit changes nothing); true when the share
+-- shrank below `held` and the heartbeat that says it was applied is due.
+local function step(self, outcome, held, answered)
+    local share, apply, confirm = cellrate._share_after(outcome, self.share, self.joined,
+                                                        held or 0, answered or 0)
+    if apply then
+        local local_rate, period, burst = cellrate._share_limit(self.fleet, share)
+        self.local_limiter:reconfigure(local_rate, { period = period, burst = burst })
+    end
     self.share = share
+    return confirm
 end
 
 -- One heartbeat (above). The share answered is applied to the local limiter
@@ -121,17 +142,12 @@ end
 -- refuses (a ttl or interval that is not the fleet's) returns nil, the
 -- refusal naming the parameter and "refused", and the member holds nothing.
 function Share:heartbeat(now, asked)
-    local counted = self:units_counted()
-    asked = asked or math.max(0, counted - self.counted)
-    self.counted = counted
+    local counted_asked
+    counted_asked, self.counted = cellrate._share_asked(self.local_limiter:stats(), self.counted)
     local elapsed = (now and self.last) and now - self.last or self.interval
     self.last = now
-    local demand = -1
-    if self.joined and elapsed > 0 then
-        demand = asked / elapsed
-    end
-    local fleet_rate = self.fleet.rate / self.fleet.period
-    local held = self.joined and self.share or 0
+    local demand, held, fleet_rate = cellrate._share_report(
+        self.fleet, asked or counted_asked, elapsed, self.joined, self.share, self.joined)
     local reply, err, args
     if self.client == nil then
         err = "no client: set_client first"
@@ -142,18 +158,22 @@ function Share:heartbeat(now, asked)
         end
         reply, err = internal.run(self.client, M.script, { self.key }, args)
     end
-    local refused = type(reply) ~= "table" and err and err:find(protocol.REFUSED, 1, true)
+    local refused = not reply and err and err:find(protocol.REFUSED, 1, true)
     if refused then
-        apply(self, 0) -- a member refused holds nothing
+        step(self, "refused") -- a member refused holds nothing
         local refusal = err:sub(refused + #protocol.REFUSED):match("^%s*(.-)%s*$")
         internal.log("cellrate.share " .. self.name .. ": refused: " .. refusal)
         return nil, refusal, "refused"
     end
-    if type(reply) ~= "table" then
-        err = err or ("unexpected reply from the script: " .. tostring(reply))
-        if self.joined then
-            apply(self, self.share) -- never more than the last share
+    local share, members, target
+    if reply or not err then
+        share, members, target = cellrate._share_reply(reply)
+        if share == nil then -- not the script's reply: none
+            err = members
         end
+    end
+    if share == nil then
+        step(self, "unavailable") -- never more than the last share
         if not self.down then
             self.down = true
             internal.log("cellrate.share " .. self.name .. ": Redis does not answer the "
@@ -165,18 +185,19 @@ function Share:heartbeat(now, asked)
         self.down = false
         internal.log("cellrate.share " .. self.name .. ": Redis answers again; rejoined")
     end
-    self.members, self.target = tonumber(reply[2]), tonumber(reply[3])
-    apply(self, tonumber(reply[1]))
+    self.members, self.target = members, target
+    local confirm = step(self, "answered", held, share)
     self.joined = true
-    if self.share < held then
+    if confirm then
         -- applied: said at once, so that its old share counts no more and the
         -- others grow at their next heartbeat, not one later (a failure here
         -- only leaves the old share counted for interval + timeout)
         args[3] = ("%.17g"):format(self.share)
         reply = internal.run(self.client, M.script, { self.key }, args)
-        if type(reply) == "table" then
-            self.members, self.target = tonumber(reply[2]), tonumber(reply[3])
-            apply(self, tonumber(reply[1]))
+        share, members, target = cellrate._share_reply(reply)
+        if share ~= nil then
+            self.members, self.target = members, target
+            step(self, "confirmed", self.share, share)
         end
     end
     return true
@@ -195,14 +216,14 @@ function Share:leave()
     if self.client then
         pcall(self.client.hdel, self.client, self.key, self.member)
     end
-    apply(self, 0)
+    step(self, "left")
 end
 
 -- The share, the target, the members and this member's local limit.
 function Share:info()
-    local local_rate, burst = scaled(self.fleet, self.share)
+    local local_rate, period, burst = cellrate._share_limit(self.fleet, self.share)
     return { share = self.share, target = self.target, members = self.members,
-             rate = local_rate, burst = burst, period = self.fleet.period,
+             rate = local_rate, burst = burst, period = period,
              name = self.name, member = self.member }
 end
 

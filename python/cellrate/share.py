@@ -31,7 +31,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import logging
-import math
 import os
 import socket
 import threading
@@ -40,6 +39,7 @@ import weakref
 from typing import Any, Awaitable, Callable, Tuple, Union
 
 import cellrate
+from cellrate import _cellrate
 from cellrate._cellrate import inspect_region
 from cellrate._errors import invalid
 from cellrate.redis._protocol import DEFAULT_PREFIX, _protocol, _read_script
@@ -53,8 +53,9 @@ __all__ = ["KeyedShareLimiter", "SHARE_SCRIPT", "ShareLimiter"]
 SHARE_SCRIPT: bytes = _read_script("share.lua")
 SHARE_SHA = hashlib.sha1(SHARE_SCRIPT).hexdigest()
 _SHARE_PROTOCOL = _protocol(SHARE_SCRIPT)
-#: The smallest share of a member among n members: 1 / (FLOOR_DIVISOR * n).
-FLOOR_DIVISOR = int(_SHARE_PROTOCOL["FLOOR_DIVISOR"])
+#: The smallest share of a member among n members: 1 / (FLOOR_DIVISOR * n) (the core's,
+#: which the script's pins).
+FLOOR_DIVISOR: int = _cellrate._SHARE_FLOOR_DIVISOR
 # The options of a member (their defaults and refusals): the core's table.
 _check_options = cellrate._cellrate._check_options
 #: A member silent for ttl drops out; ttl's default, in intervals.
@@ -156,18 +157,17 @@ class _Share(_SyncStore):
         local = {name: value for name, value in local.items() if value is not None}
         #: The fleet's limit (cellrate.Limit): what all members together admit.
         self.fleet = cellrate.Limit(rate, period, burst=burst)
-        self._fleet_rate = self.fleet.rate / self.fleet.period  # units per second
         self._open_connections()
         self._key = f"{prefix}share:{name}"
         self._lock = threading.Lock()
-        self._counted = 0  # the local limiter's units counted at the last heartbeat
+        self._counted = 0  # the local limiter's units asked by the last heartbeat
         self._since = time.monotonic()
         self._known_demand = False  # _counted and _since are a baseline
         self._joined = False  # what it holds is in the records (held is sent)
         self._down = False
         #: The fraction of the fleet this member holds; until its first heartbeat
-        #: answers, 1 / FLOOR_DIVISOR.
-        self.share = 1.0 / FLOOR_DIVISOR
+        #: answers, the core's cold start (1 / FLOOR_DIVISOR).
+        self.share: float = _cellrate._SHARE_COLD_START
         #: The member's max-min fair fraction by the last heartbeat's demands.
         self.target = self.share
         #: Live members at the last heartbeat (0: none answered yet).
@@ -175,7 +175,8 @@ class _Share(_SyncStore):
         shared = local.pop("shared", None)
         self._host: _Host | None = None
         if shared is None:
-            self._local = self._make_local(self._scaled(self.share), **local)
+            self._local = self._make_local(*_cellrate._share_limit(self.fleet, self.share),
+                                           **local)
         else:
             self._local = self._open_region(shared, local)
             region = os.fsencode(os.path.realpath(shared))
@@ -200,8 +201,7 @@ class _Share(_SyncStore):
                 name=f"cellrate.share {name}", daemon=True)
             self._thread.start()
 
-    def _make_local(self, limit: Tuple[float, int], period: float | None = None,
-                    **local: Any) -> Any:
+    def _make_local(self, rate: float, period: float, burst: int, **local: Any) -> Any:
         raise NotImplementedError  # pragma: no cover - each form has its own
 
     def _open_region(self, shared: Any, local: Any) -> Any:
@@ -211,29 +211,17 @@ class _Share(_SyncStore):
         for tries in range(_OPEN_TRIES, 0, -1):
             try:
                 info = inspect_region(shared)
-                limit, period = (info["rate"], info["burst"]), info["period"]
+                rate, period, burst = info["rate"], info["period"], info["burst"]
             except Exception:  # noqa: BLE001 - no region yet (or a bad path: the opening says)
-                limit, period, tries = self._scaled(self.share), self.fleet.period, 1
+                rate, period, burst = _cellrate._share_limit(self.fleet, self.share)
+                tries = 1
             try:
-                return self._make_local(limit, period, shared=shared,  # type: ignore[arg-type]
-                                        on_change="refuse", **local)
+                return self._make_local(rate, period, burst,  # type: ignore[arg-type]
+                                        shared=shared, on_change="refuse", **local)
             except cellrate.InvalidArgument:
                 if tries == 1:  # not a limit changed since it was read
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _scaled(self, share: float) -> Tuple[float, int]:
-        """The local rate and burst of a share: rate * share (at least a unit per 2^61 ns,
-        73 years: the core's slowest rate is a unit per 2^62 ns), floor(burst * share) or
-        1."""
-        slowest = self.fleet.period * 1e9 / 2**61
-        return (max(self.fleet.rate * share, slowest),
-                max(1, math.floor(self.fleet.burst * share)))
-
-    def _units_counted(self) -> int:
-        """The units the local limiter decided, admitted or refused (its counters)."""
-        stats = self._local.stats()
-        return int(stats["units_admitted"]) + int(stats["units_refused"])
 
     @property
     def local(self) -> Any:
@@ -254,17 +242,15 @@ class _Share(_SyncStore):
         region, True."""
         with self._lock:
             now = time.monotonic()
-            counted = self._units_counted()
-            asked, self._counted = max(0, counted - self._counted), counted
+            asked, self._counted = _cellrate._share_asked(self._local.stats(), self._counted)
             elapsed, self._since = now - self._since, now
-            demand = asked / elapsed if self._known_demand and elapsed > 0 else -1.0
             host = self._host
             if host is not None and not host.leads:
                 # every tick keeps a baseline of the region's counters, so that a process
                 # that takes over sends the host's demand of the last interval
                 self._known_demand = True
                 rate, period, _, generation = host.limit()
-                self.share = rate / period / self._fleet_rate
+                self.share = _cellrate._share_of(self.fleet, rate, period)
                 if not host.lead():
                     return True
                 # the host's record holds what the region runs at, unless no leader
@@ -272,19 +258,19 @@ class _Share(_SyncStore):
                 self._joined = generation > 0
             # what it holds: nothing before Redis first answered (its start share is
             # not in the records)
-            held = self.share if self._joined else 0.0
+            demand, held, fleet_rate = _cellrate._share_report(
+                self.fleet, asked, elapsed, self._known_demand, self.share, self._joined)
             words = [1, self._key, self.member, repr(demand), repr(held), repr(self.ttl),
-                     repr(self.interval), repr(self._fleet_rate), repr(self.timeout)]
+                     repr(self.interval), repr(fleet_rate), repr(self.timeout)]
             try:
-                reply = self._call(words)
+                share, members, target = _cellrate._share_reply(self._call(words))
             except Exception as error:  # noqa: BLE001 - a heartbeat raises only a refusal
                 text = str(error)
                 if isinstance(error, redis.exceptions.ResponseError) and _REFUSED in text:
-                    self._apply(0.0)  # a member refused holds nothing
+                    self._step("refused")  # a member refused holds nothing
                     refusal = text[text.index(_REFUSED) + len(_REFUSED):].strip()
                     raise invalid(refusal.split(" ", 1)[0], refusal) from error
-                if self._joined:
-                    self._apply(self.share)  # never more than the last share
+                self._step("unavailable")  # never more than the last share
                 if not self._down:
                     self._down = True
                     log.warning("cellrate.share %s: Redis does not answer the heartbeat "
@@ -295,27 +281,36 @@ class _Share(_SyncStore):
                 self._down = False
                 log.warning("cellrate.share %s: Redis answers again; rejoined", self.name)
             self._known_demand = self._joined = True
-            self._answered(reply)
-            if self.share < held:
+            self.members, self.target = members, target
+            if self._step("answered", held, share):
                 # applied: said at once, so that its old share counts no more and the
                 # others grow at their next heartbeat, not one later (a failure here
                 # only leaves the old share counted for interval + timeout)
                 words[4] = repr(self.share)
                 try:
-                    self._answered(self._call(words))
+                    share, self.members, self.target = _cellrate._share_reply(
+                        self._call(words))
                 except Exception:  # noqa: BLE001 - the heartbeat itself was answered
-                    pass
+                    return True
+                self._step("confirmed", self.share, share)
             return True
 
-    def _answered(self, reply: Any) -> None:
-        share, self.members, self.target = float(reply[0]), int(reply[1]), float(reply[2])
-        self._apply(share)  # every time: a limit changed by hand is undone
+    def _step(self, outcome: str, held: float = 0.0, answered: float = 0.0) -> bool:
+        """Does what the core says a member does after `outcome`: applies its share (every
+        time it says so: a limit changed by hand is undone); True when the share shrank
+        below `held` and the heartbeat that says it was applied is due."""
+        share, apply, confirm = _cellrate._share_after(outcome, self.share, self._joined,
+                                                       held, answered)
+        if apply:
+            self._apply(share)
+        self.share = share
+        return confirm
 
     def _apply(self, share: float) -> None:
         """The local limiter runs at `share` of the fleet (a change to its own limit
         changes nothing)."""
-        rate, burst = self._scaled(share)
-        self._local.reconfigure(rate, self.fleet.period, burst=burst)
+        rate, period, burst = _cellrate._share_limit(self.fleet, share)
+        self._local.reconfigure(rate, period, burst=burst)
         self.share = share
 
     def close(self) -> None:
@@ -333,7 +328,7 @@ class _Share(_SyncStore):
                 self._host.close()
             return
         with self._lock:
-            self._apply(0.0)
+            self._step("left")
         try:
             self._run("HDEL", self._key, self.member)
         except Exception:  # noqa: BLE001 - leaving is best effort: ttl drops the member
@@ -383,10 +378,11 @@ class ShareLimiter(_Share):
     thread, the caller calls heartbeat(). The decisions (allow, check, peek, charge,
     take, wait, acquire, reset) are the local Limiter's own methods; the demand a
     heartbeat sends is what its counters decided since the last one (stats():
-    units_admitted + units_refused; peek counts nothing). shared=path: the host is the
-    member, every process of it deciding on that region (its counters are the host's
-    demand); the process holding the lock file beside it (path + ".lock") heartbeats
-    and applies the share to the region, the others read it from there.
+    units_admitted + units_refused - units_refunded; peek counts nothing). shared=path:
+    the host is the member, every process of it deciding on that region (its counters
+    are the host's demand); the process holding the lock file beside it (path +
+    ".lock") heartbeats and applies the share to the region, the others read it from
+    there. clock= (and capacity= of the keyed form) pass through to the local limiter.
     """
 
     _options = "ShareLimiter"
@@ -400,10 +396,8 @@ class ShareLimiter(_Share):
     acquire: Callable[..., Awaitable[None]]
     reset: Callable[[], None]
 
-    def _make_local(self, limit: Tuple[float, int], period: float | None = None,
-                    **local: Any) -> Any:
-        return cellrate.Limiter(limit[0], period or self.fleet.period, burst=limit[1],
-                                **local)
+    def _make_local(self, rate: float, period: float, burst: int, **local: Any) -> Any:
+        return cellrate.Limiter(rate, period, burst=burst, **local)
 
 
 class KeyedShareLimiter(_Share):
@@ -421,10 +415,8 @@ class KeyedShareLimiter(_Share):
     take: Callable[..., int]
     reset: Callable[[Key], None]
 
-    def _make_local(self, limit: Tuple[float, int], period: float | None = None,
-                    **local: Any) -> Any:
-        return cellrate.KeyedLimiter(limit[0], period or self.fleet.period, burst=limit[1],
-                                     **local)
+    def _make_local(self, rate: float, period: float, burst: int, **local: Any) -> Any:
+        return cellrate.KeyedLimiter(rate, period, burst=burst, **local)
 
     def __len__(self) -> int:
         return len(self._local)

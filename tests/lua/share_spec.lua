@@ -265,6 +265,63 @@ describe("cellrate.share", function()
       os.remove(path)
    end)
 
+   it("counts refunded units out of the demand", function()
+      -- a slow limit (per hour): nothing refills meanwhile
+      local lim = share.limiter(client, 1000, { period = 3600, burst = 200, name = "refunds",
+                                                member = "r" })
+      assert.is_true(lim:heartbeat(0))
+      assert.is_true(lim:check(100))
+      lim.local_limiter:refund(90) -- the estimate was 100, 10 were used
+      assert.is_true(lim:heartbeat(3600))
+      local demand = client:hget("cellrate:share:refunds", "r"):match("^%S+ (%S+)")
+      assert.equal(10 / 3600 / (1000 / 3600), tonumber(demand))
+   end)
+
+   -- A client whose every script call answers `reply`.
+   local function answering(reply)
+      return { evalsha = function() return reply end, eval = function() return reply end,
+               script = function() return "sha" end }
+   end
+
+   it("keeps the last share on a reply that is not the script's", function()
+      local lim = share.limiter(client, 1000, { burst = 100, name = "garbled", member = "g" })
+      assert.is_true(lim:heartbeat(0))
+      assert.equal(1, lim.share)
+      local said = "the heartbeat's reply is not the share script's"
+      for _, reply in ipairs({ { "most", 1, "0.5" }, { "1.5", 1, "1" }, { "0.5", 0, "0.5" },
+                               "OK", { "0.5", 1 } }) do
+         lim.local_limiter:reconfigure(5000, { burst = 500 }) -- changed by hand
+         lim:set_client(answering(reply))
+         local ok, err, code = lim:heartbeat(1)
+         assert.same({ nil, "unavailable" }, { ok, code })
+         assert.equal(said, err:sub(1, #said))
+         assert.equal(1, lim.share)
+         assert.equal(1000, lim.local_limiter:info().rate)
+         assert.equal(100, lim.local_limiter:info().burst)
+      end
+   end)
+
+   it("applies every share of a fleet near the ceilings as a limit", function()
+      -- T = 1 ns, tau = 2^62: a share rounds T up, and floor(burst * share) would not
+      -- fit beside it; the local burst is what fits
+      local lim = share.limiter(nil, 1e9, { burst = 2 ^ 62, name = "ceiling", member = "c" })
+      for _, case in ipairs({ { "0.4", 1537228672809129301 }, { "0.9", 4150517416584649216 } }) do
+         lim:set_client(answering({ case[1], 2, case[1] }))
+         assert.is_true(lim:heartbeat(1))
+         assert.equal(tonumber(case[1]), lim.share)
+         assert.equal(case[2], lim.local_limiter:info().burst)
+      end
+   end)
+
+   it("never runs faster than a fleet slower than the slowest share", function()
+      local lim = share.limiter(client, 1, { period = 2 ^ 62 / 1e9, name = "slowest",
+                                             member = "s" })
+      assert.is_true(lim:heartbeat(0))
+      assert.equal(1, lim.local_limiter:info().rate)
+      lim:leave()
+      assert.equal(1, lim.local_limiter:info().rate) -- nothing held: still the fleet's
+   end)
+
    it("heartbeats only once given a client, and applies its first answer", function()
       local later = share.limiter(nil, 1000, { name = "later", member = "l" })
       local ok, err, code = later:heartbeat(0)
@@ -298,6 +355,34 @@ describe("cellrate.share", function()
       assert.equal(1, lim.share)
    end)
 
+   it("gives the local limiter its own options, and refuses every other", function()
+      for _, clock in ipairs({ "monotonic", "fast" }) do
+         assert.equal(clock, share.limiter(nil, 100, { name = "n", clock = clock })
+                                .local_limiter:info().clock)
+         local keyed = share.keyed(nil, 100, { name = "n", clock = clock, capacity = 64 })
+         assert.equal(clock, keyed.local_limiter:info().clock)
+         assert.equal(64, keyed.local_limiter:info().capacity)
+      end
+      -- the core's words for an option no limiter takes, at the caller
+      for _, case in ipairs({ { "foo", { name = "n", foo = 1 } },
+                              { "capacity", { name = "n", capacity = 64 } },
+                              { "background", { name = "n", background = false } },
+                              { "on_error", { name = "n", on_error = "deny" } } }) do
+         local ok, err = pcall(share.limiter, nil, 100, case[2])
+         assert.is_false(ok)
+         assert.equal(("unknown option '%s'"):format(case[1]), err:gsub("^[^\n]-:%d+: ", "", 1))
+         assert.is_nil(err:find("cellrate/share.lua", 1, true), err)
+      end
+      local ok, err = pcall(share.limiter, nil, 100, { name = "n", clocks = "fast" })
+      assert.is_false(ok)
+      assert.truthy(err:find("unknown option 'clocks' (did you mean 'clock'?)", 1, true), err)
+      -- a region that cannot be opened: nil, the core's words and its code, as cellrate.limiter
+      local lim, said, code = share.limiter(nil, 100, { name = "n", shared = "/nonexistent/r" })
+      assert.is_nil(lim)
+      assert.equal("E_SHARED_IO", code)
+      assert.equal("shared: ", said:sub(1, 8))
+   end)
+
    it("names the parameter of a mistake", function()
       local cases = {
          { "interval", { name = "n", interval = 0 } },
@@ -313,6 +398,7 @@ describe("cellrate.share", function()
          { "on_change", { name = "n", on_change = "apply" } },
          { "timeout", { name = "n", timeout = -1 } },
          { "shared_mode", { name = "n", shared_mode = 384 } },
+         { "clock", { name = "n", clock = "bogus" } },
       }
       for _, case in ipairs(cases) do
          support.raises(case[1], share.limiter, client, 100, case[2])
@@ -329,6 +415,11 @@ describe("cellrate.share", function()
            { name = "n", on_change = "apply" } },
          { "ttl must be longer than interval", { name = "n", ttl = 1 } },
          { "member must be a non-empty string without a colon", { name = "n", member = "" } },
+         { "member must be a non-empty string without a colon", { name = "n", member = 3 } },
+         { "ttl must be a finite number of seconds > 0", { name = "n", ttl = -1 } },
+         { "ttl must be a finite number of seconds > 0", { name = "n", ttl = "3" } },
+         { "on_change is not taken by a share store: its local limiter follows the share",
+           { name = "n", on_change = "refuse" } },
       }
       for _, case in ipairs(said) do
          local text = support.raises(case[1], share.limiter, client, 100, case[2])

@@ -22,6 +22,7 @@ import catalogue_model as catalogue  # noqa: E402
 import gcra_model as model  # noqa: E402
 import metrics_model  # noqa: E402
 import options_model  # noqa: E402
+import share_model  # noqa: E402
 from gcra_model import HORIZON_NS, INT64_MAX  # noqa: E402
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"
@@ -1840,6 +1841,163 @@ def make_metrics() -> str:
 
 
 # --------------------------------------------------------------------------
+# share.txt
+
+
+def make_share() -> str:
+    """The fleet share's member rules (share_model): each face reads every line."""
+    rng = random.Random(SEED + 31)
+    lines = [
+        GENERATED.rstrip("\n"),
+        "# The fleet share's member rules (docs/design/share.md; core/cellrate/share.h). Numbers",
+        "# %.17g (nan, inf, -inf as such); flags 0 or 1; a fleet is Limit(rate, period, burst).",
+        "# constant <name> <value>       floor_divisor: the script's FLOOR_DIVISOR and the core's;",
+        "#   cold_start: the share before Redis first answers; slowest_ns; unknown: a demand's",
+        "# local <rate> <period> <burst> <share> <status> <rate> <period> <burst> <emission_ns>",
+        "#   the local limit of a share of the fleet (0 0 0 0 after a status other than OK)",
+        "# algorithm <name> <rate> <period> <share> <status>   a fleet of that algorithm",
+        "# of <rate> <period> <burst> <local rate> <local period> <share>   the share a limit is",
+        "# asked <admitted> <refused> <refunded> <baseline> <asked> <counted>   from the counters",
+        "# report <rate> <period> <burst> <asked> <elapsed> <known> <share> <joined>"
+        " <demand> <held> <fleet_rate>",
+        "# reply <share text> <members> <target text> <status> <share> <target>   - for an empty"
+        " text",
+        "# after <outcome> <share> <joined> <held> <answered> <share> <apply> <confirm>",
+    ]
+    for name, value in (("floor_divisor", share_model.FLOOR_DIVISOR),
+                        ("cold_start", g17(share_model.COLD_START)),
+                        ("slowest_ns", share_model.SLOWEST_NS),
+                        ("unknown", g17(share_model.UNKNOWN))):
+        lines.append(f"constant {name} {value}")
+
+    def local(rate: float, period: float, burst: int, share: float) -> None:
+        assert model.limit_from_number(rate, period, burst)[0] == "OK", (rate, period, burst)
+        made = share_model.local_limit(rate, period, burst, share)
+        lines.append(f"local {g17(rate)} {g17(period)} {burst} {g17(share)} {made.status} "
+                     f"{g17(made.rate)} {g17(made.period)} {made.burst} {made.emission_ns}")
+
+    lines.append("# a fleet of 1000/s, burst 100: shares from nothing to all of it, and beyond")
+    for share in (1.0, 0.5, 0.45, 0.1, 1 / 3, 2 / 3, 0.125, 1 / 16, 0.29, 0.7, 0.3, 0.0, -0.0,
+                  -1.0, math.nan, math.inf, -math.inf, 2.0, 1.0000000000000002, 5e-324, 1e-12,
+                  0.009, 0.01, 0.0099999999999999985):
+        local(1000.0, 1.0, 100, share)
+    lines.append("# tiny shares and slow fleets: the floors (a unit per 2^61 ns, or the fleet's"
+                 " rate when slower; burst 1)")
+    for rate, period, burst in ((1.0, 3600.0, 1), (100.0, 3600.0, 40), (1.0, 86400.0 * 365, 1),
+                                (1.0, 2**61 / 1e9, 2), (1.0, 2**62 / 1e9, 1),
+                                (3.0, 2**62 / 1e9, 1), (1e-6, 1.0, 1)):
+        for share in (1.0, 0.5, 1e-3, 1e-12, 1e-300, 0.0):
+            local(rate, period, burst, share)
+    lines.append("# fractional rates")
+    for rate, period, burst in ((0.5, 1.0, 1), (2.5, 1.0, 3), (0.1, 0.3, 7), (1 / 3, 1.0, 1),
+                                (100.0, 60.0, 60), (10.0, 0.001, 5)):
+        for share in (1.0, 0.5, 1 / 3, 0.125, 0.01):
+            local(rate, period, burst, share)
+    lines.append("# huge fleets near the ceilings: T = 1 ns, tau = 2^62; bursts beyond 2^53")
+    for rate, period, burst in ((1e9, 1.0, 2**62), (1.5e9, 1.0, 2**62), (1e9, 1.0, 2**62 - 1),
+                                (1e9, 1.0, 2**53 + 1), (4e9, 4.0, 2**61 + 3), (1e12, 1000.0, 2**60),
+                                (6e8, 1.0, 2**61)):
+        for share in (1.0, 0.9, 0.5, 0.4, 1 / 3, 0.3, 0.125, 1e-9, 0.0):
+            local(rate, period, burst, share)
+    lines.append("# random fleets and shares")
+    for _ in range(80):
+        rate = 10 ** rng.uniform(-3, 9)
+        period = rng.choice((1.0, 60.0, 3600.0, 86400.0, 0.5, 10 ** rng.uniform(-3, 5)))
+        status, emission, _ = model.limit_from_number(rate, period, 1)
+        if status != "OK":
+            continue
+        burst = rng.choice((1, rng.randrange(1, 1000), max(1, HORIZON_NS // emission)))
+        share = rng.choice((rng.random(), 1 / rng.randrange(1, 64), rng.random() ** 8))
+        local(rate, period, burst, share)
+
+    lines.append("# the algorithms a share divides: gcra and token_bucket alike; not the windows")
+    for name in ("gcra", "token_bucket", "fixed_window", "sliding_window"):
+        status = "OK" if name in ("gcra", "token_bucket") else "E_ALGORITHM"
+        lines.append(f"algorithm {name} 100 60 {g17(0.5)} {status}")
+
+    lines.append("# the share a local limit is of its fleet (a host's region read back)")
+    for rate, period, burst, local_rate, local_period in (
+            (1000.0, 1.0, 100, 500.0, 1.0), (1000.0, 1.0, 100, 125.0, 1.0),
+            (100.0, 60.0, 10, 50.0, 60.0), (100.0, 60.0, 10, 100.0, 30.0),
+            (1000.0, 1.0, 100, 1000.0, 1.0), (1000.0, 1.0, 100, 2000.0, 1.0),
+            (1.0, 3600.0, 1, 3600 * 1e9 / 2**61, 3600.0), (1000.0, 1.0, 100, 333.0, 1.0)):
+        share = share_model.share_of_rate(rate, period, local_rate, local_period)
+        lines.append(f"of {g17(rate)} {g17(period)} {burst} {g17(local_rate)} {g17(local_period)} "
+                     f"{g17(share)}")
+
+    lines.append("# the units asked since a baseline: admitted + refused - refunded, saturated;"
+                 " 0 when the count fell")
+    top = share_model.COUNT_MAX
+    for admitted, refused, refunded, baseline in (
+            (0, 0, 0, 0), (10, 0, 0, 0), (10, 5, 0, 0), (10, 5, 3, 0), (1017, 1000, 0, 0),
+            (100, 0, 90, 0), (100, 0, 90, 5), (100, 0, 90, 10), (100, 0, 90, 50), (5, 0, 10, 0),
+            (40, 0, 0, 30), (40, 2, 0, 45), (top, 0, 0, 0), (top, top, 0, 0), (top, top, top, 0),
+            (top, 1, 0, top - 1), (2**53 + 1, 0, 0, 1), (2**62, 2**62, 1, 2**62)):
+        asked, counted = share_model.asked(admitted, refused, refunded, baseline)
+        lines.append(f"asked {admitted} {refused} {refunded} {baseline} {asked} {counted}")
+
+    lines.append("# a heartbeat's numbers: the demand in units per second (unknown until known),"
+                 " what it holds")
+
+    def report(rate: float, period: float, burst: int, asked: float, elapsed: float, known: bool,
+               share: float, joined: bool) -> None:
+        made = share_model.report(rate, period, asked, elapsed, known, share, joined)
+        lines.append(f"report {g17(rate)} {g17(period)} {burst} {g17(asked)} {g17(elapsed)} "
+                     f"{int(known)} {g17(share)} {int(joined)} {g17(made.demand)} "
+                     f"{g17(made.held)} {g17(made.fleet_rate)}")
+
+    for asked, elapsed, known, share, joined in (
+            (0.0, 1.0, True, 1.0, True), (40.0, 2.0, True, 0.5, True), (40.0, 2.0, False, 0.5, True),
+            (40.0, 2.0, True, 0.125, False), (40.0, 0.0, True, 0.5, True),
+            (40.0, -1.0, True, 0.5, True), (40.0, math.nan, True, 0.5, True),
+            (40.0, math.inf, True, 0.5, True), (-5.0, 1.0, True, 0.5, True),
+            (math.nan, 1.0, True, 0.5, True), (math.inf, 1.0, True, 0.5, True),
+            (5000.0, 1.0, True, 0.5, True), (1000.0, 1.0, True, 0.5, True),
+            (1.0, 5e-324, True, 0.5, True), (3.0, 0.2, True, 1 / 3, True),
+            (10.0, 1.0, True, 1.5, True), (10.0, 1.0, True, -0.5, True),
+            (10.0, 1.0, True, math.nan, True), (7.0, 0.3, True, 0.0, True)):
+        report(1000.0, 1.0, 100, asked, elapsed, known, share, joined)
+    report(100.0, 60.0, 10, 30.0, 1.0, True, 0.25, True)
+    report(0.5, 1.0, 1, 3.0, 2.0, True, 0.5, True)
+
+    lines.append("# the script's reply: { share, members, target }, decimal texts of fractions")
+
+    def reply(share: str, members: int, target: str) -> None:
+        read = share_model.read_reply(share, members, target)
+        lines.append(f"reply {share or '-'} {members} {target or '-'} {read.status} "
+                     f"{g17(read.share)} {g17(read.target)}")
+
+    for text in ("0.5", "1", "0", "0.33333333333333331", "0.33333333333333337",
+                 "1.2500000000000001e-06", "0.000125", "1e0", "1E-3", ".5", "5.", "0.", "00.5",
+                 "1.0", "1e-400", "0" * 50 + ".5", "0." + "0" * 60 + "1",
+                 "0." + "1" * 40, "0." + "1" * 41, "1.0000000000000002", "1.5", "2",
+                 "1e400", "nan", "inf", "-0.5", "-0", "+0.5", "0x1p-1", "1e", "e5", ".", "0.5x",
+                 "0,5", "0.5.5", "1e+0", "1e-0", "9e-1", ""):
+        reply(text, 2, "0.5")
+    reply("0.5", 2, "0.25")
+    reply("0.5", 1, "1")
+    reply("0.5", 0, "0.5")
+    reply("0.5", -1, "0.5")
+    reply("0.5", 2**62, "0.5")
+    reply("0.5", 2, "1.5")
+    reply("0.5", 2, "")
+    reply("0.0625", 2, "0.03125")
+
+    lines.append("# after a heartbeat: the share applied (or kept) and a confirmation of a shrink")
+    for outcome in share_model.OUTCOMES:
+        for share, joined, held, answered in (
+                (0.125, False, 0.0, 1.0), (0.125, False, 0.0, 0.0625), (0.5, True, 0.5, 0.25),
+                (0.5, True, 0.5, 0.5), (0.5, True, 0.5, 0.75), (0.25, True, 0.5, 0.3),
+                (1.0, True, 1.0, 0.999), (0.0, True, 0.0, 0.0), (0.3, True, 0.3, 1.5),
+                (0.3, True, 0.3, math.nan)):
+            step = share_model.after(outcome, share, joined, held, answered)
+            lines.append(f"after {outcome} {g17(share)} {int(joined)} {g17(held)} "
+                         f"{g17(answered)} {g17(step.share)} {int(step.apply)} "
+                         f"{int(step.confirm)}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------
 
 
 def generate() -> dict[str, str]:
@@ -1850,6 +2008,7 @@ def generate() -> dict[str, str]:
         "options.txt": make_options(),
         "rates.txt": make_rates(),
         "seconds.txt": make_seconds(),
+        "share.txt": make_share(),
         "status.txt": make_status(),
     }
 

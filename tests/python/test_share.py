@@ -18,6 +18,7 @@ import time
 import pytest
 
 import cellrate
+from cellrate._cellrate import _share_asked, _share_limit
 from conftest import HERE
 
 redis = pytest.importorskip("redis")
@@ -238,11 +239,21 @@ def test_bad_input_names_the_parameter(client):
     assert raised.value.param == "client"
     with pytest.raises(TypeError):
         ShareLimiter(client, 100)  # name is required
-    for options, words in (({"interval": 0}, "interval must be a finite number of seconds > 0"),
-                           ({"ttl": 1.0}, "ttl must be longer than interval"),
-                           ({"member": ""}, "member must be a non-empty string without a colon")):
-        with pytest.raises(cellrate.InvalidArgument, match=re.escape(words)):
+    # the core's words (the options table), the Lua face's too, exactly
+    for options, words in (
+            ({"interval": 0}, "interval must be a finite number of seconds > 0"),
+            ({"ttl": 1.0}, "ttl must be longer than interval"),
+            ({"ttl": 0.5}, "ttl must be longer than interval"),
+            ({"ttl": -1}, "ttl must be a finite number of seconds > 0"),
+            ({"ttl": "3"}, "ttl must be a finite number of seconds > 0"),
+            ({"member": ""}, "member must be a non-empty string without a colon"),
+            ({"member": 3}, "member must be a non-empty string without a colon"),
+            ({"on_change": "refuse"},
+             "on_change is not taken by a share store: its local limiter follows the share")):
+        with pytest.raises((cellrate.InvalidArgument, cellrate.InvalidArgumentType)) as raised:
             ShareLimiter(client, 100, name="n", background=False, **options)
+        assert str(raised.value) == words, options
+
     # the script refuses a heartbeat's ttl and member in the core's words too
     script = SHARE_SCRIPT.decode()
     for constant, param, options in (("TTL_TOO_SHORT", "ttl", {"ttl": 1.0}),
@@ -251,6 +262,16 @@ def test_bad_input_names_the_parameter(client):
         with pytest.raises(cellrate.InvalidArgument) as raised:
             ShareLimiter(client, 100, name="n", background=False, **options)
         assert str(raised.value) == f"{param} {words}"
+
+
+def test_the_local_limiters_own_options_pass_through(client):
+    """clock= (and capacity= of the keyed form) are the local limiter's."""
+    for clock in ("monotonic", "fast"):
+        with ShareLimiter(client, 100, name="n", clock=clock, background=False) as limiter:
+            assert limiter.local.clock == clock
+        with KeyedShareLimiter(client, 100, name="n", clock=clock, capacity=64,
+                               background=False) as keyed:
+            assert (keyed.local.clock, keyed.local.capacity) == (clock, 64)
 
 
 def test_every_decision_but_peek_counts_as_demand(client):
@@ -268,7 +289,7 @@ def test_every_decision_but_peek_counts_as_demand(client):
         asyncio.run(limiter.acquire(1))
         assert not limiter.allow(1000)  # refused: asked all the same
         def since_heartbeat():
-            return limiter._units_counted() - limiter._counted
+            return _share_asked(limiter.local.stats(), limiter._counted)[0]
         assert since_heartbeat() == 1 + 2 + 3 + 4 + 5 + 1 + 1 + 1000
         assert limiter.heartbeat() and since_heartbeat() == 0
         assert limiter.allow == limiter.local.allow  # no wrapper
@@ -287,14 +308,76 @@ def test_a_share_of_a_slow_limit_below_the_cores_slowest_rate_is_that_rate(clien
     try:
         assert members[1].share == 1 / 16
         # a unit per 146 years or more would be refused by the core
-        rate, burst = members[1]._scaled(1e-12)
-        assert (rate, burst) == (3600 * 1e9 / 2**61, 1)
-        members[1].local.reconfigure(rate, 3600, burst=burst)
+        rate, period, burst = _share_limit(members[1].fleet, 1e-12)
+        assert (rate, period, burst) == (3600 * 1e9 / 2**61, 3600, 1)
+        members[1].local.reconfigure(rate, period, burst=burst)
         members[1].allow()
         assert members[1].allow() is False
     finally:
         for member in members:
             member.close()
+
+
+def test_refunded_units_are_not_demand(client):
+    """The demand is the units used: a refund gives units back, so they count out of it
+    (the counters never fall: units_refunded counts them)."""
+    limiter = ShareLimiter(client, 1000, period=3600, burst=200, name="refunds",
+                           background=False)  # a slow limit: nothing refills meanwhile
+    try:
+        before = limiter._counted
+        assert limiter.check(100).allowed and limiter.allow(7)
+        limiter.local.refund(90)  # the estimate was 100, 10 were used
+        assert not limiter.allow(200)  # refused: asked all the same
+        assert limiter.heartbeat()
+        assert limiter._counted - before == 10 + 7 + 200
+    finally:
+        limiter.close()
+
+
+def test_a_reply_not_the_scripts_keeps_the_last_share(client, caplog):
+    """A reply that is not the script's (not { share, members, target } of fractions) is
+    no answer: the member keeps its last share, applied again, and says so once."""
+    caplog.set_level(logging.WARNING, logger="cellrate")
+    limiter = ShareLimiter(client, 1000, burst=100, name="garbled", background=False)
+    try:
+        assert limiter.share == 1.0
+        for reply in ([b"most", 1, b"0.5"], [b"1.5", 1, b"1"], [b"0.5", 0, b"0.5"], b"OK",
+                      [b"0.5", 1]):
+            limiter.local.reconfigure(5000, burst=500)  # changed by hand
+            limiter._call = lambda words, reply=reply: reply
+            assert limiter.heartbeat() is False
+            assert (limiter.share, limiter.rate, limiter.burst) == (1.0, 1000, 100)
+        said = [r.getMessage() for r in caplog.records if "does not answer" in r.getMessage()]
+        assert len(said) == 1 and "is not the share script's" in said[0], said
+        del limiter._call
+        assert limiter.heartbeat() is True
+    finally:
+        limiter.close()
+
+
+def test_every_share_of_a_fleet_near_the_ceilings_is_a_limit(client):
+    """A fleet of T = 1 ns and tau = 2^62: a share rounds the local T up, and
+    floor(burst * share) would not fit beside it; the local burst is what fits."""
+    limiter = ShareLimiter(client, 1e9, burst=2**62, name="ceiling", background=False)
+    try:
+        for share, burst in ((b"0.4", 1537228672809129301), (b"0.9", 4150517416584649216),
+                             (b"0.33333333333333331", 1537228672809129216)):
+            limiter._call = lambda words, share=share: [share, 2, share]
+            assert limiter.heartbeat() is True
+            assert (limiter.share, limiter.burst) == (float(share), burst)
+    finally:
+        del limiter._call
+        limiter.close()
+
+
+def test_a_fleet_slower_than_the_slowest_share_is_never_exceeded(client):
+    """The floor of a share (a unit per 2^61 ns) never exceeds a fleet slower still."""
+    limiter = ShareLimiter(client, 1, period=2**62 / 1e9, name="slowest", background=False)
+    try:
+        assert limiter.share == 1.0 and limiter.rate == 1
+    finally:
+        limiter.close()
+    assert limiter.share == 0.0 and limiter.rate == 1  # nothing held: still the fleet's
 
 
 def test_a_member_that_never_reached_redis_holds_the_start_share(caplog):
@@ -560,10 +643,16 @@ def test_fleet_of_processes_keeps_the_bound_while_members_die_and_join(server, t
         procs[i].wait()
         events.append((time.monotonic(), "death", i))
 
-    t0 = time.monotonic()
     try:
         for i in range(4):
             start(i, run_for)
+        # the plan's clock starts once every member decides (a loaded machine may take
+        # seconds to start a process: one killed before then would have written nothing)
+        deadline = time.monotonic() + 60
+        while not all((tmp_path / f"m{i}.shares").exists() for i in range(4)):
+            assert time.monotonic() < deadline, "the members never started"
+            time.sleep(0.05)
+        t0 = time.monotonic()
         plan = [(4.0, kill, 0), (8.0, start, 4), (12.0, kill, 1), (16.0, start, 5)]
         for at, action, i in plan:
             time.sleep(max(0.0, t0 + at - time.monotonic()))
