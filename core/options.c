@@ -8,6 +8,7 @@
 #include "cellrate/http.h"
 #include "cellrate/limit.h"
 #include "cellrate/stores.h"
+#include "cellrate/web.h"
 
 #include <math.h>
 #include <string.h>
@@ -173,12 +174,15 @@ static const cr_option policy_options[] = {
     OBJECT_("trusted_proxies", PYTHON),
     WORD_("proxy_header", CR_E_PROXY_HEADER, "X-Forwarded-For Forwarded", CR_OPTION_ANY_CASE,
           PYTHON, TEXT_("X-Forwarded-For")),
-    INTEGER_("ipv4_prefix", CR_E_IPV4_PREFIX, 0, 32, 0, BOTH, INT_(32)),
-    INTEGER_("ipv6_prefix", CR_E_IPV6_PREFIX, 0, 128, 0, BOTH, INT_(64)),
+    INTEGER_("ipv4_prefix", CR_E_IPV4_PREFIX, 0, CR_IPV4_PREFIX_MAX, 0, BOTH,
+             INT_(CR_IPV4_PREFIX_DEFAULT)),
+    INTEGER_("ipv6_prefix", CR_E_IPV6_PREFIX, 0, CR_IPV6_PREFIX_MAX, 0, BOTH,
+             INT_(CR_IPV6_PREFIX_DEFAULT)),
     OBJECT_("exempt_paths", PYTHON),
     OBJECT_("exempt_methods", PYTHON),
     OF_KIND_("exempt", CR_OPTION_FUNCTION, CR_E_EXEMPT, PYTHON),
-    INTEGER_("status", CR_E_STATUS, 400, 599, 0, BOTH, INT_(429)),
+    INTEGER_("status", CR_E_STATUS, CR_REFUSAL_STATUS_MIN, CR_REFUSAL_STATUS_MAX, 0, BOTH,
+             INT_(429)),
     STRING_("body", CR_E_BODY, "", 0, CR_OPTION_BINARY, BOTH, NONE_),
     STRING_("content_type", CR_E_CONTENT_TYPE, "", 0, 0, BOTH, NONE_),
     NAME_("name", CR_E_HEADER_NAME, "", 0, BOTH),

@@ -23,10 +23,14 @@ local ngx_sleep = ngx.sleep
 local ngx_WARN = ngx.WARN
 local error, getmetatable, ipairs, pcall, select, setmetatable, tostring, type =
     error, getmetatable, ipairs, pcall, select, setmetatable, tostring, type
-local floor = math.floor
-local byte, char, sub = string.byte, string.char, string.sub
 local check_all = cellrate.check_all
 local header_fields = cellrate.header_fields
+-- The web rules (the core's, cellrate/web.h; docs/design/http.md): the
+-- fields a dry run leaves out, the settlement of a count (the status of a
+-- refusal and the prefix lengths of the default key are options: the core's
+-- table judges them, check_options below).
+local settle_count = cellrate.settle
+local DRY_RUN_REMOVED = cellrate.dry_run_removed()
 
 -- A decision and its fields through LuaJIT's FFI (cellrate.ffi: an FFI call
 -- is compiled into the trace, a Lua C function ends it; the same core calls
@@ -35,6 +39,7 @@ local header_fields = cellrate.header_fields
 local fast = require "cellrate.ffi"
 local keyed_check_headers, limiter_check_headers = fast.keyed, fast.limiter
 local keyed_check, limiter_check = fast.keyed_check, fast.limiter_check
+local address_key = fast.address_key
 
 local _M = { _VERSION = cellrate._VERSION }
 
@@ -73,56 +78,40 @@ local function check_options(opts, level)
     checked[opts] = true
 end
 
--- The first `bits` bits of `addr`, in `length` bytes (zero bits after the
--- prefix); `addr` itself when it is all of them.
-local function masked(addr, bits, length)
-    if bits == #addr * 8 then
-        return addr
+-- The client's address as a key (the core's, as cellrate.web.Policy's):
+-- IPv4 by its first ipv4_prefix bits (default 32: "192.0.2.1"), IPv4-mapped
+-- IPv6 as its IPv4 address, other IPv6 by its first ipv6_prefix bits
+-- (default 64, the network a host is given: "2001:db8:1:2::/64"); "unknown"
+-- for a client without an IP address (over a unix socket nginx gives
+-- "unix:"): one key for every such client. nil where nginx gives none.
+-- With the default prefixes, the keys of the addresses seen lately are kept
+-- (as the Python policy keeps them): a known address costs a table lookup,
+-- a fresh one a call into the core. Two generations of at most
+-- KEY_CACHE_SIZE addresses each: when the recent one is full it becomes the
+-- older one, and the older one is dropped.
+local KEY_CACHE_SIZE = 4096
+local recent_keys, older_keys, recent_count = {}, {}, 0
+
+local function default_key(addr)
+    local key = older_keys[addr] or address_key(addr)
+    recent_count = recent_count + 1
+    if recent_count > KEY_CACHE_SIZE then
+        older_keys, recent_keys, recent_count = recent_keys, {}, 1
     end
-    local whole = floor(bits / 8)
-    local prefix = sub(addr, 1, whole)
-    local rest = bits - whole * 8
-    if rest > 0 then
-        prefix = prefix .. char(floor(byte(addr, whole + 1) / 2 ^ (8 - rest)) * 2 ^ (8 - rest))
-    end
-    if #prefix < length then
-        prefix = prefix .. ("\0"):rep(length - #prefix)
-    end
-    return prefix
+    recent_keys[addr] = key
+    return key
 end
 
-local MAPPED_ZEROS = ("\0"):rep(10) -- ::ffff:a.b.c.d: 10 zero bytes, ff ff, the IPv4 address
-
--- The client's address as a key: IPv4 (4 bytes) under its first ipv4_prefix
--- bits (default 32: the address), IPv4-mapped IPv6 folded onto its IPv4
--- address, other IPv6 under its first ipv6_prefix bits (default 64, the
--- network a host is given: 8 bytes). An IPv4 key is 4 bytes, an IPv6 key at
--- least 5 (a short prefix padded with zero bytes), so the two families never
--- share a key. (Over a unix socket nginx gives the text "unix:": one key for
--- every such client, as for limit_req.) nil where nginx gives none.
 local function client_address(opts)
     local addr = ngx_var.binary_remote_addr
     if addr == nil then
         return nil
     end
-    local length = #addr
-    if length == 16 then
-        if byte(addr, 11) ~= 255 or byte(addr, 12) ~= 255 or sub(addr, 1, 10) ~= MAPPED_ZEROS then
-            local bits = opts.ipv6_prefix
-            if bits == nil then
-                return sub(addr, 1, 8)
-            end
-            return masked(addr, bits, bits > 32 and 0 or 5)
-        end
-        addr = sub(addr, 13)
-    elseif length ~= 4 then
-        return addr -- no IP address ("unix:")
+    local ipv4, ipv6 = opts.ipv4_prefix, opts.ipv6_prefix
+    if ipv4 == nil and ipv6 == nil then
+        return recent_keys[addr] or default_key(addr)
     end
-    local bits = opts.ipv4_prefix
-    if bits == nil then
-        return addr
-    end
-    return masked(addr, bits, 4)
+    return address_key(addr, ipv4, ipv6)
 end
 
 -- The request's key: opts.key as given (a string), what the function opts.key
@@ -324,10 +313,12 @@ local function answer(opts, decider, allowed, remaining, retry_after, reset_afte
     set_fields(name1, value1, name2, value2, name3, value3, name4, value4, name5, value5,
                name6, value6)
     if opts.dry_run then
-        -- A dry run admits: the fields say where the quota stands, but no
-        -- Retry-After, which would tell a client of a 200 to back off
-        -- (docs/contract.md).
-        ngx_header["Retry-After"] = nil
+        -- A dry run admits: the fields say where the quota stands, but not
+        -- those the core leaves out (Retry-After, which would tell a client
+        -- of a 200 to back off; docs/contract.md).
+        for i = 1, #DRY_RUN_REMOVED do
+            ngx_header[DRY_RUN_REMOVED[i]] = nil
+        end
         -- counted in the limiter (its region: every worker's) as would_refuse
         decider:_would_refuse(opts.cost or 1)
         ngx_log(ngx_WARN, "cellrate dry run: would refuse ", tostring(decider),
@@ -424,37 +415,39 @@ The difference from cost is charged (lim:charge: the key may go into debt,
 up to the limit's max_debt, refused until it drains) or given back
 (lim:refund). A count above a limit's max_cost (its option) is settled as
 max_cost there; what was clipped (at max_cost or at the debt bound) is
-logged at WARN: one bad figure costs a key a bounded refusal. Returns the
-difference, or nil when the place holds no whole number >= 0 (nothing is
-settled then; a value that is no count is logged).
+logged at WARN: one bad figure costs a key a bounded refusal. The core's
+settlement, as cellrate.web.Policy's charge= (docs/design/http.md). Returns
+the difference, or nil when the place holds nothing or no count (decimal
+digits, whitespace around them allowed): nothing is settled then, and a
+value that is no count is logged with the core's words.
 ]]
 -- Each limit's max_cost (false: none), read once: a store keeps it.
 local max_costs = setmetatable({}, { __mode = "k" })
 
--- Settles `actual` units (what `cost` charged at the door) on one limit,
--- clipped at its max_cost; logs what was clipped.
-local function settle(limit, key, actual, cost, value)
+-- Settles the count `value` on one limit that `cost` charged at the door
+-- (the core's settlement: at most the limit's max_cost); logs what was
+-- clipped.
+local function settle(limit, key, cost, value)
     local most = max_costs[limit]
     if most == nil then
         most = limit:info().max_cost or false
         max_costs[limit] = most
     end
-    if most and actual > most then
+    local total, units, clipped = settle_count(cost, value, most or nil)
+    if clipped then
         ngx_log(ngx_WARN, "cellrate: charge: ", value, " units, above max_cost ", most,
-                ": settled as ", most)
-        actual = most
+                ": settled as ", total)
     end
-    local units = actual - cost
     if units < 0 then
         if key then limit:refund(key, -units) else limit:refund(-units) end
     elseif units > 0 then
-        local clipped
+        local debt
         if key then
-            clipped = select(5, limit:charge(key, units))
+            debt = select(5, limit:charge(key, units))
         else
-            clipped = select(5, limit:charge(units))
+            debt = select(5, limit:charge(units))
         end
-        if clipped then
+        if debt then
             ngx_log(ngx_WARN, "cellrate: charge: ", value, " units met the debt bound",
                     key and " (key " .. tostring(key) .. ")" or "", ": committed up to it")
         end
@@ -464,15 +457,15 @@ end
 function _M.charge(limits, opts)
     opts = opts or NO_OPTIONS
     local value = ngx_var[charge_variable(opts)]
-    local actual = tonumber(value)
-    if actual == nil or actual < 0 or actual ~= floor(actual) then
-        if value ~= nil and value ~= "" then
-            ngx_log(ngx_WARN, "cellrate: charge: ", tostring(value), " is no count of units")
-        end
-        return nil
+    if value == nil or value == "" then
+        return nil -- nothing reported
     end
     local cost = opts.cost or 1
-    local units = actual - cost
+    local total, units = settle_count(cost, value, nil)
+    if total == nil then
+        ngx_log(ngx_WARN, "cellrate: ", units, ", got ", value)
+        return nil
+    end
     if units == 0 then
         return 0
     end
@@ -486,16 +479,15 @@ function _M.charge(limits, opts)
         local mt = getmetatable(limit)
         if mt == KEYED_MT then
             key = key or request_key(opts, 3)
-            settle(limit, key, actual, cost, value)
+            settle(limit, key, cost, value)
         elseif mt == LIMITER_MT then
-            settle(limit, nil, actual, cost, value)
+            settle(limit, nil, cost, value)
         else
             error("cellrate.nginx: limits[" .. i .. "] must be a cellrate limiter or keyed"
                   .. " limiter, got " .. type(limit), 2)
         end
     end
     return units
-
 end
 
 -- Concurrency (docs/design.md §15): hold(concurrency, opts) in the access
