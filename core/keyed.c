@@ -37,7 +37,6 @@
 
 #define SLOTS_PER_BUCKET 4
 #define MAX_STRIPES 256
-#define MAX_CAPACITY ((int64_t)1 << 32)
 
 /* The fingerprint word: the generation tag above, the key's 56-bit
  * fingerprint below (never 0 in an occupied slot). */
@@ -320,7 +319,7 @@ static cr_status map_shared_table(cr_keyed *keyed, const char *path, int64_t mod
 cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity, const char *path,
                         int64_t mode, cr_on_change on_change)
 {
-    if (capacity < 1 || capacity > MAX_CAPACITY)
+    if (capacity < 1 || capacity > CR_KEYED_MAX_CAPACITY)
         return CR_E_CAPACITY;
     if (on_change != CR_CHANGE_APPLY && on_change != CR_CHANGE_REFUSE)
         return CR_E_ON_CHANGE;

@@ -228,12 +228,12 @@ bool cr_address_from_bytes(cr_address *out, const void *bytes, size_t len)
 
 cr_status cr_ipv4_prefix_check(int64_t prefix)
 {
-    return prefix >= 0 && prefix <= 32 ? CR_OK : CR_E_IPV4_PREFIX;
+    return prefix >= 0 && prefix <= CR_IPV4_PREFIX_MAX ? CR_OK : CR_E_IPV4_PREFIX;
 }
 
 cr_status cr_ipv6_prefix_check(int64_t prefix)
 {
-    return prefix >= 0 && prefix <= 128 ? CR_OK : CR_E_IPV6_PREFIX;
+    return prefix >= 0 && prefix <= CR_IPV6_PREFIX_MAX ? CR_OK : CR_E_IPV6_PREFIX;
 }
 
 /* `bytes` (`size` of them) with every bit after the first `prefix` cleared. */
@@ -511,7 +511,7 @@ bool cr_forwarded_client(cr_address *client, const char *value, size_t len, cr_p
 
 cr_status cr_refusal_status_check(int64_t status)
 {
-    return status >= 400 && status <= 599 ? CR_OK : CR_E_STATUS;
+    return status >= CR_REFUSAL_STATUS_MIN && status <= CR_REFUSAL_STATUS_MAX ? CR_OK : CR_E_STATUS;
 }
 
 static const char *const DRY_RUN_REMOVED[] = {"Retry-After"};

@@ -286,6 +286,28 @@ PyDoc_STRVAR(check_hold_doc,
              "of a holding's key and cost (InvalidArgument / InvalidArgumentType naming\n"
              "the parameter); returns the lease in integer ns, or None when it is None.");
 
+PyDoc_STRVAR(check_options_doc,
+             "_check_options(constructor, options, /)\n--\n\n"
+             "Private: the options given to a constructor (a dict of keyword arguments;\n"
+             "None is absent) judged by the core's table (cellrate/options.h): a dict of\n"
+             "every option the Python face takes, normalised, absent ones at their\n"
+             "default (or None). An unknown name is TypeError, a refused value\n"
+             "InvalidArgument / InvalidArgumentType in the core's words.");
+
+PyDoc_STRVAR(options_doc,
+             "_options(constructor, /)\n--\n\n"
+             "Private: the rows of the core's options table the Python face takes for\n"
+             "`constructor`: {name: {'kind', 'default', 'words', 'status'}}.");
+
+PyDoc_STRVAR(parse_rates_doc,
+             "_parse_rates(text, /)\n--\n\n"
+             "Private: the limits a rate string names ('100/day;10/hour'): a list of\n"
+             "(rate, period, the part's text), or InvalidArgument naming `rate`.");
+
+PyDoc_STRVAR(algorithm_takes_burst_doc,
+             "_algorithm_takes_burst(algorithm, /)\n--\n\n"
+             "Private: whether the algorithm reads a burst (gcra, token_bucket; the\n"
+             "window algorithms refuse one).");
 PyDoc_STRVAR(share_limit_doc,
              "_share_limit(fleet, share, /)\n--\n\n"
              "Private: the local limit of `share` of the fleet (a Limit), as (rate,\n"

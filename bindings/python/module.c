@@ -32,6 +32,7 @@
 #include "compose.c"
 #include "concurrency.c"
 #include "checks.c"
+#include "options.c"
 #include "share.c"
 #include "web.c"
 
@@ -176,6 +177,11 @@ static PyMethodDef cellrate_methods[] = {
     {"_check_request", (PyCFunction)(void (*)(void))module_check_request, METH_FASTCALL,
      check_request_doc},
     {"_check_hold", (PyCFunction)(void (*)(void))module_check_hold, METH_FASTCALL, check_hold_doc},
+    {"_check_options", (PyCFunction)(void (*)(void))module_check_options, METH_FASTCALL,
+     check_options_doc},
+    {"_options", module_options, METH_O, options_doc},
+    {"_parse_rates", module_parse_rates, METH_O, parse_rates_doc},
+    {"_algorithm_takes_burst", module_algorithm_takes_burst, METH_O, algorithm_takes_burst_doc},
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
     {"read_signal", (PyCFunction)(void (*)(void))module_read_signal, METH_VARARGS | METH_KEYWORDS,
      read_signal_doc},

@@ -27,8 +27,12 @@ extern "C" {
 
 /* File mode of a shared region when the caller names none. */
 #define CR_SHARED_DEFAULT_MODE 0600
-/* Capacity of a keyed table when the caller names none. */
+/* The largest file mode of a shared region (CR_E_SHARED_MODE beyond it). */
+#define CR_SHARED_MAX_MODE 0777
+/* Capacity of a keyed table when the caller names none, and the largest a
+ * keyed table (or a keyed concurrency limit) takes (CR_E_CAPACITY beyond). */
 #define CR_KEYED_DEFAULT_CAPACITY 100000
+#define CR_KEYED_MAX_CAPACITY ((int64_t)1 << 32)
 
 /* ------------------------------------------------------------------------ */
 /* Limiter: one key, one atomic TAT.                                         */

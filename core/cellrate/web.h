@@ -41,6 +41,14 @@ typedef struct cr_address {
 /* The prefix lengths of the default key: an IPv4 address, an IPv6 /64. */
 #define CR_IPV4_PREFIX_DEFAULT 32
 #define CR_IPV6_PREFIX_DEFAULT 64
+/* The widest prefix of each family's address, in bits (cr_ipv4_prefix_check,
+ * cr_ipv6_prefix_check, and the options table's ipv4_prefix / ipv6_prefix). */
+#define CR_IPV4_PREFIX_MAX 32
+#define CR_IPV6_PREFIX_MAX 128
+/* A refusal's HTTP status (cr_refusal_status_check, and the options table's
+ * status): 400 to 599. */
+#define CR_REFUSAL_STATUS_MIN 400
+#define CR_REFUSAL_STATUS_MAX 599
 
 /*
  * An address as text: IPv4 as four decimal octets (no leading zeros, as

@@ -21,16 +21,14 @@ local ngx_log = ngx.log
 local ngx_print = ngx.print
 local ngx_sleep = ngx.sleep
 local ngx_WARN = ngx.WARN
-local error, getmetatable, ipairs, pairs, pcall, select, setmetatable, tostring, type =
-    error, getmetatable, ipairs, pairs, pcall, select, setmetatable, tostring, type
+local error, getmetatable, ipairs, pcall, select, setmetatable, tostring, type =
+    error, getmetatable, ipairs, pcall, select, setmetatable, tostring, type
 local check_all = cellrate.check_all
 local header_fields = cellrate.header_fields
-local check_policy_name = cellrate.check_policy_name
 -- The web rules (the core's, cellrate/web.h; docs/design/http.md): the
--- status of a refusal, the prefix lengths of the default key, the fields a
--- dry run leaves out, the settlement of a count.
-local check_refusal_status = cellrate.check_refusal_status
-local check_address_prefix = cellrate.check_address_prefix
+-- fields a dry run leaves out, the settlement of a count (the status of a
+-- refusal and the prefix lengths of the default key are options: the core's
+-- table judges them, check_options below).
 local settle_count = cellrate.settle
 local DRY_RUN_REMOVED = cellrate.dry_run_removed()
 
@@ -53,34 +51,6 @@ local KEYED_MT = getmetatable(KEYED_PROBE)
 
 local NO_OPTIONS = {}
 
--- The options and the types each takes; opts.status is also a refusal's
--- status (cellrate.check_refusal_status: 400-599), and opts.name a policy
--- name the formatter takes (cellrate.check_policy_name: a bad one is refused
--- here, not at the first refusal).
-local OPTIONS = {
-    key = { string = true, ["function"] = true },
-    cost = { number = true },
-    status = { number = true, boolean = true }, -- a boolean: the status rule's words
-    body = { string = true },
-    content_type = { string = true },
-    name = { string = true },
-    legacy_headers = { boolean = true },
-    admitted_headers = { boolean = true },
-    dry_run = { boolean = true },
-    wait = { number = true },
-    -- a boolean or a string: the prefix rule's words (the Python face's)
-    ipv4_prefix = { number = true, boolean = true, string = true },
-    ipv6_prefix = { number = true, boolean = true, string = true },
-    -- read by charge() in the log phase: where the request's real cost is
-    header = { string = true },
-    variable = { string = true },
-}
--- A throwaway limiter whose methods check the cost and wait options.
-local PROBE = cellrate.limiter(1)
-
--- The prefix lengths of the default key (cellrate.check_address_prefix).
-local PREFIXES = { "ipv4_prefix", "ipv6_prefix" }
-
 -- Why the core refuses a value, in the core's words (nil: it takes it): the
 -- method called on a throwaway store under pcall (a C function called from
 -- pcall carries no position in its message).
@@ -94,54 +64,17 @@ end
 local checked = setmetatable({}, { __mode = "k" })
 local last_checked
 
--- opts.cost as the core takes it (a probe commits nothing), and the prefix
--- options; a mistake raised at `level` (error's, counted from here).
-local function check_cost_and_prefixes(opts, level)
-    local err = opts.cost ~= nil and refused(PROBE, PROBE.peek, opts.cost)
-    if err then
-        error("cellrate.nginx: option cost: " .. err, level)
-    end
-    for _, name in ipairs(PREFIXES) do
-        local prefix = opts[name]
-        err = prefix ~= nil and refused(name, check_address_prefix, prefix)
-        if err then
-            error("cellrate.nginx: " .. err .. ", got " .. tostring(prefix), level)
-        end
-    end
-end
-
--- A mistake is raised at `level` (error's, counted from here: 3 by default,
--- limit()'s caller).
+-- The options, judged by the core's table (cellrate/options.h, the web
+-- policy's row: the Python face's Policy takes the same rules and words): an
+-- unknown name, a mistyped or refused value raises at `level` (error's,
+-- counted from here: 3 by default, limit()'s caller). The request path reads
+-- the table as given.
+local check_table = cellrate._check_options
 local function check_options(opts, level)
-    level = level or 3
-    if type(opts) ~= "table" then
-        error("cellrate.nginx: opts must be a table, got " .. type(opts), level)
+    local ok, err = pcall(check_table, "Policy", opts)
+    if not ok then
+        error("cellrate.nginx: " .. tostring(err), level or 3)
     end
-    for name, value in pairs(opts) do
-        local types = OPTIONS[name]
-        if types == nil then
-            error("cellrate.nginx: unknown option '" .. tostring(name) .. "'", level)
-        end
-        if not types[type(value)] then
-            error("cellrate.nginx: option " .. name .. " must not be a " .. type(value), level)
-        end
-    end
-    local status = opts.status
-    local err = status ~= nil and refused(status, check_refusal_status)
-    if err then
-        error("cellrate.nginx: " .. err .. ", got " .. tostring(status), level)
-    end
-    err = opts.name ~= nil and refused(opts.name, check_policy_name)
-    if err then
-        error("cellrate.nginx: option name: " .. err, level)
-    end
-    -- wait as the core takes it (a reservation of 0 units on the throwaway
-    -- limiter spends nothing real)
-    err = opts.wait ~= nil and refused(PROBE, PROBE.reserve, 0, opts.wait)
-    if err then
-        error("cellrate.nginx: option wait: " .. err, level)
-    end
-    check_cost_and_prefixes(opts, level + 1)
     checked[opts] = true
 end
 

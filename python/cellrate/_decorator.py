@@ -121,17 +121,17 @@ def limit(
     """
     import inspect  # here: `import cellrate` stays light
 
-    timeout = check_timeout(timeout)
-    if not isinstance(block, bool):
-        raise invalid_type("block", "block must be True or False")
-    if key is not None and not callable(key):
-        raise invalid_type("key", "key must be a function of the call's arguments")
-    if isinstance(cost, bool) or not (isinstance(cost, int) or callable(cost)):
-        raise invalid_type("cost", "cost must be an int or a function of the call's arguments")
+    # the core's table checks every option (cellrate/options.h)
+    options = _cellrate._check_options("limit", {
+        "period": period, "burst": burst, "algorithm": algorithm, "key": key, "cost": cost,
+        "block": block, "timeout": timeout, "limiter": limiter})
+    block, cost = options["block"], options["cost"]
+    timeout = check_timeout(options["timeout"])  # as the waits take it (None: any wait)
     if limiter is None:
         if rate is None:
             raise invalid_type("rate", "limit() needs a rate or a limiter=")
-        if burst is None and isinstance(cost, int) and algorithm in ("gcra", "token_bucket"):
+        algorithm = options["algorithm"]
+        if burst is None and isinstance(cost, int) and _cellrate._algorithm_takes_burst(algorithm):
             burst = max(1, cost)  # even spacing: the window bound of docs/design.md §9
         kind: Any = Limiter if key is None else KeyedLimiter  # its overloads split algorithms
         stores = [kind(part, period, burst=burst, algorithm=algorithm)

@@ -34,10 +34,11 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Patte
                     Sequence, Tuple, TypeVar, Union)
 
 import cellrate
-from cellrate._cellrate import (_check_address_prefix, _check_refusal_status, _ClientKeys,
-                                _dry_run_fields, _settle)
+from cellrate._cellrate import _ClientKeys, _dry_run_fields, _settle
 from cellrate._errors import invalid, invalid_type
 from cellrate._rates import split_rates
+
+_check_options = cellrate._cellrate._check_options
 
 __all__ = ["Policy", "Request", "Response", "header", "client_address", "hop_address", "Store", "Limits"]
 
@@ -242,11 +243,6 @@ ADDRESS_CACHE_SIZE = 4096
 CONCURRENCY_KEYS = 10_000
 
 
-def _prefix(value: Any, param: str) -> int:
-    """An ipv4_prefix or ipv6_prefix, by the core's rule and in its words."""
-    return _check_address_prefix(param, value)
-
-
 # Hops read at full prefixes: hop_address's keys are the addresses themselves.
 _FULL_ADDRESSES = _ClientKeys(32, 128)
 
@@ -274,10 +270,8 @@ _ROUTE = re.compile(r"^(?:([A-Za-z]+)\s+)?(/.*)$")
 
 
 def _namespace(shared: Any) -> str:
-    """The shared= directory, made (0o700) when absent."""
-    if not isinstance(shared, (str, os.PathLike)):
-        raise invalid_type("shared", "shared must be a directory path (str or os.PathLike)")
-    path = os.fspath(shared)
+    """The shared= directory (a path the core's table took), made (0o700) when absent."""
+    path = os.fsdecode(shared)
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except FileExistsError:
@@ -411,31 +405,33 @@ class Policy:
         charge: Callable[[Request, Response], int | None] | None = None,
         concurrency: int | cellrate.Concurrency | None = None,
     ) -> None:
-        if key is not None and not callable(key):
-            raise invalid_type("key", "key must be a function of the request "
-                               "(or None: the client address)")
+        # the core's table checks every option (cellrate/options.h), the policy name
+        # first among them: it names the regions too
+        options = _check_options("Policy", {
+            "limit": limit, "routes": routes, "key": key, "cost": cost, "burst": burst,
+            "max_cost": max_cost, "max_debt": max_debt, "shared": shared,
+            "trusted_proxies": trusted_proxies, "proxy_header": proxy_header,
+            "ipv4_prefix": ipv4_prefix, "ipv6_prefix": ipv6_prefix,
+            "exempt_paths": exempt_paths, "exempt_methods": exempt_methods, "exempt": exempt,
+            "status": status, "body": body, "content_type": content_type, "name": name,
+            "legacy_headers": legacy_headers, "admitted_headers": admitted_headers,
+            "dry_run": dry_run, "now": now, "charge": charge, "concurrency": concurrency})
         # "unix": a peer without an address (a Unix socket) is the trusted proxy
         self.trusted, self.trust_unix = _trusted(trusted_proxies)
         self._warned_unknown = False
-        self.ipv4_prefix = _prefix(ipv4_prefix, "ipv4_prefix")
-        self.ipv6_prefix = _prefix(ipv6_prefix, "ipv6_prefix")
+        self.ipv4_prefix: int = options["ipv4_prefix"]
+        self.ipv6_prefix: int = options["ipv6_prefix"]
         # the client's address as a key, behind the trusted proxies: the core's
         # rules, each address's answer kept (a known address costs a lookup)
         self._clients = _ClientKeys(
             self.ipv4_prefix, self.ipv6_prefix, self.trusted,
-            isinstance(proxy_header, str) and proxy_header.lower() == "forwarded")
+            options["proxy_header"].lower() == "forwarded")
         self._peer = functools.lru_cache(ADDRESS_CACHE_SIZE)(self._clients.peer)
         self._address_key = functools.lru_cache(ADDRESS_CACHE_SIZE)(self._clients.key)
         if key is None and not self.trusted and not self.trust_unix:
             key = self._peer_key  # the default key, without the proxy logic it does not need
         self.key: KeyFunction = key or client_address
-        if isinstance(cost, bool) or not (callable(cost) or isinstance(cost, int)):
-            raise invalid_type("cost", "cost must be an int or a function of the request")
-        if isinstance(cost, int):
-            if cost < 0:
-                raise invalid("cost", "cost must be an integer >= 0")
-            cost = int(cost)
-        self.cost = cost
+        self.cost = options["cost"]
         self._burst = burst
         self._max = {name: value for name, value in (("max_cost", max_cost), ("max_debt", max_debt))
                      if value is not None}  # for the stores made from a rate
@@ -443,8 +439,6 @@ class Policy:
         self._opened: list[_Opened] = []
         # the stores made from a rate, by route pattern (None: `limit`), for reconfigure
         self._rated: dict[Any, list[Any]] = {}
-        # the policy name is checked first: it names the regions too
-        cellrate.check_policy_name(name)
         self._shared = shared  # made a directory when a limit first needs it
         base = "default" if name is None else name
         self._base = base
@@ -472,11 +466,7 @@ class Policy:
         every = self.limits + [one for _, route in self.routes for one in route]
         self.check_all = _check_all_for(every) if len(every) > 1 else None
 
-        self.proxy_header = proxy_header
-        if not isinstance(proxy_header, str) or proxy_header.lower() not in (
-                "x-forwarded-for", "forwarded"):
-            raise (invalid if isinstance(proxy_header, str) else invalid_type)(
-                "proxy_header", "proxy_header must be 'X-Forwarded-For' or 'Forwarded'")
+        self.proxy_header: str = options["proxy_header"]
         self.exempt_paths = [_matcher(pattern, "exempt_paths")
                              for pattern in _items(exempt_paths, "exempt_paths")]
         if isinstance(exempt_methods, str):
@@ -485,17 +475,12 @@ class Policy:
         if not all(isinstance(method, str) for method in methods):
             raise invalid_type("exempt_methods", "exempt_methods must be method names ('OPTIONS')")
         self.exempt_methods = _methods(method.upper() for method in methods)
-        if exempt is not None and not callable(exempt):
-            raise invalid_type("exempt", "exempt must be a function of the request "
-                                         "returning a bool")
         self.exempt = exempt
 
-        self.status = _refusal_status(status)
-        self.status_line = f"{status} {_reason(status)}"
+        self.status: int = options["status"]
+        self.status_line = f"{self.status} {_reason(self.status)}"
         if isinstance(body, str):
             body = _encoded(body, "body", "utf-8")
-        elif body is not None and not isinstance(body, (bytes, bytearray, memoryview)):
-            raise invalid_type("body", "body must be str or bytes (or None: a problem document)")
         self.body = None if body is None else bytes(body)
         # the problem document up to its detail (RFC 9457), made once
         self._problem_head = json.dumps(
@@ -503,24 +488,13 @@ class Policy:
             separators=(",", ":"))[:-1].encode("ascii") + b',"detail":"'
         if content_type is None:
             content_type = PROBLEM_TYPE if body is None else "text/plain; charset=utf-8"
-        elif not isinstance(content_type, str):
-            raise invalid_type("content_type", "content_type must be a str")
         _encoded(content_type, "content_type", "latin-1")
         self.content_type = content_type
         self.name = name
-        for param, flag in (("legacy_headers", legacy_headers),
-                            ("admitted_headers", admitted_headers), ("dry_run", dry_run)):
-            if not isinstance(flag, bool):
-                raise invalid_type(param, f"{param} must be True or False")
-        self.legacy_headers = legacy_headers
-        self.admitted_headers = admitted_headers
-        self.dry_run = dry_run
-        if now is not None and not callable(now):
-            raise invalid_type("now", "now must be a function returning seconds, or None")
+        self.legacy_headers: bool = options["legacy_headers"]
+        self.admitted_headers: bool = options["admitted_headers"]
+        self.dry_run: bool = options["dry_run"]
         self.now = now
-        if charge is not None and not callable(charge):
-            raise invalid_type("charge", "charge must be a function of the request and the "
-                                         "response returning units, or None")
         # an endpoint may charge its request when every store can, synchronously (the
         # settling path calls charge and refund as functions)
         self.charges = all(callable(getattr(one.store, "charge", None))
@@ -937,12 +911,6 @@ def _encoded(text: str, param: str, encoding: str) -> bytes:
     except UnicodeEncodeError as error:
         raise invalid(param, f"{param} must be {encoding} text: {error.reason} at "
                              f"{error.start} ({text[error.start:error.end]!r})") from None
-
-
-def _refusal_status(status: Any) -> int:
-    """`status` as a refusal's status: an integer from 400 to 599, the core's
-    rule and words (cellrate.nginx's option's too)."""
-    return _check_refusal_status(status)
 
 
 def _reason(status: int) -> str:

@@ -54,7 +54,7 @@ mkdir -p "$out"
 passed=0
 failed=0
 broken=""
-tests="test_core test_vectors test_threads test_clock test_catalogue test_headers test_gauge"
+tests="test_core test_vectors test_options test_threads test_clock test_catalogue test_headers test_gauge"
 [ -f tests/c/test_shared.c ] && tests="$tests test_shared"
 [ -f tests/c/test_hostile.c ] && tests="$tests test_hostile"
 [ -f tests/c/test_metrics.c ] && tests="$tests test_metrics"

@@ -175,6 +175,68 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (73, "E_BACKOFF", "argument", "backoff",
      "backoff must be a number of seconds > 0, and max_backoff one >= backoff (the wait "
      "before a retry doubles from backoff up to max_backoff)"),
+    # the options of the stores above the core, one table for both faces (options_model.py)
+    (74, "E_ON_ERROR", "argument", "on_error", "on_error must be 'allow', 'deny' or 'raise'"),
+    (75, "E_PREFIX", "argument", "prefix",
+     "prefix must be a string without '{' or '}': a hash tag in the prefix would put every key "
+     "in one Redis Cluster slot (put hash tags in keys)"),
+    (76, "E_STORE_NAME", "argument", "name",
+     "name must be 1 to 64 printable ASCII characters, none of them '{', '}' or ':' (a hash tag "
+     "would put every key of the limit in one Redis Cluster slot, and ':' ends the name in its "
+     "keys)"),
+    (77, "E_STORE_TIMEOUT", "argument", "timeout",
+     "timeout must be a finite number of seconds > 0 (the longest a call to Redis may take)"),
+    (78, "E_DENY_CACHE", "argument", "deny_cache", "deny_cache must be a boolean"),
+    (79, "E_STORE_LEASE", "argument", "lease",
+     "lease must be a number of seconds > 0 and below 2^62 ns (146 years), required by the Redis "
+     "store: the seconds after which units not released come back (a holder killed never "
+     "releases)"),
+    (80, "E_FLEET_NAME", "argument", "name",
+     "name must be given, the fleet's name, the same on every member: 1 to 64 printable ASCII "
+     "characters, none of them '{', '}' or ':'"),
+    (81, "E_INTERVAL", "argument", "interval", "interval must be a finite number of seconds > 0"),
+    (82, "E_TTL", "argument", "ttl", "ttl must be a finite number of seconds > 0"),
+    (83, "E_TTL_SHORT", "argument", "ttl", "ttl must be longer than interval"),
+    (84, "E_MEMBER", "argument", "member", "member must be a non-empty string without a colon"),
+    (85, "E_BACKGROUND", "argument", "background", "background must be a boolean"),
+    (86, "E_SHARE_MAX_COST", "argument", "max_cost",
+     "max_cost is not taken by a share store: its local limiter follows the share"),
+    (87, "E_SHARE_ALGORITHM", "argument", "algorithm",
+     "algorithm is not taken by a share store: its local limiter follows the share"),
+    (88, "E_SHARE_ON_CHANGE", "argument", "on_change",
+     "on_change is not taken by a share store: its local limiter follows the share"),
+    (89, "E_LEGACY_HEADERS", "argument", "legacy_headers", "legacy_headers must be a boolean"),
+    (90, "E_ADMITTED_HEADERS", "argument", "admitted_headers",
+     "admitted_headers must be a boolean"),
+    (91, "E_DRY_RUN", "argument", "dry_run", "dry_run must be a boolean"),
+    (92, "E_BODY", "argument", "body", "body must be a string (the refusal's body)"),
+    (93, "E_CONTENT_TYPE", "argument", "content_type", "content_type must be a string"),
+    (94, "E_KEY_FUNCTION", "argument", "key", "key must be a function giving the key, or absent"),
+    (95, "E_KEY_OPTION", "argument", "key",
+     "key must be a string (the request's key) or a function returning one, or absent for the "
+     "client's address"),
+    (96, "E_COST_FUNCTION", "argument", "cost",
+     "cost must be an integer >= 0 or a function giving one"),
+    (97, "E_BLOCK", "argument", "block", "block must be a boolean"),
+    (98, "E_WAIT", "argument", "wait",
+     "wait must be a number of seconds >= 0 (the longest a request is held), or absent for none"),
+    (99, "E_CHARGE_HEADER", "argument", "header",
+     "header must be a string: the response header that carries the request's cost"),
+    (100, "E_CHARGE_VARIABLE", "argument", "variable",
+     "variable must be a string: the nginx variable that carries the request's cost"),
+    (101, "E_PROXY_HEADER", "argument", "proxy_header",
+     "proxy_header must be 'X-Forwarded-For' or 'Forwarded'"),
+    (102, "E_EXEMPT", "argument", "exempt",
+     "exempt must be a function of the request returning a bool, or absent"),
+    (103, "E_NOW_FUNCTION", "argument", "now", "now must be a function returning seconds, or absent"),
+    (104, "E_CHARGE_FUNCTION", "argument", "charge",
+     "charge must be a function of the request and the response returning units, or absent"),
+    (105, "E_SHARED_DIRECTORY", "argument", "shared",
+     "shared must be the path of a directory (a string without NUL characters)"),
+    (106, "E_RATE_EMPTY", "argument", "rate",
+     "rate: a list of limits ('100/day;10/hour') has an empty part"),
+    (107, "E_RATE_TOO_MANY", "argument", "rate",
+     "rate: a list of limits holds at most 8 ('100/day;10/hour' is two)"),
 ]
 
 

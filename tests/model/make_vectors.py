@@ -23,6 +23,7 @@ import catalogue_model as catalogue  # noqa: E402
 import follow_vectors  # noqa: E402
 import gcra_model as model  # noqa: E402
 import metrics_model  # noqa: E402
+import options_model  # noqa: E402
 import share_model  # noqa: E402
 import web_model  # noqa: E402
 from gcra_model import HORIZON_NS, INT64_MAX  # noqa: E402
@@ -1518,6 +1519,300 @@ def make_status() -> str:
 
 
 # --------------------------------------------------------------------------
+# options.txt
+
+
+def encode(text: bytes) -> str:
+    """A string of a vector: bytes outside [A-Za-z0-9] and a few marks as %XX, so that it
+    holds no space and C reads it with sscanf."""
+    keep = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./@"
+    return "".join(chr(byte) if byte in keep else f"%{byte:02X}" for byte in text) or "%"
+
+
+def number_text(value: float | int) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return g17(value)
+
+
+def value_text(value_type: str, value: object) -> str:
+    """<type>:<literal> of a vector's value."""
+    if value_type in ("absent", "function", "table", "given"):
+        return f"{value_type}:-"
+    if value_type == "boolean":
+        return f"boolean:{'true' if value else 'false'}"
+    if value_type == "string":
+        text = value if isinstance(value, bytes) else str(value).encode()
+        return f"string:{encode(text)}"
+    return f"{value_type}:{number_text(value)}"  # type: ignore[arg-type]
+
+
+# A path the readers replace by one of their own (a region file, or a directory).
+TMP = b"@tmp"
+
+# The values tried for each kind of option: (type, value). Each is judged by the
+# model; PROBES_BY_OPTION replaces them where a constructor's own checks (its
+# limit's, beyond the table) would answer another value differently.
+COMMON_WRONG = [("boolean", True), ("table", None), ("function", None)]
+PROBES = {
+    "number": [("integer", 1), ("number", 0.5), ("integer", 30), ("integer", 0),
+               ("number", -0.5), ("number", math.inf), ("number", -math.inf),
+               ("number", math.nan), ("string", b"1"), *COMMON_WRONG],
+    "seconds": [("integer", 1), ("number", 0.25), ("integer", 30), ("integer", 0),
+                ("number", -1.5), ("number", 1e-10), ("number", 5e9), ("number", math.inf),
+                ("number", math.nan), ("string", b"1"), *COMMON_WRONG],
+    "integer": [("integer", 0), ("integer", 1), ("integer", 5), ("integer", -1),
+                ("number", 1.5), ("string", b"5"), *COMMON_WRONG],
+    "boolean": [("boolean", True), ("boolean", False), ("integer", 1), ("string", b"true"),
+                ("table", None), ("function", None)],
+    "string": [("string", b"x-cost"), ("string", b""), ("integer", 5), *COMMON_WRONG],
+    "word": [("integer", 5), ("string", b"bogus"), *COMMON_WRONG],
+    "path": [("string", TMP), ("string", b"a\0b"), ("integer", 5), *COMMON_WRONG],
+    "name": [("string", b"api"), ("string", b"a b"), ("string", b"x" * 64), ("string", b"x" * 65),
+             ("string", b""), ("string", "caf\u00e9".encode()), ("string", b"a\nb"),
+             ("string", b"a{b"), ("string", b"a}b"), ("string", b"a:b"), ("integer", 5),
+             *COMMON_WRONG],
+    "function": [("function", None), ("integer", 5), ("string", b"x"), ("boolean", True),
+                 ("table", None)],
+    "refused": [("integer", 5), ("string", b"gcra"), ("boolean", True)],
+}
+PROBES_BY_OPTION = {
+    # beyond these, the limit's own checks refuse (the rate too high or too low)
+    "period": [("integer", 1), ("number", 0.5), ("integer", 30), ("integer", 0),
+               ("number", -0.5), ("number", math.inf), ("number", math.nan), ("string", b"1"),
+               *COMMON_WRONG],
+    # the limits are made with rate 10: a burst of 10, which max_cost must not pass
+    "burst": [("integer", 1), ("integer", 5), ("integer", 0), ("integer", -1), ("number", 1.5),
+              ("string", b"5"), *COMMON_WRONG],
+    # a table of 2^32 slots is not made in a test: the bound is checked past it
+    "capacity": [("integer", 1), ("integer", 100), ("integer", 0), ("integer", 2**32 + 1),
+                 ("number", 1.5), ("string", b"100"), *COMMON_WRONG],
+    # with shared (a region of the reader's): a mode alone is another mistake
+    "shared_mode": [("integer", 0o600), ("integer", 0o777), ("integer", -1), ("integer", 0o1000),
+                    ("number", 1.5), ("string", b"384"), *COMMON_WRONG],
+    "status": [("integer", 429), ("integer", 400), ("integer", 599), ("integer", 399),
+               ("integer", 600), ("number", 429.5), ("string", b"429"), *COMMON_WRONG],
+    "ipv4_prefix": [("integer", 0), ("integer", 24), ("integer", 32), ("integer", -1),
+                    ("integer", 33), ("number", 24.5), ("string", b"24"), *COMMON_WRONG],
+    "ipv6_prefix": [("integer", 0), ("integer", 64), ("integer", 128), ("integer", -1),
+                    ("integer", 129), ("number", 64.5), ("string", b"64"), *COMMON_WRONG],
+    "prefix": [("string", b"cellrate:"), ("string", b""), ("string", b"app:"),
+               ("string", b"a{b"), ("string", b"a}b"), ("integer", 5), *COMMON_WRONG],
+    "member": [("string", b"host-1"), ("string", b""), ("string", b"a:b"), ("integer", 5),
+               *COMMON_WRONG],
+    "clock": [("string", b"fast"), ("string", b"monotonic"), ("string", b"FAST"),
+              ("string", b"bogus"), ("integer", 5), *COMMON_WRONG],
+    "on_change": [("string", b"apply"), ("string", b"refuse"), ("string", b"Apply"),
+                  ("string", b"bogus"), ("integer", 5), *COMMON_WRONG],
+    "on_error": [("string", b"allow"), ("string", b"deny"), ("string", b"raise"),
+                 ("string", b"Allow"), ("string", b"bogus"), ("integer", 5), *COMMON_WRONG],
+    "proxy_header": [("string", b"X-Forwarded-For"), ("string", b"forwarded"),
+                     ("string", b"X-Real-IP"), ("integer", 5), *COMMON_WRONG],
+    "ttl": [("integer", 5), ("number", 3.5), ("integer", 0), ("number", -1.5),
+            ("number", math.inf), ("number", math.nan), ("string", b"5"), *COMMON_WRONG],
+}
+# The algorithms a constructor's check vectors try: a live change keeps the limit's
+# algorithm (its own refusal), so reconfigure tries gcra alone.
+ALGORITHMS_TRIED = {"reconfigure": ("gcra",)}
+# What a reader gives each constructor beside the vector's values, unless the vector
+# sets it: what it requires.
+COMPANIONS = {"shared_mode": [("shared", "string", TMP)]}
+# What a constructor requires, given with every vector that does not set it.
+REQUIRED_VALUES = {"name": ("string", b"fleet"), "lease": ("integer", 30)}
+
+
+def with_required(constructor: str, values: list[tuple[str, str, object]]
+                  ) -> list[tuple[str, str, object]]:
+    given = {name for name, _, _ in values}
+    extra = [(option.name, *REQUIRED_VALUES[option.name])
+             for option in options_model.CONSTRUCTORS[constructor]
+             if option.required and option.name not in given]
+    return values + extra  # type: ignore[return-value]
+
+
+class Options:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def comment(self, text: str) -> None:
+        self.lines.append(f"# {text}")
+
+    def option(self, constructor: str, option: options_model.Option) -> None:
+        if option.kind in ("number", "seconds", "integer"):
+            low = number_text(option.low if option.kind != "integer" else int(option.low))
+            high = option.high if option.kind != "integer" or math.isinf(option.high) \
+                else int(option.high)
+            range_text = (f"{'(' if option.low_open else '['}{low},{number_text(high)}"
+                          f"{')' if option.high_open else ']'}")
+        else:
+            range_text = "-"
+        default = "-" if option.default is None else value_text(
+            {bool: "boolean", int: "integer", float: "number", str: "string"}[
+                type(option.default)], option.default)
+        flags = "".join(letter for letter, on in (
+            ("f", option.or_function), ("r", option.required), ("b", option.binary),
+            ("c", option.any_case), ("n", option.ns)) if on) or "-"
+        self.lines.append(
+            f"option {constructor} {option.name} {option.faces} {option.kind} {option.status} "
+            f"{default} {range_text} {','.join(option.words) or '-'} "
+            f"{encode(option.refuses.encode()) if option.refuses else '-'} {option.min_len} "
+            f"{flags}")
+
+    def check(self, face: str, constructor: str,
+              values: list[tuple[str, str, object]]) -> options_model.Outcome:
+        model_face = "python" if face in ("both", "python") else "lua"
+        values = with_required(constructor, values)
+        outcome, normalised = options_model.judge_all(constructor, model_face, values)
+        if face == "both":
+            other, _ = options_model.judge_all(constructor, "lua", values)
+            assert other == outcome, (constructor, values)
+        if outcome.outcome == "OK":
+            expected = normalised[values[0][0]]
+            expected_text = value_text(*expected)
+        else:
+            expected_text = "-"
+        assignments = " ".join(f"{name}={value_text(value_type, value)}"
+                               for name, value_type, value in values)
+        self.lines.append(f"check {face} {constructor} {outcome.outcome} {outcome.status} "
+                          f"{expected_text} {assignments}")
+        return outcome
+
+    def unknown(self, face: str, constructor: str, name: str) -> None:
+        suggestion = options_model.suggest(constructor, face, name)
+        self.lines.append(f"unknown {face} {constructor} {name} {suggestion or '-'}")
+
+
+def option_probes(constructor: str, option: options_model.Option) -> list[tuple[str, object]]:
+    probes = list(PROBES_BY_OPTION.get(option.name, PROBES[option.kind]))
+    if option.kind == "word" and option.name not in PROBES_BY_OPTION:
+        words = ALGORITHMS_TRIED.get(constructor, option.words)
+        probes = [("string", word.encode()) for word in words] + \
+            [("string", words[0].upper().encode())] + probes
+    if option.kind == "refused":
+        probes = PROBES["refused"]
+    return [("absent", None)] + probes
+
+
+def option_faces(constructor: str, name: str) -> list[str]:
+    """The faces a check of option `name` runs in: both when both take it alike."""
+    entries = [option for option in options_model.CONSTRUCTORS[constructor] if option.name == name]
+    if len(entries) == 1:
+        return [entries[0].faces]
+    return [entry.faces for entry in entries]
+
+
+def make_options() -> str:
+    ov = Options()
+    for constructor, options in options_model.CONSTRUCTORS.items():
+        ov.comment(f"{constructor}: its options")
+        for option in options:
+            ov.option(constructor, option)
+        seen: set[str] = set()
+        for option in options:
+            if option.kind == "object" or (option.name, option.faces) in seen:
+                continue
+            seen.add((option.name, option.faces))  # type: ignore[arg-type]
+            face = option.faces
+            ov.comment(f"{constructor} {option.name}")
+            for value_type, value in option_probes(constructor, option):
+                values = [(option.name, value_type, value)]
+                for name, companion_type, companion in COMPANIONS.get(option.name, []):
+                    values.append((name, companion_type, companion))
+                ov.check(face, constructor, values)
+        names = {option.name for option in options}
+        ov.comment(f"{constructor}: relations between options")
+        if {"shared", "shared_mode"} <= names:
+            outcome = ov.check("both" if constructor not in ("concurrent",) else "python",
+                               constructor, [("shared_mode", "integer", 0o600)])
+            assert outcome.status == "E_SHARED_MODE_ALONE"
+        if {"ttl", "interval"} <= names:
+            for values in ([("ttl", "number", 0.5)],
+                           [("ttl", "absent", None), ("interval", "integer", 2)],
+                           [("ttl", "integer", 2), ("interval", "integer", 2)],
+                           [("ttl", "integer", 3), ("interval", "integer", 2)],
+                           [("ttl", "number", 2.5), ("interval", "absent", None)]):
+                ov.check("both", constructor, values)
+        ov.comment(f"{constructor}: unknown names, and the near one suggested")
+        for face in ("python", "lua"):
+            taken = options_model.options_of(constructor, face)
+            if not taken:
+                continue
+            first = taken[0].name
+            tried = ["bogus", first[:-1], first + "s", first[1] + first[0] + first[2:]]
+            other = "lua" if face == "python" else "python"
+            tried += [option.name for option in options_model.options_of(constructor, other)
+                      if options_model.find(constructor, face, option.name) is None]
+            for name in dict.fromkeys(tried):
+                if options_model.find(constructor, face, name) is None:
+                    ov.unknown(face, constructor, name)
+    ov.comment("which algorithms take a burst (the window algorithms refuse one)")
+    for algorithm in catalogue.ALGORITHMS:
+        ov.lines.append(f"takes_burst {algorithm} {int(options_model.takes_burst(algorithm))}")
+    header = (
+        GENERATED
+        + "# The options of every constructor of both faces (docs/design.md §3), from\n"
+        + "# tests/model/options_model.py. Constructors: the Python names (Lua: limiter, keyed,\n"
+        + "# limit_spec, reconfigure, concurrency; cellrate.redis limiter and concurrency;\n"
+        + "# cellrate.share limiter and keyed; cellrate.nginx's opts for Policy).\n"
+        + "# option <constructor> <name> <faces both|python|lua> <kind> <status> <default> <range>\n"
+        + "#   <words, comma-separated> <refused characters> <shortest string> <flags>\n"
+        + "#   default: <type>:<literal> or - for none; range: [low,high] with ( ) for an\n"
+        + "#   excluded bound; flags: f a function is taken too, r required, b any bytes (Python:\n"
+        + "#   bytes too), c words in any case, n seconds at least 1 ns once rounded to ns; - none\n"
+        + "# check <face both|python|lua> <constructor> <outcome OK|TYPE|VALUE> <status>\n"
+        + "#   <normalised first value or -> <name>=<type>:<literal> ...\n"
+        + "#   the options given together (the others absent); TYPE: a type the option never\n"
+        + "#   takes (Python InvalidArgumentType), VALUE: a value it refuses (InvalidArgument); the\n"
+        + "#   message is the status's (status.txt). Types: absent, boolean, integer, number (not\n"
+        + "#   a whole one), string, function, table, given (OK: the value as given).\n"
+        + "#   Strings: bytes outside [A-Za-z0-9_-./@] as %XX; string:@tmp is a path of the\n"
+        + "#   reader's (a region file; Policy's shared: a directory).\n"
+        + "# unknown <face> <constructor> <name> <suggested name or ->\n"
+        + "#   a name the face does not take: Python's TypeError for an unexpected keyword\n"
+        + "#   argument; Lua raises unknown option '<name>' (did you mean '<suggested>'?)\n"
+        + "# takes_burst <algorithm> <0|1>\n"
+    )
+    return header + "\n".join(ov.lines) + "\n"
+
+
+# --------------------------------------------------------------------------
+# rates.txt
+
+
+def make_rates() -> str:
+    lines = [
+        GENERATED.rstrip("\n"),
+        "# Several limits in one rate string, '100/day;10/hour' (docs/design.md §3): the parts",
+        "# the core reads, each a rate of limits.txt's grammar.",
+        "# rates <status> <count> [<rate %.17g> <period %.17g> <start> <length>]... |<text>",
+        "#   start and length: the part's bytes in the text, spaces around it left out",
+        f"#   at most {options_model.RATES_MAX} parts; status: the first refusal (then count 0)",
+    ]
+    texts = ["10/s", " 10/s ", "100/day;10/hour", "100/day; 10/hour", " 1/s ;10/m; 100 per hour ",
+             "10/s;10/s", "1/s;2/s;3/s;4/s;5/s;6/s;7/s;8/s", "1/s;2/s;3/s;4/s;5/s;6/s;7/s;8/s;9/s",
+             ";", "10/s;", ";10/s", "10/s;;10/m", "10/s; ;10/m", "", " ", "10/s;abc", "abc;10/s",
+             "10/s;10/month", "10/month;abc", "0/s;10/s", "10 per 5 minutes;1000/day",
+             "1.5/s;3/2s", "10/s,10/m", "10/s;10/m;", "100/DAY;10/Hour",
+             ";;;;;;;;;", "1/s;" * 8 + "1/s"]
+    for text in texts:
+        found = options_model.parse_rates(text)
+        parts = []
+        at = 0
+        for part in text.split(";") if found.status == "OK" else []:
+            trimmed = part.strip(" ")
+            start = at + part.index(trimmed)
+            parts.append((start, len(trimmed)))
+            at += len(part) + 1
+        words = " ".join(f"{g17(rate)} {g17(period)} {start} {length}"
+                         for (rate, period, _), (start, length) in zip(found.rates, parts))
+        lines.append(f"rates {found.status} {len(found.rates)}{' ' if words else ''}{words} |{text}")
+    return "\n".join(lines) + "\n"
+
+# --------------------------------------------------------------------------
 # metrics.txt
 
 
@@ -1956,6 +2251,8 @@ def generate() -> dict[str, str]:
         "follow.txt": follow_vectors.make_follow(),
         "limits.txt": make_limits(),
         "metrics.txt": make_metrics(),
+        "options.txt": make_options(),
+        "rates.txt": make_rates(),
         "seconds.txt": make_seconds(),
         "share.txt": make_share(),
         "status.txt": make_status(),

@@ -1278,12 +1278,14 @@ def test_the_faces_take_the_protocol_from_the_script(interpreter):
     protocol = protocol_paragraph()
     assert protocol["MAX_TOLERANCE_NS"] == "9000000000000000"
     python = (cr_redis.MAX_TOLERANCE_NS, cr_redis.UNAVAILABLE_REPLIES, cr_redis.FIRST_BACKOFF_S,
-              cr_redis.MAX_BACKOFF_S, cr_redis.ON_ERROR, cr_redis.DEFAULT_PREFIX,
-              (cr_redis.PEEK, cr_redis.CHECK, cr_redis.ALLOW, cr_redis.REFUND))
+              cr_redis.MAX_BACKOFF_S, (cr_redis.PEEK, cr_redis.CHECK, cr_redis.ALLOW, cr_redis.REFUND))
     assert python == (int(protocol["MAX_TOLERANCE_NS"]), tuple(protocol["UNAVAILABLE_REPLIES"].split()),
                       float(protocol["FIRST_BACKOFF_S"]), float(protocol["MAX_BACKOFF_S"]),
-                      tuple(protocol["ON_ERROR"].split()), protocol["PREFIX"],
                       tuple(protocol[m].encode() for m in ("PEEK", "CHECK", "ALLOW", "REFUND")))
+    # the options' words and defaults are the core's table's (cellrate/options.h)
+    table = cellrate._cellrate._options("RedisLimiter")
+    assert (cr_redis.ON_ERROR, cr_redis.DEFAULT_PREFIX) == (table["on_error"]["words"],
+                                                            table["prefix"]["default"])
     lua = lua_run(interpreter, f"""
         local store = require("cellrate.redis")
         print(string.format("%.0f", store.MAX_TOLERANCE_NS))
@@ -1306,12 +1308,11 @@ def test_the_faces_take_the_protocol_from_the_script(interpreter):
         with pytest.raises(cellrate.InvalidArgument) as info:
             RedisLimiter(redis.Redis(port=1), "1/day" if "burst" in options else 10, **options)
         python_errors.append(str(info.value))
-    # the same words in both faces (Python adds the value it refused)
-    assert [re.sub(r"^.*?:\d+: ", "", line) for line in lua[3:7]] == \
-        [python_errors[0], python_errors[1], python_errors[2].rsplit(", not", 1)[0],
-         python_errors[3]]
-    assert lua[7] == protocol["PREFIX"] + "gcra:1000000000:10:"
-    default_on_error = protocol["ON_ERROR"].split()[0]
+    # the same words in both faces, the core's
+    assert [re.sub(r"^.*?:\d+: ", "", line) for line in lua[3:7]] == python_errors
+    assert python_errors[2] == "on_error must be 'allow', 'deny' or 'raise'"
+    assert lua[7] == table["prefix"]["default"] + "gcra:1000000000:10:"
+    default_on_error = table["on_error"]["default"]
     assert lua[8] == RedisLimiter(redis.Redis(port=1), 10).on_error == default_on_error
     # the modes of charge and take, and the debt bound, in both faces
     assert (cr_redis.CHARGE, cr_redis.TAKE, cr_redis.MAX_DEBT_NS) == (

@@ -239,13 +239,13 @@ def test_bad_input_names_the_parameter(client):
     assert raised.value.param == "client"
     with pytest.raises(TypeError):
         ShareLimiter(client, 100)  # name is required
-    # the words of the Lua face (the script's protocol paragraph), exactly
+    # the core's words (the options table), the Lua face's too, exactly
     for options, words in (
-            ({"interval": 0}, "interval must be finite and > 0 (seconds)"),
+            ({"interval": 0}, "interval must be a finite number of seconds > 0"),
             ({"ttl": 1.0}, "ttl must be longer than interval"),
             ({"ttl": 0.5}, "ttl must be longer than interval"),
-            ({"ttl": -1}, "ttl must be finite and > 0 (seconds)"),
-            ({"ttl": "3"}, "ttl must be a number of seconds"),
+            ({"ttl": -1}, "ttl must be a finite number of seconds > 0"),
+            ({"ttl": "3"}, "ttl must be a finite number of seconds > 0"),
             ({"member": ""}, "member must be a non-empty string without a colon"),
             ({"member": 3}, "member must be a non-empty string without a colon"),
             ({"on_change": "refuse"},
@@ -253,6 +253,15 @@ def test_bad_input_names_the_parameter(client):
         with pytest.raises((cellrate.InvalidArgument, cellrate.InvalidArgumentType)) as raised:
             ShareLimiter(client, 100, name="n", background=False, **options)
         assert str(raised.value) == words, options
+
+    # the script refuses a heartbeat's ttl and member in the core's words too
+    script = SHARE_SCRIPT.decode()
+    for constant, param, options in (("TTL_TOO_SHORT", "ttl", {"ttl": 1.0}),
+                                     ("MEMBER_REFUSED", "member", {"member": ""})):
+        words = re.search(rf"^local {constant} = '(.*)'$", script, re.M).group(1)
+        with pytest.raises(cellrate.InvalidArgument) as raised:
+            ShareLimiter(client, 100, name="n", background=False, **options)
+        assert str(raised.value) == f"{param} {words}"
 
 
 def test_the_local_limiters_own_options_pass_through(client):

@@ -105,7 +105,7 @@ def test_a_refusal_status_is_checked_as_the_model_checks_it():
         with pytest.raises(cellrate.InvalidArgument) as caught:
             Policy("1/s", status=int(status))
         assert caught.value.param == "status"
-        assert str(caught.value) == f"status must be an integer from 400 to 599, got {status}"
+        assert str(caught.value) == "status must be an integer from 400 to 599"
 
 
 def test_a_prefix_is_checked_as_the_model_checks_it():

@@ -57,12 +57,12 @@ _HOLD_PROTOCOL = _protocol(HOLD_SCRIPT)
 #: 9e15 ns, about 104 days. Larger limits are refused with an error naming burst.
 MAX_TOLERANCE_NS = int(_PROTOCOL["MAX_TOLERANCE_NS"])
 
-ON_ERROR = tuple(_PROTOCOL["ON_ERROR"].split())
-_ON_ERROR_WORDS = ", ".join(f"'{word}'" for word in ON_ERROR[:-1]) + f" or '{ON_ERROR[-1]}'"
-DEFAULT_PREFIX = _PROTOCOL["PREFIX"]
-# A name's refused characters and the words of the refusals; what a live change says of
-# another algorithm (also the start of the script's reply for a key held under one).
-_NAME_REFUSES = _PROTOCOL["NAME_REFUSES"].split()
+# The stores' options (their words, defaults and refusals): the core's table.
+_OPTIONS = cellrate._cellrate._options("RedisLimiter")
+ON_ERROR: Tuple[str, ...] = _OPTIONS["on_error"]["words"]
+DEFAULT_PREFIX: str = _OPTIONS["prefix"]["default"]
+# What a live change says of another algorithm (also the start of the script's reply
+# for a key held under one).
 _ALGORITHM_REPLY = _PROTOCOL["ALGORITHM_REPLY"]
 
 # The script's modes (its ARGV[1]).
@@ -170,13 +170,6 @@ def _default_name(limit: Any) -> str:
     (the signature the script records with each value), so that two limits without a
     name never share a key, and the keys are those of the layout before names."""
     return f"{limit.algorithm}:{limit.tolerance_ns}:{limit.burst}"
-
-
-def _check_name(name: Any) -> None:
-    """A name as the core takes a policy name, without the characters of NAME_REFUSES."""
-    cellrate.check_policy_name(name)
-    if any(refused in name for refused in _NAME_REFUSES):
-        raise invalid("name", "name " + _PROTOCOL["NAME_REFUSED"])
 
 
 def _raise_mistake(error: Exception, keys: Sequence[bytes] = ()) -> None:
