@@ -60,11 +60,15 @@ def test_lease_of_another_type():
     assert e.value.param == "lease"
 
 
-@pytest.mark.parametrize("peak", [1, 0, "yes", None, 1.0])
+@pytest.mark.parametrize("peak", [1, 0, "yes", 1.0])
 def test_peak_not_a_bool(peak):
     with pytest.raises(cellrate.InvalidArgumentType, match=r"^peak must be a boolean") as e:
         cellrate.Concurrency(2, peak=peak)
     assert e.value.param == "peak"
+
+
+def test_peak_none_is_absent():
+    assert cellrate.Concurrency(2, peak=None).peak is False  # None is an absent option
 
 
 @pytest.mark.parametrize("cost", [0, -1])
