@@ -171,7 +171,10 @@ def _share(kind: type) -> Callable[..., Any]:
 
 def _async(kind: type, first: Any) -> Callable[..., Any]:
     def make(**options: Any) -> Any:
-        return kind(_async_client(), first, **options)
+        async def made() -> Any:  # in a running loop: Python 3.9's asyncio objects need one
+            return kind(_async_client(), first, **options)
+
+        return asyncio.run(made())
 
     return make
 
