@@ -16,6 +16,7 @@ import time
 import pytest
 
 import cellrate
+from conftest import reap
 
 HOLDERS = 8
 CYCLES = 10_000
@@ -345,7 +346,7 @@ def _dead_pid():
     pid = os.fork()
     if pid == 0:
         os._exit(0)
-    os.waitpid(pid, 0)
+    reap(pid)
     return pid
 
 
@@ -361,7 +362,7 @@ def test_stats_in_flight_counts_the_cells_of_a_sigkilled_holder(tmp_path, peak, 
         if c.try_acquire(key, cost=2) is None:
             os._exit(3)
         os.kill(os.getpid(), signal.SIGKILL)
-    os.waitpid(pid, 0)
+    reap(pid)
     assert c.stats()["in_flight"] == 3  # the dead holder's cells are held until reclaimed
     assert c.in_flight(key) == 1  # reclaims them
     assert (c.stats()["in_flight"], c.stats()["reclaimed"]) == (1, 2)
