@@ -36,7 +36,10 @@
 #include "cellrate/inspect.h"     /* a region file, read without changing it */
 #include "cellrate/http.h"        /* the HTTP header fields of a decision */
 #include "cellrate/metrics.h"     /* the one list of metrics the exporters publish */
+#include "cellrate/options.h"     /* the options of every constructor of both faces, one table */
 #include "cellrate/redis.h"       /* the Redis store's protocol: requests, replies, failures */
 #include "cellrate/share.h"       /* a fleet share: a member's local limit, report, reply, steps */
+#include "cellrate/follow.h"      /* a provider's response read and followed; its retries */
+#include "cellrate/web.h" /* the web faces' rules: address keys, proxies, refusals, settlement */
 
 #endif /* CELLRATE_H */

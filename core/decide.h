@@ -23,6 +23,9 @@
 #define CELLRATE_DECIDE_H
 
 #include "cellrate/decision.h"
+#include "cellrate/follow.h"
+
+#include <string.h>
 
 __extension__ typedef unsigned __int128 cr_u128;
 
@@ -37,18 +40,36 @@ typedef enum {
     CR_OP_REFUND,
     CR_OP_ANCHOR,
     CR_OP_CHARGE,
-    CR_OP_TAKE
+    CR_OP_TAKE,
+    CR_OP_FOLLOW
 } cr_op_kind;
 
 typedef struct {
     cr_op_kind kind;
-    int64_t cost;        /* CR_OP_TAKE: the most units to take */
-    int64_t max_wait_ns; /* CR_OP_RESERVE: the longest acceptable delay, or CR_NEVER */
+    int64_t cost;        /* CR_OP_TAKE: the most units to take; CR_OP_FOLLOW: pending */
+    int64_t max_wait_ns; /* CR_OP_RESERVE: the longest acceptable delay, or CR_NEVER;
+                            CR_OP_FOLLOW: its arguments (cr_follow_word) */
     int64_t delay_ns;    /* CR_OP_RESERVE: set to the delay of a reservation */
     int64_t taken;       /* set to the units CR_OP_TAKE took, CR_OP_CHARGE committed,
                             CR_OP_REFUND gave back */
     bool uncounted;      /* commits without counting (check_all counts once it is final) */
 } cr_op;
+
+/* CR_OP_FOLLOW's arguments: what a response said (cr_follow), and this
+ * process's part of it. They travel in the op's max_wait_ns, as an address:
+ * a word more in cr_op cost every entry point instructions (measured: check
+ * +4, reserve +7 a call), for an operation of the slow path. */
+typedef struct {
+    const cr_signal *signal;
+    double share;
+} cr_follow_args;
+
+static inline int64_t cr_follow_word(const cr_follow_args *args) { return (int64_t)(intptr_t)args; }
+
+static inline const cr_follow_args *cr_follow_args_of(const cr_op *op)
+{
+    return (const cr_follow_args *)(intptr_t)op->max_wait_ns;
+}
 
 static inline bool cr_is_window(const cr_limit *limit)
 {
@@ -555,8 +576,136 @@ CR_HOT int64_t cr_take_core(const cr_limit *limit, int64_t state, int64_t now_ns
     return cr_decision_core(limit, state, now_ns, *taken, NULL, &admitted);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Following a provider (docs/design.md §18): a state pulled into line with  */
+/* what a response said. Only ever stricter: every rule is a max.           */
+
+/* floor(remaining * share) exactly, share (in (0, 1]) read as its IEEE 754
+ * bits: mantissa * 2^exponent; less pending, at least 0. */
+static inline int64_t cr_follow_ours(int64_t remaining, int64_t pending, double share)
+{
+    if (share < 1.0) {
+        uint64_t bits;
+        memcpy(&bits, &share, sizeof bits);
+        const uint64_t biased = (bits >> 52) & 0x7ff, fraction = bits & ((UINT64_C(1) << 52) - 1);
+        const uint64_t mantissa = biased ? fraction | (UINT64_C(1) << 52) : fraction;
+        const int64_t shift = biased ? 1075 - (int64_t)biased : 1074; /* >= 53: share < 1 */
+        const cr_u128 product = (cr_u128)(uint64_t)remaining * mantissa;
+        remaining = shift >= 128 ? 0 : (int64_t)(product >> shift);
+    }
+    return remaining > pending ? remaining - pending : 0;
+}
+
+/* gcra, token_bucket: the least TAT from which, admitting units one after
+ * the other from now, the one after `remaining` comes no earlier than now + T
+ * (the burst spent down to `remaining`), and for a wait (remaining 0) no
+ * earlier than now + within either. Unit k comes at TAT + k*T - tau. A
+ * remaining above 0 says nothing of when more come: the answer that says 0
+ * says until when, and holds the limit then. */
+static inline int64_t cr_gcra_follow(const cr_limit *limit, int64_t tat, int64_t now_ns,
+                                     int64_t remaining, int64_t within_ns)
+{
+    const int64_t T = limit->emission_ns;
+    const int64_t beyond = remaining == 0 && within_ns > T ? within_ns - T : 0;
+    /* now + tau + beyond < 2^62 + 2^62 + 2^42: no overflow */
+    const cr_u128 top = (cr_u128)(uint64_t)now_ns + (uint64_t)limit->tolerance_ns +
+                        (uint64_t)beyond;
+    const cr_u128 spent = (cr_u128)(uint64_t)remaining * (uint64_t)T;
+    if (spent >= top)
+        return tat;
+    int64_t floor_tat = (int64_t)(top - spent);
+    if (floor_tat > now_ns + CR_DEBT_MAX_NS)
+        floor_tat = now_ns + CR_DEBT_MAX_NS;
+    return floor_tat > now_ns && floor_tat > tat ? floor_tat : tat;
+}
+
+/* fixed_window: its count raised to rate - remaining in the key's window; a
+ * wait (remaining 0) past the window's end fills the window holding its last
+ * instant (a window's state cannot stop part-way). */
+static inline int64_t cr_fixed_follow(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                      int64_t remaining, int64_t within_ns)
+{
+    const int64_t rate = limit->burst, window = limit->tolerance_ns;
+    const int64_t last = now_ns + (within_ns > 0 ? within_ns - 1 : 0);
+    const cr_fixed_state s = cr_fixed_read(limit, state, now_ns);
+    if (last >= s.end && remaining == 0) {
+        int64_t end = (cr_window_index(limit, last) + 1) * window;
+        if (end < s.end)
+            end = s.end;
+        const int64_t count = s.count > rate ? s.count : rate; /* a debt stays */
+        const int64_t full = end + count;
+        return full > state && (end > s.end || count > s.count) ? full : state;
+    }
+    if (remaining >= rate || rate - remaining <= s.count)
+        return state;
+    return s.end + (rate - remaining);
+}
+
+/* sliding_window: the current count raised so that no more than remaining
+ * fit now, and for a wait none until its end (as prev decays) within the
+ * key's window; a wait past it fills the window holding its last instant,
+ * previous count too. */
+static inline int64_t cr_sliding_follow(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                        int64_t remaining, int64_t within_ns)
+{
+    const int64_t rate = limit->burst, window = limit->tolerance_ns;
+    const int64_t last = now_ns + (within_ns > 0 ? within_ns - 1 : 0);
+    cr_sliding_state s = cr_sliding_read(limit, state, now_ns);
+    const int64_t window_end = s.start + window;
+    if (last >= window_end && remaining == 0) {
+        int64_t start = cr_window_index(limit, last) * window;
+        if (start < s.start)
+            start = s.start;
+        cr_sliding_state full = s;
+        full.start = start;
+        full.base = start + 2 * window;
+        full.prev = full.curr = rate;
+        const int64_t packed = cr_sliding_pack(limit, &full);
+        return packed > state ? packed : state;
+    }
+    /* the instant whose decay counts: now, or a wait's last instant */
+    const int64_t until = remaining > 0 ? now_ns : last;
+    const int64_t elapsed = until > s.start ? until - s.start : 0;
+    const cr_u128 weighted = (cr_u128)(uint64_t)s.prev * (uint64_t)(window - elapsed);
+    const int64_t held = (int64_t)((weighted + (uint64_t)window - 1) / (uint64_t)window);
+    if (remaining >= rate || rate - held - remaining <= s.curr)
+        return state;
+    s.curr = rate - held - remaining;
+    return cr_sliding_pack(limit, &s);
+}
+
+/* cr_follow (core/follow.c exports it): inline here, so that the stores'
+ * entry points call nothing that could touch their locals. */
+static inline int64_t cr_follow_core(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                     const cr_signal *signal, int64_t pending, double share)
+{
+    if (!signal)
+        return state;
+    const int count = signal->count < CR_BOUNDS_MAX ? signal->count : CR_BOUNDS_MAX;
+    for (int i = 0; i < count; i++) {
+        const cr_bound *bound = &signal->bound[i];
+        if (bound->remaining < 0 || bound->within_ns < 0)
+            continue; /* never written by cr_signal_read: a caller's own signal */
+        const int64_t within = bound->within_ns < CR_FOLLOW_MAX_NS ? bound->within_ns
+                                                                   : CR_FOLLOW_MAX_NS;
+        const int64_t remaining = cr_follow_ours(bound->remaining, pending, share);
+        switch (limit->algorithm) {
+        case CR_ALGORITHM_FIXED_WINDOW:
+            state = cr_fixed_follow(limit, state, now_ns, remaining, within);
+            break;
+        case CR_ALGORITHM_SLIDING_WINDOW:
+            state = cr_sliding_follow(limit, state, now_ns, remaining, within);
+            break;
+        default:
+            state = cr_gcra_follow(limit, state, now_ns, remaining, within);
+            break;
+        }
+    }
+    return state;
+}
+
 /* A store's operation on one state word; *ok: admitted / reserved / fit (charge) /
- * took a unit (take) / (refund, anchor) true. */
+ * took a unit (take) / pulled (follow) / (refund, anchor) true. */
 CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr_op *op,
                         cr_decision *out, bool *ok)
 {
@@ -571,6 +720,13 @@ CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr
         return cr_anchor_core(limit, state, now_ns, op->cost);
     case CR_OP_CHARGE:
         return cr_charge_core(limit, state, now_ns, op->cost, out, ok, &op->taken);
+    case CR_OP_FOLLOW: {
+        const cr_follow_args *follow = cr_follow_args_of(op);
+        const int64_t followed = cr_follow_core(limit, state, now_ns, follow->signal, op->cost,
+                                                follow->share);
+        *ok = followed != state;
+        return followed;
+    }
     case CR_OP_TAKE: {
         const int64_t taken = cr_take_core(limit, state, now_ns, op->cost, &op->taken);
         *ok = op->taken > 0;

@@ -38,7 +38,6 @@
 
 #define GAUGES_PER_BUCKET 4
 #define MAX_STRIPES 256
-#define MAX_CAPACITY ((int64_t)1 << 32)
 /* A head being given to another key (set only under the stripe locks, so a
  * lock taker that finds it knows its setter died). */
 #define BUSY (UINT64_C(1) << 63)
@@ -679,7 +678,7 @@ cr_status cr_gauge_open(cr_gauge **out, int64_t limit, bool keyed, int64_t capac
 {
     if (cr_gauge_check(limit, 1) != CR_OK)
         return CR_E_LIMIT;
-    if (keyed && (capacity < 1 || capacity > MAX_CAPACITY))
+    if (keyed && (capacity < 1 || capacity > CR_KEYED_MAX_CAPACITY))
         return CR_E_CAPACITY;
     if (lease_ns < 0 || lease_ns >= CR_HORIZON_NS)
         return CR_E_LEASE;

@@ -37,7 +37,6 @@
 
 #define SLOTS_PER_BUCKET 4
 #define MAX_STRIPES 256
-#define MAX_CAPACITY ((int64_t)1 << 32)
 
 /* The fingerprint word: the generation tag above, the key's 56-bit
  * fingerprint below (never 0 in an occupied slot). */
@@ -80,9 +79,14 @@ struct cr_keyed {
     uint64_t *sweep_cursor;    /* own_sweep_cursor, or the region's */
     const cr_limit *replaced;  /* the region's limit that opening replaced, or NULL */
     cr_counts counts;          /* this process's block, or the region's */
+    cr_lines *_Atomic lines;   /* this process's waiters (cr_wait_step), made on first use */
     _Alignas(64) _Atomic uint64_t own_evictions;
     _Atomic uint64_t own_generation;
 };
+
+/* Keys with waiters in line at once in one process: beyond, a key's waiters
+ * wait without a line (each on its own retry_after). */
+#define LINES_PER_TABLE 64
 
 static uint64_t tag_of(uint64_t generation) { return (generation % TAG_COUNT) << TAG_SHIFT; }
 
@@ -315,7 +319,7 @@ static cr_status map_shared_table(cr_keyed *keyed, const char *path, int64_t mod
 cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity, const char *path,
                         int64_t mode, cr_on_change on_change)
 {
-    if (capacity < 1 || capacity > MAX_CAPACITY)
+    if (capacity < 1 || capacity > CR_KEYED_MAX_CAPACITY)
         return CR_E_CAPACITY;
     if (on_change != CR_CHANGE_APPLY && on_change != CR_CHANGE_REFUSE)
         return CR_E_ON_CHANGE;
@@ -340,6 +344,7 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
     keyed->evictions = &keyed->own_evictions;
     atomic_init(&keyed->own_evictions, 0);
     atomic_init(&keyed->own_generation, 0);
+    atomic_init(&keyed->lines, NULL);
     keyed->generation = &keyed->own_generation;
     keyed->sweep_cursor = &keyed->own_sweep_cursor;
     cr_status status = path ? map_shared_table(keyed, path, mode, on_change, cr_read_clock(limit))
@@ -382,8 +387,28 @@ void cr_keyed_free(cr_keyed *keyed)
         limit = older;
     }
     free((cr_limit *)keyed->replaced);
+    cr_lines_free(atomic_load_explicit(&keyed->lines, memory_order_relaxed));
     pthread_mutex_destroy(&keyed->changing);
     free(keyed);
+}
+
+cr_lines *cr_keyed_lines(cr_keyed *keyed, const void *key, size_t key_len, uint64_t *fingerprint,
+                         bool make)
+{
+    cr_lines *lines = atomic_load_explicit(&keyed->lines, memory_order_acquire);
+    *fingerprint = 0;
+    if (!lines && !make)
+        return NULL;
+    *fingerprint = cr_key_place_of(keyed->seed, keyed->nbuckets, key, key_len).fp;
+    if (lines)
+        return lines;
+    cr_lines *made = cr_lines_new(LINES_PER_TABLE);
+    if (made && !atomic_compare_exchange_strong_explicit(
+                    &keyed->lines, &lines, made, memory_order_acq_rel, memory_order_acquire)) {
+        cr_lines_free(made); /* another thread made it first: `lines` is its */
+        return lines;
+    }
+    return made;
 }
 
 const cr_limit *cr_keyed_limit(const cr_keyed *keyed) { return &current_limit(keyed)->limit; }
@@ -607,6 +632,18 @@ cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_
     if (status == CR_OK)
         *taken = op.taken;
     return status;
+}
+
+cr_status cr_keyed_follow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                          const cr_signal *signal, int64_t pending, double share, bool *pulled)
+{
+    cr_status status = cr_follow_check(pending, share);
+    if (status != CR_OK)
+        return status;
+    const cr_follow_args args = {signal, share};
+    cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0, false};
+    *pulled = false;
+    return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, pulled);
 }
 
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)

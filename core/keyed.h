@@ -6,6 +6,7 @@
 
 #include "cellrate/stores.h"
 #include "counters.h"
+#include "line.h"
 
 /* As cr_limiter_uncounted (core/limiter.h), for `key`. */
 cr_status cr_keyed_uncounted(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -17,6 +18,12 @@ cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len
 
 /* The table's counters. */
 const cr_counts *cr_keyed_counts(const cr_keyed *keyed);
+
+/* The table's lines of waiters in this process (cr_wait_step; with `make`,
+ * made on its first use; NULL: none, or out of memory), and the fingerprint
+ * of `key` there. */
+cr_lines *cr_keyed_lines(cr_keyed *keyed, const void *key, size_t key_len, uint64_t *fingerprint,
+                         bool make);
 
 /* Keys holding a slot in a keyed table's `nbuckets` buckets (cr_keyed_len's
  * count). Read-only: an inspection's too. */

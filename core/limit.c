@@ -209,6 +209,44 @@ cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *peri
     return CR_E_RATE_SYNTAX;
 }
 
+/* Several limits, "100/day;10/hour": each part a rate of cr_parse_rate's
+ * grammar, read where it stands (its spaces are the grammar's). */
+cr_status cr_parse_rates(const char *text, size_t len, cr_rate *rates, size_t *count)
+{
+    size_t parts = 1;
+    for (size_t i = 0; i < len; i++)
+        parts += text[i] == ';';
+    *count = 0;
+    if (parts > CR_RATES_MAX)
+        return CR_E_RATE_TOO_MANY;
+    size_t start = 0;
+    for (size_t part = 0; part < parts; part++) {
+        size_t end = start;
+        while (end < len && text[end] != ';')
+            end++;
+        size_t from = start, to = end;
+        while (from < to && text[from] == ' ')
+            from++;
+        while (to > from && text[to - 1] == ' ')
+            to--;
+        if (from == to && parts > 1) {
+            *count = 0;
+            return CR_E_RATE_EMPTY;
+        }
+        cr_status status = cr_parse_rate(text + start, end - start, &rates[part].rate,
+                                         &rates[part].period_s);
+        if (status != CR_OK) {
+            *count = 0;
+            return status;
+        }
+        rates[part].start = from;
+        rates[part].len = to - from;
+        start = end + 1;
+    }
+    *count = parts;
+    return CR_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 
 /* The clocks' names: by cr_limit.fast_clock; window algorithms read realtime. */
@@ -246,7 +284,7 @@ const char *cr_algorithm_name(cr_algorithm algorithm)
     return algorithm_names[algorithm];
 }
 
-static cr_status parse_algorithm(const char *name, size_t len, cr_algorithm *algorithm)
+cr_status cr_algorithm_from_name(const char *name, size_t len, cr_algorithm *algorithm)
 {
     *algorithm = CR_ALGORITHM_GCRA;
     if (!name)
@@ -258,6 +296,11 @@ static cr_status parse_algorithm(const char *name, size_t len, cr_algorithm *alg
         }
     }
     return CR_E_ALGORITHM;
+}
+
+bool cr_algorithm_takes_burst(cr_algorithm algorithm)
+{
+    return algorithm == CR_ALGORITHM_GCRA || algorithm == CR_ALGORITHM_TOKEN_BUCKET;
 }
 
 /* The longest window: the state's (k + 3) * P stays below 2^63 for any time
@@ -301,7 +344,8 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
     double rate = args->rate, period_s = 1.0;
     cr_limit made = {0};
 
-    cr_status status = parse_algorithm(args->algorithm, args->algorithm_len, &made.algorithm);
+    cr_status status = cr_algorithm_from_name(args->algorithm, args->algorithm_len,
+                                              &made.algorithm);
     if (status != CR_OK)
         return status;
     if (args->rate_text) {
@@ -324,7 +368,7 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
         return CR_E_MAX_COST;
     if (args->has_max_debt && args->max_debt < 0)
         return CR_E_MAX_DEBT;
-    if (made.algorithm >= CR_ALGORITHM_FIXED_WINDOW) {
+    if (!cr_algorithm_takes_burst(made.algorithm)) {
         status = window_limit(&made, args, rate, period_s);
         if (status == CR_OK && args->has_max_cost && args->max_cost > made.burst)
             return CR_E_RATE_MAX_COST;

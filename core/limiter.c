@@ -47,6 +47,7 @@ struct cr_limiter {
     pthread_mutex_t changing;   /* serializes live changes; decisions never take it */
     const cr_limit *replaced;   /* the region's limit that opening replaced, or NULL */
     cr_counts counts;           /* this process's block, or the region's */
+    cr_lines *_Atomic lines;    /* this process's waiters (cr_wait_step), made on first use */
 };
 
 static limiter_cell *cell_new(const cr_limit *limit, int64_t state, limiter_cell *older)
@@ -146,6 +147,7 @@ cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *p
         return status;
     }
     atomic_init(&limiter->cell, cell);
+    atomic_init(&limiter->lines, NULL);
     *out = limiter;
     return CR_OK;
 }
@@ -168,8 +170,24 @@ void cr_limiter_free(cr_limiter *limiter)
         cell = older;
     }
     free((cr_limit *)limiter->replaced);
+    cr_lines_free(atomic_load_explicit(&limiter->lines, memory_order_relaxed));
     pthread_mutex_destroy(&limiter->changing);
     free(limiter);
+}
+
+cr_lines *cr_limiter_lines(cr_limiter *limiter, uint64_t *fingerprint, bool make)
+{
+    *fingerprint = 1;
+    cr_lines *lines = atomic_load_explicit(&limiter->lines, memory_order_acquire);
+    if (lines || !make)
+        return lines;
+    cr_lines *made = cr_lines_new(1);
+    if (made && !atomic_compare_exchange_strong_explicit(
+                    &limiter->lines, &lines, made, memory_order_acq_rel, memory_order_acquire)) {
+        cr_lines_free(made); /* another thread made it first: `lines` is its */
+        return lines;
+    }
+    return made;
 }
 
 const cr_limit *cr_limiter_replaced(const cr_limiter *limiter) { return limiter->replaced; }
@@ -390,6 +408,18 @@ cr_status cr_limiter_take(cr_limiter *limiter, int64_t now_ns, int64_t max_cost,
     if (status == CR_OK)
         *taken = op.taken;
     return status;
+}
+
+cr_status cr_limiter_follow(cr_limiter *limiter, int64_t now_ns, const cr_signal *signal,
+                            int64_t pending, double share, bool *pulled)
+{
+    cr_status status = cr_follow_check(pending, share);
+    if (status != CR_OK)
+        return status;
+    const cr_follow_args args = {signal, share};
+    cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0, false};
+    *pulled = false;
+    return limiter_apply(limiter, now_ns, &op, true, NULL, pulled);
 }
 
 void cr_limiter_reset(cr_limiter *limiter)

@@ -570,7 +570,7 @@ static cr_status open_existing(int fd, const cr_region_spec *spec, cr_region *re
 cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit *limit,
                          const char *path, int64_t mode)
 {
-    if (mode < 0 || mode > 0777)
+    if (mode < 0 || mode > CR_SHARED_MAX_MODE)
         return CR_E_SHARED_MODE;
     /* a rate limit's is in the records; a store without one (NULL:
      * concurrency) fills in the spec itself */

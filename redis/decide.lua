@@ -65,16 +65,9 @@ local MAX_TOLERANCE_NS = 9000000000000000
 -- it (ARGV), in whole units; a gcra TAT also at most this far after now (the
 -- core's ceiling, its horizon, is beyond what one double carries).
 local MAX_DEBT_NS = 9000000000000000
--- The stores' key prefix by default, and the characters a prefix may not hold.
--- PREFIX = 'cellrate:'
--- PREFIX_REFUSES = { }
--- PREFIX_REFUSED = must not contain '{' or '}': a hash tag in the prefix would put every key in one Redis Cluster slot (put hash tags in keys)
--- What on_error may say (the first: the default).
--- ON_ERROR = allow deny raise
--- The characters a limit's name may not hold, the refusal's words, and the
--- words of a live change asked of a limit without a name.
--- NAME_REFUSES = { } :
--- NAME_REFUSED = must not contain '{', '}' or ':': a hash tag would put every key of the limit in one Redis Cluster slot, and ':' ends the name in its keys
+-- (The stores' options, prefix, on_error and name among them, are the core's
+-- table, cellrate/options.h.) The words of a live change asked of a limit
+-- without a name.
 -- NAME_NEEDED = give the limit a name (name=) to change it live: an unnamed limit's keys are named by its parameters, which the change would leave behind
 -- A live change keeps the algorithm: the start of the error reply of a key
 -- held under another one, and what the faces say of such a change.

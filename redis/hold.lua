@@ -34,8 +34,8 @@ local RELEASE = '2'
 -- The name of a limit given none: this, then the limit (two limits of
 -- another limit never share a key).
 -- DEFAULT_NAME = 'concurrency'
--- What a store made without a lease says (no holder may keep units forever).
--- LEASE_REQUIRED = is required by the Redis store: the seconds after which units not released come back (a holder killed never releases)
+-- (A store made without a lease is refused by the core's options table:
+-- no holder may keep units forever.)
 
 local EXTRA = 'extra'
 local EXTRA_BASE = 9000000000000000

@@ -34,20 +34,16 @@
 local FLEET, QUIET = ':fleet', ':quiet'
 -- The smallest share of a member among n: 1 / (FLOOR_DIVISOR * n).
 local FLOOR_DIVISOR = 8
--- The heartbeats a member may miss before it drops out (ttl's default).
--- TTL_INTERVALS = 3
--- The longest a heartbeat's reply takes (timeout's default, seconds).
--- DEFAULT_TIMEOUT_S = 0.25
--- The words of the refusals (after the parameter's name), the faces' and this
--- script's.
--- SECONDS_REFUSED = 'must be finite and > 0 (seconds)'
+-- (The members' options, ttl's default of 3 intervals and timeout's among
+-- them, are the core's table, cellrate/options.h.) The words of the refusals
+-- (after the parameter's name) that this script says too, as the core's
+-- statuses E_TTL_SHORT and E_MEMBER do (tests/python/test_share.py holds them
+-- to each other).
 local TTL_TOO_SHORT = 'must be longer than interval'
 local MEMBER_REFUSED = 'must be a non-empty string without a colon'
 local FLEET_FIXED = 'must be that of the fleet'
 -- A refusal's error reply: 'ERR ' .. REFUSED .. ' <param> <words>'.
 local REFUSED = 'cellrate: refused:'
--- LOCAL_REFUSED = 'is not taken by a share store: its local limiter follows the share'
--- NAME_REQUIRED = 'is required: the fleet's name, the same on every member'
 
 local function micros(seconds)
     return seconds and math.floor(seconds * 1e6 + 0.5)

@@ -34,11 +34,7 @@ static int concurrency_new(lua_State *L)
     if (!to_int64(L, 1, &limit))
         return raise_status(L, CR_E_LIMIT);
     options opts = {.shared_mode = CR_SHARED_DEFAULT_MODE};
-    read_options(L, 2,
-                 OPTION_CAPACITY | OPTION_SHARED | OPTION_SHARED_MODE | OPTION_LEASE | OPTION_PEAK,
-                 &opts);
-    if (opts.shared_mode_given && opts.shared == NULL)
-        return raise_status(L, CR_E_SHARED_MODE_ALONE);
+    read_options(L, 2, "Concurrency", &opts);
     concurrency_box *box = compat_newuserdata(L, sizeof *box);
     memset(box, 0, sizeof *box);
     luaL_getmetatable(L, CONCURRENCY_METATABLE);

@@ -59,11 +59,31 @@ static int ffi_check_headers(void *payload, const char *key, size_t key_len, dou
                              legacy);
 }
 
+/* The key of a client's address given as 4 or 16 bytes (nginx's
+ * $binary_remote_addr; anything else is no address), into `out`
+ * (CR_ADDRESS_KEY_MAX bytes); its length, or 0 for a prefix the core refuses
+ * (cellrate.binary_address_key then raises its words). A prefix not given
+ * (has_ false) is the default. For cellrate.nginx's default key, once per
+ * request: an FFI call stays in the trace. */
+static size_t ffi_address_key(const char *bytes, size_t len, bool has_ipv4, double ipv4,
+                              bool has_ipv6, double ipv6, char *out)
+{
+    int64_t ipv4_prefix = CR_IPV4_PREFIX_DEFAULT, ipv6_prefix = CR_IPV6_PREFIX_DEFAULT;
+    if ((has_ipv4 &&
+         (!number_to_int64(ipv4, &ipv4_prefix) || cr_ipv4_prefix_check(ipv4_prefix) != CR_OK)) ||
+        (has_ipv6 &&
+         (!number_to_int64(ipv6, &ipv6_prefix) || cr_ipv6_prefix_check(ipv6_prefix) != CR_OK)))
+        return 0;
+    cr_address address;
+    cr_address_from_bytes(&address, bytes, len); /* family 0 when it is none */
+    return cr_address_key(out, &address, (int)ipv4_prefix, (int)ipv6_prefix);
+}
+
 /* The layout of ffi_api: bumped on any change to its members, their order or
  * their types, and to what a function takes or returns. lua/cellrate/ffi.lua
  * carries the number of the layout it declares and refuses another, so a
  * stale copy never calls through a pointer of another type. */
-#define FFI_API_LAYOUT 1
+#define FFI_API_LAYOUT 2
 
 /* What lua/cellrate/ffi.lua declares with ffi.cdef, in this order; the sizes
  * let it check its declarations of the core's structs against these. The
@@ -81,9 +101,13 @@ typedef struct {
     size_t decision_size;
     size_t headers_size;
     int closed;
+    size_t (*address_key)(const char *bytes, size_t len, bool has_ipv4, double ipv4, bool has_ipv6,
+                          double ipv6, char *out);
+    size_t address_key_max;
 } ffi_api;
 
 static const ffi_api the_ffi_api = {
-    FFI_API_LAYOUT, ffi_check,           ffi_check_headers,  cr_ns_to_seconds, cr_strerror,
-    cr_status_name, sizeof(cr_decision), sizeof(cr_headers), FFI_CLOSED,
+    FFI_API_LAYOUT, ffi_check,       ffi_check_headers,   cr_ns_to_seconds,
+    cr_strerror,    cr_status_name,  sizeof(cr_decision), sizeof(cr_headers),
+    FFI_CLOSED,     ffi_address_key, CR_ADDRESS_KEY_MAX,
 };

@@ -51,7 +51,7 @@ static int limit_spec_new(lua_State *L)
     options opts;
     memset(&opts, 0, sizeof opts);
     read_rate(L, 1, &opts.args);
-    read_options(L, 2, OPTION_PERIOD | OPTION_BURST | OPTION_ALGORITHM | OPTION_MAX_DEBT, &opts);
+    read_options(L, 2, "Limit", &opts);
     cr_limit limit;
     const cr_status status = cr_limit_init(&limit, &opts.args);
     if (status != CR_OK)

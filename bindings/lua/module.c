@@ -24,8 +24,12 @@ static const luaL_Reg module_functions[] = {
     {"inspect_region", inspect_region},
     {"metrics", metrics},
     {"header_fields", header_fields},
+    {"read_signal", read_signal},
     {"_check_request", check_request},
     {"_check_hold", check_hold},
+    {"_check_options", module_check_options},
+    {"_algorithm_takes_burst", module_algorithm_takes_burst},
+    {"parse_rates", module_parse_rates},
     {"_redis_request", redis_request},
     {"_redis_reply", redis_reply},
     {"_redis_unavailable", redis_unavailable},
@@ -42,6 +46,12 @@ static const luaL_Reg module_functions[] = {
     {"_share_report", share_report},
     {"_share_reply", share_reply},
     {"_share_after", share_after},
+    {"address_key", address_key},
+    {"binary_address_key", binary_address_key},
+    {"check_refusal_status", check_refusal_status},
+    {"check_address_prefix", check_address_prefix},
+    {"dry_run_removed", dry_run_removed},
+    {"settle", settle},
     {NULL, NULL},
 };
 
@@ -56,8 +66,15 @@ int luaopen_cellrate(lua_State *L)
     lua_getfield(L, -1, "__index");
     lua_pushcfunction(L, keyed_clear);
     lua_setfield(L, -2, "clear");
+    lua_pushcfunction(L, keyed_follow);
+    lua_setfield(L, -2, "follow");
     lua_pop(L, 1);
     lua_pop(L, 1);
+    luaL_getmetatable(L, limiter_tag);
+    lua_getfield(L, -1, "__index");
+    lua_pushcfunction(L, limiter_follow);
+    lua_setfield(L, -2, "follow");
+    lua_pop(L, 2);
     luaL_newmetatable(L, limit_tag);
     compat_setfuncs(L, limit_metamethods, 0);
     lua_pop(L, 1);

@@ -1,25 +1,14 @@
 /*
- * Options (a part of bindings/cellrate_lua.c): the one reader of the options
- * table of every constructor, `option_named` the one reader of an option's
- * name (an unknown one raises, suggesting a near name).
+ * Options (a part of bindings/cellrate_lua.c): the core's table of every
+ * constructor's options (cellrate/options.h), read for the compiled
+ * constructors (read_options) and lent to the pure-Lua ones
+ * (cellrate._check_options: cellrate.redis, cellrate.share, cellrate.nginx);
+ * an unknown name raises, suggesting a near one. Also the rate list grammar
+ * (cellrate.parse_rates) and which algorithms take a burst.
  */
 
-enum option {
-    OPTION_PERIOD = 1,
-    OPTION_BURST = 2,
-    OPTION_CAPACITY = 4,
-    OPTION_SHARED = 8,
-    OPTION_SHARED_MODE = 16,
-    OPTION_CLOCK = 32,
-    OPTION_ALGORITHM = 64,
-    OPTION_ON_CHANGE = 128,
-    OPTION_MAX_COST = 256,
-    OPTION_LEASE = 512,
-    OPTION_PEAK = 1024,
-    OPTION_MAX_DEBT = 2048,
-};
-
-/* What an options table may hold; absent fields keep their initial values. */
+/* What an options table may hold for the compiled constructors; absent
+ * fields keep their initial values. */
 typedef struct {
     cr_limit_args args;
     int64_t capacity;
@@ -28,91 +17,49 @@ typedef struct {
     bool peak;
     const char *shared; /* path of a shared region, or NULL */
     int64_t shared_mode;
-    bool shared_mode_given;
     cr_on_change on_change;
 } options;
 
-static const struct {
-    const char *name;
-    enum option option;
-} option_names[] = {
-    {"period", OPTION_PERIOD},
-    {"burst", OPTION_BURST},
-    {"capacity", OPTION_CAPACITY},
-    {"shared", OPTION_SHARED},
-    {"shared_mode", OPTION_SHARED_MODE},
-    {"clock", OPTION_CLOCK},
-    {"algorithm", OPTION_ALGORITHM},
-    {"on_change", OPTION_ON_CHANGE},
-    {"max_cost", OPTION_MAX_COST},
-    {"max_debt", OPTION_MAX_DEBT},
-    {"lease", OPTION_LEASE},
-    {"peak", OPTION_PEAK},
-};
+/* The longest table of options of a constructor. */
+#define OPTIONS_MAX 40
 
-/* Levenshtein distance between `a` and `b` (a name of option_names), or
- * OPTION_NAME_MAX when `a` is longer than any name could be misspelt to. */
-#define OPTION_NAME_MAX 16
-static size_t edit_distance(const char *a, const char *b)
+static const cr_constructor *constructor_named(lua_State *L, const char *name)
 {
-    const size_t a_len = strlen(a), b_len = strlen(b);
-    if (a_len >= OPTION_NAME_MAX || b_len >= OPTION_NAME_MAX)
-        return OPTION_NAME_MAX;
-    size_t row[OPTION_NAME_MAX];
-    for (size_t j = 0; j <= b_len; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= a_len; i++) {
-        size_t diagonal = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= b_len; j++) {
-            const size_t above = row[j];
-            size_t best = diagonal + (a[i - 1] != b[j - 1]);
-            if (above + 1 < best)
-                best = above + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diagonal = above;
-        }
-    }
-    return row[b_len];
+    const cr_constructor *constructor = cr_constructor_find(name, strlen(name));
+    if (constructor == NULL || constructor->count > OPTIONS_MAX)
+        luaL_error(L, "no constructor '%s' in the options table", name);
+    return constructor;
 }
 
-static enum option option_named(lua_State *L, int key_idx, unsigned accepted)
+/* The option the key at `key_idx` names, or an error naming it (with the
+ * near name the constructor takes, if one is within two edits). */
+static const cr_option *option_named(lua_State *L, int key_idx, const cr_constructor *constructor)
 {
-    if (lua_type(L, key_idx) == LUA_TSTRING) {
-        const char *name = lua_tostring(L, key_idx);
-        const char *closest = NULL;
-        size_t closest_distance = 3; /* a suggestion is at most 2 edits away */
-        for (size_t i = 0; i < sizeof option_names / sizeof option_names[0]; i++) {
-            if (!(accepted & option_names[i].option))
-                continue;
-            if (strcmp(name, option_names[i].name) == 0)
-                return option_names[i].option;
-            const size_t distance = edit_distance(name, option_names[i].name);
-            if (distance < closest_distance) {
-                closest = option_names[i].name;
-                closest_distance = distance;
-            }
-        }
-        if (closest != NULL)
-            luaL_error(L, "unknown option '%s' (did you mean '%s'?)", name, closest);
-        luaL_error(L, "unknown option '%s'", name);
-    } else {
+    if (lua_type(L, key_idx) != LUA_TSTRING) {
         luaL_error(L, "unknown option (a %s key)", luaL_typename(L, key_idx));
+        return NULL;
     }
-    return 0;
+    size_t len;
+    const char *name = lua_tolstring(L, key_idx, &len);
+    const cr_option *option = cr_option_find(constructor, CR_FACE_LUA, name, len);
+    if (option != NULL)
+        return option;
+    const char *closest = cr_option_suggest(constructor, CR_FACE_LUA, name, len);
+    if (closest != NULL)
+        luaL_error(L, "unknown option '%s' (did you mean '%s'?)", name, closest);
+    luaL_error(L, "unknown option '%s'", name);
+    return NULL;
 }
 
-/* "opts must be a table with the fields period, burst, ..." for `accepted`. */
-static int raise_options_type(lua_State *L, unsigned accepted)
+/* "opts must be a table with the fields period, burst, ..." */
+static int raise_options_type(lua_State *L, const cr_constructor *constructor)
 {
     int pieces = 1;
     lua_pushstring(L, "opts must be a table with the fields");
-    for (size_t i = 0; i < sizeof option_names / sizeof option_names[0]; i++) {
-        if (accepted & option_names[i].option) {
+    for (size_t i = 0; i < constructor->count; i++) {
+        if (constructor->options[i].faces & CR_FACE_LUA) {
             lua_pushstring(L, pieces == 1 ? " " : ", ");
-            lua_pushstring(L, option_names[i].name);
+            lua_pushstring(L, constructor->options[i].name);
             pieces += 2;
         }
     }
@@ -120,91 +67,233 @@ static int raise_options_type(lua_State *L, unsigned accepted)
     return luaL_error(L, "%s", lua_tostring(L, -1));
 }
 
-/*
- * Reads the options table at `idx` (nil: none) into `opts`. An absent option
- * stays absent; the core applies the defaults. The `shared` string stays
- * alive while the table is on the stack.
- */
-static void read_options(lua_State *L, int idx, unsigned accepted, options *opts)
+/* The value at `idx` as the core takes it: a number with a finite integral
+ * value is an integer (the only kind of number LuaJIT has); a string's bytes
+ * stay on the stack, in the options table. */
+static void to_core_value(lua_State *L, int idx, cr_value *out)
 {
-    cr_limit_args *args = &opts->args;
+    memset(out, 0, sizeof *out);
+    switch (lua_type(L, idx)) {
+    case LUA_TNIL:
+        out->type = CR_VALUE_ABSENT;
+        break;
+    case LUA_TBOOLEAN:
+        out->type = CR_VALUE_BOOLEAN;
+        out->boolean = lua_toboolean(L, idx);
+        break;
+    case LUA_TNUMBER: {
+        const lua_Number number = lua_tonumber(L, idx);
+        out->number = (double)number;
+        if (compat_isinteger(L, idx)) {
+            out->type = CR_VALUE_INTEGER;
+            out->integer = (int64_t)lua_tointeger(L, idx);
+        } else if (isfinite(number) && number_to_int64(number, &out->integer)) {
+            out->type = CR_VALUE_INTEGER;
+        } else {
+            out->type = CR_VALUE_NUMBER;
+        }
+        break;
+    }
+    case LUA_TSTRING:
+        out->type = CR_VALUE_STRING;
+        out->text = lua_tolstring(L, idx, &out->text_len);
+        break;
+    case LUA_TFUNCTION:
+        out->type = CR_VALUE_FUNCTION;
+        break;
+    default:
+        out->type = CR_VALUE_TABLE;
+    }
+}
+
+/*
+ * The options table at `idx` (nil: none) judged by the core's table for
+ * `constructor`: `values` gets one normalised value per option, in the
+ * table's order. An unknown name or a mistyped value raises; a value refused
+ * is the status returned (`values` then as given), or CR_OK.
+ */
+static cr_status judge_options(lua_State *L, int idx, const cr_constructor *constructor,
+                               cr_value *values)
+{
+    memset(values, 0, constructor->count * sizeof *values);
+    if (!lua_isnoneornil(L, idx)) {
+        if (lua_type(L, idx) != LUA_TTABLE)
+            raise_options_type(L, constructor);
+        lua_pushnil(L);
+        while (lua_next(L, idx) != 0) {
+            const cr_option *option = option_named(L, -2, constructor);
+            to_core_value(L, -1, &values[option - constructor->options]);
+            lua_pop(L, 1);
+        }
+    }
+    size_t failed;
+    bool wrong_type;
+    const cr_status status = cr_options_check(constructor, CR_FACE_LUA, values, &failed,
+                                              &wrong_type);
+    if (status != CR_OK && wrong_type)
+        raise_status(L, status);
+    return status;
+}
+
+/* judge_options, a refusal raised. */
+static void check_options(lua_State *L, int idx, const cr_constructor *constructor,
+                          cr_value *values)
+{
+    const cr_status status = judge_options(L, idx, constructor, values);
+    if (status != CR_OK)
+        raise_status(L, status);
+}
+
+/*
+ * Reads the options table at `idx` (nil: none) of the compiled constructor
+ * `name` into `opts`. Only the options given are set; the core applies the
+ * defaults. The strings stay alive while the table is on the stack.
+ */
+static void read_options(lua_State *L, int idx, const char *name, options *opts)
+{
+    const cr_constructor *constructor = constructor_named(L, name);
+    cr_value values[OPTIONS_MAX];
+    const cr_status refused = judge_options(L, idx, constructor, values);
     if (lua_isnoneornil(L, idx))
         return;
-    if (lua_type(L, idx) != LUA_TTABLE)
-        raise_options_type(L, accepted);
+    cr_limit_args *args = &opts->args;
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
-        switch (option_named(L, -2, accepted)) {
-        case OPTION_PERIOD:
-            if (lua_type(L, -1) != LUA_TNUMBER)
-                raise_status(L, CR_E_PERIOD);
-            args->period_s = lua_tonumber(L, -1);
-            args->has_period = true;
-            break;
-        case OPTION_BURST:
-            if (!to_int64(L, -1, &args->burst))
-                raise_status(L, CR_E_BURST);
-            args->has_burst = true;
-            break;
-        case OPTION_CAPACITY:
-            if (!to_int64(L, -1, &opts->capacity))
-                raise_status(L, CR_E_CAPACITY);
-            opts->capacity_given = true;
-            break;
-        case OPTION_LEASE:
-            if (lua_type(L, -1) != LUA_TNUMBER ||
-                cr_lease_from_seconds(lua_tonumber(L, -1), &opts->lease_ns) != CR_OK)
-                raise_status(L, CR_E_LEASE);
-            break;
-        case OPTION_PEAK:
-            if (lua_type(L, -1) != LUA_TBOOLEAN)
-                raise_status(L, CR_E_PEAK);
-            opts->peak = lua_toboolean(L, -1);
-            break;
-        case OPTION_SHARED: {
-            size_t path_len;
-            if (lua_type(L, -1) != LUA_TSTRING)
-                raise_status(L, CR_E_SHARED_PATH);
-            opts->shared = lua_tolstring(L, -1, &path_len);
-            if (strlen(opts->shared) != path_len) /* a NUL would cut the path short */
-                raise_status(L, CR_E_SHARED_PATH);
-            break;
-        }
-        case OPTION_SHARED_MODE:
-            if (!to_int64(L, -1, &opts->shared_mode))
-                raise_status(L, CR_E_SHARED_MODE);
-            opts->shared_mode_given = true;
-            break;
-        case OPTION_CLOCK:
-            if (lua_type(L, -1) != LUA_TSTRING)
-                raise_status(L, CR_E_CLOCK);
-            args->clock = lua_tolstring(L, -1, &args->clock_len);
-            break;
-        case OPTION_ALGORITHM:
-            if (lua_type(L, -1) != LUA_TSTRING)
-                raise_status(L, CR_E_ALGORITHM);
-            args->algorithm = lua_tolstring(L, -1, &args->algorithm_len);
-            break;
-        case OPTION_ON_CHANGE: {
-            size_t len;
-            if (lua_type(L, -1) != LUA_TSTRING)
-                raise_status(L, CR_E_ON_CHANGE);
-            const char *name = lua_tolstring(L, -1, &len);
-            if (cr_parse_on_change(name, len, &opts->on_change) != CR_OK)
-                raise_status(L, CR_E_ON_CHANGE);
-            break;
-        }
-        case OPTION_MAX_COST:
-            if (!to_int64(L, -1, &args->max_cost))
-                raise_status(L, CR_E_MAX_COST);
-            args->has_max_cost = true;
-            break;
-        case OPTION_MAX_DEBT:
-            if (!to_int64(L, -1, &args->max_debt))
-                raise_status(L, CR_E_MAX_DEBT);
-            args->has_max_debt = true;
-            break;
-        }
         lua_pop(L, 1);
+        const cr_option *option = option_named(L, -1, constructor);
+        const cr_value *value = &values[option - constructor->options];
+        const char *field = option->name;
+        if (strcmp(field, "period") == 0) {
+            args->period_s = value->number;
+            args->has_period = true;
+        } else if (strcmp(field, "burst") == 0) {
+            args->burst = value->integer;
+            args->has_burst = true;
+        } else if (strcmp(field, "capacity") == 0) {
+            opts->capacity = value->integer;
+            opts->capacity_given = true;
+        } else if (strcmp(field, "lease") == 0) {
+            (void)cr_lease_from_seconds(value->number, &opts->lease_ns); /* the table took it */
+        } else if (strcmp(field, "peak") == 0) {
+            opts->peak = value->boolean;
+        } else if (strcmp(field, "shared") == 0) {
+            opts->shared = value->text;
+        } else if (strcmp(field, "shared_mode") == 0) {
+            opts->shared_mode = value->integer;
+        } else if (strcmp(field, "clock") == 0) {
+            args->clock = value->text;
+            args->clock_len = value->text_len;
+        } else if (strcmp(field, "algorithm") == 0) {
+            args->algorithm = value->text;
+            args->algorithm_len = value->text_len;
+        } else if (strcmp(field, "on_change") == 0) {
+            (void)cr_parse_on_change(value->text, value->text_len, &opts->on_change);
+        } else if (strcmp(field, "max_cost") == 0) {
+            args->max_cost = value->integer;
+            args->has_max_cost = true;
+        } else if (strcmp(field, "max_debt") == 0) {
+            args->max_debt = value->integer;
+            args->has_max_debt = true;
+        }
     }
+    if (refused == CR_OK)
+        return;
+    /* A limit is judged in the core's order, its rate first (limits.txt): a
+     * limit the core refuses is the refusal, else the option's. */
+    cr_limit limit;
+    const cr_status status = cr_option_find(constructor, CR_FACE_LUA, "period", 6) != NULL
+                                 ? cr_limit_init(&limit, args)
+                                 : CR_OK;
+    raise_status(L, status != CR_OK ? status : refused);
+}
+
+/* A normalised value: the value given (at `given` in the options table,
+ * 0: none) where the core kept it, else the core's. */
+static void push_core_value(lua_State *L, const cr_option *option, const cr_value *value, int given)
+{
+    switch (value->type) {
+    case CR_VALUE_ABSENT:
+        lua_pushnil(L);
+        break;
+    case CR_VALUE_BOOLEAN:
+        lua_pushboolean(L, value->boolean);
+        break;
+    case CR_VALUE_INTEGER:
+        compat_pushint64(L, value->integer);
+        break;
+    case CR_VALUE_NUMBER:
+        lua_pushnumber(L, (lua_Number)value->number);
+        break;
+    case CR_VALUE_STRING:
+        lua_pushlstring(L, value->text, value->text_len);
+        break;
+    default:
+        if (given != 0)
+            lua_getfield(L, given, option->name);
+        else
+            lua_pushnil(L);
+    }
+}
+
+/* cellrate._check_options(constructor, opts): the options of a pure-Lua
+ * constructor (cellrate.redis, cellrate.share, cellrate.nginx) judged by the
+ * core's table: a table of every option the Lua face takes, normalised
+ * (absent ones: the default, or nil). An unknown name or a refused value
+ * raises in the core's words. */
+static int module_check_options(lua_State *L)
+{
+    const cr_constructor *constructor = constructor_named(L, luaL_checkstring(L, 1));
+    cr_value values[OPTIONS_MAX];
+    check_options(L, 2, constructor, values);
+    const int given = lua_istable(L, 2) ? 2 : 0;
+    lua_createtable(L, 0, (int)constructor->count);
+    for (size_t i = 0; i < constructor->count; i++) {
+        const cr_option *option = &constructor->options[i];
+        if (!(option->faces & CR_FACE_LUA))
+            continue;
+        push_core_value(L, option, &values[i], given);
+        lua_setfield(L, -2, option->name);
+    }
+    return 1;
+}
+
+/* cellrate.parse_rates(text): the limits a rate string names,
+ * "100/day;10/hour": a list of { rate = , period = , text = }, or the core's
+ * refusal, raised. */
+static int module_parse_rates(lua_State *L)
+{
+    if (lua_type(L, 1) != LUA_TSTRING)
+        return raise_status(L, CR_E_RATE);
+    size_t len;
+    const char *text = lua_tolstring(L, 1, &len);
+    cr_rate rates[CR_RATES_MAX];
+    size_t count;
+    const cr_status status = cr_parse_rates(text, len, rates, &count);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    lua_createtable(L, (int)count, 0);
+    for (size_t i = 0; i < count; i++) {
+        lua_createtable(L, 0, 3);
+        lua_pushnumber(L, (lua_Number)rates[i].rate);
+        lua_setfield(L, -2, "rate");
+        lua_pushnumber(L, (lua_Number)rates[i].period_s);
+        lua_setfield(L, -2, "period");
+        lua_pushlstring(L, text + rates[i].start, rates[i].len);
+        lua_setfield(L, -2, "text");
+        lua_rawseti(L, -2, (int)i + 1);
+    }
+    return 1;
+}
+
+/* cellrate._algorithm_takes_burst(name): whether the algorithm reads a burst
+ * (gcra, token_bucket), or the core's refusal of the name, raised. */
+static int module_algorithm_takes_burst(lua_State *L)
+{
+    size_t len;
+    const char *name = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &len) : NULL;
+    cr_algorithm algorithm;
+    if (name == NULL || cr_algorithm_from_name(name, len, &algorithm) != CR_OK)
+        return raise_status(L, CR_E_ALGORITHM);
+    lua_pushboolean(L, cr_algorithm_takes_burst(algorithm));
+    return 1;
 }

@@ -14,13 +14,7 @@ static int store_new(lua_State *L, const char *tag)
     const bool keyed = tag == keyed_tag;
     options opts = {.capacity = CR_KEYED_DEFAULT_CAPACITY, .shared_mode = CR_SHARED_DEFAULT_MODE};
     read_rate(L, 1, &opts.args);
-    read_options(L, 2,
-                 OPTION_PERIOD | OPTION_BURST | (keyed ? OPTION_CAPACITY : 0) | OPTION_SHARED |
-                     OPTION_SHARED_MODE | OPTION_CLOCK | OPTION_ALGORITHM | OPTION_ON_CHANGE |
-                     OPTION_MAX_COST | OPTION_MAX_DEBT,
-                 &opts);
-    if (opts.shared_mode_given && opts.shared == NULL)
-        return raise_status(L, CR_E_SHARED_MODE_ALONE);
+    read_options(L, 2, keyed ? "KeyedLimiter" : "Limiter", &opts);
     cr_limit limit;
     cr_status status = cr_limit_init(&limit, &opts.args);
     if (status != CR_OK)
@@ -306,7 +300,7 @@ static int store_reconfigure(lua_State *L, const char *tag)
     const int top = lua_gettop(L);
     options opts = {.capacity = CR_KEYED_DEFAULT_CAPACITY, .shared_mode = CR_SHARED_DEFAULT_MODE};
     read_rate(L, 2, &opts.args);
-    read_options(L, 3, OPTION_PERIOD | OPTION_BURST | OPTION_ALGORITHM | OPTION_MAX_DEBT, &opts);
+    read_options(L, 3, "reconfigure", &opts);
     if (opts.args.algorithm == NULL) {
         opts.args.algorithm = cr_algorithm_name(box_limit(box)->algorithm);
         opts.args.algorithm_len = strlen(opts.args.algorithm);

@@ -266,9 +266,24 @@ static int convert_shared(module_state *state, PyObject *shared, PyObject *mode_
         raise_wrong_type(state, CR_E_SHARED_PATH);
         return -1;
     }
+    /* A NUL is the core's refusal (a path C would cut short), in its words alone */
+    PyObject *fs_path = PyOS_FSPath(shared);
+    if (fs_path == NULL)
+        return -1;
+    const bool has_nul = PyUnicode_Check(fs_path)
+                             ? PyUnicode_FindChar(fs_path, 0, 0, PyUnicode_GET_LENGTH(fs_path),
+                                                  1) >= 0
+                             : PyBytes_Check(fs_path) &&
+                                   memchr(PyBytes_AS_STRING(fs_path), 0,
+                                          (size_t)PyBytes_GET_SIZE(fs_path)) != NULL;
+    Py_DECREF(fs_path);
+    if (has_nul) {
+        raise_status(state, CR_E_SHARED_PATH);
+        return -1;
+    }
     if (PyUnicode_FSConverter(shared, path))
         return 0;
-    /* A NUL, or a str the file system encoding cannot take: not a path. */
+    /* A str the file system encoding cannot take: not a path. */
     if (PyErr_ExceptionMatches(PyExc_ValueError))
         raise_instead(state, CR_E_SHARED_PATH);
     return -1;

@@ -69,6 +69,7 @@ typedef struct {
     PyTypeObject *keyed_type;
     PyTypeObject *concurrency_type;
     PyTypeObject *slot_type;
+    PyTypeObject *client_keys_type;
     PyObject *error;                         /* CellrateError */
     PyObject *invalid_argument;              /* InvalidArgument(CellrateError, ValueError) */
     PyObject *invalid_argument_type;         /* InvalidArgumentType(CellrateError, TypeError) */
@@ -80,6 +81,27 @@ static module_state *state_of(PyObject *self)
 {
     return (module_state *)PyType_GetModuleState(Py_TYPE(self));
 }
+
+/*
+ * A Limiter or a KeyedLimiter: one object layout, one decision path, the key
+ * the only difference (store.c; read by the waits and the follow too). The limit is the store's (store_limit): a live
+ * change, made here or by another process sharing its region, is the core's.
+ */
+typedef struct {
+    PyObject_HEAD
+    cr_limiter *limiter; /* a Limiter's store; NULL in a KeyedLimiter */
+    cr_keyed *keyed;     /* a KeyedLimiter's store; NULL in a Limiter */
+    int64_t capacity;    /* a KeyedLimiter's */
+    PyObject *max_cost;  /* an int, or NULL: checked again by each reconfigure */
+    PyObject *max_debt;  /* an int given, or NULL (the default: the burst): kept by reconfigure */
+} StoreObject;
+
+static const cr_limit *store_limit(const StoreObject *store)
+{
+    return store->keyed ? cr_keyed_limit(store->keyed) : cr_limiter_limit(store->limiter);
+}
+
+static bool is_keyed(const StoreObject *store) { return store->keyed != NULL; }
 
 #ifdef Py_TPFLAGS_IMMUTABLETYPE
 #define FINAL_TYPE_FLAGS (Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE)

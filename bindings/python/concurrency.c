@@ -51,7 +51,7 @@ static PyObject *concurrency_new(PyTypeObject *type, PyObject *args, PyObject *k
             return NULL;
         }
     }
-    if (!PyBool_Check(peak_obj)) {
+    if (peak_obj != Py_None && !PyBool_Check(peak_obj)) { /* None: absent, off */
         raise_wrong_type(state, CR_E_PEAK);
         return NULL;
     }

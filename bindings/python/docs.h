@@ -142,13 +142,14 @@ PyDoc_STRVAR(keyed_take_doc, TAKE_DOC("take($self, /, key, max_cost, *, now=None
 #define WAIT_DOC(sig)                                                                  \
     sig "\n--\n\n"                                                                     \
         "Blocks until `cost` units are admitted, sleeping with the GIL released.\n\n"  \
-        "Raises RateLimited at once, without sleeping, when they cannot be admitted\n" \
-        "within `timeout` seconds (None: no limit) or can never fit the limit.\n"      \
-        "Waiters are admitted in the order they arrive (gcra, token_bucket)."
+        "Raises RateLimited, without sleeping, when they cannot be admitted within\n"  \
+        "`timeout` seconds (None: no limit) or can never fit the limit; a wait that\n" \
+        "a later block (a provider's 429 followed) pushes past `timeout` raises\n"     \
+        "then. This process's waiters are admitted in the order they arrive."
 #define ACQUIRE_DOC(sig)                                                            \
     sig "\n--\n\n"                                                                  \
         "The asyncio form of wait(), a coroutine: never blocks the event loop; a\n" \
-        "cancelled waiter gives back what it had reserved."
+        "cancelled waiter gives its place in line back."
 PyDoc_STRVAR(limiter_wait_doc, WAIT_DOC("wait($self, /, cost=1, *, timeout=None)"));
 PyDoc_STRVAR(keyed_wait_doc, WAIT_DOC("wait($self, /, key, cost=1, *, timeout=None)"));
 PyDoc_STRVAR(limiter_acquire_doc, ACQUIRE_DOC("acquire($self, /, cost=1, *, timeout=None)"));
@@ -286,6 +287,29 @@ PyDoc_STRVAR(check_hold_doc,
              "of a holding's key and cost (InvalidArgument / InvalidArgumentType naming\n"
              "the parameter); returns the lease in integer ns, or None when it is None.");
 
+PyDoc_STRVAR(check_options_doc,
+             "_check_options(constructor, options, /)\n--\n\n"
+             "Private: the options given to a constructor (a dict of keyword arguments;\n"
+             "None is absent) judged by the core's table (cellrate/options.h): a dict of\n"
+             "every option the Python face takes, normalised, absent ones at their\n"
+             "default (or None). An unknown name is TypeError, a refused value\n"
+             "InvalidArgument / InvalidArgumentType in the core's words.");
+
+PyDoc_STRVAR(options_doc,
+             "_options(constructor, /)\n--\n\n"
+             "Private: the rows of the core's options table the Python face takes for\n"
+             "`constructor`: {name: {'kind', 'default', 'words', 'status'}}.");
+
+PyDoc_STRVAR(parse_rates_doc,
+             "_parse_rates(text, /)\n--\n\n"
+             "Private: the limits a rate string names ('100/day;10/hour'): a list of\n"
+             "(rate, period, the part's text), or InvalidArgument naming `rate`.");
+
+PyDoc_STRVAR(algorithm_takes_burst_doc,
+             "_algorithm_takes_burst(algorithm, /)\n--\n\n"
+             "Private: whether the algorithm reads a burst (gcra, token_bucket; the\n"
+             "window algorithms refuse one).");
+
 /* ------------------------------------------------------------------------ */
 /* The Redis store's protocol (private: cellrate.redis)                      */
 
@@ -377,8 +401,96 @@ PyDoc_STRVAR(set_waits_doc,
              "Concurrency.hold, a dict by those names. The package sets them once, at\n"
              "import; other functions later are refused.");
 
+/* ------------------------------------------------------------------------ */
+/* The web policy's rules (web.c)                                            */
+
+PyDoc_STRVAR(client_keys_doc,
+             "_ClientKeys(ipv4_prefix=32, ipv6_prefix=64, trusted=(), forwarded=False)\n--\n\n"
+             "Private: the client's address as a key (cellrate.web.Policy): its network\n"
+             "of ipv4_prefix / ipv6_prefix bits in canonical text ('192.0.2.1',\n"
+             "'2001:db8::/64'), 'unknown' for what is no address. trusted: the networks\n"
+             "of the trusted proxies (str each); forwarded: their field is Forwarded,\n"
+             "not X-Forwarded-For. Immutable.");
+PyDoc_STRVAR(client_keys_key_doc, "key($self, address, /)\n--\n\n"
+                                  "The key of a peer's address (a str).");
+PyDoc_STRVAR(client_keys_peer_doc,
+             "peer($self, address, /)\n--\n\n"
+             "(key, trusted): the key of a peer's address and whether it is a trusted proxy.");
+PyDoc_STRVAR(client_keys_hop_doc, "hop($self, hop, /)\n--\n\n"
+                                  "The key of one hop of X-Forwarded-For or Forwarded's for=\n"
+                                  "(quotes, brackets and a port dropped).");
+PyDoc_STRVAR(client_keys_client_doc,
+             "client($self, value, /)\n--\n\n"
+             "The key of the client behind the trusted proxies, from the value of their\n"
+             "field read from the right; None when the value names no hop.");
+PyDoc_STRVAR(check_refusal_status_doc,
+             "_check_refusal_status(status, /)\n--\n\n"
+             "Private: `status` as a refusal's HTTP status (an int from 400 to 599), or\n"
+             "InvalidArgument / InvalidArgumentType naming `status`.");
+PyDoc_STRVAR(check_address_prefix_doc,
+             "_check_address_prefix(name, prefix, /)\n--\n\n"
+             "Private: `prefix` as the prefix length option `name` ('ipv4_prefix': 0 to\n"
+             "32, 'ipv6_prefix': 0 to 128) takes, or the error naming it.");
+PyDoc_STRVAR(dry_run_fields_doc,
+             "_dry_run_fields($module, fields, /)\n--\n\n"
+             "Private: the (name, value) pairs of a refusal's fields (a dict) that a dry\n"
+             "run sends: without those the core leaves out (Retry-After).");
+PyDoc_STRVAR(settle_doc,
+             "_settle(charged, count, max_cost, /)\n--\n\n"
+             "Private: (total, units, clipped) of settling a request charged `charged`\n"
+             "units by the `count` it was reported to cost (an int, or its decimal\n"
+             "digits as a str), at most `max_cost` (None: no bound); InvalidArgument\n"
+             "naming charge for a figure that is no count (nothing settled).");
+
 PyDoc_STRVAR(error_doc,
              "Base of the errors cellrate raises; `param` names the parameter at fault.");
 PyDoc_STRVAR(invalid_argument_doc, "An argument of the right type with a value cellrate refuses.");
 PyDoc_STRVAR(invalid_argument_type_doc, "An argument of a type its parameter never takes.");
 PyDoc_STRVAR(cellrate_doc, "The compiled core of cellrate: GCRA rate limiting.");
+
+/* ------------------------------------------------------------------------ */
+/* Following a provider                                                      */
+
+PyDoc_STRVAR(check_retry_doc, "_check_retry(retries, backoff, max_backoff, /)\n--\n\n"
+                              "None, or the core's error naming retries or backoff.");
+PyDoc_STRVAR(retry_wait_doc,
+             "_retry_wait(status, attempt, retries, backoff, max_backoff, random, /)\n--\n\n"
+             "The seconds to wait before retry `attempt` of a request answered `status`\n"
+             "(429 or 503), or None: not retried (the core's cr_retry_wait).");
+PyDoc_STRVAR(limiter_follow_doc,
+             "follow($self, headers, status=None, *, quota=None, pending=0, share=1.0,\n"
+             "       now=None)\n--\n\n"
+             "Pulls the limit into line with what a provider's response says of its\n"
+             "own limit (Retry-After, the IETF RateLimit fields, x-ratelimit-*,\n"
+             "anthropic-ratelimit-*; cellrate.read_signal). Only ever stricter: a 429's\n"
+             "Retry-After holds every caller of the limit until then, a remaining\n"
+             "below this limit's spends the difference, never more than this limit\n"
+             "allows. Returns whether it changed the limit.\n\n"
+             "headers: the response's fields, a mapping or (name, value) pairs.\n"
+             "status: its status code (None: unknown; Retry-After counts on 429, 503\n"
+             "        or unknown).\n"
+             "quota: 'requests' (None) or 'tokens': what this limit counts.\n"
+             "pending: units sent that the response cannot count yet (in flight).\n"
+             "share: this member's part of the provider's limit (a fleet share).");
+PyDoc_STRVAR(keyed_follow_doc,
+             "follow($self, key, headers, status=None, *, quota=None, pending=0,\n"
+             "       share=1.0, now=None)\n--\n\n"
+             "Limiter.follow() for the limit of `key`.");
+PyDoc_STRVAR(read_signal_doc,
+             "read_signal(headers, status=None, *, quota=None, now=None)\n--\n\n"
+             "What a provider's response says of its limit: a list of bounds\n"
+             "(remaining, within), each 'at most `remaining` more units in the next\n"
+             "`within` seconds' (a 429's Retry-After is (0, wait)). Waits are capped at\n"
+             "one hour; values that are not numbers, negative, past or beyond 63 bits\n"
+             "are ignored. now: the Unix time in seconds for HTTP-dates and other\n"
+             "absolute times (None: the clock).");
+
+/* ------------------------------------------------------------------------ */
+/* A wait, one step at a time                                                */
+
+PyDoc_STRVAR(wait_step_doc, "_wait_step(store, key, cost, max_wait, turn, /)\n--\n\n"
+                            "A wait's next step (the core's cr_wait_step): None to start now,\n"
+                            "(seconds, turn) to sleep and step again with `turn`, or the Decision\n"
+                            "that refuses (not within max_wait seconds, or never).");
+PyDoc_STRVAR(wait_leave_doc, "_wait_leave(store, key, cost, turn, /)\n--\n\n"
+                             "A waiter that stops waiting gives its place in line back.");

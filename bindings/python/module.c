@@ -27,12 +27,15 @@
 #include "decision.c"
 #include "limit.c"
 #include "waits.c"
+#include "follow.c"
 #include "store.c"
 #include "compose.c"
 #include "concurrency.c"
 #include "checks.c"
+#include "options.c"
 #include "redis.c"
 #include "share.c"
+#include "web.c"
 
 /* Adds `value` under `name`; the module takes its own reference. */
 static int add_object(PyObject *module, const char *name, PyObject *value)
@@ -101,6 +104,9 @@ static int cellrate_exec(PyObject *module)
     state->slot_type = add_type(module, &slot_spec);
     if (state->slot_type == NULL)
         return -1;
+    state->client_keys_type = add_type(module, &client_keys_spec);
+    if (state->client_keys_type == NULL)
+        return -1;
 
     state->error = new_exception("cellrate.CellrateError", error_doc, PyExc_Exception);
     if (state->error == NULL || add_object(module, "CellrateError", state->error) < 0)
@@ -130,6 +136,7 @@ static int cellrate_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->keyed_type);
     Py_VISIT(state->concurrency_type);
     Py_VISIT(state->slot_type);
+    Py_VISIT(state->client_keys_type);
     Py_VISIT(state->error);
     Py_VISIT(state->invalid_argument);
     Py_VISIT(state->invalid_argument_type);
@@ -147,6 +154,7 @@ static int cellrate_clear(PyObject *module)
     Py_CLEAR(state->keyed_type);
     Py_CLEAR(state->concurrency_type);
     Py_CLEAR(state->slot_type);
+    Py_CLEAR(state->client_keys_type);
     Py_CLEAR(state->error);
     Py_CLEAR(state->invalid_argument);
     Py_CLEAR(state->invalid_argument_type);
@@ -165,10 +173,22 @@ static PyMethodDef cellrate_methods[] = {
      check_all_doc},
     {"_set_waits", module_set_waits, METH_O, set_waits_doc},
     {"_check_timeout", module_check_timeout, METH_O, check_timeout_doc},
+    {"_wait_step", (PyCFunction)(void (*)(void))module_wait_step, METH_FASTCALL, wait_step_doc},
+    {"_wait_leave", (PyCFunction)(void (*)(void))module_wait_leave, METH_FASTCALL, wait_leave_doc},
     {"_check_request", (PyCFunction)(void (*)(void))module_check_request, METH_FASTCALL,
      check_request_doc},
     {"_check_hold", (PyCFunction)(void (*)(void))module_check_hold, METH_FASTCALL, check_hold_doc},
+    {"_check_options", (PyCFunction)(void (*)(void))module_check_options, METH_FASTCALL,
+     check_options_doc},
+    {"_options", module_options, METH_O, options_doc},
+    {"_parse_rates", module_parse_rates, METH_O, parse_rates_doc},
+    {"_algorithm_takes_burst", module_algorithm_takes_burst, METH_O, algorithm_takes_burst_doc},
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
+    {"read_signal", (PyCFunction)(void (*)(void))module_read_signal, METH_VARARGS | METH_KEYWORDS,
+     read_signal_doc},
+    {"_check_retry", (PyCFunction)(void (*)(void))module_check_retry, METH_FASTCALL,
+     check_retry_doc},
+    {"_retry_wait", (PyCFunction)(void (*)(void))module_retry_wait, METH_FASTCALL, retry_wait_doc},
     {"_redis_request", (PyCFunction)(void (*)(void))module_redis_request, METH_FASTCALL,
      redis_request_doc},
     {"_redis_reply", (PyCFunction)(void (*)(void))module_redis_reply, METH_FASTCALL,
@@ -200,6 +220,11 @@ static PyMethodDef cellrate_methods[] = {
     {"_share_reply", module_share_reply, METH_O, share_reply_doc},
     {"_share_after", (PyCFunction)(void (*)(void))module_share_after, METH_FASTCALL,
      share_after_doc},
+    {"_check_refusal_status", module_check_refusal_status, METH_O, check_refusal_status_doc},
+    {"_check_address_prefix", (PyCFunction)(void (*)(void))module_check_address_prefix,
+     METH_FASTCALL, check_address_prefix_doc},
+    {"_dry_run_fields", module_dry_run_fields, METH_O, dry_run_fields_doc},
+    {"_settle", (PyCFunction)(void (*)(void))module_settle, METH_FASTCALL, settle_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -6,27 +6,6 @@
  * Part of module.c's unity build.
  */
 
-/*
- * A Limiter or a KeyedLimiter: one object layout, one decision path, the key
- * the only difference. The limit is the store's (store_limit): a live
- * change, made here or by another process sharing its region, is the core's.
- */
-typedef struct {
-    PyObject_HEAD
-    cr_limiter *limiter; /* a Limiter's store; NULL in a KeyedLimiter */
-    cr_keyed *keyed;     /* a KeyedLimiter's store; NULL in a Limiter */
-    int64_t capacity;    /* a KeyedLimiter's */
-    PyObject *max_cost;  /* an int, or NULL: checked again by each reconfigure */
-    PyObject *max_debt;  /* an int given, or NULL (the default: the burst): kept by reconfigure */
-} StoreObject;
-
-static const cr_limit *store_limit(const StoreObject *store)
-{
-    return store->keyed ? cr_keyed_limit(store->keyed) : cr_limiter_limit(store->limiter);
-}
-
-static bool is_keyed(const StoreObject *store) { return store->keyed != NULL; }
-
 /* Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,
  * clock=None, algorithm=None); a KeyedLimiter also takes capacity=None. */
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -496,6 +475,8 @@ static PyObject *store_repr(PyObject *self)
 
 static PyMethodDef limiter_methods[] = {
     DECIDE_METHODS(limiter),
+    {"follow", (PyCFunction)(void (*)(void))store_follow, METH_VARARGS | METH_KEYWORDS,
+     limiter_follow_doc},
     {"reset", limiter_reset, METH_NOARGS, limiter_reset_doc},
     STATS_METHODS,
     {"reconfigure", (PyCFunction)(void (*)(void))store_reconfigure, METH_VARARGS | METH_KEYWORDS,
@@ -505,6 +486,8 @@ static PyMethodDef limiter_methods[] = {
 
 static PyMethodDef keyed_methods[] = {
     DECIDE_METHODS(keyed),
+    {"follow", (PyCFunction)(void (*)(void))store_follow, METH_VARARGS | METH_KEYWORDS,
+     keyed_follow_doc},
     {"reset", keyed_reset, METH_O, keyed_reset_doc},
     {"clear", keyed_clear, METH_NOARGS, keyed_clear_doc},
     STATS_METHODS,

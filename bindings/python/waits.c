@@ -86,3 +86,95 @@ static PyObject *module_set_waits(PyObject *module, PyObject *methods)
         }
     Py_RETURN_NONE;
 }
+
+/* ------------------------------------------------------------------------ */
+/* A wait, one step at a time (cr_wait_step): Python's wait() and acquire()  */
+/* sleep between the steps (python/cellrate/_wait.py; docs/design.md §9).   */
+
+/* The item of a wait: a Limiter with key None, or a KeyedLimiter and a key. */
+static int wait_item(module_state *state, PyObject *store, PyObject *key_obj, cr_item *item)
+{
+    memset(item, 0, sizeof *item);
+    if (Py_IS_TYPE(store, state->limiter_type) && key_obj == Py_None) {
+        item->limiter = ((StoreObject *)store)->limiter;
+        return 0;
+    }
+    if (Py_IS_TYPE(store, state->keyed_type)) {
+        const char *key;
+        Py_ssize_t key_len;
+        if (convert_key(state, key_obj, &key, &key_len) < 0)
+            return -1;
+        item->keyed = ((StoreObject *)store)->keyed;
+        item->key = key;
+        item->key_len = (size_t)key_len;
+        return 0;
+    }
+    raise_wrong_type(state, CR_E_ITEMS);
+    return -1;
+}
+
+/* A waiter's place: None is CR_NO_TURN, else the int the last step gave. */
+static int wait_turn(PyObject *turn_obj, int64_t *turn_ns)
+{
+    *turn_ns = CR_NO_TURN;
+    if (turn_obj == Py_None)
+        return 0;
+    long long turn = PyLong_AsLongLong(turn_obj);
+    if (turn == -1 && PyErr_Occurred())
+        return -1;
+    *turn_ns = (int64_t)turn;
+    return 0;
+}
+
+/* _wait_step(store, key, cost, max_wait, turn): None to start now,
+ * (seconds, turn) to sleep and step again, or the Decision that refuses. */
+static PyObject *module_wait_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "_wait_step(store, key, cost, max_wait, turn)");
+        return NULL;
+    }
+    cr_item item;
+    int64_t cost, max_wait_ns, turn_ns, sleep_ns;
+    if (wait_item(state, args[0], args[1], &item) < 0 || convert_cost(state, args[2], &cost) < 0 ||
+        convert_wait_limit(state, args[3], CR_E_TIMEOUT, &max_wait_ns) < 0 ||
+        wait_turn(args[4], &turn_ns) < 0)
+        return NULL;
+    cr_wait_action step;
+    cr_decision refusal;
+    const cr_status status = cr_wait_step(&item, cost, max_wait_ns, &turn_ns, &step, &sleep_ns,
+                                          &refusal);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    if (step == CR_WAIT_GO)
+        Py_RETURN_NONE;
+    if (step == CR_WAIT_SLEEP)
+        return Py_BuildValue("(dL)", cr_ns_to_seconds(sleep_ns), (long long)turn_ns);
+    return decision_from(state, &refusal,
+                         item.limiter ? cr_limiter_limit(item.limiter)
+                                      : cr_keyed_limit(item.keyed));
+}
+
+/* _wait_leave(store, key, cost, turn): a waiter that stops gives its place back. */
+static PyObject *module_wait_leave(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "_wait_leave(store, key, cost, turn)");
+        return NULL;
+    }
+    cr_item item;
+    int64_t cost, turn_ns;
+    if (wait_item(state, args[0], args[1], &item) < 0 || convert_cost(state, args[2], &cost) < 0 ||
+        wait_turn(args[3], &turn_ns) < 0)
+        return NULL;
+    const cr_status status = cr_wait_leave(&item, cost, turn_ns);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}

@@ -33,6 +33,14 @@ typedef enum cr_algorithm {
 /* "gcra", "token_bucket", "fixed_window", "sliding_window" ("" out of range). */
 const char *cr_algorithm_name(cr_algorithm algorithm);
 
+/* The algorithm of a name of cr_algorithm_name (need not be NUL-terminated;
+ * NULL: "gcra"), or CR_E_ALGORITHM. */
+cr_status cr_algorithm_from_name(const char *name, size_t len, cr_algorithm *algorithm);
+
+/* Whether `algorithm` reads a burst: gcra and token_bucket do; the window
+ * algorithms refuse one (CR_E_BURST_WINDOW: their amount is the rate). */
+bool cr_algorithm_takes_burst(cr_algorithm algorithm);
+
 /* A validated limit. A plain value: copy it freely.
  *
  * GCRA and token_bucket: T = emission_ns, tau = tolerance_ns = T * burst.
@@ -113,8 +121,30 @@ size_t cr_limit_describe(char *buf, size_t size, const char *type_name, const cr
 /* Parses a rate string into units and period seconds, without applying it.
  * Grammar: NUMBER ("/" | "per") [NUMBER] UNIT, spaces allowed between parts;
  * UNIT: ns us ms s sec second m min minute h hr hour d day w week (plurals
- * accepted). Months and years are refused (CR_E_RATE_CALENDAR). */
+ * accepted). Months and years are refused (CR_E_RATE_CALENDAR); a ';'
+ * (several limits: cr_parse_rates) is CR_E_RATE_SEVERAL. */
 cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *period_s);
+
+/* The most limits one rate string names (cr_parse_rates). */
+#define CR_RATES_MAX 8
+
+/* One limit of a rate string: its rate and period, and where its text is
+ * (bytes of the string, spaces around it left out). */
+typedef struct cr_rate {
+    double rate;
+    double period_s;
+    size_t start;
+    size_t len;
+} cr_rate;
+
+/* Parses a rate string that may name several limits, "100/day;10/hour" (as
+ * flask-limiter and slowapi write them), into `rates` (room for CR_RATES_MAX)
+ * and their `*count`: each part between ';' is a rate of cr_parse_rate's
+ * grammar. A string without ';' is one rate. Refused: an empty part among
+ * several (CR_E_RATE_EMPTY), more than CR_RATES_MAX parts
+ * (CR_E_RATE_TOO_MANY), and a part cr_parse_rate refuses (its status, the
+ * first one's); `*count` is then 0. */
+cr_status cr_parse_rates(const char *text, size_t len, cr_rate *rates, size_t *count);
 
 /* Seconds (a caller's `now`) to nanoseconds, rounded to the nearest ns.
  * CR_E_NOW unless finite, >= 0 and below CR_HORIZON_NS. */

@@ -53,140 +53,226 @@ const char *cr_version(void);
  * The table is the reference model's (tests/model/gcra_model.py), row for row
  * (tests/vectors/status.txt).
  */
-#define CR_STATUS_LIST(X)                                                                         \
-    X(0, OK, NONE, "", "ok")                                                                      \
-    X(1, E_RATE, ARGUMENT, "rate",                                                                \
-      "rate must be a number > 0 or a rate string such as '10/second'")                           \
-    X(2, E_RATE_SYNTAX, ARGUMENT, "rate",                                                         \
-      "rate: cannot parse; expected a number or a string such as "                                \
-      "'10/second', '300/minute', '5 per second' or '100/5m'")                                    \
-    X(3, E_RATE_CALENDAR, ARGUMENT, "rate",                                                       \
-      "rate: months and years have no fixed length; use a fixed duration "                        \
-      "such as '1000/30d' or '1000/365d'")                                                        \
-    X(4, E_RATE_TOO_HIGH, ARGUMENT, "rate",                                                       \
-      "rate is too high: the interval period/rate rounds below 1 ns")                             \
-    X(5, E_RATE_TOO_LOW, ARGUMENT, "rate",                                                        \
-      "rate is too low: the interval period/rate exceeds 2^62 ns (146 years)")                    \
-    X(6, E_PERIOD, ARGUMENT, "period", "period must be a finite number of seconds > 0")           \
-    X(7, E_PERIOD_WITH_TEXT, ARGUMENT, "period",                                                  \
-      "period must not be given with a rate string, which carries its own period")                \
-    X(8, E_BURST, ARGUMENT, "burst", "burst must be an integer >= 1")                             \
-    X(9, E_BURST_TOO_LARGE, ARGUMENT, "burst",                                                    \
-      "burst is too large: burst * (period/rate) exceeds 2^62 ns (146 years)")                    \
-    X(10, E_COST, ARGUMENT, "cost", "cost must be an integer >= 0")                               \
-    X(11, E_NOW, ARGUMENT, "now",                                                                 \
-      "now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)")                \
-    X(12, E_KEY, ARGUMENT, "key", "key must be a string (any bytes, any length)")                 \
-    X(13, E_CLOCK, ARGUMENT, "clock", "clock must be 'monotonic' or 'fast'")                      \
-    X(14, E_CAPACITY, ARGUMENT, "capacity", "capacity must be an integer >= 1 and <= 2^32")       \
-    X(15, E_NOMEM, RUNTIME, "", "out of memory")                                                  \
-    X(16, E_SHARED_PATH, ARGUMENT, "shared",                                                      \
-      "shared must be the path of the region file (a string without NUL characters)")             \
-    X(17, E_SHARED_IO, RUNTIME, "shared", "shared: cannot open, create or map the region file")   \
-    X(18, E_SHARED_ACCESS, RUNTIME, "shared", "shared: permission denied on the region file")     \
-    X(19, E_SHARED_SHORT, REGION, "shared",                                                       \
-      "shared: the file is too short to be a cellrate region")                                    \
-    X(20, E_SHARED_FOREIGN, REGION, "shared", "shared: the file is not a cellrate region")        \
-    X(21, E_SHARED_VERSION, REGION, "shared", "shared: the region has another layout version")    \
-    X(22, E_SHARED_CORRUPT, REGION, "shared",                                                     \
-      "shared: the region is corrupt (header checksum or size)")                                  \
-    X(23, E_SHARED_KIND, REGION, "shared",                                                        \
-      "shared: the region holds another kind of limiter (Limiter vs KeyedLimiter)")               \
-    X(24, E_SHARED_RATE, REGION, "shared",                                                        \
-      "shared: the region was made with another rate or period")                                  \
-    X(25, E_SHARED_BURST, REGION, "shared", "shared: the region was made with another burst")     \
-    X(26, E_SHARED_CAPACITY, REGION, "shared",                                                    \
-      "shared: the region was made with another capacity")                                        \
-    X(27, E_SHARED_MODE, ARGUMENT, "shared_mode",                                                 \
-      "shared_mode must be a file mode from 0 to 0777 (octal)")                                   \
-    X(28, E_ALGORITHM, ARGUMENT, "algorithm",                                                     \
-      "algorithm must be 'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'")             \
-    X(29, E_BURST_WINDOW, ARGUMENT, "burst",                                                      \
-      "burst: a window algorithm takes no burst (a window admits rate units); "                   \
-      "leave burst out, or use 'gcra' or 'token_bucket'")                                         \
-    X(30, E_RATE_WHOLE, ARGUMENT, "rate",                                                         \
-      "rate: a window admits a whole number of units; write a fractional rate as "                \
-      "whole units per longer window, e.g. '1/2s' for 0.5 per second")                            \
-    X(31, E_RATE_FIXED_CEILING, ARGUMENT, "rate",                                                 \
-      "rate is above the fixed_window ceiling: at most period_ns - 1 units per window "           \
-      "(999999999 per second, 59999999999 per minute)")                                           \
-    X(32, E_RATE_SLIDING_CEILING, ARGUMENT, "rate",                                               \
-      "rate is above the sliding_window ceiling: (rate + 1)^2 <= period_ns "                      \
-      "(31621 per second, 244947 per minute, 1897365 per hour, 9295159 per day)")                 \
-    X(33, E_WINDOW_TOO_LONG, ARGUMENT, "period",                                                  \
-      "period: a window longer than 2^60 ns (36.5 years) is not supported")                       \
-    X(34, E_CLOCK_WINDOW, ARGUMENT, "clock",                                                      \
-      "clock: window algorithms read the realtime clock (windows are aligned to the "             \
-      "Unix epoch); leave clock out or pass 'realtime'")                                          \
-    X(35, E_SHARED_ALGORITHM, REGION, "shared",                                                   \
-      "shared: the region was made with another algorithm")                                       \
-    /* 36 is unused: reserve's longest wait is `timeout` (E_TIMEOUT), as wait's */                \
-    X(36, E_MAX_WAIT, ARGUMENT, "max_wait",                                                       \
-      "max_wait must be a number of seconds >= 0, or absent for any wait")                        \
-    X(37, E_ITEMS, ARGUMENT, "items",                                                             \
-      "items must be a non-empty list of limiters and (keyed limiter, key) pairs")                \
-    X(38, E_HEADER_NAME, ARGUMENT, "name",                                                        \
-      "name must be 1 to 64 printable ASCII characters (the policy name of the headers)")         \
-    X(39, E_HEADER_VALUE, ARGUMENT, "decision",                                                   \
-      "decision: limit, remaining, retry_after, reset_after and window must be >= 0")             \
-    X(40, E_SHARED_DANGLING, REGION, "shared",                                                    \
-      "shared: the path is a symbolic link to nothing; remove the link or point it at a region")  \
-    X(41, E_SHARED_UNSTABLE, REGION, "shared",                                                    \
-      "shared: the path kept changing while it was opened (removed or replaced again and again)") \
-    X(42, E_SHARED_LOCK, RUNTIME, "shared",                                                       \
-      "shared: a lock of the region stayed held past its time limit (a stopped or frozen "        \
-      "process holds it)")                                                                        \
-    X(43, E_SHARED_MODE_ALONE, ARGUMENT, "shared_mode",                                           \
-      "shared_mode is the mode of a region file: give it only with shared")                       \
-    X(44, E_TIMEOUT, ARGUMENT, "timeout",                                                         \
-      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes")          \
-    X(45, E_RATE_SEVERAL, ARGUMENT, "rate",                                                       \
-      "rate: one string is one limit; for several ('100/day;10/hour') make one limiter "          \
-      "of each and decide them as one with check_all")                                            \
-    X(46, E_RECONFIGURE_ALGORITHM, ARGUMENT, "algorithm",                                         \
-      "algorithm: a live change keeps the limit's algorithm; make a new limiter for another one") \
-    X(47, E_ON_CHANGE, ARGUMENT, "on_change", "on_change must be 'apply' or 'refuse'")            \
-    X(48, E_MAX_COST, ARGUMENT, "max_cost", "max_cost must be an integer >= 0")                   \
-    X(49, E_BURST_MAX_COST, ARGUMENT, "burst",                                                    \
-      "burst is below max_cost: a request of max_cost units would never be admitted (a "          \
-      "permanent refusal); give a burst of at least max_cost")                                    \
-    X(50, E_RATE_MAX_COST, ARGUMENT, "rate",                                                      \
-      "rate is below max_cost: a window admits at most rate units, so a request of max_cost "     \
-      "units would never be admitted; give a rate of at least max_cost per window")               \
-    X(51, E_LIMIT, ARGUMENT, "limit",                                                             \
-      "limit must be an integer >= 1 and <= 65536 (the units that may be held at once)")          \
-    X(52, E_HOLD_COST, ARGUMENT, "cost",                                                          \
-      "cost must be an integer >= 1 (the units a holding takes)")                                 \
-    X(53, E_LEASE, ARGUMENT, "lease",                                                             \
-      "lease must be a number of seconds > 0 and below 2^62 ns (146 years), or absent for none")  \
-    X(54, E_SHARED_LIMIT, REGION, "shared",                                                       \
-      "shared: the region was made with another limit, lease or peak")                            \
-    X(55, E_KEY_UNKEYED, ARGUMENT, "key",                                                         \
-      "key: a concurrency limit without capacity has no keys; give capacity for one limit "       \
-      "per key")                                                                                  \
-    X(56, E_SLOT, ARGUMENT, "slot", "slot must be a slot that a concurrency limit gave out")      \
-    X(57, E_SHARED_MISSING, REGION, "shared",                                                     \
-      "shared: no file at the path (a region is made by the first limiter that opens it)")        \
-    X(58, E_PEAK, ARGUMENT, "peak",                                                               \
-      "peak must be a boolean (true: track the most units held at once, for a shared total "      \
-      "that every acquire and release updates)")                                                  \
-    X(59, E_MAX_DEBT, ARGUMENT, "max_debt",                                                       \
-      "max_debt must be an integer >= 0 (the units a charge may leave a key owing beyond its "    \
-      "limit)")                                                                                   \
-    X(60, E_SHARED_MAX_DEBT, REGION, "shared",                                                    \
-      "shared: the region was made with another max_debt")                                        \
-    X(61, E_SHARE_REPLY, RUNTIME, "",                                                             \
-      "the heartbeat's reply is not the share script's { share, members, target } (fractions "    \
-      "from 0 to 1, members >= 1)")                                                               \
-    X(62, E_REDIS_TOLERANCE, ARGUMENT, "burst",                                                   \
-      "burst is too large for the Redis store: burst * (period/rate), or a window, must be "      \
-      "below 9e15 ns (about 104 days)")                                                           \
-    X(63, E_REDIS_SLOTS, ARGUMENT, "items",                                                       \
-      "items must name keys of one Redis Cluster hash slot, as the keys of one script call "      \
-      "must: put the same hash tag in each key, the part in braces that Cluster hashes (e.g. "    \
-      "'{user:42}' and '{user:42}:search'); the keys and their slots:")                           \
-    X(64, E_REDIS_REPLY, RUNTIME, "",                                                             \
-      "the Redis script answered what it never answers to that request (another script "          \
+#define CR_STATUS_LIST(X)                                                                          \
+    X(0, OK, NONE, "", "ok")                                                                       \
+    X(1, E_RATE, ARGUMENT, "rate",                                                                 \
+      "rate must be a number > 0 or a rate string such as '10/second'")                            \
+    X(2, E_RATE_SYNTAX, ARGUMENT, "rate",                                                          \
+      "rate: cannot parse; expected a number or a string such as "                                 \
+      "'10/second', '300/minute', '5 per second' or '100/5m'")                                     \
+    X(3, E_RATE_CALENDAR, ARGUMENT, "rate",                                                        \
+      "rate: months and years have no fixed length; use a fixed duration "                         \
+      "such as '1000/30d' or '1000/365d'")                                                         \
+    X(4, E_RATE_TOO_HIGH, ARGUMENT, "rate",                                                        \
+      "rate is too high: the interval period/rate rounds below 1 ns")                              \
+    X(5, E_RATE_TOO_LOW, ARGUMENT, "rate",                                                         \
+      "rate is too low: the interval period/rate exceeds 2^62 ns (146 years)")                     \
+    X(6, E_PERIOD, ARGUMENT, "period", "period must be a finite number of seconds > 0")            \
+    X(7, E_PERIOD_WITH_TEXT, ARGUMENT, "period",                                                   \
+      "period must not be given with a rate string, which carries its own period")                 \
+    X(8, E_BURST, ARGUMENT, "burst", "burst must be an integer >= 1")                              \
+    X(9, E_BURST_TOO_LARGE, ARGUMENT, "burst",                                                     \
+      "burst is too large: burst * (period/rate) exceeds 2^62 ns (146 years)")                     \
+    X(10, E_COST, ARGUMENT, "cost", "cost must be an integer >= 0")                                \
+    X(11, E_NOW, ARGUMENT, "now",                                                                  \
+      "now must be a finite number of seconds >= 0 and below 2^62 ns (146 years)")                 \
+    X(12, E_KEY, ARGUMENT, "key", "key must be a string (any bytes, any length)")                  \
+    X(13, E_CLOCK, ARGUMENT, "clock", "clock must be 'monotonic' or 'fast'")                       \
+    X(14, E_CAPACITY, ARGUMENT, "capacity", "capacity must be an integer >= 1 and <= 2^32")        \
+    X(15, E_NOMEM, RUNTIME, "", "out of memory")                                                   \
+    X(16, E_SHARED_PATH, ARGUMENT, "shared",                                                       \
+      "shared must be the path of the region file (a string without NUL characters)")              \
+    X(17, E_SHARED_IO, RUNTIME, "shared", "shared: cannot open, create or map the region file")    \
+    X(18, E_SHARED_ACCESS, RUNTIME, "shared", "shared: permission denied on the region file")      \
+    X(19, E_SHARED_SHORT, REGION, "shared",                                                        \
+      "shared: the file is too short to be a cellrate region")                                     \
+    X(20, E_SHARED_FOREIGN, REGION, "shared", "shared: the file is not a cellrate region")         \
+    X(21, E_SHARED_VERSION, REGION, "shared", "shared: the region has another layout version")     \
+    X(22, E_SHARED_CORRUPT, REGION, "shared",                                                      \
+      "shared: the region is corrupt (header checksum or size)")                                   \
+    X(23, E_SHARED_KIND, REGION, "shared",                                                         \
+      "shared: the region holds another kind of limiter (Limiter vs KeyedLimiter)")                \
+    X(24, E_SHARED_RATE, REGION, "shared",                                                         \
+      "shared: the region was made with another rate or period")                                   \
+    X(25, E_SHARED_BURST, REGION, "shared", "shared: the region was made with another burst")      \
+    X(26, E_SHARED_CAPACITY, REGION, "shared",                                                     \
+      "shared: the region was made with another capacity")                                         \
+    X(27, E_SHARED_MODE, ARGUMENT, "shared_mode",                                                  \
+      "shared_mode must be a file mode from 0 to 0777 (octal)")                                    \
+    X(28, E_ALGORITHM, ARGUMENT, "algorithm",                                                      \
+      "algorithm must be 'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'")              \
+    X(29, E_BURST_WINDOW, ARGUMENT, "burst",                                                       \
+      "burst: a window algorithm takes no burst (a window admits rate units); "                    \
+      "leave burst out, or use 'gcra' or 'token_bucket'")                                          \
+    X(30, E_RATE_WHOLE, ARGUMENT, "rate",                                                          \
+      "rate: a window admits a whole number of units; write a fractional rate as "                 \
+      "whole units per longer window, e.g. '1/2s' for 0.5 per second")                             \
+    X(31, E_RATE_FIXED_CEILING, ARGUMENT, "rate",                                                  \
+      "rate is above the fixed_window ceiling: at most period_ns - 1 units per window "            \
+      "(999999999 per second, 59999999999 per minute)")                                            \
+    X(32, E_RATE_SLIDING_CEILING, ARGUMENT, "rate",                                                \
+      "rate is above the sliding_window ceiling: (rate + 1)^2 <= period_ns "                       \
+      "(31621 per second, 244947 per minute, 1897365 per hour, 9295159 per day)")                  \
+    X(33, E_WINDOW_TOO_LONG, ARGUMENT, "period",                                                   \
+      "period: a window longer than 2^60 ns (36.5 years) is not supported")                        \
+    X(34, E_CLOCK_WINDOW, ARGUMENT, "clock",                                                       \
+      "clock: window algorithms read the realtime clock (windows are aligned to the "              \
+      "Unix epoch); leave clock out or pass 'realtime'")                                           \
+    X(35, E_SHARED_ALGORITHM, REGION, "shared",                                                    \
+      "shared: the region was made with another algorithm")                                        \
+    /* 36 is unused: reserve's longest wait is `timeout` (E_TIMEOUT), as wait's */                 \
+    X(36, E_MAX_WAIT, ARGUMENT, "max_wait",                                                        \
+      "max_wait must be a number of seconds >= 0, or absent for any wait")                         \
+    X(37, E_ITEMS, ARGUMENT, "items",                                                              \
+      "items must be a non-empty list of limiters and (keyed limiter, key) pairs")                 \
+    X(38, E_HEADER_NAME, ARGUMENT, "name",                                                         \
+      "name must be 1 to 64 printable ASCII characters (the policy name of the headers)")          \
+    X(39, E_HEADER_VALUE, ARGUMENT, "decision",                                                    \
+      "decision: limit, remaining, retry_after, reset_after and window must be >= 0")              \
+    X(40, E_SHARED_DANGLING, REGION, "shared",                                                     \
+      "shared: the path is a symbolic link to nothing; remove the link or point it at a region")   \
+    X(41, E_SHARED_UNSTABLE, REGION, "shared",                                                     \
+      "shared: the path kept changing while it was opened (removed or replaced again and again)")  \
+    X(42, E_SHARED_LOCK, RUNTIME, "shared",                                                        \
+      "shared: a lock of the region stayed held past its time limit (a stopped or frozen "         \
+      "process holds it)")                                                                         \
+    X(43, E_SHARED_MODE_ALONE, ARGUMENT, "shared_mode",                                            \
+      "shared_mode is the mode of a region file: give it only with shared")                        \
+    X(44, E_TIMEOUT, ARGUMENT, "timeout",                                                          \
+      "timeout must be a number of seconds >= 0, or absent to wait as long as it takes")           \
+    X(45, E_RATE_SEVERAL, ARGUMENT, "rate",                                                        \
+      "rate: one string is one limit; for several ('100/day;10/hour') make one limiter "           \
+      "of each and decide them as one with check_all")                                             \
+    X(46, E_RECONFIGURE_ALGORITHM, ARGUMENT, "algorithm",                                          \
+      "algorithm: a live change keeps the limit's algorithm; make a new limiter for another one")  \
+    X(47, E_ON_CHANGE, ARGUMENT, "on_change", "on_change must be 'apply' or 'refuse'")             \
+    X(48, E_MAX_COST, ARGUMENT, "max_cost", "max_cost must be an integer >= 0")                    \
+    X(49, E_BURST_MAX_COST, ARGUMENT, "burst",                                                     \
+      "burst is below max_cost: a request of max_cost units would never be admitted (a "           \
+      "permanent refusal); give a burst of at least max_cost")                                     \
+    X(50, E_RATE_MAX_COST, ARGUMENT, "rate",                                                       \
+      "rate is below max_cost: a window admits at most rate units, so a request of max_cost "      \
+      "units would never be admitted; give a rate of at least max_cost per window")                \
+    X(51, E_LIMIT, ARGUMENT, "limit",                                                              \
+      "limit must be an integer >= 1 and <= 65536 (the units that may be held at once)")           \
+    X(52, E_HOLD_COST, ARGUMENT, "cost",                                                           \
+      "cost must be an integer >= 1 (the units a holding takes)")                                  \
+    X(53, E_LEASE, ARGUMENT, "lease",                                                              \
+      "lease must be a number of seconds > 0 and below 2^62 ns (146 years), or absent for none")   \
+    X(54, E_SHARED_LIMIT, REGION, "shared",                                                        \
+      "shared: the region was made with another limit, lease or peak")                             \
+    X(55, E_KEY_UNKEYED, ARGUMENT, "key",                                                          \
+      "key: a concurrency limit without capacity has no keys; give capacity for one limit "        \
+      "per key")                                                                                   \
+    X(56, E_SLOT, ARGUMENT, "slot", "slot must be a slot that a concurrency limit gave out")       \
+    X(57, E_SHARED_MISSING, REGION, "shared",                                                      \
+      "shared: no file at the path (a region is made by the first limiter that opens it)")         \
+    X(58, E_PEAK, ARGUMENT, "peak",                                                                \
+      "peak must be a boolean (true: track the most units held at once, for a shared total "       \
+      "that every acquire and release updates)")                                                   \
+    X(59, E_MAX_DEBT, ARGUMENT, "max_debt",                                                        \
+      "max_debt must be an integer >= 0 (the units a charge may leave a key owing beyond its "     \
+      "limit)")                                                                                    \
+    X(60, E_SHARED_MAX_DEBT, REGION, "shared",                                                     \
+      "shared: the region was made with another max_debt")                                         \
+    X(61, E_SHARE_REPLY, RUNTIME, "",                                                              \
+      "the heartbeat's reply is not the share script's { share, members, target } (fractions "     \
+      "from 0 to 1, members >= 1)")                                                                \
+    X(62, E_STATUS, ARGUMENT, "status", "status must be an integer from 400 to 599")               \
+    X(63, E_IPV4_PREFIX, ARGUMENT, "ipv4_prefix", "ipv4_prefix must be an integer from 0 to 32")   \
+    X(64, E_IPV6_PREFIX, ARGUMENT, "ipv6_prefix", "ipv6_prefix must be an integer from 0 to 128")  \
+    X(65, E_TRUSTED_PROXIES, ARGUMENT, "trusted_proxies",                                          \
+      "trusted_proxies must be addresses or networks such as '10.0.0.0/8', or 'unix'")             \
+    X(66, E_CHARGE_COUNT, ARGUMENT, "charge",                                                      \
+      "charge: a count of units is a whole number >= 0 (as text, decimal digits); any other "      \
+      "figure settles nothing")                                                                    \
+    X(67, E_QUOTA, ARGUMENT, "quota", "quota must be 'requests' or 'tokens'")                      \
+    X(68, E_HEADERS, ARGUMENT, "headers",                                                          \
+      "headers must be the response's fields: a mapping of names to values, or a list of "         \
+      "(name, value) pairs, each a string")                                                        \
+    X(69, E_STATUS_CODE, ARGUMENT, "status",                                                       \
+      "status must be an HTTP status code from 100 to 599, or absent")                             \
+    X(70, E_PENDING, ARGUMENT, "pending",                                                          \
+      "pending must be an integer >= 0 (units sent that the response cannot count yet)")           \
+    X(71, E_SHARE, ARGUMENT, "share",                                                              \
+      "share must be a number > 0 and <= 1 (this member's part of the provider's limit)")          \
+    X(72, E_RETRIES, ARGUMENT, "retries",                                                          \
+      "retries must be an integer >= 0 (the tries after a 429 or 503)")                            \
+    X(73, E_BACKOFF, ARGUMENT, "backoff",                                                          \
+      "backoff must be a number of seconds > 0, and max_backoff one >= backoff (the wait "         \
+      "before a retry doubles from backoff up to max_backoff)")                                    \
+    /* the options of the stores above the core: one table, both faces (options.h) */              \
+    X(74, E_ON_ERROR, ARGUMENT, "on_error", "on_error must be 'allow', 'deny' or 'raise'")         \
+    X(75, E_PREFIX, ARGUMENT, "prefix",                                                            \
+      "prefix must be a string without '{' or '}': a hash tag in the prefix would put every "      \
+      "key in one Redis Cluster slot (put hash tags in keys)")                                     \
+    X(76, E_STORE_NAME, ARGUMENT, "name",                                                          \
+      "name must be 1 to 64 printable ASCII characters, none of them '{', '}' or ':' (a hash "     \
+      "tag would put every key of the limit in one Redis Cluster slot, and ':' ends the name "     \
+      "in its keys)")                                                                              \
+    X(77, E_STORE_TIMEOUT, ARGUMENT, "timeout",                                                    \
+      "timeout must be a finite number of seconds > 0 (the longest a call to Redis may take)")     \
+    X(78, E_DENY_CACHE, ARGUMENT, "deny_cache", "deny_cache must be a boolean")                    \
+    X(79, E_STORE_LEASE, ARGUMENT, "lease",                                                        \
+      "lease must be a number of seconds > 0 and below 2^62 ns (146 years), required by the "      \
+      "Redis store: the seconds after which units not released come back (a holder killed "        \
+      "never releases)")                                                                           \
+    X(80, E_FLEET_NAME, ARGUMENT, "name",                                                          \
+      "name must be given, the fleet's name, the same on every member: 1 to 64 printable "         \
+      "ASCII characters, none of them '{', '}' or ':'")                                            \
+    X(81, E_INTERVAL, ARGUMENT, "interval", "interval must be a finite number of seconds > 0")     \
+    X(82, E_TTL, ARGUMENT, "ttl", "ttl must be a finite number of seconds > 0")                    \
+    X(83, E_TTL_SHORT, ARGUMENT, "ttl", "ttl must be longer than interval")                        \
+    X(84, E_MEMBER, ARGUMENT, "member", "member must be a non-empty string without a colon")       \
+    X(85, E_BACKGROUND, ARGUMENT, "background", "background must be a boolean")                    \
+    X(86, E_SHARE_MAX_COST, ARGUMENT, "max_cost",                                                  \
+      "max_cost is not taken by a share store: its local limiter follows the share")               \
+    X(87, E_SHARE_ALGORITHM, ARGUMENT, "algorithm",                                                \
+      "algorithm is not taken by a share store: its local limiter follows the share")              \
+    X(88, E_SHARE_ON_CHANGE, ARGUMENT, "on_change",                                                \
+      "on_change is not taken by a share store: its local limiter follows the share")              \
+    X(89, E_LEGACY_HEADERS, ARGUMENT, "legacy_headers", "legacy_headers must be a boolean")        \
+    X(90, E_ADMITTED_HEADERS, ARGUMENT, "admitted_headers", "admitted_headers must be a boolean")  \
+    X(91, E_DRY_RUN, ARGUMENT, "dry_run", "dry_run must be a boolean")                             \
+    X(92, E_BODY, ARGUMENT, "body", "body must be a string (the refusal's body)")                  \
+    X(93, E_CONTENT_TYPE, ARGUMENT, "content_type", "content_type must be a string")               \
+    X(94, E_KEY_FUNCTION, ARGUMENT, "key", "key must be a function giving the key, or absent")     \
+    X(95, E_KEY_OPTION, ARGUMENT, "key",                                                           \
+      "key must be a string (the request's key) or a function returning one, or absent for the "   \
+      "client's address")                                                                          \
+    X(96, E_COST_FUNCTION, ARGUMENT, "cost",                                                       \
+      "cost must be an integer >= 0 or a function giving one")                                     \
+    X(97, E_BLOCK, ARGUMENT, "block", "block must be a boolean")                                   \
+    X(98, E_WAIT, ARGUMENT, "wait",                                                                \
+      "wait must be a number of seconds >= 0 (the longest a request is held), or absent for "      \
+      "none")                                                                                      \
+    X(99, E_CHARGE_HEADER, ARGUMENT, "header",                                                     \
+      "header must be a string: the response header that carries the request's cost")              \
+    X(100, E_CHARGE_VARIABLE, ARGUMENT, "variable",                                                \
+      "variable must be a string: the nginx variable that carries the request's cost")             \
+    X(101, E_PROXY_HEADER, ARGUMENT, "proxy_header",                                               \
+      "proxy_header must be 'X-Forwarded-For' or 'Forwarded'")                                     \
+    X(102, E_EXEMPT, ARGUMENT, "exempt",                                                           \
+      "exempt must be a function of the request returning a bool, or absent")                      \
+    X(103, E_NOW_FUNCTION, ARGUMENT, "now", "now must be a function returning seconds, or absent") \
+    X(104, E_CHARGE_FUNCTION, ARGUMENT, "charge",                                                  \
+      "charge must be a function of the request and the response returning units, or absent")      \
+    X(105, E_SHARED_DIRECTORY, ARGUMENT, "shared",                                                 \
+      "shared must be the path of a directory (a string without NUL characters)")                  \
+    X(106, E_RATE_EMPTY, ARGUMENT, "rate",                                                         \
+      "rate: a list of limits ('100/day;10/hour') has an empty part")                              \
+    X(107, E_RATE_TOO_MANY, ARGUMENT, "rate",                                                      \
+      "rate: a list of limits holds at most 8 ('100/day;10/hour' is two)")                         \
+    /* the Redis store's protocol (redis.h) */                                                     \
+    X(108, E_REDIS_TOLERANCE, ARGUMENT, "burst",                                                   \
+      "burst is too large for the Redis store: burst * (period/rate), or a window, must be "       \
+      "below 9e15 ns (about 104 days)")                                                            \
+    X(109, E_REDIS_SLOTS, ARGUMENT, "items",                                                       \
+      "items must name keys of one Redis Cluster hash slot, as the keys of one script call "       \
+      "must: put the same hash tag in each key, the part in braces that Cluster hashes (e.g. "     \
+      "'{user:42}' and '{user:42}:search'); the keys and their slots:")                            \
+    X(110, E_REDIS_REPLY, RUNTIME, "",                                                             \
+      "the Redis script answered what it never answers to that request (another script "           \
       "under its SHA?)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,

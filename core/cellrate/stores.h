@@ -27,8 +27,12 @@ extern "C" {
 
 /* File mode of a shared region when the caller names none. */
 #define CR_SHARED_DEFAULT_MODE 0600
-/* Capacity of a keyed table when the caller names none. */
+/* The largest file mode of a shared region (CR_E_SHARED_MODE beyond it). */
+#define CR_SHARED_MAX_MODE 0777
+/* Capacity of a keyed table when the caller names none, and the largest a
+ * keyed table (or a keyed concurrency limit) takes (CR_E_CAPACITY beyond). */
 #define CR_KEYED_DEFAULT_CAPACITY 100000
+#define CR_KEYED_MAX_CAPACITY ((int64_t)1 << 32)
 
 /* ------------------------------------------------------------------------ */
 /* Limiter: one key, one atomic TAT.                                         */
@@ -271,18 +275,66 @@ void cr_item_would_refuse(const cr_item *item, int64_t cost);
 
 /*
  * Blocks the calling thread until `cost` units of `item` (a limiter, or a
- * keyed table and a key, as for cr_check_all) are admitted on its clock:
- * reserves them at their instant and sleeps until it; a window algorithm,
- * which reserves only "now", sleeps the retry_after of a peek and tries
- * again. Gives up at once, nothing spent, when they cannot be had within
- * `timeout_ns` (>= 0, or CR_NEVER: any) of the call, or ever (an unfittable
- * cost): *admitted false and, unless `refusal` is NULL, the decision that
- * said so in *refusal. *slept_ns: the time slept. Call it with no lock held
- * (a signal does not cut a sleep short). CR_E_TIMEOUT for a negative
- * timeout; CR_E_ITEMS for an item that is neither kind.
+ * keyed table and a key, as for cr_check_all) are admitted on its clock: the
+ * steps of cr_wait_step, sleeping each one out with cr_sleep_ns. Gives up,
+ * nothing spent, when they cannot be had within `timeout_ns` (>= 0, or
+ * CR_NEVER: any) of the call, or ever (an unfittable cost): *admitted false
+ * and, unless `refusal` is NULL, the decision that said so in *refusal; at
+ * once when that is known at once. *slept_ns: the time slept. Call it with
+ * no lock held (a signal does not cut a sleep short). CR_E_TIMEOUT for a
+ * negative timeout; CR_E_ITEMS for an item that is neither kind.
  */
 cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *admitted,
                   int64_t *slept_ns, cr_decision *refusal);
+
+/* ------------------------------------------------------------------------ */
+/* A wait, one step at a time (docs/design.md §9): what a face that sleeps   */
+/* by itself (Python: threads and asyncio) asks between its sleeps.          */
+
+/* The place of a waiter that holds none in its process's line. */
+#define CR_NO_TURN INT64_MIN
+
+typedef enum cr_wait_action {
+    CR_WAIT_GO = 0,     /* admitted now: start */
+    CR_WAIT_SLEEP = 1,  /* not yet: sleep, then take the next step */
+    CR_WAIT_REFUSED = 2 /* not in time, or never: nothing spent */
+} cr_wait_action;
+
+/*
+ * The next step of a wait for `cost` units of `item`, at most `max_wait_ns`
+ * (CR_NEVER: any) from now, for a waiter whose place in its process's line
+ * is *turn_ns (CR_NO_TURN for none: its first step). Units are admitted at
+ * the instant of a step, by the store, or not at all: a start is decided at
+ * its real instant, so that starts keep the limit's spacing however late a
+ * sleeper wakes (docs/design.md §9, "Real starts"), and a block put on the
+ * limit meanwhile (a provider's 429, cr_limiter_follow) holds every waiter.
+ *   CR_WAIT_GO: admitted now; *turn_ns is CR_NO_TURN.
+ *   CR_WAIT_SLEEP: sleep *sleep_ns, then step again with *turn_ns. A first
+ *     step that finds waiters of this process ahead of it, or that the
+ *     store refuses, takes the turn after the line's last (cr_line_join),
+ *     first come, first served; a waiter the store refuses at its turn (a
+ *     late start before it, another process, a block) keeps its place and
+ *     sleeps until the store would admit it.
+ *   CR_WAIT_REFUSED: not within max_wait_ns, or never (an unfittable cost):
+ *     the place given back; *refusal (unless NULL) is the store's decision,
+ *     its retry_after the wait the units would have taken.
+ * The line is this process's, per key (64 keys of a keyed table at once;
+ * past that a key's waiters wait without one); it holds no units. Call it
+ * with no lock held. CR_E_TIMEOUT for a negative max_wait_ns; CR_E_ITEMS.
+ */
+cr_status cr_wait_step(const cr_item *item, int64_t cost, int64_t max_wait_ns, int64_t *turn_ns,
+                       cr_wait_action *step, int64_t *sleep_ns, cr_decision *refusal);
+
+/* Gives back the place of a waiter that stops waiting (cancelled,
+ * interrupted) at `turn_ns`; nothing for CR_NO_TURN. CR_E_ITEMS. */
+cr_status cr_wait_leave(const cr_item *item, int64_t cost, int64_t turn_ns);
+
+/* The line's rule, pure: a waiter of `cost` units that joins a line whose
+ * tail is `tail_ns`, for units the store would admit at `ready_ns`, takes
+ * its turn at max(ready_ns, tail_ns) (*turn_ns); the returned tail is the
+ * turn plus cost * T (at most CR_NEVER). */
+int64_t cr_line_join(const cr_limit *limit, int64_t tail_ns, int64_t ready_ns, int64_t cost,
+                     int64_t *turn_ns);
 
 #if defined(__GNUC__) && !defined(CR_EMBED)
 #pragma GCC visibility pop

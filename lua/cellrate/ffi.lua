@@ -16,6 +16,11 @@ header fields as name, value pairs), as
     fast.keyed_check(keyed, key, cost, now, level)
     fast.limiter_check(lim, cost, now, level)
 
+and the key of a client's address given as bytes (nginx's
+$binary_remote_addr), as cellrate.binary_address_key gives it:
+
+    fast.address_key(bytes, ipv4_prefix, ipv6_prefix, level)
+
 every and level are optional. level: where a mistake is raised, as error()'s
 level counted from the caller (1, the default: the caller's line; a helper
 passes 2 for its own caller's).
@@ -39,7 +44,7 @@ local ffi_string = ffi.string
 -- The layout of the module's table that the declarations below mirror
 -- (FFI_API_LAYOUT in bindings/lua/ffi.c): its number leads the table in
 -- every layout, so it is read before anything else is trusted.
-local LAYOUT = 1
+local LAYOUT = 2
 
 -- Mirrors of cr_decision, cr_header and cr_headers (core/cellrate/decision.h
 -- and http.h; the sizes are checked against the module's below) and of the
@@ -81,6 +86,9 @@ if not pcall(ffi.typeof, "cellrate_ffi_layout") then
             size_t decision_size;
             size_t headers_size;
             int closed;
+            size_t (*address_key)(const char *bytes, size_t len, bool has_ipv4, double ipv4,
+                                  bool has_ipv6, double ipv6, char *out);
+            size_t address_key_max;
         } cellrate_ffi_api;
     ]]
 end
@@ -98,6 +106,7 @@ end
 local check = api.check
 local check_headers = api.check_headers
 local ns_to_seconds = api.ns_to_seconds
+local address_key = api.address_key
 
 local LIMITER_MT = getmetatable(cellrate.limiter(1))
 local KEYED_MT = getmetatable(cellrate.keyed(1, { capacity = 1 }))
@@ -106,6 +115,7 @@ local KEYED_MT = getmetatable(cellrate.keyed(1, { capacity = 1 }))
 -- the reading of these.
 local decision = ffi.new("cellrate_decision")
 local fields = ffi.new("cellrate_headers")
+local key_buffer = ffi.new("char[?]", api.address_key_max)
 
 local function field(i)
     local f = fields.field[i]
@@ -247,6 +257,21 @@ function _M.limiter_check(lim, cost, now, level)
         return failure(status, level, lim.check, lim, cost, now)
     end
     return decided()
+end
+
+-- The key of an address as 4 or 16 bytes (anything else: "unknown"); the
+-- prefixes nil (the defaults) or numbers the core takes. Anything else goes
+-- to cellrate.binary_address_key, which raises the core's words.
+function _M.address_key(bytes, ipv4_prefix, ipv6_prefix, level)
+    if type(bytes) == "string" and (ipv4_prefix == nil or type(ipv4_prefix) == "number")
+        and (ipv6_prefix == nil or type(ipv6_prefix) == "number") then
+        local len = address_key(bytes, #bytes, ipv4_prefix ~= nil, ipv4_prefix or 0,
+                                ipv6_prefix ~= nil, ipv6_prefix or 0, key_buffer)
+        if len ~= 0 then
+            return ffi_string(key_buffer, len)
+        end
+    end
+    return handover(level, cellrate.binary_address_key, bytes, ipv4_prefix, ipv6_prefix)
 end
 
 return _M

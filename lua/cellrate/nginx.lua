@@ -21,13 +21,16 @@ local ngx_log = ngx.log
 local ngx_print = ngx.print
 local ngx_sleep = ngx.sleep
 local ngx_WARN = ngx.WARN
-local error, getmetatable, ipairs, pairs, pcall, select, setmetatable, tostring, type =
-    error, getmetatable, ipairs, pairs, pcall, select, setmetatable, tostring, type
-local floor = math.floor
-local byte, char, sub = string.byte, string.char, string.sub
+local error, getmetatable, ipairs, pcall, select, setmetatable, tostring, type =
+    error, getmetatable, ipairs, pcall, select, setmetatable, tostring, type
 local check_all = cellrate.check_all
 local header_fields = cellrate.header_fields
-local check_policy_name = cellrate.check_policy_name
+-- The web rules (the core's, cellrate/web.h; docs/design/http.md): the
+-- fields a dry run leaves out, the settlement of a count (the status of a
+-- refusal and the prefix lengths of the default key are options: the core's
+-- table judges them, check_options below).
+local settle_count = cellrate.settle
+local DRY_RUN_REMOVED = cellrate.dry_run_removed()
 
 -- A decision and its fields through LuaJIT's FFI (cellrate.ffi: an FFI call
 -- is compiled into the trace, a Lua C function ends it; the same core calls
@@ -36,6 +39,7 @@ local check_policy_name = cellrate.check_policy_name
 local fast = require "cellrate.ffi"
 local keyed_check_headers, limiter_check_headers = fast.keyed, fast.limiter
 local keyed_check, limiter_check = fast.keyed_check, fast.limiter_check
+local address_key = fast.address_key
 
 local _M = { _VERSION = cellrate._VERSION }
 
@@ -46,34 +50,6 @@ local KEYED_PROBE = cellrate.keyed(1, { capacity = 1 })
 local KEYED_MT = getmetatable(KEYED_PROBE)
 
 local NO_OPTIONS = {}
-
--- The options and the types each takes; opts.status is also an integer
--- status of a refusal, 400-599, and opts.name a policy name the formatter
--- takes (cellrate.check_policy_name: a bad one is refused here, not at the
--- first refusal).
-local OPTIONS = {
-    key = { string = true, ["function"] = true },
-    cost = { number = true },
-    status = { number = true, boolean = true }, -- a boolean: the status rule's words
-    body = { string = true },
-    content_type = { string = true },
-    name = { string = true },
-    legacy_headers = { boolean = true },
-    admitted_headers = { boolean = true },
-    dry_run = { boolean = true },
-    wait = { number = true },
-    -- a boolean or a string: the prefix rule's words (the Python face's)
-    ipv4_prefix = { number = true, boolean = true, string = true },
-    ipv6_prefix = { number = true, boolean = true, string = true },
-    -- read by charge() in the log phase: where the request's real cost is
-    header = { string = true },
-    variable = { string = true },
-}
--- A throwaway limiter whose methods check the cost and wait options.
-local PROBE = cellrate.limiter(1)
-
--- The widest prefix of each family's address, in bits.
-local PREFIX_BITS = { ipv4_prefix = 32, ipv6_prefix = 128 }
 
 -- Why the core refuses a value, in the core's words (nil: it takes it): the
 -- method called on a throwaway store under pcall (a C function called from
@@ -88,111 +64,54 @@ end
 local checked = setmetatable({}, { __mode = "k" })
 local last_checked
 
--- opts.cost as the core takes it (a probe commits nothing), and the prefix
--- options; a mistake raised at `level` (error's, counted from here).
-local function check_cost_and_prefixes(opts, level)
-    local err = opts.cost ~= nil and refused(PROBE, PROBE.peek, opts.cost)
-    if err then
-        error("cellrate.nginx: option cost: " .. err, level)
-    end
-    for name, bits in pairs(PREFIX_BITS) do
-        local prefix = opts[name]
-        if prefix ~= nil and (type(prefix) ~= "number" or prefix ~= floor(prefix)
-                              or prefix < 0 or prefix > bits) then
-            error("cellrate.nginx: " .. name .. " must be an integer from 0 to " .. bits
-                  .. ", got " .. tostring(prefix), level)
-        end
-    end
-end
-
--- A mistake is raised at `level` (error's, counted from here: 3 by default,
--- limit()'s caller).
+-- The options, judged by the core's table (cellrate/options.h, the web
+-- policy's row: the Python face's Policy takes the same rules and words): an
+-- unknown name, a mistyped or refused value raises at `level` (error's,
+-- counted from here: 3 by default, limit()'s caller). The request path reads
+-- the table as given.
+local check_table = cellrate._check_options
 local function check_options(opts, level)
-    level = level or 3
-    if type(opts) ~= "table" then
-        error("cellrate.nginx: opts must be a table, got " .. type(opts), level)
+    local ok, err = pcall(check_table, "Policy", opts)
+    if not ok then
+        error("cellrate.nginx: " .. tostring(err), level or 3)
     end
-    for name, value in pairs(opts) do
-        local types = OPTIONS[name]
-        if types == nil then
-            error("cellrate.nginx: unknown option '" .. tostring(name) .. "'", level)
-        end
-        if not types[type(value)] then
-            error("cellrate.nginx: option " .. name .. " must not be a " .. type(value), level)
-        end
-    end
-    local status = opts.status
-    if status ~= nil and (type(status) ~= "number" or status ~= floor(status)
-                          or status < 400 or status > 599) then
-        error("cellrate.nginx: status must be an integer from 400 to 599, got "
-              .. tostring(status), level)
-    end
-    if opts.name ~= nil then
-        local ok, err = pcall(check_policy_name, opts.name)
-        if not ok then
-            error("cellrate.nginx: option name: " .. tostring(err), level)
-        end
-    end
-    -- wait as the core takes it (a reservation of 0 units on the throwaway
-    -- limiter spends nothing real)
-    local err = opts.wait ~= nil and refused(PROBE, PROBE.reserve, 0, opts.wait)
-    if err then
-        error("cellrate.nginx: option wait: " .. err, level)
-    end
-    check_cost_and_prefixes(opts, level + 1)
     checked[opts] = true
 end
 
--- The first `bits` bits of `addr`, in `length` bytes (zero bits after the
--- prefix); `addr` itself when it is all of them.
-local function masked(addr, bits, length)
-    if bits == #addr * 8 then
-        return addr
+-- The client's address as a key (the core's, as cellrate.web.Policy's):
+-- IPv4 by its first ipv4_prefix bits (default 32: "192.0.2.1"), IPv4-mapped
+-- IPv6 as its IPv4 address, other IPv6 by its first ipv6_prefix bits
+-- (default 64, the network a host is given: "2001:db8:1:2::/64"); "unknown"
+-- for a client without an IP address (over a unix socket nginx gives
+-- "unix:"): one key for every such client. nil where nginx gives none.
+-- With the default prefixes, the keys of the addresses seen lately are kept
+-- (as the Python policy keeps them): a known address costs a table lookup,
+-- a fresh one a call into the core. Two generations of at most
+-- KEY_CACHE_SIZE addresses each: when the recent one is full it becomes the
+-- older one, and the older one is dropped.
+local KEY_CACHE_SIZE = 4096
+local recent_keys, older_keys, recent_count = {}, {}, 0
+
+local function default_key(addr)
+    local key = older_keys[addr] or address_key(addr)
+    recent_count = recent_count + 1
+    if recent_count > KEY_CACHE_SIZE then
+        older_keys, recent_keys, recent_count = recent_keys, {}, 1
     end
-    local whole = floor(bits / 8)
-    local prefix = sub(addr, 1, whole)
-    local rest = bits - whole * 8
-    if rest > 0 then
-        prefix = prefix .. char(floor(byte(addr, whole + 1) / 2 ^ (8 - rest)) * 2 ^ (8 - rest))
-    end
-    if #prefix < length then
-        prefix = prefix .. ("\0"):rep(length - #prefix)
-    end
-    return prefix
+    recent_keys[addr] = key
+    return key
 end
 
-local MAPPED_ZEROS = ("\0"):rep(10) -- ::ffff:a.b.c.d: 10 zero bytes, ff ff, the IPv4 address
-
--- The client's address as a key: IPv4 (4 bytes) under its first ipv4_prefix
--- bits (default 32: the address), IPv4-mapped IPv6 folded onto its IPv4
--- address, other IPv6 under its first ipv6_prefix bits (default 64, the
--- network a host is given: 8 bytes). An IPv4 key is 4 bytes, an IPv6 key at
--- least 5 (a short prefix padded with zero bytes), so the two families never
--- share a key. (Over a unix socket nginx gives the text "unix:": one key for
--- every such client, as for limit_req.) nil where nginx gives none.
 local function client_address(opts)
     local addr = ngx_var.binary_remote_addr
     if addr == nil then
         return nil
     end
-    local length = #addr
-    if length == 16 then
-        if byte(addr, 11) ~= 255 or byte(addr, 12) ~= 255 or sub(addr, 1, 10) ~= MAPPED_ZEROS then
-            local bits = opts.ipv6_prefix
-            if bits == nil then
-                return sub(addr, 1, 8)
-            end
-            return masked(addr, bits, bits > 32 and 0 or 5)
-        end
-        addr = sub(addr, 13)
-    elseif length ~= 4 then
-        return addr -- no IP address ("unix:")
+    local ipv4, ipv6 = opts.ipv4_prefix, opts.ipv6_prefix
+    if ipv4 == nil and ipv6 == nil then
+        return recent_keys[addr] or default_key(addr)
     end
-    local bits = opts.ipv4_prefix
-    if bits == nil then
-        return addr
-    end
-    return masked(addr, bits, 4)
+    return address_key(addr, ipv4, ipv6)
 end
 
 -- The request's key: opts.key as given (a string), what the function opts.key
@@ -394,10 +313,12 @@ local function answer(opts, decider, allowed, remaining, retry_after, reset_afte
     set_fields(name1, value1, name2, value2, name3, value3, name4, value4, name5, value5,
                name6, value6)
     if opts.dry_run then
-        -- A dry run admits: the fields say where the quota stands, but no
-        -- Retry-After, which would tell a client of a 200 to back off
-        -- (docs/contract.md).
-        ngx_header["Retry-After"] = nil
+        -- A dry run admits: the fields say where the quota stands, but not
+        -- those the core leaves out (Retry-After, which would tell a client
+        -- of a 200 to back off; docs/contract.md).
+        for i = 1, #DRY_RUN_REMOVED do
+            ngx_header[DRY_RUN_REMOVED[i]] = nil
+        end
         -- counted in the limiter (its region: every worker's) as would_refuse
         decider:_would_refuse(opts.cost or 1)
         ngx_log(ngx_WARN, "cellrate dry run: would refuse ", tostring(decider),
@@ -494,37 +415,39 @@ The difference from cost is charged (lim:charge: the key may go into debt,
 up to the limit's max_debt, refused until it drains) or given back
 (lim:refund). A count above a limit's max_cost (its option) is settled as
 max_cost there; what was clipped (at max_cost or at the debt bound) is
-logged at WARN: one bad figure costs a key a bounded refusal. Returns the
-difference, or nil when the place holds no whole number >= 0 (nothing is
-settled then; a value that is no count is logged).
+logged at WARN: one bad figure costs a key a bounded refusal. The core's
+settlement, as cellrate.web.Policy's charge= (docs/design/http.md). Returns
+the difference, or nil when the place holds nothing or no count (decimal
+digits, whitespace around them allowed): nothing is settled then, and a
+value that is no count is logged with the core's words.
 ]]
 -- Each limit's max_cost (false: none), read once: a store keeps it.
 local max_costs = setmetatable({}, { __mode = "k" })
 
--- Settles `actual` units (what `cost` charged at the door) on one limit,
--- clipped at its max_cost; logs what was clipped.
-local function settle(limit, key, actual, cost, value)
+-- Settles the count `value` on one limit that `cost` charged at the door
+-- (the core's settlement: at most the limit's max_cost); logs what was
+-- clipped.
+local function settle(limit, key, cost, value)
     local most = max_costs[limit]
     if most == nil then
         most = limit:info().max_cost or false
         max_costs[limit] = most
     end
-    if most and actual > most then
+    local total, units, clipped = settle_count(cost, value, most or nil)
+    if clipped then
         ngx_log(ngx_WARN, "cellrate: charge: ", value, " units, above max_cost ", most,
-                ": settled as ", most)
-        actual = most
+                ": settled as ", total)
     end
-    local units = actual - cost
     if units < 0 then
         if key then limit:refund(key, -units) else limit:refund(-units) end
     elseif units > 0 then
-        local clipped
+        local debt
         if key then
-            clipped = select(5, limit:charge(key, units))
+            debt = select(5, limit:charge(key, units))
         else
-            clipped = select(5, limit:charge(units))
+            debt = select(5, limit:charge(units))
         end
-        if clipped then
+        if debt then
             ngx_log(ngx_WARN, "cellrate: charge: ", value, " units met the debt bound",
                     key and " (key " .. tostring(key) .. ")" or "", ": committed up to it")
         end
@@ -534,15 +457,15 @@ end
 function _M.charge(limits, opts)
     opts = opts or NO_OPTIONS
     local value = ngx_var[charge_variable(opts)]
-    local actual = tonumber(value)
-    if actual == nil or actual < 0 or actual ~= floor(actual) then
-        if value ~= nil and value ~= "" then
-            ngx_log(ngx_WARN, "cellrate: charge: ", tostring(value), " is no count of units")
-        end
-        return nil
+    if value == nil or value == "" then
+        return nil -- nothing reported
     end
     local cost = opts.cost or 1
-    local units = actual - cost
+    local total, units = settle_count(cost, value, nil)
+    if total == nil then
+        ngx_log(ngx_WARN, "cellrate: ", units, ", got ", value)
+        return nil
+    end
     if units == 0 then
         return 0
     end
@@ -556,16 +479,15 @@ function _M.charge(limits, opts)
         local mt = getmetatable(limit)
         if mt == KEYED_MT then
             key = key or request_key(opts, 3)
-            settle(limit, key, actual, cost, value)
+            settle(limit, key, cost, value)
         elseif mt == LIMITER_MT then
-            settle(limit, nil, actual, cost, value)
+            settle(limit, nil, cost, value)
         else
             error("cellrate.nginx: limits[" .. i .. "] must be a cellrate limiter or keyed"
                   .. " limiter, got " .. type(limit), 2)
         end
     end
     return units
-
 end
 
 -- Concurrency (docs/design.md §15): hold(concurrency, opts) in the access

@@ -98,15 +98,6 @@ local PEEK, CHECK, ALLOW, REFUND = core.PEEK, core.CHECK, core.ALLOW, core.REFUN
 local CHARGE, TAKE = core.CHARGE, core.TAKE
 -- How far after now a charge can leave a gcra key's TAT (ns): beyond it, clipped.
 M.MAX_DEBT_NS = core.MAX_DEBT_NS
--- on_error's words (the first: the default), and the message that lists
--- them as the Python face does
-local DEFAULT_ON_ERROR = protocol.ON_ERROR:match("%S+")
-local on_error_words, quoted = {}, {}
-for word in protocol.ON_ERROR:gmatch("%S+") do
-    on_error_words[word] = true
-    quoted[#quoted + 1] = "'" .. word .. "'"
-end
-local ON_ERROR_WORDS = table.concat(quoted, ", ", 1, #quoted - 1) .. " or " .. quoted[#quoted]
 
 local Limiter = {}
 Limiter.__index = Limiter
@@ -180,40 +171,17 @@ local function limit_of(rate, opts, algorithm, max_cost, max_debt)
     return limit
 end
 
--- A name as the core takes a policy name, without the characters of NAME_REFUSES.
-local function check_name(name)
-    local ok, err = pcall(cellrate.check_policy_name, name)
+-- The options of a store's constructor judged by the core's table
+-- (cellrate/options.h: "RedisLimiter", "RedisConcurrency", "ShareLimiter",
+-- "KeyedShareLimiter"): every option this face takes, normalised (absent ones
+-- at their default, or nil). An unknown name or a refused value raises in the
+-- core's words, at the caller of the public function.
+local function store_options(constructor, opts)
+    local ok, options = pcall(cellrate._check_options, constructor, opts)
     if not ok then
-        error(without_position(err), 3)
+        error(without_position(options), 3)
     end
-    for refused in protocol.NAME_REFUSES:gmatch("%S+") do
-        if name:find(refused, 1, true) then
-            error("name " .. protocol.NAME_REFUSED, 3)
-        end
-    end
-end
-
--- What every store checks of its options: opts, the prefix and on_error
--- (raised at the caller of the public function).
-local function store_options(opts)
-    opts = opts or {}
-    if type(opts) ~= "table" then
-        error("opts must be a table", 3)
-    end
-    local prefix = opts.prefix == nil and protocol.PREFIX or opts.prefix
-    if type(prefix) ~= "string" then
-        error("prefix must be a string", 3)
-    end
-    for refused in protocol.PREFIX_REFUSES:gmatch("%S+") do
-        if prefix:find(refused, 1, true) then
-            error("prefix " .. protocol.PREFIX_REFUSED, 3)
-        end
-    end
-    local on_error = opts.on_error == nil and DEFAULT_ON_ERROR or opts.on_error
-    if not on_error_words[on_error] then
-        error("on_error must be " .. ON_ERROR_WORDS, 3)
-    end
-    return opts, prefix, on_error
+    return options
 end
 
 -- limiter(client, rate, opts): opts as cellrate.limit_spec's (period, burst,
@@ -221,12 +189,11 @@ end
 -- limit's parameters), prefix ("cellrate:") and on_error.
 function M.limiter(client, rate, opts)
     check_client(client)
-    local prefix, on_error
-    opts, prefix, on_error = store_options(opts)
-    if opts.name ~= nil then
-        check_name(opts.name)
-    end
-    local limit = limit_of(rate, opts, opts.algorithm, opts.max_cost, opts.max_debt)
+    -- the limit first, as cellrate.limit_spec judges it; then the options
+    local given = type(opts) == "table" and opts or {}
+    local limit = limit_of(rate, given, given.algorithm, given.max_cost, given.max_debt)
+    opts = store_options("RedisLimiter", opts)
+    local prefix, on_error = opts.prefix, opts.on_error
     local name = opts.name or cellrate._redis_signature(limit)
     return setmetatable({
         client = client,
@@ -604,15 +571,9 @@ end
 -- (default "concurrency:<limit>"), prefix and on_error as for limiter.
 function M.concurrency(client, limit, opts)
     check_client(client)
-    local prefix, on_error
-    opts, prefix, on_error = store_options(opts)
-    if opts.lease == nil then
-        argument_error("lease", hold_protocol.LEASE_REQUIRED)
-    end
+    opts = store_options("RedisConcurrency", opts)
+    local prefix, on_error = opts.prefix, opts.on_error
     local lease_ns = check_hold(limit, nil, 1, opts.lease)
-    if opts.name ~= nil then
-        check_name(opts.name)
-    end
     local name = opts.name or (hold_protocol.DEFAULT_NAME .. ":" .. decimal(limit))
     return setmetatable({
         client = client,
@@ -704,11 +665,11 @@ end
 M.Concurrency = Concurrency
 M.Limiter = Limiter
 -- What the share store (cellrate.share) takes from this one: reading a script
--- and its protocol, the checks of a client, a prefix and a name, the log and
+-- and its protocol, the check of a client, the options' judge, the log and
 -- the one way a script is run. Argument checks raise at the caller of the
 -- public function that calls them.
 M._internal = {
     read_script = read_script, read_protocol = read_protocol, check_client = check_client,
-    store_options = store_options, check_name = check_name, log = log, run = run,
+    store_options = store_options, log = log, run = run,
 }
 return M

@@ -34,29 +34,17 @@ local protocol = internal.read_protocol(M.script)
 -- The smallest share among n members is 1 / (FLOOR_DIVISOR * n): the core's,
 -- which the script's pins.
 M.FLOOR_DIVISOR = cellrate._SHARE_FLOOR_DIVISOR
-M.TTL_INTERVALS = tonumber(protocol.TTL_INTERVALS)
-M.DEFAULT_TIMEOUT_S = tonumber(protocol.DEFAULT_TIMEOUT_S)
-local WORDS = protocol
-
-local function seconds(param, value, default)
-    if value == nil then
-        return default
-    end
-    if type(value) ~= "number" then
-        error(param .. " must be a number of seconds", 3)
-    end
-    if not (value > 0 and value < math.huge) then
-        error(param .. " " .. WORDS.SECONDS_REFUSED, 3)
-    end
-    return value
-end
+-- ttl's default in intervals, and timeout's (seconds): the core's options table's.
+M.TTL_INTERVALS = math.floor(cellrate._check_options("ShareLimiter",
+                                                     { name = "-", interval = 1 }).ttl)
+M.DEFAULT_TIMEOUT_S = cellrate._check_options("ShareLimiter", { name = "-" }).timeout
 
 local Share = {}
 Share.__index = Share
 
 -- The share's own options; every other is the local limiter's (clock, shared,
--- shared_mode, capacity), read by the core as cellrate.limiter's, which raises
--- on one it does not take.
+-- shared_mode, max_debt, capacity), judged with them by the core's options
+-- table and passed on as given.
 local OWN = { name = true, period = true, burst = true, interval = true, ttl = true,
               member = true, prefix = true, timeout = true }
 
@@ -70,31 +58,17 @@ local function new(keyed, client, rate, opts)
     if client ~= nil then
         internal.check_client(client)
     end
-    local prefix
-    opts, prefix = internal.store_options(opts)
-    if opts.name == nil then
-        error("name " .. WORDS.NAME_REQUIRED, 2)
-    end
-    internal.check_name(opts.name)
-    for _, param in ipairs({ "max_cost", "algorithm", "on_change" }) do
-        if opts[param] ~= nil then
-            error(param .. " " .. WORDS.LOCAL_REFUSED, 2)
-        end
-    end
-    local interval = seconds("interval", opts.interval, 1)
-    local ttl = seconds("ttl", opts.ttl, M.TTL_INTERVALS * interval)
-    -- the longest a heartbeat's reply takes (the client's own timeout must not exceed it)
-    local timeout = seconds("timeout", opts.timeout, M.DEFAULT_TIMEOUT_S)
-    if ttl <= interval then
-        error("ttl " .. WORDS.TTL_TOO_SHORT, 2)
-    end
+    -- the core's table judges every option (cellrate/options.h): the fleet's, the
+    -- heartbeats', and the local limiter's own (max_cost, algorithm and on_change
+    -- refused: the local limiter follows the share)
+    local given = type(opts) == "table" and opts or {}
+    opts = internal.store_options(keyed and "KeyedShareLimiter" or "ShareLimiter", opts)
+    local prefix, interval, ttl, timeout = opts.prefix, opts.interval, opts.ttl, opts.timeout
     local member = opts.member
     if member == nil then
         -- the instant and this table's address (pass opts.member, the host's
         -- name, where members start together)
         member = ("lua-%d-%s"):format(os.time(), tostring({}):match("(%x+)$"))
-    elseif type(member) ~= "string" or member == "" or member:find(":", 1, true) then
-        error("member " .. WORDS.MEMBER_REFUSED, 2)
     end
     local ok, fleet = pcall(cellrate.limit_spec, rate, { period = opts.period, burst = opts.burst })
     if not ok then
@@ -108,7 +82,7 @@ local function new(keyed, client, rate, opts)
         joined = false, down = false, last = nil, keyed = keyed,
     }, Share)
     local local_opts = {}
-    for option, value in pairs(opts) do
+    for option, value in pairs(given) do
         if not OWN[option] then
             local_opts[option] = value
         end
@@ -184,10 +158,10 @@ function Share:heartbeat(now, asked)
         end
         reply, err = internal.run(self.client, M.script, { self.key }, args)
     end
-    local refused = not reply and err and err:find(WORDS.REFUSED, 1, true)
+    local refused = not reply and err and err:find(protocol.REFUSED, 1, true)
     if refused then
         step(self, "refused") -- a member refused holds nothing
-        local refusal = err:sub(refused + #WORDS.REFUSED):match("^%s*(.-)%s*$")
+        local refusal = err:sub(refused + #protocol.REFUSED):match("^%s*(.-)%s*$")
         internal.log("cellrate.share " .. self.name .. ": refused: " .. refusal)
         return nil, refusal, "refused"
     end

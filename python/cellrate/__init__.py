@@ -34,6 +34,7 @@ from cellrate._cellrate import (
     __version__,
     check_all,
     check_policy_name,
+    read_signal,
 )
 from cellrate._concurrency import concurrent
 from cellrate._decorator import limit
@@ -65,4 +66,5 @@ __all__ = [
     "check_policy_name",
     "concurrent",
     "limit",
+    "read_signal",
 ]

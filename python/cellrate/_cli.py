@@ -139,7 +139,7 @@ def _opened(info: dict[str, Any], path: str) -> Any:
                                "algorithm": info["algorithm"]}
     if kind == "keyed":
         options["capacity"] = info["capacity"]
-    if info["algorithm"] in ("gcra", "token_bucket"):
+    if cellrate._cellrate._algorithm_takes_burst(info["algorithm"]):
         options["burst"] = info["burst"]
     try:
         return store(info["rate"], info["period"], **options)

@@ -150,11 +150,12 @@ def concurrent(
     """
     import inspect  # here: `import cellrate` stays light
 
-    timeout = check_timeout(timeout)
-    if not isinstance(block, bool):
-        raise invalid_type("block", "block must be True or False")
-    if key is not None and not callable(key):
-        raise invalid_type("key", "key must be a function of the call's arguments")
+    # the core's table checks every option (cellrate/options.h)
+    options = _cellrate._check_options("concurrent", {
+        "capacity": capacity, "key": key, "cost": cost, "block": block, "timeout": timeout,
+        "shared": shared, "lease": lease, "concurrency": concurrency})
+    block, cost = options["block"], options["cost"]
+    timeout = check_timeout(options["timeout"])  # as the waits take it (None: any wait)
     if concurrency is None:
         if limit is None:
             raise invalid_type("limit", "concurrent() needs a limit or a concurrency=")

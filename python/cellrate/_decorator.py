@@ -7,7 +7,7 @@ import functools
 from typing import (Any, AsyncIterator, Callable, Iterator, List, Literal, Optional, TypeVar,
                     Union)
 
-from cellrate import _cellrate
+from cellrate import _cellrate, _outbound
 from cellrate._cellrate import KeyedLimiter, Limiter
 from cellrate._errors import invalid_type
 from cellrate._rates import split_rates
@@ -85,6 +85,7 @@ def limit(
     block: bool = True,
     timeout: Optional[float] = None,
     limiter: Any = None,
+    follow: Union[bool, Callable[[Any], Any]] = False,
 ) -> Callable[[F], F]:
     """Limits how often the decorated function runs.
 
@@ -104,6 +105,11 @@ def limit(
     cost:    units each call spends: an int, or a function of the call's arguments.
     block:   True: wait (an async function awaits) until admitted, at most
              `timeout` seconds; False: raise RateLimited at once when refused.
+    follow:  True for a function that returns an HTTP response (.headers and
+             .status_code or .status): the limit follows what it says of the
+             provider's own (Limiter.follow: a 429's Retry-After holds every
+             call until then); or a function of the result returning
+             (headers, status).
 
     A call that is not admitted raises RateLimited (.retry_after, .decision).
     Functions, methods, async functions, generators and async generators (these
@@ -115,17 +121,17 @@ def limit(
     """
     import inspect  # here: `import cellrate` stays light
 
-    timeout = check_timeout(timeout)
-    if not isinstance(block, bool):
-        raise invalid_type("block", "block must be True or False")
-    if key is not None and not callable(key):
-        raise invalid_type("key", "key must be a function of the call's arguments")
-    if isinstance(cost, bool) or not (isinstance(cost, int) or callable(cost)):
-        raise invalid_type("cost", "cost must be an int or a function of the call's arguments")
+    # the core's table checks every option (cellrate/options.h)
+    options = _cellrate._check_options("limit", {
+        "period": period, "burst": burst, "algorithm": algorithm, "key": key, "cost": cost,
+        "block": block, "timeout": timeout, "limiter": limiter})
+    block, cost = options["block"], options["cost"]
+    timeout = check_timeout(options["timeout"])  # as the waits take it (None: any wait)
     if limiter is None:
         if rate is None:
             raise invalid_type("rate", "limit() needs a rate or a limiter=")
-        if burst is None and isinstance(cost, int) and algorithm in ("gcra", "token_bucket"):
+        algorithm = options["algorithm"]
+        if burst is None and isinstance(cost, int) and _cellrate._algorithm_takes_burst(algorithm):
             burst = max(1, cost)  # even spacing: the window bound of docs/design.md §9
         kind: Any = Limiter if key is None else KeyedLimiter  # its overloads split algorithms
         stores = [kind(part, period, burst=burst, algorithm=algorithm)
@@ -137,6 +143,12 @@ def limit(
         raise invalid_type("key", "a KeyedLimiter needs key=, a function of the call's arguments")
     else:
         store = limiter
+    if follow is not False and not (follow is True or callable(follow)):
+        raise invalid_type("follow", "follow must be True or a function of the result "
+                                     "returning (headers, status)")
+    if follow is not False and not _outbound.can_follow(store):
+        raise invalid_type("limiter", "limiter: follow= needs a store that follows a "
+                                      "provider: a Limiter, a KeyedLimiter or a fleet share's")
     waiter = store if hasattr(store, "reserve") else CheckOnly(store)
     reserve, check = waiter.reserve, store.check
     store_is_async = inspect.iscoroutinefunction(check)
@@ -203,17 +215,63 @@ def limit(
         if not callable(func):
             raise invalid_type(
                 "func", f"limit() decorates a function, not {type(func).__name__}")
-        if inspect.isasyncgenfunction(func):
-            limited = _async_generator(func, _async_gate(limit_async(_admitted_async)))
-        elif inspect.isgeneratorfunction(func):
-            limited = _generator(func, _gate(limit_sync(_admitted)))
-        elif inspect.iscoroutinefunction(func):
-            limited = limit_async(func)
+        target: Callable[..., Any] = func
+        if follow is not False:
+            if inspect.isasyncgenfunction(func) or inspect.isgeneratorfunction(func):
+                raise invalid_type("follow", "follow: a generator returns no response to follow")
+            target = _following(func, store, key, follow)
+        if inspect.isasyncgenfunction(target):
+            limited = _async_generator(target, _async_gate(limit_async(_admitted_async)))
+        elif inspect.isgeneratorfunction(target):
+            limited = _generator(target, _gate(limit_sync(_admitted)))
+        elif inspect.iscoroutinefunction(target):
+            limited = limit_async(target)
         else:
-            limited = limit_sync(func)
+            limited = limit_sync(target)
         return limited  # type: ignore[return-value]
 
     return decorate
+
+
+def _response_parts(result: Any) -> Any:
+    """(headers, status) of an HTTP response of httpx, requests, aiohttp or urllib."""
+    headers = getattr(result, "headers", None)
+    if headers is None:
+        raise invalid_type("follow", f"follow: the function returned {type(result).__name__}, "
+                                     "not a response; give follow= a function of the result "
+                                     "returning (headers, status)")
+    status = getattr(result, "status_code", None)
+    return headers, getattr(result, "status", None) if status is None else status
+
+
+def _following(func: Callable[..., Any], store: Any, key: Optional[Callable[..., Key]],
+               follow: Any) -> Callable[..., Any]:
+    """`func`, whose result the limit follows (docs/design.md §18)."""
+    import inspect
+
+    parts = _response_parts if follow is True else follow
+
+    def pulled(result: Any, args: Any, kwargs: Any) -> None:
+        headers, status = parts(result)
+        prefix = () if key is None else (key(*args, **kwargs),)
+        _outbound.follow_store(store, prefix, headers, status)
+
+    if inspect.iscoroutinefunction(func):
+        @functools.wraps(func)
+        async def followed_async(*args: Any, **kwargs: Any) -> Any:
+            result = await func(*args, **kwargs)
+            pulled(result, args, kwargs)
+            return result
+
+        return followed_async
+
+    @functools.wraps(func)
+    def followed(*args: Any, **kwargs: Any) -> Any:
+        result = func(*args, **kwargs)
+        pulled(result, args, kwargs)
+        return result
+
+    return followed
 
 
 # A generator's call only creates it: the limit is charged when its iteration

@@ -1,25 +1,21 @@
 """Several limits in one rate string, "100/day;10/hour" (as flask-limiter and
 slowapi write them): where the faces that accept it (the web policy and
-@cellrate.limit) split it. Each part is parsed by the core as a rate of its
-own; the Limiter and KeyedLimiter constructors take one limit, and their
-error for such a string names check_all."""
+@cellrate.limit) read it, by the core's grammar (cr_parse_rates: the parts, at
+most CR_RATES_MAX, each a rate of its own). The Limiter and KeyedLimiter
+constructors take one limit, and their error for such a string names
+check_all."""
 
 from __future__ import annotations
 
 from typing import Any, List
 
-from cellrate._errors import invalid
-
-SEPARATOR = ";"
+from cellrate import _cellrate
 
 
 def split_rates(rate: Any) -> List[Any]:
-    """The limits `rate` names: [rate] for one limit (a number, a store, a
-    string without ';'), else the parts of the string."""
-    if not isinstance(rate, str) or SEPARATOR not in rate:
+    """The limits `rate` names: [rate] for one limit given as a number or a
+    store, else the text of each part of the string, as the core reads it (or
+    its refusal, naming `rate`)."""
+    if not isinstance(rate, str):
         return [rate]
-    parts = [part.strip() for part in rate.split(SEPARATOR)]
-    if "" in parts:
-        raise invalid("rate", f"rate: {rate!r} has an empty limit; several limits are "
-                              "written '100/day;10/hour'")
-    return parts
+    return [text for _, _, text in _cellrate._parse_rates(rate)]

@@ -1,15 +1,15 @@
 """Waiting for capacity: Limiter.wait / acquire, KeyedLimiter.wait / acquire.
 
-Both are built on the reservation primitives of the compiled types
-(docs/design.md §9): `reserve` commits the units at the earliest instant they
-fit, so a waiter sleeps exactly once, to that instant, and waiters are served
-in the order they reserved. A waiter that does not reach its instant
-(cancelled, interrupted) gives the units back with `refund`; one that wakes
-after it (as a sleep does, by a little) `anchor`s them to the real start, so
-that later units are spaced from it instead of catching up. Algorithms that
-can only reserve "now" (the window algorithms) return None from `reserve`
-while the request does not fit; the waiter then sleeps the `retry_after` of a
-`peek` and tries again.
+A wait is the core's steps (cr_wait_step, docs/design.md §9), slept out here
+(time.sleep releases the GIL and lets Ctrl-C through; asyncio.sleep yields to
+the loop): each step admits the units at its real instant, or says how long to
+sleep before the next one, or refuses. So starts keep the limit's spacing
+however late a sleeper wakes, a block that a provider's 429 puts on the limit
+holds every waiter, and this process's waiters are served in line, first come,
+first served. A waiter that stops (cancelled, interrupted) gives its place
+back; it holds no units. Other stores (the decorator's CheckOnly over a store
+with check/peek alone) are waited on through their reservations, which for
+CheckOnly admit only "now": its waiters retry at their retry_after.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any, Optional, Union
 
 from cellrate import _cellrate
 
-# `limit` below is any object with the reservation methods of Limiter (or,
-# with `key` given as a one-tuple, of KeyedLimiter): reserve(*key, cost, *,
-# timeout), refund(*key, cost), anchor(*key, cost) and peek(*key, cost).
-# Asyncio stores may return awaitables from them.
+# `limit` below is a Limiter or KeyedLimiter (with `key` given as a
+# one-tuple), or any object with the reservation methods (reserve(*key, cost,
+# *, timeout), refund, anchor, peek; the decorator's CheckOnly reserves only
+# "now"); asyncio stores may return awaitables from them.
 Key = Union["tuple[()]", "tuple[Union[str, bytes]]"]
 
 
@@ -67,23 +67,44 @@ def timeout_until(deadline: Optional[float]) -> Optional[float]:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
+COMPILED = (_cellrate.Limiter, _cellrate.KeyedLimiter)
+
+
 def wait(limit: Any, key: Key, cost: int, timeout: Optional[float],
          delay: Optional[float]) -> None:
     """Blocks (time.sleep: the GIL is released) until `cost` is admitted.
 
     `delay` is what a first `reserve(*key, cost, timeout=timeout)` returned
-    (`timeout` already checked): a reservation to sleep out, or None.
+    (`timeout` already checked): a reservation ahead of now, which a compiled
+    store gives back to take its turn in line instead, or None.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
+    if isinstance(limit, COMPILED):
+        if delay:
+            limit.refund(*key, cost)  # type: ignore[call-arg]
+        name = key[0] if key else None
+        turn = None
+        while True:
+            step = _cellrate._wait_step(limit, name, cost, timeout_until(deadline), turn)
+            if step is None:
+                return
+            if not isinstance(step, tuple):
+                raise RateLimited(step)
+            seconds, turn = step
+            try:
+                time.sleep(seconds)
+            except BaseException:  # interrupted (KeyboardInterrupt...): its place given back
+                _cellrate._wait_leave(limit, name, cost, turn)
+                raise
+    while True:  # another store: its own reservations, or "now" alone (CheckOnly)
         if delay is not None:
             if delay > 0.0:
                 try:
                     time.sleep(delay)
-                except BaseException:  # interrupted (KeyboardInterrupt...): spend nothing
+                except BaseException:  # interrupted: spend nothing
                     limit.refund(*key, cost)
                     raise
-                limit.anchor(*key, cost)  # woken late: what follows is spaced from now
+                limit.anchor(*key, cost)
             return
         decision = limit.peek(*key, cost)
         if not decision.allowed:  # (allowed: it fits now, a window rolled over)
@@ -105,12 +126,29 @@ async def settle(value: Any) -> Any:
 async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
                   delay: Any) -> None:
     """The asyncio form of `wait`: awaits, never blocks the loop; a cancelled
-    waiter refunds the units it had reserved. `delay` may be awaitable."""
+    waiter gives its place back. `delay` may be awaitable."""
     import asyncio  # here: `import cellrate` stays light for scripts without asyncio
 
     deadline = None if timeout is None else time.monotonic() + timeout
+    delay = await settle(delay)
+    if isinstance(limit, COMPILED):
+        if delay:
+            limit.refund(*key, cost)  # type: ignore[call-arg]
+        name = key[0] if key else None
+        turn = None
+        while True:
+            step = _cellrate._wait_step(limit, name, cost, timeout_until(deadline), turn)
+            if step is None:
+                return
+            if not isinstance(step, tuple):
+                raise RateLimited(step)
+            seconds, turn = step
+            try:
+                await asyncio.sleep(seconds)
+            except BaseException:  # asyncio.CancelledError among others
+                _cellrate._wait_leave(limit, name, cost, turn)
+                raise
     while True:
-        delay = await settle(delay)
         if delay is not None:
             if delay > 0.0:
                 try:
@@ -125,7 +163,7 @@ async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
             if refused(decision, deadline):
                 raise RateLimited(decision)
             await asyncio.sleep(decision.retry_after)
-        delay = limit.reserve(*key, cost, timeout=timeout_until(deadline))
+        delay = await settle(limit.reserve(*key, cost, timeout=timeout_until(deadline)))
 
 
 # The bodies of the compiled methods Limiter.wait, Limiter.acquire,
@@ -136,22 +174,18 @@ async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
 
 def limiter_wait(self: _cellrate.Limiter, cost: int = 1, *,
                  timeout: Optional[float] = None) -> None:
-    """Limiter.wait: reserve, then sleep (the GIL released) to the instant."""
+    """Limiter.wait: the core's steps, slept out (the GIL released)."""
     if timeout is not None:
         timeout = check_timeout(timeout)
-    delay = self.reserve(cost, timeout=timeout)
-    if delay != 0.0:
-        wait(self, (), cost, timeout, delay)
+    wait(self, (), cost, timeout, None)
 
 
 async def limiter_acquire(self: _cellrate.Limiter, cost: int = 1, *,
                           timeout: Optional[float] = None) -> None:
-    """Limiter.acquire: reserve, then await the instant."""
+    """Limiter.acquire: the core's steps, awaited."""
     if timeout is not None:
         timeout = check_timeout(timeout)
-    delay = self.reserve(cost, timeout=timeout)
-    if delay != 0.0:
-        await acquire(self, (), cost, timeout, delay)
+    await acquire(self, (), cost, timeout, None)
 
 
 def keyed_wait(self: _cellrate.KeyedLimiter, key: Union[str, bytes], cost: int = 1, *,
@@ -159,9 +193,7 @@ def keyed_wait(self: _cellrate.KeyedLimiter, key: Union[str, bytes], cost: int =
     """KeyedLimiter.wait: Limiter.wait for the limit of `key`."""
     if timeout is not None:
         timeout = check_timeout(timeout)
-    delay = self.reserve(key, cost, timeout=timeout)
-    if delay != 0.0:
-        wait(self, (key,), cost, timeout, delay)
+    wait(self, (key,), cost, timeout, None)
 
 
 async def keyed_acquire(self: _cellrate.KeyedLimiter, key: Union[str, bytes], cost: int = 1, *,
@@ -169,9 +201,7 @@ async def keyed_acquire(self: _cellrate.KeyedLimiter, key: Union[str, bytes], co
     """KeyedLimiter.acquire: Limiter.acquire for the limit of `key`."""
     if timeout is not None:
         timeout = check_timeout(timeout)
-    delay = self.reserve(key, cost, timeout=timeout)
-    if delay != 0.0:
-        await acquire(self, (key,), cost, timeout, delay)
+    await acquire(self, (key,), cost, timeout, None)
 
 
 METHODS = {

@@ -63,9 +63,9 @@ PEER_CACHE_SIZE = 4096
 @functools.lru_cache(PEER_CACHE_SIZE)
 def _peer(peer: str) -> tuple[str, int] | None:
     """The client of gRPC's peer text ("ipv4:192.0.2.1:5000", "ipv6:[::1]:5000",
-    percent-encoded or not), as an ASGI scope's; None for a Unix socket's.
-    Anything else passes as it is: the policy keys what is no address as
-    "unknown"."""
+    percent-encoded or not), as an ASGI scope's: the address the core reads in
+    it ("unknown" for none); None for a Unix socket's. Anything else passes as
+    it is: the policy keys what is no address as "unknown"."""
     scheme, _, address = peer.partition(":")
     if scheme in ("ipv4", "ipv6"):
         return hop_address(urllib.parse.unquote(address)), 0

@@ -31,7 +31,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import logging
-import math
 import os
 import socket
 import threading
@@ -42,8 +41,8 @@ from typing import Any, Awaitable, Callable, Tuple, Union
 import cellrate
 from cellrate import _cellrate
 from cellrate._cellrate import inspect_region
-from cellrate._errors import invalid, invalid_type
-from cellrate.redis._protocol import DEFAULT_PREFIX, _check_name, _protocol, _read_script
+from cellrate._errors import invalid
+from cellrate.redis._protocol import DEFAULT_PREFIX, _protocol, _read_script
 from cellrate.redis._store import _SyncStore
 
 import redis  # noqa: E402 - after cellrate.redis, whose ImportError names the extra
@@ -57,12 +56,12 @@ _SHARE_PROTOCOL = _protocol(SHARE_SCRIPT)
 #: The smallest share of a member among n members: 1 / (FLOOR_DIVISOR * n) (the core's,
 #: which the script's pins).
 FLOOR_DIVISOR: int = _cellrate._SHARE_FLOOR_DIVISOR
+# The options of a member (their defaults and refusals): the core's table.
+_check_options = cellrate._cellrate._check_options
 #: A member silent for ttl drops out; ttl's default, in intervals.
-TTL_INTERVALS = int(_SHARE_PROTOCOL["TTL_INTERVALS"])
+TTL_INTERVALS = int(_check_options("ShareLimiter", {"name": "-", "interval": 1})["ttl"])
 #: The longest a heartbeat takes (timeout's default, seconds).
-DEFAULT_TIMEOUT_S = float(_SHARE_PROTOCOL["DEFAULT_TIMEOUT_S"])
-_WORDS = {word: _SHARE_PROTOCOL[word] for word in
-          ("SECONDS_REFUSED", "TTL_TOO_SHORT", "MEMBER_REFUSED", "LOCAL_REFUSED")}
+DEFAULT_TIMEOUT_S: float = cellrate._cellrate._options("ShareLimiter")["timeout"]["default"]
 #: The start of the script's refusal of a heartbeat, then "<param> <words>" (a ttl or
 #: interval that is not the fleet's).
 _REFUSED = _SHARE_PROTOCOL["REFUSED"]
@@ -70,14 +69,6 @@ _REFUSED = _SHARE_PROTOCOL["REFUSED"]
 log = logging.getLogger("cellrate.share")
 
 Key = Union[str, bytes]
-
-
-def _seconds(param: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise invalid_type(param, f"{param} must be a number of seconds")
-    if not 0 < value < math.inf:
-        raise invalid(param, f"{param} {_WORDS['SECONDS_REFUSED']}")
-    return float(value)
 
 
 def _default_member(region: bytes | None) -> str:
@@ -136,6 +127,8 @@ class _Host:
 class _Share(_SyncStore):
     """What both forms share: the fleet's limit, the heartbeat, the thread, the share."""
 
+    _options = ""  # the form's row of the core's options table
+
     _decisions: Tuple[str, ...] = ()  # the local limiter's methods each form exposes
 
     _clients = (redis.Redis, redis.cluster.RedisCluster)
@@ -147,26 +140,21 @@ class _Share(_SyncStore):
                  ttl: float | None = None, member: str | None = None,
                  prefix: str = DEFAULT_PREFIX, timeout: float = DEFAULT_TIMEOUT_S,
                  background: bool = True, **local: Any) -> None:
-        self._open_client(client, prefix, timeout)
-        for param in ("max_cost", "algorithm", "on_change"):
-            if param in local:
-                raise invalid(param, f"{param} {_WORDS['LOCAL_REFUSED']}")
-        _check_name(name)
+        # the core's table checks every option (cellrate/options.h): the fleet's, the
+        # heartbeats', and the local limiter's own (max_cost, algorithm and on_change
+        # refused: the local limiter follows the share)
+        options = _check_options(self._options, {
+            **local, "period": period, "burst": burst, "name": name, "interval": interval,
+            "ttl": ttl, "member": member, "prefix": prefix, "timeout": timeout,
+            "background": background})
+        self._open_client(client, options["prefix"], options["timeout"])
         self.name = name
-        self.interval = _seconds("interval", interval)
-        self.ttl = _seconds("ttl", TTL_INTERVALS * self.interval if ttl is None else ttl)
-        if self.ttl <= self.interval:
-            raise invalid("ttl", f"ttl {_WORDS['TTL_TOO_SHORT']}")
-        if member is None:
-            member = ""  # named below, once the region's path is known
-        elif not isinstance(member, str):
-            raise invalid_type("member", f"member {_WORDS['MEMBER_REFUSED']}")
-        elif not member or ":" in member:
-            raise invalid("member", f"member {_WORDS['MEMBER_REFUSED']}")
-        self.member: str = member
-        if not isinstance(background, bool):
-            raise invalid_type("background",
-                               f"background must be a bool, not {type(background).__name__}")
+        self.interval: float = options["interval"]
+        self.ttl: float = options["ttl"]
+        # without a member, named below, once the region's path is known
+        self.member: str = member or ""
+        background = options["background"]
+        local = {name: value for name, value in local.items() if value is not None}
         #: The fleet's limit (cellrate.Limit): what all members together admit.
         self.fleet = cellrate.Limit(rate, period, burst=burst)
         self._open_connections()
@@ -397,6 +385,7 @@ class ShareLimiter(_Share):
     there. clock= (and capacity= of the keyed form) pass through to the local limiter.
     """
 
+    _options = "ShareLimiter"
     _decisions = ("allow", "check", "peek", "charge", "take", "wait", "acquire", "reset")
     allow: Callable[..., bool]
     check: Callable[..., cellrate.Decision]
@@ -417,6 +406,7 @@ class KeyedShareLimiter(_Share):
     whole, split by the units asked over all keys; keys are never sent to Redis. The
     other arguments are ShareLimiter's; the decisions take the key first."""
 
+    _options = "KeyedShareLimiter"
     _decisions = ("allow", "check", "peek", "charge", "take", "reset")
     allow: Callable[..., bool]
     check: Callable[..., cellrate.Decision]

@@ -23,12 +23,10 @@ import fnmatch
 import functools
 import http
 import inspect
-import ipaddress
 import json
 import logging
 import os
 import re
-import socket
 import sys
 import urllib.parse
 import weakref
@@ -36,15 +34,17 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Patte
                     Sequence, Tuple, TypeVar, Union)
 
 import cellrate
+from cellrate._cellrate import _ClientKeys, _dry_run_fields, _settle
 from cellrate._errors import invalid, invalid_type
 from cellrate._rates import split_rates
+
+_check_options = cellrate._cellrate._check_options
 
 __all__ = ["Policy", "Request", "Response", "header", "client_address", "hop_address", "Store", "Limits"]
 
 logger = logging.getLogger("cellrate")
 
 KeyFunction = Callable[["Request"], Union[str, bytes]]
-Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
 
 class Store(Protocol):
@@ -216,107 +216,42 @@ def _bad_header_name(name: Any) -> Exception:
     return invalid("name", f"name must be a header name (an RFC 9110 token), got {name!r}")
 
 
-def _networks(trusted: Iterable[str] | str) -> tuple[Network, ...]:
-    message = "trusted_proxies must be addresses or networks such as '10.0.0.0/8', or 'unix'"
+def _trusted(trusted: Iterable[str] | str) -> tuple[list[Any], bool]:
+    """(the entries of trusted_proxies that are networks, whether "unix" is
+    one); the networks are the core's to read (_ClientKeys refuses a
+    bad one, or one that is no str, naming trusted_proxies)."""
     if isinstance(trusted, str):
-        trusted = [trusted]
-    try:
-        items = list(trusted)
-    except TypeError:
-        raise invalid_type("trusted_proxies", f"{message}, not {type(trusted).__name__}") from None
-    networks = []
-    for item in items:
-        if not isinstance(item, str):
-            raise invalid_type("trusted_proxies", f"{message}, not {type(item).__name__}")
-        if item == "unix":
-            continue
+        items: list[Any] = [trusted]
+    else:
         try:
-            networks.append(_unmapped_network(ipaddress.ip_network(item, strict=False)))
-        except ValueError as error:
-            raise invalid("trusted_proxies", f"{message}: {error}") from None
-    return tuple(networks)
-
-
-def _unmapped_network(network: Network) -> Network:
-    """An IPv4-mapped network ("::ffff:10.0.0.0/104") as the IPv4 network it maps."""
-    mapped = getattr(network.network_address, "ipv4_mapped", None)
-    if mapped is None or network.prefixlen < 96:
-        return network
-    return ipaddress.IPv4Network((int(mapped), network.prefixlen - 96))
+            items = list(trusted)
+        except TypeError:
+            items = [trusted]  # refused by the core as no network
+    return [item for item in items if item != "unix"], "unix" in items
 
 
 # The key of every client that is no address: a Unix-socket peer, a missing
-# one, a hop that does not parse. One key for all of them, so that none of
-# them can be made into a fresh limit.
+# one, a hop that does not parse (the core's CR_ADDRESS_UNKNOWN). One key for
+# all of them, so that none of them can be made into a fresh limit.
 NO_ADDRESS = "unknown"
 
 # Addresses whose key and trust a policy keeps (an LRU: a fresh address costs
-# one parse, a known one a lookup).
+# one call into the core, a known one a lookup).
 ADDRESS_CACHE_SIZE = 4096
 # Keys (clients) holding requests at once that concurrency=N is sized for:
 # 16 * (N + 1) * 7/4 bytes each (a shared region reserves them all).
 CONCURRENCY_KEYS = 10_000
 
-# The first 12 bytes of an IPv4-mapped IPv6 address (::ffff:a.b.c.d)
-_MAPPED = bytes(10) + b"\xff\xff"
 
-
-def _address_key(trusted: tuple[tuple[int, int, int], ...], ipv4_prefix: int, ipv6_prefix: int,
-                 text: str) -> tuple[str, bool]:
-    """(key, trusted) for `text`: the address in canonical form (IPv4-mapped
-    as IPv4, IPv6 compressed in lower case, no zone), widened to its network
-    when the prefix is shorter than the address ("2001:db8::/64"); NO_ADDRESS
-    for anything else. `trusted`: (bits, network, mask) as integers; the
-    address is trusted when it is in one of them. The C parser and formatter
-    of the socket module: a tenth of what ipaddress takes for a fresh address."""
-    try:
-        if ":" in text:
-            packed = socket.inet_pton(socket.AF_INET6, text.partition("%")[0])
-            if packed[:12] == _MAPPED:
-                packed = packed[12:]
-        else:
-            packed = socket.inet_pton(socket.AF_INET, text)
-    except (OSError, ValueError):  # not an address; ValueError: an embedded NUL
-        return NO_ADDRESS, False
-    bits = len(packed) * 8
-    value = int.from_bytes(packed, "big")
-    is_trusted = any(bits == size and value & mask == network for size, network, mask in trusted)
-    prefix = ipv4_prefix if bits == 32 else ipv6_prefix
-    family = socket.AF_INET if bits == 32 else socket.AF_INET6
-    if prefix == bits:
-        return socket.inet_ntop(family, packed), is_trusted
-    masked = (value >> (bits - prefix) << (bits - prefix)) if prefix else 0
-    return f"{socket.inet_ntop(family, masked.to_bytes(bits // 8, 'big'))}/{prefix}", is_trusted
-
-
-def _prefix(value: Any, param: str, most: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise invalid_type(param, f"{param} must be an integer from 0 to {most}, got {value!r}")
-    if not 0 <= value <= most:
-        raise invalid(param, f"{param} must be an integer from 0 to {most}, got {value!r}")
-    return value
+# Hops read at full prefixes: hop_address's keys are the addresses themselves.
+_FULL_ADDRESSES = _ClientKeys(32, 128)
 
 
 def hop_address(hop: str) -> str:
-    """One hop of X-Forwarded-For or a Forwarded `for=` value, without quotes,
-    brackets or port ("[2001:db8::1]:4711" -> "2001:db8::1")."""
-    hop = hop.strip().strip('"')
-    if hop.startswith("["):
-        return hop[1:hop.find("]")] if "]" in hop else hop[1:]
-    if hop.count(":") == 1:  # IPv4 with a port; bare IPv6 has several colons
-        return hop.split(":", 1)[0]
-    return hop
-
-
-def _forwarded_for(value: str) -> list[str]:
-    """The `for=` hops of a Forwarded field (RFC 7239), in order."""
-    hops = []
-    for element in value.split(","):
-        for pair in element.split(";"):
-            name, _, hop = pair.partition("=")
-            if name.strip().lower() == "for":
-                hops.append(hop)
-    return hops
+    """One hop of X-Forwarded-For or a Forwarded `for=` value as its address,
+    in canonical text, without quotes, brackets or port ("[2001:DB8::1]:4711"
+    -> "2001:db8::1"); "unknown" when it is no address (the core's rule)."""
+    return _FULL_ADDRESSES.hop(hop)
 
 
 class _Limit:
@@ -335,10 +270,8 @@ _ROUTE = re.compile(r"^(?:([A-Za-z]+)\s+)?(/.*)$")
 
 
 def _namespace(shared: Any) -> str:
-    """The shared= directory, made (0o700) when absent."""
-    if not isinstance(shared, (str, os.PathLike)):
-        raise invalid_type("shared", "shared must be a directory path (str or os.PathLike)")
-    path = os.fspath(shared)
+    """The shared= directory (a path the core's table took), made (0o700) when absent."""
+    path = os.fsdecode(shared)
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except FileExistsError:
@@ -472,30 +405,33 @@ class Policy:
         charge: Callable[[Request, Response], int | None] | None = None,
         concurrency: int | cellrate.Concurrency | None = None,
     ) -> None:
-        if key is not None and not callable(key):
-            raise invalid_type("key", "key must be a function of the request "
-                               "(or None: the client address)")
-        self.trusted = _networks(trusted_proxies)
+        # the core's table checks every option (cellrate/options.h), the policy name
+        # first among them: it names the regions too
+        options = _check_options("Policy", {
+            "limit": limit, "routes": routes, "key": key, "cost": cost, "burst": burst,
+            "max_cost": max_cost, "max_debt": max_debt, "shared": shared,
+            "trusted_proxies": trusted_proxies, "proxy_header": proxy_header,
+            "ipv4_prefix": ipv4_prefix, "ipv6_prefix": ipv6_prefix,
+            "exempt_paths": exempt_paths, "exempt_methods": exempt_methods, "exempt": exempt,
+            "status": status, "body": body, "content_type": content_type, "name": name,
+            "legacy_headers": legacy_headers, "admitted_headers": admitted_headers,
+            "dry_run": dry_run, "now": now, "charge": charge, "concurrency": concurrency})
         # "unix": a peer without an address (a Unix socket) is the trusted proxy
-        self.trust_unix = "unix" in ([trusted_proxies] if isinstance(trusted_proxies, str)
-                                     else list(trusted_proxies))
+        self.trusted, self.trust_unix = _trusted(trusted_proxies)
         self._warned_unknown = False
-        self.ipv4_prefix = _prefix(ipv4_prefix, "ipv4_prefix", 32)
-        self.ipv6_prefix = _prefix(ipv6_prefix, "ipv6_prefix", 128)
-        ranges = tuple((network.max_prefixlen, int(network.network_address), int(network.netmask))
-                       for network in self.trusted)
-        self._address = functools.lru_cache(ADDRESS_CACHE_SIZE)(functools.partial(
-            _address_key, ranges, self.ipv4_prefix, self.ipv6_prefix))
+        self.ipv4_prefix: int = options["ipv4_prefix"]
+        self.ipv6_prefix: int = options["ipv6_prefix"]
+        # the client's address as a key, behind the trusted proxies: the core's
+        # rules, each address's answer kept (a known address costs a lookup)
+        self._clients = _ClientKeys(
+            self.ipv4_prefix, self.ipv6_prefix, self.trusted,
+            options["proxy_header"].lower() == "forwarded")
+        self._peer = functools.lru_cache(ADDRESS_CACHE_SIZE)(self._clients.peer)
+        self._address_key = functools.lru_cache(ADDRESS_CACHE_SIZE)(self._clients.key)
         if key is None and not self.trusted and not self.trust_unix:
             key = self._peer_key  # the default key, without the proxy logic it does not need
         self.key: KeyFunction = key or client_address
-        if isinstance(cost, bool) or not (callable(cost) or isinstance(cost, int)):
-            raise invalid_type("cost", "cost must be an int or a function of the request")
-        if isinstance(cost, int):
-            if cost < 0:
-                raise invalid("cost", "cost must be an integer >= 0")
-            cost = int(cost)
-        self.cost = cost
+        self.cost = options["cost"]
         self._burst = burst
         self._max = {name: value for name, value in (("max_cost", max_cost), ("max_debt", max_debt))
                      if value is not None}  # for the stores made from a rate
@@ -503,8 +439,6 @@ class Policy:
         self._opened: list[_Opened] = []
         # the stores made from a rate, by route pattern (None: `limit`), for reconfigure
         self._rated: dict[Any, list[Any]] = {}
-        # the policy name is checked first: it names the regions too
-        cellrate.check_policy_name(name)
         self._shared = shared  # made a directory when a limit first needs it
         base = "default" if name is None else name
         self._base = base
@@ -532,11 +466,7 @@ class Policy:
         every = self.limits + [one for _, route in self.routes for one in route]
         self.check_all = _check_all_for(every) if len(every) > 1 else None
 
-        self.proxy_header = proxy_header
-        if not isinstance(proxy_header, str) or proxy_header.lower() not in (
-                "x-forwarded-for", "forwarded"):
-            raise (invalid if isinstance(proxy_header, str) else invalid_type)(
-                "proxy_header", "proxy_header must be 'X-Forwarded-For' or 'Forwarded'")
+        self.proxy_header: str = options["proxy_header"]
         self.exempt_paths = [_matcher(pattern, "exempt_paths")
                              for pattern in _items(exempt_paths, "exempt_paths")]
         if isinstance(exempt_methods, str):
@@ -545,17 +475,12 @@ class Policy:
         if not all(isinstance(method, str) for method in methods):
             raise invalid_type("exempt_methods", "exempt_methods must be method names ('OPTIONS')")
         self.exempt_methods = _methods(method.upper() for method in methods)
-        if exempt is not None and not callable(exempt):
-            raise invalid_type("exempt", "exempt must be a function of the request "
-                                         "returning a bool")
         self.exempt = exempt
 
-        self.status = _refusal_status(status)
-        self.status_line = f"{status} {_reason(status)}"
+        self.status: int = options["status"]
+        self.status_line = f"{self.status} {_reason(self.status)}"
         if isinstance(body, str):
             body = _encoded(body, "body", "utf-8")
-        elif body is not None and not isinstance(body, (bytes, bytearray, memoryview)):
-            raise invalid_type("body", "body must be str or bytes (or None: a problem document)")
         self.body = None if body is None else bytes(body)
         # the problem document up to its detail (RFC 9457), made once
         self._problem_head = json.dumps(
@@ -563,24 +488,13 @@ class Policy:
             separators=(",", ":"))[:-1].encode("ascii") + b',"detail":"'
         if content_type is None:
             content_type = PROBLEM_TYPE if body is None else "text/plain; charset=utf-8"
-        elif not isinstance(content_type, str):
-            raise invalid_type("content_type", "content_type must be a str")
         _encoded(content_type, "content_type", "latin-1")
         self.content_type = content_type
         self.name = name
-        for param, flag in (("legacy_headers", legacy_headers),
-                            ("admitted_headers", admitted_headers), ("dry_run", dry_run)):
-            if not isinstance(flag, bool):
-                raise invalid_type(param, f"{param} must be True or False")
-        self.legacy_headers = legacy_headers
-        self.admitted_headers = admitted_headers
-        self.dry_run = dry_run
-        if now is not None and not callable(now):
-            raise invalid_type("now", "now must be a function returning seconds, or None")
+        self.legacy_headers: bool = options["legacy_headers"]
+        self.admitted_headers: bool = options["admitted_headers"]
+        self.dry_run: bool = options["dry_run"]
         self.now = now
-        if charge is not None and not callable(charge):
-            raise invalid_type("charge", "charge must be a function of the request and the "
-                                         "response returning units, or None")
         # an endpoint may charge its request when every store can, synchronously (the
         # settling path calls charge and refund as functions)
         self.charges = all(callable(getattr(one.store, "charge", None))
@@ -721,24 +635,17 @@ class Policy:
         """The client's address as a key (see Request): the peer's, unless the
         peer is a trusted proxy; then that of the rightmost hop of
         `proxy_header` that is not a trusted proxy (or of the leftmost hop,
-        when every hop is trusted)."""
-        peer = request.peer()
-        key, trusted = self._address(peer)
+        when every hop is trusted); the core's rules (cellrate/web.h)."""
+        key, trusted = self._peer(request.peer())
         if not (trusted or (self.trust_unix and key == NO_ADDRESS)):
             return key if key != NO_ADDRESS else self._no_address()
         value = request.header(self.proxy_header)
-        if not value:
-            return key
-        hops = _forwarded_for(value) if self.proxy_header.lower() == "forwarded" else value.split(",")
-        for hop in reversed(hops):
-            key, trusted = self._address(hop_address(hop))
-            if not trusted:
-                return key
-        return key  # every hop trusted: the leftmost (no hop: the peer)
+        client = None if value is None else self._clients.client(value)
+        return key if client is None else client  # None: no hop, the peer is the client
 
     def _peer_key(self, request: Request) -> str:
         """The peer's key as the client's (no trusted proxy in between)."""
-        key = self._address(request.peer())[0]
+        key = self._address_key(request.peer())
         return key if key != NO_ADDRESS else self._no_address()
 
     def _no_address(self) -> str:
@@ -851,8 +758,8 @@ class Policy:
         if self.dry_run:
             logger.warning("dry run: would refuse %s %s (key %r, retry after %.3f s)",
                            request.method, request.path, self.key(request), decision.retry_after)
-            fields.pop("Retry-After", None)
-            return False, list(fields.items())
+            # the core leaves out what would tell the client of a 200 to back off
+            return False, _dry_run_fields(fields)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("refused %s %s (retry after %.3f s)", request.method, request.path,
                          decision.retry_after)
@@ -875,8 +782,10 @@ class Policy:
 
 class _Charger:
     """Settles one request: what it was charged so far (its `cost` first),
-    charged more, or given back, to every limit it met under its keys; never
-    more than a limit's max_cost, and what was clipped is logged."""
+    charged more, or given back, to every limit it met under its keys, by the
+    core's settlement (cellrate/web.h: never more than a limit's max_cost; a
+    figure that is no count settles nothing); what was clipped, and a figure
+    that is no count, is logged, never raised: the response has gone."""
 
     __slots__ = ("policy", "limits", "_items", "_charged", "request")
 
@@ -925,26 +834,30 @@ class _Charger:
         actual = charge(self.request, response)
         if actual is None:
             return
-        if isinstance(actual, bool) or not isinstance(actual, int) or actual < 0:
-            raise invalid("charge", f"charge must return an integer >= 0 or None, got {actual!r}")
         now = {} if self.policy.now is None else {"now": self.policy.now()}
-        for i in range(len(self.items)):
-            self._settle(i, actual, now, "reported", False)
+        try:
+            for i in range(len(self.items)):
+                self._settle(i, actual, now, "reported", False)
+        except cellrate.InvalidArgument as error:
+            if error.param != "charge":
+                raise
+            # no count (the first limit found it so: nothing settled anywhere)
+            logger.warning("%s %s: %s", self.request.method, self.request.path, error)
 
-    def _settle(self, index: int, total: int, now: dict[str, float], how: str,
+    def _settle(self, index: int, count: Any, now: dict[str, float], how: str,
                 decide: bool) -> Any:
-        """Brings what limit `index` counts of this request to `total` units, at most
+        """Brings what limit `index` counts of this request to `count` units, at most
         its store's max_cost (more is no cost of one request: a bad figure); with
         `decide`, returns the store's Decision (a probe's when nothing more is
-        charged)."""
+        charged). A figure that is no count raises InvalidArgument naming charge,
+        before anything is settled."""
         store, key = self.items[index]
         request = self.request
         most = getattr(store, "max_cost", None)
-        if most is not None and total > most:
-            logger.warning("charge: %s %s %s %d units, above max_cost %d of %r: settled as %d",
-                           request.method, request.path, how, total, most, store, most)
-            total = most
-        units = total - self.charged[index]
+        total, units, clipped = _settle(self.charged[index], count, most)
+        if clipped:
+            logger.warning("charge: %s %s %s %s units, above max_cost %d of %r: settled as %d",
+                           request.method, request.path, how, count, most, store, most)
         self.charged[index] = total
         if units < 0:
             store.refund(*key, -units, **now)
@@ -998,17 +911,6 @@ def _encoded(text: str, param: str, encoding: str) -> bytes:
     except UnicodeEncodeError as error:
         raise invalid(param, f"{param} must be {encoding} text: {error.reason} at "
                              f"{error.start} ({text[error.start:error.end]!r})") from None
-
-
-def _refusal_status(status: Any) -> int:
-    """`status` as a refusal's status: an integer from 400 to 599, the rule
-    and the words of cellrate.nginx's option."""
-    message = f"status must be an integer from 400 to 599, got {status!r}"
-    if isinstance(status, bool) or not isinstance(status, int):
-        raise invalid_type("status", message)
-    if not 400 <= status <= 599:
-        raise invalid("status", message)
-    return int(status)
 
 
 def _reason(status: int) -> str:

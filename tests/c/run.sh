@@ -54,12 +54,15 @@ mkdir -p "$out"
 passed=0
 failed=0
 broken=""
-tests="test_core test_vectors test_threads test_clock test_catalogue test_headers test_gauge"
+tests="test_core test_vectors test_options test_threads test_clock test_catalogue test_headers test_gauge"
 [ -f tests/c/test_shared.c ] && tests="$tests test_shared"
 [ -f tests/c/test_hostile.c ] && tests="$tests test_hostile"
 [ -f tests/c/test_metrics.c ] && tests="$tests test_metrics"
 [ -f tests/c/test_redis.c ] && tests="$tests test_redis"
 [ -f tests/c/test_share.c ] && tests="$tests test_share"
+[ -f tests/c/test_web.c ] && tests="$tests test_web"
+[ -f tests/c/test_follow.c ] && tests="$tests test_follow"
+[ -f tests/c/test_steps.c ] && tests="$tests test_steps"
 for test in $tests; do
     # shellcheck disable=SC2086  # flags and core are word lists
     $CC $flags -Icore -Itests/c "tests/c/$test.c" $core $libs -o "$out/$test"

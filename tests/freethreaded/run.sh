@@ -52,7 +52,9 @@ PYEOF
 # interpreter, and on 3.13t mypy installs only uncompiled, several times
 # slower) and test_web_servers.py (uvicorn and gunicorn worker processes: the
 # web stack is not installed here; test_web*.py skip without starlette).
-CELLRATE_REQUIRE_NO_GIL=1 nice "$VPY" -m pytest -q -p no:cacheprovider --durations=5 \
+# -P: the tree's top folder is not on sys.path (its redis/ scripts folder would be
+# imported as a namespace package named redis where redis-py is not installed)
+CELLRATE_REQUIRE_NO_GIL=1 nice "$VPY" -P -m pytest -q -p no:cacheprovider --durations=5 \
     --ignore tests/python/test_typing.py --ignore tests/python/test_web_servers.py \
     tests/model tests/python
 nice "$VPY" bench/python/ft_scaling.py

@@ -396,6 +396,8 @@ describe("cellrate.share", function()
          { "max_cost", { name = "n", max_cost = 3 } },
          { "algorithm", { name = "n", algorithm = "gcra" } },
          { "on_change", { name = "n", on_change = "apply" } },
+         { "timeout", { name = "n", timeout = -1 } },
+         { "shared_mode", { name = "n", shared_mode = 384 } },
          { "clock", { name = "n", clock = "bogus" } },
       }
       for _, case in ipairs(cases) do
@@ -406,14 +408,16 @@ describe("cellrate.share", function()
       support.raises("client", share.limiter(nil, 100, { name = "n" }).set_client,
                      share.limiter(nil, 100, { name = "n" }), {})
       support.raises("burst", share.keyed, client, 100, { name = "n", burst = 0 })
-      -- the words of the Python face (the script's protocol paragraph)
+      -- the core's words, the Python face's too (tests/vectors/options.txt)
       local said = {
-         { "interval must be finite and > 0 (seconds)", { name = "n", interval = 0 } },
+         { "interval must be a finite number of seconds > 0", { name = "n", interval = 0 } },
+         { "on_change is not taken by a share store: its local limiter follows the share",
+           { name = "n", on_change = "apply" } },
          { "ttl must be longer than interval", { name = "n", ttl = 1 } },
          { "member must be a non-empty string without a colon", { name = "n", member = "" } },
          { "member must be a non-empty string without a colon", { name = "n", member = 3 } },
-         { "ttl must be finite and > 0 (seconds)", { name = "n", ttl = -1 } },
-         { "ttl must be a number of seconds", { name = "n", ttl = "3" } },
+         { "ttl must be a finite number of seconds > 0", { name = "n", ttl = -1 } },
+         { "ttl must be a finite number of seconds > 0", { name = "n", ttl = "3" } },
          { "on_change is not taken by a share store: its local limiter follows the share",
            { name = "n", on_change = "refuse" } },
       }

@@ -11,6 +11,7 @@ the C tests, pytest and busted all read the same files.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
 import random
 import sys
@@ -19,10 +20,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import catalogue_model as catalogue  # noqa: E402
+import follow_vectors  # noqa: E402
 import gcra_model as model  # noqa: E402
 import metrics_model  # noqa: E402
+import options_model  # noqa: E402
 import redis_model  # noqa: E402
 import share_model  # noqa: E402
+import web_model  # noqa: E402
 from gcra_model import HORIZON_NS, INT64_MAX  # noqa: E402
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"
@@ -1516,6 +1520,300 @@ def make_status() -> str:
 
 
 # --------------------------------------------------------------------------
+# options.txt
+
+
+def encode(text: bytes) -> str:
+    """A string of a vector: bytes outside [A-Za-z0-9] and a few marks as %XX, so that it
+    holds no space and C reads it with sscanf."""
+    keep = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./@"
+    return "".join(chr(byte) if byte in keep else f"%{byte:02X}" for byte in text) or "%"
+
+
+def number_text(value: float | int) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return g17(value)
+
+
+def value_text(value_type: str, value: object) -> str:
+    """<type>:<literal> of a vector's value."""
+    if value_type in ("absent", "function", "table", "given"):
+        return f"{value_type}:-"
+    if value_type == "boolean":
+        return f"boolean:{'true' if value else 'false'}"
+    if value_type == "string":
+        text = value if isinstance(value, bytes) else str(value).encode()
+        return f"string:{encode(text)}"
+    return f"{value_type}:{number_text(value)}"  # type: ignore[arg-type]
+
+
+# A path the readers replace by one of their own (a region file, or a directory).
+TMP = b"@tmp"
+
+# The values tried for each kind of option: (type, value). Each is judged by the
+# model; PROBES_BY_OPTION replaces them where a constructor's own checks (its
+# limit's, beyond the table) would answer another value differently.
+COMMON_WRONG = [("boolean", True), ("table", None), ("function", None)]
+PROBES = {
+    "number": [("integer", 1), ("number", 0.5), ("integer", 30), ("integer", 0),
+               ("number", -0.5), ("number", math.inf), ("number", -math.inf),
+               ("number", math.nan), ("string", b"1"), *COMMON_WRONG],
+    "seconds": [("integer", 1), ("number", 0.25), ("integer", 30), ("integer", 0),
+                ("number", -1.5), ("number", 1e-10), ("number", 5e9), ("number", math.inf),
+                ("number", math.nan), ("string", b"1"), *COMMON_WRONG],
+    "integer": [("integer", 0), ("integer", 1), ("integer", 5), ("integer", -1),
+                ("number", 1.5), ("string", b"5"), *COMMON_WRONG],
+    "boolean": [("boolean", True), ("boolean", False), ("integer", 1), ("string", b"true"),
+                ("table", None), ("function", None)],
+    "string": [("string", b"x-cost"), ("string", b""), ("integer", 5), *COMMON_WRONG],
+    "word": [("integer", 5), ("string", b"bogus"), *COMMON_WRONG],
+    "path": [("string", TMP), ("string", b"a\0b"), ("integer", 5), *COMMON_WRONG],
+    "name": [("string", b"api"), ("string", b"a b"), ("string", b"x" * 64), ("string", b"x" * 65),
+             ("string", b""), ("string", "caf\u00e9".encode()), ("string", b"a\nb"),
+             ("string", b"a{b"), ("string", b"a}b"), ("string", b"a:b"), ("integer", 5),
+             *COMMON_WRONG],
+    "function": [("function", None), ("integer", 5), ("string", b"x"), ("boolean", True),
+                 ("table", None)],
+    "refused": [("integer", 5), ("string", b"gcra"), ("boolean", True)],
+}
+PROBES_BY_OPTION = {
+    # beyond these, the limit's own checks refuse (the rate too high or too low)
+    "period": [("integer", 1), ("number", 0.5), ("integer", 30), ("integer", 0),
+               ("number", -0.5), ("number", math.inf), ("number", math.nan), ("string", b"1"),
+               *COMMON_WRONG],
+    # the limits are made with rate 10: a burst of 10, which max_cost must not pass
+    "burst": [("integer", 1), ("integer", 5), ("integer", 0), ("integer", -1), ("number", 1.5),
+              ("string", b"5"), *COMMON_WRONG],
+    # a table of 2^32 slots is not made in a test: the bound is checked past it
+    "capacity": [("integer", 1), ("integer", 100), ("integer", 0), ("integer", 2**32 + 1),
+                 ("number", 1.5), ("string", b"100"), *COMMON_WRONG],
+    # with shared (a region of the reader's): a mode alone is another mistake
+    "shared_mode": [("integer", 0o600), ("integer", 0o777), ("integer", -1), ("integer", 0o1000),
+                    ("number", 1.5), ("string", b"384"), *COMMON_WRONG],
+    "status": [("integer", 429), ("integer", 400), ("integer", 599), ("integer", 399),
+               ("integer", 600), ("number", 429.5), ("string", b"429"), *COMMON_WRONG],
+    "ipv4_prefix": [("integer", 0), ("integer", 24), ("integer", 32), ("integer", -1),
+                    ("integer", 33), ("number", 24.5), ("string", b"24"), *COMMON_WRONG],
+    "ipv6_prefix": [("integer", 0), ("integer", 64), ("integer", 128), ("integer", -1),
+                    ("integer", 129), ("number", 64.5), ("string", b"64"), *COMMON_WRONG],
+    "prefix": [("string", b"cellrate:"), ("string", b""), ("string", b"app:"),
+               ("string", b"a{b"), ("string", b"a}b"), ("integer", 5), *COMMON_WRONG],
+    "member": [("string", b"host-1"), ("string", b""), ("string", b"a:b"), ("integer", 5),
+               *COMMON_WRONG],
+    "clock": [("string", b"fast"), ("string", b"monotonic"), ("string", b"FAST"),
+              ("string", b"bogus"), ("integer", 5), *COMMON_WRONG],
+    "on_change": [("string", b"apply"), ("string", b"refuse"), ("string", b"Apply"),
+                  ("string", b"bogus"), ("integer", 5), *COMMON_WRONG],
+    "on_error": [("string", b"allow"), ("string", b"deny"), ("string", b"raise"),
+                 ("string", b"Allow"), ("string", b"bogus"), ("integer", 5), *COMMON_WRONG],
+    "proxy_header": [("string", b"X-Forwarded-For"), ("string", b"forwarded"),
+                     ("string", b"X-Real-IP"), ("integer", 5), *COMMON_WRONG],
+    "ttl": [("integer", 5), ("number", 3.5), ("integer", 0), ("number", -1.5),
+            ("number", math.inf), ("number", math.nan), ("string", b"5"), *COMMON_WRONG],
+}
+# The algorithms a constructor's check vectors try: a live change keeps the limit's
+# algorithm (its own refusal), so reconfigure tries gcra alone.
+ALGORITHMS_TRIED = {"reconfigure": ("gcra",)}
+# What a reader gives each constructor beside the vector's values, unless the vector
+# sets it: what it requires.
+COMPANIONS = {"shared_mode": [("shared", "string", TMP)]}
+# What a constructor requires, given with every vector that does not set it.
+REQUIRED_VALUES = {"name": ("string", b"fleet"), "lease": ("integer", 30)}
+
+
+def with_required(constructor: str, values: list[tuple[str, str, object]]
+                  ) -> list[tuple[str, str, object]]:
+    given = {name for name, _, _ in values}
+    extra = [(option.name, *REQUIRED_VALUES[option.name])
+             for option in options_model.CONSTRUCTORS[constructor]
+             if option.required and option.name not in given]
+    return values + extra  # type: ignore[return-value]
+
+
+class Options:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def comment(self, text: str) -> None:
+        self.lines.append(f"# {text}")
+
+    def option(self, constructor: str, option: options_model.Option) -> None:
+        if option.kind in ("number", "seconds", "integer"):
+            low = number_text(option.low if option.kind != "integer" else int(option.low))
+            high = option.high if option.kind != "integer" or math.isinf(option.high) \
+                else int(option.high)
+            range_text = (f"{'(' if option.low_open else '['}{low},{number_text(high)}"
+                          f"{')' if option.high_open else ']'}")
+        else:
+            range_text = "-"
+        default = "-" if option.default is None else value_text(
+            {bool: "boolean", int: "integer", float: "number", str: "string"}[
+                type(option.default)], option.default)
+        flags = "".join(letter for letter, on in (
+            ("f", option.or_function), ("r", option.required), ("b", option.binary),
+            ("c", option.any_case), ("n", option.ns)) if on) or "-"
+        self.lines.append(
+            f"option {constructor} {option.name} {option.faces} {option.kind} {option.status} "
+            f"{default} {range_text} {','.join(option.words) or '-'} "
+            f"{encode(option.refuses.encode()) if option.refuses else '-'} {option.min_len} "
+            f"{flags}")
+
+    def check(self, face: str, constructor: str,
+              values: list[tuple[str, str, object]]) -> options_model.Outcome:
+        model_face = "python" if face in ("both", "python") else "lua"
+        values = with_required(constructor, values)
+        outcome, normalised = options_model.judge_all(constructor, model_face, values)
+        if face == "both":
+            other, _ = options_model.judge_all(constructor, "lua", values)
+            assert other == outcome, (constructor, values)
+        if outcome.outcome == "OK":
+            expected = normalised[values[0][0]]
+            expected_text = value_text(*expected)
+        else:
+            expected_text = "-"
+        assignments = " ".join(f"{name}={value_text(value_type, value)}"
+                               for name, value_type, value in values)
+        self.lines.append(f"check {face} {constructor} {outcome.outcome} {outcome.status} "
+                          f"{expected_text} {assignments}")
+        return outcome
+
+    def unknown(self, face: str, constructor: str, name: str) -> None:
+        suggestion = options_model.suggest(constructor, face, name)
+        self.lines.append(f"unknown {face} {constructor} {name} {suggestion or '-'}")
+
+
+def option_probes(constructor: str, option: options_model.Option) -> list[tuple[str, object]]:
+    probes = list(PROBES_BY_OPTION.get(option.name, PROBES[option.kind]))
+    if option.kind == "word" and option.name not in PROBES_BY_OPTION:
+        words = ALGORITHMS_TRIED.get(constructor, option.words)
+        probes = [("string", word.encode()) for word in words] + \
+            [("string", words[0].upper().encode())] + probes
+    if option.kind == "refused":
+        probes = PROBES["refused"]
+    return [("absent", None)] + probes
+
+
+def option_faces(constructor: str, name: str) -> list[str]:
+    """The faces a check of option `name` runs in: both when both take it alike."""
+    entries = [option for option in options_model.CONSTRUCTORS[constructor] if option.name == name]
+    if len(entries) == 1:
+        return [entries[0].faces]
+    return [entry.faces for entry in entries]
+
+
+def make_options() -> str:
+    ov = Options()
+    for constructor, options in options_model.CONSTRUCTORS.items():
+        ov.comment(f"{constructor}: its options")
+        for option in options:
+            ov.option(constructor, option)
+        seen: set[str] = set()
+        for option in options:
+            if option.kind == "object" or (option.name, option.faces) in seen:
+                continue
+            seen.add((option.name, option.faces))  # type: ignore[arg-type]
+            face = option.faces
+            ov.comment(f"{constructor} {option.name}")
+            for value_type, value in option_probes(constructor, option):
+                values = [(option.name, value_type, value)]
+                for name, companion_type, companion in COMPANIONS.get(option.name, []):
+                    values.append((name, companion_type, companion))
+                ov.check(face, constructor, values)
+        names = {option.name for option in options}
+        ov.comment(f"{constructor}: relations between options")
+        if {"shared", "shared_mode"} <= names:
+            outcome = ov.check("both" if constructor not in ("concurrent",) else "python",
+                               constructor, [("shared_mode", "integer", 0o600)])
+            assert outcome.status == "E_SHARED_MODE_ALONE"
+        if {"ttl", "interval"} <= names:
+            for values in ([("ttl", "number", 0.5)],
+                           [("ttl", "absent", None), ("interval", "integer", 2)],
+                           [("ttl", "integer", 2), ("interval", "integer", 2)],
+                           [("ttl", "integer", 3), ("interval", "integer", 2)],
+                           [("ttl", "number", 2.5), ("interval", "absent", None)]):
+                ov.check("both", constructor, values)
+        ov.comment(f"{constructor}: unknown names, and the near one suggested")
+        for face in ("python", "lua"):
+            taken = options_model.options_of(constructor, face)
+            if not taken:
+                continue
+            first = taken[0].name
+            tried = ["bogus", first[:-1], first + "s", first[1] + first[0] + first[2:]]
+            other = "lua" if face == "python" else "python"
+            tried += [option.name for option in options_model.options_of(constructor, other)
+                      if options_model.find(constructor, face, option.name) is None]
+            for name in dict.fromkeys(tried):
+                if options_model.find(constructor, face, name) is None:
+                    ov.unknown(face, constructor, name)
+    ov.comment("which algorithms take a burst (the window algorithms refuse one)")
+    for algorithm in catalogue.ALGORITHMS:
+        ov.lines.append(f"takes_burst {algorithm} {int(options_model.takes_burst(algorithm))}")
+    header = (
+        GENERATED
+        + "# The options of every constructor of both faces (docs/design.md §3), from\n"
+        + "# tests/model/options_model.py. Constructors: the Python names (Lua: limiter, keyed,\n"
+        + "# limit_spec, reconfigure, concurrency; cellrate.redis limiter and concurrency;\n"
+        + "# cellrate.share limiter and keyed; cellrate.nginx's opts for Policy).\n"
+        + "# option <constructor> <name> <faces both|python|lua> <kind> <status> <default> <range>\n"
+        + "#   <words, comma-separated> <refused characters> <shortest string> <flags>\n"
+        + "#   default: <type>:<literal> or - for none; range: [low,high] with ( ) for an\n"
+        + "#   excluded bound; flags: f a function is taken too, r required, b any bytes (Python:\n"
+        + "#   bytes too), c words in any case, n seconds at least 1 ns once rounded to ns; - none\n"
+        + "# check <face both|python|lua> <constructor> <outcome OK|TYPE|VALUE> <status>\n"
+        + "#   <normalised first value or -> <name>=<type>:<literal> ...\n"
+        + "#   the options given together (the others absent); TYPE: a type the option never\n"
+        + "#   takes (Python InvalidArgumentType), VALUE: a value it refuses (InvalidArgument); the\n"
+        + "#   message is the status's (status.txt). Types: absent, boolean, integer, number (not\n"
+        + "#   a whole one), string, function, table, given (OK: the value as given).\n"
+        + "#   Strings: bytes outside [A-Za-z0-9_-./@] as %XX; string:@tmp is a path of the\n"
+        + "#   reader's (a region file; Policy's shared: a directory).\n"
+        + "# unknown <face> <constructor> <name> <suggested name or ->\n"
+        + "#   a name the face does not take: Python's TypeError for an unexpected keyword\n"
+        + "#   argument; Lua raises unknown option '<name>' (did you mean '<suggested>'?)\n"
+        + "# takes_burst <algorithm> <0|1>\n"
+    )
+    return header + "\n".join(ov.lines) + "\n"
+
+
+# --------------------------------------------------------------------------
+# rates.txt
+
+
+def make_rates() -> str:
+    lines = [
+        GENERATED.rstrip("\n"),
+        "# Several limits in one rate string, '100/day;10/hour' (docs/design.md §3): the parts",
+        "# the core reads, each a rate of limits.txt's grammar.",
+        "# rates <status> <count> [<rate %.17g> <period %.17g> <start> <length>]... |<text>",
+        "#   start and length: the part's bytes in the text, spaces around it left out",
+        f"#   at most {options_model.RATES_MAX} parts; status: the first refusal (then count 0)",
+    ]
+    texts = ["10/s", " 10/s ", "100/day;10/hour", "100/day; 10/hour", " 1/s ;10/m; 100 per hour ",
+             "10/s;10/s", "1/s;2/s;3/s;4/s;5/s;6/s;7/s;8/s", "1/s;2/s;3/s;4/s;5/s;6/s;7/s;8/s;9/s",
+             ";", "10/s;", ";10/s", "10/s;;10/m", "10/s; ;10/m", "", " ", "10/s;abc", "abc;10/s",
+             "10/s;10/month", "10/month;abc", "0/s;10/s", "10 per 5 minutes;1000/day",
+             "1.5/s;3/2s", "10/s,10/m", "10/s;10/m;", "100/DAY;10/Hour",
+             ";;;;;;;;;", "1/s;" * 8 + "1/s"]
+    for text in texts:
+        found = options_model.parse_rates(text)
+        parts = []
+        at = 0
+        for part in text.split(";") if found.status == "OK" else []:
+            trimmed = part.strip(" ")
+            start = at + part.index(trimmed)
+            parts.append((start, len(trimmed)))
+            at += len(part) + 1
+        words = " ".join(f"{g17(rate)} {g17(period)} {start} {length}"
+                         for (rate, period, _), (start, length) in zip(found.rates, parts))
+        lines.append(f"rates {found.status} {len(found.rates)}{' ' if words else ''}{words} |{text}")
+    return "\n".join(lines) + "\n"
+
+# --------------------------------------------------------------------------
 # metrics.txt
 
 
@@ -1543,6 +1841,249 @@ def make_metrics() -> str:
                      f"|{metric.help}")
         lines += [f"label {name} {attr}" for name, attr in metrics_model.LABELS]
         lines += [f"sample {field} {value or '-'}" for field, value in metric.samples]
+    return "\n".join(lines) + "\n"
+
+
+
+# --------------------------------------------------------------------------
+# web.txt
+
+
+# Bytes a text field of web.txt carries as they are; every other byte is %XX.
+WEB_PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.:[]_")
+
+
+def web_text(data: bytes) -> str:
+    """A text field of web.txt: percent-encoded, "-" for no bytes."""
+    if not data:
+        return "-"
+    return "".join(chr(b) if b in WEB_PLAIN else f"%{b:02X}" for b in data)
+
+
+# Addresses as a peer gives them: well formed, in every spelling, and hostile.
+WEB_ADDRESSES = [
+    "192.0.2.1", "0.0.0.0", "255.255.255.255", "10.0.0.1", "198.51.100.254",
+    "01.2.3.4", "1.2.3.04", "00.1.2.3", "1.2.3", "1.2.3.4.5", "256.1.1.1", "1000.2.3.4",
+    "1..2.3", "1.2.3.4.", ".1.2.3", "1.2.3.4 ", " 1.2.3.4", "1.2.3.-4", "0x1.2.3.4",
+    "1.2.3.4/24", "1.2.3.4:80", "1.2.3.4%eth0", "1.2.3.4\x00", "\u0661.\u0662.\u0663.\u0664",
+    "\uff11.2.3.4", "", "unknown", "_hidden", "localhost", "unix:", "1.2.3.4\n",
+    "::", "::1", "::2", "2001:db8::1", "2001:DB8:0:0:1::1", "2001:db8:0:0:0:0:2:1",
+    "2001:db8::1:0:0:1", "2001:0:0:1:0:0:0:1", "2001:db8:0:1:1:1:1:1", "1:0:0:2:0:0:3:4",
+    "1:0:0:0:2:0:0:0", "0:0:1:0:0:0:0:1", "fe80::1%eth0", "fe80::1%", "fe80::1%25eth0",
+    "fe80::1%eth0%x", "fe80::1%\u00e9", "::ffff:192.0.2.1", "::FFFF:c000:0201", "::ffff:0:0",
+    "::ffff:0.0.0.0", "0:0:0:0:0:ffff:192.0.2.1", "::1.2.3.4", "::0.2.0.3", "::ffff:0:1.2.3.4",
+    "64:ff9b::192.0.2.33", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:1.2.3.4", "1::", "1:2:3:4:5:6:7::",
+    "::2:3:4:5:6:7:8", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "0:0:0:0:0:0:0:0",
+    "0000:0000::0001", "2001:db8::ffff:0:1", "2001:db8:85a3:8d3:1319:8a2e:370:7348",
+    ":::", "1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", "g::1", ":1::", "1::2:", ":1:2:3:4:5:6:7",
+    "1:2:3:4:5:6:7", "::1.2.3", "::01.2.3.4", "::256.1.1.1", "1.2.3.4::", "1:2:3:4:5:6:7:8::",
+    "::1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::8", "1:2:3:4:5:6:7:1.2.3.4", "::1.2.3.4:5",
+    "[::1]", "::1]", ":", "::ffff:1.2.3.4:80", "1:2:3:4:5:6:7:8 ", "2001:db8::1 ",
+    "\u0661::1", "1" * 300, "::" + "0" * 300, "0:" * 200 + "0", "1.2.3.4" * 50,
+]
+
+# Prefix lengths every address gets a key under: the default, the full
+# address, others, and none.
+WEB_PREFIXES = [(32, 64), (32, 128), (24, 48), (0, 0), (31, 127)]
+
+# Addresses masked at every prefix length of their family.
+WEB_MASKED = ["255.255.255.255", "192.0.2.129", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+              "2001:db8:85a3:8d3:1319:8a2e:370:7348"]
+
+# nginx's $binary_remote_addr: 4 or 16 bytes, or (a Unix socket) "unix:"
+WEB_BYTES = [bytes([192, 0, 2, 1]), bytes(4), b"\xff" * 4, bytes(15) + b"\x01",
+             bytes(10) + b"\xff\xff" + bytes([192, 0, 2, 7]), bytes(10) + b"\xff\xff" + bytes(4),
+             bytes.fromhex("20010db8000100020000000000000001"), b"\xff" * 16, bytes(16),
+             bytes(12) + bytes([1, 2, 3, 4]), b"unix:", b"", bytes(15), bytes(17), bytes(3)]
+
+WEB_HOPS = [
+    "1.2.3.4", " 1.2.3.4 ", "\t1.2.3.4\t", '"1.2.3.4"', '""1.2.3.4""', '" 1.2.3.4"', "1.2.3.4:5555",
+    "1.2.3.4:", "[2001:db8::1]:80", "[2001:db8::1]", "[2001:db8::1", '"[2001:db8:cafe::17]:4711"',
+    "[::ffff:1.2.3.4]:80", "2001:db8::1", "[1.2.3.4]:80", "[fe80::1%eth0]:80",
+    "[fe80::1%25eth0]:80", "unknown", "_hidden", '"_hidden"', "", " ", '""', "1.2.3.4:80:90",
+    "[]:80", "[::1]:abc", "::1:80", "1.2.3.4\x0b", "\xa01.2.3.4", "1.2.3.4\r", "[:80",
+    "01.2.3.4:80", "[2001:db8::1]:80]", "' 1.2.3.4'",
+]
+
+WEB_NETWORKS = [
+    "10.0.0.0/8", "10.1.2.3/8", "10.0.0.0/255.0.0.0", "10.0.0.0/0.255.255.255",
+    "10.0.0.0/255.0.255.0", "10.0.0.0/0.0.0.0", "10.0.0.0/255.255.255.255", "10.0.0.0/33",
+    "10.0.0.0/", "10.0.0.0/08", "10.0.0.0/0008", "10.0.0.0/8/8", "10.0.0.0/-8", "10.0.0.0/+8",
+    "10.0.0.0/ 8", "10.0.0.1", "0.0.0.0/0", "192.0.2.1/32", "192.0.2.1/31", "2001:db8::/32",
+    "2001:db8::1/32", "2001:db8::/064", "2001:db8::/129", "::/0", "::1", "::ffff:10.0.0.0/104",
+    "::ffff:10.0.0.0/96", "::ffff:10.0.0.0/120", "::ffff:0:0/95", "::ffff:10.0.0.1",
+    "fe80::%eth0/64", "fe80::%/64", "fe80::%a%b/64", "fe80::/64%eth0", "10.0.0.0%x/8",
+    "not an address", "", "unix", " 10.0.0.0/8", "10.0.0.0/8 ", "01.0.0.0/8", "::/",
+    "2001:db8::/255.255.0.0",
+]
+
+WEB_TRUST = [
+    ("10.0.0.0/8", ["10.0.0.1", "10.255.255.255", "11.0.0.0", "9.255.255.255",
+                    "::ffff:10.0.0.1", "::a00:1", "unknown"]),
+    ("::ffff:10.0.0.0/104", ["10.1.2.3", "::ffff:10.1.2.3", "11.0.0.1"]),
+    ("2001:db8::/32", ["2001:db8::1", "2001:db9::1", "2001:db8:ffff:ffff::1", "32.1.13.184"]),
+    ("0.0.0.0/0", ["1.2.3.4", "::1", "::ffff:1.2.3.4"]),
+    ("::/0", ["::1", "1.2.3.4", "::ffff:1.2.3.4", "2001:db8::1"]),
+    ("192.0.2.1", ["192.0.2.1", "192.0.2.2"]),
+    ("10.0.0.0/255.0.0.0", ["10.9.9.9", "11.9.9.9"]),
+]
+
+WEB_CLIENTS = [
+    ("x-forwarded-for", "10.0.0.0/8", "1.2.3.4"),
+    ("x-forwarded-for", "10.0.0.0/8", "6.6.6.6, 1.2.3.4, 10.0.0.7"),
+    ("x-forwarded-for", "10.0.0.0/8", "10.0.0.9, 10.0.0.7"),
+    ("x-forwarded-for", "10.0.0.0/8", "1.2.3.4:5555"),
+    ("x-forwarded-for", "10.0.0.0/8", "[2001:db8::1]:80"),
+    ("x-forwarded-for", "10.0.0.0/8", "[::ffff:1.2.3.4]:80"),
+    ("x-forwarded-for", "10.0.0.0/8", "garbage"),
+    ("x-forwarded-for", "10.0.0.0/8", "1.2.3.4, garbage"),
+    ("x-forwarded-for", "10.0.0.0/8", "garbage, 1.2.3.4"),
+    ("x-forwarded-for", "10.0.0.0/8", "1.2.3.4,,10.0.0.1"),
+    ("x-forwarded-for", "10.0.0.0/8", ", 10.0.0.1"),
+    ("x-forwarded-for", "10.0.0.0/8", ","),
+    ("x-forwarded-for", "10.0.0.0/8", " "),
+    ("x-forwarded-for", "10.0.0.0/8", ""),
+    ("x-forwarded-for", "10.0.0.0/8", "10.0.0.1"),
+    ("x-forwarded-for", "10.0.0.0/8", "::ffff:10.0.0.3, 10.0.0.2"),
+    ("x-forwarded-for", "10.0.0.0/8,2001:db8::/32", "1.2.3.4, 2001:db8::5, 10.0.0.2"),
+    ("x-forwarded-for", "", "1.2.3.4, 5.6.7.8"),
+    ("x-forwarded-for", "0.0.0.0/0,::/0", "1.2.3.4, 2001:db8::1, 5.6.7.8"),
+    ("x-forwarded-for", "10.0.0.0/8", "1.2.3.4;for=5.6.7.8"),
+    ("x-forwarded-for", "10.0.0.0/8", '"[2001:db8:cafe::17]:4711"'),
+    ("x-forwarded-for", "10.0.0.0/8", "1.2.3.4, " + "10.0.0.1, " * 50 + "10.0.0.2"),
+    ("forwarded", "10.0.0.0/8", "for=1.2.3.4"),
+    ("forwarded", "10.0.0.0/8", "for=unknown"),
+    ("forwarded", "10.0.0.0/8", 'for="_hidden"'),
+    ("forwarded", "10.0.0.0/8", 'for="[2001:db8:cafe::17]:4711"'),
+    ("forwarded", "10.0.0.0/8", "for=192.0.2.60;proto=http;by=203.0.113.43"),
+    ("forwarded", "10.0.0.0/8", "for=192.0.2.43, for=10.0.0.1"),
+    ("forwarded", "10.0.0.0/8", "for=192.0.2.43, for=198.51.100.17"),
+    ("forwarded", "10.0.0.0/8", "FOR=1.2.3.4"),
+    ("forwarded", "10.0.0.0/8", " For = 1.2.3.4 "),
+    ("forwarded", "10.0.0.0/8", "proto=https;by=10.0.0.1"),
+    ("forwarded", "10.0.0.0/8", "by=1.2.3.4"),
+    ("forwarded", "10.0.0.0/8", "for"),
+    ("forwarded", "10.0.0.0/8", "for=1.2.3.4;for=10.0.0.5"),
+    ("forwarded", "10.0.0.0/8", "for=1.2.3.4,for=10.0.0.5;by=x"),
+    ("forwarded", "10.0.0.0/8", "for=1.2.3.4=5"),
+    ("forwarded", "10.0.0.0/8", "fo r=1.2.3.4"),
+    ("forwarded", "10.0.0.0/8", "for=10.0.0.9"),
+    ("forwarded", "10.0.0.0/8", ""),
+    ("forwarded", "10.0.0.0/8", ";,"),
+]
+
+WEB_STATUSES = [-2**63, -1, 0, 200, 302, 399, 400, 401, 429, 503, 599, 600, 1000, 2**63 - 1]
+WEB_PREFIX_VALUES = {4: [-2**63, -1, 0, 1, 24, 31, 32, 33, 64, 128, 2**63 - 1],
+                     6: [-2**63, -1, 0, 1, 48, 64, 127, 128, 129, 2**63 - 1]}
+
+WEB_COUNTS = [
+    "0", "12", " 12 ", "\t12\t", "012", "-1", "+1", "-0", "1.5", "12.0", "1e3", "0x10", "", " ",
+    "abc", "12abc", "1 2", "9223372036854775807", "9223372036854775808",
+    str(2**70), "9" * 40, "\uff11\uff12", "12\x00", "nan", "inf", "\u0661", "12\n", "1_000",
+]
+
+WEB_SETTLEMENTS = [
+    (1, 4, None), (1, 0, None), (1, 1, None), (5, 3, None), (1, 100, 50), (1, 50, 50),
+    (1, 51, 50), (81, 5, 50), (50, 81, 50), (1, -3, None), (1, -1, 50), (1, -2**63, None),
+    (1, 2**63 - 1, None), (0, 2**63 - 1, 100), (10, 0, 0), (10, 5, 0), (0, 0, None),
+    (2**63 - 1, 0, None), (2**63 - 1, 2**63 - 1, None), (3, 7, 2**63 - 1),
+]
+
+
+def web_key_line(kind: str, data: bytes, ipv4: int, ipv6: int, parsed: object) -> str:
+    return f"{kind} {web_text(data)} {ipv4} {ipv6} {web_model.key(parsed, ipv4, ipv6)}"
+
+
+def make_web() -> str:
+    lines = [
+        GENERATED.rstrip("\n"),
+        "# The web faces' rules (docs/design.md §10), from tests/model/web_model.py. Read by",
+        "# tests/c/test_web.c (every line), tests/python/test_web_rules.py (every line),",
+        "# tests/lua/web_spec.lua (key, bytes, refusal_status, prefix, dry_run, count, settle)",
+        "# and, in nginx, tests/nginx/test_web_rules.py (bytes of 4 and 16, as the address).",
+        "# A text is percent-encoded (every byte but letters, digits and . : [ ] _ as %XX);",
+        "# - is the empty text.",
+        "# key <address text> <ipv4_prefix> <ipv6_prefix> <key>   the client address as a key",
+        "# bytes <hex, - for none> <ipv4_prefix> <ipv6_prefix> <key>   nginx's $binary_remote_addr",
+        "# hop <text> <key at 32 and 128>   one hop of X-Forwarded-For or Forwarded's for=",
+        "# network <text> <network address> <prefix>, or network <text> bad   a trusted proxy",
+        "# trust <network text> <address text> <0|1>   whether the address is in the network",
+        "# client <x-forwarded-for|forwarded> <networks, comma-separated, - for none> <value>",
+        "#   <key at 32 and 128, or - when the value names no hop (the peer is the client)>",
+        "# refusal_status <status> <OK|E_STATUS>",
+        "# prefix <4|6> <prefix> <OK|E_IPV4_PREFIX|E_IPV6_PREFIX>",
+        "# dry_run <field> <kept|removed>   what a dry run does to a refusal's field",
+        "# count <text> <count, or bad>   a count of units as text",
+        "# settle <charged> <count> <max_cost, - for none> <total> <units> <clipped 0|1>, or",
+        "#   settle <charged> <count> <max_cost> bad   (nothing settled: total charged, units 0)",
+    ]
+    lines.append("# the client address as a key")
+    for text in WEB_ADDRESSES:
+        data = text.encode("utf-8")
+        parsed = web_model.address(data.decode("latin-1"))
+        for ipv4, ipv6 in WEB_PREFIXES:
+            lines.append(web_key_line("key", data, ipv4, ipv6, parsed))
+    lines.append("# every prefix length")
+    for text in WEB_MASKED:
+        parsed = web_model.address(text)
+        assert parsed is not None, text
+        for prefix in range(parsed.max_prefixlen + 1):
+            ipv4, ipv6 = (prefix, 64) if parsed.version == 4 else (32, prefix)
+            lines.append(web_key_line("key", text.encode(), ipv4, ipv6, parsed))
+    lines.append("# nginx's $binary_remote_addr")
+    for data in WEB_BYTES:
+        parsed = web_model.from_bytes(data)
+        for ipv4, ipv6 in WEB_PREFIXES:
+            lines.append(f"bytes {data.hex() or '-'} {ipv4} {ipv6} "
+                         f"{web_model.key(parsed, ipv4, ipv6)}")
+    lines.append("# hops")
+    for text in WEB_HOPS:
+        data = text.encode("utf-8")
+        lines.append(f"hop {web_text(data)} {web_model.key(web_model.hop(data.decode('latin-1')), 32, 128)}")
+    lines.append("# trusted networks")
+    for text in WEB_NETWORKS:
+        parsed_network = web_model.network(text)
+        if parsed_network is None:
+            lines.append(f"network {web_text(text.encode())} bad")
+        else:
+            base = ipaddress.ip_address(parsed_network.network_address.packed)  # no zone
+            lines.append(f"network {web_text(text.encode())} {base} {parsed_network.prefixlen}")
+    for text, addresses in WEB_TRUST:
+        parsed_network = web_model.network(text)
+        assert parsed_network is not None, text
+        for given in addresses:
+            inside = web_model.trusted(web_model.address(given), [parsed_network])
+            lines.append(f"trust {web_text(text.encode())} {web_text(given.encode())} {int(inside)}")
+    lines.append("# the client behind trusted proxies")
+    for field, networks_text, value in WEB_CLIENTS:
+        networks = [web_model.network(text) for text in networks_text.split(",") if text]
+        assert all(network is not None for network in networks), networks_text
+        found = web_model.client(field, value, networks)  # type: ignore[arg-type]
+        answer = "-" if isinstance(found, web_model.NoHop) else web_model.key(found, 32, 128)
+        lines.append(f"client {field} {networks_text or '-'} {web_text(value.encode())} {answer}")
+    lines.append("# refusals")
+    for status in WEB_STATUSES:
+        lines.append(f"refusal_status {status} "
+                     f"{'OK' if web_model.refusal_status_ok(status) else 'E_STATUS'}")
+    for family, values in WEB_PREFIX_VALUES.items():
+        for prefix in values:
+            verdict = "OK" if web_model.prefix_ok(family, prefix) else f"E_IPV{family}_PREFIX"
+            lines.append(f"prefix {family} {prefix} {verdict}")
+    for name in web_model.FIELDS:
+        lines.append(f"dry_run {name} {'removed' if name in web_model.DRY_RUN_REMOVED else 'kept'}")
+    lines.append("# charge settlement")
+    for text in WEB_COUNTS:
+        data = text.encode("utf-8")
+        parsed_count = web_model.count(data.decode("latin-1"))
+        lines.append(f"count {web_text(data)} {'bad' if parsed_count is None else parsed_count}")
+    for charged, reported, max_cost in WEB_SETTLEMENTS:
+        most = "-" if max_cost is None else str(max_cost)
+        settled = web_model.settle(charged, reported, max_cost)
+        if settled is None:
+            lines.append(f"settle {charged} {reported} {most} bad")
+        else:
+            lines.append(f"settle {charged} {reported} {most} {settled.total} {settled.units} "
+                         f"{int(settled.clipped)}")
     return "\n".join(lines) + "\n"
 
 
@@ -1995,12 +2536,16 @@ def make_share() -> str:
 def generate() -> dict[str, str]:
     return {
         "decisions.txt": make_decisions(),
+        "follow.txt": follow_vectors.make_follow(),
         "limits.txt": make_limits(),
         "metrics.txt": make_metrics(),
+        "options.txt": make_options(),
+        "rates.txt": make_rates(),
         "redis.txt": make_redis(),
         "seconds.txt": make_seconds(),
         "share.txt": make_share(),
         "status.txt": make_status(),
+        "web.txt": make_web(),
     }
 
 

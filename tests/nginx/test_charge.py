@@ -71,8 +71,8 @@ def test_one_bad_figure_is_bounded_and_logged():
 @pytest.mark.parametrize("case, words", [
     (1, "give the option header"),
     (2, "not both"),
-    (3, "option header must not be a number"),
-    (4, "option cost: cost must be an integer >= 0"),
+    (3, "header must be a string: the response header that carries the request's cost"),
+    (4, "cellrate.nginx: cost must be an integer >= 0"),
     (5, "unknown option 'headers'"),
 ])
 def test_bad_options_of_charge_are_named(case, words):

@@ -54,3 +54,14 @@ def test_a_body_without_content_type_is_sent_as_the_python_middleware_sends_it(s
     status, headers, body = server.get("/body")
     assert (status, body) == (429, b"slow down\n")
     assert headers["Content-Type"] == cellrate.web.Policy("1/s", body="slow down\n").content_type
+
+
+def test_every_option_of_cellrate_nginx_as_the_core_judges_it(server):
+    """The Policy rows of tests/vectors/options.txt (the Lua face's) given to
+    cellrate.nginx.limit inside nginx: taken, or refused in the core's words
+    after "cellrate.nginx: " (the Python face's Policy: tests/python/test_options.py)."""
+    status, _, body = server.get("/options")
+    assert status == 200
+    lines = body.decode().splitlines()
+    assert lines[:-1] == []
+    assert int(lines[-1].split()[0]) > 100

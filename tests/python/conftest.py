@@ -197,6 +197,22 @@ def rss_growth(step, warm: int, count: int, rounds: int = 3) -> int:
     return least
 
 
+def reap(pid: int, timeout: float = 120.0) -> int:
+    """os.waitpid(pid, 0)'s status, waiting at most `timeout` s: a forked child that has
+    not ended by then (a fork from a process with threads can leave a lock held in the
+    child) is killed, and the test fails rather than hangs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail(f"the forked child {pid} had not ended after {timeout} s")
+        time.sleep(0.005)
+
+
 def run_forked(target, arg_sets) -> list:
     """target(*args, queue) in a forked process for each args of `arg_sets`: what
     they put on the queue (one value each, in the order they came), once every

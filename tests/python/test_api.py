@@ -578,6 +578,7 @@ def test_public_names():
         "check_policy_name",
         "concurrent",
         "limit",
+        "read_signal",
     ]
     for name in set(cellrate.__all__) - {"RateLimited", "limit", "concurrent"}:  # those are Python
         assert getattr(cellrate, name) is getattr(cellrate._cellrate, name)

@@ -88,7 +88,7 @@ def test_several_limits_elsewhere_name_check_all():
     for make in (cellrate.Limiter, cellrate.KeyedLimiter):
         with pytest.raises(cellrate.InvalidArgument, match="decide them as one with check_all"):
             make("100/day;10/hour")
-    with pytest.raises(cellrate.InvalidArgument, match="empty limit") as caught:
+    with pytest.raises(cellrate.InvalidArgument, match="has an empty part") as caught:
         cellrate.limit("1/second;;1/minute")
     assert caught.value.param == "rate"
 

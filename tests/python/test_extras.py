@@ -15,6 +15,8 @@ EXTRAS = {
     "cellrate.otel": ("otel", "opentelemetry-api", "opentelemetry"),
     "cellrate.grpc": ("grpc", "grpcio", "grpc"),
     "cellrate.redis": ("redis", "redis", "redis"),
+    "cellrate.httpx": ("httpx", "httpx", "httpx"),
+    "cellrate.requests": ("requests", "requests", "requests"),
 }
 CLIENTS = ["websockets", "uvicorn", "starlette"]
 

@@ -355,10 +355,10 @@ def test_charge_counts_the_bytes_of_a_stream():
     ("ipv4:192.0.2.1:5000", ("192.0.2.1", 0)),
     ("ipv6:[2001:db8::1]:5000", ("2001:db8::1", 0)),
     ("ipv6:%5B2001:db8::1%5D:5000", ("2001:db8::1", 0)),
-    ("ipv6:[::ffff:192.0.2.1]:5000", ("::ffff:192.0.2.1", 0)),
+    ("ipv6:[::ffff:192.0.2.1]:5000", ("192.0.2.1", 0)),  # the core's canonical address
     ("unix:/run/app.sock", None),
     ("unix-abstract:app", None),
-    ("ipv4:not-an-address:1", ("not-an-address", 0)),
+    ("ipv4:not-an-address:1", ("unknown", 0)),
     ("", ("", 0)),
     ("something else", ("something else", 0)),
 ])

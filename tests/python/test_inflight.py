@@ -16,6 +16,7 @@ import time
 import pytest
 
 import cellrate
+from conftest import reap
 
 HOLDERS = 8
 CYCLES = 10_000
@@ -60,11 +61,15 @@ def test_lease_of_another_type():
     assert e.value.param == "lease"
 
 
-@pytest.mark.parametrize("peak", [1, 0, "yes", None, 1.0])
+@pytest.mark.parametrize("peak", [1, 0, "yes", 1.0])
 def test_peak_not_a_bool(peak):
     with pytest.raises(cellrate.InvalidArgumentType, match=r"^peak must be a boolean") as e:
         cellrate.Concurrency(2, peak=peak)
     assert e.value.param == "peak"
+
+
+def test_peak_none_is_absent():
+    assert cellrate.Concurrency(2, peak=None).peak is False  # None is an absent option
 
 
 @pytest.mark.parametrize("cost", [0, -1])
@@ -341,7 +346,7 @@ def _dead_pid():
     pid = os.fork()
     if pid == 0:
         os._exit(0)
-    os.waitpid(pid, 0)
+    reap(pid)
     return pid
 
 
@@ -357,7 +362,7 @@ def test_stats_in_flight_counts_the_cells_of_a_sigkilled_holder(tmp_path, peak, 
         if c.try_acquire(key, cost=2) is None:
             os._exit(3)
         os.kill(os.getpid(), signal.SIGKILL)
-    os.waitpid(pid, 0)
+    reap(pid)
     assert c.stats()["in_flight"] == 3  # the dead holder's cells are held until reclaimed
     assert c.in_flight(key) == 1  # reclaims them
     assert (c.stats()["in_flight"], c.stats()["reclaimed"]) == (1, 2)

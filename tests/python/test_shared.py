@@ -12,7 +12,7 @@ import warnings
 import pytest
 
 import cellrate
-from conftest import run_forked
+from conftest import reap, run_forked
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LUA_MODULE = REPO / "build" / "lua5.4" / "cellrate.so"
@@ -84,7 +84,7 @@ def test_fork_inherits_an_open_region(region_dir):
         children.append(pid)
     total = 0
     for pid in children:
-        _, status = os.waitpid(pid, 0)
+        status = reap(pid)
         total += os.waitstatus_to_exitcode(status)
     assert total == 4
     assert not lim.allow(now=FROZEN)
@@ -165,7 +165,7 @@ def test_system_refusals_are_os_errors(region_dir):
         except BaseException:
             code = 2
         os._exit(code)
-    _, status = os.waitpid(pid, 0)
+    status = reap(pid)
     assert os.waitstatus_to_exitcode(status) == 0
 
 

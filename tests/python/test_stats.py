@@ -11,7 +11,7 @@ import threading
 import pytest
 
 import cellrate
-from conftest import run_forked
+from conftest import reap, run_forked
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 LUA_MODULE = REPO / "build" / "lua5.4" / "cellrate.so"
@@ -324,7 +324,7 @@ def test_a_fork_child_counts_through_its_parents_handle(region_dir):
     for _ in range(100):
         lim.allow(now=FROZEN)
     for pid in pids:
-        assert os.waitpid(pid, 0)[1] == 0
+        assert reap(pid) == 0
     assert lim.stats()["admitted"] == 1 + 300 + 100
 
 

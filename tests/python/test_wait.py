@@ -21,8 +21,8 @@ import types
 import pytest
 
 import cellrate
-from cellrate import _wait
-from conftest import Recording, core_status, ticks_during
+from cellrate import _cellrate, _wait
+from conftest import core_status, ticks_during
 
 HOUR = 3600.0
 
@@ -66,6 +66,26 @@ def drain(limit):
     """Spends the burst, so that the next unit is one emission interval away."""
     while limit.allow():
         pass
+
+
+def noted_steps(monkeypatch):
+    """The steps of the compiled stores' waits (_cellrate._wait_step), noted
+    in the order they were taken: (thread, the turn it held before, the
+    seconds it was told to sleep, or None: admitted or refused)."""
+    steps = []
+
+    class Steps:
+        def __getattr__(self, name):
+            return getattr(_cellrate, name)
+
+        def _wait_step(self, store, key, cost, max_wait, turn):
+            step = _cellrate._wait_step(store, key, cost, max_wait, turn)
+            slept = step[0] if isinstance(step, tuple) else None
+            steps.append((threading.current_thread(), turn, slept))
+            return step
+
+    monkeypatch.setattr(_wait, "_cellrate", Steps())
+    return steps
 
 
 def test_wait_acquire_and_hold_are_compiled_methods_of_the_compiled_types():
@@ -212,8 +232,9 @@ def test_an_interrupted_wait_refunds(make, monkeypatch):
     assert limit.peek().retry_after <= before
 
 
-def test_wait_releases_the_gil():
-    limit = Recording(cellrate.Limiter(4, burst=1))  # T = 250 ms
+def test_wait_releases_the_gil(monkeypatch):
+    limit = cellrate.Limiter(4, burst=1)  # T = 250 ms
+    steps = noted_steps(monkeypatch)
     progress = 0
     waiting = threading.Event()
     done = threading.Event()
@@ -230,34 +251,35 @@ def test_wait_releases_the_gil():
         waiting.set()
         for _ in range(100):  # a pause as long as T after the drain leaves no wait: again
             drain(limit)
+            steps.clear()
             before = progress
-            _wait.limiter_wait(limit)
+            limit.wait()
             during = progress - before
-            if limit.delays[-1] >= 0.1:
+            if steps[0][2] is not None and steps[0][2] >= 0.1:
                 break
     finally:
         done.set()
         thread.join()
-    assert limit.delays[-1] >= 0.1
+    assert steps[0][2] >= 0.1
     # with the GIL held through the wait, the other thread could not move
     assert during > 1000
 
 
-def test_acquire_keeps_the_loop_running(make):
+def test_acquire_keeps_the_loop_running(make, monkeypatch):
     limit = make(4, burst=1)  # T = 250 ms
-    recording = Recording(limit.limiter)
-    acquire = _wait.METHODS[f"{type(limit.limiter).__name__}.acquire"]
+    steps = noted_steps(monkeypatch)
 
     async def main():
         for _ in range(100):  # a pause as long as T after the drain leaves no wait: again
             started = time.monotonic()  # before the drain: the wait is behind its admission
             drain(limit)
-            _, ticks = await ticks_during(acquire(recording, *limit.key))
-            if recording.delays[-1] >= 0.05:
+            steps.clear()
+            _, ticks = await ticks_during(limit.acquire())
+            if steps[0][2] is not None and steps[0][2] >= 0.05:
                 return ticks, time.monotonic() - started
 
     ticks, waited = asyncio.run(main())
-    assert recording.delays[-1] >= 0.05 and waited >= 0.249
+    assert waited >= 0.249
     # A blocking wait would have let it tick once at most; the ticker's next
     # turn (10 ms) is due before the waiter's, however late the loop runs.
     assert ticks >= 2
@@ -279,7 +301,7 @@ def test_acquire_timeout_and_unfittable_raise_at_once(make, never_sleeps):
     assert math.isinf(never.retry_after)
 
 
-def test_a_cancelled_acquire_refunds(make):
+def test_a_cancelled_acquire_gives_its_place_back(make):
     limit = make(1, HOUR, burst=1)  # the waiter is cancelled long before its unit
     drain(limit)
     before = limit.peek().retry_after
@@ -288,14 +310,41 @@ def test_a_cancelled_acquire_refunds(make):
         waiter = asyncio.ensure_future(limit.acquire())
         await asyncio.sleep(0.05)
         assert not waiter.done()
-        # while it waits, its unit is reserved: the next one is a further T away
-        assert limit.peek().retry_after > HOUR
+        # a waiter holds a place in its process's line, no units of the limit
+        assert limit.peek().retry_after <= before
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
+        # its place given back: the next waiter takes the turn it had, not one after it
+        key = limit.key[0] if limit.key else None
+        step = _cellrate._wait_step(limit.limiter, key, 1, None, None)
+        _cellrate._wait_leave(limit.limiter, key, 1, step[1])
+        return step[0]
 
-    asyncio.run(main())
-    assert limit.peek().retry_after <= before
+    assert asyncio.run(main()) <= before
+
+
+def test_a_block_holds_the_waiters_already_waiting(make):
+    limit = make(5, burst=1)  # T = 200 ms
+    drain(limit)
+
+    async def main():
+        waiters = [asyncio.ensure_future(limit.acquire()) for _ in range(3)]
+        await asyncio.sleep(0.01)  # in line, the first due in 190 ms
+        waiting = [waiter for waiter in waiters if not waiter.done()]  # (a pause: fewer)
+        blocked = time.monotonic()
+        assert limit.limiter.follow(*limit.key, {"Retry-After": "0.8"}, 429)
+        done = []
+        for waiter in asyncio.as_completed(waiting):
+            await waiter
+            done.append(time.monotonic())
+        return blocked, done
+
+    blocked, done = asyncio.run(main())
+    assert all(at >= blocked + 0.8 for at in done)  # none started before the block ended
+    # and then one per interval: the key's TAT (gcra, burst 1) is T past each
+    tat = limit.peek(0, now=0.0).reset_after
+    assert tat >= blocked + 0.8 + len(done) * 0.2 - 1e-6
 
 
 def test_asyncio_waiters_are_admitted_in_arrival_order(make):
@@ -317,35 +366,57 @@ def test_asyncio_waiters_are_admitted_in_arrival_order(make):
         assert at - start >= (index + 1) * 0.02 - 0.001
 
 
-def test_thread_waiters_are_admitted_in_the_order_they_reserved():
+def test_thread_waiters_take_their_turns_in_the_order_they_came(monkeypatch):
     limiter = cellrate.Limiter(20, burst=1)  # T = 50 ms
     drain(limiter)
-    recording = Recording(limiter)
-    returned = {}
+    waiting = threading.Event()
+    turns = {}  # index -> (the turn its first step gave, when it asked: monotonic ns)
 
-    def waiter():
-        _wait.limiter_wait(recording)
-        returned[threading.current_thread()] = time.monotonic()
+    class Steps:  # the compiled module, its first steps noted
+        def __getattr__(self, name):
+            return getattr(_cellrate, name)
 
-    threads = [threading.Thread(target=waiter) for _ in range(6)]
-    for thread in threads:
-        thread.start()
+        def _wait_step(self, store, key, cost, max_wait, turn):
+            asked = time.monotonic_ns()
+            step = _cellrate._wait_step(store, key, cost, max_wait, turn)
+            if turn is None:
+                if isinstance(step, tuple):
+                    turns[threading.current_thread().index] = (step[1], asked)
+                waiting.set()  # in line (or admitted at once)
+            return step
+
+    monkeypatch.setattr(_wait, "_cellrate", Steps())
+    admitted = []
+
+    def waiter(index):
+        threading.current_thread().index = index
+        limiter.wait()
+        admitted.append(index)
+
+    threads = []
+    for index in range(6):
+        waiting.clear()
+        threads.append(threading.Thread(target=waiter, args=(index,)))
+        threads[-1].start()
+        assert waiting.wait(5)  # in line before the next one comes
     for thread in threads:
         thread.join()
-    assert set(returned) == set(recording.reserved) and len(recording.reserved) == 6
-    # Each thread's unit comes due at least one T after the one reserved
-    # before it, and its wait returns no sooner. (Which of two threads woken
-    # 50 ms apart the machine runs first is its own affair.)
-    due = [tat - 0.05 for tat in recording.tats]
-    assert all(later - earlier >= 0.05 - 1e-6 for earlier, later in zip(due, due[1:])), due
-    for thread, instant in zip(recording.reserved, due):
-        assert returned[thread] >= instant - 1e-6
+    assert sorted(admitted) == list(range(6))
+    # Each takes the turn one T after the one that came before it, unless
+    # that one's turn and interval had passed when it came (a pause of the
+    # machine: the line was empty). (Which of two threads woken 50 ms apart
+    # the machine runs first is its own affair.)
+    T = 50_000_000
+    lined = [index for index in range(6) if index in turns]
+    for earlier, later in zip(lined, lined[1:]):
+        (turn_a, _), (turn_b, asked_b) = turns[earlier], turns[later]
+        assert turn_b - turn_a >= T or asked_b > turn_a + T, (earlier, later, turns)
 
 
-def test_no_thread_is_starved_and_none_admitted_beyond_the_limit():
+def test_no_thread_is_starved_and_none_admitted_beyond_the_limit(monkeypatch):
     rate, threads, run_s = 100.0, 6, 0.6  # T = 10 ms, burst 1
     limiter = cellrate.Limiter(rate, burst=1)
-    limit = Recording(limiter)
+    steps = noted_steps(monkeypatch)
     counts = [0] * threads
     barrier = threading.Barrier(threads + 1)
     times = {}
@@ -353,7 +424,7 @@ def test_no_thread_is_starved_and_none_admitted_beyond_the_limit():
     def worker(index):
         barrier.wait()
         while True:
-            _wait.limiter_wait(limit)
+            limiter.wait()
             counts[index] += 1
             if time.monotonic() >= times["stop"]:
                 break
@@ -369,13 +440,14 @@ def test_no_thread_is_starved_and_none_admitted_beyond_the_limit():
     elapsed = time.monotonic() - times["start"]
     # every admission counted: never more than burst + elapsed / T
     assert sum(counts) <= 1 + math.floor(elapsed * rate) + 1
-    # FIFO reservations: a reservation waits behind the units the other
-    # threads hold, one each, and the units come due (or were anchored) since
-    # the latest start of a chain: at most `threads` intervals, whatever the
+    # First come, first served: a waiter joins the line behind the others'
+    # turns, one each, and the store's next unit is at most one T away: its
+    # turn is at most `threads` intervals from when it came, whatever the
     # schedule; no thread is starved (a share of turns would depend on which
     # threads the machine runs)
-    assert max(limit.delays) <= threads / rate + 1e-6, max(limit.delays)
-    assert min(counts) >= 1 and sum(counts) == len(limit.delays), counts
+    first = [slept for _, turn, slept in steps if turn is None and slept is not None]
+    assert max(first, default=0.0) <= threads / rate + 1e-6, max(first)
+    assert min(counts) >= 1, counts
 
 
 def test_keys_wait_apart(never_sleeps):

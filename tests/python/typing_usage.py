@@ -255,6 +255,36 @@ def use_prometheus() -> None:
     assert b"cellrate_decisions_total" in text
 
 
+def use_follow() -> None:
+    import httpx
+    import requests
+
+    import cellrate.httpx
+    import cellrate.requests
+
+    limiter = cellrate.Limiter("10/second")
+    pulled: bool = limiter.follow({"Retry-After": "1"}, 429, quota="requests", now=1000.0)
+    assert pulled
+    keyed = cellrate.KeyedLimiter("10/second")
+    keyed.follow("user", [("x-ratelimit-remaining-requests", "3")], pending=1, share=0.5)
+    bounds: list[tuple[int, float]] = cellrate.read_signal({"Retry-After": "2"}, 429)
+    assert bounds == [(0, 2.0)]
+    tokens = cellrate.Limiter(1000, burst=1000)
+    transport = cellrate.httpx.RateLimitTransport(limiter, tokens=tokens,
+                                                  estimate=lambda request: 10, retries=2)
+    httpx.Client(transport=transport).close()
+    httpx.AsyncClient(transport=cellrate.httpx.AsyncRateLimitTransport(limiter))
+    session = requests.Session()
+    session.mount("https://", cellrate.requests.RateLimitAdapter(limiter, backoff=0.1))
+    session.close()
+
+    @cellrate.limit("5/second", follow=True)
+    def call() -> requests.Response:
+        return requests.Response()
+
+    assert callable(call)
+
+
 def main() -> None:
     version: str = cellrate.__version__
     assert version.count(".") == 2
@@ -265,6 +295,7 @@ def main() -> None:
     assert use_waiting() == float("inf")
     use_decorators()
     use_web()
+    use_follow()
     assert sorted(cellrate.__all__) == sorted(
         [
             "CellrateError",
@@ -282,6 +313,7 @@ def main() -> None:
             "check_policy_name",
             "concurrent",
             "limit",
+            "read_signal",
         ]
     )
     use_catalogue()

@@ -74,7 +74,6 @@ from cellrate.redis._protocol import (
     UNAVAILABLE_REPLIES,
     Key as Key,
     _cannot_decide,
-    _check_name,
     _core,
     _default_name,
     _raise_mistake,
@@ -117,8 +116,10 @@ _redis_key = _core._redis_key
 #: Refusals a limiter remembers at most (a full memory starts over).
 MAX_REFUSALS = 10_000
 
-#: The store's default bound on one decision, in seconds (timeout=).
-DEFAULT_TIMEOUT_S = 0.25
+#: The store's default bound on one decision, in seconds (timeout=): the core's table's.
+DEFAULT_TIMEOUT_S: float = cellrate._cellrate._options("RedisLimiter")["timeout"]["default"]
+
+_check_options = cellrate._cellrate._check_options
 
 Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window"]
 
@@ -144,25 +145,27 @@ class _RedisLimit(_Store):
         max_cost: int | None = None,
         max_debt: int | None = None,
     ) -> None:
-        self._open_store(client, prefix, on_error, timeout)
-        if not isinstance(deny_cache, bool):
-            raise invalid_type("deny_cache",
-                               f"deny_cache must be a bool, not {type(deny_cache).__name__}")
-        if name is not None:
-            _check_name(name)
-        # The core parses, defaults and validates the limit (and, per call, each key,
-        # cost and now: _redis_request).
+        # The core parses, defaults and validates the limit first, as cellrate.Limit (and,
+        # per call, each key, cost and now: _redis_request); its table checks the options
+        # (cellrate/options.h).
+        limit = _limit_of(rate, period, burst, algorithm, max_cost, max_debt)
+        options = _check_options("RedisLimiter", {
+            "period": period, "burst": burst, "algorithm": algorithm, "name": name,
+            "prefix": prefix, "on_error": on_error, "deny_cache": deny_cache,
+            "timeout": timeout, "max_cost": max_cost, "max_debt": max_debt})
+        self._open_store(client, options["prefix"], options["on_error"], options["timeout"])
+        deny_cache = options["deny_cache"]
         self.max_cost = max_cost
         self.max_debt = max_debt
         #: The limit sent (cellrate.Limit), replaced whole by reconfigure(): a call reads
         #: it once, so that a decision never mixes two limits.
-        self.limit: cellrate.Limit = _limit_of(rate, period, burst, algorithm, max_cost, max_debt)
+        self.limit: cellrate.Limit = limit
         self.named = name is not None
         #: The name of the limit's keys: given, or the first limit's parameters.
         self.name: str = name if name is not None else _default_name(self.limit)
         self.algorithm: str = self.limit.algorithm
         self.deny_cache = deny_cache
-        self._prefix = prefix.encode()
+        self._prefix = self.prefix.encode()
         self._name = self.name.encode()
         # a probe: a peek of cost 0 on the limit's empty key, which writes nothing
         self._probe_words = _request(PEEK, 0, None, self.limit, self._prefix, self._name, b"")
@@ -558,20 +561,19 @@ class _RedisHoldings(_Store):
     def __init__(self, client: Any, limit: int, *, lease: float, name: str | None = None,
                  prefix: str = DEFAULT_PREFIX, on_error: str = ON_ERROR[0],
                  timeout: float = DEFAULT_TIMEOUT_S) -> None:
-        self._open_store(client, prefix, on_error, timeout)
-        if lease is None:
-            raise invalid_type("lease", "lease " + _HOLD_PROTOCOL["LEASE_REQUIRED"])
+        options = _check_options("RedisConcurrency", {
+            "lease": lease, "name": name, "prefix": prefix, "on_error": on_error,
+            "timeout": timeout})
+        self._open_store(client, options["prefix"], options["on_error"], options["timeout"])
         # the core's checks of a concurrency limit, and its lease in ns
         lease_ns = cast(int, _check_hold(limit, None, 1, lease))
-        if name is not None:
-            _check_name(name)
         #: The units that may be held at once, per key.
         self.limit: int = int(limit)
         #: Seconds after which a holding not released is given back.
         self.lease: float = lease_ns / 1e9
         #: The name of the limit's keys: given, or DEFAULT_NAME and the limit.
         self.name: str = name if name is not None else f"{_HOLD_PROTOCOL['DEFAULT_NAME']}:{limit}"
-        self._prefix, self._name = prefix.encode(), self.name.encode()
+        self._prefix, self._name = self.prefix.encode(), self.name.encode()
         self._limit_words = (b"%d" % self.limit, b"%d" % lease_ns)
         self._probe_words = self._count_words(None)
 

@@ -1,9 +1,8 @@
 """The protocol of the Redis server scripts both faces send (redis/ in the repository,
 this package's scripts/ folder once installed): each script's bytes and the settings
-of its protocol paragraph, the checks of a name, and the translation of redis-py's
-errors for the core, whose rules (core/cellrate/redis.h) build each request and read
-each reply. The stores of cellrate.redis and the fleet share (cellrate.share) build on
-it; private.
+of its protocol paragraph, and the translation of redis-py's errors for the core,
+whose rules (core/cellrate/redis.h) build each request and read each reply. The
+stores of cellrate.redis and the fleet share (cellrate.share) build on it; private.
 """
 
 from __future__ import annotations
@@ -60,11 +59,10 @@ _CONSTANTS = _core._redis_protocol()
 #: 9e15 ns, about 104 days. Larger limits are refused with an error naming burst.
 MAX_TOLERANCE_NS: int = _CONSTANTS["MAX_TOLERANCE_NS"]
 
-ON_ERROR = tuple(_PROTOCOL["ON_ERROR"].split())
-_ON_ERROR_WORDS = ", ".join(f"'{word}'" for word in ON_ERROR[:-1]) + f" or '{ON_ERROR[-1]}'"
-DEFAULT_PREFIX = _PROTOCOL["PREFIX"]
-# A name's refused characters and the words of the refusal.
-_NAME_REFUSES = _PROTOCOL["NAME_REFUSES"].split()
+# The stores' options (their words, defaults and refusals): the core's table.
+_OPTIONS = _core._options("RedisLimiter")
+ON_ERROR: Tuple[str, ...] = _OPTIONS["on_error"]["words"]
+DEFAULT_PREFIX: str = _OPTIONS["prefix"]["default"]
 
 # The script's modes (its ARGV[1]), as the core's request builder takes them.
 PEEK, CHECK, ALLOW, REFUND, CHARGE, TAKE = (
@@ -144,13 +142,6 @@ def _default_name(limit: Any) -> str:
     value, "<algorithm>:<tolerance_ns>:<burst>" (the core's), so that two limits without
     a name never share a key, and the keys are those of the layout before names."""
     return _core._redis_signature(limit)
-
-
-def _check_name(name: Any) -> None:
-    """A name as the core takes a policy name, without the characters of NAME_REFUSES."""
-    cellrate.check_policy_name(name)
-    if any(refused in name for refused in _NAME_REFUSES):
-        raise invalid("name", "name " + _PROTOCOL["NAME_REFUSED"])
 
 
 def _raise_mistake(error: Exception, keys: Sequence[bytes] = ()) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import sys
 import threading
 import time
@@ -23,12 +22,9 @@ import redis.cluster
 import redis.exceptions
 
 import cellrate
-from cellrate._errors import invalid, invalid_type
+from cellrate._errors import invalid_type
 from cellrate.redis._connections import _Connections, _PoolExhausted
 from cellrate.redis._protocol import (
-    _ON_ERROR_WORDS,
-    _PROTOCOL,
-    ON_ERROR,
     SCRIPT,
     SHA,
     _cannot_decide,
@@ -134,26 +130,17 @@ class _Store:
     _probe_words: List[Any]  # what the probe sends: a call that writes nothing
 
     def _open_store(self, client: Any, prefix: str, on_error: str, timeout: float) -> None:
-        if on_error not in ON_ERROR:
-            raise invalid("on_error", f"on_error must be {_ON_ERROR_WORDS}, not {on_error!r}")
+        """The client checked, and with it the options the core's table checked and
+        normalised (cellrate/options.h) kept."""
         self._open_client(client, prefix, timeout)
         self.on_error = on_error
 
     def _open_client(self, client: Any, prefix: str, timeout: float) -> None:
-        """The client, prefix and timeout checked and kept (every store, the share store
-        too, which has no on_error)."""
+        """The client checked and kept, with the prefix and timeout the core's table
+        checked (every store, the share store too, which has no on_error)."""
         if not isinstance(client, self._clients):
             raise invalid_type("client",
                                f"client must be {self._client_names}, not {type(client).__name__}")
-        if not isinstance(prefix, str):
-            raise invalid_type("prefix", f"prefix must be a str, not {type(prefix).__name__}")
-        if any(refused in prefix for refused in _PROTOCOL["PREFIX_REFUSES"].split()):
-            raise invalid("prefix", "prefix " + _PROTOCOL["PREFIX_REFUSED"])
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise invalid_type("timeout",
-                               f"timeout must be a number of seconds, not {type(timeout).__name__}")
-        if not 0 < timeout < math.inf:
-            raise invalid("timeout", f"timeout must be finite and > 0 (seconds), not {timeout!r}")
         self.client: Any = client
         self.prefix = prefix
         self.timeout = float(timeout)
