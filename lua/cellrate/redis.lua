@@ -451,22 +451,21 @@ end
 -- a name cannot change (its keys are named by its parameters); an invalid
 -- limit raises and changes nothing.
 function Limiter:reconfigure(rate, opts)
-    opts = opts or {}
-    if type(opts) ~= "table" then
-        argument_error("opts", "must be a table")
-    end
+    local given = type(opts) == "table" and opts or {}
     if not self.named then
         error("name: " .. protocol.NAME_NEEDED, 2)
     end
-    if opts.algorithm ~= nil and opts.algorithm ~= self.algorithm then
-        limit_of(rate, opts, opts.algorithm) -- the core's checks first
+    if given.algorithm ~= nil and given.algorithm ~= self.algorithm then
+        limit_of(rate, given, given.algorithm) -- the core's checks first
         error("algorithm: " .. protocol.ALGORITHM_KEPT, 2)
     end
-    local max_debt = opts.max_debt
+    local max_debt = given.max_debt
     if max_debt == nil then
         max_debt = self.max_debt
     end
-    local limit = limit_of(rate, opts, self.algorithm, self.max_cost, max_debt)
+    -- the limit first, as cellrate.limit_spec judges it; then the options
+    local limit = limit_of(rate, given, self.algorithm, self.max_cost, max_debt)
+    store_options("reconfigure", opts)
     self.limit, self.burst, self.max_debt = limit, limit.burst, max_debt
 end
 

@@ -355,6 +355,9 @@ describe("cellrate.redis", function()
          { function() store_module.limiter(client, 10, { name = "n" }):reconfigure(-1) end, "rate" },
          { function() store_module.limiter(client, 10, { name = "n" }):reconfigure(20, 5) end, "opts" },
          { function()
+              store_module.limiter(client, 10, { name = "n" }):reconfigure(20, { burts = 5 })
+           end, "unknown option 'burts' (did you mean 'burst'?)" },
+         { function()
               store_module.limiter(client, 10, { name = "n" }):reconfigure(20, { algorithm = "fixed_window" })
            end, "algorithm" },
       }
