@@ -282,8 +282,6 @@ def _limit_of(rate: float | str, period: float | None, burst: int | None,
     return limit
 
 
-_CLUSTER_CLIENTS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
-
 
 class RedisLimiter(_SyncStore, _RedisLimit):
     """A limit per key, kept in Redis (redis-py's redis.Redis or redis.cluster.RedisCluster).
@@ -316,7 +314,8 @@ class RedisLimiter(_SyncStore, _RedisLimit):
     this cache only when the refusal expires.
     """
 
-    _client_names = "a redis.Redis or redis.cluster.RedisCluster (asyncio: AsyncRedisLimiter)"
+    _client_names = ("a redis.Redis or redis.cluster.RedisCluster, or a valkey.Valkey or "
+                     "valkey.cluster.ValkeyCluster (asyncio: AsyncRedisLimiter)")
 
     def __init__(self, client: Any, rate: float | str, period: float | None = None,
                  **options: Any) -> None:
@@ -410,7 +409,8 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
     A call cancelled, or timed out, after it was sent may still have been admitted by
     Redis: refund() settles it."""
 
-    _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster "
+    _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster, or a "
+                     "valkey.asyncio.Valkey or valkey.asyncio.cluster.ValkeyCluster "
                      "(blocking clients: RedisLimiter)")
 
     def __init__(self, client: Any, rate: float | str, period: float | None = None,
@@ -650,8 +650,8 @@ class RedisConcurrency(_SyncStore, _RedisHoldings):
     Thread-safe.
     """
 
-    _client_names = ("a redis.Redis or redis.cluster.RedisCluster "
-                     "(asyncio: AsyncRedisConcurrency)")
+    _client_names = ("a redis.Redis or redis.cluster.RedisCluster, or a valkey.Valkey or "
+                     "valkey.cluster.ValkeyCluster (asyncio: AsyncRedisConcurrency)")
 
     def __init__(self, client: Any, limit: int, **options: Any) -> None:
         super().__init__(client, limit, **options)
@@ -736,7 +736,8 @@ class AsyncRedisConcurrency(_AsyncStore, _RedisHoldings):
     hold(...) serves `async with`. An acquire cancelled, or timed out, after it was
     sent may hold units in Redis that no slot names: its lease gives them back."""
 
-    _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster "
+    _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster, or a "
+                     "valkey.asyncio.Valkey or valkey.asyncio.cluster.ValkeyCluster "
                      "(blocking clients: RedisConcurrency)")
     _slot = AsyncRedisSlot
 
@@ -784,7 +785,8 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
     for (limiter, key), limit in zip(pairs, limits):
         groups += (limit, limiter._prefix, limiter._name, key)
     words = _request(CHECK, cost, now, *groups)
-    if isinstance(pairs[0][0].client, _CLUSTER_CLIENTS):
+    store = pairs[0][0]
+    if isinstance(store.client, (store._library.cluster, store._library.async_cluster)):
         keys = words[1:1 + len(pairs)]
         if len({redis.crc.key_slot(key) for key in keys}) > 1:
             raise _slots_differ(keys)  # the client would refuse it: no outage

@@ -11,11 +11,7 @@ import time
 import weakref
 from typing import Any, List, Tuple
 
-import redis
 import redis.exceptions
-import redis.sentinel
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 
 class _PoolExhausted(redis.exceptions.ConnectionError):
@@ -33,7 +29,8 @@ class _SentinelMaster:
     master's state judged as redis-py does; a Sentinel that failed is asked last from
     then on, one that answered first (redis-py keeps the one that answered first too)."""
 
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, library: Any) -> None:
+        self._library = library
         self._manager = pool.sentinel_manager
         self.service_name: str = pool.service_name
         self.check_connection: bool = pool.check_connection
@@ -50,17 +47,18 @@ class _SentinelMaster:
         with self._lock:
             sentinels = list(self._order)
         errors = []
+        exceptions = self._library.exceptions
         for index, sentinel in enumerate(sentinels):
             left = deadline - time.monotonic()
             if left <= 0:
                 errors.append("no time left")
                 break
             try:
-                reply = _Connections.of(sentinel.connection_pool).run(
+                reply = _Connections.of(sentinel.connection_pool, self._library).run(
                     ("SENTINEL MASTERS",), time.monotonic() + left / (len(sentinels) - index))
                 masters = sentinel.response_callbacks["SENTINEL MASTERS"](reply)
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-                    redis.exceptions.ResponseError) as error:
+            except (exceptions.ConnectionError, exceptions.TimeoutError,
+                    exceptions.ResponseError) as error:
                 where = sentinel.connection_pool.connection_kwargs
                 errors.append(f"{where.get('host')}:{where.get('port')}: {error}")
                 self._move(sentinel, first=False)
@@ -70,7 +68,7 @@ class _SentinelMaster:
                 self._move(sentinel, first=True)
                 forced = getattr(self._manager, "_force_master_ip", None)
                 return (forced if forced is not None else state["ip"]), state["port"]
-        raise redis.sentinel.MasterNotFoundError(
+        raise self._library.master_not_found(
             f"No master found for {self.service_name!r} within the store's timeout: "
             + "; ".join(errors))
 
@@ -112,22 +110,24 @@ class _Connections:
     _by_pool_lock = threading.Lock()
 
     @classmethod
-    def of(cls, pool: Any) -> "_Connections":
+    def of(cls, pool: Any, library: Any) -> "_Connections":
+        """The connections of `pool`, a pool of the client library `library` (_clients)."""
         with cls._by_pool_lock:
             connections = cls._by_pool.get(pool)
             if connections is None:
-                connections = cls._by_pool[pool] = cls(pool)
+                connections = cls._by_pool[pool] = cls(pool, library)
             return connections
 
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, library: Any) -> None:
         kwargs = dict(pool.connection_kwargs)
-        kwargs.update(retry=Retry(NoBackoff(), 0), health_check_interval=0)
+        kwargs.update(retry=library.no_retry(), health_check_interval=0)
         kwargs.pop("retry_on_timeout", None)
         self._kwargs = kwargs
         self._connection_class = pool.connection_class
+        self._exceptions = library.exceptions
         self._sentinel_master = (
-            _SentinelMaster(pool)
-            if isinstance(pool, redis.sentinel.SentinelConnectionPool) and pool.is_master
+            _SentinelMaster(pool, library)
+            if isinstance(pool, library.sentinel_pool) and pool.is_master
             else None)
         self.max_connections: int = getattr(pool, "max_connections", None) or 2**31
         self._idle: List[Any] = []
@@ -181,6 +181,7 @@ class _Connections:
         deadline. A connection found closed (a server restarted since) is made again
         once, while time remains."""
         connection = self._get(deadline)
+        exceptions = self._exceptions
         healthy = False
         try:
             for attempt in (0, 1):
@@ -197,10 +198,10 @@ class _Connections:
                         raise redis.exceptions.TimeoutError(
                             "Redis did not answer within the store's timeout")
                     reply = connection.read_response()
-                except redis.exceptions.ResponseError:
+                except exceptions.ResponseError:
                     healthy = True
                     raise
-                except redis.exceptions.ConnectionError:
+                except exceptions.ConnectionError:
                     if fresh or attempt or time.monotonic() >= deadline:
                         raise
                     connection.disconnect()

@@ -13,12 +13,11 @@ import re
 from importlib import resources
 from typing import Any, Dict, Sequence, Tuple, Union, cast
 
-import redis
 import redis.crc
-import redis.exceptions
 
 import cellrate
 from cellrate._errors import invalid
+from cellrate.redis import _clients
 
 
 def _read_script(filename: str) -> bytes:
@@ -91,42 +90,23 @@ MAX_BACKOFF_S: float = _CONSTANTS["MAX_BACKOFF_S"]
 #: on_error says. The core holds them for both faces.
 UNAVAILABLE_REPLIES: Tuple[str, ...] = _CONSTANTS["UNAVAILABLE_REPLIES"]
 
-# Failures that are not replies: the server cannot be reached or did not answer
-# in time (a pool's wait for a connection included).
-_TRANSPORT = (
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    redis.exceptions.ClusterError,  # no node answered for the slot
-    redis.exceptions.RedisClusterException,
-    asyncio.TimeoutError,
-    OSError,
-)
 
-# The prefixes redis-py strips from the replies it maps to exceptions of its own
-# (redis-py 7 on keeps it as .status_code).
-try:
-    from redis._parsers.base import BaseParser as _Parser
-except ImportError:  # pragma: no cover - redis-py 4
-    from redis.connection import BaseParser as _Parser  # type: ignore[attr-defined,no-redef,unused-ignore]
-_STRIPPED = {kind: word for word, kind in _Parser.EXCEPTION_CLASSES.items()
-             if isinstance(kind, type)}
-
-
-def _reply_word(error: redis.exceptions.ResponseError) -> str:
+def _reply_word(error: BaseException) -> str:
     """The first word of the error reply behind `error` ("OOM", "WRONGTYPE", ...), as
-    redis-py reports it."""
-    word = getattr(error, "status_code", None) or _STRIPPED.get(type(error))
+    its client library reports it."""
+    word = getattr(error, "status_code", None) or _clients.STRIPPED.get(type(error))
     return word if word else str(error).split(" ", 1)[0]
 
 
 def _failure(error: BaseException) -> Tuple[str, str | None]:
     """What a failure means (the core's classification): "cannot_decide" (on_error
     answers), "mistake", "wrong_algorithm" (with its words), "cross_slot" or
-    "no_script". A failure that is no reply (redis-py's transport exceptions) cannot
-    decide."""
-    if isinstance(error, redis.exceptions.ResponseError):
+    "no_script". A failure that is no reply (a client library's transport exceptions,
+    asyncio's timeout, the socket's) cannot decide."""
+    if isinstance(error, _clients.RESPONSE_ERRORS):
         return _core._redis_classify(_reply_word(error), str(error))
-    return ("cannot_decide" if isinstance(error, _TRANSPORT) else "mistake"), None
+    transport = isinstance(error, (_clients.TRANSPORT_ERRORS, asyncio.TimeoutError, OSError))
+    return ("cannot_decide" if transport else "mistake"), None
 
 
 def _cannot_decide(error: BaseException) -> bool:

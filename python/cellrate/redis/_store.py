@@ -15,14 +15,11 @@ import time
 import weakref
 from typing import Any, Callable, List, Sequence, Tuple
 
-import redis
-import redis.asyncio
-import redis.asyncio.cluster
-import redis.cluster
 import redis.exceptions
 
 import cellrate
 from cellrate._errors import invalid_type
+from cellrate.redis._clients import library_of
 from cellrate.redis._connections import _Connections, _PoolExhausted
 from cellrate.redis._protocol import (
     SCRIPT,
@@ -124,7 +121,7 @@ class _Store:
     """What every Redis store shares: its client, prefix, on_error and timeout, the one
     handling of failures (on_error while Redis cannot decide, and the probe)."""
 
-    _clients: Tuple[type, ...] = ()
+    _kind = ""  # the clients taken: "sync" or "async" (_clients.py)
     _client_names = ""
     _script, _sha = SCRIPT, SHA
     _probe_words: List[Any]  # what the probe sends: a call that writes nothing
@@ -138,9 +135,11 @@ class _Store:
     def _open_client(self, client: Any, prefix: str, timeout: float) -> None:
         """The client checked and kept, with the prefix and timeout the core's table
         checked (every store, the share store too, which has no on_error)."""
-        if not isinstance(client, self._clients):
+        library = library_of(client)  # redis-py's, or valkey-py's
+        if library is None or not isinstance(client, library.clients[self._kind]):
             raise invalid_type("client",
                                f"client must be {self._client_names}, not {type(client).__name__}")
+        self._library = library
         self.client: Any = client
         self.prefix = prefix
         self.timeout = float(timeout)
@@ -189,12 +188,12 @@ class _SyncStore(_Store):
     """The transport of the blocking stores: the store's own connections (a cluster client:
     its own machinery), the script's calls, the probe thread."""
 
-    _clients = (redis.Redis, redis.cluster.RedisCluster)
+    _kind = "sync"
 
     def _open_connections(self) -> None:
         client = self.client
-        self._connections = (None if isinstance(client, redis.cluster.RedisCluster)
-                             else _Connections.of(client.connection_pool))
+        self._connections = (None if isinstance(client, self._library.cluster)
+                             else _Connections.of(client.connection_pool, self._library))
         self._probe_stop: threading.Event | None = None
         self._prober: threading.Thread | None = None
 
@@ -211,7 +210,7 @@ class _SyncStore(_Store):
         fail it again."""
         try:
             return self._run("EVALSHA", self._sha, *words)
-        except redis.exceptions.NoScriptError:
+        except self._library.exceptions.NoScriptError:
             return self._run("EVAL", self._script, *words)
 
     def _start_probe(self) -> None:
@@ -254,13 +253,13 @@ def _probe_error(call: Callable[[Sequence[Any]], Any], words: Sequence[Any]) -> 
     return None
 
 
-def _pool_exhausted(error: BaseException) -> bool:
+def _pool_exhausted(error: BaseException, exceptions: Any) -> bool:
     """A capped asyncio pool with no free connection: MaxConnectionsError where the
-    asyncio pool raises it (redis-py 8), a plain ConnectionError with redis-py's own
-    words before."""
-    max_connections = getattr(redis.exceptions, "MaxConnectionsError", None)
+    asyncio pool raises it (redis-py 8, valkey-py), a plain ConnectionError with the
+    library's own words before (`exceptions`: the client library's)."""
+    max_connections = getattr(exceptions, "MaxConnectionsError", None)
     return ((max_connections is not None and isinstance(error, max_connections))
-            or (type(error) is redis.exceptions.ConnectionError
+            or (type(error) is exceptions.ConnectionError
                 and str(error) == "Too many connections"))
 
 
@@ -276,7 +275,7 @@ class _AsyncStore(_Store):
     """The transport of the asyncio stores: the client's commands within the store's
     timeout, the script's calls, the probe task."""
 
-    _clients = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+    _kind = "async"
     _probe_task: "asyncio.Task[None] | None" = None
 
     async def _run(self, *command: Any) -> Any:
@@ -293,11 +292,12 @@ class _AsyncStore(_Store):
                 "Redis did not answer within the store's timeout") from error
 
     async def _command(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
+        exceptions = self._library.exceptions
         while True:
             try:
                 return await self.client.execute_command(*command)
-            except redis.exceptions.ConnectionError as error:
-                if not _pool_exhausted(error):
+            except exceptions.ConnectionError as error:
+                if not _pool_exhausted(error, exceptions):
                     raise
                 waited.append(True)
                 await asyncio.sleep(0.001)
@@ -306,7 +306,7 @@ class _AsyncStore(_Store):
         """RedisLimiter._call, awaited."""
         try:
             return await self._run("EVALSHA", self._sha, *words)
-        except redis.exceptions.NoScriptError:
+        except self._library.exceptions.NoScriptError:
             return await self._run("EVAL", self._script, *words)
 
     def _start_probe(self) -> None:
