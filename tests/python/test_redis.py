@@ -1315,8 +1315,8 @@ BAD_NAMES = ["a{b", "a}b", "api:v2", "", "x" * 65, "caf\u00e9", "tab\there"]
 
 @pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
 def test_a_bad_name_or_change_gets_the_same_words_in_both_faces(interpreter):
-    """A bad name (the core's check of a policy name, then the protocol's refused
-    characters), a change of a limit without a name, a change of algorithm, a change to an
+    """A bad name (the core's options table: a policy name without '{', '}' or ':'),
+    a change of a limit without a name, a change of algorithm, a change to an
     invalid limit: raised naming the parameter, the same words in both faces, nothing
     changed."""
     python = []
