@@ -8,8 +8,8 @@
  */
 #include "cellrate.h"
 #include "check.h"
+#include "vectors.h"
 
-#include <errno.h>
 #include <stdlib.h>
 
 #define LINE_MAX_BYTES 32768
@@ -31,16 +31,7 @@ static void decode(const char *field, text *out)
     if (!out->given)
         return;
     CHECK(field[0] == '\'', "a text field starts with a quote: %s", field);
-    for (const char *p = field + 1; *p && out->len < TEXT_MAX - 1; p++) {
-        if (*p == '%') {
-            unsigned byte = 0;
-            sscanf(p + 1, "%2x", &byte);
-            out->bytes[out->len++] = (char)byte;
-            p += 2;
-        } else {
-            out->bytes[out->len++] = *p;
-        }
-    }
+    out->len = vectors_decode(field + 1, out->bytes, TEXT_MAX - 1);
 }
 
 /* Splits `line` at spaces, in place. */
@@ -230,8 +221,7 @@ static void run_file(FILE *file, int *lines)
     int at = 0;
     while (fgets(line, sizeof line, file)) {
         at++;
-        line[strcspn(line, "\r\n")] = '\0';
-        if (line[0] == '\0' || line[0] == '#')
+        if (!vectors_meaningful(line))
             continue;
         CHECK(strlen(line) < sizeof line - 2, "redis.txt:%d: a line within the buffer", at);
         ++*lines;
@@ -388,14 +378,7 @@ static void run_file(FILE *file, int *lines)
 
 int main(int argc, char **argv)
 {
-    const char *dir = argc > 1 ? argv[1] : "tests/vectors";
-    char path[4096];
-    snprintf(path, sizeof path, "%s/redis.txt", dir);
-    FILE *file = fopen(path, "r");
-    if (!file) {
-        fprintf(stderr, "cannot open %s: %s\n", path, strerror(errno));
-        return 2;
-    }
+    FILE *file = vectors_open(argc > 1 ? argv[1] : "tests/vectors", "redis.txt");
     int lines = 0;
     run_file(file, &lines);
     fclose(file);
