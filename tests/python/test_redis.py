@@ -1185,6 +1185,29 @@ def test_the_asyncio_store_decides_through_its_own_connections(server):
     asyncio.run(run())
 
 
+def test_aclose_closes_the_asyncio_stores_connections(server, client):
+    """The store's own connections are closed by its aclose() (no transport left for
+    the event loop's end), and made again by a later decision."""
+    def connected() -> int:
+        return int(client.info("clients")["connected_clients"])
+
+    async def run():
+        aclient = async_client_for(server.port)
+        limiter = AsyncRedisLimiter(aclient, 1, 3600, burst=5, prefix="aclose:")
+        try:
+            before = connected()
+            await asyncio.gather(*(limiter.allow("k") for _ in range(3)))
+            assert connected() == before + 3
+            await limiter.aclose()
+            _until(lambda: connected() == before)
+            assert (await limiter.check("k")).remaining == 1
+            await limiter.aclose()
+        finally:
+            await aclient.aclose()
+
+    asyncio.run(run())
+
+
 def test_cancelled_asyncio_decisions_give_their_connections_back(server):
     """Decisions cancelled while they wait for a connection of a capped pool, or while
     Redis answers, neither leak a connection nor keep one that still has a reply to

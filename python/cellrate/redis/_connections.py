@@ -291,6 +291,13 @@ class _AsyncConnections:
                 return
         self._idle.append(connection)
 
+    async def aclose(self) -> None:
+        """Closes the idle connections (the ones in use go back idle, for a later close)."""
+        idle, self._idle = self._idle, []
+        self._count -= len(idle)
+        for connection in idle:
+            await connection.disconnect()
+
     async def run(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
         """`command`'s reply, or the error of the reply. A connection found closed (a
         server restarted since) is made again once; the caller bounds the call."""

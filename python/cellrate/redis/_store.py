@@ -328,12 +328,17 @@ class _AsyncStore(_Store):
 
     async def aclose(self) -> None:
         """Stops the probe of a store that Redis failed (it stops by itself once Redis
-        decides again, when the store is collected, or with its event loop)."""
+        decides again, when the store is collected, or with its event loop), and closes
+        the idle connections the stores on this client's pool keep on this event loop
+        (made again by the next decision)."""
         task, self._probe_task = self._probe_task, None
         if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        connections = self._connections
+        if connections is not None and connections.loop is asyncio.get_running_loop():
+            await connections.aclose()
 
 
 class _ClientCommands:
@@ -342,6 +347,9 @@ class _ClientCommands:
 
     def __init__(self, client: Any, exceptions: Any, loop: Any) -> None:
         self.client, self.exceptions, self.loop = client, exceptions, loop
+
+    async def aclose(self) -> None:
+        """The client's connections are the client's to close."""
 
     async def run(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
         exceptions = self.exceptions
