@@ -1157,6 +1157,101 @@ def test_a_capped_async_pool_waits_for_a_connection(server):
     asyncio.run(run())
 
 
+def test_the_asyncio_store_decides_through_its_own_connections(server):
+    """A plain asyncio client's pool is not asked for a connection per decision (its
+    lock, checks and retries): the store keeps connections of its own, made with the
+    pool's settings, as the blocking store does."""
+    async def run():
+        pool = redis.asyncio.ConnectionPool(port=server.port)
+        asked = []
+        get_connection = pool.get_connection
+
+        async def counted(*args, **kwargs):
+            asked.append(args)
+            return await get_connection(*args, **kwargs)
+        pool.get_connection = counted
+        aclient = redis.asyncio.Redis(connection_pool=pool)
+        limiter = AsyncRedisLimiter(aclient, 1, 3600, burst=5, prefix="own:")
+        try:
+            answers = [await limiter.allow("k") for _ in range(8)]
+            assert answers == [True] * 5 + [False] * 3
+            assert (await limiter.peek("k")).remaining == 0
+            await limiter.reset("k")
+            assert (await limiter.check("k")).remaining == 4
+            assert asked == []
+        finally:
+            await aclient.aclose()
+
+    asyncio.run(run())
+
+
+def test_aclose_closes_the_asyncio_stores_connections(server, client):
+    """The store's own connections are closed by its aclose() (no transport left for
+    the event loop's end), and made again by a later decision."""
+    def connected() -> int:
+        return int(client.info("clients")["connected_clients"])
+
+    async def run():
+        aclient = async_client_for(server.port)
+        limiter = AsyncRedisLimiter(aclient, 1, 3600, burst=5, prefix="aclose:")
+        try:
+            before = connected()
+            await asyncio.gather(*(limiter.allow("k") for _ in range(3)))
+            assert connected() == before + 3
+            await limiter.aclose()
+            _until(lambda: connected() == before)
+            assert (await limiter.check("k")).remaining == 1
+            await limiter.aclose()
+        finally:
+            await aclient.aclose()
+
+    asyncio.run(run())
+
+
+def test_cancelled_asyncio_decisions_give_their_connections_back(server):
+    """Decisions cancelled while they wait for a connection of a capped pool, or while
+    Redis answers, neither leak a connection nor keep one that still has a reply to
+    read: the store's connections stay within max_connections and the next decisions
+    read their own replies."""
+    async def run():
+        aclient = redis.asyncio.Redis(port=server.port, max_connections=2)
+        limiter = AsyncRedisLimiter(aclient, 1, 3600, burst=1000, prefix="cancelled:",
+                                    timeout=60.0, deny_cache=False)
+        try:
+            for _ in range(5):
+                tasks = [asyncio.ensure_future(limiter.check(f"k{i}")) for i in range(20)]
+                await asyncio.sleep(0)  # some sent, the others waiting for a connection
+                for task in tasks[::2]:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+            connections = limiter._connections
+            assert connections._count <= 2
+            for i in range(20):  # each reads its own reply: k{i} has its own count
+                expected = (await limiter.peek(f"k{i}")).remaining  # check()'s answer
+                assert (await limiter.check(f"k{i}")).remaining == expected
+                assert (await limiter.peek(f"k{i}")).remaining == expected - 1
+        finally:
+            await aclient.aclose()
+
+    asyncio.run(run())
+
+
+def test_an_asyncio_store_decides_in_a_second_event_loop(server):
+    """A store's connections belong to the event loop that made them: a store used from
+    one asyncio.run() and then another decides in each."""
+    limiter = None
+
+    async def decide():
+        nonlocal limiter
+        if limiter is None:
+            limiter = AsyncRedisLimiter(async_client_for(server.port), 1, 3600, burst=5,
+                                        prefix="loops:", on_error="raise")
+        return (await limiter.check("k")).remaining
+
+    assert asyncio.run(decide()) == 4
+    assert asyncio.run(decide()) == 3
+
+
 @pytest.mark.parametrize("on_error", ["allow", "deny", "raise"])
 def test_a_full_redis_answers_by_on_error(client, on_error):
     """maxmemory with noeviction: OOM for every script, which is "cannot decide now"."""

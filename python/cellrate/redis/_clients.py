@@ -34,8 +34,11 @@ class _Library:
         self.exceptions = exceptions
         sentinel = module(".sentinel")
         self.sentinel_pool: type = sentinel.SentinelConnectionPool
+        self.async_sentinel_pool: type = module(".asyncio.sentinel").SentinelConnectionPool
         self.master_not_found: type = sentinel.MasterNotFoundError
         self.no_retry = lambda: retry.Retry(backoff.NoBackoff(), 0)
+        async_retry = module(".asyncio.retry")
+        self.async_no_retry = lambda: async_retry.Retry(backoff.NoBackoff(), 0)
         # failures that are not replies: no connection, no answer in time, no node for
         # the slot
         self.transport: Tuple[type, ...] = (

@@ -5,11 +5,13 @@ connecting included. Private to cellrate.redis.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import threading
 import time
 import weakref
-from typing import Any, List, Tuple
+from typing import Any, Deque, List, Tuple
 
 import redis.exceptions
 
@@ -205,6 +207,117 @@ class _Connections:
                     if fresh or attempt or time.monotonic() >= deadline:
                         raise
                     connection.disconnect()
+                    continue
+                healthy = True
+                return reply
+        finally:
+            self._put(connection, healthy)
+
+
+class _AsyncConnections:
+    """The asyncio stores' own connections to the server of a plain asyncio client's
+    pool (not a Sentinel's, not a cluster's), shared by every store on that pool within
+    one event loop: the pool's settings without the client's retries, health checks,
+    socket timeouts (the store bounds the whole call) and per-command bookkeeping, at
+    most the pool's max_connections at once; a call waits for a free one (its store
+    bounds the wait). A decision is then one write and one read on a connection taken
+    from a list, with no lock, no task and no timer of its own. A connection is tied to
+    the event loop that made it: another loop starts afresh."""
+
+    _by_pool: "weakref.WeakKeyDictionary[Any, _AsyncConnections]" = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def of(cls, pool: Any, library: Any, loop: Any) -> "_AsyncConnections":
+        """The connections of `pool` (of the client library `library`) on `loop`."""
+        connections = cls._by_pool.get(pool)
+        if connections is None or connections.loop is not loop:
+            connections = cls._by_pool[pool] = cls(pool, library, loop)
+        return connections
+
+    def __init__(self, pool: Any, library: Any, loop: Any) -> None:
+        kwargs = dict(pool.connection_kwargs)
+        kwargs.update(retry=library.async_no_retry(), health_check_interval=0,
+                      socket_timeout=None)
+        kwargs.pop("retry_on_timeout", None)
+        self._kwargs = kwargs
+        self._connection_class = pool.connection_class
+        self._exceptions = library.exceptions
+        self.loop = loop
+        self.max_connections: int = getattr(pool, "max_connections", None) or 2**31
+        self._idle: List[Any] = []
+        self._count = 0
+        self._waiters: Deque[Any] = collections.deque()
+
+    async def _get(self, waited: List[bool]) -> Any:
+        """A connection: an idle one, a new one (not connected) below the cap, else the
+        next one put back (`waited` marks the wait)."""
+        if self._idle:
+            return self._idle.pop()
+        if self._count < self.max_connections:
+            self._count += 1
+            return self._connection_class(**self._kwargs)
+        waited.append(True)
+        waiter = self.loop.create_future()
+        self._waiters.append(waiter)
+        try:
+            return await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._put(waiter.result(), True)  # handed over as the wait ended
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+
+    def _put(self, connection: Any, healthy: bool) -> None:
+        """A connection back: to the first waiter, else idle; a broken one (the client
+        library disconnected it) is dropped, and its place goes to a waiter."""
+        waiters = self._waiters
+        if not healthy:
+            if connection.is_connected:  # cancelled where the library did not close it
+                self.loop.create_task(connection.disconnect(nowait=True))
+            self._count -= 1
+            while waiters:
+                waiter = waiters.popleft()
+                if not waiter.done():
+                    self._count += 1
+                    waiter.set_result(self._connection_class(**self._kwargs))
+                    return
+            return
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(connection)
+                return
+        self._idle.append(connection)
+
+    async def aclose(self) -> None:
+        """Closes the idle connections (the ones in use go back idle, for a later close)."""
+        idle, self._idle = self._idle, []
+        self._count -= len(idle)
+        for connection in idle:
+            await connection.disconnect()
+
+    async def run(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
+        """`command`'s reply, or the error of the reply. A connection found closed (a
+        server restarted since) is made again once; the caller bounds the call."""
+        connection = self._idle.pop() if self._idle else await self._get(waited)
+        exceptions = self._exceptions
+        healthy = False
+        try:
+            for attempt in (0, 1):
+                fresh = not connection.is_connected
+                try:
+                    await connection.send_packed_command(connection.pack_command(*command),
+                                                         check_health=False)
+                    reply = await connection.read_response()
+                except exceptions.ResponseError:
+                    healthy = True
+                    raise
+                except exceptions.ConnectionError:
+                    if fresh or attempt:
+                        raise
+                    await connection.disconnect()
                     continue
                 healthy = True
                 return reply

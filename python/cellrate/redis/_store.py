@@ -20,7 +20,7 @@ import redis.exceptions
 import cellrate
 from cellrate._errors import invalid_type
 from cellrate.redis._clients import library_of
-from cellrate.redis._connections import _Connections, _PoolExhausted
+from cellrate.redis._connections import _AsyncConnections, _Connections, _PoolExhausted
 from cellrate.redis._protocol import (
     SCRIPT,
     SHA,
@@ -277,6 +277,18 @@ class _AsyncStore(_Store):
 
     _kind = "async"
     _probe_task: "asyncio.Task[None] | None" = None
+    _connections: Any = None  # _AsyncConnections or _ClientCommands, of a running loop
+
+    def _own_connections(self, loop: Any) -> Any:
+        """The store's own connections on `loop`, or the client's commands where it
+        decides through its own machinery (a cluster, a Sentinel-managed master: their
+        lookups)."""
+        client, library = self.client, self._library
+        pool = getattr(client, "connection_pool", None)
+        if (isinstance(client, library.async_cluster) or pool is None
+                or isinstance(pool, library.async_sentinel_pool)):
+            return _ClientCommands(client, library.exceptions, loop)
+        return _AsyncConnections.of(pool, library, loop)
 
     async def _run(self, *command: Any) -> Any:
         """One command's reply within the store's timeout; a capped pool's refusal of a
@@ -292,15 +304,11 @@ class _AsyncStore(_Store):
                 "Redis did not answer within the store's timeout") from error
 
     async def _command(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
-        exceptions = self._library.exceptions
-        while True:
-            try:
-                return await self.client.execute_command(*command)
-            except exceptions.ConnectionError as error:
-                if not _pool_exhausted(error, exceptions):
-                    raise
-                waited.append(True)
-                await asyncio.sleep(0.001)
+        connections = self._connections
+        loop = asyncio.get_running_loop()
+        if connections is None or connections.loop is not loop:
+            connections = self._connections = self._own_connections(loop)
+        return await connections.run(command, waited)
 
     async def _call(self, words: Sequence[Any]) -> Any:
         """RedisLimiter._call, awaited."""
@@ -320,12 +328,39 @@ class _AsyncStore(_Store):
 
     async def aclose(self) -> None:
         """Stops the probe of a store that Redis failed (it stops by itself once Redis
-        decides again, when the store is collected, or with its event loop)."""
+        decides again, when the store is collected, or with its event loop), and closes
+        the idle connections the stores on this client's pool keep on this event loop
+        (made again by the next decision)."""
         task, self._probe_task = self._probe_task, None
         if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        connections = self._connections
+        if connections is not None and connections.loop is asyncio.get_running_loop():
+            await connections.aclose()
+
+
+class _ClientCommands:
+    """_AsyncConnections' run through the client's own machinery (a cluster client, a
+    Sentinel-managed master): a capped pool's refusal of a connection is waited out."""
+
+    def __init__(self, client: Any, exceptions: Any, loop: Any) -> None:
+        self.client, self.exceptions, self.loop = client, exceptions, loop
+
+    async def aclose(self) -> None:
+        """The client's connections are the client's to close."""
+
+    async def run(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
+        exceptions = self.exceptions
+        while True:
+            try:
+                return await self.client.execute_command(*command)
+            except exceptions.ConnectionError as error:
+                if not _pool_exhausted(error, exceptions):
+                    raise
+                waited.append(True)
+                await asyncio.sleep(0.001)
 
 
 async def _probe_task(store_ref: "weakref.ref[_AsyncStore]",
