@@ -598,8 +598,11 @@ class _RedisHoldings(_Store):
 
     def _slot_of(self, words: List[Any], reply: Any, key: Key | None,
                  cost: int) -> RedisSlot | None:
-        """The slot of an acquire's reply (a holder), None for a refusal (0)."""
-        if not isinstance(reply, bytes):
+        """The slot of an acquire's reply (a holder: bytes, or text from a client that
+        decodes replies), None for a refusal (0)."""
+        if isinstance(reply, str):
+            reply = reply.encode()
+        elif not isinstance(reply, bytes):
             return None
         return cast(RedisSlot, self._slot(self, [1, words[1], RELEASE, reply, words[4]], key,
                                           cost))
