@@ -2,6 +2,8 @@
  * (docs/design.md §19). Times here are whole seconds since the epoch: every
  * transition and offset is, so every boundary is. */
 #include "cellrate/calendar.h"
+#include "cellrate/limit.h"
+#include "decide.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -566,6 +568,34 @@ void cr_zone_free(cr_zone *zone)
 }
 
 const char *cr_zone_name(const cr_zone *zone) { return zone->name; }
+
+/* UTC without a file: no transition, no rule, offset 0. */
+static int32_t utc_offsets[1];
+static const cr_zone utc_zone = {.offsets = utc_offsets, .type_count = 1, .name = "UTC"};
+
+const cr_zone *cr_zone_utc(void) { return &utc_zone; }
+
+/* ------------------------------------------------------------------------ */
+/* A calendar limit's period, cached                                         */
+
+void cr_calendar_bounds(const cr_limit *limit, int64_t now_ns, int64_t *start_ns, int64_t *end_ns)
+{
+    if (cr_period_bounds(limit->zone, limit->period, now_ns, start_ns, end_ns) != CR_OK) {
+        *start_ns = now_ns; /* not reached: the stores pass a valid now */
+        *end_ns = now_ns + 1;
+        return;
+    }
+    /* start (seconds, 34 bits: until the year 2514) and length (seconds, 30
+     * bits: 34 years) in one word, so that a reader never sees half of one
+     * period and half of another; before the epoch or beyond, not cached. */
+    const int64_t start = *start_ns / 1000000000, length = (*end_ns - *start_ns) / 1000000000;
+    if (start >= 0 && start < ((int64_t)1 << (64 - CR_CALENDAR_LENGTH_BITS)) &&
+        length < ((int64_t)1 << CR_CALENDAR_LENGTH_BITS)) {
+        const uint64_t word = (uint64_t)start << CR_CALENDAR_LENGTH_BITS | (uint64_t)length;
+        /* a limit is never a const object (limit.h): the cache is its one mutable word */
+        __atomic_store_n((uint64_t *)&limit->calendar_cache, word, __ATOMIC_RELAXED);
+    }
+}
 
 /* ------------------------------------------------------------------------ */
 /* Reading a zone's file                                                     */

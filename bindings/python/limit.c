@@ -20,18 +20,18 @@ static PyObject *limit_text(PyObject *self, const cr_limit *limit, int64_t capac
     return PyUnicode_FromString(text);
 }
 
-/* Limit(rate, period=None, *, burst=None, algorithm="gcra"): what a Limiter
+/* Limit(rate, period=None, *, burst=None, algorithm="gcra", tz=None): what a Limiter
  * of these arguments would decide by, validated by the core, no store made. */
 static PyObject *limit_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"rate", "period", "burst", "algorithm", NULL};
-    PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OO:Limit", keywords, &rate, &period, &burst,
-                                     &algorithm))
+    static char *keywords[] = {"rate", "period", "burst", "algorithm", "tz", NULL};
+    PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None, *tz = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOO:Limit", keywords, &rate, &period,
+                                     &burst, &algorithm, &tz))
         return NULL;
     cr_limit limit;
     if (convert_limit((module_state *)PyType_GetModuleState(type), rate, period, burst, Py_None,
-                      algorithm, Py_None, Py_None, &limit) < 0)
+                      algorithm, Py_None, Py_None, tz, NULL, &limit) < 0)
         return NULL;
     LimitObject *self = (LimitObject *)type->tp_alloc(type, 0);
     if (self == NULL)

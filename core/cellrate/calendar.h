@@ -87,6 +87,9 @@ cr_status cr_zone_read(const char *name, size_t len, const char *tzdir, cr_zone 
 cr_status cr_zone_open(const char *name, size_t len, const uint8_t *bytes, size_t bytes_len,
                        const cr_zone **zone);
 
+/* UTC, built in: no file is read (a calendar limit's zone when none is given). */
+const cr_zone *cr_zone_utc(void);
+
 /* The zone's name as it was opened ("" for a zone of cr_zone_parse). */
 const char *cr_zone_name(const cr_zone *zone);
 

@@ -459,6 +459,8 @@ def limit_from_number(rate: float, period_s: float | None, burst: int | None) ->
 def limit_from_text(text: str, period_given: bool, burst: int | None = None) -> tuple[str, int, int]:
     """cr_limit_init with a rate string: (status, emission_ns, burst); 0, 0 on error."""
     status, rate, period_s = parse_rate(text)
+    if status == "E_RATE_CALENDAR":  # a month or a year: a calendar quota's (§19)
+        return "E_RATE_CALENDAR_ALGORITHM", 0, 0
     if status != "OK":
         return status, 0, 0
     if not _valid_rate(rate):
