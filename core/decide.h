@@ -476,11 +476,9 @@ CR_HOT int64_t cr_decision_core(const cr_limit *limit, int64_t state, int64_t no
 {
     switch (limit->algorithm) {
     case CR_ALGORITHM_FIXED_WINDOW:
-        return cr_fixed_decide(limit, cr_fixed_read(limit, state, now_ns), state, now_ns, cost, out,
+    case CR_ALGORITHM_CALENDAR: /* a fixed window whose window is the zone's period */
+        return cr_fixed_decide(limit, cr_count_read(limit, state, now_ns), state, now_ns, cost, out,
                                allowed);
-    case CR_ALGORITHM_CALENDAR:
-        return cr_fixed_decide(limit, cr_calendar_read(limit, state, now_ns), state, now_ns, cost,
-                               out, allowed);
     case CR_ALGORITHM_SLIDING_WINDOW:
         return cr_sliding_decide(limit, state, now_ns, cost, out, allowed);
     default:

@@ -5,7 +5,7 @@
  */
 
 PyDoc_STRVAR(calendar_period_doc,
-             "calendar_period(tz, period, now=None) -> tuple[float, float]\n\n"
+             "calendar_period(tz, period, now=None)\n--\n\n"
              "The start and end, in seconds since the Unix epoch, of the calendar\n"
              "period ('day', 'week', 'month', 'year' or a multiple: '3 months') of\n"
              "the IANA zone tz that holds now (default: the realtime clock).");
