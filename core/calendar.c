@@ -1,9 +1,7 @@
 /* Time zones from TZif data (RFC 8536) and the calendar periods of a zone
  * (docs/design.md §19). Times here are whole seconds since the epoch: every
  * transition and offset is, so every boundary is. */
-#include "cellrate/calendar.h"
-#include "cellrate/limit.h"
-#include "decide.h"
+#include "calendar.h"
 
 #include <errno.h>
 #include <fcntl.h>

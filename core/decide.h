@@ -25,7 +25,7 @@
 #ifndef CELLRATE_DECIDE_H
 #define CELLRATE_DECIDE_H
 
-#include "cellrate/calendar.h"
+#include "calendar.h"
 #include "cellrate/decision.h"
 #include "cellrate/follow.h"
 
@@ -250,12 +250,6 @@ CR_HOT cr_fixed_state cr_fixed_read(const cr_limit *limit, int64_t state, int64_
 
 /* ------------------------------------------------------------------------ */
 /* calendar: a fixed window whose window is a calendar period (§19)         */
-
-/* The period holding now_ns, computed and written to the limit's cache
- * (core/calendar.c). */
-void cr_calendar_bounds(const cr_limit *limit, int64_t now_ns, int64_t *start_ns, int64_t *end_ns);
-
-#define CR_CALENDAR_LENGTH_BITS 30
 
 /* The period holding now_ns: the cached one while it holds now_ns (one load,
  * no lock; a boundary passed costs one computation, in whichever thread
