@@ -19,6 +19,7 @@ static const luaL_Reg module_functions[] = {
     {"concurrency", concurrency_new},
     {"check_all", module_check_all},
     {"limit_spec", limit_spec_new},
+    {"calendar_period", calendar_period},
     {"check_policy_name", check_policy_name},
     {"headers", headers},
     {"inspect_region", inspect_region},

@@ -305,6 +305,8 @@ static int store_reconfigure(lua_State *L, const char *tag)
         opts.args.algorithm = cr_algorithm_name(box_limit(box)->algorithm);
         opts.args.algorithm_len = strlen(opts.args.algorithm);
     }
+    if (opts.args.zone == NULL) /* a calendar quota keeps its zone unless another is given */
+        opts.args.zone = box_limit(box)->zone;
     opts.args.max_cost = box->max_cost;
     opts.args.has_max_cost = box->has_max_cost;
     if (!opts.args.has_max_debt) {

@@ -201,15 +201,37 @@ static int convert_optional_int(module_state *state, PyObject *obj, cr_status wr
     }
 }
 
+/* tz (None: not given) to the process's zone of that name (cr_zone_open:
+ * the system's zoneinfo or TZDIR), into *zone; None leaves *zone as it is. */
+static int convert_zone(module_state *state, PyObject *tz, const cr_zone **zone)
+{
+    const char *name = NULL;
+    size_t len = 0;
+    if (convert_optional_name(state, tz, CR_E_TZ, &name, &len) < 0)
+        return -1;
+    if (name == NULL)
+        return 0;
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS /* reads the zone's file, once per process */
+        status = cr_zone_open(name, len, NULL, 0, zone);
+    Py_END_ALLOW_THREADS if (status != CR_OK)
+    {
+        raise_status(state, status);
+        return -1;
+    }
+    return 0;
+}
+
 /* rate (number or rate string), period (None: not given), burst (None: not
- * given), clock, algorithm, max_cost and max_debt (None: not given) to a
- * validated limit. */
+ * given), clock, algorithm, max_cost and max_debt (None: not given), tz
+ * (None: `zone`, NULL for none) to a validated limit. */
 static int convert_limit(module_state *state, PyObject *rate, PyObject *period, PyObject *burst,
                          PyObject *clock, PyObject *algorithm, PyObject *max_cost,
-                         PyObject *max_debt, cr_limit *limit)
+                         PyObject *max_debt, PyObject *tz, const cr_zone *zone, cr_limit *limit)
 {
     cr_limit_args args;
     memset(&args, 0, sizeof args);
+    args.zone = zone;
 
     if (PyUnicode_Check(rate)) {
         args.rate_text = utf8_of(state, rate, CR_E_RATE_SYNTAX, &args.rate_text_len);
@@ -235,6 +257,8 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
                               &args.algorithm_len) < 0)
         return -1;
 
+    if (convert_zone(state, tz, &args.zone) < 0)
+        return -1;
     cr_status status = cr_limit_init(limit, &args);
     if (status != CR_OK) {
         raise_status(state, status);

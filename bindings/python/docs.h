@@ -23,11 +23,11 @@ PyDoc_STRVAR(
     "refused and the cost can fit; legacy=True adds X-RateLimit-Limit, -Remaining, -Reset.\n"
     "name: the policy name (None: 'default').");
 
-PyDoc_STRVAR(limit_doc,
-             "Limit(rate, period=None, *, burst=None, algorithm='gcra', max_debt=None)\n--\n\n"
-             "A validated limit, with no store: what a Limiter of the same arguments\n"
-             "decides by, refused with the same errors. Immutable; equal (and hashed)\n"
-             "by its parameters.");
+PyDoc_STRVAR(limit_doc, "Limit(rate, period=None, *, burst=None, algorithm='gcra', max_debt=None, "
+                        "tz=None)\n--\n\n"
+                        "A validated limit, with no store: what a Limiter of the same arguments\n"
+                        "decides by, refused with the same errors. Immutable; equal (and hashed)\n"
+                        "by its parameters.");
 
 /* ------------------------------------------------------------------------ */
 /* Limiter and KeyedLimiter                                                  */
@@ -35,7 +35,7 @@ PyDoc_STRVAR(limit_doc,
 PyDoc_STRVAR(limiter_doc,
              "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,\n"
              "        clock=None, algorithm=None, on_change=None, max_cost=None,\n"
-             "        max_debt=None)\n--\n\n"
+             "        max_debt=None, tz=None)\n--\n\n"
              "A GCRA limit on one key: `rate` units per `period` seconds, sustained,\n"
              "with up to `burst` units at once.\n\n"
              "rate: a number > 0, or a string such as '300/minute', '10/s',\n"
@@ -53,25 +53,28 @@ PyDoc_STRVAR(limiter_doc,
              "clock: the clock read when a call passes no `now`: 'fast' (None),\n"
              "       CLOCK_MONOTONIC extrapolated from the CPU's counter, or\n"
              "       'monotonic', the same read ordered after every earlier load.\n"
-             "algorithm: 'gcra' (None), 'token_bucket', 'fixed_window' or\n"
-             "           'sliding_window'; windows are aligned to the Unix epoch, read\n"
-             "           the realtime clock, take a whole rate and no burst.\n"
+             "algorithm: 'gcra' (None), 'token_bucket', 'fixed_window',\n"
+             "           'sliding_window' or 'calendar'; windows are aligned to the Unix\n"
+             "           epoch, read the realtime clock, take a whole rate and no burst;\n"
+             "           'calendar' counts per day, ISO week, month or year of tz\n"
+             "           ('1000000/month'), from local midnight.\n"
              "max_cost: the largest cost a request will have (None: not checked): a\n"
              "          burst (a window's rate) below it is refused, naming burst (rate).\n"
              "max_debt: the most units charge() may leave a key owing beyond the limit\n"
              "          (an int >= 0; None: the burst, a window's rate); a charge past\n"
-             "          it is committed up to it, Decision.clipped.\n\n"
+             "          it is committed up to it, Decision.clipped.\n"
+             "tz: the IANA time zone of a calendar quota (None: 'UTC').\n\n"
              "Safe to share between threads.");
 
 PyDoc_STRVAR(keyed_doc,
              "KeyedLimiter(rate, period=None, *, burst=None, capacity=None, shared=None,\n"
              "             shared_mode=None, clock=None, algorithm=None, on_change=None,\n"
-             "             max_cost=None, max_debt=None)\n--\n\n"
+             "             max_cost=None, max_debt=None, tz=None)\n--\n\n"
              "One GCRA limit applied to each key (str or bytes) separately, in a table\n"
              "of bounded size. rate, period and burst are as for Limiter.\n\n"
              "capacity: the number of live keys the table is sized for; None means\n"
              "          the default (100000).\n"
-             "shared, shared_mode, clock, algorithm, on_change, max_cost, max_debt: as\n"
+             "shared, shared_mode, clock, algorithm, on_change, max_cost, max_debt, tz: as\n"
              "for Limiter.\n\n"
              "len() is the number of keys holding a slot. Safe to share between threads.");
 
@@ -164,7 +167,7 @@ PyDoc_STRVAR(keyed_clear_doc, "clear($self, /)\n--\n\n"
 
 PyDoc_STRVAR(store_reconfigure_doc,
              "reconfigure($self, /, rate, period=None, *, burst=None, algorithm=None,\n"
-             "            max_debt=None, now=None)\n"
+             "            max_debt=None, tz=None, now=None)\n"
              "--\n\n"
              "Change the limit live: what was used carries (a change never hands out a\n"
              "fresh allowance); rate, period, burst and max_debt as for Limiter (a\n"

@@ -20,19 +20,20 @@ static PyObject *limit_text(PyObject *self, const cr_limit *limit, int64_t capac
     return PyUnicode_FromString(text);
 }
 
-/* Limit(rate, period=None, *, burst=None, algorithm="gcra", max_debt=None):
- * what a Limiter of these arguments would decide by, validated by the core,
- * no store made. */
+/* Limit(rate, period=None, *, burst=None, algorithm="gcra", max_debt=None, tz=None):
+ * what a Limiter of these arguments would decide by, validated by the core, no
+ * store made. */
 static PyObject *limit_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"rate", "period", "burst", "algorithm", "max_debt", NULL};
-    PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None, *max_debt = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOO:Limit", keywords, &rate, &period,
-                                     &burst, &algorithm, &max_debt))
+    static char *keywords[] = {"rate", "period", "burst", "algorithm", "max_debt", "tz", NULL};
+    PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None, *max_debt = Py_None,
+                    *tz = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOO:Limit", keywords, &rate, &period,
+                                     &burst, &algorithm, &max_debt, &tz))
         return NULL;
     cr_limit limit;
     if (convert_limit((module_state *)PyType_GetModuleState(type), rate, period, burst, Py_None,
-                      algorithm, Py_None, max_debt, &limit) < 0)
+                      algorithm, Py_None, max_debt, tz, NULL, &limit) < 0)
         return NULL;
     LimitObject *self = (LimitObject *)type->tp_alloc(type, 0);
     if (self == NULL)

@@ -26,6 +26,7 @@
 #include "region.c"
 #include "decision.c"
 #include "limit.c"
+#include "calendar.c"
 #include "waits.c"
 #include "follow.c"
 #include "store.c"
@@ -209,6 +210,8 @@ static PyMethodDef cellrate_methods[] = {
      redis_slots_message_doc},
     {"_redis_protocol", module_redis_protocol, METH_NOARGS, redis_protocol_doc},
     {"inspect_region", module_inspect_region, METH_O, inspect_region_doc},
+    {"calendar_period", (PyCFunction)(void (*)(void))module_calendar_period,
+     METH_VARARGS | METH_KEYWORDS, calendar_period_doc},
     {"metrics", module_metrics, METH_NOARGS, metrics_doc},
     {"_share_limit", (PyCFunction)(void (*)(void))module_share_limit, METH_FASTCALL,
      share_limit_doc},

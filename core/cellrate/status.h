@@ -48,8 +48,11 @@ const char *cr_version(void);
  * system (Lua: nil, message, code); REGION, a region file that is not the one
  * asked for. The parameter is the name the user gave (or "" when none
  * applies); messages start with it and name no language's types. Numbers are
- * the ABI: append new rows with the next number, never renumber (status.c
- * fails to compile unless the numbers are 0 .. CR_STATUS_COUNT-1, each once).
+ * the ABI: append new rows in ascending order, never renumber. A number without a
+ * row is reserved (work under way elsewhere takes a range): it reads as a value
+ * out of range ("unknown status", no parameter, no name). status.c fails to
+ * compile unless every number is below CR_STATUS_COUNT (one past the last row's)
+ * and used once.
  * The table is the reference model's (tests/model/gcra_model.py), row for row
  * (tests/vectors/status.txt).
  */
@@ -273,16 +276,33 @@ const char *cr_version(void);
       "'{user:42}' and '{user:42}:search'); the keys and their slots:")                            \
     X(110, E_REDIS_REPLY, RUNTIME, "",                                                             \
       "the Redis script answered what it never answers to that request (another script "           \
-      "under its SHA?)")
+      "under its SHA?)")                                                                           \
+    /* 111-139: reserved for work under way elsewhere; calendar quotas from 140 */                 \
+    X(140, E_TZ, ARGUMENT, "tz",                                                                   \
+      "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR) holds, "     \
+      "such as 'Europe/Berlin'")                                                                   \
+    X(141, E_TZ_DATA, ARGUMENT, "tz",                                                              \
+      "tz: the zone's file is not TZif data that cellrate reads (truncated, inconsistent, or "     \
+      "counting leap seconds)")                                                                    \
+    X(142, E_CALENDAR_PERIOD, ARGUMENT, "rate",                                                    \
+      "rate: a calendar quota counts per day, week, month or year, or a whole multiple of one "    \
+      "('1000000/month', '500/2weeks'), at most 10 years")                                         \
+    X(143, E_RATE_CALENDAR_ALGORITHM, ARGUMENT, "algorithm",                                       \
+      "algorithm: months and years are calendar periods; give algorithm='calendar' (and tz) or "   \
+      "a fixed duration such as '1000/30d'")                                                       \
+    X(144, E_CALENDAR_AMOUNT, ARGUMENT, "rate",                                                    \
+      "rate: a calendar quota is a whole number of units >= 1 and below 2^40 per period")          \
+    X(145, E_TZ_ALONE, ARGUMENT, "tz",                                                             \
+      "tz is the time zone of a calendar quota: give it only with algorithm='calendar'")           \
+    X(146, E_CALENDAR_STORE, ARGUMENT, "algorithm",                                                \
+      "algorithm: a calendar quota is decided in process for now (not in a shared region, Redis "  \
+      "or a fleet share)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
-#define CR_STATUS_ONE_(number, name, class, param, message) +1
 typedef enum cr_status {
-    CR_STATUS_LIST(CR_STATUS_ENUM_)
-        CR_STATUS_COUNT = 0 CR_STATUS_LIST(CR_STATUS_ONE_) /* the number of rows */
+    CR_STATUS_LIST(CR_STATUS_ENUM_) CR_STATUS_COUNT /* one past the last (the highest) number */
 } cr_status;
 #undef CR_STATUS_ENUM_
-#undef CR_STATUS_ONE_
 
 /* The message of a status ("unknown status" for a value out of range). */
 const char *cr_strerror(cr_status status);

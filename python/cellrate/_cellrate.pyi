@@ -2,10 +2,10 @@ import os
 from typing import Any, Callable, Final, Literal, Mapping, Sequence, Union, final, overload
 
 _Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
-_Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window"]
+_Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window", "calendar"]
 # The clocks each kind of algorithm takes: the runtime refuses any other pair.
 _PacedAlgorithm = Literal["gcra", "token_bucket"]
-_WindowAlgorithm = Literal["fixed_window", "sliding_window"]
+_WindowAlgorithm = Literal["fixed_window", "sliding_window", "calendar"]
 _PacedClock = Literal["monotonic", "fast"]
 # A response's fields (cellrate.read_signal, follow): a mapping or (name, value) pairs.
 _Headers = Union[Any, Sequence[tuple[Union[str, bytes], Union[str, bytes]]]]
@@ -78,6 +78,7 @@ class Limit(_LimitFields):
         burst: int | None = None,
         algorithm: _Algorithm | None = "gcra",
         max_debt: int | None = None,
+        tz: str | None = None,
     ) -> Limit: ...
     @property
     def window(self) -> float: ...
@@ -112,6 +113,7 @@ class Limiter(_Limit):
         algorithm: _PacedAlgorithm | None = None,
         max_cost: int | None = None,
         max_debt: int | None = None,
+        tz: str | None = None,
     ) -> Limiter: ...
     @overload
     def __new__(
@@ -127,6 +129,7 @@ class Limiter(_Limit):
         algorithm: _WindowAlgorithm,
         max_cost: int | None = None,
         max_debt: int | None = None,
+        tz: str | None = None,
     ) -> Limiter: ...
     def allow(self, cost: int = 1, *, now: float | None = None) -> bool: ...
     def check(self, cost: int = 1, *, now: float | None = None) -> Decision: ...
@@ -160,6 +163,7 @@ class Limiter(_Limit):
         burst: int | None = None,
         algorithm: str | None = None,
         max_debt: int | None = None,
+        tz: str | None = None,
         now: float | None = None,
     ) -> None: ...
     # compiled methods whose bodies are Python (cellrate._wait)
@@ -183,6 +187,7 @@ class KeyedLimiter(_Limit):
         algorithm: _PacedAlgorithm | None = None,
         max_cost: int | None = None,
         max_debt: int | None = None,
+        tz: str | None = None,
     ) -> KeyedLimiter: ...
     @overload
     def __new__(
@@ -199,6 +204,7 @@ class KeyedLimiter(_Limit):
         algorithm: _WindowAlgorithm,
         max_cost: int | None = None,
         max_debt: int | None = None,
+        tz: str | None = None,
     ) -> KeyedLimiter: ...
     @property
     def capacity(self) -> int: ...
@@ -243,6 +249,7 @@ class KeyedLimiter(_Limit):
         burst: int | None = None,
         algorithm: str | None = None,
         max_debt: int | None = None,
+        tz: str | None = None,
         now: float | None = None,
     ) -> None: ...
     def wait(self, key: str | bytes, cost: int = 1, *, timeout: float | None = None) -> None: ...
@@ -378,6 +385,7 @@ def read_signal(
     now: float | None = None,
 ) -> list[tuple[int, float]]: ...
 def inspect_region(path: _Path, /) -> dict[str, object]: ...
+def calendar_period(tz: str, period: str, now: float | None = None) -> tuple[float, float]: ...
 def metrics() -> list[dict[str, Any]]: ...
 
 # The fleet share's member rules (core/cellrate/share.h), for cellrate.share.

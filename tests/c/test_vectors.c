@@ -478,10 +478,12 @@ static void run_text(int lineno, const char *line)
     /* Syntax, calendar and several-limit errors are the parser's; anything else parsed. */
     double rate = -1, period_s = -1;
     status = cr_parse_rate(exact, len, &rate, &period_s);
-    const char *want_parse = strcmp(want_status, "E_RATE_SYNTAX") == 0     ? "E_RATE_SYNTAX"
-                             : strcmp(want_status, "E_RATE_CALENDAR") == 0 ? "E_RATE_CALENDAR"
-                             : strcmp(want_status, "E_RATE_SEVERAL") == 0  ? "E_RATE_SEVERAL"
-                                                                           : "OK";
+    const char *want_parse = strcmp(want_status, "E_RATE_SYNTAX") == 0 ? "E_RATE_SYNTAX"
+                             : strcmp(want_status, "E_RATE_CALENDAR") == 0 ||
+                                     strcmp(want_status, "E_RATE_CALENDAR_ALGORITHM") == 0
+                                 ? "E_RATE_CALENDAR"
+                             : strcmp(want_status, "E_RATE_SEVERAL") == 0 ? "E_RATE_SEVERAL"
+                                                                          : "OK";
     CHECK_EQ_STR(status_name(status), want_parse, "cr_parse_rate, limits.txt:%d", lineno);
     if (status == CR_OK)
         CHECK(rate >= 0 && period_s >= 0, "cr_parse_rate, limits.txt:%d", lineno);
@@ -615,7 +617,7 @@ static int run_status(const char *dir)
 {
     FILE *file = vectors_open(dir, "status.txt");
     char line[1024];
-    int lineno = 0, count = 0;
+    int lineno = 0, count = 0, last = -1;
     while (fgets(line, sizeof line, file)) {
         lineno++;
         if (!vectors_meaningful(line))
@@ -627,7 +629,8 @@ static int run_status(const char *dir)
             message_at == 0)
             vectors_bad_line("status.txt", lineno, line);
         const cr_status status = (cr_status)number;
-        CHECK_EQ_I64(number, count, "numbers are dense and in order, status.txt:%d", lineno);
+        CHECK(number > last, "numbers ascend, status.txt:%d", lineno);
+        last = number;
         CHECK_EQ_STR(cr_status_name(status), name, "status %d, status.txt:%d", number, lineno);
         CHECK_EQ_STR(class_text(cr_status_class_of(status)), class_name,
                      "class of %s, status.txt:%d", name, lineno);
@@ -651,7 +654,9 @@ int main(int argc, char **argv)
     CHECK(ops > 5000, "decisions.txt holds %d ops", ops);
     CHECK(limits > 300, "limits.txt holds %d lines", limits);
     CHECK(seconds > 50, "seconds.txt holds %d lines", seconds);
-    CHECK_EQ_I64(statuses, CR_STATUS_COUNT, "status.txt holds one row per status");
+#define CR_TEST_ROW_(number, name, class, param, message) +1
+    CHECK_EQ_I64(statuses, 0 CR_STATUS_LIST(CR_TEST_ROW_), "status.txt holds one row per status");
+#undef CR_TEST_ROW_
     printf("vectors: %d decision ops x 3 entry points, %d limits, %d seconds, %d statuses\n", ops,
            limits, seconds, statuses);
     return check_summary("test_vectors");

@@ -22,7 +22,7 @@ CLANG=${CLANG:-clang}
 flags="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wshadow -Wmissing-prototypes -Werror"
 flags="$flags -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
 [ "$(uname -m)" = x86_64 ] && flags="$flags -mcx16"
-targets="fuzz_rate fuzz_decide fuzz_region fuzz_follow"
+targets="fuzz_rate fuzz_decide fuzz_region fuzz_follow fuzz_tzif"
 out=build/fuzz
 mkdir -p "$out"
 

@@ -248,6 +248,26 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (110, "E_REDIS_REPLY", "runtime", "",
      "the Redis script answered what it never answers to that request (another script "
      "under its SHA?)"),
+    # 111-139: reserved for work under way elsewhere; calendar quotas from 140
+    (140, "E_TZ", "argument", "tz",
+     "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR) holds, "
+     "such as 'Europe/Berlin'"),
+    (141, "E_TZ_DATA", "argument", "tz",
+     "tz: the zone's file is not TZif data that cellrate reads (truncated, inconsistent, or "
+     "counting leap seconds)"),
+    (142, "E_CALENDAR_PERIOD", "argument", "rate",
+     "rate: a calendar quota counts per day, week, month or year, or a whole multiple of one "
+     "('1000000/month', '500/2weeks'), at most 10 years"),
+    (143, "E_RATE_CALENDAR_ALGORITHM", "argument", "algorithm",
+     "algorithm: months and years are calendar periods; give algorithm='calendar' (and tz) or "
+     "a fixed duration such as '1000/30d'"),
+    (144, "E_CALENDAR_AMOUNT", "argument", "rate",
+     "rate: a calendar quota is a whole number of units >= 1 and below 2^40 per period"),
+    (145, "E_TZ_ALONE", "argument", "tz",
+     "tz is the time zone of a calendar quota: give it only with algorithm='calendar'"),
+    (146, "E_CALENDAR_STORE", "argument", "algorithm",
+     "algorithm: a calendar quota is decided in process for now (not in a shared region, Redis "
+     "or a fleet share)"),
 ]
 
 
@@ -450,6 +470,8 @@ def limit_from_number(rate: float, period_s: float | None, burst: int | None) ->
 def limit_from_text(text: str, period_given: bool, burst: int | None = None) -> tuple[str, int, int]:
     """cr_limit_init with a rate string: (status, emission_ns, burst); 0, 0 on error."""
     status, rate, period_s = parse_rate(text)
+    if status == "E_RATE_CALENDAR":  # a month or a year: a calendar quota's (§19)
+        return "E_RATE_CALENDAR_ALGORITHM", 0, 0
     if status != "OK":
         return status, 0, 0
     if not _valid_rate(rate):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import calendar_vectors  # noqa: E402
 import catalogue_model as catalogue  # noqa: E402
 import follow_vectors  # noqa: E402
 import gcra_model as model  # noqa: E402
@@ -1503,12 +1504,13 @@ def make_status() -> str:
     lines = [
         GENERATED.rstrip("\n"),
         "# status <number> <name> <class> <parameter, - for none> |<message to end of line>",
-        "# name: the cr_status name without CR_; numbers are dense from 0 and never change",
+        "# name: the cr_status name without CR_; numbers ascend from 0 and never change (a",
+        "# number without a row is reserved)",
         "# class: argument (the caller's mistake), runtime (a failure of the moment or of the",
         "# system), region (a region file that is not the one asked for); - for OK alone",
     ]
     numbers = [number for number, _, _, _, _ in model.STATUSES]
-    assert numbers == list(range(len(numbers))), "status numbers must be dense, in order"
+    assert numbers == sorted(set(numbers)) and numbers[0] == 0, "status numbers must ascend"
     names = [name for _, name, _, _, _ in model.STATUSES]
     assert len(set(names)) == len(names), "status names must be unique"
     for number, name, kind, param, message in model.STATUSES:
@@ -2535,6 +2537,7 @@ def make_share() -> str:
 
 def generate() -> dict[str, str]:
     return {
+        "calendar.txt": calendar_vectors.make_calendar(),
         "decisions.txt": make_decisions(),
         "follow.txt": follow_vectors.make_follow(),
         "limits.txt": make_limits(),

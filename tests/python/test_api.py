@@ -406,7 +406,7 @@ def test_method_signatures_are_introspectable():
 def test_constructor_signatures_are_introspectable():
     params = inspect.signature(cellrate.Limiter).parameters
     assert list(params) == ["rate", "period", "burst", "shared", "shared_mode", "clock", "algorithm",
-                            "on_change", "max_cost", "max_debt"]
+                            "on_change", "max_cost", "max_debt", "tz"]
     assert params["burst"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["shared"].kind is inspect.Parameter.KEYWORD_ONLY
     assert list(inspect.signature(cellrate.KeyedLimiter).parameters) == [
@@ -421,6 +421,7 @@ def test_constructor_signatures_are_introspectable():
         "on_change",
         "max_cost",
         "max_debt",
+        "tz",
     ]
     assert list(inspect.signature(cellrate.Decision).parameters) == [
         "allowed",
@@ -574,6 +575,7 @@ def test_public_names():
         "RateLimited",
         "Slot",
         "__version__",
+        "calendar_period",
         "check_all",
         "check_policy_name",
         "concurrent",
@@ -677,7 +679,9 @@ def test_limit_is_an_immutable_value():
 
 @pytest.mark.parametrize("args, kwargs, param, kind", [
     ((0,), {}, "rate", cellrate.InvalidArgument),
-    (("10/month",), {}, "rate", cellrate.InvalidArgument),
+    (("10/month",), {}, "algorithm", cellrate.InvalidArgument),
+    (("10/month",), {"algorithm": "calendar", "tz": "Nowhere/Town"}, "tz",
+     cellrate.InvalidArgument),
     ((None,), {}, "rate", cellrate.InvalidArgumentType),
     ((10, 0), {}, "period", cellrate.InvalidArgument),
     ((10,), {"burst": 0}, "burst", cellrate.InvalidArgument),
