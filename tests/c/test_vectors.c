@@ -570,7 +570,7 @@ static int run_limits(const char *dir)
 {
     FILE *file = open_vectors(dir, "limits.txt");
     char line[1024];
-    int lineno = 0, count = 0;
+    int lineno = 0, count = 0, last = -1;
     while (fgets(line, sizeof line, file)) {
         lineno++;
         if (!meaningful(line))
@@ -651,7 +651,8 @@ static int run_status(const char *dir)
             message_at == 0)
             bad_line("status.txt", lineno, line);
         const cr_status status = (cr_status)number;
-        CHECK_EQ_I64(number, count, "numbers are dense and in order, status.txt:%d", lineno);
+        CHECK(number > last, "numbers ascend, status.txt:%d", lineno);
+        last = number;
         CHECK_EQ_STR(cr_status_name(status), name, "status %d, status.txt:%d", number, lineno);
         CHECK_EQ_STR(class_text(cr_status_class_of(status)), class_name,
                      "class of %s, status.txt:%d", name, lineno);
@@ -675,7 +676,9 @@ int main(int argc, char **argv)
     CHECK(ops > 5000, "decisions.txt holds %d ops", ops);
     CHECK(limits > 300, "limits.txt holds %d lines", limits);
     CHECK(seconds > 50, "seconds.txt holds %d lines", seconds);
-    CHECK_EQ_I64(statuses, CR_STATUS_COUNT, "status.txt holds one row per status");
+#define CR_TEST_ROW_(number, name, class, param, message) +1
+    CHECK_EQ_I64(statuses, 0 CR_STATUS_LIST(CR_TEST_ROW_), "status.txt holds one row per status");
+#undef CR_TEST_ROW_
     printf("vectors: %d decision ops x 3 entry points, %d limits, %d seconds, %d statuses\n", ops,
            limits, seconds, statuses);
     return check_summary("test_vectors");
