@@ -262,7 +262,8 @@ cr_status cr_redis_fallback_limit(const cr_limit *limit, double share, cr_limit 
  * cost plus the units the local state still holds (fallback burst - held
  * remaining), so that Redis starts from what the fallback used and the way
  * back gives no fresh burst; the returned cost is the one to send, and
- * `*settled` is true: once Redis answers, the local state is forgotten. A peek
+ * `*settled` is true: once Redis answers, the key is no longer held (its local
+ * state is left to recover: a region's other processes may decide on it). A peek
  * or a take goes as it is (`cost`, `mode`), and the key stays held
  * (`*settled` false).
  */

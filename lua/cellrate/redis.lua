@@ -434,8 +434,9 @@ local function decide(self, mode, cost, words, now, level, back, ...)
         return nil, err, "unavailable"
     end
     if back and back.mode then
-        if back.settled then
-            self.fallback:reset(words[2])
+        if back.settled and self.held[words[2]] then
+            -- the local state is left to recover (in a region, other workers may
+            -- still decide on it): Redis now holds what it held
             self.held[words[2]], self.nheld = nil, self.nheld - 1
         end
         mode = back.mode

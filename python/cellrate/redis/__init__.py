@@ -318,10 +318,11 @@ class _RedisLimit(_Store):
         return sent, words, settled
 
     def _went_back(self, redis_key: bytes) -> None:
-        """Redis took what the local state held for `redis_key`: forget it."""
+        """Redis took what the local state held for `redis_key`: the key is no longer
+        held. Its local state is left to recover, not reset: a region's other processes
+        may still decide on it, and a reset would give them a fresh burst."""
         with self._held_lock:
             self._held.pop(redis_key, None)
-            self.fallback.reset(redis_key)
 
 
 def _takes_burst(algorithm: str) -> bool:
