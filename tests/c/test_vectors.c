@@ -570,7 +570,7 @@ static int run_limits(const char *dir)
 {
     FILE *file = open_vectors(dir, "limits.txt");
     char line[1024];
-    int lineno = 0, count = 0, last = -1;
+    int lineno = 0, count = 0;
     while (fgets(line, sizeof line, file)) {
         lineno++;
         if (!meaningful(line))
@@ -639,7 +639,7 @@ static int run_status(const char *dir)
 {
     FILE *file = open_vectors(dir, "status.txt");
     char line[1024];
-    int lineno = 0, count = 0;
+    int lineno = 0, count = 0, last = -1;
     while (fgets(line, sizeof line, file)) {
         lineno++;
         if (!meaningful(line))
