@@ -326,10 +326,9 @@ static int redis_fallback_limit(lua_State *L)
 {
     const cr_limit *limit = check_limit_box(L, 1);
     cr_limit out;
-    const cr_status status =
-        lua_type(L, 2) == LUA_TNUMBER
-            ? cr_redis_fallback_limit(limit, lua_tonumber(L, 2), &out)
-            : CR_E_REDIS_FALLBACK;
+    const cr_status status = lua_type(L, 2) == LUA_TNUMBER
+                                 ? cr_redis_fallback_limit(limit, lua_tonumber(L, 2), &out)
+                                 : CR_E_REDIS_FALLBACK;
     if (status != CR_OK)
         return raise_status(L, status);
     limit_box *box = compat_newuserdata(L, sizeof *box);
@@ -350,8 +349,7 @@ static int redis_going_back(lua_State *L)
     const lua_Number held = luaL_checknumber(L, 4);
     cr_redis_mode send;
     bool settled;
-    const int64_t sent =
-        cr_redis_going_back(mode, cost, fallback, (int64_t)held, &send, &settled);
+    const int64_t sent = cr_redis_going_back(mode, cost, fallback, (int64_t)held, &send, &settled);
     lua_pushinteger(L, (lua_Integer)send);
     compat_pushint64(L, sent);
     lua_pushboolean(L, settled);

@@ -496,8 +496,8 @@ static PyObject *module_redis_fallback_check(PyObject *module, PyObject *const *
             PyErr_SetString(PyExc_TypeError, "_redis_fallback_check(on_error, has_fallback)");
         return NULL;
     }
-    const cr_status status =
-        cr_redis_fallback_check(on_error, (size_t)len, PyObject_IsTrue(args[1]) == 1);
+    const cr_status status = cr_redis_fallback_check(on_error, (size_t)len,
+                                                     PyObject_IsTrue(args[1]) == 1);
     if (status != CR_OK) {
         raise_status(state, status);
         return NULL;
@@ -555,7 +555,7 @@ static PyObject *module_redis_going_back(PyObject *module, PyObject *const *args
     }
     cr_redis_mode send;
     bool settled;
-    const int64_t sent =
-        cr_redis_going_back((cr_redis_mode)mode, cost, fallback, held, &send, &settled);
+    const int64_t sent = cr_redis_going_back((cr_redis_mode)mode, cost, fallback, held, &send,
+                                             &settled);
     return Py_BuildValue("(iLO)", (int)send, (long long)sent, settled ? Py_True : Py_False);
 }

@@ -280,9 +280,9 @@ const char *cr_version(void);
     /* 111-159: reserved for work under way elsewhere; Redis in production from 160 */             \
     X(160, E_REDIS_FALLBACK, ARGUMENT, "fallback",                                                 \
       "fallback must be a share of the Redis limit (a number, 0 < share <= 1), a rate or a "       \
-      "limit, or a keyed limiter (one in a shared region: the host's fallback)")                  \
+      "limit, or a keyed limiter (one in a shared region: the host's fallback)")                   \
     X(161, E_REDIS_FALLBACK_UNUSED, ARGUMENT, "fallback",                                          \
-      "fallback is the limit of on_error='fallback': give it only with that on_error")            \
+      "fallback is the limit of on_error='fallback': give it only with that on_error")             \
     X(162, E_REDIS_ON_ERROR, ARGUMENT, "on_error",                                                 \
       "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")
 

@@ -380,13 +380,13 @@ static void run_file(FILE *file, int *lines)
         } else if (strcmp(f[0], "backoff") == 0) {
             CHECK_EQ_I64(cr_redis_backoff(number(f[1])), number(f[2]), "redis.txt:%d", at);
         } else if (strcmp(f[0], "fallback_check") == 0) {
-            const cr_status status =
-                cr_redis_fallback_check(f[1], strlen(f[1]), strcmp(f[2], "1") == 0);
+            const cr_status status = cr_redis_fallback_check(f[1], strlen(f[1]),
+                                                             strcmp(f[2], "1") == 0);
             CHECK_EQ_STR(status_name(status), f[3], "redis.txt:%d", at);
         } else if (strcmp(f[0], "fallback_limit") == 0) {
             cr_limit out;
-            const cr_status status =
-                cr_redis_fallback_limit(&limits[number(f[1])], strtod(f[2], NULL), &out);
+            const cr_status status = cr_redis_fallback_limit(&limits[number(f[1])],
+                                                             strtod(f[2], NULL), &out);
             CHECK_EQ_STR(status_name(status), f[3], "redis.txt:%d", at);
             if (status == CR_OK) {
                 CHECK_EQ_STR(cr_algorithm_name(out.algorithm), f[4], "redis.txt:%d", at);

@@ -12,8 +12,6 @@ import sys
 import threading
 import time
 
-import pytest
-
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python"))
 from redis_servers import RedisServer, needs_redis  # noqa: E402
