@@ -287,17 +287,18 @@ class _RedisLimit(_Store):
         given = self._fallback_given
         if isinstance(given, cellrate.KeyedLimiter):
             store = given
-            local = cellrate.Limit(given.rate, given.period, algorithm=given.algorithm,
+            local = cellrate.Limit(given.rate, given.period,
+                                   algorithm=cast(Algorithm, given.algorithm),
                                    burst=given.burst if _takes_burst(given.algorithm) else None)
         else:
             if isinstance(given, str):
-                local = cellrate.Limit(given, algorithm=limit.algorithm)
+                local = cellrate.Limit(given, algorithm=cast(Algorithm, limit.algorithm))
             elif isinstance(given, cellrate.Limit):
                 local = given
             else:  # a share (None: 1), judged by the core
                 local = _core._redis_fallback_limit(limit, 1.0 if given is None else given)
             store = cellrate.KeyedLimiter(
-                local.rate, local.period, algorithm=local.algorithm,
+                local.rate, local.period, algorithm=cast(Algorithm, local.algorithm),
                 burst=local.burst if _takes_burst(local.algorithm) else None)
         self._fallback_limit = local
         self.fallback = store
