@@ -467,23 +467,22 @@ local function going_back(self, mode, key, cost, now, limit, words)
     return { words = words, mode = sent, settled = settled }
 end
 
--- One key's decision of `mode`.
-local function decide_one(self, mode, key, cost, now)
-    local limit = self.limit
-    local words = request(mode, cost, now, limit, self.prefix, self.name, key)
-    local allowed, remaining, retry_after, reset_after, clipped =
-        decide(self, mode, cost, words, now, 5, going_back(self, mode, key, cost, now, limit, words),
-               limit)
-    return allowed, remaining, retry_after, reset_after, clipped
-end
-
+-- (each method builds its request itself: request raises at its caller's line)
 function Limiter:check(key, cost, now)
-    local allowed, remaining, retry_after, reset_after = decide_one(self, CHECK, key, cost, now)
+    local limit = self.limit
+    local words = request(CHECK, cost, now, limit, self.prefix, self.name, key)
+    local allowed, remaining, retry_after, reset_after =
+        decide(self, CHECK, cost, words, now, 4,
+               going_back(self, CHECK, key, cost, now, limit, words), limit)
     return allowed, remaining, retry_after, reset_after
 end
 
 function Limiter:allow(key, cost, now)
-    local allowed, err, code = decide_one(self, ALLOW, key, cost, now)
+    local limit = self.limit
+    local words = request(ALLOW, cost, now, limit, self.prefix, self.name, key)
+    local allowed, err, code =
+        decide(self, ALLOW, cost, words, now, 4,
+               going_back(self, ALLOW, key, cost, now, limit, words), limit)
     if allowed == nil then
         return nil, err, code
     end
@@ -491,7 +490,11 @@ function Limiter:allow(key, cost, now)
 end
 
 function Limiter:peek(key, cost, now)
-    local allowed, remaining, retry_after, reset_after = decide_one(self, PEEK, key, cost, now)
+    local limit = self.limit
+    local words = request(PEEK, cost, now, limit, self.prefix, self.name, key)
+    local allowed, remaining, retry_after, reset_after =
+        decide(self, PEEK, cost, words, now, 4,
+               going_back(self, PEEK, key, cost, now, limit, words), limit)
     return allowed, remaining, retry_after, reset_after
 end
 
@@ -502,8 +505,11 @@ end
 -- after now; a window's packed ceiling). Where Redis cannot decide, on_error
 -- answers and the charge is lost.
 function Limiter:charge(key, cost, now)
+    local limit = self.limit
+    local words = request(CHARGE, cost, now, limit, self.prefix, self.name, key)
     local allowed, remaining, retry_after, reset_after, clipped =
-        decide_one(self, CHARGE, key, cost, now)
+        decide(self, CHARGE, cost, words, now, 4,
+               going_back(self, CHARGE, key, cost, now, limit, words), limit)
     return allowed, remaining, retry_after, reset_after, clipped
 end
 
