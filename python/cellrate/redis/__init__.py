@@ -297,9 +297,10 @@ class _RedisLimit(_Store):
                 local = given
             else:  # a share (None: 1), judged by the core
                 local = _core._redis_fallback_limit(limit, 1.0 if given is None else given)
-            store = cellrate.KeyedLimiter(
-                local.rate, local.period, algorithm=cast(Algorithm, local.algorithm),
-                burst=local.burst if _takes_burst(local.algorithm) else None)
+            made: Dict[str, Any] = {
+                "algorithm": local.algorithm,
+                "burst": local.burst if _takes_burst(local.algorithm) else None}
+            store = cellrate.KeyedLimiter(local.rate, local.period, **made)
         self._fallback_limit = local
         self.fallback = store
         return store
@@ -440,7 +441,7 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         limit = self.limit
         words = self._request(mode, key, cost, now, limit)
         if self._held and words[1] in self._held and self._availability.outage is None:
-            return self._back(mode, key, words, cost, now, limit)
+            return cast(cellrate.Decision, self._back(mode, key, words, cost, now, limit))
         return self._decide(mode, words, (limit,), cost, now)
 
     def _back(self, mode: int, key: Key, words: List[bytes], cost: int, now: float | None,
@@ -558,7 +559,7 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         limit = self.limit
         words = self._request(mode, key, cost, now, limit)
         if self._held and words[1] in self._held and self._availability.outage is None:
-            return await self._back(mode, key, words, cost, now, limit)
+            return cast(cellrate.Decision, await self._back(mode, key, words, cost, now, limit))
         return await self._decide(mode, words, (limit,), cost, now)
 
     async def _back(self, mode: int, key: Key, words: List[bytes], cost: int, now: float | None,
