@@ -108,6 +108,8 @@
 #define STORE_NAME_ NAME_("name", CR_E_STORE_NAME, "{}:", 0, BOTH)
 #define PREFIX_ STRING_("prefix", CR_E_PREFIX, "{}", 0, 0, BOTH, TEXT_("cellrate:"))
 #define ON_ERROR_ WORD_("on_error", CR_E_ON_ERROR, "allow deny raise", 0, BOTH, TEXT_("allow"))
+#define LIMIT_ON_ERROR_ \
+    WORD_("on_error", CR_E_REDIS_ON_ERROR, "allow deny raise fallback", 0, BOTH, TEXT_("allow"))
 #define STORE_TIMEOUT_(fc) \
     SECONDS_("timeout", CR_E_STORE_TIMEOUT, 0, INFINITY, ABOVE | FINITE, fc, NUM_(0.25))
 #define WAIT_TIMEOUT_ SECONDS_("timeout", CR_E_TIMEOUT, 0, INFINITY, 0, PYTHON, NONE_)
@@ -139,7 +141,8 @@ static const cr_option redis_limiter_options[] = {
     ALGORITHM_(BOTH),
     STORE_NAME_,
     PREFIX_,
-    ON_ERROR_,
+    LIMIT_ON_ERROR_,
+    OBJECT_("fallback", BOTH),
     BOOLEAN_("deny_cache", CR_E_DENY_CACHE, PYTHON, BOOL_(true)),
     STORE_TIMEOUT_(PYTHON),
     MAX_COST_(BOTH),

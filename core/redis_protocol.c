@@ -439,3 +439,49 @@ int64_t cr_redis_backoff(int64_t previous_ns)
         return CR_REDIS_FIRST_BACKOFF_NS;
     return previous_ns >= CR_REDIS_MAX_BACKOFF_NS / 2 ? CR_REDIS_MAX_BACKOFF_NS : 2 * previous_ns;
 }
+
+cr_status cr_redis_fallback_check(const char *on_error, size_t len, bool has_fallback)
+{
+    const bool fallback = len == 8 && memcmp(on_error, "fallback", 8) == 0;
+    return has_fallback && !fallback ? CR_E_REDIS_FALLBACK_UNUSED : CR_OK;
+}
+
+cr_status cr_redis_fallback_limit(const cr_limit *limit, double share, cr_limit *out)
+{
+    if (!(share > 0 && share <= 1))
+        return CR_E_REDIS_FALLBACK;
+    const char *algorithm = cr_algorithm_name(limit->algorithm);
+    cr_limit_args args = {
+        .period_s = limit->period_s,
+        .has_period = true,
+        .algorithm = algorithm,
+        .algorithm_len = strlen(algorithm),
+    };
+    if (cr_algorithm_takes_burst(limit->algorithm)) {
+        const double burst = (double)limit->burst * share;
+        args.rate = limit->rate * share;
+        args.burst = burst >= 1 ? (int64_t)burst : 1;
+        args.has_burst = true;
+    } else {
+        const double rate = limit->rate * share;
+        args.rate = rate >= 1 ? (double)(int64_t)rate : 1;
+    }
+    return cr_limit_init(out, &args) == CR_OK ? CR_OK : CR_E_REDIS_FALLBACK;
+}
+
+int64_t cr_redis_going_back(cr_redis_mode mode, int64_t cost, const cr_limit *fallback,
+                            int64_t held_remaining, cr_redis_mode *send, bool *settled)
+{
+    *send = mode;
+    *settled = mode == CR_REDIS_CHECK || mode == CR_REDIS_ALLOW || mode == CR_REDIS_CHARGE;
+    if (!*settled)
+        return cost;
+    const int64_t remaining = held_remaining < 0                 ? 0
+                              : held_remaining > fallback->burst ? fallback->burst
+                                                                 : held_remaining;
+    const int64_t owed = fallback->burst - remaining;
+    if (owed == 0)
+        return cost;
+    *send = CR_REDIS_CHARGE;
+    return cost > INT64_MAX - owed ? INT64_MAX : cost + owed;
+}

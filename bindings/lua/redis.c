@@ -309,3 +309,49 @@ static int redis_protocol(lua_State *L)
     lua_setfield(L, -2, "UNAVAILABLE_REPLIES");
     return 1;
 }
+
+/* cellrate._redis_fallback_check(on_error, has_fallback): raises the core's
+ * error naming fallback when one is given with another on_error. */
+static int redis_fallback_check(lua_State *L)
+{
+    size_t len;
+    const char *on_error = luaL_checklstring(L, 1, &len);
+    const cr_status status = cr_redis_fallback_check(on_error, len, lua_toboolean(L, 2));
+    return status == CR_OK ? 0 : raise_status(L, status);
+}
+
+/* cellrate._redis_fallback_limit(limit, share): the limit_spec that is `share`
+ * of the Redis `limit`, or the core's error naming fallback. */
+static int redis_fallback_limit(lua_State *L)
+{
+    const cr_limit *limit = check_limit_box(L, 1);
+    cr_limit out;
+    const cr_status status = lua_type(L, 2) == LUA_TNUMBER
+                                 ? cr_redis_fallback_limit(limit, lua_tonumber(L, 2), &out)
+                                 : CR_E_REDIS_FALLBACK;
+    if (status != CR_OK)
+        return raise_status(L, status);
+    limit_box *box = compat_newuserdata(L, sizeof *box);
+    box->tag = limit_tag;
+    box->limit = out;
+    luaL_getmetatable(L, limit_tag);
+    lua_setmetatable(L, -2);
+    return 1;
+}
+
+/* cellrate._redis_going_back(mode, cost, fallback, held_remaining): the mode,
+ * cost and settled of a key decided locally during an outage. */
+static int redis_going_back(lua_State *L)
+{
+    const cr_redis_mode mode = redis_mode_at(L, 1);
+    const int64_t cost = read_cost(L, 2, lua_gettop(L));
+    const cr_limit *fallback = check_limit_box(L, 3);
+    const lua_Number held = luaL_checknumber(L, 4);
+    cr_redis_mode send;
+    bool settled;
+    const int64_t sent = cr_redis_going_back(mode, cost, fallback, (int64_t)held, &send, &settled);
+    lua_pushinteger(L, (lua_Integer)send);
+    compat_pushint64(L, sent);
+    lua_pushboolean(L, settled);
+    return 3;
+}

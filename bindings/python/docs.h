@@ -345,6 +345,18 @@ PyDoc_STRVAR(redis_unavailable_doc,
 PyDoc_STRVAR(redis_backoff_doc, "_redis_backoff(previous_ns, /)\n--\n\n"
                                 "Private: the probe's next back-off (ns) after `previous_ns`.");
 
+PyDoc_STRVAR(redis_fallback_check_doc,
+             "_redis_fallback_check(on_error, has_fallback, /)\n--\n\n"
+             "Private: None, or the core's error naming fallback given with another on_error.");
+
+PyDoc_STRVAR(redis_fallback_limit_doc,
+             "_redis_fallback_limit(limit, share, /)\n--\n\n"
+             "Private: the Limit that is `share` (0 < share <= 1) of the Redis `limit`.");
+
+PyDoc_STRVAR(redis_going_back_doc,
+             "_redis_going_back(mode, cost, fallback, held_remaining, /)\n--\n\n"
+             "Private: the (mode, cost) to send for a key decided locally during an outage.");
+
 PyDoc_STRVAR(redis_key_doc, "_redis_key(prefix, name, key, /)\n--\n\n"
                             "Private: the Redis key of `key` under the limit named `name`.");
 

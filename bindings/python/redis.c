@@ -482,3 +482,80 @@ static PyObject *module_redis_protocol(PyObject *module, PyObject *Py_UNUSED(ign
                          CR_REDIS_PEEK, "CHECK", CR_REDIS_CHECK, "ALLOW", CR_REDIS_ALLOW, "REFUND",
                          CR_REDIS_REFUND, "CHARGE", CR_REDIS_CHARGE, "TAKE", CR_REDIS_TAKE);
 }
+
+/* _redis_fallback_check(on_error, has_fallback): None, or the core's error
+ * naming fallback when one is given with another on_error. */
+static PyObject *module_redis_fallback_check(PyObject *module, PyObject *const *args,
+                                             Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    Py_ssize_t len;
+    const char *on_error = nargs == 2 ? PyUnicode_AsUTF8AndSize(args[0], &len) : NULL;
+    if (on_error == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "_redis_fallback_check(on_error, has_fallback)");
+        return NULL;
+    }
+    const cr_status status = cr_redis_fallback_check(on_error, (size_t)len,
+                                                     PyObject_IsTrue(args[1]) == 1);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* _redis_fallback_limit(limit, share): the Limit that is `share` of `limit`,
+ * or the core's error naming fallback. */
+static PyObject *module_redis_fallback_limit(PyObject *module, PyObject *const *args,
+                                             Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    const cr_limit *limit = nargs == 2 ? redis_limit_of(state, args[0]) : NULL;
+    if (limit == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "_redis_fallback_limit(limit, share)");
+        return NULL;
+    }
+    if (PyBool_Check(args[1]) || !(PyFloat_Check(args[1]) || PyLong_Check(args[1]))) {
+        raise_wrong_type(state, CR_E_REDIS_FALLBACK);
+        return NULL;
+    }
+    const double share = PyFloat_AsDouble(args[1]);
+    if (share == -1.0 && PyErr_Occurred())
+        return NULL;
+    cr_limit out;
+    const cr_status status = cr_redis_fallback_limit(limit, share, &out);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    LimitObject *self = (LimitObject *)state->limit_type->tp_alloc(state->limit_type, 0);
+    if (self == NULL)
+        return NULL;
+    self->limit = out;
+    return (PyObject *)self;
+}
+
+/* _redis_going_back(mode, cost, fallback, held_remaining): (mode, cost,
+ * settled) to send for a key decided locally during an outage. */
+static PyObject *module_redis_going_back(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    const cr_limit *fallback = NULL;
+    int64_t cost, held;
+    const int mode = nargs == 4 ? redis_mode_of(args[0]) : -1;
+    if (mode < 0 || to_int64(args[1], &cost) != CONVERTED ||
+        (fallback = redis_limit_of(state, args[2])) == NULL ||
+        to_int64(args[3], &held) != CONVERTED) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError,
+                            "_redis_going_back(mode, cost, fallback, held_remaining)");
+        return NULL;
+    }
+    cr_redis_mode send;
+    bool settled;
+    const int64_t sent = cr_redis_going_back((cr_redis_mode)mode, cost, fallback, held, &send,
+                                             &settled);
+    return Py_BuildValue("(iLO)", (int)send, (long long)sent, settled ? Py_True : Py_False);
+}

@@ -235,6 +235,41 @@ int64_t cr_redis_unavailable(const cr_limit *limit, bool allow, int64_t cost, in
  * then twice the previous, at most the largest. */
 int64_t cr_redis_backoff(int64_t previous_ns);
 
+/*
+ * on_error="fallback" (docs/design/redis.md, "Fallback"): while Redis cannot
+ * decide, each process (or each host, through a keyed limiter in a shared
+ * region) decides locally at a fallback limit, and goes back to Redis when it
+ * answers, carrying what it used locally.
+ *
+ * CR_E_REDIS_FALLBACK_UNUSED when a fallback is given (`has_fallback`) with
+ * another on_error than "fallback" (`on_error`, `len` bytes), else CR_OK.
+ */
+cr_status cr_redis_fallback_check(const char *on_error, size_t len, bool has_fallback);
+
+/*
+ * The fallback limit that is `share` of the Redis `limit` (0 < share <= 1,
+ * else CR_E_REDIS_FALLBACK): the same algorithm and period, the rate times
+ * share, the burst floor(burst * share) (a window: its rate, floor(rate *
+ * share)), at least 1. The default share is 1: each process alone at the
+ * Redis limit.
+ */
+cr_status cr_redis_fallback_limit(const cr_limit *limit, double share, cr_limit *out);
+
+/*
+ * Going back to Redis with a key decided locally during an outage, whose local
+ * state holds `held_remaining` units of the fallback limit (a peek of cost 0):
+ * a check, an allow or a charge of `cost` is sent as a charge (`*send`) of
+ * cost plus the units the local state still holds (fallback burst - held
+ * remaining), so that Redis starts from what the fallback used and the way
+ * back gives no fresh burst; the returned cost is the one to send, and
+ * `*settled` is true: once Redis answers, the key is no longer held (its local
+ * state is left to recover: a region's other processes may decide on it). A peek
+ * or a take goes as it is (`cost`, `mode`), and the key stays held
+ * (`*settled` false).
+ */
+int64_t cr_redis_going_back(cr_redis_mode mode, int64_t cost, const cr_limit *fallback,
+                            int64_t held_remaining, cr_redis_mode *send, bool *settled);
+
 #if defined(__GNUC__) && !defined(CR_EMBED)
 #pragma GCC visibility pop
 #endif

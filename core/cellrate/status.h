@@ -296,7 +296,15 @@ const char *cr_version(void);
       "tz is the time zone of a calendar quota: give it only with algorithm='calendar'")           \
     X(146, E_CALENDAR_STORE, ARGUMENT, "algorithm",                                                \
       "algorithm: a calendar quota is decided in process for now (not in a shared region, Redis "  \
-      "or a fleet share)")
+      "or a fleet share)")                                                                         \
+    /* 147-159: reserved; Redis in production from 160 */                                          \
+    X(160, E_REDIS_FALLBACK, ARGUMENT, "fallback",                                                 \
+      "fallback must be a share of the Redis limit (a number, 0 < share <= 1), a rate or a "       \
+      "limit, or a keyed limiter (one in a shared region: the host's fallback)")                   \
+    X(161, E_REDIS_FALLBACK_UNUSED, ARGUMENT, "fallback",                                          \
+      "fallback is the limit of on_error='fallback': give it only with that on_error")             \
+    X(162, E_REDIS_ON_ERROR, ARGUMENT, "on_error",                                                 \
+      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

@@ -184,6 +184,33 @@ local function store_options(constructor, opts)
     return options
 end
 
+-- on_error = "fallback"'s local limiter, from opts.fallback: a share of the
+-- Redis limit (a number, the core's derivation; nil: the whole limit), a rate
+-- or a cellrate.limit_spec, or a cellrate.keyed limiter of the caller's (one in
+-- a shared region decides for the host: every nginx worker of it).
+local function fallback_store(self, given)
+    local limit, store = self.limit, nil
+    local local_limit
+    if type(given) == "userdata" and type(given.check) == "function" then
+        store = given
+        local info = given:info()
+        local_limit = cellrate.limit_spec(info.rate, {
+            period = info.period, algorithm = info.algorithm,
+            burst = cellrate._algorithm_takes_burst(info.algorithm) and info.burst or nil })
+    elseif type(given) == "string" then
+        local_limit = cellrate.limit_spec(given, { algorithm = limit.algorithm })
+    elseif type(given) == "userdata" and pcall(cellrate._redis_signature, given) then
+        local_limit = given
+    else -- a share (nil: 1), judged by the core
+        local_limit = cellrate._redis_fallback_limit(limit, given == nil and 1 or given)
+    end
+    self.fallback_limit = local_limit
+    self.fallback = store or cellrate.keyed(local_limit.rate, {
+        period = local_limit.period, algorithm = local_limit.algorithm,
+        burst = cellrate._algorithm_takes_burst(local_limit.algorithm) and local_limit.burst
+            or nil })
+end
+
 -- limiter(client, rate, opts): opts as cellrate.limit_spec's (period, burst,
 -- algorithm, max_debt) plus max_cost, name (the keys' name: default, the
 -- limit's parameters), prefix ("cellrate:") and on_error.
@@ -194,8 +221,12 @@ function M.limiter(client, rate, opts)
     local limit = limit_of(rate, given, given.algorithm, given.max_cost, given.max_debt)
     opts = store_options("RedisLimiter", opts)
     local prefix, on_error = opts.prefix, opts.on_error
+    local ok, err = pcall(cellrate._redis_fallback_check, on_error, given.fallback ~= nil)
+    if not ok then
+        error(without_position(err), 2)
+    end
     local name = opts.name or cellrate._redis_signature(limit)
-    return setmetatable({
+    local self = setmetatable({
         client = client,
         script = M.script,
         limit = limit,
@@ -209,7 +240,20 @@ function M.limiter(client, rate, opts)
         max_debt = opts.max_debt,
         gate = nil, -- while Redis is down: a limiter letting one probe through per back-off
         backoff = 0,
+        -- on_error = "fallback": the local keyed limiter, its limit, and the Redis keys
+        -- it decided since Redis last answered for them (and their count)
+        fallback = nil,
+        fallback_limit = nil,
+        held = {},
+        nheld = 0,
     }, Limiter)
+    if on_error == "fallback" then
+        local made, why = pcall(fallback_store, self, given.fallback)
+        if not made then
+            error(without_position(why), 2)
+        end
+    end
+    return self
 end
 
 local function log(message)
@@ -278,9 +322,39 @@ end
 -- on_error's answer while Redis cannot decide (the core's: an invented
 -- refusal lasts until the next probe, never less than the first back-off),
 -- for a request of `mode` and `cost`: a decision's values, or a take's count.
-local function fallback(self, err, mode, cost)
+local LOCAL_METHODS = { [PEEK] = "peek", [CHECK] = "check", [ALLOW] = "allow",
+                        [CHARGE] = "charge", [TAKE] = "take" }
+
+-- on_error = "fallback": the decision of each limiter's local limiter for its
+-- Redis key (several: as one, cellrate.check_all), each key then held until
+-- Redis takes its use.
+local function locally(mode, cost, words, now, stores)
+    local n = tonumber(words[1])
+    if n == 1 then
+        local store = stores[1]
+        local key = words[2]
+        if mode ~= PEEK and not store.held[key] then
+            store.held[key], store.nheld = true, store.nheld + 1
+        end
+        return store.fallback[LOCAL_METHODS[mode]](store.fallback, key, cost, now)
+    end
+    local items = {}
+    for i = 1, n do
+        local store, key = stores[i], words[1 + i]
+        items[i] = { store.fallback, key }
+        if not store.held[key] then
+            store.held[key], store.nheld = true, store.nheld + 1
+        end
+    end
+    return cellrate.check_all(items, cost, now)
+end
+
+local function fallback(self, err, mode, cost, words, now, stores)
     if self.on_error == "raise" then
         return nil, err, "unavailable"
+    end
+    if self.on_error == "fallback" then
+        return locally(mode, cost, words, now, stores or { self })
     end
     local _, _, probe_in = self.gate:peek(1)
     return unavailable_answer(mode, self.limit, self.on_error == "allow", cost, probe_in)
@@ -345,17 +419,27 @@ end
 
 -- The decision of a request of `mode` for `limits` (one, or check_all's):
 -- the script's reply read by the core, or on_error's answer.
-local function decide(self, mode, cost, words, ...)
-    local reply, err, unavailable, kind, mistake = reply_of(self, words)
+-- `back`: a key decided locally going back to Redis (going_back's request).
+local function decide(self, mode, cost, words, now, level, back, ...)
+    local sent = back and back.words or words
+    local reply, err, unavailable, kind, mistake = reply_of(self, sent)
     if reply == nil then
         if unavailable then
-            return fallback(self, err, mode, cost)
+            return fallback(self, err, mode, cost, words, now, back and back.stores)
         end
-        raise_mistake(kind, mistake, 4)
+        raise_mistake(kind, mistake, level)
         if kind == "cross_slot" then
-            raise_slots_differ(self.client, words, 4)
+            raise_slots_differ(self.client, words, level)
         end
         return nil, err, "unavailable"
+    end
+    if back and back.mode then
+        if back.settled and self.held[words[2]] then
+            -- the local state is left to recover (in a region, other workers may
+            -- still decide on it): Redis now holds what it held
+            self.held[words[2]], self.nheld = nil, self.nheld - 1
+        end
+        mode = back.mode
     end
     local allowed, remaining, retry_after, reset_after, clipped = read_reply(mode, reply, ...)
     if allowed == nil then
@@ -366,19 +450,39 @@ end
 
 -- (decide's results are returned from locals, not by a tail call: the
 -- errors it raises name the caller's line at one level in every method)
+-- A key this limiter decided locally during an outage, now that Redis answers
+-- (no gate): the core's request for going back (a check, allow or charge goes
+-- as a charge of what the local state still holds, plus the cost), or nil
+-- (while the gate holds Redis back, decide answers locally as before).
+local function going_back(self, mode, key, cost, now, limit, words)
+    if self.nheld == 0 or not self.held[words[2]] then
+        return nil
+    end
+    local _, held = self.fallback:peek(words[2], 0, now)
+    local sent, sent_cost, settled =
+        cellrate._redis_going_back(mode, cost, self.fallback_limit, held)
+    if sent ~= mode or sent_cost ~= cost then
+        words = request(sent, sent_cost, now, limit, self.prefix, self.name, key)
+    end
+    return { words = words, mode = sent, settled = settled }
+end
+
+-- (each method builds its request itself: request raises at its caller's line)
 function Limiter:check(key, cost, now)
     local limit = self.limit
+    local words = request(CHECK, cost, now, limit, self.prefix, self.name, key)
     local allowed, remaining, retry_after, reset_after =
-        decide(self, CHECK, cost, request(CHECK, cost, now, limit, self.prefix, self.name, key),
-               limit)
+        decide(self, CHECK, cost, words, now, 4,
+               going_back(self, CHECK, key, cost, now, limit, words), limit)
     return allowed, remaining, retry_after, reset_after
 end
 
 function Limiter:allow(key, cost, now)
     local limit = self.limit
+    local words = request(ALLOW, cost, now, limit, self.prefix, self.name, key)
     local allowed, err, code =
-        decide(self, ALLOW, cost, request(ALLOW, cost, now, limit, self.prefix, self.name, key),
-               limit)
+        decide(self, ALLOW, cost, words, now, 4,
+               going_back(self, ALLOW, key, cost, now, limit, words), limit)
     if allowed == nil then
         return nil, err, code
     end
@@ -387,9 +491,10 @@ end
 
 function Limiter:peek(key, cost, now)
     local limit = self.limit
+    local words = request(PEEK, cost, now, limit, self.prefix, self.name, key)
     local allowed, remaining, retry_after, reset_after =
-        decide(self, PEEK, cost, request(PEEK, cost, now, limit, self.prefix, self.name, key),
-               limit)
+        decide(self, PEEK, cost, words, now, 4,
+               going_back(self, PEEK, key, cost, now, limit, words), limit)
     return allowed, remaining, retry_after, reset_after
 end
 
@@ -401,9 +506,10 @@ end
 -- answers and the charge is lost.
 function Limiter:charge(key, cost, now)
     local limit = self.limit
+    local words = request(CHARGE, cost, now, limit, self.prefix, self.name, key)
     local allowed, remaining, retry_after, reset_after, clipped =
-        decide(self, CHARGE, cost, request(CHARGE, cost, now, limit, self.prefix, self.name, key),
-               limit)
+        decide(self, CHARGE, cost, words, now, 4,
+               going_back(self, CHARGE, key, cost, now, limit, words), limit)
     return allowed, remaining, retry_after, reset_after, clipped
 end
 
@@ -416,7 +522,7 @@ function Limiter:take(key, max_cost, now)
     local reply, err, unavailable, kind, mistake = reply_of(self, words)
     if reply == nil then
         if unavailable then
-            return fallback(self, err, TAKE, max_cost)
+            return fallback(self, err, TAKE, max_cost, words, now)
         end
         raise_mistake(kind, mistake, 3)
         return nil, err, "unavailable"
@@ -515,8 +621,13 @@ function M.check_all(items, cost, now)
         groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =
             limit, limiter.prefix, limiter.name, item[2]
     end
+    local stores = {}
+    for i, item in ipairs(items) do
+        stores[i] = item[1]
+    end
     local allowed, remaining, retry_after, reset_after =
-        decide(first, CHECK, cost, request(CHECK, cost, now, unpack(groups)), unpack(limits))
+        decide(first, CHECK, cost, request(CHECK, cost, now, unpack(groups)), now, 4,
+               { stores = stores }, unpack(limits))
     return allowed, remaining, retry_after, reset_after
 end
 

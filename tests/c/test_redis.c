@@ -369,6 +369,30 @@ static void run_file(FILE *file, int *lines)
             CHECK_EQ_I64(taken, number(f[10]), "redis.txt:%d", at);
         } else if (strcmp(f[0], "backoff") == 0) {
             CHECK_EQ_I64(cr_redis_backoff(number(f[1])), number(f[2]), "redis.txt:%d", at);
+        } else if (strcmp(f[0], "fallback_check") == 0) {
+            const cr_status status = cr_redis_fallback_check(f[1], strlen(f[1]),
+                                                             strcmp(f[2], "1") == 0);
+            CHECK_EQ_STR(status_name(status), f[3], "redis.txt:%d", at);
+        } else if (strcmp(f[0], "fallback_limit") == 0) {
+            cr_limit out;
+            const cr_status status = cr_redis_fallback_limit(&limits[number(f[1])],
+                                                             strtod(f[2], NULL), &out);
+            CHECK_EQ_STR(status_name(status), f[3], "redis.txt:%d", at);
+            if (status == CR_OK) {
+                CHECK_EQ_STR(cr_algorithm_name(out.algorithm), f[4], "redis.txt:%d", at);
+                CHECK_EQ_I64(out.emission_ns, number(f[5]), "redis.txt:%d", at);
+                CHECK_EQ_I64(out.tolerance_ns, number(f[6]), "redis.txt:%d", at);
+                CHECK_EQ_I64(out.burst, number(f[7]), "redis.txt:%d", at);
+            }
+        } else if (strcmp(f[0], "going_back") == 0) {
+            cr_redis_mode sent;
+            bool settled;
+            const int64_t cost = cr_redis_going_back(mode_named(f[2]), number(f[3]),
+                                                     &limits[number(f[1])], number(f[4]), &sent,
+                                                     &settled);
+            CHECK_EQ_I64(sent, mode_named(f[5]), "redis.txt:%d", at);
+            CHECK_EQ_I64(cost, number(f[6]), "redis.txt:%d", at);
+            CHECK_EQ_I64(settled, number(f[7]), "redis.txt:%d", at);
         } else {
             CHECK(false, "redis.txt:%d: an unknown line: %s", at, f[0]);
         }

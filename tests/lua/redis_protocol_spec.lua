@@ -236,6 +236,38 @@ describe("the Redis protocol's vectors", function()
       assert.is_true(count >= 9)
    end)
 
+   it("judges, derives and goes back for on_error = 'fallback' as the core does", function()
+      local counts = { fallback_check = 0, fallback_limit = 0, going_back = 0 }
+      local shares = { nan = 0 / 0, inf = math.huge }
+      for _, f in ipairs(LINES) do
+         if f[1] == "fallback_check" then
+            local ok, err = pcall(cellrate._redis_fallback_check, f[2], f[3] == "1")
+            assert.equal(f[4] == "OK", ok, f[2])
+            if not ok then
+               assert.matches("fallback is the limit", err)
+            end
+            counts.fallback_check = counts.fallback_check + 1
+         elseif f[1] == "fallback_limit" then
+            local share = shares[f[3]] or tonumber(f[3])
+            local ok, got = pcall(cellrate._redis_fallback_limit, LIMITS[integer(f[2])], share)
+            assert.equal(f[4] == "OK", ok, f[3])
+            if ok then
+               assert.same({ f[5], integer(f[6]), integer(f[7]), integer(f[8]) },
+                           { got.algorithm, got.emission_ns, got.tolerance_ns, got.burst })
+            else
+               assert.matches("fallback must be a share", got)
+            end
+            counts.fallback_limit = counts.fallback_limit + 1
+         elseif f[1] == "going_back" then
+            local sent, cost, settled = cellrate._redis_going_back(
+               MODES[f[3]], integer(f[4]), LIMITS[integer(f[2])], integer(f[5]))
+            assert.same({ MODES[f[6]], integer(f[7]), f[8] == "1" }, { sent, cost, settled })
+            counts.going_back = counts.going_back + 1
+         end
+      end
+      assert.same({ fallback_check = 8, fallback_limit = 77, going_back = 90 }, counts)
+   end)
+
    it("backs off as the core does", function()
       for _, f in ipairs(LINES) do
          if f[1] == "backoff" then

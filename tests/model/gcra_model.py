@@ -268,6 +268,14 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (146, "E_CALENDAR_STORE", "argument", "algorithm",
      "algorithm: a calendar quota is decided in process for now (not in a shared region, Redis "
      "or a fleet share)"),
+    # 147-159: reserved; Redis in production from 160
+    (160, "E_REDIS_FALLBACK", "argument", "fallback",
+     "fallback must be a share of the Redis limit (a number, 0 < share <= 1), a rate or a "
+     "limit, or a keyed limiter (one in a shared region: the host's fallback)"),
+    (161, "E_REDIS_FALLBACK_UNUSED", "argument", "fallback",
+     "fallback is the limit of on_error='fallback': give it only with that on_error"),
+    (162, "E_REDIS_ON_ERROR", "argument", "on_error",
+     "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)"),
 ]
 
 

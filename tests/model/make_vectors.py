@@ -2168,6 +2168,11 @@ def make_redis() -> str:
         "# unavailable_answer <limit id> <allow|deny> <cost> <probe_in_ns> <allowed> <remaining>",
         "#   <retry_after_ns> <reset_after_ns> <limit> <take's count>",
         "# backoff <previous_ns> <next_ns>",
+        "# fallback_check <on_error> <fallback given: 1|0> <status>",
+        "# fallback_limit <limit id> <share %.17g> OK <algorithm> <emission_ns> <tolerance_ns>",
+        "#   <burst>  |  <status>                 the fallback limit that is share of a limit",
+        "# going_back <limit id: the fallback> <mode> <cost> <held_remaining> <mode sent>",
+        "#   <cost sent> <settled: 1|0>            a key decided locally going back to Redis",
     ]
     lines += [f"constant MAX_TOLERANCE_NS {m.MAX_TOLERANCE_NS}", f"constant MAX_DEBT_NS {m.MAX_DEBT_NS}",
               f"constant FIRST_BACKOFF_NS {m.FIRST_BACKOFF_NS}",
@@ -2372,6 +2377,40 @@ def make_redis() -> str:
     lines.append("# the probe's back-off")
     for previous in (-5, 0, 1, 50000000, 100000000, 400000000, 500000000, 600000000, 1000000000):
         lines.append(f"backoff {previous} {m.backoff(previous)}")
+
+    lines.append("# on_error='fallback': its option, its limit, the way back")
+    for on_error in ("allow", "deny", "raise", "fallback"):
+        for given in (True, False):
+            lines.append(f"fallback_check {on_error} {int(given)} "
+                         f"{m.fallback_check(on_error, given)}")
+    for index in range(7):
+        algorithm, rate, period, _, _ = REDIS_LIMITS[index]
+        for share in (1.0, 0.5, 0.25, 1 / 3, 0.01, 1e-300, 0.0, -0.5, 1.0000000000000002,
+                      float("nan"), float("inf")):
+            status, fb_rate, fb_burst = m.fallback_args(algorithm, rate, limits[index].burst,
+                                                        share)
+            line = f"fallback_limit {index} {g17(share)} "
+            if status == "OK":
+                derived = catalogue.limit_for(algorithm, fb_rate, period, fb_burst)
+                status = derived.status if derived.status != "OK" else "OK"
+                if status == "OK":
+                    line += (f"OK {algorithm} {derived.emission_ns} {derived.tolerance_ns} "
+                             f"{derived.burst}")
+                else:
+                    status = "E_REDIS_FALLBACK"
+            if status != "OK":
+                line += status
+            lines.append(line)
+    for index in (0, 2, 4):
+        burst = limits[index].burst
+        for mode in m.MODES:
+            if mode == "refund":
+                continue
+            for cost, held in ((1, burst), (1, 0), (3, 1), (1, -4), (1, burst + 5),
+                               (0, burst - 1)):
+                sent, sent_cost, settled = m.going_back(mode, cost, burst, held)
+                lines.append(f"going_back {index} {mode} {cost} {held} {sent} {sent_cost} "
+                             f"{int(settled)}")
     return "\n".join(lines) + "\n"
 
 

@@ -102,6 +102,9 @@ STORE_NAME = Option("name", "name", "E_STORE_NAME", refuses="{}:")
 PREFIX = Option("prefix", "string", "E_PREFIX", default="cellrate:", refuses="{}")
 ON_ERROR = Option("on_error", "word", "E_ON_ERROR", default="allow",
                   words=("allow", "deny", "raise"))
+# a Redis rate limit's on_error, with its fallback (design/redis.md: Fallback)
+LIMIT_ON_ERROR = Option("on_error", "word", "E_REDIS_ON_ERROR", default="allow",
+                        words=("allow", "deny", "raise", "fallback"))
 STORE_TIMEOUT = _seconds("timeout", "E_STORE_TIMEOUT", 0, True, INF, True, default=0.25,
                          faces="python")
 WAIT_TIMEOUT = _seconds("timeout", "E_TIMEOUT", 0, False, INF, False, faces="python")
@@ -147,7 +150,8 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
                     _boolean("peak", "E_PEAK", default=False)),
     # the Redis stores: cellrate.redis.RedisLimiter (and AsyncRedisLimiter),
     # Lua require("cellrate.redis").limiter
-    "RedisLimiter": (PERIOD, BURST, ALGORITHM, STORE_NAME, PREFIX, ON_ERROR,
+    "RedisLimiter": (PERIOD, BURST, ALGORITHM, STORE_NAME, PREFIX, LIMIT_ON_ERROR,
+                     Option("fallback", "object", "OK"),
                      _boolean("deny_cache", "E_DENY_CACHE", default=True, faces="python"),
                      STORE_TIMEOUT, MAX_COST, MAX_DEBT),
     "RedisConcurrency": (_seconds("lease", "E_STORE_LEASE", 0, True, INF, True, ns=True,

@@ -9,6 +9,7 @@ tests/vectors/redis.txt from it, which the C tests, pytest and busted read.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gcra_model import HORIZON_NS, NEVER, STATUSES
@@ -218,3 +219,34 @@ def unavailable(limit: Limit, allow: bool, cost: int, probe_in_ns: int) -> tuple
 
 def backoff(previous_ns: int) -> int:
     return FIRST_BACKOFF_NS if previous_ns <= 0 else min(2 * previous_ns, MAX_BACKOFF_NS)
+
+
+def fallback_check(on_error: str, given: bool) -> str:
+    """on_error="fallback"'s option: a fallback given with another on_error is refused."""
+    return "E_REDIS_FALLBACK_UNUSED" if given and on_error != "fallback" else "OK"
+
+
+def fallback_args(algorithm: str, rate: float, burst: int, share: float
+                  ) -> tuple[str, float, int | None]:
+    """The arguments of the fallback limit that is `share` of a limit (its rate as given,
+    its derived burst): the rate times share and the burst floor(burst * share), at least
+    1; a window, its rate floor(rate * share), at least 1. A share outside (0, 1]:
+    E_REDIS_FALLBACK."""
+    if not 0 < share <= 1:
+        return "E_REDIS_FALLBACK", 0.0, None
+    if algorithm in ("gcra", "token_bucket"):
+        return "OK", rate * share, max(1, math.floor(burst * share))
+    return "OK", float(max(1, math.floor(rate * share))), None
+
+
+def going_back(mode: str, cost: int, fallback_burst: int, held_remaining: int
+               ) -> tuple[str, int, bool]:
+    """A key decided locally going back to Redis: a check, allow or charge goes as a charge
+    of cost plus what the local state holds (burst - remaining); peek and take as they are,
+    the key still held."""
+    if mode not in ("check", "allow", "charge"):
+        return mode, cost, False
+    owed = fallback_burst - min(max(held_remaining, 0), fallback_burst)
+    if owed == 0:
+        return mode, cost, True
+    return "charge", min(cost + owed, 2**63 - 1), True

@@ -1399,7 +1399,8 @@ def test_the_faces_refuse_a_store_in_the_same_words(interpreter):
         python_errors.append(str(info.value))
     # the same words in both faces, the core's
     assert [re.sub(r"^.*?:\d+: ", "", line) for line in lua[:5]] == python_errors
-    assert python_errors[2] == "on_error must be 'allow', 'deny' or 'raise'"
+    assert python_errors[2] == ("on_error must be 'allow', 'deny', 'raise' or 'fallback' "
+                                "(a Redis rate limit)")
     assert lua[5] == table["prefix"]["default"] + "gcra:1000000000:10:k"
     default_on_error = table["on_error"]["default"]
     assert lua[6] == RedisLimiter(redis.Redis(port=1), 10).on_error == default_on_error

@@ -265,3 +265,32 @@ def test_the_back_off():
     for f in LINES:
         if f[0] == "backoff":
             assert core._redis_backoff(int(f[1])) == int(f[2]), f
+
+
+def test_the_fallbacks_option_limit_and_way_back():
+    """on_error="fallback" (the core's cr_redis_fallback_check, cr_redis_fallback_limit,
+    cr_redis_going_back), as the vectors say."""
+    counts = {"fallback_check": 0, "fallback_limit": 0, "going_back": 0}
+    for f in LINES:
+        if f[0] == "fallback_check":
+            if f[3] == "OK":
+                assert core._redis_fallback_check(f[1], f[2] == "1") is None, f
+            else:
+                with pytest.raises(cellrate.InvalidArgument, match="^fallback is the limit"):
+                    core._redis_fallback_check(f[1], f[2] == "1")
+        elif f[0] == "fallback_limit":
+            limit, share = LIMITS[int(f[1])], float(f[2])
+            if f[3] == "OK":
+                got = core._redis_fallback_limit(limit, share)
+                assert (got.algorithm, got.emission_ns, got.tolerance_ns, got.burst) == (
+                    f[4], int(f[5]), int(f[6]), int(f[7])), f
+            else:
+                with pytest.raises(cellrate.InvalidArgument, match="^fallback must be a share"):
+                    core._redis_fallback_limit(limit, share)
+        elif f[0] == "going_back":
+            got = core._redis_going_back(MODES[f[2]], int(f[3]), LIMITS[int(f[1])], int(f[4]))
+            assert got == (MODES[f[5]], int(f[6]), f[7] == "1"), f
+        else:
+            continue
+        counts[f[0]] += 1
+    assert counts == {"fallback_check": 8, "fallback_limit": 77, "going_back": 90}

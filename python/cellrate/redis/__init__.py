@@ -29,6 +29,7 @@ change). Design: docs/design.md §11.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any, Dict, Iterable, List, Literal, Sequence, Tuple, cast
 
@@ -140,6 +141,7 @@ class _RedisLimit(_Store):
         name: str | None = None,
         prefix: str = DEFAULT_PREFIX,
         on_error: str = ON_ERROR[0],
+        fallback: Any = None,
         deny_cache: bool = True,
         timeout: float = DEFAULT_TIMEOUT_S,
         max_cost: int | None = None,
@@ -151,9 +153,21 @@ class _RedisLimit(_Store):
         limit = _limit_of(rate, period, burst, algorithm, max_cost, max_debt)
         options = _check_options("RedisLimiter", {
             "period": period, "burst": burst, "algorithm": algorithm, "name": name,
-            "prefix": prefix, "on_error": on_error, "deny_cache": deny_cache,
-            "timeout": timeout, "max_cost": max_cost, "max_debt": max_debt})
+            "prefix": prefix, "on_error": on_error, "fallback": fallback,
+            "deny_cache": deny_cache, "timeout": timeout, "max_cost": max_cost,
+            "max_debt": max_debt})
+        _core._redis_fallback_check(options["on_error"], fallback is not None)
         self._open_store(client, options["prefix"], options["on_error"], options["timeout"])
+        #: on_error="fallback": the local limiter deciding while Redis cannot (None: made
+        #: when first needed, from `fallback`), its limit, and the Redis keys it decided
+        #: since Redis last answered for them (going back carries their use to Redis).
+        self.fallback: Any = None
+        self._fallback_limit: Any = None
+        self._held: Dict[bytes, None] = {}
+        self._held_lock = threading.Lock()
+        self._fallback_given = fallback
+        if options["on_error"] == "fallback":
+            self._fallback_store(limit)
         deny_cache = options["deny_cache"]
         self.max_cost = max_cost
         self.max_debt = max_debt
@@ -249,14 +263,95 @@ class _RedisLimit(_Store):
                 self._refusals[words[1]] = (refusal, limits[0])
         return cast(cellrate.Decision, decision)
 
-    def _fallback(self, outage: _Outage, mode: int = CHECK, cost: int = 1) -> Any:
+    def _fallback(self, outage: _Outage, mode: int = CHECK, cost: int = 1,
+                  keys: Sequence[bytes] = (), now: float | None = None,
+                  stores: Sequence["_RedisLimit"] = ()) -> Any:
         """The answer of on_error while Redis cannot decide (the core's): an admission, a
-        refusal until the next probe (its fields agree), or a take's count."""
+        refusal until the next probe (its fields agree), a take's count, or the local
+        limiter's decision (on_error="fallback")."""
         if self.on_error == "raise":
             raise RedisUnavailable("Redis cannot decide now (on_error='raise')") \
                 from outage.error
+        if self.on_error == "fallback" and keys:
+            return _locally(mode, cost, keys, now, stores or (self,))
         return _core._redis_unavailable(mode, self.limit, self.on_error == "allow", cost,
                                         outage.retry_at - time.monotonic_ns())
+
+    def _fallback_store(self, limit: cellrate.Limit) -> Any:
+        """The local limiter of on_error="fallback", made once from `fallback`: a share of
+        the Redis limit (the core's derivation; None: the whole limit), a rate or a
+        cellrate.Limit, or a cellrate.KeyedLimiter of the caller's (one in a shared region
+        decides for the host)."""
+        if self.fallback is not None:
+            return self.fallback
+        given = self._fallback_given
+        if isinstance(given, cellrate.KeyedLimiter):
+            store = given
+            local = cellrate.Limit(given.rate, given.period,
+                                   algorithm=cast(Algorithm, given.algorithm),
+                                   burst=given.burst if _takes_burst(given.algorithm) else None)
+        else:
+            if isinstance(given, str):
+                local = cellrate.Limit(given, algorithm=cast(Algorithm, limit.algorithm))
+            elif isinstance(given, cellrate.Limit):
+                local = given
+            else:  # a share (None: 1), judged by the core
+                local = _core._redis_fallback_limit(limit, 1.0 if given is None else given)
+            made: Dict[str, Any] = {
+                "algorithm": local.algorithm,
+                "burst": local.burst if _takes_burst(local.algorithm) else None}
+            store = cellrate.KeyedLimiter(local.rate, local.period, **made)
+        self._fallback_limit = local
+        self.fallback = store
+        return store
+
+    def _going_back(self, mode: int, key: Key, words: List[bytes], cost: int,
+                    now: float | None, limit: cellrate.Limit) -> Tuple[int, List[bytes], bool]:
+        """The request for a key this store decided locally during an outage, now that
+        Redis answers: the core's (a check, allow or charge goes as a charge of what the
+        local state still holds, plus the cost): the mode sent, its words, and whether
+        the local state is forgotten once Redis answers (_went_back)."""
+        kwargs = {} if now is None else {"now": now}
+        held = self.fallback.peek(words[1], 0, **kwargs).remaining
+        sent, sent_cost, settled = _core._redis_going_back(mode, cost, self._fallback_limit,
+                                                           held)
+        if sent != mode or sent_cost != cost:
+            words = self._request(sent, key, sent_cost, now, limit)
+        return sent, words, settled
+
+    def _went_back(self, redis_key: bytes) -> None:
+        """Redis took what the local state held for `redis_key`: the key is no longer
+        held. Its local state is left to recover, not reset: a region's other processes
+        may still decide on it, and a reset would give them a fresh burst."""
+        with self._held_lock:
+            self._held.pop(redis_key, None)
+
+
+def _takes_burst(algorithm: str) -> bool:
+    return bool(cellrate._cellrate._algorithm_takes_burst(algorithm))
+
+
+_LOCAL_METHODS = {PEEK: "peek", CHECK: "check", ALLOW: "check", CHARGE: "charge", TAKE: "take"}
+
+
+def _locally(mode: int, cost: int, keys: Sequence[bytes], now: float | None,
+             stores: Sequence[_RedisLimit]) -> Any:
+    """on_error="fallback": the decision of each store's local limiter for its Redis key
+    (several: as one, as check_all), each key then held until Redis takes its use."""
+    kwargs = {} if now is None else {"now": now}
+    first = stores[0]
+    with first._held_lock:
+        if len(keys) == 1:
+            local = first._fallback_store(first.limit)
+            answer = getattr(local, _LOCAL_METHODS[mode])(keys[0], cost, **kwargs)
+        else:
+            answer = cellrate.check_all(
+                [(store._fallback_store(store.limit), key) for store, key in zip(stores, keys)],
+                cost, **kwargs)
+        if mode != PEEK:
+            for store, key in zip(stores, keys):
+                store._held[key] = None
+    return answer
 
 
 def _read(mode: int, reply: Any, limits: Sequence[cellrate.Limit]) -> Any:
@@ -323,26 +418,47 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         self._open_connections()
 
     def _decide(self, mode: int, words: List[bytes], limits: Sequence[cellrate.Limit],
-                cost: int, now: float | None) -> cellrate.Decision:
+                cost: int, now: float | None,
+                stores: Sequence[_RedisLimit] = ()) -> cellrate.Decision:
         if self._refusals:
             answer = self._recalled(mode, words, limits, cost, now)
             if answer is not None:
                 return answer
+        keys = words[1:1 + len(limits)]
         outage = self._availability.outage
         if outage is not None:
-            return cast(cellrate.Decision, self._while_down(outage, mode, cost))
+            return cast(cellrate.Decision,
+                        self._while_down(outage, mode, cost, keys, now, stores))
         asked = time.monotonic_ns()
         try:
             reply = self._call(words)
         except Exception as error:
             return cast(cellrate.Decision,
-                        self._failed(error, words[1:1 + len(limits)], mode, cost))
+                        self._failed(error, keys, mode, cost, keys, now, stores))
         return self._answer(mode, words, reply, asked, limits, cost, now)
 
     def _one(self, mode: int, key: Key, cost: int, now: float | None) -> cellrate.Decision:
         limit = self.limit
-        return self._decide(mode, self._request(mode, key, cost, now, limit), (limit,), cost,
-                            now)
+        words = self._request(mode, key, cost, now, limit)
+        if self._held and words[1] in self._held and self._availability.outage is None:
+            return cast(cellrate.Decision, self._back(mode, key, words, cost, now, limit))
+        return self._decide(mode, words, (limit,), cost, now)
+
+    def _back(self, mode: int, key: Key, words: List[bytes], cost: int, now: float | None,
+              limit: cellrate.Limit) -> Any:
+        """A decision of a key decided locally during the outage: the core's request for
+        going back (_going_back); the local state forgotten once Redis answers."""
+        sent, sent_words, settled = self._going_back(mode, key, words, cost, now, limit)
+        asked = time.monotonic_ns()
+        try:
+            reply = self._call(sent_words)
+        except Exception as error:
+            return self._failed(error, words[1:2], mode, cost, words[1:2], now)
+        if settled:
+            self._went_back(words[1])
+        if sent == TAKE:
+            return _read(TAKE, reply, (limit,))
+        return self._answer(sent, sent_words, reply, asked, (limit,), cost, now)
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
@@ -373,11 +489,11 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         words = self._request(TAKE, key, max_cost, now, limit)
         outage = self._availability.outage
         if outage is not None:
-            return cast(int, self._while_down(outage, TAKE, max_cost))
+            return cast(int, self._while_down(outage, TAKE, max_cost, words[1:2], now))
         try:
             reply = self._call(words)
         except Exception as error:
-            return cast(int, self._failed(error, (), TAKE, max_cost))
+            return cast(int, self._failed(error, (), TAKE, max_cost, words[1:2], now))
         return cast(int, _read(TAKE, reply, (limit,)))
 
     def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
@@ -419,27 +535,48 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         self._probe_task: asyncio.Task[None] | None = None
 
     async def _decide(self, mode: int, words: List[bytes], limits: Sequence[cellrate.Limit],
-                      cost: int, now: float | None) -> cellrate.Decision:
+                      cost: int, now: float | None,
+                      stores: Sequence[_RedisLimit] = ()) -> cellrate.Decision:
         if self._refusals:
             answer = self._recalled(mode, words, limits, cost, now)
             if answer is not None:
                 return answer
+        keys = words[1:1 + len(limits)]
         outage = self._availability.outage
         if outage is not None:
-            return cast(cellrate.Decision, self._while_down(outage, mode, cost))
+            return cast(cellrate.Decision,
+                        self._while_down(outage, mode, cost, keys, now, stores))
         asked = time.monotonic_ns()
         try:
             reply = await self._call(words)
         except Exception as error:
             return cast(cellrate.Decision,
-                        self._failed(error, words[1:1 + len(limits)], mode, cost))
+                        self._failed(error, keys, mode, cost, keys, now, stores))
         return self._answer(mode, words, reply, asked, limits, cost, now)
 
     async def _one(self, mode: int, key: Key, cost: int,
                    now: float | None) -> cellrate.Decision:
         limit = self.limit
-        return await self._decide(mode, self._request(mode, key, cost, now, limit), (limit,),
-                                  cost, now)
+        words = self._request(mode, key, cost, now, limit)
+        if self._held and words[1] in self._held and self._availability.outage is None:
+            return cast(cellrate.Decision, await self._back(mode, key, words, cost, now, limit))
+        return await self._decide(mode, words, (limit,), cost, now)
+
+    async def _back(self, mode: int, key: Key, words: List[bytes], cost: int, now: float | None,
+              limit: cellrate.Limit) -> Any:
+        """A decision of a key decided locally during the outage: the core's request for
+        going back (_going_back); the local state forgotten once Redis answers."""
+        sent, sent_words, settled = self._going_back(mode, key, words, cost, now, limit)
+        asked = time.monotonic_ns()
+        try:
+            reply = await self._call(sent_words)
+        except Exception as error:
+            return self._failed(error, words[1:2], mode, cost, words[1:2], now)
+        if settled:
+            self._went_back(words[1])
+        if sent == TAKE:
+            return _read(TAKE, reply, (limit,))
+        return self._answer(sent, sent_words, reply, asked, (limit,), cost, now)
 
     async def check(self, key: Key, cost: int = 1, *,
                     now: float | None = None) -> cellrate.Decision:
@@ -465,11 +602,11 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         words = self._request(TAKE, key, max_cost, now, limit)
         outage = self._availability.outage
         if outage is not None:
-            return cast(int, self._while_down(outage, TAKE, max_cost))
+            return cast(int, self._while_down(outage, TAKE, max_cost, words[1:2], now))
         try:
             reply = await self._call(words)
         except Exception as error:
-            return cast(int, self._failed(error, (), TAKE, max_cost))
+            return cast(int, self._failed(error, (), TAKE, max_cost, words[1:2], now))
         return cast(int, _read(TAKE, reply, (limit,)))
 
     async def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
@@ -774,7 +911,7 @@ class AsyncRedisConcurrency(_AsyncStore, _RedisHoldings):
 
 
 def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now: float | None,
-                       kind: type) -> Tuple[Any, List[bytes], List[cellrate.Limit]]:
+                       kind: type) -> Tuple[Any, List[bytes], List[cellrate.Limit], List[Any]]:
     pairs = list(items)
     if not pairs:
         raise invalid("items", "items must name at least one limit")
@@ -793,7 +930,7 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
         keys = words[1:1 + len(pairs)]
         if len({redis.crc.key_slot(key) for key in keys}) > 1:
             raise _slots_differ(keys)  # the client would refuse it: no outage
-    return pairs[0][0], words, limits
+    return pairs[0][0], words, limits, [limiter for limiter, _ in pairs]
 
 
 def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
@@ -802,14 +939,14 @@ def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
     limit admits, and a refusal takes nothing from any. Returns the tightest Decision
     (refused: the longest retry_after; admitted: the fewest remaining). In a Cluster the
     keys must share a slot (hash tags, e.g. "{user:42}"). on_error is the first limiter's."""
-    first, words, limits = _check_all_request(items, cost, now, RedisLimiter)
+    first, words, limits, stores = _check_all_request(items, cost, now, RedisLimiter)
     assert isinstance(first, RedisLimiter)
-    return first._decide(CHECK, words, limits, cost, now)
+    return first._decide(CHECK, words, limits, cost, now, stores)
 
 
 async def check_all_async(items: Iterable[Tuple[AsyncRedisLimiter, Key]], cost: int = 1, *,
                           now: float | None = None) -> cellrate.Decision:
     """check_all for AsyncRedisLimiter."""
-    first, words, limits = _check_all_request(items, cost, now, AsyncRedisLimiter)
+    first, words, limits, stores = _check_all_request(items, cost, now, AsyncRedisLimiter)
     assert isinstance(first, AsyncRedisLimiter)
-    return await first._decide(CHECK, words, limits, cost, now)
+    return await first._decide(CHECK, words, limits, cost, now, stores)
