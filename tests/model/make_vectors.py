@@ -25,6 +25,7 @@ import gcra_model as model  # noqa: E402
 import metrics_model  # noqa: E402
 import options_model  # noqa: E402
 import share_model  # noqa: E402
+import wait_vectors  # noqa: E402
 import web_model  # noqa: E402
 from gcra_model import HORIZON_NS, INT64_MAX  # noqa: E402
 
@@ -2256,6 +2257,7 @@ def generate() -> dict[str, str]:
         "seconds.txt": make_seconds(),
         "share.txt": make_share(),
         "status.txt": make_status(),
+        "wait.txt": GENERATED + wait_vectors.make_wait(),
         "web.txt": make_web(),
     }
 
