@@ -200,8 +200,10 @@ cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *a
 {
     if (!item_valid(item))
         return CR_E_ITEMS;
+    /* without a deadline no step needs the time on its clock */
+    const bool timed = timeout_ns != CR_NEVER;
     cr_wait_plan plan;
-    cr_status status = cr_wait_begin(&plan, cost, timeout_ns, cr_clock_ns());
+    cr_status status = cr_wait_begin(&plan, cost, timeout_ns, timed ? cr_clock_ns() : 0);
     if (status != CR_OK)
         return status;
     *admitted = false;
@@ -209,8 +211,8 @@ cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *a
     for (;;) {
         cr_wait_action action;
         int64_t sleep_ns;
-        if ((status = cr_wait_step(item, &plan, cr_clock_ns(), CR_CLOCK, &action, &sleep_ns,
-                                   refusal)) != CR_OK) {
+        if ((status = cr_wait_step(item, &plan, timed ? cr_clock_ns() : 0, CR_CLOCK, &action,
+                                   &sleep_ns, refusal)) != CR_OK) {
             cr_wait_leave(item, &plan, CR_CLOCK);
             return status;
         }

@@ -133,6 +133,12 @@ static int wait_now(module_state *state, PyObject *now_obj, int64_t *now_ns, int
     return 0;
 }
 
+/* The deadline's clock now, for a plan that has one (none: no read). */
+static int64_t wait_plan_clock(const cr_wait_plan *plan)
+{
+    return plan->deadline_ns == CR_NEVER ? 0 : cr_clock_ns();
+}
+
 /* _wait_plan(store, key, cost, timeout, now=None): a wait begun now. */
 static PyObject *module_wait_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -145,9 +151,14 @@ static PyObject *module_wait_plan(PyObject *module, PyObject *const *args, Py_ss
     int64_t cost, timeout_ns, now_ns, store_ns;
     if ((args[0] != Py_None && wait_item(state, args[0], args[1], &item) < 0) ||
         convert_cost(state, args[2], &cost) < 0 ||
-        convert_wait_limit(state, args[3], CR_E_TIMEOUT, &timeout_ns) < 0 ||
-        wait_now(state, nargs > 4 ? args[4] : NULL, &now_ns, &store_ns) < 0)
+        convert_wait_limit(state, args[3], CR_E_TIMEOUT, &timeout_ns) < 0)
         return NULL;
+    if (nargs > 4 && args[4] != Py_None) {
+        if (wait_now(state, args[4], &now_ns, &store_ns) < 0)
+            return NULL;
+    } else {
+        now_ns = timeout_ns == CR_NEVER ? 0 : cr_clock_ns(); /* no deadline: no read */
+    }
     WaitPlanObject *self = PyObject_New(WaitPlanObject, state->wait_plan_type);
     if (self == NULL)
         return NULL;
@@ -222,7 +233,8 @@ static PyObject *wait_plan_next(PyObject *self)
     cr_wait_action action;
     int64_t sleep_ns;
     cr_decision refusal;
-    if (wait_plan_step(plan, state, cr_clock_ns(), CR_CLOCK, &action, &sleep_ns, &refusal) < 0)
+    if (wait_plan_step(plan, state, wait_plan_clock(&plan->plan), CR_CLOCK, &action, &sleep_ns,
+                       &refusal) < 0)
         return NULL;
     if (action == CR_WAIT_GO)
         return NULL; /* the end of the iteration, no exception set */
