@@ -120,16 +120,16 @@ cr_status cr_wait_leave(const cr_item *item, cr_wait_plan *plan, int64_t store_n
     if (plan->turn_ns == CR_NO_TURN)
         return CR_OK;
     const cr_limit *limit = item_limit(item);
-    line_change change = {limit, plan->cost, cr_resolve_now(limit, store_now_ns), 0,
-                          plan->turn_ns, 0, LEAVE};
+    line_change change = {limit, plan->cost, cr_resolve_now(limit, store_now_ns), 0, plan->turn_ns,
+                          0,     LEAVE};
     line_apply(item, &change);
     plan->turn_ns = CR_NO_TURN;
     return CR_OK;
 }
 
 /* Gives up: the place given back, the store's decision as the refusal. */
-static cr_status give_up(const cr_item *item, cr_wait_plan *plan, int64_t now_ns,
-                         int64_t wait_ns, const cr_decision *decision, cr_decision *refusal)
+static cr_status give_up(const cr_item *item, cr_wait_plan *plan, int64_t now_ns, int64_t wait_ns,
+                         const cr_decision *decision, cr_decision *refusal)
 {
     cr_wait_leave(item, plan, now_ns);
     if (refusal) {

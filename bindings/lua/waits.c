@@ -31,7 +31,7 @@ static int store_wait_plan(lua_State *L, const char *tag)
     memset(box, 0, sizeof *box);
     box->store_ref = box->key_ref = LUA_NOREF;
     box->plan.turn_ns = CR_NO_TURN;
-    const int64_t begun_ns = now_ns != CR_CLOCK         ? now_ns
+    const int64_t begun_ns = now_ns != CR_CLOCK       ? now_ns
                              : timeout_ns == CR_NEVER ? 0 /* no deadline: no read */
                                                       : cr_clock_ns();
     const cr_status status = cr_wait_begin(&box->plan, cost, timeout_ns, begun_ns);
@@ -75,9 +75,7 @@ static void wait_plan_now(lua_State *L, int idx, const cr_wait_plan *plan, int64
                           int64_t *store_ns)
 {
     *store_ns = read_now(L, idx, lua_gettop(L));
-    *now_ns = *store_ns != CR_CLOCK            ? *store_ns
-              : plan->deadline_ns == CR_NEVER ? 0
-                                              : cr_clock_ns();
+    *now_ns = *store_ns != CR_CLOCK ? *store_ns : plan->deadline_ns == CR_NEVER ? 0 : cr_clock_ns();
 }
 
 static const char *const wait_plan_actions[] = {"go", "sleep", "refused", "timeout"};
@@ -93,15 +91,15 @@ static int wait_plan_step(lua_State *L)
         return luaL_error(L, "%s is closed", box->tag ? box->tag : "the store");
     cr_wait_action action;
     cr_decision refusal;
-    const cr_status status =
-        cr_wait_step(&item, &box->plan, now_ns, store_ns, &action, &sleep_ns, &refusal);
+    const cr_status status = cr_wait_step(&item, &box->plan, now_ns, store_ns, &action, &sleep_ns,
+                                          &refusal);
     if (status != CR_OK)
         return report_status(L, status, NULL);
     lua_pushstring(L, wait_plan_actions[action]);
     if (action == CR_WAIT_GO)
         return 1;
-    lua_pushnumber(L, cr_ns_to_seconds(action == CR_WAIT_SLEEP ? sleep_ns
-                                                                : refusal.retry_after_ns));
+    lua_pushnumber(L,
+                   cr_ns_to_seconds(action == CR_WAIT_SLEEP ? sleep_ns : refusal.retry_after_ns));
     return 2;
 }
 

@@ -103,8 +103,7 @@ static int cellrate_exec(PyObject *module)
     state->slot_type = add_type(module, &slot_spec);
     if (state->slot_type == NULL)
         return -1;
-    state->wait_plan_type =
-        (PyTypeObject *)PyType_FromModuleAndSpec(module, &wait_plan_spec, NULL);
+    state->wait_plan_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &wait_plan_spec, NULL);
     if (state->wait_plan_type == NULL)
         return -1;
     state->client_keys_type = add_type(module, &client_keys_spec);

@@ -329,9 +329,12 @@ static PyMethodDef wait_plan_methods[] = {
 };
 
 static PyType_Slot wait_plan_slots[] = {
-    {Py_tp_doc, (void *)wait_plan_doc}, {Py_tp_dealloc, wait_plan_dealloc},
-    {Py_tp_iter, PyObject_SelfIter},    {Py_tp_iternext, wait_plan_next},
-    {Py_tp_methods, wait_plan_methods}, {Py_tp_getset, wait_plan_getset},
+    {Py_tp_doc, (void *)wait_plan_doc},
+    {Py_tp_dealloc, wait_plan_dealloc},
+    {Py_tp_iter, PyObject_SelfIter},
+    {Py_tp_iternext, wait_plan_next},
+    {Py_tp_methods, wait_plan_methods},
+    {Py_tp_getset, wait_plan_getset},
     {0, NULL},
 };
 

@@ -35,8 +35,7 @@ static cr_wait_action step(const cr_item *item, int64_t cost, int64_t max_wait_n
 {
     cr_wait_action action = CR_WAIT_REFUSED;
     cr_wait_plan plan = {cost, max_wait_ns, *turn};
-    CHECK_EQ_I64(cr_wait_step(item, &plan, 0, CR_CLOCK, &action, sleep_ns, refusal), CR_OK,
-                 "step");
+    CHECK_EQ_I64(cr_wait_step(item, &plan, 0, CR_CLOCK, &action, sleep_ns, refusal), CR_OK, "step");
     *turn = plan.turn_ns;
     return action;
 }
