@@ -125,6 +125,7 @@ static ALWAYS_INLINE store_box *check_open(lua_State *L, const char *tag)
 #include "lua/headers.c"     /* HTTP header fields */
 #include "lua/stats.c"       /* counters as tables */
 #include "lua/stores.c"      /* Limiter and KeyedLimiter */
+#include "lua/waits.c"       /* the wait plan, stepped by Lua code that sleeps */
 #include "lua/follow.c"      /* lim:follow, keyed:follow, cellrate.read_signal */
 #include "lua/concurrency.c" /* Concurrency and Slot */
 #include "lua/inspect.c"     /* cellrate.inspect_region */

@@ -82,6 +82,7 @@ int luaopen_cellrate(lua_State *L)
     luaL_newmetatable(L, limit_tag);
     compat_setfuncs(L, limit_metamethods, 0);
     lua_pop(L, 1);
+    register_wait_plans(L);
     register_type(L, concurrency_tag, concurrency_methods, concurrency_metamethods);
     lua_pop(L, 1);
     luaL_newmetatable(L, slot_tag);

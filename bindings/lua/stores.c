@@ -161,7 +161,7 @@ static int store_reserve(lua_State *L, const char *tag)
 /*
  * lim:wait(cost, timeout), keyed:wait(key, cost, timeout): blocks until the
  * units are admitted, at most `timeout` seconds (nil: any), as Python's
- * wait() (cr_wait, docs/design.md §9). The seconds slept (0: none), or
+ * wait(): the core's wait plan slept in C (cr_wait, docs/design/waiting.md). The seconds slept (0: none), or
  * nil, "timeout" at once, nothing spent, when they cannot be had in time (an
  * unfittable cost never can).
  */

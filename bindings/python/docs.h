@@ -413,8 +413,8 @@ PyDoc_STRVAR(set_waits_doc,
              "_set_waits(methods, /)\n--\n\n"
              "Private: the Python functions that are the bodies of Limiter.wait,\n"
              "Limiter.acquire, KeyedLimiter.wait, KeyedLimiter.acquire and\n"
-             "Concurrency.hold, a dict by those names. The package sets them once, at\n"
-             "import; other functions later are refused.");
+             "Concurrency.hold, and RateLimited, a dict by those names. The package\n"
+             "sets them once, at import; other functions later are refused.");
 
 /* ------------------------------------------------------------------------ */
 /* The web policy's rules (web.c)                                            */
@@ -503,9 +503,12 @@ PyDoc_STRVAR(read_signal_doc,
 /* ------------------------------------------------------------------------ */
 /* A wait, one step at a time                                                */
 
-PyDoc_STRVAR(wait_step_doc, "_wait_step(store, key, cost, max_wait, turn, /)\n--\n\n"
-                            "A wait's next step (the core's cr_wait_step): None to start now,\n"
-                            "(seconds, turn) to sleep and step again with `turn`, or the Decision\n"
-                            "that refuses (not within max_wait seconds, or never).");
-PyDoc_STRVAR(wait_leave_doc, "_wait_leave(store, key, cost, turn, /)\n--\n\n"
-                             "A waiter that stops waiting gives its place in line back.");
+PyDoc_STRVAR(wait_plan_doc,
+             "_wait_plan(store, key, cost, timeout, now=None, /)\n--\n\n"
+             "Private: a wait for `cost` units of `store` (a Limiter with key None, a\n"
+             "KeyedLimiter and a key; None: a store outside the core, retried by\n"
+             "retry(decision)) at most `timeout` seconds (None: any), begun now: the\n"
+             "core's wait plan (docs/design/waiting.md). Iterated, it yields the\n"
+             "seconds to sleep before each next step, stops once the units are\n"
+             "admitted and raises RateLimited when they cannot be in time. step(now),\n"
+             "leave(now), retry(decision, now): now in seconds on one stand-in clock.");

@@ -105,6 +105,9 @@ static int cellrate_exec(PyObject *module)
     state->slot_type = add_type(module, &slot_spec);
     if (state->slot_type == NULL)
         return -1;
+    state->wait_plan_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &wait_plan_spec, NULL);
+    if (state->wait_plan_type == NULL)
+        return -1;
     state->client_keys_type = add_type(module, &client_keys_spec);
     if (state->client_keys_type == NULL)
         return -1;
@@ -138,6 +141,7 @@ static int cellrate_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->concurrency_type);
     Py_VISIT(state->slot_type);
     Py_VISIT(state->client_keys_type);
+    Py_VISIT(state->wait_plan_type);
     Py_VISIT(state->error);
     Py_VISIT(state->invalid_argument);
     Py_VISIT(state->invalid_argument_type);
@@ -156,6 +160,7 @@ static int cellrate_clear(PyObject *module)
     Py_CLEAR(state->concurrency_type);
     Py_CLEAR(state->slot_type);
     Py_CLEAR(state->client_keys_type);
+    Py_CLEAR(state->wait_plan_type);
     Py_CLEAR(state->error);
     Py_CLEAR(state->invalid_argument);
     Py_CLEAR(state->invalid_argument_type);
@@ -174,8 +179,7 @@ static PyMethodDef cellrate_methods[] = {
      check_all_doc},
     {"_set_waits", module_set_waits, METH_O, set_waits_doc},
     {"_check_timeout", module_check_timeout, METH_O, check_timeout_doc},
-    {"_wait_step", (PyCFunction)(void (*)(void))module_wait_step, METH_FASTCALL, wait_step_doc},
-    {"_wait_leave", (PyCFunction)(void (*)(void))module_wait_leave, METH_FASTCALL, wait_leave_doc},
+    {"_wait_plan", (PyCFunction)(void (*)(void))module_wait_plan, METH_FASTCALL, wait_plan_doc},
     {"_check_request", (PyCFunction)(void (*)(void))module_check_request, METH_FASTCALL,
      check_request_doc},
     {"_check_hold", (PyCFunction)(void (*)(void))module_check_hold, METH_FASTCALL, check_hold_doc},

@@ -27,6 +27,7 @@ import metrics_model  # noqa: E402
 import options_model  # noqa: E402
 import redis_model  # noqa: E402
 import share_model  # noqa: E402
+import wait_vectors  # noqa: E402
 import web_model  # noqa: E402
 from gcra_model import HORIZON_NS, INT64_MAX  # noqa: E402
 
@@ -2587,6 +2588,7 @@ def generate() -> dict[str, str]:
         "seconds.txt": make_seconds(),
         "share.txt": make_share(),
         "status.txt": make_status(),
+        "wait.txt": GENERATED + wait_vectors.make_wait(),
         "web.txt": make_web(),
     }
 
