@@ -213,7 +213,10 @@ def test_the_asyncio_stores_take_a_valkey_asyncio_client(server):
 
 
 def test_the_sync_stores_refuse_a_valkey_asyncio_client_and_back(server):
-    aclient = async_client_for(server.port)
+    async def made():  # in a loop: CPython 3.9's asyncio.Lock() wants one
+        return async_client_for(server.port)
+
+    aclient = asyncio.run(made())
     with pytest.raises(cellrate.InvalidArgumentType) as info:
         cr_redis.RedisLimiter(aclient, 10)
     assert info.value.param == "client" and "valkey.Valkey" in str(info.value)
