@@ -573,7 +573,7 @@ def test_a_bad_limit_passes_nginx_t_but_fails_the_check_and_the_reload():
     with Nginx(workers=2, rate=f"1/{SLOW_PERIOD}s", burst=burst) as server:
         assert server.get("/limited")[0] == 200
         workers = set(server.worker_pids())
-        for rate, words in [("1/month", "rate: months and years have no fixed length")]:
+        for rate, words in [("1/month", "algorithm: months and years are calendar periods")]:
             server.write_limits(RATE=rate)
             tested = subprocess.run(server.command("-t", "-q"), capture_output=True)
             assert tested.returncode == 0, tested.stderr
