@@ -23,6 +23,7 @@
  */
 #include "limiter.h"
 #include "carry.h"
+#include "classes.h"
 #include "fastclock.h"
 #include "region.h"
 
@@ -342,7 +343,7 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
             continue;
         }
         const int64_t new_tat = cr_gcra_decide(&cell->limit.limit, tat, now_ns, cost, NULL,
-                                               &admitted);
+                                               &admitted, 0);
         if (new_tat == tat ||
             atomic_compare_exchange_weak_explicit(&cell->own_tat, &tat, new_tat,
                                                   memory_order_acq_rel, memory_order_acquire))
@@ -350,6 +351,16 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
     }
     *allowed = admitted;
     return (cr_status)cr_count_own_tail(&limiter->counts, admitted, cost, cell->limit.limit.burst);
+}
+
+cr_status cr_limiter_check_priority(cr_limiter *limiter, int64_t now_ns, int64_t cost,
+                                    int32_t priority, bool commit, cr_decision *out, bool *allowed)
+{
+    cr_status status = cr_priority_check(cr_limiter_limit(limiter), priority);
+    if (status != CR_OK)
+        return status; /* the classes never change: a live change keeps them */
+    cr_op op = {CR_OP_PRIORITY, cost, priority, 0, 0, false};
+    return limiter_apply(limiter, now_ns, &op, commit, out, allowed);
 }
 
 cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
@@ -490,8 +501,9 @@ cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int
     cell = current_cell(limiter);
     if (status == CR_OK)
         status = cr_limit_reconfigurable(&cell->limit.limit, limit);
-    if (status == CR_OK && !cr_limit_identical(&cell->limit.limit, limit)) {
-        cr_limit kept = *limit;
+    cr_limit kept = *limit;
+    cr_priorities_keep(&kept, &cell->limit.limit); /* the classes stay the limiter's */
+    if (status == CR_OK && !cr_limit_identical(&cell->limit.limit, &kept)) {
         kept.fast_clock = cell->limit.limit.fast_clock;
         limiter_cell *next = cell_new(&kept, 0, cell);
         if (next) {

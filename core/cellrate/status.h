@@ -262,7 +262,47 @@ const char *cr_version(void);
     X(106, E_RATE_EMPTY, ARGUMENT, "rate",                                                         \
       "rate: a list of limits ('100/day;10/hour') has an empty part")                              \
     X(107, E_RATE_TOO_MANY, ARGUMENT, "rate",                                                      \
-      "rate: a list of limits holds at most 8 ('100/day;10/hour' is two)")
+      "rate: a list of limits holds at most 8 ('100/day;10/hour' is two)")                         \
+    X(108, E_UNASSIGNED_108, NONE, "", "(status 108: not assigned on this branch)")                \
+    X(109, E_UNASSIGNED_109, NONE, "", "(status 109: not assigned on this branch)")                \
+    X(110, E_UNASSIGNED_110, NONE, "", "(status 110: not assigned on this branch)")                \
+    X(111, E_UNASSIGNED_111, NONE, "", "(status 111: not assigned on this branch)")                \
+    X(112, E_UNASSIGNED_112, NONE, "", "(status 112: not assigned on this branch)")                \
+    X(113, E_UNASSIGNED_113, NONE, "", "(status 113: not assigned on this branch)")                \
+    X(114, E_UNASSIGNED_114, NONE, "", "(status 114: not assigned on this branch)")                \
+    X(115, E_UNASSIGNED_115, NONE, "", "(status 115: not assigned on this branch)")                \
+    X(116, E_UNASSIGNED_116, NONE, "", "(status 116: not assigned on this branch)")                \
+    X(117, E_UNASSIGNED_117, NONE, "", "(status 117: not assigned on this branch)")                \
+    X(118, E_UNASSIGNED_118, NONE, "", "(status 118: not assigned on this branch)")                \
+    X(119, E_UNASSIGNED_119, NONE, "", "(status 119: not assigned on this branch)")                \
+    X(120, E_UNASSIGNED_120, NONE, "", "(status 120: not assigned on this branch)")                \
+    X(121, E_UNASSIGNED_121, NONE, "", "(status 121: not assigned on this branch)")                \
+    X(122, E_UNASSIGNED_122, NONE, "", "(status 122: not assigned on this branch)")                \
+    X(123, E_UNASSIGNED_123, NONE, "", "(status 123: not assigned on this branch)")                \
+    X(124, E_UNASSIGNED_124, NONE, "", "(status 124: not assigned on this branch)")                \
+    X(125, E_UNASSIGNED_125, NONE, "", "(status 125: not assigned on this branch)")                \
+    X(126, E_UNASSIGNED_126, NONE, "", "(status 126: not assigned on this branch)")                \
+    X(127, E_UNASSIGNED_127, NONE, "", "(status 127: not assigned on this branch)")                \
+    X(128, E_UNASSIGNED_128, NONE, "", "(status 128: not assigned on this branch)")                \
+    X(129, E_UNASSIGNED_129, NONE, "", "(status 129: not assigned on this branch)")                \
+    X(130, E_PRIORITIES, ARGUMENT, "priorities",                                                   \
+      "priorities must be a mapping of 1 to 8 class names to reserves (a class name: 1 to 31 "     \
+      "bytes, each name once)")                                                                    \
+    X(131, E_PRIORITIES_RESERVE, ARGUMENT, "priorities",                                           \
+      "priorities: a reserve must be a number >= 0 and < 1 (the share of the burst the class "     \
+      "may not spend)")                                                                            \
+    X(132, E_PRIORITIES_DEFAULT, ARGUMENT, "priorities",                                           \
+      "priorities: one class must have reserve 0 (what a decision that names no priority "         \
+      "spends)")                                                                                   \
+    X(133, E_PRIORITIES_ALGORITHM, ARGUMENT, "priorities",                                         \
+      "priorities are taken by gcra and token_bucket only (a window algorithm has no burst to "    \
+      "hold back)")                                                                                \
+    X(134, E_PRIORITY, ARGUMENT, "priority",                                                       \
+      "priority must be the name of one of the limit's priorities classes")                        \
+    X(135, E_PRIORITY_NONE, ARGUMENT, "priority",                                                  \
+      "priority: this limit has no priorities (give priorities= to the limit)")                    \
+    X(136, E_SHARED_PRIORITIES, REGION, "shared",                                                  \
+      "shared: the region was made with other priorities")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1
