@@ -583,7 +583,11 @@ cr_status cr_keyed_check_priority(cr_keyed *keyed, const void *key, size_t key_l
     if (status != CR_OK)
         return status; /* the classes never change: a live change keeps them */
     cr_op op = {CR_OP_PRIORITY, cost, priority, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, &op, commit, out, allowed);
+    bool verdict;
+    status = keyed_apply(keyed, key, key_len, now_ns, &op, commit, out, &verdict);
+    if (allowed)
+        *allowed = verdict;
+    return status;
 }
 
 cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,

@@ -58,7 +58,8 @@ cr_status cr_decide_priority(const cr_limit *limit, int32_t priority, int64_t st
                              int64_t cost, int64_t *new_state, cr_decision *out);
 
 /* cr_limiter_check / cr_keyed_check for the class at `priority`; `out` NULL
- * decides admission alone (allow()). *allowed is set in either case.
+ * decides admission alone (allow()); *allowed (`allowed` may be NULL when
+ * `out` is not) is set in either case.
  * CR_E_PRIORITY / CR_E_PRIORITY_NONE for an index the limit lacks. */
 cr_status cr_limiter_check_priority(cr_limiter *limiter, int64_t now_ns, int64_t cost,
                                     int32_t priority, bool commit, cr_decision *out, bool *allowed);
