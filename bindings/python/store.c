@@ -304,6 +304,21 @@ static PyObject *store_take(PyObject *self, PyObject *const *args, Py_ssize_t na
     return store_after_fact(self, true, args, nargs, kwnames);
 }
 
+/* The classes, {name: reserve} (empty: none), in the order the limit keeps them. */
+static PyObject *store_get_priorities(PyObject *self, void *Py_UNUSED(closure))
+{
+    const cr_limit *limit = store_limit((StoreObject *)self);
+    PyObject *classes = PyDict_New();
+    for (int32_t i = 0; classes != NULL && i < limit->npriorities; i++) {
+        PyObject *reserve = PyFloat_FromDouble(limit->priorities[i].reserve);
+        if (reserve == NULL ||
+            PyDict_SetItemString(classes, limit->priorities[i].name, reserve) < 0)
+            Py_CLEAR(classes);
+        Py_XDECREF(reserve);
+    }
+    return classes;
+}
+
 static PyObject *store_get_algorithm(PyObject *self, void *Py_UNUSED(closure))
 {
     return PyUnicode_FromString(cr_algorithm_name(store_limit((StoreObject *)self)->algorithm));
@@ -573,13 +588,23 @@ static PyMemberDef keyed_members[] = {
             "'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'.", NULL                  \
     }
 
+#define PRIORITIES_GETTER                                                                         \
+    {                                                                                             \
+        "priorities", store_get_priorities, NULL,                                                 \
+            "The priority classes, {name: reserve} (the share of the burst each may not spend); " \
+            "empty for none.",                                                                    \
+            NULL                                                                                  \
+    }
+
 static PyGetSetDef limiter_getset[] = {
     CLOCK_GETTER,
+    PRIORITIES_GETTER,
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyGetSetDef keyed_getset[] = {
     CLOCK_GETTER,
+    PRIORITIES_GETTER,
     {"evictions", keyed_get_evictions, NULL, "Live keys evicted so far to make room.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

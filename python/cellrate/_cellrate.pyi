@@ -109,6 +109,7 @@ class Limiter(_Limit):
         algorithm: _PacedAlgorithm | None = None,
         max_cost: int | None = None,
         max_debt: int | None = None,
+        priorities: Mapping[str, float] | None = None,
     ) -> Limiter: ...
     @overload
     def __new__(
@@ -125,9 +126,17 @@ class Limiter(_Limit):
         max_cost: int | None = None,
         max_debt: int | None = None,
     ) -> Limiter: ...
-    def allow(self, cost: int = 1, *, now: float | None = None) -> bool: ...
-    def check(self, cost: int = 1, *, now: float | None = None) -> Decision: ...
-    def peek(self, cost: int = 1, *, now: float | None = None) -> Decision: ...
+    @property
+    def priorities(self) -> dict[str, float]: ...
+    def allow(
+        self, cost: int = 1, *, now: float | None = None, priority: str | None = None
+    ) -> bool: ...
+    def check(
+        self, cost: int = 1, *, now: float | None = None, priority: str | None = None
+    ) -> Decision: ...
+    def peek(
+        self, cost: int = 1, *, now: float | None = None, priority: str | None = None
+    ) -> Decision: ...
     def reserve(
         self, cost: int = 1, *, timeout: float | None = None, now: float | None = None
     ) -> float | None: ...
@@ -180,6 +189,7 @@ class KeyedLimiter(_Limit):
         algorithm: _PacedAlgorithm | None = None,
         max_cost: int | None = None,
         max_debt: int | None = None,
+        priorities: Mapping[str, float] | None = None,
     ) -> KeyedLimiter: ...
     @overload
     def __new__(
@@ -201,9 +211,32 @@ class KeyedLimiter(_Limit):
     def capacity(self) -> int: ...
     @property
     def evictions(self) -> int: ...
-    def allow(self, key: str | bytes, cost: int = 1, *, now: float | None = None) -> bool: ...
-    def check(self, key: str | bytes, cost: int = 1, *, now: float | None = None) -> Decision: ...
-    def peek(self, key: str | bytes, cost: int = 1, *, now: float | None = None) -> Decision: ...
+    @property
+    def priorities(self) -> dict[str, float]: ...
+    def allow(
+        self,
+        key: str | bytes,
+        cost: int = 1,
+        *,
+        now: float | None = None,
+        priority: str | None = None,
+    ) -> bool: ...
+    def check(
+        self,
+        key: str | bytes,
+        cost: int = 1,
+        *,
+        now: float | None = None,
+        priority: str | None = None,
+    ) -> Decision: ...
+    def peek(
+        self,
+        key: str | bytes,
+        cost: int = 1,
+        *,
+        now: float | None = None,
+        priority: str | None = None,
+    ) -> Decision: ...
     def reserve(
         self,
         key: str | bytes,
