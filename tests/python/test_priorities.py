@@ -83,7 +83,7 @@ def stores(block: Block, algorithm: str, tmp_path: pathlib.Path) -> list[tuple[s
 def test_vectors(index: int, algorithm: str, tmp_path: pathlib.Path) -> None:
     block = BLOCKS[index]
     made = stores(block, algorithm, tmp_path)
-    for via, lim in made:
+    for _via, lim in made:
         assert lim.priorities == dict(sorted(block.classes.items()))
         assert lim.emission_ns == block.emission
     allow_only = cellrate.Limiter(1.0, period=block.emission / 1e9, burst=block.burst,
