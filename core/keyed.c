@@ -583,7 +583,7 @@ cr_status cr_keyed_check_priority(cr_keyed *keyed, const void *key, size_t key_l
     if (status != CR_OK)
         return status; /* the classes never change: a live change keeps them */
     cr_op op = {CR_OP_PRIORITY, cost, priority, 0, 0, false};
-    bool verdict;
+    bool verdict = false;
     status = keyed_apply(keyed, key, key_len, now_ns, &op, commit, out, &verdict);
     if (allowed)
         *allowed = verdict;

@@ -360,7 +360,7 @@ cr_status cr_limiter_check_priority(cr_limiter *limiter, int64_t now_ns, int64_t
     if (status != CR_OK)
         return status; /* the classes never change: a live change keeps them */
     cr_op op = {CR_OP_PRIORITY, cost, priority, 0, 0, false};
-    bool verdict;
+    bool verdict = false;
     status = limiter_apply(limiter, now_ns, &op, commit, out, &verdict);
     if (allowed)
         *allowed = verdict;

@@ -113,7 +113,7 @@
 #define LIMITER_FIRST_ PERIOD_(BOTH), BURST_(BOTH)
 #define LIMITER_REST_                                                                   \
     CLOCK_, ALGORITHM_(BOTH), SHARED_(BOTH), SHARED_MODE_, ON_CHANGE_, MAX_COST_(BOTH), \
-        MAX_DEBT_(BOTH)
+        MAX_DEBT_(BOTH), OBJECT_("priorities", BOTH)
 
 static const cr_option limiter_options[] = {LIMITER_FIRST_, LIMITER_REST_};
 static const cr_option keyed_options[] = {

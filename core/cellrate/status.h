@@ -300,7 +300,7 @@ const char *cr_version(void);
     X(134, E_PRIORITY, ARGUMENT, "priority",                                                       \
       "priority must be the name of one of the limit's priorities classes")                        \
     X(135, E_PRIORITY_NONE, ARGUMENT, "priority",                                                  \
-      "priority: this limit has no priorities (give priorities= to the limit)")                    \
+      "priority: this limit has no priority classes (a limit takes them when it is made)")         \
     X(136, E_SHARED_PRIORITIES, REGION, "shared",                                                  \
       "shared: the region was made with other priorities")
 

@@ -274,7 +274,7 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (134, "E_PRIORITY", "argument", "priority",
      "priority must be the name of one of the limit's priorities classes"),
     (135, "E_PRIORITY_NONE", "argument", "priority",
-     "priority: this limit has no priorities (give priorities= to the limit)"),
+     "priority: this limit has no priority classes (a limit takes them when it is made)"),
     (136, "E_SHARED_PRIORITIES", "region", "shared", "shared: the region was made with other priorities"),
 ]
 

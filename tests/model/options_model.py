@@ -103,8 +103,9 @@ STORE_TIMEOUT = _seconds("timeout", "E_STORE_TIMEOUT", 0, True, INF, True, defau
 WAIT_TIMEOUT = _seconds("timeout", "E_TIMEOUT", 0, False, INF, False, faces="python")
 KEY_FUNCTION = Option("key", "function", "E_KEY_FUNCTION", faces="python")
 BLOCK = _boolean("block", "E_BLOCK", default=True, faces="python")
+PRIORITIES = Option("priorities", "object", "OK")  # the classes: the core's cr_priorities_set judges
 LIMITER_OPTIONS = (PERIOD, BURST, CLOCK, ALGORITHM, SHARED, SHARED_MODE, ON_CHANGE, MAX_COST,
-                   MAX_DEBT)
+                   MAX_DEBT, PRIORITIES)
 
 
 def _python(option: Option) -> Option:
