@@ -129,3 +129,10 @@ cr_status cr_decide_priority(const cr_limit *limit, int32_t priority, int64_t st
     *new_state = cr_priority_core(limit, state, now_ns, cost, priority, out, &allowed);
     return CR_OK;
 }
+
+cr_status cr_priority_items(size_t count)
+{
+    /* a composite refusal must spend nothing of any limit; a class's reserve
+     * differs per limit, and check_all's peek-then-commit has no class */
+    return count > 1 ? CR_E_PRIORITY_SEVERAL : CR_OK;
+}

@@ -128,23 +128,6 @@ static int64_t read_now(lua_State *L, int idx, int top)
     return now_ns;
 }
 
-/* priority: nil for none, else the name of one of `limit`'s classes, as its
- * index (-1: none). */
-static int32_t read_priority(lua_State *L, int idx, int top, const cr_limit *limit)
-{
-    int32_t index = -1;
-    if (idx > top || lua_isnil(L, idx))
-        return index;
-    if (lua_type(L, idx) != LUA_TSTRING)
-        raise_status(L, CR_E_PRIORITY);
-    size_t len;
-    const char *name = lua_tolstring(L, idx, &len);
-    const cr_status status = cr_priority_find(limit, name, len, &index);
-    if (status != CR_OK)
-        raise_status(L, status);
-    return index;
-}
-
 /* The core's words and the type given: Lua has one kind of string. */
 static const char *check_key(lua_State *L, int idx, size_t *len)
 {

@@ -21,32 +21,8 @@ typedef struct {
     cr_priority_arg classes[CR_PRIORITIES_MAX + 1]; /* priorities: one more is refused */
 } options;
 
-/* priorities = { name = reserve, ... } (the table at `idx`) into opts->args:
- * its names stay alive in the options table on the stack. The core judges
- * the classes (count, names, reserves, the algorithm). */
-static void read_priorities(lua_State *L, int idx, options *opts)
-{
-    if (lua_type(L, idx) != LUA_TTABLE)
-        raise_status(L, CR_E_PRIORITIES);
-    size_t count = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx) != 0) {
-        if (lua_type(L, -2) != LUA_TSTRING)
-            raise_status(L, CR_E_PRIORITIES);
-        if (lua_type(L, -1) != LUA_TNUMBER)
-            raise_status(L, CR_E_PRIORITIES_RESERVE);
-        if (count <= CR_PRIORITIES_MAX) {
-            cr_priority_arg *arg = &opts->classes[count];
-            arg->name = lua_tolstring(L, -2, &arg->name_len);
-            arg->reserve = (double)lua_tonumber(L, -1);
-        }
-        count++;
-        lua_pop(L, 1);
-    }
-    opts->args.priorities = opts->classes;
-    opts->args.npriorities = count <= CR_PRIORITIES_MAX ? count : CR_PRIORITIES_MAX + 1;
-    opts->args.has_priorities = true;
-}
+/* read_priorities (lua/priority.c): the classes of `priorities`. */
+static void read_priorities(lua_State *L, int idx, options *opts);
 
 /* The longest table of options of a constructor. */
 #define OPTIONS_MAX 40

@@ -57,6 +57,11 @@ cr_status cr_priority_find(const cr_limit *limit, const char *name, size_t len, 
 cr_status cr_decide_priority(const cr_limit *limit, int32_t priority, int64_t state, int64_t now_ns,
                              int64_t cost, int64_t *new_state, cr_decision *out);
 
+/* Several limits decided as one (cr_check_all, a web policy's limits, a
+ * rate string of several parts) take no class: CR_E_PRIORITY_SEVERAL when
+ * `count` > 1 limits would decide a request in a class, else CR_OK. */
+cr_status cr_priority_items(size_t count);
+
 /* cr_limiter_check / cr_keyed_check for the class at `priority`; `out` NULL
  * decides admission alone (allow()); *allowed (`allowed` may be NULL when
  * `out` is not) is set in either case.

@@ -298,11 +298,13 @@ const char *cr_version(void);
       "priorities are taken by gcra and token_bucket only (a window algorithm has no burst to "    \
       "hold back)")                                                                                \
     X(134, E_PRIORITY, ARGUMENT, "priority",                                                       \
-      "priority must be the name of one of the limit's priorities classes")                        \
+      "priority must be the name of one of the limit's priority classes")                        \
     X(135, E_PRIORITY_NONE, ARGUMENT, "priority",                                                  \
       "priority: this limit has no priority classes (a limit takes them when it is made)")         \
     X(136, E_SHARED_PRIORITIES, REGION, "shared",                                                  \
-      "shared: the region was made with other priorities")
+      "shared: the region was made with other priorities")                                         \
+    X(137, E_PRIORITY_SEVERAL, ARGUMENT, "priority",                                               \
+      "priority: several limits decided as one take no class (give priority to one limit)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 #define CR_STATUS_ONE_(number, name, class, param, message) +1

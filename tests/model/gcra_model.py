@@ -272,10 +272,12 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "priorities are taken by gcra and token_bucket only (a window algorithm has no burst to hold "
      "back)"),
     (134, "E_PRIORITY", "argument", "priority",
-     "priority must be the name of one of the limit's priorities classes"),
+     "priority must be the name of one of the limit's priority classes"),
     (135, "E_PRIORITY_NONE", "argument", "priority",
      "priority: this limit has no priority classes (a limit takes them when it is made)"),
     (136, "E_SHARED_PRIORITIES", "region", "shared", "shared: the region was made with other priorities"),
+    (137, "E_PRIORITY_SEVERAL", "argument", "priority",
+     "priority: several limits decided as one take no class (give priority to one limit)"),
 ]
 
 

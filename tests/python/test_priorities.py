@@ -238,3 +238,65 @@ def test_overload_processes(tmp_path: pathlib.Path) -> None:
     assert bulk + critical == BURST
     assert bulk <= BURST // 2 <= critical
     assert os.path.exists(path)
+
+
+# -- the web policy, every adapter (sync and async) -------------------------------
+
+from test_web import FACES, Clock  # noqa: E402
+
+
+@pytest.mark.parametrize("face", FACES, ids=lambda face: face.__name__)
+def test_web_policy_priority_of_the_request(face) -> None:
+    clock = Clock()
+    app = face("1/hour", burst=10, now=clock, priorities={"critical": 0, "bulk": 0.5},
+               priority=lambda request: request.header("x-priority") or "critical")
+    bulk = [app.request(headers={"X-Priority": "bulk"})[0] for _ in range(7)]
+    assert bulk == [200] * 5 + [429] * 2  # bulk stops at half the burst
+    status, headers, _ = app.request(headers={"X-Priority": "bulk"})
+    assert status == 429 and headers["ratelimit"].endswith("r=0;t=18000")
+    critical = [app.request()[0] for _ in range(6)]
+    assert critical == [200] * 5 + [429]  # the reserve was critical's
+
+
+def test_web_policy_priority_mistakes() -> None:
+    classes = {"critical": 0, "bulk": 0.5}
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.web.Policy("10/s", priorities=classes, priority="urgent")
+    assert info.value.param == "priority"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.web.Policy("10/s;100/minute", priorities=classes, priority="bulk")
+    assert str(info.value) == STATUS["E_PRIORITY_SEVERAL"][1]
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        cellrate.web.Policy("10/s", priorities=classes, priority=3)
+    assert info.value.param == "priority"
+
+
+def test_decorator_priority() -> None:
+    @cellrate.limit("1/hour", burst=10, priorities={"critical": 0, "bulk": 0.5}, priority="bulk",
+                    block=False)
+    def bulk() -> int:
+        return 1
+
+    admitted = 0
+    for _ in range(7):
+        try:
+            admitted += bulk()
+        except cellrate.RateLimited as refused:
+            assert 3599 < refused.retry_after <= 3600  # the class's, not the limit's
+    assert admitted == 5
+    lim = cellrate.Limiter(1000, burst=4, priorities={"critical": 0, "bulk": 0.5})
+
+    @cellrate.limit(limiter=lim, priority="bulk", timeout=5)
+    def waits() -> None:
+        pass
+
+    for _ in range(4):  # 2 at once, then one per ms: blocked calls retry on retry_after
+        waits()
+    assert lim.stats()["admitted"] == 4
+    for bad, exc in (("urgent", cellrate.InvalidArgument), (3, cellrate.InvalidArgumentType)):
+        with pytest.raises(exc) as info:
+            cellrate.limit(limiter=lim, priority=bad)
+        assert info.value.param == "priority"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.limit("10/s;100/minute", priorities={"a": 0}, priority="a")
+    assert info.value.param == "priority"
