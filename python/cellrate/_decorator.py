@@ -180,10 +180,6 @@ def limit(
                                       "provider: a Limiter, a KeyedLimiter or a fleet share's")
     if priority is not None:
         _cellrate._check_priority_items(len(store.stores) if isinstance(store, CheckAll) else 1)
-        probe = (0,) if key is None else (b"", 0)  # the core finds the class, or refuses it
-        peek = store.peek(*probe, priority=priority)
-        if inspect.isawaitable(peek):
-            peek.close()
     decider = store if priority is None else Classed(store, priority)
     waiter = decider if hasattr(decider, "reserve") else CheckOnly(decider)
     reserve, check = waiter.reserve, decider.check

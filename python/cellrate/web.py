@@ -478,10 +478,6 @@ class Policy:
         self.check_all = _check_all_for(every) if len(every) > 1 else None
         if priority is not None:
             _check_priority_items(len(every))  # several limits as one take no class
-        if isinstance(priority, str):  # a class named once: the core finds it now, or refuses it
-            for one in every:
-                if isinstance(one.store, (cellrate.Limiter, cellrate.KeyedLimiter)):
-                    one.store.peek(*(() if one.key is None else (b"",)), 0, priority=priority)
 
         self.proxy_header: str = options["proxy_header"]
         self.exempt_paths = [_matcher(pattern, "exempt_paths")

@@ -260,8 +260,11 @@ def test_web_policy_priority_of_the_request(face) -> None:
 
 def test_web_policy_priority_mistakes() -> None:
     classes = {"critical": 0, "bulk": 0.5}
-    with pytest.raises(cellrate.InvalidArgument) as info:
-        cellrate.web.Policy("10/s", priorities=classes, priority="urgent")
+    app = cellrate.wsgi.RateLimitMiddleware(lambda environ, start: [b""], "10/s",
+                                            priorities=classes, priority="urgent")
+    with pytest.raises(cellrate.InvalidArgument) as info:  # the class is the decision's to find
+        app({"REQUEST_METHOD": "GET", "PATH_INFO": "/", "REMOTE_ADDR": "192.0.2.1"},
+            lambda *args: None)
     assert info.value.param == "priority"
     with pytest.raises(cellrate.InvalidArgument) as info:
         cellrate.web.Policy("10/s;100/minute", priorities=classes, priority="bulk")
@@ -293,10 +296,12 @@ def test_decorator_priority() -> None:
     for _ in range(4):  # 2 at once, then one per ms: blocked calls retry on retry_after
         waits()
     assert lim.stats()["admitted"] == 4
-    for bad, exc in (("urgent", cellrate.InvalidArgument), (3, cellrate.InvalidArgumentType)):
-        with pytest.raises(exc) as info:
-            cellrate.limit(limiter=lim, priority=bad)
-        assert info.value.param == "priority"
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        cellrate.limit(limiter=lim, priority=3)
+    assert info.value.param == "priority"
+    with pytest.raises(cellrate.InvalidArgument) as info:  # the class is the decision's to find
+        cellrate.limit(limiter=lim, priority="urgent", block=False)(lambda: None)()
+    assert info.value.param == "priority"
     with pytest.raises(cellrate.InvalidArgument) as info:
         cellrate.limit("10/s;100/minute", priorities={"a": 0}, priority="a")
     assert info.value.param == "priority"
