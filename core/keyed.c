@@ -22,7 +22,7 @@
  */
 #include "keyed.h"
 #include "carry.h"
-#include "classes.h"
+#include "priority.h"
 #include "fastclock.h"
 #include "place.h"
 #include "region.h"

@@ -23,7 +23,7 @@
  */
 #include "limiter.h"
 #include "carry.h"
-#include "classes.h"
+#include "priority.h"
 #include "fastclock.h"
 #include "region.h"
 

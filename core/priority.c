@@ -1,6 +1,6 @@
 /* Priorities inside one limit (docs/design/priorities.md): the class table
  * of a limit, checked and sorted once, and the reserve of each in ns. */
-#include "classes.h"
+#include "priority.h"
 #include "decide.h"
 
 #include <math.h>

@@ -20,7 +20,7 @@
  * leaves the old (or a torn) boot id, so the next opener resets again.
  */
 #include "region.h"
-#include "classes.h"
+#include "priority.h"
 #include "decide.h"
 #include "seed.h"
 #include "siphash.h"

@@ -298,7 +298,7 @@ const char *cr_version(void);
       "priorities are taken by gcra and token_bucket only (a window algorithm has no burst to "    \
       "hold back)")                                                                                \
     X(134, E_PRIORITY, ARGUMENT, "priority",                                                       \
-      "priority must be the name of one of the limit's priority classes")                        \
+      "priority must be the name of one of the limit's priority classes")                          \
     X(135, E_PRIORITY_NONE, ARGUMENT, "priority",                                                  \
       "priority: this limit has no priority classes (a limit takes them when it is made)")         \
     X(136, E_SHARED_PRIORITIES, REGION, "shared",                                                  \

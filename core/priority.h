@@ -1,7 +1,7 @@
 /* Priority classes (core/priority.c) as the stores keep them: what a live
  * change keeps and what a shared region checks. Not part of the public API. */
-#ifndef CELLRATE_CLASSES_H
-#define CELLRATE_CLASSES_H
+#ifndef CELLRATE_PRIORITY_INTERNAL_H
+#define CELLRATE_PRIORITY_INTERNAL_H
 
 #include "cellrate/priority.h"
 
