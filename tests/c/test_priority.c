@@ -246,7 +246,7 @@ static int run_vectors(const char *dir)
             given = 0;
             continue;
         }
-        if (sscanf(line, "find %63s %79s", status_text, name) == 2) {
+        if (sscanf(line, "find %63s %63s", status_text, name) == 2) {
             char bytes[64];
             const size_t len = unhex(name, bytes);
             int32_t index = -1;
