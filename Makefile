@@ -167,12 +167,14 @@ docs: | $(VENV)/bin/mkdocs ## build the documentation site into build/site (stri
 	@echo "make docs: the site is in $(BUILD)/site (open $(BUILD)/site/index.html)"
 
 # make check: the quick loop while working (lint, the plain C tests, pytest on
-# .venv's interpreter against the tree's build, busted on Lua 5.4).
+# .venv's interpreter against the tree's build, busted on Lua 5.4). The tests
+# that do not depend on the interpreter (CELLRATE_INTERPRETER_ONLY: the Lua
+# rock built through the Makefile) are left to make test.
 check: deps ## the quick suites (lint, C, pytest on one interpreter, busted on Lua 5.4); prints each one's time
 	@MAKE="$(MAKE)" tools/suites.sh check lint layers test-c check-py check-lua
 
 check-py: py
-	$(PYTHON) -m pytest -q -p no:cacheprovider tests/model tests/python
+	CELLRATE_INTERPRETER_ONLY=1 $(PYTHON) -m pytest -q -p no:cacheprovider tests/model tests/python
 
 check-lua: $(BUILD)/lua5.4/cellrate.so
 	tests/lua/run.sh lua5.4 $(BUILD)/lua5.4
@@ -202,7 +204,9 @@ bench: ## benchmarks against the peers (installs them under bench/.peers); write
 
 # make install: the C library (static and shared), its header with its parts
 # (cellrate/*.h) and a pkg-config file, as hiredis installs; PREFIX and
-# DESTDIR as usual.
+# DESTDIR as usual. The pkg-config file is written where it is installed,
+# nothing in build/: installs with different PREFIXes may run at once (the
+# interpreters' pytest suites of make test-py do).
 PREFIX     ?= /usr/local
 libdir     ?= $(PREFIX)/lib
 includedir ?= $(PREFIX)/include
@@ -213,14 +217,14 @@ install: core ## install libcellrate.{a,so}, cellrate.h (and cellrate/) and cell
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(libdir)' 'includedir=$(includedir)' '' \
 		'Name: cellrate' 'Description: GCRA rate limiter with a lock-free C11 core' \
 		'Version: $(VERSION)' 'Libs: -L$${libdir} -lcellrate' 'Libs.private: $(CR_LIBS)' \
-		'Cflags: -I$${includedir}' >$(BUILD)/cellrate.pc
+		'Cflags: -I$${includedir}' >$(DESTDIR)$(pkgconfigdir)/cellrate.pc
+	chmod 0644 $(DESTDIR)$(pkgconfigdir)/cellrate.pc
 	install -m 0644 $(BUILD)/libcellrate.a $(DESTDIR)$(libdir)/libcellrate.a
 	install -m 0755 $(BUILD)/libcellrate.so $(DESTDIR)$(libdir)/libcellrate.so.$(VERSION)
 	ln -sf libcellrate.so.$(VERSION) $(DESTDIR)$(libdir)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(libdir)/libcellrate.so
 	install -m 0644 core/cellrate.h $(DESTDIR)$(includedir)/cellrate.h
 	install -m 0644 core/cellrate/*.h $(DESTDIR)$(includedir)/cellrate/
-	install -m 0644 $(BUILD)/cellrate.pc $(DESTDIR)$(pkgconfigdir)/cellrate.pc
 
 # make lint (make test runs it): clang-format on the C, ruff on the Python,
 # luacheck on the Lua. make format rewrites the C in place.

@@ -12,7 +12,10 @@ import os
 import platform
 import re
 
+from concurrent.futures import ThreadPoolExecutor
+
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -42,6 +45,35 @@ def version():
     if not all(parts):
         raise RuntimeError("core/cellrate.h: CR_VERSION_MAJOR, _MINOR and _PATCH not found")
     return ".".join(m.group(1) for m in parts)
+
+
+def parallel_compile(self, sources, output_dir=None, macros=None, include_dirs=None, debug=0,
+                     extra_preargs=None, extra_postargs=None, depends=None):
+    """CCompiler.compile, but the sources (independent translation units)
+    compiled side by side, one per processor."""
+    macros, objects, extra_postargs, pp_opts, build = self._setup_compile(
+        output_dir, macros, include_dirs, sources, depends, extra_postargs)
+    cc_args = self._get_cc_args(pp_opts, debug, extra_preargs)
+
+    def one(obj):
+        if obj in build:
+            src, ext = build[obj]
+            self._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(one, objects))  # list(): the first error is raised here
+    return objects
+
+
+class BuildExt(build_ext):
+    """build_ext with the extension's sources compiled in parallel where the
+    compiler has the hooks CCompiler.compile is made of (else one by one)."""
+
+    def build_extensions(self):
+        if all(hasattr(self.compiler, name) for name in ("_setup_compile", "_get_cc_args",
+                                                         "_compile")):
+            self.compiler.compile = parallel_compile.__get__(self.compiler)
+        super().build_extensions()
 
 
 FLAGS = build_flags()
@@ -81,6 +113,7 @@ setup(
     ],
     # The Redis server scripts both faces send live once, in redis/ at the top of the
     # repository: the wheel ships that folder as the data of cellrate/redis/scripts/.
+    cmdclass={"build_ext": BuildExt},
     package_dir={"": "python", "cellrate.redis.scripts": "redis"},
     packages=["cellrate", "cellrate.redis", "cellrate.redis.scripts"],
     package_data={"cellrate": ["py.typed", "*.pyi"], "cellrate.redis.scripts": ["*.lua"]},

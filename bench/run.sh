@@ -19,7 +19,12 @@ CC=${CC:-cc}
 VENV="$PEERS/venv"
 VPY="$VENV/bin/python"
 
-step() { printf '\n== %s\n' "$*" >&2; }
+# Each step's start (seconds since the epoch) goes to raw/steps.txt: report.py
+# writes the run's wall time, and its longest steps, into machine.txt.
+step() {
+    printf '\n== %s\n' "$*" >&2
+    printf '%s %s\n' "$(date +%s)" "$*" >> "$RAW/steps.txt"
+}
 
 cd "$ROOT"
 mkdir -p "$PEERS/bin" "$RAW"
@@ -89,7 +94,8 @@ for lua in lua5.4:/usr/include/lua5.4 luajit:/usr/include/luajit-2.1; do
     name=${lua%%:*}
     mkdir -p "$PEERS/lua/$name"
     # shellcheck disable=SC2086
-    $CC $CWARN -O2 -fPIC -shared -fvisibility=hidden -I"${lua#*:}" "$BENCH/lua/baseline.c" \
+    $CC $CWARN $ARCHFLAGS -O2 -fPIC -shared -fvisibility=hidden -Icore -I"${lua#*:}" \
+        "$BENCH/lua/baseline.c" build/libcellrate.a -Wl,--exclude-libs,ALL $(flag CR_LIBS) \
         -o "$PEERS/lua/$name/cellrate_bench_baseline.so"
 done
 
@@ -121,7 +127,7 @@ step "Redis store: a local redis-server; one client and 4 processes, sync and as
 "$VPY" "$BENCH/python/bench_redis.py" --reps "$REPS" --markdown "$BENCH/results/redis.md" |
     tee "$RAW/redis.jsonl" >&2
 
-step "throttled-py's own benchmark, in its shape: in memory, a bare loop, a local redis-server"
+step "throttled-py: its own benchmark in its shape (in memory, a bare loop, a local redis-server)"
 "$VPY" "$BENCH/python/bench_throttled.py" --reps "$REPS" | tee "$RAW/py_throttled.jsonl" >&2
 
 step "Fleet shares: ShareLimiter against Limiter and RedisLimiter, heartbeats (a local redis-server)"

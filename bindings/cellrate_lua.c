@@ -122,13 +122,16 @@ static ALWAYS_INLINE store_box *check_open(lua_State *L, const char *tag)
 #include "lua/priority.c"    /* priority classes: a store's, a decision's */
 #include "lua/decision.c"    /* a decision's values; check_all */
 #include "lua/limit_spec.c"  /* cellrate.limit_spec, a limit's text */
+#include "lua/calendar.c"    /* cellrate.calendar_period */
 #include "lua/headers.c"     /* HTTP header fields */
 #include "lua/stats.c"       /* counters as tables */
 #include "lua/stores.c"      /* Limiter and KeyedLimiter */
+#include "lua/waits.c"       /* the wait plan, stepped by Lua code that sleeps */
 #include "lua/follow.c"      /* lim:follow, keyed:follow, cellrate.read_signal */
 #include "lua/concurrency.c" /* Concurrency and Slot */
 #include "lua/inspect.c"     /* cellrate.inspect_region */
 #include "lua/metrics.c"     /* cellrate.metrics */
+#include "lua/redis.c"       /* the Redis store's protocol, for cellrate.redis */
 #include "lua/share.c"       /* the fleet share's member rules */
 #include "lua/web.c"         /* the web rules: address keys, refusals, settlement */
 #include "lua/ffi.c"         /* the C side of cellrate.ffi (LuaJIT) */

@@ -9,7 +9,8 @@
 static bool same_units(const cr_limit *a, const cr_limit *b)
 {
     return a->algorithm == b->algorithm && a->emission_ns == b->emission_ns &&
-           a->tolerance_ns == b->tolerance_ns && a->burst == b->burst;
+           a->tolerance_ns == b->tolerance_ns && a->burst == b->burst && a->zone == b->zone &&
+           a->period.unit == b->period.unit && a->period.count == b->period.count;
 }
 
 bool cr_limit_same(const cr_limit *a, const cr_limit *b)
@@ -76,6 +77,19 @@ static int64_t sliding_carry(const cr_limit *from, const cr_limit *to, int64_t s
     return cr_sliding_pack(to, &s);
 }
 
+/* The count goes to the new limit's period holding now (another zone or
+ * period: another calendar), up to its amount. */
+static int64_t calendar_carry(const cr_limit *from, const cr_limit *to, int64_t state,
+                              int64_t now_ns)
+{
+    const cr_fixed_state s = cr_calendar_read(from, state, now_ns);
+    if (s.count == 0)
+        return 0;
+    int64_t start, end;
+    cr_calendar_period(to, now_ns, &start, &end);
+    return end + min_count(s.count, to->burst);
+}
+
 int64_t cr_carry(const cr_limit *from, const cr_limit *to, int64_t state, int64_t now_ns)
 {
     if (same_units(from, to))
@@ -85,6 +99,8 @@ int64_t cr_carry(const cr_limit *from, const cr_limit *to, int64_t state, int64_
         return fixed_carry(from, to, state, now_ns);
     case CR_ALGORITHM_SLIDING_WINDOW:
         return sliding_carry(from, to, state, now_ns);
+    case CR_ALGORITHM_CALENDAR:
+        return calendar_carry(from, to, state, now_ns);
     default:
         return gcra_carry(from, to, state, now_ns);
     }
@@ -99,6 +115,11 @@ int64_t cr_full(const cr_limit *limit, int64_t now_ns)
         return (cr_window_index(limit, now_ns) + 1) * limit->tolerance_ns + limit->burst;
     case CR_ALGORITHM_SLIDING_WINDOW:
         return (cr_window_index(limit, now_ns) + 2) * limit->tolerance_ns + limit->burst;
+    case CR_ALGORITHM_CALENDAR: {
+        int64_t start, end;
+        cr_calendar_period(limit, now_ns, &start, &end);
+        return end + limit->burst;
+    }
     default:
         return now_ns + limit->tolerance_ns;
     }

@@ -27,6 +27,7 @@
 #define CR_VERSION_STRING CR_VERSION_EXPAND_(CR_VERSION_MAJOR, CR_VERSION_MINOR, CR_VERSION_PATCH)
 
 #include "cellrate/status.h"      /* cr_version, the units, status codes and their messages */
+#include "cellrate/calendar.h"    /* time zones (TZif) and calendar periods: a quota's boundaries */
 #include "cellrate/limit.h"       /* cr_limit: algorithms, validation, the rate grammar, seconds */
 #include "cellrate/decision.h"    /* cr_decision and the pure decisions; a live change's carry */
 #include "cellrate/clock.h"       /* the clocks (monotonic, realtime, fast) and the sleep */
@@ -38,6 +39,7 @@
 #include "cellrate/http.h"        /* the HTTP header fields of a decision */
 #include "cellrate/metrics.h"     /* the one list of metrics the exporters publish */
 #include "cellrate/options.h"     /* the options of every constructor of both faces, one table */
+#include "cellrate/redis.h"       /* the Redis store's protocol: requests, replies, failures */
 #include "cellrate/share.h"       /* a fleet share: a member's local limit, report, reply, steps */
 #include "cellrate/follow.h"      /* a provider's response read and followed; its retries */
 #include "cellrate/web.h" /* the web faces' rules: address keys, proxies, refusals, settlement */

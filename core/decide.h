@@ -10,6 +10,9 @@
  *   gcra, token_bucket  the TAT.
  *   fixed_window        end + count: `end` the end of the key's window (a
  *                       multiple of the window P), 0 <= count <= rate < P.
+ *   calendar            end + count: `end` the end of the key's period (a
+ *                       local midnight), 0 <= count <= rate + max_debt <=
+ *                       2^41, far below any period in ns.
  *   sliding_window      (k + 2) * P + prev * (rate + 1) + curr: k the index
  *                       of the key's current window [k*P, (k+1)*P), prev and
  *                       curr the counts of windows k - 1 and k, and
@@ -22,6 +25,7 @@
 #ifndef CELLRATE_DECIDE_H
 #define CELLRATE_DECIDE_H
 
+#include "calendar.h"
 #include "cellrate/decision.h"
 #include "cellrate/follow.h"
 
@@ -251,11 +255,52 @@ CR_HOT cr_fixed_state cr_fixed_read(const cr_limit *limit, int64_t state, int64_
     return s;
 }
 
-CR_HOT int64_t cr_fixed_decide(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
-                               cr_decision *out, bool *allowed)
+/* ------------------------------------------------------------------------ */
+/* calendar: a fixed window whose window is a calendar period (§19)         */
+
+/* The period holding now_ns: the cached one while it holds now_ns (one load,
+ * no lock; a boundary passed costs one computation, in whichever thread
+ * meets it first). */
+CR_HOT void cr_calendar_period(const cr_limit *limit, int64_t now_ns, int64_t *start_ns,
+                               int64_t *end_ns)
+{
+    const uint64_t cache = __atomic_load_n(&limit->calendar_cache, __ATOMIC_RELAXED);
+    *start_ns = (int64_t)(cache >> CR_CALENDAR_LENGTH_BITS) * 1000000000;
+    *end_ns = *start_ns +
+              (int64_t)(cache & (((uint64_t)1 << CR_CALENDAR_LENGTH_BITS) - 1)) * 1000000000;
+    if (__builtin_expect(now_ns < *start_ns || now_ns >= *end_ns, 0))
+        cr_calendar_bounds(limit, now_ns, start_ns, end_ns);
+}
+
+CR_HOT cr_fixed_state cr_calendar_read(const cr_limit *limit, int64_t state, int64_t now_ns)
+{
+    int64_t start, end;
+    cr_calendar_period(limit, now_ns, &start, &end);
+    cr_fixed_state s = {end, 0};
+    if (state >= end) { /* the current period, or a later one (the clock stepped back) */
+        if (state - end > 2 * CR_CALENDAR_COUNT_MAX) {
+            int64_t later_end;
+            if (state >= CR_HORIZON_NS ||
+                cr_period_bounds(limit->zone, limit->period, state, &s.end, &later_end) != CR_OK)
+                return s; /* beyond the horizon: no count */
+        }
+        s.count = state - s.end;
+    }
+    return s;
+}
+
+/* The key's window (fixed) or period (calendar) and its count, at now_ns. */
+CR_HOT cr_fixed_state cr_count_read(const cr_limit *limit, int64_t state, int64_t now_ns)
+{
+    return limit->algorithm == CR_ALGORITHM_CALENDAR ? cr_calendar_read(limit, state, now_ns)
+                                                     : cr_fixed_read(limit, state, now_ns);
+}
+
+/* A decision of fixed_window or calendar on the key's window `s`. */
+CR_HOT int64_t cr_fixed_decide(const cr_limit *limit, const cr_fixed_state s, int64_t state,
+                               int64_t now_ns, int64_t cost, cr_decision *out, bool *allowed)
 {
     const int64_t rate = limit->burst;
-    const cr_fixed_state s = cr_fixed_read(limit, state, now_ns);
     int64_t new_state = state, count = s.count;
 
     if (cost == 0) {
@@ -281,7 +326,7 @@ CR_HOT int64_t cr_fixed_decide(const cr_limit *limit, int64_t state, int64_t now
 static inline int64_t cr_fixed_refund(const cr_limit *limit, int64_t state, int64_t now_ns,
                                       int64_t cost, int64_t *given)
 {
-    const cr_fixed_state s = cr_fixed_read(limit, state, now_ns);
+    const cr_fixed_state s = cr_count_read(limit, state, now_ns);
     *given = cost < s.count ? cost : s.count;
     if (s.count == 0)
         return state; /* nothing counted now: the units, if any, went with their window */
@@ -432,7 +477,9 @@ CR_HOT int64_t cr_decision_core(const cr_limit *limit, int64_t state, int64_t no
 {
     switch (limit->algorithm) {
     case CR_ALGORITHM_FIXED_WINDOW:
-        return cr_fixed_decide(limit, state, now_ns, cost, out, allowed);
+    case CR_ALGORITHM_CALENDAR: /* a fixed window whose window is the zone's period */
+        return cr_fixed_decide(limit, cr_count_read(limit, state, now_ns), state, now_ns, cost, out,
+                               allowed);
     case CR_ALGORITHM_SLIDING_WINDOW:
         return cr_sliding_decide(limit, state, now_ns, cost, out, allowed);
     default:
@@ -478,6 +525,7 @@ static inline int64_t cr_refund_core(const cr_limit *limit, int64_t state, int64
         return state;
     switch (limit->algorithm) {
     case CR_ALGORITHM_FIXED_WINDOW:
+    case CR_ALGORITHM_CALENDAR:
         return cr_fixed_refund(limit, state, now_ns, cost, given);
     case CR_ALGORITHM_SLIDING_WINDOW:
         return cr_sliding_refund(limit, state, now_ns, cost, given);
@@ -525,8 +573,11 @@ static inline int64_t cr_gcra_charge(const cr_limit *limit, int64_t tat, int64_t
 static inline int64_t cr_fixed_charge(const cr_limit *limit, int64_t state, int64_t now_ns,
                                       int64_t cost, int64_t *committed, bool *clipped)
 {
-    const cr_fixed_state s = cr_fixed_read(limit, state, now_ns);
-    const int64_t packed = limit->tolerance_ns - 1 - limit->burst; /* >= 0: rate < P */
+    const cr_fixed_state s = cr_count_read(limit, state, now_ns);
+    /* >= 0: rate < P; a calendar's count may reach 2^41, far below any period */
+    const int64_t packed = limit->algorithm == CR_ALGORITHM_CALENDAR
+                               ? 2 * CR_CALENDAR_COUNT_MAX - limit->burst
+                               : limit->tolerance_ns - 1 - limit->burst;
     const int64_t ceiling = limit->burst + (limit->max_debt < packed ? limit->max_debt : packed);
     const int64_t fit = ceiling > s.count ? ceiling - s.count : 0;
     *clipped = cost > fit;
@@ -566,6 +617,7 @@ CR_HOT int64_t cr_charge_core(const cr_limit *limit, int64_t state, int64_t now_
     int64_t charged;
     switch (limit->algorithm) {
     case CR_ALGORITHM_FIXED_WINDOW:
+    case CR_ALGORITHM_CALENDAR:
         charged = cr_fixed_charge(limit, state, now_ns, cost, committed, &clipped);
         break;
     case CR_ALGORITHM_SLIDING_WINDOW:
@@ -660,6 +712,19 @@ static inline int64_t cr_fixed_follow(const cr_limit *limit, int64_t state, int6
     return s.end + (rate - remaining);
 }
 
+/* calendar: its count raised to rate - remaining in the key's period; a
+ * wait (remaining 0) fills the period (a provider's wait past its end is the
+ * provider's: the next period starts fresh). */
+static inline int64_t cr_calendar_follow(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                         int64_t remaining)
+{
+    const int64_t rate = limit->burst;
+    const cr_fixed_state s = cr_calendar_read(limit, state, now_ns);
+    if (remaining >= rate || rate - remaining <= s.count)
+        return state;
+    return s.end + (rate - remaining);
+}
+
 /* sliding_window: the current count raised so that no more than remaining
  * fit now, and for a wait none until its end (as prev decays) within the
  * key's window; a wait past it fills the window holding its last instant,
@@ -714,6 +779,9 @@ static inline int64_t cr_follow_core(const cr_limit *limit, int64_t state, int64
             break;
         case CR_ALGORITHM_SLIDING_WINDOW:
             state = cr_sliding_follow(limit, state, now_ns, remaining, within);
+            break;
+        case CR_ALGORITHM_CALENDAR:
+            state = cr_calendar_follow(limit, state, now_ns, remaining);
             break;
         default:
             state = cr_gcra_follow(limit, state, now_ns, remaining, within);

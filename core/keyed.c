@@ -324,6 +324,8 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
         return CR_E_CAPACITY;
     if (on_change != CR_CHANGE_APPLY && on_change != CR_CHANGE_REFUSE)
         return CR_E_ON_CHANGE;
+    if (path && limit->algorithm == CR_ALGORITHM_CALENDAR)
+        return CR_E_CALENDAR_STORE; /* a region holds no zone yet (docs/design.md §19) */
     /* the counters of a table of this process after it, on its pages */
     const size_t own_size = (sizeof(cr_keyed) + CR_COUNTER_SPACING - 1) &
                             ~(size_t)(CR_COUNTER_SPACING - 1);

@@ -210,6 +210,78 @@ cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *peri
     return CR_E_RATE_SYNTAX;
 }
 
+static const char *const quota_units[][8] = {
+    {"d", "day", "days", NULL},
+    {"w", "wk", "wks", "week", "weeks", NULL},
+    {"mo", "mon", "month", "months", NULL},
+    {"y", "yr", "yrs", "year", "years", NULL},
+};
+
+/* [COUNT] UNIT to the end of the text: a calendar period. */
+static cr_status read_period(cursor *c, cr_period *period)
+{
+    double count = 1;
+    skip_spaces(c);
+    if (c->at < c->end && (is_digit(*c->at) || *c->at == '.')) {
+        if (!parse_number(c, &count))
+            return CR_E_RATE_SYNTAX;
+        skip_spaces(c);
+    }
+    size_t n = letters(c);
+    const char *word = c->at;
+    c->at += n;
+    skip_spaces(c);
+    if (n == 0 || c->at != c->end)
+        return CR_E_RATE_SYNTAX;
+    int unit = -1;
+    for (int i = 0; i < 4 && unit < 0; i++)
+        if (word_is(word, n, quota_units[i]))
+            unit = i;
+    if (unit < 0 || count != floor(count) || !(count >= 1) || count > 100000)
+        return CR_E_CALENDAR_PERIOD;
+    const cr_period made = {(cr_period_unit)unit, (int32_t)count};
+    if (!cr_period_valid(made))
+        return CR_E_CALENDAR_PERIOD;
+    *period = made;
+    return CR_OK;
+}
+
+cr_status cr_parse_period(const char *text, size_t len, cr_period *period)
+{
+    cursor c = {text, text + len};
+    const cr_status status = read_period(&c, period);
+    return status == CR_E_RATE_SYNTAX ? CR_E_CALENDAR_PERIOD : status;
+}
+
+cr_status cr_parse_calendar_rate(const char *text, size_t len, int64_t *amount, cr_period *period)
+{
+    static const char *const per_word[] = {"per", NULL};
+    cursor c = {text, text + len};
+    double amount_given = 0;
+    if (len > 0 && memchr(text, ';', len) != NULL)
+        return CR_E_RATE_SEVERAL;
+    skip_spaces(&c);
+    if (!parse_number(&c, &amount_given))
+        return CR_E_RATE_SYNTAX;
+    skip_spaces(&c);
+    if (c.at < c.end && *c.at == '/')
+        c.at++;
+    else if (letters(&c) == 3 && word_is(c.at, 3, per_word))
+        c.at += 3;
+    else
+        return CR_E_RATE_SYNTAX;
+    cr_period made;
+    const cr_status status = read_period(&c, &made);
+    if (status != CR_OK)
+        return status;
+    if (amount_given != floor(amount_given) || !(amount_given >= 1) ||
+        !(amount_given <= (double)CR_CALENDAR_COUNT_MAX))
+        return CR_E_CALENDAR_AMOUNT;
+    *amount = (int64_t)amount_given;
+    *period = made;
+    return CR_OK;
+}
+
 /* Several limits, "100/day;10/hour": each part a rate of cr_parse_rate's
  * grammar, read where it stands (its spaces are the grammar's). */
 cr_status cr_parse_rates(const char *text, size_t len, cr_rate *rates, size_t *count)
@@ -276,7 +348,7 @@ static cr_status parse_clock(const char *name, size_t len, bool *fast)
 }
 
 static const char *const algorithm_names[] = {"gcra", "token_bucket", "fixed_window",
-                                              "sliding_window"};
+                                              "sliding_window", "calendar"};
 
 const char *cr_algorithm_name(cr_algorithm algorithm)
 {
@@ -340,6 +412,49 @@ static cr_status window_limit(cr_limit *limit, const cr_limit_args *args, double
     return CR_OK;
 }
 
+static const int64_t unit_longest_days[] = {1, 7, 31, 366};
+
+/* A calendar quota (docs/design.md §19): a whole amount per period of a zone,
+ * counted as a fixed window whose window is the period. */
+static cr_status calendar_limit(cr_limit *limit, const cr_limit_args *args)
+{
+    int64_t amount;
+    cr_period period;
+    if (!args->rate_text)
+        return args->rate > 0 ? CR_E_CALENDAR_PERIOD : CR_E_RATE;
+    cr_status status = cr_parse_calendar_rate(args->rate_text, args->rate_text_len, &amount,
+                                              &period);
+    if (status != CR_OK)
+        return status;
+    if (args->has_period)
+        return CR_E_PERIOD_WITH_TEXT;
+    if (args->has_burst)
+        return CR_E_BURST_WINDOW;
+    if (args->clock && !(args->clock_len == 8 && memcmp(args->clock, "realtime", 8) == 0))
+        return CR_E_CLOCK_WINDOW;
+    if (args->has_max_cost && args->max_cost < 0)
+        return CR_E_MAX_COST;
+    if (args->has_max_debt && (args->max_debt < 0 || args->max_debt > CR_CALENDAR_COUNT_MAX))
+        return CR_E_MAX_DEBT;
+    if (args->has_max_cost && args->max_cost > amount)
+        return CR_E_RATE_MAX_COST;
+    const int64_t window_ns = period.count * unit_longest_days[period.unit] * 86400 * 1000000000;
+    cr_limit made = {0};
+    made.algorithm = CR_ALGORITHM_CALENDAR;
+    made.rate = (double)amount;
+    made.period_s = (double)(window_ns / 1000000000);
+    made.burst = amount;
+    made.tolerance_ns = window_ns;
+    made.emission_ns = window_ns / amount > 0 ? window_ns / amount : 1;
+    made.window_inverse = UINT64_MAX / (uint64_t)window_ns;
+    made.count_inverse = UINT64_MAX / ((uint64_t)amount + 1);
+    made.max_debt = args->has_max_debt ? args->max_debt : amount;
+    made.zone = args->zone ? args->zone : cr_zone_utc();
+    made.period = period;
+    *limit = made;
+    return CR_OK;
+}
+
 cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
 {
     double rate = args->rate, period_s = 1.0;
@@ -349,8 +464,14 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
                                               &made.algorithm);
     if (status != CR_OK)
         return status;
+    if (made.algorithm == CR_ALGORITHM_CALENDAR)
+        return calendar_limit(limit, args);
+    if (args->zone)
+        return CR_E_TZ_ALONE;
     if (args->rate_text) {
         status = cr_parse_rate(args->rate_text, args->rate_text_len, &rate, &period_s);
+        if (status == CR_E_RATE_CALENDAR) /* a month or a year: a calendar quota's (§19) */
+            return CR_E_RATE_CALENDAR_ALGORITHM;
         if (status != CR_OK)
             return status;
     }
@@ -467,6 +588,18 @@ size_t cr_limit_describe(char *buf, size_t size, const char *type_name, const cr
         snprintf(debt, sizeof debt, ", max_debt=%" PRId64, limit->max_debt);
     if (capacity >= 0)
         snprintf(keys, sizeof keys, ", capacity=%" PRId64, capacity);
+    if (limit->algorithm == CR_ALGORITHM_CALENDAR) { /* "1000/month", the rate it reads back */
+        char count[16] = "";
+        if (limit->period.count > 1)
+            snprintf(count, sizeof count, "%" PRId32, limit->period.count);
+        const int len = snprintf(buf, size,
+                                 "%s(rate='%" PRId64 "/%s%s', algorithm='calendar', "
+                                 "tz='%s'%s%s)",
+                                 type_name, limit->burst, count,
+                                 cr_period_unit_name(limit->period.unit), cr_zone_name(limit->zone),
+                                 debt, keys);
+        return len < 0 ? 0 : (size_t)len;
+    }
     const int len = snprintf(buf, size, "%s(rate=%s, period=%s%s%s%s%s%s)", type_name, rate, period,
                              burst, clock, algorithm, debt, keys);
     return len < 0 ? 0 : (size_t)len;

@@ -124,6 +124,8 @@ cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *p
 {
     if (on_change != CR_CHANGE_APPLY && on_change != CR_CHANGE_REFUSE)
         return CR_E_ON_CHANGE;
+    if (path && limit->algorithm == CR_ALGORITHM_CALENDAR)
+        return CR_E_CALENDAR_STORE; /* a region holds no zone yet (docs/design.md §19) */
     cr_limiter *limiter = malloc(sizeof *limiter);
     limiter_cell *cell = cell_new(limit, 0, NULL);
     if (!limiter || !cell) {

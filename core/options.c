@@ -88,6 +88,11 @@
 #define BURST_(fc) INTEGER_("burst", CR_E_BURST, 1, ANY_INTEGER, 0, fc, NONE_)
 #define ALGORITHMS_ "gcra token_bucket fixed_window sliding_window"
 #define ALGORITHM_(fc) WORD_("algorithm", CR_E_ALGORITHM, ALGORITHMS_, 0, fc, TEXT_("gcra"))
+/* In process, a calendar quota too (docs/design.md §19), with its zone. */
+#define LOCAL_ALGORITHMS_ ALGORITHMS_ " calendar"
+#define LOCAL_ALGORITHM_ \
+    WORD_("algorithm", CR_E_ALGORITHM, LOCAL_ALGORITHMS_, 0, BOTH, TEXT_("gcra"))
+#define TZ_ STRING_("tz", CR_E_TZ, "", 1, 0, BOTH, NONE_)
 #define CLOCK_ WORD_("clock", CR_E_CLOCK, "fast monotonic realtime", 0, BOTH, NONE_)
 #define SHARED_(fc) OF_KIND_("shared", CR_OPTION_PATH, CR_E_SHARED_PATH, fc)
 #define SHARED_MODE_                                                          \
@@ -103,6 +108,8 @@
 #define STORE_NAME_ NAME_("name", CR_E_STORE_NAME, "{}:", 0, BOTH)
 #define PREFIX_ STRING_("prefix", CR_E_PREFIX, "{}", 0, 0, BOTH, TEXT_("cellrate:"))
 #define ON_ERROR_ WORD_("on_error", CR_E_ON_ERROR, "allow deny raise", 0, BOTH, TEXT_("allow"))
+#define LIMIT_ON_ERROR_ \
+    WORD_("on_error", CR_E_REDIS_ON_ERROR, "allow deny raise fallback", 0, BOTH, TEXT_("allow"))
 #define STORE_TIMEOUT_(fc) \
     SECONDS_("timeout", CR_E_STORE_TIMEOUT, 0, INFINITY, ABOVE | FINITE, fc, NUM_(0.25))
 #define WAIT_TIMEOUT_ SECONDS_("timeout", CR_E_TIMEOUT, 0, INFINITY, 0, PYTHON, NONE_)
@@ -112,16 +119,17 @@
 
 #define LIMITER_FIRST_ PERIOD_(BOTH), BURST_(BOTH)
 #define LIMITER_REST_                                                                   \
-    CLOCK_, ALGORITHM_(BOTH), SHARED_(BOTH), SHARED_MODE_, ON_CHANGE_, MAX_COST_(BOTH), \
-        MAX_DEBT_(BOTH), OBJECT_("priorities", BOTH)
+    CLOCK_, LOCAL_ALGORITHM_, SHARED_(BOTH), SHARED_MODE_, ON_CHANGE_, MAX_COST_(BOTH), \
+        MAX_DEBT_(BOTH), TZ_, OBJECT_("priorities", BOTH)
 
 static const cr_option limiter_options[] = {LIMITER_FIRST_, LIMITER_REST_};
 static const cr_option keyed_options[] = {
     LIMITER_FIRST_, CAPACITY_(BOTH, INT_(CR_KEYED_DEFAULT_CAPACITY)), LIMITER_REST_};
-static const cr_option limit_options[] = {PERIOD_(BOTH), BURST_(BOTH), ALGORITHM_(BOTH)};
+static const cr_option limit_options[] = {PERIOD_(BOTH), BURST_(BOTH), LOCAL_ALGORITHM_,
+                                          MAX_DEBT_(BOTH), TZ_};
 static const cr_option reconfigure_options[] = {
-    PERIOD_(BOTH), BURST_(BOTH), WORD_("algorithm", CR_E_ALGORITHM, ALGORITHMS_, 0, BOTH, NONE_),
-    MAX_DEBT_(BOTH)};
+    PERIOD_(BOTH), BURST_(BOTH),
+    WORD_("algorithm", CR_E_ALGORITHM, LOCAL_ALGORITHMS_, 0, BOTH, NONE_), MAX_DEBT_(BOTH), TZ_};
 static const cr_option concurrency_options[] = {CAPACITY_(BOTH, NONE_), SHARED_(BOTH), SHARED_MODE_,
                                                 LEASE_(BOTH, CR_E_LEASE, 0),
                                                 BOOLEAN_("peak", CR_E_PEAK, BOTH, BOOL_(false))};
@@ -133,10 +141,12 @@ static const cr_option redis_limiter_options[] = {
     ALGORITHM_(BOTH),
     STORE_NAME_,
     PREFIX_,
-    ON_ERROR_,
+    LIMIT_ON_ERROR_,
+    OBJECT_("fallback", BOTH),
     BOOLEAN_("deny_cache", CR_E_DENY_CACHE, PYTHON, BOOL_(true)),
     STORE_TIMEOUT_(PYTHON),
-    MAX_COST_(BOTH)};
+    MAX_COST_(BOTH),
+    MAX_DEBT_(BOTH)};
 static const cr_option redis_concurrency_options[] = {
     LEASE_(BOTH, CR_E_STORE_LEASE, CR_OPTION_REQUIRED), STORE_NAME_, PREFIX_, ON_ERROR_,
     STORE_TIMEOUT_(PYTHON)};

@@ -15,8 +15,9 @@ static const struct {
 #undef CR_STATUS_ROW_
 };
 
-/* The numbers are dense: each below the row count, and each used once (a
- * duplicate is a duplicate case label in cr_status_name). */
+/* Each number below CR_STATUS_COUNT and used once (a duplicate is a
+ * duplicate case label in cr_status_name); a number without a row is
+ * reserved and reads as out of range. */
 #define CR_STATUS_DENSE_(number, name, class, param, message) \
     _Static_assert((number) >= 0 && (number) < CR_STATUS_COUNT, "status " #name " out of range");
 CR_STATUS_LIST(CR_STATUS_DENSE_)
@@ -24,14 +25,14 @@ CR_STATUS_LIST(CR_STATUS_DENSE_)
 
 const char *cr_strerror(cr_status status)
 {
-    if ((unsigned)status >= CR_STATUS_COUNT)
+    if ((unsigned)status >= CR_STATUS_COUNT || !status_table[status].message)
         return "unknown status";
     return status_table[status].message;
 }
 
 const char *cr_status_param(cr_status status)
 {
-    if ((unsigned)status >= CR_STATUS_COUNT)
+    if ((unsigned)status >= CR_STATUS_COUNT || !status_table[status].message)
         return "";
     return status_table[status].param;
 }

@@ -1,8 +1,10 @@
 /*
- * Waiting until units are admitted (docs/design.md §9), one step at a time:
- * cr_wait_step says whether to start, sleep or give up; Python's wait and
- * acquire sleep in the interpreter between steps (python/cellrate/_wait.py),
- * and cr_wait (Lua's wait) sleeps in C. The faces wait alike.
+ * Waiting until units are admitted (docs/design/waiting.md), one step at a
+ * time: cr_wait_step says whether to start, sleep or give up, by the plan's
+ * pure rules (core/plan.c) and the store's answer at the step's instant.
+ * Every face drives these steps and only sleeps between them: Python's wait,
+ * acquire and the decorators (python/cellrate/_wait.py), nginx's `wait`
+ * (lua/cellrate/nginx.lua, ngx.sleep), and cr_wait (Lua's wait) in C.
  *
  * Why every start is an admission at its real instant: a reservation commits
  * units at a future instant, and the sleeper that holds it wakes after that
@@ -54,17 +56,6 @@ static cr_lines *item_lines(const cr_item *item, uint64_t *fingerprint, bool mak
     if (item->limiter)
         return cr_limiter_lines(item->limiter, fingerprint, make);
     return cr_keyed_lines(item->keyed, item->key, item->key_len, fingerprint, make);
-}
-
-int64_t cr_line_join(const cr_limit *limit, int64_t tail_ns, int64_t ready_ns, int64_t cost,
-                     int64_t *turn_ns)
-{
-    *turn_ns = ready_ns > tail_ns ? ready_ns : tail_ns;
-    int64_t span, tail;
-    if (__builtin_mul_overflow(cost, limit->emission_ns, &span) ||
-        __builtin_add_overflow(*turn_ns, span, &tail))
-        return CR_NEVER;
-    return tail;
 }
 
 /* What a step does to its key's line, under the line's lock. */
@@ -122,85 +113,85 @@ static bool anyone_waiting(const cr_item *item, int64_t now_ns)
     return lines && cr_lines_latest(lines) > now_ns;
 }
 
-cr_status cr_wait_leave(const cr_item *item, int64_t cost, int64_t turn_ns)
+cr_status cr_wait_leave(const cr_item *item, cr_wait_plan *plan, int64_t store_now_ns)
 {
     if (!item_valid(item))
         return CR_E_ITEMS;
-    if (turn_ns == CR_NO_TURN)
+    if (plan->turn_ns == CR_NO_TURN)
         return CR_OK;
     const cr_limit *limit = item_limit(item);
-    line_change change = {limit, cost, cr_read_clock(limit), 0, turn_ns, 0, LEAVE};
+    line_change change = {limit, plan->cost, cr_resolve_now(limit, store_now_ns), 0, plan->turn_ns,
+                          0,     LEAVE};
     line_apply(item, &change);
+    plan->turn_ns = CR_NO_TURN;
     return CR_OK;
 }
 
-cr_status cr_wait_step(const cr_item *item, int64_t cost, int64_t max_wait_ns, int64_t *turn_ns,
-                       cr_wait_action *step, int64_t *sleep_ns, cr_decision *refusal)
+/* Gives up: the place given back, the store's decision as the refusal. */
+static cr_status give_up(const cr_item *item, cr_wait_plan *plan, int64_t now_ns, int64_t wait_ns,
+                         const cr_decision *decision, cr_decision *refusal)
+{
+    cr_wait_leave(item, plan, now_ns);
+    if (refusal) {
+        *refusal = *decision;
+        refusal->allowed = false;
+        refusal->retry_after_ns = wait_ns;
+    }
+    return CR_OK;
+}
+
+cr_status cr_wait_step(const cr_item *item, cr_wait_plan *plan, int64_t now_ns,
+                       int64_t store_now_ns, cr_wait_action *action, int64_t *sleep_ns,
+                       cr_decision *refusal)
 {
     if (!item_valid(item))
         return CR_E_ITEMS;
-    if (max_wait_ns < 0)
-        return CR_E_TIMEOUT;
-    cr_status status = cr_check_args(CR_CLOCK, cost);
+    const int64_t cost = plan->cost;
+    cr_status status = cr_check_args(store_now_ns, cost);
     if (status != CR_OK)
         return status;
     const cr_limit *limit = item_limit(item);
-    const int64_t now_ns = cr_read_clock(limit);
-    const bool first = *turn_ns == CR_NO_TURN;
+    const int64_t at_ns = cr_resolve_now(limit, store_now_ns);
+    const bool first = plan->turn_ns == CR_NO_TURN;
     *sleep_ns = 0;
-    line_change change = {limit, cost, now_ns, now_ns, *turn_ns, now_ns, READ};
-    if (!first && now_ns < *turn_ns) { /* woken early: its turn is still to come */
-        *step = CR_WAIT_SLEEP;
-        *sleep_ns = *turn_ns - now_ns;
+    line_change change = {limit, cost, at_ns, at_ns, plan->turn_ns, at_ns, READ};
+    if (!first && at_ns < plan->turn_ns) { /* woken early: its turn is still to come */
+        *action = CR_WAIT_SLEEP;
+        *sleep_ns = plan->turn_ns - at_ns;
         return CR_OK;
     }
     /* a newcomer behind waiters of this process joins the line behind them */
-    const bool behind = first && anyone_waiting(item, now_ns) && line_apply(item, &change) &&
-                        change.tail_ns > now_ns;
-    cr_decision decision;
+    const bool behind = first && anyone_waiting(item, at_ns) && line_apply(item, &change) &&
+                        change.tail_ns > at_ns;
     if (!behind) {
         bool admitted;
-        if ((status = item_admit(item, now_ns, cost, &admitted)) != CR_OK)
+        if ((status = item_admit(item, at_ns, cost, &admitted)) != CR_OK)
             return status;
         if (admitted) {
-            *turn_ns = CR_NO_TURN;
-            *step = CR_WAIT_GO;
+            plan->turn_ns = CR_NO_TURN;
+            *action = CR_WAIT_GO;
             return CR_OK;
         }
     }
-    if ((status = item_peek(item, now_ns, cost, &decision)) != CR_OK)
+    cr_decision decision;
+    if ((status = item_peek(item, at_ns, cost, &decision)) != CR_OK)
         return status;
     if (decision.retry_after_ns == CR_NEVER) {
-        if (!first)
-            cr_wait_leave(item, cost, *turn_ns);
-        *turn_ns = CR_NO_TURN;
-        *step = CR_WAIT_REFUSED;
-        if (refusal)
-            *refusal = decision;
-        return CR_OK;
+        *action = cr_wait_answer(plan, now_ns, CR_NEVER, sleep_ns);
+        return give_up(item, plan, at_ns, CR_NEVER, &decision, refusal);
     }
     /* a peek that admits after a refusal: another thread gave units back
      * meanwhile; the next step, at once, tries again */
-    change.ready_ns = now_ns + (decision.allowed ? 0 : decision.retry_after_ns);
+    change.ready_ns = at_ns + (decision.allowed ? 0 : decision.retry_after_ns);
     change.turn_ns = change.ready_ns;
     change.what = first ? JOIN : KEEP;
     if (!line_apply(item, &change))
         change.turn_ns = change.ready_ns; /* no line: its own retry_after */
-    const int64_t wait_ns = change.turn_ns - now_ns;
-    if (wait_ns > max_wait_ns) {
-        cr_wait_leave(item, cost, change.turn_ns);
-        *turn_ns = CR_NO_TURN;
-        *step = CR_WAIT_REFUSED;
-        if (refusal) {
-            *refusal = decision;
-            refusal->allowed = false;
-            refusal->retry_after_ns = wait_ns;
-        }
-        return CR_OK;
-    }
-    *turn_ns = change.turn_ns;
-    *step = CR_WAIT_SLEEP;
-    *sleep_ns = wait_ns;
+    const int64_t wait_ns = change.turn_ns - at_ns;
+    plan->turn_ns = change.turn_ns;
+    *action = cr_wait_answer(plan, now_ns, wait_ns, sleep_ns);
+    if (*action != CR_WAIT_SLEEP)
+        return give_up(item, plan, at_ns, wait_ns, &decision, refusal);
     return CR_OK;
 }
 
@@ -209,35 +200,24 @@ cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *a
 {
     if (!item_valid(item))
         return CR_E_ITEMS;
-    if (timeout_ns < 0)
-        return CR_E_TIMEOUT;
-    const int64_t start_ns = cr_clock_ns();
-    const int64_t deadline_ns = timeout_ns > INT64_MAX - start_ns ? CR_NEVER
-                                                                  : start_ns + timeout_ns;
-    int64_t turn_ns = CR_NO_TURN;
+    /* without a deadline no step needs the time on its clock */
+    const bool timed = timeout_ns != CR_NEVER;
+    cr_wait_plan plan;
+    cr_status status = cr_wait_begin(&plan, cost, timeout_ns, timed ? cr_clock_ns() : 0);
+    if (status != CR_OK)
+        return status;
     *admitted = false;
     *slept_ns = 0;
     for (;;) {
-        int64_t max_wait_ns = CR_NEVER, sleep_ns;
-        if (deadline_ns != CR_NEVER) {
-            const int64_t now_ns = cr_clock_ns();
-            max_wait_ns = now_ns < deadline_ns ? deadline_ns - now_ns : 0;
-        }
-        cr_wait_action step;
-        cr_decision decision;
-        const cr_status status = cr_wait_step(item, cost, max_wait_ns, &turn_ns, &step, &sleep_ns,
-                                              &decision);
-        if (status != CR_OK) {
-            cr_wait_leave(item, cost, turn_ns);
+        cr_wait_action action;
+        int64_t sleep_ns;
+        if ((status = cr_wait_step(item, &plan, timed ? cr_clock_ns() : 0, CR_CLOCK, &action,
+                                   &sleep_ns, refusal)) != CR_OK) {
+            cr_wait_leave(item, &plan, CR_CLOCK);
             return status;
         }
-        if (step == CR_WAIT_GO) {
-            *admitted = true;
-            return CR_OK;
-        }
-        if (step == CR_WAIT_REFUSED) {
-            if (refusal)
-                *refusal = decision;
+        if (action != CR_WAIT_SLEEP) {
+            *admitted = action == CR_WAIT_GO;
             return CR_OK;
         }
         cr_sleep_ns(sleep_ns);

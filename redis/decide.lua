@@ -8,7 +8,10 @@
 -- admission, 3 refund: one key, answering 1 or 0, below; 4 charge and 5 take:
 -- one key, below), cost (take: the most units), then per key: algorithm, emission_ns, tolerance_ns, burst
 -- (the core's cr_limit: for the window algorithms tolerance_ns is the window
--- and burst the rate), then now (decimal ns; absent: the server's TIME).
+-- and burst the rate), then a charge's max_debt (units), then now (decimal
+-- ns; absent: the server's TIME). The faces build these words with the
+-- core's cr_redis_request and read the reply with cr_redis_read_reply
+-- (core/cellrate/redis.h).
 -- Each key's value is the limit it was written under and its state word,
 -- '<algorithm>:<tolerance_ns>:<burst> <state>': a call with another limit
 -- under the same key (a live change: docs/design.md §11) carries the state
@@ -22,8 +25,8 @@
 -- an admission is answered 1 alone. A charge (the core's cr_charge) is that
 -- check where the cost fits; else it commits the cost into debt, refused,
 -- with the decision of one more unit on the state charged, and answers a
--- sixth field, clipped (1: the debt met its bound: the core's default
--- max_debt, one burst beyond the limit, and at most MAX_DEBT_NS below). A take
+-- sixth field, clipped (1: the debt met its bound: the limit's max_debt
+-- units beyond it, and at most MAX_DEBT_NS after now). A take
 -- (cr_take) admits as many units as fit now, up to the cost, and answers
 -- their count.
 --
@@ -43,11 +46,12 @@
 -- and admitted makes no table either. The rarer paths (an explicit now, the
 -- window algorithms) use helpers made only when the call needs them.
 
--- The protocol: what both stores (cellrate.redis in Python and in Lua) must
--- agree on, read by both from the lines below when they load, NAME = value,
--- one a line up to the first blank line: "local" where this script uses the
--- value too, "--" where only the stores do. A value is a number, a 'string'
--- or words (a list).
+-- The protocol: what this script and the stores (cellrate.redis in Python
+-- and in Lua) agree on, NAME = value, one a line up to the first blank line:
+-- "local" where this script uses the value (the core states the same in
+-- core/cellrate/redis.h, CR_REDIS_*, and tests/vectors/redis.txt holds the
+-- two to one another), "--" where only the stores read it, when they load. A
+-- value is a number, a 'string' or words (a list).
 -- The modes (ARGV[1]).
 local PEEK = '0'
 local CHECK = '1'
@@ -57,25 +61,14 @@ local CHARGE = '4'
 local TAKE = '5'
 -- A tolerance (or window) the script carries exactly: below 9e15 ns (104 days).
 local MAX_TOLERANCE_NS = 9000000000000000
--- The debt bound: a charge commits at most one burst (a window's rate) beyond
--- the limit, the core's default max_debt, in whole units; a gcra TAT also at
--- most this far after now (the core's ceiling, its horizon, is beyond what one
--- double carries).
+-- The debt bound: a charge commits at most the limit's max_debt units beyond
+-- it (ARGV), in whole units; a gcra TAT also at most this far after now (the
+-- core's ceiling, its horizon, is beyond what one double carries).
 local MAX_DEBT_NS = 9000000000000000
--- BURST_TOO_LARGE = is too large for the Redis store: burst * (period/rate), or a window, must be below 9e15 ns (about 104 days)
--- The first words of the error replies that mean "Redis cannot decide now".
--- UNAVAILABLE_REPLIES = OOM BUSY LOADING READONLY MASTERDOWN NOREPLICAS TRYAGAIN CLUSTERDOWN
--- While Redis cannot decide: the probe's first back-off and its largest (s).
--- FIRST_BACKOFF_S = 0.05
--- MAX_BACKOFF_S = 1.0
 -- (The stores' options, prefix, on_error and name among them, are the core's
 -- table, cellrate/options.h.) The words of a live change asked of a limit
 -- without a name.
 -- NAME_NEEDED = give the limit a name (name=) to change it live: an unnamed limit's keys are named by its parameters, which the change would leave behind
--- The keys of one call must share a Redis Cluster hash slot: what the faces
--- say of keys in several (a cluster client refuses them before sending, a
--- node with CROSSSLOT), then each key and its slot.
--- SLOTS_DIFFER = must name keys of one Redis Cluster hash slot, as the keys of one script call must: put the same hash tag in each key, the part in braces that Cluster hashes (e.g. '{user:42}' and '{user:42}:search'); the keys and their slots:
 -- A live change keeps the algorithm: the start of the error reply of a key
 -- held under another one, and what the faces say of such a change.
 local ALGORITHM_REPLY = 'cellrate: algorithm:'
@@ -94,7 +87,12 @@ local max_cost
 if mode == TAKE then
     max_cost, cost = cost, 0 -- the units that fit first: a probe
 end
-local now = ARGV[3 + 4 * nkeys]
+local last = 2 + 4 * nkeys -- the last limit's last word
+local max_debt
+if mode == CHARGE then
+    max_debt, last = tonumber(ARGV[last + 1]), last + 1
+end
+local now = ARGV[last + 1]
 
 -- Each key's value, read first: one written under another limit needs the
 -- helpers. The limit's signature, '<algorithm>:<tolerance_ns>:<burst> ',
@@ -281,13 +279,13 @@ if needs_helpers then
             return allowed and 1 or 0, count < rate and rate - count or 0, retry, reset, write
         end
 
-        -- cr_fixed_charge: the count passes the rate by max_debt (the
-        -- default: the rate), up to the window less one ns, the most end +
-        -- count carries; a count already past it is kept. The state charged,
-        -- and clipped.
-        local function charge_fixed(ss, sns, window, rate, ts, tns, cost)
+        -- cr_fixed_charge: the count passes the rate by max_debt, up to the
+        -- window less one ns, the most end + count carries; a count already
+        -- past it is kept. The state charged, and clipped.
+        local function charge_fixed(ss, sns, window, rate, ts, tns, cost, debt)
             local es, ens, count = read_fixed(ss, sns, window, ts, tns)
-            local ceiling = rate + rate < window - 1 and rate + rate or window - 1
+            local packed = window - 1 - rate -- >= 0: the rate is below the window
+            local ceiling = rate + (debt < packed and debt or packed)
             local fit = ceiling > count and ceiling - count or 0
             local clipped = cost > fit
             local s, ns = add(es, ens, split(count + (clipped and fit or cost)))
@@ -815,9 +813,8 @@ for i = 1, nkeys do
             -- into debt (cr_charge_core): the state charged, clipped at the bound
             if algorithm == 'gcra' or algorithm == 'token_bucket' then
                 -- max(TAT, now) + cost * T, at most now + tau + max_debt * T
-                -- (max_debt the default, the burst: 2 tau) and now +
-                -- MAX_DEBT_NS, in whole units; a TAT already beyond (a clock
-                -- that stepped back) is kept
+                -- and now + MAX_DEBT_NS, in whole units; a TAT already beyond
+                -- (a clock that stepped back) is kept
                 local lead_s, lead_ns = ss - ts, sns - tns
                 if lead_ns < 0 then
                     lead_s, lead_ns = lead_s - 1, lead_ns + E9
@@ -828,8 +825,15 @@ for i = 1, nkeys do
                 clipped = true
                 if lead_s < 9000000 then
                     local lead, emission = lead_s * E9 + lead_ns, tonumber(ARGV[base + 2])
-                    local depth = tolerance + tolerance -- exact: tolerance < 9e15 < 2^53
-                    local room = (depth < MAX_DEBT_NS and depth or MAX_DEBT_NS) - lead
+                    -- tau + max_debt * T, at most MAX_DEBT_NS: max_debt is
+                    -- compared with the units under that (exact, below 2^53),
+                    -- so no product past 2^53 is ever made
+                    local spare = MAX_DEBT_NS - tolerance -- > 0: tolerance < MAX_TOLERANCE_NS
+                    local depth = MAX_DEBT_NS
+                    if max_debt <= (spare - fmod(spare, emission)) / emission then
+                        depth = tolerance + max_debt * emission
+                    end
+                    local room = depth - lead
                     local fit = room > 0 and (room - fmod(room, emission)) / emission or 0
                     clipped = cost > fit
                     if fit > 0 or not clipped then
@@ -843,7 +847,7 @@ for i = 1, nkeys do
                 end
             else
                 ss, sns, clipped = helpers.charge[algorithm](ss, sns, tolerance,
-                    tonumber(ARGV[base + 4]), ts, tns, cost)
+                    tonumber(ARGV[base + 4]), ts, tns, cost, max_debt)
             end
             charged = ss > 0 and string_format('%s%d%09d', signature, ss, sns)
                 or string_format('%s%d', signature, sns)

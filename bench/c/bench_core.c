@@ -1088,7 +1088,7 @@ static void live_keyed_scenarios(const config *cfg, const uint32_t *draws)
         CASE1("c.live.shared.keyed.every_key_first_touch", keyed_turn, &converting, cfg->keys,
               "allow"),
     };
-    run_cases(cfg, "c.concurrency", cases, sizeof cases / sizeof cases[0]);
+    run_cases(cfg, "c.live.keyed", cases, sizeof cases / sizeof cases[0]);
     for (int t = 0; t < 4; t++)
         cr_keyed_free(tables[t].keyed);
     unlink(path[0]);
@@ -1365,7 +1365,7 @@ static void concurrency_scenarios(const config *cfg)
         GAUGE_2T("c.cellrate.concurrency.acquire_release.2t", &own[0]),
         GAUGE_2T("c.cellrate.concurrency.peak.acquire_release.2t", &own[1]),
     };
-    run_cases(cfg, "c.live.keyed", cases, sizeof cases / sizeof cases[0]);
+    run_cases(cfg, "c.concurrency", cases, sizeof cases / sizeof cases[0]);
     for (int peak = 0; peak < 2; peak++) {
         cr_gauge_free(own[peak].gauge);
         cr_gauge_free(shared[peak].gauge);

@@ -1,11 +1,16 @@
 /*
  * The reference points of the Lua scenarios: the cheapest C function Lua can
- * call (noop) and the same plus one clock read (clock_ns), the clock read that
- * cellrate's lim:allow() makes; and both as methods of a userdata
- * (object():clock_ns()), the call shape of lim:allow(). One source for
- * Lua 5.4 and LuaJIT: it uses only calls both have.
+ * call (noop); the same plus the clock read that cellrate's lim:allow() makes,
+ * read by the core's own inlined reader (fast_clock_ns: the default clock;
+ * monotonic_clock_ns: clock = "monotonic"); the default's as a method of a
+ * userdata (object():fast_clock_ns()), the call shape of lim:allow(); and
+ * clock_ns, one clock_gettime(CLOCK_MONOTONIC) (the plain-Lua GCRA's clock and
+ * the loops' timer). One source for Lua 5.4 and LuaJIT: it uses only calls
+ * both have. Linked with build/libcellrate.a (bench/run.sh).
  */
 #include <time.h>
+
+#include "fastclock.h"
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -34,7 +39,21 @@ static int clock_ns(lua_State *L)
     return 1;
 }
 
-/* A userdata whose metatable's __index holds noop and clock_ns. */
+/* cellrate's default clock ("fast"), as lim:allow() reads it. */
+static int fast_clock_ns(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)cr_fast_clock_now());
+    return 1;
+}
+
+/* clock = "monotonic", as lim:allow() reads it on such a limiter. */
+static int monotonic_clock_ns(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)cr_monotonic_now());
+    return 1;
+}
+
+/* A userdata whose metatable's __index holds noop and fast_clock_ns. */
 static int object(lua_State *L)
 {
     lua_newuserdata(L, 1);
@@ -49,8 +68,8 @@ int luaopen_cellrate_bench_baseline(lua_State *L)
     lua_newtable(L); /* its __index */
     lua_pushcfunction(L, noop);
     lua_setfield(L, -2, "noop");
-    lua_pushcfunction(L, clock_ns);
-    lua_setfield(L, -2, "clock_ns");
+    lua_pushcfunction(L, fast_clock_ns);
+    lua_setfield(L, -2, "fast_clock_ns");
     lua_setfield(L, -2, "__index");
     lua_pushcclosure(L, object, 1);
 
@@ -61,5 +80,9 @@ int luaopen_cellrate_bench_baseline(lua_State *L)
     lua_setfield(L, -2, "noop");
     lua_pushcfunction(L, clock_ns);
     lua_setfield(L, -2, "clock_ns");
+    lua_pushcfunction(L, fast_clock_ns);
+    lua_setfield(L, -2, "fast_clock_ns");
+    lua_pushcfunction(L, monotonic_clock_ns);
+    lua_setfield(L, -2, "monotonic_clock_ns");
     return 1;
 }

@@ -1,7 +1,7 @@
 -- Lua-level scenarios of `make bench`, for Lua 5.4 and LuaJIT alike:
 -- cellrate's lim:allow() (also with clock = "monotonic") and keyed:allow(key)
--- (100k keys) against a trivial C function, the same plus a clock read, and
--- a plain-Lua GCRA.
+-- (100k keys) against a trivial C function, the same plus the clock read
+-- cellrate makes (its floor), and a plain-Lua GCRA.
 --
 --   LUA_CPATH="<dir of cellrate.so>/?.so;<dir of the baseline module>/?.so" \
 --     lua5.4 bench.lua [reps] [label]
@@ -48,7 +48,7 @@ local loops = {}
 function loops.empty(_, n) for _ = 1, n do end end
 function loops.call(f, n) for _ = 1, n do f() end end
 function loops.method_allow(obj, n) for _ = 1, n do obj:allow() end end
-function loops.method_clock(obj, n) for _ = 1, n do obj:clock_ns() end end
+function loops.method_clock(obj, n) for _ = 1, n do obj:fast_clock_ns() end end
 function loops.method_allow_key(obj, n)
   local p = picks
   for i = 1, n do obj:allow(p[i]) end
@@ -77,7 +77,11 @@ local scenarios = {
   { id = "floor.empty_loop", loop = loops.empty, target = nil, ops = SINGLE_OPS },
   { id = "floor.c_noop", loop = loops.call, target = noop, ops = SINGLE_OPS },
   { id = "floor.c_clock", loop = loops.call, target = clock_ns, ops = SINGLE_OPS },
-  { id = "floor.c_method_clock", loop = loops.method_clock, target = baseline.object(),
+  { id = "floor.c_fast_clock", loop = loops.call, target = baseline.fast_clock_ns,
+    ops = SINGLE_OPS },
+  { id = "floor.c_monotonic_clock", loop = loops.call, target = baseline.monotonic_clock_ns,
+    ops = SINGLE_OPS },
+  { id = "floor.c_method_fast_clock", loop = loops.method_clock, target = baseline.object(),
     ops = SINGLE_OPS },
   { id = "cellrate.limiter.allow", loop = loops.method_allow, target = lim, ops = SINGLE_OPS,
     expect = "allow", verify = function() return every_call_admitted(lim, false) end },

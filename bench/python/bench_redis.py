@@ -282,8 +282,11 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--markdown", help="write a table with ratios to the INCR floor here")
     parser.add_argument("--only", help="the scenarios to run, comma-separated (default: all)")
+    parser.add_argument("--modes", default="sync,asyncio,processes",
+                        help="the modes to run, comma-separated (default: all three)")
     args = parser.parse_args()
     only = set(args.only.split(",")) if args.only else None
+    modes = set(args.modes.split(","))
     if shutil.which("redis-server") is None:
         raise SystemExit("bench_redis: redis-server is not installed (make deps)")
 
@@ -292,15 +295,15 @@ def main() -> None:
     try:
         plans = []
         for name, make in sync_scenarios().items():
-            if only is not None and name not in only:
+            if "sync" not in modes or only is not None and name not in only:
                 continue
             plans.append(("sync, 1 client", name, lambda m=make: time_sync(m, port, args.ops)))
         for name, make in async_scenarios().items():
-            if only is not None and name not in only:
+            if "asyncio" not in modes or only is not None and name not in only:
                 continue
             plans.append(("asyncio, 1 client", name, lambda m=make: time_async(m, port, args.ops)))
         for name in sync_scenarios():
-            if only is not None and name not in only:
+            if "processes" not in modes or only is not None and name not in only:
                 continue
             plans.append((f"sync, {args.processes} processes", name,
                           lambda n=name: time_processes(n, port, args.ops // args.processes,

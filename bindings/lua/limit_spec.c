@@ -41,10 +41,10 @@ static const cr_limit *check_limit_box(lua_State *L, int idx)
 
 /*
  * cellrate.limit_spec(rate [, opts]): the limit a limiter of these arguments
- * would have (opts: period, burst, algorithm), validated by the core and
- * refused in its words, with no store made: fields rate, period, burst,
- * algorithm, window (seconds), emission_ns, tolerance_ns; __tostring as
- * Python's repr(cellrate.Limit(...)); == by those parameters.
+ * would have (opts: period, burst, algorithm, max_debt), validated by the
+ * core and refused in its words, with no store made: fields rate, period,
+ * burst, algorithm, window (seconds), emission_ns, tolerance_ns, max_debt;
+ * __tostring as Python's repr(cellrate.Limit(...)); == by those parameters.
  */
 static int limit_spec_new(lua_State *L)
 {
@@ -84,6 +84,8 @@ static int limit_index(lua_State *L)
         compat_pushint64(L, limit->emission_ns);
     else if (strcmp(field, "tolerance_ns") == 0)
         compat_pushint64(L, limit->tolerance_ns);
+    else if (strcmp(field, "max_debt") == 0)
+        compat_pushint64(L, limit->max_debt);
     else
         lua_pushnil(L);
     return 1;
@@ -101,7 +103,8 @@ static int limit_eq(lua_State *L)
     const cr_limit *b = check_limit_box(L, 2);
     lua_pushboolean(L, a->algorithm == b->algorithm && a->rate == b->rate &&
                            a->period_s == b->period_s && a->burst == b->burst &&
-                           a->emission_ns == b->emission_ns && a->tolerance_ns == b->tolerance_ns);
+                           a->emission_ns == b->emission_ns && a->tolerance_ns == b->tolerance_ns &&
+                           a->max_debt == b->max_debt);
     return 1;
 }
 

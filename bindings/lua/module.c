@@ -19,6 +19,7 @@ static const luaL_Reg module_functions[] = {
     {"concurrency", concurrency_new},
     {"check_all", module_check_all},
     {"limit_spec", limit_spec_new},
+    {"calendar_period", calendar_period},
     {"check_policy_name", check_policy_name},
     {"headers", headers},
     {"inspect_region", inspect_region},
@@ -31,6 +32,19 @@ static const luaL_Reg module_functions[] = {
     {"_check_options", module_check_options},
     {"_algorithm_takes_burst", module_algorithm_takes_burst},
     {"parse_rates", module_parse_rates},
+    {"_redis_request", redis_request},
+    {"_redis_reply", redis_reply},
+    {"_redis_unavailable", redis_unavailable},
+    {"_redis_backoff", redis_backoff},
+    {"_redis_fallback_check", redis_fallback_check},
+    {"_redis_fallback_limit", redis_fallback_limit},
+    {"_redis_going_back", redis_going_back},
+    {"_redis_key", redis_key},
+    {"_redis_signature", redis_signature},
+    {"_redis_check_limit", redis_check_limit},
+    {"_redis_classify", redis_classify},
+    {"_redis_slots_message", redis_slots_message},
+    {"_redis_protocol", redis_protocol},
     {"_share_limit", share_limit},
     {"_share_of", share_of},
     {"_share_asked", share_asked},
@@ -69,6 +83,7 @@ int luaopen_cellrate(lua_State *L)
     luaL_newmetatable(L, limit_tag);
     compat_setfuncs(L, limit_metamethods, 0);
     lua_pop(L, 1);
+    register_wait_plans(L);
     register_type(L, concurrency_tag, concurrency_methods, concurrency_metamethods);
     lua_pop(L, 1);
     luaL_newmetatable(L, slot_tag);

@@ -198,6 +198,11 @@ static void read_options(lua_State *L, int idx, const char *name, options *opts)
         } else if (strcmp(field, "max_debt") == 0) {
             args->max_debt = value->integer;
             args->has_max_debt = true;
+        } else if (strcmp(field, "tz") == 0) { /* the process's zone of that name */
+            const cr_status status = cr_zone_open(value->text, value->text_len, NULL, 0,
+                                                  &args->zone);
+            if (status != CR_OK)
+                raise_status(L, status);
         } else if (strcmp(field, "priorities") == 0) {
             lua_getfield(L, idx, "priorities");
             read_priorities(L, lua_gettop(L), opts);

@@ -172,7 +172,7 @@ static int store_reserve(lua_State *L, const char *tag)
 /*
  * lim:wait(cost, timeout), keyed:wait(key, cost, timeout): blocks until the
  * units are admitted, at most `timeout` seconds (nil: any), as Python's
- * wait() (cr_wait, docs/design.md §9). The seconds slept (0: none), or
+ * wait(): the core's wait plan slept in C (cr_wait, docs/design/waiting.md). The seconds slept (0: none), or
  * nil, "timeout" at once, nothing spent, when they cannot be had in time (an
  * unfittable cost never can).
  */
@@ -316,6 +316,8 @@ static int store_reconfigure(lua_State *L, const char *tag)
         opts.args.algorithm = cr_algorithm_name(box_limit(box)->algorithm);
         opts.args.algorithm_len = strlen(opts.args.algorithm);
     }
+    if (opts.args.zone == NULL) /* a calendar quota keeps its zone unless another is given */
+        opts.args.zone = box_limit(box)->zone;
     opts.args.max_cost = box->max_cost;
     opts.args.has_max_cost = box->has_max_cost;
     if (!opts.args.has_max_debt) {

@@ -201,6 +201,27 @@ static int convert_optional_int(module_state *state, PyObject *obj, cr_status wr
     }
 }
 
+/* tz (None: not given) to the process's zone of that name (cr_zone_open:
+ * the system's zoneinfo or TZDIR), into *zone; None leaves *zone as it is. */
+static int convert_zone(module_state *state, PyObject *tz, const cr_zone **zone)
+{
+    const char *name = NULL;
+    size_t len = 0;
+    if (convert_optional_name(state, tz, CR_E_TZ, &name, &len) < 0)
+        return -1;
+    if (name == NULL)
+        return 0;
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS /* reads the zone's file, once per process */
+        status = cr_zone_open(name, len, NULL, 0, zone);
+    Py_END_ALLOW_THREADS if (status != CR_OK)
+    {
+        raise_status(state, status);
+        return -1;
+    }
+    return 0;
+}
+
 /* priorities (None: not given): a mapping of class names (str) to reserves
  * (numbers), as the core's classes in `args`. *items holds the names (the
  * caller releases it, and *classes with PyMem_Free, after cr_limit_init).
@@ -243,14 +264,17 @@ static int convert_priorities(module_state *state, PyObject *priorities, cr_limi
 }
 
 /* rate (number or rate string), period (None: not given), burst (None: not
- * given), clock, algorithm, max_cost, max_debt and priorities (None: not
- * given) to a validated limit. */
+ * given), clock, algorithm, max_cost and max_debt (None: not given), tz
+ * (None: `zone`, NULL for none) and priorities (None: not given) to a
+ * validated limit. */
 static int convert_limit(module_state *state, PyObject *rate, PyObject *period, PyObject *burst,
                          PyObject *clock, PyObject *algorithm, PyObject *max_cost,
-                         PyObject *max_debt, PyObject *priorities, cr_limit *limit)
+                         PyObject *max_debt, PyObject *tz, const cr_zone *zone,
+                         PyObject *priorities, cr_limit *limit)
 {
     cr_limit_args args;
     memset(&args, 0, sizeof args);
+    args.zone = zone;
 
     if (PyUnicode_Check(rate)) {
         args.rate_text = utf8_of(state, rate, CR_E_RATE_SYNTAX, &args.rate_text_len);
@@ -274,6 +298,9 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
     if (convert_optional_name(state, clock, CR_E_CLOCK, &args.clock, &args.clock_len) < 0 ||
         convert_optional_name(state, algorithm, CR_E_ALGORITHM, &args.algorithm,
                               &args.algorithm_len) < 0)
+        return -1;
+
+    if (convert_zone(state, tz, &args.zone) < 0)
         return -1;
 
     PyObject *items;

@@ -59,6 +59,7 @@ enum python_method {
     KEYED_WAIT,
     KEYED_ACQUIRE,
     CONCURRENCY_HOLD,
+    RATE_LIMITED,  /* the exception a wait raises (python/cellrate/_wait.py) */
     PYTHON_METHODS /* their number */
 };
 
@@ -70,6 +71,7 @@ typedef struct {
     PyTypeObject *concurrency_type;
     PyTypeObject *slot_type;
     PyTypeObject *client_keys_type;
+    PyTypeObject *wait_plan_type;            /* not in the module: _wait_plan() makes them */
     PyObject *error;                         /* CellrateError */
     PyObject *invalid_argument;              /* InvalidArgument(CellrateError, ValueError) */
     PyObject *invalid_argument_type;         /* InvalidArgumentType(CellrateError, TypeError) */

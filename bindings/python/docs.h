@@ -23,7 +23,8 @@ PyDoc_STRVAR(
     "refused and the cost can fit; legacy=True adds X-RateLimit-Limit, -Remaining, -Reset.\n"
     "name: the policy name (None: 'default').");
 
-PyDoc_STRVAR(limit_doc, "Limit(rate, period=None, *, burst=None, algorithm='gcra')\n--\n\n"
+PyDoc_STRVAR(limit_doc, "Limit(rate, period=None, *, burst=None, algorithm='gcra', max_debt=None, "
+                        "tz=None)\n--\n\n"
                         "A validated limit, with no store: what a Limiter of the same arguments\n"
                         "decides by, refused with the same errors. Immutable; equal (and hashed)\n"
                         "by its parameters.");
@@ -34,7 +35,7 @@ PyDoc_STRVAR(limit_doc, "Limit(rate, period=None, *, burst=None, algorithm='gcra
 PyDoc_STRVAR(limiter_doc,
              "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,\n"
              "        clock=None, algorithm=None, on_change=None, max_cost=None,\n"
-             "        max_debt=None, priorities=None)\n--\n\n"
+             "        max_debt=None, tz=None, priorities=None)\n--\n\n"
              "A GCRA limit on one key: `rate` units per `period` seconds, sustained,\n"
              "with up to `burst` units at once.\n\n"
              "rate: a number > 0, or a string such as '300/minute', '10/s',\n"
@@ -52,14 +53,17 @@ PyDoc_STRVAR(limiter_doc,
              "clock: the clock read when a call passes no `now`: 'fast' (None),\n"
              "       CLOCK_MONOTONIC extrapolated from the CPU's counter, or\n"
              "       'monotonic', the same read ordered after every earlier load.\n"
-             "algorithm: 'gcra' (None), 'token_bucket', 'fixed_window' or\n"
-             "           'sliding_window'; windows are aligned to the Unix epoch, read\n"
-             "           the realtime clock, take a whole rate and no burst.\n"
+             "algorithm: 'gcra' (None), 'token_bucket', 'fixed_window',\n"
+             "           'sliding_window' or 'calendar'; windows are aligned to the Unix\n"
+             "           epoch, read the realtime clock, take a whole rate and no burst;\n"
+             "           'calendar' counts per day, ISO week, month or year of tz\n"
+             "           ('1000000/month'), from local midnight.\n"
              "max_cost: the largest cost a request will have (None: not checked): a\n"
              "          burst (a window's rate) below it is refused, naming burst (rate).\n"
              "max_debt: the most units charge() may leave a key owing beyond the limit\n"
              "          (an int >= 0; None: the burst, a window's rate); a charge past\n"
              "          it is committed up to it, Decision.clipped.\n"
+             "tz: the IANA time zone of a calendar quota (None: 'UTC').\n"
              "priorities: priority classes, {name: reserve}: the share of the burst each\n"
              "          may not spend, in [0, 1); one class has reserve 0 (gcra and\n"
              "          token_bucket; a decision names its class with priority=).\n\n"
@@ -68,13 +72,13 @@ PyDoc_STRVAR(limiter_doc,
 PyDoc_STRVAR(keyed_doc,
              "KeyedLimiter(rate, period=None, *, burst=None, capacity=None, shared=None,\n"
              "             shared_mode=None, clock=None, algorithm=None, on_change=None,\n"
-             "             max_cost=None, max_debt=None, priorities=None)\n--\n\n"
+             "             max_cost=None, max_debt=None, tz=None, priorities=None)\n--\n\n"
              "One GCRA limit applied to each key (str or bytes) separately, in a table\n"
              "of bounded size. rate, period and burst are as for Limiter.\n\n"
              "capacity: the number of live keys the table is sized for; None means\n"
              "          the default (100000).\n"
-             "shared, shared_mode, clock, algorithm, on_change, max_cost, max_debt,\n"
-             "priorities: as"
+             "shared, shared_mode, clock, algorithm, on_change, max_cost, max_debt, tz,\n"
+             "priorities: as "
              "for Limiter.\n\n"
              "len() is the number of keys holding a slot. Safe to share between threads.");
 
@@ -171,7 +175,7 @@ PyDoc_STRVAR(keyed_clear_doc, "clear($self, /)\n--\n\n"
 
 PyDoc_STRVAR(store_reconfigure_doc,
              "reconfigure($self, /, rate, period=None, *, burst=None, algorithm=None,\n"
-             "            max_debt=None, now=None)\n"
+             "            max_debt=None, tz=None, now=None)\n"
              "--\n\n"
              "Change the limit live: what was used carries (a change never hands out a\n"
              "fresh allowance); rate, period, burst and max_debt as for Limiter (a\n"
@@ -316,6 +320,74 @@ PyDoc_STRVAR(algorithm_takes_burst_doc,
              "_algorithm_takes_burst(algorithm, /)\n--\n\n"
              "Private: whether the algorithm reads a burst (gcra, token_bucket; the\n"
              "window algorithms refuse one).");
+
+/* ------------------------------------------------------------------------ */
+/* The Redis store's protocol (private: cellrate.redis)                      */
+
+PyDoc_STRVAR(redis_request_doc,
+             "_redis_request(mode, cost, now, limit, prefix, name, key, ..., /)\n--\n\n"
+             "Private: the words after EVALSHA and the SHA of a request of `mode` (the\n"
+             "script's digit) for one (limit, prefix, name, key) group per limit: a list of\n"
+             "bytes. Refuses what a decision refuses, in the core's words.");
+
+PyDoc_STRVAR(redis_reply_doc,
+             "_redis_reply(mode, reply, limit, ..., /)\n--\n\n"
+             "Private: the script's reply to a request of `mode` for these limits: a\n"
+             "Decision, or a take's (refund's) count. CellrateError for a reply the\n"
+             "script never gives.");
+
+PyDoc_STRVAR(redis_remember_doc,
+             "_redis_remember(mode, now, cost, asked_ns, reply, limit, /)\n--\n\n"
+             "Private: what the deny cache keeps of a reply (a tuple), or None.");
+
+PyDoc_STRVAR(redis_recall_doc,
+             "_redis_recall(mode, now, cost, clock_ns, refusal, limit, /)\n--\n\n"
+             "Private: what a kept refusal answers at `clock_ns`: a Decision, None (ask\n"
+             "Redis) or False (ask Redis and forget the refusal).");
+
+PyDoc_STRVAR(redis_unavailable_doc,
+             "_redis_unavailable(mode, limit, allow, cost, probe_in_ns, /)\n--\n\n"
+             "Private: on_error's answer while Redis cannot decide: a Decision, or a\n"
+             "take's count.");
+
+PyDoc_STRVAR(redis_backoff_doc, "_redis_backoff(previous_ns, /)\n--\n\n"
+                                "Private: the probe's next back-off (ns) after `previous_ns`.");
+
+PyDoc_STRVAR(redis_fallback_check_doc,
+             "_redis_fallback_check(on_error, has_fallback, /)\n--\n\n"
+             "Private: None, or the core's error naming fallback given with another on_error.");
+
+PyDoc_STRVAR(redis_fallback_limit_doc,
+             "_redis_fallback_limit(limit, share, /)\n--\n\n"
+             "Private: the Limit that is `share` (0 < share <= 1) of the Redis `limit`.");
+
+PyDoc_STRVAR(redis_going_back_doc,
+             "_redis_going_back(mode, cost, fallback, held_remaining, /)\n--\n\n"
+             "Private: the (mode, cost) to send for a key decided locally during an outage.");
+
+PyDoc_STRVAR(redis_key_doc, "_redis_key(prefix, name, key, /)\n--\n\n"
+                            "Private: the Redis key of `key` under the limit named `name`.");
+
+PyDoc_STRVAR(redis_signature_doc,
+             "_redis_signature(limit, /)\n--\n\n"
+             "Private: the signature the script writes with each value, an unnamed limit's name.");
+
+PyDoc_STRVAR(redis_check_limit_doc,
+             "_redis_check_limit(limit, /)\n--\n\n"
+             "Private: None when the script carries `limit` exactly, else the core's\n"
+             "error naming burst.");
+
+PyDoc_STRVAR(redis_classify_doc,
+             "_redis_classify(word, text, /)\n--\n\n"
+             "Private: what a failure means, and a wrong algorithm's own words.");
+
+PyDoc_STRVAR(redis_slots_message_doc,
+             "_redis_slots_message(keys, slots, /)\n--\n\n"
+             "Private: the words of keys in several Redis Cluster hash slots.");
+
+PyDoc_STRVAR(redis_protocol_doc, "_redis_protocol()\n--\n\n"
+                                 "Private: the Redis protocol's constants.");
+
 PyDoc_STRVAR(share_limit_doc,
              "_share_limit(fleet, share, /)\n--\n\n"
              "Private: the local limit of `share` of the fleet (a Limit), as (rate,\n"
@@ -349,8 +421,8 @@ PyDoc_STRVAR(set_waits_doc,
              "_set_waits(methods, /)\n--\n\n"
              "Private: the Python functions that are the bodies of Limiter.wait,\n"
              "Limiter.acquire, KeyedLimiter.wait, KeyedLimiter.acquire and\n"
-             "Concurrency.hold, a dict by those names. The package sets them once, at\n"
-             "import; other functions later are refused.");
+             "Concurrency.hold, and RateLimited, a dict by those names. The package\n"
+             "sets them once, at import; other functions later are refused.");
 
 /* ------------------------------------------------------------------------ */
 /* The web policy's rules (web.c)                                            */
@@ -439,9 +511,12 @@ PyDoc_STRVAR(read_signal_doc,
 /* ------------------------------------------------------------------------ */
 /* A wait, one step at a time                                                */
 
-PyDoc_STRVAR(wait_step_doc, "_wait_step(store, key, cost, max_wait, turn, /)\n--\n\n"
-                            "A wait's next step (the core's cr_wait_step): None to start now,\n"
-                            "(seconds, turn) to sleep and step again with `turn`, or the Decision\n"
-                            "that refuses (not within max_wait seconds, or never).");
-PyDoc_STRVAR(wait_leave_doc, "_wait_leave(store, key, cost, turn, /)\n--\n\n"
-                             "A waiter that stops waiting gives its place in line back.");
+PyDoc_STRVAR(wait_plan_doc,
+             "_wait_plan(store, key, cost, timeout, now=None, /)\n--\n\n"
+             "Private: a wait for `cost` units of `store` (a Limiter with key None, a\n"
+             "KeyedLimiter and a key; None: a store outside the core, retried by\n"
+             "retry(decision)) at most `timeout` seconds (None: any), begun now: the\n"
+             "core's wait plan (docs/design/waiting.md). Iterated, it yields the\n"
+             "seconds to sleep before each next step, stops once the units are\n"
+             "admitted and raises RateLimited when they cannot be in time. step(now),\n"
+             "leave(now), retry(decision, now): now in seconds on one stand-in clock.");

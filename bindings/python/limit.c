@@ -20,18 +20,20 @@ static PyObject *limit_text(PyObject *self, const cr_limit *limit, int64_t capac
     return PyUnicode_FromString(text);
 }
 
-/* Limit(rate, period=None, *, burst=None, algorithm="gcra"): what a Limiter
- * of these arguments would decide by, validated by the core, no store made. */
+/* Limit(rate, period=None, *, burst=None, algorithm="gcra", max_debt=None, tz=None):
+ * what a Limiter of these arguments would decide by, validated by the core, no
+ * store made. */
 static PyObject *limit_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"rate", "period", "burst", "algorithm", NULL};
-    PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OO:Limit", keywords, &rate, &period, &burst,
-                                     &algorithm))
+    static char *keywords[] = {"rate", "period", "burst", "algorithm", "max_debt", "tz", NULL};
+    PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None, *max_debt = Py_None,
+                    *tz = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOO:Limit", keywords, &rate, &period,
+                                     &burst, &algorithm, &max_debt, &tz))
         return NULL;
     cr_limit limit;
     if (convert_limit((module_state *)PyType_GetModuleState(type), rate, period, burst, Py_None,
-                      algorithm, Py_None, Py_None, Py_None, &limit) < 0)
+                      algorithm, Py_None, max_debt, tz, NULL, Py_None, &limit) < 0)
         return NULL;
     LimitObject *self = (LimitObject *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -52,13 +54,13 @@ static PyObject *limit_repr(PyObject *self)
     return limit_text(self, &((LimitObject *)self)->limit, -1);
 }
 
-/* The parameters equality and the hash go by: the algorithm, rate, period
- * and burst, and what the core derived from them. */
+/* The parameters equality and the hash go by: the algorithm, rate, period,
+ * burst and max_debt, and what the core derived from them. */
 static PyObject *limit_key(const cr_limit *limit)
 {
-    return Py_BuildValue("(sddLLL)", cr_algorithm_name(limit->algorithm), limit->rate,
+    return Py_BuildValue("(sddLLLL)", cr_algorithm_name(limit->algorithm), limit->rate,
                          limit->period_s, (long long)limit->burst, (long long)limit->emission_ns,
-                         (long long)limit->tolerance_ns);
+                         (long long)limit->tolerance_ns, (long long)limit->max_debt);
 }
 
 static PyObject *limit_richcompare(PyObject *self, PyObject *other, int op)
@@ -108,6 +110,9 @@ static PyMemberDef limit_members[] = {
                        "The emission interval T: nanoseconds per unit."),
     LIMIT_VALUE_MEMBER("tolerance_ns", Py_T_LONGLONG, tolerance_ns,
                        "The tolerance tau = T * burst (a window: the window), in nanoseconds."),
+    LIMIT_VALUE_MEMBER("max_debt", Py_T_LONGLONG, max_debt,
+                       "Units a charge may leave a key owing beyond the limit (default: the "
+                       "burst; a window: its rate)."),
     {NULL, 0, 0, 0, NULL},
 };
 

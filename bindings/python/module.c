@@ -26,6 +26,7 @@
 #include "region.c"
 #include "decision.c"
 #include "limit.c"
+#include "calendar.c"
 #include "waits.c"
 #include "follow.c"
 #include "store.c"
@@ -33,6 +34,7 @@
 #include "concurrency.c"
 #include "checks.c"
 #include "options.c"
+#include "redis.c"
 #include "share.c"
 #include "web.c"
 #include "priority.c"
@@ -104,6 +106,9 @@ static int cellrate_exec(PyObject *module)
     state->slot_type = add_type(module, &slot_spec);
     if (state->slot_type == NULL)
         return -1;
+    state->wait_plan_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &wait_plan_spec, NULL);
+    if (state->wait_plan_type == NULL)
+        return -1;
     state->client_keys_type = add_type(module, &client_keys_spec);
     if (state->client_keys_type == NULL)
         return -1;
@@ -137,6 +142,7 @@ static int cellrate_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->concurrency_type);
     Py_VISIT(state->slot_type);
     Py_VISIT(state->client_keys_type);
+    Py_VISIT(state->wait_plan_type);
     Py_VISIT(state->error);
     Py_VISIT(state->invalid_argument);
     Py_VISIT(state->invalid_argument_type);
@@ -155,6 +161,7 @@ static int cellrate_clear(PyObject *module)
     Py_CLEAR(state->concurrency_type);
     Py_CLEAR(state->slot_type);
     Py_CLEAR(state->client_keys_type);
+    Py_CLEAR(state->wait_plan_type);
     Py_CLEAR(state->error);
     Py_CLEAR(state->invalid_argument);
     Py_CLEAR(state->invalid_argument_type);
@@ -173,8 +180,7 @@ static PyMethodDef cellrate_methods[] = {
      check_all_doc},
     {"_set_waits", module_set_waits, METH_O, set_waits_doc},
     {"_check_timeout", module_check_timeout, METH_O, check_timeout_doc},
-    {"_wait_step", (PyCFunction)(void (*)(void))module_wait_step, METH_FASTCALL, wait_step_doc},
-    {"_wait_leave", (PyCFunction)(void (*)(void))module_wait_leave, METH_FASTCALL, wait_leave_doc},
+    {"_wait_plan", (PyCFunction)(void (*)(void))module_wait_plan, METH_FASTCALL, wait_plan_doc},
     {"_check_request", (PyCFunction)(void (*)(void))module_check_request, METH_FASTCALL,
      check_request_doc},
     {"_check_hold", (PyCFunction)(void (*)(void))module_check_hold, METH_FASTCALL, check_hold_doc},
@@ -189,7 +195,34 @@ static PyMethodDef cellrate_methods[] = {
     {"_check_retry", (PyCFunction)(void (*)(void))module_check_retry, METH_FASTCALL,
      check_retry_doc},
     {"_retry_wait", (PyCFunction)(void (*)(void))module_retry_wait, METH_FASTCALL, retry_wait_doc},
+    {"_redis_request", (PyCFunction)(void (*)(void))module_redis_request, METH_FASTCALL,
+     redis_request_doc},
+    {"_redis_reply", (PyCFunction)(void (*)(void))module_redis_reply, METH_FASTCALL,
+     redis_reply_doc},
+    {"_redis_remember", (PyCFunction)(void (*)(void))module_redis_remember, METH_FASTCALL,
+     redis_remember_doc},
+    {"_redis_recall", (PyCFunction)(void (*)(void))module_redis_recall, METH_FASTCALL,
+     redis_recall_doc},
+    {"_redis_unavailable", (PyCFunction)(void (*)(void))module_redis_unavailable, METH_FASTCALL,
+     redis_unavailable_doc},
+    {"_redis_backoff", module_redis_backoff, METH_O, redis_backoff_doc},
+    {"_redis_fallback_check", (PyCFunction)(void (*)(void))module_redis_fallback_check,
+     METH_FASTCALL, redis_fallback_check_doc},
+    {"_redis_fallback_limit", (PyCFunction)(void (*)(void))module_redis_fallback_limit,
+     METH_FASTCALL, redis_fallback_limit_doc},
+    {"_redis_going_back", (PyCFunction)(void (*)(void))module_redis_going_back, METH_FASTCALL,
+     redis_going_back_doc},
+    {"_redis_key", (PyCFunction)(void (*)(void))module_redis_key, METH_FASTCALL, redis_key_doc},
+    {"_redis_check_limit", module_redis_check_limit, METH_O, redis_check_limit_doc},
+    {"_redis_signature", module_redis_signature, METH_O, redis_signature_doc},
+    {"_redis_classify", (PyCFunction)(void (*)(void))module_redis_classify, METH_FASTCALL,
+     redis_classify_doc},
+    {"_redis_slots_message", (PyCFunction)(void (*)(void))module_redis_slots_message, METH_FASTCALL,
+     redis_slots_message_doc},
+    {"_redis_protocol", module_redis_protocol, METH_NOARGS, redis_protocol_doc},
     {"inspect_region", module_inspect_region, METH_O, inspect_region_doc},
+    {"calendar_period", (PyCFunction)(void (*)(void))module_calendar_period,
+     METH_VARARGS | METH_KEYWORDS, calendar_period_doc},
     {"metrics", module_metrics, METH_NOARGS, metrics_doc},
     {"_share_limit", (PyCFunction)(void (*)(void))module_share_limit, METH_FASTCALL,
      share_limit_doc},

@@ -10,22 +10,23 @@
  * clock=None, algorithm=None); a KeyedLimiter also takes capacity=None. */
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *limiter_keywords[] = {"rate",        "period",   "burst",      "shared",
-                                       "shared_mode", "clock",    "algorithm",  "on_change",
-                                       "max_cost",    "max_debt", "priorities", NULL};
-    static char *keyed_keywords[] = {
-        "rate",      "period",   "burst",    "shared",     "shared_mode", "clock", "algorithm",
-        "on_change", "max_cost", "max_debt", "priorities", "capacity",    NULL};
+    static char *limiter_keywords[] = {
+        "rate",      "period",   "burst",    "shared", "shared_mode", "clock", "algorithm",
+        "on_change", "max_cost", "max_debt", "tz",     "priorities",  NULL};
+    static char *keyed_keywords[] = {"rate",  "period",     "burst",     "shared",   "shared_mode",
+                                     "clock", "algorithm",  "on_change", "max_cost", "max_debt",
+                                     "tz",    "priorities", "capacity",  NULL};
     module_state *state = (module_state *)PyType_GetModuleState(type);
     const bool keyed = type == state->keyed_type;
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
     PyObject *clock = Py_None, *algorithm = Py_None, *on_change_obj = Py_None;
-    PyObject *max_cost = Py_None, *max_debt = Py_None, *priorities = Py_None;
-    PyObject *capacity_obj = Py_None;
+    PyObject *max_cost = Py_None, *max_debt = Py_None, *capacity_obj = Py_None, *tz = Py_None;
+    PyObject *priorities = Py_None;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, keyed ? "O|O$OOOOOOOOOO:KeyedLimiter" : "O|O$OOOOOOOOO:Limiter",
+            args, kwargs, keyed ? "O|O$OOOOOOOOOOO:KeyedLimiter" : "O|O$OOOOOOOOOO:Limiter",
             keyed ? keyed_keywords : limiter_keywords, &rate, &period, &burst, &shared, &mode_obj,
-            &clock, &algorithm, &on_change_obj, &max_cost, &max_debt, &priorities, &capacity_obj))
+            &clock, &algorithm, &on_change_obj, &max_cost, &max_debt, &tz, &priorities,
+            &capacity_obj))
         return NULL;
     cr_on_change on_change;
     if (convert_on_change(state, on_change_obj, &on_change) < 0)
@@ -34,8 +35,8 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     int64_t capacity = CR_KEYED_DEFAULT_CAPACITY, mode;
     bool has_capacity;
     PyObject *path;
-    if (convert_limit(state, rate, period, burst, clock, algorithm, max_cost, max_debt, priorities,
-                      &limit) < 0 ||
+    if (convert_limit(state, rate, period, burst, clock, algorithm, max_cost, max_debt, tz, NULL,
+                      priorities, &limit) < 0 ||
         convert_optional_int(state, capacity_obj, CR_E_CAPACITY, &capacity, &has_capacity) < 0 ||
         convert_shared(state, shared, mode_obj, &path, &mode) < 0)
         return NULL;
@@ -332,19 +333,20 @@ static PyObject *limiter_reset(PyObject *self, PyObject *Py_UNUSED(ignored))
 }
 
 /* reconfigure(rate, period=None, *, burst=None, algorithm=None, max_debt=None,
- * now=None), on Limiter and KeyedLimiter: the limit changes live, keeping
+ * tz=None, now=None), on Limiter and KeyedLimiter: the limit changes live, keeping
  * what was used (docs/design.md §4). The algorithm, when not given, is the
  * store's; the clock and max_cost stay its (a burst below max_cost is
  * refused), and max_debt when not given (the default follows the burst). */
 static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"rate", "period", "burst", "algorithm", "max_debt", "now", NULL};
+    static char *keywords[] = {"rate",     "period", "burst", "algorithm",
+                               "max_debt", "tz",     "now",   NULL};
     StoreObject *store = (StoreObject *)self;
     module_state *state = state_of(self);
     PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None, *now = Py_None;
-    PyObject *max_debt = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOO:reconfigure", keywords, &rate, &period,
-                                     &burst, &algorithm, &max_debt, &now))
+    PyObject *max_debt = Py_None, *tz = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOO:reconfigure", keywords, &rate,
+                                     &period, &burst, &algorithm, &max_debt, &tz, &now))
         return NULL;
     if (max_debt == Py_None && store->max_debt)
         max_debt = store->max_debt;
@@ -356,9 +358,10 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
     }
     cr_limit limit;
     int64_t now_ns;
+    /* a calendar quota keeps its zone unless another is given */
     int failed = convert_limit(state, rate, period, burst, Py_None, own ? own : algorithm,
-                               store->max_cost ? store->max_cost : Py_None, max_debt, Py_None,
-                               &limit) < 0 ||
+                               store->max_cost ? store->max_cost : Py_None, max_debt, tz,
+                               store_limit(store)->zone, Py_None, &limit) < 0 ||
                  convert_now(state, now, &now_ns) < 0;
     Py_XDECREF(own);
     if (failed)

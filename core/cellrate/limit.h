@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "calendar.h"
 #include "status.h"
 
 #ifdef __cplusplus
@@ -24,13 +25,15 @@ extern "C" {
 /* The algorithm catalogue (docs/design.md §7). Every one keeps one 64-bit
  * state word per key, so every store carries every algorithm. */
 typedef enum cr_algorithm {
-    CR_ALGORITHM_GCRA = 0,          /* the default */
-    CR_ALGORITHM_TOKEN_BUCKET = 1,  /* GCRA's arithmetic under the bucket's name */
-    CR_ALGORITHM_FIXED_WINDOW = 2,  /* rate units per window aligned to the Unix epoch */
-    CR_ALGORITHM_SLIDING_WINDOW = 3 /* the previous window's count, decaying, + the current */
+    CR_ALGORITHM_GCRA = 0,           /* the default */
+    CR_ALGORITHM_TOKEN_BUCKET = 1,   /* GCRA's arithmetic under the bucket's name */
+    CR_ALGORITHM_FIXED_WINDOW = 2,   /* rate units per window aligned to the Unix epoch */
+    CR_ALGORITHM_SLIDING_WINDOW = 3, /* the previous window's count, decaying, + the current */
+    CR_ALGORITHM_CALENDAR = 4        /* rate units per calendar period of a time zone (a quota) */
 } cr_algorithm;
 
-/* "gcra", "token_bucket", "fixed_window", "sliding_window" ("" out of range). */
+/* "gcra", "token_bucket", "fixed_window", "sliding_window", "calendar" ("" out
+ * of range). */
 const char *cr_algorithm_name(cr_algorithm algorithm);
 
 /* The algorithm of a name of cr_algorithm_name (need not be NUL-terminated;
@@ -80,9 +83,22 @@ typedef struct cr_limit {
     uint64_t window_inverse; /* windows: floor((2^64 - 1) / window), to divide by a multiply */
     uint64_t count_inverse;  /* sliding_window: floor((2^64 - 1) / (rate + 1)), likewise */
     int64_t max_debt;        /* units a charge may leave a key owing beyond the limit, >= 0 */
-    int32_t npriorities;     /* classes in `priorities`, sorted by name; 0: none */
+    /* calendar: the zone (kept for the life of the process: cr_zone_open, or
+     * the built-in UTC) and the period; the period that held the last
+     * decision's now, start and length in seconds packed in one word that
+     * decisions rewrite through a const limit (atomically: a limit is never
+     * a const object; each copy keeps its own). Other algorithms: NULL, 0. */
+    const cr_zone *zone;
+    cr_period period;
+    uint64_t calendar_cache;
+    int32_t npriorities; /* classes in `priorities`, sorted by name; 0: none */
     cr_priority_class priorities[CR_PRIORITIES_MAX];
 } cr_limit;
+
+/* The most units a calendar quota counts per period, with its debt: the
+ * count stays far below a day in ns, so a state word holds the period's end
+ * plus its count (docs/design.md §19). */
+#define CR_CALENDAR_COUNT_MAX ((int64_t)1 << 40)
 
 /* What a user gives. `rate_text`, when not NULL, takes the place of `rate`
  * and carries its own period (then `has_period` must be false). Absent
@@ -106,12 +122,19 @@ typedef struct cr_limit_args {
     bool has_max_cost;
     int64_t max_debt; /* with has_max_debt: the deepest debt a charge may leave, in units */
     bool has_max_debt;
+    const cr_zone *zone;               /* calendar: the zone of cr_zone_open (tz); NULL: UTC */
     const cr_priority_arg *priorities; /* with has_priorities: `npriorities` classes */
     size_t npriorities;
     bool has_priorities;
 } cr_limit_args;
 
 /* Validates `args` and fills `limit`. On error `limit` is left untouched.
+ * Calendar (docs/design.md §19): the rate is a string of a whole amount per
+ * day, week, month or year or a multiple ("1000000/month", "500/2 weeks"):
+ * CR_E_CALENDAR_PERIOD (another unit, no string), CR_E_CALENDAR_AMOUNT (not
+ * a whole number from 1, amount + max_debt at most CR_CALENDAR_COUNT_MAX); a
+ * zone given to any other algorithm is CR_E_TZ_ALONE, and a month or year in
+ * another algorithm's rate is CR_E_RATE_CALENDAR_ALGORITHM.
  * With has_max_cost: CR_E_MAX_COST unless max_cost >= 0, and a limit that
  * could never admit max_cost units is refused (a permanent refusal is a
  * configuration mistake): CR_E_BURST_MAX_COST (gcra, token_bucket: burst <
@@ -148,9 +171,21 @@ size_t cr_limit_describe(char *buf, size_t size, const char *type_name, const cr
 /* Parses a rate string into units and period seconds, without applying it.
  * Grammar: NUMBER ("/" | "per") [NUMBER] UNIT, spaces allowed between parts;
  * UNIT: ns us ms s sec second m min minute h hr hour d day w week (plurals
- * accepted). Months and years are refused (CR_E_RATE_CALENDAR); a ';'
+ * accepted). Months and years are refused (CR_E_RATE_CALENDAR: a calendar
+ * quota's, cr_parse_calendar_rate); a ';'
  * (several limits: cr_parse_rates) is CR_E_RATE_SEVERAL. */
 cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *period_s);
+
+/* Parses a calendar quota's rate string: NUMBER ("/" | "per") [COUNT] UNIT,
+ * UNIT one of d day w wk week mo month y yr year (plurals accepted), into
+ * the amount and the period. CR_E_RATE_SYNTAX, CR_E_CALENDAR_PERIOD (another
+ * unit, a count that is not whole or is out of range), CR_E_CALENDAR_AMOUNT
+ * (an amount that is not a whole number from 1 to CR_CALENDAR_COUNT_MAX). */
+cr_status cr_parse_calendar_rate(const char *text, size_t len, int64_t *amount, cr_period *period);
+
+/* A calendar period alone, "[COUNT] UNIT" ("month", "2 weeks", "10y"), as
+ * cr_parse_calendar_rate reads it after the "/". CR_E_CALENDAR_PERIOD. */
+cr_status cr_parse_period(const char *text, size_t len, cr_period *period);
 
 /* The most limits one rate string names (cr_parse_rates). */
 #define CR_RATES_MAX 8

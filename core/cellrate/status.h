@@ -48,8 +48,11 @@ const char *cr_version(void);
  * system (Lua: nil, message, code); REGION, a region file that is not the one
  * asked for. The parameter is the name the user gave (or "" when none
  * applies); messages start with it and name no language's types. Numbers are
- * the ABI: append new rows with the next number, never renumber (status.c
- * fails to compile unless the numbers are 0 .. CR_STATUS_COUNT-1, each once).
+ * the ABI: append new rows in ascending order, never renumber. A number without a
+ * row is reserved (work under way elsewhere takes a range): it reads as a value
+ * out of range ("unknown status", no parameter, no name). status.c fails to
+ * compile unless every number is below CR_STATUS_COUNT (one past the last row's)
+ * and used once.
  * The table is the reference model's (tests/model/gcra_model.py), row for row
  * (tests/vectors/status.txt).
  */
@@ -263,28 +266,19 @@ const char *cr_version(void);
       "rate: a list of limits ('100/day;10/hour') has an empty part")                              \
     X(107, E_RATE_TOO_MANY, ARGUMENT, "rate",                                                      \
       "rate: a list of limits holds at most 8 ('100/day;10/hour' is two)")                         \
-    X(108, E_UNASSIGNED_108, NONE, "", "(status 108: not assigned on this branch)")                \
-    X(109, E_UNASSIGNED_109, NONE, "", "(status 109: not assigned on this branch)")                \
-    X(110, E_UNASSIGNED_110, NONE, "", "(status 110: not assigned on this branch)")                \
-    X(111, E_UNASSIGNED_111, NONE, "", "(status 111: not assigned on this branch)")                \
-    X(112, E_UNASSIGNED_112, NONE, "", "(status 112: not assigned on this branch)")                \
-    X(113, E_UNASSIGNED_113, NONE, "", "(status 113: not assigned on this branch)")                \
-    X(114, E_UNASSIGNED_114, NONE, "", "(status 114: not assigned on this branch)")                \
-    X(115, E_UNASSIGNED_115, NONE, "", "(status 115: not assigned on this branch)")                \
-    X(116, E_UNASSIGNED_116, NONE, "", "(status 116: not assigned on this branch)")                \
-    X(117, E_UNASSIGNED_117, NONE, "", "(status 117: not assigned on this branch)")                \
-    X(118, E_UNASSIGNED_118, NONE, "", "(status 118: not assigned on this branch)")                \
-    X(119, E_UNASSIGNED_119, NONE, "", "(status 119: not assigned on this branch)")                \
-    X(120, E_UNASSIGNED_120, NONE, "", "(status 120: not assigned on this branch)")                \
-    X(121, E_UNASSIGNED_121, NONE, "", "(status 121: not assigned on this branch)")                \
-    X(122, E_UNASSIGNED_122, NONE, "", "(status 122: not assigned on this branch)")                \
-    X(123, E_UNASSIGNED_123, NONE, "", "(status 123: not assigned on this branch)")                \
-    X(124, E_UNASSIGNED_124, NONE, "", "(status 124: not assigned on this branch)")                \
-    X(125, E_UNASSIGNED_125, NONE, "", "(status 125: not assigned on this branch)")                \
-    X(126, E_UNASSIGNED_126, NONE, "", "(status 126: not assigned on this branch)")                \
-    X(127, E_UNASSIGNED_127, NONE, "", "(status 127: not assigned on this branch)")                \
-    X(128, E_UNASSIGNED_128, NONE, "", "(status 128: not assigned on this branch)")                \
-    X(129, E_UNASSIGNED_129, NONE, "", "(status 129: not assigned on this branch)")                \
+    /* the Redis store's protocol (redis.h) */                                                     \
+    X(108, E_REDIS_TOLERANCE, ARGUMENT, "burst",                                                   \
+      "burst is too large for the Redis store: burst * (period/rate), or a window, must be "       \
+      "below 9e15 ns (about 104 days)")                                                            \
+    X(109, E_REDIS_SLOTS, ARGUMENT, "items",                                                       \
+      "items must name keys of one Redis Cluster hash slot, as the keys of one script call "       \
+      "must: put the same hash tag in each key, the part in braces that Cluster hashes (e.g. "     \
+      "'{user:42}' and '{user:42}:search'); the keys and their slots:")                            \
+    X(110, E_REDIS_REPLY, RUNTIME, "",                                                             \
+      "the Redis script answered what it never answers to that request (another script "           \
+      "under its SHA?)")                                                                           \
+    /* 111-129: reserved for work under way elsewhere */                                           \
+    /* priorities inside one limit (priority.h) */                                                 \
     X(130, E_PRIORITIES, ARGUMENT, "priorities",                                                   \
       "priorities must be a mapping of 1 to 8 class names to reserves (a class name: 1 to 31 "     \
       "bytes, each name once)")                                                                    \
@@ -304,16 +298,41 @@ const char *cr_version(void);
     X(136, E_SHARED_PRIORITIES, REGION, "shared",                                                  \
       "shared: the region was made with other priorities")                                         \
     X(137, E_PRIORITY_SEVERAL, ARGUMENT, "priority",                                               \
-      "priority: several limits decided as one take no class (give priority to one limit)")
+      "priority: several limits decided as one take no class (give priority to one limit)")        \
+    /* 138-139: reserved; calendar quotas from 140 */                                              \
+    X(140, E_TZ, ARGUMENT, "tz",                                                                   \
+      "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR) holds, "     \
+      "such as 'Europe/Berlin'")                                                                   \
+    X(141, E_TZ_DATA, ARGUMENT, "tz",                                                              \
+      "tz: the zone's file is not TZif data that cellrate reads (truncated, inconsistent, or "     \
+      "counting leap seconds)")                                                                    \
+    X(142, E_CALENDAR_PERIOD, ARGUMENT, "rate",                                                    \
+      "rate: a calendar quota counts per day, week, month or year, or a whole multiple of one "    \
+      "('1000000/month', '500/2weeks'), at most 10 years")                                         \
+    X(143, E_RATE_CALENDAR_ALGORITHM, ARGUMENT, "algorithm",                                       \
+      "algorithm: months and years are calendar periods; give algorithm='calendar' (and tz) or "   \
+      "a fixed duration such as '1000/30d'")                                                       \
+    X(144, E_CALENDAR_AMOUNT, ARGUMENT, "rate",                                                    \
+      "rate: a calendar quota is a whole number of units >= 1 and below 2^40 per period")          \
+    X(145, E_TZ_ALONE, ARGUMENT, "tz",                                                             \
+      "tz is the time zone of a calendar quota: give it only with algorithm='calendar'")           \
+    X(146, E_CALENDAR_STORE, ARGUMENT, "algorithm",                                                \
+      "algorithm: a calendar quota is decided in process for now (not in a shared region, Redis "  \
+      "or a fleet share)")                                                                         \
+    /* 147-159: reserved; Redis in production from 160 */                                          \
+    X(160, E_REDIS_FALLBACK, ARGUMENT, "fallback",                                                 \
+      "fallback must be a share of the Redis limit (a number, 0 < share <= 1), a rate or a "       \
+      "limit, or a keyed limiter (one in a shared region: the host's fallback)")                   \
+    X(161, E_REDIS_FALLBACK_UNUSED, ARGUMENT, "fallback",                                          \
+      "fallback is the limit of on_error='fallback': give it only with that on_error")             \
+    X(162, E_REDIS_ON_ERROR, ARGUMENT, "on_error",                                                 \
+      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
-#define CR_STATUS_ONE_(number, name, class, param, message) +1
 typedef enum cr_status {
-    CR_STATUS_LIST(CR_STATUS_ENUM_)
-        CR_STATUS_COUNT = 0 CR_STATUS_LIST(CR_STATUS_ONE_) /* the number of rows */
+    CR_STATUS_LIST(CR_STATUS_ENUM_) CR_STATUS_COUNT /* one past the last (the highest) number */
 } cr_status;
 #undef CR_STATUS_ENUM_
-#undef CR_STATUS_ONE_
 
 /* The message of a status ("unknown status" for a value out of range). */
 const char *cr_strerror(cr_status status);

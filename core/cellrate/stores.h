@@ -271,63 +271,85 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
 void cr_item_would_refuse(const cr_item *item, int64_t cost);
 
 /* ------------------------------------------------------------------------ */
-/* Waiting (docs/design.md §9).                                              */
-
-/*
- * Blocks the calling thread until `cost` units of `item` (a limiter, or a
- * keyed table and a key, as for cr_check_all) are admitted on its clock: the
- * steps of cr_wait_step, sleeping each one out with cr_sleep_ns. Gives up,
- * nothing spent, when they cannot be had within `timeout_ns` (>= 0, or
- * CR_NEVER: any) of the call, or ever (an unfittable cost): *admitted false
- * and, unless `refusal` is NULL, the decision that said so in *refusal; at
- * once when that is known at once. *slept_ns: the time slept. Call it with
- * no lock held (a signal does not cut a sleep short). CR_E_TIMEOUT for a
- * negative timeout; CR_E_ITEMS for an item that is neither kind.
- */
-cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *admitted,
-                  int64_t *slept_ns, cr_decision *refusal);
-
-/* ------------------------------------------------------------------------ */
-/* A wait, one step at a time (docs/design.md §9): what a face that sleeps   */
-/* by itself (Python: threads and asyncio) asks between its sleeps.          */
+/* Waiting (docs/design/waiting.md): one plan for every face. The plan says  */
+/* "start", "sleep this long, then step again", or "give up"; the faces      */
+/* read the clocks and sleep (Python: time.sleep, asyncio.sleep; nginx:      */
+/* ngx.sleep; cr_wait: cr_sleep_ns), nothing more.                           */
 
 /* The place of a waiter that holds none in its process's line. */
 #define CR_NO_TURN INT64_MIN
 
 typedef enum cr_wait_action {
-    CR_WAIT_GO = 0,     /* admitted now: start */
-    CR_WAIT_SLEEP = 1,  /* not yet: sleep, then take the next step */
-    CR_WAIT_REFUSED = 2 /* not in time, or never: nothing spent */
+    CR_WAIT_GO = 0,      /* admitted now: start */
+    CR_WAIT_SLEEP = 1,   /* not yet: sleep, then take the next step */
+    CR_WAIT_REFUSED = 2, /* never (a cost that can never fit): nothing spent */
+    CR_WAIT_TIMEOUT = 3  /* not within the timeout: nothing spent */
 } cr_wait_action;
 
+/* A wait under way. `deadline_ns` is on the clock of the `now_ns` its caller
+ * passes (CLOCK_MONOTONIC: a timeout is elapsed time), CR_NEVER for none;
+ * `turn_ns` the waiter's place in its process's line, on the store's clock
+ * (CR_NO_TURN: none). */
+typedef struct cr_wait_plan {
+    int64_t cost;
+    int64_t deadline_ns;
+    int64_t turn_ns;
+} cr_wait_plan;
+
+/* Pure: a wait for `cost` units begun at `now_ns`, for at most `timeout_ns`
+ * (>= 0, or CR_NEVER: any). CR_E_TIMEOUT for a negative timeout, CR_E_COST
+ * for a negative cost. */
+cr_status cr_wait_begin(cr_wait_plan *plan, int64_t cost, int64_t timeout_ns, int64_t now_ns);
+
+/* Pure: what a waiter refused at `now_ns` does, when the units would fit
+ * `wait_ns` later (CR_NEVER: never): CR_WAIT_REFUSED for never,
+ * CR_WAIT_TIMEOUT when that is past the deadline, else CR_WAIT_SLEEP for
+ * *sleep_ns = wait_ns. The rule of every store, in the core or not (Python
+ * waits on a store outside the core, retried at its retry_after, by it). */
+cr_wait_action cr_wait_answer(const cr_wait_plan *plan, int64_t now_ns, int64_t wait_ns,
+                              int64_t *sleep_ns);
+
 /*
- * The next step of a wait for `cost` units of `item`, at most `max_wait_ns`
- * (CR_NEVER: any) from now, for a waiter whose place in its process's line
- * is *turn_ns (CR_NO_TURN for none: its first step). Units are admitted at
+ * The next step of `plan` on `item` (a limiter, or a keyed table and a key,
+ * as for cr_check_all), non-blocking: `now_ns` on the deadline's clock,
+ * `store_now_ns` on the store's (CR_CLOCK: read it). Units are admitted at
  * the instant of a step, by the store, or not at all: a start is decided at
  * its real instant, so that starts keep the limit's spacing however late a
- * sleeper wakes (docs/design.md §9, "Real starts"), and a block put on the
- * limit meanwhile (a provider's 429, cr_limiter_follow) holds every waiter.
- *   CR_WAIT_GO: admitted now; *turn_ns is CR_NO_TURN.
- *   CR_WAIT_SLEEP: sleep *sleep_ns, then step again with *turn_ns. A first
- *     step that finds waiters of this process ahead of it, or that the
- *     store refuses, takes the turn after the line's last (cr_line_join),
- *     first come, first served; a waiter the store refuses at its turn (a
- *     late start before it, another process, a block) keeps its place and
- *     sleeps until the store would admit it.
- *   CR_WAIT_REFUSED: not within max_wait_ns, or never (an unfittable cost):
- *     the place given back; *refusal (unless NULL) is the store's decision,
- *     its retry_after the wait the units would have taken.
+ * sleeper wakes (re-anchoring: docs/design/waiting.md, "Real starts"), and a
+ * block put on the limit meanwhile (a provider's 429) holds every waiter.
+ *   CR_WAIT_GO: admitted now; plan->turn_ns is CR_NO_TURN.
+ *   CR_WAIT_SLEEP: sleep *sleep_ns, then step again. A first step that finds
+ *     waiters of this process ahead of it, or that the store refuses, takes
+ *     the turn after the line's last (cr_line_join), first come, first
+ *     served; a waiter the store refuses at its turn (a late start before
+ *     it, another process, a block) keeps its place and sleeps until the
+ *     store would admit it.
+ *   CR_WAIT_REFUSED, CR_WAIT_TIMEOUT (cr_wait_answer): the place given back;
+ *     *refusal (unless NULL) is the store's decision, its retry_after the
+ *     wait the units would have taken (CR_NEVER: never).
  * The line is this process's, per key (64 keys of a keyed table at once;
  * past that a key's waiters wait without one); it holds no units. Call it
- * with no lock held. CR_E_TIMEOUT for a negative max_wait_ns; CR_E_ITEMS.
+ * with no lock held. CR_E_ITEMS; the store's statuses.
  */
-cr_status cr_wait_step(const cr_item *item, int64_t cost, int64_t max_wait_ns, int64_t *turn_ns,
-                       cr_wait_action *step, int64_t *sleep_ns, cr_decision *refusal);
+cr_status cr_wait_step(const cr_item *item, cr_wait_plan *plan, int64_t now_ns,
+                       int64_t store_now_ns, cr_wait_action *action, int64_t *sleep_ns,
+                       cr_decision *refusal);
 
 /* Gives back the place of a waiter that stops waiting (cancelled,
- * interrupted) at `turn_ns`; nothing for CR_NO_TURN. CR_E_ITEMS. */
-cr_status cr_wait_leave(const cr_item *item, int64_t cost, int64_t turn_ns);
+ * interrupted); nothing for one that holds none. CR_E_ITEMS. */
+cr_status cr_wait_leave(const cr_item *item, cr_wait_plan *plan, int64_t store_now_ns);
+
+/*
+ * Blocks the calling thread until `cost` units of `item` are admitted: the
+ * plan's steps on CLOCK_MONOTONIC, each sleep slept with cr_sleep_ns (Lua's
+ * wait). Gives up, nothing spent, when they cannot be had within
+ * `timeout_ns` (>= 0, or CR_NEVER: any) of the call, or ever: *admitted
+ * false and, unless `refusal` is NULL, the decision that said so; at once
+ * when that is known at once. *slept_ns: the time slept. Call it with no
+ * lock held. CR_E_TIMEOUT for a negative timeout; CR_E_ITEMS.
+ */
+cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *admitted,
+                  int64_t *slept_ns, cr_decision *refusal);
 
 /* The line's rule, pure: a waiter of `cost` units that joins a line whose
  * tail is `tail_ns`, for units the store would admit at `ready_ns`, takes

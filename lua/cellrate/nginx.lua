@@ -231,27 +231,30 @@ local function decide(limits, opts, cost)
           .. type(limits), 3)
 end
 
--- With opts.wait: the units reserved at their instant (within opts.wait s),
--- the request held on ngx.sleep (the worker serves others meanwhile) and
--- admitted; nil when they cannot be reserved in time. Called by limit(): a
--- mistake is raised at level 3, limit()'s caller.
+-- With opts.wait: the core's wait plan (docs/design/waiting.md), its sleeps
+-- slept on ngx.sleep (the worker serves others meanwhile): the units are
+-- admitted at a step's real instant, as lim:wait and Python's wait() admit
+-- them; nil when the plan gives up (not within opts.wait s, or never).
+-- Called by limit(): a mistake is raised at level 3, limit()'s caller.
 local function wait_for(limits, opts, cost, max_wait)
     local mt = getmetatable(limits)
-    local delay, key
+    local plan, key
     if mt == KEYED_MT then
         key = request_key(opts, 4)
-        delay = limits:reserve(key, cost, max_wait)
+        plan = limits:_wait_plan(key, cost, max_wait)
     elseif mt == LIMITER_MT then
-        delay = limits:reserve(cost, max_wait)
+        plan = limits:_wait_plan(cost, max_wait)
     else
         error("cellrate.nginx: option wait: limits must be one cellrate limiter or keyed"
               .. " limiter", 3)
     end
-    if delay == nil then
-        return nil
+    local action, seconds = plan:step()
+    while action == "sleep" do
+        ngx_sleep(seconds)
+        action, seconds = plan:step()
     end
-    if delay > 0 then
-        ngx_sleep(delay)
+    if action ~= "go" then
+        return nil
     end
     -- The fields as they stand once the wait is over: a probe commits nothing.
     local _, remaining, _, reset_after
@@ -322,8 +325,8 @@ and an unknown option or a value of the wrong type is an error naming it):
   dry_run  refuse nothing: log what would be refused, set its fields but
            Retry-After (the Python middleware's dry run)
   wait     seconds a request may be held (ngx.sleep, never blocking the
-           worker) for units reserved at their instant; beyond that, refused
-           (one limit, not a list)
+           worker) until the core's wait plan admits it, as lim:wait would;
+           beyond that, refused (one limit, not a list)
   priority the class this request is decided in, a name of the limit's
            priorities (cellrate.limiter(rate, { priorities = {...} })), or a
            function returning one (nil: none), e.g. reading ngx.var:

@@ -74,27 +74,31 @@ end
 local protocol = read_protocol(M.script)
 local hold_protocol = read_protocol(M.hold_script)
 
+-- The protocol's rules are the core's (core/cellrate/redis.h): a request's
+-- words, a reply's reading, what a failure means, on_error's answers, the
+-- probe's back-off, a key's name. This module does the client's calls and
+-- the back-off gate, and passes their values to the core and back.
+local core = cellrate._redis_protocol()
+local request_words, read_reply = cellrate._redis_request, cellrate._redis_reply
+local classify, unavailable_answer = cellrate._redis_classify, cellrate._redis_unavailable
+
 -- A tolerance (burst * emission interval) the script carries exactly: below this.
-M.MAX_TOLERANCE_NS = tonumber(protocol.MAX_TOLERANCE_NS)
+M.MAX_TOLERANCE_NS = core.MAX_TOLERANCE_NS
 
 -- The first words of the Redis error replies that mean "Redis cannot decide
 -- now": answered by on_error like an unreachable server.
-M.UNAVAILABLE_REPLIES = {}
-local cannot_decide = {}
-for word in protocol.UNAVAILABLE_REPLIES:gmatch("%S+") do
-    M.UNAVAILABLE_REPLIES[#M.UNAVAILABLE_REPLIES + 1] = word
-    cannot_decide[word] = true
-end
+M.UNAVAILABLE_REPLIES = core.UNAVAILABLE_REPLIES
 
 -- While Redis cannot decide, a probe tries it after a back-off that doubles
--- from the first up to the largest (seconds).
-M.FIRST_BACKOFF_S = tonumber(protocol.FIRST_BACKOFF_S)
-M.MAX_BACKOFF_S = tonumber(protocol.MAX_BACKOFF_S)
-local FIRST_BACKOFF, MAX_BACKOFF = M.FIRST_BACKOFF_S, M.MAX_BACKOFF_S
-local PEEK, CHECK, ALLOW, REFUND = protocol.PEEK, protocol.CHECK, protocol.ALLOW, protocol.REFUND
-local CHARGE, TAKE = protocol.CHARGE, protocol.TAKE
+-- from the first up to the largest (seconds; cellrate._redis_backoff).
+M.FIRST_BACKOFF_S = core.FIRST_BACKOFF_S
+M.MAX_BACKOFF_S = core.MAX_BACKOFF_S
+-- The script's modes, as the core's request builder takes them.
+local PEEK, CHECK, ALLOW, REFUND = core.PEEK, core.CHECK, core.ALLOW, core.REFUND
+local CHARGE, TAKE = core.CHARGE, core.TAKE
 -- How far after now a charge can leave a gcra key's TAT (ns): beyond it, clipped.
-M.MAX_DEBT_NS = tonumber(protocol.MAX_DEBT_NS)
+M.MAX_DEBT_NS = core.MAX_DEBT_NS
+
 local Limiter = {}
 Limiter.__index = Limiter
 
@@ -110,14 +114,15 @@ local function without_position(err)
     return (tostring(err):gsub("^[^\n]-:%d+: ", "", 1))
 end
 
--- The core's checks of a decision's key, cost and now (no store involved);
--- now in ns as the core rounds it, or nil.
-local function check_request(key, cost, now)
-    local ok, now_ns = pcall(cellrate._check_request, key, cost, now)
+-- The words after EVALSHA and the SHA of a request (numkeys first), built
+-- by the core from (limit, prefix, name, key) groups, each key, cost and now
+-- checked there; a mistake raised at the caller of the public function.
+local function request(mode, cost, now, ...)
+    local ok, words = pcall(request_words, mode, cost, now, ...)
     if not ok then
-        error(without_position(now_ns), 3)
+        error(without_position(words), 3)
     end
-    return now_ns
+    return words
 end
 
 local function check_client(client)
@@ -138,29 +143,15 @@ local function decimal(number)
     return string.format("%.0f", number)
 end
 
--- The script's four ARGV words of a limit with the fields algorithm,
--- emission_ns, tolerance_ns and burst.
-local function limit_words(limit)
-    return { limit.algorithm, decimal(limit.emission_ns), decimal(limit.tolerance_ns),
-             decimal(limit.burst) }
-end
-
--- The name of a limit given none: its parameters, "<algorithm>:<tolerance_ns>:<burst>"
--- (the signature the script records with each value), so that two limits
--- without a name never share a key, and the keys are those of the layout
--- before names.
-local function default_name(limit)
-    return limit.algorithm .. ":" .. decimal(limit.tolerance_ns) .. ":" .. decimal(limit.burst)
-end
-
--- The core parses, defaults and validates a limit (with max_cost, as in
--- process: a burst, or a window's rate, that could never fit it is refused,
--- checked on a limiter made for that alone); the store refuses one the script
--- cannot carry exactly. Raises at the caller of the public function.
-local function limit_of(rate, opts, algorithm, max_cost)
+-- The core parses, defaults and validates a limit (max_debt too; with
+-- max_cost, as in process: a burst, or a window's rate, that could never fit
+-- it is refused, checked on a limiter made for that alone), and refuses one
+-- the script cannot carry exactly. Raises at the caller of the public function.
+local function limit_of(rate, opts, algorithm, max_cost, max_debt)
     local made, limit = pcall(cellrate.limit_spec, rate, { period = opts.period,
                                                           burst = opts.burst,
-                                                          algorithm = algorithm })
+                                                          algorithm = algorithm,
+                                                          max_debt = max_debt })
     if not made then
         error(without_position(limit), 3)
     end
@@ -173,8 +164,9 @@ local function limit_of(rate, opts, algorithm, max_cost)
             error(without_position(err), 3)
         end
     end
-    if limit.tolerance_ns >= M.MAX_TOLERANCE_NS then
-        error("burst " .. protocol.BURST_TOO_LARGE, 3)
+    local carried, err = pcall(cellrate._redis_check_limit, limit)
+    if not carried then
+        error(without_position(err), 3)
     end
     return limit
 end
@@ -192,18 +184,49 @@ local function store_options(constructor, opts)
     return options
 end
 
+-- on_error = "fallback"'s local limiter, from opts.fallback: a share of the
+-- Redis limit (a number, the core's derivation; nil: the whole limit), a rate
+-- or a cellrate.limit_spec, or a cellrate.keyed limiter of the caller's (one in
+-- a shared region decides for the host: every nginx worker of it).
+local function fallback_store(self, given)
+    local limit, store = self.limit, nil
+    local local_limit
+    if type(given) == "userdata" and type(given.check) == "function" then
+        store = given
+        local info = given:info()
+        local_limit = cellrate.limit_spec(info.rate, {
+            period = info.period, algorithm = info.algorithm,
+            burst = cellrate._algorithm_takes_burst(info.algorithm) and info.burst or nil })
+    elseif type(given) == "string" then
+        local_limit = cellrate.limit_spec(given, { algorithm = limit.algorithm })
+    elseif type(given) == "userdata" and pcall(cellrate._redis_signature, given) then
+        local_limit = given
+    else -- a share (nil: 1), judged by the core
+        local_limit = cellrate._redis_fallback_limit(limit, given == nil and 1 or given)
+    end
+    self.fallback_limit = local_limit
+    self.fallback = store or cellrate.keyed(local_limit.rate, {
+        period = local_limit.period, algorithm = local_limit.algorithm,
+        burst = cellrate._algorithm_takes_burst(local_limit.algorithm) and local_limit.burst
+            or nil })
+end
+
 -- limiter(client, rate, opts): opts as cellrate.limit_spec's (period, burst,
--- algorithm) plus name (the keys' name: default, the limit's parameters),
--- prefix ("cellrate:") and on_error.
+-- algorithm, max_debt) plus max_cost, name (the keys' name: default, the
+-- limit's parameters), prefix ("cellrate:") and on_error.
 function M.limiter(client, rate, opts)
     check_client(client)
     -- the limit first, as cellrate.limit_spec judges it; then the options
     local given = type(opts) == "table" and opts or {}
-    local limit = limit_of(rate, given, given.algorithm, given.max_cost)
+    local limit = limit_of(rate, given, given.algorithm, given.max_cost, given.max_debt)
     opts = store_options("RedisLimiter", opts)
     local prefix, on_error = opts.prefix, opts.on_error
-    local name = opts.name or default_name(limit)
-    return setmetatable({
+    local ok, err = pcall(cellrate._redis_fallback_check, on_error, given.fallback ~= nil)
+    if not ok then
+        error(without_position(err), 2)
+    end
+    local name = opts.name or cellrate._redis_signature(limit)
+    local self = setmetatable({
         client = client,
         script = M.script,
         limit = limit,
@@ -211,13 +234,26 @@ function M.limiter(client, rate, opts)
         on_error = on_error,
         name = name,
         named = opts.name ~= nil,
-        key_prefix = prefix .. name .. ":",
-        limit_args = limit_words(limit),
+        prefix = prefix,
         algorithm = limit.algorithm,
         max_cost = opts.max_cost,
+        max_debt = opts.max_debt,
         gate = nil, -- while Redis is down: a limiter letting one probe through per back-off
         backoff = 0,
+        -- on_error = "fallback": the local keyed limiter, its limit, and the Redis keys
+        -- it decided since Redis last answered for them (and their count)
+        fallback = nil,
+        fallback_limit = nil,
+        held = {},
+        nheld = 0,
     }, Limiter)
+    if on_error == "fallback" then
+        local made, why = pcall(fallback_store, self, given.fallback)
+        if not made then
+            error(without_position(why), 2)
+        end
+    end
+    return self
 end
 
 local function log(message)
@@ -248,10 +284,18 @@ local function reply_word(err)
 end
 M._reply_word = reply_word -- for the tests
 
--- The script's reply. After NOSCRIPT (a restart, SCRIPT FLUSH, a failover)
--- EVAL sends the script with the call, so no flush can fail it again.
+-- What a failure means (the core's classification of its first word and
+-- text): "cannot_decide", "mistake", "wrong_algorithm" (and its words),
+-- "cross_slot" or "no_script".
+local function failure(err)
+    return classify(reply_word(err), err)
+end
+
+-- The script's reply to `words` (numkeys, KEYS, ARGV). After NOSCRIPT (a
+-- restart, SCRIPT FLUSH, a failover) EVAL sends the script with the call, so
+-- no flush can fail it again.
 local shas = {} -- script -> its SHA, once loaded
-local function run(client, script, keys, args)
+local function send(client, script, words)
     if not shas[script] then
         local sha, err = call(client, "script", "load", script)
         if not sha then
@@ -259,38 +303,73 @@ local function run(client, script, keys, args)
         end
         shas[script] = sha
     end
-    local words = { #keys, unpack(keys) }
-    for i = 1, #args do
-        words[#words + 1] = args[i]
-    end
     local reply, err = call(client, "evalsha", shas[script], unpack(words))
-    if not reply and err and reply_word(err) == "NOSCRIPT" then
+    if not reply and err and failure(err) == "no_script" then
         reply, err = call(client, "eval", script, unpack(words))
     end
     return reply, err
 end
 
-local function fallback(self, err)
-    if self.on_error == "raise" then
-        return nil, err, "unavailable"
-    elseif self.on_error == "allow" then
-        return true, 0, 0, 0
+-- The same, for KEYS and ARGV apart (the concurrency and share scripts).
+local function run(client, script, keys, args)
+    local words = { #keys, unpack(keys) }
+    for i = 1, #args do
+        words[#words + 1] = args[i]
     end
-    -- an invented refusal says the same in every field: retry, and reset, at the next try
-    local _, _, retry_after = self.gate:peek(1)
-    retry_after = math.max(retry_after, FIRST_BACKOFF)
-    return false, 0, retry_after, retry_after
+    return send(client, script, words)
 end
 
--- The script's reply for the request, or nil and the message of a failure,
--- with true when it means Redis cannot decide now (on_error answers).
-local function reply_of(self, keys, args)
+-- on_error's answer while Redis cannot decide (the core's: an invented
+-- refusal lasts until the next probe, never less than the first back-off),
+-- for a request of `mode` and `cost`: a decision's values, or a take's count.
+local LOCAL_METHODS = { [PEEK] = "peek", [CHECK] = "check", [ALLOW] = "allow",
+                        [CHARGE] = "charge", [TAKE] = "take" }
+
+-- on_error = "fallback": the decision of each limiter's local limiter for its
+-- Redis key (several: as one, cellrate.check_all), each key then held until
+-- Redis takes its use.
+local function locally(mode, cost, words, now, stores)
+    local n = tonumber(words[1])
+    if n == 1 then
+        local store = stores[1]
+        local key = words[2]
+        if mode ~= PEEK and not store.held[key] then
+            store.held[key], store.nheld = true, store.nheld + 1
+        end
+        return store.fallback[LOCAL_METHODS[mode]](store.fallback, key, cost, now)
+    end
+    local items = {}
+    for i = 1, n do
+        local store, key = stores[i], words[1 + i]
+        items[i] = { store.fallback, key }
+        if not store.held[key] then
+            store.held[key], store.nheld = true, store.nheld + 1
+        end
+    end
+    return cellrate.check_all(items, cost, now)
+end
+
+local function fallback(self, err, mode, cost, words, now, stores)
+    if self.on_error == "raise" then
+        return nil, err, "unavailable"
+    end
+    if self.on_error == "fallback" then
+        return locally(mode, cost, words, now, stores or { self })
+    end
+    local _, _, probe_in = self.gate:peek(1)
+    return unavailable_answer(mode, self.limit, self.on_error == "allow", cost, probe_in)
+end
+
+-- The script's reply to `words`, or nil and the message of a failure, with
+-- true when it means Redis cannot decide now (on_error answers), else its
+-- kind and a wrong algorithm's words.
+local function reply_of(self, words)
     if self.gate and not self.gate:allow() then
         return nil, self.error, true
     end
     -- the client of this call, even if another coroutine sets another one
     -- while this one waits for Redis
-    local reply, err = run(self.client, self.script, keys, args)
+    local reply, err = send(self.client, self.script, words)
     if reply ~= nil then
         if self.gate then
             log("cellrate.redis: Redis decides again")
@@ -299,11 +378,11 @@ local function reply_of(self, keys, args)
         return reply
     end
     err = err or "no reply"
-    local word = reply_word(err)
-    if word and not cannot_decide[word] then
-        return nil, "Redis refused the decision: " .. err, false, word
+    local kind, mistake = failure(err)
+    if kind ~= "cannot_decide" then
+        return nil, "Redis refused the decision: " .. err, false, kind, mistake
     end
-    self.backoff = self.gate and math.min(self.backoff * 2, MAX_BACKOFF) or FIRST_BACKOFF
+    self.backoff = cellrate._redis_backoff(self.gate and self.backoff or 0)
     if not self.gate then
         log("cellrate.redis: Redis cannot decide (" .. err .. "); answering on_error="
             .. self.on_error .. " until it decides again")
@@ -314,89 +393,96 @@ local function reply_of(self, keys, args)
     return nil, err, true
 end
 
--- A script's error reply for a key held under another algorithm: the
--- argument mistake it is, raised naming algorithm at the caller of the
--- public function.
--- public function (`level`: 3 from its own body, 4 through decide).
-local function raise_mistake(err, level)
-    local at = err and err:find(protocol.ALGORITHM_REPLY, 1, true)
-    if at then
-        error(err:sub(at + #"cellrate: "), level)
+-- A key held under another algorithm (kind "wrong_algorithm", in the
+-- script's words): the argument mistake it is, raised naming algorithm at
+-- the caller of the public function (`level`: 3 from its own body, 4
+-- through decide).
+local function raise_mistake(kind, words, level)
+    if kind == "wrong_algorithm" then
+        error(words, level)
     end
 end
 
 -- Keys in several Redis Cluster hash slots (a CROSSSLOT reply): the
--- argument mistake it is, naming each key and its slot (asked of the node,
--- which knows the rule; "?" where it cannot say), raised at the caller of the
--- public function (`level` as raise_mistake's).
+-- argument mistake it is, in the core's words, naming each key and its slot
+-- (asked of the node, which knows the rule; -1, "?", where it cannot say),
+-- raised at the caller of the public function (`level` as raise_mistake's).
 local KEYSLOT = "return redis.call('CLUSTER', 'KEYSLOT', ARGV[1])"
-local function raise_slots_differ(client, keys, level)
-    local named, seen = {}, {}
-    for _, key in ipairs(keys) do
-        if not seen[key] then
-            seen[key] = true
-            named[#named + 1] = "'" .. key .. "' " .. tostring(call(client, "eval", KEYSLOT, 0, key)
-                                                             or "?")
-        end
+local function raise_slots_differ(client, words, level)
+    local keys, slots = {}, {}
+    for i = 2, 1 + tonumber(words[1]) do
+        keys[#keys + 1] = words[i]
+        slots[#slots + 1] = tonumber(call(client, "eval", KEYSLOT, 0, words[i])) or -1
     end
-    error("items " .. protocol.SLOTS_DIFFER .. " " .. table.concat(named, ", "), level)
+    error(cellrate._redis_slots_message(keys, slots), level)
 end
 
-local function decide(self, keys, args)
-    local reply, err, unavailable, word = reply_of(self, keys, args)
+-- The decision of a request of `mode` for `limits` (one, or check_all's):
+-- the script's reply read by the core, or on_error's answer.
+-- `back`: a key decided locally going back to Redis (going_back's request).
+local function decide(self, mode, cost, words, now, level, back, ...)
+    local sent = back and back.words or words
+    local reply, err, unavailable, kind, mistake = reply_of(self, sent)
     if reply == nil then
         if unavailable then
-            return fallback(self, err)
+            return fallback(self, err, mode, cost, words, now, back and back.stores)
         end
-        raise_mistake(err, 4)
-        if word == "CROSSSLOT" then
-            raise_slots_differ(self.client, keys, 4)
+        raise_mistake(kind, mistake, level)
+        if kind == "cross_slot" then
+            raise_slots_differ(self.client, words, level)
         end
         return nil, err, "unavailable"
     end
-    if reply == 1 then -- ALLOW mode, admitted: the verdict alone
-        return true
-    end
-    if type(reply) ~= "table" then
-        return nil, "unexpected reply from the script: " .. tostring(reply), "unavailable"
-    end
-    local retry_after = tonumber(reply[3])
-    return reply[1] == 1, reply[2], retry_after < 0 and math.huge or retry_after / 1e9,
-        tonumber(reply[4]) / 1e9, reply[6] == 1 -- a charge's sixth field: clipped
-end
-
--- The one builder of the script's KEYS (a key per limit) and ARGV (mode,
--- cost, each limit's four words, then now in ns when given, as the core
--- rounds it; else the script reads TIME), for limiter, key, limiter, key...
--- Each key, cost and now is checked by the core first (check_request), which
--- gives now_ns.
-local function request(mode, cost, now_ns, ...)
-    local keys, args = {}, { mode, decimal(cost == nil and 1 or cost) }
-    for i = 1, select("#", ...), 2 do
-        local limiter, key = select(i, ...)
-        keys[#keys + 1] = limiter.key_prefix .. key
-        local limit_args = limiter.limit_args
-        for j = 1, 4 do
-            args[#args + 1] = limit_args[j]
+    if back and back.mode then
+        if back.settled and self.held[words[2]] then
+            -- the local state is left to recover (in a region, other workers may
+            -- still decide on it): Redis now holds what it held
+            self.held[words[2]], self.nheld = nil, self.nheld - 1
         end
+        mode = back.mode
     end
-    if now_ns ~= nil then
-        args[#args + 1] = now_ns
+    local allowed, remaining, retry_after, reset_after, clipped = read_reply(mode, reply, ...)
+    if allowed == nil then
+        return nil, "Redis refused the decision: " .. remaining, "unavailable"
     end
-    return keys, args
+    return allowed, remaining, retry_after, reset_after, clipped
 end
 
 -- (decide's results are returned from locals, not by a tail call: the
 -- errors it raises name the caller's line at one level in every method)
+-- A key this limiter decided locally during an outage, now that Redis answers
+-- (no gate): the core's request for going back (a check, allow or charge goes
+-- as a charge of what the local state still holds, plus the cost), or nil
+-- (while the gate holds Redis back, decide answers locally as before).
+local function going_back(self, mode, key, cost, now, limit, words)
+    if self.nheld == 0 or not self.held[words[2]] then
+        return nil
+    end
+    local _, held = self.fallback:peek(words[2], 0, now)
+    local sent, sent_cost, settled =
+        cellrate._redis_going_back(mode, cost, self.fallback_limit, held)
+    if sent ~= mode or sent_cost ~= cost then
+        words = request(sent, sent_cost, now, limit, self.prefix, self.name, key)
+    end
+    return { words = words, mode = sent, settled = settled }
+end
+
+-- (each method builds its request itself: request raises at its caller's line)
 function Limiter:check(key, cost, now)
+    local limit = self.limit
+    local words = request(CHECK, cost, now, limit, self.prefix, self.name, key)
     local allowed, remaining, retry_after, reset_after =
-        decide(self, request(CHECK, cost, check_request(key, cost, now), self, key))
+        decide(self, CHECK, cost, words, now, 4,
+               going_back(self, CHECK, key, cost, now, limit, words), limit)
     return allowed, remaining, retry_after, reset_after
 end
 
 function Limiter:allow(key, cost, now)
-    local allowed, err, code = decide(self, request(ALLOW, cost, check_request(key, cost, now),
-                                                    self, key))
+    local limit = self.limit
+    local words = request(ALLOW, cost, now, limit, self.prefix, self.name, key)
+    local allowed, err, code =
+        decide(self, ALLOW, cost, words, now, 4,
+               going_back(self, ALLOW, key, cost, now, limit, words), limit)
     if allowed == nil then
         return nil, err, code
     end
@@ -404,22 +490,26 @@ function Limiter:allow(key, cost, now)
 end
 
 function Limiter:peek(key, cost, now)
+    local limit = self.limit
+    local words = request(PEEK, cost, now, limit, self.prefix, self.name, key)
     local allowed, remaining, retry_after, reset_after =
-        decide(self, request(PEEK, cost, check_request(key, cost, now), self, key))
+        decide(self, PEEK, cost, words, now, 4,
+               going_back(self, PEEK, key, cost, now, limit, words), limit)
     return allowed, remaining, retry_after, reset_after
 end
 
 -- Commits cost units of key whatever its state (docs/cost.md): where they
 -- fit, this is check; else the key goes into debt, refused, with the
 -- retry_after of one more unit. check's four values, then clipped (the debt
--- met its bound: M.MAX_DEBT_NS after now, a window's packed ceiling). Where
--- Redis cannot decide, on_error answers and the charge is lost.
+-- met its bound: the limit's max_debt units beyond it, and M.MAX_DEBT_NS
+-- after now; a window's packed ceiling). Where Redis cannot decide, on_error
+-- answers and the charge is lost.
 function Limiter:charge(key, cost, now)
-    if cost == nil then
-        argument_error("cost", "must be an integer >= 0")
-    end
+    local limit = self.limit
+    local words = request(CHARGE, cost, now, limit, self.prefix, self.name, key)
     local allowed, remaining, retry_after, reset_after, clipped =
-        decide(self, request(CHARGE, cost, check_request(key, cost, now), self, key))
+        decide(self, CHARGE, cost, words, now, 4,
+               going_back(self, CHARGE, key, cost, now, limit, words), limit)
     return allowed, remaining, retry_after, reset_after, clipped
 end
 
@@ -427,23 +517,21 @@ end
 -- (atomic): their count (0: none fits). Where Redis cannot decide, on_error
 -- answers: allow max_cost, deny 0, raise nil, the error and "unavailable".
 function Limiter:take(key, max_cost, now)
-    local ok, now_ns = pcall(cellrate._check_request, key, max_cost == nil and -1 or max_cost, now)
-    if not ok then
-        error((without_position(now_ns):gsub("^cost ", "max_cost ", 1)), 2)
-    end
-    local reply, err, unavailable = reply_of(self, request(TAKE, max_cost, now_ns, self, key))
+    local limit = self.limit
+    local words = request(TAKE, max_cost, now, limit, self.prefix, self.name, key)
+    local reply, err, unavailable, kind, mistake = reply_of(self, words)
     if reply == nil then
         if unavailable then
-            local allowed, message, code = fallback(self, err)
-            if allowed == nil then
-                return nil, message, code
-            end
-            return allowed and max_cost or 0
+            return fallback(self, err, TAKE, max_cost, words, now)
         end
-        raise_mistake(err, 3)
+        raise_mistake(kind, mistake, 3)
         return nil, err, "unavailable"
     end
-    return tonumber(reply)
+    local taken, message = read_reply(TAKE, reply, limit)
+    if taken == nil then
+        return nil, "Redis refused the decision: " .. message, "unavailable"
+    end
+    return taken
 end
 
 -- Gives back cost units of key taken earlier (a call that timed out after
@@ -451,41 +539,59 @@ end
 -- refund: never better than idle. true, or nil, the error and "unavailable"
 -- when Redis cannot answer, whatever on_error says (a refund is no decision).
 function Limiter:refund(key, cost, now)
-    local reply, err = run(self.client, M.script, request(REFUND, cost, check_request(key, cost, now),
-                                                self, key))
+    local reply, err = send(self.client, M.script,
+                            request(REFUND, cost, now, self.limit, self.prefix, self.name, key))
     if reply == nil then
-        raise_mistake(err, 3)
-        return nil, err or "no reply", "unavailable"
+        err = err or "no reply"
+        local kind, mistake = failure(err)
+        raise_mistake(kind, mistake, 3)
+        return nil, err, "unavailable"
     end
     return true
 end
 
--- Changes the limit this store sends, live (opts: period, burst; algorithm
--- only the limit's own): the next check (or allow) of each key carries what
--- it used to the new limit, in the script, at that decision's instant. A
--- limit without a name cannot change (its keys are named by its
--- parameters); an invalid limit raises and changes nothing.
+-- Changes the limit this store sends, live (opts: period, burst, max_debt;
+-- algorithm only the limit's own): the next check (or allow) of each key
+-- carries what it used to the new limit, in the script, at that decision's
+-- instant. A max_debt given before stays unless given again. A limit without
+-- a name cannot change (its keys are named by its parameters); an invalid
+-- limit raises and changes nothing.
 function Limiter:reconfigure(rate, opts)
-    opts = opts or {}
-    if type(opts) ~= "table" then
-        argument_error("opts", "must be a table")
-    end
+    local given = type(opts) == "table" and opts or {}
     if not self.named then
         error("name: " .. protocol.NAME_NEEDED, 2)
     end
-    if opts.algorithm ~= nil and opts.algorithm ~= self.algorithm then
-        limit_of(rate, opts, opts.algorithm) -- the core's checks first
+    if given.algorithm ~= nil and given.algorithm ~= self.algorithm then
+        limit_of(rate, given, given.algorithm) -- the core's checks first
         error("algorithm: " .. protocol.ALGORITHM_KEPT, 2)
     end
-    local limit = limit_of(rate, opts, self.algorithm, self.max_cost)
-    self.limit, self.burst, self.limit_args = limit, limit.burst, limit_words(limit)
+    local max_debt = given.max_debt
+    if max_debt == nil then
+        max_debt = self.max_debt
+    end
+    -- the limit first, as cellrate.limit_spec judges it; then the options
+    local limit = limit_of(rate, given, self.algorithm, self.max_cost, max_debt)
+    store_options("reconfigure", opts)
+    self.limit, self.burst, self.max_debt = limit, limit.burst, max_debt
+end
+
+-- The Redis key holding key's state: prefix, the name, ':', then the key.
+function Limiter:redis_key(key)
+    local ok, redis_key = pcall(cellrate._redis_key, self.prefix, self.name, key)
+    if not ok then
+        error(without_position(redis_key), 2)
+    end
+    return redis_key
 end
 
 -- Forgets key (back to a full burst); nil and the error when Redis cannot answer.
 function Limiter:reset(key)
-    check_request(key, 0)
-    local ok, err = call(self.client, "del", self.key_prefix .. key)
-    if ok == nil then
+    local ok, redis_key = pcall(cellrate._redis_key, self.prefix, self.name, key)
+    if not ok then
+        error(without_position(redis_key), 2)
+    end
+    local deleted, err = call(self.client, "del", redis_key)
+    if deleted == nil then
         return nil, err
     end
     return true
@@ -499,21 +605,29 @@ function M.check_all(items, cost, now)
     if type(items) ~= "table" or #items == 0 then
         argument_error("items", "must be a non-empty list of { limiter, key } pairs")
     end
-    local first, limiters_and_keys, now_ns = nil, {}, nil
+    local first, groups, limits = nil, {}, {}
     for _, item in ipairs(items) do
-        if type(item) ~= "table" or getmetatable(item[1]) ~= Limiter then
+        local limiter = item[1]
+        if type(item) ~= "table" or getmetatable(limiter) ~= Limiter then
             argument_error("items", "must be a list of { limiter, key } pairs of cellrate.redis limiters")
         end
-        first = first or item[1]
-        if item[1].client ~= first.client then
+        first = first or limiter
+        if limiter.client ~= first.client then
             argument_error("items", "every limiter must use the same Redis client")
         end
-        now_ns = check_request(item[2], cost, now)
-        limiters_and_keys[#limiters_and_keys + 1] = item[1]
-        limiters_and_keys[#limiters_and_keys + 1] = item[2]
+        local limit = limiter.limit -- read once: a decision never mixes two limits
+        limits[#limits + 1] = limit
+        local at = #groups
+        groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =
+            limit, limiter.prefix, limiter.name, item[2]
+    end
+    local stores = {}
+    for i, item in ipairs(items) do
+        stores[i] = item[1]
     end
     local allowed, remaining, retry_after, reset_after =
-        decide(first, request(CHECK, cost, now_ns, unpack(limiters_and_keys)))
+        decide(first, CHECK, cost, request(CHECK, cost, now, unpack(groups)), now, 4,
+               { stores = stores }, unpack(limits))
     return allowed, remaining, retry_after, reset_after
 end
 
@@ -531,7 +645,7 @@ function Limiter:info()
     return { rate = limit.rate, period = limit.period, burst = limit.burst,
              algorithm = limit.algorithm, window = limit.window,
              emission_ns = limit.emission_ns, tolerance_ns = limit.tolerance_ns,
-             name = self.name, on_error = self.on_error }
+             max_debt = limit.max_debt, name = self.name, on_error = self.on_error }
 end
 
 -- Concurrency limits (redis/hold.lua): a key's units in a sorted set scored
@@ -580,7 +694,7 @@ function M.concurrency(client, limit, opts)
         lease_word = lease_ns,
         name = name,
         on_error = on_error,
-        key_prefix = prefix .. name,
+        prefix = prefix,
         gate = nil, -- while Redis is down, as a limiter's
         backoff = 0,
     }, Concurrency)
@@ -588,7 +702,7 @@ end
 
 -- The sorted set of key (nil: the limit's one key, prefix and name alone).
 local function hold_key(self, key)
-    return key == nil and self.key_prefix or self.key_prefix .. ":" .. key
+    return cellrate._redis_key(self.prefix, self.name, key)
 end
 
 -- c:acquire(key, cost): a slot holding cost (default 1) units of key, or
@@ -597,12 +711,12 @@ end
 -- and "unavailable".
 function Concurrency:acquire(key, cost)
     check_hold(self.limit, key, cost, nil)
-    local keys = { hold_key(self, key) }
-    local args = { H_ACQUIRE, self.limit_word, decimal(cost == nil and 1 or cost), self.lease_word }
-    local reply, err, unavailable = reply_of(self, keys, args)
+    local redis_key, units = hold_key(self, key), decimal(cost == nil and 1 or cost)
+    local reply, err, unavailable, kind, mistake =
+        reply_of(self, { 1, redis_key, H_ACQUIRE, self.limit_word, units, self.lease_word })
     if reply == nil then
         if not unavailable or self.on_error == "raise" then
-            raise_mistake(err, 3)
+            raise_mistake(kind, mistake, 3)
             return nil, err, "unavailable"
         end
         if self.on_error == "allow" then
@@ -613,7 +727,7 @@ function Concurrency:acquire(key, cost)
     if type(reply) ~= "string" then
         return nil, "rejected"
     end
-    return setmetatable({ owner = self, key = keys[1], holder = reply, cost = args[3] }, Slot)
+    return setmetatable({ owner = self, key = redis_key, holder = reply, cost = units }, Slot)
 end
 
 -- c:release(slot): true when its units came back; false when they had
@@ -629,7 +743,7 @@ function Concurrency:release(slot)
         return false
     end
     slot.holder = nil
-    local reply, err, unavailable = reply_of(self, { slot.key }, { H_RELEASE, holder, slot.cost })
+    local reply, err, unavailable = reply_of(self, { 1, slot.key, H_RELEASE, holder, slot.cost })
     if reply == nil then
         if unavailable and self.on_error ~= "raise" then
             return false

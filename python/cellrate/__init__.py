@@ -32,6 +32,7 @@ from cellrate._cellrate import (
     Limiter,
     Slot,
     __version__,
+    calendar_period,
     check_all,
     check_policy_name,
     read_signal,
@@ -42,12 +43,13 @@ from cellrate._wait import RateLimited
 
 # wait(), acquire() and hold() are compiled methods whose bodies are these
 # Python functions (docs/design.md §9), named as the methods they are the
-# bodies of, for tracebacks and argument errors
+# bodies of, for tracebacks and argument errors; the core's wait plan raises
+# RateLimited
 _methods = {**_wait.METHODS, **_concurrency.METHODS}
 for _name, _function in _methods.items():
     _function.__qualname__ = _name
     _function.__name__ = _name.rpartition(".")[2]
-_cellrate._set_waits(_methods)
+_cellrate._set_waits({**_methods, "RateLimited": RateLimited})
 del _methods, _name, _function
 
 __all__ = [
@@ -62,6 +64,7 @@ __all__ = [
     "RateLimited",
     "Slot",
     "__version__",
+    "calendar_period",
     "check_all",
     "check_policy_name",
     "concurrent",

@@ -41,11 +41,6 @@ class CheckOnly:
         decision = await pending
         return 0.0 if decision.allowed else None
 
-    def refund(self, *args: Any) -> None:  # never called: nothing is reserved ahead
-        raise AssertionError("CheckOnly reserves nothing ahead")
-
-    anchor = refund
-
     def peek(self, *args: Any) -> Any:
         return self.store.peek(*args)
 

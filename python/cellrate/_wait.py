@@ -1,15 +1,15 @@
-"""Waiting for capacity: Limiter.wait / acquire, KeyedLimiter.wait / acquire.
+"""Waiting for capacity: Limiter.wait / acquire, KeyedLimiter.wait / acquire,
+and the decorators' waits.
 
-A wait is the core's steps (cr_wait_step, docs/design.md §9), slept out here
-(time.sleep releases the GIL and lets Ctrl-C through; asyncio.sleep yields to
-the loop): each step admits the units at its real instant, or says how long to
-sleep before the next one, or refuses. So starts keep the limit's spacing
-however late a sleeper wakes, a block that a provider's 429 puts on the limit
-holds every waiter, and this process's waiters are served in line, first come,
-first served. A waiter that stops (cancelled, interrupted) gives its place
-back; it holds no units. Other stores (the decorator's CheckOnly over a store
-with check/peek alone) are waited on through their reservations, which for
-CheckOnly admit only "now": its waiters retry at their retry_after.
+A wait is the core's plan (docs/design/waiting.md): `_cellrate._wait_plan`
+yields the seconds to sleep before each next step, stops once the units are
+admitted at a step's real instant, and raises RateLimited when they cannot be
+in time. Here there is only the sleeping: time.sleep (the GIL released,
+Ctrl-C let through) or asyncio.sleep (the loop runs on). A waiter that stops
+(interrupted, cancelled) gives its place back. A store outside the core (the
+decorator's CheckOnly over a Redis store or several limits) admits only
+"now": the plan's retry() says how long to sleep before trying it again, by
+the same rule.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any, Optional, Union
 from cellrate import _cellrate
 
 # `limit` below is a Limiter or KeyedLimiter (with `key` given as a
-# one-tuple), or any object with the reservation methods (reserve(*key, cost,
-# *, timeout), refund, anchor, peek; the decorator's CheckOnly reserves only
-# "now"); asyncio stores may return awaitables from them.
+# one-tuple), or a store outside the core with peek, reserve(*key, cost, *,
+# timeout) and, if it reserves ahead, refund (the decorator's CheckOnly
+# reserves only "now"); asyncio stores may return awaitables from them.
 Key = Union["tuple[()]", "tuple[Union[str, bytes]]"]
 
 
@@ -56,62 +56,34 @@ def check_timeout(timeout: Optional[float]) -> Optional[float]:
     return None if timeout is None else _cellrate._check_timeout(timeout)
 
 
-def refused(decision: _cellrate.Decision, deadline: Optional[float]) -> bool:
-    """True when `decision` cannot be admitted before `deadline` (monotonic s)."""
-    if math.isinf(decision.retry_after):
-        return True
-    return deadline is not None and time.monotonic() + decision.retry_after > deadline
-
-
-def timeout_until(deadline: Optional[float]) -> Optional[float]:
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-
 COMPILED = (_cellrate.Limiter, _cellrate.KeyedLimiter)
 
 
 def wait(limit: Any, key: Key, cost: int, timeout: Optional[float],
-         delay: Optional[float]) -> None:
+         delay: Optional[float] = None) -> None:
     """Blocks (time.sleep: the GIL is released) until `cost` is admitted.
 
-    `delay` is what a first `reserve(*key, cost, timeout=timeout)` returned
-    (`timeout` already checked): a reservation ahead of now, which a compiled
-    store gives back to take its turn in line instead, or None.
+    `delay` is what a first `reserve(*key, cost, timeout=timeout)` of the
+    decorator returned: a reservation ahead of now, given back to take its
+    turn in line instead, or None (refused now).
     """
-    deadline = None if timeout is None else time.monotonic() + timeout
-    if isinstance(limit, COMPILED):
+    if type(limit) in COMPILED:
         if delay:
-            limit.refund(*key, cost)  # type: ignore[call-arg]
-        name = key[0] if key else None
-        turn = None
-        while True:
-            step = _cellrate._wait_step(limit, name, cost, timeout_until(deadline), turn)
-            if step is None:
-                return
-            if not isinstance(step, tuple):
-                raise RateLimited(step)
-            seconds, turn = step
-            try:
+            limit.refund(*key, cost)
+        plan = _cellrate._wait_plan(limit, key[0] if key else None, cost, timeout)
+        try:
+            for seconds in plan:
                 time.sleep(seconds)
-            except BaseException:  # interrupted (KeyboardInterrupt...): its place given back
-                _cellrate._wait_leave(limit, name, cost, turn)
-                raise
-    while True:  # another store: its own reservations, or "now" alone (CheckOnly)
-        if delay is not None:
-            if delay > 0.0:
-                try:
-                    time.sleep(delay)
-                except BaseException:  # interrupted: spend nothing
-                    limit.refund(*key, cost)
-                    raise
-                limit.anchor(*key, cost)
-            return
-        decision = limit.peek(*key, cost)
-        if not decision.allowed:  # (allowed: it fits now, a window rolled over)
-            if refused(decision, deadline):
-                raise RateLimited(decision)
-            time.sleep(decision.retry_after)
-        delay = limit.reserve(*key, cost, timeout=timeout_until(deadline))
+        except BaseException:  # interrupted (KeyboardInterrupt...): its place given back
+            plan.leave()
+            raise
+        return
+    if delay:  # a store outside the core: a reservation ahead given back, "now" retried
+        limit.refund(*key, cost)
+    plan = _cellrate._wait_plan(None, None, cost, timeout)
+    while delay != 0.0:
+        time.sleep(plan.retry(limit.peek(*key, cost)))
+        delay = limit.reserve(*key, cost, timeout=0.0)
 
 
 async def settle(value: Any) -> Any:
@@ -124,46 +96,29 @@ async def settle(value: Any) -> Any:
 
 
 async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
-                  delay: Any) -> None:
+                  delay: Any = None) -> None:
     """The asyncio form of `wait`: awaits, never blocks the loop; a cancelled
     waiter gives its place back. `delay` may be awaitable."""
     import asyncio  # here: `import cellrate` stays light for scripts without asyncio
 
-    deadline = None if timeout is None else time.monotonic() + timeout
-    delay = await settle(delay)
-    if isinstance(limit, COMPILED):
+    if type(limit) in COMPILED:
         if delay:
-            limit.refund(*key, cost)  # type: ignore[call-arg]
-        name = key[0] if key else None
-        turn = None
-        while True:
-            step = _cellrate._wait_step(limit, name, cost, timeout_until(deadline), turn)
-            if step is None:
-                return
-            if not isinstance(step, tuple):
-                raise RateLimited(step)
-            seconds, turn = step
-            try:
+            limit.refund(*key, cost)
+        plan = _cellrate._wait_plan(limit, key[0] if key else None, cost, timeout)
+        try:
+            for seconds in plan:
                 await asyncio.sleep(seconds)
-            except BaseException:  # asyncio.CancelledError among others
-                _cellrate._wait_leave(limit, name, cost, turn)
-                raise
-    while True:
-        if delay is not None:
-            if delay > 0.0:
-                try:
-                    await asyncio.sleep(delay)
-                except BaseException:  # asyncio.CancelledError among others
-                    await settle(limit.refund(*key, cost))
-                    raise
-                await settle(limit.anchor(*key, cost))
-            return
-        decision = await settle(limit.peek(*key, cost))
-        if not decision.allowed:
-            if refused(decision, deadline):
-                raise RateLimited(decision)
-            await asyncio.sleep(decision.retry_after)
-        delay = await settle(limit.reserve(*key, cost, timeout=timeout_until(deadline)))
+        except BaseException:  # asyncio.CancelledError among others
+            plan.leave()
+            raise
+        return
+    plan = _cellrate._wait_plan(None, None, cost, timeout)
+    delay = await settle(delay)
+    if delay:
+        await settle(limit.refund(*key, cost))
+    while delay != 0.0:
+        await asyncio.sleep(plan.retry(await settle(limit.peek(*key, cost))))
+        delay = await settle(limit.reserve(*key, cost, timeout=0.0))
 
 
 # The bodies of the compiled methods Limiter.wait, Limiter.acquire,
@@ -174,34 +129,26 @@ async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
 
 def limiter_wait(self: _cellrate.Limiter, cost: int = 1, *,
                  timeout: Optional[float] = None) -> None:
-    """Limiter.wait: the core's steps, slept out (the GIL released)."""
-    if timeout is not None:
-        timeout = check_timeout(timeout)
-    wait(self, (), cost, timeout, None)
+    """Limiter.wait: the core's plan, slept out (the GIL released)."""
+    wait(self, (), cost, timeout)
 
 
 async def limiter_acquire(self: _cellrate.Limiter, cost: int = 1, *,
                           timeout: Optional[float] = None) -> None:
-    """Limiter.acquire: the core's steps, awaited."""
-    if timeout is not None:
-        timeout = check_timeout(timeout)
-    await acquire(self, (), cost, timeout, None)
+    """Limiter.acquire: the core's plan, awaited."""
+    await acquire(self, (), cost, timeout)
 
 
 def keyed_wait(self: _cellrate.KeyedLimiter, key: Union[str, bytes], cost: int = 1, *,
                timeout: Optional[float] = None) -> None:
     """KeyedLimiter.wait: Limiter.wait for the limit of `key`."""
-    if timeout is not None:
-        timeout = check_timeout(timeout)
-    wait(self, (key,), cost, timeout, None)
+    wait(self, (key,), cost, timeout)
 
 
 async def keyed_acquire(self: _cellrate.KeyedLimiter, key: Union[str, bytes], cost: int = 1, *,
                         timeout: Optional[float] = None) -> None:
     """KeyedLimiter.acquire: Limiter.acquire for the limit of `key`."""
-    if timeout is not None:
-        timeout = check_timeout(timeout)
-    await acquire(self, (key,), cost, timeout, None)
+    await acquire(self, (key,), cost, timeout)
 
 
 METHODS = {

@@ -45,8 +45,6 @@ from cellrate._errors import invalid
 from cellrate.redis._protocol import DEFAULT_PREFIX, _protocol, _read_script
 from cellrate.redis._store import _SyncStore
 
-import redis  # noqa: E402 - after cellrate.redis, whose ImportError names the extra
-
 __all__ = ["KeyedShareLimiter", "SHARE_SCRIPT", "ShareLimiter"]
 
 #: The heartbeat's script, byte for byte as every face sends it.
@@ -131,8 +129,9 @@ class _Share(_SyncStore):
 
     _decisions: Tuple[str, ...] = ()  # the local limiter's methods each form exposes
 
-    _clients = (redis.Redis, redis.cluster.RedisCluster)
-    _client_names = "a redis.Redis or redis.cluster.RedisCluster"
+    _kind = "sync"
+    _client_names = ("a redis.Redis or redis.cluster.RedisCluster, or a valkey.Valkey or "
+                     "valkey.cluster.ValkeyCluster")
     _script, _sha = SHARE_SCRIPT, SHARE_SHA
 
     def __init__(self, client: Any, rate: float | str, period: float | None = None, *,
@@ -266,7 +265,7 @@ class _Share(_SyncStore):
                 share, members, target = _cellrate._share_reply(self._call(words))
             except Exception as error:  # noqa: BLE001 - a heartbeat raises only a refusal
                 text = str(error)
-                if isinstance(error, redis.exceptions.ResponseError) and _REFUSED in text:
+                if isinstance(error, self._library.exceptions.ResponseError) and _REFUSED in text:
                     self._step("refused")  # a member refused holds nothing
                     refusal = text[text.index(_REFUSED) + len(_REFUSED):].strip()
                     raise invalid(refusal.split(" ", 1)[0], refusal) from error

@@ -5,8 +5,10 @@
 #
 # plain: against build/libcellrate.a (make core); asan: AddressSanitizer and
 # UndefinedBehaviorSanitizer; tsan: ThreadSanitizer. The sanitizer builds
-# compile the core's sources in, so the core is instrumented too. Binaries go
-# to build/tests-<mode>/. Each program under examples/c/ is built and run
+# compile the core's sources with the same flags, so the core is instrumented
+# too: once per run, into build/tests-<mode>/core/ (as many at a time as there
+# are processors), every test and example then linked with those objects.
+# Binaries go to build/tests-<mode>/. Each program under examples/c/ is built and run
 # too, and its output compared with its .out file. The last line is "c tests: N passed, M failed"; the
 # exit status is non-zero on any failure.
 set -eu
@@ -33,13 +35,11 @@ plain)
     ;;
 asan)
     flags="$flags -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-    core=$(ls core/*.c)
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
     ;;
 tsan)
     flags="$flags -O1 -g -fsanitize=thread -fno-omit-frame-pointer"
-    core=$(ls core/*.c)
     export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
     ;;
 *)
@@ -51,6 +51,19 @@ esac
 out=build/tests-$mode
 mkdir -p "$out"
 
+if [ "$mode" != plain ]; then
+    # The core under the mode's flags, each source compiled once (the tests
+    # link the same objects a build of all the sources together would give).
+    rm -rf "$out/core"
+    mkdir -p "$out/core"
+    export CC flags
+    # shellcheck disable=SC2016  # expanded by the inner shell
+    ls core/*.c | xargs -P "$(nproc 2>/dev/null || echo 2)" -I{} \
+        sh -c 'o="$1"/$(basename "$2" .c).o; $CC $flags -Icore -c "$2" -o "$o"' sh "$out/core" {} ||
+        { echo "the core does not build ($mode)" >&2; exit 1; }
+    core=$(ls "$out"/core/*.o)
+fi
+
 passed=0
 failed=0
 broken=""
@@ -58,10 +71,12 @@ tests="test_core test_vectors test_options test_threads test_clock test_catalogu
 [ -f tests/c/test_shared.c ] && tests="$tests test_shared"
 [ -f tests/c/test_hostile.c ] && tests="$tests test_hostile"
 [ -f tests/c/test_metrics.c ] && tests="$tests test_metrics"
+[ -f tests/c/test_redis.c ] && tests="$tests test_redis"
 [ -f tests/c/test_share.c ] && tests="$tests test_share"
 [ -f tests/c/test_web.c ] && tests="$tests test_web"
 [ -f tests/c/test_follow.c ] && tests="$tests test_follow"
 [ -f tests/c/test_steps.c ] && tests="$tests test_steps"
+[ -f tests/c/test_calendar.c ] && tests="$tests test_calendar"
 [ -f tests/c/test_priority.c ] && tests="$tests test_priority"
 for test in $tests; do
     # shellcheck disable=SC2086  # flags and core are word lists

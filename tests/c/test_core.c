@@ -40,6 +40,11 @@ static void test_status_table(void)
     CHECK_EQ_I64(sizeof params / sizeof params[0], CR_STATUS_COUNT, "one row per status");
     CHECK_EQ_I64(CR_OK, 0, "CR_OK is zero");
     for (int i = 0; i < CR_STATUS_COUNT; i++) {
+        if (!names[i]) { /* a reserved number: out of range */
+            CHECK_EQ_STR(cr_strerror((cr_status)i), "unknown status", "reserved status %d", i);
+            CHECK_EQ_STR(cr_status_name((cr_status)i), "", "reserved status %d", i);
+            continue;
+        }
         const char *message = cr_strerror((cr_status)i);
         const char *param = cr_status_param((cr_status)i);
         if (!CHECK(message && param, "status %s", names[i]))
@@ -51,8 +56,8 @@ static void test_status_table(void)
               "message of %s (\"%s\") starts with its parameter \"%s\"", names[i], message, param);
         CHECK(strcmp(message, "unknown status") != 0, "status %s", names[i]);
         for (int j = 0; j < i; j++)
-            CHECK(strcmp(message, cr_strerror((cr_status)j)) != 0, "%s and %s share a message",
-                  names[i], names[j]);
+            CHECK(!names[j] || strcmp(message, cr_strerror((cr_status)j)) != 0,
+                  "%s and %s share a message", names[i], names[j]);
     }
     CHECK_EQ_I64(cr_status_class_of(CR_OK), CR_STATUS_NONE, "CR_OK has no class");
     CHECK_EQ_I64(cr_status_class_of(CR_E_RATE), CR_STATUS_ARGUMENT, "a mistake");

@@ -7,6 +7,7 @@
  */
 #include "cellrate.h"
 #include "check.h"
+#include "vectors.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -176,13 +177,8 @@ static void store_follow(scenario *s, int lineno, int64_t now, const cr_signal *
 
 static int run_vectors(const char *dir, int *signals, int *follows)
 {
-    char path[512], line[MAX_LINE];
-    snprintf(path, sizeof path, "%s/follow.txt", dir);
-    FILE *file = fopen(path, "r");
-    if (!file) {
-        fprintf(stderr, "cannot open %s\n", path);
-        exit(2);
-    }
+    char line[MAX_LINE];
+    FILE *file = vectors_open(dir, "follow.txt");
     static field_set set;
     scenario s;
     memset(&s, 0, sizeof s);

@@ -10,53 +10,11 @@
  */
 #include "cellrate.h"
 #include "check.h"
+#include "vectors.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
-
-static FILE *open_vectors(const char *dir, const char *name)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *file = fopen(path, "r");
-    if (!file) {
-        fprintf(stderr, "cannot open %s: %s\n", path, strerror(errno));
-        exit(2);
-    }
-    return file;
-}
-
-static bool meaningful(char *line)
-{
-    line[strcspn(line, "\r\n")] = '\0';
-    return line[0] != '\0' && line[0] != '#';
-}
-
-static void bad_line(const char *file, int lineno, const char *line)
-{
-    fprintf(stderr, "%s:%d: cannot read vector line: %s\n", file, lineno, line);
-    exit(2);
-}
-
-/* A vector's string: %XX bytes, "%" alone the empty string. Writes into `out`
- * (room for `room` bytes) and returns the length. */
-static size_t decode(const char *text, char *out, size_t room)
-{
-    size_t len = 0;
-    if (strcmp(text, "%") == 0)
-        return 0;
-    for (const char *at = text; *at != '\0' && len < room; at++) {
-        unsigned byte;
-        if (*at == '%' && sscanf(at + 1, "%2x", &byte) == 1) {
-            out[len++] = (char)byte;
-            at += 2;
-        } else {
-            out[len++] = *at;
-        }
-    }
-    return len;
-}
 
 static void encode(const char *text, size_t len, char *out, size_t room)
 {
@@ -196,7 +154,7 @@ static void run_check(int lineno, const char *face_name, const cr_constructor *c
          word = strtok_r(NULL, " ", &saved)) {
         char *equals = strchr(word, '='), *colon = equals ? strchr(equals, ':') : NULL;
         if (equals == NULL || colon == NULL)
-            bad_line("options.txt", lineno, word);
+            vectors_bad_line("options.txt", lineno, word);
         *equals = *colon = '\0';
         const char *name = word, *type = equals + 1, *literal = colon + 1;
         const cr_option *option = cr_option_find(constructor, face, name, strlen(name));
@@ -221,14 +179,14 @@ static void run_check(int lineno, const char *face_name, const cr_constructor *c
             value->number = strtod(literal, NULL);
         } else if (strcmp(type, "string") == 0) {
             value->type = CR_VALUE_STRING;
-            value->text_len = decode(literal, texts[index], TEXT_ROOM);
+            value->text_len = vectors_decode(literal, texts[index], TEXT_ROOM);
             value->text = texts[index];
         } else if (strcmp(type, "function") == 0) {
             value->type = CR_VALUE_FUNCTION;
         } else if (strcmp(type, "table") == 0) {
             value->type = CR_VALUE_TABLE;
         } else {
-            bad_line("options.txt", lineno, type);
+            vectors_bad_line("options.txt", lineno, type);
         }
     }
     size_t failed = constructor->count;
@@ -258,22 +216,22 @@ static unsigned faces_of(const char *name)
 
 static int run_options(const char *dir)
 {
-    FILE *file = open_vectors(dir, "options.txt");
+    FILE *file = vectors_open(dir, "options.txt");
     char line[4096];
     int lineno = 0, count = 0;
     size_t rows[64] = {0};
     while (fgets(line, sizeof line, file)) {
         lineno++;
-        if (!meaningful(line))
+        if (!vectors_meaningful(line))
             continue;
         char kind[16], ctor[64], name[64], faces[16], rest[3000];
         int at = 0;
         if (sscanf(line, "%15s %n", kind, &at) != 1)
-            bad_line("options.txt", lineno, line);
+            vectors_bad_line("options.txt", lineno, line);
         const char *tail = line + at;
         if (strcmp(kind, "option") == 0) {
             if (sscanf(tail, "%63s %63s %n", ctor, name, &at) != 2)
-                bad_line("options.txt", lineno, line);
+                vectors_bad_line("options.txt", lineno, line);
             snprintf(rest, sizeof rest, "%s", tail + at);
             const cr_constructor *constructor = cr_constructor_find(ctor, strlen(ctor));
             if (!CHECK(constructor != NULL, "options.txt:%d: constructor %s", lineno, ctor))
@@ -294,7 +252,7 @@ static int run_options(const char *dir)
             char outcome[16], status[64], expected[700];
             if (sscanf(tail, "%15s %63s %15s %63s %699s %n", faces, ctor, outcome, status, expected,
                        &at) != 5)
-                bad_line("options.txt", lineno, line);
+                vectors_bad_line("options.txt", lineno, line);
             const cr_constructor *constructor = cr_constructor_find(ctor, strlen(ctor));
             if (!CHECK(constructor != NULL, "options.txt:%d: constructor %s", lineno, ctor))
                 continue;
@@ -309,7 +267,7 @@ static int run_options(const char *dir)
         } else if (strcmp(kind, "unknown") == 0) {
             char suggestion[64];
             if (sscanf(tail, "%15s %63s %63s %63s", faces, ctor, name, suggestion) != 4)
-                bad_line("options.txt", lineno, line);
+                vectors_bad_line("options.txt", lineno, line);
             const cr_constructor *constructor = cr_constructor_find(ctor, strlen(ctor));
             if (!CHECK(constructor != NULL, "options.txt:%d: constructor %s", lineno, ctor))
                 continue;
@@ -321,7 +279,7 @@ static int run_options(const char *dir)
         } else if (strcmp(kind, "takes_burst") == 0) {
             int takes;
             if (sscanf(tail, "%63s %d", name, &takes) != 2)
-                bad_line("options.txt", lineno, line);
+                vectors_bad_line("options.txt", lineno, line);
             cr_algorithm algorithm;
             CHECK_EQ_I64(cr_algorithm_from_name(name, strlen(name), &algorithm), CR_OK,
                          "options.txt:%d", lineno);
@@ -337,7 +295,7 @@ static int run_options(const char *dir)
             CHECK_EQ_I64(cr_limit_init(&limit, &args), takes ? CR_OK : CR_E_BURST_WINDOW,
                          "options.txt:%d: %s", lineno, name);
         } else {
-            bad_line("options.txt", lineno, line);
+            vectors_bad_line("options.txt", lineno, line);
         }
         count++;
     }
@@ -356,18 +314,18 @@ static int run_options(const char *dir)
 
 static int run_rates(const char *dir)
 {
-    FILE *file = open_vectors(dir, "rates.txt");
+    FILE *file = vectors_open(dir, "rates.txt");
     char line[4096];
     int lineno = 0, count = 0;
     while (fgets(line, sizeof line, file)) {
         lineno++;
-        if (!meaningful(line))
+        if (!vectors_meaningful(line))
             continue;
         char *bar = strchr(line, '|');
         char status[64];
         int parts, at;
         if (bar == NULL || sscanf(line, "rates %63s %d %n", status, &parts, &at) != 2)
-            bad_line("rates.txt", lineno, line);
+            vectors_bad_line("rates.txt", lineno, line);
         const char *text = bar + 1;
         cr_rate rates[CR_RATES_MAX];
         size_t found = 99;
@@ -380,7 +338,7 @@ static int run_rates(const char *dir)
             size_t start, len;
             int used;
             if (sscanf(cursor, "%lf %lf %zu %zu %n", &rate, &period, &start, &len, &used) != 4)
-                bad_line("rates.txt", lineno, line);
+                vectors_bad_line("rates.txt", lineno, line);
             cursor += used;
             CHECK(rates[i].rate == rate && rates[i].period_s == period,
                   "rates.txt:%d part %d: %.17g/%.17g s", lineno, i, rates[i].rate,

@@ -6,6 +6,7 @@
  */
 #include "cellrate.h"
 #include "check.h"
+#include "vectors.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -136,17 +137,12 @@ static void check_line(const char *line, int lineno)
 
 static void test_vectors(const char *dir)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/share.txt", dir);
-    FILE *file = fopen(path, "r");
-    if (!CHECK(file != NULL, "cannot open %s", path))
-        return;
+    FILE *file = vectors_open(dir, "share.txt");
     char line[1024];
     int lineno = 0, lines = 0;
     while (fgets(line, sizeof line, file)) {
         lineno++;
-        line[strcspn(line, "\n")] = '\0';
-        if (line[0] == '\0' || line[0] == '#')
+        if (!vectors_meaningful(line))
             continue;
         lines++;
         check_line(line, lineno);

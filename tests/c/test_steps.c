@@ -1,5 +1,7 @@
 /*
- * A wait, one step at a time (cr_wait_step, cr_wait_leave, cr_line_join):
+ * A wait, one step at a time (cr_wait_begin, cr_wait_answer, cr_wait_step,
+ * cr_wait_leave, cr_line_join): tests/vectors/wait.txt (the reference
+ * model's, tests/model/wait_model.py) on every algorithm with explicit times;
  * admission at the instant of a step, the process's line (first come, first
  * served, one interval apart), a waiter refused at its turn keeping its
  * place, a block put on the limit holding the waiters, giving up at once,
@@ -10,7 +12,9 @@
 #include "cellrate.h"
 #include "check.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MS INT64_C(1000000)
 #define SECOND INT64_C(1000000000)
@@ -24,13 +28,22 @@ static cr_limit limit_per_second(double rate)
     return limit;
 }
 
+/* A step at most `max_wait_ns` from now (the deadline's clock stands at 0),
+ * for the waiter whose place is *turn; the store reads its own clock. */
 static cr_wait_action step(const cr_item *item, int64_t cost, int64_t max_wait_ns, int64_t *turn,
                            int64_t *sleep_ns, cr_decision *refusal)
 {
     cr_wait_action action = CR_WAIT_REFUSED;
-    CHECK_EQ_I64(cr_wait_step(item, cost, max_wait_ns, turn, &action, sleep_ns, refusal), CR_OK,
-                 "step");
+    cr_wait_plan plan = {cost, max_wait_ns, *turn};
+    CHECK_EQ_I64(cr_wait_step(item, &plan, 0, CR_CLOCK, &action, sleep_ns, refusal), CR_OK, "step");
+    *turn = plan.turn_ns;
     return action;
+}
+
+static cr_status leave(const cr_item *item, int64_t cost, int64_t turn)
+{
+    cr_wait_plan plan = {cost, CR_NEVER, turn};
+    return cr_wait_leave(item, &plan, CR_CLOCK);
 }
 
 static void test_line_join(void)
@@ -74,14 +87,14 @@ static void test_steps(void)
     CHECK_EQ_I64(again, second, "the same turn");
 
     /* a newcomer when the second leaves takes the turn it had */
-    CHECK_EQ_I64(cr_wait_leave(&item, 1, second), CR_OK, "leave");
+    CHECK_EQ_I64(leave(&item, 1, second), CR_OK, "leave");
     int64_t third = CR_NO_TURN;
     CHECK_EQ_I64(step(&item, 1, CR_NEVER, &third, &sleep_ns, &refusal), CR_WAIT_SLEEP, "waits");
     CHECK_EQ_I64(third, second, "the place given back is taken");
 
     /* not in time: refused at once, its place given back, the wait said */
     int64_t late = CR_NO_TURN;
-    CHECK_EQ_I64(step(&item, 1, 500 * MS, &late, &sleep_ns, &refusal), CR_WAIT_REFUSED,
+    CHECK_EQ_I64(step(&item, 1, 500 * MS, &late, &sleep_ns, &refusal), CR_WAIT_TIMEOUT,
                  "behind two waiters, 500 ms is not enough");
     CHECK(!refusal.allowed && refusal.retry_after_ns > 1500 * MS, "retry_after %" PRId64,
           refusal.retry_after_ns);
@@ -104,13 +117,17 @@ static void test_steps(void)
                  "its turn came, the block holds it");
     CHECK(blocked > first + 10 * SECOND, "kept its place, until the block ends");
     CHECK(sleep_ns > 10 * SECOND, "sleeps %" PRId64, sleep_ns);
-    cr_wait_leave(&item, 1, blocked);
-    cr_wait_leave(&item, 1, third);
-    cr_wait_leave(&item, 1, next);
-    CHECK_EQ_I64(cr_wait_step(NULL, 1, 0, &turn, NULL, NULL, NULL), CR_E_ITEMS, "no item");
-    CHECK_EQ_I64(cr_wait_step(&item, 1, -1, &turn, NULL, NULL, NULL), CR_E_TIMEOUT, "timeout");
-    CHECK_EQ_I64(cr_wait_step(&item, -1, 0, &turn, NULL, NULL, NULL), CR_E_COST, "cost");
-    CHECK_EQ_I64(cr_wait_leave(NULL, 1, 0), CR_E_ITEMS, "no item");
+    leave(&item, 1, blocked);
+    leave(&item, 1, third);
+    leave(&item, 1, next);
+    cr_wait_plan plan;
+    cr_wait_action action;
+    CHECK_EQ_I64(cr_wait_begin(&plan, 1, 0, 0), CR_OK, "begin");
+    CHECK_EQ_I64(cr_wait_step(NULL, &plan, 0, CR_CLOCK, &action, &sleep_ns, NULL), CR_E_ITEMS,
+                 "no item");
+    CHECK_EQ_I64(cr_wait_begin(&plan, 1, -1, 0), CR_E_TIMEOUT, "timeout");
+    CHECK_EQ_I64(cr_wait_begin(&plan, -1, 0, 0), CR_E_COST, "cost");
+    CHECK_EQ_I64(leave(NULL, 1, 0), CR_E_ITEMS, "no item");
     cr_limiter_free(limiter);
 }
 
@@ -138,7 +155,7 @@ static void test_keys_wait_apart(void)
     for (int k = 0; k < 80; k++) {
         snprintf(key, sizeof key, "key-%d", k);
         cr_item item = {.keyed = keyed, .key = key, .key_len = strlen(key)};
-        cr_wait_leave(&item, 1, turns[k]);
+        leave(&item, 1, turns[k]);
     }
     cr_keyed_free(keyed);
 }
@@ -166,8 +183,117 @@ static void test_blocking_wait(void)
     cr_limiter_free(limiter);
 }
 
-int main(void)
+/* tests/vectors/wait.txt: each scenario on a new limiter, the deadline's
+ * clock and the store's both at the line's now. */
+#define WAITERS 64
+
+typedef struct {
+    char name[16];
+    cr_wait_plan plan;
+} named_plan;
+
+static int64_t vector_ns(const char *word)
 {
+    return strcmp(word, "never") == 0 ? CR_NEVER : strtoll(word, NULL, 10);
+}
+
+static cr_wait_action action_named(const char *word)
+{
+    if (strcmp(word, "go") == 0)
+        return CR_WAIT_GO;
+    if (strcmp(word, "sleep") == 0)
+        return CR_WAIT_SLEEP;
+    return strcmp(word, "refused") == 0 ? CR_WAIT_REFUSED : CR_WAIT_TIMEOUT;
+}
+
+static cr_wait_plan *plan_named(named_plan *plans, int *count, const char *name)
+{
+    for (int i = 0; i < *count; i++)
+        if (strcmp(plans[i].name, name) == 0)
+            return &plans[i].plan;
+    if (*count == WAITERS)
+        return NULL;
+    snprintf(plans[*count].name, sizeof plans[*count].name, "%s", name);
+    return &plans[(*count)++].plan;
+}
+
+static void test_wait_vectors(const char *dir)
+{
+    char path[512], line[512];
+    snprintf(path, sizeof path, "%s/wait.txt", dir);
+    FILE *file = fopen(path, "r");
+    CHECK(file != NULL, "open %s", path);
+    if (!file)
+        return;
+    cr_limiter *limiter = NULL;
+    cr_item item = {0};
+    named_plan plans[WAITERS];
+    int count = 0, number = 0, steps = 0;
+    while (fgets(line, sizeof line, file)) {
+        number++;
+        char kind[16], a[32], b[32], c[32], d[32], e[32];
+        int words = sscanf(line, "%15s %31s %31s %31s %31s %31s", kind, a, b, c, d, e);
+        if (words < 1 || kind[0] == '#')
+            continue;
+        if (strcmp(kind, "answer") == 0 && words == 6) {
+            cr_wait_plan plan = {1, vector_ns(a), CR_NO_TURN};
+            int64_t sleep_ns = -1;
+            CHECK_EQ_I64(cr_wait_answer(&plan, vector_ns(b), vector_ns(c), &sleep_ns),
+                         action_named(d), "line %d", number);
+            CHECK_EQ_I64(sleep_ns, vector_ns(e), "line %d: sleep", number);
+        } else if (strcmp(kind, "limit") == 0 && words == 5) {
+            if (limiter)
+                cr_limiter_free(limiter);
+            const bool window = strstr(a, "window") != NULL;
+            cr_limit_args args = {.rate = strtod(b, NULL),
+                                  .period_s = (double)strtoll(c, NULL, 10) / 1e9,
+                                  .has_period = true,
+                                  .burst = window ? 0 : strtoll(d, NULL, 10),
+                                  .has_burst = !window,
+                                  .algorithm = a,
+                                  .algorithm_len = strlen(a)};
+            cr_limit limit;
+            CHECK_EQ_I64(cr_limit_init(&limit, &args), CR_OK, "line %d: limit", number);
+            CHECK_EQ_I64(cr_limiter_new(&limiter, &limit), CR_OK, "line %d: limiter", number);
+            item = (cr_item){.limiter = limiter};
+            count = 0;
+        } else if (strcmp(kind, "begin") == 0 && words == 5) {
+            cr_wait_plan *plan = plan_named(plans, &count, a);
+            CHECK(plan != NULL, "line %d: too many waiters", number);
+            if (plan)
+                CHECK_EQ_I64(cr_wait_begin(plan, strtoll(b, NULL, 10), vector_ns(c), vector_ns(d)),
+                             CR_OK, "line %d: begin", number);
+        } else if (strcmp(kind, "step") == 0 && words == 6) {
+            cr_wait_plan *plan = plan_named(plans, &count, a);
+            const int64_t now_ns = vector_ns(b);
+            cr_wait_action action = CR_WAIT_GO;
+            int64_t sleep_ns = -1;
+            cr_decision refusal = {0};
+            CHECK_EQ_I64(cr_wait_step(&item, plan, now_ns, now_ns, &action, &sleep_ns, &refusal),
+                         CR_OK, "line %d: step", number);
+            CHECK_EQ_I64(action, action_named(c), "line %d: action", number);
+            CHECK_EQ_I64(sleep_ns, vector_ns(d), "line %d: sleep", number);
+            if (strcmp(e, "-") != 0)
+                CHECK_EQ_I64(refusal.retry_after_ns, vector_ns(e), "line %d: retry", number);
+            if (action != CR_WAIT_SLEEP)
+                CHECK_EQ_I64(plan->turn_ns, CR_NO_TURN, "line %d: no place held", number);
+            steps++;
+        } else if (strcmp(kind, "leave") == 0 && words == 3) {
+            CHECK_EQ_I64(cr_wait_leave(&item, plan_named(plans, &count, a), vector_ns(b)), CR_OK,
+                         "line %d: leave", number);
+        } else {
+            CHECK(false, "line %d: not understood: %s", number, line);
+        }
+    }
+    fclose(file);
+    if (limiter)
+        cr_limiter_free(limiter);
+    CHECK(steps > 300, "steps %d", steps);
+}
+
+int main(int argc, char **argv)
+{
+    test_wait_vectors(argc > 1 ? argv[1] : "tests/vectors");
     test_line_join();
     test_steps();
     test_keys_wait_apart();

@@ -10,6 +10,7 @@
  */
 #include "cellrate.h"
 #include "check.h"
+#include "vectors.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,31 +19,6 @@
 static const char *status_name(cr_status status)
 {
     return (unsigned)status < CR_STATUS_COUNT ? cr_status_name(status) : "(out of range)";
-}
-
-static FILE *open_vectors(const char *dir, const char *name)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *file = fopen(path, "r");
-    if (!file) {
-        fprintf(stderr, "cannot open %s: %s\n", path, strerror(errno));
-        exit(2);
-    }
-    return file;
-}
-
-/* Strips the line end; returns false for blank lines and comments. */
-static bool meaningful(char *line)
-{
-    line[strcspn(line, "\r\n")] = '\0';
-    return line[0] != '\0' && line[0] != '#';
-}
-
-static void bad_line(const char *file, int lineno, const char *line)
-{
-    fprintf(stderr, "%s:%d: cannot read vector line: %s\n", file, lineno, line);
-    exit(2);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -340,14 +316,14 @@ static cr_algorithm algorithm_named(const char *name)
 
 static int run_decisions(const char *dir)
 {
-    FILE *file = open_vectors(dir, "decisions.txt");
+    FILE *file = vectors_open(dir, "decisions.txt");
     char line[1024], name[64];
     int lineno = 0, ops = 0, sequences = 0;
     sequence seq = {0};
     bool started = false;
     while (fgets(line, sizeof line, file)) {
         lineno++;
-        if (!meaningful(line))
+        if (!vectors_meaningful(line))
             continue;
         int64_t emission_ns, burst, now, cost, max_wait, delay, state, max_debt, given;
         int reserved, clipped, fields;
@@ -416,7 +392,7 @@ static int run_decisions(const char *dir)
                 run_reconfigure(&seq.variants[i], lineno, now, emission_ns, burst, state);
             ops++;
         } else {
-            bad_line("decisions.txt", lineno, line);
+            vectors_bad_line("decisions.txt", lineno, line);
         }
     }
     sequence_end(&seq);
@@ -450,7 +426,7 @@ static void run_number(int lineno, const char *line)
     int64_t want_emission, want_burst;
     if (sscanf(line, "number %63s %63s %63s %63s %" SCNd64 " %" SCNd64, rate, period, burst,
                want_status, &want_emission, &want_burst) != 6)
-        bad_line("limits.txt", lineno, line);
+        vectors_bad_line("limits.txt", lineno, line);
     cr_limit_args args = {0};
     args.rate = strtod(rate, NULL);
     if (strcmp(period, "-") != 0) {
@@ -476,7 +452,7 @@ static void run_text(int lineno, const char *line)
     if (sscanf(line, "text %63s %" SCNd64 " %" SCNd64 " %d |%n", want_status, &want_emission,
                &want_burst, &period_given, &start) != 4 ||
         start < 0)
-        bad_line("limits.txt", lineno, line);
+        vectors_bad_line("limits.txt", lineno, line);
     /* sscanf's " |" skips spaces after the bar; find the bar itself. */
     const char *bar = strchr(line + strlen("text "), '|');
     const char *text = bar + 1;
@@ -502,10 +478,12 @@ static void run_text(int lineno, const char *line)
     /* Syntax, calendar and several-limit errors are the parser's; anything else parsed. */
     double rate = -1, period_s = -1;
     status = cr_parse_rate(exact, len, &rate, &period_s);
-    const char *want_parse = strcmp(want_status, "E_RATE_SYNTAX") == 0     ? "E_RATE_SYNTAX"
-                             : strcmp(want_status, "E_RATE_CALENDAR") == 0 ? "E_RATE_CALENDAR"
-                             : strcmp(want_status, "E_RATE_SEVERAL") == 0  ? "E_RATE_SEVERAL"
-                                                                           : "OK";
+    const char *want_parse = strcmp(want_status, "E_RATE_SYNTAX") == 0 ? "E_RATE_SYNTAX"
+                             : strcmp(want_status, "E_RATE_CALENDAR") == 0 ||
+                                     strcmp(want_status, "E_RATE_CALENDAR_ALGORITHM") == 0
+                                 ? "E_RATE_CALENDAR"
+                             : strcmp(want_status, "E_RATE_SEVERAL") == 0 ? "E_RATE_SEVERAL"
+                                                                          : "OK";
     CHECK_EQ_STR(status_name(status), want_parse, "cr_parse_rate, limits.txt:%d", lineno);
     if (status == CR_OK)
         CHECK(rate >= 0 && period_s >= 0, "cr_parse_rate, limits.txt:%d", lineno);
@@ -522,7 +500,7 @@ static void run_algorithm(int lineno, const char *line)
     if (strncmp(line, "algorithm_text ", 15) == 0) {
         if (sscanf(line, "algorithm_text %63s %63s %" SCNd64 " %" SCNd64 " %" SCNd64, name,
                    want_status, &want_emission, &want_tolerance, &want_burst) != 5)
-            bad_line("limits.txt", lineno, line);
+            vectors_bad_line("limits.txt", lineno, line);
         const char *text = strchr(line, '|') + 1;
         size_t len = strlen(text);
         exact = malloc(len ? len : 1); /* exact size: ASan sees any read past len */
@@ -535,7 +513,7 @@ static void run_algorithm(int lineno, const char *line)
         if (sscanf(line, "algorithm %63s %63s %63s %63s %63s %" SCNd64 " %" SCNd64 " %" SCNd64,
                    name, rate, period, burst, want_status, &want_emission, &want_tolerance,
                    &want_burst) != 8)
-            bad_line("limits.txt", lineno, line);
+            vectors_bad_line("limits.txt", lineno, line);
         args.rate = strtod(rate, NULL);
         if (strcmp(period, "-") != 0) {
             args.has_period = true;
@@ -568,12 +546,12 @@ static void run_algorithm(int lineno, const char *line)
 
 static int run_limits(const char *dir)
 {
-    FILE *file = open_vectors(dir, "limits.txt");
+    FILE *file = vectors_open(dir, "limits.txt");
     char line[1024];
     int lineno = 0, count = 0;
     while (fgets(line, sizeof line, file)) {
         lineno++;
-        if (!meaningful(line))
+        if (!vectors_meaningful(line))
             continue;
         if (strncmp(line, "number ", 7) == 0)
             run_number(lineno, line);
@@ -582,7 +560,7 @@ static int run_limits(const char *dir)
         else if (strncmp(line, "algorithm", 9) == 0)
             run_algorithm(lineno, line);
         else
-            bad_line("limits.txt", lineno, line);
+            vectors_bad_line("limits.txt", lineno, line);
         count++;
     }
     fclose(file);
@@ -594,17 +572,17 @@ static int run_limits(const char *dir)
 
 static int run_seconds(const char *dir)
 {
-    FILE *file = open_vectors(dir, "seconds.txt");
+    FILE *file = vectors_open(dir, "seconds.txt");
     char line[1024];
     int lineno = 0, count = 0;
     while (fgets(line, sizeof line, file)) {
         lineno++;
-        if (!meaningful(line))
+        if (!vectors_meaningful(line))
             continue;
         char seconds[64], want_status[64];
         int64_t want_ns;
         if (sscanf(line, "seconds %63s %63s %" SCNd64, seconds, want_status, &want_ns) != 3)
-            bad_line("seconds.txt", lineno, line);
+            vectors_bad_line("seconds.txt", lineno, line);
         int64_t ns = -7;
         cr_status status = cr_seconds_to_ns(strtod(seconds, NULL), &ns);
         CHECK_EQ_STR(status_name(status), want_status, "cr_seconds_to_ns(%s), seconds.txt:%d",
@@ -637,21 +615,22 @@ static const char *class_text(cr_status_class status_class)
 
 static int run_status(const char *dir)
 {
-    FILE *file = open_vectors(dir, "status.txt");
+    FILE *file = vectors_open(dir, "status.txt");
     char line[1024];
-    int lineno = 0, count = 0;
+    int lineno = 0, count = 0, last = -1;
     while (fgets(line, sizeof line, file)) {
         lineno++;
-        if (!meaningful(line))
+        if (!vectors_meaningful(line))
             continue;
         int number, message_at = 0;
         char name[64], class_name[64], param[64];
         if (sscanf(line, "status %d %63s %63s %63s |%n", &number, name, class_name, param,
                    &message_at) != 4 ||
             message_at == 0)
-            bad_line("status.txt", lineno, line);
+            vectors_bad_line("status.txt", lineno, line);
         const cr_status status = (cr_status)number;
-        CHECK_EQ_I64(number, count, "numbers are dense and in order, status.txt:%d", lineno);
+        CHECK(number > last, "numbers ascend, status.txt:%d", lineno);
+        last = number;
         CHECK_EQ_STR(cr_status_name(status), name, "status %d, status.txt:%d", number, lineno);
         CHECK_EQ_STR(class_text(cr_status_class_of(status)), class_name,
                      "class of %s, status.txt:%d", name, lineno);
@@ -675,7 +654,9 @@ int main(int argc, char **argv)
     CHECK(ops > 5000, "decisions.txt holds %d ops", ops);
     CHECK(limits > 300, "limits.txt holds %d lines", limits);
     CHECK(seconds > 50, "seconds.txt holds %d lines", seconds);
-    CHECK_EQ_I64(statuses, CR_STATUS_COUNT, "status.txt holds one row per status");
+#define CR_TEST_ROW_(number, name, class, param, message) +1
+    CHECK_EQ_I64(statuses, 0 CR_STATUS_LIST(CR_TEST_ROW_), "status.txt holds one row per status");
+#undef CR_TEST_ROW_
     printf("vectors: %d decision ops x 3 entry points, %d limits, %d seconds, %d statuses\n", ops,
            limits, seconds, statuses);
     return check_summary("test_vectors");

@@ -6,6 +6,7 @@
  */
 #include "cellrate.h"
 #include "check.h"
+#include "vectors.h"
 
 #include <stdlib.h>
 
@@ -88,19 +89,14 @@ enum { LINE_MAX_BYTES = 8192 };
 
 static void test_vectors(const char *dir)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/web.txt", dir);
-    FILE *file = fopen(path, "r");
-    if (!CHECK(file != NULL, "cannot open %s", path))
-        return;
+    FILE *file = vectors_open(dir, "web.txt");
     static char line[LINE_MAX_BYTES], text[LINE_MAX_BYTES];
     char kind[32], a[LINE_MAX_BYTES], b[LINE_MAX_BYTES], c[LINE_MAX_BYTES], d[128], e[128], f[128];
     char key[CR_ADDRESS_KEY_MAX];
     int lineno = 0, lines = 0;
     while (fgets(line, sizeof line, file)) {
         lineno++;
-        line[strcspn(line, "\n")] = '\0';
-        if (line[0] == '#' || line[0] == '\0')
+        if (!vectors_meaningful(line))
             continue;
         lines++;
         const int fields = sscanf(line, "%31s %8191s %8191s %8191s %127s %127s %127s", kind, a, b,

@@ -108,7 +108,11 @@ local function run_check(check)
       assert(not ok, show(check) .. ": taken")
       assert.equal(STATUS[check.status], without_position(normalised), show(check))
    end
-   -- every constructor the table's name stands for
+   -- every constructor the table's name stands for; a calendar quota's zone and
+   -- algorithm are judged with its rate (cr_limit_init), in calendar_spec.lua
+   if opts.tz ~= nil or opts.algorithm == "calendar" then
+      return
+   end
    for _, make in ipairs(CONSTRUCTORS[check.constructor]) do
       local made, err = pcall(make, opts)
       if check.outcome == "OK" then

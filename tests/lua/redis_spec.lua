@@ -134,7 +134,7 @@ describe("cellrate.redis", function()
          return 1, { period = period, burst = count }
       end
       local function state(store)
-         local value = client:get(store.key_prefix .. "v")
+         local value = client:get(store:redis_key("v"))
          return value and value:match("(%d+)$") or "0"
       end
       local counts, mismatches = { ops = 0, changes = 0, charges = 0, takes = 0 }, {}
@@ -142,12 +142,13 @@ describe("cellrate.redis", function()
          mismatches[#mismatches + 1] = ("decisions.txt:%d: %s"):format(line, what)
       end
       local store, stopped = nil, true
-      local function start(name, first, second)
+      local function start(name, first, second, max_debt)
          client:del("cellrate:vectors:v")
          local rate, opts = limit(name, first, second)
-         stopped, store = rate == nil, nil
-         if rate then
+         stopped, store = rate == nil or (max_debt and not exact(max_debt)), nil
+         if not stopped then
             opts.algorithm, opts.name, opts.on_error = name, "vectors", "raise"
+            opts.max_debt = max_debt and exact(max_debt)
             store = store_module.limiter(client, rate, opts)
             stopped = store.limit.tolerance_ns ~= (name:find("window") and tonumber(first)
                                                    or tonumber(first) * tonumber(second))
@@ -165,9 +166,9 @@ describe("cellrate.redis", function()
                local this = w[1] == "limit" and (name:find("window") and "" or name) or w[2]
                local first = w[1] == "limit" and 2 or 3
                stopped = true
-               -- a max_debt of its own (a last word more): the script charges by the default
-               if this == name and #w == first + 1 then
-                  start(name, w[first], w[first + 1])
+               -- a max_debt of its own: a last word more
+               if this == name then
+                  start(name, w[first], w[first + 1], w[first + 2])
                end
             elseif not (stopped or w[1] == nil or w[1]:sub(1, 1) == "#") then
                -- (a comment, or a line of another algorithm's or an ended sequence: passed)
@@ -178,7 +179,7 @@ describe("cellrate.redis", function()
                   -- past the script's ceiling (the core's is further): its own test
                   stopped = true
                elseif w[1] == "reserve" then
-                  client:set(store.key_prefix .. "v", w[7])
+                  client:set(store:redis_key("v"), w[7])
                else
                   local now, cost = seconds(w[2]), exact(w[3])
                   if not now or (not cost and w[1] ~= "reconfigure") then
@@ -244,7 +245,7 @@ describe("cellrate.redis", function()
                                                       on_error = "raise" })
       local allowed, _, retry_after, _, clipped = store:charge("b", 2 ^ 60, 0) -- a bad figure
       assert.same({ false, 2, true }, { allowed, retry_after, clipped }) -- 1 unit of debt
-      assert.equal("2000000000", client:get(store.key_prefix .. "b"):match("(%d+)$"))
+      assert.equal("2000000000", client:get(store:redis_key("b")):match("(%d+)$"))
       assert.equal(0, store:take("b", 10, 0))
       -- a burst whose two taus pass MAX_DEBT_NS: the script's ceiling clips first
       store = store_module.limiter(client, 1, { period = 1, burst = 5000000, name = "ceiling",
@@ -255,7 +256,7 @@ describe("cellrate.redis", function()
       allowed, _, _, _, clipped = store:charge("b", 1, 0)
       assert.same({ false, true }, { allowed, clipped })
       assert.equal(("%.0f"):format(store_module.MAX_DEBT_NS),
-                   client:get(store.key_prefix .. "b"):match("(%d+)$"))
+                   client:get(store:redis_key("b")):match("(%d+)$"))
       local core = cellrate.keyed(10, { period = 1, burst = 5 })
       local rl = store_module.limiter(client, 10, { period = 1, burst = 5, on_error = "raise" })
       for _, now in ipairs({ 0, 0, 0.3, 1 }) do
@@ -282,7 +283,7 @@ describe("cellrate.redis", function()
       local store = store_module.limiter(client, 2, { burst = 3, on_error = "raise" })
       local start = socket.gettime()
       local _, _, _, reset_after = store:check("e", 2)
-      local pttl = client:pttl(store.key_prefix .. "e")
+      local pttl = client:pttl(store:redis_key("e"))
       local since_ms = (socket.gettime() - start) * 1000 + 1 -- less the time since the decision
       local reset_ms = math.ceil(reset_after * 1000)
       assert.is_true(pttl <= reset_ms and pttl >= reset_ms - since_ms, pttl .. " vs " .. reset_ms)
@@ -354,6 +355,9 @@ describe("cellrate.redis", function()
          { function() store_module.limiter(client, 10, { name = "n" }):reconfigure(-1) end, "rate" },
          { function() store_module.limiter(client, 10, { name = "n" }):reconfigure(20, 5) end, "opts" },
          { function()
+              store_module.limiter(client, 10, { name = "n" }):reconfigure(20, { burts = 5 })
+           end, "unknown option 'burts' (did you mean 'burst'?)" },
+         { function()
               store_module.limiter(client, 10, { name = "n" }):reconfigure(20, { algorithm = "fixed_window" })
            end, "algorithm" },
       }
@@ -369,7 +373,7 @@ describe("cellrate.redis", function()
    it("raises naming algorithm for a key held under another one, at the caller's line", function()
       local gcra = store_module.limiter(client, 10, { name = "algo", on_error = "raise" })
       assert.is_true((gcra:check("k", 3, 5)))
-      local before = client:get(gcra.key_prefix .. "k")
+      local before = client:get(gcra:redis_key("k"))
       for _, on_error in ipairs({ "allow", "deny", "raise" }) do
          local other = store_module.limiter(client, 10, { name = "algo", algorithm = "fixed_window",
                                                           on_error = on_error })
@@ -388,7 +392,7 @@ describe("cellrate.redis", function()
                .. "fixed_window; ", 1, true), err)
          end
       end
-      assert.equal(before, client:get(gcra.key_prefix .. "k"))
+      assert.equal(before, client:get(gcra:redis_key("k")))
    end)
 
    it("changes a named limit live, carrying each key on its next check", function()
@@ -424,8 +428,8 @@ describe("cellrate.redis", function()
    it("reports a data error whatever on_error says (WRONGTYPE)", function()
       for _, on_error in ipairs({ "allow", "deny", "raise" }) do
          local store = store_module.limiter(client, 10, { on_error = on_error })
-         client:del(store.key_prefix .. "list")
-         client:lpush(store.key_prefix .. "list", "x")
+         client:del(store:redis_key("list"))
+         client:lpush(store:redis_key("list"), "x")
          local nothing, message, code = store:check("list")
          assert.is_nil(nothing)
          assert.is_truthy(message:find("WRONGTYPE", 1, true), message)
@@ -452,7 +456,7 @@ describe("cellrate.redis", function()
       assert.is_true(store:refund("k", 2, 100.05))
       assert.same({ core:peek("k", 0, 100.1) }, { store:peek("k", 0, 100.1) })
       assert.is_true(store:refund("never-seen", 1, 100))
-      assert.is_nil(client:get(store.key_prefix .. "never-seen"))
+      assert.is_nil(client:get(store:redis_key("never-seen")))
    end)
 
    it("survives a SCRIPT FLUSH storm", function()

@@ -237,28 +237,18 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "rate: a list of limits ('100/day;10/hour') has an empty part"),
     (107, "E_RATE_TOO_MANY", "argument", "rate",
      "rate: a list of limits holds at most 8 ('100/day;10/hour' is two)"),
-    (108, "E_UNASSIGNED_108", "-", "", "(status 108: not assigned on this branch)"),
-    (109, "E_UNASSIGNED_109", "-", "", "(status 109: not assigned on this branch)"),
-    (110, "E_UNASSIGNED_110", "-", "", "(status 110: not assigned on this branch)"),
-    (111, "E_UNASSIGNED_111", "-", "", "(status 111: not assigned on this branch)"),
-    (112, "E_UNASSIGNED_112", "-", "", "(status 112: not assigned on this branch)"),
-    (113, "E_UNASSIGNED_113", "-", "", "(status 113: not assigned on this branch)"),
-    (114, "E_UNASSIGNED_114", "-", "", "(status 114: not assigned on this branch)"),
-    (115, "E_UNASSIGNED_115", "-", "", "(status 115: not assigned on this branch)"),
-    (116, "E_UNASSIGNED_116", "-", "", "(status 116: not assigned on this branch)"),
-    (117, "E_UNASSIGNED_117", "-", "", "(status 117: not assigned on this branch)"),
-    (118, "E_UNASSIGNED_118", "-", "", "(status 118: not assigned on this branch)"),
-    (119, "E_UNASSIGNED_119", "-", "", "(status 119: not assigned on this branch)"),
-    (120, "E_UNASSIGNED_120", "-", "", "(status 120: not assigned on this branch)"),
-    (121, "E_UNASSIGNED_121", "-", "", "(status 121: not assigned on this branch)"),
-    (122, "E_UNASSIGNED_122", "-", "", "(status 122: not assigned on this branch)"),
-    (123, "E_UNASSIGNED_123", "-", "", "(status 123: not assigned on this branch)"),
-    (124, "E_UNASSIGNED_124", "-", "", "(status 124: not assigned on this branch)"),
-    (125, "E_UNASSIGNED_125", "-", "", "(status 125: not assigned on this branch)"),
-    (126, "E_UNASSIGNED_126", "-", "", "(status 126: not assigned on this branch)"),
-    (127, "E_UNASSIGNED_127", "-", "", "(status 127: not assigned on this branch)"),
-    (128, "E_UNASSIGNED_128", "-", "", "(status 128: not assigned on this branch)"),
-    (129, "E_UNASSIGNED_129", "-", "", "(status 129: not assigned on this branch)"),
+    # the Redis store's protocol (redis_model.py)
+    (108, "E_REDIS_TOLERANCE", "argument", "burst",
+     "burst is too large for the Redis store: burst * (period/rate), or a window, must be "
+     "below 9e15 ns (about 104 days)"),
+    (109, "E_REDIS_SLOTS", "argument", "items",
+     "items must name keys of one Redis Cluster hash slot, as the keys of one script call "
+     "must: put the same hash tag in each key, the part in braces that Cluster hashes (e.g. "
+     "'{user:42}' and '{user:42}:search'); the keys and their slots:"),
+    (110, "E_REDIS_REPLY", "runtime", "",
+     "the Redis script answered what it never answers to that request (another script "
+     "under its SHA?)"),
+    # 111-129: reserved for work under way elsewhere
     # priorities inside one limit (priority_model.py)
     (130, "E_PRIORITIES", "argument", "priorities",
      "priorities must be a mapping of 1 to 8 class names to reserves (a class name: 1 to 31 bytes, "
@@ -278,6 +268,34 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (136, "E_SHARED_PRIORITIES", "region", "shared", "shared: the region was made with other priorities"),
     (137, "E_PRIORITY_SEVERAL", "argument", "priority",
      "priority: several limits decided as one take no class (give priority to one limit)"),
+    # 138-139: reserved; calendar quotas from 140
+    (140, "E_TZ", "argument", "tz",
+     "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR) holds, "
+     "such as 'Europe/Berlin'"),
+    (141, "E_TZ_DATA", "argument", "tz",
+     "tz: the zone's file is not TZif data that cellrate reads (truncated, inconsistent, or "
+     "counting leap seconds)"),
+    (142, "E_CALENDAR_PERIOD", "argument", "rate",
+     "rate: a calendar quota counts per day, week, month or year, or a whole multiple of one "
+     "('1000000/month', '500/2weeks'), at most 10 years"),
+    (143, "E_RATE_CALENDAR_ALGORITHM", "argument", "algorithm",
+     "algorithm: months and years are calendar periods; give algorithm='calendar' (and tz) or "
+     "a fixed duration such as '1000/30d'"),
+    (144, "E_CALENDAR_AMOUNT", "argument", "rate",
+     "rate: a calendar quota is a whole number of units >= 1 and below 2^40 per period"),
+    (145, "E_TZ_ALONE", "argument", "tz",
+     "tz is the time zone of a calendar quota: give it only with algorithm='calendar'"),
+    (146, "E_CALENDAR_STORE", "argument", "algorithm",
+     "algorithm: a calendar quota is decided in process for now (not in a shared region, Redis "
+     "or a fleet share)"),
+    # 147-159: reserved; Redis in production from 160
+    (160, "E_REDIS_FALLBACK", "argument", "fallback",
+     "fallback must be a share of the Redis limit (a number, 0 < share <= 1), a rate or a "
+     "limit, or a keyed limiter (one in a shared region: the host's fallback)"),
+    (161, "E_REDIS_FALLBACK_UNUSED", "argument", "fallback",
+     "fallback is the limit of on_error='fallback': give it only with that on_error"),
+    (162, "E_REDIS_ON_ERROR", "argument", "on_error",
+     "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)"),
 ]
 
 
@@ -480,6 +498,8 @@ def limit_from_number(rate: float, period_s: float | None, burst: int | None) ->
 def limit_from_text(text: str, period_given: bool, burst: int | None = None) -> tuple[str, int, int]:
     """cr_limit_init with a rate string: (status, emission_ns, burst); 0, 0 on error."""
     status, rate, period_s = parse_rate(text)
+    if status == "E_RATE_CALENDAR":  # a month or a year: a calendar quota's (§19)
+        return "E_RATE_CALENDAR_ALGORITHM", 0, 0
     if status != "OK":
         return status, 0, 0
     if not _valid_rate(rate):

@@ -19,13 +19,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import calendar_vectors  # noqa: E402
 import catalogue_model as catalogue  # noqa: E402
 import follow_vectors  # noqa: E402
 import gcra_model as model  # noqa: E402
 import metrics_model  # noqa: E402
 import options_model  # noqa: E402
 import priority_model  # noqa: E402
+import redis_model  # noqa: E402
 import share_model  # noqa: E402
+import wait_vectors  # noqa: E402
 import web_model  # noqa: E402
 from gcra_model import HORIZON_NS, INT64_MAX  # noqa: E402
 
@@ -1503,18 +1506,18 @@ def make_status() -> str:
     lines = [
         GENERATED.rstrip("\n"),
         "# status <number> <name> <class> <parameter, - for none> |<message to end of line>",
-        "# name: the cr_status name without CR_; numbers are dense from 0 and never change",
+        "# name: the cr_status name without CR_; numbers ascend from 0 and never change (a",
+        "# number without a row is reserved)",
         "# class: argument (the caller's mistake), runtime (a failure of the moment or of the",
-        "# system), region (a region file that is not the one asked for); - for OK alone (and a",
-        "# number held for another change: E_UNASSIGNED_<n>)",
+        "# system), region (a region file that is not the one asked for); - for OK alone",
     ]
     numbers = [number for number, _, _, _, _ in model.STATUSES]
-    assert numbers == list(range(len(numbers))), "status numbers must be dense, in order"
+    assert numbers == sorted(set(numbers)) and numbers[0] == 0, "status numbers must ascend"
     names = [name for _, name, _, _, _ in model.STATUSES]
     assert len(set(names)) == len(names), "status names must be unique"
     for number, name, kind, param, message in model.STATUSES:
         assert message.startswith(param) and "\n" not in message, name
-        assert (kind == "-") == (name == "OK" or name.startswith("E_UNASSIGNED_")), name
+        assert (kind == "-") == (name == "OK"), name
         assert kind in ("-", "argument", "runtime", "region"), name
         lines.append(f"status {number} {name} {kind} {param or '-'} |{message}")
     return "\n".join(lines) + "\n"
@@ -2087,6 +2090,332 @@ def make_web() -> str:
                          f"{int(settled.clipped)}")
     return "\n".join(lines) + "\n"
 
+
+# --------------------------------------------------------------------------
+# redis.txt
+
+
+def text(value: bytes | str | None) -> str:
+    """A text field: '-' for none, else a quote, then its bytes, each outside '!'..'~'
+    and each '%' as %XX."""
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        value = value.encode()
+    return "'" + "".join(chr(b) if 0x21 <= b <= 0x7E and b != 0x25 else f"%{b:02X}"
+                         for b in value)
+
+
+# The limits the vectors use: (algorithm, rate, period, burst, max_debt), as a face
+# gives them; the model derives each as the core does.
+REDIS_LIMITS = [
+    ("gcra", 10.0, 1.0, 20, None),
+    ("token_bucket", 5.0, 1.0, None, None),
+    ("fixed_window", 100.0, 60.0, None, None),
+    ("sliding_window", 50.0, 10.0, None, 3),
+    ("gcra", 1.0, 0.001, 7, 0),
+    ("gcra", 3.0, 0.5, 4, 2**62),
+    ("fixed_window", 10.0, 1.0, None, 25),
+    ("gcra", 1.0, 9e6, 1, None),  # a tolerance of 9e15 ns: beyond the script
+    ("gcra", 1.0, 8999999.9999999981, 1, None),  # the longest it carries
+    ("sliding_window", 10.0, 9e6, None, None),  # a window of 9e15 ns: beyond
+]
+
+REDIS_KEYS = [
+    (b"cellrate:", b"api", b"user:42"),
+    (b"cellrate:", b"gcra:2000000000:20", b""),
+    (b"", b"n", b"\x00\xff k%"),
+    (b"cellrate:", b"api", "ключ".encode()),
+    (b"p{x}:", b"name with spaces", b"k"),
+    (b"cellrate:", b"api", b"x" * 1500),
+]
+
+
+def redis_limit(index: int) -> redis_model.Limit:
+    algorithm, rate, period, burst, max_debt = REDIS_LIMITS[index]
+    derived = catalogue.limit_for(algorithm, rate, period, burst)
+    assert derived.status == "OK", REDIS_LIMITS[index]
+    return redis_model.Limit(algorithm, derived.emission_ns, derived.tolerance_ns, derived.burst,
+                             derived.burst if max_debt is None else max_debt)
+
+
+def make_redis() -> str:
+    m = redis_model
+    lines = [
+        GENERATED.rstrip("\n"),
+        "# The Redis store's protocol (docs/design.md §11): what the faces send to",
+        "# redis/decide.lua and how they read what it answers. A text field is '-' for none,",
+        "# else a quote and its bytes, each outside '!'..'~' and each '%' as %XX.",
+        "# constant <name> <value>                  the script's constants (its `local` lines)",
+        "# mode <name> <digit>                      the script's modes (ARGV[1])",
+        "# unavailable <word>                       error replies that mean Redis cannot decide",
+        "# limit <id> <algorithm> <rate> <period> <burst|-> <max_debt|-> <emission_ns>",
+        "#   <tolerance_ns> <burst> <max_debt>     a limit as a face gives it (%.17g), derived",
+        "#   signature <text>                      its signature (an unnamed limit's name)",
+        "# key <prefix> <name> <key> <redis key>    cr_redis_key (key '-': a concurrency limit's)",
+        "# request <mode> <cost> <now s|-> <n> then n times <limit id> <prefix> <name> <key>",
+        "#   words <count> <word>...  |  refused <status>",
+        "# reply <mode> <n> <limit id>... int <integer> | list <count> <field>...",
+        "#   (a field: an integer, or a text: a decimal string)",
+        "#   answer <allowed> <remaining> <retry_after_ns> <reset_after_ns> <limit> <index>",
+        "#   <clipped>  |  count <n>  |  refused <status>",
+        "# failure <word> <text> <cannot_decide|mistake|wrong_algorithm|cross_slot|no_script>",
+        "#   <offset of the mistake's words in text, or ->",
+        "# slots <n> then n times <key> <slot, -1: not known>, then <message>",
+        "# remember <mode> <nlimits> <now ns|-> <cost> <allowed> <remaining> <retry_after_ns>",
+        "#   <reset_after_ns> <asked_ns> <kept: 1|0>",
+        "# recall <limit id> <asked_ns> <cost> <remaining> <retry_after_ns> <reset_after_ns>",
+        "#   (the refusal kept) <mode> <nlimits> <now ns|-> <cost> <clock_ns>",
+        "#   recalled <allowed> <remaining> <retry_after_ns> <reset_after_ns> <limit> | ask | expired",
+        "# unavailable_answer <limit id> <allow|deny> <cost> <probe_in_ns> <allowed> <remaining>",
+        "#   <retry_after_ns> <reset_after_ns> <limit> <take's count>",
+        "# backoff <previous_ns> <next_ns>",
+        "# fallback_check <on_error> <fallback given: 1|0> <status>",
+        "# fallback_limit <limit id> <share %.17g> OK <algorithm> <emission_ns> <tolerance_ns>",
+        "#   <burst>  |  <status>                 the fallback limit that is share of a limit",
+        "# going_back <limit id: the fallback> <mode> <cost> <held_remaining> <mode sent>",
+        "#   <cost sent> <settled: 1|0>            a key decided locally going back to Redis",
+    ]
+    lines += [f"constant MAX_TOLERANCE_NS {m.MAX_TOLERANCE_NS}", f"constant MAX_DEBT_NS {m.MAX_DEBT_NS}",
+              f"constant FIRST_BACKOFF_NS {m.FIRST_BACKOFF_NS}",
+              f"constant MAX_BACKOFF_NS {m.MAX_BACKOFF_NS}",
+              f"constant ALGORITHM_REPLY {text(m.ALGORITHM_REPLY)}"]
+    lines += [f"mode {name} {digit}" for name, digit in m.MODES.items()]
+    lines += [f"unavailable {word}" for word in m.UNAVAILABLE_REPLIES]
+    limits = []
+    for index, (algorithm, rate, period, burst, max_debt) in enumerate(REDIS_LIMITS):
+        limit = redis_limit(index)
+        limits.append(limit)
+        lines.append(f"limit {index} {algorithm} {g17(rate)} {g17(period)} "
+                     f"{'-' if burst is None else burst} {'-' if max_debt is None else max_debt} "
+                     f"{limit.emission_ns} {limit.tolerance_ns} {limit.burst} {limit.max_debt}")
+        lines.append(f"signature {text(m.signature(limit))}")
+    for prefix, name, of in REDIS_KEYS + [(b"cellrate:", b"concurrency:5", None)]:
+        lines.append(f"key {text(prefix)} {text(name)} {text(of)} {text(m.key(prefix, name, of))}")
+
+    def request(mode: str, cost: int, now: float | None, items: list[tuple[int, int]]) -> None:
+        now_ns = None
+        if now is not None:
+            status, now_ns = model.seconds_to_ns(now)
+            if status != "OK":
+                now_ns = -1  # refused as the core refuses it
+        chosen = [m.Item(limits[limit], *REDIS_KEYS[of]) for limit, of in items]
+        status, words = m.request(mode, cost, now_ns, chosen)
+        fields = [f"request {mode} {cost} {'-' if now is None else g17(now)} {len(items)}"]
+        fields += [f"{limit} {text(REDIS_KEYS[of][0])} {text(REDIS_KEYS[of][1])} "
+                   f"{text(REDIS_KEYS[of][2])}" for limit, of in items]
+        lines.append(" ".join(fields))
+        if status == "OK":
+            lines.append(f"words {len(words)} " + " ".join(text(word) for word in words))
+        else:
+            lines.append(f"refused {status}")
+
+    lines.append("# requests: every mode on every limit, the server's clock and an explicit now")
+    for mode in m.MODES:
+        for limit in range(len(limits)):
+            for now in (None, 1700000000.25):
+                request(mode, 3, now, [(limit, limit % 4)])
+    lines.append("# keys of every kind, costs at the edges, a now the core rounds")
+    for of in range(len(REDIS_KEYS)):
+        request("allow", 1, None, [(0, of)])
+    for cost in (0, 1, 20, 21, 2**62, 2**63 - 1):
+        request("check", cost, 12.5, [(0, 0)])
+        request("charge", cost, 12.5, [(4, 0)])
+        request("take", cost, 12.5, [(6, 0)])
+    for now in (0.0, 1e-9, 2.5e-9, 0.1, 1234.567891234, 4611686018.0):
+        request("peek", 1, now, [(1, 0)])
+    lines.append("# what every decision refuses: a negative cost (a take's max_cost), a bad now")
+    for mode in ("check", "charge", "take", "refund"):
+        request(mode, -1, None, [(0, 0)])
+    for now in (-1.0, 4611686019.0, 1e300):
+        request("check", 1, now, [(0, 0)])
+    lines.append("# several limits as one (check_all); refund, charge and take decide one")
+    request("check", 1, None, [(0, 0), (2, 3)])
+    request("peek", 2, 60.0, [(0, 0), (3, 0), (6, 4)])
+    request("allow", 1, 5.0, [(1, 1), (1, 1)])
+    for mode in ("refund", "charge", "take"):
+        request(mode, 1, 5.0, [(0, 0), (2, 0)])
+    request("check", 1, None, [(0, 0), (7, 0)])
+    request("check", 1, None, [])
+
+    def reply(mode: str, limit_ids: list[int], value: int | list) -> None:
+        status, answer = m.read_reply(mode, value, [limits[i] for i in limit_ids])
+        head = f"reply {mode} {len(limit_ids)} " + " ".join(str(i) for i in limit_ids)
+        if isinstance(value, list):
+            fields = [text(field) if isinstance(field, bytes) else str(field) for field in value]
+            lines.append(f"{head} list {len(value)} " + " ".join(fields))
+        else:
+            lines.append(f"{head} int {value}")
+        if status != "OK":
+            lines.append(f"refused {status}")
+        elif mode in ("take", "refund"):
+            lines.append(f"count {answer.count}")
+        else:
+            lines.append(f"answer {int(answer.allowed)} {answer.remaining} {answer.retry_after_ns} "
+                         f"{answer.reset_after_ns} {answer.limit} {answer.index} {int(answer.clipped)}")
+
+    lines.append("# replies the script gives, and what it never gives")
+    reply("allow", [0], 1)
+    reply("check", [0], [1, 19, 0, 100000000, 1])
+    reply("allow", [2], [0, 0, 30000000000, 30000000000, 1])
+    reply("peek", [1], [1, 5, 0, 0, 1])
+    reply("check", [0], [0, 0, -1, 1000000000, 1])
+    reply("check", [0], [0, 0, b"9000000000000001", b"18000000000000002", 1])
+    reply("charge", [4], [0, 0, 1000000, 8000000, 1, 1])
+    reply("charge", [4], [1, 3, 0, 4000000, 1, 0])
+    reply("check", [0, 2, 3], [0, 0, 5, 7, 2])
+    reply("allow", [0, 2, 3], [0, 12, 5, 7, 3])
+    reply("check", [0, 2], [1, 4, 0, 9, 1])
+    reply("take", [0], 7)
+    reply("take", [0], 0)
+    reply("refund", [0], 1)
+    reply("refund", [0], 0)
+    for mode, ids, bad in [
+        ("allow", [0], 0), ("check", [0], 1), ("peek", [0], 1), ("charge", [0], 1),
+        ("take", [0], -1), ("refund", [0], 2), ("take", [0], [1, 0, 0, 0, 1]),
+        ("refund", [0], [1, 0, 0, 0, 1]), ("check", [0], [1, 0, 0, 0]),
+        ("check", [0], [1, 0, 0, 0, 1, 0]), ("charge", [0], [1, 0, 0, 0, 1]),
+        ("check", [0], [1, 0, 0, 0, 0]), ("check", [0, 2], [1, 0, 0, 0, 3]),
+        ("check", [0], [2, 0, 0, 0, 1]), ("check", [0], [0, -1, 5, 0, 1]),
+        ("check", [0], [0, 0, -2, 0, 1]), ("check", [0], [0, 0, 5, -1, 1]),
+        ("check", [0], [1, 0, 5, 0, 1]), ("allow", [0], [1, 0, 0, 0, 1]),
+        ("charge", [0], [0, 0, 5, 5, 1, 2]), ("check", [0], [0, 0, b"12a", 0, 1]),
+        ("check", [0], [0, 0, b"", 0, 1]), ("check", [0], [0, 0, b"-", 0, 1]),
+        ("check", [0], [0, 0, b"+5", 0, 1]), ("check", [0], [0, 0, b"99999999999999999999", 0, 1]),
+        ("check", [0], [0, 0, b"9223372036854775807", b"-0", 1]),
+    ]:
+        reply(mode, ids, bad)
+
+    def failure(word: str | None, message: str) -> None:
+        kind, at = m.classify(word, message)
+        lines.append(f"failure {text(word)} {text(message)} {kind} {'-' if at is None else at}")
+
+    lines.append("# failures: no reply, the words of UNAVAILABLE_REPLIES, mistakes")
+    for word in m.UNAVAILABLE_REPLIES:
+        failure(word, f"{word} the server's words")
+    failure("OOM", "OOM command not allowed when used memory > 'maxmemory'.")
+    failure(None, "timeout")
+    failure(None, "connection refused")
+    failure("", "closed")
+    failure("WRONGTYPE", "WRONGTYPE Operation against a key holding the wrong kind of value")
+    failure("ERR", "ERR user_script:1: Script attempted to access nonexistent global variable 'x'")
+    failure("NOPERM", "NOPERM this user has no permissions to run the 'evalsha' command")
+    failure("BUSYKEY", "BUSYKEY Target key name already exists.")
+    failure("oom", "oom lower case is no reply word")
+    failure("CROSSSLOT", "CROSSSLOT Keys in request don't hash to the same slot")
+    failure("NOSCRIPT", "NOSCRIPT No matching script. Please use EVAL.")
+    wrong = ("cellrate: algorithm: the keys of this name hold gcra, not fixed_window; a live "
+             "change keeps the algorithm of a limit; give another algorithm another name")
+    failure("ERR", "ERR " + wrong)
+    failure("cellrate:", wrong)  # redis-py before 7 strips ERR
+    failure(None, "user_script:12: ERR " + wrong)
+
+    def slots(pairs: list[tuple[bytes, int]]) -> None:
+        keys, numbers = [key for key, _ in pairs], [slot for _, slot in pairs]
+        fields = " ".join(f"{text(key)} {slot}" for key, slot in pairs)
+        lines.append(f"slots {len(pairs)} {fields} {text(m.slots_message(keys, numbers))}")
+
+    lines.append("# keys of several Cluster hash slots in one call")
+    slots([(b"cellrate:a:{u1}", 866), (b"cellrate:b:{u2}", 5061)])
+    slots([(b"k1", 12706), (b"k2", 449), (b"k1", 12706)])
+    slots([(b"bin\x00\xff\\'", -1), ("ключ".encode(), 7000)])
+
+    def remember(mode: str, nlimits: int, now: int | None, cost: int, allowed: bool,
+                 remaining: int, retry: int, reset: int, asked: int) -> None:
+        kept = m.remember(mode, nlimits, now, cost, m.Answer(allowed, remaining, retry, reset),
+                          asked)
+        lines.append(f"remember {mode} {nlimits} {'-' if now is None else now} {cost} "
+                     f"{int(allowed)} {remaining} {retry} {reset} {asked} {int(kept is not None)}")
+
+    lines.append("# the deny cache: which refusals it keeps, what a kept one answers")
+    for mode in m.MODES:
+        remember(mode, 1, None, 3, False, 0, 500000000, 2000000000, 1000)
+    remember("check", 1, None, 3, True, 5, 0, 2000000000, 1000)
+    remember("check", 1, None, 3, False, 0, 0, 2000000000, 1000)
+    remember("check", 1, None, 30, False, 7, model.NEVER, 2000000000, 1000)
+    remember("check", 2, None, 3, False, 0, 500000000, 2000000000, 1000)
+    remember("check", 1, 5000, 3, False, 0, 500000000, 2000000000, 1000)
+
+    def recall(limit: int, refusal: tuple[int, int, int, int, int], mode: str, nlimits: int,
+               now: int | None, cost: int, clock: int) -> None:
+        outcome, answer = m.recall(limits[limit], m.Refusal(*refusal), mode, nlimits, now, cost,
+                                   clock)
+        head = (f"recall {limit} " + " ".join(str(f) for f in refusal)
+                + f" {mode} {nlimits} {'-' if now is None else now} {cost} {clock}")
+        lines.append(head)
+        if outcome == "recalled":
+            lines.append(f"recalled {int(answer.allowed)} {answer.remaining} "
+                         f"{answer.retry_after_ns} {answer.reset_after_ns} {answer.limit}")
+        else:
+            lines.append(outcome)
+
+    refusal = (1000, 3, 0, 500000000, 2000000000)
+    for limit in (0, 1, 2, 3):
+        for cost in (3, 2, 5, 0):
+            recall(limit, refusal, "check", 1, None, cost, 1000 + 100000000)
+        recall(limit, refusal, "check", 1, None, limits[limit].burst, 1000 + 100000000)
+        recall(limit, refusal, "check", 1, None, limits[limit].burst + 1, 1000 + 100000000)
+    for clock in (1000, 1000 + 499999999, 1000 + 500000000, 1000 + 900000000):
+        recall(0, refusal, "allow", 1, None, 3, clock)
+    for mode in m.MODES:
+        recall(0, refusal, mode, 1, None, 3, 2000)
+    recall(0, refusal, "check", 2, None, 3, 2000)
+    recall(0, refusal, "check", 1, 5000, 3, 2000)
+    recall(2, (1000, 3, 0, 500000000, 100000000), "peek", 1, None, 4, 1000 + 200000000)
+
+    def invented(limit: int, allow: bool, cost: int, probe_in: int) -> None:
+        answer, count = m.unavailable(limits[limit], allow, cost, probe_in)
+        lines.append(f"unavailable_answer {limit} {'allow' if allow else 'deny'} {cost} "
+                     f"{probe_in} {int(answer.allowed)} {answer.remaining} {answer.retry_after_ns} "
+                     f"{answer.reset_after_ns} {answer.limit} {count}")
+
+    lines.append("# on_error's answers while Redis cannot decide")
+    for probe_in in (-5000000, 0, 20000000, 50000000, 300000000, 1000000000):
+        invented(0, False, 3, probe_in)
+    invented(2, False, 1, 20000000)
+    invented(0, True, 3, 20000000)
+    invented(3, True, 50, 0)
+
+    lines.append("# the probe's back-off")
+    for previous in (-5, 0, 1, 50000000, 100000000, 400000000, 500000000, 600000000, 1000000000):
+        lines.append(f"backoff {previous} {m.backoff(previous)}")
+
+    lines.append("# on_error='fallback': its option, its limit, the way back")
+    for on_error in ("allow", "deny", "raise", "fallback"):
+        for given in (True, False):
+            lines.append(f"fallback_check {on_error} {int(given)} "
+                         f"{m.fallback_check(on_error, given)}")
+    for index in range(7):
+        algorithm, rate, period, _, _ = REDIS_LIMITS[index]
+        for share in (1.0, 0.5, 0.25, 1 / 3, 0.01, 1e-300, 0.0, -0.5, 1.0000000000000002,
+                      float("nan"), float("inf")):
+            status, fb_rate, fb_burst = m.fallback_args(algorithm, rate, limits[index].burst,
+                                                        share)
+            line = f"fallback_limit {index} {g17(share)} "
+            if status == "OK":
+                derived = catalogue.limit_for(algorithm, fb_rate, period, fb_burst)
+                status = derived.status if derived.status != "OK" else "OK"
+                if status == "OK":
+                    line += (f"OK {algorithm} {derived.emission_ns} {derived.tolerance_ns} "
+                             f"{derived.burst}")
+                else:
+                    status = "E_REDIS_FALLBACK"
+            if status != "OK":
+                line += status
+            lines.append(line)
+    for index in (0, 2, 4):
+        burst = limits[index].burst
+        for mode in m.MODES:
+            if mode == "refund":
+                continue
+            for cost, held in ((1, burst), (1, 0), (3, 1), (1, -4), (1, burst + 5),
+                               (0, burst - 1)):
+                sent, sent_cost, settled = m.going_back(mode, cost, burst, held)
+                lines.append(f"going_back {index} {mode} {cost} {held} {sent} {sent_cost} "
+                             f"{int(settled)}")
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------
 # share.txt
 
@@ -2417,6 +2746,7 @@ def make_priorities() -> str:
 
 def generate() -> dict[str, str]:
     return {
+        "calendar.txt": calendar_vectors.make_calendar(),
         "decisions.txt": make_decisions(),
         "follow.txt": follow_vectors.make_follow(),
         "limits.txt": make_limits(),
@@ -2424,9 +2754,11 @@ def generate() -> dict[str, str]:
         "options.txt": make_options(),
         "priorities.txt": make_priorities(),
         "rates.txt": make_rates(),
+        "redis.txt": make_redis(),
         "seconds.txt": make_seconds(),
         "share.txt": make_share(),
         "status.txt": make_status(),
+        "wait.txt": GENERATED + wait_vectors.make_wait(),
         "web.txt": make_web(),
     }
 

@@ -85,6 +85,10 @@ PERIOD = _number("period", "E_PERIOD", 0, True, INF, True)
 BURST = _integer("burst", "E_BURST", 1)
 ALGORITHM = Option("algorithm", "word", "E_ALGORITHM", default="gcra",
                    words=("gcra", "token_bucket", "fixed_window", "sliding_window"))
+# in process, a calendar quota too (docs/design.md §19), with its zone
+LOCAL_ALGORITHM = Option("algorithm", "word", "E_ALGORITHM", default="gcra",
+                         words=ALGORITHM.words + ("calendar",))
+TZ = Option("tz", "string", "E_TZ", min_len=1)
 CLOCK = Option("clock", "word", "E_CLOCK", words=("fast", "monotonic", "realtime"))
 SHARED = Option("shared", "path", "E_SHARED_PATH")
 SHARED_MODE = _integer("shared_mode", "E_SHARED_MODE", 0, 0o777, default=0o600)
@@ -98,14 +102,17 @@ STORE_NAME = Option("name", "name", "E_STORE_NAME", refuses="{}:")
 PREFIX = Option("prefix", "string", "E_PREFIX", default="cellrate:", refuses="{}")
 ON_ERROR = Option("on_error", "word", "E_ON_ERROR", default="allow",
                   words=("allow", "deny", "raise"))
+# a Redis rate limit's on_error, with its fallback (design/redis.md: Fallback)
+LIMIT_ON_ERROR = Option("on_error", "word", "E_REDIS_ON_ERROR", default="allow",
+                        words=("allow", "deny", "raise", "fallback"))
 STORE_TIMEOUT = _seconds("timeout", "E_STORE_TIMEOUT", 0, True, INF, True, default=0.25,
                          faces="python")
 WAIT_TIMEOUT = _seconds("timeout", "E_TIMEOUT", 0, False, INF, False, faces="python")
 KEY_FUNCTION = Option("key", "function", "E_KEY_FUNCTION", faces="python")
 BLOCK = _boolean("block", "E_BLOCK", default=True, faces="python")
 PRIORITIES = Option("priorities", "object", "OK")  # the classes: the core's cr_priorities_set judges
-LIMITER_OPTIONS = (PERIOD, BURST, CLOCK, ALGORITHM, SHARED, SHARED_MODE, ON_CHANGE, MAX_COST,
-                   MAX_DEBT, PRIORITIES)
+LIMITER_OPTIONS = (PERIOD, BURST, CLOCK, LOCAL_ALGORITHM, SHARED, SHARED_MODE, ON_CHANGE, MAX_COST,
+                   MAX_DEBT, TZ, PRIORITIES)
 
 
 def _python(option: Option) -> Option:
@@ -137,16 +144,17 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
     # the compiled ones: Python cellrate.Limiter(rate, ...), Lua cellrate.limiter(rate, opts)
     "Limiter": LIMITER_OPTIONS,
     "KeyedLimiter": LIMITER_OPTIONS[:2] + (KEYED_CAPACITY,) + LIMITER_OPTIONS[2:],
-    "Limit": (PERIOD, BURST, ALGORITHM),  # Lua: cellrate.limit_spec
+    "Limit": (PERIOD, BURST, LOCAL_ALGORITHM, MAX_DEBT, TZ),  # Lua: cellrate.limit_spec
     "reconfigure": (PERIOD, BURST, Option("algorithm", "word", "E_ALGORITHM",
-                                          words=ALGORITHM.words), MAX_DEBT),
+                                          words=LOCAL_ALGORITHM.words), MAX_DEBT, TZ),
     "Concurrency": (CAPACITY, SHARED, SHARED_MODE, LEASE,
                     _boolean("peak", "E_PEAK", default=False)),
     # the Redis stores: cellrate.redis.RedisLimiter (and AsyncRedisLimiter),
     # Lua require("cellrate.redis").limiter
-    "RedisLimiter": (PERIOD, BURST, ALGORITHM, STORE_NAME, PREFIX, ON_ERROR,
+    "RedisLimiter": (PERIOD, BURST, ALGORITHM, STORE_NAME, PREFIX, LIMIT_ON_ERROR,
+                     Option("fallback", "object", "OK"),
                      _boolean("deny_cache", "E_DENY_CACHE", default=True, faces="python"),
-                     STORE_TIMEOUT, MAX_COST),
+                     STORE_TIMEOUT, MAX_COST, MAX_DEBT),
     "RedisConcurrency": (_seconds("lease", "E_STORE_LEASE", 0, True, INF, True, ns=True,
                                   required=True),
                          STORE_NAME, PREFIX, ON_ERROR, STORE_TIMEOUT),

@@ -4,7 +4,7 @@ Written from the rule, not from the C: a limit (gcra or token_bucket, T and
 tau = T * burst in ns) may name classes, each with a reserve r in [0, 1), the
 share of the burst the class may not spend. A class's reserve in ns is
 floor(r * tau + 1/2), r read exactly as its binary64 value (Fraction), ties
-up. A class decides as GCRA (DESIGN §1) with tau replaced by tau - reserve_ns:
+up. A class decides as GCRA (docs/design.md §1) with tau replaced by tau - reserve_ns:
 it admits only when the new TAT leaves at least its reserve as room
 (t >= new_tat - (tau - reserve_ns)); a refusal writes nothing. Integers only.
 """

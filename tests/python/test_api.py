@@ -395,18 +395,20 @@ def test_keyed_attributes_are_read_only(name):
 
 
 def test_method_signatures_are_introspectable():
-    assert list(inspect.signature(cellrate.Limiter.allow).parameters) == ["self", "cost", "now"]
+    assert list(inspect.signature(cellrate.Limiter.allow).parameters) == ["self", "cost", "now",
+                                                                          "priority"]
     keyed_check = inspect.signature(cellrate.KeyedLimiter.check).parameters
-    assert list(keyed_check) == ["self", "key", "cost", "now"]
+    assert list(keyed_check) == ["self", "key", "cost", "now", "priority"]
     assert keyed_check["cost"].default == 1
     assert keyed_check["now"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert keyed_check["priority"].kind is inspect.Parameter.KEYWORD_ONLY
 
 
 @pytest.mark.skipif(sys.version_info < (3, 10), reason="3.9 drops a heap type's signature")
 def test_constructor_signatures_are_introspectable():
     params = inspect.signature(cellrate.Limiter).parameters
     assert list(params) == ["rate", "period", "burst", "shared", "shared_mode", "clock", "algorithm",
-                            "on_change", "max_cost", "max_debt"]
+                            "on_change", "max_cost", "max_debt", "tz", "priorities"]
     assert params["burst"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["shared"].kind is inspect.Parameter.KEYWORD_ONLY
     assert list(inspect.signature(cellrate.KeyedLimiter).parameters) == [
@@ -421,6 +423,8 @@ def test_constructor_signatures_are_introspectable():
         "on_change",
         "max_cost",
         "max_debt",
+        "tz",
+        "priorities",
     ]
     assert list(inspect.signature(cellrate.Decision).parameters) == [
         "allowed",
@@ -574,6 +578,7 @@ def test_public_names():
         "RateLimited",
         "Slot",
         "__version__",
+        "calendar_period",
         "check_all",
         "check_policy_name",
         "concurrent",
@@ -677,7 +682,9 @@ def test_limit_is_an_immutable_value():
 
 @pytest.mark.parametrize("args, kwargs, param, kind", [
     ((0,), {}, "rate", cellrate.InvalidArgument),
-    (("10/month",), {}, "rate", cellrate.InvalidArgument),
+    (("10/month",), {}, "algorithm", cellrate.InvalidArgument),
+    (("10/month",), {"algorithm": "calendar", "tz": "Nowhere/Town"}, "tz",
+     cellrate.InvalidArgument),
     ((None,), {}, "rate", cellrate.InvalidArgumentType),
     ((10, 0), {}, "period", cellrate.InvalidArgument),
     ((10,), {"burst": 0}, "burst", cellrate.InvalidArgument),

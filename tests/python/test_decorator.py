@@ -463,12 +463,13 @@ def test_an_async_generator_awaits_without_blocking_the_loop():
     async def main():
         for _ in range(100):  # a pause as long as T after the first leaves no wait: again
             first = await collect(2)
+            mark = len(store.delays)
             second, during = await ticks_during(collect(3))  # waits up to 250 ms for its turn
-            if store.delays[-1] >= 0.05:
-                return first, second, during
+            if store.delays[mark] >= 0.05:
+                return first, second, during, store.delays[mark]
 
-    first, second, during = asyncio.run(main())
-    assert (first, second) == ([0, 1], [0, 1, 2]) and store.delays[-1] >= 0.05
+    first, second, during, delay = asyncio.run(main())
+    assert (first, second) == ([0, 1], [0, 1, 2]) and delay >= 0.05
     # a wait that blocked the loop (time.sleep) would have let it tick once at
     # most; the ticker's next turn (10 ms) is due before the waiter's
     assert during >= 2

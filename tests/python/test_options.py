@@ -240,7 +240,11 @@ def run_check(check: Check, tmp_path: pathlib.Path) -> None:
         first = check.values[0][0]
         assert normalised_matches(check.expected, normalised[first], kwargs[first]), \
             (check, normalised[first])
-    # every constructor the table's name stands for
+    # every constructor the table's name stands for; a calendar quota's zone and
+    # algorithm are judged with its rate (cr_limit_init), in test_calendar.py
+    if any(name == "tz" or (name, literal) == ("algorithm", "calendar")
+           for name, _, literal in check.values):
+        return
     for make in CONSTRUCTORS[check.constructor]:
         try:
             made = make(**kwargs)

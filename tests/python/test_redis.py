@@ -153,25 +153,22 @@ def read_vectors():
     writes the state it leaves), ("reconfigure", [now, T or window, burst or
     rate, state_after]) for a live change, ("charge", [now, cost, allowed, remaining,
     retry_after, reset_after, clipped, state_after]), ("take", [now, max_cost, taken,
-    state_after]), or ("reset",). gcra sequences are also run as token_bucket. A
-    sequence with a max_debt of its own is left out: the script charges by the
-    default (one burst beyond the limit).
+    state_after]), or ("reset",). gcra sequences are also run as token_bucket. The
+    sixth field is the sequence's max_debt, None for the default (the burst; a
+    window: its rate).
     """
     sequences = []
-    own_debt = False
     for text in (ROOT / "tests" / "vectors" / "decisions.txt").read_text().splitlines():
         fields = text.split()
         if not fields or fields[0].startswith("#"):
             continue
         if fields[0] == "limit":
             emission_ns, burst = int(fields[1]), int(fields[2])
-            sequences.append(["gcra", emission_ns, emission_ns * burst, burst, []])
-            own_debt = len(fields) > 3
+            sequences.append(["gcra", emission_ns, emission_ns * burst, burst, [],
+                              int(fields[3]) if len(fields) > 3 else None])
         elif fields[0] == "window":
-            sequences.append([fields[1], 0, int(fields[2]), int(fields[3]), []])
-            own_debt = len(fields) > 4
-        elif own_debt:
-            continue
+            sequences.append([fields[1], 0, int(fields[2]), int(fields[3]), [],
+                              int(fields[4]) if len(fields) > 4 else None])
         elif fields[0] == "reset":
             sequences[-1][4].append(("reset",))
         elif fields[0] == "reserve":
@@ -214,8 +211,8 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
     carried state."""
     script = client.register_script(cr_redis.SCRIPT)
     compared, refunds, changes, charges, takes = {}, {}, {}, {}, {}
-    outside = bounded = 0
-    for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
+    outside = bounded = own_debts = 0
+    for algorithm, emission_ns, tolerance_ns, burst, steps, max_debt in read_vectors():
         if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
             outside += sum(step[0] == "op" for step in steps)
             continue
@@ -230,12 +227,15 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
                     break
                 if step[0] == "charge":
                     now, cost, *expected, after = step[1]
-                    reply = script(keys=["v"], args=[4, cost, name, *limit, now])
+                    # max_debt: the sequence's, or the default, the burst (a window: its rate)
+                    debt = burst if max_debt is None else max_debt
+                    reply = script(keys=["v"], args=[4, cost, name, *limit, debt, now])
                     got_retry = int(reply[2])
                     assert [reply[0], reply[1], got_retry if got_retry >= 0 else NEVER,
                             int(reply[3]), reply[5]] == expected, (name, step)
                     assert stored_state(client, "v") == after, (name, step)
                     charges[name] = charges.get(name, 0) + 1
+                    own_debts += max_debt is not None
                     continue
                 if step[0] == "take":
                     now, max_cost, taken, after = step[1]
@@ -275,8 +275,9 @@ def test_vectors_through_the_script_give_the_cores_decisions(client):
                 assert stored_state(client, "v") == after, (name, step)
                 compared[name] = compared.get(name, 0) + 1
     print(f"vectors: ops compared exactly {compared}, refunds {refunds}, live changes {changes}, "
-          f"charges {charges}, takes {takes}, {outside} beyond 9e15 ns, {bounded} sequences "
-          "stopped at the debt bound")
+          f"charges {charges} ({own_debts} under a max_debt of their own), takes {takes}, "
+          f"{outside} beyond 9e15 ns, {bounded} sequences stopped at the debt bound")
+    assert own_debts >= 500
     assert compared["gcra"] >= 9000 and outside < compared["gcra"] / 10
     assert all(charges.get(name, 0) >= 100 and takes.get(name, 0) >= 50 for name in ALGORITHMS), (
         charges, takes)
@@ -309,7 +310,7 @@ def test_vectors_through_the_python_face(client):
     and takes by charge() and take()."""
     compared = refunds = changes = charges = takes = 0
     windows = _core_takes_algorithms()
-    for algorithm, emission_ns, tolerance_ns, burst, steps in read_vectors():
+    for algorithm, emission_ns, tolerance_ns, burst, steps, max_debt in read_vectors():
         if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS or (algorithm != "gcra" and not windows):
             continue
         given = face_limit(algorithm, emission_ns if algorithm == "gcra" else tolerance_ns, burst)
@@ -317,7 +318,7 @@ def test_vectors_through_the_python_face(client):
             continue
         rate, period, burst_given = given
         limiter = RedisLimiter(client, rate, period, burst=burst_given, algorithm=algorithm,
-                               name="vectors", on_error="raise")
+                               max_debt=max_debt, name="vectors", on_error="raise")
         if limiter.tolerance_ns != tolerance_ns:
             continue
         client.delete(limiter.redis_key("v"))
@@ -540,7 +541,9 @@ def test_a_key_of_the_layout_before_names_is_read_or_expires(client):
     key = unnamed.redis_key("k")
     assert key == b"cellrate:gcra:1000000000:10:k"  # the layout before names
     now_ns = int(T0 * 1e9)
-    assert client.eval(old, 1, key, 1, 7, *unnamed._sent.args, now_ns)[:2] == [1, 3]
+    limit = unnamed.limit
+    args = (limit.algorithm, limit.emission_ns, limit.tolerance_ns, limit.burst)
+    assert client.eval(old, 1, key, 1, 7, *args, now_ns)[:2] == [1, 3]
     assert client.get(key) == str(now_ns + 7 * 10**8).encode()  # a bare state word
     core.check("k", 7, now=T0)
     for later in (T0, T0 + 0.05, T0 + 0.35):
@@ -549,7 +552,7 @@ def test_a_key_of_the_layout_before_names_is_read_or_expires(client):
     assert client.get(key) == f"gcra:1000000000:10 {now_ns + 9 * 10**8}".encode()
     # on the server's clock: a named store has keys of its own, the old key expires
     old_key = b"cellrate:gcra:1000000000:10:j"
-    client.eval(old, 1, old_key, 1, 1, *unnamed._sent.args)
+    client.eval(old, 1, old_key, 1, 1, *args)
     pttl = client.pttl(old_key)
     assert pttl == -2 or 0 < pttl <= 100  # expiring (or gone, after a pause): never kept
     named = RedisLimiter(client, 10, burst=10, name="api", on_error="raise")
@@ -816,7 +819,8 @@ def test_a_flood_of_keys_leaves_memory_bounded_by_live_keys(client):
         pipe = client.pipeline(transaction=False)
         for i in range(start, start + 5_000):  # the script call of limiter.check(f"flood:{i}")
             pipe.execute_command("EVALSHA", sha,
-                                 *limiter._words(cr_redis.CHECK, f"flood:{i}", 1, None)[0])
+                                 *limiter._request(cr_redis.CHECK, f"flood:{i}", 1, None,
+                                                   limiter.limit))
         assert all(reply[0] == 1 for reply in pipe.execute())
     deadline = time.monotonic() + 30
     while client.dbsize() > 100 and time.monotonic() < deadline:
@@ -1153,6 +1157,101 @@ def test_a_capped_async_pool_waits_for_a_connection(server):
     asyncio.run(run())
 
 
+def test_the_asyncio_store_decides_through_its_own_connections(server):
+    """A plain asyncio client's pool is not asked for a connection per decision (its
+    lock, checks and retries): the store keeps connections of its own, made with the
+    pool's settings, as the blocking store does."""
+    async def run():
+        pool = redis.asyncio.ConnectionPool(port=server.port)
+        asked = []
+        get_connection = pool.get_connection
+
+        async def counted(*args, **kwargs):
+            asked.append(args)
+            return await get_connection(*args, **kwargs)
+        pool.get_connection = counted
+        aclient = redis.asyncio.Redis(connection_pool=pool)
+        limiter = AsyncRedisLimiter(aclient, 1, 3600, burst=5, prefix="own:")
+        try:
+            answers = [await limiter.allow("k") for _ in range(8)]
+            assert answers == [True] * 5 + [False] * 3
+            assert (await limiter.peek("k")).remaining == 0
+            await limiter.reset("k")
+            assert (await limiter.check("k")).remaining == 4
+            assert asked == []
+        finally:
+            await aclient.aclose()
+
+    asyncio.run(run())
+
+
+def test_aclose_closes_the_asyncio_stores_connections(server, client):
+    """The store's own connections are closed by its aclose() (no transport left for
+    the event loop's end), and made again by a later decision."""
+    def connected() -> int:
+        return int(client.info("clients")["connected_clients"])
+
+    async def run():
+        aclient = async_client_for(server.port)
+        limiter = AsyncRedisLimiter(aclient, 1, 3600, burst=5, prefix="aclose:")
+        try:
+            before = connected()
+            await asyncio.gather(*(limiter.allow("k") for _ in range(3)))
+            assert connected() == before + 3
+            await limiter.aclose()
+            _until(lambda: connected() == before)
+            assert (await limiter.check("k")).remaining == 1
+            await limiter.aclose()
+        finally:
+            await aclient.aclose()
+
+    asyncio.run(run())
+
+
+def test_cancelled_asyncio_decisions_give_their_connections_back(server):
+    """Decisions cancelled while they wait for a connection of a capped pool, or while
+    Redis answers, neither leak a connection nor keep one that still has a reply to
+    read: the store's connections stay within max_connections and the next decisions
+    read their own replies."""
+    async def run():
+        aclient = redis.asyncio.Redis(port=server.port, max_connections=2)
+        limiter = AsyncRedisLimiter(aclient, 1, 3600, burst=1000, prefix="cancelled:",
+                                    timeout=60.0, deny_cache=False)
+        try:
+            for _ in range(5):
+                tasks = [asyncio.ensure_future(limiter.check(f"k{i}")) for i in range(20)]
+                await asyncio.sleep(0)  # some sent, the others waiting for a connection
+                for task in tasks[::2]:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+            connections = limiter._connections
+            assert connections._count <= 2
+            for i in range(20):  # each reads its own reply: k{i} has its own count
+                expected = (await limiter.peek(f"k{i}")).remaining  # check()'s answer
+                assert (await limiter.check(f"k{i}")).remaining == expected
+                assert (await limiter.peek(f"k{i}")).remaining == expected - 1
+        finally:
+            await aclient.aclose()
+
+    asyncio.run(run())
+
+
+def test_an_asyncio_store_decides_in_a_second_event_loop(server):
+    """A store's connections belong to the event loop that made them: a store used from
+    one asyncio.run() and then another decides in each."""
+    limiter = None
+
+    async def decide():
+        nonlocal limiter
+        if limiter is None:
+            limiter = AsyncRedisLimiter(async_client_for(server.port), 1, 3600, burst=5,
+                                        prefix="loops:", on_error="raise")
+        return (await limiter.check("k")).remaining
+
+    assert asyncio.run(decide()) == 4
+    assert asyncio.run(decide()) == 3
+
+
 @pytest.mark.parametrize("on_error", ["allow", "deny", "raise"])
 def test_a_full_redis_answers_by_on_error(client, on_error):
     """maxmemory with noeviction: OOM for every script, which is "cannot decide now"."""
@@ -1274,51 +1373,37 @@ def protocol_paragraph() -> dict:
 
 
 @pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
-def test_the_faces_take_the_protocol_from_the_script(interpreter):
-    protocol = protocol_paragraph()
-    assert protocol["MAX_TOLERANCE_NS"] == "9000000000000000"
-    python = (cr_redis.MAX_TOLERANCE_NS, cr_redis.UNAVAILABLE_REPLIES, cr_redis.FIRST_BACKOFF_S,
-              cr_redis.MAX_BACKOFF_S, (cr_redis.PEEK, cr_redis.CHECK, cr_redis.ALLOW, cr_redis.REFUND))
-    assert python == (int(protocol["MAX_TOLERANCE_NS"]), tuple(protocol["UNAVAILABLE_REPLIES"].split()),
-                      float(protocol["FIRST_BACKOFF_S"]), float(protocol["MAX_BACKOFF_S"]),
-                      tuple(protocol[m].encode() for m in ("PEEK", "CHECK", "ALLOW", "REFUND")))
+def test_the_faces_refuse_a_store_in_the_same_words(interpreter):
+    """The protocol's constants and rules are the core's (test_redis_protocol.py and
+    tests/lua/redis_protocol_spec.lua read its vectors); a store's options are refused
+    in the same words by both faces."""
     # the options' words and defaults are the core's table's (cellrate/options.h)
     table = cellrate._cellrate._options("RedisLimiter")
     assert (cr_redis.ON_ERROR, cr_redis.DEFAULT_PREFIX) == (table["on_error"]["words"],
                                                             table["prefix"]["default"])
-    lua = lua_run(interpreter, f"""
+    lua = lua_run(interpreter, """
         local store = require("cellrate.redis")
-        print(string.format("%.0f", store.MAX_TOLERANCE_NS))
-        print(table.concat(store.UNAVAILABLE_REPLIES, " "))
-        print(store.FIRST_BACKOFF_S == tonumber("{protocol['FIRST_BACKOFF_S']}"),
-              store.MAX_BACKOFF_S == tonumber("{protocol['MAX_BACKOFF_S']}"))
-        local client = {{ evalsha = print, eval = print, script = print }}
-        for _, opts in ipairs({{ {{ prefix = "a{{b" }}, {{ prefix = "a}}b" }}, {{ on_error = "x" }},
-                                {{ rate = "1/day", burst = 200 }} }}) do
+        local client = { evalsha = print, eval = print, script = print }
+        for _, opts in ipairs({ { prefix = "a{b" }, { prefix = "a}b" }, { on_error = "x" },
+                                { rate = "1/day", burst = 200 }, { max_debt = -1 } }) do
             print((select(2, pcall(store.limiter, client, opts.rate or 10, opts))))
         end
-        print(store.limiter(client, 10).key_prefix)
+        print(store.limiter(client, 10):redis_key("k"))
         print(store.limiter(client, 10).on_error)
     """).splitlines()
-    assert lua[0] == protocol["MAX_TOLERANCE_NS"]
-    assert lua[1] == protocol["UNAVAILABLE_REPLIES"]
-    assert lua[2] == "true\ttrue"
     python_errors = []
-    for options in ({"prefix": "a{b"}, {"prefix": "a}b"}, {"on_error": "x"}, {"burst": 200}):
-        with pytest.raises(cellrate.InvalidArgument) as info:
+    for options in ({"prefix": "a{b"}, {"prefix": "a}b"}, {"on_error": "x"}, {"burst": 200},
+                    {"max_debt": -1}):
+        with pytest.raises(cellrate.CellrateError) as info:
             RedisLimiter(redis.Redis(port=1), "1/day" if "burst" in options else 10, **options)
         python_errors.append(str(info.value))
     # the same words in both faces, the core's
-    assert [re.sub(r"^.*?:\d+: ", "", line) for line in lua[3:7]] == python_errors
-    assert python_errors[2] == "on_error must be 'allow', 'deny' or 'raise'"
-    assert lua[7] == table["prefix"]["default"] + "gcra:1000000000:10:"
+    assert [re.sub(r"^.*?:\d+: ", "", line) for line in lua[:5]] == python_errors
+    assert python_errors[2] == ("on_error must be 'allow', 'deny', 'raise' or 'fallback' "
+                                "(a Redis rate limit)")
+    assert lua[5] == table["prefix"]["default"] + "gcra:1000000000:10:k"
     default_on_error = table["on_error"]["default"]
-    assert lua[8] == RedisLimiter(redis.Redis(port=1), 10).on_error == default_on_error
-    # the modes of charge and take, and the debt bound, in both faces
-    assert (cr_redis.CHARGE, cr_redis.TAKE, cr_redis.MAX_DEBT_NS) == (
-        protocol["CHARGE"].encode(), protocol["TAKE"].encode(), int(protocol["MAX_DEBT_NS"]))
-    assert lua_run(interpreter, 'io.write(("%.0f"):format(require("cellrate.redis").MAX_DEBT_NS))') \
-        == protocol["MAX_DEBT_NS"]
+    assert lua[6] == RedisLimiter(redis.Redis(port=1), 10).on_error == default_on_error
 
 
 BAD_NAMES = ["a{b", "a}b", "api:v2", "", "x" * 65, "caf\u00e9", "tab\there"]
@@ -1326,8 +1411,8 @@ BAD_NAMES = ["a{b", "a}b", "api:v2", "", "x" * 65, "caf\u00e9", "tab\there"]
 
 @pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
 def test_a_bad_name_or_change_gets_the_same_words_in_both_faces(interpreter):
-    """A bad name (the core's check of a policy name, then the protocol's refused
-    characters), a change of a limit without a name, a change of algorithm, a change to an
+    """A bad name (the core's options table: a policy name without '{', '}' or ':'),
+    a change of a limit without a name, a change of algorithm, a change to an
     invalid limit: raised naming the parameter, the same words in both faces, nothing
     changed."""
     python = []
@@ -1415,7 +1500,10 @@ def python_wire(calls: list) -> list:
     def recorder(*command):
         assert command[0] == "EVALSHA"
         sent.append(" ".join(encode(word).hex() for word in command[2:]))
-        return 1 if command[3 + command[2]] in (cr_redis.ALLOW, cr_redis.TAKE) else [1, 0, 0, 0, 1]
+        mode = int(command[3 + int(command[2])])
+        if mode in (cr_redis.ALLOW, cr_redis.TAKE, cr_redis.REFUND):
+            return 1
+        return [1, 0, 0, 0, 1, 0] if mode == cr_redis.CHARGE else [1, 0, 0, 0, 1]
 
     limiters, client = [], redis.Redis(port=1)  # never connected
     for rate, period, burst, algorithm, prefix, name in WIRE_LIMITS:
@@ -1461,10 +1549,14 @@ def lua_wire(interpreter: str, calls: list) -> list:
         f"{lua_literal(cost)}, {lua_literal(now)} }}" for method, limits, key, cost, now in calls)
     return lua_run(interpreter, f"""
         local store = require("cellrate.redis")
-        -- admits (a reset and a take answer a count)
+        -- admits (allow answers 1 alone, a refund and a take a count; a charge
+        -- answers a sixth field, clipped)
         local function reply(...)
             local mode = select(2 + ..., ...)
-            return (mode == "2" or mode == "5") and 1 or {{ 1, 0, 0, 0, 1 }}
+            if mode == "2" or mode == "3" or mode == "5" then
+                return 1
+            end
+            return mode == "4" and {{ 1, 0, 0, 0, 1, 0 }} or {{ 1, 0, 0, 0, 1 }}
         end
         {LUA_RECORDING_CLIENT}
         local limiters = {{ {limits} }}
@@ -1612,6 +1704,10 @@ def test_an_invented_refusal_says_the_same_in_every_field():
         for _ in range(3):
             decision = limiter.check("k")
             assert not decision.allowed and decision.reset_after == decision.retry_after > 0
+            # the time to the next probe, never below the first back-off (the core's
+            # answer, the Lua store's too): a client told to retry sooner would find
+            # Redis not yet tried again
+            assert cr_redis.FIRST_BACKOFF_S <= decision.retry_after <= cr_redis.MAX_BACKOFF_S
             headers = decision.headers()
             assert headers["RateLimit"].endswith(f";t={headers['Retry-After']}"), headers
     finally:
@@ -2171,6 +2267,25 @@ def test_a_charge_past_the_debt_bound_is_clipped_there(client):
     got = window.charge("w", 2**63 - 1, now=1.0)
     assert got.clipped and got.remaining == 0 and not got.allowed
     assert stored_state(client, window.redis_key("w")) == 10**9 + 1000 + 200  # twice the rate
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("max_debt", [0, 3, 40, None])
+def test_a_charge_owes_at_most_the_limits_max_debt(client, algorithm, max_debt):
+    """max_debt, as in process: a charge leaves a key owing at most that many units
+    beyond its limit (the script reads it from the request); the same decisions as the
+    core's at each instant, and the same after a live change that keeps it."""
+    options = {"burst": 5} if algorithm in ("gcra", "token_bucket") else {}
+    store = RedisLimiter(client, 10, 1, algorithm=algorithm, max_debt=max_debt,
+                         on_error="raise", name=f"debt-{algorithm}-{max_debt}", **options)
+    core = cellrate.KeyedLimiter(10, 1, algorithm=algorithm, max_debt=max_debt, **options)
+    assert store.limit.max_debt == core.max_debt
+    for now, cost in ((0.0, 2), (0.0, 30), (0.05, 100), (0.3, 1), (2.5, 7), (2.5, 2**62)):
+        assert store.charge("k", cost, now=now) == core.charge("k", cost, now=now), (now, cost)
+        assert store.peek("k", 1, now=now) == core.peek("k", 1, now=now), (now, cost)
+    store.reconfigure(20, 1, **options)  # max_debt stays
+    assert store.limit.max_debt == (core.max_debt if max_debt is not None else
+                                    cellrate.Limit(20, 1, algorithm=algorithm, **options).max_debt)
 
 
 def test_take_admits_what_fits_up_to_max_cost(client):

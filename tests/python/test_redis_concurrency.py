@@ -131,6 +131,27 @@ def test_the_asyncio_store_holds_as_the_blocking_one(server):
     asyncio.run(main())
 
 
+def test_a_client_that_decodes_replies_holds_as_one_that_does_not(server):
+    """decode_responses=True hands a holder back as text: the stores hold and release
+    with it as with bytes, sync and asyncio."""
+    sync = client_for(server.port, decode_responses=True)
+    sync.flushall()
+    c = RedisConcurrency(sync, 1, lease=30)
+    slot = c.try_acquire("k")
+    assert slot is not None and c.try_acquire("k") is None and c.in_flight("k") == 1
+    assert slot.release() is True and c.in_flight("k") == 0
+
+    async def main():
+        client = redis.asyncio.Redis(port=server.port, decode_responses=True)
+        a = AsyncRedisConcurrency(client, 1, lease=30)
+        held = await a.try_acquire("a")
+        assert held is not None and await a.try_acquire("a") is None
+        assert await held.release() is True and await a.in_flight("a") == 0
+        await client.aclose()
+
+    asyncio.run(main())
+
+
 # --- a holding costs the same at any size; exact for any costs ----------------------------
 
 def test_a_holding_costs_redis_the_same_at_any_cost(client):

@@ -690,12 +690,18 @@ def test_fleet_of_processes_keeps_the_bound_while_members_die_and_join(server, t
     # heartbeat to drop the dead member and one to grow (all ask more than their share) on a
     # quiet machine (docs/share.md); here by the next event, 4 s later, so that a loaded
     # machine's late heartbeats cannot fail it
+    checked = 0
     for at, kind, dead in events:
         if kind != "death":
             continue
         settled = min([e[0] for e in events if e[0] > at], default=float("inf")) - at
+        if settled < TTL + 2 * INTERVAL:
+            # a joiner's first heartbeat landed late, right after this death (a loaded
+            # machine): no quiet stretch to see the split in; the bound above still held
+            continue
+        # a member killed by the next event itself was alive until then: it counts
         survivors = [i for i in shares if i != dead and shares[i][0][0] < at
-                     and not any(e[1] == "death" and e[2] == i and e[0] <= at + settled
+                     and not any(e[1] == "death" and e[2] == i and e[0] < at + settled
                                  for e in events)]
         for i in survivors:
             before = [s for when, s in shares[i] if when <= at][-1]
@@ -705,6 +711,8 @@ def test_fleet_of_processes_keeps_the_bound_while_members_die_and_join(server, t
                         default=before)
             assert after > before and after == pytest.approx(1 / len(survivors)), (
                 at - t0, dead, i, before, after, shares[i])
+        checked += 1
+    assert checked >= 1, events  # the first death has 4 s before the next join
 
 
 def test_an_asyncio_app_uses_it_as_is(client):

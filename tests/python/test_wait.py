@@ -68,21 +68,45 @@ def drain(limit):
         pass
 
 
+class NotedPlan:
+    """A wait plan of the core whose steps are noted, through `note(turn
+    before, seconds or None)` (None: admitted or refused)."""
+
+    def __init__(self, plan, note):
+        self.plan, self.note = plan, note
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        turn = self.plan.turn
+        try:
+            seconds = next(self.plan)
+        except BaseException:
+            self.note(turn, None)
+            raise
+        self.note(turn, seconds)
+        return seconds
+
+    def leave(self):
+        self.plan.leave()
+
+
 def noted_steps(monkeypatch):
-    """The steps of the compiled stores' waits (_cellrate._wait_step), noted
+    """The steps of the compiled stores' waits (_cellrate._wait_plan), noted
     in the order they were taken: (thread, the turn it held before, the
     seconds it was told to sleep, or None: admitted or refused)."""
     steps = []
+
+    def note(turn, seconds):
+        steps.append((threading.current_thread(), turn, seconds))
 
     class Steps:
         def __getattr__(self, name):
             return getattr(_cellrate, name)
 
-        def _wait_step(self, store, key, cost, max_wait, turn):
-            step = _cellrate._wait_step(store, key, cost, max_wait, turn)
-            slept = step[0] if isinstance(step, tuple) else None
-            steps.append((threading.current_thread(), turn, slept))
-            return step
+        def _wait_plan(self, *args):
+            return NotedPlan(_cellrate._wait_plan(*args), note)
 
     monkeypatch.setattr(_wait, "_cellrate", Steps())
     return steps
@@ -118,7 +142,7 @@ def test_wait_acquire_and_hold_are_compiled_methods_of_the_compiled_types():
 def test_the_python_bodies_are_set_once_per_module():
     from cellrate import _concurrency
 
-    bodies = {**_wait.METHODS, **_concurrency.METHODS}
+    bodies = {**_wait.METHODS, **_concurrency.METHODS, "RateLimited": cellrate.RateLimited}
     cellrate._cellrate._set_waits(bodies)  # the same again (an import): nothing changes
     with pytest.raises(ValueError, match="Limiter.wait is set already"):
         cellrate._cellrate._set_waits({**bodies, "Limiter.wait": lambda self: None})
@@ -316,10 +340,10 @@ def test_a_cancelled_acquire_gives_its_place_back(make):
         with pytest.raises(asyncio.CancelledError):
             await waiter
         # its place given back: the next waiter takes the turn it had, not one after it
-        key = limit.key[0] if limit.key else None
-        step = _cellrate._wait_step(limit.limiter, key, 1, None, None)
-        _cellrate._wait_leave(limit.limiter, key, 1, step[1])
-        return step[0]
+        plan = _cellrate._wait_plan(limit.limiter, limit.key[0] if limit.key else None, 1, None)
+        seconds = next(plan)
+        plan.leave()
+        return seconds
 
     assert asyncio.run(main()) <= before
 
@@ -372,18 +396,23 @@ def test_thread_waiters_take_their_turns_in_the_order_they_came(monkeypatch):
     waiting = threading.Event()
     turns = {}  # index -> (the turn its first step gave, when it asked: monotonic ns)
 
-    class Steps:  # the compiled module, its first steps noted
+    class Plan(NotedPlan):  # its first step noted: the turn it gave, when it was asked
+        def __next__(self):
+            first, asked = self.plan.turn is None, time.monotonic_ns()
+            try:
+                return super().__next__()
+            finally:
+                if first:
+                    if self.plan.turn is not None:
+                        turns[threading.current_thread().index] = (self.plan.turn, asked)
+                    waiting.set()  # in line (or admitted at once)
+
+    class Steps:  # the compiled module, its plans' first steps noted
         def __getattr__(self, name):
             return getattr(_cellrate, name)
 
-        def _wait_step(self, store, key, cost, max_wait, turn):
-            asked = time.monotonic_ns()
-            step = _cellrate._wait_step(store, key, cost, max_wait, turn)
-            if turn is None:
-                if isinstance(step, tuple):
-                    turns[threading.current_thread().index] = (step[1], asked)
-                waiting.set()  # in line (or admitted at once)
-            return step
+        def _wait_plan(self, *args):
+            return Plan(_cellrate._wait_plan(*args), lambda turn, seconds: None)
 
     monkeypatch.setattr(_wait, "_cellrate", Steps())
     admitted = []

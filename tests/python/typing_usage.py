@@ -94,7 +94,7 @@ def use_decision() -> Decision:
 def use_errors() -> list[str]:
     params: list[str] = []
     try:
-        Limiter("10/month")
+        Limiter("10/s", tz="UTC")
     except InvalidArgument as error:
         params.append(error.param)
     try:
@@ -110,6 +110,12 @@ def use_errors() -> list[str]:
     except CellrateError as error:
         params.append(error.param)
     return params
+
+
+def use_calendar() -> None:
+    quota = Limiter("1000000/month", algorithm="calendar", tz="Europe/Berlin")
+    start, end = cellrate.calendar_period("Europe/Berlin", "month", now=1700000000.0)
+    assert quota.check(now=1700000000.0).reset_after == end - 1700000000.0 and start < end
 
 
 def use_catalogue() -> None:
@@ -291,9 +297,10 @@ def main() -> None:
     use_limiter()
     use_keyed()
     use_decision()
-    assert use_errors() == ["rate", "burst", "capacity", "cost"]
+    assert use_errors() == ["tz", "burst", "capacity", "cost"]
     assert use_waiting() == float("inf")
     use_decorators()
+    use_calendar()
     use_web()
     use_follow()
     assert sorted(cellrate.__all__) == sorted(
@@ -309,6 +316,7 @@ def main() -> None:
             "RateLimited",
             "Slot",
             "__version__",
+            "calendar_period",
             "check_all",
             "check_policy_name",
             "concurrent",

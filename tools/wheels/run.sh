@@ -16,10 +16,16 @@
 # tests/model and tests/python run from a temporary directory, with no
 # PYTHONPATH, against the installed package (test_packaging.py checks where
 # cellrate was imported from). Every version runs, then the status is non-zero
-# if any failed.
+# if any failed. The wheels are built one after the other; the suites run
+# CELLRATE_PY_JOBS at a time (default 2: a suite waits on its servers, clocks
+# and child processes more than it computes), each one's output kept in a log
+# and printed as it ends. The versions between the first and the last named
+# run with CELLRATE_INTERPRETER_ONLY=1: the tests whose subject does not
+# depend on the interpreter (the Lua rock built through the Makefile) skip
+# there, having run on the first and the last.
 #
 # Environment: VENV (default .venv, made from BASE_PYTHON: its auditwheel repairs, its python builds
-# the sdist), CELLRATE_WERROR (passed to setup.py).
+# the sdist), CELLRATE_WERROR (passed to setup.py), CELLRATE_PY_JOBS.
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -64,12 +70,28 @@ echo "sdist: $(basename "$sdist")"
 
 failed=""
 passed=""
+jobs=${CELLRATE_PY_JOBS:-2}
+running=""  # the versions whose suite runs in the background, oldest first
+first=${1:-}
+eval "last=\${$#}"
+
+# Waits for the oldest running suite, prints its log and counts it.
+finish() {
+    oldest=${running%% *}
+    running=${running#"$oldest"}
+    running=${running# }
+    pid=$(cat "$work/pid-$oldest")
+    if wait "$pid"; then passed="$passed $oldest"; else failed="$failed $oldest"; fi
+    cat "$work/test-$oldest.log"
+    echo "python$oldest: $(($(date +%s) - $(cat "$work/started-$oldest"))) s"
+}
+
 for version in "$@"; do
     if ! py=$(find_python "$version"); then
         echo "SKIP python$version: no CPython $version under $PYENV_ROOT/versions or on PATH"
         continue
     fi
-    started=$(date +%s)
+    date +%s >"$work/started-$version"
     deps="$VENV/py$version"
     if [ "$mode" = test ]; then
         "$ROOT/tests/venv.sh" "$py" "$deps" -r "$ROOT/tests/requirements.txt"
@@ -91,16 +113,18 @@ for version in "$@"; do
     "$deps/bin/python" -c 'import sysconfig; p = sysconfig.get_paths()
 print(p["purelib"]); print(p["platlib"])' \
         >"$("$target/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/cellrate-test-deps.pth"
-    if (cd "$work" && env -u PYTHONPATH CELLRATE_INSTALLED_IN="$target" CELLRATE_WHEEL="$wheel" \
-        "$target/bin/python" -m pytest \
+    only=""
+    [ "$version" = "$first" ] || [ "$version" = "$last" ] || only=1
+    while [ "$(echo "$running" | wc -w)" -ge "$jobs" ]; do finish; done
+    echo "python$version: testing${only:+ (CELLRATE_INTERPRETER_ONLY)}, output when it ends"
+    (cd "$work" && exec env -u PYTHONPATH CELLRATE_INSTALLED_IN="$target" CELLRATE_WHEEL="$wheel" \
+        CELLRATE_INTERPRETER_ONLY="$only" "$target/bin/python" -m pytest \
         -q -p no:cacheprovider --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
-        "$ROOT/tests/model" "$ROOT/tests/python"); then
-        passed="$passed $version"
-    else
-        failed="$failed $version"
-    fi
-    echo "python$version: $(($(date +%s) - started)) s"
+        "$ROOT/tests/model" "$ROOT/tests/python") >"$work/test-$version.log" 2>&1 </dev/null &
+    echo $! >"$work/pid-$version"
+    running="$running${running:+ }$version"
 done
+while [ -n "$running" ]; do finish; done
 
 [ "$mode" = test ] || { echo "dist/:"; ls "$out"; exit 0; }
 echo "python versions passed:${passed:- none}; failed:${failed:- none}"

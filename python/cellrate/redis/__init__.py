@@ -29,6 +29,7 @@ change). Design: docs/design.md §11.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any, Dict, Iterable, List, Literal, Sequence, Tuple, cast
 
@@ -51,7 +52,6 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 # share builds on them too); the names of theirs that users know are this module's.
 from cellrate.redis._protocol import (
     _HOLD_PROTOCOL,
-    _ONE_LIMIT_SERVER_CLOCK,
     _PROTOCOL,
     ACQUIRE as ACQUIRE,
     ALLOW as ALLOW,
@@ -75,12 +75,9 @@ from cellrate.redis._protocol import (
     UNAVAILABLE_REPLIES,
     Key as Key,
     _cannot_decide,
-    _check_request,
-    _decision,
+    _core,
     _default_name,
     _raise_mistake,
-    _request,
-    _Sent,
     _slots_differ,
 )
 from cellrate.redis._store import (
@@ -109,6 +106,14 @@ __all__ = [
 ]
 
 
+# The core's protocol (core/cellrate/redis.h): a request's words, a reply's reading,
+# the deny cache's answers, a key's name.
+_request = _core._redis_request
+_reply = _core._redis_reply
+_remember = _core._redis_remember
+_recall = _core._redis_recall
+_redis_key = _core._redis_key
+
 #: Refusals a limiter remembers at most (a full memory starts over).
 MAX_REFUSALS = 10_000
 
@@ -121,7 +126,9 @@ Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window"]
 
 
 class _RedisLimit(_Store):
-    """What the sync and asyncio stores share: arguments, keys, replies, refusals, on_error."""
+    """What the sync and asyncio stores share: arguments, keys, replies, refusals, on_error.
+    The words of each request and the reading of each reply are the core's
+    (_redis_request, _redis_reply); so are the deny cache's answers and on_error's."""
 
     def __init__(
         self,
@@ -134,53 +141,73 @@ class _RedisLimit(_Store):
         name: str | None = None,
         prefix: str = DEFAULT_PREFIX,
         on_error: str = ON_ERROR[0],
+        fallback: Any = None,
         deny_cache: bool = True,
         timeout: float = DEFAULT_TIMEOUT_S,
         max_cost: int | None = None,
+        max_debt: int | None = None,
     ) -> None:
         # The core parses, defaults and validates the limit first, as cellrate.Limit (and,
-        # per call, each key, cost and now: _request); its table checks the options
+        # per call, each key, cost and now: _redis_request); its table checks the options
         # (cellrate/options.h).
-        limit = _limit_of(rate, period, burst, algorithm, max_cost)
+        limit = _limit_of(rate, period, burst, algorithm, max_cost, max_debt)
         options = _check_options("RedisLimiter", {
             "period": period, "burst": burst, "algorithm": algorithm, "name": name,
-            "prefix": prefix, "on_error": on_error, "deny_cache": deny_cache,
-            "timeout": timeout, "max_cost": max_cost})
+            "prefix": prefix, "on_error": on_error, "fallback": fallback,
+            "deny_cache": deny_cache, "timeout": timeout, "max_cost": max_cost,
+            "max_debt": max_debt})
+        _core._redis_fallback_check(options["on_error"], fallback is not None)
         self._open_store(client, options["prefix"], options["on_error"], options["timeout"])
+        #: on_error="fallback": the local limiter deciding while Redis cannot (None: made
+        #: when first needed, from `fallback`), its limit, and the Redis keys it decided
+        #: since Redis last answered for them (going back carries their use to Redis).
+        self.fallback: Any = None
+        self._fallback_limit: Any = None
+        self._held: Dict[bytes, None] = {}
+        self._held_lock = threading.Lock()
+        self._fallback_given = fallback
+        if options["on_error"] == "fallback":
+            self._fallback_store(limit)
         deny_cache = options["deny_cache"]
         self.max_cost = max_cost
-        self._sent = _Sent(limit)
+        self.max_debt = max_debt
+        #: The limit sent (cellrate.Limit), replaced whole by reconfigure(): a call reads
+        #: it once, so that a decision never mixes two limits.
+        self.limit: cellrate.Limit = limit
         self.named = name is not None
         #: The name of the limit's keys: given, or the first limit's parameters.
-        self.name: str = name if name is not None else _default_name(self._sent.limit)
-        self.algorithm: str = self._sent.limit.algorithm
+        self.name: str = name if name is not None else _default_name(self.limit)
+        self.algorithm: str = self.limit.algorithm
         self.deny_cache = deny_cache
-        self._key_prefix = f"{self.prefix}{self.name}:".encode()
+        self._prefix = self.prefix.encode()
+        self._name = self.name.encode()
         # a probe: a peek of cost 0 on the limit's empty key, which writes nothing
-        self._probe_words = _request(PEEK, ((self, b""),), 0, None)[0]
+        self._probe_words = _request(PEEK, 0, None, self.limit, self._prefix, self._name, b"")
         # Refusals answered here until their retry_after passes (docs/design.md §11):
-        # Redis key -> (monotonic ns it ends, cost, monotonic ns it was asked, reply,
-        # the limit sent).
-        self._refusals: Dict[bytes, Tuple[int, int, int, List[Any], _Sent]] = {}
+        # Redis key -> (the core's refusal, the limit it was made under).
+        self._refusals: Dict[bytes, Tuple[Any, cellrate.Limit]] = {}
 
     def reconfigure(self, rate: float | str, period: float | None = None, *,
-                    burst: int | None = None, algorithm: Algorithm | None = None) -> None:
+                    burst: int | None = None, algorithm: Algorithm | None = None,
+                    max_debt: int | None = None) -> None:
         """Changes the limit this store sends, live: the next check (or allow) of each key
         carries what the key used to the new limit (docs/design.md §4), in the script, at
         that decision's instant; processes still sending the old limit carry it back on
         their own calls. The algorithm stays (an error naming `algorithm`), and a limit
         without a name cannot change (an error naming `name`: its keys are named by its
-        parameters). An invalid limit raises and changes nothing."""
+        parameters). A max_debt given before stays unless given again. An invalid limit
+        raises and changes nothing."""
         if not self.named:
             raise invalid("name", "name: " + _PROTOCOL["NAME_NEEDED"])
         if algorithm is not None and algorithm != self.algorithm:
             cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)  # the core's checks first
             raise invalid("algorithm", "algorithm: " + _PROTOCOL["ALGORITHM_KEPT"])
-        self._sent = _Sent(_limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
-                                     self.max_cost))
+        max_debt = self.max_debt if max_debt is None else max_debt
+        self.limit = _limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
+                               self.max_cost, max_debt)
+        self.max_debt = max_debt
         self._refusals.clear()
 
-    limit = property(lambda self: self._sent.limit, doc="The limit sent (cellrate.Limit).")
     rate = property(lambda self: self.limit.rate, doc="Units admitted per period, per key.")
     period = property(lambda self: self.limit.period, doc="Seconds.")
     burst = property(lambda self: self.limit.burst, doc="Units an idle key may spend at once.")
@@ -189,119 +216,166 @@ class _RedisLimit(_Store):
 
     def redis_key(self, key: Key) -> bytes:
         """The Redis key holding `key`'s state: prefix, the name, ':', then the key."""
-        _check_request(key, 0, None)
-        return self._key(key)
+        return _redis_key(self._prefix, self._name, key)
 
     def _forget(self, key: Key) -> bytes:
-        """redis_key(key), the key's remembered refusal dropped (for reset and refund)."""
+        """redis_key(key), the key's remembered refusal dropped (for reset)."""
         redis_key = self.redis_key(key)
         self._refusals.pop(redis_key, None)
         return redis_key
 
-    def _key(self, key: Key) -> bytes:
-        """The Redis key of a key the core has validated."""
-        return self._key_prefix + (key.encode() if isinstance(key, str) else key)
+    def _request(self, mode: int, key: Key, cost: int, now: float | None,
+                 limit: cellrate.Limit) -> List[bytes]:
+        """EVALSHA's words after the SHA for one limit (numkeys, KEYS, ARGV): the core's."""
+        return _request(mode, cost, now, limit, self._prefix, self._name, key)
 
-    def _words(self, mode: bytes, key: Key, cost: int,
-               now: float | None) -> Tuple[List[Any], List[_Sent]]:
-        """EVALSHA's words after the SHA for one limit (numkeys, KEYS, ARGV), and the
-        limit sent."""
-        return _request(mode, ((self, key),), cost, now)
+    def _refund_words(self, key: Key, cost: int, now: float | None) -> List[bytes]:
+        words = self._request(REFUND, key, cost, now, self.limit)
+        self._refusals.pop(words[1], None)  # a refund makes the key better than its refusal
+        return words
 
-    def _refund_words(self, key: Key, cost: int, now: float | None) -> List[Any]:
-        self._forget(key)  # a refund makes the key better than its remembered refusal
-        return self._words(REFUND, key, cost, now)[0]
-
-    def _refused(self, words: Sequence[Any], sent: _Sent) -> List[Any] | None:
-        """The reply of a refusal still standing for this key, aged to now, for the cost
-        asked: the remembered cost, or a larger one that the refusal implies (gcra: its
-        retry_after later by the units added; fixed window: the same; an unfittable cost
-        never, as its answer is not a wait). None when there is none (Redis is asked)."""
-        refusals = self._refusals
-        if not refusals or len(words) != _ONE_LIMIT_SERVER_CLOCK or words[2] is CHARGE:
-            return None  # a charge commits whatever the state: Redis is always asked
-        entry = refusals.get(words[1])
-        if entry is None or entry[4] is not sent:  # none, or under a limit changed since
+    def _recalled(self, mode: int, words: Sequence[bytes], limits: Sequence[cellrate.Limit],
+                  cost: int, now: float | None) -> cellrate.Decision | None:
+        """The answer of a refusal this limiter keeps for the request's key, if the core
+        says it answers (for that cost, aged to now); None: Redis is asked."""
+        entry = self._refusals.get(words[1])
+        if entry is None or entry[1] is not limits[0] or len(limits) != 1:
+            return None  # none, or under a limit changed since, or several limits
+        answer = _recall(mode, now, cost, time.monotonic_ns(), entry[0], limits[0])
+        if answer is False:  # its retry_after has passed
+            self._refusals.pop(words[1], None)
             return None
-        cost, refused_cost = words[3], entry[1]
-        extra_ns = 0
-        if cost != refused_cost:
-            per_unit = sent.retry_per_unit_ns
-            # cost > burst never fits (gcra: cost * T > tau = burst * T; a fixed
-            # window admits burst units): its answer is no wait
-            if cost < refused_cost or per_unit is None or cost > sent.limit.burst:
-                return None
-            extra_ns = (cost - refused_cost) * per_unit
-        now = time.monotonic_ns()
-        if now >= entry[0]:
-            refusals.pop(words[1], None)
-            return None
-        _, _, asked, reply, _ = entry
-        aged = now - asked
-        return [0, reply[1], int(reply[2]) - aged + extra_ns, max(int(reply[3]) - aged, 0), 1]
+        return cast("cellrate.Decision | None", answer)
 
-    def _answer(self, words: Sequence[Any], reply: Any, asked: int,
-                sents: Sequence[_Sent]) -> cellrate.Decision:
-        """The decision of a reply. A refusal on the server's clock is remembered until
-        its retry_after passes, counted from `asked`, the instant before the request
-        (Redis decided later, so the refusal holds at least that long, absent a reset
-        on another host)."""
-        if (isinstance(reply, list) and reply[0] == 0 and self.deny_cache
-                and len(words) == _ONE_LIMIT_SERVER_CLOCK and words[2] is not CHARGE):
-            retry_after_ns = int(reply[2])
-            if retry_after_ns > 0:  # not never (-1: no wait helps)
+    def _answer(self, mode: int, words: Sequence[bytes], reply: Any, asked: int,
+                limits: Sequence[cellrate.Limit], cost: int,
+                now: float | None) -> cellrate.Decision:
+        """The decision of a reply. A refusal the core says the deny cache keeps (one
+        limit on the server's clock) is kept, asked at `asked`, the instant before the
+        request (Redis decided later, so the refusal holds at least that long, absent a
+        reset on another host)."""
+        decision = _read(mode, reply, limits)
+        if not decision.allowed and self.deny_cache and len(limits) == 1:
+            refusal = _remember(mode, now, cost, asked, reply, limits[0])
+            if refusal is not None:
                 if len(self._refusals) >= MAX_REFUSALS:
                     self._refusals.clear()
-                self._refusals[words[1]] = (asked + retry_after_ns, words[3], asked, reply,
-                                            sents[0])
-        return _decision(reply, sents)
+                self._refusals[words[1]] = (refusal, limits[0])
+        return cast(cellrate.Decision, decision)
 
-    def _fallback(self, outage: _Outage) -> cellrate.Decision:
-        """The answer of on_error while Redis cannot decide. A refusal it invents says
-        the same thing in every field: retry after the next probe, reset then too."""
+    def _fallback(self, outage: _Outage, mode: int = CHECK, cost: int = 1,
+                  keys: Sequence[bytes] = (), now: float | None = None,
+                  stores: Sequence["_RedisLimit"] = ()) -> Any:
+        """The answer of on_error while Redis cannot decide (the core's): an admission, a
+        refusal until the next probe (its fields agree), a take's count, or the local
+        limiter's decision (on_error="fallback")."""
         if self.on_error == "raise":
             raise RedisUnavailable("Redis cannot decide now (on_error='raise')") \
                 from outage.error
-        sent = self._sent
-        if self.on_error == "allow":
-            return sent.admitted
-        retry_after = max(outage.retry_at - time.monotonic(), 0.0) or FIRST_BACKOFF_S
-        return cellrate.Decision(False, 0, retry_after, retry_after, sent.limit.burst,
-                                 sent.window)
+        if self.on_error == "fallback" and keys:
+            return _locally(mode, cost, keys, now, stores or (self,))
+        return _core._redis_unavailable(mode, self.limit, self.on_error == "allow", cost,
+                                        outage.retry_at - time.monotonic_ns())
 
-    def _taken(self, reply: Any, max_cost: int) -> int:
-        """A take's count: the script's, or where Redis cannot decide on_error's (allow:
-        max_cost, as an admission; deny: 0)."""
-        if isinstance(reply, cellrate.Decision):
-            return max_cost if reply.allowed else 0
-        return int(reply)
+    def _fallback_store(self, limit: cellrate.Limit) -> Any:
+        """The local limiter of on_error="fallback", made once from `fallback`: a share of
+        the Redis limit (the core's derivation; None: the whole limit), a rate or a
+        cellrate.Limit, or a cellrate.KeyedLimiter of the caller's (one in a shared region
+        decides for the host)."""
+        if self.fallback is not None:
+            return self.fallback
+        given = self._fallback_given
+        if isinstance(given, cellrate.KeyedLimiter):
+            store = given
+            local = cellrate.Limit(given.rate, given.period,
+                                   algorithm=cast(Algorithm, given.algorithm),
+                                   burst=given.burst if _takes_burst(given.algorithm) else None)
+        else:
+            if isinstance(given, str):
+                local = cellrate.Limit(given, algorithm=cast(Algorithm, limit.algorithm))
+            elif isinstance(given, cellrate.Limit):
+                local = given
+            else:  # a share (None: 1), judged by the core
+                local = _core._redis_fallback_limit(limit, 1.0 if given is None else given)
+            made: Dict[str, Any] = {
+                "algorithm": local.algorithm,
+                "burst": local.burst if _takes_burst(local.algorithm) else None}
+            store = cellrate.KeyedLimiter(local.rate, local.period, **made)
+        self._fallback_limit = local
+        self.fallback = store
+        return store
+
+    def _going_back(self, mode: int, key: Key, words: List[bytes], cost: int,
+                    now: float | None, limit: cellrate.Limit) -> Tuple[int, List[bytes], bool]:
+        """The request for a key this store decided locally during an outage, now that
+        Redis answers: the core's (a check, allow or charge goes as a charge of what the
+        local state still holds, plus the cost): the mode sent, its words, and whether
+        the local state is forgotten once Redis answers (_went_back)."""
+        kwargs = {} if now is None else {"now": now}
+        held = self.fallback.peek(words[1], 0, **kwargs).remaining
+        sent, sent_cost, settled = _core._redis_going_back(mode, cost, self._fallback_limit,
+                                                           held)
+        if sent != mode or sent_cost != cost:
+            words = self._request(sent, key, sent_cost, now, limit)
+        return sent, words, settled
+
+    def _went_back(self, redis_key: bytes) -> None:
+        """Redis took what the local state held for `redis_key`: the key is no longer
+        held. Its local state is left to recover, not reset: a region's other processes
+        may still decide on it, and a reset would give them a fresh burst."""
+        with self._held_lock:
+            self._held.pop(redis_key, None)
+
+
+def _takes_burst(algorithm: str) -> bool:
+    return bool(cellrate._cellrate._algorithm_takes_burst(algorithm))
+
+
+_LOCAL_METHODS = {PEEK: "peek", CHECK: "check", ALLOW: "check", CHARGE: "charge", TAKE: "take"}
+
+
+def _locally(mode: int, cost: int, keys: Sequence[bytes], now: float | None,
+             stores: Sequence[_RedisLimit]) -> Any:
+    """on_error="fallback": the decision of each store's local limiter for its Redis key
+    (several: as one, as check_all), each key then held until Redis takes its use."""
+    kwargs = {} if now is None else {"now": now}
+    first = stores[0]
+    with first._held_lock:
+        if len(keys) == 1:
+            local = first._fallback_store(first.limit)
+            answer = getattr(local, _LOCAL_METHODS[mode])(keys[0], cost, **kwargs)
+        else:
+            answer = cellrate.check_all(
+                [(store._fallback_store(store.limit), key) for store, key in zip(stores, keys)],
+                cost, **kwargs)
+        if mode != PEEK:
+            for store, key in zip(stores, keys):
+                store._held[key] = None
+    return answer
+
+
+def _read(mode: int, reply: Any, limits: Sequence[cellrate.Limit]) -> Any:
+    """The core's reading of a reply: a Decision, or a take's count. A reply the script
+    never gives is Redis refusing the decision."""
+    try:
+        return _reply(mode, reply, *limits)
+    except cellrate.CellrateError as error:
+        raise RedisUnavailable(f"Redis refused the decision: {error}") from error
 
 
 def _limit_of(rate: float | str, period: float | None, burst: int | None,
-              algorithm: Algorithm, max_cost: int | None) -> Any:
-    """The limit, parsed, defaulted and validated by the core; with max_cost, refused as
-    in process where its burst (a window: its rate) could never fit max_cost units (the
-    core's checks, on a limiter made for them alone)."""
-    limit = cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)
+              algorithm: Algorithm, max_cost: int | None, max_debt: int | None) -> Any:
+    """The limit, parsed, defaulted and validated by the core (max_debt too); with
+    max_cost, refused as in process where its burst (a window: its rate) could never fit
+    max_cost units (the core's checks, on a limiter made for them alone); refused where
+    the script cannot carry it exactly (the core's words, naming burst)."""
+    limit = cellrate.Limit(rate, period, burst=burst, algorithm=algorithm, max_debt=max_debt)
     if max_cost is not None:
         cellrate.Limiter(rate, period, burst=burst, algorithm=algorithm,  # type: ignore[arg-type]
                          max_cost=max_cost)
+    _core._redis_check_limit(limit)
     return limit
 
-
-def _take_words(limiter: "_RedisLimit", key: Key, max_cost: int,
-                now: float | None) -> List[Any]:
-    """The script's words of a take; max_cost checked by the core as a cost, in its
-    own name."""
-    try:
-        return limiter._words(TAKE, key, max_cost, now)[0]
-    except (cellrate.InvalidArgument, cellrate.InvalidArgumentType) as error:
-        if error.param != "cost":
-            raise
-        make = invalid_type if isinstance(error, cellrate.InvalidArgumentType) else invalid
-        raise make("max_cost", "max_cost" + str(error)[len("cost"):]) from None
-
-_CLUSTER_CLIENTS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
 
 
 class RedisLimiter(_SyncStore, _RedisLimit):
@@ -309,11 +383,12 @@ class RedisLimiter(_SyncStore, _RedisLimit):
 
     RedisLimiter(client, rate, period=None, *, burst=None, algorithm="gcra", name=None,
                  prefix="cellrate:", on_error="allow", deny_cache=True, timeout=0.25,
-                 max_cost=None)
+                 max_cost=None, max_debt=None)
 
     The limit's arguments are those of cellrate.Limit, and `limit` is that value;
     max_cost, as in process, refuses a burst (a window: a rate) that could never fit
-    it, naming burst (rate).
+    it, naming burst (rate); max_debt, as in process, bounds what a charge may leave a
+    key owing beyond its limit (default: the burst; a window: its rate).
     Keys live in Redis as prefix + name + ":" + key. `name` (1 to 64 printable ASCII
     characters, no '{', '}' or ':') is what ties a limit's keys across changes: a
     process started with another rate under the same name, or reconfigure(), carries
@@ -334,60 +409,92 @@ class RedisLimiter(_SyncStore, _RedisLimit):
     this cache only when the refusal expires.
     """
 
-    _client_names = "a redis.Redis or redis.cluster.RedisCluster (asyncio: AsyncRedisLimiter)"
+    _client_names = ("a redis.Redis or redis.cluster.RedisCluster, or a valkey.Valkey or "
+                     "valkey.cluster.ValkeyCluster (asyncio: AsyncRedisLimiter)")
 
     def __init__(self, client: Any, rate: float | str, period: float | None = None,
                  **options: Any) -> None:
         super().__init__(client, rate, period, **options)
         self._open_connections()
 
-    def _decide(self, request: Tuple[List[Any], List[_Sent]]) -> cellrate.Decision:
-        words, sents = request
-        reply = self._refused(words, sents[0])
-        if reply is not None:
-            return _decision(reply, sents)
+    def _decide(self, mode: int, words: List[bytes], limits: Sequence[cellrate.Limit],
+                cost: int, now: float | None,
+                stores: Sequence[_RedisLimit] = ()) -> cellrate.Decision:
+        if self._refusals:
+            answer = self._recalled(mode, words, limits, cost, now)
+            if answer is not None:
+                return answer
+        keys = words[1:1 + len(limits)]
         outage = self._availability.outage
         if outage is not None:
-            return cast(cellrate.Decision, self._while_down(outage))
+            return cast(cellrate.Decision,
+                        self._while_down(outage, mode, cost, keys, now, stores))
         asked = time.monotonic_ns()
         try:
             reply = self._call(words)
         except Exception as error:
-            return cast(cellrate.Decision, self._failed(error, words[1:1 + words[0]]))
-        return self._answer(words, reply, asked, sents)
+            return cast(cellrate.Decision,
+                        self._failed(error, keys, mode, cost, keys, now, stores))
+        return self._answer(mode, words, reply, asked, limits, cost, now)
+
+    def _one(self, mode: int, key: Key, cost: int, now: float | None) -> cellrate.Decision:
+        limit = self.limit
+        words = self._request(mode, key, cost, now, limit)
+        if self._held and words[1] in self._held and self._availability.outage is None:
+            return cast(cellrate.Decision, self._back(mode, key, words, cost, now, limit))
+        return self._decide(mode, words, (limit,), cost, now)
+
+    def _back(self, mode: int, key: Key, words: List[bytes], cost: int, now: float | None,
+              limit: cellrate.Limit) -> Any:
+        """A decision of a key decided locally during the outage: the core's request for
+        going back (_going_back); the local state forgotten once Redis answers."""
+        sent, sent_words, settled = self._going_back(mode, key, words, cost, now, limit)
+        asked = time.monotonic_ns()
+        try:
+            reply = self._call(sent_words)
+        except Exception as error:
+            return self._failed(error, words[1:2], mode, cost, words[1:2], now)
+        if settled:
+            self._went_back(words[1])
+        if sent == TAKE:
+            return _read(TAKE, reply, (limit,))
+        return self._answer(sent, sent_words, reply, asked, (limit,), cost, now)
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
-        return self._decide(self._words(CHECK, key, cost, now))
+        return self._one(CHECK, key, cost, now)
 
     def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
         """check(...).allowed."""
-        return self._decide(self._words(ALLOW, key, cost, now)).allowed
+        return self._one(ALLOW, key, cost, now).allowed
 
     def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
-        return self._decide(self._words(PEEK, key, cost, now))
+        return self._one(PEEK, key, cost, now)
 
     def charge(self, key: Key, cost: int, *, now: float | None = None) -> cellrate.Decision:
         """Commits `cost` units of `key` whatever its state (docs/cost.md): where they fit,
         this is check(); else the key goes into debt, refused, with the retry_after of
-        one more unit, and Decision.clipped where the debt met its bound (MAX_DEBT_NS;
-        a window: its packed ceiling). Where Redis cannot decide, on_error answers and
-        the charge is lost (nothing retries it)."""
-        return self._decide(self._words(CHARGE, key, cost, now))
+        one more unit, and Decision.clipped where the debt met its bound (max_debt units
+        beyond the limit, and MAX_DEBT_NS after now; a window: its packed ceiling).
+        Where Redis cannot decide, on_error answers and the charge is lost (nothing
+        retries it)."""
+        return self._one(CHARGE, key, cost, now)
 
     def take(self, key: Key, max_cost: int, *, now: float | None = None) -> int:
         """Admits as many units of `key` as fit now, up to `max_cost`, in one script call
         (atomic), and returns their count (0: none fits). Where Redis cannot decide,
         on_error answers: allow max_cost, deny 0, raise RedisUnavailable."""
-        words = _take_words(self, key, max_cost, now)
+        limit = self.limit
+        words = self._request(TAKE, key, max_cost, now, limit)
         outage = self._availability.outage
         if outage is not None:
-            return self._taken(self._while_down(outage), max_cost)
+            return cast(int, self._while_down(outage, TAKE, max_cost, words[1:2], now))
         try:
-            return self._taken(self._call(words), max_cost)
+            reply = self._call(words)
         except Exception as error:
-            return self._taken(self._failed(error), max_cost)
+            return cast(int, self._failed(error, (), TAKE, max_cost, words[1:2], now))
+        return cast(int, _read(TAKE, reply, (limit,)))
 
     def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
         """Gives back `cost` units of `key` taken earlier (a call that was cancelled or
@@ -418,7 +525,8 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
     A call cancelled, or timed out, after it was sent may still have been admitted by
     Redis: refund() settles it."""
 
-    _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster "
+    _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster, or a "
+                     "valkey.asyncio.Valkey or valkey.asyncio.cluster.ValkeyCluster "
                      "(blocking clients: RedisLimiter)")
 
     def __init__(self, client: Any, rate: float | str, period: float | None = None,
@@ -426,49 +534,80 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         super().__init__(client, rate, period, **options)
         self._probe_task: asyncio.Task[None] | None = None
 
-    async def _decide(self, request: Tuple[List[Any], List[_Sent]]) -> cellrate.Decision:
-        words, sents = request
-        reply = self._refused(words, sents[0])
-        if reply is not None:
-            return _decision(reply, sents)
+    async def _decide(self, mode: int, words: List[bytes], limits: Sequence[cellrate.Limit],
+                      cost: int, now: float | None,
+                      stores: Sequence[_RedisLimit] = ()) -> cellrate.Decision:
+        if self._refusals:
+            answer = self._recalled(mode, words, limits, cost, now)
+            if answer is not None:
+                return answer
+        keys = words[1:1 + len(limits)]
         outage = self._availability.outage
         if outage is not None:
-            return cast(cellrate.Decision, self._while_down(outage))
+            return cast(cellrate.Decision,
+                        self._while_down(outage, mode, cost, keys, now, stores))
         asked = time.monotonic_ns()
         try:
             reply = await self._call(words)
         except Exception as error:
-            return cast(cellrate.Decision, self._failed(error, words[1:1 + words[0]]))
-        return self._answer(words, reply, asked, sents)
+            return cast(cellrate.Decision,
+                        self._failed(error, keys, mode, cost, keys, now, stores))
+        return self._answer(mode, words, reply, asked, limits, cost, now)
+
+    async def _one(self, mode: int, key: Key, cost: int,
+                   now: float | None) -> cellrate.Decision:
+        limit = self.limit
+        words = self._request(mode, key, cost, now, limit)
+        if self._held and words[1] in self._held and self._availability.outage is None:
+            return cast(cellrate.Decision, await self._back(mode, key, words, cost, now, limit))
+        return await self._decide(mode, words, (limit,), cost, now)
+
+    async def _back(self, mode: int, key: Key, words: List[bytes], cost: int, now: float | None,
+              limit: cellrate.Limit) -> Any:
+        """A decision of a key decided locally during the outage: the core's request for
+        going back (_going_back); the local state forgotten once Redis answers."""
+        sent, sent_words, settled = self._going_back(mode, key, words, cost, now, limit)
+        asked = time.monotonic_ns()
+        try:
+            reply = await self._call(sent_words)
+        except Exception as error:
+            return self._failed(error, words[1:2], mode, cost, words[1:2], now)
+        if settled:
+            self._went_back(words[1])
+        if sent == TAKE:
+            return _read(TAKE, reply, (limit,))
+        return self._answer(sent, sent_words, reply, asked, (limit,), cost, now)
 
     async def check(self, key: Key, cost: int = 1, *,
                     now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
-        return await self._decide(self._words(CHECK, key, cost, now))
+        return await self._one(CHECK, key, cost, now)
 
     async def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
         """(await check(...)).allowed."""
-        return (await self._decide(self._words(ALLOW, key, cost, now))).allowed
+        return (await self._one(ALLOW, key, cost, now)).allowed
 
     async def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
-        return await self._decide(self._words(PEEK, key, cost, now))
+        return await self._one(PEEK, key, cost, now)
 
     async def charge(self, key: Key, cost: int, *,
                      now: float | None = None) -> cellrate.Decision:
         """RedisLimiter.charge, awaited."""
-        return await self._decide(self._words(CHARGE, key, cost, now))
+        return await self._one(CHARGE, key, cost, now)
 
     async def take(self, key: Key, max_cost: int, *, now: float | None = None) -> int:
         """RedisLimiter.take, awaited."""
-        words = _take_words(self, key, max_cost, now)
+        limit = self.limit
+        words = self._request(TAKE, key, max_cost, now, limit)
         outage = self._availability.outage
         if outage is not None:
-            return self._taken(self._while_down(outage), max_cost)
+            return cast(int, self._while_down(outage, TAKE, max_cost, words[1:2], now))
         try:
-            return self._taken(await self._call(words), max_cost)
+            reply = await self._call(words)
         except Exception as error:
-            return self._taken(self._failed(error), max_cost)
+            return cast(int, self._failed(error, (), TAKE, max_cost, words[1:2], now))
+        return cast(int, _read(TAKE, reply, (limit,)))
 
     async def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
         """RedisLimiter.refund, awaited."""
@@ -571,7 +710,7 @@ class _RedisHoldings(_Store):
         self.lease: float = lease_ns / 1e9
         #: The name of the limit's keys: given, or DEFAULT_NAME and the limit.
         self.name: str = name if name is not None else f"{_HOLD_PROTOCOL['DEFAULT_NAME']}:{limit}"
-        self._key_prefix = f"{self.prefix}{self.name}".encode()
+        self._prefix, self._name = self.prefix.encode(), self.name.encode()
         self._limit_words = (b"%d" % self.limit, b"%d" % lease_ns)
         self._probe_words = self._count_words(None)
 
@@ -582,9 +721,7 @@ class _RedisHoldings(_Store):
         return self._key(key)
 
     def _key(self, key: Key | None) -> bytes:
-        if key is None:
-            return self._key_prefix
-        return self._key_prefix + b":" + (key.encode() if isinstance(key, str) else key)
+        return _redis_key(self._prefix, self._name, key)
 
     def _acquire_words(self, key: Key | None, cost: int) -> List[Any]:
         """EVALSHA's words after the SHA of an acquire, the key and cost checked by the core."""
@@ -598,8 +735,11 @@ class _RedisHoldings(_Store):
 
     def _slot_of(self, words: List[Any], reply: Any, key: Key | None,
                  cost: int) -> RedisSlot | None:
-        """The slot of an acquire's reply (a holder), None for a refusal (0)."""
-        if not isinstance(reply, bytes):
+        """The slot of an acquire's reply (a holder: bytes, or text from a client that
+        decodes replies), None for a refusal (0)."""
+        if isinstance(reply, str):
+            reply = reply.encode()
+        elif not isinstance(reply, bytes):
             return None
         return cast(RedisSlot, self._slot(self, [1, words[1], RELEASE, reply, words[4]], key,
                                           cost))
@@ -609,7 +749,7 @@ class _RedisHoldings(_Store):
         ("allow"), or None ("deny"); "raise" raised in _fallback."""
         return cast(RedisSlot, self._slot(self, None, key, cost)) if answer else None
 
-    def _fallback(self, outage: _Outage) -> bool:
+    def _fallback(self, outage: _Outage, *request: Any) -> bool:
         if self.on_error == "raise":
             raise RedisUnavailable("Redis cannot decide now (on_error='raise')") \
                 from outage.error
@@ -650,8 +790,8 @@ class RedisConcurrency(_SyncStore, _RedisHoldings):
     Thread-safe.
     """
 
-    _client_names = ("a redis.Redis or redis.cluster.RedisCluster "
-                     "(asyncio: AsyncRedisConcurrency)")
+    _client_names = ("a redis.Redis or redis.cluster.RedisCluster, or a valkey.Valkey or "
+                     "valkey.cluster.ValkeyCluster (asyncio: AsyncRedisConcurrency)")
 
     def __init__(self, client: Any, limit: int, **options: Any) -> None:
         super().__init__(client, limit, **options)
@@ -736,7 +876,8 @@ class AsyncRedisConcurrency(_AsyncStore, _RedisHoldings):
     hold(...) serves `async with`. An acquire cancelled, or timed out, after it was
     sent may hold units in Redis that no slot names: its lease gives them back."""
 
-    _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster "
+    _client_names = ("a redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster, or a "
+                     "valkey.asyncio.Valkey or valkey.asyncio.cluster.ValkeyCluster "
                      "(blocking clients: RedisConcurrency)")
     _slot = AsyncRedisSlot
 
@@ -770,7 +911,7 @@ class AsyncRedisConcurrency(_AsyncStore, _RedisHoldings):
 
 
 def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now: float | None,
-                       kind: type) -> Tuple[_RedisLimit, Tuple[List[Any], List[_Sent]]]:
+                       kind: type) -> Tuple[Any, List[bytes], List[cellrate.Limit], List[Any]]:
     pairs = list(items)
     if not pairs:
         raise invalid("items", "items must name at least one limit")
@@ -779,12 +920,17 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
             raise invalid_type("items", f"items must be (limiter, key) pairs of {kind.__name__}")
         if pair[0].client is not pairs[0][0].client:
             raise invalid("items", "items: every limiter must use the same Redis client")
-    request = _request(CHECK, pairs, cost, now)
-    if isinstance(pairs[0][0].client, _CLUSTER_CLIENTS):
-        keys = request[0][1:1 + len(pairs)]
+    limits = [limiter.limit for limiter, _ in pairs]  # each read once
+    groups: List[Any] = []
+    for (limiter, key), limit in zip(pairs, limits):
+        groups += (limit, limiter._prefix, limiter._name, key)
+    words = _request(CHECK, cost, now, *groups)
+    store = pairs[0][0]
+    if isinstance(store.client, (store._library.cluster, store._library.async_cluster)):
+        keys = words[1:1 + len(pairs)]
         if len({redis.crc.key_slot(key) for key in keys}) > 1:
             raise _slots_differ(keys)  # the client would refuse it: no outage
-    return pairs[0][0], request
+    return pairs[0][0], words, limits, [limiter for limiter, _ in pairs]
 
 
 def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
@@ -793,14 +939,14 @@ def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
     limit admits, and a refusal takes nothing from any. Returns the tightest Decision
     (refused: the longest retry_after; admitted: the fewest remaining). In a Cluster the
     keys must share a slot (hash tags, e.g. "{user:42}"). on_error is the first limiter's."""
-    first, request = _check_all_request(items, cost, now, RedisLimiter)
+    first, words, limits, stores = _check_all_request(items, cost, now, RedisLimiter)
     assert isinstance(first, RedisLimiter)
-    return first._decide(request)
+    return first._decide(CHECK, words, limits, cost, now, stores)
 
 
 async def check_all_async(items: Iterable[Tuple[AsyncRedisLimiter, Key]], cost: int = 1, *,
                           now: float | None = None) -> cellrate.Decision:
     """check_all for AsyncRedisLimiter."""
-    first, request = _check_all_request(items, cost, now, AsyncRedisLimiter)
+    first, words, limits, stores = _check_all_request(items, cost, now, AsyncRedisLimiter)
     assert isinstance(first, AsyncRedisLimiter)
-    return await first._decide(request)
+    return await first._decide(CHECK, words, limits, cost, now, stores)

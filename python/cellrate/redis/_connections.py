@@ -5,17 +5,15 @@ connecting included. Private to cellrate.redis.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import threading
 import time
 import weakref
-from typing import Any, List, Tuple
+from typing import Any, Deque, List, Tuple
 
-import redis
 import redis.exceptions
-import redis.sentinel
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 
 class _PoolExhausted(redis.exceptions.ConnectionError):
@@ -33,7 +31,8 @@ class _SentinelMaster:
     master's state judged as redis-py does; a Sentinel that failed is asked last from
     then on, one that answered first (redis-py keeps the one that answered first too)."""
 
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, library: Any) -> None:
+        self._library = library
         self._manager = pool.sentinel_manager
         self.service_name: str = pool.service_name
         self.check_connection: bool = pool.check_connection
@@ -50,17 +49,18 @@ class _SentinelMaster:
         with self._lock:
             sentinels = list(self._order)
         errors = []
+        exceptions = self._library.exceptions
         for index, sentinel in enumerate(sentinels):
             left = deadline - time.monotonic()
             if left <= 0:
                 errors.append("no time left")
                 break
             try:
-                reply = _Connections.of(sentinel.connection_pool).run(
+                reply = _Connections.of(sentinel.connection_pool, self._library).run(
                     ("SENTINEL MASTERS",), time.monotonic() + left / (len(sentinels) - index))
                 masters = sentinel.response_callbacks["SENTINEL MASTERS"](reply)
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-                    redis.exceptions.ResponseError) as error:
+            except (exceptions.ConnectionError, exceptions.TimeoutError,
+                    exceptions.ResponseError) as error:
                 where = sentinel.connection_pool.connection_kwargs
                 errors.append(f"{where.get('host')}:{where.get('port')}: {error}")
                 self._move(sentinel, first=False)
@@ -70,7 +70,7 @@ class _SentinelMaster:
                 self._move(sentinel, first=True)
                 forced = getattr(self._manager, "_force_master_ip", None)
                 return (forced if forced is not None else state["ip"]), state["port"]
-        raise redis.sentinel.MasterNotFoundError(
+        raise self._library.master_not_found(
             f"No master found for {self.service_name!r} within the store's timeout: "
             + "; ".join(errors))
 
@@ -112,22 +112,24 @@ class _Connections:
     _by_pool_lock = threading.Lock()
 
     @classmethod
-    def of(cls, pool: Any) -> "_Connections":
+    def of(cls, pool: Any, library: Any) -> "_Connections":
+        """The connections of `pool`, a pool of the client library `library` (_clients)."""
         with cls._by_pool_lock:
             connections = cls._by_pool.get(pool)
             if connections is None:
-                connections = cls._by_pool[pool] = cls(pool)
+                connections = cls._by_pool[pool] = cls(pool, library)
             return connections
 
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, library: Any) -> None:
         kwargs = dict(pool.connection_kwargs)
-        kwargs.update(retry=Retry(NoBackoff(), 0), health_check_interval=0)
+        kwargs.update(retry=library.no_retry(), health_check_interval=0)
         kwargs.pop("retry_on_timeout", None)
         self._kwargs = kwargs
         self._connection_class = pool.connection_class
+        self._exceptions = library.exceptions
         self._sentinel_master = (
-            _SentinelMaster(pool)
-            if isinstance(pool, redis.sentinel.SentinelConnectionPool) and pool.is_master
+            _SentinelMaster(pool, library)
+            if isinstance(pool, library.sentinel_pool) and pool.is_master
             else None)
         self.max_connections: int = getattr(pool, "max_connections", None) or 2**31
         self._idle: List[Any] = []
@@ -181,6 +183,7 @@ class _Connections:
         deadline. A connection found closed (a server restarted since) is made again
         once, while time remains."""
         connection = self._get(deadline)
+        exceptions = self._exceptions
         healthy = False
         try:
             for attempt in (0, 1):
@@ -197,13 +200,124 @@ class _Connections:
                         raise redis.exceptions.TimeoutError(
                             "Redis did not answer within the store's timeout")
                     reply = connection.read_response()
-                except redis.exceptions.ResponseError:
+                except exceptions.ResponseError:
                     healthy = True
                     raise
-                except redis.exceptions.ConnectionError:
+                except exceptions.ConnectionError:
                     if fresh or attempt or time.monotonic() >= deadline:
                         raise
                     connection.disconnect()
+                    continue
+                healthy = True
+                return reply
+        finally:
+            self._put(connection, healthy)
+
+
+class _AsyncConnections:
+    """The asyncio stores' own connections to the server of a plain asyncio client's
+    pool (not a Sentinel's, not a cluster's), shared by every store on that pool within
+    one event loop: the pool's settings without the client's retries, health checks,
+    socket timeouts (the store bounds the whole call) and per-command bookkeeping, at
+    most the pool's max_connections at once; a call waits for a free one (its store
+    bounds the wait). A decision is then one write and one read on a connection taken
+    from a list, with no lock, no task and no timer of its own. A connection is tied to
+    the event loop that made it: another loop starts afresh."""
+
+    _by_pool: "weakref.WeakKeyDictionary[Any, _AsyncConnections]" = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def of(cls, pool: Any, library: Any, loop: Any) -> "_AsyncConnections":
+        """The connections of `pool` (of the client library `library`) on `loop`."""
+        connections = cls._by_pool.get(pool)
+        if connections is None or connections.loop is not loop:
+            connections = cls._by_pool[pool] = cls(pool, library, loop)
+        return connections
+
+    def __init__(self, pool: Any, library: Any, loop: Any) -> None:
+        kwargs = dict(pool.connection_kwargs)
+        kwargs.update(retry=library.async_no_retry(), health_check_interval=0,
+                      socket_timeout=None)
+        kwargs.pop("retry_on_timeout", None)
+        self._kwargs = kwargs
+        self._connection_class = pool.connection_class
+        self._exceptions = library.exceptions
+        self.loop = loop
+        self.max_connections: int = getattr(pool, "max_connections", None) or 2**31
+        self._idle: List[Any] = []
+        self._count = 0
+        self._waiters: Deque[Any] = collections.deque()
+
+    async def _get(self, waited: List[bool]) -> Any:
+        """A connection: an idle one, a new one (not connected) below the cap, else the
+        next one put back (`waited` marks the wait)."""
+        if self._idle:
+            return self._idle.pop()
+        if self._count < self.max_connections:
+            self._count += 1
+            return self._connection_class(**self._kwargs)
+        waited.append(True)
+        waiter = self.loop.create_future()
+        self._waiters.append(waiter)
+        try:
+            return await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._put(waiter.result(), True)  # handed over as the wait ended
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+
+    def _put(self, connection: Any, healthy: bool) -> None:
+        """A connection back: to the first waiter, else idle; a broken one (the client
+        library disconnected it) is dropped, and its place goes to a waiter."""
+        waiters = self._waiters
+        if not healthy:
+            if connection.is_connected:  # cancelled where the library did not close it
+                self.loop.create_task(connection.disconnect(nowait=True))
+            self._count -= 1
+            while waiters:
+                waiter = waiters.popleft()
+                if not waiter.done():
+                    self._count += 1
+                    waiter.set_result(self._connection_class(**self._kwargs))
+                    return
+            return
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(connection)
+                return
+        self._idle.append(connection)
+
+    async def aclose(self) -> None:
+        """Closes the idle connections (the ones in use go back idle, for a later close)."""
+        idle, self._idle = self._idle, []
+        self._count -= len(idle)
+        for connection in idle:
+            await connection.disconnect()
+
+    async def run(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
+        """`command`'s reply, or the error of the reply. A connection found closed (a
+        server restarted since) is made again once; the caller bounds the call."""
+        connection = self._idle.pop() if self._idle else await self._get(waited)
+        exceptions = self._exceptions
+        healthy = False
+        try:
+            for attempt in (0, 1):
+                fresh = not connection.is_connected
+                try:
+                    await connection.send_packed_command(connection.pack_command(*command),
+                                                         check_health=False)
+                    reply = await connection.read_response()
+                except exceptions.ResponseError:
+                    healthy = True
+                    raise
+                except exceptions.ConnectionError:
+                    if fresh or attempt:
+                        raise
+                    await connection.disconnect()
                     continue
                 healthy = True
                 return reply

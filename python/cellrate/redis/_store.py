@@ -15,21 +15,17 @@ import time
 import weakref
 from typing import Any, Callable, List, Sequence, Tuple
 
-import redis
-import redis.asyncio
-import redis.asyncio.cluster
-import redis.cluster
 import redis.exceptions
 
 import cellrate
 from cellrate._errors import invalid_type
-from cellrate.redis._connections import _Connections, _PoolExhausted
+from cellrate.redis._clients import library_of
+from cellrate.redis._connections import _AsyncConnections, _Connections, _PoolExhausted
 from cellrate.redis._protocol import (
-    FIRST_BACKOFF_S,
-    MAX_BACKOFF_S,
     SCRIPT,
     SHA,
     _cannot_decide,
+    _core,
     _raise_mistake,
 )
 
@@ -55,14 +51,14 @@ def _detached(error: BaseException) -> BaseException:
 
 
 class _Outage:
-    """Redis cannot decide: since when (monotonic s), the last failure (without its
-    tracebacks) and when the probe tries next (monotonic s; 0: no probe, a call that
+    """Redis cannot decide: since when (monotonic ns), the last failure (without its
+    tracebacks) and when the probe tries next (monotonic ns; 0: no probe, a call that
     found no free connection). Never changed, replaced whole: a decision reads the
     availability once and answers from that, whatever the probe does meanwhile."""
 
     __slots__ = ("since", "error", "retry_at")
 
-    def __init__(self, since: float, error: BaseException, retry_at: float) -> None:
+    def __init__(self, since: int, error: BaseException, retry_at: int) -> None:
         self.since = since
         self.error = error
         self.retry_at = retry_at
@@ -74,12 +70,12 @@ class _Availability:
     A call reads `outage` once (None: ask Redis) and answers from what it read;
     failed() starts the probe (start_probe, given by the store: a thread or an
     asyncio task), which calls probed() after each try until one succeeds. No
-    request ever waits for a probe.
+    request ever waits for a probe. Its back-off (ns) is the core's.
     """
 
     def __init__(self) -> None:
         self.outage: _Outage | None = None
-        self.backoff = 0.0
+        self.backoff = 0
         self.probing = False
         self.lock = threading.Lock()
 
@@ -89,8 +85,8 @@ class _Availability:
         with self.lock:
             outage = self.outage
             if outage is None:
-                since = time.monotonic()
-                self.backoff = FIRST_BACKOFF_S
+                since = time.monotonic_ns()
+                self.backoff = _core._redis_backoff(0)
                 outage = _Outage(since, error, since + self.backoff)
                 log.warning("Redis cannot decide (%s: %s); answering on_error=%r until it "
                             "decides again", type(error).__name__, error, on_error)
@@ -101,20 +97,20 @@ class _Availability:
             return outage, start
 
     def probed(self, error: BaseException | None) -> float | None:
-        """A probe's outcome (None: Redis decided); the delay to the next one, or None
-        when probing stops."""
+        """A probe's outcome (None: Redis decided); the delay to the next one (seconds),
+        or None when probing stops."""
         with self.lock:
             outage = self.outage
             if error is None or outage is None:
                 if outage is not None:
                     log.warning("Redis decides again after %.3f s",
-                                time.monotonic() - outage.since)
+                                (time.monotonic_ns() - outage.since) / 1e9)
                 self.outage, self.probing = None, False
                 return None
-            self.backoff = min(self.backoff * 2, MAX_BACKOFF_S)
+            self.backoff = _core._redis_backoff(self.backoff)
             self.outage = _Outage(outage.since, _detached(error),
-                                  time.monotonic() + self.backoff)
-            return self.backoff
+                                  time.monotonic_ns() + self.backoff)
+            return self.backoff / 1e9
 
     def stopped(self) -> None:
         with self.lock:
@@ -125,7 +121,7 @@ class _Store:
     """What every Redis store shares: its client, prefix, on_error and timeout, the one
     handling of failures (on_error while Redis cannot decide, and the probe)."""
 
-    _clients: Tuple[type, ...] = ()
+    _kind = ""  # the clients taken: "sync" or "async" (_clients.py)
     _client_names = ""
     _script, _sha = SCRIPT, SHA
     _probe_words: List[Any]  # what the probe sends: a call that writes nothing
@@ -139,30 +135,33 @@ class _Store:
     def _open_client(self, client: Any, prefix: str, timeout: float) -> None:
         """The client checked and kept, with the prefix and timeout the core's table
         checked (every store, the share store too, which has no on_error)."""
-        if not isinstance(client, self._clients):
+        library = library_of(client)  # redis-py's, or valkey-py's
+        if library is None or not isinstance(client, library.clients[self._kind]):
             raise invalid_type("client",
                                f"client must be {self._client_names}, not {type(client).__name__}")
+        self._library = library
         self.client: Any = client
         self.prefix = prefix
         self.timeout = float(timeout)
         self._availability = _Availability()
 
-    def _failed(self, error: Exception, keys: Sequence[bytes] = ()) -> Any:
+    def _failed(self, error: Exception, keys: Sequence[bytes] = (), *request: Any) -> Any:
         """The answer to a call of `keys` that failed: on_error's when Redis cannot decide
         now (and, unless the call only found no free connection, the store answers
         on_error from then on while a probe tries Redis); a mistake raises
-        RedisUnavailable, or InvalidArgument where it is one."""
+        RedisUnavailable, or InvalidArgument where it is one. `request`: what the
+        store's on_error answer needs of the call (_fallback's)."""
         if not _cannot_decide(error):
             _raise_mistake(error, keys)
             raise RedisUnavailable(f"Redis refused the decision: {error}") from error
         if isinstance(error, _PoolExhausted):
-            return self._fallback(_Outage(time.monotonic(), error, 0.0))
+            return self._fallback(_Outage(time.monotonic_ns(), error, 0), *request)
         outage, start = self._availability.failed(error, self.on_error)
         if start:
             self._start_probe()
-        return self._fallback(outage)
+        return self._fallback(outage, *request)
 
-    def _while_down(self, outage: _Outage) -> Any:
+    def _while_down(self, outage: _Outage, *request: Any) -> Any:
         """The answer while Redis cannot decide, from the outage the call read (the
         probe restarted if it had stopped, as when its event loop ended)."""
         availability = self._availability
@@ -171,9 +170,9 @@ class _Store:
                 start, availability.probing = not availability.probing, True
             if start:
                 self._start_probe()
-        return self._fallback(outage)
+        return self._fallback(outage, *request)
 
-    def _fallback(self, outage: _Outage) -> Any:  # pragma: no cover - each store has its own
+    def _fallback(self, outage: _Outage, *request: Any) -> Any:  # pragma: no cover - each store has its own
         raise NotImplementedError
 
     def _start_probe(self) -> None:  # pragma: no cover - each face has its own
@@ -189,12 +188,12 @@ class _SyncStore(_Store):
     """The transport of the blocking stores: the store's own connections (a cluster client:
     its own machinery), the script's calls, the probe thread."""
 
-    _clients = (redis.Redis, redis.cluster.RedisCluster)
+    _kind = "sync"
 
     def _open_connections(self) -> None:
         client = self.client
-        self._connections = (None if isinstance(client, redis.cluster.RedisCluster)
-                             else _Connections.of(client.connection_pool))
+        self._connections = (None if isinstance(client, self._library.cluster)
+                             else _Connections.of(client.connection_pool, self._library))
         self._probe_stop: threading.Event | None = None
         self._prober: threading.Thread | None = None
 
@@ -211,7 +210,7 @@ class _SyncStore(_Store):
         fail it again."""
         try:
             return self._run("EVALSHA", self._sha, *words)
-        except redis.exceptions.NoScriptError:
+        except self._library.exceptions.NoScriptError:
             return self._run("EVAL", self._script, *words)
 
     def _start_probe(self) -> None:
@@ -233,7 +232,7 @@ class _SyncStore(_Store):
 def _probe_thread(store_ref: "weakref.ref[_SyncStore]", availability: _Availability,
                   stop: threading.Event) -> None:
     """Tries Redis after each back-off until it decides, the store is collected or closed."""
-    delay: float | None = availability.backoff
+    delay: float | None = availability.backoff / 1e9
     while delay is not None:
         if stop.wait(delay):
             availability.stopped()
@@ -254,13 +253,13 @@ def _probe_error(call: Callable[[Sequence[Any]], Any], words: Sequence[Any]) -> 
     return None
 
 
-def _pool_exhausted(error: BaseException) -> bool:
+def _pool_exhausted(error: BaseException, exceptions: Any) -> bool:
     """A capped asyncio pool with no free connection: MaxConnectionsError where the
-    asyncio pool raises it (redis-py 8), a plain ConnectionError with redis-py's own
-    words before."""
-    max_connections = getattr(redis.exceptions, "MaxConnectionsError", None)
+    asyncio pool raises it (redis-py 8, valkey-py), a plain ConnectionError with the
+    library's own words before (`exceptions`: the client library's)."""
+    max_connections = getattr(exceptions, "MaxConnectionsError", None)
     return ((max_connections is not None and isinstance(error, max_connections))
-            or (type(error) is redis.exceptions.ConnectionError
+            or (type(error) is exceptions.ConnectionError
                 and str(error) == "Too many connections"))
 
 
@@ -276,8 +275,20 @@ class _AsyncStore(_Store):
     """The transport of the asyncio stores: the client's commands within the store's
     timeout, the script's calls, the probe task."""
 
-    _clients = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+    _kind = "async"
     _probe_task: "asyncio.Task[None] | None" = None
+    _connections: Any = None  # _AsyncConnections or _ClientCommands, of a running loop
+
+    def _own_connections(self, loop: Any) -> Any:
+        """The store's own connections on `loop`, or the client's commands where it
+        decides through its own machinery (a cluster, a Sentinel-managed master: their
+        lookups)."""
+        client, library = self.client, self._library
+        pool = getattr(client, "connection_pool", None)
+        if (isinstance(client, library.async_cluster) or pool is None
+                or isinstance(pool, library.async_sentinel_pool)):
+            return _ClientCommands(client, library.exceptions, loop)
+        return _AsyncConnections.of(pool, library, loop)
 
     async def _run(self, *command: Any) -> Any:
         """One command's reply within the store's timeout; a capped pool's refusal of a
@@ -293,20 +304,17 @@ class _AsyncStore(_Store):
                 "Redis did not answer within the store's timeout") from error
 
     async def _command(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
-        while True:
-            try:
-                return await self.client.execute_command(*command)
-            except redis.exceptions.ConnectionError as error:
-                if not _pool_exhausted(error):
-                    raise
-                waited.append(True)
-                await asyncio.sleep(0.001)
+        connections = self._connections
+        loop = asyncio.get_running_loop()
+        if connections is None or connections.loop is not loop:
+            connections = self._connections = self._own_connections(loop)
+        return await connections.run(command, waited)
 
     async def _call(self, words: Sequence[Any]) -> Any:
         """RedisLimiter._call, awaited."""
         try:
             return await self._run("EVALSHA", self._sha, *words)
-        except redis.exceptions.NoScriptError:
+        except self._library.exceptions.NoScriptError:
             return await self._run("EVAL", self._script, *words)
 
     def _start_probe(self) -> None:
@@ -320,18 +328,45 @@ class _AsyncStore(_Store):
 
     async def aclose(self) -> None:
         """Stops the probe of a store that Redis failed (it stops by itself once Redis
-        decides again, when the store is collected, or with its event loop)."""
+        decides again, when the store is collected, or with its event loop), and closes
+        the idle connections the stores on this client's pool keep on this event loop
+        (made again by the next decision)."""
         task, self._probe_task = self._probe_task, None
         if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        connections = self._connections
+        if connections is not None and connections.loop is asyncio.get_running_loop():
+            await connections.aclose()
+
+
+class _ClientCommands:
+    """_AsyncConnections' run through the client's own machinery (a cluster client, a
+    Sentinel-managed master): a capped pool's refusal of a connection is waited out."""
+
+    def __init__(self, client: Any, exceptions: Any, loop: Any) -> None:
+        self.client, self.exceptions, self.loop = client, exceptions, loop
+
+    async def aclose(self) -> None:
+        """The client's connections are the client's to close."""
+
+    async def run(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
+        exceptions = self.exceptions
+        while True:
+            try:
+                return await self.client.execute_command(*command)
+            except exceptions.ConnectionError as error:
+                if not _pool_exhausted(error, exceptions):
+                    raise
+                waited.append(True)
+                await asyncio.sleep(0.001)
 
 
 async def _probe_task(store_ref: "weakref.ref[_AsyncStore]",
                       availability: _Availability) -> None:
     """_probe_thread, as an asyncio task."""
-    delay: float | None = availability.backoff
+    delay: float | None = availability.backoff / 1e9
     try:
         while delay is not None:
             await asyncio.sleep(delay)

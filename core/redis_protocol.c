@@ -1,0 +1,487 @@
+/* The Redis store's protocol (cellrate/redis.h): the words a request sends to
+ * redis/decide.lua, a key's name, the reading of replies and error replies,
+ * the deny cache's answers, on_error's answers, the probe's back-off. The
+ * script is the other side of every rule here; the vectors hold the two to
+ * one another (tests/vectors/redis.txt). */
+#include <string.h>
+
+#include "cellrate.h"
+
+cr_status cr_redis_check_limit(const cr_limit *limit)
+{
+    return limit->tolerance_ns < CR_REDIS_MAX_TOLERANCE_NS ? CR_OK : CR_E_REDIS_TOLERANCE;
+}
+
+/* Copies what fits of `len` bytes to `buf + at` (of `size`); returns at + len. */
+static size_t put(char *buf, size_t size, size_t at, const char *bytes, size_t len)
+{
+    if (at < size && len > 0)
+        memcpy(buf + at, bytes, len < size - at ? len : size - at);
+    return at + len;
+}
+
+size_t cr_redis_key(char *buf, size_t size, const char *prefix, size_t prefix_len, const char *name,
+                    size_t name_len, const char *key, size_t key_len)
+{
+    size_t at = put(buf, size, 0, prefix, prefix_len);
+    at = put(buf, size, at, name, name_len);
+    if (key != NULL) {
+        at = put(buf, size, at, ":", 1);
+        at = put(buf, size, at, key, key_len);
+    }
+    return at;
+}
+
+/* A number's decimal digits: at most 20 bytes ("-9223372036854775808"). */
+#define DECIMAL_MAX 20
+
+static size_t decimal(char *out, int64_t value)
+{
+    char digits[DECIMAL_MAX];
+    size_t n = 0;
+    /* negated in unsigned arithmetic: INT64_MIN has no positive twin */
+    uint64_t magnitude = value < 0 ? 0u - (uint64_t)value : (uint64_t)value;
+    do {
+        digits[n++] = (char)('0' + magnitude % 10);
+        magnitude /= 10;
+    } while (magnitude > 0);
+    size_t len = 0;
+    if (value < 0)
+        out[len++] = '-';
+    while (n > 0)
+        out[len++] = digits[--n];
+    return len;
+}
+
+/* snprintf's contract on a text built piece by piece: `at` counts every
+ * byte, what fits (and a NUL) is written. */
+static size_t text_put(char *buf, size_t size, size_t at, const char *bytes, size_t len)
+{
+    at = put(buf, size > 0 ? size - 1 : 0, at, bytes, len);
+    if (size > 0)
+        buf[at < size - 1 ? at : size - 1] = '\0';
+    return at;
+}
+
+size_t cr_redis_signature(char *buf, size_t size, const cr_limit *limit)
+{
+    const char *algorithm = cr_algorithm_name(limit->algorithm);
+    char number[DECIMAL_MAX + 1] = ":";
+    size_t at = text_put(buf, size, 0, algorithm, strlen(algorithm));
+    at = text_put(buf, size, at, number, 1 + decimal(number + 1, limit->tolerance_ns));
+    return text_put(buf, size, at, number, 1 + decimal(number + 1, limit->burst));
+}
+
+/* Adds a*b to *total, false past SIZE_MAX. */
+static bool add_size(size_t *total, size_t a, size_t b)
+{
+    if (a > 0 && b > (SIZE_MAX - *total) / a)
+        return false;
+    *total += a * b;
+    return true;
+}
+
+size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems)
+{
+    size_t total = 0;
+    /* every number, the mode and an algorithm's name fit DECIMAL_MAX bytes */
+    if (nitems > SIZE_MAX / 8 || !add_size(&total, CR_REDIS_REQUEST_WORDS(nitems), DECIMAL_MAX))
+        return SIZE_MAX;
+    for (size_t i = 0; i < nitems; i++) {
+        const cr_redis_item *item = &items[i];
+        if (!add_size(&total, 1, item->prefix_len) || !add_size(&total, 1, item->name_len) ||
+            !add_size(&total, 1, item->key_len) || !add_size(&total, 1, 1))
+            return SIZE_MAX;
+    }
+    return total;
+}
+
+/* The request under construction: the buffer and its words. */
+typedef struct request {
+    char *buf;
+    size_t size, at;
+    cr_redis_word *words;
+    size_t count;
+    bool short_of_room;
+} request;
+
+static void word_bytes(request *r, const char *bytes, size_t len)
+{
+    if (len > r->size - r->at) {
+        r->short_of_room = true;
+        return;
+    }
+    memcpy(r->buf + r->at, bytes, len);
+    r->words[r->count++] = (cr_redis_word){r->at, len};
+    r->at += len;
+}
+
+static void word_number(request *r, int64_t value)
+{
+    char digits[DECIMAL_MAX];
+    word_bytes(r, digits, decimal(digits, value));
+}
+
+static void word_key(request *r, const cr_redis_item *item)
+{
+    const size_t room = r->size - r->at;
+    const size_t len = cr_redis_key(r->buf + r->at, room, item->prefix, item->prefix_len,
+                                    item->name, item->name_len, item->key, item->key_len);
+    if (len > room) {
+        r->short_of_room = true;
+        return;
+    }
+    r->words[r->count++] = (cr_redis_word){r->at, len};
+    r->at += len;
+}
+
+cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
+                           const cr_redis_item *items, size_t nitems, char *buf, size_t size,
+                           cr_redis_word *words, size_t *count)
+{
+    if ((unsigned)mode > CR_REDIS_TAKE)
+        return CR_E_ITEMS; /* no request of the faces: the script answers no other mode */
+    const cr_status checked = cr_check_call(now_ns, cost);
+    if (checked != CR_OK)
+        return checked == CR_E_COST && mode == CR_REDIS_TAKE ? CR_E_MAX_COST : checked;
+    /* refund, charge and take decide one key (the script refuses several) */
+    if (nitems == 0 || (mode >= CR_REDIS_REFUND && nitems != 1))
+        return CR_E_ITEMS;
+    for (size_t i = 0; i < nitems; i++) {
+        const cr_status status = cr_redis_check_limit(items[i].limit);
+        if (status != CR_OK)
+            return status;
+    }
+    request r = {buf, size, 0, words, 0, false};
+    word_number(&r, (int64_t)nitems);
+    for (size_t i = 0; i < nitems; i++)
+        word_key(&r, &items[i]);
+    word_number(&r, (int64_t)mode);
+    word_number(&r, cost);
+    for (size_t i = 0; i < nitems; i++) {
+        const cr_limit *limit = items[i].limit;
+        const char *algorithm = cr_algorithm_name(limit->algorithm);
+        word_bytes(&r, algorithm, strlen(algorithm));
+        word_number(&r, limit->emission_ns);
+        word_number(&r, limit->tolerance_ns);
+        word_number(&r, limit->burst);
+    }
+    if (mode == CR_REDIS_CHARGE)
+        word_number(&r, items[0].limit->max_debt);
+    if (now_ns != CR_CLOCK)
+        word_number(&r, now_ns);
+    if (r.short_of_room)
+        return CR_E_NOMEM;
+    *count = r.count;
+    return CR_OK;
+}
+
+cr_status cr_redis_parse_integer(const char *text, size_t len, int64_t *value)
+{
+    size_t i = 0;
+    const bool negative = len > 0 && text[0] == '-';
+    if (negative)
+        i = 1;
+    if (i == len)
+        return CR_E_REDIS_REPLY;
+    /* accumulated negatively: INT64_MIN has no positive twin */
+    int64_t total = 0;
+    for (; i < len; i++) {
+        const int digit = text[i] - '0';
+        if (digit < 0 || digit > 9 || total < (INT64_MIN + digit) / 10)
+            return CR_E_REDIS_REPLY;
+        total = total * 10 - digit;
+    }
+    if (!negative && total == INT64_MIN)
+        return CR_E_REDIS_REPLY;
+    *value = negative ? total : -total;
+    return CR_OK;
+}
+
+/* The decision of the fields {allowed, remaining, retry_after_ns (-1: never),
+ * reset_after_ns} for `limit`. */
+static bool read_decision(const int64_t *fields, const cr_limit *limit, cr_decision *out)
+{
+    const int64_t allowed = fields[0], remaining = fields[1], retry = fields[2], reset = fields[3];
+    if ((allowed != 0 && allowed != 1) || remaining < 0 || retry < -1 || reset < 0 ||
+        (allowed == 1 && retry != 0))
+        return false;
+    *out = (cr_decision){
+        .allowed = allowed == 1,
+        .limit = limit->burst,
+        .remaining = remaining,
+        .retry_after_ns = retry == -1 ? CR_NEVER : retry,
+        .reset_after_ns = reset,
+    };
+    return true;
+}
+
+cr_status cr_redis_read_reply(cr_redis_mode mode, bool is_list, const int64_t *fields,
+                              size_t nfields, const cr_limit *const *limits, size_t nlimits,
+                              cr_redis_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    if (nlimits == 0 || (unsigned)mode > CR_REDIS_TAKE)
+        return CR_E_REDIS_REPLY;
+    if (!is_list) {
+        if (nfields != 1)
+            return CR_E_REDIS_REPLY;
+        const int64_t integer = fields[0];
+        switch (mode) {
+        case CR_REDIS_ALLOW: /* an admission, the verdict alone */
+            if (integer != 1)
+                return CR_E_REDIS_REPLY;
+            out->decision = (cr_decision){.allowed = true, .limit = limits[0]->burst};
+            return CR_OK;
+        case CR_REDIS_REFUND:
+            if (integer != 0 && integer != 1)
+                return CR_E_REDIS_REPLY;
+            out->count = integer;
+            return CR_OK;
+        case CR_REDIS_TAKE:
+            if (integer < 0)
+                return CR_E_REDIS_REPLY;
+            out->count = integer;
+            return CR_OK;
+        default:
+            return CR_E_REDIS_REPLY;
+        }
+    }
+    /* {allowed, remaining, retry_after_ns, reset_after_ns, index[, clipped]} */
+    const size_t expected = mode == CR_REDIS_CHARGE ? 6 : 5;
+    if (mode == CR_REDIS_REFUND || mode == CR_REDIS_TAKE || nfields != expected)
+        return CR_E_REDIS_REPLY;
+    const int64_t index = fields[4];
+    if (index < 1 || (uint64_t)index > nlimits)
+        return CR_E_REDIS_REPLY;
+    if (!read_decision(fields, limits[index - 1], &out->decision))
+        return CR_E_REDIS_REPLY;
+    if (mode == CR_REDIS_ALLOW && out->decision.allowed)
+        return CR_E_REDIS_REPLY; /* allow answers an admission by 1 alone */
+    if (mode == CR_REDIS_CHARGE) {
+        if (fields[5] != 0 && fields[5] != 1)
+            return CR_E_REDIS_REPLY;
+        out->decision.clipped = fields[5] == 1;
+    }
+    out->index = (size_t)(index - 1);
+    return CR_OK;
+}
+
+/* NULL-terminated: the words a face lists and cr_redis_classify reads. */
+static const char *const unavailable_replies[] = {
+    "OOM",        /* full at maxmemory */
+    "BUSY",       /* another script running */
+    "LOADING",    /* a restart loading its data */
+    "READONLY",   /* a replica, after a failover */
+    "MASTERDOWN", /* a replica that lost its master */
+    "NOREPLICAS", /* a master short of the replicas min-replicas-to-write asks for */
+    "TRYAGAIN",   /* a cluster moving the slot */
+    "CLUSTERDOWN", NULL,
+};
+
+const char *cr_redis_unavailable_reply(size_t i)
+{
+    return i < sizeof unavailable_replies / sizeof unavailable_replies[0] - 1
+               ? unavailable_replies[i]
+               : NULL;
+}
+
+static bool word_is(const char *word, size_t word_len, const char *name)
+{
+    return strlen(name) == word_len && memcmp(word, name, word_len) == 0;
+}
+
+/* The offset of `needle` in `text`, or len when it is not there. */
+static size_t find(const char *text, size_t len, const char *needle)
+{
+    const size_t needle_len = strlen(needle);
+    for (size_t at = 0; needle_len <= len && at <= len - needle_len; at++)
+        if (memcmp(text + at, needle, needle_len) == 0)
+            return at;
+    return len;
+}
+
+cr_redis_failure cr_redis_classify(const char *word, size_t word_len, const char *text,
+                                   size_t text_len, size_t *message_at)
+{
+    /* the script's own reply first: it starts with ERR, a mistake's word */
+    const size_t at = text != NULL ? find(text, text_len, CR_REDIS_ALGORITHM_REPLY) : text_len;
+    if (at < text_len) {
+        if (message_at != NULL)
+            *message_at = at + strlen("cellrate: ");
+        return CR_REDIS_WRONG_ALGORITHM;
+    }
+    if (word == NULL || word_len == 0)
+        return CR_REDIS_CANNOT_DECIDE; /* no reply: no connection, no answer in time */
+    for (size_t i = 0; unavailable_replies[i] != NULL; i++)
+        if (word_is(word, word_len, unavailable_replies[i]))
+            return CR_REDIS_CANNOT_DECIDE;
+    if (word_is(word, word_len, "CROSSSLOT"))
+        return CR_REDIS_CROSS_SLOT;
+    if (word_is(word, word_len, "NOSCRIPT"))
+        return CR_REDIS_NO_SCRIPT;
+    return CR_REDIS_MISTAKE;
+}
+
+size_t cr_redis_slots_message(char *buf, size_t size, const char *const *keys,
+                              const size_t *key_lens, const int64_t *slots, size_t nkeys)
+{
+    const char *words = cr_strerror(CR_E_REDIS_SLOTS);
+    size_t at = text_put(buf, size, 0, words, strlen(words));
+    bool first = true;
+    for (size_t i = 0; i < nkeys; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = key_lens[j] == key_lens[i] && memcmp(keys[j], keys[i], key_lens[i]) == 0;
+        if (seen)
+            continue;
+        at = text_put(buf, size, at, first ? " '" : ", '", first ? 2 : 3);
+        first = false;
+        for (size_t k = 0; k < key_lens[i]; k++) {
+            const unsigned char byte = (unsigned char)keys[i][k];
+            if (byte >= 0x20 && byte < 0x7f && byte != '\\') {
+                at = text_put(buf, size, at, (const char *)&byte, 1);
+            } else {
+                static const char hex[] = "0123456789abcdef";
+                const char escaped[4] = {'\\', 'x', hex[byte >> 4], hex[byte & 15]};
+                at = text_put(buf, size, at, escaped, 4);
+            }
+        }
+        char slot[DECIMAL_MAX + 2] = "' ";
+        const size_t slot_len = slots[i] < 0 ? 1 : decimal(slot + 2, slots[i]);
+        if (slots[i] < 0)
+            slot[2] = '?';
+        at = text_put(buf, size, at, slot, 2 + slot_len);
+    }
+    return at;
+}
+
+bool cr_redis_remember(cr_redis_mode mode, size_t nlimits, int64_t now_ns, int64_t cost,
+                       const cr_decision *decision, int64_t asked_ns, cr_redis_refusal *refusal)
+{
+    /* a charge commits whatever the state, a take, a refund and several
+     * limits answer no one key's refusal, an explicit now is not the
+     * server's clock; a refusal with no wait (never) implies nothing */
+    if (mode > CR_REDIS_ALLOW || nlimits != 1 || now_ns != CR_CLOCK || decision->allowed ||
+        decision->retry_after_ns <= 0 || decision->retry_after_ns == CR_NEVER)
+        return false;
+    *refusal = (cr_redis_refusal){
+        .asked_ns = asked_ns,
+        .cost = cost,
+        .remaining = decision->remaining,
+        .retry_after_ns = decision->retry_after_ns,
+        .reset_after_ns = decision->reset_after_ns,
+    };
+    return true;
+}
+
+cr_redis_recall cr_redis_recall_refusal(const cr_limit *limit, const cr_redis_refusal *refusal,
+                                        cr_redis_mode mode, size_t nlimits, int64_t now_ns,
+                                        int64_t cost, int64_t clock_ns, cr_decision *out)
+{
+    if (mode > CR_REDIS_ALLOW || nlimits != 1 || now_ns != CR_CLOCK)
+        return CR_REDIS_ASK;
+    /* the instant Redis decided came after asked_ns: the refusal holds at
+     * least until asked_ns + retry_after (both below 2^63: a retry_after
+     * below CR_NEVER and a monotonic clock) */
+    const int64_t aged = clock_ns - refusal->asked_ns;
+    if (aged >= refusal->retry_after_ns)
+        return CR_REDIS_EXPIRED;
+    int64_t later = 0; /* the wait of the units above the refused cost */
+    if (cost != refusal->cost) {
+        /* a smaller cost may fit; one above the burst never fits (gcra: cost
+         * * T > tau = burst * T; a window admits burst units): no wait */
+        if (cost < refusal->cost || cost > limit->burst)
+            return CR_REDIS_ASK;
+        switch (limit->algorithm) {
+        case CR_ALGORITHM_GCRA:
+        case CR_ALGORITHM_TOKEN_BUCKET:
+            later = (cost - refusal->cost) * limit->emission_ns; /* <= tau: no overflow */
+            break;
+        case CR_ALGORITHM_FIXED_WINDOW:
+            break; /* refused until the window's end, whatever the cost */
+        default:
+            return CR_REDIS_ASK; /* a sliding window's decay: not known here */
+        }
+    }
+    const int64_t reset = refusal->reset_after_ns - aged;
+    *out = (cr_decision){
+        .allowed = false,
+        .limit = limit->burst,
+        .remaining = refusal->remaining,
+        .retry_after_ns = refusal->retry_after_ns - aged + later,
+        .reset_after_ns = reset > 0 ? reset : 0,
+    };
+    return CR_REDIS_RECALLED;
+}
+
+int64_t cr_redis_unavailable(const cr_limit *limit, bool allow, int64_t cost, int64_t probe_in_ns,
+                             cr_decision *out)
+{
+    if (allow) {
+        *out = (cr_decision){.allowed = true, .limit = limit->burst};
+        return cost;
+    }
+    const int64_t wait = probe_in_ns > CR_REDIS_FIRST_BACKOFF_NS ? probe_in_ns
+                                                                 : CR_REDIS_FIRST_BACKOFF_NS;
+    *out = (cr_decision){
+        .allowed = false,
+        .limit = limit->burst,
+        .retry_after_ns = wait,
+        .reset_after_ns = wait,
+    };
+    return 0;
+}
+
+int64_t cr_redis_backoff(int64_t previous_ns)
+{
+    if (previous_ns <= 0)
+        return CR_REDIS_FIRST_BACKOFF_NS;
+    return previous_ns >= CR_REDIS_MAX_BACKOFF_NS / 2 ? CR_REDIS_MAX_BACKOFF_NS : 2 * previous_ns;
+}
+
+cr_status cr_redis_fallback_check(const char *on_error, size_t len, bool has_fallback)
+{
+    const bool fallback = len == 8 && memcmp(on_error, "fallback", 8) == 0;
+    return has_fallback && !fallback ? CR_E_REDIS_FALLBACK_UNUSED : CR_OK;
+}
+
+cr_status cr_redis_fallback_limit(const cr_limit *limit, double share, cr_limit *out)
+{
+    if (!(share > 0 && share <= 1))
+        return CR_E_REDIS_FALLBACK;
+    const char *algorithm = cr_algorithm_name(limit->algorithm);
+    cr_limit_args args = {
+        .period_s = limit->period_s,
+        .has_period = true,
+        .algorithm = algorithm,
+        .algorithm_len = strlen(algorithm),
+    };
+    if (cr_algorithm_takes_burst(limit->algorithm)) {
+        const double burst = (double)limit->burst * share;
+        args.rate = limit->rate * share;
+        args.burst = burst >= 1 ? (int64_t)burst : 1;
+        args.has_burst = true;
+    } else {
+        const double rate = limit->rate * share;
+        args.rate = rate >= 1 ? (double)(int64_t)rate : 1;
+    }
+    return cr_limit_init(out, &args) == CR_OK ? CR_OK : CR_E_REDIS_FALLBACK;
+}
+
+int64_t cr_redis_going_back(cr_redis_mode mode, int64_t cost, const cr_limit *fallback,
+                            int64_t held_remaining, cr_redis_mode *send, bool *settled)
+{
+    *send = mode;
+    *settled = mode == CR_REDIS_CHECK || mode == CR_REDIS_ALLOW || mode == CR_REDIS_CHARGE;
+    if (!*settled)
+        return cost;
+    const int64_t remaining = held_remaining < 0                 ? 0
+                              : held_remaining > fallback->burst ? fallback->burst
+                                                                 : held_remaining;
+    const int64_t owed = fallback->burst - remaining;
+    if (owed == 0)
+        return cost;
+    *send = CR_REDIS_CHARGE;
+    return cost > INT64_MAX - owed ? INT64_MAX : cost + owed;
+}

@@ -1,0 +1,412 @@
+/*
+ * The Redis store's protocol (cellrate/redis.h) against tests/vectors/redis.txt,
+ * written by the reference model (tests/model/redis_model.py): the script's
+ * constants, keys, requests' words, replies, failures, the cluster slots'
+ * message, the deny cache's answers, on_error's answers and the back-off.
+ *
+ * usage: test_redis [vectors-dir]   (default tests/vectors)
+ */
+#include "cellrate.h"
+#include "check.h"
+#include "vectors.h"
+
+#include <stdlib.h>
+
+#define LINE_MAX_BYTES 32768
+#define FIELDS_MAX 64
+#define LIMITS_MAX 16
+#define TEXT_MAX 4096
+
+/* A text field of the vectors: '-' (none), else a quote and bytes with %XX. */
+typedef struct text {
+    bool given;
+    size_t len;
+    char bytes[TEXT_MAX];
+} text;
+
+static void decode(const char *field, text *out)
+{
+    out->given = strcmp(field, "-") != 0;
+    out->len = 0;
+    if (!out->given)
+        return;
+    CHECK(field[0] == '\'', "a text field starts with a quote: %s", field);
+    out->len = vectors_decode(field + 1, out->bytes, TEXT_MAX - 1);
+}
+
+/* Splits `line` at spaces, in place. */
+static int split(char *line, char **fields)
+{
+    int n = 0;
+    for (char *p = strtok(line, " "); p != NULL && n < FIELDS_MAX * 4; p = strtok(NULL, " "))
+        fields[n++] = p;
+    return n;
+}
+
+static int64_t number(const char *field) { return strtoll(field, NULL, 10); }
+
+static cr_redis_mode mode_named(const char *name)
+{
+    static const char *const names[] = {"peek", "check", "allow", "refund", "charge", "take"};
+    for (int i = 0; i < 6; i++)
+        if (strcmp(name, names[i]) == 0)
+            return (cr_redis_mode)i;
+    CHECK(false, "a mode: %s", name);
+    return CR_REDIS_PEEK;
+}
+
+static const char *status_name(cr_status status)
+{
+    return (unsigned)status < CR_STATUS_COUNT ? cr_status_name(status) : "(out of range)";
+}
+
+static cr_limit limits[LIMITS_MAX];
+
+/* limit <id> <algorithm> <rate> <period> <burst|-> <max_debt|-> <T> <tau> <burst> <max_debt> */
+static const cr_limit *read_limit(char **f, int n, int at)
+{
+    CHECK_EQ_I64(n, 11, "redis.txt:%d", at);
+    cr_limit_args args;
+    memset(&args, 0, sizeof args);
+    args.algorithm = f[2];
+    args.algorithm_len = strlen(f[2]);
+    args.rate = strtod(f[3], NULL);
+    args.period_s = strtod(f[4], NULL);
+    args.has_period = true;
+    args.has_burst = strcmp(f[5], "-") != 0;
+    args.burst = args.has_burst ? number(f[5]) : 0;
+    args.has_max_debt = strcmp(f[6], "-") != 0;
+    args.max_debt = args.has_max_debt ? number(f[6]) : 0;
+    const int64_t id = number(f[1]);
+    CHECK(id >= 0 && id < LIMITS_MAX, "redis.txt:%d", at);
+    cr_limit *limit = &limits[id];
+    CHECK_EQ_STR(status_name(cr_limit_init(limit, &args)), "OK", "redis.txt:%d", at);
+    CHECK_EQ_I64(limit->emission_ns, number(f[7]), "redis.txt:%d", at);
+    CHECK_EQ_I64(limit->tolerance_ns, number(f[8]), "redis.txt:%d", at);
+    CHECK_EQ_I64(limit->burst, number(f[9]), "redis.txt:%d", at);
+    CHECK_EQ_I64(limit->max_debt, number(f[10]), "redis.txt:%d", at);
+    return limit;
+}
+
+static text texts[3 * FIELDS_MAX + 1];
+
+/* request <mode> <cost> <now s|-> <n> (<limit> <prefix> <name> <key>)*n, then the words. */
+static void run_request(char **f, int n, char *expected, int at)
+{
+    const cr_redis_mode mode = mode_named(f[1]);
+    const int64_t cost = number(f[2]);
+    int64_t now_ns = CR_CLOCK;
+    cr_status status = CR_OK;
+    if (strcmp(f[3], "-") != 0)
+        status = cr_seconds_to_ns(strtod(f[3], NULL), &now_ns);
+    const int nitems = (int)number(f[4]);
+    CHECK_EQ_I64(n, 5 + 4 * nitems, "redis.txt:%d", at);
+    cr_redis_item items[FIELDS_MAX];
+    for (int i = 0; i < nitems; i++) {
+        char **item = f + 5 + 4 * i;
+        for (int j = 0; j < 3; j++)
+            decode(item[1 + j], &texts[3 * i + j]);
+        items[i] = (cr_redis_item){&limits[number(item[0])], texts[3 * i].bytes,
+                                   texts[3 * i].len,         texts[3 * i + 1].bytes,
+                                   texts[3 * i + 1].len,     texts[3 * i + 2].bytes,
+                                   texts[3 * i + 2].len};
+    }
+    static char buf[LINE_MAX_BYTES];
+    cr_redis_word words[CR_REDIS_REQUEST_WORDS(FIELDS_MAX)];
+    size_t count = 0;
+    if (status == CR_OK) {
+        const size_t size = cr_redis_request_size(items, (size_t)nitems);
+        CHECK(size <= sizeof buf, "redis.txt:%d: %zu bytes", at, size);
+        status = cr_redis_request(mode, cost, now_ns, items, (size_t)nitems, buf, size, words,
+                                  &count);
+        /* one byte short of what it writes: refused, nothing located */
+        if (status == CR_OK && words[count - 1].offset + words[count - 1].len > 0) {
+            size_t short_count = 0;
+            const size_t used = words[count - 1].offset + words[count - 1].len;
+            static char small[LINE_MAX_BYTES];
+            CHECK_EQ_STR(status_name(cr_redis_request(mode, cost, now_ns, items, (size_t)nitems,
+                                                      small, used - 1, words, &short_count)),
+                         "E_NOMEM", "redis.txt:%d", at);
+            CHECK(cr_redis_request(mode, cost, now_ns, items, (size_t)nitems, buf, used, words,
+                                   &count) == CR_OK,
+                  "redis.txt:%d: exactly its bytes", at);
+        }
+    }
+    char *e[FIELDS_MAX * 4];
+    const int m = split(expected, e);
+    if (strcmp(e[0], "refused") == 0) {
+        CHECK_EQ_STR(status_name(status), e[1], "redis.txt:%d", at);
+        return;
+    }
+    CHECK_EQ_STR(status_name(status), "OK", "redis.txt:%d", at);
+    CHECK_EQ_I64(count, number(e[1]), "redis.txt:%d: words", at);
+    CHECK_EQ_I64(m, 2 + (int)count, "redis.txt:%d", at);
+    for (size_t i = 0; status == CR_OK && i < count && (int)(2 + i) < m; i++) {
+        static text want;
+        decode(e[2 + i], &want);
+        CHECK(words[i].len == want.len && memcmp(buf + words[i].offset, want.bytes, want.len) == 0,
+              "redis.txt:%d: word %zu is \"%.*s\", want \"%.*s\"", at, i, (int)words[i].len,
+              buf + words[i].offset, (int)want.len, want.bytes);
+    }
+}
+
+/* reply <mode> <n> <limit>... int <v> | list <count> <field>..., then the answer. */
+static void run_reply(char **f, int n, char *expected, int at)
+{
+    const cr_redis_mode mode = mode_named(f[1]);
+    const int nlimits = (int)number(f[2]);
+    const cr_limit *chosen[LIMITS_MAX];
+    for (int i = 0; i < nlimits; i++)
+        chosen[i] = &limits[number(f[3 + i])];
+    char **shape = f + 3 + nlimits;
+    const bool is_list = strcmp(shape[0], "list") == 0;
+    int64_t fields[FIELDS_MAX];
+    size_t nfields = 0;
+    cr_status status = CR_OK;
+    if (is_list) {
+        nfields = (size_t)number(shape[1]);
+        CHECK_EQ_I64(n, 5 + nlimits + (int)nfields, "redis.txt:%d", at);
+        for (size_t i = 0; i < nfields; i++) {
+            if (shape[2 + i][0] == '\'') {
+                static text field;
+                decode(shape[2 + i], &field);
+                if (cr_redis_parse_integer(field.bytes, field.len, &fields[i]) != CR_OK)
+                    status = CR_E_REDIS_REPLY;
+            } else {
+                fields[i] = number(shape[2 + i]);
+            }
+        }
+    } else {
+        fields[0] = number(shape[1]);
+        nfields = 1;
+    }
+    cr_redis_answer answer;
+    if (status == CR_OK)
+        status = cr_redis_read_reply(mode, is_list, fields, nfields, chosen, (size_t)nlimits,
+                                     &answer);
+    char *e[16];
+    const int m = split(expected, e);
+    if (strcmp(e[0], "refused") == 0) {
+        CHECK_EQ_STR(status_name(status), e[1], "redis.txt:%d", at);
+    } else if (strcmp(e[0], "count") == 0) {
+        CHECK_EQ_STR(status_name(status), "OK", "redis.txt:%d", at);
+        CHECK_EQ_I64(answer.count, number(e[1]), "redis.txt:%d", at);
+    } else {
+        CHECK_EQ_I64(m, 8, "redis.txt:%d", at);
+        CHECK_EQ_STR(status_name(status), "OK", "redis.txt:%d", at);
+        if (status != CR_OK)
+            return;
+        CHECK_EQ_I64(answer.decision.allowed, number(e[1]), "redis.txt:%d", at);
+        CHECK_EQ_I64(answer.decision.remaining, number(e[2]), "redis.txt:%d", at);
+        CHECK_EQ_I64(answer.decision.retry_after_ns, number(e[3]), "redis.txt:%d", at);
+        CHECK_EQ_I64(answer.decision.reset_after_ns, number(e[4]), "redis.txt:%d", at);
+        CHECK_EQ_I64(answer.decision.limit, number(e[5]), "redis.txt:%d", at);
+        CHECK_EQ_I64(answer.index, number(e[6]), "redis.txt:%d", at);
+        CHECK_EQ_I64(answer.decision.clipped, number(e[7]), "redis.txt:%d", at);
+    }
+}
+
+static const char *failure_name(cr_redis_failure failure)
+{
+    static const char *const names[] = {"cannot_decide", "mistake", "wrong_algorithm", "cross_slot",
+                                        "no_script"};
+    return (unsigned)failure < 5 ? names[failure] : "(out of range)";
+}
+
+static void run_file(FILE *file, int *lines)
+{
+    static char line[LINE_MAX_BYTES], next[LINE_MAX_BYTES];
+    char *f[FIELDS_MAX * 4];
+    size_t unavailable = 0;
+    int at = 0;
+    while (fgets(line, sizeof line, file)) {
+        at++;
+        if (!vectors_meaningful(line))
+            continue;
+        CHECK(strlen(line) < sizeof line - 2, "redis.txt:%d: a line within the buffer", at);
+        ++*lines;
+        const int n = split(line, f);
+        if (strcmp(f[0], "constant") == 0) {
+            if (strcmp(f[1], "ALGORITHM_REPLY") == 0) {
+                static text want;
+                decode(f[2], &want);
+                CHECK(want.len == strlen(CR_REDIS_ALGORITHM_REPLY) &&
+                          memcmp(want.bytes, CR_REDIS_ALGORITHM_REPLY, want.len) == 0,
+                      "redis.txt:%d", at);
+                continue;
+            }
+            const int64_t value = strcmp(f[1], "MAX_TOLERANCE_NS") == 0 ? CR_REDIS_MAX_TOLERANCE_NS
+                                  : strcmp(f[1], "MAX_DEBT_NS") == 0    ? CR_REDIS_MAX_DEBT_NS
+                                  : strcmp(f[1], "FIRST_BACKOFF_NS") == 0
+                                      ? CR_REDIS_FIRST_BACKOFF_NS
+                                  : strcmp(f[1], "MAX_BACKOFF_NS") == 0 ? CR_REDIS_MAX_BACKOFF_NS
+                                                                        : -1;
+            CHECK_EQ_I64(value, number(f[2]), "redis.txt:%d: %s", at, f[1]);
+        } else if (strcmp(f[0], "mode") == 0) {
+            CHECK_EQ_I64(mode_named(f[1]), number(f[2]), "redis.txt:%d", at);
+        } else if (strcmp(f[0], "unavailable") == 0) {
+            CHECK_EQ_STR(cr_redis_unavailable_reply(unavailable), f[1], "redis.txt:%d", at);
+            unavailable++;
+        } else if (strcmp(f[0], "limit") == 0) {
+            const cr_limit *limit = read_limit(f, n, at);
+            /* signature <text>: the next line */
+            at++;
+            CHECK(fgets(next, sizeof next, file) != NULL, "redis.txt:%d: its signature", at);
+            next[strcspn(next, "\r\n")] = '\0';
+            char *e[4];
+            CHECK_EQ_I64(split(next, e), 2, "redis.txt:%d", at);
+            static text want;
+            decode(e[1], &want);
+            want.bytes[want.len] = '\0';
+            char signature[64];
+            CHECK_EQ_I64(cr_redis_signature(signature, sizeof signature, limit), want.len,
+                         "redis.txt:%d", at);
+            CHECK_EQ_STR(signature, want.bytes, "redis.txt:%d", at);
+        } else if (strcmp(f[0], "key") == 0) {
+            static text prefix, name, key, want;
+            decode(f[1], &prefix);
+            decode(f[2], &name);
+            decode(f[3], &key);
+            decode(f[4], &want);
+            static char buf[LINE_MAX_BYTES];
+            const size_t len = cr_redis_key(buf, sizeof buf, prefix.bytes, prefix.len, name.bytes,
+                                            name.len, key.given ? key.bytes : NULL, key.len);
+            CHECK(len == want.len && memcmp(buf, want.bytes, len) == 0, "redis.txt:%d", at);
+            char tiny[4];
+            CHECK_EQ_I64(cr_redis_key(tiny, sizeof tiny, prefix.bytes, prefix.len, name.bytes,
+                                      name.len, key.given ? key.bytes : NULL, key.len),
+                         want.len, "redis.txt:%d: the length whatever fits", at);
+        } else if (strcmp(f[0], "request") == 0 || strcmp(f[0], "reply") == 0 ||
+                   strcmp(f[0], "recall") == 0) {
+            at++;
+            CHECK(fgets(next, sizeof next, file) != NULL, "redis.txt:%d: its answer", at);
+            next[strcspn(next, "\r\n")] = '\0';
+            if (strcmp(f[0], "request") == 0) {
+                run_request(f, n, next, at);
+            } else if (strcmp(f[0], "reply") == 0) {
+                run_reply(f, n, next, at);
+            } else {
+                /* recall <limit> <asked> <cost> <remaining> <retry> <reset> <mode> <n> <now> <cost> <clock> */
+                const cr_redis_refusal refusal = {number(f[2]), number(f[3]), number(f[4]),
+                                                  number(f[5]), number(f[6])};
+                cr_decision out;
+                const cr_redis_recall outcome = cr_redis_recall_refusal(
+                    &limits[number(f[1])], &refusal, mode_named(f[7]), (size_t)number(f[8]),
+                    strcmp(f[9], "-") == 0 ? CR_CLOCK : number(f[9]), number(f[10]), number(f[11]),
+                    &out);
+                char *e[8];
+                split(next, e);
+                static const char *const outcomes[] = {"recalled", "ask", "expired"};
+                CHECK_EQ_STR(outcomes[outcome], e[0], "redis.txt:%d", at);
+                if (outcome == CR_REDIS_RECALLED && strcmp(e[0], "recalled") == 0) {
+                    CHECK_EQ_I64(out.allowed, number(e[1]), "redis.txt:%d", at);
+                    CHECK_EQ_I64(out.remaining, number(e[2]), "redis.txt:%d", at);
+                    CHECK_EQ_I64(out.retry_after_ns, number(e[3]), "redis.txt:%d", at);
+                    CHECK_EQ_I64(out.reset_after_ns, number(e[4]), "redis.txt:%d", at);
+                    CHECK_EQ_I64(out.limit, number(e[5]), "redis.txt:%d", at);
+                }
+            }
+        } else if (strcmp(f[0], "failure") == 0) {
+            static text word, message;
+            decode(f[1], &word);
+            decode(f[2], &message);
+            size_t message_at = SIZE_MAX;
+            const cr_redis_failure failure = cr_redis_classify(
+                word.given ? word.bytes : NULL, word.len, message.bytes, message.len, &message_at);
+            CHECK_EQ_STR(failure_name(failure), f[3], "redis.txt:%d", at);
+            if (strcmp(f[4], "-") != 0)
+                CHECK_EQ_I64(message_at, number(f[4]), "redis.txt:%d", at);
+        } else if (strcmp(f[0], "slots") == 0) {
+            const int nkeys = (int)number(f[1]);
+            const char *keys[FIELDS_MAX];
+            size_t key_lens[FIELDS_MAX];
+            int64_t slots[FIELDS_MAX];
+            for (int i = 0; i < nkeys; i++) {
+                decode(f[2 + 2 * i], &texts[i]);
+                keys[i] = texts[i].bytes;
+                key_lens[i] = texts[i].len;
+                slots[i] = number(f[3 + 2 * i]);
+            }
+            static text want;
+            decode(f[2 + 2 * nkeys], &want);
+            want.bytes[want.len] = '\0';
+            static char buf[LINE_MAX_BYTES];
+            const size_t len = cr_redis_slots_message(buf, sizeof buf, keys, key_lens, slots,
+                                                      (size_t)nkeys);
+            CHECK_EQ_I64(len, want.len, "redis.txt:%d", at);
+            CHECK_EQ_STR(buf, want.bytes, "redis.txt:%d", at);
+            char small[16];
+            CHECK_EQ_I64(
+                cr_redis_slots_message(small, sizeof small, keys, key_lens, slots, (size_t)nkeys),
+                want.len, "redis.txt:%d: the length whatever fits", at);
+            CHECK(strlen(small) == sizeof small - 1 && memcmp(small, want.bytes, 15) == 0,
+                  "redis.txt:%d: what fits, with its NUL", at);
+        } else if (strcmp(f[0], "remember") == 0) {
+            const cr_decision decision = {.allowed = number(f[5]) == 1,
+                                          .remaining = number(f[6]),
+                                          .retry_after_ns = number(f[7]),
+                                          .reset_after_ns = number(f[8])};
+            cr_redis_refusal refusal;
+            const bool kept = cr_redis_remember(mode_named(f[1]), (size_t)number(f[2]),
+                                                strcmp(f[3], "-") == 0 ? CR_CLOCK : number(f[3]),
+                                                number(f[4]), &decision, number(f[9]), &refusal);
+            CHECK_EQ_I64(kept, number(f[10]), "redis.txt:%d", at);
+            if (kept) {
+                CHECK_EQ_I64(refusal.asked_ns, number(f[9]), "redis.txt:%d", at);
+                CHECK_EQ_I64(refusal.cost, number(f[4]), "redis.txt:%d", at);
+                CHECK_EQ_I64(refusal.retry_after_ns, number(f[7]), "redis.txt:%d", at);
+            }
+        } else if (strcmp(f[0], "unavailable_answer") == 0) {
+            cr_decision out;
+            const int64_t taken = cr_redis_unavailable(&limits[number(f[1])],
+                                                       strcmp(f[2], "allow") == 0, number(f[3]),
+                                                       number(f[4]), &out);
+            CHECK_EQ_I64(out.allowed, number(f[5]), "redis.txt:%d", at);
+            CHECK_EQ_I64(out.remaining, number(f[6]), "redis.txt:%d", at);
+            CHECK_EQ_I64(out.retry_after_ns, number(f[7]), "redis.txt:%d", at);
+            CHECK_EQ_I64(out.reset_after_ns, number(f[8]), "redis.txt:%d", at);
+            CHECK_EQ_I64(out.limit, number(f[9]), "redis.txt:%d", at);
+            CHECK_EQ_I64(taken, number(f[10]), "redis.txt:%d", at);
+        } else if (strcmp(f[0], "backoff") == 0) {
+            CHECK_EQ_I64(cr_redis_backoff(number(f[1])), number(f[2]), "redis.txt:%d", at);
+        } else if (strcmp(f[0], "fallback_check") == 0) {
+            const cr_status status = cr_redis_fallback_check(f[1], strlen(f[1]),
+                                                             strcmp(f[2], "1") == 0);
+            CHECK_EQ_STR(status_name(status), f[3], "redis.txt:%d", at);
+        } else if (strcmp(f[0], "fallback_limit") == 0) {
+            cr_limit out;
+            const cr_status status = cr_redis_fallback_limit(&limits[number(f[1])],
+                                                             strtod(f[2], NULL), &out);
+            CHECK_EQ_STR(status_name(status), f[3], "redis.txt:%d", at);
+            if (status == CR_OK) {
+                CHECK_EQ_STR(cr_algorithm_name(out.algorithm), f[4], "redis.txt:%d", at);
+                CHECK_EQ_I64(out.emission_ns, number(f[5]), "redis.txt:%d", at);
+                CHECK_EQ_I64(out.tolerance_ns, number(f[6]), "redis.txt:%d", at);
+                CHECK_EQ_I64(out.burst, number(f[7]), "redis.txt:%d", at);
+            }
+        } else if (strcmp(f[0], "going_back") == 0) {
+            cr_redis_mode sent;
+            bool settled;
+            const int64_t cost = cr_redis_going_back(mode_named(f[2]), number(f[3]),
+                                                     &limits[number(f[1])], number(f[4]), &sent,
+                                                     &settled);
+            CHECK_EQ_I64(sent, mode_named(f[5]), "redis.txt:%d", at);
+            CHECK_EQ_I64(cost, number(f[6]), "redis.txt:%d", at);
+            CHECK_EQ_I64(settled, number(f[7]), "redis.txt:%d", at);
+        } else {
+            CHECK(false, "redis.txt:%d: an unknown line: %s", at, f[0]);
+        }
+    }
+    CHECK(cr_redis_unavailable_reply(unavailable) == NULL, "the list's words are the vectors'");
+}
+
+int main(int argc, char **argv)
+{
+    FILE *file = vectors_open(argc > 1 ? argv[1] : "tests/vectors", "redis.txt");
+    int lines = 0;
+    run_file(file, &lines);
+    fclose(file);
+    CHECK(lines > 300, "redis.txt holds %d lines", lines);
+    printf("redis: %d vector lines\n", lines);
+    return check_summary("test_redis");
+}

@@ -1,0 +1,128 @@
+-- Calendar quotas (docs/design.md §19) through the Lua face, Lua 5.4 and LuaJIT:
+-- the boundaries of tests/vectors/calendar.txt (from Python's zoneinfo) through
+-- cellrate.calendar_period, limits of algorithm "calendar" deciding at them, and
+-- bad input in the core's words (tests/vectors/status.txt).
+local cellrate = require "cellrate"
+local support = dofile("tests/lua/support.lua")(assert)
+
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local VECTORS = here .. "../vectors/"
+
+-- Seconds of a text of ns: exact in a double where ns is a multiple of 0.5 s
+-- (nil otherwise); the text is split so that no integer passes 2^53.
+local function seconds_of(ns)
+   local whole, fraction = ns:sub(1, -10), tonumber(ns:sub(-9))
+   if fraction % 500000000 ~= 0 then
+      return nil
+   end
+   return tonumber(whole ~= "" and whole or "0") + fraction / 1e9
+end
+
+local function status_table()
+   local out = {}
+   for line in io.lines(VECTORS .. "status.txt") do
+      local name, message = line:match("^status %d+ ([%w_]+) %S+ %S+ |(.*)$")
+      if name then
+         out[name] = message
+      end
+   end
+   return out
+end
+
+local STATUS = status_table()
+
+describe("calendar quotas", function()
+   it("reads every exact bounds line of calendar.txt through calendar_period", function()
+      local checked, zones = 0, {}
+      for line in io.lines(VECTORS .. "calendar.txt") do
+         local zone, unit, count, now, start, stop =
+            line:match("^bounds (%S+) (%a+) (%d+) (%d+) (%d+) (%d+)$")
+         local now_s = now and seconds_of(now)
+         if now_s then
+            local period = count == "1" and unit or (count .. " " .. unit .. "s")
+            local got_start, got_end = cellrate.calendar_period(zone, period, now_s)
+            if got_start ~= seconds_of(start) or got_end ~= seconds_of(stop) then
+               error(("%s %s at %s: got %.0f %.0f, want %s %s"):format(
+                  zone, period, now, got_start, got_end, start, stop))
+            end
+            zones[zone] = true
+            checked = checked + 1
+         end
+      end
+      assert.is_true(checked > 5000)
+      for _, zone in ipairs({ "UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe",
+                               "Asia/Kolkata", "Pacific/Chatham", "America/Santiago" }) do
+         assert.is_true(zones[zone], zone)
+      end
+   end)
+
+   it("resets at local midnight after a 23-hour day", function()
+      local zone, now = "Europe/Berlin", 1616889600 + 3600
+      local start, stop = cellrate.calendar_period(zone, "day", now)
+      assert.are.equal(23 * 3600, stop - start)
+      local lim = cellrate.limiter("2/day", { algorithm = "calendar", tz = zone })
+      assert.is_true(lim:allow(1, now))
+      local allowed, remaining, retry_after, reset_after = lim:check(1, now)
+      assert.is_true(allowed)
+      assert.are.same({ 0, 0, stop - now }, { remaining, retry_after, reset_after })
+      local refused = support.pack(lim:check(1, now))
+      assert.is_false(refused[1])
+      assert.are.equal(stop - now, refused[3])
+      assert.is_true(lim:allow(1, stop))
+   end)
+
+   it("composes with a rate as several limits", function()
+      local per_minute = cellrate.limiter("2/minute", { algorithm = "fixed_window" })
+      local quota = cellrate.limiter("3/month", { algorithm = "calendar", tz = "Asia/Kolkata" })
+      local now = 1700000000
+      assert.is_true((cellrate.check_all({ per_minute, quota }, nil, now)))
+      assert.is_true((cellrate.check_all({ per_minute, quota }, nil, now)))
+      local allowed, _, retry_after = cellrate.check_all({ per_minute, quota }, nil, now)
+      assert.is_false(allowed)
+      assert.are.equal(40, retry_after)
+      assert.is_true((cellrate.check_all({ per_minute, quota }, nil, now + 60)))
+      local _, month_end = cellrate.calendar_period("Asia/Kolkata", "month", now)
+      allowed, _, retry_after = cellrate.check_all({ per_minute, quota }, nil, now + 120)
+      assert.is_false(allowed)
+      assert.are.equal(month_end - now - 120, retry_after)
+   end)
+
+   it("keeps its zone through a live change", function()
+      local lim = cellrate.limiter("10/day", { algorithm = "calendar", tz = "Pacific/Chatham" })
+      local now = 1700000000
+      lim:check(6, now)
+      lim:reconfigure("8/day", nil, now)
+      local _, remaining, _, reset_after = lim:peek(1, now)
+      local _, stop = cellrate.calendar_period("Pacific/Chatham", "day", now)
+      assert.are.same({ 1, stop - now }, { remaining, reset_after })
+      assert.are.equal("cellrate.Limiter(rate='8/day', algorithm='calendar', tz='Pacific/Chatham')",
+         tostring(lim))
+   end)
+
+   it("refuses bad input with the core's words", function()
+      local cases = {
+         { "3/day", { algorithm = "calendar", tz = "Mars/Olympus_Mons" }, "E_TZ" },
+         { "3/day", { algorithm = "calendar", tz = "../../etc/passwd" }, "E_TZ" },
+         { "3/minute", { algorithm = "calendar" }, "E_CALENDAR_PERIOD" },
+         { "3/11years", { algorithm = "calendar" }, "E_CALENDAR_PERIOD" },
+         { "0/day", { algorithm = "calendar" }, "E_CALENDAR_AMOUNT" },
+         { "2.5/day", { algorithm = "calendar" }, "E_CALENDAR_AMOUNT" },
+         { 3, { algorithm = "calendar" }, "E_CALENDAR_PERIOD" },
+         { "3/month", nil, "E_RATE_CALENDAR_ALGORITHM" },
+         { "3/second", { tz = "UTC" }, "E_TZ_ALONE" },
+         { "3/day", { algorithm = "calendar", burst = 3 }, "E_BURST_WINDOW" },
+      }
+      for _, case in ipairs(cases) do
+         local message = STATUS[case[3]]
+         local param = message:match("^[%w_]+")
+         local text = support.raises(param, cellrate.limiter, case[1], case[2])
+         assert.are.equal(message, text)
+      end
+      local text = support.raises("algorithm", cellrate.limiter, "3/day",
+         { algorithm = "calendar", shared = support.fresh_path("calendar") })
+      assert.are.equal(STATUS.E_CALENDAR_STORE, text)
+      assert.are.equal(STATUS.E_TZ, support.raises("tz", cellrate.calendar_period, "No/Where", "day"))
+      assert.are.equal(STATUS.E_CALENDAR_PERIOD,
+         support.raises("rate", cellrate.calendar_period, "UTC", "fortnight"))
+   end)
+end)

@@ -1,0 +1,174 @@
+-- on_error = "fallback" in the Lua face, against a real redis-server on a free
+-- loopback port, killed and started again empty on the same port: every
+-- admission from the kill on is counted against the limit's bound, burst +
+-- (t - kill) * rate at each admission's instant t (an explicit now: the count
+-- does not depend on the machine's speed). A fresh Redis burst on the way back
+-- would pass it by a burst.
+package.path = "lua/?.lua;" .. package.path .. ";/usr/share/lua/5.3/?.lua"
+
+local cellrate = require("cellrate")
+local socket = require("socket")
+local support = dofile("tests/lua/support.lua")(assert)
+
+if not support.has_redis then
+   describe("cellrate.redis fallback", function()
+      pending("redis-server is installed by tests/install-deps.sh")
+   end)
+   return
+end
+
+describe("cellrate.redis fallback", function()
+   local redis_client = require("redis")
+   local store_module = require("cellrate.redis")
+   local server
+
+   after_each(function()
+      support.stop_redis(server)
+   end)
+
+   -- allow() at now from `from` to `to` (step 0.01 s); the instants admitted
+   local function run(rl, from, to, admitted)
+      for i = 0, math.floor((to - from) * 100 + 0.5) - 1 do
+         local now = from + i / 100
+         if rl:allow("k", 1, now) then
+            admitted[#admitted + 1] = now
+         end
+      end
+   end
+
+   local function worst_excess(admitted, since, burst, rate)
+      local worst, count = -burst, 0
+      for _, t in ipairs(admitted) do
+         if t >= since then
+            count = count + 1
+            worst = math.max(worst, count - (burst + rate * (t - since)))
+         end
+      end
+      return worst
+   end
+
+   for _, share in ipairs({ 1, 0.5 }) do
+      it("holds every admission across an outage to the bound (share " .. share .. ")", function()
+         local rate, burst = 20, 20
+         server = support.start_redis(support.free_port())
+         local rl = store_module.limiter(redis_client.connect("127.0.0.1", server.port), rate,
+                                         { burst = burst, name = "fb", on_error = "fallback",
+                                           fallback = share })
+         assert.equal(burst * share, rl.fallback_limit.burst)
+         local admitted = {}
+         run(rl, 1000, 1001, admitted) -- Redis decides
+         support.stop_redis(server)
+         run(rl, 1001, 1003, admitted) -- the fallback
+         assert.is_not_nil(rl.gate)
+         server = support.start_redis(server.port) -- empty
+         rl:set_client(redis_client.connect("127.0.0.1", server.port))
+         local now = 1003
+         while rl.gate do -- the gate lets one call per back-off try Redis
+            if rl:allow("k", 1, now) then
+               admitted[#admitted + 1] = now
+            end
+            now = now + 0.01
+            socket.sleep(0.01)
+         end
+         run(rl, now, now + 2, admitted)
+         assert.equal(0, rl.nheld)
+         local during = 0
+         for _, t in ipairs(admitted) do
+            if t >= 1001 and t < 1003 then
+               during = during + 1
+            end
+         end
+         assert.is_true(during >= burst * share)
+         assert.is_true(during <= burst * share + rate * share * 2 + 1)
+         if share == 1 then
+            assert.is_true(worst_excess(admitted, 1001, burst, rate) <= 1)
+         else
+            -- the way back: Redis's rate, and its burst less what the fallback held
+            local total = 0
+            for _, t in ipairs(admitted) do
+               if t >= 1001 then
+                  total = total + 1
+               end
+            end
+            assert.is_true(total <= burst + rate * share * 2 + rate * (now + 2 - 1003) + 1)
+         end
+      end)
+   end
+
+   it("goes back with a charge of what the fallback used", function()
+      server = support.start_redis(support.free_port())
+      local rl = store_module.limiter(redis_client.connect("127.0.0.1", server.port), 10,
+                                      { burst = 10, name = "fb", on_error = "fallback" })
+      rl:set_client({ evalsha = function() error("closed") end, eval = error,
+                      script = function() error("closed") end })
+      local answers = {}
+      for i = 1, 12 do
+         answers[i] = rl:allow("k", 1, 50)
+      end
+      assert.same({ true, true, true, true, true, true, true, true, true, true, false, false },
+                  answers)
+      assert.is_true(rl:peek("other", 1, 50)) -- a peek holds no key
+      assert.equal(1, rl.nheld)
+      rl:set_client(redis_client.connect("127.0.0.1", server.port))
+      rl.gate = nil -- Redis answers again
+      assert.is_false((rl:check("k", 1, 50))) -- 10 owed + 1: charged into debt
+      assert.equal(0, rl.nheld)
+      assert.is_false((rl:check("k", 1, 50)))
+      local allowed, remaining = rl:check("fresh", 1, 50)
+      assert.is_true(allowed)
+      assert.equal(9, remaining)
+   end)
+
+   it("takes a keyed limiter (one region: the host's fallback) and check_all's", function()
+      local dead = { evalsha = function() error("closed") end, eval = error,
+                     script = function() error("closed") end }
+      local region = os.tmpname()
+      os.remove(region)
+      local stores = {}
+      for i = 1, 2 do
+         stores[i] = store_module.limiter(dead, 100, { name = "fb", on_error = "fallback",
+                                                       fallback = cellrate.keyed(5, {
+                                                          burst = 5, shared = region }) })
+      end
+      local admitted = 0
+      for _ = 1, 10 do
+         for i = 1, 2 do
+            if stores[i]:allow("k") then
+               admitted = admitted + 1
+            end
+         end
+      end
+      os.remove(region)
+      assert.equal(5, admitted)
+      local a = store_module.limiter(dead, 10, { burst = 3, name = "a", on_error = "fallback" })
+      local b = store_module.limiter(dead, 10, { burst = 2, name = "b", on_error = "fallback" })
+      local answers = {}
+      for i = 1, 4 do
+         answers[i] = (store_module.check_all({ { a, "k" }, { b, "k" } }, 1, 7))
+      end
+      assert.same({ true, true, false, false }, answers)
+   end)
+
+   it("judges fallback in the core's words", function()
+      local dead = { evalsha = error, eval = error, script = error }
+      local function message(opts)
+         local ok, err = pcall(store_module.limiter, dead, 10, opts)
+         assert.is_false(ok)
+         return err
+      end
+      assert.matches("^[^\n]*fallback is the limit of on_error",
+                     message({ fallback = 0.5 }))
+      for _, share in ipairs({ 0, 1.5, -1, 0 / 0, {} }) do
+         assert.matches("fallback must be a share", message({ on_error = "fallback",
+                                                             fallback = share }))
+      end
+      assert.matches("on_error must be 'allow', 'deny', 'raise' or 'fallback'",
+                     message({ on_error = "local" }))
+      local rl = store_module.limiter(dead, 10, { burst = 7, on_error = "fallback",
+                                                  fallback = "2/s" })
+      assert.equal(2, rl.fallback_limit.burst)
+      local window = store_module.limiter(dead, 10, { algorithm = "fixed_window",
+                                                      on_error = "fallback", fallback = 0.25 })
+      assert.equal(2, window.fallback_limit.rate)
+   end)
+end)

@@ -1,0 +1,79 @@
+"""on_error = "fallback" in OpenResty (docs/redis.md, "Fallback"): nginx's workers decide a
+Redis limit per request; the redis-server is SIGKILLed mid-run and started again, empty,
+on the same port. While Redis cannot decide, every worker decides on one keyed limiter in
+a region opened in the master (the host's fallback), and each goes back to Redis with a
+charge of what the region still holds. Every admission from the kill on is counted here
+against the limit's bound: burst + rate * (t - kill) at each admission's instant t."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import threading
+import time
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "python"))
+from redis_servers import RedisServer, needs_redis  # noqa: E402
+
+from server import Nginx  # noqa: E402
+
+pytestmark = needs_redis
+
+TEMPLATE = HERE / "fallback.conf.in"
+RATE, BURST, CLIENTS = 50, 50, 4
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "known: each worker finds Redis back at its own gate step (up to 1 s apart); in "
+    "between, Redis (for the workers back) and the region (for the others) both admit: "
+    "10.6 over the bound in one run of three"))
+def test_the_hosts_admissions_across_an_outage_stay_within_the_bound():
+    srv = RedisServer()
+    srv.start()
+    try:
+        with Nginx(workers=2, template=TEMPLATE,
+                   fields={"REDIS_PORT": str(srv.port), "RATE_N": str(RATE),
+                           "BURST_N": str(BURST)}) as server:
+            stop = threading.Event()
+            statuses: list[int] = []
+
+            def hammer() -> None:
+                connection = server.connection("127.0.0.1")
+                while not stop.is_set():
+                    try:
+                        statuses.append(server.get("/limited", connection)[0])
+                    except OSError:
+                        connection = server.connection("127.0.0.1")
+
+            threads = [threading.Thread(target=hammer) for _ in range(CLIENTS)]
+            for thread in threads:
+                thread.start()
+            try:
+                time.sleep(1.0)
+                killed = time.monotonic()
+                srv.kill()
+                time.sleep(2.0)
+                srv.start()  # the same port, empty
+                returned = time.monotonic()
+                time.sleep(3.0)
+            finally:
+                stop.set()
+                for thread in threads:
+                    thread.join()
+            stamps = sorted(int(line) / 1e9 for line in
+                            server.get("/admitted")[2].decode().split())
+            during = [t for t in stamps if killed <= t <= returned]
+            assert len(during) >= BURST  # the fallback admitted while Redis was down
+            count, worst = 0, -BURST
+            for t in stamps:
+                if t >= killed:
+                    count += 1
+                    worst = max(worst, count - (BURST + RATE * (t - killed)))
+            # one per client for the stamps taken after the decisions
+            assert worst <= CLIENTS + 1, (worst, len(during), len(stamps))
+            assert 200 in statuses and 429 in statuses
+    finally:
+        srv.stop()

@@ -1,0 +1,157 @@
+"""Calendar quotas (docs/design.md §19) through the Python face: the boundaries of
+tests/vectors/calendar.txt (from Python's zoneinfo) through cellrate.calendar_period,
+and algorithm="calendar" limits deciding at them; bad input in the core's words."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+cellrate = pytest.importorskip("cellrate")
+
+VECTORS = Path(__file__).resolve().parents[2] / "tests" / "vectors"
+SECOND = 10**9
+UNIT_WORDS = {"day": "day", "week": "week", "month": "month", "year": "year"}
+
+
+def _status_messages() -> dict[str, str]:
+    table = {}
+    for line in (VECTORS / "status.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("status "):
+            head, message = line.split(" |", 1)
+            table[head.split(" ")[2]] = message
+    return table
+
+
+STATUS = _status_messages()
+
+
+def _bounds() -> list[tuple[str, str, int, int, int]]:
+    """The bounds lines a float `now` carries exactly (a multiple of 0.5 s)."""
+    out = []
+    for line in (VECTORS / "calendar.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("bounds "):
+            _, zone, unit, count, now, start, end = line.split(" ")
+            period = unit if count == "1" else f"{count} {unit}s"
+            if int(now) % (SECOND // 2) == 0:
+                out.append((zone, period, int(now), int(start), int(end)))
+    return out
+
+
+BOUNDS = _bounds()
+
+
+def test_vectors_through_calendar_period() -> None:
+    assert len(BOUNDS) > 5000
+    zones = {zone for zone, *_ in BOUNDS}
+    assert {"UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Asia/Kolkata",
+            "Pacific/Chatham", "America/Santiago"} <= zones
+    wrong = []
+    for zone, period, now, start, end in BOUNDS:
+        got = cellrate.calendar_period(zone, period, now=now / SECOND)
+        if got != (start / SECOND, end / SECOND):
+            wrong.append((zone, period, now, got, start, end))
+    assert not wrong, wrong[:5]
+
+
+def test_a_quota_resets_at_the_boundary() -> None:
+    # Berlin, 2021-03-28: a day of 23 hours (CET to CEST at 02:00)
+    zone, now = "Europe/Berlin", 1616889600 + 3600  # 02:00 CET = 01:00 UTC
+    start, end = cellrate.calendar_period(zone, "day", now=now)
+    assert end - start == 23 * 3600
+    lim = cellrate.Limiter("2/day", algorithm="calendar", tz=zone)
+    assert lim.check(now=now).remaining == 1
+    d = lim.check(now=now)
+    assert (d.allowed, d.remaining, d.reset_after) == (True, 0, end - now)
+    d = lim.check(now=now)
+    assert (d.allowed, d.retry_after, d.reset_after) == (False, end - now, end - now)
+    assert lim.check(now=end - 0.5).allowed is False
+    d = lim.check(now=end)
+    assert (d.allowed, d.remaining) == (True, 1)
+
+
+def test_a_25_hour_day_and_a_month_across_an_offset_change() -> None:
+    zone = "America/New_York"
+    start, end = cellrate.calendar_period(zone, "day", now=1636261200)  # 2021-11-07
+    assert end - start == 25 * 3600
+    start, end = cellrate.calendar_period(zone, "month", now=1636261200)  # November 2021
+    assert (start, end) == (1635739200, 1638334800)  # EDT midnight to EST midnight
+    lim = cellrate.Limiter("1000000/month", algorithm="calendar", tz=zone)
+    d = lim.check(10, now=1636261200)
+    assert (d.remaining, d.reset_after, d.limit) == (999990, end - 1636261200, 1000000)
+
+
+def test_iso_weeks_start_on_monday() -> None:
+    start, end = cellrate.calendar_period("UTC", "week", now=1704067200)  # Mon 2024-01-01
+    assert (start, end) == (1704067200, 1704672000)
+    start, _ = cellrate.calendar_period("UTC", "week", now=1704067199)  # Sun 2023-12-31
+    assert start == 1703462400  # Mon 2023-12-25
+
+
+def test_composes_with_a_rate_as_several_limits() -> None:
+    per_minute = cellrate.Limiter("2/minute", algorithm="fixed_window")
+    quota = cellrate.Limiter("3/month", algorithm="calendar", tz="Asia/Kolkata")
+    now = 1700000000.0
+    assert cellrate.check_all([per_minute, quota], now=now).allowed
+    assert cellrate.check_all([per_minute, quota], now=now).allowed
+    refused = cellrate.check_all([per_minute, quota], now=now)
+    assert not refused.allowed and refused.retry_after == 40.0  # the minute's end
+    assert cellrate.check_all([per_minute, quota], now=now + 60).allowed
+    refused = cellrate.check_all([per_minute, quota], now=now + 120)
+    _, month_end = cellrate.calendar_period("Asia/Kolkata", "month", now=now)
+    assert not refused.allowed and refused.retry_after == month_end - now - 120
+    assert per_minute.peek(now=now + 120).remaining == 1  # the refusal took nothing (peek: 1)
+
+
+def test_a_live_change_keeps_the_count_and_the_zone() -> None:
+    lim = cellrate.Limiter("10/day", algorithm="calendar", tz="Pacific/Chatham")
+    now = 1700000000.0
+    lim.check(6, now=now)
+    lim.reconfigure("8/day", now=now)
+    assert lim.peek(now=now).remaining == 1  # 6 used, and the peek's 1
+    _, end = cellrate.calendar_period("Pacific/Chatham", "day", now=now)
+    assert lim.peek(now=now).reset_after == end - now
+    assert "Pacific/Chatham" in repr(lim)
+
+
+def test_default_zone_is_utc_and_repr_reads_back() -> None:
+    lim = cellrate.Limiter("5/3months", algorithm="calendar")
+    assert repr(lim) == "cellrate.Limiter(rate='5/3month', algorithm='calendar', tz='UTC')"
+    d = lim.check(now=1700000000)  # 2023-11-14: the quarter October to December
+    assert d.reset_after == 1704067200 - 1700000000
+
+
+@pytest.mark.parametrize(("kwargs", "status", "param"), [
+    ({"rate": "3/day", "algorithm": "calendar", "tz": "Mars/Olympus_Mons"}, "E_TZ", "tz"),
+    ({"rate": "3/day", "algorithm": "calendar", "tz": "../../etc/passwd"}, "E_TZ", "tz"),
+    ({"rate": "3/minute", "algorithm": "calendar"}, "E_CALENDAR_PERIOD", "rate"),
+    ({"rate": "3/11years", "algorithm": "calendar"}, "E_CALENDAR_PERIOD", "rate"),
+    ({"rate": "0/day", "algorithm": "calendar"}, "E_CALENDAR_AMOUNT", "rate"),
+    ({"rate": "2.5/day", "algorithm": "calendar"}, "E_CALENDAR_AMOUNT", "rate"),
+    ({"rate": 3, "algorithm": "calendar"}, "E_CALENDAR_PERIOD", "rate"),
+    ({"rate": "3/month"}, "E_RATE_CALENDAR_ALGORITHM", "algorithm"),
+    ({"rate": "3/second", "tz": "UTC"}, "E_TZ_ALONE", "tz"),
+    ({"rate": "3/day", "algorithm": "calendar", "burst": 3}, "E_BURST_WINDOW", "burst"),
+])
+def test_bad_input_in_the_cores_words(kwargs: dict, status: str, param: str) -> None:
+    with pytest.raises(cellrate.InvalidArgument) as caught:
+        cellrate.Limiter(**kwargs)
+    assert str(caught.value) == STATUS[status]
+    assert str(caught.value).startswith(param)
+
+
+def test_a_shared_region_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(cellrate.InvalidArgument, match="^algorithm: a calendar quota"):
+        cellrate.Limiter("3/day", algorithm="calendar", shared=str(tmp_path / "r"))
+
+
+def test_calendar_period_refuses_bad_input() -> None:
+    with pytest.raises(cellrate.InvalidArgument, match="^tz must be"):
+        cellrate.calendar_period("Nowhere/Town", "day")
+    with pytest.raises(cellrate.InvalidArgument, match="^rate: a calendar quota counts"):
+        cellrate.calendar_period("UTC", "fortnight")
+    start, end = cellrate.calendar_period("UTC", "year")
+    assert start <= cellrate.calendar_period("UTC", "day")[0] < end
+    assert math.isfinite(end)

@@ -1,0 +1,296 @@
+"""The Redis store's protocol (tests/vectors/redis.txt, written by the reference model
+tests/model/redis_model.py) through the Python face's calls into the core: a request's
+words, a reply's reading, what a failure means, the Cluster slots' message, the deny
+cache's answers, on_error's answers, the probe's back-off, a key's name. The C tests
+and busted (tests/lua/redis_protocol_spec.lua) read the same file. No server: these are
+the rules; test_redis.py runs them against redis-server."""
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+import cellrate
+
+pytest.importorskip("redis", reason="make test installs redis-py")
+import cellrate.redis as cr_redis  # noqa: E402
+
+core = cellrate._cellrate
+VECTORS = Path(__file__).resolve().parents[1] / "vectors"
+NEVER = 2**63 - 1
+
+
+def text(field: str) -> bytes | None:
+    """A text field: '-' for none, else a quote and its bytes, %XX escaped."""
+    if field == "-":
+        return None
+    assert field.startswith("'"), field
+    return re.sub(rb"%([0-9A-F]{2})", lambda m: bytes([int(m.group(1), 16)]),
+                  field[1:].encode())
+
+
+def messages() -> dict:
+    """The core's status table: name -> message (tests/vectors/status.txt)."""
+    table = {}
+    for line in (VECTORS / "status.txt").read_text().splitlines():
+        if line.startswith("status "):
+            head, message = line.split("|", 1)
+            table[head.split()[2]] = message
+    return table
+
+
+def read() -> list:
+    return [line.split() for line in (VECTORS / "redis.txt").read_text().splitlines()
+            if line and not line.startswith("#")]
+
+
+LINES = read()
+MODES = {f[1]: int(f[2]) for f in LINES if f[0] == "mode"}
+MESSAGES = messages()
+
+
+def limits() -> dict:
+    made = {}
+    for f in LINES:
+        if f[0] == "limit":
+            limit = cellrate.Limit(float(f[3]), float(f[4]), algorithm=f[2],
+                                   burst=None if f[5] == "-" else int(f[5]),
+                                   max_debt=None if f[6] == "-" else int(f[6]))
+            assert (limit.emission_ns, limit.tolerance_ns, limit.burst, limit.max_debt) == \
+                tuple(int(x) for x in f[7:11]), f
+            made[int(f[1])] = limit
+    return made
+
+
+LIMITS = limits()
+
+
+def pairs(kind: str):
+    """Each line of `kind` with the line after it."""
+    for at, f in enumerate(LINES):
+        if f[0] == kind:
+            yield f, LINES[at + 1]
+
+
+def refused(status: str, function, *args) -> None:
+    """`function(*args)` raises the core's error of `status`, in its words."""
+    with pytest.raises(cellrate.CellrateError) as info:
+        function(*args)
+    assert str(info.value) == MESSAGES[status]
+
+
+def test_the_constants_and_the_unavailable_words():
+    constants = {f[1]: f[2] for f in LINES if f[0] == "constant"}
+    assert cr_redis.MAX_TOLERANCE_NS == int(constants["MAX_TOLERANCE_NS"])
+    assert cr_redis.MAX_DEBT_NS == int(constants["MAX_DEBT_NS"])
+    assert cr_redis.FIRST_BACKOFF_S == int(constants["FIRST_BACKOFF_NS"]) / 1e9
+    assert cr_redis.MAX_BACKOFF_S == int(constants["MAX_BACKOFF_NS"]) / 1e9
+    assert cr_redis.UNAVAILABLE_REPLIES == tuple(f[1] for f in LINES if f[0] == "unavailable")
+    assert {name: getattr(cr_redis, name.upper()) for name in MODES} == MODES
+
+
+def test_the_script_states_the_same_constants():
+    """The script runs inside Redis, self-contained: its `local` constants are the core's."""
+    script = cr_redis.SCRIPT.decode()
+    local = dict(re.findall(r"^local ([A-Z][A-Z_]*) = (.*)$", script, re.M))
+    for f in LINES:
+        if f[0] == "constant" and f[1] in local:
+            value = local[f[1]]
+            assert (value.strip("'").encode() if value.startswith("'") else value.encode()) \
+                == (text(f[2]) if f[2].startswith("'") else f[2].encode()), f[1]
+        if f[0] == "mode":
+            assert local[f[1].upper()] == f"'{f[2]}'", f[1]
+    assert {"MAX_TOLERANCE_NS", "MAX_DEBT_NS", "ALGORITHM_REPLY", "CHARGE"} <= set(local)
+
+
+def test_signatures_and_keys():
+    for f, after in pairs("limit"):
+        assert after[0] == "signature"
+        assert core._redis_signature(LIMITS[int(f[1])]).encode() == text(after[1])
+    keys = 0
+    for f in LINES:
+        if f[0] == "key":
+            prefix, name, of, want = (text(x) for x in f[1:5])
+            assert core._redis_key(prefix, name, of) == want, f
+            keys += 1
+    assert keys >= 5
+
+
+def test_requests():
+    count = 0
+    for f, after in pairs("request"):
+        mode, cost, n = MODES[f[1]], int(f[2]), int(f[4])
+        now = None if f[3] == "-" else float(f[3])
+        groups = []
+        for i in range(n):
+            limit, prefix, name, key = f[5 + 4 * i:9 + 4 * i]
+            groups += [LIMITS[int(limit)], text(prefix), text(name), text(key)]
+        if n == 0:  # the binding's own arity check: no call without a limit
+            with pytest.raises(TypeError):
+                core._redis_request(mode, cost, now, *groups)
+            continue
+        if after[0] == "refused":
+            refused(after[1], core._redis_request, mode, cost, now, *groups)
+        else:
+            assert after[0] == "words"
+            words = core._redis_request(mode, cost, now, *groups)
+            assert words == [text(word) for word in after[2:]], f
+            assert len(after) - 2 == int(after[1])
+        count += 1
+    assert count > 150
+
+
+def field(value: str):
+    return text(value) if value.startswith("'") else int(value)
+
+
+def decision_fields(decision) -> list:
+    """A Decision's fields, its times in seconds as the core converts ns."""
+    return [int(decision.allowed), decision.remaining, decision.retry_after,
+            decision.reset_after, decision.limit]
+
+
+def seconds(fields: list) -> list:
+    """allowed, remaining, retry_after_ns, reset_after_ns, limit: the times in seconds."""
+    allowed, remaining, retry, reset, limit = (int(x) for x in fields)
+    return [allowed, remaining, math.inf if retry == NEVER else retry / 1e9, reset / 1e9, limit]
+
+
+def test_replies():
+    count = 0
+    for f, after in pairs("reply"):
+        mode, n = MODES[f[1]], int(f[2])
+        chosen = [LIMITS[int(i)] for i in f[3:3 + n]]
+        rest = f[3 + n:]
+        reply = int(rest[1]) if rest[0] == "int" else [field(x) for x in rest[2:]]
+        if after[0] == "refused":
+            refused(after[1], core._redis_reply, mode, reply, *chosen)
+        elif after[0] == "count":
+            assert core._redis_reply(mode, reply, *chosen) == int(after[1]), f
+        else:
+            decision = core._redis_reply(mode, reply, *chosen)
+            assert decision_fields(decision) == seconds(after[1:6]), f
+            index, clipped = int(after[6]), int(after[7])
+            assert decision.limit == chosen[index].burst
+            assert decision.clipped == bool(clipped), f
+        count += 1
+    assert count > 30
+
+
+def test_failures():
+    kinds = set()
+    for f in LINES:
+        if f[0] == "failure":
+            word, message = text(f[1]), text(f[2]).decode()
+            kind, words = core._redis_classify(None if word is None else word.decode(), message)
+            assert kind == f[3], f
+            assert words == (None if f[4] == "-" else message[int(f[4]):]), f
+            kinds.add(kind)
+    assert kinds == {"cannot_decide", "mistake", "wrong_algorithm", "cross_slot", "no_script"}
+
+
+def test_slots_messages():
+    count = 0
+    for f in LINES:
+        if f[0] == "slots":
+            n = int(f[1])
+            keys = [text(f[2 + 2 * i]) for i in range(n)]
+            slots = [int(f[3 + 2 * i]) for i in range(n)]
+            assert core._redis_slots_message(keys, slots).encode() == text(f[2 + 2 * n]), f
+            count += 1
+    assert count == 3
+
+
+def test_the_deny_cache_keeps_what_the_core_keeps():
+    count = 0
+    for f in LINES:
+        if f[0] == "remember":
+            mode, nlimits = MODES[f[1]], int(f[2])
+            if nlimits != 1:
+                continue  # a face asks only of one limit's reply
+            now = None if f[3] == "-" else int(f[3]) / 1e9
+            cost, allowed, remaining, retry, reset, asked, kept = (int(x) for x in f[4:11])
+            # the reply that says it (the script's fields; an admission in allow mode: 1)
+            if allowed and mode == MODES["allow"]:
+                reply = 1
+            else:
+                reply = [allowed, remaining, -1 if retry == NEVER else retry, reset, 1]
+                if mode == MODES["charge"]:
+                    reply.append(0)
+            if mode in (MODES["take"], MODES["refund"]):
+                reply = 1
+            got = core._redis_remember(mode, now, cost, asked, reply, LIMITS[0])
+            assert (got is not None) == bool(kept), f
+            if got is not None:
+                assert got == (asked, cost, remaining, retry, reset)
+            count += 1
+    assert count >= 10
+
+
+def test_a_kept_refusal_answers_as_the_core_says():
+    count = 0
+    for f, after in pairs("recall"):
+        limit = LIMITS[int(f[1])]
+        refusal = tuple(int(x) for x in f[2:7])
+        mode, nlimits = MODES[f[7]], int(f[8])
+        if nlimits != 1:
+            continue  # the face never asks for several limits
+        now = None if f[9] == "-" else int(f[9]) / 1e9
+        cost, clock = int(f[10]), int(f[11])
+        got = core._redis_recall(mode, now, cost, clock, refusal, limit)
+        if after[0] == "ask":
+            assert got is None, f
+        elif after[0] == "expired":
+            assert got is False, f
+        else:
+            assert decision_fields(got) == seconds(after[1:6]), f
+        count += 1
+    assert count > 30
+
+
+def test_on_errors_answers():
+    count = 0
+    for f in LINES:
+        if f[0] == "unavailable_answer":
+            limit, allow, cost, probe_in = LIMITS[int(f[1])], f[2] == "allow", int(f[3]), int(f[4])
+            decision = core._redis_unavailable(MODES["check"], limit, allow, cost, probe_in)
+            assert decision_fields(decision) == seconds(f[5:10]), f
+            assert core._redis_unavailable(MODES["take"], limit, allow, cost, probe_in) == int(f[10])
+            count += 1
+    assert count >= 9
+
+
+def test_the_back_off():
+    for f in LINES:
+        if f[0] == "backoff":
+            assert core._redis_backoff(int(f[1])) == int(f[2]), f
+
+
+def test_the_fallbacks_option_limit_and_way_back():
+    """on_error="fallback" (the core's cr_redis_fallback_check, cr_redis_fallback_limit,
+    cr_redis_going_back), as the vectors say."""
+    counts = {"fallback_check": 0, "fallback_limit": 0, "going_back": 0}
+    for f in LINES:
+        if f[0] == "fallback_check":
+            if f[3] == "OK":
+                assert core._redis_fallback_check(f[1], f[2] == "1") is None, f
+            else:
+                with pytest.raises(cellrate.InvalidArgument, match="^fallback is the limit"):
+                    core._redis_fallback_check(f[1], f[2] == "1")
+        elif f[0] == "fallback_limit":
+            limit, share = LIMITS[int(f[1])], float(f[2])
+            if f[3] == "OK":
+                got = core._redis_fallback_limit(limit, share)
+                assert (got.algorithm, got.emission_ns, got.tolerance_ns, got.burst) == (
+                    f[4], int(f[5]), int(f[6]), int(f[7])), f
+            else:
+                with pytest.raises(cellrate.InvalidArgument, match="^fallback must be a share"):
+                    core._redis_fallback_limit(limit, share)
+        elif f[0] == "going_back":
+            got = core._redis_going_back(MODES[f[2]], int(f[3]), LIMITS[int(f[1])], int(f[4]))
+            assert got == (MODES[f[5]], int(f[6]), f[7] == "1"), f
+        else:
+            continue
+        counts[f[0]] += 1
+    assert counts == {"fallback_check": 8, "fallback_limit": 77, "going_back": 90}
