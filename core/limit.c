@@ -451,6 +451,9 @@ static cr_status calendar_limit(cr_limit *limit, const cr_limit_args *args)
     made.max_debt = args->has_max_debt ? args->max_debt : amount;
     made.zone = args->zone ? args->zone : cr_zone_utc();
     made.period = period;
+    if (args->has_priorities &&
+        (status = cr_priorities_set(&made, args->priorities, args->npriorities)) != CR_OK)
+        return status; /* a window: CR_E_PRIORITIES_ALGORITHM once the classes are valid */
     *limit = made;
     return CR_OK;
 }

@@ -233,8 +233,12 @@ static int run_vectors(const char *dir)
             }
             cr_limit limit;
             cr_status status = make_limit(&limit, word, 100000000, 10, table, (size_t)count);
-            if (strstr(word, "window")) { /* a window takes no burst: a rate of 10 per second */
+            if (strstr(word, "window") || strcmp(word, "calendar") == 0) {
+                /* a window takes no burst: a rate of 10 per second (calendar: per day) */
+                const bool calendar = strcmp(word, "calendar") == 0;
                 cr_limit_args args = {.rate = 10,
+                                      .rate_text = calendar ? "10/day" : NULL,
+                                      .rate_text_len = calendar ? 6 : 0,
                                       .algorithm = word,
                                       .algorithm_len = strlen(word),
                                       .priorities = table,

@@ -2717,7 +2717,7 @@ def make_priorities() -> str:
                          (999_999_999, 0.7), (10, 0.0)):
         lines.append(f"reserve {tau} {reserve!r} {priority_model.reserve_ns(tau, reserve)}")
 
-    lines.append("# class tables given to a limit (rate 10/s): good and bad")
+    lines.append("# class tables given to a limit (rate 10/s; calendar: 10/day): good and bad")
     tables: list[tuple[str, list[tuple[bytes, float]]]] = [
         ("gcra", table), ("token_bucket", table), ("gcra", [(crit, 0.0)]),
         ("gcra", eight), ("gcra", []), ("gcra", eight + [(b"y", 0.5)]),
@@ -2728,9 +2728,13 @@ def make_priorities() -> str:
         ("gcra", [(crit, 0.0), (norm, math.inf)]), ("gcra", [(crit, -0.0), (norm, 0.5)]),
         ("gcra", [(norm, 0.2), (bulk, 0.5)]), ("gcra", [(crit, 0.0), (norm, 0.99999)]),
         ("fixed_window", table), ("sliding_window", table), ("fixed_window", [(norm, 1.5)]),
+        # a calendar quota (10/day) is a window too
+        ("calendar", table), ("calendar", [(crit, 0.0)]), ("calendar", [(norm, 1.5)]),
+        ("calendar", [(norm, 0.2)]),
     ]
     for algorithm, classes in tables:
-        status = priority_model.check_table(classes, window=algorithm.endswith("_window"))
+        window = algorithm.endswith("_window") or algorithm == "calendar"
+        status = priority_model.check_table(classes, window=window)
         parts = " ".join(f"{name_token(n)} {r!r}" for n, r in classes)
         lines.append(f"table {algorithm} {status} {len(classes)}{' ' if parts else ''}{parts}")
 

@@ -112,13 +112,15 @@ def test_tables(lineno: int, algorithm: str, status: str, pairs: list[tuple[obje
     classes = dict(pairs)
     if len(classes) != len(pairs) or any(isinstance(n, bytes) for n, _ in pairs):
         pytest.skip("a duplicate name or one that is not UTF-8: no Python mapping holds it")
-    kwargs = {} if algorithm.endswith("_window") else {"burst": 10}
+    # a window takes no burst; a calendar quota counts per day
+    kwargs = {} if algorithm.endswith("_window") or algorithm == "calendar" else {"burst": 10}
+    rate = "10/day" if algorithm == "calendar" else 10
     if status == "OK":
-        lim = cellrate.Limiter(10, algorithm=algorithm, priorities=classes, **kwargs)
+        lim = cellrate.Limiter(rate, algorithm=algorithm, priorities=classes, **kwargs)
         assert lim.priorities == dict(sorted(classes.items()))
         return
     with pytest.raises(cellrate.InvalidArgument) as info:
-        cellrate.Limiter(10, algorithm=algorithm, priorities=classes, **kwargs)
+        cellrate.Limiter(rate, algorithm=algorithm, priorities=classes, **kwargs)
     param, message = STATUS[status]
     assert str(info.value) == message and info.value.param == param, f"priorities.txt:{lineno}"
 
