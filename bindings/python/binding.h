@@ -29,6 +29,17 @@
 #define Py_READONLY READONLY
 #endif
 
+#if PY_VERSION_HEX < 0x030A0000 /* CPython 3.9 */
+static inline PyObject *Py_NewRef(PyObject *object)
+{
+    Py_INCREF(object);
+    return object;
+}
+/* A type that Python code cannot call: tp_new cleared once the type is made
+ * (module.c), as CPython did before the flag. */
+#define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
+#endif
+
 #ifndef Py_ALWAYS_INLINE /* CPython < 3.11 */
 #if defined(__GNUC__)
 #define Py_ALWAYS_INLINE __attribute__((always_inline))

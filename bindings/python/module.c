@@ -109,6 +109,9 @@ static int cellrate_exec(PyObject *module)
     state->wait_plan_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &wait_plan_spec, NULL);
     if (state->wait_plan_type == NULL)
         return -1;
+#if PY_VERSION_HEX < 0x030A0000
+    state->wait_plan_type->tp_new = NULL; /* made by _wait_plan only */
+#endif
     state->client_keys_type = add_type(module, &client_keys_spec);
     if (state->client_keys_type == NULL)
         return -1;

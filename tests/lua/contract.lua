@@ -5,13 +5,8 @@
 -- Each scenario: { name =, clock = bool, limits = { { kind, rate, burst }, ... },
 -- options = { ... }, requests = { { now, cost, status, allowed, fields }, ... } },
 -- fields keyed by the names as written.
-local function words_of(line)
-   local words = {}
-   for word in line:gmatch("%S+") do
-      words[#words + 1] = word
-   end
-   return words
-end
+local words_of = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
+   .. "vector_text.lua").words
 
 local function option(name, value)
    if name == "status" then

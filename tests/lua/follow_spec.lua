@@ -11,13 +11,8 @@ local function decode(token)
    return (token:sub(2):gsub("%%(%x%x)", function(hex) return string.char(tonumber(hex, 16)) end))
 end
 
-local function words(text)
-   local out = {}
-   for word in text:gmatch("%S+") do
-      out[#out + 1] = word
-   end
-   return out
-end
+local words = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
+   .. "vector_text.lua").words
 
 -- The fields at w[at] (a count, then =name =value pairs) as {name, value}
 -- pairs, and the index after them.

@@ -7,13 +7,8 @@
 -- { line, constructor, name, suggested }; takes_burst: { algorithm, takes };
 -- status: name -> message; value(type, literal, path): a value as Lua gives it
 -- (nil: absent; "@tmp": path()); decode(literal): a string's bytes.
-local function words_of(line)
-   local words = {}
-   for word in line:gmatch("%S+") do
-      words[#words + 1] = word
-   end
-   return words
-end
+local words_of = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
+   .. "vector_text.lua").words
 
 local function decode(literal)
    if literal == "%" then

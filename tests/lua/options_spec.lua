@@ -28,13 +28,8 @@ local function lines_of(name)
    return lines
 end
 
-local function words_of(line)
-   local words = {}
-   for word in line:gmatch("%S+") do
-      words[#words + 1] = word
-   end
-   return words
-end
+local words_of = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
+   .. "vector_text.lua").words
 
 local MADE = {} -- the region paths made, removed after each check
 local function fresh_path()

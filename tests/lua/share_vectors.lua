@@ -6,13 +6,8 @@
 -- result: { checked = lines, skipped = lines, failures = { text, ... } }.
 -- LuaJIT has no 64-bit integers: a line with an integer no double holds
 -- exactly is skipped (counted); every other line is checked.
-local function words_of(line)
-   local words = {}
-   for word in line:gmatch("%S+") do
-      words[#words + 1] = word
-   end
-   return words
-end
+local words_of = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
+   .. "vector_text.lua").words
 
 -- A number as %.17g wrote it (Lua reads neither "nan" nor "inf").
 local function number(word)

@@ -43,13 +43,8 @@ local function lines_of(name)
    return lines
 end
 
-local function words(text)
-   local out = {}
-   for word in text:gmatch("%S+") do
-      out[#out + 1] = word
-   end
-   return out
-end
+local words = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
+   .. "vector_text.lua").words
 
 ---------------------------------------------------------------------------
 -- The status table (tests/vectors/status.txt): the messages a face must raise.

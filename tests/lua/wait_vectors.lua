@@ -5,13 +5,8 @@
 --   local result = dofile("tests/lua/wait_vectors.lua")(cellrate, path)
 -- result: { checked = lines, failures = { text, ... } }. Every time in the
 -- file is whole ms, which a double's seconds hold exactly.
-local function words_of(line)
-   local words = {}
-   for word in line:gmatch("%S+") do
-      words[#words + 1] = word
-   end
-   return words
-end
+local words_of = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
+   .. "vector_text.lua").words
 
 local function seconds(word)
    if word == "never" then

@@ -6,13 +6,8 @@
 --   web.text(field)  -- a text field's bytes ("%XX" decoded, "-" for none)
 --   web.hex(field)   -- a bytes field's bytes (hex pairs, "-" for none)
 --   web.number(field) -- a decimal field as a number (an integer on Lua 5.4)
-local function words_of(line)
-   local words = {}
-   for word in line:gmatch("%S+") do
-      words[#words + 1] = word
-   end
-   return words
-end
+local words_of = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
+   .. "vector_text.lua").words
 
 local function text(field)
    if field == "-" then
