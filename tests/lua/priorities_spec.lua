@@ -22,13 +22,8 @@ local function lines_of(path)
    return lines
 end
 
-local function words(text)
-   local out = {}
-   for word in text:gmatch("%S+") do
-      out[#out + 1] = word
-   end
-   return out
-end
+local words = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
+   .. "vector_text.lua").words
 
 -- A reserve as the model writes it (Python's repr: "nan" and "inf" too).
 local function number(text)
