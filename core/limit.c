@@ -166,26 +166,35 @@ static const struct {
     {unit_m, 60.0},  {unit_h, 3600.0}, {unit_d, 86400.0}, {unit_w, 604800.0},
 };
 
-cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *period_s)
+/* The head of a rate, "<number> /" or "<number> per": the number, and c past
+ * the separator; a list ("100/day;10/hour") is a status of its own. */
+static cr_status read_head(cursor *c, const char *text, size_t len, double *number)
 {
     static const char *const per_word[] = {"per", NULL};
-    cursor c = {text, text + len};
-    double units_per = 0, count = 1;
-
     /* "100/day;10/hour", as flask-limiter and slowapi write several limits:
      * here one string is one limit, and the words say what to do instead */
     if (len > 0 && memchr(text, ';', len) != NULL)
         return CR_E_RATE_SEVERAL;
-    skip_spaces(&c);
-    if (!parse_number(&c, &units_per))
+    skip_spaces(c);
+    if (!parse_number(c, number))
         return CR_E_RATE_SYNTAX;
-    skip_spaces(&c);
-    if (c.at < c.end && *c.at == '/')
-        c.at++;
-    else if (letters(&c) == 3 && word_is(c.at, 3, per_word))
-        c.at += 3;
+    skip_spaces(c);
+    if (c->at < c->end && *c->at == '/')
+        c->at++;
+    else if (letters(c) == 3 && word_is(c->at, 3, per_word))
+        c->at += 3;
     else
         return CR_E_RATE_SYNTAX;
+    return CR_OK;
+}
+
+cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *period_s)
+{
+    cursor c = {text, text + len};
+    double units_per = 0, count = 1;
+    const cr_status head = read_head(&c, text, len, &units_per);
+    if (head != CR_OK)
+        return head;
     skip_spaces(&c);
     if (c.at < c.end && (is_digit(*c.at) || *c.at == '.')) {
         if (!parse_number(&c, &count))
@@ -255,21 +264,11 @@ cr_status cr_parse_period(const char *text, size_t len, cr_period *period)
 
 cr_status cr_parse_calendar_rate(const char *text, size_t len, int64_t *amount, cr_period *period)
 {
-    static const char *const per_word[] = {"per", NULL};
     cursor c = {text, text + len};
     double amount_given = 0;
-    if (len > 0 && memchr(text, ';', len) != NULL)
-        return CR_E_RATE_SEVERAL;
-    skip_spaces(&c);
-    if (!parse_number(&c, &amount_given))
-        return CR_E_RATE_SYNTAX;
-    skip_spaces(&c);
-    if (c.at < c.end && *c.at == '/')
-        c.at++;
-    else if (letters(&c) == 3 && word_is(c.at, 3, per_word))
-        c.at += 3;
-    else
-        return CR_E_RATE_SYNTAX;
+    const cr_status head = read_head(&c, text, len, &amount_given);
+    if (head != CR_OK)
+        return head;
     cr_period made;
     const cr_status status = read_period(&c, &made);
     if (status != CR_OK)
