@@ -5,6 +5,8 @@ cache's answers, on_error's answers, the probe's back-off, a key's name. The C t
 and busted (tests/lua/redis_protocol_spec.lua) read the same file. No server: these are
 the rules; test_redis.py runs them against redis-server."""
 
+from __future__ import annotations
+
 import math
 import re
 from pathlib import Path
