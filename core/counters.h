@@ -281,6 +281,7 @@ CR_HOT void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr
         return; /* a peek; a commit its caller counts (check_all) */
     switch (op->kind) {
     case CR_OP_DECIDE:
+    case CR_OP_PRIORITY:
         cr_count_verdict(counts, ok, op->cost, limit->burst);
         return;
     case CR_OP_RESERVE: /* a reservation not made is a wait's to count (cr_wait) */

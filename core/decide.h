@@ -45,7 +45,8 @@ typedef enum {
     CR_OP_ANCHOR,
     CR_OP_CHARGE,
     CR_OP_TAKE,
-    CR_OP_FOLLOW
+    CR_OP_FOLLOW,
+    CR_OP_PRIORITY /* a decision of a priority class: its index in max_wait_ns */
 } cr_op_kind;
 
 typedef struct {
@@ -117,11 +118,15 @@ CR_HOT int64_t cr_count_quotient(const cr_limit *limit, int64_t packed)
 /* ------------------------------------------------------------------------ */
 /* gcra and token_bucket                                                     */
 
+/* `reserve_ns`: the part of tau a priority class may not spend (0 <=
+ * reserve_ns <= tau; 0 for a decision without one, a constant that folds
+ * away): the class decides as if tau were tau - reserve_ns, so that an
+ * admission leaves at least reserve_ns of room (docs/design/priorities.md). */
 CR_HOT int64_t cr_gcra_decide(const cr_limit *limit, int64_t tat, int64_t now_ns, int64_t cost,
-                              cr_decision *out, bool *allowed)
+                              cr_decision *out, bool *allowed, int64_t reserve_ns)
 {
     const int64_t T = limit->emission_ns;
-    const int64_t tau = limit->tolerance_ns;
+    const int64_t tau = limit->tolerance_ns - reserve_ns;
     const int64_t base = tat > now_ns ? tat : now_ns;
     int64_t new_tat = tat, allow_at = 0, increment = 0;
     bool fits = true;
@@ -130,10 +135,12 @@ CR_HOT int64_t cr_gcra_decide(const cr_limit *limit, int64_t tat, int64_t now_ns
         *allowed = true; /* a probe: always admitted, nothing to store */
     } else {
         int64_t next;
-        /* one unit, the common cost: T <= tau (a burst is at least 1), no multiply */
-        if (__builtin_expect(cost == 1, 1))
+        /* one unit, the common cost: T <= tau (a burst is at least 1), no multiply;
+         * a class's smaller tau may hold less than one unit */
+        if (__builtin_expect(cost == 1, 1)) {
             increment = T;
-        else
+            fits = reserve_ns == 0 || T <= tau;
+        } else
             fits = !__builtin_mul_overflow(cost, T, &increment) && increment <= tau;
         *allowed = false;
         /* Unfittable: no wait would ever admit it. An overflowing sum is
@@ -476,8 +483,20 @@ CR_HOT int64_t cr_decision_core(const cr_limit *limit, int64_t state, int64_t no
     case CR_ALGORITHM_SLIDING_WINDOW:
         return cr_sliding_decide(limit, state, now_ns, cost, out, allowed);
     default:
-        return cr_gcra_decide(limit, state, now_ns, cost, out, allowed);
+        return cr_gcra_decide(limit, state, now_ns, cost, out, allowed, 0);
     }
+}
+
+/* A decision of the priority class `priority` (a valid index of
+ * limit->priorities): gcra and token_bucket only (cr_priorities_set refuses
+ * the windows, which decide here as without one). */
+CR_HOT int64_t cr_priority_core(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
+                                int64_t priority, cr_decision *out, bool *allowed)
+{
+    if (__builtin_expect(cr_is_window(limit), 0))
+        return cr_decision_core(limit, state, now_ns, cost, out, allowed);
+    return cr_gcra_decide(limit, state, now_ns, cost, out, allowed,
+                          limit->priorities[priority].reserve_ns);
 }
 
 CR_HOT int64_t cr_reserve_core(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
@@ -795,6 +814,8 @@ CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr
         *ok = followed != state;
         return followed;
     }
+    case CR_OP_PRIORITY:
+        return cr_priority_core(limit, state, now_ns, op->cost, op->max_wait_ns, out, ok);
     case CR_OP_TAKE: {
         const int64_t taken = cr_take_core(limit, state, now_ns, op->cost, &op->taken);
         *ok = op->taken > 0;

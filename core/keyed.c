@@ -22,6 +22,7 @@
  */
 #include "keyed.h"
 #include "carry.h"
+#include "priority.h"
 #include "fastclock.h"
 #include "place.h"
 #include "region.h"
@@ -463,7 +464,9 @@ cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t n
     keyed_limit *current = current_limit(keyed);
     if (status == CR_OK)
         status = cr_limit_reconfigurable(&current->limit, limit);
-    if (status != CR_OK || cr_limit_identical(&current->limit, limit))
+    cr_limit kept = *limit;
+    cr_priorities_keep(&kept, &current->limit); /* the classes stay the table's */
+    if (status != CR_OK || cr_limit_identical(&current->limit, &kept))
         goto done; /* the same limit: nothing changes */
     keyed_limit *next = calloc(1, sizeof *next);
     if (!next) {
@@ -471,6 +474,7 @@ cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t n
         goto done;
     }
     next->limit = *limit;
+    cr_priorities_keep(&next->limit, &current->limit);
     next->limit.fast_clock = current->limit.fast_clock;
     next->changed_at = cr_resolve_now(&current->limit, now_ns);
     next->older = current;
@@ -571,6 +575,21 @@ cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64
 {
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, allowed);
+}
+
+cr_status cr_keyed_check_priority(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                                  int64_t cost, int32_t priority, bool commit, cr_decision *out,
+                                  bool *allowed)
+{
+    cr_status status = cr_priority_check(cr_keyed_limit(keyed), priority);
+    if (status != CR_OK)
+        return status; /* the classes never change: a live change keeps them */
+    cr_op op = {CR_OP_PRIORITY, cost, priority, 0, 0, false};
+    bool verdict = false;
+    status = keyed_apply(keyed, key, key_len, now_ns, &op, commit, out, &verdict);
+    if (allowed)
+        *allowed = verdict;
+    return status;
 }
 
 cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,

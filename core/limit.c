@@ -1,6 +1,7 @@
 /* Limits: validation, defaults and the rate-string grammar; their
  * descriptions; seconds and nanoseconds. */
 #include "cellrate/limit.h"
+#include "cellrate/priority.h"
 #include "cellrate/stores.h"
 
 #include <inttypes.h>
@@ -449,6 +450,9 @@ static cr_status calendar_limit(cr_limit *limit, const cr_limit_args *args)
     made.max_debt = args->has_max_debt ? args->max_debt : amount;
     made.zone = args->zone ? args->zone : cr_zone_utc();
     made.period = period;
+    if (args->has_priorities &&
+        (status = cr_priorities_set(&made, args->priorities, args->npriorities)) != CR_OK)
+        return status; /* a window: CR_E_PRIORITIES_ALGORITHM once the classes are valid */
     *limit = made;
     return CR_OK;
 }
@@ -492,6 +496,8 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
         status = window_limit(&made, args, rate, period_s);
         if (status == CR_OK && args->has_max_cost && args->max_cost > made.burst)
             return CR_E_RATE_MAX_COST;
+        if (status == CR_OK && args->has_priorities)
+            status = cr_priorities_set(&made, args->priorities, args->npriorities);
         if (status == CR_OK) {
             made.max_debt = args->has_max_debt ? args->max_debt : made.burst;
             *limit = made;
@@ -542,6 +548,9 @@ cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args)
      * key refused for at most about 2 tau (a window: until it ends), never
      * for good (docs/design.md §9). */
     made.max_debt = args->has_max_debt ? args->max_debt : burst;
+    if (args->has_priorities &&
+        (status = cr_priorities_set(&made, args->priorities, args->npriorities)) != CR_OK)
+        return status;
     *limit = made;
     return CR_OK;
 }

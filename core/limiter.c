@@ -23,6 +23,7 @@
  */
 #include "limiter.h"
 #include "carry.h"
+#include "priority.h"
 #include "fastclock.h"
 #include "region.h"
 
@@ -318,21 +319,35 @@ __attribute__((noinline)) static cr_status allow_apply(cr_limiter *limiter, int6
     return limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
 }
 
+/* A class's decision through limiter_apply: out NULL decides admission alone. */
+__attribute__((noinline)) static cr_status
+priority_apply(cr_limiter *limiter, int64_t now_ns, int64_t cost, int32_t priority, bool *allowed)
+{
+    cr_op op = {CR_OP_PRIORITY, cost, priority, 0, 0, false};
+    return limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
+}
+
 /* The common allow(): a limiter of this process under gcra or token_bucket
  * (a change keeps the algorithm and the clock), its decision limiter_apply's,
  * with nothing kept across the compare-and-swap but the cell and the time,
- * and the verdict stored once it is final. */
-cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
+ * and the verdict stored once it is final. `priority`: a class's index, or
+ * -1 (a constant: cr_limiter_allow's path has no class in it). */
+__attribute__((always_inline)) static inline cr_status
+allow_fast(cr_limiter *limiter, int64_t now_ns, int64_t cost, int32_t priority, bool *allowed)
 {
     limiter_cell *cell = current_cell(limiter);
+    if (priority >= 0 && __builtin_expect(priority >= cell->limit.limit.npriorities, 0))
+        return cr_priority_check(&cell->limit.limit, priority); /* kept by every change */
     if (__builtin_expect(limiter->region.base != NULL || cr_is_window(&cell->limit.limit) ||
                              cr_check_args(now_ns, cost) != CR_OK,
                          0))
-        return allow_apply(limiter, now_ns, cost, allowed);
+        return priority < 0 ? allow_apply(limiter, now_ns, cost, allowed)
+                            : priority_apply(limiter, now_ns, cost, priority, allowed);
     int64_t line_ns;
     if (now_ns == CR_CLOCK) {
         if (!__builtin_expect(cr_steady_line_time(&cell->limit.limit, &line_ns), 1))
-            return allow_apply(limiter, now_ns, cost, allowed); /* the line moves */
+            return priority < 0 ? allow_apply(limiter, now_ns, cost, allowed)
+                                : priority_apply(limiter, now_ns, cost, priority, allowed);
         now_ns = line_ns;
     }
     int64_t tat = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
@@ -343,8 +358,10 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
             tat = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
             continue;
         }
+        const int64_t reserve_ns = priority < 0 ? 0
+                                                : cell->limit.limit.priorities[priority].reserve_ns;
         const int64_t new_tat = cr_gcra_decide(&cell->limit.limit, tat, now_ns, cost, NULL,
-                                               &admitted);
+                                               &admitted, reserve_ns);
         if (new_tat == tat ||
             atomic_compare_exchange_weak_explicit(&cell->own_tat, &tat, new_tat,
                                                   memory_order_acq_rel, memory_order_acquire))
@@ -352,6 +369,37 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
     }
     *allowed = admitted;
     return (cr_status)cr_count_own_tail(&limiter->counts, admitted, cost, cell->limit.limit.burst);
+}
+
+cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
+{
+    return allow_fast(limiter, now_ns, cost, -1, allowed);
+}
+
+/* A class's check or peek (into `out`) through limiter_apply: out of line, so
+ * that the allow() path of cr_limiter_check_priority keeps its lean frame. */
+__attribute__((noinline)) static cr_status priority_check(cr_limiter *limiter, int64_t now_ns,
+                                                          int64_t cost, int32_t priority,
+                                                          bool commit, cr_decision *out,
+                                                          bool *allowed)
+{
+    cr_status status = cr_priority_check(cr_limiter_limit(limiter), priority);
+    if (status != CR_OK)
+        return status; /* the classes never change: a live change keeps them */
+    cr_op op = {CR_OP_PRIORITY, cost, priority, 0, 0, false};
+    bool verdict = false;
+    status = limiter_apply(limiter, now_ns, &op, commit, out, &verdict);
+    if (allowed)
+        *allowed = verdict;
+    return status;
+}
+
+cr_status cr_limiter_check_priority(cr_limiter *limiter, int64_t now_ns, int64_t cost,
+                                    int32_t priority, bool commit, cr_decision *out, bool *allowed)
+{
+    if (__builtin_expect(out != NULL || !commit || priority < 0, 0))
+        return priority_check(limiter, now_ns, cost, priority, commit, out, allowed);
+    return allow_fast(limiter, now_ns, cost, priority, allowed); /* allow(): the lean path */
 }
 
 cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
@@ -492,8 +540,9 @@ cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int
     cell = current_cell(limiter);
     if (status == CR_OK)
         status = cr_limit_reconfigurable(&cell->limit.limit, limit);
-    if (status == CR_OK && !cr_limit_identical(&cell->limit.limit, limit)) {
-        cr_limit kept = *limit;
+    cr_limit kept = *limit;
+    cr_priorities_keep(&kept, &cell->limit.limit); /* the classes stay the limiter's */
+    if (status == CR_OK && !cr_limit_identical(&cell->limit.limit, &kept)) {
         kept.fast_clock = cell->limit.limit.fast_clock;
         limiter_cell *next = cell_new(&kept, 0, cell);
         if (next) {

@@ -120,7 +120,7 @@
 #define LIMITER_FIRST_ PERIOD_(BOTH), BURST_(BOTH)
 #define LIMITER_REST_                                                                   \
     CLOCK_, LOCAL_ALGORITHM_, SHARED_(BOTH), SHARED_MODE_, ON_CHANGE_, MAX_COST_(BOTH), \
-        MAX_DEBT_(BOTH), TZ_
+        MAX_DEBT_(BOTH), TZ_, OBJECT_("priorities", BOTH)
 
 static const cr_option limiter_options[] = {LIMITER_FIRST_, LIMITER_REST_};
 static const cr_option keyed_options[] = {
@@ -204,7 +204,9 @@ static const cr_option policy_options[] = {
     OBJECT_("concurrency", PYTHON),
     SECONDS_("wait", CR_E_WAIT, 0, INFINITY, 0, LUA, NONE_),
     STRING_("header", CR_E_CHARGE_HEADER, "", 0, 0, LUA, NONE_),
-    STRING_("variable", CR_E_CHARGE_VARIABLE, "", 0, 0, LUA, NONE_)};
+    STRING_("variable", CR_E_CHARGE_VARIABLE, "", 0, 0, LUA, NONE_),
+    STRING_("priority", CR_E_PRIORITY, "", 0, CR_OPTION_OR_FUNCTION, BOTH, NONE_),
+    OBJECT_("priorities", PYTHON)};
 
 /* The decorators (Python): @cellrate.limit and @cellrate.concurrent. */
 static const cr_option limit_decorator_options[] = {
@@ -215,7 +217,9 @@ static const cr_option limit_decorator_options[] = {
     INTEGER_("cost", CR_E_COST_FUNCTION, 0, ANY_INTEGER, CR_OPTION_OR_FUNCTION, PYTHON, INT_(1)),
     BLOCK_,
     WAIT_TIMEOUT_,
-    OBJECT_("limiter", PYTHON)};
+    OBJECT_("limiter", PYTHON),
+    STRING_("priority", CR_E_PRIORITY, "", 0, 0, PYTHON, NONE_),
+    OBJECT_("priorities", PYTHON)};
 static const cr_option concurrent_decorator_options[] = {
     CAPACITY_(PYTHON, NONE_),
     KEY_FUNCTION_,

@@ -20,6 +20,7 @@
  * leaves the old (or a torn) boot id, so the next opener resets again.
  */
 #include "region.h"
+#include "priority.h"
 #include "decide.h"
 #include "seed.h"
 #include "siphash.h"
@@ -54,6 +55,7 @@ typedef struct {
     uint32_t nbuckets;
     uint32_t nstripes;
     uint64_t seed[2];
+    uint64_t priorities; /* the classes' fingerprint (cr_priorities_fingerprint), 0: none */
 } region_identity;
 
 typedef struct {
@@ -87,9 +89,9 @@ typedef struct {
 } region_record;
 
 /* The layout is the file format (the tests patch these offsets). */
-_Static_assert(sizeof(region_identity) == 72, "the identity is 72 bytes");
-_Static_assert(offsetof(region_header, boot_id) == 80, "the boot id follows the checksum");
-_Static_assert(sizeof(region_header) == 256, "the stripe locks start at offset 256");
+_Static_assert(sizeof(region_identity) == 80, "the identity is 80 bytes");
+_Static_assert(offsetof(region_header, boot_id) == 88, "the boot id follows the checksum");
+_Static_assert(sizeof(region_header) == 320, "the stripe locks start at offset 320");
 _Static_assert(sizeof(region_changes) == 64, "the change line is one cache line");
 _Static_assert(sizeof(region_record) == 64, "a record is one cache line");
 
@@ -207,7 +209,8 @@ cr_status cr_region_limit(const cr_region *region, uint64_t generation, const cr
     cr_limit limit;
     if (cr_limit_init(&limit, &args) != CR_OK || limit.emission_ns != emission_ns ||
         limit.tolerance_ns != tolerance_ns)
-        return CR_E_SHARED_CORRUPT; /* not a limit this version writes */
+        return CR_E_SHARED_CORRUPT;   /* not a limit this version writes */
+    cr_priorities_keep(&limit, like); /* the region's: every opener's are the same */
     *out = limit;
     *changed_at = at;
     return CR_OK;
@@ -438,6 +441,7 @@ static cr_status create_region(const char *path, int64_t mode, const cr_region_s
         identity->emission_ns = spec->emission_ns;
         identity->burst = spec->burst;
         identity->capacity = spec->capacity;
+        identity->priorities = spec->priorities;
         identity->nbuckets = spec->nbuckets;
         identity->nstripes = spec->nstripes;
         if (cr_random_seed(identity->seed) != CR_OK)
@@ -500,6 +504,8 @@ static cr_status check_identity(int fd, const cr_region_spec *spec, char boot_id
         return CR_E_SHARED_LIMIT; /* a concurrency region's lease, limit and peak */
     if (identity.capacity != spec->capacity)
         return CR_E_SHARED_CAPACITY;
+    if (identity.priorities != spec->priorities)
+        return CR_E_SHARED_PRIORITIES;
     if (identity.nbuckets != spec->nbuckets || identity.nstripes != spec->nstripes ||
         identity.total_size != spec->total_size)
         return CR_E_SHARED_CORRUPT;
@@ -574,8 +580,10 @@ cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit
         return CR_E_SHARED_MODE;
     /* a rate limit's is in the records; a store without one (NULL:
      * concurrency) fills in the spec itself */
-    if (limit)
+    if (limit) {
         spec->algorithm = limit->algorithm;
+        spec->priorities = cr_priorities_fingerprint(limit);
+    }
     layout(spec);
     /* Each round either opens the file or finds it absent and creates it; a
      * round ends in another only when a racing process linked first, or
@@ -654,6 +662,7 @@ static cr_status look_identity(int fd, cr_region_spec *spec, char boot_id[48])
         .emission_ns = identity.emission_ns,
         .burst = identity.burst,
         .capacity = identity.capacity,
+        .priorities = identity.priorities,
         .nbuckets = identity.nbuckets,
         .nstripes = identity.nstripes,
     };

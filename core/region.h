@@ -15,8 +15,9 @@
 /* The layout of a region file: a region of another is refused
  * (CR_E_SHARED_VERSION). 2: boot id outside the checksum; stripe locks are
  * cr_lock words. 4: the limit is a history of changes, not part of the
- * identity. 5: the counters (counters.h) follow the records. */
-#define CR_REGION_VERSION 6
+ * identity. 5: the counters (counters.h) follow the records. 7: the
+ * priority classes' fingerprint in the identity. */
+#define CR_REGION_VERSION 7
 
 /* What a shared region must hold; cr_region_open fills in the limit's
  * fields and the offsets. */
@@ -27,6 +28,7 @@ typedef struct {
     int64_t emission_ns; /* concurrency: the lease (0 for a rate limit: its limit is recorded) */
     int64_t burst;       /* concurrency: the limit */
     int64_t capacity;
+    uint64_t priorities; /* the classes' fingerprint (cr_priorities_fingerprint), 0: none */
     uint32_t nbuckets;
     uint32_t nstripes;
     size_t buckets_size;

@@ -18,7 +18,11 @@ typedef struct {
     const char *shared; /* path of a shared region, or NULL */
     int64_t shared_mode;
     cr_on_change on_change;
+    cr_priority_arg classes[CR_PRIORITIES_MAX + 1]; /* priorities: one more is refused */
 } options;
+
+/* read_priorities (lua/priority.c): the classes of `priorities`. */
+static void read_priorities(lua_State *L, int idx, options *opts);
 
 /* The longest table of options of a constructor. */
 #define OPTIONS_MAX 40
@@ -199,6 +203,10 @@ static void read_options(lua_State *L, int idx, const char *name, options *opts)
                                                   &args->zone);
             if (status != CR_OK)
                 raise_status(L, status);
+        } else if (strcmp(field, "priorities") == 0) {
+            lua_getfield(L, idx, "priorities");
+            read_priorities(L, lua_gettop(L), opts);
+            lua_pop(L, 1); /* the table stays in the options table: its names live */
         }
     }
     if (refused == CR_OK)

@@ -73,15 +73,25 @@ static ALWAYS_INLINE call_head read_call_head(lua_State *L, const char *tag)
  * whether it is admitted, into *allowed. Argument mistakes raise; a runtime
  * failure (a region's lock held past its bound) is returned for the caller
  * to report. */
-static ALWAYS_INLINE cr_status decide(lua_State *L, const char *tag, bool commit,
+static ALWAYS_INLINE cr_status decide(lua_State *L, const char *tag, bool commit, int priority_at,
                                       cr_decision *decision, bool *allowed)
 {
     const int top = lua_gettop(L);
     const call_head head = read_call_head(L, tag);
     const int64_t cost = read_cost(L, head.next, top);
     const int64_t now_ns = read_now(L, head.next + 1, top);
+    const int priority_idx = head.next + priority_at;
+    const int32_t priority = priority_idx <= top
+                                 ? read_priority(L, priority_idx, top, box_limit(head.box))
+                                 : -1;
     cr_status status;
-    if (head.keyed)
+    if (__builtin_expect(priority >= 0, 0))
+        status = head.keyed
+                     ? cr_keyed_check_priority(head.box->keyed, head.key, head.key_len, now_ns,
+                                               cost, priority, commit, decision, allowed)
+                     : cr_limiter_check_priority(head.box->limiter, now_ns, cost, priority, commit,
+                                                 decision, allowed);
+    else if (head.keyed)
         status = decision != NULL ? cr_keyed_check(head.box->keyed, head.key, head.key_len, now_ns,
                                                    cost, commit, decision)
                                   : cr_keyed_allow(head.box->keyed, head.key, head.key_len, now_ns,
@@ -95,11 +105,12 @@ static ALWAYS_INLINE cr_status decide(lua_State *L, const char *tag, bool commit
     return status;
 }
 
-/* allow(), check() and peek(): lim:allow(cost, now), keyed:allow(key, cost, now) */
+/* allow(), check() and peek(): lim:allow(cost, now, priority), keyed:allow(key,
+ * cost, now, priority) */
 static ALWAYS_INLINE int store_allow(lua_State *L, const char *tag)
 {
     bool allowed = false;
-    cr_status status = decide(L, tag, true, NULL, &allowed);
+    cr_status status = decide(L, tag, true, 2, NULL, &allowed);
     if (status != CR_OK)
         return push_failure(L, status, NULL);
     lua_pushboolean(L, allowed);
@@ -109,12 +120,12 @@ static ALWAYS_INLINE int store_allow(lua_State *L, const char *tag)
 static ALWAYS_INLINE int store_check(lua_State *L, const char *tag, bool commit)
 {
     cr_decision decision;
-    cr_status status = decide(L, tag, commit, &decision, NULL);
+    cr_status status = decide(L, tag, commit, 2, &decision, NULL);
     return status != CR_OK ? push_failure(L, status, NULL) : push_decision(L, &decision);
 }
 
-/* lim:check_headers(cost, now, name, legacy), keyed:check_headers(key, cost,
- * now, name, legacy): check()'s four values, then the decision's header
+/* lim:check_headers(cost, now, name, legacy, priority), keyed:check_headers(key,
+ * cost, now, name, legacy, priority): check()'s four values, then the decision's header
  * fields as name, value, ... (cellrate.header_fields): one call where the
  * decision is sent on a response. */
 static ALWAYS_INLINE int store_check_headers(lua_State *L, const char *tag)
@@ -126,7 +137,7 @@ static ALWAYS_INLINE int store_check_headers(lua_State *L, const char *tag)
     const char *name = read_header_name(L, name_idx, top, &name_len);
     if (cr_headers_check_name(name, name_len) != CR_OK)
         raise_status(L, CR_E_HEADER_NAME);
-    const cr_status status = decide(L, tag, true, &decision, NULL);
+    const cr_status status = decide(L, tag, true, 4, &decision, NULL);
     if (status != CR_OK)
         return push_failure(L, status, NULL);
     push_decision(L, &decision);

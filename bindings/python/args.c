@@ -222,12 +222,55 @@ static int convert_zone(module_state *state, PyObject *tz, const cr_zone **zone)
     return 0;
 }
 
+/* priorities (None: not given): a mapping of class names (str) to reserves
+ * (numbers), as the core's classes in `args`. *items holds the names (the
+ * caller releases it, and *classes with PyMem_Free, after cr_limit_init).
+ * The core checks the table (count, names, reserves). */
+static int convert_priorities(module_state *state, PyObject *priorities, cr_limit_args *args,
+                              PyObject **items, cr_priority_arg **classes)
+{
+    *items = NULL;
+    *classes = NULL;
+    if (priorities == Py_None)
+        return 0;
+    if (!PyMapping_Check(priorities) || PyUnicode_Check(priorities) || PyBytes_Check(priorities) ||
+        PySequence_Check(priorities)) {
+        raise_wrong_type(state, CR_E_PRIORITIES);
+        return -1;
+    }
+    if ((*items = PyMapping_Items(priorities)) == NULL)
+        return -1;
+    const Py_ssize_t count = PyList_GET_SIZE(*items);
+    if ((*classes = PyMem_Calloc((size_t)count + 1, sizeof **classes)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PyList_GET_ITEM(*items, i);
+        PyObject *name = PyTuple_GET_ITEM(item, 0), *reserve = PyTuple_GET_ITEM(item, 1);
+        if (!PyUnicode_Check(name)) {
+            raise_wrong_type(state, CR_E_PRIORITIES);
+            return -1;
+        }
+        if (((*classes)[i].name = utf8_of(state, name, CR_E_PRIORITIES, &(*classes)[i].name_len)) ==
+                NULL ||
+            convert_number(state, reserve, CR_E_PRIORITIES_RESERVE, &(*classes)[i].reserve) < 0)
+            return -1;
+    }
+    args->priorities = *classes;
+    args->npriorities = (size_t)count;
+    args->has_priorities = true;
+    return 0;
+}
+
 /* rate (number or rate string), period (None: not given), burst (None: not
  * given), clock, algorithm, max_cost and max_debt (None: not given), tz
- * (None: `zone`, NULL for none) to a validated limit. */
+ * (None: `zone`, NULL for none) and priorities (None: not given) to a
+ * validated limit. */
 static int convert_limit(module_state *state, PyObject *rate, PyObject *period, PyObject *burst,
                          PyObject *clock, PyObject *algorithm, PyObject *max_cost,
-                         PyObject *max_debt, PyObject *tz, const cr_zone *zone, cr_limit *limit)
+                         PyObject *max_debt, PyObject *tz, const cr_zone *zone,
+                         PyObject *priorities, cr_limit *limit)
 {
     cr_limit_args args;
     memset(&args, 0, sizeof args);
@@ -259,7 +302,41 @@ static int convert_limit(module_state *state, PyObject *rate, PyObject *period, 
 
     if (convert_zone(state, tz, &args.zone) < 0)
         return -1;
+
+    PyObject *items;
+    cr_priority_arg *classes;
+    if (convert_priorities(state, priorities, &args, &items, &classes) < 0) {
+        Py_XDECREF(items);
+        PyMem_Free(classes);
+        return -1;
+    }
     cr_status status = cr_limit_init(limit, &args);
+    Py_XDECREF(items);
+    PyMem_Free(classes);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return -1;
+    }
+    return 0;
+}
+
+/* priority=: None (or absent) for none, else the name of one of the limit's
+ * classes, as its index (-1 for none). */
+static int convert_priority(module_state *state, PyObject *obj, const cr_limit *limit,
+                            int32_t *index)
+{
+    *index = -1;
+    if (obj == NULL || obj == Py_None)
+        return 0;
+    if (!PyUnicode_Check(obj)) {
+        raise_wrong_type(state, CR_E_PRIORITY);
+        return -1;
+    }
+    size_t len;
+    const char *name = utf8_of(state, obj, CR_E_PRIORITY, &len);
+    if (name == NULL)
+        return -1;
+    cr_status status = cr_priority_find(limit, name, len, index);
     if (status != CR_OK) {
         raise_status(state, status);
         return -1;
@@ -360,16 +437,17 @@ typedef struct {
     PyObject *key;
     PyObject *cost; /* take(): max_cost */
     PyObject *now;
-    PyObject *timeout; /* reserve() only */
+    PyObject *timeout;  /* reserve() only */
+    PyObject *priority; /* allow(), check(), peek() only */
 } call_args;
 
 /* As parse_call, the cost's keyword `cost_name` (take's max_cost). */
-static int parse_call_named(const char *name, bool keyed, bool takes_timeout, const char *cost_name,
-                            PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                            call_args *call)
+static int parse_call_named(const char *name, bool keyed, bool takes_timeout, bool takes_priority,
+                            const char *cost_name, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames, call_args *call)
 {
     const Py_ssize_t max_positional = keyed ? 2 : 1;
-    call->key = call->cost = call->now = call->timeout = NULL;
+    call->key = call->cost = call->now = call->timeout = call->priority = NULL;
     if (nargs > max_positional) {
         PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional argument%s (%zd given)",
                      name, max_positional, max_positional == 1 ? "" : "s", nargs);
@@ -396,6 +474,8 @@ static int parse_call_named(const char *name, bool keyed, bool takes_timeout, co
                 slot = &call->now;
             else if (takes_timeout && PyUnicode_CompareWithASCIIString(keyword, "timeout") == 0)
                 slot = &call->timeout;
+            else if (takes_priority && PyUnicode_CompareWithASCIIString(keyword, "priority") == 0)
+                slot = &call->priority;
             else {
                 PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", name,
                              keyword);
@@ -417,8 +497,9 @@ static int parse_call_named(const char *name, bool keyed, bool takes_timeout, co
 }
 
 /* The arguments of allow/check/peek/reserve/refund/anchor. */
-static int parse_call(const char *name, bool keyed, bool takes_timeout, PyObject *const *args,
-                      Py_ssize_t nargs, PyObject *kwnames, call_args *call)
+static int parse_call(const char *name, bool keyed, bool takes_timeout, bool takes_priority,
+                      PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, call_args *call)
 {
-    return parse_call_named(name, keyed, takes_timeout, "cost", args, nargs, kwnames, call);
+    return parse_call_named(name, keyed, takes_timeout, takes_priority, "cost", args, nargs,
+                            kwnames, call);
 }

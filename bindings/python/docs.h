@@ -35,7 +35,7 @@ PyDoc_STRVAR(limit_doc, "Limit(rate, period=None, *, burst=None, algorithm='gcra
 PyDoc_STRVAR(limiter_doc,
              "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,\n"
              "        clock=None, algorithm=None, on_change=None, max_cost=None,\n"
-             "        max_debt=None, tz=None)\n--\n\n"
+             "        max_debt=None, tz=None, priorities=None)\n--\n\n"
              "A GCRA limit on one key: `rate` units per `period` seconds, sustained,\n"
              "with up to `burst` units at once.\n\n"
              "rate: a number > 0, or a string such as '300/minute', '10/s',\n"
@@ -63,18 +63,22 @@ PyDoc_STRVAR(limiter_doc,
              "max_debt: the most units charge() may leave a key owing beyond the limit\n"
              "          (an int >= 0; None: the burst, a window's rate); a charge past\n"
              "          it is committed up to it, Decision.clipped.\n"
-             "tz: the IANA time zone of a calendar quota (None: 'UTC').\n\n"
+             "tz: the IANA time zone of a calendar quota (None: 'UTC').\n"
+             "priorities: priority classes, {name: reserve}: the share of the burst each\n"
+             "          may not spend, in [0, 1); one class has reserve 0 (gcra and\n"
+             "          token_bucket; a decision names its class with priority=).\n\n"
              "Safe to share between threads.");
 
 PyDoc_STRVAR(keyed_doc,
              "KeyedLimiter(rate, period=None, *, burst=None, capacity=None, shared=None,\n"
              "             shared_mode=None, clock=None, algorithm=None, on_change=None,\n"
-             "             max_cost=None, max_debt=None, tz=None)\n--\n\n"
+             "             max_cost=None, max_debt=None, tz=None, priorities=None)\n--\n\n"
              "One GCRA limit applied to each key (str or bytes) separately, in a table\n"
              "of bounded size. rate, period and burst are as for Limiter.\n\n"
              "capacity: the number of live keys the table is sized for; None means\n"
              "          the default (100000).\n"
-             "shared, shared_mode, clock, algorithm, on_change, max_cost, max_debt, tz: as\n"
+             "shared, shared_mode, clock, algorithm, on_change, max_cost, max_debt, tz,\n"
+             "priorities: as "
              "for Limiter.\n\n"
              "len() is the number of keys holding a slot. Safe to share between threads.");
 
@@ -82,24 +86,28 @@ PyDoc_STRVAR(keyed_doc,
     sig "\n--\n\n" what "\n\n"                                                      \
         "cost: units to spend (an int >= 0; 0 is a probe that always passes).\n"    \
         "now: seconds on the limit's clock (time.monotonic(); window algorithms:\n" \
-        "time.time()); None reads the clock."
+        "time.time()); None reads the clock.\n"                                     \
+        "priority: the name of one of the limit's priority classes; None: none."
 
 PyDoc_STRVAR(limiter_allow_doc,
-             DECIDE_DOC("allow($self, /, cost=1, *, now=None)",
+             DECIDE_DOC("allow($self, /, cost=1, *, now=None, priority=None)",
                         "Admit `cost` units if the limit allows; return True if admitted."));
-PyDoc_STRVAR(limiter_check_doc, DECIDE_DOC("check($self, /, cost=1, *, now=None)",
+PyDoc_STRVAR(limiter_check_doc, DECIDE_DOC("check($self, /, cost=1, *, now=None, priority=None)",
                                            "As allow(), but return the whole Decision."));
 PyDoc_STRVAR(limiter_peek_doc,
-             DECIDE_DOC("peek($self, /, cost=1, *, now=None)",
+             DECIDE_DOC("peek($self, /, cost=1, *, now=None, priority=None)",
                         "The Decision check() would return, without spending anything."));
 PyDoc_STRVAR(keyed_allow_doc,
-             DECIDE_DOC("allow($self, /, key, cost=1, *, now=None)",
+             DECIDE_DOC("allow($self, /, key, cost=1, *, now=None,\n"
+                        "priority=None)",
                         "Admit `cost` units for `key` (str or bytes; a str counts as its\n"
                         "UTF-8 bytes) if its limit allows; return True if admitted."));
-PyDoc_STRVAR(keyed_check_doc, DECIDE_DOC("check($self, /, key, cost=1, *, now=None)",
+PyDoc_STRVAR(keyed_check_doc, DECIDE_DOC("check($self, /, key, cost=1, *, now=None,\n"
+                                         "priority=None)",
                                          "As allow(), but return the whole Decision."));
 PyDoc_STRVAR(keyed_peek_doc,
-             DECIDE_DOC("peek($self, /, key, cost=1, *, now=None)",
+             DECIDE_DOC("peek($self, /, key, cost=1, *, now=None,\n"
+                        "priority=None)",
                         "The Decision check() would return, without spending anything."));
 #define RESERVE_DOC(sig)                                                              \
     sig "\n--\n\n"                                                                    \

@@ -33,7 +33,7 @@ static PyObject *limit_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     cr_limit limit;
     if (convert_limit((module_state *)PyType_GetModuleState(type), rate, period, burst, Py_None,
-                      algorithm, Py_None, max_debt, tz, NULL, &limit) < 0)
+                      algorithm, Py_None, max_debt, tz, NULL, Py_None, &limit) < 0)
         return NULL;
     LimitObject *self = (LimitObject *)type->tp_alloc(type, 0);
     if (self == NULL)

@@ -37,6 +37,7 @@
 #include "redis.c"
 #include "share.c"
 #include "web.c"
+#include "priority.c"
 
 /* Adds `value` under `name`; the module takes its own reference. */
 static int add_object(PyObject *module, const char *name, PyObject *value)
@@ -237,6 +238,7 @@ static PyMethodDef cellrate_methods[] = {
     {"_share_after", (PyCFunction)(void (*)(void))module_share_after, METH_FASTCALL,
      share_after_doc},
     {"_check_refusal_status", module_check_refusal_status, METH_O, check_refusal_status_doc},
+    {"_check_priority_items", module_check_priority_items, METH_O, check_priority_items_doc},
     {"_check_address_prefix", (PyCFunction)(void (*)(void))module_check_address_prefix,
      METH_FASTCALL, check_address_prefix_doc},
     {"_dry_run_fields", module_dry_run_fields, METH_O, dry_run_fields_doc},

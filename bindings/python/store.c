@@ -10,21 +10,23 @@
  * clock=None, algorithm=None); a KeyedLimiter also takes capacity=None. */
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *limiter_keywords[] = {"rate",        "period",   "burst",     "shared",
-                                       "shared_mode", "clock",    "algorithm", "on_change",
-                                       "max_cost",    "max_debt", "tz",        NULL};
-    static char *keyed_keywords[] = {"rate",  "period",    "burst",     "shared",   "shared_mode",
-                                     "clock", "algorithm", "on_change", "max_cost", "max_debt",
-                                     "tz",    "capacity",  NULL};
+    static char *limiter_keywords[] = {
+        "rate",      "period",   "burst",    "shared", "shared_mode", "clock", "algorithm",
+        "on_change", "max_cost", "max_debt", "tz",     "priorities",  NULL};
+    static char *keyed_keywords[] = {"rate",  "period",     "burst",     "shared",   "shared_mode",
+                                     "clock", "algorithm",  "on_change", "max_cost", "max_debt",
+                                     "tz",    "priorities", "capacity",  NULL};
     module_state *state = (module_state *)PyType_GetModuleState(type);
     const bool keyed = type == state->keyed_type;
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
     PyObject *clock = Py_None, *algorithm = Py_None, *on_change_obj = Py_None;
     PyObject *max_cost = Py_None, *max_debt = Py_None, *capacity_obj = Py_None, *tz = Py_None;
+    PyObject *priorities = Py_None;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, keyed ? "O|O$OOOOOOOOOO:KeyedLimiter" : "O|O$OOOOOOOOO:Limiter",
+            args, kwargs, keyed ? "O|O$OOOOOOOOOOO:KeyedLimiter" : "O|O$OOOOOOOOOO:Limiter",
             keyed ? keyed_keywords : limiter_keywords, &rate, &period, &burst, &shared, &mode_obj,
-            &clock, &algorithm, &on_change_obj, &max_cost, &max_debt, &tz, &capacity_obj))
+            &clock, &algorithm, &on_change_obj, &max_cost, &max_debt, &tz, &priorities,
+            &capacity_obj))
         return NULL;
     cr_on_change on_change;
     if (convert_on_change(state, on_change_obj, &on_change) < 0)
@@ -34,7 +36,7 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     bool has_capacity;
     PyObject *path;
     if (convert_limit(state, rate, period, burst, clock, algorithm, max_cost, max_debt, tz, NULL,
-                      &limit) < 0 ||
+                      priorities, &limit) < 0 ||
         convert_optional_int(state, capacity_obj, CR_E_CAPACITY, &capacity, &has_capacity) < 0 ||
         convert_shared(state, shared, mode_obj, &path, &mode) < 0)
         return NULL;
@@ -101,17 +103,26 @@ static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char
     Py_ssize_t key_len = 0;
     int64_t cost = CR_DEFAULT_COST;
     int64_t now_ns = CR_CLOCK;
+    int32_t priority = -1;
     if (keyed || nargs != 0 || kwnames != NULL) {
         call_args call;
         module_state *state = state_of(self);
-        if (parse_call(name, keyed, false, args, nargs, kwnames, &call) < 0 ||
+        if (parse_call(name, keyed, false, true, args, nargs, kwnames, &call) < 0 ||
             (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
             convert_cost(state, call.cost, &cost) < 0 || convert_now(state, call.now, &now_ns) < 0)
+            return -1;
+        if (__builtin_expect(call.priority != NULL, 0) &&
+            convert_priority(state, call.priority, store_limit(store), &priority) < 0)
             return -1;
     }
     cr_status status;
     CR_PY_BEGIN_DECISION
-    if (keyed)
+    if (__builtin_expect(priority >= 0, 0))
+        status = keyed ? cr_keyed_check_priority(store->keyed, key, (size_t)key_len, now_ns, cost,
+                                                 priority, commit, decision, allowed)
+                       : cr_limiter_check_priority(store->limiter, now_ns, cost, priority, commit,
+                                                   decision, allowed);
+    else if (keyed)
         status = decision != NULL
                      ? cr_keyed_check(store->keyed, key, (size_t)key_len, now_ns, cost, commit,
                                       decision)
@@ -189,7 +200,7 @@ static PyObject *store_reservation(PyObject *self, reservation_op which, PyObjec
     Py_ssize_t key_len = 0;
     int64_t cost, now_ns, max_wait_ns;
     call_args call;
-    if (parse_call(name, keyed, reserve, args, nargs, kwnames, &call) < 0 ||
+    if (parse_call(name, keyed, reserve, false, args, nargs, kwnames, &call) < 0 ||
         (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
         convert_cost(state, call.cost, &cost) < 0 ||
         convert_wait_limit(state, call.timeout, CR_E_TIMEOUT, &max_wait_ns) < 0 ||
@@ -250,7 +261,7 @@ static PyObject *store_after_fact(PyObject *self, bool take, PyObject *const *ar
     Py_ssize_t key_len = 0;
     int64_t units, now_ns;
     call_args call;
-    if (parse_call_named(name, keyed, false, units_name, args, nargs, kwnames, &call) < 0)
+    if (parse_call_named(name, keyed, false, false, units_name, args, nargs, kwnames, &call) < 0)
         return NULL;
     if (call.cost == NULL) {
         PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %d)", name,
@@ -294,6 +305,21 @@ static PyObject *store_take(PyObject *self, PyObject *const *args, Py_ssize_t na
     return store_after_fact(self, true, args, nargs, kwnames);
 }
 
+/* The classes, {name: reserve} (empty: none), in the order the limit keeps them. */
+static PyObject *store_get_priorities(PyObject *self, void *Py_UNUSED(closure))
+{
+    const cr_limit *limit = store_limit((StoreObject *)self);
+    PyObject *classes = PyDict_New();
+    for (int32_t i = 0; classes != NULL && i < limit->npriorities; i++) {
+        PyObject *reserve = PyFloat_FromDouble(limit->priorities[i].reserve);
+        if (reserve == NULL ||
+            PyDict_SetItemString(classes, limit->priorities[i].name, reserve) < 0)
+            Py_CLEAR(classes);
+        Py_XDECREF(reserve);
+    }
+    return classes;
+}
+
 static PyObject *store_get_algorithm(PyObject *self, void *Py_UNUSED(closure))
 {
     return PyUnicode_FromString(cr_algorithm_name(store_limit((StoreObject *)self)->algorithm));
@@ -335,7 +361,7 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
     /* a calendar quota keeps its zone unless another is given */
     int failed = convert_limit(state, rate, period, burst, Py_None, own ? own : algorithm,
                                store->max_cost ? store->max_cost : Py_None, max_debt, tz,
-                               store_limit(store)->zone, &limit) < 0 ||
+                               store_limit(store)->zone, Py_None, &limit) < 0 ||
                  convert_now(state, now, &now_ns) < 0;
     Py_XDECREF(own);
     if (failed)
@@ -565,13 +591,23 @@ static PyMemberDef keyed_members[] = {
             "'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'.", NULL                  \
     }
 
+#define PRIORITIES_GETTER                                                                         \
+    {                                                                                             \
+        "priorities", store_get_priorities, NULL,                                                 \
+            "The priority classes, {name: reserve} (the share of the burst each may not spend); " \
+            "empty for none.",                                                                    \
+            NULL                                                                                  \
+    }
+
 static PyGetSetDef limiter_getset[] = {
     CLOCK_GETTER,
+    PRIORITIES_GETTER,
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyGetSetDef keyed_getset[] = {
     CLOCK_GETTER,
+    PRIORITIES_GETTER,
     {"evictions", keyed_get_evictions, NULL, "Live keys evicted so far to make room.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -44,6 +44,27 @@ cr_status cr_algorithm_from_name(const char *name, size_t len, cr_algorithm *alg
  * algorithms refuse one (CR_E_BURST_WINDOW: their amount is the rate). */
 bool cr_algorithm_takes_burst(cr_algorithm algorithm);
 
+/* Priorities inside one limit (cellrate/priority.h): at most this many
+ * classes, each named by 1 to CR_PRIORITY_NAME_MAX - 1 bytes. */
+#define CR_PRIORITIES_MAX 8
+#define CR_PRIORITY_NAME_MAX 32
+
+/* A class of a limit's priorities: its name and its reserve, the share of
+ * the burst it may not spend, as given (in [0, 1)) and in ns of this limit's
+ * tolerance (cr_priority_reserve_ns). */
+typedef struct cr_priority_class {
+    char name[CR_PRIORITY_NAME_MAX]; /* NUL-terminated */
+    double reserve;
+    int64_t reserve_ns;
+} cr_priority_class;
+
+/* A class as a caller gives it (cr_limit_args.priorities). */
+typedef struct cr_priority_arg {
+    const char *name; /* need not be NUL-terminated */
+    size_t name_len;
+    double reserve;
+} cr_priority_arg;
+
 /* A validated limit. A plain value: copy it freely.
  *
  * GCRA and token_bucket: T = emission_ns, tau = tolerance_ns = T * burst.
@@ -70,6 +91,8 @@ typedef struct cr_limit {
     const cr_zone *zone;
     cr_period period;
     uint64_t calendar_cache;
+    int32_t npriorities; /* classes in `priorities`, sorted by name; 0: none */
+    cr_priority_class priorities[CR_PRIORITIES_MAX];
 } cr_limit;
 
 /* The most units a calendar quota counts per period, with its debt: the
@@ -99,7 +122,10 @@ typedef struct cr_limit_args {
     bool has_max_cost;
     int64_t max_debt; /* with has_max_debt: the deepest debt a charge may leave, in units */
     bool has_max_debt;
-    const cr_zone *zone; /* calendar: the zone of cr_zone_open (tz); NULL: UTC */
+    const cr_zone *zone;               /* calendar: the zone of cr_zone_open (tz); NULL: UTC */
+    const cr_priority_arg *priorities; /* with has_priorities: `npriorities` classes */
+    size_t npriorities;
+    bool has_priorities;
 } cr_limit_args;
 
 /* Validates `args` and fills `limit`. On error `limit` is left untouched.
@@ -116,7 +142,8 @@ typedef struct cr_limit_args {
  * max_cost). max_cost is checked, not kept. max_debt (kept: cr_limit.max_debt):
  * CR_E_MAX_DEBT unless >= 0; absent, the burst (a window: its rate), so that
  * a charge leaves a key refused for at most about one more tau (a window:
- * until it ends) however large its figure (docs/design.md §9). */
+ * until it ends) however large its figure (docs/design.md §9). With
+ * has_priorities, the classes as cr_priorities_set takes them. */
 cr_status cr_limit_init(cr_limit *limit, const cr_limit_args *args);
 
 /* The name of the clock CR_CLOCK reads for `limit`: "monotonic", "fast" or

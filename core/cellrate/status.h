@@ -277,7 +277,29 @@ const char *cr_version(void);
     X(110, E_REDIS_REPLY, RUNTIME, "",                                                             \
       "the Redis script answered what it never answers to that request (another script "           \
       "under its SHA?)")                                                                           \
-    /* 111-139: reserved for work under way elsewhere; calendar quotas from 140 */                 \
+    /* 111-129: reserved for work under way elsewhere */                                           \
+    /* priorities inside one limit (priority.h) */                                                 \
+    X(130, E_PRIORITIES, ARGUMENT, "priorities",                                                   \
+      "priorities must be a mapping of 1 to 8 class names to reserves (a class name: 1 to 31 "     \
+      "bytes, each name once)")                                                                    \
+    X(131, E_PRIORITIES_RESERVE, ARGUMENT, "priorities",                                           \
+      "priorities: a reserve must be a number >= 0 and < 1 (the share of the burst the class "     \
+      "may not spend)")                                                                            \
+    X(132, E_PRIORITIES_DEFAULT, ARGUMENT, "priorities",                                           \
+      "priorities: one class must have reserve 0 (what a decision that names no priority "         \
+      "spends)")                                                                                   \
+    X(133, E_PRIORITIES_ALGORITHM, ARGUMENT, "priorities",                                         \
+      "priorities are taken by gcra and token_bucket only (a window algorithm has no burst to "    \
+      "hold back)")                                                                                \
+    X(134, E_PRIORITY, ARGUMENT, "priority",                                                       \
+      "priority must be the name of one of the limit's priority classes")                          \
+    X(135, E_PRIORITY_NONE, ARGUMENT, "priority",                                                  \
+      "priority: this limit has no priority classes (a limit takes them when it is made)")         \
+    X(136, E_SHARED_PRIORITIES, REGION, "shared",                                                  \
+      "shared: the region was made with other priorities")                                         \
+    X(137, E_PRIORITY_SEVERAL, ARGUMENT, "priority",                                               \
+      "priority: several limits decided as one take no class (give priority to one limit)")        \
+    /* 138-139: reserved; calendar quotas from 140 */                                              \
     X(140, E_TZ, ARGUMENT, "tz",                                                                   \
       "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR) holds, "     \
       "such as 'Europe/Berlin'")                                                                   \

@@ -24,6 +24,7 @@ local ngx_WARN = ngx.WARN
 local error, getmetatable, ipairs, pcall, select, setmetatable, tostring, type =
     error, getmetatable, ipairs, pcall, select, setmetatable, tostring, type
 local check_all = cellrate.check_all
+local check_priority_items = cellrate._check_priority_items
 local header_fields = cellrate.header_fields
 -- The web rules (the core's, cellrate/web.h; docs/design/http.md): the
 -- fields a dry run leaves out, the settlement of a count (the status of a
@@ -162,10 +163,47 @@ local function items_of(limits, level)
     return items
 end
 
+-- The class of this request (opts.priority: a name, or a function returning
+-- one, which may read ngx.var; nil: none). A function's answer that is not a
+-- name is the caller's mistake, raised at `level` (error's, counted from here).
+local function request_priority(opts, level)
+    local priority = opts.priority
+    if type(priority) == "function" then
+        priority = priority()
+        if priority ~= nil and type(priority) ~= "string" then
+            error("cellrate.nginx: option priority: the function returned a " .. type(priority)
+                  .. ": " .. refused(KEYED_PROBE, KEYED_PROBE.peek, "k", 0, nil, priority), level)
+        end
+    end
+    return priority
+end
+
+-- One decision in the class `priority`: the methods (the FFI path takes no
+-- class). Several limits decided as one take none (the core's rule).
+local function decide_in_class(limits, opts, cost, priority)
+    local mt = getmetatable(limits)
+    local allowed, remaining, retry_after, reset_after
+    if mt == KEYED_MT then
+        allowed, remaining, retry_after, reset_after =
+            limits:check(request_key(opts, 4), cost, nil, priority)
+    elseif mt == LIMITER_MT then
+        allowed, remaining, retry_after, reset_after = limits:check(cost, nil, priority)
+    else
+        local ok, err = pcall(check_priority_items, type(limits) == "table" and #limits or 0)
+        error("cellrate.nginx: " .. (ok and "limits must be a cellrate limiter or a keyed"
+                                     .. " limiter, got " .. type(limits) or tostring(err)), 3)
+    end
+    return allowed, remaining, retry_after, reset_after, limits
+end
+
 -- One decision: allowed, remaining, retry_after, reset_after, and the limit
 -- the fields describe (for several limits: the one check_all says decided).
 -- Called by limit(): a mistake is raised at level 3, limit()'s caller.
 local function decide(limits, opts, cost)
+    local priority = opts.priority ~= nil and request_priority(opts, 4) or nil
+    if priority ~= nil then
+        return decide_in_class(limits, opts, cost, priority)
+    end
     local mt = getmetatable(limits)
     if mt == KEYED_MT then
         local allowed, remaining, retry_after, reset_after =
@@ -289,6 +327,11 @@ and an unknown option or a value of the wrong type is an error naming it):
   wait     seconds a request may be held (ngx.sleep, never blocking the
            worker) until the core's wait plan admits it, as lim:wait would;
            beyond that, refused (one limit, not a list)
+  priority the class this request is decided in, a name of the limit's
+           priorities (cellrate.limiter(rate, { priorities = {...} })), or a
+           function returning one (nil: none), e.g. reading ngx.var:
+           function() return ngx.var.http_x_priority or "normal" end
+           (one limit, not a list; not with wait)
 
 Returns allowed, remaining, retry_after, reset_after when the request goes
 on (allowed is false only in a dry run); a refusal ends the request. A
@@ -348,7 +391,7 @@ function _M.limit(limits, opts)
     opts = checked_options(opts)
     local cost = opts.cost or 1
     local max_wait = opts.wait
-    if max_wait == nil then
+    if max_wait == nil and opts.priority == nil then
         -- The common case: one limit, its decision and the fields wanted
         -- (a refusal's; every decision's with admitted_headers) in one call.
         local every = opts.admitted_headers == true
@@ -363,6 +406,10 @@ function _M.limit(limits, opts)
         end
     end
     local allowed, remaining, retry_after, reset_after, decider
+    if max_wait ~= nil and opts.priority ~= nil then
+        error("cellrate.nginx: option priority: a request held for its units (wait) takes no"
+              .. " class", 2)
+    end
     if max_wait ~= nil then
         allowed, remaining, retry_after, reset_after, decider =
             wait_for(limits, opts, cost, max_wait)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import (Any, AsyncIterator, Callable, Iterator, List, Literal, Optional, TypeVar,
-                    Union)
+from typing import (Any, AsyncIterator, Callable, Iterator, List, Literal, Mapping, Optional,
+                    TypeVar, Union)
 
 from cellrate import _cellrate, _outbound
 from cellrate._cellrate import KeyedLimiter, Limiter
@@ -45,6 +45,24 @@ class CheckOnly:
         return self.store.peek(*args)
 
 
+class Classed:
+    """A store's decisions in one priority class: check() and peek() name it.
+    It has no reserve(): its waiters go through CheckOnly, retrying on
+    `retry_after`, which is the class's."""
+
+    __slots__ = ("store", "priority")
+
+    def __init__(self, store: Any, priority: str) -> None:
+        self.store = store
+        self.priority = priority
+
+    def check(self, *args: Any) -> Any:
+        return self.store.check(*args, priority=self.priority)
+
+    def peek(self, *args: Any) -> Any:
+        return self.store.peek(*args, priority=self.priority)
+
+
 class CheckAll:
     """Several limits as one store (a rate such as "10/second;100/minute"):
     check() decides them as one (cellrate.check_all: a refusal spends nothing
@@ -81,6 +99,8 @@ def limit(
     timeout: Optional[float] = None,
     limiter: Any = None,
     follow: Union[bool, Callable[[Any], Any]] = False,
+    priorities: Optional[Mapping[str, float]] = None,
+    priority: Optional[str] = None,
 ) -> Callable[[F], F]:
     """Limits how often the decorated function runs.
 
@@ -105,6 +125,11 @@ def limit(
              provider's own (Limiter.follow: a 429's Retry-After holds every
              call until then); or a function of the result returning
              (headers, status).
+    priorities: priority classes of the limit made from `rate` ({name:
+             reserve}, as for Limiter); priority: the class every call is
+             decided in (a name of the limit's priorities; one limit, not
+             several parts). A blocked call retries on the class's
+             retry_after.
 
     A call that is not admitted raises RateLimited (.retry_after, .decision).
     Functions, methods, async functions, generators and async generators (these
@@ -119,7 +144,8 @@ def limit(
     # the core's table checks every option (cellrate/options.h)
     options = _cellrate._check_options("limit", {
         "period": period, "burst": burst, "algorithm": algorithm, "key": key, "cost": cost,
-        "block": block, "timeout": timeout, "limiter": limiter})
+        "block": block, "timeout": timeout, "limiter": limiter, "priority": priority,
+        "priorities": priorities})
     block, cost = options["block"], options["cost"]
     timeout = check_timeout(options["timeout"])  # as the waits take it (None: any wait)
     if limiter is None:
@@ -129,11 +155,14 @@ def limit(
         if burst is None and isinstance(cost, int) and _cellrate._algorithm_takes_burst(algorithm):
             burst = max(1, cost)  # even spacing: the window bound of docs/design.md §9
         kind: Any = Limiter if key is None else KeyedLimiter  # its overloads split algorithms
-        stores = [kind(part, period, burst=burst, algorithm=algorithm)
+        classes = {} if priorities is None else {"priorities": priorities}
+        stores = [kind(part, period, burst=burst, algorithm=algorithm, **classes)
                   for part in split_rates(rate)]
         store: Any = stores[0] if len(stores) == 1 else CheckAll(stores)
-    elif rate is not None or period is not None or burst is not None or algorithm != "gcra":
-        raise invalid_type("limiter", "give either rate (period, burst, algorithm) or limiter=")
+    elif (rate is not None or period is not None or burst is not None or algorithm != "gcra"
+          or priorities is not None):
+        raise invalid_type("limiter", "give either rate (period, burst, algorithm, priorities) or "
+                                      "limiter=")
     elif isinstance(limiter, _cellrate.KeyedLimiter) and key is None:
         raise invalid_type("key", "a KeyedLimiter needs key=, a function of the call's arguments")
     else:
@@ -144,8 +173,11 @@ def limit(
     if follow is not False and not _outbound.can_follow(store):
         raise invalid_type("limiter", "limiter: follow= needs a store that follows a "
                                       "provider: a Limiter, a KeyedLimiter or a fleet share's")
-    waiter = store if hasattr(store, "reserve") else CheckOnly(store)
-    reserve, check = waiter.reserve, store.check
+    if priority is not None:
+        _cellrate._check_priority_items(len(store.stores) if isinstance(store, CheckAll) else 1)
+    decider = store if priority is None else Classed(store, priority)
+    waiter = decider if hasattr(decider, "reserve") else CheckOnly(decider)
+    reserve, check = waiter.reserve, decider.check
     store_is_async = inspect.iscoroutinefunction(check)
     fixed_cost, cost_of = (cost, None) if isinstance(cost, int) else (0, cost)
 

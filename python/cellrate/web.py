@@ -34,7 +34,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Patte
                     Sequence, Tuple, TypeVar, Union)
 
 import cellrate
-from cellrate._cellrate import _ClientKeys, _dry_run_fields, _settle
+from cellrate._cellrate import _check_priority_items, _ClientKeys, _dry_run_fields, _settle
 from cellrate._errors import invalid, invalid_type
 from cellrate._rates import split_rates
 
@@ -374,6 +374,12 @@ class Policy:
         (Limiter, KeyedLimiter, RedisLimiter; not yet AsyncRedisLimiter).
     now: a function returning the time in seconds, passed to the stores as
         `now` (tests, simulations); None: each store reads its own clock.
+    priorities: priority classes for limits given as a rate, {name: reserve}
+        (as for KeyedLimiter: the share of the burst each class may not spend).
+    priority: the class a request is decided in: a name of its limit's
+        priorities, or a function of the Request returning one (None: no
+        class, the whole burst). One limit per request: several limits decided
+        as one take no class (an error naming `priority`).
     """
 
     def __init__(
@@ -404,6 +410,8 @@ class Policy:
         now: Callable[[], float] | None = None,
         charge: Callable[[Request, Response], int | None] | None = None,
         concurrency: int | cellrate.Concurrency | None = None,
+        priorities: Mapping[str, float] | None = None,
+        priority: str | Callable[[Request], str | None] | None = None,
     ) -> None:
         # the core's table checks every option (cellrate/options.h), the policy name
         # first among them: it names the regions too
@@ -415,7 +423,8 @@ class Policy:
             "exempt_paths": exempt_paths, "exempt_methods": exempt_methods, "exempt": exempt,
             "status": status, "body": body, "content_type": content_type, "name": name,
             "legacy_headers": legacy_headers, "admitted_headers": admitted_headers,
-            "dry_run": dry_run, "now": now, "charge": charge, "concurrency": concurrency})
+            "dry_run": dry_run, "now": now, "charge": charge, "concurrency": concurrency,
+            "priority": priority, "priorities": priorities})
         # "unix": a peer without an address (a Unix socket) is the trusted proxy
         self.trusted, self.trust_unix = _trusted(trusted_proxies)
         self._warned_unknown = False
@@ -433,8 +442,10 @@ class Policy:
         self.key: KeyFunction = key or client_address
         self.cost = options["cost"]
         self._burst = burst
-        self._max = {name: value for name, value in (("max_cost", max_cost), ("max_debt", max_debt))
+        self._max = {name: value for name, value in (("max_cost", max_cost), ("max_debt", max_debt),
+                                                     ("priorities", priorities))
                      if value is not None}  # for the stores made from a rate
+        self.priority = priority
         self._from_rates = 0  # limits this policy made from a rate
         self._opened: list[_Opened] = []
         # the stores made from a rate, by route pattern (None: `limit`), for reconfigure
@@ -458,13 +469,15 @@ class Policy:
         if not self.limits and not self.routes and self.concurrency is None:
             raise invalid("limit", "limit: give a limit, routes, or both")
         for param, value in (("burst", burst), ("max_cost", max_cost), ("max_debt", max_debt),
-                             ("shared", shared)):
+                             ("priorities", priorities), ("shared", shared)):
             if value is not None and not self._from_rates and not (
                     param == "shared" and self._concurrency_shared):
                 raise invalid(param, f"{param} applies to limits given as a rate; no limit is: "
                                      "give it to the store you made")
         every = self.limits + [one for _, route in self.routes for one in route]
         self.check_all = _check_all_for(every) if len(every) > 1 else None
+        if priority is not None:
+            _check_priority_items(len(every))  # several limits as one take no class
 
         self.proxy_header: str = options["proxy_header"]
         self.exempt_paths = [_matcher(pattern, "exempt_paths")
@@ -711,6 +724,9 @@ class Policy:
             return self._check_all(limits, request, cost)
         one = limits[0]
         now = {} if self.now is None else {"now": self.now()}
+        priority = self.priority
+        if priority is not None:
+            now["priority"] = priority if priority.__class__ is str else priority(request)
         if one.key is None:
             decision = one.store.check(cost, **now)
         else:
@@ -739,9 +755,11 @@ class Policy:
         if len(limits) > 1:
             return await self._check_all(limits, request, cost)
         key = one.key(request)  # type: ignore[misc]  # async stores are keyed
-        if self.now is None:
-            return await one.store.check(key, cost)
-        return await one.store.check(key, cost, now=self.now())
+        extra = {} if self.now is None else {"now": self.now()}
+        priority = self.priority
+        if priority is not None:
+            extra["priority"] = priority if priority.__class__ is str else priority(request)
+        return await one.store.check(key, cost, **extra)
 
     def charger(self, limits: list[_Limit], request: Request) -> _Charger:
         """The settling of one admitted request: its endpoint's `charge(units)`,

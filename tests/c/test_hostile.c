@@ -37,7 +37,7 @@
 #define UNDER_TSAN 0
 #endif
 
-enum { LOCKS_OFFSET = 256, BOOT_OFFSET = 80 };
+enum { LOCKS_OFFSET = 320, BOOT_OFFSET = 88 };
 
 static char dir[64];
 
@@ -344,7 +344,7 @@ static void test_damaged_lock(void)
         CHECK(cr_keyed_open(&keyed, &limit, 1, lock_path, 0600, CR_CHANGE_APPLY) == CR_OK,
               "fresh region");
         cr_keyed_free(keyed);
-        write_lock_bytes(&stray[i], 1); /* one byte at offset 256 */
+        write_lock_bytes(&stray[i], 1); /* one byte at LOCKS_OFFSET */
         CHECK_CHILD(10, admit_new_key, 0);
     }
 

@@ -169,7 +169,7 @@ static void patch(const char *path, off_t offset, const void *bytes, size_t len)
 /* The header's checksummed identity is its first IDENTITY_SIZE bytes, the
  * checksum follows, then the boot id (outside the checksum); the stripe
  * locks start at LOCKS_OFFSET. */
-enum { IDENTITY_SIZE = 72, VERSION_OFFSET = 8, BOOT_OFFSET = 80, LOCKS_OFFSET = 256 };
+enum { IDENTITY_SIZE = 80, VERSION_OFFSET = 8, BOOT_OFFSET = 88, LOCKS_OFFSET = 320 };
 
 static void fix_checksum(const char *path)
 {
@@ -228,7 +228,10 @@ static void test_refusals(void)
     version = 5; /* the layout before a record kept max_debt and counters units_refunded */
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
-    version = 6;
+    version = 6; /* the layout before the identity held the priority classes */
+    patch(path, VERSION_OFFSET, &version, sizeof version);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
+    version = 7;
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_OK);
 

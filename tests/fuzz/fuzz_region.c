@@ -25,7 +25,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-enum { IDENTITY_SIZE = 72, CHECKSUM_END = 80, BOOT_OFFSET = 80, BOOT_END = 128 };
+enum { IDENTITY_SIZE = 80, CHECKSUM_END = 88, BOOT_OFFSET = 88, BOOT_END = 136 };
 
 enum { KEYED, LIMITER, SLIDING, KINDS };
 

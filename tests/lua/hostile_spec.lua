@@ -8,7 +8,7 @@ local cellrate = require "cellrate"
 local support = dofile("tests/lua/support.lua")(assert)
 local pack, fails = support.pack, support.fails
 
-local LOCKS_OFFSET = 256 -- the first stripe lock of a region (docs/design.md §5)
+local LOCKS_OFFSET = 320 -- the first stripe lock of a region (docs/design.md §5)
 local interpreter = jit and "luajit" or "lua5.4"
 
 local function sh(command)

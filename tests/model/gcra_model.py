@@ -248,7 +248,27 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (110, "E_REDIS_REPLY", "runtime", "",
      "the Redis script answered what it never answers to that request (another script "
      "under its SHA?)"),
-    # 111-139: reserved for work under way elsewhere; calendar quotas from 140
+    # 111-129: reserved for work under way elsewhere
+    # priorities inside one limit (priority_model.py)
+    (130, "E_PRIORITIES", "argument", "priorities",
+     "priorities must be a mapping of 1 to 8 class names to reserves (a class name: 1 to 31 bytes, "
+     "each name once)"),
+    (131, "E_PRIORITIES_RESERVE", "argument", "priorities",
+     "priorities: a reserve must be a number >= 0 and < 1 (the share of the burst the class may not "
+     "spend)"),
+    (132, "E_PRIORITIES_DEFAULT", "argument", "priorities",
+     "priorities: one class must have reserve 0 (what a decision that names no priority spends)"),
+    (133, "E_PRIORITIES_ALGORITHM", "argument", "priorities",
+     "priorities are taken by gcra and token_bucket only (a window algorithm has no burst to hold "
+     "back)"),
+    (134, "E_PRIORITY", "argument", "priority",
+     "priority must be the name of one of the limit's priority classes"),
+    (135, "E_PRIORITY_NONE", "argument", "priority",
+     "priority: this limit has no priority classes (a limit takes them when it is made)"),
+    (136, "E_SHARED_PRIORITIES", "region", "shared", "shared: the region was made with other priorities"),
+    (137, "E_PRIORITY_SEVERAL", "argument", "priority",
+     "priority: several limits decided as one take no class (give priority to one limit)"),
+    # 138-139: reserved; calendar quotas from 140
     (140, "E_TZ", "argument", "tz",
      "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR) holds, "
      "such as 'Europe/Berlin'"),

@@ -25,6 +25,7 @@ import follow_vectors  # noqa: E402
 import gcra_model as model  # noqa: E402
 import metrics_model  # noqa: E402
 import options_model  # noqa: E402
+import priority_model  # noqa: E402
 import redis_model  # noqa: E402
 import share_model  # noqa: E402
 import wait_vectors  # noqa: E402
@@ -2574,6 +2575,178 @@ def make_share() -> str:
 
 # --------------------------------------------------------------------------
 
+# --------------------------------------------------------------------------
+# priorities.txt
+
+
+def name_token(name: bytes) -> str:
+    """A class name as a token: '=' then its bytes as hex ('=' alone: empty)."""
+    return "=" + name.hex()
+
+
+class Priorities:
+    """Builds priorities.txt: keys of limits with classes, their states kept by the model."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.emission = self.burst = 0
+        self.reserves: dict[bytes, int] = {}
+        self.tat = 0
+
+    def limit(self, emission_ns: int, burst: int, classes: list[tuple[bytes, float]]) -> None:
+        assert priority_model.check_table(classes) == "OK"
+        self.emission, self.burst, self.tat = emission_ns, burst, 0
+        tau = emission_ns * burst
+        self.lines.append(f"limit {emission_ns} {burst} {len(classes)}")
+        self.reserves = {}
+        for name, reserve in priority_model.sorted_table(classes):
+            ns = priority_model.reserve_ns(tau, reserve)
+            self.reserves[name] = ns
+            self.lines.append(f"class {name.decode()} {reserve!r} {ns}")
+
+    def op(self, name: bytes, t: int, cost: int, commit: bool = True) -> priority_model.Decision:
+        d = priority_model.decide(self.emission, self.burst, self.reserves[name], self.tat, t, cost)
+        if commit:
+            self.tat = d.state_after
+        after = self.tat
+        self.lines.append(f"op {name.decode()} {t} {cost} {int(commit)} {int(d.allowed)} "
+                          f"{d.remaining} {d.retry_after_ns} {d.reset_after_ns} {after}")
+        return d
+
+    def boundary(self, name: bytes, cost: int, t_from: int) -> int:
+        """Peeks at the class's first admission time - 1, at it, + 1, then commits there."""
+        d = priority_model.decide(self.emission, self.burst, self.reserves[name], self.tat, t_from,
+                                  cost)
+        at = t_from + (0 if d.allowed else d.retry_after_ns)
+        assert d.retry_after_ns != priority_model.NEVER
+        for t in (at - 1, at, at + 1):
+            if t >= 0:
+                self.op(name, t, cost, commit=False)
+        self.op(name, at, cost)
+        return at
+
+
+def make_priorities() -> str:
+    out = Priorities()
+    lines = out.lines
+    lines += [
+        GENERATED.rstrip("\n"),
+        "# limit <emission_ns> <burst> <classes>   starts a fresh key (state 0) of a limit with",
+        "#                                  these classes; readers run it as gcra and as",
+        "#                                  token_bucket (identical decisions)",
+        "# class <name> <reserve> <reserve_ns>   one of them, in the order the limit keeps them",
+        "#                                  (by name); reserve_ns = floor(reserve * tau + 1/2)",
+        "# op <class> <now_ns> <cost> <commit> <allowed> <remaining> <retry_after_ns> "
+        "<reset_after_ns> <state_after>",
+        "# reserve <tolerance_ns> <reserve> <reserve_ns>   the rounding alone",
+        "# table <algorithm> <status> <count> (<=name-hex> <reserve>)*   a class table given to a",
+        "#                                  limit: OK or the status that refuses it",
+        "# find <status> <=name-hex>          the class a decision names, on the limit of the",
+        "#                                  last `limit` line (E_PRIORITY: none of its classes)",
+    ]
+    crit, norm, bulk = b"critical", b"normal", b"bulk"
+    table = [(crit, 0.0), (norm, 0.2), (bulk, 0.5)]
+
+    lines.append("# rate 10/s, burst 10: critical 0, normal 0.2, bulk 0.5. From idle bulk spends 5,")
+    lines.append("# normal 8, critical 10; each class at its boundary (1 ns before, at, 1 ns after)")
+    out.limit(100_000_000, 10, table)
+    for _ in range(6):
+        out.op(bulk, 0, 1)  # 5 admitted, the 6th refused: it would leave less than 5
+    for _ in range(4):
+        out.op(norm, 0, 1)  # 3 more (8 spent), the 4th refused
+    for _ in range(3):
+        out.op(crit, 0, 1)  # the last 2, then refused
+    out.boundary(bulk, 1, 0)
+    out.boundary(norm, 1, 0)
+    out.boundary(crit, 1, 0)
+    out.op(crit, 0, 0)  # a probe: admitted, nothing written
+
+    lines.append("# the same classes, costs > 1: bulk 2 + 3 (5: at its reserve), 3 more refused;")
+    lines.append("# normal 3 (8), then 4 and 3 refused; critical 4 refused, 1 admitted; boundaries")
+    lines.append("# of costs 2 and 3")
+    out.limit(100_000_000, 10, table)
+    out.op(bulk, 0, 2)
+    out.op(bulk, 0, 3)
+    out.op(bulk, 0, 3, commit=False)
+    out.op(norm, 0, 3)
+    out.op(norm, 0, 4)
+    out.op(norm, 0, 3)
+    out.op(crit, 0, 4)
+    out.op(crit, 0, 1)
+    out.boundary(bulk, 2, 0)
+    out.boundary(norm, 3, 0)
+    out.boundary(crit, 3, 0)
+    lines.append("# unfittable for a class: bulk may never spend 6 of 10 (retry_after never);")
+    lines.append("# critical may spend 10")
+    out.limit(100_000_000, 10, table)
+    out.op(bulk, 0, 6)
+    out.op(bulk, 0, 5)
+    out.op(norm, 10_000_000_000, 9)
+    out.op(crit, 10_000_000_000, 10)
+    out.op(crit, 20_000_000_000, 10)
+
+    lines.append("# reserves that round: tau = 21 ns (T 3, burst 7): 0.3 -> 6.3 -> 6, 0.5 -> 10.5 ->")
+    lines.append("# 11 (ties up), 0.9999 -> 20.9979 -> 21 (the class can spend nothing)")
+    odd = [(b"a", 0.0), (b"b", 0.3), (b"c", 0.5), (b"d", 0.9999)]
+    out.limit(3, 7, odd)
+    for t in (0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6):
+        out.op(b"b", t, 1)
+    out.op(b"c", 6, 1)
+    out.op(b"c", 100, 3)
+    out.op(b"c", 100, 1)
+    out.op(b"d", 200, 1)
+    out.op(b"d", 200, 0)
+    out.op(b"a", 200, 7)
+    out.op(b"a", 200, 1)
+
+    lines.append("# eight classes, a long name, random arrivals (seeded)")
+    eight = [(b"c%d" % i, i / 8) for i in range(7)] + [(b"x" * 31, 0.875)]
+    rng = random.Random(SEED + 14)
+    for emission, burst in ((1_000_000, 100), (7, 13), (250_000_000, 4)):
+        out.limit(emission, burst, eight)
+        names = [name for name, _ in eight]
+        t = 0
+        for _ in range(300):
+            t += rng.choice((0, 0, emission // 2, emission, 3 * emission))
+            cost = rng.choice((0, 1, 1, 1, 2, 3, burst // 2 + 1))
+            out.op(rng.choice(names), t, cost, commit=rng.random() < 0.9)
+
+    lines.append("# the rounding alone")
+    for tau, reserve in ((1_000_000_000, 0.2), (1_000_000_000, 0.1), (21, 0.5), (1, 0.5), (1, 0.49),
+                         (3, 1 / 3), (2**62, 0.5), (2**62, 0.9999999999999999), (2**62, 5e-324),
+                         (999_999_999, 0.7), (10, 0.0)):
+        lines.append(f"reserve {tau} {reserve!r} {priority_model.reserve_ns(tau, reserve)}")
+
+    lines.append("# class tables given to a limit (rate 10/s; calendar: 10/day): good and bad")
+    tables: list[tuple[str, list[tuple[bytes, float]]]] = [
+        ("gcra", table), ("token_bucket", table), ("gcra", [(crit, 0.0)]),
+        ("gcra", eight), ("gcra", []), ("gcra", eight + [(b"y", 0.5)]),
+        ("gcra", [(crit, 0.0), (b"", 0.2)]), ("gcra", [(crit, 0.0), (b"x" * 32, 0.2)]),
+        ("gcra", [(crit, 0.0), (b"a\0b", 0.2)]), ("gcra", [(crit, 0.0), (crit, 0.2)]),
+        ("gcra", [(crit, 0.0), (norm, 0.2), (crit, 0.5)]), ("gcra", [(crit, 0.0), (norm, 1.0)]),
+        ("gcra", [(crit, 0.0), (norm, -0.1)]), ("gcra", [(crit, 0.0), (norm, math.nan)]),
+        ("gcra", [(crit, 0.0), (norm, math.inf)]), ("gcra", [(crit, -0.0), (norm, 0.5)]),
+        ("gcra", [(norm, 0.2), (bulk, 0.5)]), ("gcra", [(crit, 0.0), (norm, 0.99999)]),
+        ("fixed_window", table), ("sliding_window", table), ("fixed_window", [(norm, 1.5)]),
+        # a calendar quota (10/day) is a window too
+        ("calendar", table), ("calendar", [(crit, 0.0)]), ("calendar", [(norm, 1.5)]),
+        ("calendar", [(norm, 0.2)]),
+    ]
+    for algorithm, classes in tables:
+        window = algorithm.endswith("_window") or algorithm == "calendar"
+        status = priority_model.check_table(classes, window=window)
+        parts = " ".join(f"{name_token(n)} {r!r}" for n, r in classes)
+        lines.append(f"table {algorithm} {status} {len(classes)}{' ' if parts else ''}{parts}")
+
+    lines.append("# the class a decision names")
+    out.limit(100_000_000, 10, table)
+    for name in (crit, norm, bulk):
+        lines.append(f"find OK {name_token(name)}")
+    for name in (b"", b"Critical", b"critica", b"criticalx", b"urgent", b"critical\0"):
+        lines.append(f"find E_PRIORITY {name_token(name)}")
+    return "\n".join(lines) + "\n"
+
+
 
 def generate() -> dict[str, str]:
     return {
@@ -2583,6 +2756,7 @@ def generate() -> dict[str, str]:
         "limits.txt": make_limits(),
         "metrics.txt": make_metrics(),
         "options.txt": make_options(),
+        "priorities.txt": make_priorities(),
         "rates.txt": make_rates(),
         "redis.txt": make_redis(),
         "seconds.txt": make_seconds(),

@@ -110,8 +110,9 @@ STORE_TIMEOUT = _seconds("timeout", "E_STORE_TIMEOUT", 0, True, INF, True, defau
 WAIT_TIMEOUT = _seconds("timeout", "E_TIMEOUT", 0, False, INF, False, faces="python")
 KEY_FUNCTION = Option("key", "function", "E_KEY_FUNCTION", faces="python")
 BLOCK = _boolean("block", "E_BLOCK", default=True, faces="python")
+PRIORITIES = Option("priorities", "object", "OK")  # the classes: the core's cr_priorities_set judges
 LIMITER_OPTIONS = (PERIOD, BURST, CLOCK, LOCAL_ALGORITHM, SHARED, SHARED_MODE, ON_CHANGE, MAX_COST,
-                   MAX_DEBT, TZ)
+                   MAX_DEBT, TZ, PRIORITIES)
 
 
 def _python(option: Option) -> Option:
@@ -191,12 +192,16 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
         _seconds("wait", "E_WAIT", 0, False, INF, False, faces="lua"),
         Option("header", "string", "E_CHARGE_HEADER", faces="lua"),
         Option("variable", "string", "E_CHARGE_VARIABLE", faces="lua"),
+        Option("priority", "string", "E_PRIORITY", or_function=True),
+        Option("priorities", "object", "OK", faces="python"),
     ),
     # the decorators (Python): @cellrate.limit(rate, ...), @cellrate.concurrent(limit, ...)
     "limit": (_python(PERIOD), _python(BURST), _python(ALGORITHM), KEY_FUNCTION,
               _integer("cost", "E_COST_FUNCTION", 0, default=1, faces="python",
                        or_function=True),
-              BLOCK, WAIT_TIMEOUT, Option("limiter", "object", "OK", faces="python")),
+              BLOCK, WAIT_TIMEOUT, Option("limiter", "object", "OK", faces="python"),
+              Option("priority", "string", "E_PRIORITY", faces="python"),
+              Option("priorities", "object", "OK", faces="python")),
     "concurrent": (_python(CAPACITY), KEY_FUNCTION,
                    _integer("cost", "E_HOLD_COST", 1, default=1, faces="python"),
                    BLOCK, WAIT_TIMEOUT, _python(SHARED), _python(LEASE),

@@ -137,6 +137,33 @@ def test_keys_from_a_function_and_from_an_expression():
         assert server.get("/limited")[0] == 200
 
 
+def test_a_class_per_request_from_ngx_var():
+    """priority from a function reading ngx.var: bulk stops at its reserve (half
+    of 10), requests without a class spend the rest; a class that is not the
+    limit's, or several limits, are mistakes (a 500 and the core's words)."""
+    with Nginx(workers=2, rate=f"1/{SLOW_PERIOD}s", burst=2) as server:
+        def get(priority=None):
+            connection = server.connection()
+            try:
+                headers = {"X-Priority": priority} if priority else {}
+                connection.request("GET", "/classed", headers=headers)
+                response = connection.getresponse()
+                response.read()
+                return response.status, response.getheader("RateLimit")
+            finally:
+                connection.close()
+
+        assert [get("bulk")[0] for _ in range(6)] == [200] * 5 + [429]
+        assert get("bulk")[1].startswith('"default";r=0;')  # the class's remaining
+        assert get("critical") == (200, '"default";r=4;t=6000')
+        assert [get()[0] for _ in range(5)] == [200] * 4 + [429]
+        assert get("urgent")[0] == 500
+        assert server.get("/classed_several")[0] == 500
+        log = server.log()
+        assert "priority must be the name of one of the limit's priority classes" in log
+        assert "priority: several limits decided as one take no class" in log
+
+
 def test_several_limits_as_one():
     """A route limit (burst 3) and a per-client limit (burst 2) decided as one:
     the fields are those of the limit that refused, and a refusal by the

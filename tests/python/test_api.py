@@ -394,18 +394,20 @@ def test_keyed_attributes_are_read_only(name):
 
 
 def test_method_signatures_are_introspectable():
-    assert list(inspect.signature(cellrate.Limiter.allow).parameters) == ["self", "cost", "now"]
+    assert list(inspect.signature(cellrate.Limiter.allow).parameters) == ["self", "cost", "now",
+                                                                          "priority"]
     keyed_check = inspect.signature(cellrate.KeyedLimiter.check).parameters
-    assert list(keyed_check) == ["self", "key", "cost", "now"]
+    assert list(keyed_check) == ["self", "key", "cost", "now", "priority"]
     assert keyed_check["cost"].default == 1
     assert keyed_check["now"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert keyed_check["priority"].kind is inspect.Parameter.KEYWORD_ONLY
 
 
 @pytest.mark.skipif(sys.version_info < (3, 10), reason="3.9 drops a heap type's signature")
 def test_constructor_signatures_are_introspectable():
     params = inspect.signature(cellrate.Limiter).parameters
     assert list(params) == ["rate", "period", "burst", "shared", "shared_mode", "clock", "algorithm",
-                            "on_change", "max_cost", "max_debt", "tz"]
+                            "on_change", "max_cost", "max_debt", "tz", "priorities"]
     assert params["burst"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["shared"].kind is inspect.Parameter.KEYWORD_ONLY
     assert list(inspect.signature(cellrate.KeyedLimiter).parameters) == [
@@ -421,6 +423,7 @@ def test_constructor_signatures_are_introspectable():
         "max_cost",
         "max_debt",
         "tz",
+        "priorities",
     ]
     assert list(inspect.signature(cellrate.Decision).parameters) == [
         "allowed",

@@ -17,7 +17,7 @@ import pytest
 import cellrate
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-LOCKS_OFFSET = 256  # the first stripe lock of a region (docs/design.md §5)
+LOCKS_OFFSET = 320  # the first stripe lock of a region (docs/design.md §5)
 
 
 def run_child(code, timeout=30):
