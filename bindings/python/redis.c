@@ -505,6 +505,36 @@ static PyObject *module_redis_fallback_check(PyObject *module, PyObject *const *
     Py_RETURN_NONE;
 }
 
+/* _redis_check_items(clients): None, or the core's error naming items; each
+ * item given as its client, compared by identity (None: not a pair). A pair
+ * that is not one is a type the parameter never takes. */
+static PyObject *module_redis_check_items(PyObject *module, PyObject *clients)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (!PyList_Check(clients)) {
+        PyErr_SetString(PyExc_TypeError, "_redis_check_items(clients): a list");
+        return NULL;
+    }
+    const Py_ssize_t count = PyList_GET_SIZE(clients);
+    uintptr_t few[8], *ids = count > 8 ? PyMem_Malloc((size_t)count * sizeof *ids) : few;
+    if (ids == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *client = PyList_GET_ITEM(clients, i);
+        ids[i] = client == Py_None ? 0 : (uintptr_t)client;
+    }
+    const cr_status status = cr_redis_check_items(ids, (size_t)count);
+    if (ids != few)
+        PyMem_Free(ids);
+    if (status == CR_E_REDIS_ITEMS && count > 0)
+        raise_wrong_type(state, status);
+    else if (status != CR_OK)
+        raise_status(state, status);
+    if (status != CR_OK)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* _redis_fallback_limit(limit, share): the Limit that is `share` of `limit`,
  * or the core's error naming fallback. */
 static PyObject *module_redis_fallback_limit(PyObject *module, PyObject *const *args,

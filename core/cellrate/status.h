@@ -326,7 +326,12 @@ const char *cr_version(void);
     X(161, E_REDIS_FALLBACK_UNUSED, ARGUMENT, "fallback",                                          \
       "fallback is the limit of on_error='fallback': give it only with that on_error")             \
     X(162, E_REDIS_ON_ERROR, ARGUMENT, "on_error",                                                 \
-      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")
+      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")              \
+    /* 163-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
+    X(220, E_REDIS_ITEMS, ARGUMENT, "items",                                                       \
+      "items must be a non-empty list of (Redis rate limiter, key) pairs")                         \
+    X(221, E_REDIS_CLIENT, ARGUMENT, "items",                                                      \
+      "items: every limiter must use the same Redis client (one script call decides them)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

@@ -102,13 +102,6 @@ M.MAX_DEBT_NS = core.MAX_DEBT_NS
 local Limiter = {}
 Limiter.__index = Limiter
 
--- Argument mistakes raise at the position of the call into this module: every
--- public function raises through these, called from it directly (level 3 is
--- the public function's caller).
-local function argument_error(param, message)
-    error(param .. " " .. message, 3)
-end
-
 -- The core's own argument error, raised again at the caller's position.
 local function without_position(err)
     return (tostring(err):gsub("^[^\n]-:%d+: ", "", 1))
@@ -602,19 +595,20 @@ end
 -- hash tags). Admitted only if every limit admits; a refusal takes nothing
 -- from any. Returns the tightest decision; on_error is the first limiter's.
 function M.check_all(items, cost, now)
-    if type(items) ~= "table" or #items == 0 then
-        argument_error("items", "must be a non-empty list of { limiter, key } pairs")
+    local clients = {}
+    if type(items) == "table" then
+        for i, item in ipairs(items) do
+            local pair = type(item) == "table" and getmetatable(item[1]) == Limiter
+            clients[i] = pair and item[1].client
+        end
     end
-    local first, groups, limits = nil, {}, {}
+    local ok, err = pcall(cellrate._redis_check_items, clients, #clients)
+    if not ok then
+        error(without_position(err), 2)
+    end
+    local first, groups, limits = items[1][1], {}, {}
     for _, item in ipairs(items) do
         local limiter = item[1]
-        if type(item) ~= "table" or getmetatable(limiter) ~= Limiter then
-            argument_error("items", "must be a list of { limiter, key } pairs of cellrate.redis limiters")
-        end
-        first = first or limiter
-        if limiter.client ~= first.client then
-            argument_error("items", "every limiter must use the same Redis client")
-        end
         local limit = limiter.limit -- read once: a decision never mixes two limits
         limits[#limits + 1] = limit
         local at = #groups

@@ -296,6 +296,10 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "fallback is the limit of on_error='fallback': give it only with that on_error"),
     (162, "E_REDIS_ON_ERROR", "argument", "on_error",
      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)"),
+    (220, "E_REDIS_ITEMS", "argument", "items",
+     "items must be a non-empty list of (Redis rate limiter, key) pairs"),
+    (221, "E_REDIS_CLIENT", "argument", "items",
+     "items: every limiter must use the same Redis client (one script call decides them)"),
 ]
 
 

@@ -35,7 +35,7 @@ from typing import Any, Dict, Iterable, List, Literal, Sequence, Tuple, cast
 
 import cellrate
 from cellrate import _concurrency
-from cellrate._errors import invalid, invalid_type
+from cellrate._errors import invalid
 from cellrate._wait import check_timeout
 
 try:
@@ -913,13 +913,9 @@ class AsyncRedisConcurrency(_AsyncStore, _RedisHoldings):
 def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now: float | None,
                        kind: type) -> Tuple[Any, List[bytes], List[cellrate.Limit], List[Any]]:
     pairs = list(items)
-    if not pairs:
-        raise invalid("items", "items must name at least one limit")
-    for pair in pairs:
-        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], kind)):
-            raise invalid_type("items", f"items must be (limiter, key) pairs of {kind.__name__}")
-        if pair[0].client is not pairs[0][0].client:
-            raise invalid("items", "items: every limiter must use the same Redis client")
+    _core._redis_check_items([
+        pair[0].client if isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], kind)
+        else None for pair in pairs])
     limits = [limiter.limit for limiter, _ in pairs]  # each read once
     groups: List[Any] = []
     for (limiter, key), limit in zip(pairs, limits):
