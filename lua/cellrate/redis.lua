@@ -658,15 +658,13 @@ local Concurrency = {}
 Concurrency.__index = Concurrency
 local Slot = {} -- the metatable of the slots this store gives out
 
--- The core's checks of a concurrency limit and lease and of a holding's key
--- and cost; the lease in decimal ns (nil for none). Raises at the caller of
--- the public function.
-local function check_hold(limit, key, cost, lease)
-    local ok, lease_ns = pcall(cellrate._check_hold, limit, key, cost, lease)
+-- The core's checks of a concurrency limit and of a holding's key and cost.
+-- Raises at the caller of the public function.
+local function check_hold(limit, key, cost)
+    local ok, err = pcall(cellrate._check_hold, limit, key, cost, nil)
     if not ok then
-        error(without_position(lease_ns), 3)
+        error(without_position(err), 3)
     end
-    return lease_ns
 end
 
 -- concurrency(client, limit, opts): at most limit units held at once per
@@ -677,7 +675,8 @@ function M.concurrency(client, limit, opts)
     check_client(client)
     opts = store_options("RedisConcurrency", opts)
     local prefix, on_error = opts.prefix, opts.on_error
-    local lease_ns = check_hold(limit, nil, 1, opts.lease)
+    check_hold(limit, nil, 1) -- the limit; the table judged the lease (lease_ns)
+    local lease_ns = opts.lease_ns
     local name = opts.name or (hold_protocol.DEFAULT_NAME .. ":" .. decimal(limit))
     return setmetatable({
         client = client,
@@ -704,7 +703,7 @@ end
 -- slot that holds nothing, "deny" nil and "rejected", "raise" nil, the error
 -- and "unavailable".
 function Concurrency:acquire(key, cost)
-    check_hold(self.limit, key, cost, nil)
+    check_hold(self.limit, key, cost)
     local redis_key, units = hold_key(self, key), decimal(cost == nil and 1 or cost)
     local reply, err, unavailable, kind, mistake =
         reply_of(self, { 1, redis_key, H_ACQUIRE, self.limit_word, units, self.lease_word })
@@ -750,7 +749,7 @@ end
 -- c:in_flight(key): the units of key held now (their lease not ended), or
 -- nil, the error and "unavailable" when Redis cannot answer.
 function Concurrency:in_flight(key)
-    check_hold(self.limit, key, 1, nil)
+    check_hold(self.limit, key, 1)
     local reply, err = run(self.client, self.script, { hold_key(self, key) }, { H_COUNT })
     if reply == nil then
         return nil, err or "no reply", "unavailable"
