@@ -453,6 +453,16 @@ cr_status cr_redis_check_items(const uintptr_t *clients, size_t nitems)
     return CR_OK;
 }
 
+cr_status cr_redis_check_change(bool named, const char *algorithm, size_t algorithm_len,
+                                const char *given, size_t given_len)
+{
+    if (!named)
+        return CR_E_REDIS_NAME_NEEDED;
+    if (given != NULL && (given_len != algorithm_len || memcmp(given, algorithm, given_len) != 0))
+        return CR_E_REDIS_ALGORITHM_KEPT;
+    return CR_OK;
+}
+
 cr_status cr_redis_fallback_check(const char *on_error, size_t len, bool has_fallback)
 {
     const bool fallback = len == 8 && memcmp(on_error, "fallback", 8) == 0;

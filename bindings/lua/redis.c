@@ -354,6 +354,23 @@ static int redis_check_items(lua_State *L)
     return status == CR_OK ? 0 : raise_status(L, status);
 }
 
+/* cellrate._redis_check_change(named, algorithm, given): raises the core's
+ * error for a live change of a Redis rate limit (given nil: none given). */
+static int redis_check_change(lua_State *L)
+{
+    size_t len, given_len = 0;
+    const char *algorithm = luaL_checklstring(L, 2, &len);
+    const char *given = NULL;
+    if (!lua_isnoneornil(L, 3)) {
+        if (lua_type(L, 3) != LUA_TSTRING)
+            return raise_status(L, CR_E_ALGORITHM);
+        given = lua_tolstring(L, 3, &given_len);
+    }
+    const cr_status status = cr_redis_check_change(lua_toboolean(L, 1), algorithm, len, given,
+                                                   given_len);
+    return status == CR_OK ? 0 : raise_status(L, status);
+}
+
 /* cellrate._redis_fallback_limit(limit, share): the limit_spec that is `share`
  * of the Redis `limit`, or the core's error naming fallback. */
 static int redis_fallback_limit(lua_State *L)

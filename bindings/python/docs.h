@@ -362,6 +362,10 @@ PyDoc_STRVAR(redis_check_items_doc,
              "Private: None, or the core's error naming items for a check_all's items, each "
              "given as its client (None: not a pair of a Redis rate limiter and a key).");
 
+PyDoc_STRVAR(redis_check_change_doc,
+             "_redis_check_change(named, algorithm, given, /)\n--\n\n"
+             "Private: None, or the core's error for a live change of a Redis rate limit.");
+
 PyDoc_STRVAR(redis_fallback_limit_doc,
              "_redis_fallback_limit(limit, share, /)\n--\n\n"
              "Private: the Limit that is `share` (0 < share <= 1) of the Redis `limit`.");

@@ -212,6 +212,8 @@ static PyMethodDef cellrate_methods[] = {
     {"_redis_fallback_check", (PyCFunction)(void (*)(void))module_redis_fallback_check,
      METH_FASTCALL, redis_fallback_check_doc},
     {"_redis_check_items", module_redis_check_items, METH_O, redis_check_items_doc},
+    {"_redis_check_change", (PyCFunction)(void (*)(void))module_redis_check_change, METH_FASTCALL,
+     redis_check_change_doc},
     {"_redis_fallback_limit", (PyCFunction)(void (*)(void))module_redis_fallback_limit,
      METH_FASTCALL, redis_fallback_limit_doc},
     {"_redis_going_back", (PyCFunction)(void (*)(void))module_redis_going_back, METH_FASTCALL,

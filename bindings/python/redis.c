@@ -535,6 +535,37 @@ static PyObject *module_redis_check_items(PyObject *module, PyObject *clients)
     Py_RETURN_NONE;
 }
 
+/* _redis_check_change(named, algorithm, given): None, or the core's error
+ * for a live change of a Redis rate limit (given None: no algorithm given). */
+static PyObject *module_redis_check_change(PyObject *module, PyObject *const *args,
+                                           Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    Py_ssize_t len = 0, given_len = 0;
+    const char *algorithm = nargs == 3 ? PyUnicode_AsUTF8AndSize(args[1], &len) : NULL;
+    if (algorithm == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "_redis_check_change(named, algorithm, given)");
+        return NULL;
+    }
+    const char *given = NULL;
+    if (args[2] != Py_None) {
+        if (!PyUnicode_Check(args[2])) {
+            raise_wrong_type(state, CR_E_ALGORITHM);
+            return NULL;
+        }
+        if ((given = PyUnicode_AsUTF8AndSize(args[2], &given_len)) == NULL)
+            return NULL;
+    }
+    const cr_status status = cr_redis_check_change(PyObject_IsTrue(args[0]) == 1, algorithm,
+                                                   (size_t)len, given, (size_t)given_len);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* _redis_fallback_limit(limit, share): the Limit that is `share` of `limit`,
  * or the core's error naming fallback. */
 static PyObject *module_redis_fallback_limit(PyObject *module, PyObject *const *args,

@@ -129,6 +129,15 @@ cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
  */
 cr_status cr_redis_check_items(const uintptr_t *clients, size_t nitems);
 
+/*
+ * A live change of a Redis rate limit (reconfigure): CR_E_REDIS_NAME_NEEDED
+ * for a limit without a name (`named` false: its keys are named by its
+ * parameters); CR_E_REDIS_ALGORITHM_KEPT when `given` (`given_len` bytes;
+ * NULL: none given) names another algorithm than the limit's `algorithm`.
+ */
+cr_status cr_redis_check_change(bool named, const char *algorithm, size_t algorithm_len,
+                                const char *given, size_t given_len);
+
 /* A decimal integer of a reply (the script answers times of 9e15 ns and more
  * as decimal strings): CR_E_REDIS_REPLY unless `text` is [-]digits within
  * int64. */

@@ -331,7 +331,13 @@ const char *cr_version(void);
     X(220, E_REDIS_ITEMS, ARGUMENT, "items",                                                       \
       "items must be a non-empty list of (Redis rate limiter, key) pairs")                         \
     X(221, E_REDIS_CLIENT, ARGUMENT, "items",                                                      \
-      "items: every limiter must use the same Redis client (one script call decides them)")
+      "items: every limiter must use the same Redis client (one script call decides them)")        \
+    X(222, E_REDIS_NAME_NEEDED, ARGUMENT, "name",                                                  \
+      "name: give the limit a name to change it live: an unnamed limit's keys are named by its "   \
+      "parameters, which the change would leave behind")                                           \
+    X(223, E_REDIS_ALGORITHM_KEPT, ARGUMENT, "algorithm",                                          \
+      "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "   \
+      "name")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

@@ -71,7 +71,6 @@ local function read_protocol(script)
     return settings
 end
 
-local protocol = read_protocol(M.script)
 local hold_protocol = read_protocol(M.hold_script)
 
 -- The protocol's rules are the core's (core/cellrate/redis.h): a request's
@@ -551,12 +550,13 @@ end
 -- limit raises and changes nothing.
 function Limiter:reconfigure(rate, opts)
     local given = type(opts) == "table" and opts or {}
-    if not self.named then
-        error("name: " .. protocol.NAME_NEEDED, 2)
-    end
-    if given.algorithm ~= nil and given.algorithm ~= self.algorithm then
+    local ok, err = pcall(cellrate._redis_check_change, self.named, self.algorithm, nil)
+    if ok and given.algorithm ~= nil then
         limit_of(rate, given, given.algorithm) -- the core's checks first
-        error("algorithm: " .. protocol.ALGORITHM_KEPT, 2)
+        ok, err = pcall(cellrate._redis_check_change, true, self.algorithm, given.algorithm)
+    end
+    if not ok then
+        error(without_position(err), 2)
     end
     local max_debt = given.max_debt
     if max_debt == nil then

@@ -393,6 +393,11 @@ static void run_file(FILE *file, int *lines)
             CHECK_EQ_I64(sent, mode_named(f[5]), "redis.txt:%d", at);
             CHECK_EQ_I64(cost, number(f[6]), "redis.txt:%d", at);
             CHECK_EQ_I64(settled, number(f[7]), "redis.txt:%d", at);
+        } else if (strcmp(f[0], "change") == 0) {
+            const bool none = strcmp(f[3], "-") == 0;
+            const cr_status status = cr_redis_check_change(
+                strcmp(f[1], "1") == 0, f[2], strlen(f[2]), none ? NULL : f[3], strlen(f[3]));
+            CHECK_EQ_STR(status_name(status), f[4], "redis.txt:%d", at);
         } else if (strcmp(f[0], "items") == 0) {
             uintptr_t clients[16];
             const size_t nitems = (size_t)number(f[1]);

@@ -2176,6 +2176,7 @@ def make_redis() -> str:
         "# going_back <limit id: the fallback> <mode> <cost> <held_remaining> <mode sent>",
         "#   <cost sent> <settled: 1|0>            a key decided locally going back to Redis",
         "# items <n> then n times <client id, -: not a pair> <status>   a check_all's items",
+        "# change <named: 1|0> <algorithm> <algorithm given, -: none> <status>   a live change",
     ]
     lines += [f"constant MAX_TOLERANCE_NS {m.MAX_TOLERANCE_NS}", f"constant MAX_DEBT_NS {m.MAX_DEBT_NS}",
               f"constant FIRST_BACKOFF_NS {m.FIRST_BACKOFF_NS}",
@@ -2386,6 +2387,12 @@ def make_redis() -> str:
                     [1, 1, 2], [1, 2, None], [1, None, 2], [2, 2, 1], [7] * 9):
         named = " ".join("-" if client is None else str(client) for client in clients)
         lines.append(f"items {len(clients)} {named} {m.check_items(clients)}".replace("  ", " "))
+    lines.append("# a live change: named limits only, the algorithm kept")
+    for named in (True, False):
+        for algorithm in ("gcra", "fixed_window"):
+            for given in (None, "gcra", "token_bucket", "fixed_window", "sliding_window", "gcr"):
+                lines.append(f"change {int(named)} {algorithm} {given or '-'} "
+                             f"{m.check_change(named, algorithm, given)}")
     lines.append("# on_error='fallback': its option, its limit, the way back")
     for on_error in ("allow", "deny", "raise", "fallback"):
         for given in (True, False):

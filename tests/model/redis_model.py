@@ -240,6 +240,13 @@ def check_items(clients: list[int | None]) -> str:
     return "OK"
 
 
+def check_change(named: bool, algorithm: str, given: str | None) -> str:
+    """A live change: a limit without a name cannot; the algorithm stays."""
+    if not named:
+        return "E_REDIS_NAME_NEEDED"
+    return "E_REDIS_ALGORITHM_KEPT" if given is not None and given != algorithm else "OK"
+
+
 def fallback_args(algorithm: str, rate: float, burst: int, share: float
                   ) -> tuple[str, float, int | None]:
     """The arguments of the fallback limit that is `share` of a limit (its rate as given,

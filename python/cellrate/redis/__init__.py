@@ -35,7 +35,6 @@ from typing import Any, Dict, Iterable, List, Literal, Sequence, Tuple, cast
 
 import cellrate
 from cellrate import _concurrency
-from cellrate._errors import invalid
 from cellrate._wait import check_timeout
 
 try:
@@ -52,7 +51,6 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 # share builds on them too); the names of theirs that users know are this module's.
 from cellrate.redis._protocol import (
     _HOLD_PROTOCOL,
-    _PROTOCOL,
     ACQUIRE as ACQUIRE,
     ALLOW as ALLOW,
     CHARGE as CHARGE,
@@ -197,11 +195,10 @@ class _RedisLimit(_Store):
         without a name cannot change (an error naming `name`: its keys are named by its
         parameters). A max_debt given before stays unless given again. An invalid limit
         raises and changes nothing."""
-        if not self.named:
-            raise invalid("name", "name: " + _PROTOCOL["NAME_NEEDED"])
-        if algorithm is not None and algorithm != self.algorithm:
+        _core._redis_check_change(self.named, self.algorithm, None)
+        if algorithm is not None:
             cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)  # the core's checks first
-            raise invalid("algorithm", "algorithm: " + _PROTOCOL["ALGORITHM_KEPT"])
+            _core._redis_check_change(True, self.algorithm, algorithm)
         max_debt = self.max_debt if max_debt is None else max_debt
         self.limit = _limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
                                self.max_cost, max_debt)
