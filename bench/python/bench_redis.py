@@ -6,8 +6,8 @@ processes, sync and asyncio:
 
 * floor: a plain INCR round trip on a bare socket, written and read by hand (what
   one round trip costs with no client library at all), the same INCR through
-  redis-py (what the client library adds), and a script that only reads TIME, GETs and SETs with an expiry (what any
-  decision on the server's clock costs);
+  redis-py (what the client library adds), and a script that only reads TIME,
+  GETs and SETs with an expiry (what any decision on the server's clock costs);
 * concurrency: RedisConcurrency's acquire and release of a unit, against the
   two round trips of an INCR and a DECR (the least a counter in flight costs);
 * cellrate: RedisLimiter.allow (admitted), and the refused path (a drained key),
