@@ -232,8 +232,11 @@ def test_coalesce_sends_one_turn_in_one_call_each_task_its_own_answer(server, cl
                                                timeout=STORE_TIMEOUT, coalesce=coalesce)
             await store.check("warm", now=30.0)  # connections made, script loaded
             calls = ScriptCalls(client)
-            answers = await asyncio.gather(*(store.check(key, cost, now=30.0)
-                                             for key, cost in plan))
+            if coalesce:  # concurrent tasks, started in the plan's order
+                answers = await asyncio.gather(*(store.check(key, cost, now=30.0)
+                                                 for key, cost in plan))
+            else:  # one after the other
+                answers = [await store.check(key, cost, now=30.0) for key, cost in plan]
             return answers, len(calls)
         finally:
             await ac.aclose()
