@@ -9,8 +9,10 @@
 -- (decide.lua's ARGV). The faces build these words with the core's
 -- cr_redis_batch (core/cellrate/redis.h).
 -- Returns a list of each decision's reply in order: decide.lua's reply, or
--- its error reply (a key held under another algorithm, a key that holds no
--- cellrate state, a command refused such as OOM): one decision's error is that
+-- the words of its error reply (a key held under another algorithm, a key that
+-- holds no cellrate state, a command refused such as OOM) as a list of one
+-- string (a decision's reply has 5 or 6 fields; a nested error reply would
+-- fail the whole reply in some clients): one decision's error is that
 -- decision's alone, and the others are decided.
 -- The decisions run in order, each on the state the ones before it wrote: a
 -- key named twice decides the second time as if sent after the first.
@@ -37,6 +39,9 @@ for call = 1, tonumber(all_argv[1]) do
     if not ok then
         -- a command's error reply (Redis 7 raises it as a table), or a script error
         reply = type(reply) == 'table' and reply or { err = tostring(reply) }
+    end
+    if type(reply) == 'table' and reply.err then
+        reply = { reply.err } -- its words, as a list of one: every client reads it alike
     end
     replies[call] = reply
 end

@@ -160,7 +160,10 @@ cr_status cr_redis_batch(const cr_redis_call *calls, size_t ncalls, int64_t now_
                          size_t size, cr_redis_word *words, size_t *count, size_t *failed);
 
 /* A batch's reply: a list (`is_list`) of exactly `ncalls` elements (element i
- * answers call i), else CR_E_REDIS_REPLY. */
+ * answers call i), else CR_E_REDIS_REPLY. An element that is a list of one
+ * string is its decision's error reply, the string its words (the first word
+ * the error's, as cr_redis_classify reads it); any other element is the
+ * decision's reply (cr_redis_read_reply). */
 cr_status cr_redis_batch_reply(size_t ncalls, bool is_list, size_t nelements);
 
 /* A decimal integer of a reply (the script answers times of 9e15 ns and more

@@ -1021,8 +1021,10 @@ class _Decision:
                     self.now, self.stores)
 
     def replied(self, reply: Any, asked: int) -> None:
-        if isinstance(reply, Exception):  # this decision's error reply alone
-            self.failed(reply)
+        if isinstance(reply, list) and len(reply) == 1:  # its error reply's words alone
+            text = reply[0].decode("utf-8", "replace") if isinstance(reply[0], bytes) \
+                else str(reply[0])
+            self.failed(self.stores[0]._library.exceptions.ResponseError(text))
             return
         self.settle(self.stores[0]._answer, self.mode, self.words, reply, asked, self.limits,
                     self.cost, self.now)
