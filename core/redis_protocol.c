@@ -226,8 +226,8 @@ cr_status cr_redis_batch(const cr_redis_call *calls, size_t ncalls, int64_t now_
     size_t nkeys = 0;
     for (size_t i = 0; i < ncalls; i++) {
         const cr_redis_call *call = &calls[i];
-        const cr_status checked =
-            check_request(call->mode, call->cost, now_ns, call->items, call->nitems);
+        const cr_status checked = check_request(call->mode, call->cost, now_ns, call->items,
+                                                call->nitems);
         if (checked != CR_OK) {
             *failed = i;
             return checked;

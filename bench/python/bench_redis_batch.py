@@ -89,7 +89,7 @@ def batch_against_calls(port: int, rounds: int) -> tuple[float, float, float, fl
     client.config_resetstat()
     start = time.perf_counter()
     for _ in range(rounds):
-        for limiter, key in items:
+        for _limiter, key in items:
             store.check(key)
     alone = (time.perf_counter() - start) / rounds
     server_one = client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"]

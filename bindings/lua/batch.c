@@ -58,8 +58,8 @@ static int redis_batch(lua_State *L)
     if (size == SIZE_MAX)
         return report_status(L, CR_E_NOMEM, NULL);
     char *buf = compat_newuserdata(L, size > 0 ? size : 1);
-    cr_redis_word *words =
-        compat_newuserdata(L, CR_REDIS_BATCH_WORDS(ncalls, nitems) * sizeof(cr_redis_word));
+    cr_redis_word *words = compat_newuserdata(L, CR_REDIS_BATCH_WORDS(ncalls, nitems) *
+                                                     sizeof(cr_redis_word));
     size_t count = 0;
     const cr_status status = cr_redis_batch(calls, ncalls, now_ns, buf, size, words, &count, NULL);
     if (status != CR_OK)
@@ -79,8 +79,8 @@ static int redis_batch_reply(lua_State *L)
 {
     const lua_Integer ncalls = luaL_checkinteger(L, 1);
     const bool is_list = lua_type(L, 2) == LUA_TTABLE;
-    const cr_status status = cr_redis_batch_reply(
-        ncalls > 0 ? (size_t)ncalls : 0, is_list, is_list ? (size_t)compat_rawlen(L, 2) : 0);
+    const cr_status status = cr_redis_batch_reply(ncalls > 0 ? (size_t)ncalls : 0, is_list,
+                                                  is_list ? (size_t)compat_rawlen(L, 2) : 0);
     if (status != CR_OK)
         return push_failure(L, status, NULL);
     lua_pushboolean(L, true);

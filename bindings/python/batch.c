@@ -7,16 +7,15 @@
 
 /* The calls of `seq` (each (mode, cost, limit, prefix, name, key, ...)) as the
  * core's, their items in `items` (PyMem; the caller frees). */
-static int batch_calls_of(module_state *state, PyObject *seq, cr_redis_call *calls,
-                          size_t ncalls, cr_redis_item **items)
+static int batch_calls_of(module_state *state, PyObject *seq, cr_redis_call *calls, size_t ncalls,
+                          cr_redis_item **items)
 {
     size_t total = 0;
     for (size_t i = 0; i < ncalls; i++) {
         PyObject *call = PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i);
         const Py_ssize_t n = PyTuple_Check(call) ? PyTuple_GET_SIZE(call) : 0;
         if (n < 6 || (n - 2) % 4 != 0 || (n - 2) / 4 > REDIS_LIMITS_MAX) {
-            PyErr_SetString(PyExc_TypeError,
-                            "a call: (mode, cost, limit, prefix, name, key, ...)");
+            PyErr_SetString(PyExc_TypeError, "a call: (mode, cost, limit, prefix, name, key, ...)");
             return -1;
         }
         total += (size_t)(n - 2) / 4;
@@ -98,8 +97,7 @@ static PyObject *module_redis_batch(PyObject *module, PyObject *const *args, Py_
     if ((list = PyList_New((Py_ssize_t)count)) == NULL)
         goto done;
     for (size_t i = 0; i < count; i++) {
-        PyObject *word =
-            PyBytes_FromStringAndSize(buf + words[i].offset, (Py_ssize_t)words[i].len);
+        PyObject *word = PyBytes_FromStringAndSize(buf + words[i].offset, (Py_ssize_t)words[i].len);
         if (word == NULL) {
             Py_CLEAR(list);
             break;
@@ -117,8 +115,7 @@ done:
 
 /* _redis_batch_reply(ncalls, reply): None when `reply` is a batch's reply to
  * `ncalls` decisions (a list of one element each), else CellrateError. */
-static PyObject *module_redis_batch_reply(PyObject *module, PyObject *const *args,
-                                          Py_ssize_t nargs)
+static PyObject *module_redis_batch_reply(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
     const Py_ssize_t ncalls = nargs == 2 ? PyLong_AsSsize_t(args[0]) : -1;
@@ -128,8 +125,8 @@ static PyObject *module_redis_batch_reply(PyObject *module, PyObject *const *arg
         return NULL;
     }
     const bool is_list = PyList_Check(args[1]);
-    const cr_status status = cr_redis_batch_reply(
-        (size_t)ncalls, is_list, is_list ? (size_t)PyList_GET_SIZE(args[1]) : 0);
+    const cr_status status = cr_redis_batch_reply((size_t)ncalls, is_list,
+                                                  is_list ? (size_t)PyList_GET_SIZE(args[1]) : 0);
     if (status != CR_OK) {
         redis_raise(state, status);
         return NULL;

@@ -741,7 +741,7 @@ end
 
 function M.check_many(items, now)
     local decisions, client = many_decisions(items, now)
-    local answers, send = {}, {}
+    local answers, sent = {}, {}
     for i, decision in ipairs(decisions) do
         local store = decision.stores[1]
         local key = decision.words[2]
@@ -752,14 +752,14 @@ function M.check_many(items, now)
             answers[i] = { fallback(store, store.error, CHECK, decision.cost, decision.words,
                                     now, decision.stores) }
         else
-            send[#send + 1] = i
+            sent[#sent + 1] = i
         end
     end
-    for from = 1, #send, M.BATCH_MAX do
+    for from = 1, #sent, M.BATCH_MAX do
         local chunk, calls = {}, {}
-        for k = from, math.min(from + M.BATCH_MAX - 1, #send) do
-            chunk[#chunk + 1] = send[k]
-            calls[#calls + 1] = decisions[send[k]].call
+        for k = from, math.min(from + M.BATCH_MAX - 1, #sent) do
+            chunk[#chunk + 1] = sent[k]
+            calls[#calls + 1] = decisions[sent[k]].call
         end
         local ok, words = pcall(batch_words, now, calls)
         if not ok then
@@ -767,11 +767,10 @@ function M.check_many(items, now)
         end
         local reply, err = send_batch(client, words)
         err = err or "no reply"
-        local whole = reply == nil and err or nil
         if reply ~= nil then
             local fits, why = batch_reply(#chunk, reply)
             if not fits then
-                whole = "Redis refused the decision: " .. why
+                local whole = "Redis refused the decision: " .. why
                 for _, i in ipairs(chunk) do
                     answers[i] = { nil, whole, "unavailable" }
                 end

@@ -171,10 +171,10 @@ static void run_batch(char **f, int n, char *expected, int at)
             char **item = f + field;
             for (int j = 0; j < 3; j++)
                 decode(item[1 + j], &texts[3 * nitems + j]);
-            items[nitems] = (cr_redis_item){
-                &limits[number(item[0])], texts[3 * nitems].bytes,     texts[3 * nitems].len,
-                texts[3 * nitems + 1].bytes, texts[3 * nitems + 1].len, texts[3 * nitems + 2].bytes,
-                texts[3 * nitems + 2].len};
+            items[nitems] = (cr_redis_item){&limits[number(item[0])],  texts[3 * nitems].bytes,
+                                            texts[3 * nitems].len,     texts[3 * nitems + 1].bytes,
+                                            texts[3 * nitems + 1].len, texts[3 * nitems + 2].bytes,
+                                            texts[3 * nitems + 2].len};
         }
     }
     CHECK_EQ_I64(n, field, "redis.txt:%d", at);
@@ -347,10 +347,10 @@ static void run_file(FILE *file, int *lines)
             CHECK_EQ_I64(number(f[1]), CR_REDIS_BATCH_MAX, "redis.txt:%d", at);
             batch_lines++;
         } else if (strcmp(f[0], "batch_reply") == 0) {
-            CHECK_EQ_STR(status_name(cr_redis_batch_reply((size_t)number(f[1]),
-                                                          strcmp(f[2], "list") == 0,
-                                                          (size_t)number(f[3]))),
-                         f[4], "redis.txt:%d", at);
+            CHECK_EQ_STR(
+                status_name(cr_redis_batch_reply((size_t)number(f[1]), strcmp(f[2], "list") == 0,
+                                                 (size_t)number(f[3]))),
+                f[4], "redis.txt:%d", at);
             batch_lines++;
         } else if (strcmp(f[0], "request") == 0 || strcmp(f[0], "reply") == 0 ||
                    strcmp(f[0], "recall") == 0 || strcmp(f[0], "batch") == 0) {

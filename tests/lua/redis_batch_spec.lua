@@ -6,7 +6,6 @@
 package.path = "lua/?.lua;" .. package.path .. ";/usr/share/lua/5.3/?.lua"
 
 local support = dofile("tests/lua/support.lua")(assert)
-local unpack_ = table.unpack or unpack
 
 if not support.has_redis then
    describe("cellrate.redis batches", function()
