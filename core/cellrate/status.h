@@ -334,7 +334,10 @@ const char *cr_version(void);
     X(191, E_REDIS_COALESCE, ARGUMENT, "coalesce",                                                 \
       "coalesce must be a boolean, and is taken by the asyncio store alone (it sends the "         \
       "decisions of one event-loop turn as one script call)")                                      \
-    /* 192-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
+    X(192, E_REDIS_BATCH_ITEM, ARGUMENT, "items",                                                  \
+      "items: each decision of a batch is (limiter, key), (limiter, key, cost) or "                \
+      "([(limiter, key), ...], cost)")                                                             \
+    /* 193-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
     X(220, E_REDIS_ITEMS, ARGUMENT, "items",                                                       \
       "items must be a non-empty list of (Redis rate limiter, key) pairs")                         \
     X(221, E_REDIS_CLIENT, ARGUMENT, "items",                                                      \

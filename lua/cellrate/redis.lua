@@ -665,12 +665,12 @@ local batch_words, batch_reply = cellrate._redis_batch, cellrate._redis_batch_re
 
 local function many_decisions(items, now)
     if type(items) ~= "table" then
-        argument_error("items", "must be a list of { limiter, key [, cost] } items")
+        error(core.BATCH_ITEM, 3)
     end
     local decisions, client = {}, nil
     for i, item in ipairs(items) do
         if type(item) ~= "table" then
-            argument_error("items", "must be a list of { limiter, key [, cost] } items")
+            error(core.BATCH_ITEM, 3)
         end
         local pairs_, cost
         if type(item[1]) == "table" and getmetatable(item[1]) ~= Limiter then
@@ -678,19 +678,24 @@ local function many_decisions(items, now)
         else
             pairs_, cost = { { item[1], item[2] } }, item[3]
         end
-        if #pairs_ == 0 then
-            argument_error("items", "must name at least one limit in each decision")
-        end
-        local groups, limits, stores = {}, {}, {}
+        -- each decision's pairs, and every pair of the batch, on one client: the core's rule
+        local clients = { client }
         for j, pair in ipairs(pairs_) do
             local limiter = type(pair) == "table" and pair[1]
-            if getmetatable(limiter) ~= Limiter then
-                argument_error("items", "must name cellrate.redis limiters")
-            end
-            client = client or limiter.client
-            if limiter.client ~= client then
-                argument_error("items", "every limiter must use the same Redis client")
-            end
+            clients[j + 1] = getmetatable(limiter) == Limiter and limiter.client
+        end
+        local checked, err = pcall(cellrate._redis_check_items,
+                                   { unpack(clients, 2, #pairs_ + 1) }, #pairs_)
+        if checked and client ~= nil then
+            checked, err = pcall(cellrate._redis_check_items, clients, #pairs_ + 1)
+        end
+        if not checked then
+            error(without_position(err), 3)
+        end
+        client = client or clients[2]
+        local groups, limits, stores = {}, {}, {}
+        for j, pair in ipairs(pairs_) do
+            local limiter = pair[1]
             local limit = limiter.limit -- read once: a decision never mixes two limits
             stores[j], limits[j] = limiter, limit
             local at = #groups

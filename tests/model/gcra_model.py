@@ -302,6 +302,9 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (191, "E_REDIS_COALESCE", "argument", "coalesce",
      "coalesce must be a boolean, and is taken by the asyncio store alone (it sends the "
      "decisions of one event-loop turn as one script call)"),
+    (192, "E_REDIS_BATCH_ITEM", "argument", "items",
+     "items: each decision of a batch is (limiter, key), (limiter, key, cost) or "
+     "([(limiter, key), ...], cost)"),
     (220, "E_REDIS_ITEMS", "argument", "items",
      "items must be a non-empty list of (Redis rate limiter, key) pairs"),
     (221, "E_REDIS_CLIENT", "argument", "items",

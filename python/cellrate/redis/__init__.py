@@ -35,6 +35,7 @@ from typing import Any, Dict, Iterable, List, Literal, Sequence, Tuple, cast
 
 import cellrate
 from cellrate import _concurrency
+from cellrate._errors import invalid, invalid_type
 from cellrate._wait import check_timeout
 
 try:
@@ -1108,25 +1109,23 @@ def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, Lis
     client = None
     for item in items:
         if not isinstance(item, tuple) or not 1 <= len(item) <= 3:
-            raise invalid_type("items", "items must be (limiter, key), (limiter, key, cost) "
-                               "or ([(limiter, key), ...], cost) tuples")
+            raise invalid_type("items", _CONSTANTS["BATCH_ITEM"])
+        pairs: List[Any]
         if isinstance(item[0], (list, tuple)):
             pairs, cost = list(item[0]), item[1] if len(item) > 1 else 1
         else:
             pairs, cost = [item[:2]], item[2] if len(item) > 2 else 1
-        if not pairs:
-            raise invalid("items", "items must name at least one limit in each decision")
+        # each decision's pairs, and every pair of the batch, on one client: the core's rule
+        clients = [cast(Any, pair[0]).client if isinstance(pair, tuple) and len(pair) == 2
+                   and isinstance(pair[0], kind) else None for pair in pairs]
+        _core._redis_check_items(clients)
+        if client is None:
+            client = clients[0]
+        _core._redis_check_items([client, *clients])
         stores: List[_RedisLimit] = []
         limits: List[Any] = []
         groups: List[Any] = []
-        for pair in pairs:
-            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], kind)):
-                raise invalid_type("items", f"items must name limiters of {kind.__name__}")
-            limiter, key = pair
-            if client is None:
-                client = limiter.client
-            elif limiter.client is not client:
-                raise invalid("items", "items: every limiter must use the same Redis client")
+        for limiter, key in pairs:
             limit = limiter.limit  # read once
             stores.append(limiter)
             limits.append(limit)
