@@ -66,6 +66,9 @@ DEFAULT_PREFIX: str = _OPTIONS["prefix"]["default"]
 # The script's modes (its ARGV[1]), as the core's request builder takes them.
 PEEK, CHECK, ALLOW, REFUND, CHARGE, TAKE = (
     _CONSTANTS[mode] for mode in ("PEEK", "CHECK", "ALLOW", "REFUND", "CHARGE", "TAKE"))
+# peek, check and allow in a priority class (priority=): the class's name ends the request.
+PEEK_CLASS, CHECK_CLASS, ALLOW_CLASS = (
+    _CONSTANTS[mode] for mode in ("PEEK_CLASS", "CHECK_CLASS", "ALLOW_CLASS"))
 
 #: How far after now a charge can leave a gcra key's TAT (its debt bound beside the
 #: limit's max_debt), in ns: 9e15 ns, about 104 days (the core's bound is beyond what
