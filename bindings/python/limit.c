@@ -39,8 +39,8 @@ static PyObject *priorities_of(const cr_limit *limit)
  * by the core, no store made. */
 static PyObject *limit_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"rate", "period", "burst",      "algorithm",
-                               "max_debt", "tz", "priorities", NULL};
+    static char *keywords[] = {"rate",     "period", "burst",      "algorithm",
+                               "max_debt", "tz",     "priorities", NULL};
     PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None, *max_debt = Py_None,
                     *tz = Py_None, *priorities = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOO:Limit", keywords, &rate, &period,

@@ -81,8 +81,9 @@ static PyObject *module_redis_request(PyObject *module, PyObject *const *args, P
     const bool in_class = mode >= CR_REDIS_PEEK_CLASS;
     const Py_ssize_t ngroups = nargs - 3 - (in_class ? 1 : 0);
     if (ngroups < 4 || ngroups % 4 != 0 || ngroups / 4 > REDIS_LIMITS_MAX) {
-        PyErr_SetString(PyExc_TypeError,
-                        "_redis_request(mode, cost, now, limit, prefix, name, key, ...[, priority])");
+        PyErr_SetString(
+            PyExc_TypeError,
+            "_redis_request(mode, cost, now, limit, prefix, name, key, ...[, priority])");
         return NULL;
     }
     int64_t cost, now_ns;
@@ -481,16 +482,15 @@ static PyObject *module_redis_protocol(PyObject *module, PyObject *Py_UNUSED(ign
         }
         PyTuple_SET_ITEM(words, (Py_ssize_t)i, word);
     }
-    return Py_BuildValue("{sLsLsdsdsssNsisisisisisisisisi}", "MAX_TOLERANCE_NS",
-                         (long long)CR_REDIS_MAX_TOLERANCE_NS, "MAX_DEBT_NS",
-                         (long long)CR_REDIS_MAX_DEBT_NS, "FIRST_BACKOFF_S",
-                         cr_ns_to_seconds(CR_REDIS_FIRST_BACKOFF_NS), "MAX_BACKOFF_S",
-                         cr_ns_to_seconds(CR_REDIS_MAX_BACKOFF_NS), "ALGORITHM_REPLY",
-                         CR_REDIS_ALGORITHM_REPLY, "UNAVAILABLE_REPLIES", words, "PEEK",
-                         CR_REDIS_PEEK, "CHECK", CR_REDIS_CHECK, "ALLOW", CR_REDIS_ALLOW, "REFUND",
-                         CR_REDIS_REFUND, "CHARGE", CR_REDIS_CHARGE, "TAKE", CR_REDIS_TAKE, "PEEK_CLASS",
-                         CR_REDIS_PEEK_CLASS, "CHECK_CLASS", CR_REDIS_CHECK_CLASS, "ALLOW_CLASS",
-                         CR_REDIS_ALLOW_CLASS);
+    return Py_BuildValue(
+        "{sLsLsdsdsssNsisisisisisisisisi}", "MAX_TOLERANCE_NS",
+        (long long)CR_REDIS_MAX_TOLERANCE_NS, "MAX_DEBT_NS", (long long)CR_REDIS_MAX_DEBT_NS,
+        "FIRST_BACKOFF_S", cr_ns_to_seconds(CR_REDIS_FIRST_BACKOFF_NS), "MAX_BACKOFF_S",
+        cr_ns_to_seconds(CR_REDIS_MAX_BACKOFF_NS), "ALGORITHM_REPLY", CR_REDIS_ALGORITHM_REPLY,
+        "UNAVAILABLE_REPLIES", words, "PEEK", CR_REDIS_PEEK, "CHECK", CR_REDIS_CHECK, "ALLOW",
+        CR_REDIS_ALLOW, "REFUND", CR_REDIS_REFUND, "CHARGE", CR_REDIS_CHARGE, "TAKE", CR_REDIS_TAKE,
+        "PEEK_CLASS", CR_REDIS_PEEK_CLASS, "CHECK_CLASS", CR_REDIS_CHECK_CLASS, "ALLOW_CLASS",
+        CR_REDIS_ALLOW_CLASS);
 }
 
 /* _redis_fallback_check(on_error, has_fallback): None, or the core's error
