@@ -483,7 +483,7 @@ static PyObject *module_redis_protocol(PyObject *module, PyObject *Py_UNUSED(ign
         PyTuple_SET_ITEM(words, (Py_ssize_t)i, word);
     }
     return Py_BuildValue(
-        "{sLsLsdsdsssNsisisisisisisississisisi}", "MAX_TOLERANCE_NS",
+        "{sLsLsdsdsssNsisisisisisisisssisisi}", "MAX_TOLERANCE_NS",
         (long long)CR_REDIS_MAX_TOLERANCE_NS, "MAX_DEBT_NS", (long long)CR_REDIS_MAX_DEBT_NS,
         "FIRST_BACKOFF_S", cr_ns_to_seconds(CR_REDIS_FIRST_BACKOFF_NS), "MAX_BACKOFF_S",
         cr_ns_to_seconds(CR_REDIS_MAX_BACKOFF_NS), "ALGORITHM_REPLY", CR_REDIS_ALGORITHM_REPLY,
