@@ -174,7 +174,7 @@ static void run_batch(char **f, int n, char *expected, int at)
             items[nitems] = (cr_redis_item){&limits[number(item[0])],  texts[3 * nitems].bytes,
                                             texts[3 * nitems].len,     texts[3 * nitems + 1].bytes,
                                             texts[3 * nitems + 1].len, texts[3 * nitems + 2].bytes,
-                                            texts[3 * nitems + 2].len};
+                                            texts[3 * nitems + 2].len, -1};
         }
     }
     CHECK_EQ_I64(n, field, "redis.txt:%d", at);
