@@ -125,8 +125,9 @@
 static const cr_option limiter_options[] = {LIMITER_FIRST_, LIMITER_REST_};
 static const cr_option keyed_options[] = {
     LIMITER_FIRST_, CAPACITY_(BOTH, INT_(CR_KEYED_DEFAULT_CAPACITY)), LIMITER_REST_};
-static const cr_option limit_options[] = {PERIOD_(BOTH), BURST_(BOTH), LOCAL_ALGORITHM_,
-                                          MAX_DEBT_(BOTH), TZ_};
+static const cr_option limit_options[] = {
+    PERIOD_(BOTH),   BURST_(BOTH), LOCAL_ALGORITHM_,
+    MAX_DEBT_(BOTH), TZ_,          OBJECT_("priorities", BOTH)};
 static const cr_option reconfigure_options[] = {
     PERIOD_(BOTH), BURST_(BOTH),
     WORD_("algorithm", CR_E_ALGORITHM, LOCAL_ALGORITHMS_, 0, BOTH, NONE_), MAX_DEBT_(BOTH), TZ_};
@@ -147,7 +148,8 @@ static const cr_option redis_limiter_options[] = {
     STORE_TIMEOUT_(PYTHON),
     MAX_COST_(BOTH),
     MAX_DEBT_(BOTH),
-    BOOLEAN_("coalesce", CR_E_REDIS_COALESCE, PYTHON, BOOL_(false))};
+    BOOLEAN_("coalesce", CR_E_REDIS_COALESCE, PYTHON, BOOL_(false)),
+    OBJECT_("priorities", BOTH)};
 static const cr_option redis_concurrency_options[] = {
     LEASE_(BOTH, CR_E_STORE_LEASE, CR_OPTION_REQUIRED), STORE_NAME_, PREFIX_, ON_ERROR_,
     STORE_TIMEOUT_(PYTHON)};

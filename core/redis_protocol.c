@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cellrate.h"
+#include "priority.h"
 
 cr_status cr_redis_check_limit(const cr_limit *limit)
 {
@@ -139,14 +140,22 @@ static void word_key(request *r, const cr_redis_item *item)
 static cr_status check_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
                                const cr_redis_item *items, size_t nitems)
 {
-    if ((unsigned)mode > CR_REDIS_TAKE)
+    if ((unsigned)mode > CR_REDIS_ALLOW_CLASS)
         return CR_E_ITEMS; /* no request of the faces: the script answers no other mode */
     const cr_status checked = cr_check_call(now_ns, cost);
     if (checked != CR_OK)
         return checked == CR_E_COST && mode == CR_REDIS_TAKE ? CR_E_MAX_COST : checked;
+    const bool in_class = mode >= CR_REDIS_PEEK_CLASS;
+    if (in_class && nitems > 1)
+        return cr_priority_items(nitems);
     /* refund, charge and take decide one key (the script refuses several) */
     if (nitems == 0 || (mode >= CR_REDIS_REFUND && nitems != 1))
         return CR_E_ITEMS;
+    if (in_class) {
+        const cr_status status = cr_priority_check(items[0].limit, items[0].priority);
+        if (status != CR_OK)
+            return status;
+    }
     for (size_t i = 0; i < nitems; i++) {
         const cr_status status = cr_redis_check_limit(items[i].limit);
         if (status != CR_OK)
@@ -171,13 +180,16 @@ static void request_argv(request *r, cr_redis_mode mode, int64_t cost, int64_t n
     }
     if (mode == CR_REDIS_CHARGE)
         word_number(r, items[0].limit->max_debt);
+    if (mode >= CR_REDIS_PEEK_CLASS)
+        word_number(r, items[0].limit->priorities[items[0].priority].reserve_ns);
     if (now_ns != CR_CLOCK)
         word_number(r, now_ns);
 }
 
 static size_t argv_words(cr_redis_mode mode, int64_t now_ns, size_t nitems)
 {
-    return 2 + 4 * nitems + (mode == CR_REDIS_CHARGE) + (now_ns != CR_CLOCK);
+    return 2 + 4 * nitems + (mode == CR_REDIS_CHARGE) + (mode >= CR_REDIS_PEEK_CLASS) +
+           (now_ns != CR_CLOCK);
 }
 
 cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
@@ -297,11 +309,19 @@ static bool read_decision(const int64_t *fields, const cr_limit *limit, cr_decis
     return true;
 }
 
+cr_redis_mode cr_redis_plain_mode(cr_redis_mode mode)
+{
+    return mode >= CR_REDIS_PEEK_CLASS && mode <= CR_REDIS_ALLOW_CLASS
+               ? (cr_redis_mode)(mode - CR_REDIS_PEEK_CLASS)
+               : mode;
+}
+
 cr_status cr_redis_read_reply(cr_redis_mode mode, bool is_list, const int64_t *fields,
                               size_t nfields, const cr_limit *const *limits, size_t nlimits,
                               cr_redis_answer *out)
 {
     memset(out, 0, sizeof *out);
+    mode = cr_redis_plain_mode(mode); /* a class's reply is its plain mode's */
     if (nlimits == 0 || (unsigned)mode > CR_REDIS_TAKE)
         return CR_E_REDIS_REPLY;
     if (!is_list) {
@@ -576,8 +596,10 @@ cr_status cr_redis_fallback_limit(const cr_limit *limit, double share, cr_limit 
 int64_t cr_redis_going_back(cr_redis_mode mode, int64_t cost, const cr_limit *fallback,
                             int64_t held_remaining, cr_redis_mode *send, bool *settled)
 {
+    /* a class's check or allow goes back as the plain one: a charge takes no class */
+    const cr_redis_mode plain = cr_redis_plain_mode(mode);
     *send = mode;
-    *settled = mode == CR_REDIS_CHECK || mode == CR_REDIS_ALLOW || mode == CR_REDIS_CHARGE;
+    *settled = plain == CR_REDIS_CHECK || plain == CR_REDIS_ALLOW || plain == CR_REDIS_CHARGE;
     if (!*settled)
         return cost;
     const int64_t remaining = held_remaining < 0                 ? 0

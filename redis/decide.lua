@@ -59,6 +59,12 @@ local ALLOW = '2'
 local REFUND = '3'
 local CHARGE = '4'
 local TAKE = '5'
+-- peek, check and allow of one key in a priority class: the class's reserve
+-- (ns) follows the limit's words; the class decides as if the tolerance were
+-- tolerance - reserve, and the reply is the plain mode's.
+local PEEK_CLASS = '6'
+local CHECK_CLASS = '7'
+local ALLOW_CLASS = '8'
 -- A tolerance (or window) the script carries exactly: below 9e15 ns (104 days).
 local MAX_TOLERANCE_NS = 9000000000000000
 -- The debt bound: a charge commits at most the limit's max_debt units beyond
@@ -79,7 +85,6 @@ local find = string.find
 
 local nkeys = #KEYS
 local mode = ARGV[1]
-local commit = mode ~= PEEK
 local cost = tonumber(ARGV[2])
 local max_cost
 if mode == TAKE then
@@ -90,6 +95,18 @@ local max_debt
 if mode == CHARGE then
     max_debt, last = tonumber(ARGV[last + 1]), last + 1
 end
+local reserve = 0 -- a class's share of the tolerance it may not spend (ns)
+if mode == CHECK_CLASS or mode == ALLOW_CLASS or mode == PEEK_CLASS then
+    if nkeys ~= 1 then
+        return redis.error_reply('ERR cellrate: a priority class decides one limit: give one key')
+    end
+    reserve, last = tonumber(ARGV[last + 1]), last + 1
+    if not reserve or reserve < 0 or reserve > tonumber(ARGV[5]) then
+        return redis.error_reply('ERR cellrate: a class reserve from 0 to the tolerance')
+    end
+    mode = mode == CHECK_CLASS and CHECK or mode == ALLOW_CLASS and ALLOW or PEEK
+end
+local commit = mode ~= PEEK
 local now = ARGV[last + 1]
 
 -- Each key's value, read first: one written under another limit needs the
@@ -734,6 +751,7 @@ for i = 1, nkeys do
             -- is below 2^53). Worked relative to now: lead = max(TAT, now) - now.
             local emission = tonumber(ARGV[base + 2])
             local need = cost * emission
+            local tau = tolerance - reserve -- a class's tolerance (0: the plain one)
             local lead_s, lead_ns = ss - ts, sns - tns
             if lead_ns < 0 then
                 lead_s, lead_ns = lead_s - 1, lead_ns + E9
@@ -749,8 +767,8 @@ for i = 1, nkeys do
                 reset = string_format('%d%09d', lead_s, lead_ns)
                 if cost == 0 then
                     retry = 0
-                elseif need <= tolerance then -- lead - (tolerance - cost * T)
-                    local gap = tolerance - need
+                elseif need <= tau then -- lead - (tau - cost * T)
+                    local gap = tau - need
                     local gap_ns = fmod(gap, E9)
                     local s, ns = lead_s - (gap - gap_ns) / E9, lead_ns - gap_ns
                     if ns < 0 then
@@ -761,11 +779,11 @@ for i = 1, nkeys do
             else
                 local lead = lead_s * E9 + lead_ns
                 allowed, remaining, retry, reset = cost == 0 and 1 or 0, nil, 0, lead
-                if need > tolerance then
+                if need > tau then
                     retry = NEVER -- unfittable
                 elseif cost > 0 then
                     local next_lead = lead + need
-                    local allow_at = next_lead - tolerance
+                    local allow_at = next_lead - tau
                     if allow_at <= 0 then
                         local add_ns = fmod(next_lead, E9)
                         local s, ns = ts + (next_lead - add_ns) / E9, tns + add_ns
@@ -783,7 +801,7 @@ for i = 1, nkeys do
                 end
                 if not remaining then
                     -- a turn-away, a probe or an unfittable cost: the units that fit at base
-                    local room = tolerance - lead
+                    local room = tau - lead
                     remaining = 0
                     if room >= emission then
                         remaining = (room - fmod(room, emission)) / emission

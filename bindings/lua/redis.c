@@ -18,7 +18,8 @@
 static cr_redis_mode redis_mode_at(lua_State *L, int idx)
 {
     const lua_Integer mode = luaL_checkinteger(L, idx);
-    luaL_argcheck(L, mode >= CR_REDIS_PEEK && mode <= CR_REDIS_TAKE, idx, "a mode from 0 to 5");
+    luaL_argcheck(L, mode >= CR_REDIS_PEEK && mode <= CR_REDIS_ALLOW_CLASS, idx,
+                  "a mode from 0 to 8");
     return (cr_redis_mode)mode;
 }
 
@@ -37,15 +38,19 @@ static int64_t redis_cost_at(lua_State *L, int idx, cr_redis_mode mode)
 /*
  * cellrate._redis_request(mode, cost, now, limit, prefix, name, key, ...):
  * the words after EVALSHA and the SHA (a table of strings, numkeys first) of
- * a request of `mode`, one (limit, prefix, name, key) group per limit.
+ * a request of `mode`, one (limit, prefix, name, key) group per limit; a
+ * class's mode (PEEK_CLASS, CHECK_CLASS, ALLOW_CLASS) ends with the class's
+ * name.
  */
 static int redis_request(lua_State *L)
 {
     const int top = lua_gettop(L);
-    if (top < 7 || (top - 3) % 4 != 0)
-        return luaL_error(L, "_redis_request(mode, cost, now, limit, prefix, name, key, ...)");
     const cr_redis_mode mode = redis_mode_at(L, 1);
-    const size_t nitems = (size_t)(top - 3) / 4;
+    const bool in_class = mode >= CR_REDIS_PEEK_CLASS;
+    const int ngroups = top - 3 - (in_class ? 1 : 0);
+    if (ngroups < 4 || ngroups % 4 != 0)
+        return luaL_error(L, "_redis_request(mode, cost, now, limit, prefix, name, key, ...)");
+    const size_t nitems = (size_t)ngroups / 4;
     cr_redis_item few[REDIS_STACK_ITEMS];
     cr_redis_item *items = nitems <= REDIS_STACK_ITEMS
                                ? few
@@ -56,7 +61,10 @@ static int redis_request(lua_State *L)
         items[i].prefix = luaL_checklstring(L, group + 1, &items[i].prefix_len);
         items[i].name = luaL_checklstring(L, group + 2, &items[i].name_len);
         items[i].key = check_key(L, group + 3, &items[i].key_len);
+        items[i].priority = -1;
     }
+    if (in_class && nitems == 1)
+        items[0].priority = read_priority(L, top, top, items[0].limit);
     /* the keys, then the cost, then now: a decision's order (_check_request) */
     const int64_t cost = redis_cost_at(L, 2, mode);
     const int64_t now_ns = read_now(L, 3, top);
@@ -287,11 +295,14 @@ static int redis_protocol(lua_State *L)
         {"REFUND", CR_REDIS_REFUND},
         {"CHARGE", CR_REDIS_CHARGE},
         {"TAKE", CR_REDIS_TAKE},
+        {"PEEK_CLASS", CR_REDIS_PEEK_CLASS},
+        {"CHECK_CLASS", CR_REDIS_CHECK_CLASS},
+        {"ALLOW_CLASS", CR_REDIS_ALLOW_CLASS},
         {"MAX_TOLERANCE_NS", CR_REDIS_MAX_TOLERANCE_NS},
         {"MAX_DEBT_NS", CR_REDIS_MAX_DEBT_NS},
         {"BATCH_MAX", CR_REDIS_BATCH_MAX},
     };
-    lua_createtable(L, 0, 12);
+    lua_createtable(L, 0, 15);
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
         compat_pushint64(L, numbers[i].value);
         lua_setfield(L, -2, numbers[i].name);

@@ -24,10 +24,10 @@ PyDoc_STRVAR(
     "name: the policy name (None: 'default').");
 
 PyDoc_STRVAR(limit_doc, "Limit(rate, period=None, *, burst=None, algorithm='gcra', max_debt=None, "
-                        "tz=None)\n--\n\n"
+                        "tz=None, priorities=None)\n--\n\n"
                         "A validated limit, with no store: what a Limiter of the same arguments\n"
                         "decides by, refused with the same errors. Immutable; equal (and hashed)\n"
-                        "by its parameters.");
+                        "by its parameters and priority classes.");
 
 /* ------------------------------------------------------------------------ */
 /* Limiter and KeyedLimiter                                                  */

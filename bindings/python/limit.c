@@ -20,20 +20,35 @@ static PyObject *limit_text(PyObject *self, const cr_limit *limit, int64_t capac
     return PyUnicode_FromString(text);
 }
 
-/* Limit(rate, period=None, *, burst=None, algorithm="gcra", max_debt=None, tz=None):
- * what a Limiter of these arguments would decide by, validated by the core, no
- * store made. */
+/* A limit's priority classes: {name: reserve} (empty without classes). */
+static PyObject *priorities_of(const cr_limit *limit)
+{
+    PyObject *classes = PyDict_New();
+    for (int32_t i = 0; classes != NULL && i < limit->npriorities; i++) {
+        PyObject *reserve = PyFloat_FromDouble(limit->priorities[i].reserve);
+        if (reserve == NULL ||
+            PyDict_SetItemString(classes, limit->priorities[i].name, reserve) < 0)
+            Py_CLEAR(classes);
+        Py_XDECREF(reserve);
+    }
+    return classes;
+}
+
+/* Limit(rate, period=None, *, burst=None, algorithm="gcra", max_debt=None, tz=None,
+ * priorities=None): what a Limiter of these arguments would decide by, validated
+ * by the core, no store made. */
 static PyObject *limit_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"rate", "period", "burst", "algorithm", "max_debt", "tz", NULL};
+    static char *keywords[] = {"rate",     "period", "burst",      "algorithm",
+                               "max_debt", "tz",     "priorities", NULL};
     PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None, *max_debt = Py_None,
-                    *tz = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOO:Limit", keywords, &rate, &period,
-                                     &burst, &algorithm, &max_debt, &tz))
+                    *tz = Py_None, *priorities = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOO:Limit", keywords, &rate, &period,
+                                     &burst, &algorithm, &max_debt, &tz, &priorities))
         return NULL;
     cr_limit limit;
     if (convert_limit((module_state *)PyType_GetModuleState(type), rate, period, burst, Py_None,
-                      algorithm, Py_None, max_debt, tz, NULL, Py_None, &limit) < 0)
+                      algorithm, Py_None, max_debt, tz, NULL, priorities, &limit) < 0)
         return NULL;
     LimitObject *self = (LimitObject *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -55,12 +70,30 @@ static PyObject *limit_repr(PyObject *self)
 }
 
 /* The parameters equality and the hash go by: the algorithm, rate, period,
- * burst and max_debt, and what the core derived from them. */
+ * burst, max_debt and the priority classes, and what the core derived from
+ * them. */
 static PyObject *limit_key(const cr_limit *limit)
 {
-    return Py_BuildValue("(sddLLLL)", cr_algorithm_name(limit->algorithm), limit->rate,
+    PyObject *classes = PyTuple_New(limit->npriorities);
+    for (int32_t i = 0; classes != NULL && i < limit->npriorities; i++) {
+        PyObject *one = Py_BuildValue("(sd)", limit->priorities[i].name,
+                                      limit->priorities[i].reserve);
+        if (one == NULL) {
+            Py_CLEAR(classes);
+            break;
+        }
+        PyTuple_SET_ITEM(classes, i, one);
+    }
+    if (classes == NULL)
+        return NULL;
+    return Py_BuildValue("(sddLLLLN)", cr_algorithm_name(limit->algorithm), limit->rate,
                          limit->period_s, (long long)limit->burst, (long long)limit->emission_ns,
-                         (long long)limit->tolerance_ns, (long long)limit->max_debt);
+                         (long long)limit->tolerance_ns, (long long)limit->max_debt, classes);
+}
+
+static PyObject *limit_get_priorities(PyObject *self, void *Py_UNUSED(closure))
+{
+    return priorities_of(&((LimitObject *)self)->limit);
 }
 
 static PyObject *limit_richcompare(PyObject *self, PyObject *other, int op)
@@ -121,6 +154,8 @@ static PyGetSetDef limit_getset[] = {
      "'gcra', 'token_bucket', 'fixed_window' or 'sliding_window'.", NULL},
     {"window", limit_get_window, NULL,
      "Seconds in which the limit restores `burst` units, as Decision.window.", NULL},
+    {"priorities", limit_get_priorities, NULL,
+     "The priority classes, {name: reserve} (empty: none).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

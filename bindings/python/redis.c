@@ -27,9 +27,9 @@ static const cr_limit *redis_limit_of(module_state *state, PyObject *obj)
 static int redis_mode_of(PyObject *obj)
 {
     const long mode = PyLong_Check(obj) ? PyLong_AsLong(obj) : -1;
-    if (mode < CR_REDIS_PEEK || mode > CR_REDIS_TAKE) {
+    if (mode < CR_REDIS_PEEK || mode > CR_REDIS_ALLOW_CLASS) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "a mode of the script: an int from 0 to 5");
+            PyErr_SetString(PyExc_TypeError, "a mode of the script: an int from 0 to 8");
         return -1;
     }
     return (int)mode;
@@ -68,21 +68,26 @@ static void redis_raise(module_state *state, cr_status status)
 /*
  * _redis_request(mode, cost, now, limit, prefix, name, key, ...): the words
  * after EVALSHA and the SHA (a list of bytes) of a request of `mode`, one
- * (limit, prefix, name, key) group per limit decided.
+ * (limit, prefix, name, key) group per limit decided; a class's mode
+ * (PEEK_CLASS, CHECK_CLASS, ALLOW_CLASS) ends with the class's name
+ * (priority=).
  */
 static PyObject *module_redis_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
-    if (nargs < 7 || (nargs - 3) % 4 != 0 || (nargs - 3) / 4 > REDIS_LIMITS_MAX) {
-        PyErr_SetString(PyExc_TypeError,
-                        "_redis_request(mode, cost, now, limit, prefix, name, key, ...)");
-        return NULL;
-    }
-    const int mode = redis_mode_of(args[0]);
-    int64_t cost, now_ns;
+    const int mode = nargs > 0 ? redis_mode_of(args[0]) : -1;
     if (mode < 0)
         return NULL;
-    const size_t nitems = (size_t)(nargs - 3) / 4;
+    const bool in_class = mode >= CR_REDIS_PEEK_CLASS;
+    const Py_ssize_t ngroups = nargs - 3 - (in_class ? 1 : 0);
+    if (ngroups < 4 || ngroups % 4 != 0 || ngroups / 4 > REDIS_LIMITS_MAX) {
+        PyErr_SetString(
+            PyExc_TypeError,
+            "_redis_request(mode, cost, now, limit, prefix, name, key, ...[, priority])");
+        return NULL;
+    }
+    int64_t cost, now_ns;
+    const size_t nitems = (size_t)ngroups / 4;
     cr_redis_item items[REDIS_LIMITS_MAX];
     for (size_t i = 0; i < nitems; i++) {
         PyObject *const *group = args + 3 + 4 * i;
@@ -94,7 +99,11 @@ static PyObject *module_redis_request(PyObject *module, PyObject *const *args, P
             convert_key(state, group[3], &items[i].key, &key_len) < 0)
             return NULL;
         items[i].key_len = (size_t)key_len;
+        items[i].priority = -1;
     }
+    if (in_class && nitems == 1 &&
+        convert_priority(state, args[nargs - 1], items[0].limit, &items[0].priority) < 0)
+        return NULL;
     /* the keys, then the cost, then now: a decision's order (_check_request) */
     if (redis_cost_of(state, args[1], mode, &cost) < 0 || convert_now(state, args[2], &now_ns) < 0)
         return NULL;
@@ -474,14 +483,15 @@ static PyObject *module_redis_protocol(PyObject *module, PyObject *Py_UNUSED(ign
         PyTuple_SET_ITEM(words, (Py_ssize_t)i, word);
     }
     return Py_BuildValue(
-        "{sLsLsdsdsssNsisisisisisisissss}", "MAX_TOLERANCE_NS",
+        "{sLsLsdsdsssNsisisisisisisisssssisisi}", "MAX_TOLERANCE_NS",
         (long long)CR_REDIS_MAX_TOLERANCE_NS, "MAX_DEBT_NS", (long long)CR_REDIS_MAX_DEBT_NS,
         "FIRST_BACKOFF_S", cr_ns_to_seconds(CR_REDIS_FIRST_BACKOFF_NS), "MAX_BACKOFF_S",
         cr_ns_to_seconds(CR_REDIS_MAX_BACKOFF_NS), "ALGORITHM_REPLY", CR_REDIS_ALGORITHM_REPLY,
         "UNAVAILABLE_REPLIES", words, "PEEK", CR_REDIS_PEEK, "CHECK", CR_REDIS_CHECK, "ALLOW",
         CR_REDIS_ALLOW, "REFUND", CR_REDIS_REFUND, "CHARGE", CR_REDIS_CHARGE, "TAKE", CR_REDIS_TAKE,
         "BATCH_MAX", CR_REDIS_BATCH_MAX, "COALESCE_REFUSED", cr_strerror(CR_E_REDIS_COALESCE),
-        "BATCH_ITEM", cr_strerror(CR_E_REDIS_BATCH_ITEM));
+        "BATCH_ITEM", cr_strerror(CR_E_REDIS_BATCH_ITEM), "PEEK_CLASS", CR_REDIS_PEEK_CLASS,
+        "CHECK_CLASS", CR_REDIS_CHECK_CLASS, "ALLOW_CLASS", CR_REDIS_ALLOW_CLASS);
 }
 
 /* _redis_fallback_check(on_error, has_fallback): None, or the core's error

@@ -308,16 +308,7 @@ static PyObject *store_take(PyObject *self, PyObject *const *args, Py_ssize_t na
 /* The classes, {name: reserve} (empty: none), in the order the limit keeps them. */
 static PyObject *store_get_priorities(PyObject *self, void *Py_UNUSED(closure))
 {
-    const cr_limit *limit = store_limit((StoreObject *)self);
-    PyObject *classes = PyDict_New();
-    for (int32_t i = 0; classes != NULL && i < limit->npriorities; i++) {
-        PyObject *reserve = PyFloat_FromDouble(limit->priorities[i].reserve);
-        if (reserve == NULL ||
-            PyDict_SetItemString(classes, limit->priorities[i].name, reserve) < 0)
-            Py_CLEAR(classes);
-        Py_XDECREF(reserve);
-    }
-    return classes;
+    return priorities_of(store_limit((StoreObject *)self));
 }
 
 static PyObject *store_get_algorithm(PyObject *self, void *Py_UNUSED(closure))

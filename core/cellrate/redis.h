@@ -58,8 +58,17 @@ typedef enum cr_redis_mode {
     CR_REDIS_ALLOW = 2,  /* check, an admission answered by the integer 1 alone */
     CR_REDIS_REFUND = 3, /* cr_refund of one key: 1 when its state changed, else 0 */
     CR_REDIS_CHARGE = 4, /* cr_charge of one key: check's reply and clipped */
-    CR_REDIS_TAKE = 5    /* cr_take of one key: the units taken */
+    CR_REDIS_TAKE = 5,   /* cr_take of one key: the units taken */
+    /* peek, check and allow of one key in a priority class (the item's
+     * `priority`): the class's reserve in ns is sent after the limit's words,
+     * the reply is the plain mode's (docs/design/priorities.md) */
+    CR_REDIS_PEEK_CLASS = 6,
+    CR_REDIS_CHECK_CLASS = 7,
+    CR_REDIS_ALLOW_CLASS = 8
 } cr_redis_mode;
+
+/* The plain mode of a class's mode (peek, check, allow); any other itself. */
+cr_redis_mode cr_redis_plain_mode(cr_redis_mode mode);
 
 /* CR_OK when the script carries `limit` exactly (tolerance_ns below
  * CR_REDIS_MAX_TOLERANCE_NS), else CR_E_REDIS_TOLERANCE, naming burst. */
@@ -87,6 +96,7 @@ typedef struct cr_redis_item {
     size_t name_len;
     const char *key;
     size_t key_len;
+    int32_t priority; /* a class's mode: the class's index (cr_priority_find); else unread */
 } cr_redis_item;
 
 /* A word of a request: `len` bytes at `offset` in the request's buffer. */
@@ -96,7 +106,7 @@ typedef struct cr_redis_word {
 } cr_redis_word;
 
 /* The most words a request of `nitems` limits has. */
-#define CR_REDIS_REQUEST_WORDS(nitems) (5 + 5 * (size_t)(nitems))
+#define CR_REDIS_REQUEST_WORDS(nitems) (6 + 5 * (size_t)(nitems))
 
 /* The bytes a request of these items needs at most (cr_redis_request's
  * `size`); SIZE_MAX when that does not fit a size_t. */
@@ -106,14 +116,16 @@ size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems);
  * A request's words after EVALSHA and the script's SHA, in order: numkeys;
  * KEYS, one per item (cr_redis_key); ARGV: the mode's digit, the cost (a
  * take's max_cost), per item its limit's algorithm name, emission_ns,
- * tolerance_ns and burst, then a charge's max_debt (units), then `now_ns`
- * unless it is CR_CLOCK (the script reads the server's TIME); numbers in
+ * tolerance_ns and burst, then a charge's max_debt (units), then a class's
+ * reserve_ns (a class's mode: one item, the class of its `priority`), then
+ * `now_ns` unless it is CR_CLOCK (the script reads the server's TIME); numbers in
  * decimal. Written into `buf` (`size` bytes: cr_redis_request_size) and
  * located by `words` (CR_REDIS_REQUEST_WORDS(nitems) of them); *count is
  * their number. Refuses what every decision refuses (cr_check_call: CR_E_NOW,
  * CR_E_COST, a take's CR_E_MAX_COST), a limit the script cannot carry
  * (cr_redis_check_limit), no item or several for a refund, a charge or a take
- * (CR_E_ITEMS); CR_E_NOMEM when `size` is short. Nothing is written then.
+ * (CR_E_ITEMS), several for a class (CR_E_PRIORITY_SEVERAL), a class the
+ * limit lacks (CR_E_PRIORITY, CR_E_PRIORITY_NONE); CR_E_NOMEM when `size` is short. Nothing is written then.
  */
 cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
                            const cr_redis_item *items, size_t nitems, char *buf, size_t size,

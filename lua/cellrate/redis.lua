@@ -102,6 +102,8 @@ M.MAX_BACKOFF_S = core.MAX_BACKOFF_S
 -- The script's modes, as the core's request builder takes them.
 local PEEK, CHECK, ALLOW, REFUND = core.PEEK, core.CHECK, core.ALLOW, core.REFUND
 local CHARGE, TAKE = core.CHARGE, core.TAKE
+-- peek, check and allow in a priority class: the class's name ends the request.
+local PEEK_CLASS, CHECK_CLASS, ALLOW_CLASS = core.PEEK_CLASS, core.CHECK_CLASS, core.ALLOW_CLASS
 -- How far after now a charge can leave a gcra key's TAT (ns): beyond it, clipped.
 M.MAX_DEBT_NS = core.MAX_DEBT_NS
 
@@ -146,11 +148,12 @@ end
 -- max_cost, as in process: a burst, or a window's rate, that could never fit
 -- it is refused, checked on a limiter made for that alone), and refuses one
 -- the script cannot carry exactly. Raises at the caller of the public function.
-local function limit_of(rate, opts, algorithm, max_cost, max_debt)
+local function limit_of(rate, opts, algorithm, max_cost, max_debt, priorities)
     local made, limit = pcall(cellrate.limit_spec, rate, { period = opts.period,
                                                           burst = opts.burst,
                                                           algorithm = algorithm,
-                                                          max_debt = max_debt })
+                                                          max_debt = max_debt,
+                                                          priorities = priorities })
     if not made then
         error(without_position(limit), 3)
     end
@@ -217,7 +220,8 @@ function M.limiter(client, rate, opts)
     check_client(client)
     -- the limit first, as cellrate.limit_spec judges it; then the options
     local given = type(opts) == "table" and opts or {}
-    local limit = limit_of(rate, given, given.algorithm, given.max_cost, given.max_debt)
+    local limit = limit_of(rate, given, given.algorithm, given.max_cost, given.max_debt,
+                           given.priorities)
     opts = store_options("RedisLimiter", opts)
     local prefix, on_error = opts.prefix, opts.on_error
     local ok, err = pcall(cellrate._redis_fallback_check, on_error, given.fallback ~= nil)
@@ -237,6 +241,7 @@ function M.limiter(client, rate, opts)
         algorithm = limit.algorithm,
         max_cost = opts.max_cost,
         max_debt = opts.max_debt,
+        priorities = given.priorities, -- kept by reconfigure
         gate = nil, -- while Redis is down: a limiter letting one probe through per back-off
         backoff = 0,
         -- on_error = "fallback": the local keyed limiter, its limit, and the Redis keys
@@ -326,8 +331,10 @@ end
 -- on_error's answer while Redis cannot decide (the core's: an invented
 -- refusal lasts until the next probe, never less than the first back-off),
 -- for a request of `mode` and `cost`: a decision's values, or a take's count.
+-- (the fallback limiter has no classes: a class's decision is its plain one there)
 local LOCAL_METHODS = { [PEEK] = "peek", [CHECK] = "check", [ALLOW] = "allow",
-                        [CHARGE] = "charge", [TAKE] = "take" }
+                        [CHARGE] = "charge", [TAKE] = "take", [PEEK_CLASS] = "peek",
+                        [CHECK_CLASS] = "check", [ALLOW_CLASS] = "allow" }
 
 -- on_error = "fallback": the decision of each limiter's local limiter for its
 -- Redis key (several: as one, cellrate.check_all), each key then held until
@@ -337,7 +344,7 @@ local function locally(mode, cost, words, now, stores)
     if n == 1 then
         local store = stores[1]
         local key = words[2]
-        if mode ~= PEEK and not store.held[key] then
+        if mode ~= PEEK and mode ~= PEEK_CLASS and not store.held[key] then
             store.held[key], store.nheld = true, store.nheld + 1
         end
         return store.fallback[LOCAL_METHODS[mode]](store.fallback, key, cost, now)
@@ -483,33 +490,41 @@ local function going_back(self, mode, key, cost, now, limit, words)
 end
 
 -- (each method builds its request itself: request raises at its caller's line)
-function Limiter:check(key, cost, now)
+-- `priority`: the class decided in (a name of opts.priorities; nil: none); the
+-- script decides with the class's reserve.
+function Limiter:check(key, cost, now, priority)
     local limit = self.limit
-    local words = request(CHECK, cost, now, limit, self.prefix, self.name, key)
+    local mode = priority == nil and CHECK or CHECK_CLASS
+    local words = priority == nil and request(CHECK, cost, now, limit, self.prefix, self.name, key)
+        or request(CHECK_CLASS, cost, now, limit, self.prefix, self.name, key, priority)
     local allowed, remaining, retry_after, reset_after =
-        decide(self, CHECK, cost, words, now, 4,
-               going_back(self, CHECK, key, cost, now, limit, words), limit)
+        decide(self, mode, cost, words, now, 4,
+               going_back(self, mode, key, cost, now, limit, words), limit)
     return allowed, remaining, retry_after, reset_after
 end
 
-function Limiter:allow(key, cost, now)
+function Limiter:allow(key, cost, now, priority)
     local limit = self.limit
-    local words = request(ALLOW, cost, now, limit, self.prefix, self.name, key)
+    local mode = priority == nil and ALLOW or ALLOW_CLASS
+    local words = priority == nil and request(ALLOW, cost, now, limit, self.prefix, self.name, key)
+        or request(ALLOW_CLASS, cost, now, limit, self.prefix, self.name, key, priority)
     local allowed, err, code =
-        decide(self, ALLOW, cost, words, now, 4,
-               going_back(self, ALLOW, key, cost, now, limit, words), limit)
+        decide(self, mode, cost, words, now, 4,
+               going_back(self, mode, key, cost, now, limit, words), limit)
     if allowed == nil then
         return nil, err, code
     end
     return allowed
 end
 
-function Limiter:peek(key, cost, now)
+function Limiter:peek(key, cost, now, priority)
     local limit = self.limit
-    local words = request(PEEK, cost, now, limit, self.prefix, self.name, key)
+    local mode = priority == nil and PEEK or PEEK_CLASS
+    local words = priority == nil and request(PEEK, cost, now, limit, self.prefix, self.name, key)
+        or request(PEEK_CLASS, cost, now, limit, self.prefix, self.name, key, priority)
     local allowed, remaining, retry_after, reset_after =
-        decide(self, PEEK, cost, words, now, 4,
-               going_back(self, PEEK, key, cost, now, limit, words), limit)
+        decide(self, mode, cost, words, now, 4,
+               going_back(self, mode, key, cost, now, limit, words), limit)
     return allowed, remaining, retry_after, reset_after
 end
 
@@ -586,7 +601,8 @@ function Limiter:reconfigure(rate, opts)
         max_debt = self.max_debt
     end
     -- the limit first, as cellrate.limit_spec judges it; then the options
-    local limit = limit_of(rate, given, self.algorithm, self.max_cost, max_debt)
+    local limit = limit_of(rate, given, self.algorithm, self.max_cost, max_debt,
+                           self.priorities)
     store_options("reconfigure", opts)
     self.limit, self.burst, self.max_debt = limit, limit.burst, max_debt
 end

@@ -109,7 +109,7 @@ static void run_request(char **f, int n, char *expected, int at)
         items[i] = (cr_redis_item){&limits[number(item[0])], texts[3 * i].bytes,
                                    texts[3 * i].len,         texts[3 * i + 1].bytes,
                                    texts[3 * i + 1].len,     texts[3 * i + 2].bytes,
-                                   texts[3 * i + 2].len};
+                                   texts[3 * i + 2].len,     -1};
     }
     static char buf[LINE_MAX_BYTES];
     cr_redis_word words[CR_REDIS_REQUEST_WORDS(FIELDS_MAX)];
@@ -174,7 +174,7 @@ static void run_batch(char **f, int n, char *expected, int at)
             items[nitems] = (cr_redis_item){&limits[number(item[0])],  texts[3 * nitems].bytes,
                                             texts[3 * nitems].len,     texts[3 * nitems + 1].bytes,
                                             texts[3 * nitems + 1].len, texts[3 * nitems + 2].bytes,
-                                            texts[3 * nitems + 2].len};
+                                            texts[3 * nitems + 2].len, -1};
         }
     }
     CHECK_EQ_I64(n, field, "redis.txt:%d", at);
@@ -493,8 +493,69 @@ static void run_file(FILE *file, int *lines)
     CHECK(batch_lines >= 15, "redis.txt: the batches' lines (%d)", batch_lines);
 }
 
+/* A class's request: the class's reserve_ns after the limit's words (before
+ * now), one item only, a class the limit has; its reply read as the plain
+ * mode's; the deny cache keeps none of it. */
+static void class_requests(void)
+{
+    cr_limit_args args = {0};
+    args.rate = 10;
+    args.burst = 10;
+    args.has_burst = true;
+    const cr_priority_arg classes[] = {{"critical", 8, 0.0}, {"bulk", 4, 0.5}};
+    args.priorities = classes;
+    args.npriorities = 2;
+    args.has_priorities = true;
+    cr_limit limit, plain;
+    CHECK(cr_limit_init(&limit, &args) == CR_OK, "a limit with classes");
+    args.has_priorities = false;
+    CHECK(cr_limit_init(&plain, &args) == CR_OK, "a limit without");
+    cr_redis_item item = {&limit, "p:", 2, "n", 1, "k", 1, 0}; /* bulk: index 0 */
+    char buf[512];
+    cr_redis_word words[CR_REDIS_REQUEST_WORDS(2)];
+    size_t count = 0;
+    CHECK(cr_redis_request(CR_REDIS_ALLOW_CLASS, 1, 5, &item, 1, buf, sizeof buf, words, &count) ==
+              CR_OK,
+          "a class's allow");
+    CHECK_EQ_I64((int64_t)count, 10, "numkeys, key, mode, cost, 4 limit words, reserve, now");
+    CHECK(words[2].len == 1 && buf[words[2].offset] == '8', "mode 8");
+    CHECK(words[8].len == 9 && memcmp(buf + words[8].offset, "500000000", 9) == 0,
+          "bulk's reserve: half of 1 s");
+    CHECK(words[9].len == 1 && buf[words[9].offset] == '5', "then now");
+    cr_redis_item two[2] = {item, item};
+    CHECK(cr_redis_request(CR_REDIS_CHECK_CLASS, 1, 5, two, 2, buf, sizeof buf, words, &count) ==
+              CR_E_PRIORITY_SEVERAL,
+          "several limits take no class");
+    item.priority = 2;
+    CHECK(cr_redis_request(CR_REDIS_PEEK_CLASS, 1, 5, &item, 1, buf, sizeof buf, words, &count) ==
+              CR_E_PRIORITY,
+          "an index the limit lacks");
+    item.limit = &plain;
+    item.priority = 0;
+    CHECK(cr_redis_request(CR_REDIS_PEEK_CLASS, 1, 5, &item, 1, buf, sizeof buf, words, &count) ==
+              CR_E_PRIORITY_NONE,
+          "a limit without classes");
+    CHECK(cr_redis_plain_mode(CR_REDIS_ALLOW_CLASS) == CR_REDIS_ALLOW &&
+              cr_redis_plain_mode(CR_REDIS_TAKE) == CR_REDIS_TAKE,
+          "plain modes");
+    const cr_limit *classed[1] = {&limit};
+    const int64_t admitted = 1;
+    cr_redis_answer answer;
+    CHECK(cr_redis_read_reply(CR_REDIS_ALLOW_CLASS, false, &admitted, 1, classed, 1, &answer) ==
+                  CR_OK &&
+              answer.decision.allowed,
+          "allow's admission: 1 alone");
+    const int64_t refused[5] = {0, 0, 100000000, 500000000, 1};
+    CHECK(cr_redis_read_reply(CR_REDIS_CHECK_CLASS, true, refused, 5, classed, 1, &answer) == CR_OK,
+          "a class's refusal");
+    cr_redis_refusal kept;
+    CHECK(!cr_redis_remember(CR_REDIS_CHECK_CLASS, 1, CR_CLOCK, 1, &answer.decision, 0, &kept),
+          "the deny cache keeps no class's refusal");
+}
+
 int main(int argc, char **argv)
 {
+    class_requests();
     FILE *file = vectors_open(argc > 1 ? argv[1] : "tests/vectors", "redis.txt");
     int lines = 0;
     run_file(file, &lines);

@@ -144,7 +144,7 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
     # the compiled ones: Python cellrate.Limiter(rate, ...), Lua cellrate.limiter(rate, opts)
     "Limiter": LIMITER_OPTIONS,
     "KeyedLimiter": LIMITER_OPTIONS[:2] + (KEYED_CAPACITY,) + LIMITER_OPTIONS[2:],
-    "Limit": (PERIOD, BURST, LOCAL_ALGORITHM, MAX_DEBT, TZ),  # Lua: cellrate.limit_spec
+    "Limit": (PERIOD, BURST, LOCAL_ALGORITHM, MAX_DEBT, TZ, PRIORITIES),  # Lua: cellrate.limit_spec
     "reconfigure": (PERIOD, BURST, Option("algorithm", "word", "E_ALGORITHM",
                                           words=LOCAL_ALGORITHM.words), MAX_DEBT, TZ),
     "Concurrency": (CAPACITY, SHARED, SHARED_MODE, LEASE,
@@ -155,7 +155,8 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
                      Option("fallback", "object", "OK"),
                      _boolean("deny_cache", "E_DENY_CACHE", default=True, faces="python"),
                      STORE_TIMEOUT, MAX_COST, MAX_DEBT,
-                     _boolean("coalesce", "E_REDIS_COALESCE", default=False, faces="python")),
+                     _boolean("coalesce", "E_REDIS_COALESCE", default=False, faces="python"),
+                     Option("priorities", "object", "OK")),
     "RedisConcurrency": (_seconds("lease", "E_STORE_LEASE", 0, True, INF, True, ns=True,
                                   required=True),
                          STORE_NAME, PREFIX, ON_ERROR, STORE_TIMEOUT),

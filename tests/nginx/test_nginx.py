@@ -164,6 +164,28 @@ def test_a_class_per_request_from_ngx_var():
         assert "priority: several limits decided as one take no class" in log
 
 
+def test_overload_bulk_refused_critical_served_four_workers():
+    """Done when (priorities inside one limit): under overload, 4 workers on one
+    shared region, bulk is admitted its half of the burst (10) and no more, and
+    critical then still gets the half bulk may not spend, counted."""
+    with Nginx(workers=4, rate=f"1/{SLOW_PERIOD}s", burst=2) as server:
+        def get(priority):
+            connection = server.connection()
+            try:
+                connection.request("GET", "/classed", headers={"X-Priority": priority})
+                response = connection.getresponse()
+                response.read()
+                return response.status
+            finally:
+                connection.close()
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            bulk = list(pool.map(get, ["bulk"] * 60))
+            critical = list(pool.map(get, ["critical"] * 20))
+        assert (bulk.count(200), bulk.count(429)) == (5, 55)
+        assert (critical.count(200), critical.count(429)) == (5, 15)
+
+
 def test_several_limits_as_one():
     """A route limit (burst 3) and a per-client limit (burst 2) decided as one:
     the fields are those of the limit that refused, and a refusal by the

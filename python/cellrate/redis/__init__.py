@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Dict, Iterable, List, Literal, Sequence, Tuple, cast
+from typing import Any, Dict, Iterable, List, Literal, Mapping, Sequence, Tuple, cast
 
 import cellrate
 from cellrate import _concurrency
@@ -54,10 +54,12 @@ from cellrate.redis._protocol import (
     _HOLD_PROTOCOL,
     ACQUIRE as ACQUIRE,
     ALLOW as ALLOW,
+    ALLOW_CLASS as ALLOW_CLASS,
     BATCH_MAX as BATCH_MAX,
     BATCH_SCRIPT as BATCH_SCRIPT,
     CHARGE as CHARGE,
     CHECK as CHECK,
+    CHECK_CLASS as CHECK_CLASS,
     COUNT as COUNT,
     DEFAULT_PREFIX as DEFAULT_PREFIX,
     FIRST_BACKOFF_S as FIRST_BACKOFF_S,
@@ -68,6 +70,7 @@ from cellrate.redis._protocol import (
     MAX_TOLERANCE_NS,
     ON_ERROR as ON_ERROR,
     PEEK as PEEK,
+    PEEK_CLASS as PEEK_CLASS,
     REFUND as REFUND,
     RELEASE as RELEASE,
     SCRIPT,
@@ -152,16 +155,18 @@ class _RedisLimit(_Store):
         max_cost: int | None = None,
         max_debt: int | None = None,
         coalesce: bool = False,
+        priorities: Mapping[str, float] | None = None,
     ) -> None:
         # The core parses, defaults and validates the limit first, as cellrate.Limit (and,
         # per call, each key, cost and now: _redis_request); its table checks the options
         # (cellrate/options.h).
-        limit = _limit_of(rate, period, burst, algorithm, max_cost, max_debt)
+        limit = _limit_of(rate, period, burst, algorithm, max_cost, max_debt, priorities)
         options = _check_options("RedisLimiter", {
             "period": period, "burst": burst, "algorithm": algorithm, "name": name,
             "prefix": prefix, "on_error": on_error, "fallback": fallback,
             "deny_cache": deny_cache, "timeout": timeout, "max_cost": max_cost,
-            "max_debt": max_debt, "coalesce": coalesce})
+            "max_debt": max_debt, "coalesce": coalesce,
+            "priorities": priorities})
         if options["coalesce"] and self._kind != "async":
             raise invalid("coalesce", _CONSTANTS["COALESCE_REFUSED"])
         #: coalesce=True (asyncio): the decisions of one event-loop turn go as one batch.
@@ -213,7 +218,7 @@ class _RedisLimit(_Store):
             _core._redis_check_change(True, self.algorithm, algorithm)
         max_debt = self.max_debt if max_debt is None else max_debt
         self.limit = _limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
-                               self.max_cost, max_debt)
+                               self.max_cost, max_debt, self.limit.priorities or None)
         self.max_debt = max_debt
         self._refusals.clear()
 
@@ -233,10 +238,16 @@ class _RedisLimit(_Store):
         self._refusals.pop(redis_key, None)
         return redis_key
 
+    priorities = property(lambda self: self.limit.priorities,
+                          doc="The priority classes, {name: reserve} (empty: none).")
+
     def _request(self, mode: int, key: Key, cost: int, now: float | None,
-                 limit: cellrate.Limit) -> List[bytes]:
-        """EVALSHA's words after the SHA for one limit (numkeys, KEYS, ARGV): the core's."""
-        return _request(mode, cost, now, limit, self._prefix, self._name, key)
+                 limit: cellrate.Limit, priority: str | None = None) -> List[bytes]:
+        """EVALSHA's words after the SHA for one limit (numkeys, KEYS, ARGV): the core's;
+        a class's mode ends with the class's name."""
+        if priority is None:
+            return _request(mode, cost, now, limit, self._prefix, self._name, key)
+        return _request(mode, cost, now, limit, self._prefix, self._name, key, priority)
 
     def _refund_words(self, key: Key, cost: int, now: float | None) -> List[bytes]:
         words = self._request(REFUND, key, cost, now, self.limit)
@@ -278,12 +289,12 @@ class _RedisLimit(_Store):
         keys = words[1:1 + len(limits)]
         return cast(cellrate.Decision, self._failed(error, keys, mode, cost, keys, now, stores))
 
-    def _one_words(self, mode: int, key: Key, cost: int,
-                   now: float | None) -> Tuple[cellrate.Limit, List[bytes], bool]:
+    def _one_words(self, mode: int, key: Key, cost: int, now: float | None,
+                   priority: str | None = None) -> Tuple[cellrate.Limit, List[bytes], bool]:
         """The limit read once, the request's words, and whether the key goes back to
         Redis from an outage decided locally (_back) rather than as any decision."""
         limit = self.limit
-        words = self._request(mode, key, cost, now, limit)
+        words = self._request(mode, key, cost, now, limit, priority)
         back = bool(self._held) and words[1] in self._held and self._availability.outage is None
         return limit, words, back
 
@@ -393,7 +404,9 @@ def _takes_burst(algorithm: str) -> bool:
     return bool(cellrate._cellrate._algorithm_takes_burst(algorithm))
 
 
-_LOCAL_METHODS = {PEEK: "peek", CHECK: "check", ALLOW: "check", CHARGE: "charge", TAKE: "take"}
+# (the fallback limiter has no classes: a class's decision is its plain one there)
+_LOCAL_METHODS = {PEEK: "peek", CHECK: "check", ALLOW: "check", CHARGE: "charge", TAKE: "take",
+                  PEEK_CLASS: "peek", CHECK_CLASS: "check", ALLOW_CLASS: "check"}
 
 
 def _locally(mode: int, cost: int, keys: Sequence[bytes], now: float | None,
@@ -410,7 +423,7 @@ def _locally(mode: int, cost: int, keys: Sequence[bytes], now: float | None,
             answer = cellrate.check_all(
                 [(store._fallback_store(store.limit), key) for store, key in zip(stores, keys)],
                 cost, **kwargs)
-        if mode != PEEK:
+        if mode not in (PEEK, PEEK_CLASS):
             for store, key in zip(stores, keys):
                 store._held[key] = None
     return answer
@@ -426,12 +439,14 @@ def _read(mode: int, reply: Any, limits: Sequence[cellrate.Limit]) -> Any:
 
 
 def _limit_of(rate: float | str, period: float | None, burst: int | None,
-              algorithm: Algorithm, max_cost: int | None, max_debt: int | None) -> Any:
+              algorithm: Algorithm, max_cost: int | None, max_debt: int | None,
+              priorities: Mapping[str, float] | None = None) -> Any:
     """The limit, parsed, defaulted and validated by the core (max_debt too); with
     max_cost, refused as in process where its burst (a window: its rate) could never fit
     max_cost units (the core's checks, on a limiter made for them alone); refused where
     the script cannot carry it exactly (the core's words, naming burst)."""
-    limit = cellrate.Limit(rate, period, burst=burst, algorithm=algorithm, max_debt=max_debt)
+    limit = cellrate.Limit(rate, period, burst=burst, algorithm=algorithm, max_debt=max_debt,
+                           priorities=priorities)
     if max_cost is not None:
         cellrate.Limiter(rate, period, burst=burst, algorithm=algorithm,  # type: ignore[arg-type]
                          max_cost=max_cost)
@@ -492,8 +507,9 @@ class RedisLimiter(_SyncStore, _RedisLimit):
             return self._unanswered(error, mode, words, limits, cost, now, stores)
         return self._answer(mode, words, reply, asked, limits, cost, now)
 
-    def _one(self, mode: int, key: Key, cost: int, now: float | None) -> cellrate.Decision:
-        limit, words, back = self._one_words(mode, key, cost, now)
+    def _one(self, mode: int, key: Key, cost: int, now: float | None,
+             priority: str | None = None) -> cellrate.Decision:
+        limit, words, back = self._one_words(mode, key, cost, now, priority)
         if back:
             return cast(cellrate.Decision, self._back(mode, key, words, cost, now, limit))
         return self._decide(mode, words, (limit,), cost, now)
@@ -511,17 +527,27 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         return self._back_answer(sent, sent_words, words[1], settled, reply, asked, limit, cost,
                                  now)
 
-    def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
-        """Decides for `cost` units of `key` and commits an admission."""
-        return self._one(CHECK, key, cost, now)
+    def check(self, key: Key, cost: int = 1, *, now: float | None = None,
+              priority: str | None = None) -> cellrate.Decision:
+        """Decides for `cost` units of `key` and commits an admission; `priority`: the
+        class decided in (a name of priorities; the script decides with its reserve)."""
+        if priority is None:
+            return self._one(CHECK, key, cost, now)
+        return self._one(CHECK_CLASS, key, cost, now, priority)
 
-    def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
+    def allow(self, key: Key, cost: int = 1, *, now: float | None = None,
+              priority: str | None = None) -> bool:
         """check(...).allowed."""
-        return self._one(ALLOW, key, cost, now).allowed
+        if priority is None:
+            return self._one(ALLOW, key, cost, now).allowed
+        return self._one(ALLOW_CLASS, key, cost, now, priority).allowed
 
-    def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
+    def peek(self, key: Key, cost: int = 1, *, now: float | None = None,
+             priority: str | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
-        return self._one(PEEK, key, cost, now)
+        if priority is None:
+            return self._one(PEEK, key, cost, now)
+        return self._one(PEEK_CLASS, key, cost, now, priority)
 
     def charge(self, key: Key, cost: int, *, now: float | None = None) -> cellrate.Decision:
         """Commits `cost` units of `key` whatever its state (docs/cost.md): where they fit,
@@ -598,8 +624,8 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         return self._answer(mode, words, reply, asked, limits, cost, now)
 
     async def _one(self, mode: int, key: Key, cost: int,
-                   now: float | None) -> cellrate.Decision:
-        limit, words, back = self._one_words(mode, key, cost, now)
+                   now: float | None, priority: str | None = None) -> cellrate.Decision:
+        limit, words, back = self._one_words(mode, key, cost, now, priority)
         if back:
             return cast(cellrate.Decision, await self._back(mode, key, words, cost, now, limit))
         if self.coalesce and mode <= ALLOW:
@@ -635,18 +661,27 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         return self._back_answer(sent, sent_words, words[1], settled, reply, asked, limit, cost,
                                  now)
 
-    async def check(self, key: Key, cost: int = 1, *,
-                    now: float | None = None) -> cellrate.Decision:
-        """Decides for `cost` units of `key` and commits an admission."""
-        return await self._one(CHECK, key, cost, now)
+    async def check(self, key: Key, cost: int = 1, *, now: float | None = None,
+                    priority: str | None = None) -> cellrate.Decision:
+        """Decides for `cost` units of `key` and commits an admission (priority=: as
+        RedisLimiter.check)."""
+        if priority is None:
+            return await self._one(CHECK, key, cost, now)
+        return await self._one(CHECK_CLASS, key, cost, now, priority)
 
-    async def allow(self, key: Key, cost: int = 1, *, now: float | None = None) -> bool:
+    async def allow(self, key: Key, cost: int = 1, *, now: float | None = None,
+                    priority: str | None = None) -> bool:
         """(await check(...)).allowed."""
-        return (await self._one(ALLOW, key, cost, now)).allowed
+        if priority is None:
+            return (await self._one(ALLOW, key, cost, now)).allowed
+        return (await self._one(ALLOW_CLASS, key, cost, now, priority)).allowed
 
-    async def peek(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
+    async def peek(self, key: Key, cost: int = 1, *, now: float | None = None,
+                   priority: str | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
-        return await self._one(PEEK, key, cost, now)
+        if priority is None:
+            return await self._one(PEEK, key, cost, now)
+        return await self._one(PEEK_CLASS, key, cost, now, priority)
 
     async def charge(self, key: Key, cost: int, *,
                      now: float | None = None) -> cellrate.Decision:

@@ -78,6 +78,9 @@ DEFAULT_PREFIX: str = _OPTIONS["prefix"]["default"]
 # The script's modes (its ARGV[1]), as the core's request builder takes them.
 PEEK, CHECK, ALLOW, REFUND, CHARGE, TAKE = (
     _CONSTANTS[mode] for mode in ("PEEK", "CHECK", "ALLOW", "REFUND", "CHARGE", "TAKE"))
+# peek, check and allow in a priority class (priority=): the class's name ends the request.
+PEEK_CLASS, CHECK_CLASS, ALLOW_CLASS = (
+    _CONSTANTS[mode] for mode in ("PEEK_CLASS", "CHECK_CLASS", "ALLOW_CLASS"))
 
 #: The most decisions one batch script call decides (check_many and coalesced decisions
 #: send a longer batch as several calls, in order): the core's.
