@@ -87,6 +87,9 @@ size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems)
     /* every number, the mode and an algorithm's name fit DECIMAL_MAX bytes */
     if (nitems > SIZE_MAX / 8 || !add_size(&total, CR_REDIS_REQUEST_WORDS(nitems), DECIMAL_MAX))
         return SIZE_MAX;
+    /* the wipe marker: the first prefix and "{TTTT}" */
+    if (nitems > 0 && !add_size(&total, 1, items[0].prefix_len + 6))
+        return SIZE_MAX;
     for (size_t i = 0; i < nitems; i++) {
         const cr_redis_item *item = &items[i];
         if (!add_size(&total, 1, item->prefix_len) || !add_size(&total, 1, item->name_len) ||
@@ -135,10 +138,68 @@ static void word_key(request *r, const cr_redis_item *item)
     r->at += len;
 }
 
+/* CRC16 of Redis Cluster (XMODEM: polynomial 0x1021, from 0), bit by bit. */
+static unsigned crc16(const unsigned char *bytes, size_t len, unsigned crc)
+{
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (unsigned)bytes[i] << 8;
+        for (int bit = 0; bit < 8; bit++)
+            crc = (crc & 0x8000u ? (crc << 1) ^ 0x1021u : crc << 1) & 0xffffu;
+    }
+    return crc;
+}
+
+int64_t cr_redis_slot(const char *key, size_t len)
+{
+    const char *open = len > 0 ? memchr(key, '{', len) : NULL;
+    if (open != NULL) {
+        const size_t from = (size_t)(open - key) + 1;
+        const char *close = memchr(key + from, '}', len - from);
+        if (close != NULL && close > key + from) {
+            key += from;
+            len = (size_t)(close - key);
+        }
+    }
+    return (int64_t)(crc16((const unsigned char *)key, len, 0) & 0x3fffu);
+}
+
+/* A marker's tag is four letters 0x40 | d, d the hex digits of x; CRC16 is
+ * linear over same-length messages, so slot(tag(x)) = BASE ^ (L(x) & 0x3fff)
+ * with L linear: BASE is the slot of "@@@@", TAG_BIT[b] the least x with
+ * L(x) = 1 << b, TAG_KERNEL the x with L(x) = 0 (tests/model/redis_model.py
+ * finds each marker's x by search, independently). */
+#define TAG_BASE 13881u
+static const unsigned tag_bit[14] = {0x1afa, 0x06ed, 0x277b, 0x110c, 0x2a91, 0x39c0, 0x1f63,
+                                     0x277f, 0x1104, 0x2208, 0x1bea, 0x04cd, 0x233b, 0x198c};
+static const unsigned tag_kernel[4] = {0x0000, 0x5772, 0xaee5, 0xf997};
+
+size_t cr_redis_wipe_marker(char *buf, size_t size, const char *prefix, size_t prefix_len,
+                            const char *key, size_t key_len)
+{
+    const unsigned target = (unsigned)cr_redis_slot(key, key_len) ^ TAG_BASE;
+    unsigned x = 0;
+    for (int b = 0; b < 14; b++)
+        if (target >> b & 1u)
+            x ^= tag_bit[b];
+    unsigned least = 0xffffu;
+    for (int k = 0; k < 4; k++)
+        if ((x ^ tag_kernel[k]) < least)
+            least = x ^ tag_kernel[k];
+    const char tag[6] = {'{',
+                         (char)(0x40 | (least >> 12 & 15u)),
+                         (char)(0x40 | (least >> 8 & 15u)),
+                         (char)(0x40 | (least >> 4 & 15u)),
+                         (char)(0x40 | (least & 15u)),
+                         '}'};
+    return put(buf, size, put(buf, size, 0, prefix, prefix_len), tag, sizeof tag);
+}
+
 cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
                            const cr_redis_item *items, size_t nitems, char *buf, size_t size,
                            cr_redis_word *words, size_t *count)
 {
+    const bool marked = ((unsigned)mode & CR_REDIS_WIPE_MARKER) != 0;
+    mode = (cr_redis_mode)((unsigned)mode & ~(unsigned)CR_REDIS_WIPE_MARKER);
     if ((unsigned)mode > CR_REDIS_TAKE)
         return CR_E_ITEMS; /* no request of the faces: the script answers no other mode */
     const cr_status checked = cr_check_call(now_ns, cost);
@@ -153,9 +214,21 @@ cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
             return status;
     }
     request r = {buf, size, 0, words, 0, false};
-    word_number(&r, (int64_t)nitems);
+    word_number(&r, (int64_t)nitems + (marked ? 1 : 0));
     for (size_t i = 0; i < nitems; i++)
         word_key(&r, &items[i]);
+    if (marked && !r.short_of_room) {
+        const size_t room = r.size - r.at;
+        const size_t len = cr_redis_wipe_marker(r.buf + r.at, room, items[0].prefix,
+                                                items[0].prefix_len, r.buf + words[1].offset,
+                                                words[1].len);
+        if (len > room) {
+            r.short_of_room = true;
+        } else {
+            r.words[r.count++] = (cr_redis_word){r.at, len};
+            r.at += len;
+        }
+    }
     word_number(&r, (int64_t)mode);
     word_number(&r, cost);
     for (size_t i = 0; i < nitems; i++) {

@@ -44,6 +44,13 @@ static int redis_request(lua_State *L)
     const int top = lua_gettop(L);
     if (top < 7 || (top - 3) % 4 != 0)
         return luaL_error(L, "_redis_request(mode, cost, now, limit, prefix, name, key, ...)");
+    /* the mode, or it with CR_REDIS_WIPE_MARKER or'ed in (on_wipe="refuse") */
+    const lua_Integer raw = luaL_checkinteger(L, 1);
+    const bool marked = raw > 0 && (raw & CR_REDIS_WIPE_MARKER) != 0;
+    luaL_argcheck(L, raw >= 0 && (raw & ~(lua_Integer)(CR_REDIS_WIPE_MARKER | 7)) == 0, 1,
+                  "a mode from 0 to 5, or it with WIPE_MARKER");
+    lua_pushinteger(L, raw & 7);
+    lua_replace(L, 1);
     const cr_redis_mode mode = redis_mode_at(L, 1);
     const size_t nitems = (size_t)(top - 3) / 4;
     cr_redis_item few[REDIS_STACK_ITEMS];
@@ -69,7 +76,9 @@ static int redis_request(lua_State *L)
                                : compat_newuserdata(L, CR_REDIS_REQUEST_WORDS(nitems) *
                                                            sizeof(cr_redis_word));
     size_t count = 0;
-    const cr_status status = cr_redis_request(mode, cost, now_ns, items, nitems, buf, size, words,
+    const cr_status status = cr_redis_request(
+        (cr_redis_mode)((unsigned)mode | (marked ? CR_REDIS_WIPE_MARKER : 0u)), cost, now_ns, items,
+        nitems, buf, size, words,
                                               &count);
     if (status != CR_OK)
         return report_status(L, status, NULL);
@@ -287,6 +296,7 @@ static int redis_protocol(lua_State *L)
         {"REFUND", CR_REDIS_REFUND},
         {"CHARGE", CR_REDIS_CHARGE},
         {"TAKE", CR_REDIS_TAKE},
+        {"WIPE_MARKER", CR_REDIS_WIPE_MARKER},
         {"MAX_TOLERANCE_NS", CR_REDIS_MAX_TOLERANCE_NS},
         {"MAX_DEBT_NS", CR_REDIS_MAX_DEBT_NS},
     };

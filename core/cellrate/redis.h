@@ -95,16 +95,44 @@ typedef struct cr_redis_word {
     size_t len;
 } cr_redis_word;
 
-/* The most words a request of `nitems` limits has. */
-#define CR_REDIS_REQUEST_WORDS(nitems) (5 + 5 * (size_t)(nitems))
+/* The most words a request of `nitems` limits has (the wipe marker's included). */
+#define CR_REDIS_REQUEST_WORDS(nitems) (6 + 5 * (size_t)(nitems))
 
 /* The bytes a request of these items needs at most (cr_redis_request's
  * `size`); SIZE_MAX when that does not fit a size_t. */
 size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems);
 
 /*
+ * on_wipe="refuse" (docs/design/redis.md, "A wiped Redis"): or'ed into the
+ * mode of cr_redis_request, the request carries one more key after the
+ * items', the wipe marker of its first item's key (cr_redis_wipe_marker).
+ * The script reads a key missing while that marker is missing as a Redis
+ * that lost its state: it writes the marker (the instant found) and reads
+ * every key missing from then on as fully used at that instant, so a wipe
+ * hands out no fresh burst; a key idle for a period reads as fresh again.
+ */
+#define CR_REDIS_WIPE_MARKER 8
+
+/* A key's Redis Cluster hash slot (0 to 16383): CRC16 (XMODEM) of its hash
+ * tag (the bytes between its first '{' and the first '}' after it, when
+ * there are some), else of the whole key, modulo 16384. */
+int64_t cr_redis_slot(const char *key, size_t len);
+
+/*
+ * The wipe marker of the Redis key `key`: `prefix` then "{TTTT}", TTTT the
+ * four letters of '@' to 'O' (each 0x40 plus a hex digit) that hash to the
+ * key's slot (cr_redis_slot), the least as a hex number. So a marker shares
+ * its key's slot in a Cluster, and a prefix has at most 16,384 markers (no
+ * limit's key: a name holds no '{'). Writes at most `size` bytes into `buf`
+ * (no NUL) and returns the whole length, prefix_len + 6.
+ */
+size_t cr_redis_wipe_marker(char *buf, size_t size, const char *prefix, size_t prefix_len,
+                            const char *key, size_t key_len);
+
+/*
  * A request's words after EVALSHA and the script's SHA, in order: numkeys;
- * KEYS, one per item (cr_redis_key); ARGV: the mode's digit, the cost (a
+ * KEYS, one per item (cr_redis_key), then with CR_REDIS_WIPE_MARKER the first
+ * item's wipe marker (under its prefix); ARGV: the mode's digit, the cost (a
  * take's max_cost), per item its limit's algorithm name, emission_ns,
  * tolerance_ns and burst, then a charge's max_debt (units), then `now_ns`
  * unless it is CR_CLOCK (the script reads the server's TIME); numbers in

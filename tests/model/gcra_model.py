@@ -296,6 +296,10 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "fallback is the limit of on_error='fallback': give it only with that on_error"),
     (162, "E_REDIS_ON_ERROR", "argument", "on_error",
      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)"),
+    # 163-199: reserved; a wiped Redis from 200
+    (200, "E_REDIS_ON_WIPE", "argument", "on_wipe",
+     "on_wipe must be 'refuse' (a key Redis lost reads as fully used for one period) or "
+     "'allow' (a fresh burst)"),
 ]
 
 

@@ -2139,6 +2139,11 @@ def redis_limit(index: int) -> redis_model.Limit:
                              derived.burst if max_debt is None else max_debt)
 
 
+def mode_index(mode: str) -> int:
+    """A limit of the vectors for a marked request of `mode`."""
+    return list(redis_model.MODES).index(mode) % len(REDIS_LIMITS)
+
+
 def make_redis() -> str:
     m = redis_model
     lines = [
@@ -2175,6 +2180,8 @@ def make_redis() -> str:
         "#   <burst>  |  <status>                 the fallback limit that is share of a limit",
         "# going_back <limit id: the fallback> <mode> <cost> <held_remaining> <mode sent>",
         "#   <cost sent> <settled: 1|0>            a key decided locally going back to Redis",
+        "# marker <prefix> <redis key> <slot> <wipe marker>   cr_redis_slot, cr_redis_wipe_marker",
+        "# marked <mode> ... as request, with the wipe marker (on_wipe='refuse'), then its words",
     ]
     lines += [f"constant MAX_TOLERANCE_NS {m.MAX_TOLERANCE_NS}", f"constant MAX_DEBT_NS {m.MAX_DEBT_NS}",
               f"constant FIRST_BACKOFF_NS {m.FIRST_BACKOFF_NS}",
@@ -2193,15 +2200,16 @@ def make_redis() -> str:
     for prefix, name, of in REDIS_KEYS + [(b"cellrate:", b"concurrency:5", None)]:
         lines.append(f"key {text(prefix)} {text(name)} {text(of)} {text(m.key(prefix, name, of))}")
 
-    def request(mode: str, cost: int, now: float | None, items: list[tuple[int, int]]) -> None:
+    def request(mode: str, cost: int, now: float | None, items: list[tuple[int, int]],
+                marked: bool = False) -> None:
         now_ns = None
         if now is not None:
             status, now_ns = model.seconds_to_ns(now)
             if status != "OK":
                 now_ns = -1  # refused as the core refuses it
         chosen = [m.Item(limits[limit], *REDIS_KEYS[of]) for limit, of in items]
-        status, words = m.request(mode, cost, now_ns, chosen)
-        fields = [f"request {mode} {cost} {'-' if now is None else g17(now)} {len(items)}"]
+        status, words = m.request(mode, cost, now_ns, chosen, marked)
+        fields = [f"{'marked' if marked else 'request'} {mode} {cost} {'-' if now is None else g17(now)} {len(items)}"]
         fields += [f"{limit} {text(REDIS_KEYS[of][0])} {text(REDIS_KEYS[of][1])} "
                    f"{text(REDIS_KEYS[of][2])}" for limit, of in items]
         lines.append(" ".join(fields))
@@ -2237,6 +2245,18 @@ def make_redis() -> str:
         request(mode, 1, 5.0, [(0, 0), (2, 0)])
     request("check", 1, None, [(0, 0), (7, 0)])
     request("check", 1, None, [])
+    lines.append("# the wipe marker of a key: its slot's, under its prefix (on_wipe='refuse')")
+    for prefix, of in [(b"cellrate:", b""), (b"cellrate:", b"cellrate:api:1.2.3.4"),
+                       (b"", b"k1"), (b"api:", b"api:ip:{user1}:x"), (b"x", b"{}k"),
+                       (b"x", b"a{b}c{d}"), (b"x", b"a{b"), (b"x", b"a}{"),
+                       (b"p:", "ключ".encode()), (b"p:", b"bin\x00\xff{")]:
+        lines.append(f"marker {text(prefix)} {text(of)} {m.slot(of)} "
+                     f"{text(m.wipe_marker(prefix, of))}")
+    for mode in m.MODES:
+        if mode != "refund":
+            request(mode, 2, None, [(mode_index(mode), 0)], marked=True)
+    request("check", 1, 60.0, [(0, 3), (2, 3)], marked=True)
+    request("charge", 1, None, [(4, 4)], marked=True)
 
     def reply(mode: str, limit_ids: list[int], value: int | list) -> None:
         status, answer = m.read_reply(mode, value, [limits[i] for i in limit_ids])

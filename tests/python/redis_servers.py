@@ -7,7 +7,9 @@ temporary directory and stops it in stop(), which the fixtures call in
 
 from __future__ import annotations
 
+import binascii
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -152,6 +154,72 @@ class RedisSentinel(RedisServer):
         """(host, port) of the master this Sentinel names now."""
         reply = self.cli("sentinel", "get-master-addr-by-name", self.service).split()
         return reply[0], int(reply[1])
+
+
+def _until(condition, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the servers never settled")
+        time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def watched_master(sentinels: int = 2, *, replicas: int = 0, quorum: int = 1,
+                   down_after_ms: int = 1000):
+    """A master, `replicas` replicas in sync with it and `sentinels` Sentinels watching it
+    as "cellrate" (each knowing the replicas and the other Sentinels), on loopback; every
+    process continued and killed at the end, however the test ends. Yields (master,
+    Sentinels, replicas)."""
+    master = RedisServer()
+    followers = [RedisServer(replica_of=master.port) for _ in range(replicas)]
+    watchers = [RedisSentinel(master.port, quorum=quorum, down_after_ms=down_after_ms)
+                for _ in range(sentinels)]
+    try:
+        master.start()
+        for follower in followers:
+            follower.start()
+        for follower in followers:
+            _until(lambda f=follower: "master_link_status:up" in f.cli("info", "replication"))
+        for watcher in watchers:
+            watcher.start()
+        for watcher in watchers:
+            def settled(w=watcher) -> bool:
+                state = w.cli("sentinel", "master", "cellrate").split()
+                fields = dict(zip(state[::2], state[1::2]))
+                return (w.master() == ("127.0.0.1", master.port)
+                        and "s_down" not in fields.get("flags", "")
+                        and int(fields.get("num-slaves", 0)) >= replicas
+                        and int(fields.get("num-other-sentinels", 0)) >= (
+                            sentinels - 1 if replicas else 0))
+            _until(settled)
+        yield master, watchers, followers
+    finally:
+        for process in (master, *followers, *watchers):
+            process.resume()
+            process.stop()
+
+
+@functools.lru_cache(maxsize=1)
+def _slot_tags() -> list:
+    """Each Cluster slot's wipe-marker tag: the least four letters 0x40 | a hex digit
+    whose CRC16 is the slot (the core's cr_redis_wipe_marker, found here by search)."""
+    tags = [b""] * 16384
+    for x in range(65535, -1, -1):
+        tag = bytes(0x40 | (x >> shift) & 15 for shift in (12, 8, 4, 0))
+        tags[binascii.crc_hqx(tag, 0) & 0x3FFF] = tag
+    return tags
+
+
+def in_service(client, *prefixes: str) -> None:
+    """Makes an empty Redis read as one in service for long (on_wipe="refuse" reads an
+    empty one as wiped: no burst for a period): every slot's wipe marker under each
+    prefix (default "cellrate:"), found an age ago."""
+    pipe = client.pipeline(transaction=False)
+    for prefix in prefixes or ("cellrate:",):
+        for tag in _slot_tags():
+            pipe.set(prefix.encode() + b"{" + tag + b"}", b"1000000000")
+    pipe.execute()
 
 
 @contextlib.contextmanager

@@ -41,8 +41,8 @@ sys.path.insert(0, str(HERE))
 
 import gcra_model as model  # noqa: E402
 from conftest import Books, books_fewest  # noqa: E402
-from redis_servers import (REDIS_CLI, RedisSentinel, RedisServer, needs_redis,  # noqa: E402
-                           redis_server)
+from redis_servers import (REDIS_CLI, RedisServer, in_service, needs_redis,  # noqa: E402
+                           redis_server, watched_master)
 
 pytestmark = needs_redis
 
@@ -106,6 +106,7 @@ def server():
 def client(server):
     c = client_for(server.port)
     c.flushall()
+    in_service(c)  # not a wiped Redis: keys have their burst (test_redis_wipe.py)
     yield c
     c.close()
 
@@ -1017,22 +1018,9 @@ def test_a_stalled_server_answers_by_on_error_within_the_timeout():
 
 @contextlib.contextmanager
 def _watched_master(sentinels: int = 2):
-    """A master and `sentinels` Sentinels watching it as "cellrate", on loopback; every
-    process continued and killed at the end, however the test ends."""
-    master = RedisServer()
-    watchers = [RedisSentinel(master.port) for _ in range(sentinels)]
-    try:
-        master.start()
-        for watcher in watchers:
-            watcher.start()
-        for watcher in watchers:
-            _until(lambda w=watcher: w.master() == ("127.0.0.1", master.port)
-                   and "s_down" not in w.cli("sentinel", "master", "cellrate"))
+    """A master and `sentinels` Sentinels watching it as "cellrate" (redis_servers)."""
+    with watched_master(sentinels) as (master, watchers, _):
         yield master, watchers
-    finally:
-        for process in (master, *watchers):
-            process.resume()
-            process.stop()
 
 
 def _timed(call):
