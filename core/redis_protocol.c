@@ -87,8 +87,8 @@ size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems)
     /* every number, the mode and an algorithm's name fit DECIMAL_MAX bytes */
     if (nitems > SIZE_MAX / 8 || !add_size(&total, CR_REDIS_REQUEST_WORDS(nitems), DECIMAL_MAX))
         return SIZE_MAX;
-    /* the wipe marker: the first prefix and "{TTTT}" */
-    if (nitems > 0 && !add_size(&total, 1, items[0].prefix_len + 6))
+    /* the wipe marker, "cellrate{TTTT}" */
+    if (!add_size(&total, 1, strlen(CR_REDIS_WIPE_MARKER_PREFIX) + 6))
         return SIZE_MAX;
     for (size_t i = 0; i < nitems; i++) {
         const cr_redis_item *item = &items[i];
@@ -173,8 +173,7 @@ static const unsigned tag_bit[14] = {0x1afa, 0x06ed, 0x277b, 0x110c, 0x2a91, 0x3
                                      0x277f, 0x1104, 0x2208, 0x1bea, 0x04cd, 0x233b, 0x198c};
 static const unsigned tag_kernel[4] = {0x0000, 0x5772, 0xaee5, 0xf997};
 
-size_t cr_redis_wipe_marker(char *buf, size_t size, const char *prefix, size_t prefix_len,
-                            const char *key, size_t key_len)
+size_t cr_redis_wipe_marker(char *buf, size_t size, const char *key, size_t key_len)
 {
     const unsigned target = (unsigned)cr_redis_slot(key, key_len) ^ TAG_BASE;
     unsigned x = 0;
@@ -191,7 +190,9 @@ size_t cr_redis_wipe_marker(char *buf, size_t size, const char *prefix, size_t p
                          (char)(0x40 | (least >> 4 & 15u)),
                          (char)(0x40 | (least & 15u)),
                          '}'};
-    return put(buf, size, put(buf, size, 0, prefix, prefix_len), tag, sizeof tag);
+    const size_t at = put(buf, size, 0, CR_REDIS_WIPE_MARKER_PREFIX,
+                          strlen(CR_REDIS_WIPE_MARKER_PREFIX));
+    return put(buf, size, at, tag, sizeof tag);
 }
 
 cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
@@ -219,9 +220,8 @@ cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
         word_key(&r, &items[i]);
     if (marked && !r.short_of_room) {
         const size_t room = r.size - r.at;
-        const size_t len = cr_redis_wipe_marker(r.buf + r.at, room, items[0].prefix,
-                                                items[0].prefix_len, r.buf + words[1].offset,
-                                                words[1].len);
+        const size_t len =
+            cr_redis_wipe_marker(r.buf + r.at, room, r.buf + words[1].offset, words[1].len);
         if (len > room) {
             r.short_of_room = true;
         } else {

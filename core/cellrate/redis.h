@@ -119,20 +119,21 @@ size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems);
 int64_t cr_redis_slot(const char *key, size_t len);
 
 /*
- * The wipe marker of the Redis key `key`: `prefix` then "{TTTT}", TTTT the
- * four letters of '@' to 'O' (each 0x40 plus a hex digit) that hash to the
- * key's slot (cr_redis_slot), the least as a hex number. So a marker shares
- * its key's slot in a Cluster, and a prefix has at most 16,384 markers (no
- * limit's key: a name holds no '{'). Writes at most `size` bytes into `buf`
- * (no NUL) and returns the whole length, prefix_len + 6.
+ * The wipe marker of the Redis key `key`: "cellrate{TTTT}", TTTT the four
+ * letters of '@' to 'O' (each 0x40 plus a hex digit) that hash to the key's
+ * slot (cr_redis_slot), the least as a hex number. So a marker shares its
+ * key's slot in a Cluster, and a server has at most 16,384 markers, whatever
+ * the prefixes (a wipe is the server's); no store's key has a '{' there (a
+ * prefix and a name hold none). Writes at most `size` bytes into `buf` (no
+ * NUL) and returns the whole length, 14.
  */
-size_t cr_redis_wipe_marker(char *buf, size_t size, const char *prefix, size_t prefix_len,
-                            const char *key, size_t key_len);
+#define CR_REDIS_WIPE_MARKER_PREFIX "cellrate"
+size_t cr_redis_wipe_marker(char *buf, size_t size, const char *key, size_t key_len);
 
 /*
  * A request's words after EVALSHA and the script's SHA, in order: numkeys;
  * KEYS, one per item (cr_redis_key), then with CR_REDIS_WIPE_MARKER the first
- * item's wipe marker (under its prefix); ARGV: the mode's digit, the cost (a
+ * item's wipe marker; ARGV: the mode's digit, the cost (a
  * take's max_cost), per item its limit's algorithm name, emission_ns,
  * tolerance_ns and burst, then a charge's max_debt (units), then `now_ns`
  * unless it is CR_CLOCK (the script reads the server's TIME); numbers in

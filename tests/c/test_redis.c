@@ -278,20 +278,17 @@ static void run_file(FILE *file, int *lines)
                                       name.len, key.given ? key.bytes : NULL, key.len),
                          want.len, "redis.txt:%d: the length whatever fits", at);
         } else if (strcmp(f[0], "marker") == 0) {
-            /* marker <prefix> <redis key> <slot> <wipe marker> */
-            static text prefix, key, want;
-            decode(f[1], &prefix);
-            decode(f[2], &key);
-            decode(f[4], &want);
-            CHECK_EQ_I64(cr_redis_slot(key.bytes, key.len), number(f[3]), "redis.txt:%d", at);
+            /* marker <redis key> <slot> <wipe marker> */
+            static text key, want;
+            decode(f[1], &key);
+            decode(f[3], &want);
+            CHECK_EQ_I64(cr_redis_slot(key.bytes, key.len), number(f[2]), "redis.txt:%d", at);
             static char buf[LINE_MAX_BYTES];
-            const size_t len =
-                cr_redis_wipe_marker(buf, sizeof buf, prefix.bytes, prefix.len, key.bytes, key.len);
+            const size_t len = cr_redis_wipe_marker(buf, sizeof buf, key.bytes, key.len);
             CHECK(len == want.len && memcmp(buf, want.bytes, len) == 0, "redis.txt:%d", at);
             char tiny[2];
-            CHECK_EQ_I64(cr_redis_wipe_marker(tiny, sizeof tiny, prefix.bytes, prefix.len,
-                                              key.bytes, key.len),
-                         want.len, "redis.txt:%d: the length whatever fits", at);
+            CHECK_EQ_I64(cr_redis_wipe_marker(tiny, sizeof tiny, key.bytes, key.len), want.len,
+                         "redis.txt:%d: the length whatever fits", at);
         } else if (strcmp(f[0], "request") == 0 || strcmp(f[0], "marked") == 0 ||
                    strcmp(f[0], "reply") == 0 || strcmp(f[0], "recall") == 0) {
             at++;

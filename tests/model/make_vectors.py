@@ -2180,7 +2180,7 @@ def make_redis() -> str:
         "#   <burst>  |  <status>                 the fallback limit that is share of a limit",
         "# going_back <limit id: the fallback> <mode> <cost> <held_remaining> <mode sent>",
         "#   <cost sent> <settled: 1|0>            a key decided locally going back to Redis",
-        "# marker <prefix> <redis key> <slot> <wipe marker>   cr_redis_slot, cr_redis_wipe_marker",
+        "# marker <redis key> <slot> <wipe marker>   cr_redis_slot, cr_redis_wipe_marker",
         "# marked <mode> ... as request, with the wipe marker (on_wipe='refuse'), then its words",
     ]
     lines += [f"constant MAX_TOLERANCE_NS {m.MAX_TOLERANCE_NS}", f"constant MAX_DEBT_NS {m.MAX_DEBT_NS}",
@@ -2246,12 +2246,9 @@ def make_redis() -> str:
     request("check", 1, None, [(0, 0), (7, 0)])
     request("check", 1, None, [])
     lines.append("# the wipe marker of a key: its slot's, under its prefix (on_wipe='refuse')")
-    for prefix, of in [(b"cellrate:", b""), (b"cellrate:", b"cellrate:api:1.2.3.4"),
-                       (b"", b"k1"), (b"api:", b"api:ip:{user1}:x"), (b"x", b"{}k"),
-                       (b"x", b"a{b}c{d}"), (b"x", b"a{b"), (b"x", b"a}{"),
-                       (b"p:", "ключ".encode()), (b"p:", b"bin\x00\xff{")]:
-        lines.append(f"marker {text(prefix)} {text(of)} {m.slot(of)} "
-                     f"{text(m.wipe_marker(prefix, of))}")
+    for of in [b"", b"cellrate:api:1.2.3.4", b"k1", b"api:ip:{user1}:x", b"{}k", b"a{b}c{d}",
+               b"a{b", b"a}{", "ключ".encode(), b"bin\x00\xff{"]:
+        lines.append(f"marker {text(of)} {m.slot(of)} {text(m.wipe_marker(of))}")
     for mode in m.MODES:
         if mode != "refund":
             request(mode, 2, None, [(mode_index(mode), 0)], marked=True)

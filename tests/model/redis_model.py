@@ -86,11 +86,11 @@ def _tag(x: int) -> bytes:
     return bytes(0x40 | (x >> shift) & 15 for shift in (12, 8, 4, 0))
 
 
-def wipe_marker(prefix: bytes, of: bytes) -> bytes:
-    """The wipe marker of the Redis key `of`: prefix + '{' + the least tag of four letters
+def wipe_marker(of: bytes) -> bytes:
+    """The wipe marker of the Redis key `of`: 'cellrate{' + the least tag of four letters
     '@'..'O' (0x40 | a hex digit) of the key's slot + '}', found by search."""
     target = slot(of)
-    return prefix + b"{" + next(_tag(x) for x in range(1 << 16)
+    return b"cellrate{" + next(_tag(x) for x in range(1 << 16)
                                 if crc16(_tag(x)) & 0x3FFF == target) + b"}"
 
 
@@ -109,7 +109,7 @@ def request(mode: str, cost: int, now_ns: int | None, items: list[Item],
     words = [b"%d" % (len(items) + marked)]
     words += [key(item.prefix, item.name, item.key) for item in items]
     if marked:
-        words.append(wipe_marker(items[0].prefix, words[1]))
+        words.append(wipe_marker(words[1]))
     words += [b"%d" % MODES[mode], b"%d" % cost]
     for item in items:
         limit = item.limit

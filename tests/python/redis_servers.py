@@ -53,8 +53,12 @@ class RedisServer:
     """One redis-server on 127.0.0.1; start() again after kill() reuses the port."""
 
     def __init__(self, *, cluster: bool = False, port: int | None = None,
-                 replica_of: int | None = None):
+                 replica_of: int | None = None, in_service: bool = True):
         self.port = port or free_port()
+        # each start() writes every slot's wipe marker, found an age ago: a Redis in
+        # service for long, whose keys have their burst (on_wipe="refuse" reads an empty
+        # one as wiped); False for the tests of a wipe (test_redis_wipe.py)
+        self.in_service = in_service and not cluster and replica_of is None
         self.cluster = cluster
         self.replica_of = replica_of
         self.dir = tempfile.mkdtemp(prefix="cellrate-redis-")
@@ -87,12 +91,27 @@ class RedisServer:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.ping():
+                if self.in_service:
+                    self._mark_in_service()
                 return self
             if self.process.poll() is not None:
                 break
             time.sleep(0.02)
         self.stop()
         raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def _mark_in_service(self) -> None:
+        """in_service(), by hand: every slot's marker SET, the 16,384 OKs read."""
+        commands = b"".join(b"*3\r\n$3\r\nSET\r\n$14\r\ncellrate{%s}\r\n$10\r\n1000000000\r\n"
+                            % tag for tag in _slot_tags())
+        with socket.create_connection(("127.0.0.1", self.port), 30) as sock:
+            sock.sendall(commands)
+            replies = b""
+            while replies.count(b"\r\n") < len(_slot_tags()):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise RuntimeError("redis-server closed the connection")
+                replies += chunk
 
     def ping(self) -> bool:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2) as sock:
@@ -132,7 +151,7 @@ class RedisSentinel(RedisServer):
 
     def __init__(self, master_port: int, *, service: str = "cellrate", quorum: int = 1,
                  down_after_ms: int = 1000):
-        super().__init__()
+        super().__init__(in_service=False)
         self.service = service
         config = os.path.join(self.dir, "sentinel.conf")
         with open(config, "w") as file:
@@ -211,14 +230,13 @@ def _slot_tags() -> list:
     return tags
 
 
-def in_service(client, *prefixes: str) -> None:
+def in_service(client) -> None:
     """Makes an empty Redis read as one in service for long (on_wipe="refuse" reads an
-    empty one as wiped: no burst for a period): every slot's wipe marker under each
-    prefix (default "cellrate:"), found an age ago."""
+    empty one as wiped: no burst for a period): every slot's wipe marker, found an age
+    ago."""
     pipe = client.pipeline(transaction=False)
-    for prefix in prefixes or ("cellrate:",):
-        for tag in _slot_tags():
-            pipe.set(prefix.encode() + b"{" + tag + b"}", b"1000000000")
+    for tag in _slot_tags():
+        pipe.set(b"cellrate{" + tag + b"}", b"1000000000")
     pipe.execute()
 
 

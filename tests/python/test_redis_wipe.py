@@ -80,6 +80,7 @@ def _restart_under_threads(srv: RedisServer, limiter) -> tuple:
         thread.start()
     try:
         time.sleep(1.0)
+        srv.in_service = False  # (the test servers start in service)
         srv.kill()
         srv.start()  # the same port, empty
         _until(lambda: limiter._availability.outage is None and srv.ping())
@@ -99,7 +100,6 @@ def test_an_empty_restart_under_threads(on_wipe):
     srv = RedisServer()
     try:
         srv.start()
-        in_service(client_for(srv.port))
         limiter = cr_redis.RedisLimiter(client_for(srv.port), RATE, burst=BURST,
                                         on_error="deny", on_wipe=on_wipe, name="wipe")
         assert limiter.on_wipe == on_wipe
@@ -137,6 +137,7 @@ def test_an_empty_restart_under_asyncio():
         tasks = [asyncio.ensure_future(work()) for _ in range(THREADS)]
         try:
             await asyncio.sleep(1.0)
+            srv.in_service = False
             srv.kill()
             srv.start()
             deadline = time.monotonic() + 30
@@ -153,7 +154,6 @@ def test_an_empty_restart_under_asyncio():
 
     try:
         srv.start()
-        in_service(client_for(srv.port))
         stamps, started = asyncio.run(run())
         assert _excess(stamps, started, BURST, RATE) <= THREADS + 1
     finally:
@@ -200,7 +200,7 @@ def test_a_key_idle_for_a_period_after_a_wipe_is_fresh():
         assert [limiter.allow("{s}k") for _ in range(5)][:4] == [True] * 4
         assert limiter.allow("{s}other")  # its slot's marker is there: a new key is fresh
         assert not limiter.allow("{t}other")  # another slot's is not: that one was lost too
-        markers = [key for key in client.keys("cellrate:{*}")]
+        markers = client.keys("cellrate{*}")
         assert markers and all(int(client.get(key)) > 1.7e18 for key in markers)
         assert client.pttl(markers[0]) == -1  # a marker never expires
 
@@ -212,6 +212,7 @@ def test_check_all_and_an_explicit_now():
         client = client_for(srv.port)
         a = cr_redis.RedisLimiter(client, 10, 60, burst=10, name="a", prefix="t:")
         b = cr_redis.RedisLimiter(client, 10, 60, burst=10, name="b", prefix="t:")
+        client.flushall()
         assert not cr_redis.check_all([(a, "k"), (b, "k")]).allowed  # a fresh Redis
         assert client.dbsize() == 1  # the first key's marker, written: nothing admitted
         assert a.check("new", now=100.0).remaining == 9
