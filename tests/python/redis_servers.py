@@ -219,6 +219,9 @@ def watched_master(sentinels: int = 2, *, replicas: int = 0, quorum: int = 1,
             process.stop()
 
 
+MARKERS = 16384  # the wipe markers in_service() writes, one a Cluster slot
+
+
 @functools.lru_cache(maxsize=1)
 def _slot_tags() -> list:
     """Each Cluster slot's wipe-marker tag: the least four letters 0x40 | a hex digit
