@@ -220,8 +220,8 @@ cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
         word_key(&r, &items[i]);
     if (marked && !r.short_of_room) {
         const size_t room = r.size - r.at;
-        const size_t len =
-            cr_redis_wipe_marker(r.buf + r.at, room, r.buf + words[1].offset, words[1].len);
+        const size_t len = cr_redis_wipe_marker(r.buf + r.at, room, r.buf + words[1].offset,
+                                                words[1].len);
         if (len > room) {
             r.short_of_room = true;
         } else {

@@ -120,7 +120,8 @@ def restart() -> None:
     for on_wipe in ("refuse", "allow"):
         server = RedisServer().start()
         try:
-            def wipe() -> None:
+            def wipe(server: RedisServer = server) -> None:
+                server.in_service = False  # (the tests' servers start in service)
                 server.kill()
                 server.start()
             Run(limiter_on(redis.Redis(port=server.port), on_wipe)).go((AT_S, wipe)).report(
@@ -135,7 +136,7 @@ def flush() -> None:
         server = RedisServer().start()
         try:
             client = redis.Redis(port=server.port)
-            Run(limiter_on(client, on_wipe)).go((AT_S, lambda: client.flushall() and None)) \
+            Run(limiter_on(client, on_wipe)).go((AT_S, lambda c=client: c.flushall() and None)) \
                 .report(f"FLUSHALL, on_wipe={on_wipe!r}")
         finally:
             server.stop()

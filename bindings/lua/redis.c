@@ -78,8 +78,7 @@ static int redis_request(lua_State *L)
     size_t count = 0;
     const cr_status status = cr_redis_request(
         (cr_redis_mode)((unsigned)mode | (marked ? CR_REDIS_WIPE_MARKER : 0u)), cost, now_ns, items,
-        nitems, buf, size, words,
-                                              &count);
+        nitems, buf, size, words, &count);
     if (status != CR_OK)
         return report_status(L, status, NULL);
     lua_createtable(L, (int)count, 0);

@@ -41,8 +41,7 @@ static int redis_request_mode_of(PyObject *obj, bool *marked)
 {
     const long raw = PyLong_Check(obj) ? PyLong_AsLong(obj) : -1;
     *marked = raw >= 0 && (raw & CR_REDIS_WIPE_MARKER) != 0;
-    if (raw < 0 || (raw & ~(long)(CR_REDIS_WIPE_MARKER | 7)) != 0 ||
-        (raw & 7) > CR_REDIS_TAKE) {
+    if (raw < 0 || (raw & ~(long)(CR_REDIS_WIPE_MARKER | 7)) != 0 || (raw & 7) > CR_REDIS_TAKE) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError,
                             "a mode of the script: an int from 0 to 5, or it with WIPE_MARKER");
@@ -122,9 +121,9 @@ static PyObject *module_redis_request(PyObject *module, PyObject *const *args, P
     if (buf == NULL)
         return PyErr_NoMemory();
     size_t count = 0;
-    const cr_status status =
-        cr_redis_request((cr_redis_mode)(mode | (marked ? CR_REDIS_WIPE_MARKER : 0)), cost, now_ns,
-                         items, nitems, buf, size, words, &count);
+    const cr_status status = cr_redis_request(
+        (cr_redis_mode)(mode | (marked ? CR_REDIS_WIPE_MARKER : 0)), cost, now_ns, items, nitems,
+        buf, size, words, &count);
     PyObject *list = NULL;
     if (status != CR_OK) {
         redis_raise(state, status);
@@ -491,15 +490,14 @@ static PyObject *module_redis_protocol(PyObject *module, PyObject *Py_UNUSED(ign
         }
         PyTuple_SET_ITEM(words, (Py_ssize_t)i, word);
     }
-    return Py_BuildValue("{sLsLsdsdsssNsisisisisisisi}", "MAX_TOLERANCE_NS",
-                         (long long)CR_REDIS_MAX_TOLERANCE_NS, "MAX_DEBT_NS",
-                         (long long)CR_REDIS_MAX_DEBT_NS, "FIRST_BACKOFF_S",
-                         cr_ns_to_seconds(CR_REDIS_FIRST_BACKOFF_NS), "MAX_BACKOFF_S",
-                         cr_ns_to_seconds(CR_REDIS_MAX_BACKOFF_NS), "ALGORITHM_REPLY",
-                         CR_REDIS_ALGORITHM_REPLY, "UNAVAILABLE_REPLIES", words, "PEEK",
-                         CR_REDIS_PEEK, "CHECK", CR_REDIS_CHECK, "ALLOW", CR_REDIS_ALLOW, "REFUND",
-                         CR_REDIS_REFUND, "CHARGE", CR_REDIS_CHARGE, "TAKE", CR_REDIS_TAKE,
-                         "WIPE_MARKER", CR_REDIS_WIPE_MARKER);
+    return Py_BuildValue(
+        "{sLsLsdsdsssNsisisisisisisi}", "MAX_TOLERANCE_NS", (long long)CR_REDIS_MAX_TOLERANCE_NS,
+        "MAX_DEBT_NS", (long long)CR_REDIS_MAX_DEBT_NS, "FIRST_BACKOFF_S",
+        cr_ns_to_seconds(CR_REDIS_FIRST_BACKOFF_NS), "MAX_BACKOFF_S",
+        cr_ns_to_seconds(CR_REDIS_MAX_BACKOFF_NS), "ALGORITHM_REPLY", CR_REDIS_ALGORITHM_REPLY,
+        "UNAVAILABLE_REPLIES", words, "PEEK", CR_REDIS_PEEK, "CHECK", CR_REDIS_CHECK, "ALLOW",
+        CR_REDIS_ALLOW, "REFUND", CR_REDIS_REFUND, "CHARGE", CR_REDIS_CHARGE, "TAKE", CR_REDIS_TAKE,
+        "WIPE_MARKER", CR_REDIS_WIPE_MARKER);
 }
 
 /* _redis_fallback_check(on_error, has_fallback): None, or the core's error

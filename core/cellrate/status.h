@@ -326,7 +326,7 @@ const char *cr_version(void);
     X(161, E_REDIS_FALLBACK_UNUSED, ARGUMENT, "fallback",                                          \
       "fallback is the limit of on_error='fallback': give it only with that on_error")             \
     X(162, E_REDIS_ON_ERROR, ARGUMENT, "on_error",                                                 \
-      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")          \
+      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")              \
     /* 163-199: reserved; a wiped Redis from 200 */                                                \
     X(200, E_REDIS_ON_WIPE, ARGUMENT, "on_wipe",                                                   \
       "on_wipe must be 'refuse' (a key Redis lost reads as fully used for one period) or 'allow' " \

@@ -2209,7 +2209,8 @@ def make_redis() -> str:
                 now_ns = -1  # refused as the core refuses it
         chosen = [m.Item(limits[limit], *REDIS_KEYS[of]) for limit, of in items]
         status, words = m.request(mode, cost, now_ns, chosen, marked)
-        fields = [f"{'marked' if marked else 'request'} {mode} {cost} {'-' if now is None else g17(now)} {len(items)}"]
+        kind = "marked" if marked else "request"
+        fields = [f"{kind} {mode} {cost} {'-' if now is None else g17(now)} {len(items)}"]
         fields += [f"{limit} {text(REDIS_KEYS[of][0])} {text(REDIS_KEYS[of][1])} "
                    f"{text(REDIS_KEYS[of][2])}" for limit, of in items]
         lines.append(" ".join(fields))

@@ -21,7 +21,7 @@ from typing import List
 
 import pytest
 
-redis = pytest.importorskip("redis")
+pytest.importorskip("redis")
 import redis.asyncio.sentinel  # noqa: E402
 import redis.sentinel  # noqa: E402
 
