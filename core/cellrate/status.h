@@ -327,10 +327,28 @@ const char *cr_version(void);
       "fallback is the limit of on_error='fallback': give it only with that on_error")             \
     X(162, E_REDIS_ON_ERROR, ARGUMENT, "on_error",                                                 \
       "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")              \
-    /* 163-199: reserved; a wiped Redis from 200 */                                                \
+    /* 163-189: reserved; Redis batches from 190 */                                                \
+    X(190, E_REDIS_BATCH, ARGUMENT, "items",                                                       \
+      "items: one script call decides at most 256 decisions (the stores send a longer batch as "   \
+      "several calls, in order)")                                                                  \
+    X(191, E_REDIS_COALESCE, ARGUMENT, "coalesce",                                                 \
+      "coalesce must be a boolean, and is taken by the asyncio store alone (it sends the "         \
+      "decisions of one event-loop turn as one script call)")                                      \
+    /* 192-199: reserved; a wiped Redis from 200 */                                                \
     X(200, E_REDIS_ON_WIPE, ARGUMENT, "on_wipe",                                                   \
       "on_wipe must be 'refuse' (a key Redis lost reads as fully used for one period) or 'allow' " \
-      "(a fresh burst)")
+      "(a fresh burst)")                                                                           \
+    /* 201-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
+    X(220, E_REDIS_ITEMS, ARGUMENT, "items",                                                       \
+      "items must be a non-empty list of (Redis rate limiter, key) pairs")                         \
+    X(221, E_REDIS_CLIENT, ARGUMENT, "items",                                                      \
+      "items: every limiter must use the same Redis client (one script call decides them)")        \
+    X(222, E_REDIS_NAME_NEEDED, ARGUMENT, "name",                                                  \
+      "name: give the limit a name to change it live: an unnamed limit's keys are named by its "   \
+      "parameters, which the change would leave behind")                                           \
+    X(223, E_REDIS_ALGORITHM_KEPT, ARGUMENT, "algorithm",                                          \
+      "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "   \
+      "name")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

@@ -296,10 +296,26 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "fallback is the limit of on_error='fallback': give it only with that on_error"),
     (162, "E_REDIS_ON_ERROR", "argument", "on_error",
      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)"),
-    # 163-199: reserved; a wiped Redis from 200
+    (190, "E_REDIS_BATCH", "argument", "items",
+     "items: one script call decides at most 256 decisions (the stores send a longer batch as "
+     "several calls, in order)"),
+    (191, "E_REDIS_COALESCE", "argument", "coalesce",
+     "coalesce must be a boolean, and is taken by the asyncio store alone (it sends the "
+     "decisions of one event-loop turn as one script call)"),
+    # 192-199: reserved; a wiped Redis from 200
     (200, "E_REDIS_ON_WIPE", "argument", "on_wipe",
      "on_wipe must be 'refuse' (a key Redis lost reads as fully used for one period) or "
      "'allow' (a fresh burst)"),
+    (220, "E_REDIS_ITEMS", "argument", "items",
+     "items must be a non-empty list of (Redis rate limiter, key) pairs"),
+    (221, "E_REDIS_CLIENT", "argument", "items",
+     "items: every limiter must use the same Redis client (one script call decides them)"),
+    (222, "E_REDIS_NAME_NEEDED", "argument", "name",
+     "name: give the limit a name to change it live: an unnamed limit's keys are named by its "
+     "parameters, which the change would leave behind"),
+    (223, "E_REDIS_ALGORITHM_KEPT", "argument", "algorithm",
+     "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "
+     "name"),
 ]
 
 

@@ -155,6 +155,7 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
                      Option("fallback", "object", "OK"),
                      _boolean("deny_cache", "E_DENY_CACHE", default=True, faces="python"),
                      STORE_TIMEOUT, MAX_COST, MAX_DEBT,
+                     _boolean("coalesce", "E_REDIS_COALESCE", default=False, faces="python"),
                      Option("on_wipe", "word", "E_REDIS_ON_WIPE", default="refuse",
                             words=("refuse", "allow"))),
     "RedisConcurrency": (_seconds("lease", "E_STORE_LEASE", 0, True, INF, True, ns=True,
