@@ -35,6 +35,7 @@ from typing import Any, Dict, Iterable, List, Literal, Sequence, Tuple, cast
 
 import cellrate
 from cellrate import _concurrency
+from cellrate._errors import invalid, invalid_type
 from cellrate._wait import check_timeout
 
 try:
