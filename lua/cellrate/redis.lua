@@ -108,6 +108,12 @@ M.MAX_DEBT_NS = core.MAX_DEBT_NS
 local Limiter = {}
 Limiter.__index = Limiter
 
+-- Argument mistakes raise at the position of the call into this module
+-- (level 3 is the public function's caller; check_many's).
+local function argument_error(param, message)
+    error(param .. " " .. message, 3)
+end
+
 -- The core's own argument error, raised again at the caller's position.
 local function without_position(err)
     return (tostring(err):gsub("^[^\n]-:%d+: ", "", 1))
