@@ -88,6 +88,9 @@ size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems)
     /* every number, the mode and an algorithm's name fit DECIMAL_MAX bytes */
     if (nitems > SIZE_MAX / 8 || !add_size(&total, CR_REDIS_REQUEST_WORDS(nitems), DECIMAL_MAX))
         return SIZE_MAX;
+    /* the wipe marker, "cellrate{TTTT}" */
+    if (!add_size(&total, 1, strlen(CR_REDIS_WIPE_MARKER_PREFIX) + 6))
+        return SIZE_MAX;
     for (size_t i = 0; i < nitems; i++) {
         const cr_redis_item *item = &items[i];
         if (!add_size(&total, 1, item->prefix_len) || !add_size(&total, 1, item->name_len) ||
@@ -134,6 +137,87 @@ static void word_key(request *r, const cr_redis_item *item)
     }
     r->words[r->count++] = (cr_redis_word){r->at, len};
     r->at += len;
+}
+
+/* CRC16 of Redis Cluster (XMODEM: polynomial 0x1021, from 0), a byte at a
+ * time: crc16_table[b] is the CRC of the byte b (the model computes it bit by
+ * bit; the vectors hold the two to one another). */
+static const uint16_t crc16_table[256] = {
+    0x0000, 0x1021, 0x2042, 0x3063, 0x4084, 0x50a5, 0x60c6, 0x70e7, 0x8108, 0x9129, 0xa14a, 0xb16b,
+    0xc18c, 0xd1ad, 0xe1ce, 0xf1ef, 0x1231, 0x0210, 0x3273, 0x2252, 0x52b5, 0x4294, 0x72f7, 0x62d6,
+    0x9339, 0x8318, 0xb37b, 0xa35a, 0xd3bd, 0xc39c, 0xf3ff, 0xe3de, 0x2462, 0x3443, 0x0420, 0x1401,
+    0x64e6, 0x74c7, 0x44a4, 0x5485, 0xa56a, 0xb54b, 0x8528, 0x9509, 0xe5ee, 0xf5cf, 0xc5ac, 0xd58d,
+    0x3653, 0x2672, 0x1611, 0x0630, 0x76d7, 0x66f6, 0x5695, 0x46b4, 0xb75b, 0xa77a, 0x9719, 0x8738,
+    0xf7df, 0xe7fe, 0xd79d, 0xc7bc, 0x48c4, 0x58e5, 0x6886, 0x78a7, 0x0840, 0x1861, 0x2802, 0x3823,
+    0xc9cc, 0xd9ed, 0xe98e, 0xf9af, 0x8948, 0x9969, 0xa90a, 0xb92b, 0x5af5, 0x4ad4, 0x7ab7, 0x6a96,
+    0x1a71, 0x0a50, 0x3a33, 0x2a12, 0xdbfd, 0xcbdc, 0xfbbf, 0xeb9e, 0x9b79, 0x8b58, 0xbb3b, 0xab1a,
+    0x6ca6, 0x7c87, 0x4ce4, 0x5cc5, 0x2c22, 0x3c03, 0x0c60, 0x1c41, 0xedae, 0xfd8f, 0xcdec, 0xddcd,
+    0xad2a, 0xbd0b, 0x8d68, 0x9d49, 0x7e97, 0x6eb6, 0x5ed5, 0x4ef4, 0x3e13, 0x2e32, 0x1e51, 0x0e70,
+    0xff9f, 0xefbe, 0xdfdd, 0xcffc, 0xbf1b, 0xaf3a, 0x9f59, 0x8f78, 0x9188, 0x81a9, 0xb1ca, 0xa1eb,
+    0xd10c, 0xc12d, 0xf14e, 0xe16f, 0x1080, 0x00a1, 0x30c2, 0x20e3, 0x5004, 0x4025, 0x7046, 0x6067,
+    0x83b9, 0x9398, 0xa3fb, 0xb3da, 0xc33d, 0xd31c, 0xe37f, 0xf35e, 0x02b1, 0x1290, 0x22f3, 0x32d2,
+    0x4235, 0x5214, 0x6277, 0x7256, 0xb5ea, 0xa5cb, 0x95a8, 0x8589, 0xf56e, 0xe54f, 0xd52c, 0xc50d,
+    0x34e2, 0x24c3, 0x14a0, 0x0481, 0x7466, 0x6447, 0x5424, 0x4405, 0xa7db, 0xb7fa, 0x8799, 0x97b8,
+    0xe75f, 0xf77e, 0xc71d, 0xd73c, 0x26d3, 0x36f2, 0x0691, 0x16b0, 0x6657, 0x7676, 0x4615, 0x5634,
+    0xd94c, 0xc96d, 0xf90e, 0xe92f, 0x99c8, 0x89e9, 0xb98a, 0xa9ab, 0x5844, 0x4865, 0x7806, 0x6827,
+    0x18c0, 0x08e1, 0x3882, 0x28a3, 0xcb7d, 0xdb5c, 0xeb3f, 0xfb1e, 0x8bf9, 0x9bd8, 0xabbb, 0xbb9a,
+    0x4a75, 0x5a54, 0x6a37, 0x7a16, 0x0af1, 0x1ad0, 0x2ab3, 0x3a92, 0xfd2e, 0xed0f, 0xdd6c, 0xcd4d,
+    0xbdaa, 0xad8b, 0x9de8, 0x8dc9, 0x7c26, 0x6c07, 0x5c64, 0x4c45, 0x3ca2, 0x2c83, 0x1ce0, 0x0cc1,
+    0xef1f, 0xff3e, 0xcf5d, 0xdf7c, 0xaf9b, 0xbfba, 0x8fd9, 0x9ff8, 0x6e17, 0x7e36, 0x4e55, 0x5e74,
+    0x2e93, 0x3eb2, 0x0ed1, 0x1ef0,
+};
+
+static unsigned crc16(const unsigned char *bytes, size_t len, unsigned crc)
+{
+    for (size_t i = 0; i < len; i++)
+        crc = ((crc << 8) ^ crc16_table[((crc >> 8) ^ bytes[i]) & 0xffu]) & 0xffffu;
+    return crc;
+}
+
+int64_t cr_redis_slot(const char *key, size_t len)
+{
+    const char *open = len > 0 ? memchr(key, '{', len) : NULL;
+    if (open != NULL) {
+        const size_t from = (size_t)(open - key) + 1;
+        const char *close = memchr(key + from, '}', len - from);
+        if (close != NULL && close > key + from) {
+            key += from;
+            len = (size_t)(close - key);
+        }
+    }
+    return (int64_t)(crc16((const unsigned char *)key, len, 0) & 0x3fffu);
+}
+
+/* A marker's tag is four letters 0x40 | d, d the hex digits of x; CRC16 is
+ * linear over same-length messages, so slot(tag(x)) = BASE ^ (L(x) & 0x3fff)
+ * with L linear: BASE is the slot of "@@@@", TAG_BIT[b] the least x with
+ * L(x) = 1 << b, TAG_KERNEL the x with L(x) = 0 (tests/model/redis_model.py
+ * finds each marker's x by search, independently). */
+#define TAG_BASE 13881u
+static const unsigned tag_bit[14] = {0x1afa, 0x06ed, 0x277b, 0x110c, 0x2a91, 0x39c0, 0x1f63,
+                                     0x277f, 0x1104, 0x2208, 0x1bea, 0x04cd, 0x233b, 0x198c};
+static const unsigned tag_kernel[4] = {0x0000, 0x5772, 0xaee5, 0xf997};
+
+size_t cr_redis_wipe_marker(char *buf, size_t size, const char *key, size_t key_len)
+{
+    const unsigned target = (unsigned)cr_redis_slot(key, key_len) ^ TAG_BASE;
+    unsigned x = 0;
+    for (int b = 0; b < 14; b++)
+        if (target >> b & 1u)
+            x ^= tag_bit[b];
+    unsigned least = 0xffffu;
+    for (int k = 0; k < 4; k++)
+        if ((x ^ tag_kernel[k]) < least)
+            least = x ^ tag_kernel[k];
+    const char tag[6] = {'{',
+                         (char)(0x40 | (least >> 12 & 15u)),
+                         (char)(0x40 | (least >> 8 & 15u)),
+                         (char)(0x40 | (least >> 4 & 15u)),
+                         (char)(0x40 | (least & 15u)),
+                         '}'};
+    const size_t at = put(buf, size, 0, CR_REDIS_WIPE_MARKER_PREFIX,
+                          strlen(CR_REDIS_WIPE_MARKER_PREFIX));
+    return put(buf, size, at, tag, sizeof tag);
 }
 
 /* What every request refuses (cr_redis_request's refusals). */
@@ -196,13 +280,26 @@ cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
                            const cr_redis_item *items, size_t nitems, char *buf, size_t size,
                            cr_redis_word *words, size_t *count)
 {
+    const bool marked = ((unsigned)mode & CR_REDIS_WIPE_MARKER) != 0;
+    mode = (cr_redis_mode)((unsigned)mode & ~(unsigned)CR_REDIS_WIPE_MARKER);
     const cr_status checked = check_request(mode, cost, now_ns, items, nitems);
     if (checked != CR_OK)
         return checked;
     request r = {buf, size, 0, words, 0, false};
-    word_number(&r, (int64_t)nitems);
+    word_number(&r, (int64_t)nitems + (marked ? 1 : 0));
     for (size_t i = 0; i < nitems; i++)
         word_key(&r, &items[i]);
+    if (marked && !r.short_of_room) {
+        const size_t room = r.size - r.at;
+        const size_t len = cr_redis_wipe_marker(r.buf + r.at, room, r.buf + words[1].offset,
+                                                words[1].len);
+        if (len > room) {
+            r.short_of_room = true;
+        } else {
+            r.words[r.count++] = (cr_redis_word){r.at, len};
+            r.at += len;
+        }
+    }
     request_argv(&r, mode, cost, now_ns, items, nitems);
     if (r.short_of_room)
         return CR_E_NOMEM;

@@ -3,7 +3,8 @@
 -- the Python package ships it as package data; both send these exact bytes.
 --
 -- KEYS: one key per limit (a single limit is a list of one; several limits
--- are decided as one, so they must share a Cluster slot: hash tags).
+-- are decided as one, so they must share a Cluster slot: hash tags), then,
+-- with on_wipe = 'refuse', the wipe marker of the first key's slot (below).
 -- ARGV: mode (1 check, 0 peek, 2 allow: as check, answering 1 for an
 -- admission, 3 refund: one key, answering 1 or 0, below; 4 charge and 5 take:
 -- one key, below), cost (take: the most units), then per key: algorithm, emission_ns, tolerance_ns, burst
@@ -83,8 +84,12 @@ local NEVER = -1
 local fmod, tonumber, substring, string_format = math.fmod, tonumber, string.sub, string.format
 local find = string.find
 
-local nkeys = #KEYS
 local mode = ARGV[1]
+-- The limits are ARGV's quads (after mode and cost; a charge's max_debt and
+-- now follow): one key each. A key after theirs is the wipe marker.
+local nargs = #ARGV - (mode == CHARGE and 3 or 2)
+local nkeys = (nargs - fmod(nargs, 4)) / 4
+local marker = KEYS[nkeys + 1]
 local cost = tonumber(ARGV[2])
 local max_cost
 if mode == TAKE then
@@ -114,6 +119,7 @@ local now = ARGV[last + 1]
 -- starts the value (one limit: locals; several: tables).
 local stored1, signature1, matches1
 local values, signatures, matches, seen
+local missing -- a key absent: with a marker, Redis may have lost it
 -- The helpers of the rarer paths (an explicit now, the window algorithms, a
 -- live change), made only when this call needs them: making a closure costs
 -- the gcra path.
@@ -129,6 +135,7 @@ for i = 1, nkeys do
     end
     local signature = algorithm .. ':' .. ARGV[base + 3] .. ':' .. ARGV[base + 4] .. ' '
     local stored = redis.call('GET', KEYS[i])
+    missing = missing or not stored
     local match = stored and find(stored, signature, 1, true) == 1 -- (no string made)
     if stored and not match then
         needs_helpers = true
@@ -647,6 +654,53 @@ if now == nil then
     ts, tns = tonumber(time[1]), tonumber(time[2]) * 1000
 else
     ts, tns = helpers.parse(now)
+end
+
+-- A wiped Redis (on_wipe = 'refuse', the core's CR_REDIS_WIPE_MARKER): a key
+-- missing while its marker is missing means Redis lost its state (a restart
+-- without persistence, a failover to a replica that lagged, a flush). The
+-- marker, which never expires, records the instant that was found (any call
+-- but a peek writes it), and from then on every missing key of its slot reads
+-- as fully used at that instant: a gcra (token bucket) TAT of the instant plus
+-- the tolerance, a window counting its rate. So a wipe hands out no fresh
+-- burst, and a key idle a whole period since reads as fresh again, as any.
+-- The marker's instant is the server's clock: an explicit now (tests) skips it.
+if marker and missing and mode ~= REFUND and not now then
+    local found, ws, wns = redis.call('GET', marker), ts, tns
+    if found then
+        ws, wns = tonumber(substring(found, 1, -10)), tonumber(substring(found, -9))
+    elseif commit then
+        redis.call('SET', marker, string_format('%d%09d', ts, tns)) -- TIME: seconds > 0
+    end
+    for i = 1, nkeys do
+        local value, signature = stored1, signature1
+        if i > 1 then
+            value, signature = values[i], signatures[i]
+        end
+        local base = 2 + (i - 1) * 4
+        local algorithm, tolerance = ARGV[base + 1], tonumber(ARGV[base + 3])
+        local s, ns
+        if value then
+            -- held: Redis has it
+        elseif algorithm == 'gcra' or algorithm == 'token_bucket' then
+            local add_ns = fmod(tolerance, E9)
+            s, ns = ws + (tolerance - add_ns) / E9, wns + add_ns
+            if ns >= E9 then
+                s, ns = s + 1, ns - E9
+            end
+        elseif helpers and helpers.charge[algorithm] then
+            local rate = tonumber(ARGV[base + 4])
+            s, ns = helpers.charge[algorithm](0, 0, tolerance, rate, ws, wns, rate, 0)
+        end
+        if s then
+            value = signature .. (s > 0 and string_format('%d%09d', s, ns) or string_format('%d', ns))
+            if i == 1 then
+                stored1, matches1 = value, true
+            else
+                values[i], matches[i] = value, true
+            end
+        end
+    end
 end
 
 -- Mode 3, a refund (the core's cr_refund): gives back cost units of the one

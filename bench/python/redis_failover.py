@@ -8,7 +8,7 @@ and asks one limit, 5/s with a burst of 50 and on_error="deny", every 2 ms for
 12 s, on the server's clock, then counts what it admitted against the bound of
 any 12 s (burst + rate * 12 s = 110), and how long the store answered on_error.
 
-    .venv/bin/python bench/python/redis_failover.py [failover|lagging|restart ...]
+    .venv/bin/python bench/python/redis_failover.py [failover|lagging|restart|flush ...]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import redis.sentinel
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "python"))
 from redis_servers import RedisSentinel, RedisServer  # noqa: E402
 
-from cellrate.redis import RedisLimiter  # noqa: E402
+from cellrate.redis import CHECK, RedisLimiter  # noqa: E402
 
 RATE, BURST, RUN_S, EVERY_S, AT_S = 5, 50, 12.0, 0.002, 5.0
 LAG_S = 1.5  # the writes a lagging replica had not received
@@ -59,9 +59,15 @@ class Run:
               f"{bound:.0f} ({self.admitted - bound:+.0f}); on_error for {self.on_error_s:.2f} s")
 
 
-def limiter_on(client) -> RedisLimiter:
-    return RedisLimiter(client, RATE, burst=BURST, name="failover", on_error="deny",
-                        timeout=0.25)
+def limiter_on(client, on_wipe: str = "refuse") -> RedisLimiter:
+    limiter = RedisLimiter(client, RATE, burst=BURST, name="failover", on_error="deny",
+                           timeout=0.25, on_wipe=on_wipe)
+    # a Redis in service for long: the key's wipe marker found an age ago (a fresh
+    # Redis reads as wiped, so its first period has no burst with on_wipe="refuse")
+    words = limiter._request(CHECK, "k", 1, None, limiter.limit)
+    if int(words[0]) > 1:
+        client.set(words[2], "1000000000")
+    return limiter
 
 
 def failover() -> None:
@@ -109,19 +115,34 @@ def lagging() -> None:
 
 
 def restart() -> None:
-    """A Redis without persistence SIGKILLed and started again, empty, on its port."""
-    server = RedisServer().start()
-    try:
-        def wipe() -> None:
-            server.kill()
-            server.start()
-        Run(limiter_on(redis.Redis(port=server.port))).go((AT_S, wipe)).report(
-            "empty restart (no persistence)")
-    finally:
-        server.stop()
+    """A Redis without persistence SIGKILLed and started again, empty, on its port; with
+    on_wipe "refuse" (the default) and "allow"."""
+    for on_wipe in ("refuse", "allow"):
+        server = RedisServer().start()
+        try:
+            def wipe(server: RedisServer = server) -> None:
+                server.in_service = False  # (the tests' servers start in service)
+                server.kill()
+                server.start()
+            Run(limiter_on(redis.Redis(port=server.port), on_wipe)).go((AT_S, wipe)).report(
+                f"empty restart (no persistence), on_wipe={on_wipe!r}")
+        finally:
+            server.stop()
 
 
-SCENARIOS = {"failover": failover, "lagging": lagging, "restart": restart}
+def flush() -> None:
+    """FLUSHALL on a running Redis, with on_wipe "refuse" and "allow"."""
+    for on_wipe in ("refuse", "allow"):
+        server = RedisServer().start()
+        try:
+            client = redis.Redis(port=server.port)
+            Run(limiter_on(client, on_wipe)).go((AT_S, lambda c=client: c.flushall() and None)) \
+                .report(f"FLUSHALL, on_wipe={on_wipe!r}")
+        finally:
+            server.stop()
+
+
+SCENARIOS = {"failover": failover, "lagging": lagging, "restart": restart, "flush": flush}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or SCENARIOS:

@@ -45,6 +45,14 @@ static int64_t redis_cost_at(lua_State *L, int idx, cr_redis_mode mode)
 static int redis_request(lua_State *L)
 {
     const int top = lua_gettop(L);
+    /* the mode, or it with CR_REDIS_WIPE_MARKER or'ed in (on_wipe="refuse") */
+    const lua_Integer raw = luaL_checkinteger(L, 1);
+    const bool marked = raw > 0 && (raw & CR_REDIS_WIPE_MARKER) != 0;
+    luaL_argcheck(
+        L, raw >= 0 && (raw & ~(lua_Integer)(CR_REDIS_WIPE_MARKER | CR_REDIS_MODE_BITS)) == 0, 1,
+        "a mode from 0 to 8, or it with WIPE_MARKER");
+    lua_pushinteger(L, raw & CR_REDIS_MODE_BITS);
+    lua_replace(L, 1);
     const cr_redis_mode mode = redis_mode_at(L, 1);
     const bool in_class = mode >= CR_REDIS_PEEK_CLASS;
     const int ngroups = top - 3 - (in_class ? 1 : 0);
@@ -77,8 +85,9 @@ static int redis_request(lua_State *L)
                                : compat_newuserdata(L, CR_REDIS_REQUEST_WORDS(nitems) *
                                                            sizeof(cr_redis_word));
     size_t count = 0;
-    const cr_status status = cr_redis_request(mode, cost, now_ns, items, nitems, buf, size, words,
-                                              &count);
+    const cr_status status = cr_redis_request(
+        (cr_redis_mode)((unsigned)mode | (marked ? CR_REDIS_WIPE_MARKER : 0u)), cost, now_ns, items,
+        nitems, buf, size, words, &count);
     if (status != CR_OK)
         return report_status(L, status, NULL);
     lua_createtable(L, (int)count, 0);
@@ -298,6 +307,7 @@ static int redis_protocol(lua_State *L)
         {"PEEK_CLASS", CR_REDIS_PEEK_CLASS},
         {"CHECK_CLASS", CR_REDIS_CHECK_CLASS},
         {"ALLOW_CLASS", CR_REDIS_ALLOW_CLASS},
+        {"WIPE_MARKER", CR_REDIS_WIPE_MARKER},
         {"MAX_TOLERANCE_NS", CR_REDIS_MAX_TOLERANCE_NS},
         {"MAX_DEBT_NS", CR_REDIS_MAX_DEBT_NS},
         {"BATCH_MAX", CR_REDIS_BATCH_MAX},

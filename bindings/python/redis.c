@@ -35,6 +35,22 @@ static int redis_mode_of(PyObject *obj)
     return (int)mode;
 }
 
+/* A request's mode: a mode of the script, or one with CR_REDIS_WIPE_MARKER
+ * or'ed in (on_wipe="refuse"); -1 with TypeError. */
+static int redis_request_mode_of(PyObject *obj, bool *marked)
+{
+    const long raw = PyLong_Check(obj) ? PyLong_AsLong(obj) : -1;
+    *marked = raw >= 0 && (raw & CR_REDIS_WIPE_MARKER) != 0;
+    if (raw < 0 || (raw & ~(long)(CR_REDIS_WIPE_MARKER | CR_REDIS_MODE_BITS)) != 0 ||
+        (raw & CR_REDIS_MODE_BITS) > CR_REDIS_ALLOW_CLASS) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError,
+                            "a mode of the script: an int from 0 to 8, or it with WIPE_MARKER");
+        return -1;
+    }
+    return (int)(raw & CR_REDIS_MODE_BITS);
+}
+
 /* bytes of a str (UTF-8) or bytes: a prefix or a name, which the face checked. */
 static const char *redis_text_of(module_state *state, PyObject *obj, size_t *len)
 {
@@ -75,7 +91,8 @@ static void redis_raise(module_state *state, cr_status status)
 static PyObject *module_redis_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
-    const int mode = nargs > 0 ? redis_mode_of(args[0]) : -1;
+    bool marked = false;
+    const int mode = nargs > 0 ? redis_request_mode_of(args[0], &marked) : -1;
     if (mode < 0)
         return NULL;
     const bool in_class = mode >= CR_REDIS_PEEK_CLASS;
@@ -114,8 +131,9 @@ static PyObject *module_redis_request(PyObject *module, PyObject *const *args, P
     if (buf == NULL)
         return PyErr_NoMemory();
     size_t count = 0;
-    const cr_status status = cr_redis_request((cr_redis_mode)mode, cost, now_ns, items, nitems, buf,
-                                              size, words, &count);
+    const cr_status status = cr_redis_request(
+        (cr_redis_mode)(mode | (marked ? CR_REDIS_WIPE_MARKER : 0)), cost, now_ns, items, nitems,
+        buf, size, words, &count);
     PyObject *list = NULL;
     if (status != CR_OK) {
         redis_raise(state, status);
@@ -483,7 +501,7 @@ static PyObject *module_redis_protocol(PyObject *module, PyObject *Py_UNUSED(ign
         PyTuple_SET_ITEM(words, (Py_ssize_t)i, word);
     }
     return Py_BuildValue(
-        "{sLsLsdsdsssNsisisisisisisisssssisisi}", "MAX_TOLERANCE_NS",
+        "{sLsLsdsdsssNsisisisisisisisssssisisisi}", "MAX_TOLERANCE_NS",
         (long long)CR_REDIS_MAX_TOLERANCE_NS, "MAX_DEBT_NS", (long long)CR_REDIS_MAX_DEBT_NS,
         "FIRST_BACKOFF_S", cr_ns_to_seconds(CR_REDIS_FIRST_BACKOFF_NS), "MAX_BACKOFF_S",
         cr_ns_to_seconds(CR_REDIS_MAX_BACKOFF_NS), "ALGORITHM_REPLY", CR_REDIS_ALGORITHM_REPLY,
@@ -491,7 +509,8 @@ static PyObject *module_redis_protocol(PyObject *module, PyObject *Py_UNUSED(ign
         CR_REDIS_ALLOW, "REFUND", CR_REDIS_REFUND, "CHARGE", CR_REDIS_CHARGE, "TAKE", CR_REDIS_TAKE,
         "BATCH_MAX", CR_REDIS_BATCH_MAX, "COALESCE_REFUSED", cr_strerror(CR_E_REDIS_COALESCE),
         "BATCH_ITEM", cr_strerror(CR_E_REDIS_BATCH_ITEM), "PEEK_CLASS", CR_REDIS_PEEK_CLASS,
-        "CHECK_CLASS", CR_REDIS_CHECK_CLASS, "ALLOW_CLASS", CR_REDIS_ALLOW_CLASS);
+        "CHECK_CLASS", CR_REDIS_CHECK_CLASS, "ALLOW_CLASS", CR_REDIS_ALLOW_CLASS, "WIPE_MARKER",
+        CR_REDIS_WIPE_MARKER);
 }
 
 /* _redis_fallback_check(on_error, has_fallback): None, or the core's error

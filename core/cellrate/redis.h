@@ -105,7 +105,7 @@ typedef struct cr_redis_word {
     size_t len;
 } cr_redis_word;
 
-/* The most words a request of `nitems` limits has. */
+/* The most words a request of `nitems` limits has (the wipe marker's included). */
 #define CR_REDIS_REQUEST_WORDS(nitems) (6 + 5 * (size_t)(nitems))
 
 /* The bytes a request of these items needs at most (cr_redis_request's
@@ -113,8 +113,40 @@ typedef struct cr_redis_word {
 size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems);
 
 /*
+ * on_wipe="refuse" (docs/design/redis.md, "A wiped Redis"): or'ed into the
+ * mode of cr_redis_request, the request carries one more key after the
+ * items', the wipe marker of its first item's key (cr_redis_wipe_marker).
+ * The script reads a key missing while that marker is missing as a Redis
+ * that lost its state: it writes the marker (the instant found) and reads
+ * every key missing from then on as fully used at that instant, so a wipe
+ * hands out no fresh burst; a key idle for a period reads as fresh again.
+ */
+#define CR_REDIS_WIPE_MARKER 16
+
+/* The bits of a request's mode that name the script's mode (the rest: flags). */
+#define CR_REDIS_MODE_BITS 15
+
+/* A key's Redis Cluster hash slot (0 to 16383): CRC16 (XMODEM) of its hash
+ * tag (the bytes between its first '{' and the first '}' after it, when
+ * there are some), else of the whole key, modulo 16384. */
+int64_t cr_redis_slot(const char *key, size_t len);
+
+/*
+ * The wipe marker of the Redis key `key`: "cellrate{TTTT}", TTTT the four
+ * letters of '@' to 'O' (each 0x40 plus a hex digit) that hash to the key's
+ * slot (cr_redis_slot), the least as a hex number. So a marker shares its
+ * key's slot in a Cluster, and a server has at most 16,384 markers, whatever
+ * the prefixes (a wipe is the server's); no store's key has a '{' there (a
+ * prefix and a name hold none). Writes at most `size` bytes into `buf` (no
+ * NUL) and returns the whole length, 14.
+ */
+#define CR_REDIS_WIPE_MARKER_PREFIX "cellrate"
+size_t cr_redis_wipe_marker(char *buf, size_t size, const char *key, size_t key_len);
+
+/*
  * A request's words after EVALSHA and the script's SHA, in order: numkeys;
- * KEYS, one per item (cr_redis_key); ARGV: the mode's digit, the cost (a
+ * KEYS, one per item (cr_redis_key), then with CR_REDIS_WIPE_MARKER the first
+ * item's wipe marker; ARGV: the mode's digit, the cost (a
  * take's max_cost), per item its limit's algorithm name, emission_ns,
  * tolerance_ns and burst, then a charge's max_debt (units), then a class's
  * reserve_ns (a class's mode: one item, the class of its `priority`), then

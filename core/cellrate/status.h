@@ -337,7 +337,11 @@ const char *cr_version(void);
     X(192, E_REDIS_BATCH_ITEM, ARGUMENT, "items",                                                  \
       "items: each decision of a batch is (limiter, key), (limiter, key, cost) or "                \
       "([(limiter, key), ...], cost)")                                                             \
-    /* 193-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
+    /* 193-199: reserved; a wiped Redis from 200 */                                                \
+    X(200, E_REDIS_ON_WIPE, ARGUMENT, "on_wipe",                                                   \
+      "on_wipe must be 'refuse' (a key Redis lost reads as fully used for one period) or 'allow' " \
+      "(a fresh burst)")                                                                           \
+    /* 201-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
     X(220, E_REDIS_ITEMS, ARGUMENT, "items",                                                       \
       "items must be a non-empty list of (Redis rate limiter, key) pairs")                         \
     X(221, E_REDIS_CLIENT, ARGUMENT, "items",                                                      \

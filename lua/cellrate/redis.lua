@@ -215,7 +215,9 @@ end
 
 -- limiter(client, rate, opts): opts as cellrate.limit_spec's (period, burst,
 -- algorithm, max_debt) plus max_cost, name (the keys' name: default, the
--- limit's parameters), prefix ("cellrate:") and on_error.
+-- limit's parameters), prefix ("cellrate:"), on_error and on_wipe ("refuse":
+-- a key Redis lost, found by the script, reads as fully used for one period;
+-- "allow": a fresh burst).
 function M.limiter(client, rate, opts)
     check_client(client)
     -- the limit first, as cellrate.limit_spec judges it; then the options
@@ -235,6 +237,10 @@ function M.limiter(client, rate, opts)
         limit = limit,
         burst = limit.burst,
         on_error = on_error,
+        -- on_wipe = "refuse": the flag or'ed into every decision's mode (the request
+        -- carries the wipe marker: the script reads a key Redis lost as fully used)
+        on_wipe = opts.on_wipe,
+        wipe = opts.on_wipe == "refuse" and core.WIPE_MARKER or 0,
         name = name,
         named = opts.name ~= nil,
         prefix = prefix,
@@ -340,7 +346,7 @@ local LOCAL_METHODS = { [PEEK] = "peek", [CHECK] = "check", [ALLOW] = "allow",
 -- Redis key (several: as one, cellrate.check_all), each key then held until
 -- Redis takes its use.
 local function locally(mode, cost, words, now, stores)
-    local n = tonumber(words[1])
+    local n = #stores -- (a wipe marker may follow the keys)
     if n == 1 then
         local store = stores[1]
         local key = words[2]
@@ -430,9 +436,9 @@ end
 -- (asked of the node, which knows the rule; -1, "?", where it cannot say),
 -- raised at the caller of the public function (`level` as raise_mistake's).
 local KEYSLOT = "return redis.call('CLUSTER', 'KEYSLOT', ARGV[1])"
-local function raise_slots_differ(client, words, level)
+local function raise_slots_differ(client, words, level, nlimits)
     local keys, slots = {}, {}
-    for i = 2, 1 + tonumber(words[1]) do
+    for i = 2, 1 + nlimits do -- the limits' keys (a wipe marker follows them)
         keys[#keys + 1] = words[i]
         slots[#slots + 1] = tonumber(call(client, "eval", KEYSLOT, 0, words[i])) or -1
     end
@@ -451,7 +457,7 @@ local function decide(self, mode, cost, words, now, level, back, ...)
         end
         raise_mistake(kind, mistake, level)
         if kind == "cross_slot" then
-            raise_slots_differ(self.client, words, level)
+            raise_slots_differ(self.client, words, level, select("#", ...))
         end
         return nil, err, "unavailable"
     end
@@ -484,7 +490,7 @@ local function going_back(self, mode, key, cost, now, limit, words)
     local sent, sent_cost, settled =
         cellrate._redis_going_back(mode, cost, self.fallback_limit, held)
     if sent ~= mode or sent_cost ~= cost then
-        words = request(sent, sent_cost, now, limit, self.prefix, self.name, key)
+        words = request(sent + self.wipe, sent_cost, now, limit, self.prefix, self.name, key)
     end
     return { words = words, mode = sent, settled = settled }
 end
@@ -495,8 +501,9 @@ end
 function Limiter:check(key, cost, now, priority)
     local limit = self.limit
     local mode = priority == nil and CHECK or CHECK_CLASS
-    local words = priority == nil and request(CHECK, cost, now, limit, self.prefix, self.name, key)
-        or request(CHECK_CLASS, cost, now, limit, self.prefix, self.name, key, priority)
+    local words = priority == nil
+        and request(CHECK + self.wipe, cost, now, limit, self.prefix, self.name, key)
+        or request(CHECK_CLASS + self.wipe, cost, now, limit, self.prefix, self.name, key, priority)
     local allowed, remaining, retry_after, reset_after =
         decide(self, mode, cost, words, now, 4,
                going_back(self, mode, key, cost, now, limit, words), limit)
@@ -506,8 +513,9 @@ end
 function Limiter:allow(key, cost, now, priority)
     local limit = self.limit
     local mode = priority == nil and ALLOW or ALLOW_CLASS
-    local words = priority == nil and request(ALLOW, cost, now, limit, self.prefix, self.name, key)
-        or request(ALLOW_CLASS, cost, now, limit, self.prefix, self.name, key, priority)
+    local words = priority == nil
+        and request(ALLOW + self.wipe, cost, now, limit, self.prefix, self.name, key)
+        or request(ALLOW_CLASS + self.wipe, cost, now, limit, self.prefix, self.name, key, priority)
     local allowed, err, code =
         decide(self, mode, cost, words, now, 4,
                going_back(self, mode, key, cost, now, limit, words), limit)
@@ -520,8 +528,9 @@ end
 function Limiter:peek(key, cost, now, priority)
     local limit = self.limit
     local mode = priority == nil and PEEK or PEEK_CLASS
-    local words = priority == nil and request(PEEK, cost, now, limit, self.prefix, self.name, key)
-        or request(PEEK_CLASS, cost, now, limit, self.prefix, self.name, key, priority)
+    local words = priority == nil
+        and request(PEEK + self.wipe, cost, now, limit, self.prefix, self.name, key)
+        or request(PEEK_CLASS + self.wipe, cost, now, limit, self.prefix, self.name, key, priority)
     local allowed, remaining, retry_after, reset_after =
         decide(self, mode, cost, words, now, 4,
                going_back(self, mode, key, cost, now, limit, words), limit)
@@ -536,7 +545,7 @@ end
 -- answers and the charge is lost.
 function Limiter:charge(key, cost, now)
     local limit = self.limit
-    local words = request(CHARGE, cost, now, limit, self.prefix, self.name, key)
+    local words = request(CHARGE + self.wipe, cost, now, limit, self.prefix, self.name, key)
     local allowed, remaining, retry_after, reset_after, clipped =
         decide(self, CHARGE, cost, words, now, 4,
                going_back(self, CHARGE, key, cost, now, limit, words), limit)
@@ -548,7 +557,7 @@ end
 -- answers: allow max_cost, deny 0, raise nil, the error and "unavailable".
 function Limiter:take(key, max_cost, now)
     local limit = self.limit
-    local words = request(TAKE, max_cost, now, limit, self.prefix, self.name, key)
+    local words = request(TAKE + self.wipe, max_cost, now, limit, self.prefix, self.name, key)
     local reply, err, unavailable, kind, mistake = reply_of(self, words)
     if reply == nil then
         if unavailable then
@@ -659,7 +668,7 @@ function M.check_all(items, cost, now)
         stores[i] = item[1]
     end
     local allowed, remaining, retry_after, reset_after =
-        decide(first, CHECK, cost, request(CHECK, cost, now, unpack(groups)), now, 4,
+        decide(first, CHECK, cost, request(CHECK + first.wipe, cost, now, unpack(groups)), now, 4,
                { stores = stores }, unpack(limits))
     return allowed, remaining, retry_after, reset_after
 end
@@ -819,13 +828,14 @@ function Limiter:set_client(client)
     self.client = client
 end
 
--- The limit's fields (those of cellrate.limit_spec), its name and on_error.
+-- The limit's fields (those of cellrate.limit_spec), its name, on_error and on_wipe.
 function Limiter:info()
     local limit = self.limit
     return { rate = limit.rate, period = limit.period, burst = limit.burst,
              algorithm = limit.algorithm, window = limit.window,
              emission_ns = limit.emission_ns, tolerance_ns = limit.tolerance_ns,
-             max_debt = limit.max_debt, name = self.name, on_error = self.on_error }
+             max_debt = limit.max_debt, name = self.name, on_error = self.on_error,
+             on_wipe = self.on_wipe }
 end
 
 -- Concurrency limits (redis/hold.lua): a key's units in a sorted set scored

@@ -91,9 +91,10 @@ static const cr_limit *read_limit(char **f, int n, int at)
 static text texts[3 * FIELDS_MAX + 1];
 
 /* request <mode> <cost> <now s|-> <n> (<limit> <prefix> <name> <key>)*n, then the words. */
-static void run_request(char **f, int n, char *expected, int at)
+static void run_request(char **f, int n, char *expected, int at, bool marked)
 {
-    const cr_redis_mode mode = mode_named(f[1]);
+    const cr_redis_mode mode = (cr_redis_mode)((unsigned)mode_named(f[1]) |
+                                               (marked ? CR_REDIS_WIPE_MARKER : 0u));
     const int64_t cost = number(f[2]);
     int64_t now_ns = CR_CLOCK;
     cr_status status = CR_OK;
@@ -343,6 +344,18 @@ static void run_file(FILE *file, int *lines)
             CHECK_EQ_I64(cr_redis_key(tiny, sizeof tiny, prefix.bytes, prefix.len, name.bytes,
                                       name.len, key.given ? key.bytes : NULL, key.len),
                          want.len, "redis.txt:%d: the length whatever fits", at);
+        } else if (strcmp(f[0], "marker") == 0) {
+            /* marker <redis key> <slot> <wipe marker> */
+            static text key, want;
+            decode(f[1], &key);
+            decode(f[3], &want);
+            CHECK_EQ_I64(cr_redis_slot(key.bytes, key.len), number(f[2]), "redis.txt:%d", at);
+            static char buf[LINE_MAX_BYTES];
+            const size_t len = cr_redis_wipe_marker(buf, sizeof buf, key.bytes, key.len);
+            CHECK(len == want.len && memcmp(buf, want.bytes, len) == 0, "redis.txt:%d", at);
+            char tiny[2];
+            CHECK_EQ_I64(cr_redis_wipe_marker(tiny, sizeof tiny, key.bytes, key.len), want.len,
+                         "redis.txt:%d: the length whatever fits", at);
         } else if (strcmp(f[0], "batch_max") == 0) {
             CHECK_EQ_I64(number(f[1]), CR_REDIS_BATCH_MAX, "redis.txt:%d", at);
             batch_lines++;
@@ -352,16 +365,17 @@ static void run_file(FILE *file, int *lines)
                                                  (size_t)number(f[3]))),
                 f[4], "redis.txt:%d", at);
             batch_lines++;
-        } else if (strcmp(f[0], "request") == 0 || strcmp(f[0], "reply") == 0 ||
-                   strcmp(f[0], "recall") == 0 || strcmp(f[0], "batch") == 0) {
+        } else if (strcmp(f[0], "request") == 0 || strcmp(f[0], "marked") == 0 ||
+                   strcmp(f[0], "reply") == 0 || strcmp(f[0], "recall") == 0 ||
+                   strcmp(f[0], "batch") == 0) {
             at++;
             CHECK(fgets(next, sizeof next, file) != NULL, "redis.txt:%d: its answer", at);
             next[strcspn(next, "\r\n")] = '\0';
             if (strcmp(f[0], "batch") == 0) {
                 run_batch(f, n, next, at);
                 batch_lines++;
-            } else if (strcmp(f[0], "request") == 0) {
-                run_request(f, n, next, at);
+            } else if (strcmp(f[0], "request") == 0 || strcmp(f[0], "marked") == 0) {
+                run_request(f, n, next, at, strcmp(f[0], "marked") == 0);
             } else if (strcmp(f[0], "reply") == 0) {
                 run_reply(f, n, next, at);
             } else {

@@ -167,10 +167,12 @@ describe("the Redis protocol's vectors", function()
    it("builds every request's words", function()
       local count = 0
       for at, f in ipairs(LINES) do
-         if f[1] == "request" and f[5] ~= "0" then
+         if (f[1] == "request" or f[1] == "marked") and f[5] ~= "0" then
             local after = LINES[at + 1]
             local cost, nargs = integer(f[3]), 3 + 4 * integer(f[5])
-            local args = { MODES[f[2]], cost, f[4] ~= "-" and tonumber(f[4]) or nil }
+            -- marked: on_wipe = "refuse", the wipe marker after the keys
+            local flag = f[1] == "marked" and cellrate._redis_protocol().WIPE_MARKER or 0
+            local args = { MODES[f[2]] + flag, cost, f[4] ~= "-" and tonumber(f[4]) or nil }
             for i = 0, integer(f[5]) - 1 do
                local base = 6 + 4 * i
                args[4 + 4 * i] = LIMITS[integer(f[base])]

@@ -69,6 +69,41 @@ return function(assert)
       return tonumber(port)
    end
 
+   -- Every slot's wipe marker ("cellrate{TTTT}"), found an age ago: a Redis in service
+   -- for long, whose keys have their burst (on_wipe = "refuse" reads an empty one as
+   -- wiped). The markers are the core's, of keys enough to meet every slot.
+   local markers
+   function support.in_service(port)
+      if not markers then
+         local cellrate = require("cellrate")
+         local flag = cellrate._redis_protocol().WIPE_MARKER
+         local limit, seen, n = cellrate.limit_spec(10), {}, 0
+         markers = {}
+         local i = 0
+         while n < 16384 do
+            i = i + 1
+            local marker = cellrate._redis_request(1 + flag, 1, nil, limit, "", "n", tostring(i))[3]
+            if not seen[marker] then
+               seen[marker], n = true, n + 1
+               markers[n] = marker
+            end
+         end
+      end
+      -- sent as one buffer of SETs on a socket of its own, the 16,384 replies read
+      local commands = {}
+      for i, marker in ipairs(markers) do
+         commands[i] = ("*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$10\r\n1000000000\r\n")
+            :format(#marker, marker)
+      end
+      local conn = assert(require("socket").connect("127.0.0.1", port))
+      conn:settimeout(30)
+      assert(conn:send(table.concat(commands)))
+      for _ = 1, #markers do
+         assert(assert(conn:receive("*l")) == "+OK")
+      end
+      conn:close()
+   end
+
    function support.start_redis(port)
       local socket = require("socket")
       local dir = os.tmpname()
@@ -82,6 +117,7 @@ return function(assert)
          local conn = socket.connect("127.0.0.1", port)
          if conn then
             conn:close()
+            support.in_service(port) -- (an empty Redis would read as wiped)
             return { pid = pid, dir = dir, port = port }
          end
          socket.sleep(0.02)

@@ -305,6 +305,9 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (192, "E_REDIS_BATCH_ITEM", "argument", "items",
      "items: each decision of a batch is (limiter, key), (limiter, key, cost) or "
      "([(limiter, key), ...], cost)"),
+    (200, "E_REDIS_ON_WIPE", "argument", "on_wipe",
+     "on_wipe must be 'refuse' (a key Redis lost reads as fully used for one period) or "
+     "'allow' (a fresh burst)"),
     (220, "E_REDIS_ITEMS", "argument", "items",
      "items must be a non-empty list of (Redis rate limiter, key) pairs"),
     (221, "E_REDIS_CLIENT", "argument", "items",

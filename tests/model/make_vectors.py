@@ -2139,6 +2139,11 @@ def redis_limit(index: int) -> redis_model.Limit:
                              derived.burst if max_debt is None else max_debt)
 
 
+def mode_index(mode: str) -> int:
+    """A limit of the vectors for a marked request of `mode`."""
+    return list(redis_model.MODES).index(mode) % len(REDIS_LIMITS)
+
+
 def make_redis() -> str:
     m = redis_model
     lines = [
@@ -2175,6 +2180,8 @@ def make_redis() -> str:
         "#   <burst>  |  <status>                 the fallback limit that is share of a limit",
         "# going_back <limit id: the fallback> <mode> <cost> <held_remaining> <mode sent>",
         "#   <cost sent> <settled: 1|0>            a key decided locally going back to Redis",
+        "# marker <redis key> <slot> <wipe marker>   cr_redis_slot, cr_redis_wipe_marker",
+        "# marked <mode> ... as request, with the wipe marker (on_wipe='refuse'), then its words",
         "# items <n> then n times <client id, -: not a pair> <status>   a check_all's items",
         "# change <named: 1|0> <algorithm> <algorithm given, -: none> <status>   a live change",
         "# batch_max <n>                          the most decisions of one batch call",
@@ -2200,15 +2207,17 @@ def make_redis() -> str:
     for prefix, name, of in REDIS_KEYS + [(b"cellrate:", b"concurrency:5", None)]:
         lines.append(f"key {text(prefix)} {text(name)} {text(of)} {text(m.key(prefix, name, of))}")
 
-    def request(mode: str, cost: int, now: float | None, items: list[tuple[int, int]]) -> None:
+    def request(mode: str, cost: int, now: float | None, items: list[tuple[int, int]],
+                marked: bool = False) -> None:
         now_ns = None
         if now is not None:
             status, now_ns = model.seconds_to_ns(now)
             if status != "OK":
                 now_ns = -1  # refused as the core refuses it
         chosen = [m.Item(limits[limit], *REDIS_KEYS[of]) for limit, of in items]
-        status, words = m.request(mode, cost, now_ns, chosen)
-        fields = [f"request {mode} {cost} {'-' if now is None else g17(now)} {len(items)}"]
+        status, words = m.request(mode, cost, now_ns, chosen, marked)
+        kind = "marked" if marked else "request"
+        fields = [f"{kind} {mode} {cost} {'-' if now is None else g17(now)} {len(items)}"]
         fields += [f"{limit} {text(REDIS_KEYS[of][0])} {text(REDIS_KEYS[of][1])} "
                    f"{text(REDIS_KEYS[of][2])}" for limit, of in items]
         lines.append(" ".join(fields))
@@ -2244,6 +2253,15 @@ def make_redis() -> str:
         request(mode, 1, 5.0, [(0, 0), (2, 0)])
     request("check", 1, None, [(0, 0), (7, 0)])
     request("check", 1, None, [])
+    lines.append("# the wipe marker of a key: its slot's, under its prefix (on_wipe='refuse')")
+    for of in [b"", b"cellrate:api:1.2.3.4", b"k1", b"api:ip:{user1}:x", b"{}k", b"a{b}c{d}",
+               b"a{b", b"a}{", "ключ".encode(), b"bin\x00\xff{"]:
+        lines.append(f"marker {text(of)} {m.slot(of)} {text(m.wipe_marker(of))}")
+    for mode in m.MODES:
+        if mode != "refund":
+            request(mode, 2, None, [(mode_index(mode), 0)], marked=True)
+    request("check", 1, 60.0, [(0, 3), (2, 3)], marked=True)
+    request("charge", 1, None, [(4, 4)], marked=True)
 
     def reply(mode: str, limit_ids: list[int], value: int | list) -> None:
         status, answer = m.read_reply(mode, value, [limits[i] for i in limit_ids])

@@ -61,8 +61,43 @@ class Item:
     key: bytes
 
 
-def request(mode: str, cost: int, now_ns: int | None, items: list[Item]) -> tuple[str, list[bytes]]:
-    """('OK', the words after the SHA) or (a status name, [])."""
+def crc16(data: bytes) -> int:
+    """Redis Cluster's CRC16 (XMODEM), bit by bit."""
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021 if crc & 0x8000 else crc << 1) & 0xFFFF
+    return crc
+
+
+def slot(key: bytes) -> int:
+    """A key's hash slot: its hash tag's (between the first '{' and the next '}', when not
+    empty), else the whole key's."""
+    start = key.find(b"{")
+    if start >= 0:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1:end]
+    return crc16(key) & 0x3FFF
+
+
+def _tag(x: int) -> bytes:
+    return bytes(0x40 | (x >> shift) & 15 for shift in (12, 8, 4, 0))
+
+
+def wipe_marker(of: bytes) -> bytes:
+    """The wipe marker of the Redis key `of`: 'cellrate{' + the least tag of four letters
+    '@'..'O' (0x40 | a hex digit) of the key's slot + '}', found by search."""
+    target = slot(of)
+    return b"cellrate{" + next(_tag(x) for x in range(1 << 16)
+                                if crc16(_tag(x)) & 0x3FFF == target) + b"}"
+
+
+def request(mode: str, cost: int, now_ns: int | None, items: list[Item],
+            marked: bool = False) -> tuple[str, list[bytes]]:
+    """('OK', the words after the SHA) or (a status name, []). `marked` (on_wipe="refuse"):
+    the first item's wipe marker follows the keys."""
     if cost < 0:
         return ("E_MAX_COST" if mode == "take" else "E_COST"), []
     if now_ns is not None and not 0 <= now_ns < HORIZON_NS:
@@ -71,8 +106,10 @@ def request(mode: str, cost: int, now_ns: int | None, items: list[Item]) -> tupl
         return "E_ITEMS", []
     if any(item.limit.tolerance_ns >= MAX_TOLERANCE_NS for item in items):
         return "E_REDIS_TOLERANCE", []
-    words = [b"%d" % len(items)]
+    words = [b"%d" % (len(items) + marked)]
     words += [key(item.prefix, item.name, item.key) for item in items]
+    if marked:
+        words.append(wipe_marker(words[1]))
     words += [b"%d" % MODES[mode], b"%d" % cost]
     for item in items:
         limit = item.limit

@@ -7,7 +7,9 @@ temporary directory and stops it in stop(), which the fixtures call in
 
 from __future__ import annotations
 
+import binascii
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -51,8 +53,12 @@ class RedisServer:
     """One redis-server on 127.0.0.1; start() again after kill() reuses the port."""
 
     def __init__(self, *, cluster: bool = False, port: int | None = None,
-                 replica_of: int | None = None):
+                 replica_of: int | None = None, in_service: bool = True):
         self.port = port or free_port()
+        # each start() writes every slot's wipe marker, found an age ago: a Redis in
+        # service for long, whose keys have their burst (on_wipe="refuse" reads an empty
+        # one as wiped); False for the tests of a wipe (test_redis_wipe.py)
+        self.in_service = in_service and not cluster and replica_of is None
         self.cluster = cluster
         self.replica_of = replica_of
         self.dir = tempfile.mkdtemp(prefix="cellrate-redis-")
@@ -85,12 +91,27 @@ class RedisServer:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.ping():
+                if self.in_service:
+                    self._mark_in_service()
                 return self
             if self.process.poll() is not None:
                 break
             time.sleep(0.02)
         self.stop()
         raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def _mark_in_service(self) -> None:
+        """in_service(), by hand: every slot's marker SET, the 16,384 OKs read."""
+        commands = b"".join(b"*3\r\n$3\r\nSET\r\n$14\r\ncellrate{%s}\r\n$10\r\n1000000000\r\n"
+                            % tag for tag in _slot_tags())
+        with socket.create_connection(("127.0.0.1", self.port), 30) as sock:
+            sock.sendall(commands)
+            replies = b""
+            while replies.count(b"\r\n") < len(_slot_tags()):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise RuntimeError("redis-server closed the connection")
+                replies += chunk
 
     def ping(self) -> bool:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2) as sock:
@@ -130,7 +151,7 @@ class RedisSentinel(RedisServer):
 
     def __init__(self, master_port: int, *, service: str = "cellrate", quorum: int = 1,
                  down_after_ms: int = 1000):
-        super().__init__()
+        super().__init__(in_service=False)
         self.service = service
         config = os.path.join(self.dir, "sentinel.conf")
         with open(config, "w") as file:
@@ -152,6 +173,74 @@ class RedisSentinel(RedisServer):
         """(host, port) of the master this Sentinel names now."""
         reply = self.cli("sentinel", "get-master-addr-by-name", self.service).split()
         return reply[0], int(reply[1])
+
+
+def _until(condition, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the servers never settled")
+        time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def watched_master(sentinels: int = 2, *, replicas: int = 0, quorum: int = 1,
+                   down_after_ms: int = 1000):
+    """A master, `replicas` replicas in sync with it and `sentinels` Sentinels watching it
+    as "cellrate" (each knowing the replicas and the other Sentinels), on loopback; every
+    process continued and killed at the end, however the test ends. Yields (master,
+    Sentinels, replicas)."""
+    master = RedisServer()
+    followers = [RedisServer(replica_of=master.port) for _ in range(replicas)]
+    watchers = [RedisSentinel(master.port, quorum=quorum, down_after_ms=down_after_ms)
+                for _ in range(sentinels)]
+    try:
+        master.start()
+        for follower in followers:
+            follower.start()
+        for follower in followers:
+            _until(lambda f=follower: "master_link_status:up" in f.cli("info", "replication"))
+        for watcher in watchers:
+            watcher.start()
+        for watcher in watchers:
+            def settled(w=watcher) -> bool:
+                state = w.cli("sentinel", "master", "cellrate").split()
+                fields = dict(zip(state[::2], state[1::2]))
+                return (w.master() == ("127.0.0.1", master.port)
+                        and "s_down" not in fields.get("flags", "")
+                        and int(fields.get("num-slaves", 0)) >= replicas
+                        and int(fields.get("num-other-sentinels", 0)) >= (
+                            sentinels - 1 if replicas else 0))
+            _until(settled)
+        yield master, watchers, followers
+    finally:
+        for process in (master, *followers, *watchers):
+            process.resume()
+            process.stop()
+
+
+MARKERS = 16384  # the wipe markers in_service() writes, one a Cluster slot
+
+
+@functools.lru_cache(maxsize=1)
+def _slot_tags() -> list:
+    """Each Cluster slot's wipe-marker tag: the least four letters 0x40 | a hex digit
+    whose CRC16 is the slot (the core's cr_redis_wipe_marker, found here by search)."""
+    tags = [b""] * 16384
+    for x in range(65535, -1, -1):
+        tag = bytes(0x40 | (x >> shift) & 15 for shift in (12, 8, 4, 0))
+        tags[binascii.crc_hqx(tag, 0) & 0x3FFF] = tag
+    return tags
+
+
+def in_service(client) -> None:
+    """Makes an empty Redis read as one in service for long (on_wipe="refuse" reads an
+    empty one as wiped: no burst for a period): every slot's wipe marker, found an age
+    ago."""
+    pipe = client.pipeline(transaction=False)
+    for tag in _slot_tags():
+        pipe.set(b"cellrate{" + tag + b"}", b"1000000000")
+    pipe.execute()
 
 
 @contextlib.contextmanager

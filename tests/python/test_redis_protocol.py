@@ -17,6 +17,7 @@ import cellrate
 
 pytest.importorskip("redis", reason="make test installs redis-py")
 import cellrate.redis as cr_redis  # noqa: E402
+import redis.crc  # noqa: E402
 
 core = cellrate._cellrate
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
@@ -118,6 +119,37 @@ def test_signatures_and_keys():
             assert core._redis_key(prefix, name, of) == want, f
             keys += 1
     assert keys >= 5
+
+
+WIPE_MARKER = core._redis_protocol()["WIPE_MARKER"]
+
+
+def test_wipe_markers_share_their_keys_slots():
+    """A key's wipe marker (on_wipe="refuse") is in the key's Cluster slot, by redis-py's
+    own rule, and is the vectors' (the model's, found by search)."""
+    marked = 0
+    for f, after in pairs("marked"):
+        groups = []
+        for i in range(int(f[4])):
+            limit, prefix, name, key = f[5 + 4 * i:9 + 4 * i]
+            groups += [LIMITS[int(limit)], text(prefix), text(name), text(key)]
+        now = None if f[3] == "-" else float(f[3])
+        words = core._redis_request(MODES[f[1]] | WIPE_MARKER,
+                                    int(f[2]), now, *groups)
+        assert words == [text(word) for word in after[2:]], f
+        nkeys = int(words[0])
+        assert redis.crc.key_slot(words[nkeys]) == redis.crc.key_slot(words[1])
+        marked += 1
+    assert marked >= 6
+    markers = [f for f in LINES if f[0] == "marker"]
+    assert len(markers) >= 8
+    for f in markers:
+        assert redis.crc.key_slot(text(f[1])) == int(f[2]), f
+        assert redis.crc.key_slot(text(f[3])) == int(f[2]), f
+    for key in (b"cellrate:api:%d" % i for i in range(300)):
+        words = core._redis_request(cr_redis.CHECK | WIPE_MARKER, 1, None,
+                                    LIMITS[0], b"cellrate:", b"api", key[13:])
+        assert redis.crc.key_slot(words[2]) == redis.crc.key_slot(words[1])
 
 
 def batch_calls(f: list) -> tuple:

@@ -35,7 +35,7 @@ from cellrate.share import ShareLimiter  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from redis_servers import (REDIS_CLI, RedisSentinel, RedisServer, free_port,  # noqa: E402
+from redis_servers import (REDIS_CLI, RedisSentinel, RedisServer, free_port, in_service,  # noqa: E402
                            needs_redis, redis_server)
 
 pytestmark = needs_redis
@@ -65,6 +65,7 @@ def server():
 def client(server):
     c = client_for(server.port)
     c.flushall()
+    in_service(c)  # not a wiped Redis: keys have their burst
     yield c
     c.close()
 

@@ -122,6 +122,9 @@ _remember = _core._redis_remember
 _recall = _core._redis_recall
 _redis_key = _core._redis_key
 
+# on_wipe="refuse": or'ed into a request's mode, the core adds the wipe marker.
+_WIPE_MARKER: int = _core._redis_protocol()["WIPE_MARKER"]
+
 #: Refusals a limiter remembers at most (a full memory starts over).
 MAX_REFUSALS = 10_000
 
@@ -156,6 +159,7 @@ class _RedisLimit(_Store):
         max_debt: int | None = None,
         coalesce: bool = False,
         priorities: Mapping[str, float] | None = None,
+        on_wipe: str = "refuse",
     ) -> None:
         # The core parses, defaults and validates the limit first, as cellrate.Limit (and,
         # per call, each key, cost and now: _redis_request); its table checks the options
@@ -165,12 +169,17 @@ class _RedisLimit(_Store):
             "period": period, "burst": burst, "algorithm": algorithm, "name": name,
             "prefix": prefix, "on_error": on_error, "fallback": fallback,
             "deny_cache": deny_cache, "timeout": timeout, "max_cost": max_cost,
-            "max_debt": max_debt, "coalesce": coalesce,
+            "max_debt": max_debt, "coalesce": coalesce, "on_wipe": on_wipe,
             "priorities": priorities})
         if options["coalesce"] and self._kind != "async":
             raise invalid("coalesce", _CONSTANTS["COALESCE_REFUSED"])
         #: coalesce=True (asyncio): the decisions of one event-loop turn go as one batch.
         self.coalesce: bool = options["coalesce"]
+        #: "refuse": a key Redis lost (found by the script: its wipe marker) reads as fully
+        #: used for one period; "allow": a fresh burst. The flag or'ed into each decision's
+        #: mode (the request then carries the marker).
+        self.on_wipe: str = options["on_wipe"]
+        self._wipe = _WIPE_MARKER if self.on_wipe == "refuse" else 0
         _core._redis_fallback_check(options["on_error"], fallback is not None)
         self._open_store(client, options["prefix"], options["on_error"], options["timeout"])
         #: on_error="fallback": the local limiter deciding while Redis cannot (None: made
@@ -244,10 +253,12 @@ class _RedisLimit(_Store):
     def _request(self, mode: int, key: Key, cost: int, now: float | None,
                  limit: cellrate.Limit, priority: str | None = None) -> List[bytes]:
         """EVALSHA's words after the SHA for one limit (numkeys, KEYS, ARGV): the core's;
-        a class's mode ends with the class's name."""
+        a class's mode ends with the class's name; a decision's carry the wipe marker
+        with on_wipe="refuse"."""
+        flag = self._wipe if mode != REFUND else 0
         if priority is None:
-            return _request(mode, cost, now, limit, self._prefix, self._name, key)
-        return _request(mode, cost, now, limit, self._prefix, self._name, key, priority)
+            return _request(mode | flag, cost, now, limit, self._prefix, self._name, key)
+        return _request(mode | flag, cost, now, limit, self._prefix, self._name, key, priority)
 
     def _refund_words(self, key: Key, cost: int, now: float | None) -> List[bytes]:
         words = self._request(REFUND, key, cost, now, self.limit)
@@ -460,7 +471,7 @@ class RedisLimiter(_SyncStore, _RedisLimit):
 
     RedisLimiter(client, rate, period=None, *, burst=None, algorithm="gcra", name=None,
                  prefix="cellrate:", on_error="allow", deny_cache=True, timeout=0.25,
-                 max_cost=None, max_debt=None)
+                 max_cost=None, max_debt=None, on_wipe="refuse")
 
     The limit's arguments are those of cellrate.Limit, and `limit` is that value;
     max_cost, as in process, refuses a burst (a window: a rate) that could never fit
@@ -478,6 +489,12 @@ class RedisLimiter(_SyncStore, _RedisLimit):
     connections of its own, made with the client's settings and no retries. A
     redis.cluster.RedisCluster client decides through its own machinery: its
     timeouts and retries apply (give it short ones).
+
+    on_wipe: when Redis lost its state (an empty restart, a failover to a replica that
+    lagged, a flush: the script finds a key missing while its slot's wipe marker is
+    missing), "refuse" reads every key missing as fully used at that instant, so the
+    wipe hands out no fresh burst (each key regains its units at the rate); "allow"
+    gives each a fresh burst, as before.
 
     deny_cache: a key refused with retry_after r is refused again, for that cost
     (or a larger one the refusal implies), without a round trip until r has
@@ -1017,8 +1034,8 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
     groups: List[Any] = []
     for (limiter, key), limit in zip(pairs, limits):
         groups += (limit, limiter._prefix, limiter._name, key)
-    words = _request(CHECK, cost, now, *groups)
     store = pairs[0][0]
+    words = _request(CHECK | store._wipe, cost, now, *groups)
     if isinstance(store.client, (store._library.cluster, store._library.async_cluster)):
         keys = words[1:1 + len(pairs)]
         if len({redis.crc.key_slot(key) for key in keys}) > 1:
