@@ -39,6 +39,7 @@ describe("cellrate.redis batches", function()
 
    before_each(function()
       client:flushall()
+      support.in_service(server.port) -- a Redis in service: keys have their burst
       client:script("load", store_module.script)
       client:script("load", store_module.batch_script)
    end)

@@ -14,7 +14,7 @@ redis = pytest.importorskip("redis")
 
 import cellrate  # noqa: E402
 import cellrate.redis as cr_redis  # noqa: E402
-from redis_servers import needs_redis, redis_server  # noqa: E402
+from redis_servers import in_service, needs_redis, redis_server  # noqa: E402
 from test_priorities import BLOCKS  # noqa: E402
 from test_redis import (STORE_TIMEOUT, AsyncRedisLimiter, RedisLimiter,  # noqa: E402
                         async_client_for, client_for)
@@ -33,6 +33,7 @@ def server():
 def client(server):
     c = client_for(server.port)
     c.flushall()
+    in_service(c)  # not a wiped Redis: keys have their burst (test_redis_wipe.py)
     yield c
     c.close()
 
@@ -164,7 +165,9 @@ def _child(port: int, priority: str, queue) -> None:
 def test_overload_through_redis_processes(server) -> None:
     """Done when: under overload the bulk class is refused while critical still gets its
     share (counted), four processes at once on one key."""
-    client_for(server.port).flushall()
+    with client_for(server.port) as c:
+        c.flushall()
+        in_service(c)
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     children = [context.Process(target=_child, args=(server.port, p, queue))
