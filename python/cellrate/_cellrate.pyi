@@ -198,6 +198,7 @@ class KeyedLimiter(_Limit):
         max_debt: int | None = None,
         tz: str | None = None,
         priorities: Mapping[str, float] | None = None,
+        plans: Mapping[str, float | str | Limit] | None = None,
     ) -> KeyedLimiter: ...
     @overload
     def __new__(
@@ -215,6 +216,7 @@ class KeyedLimiter(_Limit):
         max_cost: int | None = None,
         max_debt: int | None = None,
         tz: str | None = None,
+        plans: Mapping[str, float | str | Limit] | None = None,
     ) -> KeyedLimiter: ...
     @property
     def capacity(self) -> int: ...
@@ -229,6 +231,7 @@ class KeyedLimiter(_Limit):
         *,
         now: float | None = None,
         priority: str | None = None,
+        plan: str | None = None,
     ) -> bool: ...
     def check(
         self,
@@ -237,6 +240,7 @@ class KeyedLimiter(_Limit):
         *,
         now: float | None = None,
         priority: str | None = None,
+        plan: str | None = None,
     ) -> Decision: ...
     def peek(
         self,
@@ -245,6 +249,7 @@ class KeyedLimiter(_Limit):
         *,
         now: float | None = None,
         priority: str | None = None,
+        plan: str | None = None,
     ) -> Decision: ...
     def reserve(
         self,
@@ -284,6 +289,7 @@ class KeyedLimiter(_Limit):
         max_debt: int | None = None,
         tz: str | None = None,
         now: float | None = None,
+        plan: str | None = None,
     ) -> None: ...
     def wait(self, key: str | bytes, cost: int = 1, *, timeout: float | None = None) -> None: ...
     async def acquire(
