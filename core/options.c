@@ -151,7 +151,8 @@ static const cr_option redis_limiter_options[] = {
     BOOLEAN_("deny_cache", CR_E_DENY_CACHE, PYTHON, BOOL_(true)),
     STORE_TIMEOUT_(PYTHON),
     MAX_COST_(BOTH),
-    MAX_DEBT_(BOTH)};
+    MAX_DEBT_(BOTH),
+    BOOLEAN_("coalesce", CR_E_REDIS_COALESCE, PYTHON, BOOL_(false))};
 static const cr_option redis_concurrency_options[] = {
     LEASE_(BOTH, CR_E_STORE_LEASE, CR_OPTION_REQUIRED), STORE_NAME_, PREFIX_, ON_ERROR_,
     STORE_TIMEOUT_(PYTHON)};
@@ -439,6 +440,8 @@ cr_status cr_option_check(const cr_option *option, const cr_value *given, cr_val
         value_taken = in_range(option, number) &&
                       (!(option->flags & CR_OPTION_NS) ||
                        (cr_seconds_to_ns(number, &ns) == CR_OK && ns >= 1));
+        if (value_taken && (option->flags & CR_OPTION_NS))
+            normalised->integer = ns; /* the value in ns, judged and rounded once */
         break;
     }
     case CR_OPTION_INTEGER:

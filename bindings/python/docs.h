@@ -357,6 +357,15 @@ PyDoc_STRVAR(redis_fallback_check_doc,
              "_redis_fallback_check(on_error, has_fallback, /)\n--\n\n"
              "Private: None, or the core's error naming fallback given with another on_error.");
 
+PyDoc_STRVAR(redis_check_items_doc,
+             "_redis_check_items(clients, /)\n--\n\n"
+             "Private: None, or the core's error naming items for a check_all's items, each "
+             "given as its client (None: not a pair of a Redis rate limiter and a key).");
+
+PyDoc_STRVAR(redis_check_change_doc,
+             "_redis_check_change(named, algorithm, given, /)\n--\n\n"
+             "Private: None, or the core's error for a live change of a Redis rate limit.");
+
 PyDoc_STRVAR(redis_fallback_limit_doc,
              "_redis_fallback_limit(limit, share, /)\n--\n\n"
              "Private: the Limit that is `share` (0 < share <= 1) of the Redis `limit`.");
@@ -384,6 +393,15 @@ PyDoc_STRVAR(redis_classify_doc,
 PyDoc_STRVAR(redis_slots_message_doc,
              "_redis_slots_message(keys, slots, /)\n--\n\n"
              "Private: the words of keys in several Redis Cluster hash slots.");
+
+PyDoc_STRVAR(redis_batch_doc,
+             "_redis_batch(now, calls, /)\n--\n\n"
+             "Private: the words after EVALSHA and the batch script's SHA of several\n"
+             "decisions, each (mode, cost, limit, prefix, name, key, ...): a list of bytes.");
+
+PyDoc_STRVAR(redis_batch_reply_doc,
+             "_redis_batch_reply(ncalls, reply, /)\n--\n\n"
+             "Private: None when reply is a batch's reply to ncalls decisions.");
 
 PyDoc_STRVAR(redis_protocol_doc, "_redis_protocol()\n--\n\n"
                                  "Private: the Redis protocol's constants.");

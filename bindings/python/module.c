@@ -35,6 +35,7 @@
 #include "checks.c"
 #include "options.c"
 #include "redis.c"
+#include "batch.c"
 #include "share.c"
 #include "web.c"
 #include "priority.c"
@@ -211,6 +212,9 @@ static PyMethodDef cellrate_methods[] = {
     {"_redis_backoff", module_redis_backoff, METH_O, redis_backoff_doc},
     {"_redis_fallback_check", (PyCFunction)(void (*)(void))module_redis_fallback_check,
      METH_FASTCALL, redis_fallback_check_doc},
+    {"_redis_check_items", module_redis_check_items, METH_O, redis_check_items_doc},
+    {"_redis_check_change", (PyCFunction)(void (*)(void))module_redis_check_change, METH_FASTCALL,
+     redis_check_change_doc},
     {"_redis_fallback_limit", (PyCFunction)(void (*)(void))module_redis_fallback_limit,
      METH_FASTCALL, redis_fallback_limit_doc},
     {"_redis_going_back", (PyCFunction)(void (*)(void))module_redis_going_back, METH_FASTCALL,
@@ -223,6 +227,10 @@ static PyMethodDef cellrate_methods[] = {
     {"_redis_slots_message", (PyCFunction)(void (*)(void))module_redis_slots_message, METH_FASTCALL,
      redis_slots_message_doc},
     {"_redis_protocol", module_redis_protocol, METH_NOARGS, redis_protocol_doc},
+    {"_redis_batch", (PyCFunction)(void (*)(void))module_redis_batch, METH_FASTCALL,
+     redis_batch_doc},
+    {"_redis_batch_reply", (PyCFunction)(void (*)(void))module_redis_batch_reply, METH_FASTCALL,
+     redis_batch_reply_doc},
     {"inspect_region", module_inspect_region, METH_O, inspect_region_doc},
     {"calendar_period", (PyCFunction)(void (*)(void))module_calendar_period,
      METH_VARARGS | METH_KEYWORDS, calendar_period_doc},

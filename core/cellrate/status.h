@@ -336,7 +336,25 @@ const char *cr_version(void);
       "plan)")                                                                                     \
     X(182, E_PLAN, ARGUMENT, "plan", "plan must be 'default' or the name of one of the plans")     \
     X(183, E_PLANS_STORE, ARGUMENT, "plans",                                                       \
-      "plans: a table with plans is kept in process for now (not in a shared region or Redis)")
+      "plans: a table with plans is kept in process for now (not in a shared region or Redis)")    \
+    /* 184-189: reserved; Redis batches from 190 */                                                \
+    X(190, E_REDIS_BATCH, ARGUMENT, "items",                                                       \
+      "items: one script call decides at most 256 decisions (the stores send a longer batch as "   \
+      "several calls, in order)")                                                                  \
+    X(191, E_REDIS_COALESCE, ARGUMENT, "coalesce",                                                 \
+      "coalesce must be a boolean, and is taken by the asyncio store alone (it sends the "         \
+      "decisions of one event-loop turn as one script call)")                                      \
+    /* 192-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
+    X(220, E_REDIS_ITEMS, ARGUMENT, "items",                                                       \
+      "items must be a non-empty list of (Redis rate limiter, key) pairs")                         \
+    X(221, E_REDIS_CLIENT, ARGUMENT, "items",                                                      \
+      "items: every limiter must use the same Redis client (one script call decides them)")        \
+    X(222, E_REDIS_NAME_NEEDED, ARGUMENT, "name",                                                  \
+      "name: give the limit a name to change it live: an unnamed limit's keys are named by its "   \
+      "parameters, which the change would leave behind")                                           \
+    X(223, E_REDIS_ALGORITHM_KEPT, ARGUMENT, "algorithm",                                          \
+      "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "   \
+      "name")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

@@ -306,6 +306,22 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (182, "E_PLAN", "argument", "plan", "plan must be 'default' or the name of one of the plans"),
     (183, "E_PLANS_STORE", "argument", "plans",
      "plans: a table with plans is kept in process for now (not in a shared region or Redis)"),
+    (190, "E_REDIS_BATCH", "argument", "items",
+     "items: one script call decides at most 256 decisions (the stores send a longer batch as "
+     "several calls, in order)"),
+    (191, "E_REDIS_COALESCE", "argument", "coalesce",
+     "coalesce must be a boolean, and is taken by the asyncio store alone (it sends the "
+     "decisions of one event-loop turn as one script call)"),
+    (220, "E_REDIS_ITEMS", "argument", "items",
+     "items must be a non-empty list of (Redis rate limiter, key) pairs"),
+    (221, "E_REDIS_CLIENT", "argument", "items",
+     "items: every limiter must use the same Redis client (one script call decides them)"),
+    (222, "E_REDIS_NAME_NEEDED", "argument", "name",
+     "name: give the limit a name to change it live: an unnamed limit's keys are named by its "
+     "parameters, which the change would leave behind"),
+    (223, "E_REDIS_ALGORITHM_KEPT", "argument", "algorithm",
+     "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "
+     "name"),
 ]
 
 

@@ -85,6 +85,38 @@ def request(mode: str, cost: int, now_ns: int | None, items: list[Item]) -> tupl
     return "OK", words
 
 
+# The most decisions of one batch script call (redis/batch.lua).
+BATCH_MAX = 256
+
+
+def batch(calls: list[tuple[str, int, list[Item]]], now_ns: int | None) -> tuple[str, list[bytes]]:
+    """('OK', a batch's words after the batch script's SHA) or (a status name, []): every
+    call's keys as KEYS, then ARGV: the number of calls, per call its number of keys, its
+    number of ARGV words and those words (the call's own request's)."""
+    if not calls:
+        return "E_ITEMS", []
+    if len(calls) > BATCH_MAX:
+        return "E_REDIS_BATCH", []
+    requests = []
+    for mode, cost, items in calls:
+        status, words = request(mode, cost, now_ns, items)
+        if status != "OK":
+            return status, []
+        requests.append(words)
+    keys = [key for words in requests for key in words[1:1 + int(words[0])]]
+    out = [b"%d" % len(keys), *keys, b"%d" % len(calls)]
+    for words in requests:
+        nkeys = int(words[0])
+        argv = words[1 + nkeys:]
+        out += [b"%d" % nkeys, b"%d" % len(argv), *argv]
+    return "OK", out
+
+
+def batch_reply(ncalls: int, is_list: bool, nelements: int) -> str:
+    """A batch's reply: a list of one element per call."""
+    return "OK" if is_list and ncalls > 0 and nelements == ncalls else "E_REDIS_REPLY"
+
+
 @dataclass(frozen=True)
 class Answer:
     allowed: bool = False
@@ -224,6 +256,27 @@ def backoff(previous_ns: int) -> int:
 def fallback_check(on_error: str, given: bool) -> str:
     """on_error="fallback"'s option: a fallback given with another on_error is refused."""
     return "E_REDIS_FALLBACK_UNUSED" if given and on_error != "fallback" else "OK"
+
+
+def check_items(clients: list[int | None]) -> str:
+    """A Redis check_all's items, each named by its client (None: not a pair of a Redis
+    rate limiter and a key): at least one, every one a pair, all on the first's client;
+    the first offence in order."""
+    if not clients:
+        return "E_REDIS_ITEMS"
+    for client in clients:
+        if client is None:
+            return "E_REDIS_ITEMS"
+        if client != clients[0]:
+            return "E_REDIS_CLIENT"
+    return "OK"
+
+
+def check_change(named: bool, algorithm: str, given: str | None) -> str:
+    """A live change: a limit without a name cannot; the algorithm stays."""
+    if not named:
+        return "E_REDIS_NAME_NEEDED"
+    return "E_REDIS_ALGORITHM_KEPT" if given is not None and given != algorithm else "OK"
 
 
 def fallback_args(algorithm: str, rate: float, burst: int, share: float

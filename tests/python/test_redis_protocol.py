@@ -48,6 +48,7 @@ def read() -> list:
 
 
 LINES = read()
+SCRIPT_TEXT = (VECTORS.parents[1] / "redis" / "decide.lua").read_text()
 MODES = {f[1]: int(f[2]) for f in LINES if f[0] == "mode"}
 MESSAGES = messages()
 
@@ -117,6 +118,53 @@ def test_signatures_and_keys():
             assert core._redis_key(prefix, name, of) == want, f
             keys += 1
     assert keys >= 5
+
+
+def batch_calls(f: list) -> tuple:
+    """A batch line's now and calls, as _redis_batch takes them."""
+    now = None if f[1] == "-" else float(f[1])
+    calls, at = [], 3
+    for _ in range(int(f[2])):
+        mode, cost, n = MODES[f[at]], int(f[at + 1]), int(f[at + 2])
+        at += 3
+        groups = []
+        for _ in range(n):
+            limit, prefix, name, key = f[at:at + 4]
+            groups += [LIMITS[int(limit)], text(prefix), text(name), text(key)]
+            at += 4
+        calls.append((mode, cost, *groups))
+    assert at == len(f), f
+    return now, calls
+
+
+def test_batches():
+    count = 0
+    for f, after in pairs("batch"):
+        now, calls = batch_calls(f)
+        if any(len(call) == 2 for call in calls):  # the binding's own arity check
+            with pytest.raises(TypeError):
+                core._redis_batch(now, calls)
+        elif after[0] == "refused":
+            refused(after[1], core._redis_batch, now, calls)
+        else:
+            assert after[0] == "words"
+            assert core._redis_batch(now, calls) == [text(word) for word in after[2:]], f
+            assert len(after) - 2 == int(after[1])
+        count += 1
+    assert count >= 10
+    for f in LINES:
+        if f[0] == "batch_max":
+            assert int(f[1]) == cr_redis_batch_max()
+        elif f[0] == "batch_reply":
+            reply = [0] * int(f[3]) if f[2] == "list" else 1
+            if f[4] == "OK":
+                assert core._redis_batch_reply(int(f[1]), reply) is None
+            else:
+                refused(f[4], core._redis_batch_reply, int(f[1]), reply)
+
+
+def cr_redis_batch_max() -> int:
+    return core._redis_protocol()["BATCH_MAX"]
 
 
 def test_requests():
@@ -296,3 +344,50 @@ def test_the_fallbacks_option_limit_and_way_back():
             continue
         counts[f[0]] += 1
     assert counts == {"fallback_check": 8, "fallback_limit": 77, "going_back": 90}
+
+
+def test_check_all_items_are_judged_by_the_core():
+    """A Redis check_all's items (the core's cr_redis_check_items): at least one, each a
+    pair of a Redis rate limiter and a key, all on one client, in the core's words; each
+    client compared by identity."""
+    words = messages()
+    clients = {}
+    count = 0
+    for f in LINES:
+        if f[0] != "items":
+            continue
+        n = int(f[1])
+        given = [None if c == "-" else clients.setdefault(c, object()) for c in f[2:2 + n]]
+        status = f[2 + n]
+        if status == "OK":
+            assert core._redis_check_items(given) is None, f
+        else:
+            error = (cellrate.InvalidArgumentType if status == "E_REDIS_ITEMS" and n
+                     else cellrate.InvalidArgument)
+            with pytest.raises(error) as info:
+                core._redis_check_items(given)
+            assert str(info.value) == words[status] and info.value.param == "items", f
+        count += 1
+    assert count == 13
+
+
+def test_a_live_change_is_judged_by_the_core():
+    """reconfigure's rules (the core's cr_redis_check_change): a limit without a name
+    cannot change, and the algorithm stays, in the words of the script's own refusal of
+    a key held under another algorithm."""
+    words = messages()
+    count = 0
+    for f in LINES:
+        if f[0] != "change":
+            continue
+        given = None if f[3] == "-" else f[3]
+        if f[4] == "OK":
+            assert core._redis_check_change(f[1] == "1", f[2], given) is None, f
+        else:
+            with pytest.raises(cellrate.InvalidArgument) as info:
+                core._redis_check_change(f[1] == "1", f[2], given)
+            assert str(info.value) == words[f[4]], f
+        count += 1
+    assert count == 24
+    kept = re.search(r"^local ALGORITHM_KEPT = '(.*)'$", SCRIPT_TEXT, re.M).group(1)
+    assert words["E_REDIS_ALGORITHM_KEPT"] == "algorithm: " + kept
