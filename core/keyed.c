@@ -19,9 +19,16 @@
  * through every change since, at each change's instant, in the same CAS that
  * retags it. Each change also sweeps 1/112 of the table, so no slot is ever
  * 112 changes behind and a tag is never read as another generation's.
+ *
+ * Plans (docs/design/plans.md): the 4 bits below the tag hold the key's plan
+ * (0: "default", the table's own limit), the fingerprint the 52 below them.
+ * Each plan has its own chain of limits (its generations, its tags); a key
+ * met under another plan is carried into the decision's plan in one CAS that
+ * retags it.
  */
 #include "keyed.h"
 #include "carry.h"
+#include "cellrate/plans.h"
 #include "priority.h"
 #include "fastclock.h"
 #include "place.h"
@@ -39,11 +46,15 @@
 #define SLOTS_PER_BUCKET 4
 #define MAX_STRIPES 256
 
-/* The fingerprint word: the generation tag above, the key's 56-bit
- * fingerprint below (never 0 in an occupied slot). */
+/* The fingerprint word: the generation tag above, the key's plan, the key's
+ * 52-bit fingerprint below (never 0 in an occupied slot). */
 #define TAG_SHIFT 56
-#define FP_MASK ((UINT64_C(1) << TAG_SHIFT) - 1)
-_Static_assert(FP_MASK == CR_FP_MASK, "the tag sits above the fingerprint");
+#define TAG_MASK (~((UINT64_C(1) << TAG_SHIFT) - 1))
+#define PLAN_SHIFT 52
+#define PLAN_MASK (((UINT64_C(1) << TAG_SHIFT) - 1) & ~FP_MASK)
+#define FP_MASK ((UINT64_C(1) << PLAN_SHIFT) - 1)
+_Static_assert((FP_MASK & ~CR_FP_MASK) == 0, "the tag and the plan sit above the fingerprint");
+_Static_assert((PLAN_MASK >> PLAN_SHIFT) + 1 == CR_PLANS_MAX, "a plan index fits its bits");
 #define TAG_COUNT 256
 /* The sweep visits every bucket within SWEEP_CHANGES changes; a state is
  * carried through up to MAX_BEHIND changes (< 256: tags never alias). */
@@ -81,6 +92,9 @@ struct cr_keyed {
     const cr_limit *replaced;  /* the region's limit that opening replaced, or NULL */
     cr_counts counts;          /* this process's block, or the region's */
     cr_lines *_Atomic lines;   /* this process's waiters (cr_wait_step), made on first use */
+    cr_plan_table *plans;      /* NULL: only "default" */
+    /* each plan's latest limit but "default"'s (`current`), under `changing` */
+    keyed_limit *_Atomic plan_current[CR_PLANS_MAX];
     _Alignas(64) _Atomic uint64_t own_evictions;
     _Atomic uint64_t own_generation;
 };
@@ -91,9 +105,32 @@ struct cr_keyed {
 
 static uint64_t tag_of(uint64_t generation) { return (generation % TAG_COUNT) << TAG_SHIFT; }
 
+static uint64_t plan_bits(int32_t plan) { return (uint64_t)plan << PLAN_SHIFT; }
+
+static int32_t plan_of(uint64_t word) { return (int32_t)((word & PLAN_MASK) >> PLAN_SHIFT); }
+
 static keyed_limit *current_limit(const cr_keyed *keyed)
 {
     return atomic_load_explicit(&((cr_keyed *)keyed)->current, memory_order_acquire);
+}
+
+/* The latest limit of plan `plan` (an index the table has). */
+static keyed_limit *plan_limit(const cr_keyed *keyed, int32_t plan)
+{
+    if (plan == CR_PLAN_DEFAULT)
+        return current_limit(keyed);
+    return atomic_load_explicit(&((cr_keyed *)keyed)->plan_current[plan], memory_order_acquire);
+}
+
+static int32_t plan_count(const cr_keyed *keyed) { return keyed->plans ? keyed->plans->count : 1; }
+
+/* A key's place, its fingerprint below the plan's bits. */
+static cr_key_place place_of(const cr_keyed *keyed, const void *key, size_t key_len)
+{
+    cr_key_place place = cr_key_place_of(keyed->seed, keyed->nbuckets, key, key_len);
+    place.fp &= FP_MASK;
+    place.fp += place.fp == 0;
+    return place;
 }
 
 #define make_pair cr_pair_make
@@ -186,34 +223,35 @@ static void claim_slot(cr_keyed *keyed, const cr_key_place *place, uint64_t tag,
  * writer; a state more than MAX_BEHIND behind (a decision that slept through
  * over 112 changes between reading `current` and its CAS) is taken as
  * everything used under `current`: never a fresh allowance. */
-static int64_t carried_state(const cr_keyed *keyed, const keyed_limit *current, uint64_t tag,
-                             int64_t state, int64_t now_ns)
+static int64_t carried_state(const cr_keyed *keyed, int32_t plan, const keyed_limit *current,
+                             uint64_t tag, int64_t state, int64_t now_ns)
 {
     const uint64_t behind = (current->generation - tag) % TAG_COUNT;
     if (behind >= MAX_BEHIND || behind > current->generation)
         return cr_full(&current->limit, now_ns);
-    return cr_carry_since(keyed->region.base ? &keyed->region : NULL, current,
-                          current->generation - behind, state, now_ns);
+    const bool regional = keyed->region.base && plan == CR_PLAN_DEFAULT;
+    return cr_carry_since(regional ? &keyed->region : NULL, current, current->generation - behind,
+                          state, now_ns);
 }
 
 /* Retags slot `s` (seen as {word, state}) to `current`, carrying its state.
  * Returns the limit the caller should decide under: `current`, or the table's
  * newer one when `current` turned out stale. */
-static keyed_limit *convert_slot(cr_keyed *keyed, keyed_limit *current, slot *s, uint64_t word,
-                                 int64_t state, int64_t now_ns)
+static keyed_limit *convert_slot(cr_keyed *keyed, int32_t plan, keyed_limit *current, slot *s,
+                                 uint64_t word, int64_t state, int64_t now_ns)
 {
-    keyed_limit *latest = current_limit(keyed);
+    keyed_limit *latest = plan_limit(keyed, plan);
     if (latest != current)
         return latest; /* a change since this call began: decide under it */
-    const int64_t carried = carried_state(keyed, current, word >> TAG_SHIFT, state, now_ns);
+    const int64_t carried = carried_state(keyed, plan, current, word >> TAG_SHIFT, state, now_ns);
     slot_cas(s, make_pair(word, state),
-             make_pair((word & FP_MASK) | tag_of(current->generation), carried));
+             make_pair((word & ~TAG_MASK) | tag_of(current->generation), carried));
     return current; /* converted, or changed meanwhile: the caller looks again */
 }
 
-/* Converts every slot of the next buckets that is behind `current` (the
- * change's share of the sweep). */
-static void sweep(cr_keyed *keyed, keyed_limit *current, int64_t now_ns)
+/* Converts every slot of plan `plan` in the next buckets that is behind
+ * `current` (the change's share of the sweep). */
+static void sweep(cr_keyed *keyed, int32_t plan, keyed_limit *current, int64_t now_ns)
 {
     const uint32_t count = (keyed->nbuckets + SWEEP_CHANGES - 1) / SWEEP_CHANGES;
     const uint64_t tag = tag_of(current->generation);
@@ -226,11 +264,11 @@ static void sweep(cr_keyed *keyed, keyed_limit *current, int64_t now_ns)
             slot *s = &bk->slots[i];
             for (;;) {
                 const uint64_t word = load_fp(s);
-                if (word == 0 || (word & ~FP_MASK) == tag)
+                if (word == 0 || plan_of(word) != plan || (word & TAG_MASK) == tag)
                     break;
                 const int64_t state = load_tat(s);
                 if (load_fp(s) == word)
-                    convert_slot(keyed, current, s, word, state, now_ns);
+                    convert_slot(keyed, plan, current, s, word, state, now_ns);
             }
         }
     }
@@ -305,7 +343,7 @@ static cr_status map_shared_table(cr_keyed *keyed, const char *path, int64_t mod
                                            replaced, &changed)
                           : CR_E_NOMEM;
         if (status == CR_OK && changed) {
-            sweep(keyed, first, first->changed_at);
+            sweep(keyed, CR_PLAN_DEFAULT, first, first->changed_at);
             keyed->replaced = replaced;
         } else {
             free(replaced);
@@ -367,6 +405,53 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
     return CR_OK;
 }
 
+cr_status cr_keyed_open_plans(cr_keyed **out, const cr_limit *limit, const cr_plan_table *table,
+                              int64_t capacity, const char *path, int64_t mode,
+                              cr_on_change on_change)
+{
+    if (!table)
+        return cr_keyed_open(out, limit, capacity, path, mode, on_change);
+    if (table->count < 1 || table->count > CR_PLANS_MAX)
+        return CR_E_PLANS;
+    if (path && table->count > 1)
+        return CR_E_PLANS_STORE;
+    cr_keyed *keyed;
+    cr_status status = cr_keyed_open(&keyed, &table->limits[0], capacity, path, mode, on_change);
+    if (status != CR_OK || table->count == 1) {
+        if (status == CR_OK)
+            *out = keyed;
+        return status;
+    }
+    keyed->plans = malloc(sizeof *keyed->plans);
+    bool made = keyed->plans != NULL;
+    if (made)
+        *keyed->plans = *table;
+    for (int32_t p = 1; made && p < table->count; p++) {
+        keyed_limit *first = calloc(1, sizeof *first);
+        if (first) {
+            first->limit = table->limits[p];
+            first->limit.fast_clock = table->limits[0].fast_clock;
+        }
+        atomic_init(&keyed->plan_current[p], first);
+        made = first != NULL;
+    }
+    if (!made) {
+        cr_keyed_free(keyed);
+        return CR_E_NOMEM;
+    }
+    *out = keyed;
+    return CR_OK;
+}
+
+const cr_plan_table *cr_keyed_plans(const cr_keyed *keyed) { return keyed->plans; }
+
+const cr_limit *cr_keyed_plan_limit(const cr_keyed *keyed, int32_t plan)
+{
+    if (plan < 0 || plan >= plan_count(keyed))
+        return NULL;
+    return &plan_limit(keyed, plan)->limit;
+}
+
 cr_status cr_keyed_new(cr_keyed **out, const cr_limit *limit, int64_t capacity)
 {
     return cr_keyed_open(out, limit, capacity, NULL, 0, CR_CHANGE_APPLY);
@@ -383,12 +468,18 @@ void cr_keyed_free(cr_keyed *keyed)
         free(keyed->stripes);
         munmap(keyed->buckets, buckets_size(keyed));
     }
-    const keyed_limit *limit = current_limit(keyed);
-    while (limit) {
-        const keyed_limit *older = limit->older;
-        free((keyed_limit *)limit);
-        limit = older;
+    for (int32_t p = 0; p < CR_PLANS_MAX; p++) {
+        const keyed_limit *limit = p == CR_PLAN_DEFAULT
+                                       ? current_limit(keyed)
+                                       : atomic_load_explicit(&keyed->plan_current[p],
+                                                              memory_order_relaxed);
+        while (limit) {
+            const keyed_limit *older = limit->older;
+            free((keyed_limit *)limit);
+            limit = older;
+        }
     }
+    free(keyed->plans);
     free((cr_limit *)keyed->replaced);
     cr_lines_free(atomic_load_explicit(&keyed->lines, memory_order_relaxed));
     pthread_mutex_destroy(&keyed->changing);
@@ -402,7 +493,7 @@ cr_lines *cr_keyed_lines(cr_keyed *keyed, const void *key, size_t key_len, uint6
     *fingerprint = 0;
     if (!lines && !make)
         return NULL;
-    *fingerprint = cr_key_place_of(keyed->seed, keyed->nbuckets, key, key_len).fp;
+    *fingerprint = place_of(keyed, key, key_len).fp;
     if (lines)
         return lines;
     cr_lines *made = cr_lines_new(LINES_PER_TABLE);
@@ -485,7 +576,7 @@ cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t n
         atomic_store_explicit(&keyed->own_generation, next->generation, memory_order_release);
     }
     atomic_store_explicit(&keyed->current, next, memory_order_release);
-    sweep(keyed, next, next->changed_at);
+    sweep(keyed, CR_PLAN_DEFAULT, next, next->changed_at);
 done:
     if (lock)
         cr_lock_release(lock);
@@ -493,17 +584,52 @@ done:
     return status;
 }
 
-/* Applies `op` to `key`; `out` NULL decides admission alone (the allow() path). */
-__attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *keyed, const void *key,
-                                                                   size_t key_len, int64_t now_ns,
-                                                                   cr_op *op, bool commit,
-                                                                   cr_decision *out, bool *ok)
+cr_status cr_keyed_reconfigure_plan(cr_keyed *keyed, int32_t plan, const cr_limit *limit,
+                                    int64_t now_ns)
+{
+    if (plan < 0 || plan >= plan_count(keyed))
+        return CR_E_PLAN;
+    if (plan == CR_PLAN_DEFAULT)
+        return cr_keyed_reconfigure(keyed, limit, now_ns);
+    cr_status status = cr_check_args(now_ns, 0);
+    if (status != CR_OK)
+        return status;
+    /* a table with plans is of this process alone: no region to lock */
+    pthread_mutex_lock(&keyed->changing);
+    keyed_limit *current = plan_limit(keyed, plan);
+    status = cr_limit_reconfigurable(&current->limit, limit);
+    cr_limit kept = *limit;
+    cr_priorities_keep(&kept, &current->limit); /* the classes stay the table's */
+    kept.fast_clock = current->limit.fast_clock;
+    if (status != CR_OK || cr_limit_identical(&current->limit, &kept))
+        goto done; /* the same limit: nothing changes */
+    keyed_limit *next = calloc(1, sizeof *next);
+    if (!next) {
+        status = CR_E_NOMEM;
+        goto done;
+    }
+    next->limit = kept;
+    next->changed_at = cr_resolve_now(&current->limit, now_ns);
+    next->older = current;
+    next->generation = current->generation + 1;
+    atomic_store_explicit(&keyed->plan_current[plan], next, memory_order_release);
+    sweep(keyed, plan, next, next->changed_at);
+done:
+    pthread_mutex_unlock(&keyed->changing);
+    return status;
+}
+
+/* Applies `op` to `key` under plan `plan` (an index the table has); `out`
+ * NULL decides admission alone (the allow() path). */
+__attribute__((always_inline)) static inline cr_status
+keyed_apply(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, int32_t plan,
+            cr_op *op, bool commit, cr_decision *out, bool *ok)
 {
     cr_status status = cr_check_args(now_ns, op->cost);
     if (status != CR_OK)
         return status;
     /* Start fetching the key's buckets, then read the clock while they come. */
-    const cr_key_place place = cr_key_place_of(keyed->seed, keyed->nbuckets, key, key_len);
+    const cr_key_place place = place_of(keyed, key, key_len);
     __builtin_prefetch(&keyed->buckets[place.bucket[0]]);
     __builtin_prefetch(&keyed->buckets[place.bucket[1]]);
     keyed_limit *current = current_limit(keyed);
@@ -514,23 +640,46 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
         if (status != CR_OK)
             return status;
     }
+    if (__builtin_expect(plan != CR_PLAN_DEFAULT, 0))
+        current = plan_limit(keyed, plan);
     now_ns = cr_resolve_now(&current->limit, now_ns); /* a change keeps the clock */
     for (;;) {
         int64_t state;
         uint64_t word;
         slot *s = find(keyed, &place, &state, &word);
         if (s) {
-            if (__builtin_expect((word & ~FP_MASK) != tag_of(current->generation), 0)) {
-                /* written under another limit: carry it first, then decide */
-                if (atomic_load_explicit(keyed->generation, memory_order_acquire) !=
-                    current->generation) {
-                    status = follow(keyed, &current); /* a newer limit wrote it */
-                    if (status != CR_OK)
-                        return status;
-                } else {
-                    current = convert_slot(keyed, current, s, word, state, now_ns);
+            if (__builtin_expect(
+                    (word & ~FP_MASK) != (tag_of(current->generation) | plan_bits(plan)), 0)) {
+                const int32_t theirs = plan_of(word);
+                keyed_limit *their_limit = theirs == plan ? current : plan_limit(keyed, theirs);
+                if ((word & TAG_MASK) != tag_of(their_limit->generation)) {
+                    /* written under another limit of its plan: carry it first */
+                    if (theirs == CR_PLAN_DEFAULT &&
+                        atomic_load_explicit(keyed->generation, memory_order_acquire) !=
+                            their_limit->generation) {
+                        status = follow(keyed, &their_limit); /* a newer limit wrote it */
+                        if (status != CR_OK)
+                            return status;
+                    } else {
+                        their_limit = convert_slot(keyed, theirs, their_limit, s, word, state,
+                                                   now_ns);
+                    }
+                    if (theirs == plan)
+                        current = their_limit;
+                    continue;
                 }
-                continue;
+                /* last decided under another plan: what it used goes into this one */
+                const int64_t carried = cr_carry(&their_limit->limit, &current->limit, state,
+                                                 now_ns);
+                if (!commit) {
+                    cr_apply(&current->limit, carried, now_ns, op, out, ok);
+                    cr_count_op(&keyed->counts, &current->limit, op, commit, *ok);
+                    return CR_OK;
+                }
+                slot_cas(s, make_pair(word, state),
+                         make_pair((word & FP_MASK) | plan_bits(plan) | tag_of(current->generation),
+                                   carried));
+                continue; /* switched, or changed meanwhile: look again */
             }
             int64_t new_state = cr_apply(&current->limit, state, now_ns, op, out, ok);
             if (new_state == state || !commit ||
@@ -552,7 +701,8 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
             return status;
         bool placed = !find(keyed, &place, &state, &word);
         if (placed)
-            claim_slot(keyed, &place, tag_of(current->generation), now_ns, new_state);
+            claim_slot(keyed, &place, tag_of(current->generation) | plan_bits(plan), now_ns,
+                       new_state);
         cr_unlock_places(keyed->stripes, stripe);
         if (placed) {
             cr_count_op(&keyed->counts, &current->limit, op, commit, *ok);
@@ -567,14 +717,14 @@ cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64
 {
     bool allowed;
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, &op, commit, out, &allowed);
+    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, commit, out, &allowed);
 }
 
 cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool *allowed)
 {
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, allowed);
+    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL, allowed);
 }
 
 cr_status cr_keyed_check_priority(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -586,7 +736,28 @@ cr_status cr_keyed_check_priority(cr_keyed *keyed, const void *key, size_t key_l
         return status; /* the classes never change: a live change keeps them */
     cr_op op = {CR_OP_PRIORITY, cost, priority, 0, 0, false};
     bool verdict = false;
-    status = keyed_apply(keyed, key, key_len, now_ns, &op, commit, out, &verdict);
+    status = keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, commit, out, &verdict);
+    if (allowed)
+        *allowed = verdict;
+    return status;
+}
+
+cr_status cr_keyed_check_plan(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
+                              int64_t cost, int32_t plan, int32_t priority, bool commit,
+                              cr_decision *out, bool *allowed)
+{
+    if (plan < 0 || plan >= plan_count(keyed))
+        return CR_E_PLAN;
+    cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
+    if (priority >= 0) {
+        cr_status status = cr_priority_check(cr_keyed_limit(keyed), priority);
+        if (status != CR_OK)
+            return status; /* every plan has the table's classes */
+        op.kind = CR_OP_PRIORITY;
+        op.max_wait_ns = priority;
+    }
+    bool verdict = false;
+    cr_status status = keyed_apply(keyed, key, key_len, now_ns, plan, &op, commit, out, &verdict);
     if (allowed)
         *allowed = verdict;
     return status;
@@ -596,7 +767,7 @@ cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len
                                 int64_t cost, bool *allowed)
 {
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, &op, false, NULL, allowed);
+    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, false, NULL, allowed);
 }
 
 cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -605,7 +776,8 @@ cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int
     if (max_wait_ns < 0)
         return CR_E_TIMEOUT;
     cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0, false};
-    cr_status status = keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, reserved);
+    cr_status status = keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL,
+                                   reserved);
     *delay_ns = op.delay_ns;
     return status;
 }
@@ -615,7 +787,7 @@ cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int6
 {
     bool done;
     cr_op op = {CR_OP_REFUND, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &done);
+    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL, &done);
 }
 
 cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -623,7 +795,7 @@ cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int6
 {
     bool done;
     cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &done);
+    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL, &done);
 }
 
 cr_status cr_keyed_charge(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -631,7 +803,7 @@ cr_status cr_keyed_charge(cr_keyed *keyed, const void *key, size_t key_len, int6
 {
     bool fit;
     cr_op op = {CR_OP_CHARGE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, &op, true, out, &fit);
+    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, out, &fit);
 }
 
 cr_status cr_keyed_uncounted(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -639,7 +811,7 @@ cr_status cr_keyed_uncounted(cr_keyed *keyed, const void *key, size_t key_len, i
 {
     bool ok;
     cr_op op = {kind, cost, 0, 0, 0, true};
-    return keyed_apply(keyed, key, key_len, now_ns, &op, true, out, &ok);
+    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, out, &ok);
 }
 
 cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -649,7 +821,8 @@ cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_
     if (max_cost < 0)
         return CR_E_MAX_COST;
     cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0, false};
-    cr_status status = keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &took);
+    cr_status status = keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL,
+                                   &took);
     if (status == CR_OK)
         *taken = op.taken;
     return status;
@@ -664,12 +837,12 @@ cr_status cr_keyed_follow(cr_keyed *keyed, const void *key, size_t key_len, int6
     const cr_follow_args args = {signal, share};
     cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0, false};
     *pulled = false;
-    return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, pulled);
+    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL, pulled);
 }
 
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
 {
-    const cr_key_place place = cr_key_place_of(keyed->seed, keyed->nbuckets, key, key_len);
+    const cr_key_place place = place_of(keyed, key, key_len);
     int64_t tat;
     uint64_t word;
     slot *s;
@@ -712,7 +885,8 @@ size_t cr_keyed_memory(const cr_keyed *keyed)
 {
     if (keyed->region.base)
         return sizeof *keyed + keyed->region.size;
-    return sizeof *keyed + buckets_size(keyed) + keyed->nstripes * sizeof(cr_lock);
+    return sizeof *keyed + buckets_size(keyed) + keyed->nstripes * sizeof(cr_lock) +
+           (keyed->plans ? sizeof *keyed->plans : 0);
 }
 
 uint64_t cr_keyed_evictions(const cr_keyed *keyed)

@@ -123,14 +123,19 @@
         MAX_DEBT_(BOTH), TZ_, OBJECT_("priorities", BOTH)
 
 static const cr_option limiter_options[] = {LIMITER_FIRST_, LIMITER_REST_};
-static const cr_option keyed_options[] = {
-    LIMITER_FIRST_, CAPACITY_(BOTH, INT_(CR_KEYED_DEFAULT_CAPACITY)), LIMITER_REST_};
+static const cr_option keyed_options[] = {LIMITER_FIRST_,
+                                          CAPACITY_(BOTH, INT_(CR_KEYED_DEFAULT_CAPACITY)),
+                                          LIMITER_REST_, OBJECT_("plans", BOTH)};
 static const cr_option limit_options[] = {
     PERIOD_(BOTH),   BURST_(BOTH), LOCAL_ALGORITHM_,
     MAX_DEBT_(BOTH), TZ_,          OBJECT_("priorities", BOTH)};
 static const cr_option reconfigure_options[] = {
-    PERIOD_(BOTH), BURST_(BOTH),
-    WORD_("algorithm", CR_E_ALGORITHM, LOCAL_ALGORITHMS_, 0, BOTH, NONE_), MAX_DEBT_(BOTH), TZ_};
+    PERIOD_(BOTH),
+    BURST_(BOTH),
+    WORD_("algorithm", CR_E_ALGORITHM, LOCAL_ALGORITHMS_, 0, BOTH, NONE_),
+    MAX_DEBT_(BOTH),
+    TZ_,
+    OBJECT_("plan", BOTH)};
 static const cr_option concurrency_options[] = {CAPACITY_(BOTH, NONE_), SHARED_(BOTH), SHARED_MODE_,
                                                 LEASE_(BOTH, CR_E_LEASE, 0),
                                                 BOOLEAN_("peak", CR_E_PEAK, BOTH, BOOL_(false))};

@@ -16,8 +16,9 @@
  * (CR_E_SHARED_VERSION). 2: boot id outside the checksum; stripe locks are
  * cr_lock words. 4: the limit is a history of changes, not part of the
  * identity. 5: the counters (counters.h) follow the records. 7: the
- * priority classes' fingerprint in the identity. */
-#define CR_REGION_VERSION 7
+ * priority classes' fingerprint in the identity. 8: a keyed slot's
+ * fingerprint is 52 bits, a plan index above it. */
+#define CR_REGION_VERSION 8
 
 /* What a shared region must hold; cr_region_open fills in the limit's
  * fields and the offsets. */

@@ -33,10 +33,20 @@ static int store_new(lua_State *L, const char *tag)
     box->shared = opts.shared != NULL;
     luaL_getmetatable(L, tag);
     lua_setmetatable(L, -2);
-    status = keyed ? cr_keyed_open(&box->keyed, &limit, opts.capacity, opts.shared,
-                                   opts.shared_mode, opts.on_change)
+    const int box_idx = lua_gettop(L);
+    cr_plan_table *table = NULL;
+    if (keyed && lua_type(L, 2) == LUA_TTABLE) {
+        lua_getfield(L, 2, "plans");
+        if (!lua_isnil(L, -1)) {
+            table = compat_newuserdata(L, sizeof *table); /* collected with the stack */
+            read_plans(L, lua_gettop(L) - 1, &limit, &opts.args, table);
+        }
+    }
+    status = keyed ? cr_keyed_open_plans(&box->keyed, &limit, table, opts.capacity, opts.shared,
+                                         opts.shared_mode, opts.on_change)
                    : cr_limiter_open(&box->limiter, &limit, opts.shared, opts.shared_mode,
                                      opts.on_change);
+    lua_settop(L, box_idx); /* the plans were copied */
     if (status != CR_OK)
         return report_status(L, status, opts.shared);
     const cr_limit *replaced = keyed ? cr_keyed_replaced(box->keyed)
@@ -84,8 +94,14 @@ static ALWAYS_INLINE cr_status decide(lua_State *L, const char *tag, bool commit
     const int32_t priority = priority_idx <= top
                                  ? read_priority(L, priority_idx, top, box_limit(head.box))
                                  : -1;
+    const int32_t plan = head.keyed && priority_idx + 1 <= top
+                             ? read_plan(L, priority_idx + 1, top, cr_keyed_plans(head.box->keyed))
+                             : CR_PLAN_DEFAULT;
     cr_status status;
-    if (__builtin_expect(priority >= 0, 0))
+    if (head.keyed && __builtin_expect(plan != CR_PLAN_DEFAULT, 0))
+        status = cr_keyed_check_plan(head.box->keyed, head.key, head.key_len, now_ns, cost, plan,
+                                     priority, commit, decision, allowed);
+    else if (__builtin_expect(priority >= 0, 0))
         status = head.keyed
                      ? cr_keyed_check_priority(head.box->keyed, head.key, head.key_len, now_ns,
                                                cost, priority, commit, decision, allowed)
@@ -325,10 +341,17 @@ static int store_reconfigure(lua_State *L, const char *tag)
         opts.args.has_max_debt = box->has_max_debt;
     }
     const int64_t now_ns = read_now(L, 4, top);
+    int32_t plan = CR_PLAN_DEFAULT;
+    if (lua_type(L, 3) == LUA_TTABLE) { /* opts.plan: the plan that changes (keyed) */
+        lua_getfield(L, 3, "plan");
+        plan = read_plan(L, lua_gettop(L), lua_gettop(L),
+                         keyed ? cr_keyed_plans(box->keyed) : NULL);
+        lua_pop(L, 1);
+    }
     cr_limit limit;
     cr_status status = cr_limit_init(&limit, &opts.args);
     if (status == CR_OK)
-        status = keyed ? cr_keyed_reconfigure(box->keyed, &limit, now_ns)
+        status = keyed ? cr_keyed_reconfigure_plan(box->keyed, plan, &limit, now_ns)
                        : cr_limiter_reconfigure(box->limiter, &limit, now_ns);
     if (status != CR_OK)
         return raise_status(L, status);

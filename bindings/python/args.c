@@ -344,6 +344,30 @@ static int convert_priority(module_state *state, PyObject *obj, const cr_limit *
     return 0;
 }
 
+/* plan=: None (or absent) for "default", else the name of one of the
+ * table's plans (`table` NULL: "default" alone), as its index. */
+static int convert_plan(module_state *state, PyObject *obj, const cr_plan_table *table,
+                        int32_t *index)
+{
+    *index = CR_PLAN_DEFAULT;
+    if (obj == NULL || obj == Py_None)
+        return 0;
+    if (!PyUnicode_Check(obj)) {
+        raise_wrong_type(state, CR_E_PLAN);
+        return -1;
+    }
+    size_t len;
+    const char *name = utf8_of(state, obj, CR_E_PLAN, &len);
+    if (name == NULL)
+        return -1;
+    cr_status status = cr_plan_find(table, name, len, index);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return -1;
+    }
+    return 0;
+}
+
 /* The shared= and shared_mode= arguments. `path` is NULL when shared is None;
  * otherwise a bytes object (the file system encoding) the caller releases. */
 static int convert_shared(module_state *state, PyObject *shared, PyObject *mode_obj,
@@ -439,6 +463,7 @@ typedef struct {
     PyObject *now;
     PyObject *timeout;  /* reserve() only */
     PyObject *priority; /* allow(), check(), peek() only */
+    PyObject *plan;     /* allow(), check(), peek() of a KeyedLimiter only */
 } call_args;
 
 /* As parse_call, the cost's keyword `cost_name` (take's max_cost). */
@@ -447,7 +472,7 @@ static int parse_call_named(const char *name, bool keyed, bool takes_timeout, bo
                             PyObject *kwnames, call_args *call)
 {
     const Py_ssize_t max_positional = keyed ? 2 : 1;
-    call->key = call->cost = call->now = call->timeout = call->priority = NULL;
+    call->key = call->cost = call->now = call->timeout = call->priority = call->plan = NULL;
     if (nargs > max_positional) {
         PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional argument%s (%zd given)",
                      name, max_positional, max_positional == 1 ? "" : "s", nargs);
@@ -476,6 +501,9 @@ static int parse_call_named(const char *name, bool keyed, bool takes_timeout, bo
                 slot = &call->timeout;
             else if (takes_priority && PyUnicode_CompareWithASCIIString(keyword, "priority") == 0)
                 slot = &call->priority;
+            else if (takes_priority && keyed &&
+                     PyUnicode_CompareWithASCIIString(keyword, "plan") == 0)
+                slot = &call->plan;
             else {
                 PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", name,
                              keyword);

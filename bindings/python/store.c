@@ -6,6 +6,59 @@
  * Part of module.c's unity build.
  */
 
+/* plans (None: not given): a mapping of plan names (str) to limits (a rate
+ * as the positional rate takes it, with the table's other options, or a
+ * Limit), made into `table` with `limit` its default. */
+static int convert_plans(module_state *state, PyObject *plans, const cr_limit *limit,
+                         PyObject *clock, PyObject *algorithm, PyObject *max_cost,
+                         PyObject *max_debt, PyObject *tz, cr_plan_table *table)
+{
+    if (!PyMapping_Check(plans) || PyUnicode_Check(plans) || PyBytes_Check(plans) ||
+        PySequence_Check(plans)) {
+        raise_wrong_type(state, CR_E_PLANS);
+        return -1;
+    }
+    PyObject *items = PyMapping_Items(plans);
+    if (items == NULL)
+        return -1;
+    const Py_ssize_t count = PyList_GET_SIZE(items);
+    cr_plan_arg args[CR_PLANS_MAX];
+    cr_limit limits[CR_PLANS_MAX];
+    int failed = 0;
+    for (Py_ssize_t i = 0; !failed && i < count && i < CR_PLANS_MAX; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        PyObject *name = PyTuple_GET_ITEM(item, 0), *value = PyTuple_GET_ITEM(item, 1);
+        if (!PyUnicode_Check(name)) {
+            raise_wrong_type(state, CR_E_PLANS);
+            failed = 1;
+            break;
+        }
+        args[i].name = utf8_of(state, name, CR_E_PLANS, &args[i].name_len);
+        args[i].limit = &limits[i];
+        if (args[i].name == NULL) {
+            failed = 1;
+        } else if (PyObject_TypeCheck(value, state->limit_type)) {
+            limits[i] = ((LimitObject *)value)->limit;
+        } else if (PyUnicode_Check(value) || PyNumber_Check(value)) {
+            failed = convert_limit(state, value, Py_None, Py_None, clock, algorithm, max_cost,
+                                   max_debt, tz, NULL, Py_None, &limits[i]) < 0;
+        } else {
+            raise_wrong_type(state, CR_E_PLANS);
+            failed = 1;
+        }
+    }
+    if (!failed) {
+        cr_status status = count > CR_PLANS_MAX ? CR_E_PLANS
+                                                : cr_plans_set(table, limit, args, (size_t)count);
+        if (status != CR_OK) {
+            raise_status(state, status);
+            failed = 1;
+        }
+    }
+    Py_DECREF(items);
+    return failed ? -1 : 0;
+}
+
 /* Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,
  * clock=None, algorithm=None); a KeyedLimiter also takes capacity=None. */
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -15,18 +68,18 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         "on_change", "max_cost", "max_debt", "tz",     "priorities",  NULL};
     static char *keyed_keywords[] = {"rate",  "period",     "burst",     "shared",   "shared_mode",
                                      "clock", "algorithm",  "on_change", "max_cost", "max_debt",
-                                     "tz",    "priorities", "capacity",  NULL};
+                                     "tz",    "priorities", "capacity",  "plans",    NULL};
     module_state *state = (module_state *)PyType_GetModuleState(type);
     const bool keyed = type == state->keyed_type;
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
     PyObject *clock = Py_None, *algorithm = Py_None, *on_change_obj = Py_None;
     PyObject *max_cost = Py_None, *max_debt = Py_None, *capacity_obj = Py_None, *tz = Py_None;
-    PyObject *priorities = Py_None;
+    PyObject *priorities = Py_None, *plans = Py_None;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, keyed ? "O|O$OOOOOOOOOOO:KeyedLimiter" : "O|O$OOOOOOOOOO:Limiter",
+            args, kwargs, keyed ? "O|O$OOOOOOOOOOOO:KeyedLimiter" : "O|O$OOOOOOOOOO:Limiter",
             keyed ? keyed_keywords : limiter_keywords, &rate, &period, &burst, &shared, &mode_obj,
             &clock, &algorithm, &on_change_obj, &max_cost, &max_debt, &tz, &priorities,
-            &capacity_obj))
+            &capacity_obj, &plans))
         return NULL;
     cr_on_change on_change;
     if (convert_on_change(state, on_change_obj, &on_change) < 0)
@@ -42,14 +95,30 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     if (!has_capacity)
         capacity = CR_KEYED_DEFAULT_CAPACITY;
+    cr_plan_table *table = NULL;
+    if (plans != Py_None) {
+        table = PyMem_Malloc(sizeof *table);
+        if (table == NULL) {
+            Py_XDECREF(path);
+            return PyErr_NoMemory();
+        }
+        if (convert_plans(state, plans, &limit, clock, algorithm, max_cost, max_debt, tz, table) <
+            0) {
+            PyMem_Free(table);
+            Py_XDECREF(path);
+            return NULL;
+        }
+    }
     cr_limiter *limiter = NULL;
     cr_keyed *keyed_store = NULL;
     const char *region = path != NULL ? PyBytes_AS_STRING(path) : NULL;
     cr_status status;
     Py_BEGIN_ALLOW_THREADS /* opening a region may wait on another process's lock */
-        status = keyed ? cr_keyed_open(&keyed_store, &limit, capacity, region, mode, on_change)
+        status = keyed ? cr_keyed_open_plans(&keyed_store, &limit, table, capacity, region, mode,
+                                             on_change)
                        : cr_limiter_open(&limiter, &limit, region, mode, on_change);
-    Py_END_ALLOW_THREADS if (status != CR_OK)
+    Py_END_ALLOW_THREADS PyMem_Free(table);
+    if (status != CR_OK)
         raise_construction(state, status, path != NULL ? shared : NULL);
     const cr_limit *replaced = status != CR_OK ? NULL
                                : keyed         ? cr_keyed_replaced(keyed_store)
@@ -96,7 +165,8 @@ static void store_dealloc(PyObject *self)
  * skips the parsing. */
 static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char *name, bool commit,
                                           PyObject *const *args, Py_ssize_t nargs,
-                                          PyObject *kwnames, cr_decision *decision, bool *allowed)
+                                          PyObject *kwnames, cr_decision *decision, bool *allowed,
+                                          int32_t *plan)
 {
     StoreObject *store = (StoreObject *)self;
     const char *key = NULL;
@@ -104,6 +174,7 @@ static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char
     int64_t cost = CR_DEFAULT_COST;
     int64_t now_ns = CR_CLOCK;
     int32_t priority = -1;
+    *plan = CR_PLAN_DEFAULT;
     if (keyed || nargs != 0 || kwnames != NULL) {
         call_args call;
         module_state *state = state_of(self);
@@ -114,10 +185,16 @@ static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char
         if (__builtin_expect(call.priority != NULL, 0) &&
             convert_priority(state, call.priority, store_limit(store), &priority) < 0)
             return -1;
+        if (keyed && __builtin_expect(call.plan != NULL, 0) &&
+            convert_plan(state, call.plan, cr_keyed_plans(store->keyed), plan) < 0)
+            return -1;
     }
     cr_status status;
     CR_PY_BEGIN_DECISION
-    if (__builtin_expect(priority >= 0, 0))
+    if (keyed && __builtin_expect(*plan != CR_PLAN_DEFAULT, 0))
+        status = cr_keyed_check_plan(store->keyed, key, (size_t)key_len, now_ns, cost, *plan,
+                                     priority, commit, decision, allowed);
+    else if (__builtin_expect(priority >= 0, 0))
         status = keyed ? cr_keyed_check_priority(store->keyed, key, (size_t)key_len, now_ns, cost,
                                                  priority, commit, decision, allowed)
                        : cr_limiter_check_priority(store->limiter, now_ns, cost, priority, commit,
@@ -142,7 +219,8 @@ static Py_ALWAYS_INLINE inline PyObject *
 store_allow(PyObject *self, bool keyed, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     bool allowed;
-    if (decide(self, keyed, "allow", true, args, nargs, kwnames, NULL, &allowed) < 0)
+    int32_t plan;
+    if (decide(self, keyed, "allow", true, args, nargs, kwnames, NULL, &allowed, &plan) < 0)
         return NULL;
     return PyBool_FromLong(allowed);
 }
@@ -152,10 +230,14 @@ static Py_ALWAYS_INLINE inline PyObject *store_check(PyObject *self, bool keyed,
                                                      PyObject *kwnames)
 {
     cr_decision decision;
+    int32_t plan;
     if (decide(self, keyed, commit ? "check" : "peek", commit, args, nargs, kwnames, &decision,
-               NULL) < 0)
+               NULL, &plan) < 0)
         return NULL;
-    return decision_from(state_of(self), &decision, store_limit((StoreObject *)self));
+    const StoreObject *store = (const StoreObject *)self;
+    return decision_from(state_of(self), &decision,
+                         keyed && plan != CR_PLAN_DEFAULT ? cr_keyed_plan_limit(store->keyed, plan)
+                                                          : store_limit(store));
 }
 
 /*
@@ -330,14 +412,18 @@ static PyObject *limiter_reset(PyObject *self, PyObject *Py_UNUSED(ignored))
  * refused), and max_debt when not given (the default follows the burst). */
 static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"rate",     "period", "burst", "algorithm",
-                               "max_debt", "tz",     "now",   NULL};
+    static char *keywords[] = {"rate", "period", "burst", "algorithm", "max_debt",
+                               "tz",   "now",    "plan",  NULL};
     StoreObject *store = (StoreObject *)self;
     module_state *state = state_of(self);
     PyObject *rate, *period = Py_None, *burst = Py_None, *algorithm = Py_None, *now = Py_None;
-    PyObject *max_debt = Py_None, *tz = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOO:reconfigure", keywords, &rate,
-                                     &period, &burst, &algorithm, &max_debt, &tz, &now))
+    PyObject *max_debt = Py_None, *tz = Py_None, *plan_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOOO:reconfigure", keywords, &rate,
+                                     &period, &burst, &algorithm, &max_debt, &tz, &now, &plan_obj))
+        return NULL;
+    int32_t plan;
+    if (convert_plan(state, plan_obj, is_keyed(store) ? cr_keyed_plans(store->keyed) : NULL,
+                     &plan) < 0)
         return NULL;
     if (max_debt == Py_None && store->max_debt)
         max_debt = store->max_debt;
@@ -359,7 +445,7 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
         return NULL;
     cr_status status;
     Py_BEGIN_ALLOW_THREADS /* a change may wait for another and sweeps part of a table */
-        status = is_keyed(store) ? cr_keyed_reconfigure(store->keyed, &limit, now_ns)
+        status = is_keyed(store) ? cr_keyed_reconfigure_plan(store->keyed, plan, &limit, now_ns)
                                  : cr_limiter_reconfigure(store->limiter, &limit, now_ns);
     Py_END_ALLOW_THREADS if (status != CR_OK)
     {

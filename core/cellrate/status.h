@@ -327,7 +327,17 @@ const char *cr_version(void);
       "fallback is the limit of on_error='fallback': give it only with that on_error")             \
     X(162, E_REDIS_ON_ERROR, ARGUMENT, "on_error",                                                 \
       "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")              \
-    /* 163-189: reserved; Redis batches from 190 */                                                \
+    /* 163-179: reserved; plans (a limit per key) from 180 */                                      \
+    X(180, E_PLANS, ARGUMENT, "plans",                                                             \
+      "plans must be a mapping of 1 to 15 plan names to limits besides 'default' (a plan name: 1 " \
+      "to 31 bytes, each name once)")                                                              \
+    X(181, E_PLANS_ALGORITHM, ARGUMENT, "plans",                                                   \
+      "plans: every plan takes the table's algorithm (a key carries what it used from plan to "    \
+      "plan)")                                                                                     \
+    X(182, E_PLAN, ARGUMENT, "plan", "plan must be 'default' or the name of one of the plans")     \
+    X(183, E_PLANS_STORE, ARGUMENT, "plans",                                                       \
+      "plans: a table with plans is kept in process for now (not in a shared region or Redis)")    \
+    /* 184-189: reserved; Redis batches from 190 */                                                \
     X(190, E_REDIS_BATCH, ARGUMENT, "items",                                                       \
       "items: one script call decides at most 256 decisions (the stores send a longer batch as "   \
       "several calls, in order)")                                                                  \

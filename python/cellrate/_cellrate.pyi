@@ -201,6 +201,7 @@ class KeyedLimiter(_Limit):
         max_debt: int | None = None,
         tz: str | None = None,
         priorities: Mapping[str, float] | None = None,
+        plans: Mapping[str, float | str | Limit] | None = None,
     ) -> KeyedLimiter: ...
     @overload
     def __new__(
@@ -218,6 +219,7 @@ class KeyedLimiter(_Limit):
         max_cost: int | None = None,
         max_debt: int | None = None,
         tz: str | None = None,
+        plans: Mapping[str, float | str | Limit] | None = None,
     ) -> KeyedLimiter: ...
     @property
     def capacity(self) -> int: ...
@@ -232,6 +234,7 @@ class KeyedLimiter(_Limit):
         *,
         now: float | None = None,
         priority: str | None = None,
+        plan: str | None = None,
     ) -> bool: ...
     def check(
         self,
@@ -240,6 +243,7 @@ class KeyedLimiter(_Limit):
         *,
         now: float | None = None,
         priority: str | None = None,
+        plan: str | None = None,
     ) -> Decision: ...
     def peek(
         self,
@@ -248,6 +252,7 @@ class KeyedLimiter(_Limit):
         *,
         now: float | None = None,
         priority: str | None = None,
+        plan: str | None = None,
     ) -> Decision: ...
     def reserve(
         self,
@@ -287,6 +292,7 @@ class KeyedLimiter(_Limit):
         max_debt: int | None = None,
         tz: str | None = None,
         now: float | None = None,
+        plan: str | None = None,
     ) -> None: ...
     def wait(self, key: str | bytes, cost: int = 1, *, timeout: float | None = None) -> None: ...
     async def acquire(

@@ -296,6 +296,16 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "fallback is the limit of on_error='fallback': give it only with that on_error"),
     (162, "E_REDIS_ON_ERROR", "argument", "on_error",
      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)"),
+    # 163-179: reserved; plans (a limit per key) from 180
+    (180, "E_PLANS", "argument", "plans",
+     "plans must be a mapping of 1 to 15 plan names to limits besides 'default' (a plan name: 1 "
+     "to 31 bytes, each name once)"),
+    (181, "E_PLANS_ALGORITHM", "argument", "plans",
+     "plans: every plan takes the table's algorithm (a key carries what it used from plan to "
+     "plan)"),
+    (182, "E_PLAN", "argument", "plan", "plan must be 'default' or the name of one of the plans"),
+    (183, "E_PLANS_STORE", "argument", "plans",
+     "plans: a table with plans is kept in process for now (not in a shared region or Redis)"),
     (190, "E_REDIS_BATCH", "argument", "items",
      "items: one script call decides at most 256 decisions (the stores send a longer batch as "
      "several calls, in order)"),

@@ -25,6 +25,7 @@ import follow_vectors  # noqa: E402
 import gcra_model as model  # noqa: E402
 import metrics_model  # noqa: E402
 import options_model  # noqa: E402
+import plan_vectors  # noqa: E402
 import priority_model  # noqa: E402
 import redis_model  # noqa: E402
 import share_model  # noqa: E402
@@ -2833,6 +2834,7 @@ def generate() -> dict[str, str]:
         "limits.txt": make_limits(),
         "metrics.txt": make_metrics(),
         "options.txt": make_options(),
+        "plans.txt": plan_vectors.make_plans(),
         "priorities.txt": make_priorities(),
         "rates.txt": make_rates(),
         "redis.txt": make_redis(),

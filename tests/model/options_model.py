@@ -143,10 +143,12 @@ TTL_INTERVALS = 3
 CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
     # the compiled ones: Python cellrate.Limiter(rate, ...), Lua cellrate.limiter(rate, opts)
     "Limiter": LIMITER_OPTIONS,
-    "KeyedLimiter": LIMITER_OPTIONS[:2] + (KEYED_CAPACITY,) + LIMITER_OPTIONS[2:],
+    "KeyedLimiter": LIMITER_OPTIONS[:2] + (KEYED_CAPACITY,) + LIMITER_OPTIONS[2:]
+    + (Option("plans", "object", "OK"),),  # the plans: the core's cr_plans_set judges
     "Limit": (PERIOD, BURST, LOCAL_ALGORITHM, MAX_DEBT, TZ, PRIORITIES),  # Lua: cellrate.limit_spec
     "reconfigure": (PERIOD, BURST, Option("algorithm", "word", "E_ALGORITHM",
-                                          words=LOCAL_ALGORITHM.words), MAX_DEBT, TZ),
+                                          words=LOCAL_ALGORITHM.words), MAX_DEBT, TZ,
+                    Option("plan", "object", "OK")),  # a name of the store's plans: it judges
     "Concurrency": (CAPACITY, SHARED, SHARED_MODE, LEASE,
                     _boolean("peak", "E_PEAK", default=False)),
     # the Redis stores: cellrate.redis.RedisLimiter (and AsyncRedisLimiter),

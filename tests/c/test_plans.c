@@ -1,0 +1,278 @@
+/*
+ * Plans, a limit per key (cellrate/plans.h, docs/design/plans.md):
+ *   plans.txt     through cr_keyed_check_plan (check and peek; allow as well,
+ *                 on a second table), as gcra and as token_bucket: keys moving
+ *                 between plans, plans edited live; plan tables refused or
+ *                 taken; plan names found or not
+ *   the rest      a table without plans answers plan 0 alone; a shared region
+ *                 refuses plans; a key's plan costs no byte (28 per key)
+ *
+ * usage: test_plans [vectors-dir]   (default tests/vectors)
+ */
+#include "cellrate.h"
+#include "check.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static const char *status_name(cr_status status)
+{
+    return (unsigned)status < CR_STATUS_COUNT ? cr_status_name(status) : "(out of range)";
+}
+
+static cr_status make_limit(cr_limit *limit, const char *algorithm, int64_t emission_ns,
+                            int64_t burst)
+{
+    cr_limit_args args = {.rate = 1.0,
+                          .period_s = (double)emission_ns / 1e9,
+                          .has_period = true,
+                          .burst = burst,
+                          .has_burst = strstr(algorithm, "window") == NULL,
+                          .algorithm = algorithm,
+                          .algorithm_len = strlen(algorithm)};
+    return cr_limit_init(limit, &args);
+}
+
+/* "=" then hex bytes, into `out` (room for 64); its length. */
+static size_t unhex(const char *token, char *out)
+{
+    size_t len = 0;
+    for (const char *p = token + 1; p[0] && p[1] && len < 64; p += 2) {
+        unsigned byte;
+        sscanf(p, "%2x", &byte);
+        out[len++] = (char)byte;
+    }
+    return len;
+}
+
+typedef struct {
+    cr_keyed *check, *allow; /* the second sees only allow() and peeks */
+} variant;
+
+static void variant_end(variant *v)
+{
+    cr_keyed_free(v->check);
+    cr_keyed_free(v->allow);
+    v->check = v->allow = NULL;
+}
+
+static int run_vectors(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/plans.txt", dir);
+    FILE *file = fopen(path, "r");
+    if (!file) {
+        fprintf(stderr, "cannot open %s: %s\n", path, strerror(errno));
+        exit(2);
+    }
+    static const char *const algorithms[2] = {"gcra", "token_bucket"};
+    variant v[2];
+    memset(v, 0, sizeof v);
+    cr_plan_table tables[2];
+    cr_limit defaults[2], limits[2][CR_PLANS_MAX];
+    cr_plan_arg args[2][CR_PLANS_MAX];
+    char names[CR_PLANS_MAX][64];
+    int nplans = 0, given = 0, ops = 0;
+    char line[4096];
+    int lineno = 0;
+    while (fgets(line, sizeof line, file)) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] == '\0' || line[0] == '#')
+            continue;
+        char name[64], key[64], status_text[64];
+        int64_t a, b, c, d, e, f, g;
+        int n;
+        if (sscanf(line, "table %d", &nplans) == 1) {
+            given = 0;
+            continue;
+        }
+        if (sscanf(line, "plan %63s %" SCNd64 " %" SCNd64, name, &a, &b) == 3) {
+            snprintf(names[given], sizeof names[given], "%s", name);
+            for (int i = 0; i < 2; i++) {
+                cr_limit *limit = given == 0 ? &defaults[i] : &limits[i][given - 1];
+                CHECK_EQ_I64(make_limit(limit, algorithms[i], a, b), CR_OK, "plans.txt:%d", lineno);
+                if (given > 0)
+                    args[i][given - 1] = (cr_plan_arg){names[given], strlen(names[given]), limit};
+            }
+            if (++given < nplans)
+                continue;
+            for (int i = 0; i < 2; i++) {
+                variant_end(&v[i]);
+                CHECK_EQ_I64(cr_plans_set(&tables[i], &defaults[i], args[i], (size_t)nplans - 1),
+                             CR_OK, "plans.txt:%d", lineno);
+                CHECK_EQ_I64(cr_keyed_open_plans(&v[i].check, NULL, &tables[i], 1000, NULL, 0,
+                                                 CR_CHANGE_APPLY),
+                             CR_OK, "plans.txt:%d", lineno);
+                CHECK_EQ_I64(cr_keyed_open_plans(&v[i].allow, NULL, &tables[i], 1000, NULL, 0,
+                                                 CR_CHANGE_APPLY),
+                             CR_OK, "plans.txt:%d", lineno);
+            }
+            continue;
+        }
+        if (sscanf(line,
+                   "op %63s %63s %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64
+                   " %" SCNd64 " %" SCNd64,
+                   key, name, &a, &b, &c, &d, &e, &f, &g) == 9) {
+            ops++;
+            for (int i = 0; i < 2; i++) {
+                int32_t plan = -1;
+                CHECK_EQ_I64(cr_plan_find(&tables[i], name, strlen(name), &plan), CR_OK,
+                             "plans.txt:%d", lineno);
+                cr_decision out;
+                cr_status status = cr_keyed_check_plan(v[i].check, key, strlen(key), a, b, plan, -1,
+                                                       c != 0, &out, NULL);
+                CHECK_EQ_I64(status, CR_OK, "plans.txt:%d (%s)", lineno, algorithms[i]);
+                CHECK_EQ_I64(out.allowed, d, "allowed, plans.txt:%d (%s)", lineno, algorithms[i]);
+                CHECK_EQ_I64(out.remaining, e, "remaining, plans.txt:%d (%s)", lineno,
+                             algorithms[i]);
+                CHECK_EQ_I64(out.retry_after_ns, f, "retry_after, plans.txt:%d (%s)", lineno,
+                             algorithms[i]);
+                CHECK_EQ_I64(out.reset_after_ns, g, "reset_after, plans.txt:%d (%s)", lineno,
+                             algorithms[i]);
+                bool allowed = !d;
+                status = cr_keyed_check_plan(v[i].allow, key, strlen(key), a, b, plan, -1, c != 0,
+                                             NULL, &allowed);
+                CHECK_EQ_I64(status, CR_OK, "plans.txt:%d", lineno);
+                CHECK_EQ_I64(allowed, d, "allow(), plans.txt:%d (%s)", lineno, algorithms[i]);
+            }
+            continue;
+        }
+        if (sscanf(line, "edit %63s %" SCNd64 " %" SCNd64 " %" SCNd64, name, &a, &b, &c) == 4) {
+            for (int i = 0; i < 2; i++) {
+                int32_t plan = -1;
+                cr_limit limit;
+                CHECK_EQ_I64(cr_plan_find(&tables[i], name, strlen(name), &plan), CR_OK,
+                             "plans.txt:%d", lineno);
+                CHECK_EQ_I64(make_limit(&limit, algorithms[i], b, c), CR_OK, "plans.txt:%d",
+                             lineno);
+                CHECK_EQ_I64(cr_keyed_reconfigure_plan(v[i].check, plan, &limit, a), CR_OK,
+                             "plans.txt:%d", lineno);
+                CHECK_EQ_I64(cr_keyed_reconfigure_plan(v[i].allow, plan, &limit, a), CR_OK,
+                             "plans.txt:%d", lineno);
+                CHECK_EQ_I64(cr_keyed_plan_limit(v[i].check, plan)->emission_ns, b, "plans.txt:%d",
+                             lineno);
+            }
+            continue;
+        }
+        if (sscanf(line, "check %63s %d%n", status_text, &given, &n) == 2) {
+            cr_limit base, each[CR_PLANS_MAX + 2];
+            cr_plan_arg table[CR_PLANS_MAX + 2];
+            char table_names[CR_PLANS_MAX + 2][64];
+            CHECK_EQ_I64(make_limit(&base, "gcra", 100000000, 10), CR_OK, "plans.txt:%d", lineno);
+            const char *p = line + n;
+            for (int j = 0; j < given && j < CR_PLANS_MAX + 2; j++) {
+                char token[80], algorithm[64];
+                int used;
+                if (sscanf(p, " %79s %63s%n", token, algorithm, &used) != 2) {
+                    fprintf(stderr, "plans.txt:%d: short check line\n", lineno);
+                    exit(2);
+                }
+                p += used;
+                const size_t len = unhex(token, table_names[j]);
+                CHECK_EQ_I64(make_limit(&each[j], algorithm, 10000000, 20), CR_OK, "plans.txt:%d",
+                             lineno);
+                table[j] = (cr_plan_arg){table_names[j], len, &each[j]};
+            }
+            cr_plan_table made;
+            memset(&made, 0x5a, sizeof made);
+            cr_status status = cr_plans_set(&made, &base, given ? table : NULL, (size_t)given);
+            CHECK_EQ_STR(status_name(status), status_text, "plans.txt:%d", lineno);
+            if (status == CR_OK) {
+                CHECK_EQ_I64(made.count, given + 1, "plans.txt:%d", lineno);
+                CHECK_EQ_STR(made.names[0], "default", "plans.txt:%d", lineno);
+                for (int j = 2; j < made.count; j++)
+                    CHECK(strcmp(made.names[j - 1], made.names[j]) < 0, "sorted, plans.txt:%d",
+                          lineno);
+            }
+            continue;
+        }
+        if (sscanf(line, "find %63s %63s", status_text, name) == 2) {
+            char bytes[64];
+            const size_t len = unhex(name, bytes);
+            int32_t index = -1;
+            cr_status status = cr_plan_find(&tables[0], bytes, len, &index);
+            CHECK_EQ_STR(status_name(status), status_text, "find, plans.txt:%d", lineno);
+            if (status == CR_OK)
+                CHECK(len == strlen(tables[0].names[index]) &&
+                          memcmp(tables[0].names[index], bytes, len) == 0,
+                      "find, plans.txt:%d", lineno);
+            continue;
+        }
+        fprintf(stderr, "plans.txt:%d: cannot read vector line: %s\n", lineno, line);
+        exit(2);
+    }
+    fclose(file);
+    variant_end(&v[0]);
+    variant_end(&v[1]);
+    return ops;
+}
+
+/* A table without plans has "default" alone; plans stay in process. */
+static void test_edges(void)
+{
+    cr_limit limit, pro;
+    CHECK_EQ_I64(make_limit(&limit, "gcra", 100000000, 10), CR_OK, "limit");
+    CHECK_EQ_I64(make_limit(&pro, "gcra", 10000000, 20), CR_OK, "limit");
+    cr_keyed *keyed = NULL;
+    CHECK_EQ_I64(cr_keyed_new(&keyed, &limit, 100), CR_OK, "plain table");
+    cr_decision out;
+    CHECK_EQ_I64(cr_keyed_check_plan(keyed, "k", 1, 0, 1, 0, -1, true, &out, NULL), CR_OK,
+                 "plan 0 of a plain table");
+    CHECK_EQ_I64(out.remaining, 9, "plan 0 is the table's limit");
+    CHECK_EQ_I64(cr_keyed_check_plan(keyed, "k", 1, 0, 1, 1, -1, true, &out, NULL), CR_E_PLAN,
+                 "plan 1 of a plain table");
+    CHECK_EQ_I64(cr_keyed_check_plan(keyed, "k", 1, 0, 1, -1, -1, true, &out, NULL), CR_E_PLAN,
+                 "plan -1");
+    CHECK(cr_keyed_plans(keyed) == NULL, "no plans");
+    CHECK(cr_keyed_plan_limit(keyed, 1) == NULL, "no plan 1");
+    CHECK_EQ_I64(cr_keyed_reconfigure_plan(keyed, 1, &pro, 0), CR_E_PLAN, "reconfigure plan 1");
+    cr_keyed_free(keyed);
+
+    cr_plan_table table;
+    const cr_plan_arg one = {"pro", 3, &pro};
+    CHECK_EQ_I64(cr_plans_set(&table, &limit, &one, 1), CR_OK, "table");
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/cellrate-plans-%ld", (long)getpid());
+    keyed = NULL;
+    CHECK_EQ_I64(cr_keyed_open_plans(&keyed, NULL, &table, 100, path, 0600, CR_CHANGE_APPLY),
+                 CR_E_PLANS_STORE, "a region refuses plans");
+    CHECK(keyed == NULL && access(path, F_OK) != 0, "nothing made");
+    CHECK_EQ_I64(cr_keyed_open_plans(&keyed, NULL, &table, 100, NULL, 0, CR_CHANGE_APPLY), CR_OK,
+                 "table");
+    /* the algorithm cannot change live, for a plan either */
+    cr_limit window;
+    CHECK_EQ_I64(make_limit(&window, "fixed_window", 100000000, 10), CR_OK, "window");
+    CHECK_EQ_I64(cr_keyed_reconfigure_plan(keyed, 1, &window, 0), CR_E_RECONFIGURE_ALGORITHM,
+                 "reconfigure to a window");
+    /* a key's plan costs no memory: the table is the size of one without plans */
+    cr_keyed *plain = NULL;
+    CHECK_EQ_I64(cr_keyed_new(&plain, &limit, 100), CR_OK, "plain");
+    CHECK_EQ_I64((int64_t)cr_keyed_memory(keyed),
+                 (int64_t)cr_keyed_memory(plain) + (int64_t)sizeof(cr_plan_table),
+                 "memory of a table with plans: its plan table more");
+    /* the same fingerprint under any plan: one slot per key */
+    for (int i = 0; i < 50; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "key%d", i);
+        CHECK_EQ_I64(cr_keyed_check_plan(keyed, k, strlen(k), 0, 1, i % 2, -1, true, &out, NULL),
+                     CR_OK, "decide");
+        CHECK_EQ_I64(
+            cr_keyed_check_plan(keyed, k, strlen(k), 0, 1, 1 - i % 2, -1, true, &out, NULL), CR_OK,
+            "decide");
+    }
+    CHECK_EQ_I64((int64_t)cr_keyed_len(keyed), 50, "one slot per key whatever its plans");
+    cr_keyed_free(plain);
+    cr_keyed_free(keyed);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : "tests/vectors";
+    const int ops = run_vectors(dir);
+    CHECK(ops > 900, "plans.txt holds %d ops", ops);
+    test_edges();
+    printf("plans: %d ops x 3 entry points x 2 algorithms\n", ops);
+    return check_summary("test_plans");
+}

@@ -1,0 +1,196 @@
+-- Plans, a limit per key (docs/design/plans.md) through the Lua face, under
+-- Lua 5.4 and LuaJIT alike: tests/vectors/plans.txt through cellrate.keyed
+-- with plans (gcra and token_bucket; every time there is below 2^53 ns),
+-- keyed:check/peek/allow(key, cost, now, priority, plan), reconfigure with
+-- opts.plan, the plan tables the core refuses, the plan names, and the same
+-- words as Python.
+local cellrate = require "cellrate"
+local support = dofile("tests/lua/support.lua")(assert)
+
+local words = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
+   .. "vector_text.lua").words
+
+local function unhex(token)
+   return (token:sub(2):gsub("%x%x", function(byte) return string.char(tonumber(byte, 16)) end))
+end
+
+local blocks, checks, finds = {}, {}, {}
+do
+   local file = assert(io.open("tests/vectors/plans.txt", "r"))
+   local number = 0
+   for text in file:lines() do
+      number = number + 1
+      if text ~= "" and text:sub(1, 1) ~= "#" then
+         local w = words(text)
+         if w[1] == "table" then
+            blocks[#blocks + 1] = { plans = {}, steps = {} }
+         elseif w[1] == "plan" then
+            local plans = blocks[#blocks].plans
+            plans[#plans + 1] = { name = w[2], emission = tonumber(w[3]), burst = tonumber(w[4]) }
+         elseif w[1] == "op" or w[1] == "edit" then
+            local steps = blocks[#blocks].steps
+            steps[#steps + 1] = { line = number, w = w }
+         elseif w[1] == "check" then
+            local given = {}
+            for i = 1, tonumber(w[3]) do
+               given[i] = { unhex(w[2 + 2 * i]), w[3 + 2 * i] }
+            end
+            checks[#checks + 1] = { line = number, status = w[2], given = given }
+         elseif w[1] == "find" then
+            finds[#finds + 1] = { line = number, status = w[2], name = unhex(w[3]) }
+         else
+            error("plans.txt:" .. number .. ": " .. text)
+         end
+      end
+   end
+   file:close()
+end
+
+local function seconds(ns_text)
+   if ns_text == "9223372036854775807" then
+      return math.huge
+   end
+   return tonumber(ns_text) / 1e9
+end
+
+local function table_of(block, algorithm)
+   local default = block.plans[1]
+   local plans = {}
+   for i = 2, #block.plans do
+      local p = block.plans[i]
+      plans[p.name] = { 1, period = p.emission / 1e9, burst = p.burst }
+   end
+   return cellrate.keyed(1, { period = default.emission / 1e9, burst = default.burst,
+      algorithm = algorithm, capacity = 1000, plans = plans })
+end
+
+describe("plans.txt", function()
+   it("holds the blocks", function()
+      assert.is_true(#blocks >= 3)
+      assert.is_true(#checks >= 10)
+   end)
+
+   for _, algorithm in ipairs({ "gcra", "token_bucket" }) do
+      for b, block in ipairs(blocks) do
+         it("block " .. b .. " as " .. algorithm, function()
+            local keyed, allow_only = table_of(block, algorithm), table_of(block, algorithm)
+            for _, step in ipairs(block.steps) do
+               local w = step.w
+               local where = algorithm .. ", plans.txt:" .. step.line
+               if w[1] == "edit" then
+                  local now = tonumber(w[3]) / 1e9
+                  for _, lim in ipairs({ keyed, allow_only }) do
+                     lim:reconfigure(1, { period = tonumber(w[4]) / 1e9, burst = tonumber(w[5]),
+                        plan = w[2] }, now)
+                  end
+               else
+                  local key, plan, now, cost = w[2], w[3], tonumber(w[4]) / 1e9, tonumber(w[5])
+                  local commit = w[6] == "1"
+                  local method = commit and keyed.check or keyed.peek
+                  local allowed, remaining, retry, reset = method(keyed, key, cost, now, nil, plan)
+                  assert.are.equal(w[7] == "1", allowed, where)
+                  assert.are.equal(tonumber(w[8]), remaining, where)
+                  assert.are.equal(seconds(w[9]), retry, where)
+                  assert.are.equal(seconds(w[10]), reset, where)
+                  local got
+                  if commit then
+                     got = allow_only:allow(key, cost, now, nil, plan)
+                  else
+                     got = allow_only:peek(key, cost, now, nil, plan)
+                  end
+                  assert.are.equal(w[7] == "1", got, "allow, " .. where)
+               end
+            end
+         end)
+      end
+   end
+
+   for _, c in ipairs(checks) do
+      it("plan table, plans.txt:" .. c.line, function()
+         local plans, count, dup = {}, 0, false
+         for _, pair in ipairs(c.given) do
+            local name, algorithm = pair[1], pair[2]
+            if plans[name] then dup = true end
+            local window = algorithm:find("_window") ~= nil
+            plans[name] = window and { 100, algorithm = algorithm } or { 100, burst = 20 }
+            count = count + 1
+         end
+         -- a plan given as a table takes its own rate, period and burst and the
+         -- table's algorithm: an algorithm of its own is read from a rate alone
+         local has_window = false
+         for _, pair in ipairs(c.given) do
+            if pair[2]:find("_window") or pair[2] ~= "gcra" then has_window = true end
+         end
+         if dup or has_window then
+            return -- no Lua table holds a name twice; a plan's own algorithm: Python's Limit
+         end
+         local ok, err = pcall(cellrate.keyed, 10, { burst = 10, plans = plans })
+         if c.status == "OK" then
+            assert.is_true(ok, tostring(err))
+         else
+            assert.is_false(ok)
+            assert.is_truthy(tostring(err):find(support.status(c.status).message, 1, true),
+               "plans.txt:" .. c.line .. ": " .. tostring(err))
+         end
+      end)
+   end
+
+   for _, f in ipairs(finds) do
+      it("plan name, plans.txt:" .. f.line, function()
+         local keyed = table_of(blocks[#blocks], "gcra")
+         if f.status == "OK" then
+            assert.is_true(keyed:peek("k", 0, 0, nil, f.name))
+            return
+         end
+         for _, method in ipairs({ keyed.allow, keyed.check, keyed.peek }) do
+            local ok, err = pcall(method, keyed, "k", 1, nil, nil, f.name)
+            assert.is_false(ok)
+            assert.is_truthy(tostring(err):find(support.status(f.status).message, 1, true))
+         end
+         local ok, err = pcall(keyed.reconfigure, keyed, "5/s", { plan = f.name })
+         assert.is_false(ok)
+         assert.is_truthy(tostring(err):find(support.status(f.status).message, 1, true))
+      end)
+   end
+end)
+
+describe("plans", function()
+   it("take the table's options from a rate", function()
+      local keyed = cellrate.keyed("10/s", { algorithm = "token_bucket", plans = { pro = "100/s" } })
+      local _, remaining = keyed:peek("k", 0, 0, nil, "pro")
+      assert.are.equal(100, remaining)
+      _, remaining = keyed:peek("k", 0, 0, nil, "default")
+      assert.are.equal(10, remaining)
+   end)
+
+   it("refuse bad input, naming plans or plan", function()
+      for _, plans in ipairs({ {}, { default = "1/s" }, { [string.rep("x", 32)] = "1/s" },
+         "pro", { pro = true }, { [1] = "1/s" } }) do
+         local ok, err = pcall(cellrate.keyed, "10/s", { plans = plans })
+         assert.is_false(ok)
+         assert.is_truthy(tostring(err):find("plans", 1, true), tostring(err))
+      end
+      local many = {}
+      for i = 1, 16 do many["p" .. i] = "1/s" end
+      local ok, err = pcall(cellrate.keyed, "10/s", { plans = many })
+      assert.is_false(ok)
+      assert.is_truthy(tostring(err):find(support.status("E_PLANS").message, 1, true))
+      local keyed = cellrate.keyed("10/s", { plans = { pro = "100/s" } })
+      ok, err = pcall(keyed.allow, keyed, "k", 1, nil, nil, 1)
+      assert.is_false(ok)
+      assert.is_truthy(tostring(err):find("plan", 1, true))
+      local plain = cellrate.keyed("10/s")
+      assert.is_true(plain:allow("k", 1, nil, nil, "default"))
+      ok = pcall(plain.allow, plain, "k", 1, nil, nil, "pro")
+      assert.is_false(ok)
+   end)
+
+   it("stay in process", function()
+      local path = os.tmpname()
+      os.remove(path)
+      local ok, err = pcall(cellrate.keyed, "10/s", { plans = { pro = "1/s" }, shared = path })
+      assert.is_false(ok)
+      assert.is_truthy(tostring(err):find(support.status("E_PLANS_STORE").message, 1, true))
+      assert.is_nil(io.open(path, "r"))
+   end)
+end)

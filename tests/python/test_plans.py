@@ -1,0 +1,185 @@
+"""Plans, a limit per key (docs/design/plans.md): tests/vectors/plans.txt through
+KeyedLimiter(plans=...) and plan= on check, peek and allow (gcra and
+token_bucket), reconfigure(plan=...), the plan tables the core refuses, and the
+plan names a decision may give."""
+
+from __future__ import annotations
+
+import pathlib
+from dataclasses import dataclass, field
+
+import pytest
+
+import cellrate
+from test_vectors import STATUS, seconds_match  # noqa: E402
+
+VECTORS = pathlib.Path(__file__).resolve().parents[1] / "vectors" / "plans.txt"
+
+
+def name_of(token: str) -> str | bytes:
+    raw = bytes.fromhex(token[1:])
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return raw
+
+
+@dataclass
+class Block:
+    plans: list[tuple[str, int, int]] = field(default_factory=list)
+    steps: list[tuple[int, str, list[str]]] = field(default_factory=list)
+
+
+def read_vectors() -> tuple[list[Block], list[tuple[int, str, list[tuple[object, str]]]],
+                            list[tuple[int, str, str | bytes]]]:
+    blocks: list[Block] = []
+    checks = []
+    finds = []
+    for lineno, line in enumerate(VECTORS.read_text(encoding="utf-8").splitlines(), 1):
+        if not line or line.startswith("#"):
+            continue
+        word, *rest = line.split(" ")
+        if word == "table":
+            blocks.append(Block())
+        elif word == "plan":
+            blocks[-1].plans.append((rest[0], int(rest[1]), int(rest[2])))
+        elif word in ("op", "edit"):
+            blocks[-1].steps.append((lineno, word, rest))
+        elif word == "check":
+            status, count = rest[0], int(rest[1])
+            pairs = [(name_of(rest[2 + 2 * i]), rest[3 + 2 * i]) for i in range(count)]
+            checks.append((lineno, status, pairs))
+        elif word == "find":
+            finds.append((lineno, rest[0], name_of(rest[1])))
+        else:
+            raise AssertionError(f"plans.txt:{lineno}: {line}")
+    assert len(blocks) >= 3 and sum(len(b.steps) for b in blocks) > 900
+    return blocks, checks, finds
+
+
+BLOCKS, CHECKS, FINDS = read_vectors()
+
+
+def limit_of(emission: int, burst: int, algorithm: str) -> cellrate.Limit:
+    return cellrate.Limit(1.0, emission / 1e9, burst=burst, algorithm=algorithm)
+
+
+def table_of(block: Block, algorithm: str) -> cellrate.KeyedLimiter:
+    (_, emission, burst), *others = block.plans
+    return cellrate.KeyedLimiter(1.0, emission / 1e9, burst=burst, algorithm=algorithm,
+                                 capacity=1000,
+                                 plans={n: limit_of(e, b, algorithm) for n, e, b in others})
+
+
+@pytest.mark.parametrize("algorithm", ["gcra", "token_bucket"])
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_vectors(index: int, algorithm: str) -> None:
+    block = BLOCKS[index]
+    keyed, allow_only = table_of(block, algorithm), table_of(block, algorithm)
+    for lineno, word, rest in block.steps:
+        where = f"{algorithm}, plans.txt:{lineno}"
+        if word == "edit":
+            plan, now, emission, burst = rest[0], int(rest[1]), int(rest[2]), int(rest[3])
+            for lim in (keyed, allow_only):
+                lim.reconfigure(1.0, emission / 1e9, burst=burst, now=now / 1e9, plan=plan)
+            continue
+        key, plan, now, cost, commit, allowed, remaining, retry, reset = rest
+        now_s = int(now) / 1e9
+        method = keyed.check if commit == "1" else keyed.peek
+        d = method(key, int(cost), now=now_s, plan=plan)
+        assert d.allowed == (allowed == "1"), where
+        assert d.remaining == int(remaining), where
+        assert seconds_match(d.retry_after, int(retry)), where
+        assert seconds_match(d.reset_after, int(reset)), where
+        if commit == "1":
+            got = allow_only.allow(key, int(cost), now=now_s, plan=plan)
+        else:
+            got = allow_only.peek(key, int(cost), now=now_s, plan=plan).allowed
+        assert got == (allowed == "1"), f"allow, {where}"
+
+
+@pytest.mark.parametrize("lineno,status,pairs", CHECKS)
+def test_tables(lineno: int, status: str, pairs: list[tuple[object, str]]) -> None:
+    plans = {name: cellrate.Limit(100, burst=20, algorithm=algorithm)
+             if not algorithm.endswith("_window") else cellrate.Limit(100, algorithm=algorithm)
+             for name, algorithm in pairs}
+    if len(plans) != len(pairs) or any(isinstance(n, bytes) or "\0" in n for n, _ in pairs):
+        pytest.skip("a duplicate name or one that is not a str: no Python mapping holds it")
+    if status == "OK":
+        lim = cellrate.KeyedLimiter(10, burst=10, plans=plans)
+        for name in plans:
+            assert lim.peek("k", plan=name, now=0).limit == 20
+        return
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.KeyedLimiter(10, burst=10, plans=plans)
+    param, message = STATUS[status]
+    assert str(info.value) == message and info.value.param == param, f"plans.txt:{lineno}"
+
+
+@pytest.mark.parametrize("lineno,status,name", FINDS)
+def test_find(lineno: int, status: str, name: str | bytes) -> None:
+    lim = table_of(BLOCKS[-1], "gcra")
+    if status == "OK":
+        assert lim.peek("k", plan=name, now=0).allowed
+        return
+    if isinstance(name, bytes):
+        pytest.skip("not a str")
+    for call in (lim.allow, lim.check, lim.peek):
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            call("k", plan=name)
+        assert str(info.value) == STATUS[status][1], f"plans.txt:{lineno}"
+        assert info.value.param == "plan"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        lim.reconfigure("5/s", plan=name)
+    assert info.value.param == "plan"
+
+
+def test_rate_strings_take_the_tables_options() -> None:
+    lim = cellrate.KeyedLimiter("10/s", algorithm="token_bucket",
+                                plans={"pro": "100/s",
+                                       "gold": cellrate.Limit("1000/s", algorithm="token_bucket")})
+    assert lim.peek("k", plan="pro", now=0).limit == 100
+    assert lim.peek("k", plan="gold", now=0).limit == 1000
+    assert lim.peek("k", now=0).limit == 10
+    assert lim.peek("k", plan="default", now=0).limit == 10
+
+
+def test_bad_input() -> None:
+    for plans in ({}, {"default": "1/s"}, {"x" * 32: "1/s"}, {f"p{i}": "1/s" for i in range(16)}):
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            cellrate.KeyedLimiter("10/s", plans=plans)
+        assert info.value.param == "plans"
+    for plans in (["pro"], "pro", {"pro": object()}, {1: "1/s"}):
+        with pytest.raises(cellrate.InvalidArgumentType) as info:
+            cellrate.KeyedLimiter("10/s", plans=plans)
+        assert info.value.param == "plans"
+    # a rate string takes the table's algorithm; a Limit has its own
+    assert cellrate.KeyedLimiter(10, plans={"pro": "20/s"}, algorithm="fixed_window").allow("k")
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.KeyedLimiter("10/s", plans={"pro": cellrate.Limit("1/s", algorithm="fixed_window")})
+    assert info.value.param == "plans"
+    lim = cellrate.KeyedLimiter("10/s", plans={"pro": "100/s"})
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        lim.allow("k", plan=1)
+    assert info.value.param == "plan"
+    with pytest.raises(TypeError):
+        cellrate.Limiter("10/s").allow(plan="pro")  # type: ignore[call-arg]
+    plain = cellrate.KeyedLimiter("10/s")
+    assert plain.allow("k", plan="default")
+    with pytest.raises(cellrate.InvalidArgument):
+        plain.allow("k", plan="pro")
+
+
+def test_shared_region_refuses_plans(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.KeyedLimiter("10/s", plans={"pro": "100/s"}, shared=str(tmp_path / "r"))
+    assert info.value.param == "plans"
+    assert not (tmp_path / "r").exists()
+
+
+def test_priorities_are_the_tables() -> None:
+    lim = cellrate.KeyedLimiter(10, burst=10, priorities={"high": 0.0, "low": 0.5},
+                                plans={"pro": cellrate.Limit(100, burst=20)})
+    admitted = sum(lim.allow("k", now=0, plan="pro", priority="low") for _ in range(30))
+    assert admitted == 10  # half of pro's burst of 20
+    assert sum(lim.allow("k", now=0, plan="pro", priority="high") for _ in range(30)) == 10
