@@ -20,6 +20,7 @@
  * retags it. Each change also sweeps 1/112 of the table, so no slot is ever
  * 112 changes behind and a tag is never read as another generation's.
  */
+#include "penalty.h"
 #include "keyed.h"
 #include "carry.h"
 #include "priority.h"
@@ -81,6 +82,7 @@ struct cr_keyed {
     const cr_limit *replaced;  /* the region's limit that opening replaced, or NULL */
     cr_counts counts;          /* this process's block, or the region's */
     cr_lines *_Atomic lines;   /* this process's waiters (cr_wait_step), made on first use */
+    cr_penalty_box *penalty;   /* the penalty box, or NULL (set before the first decision) */
     _Alignas(64) _Atomic uint64_t own_evictions;
     _Atomic uint64_t own_generation;
 };
@@ -391,6 +393,7 @@ void cr_keyed_free(cr_keyed *keyed)
     }
     free((cr_limit *)keyed->replaced);
     cr_lines_free(atomic_load_explicit(&keyed->lines, memory_order_relaxed));
+    cr_penalty_box_free(keyed->penalty);
     pthread_mutex_destroy(&keyed->changing);
     free(keyed);
 }
@@ -562,19 +565,64 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
     }
 }
 
+/* A turn-away of `key` under a penalty (as limiter_penalize). */
+__attribute__((noinline, cold)) static void keyed_penalize(cr_keyed *keyed, const void *key,
+                                                          size_t key_len, int64_t now_ns,
+                                                          cr_decision *out)
+{
+    now_ns = cr_resolve_now(cr_keyed_limit(keyed), now_ns);
+    bool started;
+    const int64_t ban_end = cr_penalty_box_refused(keyed->penalty, key, key_len, now_ns,
+                                                   &started);
+    if (ban_end == 0)
+        return;
+    if (started) {
+        const cr_follow_args args = {NULL, 1.0, ban_end - now_ns};
+        cr_op op = {CR_OP_FOLLOW, 0, cr_follow_word(&args), 0, 0, false};
+        bool pulled;
+        (void)keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, &pulled);
+    }
+    if (out)
+        cr_penalty_decision(out, ban_end - now_ns);
+}
+
+cr_status cr_keyed_set_penalty(cr_keyed *keyed, const cr_penalty *penalty)
+{
+    if (keyed->region.base)
+        return CR_E_PENALTY_STORE;
+    cr_penalty_box *box;
+    cr_status status = cr_penalty_box_new(&box, penalty, keyed->capacity);
+    if (status != CR_OK)
+        return status;
+    cr_penalty_box_free(keyed->penalty);
+    keyed->penalty = box;
+    return CR_OK;
+}
+
+uint64_t cr_keyed_bans(cr_keyed *keyed)
+{
+    return keyed->penalty ? cr_penalty_box_bans(keyed->penalty) : 0;
+}
+
 cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool commit, cr_decision *out)
 {
     bool allowed;
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, &op, commit, out, &allowed);
+    const cr_status status = keyed_apply(keyed, key, key_len, now_ns, &op, commit, out, &allowed);
+    if (__builtin_expect(status == CR_OK && !allowed, 0) && keyed->penalty && commit)
+        keyed_penalize(keyed, key, key_len, now_ns, out);
+    return status;
 }
 
 cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool *allowed)
 {
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, allowed);
+    const cr_status status = keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, allowed);
+    if (__builtin_expect(status == CR_OK && !*allowed, 0) && keyed->penalty)
+        keyed_penalize(keyed, key, key_len, now_ns, NULL);
+    return status;
 }
 
 cr_status cr_keyed_check_priority(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -661,7 +709,7 @@ cr_status cr_keyed_follow(cr_keyed *keyed, const void *key, size_t key_len, int6
     cr_status status = cr_follow_check(pending, share);
     if (status != CR_OK)
         return status;
-    const cr_follow_args args = {signal, share};
+    const cr_follow_args args = {signal, share, 0};
     cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0, false};
     *pulled = false;
     return keyed_apply(keyed, key, key_len, now_ns, &op, true, NULL, pulled);
@@ -669,6 +717,8 @@ cr_status cr_keyed_follow(cr_keyed *keyed, const void *key, size_t key_len, int6
 
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
 {
+    if (keyed->penalty)
+        cr_penalty_box_release(keyed->penalty, key, key_len);
     const cr_key_place place = cr_key_place_of(keyed->seed, keyed->nbuckets, key, key_len);
     int64_t tat;
     uint64_t word;

@@ -326,7 +326,18 @@ const char *cr_version(void);
     X(161, E_REDIS_FALLBACK_UNUSED, ARGUMENT, "fallback",                                          \
       "fallback is the limit of on_error='fallback': give it only with that on_error")             \
     X(162, E_REDIS_ON_ERROR, ARGUMENT, "on_error",                                                 \
-      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")
+      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")            \
+    /* 163-209: reserved; the penalty box from 210 */                                              \
+    X(210, E_PENALTY_AFTER, ARGUMENT, "after",                                                     \
+      "after must be a rate string of a whole number of refusals per period, such as '5/minute' "  \
+      "(a penalty)")                                                                               \
+    X(211, E_PENALTY_BAN, ARGUMENT, "ban",                                                         \
+      "ban must be a finite number of seconds > 0 (a penalty's first ban)")                        \
+    X(212, E_PENALTY_MAX_BAN, ARGUMENT, "max_ban",                                                 \
+      "max_ban must be a finite number of seconds >= ban (a penalty's longest ban)")               \
+    X(213, E_PENALTY_STORE, ARGUMENT, "penalty",                                                   \
+      "penalty: a penalty box is kept in process for now (not in a shared region, Redis or a "     \
+      "fleet share)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

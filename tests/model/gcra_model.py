@@ -296,6 +296,17 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "fallback is the limit of on_error='fallback': give it only with that on_error"),
     (162, "E_REDIS_ON_ERROR", "argument", "on_error",
      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)"),
+    # 163-209: reserved; the penalty box from 210
+    (210, "E_PENALTY_AFTER", "argument", "after",
+     "after must be a rate string of a whole number of refusals per period, such as '5/minute' "
+     "(a penalty)"),
+    (211, "E_PENALTY_BAN", "argument", "ban",
+     "ban must be a finite number of seconds > 0 (a penalty's first ban)"),
+    (212, "E_PENALTY_MAX_BAN", "argument", "max_ban",
+     "max_ban must be a finite number of seconds >= ban (a penalty's longest ban)"),
+    (213, "E_PENALTY_STORE", "argument", "penalty",
+     "penalty: a penalty box is kept in process for now (not in a shared region, Redis or a "
+     "fleet share)"),
 ]
 
 
