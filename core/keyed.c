@@ -566,14 +566,12 @@ __attribute__((always_inline)) static inline cr_status keyed_apply(cr_keyed *key
 }
 
 /* A turn-away of `key` under a penalty (as limiter_penalize). */
-__attribute__((noinline, cold)) static void keyed_penalize(cr_keyed *keyed, const void *key,
-                                                          size_t key_len, int64_t now_ns,
-                                                          cr_decision *out)
+__attribute__((noinline, cold)) static void
+keyed_penalize(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, cr_decision *out)
 {
     now_ns = cr_resolve_now(cr_keyed_limit(keyed), now_ns);
     bool started;
-    const int64_t ban_end = cr_penalty_box_refused(keyed->penalty, key, key_len, now_ns,
-                                                   &started);
+    const int64_t ban_end = cr_penalty_box_refused(keyed->penalty, key, key_len, now_ns, &started);
     if (ban_end == 0)
         return;
     if (started) {

@@ -309,7 +309,7 @@ __attribute__((always_inline)) static inline cr_status limiter_apply(cr_limiter 
  * it starts one, and the decision's retry_after to the ban's end. Out of
  * line: a limit without a penalty pays one test of a refusal. */
 __attribute__((noinline, cold)) static void limiter_penalize(cr_limiter *limiter, int64_t now_ns,
-                                                            cr_decision *out)
+                                                             cr_decision *out)
 {
     now_ns = cr_resolve_now(cr_limiter_limit(limiter), now_ns);
     bool started;

@@ -71,8 +71,7 @@ int64_t cr_penalty_refused(const cr_penalty *penalty, cr_penalty_state *state, i
     return state->ban_end;
 }
 
-bool cr_penalty_state_live(const cr_penalty *penalty, const cr_penalty_state *state,
-                           int64_t now_ns)
+bool cr_penalty_state_live(const cr_penalty *penalty, const cr_penalty_state *state, int64_t now_ns)
 {
     return state->strikes > now_ns ||
            (state->ban_end != 0 && state->ban_end + penalty->max_ban_ns > now_ns);
@@ -143,9 +142,8 @@ static box_slot *find(cr_penalty_box *box, uint64_t hash, const void *key, size_
     const size_t mask = box->nslots - 1;
     for (size_t i = (size_t)hash & mask;; i = (i + 1) & mask) {
         box_slot *slot = &box->slots[i];
-        if (slot->key == NULL ||
-            (slot->hash == hash && slot->key_len == key_len &&
-             memcmp(slot->key, key, key_len) == 0))
+        if (slot->key == NULL || (slot->hash == hash && slot->key_len == key_len &&
+                                  memcmp(slot->key, key, key_len) == 0))
             return slot;
     }
 }
@@ -179,8 +177,8 @@ static void purge(cr_penalty_box *box, int64_t now_ns)
     free(kept);
 }
 
-int64_t cr_penalty_box_refused(cr_penalty_box *box, const void *key, size_t key_len,
-                               int64_t now_ns, bool *started)
+int64_t cr_penalty_box_refused(cr_penalty_box *box, const void *key, size_t key_len, int64_t now_ns,
+                               bool *started)
 {
     *started = false;
     const uint64_t hash = cr_siphash13(box->seed, key, key_len);

@@ -15,8 +15,8 @@ void cr_penalty_box_free(cr_penalty_box *box);
 /* cr_penalty_refused on the key's state (a key never refused: all zero).
  * A box full of live keys counts nothing for a new key (returns 0): the
  * penalty fails open, the limit itself still holds. */
-int64_t cr_penalty_box_refused(cr_penalty_box *box, const void *key, size_t key_len,
-                               int64_t now_ns, bool *started);
+int64_t cr_penalty_box_refused(cr_penalty_box *box, const void *key, size_t key_len, int64_t now_ns,
+                               bool *started);
 
 /* Forgets the key's state (a reset lets it out of the box). */
 void cr_penalty_box_release(cr_penalty_box *box, const void *key, size_t key_len);

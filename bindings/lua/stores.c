@@ -37,6 +37,9 @@ static int store_new(lua_State *L, const char *tag)
                                    opts.shared_mode, opts.on_change)
                    : cr_limiter_open(&box->limiter, &limit, opts.shared, opts.shared_mode,
                                      opts.on_change);
+    if (status == CR_OK && opts.has_penalty)
+        status = keyed ? cr_keyed_set_penalty(box->keyed, &opts.penalty)
+                       : cr_limiter_set_penalty(box->limiter, &opts.penalty);
     if (status != CR_OK)
         return report_status(L, status, opts.shared);
     const cr_limit *replaced = keyed ? cr_keyed_replaced(box->keyed)

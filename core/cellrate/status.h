@@ -326,7 +326,7 @@ const char *cr_version(void);
     X(161, E_REDIS_FALLBACK_UNUSED, ARGUMENT, "fallback",                                          \
       "fallback is the limit of on_error='fallback': give it only with that on_error")             \
     X(162, E_REDIS_ON_ERROR, ARGUMENT, "on_error",                                                 \
-      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")            \
+      "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")              \
     /* 163-209: reserved; the penalty box from 210 */                                              \
     X(210, E_PENALTY_AFTER, ARGUMENT, "after",                                                     \
       "after must be a rate string of a whole number of refusals per period, such as '5/minute' "  \
@@ -337,7 +337,9 @@ const char *cr_version(void);
       "max_ban must be a finite number of seconds >= ban (a penalty's longest ban)")               \
     X(213, E_PENALTY_STORE, ARGUMENT, "penalty",                                                   \
       "penalty: a penalty box is kept in process for now (not in a shared region, Redis or a "     \
-      "fleet share)")
+      "fleet share)")                                                                              \
+    X(214, E_PENALTY, ARGUMENT, "penalty",                                                         \
+      "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

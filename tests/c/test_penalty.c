@@ -73,18 +73,18 @@ static int run_vectors(const char *dir)
             continue;
         char after[128], ban_text[64], max_text[64], status_text[64];
         int64_t a, b, c, d, e, f;
-        if (sscanf(line, "penalty %127s %63s %63s %63s", after, ban_text, max_text,
-                   status_text) == 4) {
+        if (sscanf(line, "penalty %127s %63s %63s %63s", after, ban_text, max_text, status_text) ==
+            4) {
             const bool has_max = strcmp(max_text, "-") != 0;
             cr_penalty made;
             const cr_status got = cr_penalty_init(&made, after, strlen(after),
                                                   strtod(ban_text, NULL),
                                                   has_max ? strtod(max_text, NULL) : 0, has_max);
             CHECK_EQ_STR(cr_status_name(got), status_text, "penalty.txt:%d", lineno);
-            if (got == CR_OK &&
-                sscanf(line, "penalty %*s %*s %*s %*s %" SCNd64 " %" SCNd64 " %" SCNd64
-                             " %" SCNd64 " %" SCNd64,
-                       &a, &b, &c, &d, &e) == 5) {
+            if (got == CR_OK && sscanf(line,
+                                       "penalty %*s %*s %*s %*s %" SCNd64 " %" SCNd64 " %" SCNd64
+                                       " %" SCNd64 " %" SCNd64,
+                                       &a, &b, &c, &d, &e) == 5) {
                 CHECK_EQ_I64(made.after, a, "after, penalty.txt:%d", lineno);
                 CHECK_EQ_I64(made.within_ns, b, "within, penalty.txt:%d", lineno);
                 CHECK_EQ_I64(made.strike_ns, c, "strike, penalty.txt:%d", lineno);
@@ -94,8 +94,9 @@ static int run_vectors(const char *dir)
                 memset(&state, 0, sizeof state);
             }
             ops++;
-        } else if (sscanf(line, "refused %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64
-                                " %" SCNd64 " %" SCNd64,
+        } else if (sscanf(line,
+                          "refused %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64
+                          " %" SCNd64,
                           &a, &b, &c, &d, &e, &f) == 6) {
             bool started;
             CHECK_EQ_I64(cr_penalty_refused(&penalty, &state, a, &started), b,
@@ -112,8 +113,9 @@ static int run_vectors(const char *dir)
             cr_limiter_reset(s.allow_limiter);
             cr_keyed_reset(s.keyed, "k", 1);
             cr_keyed_reset(s.allow_keyed, "k", 1);
-        } else if (sscanf(line, "check %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64
-                                " %" SCNd64,
+        } else if (sscanf(line,
+                          "check %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64
+                          " %" SCNd64,
                           &a, &b, &c, &d, &e, &f) == 6) {
             cr_decision got;
             CHECK_EQ_I64(cr_limiter_check(s.limiter, a, b, true, &got), CR_OK, "check");

@@ -307,6 +307,8 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (213, "E_PENALTY_STORE", "argument", "penalty",
      "penalty: a penalty box is kept in process for now (not in a shared region, Redis or a "
      "fleet share)"),
+    (214, "E_PENALTY", "argument", "penalty",
+     "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)"),
 ]
 
 
