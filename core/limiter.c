@@ -356,7 +356,10 @@ __attribute__((noinline)) static cr_status allow_apply(cr_limiter *limiter, int6
                                                        int64_t cost, bool *allowed)
 {
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
+    const cr_status status = limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
+    if (status == CR_OK && !*allowed && limiter->penalty)
+        limiter_penalize(limiter, now_ns, NULL);
+    return status;
 }
 
 /* A class's decision through limiter_apply: out NULL decides admission alone. */
@@ -408,15 +411,14 @@ allow_fast(cr_limiter *limiter, int64_t now_ns, int64_t cost, int32_t priority, 
             break;
     }
     *allowed = admitted;
+    if (__builtin_expect(!admitted, 0) && priority < 0 && limiter->penalty)
+        limiter_penalize(limiter, now_ns, NULL);
     return (cr_status)cr_count_own_tail(&limiter->counts, admitted, cost, cell->limit.limit.burst);
 }
 
 cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
 {
-    const cr_status status = allow_fast(limiter, now_ns, cost, -1, allowed);
-    if (__builtin_expect(status == CR_OK && !*allowed, 0) && limiter->penalty)
-        limiter_penalize(limiter, now_ns, NULL);
-    return status;
+    return allow_fast(limiter, now_ns, cost, -1, allowed);
 }
 
 /* A class's check or peek (into `out`) through limiter_apply: out of line, so
