@@ -173,7 +173,7 @@ docs: | $(VENV)/bin/mkdocs ## build the documentation site into build/site (stri
 check: deps ## the quick suites (lint, C, pytest on one interpreter, busted on Lua 5.4); prints each one's time
 	@MAKE="$(MAKE)" tools/suites.sh check lint layers test-c check-py check-lua
 
-check-py: py
+check-py: py lua
 	CELLRATE_INTERPRETER_ONLY=1 $(PYTHON) -m pytest -q -p no:cacheprovider tests/model tests/python
 
 check-lua: $(BUILD)/lua5.4/cellrate.so

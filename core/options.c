@@ -434,6 +434,8 @@ cr_status cr_option_check(const cr_option *option, const cr_value *given, cr_val
         value_taken = in_range(option, number) &&
                       (!(option->flags & CR_OPTION_NS) ||
                        (cr_seconds_to_ns(number, &ns) == CR_OK && ns >= 1));
+        if (value_taken && (option->flags & CR_OPTION_NS))
+            normalised->integer = ns; /* the value in ns, judged and rounded once */
         break;
     }
     case CR_OPTION_INTEGER:

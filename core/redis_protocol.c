@@ -440,6 +440,29 @@ int64_t cr_redis_backoff(int64_t previous_ns)
     return previous_ns >= CR_REDIS_MAX_BACKOFF_NS / 2 ? CR_REDIS_MAX_BACKOFF_NS : 2 * previous_ns;
 }
 
+cr_status cr_redis_check_items(const uintptr_t *clients, size_t nitems)
+{
+    if (nitems == 0)
+        return CR_E_REDIS_ITEMS;
+    for (size_t i = 0; i < nitems; i++) {
+        if (clients[i] == 0)
+            return CR_E_REDIS_ITEMS;
+        if (clients[i] != clients[0])
+            return CR_E_REDIS_CLIENT;
+    }
+    return CR_OK;
+}
+
+cr_status cr_redis_check_change(bool named, const char *algorithm, size_t algorithm_len,
+                                const char *given, size_t given_len)
+{
+    if (!named)
+        return CR_E_REDIS_NAME_NEEDED;
+    if (given != NULL && (given_len != algorithm_len || memcmp(given, algorithm, given_len) != 0))
+        return CR_E_REDIS_ALGORITHM_KEPT;
+    return CR_OK;
+}
+
 cr_status cr_redis_fallback_check(const char *on_error, size_t len, bool has_fallback)
 {
     const bool fallback = len == 8 && memcmp(on_error, "fallback", 8) == 0;

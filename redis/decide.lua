@@ -66,9 +66,7 @@ local MAX_TOLERANCE_NS = 9000000000000000
 -- core's ceiling, its horizon, is beyond what one double carries).
 local MAX_DEBT_NS = 9000000000000000
 -- (The stores' options, prefix, on_error and name among them, are the core's
--- table, cellrate/options.h.) The words of a live change asked of a limit
--- without a name.
--- NAME_NEEDED = give the limit a name (name=) to change it live: an unnamed limit's keys are named by its parameters, which the change would leave behind
+-- table, cellrate/options.h, and so are the faces' refusals of a live change.)
 -- A live change keeps the algorithm: the start of the error reply of a key
 -- held under another one, and what the faces say of such a change.
 local ALGORITHM_REPLY = 'cellrate: algorithm:'

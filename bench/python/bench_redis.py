@@ -4,9 +4,10 @@ Starts its own redis-server on a free loopback port (stopped on exit), then
 times, one scenario after another, from one Python client and from 4
 processes, sync and asyncio:
 
-* floor: a plain INCR round trip from the same client (what one round trip costs),
-  and a script that only reads TIME, GETs and SETs with an expiry (what any
-  decision on the server's clock costs);
+* floor: a plain INCR round trip on a bare socket, written and read by hand (what
+  one round trip costs with no client library at all), the same INCR through
+  redis-py (what the client library adds), and a script that only reads TIME,
+  GETs and SETs with an expiry (what any decision on the server's clock costs);
 * concurrency: RedisConcurrency's acquire and release of a unit, against the
   two round trips of an INCR and a DECR (the least a counter in flight costs);
 * cellrate: RedisLimiter.allow (admitted), and the refused path (a drained key),
@@ -17,7 +18,8 @@ processes, sync and asyncio:
 
 Every limit is high enough that each call is admitted (except the refused
 row), on one key. Prints JSON lines (ops/s, median of --reps runs) and, with
---markdown FILE, a table with each row's ratio to the INCR floor.
+--markdown FILE, a table with each row's ratio to the INCR floor and the spread of
+its runs (slowest and fastest run against the median).
 
     python bench_redis.py --reps 3 --ops 20000 --markdown results/redis.md
 """
@@ -41,6 +43,7 @@ HIGH_RATE = 1_000_000  # per second: every call admitted
 SCRIPT_FLOOR = (b"local t = redis.call('TIME'); redis.call('GET', KEYS[1]); "
                 b"redis.call('SET', KEYS[1], '1764579000123456789', 'PX', 1000); return 1")
 KEY = "bench"  # the server is flushed before each run
+INCR_REQUEST = b"*2\r\n$4\r\nINCR\r\n$5\r\nbench\r\n"  # INCR KEY, as RESP
 
 
 def free_port() -> int:
@@ -80,6 +83,15 @@ def sync_scenarios() -> Dict[str, Callable[[int], Callable[[], object]]]:
     def incr(port):
         c = client(port)
         return lambda: c.incr(KEY) > 0
+
+    def raw_incr(port):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def call():
+            sock.sendall(INCR_REQUEST)
+            return sock.recv(64)[:1] == b":"
+        return call
 
     def script_floor(port):
         # the least a decision on the server's clock does: TIME, GET, SET with
@@ -143,7 +155,8 @@ def sync_scenarios() -> Dict[str, Callable[[int], Callable[[], object]]]:
         return lambda: limiter.try_acquire(KEY, blocking=False)
 
     return {
-        "incr_floor": incr,
+        "incr_floor": raw_incr,
+        "redis_py_incr": incr,
         "script_floor": script_floor,
         "cellrate_redis": cellrate_allow,
         "cellrate_redis_refused": cellrate_refused(True),
@@ -167,6 +180,17 @@ def async_scenarios():
 
         async def call():
             return await c.incr(KEY) > 0
+        return call
+
+    def raw_incr(port):
+        streams = []
+
+        async def call():
+            if not streams:  # opened in the loop that times it
+                streams.extend(await asyncio.open_connection("127.0.0.1", port))
+            reader, writer = streams
+            writer.write(INCR_REQUEST)
+            return (await reader.readline())[:1] == b":"
         return call
 
     def cellrate_allow(port):
@@ -204,7 +228,8 @@ def async_scenarios():
         return make
 
     return {
-        "incr_floor": incr,
+        "incr_floor": raw_incr,
+        "redis_py_incr": incr,
         "cellrate_redis": cellrate_allow,
         "incr_decr_floor": incr_decr,
         "cellrate_redis_concurrency": cellrate_hold,
@@ -332,8 +357,8 @@ def main() -> None:
 
 
 def write_markdown(rows: List[dict], path: str) -> None:
-    lines = ["| mode | scenario | decisions/s | x INCR floor | x best peer |",
-             "|---|---|---:|---:|---:|"]
+    lines = ["| mode | scenario | decisions/s | spread | x INCR floor | x best peer |",
+             "|---|---|---:|---:|---:|---:|"]
     peers = ("limits_", "throttled_", "pyrate_")
     for mode in dict.fromkeys(row["mode"] for row in rows):
         group = [row for row in rows if row["mode"] == mode]
@@ -344,7 +369,9 @@ def write_markdown(rows: List[dict], path: str) -> None:
         for row in group:
             ratio_peer = (f"{row['ops_per_s'] / best_peer:.2f}"
                           if best_peer and row["scenario"].startswith("cellrate") else "")
-            lines.append(f"| {mode} | {row['scenario']} | {row['ops_per_s']:,.0f} | "
+            spread = (f"{min(row['runs']) / row['ops_per_s']:.2f}-"
+                      f"{max(row['runs']) / row['ops_per_s']:.2f}")
+            lines.append(f"| {mode} | {row['scenario']} | {row['ops_per_s']:,.0f} | {spread} | "
                          f"{row['ops_per_s'] / floor:.2f} | {ratio_peer} |")
     with open(path, "w") as out:
         out.write("\n".join(lines) + "\n")

@@ -37,6 +37,8 @@ static const luaL_Reg module_functions[] = {
     {"_redis_unavailable", redis_unavailable},
     {"_redis_backoff", redis_backoff},
     {"_redis_fallback_check", redis_fallback_check},
+    {"_redis_check_items", redis_check_items},
+    {"_redis_check_change", redis_check_change},
     {"_redis_fallback_limit", redis_fallback_limit},
     {"_redis_going_back", redis_going_back},
     {"_redis_key", redis_key},

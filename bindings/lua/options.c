@@ -260,7 +260,8 @@ static void push_core_value(lua_State *L, const cr_option *option, const cr_valu
 /* cellrate._check_options(constructor, opts): the options of a pure-Lua
  * constructor (cellrate.redis, cellrate.share, cellrate.nginx) judged by the
  * core's table: a table of every option the Lua face takes, normalised
- * (absent ones: the default, or nil). An unknown name or a refused value
+ * (absent ones: the default, or nil); for a seconds option counted in ns (a
+ * lease), also <name>_ns, its ns in decimal. An unknown name or a refused value
  * raises in the core's words. */
 static int module_check_options(lua_State *L)
 {
@@ -275,6 +276,13 @@ static int module_check_options(lua_State *L)
             continue;
         push_core_value(L, option, &values[i], given);
         lua_setfield(L, -2, option->name);
+        if ((option->flags & CR_OPTION_NS) && values[i].type == CR_VALUE_NUMBER) {
+            char key[64], ns[24];
+            snprintf(key, sizeof key, "%s_ns", option->name);
+            snprintf(ns, sizeof ns, "%" PRId64, values[i].integer);
+            lua_pushstring(L, ns); /* decimal: exact under LuaJIT too */
+            lua_setfield(L, -2, key);
+        }
     }
     return 1;
 }

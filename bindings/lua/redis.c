@@ -320,6 +320,57 @@ static int redis_fallback_check(lua_State *L)
     return status == CR_OK ? 0 : raise_status(L, status);
 }
 
+/* cellrate._redis_check_items(clients, n): raises the core's error naming
+ * items unless the n items of a check_all, each given as its client (false:
+ * not a pair), are pairs on one client; clients compared as Lua compares them
+ * (rawequal: each named by the first item holding the same one). */
+static int redis_check_items(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    const lua_Integer count = luaL_checkinteger(L, 2);
+    if (count < 0 || count > 1 << 20)
+        return luaL_argerror(L, 2, "a count of items");
+    uintptr_t few[8], *ids = few;
+    if (count > 8)
+        ids = compat_newuserdata(L, (size_t)count * sizeof *ids);
+    for (lua_Integer i = 0; i < count; i++) {
+        lua_rawgeti(L, 1, i + 1);
+        ids[i] = 0;
+        if (lua_toboolean(L, -1)) {
+            ids[i] = (uintptr_t)i + 1;
+            for (lua_Integer j = 0; j < i; j++) {
+                lua_rawgeti(L, 1, j + 1);
+                const int same = lua_rawequal(L, -1, -2);
+                lua_pop(L, 1);
+                if (same) {
+                    ids[i] = ids[j];
+                    break;
+                }
+            }
+        }
+        lua_pop(L, 1);
+    }
+    const cr_status status = cr_redis_check_items(ids, (size_t)count);
+    return status == CR_OK ? 0 : raise_status(L, status);
+}
+
+/* cellrate._redis_check_change(named, algorithm, given): raises the core's
+ * error for a live change of a Redis rate limit (given nil: none given). */
+static int redis_check_change(lua_State *L)
+{
+    size_t len, given_len = 0;
+    const char *algorithm = luaL_checklstring(L, 2, &len);
+    const char *given = NULL;
+    if (!lua_isnoneornil(L, 3)) {
+        if (lua_type(L, 3) != LUA_TSTRING)
+            return raise_status(L, CR_E_ALGORITHM);
+        given = lua_tolstring(L, 3, &given_len);
+    }
+    const cr_status status = cr_redis_check_change(lua_toboolean(L, 1), algorithm, len, given,
+                                                   given_len);
+    return status == CR_OK ? 0 : raise_status(L, status);
+}
+
 /* cellrate._redis_fallback_limit(limit, share): the limit_spec that is `share`
  * of the Redis `limit`, or the core's error naming fallback. */
 static int redis_fallback_limit(lua_State *L)

@@ -364,6 +364,15 @@ PyDoc_STRVAR(redis_fallback_check_doc,
              "_redis_fallback_check(on_error, has_fallback, /)\n--\n\n"
              "Private: None, or the core's error naming fallback given with another on_error.");
 
+PyDoc_STRVAR(redis_check_items_doc,
+             "_redis_check_items(clients, /)\n--\n\n"
+             "Private: None, or the core's error naming items for a check_all's items, each "
+             "given as its client (None: not a pair of a Redis rate limiter and a key).");
+
+PyDoc_STRVAR(redis_check_change_doc,
+             "_redis_check_change(named, algorithm, given, /)\n--\n\n"
+             "Private: None, or the core's error for a live change of a Redis rate limit.");
+
 PyDoc_STRVAR(redis_fallback_limit_doc,
              "_redis_fallback_limit(limit, share, /)\n--\n\n"
              "Private: the Limit that is `share` (0 < share <= 1) of the Redis `limit`.");

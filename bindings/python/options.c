@@ -130,7 +130,8 @@ static PyObject *from_core_value(const cr_option *option, const cr_value *value,
 /* _check_options(constructor, options): the options given to a constructor
  * (a dict of keyword arguments; None is absent), judged by the core's table:
  * a dict of every option the Python face takes, normalised (absent ones: the
- * default, or None). A name the constructor does not take is Python's own
+ * default, or None); for a seconds option counted in ns (a lease), also
+ * "<name>_ns", its integer ns. A name the constructor does not take is Python's own
  * TypeError; a value refused is InvalidArgumentType / InvalidArgument with
  * the core's words. */
 static PyObject *module_check_options(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -192,6 +193,15 @@ static PyObject *module_check_options(PyObject *module, PyObject *const *args, P
         if (normalised == NULL || PyDict_SetItemString(result, option->name, normalised) < 0)
             Py_CLEAR(result);
         Py_XDECREF(normalised);
+        if (result != NULL && (option->flags & CR_OPTION_NS) &&
+            values[i].type == CR_VALUE_NUMBER) { /* and "<name>_ns", the core's ns */
+            char key[64];
+            snprintf(key, sizeof key, "%s_ns", option->name);
+            PyObject *ns = PyLong_FromLongLong(values[i].integer);
+            if (ns == NULL || PyDict_SetItemString(result, key, ns) < 0)
+                Py_CLEAR(result);
+            Py_XDECREF(ns);
+        }
     }
 done:
     for (size_t i = 0; holders != NULL && i < constructor->count; i++)

@@ -505,6 +505,67 @@ static PyObject *module_redis_fallback_check(PyObject *module, PyObject *const *
     Py_RETURN_NONE;
 }
 
+/* _redis_check_items(clients): None, or the core's error naming items; each
+ * item given as its client, compared by identity (None: not a pair). A pair
+ * that is not one is a type the parameter never takes. */
+static PyObject *module_redis_check_items(PyObject *module, PyObject *clients)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (!PyList_Check(clients)) {
+        PyErr_SetString(PyExc_TypeError, "_redis_check_items(clients): a list");
+        return NULL;
+    }
+    const Py_ssize_t count = PyList_GET_SIZE(clients);
+    uintptr_t few[8], *ids = count > 8 ? PyMem_Malloc((size_t)count * sizeof *ids) : few;
+    if (ids == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *client = PyList_GET_ITEM(clients, i);
+        ids[i] = client == Py_None ? 0 : (uintptr_t)client;
+    }
+    const cr_status status = cr_redis_check_items(ids, (size_t)count);
+    if (ids != few)
+        PyMem_Free(ids);
+    if (status == CR_E_REDIS_ITEMS && count > 0)
+        raise_wrong_type(state, status);
+    else if (status != CR_OK)
+        raise_status(state, status);
+    if (status != CR_OK)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* _redis_check_change(named, algorithm, given): None, or the core's error
+ * for a live change of a Redis rate limit (given None: no algorithm given). */
+static PyObject *module_redis_check_change(PyObject *module, PyObject *const *args,
+                                           Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    Py_ssize_t len = 0, given_len = 0;
+    const char *algorithm = nargs == 3 ? PyUnicode_AsUTF8AndSize(args[1], &len) : NULL;
+    if (algorithm == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "_redis_check_change(named, algorithm, given)");
+        return NULL;
+    }
+    const char *given = NULL;
+    if (args[2] != Py_None) {
+        if (!PyUnicode_Check(args[2])) {
+            raise_wrong_type(state, CR_E_ALGORITHM);
+            return NULL;
+        }
+        if ((given = PyUnicode_AsUTF8AndSize(args[2], &given_len)) == NULL)
+            return NULL;
+    }
+    const cr_status status = cr_redis_check_change(PyObject_IsTrue(args[0]) == 1, algorithm,
+                                                   (size_t)len, given, (size_t)given_len);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* _redis_fallback_limit(limit, share): the Limit that is `share` of `limit`,
  * or the core's error naming fallback. */
 static PyObject *module_redis_fallback_limit(PyObject *module, PyObject *const *args,

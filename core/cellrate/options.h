@@ -132,8 +132,10 @@ const char *cr_option_suggest(const cr_constructor *constructor, unsigned face, 
 /*
  * Judges one value of `option`: CR_OK and the value normalised in
  * `normalised` (an absent one: the default, or absent; a number option's
- * integer: a number; a word: the table's word, or the text given for
- * CR_OPTION_ANY_CASE; anything else as given), or the option's status with
+ * integer: a number; a CR_OPTION_NS seconds option's: a number, and in
+ * `integer` its ns as cr_seconds_to_ns rounds them; a word: the table's word,
+ * or the text given for CR_OPTION_ANY_CASE; anything else as given), or the
+ * option's status with
  * `*wrong_type` true for a type the option never takes (Python:
  * InvalidArgumentType) and false for a value it refuses (InvalidArgument).
  */

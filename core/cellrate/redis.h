@@ -119,6 +119,25 @@ cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
                            const cr_redis_item *items, size_t nitems, char *buf, size_t size,
                            cr_redis_word *words, size_t *count);
 
+/*
+ * The items of a Redis check_all (several limits decided as one script call),
+ * each named by its client's identity as the face sees it (`clients[i]`, any
+ * value the face gives alike to one client and unlike to another; 0: the item
+ * is not a (Redis rate limiter, key) pair). CR_E_REDIS_ITEMS for no item or an
+ * item that is no such pair, CR_E_REDIS_CLIENT for one of another client than
+ * the first's (one call reaches one server); the first offence in order.
+ */
+cr_status cr_redis_check_items(const uintptr_t *clients, size_t nitems);
+
+/*
+ * A live change of a Redis rate limit (reconfigure): CR_E_REDIS_NAME_NEEDED
+ * for a limit without a name (`named` false: its keys are named by its
+ * parameters); CR_E_REDIS_ALGORITHM_KEPT when `given` (`given_len` bytes;
+ * NULL: none given) names another algorithm than the limit's `algorithm`.
+ */
+cr_status cr_redis_check_change(bool named, const char *algorithm, size_t algorithm_len,
+                                const char *given, size_t given_len);
+
 /* A decimal integer of a reply (the script answers times of 9e15 ns and more
  * as decimal strings): CR_E_REDIS_REPLY unless `text` is [-]digits within
  * int64. */

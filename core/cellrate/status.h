@@ -339,7 +339,18 @@ const char *cr_version(void);
       "penalty: a penalty box is kept in process for now (not in a shared region, Redis or a "     \
       "fleet share)")                                                                              \
     X(214, E_PENALTY, ARGUMENT, "penalty",                                                         \
-      "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)")
+      "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)")   \
+    /* 215-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
+    X(220, E_REDIS_ITEMS, ARGUMENT, "items",                                                       \
+      "items must be a non-empty list of (Redis rate limiter, key) pairs")                         \
+    X(221, E_REDIS_CLIENT, ARGUMENT, "items",                                                      \
+      "items: every limiter must use the same Redis client (one script call decides them)")        \
+    X(222, E_REDIS_NAME_NEEDED, ARGUMENT, "name",                                                  \
+      "name: give the limit a name to change it live: an unnamed limit's keys are named by its "   \
+      "parameters, which the change would leave behind")                                           \
+    X(223, E_REDIS_ALGORITHM_KEPT, ARGUMENT, "algorithm",                                          \
+      "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "   \
+      "name")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

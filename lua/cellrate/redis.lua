@@ -71,7 +71,6 @@ local function read_protocol(script)
     return settings
 end
 
-local protocol = read_protocol(M.script)
 local hold_protocol = read_protocol(M.hold_script)
 
 -- The protocol's rules are the core's (core/cellrate/redis.h): a request's
@@ -101,13 +100,6 @@ M.MAX_DEBT_NS = core.MAX_DEBT_NS
 
 local Limiter = {}
 Limiter.__index = Limiter
-
--- Argument mistakes raise at the position of the call into this module: every
--- public function raises through these, called from it directly (level 3 is
--- the public function's caller).
-local function argument_error(param, message)
-    error(param .. " " .. message, 3)
-end
 
 -- The core's own argument error, raised again at the caller's position.
 local function without_position(err)
@@ -558,12 +550,13 @@ end
 -- limit raises and changes nothing.
 function Limiter:reconfigure(rate, opts)
     local given = type(opts) == "table" and opts or {}
-    if not self.named then
-        error("name: " .. protocol.NAME_NEEDED, 2)
-    end
-    if given.algorithm ~= nil and given.algorithm ~= self.algorithm then
+    local ok, err = pcall(cellrate._redis_check_change, self.named, self.algorithm, nil)
+    if ok and given.algorithm ~= nil then
         limit_of(rate, given, given.algorithm) -- the core's checks first
-        error("algorithm: " .. protocol.ALGORITHM_KEPT, 2)
+        ok, err = pcall(cellrate._redis_check_change, true, self.algorithm, given.algorithm)
+    end
+    if not ok then
+        error(without_position(err), 2)
     end
     local max_debt = given.max_debt
     if max_debt == nil then
@@ -602,19 +595,20 @@ end
 -- hash tags). Admitted only if every limit admits; a refusal takes nothing
 -- from any. Returns the tightest decision; on_error is the first limiter's.
 function M.check_all(items, cost, now)
-    if type(items) ~= "table" or #items == 0 then
-        argument_error("items", "must be a non-empty list of { limiter, key } pairs")
+    local clients = {}
+    if type(items) == "table" then
+        for i, item in ipairs(items) do
+            local pair = type(item) == "table" and getmetatable(item[1]) == Limiter
+            clients[i] = pair and item[1].client
+        end
     end
-    local first, groups, limits = nil, {}, {}
+    local ok, err = pcall(cellrate._redis_check_items, clients, #clients)
+    if not ok then
+        error(without_position(err), 2)
+    end
+    local first, groups, limits = items[1][1], {}, {}
     for _, item in ipairs(items) do
         local limiter = item[1]
-        if type(item) ~= "table" or getmetatable(limiter) ~= Limiter then
-            argument_error("items", "must be a list of { limiter, key } pairs of cellrate.redis limiters")
-        end
-        first = first or limiter
-        if limiter.client ~= first.client then
-            argument_error("items", "every limiter must use the same Redis client")
-        end
         local limit = limiter.limit -- read once: a decision never mixes two limits
         limits[#limits + 1] = limit
         local at = #groups
@@ -664,15 +658,13 @@ local Concurrency = {}
 Concurrency.__index = Concurrency
 local Slot = {} -- the metatable of the slots this store gives out
 
--- The core's checks of a concurrency limit and lease and of a holding's key
--- and cost; the lease in decimal ns (nil for none). Raises at the caller of
--- the public function.
-local function check_hold(limit, key, cost, lease)
-    local ok, lease_ns = pcall(cellrate._check_hold, limit, key, cost, lease)
+-- The core's checks of a concurrency limit and of a holding's key and cost.
+-- Raises at the caller of the public function.
+local function check_hold(limit, key, cost)
+    local ok, err = pcall(cellrate._check_hold, limit, key, cost, nil)
     if not ok then
-        error(without_position(lease_ns), 3)
+        error(without_position(err), 3)
     end
-    return lease_ns
 end
 
 -- concurrency(client, limit, opts): at most limit units held at once per
@@ -683,7 +675,8 @@ function M.concurrency(client, limit, opts)
     check_client(client)
     opts = store_options("RedisConcurrency", opts)
     local prefix, on_error = opts.prefix, opts.on_error
-    local lease_ns = check_hold(limit, nil, 1, opts.lease)
+    check_hold(limit, nil, 1) -- the limit; the table judged the lease (lease_ns)
+    local lease_ns = opts.lease_ns
     local name = opts.name or (hold_protocol.DEFAULT_NAME .. ":" .. decimal(limit))
     return setmetatable({
         client = client,
@@ -710,7 +703,7 @@ end
 -- slot that holds nothing, "deny" nil and "rejected", "raise" nil, the error
 -- and "unavailable".
 function Concurrency:acquire(key, cost)
-    check_hold(self.limit, key, cost, nil)
+    check_hold(self.limit, key, cost)
     local redis_key, units = hold_key(self, key), decimal(cost == nil and 1 or cost)
     local reply, err, unavailable, kind, mistake =
         reply_of(self, { 1, redis_key, H_ACQUIRE, self.limit_word, units, self.lease_word })
@@ -756,7 +749,7 @@ end
 -- c:in_flight(key): the units of key held now (their lease not ended), or
 -- nil, the error and "unavailable" when Redis cannot answer.
 function Concurrency:in_flight(key)
-    check_hold(self.limit, key, 1, nil)
+    check_hold(self.limit, key, 1)
     local reply, err = run(self.client, self.script, { hold_key(self, key) }, { H_COUNT })
     if reply == nil then
         return nil, err or "no reply", "unavailable"

@@ -393,6 +393,19 @@ static void run_file(FILE *file, int *lines)
             CHECK_EQ_I64(sent, mode_named(f[5]), "redis.txt:%d", at);
             CHECK_EQ_I64(cost, number(f[6]), "redis.txt:%d", at);
             CHECK_EQ_I64(settled, number(f[7]), "redis.txt:%d", at);
+        } else if (strcmp(f[0], "change") == 0) {
+            const bool none = strcmp(f[3], "-") == 0;
+            const cr_status status = cr_redis_check_change(
+                strcmp(f[1], "1") == 0, f[2], strlen(f[2]), none ? NULL : f[3], strlen(f[3]));
+            CHECK_EQ_STR(status_name(status), f[4], "redis.txt:%d", at);
+        } else if (strcmp(f[0], "items") == 0) {
+            uintptr_t clients[16];
+            const size_t nitems = (size_t)number(f[1]);
+            CHECK(nitems <= 16, "redis.txt:%d: too many items", at);
+            for (size_t i = 0; i < nitems && i < 16; i++)
+                clients[i] = strcmp(f[2 + i], "-") == 0 ? 0 : (uintptr_t)number(f[2 + i]);
+            CHECK_EQ_STR(status_name(cr_redis_check_items(clients, nitems)), f[2 + nitems],
+                         "redis.txt:%d", at);
         } else {
             CHECK(false, "redis.txt:%d: an unknown line: %s", at, f[0]);
         }

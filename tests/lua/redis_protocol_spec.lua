@@ -268,6 +268,49 @@ describe("the Redis protocol's vectors", function()
       assert.same({ fallback_check = 8, fallback_limit = 77, going_back = 90 }, counts)
    end)
 
+   it("judges a live change as the core does", function()
+      local count = 0
+      for _, f in ipairs(LINES) do
+         if f[1] == "change" then
+            local given = f[4] ~= "-" and f[4] or nil
+            local ok, err = pcall(cellrate._redis_check_change, f[2] == "1", f[3], given)
+            assert.equal(f[5] == "OK", ok, table.concat(f, " "))
+            if not ok then
+               assert.matches(f[5] == "E_REDIS_NAME_NEEDED" and "name: give the limit a name"
+                              or "algorithm: a live change keeps", err)
+            end
+            count = count + 1
+         end
+      end
+      assert.equal(24, count)
+   end)
+
+   it("judges a check_all's items as the core does", function()
+      local clients, count = {}, 0
+      for _, f in ipairs(LINES) do
+         if f[1] == "items" then
+            local n, given = integer(f[2]), {}
+            for i = 1, n do
+               local id = f[2 + i]
+               if id == "-" then
+                  given[i] = false
+               else
+                  clients[id] = clients[id] or {}
+                  given[i] = clients[id]
+               end
+            end
+            local ok, err = pcall(cellrate._redis_check_items, given, n)
+            assert.equal(f[3 + n] == "OK", ok, table.concat(f, " "))
+            if not ok then
+               assert.matches(f[3 + n] == "E_REDIS_CLIENT" and "items: every limiter"
+                              or "items must be a non%-empty list", err)
+            end
+            count = count + 1
+         end
+      end
+      assert.equal(13, count)
+   end)
+
    it("backs off as the core does", function()
       for _, f in ipairs(LINES) do
          if f[1] == "backoff" then

@@ -309,6 +309,17 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "fleet share)"),
     (214, "E_PENALTY", "argument", "penalty",
      "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)"),
+    # 215-219: reserved; the Redis store's check_all from 220
+    (220, "E_REDIS_ITEMS", "argument", "items",
+     "items must be a non-empty list of (Redis rate limiter, key) pairs"),
+    (221, "E_REDIS_CLIENT", "argument", "items",
+     "items: every limiter must use the same Redis client (one script call decides them)"),
+    (222, "E_REDIS_NAME_NEEDED", "argument", "name",
+     "name: give the limit a name to change it live: an unnamed limit's keys are named by its "
+     "parameters, which the change would leave behind"),
+    (223, "E_REDIS_ALGORITHM_KEPT", "argument", "algorithm",
+     "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "
+     "name"),
 ]
 
 

@@ -2176,6 +2176,8 @@ def make_redis() -> str:
         "#   <burst>  |  <status>                 the fallback limit that is share of a limit",
         "# going_back <limit id: the fallback> <mode> <cost> <held_remaining> <mode sent>",
         "#   <cost sent> <settled: 1|0>            a key decided locally going back to Redis",
+        "# items <n> then n times <client id, -: not a pair> <status>   a check_all's items",
+        "# change <named: 1|0> <algorithm> <algorithm given, -: none> <status>   a live change",
     ]
     lines += [f"constant MAX_TOLERANCE_NS {m.MAX_TOLERANCE_NS}", f"constant MAX_DEBT_NS {m.MAX_DEBT_NS}",
               f"constant FIRST_BACKOFF_NS {m.FIRST_BACKOFF_NS}",
@@ -2381,6 +2383,17 @@ def make_redis() -> str:
     for previous in (-5, 0, 1, 50000000, 100000000, 400000000, 500000000, 600000000, 1000000000):
         lines.append(f"backoff {previous} {m.backoff(previous)}")
 
+    lines.append("# check_all's items: pairs of Redis rate limiters on one client")
+    for clients in ([], [1], [None], [1, 1], [1, 2], [1, None], [None, 1], [1, 1, 1],
+                    [1, 1, 2], [1, 2, None], [1, None, 2], [2, 2, 1], [7] * 9):
+        named = " ".join("-" if client is None else str(client) for client in clients)
+        lines.append(f"items {len(clients)} {named} {m.check_items(clients)}".replace("  ", " "))
+    lines.append("# a live change: named limits only, the algorithm kept")
+    for named in (True, False):
+        for algorithm in ("gcra", "fixed_window"):
+            for given in (None, "gcra", "token_bucket", "fixed_window", "sliding_window", "gcr"):
+                lines.append(f"change {int(named)} {algorithm} {given or '-'} "
+                             f"{m.check_change(named, algorithm, given)}")
     lines.append("# on_error='fallback': its option, its limit, the way back")
     for on_error in ("allow", "deny", "raise", "fallback"):
         for given in (True, False):

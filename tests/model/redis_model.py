@@ -226,6 +226,27 @@ def fallback_check(on_error: str, given: bool) -> str:
     return "E_REDIS_FALLBACK_UNUSED" if given and on_error != "fallback" else "OK"
 
 
+def check_items(clients: list[int | None]) -> str:
+    """A Redis check_all's items, each named by its client (None: not a pair of a Redis
+    rate limiter and a key): at least one, every one a pair, all on the first's client;
+    the first offence in order."""
+    if not clients:
+        return "E_REDIS_ITEMS"
+    for client in clients:
+        if client is None:
+            return "E_REDIS_ITEMS"
+        if client != clients[0]:
+            return "E_REDIS_CLIENT"
+    return "OK"
+
+
+def check_change(named: bool, algorithm: str, given: str | None) -> str:
+    """A live change: a limit without a name cannot; the algorithm stays."""
+    if not named:
+        return "E_REDIS_NAME_NEEDED"
+    return "E_REDIS_ALGORITHM_KEPT" if given is not None and given != algorithm else "OK"
+
+
 def fallback_args(algorithm: str, rate: float, burst: int, share: float
                   ) -> tuple[str, float, int | None]:
     """The arguments of the fallback limit that is `share` of a limit (its rate as given,

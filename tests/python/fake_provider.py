@@ -16,15 +16,19 @@ A 200 answers as OpenAI's chat completions do: {"choices": [{"message": ...}],
 "usage": {"total_tokens": n}}, n the tokens it counted (its max_tokens, or 1).
 POST /admin/limits {"requests": n, "tokens": n} changes the limits at once,
 mid-window (a sudden cut); GET /admin/stats gives what each window admitted
-and refused, and its limit.
+and refused, and its limit, when the first window started (time.monotonic) and
+the stalls the provider itself suffered (stalls.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
 import time
+
+from stalls import Watch
 
 WINDOW = float(os.environ.get("CELLRATE_FAKE_WINDOW", "1.0"))
 MODE = os.environ.get("CELLRATE_FAKE_MODE", "openai")
@@ -36,6 +40,8 @@ class Provider:
         self.tokens = int(os.environ.get("CELLRATE_FAKE_TOKENS", "0")) or None
         self.start: float | None = None
         self.windows: dict[int, dict] = {}
+        self.watch = Watch()
+        self.watching = None
 
     def window(self, now: float) -> tuple[dict, float]:
         if self.start is None:
@@ -88,6 +94,7 @@ class Provider:
             while True:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
+                    self.watching = asyncio.get_running_loop().create_task(self.watch.task())
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
                     await send({"type": "lifespan.shutdown.complete"})
@@ -102,7 +109,7 @@ class Provider:
         if path == "/admin/stats":
             status, fields, payload = 200, [], {
                 "windows": {str(k): v for k, v in sorted(self.windows.items())},
-                "window": WINDOW}
+                "window": WINDOW, "start": self.start, "stalls": self.watch.stalls}
         elif path == "/admin/limits":
             change = json.loads(body or b"{}")
             self.requests = int(change.get("requests", self.requests))

@@ -5,7 +5,7 @@ adapter, for tests/python/test_outbound.py; also run as a process of its own
     python outbound_client.py URL CLIENT WORKERS SECONDS [SHARED]
 
 CLIENT: requests (threads), httpx (threads) or httpx-async (asyncio tasks).
-Prints the statuses its application saw, as JSON.
+Prints what run() returns, as JSON.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import time
 from typing import Optional
 
 import cellrate
+from stalls import Watch
 
 CEILING = "40/second"  # the script's own limit: above the provider's
 
@@ -29,8 +30,20 @@ def limiter(shared: Optional[str] = None) -> cellrate.Limiter:
 
 def run(url: str, client: str, workers: int, seconds: float, shared: Optional[str] = None,
         tokens: Optional[cellrate.Limiter] = None) -> dict:
+    """{"statuses": {status: count the application saw}, "refused": [the instants
+    (time.monotonic) it saw a 429], "stalls": [(from, to): the script not running,
+    stalls.py]}."""
     statuses: collections.Counter = collections.Counter()
+    refused: list = []
+    watch = Watch()
     lock = threading.Lock()
+
+    def seen(status: int) -> None:
+        with lock:
+            statuses[status] += 1
+            if status == 429:
+                refused.append(time.monotonic())
+
     options = {}
     if tokens is not None:
         options = {"tokens": tokens, "estimate": lambda request: 100}
@@ -42,17 +55,18 @@ def run(url: str, client: str, workers: int, seconds: float, shared: Optional[st
         from cellrate.httpx import AsyncRateLimitTransport
 
         async def main() -> None:
+            watching = asyncio.get_running_loop().create_task(watch.task())
             transport = AsyncRateLimitTransport(limiter(shared), **options)
             async with httpx.AsyncClient(transport=transport, timeout=30) as session:
                 async def task() -> None:
                     while time.monotonic() < stop:
-                        response = await session.post(url, json=body)
-                        statuses[response.status_code] += 1
+                        seen((await session.post(url, json=body)).status_code)
 
                 await asyncio.gather(*(task() for _ in range(workers)))
+            watching.cancel()
 
         asyncio.run(main())
-        return dict(statuses)
+        return {"statuses": dict(statuses), "refused": refused, "stalls": watch.stalls}
 
     if client == "httpx":
         import httpx
@@ -73,17 +87,17 @@ def run(url: str, client: str, workers: int, seconds: float, shared: Optional[st
 
     def worker() -> None:
         while time.monotonic() < stop:
-            status = post(url, json=body, timeout=30).status_code
-            with lock:
-                statuses[status] += 1
+            seen(post(url, json=body, timeout=30).status_code)
 
+    watching = watch.thread()
     threads = [threading.Thread(target=worker) for _ in range(workers)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    watching.set()
     session.close()
-    return dict(statuses)
+    return {"statuses": dict(statuses), "refused": refused, "stalls": watch.stalls}
 
 
 if __name__ == "__main__":

@@ -347,3 +347,12 @@ def test_several_limits_in_the_decorator_and_the_web_policy():
             with pytest.raises(cellrate.InvalidArgument) as caught:
                 cellrate.limit(text)
             assert str(caught.value) == STATUS[status][1], number
+
+
+def test_a_lease_is_judged_once_and_given_in_ns():
+    """The table judges a lease (the Redis concurrency store's, required) and gives its ns
+    as the core rounds them: the store asks nothing else of it."""
+    got = _cellrate._check_options("RedisConcurrency", {"lease": 1.5})
+    assert got["lease"] == 1.5 and got["lease_ns"] == 1_500_000_000
+    assert _cellrate._check_options("RedisConcurrency", {"lease": 1e-9})["lease_ns"] == 1
+    assert "lease_ns" not in _cellrate._check_options("Concurrency", {})

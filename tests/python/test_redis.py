@@ -34,6 +34,14 @@ from cellrate.redis import RedisUnavailable  # noqa: E402
 from redis.backoff import NoBackoff  # noqa: E402
 from redis.retry import Retry  # noqa: E402
 
+try:  # valkey-py, when installed: the `client` cases run with its client too
+    import valkey
+    import valkey.backoff
+    import valkey.retry
+    import valkey.exceptions
+except ImportError:
+    valkey = None
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "model"))
@@ -64,11 +72,22 @@ def AsyncRedisLimiter(*args, timeout=STORE_TIMEOUT, **kwargs) -> cr_redis.AsyncR
     return cr_redis.AsyncRedisLimiter(*args, timeout=timeout, **kwargs)
 
 
-def client_for(port: int, **kwargs) -> redis.Redis:
+def client_for(port: int, library: str = "redis-py", **kwargs) -> redis.Redis:
     """A client with short timeouts and no retries of its own (the store bounds every
-    decision by its own timeout; these keep the tests' direct commands short)."""
+    decision by its own timeout; these keep the tests' direct commands short): redis-py's
+    redis.Redis, or valkey-py's valkey.Valkey (the same commands, the same answers)."""
+    if library == "valkey-py":
+        return valkey.Valkey(port=port, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
+                             retry=valkey.retry.Retry(valkey.backoff.NoBackoff(), 0), **kwargs)
     return redis.Redis(port=port, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
                        retry=Retry(NoBackoff(), 0), **kwargs)
+
+
+def errors_of(c) -> tuple:
+    """The exceptions module of `c`'s library, and its base exception."""
+    if valkey is not None and isinstance(c, valkey.Valkey):
+        return valkey.exceptions, valkey.exceptions.ValkeyError
+    return redis.exceptions, redis.exceptions.RedisError
 
 
 class ScriptCalls:
@@ -102,9 +121,14 @@ def server():
         yield srv
 
 
-@pytest.fixture
-def client(server):
-    c = client_for(server.port)
+# Each case that takes `client` runs with each client library's blocking client.
+LIBRARIES = ["redis-py", pytest.param("valkey-py", marks=pytest.mark.skipif(
+    valkey is None, reason="valkey-py is not installed"))]
+
+
+@pytest.fixture(params=LIBRARIES)
+def client(server, request):
+    c = client_for(server.port, request.param)
     c.flushall()
     yield c
     c.close()
@@ -1262,7 +1286,7 @@ def test_a_full_redis_answers_by_on_error(client, on_error):
         if on_error == "raise":
             with pytest.raises(RedisUnavailable) as info:
                 limiter.check("k")
-            assert isinstance(info.value.__cause__, redis.exceptions.OutOfMemoryError)
+            assert isinstance(info.value.__cause__, errors_of(client)[0].OutOfMemoryError)
         else:
             assert limiter.allow("k") is (on_error == "allow")
             decision = limiter.check("k")
@@ -1318,7 +1342,7 @@ def test_a_busy_redis_answers_by_on_error(client, server):
         _until(lambda: _busy(client))
         assert limiter.allow("k") and not deny.allow("k")
     finally:
-        with contextlib.suppress(redis.exceptions.RedisError):
+        with contextlib.suppress(errors_of(client)[1]):
             client.script_kill()
         busy.join(10)
         client.config_set("busy-reply-threshold", "5000")
@@ -1334,9 +1358,9 @@ def _quietly(call, *args):
 def _busy(c) -> bool:
     try:
         c.ping()
-    except redis.exceptions.ResponseError as error:
+    except errors_of(c)[0].ResponseError as error:
         return str(error).startswith("BUSY")
-    except redis.exceptions.TimeoutError:
+    except errors_of(c)[0].TimeoutError:
         return False  # the server had not answered BUSY yet (a loaded machine): ask again
     return False
 
@@ -1350,7 +1374,7 @@ def test_a_data_error_raises_whatever_on_error_says(client):
         with pytest.raises(RedisUnavailable) as info:
             limiter.check("list")
         assert "WRONGTYPE" in str(info.value)
-        assert isinstance(info.value.__cause__, redis.exceptions.ResponseError)
+        assert isinstance(info.value.__cause__, errors_of(client)[0].ResponseError)
         assert limiter._availability.outage is None
         assert limiter.check("other").allowed  # the store decides on
 
@@ -2381,7 +2405,7 @@ def test_the_async_store_charges_and_takes(server):
 def test_the_script_charges_and_takes_one_key_only(client):
     script = client.register_script(cr_redis.SCRIPT)
     for mode in (cr_redis.CHARGE, cr_redis.TAKE):
-        with pytest.raises(redis.exceptions.ResponseError, match="one limit"):
+        with pytest.raises(errors_of(client)[0].ResponseError, match="one limit"):
             script(keys=["a", "b"], args=[mode, 1, *([b"gcra", 1000, 5000, 5] * 2), 0])
 
 

@@ -48,6 +48,7 @@ def read() -> list:
 
 
 LINES = read()
+SCRIPT_TEXT = (VECTORS.parents[1] / "redis" / "decide.lua").read_text()
 MODES = {f[1]: int(f[2]) for f in LINES if f[0] == "mode"}
 MESSAGES = messages()
 
@@ -296,3 +297,50 @@ def test_the_fallbacks_option_limit_and_way_back():
             continue
         counts[f[0]] += 1
     assert counts == {"fallback_check": 8, "fallback_limit": 77, "going_back": 90}
+
+
+def test_check_all_items_are_judged_by_the_core():
+    """A Redis check_all's items (the core's cr_redis_check_items): at least one, each a
+    pair of a Redis rate limiter and a key, all on one client, in the core's words; each
+    client compared by identity."""
+    words = messages()
+    clients = {}
+    count = 0
+    for f in LINES:
+        if f[0] != "items":
+            continue
+        n = int(f[1])
+        given = [None if c == "-" else clients.setdefault(c, object()) for c in f[2:2 + n]]
+        status = f[2 + n]
+        if status == "OK":
+            assert core._redis_check_items(given) is None, f
+        else:
+            error = (cellrate.InvalidArgumentType if status == "E_REDIS_ITEMS" and n
+                     else cellrate.InvalidArgument)
+            with pytest.raises(error) as info:
+                core._redis_check_items(given)
+            assert str(info.value) == words[status] and info.value.param == "items", f
+        count += 1
+    assert count == 13
+
+
+def test_a_live_change_is_judged_by_the_core():
+    """reconfigure's rules (the core's cr_redis_check_change): a limit without a name
+    cannot change, and the algorithm stays, in the words of the script's own refusal of
+    a key held under another algorithm."""
+    words = messages()
+    count = 0
+    for f in LINES:
+        if f[0] != "change":
+            continue
+        given = None if f[3] == "-" else f[3]
+        if f[4] == "OK":
+            assert core._redis_check_change(f[1] == "1", f[2], given) is None, f
+        else:
+            with pytest.raises(cellrate.InvalidArgument) as info:
+                core._redis_check_change(f[1] == "1", f[2], given)
+            assert str(info.value) == words[f[4]], f
+        count += 1
+    assert count == 24
+    kept = re.search(r"^local ALGORITHM_KEPT = '(.*)'$", SCRIPT_TEXT, re.M).group(1)
+    assert words["E_REDIS_ALGORITHM_KEPT"] == "algorithm: " + kept

@@ -1,13 +1,14 @@
-"""The Redis stores with valkey-py clients (valkey.Valkey, valkey.asyncio.Valkey, their
-Cluster and Sentinel clients), against loopback redis-server processes as in
-test_redis.py: what a redis-py client gets, a valkey-py client gets (decisions, the
-script reloaded after NOSCRIPT, on_error while Redis cannot decide, a mistake raised,
-keys of several Cluster slots), and `import cellrate` never imports valkey."""
+"""The Redis stores with valkey-py clients, against loopback redis-server processes as
+in test_redis.py: what is valkey-py's own (its transport errors while no server
+answers, its asyncio, Cluster and Sentinel clients, the concurrency store and the fleet
+share on its client, a sync store refusing its asyncio client), and `import cellrate`
+never imports valkey. The cases of test_redis.py that take its `client` run with a
+valkey.Valkey too (its fixture is parametrized by library): decisions, the script
+reloaded after NOSCRIPT, on_error while Redis cannot decide, a mistake raised."""
 
 from __future__ import annotations
 
 import asyncio
-import random
 import subprocess
 import sys
 import time
@@ -54,13 +55,6 @@ def async_client_for(port: int) -> valkey.asyncio.Valkey:
                                  retry=valkey.asyncio.retry.Retry(NoBackoff(), 0))
 
 
-def until(condition, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never held"
-        time.sleep(0.01)
-
-
 @pytest.fixture(scope="module")
 def server():
     with redis_server() as srv:
@@ -81,68 +75,6 @@ def test_import_cellrate_imports_no_valkey():
     code = ("import sys, cellrate, cellrate.redis, cellrate.share\n"
             "assert not [m for m in sys.modules if m.split('.')[0] == 'valkey'], sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
-
-
-def test_a_valkey_client_decides_as_the_core(client):
-    store = cr_redis.RedisLimiter(client, 5, burst=3, on_error="raise", timeout=STORE_TIMEOUT)
-    core = cellrate.KeyedLimiter(5, burst=3)
-    rng = random.Random(7)
-    now = 100.0
-    for _ in range(400):
-        key = f"user:{rng.randrange(20)}"
-        now += rng.uniform(0, 0.1)
-        cost = rng.choice([0, 1, 1, 2, 4])
-        method = rng.choice(["check", "peek", "refund"])
-        if method == "refund":
-            assert store.refund(key, cost, now=now) == core.refund(key, cost, now=now)
-        else:
-            assert getattr(store, method)(key, cost, now=now) == \
-                getattr(core, method)(key, cost, now=now)
-    # the server's clock, the deny cache, a reset
-    assert store.check("clock", 3).allowed and not store.allow("clock")
-    assert not store.allow("clock")  # answered by the refusal kept
-    store.reset("clock")
-    assert store.allow("clock")
-    # one decision over two limits
-    ip = cr_redis.RedisLimiter(client, 10, burst=2, prefix="ip:", on_error="raise",
-                               timeout=STORE_TIMEOUT)
-    assert cr_redis.check_all([(store, "{u1}"), (ip, "{u1}:1.2.3.4")], now=now).allowed
-
-
-def test_the_script_is_sent_again_after_a_flush(client):
-    store = cr_redis.RedisLimiter(client, 10, on_error="raise", timeout=STORE_TIMEOUT)
-    assert store.check("k").remaining == 9
-    client.script_flush()
-    assert store.check("k").remaining == 8  # NOSCRIPT, then EVAL
-
-
-def test_a_mistake_raises_whatever_on_error_says(client):
-    client.rpush("cellrate:n:k", "a list, not a state")
-    for on_error in ("allow", "deny", "raise"):
-        store = cr_redis.RedisLimiter(client, 10, name="n", on_error=on_error,
-                                      timeout=STORE_TIMEOUT)
-        with pytest.raises(RedisUnavailable):
-            store.check("k")
-
-
-@pytest.mark.parametrize("on_error", ["allow", "deny"])
-def test_a_reply_that_cannot_decide_answers_by_on_error(client, on_error):
-    """NOREPLICAS (a master short of its replicas) through valkey-py's exceptions: Redis
-    cannot decide now, on_error answers, and the probe finds it deciding again."""
-    store = cr_redis.RedisLimiter(client, 10, on_error=on_error, prefix=f"nr{on_error}:",
-                                  timeout=STORE_TIMEOUT)
-    client.config_set("min-replicas-to-write", 1)
-    try:
-        decision = store.check("k")
-        assert decision.allowed is (on_error == "allow")
-        if on_error == "deny":
-            assert decision.retry_after >= cr_redis.FIRST_BACKOFF_S
-        assert store._availability.outage is not None
-    finally:
-        client.config_set("min-replicas-to-write", 0)
-    until(lambda: store._availability.outage is None)
-    assert store.check("k").remaining == 9
-    store.close()
 
 
 def test_an_unreachable_server_answers_by_on_error():

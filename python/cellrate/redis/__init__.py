@@ -35,7 +35,6 @@ from typing import Any, Dict, Iterable, List, Literal, Sequence, Tuple, cast
 
 import cellrate
 from cellrate import _concurrency
-from cellrate._errors import invalid, invalid_type
 from cellrate._wait import check_timeout
 
 try:
@@ -52,7 +51,6 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 # share builds on them too); the names of theirs that users know are this module's.
 from cellrate.redis._protocol import (
     _HOLD_PROTOCOL,
-    _PROTOCOL,
     ACQUIRE as ACQUIRE,
     ALLOW as ALLOW,
     CHARGE as CHARGE,
@@ -197,11 +195,10 @@ class _RedisLimit(_Store):
         without a name cannot change (an error naming `name`: its keys are named by its
         parameters). A max_debt given before stays unless given again. An invalid limit
         raises and changes nothing."""
-        if not self.named:
-            raise invalid("name", "name: " + _PROTOCOL["NAME_NEEDED"])
-        if algorithm is not None and algorithm != self.algorithm:
+        _core._redis_check_change(self.named, self.algorithm, None)
+        if algorithm is not None:
             cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)  # the core's checks first
-            raise invalid("algorithm", "algorithm: " + _PROTOCOL["ALGORITHM_KEPT"])
+            _core._redis_check_change(True, self.algorithm, algorithm)
         max_debt = self.max_debt if max_debt is None else max_debt
         self.limit = _limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
                                self.max_cost, max_debt)
@@ -246,6 +243,59 @@ class _RedisLimit(_Store):
             self._refusals.pop(words[1], None)
             return None
         return cast("cellrate.Decision | None", answer)
+
+    def _unasked(self, mode: int, words: Sequence[bytes], limits: Sequence[cellrate.Limit],
+                 cost: int, now: float | None,
+                 stores: Sequence["_RedisLimit"]) -> cellrate.Decision | None:
+        """The head of every decision, sync or asyncio: the answer of a refusal the deny
+        cache keeps, or of on_error while Redis is down; None: Redis is asked."""
+        if self._refusals:
+            answer = self._recalled(mode, words, limits, cost, now)
+            if answer is not None:
+                return answer
+        outage = self._availability.outage
+        if outage is None:
+            return None
+        keys = words[1:1 + len(limits)]
+        return cast(cellrate.Decision, self._while_down(outage, mode, cost, keys, now, stores))
+
+    def _unanswered(self, error: Exception, mode: int, words: Sequence[bytes],
+                    limits: Sequence[cellrate.Limit], cost: int, now: float | None,
+                    stores: Sequence["_RedisLimit"]) -> cellrate.Decision:
+        """The answer of a decision's call that failed (_failed: on_error, or raised)."""
+        keys = words[1:1 + len(limits)]
+        return cast(cellrate.Decision, self._failed(error, keys, mode, cost, keys, now, stores))
+
+    def _one_words(self, mode: int, key: Key, cost: int,
+                   now: float | None) -> Tuple[cellrate.Limit, List[bytes], bool]:
+        """The limit read once, the request's words, and whether the key goes back to
+        Redis from an outage decided locally (_back) rather than as any decision."""
+        limit = self.limit
+        words = self._request(mode, key, cost, now, limit)
+        back = bool(self._held) and words[1] in self._held and self._availability.outage is None
+        return limit, words, back
+
+    def _back_answer(self, sent: int, sent_words: List[bytes], redis_key: bytes,
+                     settled: bool, reply: Any, asked: int, limit: cellrate.Limit, cost: int,
+                     now: float | None) -> Any:
+        """The answer of a key gone back to Redis (_back): its local state forgotten
+        once Redis took it (settled), and the reply read."""
+        if settled:
+            self._went_back(redis_key)
+        if sent == TAKE:
+            return _read(TAKE, reply, (limit,))
+        return self._answer(sent, sent_words, reply, asked, (limit,), cost, now)
+
+    def _take_words(self, key: Key, max_cost: int,
+                    now: float | None) -> Tuple[cellrate.Limit, List[bytes], int | None]:
+        """A take's limit (read once) and words, and on_error's count while Redis is
+        down (None: Redis is asked)."""
+        limit = self.limit
+        words = self._request(TAKE, key, max_cost, now, limit)
+        outage = self._availability.outage
+        if outage is None:
+            return limit, words, None
+        return limit, words, cast(int, self._while_down(outage, TAKE, max_cost, words[1:2], now))
 
     def _answer(self, mode: int, words: Sequence[bytes], reply: Any, asked: int,
                 limits: Sequence[cellrate.Limit], cost: int,
@@ -420,27 +470,19 @@ class RedisLimiter(_SyncStore, _RedisLimit):
     def _decide(self, mode: int, words: List[bytes], limits: Sequence[cellrate.Limit],
                 cost: int, now: float | None,
                 stores: Sequence[_RedisLimit] = ()) -> cellrate.Decision:
-        if self._refusals:
-            answer = self._recalled(mode, words, limits, cost, now)
-            if answer is not None:
-                return answer
-        keys = words[1:1 + len(limits)]
-        outage = self._availability.outage
-        if outage is not None:
-            return cast(cellrate.Decision,
-                        self._while_down(outage, mode, cost, keys, now, stores))
+        answer = self._unasked(mode, words, limits, cost, now, stores)
+        if answer is not None:
+            return answer
         asked = time.monotonic_ns()
         try:
             reply = self._call(words)
         except Exception as error:
-            return cast(cellrate.Decision,
-                        self._failed(error, keys, mode, cost, keys, now, stores))
+            return self._unanswered(error, mode, words, limits, cost, now, stores)
         return self._answer(mode, words, reply, asked, limits, cost, now)
 
     def _one(self, mode: int, key: Key, cost: int, now: float | None) -> cellrate.Decision:
-        limit = self.limit
-        words = self._request(mode, key, cost, now, limit)
-        if self._held and words[1] in self._held and self._availability.outage is None:
+        limit, words, back = self._one_words(mode, key, cost, now)
+        if back:
             return cast(cellrate.Decision, self._back(mode, key, words, cost, now, limit))
         return self._decide(mode, words, (limit,), cost, now)
 
@@ -453,12 +495,9 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         try:
             reply = self._call(sent_words)
         except Exception as error:
-            return self._failed(error, words[1:2], mode, cost, words[1:2], now)
-        if settled:
-            self._went_back(words[1])
-        if sent == TAKE:
-            return _read(TAKE, reply, (limit,))
-        return self._answer(sent, sent_words, reply, asked, (limit,), cost, now)
+            return self._unanswered(error, mode, words, (limit,), cost, now, ())
+        return self._back_answer(sent, sent_words, words[1], settled, reply, asked, limit, cost,
+                                 now)
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission."""
@@ -485,11 +524,9 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         """Admits as many units of `key` as fit now, up to `max_cost`, in one script call
         (atomic), and returns their count (0: none fits). Where Redis cannot decide,
         on_error answers: allow max_cost, deny 0, raise RedisUnavailable."""
-        limit = self.limit
-        words = self._request(TAKE, key, max_cost, now, limit)
-        outage = self._availability.outage
-        if outage is not None:
-            return cast(int, self._while_down(outage, TAKE, max_cost, words[1:2], now))
+        limit, words, count = self._take_words(key, max_cost, now)
+        if count is not None:
+            return count
         try:
             reply = self._call(words)
         except Exception as error:
@@ -537,33 +574,25 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
     async def _decide(self, mode: int, words: List[bytes], limits: Sequence[cellrate.Limit],
                       cost: int, now: float | None,
                       stores: Sequence[_RedisLimit] = ()) -> cellrate.Decision:
-        if self._refusals:
-            answer = self._recalled(mode, words, limits, cost, now)
-            if answer is not None:
-                return answer
-        keys = words[1:1 + len(limits)]
-        outage = self._availability.outage
-        if outage is not None:
-            return cast(cellrate.Decision,
-                        self._while_down(outage, mode, cost, keys, now, stores))
+        answer = self._unasked(mode, words, limits, cost, now, stores)
+        if answer is not None:
+            return answer
         asked = time.monotonic_ns()
         try:
             reply = await self._call(words)
         except Exception as error:
-            return cast(cellrate.Decision,
-                        self._failed(error, keys, mode, cost, keys, now, stores))
+            return self._unanswered(error, mode, words, limits, cost, now, stores)
         return self._answer(mode, words, reply, asked, limits, cost, now)
 
     async def _one(self, mode: int, key: Key, cost: int,
                    now: float | None) -> cellrate.Decision:
-        limit = self.limit
-        words = self._request(mode, key, cost, now, limit)
-        if self._held and words[1] in self._held and self._availability.outage is None:
+        limit, words, back = self._one_words(mode, key, cost, now)
+        if back:
             return cast(cellrate.Decision, await self._back(mode, key, words, cost, now, limit))
         return await self._decide(mode, words, (limit,), cost, now)
 
-    async def _back(self, mode: int, key: Key, words: List[bytes], cost: int, now: float | None,
-              limit: cellrate.Limit) -> Any:
+    async def _back(self, mode: int, key: Key, words: List[bytes], cost: int,
+                    now: float | None, limit: cellrate.Limit) -> Any:
         """A decision of a key decided locally during the outage: the core's request for
         going back (_going_back); the local state forgotten once Redis answers."""
         sent, sent_words, settled = self._going_back(mode, key, words, cost, now, limit)
@@ -571,12 +600,9 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         try:
             reply = await self._call(sent_words)
         except Exception as error:
-            return self._failed(error, words[1:2], mode, cost, words[1:2], now)
-        if settled:
-            self._went_back(words[1])
-        if sent == TAKE:
-            return _read(TAKE, reply, (limit,))
-        return self._answer(sent, sent_words, reply, asked, (limit,), cost, now)
+            return self._unanswered(error, mode, words, (limit,), cost, now, ())
+        return self._back_answer(sent, sent_words, words[1], settled, reply, asked, limit, cost,
+                                 now)
 
     async def check(self, key: Key, cost: int = 1, *,
                     now: float | None = None) -> cellrate.Decision:
@@ -598,11 +624,9 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
 
     async def take(self, key: Key, max_cost: int, *, now: float | None = None) -> int:
         """RedisLimiter.take, awaited."""
-        limit = self.limit
-        words = self._request(TAKE, key, max_cost, now, limit)
-        outage = self._availability.outage
-        if outage is not None:
-            return cast(int, self._while_down(outage, TAKE, max_cost, words[1:2], now))
+        limit, words, count = self._take_words(key, max_cost, now)
+        if count is not None:
+            return count
         try:
             reply = await self._call(words)
         except Exception as error:
@@ -702,8 +726,9 @@ class _RedisHoldings(_Store):
             "lease": lease, "name": name, "prefix": prefix, "on_error": on_error,
             "timeout": timeout})
         self._open_store(client, options["prefix"], options["on_error"], options["timeout"])
-        # the core's checks of a concurrency limit, and its lease in ns
-        lease_ns = cast(int, _check_hold(limit, None, 1, lease))
+        # the core's checks of a concurrency limit (the table judged the lease: its ns)
+        _check_hold(limit, None, 1, None)
+        lease_ns: int = options["lease_ns"]
         #: The units that may be held at once, per key.
         self.limit: int = int(limit)
         #: Seconds after which a holding not released is given back.
@@ -743,6 +768,16 @@ class _RedisHoldings(_Store):
             return None
         return cast(RedisSlot, self._slot(self, [1, words[1], RELEASE, reply, words[4]], key,
                                           cost))
+
+    def _acquire_unasked(self, key: Key | None,
+                         cost: int) -> Tuple[List[Any], bool, RedisSlot | None]:
+        """The head of an acquire, sync or asyncio: its words, and whether on_error
+        answered it (Redis is down) with that slot (None: refused)."""
+        words = self._acquire_words(key, cost)
+        outage = self._availability.outage
+        if outage is None:
+            return words, False, None
+        return words, True, self._unheld(self._while_down(outage), key, cost)
 
     def _unheld(self, answer: Any, key: Key | None, cost: int) -> RedisSlot | None:
         """on_error's answer to an acquire Redis did not decide: a slot holding nothing
@@ -799,10 +834,9 @@ class RedisConcurrency(_SyncStore, _RedisHoldings):
 
     def try_acquire(self, key: Key | None = None, cost: int = 1) -> RedisSlot | None:
         """A RedisSlot holding `cost` units of `key`, or None when they are not free."""
-        words = self._acquire_words(key, cost)
-        outage = self._availability.outage
-        if outage is not None:
-            return self._unheld(self._while_down(outage), key, cost)
+        words, answered, slot = self._acquire_unasked(key, cost)
+        if answered:
+            return slot
         try:
             reply = self._call(words)
         except Exception as error:
@@ -883,11 +917,8 @@ class AsyncRedisConcurrency(_AsyncStore, _RedisHoldings):
 
     async def try_acquire(self, key: Key | None = None, cost: int = 1) -> AsyncRedisSlot | None:
         """RedisConcurrency.try_acquire, awaited."""
-        words = self._acquire_words(key, cost)
-        outage = self._availability.outage
-        if outage is not None:
-            slot = self._unheld(self._while_down(outage), key, cost)
-        else:
+        words, answered, slot = self._acquire_unasked(key, cost)
+        if not answered:
             try:
                 reply = await self._call(words)
             except Exception as error:
@@ -913,13 +944,9 @@ class AsyncRedisConcurrency(_AsyncStore, _RedisHoldings):
 def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now: float | None,
                        kind: type) -> Tuple[Any, List[bytes], List[cellrate.Limit], List[Any]]:
     pairs = list(items)
-    if not pairs:
-        raise invalid("items", "items must name at least one limit")
-    for pair in pairs:
-        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], kind)):
-            raise invalid_type("items", f"items must be (limiter, key) pairs of {kind.__name__}")
-        if pair[0].client is not pairs[0][0].client:
-            raise invalid("items", "items: every limiter must use the same Redis client")
+    _core._redis_check_items([
+        pair[0].client if isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], kind)
+        else None for pair in pairs])
     limits = [limiter.limit for limiter, _ in pairs]  # each read once
     groups: List[Any] = []
     for (limiter, key), limit in zip(pairs, limits):
