@@ -133,6 +133,7 @@ static ALWAYS_INLINE store_box *check_open(lua_State *L, const char *tag)
 #include "lua/inspect.c"     /* cellrate.inspect_region */
 #include "lua/metrics.c"     /* cellrate.metrics */
 #include "lua/redis.c"       /* the Redis store's protocol, for cellrate.redis */
+#include "lua/batch.c"       /* the Redis store's batches, for cellrate.redis */
 #include "lua/share.c"       /* the fleet share's member rules */
 #include "lua/web.c"         /* the web rules: address keys, refusals, settlement */
 #include "lua/ffi.c"         /* the C side of cellrate.ffi (LuaJIT) */

@@ -146,7 +146,8 @@ static const cr_option redis_limiter_options[] = {
     BOOLEAN_("deny_cache", CR_E_DENY_CACHE, PYTHON, BOOL_(true)),
     STORE_TIMEOUT_(PYTHON),
     MAX_COST_(BOTH),
-    MAX_DEBT_(BOTH)};
+    MAX_DEBT_(BOTH),
+    BOOLEAN_("coalesce", CR_E_REDIS_COALESCE, PYTHON, BOOL_(false))};
 static const cr_option redis_concurrency_options[] = {
     LEASE_(BOTH, CR_E_STORE_LEASE, CR_OPTION_REQUIRED), STORE_NAME_, PREFIX_, ON_ERROR_,
     STORE_TIMEOUT_(PYTHON)};

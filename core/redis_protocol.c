@@ -135,9 +135,9 @@ static void word_key(request *r, const cr_redis_item *item)
     r->at += len;
 }
 
-cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
-                           const cr_redis_item *items, size_t nitems, char *buf, size_t size,
-                           cr_redis_word *words, size_t *count)
+/* What every request refuses (cr_redis_request's refusals). */
+static cr_status check_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
+                               const cr_redis_item *items, size_t nitems)
 {
     if ((unsigned)mode > CR_REDIS_TAKE)
         return CR_E_ITEMS; /* no request of the faces: the script answers no other mode */
@@ -152,28 +152,109 @@ cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
         if (status != CR_OK)
             return status;
     }
+    return CR_OK;
+}
+
+/* The ARGV words of one request (after its keys); how many: argv_words. */
+static void request_argv(request *r, cr_redis_mode mode, int64_t cost, int64_t now_ns,
+                         const cr_redis_item *items, size_t nitems)
+{
+    word_number(r, (int64_t)mode);
+    word_number(r, cost);
+    for (size_t i = 0; i < nitems; i++) {
+        const cr_limit *limit = items[i].limit;
+        const char *algorithm = cr_algorithm_name(limit->algorithm);
+        word_bytes(r, algorithm, strlen(algorithm));
+        word_number(r, limit->emission_ns);
+        word_number(r, limit->tolerance_ns);
+        word_number(r, limit->burst);
+    }
+    if (mode == CR_REDIS_CHARGE)
+        word_number(r, items[0].limit->max_debt);
+    if (now_ns != CR_CLOCK)
+        word_number(r, now_ns);
+}
+
+static size_t argv_words(cr_redis_mode mode, int64_t now_ns, size_t nitems)
+{
+    return 2 + 4 * nitems + (mode == CR_REDIS_CHARGE) + (now_ns != CR_CLOCK);
+}
+
+cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
+                           const cr_redis_item *items, size_t nitems, char *buf, size_t size,
+                           cr_redis_word *words, size_t *count)
+{
+    const cr_status checked = check_request(mode, cost, now_ns, items, nitems);
+    if (checked != CR_OK)
+        return checked;
     request r = {buf, size, 0, words, 0, false};
     word_number(&r, (int64_t)nitems);
     for (size_t i = 0; i < nitems; i++)
         word_key(&r, &items[i]);
-    word_number(&r, (int64_t)mode);
-    word_number(&r, cost);
-    for (size_t i = 0; i < nitems; i++) {
-        const cr_limit *limit = items[i].limit;
-        const char *algorithm = cr_algorithm_name(limit->algorithm);
-        word_bytes(&r, algorithm, strlen(algorithm));
-        word_number(&r, limit->emission_ns);
-        word_number(&r, limit->tolerance_ns);
-        word_number(&r, limit->burst);
-    }
-    if (mode == CR_REDIS_CHARGE)
-        word_number(&r, items[0].limit->max_debt);
-    if (now_ns != CR_CLOCK)
-        word_number(&r, now_ns);
+    request_argv(&r, mode, cost, now_ns, items, nitems);
     if (r.short_of_room)
         return CR_E_NOMEM;
     *count = r.count;
     return CR_OK;
+}
+
+size_t cr_redis_batch_size(const cr_redis_call *calls, size_t ncalls)
+{
+    size_t total = 0;
+    /* each call's counts and the batch's fit DECIMAL_MAX bytes each */
+    if (ncalls > SIZE_MAX / 8 || !add_size(&total, 2 + 2 * ncalls, DECIMAL_MAX))
+        return SIZE_MAX;
+    for (size_t i = 0; i < ncalls; i++) {
+        const size_t size = cr_redis_request_size(calls[i].items, calls[i].nitems);
+        if (size == SIZE_MAX || !add_size(&total, 1, size))
+            return SIZE_MAX;
+    }
+    return total;
+}
+
+cr_status cr_redis_batch(const cr_redis_call *calls, size_t ncalls, int64_t now_ns, char *buf,
+                         size_t size, cr_redis_word *words, size_t *count, size_t *failed)
+{
+    size_t unused;
+    if (failed == NULL)
+        failed = &unused;
+    *failed = ncalls;
+    if (ncalls == 0)
+        return CR_E_ITEMS;
+    if (ncalls > CR_REDIS_BATCH_MAX)
+        return CR_E_REDIS_BATCH;
+    size_t nkeys = 0;
+    for (size_t i = 0; i < ncalls; i++) {
+        const cr_redis_call *call = &calls[i];
+        const cr_status checked = check_request(call->mode, call->cost, now_ns, call->items,
+                                                call->nitems);
+        if (checked != CR_OK) {
+            *failed = i;
+            return checked;
+        }
+        nkeys += call->nitems;
+    }
+    request r = {buf, size, 0, words, 0, false};
+    word_number(&r, (int64_t)nkeys);
+    for (size_t i = 0; i < ncalls; i++)
+        for (size_t j = 0; j < calls[i].nitems; j++)
+            word_key(&r, &calls[i].items[j]);
+    word_number(&r, (int64_t)ncalls);
+    for (size_t i = 0; i < ncalls; i++) {
+        const cr_redis_call *call = &calls[i];
+        word_number(&r, (int64_t)call->nitems);
+        word_number(&r, (int64_t)argv_words(call->mode, now_ns, call->nitems));
+        request_argv(&r, call->mode, call->cost, now_ns, call->items, call->nitems);
+    }
+    if (r.short_of_room)
+        return CR_E_NOMEM;
+    *count = r.count;
+    return CR_OK;
+}
+
+cr_status cr_redis_batch_reply(size_t ncalls, bool is_list, size_t nelements)
+{
+    return is_list && ncalls > 0 && nelements == ncalls ? CR_OK : CR_E_REDIS_REPLY;
 }
 
 cr_status cr_redis_parse_integer(const char *text, size_t len, int64_t *value)

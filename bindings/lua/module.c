@@ -33,6 +33,8 @@ static const luaL_Reg module_functions[] = {
     {"_algorithm_takes_burst", module_algorithm_takes_burst},
     {"parse_rates", module_parse_rates},
     {"_redis_request", redis_request},
+    {"_redis_batch", redis_batch},
+    {"_redis_batch_reply", redis_batch_reply},
     {"_redis_reply", redis_reply},
     {"_redis_unavailable", redis_unavailable},
     {"_redis_backoff", redis_backoff},

@@ -289,6 +289,7 @@ static int redis_protocol(lua_State *L)
         {"TAKE", CR_REDIS_TAKE},
         {"MAX_TOLERANCE_NS", CR_REDIS_MAX_TOLERANCE_NS},
         {"MAX_DEBT_NS", CR_REDIS_MAX_DEBT_NS},
+        {"BATCH_MAX", CR_REDIS_BATCH_MAX},
     };
     lua_createtable(L, 0, 12);
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {

@@ -401,6 +401,15 @@ PyDoc_STRVAR(redis_slots_message_doc,
              "_redis_slots_message(keys, slots, /)\n--\n\n"
              "Private: the words of keys in several Redis Cluster hash slots.");
 
+PyDoc_STRVAR(redis_batch_doc,
+             "_redis_batch(now, calls, /)\n--\n\n"
+             "Private: the words after EVALSHA and the batch script's SHA of several\n"
+             "decisions, each (mode, cost, limit, prefix, name, key, ...): a list of bytes.");
+
+PyDoc_STRVAR(redis_batch_reply_doc,
+             "_redis_batch_reply(ncalls, reply, /)\n--\n\n"
+             "Private: None when reply is a batch's reply to ncalls decisions.");
+
 PyDoc_STRVAR(redis_protocol_doc, "_redis_protocol()\n--\n\n"
                                  "Private: the Redis protocol's constants.");
 

@@ -36,6 +36,7 @@
 #include "checks.c"
 #include "options.c"
 #include "redis.c"
+#include "batch.c"
 #include "share.c"
 #include "web.c"
 #include "priority.c"
@@ -229,6 +230,10 @@ static PyMethodDef cellrate_methods[] = {
     {"_redis_slots_message", (PyCFunction)(void (*)(void))module_redis_slots_message, METH_FASTCALL,
      redis_slots_message_doc},
     {"_redis_protocol", module_redis_protocol, METH_NOARGS, redis_protocol_doc},
+    {"_redis_batch", (PyCFunction)(void (*)(void))module_redis_batch, METH_FASTCALL,
+     redis_batch_doc},
+    {"_redis_batch_reply", (PyCFunction)(void (*)(void))module_redis_batch_reply, METH_FASTCALL,
+     redis_batch_reply_doc},
     {"inspect_region", module_inspect_region, METH_O, inspect_region_doc},
     {"calendar_period", (PyCFunction)(void (*)(void))module_calendar_period,
      METH_VARARGS | METH_KEYWORDS, calendar_period_doc},

@@ -473,14 +473,14 @@ static PyObject *module_redis_protocol(PyObject *module, PyObject *Py_UNUSED(ign
         }
         PyTuple_SET_ITEM(words, (Py_ssize_t)i, word);
     }
-    return Py_BuildValue("{sLsLsdsdsssNsisisisisisi}", "MAX_TOLERANCE_NS",
-                         (long long)CR_REDIS_MAX_TOLERANCE_NS, "MAX_DEBT_NS",
-                         (long long)CR_REDIS_MAX_DEBT_NS, "FIRST_BACKOFF_S",
-                         cr_ns_to_seconds(CR_REDIS_FIRST_BACKOFF_NS), "MAX_BACKOFF_S",
-                         cr_ns_to_seconds(CR_REDIS_MAX_BACKOFF_NS), "ALGORITHM_REPLY",
-                         CR_REDIS_ALGORITHM_REPLY, "UNAVAILABLE_REPLIES", words, "PEEK",
-                         CR_REDIS_PEEK, "CHECK", CR_REDIS_CHECK, "ALLOW", CR_REDIS_ALLOW, "REFUND",
-                         CR_REDIS_REFUND, "CHARGE", CR_REDIS_CHARGE, "TAKE", CR_REDIS_TAKE);
+    return Py_BuildValue(
+        "{sLsLsdsdsssNsisisisisisisiss}", "MAX_TOLERANCE_NS", (long long)CR_REDIS_MAX_TOLERANCE_NS,
+        "MAX_DEBT_NS", (long long)CR_REDIS_MAX_DEBT_NS, "FIRST_BACKOFF_S",
+        cr_ns_to_seconds(CR_REDIS_FIRST_BACKOFF_NS), "MAX_BACKOFF_S",
+        cr_ns_to_seconds(CR_REDIS_MAX_BACKOFF_NS), "ALGORITHM_REPLY", CR_REDIS_ALGORITHM_REPLY,
+        "UNAVAILABLE_REPLIES", words, "PEEK", CR_REDIS_PEEK, "CHECK", CR_REDIS_CHECK, "ALLOW",
+        CR_REDIS_ALLOW, "REFUND", CR_REDIS_REFUND, "CHARGE", CR_REDIS_CHARGE, "TAKE", CR_REDIS_TAKE,
+        "BATCH_MAX", CR_REDIS_BATCH_MAX, "COALESCE_REFUSED", cr_strerror(CR_E_REDIS_COALESCE));
 }
 
 /* _redis_fallback_check(on_error, has_fallback): None, or the core's error

@@ -138,6 +138,53 @@ cr_status cr_redis_check_items(const uintptr_t *clients, size_t nitems);
 cr_status cr_redis_check_change(bool named, const char *algorithm, size_t algorithm_len,
                                 const char *given, size_t given_len);
 
+/*
+ * A batch: several decisions in one script call (redis/batch.lua, which runs
+ * redis/decide.lua once per decision, in order, each on the state the ones
+ * before it wrote: a key named twice decides the second time as if sent after
+ * the first). Each decision is one request's mode, cost and items, as
+ * cr_redis_request takes them; the batch's reply is a list holding each
+ * decision's reply (or error reply) in order, each read by cr_redis_read_reply.
+ */
+typedef struct cr_redis_call {
+    cr_redis_mode mode;
+    int64_t cost;
+    const cr_redis_item *items;
+    size_t nitems;
+} cr_redis_call;
+
+/* The most decisions of one script call: a longer batch goes as several calls
+ * (the faces split it in order). It bounds how long one call holds the
+ * server (about 256 single decisions' work). */
+#define CR_REDIS_BATCH_MAX 256
+
+/* The most words a batch of `ncalls` decisions of `nitems` items in all has. */
+#define CR_REDIS_BATCH_WORDS(ncalls, nitems) (2 + 8 * (size_t)(ncalls) + 5 * (size_t)(nitems))
+
+/* The bytes a batch of these calls needs at most (cr_redis_batch's `size`);
+ * SIZE_MAX when that does not fit a size_t. */
+size_t cr_redis_batch_size(const cr_redis_call *calls, size_t ncalls);
+
+/*
+ * A batch's words after EVALSHA and the batch script's SHA: numkeys (every
+ * call's items); KEYS, every call's keys in order; ARGV: the number of calls,
+ * then per call its number of keys, its number of ARGV words and its ARGV
+ * words exactly as cr_redis_request writes them (`now_ns` for every call).
+ * Refuses what cr_redis_request refuses of any call (the first such call's
+ * status), no call (CR_E_ITEMS), more than CR_REDIS_BATCH_MAX calls
+ * (CR_E_REDIS_BATCH); CR_E_NOMEM when `size` is short. *failed (may be NULL)
+ * is the refused call's index (ncalls: the batch itself).
+ */
+cr_status cr_redis_batch(const cr_redis_call *calls, size_t ncalls, int64_t now_ns, char *buf,
+                         size_t size, cr_redis_word *words, size_t *count, size_t *failed);
+
+/* A batch's reply: a list (`is_list`) of exactly `ncalls` elements (element i
+ * answers call i), else CR_E_REDIS_REPLY. An element that is a list of one
+ * string is its decision's error reply, the string its words (the first word
+ * the error's, as cr_redis_classify reads it); any other element is the
+ * decision's reply (cr_redis_read_reply). */
+cr_status cr_redis_batch_reply(size_t ncalls, bool is_list, size_t nelements);
+
 /* A decimal integer of a reply (the script answers times of 9e15 ns and more
  * as decimal strings): CR_E_REDIS_REPLY unless `text` is [-]digits within
  * int64. */

@@ -327,7 +327,14 @@ const char *cr_version(void);
       "fallback is the limit of on_error='fallback': give it only with that on_error")             \
     X(162, E_REDIS_ON_ERROR, ARGUMENT, "on_error",                                                 \
       "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")              \
-    /* 163-209: reserved; the penalty box from 210 */                                              \
+    /* 163-189: reserved; Redis batches from 190 */                                                \
+    X(190, E_REDIS_BATCH, ARGUMENT, "items",                                                       \
+      "items: one script call decides at most 256 decisions (the stores send a longer batch as "   \
+      "several calls, in order)")                                                                  \
+    X(191, E_REDIS_COALESCE, ARGUMENT, "coalesce",                                                 \
+      "coalesce must be a boolean, and is taken by the asyncio store alone (it sends the "         \
+      "decisions of one event-loop turn as one script call)")                                      \
+    /* 192-209: reserved; the penalty box from 210 */                                              \
     X(210, E_PENALTY_AFTER, ARGUMENT, "after",                                                     \
       "after must be a rate string of a whole number of refusals per period, such as '5/minute' "  \
       "(a penalty)")                                                                               \

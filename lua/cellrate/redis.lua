@@ -52,6 +52,13 @@ end
 -- limits' and the concurrency limits'.
 M.script = read_script("decide")
 M.hold_script = read_script("hold")
+-- The batch script (check_many): batch.lua with its line '--@decide.lua'
+-- replaced by decide.lua's bytes, as the Python package sends it.
+do
+    local wrapper = read_script("batch")
+    local at, past = wrapper:find("--@decide.lua\n", 1, true)
+    M.batch_script = wrapper:sub(1, at - 1) .. M.script .. wrapper:sub(past + 1)
+end
 
 -- The settings of the script's protocol paragraph ("-- The protocol:" up to
 -- the first blank line): NAME -> its value's text, a 'string' unquoted. The
@@ -302,6 +309,11 @@ local function send(client, script, words)
     return reply, err
 end
 
+-- A batch's words, sent with the batch script.
+local function send_batch(client, words)
+    return send(client, M.batch_script, words)
+end
+
 -- The same, for KEYS and ARGV apart (the concurrency and share scripts).
 local function run(client, script, keys, args)
     local words = { #keys, unpack(keys) }
@@ -352,24 +364,18 @@ local function fallback(self, err, mode, cost, words, now, stores)
     return unavailable_answer(mode, self.limit, self.on_error == "allow", cost, probe_in)
 end
 
--- The script's reply to `words`, or nil and the message of a failure, with
--- true when it means Redis cannot decide now (on_error answers), else its
--- kind and a wrong algorithm's words.
-local function reply_of(self, words)
-    if self.gate and not self.gate:allow() then
-        return nil, self.error, true
+-- Redis answered a call of this limiter: it decides again.
+local function decides(self)
+    if self.gate then
+        log("cellrate.redis: Redis decides again")
+        self.gate, self.error = nil, nil
     end
-    -- the client of this call, even if another coroutine sets another one
-    -- while this one waits for Redis
-    local reply, err = send(self.client, self.script, words)
-    if reply ~= nil then
-        if self.gate then
-            log("cellrate.redis: Redis decides again")
-            self.gate, self.error = nil, nil
-        end
-        return reply
-    end
-    err = err or "no reply"
+end
+
+-- A call of this limiter failed with `err`: nil, its message, true when Redis
+-- cannot decide now (the gate then holds it back for a back-off), else false,
+-- its kind and a wrong algorithm's words.
+local function failed(self, err)
     local kind, mistake = failure(err)
     if kind ~= "cannot_decide" then
         return nil, "Redis refused the decision: " .. err, false, kind, mistake
@@ -383,6 +389,23 @@ local function reply_of(self, words)
     self.gate:allow() -- the next probe after one back-off
     self.error = err
     return nil, err, true
+end
+
+-- The script's reply to `words`, or nil and the message of a failure, with
+-- true when it means Redis cannot decide now (on_error answers), else its
+-- kind and a wrong algorithm's words.
+local function reply_of(self, words)
+    if self.gate and not self.gate:allow() then
+        return nil, self.error, true
+    end
+    -- the client of this call, even if another coroutine sets another one
+    -- while this one waits for Redis
+    local reply, err = send(self.client, self.script, words)
+    if reply ~= nil then
+        decides(self)
+        return reply
+    end
+    return failed(self, err or "no reply")
 end
 
 -- A key held under another algorithm (kind "wrong_algorithm", in the
@@ -623,6 +646,148 @@ function M.check_all(items, cost, now)
         decide(first, CHECK, cost, request(CHECK, cost, now, unpack(groups)), now, 4,
                { stores = stores }, unpack(limits))
     return allowed, remaining, retry_after, reset_after
+end
+
+-- Several decisions in one script call (redis/batch.lua; the words are the
+-- core's cr_redis_batch): items = { { limiter, key [, cost] }, ... }, an item
+-- { { { limiter, key }, ... }, cost } deciding several limits as one (as
+-- check_all), every limiter on one client (in a Cluster every key in one
+-- slot: hash tags). Returns a list holding, per item in order, a table of
+-- what the call alone returns (allowed, remaining, retry_after, reset_after;
+-- or nil, message, "unavailable": read it with unpack(answer, 1, 4)), each
+-- exactly the call alone's answer: the script decides them in order, so a key
+-- named twice decides the second time on what the first committed. An empty
+-- list answers {} without a call; more than BATCH_MAX decisions go as several
+-- calls, in order. A key held under another algorithm raises (naming
+-- algorithm) after every decision was made.
+M.BATCH_MAX = core.BATCH_MAX
+local batch_words, batch_reply = cellrate._redis_batch, cellrate._redis_batch_reply
+
+local function many_decisions(items, now)
+    if type(items) ~= "table" then
+        argument_error("items", "must be a list of { limiter, key [, cost] } items")
+    end
+    local decisions, client = {}, nil
+    for i, item in ipairs(items) do
+        if type(item) ~= "table" then
+            argument_error("items", "must be a list of { limiter, key [, cost] } items")
+        end
+        local pairs_, cost
+        if type(item[1]) == "table" and getmetatable(item[1]) ~= Limiter then
+            pairs_, cost = item[1], item[2]
+        else
+            pairs_, cost = { { item[1], item[2] } }, item[3]
+        end
+        if #pairs_ == 0 then
+            argument_error("items", "must name at least one limit in each decision")
+        end
+        local groups, limits, stores = {}, {}, {}
+        for j, pair in ipairs(pairs_) do
+            local limiter = type(pair) == "table" and pair[1]
+            if getmetatable(limiter) ~= Limiter then
+                argument_error("items", "must name cellrate.redis limiters")
+            end
+            client = client or limiter.client
+            if limiter.client ~= client then
+                argument_error("items", "every limiter must use the same Redis client")
+            end
+            local limit = limiter.limit -- read once: a decision never mixes two limits
+            stores[j], limits[j] = limiter, limit
+            local at = #groups
+            groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =
+                limit, limiter.prefix, limiter.name, pair[2]
+        end
+        local ok, words = pcall(request_words, CHECK, cost, now, unpack(groups))
+        if not ok then
+            error(without_position(words), 3)
+        end
+        decisions[i] = { stores = stores, limits = limits, cost = cost, words = words,
+                         call = { CHECK, cost, unpack(groups) } }
+    end
+    return decisions, client
+end
+
+-- A decision's answer from its element of the batch's reply (or the batch's
+-- failure `err`, `unavailable` when Redis cannot decide): what the call alone
+-- returns, as a table; a wrong algorithm's words in decision.mistake.
+local function settle(decision, now, element, err)
+    local store = decision.stores[1]
+    if element ~= nil and type(element) == "table" and #element == 1 then
+        err = tostring(element[1]) -- its error reply's words alone
+    elseif element ~= nil then
+        local allowed, remaining, retry_after, reset_after =
+            read_reply(CHECK, element, unpack(decision.limits))
+        if allowed == nil then
+            return { nil, "Redis refused the decision: " .. remaining, "unavailable" }
+        end
+        return { allowed, remaining, retry_after, reset_after }
+    end
+    local _, message, unavailable, kind, mistake = failed(store, err)
+    if unavailable then
+        return { fallback(store, message, CHECK, decision.cost, decision.words, now,
+                          decision.stores) }
+    end
+    if kind == "wrong_algorithm" then
+        decision.mistake = mistake
+    end
+    return { nil, message, "unavailable" }
+end
+
+function M.check_many(items, now)
+    local decisions, client = many_decisions(items, now)
+    local answers, sent = {}, {}
+    for i, decision in ipairs(decisions) do
+        local store = decision.stores[1]
+        local key = decision.words[2]
+        if #decision.limits == 1 and store.nheld > 0 and store.held[key] then
+            -- decided locally during an outage: going back alone, as a check would
+            answers[i] = { store:check(items[i][2], decision.cost, now) }
+        elseif store.gate and not store.gate:allow() then -- Redis held back: on_error
+            answers[i] = { fallback(store, store.error, CHECK, decision.cost, decision.words,
+                                    now, decision.stores) }
+        else
+            sent[#sent + 1] = i
+        end
+    end
+    for from = 1, #sent, M.BATCH_MAX do
+        local chunk, calls = {}, {}
+        for k = from, math.min(from + M.BATCH_MAX - 1, #sent) do
+            chunk[#chunk + 1] = sent[k]
+            calls[#calls + 1] = decisions[sent[k]].call
+        end
+        local ok, words = pcall(batch_words, now, calls)
+        if not ok then
+            error(without_position(words), 2)
+        end
+        local reply, err = send_batch(client, words)
+        err = err or "no reply"
+        if reply ~= nil then
+            local fits, why = batch_reply(#chunk, reply)
+            if not fits then
+                local whole = "Redis refused the decision: " .. why
+                for _, i in ipairs(chunk) do
+                    answers[i] = { nil, whole, "unavailable" }
+                end
+            else
+                for k, i in ipairs(chunk) do
+                    decides(decisions[i].stores[1])
+                    answers[i] = settle(decisions[i], now, reply[k])
+                end
+            end
+        elseif failure(err) == "cross_slot" then -- a plain client on a Cluster node
+            raise_slots_differ(client, words, 3)
+        else
+            for _, i in ipairs(chunk) do
+                answers[i] = settle(decisions[i], now, nil, err)
+            end
+        end
+    end
+    for _, decision in ipairs(decisions) do
+        if decision.mistake then
+            error(decision.mistake, 2)
+        end
+    end
+    return answers
 end
 
 -- The client for the calls that follow. In OpenResty a connection belongs to

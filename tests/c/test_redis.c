@@ -150,6 +150,73 @@ static void run_request(char **f, int n, char *expected, int at)
     }
 }
 
+/* batch <now s|-> <ncalls> (<mode> <cost> <n> (<limit> <prefix> <name> <key>)*n)*ncalls,
+ * then the words. */
+static void run_batch(char **f, int n, char *expected, int at)
+{
+    int64_t now_ns = CR_CLOCK;
+    cr_status status = CR_OK;
+    if (strcmp(f[1], "-") != 0)
+        status = cr_seconds_to_ns(strtod(f[1], NULL), &now_ns);
+    const int ncalls = (int)number(f[2]);
+    cr_redis_call calls[FIELDS_MAX];
+    cr_redis_item items[FIELDS_MAX];
+    int field = 3, nitems = 0;
+    for (int c = 0; c < ncalls; c++) {
+        CHECK(field + 3 <= n, "redis.txt:%d", at);
+        calls[c] = (cr_redis_call){mode_named(f[field]), number(f[field + 1]), items + nitems,
+                                   (size_t)number(f[field + 2])};
+        field += 3;
+        for (size_t i = 0; i < calls[c].nitems; i++, nitems++, field += 4) {
+            char **item = f + field;
+            for (int j = 0; j < 3; j++)
+                decode(item[1 + j], &texts[3 * nitems + j]);
+            items[nitems] = (cr_redis_item){&limits[number(item[0])],  texts[3 * nitems].bytes,
+                                            texts[3 * nitems].len,     texts[3 * nitems + 1].bytes,
+                                            texts[3 * nitems + 1].len, texts[3 * nitems + 2].bytes,
+                                            texts[3 * nitems + 2].len};
+        }
+    }
+    CHECK_EQ_I64(n, field, "redis.txt:%d", at);
+    static char buf[LINE_MAX_BYTES];
+    cr_redis_word words[CR_REDIS_BATCH_WORDS(FIELDS_MAX, FIELDS_MAX)];
+    size_t count = 0, failed = 0;
+    if (status == CR_OK) {
+        const size_t size = cr_redis_batch_size(calls, (size_t)ncalls);
+        CHECK(size <= sizeof buf, "redis.txt:%d: %zu bytes", at, size);
+        status = cr_redis_batch(calls, (size_t)ncalls, now_ns, buf, size, words, &count, &failed);
+        CHECK(status == CR_OK ? failed == (size_t)ncalls : true, "redis.txt:%d: failed", at);
+        CHECK(count <= CR_REDIS_BATCH_WORDS(ncalls, nitems), "redis.txt:%d: words", at);
+        if (status == CR_OK) { /* one byte short of what it writes: refused */
+            const size_t used = words[count - 1].offset + words[count - 1].len;
+            static char small[LINE_MAX_BYTES];
+            size_t short_count = 0;
+            CHECK_EQ_STR(status_name(cr_redis_batch(calls, (size_t)ncalls, now_ns, small, used - 1,
+                                                    words, &short_count, NULL)),
+                         "E_NOMEM", "redis.txt:%d", at);
+            CHECK(cr_redis_batch(calls, (size_t)ncalls, now_ns, buf, used, words, &count, NULL) ==
+                      CR_OK,
+                  "redis.txt:%d: exactly its bytes", at);
+        }
+    }
+    char *e[FIELDS_MAX * 4];
+    const int m = split(expected, e);
+    if (strcmp(e[0], "refused") == 0) {
+        CHECK_EQ_STR(status_name(status), e[1], "redis.txt:%d", at);
+        return;
+    }
+    CHECK_EQ_STR(status_name(status), "OK", "redis.txt:%d", at);
+    CHECK_EQ_I64(count, number(e[1]), "redis.txt:%d: words", at);
+    CHECK_EQ_I64(m, 2 + (int)count, "redis.txt:%d", at);
+    for (size_t i = 0; i < count && (int)(2 + i) < m; i++) {
+        static text want;
+        decode(e[2 + i], &want);
+        CHECK(words[i].len == want.len && memcmp(buf + words[i].offset, want.bytes, want.len) == 0,
+              "redis.txt:%d: word %zu is \"%.*s\", want \"%.*s\"", at, i, (int)words[i].len,
+              buf + words[i].offset, (int)want.len, want.bytes);
+    }
+}
+
 /* reply <mode> <n> <limit>... int <v> | list <count> <field>..., then the answer. */
 static void run_reply(char **f, int n, char *expected, int at)
 {
@@ -218,7 +285,7 @@ static void run_file(FILE *file, int *lines)
     static char line[LINE_MAX_BYTES], next[LINE_MAX_BYTES];
     char *f[FIELDS_MAX * 4];
     size_t unavailable = 0;
-    int at = 0;
+    int at = 0, batch_lines = 0;
     while (fgets(line, sizeof line, file)) {
         at++;
         if (!vectors_meaningful(line))
@@ -276,12 +343,24 @@ static void run_file(FILE *file, int *lines)
             CHECK_EQ_I64(cr_redis_key(tiny, sizeof tiny, prefix.bytes, prefix.len, name.bytes,
                                       name.len, key.given ? key.bytes : NULL, key.len),
                          want.len, "redis.txt:%d: the length whatever fits", at);
+        } else if (strcmp(f[0], "batch_max") == 0) {
+            CHECK_EQ_I64(number(f[1]), CR_REDIS_BATCH_MAX, "redis.txt:%d", at);
+            batch_lines++;
+        } else if (strcmp(f[0], "batch_reply") == 0) {
+            CHECK_EQ_STR(
+                status_name(cr_redis_batch_reply((size_t)number(f[1]), strcmp(f[2], "list") == 0,
+                                                 (size_t)number(f[3]))),
+                f[4], "redis.txt:%d", at);
+            batch_lines++;
         } else if (strcmp(f[0], "request") == 0 || strcmp(f[0], "reply") == 0 ||
-                   strcmp(f[0], "recall") == 0) {
+                   strcmp(f[0], "recall") == 0 || strcmp(f[0], "batch") == 0) {
             at++;
             CHECK(fgets(next, sizeof next, file) != NULL, "redis.txt:%d: its answer", at);
             next[strcspn(next, "\r\n")] = '\0';
-            if (strcmp(f[0], "request") == 0) {
+            if (strcmp(f[0], "batch") == 0) {
+                run_batch(f, n, next, at);
+                batch_lines++;
+            } else if (strcmp(f[0], "request") == 0) {
                 run_request(f, n, next, at);
             } else if (strcmp(f[0], "reply") == 0) {
                 run_reply(f, n, next, at);
@@ -411,6 +490,7 @@ static void run_file(FILE *file, int *lines)
         }
     }
     CHECK(cr_redis_unavailable_reply(unavailable) == NULL, "the list's words are the vectors'");
+    CHECK(batch_lines >= 15, "redis.txt: the batches' lines (%d)", batch_lines);
 }
 
 int main(int argc, char **argv)

@@ -111,6 +111,59 @@ describe("the Redis protocol's vectors", function()
       assert.is_true(count >= 5)
    end)
 
+   it("builds every batch's words, reads its reply's shape", function()
+      local count = 0
+      for at, f in ipairs(LINES) do
+         if f[1] == "batch" then
+            local after = LINES[at + 1]
+            local now = f[2] ~= "-" and tonumber(f[2]) or nil
+            local calls, i, arity = {}, 4, true
+            for c = 1, integer(f[3]) do
+               local call = { MODES[f[i]], integer(f[i + 1]) }
+               local n = integer(f[i + 2])
+               i = i + 3
+               for _ = 1, n do
+                  call[#call + 1] = LIMITS[integer(f[i])]
+                  call[#call + 1] = text(f[i + 1])
+                  call[#call + 1] = text(f[i + 2])
+                  call[#call + 1] = text(f[i + 3])
+                  i = i + 4
+               end
+               arity = arity and n > 0
+               calls[c] = call
+            end
+            assert.equal(#f + 1, i)
+            if not arity then -- the binding's own check: a call names a limit
+               assert.is_false(pcall(cellrate._redis_batch, now, calls))
+            elseif after[1] == "refused" then
+               refused(after[2], cellrate._redis_batch, now, calls)
+            else
+               local want = {}
+               for w = 3, #after do
+                  want[#want + 1] = text(after[w])
+               end
+               assert.same(want, cellrate._redis_batch(now, calls), table.concat(f, " "))
+            end
+            count = count + 1
+         elseif f[1] == "batch_max" then
+            assert.equal(integer(f[2]), require("cellrate.redis").BATCH_MAX)
+         elseif f[1] == "batch_reply" then
+            local reply = f[3] == "list" and {} or 1
+            if f[3] == "list" then
+               for e = 1, integer(f[4]) do
+                  reply[e] = 0
+               end
+            end
+            if f[5] == "OK" then
+               assert.is_true(cellrate._redis_batch_reply(integer(f[2]), reply))
+            else
+               refused(f[5], cellrate._redis_batch_reply, integer(f[2]), reply)
+            end
+         end
+      end
+      assert.is_true(count >= 10)
+   end)
+
    it("builds every request's words", function()
       local count = 0
       for at, f in ipairs(LINES) do

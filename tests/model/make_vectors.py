@@ -2178,6 +2178,11 @@ def make_redis() -> str:
         "#   <cost sent> <settled: 1|0>            a key decided locally going back to Redis",
         "# items <n> then n times <client id, -: not a pair> <status>   a check_all's items",
         "# change <named: 1|0> <algorithm> <algorithm given, -: none> <status>   a live change",
+        "# batch_max <n>                          the most decisions of one batch call",
+        "# batch <now s|-> <ncalls> then per call <mode> <cost> <n> then n times <limit id>",
+        "#   <prefix> <name> <key>                several decisions in one call (batch.lua)",
+        "#   words <count> <word>...  |  refused <status>",
+        "# batch_reply <ncalls> <list|int> <nelements> <status>   a batch's reply's shape",
     ]
     lines += [f"constant MAX_TOLERANCE_NS {m.MAX_TOLERANCE_NS}", f"constant MAX_DEBT_NS {m.MAX_DEBT_NS}",
               f"constant FIRST_BACKOFF_NS {m.FIRST_BACKOFF_NS}",
@@ -2427,6 +2432,47 @@ def make_redis() -> str:
                 sent, sent_cost, settled = m.going_back(mode, cost, burst, held)
                 lines.append(f"going_back {index} {mode} {cost} {held} {sent} {sent_cost} "
                              f"{int(settled)}")
+
+    lines.append(f"batch_max {m.BATCH_MAX}")
+
+    def batch(now: float | None, calls: list[tuple[str, int, list[tuple[int, int]]]]) -> None:
+        now_ns = None
+        if now is not None:
+            converted, now_ns = model.seconds_to_ns(now)
+            if converted != "OK":
+                now_ns = -1  # refused as the core refuses it
+        status, words = m.batch([(mode, cost, [m.Item(limits[limit], *REDIS_KEYS[of])
+                                               for limit, of in items])
+                                 for mode, cost, items in calls], now_ns)
+        fields = [f"batch {'-' if now is None else g17(now)} {len(calls)}"]
+        for mode, cost, items in calls:
+            fields.append(f"{mode} {cost} {len(items)}")
+            fields += [f"{limit} {text(REDIS_KEYS[of][0])} {text(REDIS_KEYS[of][1])} "
+                       f"{text(REDIS_KEYS[of][2])}" for limit, of in items]
+        lines.append(" ".join(fields))
+        if status == "OK":
+            lines.append(f"words {len(words)} " + " ".join(text(word) for word in words))
+        else:
+            lines.append(f"refused {status}")
+
+    lines.append("# batches: decisions of every mode, one limit or several, a key named twice")
+    batch(None, [("check", 1, [(0, 0)])])
+    batch(None, [("check", 1, [(0, 0)]), ("check", 2, [(0, 0)]), ("allow", 1, [(1, 1)])])
+    batch(12.5, [("peek", 0, [(2, 0)]), ("check", 3, [(0, 0), (3, 1)]),
+                 ("charge", 5, [(4, 0)]), ("take", 4, [(6, 0)]), ("refund", 1, [(0, 0)])])
+    batch(1700000000.25, [("allow", 1, [(limit, limit % 4)]) for limit in range(7)])
+    lines.append("# refused: no call, a call each decision refuses, a limit the script cannot carry")
+    batch(None, [])
+    batch(None, [("check", 1, [(0, 0)]), ("check", -1, [(0, 0)])])
+    batch(None, [("check", 1, [(0, 0)]), ("take", -1, [(6, 0)])])
+    batch(None, [("check", 1, [(0, 0)]), ("charge", 1, [(0, 0), (2, 0)])])
+    batch(None, [("check", 1, [(0, 0)]), ("check", 1, [])])
+    batch(None, [("check", 1, [(7, 0)])])
+    batch(-1.0, [("check", 1, [(0, 0)])])
+    for ncalls, is_list, nelements in ((1, True, 1), (3, True, 3), (3, True, 2), (3, True, 4),
+                                       (1, False, 0), (0, True, 0)):
+        lines.append(f"batch_reply {ncalls} {'list' if is_list else 'int'} {nelements} "
+                     f"{m.batch_reply(ncalls, is_list, nelements)}")
     return "\n".join(lines) + "\n"
 
 

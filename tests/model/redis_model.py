@@ -85,6 +85,38 @@ def request(mode: str, cost: int, now_ns: int | None, items: list[Item]) -> tupl
     return "OK", words
 
 
+# The most decisions of one batch script call (redis/batch.lua).
+BATCH_MAX = 256
+
+
+def batch(calls: list[tuple[str, int, list[Item]]], now_ns: int | None) -> tuple[str, list[bytes]]:
+    """('OK', a batch's words after the batch script's SHA) or (a status name, []): every
+    call's keys as KEYS, then ARGV: the number of calls, per call its number of keys, its
+    number of ARGV words and those words (the call's own request's)."""
+    if not calls:
+        return "E_ITEMS", []
+    if len(calls) > BATCH_MAX:
+        return "E_REDIS_BATCH", []
+    requests = []
+    for mode, cost, items in calls:
+        status, words = request(mode, cost, now_ns, items)
+        if status != "OK":
+            return status, []
+        requests.append(words)
+    keys = [key for words in requests for key in words[1:1 + int(words[0])]]
+    out = [b"%d" % len(keys), *keys, b"%d" % len(calls)]
+    for words in requests:
+        nkeys = int(words[0])
+        argv = words[1 + nkeys:]
+        out += [b"%d" % nkeys, b"%d" % len(argv), *argv]
+    return "OK", out
+
+
+def batch_reply(ncalls: int, is_list: bool, nelements: int) -> str:
+    """A batch's reply: a list of one element per call."""
+    return "OK" if is_list and ncalls > 0 and nelements == ncalls else "E_REDIS_REPLY"
+
+
 @dataclass(frozen=True)
 class Answer:
     allowed: bool = False

@@ -19,12 +19,13 @@ STALL = 0.05  # a wake-up this late is a stall (the script's own interval is 0.0
 
 
 class Watch:
-    def __init__(self) -> None:
+    def __init__(self, stall: float = STALL) -> None:
+        self.stall = stall
         self.stalls: List[Tuple[float, float]] = []
 
     def _look(self, before: float) -> None:
         after = time.monotonic()
-        if after - before >= STEP + STALL:
+        if after - before >= STEP + self.stall:
             self.stalls.append((before, after))
 
     def thread(self) -> threading.Event:

@@ -179,6 +179,16 @@ def _async(kind: type, first: Any) -> Callable[..., Any]:
     return make
 
 
+def _sync_redis_limiter(**options: Any) -> Any:
+    """RedisLimiter; coalesce=True, the asyncio store's alone, refused in the core's words."""
+    if options.get("coalesce") is True:
+        with pytest.raises(cellrate.InvalidArgument, match="asyncio store alone") as refused:
+            RedisLimiter(_sync_client(), 10, **options)
+        assert refused.value.param == "coalesce"
+        options = {**options, "coalesce": False}
+    return RedisLimiter(_sync_client(), 10, **options)
+
+
 # Each constructor of the table, made by every Python class or function it names.
 CONSTRUCTORS: dict[str, list[Callable[..., Any]]] = {
     "Limiter": [lambda **options: cellrate.Limiter(10, **options)],
@@ -187,7 +197,7 @@ CONSTRUCTORS: dict[str, list[Callable[..., Any]]] = {
     "reconfigure": [lambda **options: cellrate.Limiter(10).reconfigure(10, **options),
                     lambda **options: cellrate.KeyedLimiter(10).reconfigure(10, **options)],
     "Concurrency": [lambda **options: cellrate.Concurrency(2, **options)],
-    "RedisLimiter": [lambda **options: RedisLimiter(_sync_client(), 10, **options),
+    "RedisLimiter": [_sync_redis_limiter,
                      _async(AsyncRedisLimiter, 10)],
     "RedisConcurrency": [lambda **options: RedisConcurrency(_sync_client(), 2, **options),
                          _async(AsyncRedisConcurrency, 2)],

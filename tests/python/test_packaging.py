@@ -28,7 +28,7 @@ import cellrate._cellrate
 REPO = pathlib.Path(__file__).resolve().parents[2]
 ROCKSPECS = sorted((REPO / "lua").glob("cellrate-*.rockspec"))
 # The Redis server scripts both faces send, in redis/ (shipped by the wheel and the rock)
-REDIS_SCRIPTS = ("decide.lua", "hold.lua", "share.lua")
+REDIS_SCRIPTS = ("decide.lua", "hold.lua", "share.lua", "batch.lua")
 
 
 def header_version():

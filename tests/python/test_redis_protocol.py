@@ -120,6 +120,53 @@ def test_signatures_and_keys():
     assert keys >= 5
 
 
+def batch_calls(f: list) -> tuple:
+    """A batch line's now and calls, as _redis_batch takes them."""
+    now = None if f[1] == "-" else float(f[1])
+    calls, at = [], 3
+    for _ in range(int(f[2])):
+        mode, cost, n = MODES[f[at]], int(f[at + 1]), int(f[at + 2])
+        at += 3
+        groups = []
+        for _ in range(n):
+            limit, prefix, name, key = f[at:at + 4]
+            groups += [LIMITS[int(limit)], text(prefix), text(name), text(key)]
+            at += 4
+        calls.append((mode, cost, *groups))
+    assert at == len(f), f
+    return now, calls
+
+
+def test_batches():
+    count = 0
+    for f, after in pairs("batch"):
+        now, calls = batch_calls(f)
+        if any(len(call) == 2 for call in calls):  # the binding's own arity check
+            with pytest.raises(TypeError):
+                core._redis_batch(now, calls)
+        elif after[0] == "refused":
+            refused(after[1], core._redis_batch, now, calls)
+        else:
+            assert after[0] == "words"
+            assert core._redis_batch(now, calls) == [text(word) for word in after[2:]], f
+            assert len(after) - 2 == int(after[1])
+        count += 1
+    assert count >= 10
+    for f in LINES:
+        if f[0] == "batch_max":
+            assert int(f[1]) == cr_redis_batch_max()
+        elif f[0] == "batch_reply":
+            reply = [0] * int(f[3]) if f[2] == "list" else 1
+            if f[4] == "OK":
+                assert core._redis_batch_reply(int(f[1]), reply) is None
+            else:
+                refused(f[4], core._redis_batch_reply, int(f[1]), reply)
+
+
+def cr_redis_batch_max() -> int:
+    return core._redis_protocol()["BATCH_MAX"]
+
+
 def test_requests():
     count = 0
     for f, after in pairs("request"):

@@ -24,6 +24,8 @@ import cellrate
 from cellrate import _cellrate, _wait
 from conftest import core_status, ticks_during
 
+import stalls
+
 HOUR = 3600.0
 
 KEY = "the-key"
@@ -372,22 +374,37 @@ def test_a_block_holds_the_waiters_already_waiting(make):
 
 
 def test_asyncio_waiters_are_admitted_in_arrival_order(make):
-    limit = make(50, burst=1)  # T = 20 ms
-    start = time.monotonic()  # before the drain: its unit was admitted after this
-    drain(limit)
-    order = []
+    """First come, first served while every waiter wakes within an interval of its
+    turn (docs/design/waiting.md): a run in which the loop was stalled longer than
+    that proves nothing and is run again (the stall itself is
+    test_asyncio_waiters_keep_their_order_across_a_stall_of_the_loop's)."""
+    def run():
+        limit = make(50, burst=1)  # T = 20 ms
+        start = time.monotonic()  # before the drain: its unit was admitted after this
+        drain(limit)
+        order = []
+        watch = stalls.Watch(stall=0.01)
 
-    async def main():
-        async def waiter(index):
-            await limit.acquire()
-            order.append((index, time.monotonic()))
+        async def main():
+            async def waiter(index):
+                await limit.acquire()
+                order.append((index, time.monotonic()))
 
-        await asyncio.gather(*(waiter(i) for i in range(8)))
+            watching = asyncio.ensure_future(watch.task())
+            await asyncio.gather(*(waiter(i) for i in range(8)))
+            watching.cancel()
 
-    asyncio.run(main())
-    assert [index for index, _ in order] == list(range(8))
-    for index, at in order:  # waiter i at least (i + 1) intervals after the drain
-        assert at - start >= (index + 1) * 0.02 - 0.001
+        asyncio.run(main())
+        for index, at in order:  # waiter i at least (i + 1) intervals after the drain
+            assert at - start >= (index + 1) * 0.02 - 0.001
+        return [index for index, _ in order], watch.stalls
+
+    for _ in range(10):
+        order, stalled = run()
+        if not stalled:
+            assert order == list(range(8))
+            return
+    pytest.skip(f"the loop was stalled in each of 10 runs (last: {len(stalled)} stalls)")
 
 
 @pytest.mark.xfail(strict=True, reason=(

@@ -53,6 +53,8 @@ from cellrate.redis._protocol import (
     _HOLD_PROTOCOL,
     ACQUIRE as ACQUIRE,
     ALLOW as ALLOW,
+    BATCH_MAX as BATCH_MAX,
+    BATCH_SCRIPT as BATCH_SCRIPT,
     CHARGE as CHARGE,
     CHECK as CHECK,
     COUNT as COUNT,
@@ -72,8 +74,10 @@ from cellrate.redis._protocol import (
     TAKE as TAKE,
     UNAVAILABLE_REPLIES,
     Key as Key,
+    _CONSTANTS,
     _cannot_decide,
     _core,
+    _failure,
     _default_name,
     _raise_mistake,
     _slots_differ,
@@ -101,6 +105,8 @@ __all__ = [
     "UNAVAILABLE_REPLIES",
     "check_all",
     "check_all_async",
+    "check_many",
+    "check_many_async",
 ]
 
 
@@ -144,6 +150,7 @@ class _RedisLimit(_Store):
         timeout: float = DEFAULT_TIMEOUT_S,
         max_cost: int | None = None,
         max_debt: int | None = None,
+        coalesce: bool = False,
     ) -> None:
         # The core parses, defaults and validates the limit first, as cellrate.Limit (and,
         # per call, each key, cost and now: _redis_request); its table checks the options
@@ -153,7 +160,11 @@ class _RedisLimit(_Store):
             "period": period, "burst": burst, "algorithm": algorithm, "name": name,
             "prefix": prefix, "on_error": on_error, "fallback": fallback,
             "deny_cache": deny_cache, "timeout": timeout, "max_cost": max_cost,
-            "max_debt": max_debt})
+            "max_debt": max_debt, "coalesce": coalesce})
+        if options["coalesce"] and self._kind != "async":
+            raise invalid("coalesce", _CONSTANTS["COALESCE_REFUSED"])
+        #: coalesce=True (asyncio): the decisions of one event-loop turn go as one batch.
+        self.coalesce: bool = options["coalesce"]
         _core._redis_fallback_check(options["on_error"], fallback is not None)
         self._open_store(client, options["prefix"], options["on_error"], options["timeout"])
         #: on_error="fallback": the local limiter deciding while Redis cannot (None: made
@@ -570,6 +581,7 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
                  **options: Any) -> None:
         super().__init__(client, rate, period, **options)
         self._probe_task: asyncio.Task[None] | None = None
+        self._coalescer: _Coalescer | None = None
 
     async def _decide(self, mode: int, words: List[bytes], limits: Sequence[cellrate.Limit],
                       cost: int, now: float | None,
@@ -589,7 +601,25 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         limit, words, back = self._one_words(mode, key, cost, now)
         if back:
             return cast(cellrate.Decision, await self._back(mode, key, words, cost, now, limit))
+        if self.coalesce and mode <= ALLOW:
+            return await self._coalesced(mode, key, cost, now, limit, words)
         return await self._decide(mode, words, (limit,), cost, now)
+
+    async def _coalesced(self, mode: int, key: Key, cost: int, now: float | None,
+                         limit: cellrate.Limit, words: List[bytes]) -> cellrate.Decision:
+        """A peek, check or allow sent with the other decisions of this event-loop turn
+        in one batch call (coalesce=True), answered as if alone."""
+        decision = _Decision(mode, (self,), (limit,), cost, now, words,
+                             (mode, cost, limit, self._prefix, self._name, key))
+        if decision.early():
+            if decision.error is not None:
+                raise decision.error
+            return cast(cellrate.Decision, decision.answer)
+        loop = asyncio.get_running_loop()
+        coalescer = self._coalescer
+        if coalescer is None or coalescer.loop is not loop:
+            coalescer = self._coalescer = _Coalescer(self, loop)
+        return cast(cellrate.Decision, await coalescer.submit(decision))
 
     async def _back(self, mode: int, key: Key, words: List[bytes], cost: int,
                     now: float | None, limit: cellrate.Limit) -> Any:
@@ -977,3 +1007,245 @@ async def check_all_async(items: Iterable[Tuple[AsyncRedisLimiter, Key]], cost: 
     first, words, limits, stores = _check_all_request(items, cost, now, AsyncRedisLimiter)
     assert isinstance(first, AsyncRedisLimiter)
     return await first._decide(CHECK, words, limits, cost, now, stores)
+
+
+# Batches: several decisions in one script call (redis/batch.lua; the words are the
+# core's cr_redis_batch). Each decision is answered exactly as if sent alone: the
+# script runs decide.lua once per decision, in order, so a key named twice decides
+# the second time on what the first wrote, as two calls one after the other would.
+_batch_words = _core._redis_batch
+_batch_reply = _core._redis_batch_reply
+
+
+class _Decision:
+    """One decision of a batch: what it sends, and its answer (or its error) once
+    settled. `stores`, `limits` and `keys` (Redis keys) run in parallel."""
+
+    __slots__ = ("mode", "stores", "limits", "keys", "cost", "now", "words", "call",
+                 "answer", "error")
+
+    def __init__(self, mode: int, stores: Sequence[_RedisLimit], limits: Sequence[Any],
+                 cost: int, now: float | None, words: List[bytes],
+                 call: Tuple[Any, ...]) -> None:
+        self.mode, self.stores, self.limits, self.cost, self.now = mode, stores, limits, cost, now
+        self.words, self.call = words, call
+        self.keys = words[1:1 + len(limits)]
+        self.answer: Any = None
+        self.error: BaseException | None = None
+
+    def settle(self, store_call: Any, *args: Any) -> None:
+        """The answer of `store_call(*args)`, or the error it raises."""
+        try:
+            self.answer = store_call(*args)
+        except Exception as error:
+            self.error = error
+
+    def failed(self, error: Exception) -> None:
+        """Redis did not decide: on_error's answer (the store marks Redis down), or the
+        mistake raised, as for the call alone."""
+        store = self.stores[0]
+        self.settle(store._failed, error, self.keys, self.mode, self.cost, self.keys,
+                    self.now, self.stores)
+
+    def replied(self, reply: Any, asked: int) -> None:
+        if isinstance(reply, list) and len(reply) == 1:  # its error reply's words alone
+            text = reply[0].decode("utf-8", "replace") if isinstance(reply[0], bytes) \
+                else str(reply[0])
+            self.failed(self.stores[0]._library.exceptions.ResponseError(text))
+            return
+        self.settle(self.stores[0]._answer, self.mode, self.words, reply, asked, self.limits,
+                    self.cost, self.now)
+
+    def early(self) -> bool:
+        """Answered without Redis, as the call alone would be: a refusal the deny cache
+        keeps, or on_error while Redis cannot decide."""
+        store = self.stores[0]
+        if store._refusals and len(self.limits) == 1:
+            answer = store._recalled(self.mode, self.words, self.limits, self.cost, self.now)
+            if answer is not None:
+                self.answer = answer
+                return True
+        outage = store._availability.outage
+        if outage is not None:
+            self.settle(store._while_down, outage, self.mode, self.cost, self.keys, self.now,
+                        self.stores)
+            return True
+        return False
+
+
+def _sent(chunk: Sequence[_Decision], error: Exception | None, reply: Any, asked: int) -> None:
+    """Settles each decision of one batch call from its reply (or its failure)."""
+    if error is None:
+        try:
+            _batch_reply(len(chunk), reply)
+        except cellrate.CellrateError as wrong:
+            error = RedisUnavailable(f"Redis refused the decision: {wrong}")
+            for decision in chunk:
+                decision.error = error
+            return
+        for decision, element in zip(chunk, reply):
+            decision.replied(element, asked)
+        return
+    if _failure(error)[0] == "cross_slot":  # a plain client on a Cluster node
+        mistake = _slots_differ([key for decision in chunk for key in decision.keys])
+        mistake.__cause__ = error
+        for decision in chunk:
+            decision.error = mistake
+        return
+    for decision in chunk:
+        decision.failed(error)
+
+
+def _calls(chunk: Sequence[_Decision]) -> List[Tuple[Any, ...]]:
+    return [decision.call for decision in chunk]
+
+
+def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, List[_Decision]]:
+    """The decisions of check_many's items, checked: each (limiter, key), (limiter, key,
+    cost) or ([(limiter, key), ...], cost) (several limits as one, as check_all), every
+    limiter of `kind` on one client; in a Cluster every key in one slot."""
+    decisions: List[_Decision] = []
+    client = None
+    for item in items:
+        if not isinstance(item, tuple) or not 1 <= len(item) <= 3:
+            raise invalid_type("items", "items must be (limiter, key), (limiter, key, cost) "
+                               "or ([(limiter, key), ...], cost) tuples")
+        if isinstance(item[0], (list, tuple)):
+            pairs, cost = list(item[0]), item[1] if len(item) > 1 else 1
+        else:
+            pairs, cost = [item[:2]], item[2] if len(item) > 2 else 1
+        if not pairs:
+            raise invalid("items", "items must name at least one limit in each decision")
+        stores: List[_RedisLimit] = []
+        limits: List[Any] = []
+        groups: List[Any] = []
+        for pair in pairs:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], kind)):
+                raise invalid_type("items", f"items must name limiters of {kind.__name__}")
+            limiter, key = pair
+            if client is None:
+                client = limiter.client
+            elif limiter.client is not client:
+                raise invalid("items", "items: every limiter must use the same Redis client")
+            limit = limiter.limit  # read once
+            stores.append(limiter)
+            limits.append(limit)
+            groups += (limit, limiter._prefix, limiter._name, key)
+        words = _request(CHECK, cost, now, *groups)
+        decisions.append(_Decision(CHECK, stores, limits, cost, now, words,
+                                   (CHECK, cost, *groups)))
+    if decisions:
+        store = decisions[0].stores[0]
+        if isinstance(client, (store._library.cluster, store._library.async_cluster)):
+            keys = [key for decision in decisions for key in decision.keys]
+            if len({redis.crc.key_slot(key) for key in keys}) > 1:
+                raise _slots_differ(keys)  # the client would refuse it: no outage
+    return client, decisions
+
+
+def _answers(decisions: Sequence[_Decision]) -> List[cellrate.Decision]:
+    for decision in decisions:
+        if decision.error is not None:
+            raise decision.error
+    return [decision.answer for decision in decisions]
+
+
+def check_many(items: Iterable[Any], *, now: float | None = None) -> List[cellrate.Decision]:
+    """Decides several keys (each with its cost, and one limit or several as one) in one
+    script call, and returns each Decision in order, each exactly what the call alone
+    (limiter.check(key, cost), or check_all) would answer.
+
+    items: (limiter, key), (limiter, key, cost) or ([(limiter, key), ...], cost) tuples
+    of RedisLimiter on one Redis client. The decisions run in order in the script, so a
+    key named twice decides the second time on what the first committed, as two calls
+    one after the other. An empty batch answers [] without a call; more than BATCH_MAX
+    decisions go as several calls, in order. In a Cluster every key must share one slot
+    (hash tags, e.g. "{user:42}"): keys of several slots are a mistake naming items, never
+    an outage. The deny cache and on_error answer each decision as for the call alone;
+    a mistake (a key held under another algorithm) raises after every decision was made."""
+    client, decisions = _many(items, now, RedisLimiter)
+    send = [decision for decision in decisions if not decision.early()]
+    for at in range(0, len(send), BATCH_MAX):
+        chunk = send[at:at + BATCH_MAX]
+        store = chunk[0].stores[0]
+        assert isinstance(store, RedisLimiter)
+        words = _batch_words(now, _calls(chunk))
+        asked = time.monotonic_ns()
+        try:
+            reply, error = store._call(words, True), None
+        except Exception as failure:
+            reply, error = None, failure
+        _sent(chunk, error, reply, asked)
+    return _answers(decisions)
+
+
+async def check_many_async(items: Iterable[Any], *,
+                           now: float | None = None) -> List[cellrate.Decision]:
+    """check_many for AsyncRedisLimiter."""
+    client, decisions = _many(items, now, AsyncRedisLimiter)
+    send = [decision for decision in decisions if not decision.early()]
+    for at in range(0, len(send), BATCH_MAX):
+        chunk = send[at:at + BATCH_MAX]
+        store = chunk[0].stores[0]
+        assert isinstance(store, AsyncRedisLimiter)
+        words = _batch_words(now, _calls(chunk))
+        asked = time.monotonic_ns()
+        try:
+            reply, error = await store._call(words, True), None
+        except Exception as failure:
+            reply, error = None, failure
+        _sent(chunk, error, reply, asked)
+    return _answers(decisions)
+
+
+class _Coalescer:
+    """coalesce=True: the decisions an asyncio store's tasks ask within one event-loop
+    turn, sent as one batch call (one per Cluster slot, and per explicit now) when the
+    turn ends, each task awaiting its own answer."""
+
+    def __init__(self, store: "AsyncRedisLimiter", loop: asyncio.AbstractEventLoop) -> None:
+        self.store, self.loop = store, loop
+        self.pending: Dict[Any, List[Tuple[_Decision, "asyncio.Future[Any]"]]] = {}
+        self.cluster = isinstance(store.client, store._library.async_cluster)
+
+    def submit(self, decision: _Decision) -> "asyncio.Future[Any]":
+        future = self.loop.create_future()
+        group = (decision.now, redis.crc.key_slot(decision.keys[0]) if self.cluster else 0)
+        if not self.pending:
+            self.loop.call_soon(self.flush)
+        self.pending.setdefault(group, []).append((decision, future))
+        return future
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, {}
+        for (now, _), entries in pending.items():
+            for at in range(0, len(entries), BATCH_MAX):
+                self.loop.create_task(self.send(now, entries[at:at + BATCH_MAX]))
+
+    async def send(self, now: float | None,
+                   entries: List[Tuple[_Decision, "asyncio.Future[Any]"]]) -> None:
+        chunk = [decision for decision, _ in entries]
+        try:
+            words = _batch_words(now, _calls(chunk))
+            asked = time.monotonic_ns()
+            try:
+                reply, error = await self.store._call(words, True), None
+            except Exception as failure:
+                reply, error = None, failure
+            _sent(chunk, error, reply, asked)
+        except BaseException as failure:  # cancelled with the loop: every task learns it
+            for decision in chunk:
+                if decision.answer is None and decision.error is None:
+                    decision.error = failure
+            if not isinstance(failure, Exception):
+                raise
+        finally:
+            for decision, future in entries:
+                if future.done():
+                    continue
+                if isinstance(decision.error, Exception):
+                    future.set_exception(decision.error)
+                elif decision.error is not None:
+                    future.cancel()
+                else:
+                    future.set_result(decision.answer)

@@ -34,6 +34,18 @@ HOLD_SCRIPT: bytes = _read_script("hold.lua")
 HOLD_SHA = hashlib.sha1(HOLD_SCRIPT).hexdigest()
 
 
+def _batch_script(wrapper: bytes, decide: bytes) -> bytes:
+    """The batch script as both faces send it: batch.lua with its line '--@decide.lua'
+    replaced by decide.lua's bytes (each decision runs the script a call alone runs)."""
+    head, tail = wrapper.split(b"--@decide.lua\n", 1)
+    return head + decide + tail
+
+
+#: The batch script (check_many, coalesced decisions), byte for byte as the Lua module sends it.
+BATCH_SCRIPT: bytes = _batch_script(_read_script("batch.lua"), SCRIPT)
+BATCH_SHA = hashlib.sha1(BATCH_SCRIPT).hexdigest()
+
+
 def _protocol(script: bytes) -> Dict[str, str]:
     """The settings of the script's protocol paragraph ("-- The protocol:" up to the first
     blank line): NAME -> its value's text, a 'string' unquoted. The Lua face reads the
@@ -66,6 +78,10 @@ DEFAULT_PREFIX: str = _OPTIONS["prefix"]["default"]
 # The script's modes (its ARGV[1]), as the core's request builder takes them.
 PEEK, CHECK, ALLOW, REFUND, CHARGE, TAKE = (
     _CONSTANTS[mode] for mode in ("PEEK", "CHECK", "ALLOW", "REFUND", "CHARGE", "TAKE"))
+
+#: The most decisions one batch script call decides (check_many and coalesced decisions
+#: send a longer batch as several calls, in order): the core's.
+BATCH_MAX: int = _CONSTANTS["BATCH_MAX"]
 
 #: How far after now a charge can leave a gcra key's TAT (its debt bound beside the
 #: limit's max_debt), in ns: 9e15 ns, about 104 days (the core's bound is beyond what

@@ -22,6 +22,8 @@ from cellrate._errors import invalid_type
 from cellrate.redis._clients import library_of
 from cellrate.redis._connections import _AsyncConnections, _Connections, _PoolExhausted
 from cellrate.redis._protocol import (
+    BATCH_SCRIPT,
+    BATCH_SHA,
     SCRIPT,
     SHA,
     _cannot_decide,
@@ -204,14 +206,15 @@ class _SyncStore(_Store):
             return self.client.execute_command(*command)
         return connections.run(command, time.monotonic() + self.timeout)
 
-    def _call(self, words: Sequence[Any]) -> Any:
-        """The script's reply. After NOSCRIPT (a restart, SCRIPT FLUSH, a failover) EVAL
-        sends the script with the call, so no flush between a load and a call can
-        fail it again."""
+    def _call(self, words: Sequence[Any], batch: bool = False) -> Any:
+        """The script's reply (`batch`: the batch script's). After NOSCRIPT (a restart,
+        SCRIPT FLUSH, a failover) EVAL sends the script with the call, so no flush
+        between a load and a call can fail it again."""
+        sha, script = (BATCH_SHA, BATCH_SCRIPT) if batch else (self._sha, self._script)
         try:
-            return self._run("EVALSHA", self._sha, *words)
+            return self._run("EVALSHA", sha, *words)
         except self._library.exceptions.NoScriptError:
-            return self._run("EVAL", self._script, *words)
+            return self._run("EVAL", script, *words)
 
     def _start_probe(self) -> None:
         stop = self._probe_stop = threading.Event()
@@ -310,12 +313,13 @@ class _AsyncStore(_Store):
             connections = self._connections = self._own_connections(loop)
         return await connections.run(command, waited)
 
-    async def _call(self, words: Sequence[Any]) -> Any:
+    async def _call(self, words: Sequence[Any], batch: bool = False) -> Any:
         """RedisLimiter._call, awaited."""
+        sha, script = (BATCH_SHA, BATCH_SCRIPT) if batch else (self._sha, self._script)
         try:
-            return await self._run("EVALSHA", self._sha, *words)
+            return await self._run("EVALSHA", sha, *words)
         except self._library.exceptions.NoScriptError:
-            return await self._run("EVAL", self._script, *words)
+            return await self._run("EVAL", script, *words)
 
     def _start_probe(self) -> None:
         try:
