@@ -121,6 +121,7 @@ static ALWAYS_INLINE store_box *check_open(lua_State *L, const char *tag)
 #include "lua/options.c"     /* the options table of every constructor */
 #include "lua/priority.c"    /* priority classes: a store's, a decision's */
 #include "lua/plans.c"       /* plans: a keyed table's, a decision's */
+#include "lua/penalty.c"     /* the penalty box: a store's penalty option */
 #include "lua/decision.c"    /* a decision's values; check_all */
 #include "lua/limit_spec.c"  /* cellrate.limit_spec, a limit's text */
 #include "lua/calendar.c"    /* cellrate.calendar_period */

@@ -35,6 +35,7 @@
 #include "cellrate/stores.h"      /* cr_limiter, cr_keyed, check_all, wait */
 #include "cellrate/priority.h"    /* priority classes inside one limit */
 #include "cellrate/plans.h"       /* plans: a limit per key of a keyed table */
+#include "cellrate/penalty.h"     /* the penalty box: a ban after repeated refusals */
 #include "cellrate/concurrency.h" /* cr_gauge: units held at once */
 #include "cellrate/inspect.h"     /* a region file, read without changing it */
 #include "cellrate/http.h"        /* the HTTP header fields of a decision */

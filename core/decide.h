@@ -67,6 +67,7 @@ typedef struct {
 typedef struct {
     const cr_signal *signal;
     double share;
+    int64_t ban_ns; /* > 0: a penalty's ban of this long from now (signal unused) */
 } cr_follow_args;
 
 static inline int64_t cr_follow_word(const cr_follow_args *args) { return (int64_t)(intptr_t)args; }
@@ -791,6 +792,37 @@ static inline int64_t cr_follow_core(const cr_limit *limit, int64_t state, int64
     return state;
 }
 
+/* A penalty's ban (core/penalty.c): the key refused until now + ban_ns, as a
+ * provider's wait holds it (remaining 0 within the ban), without the cap on
+ * a provider's wait. gcra: one unit admissible at the ban's end exactly;
+ * windows: every window up to the one holding its last instant full;
+ * calendar: the period full (a ban past its end holds until it). */
+static inline int64_t cr_ban_core(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                  int64_t ban_ns)
+{
+    switch (limit->algorithm) {
+    case CR_ALGORITHM_FIXED_WINDOW:
+        return cr_fixed_follow(limit, state, now_ns, 0, ban_ns);
+    case CR_ALGORITHM_SLIDING_WINDOW:
+        return cr_sliding_follow(limit, state, now_ns, 0, ban_ns);
+    case CR_ALGORITHM_CALENDAR:
+        return cr_calendar_follow(limit, state, now_ns, 0);
+    default:
+        return cr_gcra_follow(limit, state, now_ns, 0, ban_ns);
+    }
+}
+
+/* A decision turned away by a penalty's ban of `left_ns` more: nothing
+ * admissible, and retry_after (reset_after at least) to the ban's end. */
+static inline void cr_penalty_decision(cr_decision *out, int64_t left_ns)
+{
+    out->remaining = 0;
+    if (out->retry_after_ns < left_ns)
+        out->retry_after_ns = left_ns;
+    if (out->reset_after_ns < left_ns)
+        out->reset_after_ns = left_ns;
+}
+
 /* A store's operation on one state word; *ok: admitted / reserved / fit (charge) /
  * took a unit (take) / pulled (follow) / (refund, anchor) true. */
 CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr_op *op,
@@ -809,8 +841,10 @@ CR_HOT int64_t cr_apply(const cr_limit *limit, int64_t state, int64_t now_ns, cr
         return cr_charge_core(limit, state, now_ns, op->cost, out, ok, &op->taken);
     case CR_OP_FOLLOW: {
         const cr_follow_args *follow = cr_follow_args_of(op);
-        const int64_t followed = cr_follow_core(limit, state, now_ns, follow->signal, op->cost,
-                                                follow->share);
+        const int64_t followed = follow->ban_ns > 0
+                                     ? cr_ban_core(limit, state, now_ns, follow->ban_ns)
+                                     : cr_follow_core(limit, state, now_ns, follow->signal,
+                                                      op->cost, follow->share);
         *ok = followed != state;
         return followed;
     }

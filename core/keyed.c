@@ -26,6 +26,7 @@
  * met under another plan is carried into the decision's plan in one CAS that
  * retags it.
  */
+#include "penalty.h"
 #include "keyed.h"
 #include "carry.h"
 #include "cellrate/plans.h"
@@ -95,6 +96,7 @@ struct cr_keyed {
     cr_plan_table *plans;      /* NULL: only "default" */
     /* each plan's latest limit but "default"'s (`current`), under `changing` */
     keyed_limit *_Atomic plan_current[CR_PLANS_MAX];
+    cr_penalty_box *penalty; /* the penalty box, or NULL (set before the first decision) */
     _Alignas(64) _Atomic uint64_t own_evictions;
     _Atomic uint64_t own_generation;
 };
@@ -482,6 +484,7 @@ void cr_keyed_free(cr_keyed *keyed)
     free(keyed->plans);
     free((cr_limit *)keyed->replaced);
     cr_lines_free(atomic_load_explicit(&keyed->lines, memory_order_relaxed));
+    cr_penalty_box_free(keyed->penalty);
     pthread_mutex_destroy(&keyed->changing);
     free(keyed);
 }
@@ -712,19 +715,65 @@ keyed_apply(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, in
     }
 }
 
+/* A turn-away of `key` under a penalty (as limiter_penalize). */
+__attribute__((noinline, cold)) static void keyed_penalize(cr_keyed *keyed, const void *key,
+                                                           size_t key_len, int64_t now_ns,
+                                                           int32_t plan, cr_decision *out)
+{
+    now_ns = cr_resolve_now(cr_keyed_limit(keyed), now_ns);
+    bool started;
+    const int64_t ban_end = cr_penalty_box_refused(keyed->penalty, key, key_len, now_ns, &started);
+    if (ban_end == 0)
+        return;
+    if (started) {
+        const cr_follow_args args = {NULL, 1.0, ban_end - now_ns};
+        cr_op op = {CR_OP_FOLLOW, 0, cr_follow_word(&args), 0, 0, false};
+        bool pulled;
+        (void)keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, &pulled);
+    }
+    if (out)
+        cr_penalty_decision(out, ban_end - now_ns);
+}
+
+cr_status cr_keyed_set_penalty(cr_keyed *keyed, const cr_penalty *penalty)
+{
+    if (keyed->region.base)
+        return CR_E_PENALTY_STORE;
+    cr_penalty_box *box;
+    cr_status status = cr_penalty_box_new(&box, penalty, keyed->capacity);
+    if (status != CR_OK)
+        return status;
+    cr_penalty_box_free(keyed->penalty);
+    keyed->penalty = box;
+    return CR_OK;
+}
+
+uint64_t cr_keyed_bans(cr_keyed *keyed)
+{
+    return keyed->penalty ? cr_penalty_box_bans(keyed->penalty) : 0;
+}
+
 cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool commit, cr_decision *out)
 {
     bool allowed;
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, commit, out, &allowed);
+    const cr_status status = keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, commit,
+                                         out, &allowed);
+    if (__builtin_expect(status == CR_OK && !allowed, 0) && keyed->penalty && commit)
+        keyed_penalize(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, out);
+    return status;
 }
 
 cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool *allowed)
 {
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL, allowed);
+    const cr_status status = keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true,
+                                         NULL, allowed);
+    if (__builtin_expect(status == CR_OK && !*allowed, 0) && keyed->penalty)
+        keyed_penalize(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, NULL);
+    return status;
 }
 
 cr_status cr_keyed_check_priority(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -758,6 +807,9 @@ cr_status cr_keyed_check_plan(cr_keyed *keyed, const void *key, size_t key_len, 
     }
     bool verdict = false;
     cr_status status = keyed_apply(keyed, key, key_len, now_ns, plan, &op, commit, out, &verdict);
+    if (__builtin_expect(status == CR_OK && !verdict, 0) && keyed->penalty && commit &&
+        priority < 0) /* a class's refusal is no strike (as a plain store's) */
+        keyed_penalize(keyed, key, key_len, now_ns, plan, out);
     if (allowed)
         *allowed = verdict;
     return status;
@@ -834,7 +886,7 @@ cr_status cr_keyed_follow(cr_keyed *keyed, const void *key, size_t key_len, int6
     cr_status status = cr_follow_check(pending, share);
     if (status != CR_OK)
         return status;
-    const cr_follow_args args = {signal, share};
+    const cr_follow_args args = {signal, share, 0};
     cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0, false};
     *pulled = false;
     return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL, pulled);
@@ -842,6 +894,8 @@ cr_status cr_keyed_follow(cr_keyed *keyed, const void *key, size_t key_len, int6
 
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
 {
+    if (keyed->penalty)
+        cr_penalty_box_release(keyed->penalty, key, key_len);
     const cr_key_place place = place_of(keyed, key, key_len);
     int64_t tat;
     uint64_t word;

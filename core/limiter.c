@@ -26,6 +26,7 @@
 #include "priority.h"
 #include "fastclock.h"
 #include "region.h"
+#include "penalty.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -49,6 +50,7 @@ struct cr_limiter {
     const cr_limit *replaced;   /* the region's limit that opening replaced, or NULL */
     cr_counts counts;           /* this process's block, or the region's */
     cr_lines *_Atomic lines;    /* this process's waiters (cr_wait_step), made on first use */
+    cr_penalty_box *penalty;    /* the penalty box, or NULL (set before the first decision) */
 };
 
 static limiter_cell *cell_new(const cr_limit *limit, int64_t state, limiter_cell *older)
@@ -174,6 +176,7 @@ void cr_limiter_free(cr_limiter *limiter)
     }
     free((cr_limit *)limiter->replaced);
     cr_lines_free(atomic_load_explicit(&limiter->lines, memory_order_relaxed));
+    cr_penalty_box_free(limiter->penalty);
     pthread_mutex_destroy(&limiter->changing);
     free(limiter);
 }
@@ -302,12 +305,49 @@ __attribute__((always_inline)) static inline cr_status limiter_apply(cr_limiter 
     }
 }
 
+/* A turn-away under a penalty: a strike, a ban written into the state when
+ * it starts one, and the decision's retry_after to the ban's end. Out of
+ * line: a limit without a penalty pays one test of a refusal. */
+__attribute__((noinline, cold)) static void limiter_penalize(cr_limiter *limiter, int64_t now_ns,
+                                                             cr_decision *out)
+{
+    now_ns = cr_resolve_now(cr_limiter_limit(limiter), now_ns);
+    bool started;
+    const int64_t ban_end = cr_penalty_box_refused(limiter->penalty, "", 0, now_ns, &started);
+    if (ban_end == 0)
+        return;
+    if (started) {
+        const cr_follow_args args = {NULL, 1.0, ban_end - now_ns};
+        cr_op op = {CR_OP_FOLLOW, 0, cr_follow_word(&args), 0, 0, false};
+        bool pulled;
+        (void)limiter_apply(limiter, now_ns, &op, true, NULL, &pulled);
+    }
+    if (out)
+        cr_penalty_decision(out, ban_end - now_ns);
+}
+
+cr_status cr_limiter_set_penalty(cr_limiter *limiter, const cr_penalty *penalty)
+{
+    if (limiter->region.base)
+        return CR_E_PENALTY_STORE;
+    cr_penalty_box *box;
+    cr_status status = cr_penalty_box_new(&box, penalty, 1);
+    if (status != CR_OK)
+        return status;
+    cr_penalty_box_free(limiter->penalty);
+    limiter->penalty = box;
+    return CR_OK;
+}
+
 cr_status cr_limiter_check(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool commit,
                            cr_decision *out)
 {
     bool allowed;
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return limiter_apply(limiter, now_ns, &op, commit, out, &allowed);
+    const cr_status status = limiter_apply(limiter, now_ns, &op, commit, out, &allowed);
+    if (__builtin_expect(status == CR_OK && !allowed, 0) && limiter->penalty && commit)
+        limiter_penalize(limiter, now_ns, out);
+    return status;
 }
 
 /* allow() through limiter_apply: the shared region, the windows, bad
@@ -316,7 +356,10 @@ __attribute__((noinline)) static cr_status allow_apply(cr_limiter *limiter, int6
                                                        int64_t cost, bool *allowed)
 {
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
+    const cr_status status = limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
+    if (status == CR_OK && !*allowed && limiter->penalty)
+        limiter_penalize(limiter, now_ns, NULL);
+    return status;
 }
 
 /* A class's decision through limiter_apply: out NULL decides admission alone. */
@@ -368,6 +411,8 @@ allow_fast(cr_limiter *limiter, int64_t now_ns, int64_t cost, int32_t priority, 
             break;
     }
     *allowed = admitted;
+    if (__builtin_expect(!admitted, 0) && priority < 0 && limiter->penalty)
+        limiter_penalize(limiter, now_ns, NULL);
     return (cr_status)cr_count_own_tail(&limiter->counts, admitted, cost, cell->limit.limit.burst);
 }
 
@@ -466,7 +511,7 @@ cr_status cr_limiter_follow(cr_limiter *limiter, int64_t now_ns, const cr_signal
     cr_status status = cr_follow_check(pending, share);
     if (status != CR_OK)
         return status;
-    const cr_follow_args args = {signal, share};
+    const cr_follow_args args = {signal, share, 0};
     cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0, false};
     *pulled = false;
     return limiter_apply(limiter, now_ns, &op, true, NULL, pulled);
@@ -475,6 +520,8 @@ cr_status cr_limiter_follow(cr_limiter *limiter, int64_t now_ns, const cr_signal
 void cr_limiter_reset(cr_limiter *limiter)
 {
     limiter_cell *cell = current_cell(limiter);
+    if (limiter->penalty)
+        cr_penalty_box_release(limiter->penalty, "", 0);
     if (limiter->region.base) {
         /* idle under every limit: the current generation, or the one that wrote */
         cr_pair *pair = limiter->region.limiter_state;
@@ -562,6 +609,11 @@ cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int
 }
 
 const cr_counts *cr_limiter_counts(const cr_limiter *limiter) { return &limiter->counts; }
+
+uint64_t cr_limiter_bans(cr_limiter *limiter)
+{
+    return limiter->penalty ? cr_penalty_box_bans(limiter->penalty) : 0;
+}
 
 void cr_limiter_stats(const cr_limiter *limiter, cr_stats *out)
 {

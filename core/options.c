@@ -120,7 +120,7 @@
 #define LIMITER_FIRST_ PERIOD_(BOTH), BURST_(BOTH)
 #define LIMITER_REST_                                                                   \
     CLOCK_, LOCAL_ALGORITHM_, SHARED_(BOTH), SHARED_MODE_, ON_CHANGE_, MAX_COST_(BOTH), \
-        MAX_DEBT_(BOTH), TZ_, OBJECT_("priorities", BOTH)
+        MAX_DEBT_(BOTH), TZ_, OBJECT_("priorities", BOTH), OBJECT_("penalty", BOTH)
 
 static const cr_option limiter_options[] = {LIMITER_FIRST_, LIMITER_REST_};
 static const cr_option keyed_options[] = {LIMITER_FIRST_,

@@ -19,10 +19,15 @@ typedef struct {
     int64_t shared_mode;
     cr_on_change on_change;
     cr_priority_arg classes[CR_PRIORITIES_MAX + 1]; /* priorities: one more is refused */
+    cr_penalty penalty;                             /* with has_penalty */
+    bool has_penalty;
 } options;
 
 /* read_priorities (lua/priority.c): the classes of `priorities`. */
 static void read_priorities(lua_State *L, int idx, options *opts);
+
+/* read_penalty (lua/penalty.c): the penalty table. */
+static void read_penalty(lua_State *L, int idx, options *opts);
 
 /* The longest table of options of a constructor. */
 #define OPTIONS_MAX 40
@@ -207,6 +212,10 @@ static void read_options(lua_State *L, int idx, const char *name, options *opts)
             lua_getfield(L, idx, "priorities");
             read_priorities(L, lua_gettop(L), opts);
             lua_pop(L, 1); /* the table stays in the options table: its names live */
+        } else if (strcmp(field, "penalty") == 0) {
+            lua_getfield(L, idx, "penalty");
+            read_penalty(L, lua_gettop(L), opts);
+            lua_pop(L, 1);
         }
     }
     if (refused == CR_OK)

@@ -46,6 +46,9 @@ static int store_new(lua_State *L, const char *tag)
                                          opts.shared_mode, opts.on_change)
                    : cr_limiter_open(&box->limiter, &limit, opts.shared, opts.shared_mode,
                                      opts.on_change);
+    if (status == CR_OK && opts.has_penalty)
+        status = keyed ? cr_keyed_set_penalty(box->keyed, &opts.penalty)
+                       : cr_limiter_set_penalty(box->limiter, &opts.penalty);
     lua_settop(L, box_idx); /* the plans were copied */
     if (status != CR_OK)
         return report_status(L, status, opts.shared);

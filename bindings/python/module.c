@@ -29,6 +29,7 @@
 #include "calendar.c"
 #include "waits.c"
 #include "follow.c"
+#include "penalty.c"
 #include "store.c"
 #include "compose.c"
 #include "concurrency.c"
@@ -193,6 +194,8 @@ static PyMethodDef cellrate_methods[] = {
     {"_options", module_options, METH_O, options_doc},
     {"_parse_rates", module_parse_rates, METH_O, parse_rates_doc},
     {"_algorithm_takes_burst", module_algorithm_takes_burst, METH_O, algorithm_takes_burst_doc},
+    {"_penalty_check", (PyCFunction)(void (*)(void))module_penalty_check, METH_FASTCALL,
+     penalty_check_doc},
     {"check_policy_name", module_check_policy_name, METH_O, check_policy_name_doc},
     {"read_signal", (PyCFunction)(void (*)(void))module_read_signal, METH_VARARGS | METH_KEYWORDS,
      read_signal_doc},

@@ -64,22 +64,26 @@ static int convert_plans(module_state *state, PyObject *plans, const cr_limit *l
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *limiter_keywords[] = {
-        "rate",      "period",   "burst",    "shared", "shared_mode", "clock", "algorithm",
-        "on_change", "max_cost", "max_debt", "tz",     "priorities",  NULL};
-    static char *keyed_keywords[] = {"rate",  "period",     "burst",     "shared",   "shared_mode",
-                                     "clock", "algorithm",  "on_change", "max_cost", "max_debt",
-                                     "tz",    "priorities", "capacity",  "plans",    NULL};
+        "rate",      "period",   "burst",    "shared", "shared_mode", "clock",   "algorithm",
+        "on_change", "max_cost", "max_debt", "tz",     "priorities",  "penalty", NULL};
+    static char *keyed_keywords[] = {"rate",        "period",   "burst",     "shared",
+                                     "shared_mode", "clock",    "algorithm", "on_change",
+                                     "max_cost",    "max_debt", "tz",        "priorities",
+                                     "penalty",     "capacity", "plans",     NULL};
     module_state *state = (module_state *)PyType_GetModuleState(type);
     const bool keyed = type == state->keyed_type;
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
     PyObject *clock = Py_None, *algorithm = Py_None, *on_change_obj = Py_None;
     PyObject *max_cost = Py_None, *max_debt = Py_None, *capacity_obj = Py_None, *tz = Py_None;
-    PyObject *priorities = Py_None, *plans = Py_None;
+    PyObject *priorities = Py_None, *penalty_obj = Py_None, *plans = Py_None;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, keyed ? "O|O$OOOOOOOOOOOO:KeyedLimiter" : "O|O$OOOOOOOOOO:Limiter",
+            args, kwargs, keyed ? "O|O$OOOOOOOOOOOOO:KeyedLimiter" : "O|O$OOOOOOOOOOO:Limiter",
             keyed ? keyed_keywords : limiter_keywords, &rate, &period, &burst, &shared, &mode_obj,
             &clock, &algorithm, &on_change_obj, &max_cost, &max_debt, &tz, &priorities,
-            &capacity_obj, &plans))
+            &penalty_obj, &capacity_obj, &plans))
+        return NULL;
+    cr_penalty penalty;
+    if (penalty_obj != Py_None && convert_penalty(state, penalty_obj, &penalty) < 0)
         return NULL;
     cr_on_change on_change;
     if (convert_on_change(state, on_change_obj, &on_change) < 0)
@@ -118,6 +122,17 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                              on_change)
                        : cr_limiter_open(&limiter, &limit, region, mode, on_change);
     Py_END_ALLOW_THREADS PyMem_Free(table);
+    if (status == CR_OK && penalty_obj != Py_None) {
+        status = keyed ? cr_keyed_set_penalty(keyed_store, &penalty)
+                       : cr_limiter_set_penalty(limiter, &penalty);
+        if (status != CR_OK) {
+            cr_limiter_free(limiter);
+            cr_keyed_free(keyed_store);
+            raise_status(state, status);
+            Py_XDECREF(path);
+            return NULL;
+        }
+    }
     if (status != CR_OK)
         raise_construction(state, status, path != NULL ? shared : NULL);
     const cr_limit *replaced = status != CR_OK ? NULL

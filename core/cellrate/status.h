@@ -351,7 +351,20 @@ const char *cr_version(void);
     X(200, E_REDIS_ON_WIPE, ARGUMENT, "on_wipe",                                                   \
       "on_wipe must be 'refuse' (a key Redis lost reads as fully used for one period) or 'allow' " \
       "(a fresh burst)")                                                                           \
-    /* 201-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
+    /* 201-209: reserved; the penalty box from 210 */                                              \
+    X(210, E_PENALTY_AFTER, ARGUMENT, "after",                                                     \
+      "after must be a rate string of a whole number of refusals per period, such as '5/minute' "  \
+      "(a penalty)")                                                                               \
+    X(211, E_PENALTY_BAN, ARGUMENT, "ban",                                                         \
+      "ban must be a finite number of seconds > 0 (a penalty's first ban)")                        \
+    X(212, E_PENALTY_MAX_BAN, ARGUMENT, "max_ban",                                                 \
+      "max_ban must be a finite number of seconds >= ban (a penalty's longest ban)")               \
+    X(213, E_PENALTY_STORE, ARGUMENT, "penalty",                                                   \
+      "penalty: a penalty box is kept in process for now (not in a shared region, Redis or a "     \
+      "fleet share)")                                                                              \
+    X(214, E_PENALTY, ARGUMENT, "penalty",                                                         \
+      "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)")   \
+    /* 215-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
     X(220, E_REDIS_ITEMS, ARGUMENT, "items",                                                       \
       "items must be a non-empty list of (Redis rate limiter, key) pairs")                         \
     X(221, E_REDIS_CLIENT, ARGUMENT, "items",                                                      \

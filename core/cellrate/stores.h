@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "decision.h"
+#include "penalty.h"
 #include "stats.h"
 
 #ifdef __cplusplus
@@ -103,6 +104,14 @@ cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bo
 
 /* Back to idle (full burst). */
 void cr_limiter_reset(cr_limiter *limiter);
+/* Gives the limiter a penalty box (cellrate/penalty.h), before its first
+ * decision: a turn-away of check or allow is a strike; a ban is written into
+ * the state, so a banned decision reads as a plain turn-away whose
+ * retry_after runs to the ban's end. Reset lets the key out. In process
+ * only: CR_E_PENALTY_STORE in a shared region. CR_E_NOMEM. */
+cr_status cr_limiter_set_penalty(cr_limiter *limiter, const cr_penalty *penalty);
+/* The bans a penalty started (0: none, or no penalty). */
+uint64_t cr_limiter_bans(cr_limiter *limiter);
 
 /*
  * Changes the limit live at `now_ns` (or CR_CLOCK), keeping what was used
@@ -206,6 +215,11 @@ cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t n
 
 /* Forgets `key` (back to idle) and frees its slot. */
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len);
+/* As cr_limiter_set_penalty, per key; the box holds at most the table's
+ * capacity of keys (beyond, refused keys whose state no longer matters are
+ * forgotten; a box full of live ones counts no new key: it fails open). */
+cr_status cr_keyed_set_penalty(cr_keyed *keyed, const cr_penalty *penalty);
+uint64_t cr_keyed_bans(cr_keyed *keyed);
 /* Forgets every key, as cr_keyed_reset of each (lock-free; a key decided
  * meanwhile may be kept). Counters and the limit stay. */
 void cr_keyed_clear(cr_keyed *keyed);

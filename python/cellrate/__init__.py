@@ -39,6 +39,7 @@ from cellrate._cellrate import (
 )
 from cellrate._concurrency import concurrent
 from cellrate._decorator import limit
+from cellrate._penalty import Penalty
 from cellrate._wait import RateLimited
 
 # wait(), acquire() and hold() are compiled methods whose bodies are these
@@ -61,6 +62,7 @@ __all__ = [
     "KeyedLimiter",
     "Limit",
     "Limiter",
+    "Penalty",
     "RateLimited",
     "Slot",
     "__version__",

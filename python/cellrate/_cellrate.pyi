@@ -1,5 +1,16 @@
 import os
-from typing import Any, Callable, Final, Literal, Mapping, Sequence, Union, final, overload
+from typing import (
+    Any,
+    Callable,
+    Final,
+    Literal,
+    Mapping,
+    Protocol,
+    Sequence,
+    Union,
+    final,
+    overload,
+)
 
 _Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
 _Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window", "calendar"]
@@ -54,6 +65,16 @@ class Decision:
 
 # The limit's read-only fields, the same on Limit, Limiter and KeyedLimiter. A
 # name of this stub alone: at runtime each type has the fields itself.
+class _PenaltyLike(Protocol):
+    """A penalty as Limiter(penalty=) reads it: a cellrate.Penalty."""
+
+    @property
+    def after(self) -> str: ...
+    @property
+    def ban(self) -> float: ...
+    @property
+    def max_ban(self) -> float | None: ...
+
 class _LimitFields:
     @property
     def rate(self) -> float: ...
@@ -118,6 +139,7 @@ class Limiter(_Limit):
         max_debt: int | None = None,
         tz: str | None = None,
         priorities: Mapping[str, float] | None = None,
+        penalty: _PenaltyLike | None = None,
     ) -> Limiter: ...
     @overload
     def __new__(
@@ -134,6 +156,7 @@ class Limiter(_Limit):
         max_cost: int | None = None,
         max_debt: int | None = None,
         tz: str | None = None,
+        penalty: _PenaltyLike | None = None,
     ) -> Limiter: ...
     @property
     def priorities(self) -> dict[str, float]: ...
@@ -202,6 +225,7 @@ class KeyedLimiter(_Limit):
         tz: str | None = None,
         priorities: Mapping[str, float] | None = None,
         plans: Mapping[str, float | str | Limit] | None = None,
+        penalty: _PenaltyLike | None = None,
     ) -> KeyedLimiter: ...
     @overload
     def __new__(
@@ -220,6 +244,7 @@ class KeyedLimiter(_Limit):
         max_debt: int | None = None,
         tz: str | None = None,
         plans: Mapping[str, float | str | Limit] | None = None,
+        penalty: _PenaltyLike | None = None,
     ) -> KeyedLimiter: ...
     @property
     def capacity(self) -> int: ...
@@ -376,6 +401,7 @@ def _check_options(constructor: str, options: dict[str, Any], /) -> dict[str, An
 def _options(constructor: str, /) -> dict[str, dict[str, Any]]: ...
 def _parse_rates(text: str, /) -> list[tuple[float, float, str]]: ...
 def _algorithm_takes_burst(algorithm: str, /) -> bool: ...
+def _penalty_check(after: str, ban: float, max_ban: float | None, /) -> None: ...
 
 @final
 class _ClientKeys:

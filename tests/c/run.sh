@@ -79,6 +79,7 @@ tests="test_core test_vectors test_options test_threads test_clock test_catalogu
 [ -f tests/c/test_calendar.c ] && tests="$tests test_calendar"
 [ -f tests/c/test_priority.c ] && tests="$tests test_priority"
 [ -f tests/c/test_plans.c ] && tests="$tests test_plans"
+[ -f tests/c/test_penalty.c ] && tests="$tests test_penalty"
 for test in $tests; do
     # shellcheck disable=SC2086  # flags and core are word lists
     $CC $flags -Icore -Itests/c "tests/c/$test.c" $core $libs -o "$out/$test"

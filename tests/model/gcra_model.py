@@ -318,6 +318,18 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (200, "E_REDIS_ON_WIPE", "argument", "on_wipe",
      "on_wipe must be 'refuse' (a key Redis lost reads as fully used for one period) or "
      "'allow' (a fresh burst)"),
+    (210, "E_PENALTY_AFTER", "argument", "after",
+     "after must be a rate string of a whole number of refusals per period, such as '5/minute' "
+     "(a penalty)"),
+    (211, "E_PENALTY_BAN", "argument", "ban",
+     "ban must be a finite number of seconds > 0 (a penalty's first ban)"),
+    (212, "E_PENALTY_MAX_BAN", "argument", "max_ban",
+     "max_ban must be a finite number of seconds >= ban (a penalty's longest ban)"),
+    (213, "E_PENALTY_STORE", "argument", "penalty",
+     "penalty: a penalty box is kept in process for now (not in a shared region, Redis or a "
+     "fleet share)"),
+    (214, "E_PENALTY", "argument", "penalty",
+     "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)"),
     (220, "E_REDIS_ITEMS", "argument", "items",
      "items must be a non-empty list of (Redis rate limiter, key) pairs"),
     (221, "E_REDIS_CLIENT", "argument", "items",

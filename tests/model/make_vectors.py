@@ -26,6 +26,7 @@ import gcra_model as model  # noqa: E402
 import metrics_model  # noqa: E402
 import options_model  # noqa: E402
 import plan_vectors  # noqa: E402
+import penalty_model  # noqa: E402
 import priority_model  # noqa: E402
 import redis_model  # noqa: E402
 import share_model  # noqa: E402
@@ -2825,6 +2826,115 @@ def make_priorities() -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---------------------------------------------------------------------------
+# penalty.txt
+
+
+def make_penalty() -> str:
+    """Builds penalty.txt: penalties given (valid or refused), a refused key's
+    strikes and bans, and GCRA keys under a penalty decided in process."""
+    lines = [GENERATED.rstrip("\n"),
+             "# penalty <after> <ban_s> <max_ban_s|-> <status> [<after_n> <within_ns> <strike_ns> "
+             "<ban_ns> <max_ban_ns>]",
+             "#          a penalty as given, refused or built; a fresh penalty state follows it",
+             "# refused <now_ns> <ban_end> <started> <strikes> <state_ban_end> <level>",
+             "#          a turn-away of the key at now: cr_penalty_refused and the state after",
+             "# limit <emission_ns> <burst>   a fresh gcra key of this limit under the last penalty",
+             "# check <now_ns> <cost> <allowed> <remaining> <retry_after_ns> <reset_after_ns>",
+             "# reset   lets the key out (its state and its penalty state forgotten)"]
+    current: list[penalty_model.Penalty] = []
+
+    def penalty(after: str, ban: float, max_ban: float | None) -> None:
+        status, p = penalty_model.make(after, ban, max_ban)
+        tail = "" if p is None else (f" {p.after} {p.within_ns} {p.strike_ns} {p.ban_ns} "
+                                     f"{p.max_ban_ns}")
+        lines.append(f"penalty {after} {ban!r} {'-' if max_ban is None else repr(max_ban)} "
+                     f"{status}{tail}")
+        if p is not None:
+            current[:] = [p]
+            state[0] = penalty_model.State()
+
+    state = [penalty_model.State()]
+
+    def refuse(now: int) -> None:
+        end, started, state[0] = penalty_model.refused(current[0], state[0], now)
+        s = state[0]
+        lines.append(f"refused {now} {end} {int(started)} {s.strikes} {s.ban_end} {s.level}")
+
+    lines.append("# refused: the parameter a bad penalty names")
+    for after, ban, max_ban in [("5/minute", 0.0, None), ("5/minute", -1.0, None),
+                                ("5/minute", float("nan"), None),
+                                ("5/minute", float("inf"), None), ("5/minute", 1e-12, None),
+                                ("5/minute", 10.0, 5.0), ("5/minute", 10.0, 0.0),
+                                ("5/minute", 10.0, float("inf")), ("0/minute", 10.0, None),
+                                ("2.5/minute", 10.0, None), ("5/month", 10.0, None),
+                                ("5/minute;1/hour", 10.0, None), ("soon", 10.0, None),
+                                ("5/minute", 1e300, None)]:
+        penalty(after, ban, max_ban)
+    S = SECOND
+    lines.append("# 5 refusals a minute bring a ban of 10 s, doubling on repeat up to 60 s")
+    penalty("5/minute", 10.0, 60.0)
+    for t in (0, 1, 2, 3):
+        refuse(t * S)
+    refuse(4 * S)                        # the fifth: a ban to 14 s
+    refuse(5 * S)                        # during it: nothing counted
+    refuse(14 * S - 1)
+    for t in range(14, 19):
+        refuse(t * S)                    # a repeat offence: 20 s, from 18 s
+    for t in range(38, 43):
+        refuse(t * S)                    # again: 40 s
+    for t in range(82, 87):
+        refuse(t * S)                    # again: 60 s, the cap (80 s would pass it)
+    for t in range(200, 205):
+        refuse(t * S)                    # 54 s after max_ban past the end: ban_ns again
+    lines.append("# strikes leak at the rate: 5 a minute, one every 12 s, never a ban")
+    penalty("5/minute", 10.0, None)
+    for t in range(0, 120, 12):
+        refuse(t * S)
+    refuse(120 * S)
+    refuse(121 * S)
+    refuse(122 * S)
+    refuse(123 * S)
+    refuse(124 * S)
+    lines.append("# one refusal is enough; a fractional ban; a fixed ban (no max_ban)")
+    penalty("1/s", 0.25, None)
+    refuse(0)
+    refuse(250_000_000)
+    refuse(250_000_000 + 1)
+    penalty("3/2s", 1.5, 1.5)
+    for t in range(8):
+        refuse(t * 100_000_000)
+
+    lines.append("# gcra keys under a penalty: rate 8/s (T = 125 ms), burst 2")
+    def key(after: str, ban: float, max_ban: float | None, emission: int, burst: int,
+            ops: list[tuple[int, int] | None]) -> None:
+        penalty(after, ban, max_ban)
+        k = penalty_model.Key(model.Limit(emission, burst), current[0])
+        lines.append(f"limit {emission} {burst}")
+        for op in ops:
+            if op is None:
+                k.reset()
+                lines.append("reset")
+                continue
+            now, cost = op
+            d = k.check(now, cost)
+            lines.append(f"check {now} {cost} {int(d.allowed)} {d.remaining} {d.retry_after_ns} "
+                         f"{d.reset_after_ns}")
+
+    ms = MS
+    key("3/s", 2.0, 8.0, 125 * ms, 2,
+        [(0, 1), (0, 1), (0, 1), (0, 1), (0, 1),          # two admitted, three refused: a ban
+         (125 * ms, 1), (1000 * ms, 1), (2000 * ms - 125 * ms, 1), (2000 * ms, 1),
+         (2000 * ms, 1), (2000 * ms, 1), (2000 * ms, 1),   # refused again: a repeat, 4 s
+         (6000 * ms - 125 * ms, 1), (6000 * ms, 1), (6000 * ms, 3),
+         None, (6000 * ms, 1), (6000 * ms, 1), (6000 * ms, 1)])
+    key("2/s", 1.0, None, 125 * ms, 2,
+        [(0, 2), (0, 3), (0, 1), (500 * ms, 1), (1000 * ms, 1), (1000 * ms, 1),
+         (1125 * ms, 1), (1125 * ms, 2), (1250 * ms, 1)])
+    key("2/minute", 0.5, None, 1000 * ms, 1,     # a ban shorter than T: T decides
+        [(0, 1), (0, 1), (0, 1), (125 * ms, 1), (1000 * ms, 1)])
+    return "\n".join(lines) + "\n"
+
 
 def generate() -> dict[str, str]:
     return {
@@ -2835,6 +2945,7 @@ def generate() -> dict[str, str]:
         "metrics.txt": make_metrics(),
         "options.txt": make_options(),
         "plans.txt": plan_vectors.make_plans(),
+        "penalty.txt": make_penalty(),
         "priorities.txt": make_priorities(),
         "rates.txt": make_rates(),
         "redis.txt": make_redis(),

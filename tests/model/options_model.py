@@ -111,8 +111,9 @@ WAIT_TIMEOUT = _seconds("timeout", "E_TIMEOUT", 0, False, INF, False, faces="pyt
 KEY_FUNCTION = Option("key", "function", "E_KEY_FUNCTION", faces="python")
 BLOCK = _boolean("block", "E_BLOCK", default=True, faces="python")
 PRIORITIES = Option("priorities", "object", "OK")  # the classes: the core's cr_priorities_set judges
+PENALTY = Option("penalty", "object", "OK")  # the penalty: the core's cr_penalty_init judges
 LIMITER_OPTIONS = (PERIOD, BURST, CLOCK, LOCAL_ALGORITHM, SHARED, SHARED_MODE, ON_CHANGE, MAX_COST,
-                   MAX_DEBT, TZ, PRIORITIES)
+                   MAX_DEBT, TZ, PRIORITIES, PENALTY)
 
 
 def _python(option: Option) -> Option:

@@ -129,6 +129,7 @@ def test_package_ships_its_typing_files():
     assert (package / "_cellrate.pyi").is_file()
     # compiled names in the stub; the pure-Python ones typed where they are defined
     typed = "".join((package / name).read_text()
-                    for name in ("_cellrate.pyi", "_wait.py", "_decorator.py", "_concurrency.py"))
+                    for name in ("_cellrate.pyi", "_wait.py", "_decorator.py", "_concurrency.py",
+                                 "_penalty.py"))
     for name in cellrate.__all__:
         assert re.search(rf"^(class|def) {name}\b|^{name}:", typed, re.M), name

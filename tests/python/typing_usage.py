@@ -112,6 +112,14 @@ def use_errors() -> list[str]:
     return params
 
 
+def use_penalty() -> None:
+    penalty = cellrate.Penalty("5/minute", 10, max_ban=60)
+    ban: float = penalty.ban
+    assert ban == 10 and penalty.after == "5/minute" and penalty.max_ban == 60
+    keyed = cellrate.KeyedLimiter("10/s", penalty=penalty)
+    assert keyed.allow("k")
+
+
 def use_calendar() -> None:
     quota = Limiter("1000000/month", algorithm="calendar", tz="Europe/Berlin")
     start, end = cellrate.calendar_period("Europe/Berlin", "month", now=1700000000.0)
@@ -313,6 +321,7 @@ def main() -> None:
             "KeyedLimiter",
             "Limit",
             "Limiter",
+            "Penalty",
             "RateLimited",
             "Slot",
             "__version__",
