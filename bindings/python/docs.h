@@ -76,7 +76,7 @@ PyDoc_STRVAR(keyed_doc,
              "KeyedLimiter(rate, period=None, *, burst=None, capacity=None, shared=None,\n"
              "             shared_mode=None, clock=None, algorithm=None, on_change=None,\n"
              "             max_cost=None, max_debt=None, tz=None, priorities=None,\n"
-             "             penalty=None)\n--\n\n"
+             "             penalty=None, plans=None)\n--\n\n"
              "One GCRA limit applied to each key (str or bytes) separately, in a table\n"
              "of bounded size. rate, period and burst are as for Limiter.\n\n"
              "capacity: the number of live keys the table is sized for; None means\n"
@@ -102,15 +102,15 @@ PyDoc_STRVAR(limiter_peek_doc,
                         "The Decision check() would return, without spending anything."));
 PyDoc_STRVAR(keyed_allow_doc,
              DECIDE_DOC("allow($self, /, key, cost=1, *, now=None,\n"
-                        "priority=None)",
+                        "priority=None, plan=None)",
                         "Admit `cost` units for `key` (str or bytes; a str counts as its\n"
                         "UTF-8 bytes) if its limit allows; return True if admitted."));
 PyDoc_STRVAR(keyed_check_doc, DECIDE_DOC("check($self, /, key, cost=1, *, now=None,\n"
-                                         "priority=None)",
+                                         "priority=None, plan=None)",
                                          "As allow(), but return the whole Decision."));
 PyDoc_STRVAR(keyed_peek_doc,
              DECIDE_DOC("peek($self, /, key, cost=1, *, now=None,\n"
-                        "priority=None)",
+                        "priority=None, plan=None)",
                         "The Decision check() would return, without spending anything."));
 #define RESERVE_DOC(sig)                                                              \
     sig "\n--\n\n"                                                                    \
@@ -178,7 +178,7 @@ PyDoc_STRVAR(keyed_clear_doc, "clear($self, /)\n--\n\n"
 
 PyDoc_STRVAR(store_reconfigure_doc,
              "reconfigure($self, /, rate, period=None, *, burst=None, algorithm=None,\n"
-             "            max_debt=None, tz=None, now=None)\n"
+             "            max_debt=None, tz=None, now=None, plan=None)\n"
              "--\n\n"
              "Change the limit live: what was used carries (a change never hands out a\n"
              "fresh allowance); rate, period, burst and max_debt as for Limiter (a\n"

@@ -200,6 +200,7 @@ class Limiter(_Limit):
         max_debt: int | None = None,
         tz: str | None = None,
         now: float | None = None,
+        plan: Literal["default"] | None = None,  # a Limiter has one plan
     ) -> None: ...
     # compiled methods whose bodies are Python (cellrate._wait)
     def wait(self, cost: int = 1, *, timeout: float | None = None) -> None: ...

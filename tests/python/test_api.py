@@ -397,7 +397,7 @@ def test_method_signatures_are_introspectable():
     assert list(inspect.signature(cellrate.Limiter.allow).parameters) == ["self", "cost", "now",
                                                                           "priority"]
     keyed_check = inspect.signature(cellrate.KeyedLimiter.check).parameters
-    assert list(keyed_check) == ["self", "key", "cost", "now", "priority"]
+    assert list(keyed_check) == ["self", "key", "cost", "now", "priority", "plan"]
     assert keyed_check["cost"].default == 1
     assert keyed_check["now"].kind is inspect.Parameter.KEYWORD_ONLY
     assert keyed_check["priority"].kind is inspect.Parameter.KEYWORD_ONLY
@@ -407,7 +407,7 @@ def test_method_signatures_are_introspectable():
 def test_constructor_signatures_are_introspectable():
     params = inspect.signature(cellrate.Limiter).parameters
     assert list(params) == ["rate", "period", "burst", "shared", "shared_mode", "clock", "algorithm",
-                            "on_change", "max_cost", "max_debt", "tz", "priorities"]
+                            "on_change", "max_cost", "max_debt", "tz", "priorities", "penalty"]
     assert params["burst"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["shared"].kind is inspect.Parameter.KEYWORD_ONLY
     assert list(inspect.signature(cellrate.KeyedLimiter).parameters) == [
@@ -424,6 +424,8 @@ def test_constructor_signatures_are_introspectable():
         "max_debt",
         "tz",
         "priorities",
+        "penalty",
+        "plans",
     ]
     assert list(inspect.signature(cellrate.Decision).parameters) == [
         "allowed",
@@ -574,6 +576,7 @@ def test_public_names():
         "KeyedLimiter",
         "Limit",
         "Limiter",
+        "Penalty",
         "RateLimited",
         "Slot",
         "__version__",
@@ -584,7 +587,7 @@ def test_public_names():
         "limit",
         "read_signal",
     ]
-    for name in set(cellrate.__all__) - {"RateLimited", "limit", "concurrent"}:  # those are Python
+    for name in set(cellrate.__all__) - {"Penalty", "RateLimited", "limit", "concurrent"}:  # Python
         assert getattr(cellrate, name) is getattr(cellrate._cellrate, name)
     for cls in (cellrate.Limiter, cellrate.KeyedLimiter, cellrate.Decision):
         assert cls.__module__ == "cellrate"
