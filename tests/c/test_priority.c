@@ -275,6 +275,8 @@ static int run_vectors(const char *dir)
  * are exact whatever the interleaving. */
 #define OVERLOAD_BURST 10000
 #define OVERLOAD_TRIES 12000
+/* 100 s a unit: nothing comes back while the hammers run, however slow (TSan) */
+#define OVERLOAD_EMISSION_NS INT64_C(100000000000)
 
 static const cr_priority_arg overload_classes[] = {
     {"critical", 8, 0.0}, {"bulk", 4, 0.5}, {"normal", 6, 0.2}};
@@ -304,7 +306,8 @@ static void *hammer(void *arg)
 static void test_overload_threads(void)
 {
     cr_limit limit;
-    CHECK(make_limit(&limit, "gcra", 1000000, OVERLOAD_BURST, overload_classes, 3) == CR_OK,
+    CHECK(make_limit(&limit, "gcra", OVERLOAD_EMISSION_NS, OVERLOAD_BURST, overload_classes, 3) ==
+              CR_OK,
           "limit");
     cr_limiter *limiter;
     CHECK(cr_limiter_new(&limiter, &limit) == CR_OK, "limiter");
@@ -338,12 +341,28 @@ static void test_overload_threads(void)
     cr_limiter_free(limiter);
 }
 
+/* ThreadSanitizer emulates 16-byte atomics (a shared Limiter's {generation,
+ * state} pair) with a lock of its own process, so under it a region's
+ * cross-process counts mean nothing (as in test_catalogue.c): the processes'
+ * overload runs in the plain and ASan builds. */
+#if defined(__SANITIZE_THREAD__)
+#define PAIRS_ATOMIC_ACROSS_PROCESSES 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PAIRS_ATOMIC_ACROSS_PROCESSES 0
+#endif
+#endif
+#ifndef PAIRS_ATOMIC_ACROSS_PROCESSES
+#define PAIRS_ATOMIC_ACROSS_PROCESSES 1
+#endif
+
 /* The same across processes on a shared region: each child counts its own
  * admissions and reports them through its exit... through a pipe. */
 static void test_overload_processes(void)
 {
     cr_limit limit;
-    CHECK(make_limit(&limit, "gcra", 1000000, OVERLOAD_BURST, overload_classes, 3) == CR_OK,
+    CHECK(make_limit(&limit, "gcra", OVERLOAD_EMISSION_NS, OVERLOAD_BURST, overload_classes, 3) ==
+              CR_OK,
           "limit");
     const char *path = region_path("overload");
     unlink(path);
@@ -471,7 +490,8 @@ int main(int argc, char **argv)
     const int ops = run_vectors(dir);
     CHECK(ops > 900, "priorities.txt holds %d ops", ops);
     test_overload_threads();
-    test_overload_processes();
+    if (PAIRS_ATOMIC_ACROSS_PROCESSES)
+        test_overload_processes();
     test_changes_and_regions();
     rmdir(region_dir);
     printf("priorities: %d ops x 5 entry points x 2 algorithms\n", ops);
