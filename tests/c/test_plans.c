@@ -11,6 +11,7 @@
  */
 #include "cellrate.h"
 #include "check.h"
+#include "vectors.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -32,18 +33,6 @@ static cr_status make_limit(cr_limit *limit, const char *algorithm, int64_t emis
                           .algorithm = algorithm,
                           .algorithm_len = strlen(algorithm)};
     return cr_limit_init(limit, &args);
-}
-
-/* "=" then hex bytes, into `out` (room for 64); its length. */
-static size_t unhex(const char *token, char *out)
-{
-    size_t len = 0;
-    for (const char *p = token + 1; p[0] && p[1] && len < 64; p += 2) {
-        unsigned byte;
-        sscanf(p, "%2x", &byte);
-        out[len++] = (char)byte;
-    }
-    return len;
 }
 
 typedef struct {
@@ -170,7 +159,7 @@ static int run_vectors(const char *dir)
                     exit(2);
                 }
                 p += used;
-                const size_t len = unhex(token, table_names[j]);
+                const size_t len = vectors_unhex(token, table_names[j]);
                 CHECK_EQ_I64(make_limit(&each[j], algorithm, 10000000, 20), CR_OK, "plans.txt:%d",
                              lineno);
                 table[j] = (cr_plan_arg){table_names[j], len, &each[j]};
@@ -190,7 +179,7 @@ static int run_vectors(const char *dir)
         }
         if (sscanf(line, "find %63s %63s", status_text, name) == 2) {
             char bytes[64];
-            const size_t len = unhex(name, bytes);
+            const size_t len = vectors_unhex(name, bytes);
             int32_t index = -1;
             cr_status status = cr_plan_find(&tables[0], bytes, len, &index);
             CHECK_EQ_STR(status_name(status), status_text, "find, plans.txt:%d", lineno);

@@ -56,4 +56,16 @@ static inline size_t vectors_decode(const char *text, char *out, size_t room)
     return len;
 }
 
+/* A key written "=" then hex bytes, into `out` (room for 64); its length. */
+static inline size_t vectors_unhex(const char *token, char *out)
+{
+    size_t len = 0;
+    for (const char *p = token + 1; p[0] && p[1] && len < 64; p += 2) {
+        unsigned byte;
+        sscanf(p, "%2x", &byte);
+        out[len++] = (char)byte;
+    }
+    return len;
+}
+
 #endif
