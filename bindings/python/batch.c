@@ -5,8 +5,9 @@
  * module.c's unity build, after redis.c.
  */
 
-/* The calls of `seq` (each (mode, cost, limit, prefix, name, key, ...)) as the
- * core's, their items in `items` (PyMem; the caller frees). */
+/* The calls of `seq` (each (mode, cost, limit, prefix, name, key, ...), the
+ * mode perhaps with WIPE_MARKER) as the core's, their items in `items` (PyMem;
+ * the caller frees). */
 static int batch_calls_of(module_state *state, PyObject *seq, cr_redis_call *calls, size_t ncalls,
                           cr_redis_item **items)
 {
@@ -28,10 +29,11 @@ static int batch_calls_of(module_state *state, PyObject *seq, cr_redis_call *cal
     for (size_t i = 0; i < ncalls; i++) {
         PyObject *call = PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i);
         PyObject *const *args = &PyTuple_GET_ITEM(call, 0);
-        const int mode = redis_mode_of(args[0]);
+        bool marked;
+        const int mode = redis_request_mode_of(args[0], &marked);
         if (mode < 0 || redis_cost_of(state, args[1], mode, &calls[i].cost) < 0)
             return -1;
-        calls[i].mode = (cr_redis_mode)mode;
+        calls[i].mode = (cr_redis_mode)((unsigned)mode | (marked ? CR_REDIS_WIPE_MARKER : 0u));
         calls[i].items = *items + at;
         calls[i].nitems = (size_t)(PyTuple_GET_SIZE(call) - 2) / 4;
         for (size_t j = 0; j < calls[i].nitems; j++, at++) {

@@ -211,9 +211,11 @@ size_t cr_redis_batch_size(const cr_redis_call *calls, size_t ncalls);
 
 /*
  * A batch's words after EVALSHA and the batch script's SHA: numkeys (every
- * call's items); KEYS, every call's keys in order; ARGV: the number of calls,
- * then per call its number of keys, its number of ARGV words and its ARGV
- * words exactly as cr_redis_request writes them (`now_ns` for every call).
+ * call's keys); KEYS, every call's keys in order (a call whose mode has
+ * CR_REDIS_WIPE_MARKER or'ed in: its items' keys, then its wipe marker, as
+ * cr_redis_request writes them); ARGV: the number of calls, then per call its
+ * number of keys, its number of ARGV words and its ARGV words exactly as
+ * cr_redis_request writes them (`now_ns` for every call).
  * Refuses what cr_redis_request refuses of any call (the first such call's
  * status), no call (CR_E_ITEMS), more than CR_REDIS_BATCH_MAX calls
  * (CR_E_REDIS_BATCH); CR_E_NOMEM when `size` is short. *failed (may be NULL)

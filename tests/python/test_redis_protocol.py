@@ -157,7 +157,9 @@ def batch_calls(f: list) -> tuple:
     now = None if f[1] == "-" else float(f[1])
     calls, at = [], 3
     for _ in range(int(f[2])):
-        mode, cost, n = MODES[f[at]], int(f[at + 1]), int(f[at + 2])
+        mode, cost, n = MODES[f[at].removesuffix("+marker")], int(f[at + 1]), int(f[at + 2])
+        if f[at].endswith("+marker"):  # the mode with the wipe marker
+            mode |= WIPE_MARKER
         at += 3
         groups = []
         for _ in range(n):

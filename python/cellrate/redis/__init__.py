@@ -654,7 +654,7 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         """A peek, check or allow sent with the other decisions of this event-loop turn
         in one batch call (coalesce=True), answered as if alone."""
         decision = _Decision(mode, (self,), (limit,), cost, now, words,
-                             (mode, cost, limit, self._prefix, self._name, key))
+                             (mode | self._wipe, cost, limit, self._prefix, self._name, key))
         if decision.early():
             if decision.error is not None:
                 raise decision.error
@@ -1182,9 +1182,10 @@ def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, Lis
             stores.append(limiter)
             limits.append(limit)
             groups += (limit, limiter._prefix, limiter._name, key)
-        words = _request(CHECK, cost, now, *groups)
+        sent = CHECK | stores[0]._wipe  # the first limiter's on_wipe, as check_all
+        words = _request(sent, cost, now, *groups)
         decisions.append(_Decision(CHECK, stores, limits, cost, now, words,
-                                   (CHECK, cost, *groups)))
+                                   (sent, cost, *groups)))
     if decisions:
         store = decisions[0].stores[0]
         if isinstance(client, (store._library.cluster, store._library.async_cluster)):
