@@ -385,6 +385,55 @@ cr_status cr_redis_batch(const cr_redis_call *calls, size_t ncalls, int64_t now_
     return CR_OK;
 }
 
+/* RESP's header of an array or a bulk string: `kind`, the decimal `n`, CRLF. */
+static size_t resp_header(char *out, size_t size, size_t at, char kind, size_t n)
+{
+    char digits[24];
+    size_t len = 0;
+    do {
+        digits[len++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    if (at <= size && size - at >= len + 3) {
+        out[at] = kind;
+        for (size_t i = 0; i < len; i++)
+            out[at + 1 + i] = digits[len - 1 - i];
+        out[at + 1 + len] = '\r';
+        out[at + 2 + len] = '\n';
+    }
+    return len + 3;
+}
+
+/* A bulk string: its header, its bytes, CRLF (written where they fit). */
+static size_t resp_bulk(char *out, size_t size, size_t at, const char *bytes, size_t len)
+{
+    const size_t header = resp_header(out, size, at, '$', len);
+    if (at <= size && size - at >= header + len + 2) {
+        if (len > 0)
+            memcpy(out + at + header, bytes, len);
+        out[at + header + len] = '\r';
+        out[at + header + len + 1] = '\n';
+    }
+    return header + len + 2;
+}
+
+size_t cr_redis_command(const char *const *head, const size_t *head_len, size_t nhead,
+                        const char *buf, const cr_redis_word *words, size_t count, char *out,
+                        size_t size)
+{
+    if (nhead > SIZE_MAX - count)
+        return SIZE_MAX;
+    size_t at = resp_header(out, size, 0, '*', nhead + count);
+    for (size_t i = 0; i < nhead + count; i++) {
+        const char *bytes = i < nhead ? head[i] : buf + words[i - nhead].offset;
+        const size_t len = i < nhead ? head_len[i] : words[i - nhead].len;
+        if (len > SIZE_MAX - 64 - at)
+            return SIZE_MAX;
+        at += resp_bulk(out, size, at, bytes, len);
+    }
+    return at;
+}
+
 cr_status cr_redis_batch_reply(size_t ncalls, bool is_list, size_t nelements)
 {
     return is_list && ncalls > 0 && nelements == ncalls ? CR_OK : CR_E_REDIS_REPLY;

@@ -184,6 +184,11 @@ def test_batches():
             assert after[0] == "words"
             assert core._redis_batch(now, calls) == [text(word) for word in after[2:]], f
             assert len(after) - 2 == int(after[1])
+            # the whole command as the core packs it: byte for byte redis-py's packing
+            sha = b"%040d" % count
+            packed = redis.connection.Connection().pack_command(
+                "EVALSHA", sha, *[text(word) for word in after[2:]])
+            assert core._redis_batch_command(sha, now, calls) == b"".join(packed), f
         count += 1
     assert count >= 10
     for f in LINES:
