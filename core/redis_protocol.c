@@ -250,10 +250,7 @@ static cr_status check_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
 
 /* A request's mode with CR_REDIS_WIPE_MARKER or'ed in (on_wipe="refuse"), and
  * the mode without it. */
-static bool is_marked(cr_redis_mode mode)
-{
-    return ((unsigned)mode & CR_REDIS_WIPE_MARKER) != 0;
-}
+static bool is_marked(cr_redis_mode mode) { return ((unsigned)mode & CR_REDIS_WIPE_MARKER) != 0; }
 
 static cr_redis_mode plain_mode(cr_redis_mode mode)
 {

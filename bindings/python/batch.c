@@ -71,7 +71,8 @@ static char *batch_words_of(module_state *state, PyObject *now, PyObject *calls_
         PyErr_NoMemory();
         goto done;
     }
-    if (batch_calls_of(state, seq, calls, ncalls, &items) < 0 || convert_now(state, now, &now_ns) < 0)
+    if (batch_calls_of(state, seq, calls, ncalls, &items) < 0 ||
+        convert_now(state, now, &now_ns) < 0)
         goto done;
     size_t nitems = 0;
     for (size_t i = 0; i < ncalls; i++)
