@@ -319,9 +319,16 @@ PyDoc_STRVAR(penalty_check_doc,
              "None for a penalty the core takes; else its refusal, naming the parameter.");
 
 PyDoc_STRVAR(parse_rates_doc,
-             "_parse_rates(text, /)\n--\n\n"
-             "Private: the limits a rate string names ('100/day;10/hour'): a list of\n"
-             "(rate, period, the part's text), or InvalidArgument naming `rate`.");
+             "_parse_rates(text, zoned=False, /)\n--\n\n"
+             "Private: the limits a rate string names ('100/minute;1000000/month'): a\n"
+             "list of (rate, period, the part's text, calendar period or None), or\n"
+             "InvalidArgument naming `rate`. zoned: a zone was given (tz=): days and\n"
+             "weeks are calendar periods too.");
+
+PyDoc_STRVAR(check_zoned_doc,
+             "_check_zoned(zoned, calendars, /)\n--\n\n"
+             "Private: None, or InvalidArgument naming `tz` for a zone given for rate\n"
+             "strings none of whose parts is a calendar quota.");
 
 PyDoc_STRVAR(algorithm_takes_burst_doc,
              "_algorithm_takes_burst(algorithm, /)\n--\n\n"
