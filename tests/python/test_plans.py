@@ -183,3 +183,67 @@ def test_priorities_are_the_tables() -> None:
     admitted = sum(lim.allow("k", now=0, plan="pro", priority="low") for _ in range(30))
     assert admitted == 10  # half of pro's burst of 20
     assert sum(lim.allow("k", now=0, plan="pro", priority="high") for _ in range(30)) == 10
+
+
+def moved_table() -> cellrate.KeyedLimiter:
+    """Key "a" spent 2 of the default's burst of 2 (1/s) at 0: moved to "paid"
+    (10/s, burst 5) at 0 it carries TAT' = ceil(2e9 * 1e8 / 1e9) = 2e8 ns,
+    2 units used, 3 left (§8's rule)."""
+    lim = cellrate.KeyedLimiter("1/s", burst=2, plans={"paid": cellrate.Limit("10/s", burst=5)})
+    assert lim.allow("a", 2, now=0)
+    return lim
+
+
+def test_every_operation_on_a_key_takes_its_plan() -> None:
+    lim = moved_table()
+    assert lim.take("a", 10, now=0, plan="paid") == 3  # "default" would give none
+    assert lim.peek("a", now=0, plan="paid").remaining == 0
+    lim = moved_table()
+    assert lim.reserve("a", 3, timeout=0, now=0, plan="paid") == 0.0
+    assert lim.reserve("a", 1, timeout=0, now=0, plan="paid") is None
+    lim = moved_table()
+    decision = lim.charge("a", 3, now=0, plan="paid")
+    assert (decision.allowed, decision.remaining, decision.limit) == (True, 0, 5)
+    lim = moved_table()
+    lim.refund("a", 2, now=0, plan="paid")
+    assert lim.peek("a", now=0, plan="paid").remaining == 4  # idle again (the peek's unit aside)
+    lim = moved_table()
+    lim.anchor("a", 1, now=0, plan="paid")
+    assert lim.peek("a", now=0, plan="paid").remaining == 2  # 2 carried, the peek's unit
+    lim = moved_table()
+    assert lim.follow("a", {"Retry-After": "30"}, 429, now=0, plan="paid")
+    refusal = lim.peek("a", now=0, plan="paid")
+    assert not refusal.allowed and refusal.limit == 5 and refusal.retry_after >= 29
+
+
+def test_waits_take_the_plan() -> None:
+    import asyncio
+
+    # slow limits: no unit comes back while the test runs, however loaded the machine
+    lim = cellrate.KeyedLimiter("1/min", burst=2,
+                                plans={"paid": cellrate.Limit("10/min", burst=5)})
+    assert lim.allow("a", 2)
+    lim.wait("a", 2, timeout=0, plan="paid")
+    asyncio.run(lim.acquire("a", 1, timeout=0, plan="paid"))
+    with pytest.raises(cellrate.RateLimited):
+        lim.wait("a", 1, timeout=0, plan="paid")
+    with pytest.raises(cellrate.RateLimited):
+        asyncio.run(lim.acquire("a", 1, timeout=0, plan="paid"))
+    assert lim.peek("a", plan="paid").remaining == 0
+
+
+def test_every_operation_refuses_an_unknown_plan() -> None:
+    import asyncio
+
+    lim = moved_table()
+    calls = [lambda: lim.take("a", 1, plan="gold"), lambda: lim.reserve("a", plan="gold"),
+             lambda: lim.charge("a", 1, plan="gold"), lambda: lim.refund("a", plan="gold"),
+             lambda: lim.anchor("a", plan="gold"), lambda: lim.wait("a", plan="gold"),
+             lambda: asyncio.run(lim.acquire("a", plan="gold")),
+             lambda: lim.follow("a", {}, 200, plan="gold")]
+    for call in calls:
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            call()
+        assert info.value.param == "plan"
+        assert str(info.value) == STATUS["E_PLAN"][1]
+    assert lim.peek("a", now=0).remaining == 0  # nothing moved, nothing spent
