@@ -247,3 +247,110 @@ def test_every_operation_refuses_an_unknown_plan() -> None:
         assert info.value.param == "plan"
         assert str(info.value) == STATUS["E_PLAN"][1]
     assert lim.peek("a", now=0).remaining == 0  # nothing moved, nothing spent
+
+
+# -- where users take plans: the web policy (every adapter), the decorators -------------
+
+from test_web import FACES, Clock  # noqa: E402
+
+API_KEYS = {"k-paid": "paid"}  # looked up on the server: a client's header never names a plan
+
+
+@pytest.mark.parametrize("face", FACES, ids=lambda face: face.__name__)
+def test_web_policy_plan_of_the_request(face) -> None:
+    clock = Clock()
+    app = face("1/hour", burst=2, now=clock, plans={"paid": cellrate.Limit("10/hour", burst=5)},
+               plan=lambda request: API_KEYS.get(request.header("x-api-key") or ""))
+    assert [app.request()[0] for _ in range(3)] == [200, 200, 429]
+    status, headers, _ = app.request()
+    assert headers["ratelimit-policy"] == '"default";q=2;w=7200'
+    paid = {"X-Api-Key": "k-paid"}
+    # the upgraded key carries its 2 units into "paid" (of 5): 3 more, not a fresh 5
+    assert [app.request(headers=paid)[0] for _ in range(4)] == [200, 200, 200, 429]
+    status, headers, _ = app.request(headers=paid)
+    assert status == 429 and headers["ratelimit-policy"] == '"paid";q=5;w=1800'
+    # a header the client makes up is no plan: it is decided under "default"
+    status, headers, _ = app.request(headers={"X-Api-Key": "paid"})
+    assert headers["ratelimit-policy"].startswith('"default";')
+
+
+def test_web_policy_async_plan_function() -> None:
+    from test_web import StarletteMiddleware
+
+    async def plan(request: cellrate.web.Request) -> str | None:
+        return API_KEYS.get(request.header("x-api-key") or "")
+
+    app = StarletteMiddleware("1/hour", burst=2, now=Clock(), plan=plan,
+                              plans={"paid": cellrate.Limit("10/hour", burst=5)})
+    assert [app.request(headers={"X-Api-Key": "k-paid"})[0] for _ in range(6)] == [200] * 5 + [429]
+    status, headers, _ = app.request(headers={"X-Api-Key": "k-paid"})
+    assert headers["ratelimit-policy"] == '"paid";q=5;w=1800'
+
+
+def test_web_policy_plan_mistakes() -> None:
+    app = cellrate.wsgi.RateLimitMiddleware(lambda environ, start: [b""], "10/s",
+                                            plans={"paid": "100/s"}, plan=lambda r: "gold")
+    with pytest.raises(cellrate.InvalidArgument) as info:  # a server error, never another limit
+        app({"REQUEST_METHOD": "GET", "PATH_INFO": "/", "REMOTE_ADDR": "192.0.2.1"},
+            lambda *args: None)
+    assert info.value.param == "plan" and str(info.value) == STATUS["E_PLAN"][1]
+
+    async def coroutine_plan(request: object) -> str:
+        return "paid"
+
+    app = cellrate.wsgi.RateLimitMiddleware(lambda environ, start: [b""], "10/s",
+                                            plans={"paid": "100/s"}, plan=coroutine_plan)
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        app({"REQUEST_METHOD": "GET", "PATH_INFO": "/", "REMOTE_ADDR": "192.0.2.1"},
+            lambda *args: None)
+    assert info.value.param == "plan"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.web.Policy("10/s;100/minute", plans={"paid": "100/s"}, plan="paid")
+    assert info.value.param == "plan"
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        cellrate.web.Policy("10/s", plans={"paid": "100/s"}, plan=3)
+    assert info.value.param == "plan"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.web.Policy("10/s", plans={"p\u00e4id": "100/s"})  # also a policy name
+    assert info.value.param == "name"
+
+
+def test_web_policy_settles_under_the_plan() -> None:
+    clock = Clock()
+    policy = cellrate.web.Policy("1/hour", burst=2, now=clock, plan="paid",
+                                 plans={"paid": cellrate.Limit("10/hour", burst=5)})
+    request = cellrate.web.Request(policy, "GET", "/", None, {"REMOTE_ADDR": "192.0.2.1"})
+    limits = policy.limits_for(request)
+    assert policy.decide(limits, request).limit == 5
+    charged = policy.charger(limits, request)(2)  # the endpoint's own charge
+    assert charged.limit == 5 and charged.remaining == 2  # 1 + 2 of 5, under "paid"
+
+
+def test_decorator_plan() -> None:
+    @cellrate.limit("1/hour", burst=2, key=lambda user: user, block=False,
+                    plans={"paid": cellrate.Limit("10/hour", burst=5)}, plan="paid")
+    def call(user: str) -> int:
+        return 1
+
+    admitted = 0
+    for _ in range(7):
+        try:
+            admitted += call("u")
+        except cellrate.RateLimited as refused:
+            assert refused.decision.limit == 5  # the plan's
+    assert admitted == 5
+    lim = cellrate.KeyedLimiter(1000, burst=2, plans={"paid": cellrate.Limit(1000, burst=4)})
+
+    @cellrate.limit(limiter=lim, key=lambda user: user, plan="paid", timeout=5)
+    def waits(user: str) -> None:
+        pass
+
+    for _ in range(6):  # blocked calls retry on the plan's retry_after
+        waits("u")
+    assert lim.stats()["admitted"] == 6
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.limit("10/s", plans={"paid": "100/s"}, plan="paid")
+    assert info.value.param == "plans"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.limit(limiter=cellrate.Limiter(10), plan="paid")
+    assert info.value.param == "plan"
