@@ -126,6 +126,12 @@ static keyed_limit *plan_limit(const cr_keyed *keyed, int32_t plan)
 
 static int32_t plan_count(const cr_keyed *keyed) { return keyed->plans ? keyed->plans->count : 1; }
 
+/* Whether `plan` is an index of the table's plans. */
+static bool plan_ok(const cr_keyed *keyed, int32_t plan)
+{
+    return plan >= 0 && plan < plan_count(keyed);
+}
+
 /* A key's place, its fingerprint below the plan's bits. */
 static cr_key_place place_of(const cr_keyed *keyed, const void *key, size_t key_len)
 {
@@ -449,7 +455,7 @@ const cr_plan_table *cr_keyed_plans(const cr_keyed *keyed) { return keyed->plans
 
 const cr_limit *cr_keyed_plan_limit(const cr_keyed *keyed, int32_t plan)
 {
-    if (plan < 0 || plan >= plan_count(keyed))
+    if (!plan_ok(keyed, plan))
         return NULL;
     return &plan_limit(keyed, plan)->limit;
 }
@@ -590,7 +596,7 @@ done:
 cr_status cr_keyed_reconfigure_plan(cr_keyed *keyed, int32_t plan, const cr_limit *limit,
                                     int64_t now_ns)
 {
-    if (plan < 0 || plan >= plan_count(keyed))
+    if (!plan_ok(keyed, plan))
         return CR_E_PLAN;
     if (plan == CR_PLAN_DEFAULT)
         return cr_keyed_reconfigure(keyed, limit, now_ns);
@@ -795,7 +801,7 @@ cr_status cr_keyed_check_plan(cr_keyed *keyed, const void *key, size_t key_len, 
                               int64_t cost, int32_t plan, int32_t priority, bool commit,
                               cr_decision *out, bool *allowed)
 {
-    if (plan < 0 || plan >= plan_count(keyed))
+    if (!plan_ok(keyed, plan))
         return CR_E_PLAN;
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
     if (priority >= 0) {
@@ -816,80 +822,96 @@ cr_status cr_keyed_check_plan(cr_keyed *keyed, const void *key, size_t key_len, 
 }
 
 cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                                int64_t cost, bool *allowed)
+                                int32_t plan, int64_t cost, bool *allowed)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, false, NULL, allowed);
+    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, false, NULL, allowed);
 }
 
 cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                           int64_t cost, int64_t max_wait_ns, bool *reserved, int64_t *delay_ns)
+                           int32_t plan, int64_t cost, int64_t max_wait_ns, bool *reserved,
+                           int64_t *delay_ns)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     if (max_wait_ns < 0)
         return CR_E_TIMEOUT;
     cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0, false};
-    cr_status status = keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL,
-                                   reserved);
+    cr_status status = keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, reserved);
     *delay_ns = op.delay_ns;
     return status;
 }
 
 cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                          int64_t cost)
+                          int32_t plan, int64_t cost)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     bool done;
     cr_op op = {CR_OP_REFUND, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL, &done);
+    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, &done);
 }
 
 cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                          int64_t cost)
+                          int32_t plan, int64_t cost)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     bool done;
     cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL, &done);
+    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, &done);
 }
 
 cr_status cr_keyed_charge(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                          int64_t cost, cr_decision *out)
+                          int32_t plan, int64_t cost, cr_decision *out)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     bool fit;
     cr_op op = {CR_OP_CHARGE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, out, &fit);
+    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, out, &fit);
 }
 
 cr_status cr_keyed_uncounted(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                             cr_op_kind kind, int64_t cost, cr_decision *out)
+                             int32_t plan, cr_op_kind kind, int64_t cost, cr_decision *out)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     bool ok;
     cr_op op = {kind, cost, 0, 0, 0, true};
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, out, &ok);
+    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, out, &ok);
 }
 
 cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                        int64_t max_cost, int64_t *taken)
+                        int32_t plan, int64_t max_cost, int64_t *taken)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     bool took;
     if (max_cost < 0)
         return CR_E_MAX_COST;
     cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0, false};
-    cr_status status = keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL,
-                                   &took);
+    cr_status status = keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, &took);
     if (status == CR_OK)
         *taken = op.taken;
     return status;
 }
 
 cr_status cr_keyed_follow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                          const cr_signal *signal, int64_t pending, double share, bool *pulled)
+                          int32_t plan, const cr_signal *signal, int64_t pending, double share,
+                          bool *pulled)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     cr_status status = cr_follow_check(pending, share);
     if (status != CR_OK)
         return status;
     const cr_follow_args args = {signal, share, 0};
     cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0, false};
     *pulled = false;
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL, pulled);
+    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, pulled);
 }
 
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)

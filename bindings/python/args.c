@@ -463,7 +463,7 @@ typedef struct {
     PyObject *now;
     PyObject *timeout;  /* reserve() only */
     PyObject *priority; /* allow(), check(), peek() only */
-    PyObject *plan;     /* allow(), check(), peek() of a KeyedLimiter only */
+    PyObject *plan;     /* a KeyedLimiter's only */
 } call_args;
 
 /* As parse_call, the cost's keyword `cost_name` (take's max_cost). */
@@ -501,8 +501,7 @@ static int parse_call_named(const char *name, bool keyed, bool takes_timeout, bo
                 slot = &call->timeout;
             else if (takes_priority && PyUnicode_CompareWithASCIIString(keyword, "priority") == 0)
                 slot = &call->priority;
-            else if (takes_priority && keyed &&
-                     PyUnicode_CompareWithASCIIString(keyword, "plan") == 0)
+            else if (keyed && PyUnicode_CompareWithASCIIString(keyword, "plan") == 0)
                 slot = &call->plan;
             else {
                 PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", name,

@@ -130,13 +130,14 @@ PyDoc_STRVAR(keyed_peek_doc,
         "and acquire() call it after their sleep; windows: nothing to do."
 
 PyDoc_STRVAR(limiter_anchor_doc, ANCHOR_DOC("anchor($self, /, cost=1, *, now=None)"));
-PyDoc_STRVAR(keyed_anchor_doc, ANCHOR_DOC("anchor($self, /, key, cost=1, *, now=None)"));
+PyDoc_STRVAR(keyed_anchor_doc, ANCHOR_DOC("anchor($self, /, key, cost=1, *, now=None, plan=None)"));
 PyDoc_STRVAR(limiter_reserve_doc,
              RESERVE_DOC("reserve($self, /, cost=1, *, timeout=None, now=None)"));
 PyDoc_STRVAR(limiter_refund_doc, REFUND_DOC("refund($self, /, cost=1, *, now=None)"));
 PyDoc_STRVAR(keyed_reserve_doc,
-             RESERVE_DOC("reserve($self, /, key, cost=1, *, timeout=None, now=None)"));
-PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=None)"));
+             RESERVE_DOC("reserve($self, /, key, cost=1, *, timeout=None, now=None,\n"
+                         "plan=None)"));
+PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=None, plan=None)"));
 #define CHARGE_DOC(sig)                                                                \
     sig "\n--\n\n"                                                                     \
         "Commit `cost` units whatever the state (a cost known after the fact): the\n"  \
@@ -150,9 +151,9 @@ PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=
         "Admit as many units as fit now, at most `max_cost`, in one decision;\n" \
         "return their number (0 when none fits)."
 PyDoc_STRVAR(limiter_charge_doc, CHARGE_DOC("charge($self, /, cost, *, now=None)"));
-PyDoc_STRVAR(keyed_charge_doc, CHARGE_DOC("charge($self, /, key, cost, *, now=None)"));
+PyDoc_STRVAR(keyed_charge_doc, CHARGE_DOC("charge($self, /, key, cost, *, now=None, plan=None)"));
 PyDoc_STRVAR(limiter_take_doc, TAKE_DOC("take($self, /, max_cost, *, now=None)"));
-PyDoc_STRVAR(keyed_take_doc, TAKE_DOC("take($self, /, key, max_cost, *, now=None)"));
+PyDoc_STRVAR(keyed_take_doc, TAKE_DOC("take($self, /, key, max_cost, *, now=None, plan=None)"));
 #define WAIT_DOC(sig)                                                                  \
     sig "\n--\n\n"                                                                     \
         "Blocks until `cost` units are admitted, sleeping with the GIL released.\n\n"  \
@@ -165,9 +166,10 @@ PyDoc_STRVAR(keyed_take_doc, TAKE_DOC("take($self, /, key, max_cost, *, now=None
         "The asyncio form of wait(), a coroutine: never blocks the event loop; a\n" \
         "cancelled waiter gives its place in line back."
 PyDoc_STRVAR(limiter_wait_doc, WAIT_DOC("wait($self, /, cost=1, *, timeout=None)"));
-PyDoc_STRVAR(keyed_wait_doc, WAIT_DOC("wait($self, /, key, cost=1, *, timeout=None)"));
+PyDoc_STRVAR(keyed_wait_doc, WAIT_DOC("wait($self, /, key, cost=1, *, timeout=None, plan=None)"));
 PyDoc_STRVAR(limiter_acquire_doc, ACQUIRE_DOC("acquire($self, /, cost=1, *, timeout=None)"));
-PyDoc_STRVAR(keyed_acquire_doc, ACQUIRE_DOC("acquire($self, /, key, cost=1, *, timeout=None)"));
+PyDoc_STRVAR(keyed_acquire_doc, ACQUIRE_DOC("acquire($self, /, key, cost=1, *, timeout=None,\n"
+                                            "plan=None)"));
 
 PyDoc_STRVAR(limiter_reset_doc, "reset($self, /)\n--\n\nBack to idle: a full burst.");
 PyDoc_STRVAR(keyed_reset_doc,
@@ -534,8 +536,8 @@ PyDoc_STRVAR(limiter_follow_doc,
              "share: this member's part of the provider's limit (a fleet share).");
 PyDoc_STRVAR(keyed_follow_doc,
              "follow($self, key, headers, status=None, *, quota=None, pending=0,\n"
-             "       share=1.0, now=None)\n--\n\n"
-             "Limiter.follow() for the limit of `key`.");
+             "       share=1.0, now=None, plan=None)\n--\n\n"
+             "Limiter.follow() for the limit of `key` under `plan`.");
 PyDoc_STRVAR(read_signal_doc,
              "read_signal(headers, status=None, *, quota=None, now=None)\n--\n\n"
              "What a provider's response says of its limit: a list of bounds\n"
@@ -549,9 +551,9 @@ PyDoc_STRVAR(read_signal_doc,
 /* A wait, one step at a time                                                */
 
 PyDoc_STRVAR(wait_plan_doc,
-             "_wait_plan(store, key, cost, timeout, now=None, /)\n--\n\n"
+             "_wait_plan(store, key, cost, timeout, now=None, plan=None, /)\n--\n\n"
              "Private: a wait for `cost` units of `store` (a Limiter with key None, a\n"
-             "KeyedLimiter and a key; None: a store outside the core, retried by\n"
+             "KeyedLimiter and a key under `plan`; None: a store outside the core, retried by\n"
              "retry(decision)) at most `timeout` seconds (None: any), begun now: the\n"
              "core's wait plan (docs/design/waiting.md). Iterated, it yields the\n"
              "seconds to sleep before each next step, stops once the units are\n"

@@ -34,7 +34,8 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Patte
                     Sequence, Tuple, TypeVar, Union)
 
 import cellrate
-from cellrate._cellrate import _check_priority_items, _ClientKeys, _dry_run_fields, _settle
+from cellrate._cellrate import (_check_priority_items, _ClientKeys, _dry_run_fields, _settle,
+                                check_policy_name)
 from cellrate._errors import invalid, invalid_type
 from cellrate._rates import part_options, split_rates
 
@@ -116,7 +117,7 @@ class Request:
     or `environ` (WSGI).
     """
 
-    __slots__ = ("method", "path", "scope", "environ", "_policy", "_client")
+    __slots__ = ("method", "path", "scope", "environ", "_policy", "_client", "_plan")
 
     def __init__(self, policy: Policy, method: str, path: str, scope: Any = None,
                  environ: Any = None) -> None:
@@ -126,6 +127,7 @@ class Request:
         self.scope = scope
         self.environ = environ
         self._client: str | None = None
+        self._plan: str | None = None  # the plan its decision named (the policy's plan=)
 
     def peer(self) -> str:
         """The address of the connection's other end ("unknown" when absent)."""
@@ -233,6 +235,9 @@ def _trusted(trusted: Iterable[str] | str) -> tuple[list[Any], bool]:
 # The key of every client that is no address: a Unix-socket peer, a missing
 # one, a hop that does not parse (the core's CR_ADDRESS_UNKNOWN). One key for
 # all of them, so that none of them can be made into a fresh limit.
+# decide()'s plan when the request's is still to be found
+_ASK: Any = object()
+
 NO_ADDRESS = "unknown"
 
 # Addresses whose key and trust a policy keeps (an LRU: a fresh address costs
@@ -385,6 +390,18 @@ class Policy:
         priorities, or a function of the Request returning one (None: no
         class, the whole burst). One limit per request: several limits decided
         as one take no class (an error naming `priority`).
+    plans: plans of limits given as a rate, {name: rate or Limit} (as for
+        KeyedLimiter: each a whole limit of the table; a rate takes the
+        policy's burst). A plan's name is also its policy name in the
+        RateLimit headers (1 to 31 printable ASCII characters).
+    plan: the plan a request's key is decided under: a name of its limit's
+        plans, or a function of the Request returning one (None: "default");
+        under ASGI the function may be a coroutine function. An unknown name is
+        an error naming `plan` (a server error: never another limit). The
+        RateLimit-Policy field names the plan that decided, with its numbers.
+        Read from a header the client sends, it lets the client choose among
+        the plans: give a function that maps a verified credential (an API
+        key looked up on the server) to a plan. One limit per request.
     """
 
     def __init__(
@@ -418,6 +435,8 @@ class Policy:
         priorities: Mapping[str, float] | None = None,
         priority: str | Callable[[Request], str | None] | None = None,
         tz: str | None = None,
+        plans: Mapping[str, Any] | None = None,
+        plan: str | Callable[[Request], Any] | None = None,
     ) -> None:
         # the core's table checks every option (cellrate/options.h), the policy name
         # first among them: it names the regions too
@@ -430,7 +449,8 @@ class Policy:
             "status": status, "body": body, "content_type": content_type, "name": name,
             "legacy_headers": legacy_headers, "admitted_headers": admitted_headers,
             "dry_run": dry_run, "now": now, "charge": charge, "concurrency": concurrency,
-            "priority": priority, "priorities": priorities, "tz": tz})
+            "priority": priority, "priorities": priorities, "tz": tz, "plan": plan,
+            "plans": plans})
         # "unix": a peer without an address (a Unix socket) is the trusted proxy
         self.trusted, self.trust_unix = _trusted(trusted_proxies)
         self._warned_unknown = False
@@ -449,9 +469,14 @@ class Policy:
         self.cost = options["cost"]
         self._burst = burst
         self._max = {name: value for name, value in (("max_cost", max_cost), ("max_debt", max_debt),
-                                                     ("priorities", priorities))
+                                                     ("priorities", priorities), ("plans", plans))
                      if value is not None}  # for the stores made from a rate
         self.priority = priority
+        self.plan = plan
+        if plans is not None and isinstance(plans, Mapping):
+            for plan_name in plans:  # each names the RateLimit headers of its decisions
+                if isinstance(plan_name, str):
+                    check_policy_name(plan_name)
         self._from_rates = 0  # limits this policy made from a rate
         self._opened: list[_Opened] = []
         # the stores made from a rate, by route pattern (None: `limit`), for reconfigure
@@ -478,7 +503,7 @@ class Policy:
         if not self.limits and not self.routes and self.concurrency is None:
             raise invalid("limit", "limit: give a limit, routes, or both")
         for param, value in (("burst", burst), ("max_cost", max_cost), ("max_debt", max_debt),
-                             ("priorities", priorities), ("shared", shared)):
+                             ("priorities", priorities), ("plans", plans), ("shared", shared)):
             if value is not None and not self._from_rates and not (
                     param == "shared" and self._concurrency_shared):
                 raise invalid(param, f"{param} applies to limits given as a rate; no limit is: "
@@ -487,6 +512,9 @@ class Policy:
         self.check_all = _check_all_for(every) if len(every) > 1 else None
         if priority is not None:
             _check_priority_items(len(every))  # several limits as one take no class
+        if plan is not None and len(every) > 1:
+            raise invalid("plan", "plan: several limits decided as one take no plan; give plan= "
+                                  "to a policy of one limit")
 
         self.proxy_header: str = options["proxy_header"]
         self.exempt_paths = [_matcher(pattern, "exempt_paths")
@@ -726,8 +754,15 @@ class Policy:
         cost = self.cost
         return cost if cost.__class__ is int else cost(request)  # type: ignore[operator]
 
-    def decide(self, limits: list[_Limit], request: Request) -> Any:
-        """The Decision for `request` against `limits` (synchronous stores)."""
+    def plan_of(self, request: Request) -> Any:
+        """The plan `request` is decided under (None: "default"), or an
+        awaitable of it from a coroutine function (decide_async awaits it)."""
+        plan = self.plan
+        return plan if plan is None or plan.__class__ is str else plan(request)  # type: ignore
+
+    def decide(self, limits: list[_Limit], request: Request, plan: Any = _ASK) -> Any:
+        """The Decision for `request` against `limits` (synchronous stores);
+        `plan`: its plan, when decide_async found it."""
         cost = self.cost
         if cost.__class__ is not int:
             cost = cost(request)  # type: ignore[operator]
@@ -738,6 +773,16 @@ class Policy:
         priority = self.priority
         if priority is not None:
             now["priority"] = priority if priority.__class__ is str else priority(request)
+        if self.plan is not None:
+            if plan is _ASK:
+                plan = self.plan_of(request)
+                if inspect.isawaitable(plan):
+                    plan.close()  # type: ignore[attr-defined]
+                    raise invalid_type("plan", "plan: a coroutine function needs an asynchronous "
+                                               "adapter (ASGI); give a plain function")
+            if plan is not None:
+                now["plan"] = plan
+                request._plan = plan
         if one.key is None:
             decision = one.store.check(cost, **now)
         else:
@@ -758,10 +803,15 @@ class Policy:
         return self.check_all(items, cost, **now)
 
     async def decide_async(self, limits: list[_Limit], request: Request) -> Any:
-        """As decide(), awaiting async stores."""
+        """As decide(), awaiting async stores (and a coroutine function's plan)."""
         one = limits[0]
+        plan = None
+        if self.plan is not None:
+            plan = self.plan_of(request)
+            if inspect.isawaitable(plan):
+                plan = await plan
         if not one.is_async:
-            return self.decide(limits, request)
+            return self.decide(limits, request, plan)
         cost = self.cost_of(request)
         if len(limits) > 1:
             return await self._check_all(limits, request, cost)
@@ -770,6 +820,9 @@ class Policy:
         priority = self.priority
         if priority is not None:
             extra["priority"] = priority if priority.__class__ is str else priority(request)
+        if plan is not None:
+            extra["plan"] = plan
+            request._plan = plan
         return await one.store.check(key, cost, **extra)
 
     def charger(self, limits: list[_Limit], request: Request) -> _Charger:
@@ -779,11 +832,13 @@ class Policy:
 
     def outcome(self, decision: Any, request: Request) -> tuple[bool, list[tuple[str, str]]]:
         """(refuse, header fields) for `decision`."""
+        # the plan that decided names the policy, with its numbers (the decision's)
+        name = self.name if request._plan is None else request._plan
         if decision.allowed:
             if not self.admitted_headers:
                 return False, []
-            return False, list(decision.headers(self.name, legacy=self.legacy_headers).items())
-        fields = decision.headers(self.name, legacy=self.legacy_headers)
+            return False, list(decision.headers(name, legacy=self.legacy_headers).items())
+        fields = decision.headers(name, legacy=self.legacy_headers)
         if self.dry_run:
             logger.warning("dry run: would refuse %s %s (key %r, retry after %.3f s)",
                            request.method, request.path, self.key(request), decision.retry_after)
@@ -888,6 +943,8 @@ class _Charger:
             logger.warning("charge: %s %s %s %s units, above max_cost %d of %r: settled as %d",
                            request.method, request.path, how, count, most, store, most)
         self.charged[index] = total
+        if request._plan is not None:  # settled under the plan that decided
+            now = {**now, "plan": request._plan}
         if units < 0:
             store.refund(*key, -units, **now)
             units = 0

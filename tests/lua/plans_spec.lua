@@ -193,4 +193,58 @@ describe("plans", function()
       assert.is_truthy(tostring(err):find(support.status("E_PLANS_STORE").message, 1, true))
       assert.is_nil(io.open(path, "r"))
    end)
+
+   -- key "a" spent the default's burst of 2 (1/s) at 0; moved to "paid"
+   -- (10/s, burst 5) at 0 it carries 2 units used, 3 left (§8's rule)
+   local function moved()
+      local keyed = cellrate.keyed("1/s", { burst = 2, plans = { paid = { "10/s", burst = 5 } } })
+      assert.is_true(keyed:allow("a", 2, 0))
+      return keyed
+   end
+
+   it("are taken by every operation on a key", function()
+      local keyed = moved()
+      assert.are.equal(3, keyed:take("a", 10, 0, "paid")) -- "default" would give none
+      keyed = moved()
+      assert.are.equal(0, keyed:reserve("a", 3, 0, 0, "paid"))
+      assert.is_nil(keyed:reserve("a", 1, 0, 0, "paid"))
+      keyed = moved()
+      local allowed, remaining = keyed:charge("a", 3, 0, "paid")
+      assert.are.same({ true, 0 }, { allowed, remaining })
+      keyed = moved()
+      keyed:refund("a", 2, 0, "paid")
+      assert.are.equal(4, select(2, keyed:peek("a", 1, 0, nil, "paid")))
+      keyed = moved()
+      keyed:anchor("a", 1, 0, "paid")
+      assert.are.equal(2, select(2, keyed:peek("a", 1, 0, nil, "paid")))
+      keyed = moved()
+      assert.is_true(keyed:follow("a", { ["Retry-After"] = "30" }, 429, { now = 0, plan = "paid" }))
+      assert.is_false(keyed:peek("a", 1, 0, nil, "paid"))
+      -- waits: slow limits, so that no unit comes back while the test runs
+      keyed = cellrate.keyed("1/m", { burst = 2, plans = { paid = { "10/m", burst = 5 } } })
+      assert.is_true(keyed:allow("a", 2))
+      assert.are.equal("go", (keyed:_wait_plan("a", 1, 0, nil, "paid"):step()))
+      assert.is_truthy(keyed:wait("a", 2, 0, "paid"))
+      assert.are.same({ nil, "timeout" }, { keyed:wait("a", 1, 0, "paid") })
+   end)
+
+   it("are refused by name by every operation on a key", function()
+      local keyed = moved()
+      local calls = {
+         function() return keyed:take("a", 1, nil, "gold") end,
+         function() return keyed:reserve("a", 1, nil, nil, "gold") end,
+         function() return keyed:charge("a", 1, nil, "gold") end,
+         function() return keyed:refund("a", 1, nil, "gold") end,
+         function() return keyed:anchor("a", 1, nil, "gold") end,
+         function() return keyed:wait("a", 1, nil, "gold") end,
+         function() return keyed:_wait_plan("a", 1, nil, nil, "gold") end,
+         function() return keyed:follow("a", {}, 200, { plan = "gold" }) end,
+      }
+      for _, call in ipairs(calls) do
+         local ok, err = pcall(call)
+         assert.is_false(ok)
+         assert.is_truthy(tostring(err):find(support.status("E_PLAN").message, 1, true), tostring(err))
+      end
+      assert.is_false(keyed:peek("a", 1, 0))
+   end)
 end)

@@ -204,7 +204,9 @@ CONSTRUCTORS: dict[str, list[Callable[..., Any]]] = {
     "ShareLimiter": [_share(ShareLimiter)],
     "KeyedShareLimiter": [_share(KeyedShareLimiter)],
     "Policy": [lambda **options: Policy("10/s", **options)],
-    "limit": [lambda **options: cellrate.limit(10, **options)],
+    # a plan is a keyed limit's: the decorator is given a key for it
+    "limit": [lambda **options: cellrate.limit(
+        10, **({"key": str} if "plan" in options and "key" not in options else {}), **options)],
     "concurrent": [lambda **options: cellrate.concurrent(2, **options)],
 }
 
