@@ -374,7 +374,11 @@ const char *cr_version(void);
       "parameters, which the change would leave behind")                                           \
     X(223, E_REDIS_ALGORITHM_KEPT, ARGUMENT, "algorithm",                                          \
       "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "   \
-      "name")
+      "name")                                                                                      \
+    /* plans through Redis from 224 (redis.h, cr_redis_check_plans) */                             \
+    X(224, E_REDIS_PLANS_NAME, ARGUMENT, "name",                                                   \
+      "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a " \
+      "live change, and an unnamed limit's keys are named by its parameters")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

@@ -160,6 +160,7 @@ class _RedisLimit(_Store):
         coalesce: bool = False,
         priorities: Mapping[str, float] | None = None,
         on_wipe: str = "refuse",
+        plans: Mapping[str, float | str | cellrate.Limit] | None = None,
     ) -> None:
         # The core parses, defaults and validates the limit first, as cellrate.Limit (and,
         # per call, each key, cost and now: _redis_request); its table checks the options
@@ -170,7 +171,7 @@ class _RedisLimit(_Store):
             "prefix": prefix, "on_error": on_error, "fallback": fallback,
             "deny_cache": deny_cache, "timeout": timeout, "max_cost": max_cost,
             "max_debt": max_debt, "coalesce": coalesce, "on_wipe": on_wipe,
-            "priorities": priorities})
+            "priorities": priorities, "plans": plans})
         if options["coalesce"] and self._kind != "async":
             raise invalid("coalesce", _CONSTANTS["COALESCE_REFUSED"])
         #: coalesce=True (asyncio): the decisions of one event-loop turn go as one batch.
@@ -210,24 +211,53 @@ class _RedisLimit(_Store):
         # Refusals answered here until their retry_after passes (docs/design.md §11):
         # Redis key -> (the core's refusal, the limit it was made under).
         self._refusals: Dict[bytes, Tuple[Any, cellrate.Limit]] = {}
+        #: The plans (docs/design/plans.md): {name: the limit sent}, "default" (the limit)
+        #: first; None without plans. The core's table, replaced whole by reconfigure.
+        self._plans: Dict[str, cellrate.Limit] | None = None
+        if plans is not None:
+            self._plans = _core._redis_plans(limit, plans, self.named, max_cost, max_debt)
+
+    plans = property(lambda self: dict(self._plans or {"default": self.limit}),
+                     doc="The plans, {name: Limit}, 'default' (the limit) first.")
+
+    def _plan_limit(self, plan: str) -> cellrate.Limit:
+        """The limit a decision under `plan` sends (read once): the core's error naming
+        plan for a name no plan has."""
+        plans = self._plans
+        if plans is None:
+            plans = {"default": self.limit}
+        limit = plans.get(plan) if isinstance(plan, str) else None
+        return limit if limit is not None else _core._redis_plan(plans, plan)
 
     def reconfigure(self, rate: float | str, period: float | None = None, *,
                     burst: int | None = None, algorithm: Algorithm | None = None,
-                    max_debt: int | None = None) -> None:
+                    max_debt: int | None = None, plan: str | None = None) -> None:
         """Changes the limit this store sends, live: the next check (or allow) of each key
         carries what the key used to the new limit (docs/design.md §4), in the script, at
         that decision's instant; processes still sending the old limit carry it back on
         their own calls. The algorithm stays (an error naming `algorithm`), and a limit
         without a name cannot change (an error naming `name`: its keys are named by its
         parameters). A max_debt given before stays unless given again. An invalid limit
-        raises and changes nothing."""
+        raises and changes nothing. `plan`: the plan changed (default: "default"); each
+        key on it carries at its next decision under it, keys on other plans are
+        untouched."""
         _core._redis_check_change(self.named, self.algorithm, None)
+        if plan is not None:
+            self._plan_limit(plan)  # a name of the plans, else the core's error naming plan
         if algorithm is not None:
             cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)  # the core's checks first
             _core._redis_check_change(True, self.algorithm, algorithm)
         max_debt = self.max_debt if max_debt is None else max_debt
-        self.limit = _limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
-                               self.max_cost, max_debt, self.limit.priorities or None)
+        changed = _limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
+                            self.max_cost, max_debt, self.limit.priorities or None)
+        if self._plans is not None:
+            given = {name: limit for name, limit in self._plans.items() if name != "default"}
+            default = changed if plan in (None, "default") else self.limit
+            if plan not in (None, "default"):
+                given[cast(str, plan)] = changed
+            self._plans = _core._redis_plans(default, given, True, self.max_cost, max_debt)
+            changed = default
+        self.limit = changed
         self.max_debt = max_debt
         self._refusals.clear()
 
@@ -301,10 +331,11 @@ class _RedisLimit(_Store):
         return cast(cellrate.Decision, self._failed(error, keys, mode, cost, keys, now, stores))
 
     def _one_words(self, mode: int, key: Key, cost: int, now: float | None,
-                   priority: str | None = None) -> Tuple[cellrate.Limit, List[bytes], bool]:
-        """The limit read once, the request's words, and whether the key goes back to
-        Redis from an outage decided locally (_back) rather than as any decision."""
-        limit = self.limit
+                   priority: str | None = None,
+                   plan: str | None = None) -> Tuple[cellrate.Limit, List[bytes], bool]:
+        """The limit read once (the plan's), the request's words, and whether the key goes
+        back to Redis from an outage decided locally (_back) rather than as any decision."""
+        limit = self.limit if plan is None else self._plan_limit(plan)
         words = self._request(mode, key, cost, now, limit, priority)
         back = bool(self._held) and words[1] in self._held and self._availability.outage is None
         return limit, words, back
@@ -525,8 +556,8 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         return self._answer(mode, words, reply, asked, limits, cost, now)
 
     def _one(self, mode: int, key: Key, cost: int, now: float | None,
-             priority: str | None = None) -> cellrate.Decision:
-        limit, words, back = self._one_words(mode, key, cost, now, priority)
+             priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
+        limit, words, back = self._one_words(mode, key, cost, now, priority, plan)
         if back:
             return cast(cellrate.Decision, self._back(mode, key, words, cost, now, limit))
         return self._decide(mode, words, (limit,), cost, now)
@@ -545,26 +576,34 @@ class RedisLimiter(_SyncStore, _RedisLimit):
                                  now)
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None,
-              priority: str | None = None) -> cellrate.Decision:
+              priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission; `priority`: the
-        class decided in (a name of priorities; the script decides with its reserve)."""
+        class decided in (a name of priorities; the script decides with its reserve);
+        `plan`: the plan of `key` (a name of plans; default "default"), a key last
+        decided under another carrying what it used, in the script."""
         if priority is None:
-            return self._one(CHECK, key, cost, now)
-        return self._one(CHECK_CLASS, key, cost, now, priority)
+            if plan is None:
+                return self._one(CHECK, key, cost, now)
+            return self._one(CHECK, key, cost, now, None, plan)
+        return self._one(CHECK_CLASS, key, cost, now, priority, plan)
 
     def allow(self, key: Key, cost: int = 1, *, now: float | None = None,
-              priority: str | None = None) -> bool:
+              priority: str | None = None, plan: str | None = None) -> bool:
         """check(...).allowed."""
         if priority is None:
-            return self._one(ALLOW, key, cost, now).allowed
-        return self._one(ALLOW_CLASS, key, cost, now, priority).allowed
+            if plan is None:
+                return self._one(ALLOW, key, cost, now).allowed
+            return self._one(ALLOW, key, cost, now, None, plan).allowed
+        return self._one(ALLOW_CLASS, key, cost, now, priority, plan).allowed
 
     def peek(self, key: Key, cost: int = 1, *, now: float | None = None,
-             priority: str | None = None) -> cellrate.Decision:
+             priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
         if priority is None:
-            return self._one(PEEK, key, cost, now)
-        return self._one(PEEK_CLASS, key, cost, now, priority)
+            if plan is None:
+                return self._one(PEEK, key, cost, now)
+            return self._one(PEEK, key, cost, now, None, plan)
+        return self._one(PEEK_CLASS, key, cost, now, priority, plan)
 
     def charge(self, key: Key, cost: int, *, now: float | None = None) -> cellrate.Decision:
         """Commits `cost` units of `key` whatever its state (docs/cost.md): where they fit,
@@ -640,9 +679,9 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
             return self._unanswered(error, mode, words, limits, cost, now, stores)
         return self._answer(mode, words, reply, asked, limits, cost, now)
 
-    async def _one(self, mode: int, key: Key, cost: int,
-                   now: float | None, priority: str | None = None) -> cellrate.Decision:
-        limit, words, back = self._one_words(mode, key, cost, now, priority)
+    async def _one(self, mode: int, key: Key, cost: int, now: float | None,
+                   priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
+        limit, words, back = self._one_words(mode, key, cost, now, priority, plan)
         if back:
             return cast(cellrate.Decision, await self._back(mode, key, words, cost, now, limit))
         if self.coalesce and mode <= ALLOW:
@@ -679,26 +718,32 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
                                  now)
 
     async def check(self, key: Key, cost: int = 1, *, now: float | None = None,
-                    priority: str | None = None) -> cellrate.Decision:
-        """Decides for `cost` units of `key` and commits an admission (priority=: as
-        RedisLimiter.check)."""
+                    priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
+        """Decides for `cost` units of `key` and commits an admission (priority=, plan=:
+        as RedisLimiter.check)."""
         if priority is None:
-            return await self._one(CHECK, key, cost, now)
-        return await self._one(CHECK_CLASS, key, cost, now, priority)
+            if plan is None:
+                return await self._one(CHECK, key, cost, now)
+            return await self._one(CHECK, key, cost, now, None, plan)
+        return await self._one(CHECK_CLASS, key, cost, now, priority, plan)
 
     async def allow(self, key: Key, cost: int = 1, *, now: float | None = None,
-                    priority: str | None = None) -> bool:
+                    priority: str | None = None, plan: str | None = None) -> bool:
         """(await check(...)).allowed."""
         if priority is None:
-            return (await self._one(ALLOW, key, cost, now)).allowed
-        return (await self._one(ALLOW_CLASS, key, cost, now, priority)).allowed
+            if plan is None:
+                return (await self._one(ALLOW, key, cost, now)).allowed
+            return (await self._one(ALLOW, key, cost, now, None, plan)).allowed
+        return (await self._one(ALLOW_CLASS, key, cost, now, priority, plan)).allowed
 
     async def peek(self, key: Key, cost: int = 1, *, now: float | None = None,
-                   priority: str | None = None) -> cellrate.Decision:
+                   priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
         if priority is None:
-            return await self._one(PEEK, key, cost, now)
-        return await self._one(PEEK_CLASS, key, cost, now, priority)
+            if plan is None:
+                return await self._one(PEEK, key, cost, now)
+            return await self._one(PEEK, key, cost, now, None, plan)
+        return await self._one(PEEK_CLASS, key, cost, now, priority, plan)
 
     async def charge(self, key: Key, cost: int, *,
                      now: float | None = None) -> cellrate.Decision:
