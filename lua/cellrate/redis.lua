@@ -695,7 +695,8 @@ function Limiter:reset(key)
     return true
 end
 
--- Several Redis limits decided as one script call: items = { {limiter, key}, ... },
+-- Several Redis limits decided as one script call: items = { {limiter, key}, ... }
+-- (or {limiter, key, plan}: the key's plan, a name of the limiter's plans),
 -- every limiter on the same client (in a Cluster the keys must share a slot:
 -- hash tags). Admitted only if every limit admits; a refusal takes nothing
 -- from any. Returns the tightest decision; on_error is the first limiter's.
@@ -714,7 +715,8 @@ function M.check_all(items, cost, now)
     local first, groups, limits = items[1][1], {}, {}
     for _, item in ipairs(items) do
         local limiter = item[1]
-        local limit = limiter.limit -- read once: a decision never mixes two limits
+        -- read once: a decision never mixes two limits
+        local limit = item[3] == nil and limiter.limit or plan_limit(limiter, item[3])
         limits[#limits + 1] = limit
         local at = #groups
         groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =
@@ -731,8 +733,8 @@ function M.check_all(items, cost, now)
 end
 
 -- Several decisions in one script call (redis/batch.lua; the words are the
--- core's cr_redis_batch): items = { { limiter, key [, cost] }, ... }, an item
--- { { { limiter, key }, ... }, cost } deciding several limits as one (as
+-- core's cr_redis_batch): items = { { limiter, key [, cost [, plan]] }, ... }, an
+-- item { { { limiter, key [, plan] }, ... }, cost } deciding several limits as one (as
 -- check_all), every limiter on one client (in a Cluster every key in one
 -- slot: hash tags). Returns a list holding, per item in order, a table of
 -- what the call alone returns (allowed, remaining, retry_after, reset_after;
@@ -758,7 +760,7 @@ local function many_decisions(items, now)
         if type(item[1]) == "table" and getmetatable(item[1]) ~= Limiter then
             pairs_, cost = item[1], item[2]
         else
-            pairs_, cost = { { item[1], item[2] } }, item[3]
+            pairs_, cost = { { item[1], item[2], item[4] } }, item[3]
         end
         -- each decision's pairs, and every pair of the batch, on one client: the core's rule
         local clients = { client }
@@ -778,7 +780,8 @@ local function many_decisions(items, now)
         local groups, limits, stores = {}, {}, {}
         for j, pair in ipairs(pairs_) do
             local limiter = pair[1]
-            local limit = limiter.limit -- read once: a decision never mixes two limits
+            -- read once: a decision never mixes two limits
+            local limit = pair[3] == nil and limiter.limit or plan_limit(limiter, pair[3])
             stores[j], limits[j] = limiter, limit
             local at = #groups
             groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =

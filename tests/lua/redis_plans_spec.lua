@@ -113,6 +113,25 @@ describe("cellrate.redis plans", function()
       assert.are.equal(false, store:allow("k", 1, 5, nil, "default"))
    end)
 
+   it("decides a pair's plan in check_all and check_many", function()
+      local store = store_module.limiter(client, 10, { burst = 10, name = "items",
+         on_error = "raise", plans = { pro = { 100, burst = 20 } } })
+      local other = store_module.limiter(client, 1000, { burst = 1000, name = "wide",
+         on_error = "raise" })
+      local allowed, remaining = store_module.check_all({ { store, "k", "pro" }, { other, "k" } },
+         6, 5)
+      assert.are.equal(true, allowed)
+      assert.are.equal(14, remaining)
+      local answers = store_module.check_many({ { store, "k", 4, "pro" }, { store, "k", 0 },
+         { { { store, "j", "pro" }, { other, "j" } }, 2 } }, 5)
+      assert.are.same({ true, 10 }, { answers[1][1], answers[1][2] })
+      assert.are.same({ true, 0 }, { answers[2][1], answers[2][2] })
+      assert.are.same({ true, 18 }, { answers[3][1], answers[3][2] })
+      local ok, err = pcall(store_module.check_all, { { store, "k", "gold" } }, 1, 5)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("plan must be"))
+   end)
+
    it("refuses what the core refuses, naming the parameter", function()
       local ok, err = pcall(store_module.limiter, client, 10, { plans = { pro = "100/s" } })
       assert.is_false(ok)

@@ -295,3 +295,28 @@ def test_four_processes_admit_each_tiers_burst_and_an_upgrade_carries(client, se
     assert total["upgraded_pro"] == PRO - FREE
     store = _tiered(client)
     assert client.get(store.redis_key("upgraded")).startswith(b"gcra:3600000000000:20 ")
+
+
+def test_check_all_and_check_many_name_a_keys_plan(client) -> None:
+    """A pair may name its key's plan, (limiter, key, plan); a batch's single decision
+    (limiter, key, cost, plan): each is what check(key, cost, plan=) alone answers."""
+    store = RedisLimiter(client, 10, burst=10, name="items", on_error="raise",
+                         plans={"pro": cellrate.Limit(100, burst=20)})
+    other = RedisLimiter(client, 1000, burst=1000, name="wide", on_error="raise")
+    d = cr_redis.check_all([(store, "k", "pro"), (other, "k")], 6, now=5.0)
+    assert d.allowed and d.remaining == 14 and d.limit == 20
+    assert client.get(store.redis_key("k")).startswith(b"gcra:200000000:20 ")
+    answers = cr_redis.check_many([(store, "k", 4, "pro"), (store, "k", 0),
+                                   ([(store, "j", "pro"), (other, "j")], 2),
+                                   (store, "k", 1, None)], now=5.0)
+    assert [(a.allowed, a.remaining, a.limit) for a in answers] == [
+        (True, 10, 20), (True, 0, 10), (True, 18, 20), (False, 0, 10)]
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cr_redis.check_all([(store, "k", "gold")], now=5.0)
+    assert info.value.param == "plan"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cr_redis.check_many([(store, "k", 1, "gold")], now=5.0)
+    assert info.value.param == "plan"
+    with pytest.raises(cellrate.InvalidArgumentType) as type_info:
+        cr_redis.check_all([(store, "k", "pro", 1)], now=5.0)
+    assert type_info.value.param == "items"

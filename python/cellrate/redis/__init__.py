@@ -1073,24 +1073,32 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
                        kind: type) -> Tuple[Any, List[bytes], List[cellrate.Limit], List[Any]]:
     pairs = list(items)
     _core._redis_check_items([
-        pair[0].client if isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], kind)
-        else None for pair in pairs])
-    limits = [limiter.limit for limiter, _ in pairs]  # each read once
+        pair[0].client if isinstance(pair, tuple) and len(pair) in (2, 3)
+        and isinstance(pair[0], kind) else None for pair in pairs])
+    limits = [_pair_limit(pair) for pair in pairs]  # each read once
     groups: List[Any] = []
-    for (limiter, key), limit in zip(pairs, limits):
-        groups += (limit, limiter._prefix, limiter._name, key)
+    for pair, limit in zip(pairs, limits):
+        groups += (limit, pair[0]._prefix, pair[0]._name, pair[1])
     store = pairs[0][0]
     words = _request(CHECK | store._wipe, cost, now, *groups)
     if isinstance(store.client, (store._library.cluster, store._library.async_cluster)):
         keys = words[1:1 + len(pairs)]
         if len({redis.crc.key_slot(key) for key in keys}) > 1:
             raise _slots_differ(keys)  # the client would refuse it: no outage
-    return pairs[0][0], words, limits, [limiter for limiter, _ in pairs]
+    return pairs[0][0], words, limits, [pair[0] for pair in pairs]
 
 
-def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
+def _pair_limit(pair: Tuple[Any, ...]) -> cellrate.Limit:
+    """The limit an item's (limiter, key) or (limiter, key, plan) sends."""
+    if len(pair) == 2 or pair[2] is None:
+        return cast(cellrate.Limit, pair[0].limit)
+    return cast(cellrate.Limit, pair[0]._plan_limit(pair[2]))
+
+
+def check_all(items: Iterable[Tuple[Any, ...]], cost: int = 1, *,
               now: float | None = None) -> cellrate.Decision:
-    """Decides several Redis limits as one, in one script call: admitted only if every
+    """Decides several Redis limits as one, in one script call (items: (limiter, key), or
+    (limiter, key, plan) for a key under a plan of the limiter's): admitted only if every
     limit admits, and a refusal takes nothing from any. Returns the tightest Decision
     (refused: the longest retry_after; admitted: the fewest remaining). In a Cluster the
     keys must share a slot (hash tags, e.g. "{user:42}"). on_error is the first limiter's."""
@@ -1099,7 +1107,7 @@ def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
     return first._decide(CHECK, words, limits, cost, now, stores)
 
 
-async def check_all_async(items: Iterable[Tuple[AsyncRedisLimiter, Key]], cost: int = 1, *,
+async def check_all_async(items: Iterable[Tuple[Any, ...]], cost: int = 1, *,
                           now: float | None = None) -> cellrate.Decision:
     """check_all for AsyncRedisLimiter."""
     first, words, limits, stores = _check_all_request(items, cost, now, AsyncRedisLimiter)
@@ -1200,20 +1208,21 @@ def _calls(chunk: Sequence[_Decision]) -> List[Tuple[Any, ...]]:
 
 def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, List[_Decision]]:
     """The decisions of check_many's items, checked: each (limiter, key), (limiter, key,
-    cost) or ([(limiter, key), ...], cost) (several limits as one, as check_all), every
-    limiter of `kind` on one client; in a Cluster every key in one slot."""
+    cost), (limiter, key, cost, plan) or ([(limiter, key) or (limiter, key, plan), ...],
+    cost) (several limits as one, as check_all), every limiter of `kind` on one client;
+    in a Cluster every key in one slot."""
     decisions: List[_Decision] = []
     client = None
     for item in items:
-        if not isinstance(item, tuple) or not 1 <= len(item) <= 3:
+        if not isinstance(item, tuple) or not 1 <= len(item) <= 4:
             raise invalid_type("items", _CONSTANTS["BATCH_ITEM"])
         pairs: List[Any]
         if isinstance(item[0], (list, tuple)):
             pairs, cost = list(item[0]), item[1] if len(item) > 1 else 1
         else:
-            pairs, cost = [item[:2]], item[2] if len(item) > 2 else 1
+            pairs, cost = [item[:2] + item[3:4]], item[2] if len(item) > 2 else 1
         # each decision's pairs, and every pair of the batch, on one client: the core's rule
-        clients = [cast(Any, pair[0]).client if isinstance(pair, tuple) and len(pair) == 2
+        clients = [cast(Any, pair[0]).client if isinstance(pair, tuple) and len(pair) in (2, 3)
                    and isinstance(pair[0], kind) else None for pair in pairs]
         _core._redis_check_items(clients)
         if client is None:
@@ -1222,11 +1231,11 @@ def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, Lis
         stores: List[_RedisLimit] = []
         limits: List[Any] = []
         groups: List[Any] = []
-        for limiter, key in pairs:
-            limit = limiter.limit  # read once
+        for pair in pairs:
+            limiter, limit = pair[0], _pair_limit(pair)  # read once
             stores.append(limiter)
             limits.append(limit)
-            groups += (limit, limiter._prefix, limiter._name, key)
+            groups += (limit, limiter._prefix, limiter._name, pair[1])
         words = _request(CHECK, cost, now, *groups)
         decisions.append(_Decision(CHECK, stores, limits, cost, now, words,
                                    (CHECK, cost, *groups)))
@@ -1251,8 +1260,9 @@ def check_many(items: Iterable[Any], *, now: float | None = None) -> List[cellra
     script call, and returns each Decision in order, each exactly what the call alone
     (limiter.check(key, cost), or check_all) would answer.
 
-    items: (limiter, key), (limiter, key, cost) or ([(limiter, key), ...], cost) tuples
-    of RedisLimiter on one Redis client. The decisions run in order in the script, so a
+    items: (limiter, key), (limiter, key, cost), (limiter, key, cost, plan) or
+    ([(limiter, key) or (limiter, key, plan), ...], cost) tuples of RedisLimiter on one
+    Redis client (plan: the key's plan, a name of the limiter's plans). The decisions run in order in the script, so a
     key named twice decides the second time on what the first committed, as two calls
     one after the other. An empty batch answers [] without a call; more than BATCH_MAX
     decisions go as several calls, in order. In a Cluster every key must share one slot
