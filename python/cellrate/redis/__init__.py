@@ -1262,10 +1262,11 @@ def check_many(items: Iterable[Any], *, now: float | None = None) -> List[cellra
 
     items: (limiter, key), (limiter, key, cost), (limiter, key, cost, plan) or
     ([(limiter, key) or (limiter, key, plan), ...], cost) tuples of RedisLimiter on one
-    Redis client (plan: the key's plan, a name of the limiter's plans). The decisions run in order in the script, so a
-    key named twice decides the second time on what the first committed, as two calls
-    one after the other. An empty batch answers [] without a call; more than BATCH_MAX
-    decisions go as several calls, in order. In a Cluster every key must share one slot
+    Redis client (plan: the key's plan, a name of the limiter's plans). The decisions
+    run in order in the script, so a key named twice decides the second time on what
+    the first committed, as two calls one after the other. An empty batch answers []
+    without a call; more than BATCH_MAX decisions go as several calls, in order. In a
+    Cluster every key must share one slot
     (hash tags, e.g. "{user:42}"): keys of several slots are a mistake naming items, never
     an outage. The deny cache and on_error answer each decision as for the call alone;
     a mistake (a key held under another algorithm) raises after every decision was made."""
