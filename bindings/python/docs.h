@@ -413,6 +413,11 @@ PyDoc_STRVAR(redis_batch_doc,
              "Private: the words after EVALSHA and the batch script's SHA of several\n"
              "decisions, each (mode, cost, limit, prefix, name, key, ...): a list of bytes.");
 
+PyDoc_STRVAR(redis_batch_command_doc,
+             "_redis_batch_command(sha, now, calls, /)\n--\n\n"
+             "Private: the whole command EVALSHA sha and _redis_batch(now, calls)'s words,\n"
+             "as the bytes a connection sends (RESP).");
+
 PyDoc_STRVAR(redis_batch_reply_doc,
              "_redis_batch_reply(ncalls, reply, /)\n--\n\n"
              "Private: None when reply is a batch's reply to ncalls decisions.");

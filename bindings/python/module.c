@@ -235,6 +235,8 @@ static PyMethodDef cellrate_methods[] = {
     {"_redis_protocol", module_redis_protocol, METH_NOARGS, redis_protocol_doc},
     {"_redis_batch", (PyCFunction)(void (*)(void))module_redis_batch, METH_FASTCALL,
      redis_batch_doc},
+    {"_redis_batch_command", (PyCFunction)(void (*)(void))module_redis_batch_command, METH_FASTCALL,
+     redis_batch_command_doc},
     {"_redis_batch_reply", (PyCFunction)(void (*)(void))module_redis_batch_reply, METH_FASTCALL,
      redis_batch_reply_doc},
     {"inspect_region", module_inspect_region, METH_O, inspect_region_doc},

@@ -2187,7 +2187,7 @@ def make_redis() -> str:
         "# items <n> then n times <client id, -: not a pair> <status>   a check_all's items",
         "# change <named: 1|0> <algorithm> <algorithm given, -: none> <status>   a live change",
         "# batch_max <n>                          the most decisions of one batch call",
-        "# batch <now s|-> <ncalls> then per call <mode> <cost> <n> then n times <limit id>",
+        "# batch <now s|-> <ncalls> then per call <mode>[+marker] <cost> <n> then n times <limit id>",
         "#   <prefix> <name> <key>                several decisions in one call (batch.lua)",
         "#   words <count> <word>...  |  refused <status>",
         "# batch_reply <ncalls> <list|int> <nelements> <status>   a batch's reply's shape",
@@ -2480,6 +2480,9 @@ def make_redis() -> str:
     batch(12.5, [("peek", 0, [(2, 0)]), ("check", 3, [(0, 0), (3, 1)]),
                  ("charge", 5, [(4, 0)]), ("take", 4, [(6, 0)]), ("refund", 1, [(0, 0)])])
     batch(1700000000.25, [("allow", 1, [(limit, limit % 4)]) for limit in range(7)])
+    lines.append("# the wipe marker (on_wipe='refuse'): a marked call's keys, then its first key's")
+    batch(None, [("check+marker", 1, [(0, 0)]), ("allow", 1, [(1, 1)]),
+                 ("peek+marker", 0, [(0, 2), (3, 1)]), ("allow+marker", 2, [(0, 1)])])
     lines.append("# refused: no call, a call each decision refuses, a limit the script cannot carry")
     batch(None, [])
     batch(None, [("check", 1, [(0, 0)]), ("check", -1, [(0, 0)])])
