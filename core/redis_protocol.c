@@ -731,6 +731,18 @@ cr_status cr_redis_check_change(bool named, const char *algorithm, size_t algori
     return CR_OK;
 }
 
+cr_status cr_redis_check_plans(bool named, const cr_plan_table *table)
+{
+    if (!named)
+        return CR_E_REDIS_PLANS_NAME;
+    for (int32_t i = 0; i < table->count; i++) {
+        const cr_status status = cr_redis_check_limit(&table->limits[i]);
+        if (status != CR_OK)
+            return status;
+    }
+    return CR_OK;
+}
+
 cr_status cr_redis_fallback_check(const char *on_error, size_t len, bool has_fallback)
 {
     const bool fallback = len == 8 && memcmp(on_error, "fallback", 8) == 0;

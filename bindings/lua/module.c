@@ -47,6 +47,8 @@ static const luaL_Reg module_functions[] = {
     {"_redis_key", redis_key},
     {"_redis_signature", redis_signature},
     {"_redis_check_limit", redis_check_limit},
+    {"_redis_plans", redis_plans},
+    {"_redis_plan", redis_plan},
     {"_redis_classify", redis_classify},
     {"_redis_slots_message", redis_slots_message},
     {"_redis_protocol", redis_protocol},

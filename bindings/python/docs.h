@@ -402,6 +402,13 @@ PyDoc_STRVAR(redis_check_limit_doc,
              "Private: None when the script carries `limit` exactly, else the core's\n"
              "error naming burst.");
 
+PyDoc_STRVAR(redis_plans_doc,
+             "_redis_plans(limit, plans, named, max_cost, max_debt, /)\n--\n\n"
+             "Private: a Redis limit's plans, {name: Limit}, 'default' first: the core's table.");
+
+PyDoc_STRVAR(redis_plan_doc, "_redis_plan(plans, plan, /)\n--\n\n"
+                             "Private: the limit of `plan`, else the core's error naming plan.");
+
 PyDoc_STRVAR(redis_classify_doc,
              "_redis_classify(word, text, /)\n--\n\n"
              "Private: what a failure means, and a wrong algorithm's own words.");

@@ -183,6 +183,19 @@ cr_status cr_redis_check_change(bool named, const char *algorithm, size_t algori
                                 const char *given, size_t given_len);
 
 /*
+ * The plans of a Redis rate limit (docs/design/plans.md), `table` as
+ * cr_plans_set made it: each plan is a limit the script carries exactly
+ * (cr_redis_check_limit, naming burst), and the limit has a name
+ * (CR_E_REDIS_PLANS_NAME: a key decided under another plan than last time
+ * carries what it used in the script, as a live change does, and an unnamed
+ * limit's keys may hold the layout before names, a bare state word the
+ * script reads under whatever limit is sent). The stored value's signature
+ * is the limit, so the plan, a key was last decided under: no other word.
+ */
+struct cr_plan_table;
+cr_status cr_redis_check_plans(bool named, const struct cr_plan_table *table);
+
+/*
  * A batch: several decisions in one script call (redis/batch.lua, which runs
  * redis/decide.lua once per decision, in order, each on the state the ones
  * before it wrote: a key named twice decides the second time as if sent after

@@ -348,8 +348,8 @@ const char *cr_version(void);
       "coalesce must be a boolean, and is taken by the asyncio store alone (it sends the "         \
       "decisions of one event-loop turn as one script call)")                                      \
     X(192, E_REDIS_BATCH_ITEM, ARGUMENT, "items",                                                  \
-      "items: each decision of a batch is (limiter, key), (limiter, key, cost) or "                \
-      "([(limiter, key), ...], cost)")                                                             \
+      "items: each decision of a batch is (limiter, key), (limiter, key, cost), (limiter, key, "   \
+      "cost, plan) or ([(limiter, key) or (limiter, key, plan), ...], cost)")                      \
     /* 193-199: reserved; a wiped Redis from 200 */                                                \
     X(200, E_REDIS_ON_WIPE, ARGUMENT, "on_wipe",                                                   \
       "on_wipe must be 'refuse' (a key Redis lost reads as fully used for one period) or 'allow' " \
@@ -369,7 +369,8 @@ const char *cr_version(void);
       "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)")   \
     /* 215-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
     X(220, E_REDIS_ITEMS, ARGUMENT, "items",                                                       \
-      "items must be a non-empty list of (Redis rate limiter, key) pairs")                         \
+      "items must be a non-empty list of (Redis rate limiter, key) pairs, or (limiter, key, "      \
+      "plan)")                                                                                     \
     X(221, E_REDIS_CLIENT, ARGUMENT, "items",                                                      \
       "items: every limiter must use the same Redis client (one script call decides them)")        \
     X(222, E_REDIS_NAME_NEEDED, ARGUMENT, "name",                                                  \
@@ -377,7 +378,11 @@ const char *cr_version(void);
       "parameters, which the change would leave behind")                                           \
     X(223, E_REDIS_ALGORITHM_KEPT, ARGUMENT, "algorithm",                                          \
       "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "   \
-      "name")
+      "name")                                                                                      \
+    /* plans through Redis from 224 (redis.h, cr_redis_check_plans) */                             \
+    X(224, E_REDIS_PLANS_NAME, ARGUMENT, "name",                                                   \
+      "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a " \
+      "live change, and an unnamed limit's keys are named by its parameters")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

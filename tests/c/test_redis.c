@@ -573,9 +573,34 @@ static void class_requests(void)
           "the deny cache keeps no class's refusal");
 }
 
+/* A Redis limit's plans (cr_redis_check_plans): named, and each plan a limit
+ * the script carries; the table itself is cr_plans_set's (test_plans). */
+static void plan_tables(void)
+{
+    cr_limit_args args = {0};
+    args.rate = 10;
+    cr_limit limit, pro, slow;
+    CHECK(cr_limit_init(&limit, &args) == CR_OK, "the default");
+    args.rate = 100;
+    CHECK(cr_limit_init(&pro, &args) == CR_OK, "pro");
+    args.rate = 1;
+    args.period_s = 86400.0 * 200; /* a tolerance past CR_REDIS_MAX_TOLERANCE_NS */
+    args.has_period = true;
+    CHECK(cr_limit_init(&slow, &args) == CR_OK, "slow");
+    cr_plan_table table;
+    const cr_plan_arg plans[] = {{"pro", 3, &pro}, {"slow", 4, &slow}};
+    CHECK(cr_plans_set(&table, &limit, plans, 1) == CR_OK, "a table of pro");
+    CHECK(cr_redis_check_plans(true, &table) == CR_OK, "named: carried");
+    CHECK(cr_redis_check_plans(false, &table) == CR_E_REDIS_PLANS_NAME, "unnamed: refused");
+    CHECK(cr_plans_set(&table, &limit, plans, 2) == CR_OK, "a table of pro and slow");
+    CHECK(cr_redis_check_plans(true, &table) == CR_E_REDIS_TOLERANCE, "slow: not carried");
+    CHECK_EQ_STR(cr_status_param(CR_E_REDIS_PLANS_NAME), "name", "the parameter");
+}
+
 int main(int argc, char **argv)
 {
     class_requests();
+    plan_tables();
     FILE *file = vectors_open(argc > 1 ? argv[1] : "tests/vectors", "redis.txt");
     int lines = 0;
     run_file(file, &lines);

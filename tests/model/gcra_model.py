@@ -316,8 +316,8 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "coalesce must be a boolean, and is taken by the asyncio store alone (it sends the "
      "decisions of one event-loop turn as one script call)"),
     (192, "E_REDIS_BATCH_ITEM", "argument", "items",
-     "items: each decision of a batch is (limiter, key), (limiter, key, cost) or "
-     "([(limiter, key), ...], cost)"),
+     "items: each decision of a batch is (limiter, key), (limiter, key, cost), (limiter, key, "
+     "cost, plan) or ([(limiter, key) or (limiter, key, plan), ...], cost)"),
     (200, "E_REDIS_ON_WIPE", "argument", "on_wipe",
      "on_wipe must be 'refuse' (a key Redis lost reads as fully used for one period) or "
      "'allow' (a fresh burst)"),
@@ -334,7 +334,8 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (214, "E_PENALTY", "argument", "penalty",
      "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)"),
     (220, "E_REDIS_ITEMS", "argument", "items",
-     "items must be a non-empty list of (Redis rate limiter, key) pairs"),
+     "items must be a non-empty list of (Redis rate limiter, key) pairs, or (limiter, key, "
+     "plan)"),
     (221, "E_REDIS_CLIENT", "argument", "items",
      "items: every limiter must use the same Redis client (one script call decides them)"),
     (222, "E_REDIS_NAME_NEEDED", "argument", "name",
@@ -343,6 +344,9 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (223, "E_REDIS_ALGORITHM_KEPT", "argument", "algorithm",
      "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "
      "name"),
+    (224, "E_REDIS_PLANS_NAME", "argument", "name",
+     "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a "
+     "live change, and an unnamed limit's keys are named by its parameters"),
 ]
 
 

@@ -162,6 +162,7 @@ class _RedisLimit(_Store):
         coalesce: bool = False,
         priorities: Mapping[str, float] | None = None,
         on_wipe: str = "refuse",
+        plans: Mapping[str, float | str | cellrate.Limit] | None = None,
     ) -> None:
         # The core parses, defaults and validates the limit first, as cellrate.Limit (and,
         # per call, each key, cost and now: _redis_request); its table checks the options
@@ -172,7 +173,7 @@ class _RedisLimit(_Store):
             "prefix": prefix, "on_error": on_error, "fallback": fallback,
             "deny_cache": deny_cache, "timeout": timeout, "max_cost": max_cost,
             "max_debt": max_debt, "coalesce": coalesce, "on_wipe": on_wipe,
-            "priorities": priorities})
+            "priorities": priorities, "plans": plans})
         if options["coalesce"] and self._kind != "async":
             raise invalid("coalesce", _CONSTANTS["COALESCE_REFUSED"])
         #: coalesce=True (asyncio): the decisions of one event-loop turn go as one batch.
@@ -212,24 +213,53 @@ class _RedisLimit(_Store):
         # Refusals answered here until their retry_after passes (docs/design.md §11):
         # Redis key -> (the core's refusal, the limit it was made under).
         self._refusals: Dict[bytes, Tuple[Any, cellrate.Limit]] = {}
+        #: The plans (docs/design/plans.md): {name: the limit sent}, "default" (the limit)
+        #: first; None without plans. The core's table, replaced whole by reconfigure.
+        self._plans: Dict[str, cellrate.Limit] | None = None
+        if plans is not None:
+            self._plans = _core._redis_plans(limit, plans, self.named, max_cost, max_debt)
+
+    plans = property(lambda self: dict(self._plans or {"default": self.limit}),
+                     doc="The plans, {name: Limit}, 'default' (the limit) first.")
+
+    def _plan_limit(self, plan: str) -> cellrate.Limit:
+        """The limit a decision under `plan` sends (read once): the core's error naming
+        plan for a name no plan has."""
+        plans = self._plans
+        if plans is None:
+            plans = {"default": self.limit}
+        limit = plans.get(plan) if isinstance(plan, str) else None
+        return limit if limit is not None else _core._redis_plan(plans, plan)
 
     def reconfigure(self, rate: float | str, period: float | None = None, *,
                     burst: int | None = None, algorithm: Algorithm | None = None,
-                    max_debt: int | None = None) -> None:
+                    max_debt: int | None = None, plan: str | None = None) -> None:
         """Changes the limit this store sends, live: the next check (or allow) of each key
         carries what the key used to the new limit (docs/design.md §4), in the script, at
         that decision's instant; processes still sending the old limit carry it back on
         their own calls. The algorithm stays (an error naming `algorithm`), and a limit
         without a name cannot change (an error naming `name`: its keys are named by its
         parameters). A max_debt given before stays unless given again. An invalid limit
-        raises and changes nothing."""
+        raises and changes nothing. `plan`: the plan changed (default: "default"); each
+        key on it carries at its next decision under it, keys on other plans are
+        untouched."""
         _core._redis_check_change(self.named, self.algorithm, None)
+        if plan is not None:
+            self._plan_limit(plan)  # a name of the plans, else the core's error naming plan
         if algorithm is not None:
             cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)  # the core's checks first
             _core._redis_check_change(True, self.algorithm, algorithm)
         max_debt = self.max_debt if max_debt is None else max_debt
-        self.limit = _limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
-                               self.max_cost, max_debt, self.limit.priorities or None)
+        changed = _limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
+                            self.max_cost, max_debt, self.limit.priorities or None)
+        if self._plans is not None:
+            given = {name: limit for name, limit in self._plans.items() if name != "default"}
+            default = changed if plan in (None, "default") else self.limit
+            if plan not in (None, "default"):
+                given[cast(str, plan)] = changed
+            self._plans = _core._redis_plans(default, given, True, self.max_cost, max_debt)
+            changed = default
+        self.limit = changed
         self.max_debt = max_debt
         self._refusals.clear()
 
@@ -303,10 +333,11 @@ class _RedisLimit(_Store):
         return cast(cellrate.Decision, self._failed(error, keys, mode, cost, keys, now, stores))
 
     def _one_words(self, mode: int, key: Key, cost: int, now: float | None,
-                   priority: str | None = None) -> Tuple[cellrate.Limit, List[bytes], bool]:
-        """The limit read once, the request's words, and whether the key goes back to
-        Redis from an outage decided locally (_back) rather than as any decision."""
-        limit = self.limit
+                   priority: str | None = None,
+                   plan: str | None = None) -> Tuple[cellrate.Limit, List[bytes], bool]:
+        """The limit read once (the plan's), the request's words, and whether the key goes
+        back to Redis from an outage decided locally (_back) rather than as any decision."""
+        limit = self.limit if plan is None else self._plan_limit(plan)
         words = self._request(mode, key, cost, now, limit, priority)
         back = bool(self._held) and words[1] in self._held and self._availability.outage is None
         return limit, words, back
@@ -527,8 +558,8 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         return self._answer(mode, words, reply, asked, limits, cost, now)
 
     def _one(self, mode: int, key: Key, cost: int, now: float | None,
-             priority: str | None = None) -> cellrate.Decision:
-        limit, words, back = self._one_words(mode, key, cost, now, priority)
+             priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
+        limit, words, back = self._one_words(mode, key, cost, now, priority, plan)
         if back:
             return cast(cellrate.Decision, self._back(mode, key, words, cost, now, limit))
         return self._decide(mode, words, (limit,), cost, now)
@@ -547,26 +578,34 @@ class RedisLimiter(_SyncStore, _RedisLimit):
                                  now)
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None,
-              priority: str | None = None) -> cellrate.Decision:
+              priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission; `priority`: the
-        class decided in (a name of priorities; the script decides with its reserve)."""
+        class decided in (a name of priorities; the script decides with its reserve);
+        `plan`: the plan of `key` (a name of plans; default "default"), a key last
+        decided under another carrying what it used, in the script."""
         if priority is None:
-            return self._one(CHECK, key, cost, now)
-        return self._one(CHECK_CLASS, key, cost, now, priority)
+            if plan is None:
+                return self._one(CHECK, key, cost, now)
+            return self._one(CHECK, key, cost, now, None, plan)
+        return self._one(CHECK_CLASS, key, cost, now, priority, plan)
 
     def allow(self, key: Key, cost: int = 1, *, now: float | None = None,
-              priority: str | None = None) -> bool:
+              priority: str | None = None, plan: str | None = None) -> bool:
         """check(...).allowed."""
         if priority is None:
-            return self._one(ALLOW, key, cost, now).allowed
-        return self._one(ALLOW_CLASS, key, cost, now, priority).allowed
+            if plan is None:
+                return self._one(ALLOW, key, cost, now).allowed
+            return self._one(ALLOW, key, cost, now, None, plan).allowed
+        return self._one(ALLOW_CLASS, key, cost, now, priority, plan).allowed
 
     def peek(self, key: Key, cost: int = 1, *, now: float | None = None,
-             priority: str | None = None) -> cellrate.Decision:
+             priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
         if priority is None:
-            return self._one(PEEK, key, cost, now)
-        return self._one(PEEK_CLASS, key, cost, now, priority)
+            if plan is None:
+                return self._one(PEEK, key, cost, now)
+            return self._one(PEEK, key, cost, now, None, plan)
+        return self._one(PEEK_CLASS, key, cost, now, priority, plan)
 
     def charge(self, key: Key, cost: int, *, now: float | None = None) -> cellrate.Decision:
         """Commits `cost` units of `key` whatever its state (docs/cost.md): where they fit,
@@ -642,9 +681,9 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
             return self._unanswered(error, mode, words, limits, cost, now, stores)
         return self._answer(mode, words, reply, asked, limits, cost, now)
 
-    async def _one(self, mode: int, key: Key, cost: int,
-                   now: float | None, priority: str | None = None) -> cellrate.Decision:
-        limit, words, back = self._one_words(mode, key, cost, now, priority)
+    async def _one(self, mode: int, key: Key, cost: int, now: float | None,
+                   priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
+        limit, words, back = self._one_words(mode, key, cost, now, priority, plan)
         if back:
             return cast(cellrate.Decision, await self._back(mode, key, words, cost, now, limit))
         if self.coalesce and mode <= ALLOW:
@@ -681,26 +720,32 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
                                  now)
 
     async def check(self, key: Key, cost: int = 1, *, now: float | None = None,
-                    priority: str | None = None) -> cellrate.Decision:
-        """Decides for `cost` units of `key` and commits an admission (priority=: as
-        RedisLimiter.check)."""
+                    priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
+        """Decides for `cost` units of `key` and commits an admission (priority=, plan=:
+        as RedisLimiter.check)."""
         if priority is None:
-            return await self._one(CHECK, key, cost, now)
-        return await self._one(CHECK_CLASS, key, cost, now, priority)
+            if plan is None:
+                return await self._one(CHECK, key, cost, now)
+            return await self._one(CHECK, key, cost, now, None, plan)
+        return await self._one(CHECK_CLASS, key, cost, now, priority, plan)
 
     async def allow(self, key: Key, cost: int = 1, *, now: float | None = None,
-                    priority: str | None = None) -> bool:
+                    priority: str | None = None, plan: str | None = None) -> bool:
         """(await check(...)).allowed."""
         if priority is None:
-            return (await self._one(ALLOW, key, cost, now)).allowed
-        return (await self._one(ALLOW_CLASS, key, cost, now, priority)).allowed
+            if plan is None:
+                return (await self._one(ALLOW, key, cost, now)).allowed
+            return (await self._one(ALLOW, key, cost, now, None, plan)).allowed
+        return (await self._one(ALLOW_CLASS, key, cost, now, priority, plan)).allowed
 
     async def peek(self, key: Key, cost: int = 1, *, now: float | None = None,
-                   priority: str | None = None) -> cellrate.Decision:
+                   priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
         if priority is None:
-            return await self._one(PEEK, key, cost, now)
-        return await self._one(PEEK_CLASS, key, cost, now, priority)
+            if plan is None:
+                return await self._one(PEEK, key, cost, now)
+            return await self._one(PEEK, key, cost, now, None, plan)
+        return await self._one(PEEK_CLASS, key, cost, now, priority, plan)
 
     async def charge(self, key: Key, cost: int, *,
                      now: float | None = None) -> cellrate.Decision:
@@ -1030,24 +1075,32 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
                        kind: type) -> Tuple[Any, List[bytes], List[cellrate.Limit], List[Any]]:
     pairs = list(items)
     _core._redis_check_items([
-        pair[0].client if isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], kind)
-        else None for pair in pairs])
-    limits = [limiter.limit for limiter, _ in pairs]  # each read once
+        pair[0].client if isinstance(pair, tuple) and len(pair) in (2, 3)
+        and isinstance(pair[0], kind) else None for pair in pairs])
+    limits = [_pair_limit(pair) for pair in pairs]  # each read once
     groups: List[Any] = []
-    for (limiter, key), limit in zip(pairs, limits):
-        groups += (limit, limiter._prefix, limiter._name, key)
+    for pair, limit in zip(pairs, limits):
+        groups += (limit, pair[0]._prefix, pair[0]._name, pair[1])
     store = pairs[0][0]
     words = _request(CHECK | store._wipe, cost, now, *groups)
     if isinstance(store.client, (store._library.cluster, store._library.async_cluster)):
         keys = words[1:1 + len(pairs)]
         if len({redis.crc.key_slot(key) for key in keys}) > 1:
             raise _slots_differ(keys)  # the client would refuse it: no outage
-    return pairs[0][0], words, limits, [limiter for limiter, _ in pairs]
+    return pairs[0][0], words, limits, [pair[0] for pair in pairs]
 
 
-def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
+def _pair_limit(pair: Tuple[Any, ...]) -> cellrate.Limit:
+    """The limit an item's (limiter, key) or (limiter, key, plan) sends."""
+    if len(pair) == 2 or pair[2] is None:
+        return cast(cellrate.Limit, pair[0].limit)
+    return cast(cellrate.Limit, pair[0]._plan_limit(pair[2]))
+
+
+def check_all(items: Iterable[Tuple[Any, ...]], cost: int = 1, *,
               now: float | None = None) -> cellrate.Decision:
-    """Decides several Redis limits as one, in one script call: admitted only if every
+    """Decides several Redis limits as one, in one script call (items: (limiter, key), or
+    (limiter, key, plan) for a key under a plan of the limiter's): admitted only if every
     limit admits, and a refusal takes nothing from any. Returns the tightest Decision
     (refused: the longest retry_after; admitted: the fewest remaining). In a Cluster the
     keys must share a slot (hash tags, e.g. "{user:42}"). on_error is the first limiter's."""
@@ -1056,7 +1109,7 @@ def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
     return first._decide(CHECK, words, limits, cost, now, stores)
 
 
-async def check_all_async(items: Iterable[Tuple[AsyncRedisLimiter, Key]], cost: int = 1, *,
+async def check_all_async(items: Iterable[Tuple[Any, ...]], cost: int = 1, *,
                           now: float | None = None) -> cellrate.Decision:
     """check_all for AsyncRedisLimiter."""
     first, words, limits, stores = _check_all_request(items, cost, now, AsyncRedisLimiter)
@@ -1166,20 +1219,21 @@ def _calls(chunk: Sequence[_Decision]) -> List[Tuple[Any, ...]]:
 
 def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, List[_Decision]]:
     """The decisions of check_many's items, checked: each (limiter, key), (limiter, key,
-    cost) or ([(limiter, key), ...], cost) (several limits as one, as check_all), every
-    limiter of `kind` on one client; in a Cluster every key in one slot."""
+    cost), (limiter, key, cost, plan) or ([(limiter, key) or (limiter, key, plan), ...],
+    cost) (several limits as one, as check_all), every limiter of `kind` on one client;
+    in a Cluster every key in one slot."""
     decisions: List[_Decision] = []
     client = None
     for item in items:
-        if not isinstance(item, tuple) or not 1 <= len(item) <= 3:
+        if not isinstance(item, tuple) or not 1 <= len(item) <= 4:
             raise invalid_type("items", _CONSTANTS["BATCH_ITEM"])
         pairs: List[Any]
         if isinstance(item[0], (list, tuple)):
             pairs, cost = list(item[0]), item[1] if len(item) > 1 else 1
         else:
-            pairs, cost = [item[:2]], item[2] if len(item) > 2 else 1
+            pairs, cost = [item[:2] + item[3:4]], item[2] if len(item) > 2 else 1
         # each decision's pairs, and every pair of the batch, on one client: the core's rule
-        clients = [cast(Any, pair[0]).client if isinstance(pair, tuple) and len(pair) == 2
+        clients = [cast(Any, pair[0]).client if isinstance(pair, tuple) and len(pair) in (2, 3)
                    and isinstance(pair[0], kind) else None for pair in pairs]
         _core._redis_check_items(clients)
         if client is None:
@@ -1188,11 +1242,11 @@ def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, Lis
         stores: List[_RedisLimit] = []
         limits: List[Any] = []
         groups: List[Any] = []
-        for limiter, key in pairs:
-            limit = limiter.limit  # read once
+        for pair in pairs:
+            limiter, limit = pair[0], _pair_limit(pair)  # read once
             stores.append(limiter)
             limits.append(limit)
-            groups += (limit, limiter._prefix, limiter._name, key)
+            groups += (limit, limiter._prefix, limiter._name, pair[1])
         sent = CHECK | stores[0]._wipe  # the first limiter's on_wipe, as check_all
         words = _request(sent, cost, now, *groups)
         decisions.append(_Decision(CHECK, stores, limits, cost, now, words,
@@ -1218,11 +1272,13 @@ def check_many(items: Iterable[Any], *, now: float | None = None) -> List[cellra
     script call, and returns each Decision in order, each exactly what the call alone
     (limiter.check(key, cost), or check_all) would answer.
 
-    items: (limiter, key), (limiter, key, cost) or ([(limiter, key), ...], cost) tuples
-    of RedisLimiter on one Redis client. The decisions run in order in the script, so a
-    key named twice decides the second time on what the first committed, as two calls
-    one after the other. An empty batch answers [] without a call; more than BATCH_MAX
-    decisions go as several calls, in order. In a Cluster every key must share one slot
+    items: (limiter, key), (limiter, key, cost), (limiter, key, cost, plan) or
+    ([(limiter, key) or (limiter, key, plan), ...], cost) tuples of RedisLimiter on one
+    Redis client (plan: the key's plan, a name of the limiter's plans). The decisions
+    run in order in the script, so a key named twice decides the second time on what
+    the first committed, as two calls one after the other. An empty batch answers []
+    without a call; more than BATCH_MAX decisions go as several calls, in order. In a
+    Cluster every key must share one slot
     (hash tags, e.g. "{user:42}"): keys of several slots are a mistake naming items, never
     an outage. The deny cache and on_error answer each decision as for the call alone;
     a mistake (a key held under another algorithm) raises after every decision was made."""
