@@ -84,7 +84,7 @@ static cr_status inspect_mapped(const cr_region *region, const cr_region_spec *s
     cr_counters_rate_stats(region->counters, CR_COUNTER_LANES,
                            keyed ? atomic_load(region->evictions) : 0, &out->stats);
     out->banned = cr_penalty_region_list(region->penalty, spec->capacity, box_now(spec), NULL, 0,
-                                         &out->has_penalty, &out->penalty, &out->bans);
+                                         &out->has_penalty, &out->penalty, &out->stats.bans);
     return CR_OK;
 }
 

@@ -966,10 +966,13 @@ void cr_keyed_stats(const cr_keyed *keyed, cr_stats *out)
 {
     cr_counters_rate_stats(keyed->counts.block, keyed->counts.nlanes, cr_keyed_evictions(keyed),
                            out);
+    out->bans = keyed->penalty ? cr_penalty_box_bans(keyed->penalty) : 0;
 }
 
 cr_status cr_keyed_reset_stats(cr_keyed *keyed)
 {
+    if (keyed->penalty)
+        cr_penalty_box_reset_bans(keyed->penalty);
     return cr_counts_reset(&keyed->counts, cr_region_change_lock(&keyed->region),
                            cr_keyed_evictions(keyed));
 }

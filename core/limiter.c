@@ -628,10 +628,13 @@ uint64_t cr_limiter_bans(cr_limiter *limiter)
 void cr_limiter_stats(const cr_limiter *limiter, cr_stats *out)
 {
     cr_counters_rate_stats(limiter->counts.block, limiter->counts.nlanes, 0, out);
+    out->bans = limiter->penalty ? cr_penalty_box_bans(limiter->penalty) : 0;
 }
 
 cr_status cr_limiter_reset_stats(cr_limiter *limiter)
 {
+    if (limiter->penalty)
+        cr_penalty_box_reset_bans(limiter->penalty);
     return cr_counts_reset(&limiter->counts, cr_region_change_lock(&limiter->region), 0);
 }
 

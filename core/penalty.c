@@ -536,3 +536,14 @@ size_t cr_penalty_region_list(const void *block, int64_t capacity, int64_t now_n
     }
     return n;
 }
+
+void cr_penalty_box_reset_bans(cr_penalty_box *box)
+{
+    if (box->shared) {
+        atomic_store_explicit(&box->shared->head.bans, 0, memory_order_relaxed);
+        return;
+    }
+    pthread_mutex_lock(&box->lock);
+    box->bans = 0;
+    pthread_mutex_unlock(&box->lock);
+}

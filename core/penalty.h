@@ -25,6 +25,9 @@ void cr_penalty_box_release(cr_penalty_box *box, const void *key, size_t key_len
 /* The bans started so far (a region's: by every process). */
 uint64_t cr_penalty_box_bans(cr_penalty_box *box);
 
+/* Counts the bans from 0 again (a reset of the counters). */
+void cr_penalty_box_reset_bans(cr_penalty_box *box);
+
 /* Forgets every key's state (cr_keyed_clear). */
 void cr_penalty_box_clear(cr_penalty_box *box);
 

@@ -37,9 +37,8 @@ typedef struct cr_region_info {
     bool this_boot;        /* false: made before the last reboot (reset on next opening) */
     /* cr_limit_describe's text, or "cellrate.Concurrency(limit=.., ...)" */
     char description[CR_LIMIT_DESCRIPTION_MAX];
-    bool has_penalty;           /* a rate limit's region holds a penalty ... */
+    bool has_penalty;           /* a rate limit's region holds a penalty ... (its bans: stats) */
     cr_penalty penalty;         /* ... this one */
-    uint64_t bans;              /* bans the penalty started (every process) */
     uint64_t banned;            /* keys banned now (cr_inspect_box lists them) */
     cr_stats stats;             /* a rate limit's counters */
     cr_gauge_stats gauge_stats; /* a concurrency limit's (peak_tracked: its setting) */

@@ -344,6 +344,9 @@ static void test_region_change_and_full(void)
     }
     CHECK_EQ_I64(banned, 8, "the box's 8 keys banned, the others fail open");
     CHECK_EQ_I64(cr_keyed_bans(plain), 8, "the bans, counted once for the region");
+    cr_stats stats;
+    cr_keyed_stats(first, &stats);
+    CHECK_EQ_I64(stats.bans, 8, "the counters' bans: the region's");
     cr_penalty_entry entries[16];
     size_t count;
     CHECK_EQ_I64(cr_inspect_box(path, entries, 16, &count), CR_OK, "inspect the box");
@@ -352,7 +355,7 @@ static void test_region_change_and_full(void)
     CHECK_EQ_I64(cr_inspect_region(path, &info), CR_OK, "inspect");
     CHECK(info.has_penalty && info.penalty.after == 1 && info.penalty.ban_ns == 30 * S,
           "the region's penalty: the newest");
-    CHECK_EQ_I64(info.bans, 8, "its bans");
+    CHECK_EQ_I64(info.stats.bans, 8, "its bans");
     /* on the real clock: a key banned now is listed, with its first bytes */
     const char *long_key = "a-key-longer-than-the-thirty-two-bytes-kept";
     const int64_t now = cr_clock_ns();
