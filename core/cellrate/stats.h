@@ -51,14 +51,13 @@ extern "C" {
  * items that had admitted count nothing (their units were given back); each
  * counted once the composite verdict is final.
  */
-#define CR_STATS_LIST(X)                                                    \
-    X(admitted)                                                             \
-    X(refused)                                                              \
-    X(units_admitted)                                                       \
-    X(units_refused)                                                        \
-    X(units_refunded)                                                       \
-    X(unfittable) X(would_refuse) X(evicted) /* evicted: 0 for a Limiter */ \
-        X(bans)                              /* bans: 0 without a penalty */
+/* evicted: 0 for a Limiter; bans: 0 without a penalty */
+#define CR_STATS_LIST(X) \
+    X(admitted)          \
+    X(refused)           \
+    X(units_admitted)    \
+    X(units_refused)     \
+    X(units_refunded) X(unfittable) X(would_refuse) X(evicted) X(bans)
 #define CR_STATS_FIELD_(name) uint64_t name;
 typedef struct cr_stats {
     CR_STATS_LIST(CR_STATS_FIELD_)
