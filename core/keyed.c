@@ -336,6 +336,13 @@ static cr_status map_shared_table(cr_keyed *keyed, const char *path, int64_t mod
     cr_status status = cr_region_open(&keyed->region, &spec, &first->limit, path, mode);
     if (status != CR_OK)
         return status;
+    /* the region's box: every process counts strikes there, under the region's penalty */
+    status = cr_penalty_box_region(&keyed->penalty, keyed->region.penalty, keyed->capacity,
+                                   keyed->region.seed);
+    if (status != CR_OK) {
+        cr_region_close(&keyed->region);
+        return status;
+    }
     memcpy(keyed->seed, keyed->region.seed, sizeof keyed->seed);
     keyed->buckets = keyed->region.buckets;
     keyed->stripes = keyed->region.stripes;
@@ -358,8 +365,11 @@ static cr_status map_shared_table(cr_keyed *keyed, const char *path, int64_t mod
         }
         cr_lock_release(lock);
     }
-    if (status != CR_OK)
+    if (status != CR_OK) {
+        cr_penalty_box_free(keyed->penalty);
+        keyed->penalty = NULL;
         cr_region_close(&keyed->region);
+    }
     return status;
 }
 
@@ -743,8 +753,8 @@ __attribute__((noinline, cold)) static void keyed_penalize(cr_keyed *keyed, cons
 
 cr_status cr_keyed_set_penalty(cr_keyed *keyed, const cr_penalty *penalty)
 {
-    if (keyed->region.base)
-        return CR_E_PENALTY_STORE;
+    if (keyed->region.base) /* the region's penalty: the newest wins */
+        return cr_penalty_box_set(keyed->penalty, penalty);
     cr_penalty_box *box;
     cr_status status = cr_penalty_box_new(&box, penalty, keyed->capacity);
     if (status != CR_OK)
@@ -930,6 +940,8 @@ void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
 
 void cr_keyed_clear(cr_keyed *keyed)
 {
+    if (keyed->penalty)
+        cr_penalty_box_clear(keyed->penalty);
     for (uint32_t b = 0; b < keyed->nbuckets; b++)
         for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
             slot *s = &keyed->buckets[b].slots[i];
@@ -976,10 +988,13 @@ void cr_keyed_stats(const cr_keyed *keyed, cr_stats *out)
 {
     cr_counters_rate_stats(keyed->counts.block, keyed->counts.nlanes, cr_keyed_evictions(keyed),
                            out);
+    out->bans = keyed->penalty ? cr_penalty_box_bans(keyed->penalty) : 0;
 }
 
 cr_status cr_keyed_reset_stats(cr_keyed *keyed)
 {
+    if (keyed->penalty)
+        cr_penalty_box_reset_bans(keyed->penalty);
     return cr_counts_reset(&keyed->counts, cr_region_change_lock(&keyed->region),
                            cr_keyed_evictions(keyed));
 }

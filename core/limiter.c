@@ -99,6 +99,13 @@ static cr_status open_shared(cr_limiter *limiter, limiter_cell *cell, const char
     cr_status status = cr_region_open(&limiter->region, &spec, &cell->limit.limit, path, mode);
     if (status != CR_OK)
         return status;
+    /* the region's box: every process counts strikes there, under the region's penalty */
+    status = cr_penalty_box_region(&limiter->penalty, limiter->region.penalty, 1,
+                                   limiter->region.seed);
+    if (status != CR_OK) {
+        cr_region_close(&limiter->region);
+        return status;
+    }
     cr_lock *lock = cr_region_change_lock(&limiter->region);
     status = cr_lock_acquire(lock);
     if (status == CR_OK) {
@@ -116,8 +123,11 @@ static cr_status open_shared(cr_limiter *limiter, limiter_cell *cell, const char
         }
         cr_lock_release(lock);
     }
-    if (status != CR_OK)
+    if (status != CR_OK) {
+        cr_penalty_box_free(limiter->penalty);
+        limiter->penalty = NULL;
         cr_region_close(&limiter->region);
+    }
     return status;
 }
 
@@ -328,8 +338,8 @@ __attribute__((noinline, cold)) static void limiter_penalize(cr_limiter *limiter
 
 cr_status cr_limiter_set_penalty(cr_limiter *limiter, const cr_penalty *penalty)
 {
-    if (limiter->region.base)
-        return CR_E_PENALTY_STORE;
+    if (limiter->region.base) /* the region's penalty: the newest wins */
+        return cr_penalty_box_set(limiter->penalty, penalty);
     cr_penalty_box *box;
     cr_status status = cr_penalty_box_new(&box, penalty, 1);
     if (status != CR_OK)
@@ -618,10 +628,13 @@ uint64_t cr_limiter_bans(cr_limiter *limiter)
 void cr_limiter_stats(const cr_limiter *limiter, cr_stats *out)
 {
     cr_counters_rate_stats(limiter->counts.block, limiter->counts.nlanes, 0, out);
+    out->bans = limiter->penalty ? cr_penalty_box_bans(limiter->penalty) : 0;
 }
 
 cr_status cr_limiter_reset_stats(cr_limiter *limiter)
 {
+    if (limiter->penalty)
+        cr_penalty_box_reset_bans(limiter->penalty);
     return cr_counts_reset(&limiter->counts, cr_region_change_lock(&limiter->region), 0);
 }
 

@@ -20,6 +20,7 @@
  * leaves the old (or a torn) boot id, so the next opener resets again.
  */
 #include "region.h"
+#include "penalty.h"
 #include "priority.h"
 #include "decide.h"
 #include "seed.h"
@@ -115,6 +116,12 @@ static void read_boot_id(char boot_id[48])
     fclose(f);
 }
 
+/* A rate limit's region holds a penalty box (cr_penalty_region_size). */
+static size_t penalty_size(const cr_region_spec *spec)
+{
+    return spec->kind == CR_REGION_CONCURRENCY ? 0 : cr_penalty_region_size(spec->capacity);
+}
+
 static void layout(cr_region_spec *spec)
 {
     spec->stripes_offset = align64(sizeof(region_header));
@@ -123,7 +130,8 @@ static void layout(cr_region_spec *spec)
                                CR_REGION_RECORDS * sizeof(region_record);
     spec->counters_offset = (records_end + CR_COUNTER_SPACING - 1) &
                             ~(size_t)(CR_COUNTER_SPACING - 1);
-    spec->buckets_offset = align64(spec->counters_offset + CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
+    spec->penalty_offset = align64(spec->counters_offset + CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
+    spec->buckets_offset = spec->penalty_offset + penalty_size(spec);
     spec->total_size = spec->buckets_offset + spec->buckets_size;
 }
 
@@ -340,6 +348,7 @@ static void bind_region(cr_region *region, void *base, const cr_region_spec *spe
     region->evictions = &header->evictions;
     region->limiter_state = &header->limiter_state;
     region->counters = (cr_counter_block *)((char *)base + spec->counters_offset);
+    region->penalty = penalty_size(spec) ? (char *)base + spec->penalty_offset : NULL;
     memcpy(region->seed, header->identity.seed, sizeof region->seed);
 }
 
@@ -555,6 +564,8 @@ static cr_status open_existing(int fd, const cr_region_spec *spec, cr_region *re
         memset((char *)base + spec->stripes_offset, 0, spec->nstripes * sizeof(cr_lock));
         memset((char *)base + spec->buckets_offset, 0, spec->buckets_size);
         memset((char *)base + spec->counters_offset, 0, CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
+        if (penalty_size(spec)) /* its times are the old boot's; its penalty stays */
+            cr_penalty_region_reset((char *)base + spec->penalty_offset, spec->capacity);
         /* The publish step: the state above is complete before the id says so.
          * Only a kill can observe the order (openers wait on the flock), and
          * a kill sees program order: a compiler barrier is all it takes. */

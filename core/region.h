@@ -17,8 +17,9 @@
  * cr_lock words. 4: the limit is a history of changes, not part of the
  * identity. 5: the counters (counters.h) follow the records. 7: the
  * priority classes' fingerprint in the identity. 8: a keyed slot's
- * fingerprint is 52 bits, a plan index above it. */
-#define CR_REGION_VERSION 8
+ * fingerprint is 52 bits, a plan index above it. 9: the penalty box's
+ * block (core/penalty.h) between the counters and the buckets. */
+#define CR_REGION_VERSION 9
 
 /* What a shared region must hold; cr_region_open fills in the limit's
  * fields and the offsets. */
@@ -36,6 +37,7 @@ typedef struct {
     size_t stripes_offset;
     size_t changes_offset;
     size_t counters_offset;
+    size_t penalty_offset; /* the penalty box's block (a rate limit's; 0 size for concurrency) */
     size_t buckets_offset;
     size_t total_size;
 } cr_region_spec;
@@ -56,6 +58,7 @@ typedef struct {
     _Atomic uint64_t *evictions;
     cr_pair *limiter_state;     /* a Limiter's {generation, state} */
     cr_counter_block *counters; /* the region's counters (CR_COUNTER_LANES lanes) */
+    void *penalty;              /* the penalty box's block; NULL in a concurrency region */
 } cr_region;
 
 /* The limit history a region keeps: a decision can carry a state written up

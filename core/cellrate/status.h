@@ -363,8 +363,8 @@ const char *cr_version(void);
     X(212, E_PENALTY_MAX_BAN, ARGUMENT, "max_ban",                                                 \
       "max_ban must be a finite number of seconds >= ban (a penalty's longest ban)")               \
     X(213, E_PENALTY_STORE, ARGUMENT, "penalty",                                                   \
-      "penalty: a penalty box is kept in process for now (not in a shared region, Redis or a "     \
-      "fleet share)")                                                                              \
+      "penalty: a penalty box is kept in process and in shared regions for now (not in Redis or "  \
+      "a fleet share)")                                                                            \
     X(214, E_PENALTY, ARGUMENT, "penalty",                                                         \
       "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)")   \
     /* 215-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \

@@ -329,8 +329,8 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (212, "E_PENALTY_MAX_BAN", "argument", "max_ban",
      "max_ban must be a finite number of seconds >= ban (a penalty's longest ban)"),
     (213, "E_PENALTY_STORE", "argument", "penalty",
-     "penalty: a penalty box is kept in process for now (not in a shared region, Redis or a "
-     "fleet share)"),
+     "penalty: a penalty box is kept in process and in shared regions for now (not in Redis or "
+     "a fleet share)"),
     (214, "E_PENALTY", "argument", "penalty",
      "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)"),
     (220, "E_REDIS_ITEMS", "argument", "items",
