@@ -215,7 +215,8 @@ static const cr_option policy_options[] = {
     STRING_("header", CR_E_CHARGE_HEADER, "", 0, 0, LUA, NONE_),
     STRING_("variable", CR_E_CHARGE_VARIABLE, "", 0, 0, LUA, NONE_),
     STRING_("priority", CR_E_PRIORITY, "", 0, CR_OPTION_OR_FUNCTION, BOTH, NONE_),
-    OBJECT_("priorities", PYTHON)};
+    OBJECT_("priorities", PYTHON),
+    STRING_("tz", CR_E_TZ, "", 1, 0, PYTHON, NONE_)};
 
 /* The decorators (Python): @cellrate.limit and @cellrate.concurrent. */
 static const cr_option limit_decorator_options[] = {

@@ -32,6 +32,7 @@ static const luaL_Reg module_functions[] = {
     {"_check_options", module_check_options},
     {"_algorithm_takes_burst", module_algorithm_takes_burst},
     {"parse_rates", module_parse_rates},
+    {"_check_zoned", module_check_zoned},
     {"_redis_request", redis_request},
     {"_redis_batch", redis_batch},
     {"_redis_batch_reply", redis_batch_reply},

@@ -23,6 +23,19 @@ static cr_redis_mode redis_mode_at(lua_State *L, int idx)
     return (cr_redis_mode)mode;
 }
 
+/* A request's mode at `idx`, or it with CR_REDIS_WIPE_MARKER or'ed in
+ * (on_wipe="refuse"): whether it has the flag, the mode alone left at `idx`. */
+static bool redis_request_mode_at(lua_State *L, int idx)
+{
+    const lua_Integer raw = luaL_checkinteger(L, idx);
+    luaL_argcheck(
+        L, raw >= 0 && (raw & ~(lua_Integer)(CR_REDIS_WIPE_MARKER | CR_REDIS_MODE_BITS)) == 0, idx,
+        "a mode from 0 to 8, or it with WIPE_MARKER");
+    lua_pushinteger(L, raw & CR_REDIS_MODE_BITS);
+    lua_replace(L, idx);
+    return (raw & CR_REDIS_WIPE_MARKER) != 0;
+}
+
 /* A decision's cost: a charge's and a take's are required (a take's is its
  * max_cost), the others default to 1. */
 static int64_t redis_cost_at(lua_State *L, int idx, cr_redis_mode mode)
@@ -45,14 +58,7 @@ static int64_t redis_cost_at(lua_State *L, int idx, cr_redis_mode mode)
 static int redis_request(lua_State *L)
 {
     const int top = lua_gettop(L);
-    /* the mode, or it with CR_REDIS_WIPE_MARKER or'ed in (on_wipe="refuse") */
-    const lua_Integer raw = luaL_checkinteger(L, 1);
-    const bool marked = raw > 0 && (raw & CR_REDIS_WIPE_MARKER) != 0;
-    luaL_argcheck(
-        L, raw >= 0 && (raw & ~(lua_Integer)(CR_REDIS_WIPE_MARKER | CR_REDIS_MODE_BITS)) == 0, 1,
-        "a mode from 0 to 8, or it with WIPE_MARKER");
-    lua_pushinteger(L, raw & CR_REDIS_MODE_BITS);
-    lua_replace(L, 1);
+    const bool marked = redis_request_mode_at(L, 1);
     const cr_redis_mode mode = redis_mode_at(L, 1);
     const bool in_class = mode >= CR_REDIS_PEEK_CLASS;
     const int ngroups = top - 3 - (in_class ? 1 : 0);

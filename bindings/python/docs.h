@@ -319,9 +319,16 @@ PyDoc_STRVAR(penalty_check_doc,
              "None for a penalty the core takes; else its refusal, naming the parameter.");
 
 PyDoc_STRVAR(parse_rates_doc,
-             "_parse_rates(text, /)\n--\n\n"
-             "Private: the limits a rate string names ('100/day;10/hour'): a list of\n"
-             "(rate, period, the part's text), or InvalidArgument naming `rate`.");
+             "_parse_rates(text, zoned=False, /)\n--\n\n"
+             "Private: the limits a rate string names ('100/minute;1000000/month'): a\n"
+             "list of (rate, period, the part's text, calendar period or None), or\n"
+             "InvalidArgument naming `rate`. zoned: a zone was given (tz=): days and\n"
+             "weeks are calendar periods too.");
+
+PyDoc_STRVAR(check_zoned_doc,
+             "_check_zoned(zoned, calendars, /)\n--\n\n"
+             "Private: None, or InvalidArgument naming `tz` for a zone given for rate\n"
+             "strings none of whose parts is a calendar quota.");
 
 PyDoc_STRVAR(algorithm_takes_burst_doc,
              "_algorithm_takes_burst(algorithm, /)\n--\n\n"
@@ -405,6 +412,11 @@ PyDoc_STRVAR(redis_batch_doc,
              "_redis_batch(now, calls, /)\n--\n\n"
              "Private: the words after EVALSHA and the batch script's SHA of several\n"
              "decisions, each (mode, cost, limit, prefix, name, key, ...): a list of bytes.");
+
+PyDoc_STRVAR(redis_batch_command_doc,
+             "_redis_batch_command(sha, now, calls, /)\n--\n\n"
+             "Private: the whole command EVALSHA sha and _redis_batch(now, calls)'s words,\n"
+             "as the bytes a connection sends (RESP).");
 
 PyDoc_STRVAR(redis_batch_reply_doc,
              "_redis_batch_reply(ncalls, reply, /)\n--\n\n"

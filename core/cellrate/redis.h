@@ -211,9 +211,11 @@ size_t cr_redis_batch_size(const cr_redis_call *calls, size_t ncalls);
 
 /*
  * A batch's words after EVALSHA and the batch script's SHA: numkeys (every
- * call's items); KEYS, every call's keys in order; ARGV: the number of calls,
- * then per call its number of keys, its number of ARGV words and its ARGV
- * words exactly as cr_redis_request writes them (`now_ns` for every call).
+ * call's keys); KEYS, every call's keys in order (a call whose mode has
+ * CR_REDIS_WIPE_MARKER or'ed in: its items' keys, then its wipe marker, as
+ * cr_redis_request writes them); ARGV: the number of calls, then per call its
+ * number of keys, its number of ARGV words and its ARGV words exactly as
+ * cr_redis_request writes them (`now_ns` for every call).
  * Refuses what cr_redis_request refuses of any call (the first such call's
  * status), no call (CR_E_ITEMS), more than CR_REDIS_BATCH_MAX calls
  * (CR_E_REDIS_BATCH); CR_E_NOMEM when `size` is short. *failed (may be NULL)
@@ -228,6 +230,18 @@ cr_status cr_redis_batch(const cr_redis_call *calls, size_t ncalls, int64_t now_
  * the error's, as cr_redis_classify reads it); any other element is the
  * decision's reply (cr_redis_read_reply). */
 cr_status cr_redis_batch_reply(size_t ncalls, bool is_list, size_t nelements);
+
+/*
+ * A command as a Redis client sends it (RESP: an array of bulk strings): the
+ * `nhead` words `head` (`head_len` bytes each; e.g. EVALSHA and a script's SHA),
+ * then the `count` words `words` of `buf` (a request's or a batch's). Returns
+ * the bytes the command takes; writes them to `out` only when they fit `size`
+ * (SIZE_MAX: more than a size_t). So a face sends a whole batch as one buffer,
+ * packed here rather than word by word by its client library.
+ */
+size_t cr_redis_command(const char *const *head, const size_t *head_len, size_t nhead,
+                        const char *buf, const cr_redis_word *words, size_t count, char *out,
+                        size_t size);
 
 /* A decimal integer of a reply (the script answers times of 9e15 ns and more
  * as decimal strings): CR_E_REDIS_REPLY unless `text` is [-]digits within

@@ -727,12 +727,13 @@ local function many_decisions(items, now)
             groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =
                 limit, limiter.prefix, limiter.name, pair[2]
         end
-        local ok, words = pcall(request_words, CHECK, cost, now, unpack(groups))
+        local sent = CHECK + stores[1].wipe -- the first limiter's on_wipe, as check_all
+        local ok, words = pcall(request_words, sent, cost, now, unpack(groups))
         if not ok then
             error(without_position(words), 3)
         end
         decisions[i] = { stores = stores, limits = limits, cost = cost, words = words,
-                         call = { CHECK, cost, unpack(groups) } }
+                         call = { sent, cost, unpack(groups) } }
     end
     return decisions, client
 end

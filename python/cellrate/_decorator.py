@@ -10,7 +10,7 @@ from typing import (Any, AsyncIterator, Callable, Iterator, List, Literal, Mappi
 from cellrate import _cellrate, _outbound
 from cellrate._cellrate import KeyedLimiter, Limiter
 from cellrate._errors import invalid_type
-from cellrate._rates import split_rates
+from cellrate._rates import part_options, split_rates
 from cellrate._wait import RateLimited, acquire, check_timeout, wait
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -156,8 +156,10 @@ def limit(
             burst = max(1, cost)  # even spacing: the window bound of docs/design.md §9
         kind: Any = Limiter if key is None else KeyedLimiter  # its overloads split algorithms
         classes = {} if priorities is None else {"priorities": priorities}
-        stores = [kind(part, period, burst=burst, algorithm=algorithm, **classes)
-                  for part in split_rates(rate)]
+        # "100/minute;1000000/month": a calendar quota (UTC) of a part per month or year
+        stores = [kind(part, **part_options(True, None, None), **classes) if calendar else
+                  kind(part, period, burst=burst, algorithm=algorithm, **classes)
+                  for part, calendar in split_rates(rate)]
         store: Any = stores[0] if len(stores) == 1 else CheckAll(stores)
     elif (rate is not None or period is not None or burst is not None or algorithm != "gcra"
           or priorities is not None):

@@ -36,7 +36,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Patte
 import cellrate
 from cellrate._cellrate import _check_priority_items, _ClientKeys, _dry_run_fields, _settle
 from cellrate._errors import invalid, invalid_type
-from cellrate._rates import split_rates
+from cellrate._rates import part_options, split_rates
 
 _check_options = cellrate._cellrate._check_options
 
@@ -306,8 +306,9 @@ class Policy:
     """Which limits a request meets and what its response carries.
 
     limit: a rate ("100/minute", 10; "100/day;10/hour" is one limit of each
-        part), a store, a (store, key function) pair, or a list of them: the
-        limits every request meets. None: only `routes`.
+        part; a part per month or year, "100/minute;1000000/month", is a
+        calendar quota), a store, a (store, key function) pair, or a list of
+        them: the limits every request meets. None: only `routes`.
     routes: {pattern: limit(s)}; a pattern is a path ("/login"), a glob
         ("/api/*"), optionally after a method ("POST /login"), or a compiled
         regular expression matched against the path. Every pattern that matches
@@ -329,6 +330,10 @@ class Policy:
         opened with another limit than its region's changes the region's live
         (docs/design.md §4: what was used carries, every process follows); one process
         opening one name with two limits is an error naming `name`.
+    tz: the IANA zone of the calendar quotas among the rates ("Europe/Berlin";
+        None: UTC); with it, a part per day or week is a calendar quota too
+        (from local midnight; "1000/24h" stays a rate). A zone for rates none
+        of which is a calendar quota is an error naming `tz`.
     trusted_proxies: addresses or networks of the proxies in front of the app
         ("unix": the peer of a Unix-socket connection, which has no address);
         only a request whose peer is one of them has its `proxy_header` read,
@@ -412,6 +417,7 @@ class Policy:
         concurrency: int | cellrate.Concurrency | None = None,
         priorities: Mapping[str, float] | None = None,
         priority: str | Callable[[Request], str | None] | None = None,
+        tz: str | None = None,
     ) -> None:
         # the core's table checks every option (cellrate/options.h), the policy name
         # first among them: it names the regions too
@@ -424,7 +430,7 @@ class Policy:
             "status": status, "body": body, "content_type": content_type, "name": name,
             "legacy_headers": legacy_headers, "admitted_headers": admitted_headers,
             "dry_run": dry_run, "now": now, "charge": charge, "concurrency": concurrency,
-            "priority": priority, "priorities": priorities})
+            "priority": priority, "priorities": priorities, "tz": tz})
         # "unix": a peer without an address (a Unix socket) is the trusted proxy
         self.trusted, self.trust_unix = _trusted(trusted_proxies)
         self._warned_unknown = False
@@ -451,6 +457,8 @@ class Policy:
         # the stores made from a rate, by route pattern (None: `limit`), for reconfigure
         self._rated: dict[Any, list[Any]] = {}
         self._shared = shared  # made a directory when a limit first needs it
+        self._tz = tz  # the calendar quotas' zone
+        self._calendars = 0  # calendar quotas this policy made from a rate string
         base = "default" if name is None else name
         self._base = base
         self._concurrency_shared = False  # concurrency=N made in the shared= directory
@@ -465,6 +473,7 @@ class Policy:
             self.routes.append((_matcher(pattern, "routes"),
                                 self._limits(route_limit, "routes", f"{base} {text}", pattern)))
             self.route_patterns.append(text)
+        cellrate._cellrate._check_zoned(tz is not None, self._calendars)
         self.concurrency = self._concurrency(concurrency, shared)
         if not self.limits and not self.routes and self.concurrency is None:
             raise invalid("limit", "limit: give a limit, routes, or both")
@@ -546,13 +555,15 @@ class Policy:
 
     # -- configuration --------------------------------------------------------
 
-    def _store(self, rate: Any, param: str, name: str) -> Any:
+    def _store(self, rate: Any, param: str, name: str, calendar: bool = False) -> Any:
         if isinstance(rate, (str, int, float)) and not isinstance(rate, bool):
             self._from_rates += 1
+            self._calendars += calendar
+            options = part_options(calendar, self._tz, self._burst)
             try:
                 if self._shared is None:
-                    return cellrate.KeyedLimiter(rate, burst=self._burst, **self._max)
-                return self._shared_store(rate, name)
+                    return cellrate.KeyedLimiter(rate, **options, **self._max)
+                return self._shared_store(rate, name, options)
             except cellrate.CellrateError as error:
                 raise _under(param, error) from None
         if not callable(getattr(rate, "check", None)):
@@ -580,7 +591,7 @@ class Policy:
                 raise
             raise invalid("concurrency", f"concurrency: {error}") from None
 
-    def _shared_store(self, rate: Any, name: str) -> Any:
+    def _shared_store(self, rate: Any, name: str, options: dict[str, Any]) -> Any:
         """The store of limit `name` in the shared= directory: its region, which
         this process may already have open, with the same limit only."""
         assert self._shared is not None
@@ -588,11 +599,10 @@ class Policy:
         path = os.path.join(self._shared, urllib.parse.quote(name, safe=" #"))
         real = os.path.realpath(path)
         opened = _OPENED.get(real)
-        if opened is not None and not _same_limit(
-                opened.store, cellrate.Limit(rate, burst=self._burst)):
+        if opened is not None and not _same_limit(opened.store, cellrate.Limit(rate, **options)):
             raise invalid("name", f"name: {name!r} under {self._shared} is already a limit of "
                                   f"this process, {opened.store!r}; give each limit its own name")
-        store = cellrate.KeyedLimiter(rate, burst=self._burst, shared=path, **self._max)
+        store = cellrate.KeyedLimiter(rate, **options, shared=path, **self._max)
         self._opened.append(_Opened(store))
         _OPENED[real] = self._opened[-1]
         return store
@@ -601,12 +611,12 @@ class Policy:
         if spec is None:
             return []
         items: Sequence[Any] = spec if isinstance(spec, list) else [spec]
-        try:  # "100/day;10/hour": a limit of each part
-            items = [part for item in items for part in split_rates(item)]
+        try:  # "100/day;10/hour", "100/minute;1000000/month": a limit of each part
+            parts = [part for item in items for part in split_rates(item, self._tz is not None)]
         except cellrate.CellrateError as error:
             raise _under(param, error) from None
         limits = []
-        for index, item in enumerate(items):
+        for index, (item, calendar) in enumerate(parts):
             where = name if index == 0 else f"{name}#{index}"
             if isinstance(item, tuple):
                 if len(item) != 2 or not callable(item[1]):
@@ -614,7 +624,7 @@ class Policy:
                 given, key = item
             else:
                 given, key = item, self.key
-            limits.append(_Limit(self._store(given, param, where), key))
+            limits.append(_Limit(self._store(given, param, where, calendar), key))
             if limits[-1].store is not given:  # made from a rate: reconfigure changes it
                 self._rated.setdefault(route, []).append(limits[-1].store)
         return limits
@@ -630,15 +640,16 @@ class Policy:
         if not stores:
             raise invalid("route", f"route: {route!r} has no limit given as a rate in this policy")
         try:
-            parts = split_rates(limit)
+            parts = split_rates(limit, self._tz is not None)
         except cellrate.CellrateError as error:
             raise _under("limit", error) from None
         if len(parts) != len(stores):
             raise invalid("limit", f"limit: {len(parts)} part(s) for a limit of {len(stores)}; a "
                                    "change keeps their number")
-        for store, part in zip(stores, parts):
+        for store, (part, calendar) in zip(stores, parts):
+            options = part_options(calendar, self._tz, self._burst if burst is None else burst)
             try:
-                store.reconfigure(part, burst=self._burst if burst is None else burst)
+                store.reconfigure(part, **options)
             except cellrate.CellrateError as error:
                 raise _under("limit", error) from None
 

@@ -151,7 +151,7 @@ static void run_request(char **f, int n, char *expected, int at, bool marked)
     }
 }
 
-/* batch <now s|-> <ncalls> (<mode> <cost> <n> (<limit> <prefix> <name> <key>)*n)*ncalls,
+/* batch <now s|-> <ncalls> (<mode>[+marker] <cost> <n> (<limit> <prefix> <name> <key>)*n)*ncalls,
  * then the words. */
 static void run_batch(char **f, int n, char *expected, int at)
 {
@@ -165,7 +165,13 @@ static void run_batch(char **f, int n, char *expected, int at)
     int field = 3, nitems = 0;
     for (int c = 0; c < ncalls; c++) {
         CHECK(field + 3 <= n, "redis.txt:%d", at);
-        calls[c] = (cr_redis_call){mode_named(f[field]), number(f[field + 1]), items + nitems,
+        /* <mode>+marker: the mode with the wipe marker */
+        char *plus = strchr(f[field], '+');
+        const bool marked = plus != NULL && strcmp(plus, "+marker") == 0;
+        if (marked)
+            *plus = '\0';
+        const unsigned mode = (unsigned)mode_named(f[field]) | (marked ? CR_REDIS_WIPE_MARKER : 0u);
+        calls[c] = (cr_redis_call){(cr_redis_mode)mode, number(f[field + 1]), items + nitems,
                                    (size_t)number(f[field + 2])};
         field += 3;
         for (size_t i = 0; i < calls[c].nitems; i++, nitems++, field += 4) {

@@ -288,7 +288,10 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (146, "E_CALENDAR_STORE", "argument", "algorithm",
      "algorithm: a calendar quota is decided in process for now (not in a shared region, Redis "
      "or a fleet share)"),
-    # 147-159: reserved; Redis in production from 160
+    (147, "E_TZ_RATES", "argument", "tz",
+     "tz: the rate names no calendar period for the zone to count in (a part per day, week, "
+     "month or year, such as '100/minute;1000000/month')"),
+    # 148-159: reserved; Redis in production from 160
     (160, "E_REDIS_FALLBACK", "argument", "fallback",
      "fallback must be a share of the Redis limit (a number, 0 < share <= 1), a rate or a "
      "limit, or a keyed limiter (one in a shared region: the host's fallback)"),

@@ -29,6 +29,7 @@ change). Design: docs/design.md §11.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from typing import Any, Dict, Iterable, List, Literal, Mapping, Sequence, Tuple, cast
@@ -57,6 +58,7 @@ from cellrate.redis._protocol import (
     ALLOW_CLASS as ALLOW_CLASS,
     BATCH_MAX as BATCH_MAX,
     BATCH_SCRIPT as BATCH_SCRIPT,
+    BATCH_SHA,
     CHARGE as CHARGE,
     CHECK as CHECK,
     CHECK_CLASS as CHECK_CLASS,
@@ -654,7 +656,7 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         """A peek, check or allow sent with the other decisions of this event-loop turn
         in one batch call (coalesce=True), answered as if alone."""
         decision = _Decision(mode, (self,), (limit,), cost, now, words,
-                             (mode, cost, limit, self._prefix, self._name, key))
+                             (mode | self._wipe, cost, limit, self._prefix, self._name, key))
         if decision.early():
             if decision.error is not None:
                 raise decision.error
@@ -1068,6 +1070,15 @@ async def check_all_async(items: Iterable[Tuple[AsyncRedisLimiter, Key]], cost: 
 # the second time on what the first wrote, as two calls one after the other would.
 _batch_words = _core._redis_batch
 _batch_reply = _core._redis_batch_reply
+_batch_command = functools.partial(_core._redis_batch_command, BATCH_SHA.encode())
+
+
+def _batch_of(now: float | None, chunk: Sequence["_Decision"]) -> Tuple[bytes, Any]:
+    """A batch call's whole EVALSHA as bytes (the core packs it: redis-py packing a
+    hundred decisions' words cost more than the round trip), and the maker of its words
+    (a cluster client's path, EVAL after NOSCRIPT)."""
+    calls = _calls(chunk)
+    return _batch_command(now, calls), lambda: _batch_words(now, calls)
 
 
 class _Decision:
@@ -1182,9 +1193,10 @@ def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, Lis
             stores.append(limiter)
             limits.append(limit)
             groups += (limit, limiter._prefix, limiter._name, key)
-        words = _request(CHECK, cost, now, *groups)
+        sent = CHECK | stores[0]._wipe  # the first limiter's on_wipe, as check_all
+        words = _request(sent, cost, now, *groups)
         decisions.append(_Decision(CHECK, stores, limits, cost, now, words,
-                                   (CHECK, cost, *groups)))
+                                   (sent, cost, *groups)))
     if decisions:
         store = decisions[0].stores[0]
         if isinstance(client, (store._library.cluster, store._library.async_cluster)):
@@ -1220,10 +1232,10 @@ def check_many(items: Iterable[Any], *, now: float | None = None) -> List[cellra
         chunk = send[at:at + BATCH_MAX]
         store = chunk[0].stores[0]
         assert isinstance(store, RedisLimiter)
-        words = _batch_words(now, _calls(chunk))
+        command, words_of = _batch_of(now, chunk)
         asked = time.monotonic_ns()
         try:
-            reply, error = store._call(words, True), None
+            reply, error = store._call_batch(command, words_of), None
         except Exception as failure:
             reply, error = None, failure
         _sent(chunk, error, reply, asked)
@@ -1239,10 +1251,10 @@ async def check_many_async(items: Iterable[Any], *,
         chunk = send[at:at + BATCH_MAX]
         store = chunk[0].stores[0]
         assert isinstance(store, AsyncRedisLimiter)
-        words = _batch_words(now, _calls(chunk))
+        command, words_of = _batch_of(now, chunk)
         asked = time.monotonic_ns()
         try:
-            reply, error = await store._call(words, True), None
+            reply, error = await store._call_batch(command, words_of), None
         except Exception as failure:
             reply, error = None, failure
         _sent(chunk, error, reply, asked)
@@ -1277,10 +1289,10 @@ class _Coalescer:
                    entries: List[Tuple[_Decision, "asyncio.Future[Any]"]]) -> None:
         chunk = [decision for decision, _ in entries]
         try:
-            words = _batch_words(now, _calls(chunk))
+            command, words_of = _batch_of(now, chunk)
             asked = time.monotonic_ns()
             try:
-                reply, error = await self.store._call(words, True), None
+                reply, error = await self.store._call_batch(command, words_of), None
             except Exception as failure:
                 reply, error = None, failure
             _sent(chunk, error, reply, asked)
