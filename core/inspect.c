@@ -74,7 +74,8 @@ static cr_status inspect_mapped(const cr_region *region, const cr_region_spec *s
     cr_status status = CR_E_SHARED_CORRUPT;
     for (int tries = 0; tries < 8 && status != CR_OK; tries++) { /* a change meanwhile */
         out->generation = cr_region_generation(region);
-        status = cr_region_limit(region, out->generation, &like, &out->limit, &changed_at);
+        status = cr_region_limit(region, CR_PLAN_DEFAULT, out->generation, &like, &out->limit,
+                                 &changed_at);
     }
     if (status != CR_OK)
         return status;

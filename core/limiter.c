@@ -83,8 +83,8 @@ static void convert_shared(cr_limiter *limiter, const limiter_cell *cell, int64_
             continue;
         if (generation >= cell->limit.generation)
             return;
-        const int64_t carried = cr_carry_since(&limiter->region, &cell->limit, generation, state,
-                                               now_ns);
+        const int64_t carried = cr_carry_since(&limiter->region, CR_PLAN_DEFAULT, &cell->limit,
+                                               generation, state, now_ns);
         if (cr_pair_cas(pair, cr_pair_make(generation, state),
                         cr_pair_make(cell->limit.generation, carried)))
             return;
@@ -226,7 +226,8 @@ static cr_status follow(cr_limiter *limiter, limiter_cell **cell)
     pthread_mutex_lock(&limiter->changing);
     limiter_cell *current = current_cell(limiter);
     limiter_cell *next = cell_new(&current->limit.limit, 0, current);
-    cr_status status = next ? cr_region_adopt(&limiter->region, &current->limit, &next->limit)
+    cr_status status = next ? cr_region_adopt(&limiter->region, CR_PLAN_DEFAULT, &current->limit,
+                                              &next->limit)
                             : CR_E_NOMEM;
     if (status == CR_OK && next->limit.generation != current->limit.generation)
         atomic_store_explicit(&limiter->cell, next, memory_order_release);
@@ -558,8 +559,8 @@ void cr_limiter_reset(cr_limiter *limiter)
  * becomes `next`'s, and the state is carried to it. */
 static void change_shared(cr_limiter *limiter, limiter_cell *next)
 {
-    next->limit.generation = cr_region_publish(&limiter->region, &next->limit.limit,
-                                               next->limit.changed_at);
+    next->limit.generation = cr_region_publish(&limiter->region, CR_PLAN_DEFAULT,
+                                               &next->limit.limit, next->limit.changed_at);
     atomic_store_explicit(&limiter->cell, next, memory_order_release);
     convert_shared(limiter, next, next->limit.changed_at);
 }

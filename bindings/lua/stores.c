@@ -106,7 +106,7 @@ static ALWAYS_INLINE cr_status decide(lua_State *L, const char *tag, bool commit
                                  ? read_priority(L, priority_idx, top, box_limit(head.box))
                                  : -1;
     const int32_t plan = head.keyed && priority_idx + 1 <= top
-                             ? read_plan(L, priority_idx + 1, top, cr_keyed_plans(head.box->keyed))
+                             ? read_plan(L, priority_idx + 1, top, head.box->keyed)
                              : CR_PLAN_DEFAULT;
     cr_status status;
     if (head.keyed && __builtin_expect(plan != CR_PLAN_DEFAULT, 0))
@@ -362,8 +362,7 @@ static int store_reconfigure(lua_State *L, const char *tag)
     int32_t plan = CR_PLAN_DEFAULT;
     if (lua_type(L, 3) == LUA_TTABLE) { /* opts.plan: the plan that changes (keyed) */
         lua_getfield(L, 3, "plan");
-        plan = read_plan(L, lua_gettop(L), lua_gettop(L),
-                         keyed ? cr_keyed_plans(box->keyed) : NULL);
+        plan = read_plan(L, lua_gettop(L), lua_gettop(L), keyed ? box->keyed : NULL);
         lua_pop(L, 1);
     }
     cr_limit limit;

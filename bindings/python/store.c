@@ -201,7 +201,7 @@ static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char
             convert_priority(state, call.priority, store_limit(store), &priority) < 0)
             return -1;
         if (keyed && __builtin_expect(call.plan != NULL, 0) &&
-            convert_plan(state, call.plan, cr_keyed_plans(store->keyed), plan) < 0)
+            convert_plan(state, call.plan, store->keyed, plan) < 0)
             return -1;
     }
     cr_status status;
@@ -444,8 +444,7 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
                                      &period, &burst, &algorithm, &max_debt, &tz, &now, &plan_obj))
         return NULL;
     int32_t plan;
-    if (convert_plan(state, plan_obj, is_keyed(store) ? cr_keyed_plans(store->keyed) : NULL,
-                     &plan) < 0)
+    if (convert_plan(state, plan_obj, is_keyed(store) ? store->keyed : NULL, &plan) < 0)
         return NULL;
     if (max_debt == Py_None && store->max_debt)
         max_debt = store->max_debt;

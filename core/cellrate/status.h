@@ -339,8 +339,11 @@ const char *cr_version(void);
       "plan)")                                                                                     \
     X(182, E_PLAN, ARGUMENT, "plan", "plan must be 'default' or the name of one of the plans")     \
     X(183, E_PLANS_STORE, ARGUMENT, "plans",                                                       \
-      "plans: a table with plans is kept in process for now (not in a shared region or Redis)")    \
-    /* 184-189: reserved; Redis batches from 190 */                                                \
+      "plans: a table with plans is kept in process or in a shared region for now (not in Redis)") \
+    X(184, E_SHARED_PLANS, ARGUMENT, "plans",                                                      \
+      "plans: a shared region holds at most 16 plans, 'default' included, counting every name "    \
+      "ever given to it (remove the file to start a new table)")                                   \
+    /* 185-189: reserved; Redis batches from 190 */                                                \
     X(190, E_REDIS_BATCH, ARGUMENT, "items",                                                       \
       "items: one script call decides at most 256 decisions (the stores send a longer batch as "   \
       "several calls, in order)")                                                                  \

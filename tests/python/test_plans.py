@@ -6,6 +6,8 @@ plan names a decision may give."""
 from __future__ import annotations
 
 import pathlib
+import subprocess
+import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -170,11 +172,62 @@ def test_bad_input() -> None:
         plain.allow("k", plan="pro")
 
 
-def test_shared_region_refuses_plans(tmp_path: pathlib.Path) -> None:
+def _in_other_process(path: pathlib.Path, plans: str, code: str) -> str:
+    """Runs `code` in another Python process on the region at `path`
+    (`lim`, a KeyedLimiter with `plans`); its output."""
+    script = (f"import cellrate\nlim = cellrate.KeyedLimiter('10/s', burst=10, plans={plans}, "
+              f"shared={str(path)!r})\n{code}")
+    return subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                          text=True, timeout=120).stdout.strip()
+
+
+def test_shared_region_holds_the_plans(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "r"
+    pro = "{'pro': cellrate.Limit(100, burst=20)}"
+    lim = cellrate.KeyedLimiter("10/s", burst=10, plans={"pro": cellrate.Limit(100, burst=20)},
+                                shared=str(path))
+    assert sum(lim.allow("k", now=0) for _ in range(6)) == 6
+    # upgraded in another process: the 6 units used carry into pro (counted, not fresh)
+    out = _in_other_process(path, pro, "print(lim.check('k', now=0, plan='pro').remaining)")
+    assert out == str(20 - 7)
+    assert lim.check("k", now=0, plan="pro").remaining == 20 - 8
+    assert sum(lim.allow("k", now=0, plan="pro") for _ in range(30)) == 20 - 8
+
+
+def test_shared_region_another_table(tmp_path: pathlib.Path) -> None:
+    # on the clock (a change happens at its opener's instant); per hour, so
+    # that no unit comes back while the test runs, however slow the machine
+    path = tmp_path / "r"
+    lim = cellrate.KeyedLimiter("10/h", burst=10, shared=str(path),
+                                plans={"pro": cellrate.Limit("100/h", burst=20)})
+    assert sum(lim.allow("k", plan="pro") for _ in range(4)) == 4
+    # the newest opener's table: pro changed live (its keys carry), gold new
+    other = "{'pro': cellrate.Limit('50/h', burst=20), 'gold': cellrate.Limit('20/h', burst=5)}"
+    script = ("import cellrate\n"
+              f"lim = cellrate.KeyedLimiter('10/h', burst=10, plans={other}, shared={str(path)!r})\n"
+              "print(lim.check('g', plan='gold').remaining)")
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True, timeout=120).stdout.strip()
+    assert out == "4"
+    assert lim.check("k", plan="pro").limit == 20
+    # 4 units of pro carried through its change (counted): 20 - 5 after this one
+    assert lim.check("k", plan="pro").remaining == 20 - 6
+    assert lim.check("g", plan="gold").remaining == 5 - 2  # a name another opener gave
     with pytest.raises(cellrate.InvalidArgument) as info:
-        cellrate.KeyedLimiter("10/s", plans={"pro": "100/s"}, shared=str(tmp_path / "r"))
+        lim.check("k", plan="platinum")
+    assert info.value.param == "plan"
+    with pytest.raises(cellrate.InvalidArgument):  # another pro, on_change='refuse'
+        cellrate.KeyedLimiter("10/h", burst=10, plans={"pro": cellrate.Limit("10/h", burst=20)},
+                              shared=str(path), on_change="refuse")
+
+
+def test_shared_region_bound(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "r"
+    cellrate.KeyedLimiter("10/s", plans={f"p{i}": "1/s" for i in range(10)}, shared=str(path))
+    with pytest.raises(cellrate.InvalidArgument) as info:  # 1 + 10 + 6 names
+        cellrate.KeyedLimiter("10/s", plans={f"q{i}": "1/s" for i in range(6)}, shared=str(path))
     assert info.value.param == "plans"
-    assert not (tmp_path / "r").exists()
+    assert "16 plans" in str(info.value)
 
 
 def test_priorities_are_the_tables() -> None:
