@@ -40,10 +40,8 @@ typedef struct {
     size_t stripes_offset;
     size_t changes_offset;
     size_t counters_offset;
- * fingerprint is 52 bits, a plan index above it. 9: the penalty box's
- * block (core/penalty.h) between the counters and the buckets. 10: a keyed
- * region holds its plan table (names, each plan's history) after the
- * records. */
+    size_t penalty_offset; /* the penalty box's block (a rate limit's; 0 size for concurrency) */
+    size_t plans_offset;   /* a keyed region's plans (0: none) */
     size_t buckets_offset;
     size_t total_size;
 } cr_region_spec;
