@@ -75,8 +75,8 @@ static cr_field *read_fields(lua_State *L, int idx, size_t *count)
 
 /* What follow() and read_signal() take besides the fields: status (nil:
  * unknown) at `status_idx`, and an options table at `opts_idx` with quota,
- * now, and for follow pending and share (and a KeyedLimiter's plan, the
- * names of `plans`). */
+ * now, and for follow pending and share (and a KeyedLimiter's plan, a name
+ * of `keyed`'s plans). */
 typedef struct {
     int64_t status;
     cr_quota quota;
@@ -87,7 +87,7 @@ typedef struct {
 } follow_args;
 
 static void read_follow_args(lua_State *L, int status_idx, int opts_idx, bool store,
-                             const cr_plan_table *plans, follow_args *args)
+                             cr_keyed *keyed, follow_args *args)
 {
     args->status = 0;
     args->plan = CR_PLAN_DEFAULT;
@@ -124,7 +124,7 @@ static void read_follow_args(lua_State *L, int status_idx, int opts_idx, bool st
             args->share = lua_tonumber(L, -1);
         } else if (store && strcmp(name, "plan") == 0) {
             lua_pushvalue(L, -1);
-            args->plan = read_plan(L, lua_gettop(L), lua_gettop(L), plans);
+            args->plan = read_plan(L, lua_gettop(L), lua_gettop(L), keyed);
             lua_pop(L, 1);
         } else if (lua_type(L, -2) == LUA_TSTRING) {
             luaL_error(L, "unknown option '%s'", name);
@@ -144,7 +144,7 @@ static int store_follow(lua_State *L, const char *tag)
     const call_head head = read_call_head(L, tag);
     follow_args args;
     read_follow_args(L, head.next + 1, head.next + 2, true,
-                     head.keyed ? cr_keyed_plans(head.box->keyed) : NULL, &args);
+                     head.keyed ? head.box->keyed : NULL, &args);
     size_t count;
     const cr_field *fields = read_fields(L, head.next, &count);
     cr_signal signal;

@@ -158,7 +158,7 @@ static PyObject *store_follow(PyObject *self, PyObject *args, PyObject *kwargs)
     int32_t plan = CR_PLAN_DEFAULT;
     cr_signal signal;
     if ((keyed && convert_key(state, key_obj, &key, &key_len) < 0) ||
-        (keyed && convert_plan(state, plan_obj, cr_keyed_plans(store->keyed), &plan) < 0) ||
+        (keyed && convert_plan(state, plan_obj, store->keyed, &plan) < 0) ||
         (pending_obj && convert_units(state, pending_obj, CR_E_PENDING, &pending) < 0) ||
         (share_obj && convert_number(state, share_obj, CR_E_SHARE, &share) < 0) ||
         convert_now(state, now_obj, &now_ns) < 0 ||

@@ -303,7 +303,7 @@ static PyObject *store_reservation(PyObject *self, reservation_op which, PyObjec
         convert_cost(state, call.cost, &cost) < 0 ||
         convert_wait_limit(state, call.timeout, CR_E_TIMEOUT, &max_wait_ns) < 0 ||
         convert_now(state, call.now, &now_ns) < 0 ||
-        (keyed && convert_plan(state, call.plan, cr_keyed_plans(store->keyed), &plan) < 0))
+        (keyed && convert_plan(state, call.plan, store->keyed, &plan) < 0))
         return NULL;
     bool reserved = false;
     int64_t delay_ns = 0;
@@ -371,7 +371,7 @@ static PyObject *store_after_fact(PyObject *self, bool take, PyObject *const *ar
     if ((keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
         convert_units(state, call.cost, take ? CR_E_MAX_COST : CR_E_COST, &units) < 0 ||
         convert_now(state, call.now, &now_ns) < 0 ||
-        (keyed && convert_plan(state, call.plan, cr_keyed_plans(store->keyed), &plan) < 0))
+        (keyed && convert_plan(state, call.plan, store->keyed, &plan) < 0))
         return NULL;
     cr_decision decision;
     int64_t taken = 0;
