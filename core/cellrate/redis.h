@@ -23,6 +23,7 @@
 
 #include "decision.h"
 #include "limit.h"
+#include "penalty.h"
 #include "status.h"
 
 #ifdef __cplusplus
@@ -97,6 +98,7 @@ typedef struct cr_redis_item {
     const char *key;
     size_t key_len;
     int32_t priority; /* a class's mode: the class's index (cr_priority_find); else unread */
+    const cr_penalty *penalty; /* the limit's penalty (CR_REDIS_PENALTY), or NULL: none */
 } cr_redis_item;
 
 /* A word of a request: `len` bytes at `offset` in the request's buffer. */
@@ -105,8 +107,9 @@ typedef struct cr_redis_word {
     size_t len;
 } cr_redis_word;
 
-/* The most words a request of `nitems` limits has (the wipe marker's included). */
-#define CR_REDIS_REQUEST_WORDS(nitems) (6 + 5 * (size_t)(nitems))
+/* The most words a request of `nitems` limits has (the wipe marker's and a
+ * penalty's included). */
+#define CR_REDIS_REQUEST_WORDS(nitems) (11 + 5 * (size_t)(nitems))
 
 /* The bytes a request of these items needs at most (cr_redis_request's
  * `size`); SIZE_MAX when that does not fit a size_t. */
@@ -122,6 +125,37 @@ size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems);
  * hands out no fresh burst; a key idle for a period reads as fresh again.
  */
 #define CR_REDIS_WIPE_MARKER 16
+
+/*
+ * The penalty box through Redis (docs/design/penalty.md): a check or an allow
+ * of one key whose item has a penalty (cr_redis_item.penalty) is sent with
+ * this bit added to the mode's word (65, 66), one more key last, the key's
+ * penalty key (cr_redis_penalty_key), and the penalty's words after the
+ * limit's: after, strike_ns, ban_ns, max_ban_ns. The script reads that key
+ * only when it refuses: cr_penalty_refused's rule on the strikes it holds,
+ * "<strikes> <ban_end> <level>" (ns, decimal), and a ban that starts is
+ * written into the key's state as cr_ban_core writes it. Any other request
+ * sends no penalty (peek, a class, refund, charge, take, several limits).
+ * Or'ed into the mode given to cr_redis_remember: the deny cache keeps no
+ * refusal (each refusal is a strike the server counts).
+ */
+#define CR_REDIS_PENALTY 64
+
+/* CR_OK when the script carries `penalty` exactly (the strikes' span,
+ * strike_ns * after, and max_ban_ns below CR_REDIS_MAX_TOLERANCE_NS), else
+ * CR_E_REDIS_PENALTY. */
+cr_status cr_redis_check_penalty(const cr_penalty *penalty);
+
+/*
+ * The penalty key of the Redis key `prefix name ":" key` (cr_redis_key):
+ * `prefix`, `name`, "{TTTT}:" and `key`, TTTT the four letters of the wipe
+ * marker of that key's slot (cr_redis_wipe_marker), so the two share a
+ * Cluster slot whatever hash tag the key holds (a prefix and a name hold no
+ * brace: the tag is the first). Writes at most `size` bytes (no NUL) and
+ * returns the whole length.
+ */
+size_t cr_redis_penalty_key(char *buf, size_t size, const char *prefix, size_t prefix_len,
+                            const char *name, size_t name_len, const char *key, size_t key_len);
 
 /* The bits of a request's mode that name the script's mode (the rest: flags). */
 #define CR_REDIS_MODE_BITS 15
@@ -203,7 +237,7 @@ typedef struct cr_redis_call {
 #define CR_REDIS_BATCH_MAX 256
 
 /* The most words a batch of `ncalls` decisions of `nitems` items in all has. */
-#define CR_REDIS_BATCH_WORDS(ncalls, nitems) (2 + 8 * (size_t)(ncalls) + 5 * (size_t)(nitems))
+#define CR_REDIS_BATCH_WORDS(ncalls, nitems) (2 + 13 * (size_t)(ncalls) + 5 * (size_t)(nitems))
 
 /* The bytes a batch of these calls needs at most (cr_redis_batch's `size`);
  * SIZE_MAX when that does not fit a size_t. */

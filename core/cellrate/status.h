@@ -374,7 +374,11 @@ const char *cr_version(void);
       "parameters, which the change would leave behind")                                           \
     X(223, E_REDIS_ALGORITHM_KEPT, ARGUMENT, "algorithm",                                          \
       "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "   \
-      "name")
+      "name")                                                                                      \
+    /* 224-229: reserved; the penalty box through Redis from 230 (redis.h) */                      \
+    X(230, E_REDIS_PENALTY, ARGUMENT, "penalty",                                                   \
+      "penalty: through Redis, the span of its strikes (after's period) and max_ban must be "      \
+      "below 104 days (9e15 ns: the script carries them exactly)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

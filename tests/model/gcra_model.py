@@ -340,6 +340,9 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (223, "E_REDIS_ALGORITHM_KEPT", "argument", "algorithm",
      "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "
      "name"),
+    (230, "E_REDIS_PENALTY", "argument", "penalty",
+     "penalty: through Redis, the span of its strikes (after's period) and max_ban must be "
+     "below 104 days (9e15 ns: the script carries them exactly)"),
 ]
 
 
