@@ -110,7 +110,7 @@ static void run_request(char **f, int n, char *expected, int at, bool marked)
         items[i] = (cr_redis_item){&limits[number(item[0])], texts[3 * i].bytes,
                                    texts[3 * i].len,         texts[3 * i + 1].bytes,
                                    texts[3 * i + 1].len,     texts[3 * i + 2].bytes,
-                                   texts[3 * i + 2].len,     -1};
+                                   texts[3 * i + 2].len,     -1,       NULL};
     }
     static char buf[LINE_MAX_BYTES];
     cr_redis_word words[CR_REDIS_REQUEST_WORDS(FIELDS_MAX)];
@@ -175,7 +175,7 @@ static void run_batch(char **f, int n, char *expected, int at)
             items[nitems] = (cr_redis_item){&limits[number(item[0])],  texts[3 * nitems].bytes,
                                             texts[3 * nitems].len,     texts[3 * nitems + 1].bytes,
                                             texts[3 * nitems + 1].len, texts[3 * nitems + 2].bytes,
-                                            texts[3 * nitems + 2].len, -1};
+                                            texts[3 * nitems + 2].len, -1, NULL};
         }
     }
     CHECK_EQ_I64(n, field, "redis.txt:%d", at);
@@ -524,7 +524,7 @@ static void class_requests(void)
     CHECK(cr_limit_init(&limit, &args) == CR_OK, "a limit with classes");
     args.has_priorities = false;
     CHECK(cr_limit_init(&plain, &args) == CR_OK, "a limit without");
-    cr_redis_item item = {&limit, "p:", 2, "n", 1, "k", 1, 0}; /* bulk: index 0 */
+    cr_redis_item item = {&limit, "p:", 2, "n", 1, "k", 1, 0, NULL}; /* bulk: index 0 */
     char buf[512];
     cr_redis_word words[CR_REDIS_REQUEST_WORDS(2)];
     size_t count = 0;
