@@ -101,9 +101,9 @@ size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems)
     if (!add_size(&total, 1, strlen(CR_REDIS_WIPE_MARKER_PREFIX) + 6 + 7))
         return SIZE_MAX;
     /* a penalty key repeats the first item's prefix, name and key */
-    if (nitems > 0 && (!add_size(&total, 1, items[0].prefix_len) ||
-                       !add_size(&total, 1, items[0].name_len) ||
-                       !add_size(&total, 1, items[0].key_len)))
+    if (nitems > 0 &&
+        (!add_size(&total, 1, items[0].prefix_len) || !add_size(&total, 1, items[0].name_len) ||
+         !add_size(&total, 1, items[0].key_len)))
         return SIZE_MAX;
     for (size_t i = 0; i < nitems; i++) {
         const cr_redis_item *item = &items[i];
@@ -138,6 +138,21 @@ static void word_number(request *r, int64_t value)
 {
     char digits[DECIMAL_MAX];
     word_bytes(r, digits, decimal(digits, value));
+}
+
+/* A penalty's word: "<after>:<strike_ns>:<ban_ns>:<max_ban_ns>". */
+static void word_penalty(request *r, const cr_penalty *penalty)
+{
+    char text[4 * (DECIMAL_MAX + 1)];
+    const int64_t numbers[4] = {penalty->after, penalty->strike_ns, penalty->ban_ns,
+                                penalty->max_ban_ns};
+    size_t len = 0;
+    for (int i = 0; i < 4; i++) {
+        if (i > 0)
+            text[len++] = ':';
+        len += decimal(text + len, numbers[i]);
+    }
+    word_bytes(r, text, len);
 }
 
 static void word_key(request *r, const cr_redis_item *item)
@@ -347,13 +362,8 @@ static void request_argv(request *r, cr_redis_mode mode, int64_t cost, int64_t n
         word_number(r, items[0].limit->max_debt);
     if (mode >= CR_REDIS_PEEK_CLASS)
         word_number(r, items[0].limit->priorities[items[0].priority].reserve_ns);
-    if (penalty) {
-        const cr_penalty *p = items[0].penalty;
-        word_number(r, p->after);
-        word_number(r, p->strike_ns);
-        word_number(r, p->ban_ns);
-        word_number(r, p->max_ban_ns);
-    }
+    if (penalty) /* one word: each more costs every admission the script's Lua string */
+        word_penalty(r, items[0].penalty);
     if (now_ns != CR_CLOCK)
         word_number(r, now_ns);
 }
@@ -362,7 +372,7 @@ static size_t argv_words(cr_redis_mode mode, int64_t now_ns, const cr_redis_item
                          size_t nitems)
 {
     return 2 + 4 * nitems + (mode == CR_REDIS_CHARGE) + (mode >= CR_REDIS_PEEK_CLASS) +
-           4 * (size_t)penalized(mode, items, nitems) + (now_ns != CR_CLOCK);
+           (size_t)penalized(mode, items, nitems) + (now_ns != CR_CLOCK);
 }
 
 /* A penalized request's last key: its item's penalty key. */

@@ -11,9 +11,9 @@
 -- one key, below), cost (take: the most units), then per key: algorithm, emission_ns, tolerance_ns, burst
 -- (the core's cr_limit: for the window algorithms tolerance_ns is the window
 -- and burst the rate), then a charge's max_debt (units), then a class's
--- reserve, then a penalty's after, strike_ns, ban_ns and max_ban_ns (modes
--- 65 and 66: check and allow under a penalty), then now (decimal ns; absent:
--- the server's TIME). The faces build these words with the
+-- reserve, then a penalty's word, '<after>:<strike_ns>:<ban_ns>:<max_ban_ns>'
+-- (modes 65 and 66: check and allow under a penalty), then now (decimal ns;
+-- absent: the server's TIME). The faces build these words with the
 -- core's cr_redis_request and read the reply with cr_redis_read_reply
 -- (core/cellrate/redis.h).
 -- Each key's value is the limit it was written under and its state word,
@@ -70,8 +70,8 @@ local PEEK_CLASS = '6'
 local CHECK_CLASS = '7'
 local ALLOW_CLASS = '8'
 -- check and allow of one key under a penalty (CR_REDIS_PENALTY, 64, added to
--- the mode): the penalty's words (after, strike_ns, ban_ns, max_ban_ns)
--- follow the limit's, and the key's penalty key is the last key
+-- the mode): the penalty's word ('<after>:<strike_ns>:<ban_ns>:<max_ban_ns>')
+-- follows the limit's, and the key's penalty key is the last key
 local CHECK_PENALTY = '65'
 local ALLOW_PENALTY = '66'
 -- A tolerance (or window) the script carries exactly: below 9e15 ns (104 days).
@@ -102,7 +102,7 @@ end
 -- The limits are ARGV's quads (after mode and cost; a charge's max_debt, a
 -- penalty's words and now follow): one key each. A key after theirs is the
 -- wipe marker, then a penalty's key.
-local nargs = #ARGV - (mode == CHARGE and 3 or 2) - (penalized and 4 or 0)
+local nargs = #ARGV - (mode == CHARGE and 3 or 2) - (penalized and 1 or 0)
 local nkeys = (nargs - fmod(nargs, 4)) / 4
 local marker = KEYS[nkeys + 1]
 if penalized and #KEYS == nkeys + 1 then
@@ -129,12 +129,12 @@ if mode == CHECK_CLASS or mode == ALLOW_CLASS or mode == PEEK_CLASS then
     end
     mode = mode == CHECK_CLASS and CHECK or mode == ALLOW_CLASS and ALLOW or PEEK
 end
-local penalty_at -- a penalty's first word
+local penalty_at -- a penalty's word
 if penalized then
     if nkeys ~= 1 then
         return redis.error_reply('ERR cellrate: a penalty decides one limit: give one key')
     end
-    penalty_at, last = last + 1, last + 4
+    penalty_at, last = last + 1, last + 1
 end
 local commit = mode ~= PEEK
 local now = ARGV[last + 1]
@@ -1065,8 +1065,8 @@ if penalized and allowed == 0 then
         local ms = s * 1000 + (ns + 999999 - fmod(ns + 999999, 1000000)) / 1000000
         return ms < 1 and 1 or ms
     end
-    local after, strike = tonumber(ARGV[penalty_at]), tonumber(ARGV[penalty_at + 1])
-    local ban, max_ban = tonumber(ARGV[penalty_at + 2]), tonumber(ARGV[penalty_at + 3])
+    local after, strike, ban, max_ban = string.match(ARGV[penalty_at], '^(%d+):(%d+):(%d+):(%d+)$')
+    after, strike, ban, max_ban = tonumber(after), tonumber(strike), tonumber(ban), tonumber(max_ban)
     if not (after and strike and ban and max_ban) or strike * after >= MAX_TOLERANCE_NS
         or max_ban >= MAX_TOLERANCE_NS then
         return redis.error_reply('ERR cellrate: a penalty below 9e15 ns')

@@ -121,9 +121,8 @@ static PyObject *module_redis_request(PyObject *module, PyObject *const *args, P
     const bool in_class = mode >= CR_REDIS_PEEK_CLASS;
     const Py_ssize_t ngroups = nargs - 3 - (in_class ? 1 : 0) - (penalized ? 1 : 0);
     if (ngroups < 4 || ngroups % 4 != 0 || ngroups / 4 > REDIS_LIMITS_MAX) {
-        PyErr_SetString(
-            PyExc_TypeError,
-            "_redis_request(mode, cost, now, limit, prefix, name, key, ...[, priority][, penalty])");
+        PyErr_SetString(PyExc_TypeError, "_redis_request(mode, cost, now, limit, prefix, name, "
+                                         "key, ...[, priority][, penalty])");
         return NULL;
     }
     int64_t cost, now_ns;
@@ -309,8 +308,8 @@ static PyObject *module_redis_remember(PyObject *module, PyObject *const *args, 
     cr_redis_answer answer;
     cr_redis_refusal refusal;
     if (redis_read(args[4], mode, limits, nlimits, &answer) != CR_OK ||
-        !cr_redis_remember((cr_redis_mode)(mode | (penalized ? CR_REDIS_PENALTY : 0)), nlimits, now_ns, cost, &answer.decision, asked_ns,
-                           &refusal))
+        !cr_redis_remember((cr_redis_mode)(mode | (penalized ? CR_REDIS_PENALTY : 0)), nlimits,
+                           now_ns, cost, &answer.decision, asked_ns, &refusal))
         Py_RETURN_NONE;
     return Py_BuildValue("(LLLLL)", (long long)refusal.asked_ns, (long long)refusal.cost,
                          (long long)refusal.remaining, (long long)refusal.retry_after_ns,
@@ -423,8 +422,7 @@ static PyObject *module_redis_key(PyObject *module, PyObject *const *args, Py_ss
 
 /* _redis_penalty_key(prefix, name, key): the penalty key of `key`'s Redis
  * key (its strikes, in the key's Cluster slot). */
-static PyObject *module_redis_penalty_key(PyObject *module, PyObject *const *args,
-                                          Py_ssize_t nargs)
+static PyObject *module_redis_penalty_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
     if (nargs != 3) {
@@ -442,8 +440,8 @@ static PyObject *module_redis_penalty_key(PyObject *module, PyObject *const *arg
                                             (size_t)key_len);
     PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
     if (bytes != NULL)
-        cr_redis_penalty_key(PyBytes_AS_STRING(bytes), len, prefix, prefix_len, name, name_len,
-                             key, (size_t)key_len);
+        cr_redis_penalty_key(PyBytes_AS_STRING(bytes), len, prefix, prefix_len, name, name_len, key,
+                             (size_t)key_len);
     return bytes;
 }
 

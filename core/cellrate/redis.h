@@ -130,8 +130,10 @@ size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems);
  * The penalty box through Redis (docs/design/penalty.md): a check or an allow
  * of one key whose item has a penalty (cr_redis_item.penalty) is sent with
  * this bit added to the mode's word (65, 66), one more key last, the key's
- * penalty key (cr_redis_penalty_key), and the penalty's words after the
- * limit's: after, strike_ns, ban_ns, max_ban_ns. The script reads that key
+ * penalty key (cr_redis_penalty_key), and the penalty's word after the
+ * limit's, "<after>:<strike_ns>:<ban_ns>:<max_ban_ns>" (one word: each word
+ * more costs every admission about 1,500 server instructions, its Lua
+ * string). The script reads that key
  * only when it refuses: cr_penalty_refused's rule on the strikes it holds,
  * "<strikes> <ban_end> <level>" (ns, decimal), and a ban that starts is
  * written into the key's state as cr_ban_core writes it. Any other request
@@ -184,7 +186,7 @@ size_t cr_redis_wipe_marker(char *buf, size_t size, const char *key, size_t key_
  * take's max_cost), per item its limit's algorithm name, emission_ns,
  * tolerance_ns and burst, then a charge's max_debt (units), then a class's
  * reserve_ns (a class's mode: one item, the class of its `priority`), then
- * `now_ns` unless it is CR_CLOCK (the script reads the server's TIME); numbers in
+ * a penalty's word (CR_REDIS_PENALTY), then `now_ns` unless it is CR_CLOCK (the script reads the server's TIME); numbers in
  * decimal. Written into `buf` (`size` bytes: cr_redis_request_size) and
  * located by `words` (CR_REDIS_REQUEST_WORDS(nitems) of them); *count is
  * their number. Refuses what every decision refuses (cr_check_call: CR_E_NOW,

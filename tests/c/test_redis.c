@@ -107,10 +107,15 @@ static void run_request(char **f, int n, char *expected, int at, bool marked)
         char **item = f + 5 + 4 * i;
         for (int j = 0; j < 3; j++)
             decode(item[1 + j], &texts[3 * i + j]);
-        items[i] = (cr_redis_item){&limits[number(item[0])], texts[3 * i].bytes,
-                                   texts[3 * i].len,         texts[3 * i + 1].bytes,
-                                   texts[3 * i + 1].len,     texts[3 * i + 2].bytes,
-                                   texts[3 * i + 2].len,     -1,       NULL};
+        items[i] = (cr_redis_item){&limits[number(item[0])],
+                                   texts[3 * i].bytes,
+                                   texts[3 * i].len,
+                                   texts[3 * i + 1].bytes,
+                                   texts[3 * i + 1].len,
+                                   texts[3 * i + 2].bytes,
+                                   texts[3 * i + 2].len,
+                                   -1,
+                                   NULL};
     }
     static char buf[LINE_MAX_BYTES];
     cr_redis_word words[CR_REDIS_REQUEST_WORDS(FIELDS_MAX)];
@@ -172,10 +177,15 @@ static void run_batch(char **f, int n, char *expected, int at)
             char **item = f + field;
             for (int j = 0; j < 3; j++)
                 decode(item[1 + j], &texts[3 * nitems + j]);
-            items[nitems] = (cr_redis_item){&limits[number(item[0])],  texts[3 * nitems].bytes,
-                                            texts[3 * nitems].len,     texts[3 * nitems + 1].bytes,
-                                            texts[3 * nitems + 1].len, texts[3 * nitems + 2].bytes,
-                                            texts[3 * nitems + 2].len, -1, NULL};
+            items[nitems] = (cr_redis_item){&limits[number(item[0])],
+                                            texts[3 * nitems].bytes,
+                                            texts[3 * nitems].len,
+                                            texts[3 * nitems + 1].bytes,
+                                            texts[3 * nitems + 1].len,
+                                            texts[3 * nitems + 2].bytes,
+                                            texts[3 * nitems + 2].len,
+                                            -1,
+                                            NULL};
         }
     }
     CHECK_EQ_I64(n, field, "redis.txt:%d", at);

@@ -14,7 +14,6 @@ import pytest
 redis = pytest.importorskip("redis")
 
 import cellrate  # noqa: E402
-import cellrate.redis as cr_redis  # noqa: E402
 from redis_servers import in_service, needs_redis, redis_server  # noqa: E402
 from test_penalty import KEYS, VECTORS  # noqa: E402
 from test_redis import AsyncRedisLimiter, RedisLimiter, async_client_for, client_for  # noqa: E402
