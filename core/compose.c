@@ -14,6 +14,7 @@
  */
 #include "fastclock.h"
 #include "keyed.h"
+#include "cellrate/plans.h"
 #include "limiter.h"
 
 /* The clocks an item may read, each read at most once per call. */
@@ -25,7 +26,8 @@ typedef struct {
 
 static const cr_limit *item_limit(const cr_item *item)
 {
-    return item->limiter ? cr_limiter_limit(item->limiter) : cr_keyed_limit(item->keyed);
+    return item->limiter ? cr_limiter_limit(item->limiter)
+                         : cr_keyed_plan_limit(item->keyed, item->plan);
 }
 
 static int64_t item_now(composite_clock *clock, const cr_item *item)
@@ -47,12 +49,12 @@ static cr_status item_check(const cr_item *item, int64_t now_ns, int64_t cost, b
 {
     if (!commit)
         return item->limiter ? cr_limiter_check(item->limiter, now_ns, cost, false, out)
-                             : cr_keyed_check(item->keyed, item->key, item->key_len, now_ns, cost,
-                                              false, out);
+                             : cr_keyed_check_plan(item->keyed, item->key, item->key_len, now_ns,
+                                                   cost, item->plan, -1, false, out, NULL);
     if (item->limiter)
         return cr_limiter_uncounted(item->limiter, now_ns, CR_OP_DECIDE, cost, out);
-    return cr_keyed_uncounted(item->keyed, item->key, item->key_len, now_ns, CR_OP_DECIDE, cost,
-                              out);
+    return cr_keyed_uncounted(item->keyed, item->key, item->key_len, now_ns, item->plan,
+                              CR_OP_DECIDE, cost, out);
 }
 
 static void item_peek_allowed(const cr_item *item, int64_t now_ns, int64_t cost, bool *allowed)
@@ -60,7 +62,8 @@ static void item_peek_allowed(const cr_item *item, int64_t now_ns, int64_t cost,
     if (item->limiter)
         cr_limiter_peek_allowed(item->limiter, now_ns, cost, allowed);
     else
-        cr_keyed_peek_allowed(item->keyed, item->key, item->key_len, now_ns, cost, allowed);
+        cr_keyed_peek_allowed(item->keyed, item->key, item->key_len, now_ns, item->plan, cost,
+                              allowed);
 }
 
 static const cr_counts *item_counts(const cr_item *item)
@@ -75,7 +78,8 @@ static void item_give_back(const cr_item *item, int64_t now_ns, int64_t cost)
     if (item->limiter)
         cr_limiter_uncounted(item->limiter, now_ns, CR_OP_REFUND, cost, NULL);
     else
-        cr_keyed_uncounted(item->keyed, item->key, item->key_len, now_ns, CR_OP_REFUND, cost, NULL);
+        cr_keyed_uncounted(item->keyed, item->key, item->key_len, now_ns, item->plan, CR_OP_REFUND,
+                           cost, NULL);
 }
 
 void cr_item_would_refuse(const cr_item *item, int64_t cost)
@@ -103,10 +107,14 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
         return status;
     if (!items || count == 0)
         return CR_E_ITEMS;
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++) {
         if (!items[i].limiter == !items[i].keyed ||
             (items[i].keyed && !items[i].key && items[i].key_len))
             return CR_E_ITEMS;
+        if (items[i].keyed ? !cr_keyed_plan_limit(items[i].keyed, items[i].plan)
+                           : items[i].plan != CR_PLAN_DEFAULT)
+            return CR_E_PLAN;
+    }
 
     composite_clock clock = {.given = now_ns};
     const size_t last = count - 1;

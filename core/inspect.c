@@ -5,9 +5,11 @@
  * each store counts what its own table holds (cr_keyed_count_slots,
  * cr_gauge_count), as the counters read their block.
  */
+#include "cellrate/clock.h"
 #include "cellrate/inspect.h"
 #include "gauge.h"
 #include "keyed.h"
+#include "penalty.h"
 #include "region.h"
 
 #include <stdatomic.h>
@@ -25,6 +27,13 @@ static const char *kind_name(uint32_t kind)
     default:
         return NULL;
     }
+}
+
+/* The clock a region's bans are on: its algorithm's (the windows' is the
+ * realtime clock). */
+static int64_t box_now(const cr_region_spec *spec)
+{
+    return spec->algorithm >= CR_ALGORITHM_FIXED_WINDOW ? cr_realtime_ns() : cr_clock_ns();
 }
 
 /* What the checked region `region`, mapped as `spec` says, holds. */
@@ -65,7 +74,8 @@ static cr_status inspect_mapped(const cr_region *region, const cr_region_spec *s
     cr_status status = CR_E_SHARED_CORRUPT;
     for (int tries = 0; tries < 8 && status != CR_OK; tries++) { /* a change meanwhile */
         out->generation = cr_region_generation(region);
-        status = cr_region_limit(region, out->generation, &like, &out->limit, &changed_at);
+        status = cr_region_limit(region, CR_PLAN_DEFAULT, out->generation, &like, &out->limit,
+                                 &changed_at);
     }
     if (status != CR_OK)
         return status;
@@ -74,6 +84,8 @@ static cr_status inspect_mapped(const cr_region *region, const cr_region_spec *s
                       keyed ? spec->capacity : -1);
     cr_counters_rate_stats(region->counters, CR_COUNTER_LANES,
                            keyed ? atomic_load(region->evictions) : 0, &out->stats);
+    out->banned = cr_penalty_region_list(region->penalty, spec->capacity, box_now(spec), NULL, 0,
+                                         &out->has_penalty, &out->penalty, &out->stats.bans);
     return CR_OK;
 }
 
@@ -95,4 +107,27 @@ cr_status cr_inspect_region(const char *path, cr_region_info *out)
     status = inspect_mapped(&region, &spec, out);
     cr_region_close(&region);
     return status;
+}
+
+cr_status cr_inspect_box(const char *path, cr_penalty_entry *entries, size_t max_entries,
+                         size_t *count)
+{
+    *count = 0;
+    if (!path)
+        return CR_E_SHARED_PATH;
+    cr_region region = {0};
+    cr_region_spec spec;
+    bool this_boot;
+    cr_status status = cr_region_look(&region, &spec, path, &this_boot);
+    if (status != CR_OK)
+        return status;
+    if (region.penalty) {
+        bool has_penalty;
+        cr_penalty penalty;
+        uint64_t bans;
+        *count = cr_penalty_region_list(region.penalty, spec.capacity, box_now(&spec), entries,
+                                        max_entries, &has_penalty, &penalty, &bans);
+    }
+    cr_region_close(&region);
+    return CR_OK;
 }

@@ -96,6 +96,9 @@ struct cr_keyed {
     cr_plan_table *plans;      /* NULL: only "default" */
     /* each plan's latest limit but "default"'s (`current`), under `changing` */
     keyed_limit *_Atomic plan_current[CR_PLANS_MAX];
+    /* in a shared region, each plan's generation word but "default"'s
+     * (`generation`); NULL in a table of this process alone */
+    const _Atomic uint64_t *plan_generation[CR_PLANS_MAX];
     cr_penalty_box *penalty; /* the penalty box, or NULL (set before the first decision) */
     _Alignas(64) _Atomic uint64_t own_evictions;
     _Atomic uint64_t own_generation;
@@ -124,7 +127,26 @@ static keyed_limit *plan_limit(const cr_keyed *keyed, int32_t plan)
     return atomic_load_explicit(&((cr_keyed *)keyed)->plan_current[plan], memory_order_acquire);
 }
 
-static int32_t plan_count(const cr_keyed *keyed) { return keyed->plans ? keyed->plans->count : 1; }
+/* A region's table grows (names another process gave it): read once. */
+static int32_t plan_count(const cr_keyed *keyed)
+{
+    return keyed->plans ? __atomic_load_n(&keyed->plans->count, __ATOMIC_ACQUIRE) : 1;
+}
+
+/* Whether plan `plan` of a shared region changed since `limit` (this
+ * process's latest of it), or is a name this process has not read yet. */
+static bool plan_behind(const cr_keyed *keyed, int32_t plan, const keyed_limit *limit)
+{
+    const _Atomic uint64_t *word = keyed->plan_generation[plan];
+    return word &&
+           (!limit || atomic_load_explicit(word, memory_order_acquire) != limit->generation);
+}
+
+/* Whether `plan` is an index of the table's plans. */
+static bool plan_ok(const cr_keyed *keyed, int32_t plan)
+{
+    return plan >= 0 && plan < plan_count(keyed);
+}
 
 /* A key's place, its fingerprint below the plan's bits. */
 static cr_key_place place_of(const cr_keyed *keyed, const void *key, size_t key_len)
@@ -231,9 +253,8 @@ static int64_t carried_state(const cr_keyed *keyed, int32_t plan, const keyed_li
     const uint64_t behind = (current->generation - tag) % TAG_COUNT;
     if (behind >= MAX_BEHIND || behind > current->generation)
         return cr_full(&current->limit, now_ns);
-    const bool regional = keyed->region.base && plan == CR_PLAN_DEFAULT;
-    return cr_carry_since(regional ? &keyed->region : NULL, current, current->generation - behind,
-                          state, now_ns);
+    return cr_carry_since(keyed->region.base ? &keyed->region : NULL, plan, current,
+                          current->generation - behind, state, now_ns);
 }
 
 /* Retags slot `s` (seen as {word, state}) to `current`, carrying its state.
@@ -314,10 +335,64 @@ static cr_status map_private_table(cr_keyed *keyed)
     return CR_OK;
 }
 
+/* Takes in the region's plans, under `changing` (or the opening's region
+ * lock): each known plan's latest change, then the names other openers gave
+ * the region since (docs/design/plans.md). */
+static cr_status load_plans(cr_keyed *keyed)
+{
+    const int32_t known = plan_count(keyed);
+    const int32_t count = cr_region_plan_count(&keyed->region);
+    for (int32_t p = 1; p < count; p++) {
+        keyed_limit *current = plan_limit(keyed, p);
+        /* a name new here starts from the default's clock and classes */
+        keyed_limit unknown = {.limit = current_limit(keyed)->limit, .generation = UINT64_MAX};
+        keyed_limit *next = calloc(1, sizeof *next);
+        if (!next)
+            return CR_E_NOMEM;
+        cr_status status = cr_region_adopt(&keyed->region, p, p < known ? current : &unknown, next);
+        if (status != CR_OK || (p < known && next->generation == current->generation)) {
+            free(next);
+            if (status != CR_OK)
+                return status;
+            continue;
+        }
+        if (p >= known) {
+            next->older = NULL;
+            memcpy(keyed->plans->names[p], cr_region_plan_name(&keyed->region, p),
+                   CR_PLAN_NAME_MAX - 1);
+            keyed->plans->names[p][CR_PLAN_NAME_MAX - 1] = '\0';
+        }
+        keyed->plans->limits[p] = next->limit;
+        atomic_store_explicit(&keyed->plan_current[p], next, memory_order_release);
+    }
+    if (count > known)
+        __atomic_store_n(&keyed->plans->count, count, __ATOMIC_RELEASE);
+    return CR_OK;
+}
+
+/* This process's chains of every plan but "default"'s. */
+static void free_plans(cr_keyed *keyed)
+{
+    for (int32_t p = 1; p < CR_PLANS_MAX; p++) {
+        const keyed_limit *limit = atomic_load_explicit(&keyed->plan_current[p],
+                                                        memory_order_relaxed);
+        while (limit) {
+            const keyed_limit *older = limit->older;
+            free((keyed_limit *)limit);
+            limit = older;
+        }
+        atomic_store_explicit(&keyed->plan_current[p], NULL, memory_order_relaxed);
+    }
+    free(keyed->plans);
+    keyed->plans = NULL;
+}
+
 /* The table in the shared region at `path`, following the region's limit
- * or changing it to this one (docs/design.md §4). */
+ * or changing it to this one (docs/design.md §4), and its plans to those
+ * of `table` (NULL: none of its own). */
 static cr_status map_shared_table(cr_keyed *keyed, const char *path, int64_t mode,
-                                  cr_on_change on_change, int64_t now_ns)
+                                  cr_on_change on_change, int64_t now_ns,
+                                  const cr_plan_table *table)
 {
     cr_region_spec spec = {
         .kind = CR_REGION_KEYED,
@@ -330,12 +405,21 @@ static cr_status map_shared_table(cr_keyed *keyed, const char *path, int64_t mod
     cr_status status = cr_region_open(&keyed->region, &spec, &first->limit, path, mode);
     if (status != CR_OK)
         return status;
+    /* the region's box: every process counts strikes there, under the region's penalty */
+    status = cr_penalty_box_region(&keyed->penalty, keyed->region.penalty, keyed->capacity,
+                                   keyed->region.seed);
+    if (status != CR_OK) {
+        cr_region_close(&keyed->region);
+        return status;
+    }
     memcpy(keyed->seed, keyed->region.seed, sizeof keyed->seed);
     keyed->buckets = keyed->region.buckets;
     keyed->stripes = keyed->region.stripes;
     keyed->evictions = keyed->region.evictions;
-    keyed->generation = cr_region_generation_word(&keyed->region);
+    keyed->generation = cr_region_generation_word(&keyed->region, CR_PLAN_DEFAULT);
     keyed->sweep_cursor = cr_region_sweep_cursor(&keyed->region);
+    for (int32_t p = 1; p < CR_PLANS_MAX; p++)
+        keyed->plan_generation[p] = cr_region_generation_word(&keyed->region, p);
     cr_lock *lock = cr_region_change_lock(&keyed->region);
     status = cr_lock_acquire(lock);
     if (status == CR_OK) {
@@ -344,21 +428,37 @@ static cr_status map_shared_table(cr_keyed *keyed, const char *path, int64_t mod
         status = replaced ? cr_region_join(&keyed->region, &first->limit, on_change, now_ns, first,
                                            replaced, &changed)
                           : CR_E_NOMEM;
+        uint32_t plans_changed = 0;
+        if (status == CR_OK)
+            status = cr_region_join_plans(&keyed->region, table, on_change, now_ns, &plans_changed);
+        if (status == CR_OK)
+            status = load_plans(keyed);
         if (status == CR_OK && changed) {
             sweep(keyed, CR_PLAN_DEFAULT, first, first->changed_at);
             keyed->replaced = replaced;
         } else {
             free(replaced);
         }
+        for (int32_t p = 1; status == CR_OK && p < CR_PLANS_MAX; p++)
+            if (plans_changed >> p & 1) {
+                keyed_limit *latest = plan_limit(keyed, p);
+                sweep(keyed, p, latest, latest->changed_at);
+            }
         cr_lock_release(lock);
     }
-    if (status != CR_OK)
+    if (status != CR_OK) {
+        cr_penalty_box_free(keyed->penalty);
+        keyed->penalty = NULL;
         cr_region_close(&keyed->region);
+    }
     return status;
 }
 
-cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity, const char *path,
-                        int64_t mode, cr_on_change on_change)
+/* cr_keyed_open; in a shared region, with the plans of `table` (NULL: none
+ * of its own). */
+static cr_status keyed_open(cr_keyed **out, const cr_limit *limit, const cr_plan_table *table,
+                            int64_t capacity, const char *path, int64_t mode,
+                            cr_on_change on_change)
 {
     if (capacity < 1 || capacity > CR_KEYED_MAX_CAPACITY)
         return CR_E_CAPACITY;
@@ -390,14 +490,27 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
     atomic_init(&keyed->lines, NULL);
     keyed->generation = &keyed->own_generation;
     keyed->sweep_cursor = &keyed->own_sweep_cursor;
-    cr_status status = path ? map_shared_table(keyed, path, mode, on_change, cr_read_clock(limit))
-                            : map_private_table(keyed);
+    cr_status status = CR_OK;
+    if (path) { /* a region's table holds the region's plans: "default" at least */
+        keyed->plans = calloc(1, sizeof *keyed->plans);
+        if (keyed->plans) {
+            keyed->plans->count = 1;
+            memcpy(keyed->plans->names[CR_PLAN_DEFAULT], "default", sizeof "default");
+            keyed->plans->limits[CR_PLAN_DEFAULT] = *limit;
+        } else {
+            status = CR_E_NOMEM;
+        }
+    }
+    if (status == CR_OK)
+        status = path ? map_shared_table(keyed, path, mode, on_change, cr_read_clock(limit), table)
+                      : map_private_table(keyed);
     if (status == CR_OK && path) {
         cr_counters_join(&keyed->counts, keyed->region.counters, CR_COUNTER_LANES);
     } else if (status == CR_OK) {
         cr_counters_place(&keyed->counts, (char *)keyed + own_size);
     }
     if (status != CR_OK) {
+        free_plans(keyed);
         pthread_mutex_destroy(&keyed->changing);
         free(first);
         free(keyed);
@@ -405,6 +518,12 @@ cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity,
     }
     *out = keyed;
     return CR_OK;
+}
+
+cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity, const char *path,
+                        int64_t mode, cr_on_change on_change)
+{
+    return keyed_open(out, limit, NULL, capacity, path, mode, on_change);
 }
 
 cr_status cr_keyed_open_plans(cr_keyed **out, const cr_limit *limit, const cr_plan_table *table,
@@ -415,8 +534,8 @@ cr_status cr_keyed_open_plans(cr_keyed **out, const cr_limit *limit, const cr_pl
         return cr_keyed_open(out, limit, capacity, path, mode, on_change);
     if (table->count < 1 || table->count > CR_PLANS_MAX)
         return CR_E_PLANS;
-    if (path && table->count > 1)
-        return CR_E_PLANS_STORE;
+    if (path) /* the region holds the plans */
+        return keyed_open(out, &table->limits[0], table, capacity, path, mode, on_change);
     cr_keyed *keyed;
     cr_status status = cr_keyed_open(&keyed, &table->limits[0], capacity, path, mode, on_change);
     if (status != CR_OK || table->count == 1) {
@@ -449,7 +568,7 @@ const cr_plan_table *cr_keyed_plans(const cr_keyed *keyed) { return keyed->plans
 
 const cr_limit *cr_keyed_plan_limit(const cr_keyed *keyed, int32_t plan)
 {
-    if (plan < 0 || plan >= plan_count(keyed))
+    if (!plan_ok(keyed, plan))
         return NULL;
     return &plan_limit(keyed, plan)->limit;
 }
@@ -470,18 +589,13 @@ void cr_keyed_free(cr_keyed *keyed)
         free(keyed->stripes);
         munmap(keyed->buckets, buckets_size(keyed));
     }
-    for (int32_t p = 0; p < CR_PLANS_MAX; p++) {
-        const keyed_limit *limit = p == CR_PLAN_DEFAULT
-                                       ? current_limit(keyed)
-                                       : atomic_load_explicit(&keyed->plan_current[p],
-                                                              memory_order_relaxed);
-        while (limit) {
-            const keyed_limit *older = limit->older;
-            free((keyed_limit *)limit);
-            limit = older;
-        }
+    const keyed_limit *limit = current_limit(keyed);
+    while (limit) {
+        const keyed_limit *older = limit->older;
+        free((keyed_limit *)limit);
+        limit = older;
     }
-    free(keyed->plans);
+    free_plans(keyed);
     free((cr_limit *)keyed->replaced);
     cr_lines_free(atomic_load_explicit(&keyed->lines, memory_order_relaxed));
     cr_penalty_box_free(keyed->penalty);
@@ -519,7 +633,7 @@ static cr_status adopt(cr_keyed *keyed)
     keyed_limit *next = calloc(1, sizeof *next);
     if (!next)
         return CR_E_NOMEM;
-    cr_status status = cr_region_adopt(&keyed->region, current, next);
+    cr_status status = cr_region_adopt(&keyed->region, CR_PLAN_DEFAULT, current, next);
     if (status != CR_OK || next->generation == current->generation) {
         free(next);
         return status;
@@ -539,6 +653,32 @@ static cr_status follow(cr_keyed *keyed, keyed_limit **current)
         status = adopt(keyed);
     pthread_mutex_unlock(&keyed->changing);
     *current = current_limit(keyed);
+    return status;
+}
+
+/* Plan `plan`'s latest limit once this process has taken in the region's
+ * plans (a change another process made, a name another opener gave). */
+__attribute__((noinline, cold)) static cr_status follow_plans(cr_keyed *keyed, int32_t plan,
+                                                              keyed_limit **current)
+{
+    pthread_mutex_lock(&keyed->changing);
+    cr_status status = load_plans(keyed);
+    pthread_mutex_unlock(&keyed->changing);
+    *current = plan_limit(keyed, plan);
+    if (status == CR_OK && !*current)
+        status = CR_E_SHARED_CORRUPT; /* a slot names a plan the region lacks */
+    return status;
+}
+
+cr_status cr_keyed_plan_find(cr_keyed *keyed, const char *name, size_t len, int32_t *index)
+{
+    cr_status status = cr_plan_find(keyed->plans, name, len, index);
+    if (status == CR_E_PLAN && keyed->region.base &&
+        cr_region_plan_count(&keyed->region) != plan_count(keyed)) {
+        keyed_limit *ignored;
+        if (follow_plans(keyed, CR_PLAN_DEFAULT, &ignored) == CR_OK)
+            status = cr_plan_find(keyed->plans, name, len, index);
+    }
     return status;
 }
 
@@ -573,7 +713,8 @@ cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t n
     next->changed_at = cr_resolve_now(&current->limit, now_ns);
     next->older = current;
     if (lock) {
-        next->generation = cr_region_publish(&keyed->region, &next->limit, next->changed_at);
+        next->generation = cr_region_publish(&keyed->region, CR_PLAN_DEFAULT, &next->limit,
+                                             next->changed_at);
     } else {
         next->generation = current->generation + 1;
         atomic_store_explicit(&keyed->own_generation, next->generation, memory_order_release);
@@ -590,17 +731,24 @@ done:
 cr_status cr_keyed_reconfigure_plan(cr_keyed *keyed, int32_t plan, const cr_limit *limit,
                                     int64_t now_ns)
 {
-    if (plan < 0 || plan >= plan_count(keyed))
+    if (!plan_ok(keyed, plan))
         return CR_E_PLAN;
     if (plan == CR_PLAN_DEFAULT)
         return cr_keyed_reconfigure(keyed, limit, now_ns);
     cr_status status = cr_check_args(now_ns, 0);
     if (status != CR_OK)
         return status;
-    /* a table with plans is of this process alone: no region to lock */
     pthread_mutex_lock(&keyed->changing);
+    cr_lock *lock = cr_region_change_lock(&keyed->region);
+    if (lock && (status = cr_lock_acquire(lock)) != CR_OK) {
+        pthread_mutex_unlock(&keyed->changing);
+        return status;
+    }
+    if (lock)
+        status = load_plans(keyed); /* changes start from the region's latest */
     keyed_limit *current = plan_limit(keyed, plan);
-    status = cr_limit_reconfigurable(&current->limit, limit);
+    if (status == CR_OK)
+        status = cr_limit_reconfigurable(&current->limit, limit);
     cr_limit kept = *limit;
     cr_priorities_keep(&kept, &current->limit); /* the classes stay the table's */
     kept.fast_clock = current->limit.fast_clock;
@@ -614,10 +762,15 @@ cr_status cr_keyed_reconfigure_plan(cr_keyed *keyed, int32_t plan, const cr_limi
     next->limit = kept;
     next->changed_at = cr_resolve_now(&current->limit, now_ns);
     next->older = current;
-    next->generation = current->generation + 1;
+    next->generation = lock
+                           ? cr_region_publish(&keyed->region, plan, &next->limit, next->changed_at)
+                           : current->generation + 1;
+    keyed->plans->limits[plan] = next->limit;
     atomic_store_explicit(&keyed->plan_current[plan], next, memory_order_release);
     sweep(keyed, plan, next, next->changed_at);
 done:
+    if (lock)
+        cr_lock_release(lock);
     pthread_mutex_unlock(&keyed->changing);
     return status;
 }
@@ -643,8 +796,14 @@ keyed_apply(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, in
         if (status != CR_OK)
             return status;
     }
-    if (__builtin_expect(plan != CR_PLAN_DEFAULT, 0))
+    if (__builtin_expect(plan != CR_PLAN_DEFAULT, 0)) {
         current = plan_limit(keyed, plan);
+        if (plan_behind(keyed, plan, current)) {
+            status = follow_plans(keyed, plan, &current); /* the region's plan changed */
+            if (status != CR_OK)
+                return status;
+        }
+    }
     now_ns = cr_resolve_now(&current->limit, now_ns); /* a change keeps the clock */
     for (;;) {
         int64_t state;
@@ -655,12 +814,24 @@ keyed_apply(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, in
                     (word & ~FP_MASK) != (tag_of(current->generation) | plan_bits(plan)), 0)) {
                 const int32_t theirs = plan_of(word);
                 keyed_limit *their_limit = theirs == plan ? current : plan_limit(keyed, theirs);
+                if (theirs != plan && plan_behind(keyed, theirs, their_limit)) {
+                    /* a plan (or a name) of the region this process has not taken in */
+                    status = follow_plans(keyed, theirs, &their_limit);
+                    if (status != CR_OK)
+                        return status;
+                }
                 if ((word & TAG_MASK) != tag_of(their_limit->generation)) {
                     /* written under another limit of its plan: carry it first */
                     if (theirs == CR_PLAN_DEFAULT &&
                         atomic_load_explicit(keyed->generation, memory_order_acquire) !=
                             their_limit->generation) {
                         status = follow(keyed, &their_limit); /* a newer limit wrote it */
+                        if (status != CR_OK)
+                            return status;
+                    } else if (theirs != CR_PLAN_DEFAULT &&
+                               plan_behind(keyed, theirs, their_limit)) {
+                        status = follow_plans(keyed, theirs,
+                                              &their_limit); /* a newer one wrote it */
                         if (status != CR_OK)
                             return status;
                     } else {
@@ -737,8 +908,8 @@ __attribute__((noinline, cold)) static void keyed_penalize(cr_keyed *keyed, cons
 
 cr_status cr_keyed_set_penalty(cr_keyed *keyed, const cr_penalty *penalty)
 {
-    if (keyed->region.base)
-        return CR_E_PENALTY_STORE;
+    if (keyed->region.base) /* the region's penalty: the newest wins */
+        return cr_penalty_box_set(keyed->penalty, penalty);
     cr_penalty_box *box;
     cr_status status = cr_penalty_box_new(&box, penalty, keyed->capacity);
     if (status != CR_OK)
@@ -795,7 +966,7 @@ cr_status cr_keyed_check_plan(cr_keyed *keyed, const void *key, size_t key_len, 
                               int64_t cost, int32_t plan, int32_t priority, bool commit,
                               cr_decision *out, bool *allowed)
 {
-    if (plan < 0 || plan >= plan_count(keyed))
+    if (!plan_ok(keyed, plan))
         return CR_E_PLAN;
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
     if (priority >= 0) {
@@ -816,80 +987,96 @@ cr_status cr_keyed_check_plan(cr_keyed *keyed, const void *key, size_t key_len, 
 }
 
 cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                                int64_t cost, bool *allowed)
+                                int32_t plan, int64_t cost, bool *allowed)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, false, NULL, allowed);
+    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, false, NULL, allowed);
 }
 
 cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                           int64_t cost, int64_t max_wait_ns, bool *reserved, int64_t *delay_ns)
+                           int32_t plan, int64_t cost, int64_t max_wait_ns, bool *reserved,
+                           int64_t *delay_ns)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     if (max_wait_ns < 0)
         return CR_E_TIMEOUT;
     cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0, false};
-    cr_status status = keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL,
-                                   reserved);
+    cr_status status = keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, reserved);
     *delay_ns = op.delay_ns;
     return status;
 }
 
 cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                          int64_t cost)
+                          int32_t plan, int64_t cost)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     bool done;
     cr_op op = {CR_OP_REFUND, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL, &done);
+    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, &done);
 }
 
 cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                          int64_t cost)
+                          int32_t plan, int64_t cost)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     bool done;
     cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL, &done);
+    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, &done);
 }
 
 cr_status cr_keyed_charge(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                          int64_t cost, cr_decision *out)
+                          int32_t plan, int64_t cost, cr_decision *out)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     bool fit;
     cr_op op = {CR_OP_CHARGE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, out, &fit);
+    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, out, &fit);
 }
 
 cr_status cr_keyed_uncounted(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                             cr_op_kind kind, int64_t cost, cr_decision *out)
+                             int32_t plan, cr_op_kind kind, int64_t cost, cr_decision *out)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     bool ok;
     cr_op op = {kind, cost, 0, 0, 0, true};
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, out, &ok);
+    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, out, &ok);
 }
 
 cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                        int64_t max_cost, int64_t *taken)
+                        int32_t plan, int64_t max_cost, int64_t *taken)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     bool took;
     if (max_cost < 0)
         return CR_E_MAX_COST;
     cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0, false};
-    cr_status status = keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL,
-                                   &took);
+    cr_status status = keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, &took);
     if (status == CR_OK)
         *taken = op.taken;
     return status;
 }
 
 cr_status cr_keyed_follow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                          const cr_signal *signal, int64_t pending, double share, bool *pulled)
+                          int32_t plan, const cr_signal *signal, int64_t pending, double share,
+                          bool *pulled)
 {
+    if (!plan_ok(keyed, plan))
+        return CR_E_PLAN;
     cr_status status = cr_follow_check(pending, share);
     if (status != CR_OK)
         return status;
     const cr_follow_args args = {signal, share, 0};
     cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0, false};
     *pulled = false;
-    return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL, pulled);
+    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, pulled);
 }
 
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
@@ -908,6 +1095,8 @@ void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)
 
 void cr_keyed_clear(cr_keyed *keyed)
 {
+    if (keyed->penalty)
+        cr_penalty_box_clear(keyed->penalty);
     for (uint32_t b = 0; b < keyed->nbuckets; b++)
         for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
             slot *s = &keyed->buckets[b].slots[i];
@@ -954,10 +1143,13 @@ void cr_keyed_stats(const cr_keyed *keyed, cr_stats *out)
 {
     cr_counters_rate_stats(keyed->counts.block, keyed->counts.nlanes, cr_keyed_evictions(keyed),
                            out);
+    out->bans = keyed->penalty ? cr_penalty_box_bans(keyed->penalty) : 0;
 }
 
 cr_status cr_keyed_reset_stats(cr_keyed *keyed)
 {
+    if (keyed->penalty)
+        cr_penalty_box_reset_bans(keyed->penalty);
     return cr_counts_reset(&keyed->counts, cr_region_change_lock(&keyed->region),
                            cr_keyed_evictions(keyed));
 }

@@ -10,11 +10,11 @@
 
 /* As cr_limiter_uncounted (core/limiter.h), for `key`. */
 cr_status cr_keyed_uncounted(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                             cr_op_kind kind, int64_t cost, cr_decision *out);
+                             int32_t plan, cr_op_kind kind, int64_t cost, cr_decision *out);
 
 /* As cr_limiter_peek_allowed, for `key`. */
 cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                                int64_t cost, bool *allowed);
+                                int32_t plan, int64_t cost, bool *allowed);
 
 /* The table's counters. */
 const cr_counts *cr_keyed_counts(const cr_keyed *keyed);

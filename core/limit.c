@@ -281,9 +281,24 @@ cr_status cr_parse_calendar_rate(const char *text, size_t len, int64_t *amount, 
     return CR_OK;
 }
 
-/* Several limits, "100/day;10/hour": each part a rate of cr_parse_rate's
- * grammar, read where it stands (its spaces are the grammar's). */
-cr_status cr_parse_rates(const char *text, size_t len, cr_rate *rates, size_t *count)
+/* Whether the part text[from, to) (spaces around it left out) ends in the
+ * unit of a calendar quota: a month or a year, with `days` a day or a week. */
+static bool calendar_part(const char *text, size_t from, size_t to, bool days)
+{
+    size_t n = 0;
+    while (to - n > from && lower(text[to - n - 1]) >= 'a' && lower(text[to - n - 1]) <= 'z')
+        n++;
+    const char *word = text + to - n;
+    if (word_is(word, n, quota_units[2]) || word_is(word, n, quota_units[3]))
+        return true;
+    return days && (word_is(word, n, quota_units[0]) || word_is(word, n, quota_units[1]));
+}
+
+/* Several limits, "100/day;10/hour" or "100/minute;1000000/month": each part
+ * a rate of cr_parse_rate's grammar or a calendar quota of
+ * cr_parse_calendar_rate's, read where it stands (its spaces are the
+ * grammar's). */
+cr_status cr_parse_rates(const char *text, size_t len, bool zoned, cr_rate *rates, size_t *count)
 {
     size_t parts = 1;
     for (size_t i = 0; i < len; i++)
@@ -305,18 +320,29 @@ cr_status cr_parse_rates(const char *text, size_t len, cr_rate *rates, size_t *c
             *count = 0;
             return CR_E_RATE_EMPTY;
         }
-        cr_status status = cr_parse_rate(text + start, end - start, &rates[part].rate,
-                                         &rates[part].period_s);
+        cr_rate made = {.start = from, .len = to - from};
+        cr_status status;
+        if (calendar_part(text, from, to, zoned)) {
+            int64_t amount = 0;
+            status = cr_parse_calendar_rate(text + start, end - start, &amount, &made.period);
+            made.rate = (double)amount;
+        } else {
+            status = cr_parse_rate(text + start, end - start, &made.rate, &made.period_s);
+        }
         if (status != CR_OK) {
             *count = 0;
             return status;
         }
-        rates[part].start = from;
-        rates[part].len = to - from;
+        rates[part] = made;
         start = end + 1;
     }
     *count = parts;
     return CR_OK;
+}
+
+cr_status cr_rates_zoned(bool zoned, size_t calendars)
+{
+    return zoned && calendars == 0 ? CR_E_TZ_RATES : CR_OK;
 }
 
 /* ------------------------------------------------------------------------ */

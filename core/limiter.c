@@ -83,8 +83,8 @@ static void convert_shared(cr_limiter *limiter, const limiter_cell *cell, int64_
             continue;
         if (generation >= cell->limit.generation)
             return;
-        const int64_t carried = cr_carry_since(&limiter->region, &cell->limit, generation, state,
-                                               now_ns);
+        const int64_t carried = cr_carry_since(&limiter->region, CR_PLAN_DEFAULT, &cell->limit,
+                                               generation, state, now_ns);
         if (cr_pair_cas(pair, cr_pair_make(generation, state),
                         cr_pair_make(cell->limit.generation, carried)))
             return;
@@ -99,6 +99,13 @@ static cr_status open_shared(cr_limiter *limiter, limiter_cell *cell, const char
     cr_status status = cr_region_open(&limiter->region, &spec, &cell->limit.limit, path, mode);
     if (status != CR_OK)
         return status;
+    /* the region's box: every process counts strikes there, under the region's penalty */
+    status = cr_penalty_box_region(&limiter->penalty, limiter->region.penalty, 1,
+                                   limiter->region.seed);
+    if (status != CR_OK) {
+        cr_region_close(&limiter->region);
+        return status;
+    }
     cr_lock *lock = cr_region_change_lock(&limiter->region);
     status = cr_lock_acquire(lock);
     if (status == CR_OK) {
@@ -116,8 +123,11 @@ static cr_status open_shared(cr_limiter *limiter, limiter_cell *cell, const char
         }
         cr_lock_release(lock);
     }
-    if (status != CR_OK)
+    if (status != CR_OK) {
+        cr_penalty_box_free(limiter->penalty);
+        limiter->penalty = NULL;
         cr_region_close(&limiter->region);
+    }
     return status;
 }
 
@@ -216,7 +226,8 @@ static cr_status follow(cr_limiter *limiter, limiter_cell **cell)
     pthread_mutex_lock(&limiter->changing);
     limiter_cell *current = current_cell(limiter);
     limiter_cell *next = cell_new(&current->limit.limit, 0, current);
-    cr_status status = next ? cr_region_adopt(&limiter->region, &current->limit, &next->limit)
+    cr_status status = next ? cr_region_adopt(&limiter->region, CR_PLAN_DEFAULT, &current->limit,
+                                              &next->limit)
                             : CR_E_NOMEM;
     if (status == CR_OK && next->limit.generation != current->limit.generation)
         atomic_store_explicit(&limiter->cell, next, memory_order_release);
@@ -328,8 +339,8 @@ __attribute__((noinline, cold)) static void limiter_penalize(cr_limiter *limiter
 
 cr_status cr_limiter_set_penalty(cr_limiter *limiter, const cr_penalty *penalty)
 {
-    if (limiter->region.base)
-        return CR_E_PENALTY_STORE;
+    if (limiter->region.base) /* the region's penalty: the newest wins */
+        return cr_penalty_box_set(limiter->penalty, penalty);
     cr_penalty_box *box;
     cr_status status = cr_penalty_box_new(&box, penalty, 1);
     if (status != CR_OK)
@@ -548,8 +559,8 @@ void cr_limiter_reset(cr_limiter *limiter)
  * becomes `next`'s, and the state is carried to it. */
 static void change_shared(cr_limiter *limiter, limiter_cell *next)
 {
-    next->limit.generation = cr_region_publish(&limiter->region, &next->limit.limit,
-                                               next->limit.changed_at);
+    next->limit.generation = cr_region_publish(&limiter->region, CR_PLAN_DEFAULT,
+                                               &next->limit.limit, next->limit.changed_at);
     atomic_store_explicit(&limiter->cell, next, memory_order_release);
     convert_shared(limiter, next, next->limit.changed_at);
 }
@@ -618,10 +629,13 @@ uint64_t cr_limiter_bans(cr_limiter *limiter)
 void cr_limiter_stats(const cr_limiter *limiter, cr_stats *out)
 {
     cr_counters_rate_stats(limiter->counts.block, limiter->counts.nlanes, 0, out);
+    out->bans = limiter->penalty ? cr_penalty_box_bans(limiter->penalty) : 0;
 }
 
 cr_status cr_limiter_reset_stats(cr_limiter *limiter)
 {
+    if (limiter->penalty)
+        cr_penalty_box_reset_bans(limiter->penalty);
     return cr_counts_reset(&limiter->counts, cr_region_change_lock(&limiter->region), 0);
 }
 

@@ -143,6 +143,18 @@ static const cr_metric METRICS[] = {
      NO_LABEL,
      1,
      {GAUGE(evicted, NULL)}},
+    /* a rate limit's, after the first ten (whose order is published) */
+    {"cellrate.bans",
+     "cellrate_bans_total",
+     "Bans a penalty started: keys refused for a while after repeated refusals.",
+     "counter",
+     "counter",
+     "{ban}",
+     "rate",
+     COMMON,
+     NO_LABEL,
+     1,
+     {RATE(bans, NULL)}},
 };
 
 const cr_metric *cr_metrics(size_t *count)

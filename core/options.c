@@ -156,6 +156,7 @@ static const cr_option redis_limiter_options[] = {
     BOOLEAN_("coalesce", CR_E_REDIS_COALESCE, PYTHON, BOOL_(false)),
     OBJECT_("priorities", BOTH),
     WORD_("on_wipe", CR_E_REDIS_ON_WIPE, "refuse allow", 0, BOTH, TEXT_("refuse")),
+    OBJECT_("plans", BOTH),
     OBJECT_("penalty", BOTH)};
 static const cr_option redis_concurrency_options[] = {
     LEASE_(BOTH, CR_E_STORE_LEASE, CR_OPTION_REQUIRED), STORE_NAME_, PREFIX_, ON_ERROR_,
@@ -216,7 +217,10 @@ static const cr_option policy_options[] = {
     STRING_("header", CR_E_CHARGE_HEADER, "", 0, 0, LUA, NONE_),
     STRING_("variable", CR_E_CHARGE_VARIABLE, "", 0, 0, LUA, NONE_),
     STRING_("priority", CR_E_PRIORITY, "", 0, CR_OPTION_OR_FUNCTION, BOTH, NONE_),
-    OBJECT_("priorities", PYTHON)};
+    OBJECT_("priorities", PYTHON),
+    STRING_("tz", CR_E_TZ, "", 1, 0, PYTHON, NONE_),
+    OBJECT_("plans", PYTHON),
+    STRING_("plan", CR_E_PLAN, "", 0, CR_OPTION_OR_FUNCTION, PYTHON, NONE_)};
 
 /* The decorators (Python): @cellrate.limit and @cellrate.concurrent. */
 static const cr_option limit_decorator_options[] = {
@@ -229,7 +233,9 @@ static const cr_option limit_decorator_options[] = {
     WAIT_TIMEOUT_,
     OBJECT_("limiter", PYTHON),
     STRING_("priority", CR_E_PRIORITY, "", 0, 0, PYTHON, NONE_),
-    OBJECT_("priorities", PYTHON)};
+    OBJECT_("priorities", PYTHON),
+    OBJECT_("plans", PYTHON),
+    STRING_("plan", CR_E_PLAN, "", 0, 0, PYTHON, NONE_)};
 static const cr_option concurrent_decorator_options[] = {
     CAPACITY_(PYTHON, NONE_),
     KEY_FUNCTION_,

@@ -7,6 +7,7 @@
  * limit with a penalty reads nothing more than a plain one until it refuses.
  */
 #include "penalty.h"
+#include "lock.h"
 #include "seed.h"
 #include "siphash.h"
 
@@ -14,6 +15,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,12 +89,15 @@ typedef struct {
     cr_penalty_state state;
 } box_slot;
 
+typedef struct region_box region_box;
+
 struct cr_penalty_box {
+    region_box *shared; /* a shared region's box (below), or NULL: this process's */
     pthread_mutex_t lock;
     cr_penalty penalty;
     uint64_t seed[2];
     int64_t capacity; /* the most keys held */
-    size_t nslots;    /* a power of two, >= 2 * capacity */
+    size_t nslots;    /* a power of two, >= 2 * capacity (a region's: its slots) */
     size_t used;
     uint64_t bans;
     box_slot *slots;
@@ -129,6 +134,10 @@ void cr_penalty_box_free(cr_penalty_box *box)
 {
     if (box == NULL)
         return;
+    if (box->shared) { /* the region's slots stay in the region */
+        free(box);
+        return;
+    }
     for (size_t i = 0; i < box->nslots; i++)
         free(box->slots[i].key);
     free(box->slots);
@@ -177,10 +186,18 @@ static void purge(cr_penalty_box *box, int64_t now_ns)
     free(kept);
 }
 
+static int64_t region_refused(cr_penalty_box *box, const void *key, size_t key_len, int64_t now_ns,
+                              bool *started);
+static void region_release(cr_penalty_box *box, const void *key, size_t key_len);
+static void region_clear(cr_penalty_box *box);
+static uint64_t region_bans(const cr_penalty_box *box);
+
 int64_t cr_penalty_box_refused(cr_penalty_box *box, const void *key, size_t key_len, int64_t now_ns,
                                bool *started)
 {
     *started = false;
+    if (box->shared)
+        return region_refused(box, key, key_len, now_ns, started);
     const uint64_t hash = cr_siphash13(box->seed, key, key_len);
     int64_t ban_end = 0;
     pthread_mutex_lock(&box->lock);
@@ -210,6 +227,10 @@ int64_t cr_penalty_box_refused(cr_penalty_box *box, const void *key, size_t key_
 
 void cr_penalty_box_release(cr_penalty_box *box, const void *key, size_t key_len)
 {
+    if (box->shared) {
+        region_release(box, key, key_len);
+        return;
+    }
     const uint64_t hash = cr_siphash13(box->seed, key, key_len);
     pthread_mutex_lock(&box->lock);
     box_slot *slot = find(box, hash, key, key_len);
@@ -218,10 +239,311 @@ void cr_penalty_box_release(cr_penalty_box *box, const void *key, size_t key_len
     pthread_mutex_unlock(&box->lock);
 }
 
+void cr_penalty_box_clear(cr_penalty_box *box)
+{
+    if (box->shared) {
+        region_clear(box);
+        return;
+    }
+    pthread_mutex_lock(&box->lock);
+    for (size_t i = 0; i < box->nslots; i++)
+        if (box->slots[i].key != NULL)
+            memset(&box->slots[i].state, 0, sizeof box->slots[i].state);
+    pthread_mutex_unlock(&box->lock);
+}
+
 uint64_t cr_penalty_box_bans(cr_penalty_box *box)
 {
+    if (box->shared)
+        return region_bans(box);
     pthread_mutex_lock(&box->lock);
     const uint64_t bans = box->bans;
     pthread_mutex_unlock(&box->lock);
     return bans;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The box in a shared region (docs/design/penalty.md, "In a shared         */
+/* region"): a header line (the region's penalty, the lock, the bans) and   */
+/* CR_PENALTY_SLOT-byte slots, each a key's hash, state and first bytes.    */
+/* Every process of the region counts one key's refusals there, under one   */
+/* cr_lock (a dead holder's is taken over); only a turn-away comes here.    */
+
+/* A key is looked for in this many slots from its hash's (no chains: a
+ * slot emptied is simply empty, and a killed writer leaves no broken
+ * chain). */
+#define REGION_WINDOW 8
+#define REGION_KEY_BYTES 32
+
+typedef struct {
+    _Alignas(64) cr_lock lock;
+    _Atomic int64_t after; /* the region's penalty; 0: none */
+    _Atomic int64_t within_ns, strike_ns, ban_ns, max_ban_ns;
+    _Atomic uint64_t bans; /* started so far, by every process */
+    _Atomic uint64_t used; /* slots holding a key */
+} region_head;
+
+/* `tag`: the key's hash with bit 63 set (0: an empty slot), its low 6 bits
+ * the level of the last ban. */
+typedef struct {
+    _Alignas(64) _Atomic uint64_t tag;
+    _Atomic int64_t strikes;
+    _Atomic int64_t ban_end;
+    _Atomic uint32_t key_len; /* the key's whole length; its first bytes below */
+    _Atomic uint32_t spare;
+    _Atomic unsigned char key[REGION_KEY_BYTES];
+} region_slot;
+
+struct region_box {
+    region_head head;
+    region_slot slots[];
+};
+
+_Static_assert(sizeof(region_head) == 64, "the box's header is one line");
+_Static_assert(sizeof(region_slot) == CR_PENALTY_SLOT, "a slot is one line");
+
+#define LEVEL_BITS 63u
+
+static uint64_t region_nslots(int64_t capacity)
+{
+    /* a quarter of the table's keys, at least a window's */
+    const int64_t held = capacity / 4 + (capacity % 4 != 0);
+    uint64_t n = REGION_WINDOW;
+    while ((int64_t)n < held && n < (UINT64_C(1) << 40))
+        n <<= 1;
+    return n;
+}
+
+size_t cr_penalty_region_size(int64_t capacity)
+{
+    return sizeof(region_head) + region_nslots(capacity) * sizeof(region_slot);
+}
+
+int64_t cr_penalty_region_keys(int64_t capacity) { return (int64_t)region_nslots(capacity); }
+
+static uint64_t region_tag(const cr_penalty_box *box, const void *key, size_t key_len)
+{
+    return (cr_siphash13(box->seed, key, key_len) | (UINT64_C(1) << 63)) & ~(uint64_t)LEVEL_BITS;
+}
+
+static bool region_penalty(region_box *shared, cr_penalty *penalty)
+{
+    penalty->after = atomic_load_explicit(&shared->head.after, memory_order_relaxed);
+    penalty->within_ns = atomic_load_explicit(&shared->head.within_ns, memory_order_relaxed);
+    penalty->strike_ns = atomic_load_explicit(&shared->head.strike_ns, memory_order_relaxed);
+    penalty->ban_ns = atomic_load_explicit(&shared->head.ban_ns, memory_order_relaxed);
+    penalty->max_ban_ns = atomic_load_explicit(&shared->head.max_ban_ns, memory_order_relaxed);
+    /* a damaged header is no penalty: the limit still holds */
+    return penalty->after >= 1 && penalty->after <= INT32_MAX && penalty->strike_ns >= 1 &&
+           penalty->ban_ns >= 1 && penalty->max_ban_ns >= penalty->ban_ns &&
+           penalty->max_ban_ns < CR_HORIZON_NS &&
+           penalty->strike_ns <= CR_HORIZON_NS / penalty->after;
+}
+
+static void slot_state(region_slot *slot, cr_penalty_state *state)
+{
+    state->strikes = atomic_load_explicit(&slot->strikes, memory_order_relaxed);
+    state->ban_end = atomic_load_explicit(&slot->ban_end, memory_order_relaxed);
+    state->level = (int64_t)(atomic_load_explicit(&slot->tag, memory_order_relaxed) & LEVEL_BITS);
+}
+
+static void slot_empty(region_slot *slot)
+{
+    atomic_store_explicit(&slot->tag, 0, memory_order_relaxed);
+    atomic_store_explicit(&slot->strikes, 0, memory_order_relaxed);
+    atomic_store_explicit(&slot->ban_end, 0, memory_order_relaxed);
+}
+
+/* The key's slot in its window, or NULL. */
+static region_slot *region_find(cr_penalty_box *box, uint64_t tag)
+{
+    for (uint64_t i = 0; i < REGION_WINDOW; i++) {
+        region_slot *slot = &box->shared->slots[((tag >> 6) + i) & (box->nslots - 1)];
+        if ((atomic_load_explicit(&slot->tag, memory_order_relaxed) & ~(uint64_t)LEVEL_BITS) == tag)
+            return slot;
+    }
+    return NULL;
+}
+
+/* A slot of the key's window for a new key: an empty one, else one whose
+ * state no longer matters; NULL when all hold live keys. */
+static region_slot *region_room(cr_penalty_box *box, uint64_t tag, const cr_penalty *penalty,
+                                int64_t now_ns)
+{
+    region_slot *idle = NULL;
+    for (uint64_t i = 0; i < REGION_WINDOW; i++) {
+        region_slot *slot = &box->shared->slots[((tag >> 6) + i) & (box->nslots - 1)];
+        if (atomic_load_explicit(&slot->tag, memory_order_relaxed) == 0)
+            return slot;
+        cr_penalty_state state;
+        slot_state(slot, &state);
+        if (idle == NULL && !cr_penalty_state_live(penalty, &state, now_ns))
+            idle = slot;
+    }
+    return idle;
+}
+
+/* The first bytes of the key, for an inspection's listing. */
+static void slot_key(region_slot *slot, const void *key, size_t key_len)
+{
+    const unsigned char *bytes = key;
+    const size_t kept = key_len < REGION_KEY_BYTES ? key_len : REGION_KEY_BYTES;
+    for (size_t i = 0; i < kept; i++)
+        atomic_store_explicit(&slot->key[i], bytes[i], memory_order_relaxed);
+    atomic_store_explicit(&slot->key_len, key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)key_len,
+                          memory_order_relaxed);
+}
+
+static int64_t region_refused(cr_penalty_box *box, const void *key, size_t key_len, int64_t now_ns,
+                              bool *started)
+{
+    region_box *shared = box->shared;
+    if (atomic_load_explicit(&shared->head.after, memory_order_relaxed) == 0)
+        return 0; /* the region has no penalty */
+    if (cr_lock_acquire(&shared->head.lock) != CR_OK)
+        return 0; /* a living holder past the bound: fails open, the limit holds */
+    int64_t ban_end = 0;
+    cr_penalty penalty;
+    if (region_penalty(shared, &penalty)) {
+        const uint64_t tag = region_tag(box, key, key_len);
+        region_slot *slot = region_find(box, tag);
+        if (slot == NULL) {
+            slot = region_room(box, tag, &penalty, now_ns);
+            if (slot != NULL) {
+                if (atomic_load_explicit(&slot->tag, memory_order_relaxed) == 0)
+                    atomic_fetch_add_explicit(&shared->head.used, 1, memory_order_relaxed);
+                slot_empty(slot);
+                slot_key(slot, key, key_len);
+                atomic_store_explicit(&slot->tag, tag, memory_order_relaxed);
+            }
+        }
+        if (slot != NULL) {
+            cr_penalty_state state;
+            slot_state(slot, &state);
+            ban_end = cr_penalty_refused(&penalty, &state, now_ns, started);
+            atomic_store_explicit(&slot->strikes, state.strikes, memory_order_relaxed);
+            atomic_store_explicit(&slot->ban_end, state.ban_end, memory_order_relaxed);
+            atomic_store_explicit(&slot->tag, tag | (uint64_t)state.level, memory_order_relaxed);
+            if (*started)
+                atomic_fetch_add_explicit(&shared->head.bans, 1, memory_order_relaxed);
+        }
+    }
+    cr_lock_release(&shared->head.lock);
+    return ban_end;
+}
+
+static void region_release(cr_penalty_box *box, const void *key, size_t key_len)
+{
+    region_box *shared = box->shared;
+    if (cr_lock_acquire(&shared->head.lock) != CR_OK)
+        return;
+    region_slot *slot = region_find(box, region_tag(box, key, key_len));
+    if (slot != NULL) {
+        slot_empty(slot);
+        atomic_fetch_sub_explicit(&shared->head.used, 1, memory_order_relaxed);
+    }
+    cr_lock_release(&shared->head.lock);
+}
+
+static void region_clear(cr_penalty_box *box)
+{
+    region_box *shared = box->shared;
+    if (cr_lock_acquire(&shared->head.lock) != CR_OK)
+        return;
+    for (size_t i = 0; i < box->nslots; i++)
+        slot_empty(&shared->slots[i]);
+    atomic_store_explicit(&shared->head.used, 0, memory_order_relaxed);
+    cr_lock_release(&shared->head.lock);
+}
+
+static uint64_t region_bans(const cr_penalty_box *box)
+{
+    return atomic_load_explicit(&box->shared->head.bans, memory_order_relaxed);
+}
+
+cr_status cr_penalty_box_region(cr_penalty_box **out, void *block, int64_t capacity,
+                                const uint64_t seed[2])
+{
+    cr_penalty_box *box = calloc(1, sizeof *box);
+    if (box == NULL)
+        return CR_E_NOMEM;
+    box->shared = block;
+    box->nslots = region_nslots(capacity);
+    box->capacity = (int64_t)box->nslots;
+    box->seed[0] = seed[0] ^ UINT64_C(0x70656e616c747921); /* apart from the table's hash */
+    box->seed[1] = seed[1];
+    *out = box;
+    return CR_OK;
+}
+
+cr_status cr_penalty_box_set(cr_penalty_box *box, const cr_penalty *penalty)
+{
+    region_box *shared = box->shared;
+    cr_status status = cr_lock_acquire(&shared->head.lock);
+    if (status != CR_OK)
+        return status;
+    atomic_store_explicit(&shared->head.within_ns, penalty->within_ns, memory_order_relaxed);
+    atomic_store_explicit(&shared->head.strike_ns, penalty->strike_ns, memory_order_relaxed);
+    atomic_store_explicit(&shared->head.ban_ns, penalty->ban_ns, memory_order_relaxed);
+    atomic_store_explicit(&shared->head.max_ban_ns, penalty->max_ban_ns, memory_order_relaxed);
+    atomic_store_explicit(&shared->head.after, penalty->after, memory_order_release);
+    cr_lock_release(&shared->head.lock);
+    return CR_OK;
+}
+
+bool cr_penalty_box_shared(const cr_penalty_box *box) { return box->shared != NULL; }
+
+void cr_penalty_region_reset(void *block, int64_t capacity)
+{
+    region_box *shared = block;
+    atomic_store_explicit(&shared->head.lock, 0, memory_order_relaxed);
+    atomic_store_explicit(&shared->head.bans, 0, memory_order_relaxed);
+    atomic_store_explicit(&shared->head.used, 0, memory_order_relaxed);
+    const uint64_t nslots = region_nslots(capacity);
+    for (uint64_t i = 0; i < nslots; i++)
+        slot_empty(&shared->slots[i]);
+}
+
+size_t cr_penalty_region_list(const void *block, int64_t capacity, int64_t now_ns,
+                              cr_penalty_entry *entries, size_t max_entries, bool *has_penalty,
+                              cr_penalty *penalty, uint64_t *bans)
+{
+    region_box *shared = (region_box *)(uintptr_t)block; /* read only: relaxed loads */
+    *has_penalty = region_penalty(shared, penalty);
+    *bans = atomic_load_explicit(&shared->head.bans, memory_order_relaxed);
+    const uint64_t nslots = region_nslots(capacity);
+    size_t n = 0;
+    for (uint64_t i = 0; i < nslots; i++) {
+        region_slot *slot = &shared->slots[i];
+        if (atomic_load_explicit(&slot->tag, memory_order_relaxed) == 0)
+            continue;
+        cr_penalty_state state;
+        slot_state(slot, &state);
+        if (state.ban_end <= now_ns)
+            continue; /* in the box: banned now */
+        if (n < max_entries) {
+            cr_penalty_entry *entry = &entries[n];
+            const uint32_t len = atomic_load_explicit(&slot->key_len, memory_order_relaxed);
+            entry->key_len = len;
+            entry->key_kept = len < REGION_KEY_BYTES ? len : REGION_KEY_BYTES;
+            for (size_t k = 0; k < entry->key_kept; k++)
+                entry->key[k] = atomic_load_explicit(&slot->key[k], memory_order_relaxed);
+            entry->ban_end_ns = state.ban_end;
+            entry->ban_left_ns = state.ban_end - now_ns;
+            entry->level = state.level;
+        }
+        n++;
+    }
+    return n;
+}
+
+void cr_penalty_box_reset_bans(cr_penalty_box *box)
+{
+    if (box->shared) {
+        atomic_store_explicit(&box->shared->head.bans, 0, memory_order_relaxed);
+        return;
+    }
+    pthread_mutex_lock(&box->lock);
+    box->bans = 0;
+    pthread_mutex_unlock(&box->lock);
 }

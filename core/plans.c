@@ -66,7 +66,9 @@ cr_status cr_plan_find(const cr_plan_table *table, const char *name, size_t len,
         *index = CR_PLAN_DEFAULT;
         return CR_OK;
     }
-    for (int32_t i = 1; table && name && i < table->count; i++)
+    /* a shared region's table grows while it is read: its count once */
+    const int32_t count = table ? __atomic_load_n(&table->count, __ATOMIC_ACQUIRE) : 0;
+    for (int32_t i = 1; name && i < count; i++)
         if (strlen(table->names[i]) == len && memcmp(table->names[i], name, len) == 0) {
             *index = i;
             return CR_OK;

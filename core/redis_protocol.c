@@ -343,6 +343,31 @@ static cr_status check_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
     return penalized(mode, items, nitems) ? cr_redis_check_penalty(items[0].penalty) : CR_OK;
 }
 
+/* A request's mode with CR_REDIS_WIPE_MARKER or'ed in (on_wipe="refuse"), and
+ * the mode without it nor CR_REDIS_PENALTY (the item's penalty says that). */
+static bool is_marked(cr_redis_mode mode) { return ((unsigned)mode & CR_REDIS_WIPE_MARKER) != 0; }
+
+static cr_redis_mode plain_mode(cr_redis_mode mode)
+{
+    return (cr_redis_mode)((unsigned)mode & ~(unsigned)(CR_REDIS_WIPE_MARKER | CR_REDIS_PENALTY));
+}
+
+/* The wipe marker of the key written as word `first` (a request's first key). */
+static void word_marker(request *r, size_t first)
+{
+    if (r->short_of_room)
+        return;
+    const size_t room = r->size - r->at;
+    const size_t len = cr_redis_wipe_marker(r->buf + r->at, room, r->buf + r->words[first].offset,
+                                            r->words[first].len);
+    if (len > room) {
+        r->short_of_room = true;
+    } else {
+        r->words[r->count++] = (cr_redis_word){r->at, len};
+        r->at += len;
+    }
+}
+
 /* The ARGV words of one request (after its keys); how many: argv_words. */
 static void request_argv(request *r, cr_redis_mode mode, int64_t cost, int64_t now_ns,
                          const cr_redis_item *items, size_t nitems)
@@ -393,9 +418,8 @@ cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
                            const cr_redis_item *items, size_t nitems, char *buf, size_t size,
                            cr_redis_word *words, size_t *count)
 {
-    const bool marked = ((unsigned)mode & CR_REDIS_WIPE_MARKER) != 0;
-    /* (CR_REDIS_PENALTY given here says nothing more than the item's penalty) */
-    mode = (cr_redis_mode)((unsigned)mode & ~(unsigned)(CR_REDIS_WIPE_MARKER | CR_REDIS_PENALTY));
+    const bool marked = is_marked(mode);
+    mode = plain_mode(mode);
     const cr_status checked = check_request(mode, cost, now_ns, items, nitems);
     if (checked != CR_OK)
         return checked;
@@ -404,17 +428,8 @@ cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
     word_number(&r, (int64_t)nitems + (marked ? 1 : 0) + (penalty ? 1 : 0));
     for (size_t i = 0; i < nitems; i++)
         word_key(&r, &items[i]);
-    if (marked && !r.short_of_room) {
-        const size_t room = r.size - r.at;
-        const size_t len = cr_redis_wipe_marker(r.buf + r.at, room, r.buf + words[1].offset,
-                                                words[1].len);
-        if (len > room) {
-            r.short_of_room = true;
-        } else {
-            r.words[r.count++] = (cr_redis_word){r.at, len};
-            r.at += len;
-        }
-    }
+    if (marked)
+        word_marker(&r, 1);
     if (penalty)
         word_penalty_key(&r, &items[0]);
     request_argv(&r, mode, cost, now_ns, items, nitems);
@@ -452,34 +467,89 @@ cr_status cr_redis_batch(const cr_redis_call *calls, size_t ncalls, int64_t now_
     size_t nkeys = 0;
     for (size_t i = 0; i < ncalls; i++) {
         const cr_redis_call *call = &calls[i];
-        const cr_status checked = check_request(call->mode, call->cost, now_ns, call->items,
-                                                call->nitems);
+        const cr_status checked = check_request(plain_mode(call->mode), call->cost, now_ns,
+                                                call->items, call->nitems);
         if (checked != CR_OK) {
             *failed = i;
             return checked;
         }
-        nkeys += call->nitems + (size_t)penalized(call->mode, call->items, call->nitems);
+        nkeys += call->nitems + (is_marked(call->mode) ? 1 : 0) +
+                 (size_t)penalized(plain_mode(call->mode), call->items, call->nitems);
     }
     request r = {buf, size, 0, words, 0, false};
     word_number(&r, (int64_t)nkeys);
     for (size_t i = 0; i < ncalls; i++) {
+        const cr_redis_mode mode = plain_mode(calls[i].mode);
+        const size_t first = r.count;
         for (size_t j = 0; j < calls[i].nitems; j++)
             word_key(&r, &calls[i].items[j]);
-        if (penalized(calls[i].mode, calls[i].items, calls[i].nitems))
+        if (is_marked(calls[i].mode))
+            word_marker(&r, first);
+        if (penalized(mode, calls[i].items, calls[i].nitems))
             word_penalty_key(&r, &calls[i].items[0]);
     }
     word_number(&r, (int64_t)ncalls);
     for (size_t i = 0; i < ncalls; i++) {
         const cr_redis_call *call = &calls[i];
-        word_number(&r, (int64_t)call->nitems +
-                            (int64_t)penalized(call->mode, call->items, call->nitems));
-        word_number(&r, (int64_t)argv_words(call->mode, now_ns, call->items, call->nitems));
-        request_argv(&r, call->mode, call->cost, now_ns, call->items, call->nitems);
+        const cr_redis_mode mode = plain_mode(call->mode);
+        word_number(&r, (int64_t)(call->nitems + (is_marked(call->mode) ? 1 : 0) +
+                                  (size_t)penalized(mode, call->items, call->nitems)));
+        word_number(&r, (int64_t)argv_words(mode, now_ns, call->items, call->nitems));
+        request_argv(&r, mode, call->cost, now_ns, call->items, call->nitems);
     }
     if (r.short_of_room)
         return CR_E_NOMEM;
     *count = r.count;
     return CR_OK;
+}
+
+/* RESP's header of an array or a bulk string: `kind`, the decimal `n`, CRLF. */
+static size_t resp_header(char *out, size_t size, size_t at, char kind, size_t n)
+{
+    char digits[24];
+    size_t len = 0;
+    do {
+        digits[len++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    if (at <= size && size - at >= len + 3) {
+        out[at] = kind;
+        for (size_t i = 0; i < len; i++)
+            out[at + 1 + i] = digits[len - 1 - i];
+        out[at + 1 + len] = '\r';
+        out[at + 2 + len] = '\n';
+    }
+    return len + 3;
+}
+
+/* A bulk string: its header, its bytes, CRLF (written where they fit). */
+static size_t resp_bulk(char *out, size_t size, size_t at, const char *bytes, size_t len)
+{
+    const size_t header = resp_header(out, size, at, '$', len);
+    if (at <= size && size - at >= header + len + 2) {
+        if (len > 0)
+            memcpy(out + at + header, bytes, len);
+        out[at + header + len] = '\r';
+        out[at + header + len + 1] = '\n';
+    }
+    return header + len + 2;
+}
+
+size_t cr_redis_command(const char *const *head, const size_t *head_len, size_t nhead,
+                        const char *buf, const cr_redis_word *words, size_t count, char *out,
+                        size_t size)
+{
+    if (nhead > SIZE_MAX - count)
+        return SIZE_MAX;
+    size_t at = resp_header(out, size, 0, '*', nhead + count);
+    for (size_t i = 0; i < nhead + count; i++) {
+        const char *bytes = i < nhead ? head[i] : buf + words[i - nhead].offset;
+        const size_t len = i < nhead ? head_len[i] : words[i - nhead].len;
+        if (len > SIZE_MAX - 64 - at)
+            return SIZE_MAX;
+        at += resp_bulk(out, size, at, bytes, len);
+    }
+    return at;
 }
 
 cr_status cr_redis_batch_reply(size_t ncalls, bool is_list, size_t nelements)
@@ -779,6 +849,18 @@ cr_status cr_redis_check_change(bool named, const char *algorithm, size_t algori
         return CR_E_REDIS_NAME_NEEDED;
     if (given != NULL && (given_len != algorithm_len || memcmp(given, algorithm, given_len) != 0))
         return CR_E_REDIS_ALGORITHM_KEPT;
+    return CR_OK;
+}
+
+cr_status cr_redis_check_plans(bool named, const cr_plan_table *table)
+{
+    if (!named)
+        return CR_E_REDIS_PLANS_NAME;
+    for (int32_t i = 0; i < table->count; i++) {
+        const cr_status status = cr_redis_check_limit(&table->limits[i]);
+        if (status != CR_OK)
+            return status;
+    }
     return CR_OK;
 }
 

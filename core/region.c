@@ -20,6 +20,8 @@
  * leaves the old (or a torn) boot id, so the next opener resets again.
  */
 #include "region.h"
+#include "penalty.h"
+#include "cellrate/plans.h"
 #include "priority.h"
 #include "decide.h"
 #include "seed.h"
@@ -88,6 +90,20 @@ typedef struct {
     _Atomic int64_t tolerance_ns;
 } region_record;
 
+/* The plans of a keyed region (docs/design/plans.md): the names given to it
+ * (a name's index is a slot's plan bits; "default" at 0; a name stays while
+ * the file lives), then each plan's history but the default's (whose is the
+ * change line and the records above), laid out as the default's is. */
+typedef struct {
+    _Alignas(64) _Atomic uint32_t count; /* names, "default" included: 1 to CR_PLANS_MAX */
+    char names[CR_PLANS_MAX][CR_PLAN_NAME_MAX];
+} region_plans;
+
+typedef struct {
+    region_changes changes; /* its generation (the lock and the cursor are the default's) */
+    region_record records[CR_REGION_RECORDS];
+} region_history;
+
 /* The layout is the file format (the tests patch these offsets). */
 _Static_assert(sizeof(region_identity) == 80, "the identity is 80 bytes");
 _Static_assert(offsetof(region_header, boot_id) == 88, "the boot id follows the checksum");
@@ -115,26 +131,50 @@ static void read_boot_id(char boot_id[48])
     fclose(f);
 }
 
+/* A rate limit's region holds a penalty box (cr_penalty_region_size). */
+static size_t penalty_size(const cr_region_spec *spec)
+{
+    return spec->kind == CR_REGION_CONCURRENCY ? 0 : cr_penalty_region_size(spec->capacity);
+}
+
 static void layout(cr_region_spec *spec)
 {
     spec->stripes_offset = align64(sizeof(region_header));
     spec->changes_offset = align64(spec->stripes_offset + spec->nstripes * sizeof(cr_lock));
-    const size_t records_end = spec->changes_offset + sizeof(region_changes) +
-                               CR_REGION_RECORDS * sizeof(region_record);
+    size_t records_end = spec->changes_offset + sizeof(region_changes) +
+                         CR_REGION_RECORDS * sizeof(region_record);
+    spec->plans_offset = 0;
+    if (spec->kind == CR_REGION_KEYED) { /* the plans' names and histories */
+        spec->plans_offset = align64(records_end);
+        records_end = spec->plans_offset + align64(sizeof(region_plans)) +
+                      (CR_PLANS_MAX - 1) * sizeof(region_history);
+    }
     spec->counters_offset = (records_end + CR_COUNTER_SPACING - 1) &
                             ~(size_t)(CR_COUNTER_SPACING - 1);
-    spec->buckets_offset = align64(spec->counters_offset + CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
+    spec->penalty_offset = align64(spec->counters_offset + CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
+    spec->buckets_offset = spec->penalty_offset + penalty_size(spec);
     spec->total_size = spec->buckets_offset + spec->buckets_size;
 }
 
-static region_changes *changes_of(const cr_region *region)
+static region_plans *plans_of(const cr_region *region)
 {
-    return (region_changes *)((char *)region->base + region->changes_offset);
+    return (region_plans *)((char *)region->base + region->plans_offset);
 }
 
-static region_record *record_of(const cr_region *region, uint64_t generation)
+/* The change line of plan `plan` (0: the region's own, with the lock and
+ * the cursor; a plan of a keyed region: its history's). */
+static region_changes *changes_of(const cr_region *region, int32_t plan)
 {
-    region_record *records = (region_record *)(changes_of(region) + 1);
+    if (plan == CR_PLAN_DEFAULT)
+        return (region_changes *)((char *)region->base + region->changes_offset);
+    region_history *histories = (region_history *)((char *)plans_of(region) +
+                                                   align64(sizeof(region_plans)));
+    return &histories[plan - 1].changes;
+}
+
+static region_record *record_of(const cr_region *region, int32_t plan, uint64_t generation)
+{
+    region_record *records = (region_record *)(changes_of(region, plan) + 1);
     return &records[generation % CR_REGION_RECORDS];
 }
 
@@ -167,15 +207,20 @@ static void write_record(region_record *record, uint64_t generation, const cr_li
     atomic_store_explicit(&record->generation, generation, memory_order_release);
 }
 
-uint64_t cr_region_generation(const cr_region *region)
+static uint64_t plan_generation(const cr_region *region, int32_t plan)
 {
-    return atomic_load_explicit(&changes_of(region)->generation, memory_order_acquire);
+    return atomic_load_explicit(&changes_of(region, plan)->generation, memory_order_acquire);
 }
 
-cr_status cr_region_limit(const cr_region *region, uint64_t generation, const cr_limit *like,
-                          cr_limit *out, int64_t *changed_at)
+uint64_t cr_region_generation(const cr_region *region)
 {
-    region_record *record = record_of(region, generation);
+    return plan_generation(region, CR_PLAN_DEFAULT);
+}
+
+cr_status cr_region_limit(const cr_region *region, int32_t plan, uint64_t generation,
+                          const cr_limit *like, cr_limit *out, int64_t *changed_at)
+{
+    region_record *record = record_of(region, plan, generation);
     if (atomic_load_explicit(&record->generation, memory_order_acquire) != generation)
         return CR_E_SHARED_CORRUPT;
     const int64_t at = atomic_load_explicit(&record->changed_at, memory_order_relaxed);
@@ -216,37 +261,38 @@ cr_status cr_region_limit(const cr_region *region, uint64_t generation, const cr
     return CR_OK;
 }
 
-uint64_t cr_region_publish(cr_region *region, const cr_limit *limit, int64_t changed_at)
+uint64_t cr_region_publish(cr_region *region, int32_t plan, const cr_limit *limit,
+                           int64_t changed_at)
 {
-    region_changes *changes = changes_of(region);
+    region_changes *changes = changes_of(region, plan);
     const uint64_t next = atomic_load_explicit(&changes->generation, memory_order_relaxed) + 1;
-    write_record(record_of(region, next), next, limit, changed_at);
+    write_record(record_of(region, plan, next), next, limit, changed_at);
     atomic_store_explicit(&changes->generation, next, memory_order_release);
     return next;
 }
 
 cr_lock *cr_region_change_lock(cr_region *region)
 {
-    return region->base ? &changes_of(region)->lock : NULL;
+    return region->base ? &changes_of(region, CR_PLAN_DEFAULT)->lock : NULL;
 }
 
-const _Atomic uint64_t *cr_region_generation_word(const cr_region *region)
+const _Atomic uint64_t *cr_region_generation_word(const cr_region *region, int32_t plan)
 {
-    return &changes_of(region)->generation;
+    return &changes_of(region, plan)->generation;
 }
 
-cr_status cr_region_adopt(const cr_region *region, const cr_generation *current,
+cr_status cr_region_adopt(const cr_region *region, int32_t plan, const cr_generation *current,
                           cr_generation *next)
 {
     /* A record is rewritten only after CR_REGION_RECORDS changes: a read
      * that meets one keeps up after a few tries, or the region is damaged. */
     for (int tries = 0; tries < 8; tries++) {
-        const uint64_t generation = cr_region_generation(region);
+        const uint64_t generation = plan_generation(region, plan);
         next->generation = generation;
         if (generation == current->generation)
             return CR_OK;
-        if (cr_region_limit(region, generation, &current->limit, &next->limit, &next->changed_at) ==
-            CR_OK) {
+        if (cr_region_limit(region, plan, generation, &current->limit, &next->limit,
+                            &next->changed_at) == CR_OK) {
             next->limit.fast_clock = current->limit.fast_clock;
             next->older = current;
             return CR_OK;
@@ -255,13 +301,25 @@ cr_status cr_region_adopt(const cr_region *region, const cr_generation *current,
     return CR_E_SHARED_CORRUPT;
 }
 
+/* Why an opener whose limit is `mine` is refused a region holding `theirs`
+ * (on_change='refuse'; a window's burst is its rate). */
+static cr_status refusal(const cr_limit *theirs, const cr_limit *mine)
+{
+    if (theirs->emission_ns == mine->emission_ns && theirs->tolerance_ns == mine->tolerance_ns &&
+        theirs->burst == mine->burst)
+        return CR_E_SHARED_MAX_DEBT;
+    return cr_is_window(mine) || theirs->emission_ns != mine->emission_ns ? CR_E_SHARED_RATE
+                                                                          : CR_E_SHARED_BURST;
+}
+
 cr_status cr_region_join(cr_region *region, const cr_limit *limit, cr_on_change on_change,
                          int64_t now_ns, cr_generation *current, cr_limit *replaced, bool *changed)
 {
     const uint64_t generation = cr_region_generation(region);
     cr_limit theirs;
     int64_t changed_at;
-    cr_status status = cr_region_limit(region, generation, limit, &theirs, &changed_at);
+    cr_status status = cr_region_limit(region, CR_PLAN_DEFAULT, generation, limit, &theirs,
+                                       &changed_at);
     if (status != CR_OK)
         return status;
     *changed = !cr_limit_same(&theirs, limit); /* the same decisions: each keeps its words */
@@ -272,23 +330,93 @@ cr_status cr_region_join(cr_region *region, const cr_limit *limit, cr_on_change 
         current->changed_at = changed_at;
         return CR_OK;
     }
-    if (on_change == CR_CHANGE_REFUSE) { /* a window's burst is its rate */
-        if (theirs.emission_ns == limit->emission_ns &&
-            theirs.tolerance_ns == limit->tolerance_ns && theirs.burst == limit->burst)
-            return CR_E_SHARED_MAX_DEBT;
-        return cr_is_window(limit) || theirs.emission_ns != limit->emission_ns ? CR_E_SHARED_RATE
-                                                                               : CR_E_SHARED_BURST;
-    }
+    if (on_change == CR_CHANGE_REFUSE)
+        return refusal(&theirs, limit);
     *replaced = theirs;
     current->changed_at = now_ns;
-    current->generation = cr_region_publish(region, limit, now_ns);
+    current->generation = cr_region_publish(region, CR_PLAN_DEFAULT, limit, now_ns);
     return CR_OK;
 }
 
-uint64_t *cr_region_sweep_cursor(cr_region *region) { return &changes_of(region)->sweep_cursor; }
+int32_t cr_region_plan_count(const cr_region *region)
+{
+    if (!region->plans_offset)
+        return 1;
+    const uint32_t count = atomic_load_explicit(&plans_of(region)->count, memory_order_acquire);
+    return count >= 1 && count <= CR_PLANS_MAX ? (int32_t)count : 1; /* else damaged: default */
+}
 
-int64_t cr_carry_since(const cr_region *region, const cr_generation *current, uint64_t since,
-                       int64_t state, int64_t now_ns)
+const char *cr_region_plan_name(const cr_region *region, int32_t plan)
+{
+    return plans_of(region)->names[plan];
+}
+
+/* The region's index of the plan `name`, or -1. */
+static int32_t region_plan_find(const cr_region *region, int32_t count, const char *name)
+{
+    for (int32_t r = 1; r < count; r++)
+        if (strncmp(plans_of(region)->names[r], name, CR_PLAN_NAME_MAX) == 0)
+            return r;
+    return -1;
+}
+
+cr_status cr_region_join_plans(cr_region *region, const cr_plan_table *table,
+                               cr_on_change on_change, int64_t now_ns, uint32_t *changed)
+{
+    *changed = 0;
+    if (!table || table->count <= 1)
+        return CR_OK;
+    const int32_t count = cr_region_plan_count(region);
+    int32_t adding = 0;
+    /* every check first: a refused opening writes nothing */
+    for (int32_t p = 1; p < table->count; p++) {
+        const int32_t r = region_plan_find(region, count, table->names[p]);
+        if (r < 0) {
+            adding++;
+            continue;
+        }
+        cr_limit theirs;
+        int64_t changed_at;
+        cr_status status = cr_region_limit(region, r, plan_generation(region, r), &table->limits[p],
+                                           &theirs, &changed_at);
+        if (status != CR_OK)
+            return status;
+        if (!cr_limit_same(&theirs, &table->limits[p]) && on_change == CR_CHANGE_REFUSE)
+            return refusal(&theirs, &table->limits[p]);
+    }
+    if (count + adding > CR_PLANS_MAX)
+        return CR_E_SHARED_PLANS;
+    region_plans *plans = plans_of(region);
+    int32_t next = count;
+    for (int32_t p = 1; p < table->count; p++) {
+        const cr_limit *mine = &table->limits[p];
+        int32_t r = region_plan_find(region, count, table->names[p]);
+        if (r < 0) { /* a name new to the region: its first generation */
+            r = next++;
+            memcpy(plans->names[r], table->names[p], CR_PLAN_NAME_MAX);
+            write_record(record_of(region, r, 0), 0, mine, 0);
+            continue;
+        }
+        cr_limit theirs;
+        int64_t changed_at;
+        if (cr_region_limit(region, r, plan_generation(region, r), mine, &theirs, &changed_at) ==
+                CR_OK &&
+            !cr_limit_same(&theirs, mine)) {
+            cr_region_publish(region, r, mine, now_ns); /* the newest opener's plan */
+            *changed |= UINT32_C(1) << r;
+        }
+    }
+    atomic_store_explicit(&plans->count, (uint32_t)next, memory_order_release);
+    return CR_OK;
+}
+
+uint64_t *cr_region_sweep_cursor(cr_region *region)
+{
+    return &changes_of(region, CR_PLAN_DEFAULT)->sweep_cursor;
+}
+
+int64_t cr_carry_since(const cr_region *region, int32_t plan, const cr_generation *current,
+                       uint64_t since, int64_t state, int64_t now_ns)
 {
     if (state == 0)
         return 0; /* idle under every limit */
@@ -312,10 +440,11 @@ int64_t cr_carry_since(const cr_region *region, const cr_generation *current, ui
     /* Else (changes another process made) the region's records. */
     cr_limit from, to;
     int64_t changed_at;
-    if (!region || cr_region_limit(region, since, &current->limit, &from, &changed_at) != CR_OK)
+    if (!region ||
+        cr_region_limit(region, plan, since, &current->limit, &from, &changed_at) != CR_OK)
         return cr_full(&current->limit, now_ns);
     for (uint64_t g = since + 1; g <= current->generation; g++) {
-        if (cr_region_limit(region, g, &current->limit, &to, &changed_at) != CR_OK)
+        if (cr_region_limit(region, plan, g, &current->limit, &to, &changed_at) != CR_OK)
             return cr_full(&current->limit, now_ns);
         state = cr_carry(&from, &to, state, changed_at);
         from = to;
@@ -337,9 +466,11 @@ static void bind_region(cr_region *region, void *base, const cr_region_spec *spe
     region->stripes = (cr_lock *)((char *)base + spec->stripes_offset);
     region->buckets = (char *)base + spec->buckets_offset;
     region->changes_offset = spec->changes_offset;
+    region->plans_offset = spec->plans_offset;
     region->evictions = &header->evictions;
     region->limiter_state = &header->limiter_state;
     region->counters = (cr_counter_block *)((char *)base + spec->counters_offset);
+    region->penalty = penalty_size(spec) ? (char *)base + spec->penalty_offset : NULL;
     memcpy(region->seed, header->identity.seed, sizeof region->seed);
 }
 
@@ -451,6 +582,11 @@ static cr_status create_region(const char *path, int64_t mode, const cr_region_s
         region_changes *changes = (region_changes *)((char *)base + spec->changes_offset);
         if (limit) /* a rate limit's first generation */
             write_record((region_record *)(changes + 1), 0, limit, 0);
+        if (spec->plans_offset) { /* a keyed table's plans: "default" alone */
+            region_plans *plans = (region_plans *)((char *)base + spec->plans_offset);
+            memcpy(plans->names[CR_PLAN_DEFAULT], "default", sizeof "default");
+            atomic_store_explicit(&plans->count, 1, memory_order_relaxed);
+        }
         if (status == CR_OK && publish(fd, temp, path) != 0) {
             *lost = errno == EEXIST;
             status = io_status();
@@ -555,6 +691,8 @@ static cr_status open_existing(int fd, const cr_region_spec *spec, cr_region *re
         memset((char *)base + spec->stripes_offset, 0, spec->nstripes * sizeof(cr_lock));
         memset((char *)base + spec->buckets_offset, 0, spec->buckets_size);
         memset((char *)base + spec->counters_offset, 0, CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
+        if (penalty_size(spec)) /* its times are the old boot's; its penalty stays */
+            cr_penalty_region_reset((char *)base + spec->penalty_offset, spec->capacity);
         /* The publish step: the state above is complete before the id says so.
          * Only a kill can observe the order (openers wait on the flock), and
          * a kill sees program order: a compiler barrier is all it takes. */

@@ -7,6 +7,7 @@
 #define CELLRATE_REGION_H
 
 #include "cellrate/stores.h"
+#include "cellrate/plans.h"
 #include "carry.h"
 #include "counters.h"
 #include "lock.h"
@@ -17,8 +18,11 @@
  * cr_lock words. 4: the limit is a history of changes, not part of the
  * identity. 5: the counters (counters.h) follow the records. 7: the
  * priority classes' fingerprint in the identity. 8: a keyed slot's
- * fingerprint is 52 bits, a plan index above it. */
-#define CR_REGION_VERSION 8
+ * fingerprint is 52 bits, a plan index above it. 9: the penalty box's
+ * block (core/penalty.h) between the counters and the buckets. 10: a keyed
+ * region holds its plan table (names, each plan's history) after the
+ * records. */
+#define CR_REGION_VERSION 10
 
 /* What a shared region must hold; cr_region_open fills in the limit's
  * fields and the offsets. */
@@ -36,6 +40,8 @@ typedef struct {
     size_t stripes_offset;
     size_t changes_offset;
     size_t counters_offset;
+    size_t penalty_offset; /* the penalty box's block (a rate limit's; 0 size for concurrency) */
+    size_t plans_offset;   /* a keyed region's plans (0: none) */
     size_t buckets_offset;
     size_t total_size;
 } cr_region_spec;
@@ -53,9 +59,11 @@ typedef struct {
     cr_lock *stripes;
     void *buckets;
     size_t changes_offset;
+    size_t plans_offset; /* a keyed region's plans (0: none) */
     _Atomic uint64_t *evictions;
     cr_pair *limiter_state;     /* a Limiter's {generation, state} */
     cr_counter_block *counters; /* the region's counters (CR_COUNTER_LANES lanes) */
+    void *penalty;              /* the penalty box's block; NULL in a concurrency region */
 } cr_region;
 
 /* The limit history a region keeps: a decision can carry a state written up
@@ -71,26 +79,32 @@ void cr_region_close(cr_region *region);
 
 /* The region's current generation: 0 at its creation, one more per change. */
 uint64_t cr_region_generation(const cr_region *region);
-/* The limit of `generation` and the instant it became current, built for
- * this process as `like` (its clock); CR_E_SHARED_CORRUPT when the region no
- * longer holds it (over CR_REGION_RECORDS changes ago) or holds no limit
- * this version writes. */
-cr_status cr_region_limit(const cr_region *region, uint64_t generation, const cr_limit *like,
-                          cr_limit *out, int64_t *changed_at);
-/* Makes `limit` the region's, as of `changed_at`; the caller holds the
- * change lock. Returns the new generation. */
-uint64_t cr_region_publish(cr_region *region, const cr_limit *limit, int64_t changed_at);
+/* Every function below that takes a `plan` reads or writes that plan's
+ * history in a keyed region (docs/design/plans.md); CR_PLAN_DEFAULT (0) is the
+ * region's own limit, the only one of a limiter's region. */
+
+/* The limit of `generation` of `plan` and the instant it became current,
+ * built for this process as `like` (its clock, its classes);
+ * CR_E_SHARED_CORRUPT when the region no longer holds it (over
+ * CR_REGION_RECORDS changes ago) or holds no limit this version writes. */
+cr_status cr_region_limit(const cr_region *region, int32_t plan, uint64_t generation,
+                          const cr_limit *like, cr_limit *out, int64_t *changed_at);
+/* Makes `limit` plan `plan`'s, as of `changed_at`; the caller holds the
+ * change lock. Returns the plan's new generation. */
+uint64_t cr_region_publish(cr_region *region, int32_t plan, const cr_limit *limit,
+                           int64_t changed_at);
 /* Serializes changes across the processes (NULL for a store of one process:
  * base NULL); the cursor of the keyed table's sweep (docs/design.md §4),
  * under it. */
 cr_lock *cr_region_change_lock(cr_region *region);
 uint64_t *cr_region_sweep_cursor(cr_region *region);
-/* The word cr_region_generation reads, for a store's hot path. */
-const _Atomic uint64_t *cr_region_generation_word(const cr_region *region);
-/* `next` as the region's current generation, following `current` (whose
+/* The word holding plan `plan`'s generation (cr_region_generation reads
+ * the default's), for a store's hot path. */
+const _Atomic uint64_t *cr_region_generation_word(const cr_region *region, int32_t plan);
+/* `next` as plan `plan`'s current generation, following `current` (whose
  * clock it keeps); next->generation == current->generation when nothing
  * changed. */
-cr_status cr_region_adopt(const cr_region *region, const cr_generation *current,
+cr_status cr_region_adopt(const cr_region *region, int32_t plan, const cr_generation *current,
                           cr_generation *next);
 /* At opening, under the change lock: `current` becomes the region's limit
  * when it is `limit`'s, else `limit` replaces it (the region's in
@@ -99,13 +113,27 @@ cr_status cr_region_adopt(const cr_region *region, const cr_generation *current,
 cr_status cr_region_join(cr_region *region, const cr_limit *limit, cr_on_change on_change,
                          int64_t now_ns, cr_generation *current, cr_limit *replaced, bool *changed);
 
+/* The names a keyed region holds ("default" at index 0; a name stays while
+ * the file lives): how many (1 for a region of another kind), and each. */
+int32_t cr_region_plan_count(const cr_region *region);
+const char *cr_region_plan_name(const cr_region *region, int32_t plan);
+/* At opening, under the change lock, after cr_region_join: each plan of
+ * `table` but "default" (cr_plans_set's; NULL: none) joins the region's by
+ * name. A name new to the region takes the next index, its limit the
+ * plan's first generation; a plan the region holds with another limit is
+ * changed to the opener's (its bit in *changed) or, with CR_CHANGE_REFUSE,
+ * refused as cr_region_join refuses. CR_E_SHARED_PLANS when the region
+ * would hold over CR_PLANS_MAX names. A refused opening writes nothing. */
+cr_status cr_region_join_plans(cr_region *region, const cr_plan_table *table,
+                               cr_on_change on_change, int64_t now_ns, uint32_t *changed);
+
 /* A state written under generation `since`, carried through every change
  * up to `current`, each at its instant (cr_carry). The limits come from the
- * chain of `current`, else from `region` (NULL for a store of one process);
+ * chain of `current`, else from `region`'s history of `plan` (NULL for a store of one process);
  * a state whose history is gone is taken as everything used at `now_ns`
  * (cr_full): never a fresh allowance. */
-int64_t cr_carry_since(const cr_region *region, const cr_generation *current, uint64_t since,
-                       int64_t state, int64_t now_ns);
+int64_t cr_carry_since(const cr_region *region, int32_t plan, const cr_generation *current,
+                       uint64_t since, int64_t state, int64_t now_ns);
 
 /* Maps the region at `path` read-only for a look (cr_inspect_region): never
  * created, truncated, locked or written; its header checked as an opening

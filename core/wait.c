@@ -22,17 +22,25 @@
 #include "decide.h"
 #include "fastclock.h"
 #include "keyed.h"
+#include "cellrate/plans.h"
 #include "limiter.h"
 #include "line.h"
 
-static bool item_valid(const cr_item *item)
+/* CR_E_ITEMS for an item that is neither a limiter nor a keyed table and a
+ * key, CR_E_PLAN for a plan its table lacks. */
+static cr_status item_status(const cr_item *item)
 {
-    return item && !item->limiter != !item->keyed && !(item->keyed && !item->key && item->key_len);
+    if (!item || !item->limiter == !item->keyed || (item->keyed && !item->key && item->key_len))
+        return CR_E_ITEMS;
+    if (item->keyed ? !cr_keyed_plan_limit(item->keyed, item->plan) : item->plan != CR_PLAN_DEFAULT)
+        return CR_E_PLAN;
+    return CR_OK;
 }
 
 static const cr_limit *item_limit(const cr_item *item)
 {
-    return item->limiter ? cr_limiter_limit(item->limiter) : cr_keyed_limit(item->keyed);
+    return item->limiter ? cr_limiter_limit(item->limiter)
+                         : cr_keyed_plan_limit(item->keyed, item->plan);
 }
 
 static cr_status item_admit(const cr_item *item, int64_t now_ns, int64_t cost, bool *admitted)
@@ -40,15 +48,16 @@ static cr_status item_admit(const cr_item *item, int64_t now_ns, int64_t cost, b
     int64_t delay_ns;
     if (item->limiter)
         return cr_limiter_reserve(item->limiter, now_ns, cost, 0, admitted, &delay_ns);
-    return cr_keyed_reserve(item->keyed, item->key, item->key_len, now_ns, cost, 0, admitted,
-                            &delay_ns);
+    return cr_keyed_reserve(item->keyed, item->key, item->key_len, now_ns, item->plan, cost, 0,
+                            admitted, &delay_ns);
 }
 
 static cr_status item_peek(const cr_item *item, int64_t now_ns, int64_t cost, cr_decision *out)
 {
     if (item->limiter)
         return cr_limiter_check(item->limiter, now_ns, cost, false, out);
-    return cr_keyed_check(item->keyed, item->key, item->key_len, now_ns, cost, false, out);
+    return cr_keyed_check_plan(item->keyed, item->key, item->key_len, now_ns, cost, item->plan, -1,
+                               false, out, NULL);
 }
 
 static cr_lines *item_lines(const cr_item *item, uint64_t *fingerprint, bool make)
@@ -115,8 +124,9 @@ static bool anyone_waiting(const cr_item *item, int64_t now_ns)
 
 cr_status cr_wait_leave(const cr_item *item, cr_wait_plan *plan, int64_t store_now_ns)
 {
-    if (!item_valid(item))
-        return CR_E_ITEMS;
+    cr_status valid = item_status(item);
+    if (valid != CR_OK)
+        return valid;
     if (plan->turn_ns == CR_NO_TURN)
         return CR_OK;
     const cr_limit *limit = item_limit(item);
@@ -144,8 +154,9 @@ cr_status cr_wait_step(const cr_item *item, cr_wait_plan *plan, int64_t now_ns,
                        int64_t store_now_ns, cr_wait_action *action, int64_t *sleep_ns,
                        cr_decision *refusal)
 {
-    if (!item_valid(item))
-        return CR_E_ITEMS;
+    cr_status valid = item_status(item);
+    if (valid != CR_OK)
+        return valid;
     const int64_t cost = plan->cost;
     cr_status status = cr_check_args(store_now_ns, cost);
     if (status != CR_OK)
@@ -198,8 +209,9 @@ cr_status cr_wait_step(const cr_item *item, cr_wait_plan *plan, int64_t now_ns,
 cr_status cr_wait(const cr_item *item, int64_t cost, int64_t timeout_ns, bool *admitted,
                   int64_t *slept_ns, cr_decision *refusal)
 {
-    if (!item_valid(item))
-        return CR_E_ITEMS;
+    cr_status valid = item_status(item);
+    if (valid != CR_OK)
+        return valid;
     /* without a deadline no step needs the time on its clock */
     const bool timed = timeout_ns != CR_NEVER;
     cr_wait_plan plan;

@@ -9,7 +9,8 @@ Starts its own redis-server on a free loopback port (stopped on exit), then time
   store opened, and their quotient, admissions per second per connection;
 * sync: check_many of 100 keys in one call against 100 calls of check, and the
   server's own time per call (INFO commandstats), the floor of a batch: the script
-  runs once per decision either way.
+  runs once per decision either way; asyncio: check_many_async against 100 awaited
+  checks.
 
 Every limit is high enough that each call is admitted. Prints one JSON line per row
 (the median of --reps runs) and, with --markdown FILE, a table.
@@ -36,6 +37,17 @@ import cellrate.redis as cr_redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_redis import HIGH_RATE, start_server  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "python"))
+from redis_servers import in_service  # noqa: E402
+
+
+def flush(control: "redis.Redis") -> None:
+    """An empty Redis that reads as one in service (every slot's wipe marker, an age
+    ago): with on_wipe="refuse", the default, an empty one reads as wiped, and each key's
+    first decision would be refused."""
+    control.flushall()
+    in_service(control)
 
 TASKS = (1, 16, 256)
 BATCH = 100
@@ -97,6 +109,28 @@ def batch_against_calls(port: int, rounds: int) -> tuple[float, float, float, fl
     return batched, alone, server_batch, server_one
 
 
+async def async_batch_against_calls(port: int, rounds: int) -> tuple[float, float]:
+    """Seconds per 100 decisions on the asyncio store: one check_many_async call, and 100
+    check calls awaited one after the other."""
+    client = redis.asyncio.Redis(port=port)
+    store = cr_redis.AsyncRedisLimiter(client, HIGH_RATE, burst=HIGH_RATE, name="abatch",
+                                       timeout=30)
+    items = [(store, f"key{i}") for i in range(BATCH)]
+    await cr_redis.check_many_async(items)
+    start = time.perf_counter()
+    for _ in range(rounds):
+        assert all(d.allowed for d in await cr_redis.check_many_async(items))
+    batched = (time.perf_counter() - start) / rounds
+    start = time.perf_counter()
+    for _ in range(rounds):
+        for _limiter, key in items:
+            await store.check(key)
+    alone = (time.perf_counter() - start) / rounds
+    await store.aclose()
+    await client.aclose()
+    return batched, alone
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
@@ -112,7 +146,7 @@ def main() -> None:
             for coalesce in (False, True):
                 runs = []
                 for _ in range(args.reps):
-                    control.flushall()
+                    flush(control)
                     runs.append(asyncio.run(admissions(port, tasks, coalesce, args.ops)))
                     time.sleep(0.2)  # the last run's connections closed
                 per_second = statistics.median(r[0] for r in runs)
@@ -126,7 +160,7 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
         runs = []
         for _ in range(args.reps):
-            control.flushall()
+            flush(control)
             runs.append(batch_against_calls(port, args.rounds))
         batched = statistics.median(r[0] for r in runs)
         alone = statistics.median(r[1] for r in runs)
@@ -135,6 +169,18 @@ def main() -> None:
                "speedup": round(alone / batched, 1),
                "server_us_batch": statistics.median(r[2] for r in runs),
                "server_us_one_call": statistics.median(r[3] for r in runs)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        runs = []
+        for _ in range(args.reps):
+            flush(control)
+            runs.append(asyncio.run(async_batch_against_calls(port, args.rounds)))
+        batched = statistics.median(r[0] for r in runs)
+        alone = statistics.median(r[1] for r in runs)
+        row = {"scenario": f"{BATCH} keys, asyncio", "mode": "check_many_async, one call",
+               "ms": round(batched * 1e3, 3), "ms_100_calls": round(alone * 1e3, 3),
+               "speedup": round(alone / batched, 1),
+               "server_us_batch": "", "server_us_one_call": ""}
         rows.append(row)
         print(json.dumps(row), flush=True)
     finally:

@@ -55,10 +55,12 @@ static int redis_batch(lua_State *L)
             penalty = check_redis_penalty(L, lua_gettop(L));
         }
         lua_rawgeti(L, call, 1);
-        lua_pushinteger(L, lua_tointeger(L, -1) & ~(lua_Integer)CR_REDIS_PENALTY);
-        calls[i].mode = redis_mode_at(L, lua_gettop(L));
+        bool unused; /* (penalized, above) */
+        const bool marked = redis_request_mode_at(L, lua_gettop(L), &unused);
+        const cr_redis_mode mode = redis_mode_at(L, lua_gettop(L));
         lua_rawgeti(L, call, 2);
-        calls[i].cost = redis_cost_at(L, lua_gettop(L), calls[i].mode);
+        calls[i].cost = redis_cost_at(L, lua_gettop(L), mode);
+        calls[i].mode = (cr_redis_mode)((unsigned)mode | (marked ? CR_REDIS_WIPE_MARKER : 0u));
         calls[i].items = items + at;
         calls[i].nitems = (n - 2) / 4;
         lua_settop(L, call);

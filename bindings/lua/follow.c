@@ -75,19 +75,22 @@ static cr_field *read_fields(lua_State *L, int idx, size_t *count)
 
 /* What follow() and read_signal() take besides the fields: status (nil:
  * unknown) at `status_idx`, and an options table at `opts_idx` with quota,
- * now, and for follow pending and share. */
+ * now, and for follow pending and share (and a KeyedLimiter's plan, a name
+ * of `keyed`'s plans). */
 typedef struct {
     int64_t status;
     cr_quota quota;
     int64_t pending;
     double share;
     int64_t now_ns;
+    int32_t plan;
 } follow_args;
 
 static void read_follow_args(lua_State *L, int status_idx, int opts_idx, bool store,
-                             follow_args *args)
+                             cr_keyed *keyed, follow_args *args)
 {
     args->status = 0;
+    args->plan = CR_PLAN_DEFAULT;
     args->quota = CR_QUOTA_REQUESTS;
     args->pending = 0;
     args->share = 1.0;
@@ -97,8 +100,9 @@ static void read_follow_args(lua_State *L, int status_idx, int opts_idx, bool st
     if (lua_isnoneornil(L, opts_idx))
         return;
     if (lua_type(L, opts_idx) != LUA_TTABLE)
-        luaL_error(L, store ? "opts must be a table with the fields quota, pending, share, now"
-                            : "opts must be a table with the fields quota, now");
+        luaL_error(L, store
+                          ? "opts must be a table with the fields quota, pending, share, now, plan"
+                          : "opts must be a table with the fields quota, now");
     lua_pushnil(L);
     while (lua_next(L, opts_idx) != 0) {
         const char *name = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
@@ -118,6 +122,10 @@ static void read_follow_args(lua_State *L, int status_idx, int opts_idx, bool st
             if (lua_type(L, -1) != LUA_TNUMBER)
                 raise_status(L, CR_E_SHARE);
             args->share = lua_tonumber(L, -1);
+        } else if (store && strcmp(name, "plan") == 0) {
+            lua_pushvalue(L, -1);
+            args->plan = read_plan(L, lua_gettop(L), lua_gettop(L), keyed);
+            lua_pop(L, 1);
         } else if (lua_type(L, -2) == LUA_TSTRING) {
             luaL_error(L, "unknown option '%s'", name);
         } else {
@@ -129,12 +137,14 @@ static void read_follow_args(lua_State *L, int status_idx, int opts_idx, bool st
 
 /* lim:follow(headers, status, opts), keyed:follow(key, headers, status,
  * opts): whether the response pulled the limit into line; opts.quota
- * ('requests' or 'tokens'), opts.pending, opts.share, opts.now. */
+ * ('requests' or 'tokens'), opts.pending, opts.share, opts.now, and a
+ * KeyedLimiter's opts.plan. */
 static int store_follow(lua_State *L, const char *tag)
 {
     const call_head head = read_call_head(L, tag);
     follow_args args;
-    read_follow_args(L, head.next + 1, head.next + 2, true, &args);
+    read_follow_args(L, head.next + 1, head.next + 2, true,
+                     head.keyed ? head.box->keyed : NULL, &args);
     size_t count;
     const cr_field *fields = read_fields(L, head.next, &count);
     cr_signal signal;
@@ -142,7 +152,7 @@ static int store_follow(lua_State *L, const char *tag)
     bool pulled = false;
     if (status == CR_OK)
         status = head.keyed ? cr_keyed_follow(head.box->keyed, head.key, head.key_len, args.now_ns,
-                                              &signal, args.pending, args.share, &pulled)
+                                              args.plan, &signal, args.pending, args.share, &pulled)
                             : cr_limiter_follow(head.box->limiter, args.now_ns, &signal,
                                                 args.pending, args.share, &pulled);
     if (status != CR_OK)
@@ -160,7 +170,7 @@ static int keyed_follow(lua_State *L) { return store_follow(L, keyed_tag); }
 static int read_signal(lua_State *L)
 {
     follow_args args;
-    read_follow_args(L, 2, 3, false, &args);
+    read_follow_args(L, 2, 3, false, NULL, &args);
     size_t count;
     const cr_field *fields = read_fields(L, 1, &count);
     cr_signal signal;

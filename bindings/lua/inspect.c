@@ -1,5 +1,38 @@
 /* Shared regions, read (a part of bindings/cellrate_lua.c; docs/design.md §5). */
 
+/* The keys banned now in the region at `path` (cr_inspect_box) as a list of
+ * tables (key: its first bytes, key_length, ban_left in seconds, level),
+ * pushed on top of the room it read into (an empty list when the look
+ * fails: its status returned). */
+static cr_status push_banned(lua_State *L, const char *path)
+{
+    size_t count = 0, room = 0;
+    cr_penalty_entry *entries = NULL;
+    cr_status status;
+    for (;;) { /* a ban may start between the count and the reading: read again */
+        status = cr_inspect_box(path, entries, room, &count);
+        if (status != CR_OK || count <= room)
+            break;
+        room = count + 8;
+        entries = compat_newuserdata(
+            L, room * sizeof *entries); /* on the stack: the caller's settop */
+    }
+    lua_createtable(L, (int)(status == CR_OK ? count : 0), 0);
+    for (size_t i = 0; status == CR_OK && i < count; i++) {
+        lua_createtable(L, 0, 4);
+        lua_pushlstring(L, (const char *)entries[i].key, entries[i].key_kept);
+        lua_setfield(L, -2, "key");
+        compat_pushint64(L, (int64_t)entries[i].key_len);
+        lua_setfield(L, -2, "key_length");
+        lua_pushnumber(L, cr_ns_to_seconds(entries[i].ban_left_ns));
+        lua_setfield(L, -2, "ban_left");
+        compat_pushint64(L, entries[i].level);
+        lua_setfield(L, -2, "level");
+        lua_rawseti(L, -2, (int)i + 1);
+    }
+    return status;
+}
+
 /* cellrate.inspect_region(path): a table of what the region file holds, read
  * without changing it (cr_inspect_region), or nil, message, code. */
 static int inspect_region(lua_State *L)
@@ -51,6 +84,24 @@ static int inspect_region(lua_State *L)
     lua_setfield(L, -2, "size");
     lua_pushboolean(L, info.this_boot);
     lua_setfield(L, -2, "this_boot");
+    if (rate && info.has_penalty) {
+        lua_createtable(L, 0, 4);
+        compat_pushint64(L, info.penalty.after);
+        lua_setfield(L, -2, "after");
+        lua_pushnumber(L, cr_ns_to_seconds(info.penalty.within_ns));
+        lua_setfield(L, -2, "within");
+        lua_pushnumber(L, cr_ns_to_seconds(info.penalty.ban_ns));
+        lua_setfield(L, -2, "ban");
+        lua_pushnumber(L, cr_ns_to_seconds(info.penalty.max_ban_ns));
+        lua_setfield(L, -2, "max_ban");
+        lua_setfield(L, -2, "penalty");
+    }
+    if (rate) {
+        const int table = lua_gettop(L);
+        if (push_banned(L, path) == CR_OK) /* (the region went away meanwhile: no list) */
+            lua_setfield(L, table, "banned");
+        lua_settop(L, table);
+    }
     if (rate)
         push_stats(L, &info.stats);
     else

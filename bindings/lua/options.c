@@ -287,9 +287,10 @@ static int module_check_options(lua_State *L)
     return 1;
 }
 
-/* cellrate.parse_rates(text): the limits a rate string names,
- * "100/day;10/hour": a list of { rate = , period = , text = }, or the core's
- * refusal, raised. */
+/* cellrate.parse_rates(text, zoned): the limits a rate string names,
+ * "100/day;10/hour", "100/minute;1000000/month": a list of { rate = ,
+ * period = , text = , calendar = } (calendar: "<count><unit>", "1month", for
+ * a calendar quota's part), or the core's refusal, raised. */
 static int module_parse_rates(lua_State *L)
 {
     if (lua_type(L, 1) != LUA_TSTRING)
@@ -298,21 +299,38 @@ static int module_parse_rates(lua_State *L)
     const char *text = lua_tolstring(L, 1, &len);
     cr_rate rates[CR_RATES_MAX];
     size_t count;
-    const cr_status status = cr_parse_rates(text, len, rates, &count);
+    const cr_status status = cr_parse_rates(text, len, lua_toboolean(L, 2), rates, &count);
     if (status != CR_OK)
         return raise_status(L, status);
     lua_createtable(L, (int)count, 0);
     for (size_t i = 0; i < count; i++) {
-        lua_createtable(L, 0, 3);
+        lua_createtable(L, 0, 4);
         lua_pushnumber(L, (lua_Number)rates[i].rate);
         lua_setfield(L, -2, "rate");
         lua_pushnumber(L, (lua_Number)rates[i].period_s);
         lua_setfield(L, -2, "period");
         lua_pushlstring(L, text + rates[i].start, rates[i].len);
         lua_setfield(L, -2, "text");
+        if (rates[i].period.count > 0) {
+            lua_pushfstring(L, "%d%s", (int)rates[i].period.count,
+                            cr_period_unit_name(rates[i].period.unit));
+            lua_setfield(L, -2, "calendar");
+        }
         lua_rawseti(L, -2, (int)i + 1);
     }
     return 1;
+}
+
+/* cellrate._check_zoned(zoned, calendars): nothing, or the core's refusal
+ * of a zone given for rate strings with no calendar part, raised. */
+static int module_check_zoned(lua_State *L)
+{
+    const lua_Integer calendars = luaL_checkinteger(L, 2);
+    const cr_status status = cr_rates_zoned(lua_toboolean(L, 1),
+                                            calendars < 0 ? 0 : (size_t)calendars);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    return 0;
 }
 
 /* cellrate._algorithm_takes_burst(name): whether the algorithm reads a burst

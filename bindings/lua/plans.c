@@ -66,9 +66,9 @@ static void read_plans(lua_State *L, int idx, const cr_limit *limit, const cr_li
         raise_status(L, status);
 }
 
-/* plan: nil for "default", else the name of one of the table's plans, as
- * its index. */
-static int32_t read_plan(lua_State *L, int idx, int top, const cr_plan_table *table)
+/* plan: nil for "default", else the name of one of the keyed table's plans
+ * (`keyed` NULL: "default" alone), as its index. */
+static int32_t read_plan(lua_State *L, int idx, int top, cr_keyed *keyed)
 {
     int32_t index = CR_PLAN_DEFAULT;
     if (idx > top || lua_isnil(L, idx))
@@ -77,7 +77,8 @@ static int32_t read_plan(lua_State *L, int idx, int top, const cr_plan_table *ta
         raise_status(L, CR_E_PLAN);
     size_t len;
     const char *name = lua_tolstring(L, idx, &len);
-    const cr_status status = cr_plan_find(table, name, len, &index);
+    const cr_status status = keyed ? cr_keyed_plan_find(keyed, name, len, &index)
+                                   : cr_plan_find(NULL, name, len, &index);
     if (status != CR_OK)
         raise_status(L, status);
     return index;

@@ -72,6 +72,22 @@ static cr_redis_mode redis_mode_at(lua_State *L, int idx)
     return (cr_redis_mode)mode;
 }
 
+/* A request's mode at `idx`, or it with CR_REDIS_WIPE_MARKER (on_wipe="refuse")
+ * or CR_REDIS_PENALTY (the penalty last) or'ed in: whether it has the marker,
+ * *penalized whether it has the penalty, the mode alone left at `idx`. */
+static bool redis_request_mode_at(lua_State *L, int idx, bool *penalized)
+{
+    const lua_Integer raw = luaL_checkinteger(L, idx);
+    luaL_argcheck(L,
+                  raw >= 0 && (raw & ~(lua_Integer)(CR_REDIS_WIPE_MARKER | CR_REDIS_PENALTY |
+                                                    CR_REDIS_MODE_BITS)) == 0,
+                  idx, "a mode from 0 to 8, or it with WIPE_MARKER or PENALTY");
+    lua_pushinteger(L, raw & CR_REDIS_MODE_BITS);
+    lua_replace(L, idx);
+    *penalized = (raw & CR_REDIS_PENALTY) != 0;
+    return (raw & CR_REDIS_WIPE_MARKER) != 0;
+}
+
 /* A decision's cost: a charge's and a take's are required (a take's is its
  * max_cost), the others default to 1. */
 static int64_t redis_cost_at(lua_State *L, int idx, cr_redis_mode mode)
@@ -95,17 +111,8 @@ static int64_t redis_cost_at(lua_State *L, int idx, cr_redis_mode mode)
 static int redis_request(lua_State *L)
 {
     const int top = lua_gettop(L);
-    /* the mode, or it with CR_REDIS_WIPE_MARKER (on_wipe="refuse") or
-     * CR_REDIS_PENALTY (the penalty last) or'ed in */
-    const lua_Integer raw = luaL_checkinteger(L, 1);
-    const bool marked = raw > 0 && (raw & CR_REDIS_WIPE_MARKER) != 0;
-    const bool penalized = raw > 0 && (raw & CR_REDIS_PENALTY) != 0;
-    luaL_argcheck(L,
-                  raw >= 0 && (raw & ~(lua_Integer)(CR_REDIS_WIPE_MARKER | CR_REDIS_PENALTY |
-                                                    CR_REDIS_MODE_BITS)) == 0,
-                  1, "a mode from 0 to 8, or it with WIPE_MARKER or PENALTY");
-    lua_pushinteger(L, raw & CR_REDIS_MODE_BITS);
-    lua_replace(L, 1);
+    bool penalized;
+    const bool marked = redis_request_mode_at(L, 1, &penalized);
     const cr_redis_mode mode = redis_mode_at(L, 1);
     const bool in_class = mode >= CR_REDIS_PEEK_CLASS;
     const int ngroups = top - 3 - (in_class ? 1 : 0) - (penalized ? 1 : 0);
@@ -469,6 +476,60 @@ static int redis_fallback_limit(lua_State *L)
     luaL_getmetatable(L, limit_tag);
     lua_setmetatable(L, -2);
     return 1;
+}
+
+/* cellrate._redis_plans(limit, plans, named, max_cost, max_debt): a Redis
+ * limit's plans as { name = limit_spec }, "default" (`limit`) among them: the
+ * core's table (cr_plans_set; a rate takes the limit's algorithm, max_cost
+ * and max_debt) and its Redis rules (cr_redis_check_plans). */
+static int redis_plans(lua_State *L)
+{
+    const cr_limit *limit = check_limit_box(L, 1);
+    cr_limit_args base;
+    memset(&base, 0, sizeof base);
+    base.algorithm = cr_algorithm_name(limit->algorithm);
+    base.algorithm_len = strlen(base.algorithm);
+    if (!lua_isnil(L, 4)) {
+        if (!to_int64(L, 4, &base.max_cost))
+            return raise_status(L, CR_E_MAX_COST);
+        base.has_max_cost = true;
+    }
+    if (!lua_isnil(L, 5)) {
+        if (!to_int64(L, 5, &base.max_debt))
+            return raise_status(L, CR_E_MAX_DEBT);
+        base.has_max_debt = true;
+    }
+    const bool named = lua_toboolean(L, 3);
+    lua_settop(L, 2);
+    /* scratch the collector frees, whatever raises */
+    cr_plan_table *table = compat_newuserdata(L, sizeof *table);
+    read_plans(L, 2, limit, &base, table);
+    const cr_status status = cr_redis_check_plans(named, table);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    lua_createtable(L, 0, table->count);
+    for (int32_t i = 0; i < table->count; i++) {
+        limit_box *box = compat_newuserdata(L, sizeof *box);
+        box->tag = limit_tag;
+        box->limit = table->limits[i];
+        luaL_getmetatable(L, limit_tag);
+        lua_setmetatable(L, -2);
+        lua_setfield(L, -2, table->names[i]);
+    }
+    return 1;
+}
+
+/* cellrate._redis_plan(plans, plan): the limit of `plan` in `plans`
+ * (_redis_plans's), else raises the core's error naming plan. */
+static int redis_plan(lua_State *L)
+{
+    if (lua_type(L, 1) == LUA_TTABLE && lua_type(L, 2) == LUA_TSTRING) {
+        lua_pushvalue(L, 2);
+        lua_rawget(L, 1);
+        if (lua_type(L, -1) == LUA_TUSERDATA)
+            return 1;
+    }
+    return raise_status(L, CR_E_PLAN);
 }
 
 /* cellrate._redis_going_back(mode, cost, fallback, held_remaining): the mode,

@@ -82,6 +82,14 @@ static ALWAYS_INLINE call_head read_call_head(lua_State *L, const char *tag)
     return head;
 }
 
+/* A KeyedLimiter call's plan at idx (nil or absent: "default"); a
+ * Limiter's is always "default". */
+static int32_t read_call_plan(lua_State *L, const call_head *head, int idx, int top)
+{
+    return head->keyed && idx <= top ? read_plan(L, idx, top, head->box->keyed)
+                                     : CR_PLAN_DEFAULT;
+}
+
 /* One decision into `decision`, or, with `decision` NULL (allow), only
  * whether it is admitted, into *allowed. Argument mistakes raise; a runtime
  * failure (a region's lock held past its bound) is returned for the caller
@@ -98,7 +106,7 @@ static ALWAYS_INLINE cr_status decide(lua_State *L, const char *tag, bool commit
                                  ? read_priority(L, priority_idx, top, box_limit(head.box))
                                  : -1;
     const int32_t plan = head.keyed && priority_idx + 1 <= top
-                             ? read_plan(L, priority_idx + 1, top, cr_keyed_plans(head.box->keyed))
+                             ? read_plan(L, priority_idx + 1, top, head.box->keyed)
                              : CR_PLAN_DEFAULT;
     cr_status status;
     if (head.keyed && __builtin_expect(plan != CR_PLAN_DEFAULT, 0))
@@ -163,8 +171,8 @@ static ALWAYS_INLINE int store_check_headers(lua_State *L, const char *tag)
     return 4 + format_fields_and_push(L, lua_touserdata(L, 1), &decision, name_idx, top);
 }
 
-/* lim:reserve(cost, timeout, now), keyed:reserve(key, cost, timeout, now):
- * the delay in seconds (0: now), or nil when nothing was reserved. */
+/* lim:reserve(cost, timeout, now), keyed:reserve(key, cost, timeout, now,
+ * plan): the delay in seconds (0: now), or nil when nothing was reserved. */
 static int store_reserve(lua_State *L, const char *tag)
 {
     const int top = lua_gettop(L);
@@ -172,11 +180,12 @@ static int store_reserve(lua_State *L, const char *tag)
     const int64_t cost = read_cost(L, head.next, top);
     const int64_t max_wait_ns = read_wait_limit(L, head.next + 1, top, CR_E_TIMEOUT);
     const int64_t now_ns = read_now(L, head.next + 2, top);
+    const int32_t plan = read_call_plan(L, &head, head.next + 3, top);
     int64_t delay_ns = 0;
     bool reserved = false;
     const cr_status status = head.keyed
                                  ? cr_keyed_reserve(head.box->keyed, head.key, head.key_len, now_ns,
-                                                    cost, max_wait_ns, &reserved, &delay_ns)
+                                                    plan, cost, max_wait_ns, &reserved, &delay_ns)
                                  : cr_limiter_reserve(head.box->limiter, now_ns, cost, max_wait_ns,
                                                       &reserved, &delay_ns);
     if (status != CR_OK)
@@ -189,7 +198,7 @@ static int store_reserve(lua_State *L, const char *tag)
 }
 
 /*
- * lim:wait(cost, timeout), keyed:wait(key, cost, timeout): blocks until the
+ * lim:wait(cost, timeout), keyed:wait(key, cost, timeout, plan): blocks until the
  * units are admitted, at most `timeout` seconds (nil: any), as Python's
  * wait(): the core's wait plan slept in C (cr_wait, docs/design/waiting.md). The seconds slept (0: none), or
  * nil, "timeout" at once, nothing spent, when they cannot be had in time (an
@@ -204,7 +213,8 @@ static int store_wait(lua_State *L, const char *tag)
     const cr_item item = {.limiter = head.keyed ? NULL : head.box->limiter,
                           .keyed = head.keyed ? head.box->keyed : NULL,
                           .key = head.key,
-                          .key_len = head.key_len};
+                          .key_len = head.key_len,
+                          .plan = read_call_plan(L, &head, head.next + 2, top)};
     bool admitted = false;
     int64_t slept_ns = 0;
     const cr_status status = cr_wait(&item, cost, timeout_ns, &admitted, &slept_ns, NULL);
@@ -219,8 +229,8 @@ static int store_wait(lua_State *L, const char *tag)
     return 1;
 }
 
-/* lim:refund(cost, now), keyed:refund(key, cost, now); with `anchor`,
- * lim:anchor(cost, now), keyed:anchor(key, cost, now) (units reserved
+/* lim:refund(cost, now), keyed:refund(key, cost, now, plan); with `anchor`,
+ * lim:anchor(cost, now), keyed:anchor(key, cost, now, plan) (units reserved
  * earlier that start only now: docs/design.md §9). */
 static int store_refund(lua_State *L, const char *tag, bool anchor)
 {
@@ -228,36 +238,41 @@ static int store_refund(lua_State *L, const char *tag, bool anchor)
     const call_head head = read_call_head(L, tag);
     const int64_t cost = read_cost(L, head.next, top);
     const int64_t now_ns = read_now(L, head.next + 1, top);
+    const int32_t plan = read_call_plan(L, &head, head.next + 2, top);
     cr_status status;
     if (anchor)
-        status = head.keyed ? cr_keyed_anchor(head.box->keyed, head.key, head.key_len, now_ns, cost)
-                            : cr_limiter_anchor(head.box->limiter, now_ns, cost);
+        status = head.keyed
+                     ? cr_keyed_anchor(head.box->keyed, head.key, head.key_len, now_ns, plan, cost)
+                     : cr_limiter_anchor(head.box->limiter, now_ns, cost);
     else
-        status = head.keyed ? cr_keyed_refund(head.box->keyed, head.key, head.key_len, now_ns, cost)
-                            : cr_limiter_refund(head.box->limiter, now_ns, cost);
+        status = head.keyed
+                     ? cr_keyed_refund(head.box->keyed, head.key, head.key_len, now_ns, plan, cost)
+                     : cr_limiter_refund(head.box->limiter, now_ns, cost);
     if (status != CR_OK)
         return report_status(L, status, NULL);
     return 0;
 }
 
-/* lim:charge(cost, now), keyed:charge(key, cost, now) (docs/design.md §9):
- * check()'s four values, then clipped (the debt met its bound); with `take`,
- * lim:take(max_cost, now), keyed:take(key, max_cost, now): the units taken. */
+/* lim:charge(cost, now), keyed:charge(key, cost, now, plan) (docs/design.md
+ * §9): check()'s four values, then clipped (the debt met its bound); with
+ * `take`, lim:take(max_cost, now), keyed:take(key, max_cost, now, plan): the
+ * units taken. */
 static int store_after_fact(lua_State *L, const char *tag, bool take)
 {
     const int top = lua_gettop(L);
     const call_head head = read_call_head(L, tag);
     const int64_t units = read_units(L, head.next, top, take ? CR_E_MAX_COST : CR_E_COST);
     const int64_t now_ns = read_now(L, head.next + 1, top);
+    const int32_t plan = read_call_plan(L, &head, head.next + 2, top);
     cr_decision decision;
     int64_t taken = 0;
     cr_status status;
     if (take)
-        status = head.keyed
-                     ? cr_keyed_take(head.box->keyed, head.key, head.key_len, now_ns, units, &taken)
-                     : cr_limiter_take(head.box->limiter, now_ns, units, &taken);
+        status = head.keyed ? cr_keyed_take(head.box->keyed, head.key, head.key_len, now_ns, plan,
+                                            units, &taken)
+                            : cr_limiter_take(head.box->limiter, now_ns, units, &taken);
     else
-        status = head.keyed ? cr_keyed_charge(head.box->keyed, head.key, head.key_len, now_ns,
+        status = head.keyed ? cr_keyed_charge(head.box->keyed, head.key, head.key_len, now_ns, plan,
                                               units, &decision)
                             : cr_limiter_charge(head.box->limiter, now_ns, units, &decision);
     if (status != CR_OK)
@@ -347,8 +362,7 @@ static int store_reconfigure(lua_State *L, const char *tag)
     int32_t plan = CR_PLAN_DEFAULT;
     if (lua_type(L, 3) == LUA_TTABLE) { /* opts.plan: the plan that changes (keyed) */
         lua_getfield(L, 3, "plan");
-        plan = read_plan(L, lua_gettop(L), lua_gettop(L),
-                         keyed ? cr_keyed_plans(box->keyed) : NULL);
+        plan = read_plan(L, lua_gettop(L), lua_gettop(L), keyed ? box->keyed : NULL);
         lua_pop(L, 1);
     }
     cr_limit limit;

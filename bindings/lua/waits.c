@@ -1,7 +1,7 @@
 /*
  * The wait plan (core/plan.c, cr_wait_step; docs/design/waiting.md) for Lua
  * code that sleeps by itself: lim:_wait_plan(cost, timeout, now) and
- * keyed:_wait_plan(key, cost, timeout, now) begin a wait; plan:step(now)
+ * keyed:_wait_plan(key, cost, timeout, now, plan) begin a wait; plan:step(now)
  * says "go", "sleep" and the seconds, or "refused" / "timeout" and the
  * retry_after (math.huge: never). cellrate.nginx sleeps each sleep on
  * ngx.sleep. Lua's own lim:wait is cr_wait, the same steps slept in C.
@@ -16,10 +16,12 @@ typedef struct {
     int key_ref;
     const char *key;
     size_t key_len;
+    int32_t key_plan; /* the plan the key waits under */
     cr_wait_plan plan;
 } wait_plan_box;
 
-/* lim:_wait_plan(cost, timeout, now), keyed:_wait_plan(key, cost, timeout, now) */
+/* lim:_wait_plan(cost, timeout, now), keyed:_wait_plan(key, cost, timeout,
+ * now, plan) */
 static int store_wait_plan(lua_State *L, const char *tag)
 {
     const int top = lua_gettop(L);
@@ -27,6 +29,7 @@ static int store_wait_plan(lua_State *L, const char *tag)
     const int64_t cost = read_cost(L, head.next, top);
     const int64_t timeout_ns = read_wait_limit(L, head.next + 1, top, CR_E_TIMEOUT);
     const int64_t now_ns = read_now(L, head.next + 2, top);
+    const int32_t key_plan = read_call_plan(L, &head, head.next + 3, top);
     wait_plan_box *box = compat_newuserdata(L, sizeof *box);
     memset(box, 0, sizeof *box);
     box->store_ref = box->key_ref = LUA_NOREF;
@@ -45,6 +48,7 @@ static int store_wait_plan(lua_State *L, const char *tag)
         box->key_ref = luaL_ref(L, LUA_REGISTRYINDEX);
         box->key = head.key;
         box->key_len = head.key_len;
+        box->key_plan = key_plan;
     }
     luaL_getmetatable(L, WAIT_PLAN_METATABLE);
     lua_setmetatable(L, -2);
@@ -66,6 +70,7 @@ static bool wait_plan_item(lua_State *L, const wait_plan_box *box, cr_item *item
     item->keyed = store->keyed;
     item->key = box->key;
     item->key_len = box->key_len;
+    item->plan = box->key_plan;
     return true;
 }
 

@@ -345,9 +345,8 @@ static int convert_priority(module_state *state, PyObject *obj, const cr_limit *
 }
 
 /* plan=: None (or absent) for "default", else the name of one of the
- * table's plans (`table` NULL: "default" alone), as its index. */
-static int convert_plan(module_state *state, PyObject *obj, const cr_plan_table *table,
-                        int32_t *index)
+ * keyed table's plans (`keyed` NULL: "default" alone), as its index. */
+static int convert_plan(module_state *state, PyObject *obj, cr_keyed *keyed, int32_t *index)
 {
     *index = CR_PLAN_DEFAULT;
     if (obj == NULL || obj == Py_None)
@@ -360,7 +359,8 @@ static int convert_plan(module_state *state, PyObject *obj, const cr_plan_table 
     const char *name = utf8_of(state, obj, CR_E_PLAN, &len);
     if (name == NULL)
         return -1;
-    cr_status status = cr_plan_find(table, name, len, index);
+    cr_status status = keyed ? cr_keyed_plan_find(keyed, name, len, index)
+                             : cr_plan_find(NULL, name, len, index);
     if (status != CR_OK) {
         raise_status(state, status);
         return -1;
@@ -463,7 +463,7 @@ typedef struct {
     PyObject *now;
     PyObject *timeout;  /* reserve() only */
     PyObject *priority; /* allow(), check(), peek() only */
-    PyObject *plan;     /* allow(), check(), peek() of a KeyedLimiter only */
+    PyObject *plan;     /* a KeyedLimiter's only */
 } call_args;
 
 /* As parse_call, the cost's keyword `cost_name` (take's max_cost). */
@@ -501,8 +501,7 @@ static int parse_call_named(const char *name, bool keyed, bool takes_timeout, bo
                 slot = &call->timeout;
             else if (takes_priority && PyUnicode_CompareWithASCIIString(keyword, "priority") == 0)
                 slot = &call->priority;
-            else if (takes_priority && keyed &&
-                     PyUnicode_CompareWithASCIIString(keyword, "plan") == 0)
+            else if (keyed && PyUnicode_CompareWithASCIIString(keyword, "plan") == 0)
                 slot = &call->plan;
             else {
                 PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", name,

@@ -130,13 +130,14 @@ PyDoc_STRVAR(keyed_peek_doc,
         "and acquire() call it after their sleep; windows: nothing to do."
 
 PyDoc_STRVAR(limiter_anchor_doc, ANCHOR_DOC("anchor($self, /, cost=1, *, now=None)"));
-PyDoc_STRVAR(keyed_anchor_doc, ANCHOR_DOC("anchor($self, /, key, cost=1, *, now=None)"));
+PyDoc_STRVAR(keyed_anchor_doc, ANCHOR_DOC("anchor($self, /, key, cost=1, *, now=None, plan=None)"));
 PyDoc_STRVAR(limiter_reserve_doc,
              RESERVE_DOC("reserve($self, /, cost=1, *, timeout=None, now=None)"));
 PyDoc_STRVAR(limiter_refund_doc, REFUND_DOC("refund($self, /, cost=1, *, now=None)"));
 PyDoc_STRVAR(keyed_reserve_doc,
-             RESERVE_DOC("reserve($self, /, key, cost=1, *, timeout=None, now=None)"));
-PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=None)"));
+             RESERVE_DOC("reserve($self, /, key, cost=1, *, timeout=None, now=None,\n"
+                         "plan=None)"));
+PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=None, plan=None)"));
 #define CHARGE_DOC(sig)                                                                \
     sig "\n--\n\n"                                                                     \
         "Commit `cost` units whatever the state (a cost known after the fact): the\n"  \
@@ -150,9 +151,9 @@ PyDoc_STRVAR(keyed_refund_doc, REFUND_DOC("refund($self, /, key, cost=1, *, now=
         "Admit as many units as fit now, at most `max_cost`, in one decision;\n" \
         "return their number (0 when none fits)."
 PyDoc_STRVAR(limiter_charge_doc, CHARGE_DOC("charge($self, /, cost, *, now=None)"));
-PyDoc_STRVAR(keyed_charge_doc, CHARGE_DOC("charge($self, /, key, cost, *, now=None)"));
+PyDoc_STRVAR(keyed_charge_doc, CHARGE_DOC("charge($self, /, key, cost, *, now=None, plan=None)"));
 PyDoc_STRVAR(limiter_take_doc, TAKE_DOC("take($self, /, max_cost, *, now=None)"));
-PyDoc_STRVAR(keyed_take_doc, TAKE_DOC("take($self, /, key, max_cost, *, now=None)"));
+PyDoc_STRVAR(keyed_take_doc, TAKE_DOC("take($self, /, key, max_cost, *, now=None, plan=None)"));
 #define WAIT_DOC(sig)                                                                  \
     sig "\n--\n\n"                                                                     \
         "Blocks until `cost` units are admitted, sleeping with the GIL released.\n\n"  \
@@ -165,9 +166,10 @@ PyDoc_STRVAR(keyed_take_doc, TAKE_DOC("take($self, /, key, max_cost, *, now=None
         "The asyncio form of wait(), a coroutine: never blocks the event loop; a\n" \
         "cancelled waiter gives its place in line back."
 PyDoc_STRVAR(limiter_wait_doc, WAIT_DOC("wait($self, /, cost=1, *, timeout=None)"));
-PyDoc_STRVAR(keyed_wait_doc, WAIT_DOC("wait($self, /, key, cost=1, *, timeout=None)"));
+PyDoc_STRVAR(keyed_wait_doc, WAIT_DOC("wait($self, /, key, cost=1, *, timeout=None, plan=None)"));
 PyDoc_STRVAR(limiter_acquire_doc, ACQUIRE_DOC("acquire($self, /, cost=1, *, timeout=None)"));
-PyDoc_STRVAR(keyed_acquire_doc, ACQUIRE_DOC("acquire($self, /, key, cost=1, *, timeout=None)"));
+PyDoc_STRVAR(keyed_acquire_doc, ACQUIRE_DOC("acquire($self, /, key, cost=1, *, timeout=None,\n"
+                                            "plan=None)"));
 
 PyDoc_STRVAR(limiter_reset_doc, "reset($self, /)\n--\n\nBack to idle: a full burst.");
 PyDoc_STRVAR(keyed_reset_doc,
@@ -319,9 +321,16 @@ PyDoc_STRVAR(penalty_check_doc,
              "None for a penalty the core takes; else its refusal, naming the parameter.");
 
 PyDoc_STRVAR(parse_rates_doc,
-             "_parse_rates(text, /)\n--\n\n"
-             "Private: the limits a rate string names ('100/day;10/hour'): a list of\n"
-             "(rate, period, the part's text), or InvalidArgument naming `rate`.");
+             "_parse_rates(text, zoned=False, /)\n--\n\n"
+             "Private: the limits a rate string names ('100/minute;1000000/month'): a\n"
+             "list of (rate, period, the part's text, calendar period or None), or\n"
+             "InvalidArgument naming `rate`. zoned: a zone was given (tz=): days and\n"
+             "weeks are calendar periods too.");
+
+PyDoc_STRVAR(check_zoned_doc,
+             "_check_zoned(zoned, calendars, /)\n--\n\n"
+             "Private: None, or InvalidArgument naming `tz` for a zone given for rate\n"
+             "strings none of whose parts is a calendar quota.");
 
 PyDoc_STRVAR(algorithm_takes_burst_doc,
              "_algorithm_takes_burst(algorithm, /)\n--\n\n"
@@ -400,6 +409,13 @@ PyDoc_STRVAR(redis_check_limit_doc,
              "Private: None when the script carries `limit` exactly, else the core's\n"
              "error naming burst.");
 
+PyDoc_STRVAR(redis_plans_doc,
+             "_redis_plans(limit, plans, named, max_cost, max_debt, /)\n--\n\n"
+             "Private: a Redis limit's plans, {name: Limit}, 'default' first: the core's table.");
+
+PyDoc_STRVAR(redis_plan_doc, "_redis_plan(plans, plan, /)\n--\n\n"
+                             "Private: the limit of `plan`, else the core's error naming plan.");
+
 PyDoc_STRVAR(redis_classify_doc,
              "_redis_classify(word, text, /)\n--\n\n"
              "Private: what a failure means, and a wrong algorithm's own words.");
@@ -412,6 +428,11 @@ PyDoc_STRVAR(redis_batch_doc,
              "_redis_batch(now, calls, /)\n--\n\n"
              "Private: the words after EVALSHA and the batch script's SHA of several\n"
              "decisions, each (mode, cost, limit, prefix, name, key, ...): a list of bytes.");
+
+PyDoc_STRVAR(redis_batch_command_doc,
+             "_redis_batch_command(sha, now, calls, /)\n--\n\n"
+             "Private: the whole command EVALSHA sha and _redis_batch(now, calls)'s words,\n"
+             "as the bytes a connection sends (RESP).");
 
 PyDoc_STRVAR(redis_batch_reply_doc,
              "_redis_batch_reply(ncalls, reply, /)\n--\n\n"
@@ -529,8 +550,8 @@ PyDoc_STRVAR(limiter_follow_doc,
              "share: this member's part of the provider's limit (a fleet share).");
 PyDoc_STRVAR(keyed_follow_doc,
              "follow($self, key, headers, status=None, *, quota=None, pending=0,\n"
-             "       share=1.0, now=None)\n--\n\n"
-             "Limiter.follow() for the limit of `key`.");
+             "       share=1.0, now=None, plan=None)\n--\n\n"
+             "Limiter.follow() for the limit of `key` under `plan`.");
 PyDoc_STRVAR(read_signal_doc,
              "read_signal(headers, status=None, *, quota=None, now=None)\n--\n\n"
              "What a provider's response says of its limit: a list of bounds\n"
@@ -544,9 +565,9 @@ PyDoc_STRVAR(read_signal_doc,
 /* A wait, one step at a time                                                */
 
 PyDoc_STRVAR(wait_plan_doc,
-             "_wait_plan(store, key, cost, timeout, now=None, /)\n--\n\n"
+             "_wait_plan(store, key, cost, timeout, now=None, plan=None, /)\n--\n\n"
              "Private: a wait for `cost` units of `store` (a Limiter with key None, a\n"
-             "KeyedLimiter and a key; None: a store outside the core, retried by\n"
+             "KeyedLimiter and a key under `plan`; None: a store outside the core, retried by\n"
              "retry(decision)) at most `timeout` seconds (None: any), begun now: the\n"
              "core's wait plan (docs/design/waiting.md). Iterated, it yields the\n"
              "seconds to sleep before each next step, stops once the units are\n"

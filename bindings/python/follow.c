@@ -133,19 +133,21 @@ static int read_response(module_state *state, PyObject *headers, PyObject *statu
  * now=None) -> bool: whether the response pulled the limit into line. */
 static PyObject *store_follow(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keyed_keywords[] = {"key",     "headers", "status", "quota",
-                                     "pending", "share",   "now",    NULL};
+    static char *keyed_keywords[] = {"key",   "headers", "status", "quota", "pending",
+                                     "share", "now",     "plan",   NULL};
+    static char *limiter_keywords[] = {"headers", "status", "quota", "pending",
+                                       "share",   "now",    NULL};
     StoreObject *store = (StoreObject *)self;
     module_state *state = state_of(self);
     const bool keyed = is_keyed(store);
     PyObject *key_obj = NULL, *headers, *status_obj = Py_None, *quota_obj = Py_None;
-    PyObject *pending_obj = NULL, *share_obj = NULL, *now_obj = Py_None;
-    const int parsed = keyed ? PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$OOOO:follow",
+    PyObject *pending_obj = NULL, *share_obj = NULL, *now_obj = Py_None, *plan_obj = Py_None;
+    const int parsed = keyed ? PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$OOOOO:follow",
                                                            keyed_keywords, &key_obj, &headers,
                                                            &status_obj, &quota_obj, &pending_obj,
-                                                           &share_obj, &now_obj)
+                                                           &share_obj, &now_obj, &plan_obj)
                              : PyArg_ParseTupleAndKeywords(
-                                   args, kwargs, "O|O$OOOO:follow", keyed_keywords + 1, &headers,
+                                   args, kwargs, "O|O$OOOO:follow", limiter_keywords, &headers,
                                    &status_obj, &quota_obj, &pending_obj, &share_obj, &now_obj);
     if (!parsed)
         return NULL;
@@ -153,8 +155,10 @@ static PyObject *store_follow(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_ssize_t key_len = 0;
     int64_t pending = 0, now_ns;
     double share = 1.0;
+    int32_t plan = CR_PLAN_DEFAULT;
     cr_signal signal;
     if ((keyed && convert_key(state, key_obj, &key, &key_len) < 0) ||
+        (keyed && convert_plan(state, plan_obj, store->keyed, &plan) < 0) ||
         (pending_obj && convert_units(state, pending_obj, CR_E_PENDING, &pending) < 0) ||
         (share_obj && convert_number(state, share_obj, CR_E_SHARE, &share) < 0) ||
         convert_now(state, now_obj, &now_ns) < 0 ||
@@ -162,7 +166,7 @@ static PyObject *store_follow(PyObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     bool pulled = false;
     const cr_status status = keyed ? cr_keyed_follow(store->keyed, key, (size_t)key_len, now_ns,
-                                                     &signal, pending, share, &pulled)
+                                                     plan, &signal, pending, share, &pulled)
                                    : cr_limiter_follow(store->limiter, now_ns, &signal, pending,
                                                        share, &pulled);
     if (status != CR_OK) {

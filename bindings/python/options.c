@@ -250,36 +250,66 @@ static PyObject *module_options(PyObject *module, PyObject *name)
     return result;
 }
 
-/* _parse_rates(text): the limits a rate string names, "100/day;10/hour": a
- * list of (rate, period, part's text), or the core's refusal. */
-static PyObject *module_parse_rates(PyObject *module, PyObject *text)
+/* _parse_rates(text, zoned=False): the limits a rate string names,
+ * "100/day;10/hour", "100/minute;1000000/month": a list of (rate, period,
+ * part's text, calendar period) (the period "<count><unit>", "1month", for a
+ * calendar quota's part, else None), or the core's refusal. */
+static PyObject *module_parse_rates(PyObject *module, PyObject *args)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
+    PyObject *text, *days = Py_False;
+    if (!PyArg_UnpackTuple(args, "_parse_rates", 1, 2, &text, &days))
+        return NULL;
     if (!PyUnicode_Check(text)) {
         raise_wrong_type(state, CR_E_RATE);
         return NULL;
     }
+    const int zoned = PyObject_IsTrue(days);
+    if (zoned < 0)
+        return NULL;
     size_t len;
     const char *bytes = utf8_of(state, text, CR_E_RATE_SYNTAX, &len);
     if (bytes == NULL)
         return NULL;
     cr_rate rates[CR_RATES_MAX];
     size_t count;
-    const cr_status status = cr_parse_rates(bytes, len, rates, &count);
+    const cr_status status = cr_parse_rates(bytes, len, zoned, rates, &count);
     if (status != CR_OK) {
         raise_status(state, status);
         return NULL;
     }
     PyObject *result = PyList_New((Py_ssize_t)count);
     for (size_t i = 0; result != NULL && i < count; i++) {
-        PyObject *part = Py_BuildValue("(dds#)", rates[i].rate, rates[i].period_s,
-                                       bytes + rates[i].start, (Py_ssize_t)rates[i].len);
+        char period[32];
+        if (rates[i].period.count > 0)
+            snprintf(period, sizeof period, "%" PRId32 "%s", rates[i].period.count,
+                     cr_period_unit_name(rates[i].period.unit));
+        PyObject *part = Py_BuildValue("(dds#z)", rates[i].rate, rates[i].period_s,
+                                       bytes + rates[i].start, (Py_ssize_t)rates[i].len,
+                                       rates[i].period.count > 0 ? period : NULL);
         if (part == NULL)
             Py_CLEAR(result);
         else
             PyList_SET_ITEM(result, (Py_ssize_t)i, part);
     }
     return result;
+}
+
+/* _check_zoned(zoned, calendars): None, or the core's refusal of a zone
+ * given for rate strings with no calendar part (cr_rates_zoned). */
+static PyObject *module_check_zoned(PyObject *module, PyObject *args)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    int zoned;
+    Py_ssize_t calendars;
+    if (!PyArg_ParseTuple(args, "pn:_check_zoned", &zoned, &calendars))
+        return NULL;
+    const cr_status status = cr_rates_zoned(zoned, calendars < 0 ? 0 : (size_t)calendars);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 /* _algorithm_takes_burst(name): whether the algorithm reads a burst (gcra,

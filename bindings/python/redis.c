@@ -492,6 +492,75 @@ static PyObject *module_redis_check_limit(PyObject *module, PyObject *limit_obj)
     Py_RETURN_NONE;
 }
 
+/* _redis_plans(limit, plans, named, max_cost, max_debt): the plans of a Redis
+ * rate limit as {name: Limit}, "default" (`limit`) first, then by name: the
+ * core's table (cr_plans_set: a rate takes the limit's algorithm, max_cost
+ * and max_debt), each limit one the script carries, the limit named
+ * (cr_redis_check_plans). */
+static PyObject *module_redis_plans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    const cr_limit *limit = nargs == 5 ? redis_limit_of(state, args[0]) : NULL;
+    if (limit == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError,
+                            "_redis_plans(limit, plans, named, max_cost, max_debt)");
+        return NULL;
+    }
+    PyObject *algorithm = PyUnicode_FromString(cr_algorithm_name(limit->algorithm));
+    if (algorithm == NULL)
+        return NULL;
+    cr_plan_table *table = PyMem_Malloc(sizeof *table);
+    if (table == NULL) {
+        Py_DECREF(algorithm);
+        return PyErr_NoMemory();
+    }
+    PyObject *out = NULL;
+    const int failed = convert_plans(state, args[1], limit, Py_None, algorithm, args[3], args[4],
+                                     Py_None, table);
+    Py_DECREF(algorithm);
+    cr_status status = CR_OK;
+    if (!failed && (status = cr_redis_check_plans(PyObject_IsTrue(args[2]) == 1, table)) != CR_OK)
+        raise_status(state, status);
+    if (!failed && status == CR_OK)
+        out = PyDict_New();
+    for (int32_t i = 0; out != NULL && i < table->count; i++) {
+        LimitObject *plan = (LimitObject *)state->limit_type->tp_alloc(state->limit_type, 0);
+        if (plan == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        plan->limit = table->limits[i];
+        if (PyDict_SetItemString(out, table->names[i], (PyObject *)plan) < 0)
+            Py_CLEAR(out);
+        Py_DECREF(plan);
+    }
+    PyMem_Free(table);
+    return out;
+}
+
+/* _redis_plan(plans, plan): the limit of `plan` in `plans` (_redis_plans's),
+ * else the core's error naming plan (a name no plan has, or not a str). */
+static PyObject *module_redis_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (nargs != 2 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_redis_plan(plans, plan)");
+        return NULL;
+    }
+    if (!PyUnicode_Check(args[1])) {
+        raise_wrong_type(state, CR_E_PLAN);
+        return NULL;
+    }
+    PyObject *limit = PyDict_GetItemWithError(args[0], args[1]);
+    if (limit == NULL) {
+        if (!PyErr_Occurred())
+            raise_status(state, CR_E_PLAN);
+        return NULL;
+    }
+    return Py_NewRef(limit);
+}
+
 /*
  * _redis_classify(word, text): what a failure means, a str ("cannot_decide",
  * "mistake", "wrong_algorithm", "cross_slot", "no_script"), and for

@@ -45,6 +45,56 @@ static void raise_construction(module_state *state, cr_status status, PyObject *
     Py_DECREF(detail);
 }
 
+/* A rate region's penalty as a dict (after, within, ban, max_ban in
+ * seconds), or None (NULL without an error) when it holds none. */
+static PyObject *penalty_dict(const cr_region_info *info)
+{
+    if (!info->has_penalty)
+        return NULL;
+    return Py_BuildValue("{s:L,s:d,s:d,s:d}", "after", (long long)info->penalty.after, "within",
+                         cr_ns_to_seconds(info->penalty.within_ns), "ban",
+                         cr_ns_to_seconds(info->penalty.ban_ns), "max_ban",
+                         cr_ns_to_seconds(info->penalty.max_ban_ns));
+}
+
+/* The keys banned now in the region at `path` (cr_inspect_box): a list of
+ * dicts (key: its first bytes as text, key_length, ban_left in seconds,
+ * level), or NULL with the error set. */
+static PyObject *banned_list(module_state *state, PyObject *path_obj, const char *path)
+{
+    cr_penalty_entry *entries = NULL;
+    size_t room = 0, count = 0;
+    cr_status status;
+    for (;;) { /* a ban may start between the count and the reading: read again */
+        Py_BEGIN_ALLOW_THREADS status = cr_inspect_box(path, entries, room, &count);
+        Py_END_ALLOW_THREADS if (status != CR_OK || count <= room) break;
+        PyMem_Free(entries);
+        room = count + 8;
+        entries = PyMem_Malloc(room * sizeof *entries);
+        if (entries == NULL)
+            return PyErr_NoMemory();
+    }
+    if (status != CR_OK) {
+        PyMem_Free(entries);
+        raise_construction(state, status, path_obj);
+        return NULL;
+    }
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list != NULL && i < count; i++) {
+        const cr_penalty_entry *e = &entries[i];
+        PyObject *item = Py_BuildValue(
+            "{s:N,s:n,s:d,s:L}", "key",
+            PyUnicode_DecodeUTF8((const char *)e->key, (Py_ssize_t)e->key_kept, "backslashreplace"),
+            "key_length", (Py_ssize_t)e->key_len, "ban_left", cr_ns_to_seconds(e->ban_left_ns),
+            "level", (long long)e->level);
+        if (item == NULL || PyList_Append(list, item) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(item);
+    }
+    PyMem_Free(entries);
+    return list;
+}
+
 /* inspect_region(path) -> dict: what a region file holds, read without
  * changing it (cr_inspect_region). */
 static PyObject *module_inspect_region(PyObject *module, PyObject *path_obj)
@@ -67,8 +117,11 @@ static PyObject *module_inspect_region(PyObject *module, PyObject *path_obj)
         Py_DECREF(path);
         return NULL;
     }
-    Py_DECREF(path);
     const bool rate = info.algorithm != NULL;
+    PyObject *banned = rate ? banned_list(state, path_obj, PyBytes_AS_STRING(path)) : NULL;
+    Py_DECREF(path);
+    if (rate && banned == NULL)
+        return NULL;
     PyObject *stats = rate ? rate_stats_dict(&info.stats) : gauge_stats_dict(&info.gauge_stats);
     PyObject *dict = PyDict_New();
     if (!stats || !dict ||
@@ -89,7 +142,8 @@ static PyObject *module_inspect_region(PyObject *module, PyObject *path_obj)
         dict_put(dict, "generation", PyLong_FromUnsignedLongLong(info.generation)) < 0 ||
         dict_put(dict, "size", PyLong_FromUnsignedLongLong(info.size)) < 0 ||
         dict_put(dict, "this_boot", PyBool_FromLong(info.this_boot)) < 0 ||
-        PyDict_SetItemString(dict, "stats", stats) < 0) {
+        dict_put(dict, "penalty", rate ? penalty_dict(&info) : NULL) < 0 ||
+        dict_put(dict, "banned", banned) < 0 || PyDict_SetItemString(dict, "stats", stats) < 0) {
         Py_XDECREF(stats);
         Py_XDECREF(dict);
         return NULL;

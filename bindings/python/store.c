@@ -201,7 +201,7 @@ static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char
             convert_priority(state, call.priority, store_limit(store), &priority) < 0)
             return -1;
         if (keyed && __builtin_expect(call.plan != NULL, 0) &&
-            convert_plan(state, call.plan, cr_keyed_plans(store->keyed), plan) < 0)
+            convert_plan(state, call.plan, store->keyed, plan) < 0)
             return -1;
     }
     cr_status status;
@@ -296,26 +296,28 @@ static PyObject *store_reservation(PyObject *self, reservation_op which, PyObjec
     const char *key = NULL;
     Py_ssize_t key_len = 0;
     int64_t cost, now_ns, max_wait_ns;
+    int32_t plan = CR_PLAN_DEFAULT;
     call_args call;
     if (parse_call(name, keyed, reserve, false, args, nargs, kwnames, &call) < 0 ||
         (keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
         convert_cost(state, call.cost, &cost) < 0 ||
         convert_wait_limit(state, call.timeout, CR_E_TIMEOUT, &max_wait_ns) < 0 ||
-        convert_now(state, call.now, &now_ns) < 0)
+        convert_now(state, call.now, &now_ns) < 0 ||
+        (keyed && convert_plan(state, call.plan, store->keyed, &plan) < 0))
         return NULL;
     bool reserved = false;
     int64_t delay_ns = 0;
     cr_status status;
     if (reserve)
-        status = keyed ? cr_keyed_reserve(store->keyed, key, (size_t)key_len, now_ns, cost,
+        status = keyed ? cr_keyed_reserve(store->keyed, key, (size_t)key_len, now_ns, plan, cost,
                                           max_wait_ns, &reserved, &delay_ns)
                        : cr_limiter_reserve(store->limiter, now_ns, cost, max_wait_ns, &reserved,
                                             &delay_ns);
     else if (which == REFUND)
-        status = keyed ? cr_keyed_refund(store->keyed, key, (size_t)key_len, now_ns, cost)
+        status = keyed ? cr_keyed_refund(store->keyed, key, (size_t)key_len, now_ns, plan, cost)
                        : cr_limiter_refund(store->limiter, now_ns, cost);
     else
-        status = keyed ? cr_keyed_anchor(store->keyed, key, (size_t)key_len, now_ns, cost)
+        status = keyed ? cr_keyed_anchor(store->keyed, key, (size_t)key_len, now_ns, plan, cost)
                        : cr_limiter_anchor(store->limiter, now_ns, cost);
     if (status != CR_OK) {
         raise_status(state, status);
@@ -357,6 +359,7 @@ static PyObject *store_after_fact(PyObject *self, bool take, PyObject *const *ar
     const char *key = NULL;
     Py_ssize_t key_len = 0;
     int64_t units, now_ns;
+    int32_t plan = CR_PLAN_DEFAULT;
     call_args call;
     if (parse_call_named(name, keyed, false, false, units_name, args, nargs, kwnames, &call) < 0)
         return NULL;
@@ -367,19 +370,21 @@ static PyObject *store_after_fact(PyObject *self, bool take, PyObject *const *ar
     }
     if ((keyed && convert_key(state, call.key, &key, &key_len) < 0) ||
         convert_units(state, call.cost, take ? CR_E_MAX_COST : CR_E_COST, &units) < 0 ||
-        convert_now(state, call.now, &now_ns) < 0)
+        convert_now(state, call.now, &now_ns) < 0 ||
+        (keyed && convert_plan(state, call.plan, store->keyed, &plan) < 0))
         return NULL;
     cr_decision decision;
     int64_t taken = 0;
     cr_status status;
     CR_PY_BEGIN_DECISION
     if (take)
-        status = keyed ? cr_keyed_take(store->keyed, key, (size_t)key_len, now_ns, units, &taken)
+        status = keyed ? cr_keyed_take(store->keyed, key, (size_t)key_len, now_ns, plan, units,
+                                       &taken)
                        : cr_limiter_take(store->limiter, now_ns, units, &taken);
     else
-        status = keyed
-                     ? cr_keyed_charge(store->keyed, key, (size_t)key_len, now_ns, units, &decision)
-                     : cr_limiter_charge(store->limiter, now_ns, units, &decision);
+        status = keyed ? cr_keyed_charge(store->keyed, key, (size_t)key_len, now_ns, plan, units,
+                                         &decision)
+                       : cr_limiter_charge(store->limiter, now_ns, units, &decision);
     CR_PY_END_DECISION
     if (status != CR_OK) {
         raise_status(state, status);
@@ -387,7 +392,9 @@ static PyObject *store_after_fact(PyObject *self, bool take, PyObject *const *ar
     }
     if (take)
         return PyLong_FromLongLong(taken);
-    return decision_from(state, &decision, store_limit(store));
+    return decision_from(state, &decision,
+                         plan != CR_PLAN_DEFAULT ? cr_keyed_plan_limit(store->keyed, plan)
+                                                 : store_limit(store));
 }
 
 static PyObject *store_charge(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -437,8 +444,7 @@ static PyObject *store_reconfigure(PyObject *self, PyObject *args, PyObject *kwa
                                      &period, &burst, &algorithm, &max_debt, &tz, &now, &plan_obj))
         return NULL;
     int32_t plan;
-    if (convert_plan(state, plan_obj, is_keyed(store) ? cr_keyed_plans(store->keyed) : NULL,
-                     &plan) < 0)
+    if (convert_plan(state, plan_obj, is_keyed(store) ? store->keyed : NULL, &plan) < 0)
         return NULL;
     if (max_debt == Py_None && store->max_debt)
         max_debt = store->max_debt;

@@ -139,12 +139,14 @@ static int64_t wait_plan_clock(const cr_wait_plan *plan)
     return plan->deadline_ns == CR_NEVER ? 0 : cr_clock_ns();
 }
 
-/* _wait_plan(store, key, cost, timeout, now=None): a wait begun now. */
+/* _wait_plan(store, key, cost, timeout, now=None, plan=None): a wait begun
+ * now (plan: a KeyedLimiter's plan the key waits under). */
 static PyObject *module_wait_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
-    if (nargs < 4 || nargs > 5) {
-        PyErr_SetString(PyExc_TypeError, "_wait_plan(store, key, cost, timeout, now=None)");
+    if (nargs < 4 || nargs > 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_wait_plan(store, key, cost, timeout, now=None, plan=None)");
         return NULL;
     }
     cr_item item = {0};
@@ -152,6 +154,10 @@ static PyObject *module_wait_plan(PyObject *module, PyObject *const *args, Py_ss
     if ((args[0] != Py_None && wait_item(state, args[0], args[1], &item) < 0) ||
         convert_cost(state, args[2], &cost) < 0 ||
         convert_wait_limit(state, args[3], CR_E_TIMEOUT, &timeout_ns) < 0)
+        return NULL;
+    if (nargs > 5 && args[5] != Py_None && args[0] != Py_None &&
+        convert_plan(state, args[5], item.keyed, &item.plan) <
+            0)
         return NULL;
     if (nargs > 4 && args[4] != Py_None) {
         if (wait_now(state, args[4], &now_ns, &store_ns) < 0)

@@ -146,7 +146,8 @@ cr_status cr_limiter_follow(cr_limiter *limiter, int64_t now_ns, const cr_signal
 
 /* As cr_limiter_follow, for `key` (an absent key takes a slot when pulled). */
 cr_status cr_keyed_follow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                          const cr_signal *signal, int64_t pending, double share, bool *pulled);
+                          int32_t plan, const cr_signal *signal, int64_t pending, double share,
+                          bool *pulled);
 
 #if defined(__GNUC__) && !defined(CR_EMBED)
 #pragma GCC visibility pop

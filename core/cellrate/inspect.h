@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "limit.h"
+#include "penalty.h"
 #include "stats.h"
 
 #ifdef __cplusplus
@@ -36,6 +37,9 @@ typedef struct cr_region_info {
     bool this_boot;        /* false: made before the last reboot (reset on next opening) */
     /* cr_limit_describe's text, or "cellrate.Concurrency(limit=.., ...)" */
     char description[CR_LIMIT_DESCRIPTION_MAX];
+    bool has_penalty;           /* a rate limit's region holds a penalty ... (its bans: stats) */
+    cr_penalty penalty;         /* ... this one */
+    uint64_t banned;            /* keys banned now (cr_inspect_box lists them) */
     cr_stats stats;             /* a rate limit's counters */
     cr_gauge_stats gauge_stats; /* a concurrency limit's (peak_tracked: its setting) */
 } cr_region_info;
@@ -48,6 +52,27 @@ typedef struct cr_region_info {
  * nothing past the version is read), CR_E_SHARED_CORRUPT; CR_E_SHARED_ACCESS
  * or CR_E_SHARED_IO (errno set) when it cannot be read. */
 cr_status cr_inspect_region(const char *path, cr_region_info *out);
+
+/* A key in a region's penalty box (banned now): its first bytes (a region
+ * keeps 32), its length, the ban's end (the region's algorithm's clock:
+ * CLOCK_REALTIME for the windows, else CLOCK_MONOTONIC) and its level (the
+ * ban was ban << level, up to max_ban). */
+#define CR_PENALTY_KEY_KEPT 32
+typedef struct cr_penalty_entry {
+    unsigned char key[CR_PENALTY_KEY_KEPT];
+    size_t key_kept; /* bytes of key[] that hold the key: key_len, at most 32 */
+    size_t key_len;
+    int64_t ban_end_ns;
+    int64_t ban_left_ns; /* the ban's end less the clock at the look */
+    int64_t level;
+} cr_penalty_entry;
+
+/* The keys of the region at `path` banned now, as cr_inspect_region reads
+ * it (the same statuses): up to `max_entries` into `entries`, *count set to
+ * how many there are (more than max_entries: call again with room). A
+ * concurrency region has none. */
+cr_status cr_inspect_box(const char *path, cr_penalty_entry *entries, size_t max_entries,
+                         size_t *count);
 
 #if defined(__GNUC__) && !defined(CR_EMBED)
 #pragma GCC visibility pop

@@ -191,22 +191,33 @@ cr_status cr_parse_period(const char *text, size_t len, cr_period *period);
 #define CR_RATES_MAX 8
 
 /* One limit of a rate string: its rate and period, and where its text is
- * (bytes of the string, spaces around it left out). */
+ * (bytes of the string, spaces around it left out). A calendar quota's part
+ * (period.count > 0): `rate` is its amount, `period` its calendar period,
+ * `period_s` 0. */
 typedef struct cr_rate {
     double rate;
     double period_s;
     size_t start;
     size_t len;
+    cr_period period;
 } cr_rate;
 
 /* Parses a rate string that may name several limits, "100/day;10/hour" (as
  * flask-limiter and slowapi write them), into `rates` (room for CR_RATES_MAX)
  * and their `*count`: each part between ';' is a rate of cr_parse_rate's
- * grammar. A string without ';' is one rate. Refused: an empty part among
- * several (CR_E_RATE_EMPTY), more than CR_RATES_MAX parts
- * (CR_E_RATE_TOO_MANY), and a part cr_parse_rate refuses (its status, the
- * first one's); `*count` is then 0. */
-cr_status cr_parse_rates(const char *text, size_t len, cr_rate *rates, size_t *count);
+ * grammar, or a calendar quota of cr_parse_calendar_rate's
+ * ("100/minute;1000000/month", docs/design.md §19): a part whose unit is a
+ * month or a year, and when `zoned` (the caller was given a zone, tz=) a day
+ * or a week too (hours never: "1000/24h" stays a rate). A string without ';'
+ * is one part. Refused: an empty part among several (CR_E_RATE_EMPTY), more
+ * than CR_RATES_MAX parts (CR_E_RATE_TOO_MANY), and a part its grammar
+ * refuses (its status, the first one's); `*count` is then 0. */
+cr_status cr_parse_rates(const char *text, size_t len, bool zoned, cr_rate *rates, size_t *count);
+
+/* A zone given (tz=) for the limits of rate strings of which `calendars`
+ * parts are calendar quotas: CR_E_TZ_RATES when there is none for it to
+ * count in (a web policy's several strings are judged together). */
+cr_status cr_rates_zoned(bool zoned, size_t calendars);
 
 /* Seconds (a caller's `now`) to nanoseconds, rounded to the nearest ns.
  * CR_E_NOW unless finite, >= 0 and below CR_HORIZON_NS. */

@@ -66,15 +66,25 @@ cr_status cr_plans_set(cr_plan_table *table, const cr_limit *default_limit,
 cr_status cr_plan_find(const cr_plan_table *table, const char *name, size_t len, int32_t *index);
 
 /* cr_keyed_open with the plans of `table` (copied; NULL: only "default",
- * `limit` then its limit, else ignored). A table with plans is of this
- * process alone for now: CR_E_PLANS_STORE with a `path`; CR_E_PLANS for a
- * table cr_plans_set did not make. */
+ * `limit` then its limit, else ignored); CR_E_PLANS for a table
+ * cr_plans_set did not make. With a `path`, the shared region holds the
+ * plan table: a name new to it takes the next index, a plan it holds with
+ * another limit is a live change (or, with CR_CHANGE_REFUSE, refused as the
+ * table's own limit is), and the table then has every name the region holds
+ * (in the region's order, "default" first). CR_E_SHARED_PLANS when the
+ * region would hold more than CR_PLANS_MAX names. */
 cr_status cr_keyed_open_plans(cr_keyed **out, const cr_limit *limit, const cr_plan_table *table,
                               int64_t capacity, const char *path, int64_t mode,
                               cr_on_change on_change);
 
-/* The table's plans (NULL: a table made without plans, only "default"). */
+/* The table's plans (NULL: a table of this process made without plans,
+ * only "default"). A shared region's grows when another opener gives the
+ * region a name (cr_keyed_plan_find reads it in). */
 const cr_plan_table *cr_keyed_plans(const cr_keyed *keyed);
+
+/* cr_plan_find in the table's plans; a name the table lacks is looked for
+ * again in its shared region's (given by another opener since). */
+cr_status cr_keyed_plan_find(cr_keyed *keyed, const char *name, size_t len, int32_t *index);
 
 /* The limit plan `plan` decides under now (its latest change); NULL for an
  * index the table lacks. */

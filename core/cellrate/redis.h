@@ -182,7 +182,7 @@ size_t cr_redis_wipe_marker(char *buf, size_t size, const char *key, size_t key_
 /*
  * A request's words after EVALSHA and the script's SHA, in order: numkeys;
  * KEYS, one per item (cr_redis_key), then with CR_REDIS_WIPE_MARKER the first
- * item's wipe marker; ARGV: the mode's digit, the cost (a
+ * item's wipe marker, then with a penalty (CR_REDIS_PENALTY) its penalty key; ARGV: the mode's digit, the cost (a
  * take's max_cost), per item its limit's algorithm name, emission_ns,
  * tolerance_ns and burst, then a charge's max_debt (units), then a class's
  * reserve_ns (a class's mode: one item, the class of its `priority`), then
@@ -219,6 +219,19 @@ cr_status cr_redis_check_change(bool named, const char *algorithm, size_t algori
                                 const char *given, size_t given_len);
 
 /*
+ * The plans of a Redis rate limit (docs/design/plans.md), `table` as
+ * cr_plans_set made it: each plan is a limit the script carries exactly
+ * (cr_redis_check_limit, naming burst), and the limit has a name
+ * (CR_E_REDIS_PLANS_NAME: a key decided under another plan than last time
+ * carries what it used in the script, as a live change does, and an unnamed
+ * limit's keys may hold the layout before names, a bare state word the
+ * script reads under whatever limit is sent). The stored value's signature
+ * is the limit, so the plan, a key was last decided under: no other word.
+ */
+struct cr_plan_table;
+cr_status cr_redis_check_plans(bool named, const struct cr_plan_table *table);
+
+/*
  * A batch: several decisions in one script call (redis/batch.lua, which runs
  * redis/decide.lua once per decision, in order, each on the state the ones
  * before it wrote: a key named twice decides the second time as if sent after
@@ -247,9 +260,11 @@ size_t cr_redis_batch_size(const cr_redis_call *calls, size_t ncalls);
 
 /*
  * A batch's words after EVALSHA and the batch script's SHA: numkeys (every
- * call's items); KEYS, every call's keys in order; ARGV: the number of calls,
- * then per call its number of keys, its number of ARGV words and its ARGV
- * words exactly as cr_redis_request writes them (`now_ns` for every call).
+ * call's keys); KEYS, every call's keys in order (a call whose mode has
+ * CR_REDIS_WIPE_MARKER or'ed in: its items' keys, then its wipe marker, then
+ * under a penalty its penalty key, as cr_redis_request writes them); ARGV: the number of calls, then per call its
+ * number of keys, its number of ARGV words and its ARGV words exactly as
+ * cr_redis_request writes them (`now_ns` for every call).
  * Refuses what cr_redis_request refuses of any call (the first such call's
  * status), no call (CR_E_ITEMS), more than CR_REDIS_BATCH_MAX calls
  * (CR_E_REDIS_BATCH); CR_E_NOMEM when `size` is short. *failed (may be NULL)
@@ -264,6 +279,18 @@ cr_status cr_redis_batch(const cr_redis_call *calls, size_t ncalls, int64_t now_
  * the error's, as cr_redis_classify reads it); any other element is the
  * decision's reply (cr_redis_read_reply). */
 cr_status cr_redis_batch_reply(size_t ncalls, bool is_list, size_t nelements);
+
+/*
+ * A command as a Redis client sends it (RESP: an array of bulk strings): the
+ * `nhead` words `head` (`head_len` bytes each; e.g. EVALSHA and a script's SHA),
+ * then the `count` words `words` of `buf` (a request's or a batch's). Returns
+ * the bytes the command takes; writes them to `out` only when they fit `size`
+ * (SIZE_MAX: more than a size_t). So a face sends a whole batch as one buffer,
+ * packed here rather than word by word by its client library.
+ */
+size_t cr_redis_command(const char *const *head, const size_t *head_len, size_t nhead,
+                        const char *buf, const cr_redis_word *words, size_t count, char *out,
+                        size_t size);
 
 /* A decimal integer of a reply (the script answers times of 9e15 ns and more
  * as decimal strings): CR_E_REDIS_REPLY unless `text` is [-]digits within

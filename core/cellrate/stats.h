@@ -45,17 +45,19 @@ extern "C" {
  *   peek, check without commit, anchor: nothing;
  * would_refuse: refusals let through by a dry run (cr_limiter_would_refuse),
  * which are not counted as refused. evicted: live keys a keyed table evicted.
+ * bans: bans a penalty started (a shared region's: by every process).
  * check_all: each item counts its own admissions; a composite refusal is one
  * refusal, of the item whose decision cr_check_all returns (*index), and the
  * items that had admitted count nothing (their units were given back); each
  * counted once the composite verdict is final.
  */
+/* evicted: 0 for a Limiter; bans: 0 without a penalty */
 #define CR_STATS_LIST(X) \
     X(admitted)          \
     X(refused)           \
     X(units_admitted)    \
     X(units_refused)     \
-    X(units_refunded) X(unfittable) X(would_refuse) X(evicted) /* evicted: 0 for a Limiter */
+    X(units_refunded) X(unfittable) X(would_refuse) X(evicted) X(bans)
 #define CR_STATS_FIELD_(name) uint64_t name;
 typedef struct cr_stats {
     CR_STATS_LIST(CR_STATS_FIELD_)

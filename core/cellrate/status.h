@@ -319,7 +319,10 @@ const char *cr_version(void);
     X(146, E_CALENDAR_STORE, ARGUMENT, "algorithm",                                                \
       "algorithm: a calendar quota is decided in process for now (not in a shared region, Redis "  \
       "or a fleet share)")                                                                         \
-    /* 147-159: reserved; Redis in production from 160 */                                          \
+    X(147, E_TZ_RATES, ARGUMENT, "tz",                                                             \
+      "tz: the rate names no calendar period for the zone to count in (a part per day, week, "     \
+      "month or year, such as '100/minute;1000000/month')")                                        \
+    /* 148-159: reserved; Redis in production from 160 */                                          \
     X(160, E_REDIS_FALLBACK, ARGUMENT, "fallback",                                                 \
       "fallback must be a share of the Redis limit (a number, 0 < share <= 1), a rate or a "       \
       "limit, or a keyed limiter (one in a shared region: the host's fallback)")                   \
@@ -336,8 +339,11 @@ const char *cr_version(void);
       "plan)")                                                                                     \
     X(182, E_PLAN, ARGUMENT, "plan", "plan must be 'default' or the name of one of the plans")     \
     X(183, E_PLANS_STORE, ARGUMENT, "plans",                                                       \
-      "plans: a table with plans is kept in process for now (not in a shared region or Redis)")    \
-    /* 184-189: reserved; Redis batches from 190 */                                                \
+      "plans: a table with plans is kept in process or in a shared region for now (not in Redis)") \
+    X(184, E_SHARED_PLANS, ARGUMENT, "plans",                                                      \
+      "plans: a shared region holds at most 16 plans, 'default' included, counting every name "    \
+      "ever given to it (remove the file to start a new table)")                                   \
+    /* 185-189: reserved; Redis batches from 190 */                                                \
     X(190, E_REDIS_BATCH, ARGUMENT, "items",                                                       \
       "items: one script call decides at most 256 decisions (the stores send a longer batch as "   \
       "several calls, in order)")                                                                  \
@@ -345,8 +351,8 @@ const char *cr_version(void);
       "coalesce must be a boolean, and is taken by the asyncio store alone (it sends the "         \
       "decisions of one event-loop turn as one script call)")                                      \
     X(192, E_REDIS_BATCH_ITEM, ARGUMENT, "items",                                                  \
-      "items: each decision of a batch is (limiter, key), (limiter, key, cost) or "                \
-      "([(limiter, key), ...], cost)")                                                             \
+      "items: each decision of a batch is (limiter, key), (limiter, key, cost), (limiter, key, "   \
+      "cost, plan) or ([(limiter, key) or (limiter, key, plan), ...], cost)")                      \
     /* 193-199: reserved; a wiped Redis from 200 */                                                \
     X(200, E_REDIS_ON_WIPE, ARGUMENT, "on_wipe",                                                   \
       "on_wipe must be 'refuse' (a key Redis lost reads as fully used for one period) or 'allow' " \
@@ -360,13 +366,14 @@ const char *cr_version(void);
     X(212, E_PENALTY_MAX_BAN, ARGUMENT, "max_ban",                                                 \
       "max_ban must be a finite number of seconds >= ban (a penalty's longest ban)")               \
     X(213, E_PENALTY_STORE, ARGUMENT, "penalty",                                                   \
-      "penalty: a penalty box is kept in process for now (not in a shared region, Redis or a "     \
-      "fleet share)")                                                                              \
+      "penalty: a penalty box is kept in process, in shared regions and through Redis for now "    \
+      "(not in a fleet share)")                                                                    \
     X(214, E_PENALTY, ARGUMENT, "penalty",                                                         \
       "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)")   \
     /* 215-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
     X(220, E_REDIS_ITEMS, ARGUMENT, "items",                                                       \
-      "items must be a non-empty list of (Redis rate limiter, key) pairs")                         \
+      "items must be a non-empty list of (Redis rate limiter, key) pairs, or (limiter, key, "      \
+      "plan)")                                                                                     \
     X(221, E_REDIS_CLIENT, ARGUMENT, "items",                                                      \
       "items: every limiter must use the same Redis client (one script call decides them)")        \
     X(222, E_REDIS_NAME_NEEDED, ARGUMENT, "name",                                                  \
@@ -375,7 +382,11 @@ const char *cr_version(void);
     X(223, E_REDIS_ALGORITHM_KEPT, ARGUMENT, "algorithm",                                          \
       "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "   \
       "name")                                                                                      \
-    /* 224-229: reserved; the penalty box through Redis from 230 (redis.h) */                      \
+    /* plans through Redis from 224 (redis.h, cr_redis_check_plans) */                             \
+    X(224, E_REDIS_PLANS_NAME, ARGUMENT, "name",                                                   \
+      "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a " \
+      "live change, and an unnamed limit's keys are named by its parameters")                      \
+    /* 225-229: reserved; the penalty box through Redis from 230 (redis.h) */                      \
     X(230, E_REDIS_PENALTY, ARGUMENT, "penalty",                                                   \
       "penalty: through Redis, the span of its strikes (after's period) and max_ban must be "      \
       "below 104 days (9e15 ns: the script carries them exactly)")

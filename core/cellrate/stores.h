@@ -182,25 +182,33 @@ cr_status cr_keyed_check(cr_keyed *keyed, const void *key, size_t key_len, int64
 cr_status cr_keyed_allow(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                          int64_t cost, bool *allowed);
 
+/*
+ * The operations below each take the plan of `key` (an index of
+ * cr_plan_find: CR_PLAN_DEFAULT for a table without plans), as
+ * cr_keyed_check_plan: a key last decided under another plan is carried into
+ * `plan` first; CR_E_PLAN for an index the table lacks.
+ */
+
 /* As cr_limiter_reserve, for `key`. */
 cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                           int64_t cost, int64_t max_wait_ns, bool *reserved, int64_t *delay_ns);
+                           int32_t plan, int64_t cost, int64_t max_wait_ns, bool *reserved,
+                           int64_t *delay_ns);
 
 /* As cr_limiter_refund, for `key` (an absent key has nothing to give back). */
 cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                          int64_t cost);
+                          int32_t plan, int64_t cost);
 
 /* As cr_limiter_anchor, for `key`. */
 cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                          int64_t cost);
+                          int32_t plan, int64_t cost);
 
 /* As cr_limiter_charge, for `key`. */
 cr_status cr_keyed_charge(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                          int64_t cost, cr_decision *out);
+                          int32_t plan, int64_t cost, cr_decision *out);
 
 /* As cr_limiter_take, for `key`. */
 cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
-                        int64_t max_cost, int64_t *taken);
+                        int32_t plan, int64_t max_cost, int64_t *taken);
 
 /*
  * Changes the table's limit live at `now_ns` (or CR_CLOCK), for every key,
@@ -253,12 +261,14 @@ void cr_keyed_would_refuse(cr_keyed *keyed, int64_t cost);
 /* Several limits as one (docs/design.md §8).                                */
 
 /* One limit of a composite: a limiter (keyed NULL), or a keyed table and a
- * key (limiter NULL). */
+ * key (limiter NULL) decided under the table's plan `plan` (an index of
+ * cr_plan_find; 0, CR_PLAN_DEFAULT, for a table without plans). */
 typedef struct cr_item {
     cr_limiter *limiter;
     cr_keyed *keyed;
     const void *key;
     size_t key_len;
+    int32_t plan;
 } cr_item;
 
 /*

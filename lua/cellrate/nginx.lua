@@ -431,6 +431,45 @@ end
 -- The nginx variable charge() reads for each options table checked.
 local charge_variables = setmetatable({}, { __mode = "k" })
 
+--[[
+limits(rate, opts): the keyed limits of a rate string, "100/minute" or
+"100/day;10/hour;1000000/month", a list for limit()'s `limits` (decided as
+one). A part per month or year is a calendar quota (docs/calendar.md), and
+with opts.tz (an IANA zone, "Europe/Berlin"; default UTC) a part per day or
+week too; the other parts are rates. opts: the options of cellrate.keyed
+(capacity, shared, burst, max_debt, ...) for every part, tz for the calendar
+quotas (an error naming tz when there is none), burst for the rates; with
+shared = path, the first part's region is at path, the next ones' at
+path#1, path#2, ... (as cellrate.web.Policy names them). Make them once, at
+init (init_by_lua*, or a module's top level), not per request.
+]]
+function _M.limits(rate, opts)
+    opts = opts or NO_OPTIONS
+    local parts = cellrate.parse_rates(rate, opts.tz ~= nil)
+    local calendars = 0
+    for _, part in ipairs(parts) do
+        calendars = calendars + (part.calendar and 1 or 0)
+    end
+    cellrate._check_zoned(opts.tz ~= nil, calendars)
+    local made = {}
+    for i, part in ipairs(parts) do
+        local options = {}
+        for name, value in pairs(opts) do
+            options[name] = value
+        end
+        if part.calendar then
+            options.algorithm, options.burst = "calendar", nil
+        else
+            options.tz = nil
+        end
+        if opts.shared ~= nil and i > 1 then
+            options.shared = opts.shared .. "#" .. (i - 1)
+        end
+        made[i] = cellrate.keyed(part.text, options)
+    end
+    return made
+end
+
 local function charge_variable(opts)
     local variable = charge_variables[opts]
     if variable ~= nil then

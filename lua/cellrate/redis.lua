@@ -262,6 +262,9 @@ function M.limiter(client, rate, opts)
         max_debt = opts.max_debt,
         priorities = given.priorities, -- kept by reconfigure
         penalty = penalty, -- the core's (cellrate._redis_penalty), or nil
+        -- the plans (docs/design/plans.md): { name = the limit sent }, "default" (the
+        -- limit) among them, the core's table; nil without plans
+        plans = nil,
         gate = nil, -- while Redis is down: a limiter letting one probe through per back-off
         backoff = 0,
         -- on_error = "fallback": the local keyed limiter, its limit, and the Redis keys
@@ -271,6 +274,14 @@ function M.limiter(client, rate, opts)
         held = {},
         nheld = 0,
     }, Limiter)
+    if given.plans ~= nil then
+        local made, plans = pcall(cellrate._redis_plans, limit, given.plans, self.named,
+                                  opts.max_cost, opts.max_debt)
+        if not made then
+            error(without_position(plans), 2)
+        end
+        self.plans = plans
+    end
     if on_error == "fallback" then
         local made, why = pcall(fallback_store, self, given.fallback)
         if not made then
@@ -532,11 +543,28 @@ local function decision_words(self, mode, cost, now, limit, key, priority)
     return words
 end
 
+-- The limit a decision under `plan` sends (nil: the limit): a name of
+-- opts.plans ("default" among them), else the core's error naming plan.
+local function plan_limit(self, plan)
+    local plans = self.plans or { default = self.limit }
+    local limit = type(plan) == "string" and rawget(plans, plan)
+    if limit then
+        return limit
+    end
+    local found, err = pcall(cellrate._redis_plan, plans, plan)
+    if not found then
+        error(without_position(err), 3)
+    end
+    return err
+end
+
 -- (each method builds its request itself: request raises at its caller's line)
 -- `priority`: the class decided in (a name of opts.priorities; nil: none); the
--- script decides with the class's reserve.
-function Limiter:check(key, cost, now, priority)
-    local limit = self.limit
+-- script decides with the class's reserve. `plan`: the plan of key (a name of
+-- opts.plans; nil: "default"); a key last decided under another carries what
+-- it used, in the script.
+function Limiter:check(key, cost, now, priority, plan)
+    local limit = plan == nil and self.limit or plan_limit(self, plan)
     local mode = priority == nil and CHECK or CHECK_CLASS
     local words = decision_words(self, mode, cost, now, limit, key, priority)
     local allowed, remaining, retry_after, reset_after =
@@ -545,8 +573,8 @@ function Limiter:check(key, cost, now, priority)
     return allowed, remaining, retry_after, reset_after
 end
 
-function Limiter:allow(key, cost, now, priority)
-    local limit = self.limit
+function Limiter:allow(key, cost, now, priority, plan)
+    local limit = plan == nil and self.limit or plan_limit(self, plan)
     local mode = priority == nil and ALLOW or ALLOW_CLASS
     local words = decision_words(self, mode, cost, now, limit, key, priority)
     local allowed, err, code =
@@ -558,8 +586,8 @@ function Limiter:allow(key, cost, now, priority)
     return allowed
 end
 
-function Limiter:peek(key, cost, now, priority)
-    local limit = self.limit
+function Limiter:peek(key, cost, now, priority, plan)
+    local limit = plan == nil and self.limit or plan_limit(self, plan)
     local mode = priority == nil and PEEK or PEEK_CLASS
     local words = priority == nil
         and request(PEEK + self.wipe, cost, now, limit, self.prefix, self.name, key)
@@ -622,15 +650,25 @@ function Limiter:refund(key, cost, now)
     return true
 end
 
+-- A plan's limit as opts.plans gives one: { rate, period = , burst = }.
+local function plan_spec(limit)
+    return { limit.rate, period = limit.period,
+             burst = cellrate._algorithm_takes_burst(limit.algorithm) and limit.burst or nil }
+end
+
 -- Changes the limit this store sends, live (opts: period, burst, max_debt;
 -- algorithm only the limit's own): the next check (or allow) of each key
 -- carries what it used to the new limit, in the script, at that decision's
 -- instant. A max_debt given before stays unless given again. A limit without
 -- a name cannot change (its keys are named by its parameters); an invalid
--- limit raises and changes nothing.
+-- limit raises and changes nothing. opts.plan: the plan that changes (nil:
+-- "default"); keys on other plans are untouched.
 function Limiter:reconfigure(rate, opts)
     local given = type(opts) == "table" and opts or {}
     local ok, err = pcall(cellrate._redis_check_change, self.named, self.algorithm, nil)
+    if ok and given.plan ~= nil then
+        ok, err = pcall(cellrate._redis_plan, self.plans or { default = self.limit }, given.plan)
+    end
     if ok and given.algorithm ~= nil then
         limit_of(rate, given, given.algorithm) -- the core's checks first
         ok, err = pcall(cellrate._redis_check_change, true, self.algorithm, given.algorithm)
@@ -646,6 +684,25 @@ function Limiter:reconfigure(rate, opts)
     local limit = limit_of(rate, given, self.algorithm, self.max_cost, max_debt,
                            self.priorities)
     store_options("reconfigure", opts)
+    if self.plans ~= nil then
+        local others, default = {}, self.limit
+        for name, plan in pairs(self.plans) do
+            if name ~= "default" then
+                others[name] = plan_spec(plan)
+            end
+        end
+        if given.plan == nil or given.plan == "default" then
+            default = limit
+        else
+            others[given.plan] = plan_spec(limit)
+        end
+        local made, plans = pcall(cellrate._redis_plans, default, others, true, self.max_cost,
+                                  max_debt)
+        if not made then
+            error(without_position(plans), 2)
+        end
+        self.plans, limit = plans, default
+    end
     self.limit, self.burst, self.max_debt = limit, limit.burst, max_debt
 end
 
@@ -687,7 +744,8 @@ function Limiter:reset(key)
     return true
 end
 
--- Several Redis limits decided as one script call: items = { {limiter, key}, ... },
+-- Several Redis limits decided as one script call: items = { {limiter, key}, ... }
+-- (or {limiter, key, plan}: the key's plan, a name of the limiter's plans),
 -- every limiter on the same client (in a Cluster the keys must share a slot:
 -- hash tags). Admitted only if every limit admits; a refusal takes nothing
 -- from any. Returns the tightest decision; on_error is the first limiter's.
@@ -706,7 +764,8 @@ function M.check_all(items, cost, now)
     local first, groups, limits = items[1][1], {}, {}
     for _, item in ipairs(items) do
         local limiter = item[1]
-        local limit = limiter.limit -- read once: a decision never mixes two limits
+        -- read once: a decision never mixes two limits
+        local limit = item[3] == nil and limiter.limit or plan_limit(limiter, item[3])
         limits[#limits + 1] = limit
         local at = #groups
         groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =
@@ -723,8 +782,8 @@ function M.check_all(items, cost, now)
 end
 
 -- Several decisions in one script call (redis/batch.lua; the words are the
--- core's cr_redis_batch): items = { { limiter, key [, cost] }, ... }, an item
--- { { { limiter, key }, ... }, cost } deciding several limits as one (as
+-- core's cr_redis_batch): items = { { limiter, key [, cost [, plan]] }, ... }, an
+-- item { { { limiter, key [, plan] }, ... }, cost } deciding several limits as one (as
 -- check_all), every limiter on one client (in a Cluster every key in one
 -- slot: hash tags). Returns a list holding, per item in order, a table of
 -- what the call alone returns (allowed, remaining, retry_after, reset_after;
@@ -750,7 +809,7 @@ local function many_decisions(items, now)
         if type(item[1]) == "table" and getmetatable(item[1]) ~= Limiter then
             pairs_, cost = item[1], item[2]
         else
-            pairs_, cost = { { item[1], item[2] } }, item[3]
+            pairs_, cost = { { item[1], item[2], item[4] } }, item[3]
         end
         -- each decision's pairs, and every pair of the batch, on one client: the core's rule
         local clients = { client }
@@ -770,25 +829,24 @@ local function many_decisions(items, now)
         local groups, limits, stores = {}, {}, {}
         for j, pair in ipairs(pairs_) do
             local limiter = pair[1]
-            local limit = limiter.limit -- read once: a decision never mixes two limits
+            -- read once: a decision never mixes two limits
+            local limit = pair[3] == nil and limiter.limit or plan_limit(limiter, pair[3])
             stores[j], limits[j] = limiter, limit
             local at = #groups
             groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =
                 limit, limiter.prefix, limiter.name, pair[2]
         end
         local penalty = #stores == 1 and stores[1].penalty or nil
-        local ok, words
+        local sent = CHECK + stores[1].wipe -- the first limiter's on_wipe, as check_all
         if penalty ~= nil then -- one key: with its store's penalty
-            groups[5] = penalty
-            ok, words = pcall(request_words, CHECK + PENALTY, cost, now, unpack(groups))
-        else
-            ok, words = pcall(request_words, CHECK, cost, now, unpack(groups))
+            sent, groups[5] = sent + PENALTY, penalty
         end
+        local ok, words = pcall(request_words, sent, cost, now, unpack(groups))
         if not ok then
             error(without_position(words), 3)
         end
         decisions[i] = { stores = stores, limits = limits, cost = cost, words = words,
-                         call = { penalty and CHECK + PENALTY or CHECK, cost, unpack(groups) } }
+                         call = { sent, cost, unpack(groups) } }
     end
     return decisions, client
 end

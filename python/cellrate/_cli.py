@@ -1,10 +1,12 @@
 """The `cellrate` command (also `python -m cellrate`): a live region.
 
     cellrate inspect PATH [--json]   the region's limit, algorithm, capacity,
-                                     live keys, counters and layout version; for a
+                                     live keys, penalty and the keys in its box (banned
+                                     now), counters and layout version; for a
                                      directory (a web policy's shared=), each region
                                      in it, and what it skipped
-    cellrate reset PATH [KEY]        a keyed region's KEY (without: every key), or a limiter
+    cellrate reset PATH [KEY]        a keyed region's KEY (without: every key), or a limiter;
+                                     a banned key is let out of the penalty box
 
 inspect only reads (cellrate._cellrate.inspect_region never writes). reset
 opens the region with the limit it records and on_change="refuse", so it can
@@ -28,7 +30,8 @@ USAGE_ERROR = 2
 
 # inspect's fields in the order printed; the rest follow, then the counters
 FIELDS = ("kind", "limit", "algorithm", "rate", "period", "burst", "max_in_flight", "lease",
-          "peak", "capacity", "live_keys", "generation", "layout_version", "size", "this_boot")
+          "peak", "capacity", "live_keys", "penalty", "generation", "layout_version", "size",
+          "this_boot")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -108,7 +111,23 @@ def _directory_text(listing: dict[str, Any]) -> str:
     return "\n\n".join(parts + (["\n".join(skipped)] if skipped else []))
 
 
+def _penalty_text(penalty: dict[str, Any]) -> str:
+    text = (f"a ban of {penalty['ban']:g}s after {penalty['after']} refusals within "
+            f"{penalty['within']:g}s")
+    return text + (f", up to {penalty['max_ban']:g}s" if penalty["max_ban"] != penalty["ban"]
+                   else "")
+
+
+def _banned_text(entry: dict[str, Any]) -> str:
+    key = entry["key"] + ("..." if entry["key_length"] > len(entry["key"].encode()) else "")
+    return f"{key!r}: {entry['ban_left']:.3f}s left, level {entry['level']}"
+
+
 def _text(info: dict[str, Any], path: str) -> str:
+    info = dict(info)
+    banned = info.pop("banned", None)
+    if info.get("penalty") is not None:
+        info["penalty"] = _penalty_text(info["penalty"])
     keys = [key for key in FIELDS if info.get(key) is not None] + sorted(
         key for key in info if key not in FIELDS and key != "stats" and info[key] is not None)
     # a concurrency limit's peak None: not tracked (the `peak no` line says so)
@@ -116,6 +135,9 @@ def _text(info: dict[str, Any], path: str) -> str:
     pad = max([len(key) for key in keys] + [len(key) + 2 for key in stats]) + 2
     lines = [f"region {path}"]
     lines += [f"  {key.replace('_', ' '):<{pad}}{_shown(info[key])}" for key in keys]
+    if banned:
+        lines.append(f"  in the penalty box ({len(banned)} keys banned now)")
+        lines += [f"    {_banned_text(entry)}" for entry in banned]
     if stats:
         lines.append("  counters")
         lines += [f"    {key:<{pad - 2}}{value}" for key, value in stats.items()]

@@ -9,8 +9,8 @@ from typing import (Any, AsyncIterator, Callable, Iterator, List, Literal, Mappi
 
 from cellrate import _cellrate, _outbound
 from cellrate._cellrate import KeyedLimiter, Limiter
-from cellrate._errors import invalid_type
-from cellrate._rates import split_rates
+from cellrate._errors import invalid, invalid_type
+from cellrate._rates import part_options, split_rates
 from cellrate._wait import RateLimited, acquire, check_timeout, wait
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -46,21 +46,22 @@ class CheckOnly:
 
 
 class Classed:
-    """A store's decisions in one priority class: check() and peek() name it.
-    It has no reserve(): its waiters go through CheckOnly, retrying on
-    `retry_after`, which is the class's."""
+    """A store's decisions in one priority class and/or under one plan:
+    check() and peek() name them. It has no reserve(): its waiters go through
+    CheckOnly, retrying on `retry_after`, which is the class's and plan's."""
 
-    __slots__ = ("store", "priority")
+    __slots__ = ("store", "named")
 
-    def __init__(self, store: Any, priority: str) -> None:
+    def __init__(self, store: Any, priority: Optional[str], plan: Optional[str] = None) -> None:
         self.store = store
-        self.priority = priority
+        self.named = {name: value for name, value in (("priority", priority), ("plan", plan))
+                      if value is not None}
 
     def check(self, *args: Any) -> Any:
-        return self.store.check(*args, priority=self.priority)
+        return self.store.check(*args, **self.named)
 
     def peek(self, *args: Any) -> Any:
-        return self.store.peek(*args, priority=self.priority)
+        return self.store.peek(*args, **self.named)
 
 
 class CheckAll:
@@ -101,6 +102,8 @@ def limit(
     follow: Union[bool, Callable[[Any], Any]] = False,
     priorities: Optional[Mapping[str, float]] = None,
     priority: Optional[str] = None,
+    plans: Optional[Mapping[str, Any]] = None,
+    plan: Optional[str] = None,
 ) -> Callable[[F], F]:
     """Limits how often the decorated function runs.
 
@@ -130,6 +133,10 @@ def limit(
              decided in (a name of the limit's priorities; one limit, not
              several parts). A blocked call retries on the class's
              retry_after.
+    plans:   plans of the keyed limit made from `rate` ({name: rate or
+             Limit}, as for KeyedLimiter); plan: the plan every call's key is
+             decided under (a name of the keyed limit's plans; one limit, not
+             several parts). A blocked call retries on the plan's retry_after.
 
     A call that is not admitted raises RateLimited (.retry_after, .decision).
     Functions, methods, async functions, generators and async generators (these
@@ -145,7 +152,7 @@ def limit(
     options = _cellrate._check_options("limit", {
         "period": period, "burst": burst, "algorithm": algorithm, "key": key, "cost": cost,
         "block": block, "timeout": timeout, "limiter": limiter, "priority": priority,
-        "priorities": priorities})
+        "priorities": priorities, "plans": plans, "plan": plan})
     block, cost = options["block"], options["cost"]
     timeout = check_timeout(options["timeout"])  # as the waits take it (None: any wait)
     if limiter is None:
@@ -155,12 +162,18 @@ def limit(
         if burst is None and isinstance(cost, int) and _cellrate._algorithm_takes_burst(algorithm):
             burst = max(1, cost)  # even spacing: the window bound of docs/design.md §9
         kind: Any = Limiter if key is None else KeyedLimiter  # its overloads split algorithms
-        classes = {} if priorities is None else {"priorities": priorities}
-        stores = [kind(part, period, burst=burst, algorithm=algorithm, **classes)
-                  for part in split_rates(rate)]
+        classes: Any = {} if priorities is None else {"priorities": priorities}
+        if plans is not None:
+            if key is None:
+                raise invalid("plans", "plans: a keyed limit's (give key=)")
+            classes["plans"] = plans
+        # "100/minute;1000000/month": a calendar quota (UTC) of a part per month or year
+        stores = [kind(part, **part_options(True, None, None), **classes) if calendar else
+                  kind(part, period, burst=burst, algorithm=algorithm, **classes)
+                  for part, calendar in split_rates(rate)]
         store: Any = stores[0] if len(stores) == 1 else CheckAll(stores)
     elif (rate is not None or period is not None or burst is not None or algorithm != "gcra"
-          or priorities is not None):
+          or priorities is not None or plans is not None):
         raise invalid_type("limiter", "give either rate (period, burst, algorithm, priorities) or "
                                       "limiter=")
     elif isinstance(limiter, _cellrate.KeyedLimiter) and key is None:
@@ -175,7 +188,10 @@ def limit(
                                       "provider: a Limiter, a KeyedLimiter or a fleet share's")
     if priority is not None:
         _cellrate._check_priority_items(len(store.stores) if isinstance(store, CheckAll) else 1)
-    decider = store if priority is None else Classed(store, priority)
+    if plan is not None and (key is None or isinstance(store, CheckAll)):
+        raise invalid("plan", "plan: one keyed limit's (give key=, and one limit, not several "
+                              "parts)")
+    decider = store if priority is None and plan is None else Classed(store, priority, plan)
     waiter = decider if hasattr(decider, "reserve") else CheckOnly(decider)
     reserve, check = waiter.reserve, decider.check
     store_is_async = inspect.iscoroutinefunction(check)

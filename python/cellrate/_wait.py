@@ -60,17 +60,19 @@ COMPILED = (_cellrate.Limiter, _cellrate.KeyedLimiter)
 
 
 def wait(limit: Any, key: Key, cost: int, timeout: Optional[float],
-         delay: Optional[float] = None) -> None:
+         delay: Optional[float] = None, plan_name: Optional[str] = None) -> None:
     """Blocks (time.sleep: the GIL is released) until `cost` is admitted.
 
     `delay` is what a first `reserve(*key, cost, timeout=timeout)` of the
     decorator returned: a reservation ahead of now, given back to take its
-    turn in line instead, or None (refused now).
+    turn in line instead, or None (refused now). `plan_name`: a
+    KeyedLimiter's plan the key waits under (None: "default").
     """
     if type(limit) in COMPILED:
         if delay:
-            limit.refund(*key, cost)
-        plan = _cellrate._wait_plan(limit, key[0] if key else None, cost, timeout)
+            limit.refund(*key, cost, **({"plan": plan_name} if plan_name else {}))
+        plan = _cellrate._wait_plan(limit, key[0] if key else None, cost, timeout, None,
+                                    plan_name)
         try:
             for seconds in plan:
                 time.sleep(seconds)
@@ -96,15 +98,16 @@ async def settle(value: Any) -> Any:
 
 
 async def acquire(limit: Any, key: Key, cost: int, timeout: Optional[float],
-                  delay: Any = None) -> None:
+                  delay: Any = None, plan_name: Optional[str] = None) -> None:
     """The asyncio form of `wait`: awaits, never blocks the loop; a cancelled
     waiter gives its place back. `delay` may be awaitable."""
     import asyncio  # here: `import cellrate` stays light for scripts without asyncio
 
     if type(limit) in COMPILED:
         if delay:
-            limit.refund(*key, cost)
-        plan = _cellrate._wait_plan(limit, key[0] if key else None, cost, timeout)
+            limit.refund(*key, cost, **({"plan": plan_name} if plan_name else {}))
+        plan = _cellrate._wait_plan(limit, key[0] if key else None, cost, timeout, None,
+                                    plan_name)
         try:
             for seconds in plan:
                 await asyncio.sleep(seconds)
@@ -140,15 +143,15 @@ async def limiter_acquire(self: _cellrate.Limiter, cost: int = 1, *,
 
 
 def keyed_wait(self: _cellrate.KeyedLimiter, key: Union[str, bytes], cost: int = 1, *,
-               timeout: Optional[float] = None) -> None:
-    """KeyedLimiter.wait: Limiter.wait for the limit of `key`."""
-    wait(self, (key,), cost, timeout)
+               timeout: Optional[float] = None, plan: Optional[str] = None) -> None:
+    """KeyedLimiter.wait: Limiter.wait for the limit of `key` under `plan`."""
+    wait(self, (key,), cost, timeout, None, plan)
 
 
 async def keyed_acquire(self: _cellrate.KeyedLimiter, key: Union[str, bytes], cost: int = 1, *,
-                        timeout: Optional[float] = None) -> None:
-    """KeyedLimiter.acquire: Limiter.acquire for the limit of `key`."""
-    await acquire(self, (key,), cost, timeout)
+                        timeout: Optional[float] = None, plan: Optional[str] = None) -> None:
+    """KeyedLimiter.acquire: Limiter.acquire for the limit of `key` under `plan`."""
+    await acquire(self, (key,), cost, timeout, None, plan)
 
 
 METHODS = {

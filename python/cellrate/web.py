@@ -34,9 +34,10 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Patte
                     Sequence, Tuple, TypeVar, Union)
 
 import cellrate
-from cellrate._cellrate import _check_priority_items, _ClientKeys, _dry_run_fields, _settle
+from cellrate._cellrate import (_check_priority_items, _ClientKeys, _dry_run_fields, _settle,
+                                check_policy_name)
 from cellrate._errors import invalid, invalid_type
-from cellrate._rates import split_rates
+from cellrate._rates import part_options, split_rates
 
 _check_options = cellrate._cellrate._check_options
 
@@ -116,7 +117,7 @@ class Request:
     or `environ` (WSGI).
     """
 
-    __slots__ = ("method", "path", "scope", "environ", "_policy", "_client")
+    __slots__ = ("method", "path", "scope", "environ", "_policy", "_client", "_plan")
 
     def __init__(self, policy: Policy, method: str, path: str, scope: Any = None,
                  environ: Any = None) -> None:
@@ -126,6 +127,7 @@ class Request:
         self.scope = scope
         self.environ = environ
         self._client: str | None = None
+        self._plan: str | None = None  # the plan its decision named (the policy's plan=)
 
     def peer(self) -> str:
         """The address of the connection's other end ("unknown" when absent)."""
@@ -233,6 +235,9 @@ def _trusted(trusted: Iterable[str] | str) -> tuple[list[Any], bool]:
 # The key of every client that is no address: a Unix-socket peer, a missing
 # one, a hop that does not parse (the core's CR_ADDRESS_UNKNOWN). One key for
 # all of them, so that none of them can be made into a fresh limit.
+# decide()'s plan when the request's is still to be found
+_ASK: Any = object()
+
 NO_ADDRESS = "unknown"
 
 # Addresses whose key and trust a policy keeps (an LRU: a fresh address costs
@@ -306,8 +311,9 @@ class Policy:
     """Which limits a request meets and what its response carries.
 
     limit: a rate ("100/minute", 10; "100/day;10/hour" is one limit of each
-        part), a store, a (store, key function) pair, or a list of them: the
-        limits every request meets. None: only `routes`.
+        part; a part per month or year, "100/minute;1000000/month", is a
+        calendar quota), a store, a (store, key function) pair, or a list of
+        them: the limits every request meets. None: only `routes`.
     routes: {pattern: limit(s)}; a pattern is a path ("/login"), a glob
         ("/api/*"), optionally after a method ("POST /login"), or a compiled
         regular expression matched against the path. Every pattern that matches
@@ -329,6 +335,10 @@ class Policy:
         opened with another limit than its region's changes the region's live
         (docs/design.md §4: what was used carries, every process follows); one process
         opening one name with two limits is an error naming `name`.
+    tz: the IANA zone of the calendar quotas among the rates ("Europe/Berlin";
+        None: UTC); with it, a part per day or week is a calendar quota too
+        (from local midnight; "1000/24h" stays a rate). A zone for rates none
+        of which is a calendar quota is an error naming `tz`.
     trusted_proxies: addresses or networks of the proxies in front of the app
         ("unix": the peer of a Unix-socket connection, which has no address);
         only a request whose peer is one of them has its `proxy_header` read,
@@ -380,6 +390,18 @@ class Policy:
         priorities, or a function of the Request returning one (None: no
         class, the whole burst). One limit per request: several limits decided
         as one take no class (an error naming `priority`).
+    plans: plans of limits given as a rate, {name: rate or Limit} (as for
+        KeyedLimiter: each a whole limit of the table; a rate takes the
+        policy's burst). A plan's name is also its policy name in the
+        RateLimit headers (1 to 31 printable ASCII characters).
+    plan: the plan a request's key is decided under: a name of its limit's
+        plans, or a function of the Request returning one (None: "default");
+        under ASGI the function may be a coroutine function. An unknown name is
+        an error naming `plan` (a server error: never another limit). The
+        RateLimit-Policy field names the plan that decided, with its numbers.
+        Read from a header the client sends, it lets the client choose among
+        the plans: give a function that maps a verified credential (an API
+        key looked up on the server) to a plan. One limit per request.
     """
 
     def __init__(
@@ -412,6 +434,9 @@ class Policy:
         concurrency: int | cellrate.Concurrency | None = None,
         priorities: Mapping[str, float] | None = None,
         priority: str | Callable[[Request], str | None] | None = None,
+        tz: str | None = None,
+        plans: Mapping[str, Any] | None = None,
+        plan: str | Callable[[Request], Any] | None = None,
     ) -> None:
         # the core's table checks every option (cellrate/options.h), the policy name
         # first among them: it names the regions too
@@ -424,7 +449,8 @@ class Policy:
             "status": status, "body": body, "content_type": content_type, "name": name,
             "legacy_headers": legacy_headers, "admitted_headers": admitted_headers,
             "dry_run": dry_run, "now": now, "charge": charge, "concurrency": concurrency,
-            "priority": priority, "priorities": priorities})
+            "priority": priority, "priorities": priorities, "tz": tz, "plan": plan,
+            "plans": plans})
         # "unix": a peer without an address (a Unix socket) is the trusted proxy
         self.trusted, self.trust_unix = _trusted(trusted_proxies)
         self._warned_unknown = False
@@ -443,14 +469,21 @@ class Policy:
         self.cost = options["cost"]
         self._burst = burst
         self._max = {name: value for name, value in (("max_cost", max_cost), ("max_debt", max_debt),
-                                                     ("priorities", priorities))
+                                                     ("priorities", priorities), ("plans", plans))
                      if value is not None}  # for the stores made from a rate
         self.priority = priority
+        self.plan = plan
+        if plans is not None and isinstance(plans, Mapping):
+            for plan_name in plans:  # each names the RateLimit headers of its decisions
+                if isinstance(plan_name, str):
+                    check_policy_name(plan_name)
         self._from_rates = 0  # limits this policy made from a rate
         self._opened: list[_Opened] = []
         # the stores made from a rate, by route pattern (None: `limit`), for reconfigure
         self._rated: dict[Any, list[Any]] = {}
         self._shared = shared  # made a directory when a limit first needs it
+        self._tz = tz  # the calendar quotas' zone
+        self._calendars = 0  # calendar quotas this policy made from a rate string
         base = "default" if name is None else name
         self._base = base
         self._concurrency_shared = False  # concurrency=N made in the shared= directory
@@ -465,11 +498,12 @@ class Policy:
             self.routes.append((_matcher(pattern, "routes"),
                                 self._limits(route_limit, "routes", f"{base} {text}", pattern)))
             self.route_patterns.append(text)
+        cellrate._cellrate._check_zoned(tz is not None, self._calendars)
         self.concurrency = self._concurrency(concurrency, shared)
         if not self.limits and not self.routes and self.concurrency is None:
             raise invalid("limit", "limit: give a limit, routes, or both")
         for param, value in (("burst", burst), ("max_cost", max_cost), ("max_debt", max_debt),
-                             ("priorities", priorities), ("shared", shared)):
+                             ("priorities", priorities), ("plans", plans), ("shared", shared)):
             if value is not None and not self._from_rates and not (
                     param == "shared" and self._concurrency_shared):
                 raise invalid(param, f"{param} applies to limits given as a rate; no limit is: "
@@ -478,6 +512,9 @@ class Policy:
         self.check_all = _check_all_for(every) if len(every) > 1 else None
         if priority is not None:
             _check_priority_items(len(every))  # several limits as one take no class
+        if plan is not None and len(every) > 1:
+            raise invalid("plan", "plan: several limits decided as one take no plan; give plan= "
+                                  "to a policy of one limit")
 
         self.proxy_header: str = options["proxy_header"]
         self.exempt_paths = [_matcher(pattern, "exempt_paths")
@@ -546,13 +583,15 @@ class Policy:
 
     # -- configuration --------------------------------------------------------
 
-    def _store(self, rate: Any, param: str, name: str) -> Any:
+    def _store(self, rate: Any, param: str, name: str, calendar: bool = False) -> Any:
         if isinstance(rate, (str, int, float)) and not isinstance(rate, bool):
             self._from_rates += 1
+            self._calendars += calendar
+            options = part_options(calendar, self._tz, self._burst)
             try:
                 if self._shared is None:
-                    return cellrate.KeyedLimiter(rate, burst=self._burst, **self._max)
-                return self._shared_store(rate, name)
+                    return cellrate.KeyedLimiter(rate, **options, **self._max)
+                return self._shared_store(rate, name, options)
             except cellrate.CellrateError as error:
                 raise _under(param, error) from None
         if not callable(getattr(rate, "check", None)):
@@ -580,7 +619,7 @@ class Policy:
                 raise
             raise invalid("concurrency", f"concurrency: {error}") from None
 
-    def _shared_store(self, rate: Any, name: str) -> Any:
+    def _shared_store(self, rate: Any, name: str, options: dict[str, Any]) -> Any:
         """The store of limit `name` in the shared= directory: its region, which
         this process may already have open, with the same limit only."""
         assert self._shared is not None
@@ -588,11 +627,10 @@ class Policy:
         path = os.path.join(self._shared, urllib.parse.quote(name, safe=" #"))
         real = os.path.realpath(path)
         opened = _OPENED.get(real)
-        if opened is not None and not _same_limit(
-                opened.store, cellrate.Limit(rate, burst=self._burst)):
+        if opened is not None and not _same_limit(opened.store, cellrate.Limit(rate, **options)):
             raise invalid("name", f"name: {name!r} under {self._shared} is already a limit of "
                                   f"this process, {opened.store!r}; give each limit its own name")
-        store = cellrate.KeyedLimiter(rate, burst=self._burst, shared=path, **self._max)
+        store = cellrate.KeyedLimiter(rate, **options, shared=path, **self._max)
         self._opened.append(_Opened(store))
         _OPENED[real] = self._opened[-1]
         return store
@@ -601,12 +639,12 @@ class Policy:
         if spec is None:
             return []
         items: Sequence[Any] = spec if isinstance(spec, list) else [spec]
-        try:  # "100/day;10/hour": a limit of each part
-            items = [part for item in items for part in split_rates(item)]
+        try:  # "100/day;10/hour", "100/minute;1000000/month": a limit of each part
+            parts = [part for item in items for part in split_rates(item, self._tz is not None)]
         except cellrate.CellrateError as error:
             raise _under(param, error) from None
         limits = []
-        for index, item in enumerate(items):
+        for index, (item, calendar) in enumerate(parts):
             where = name if index == 0 else f"{name}#{index}"
             if isinstance(item, tuple):
                 if len(item) != 2 or not callable(item[1]):
@@ -614,7 +652,7 @@ class Policy:
                 given, key = item
             else:
                 given, key = item, self.key
-            limits.append(_Limit(self._store(given, param, where), key))
+            limits.append(_Limit(self._store(given, param, where, calendar), key))
             if limits[-1].store is not given:  # made from a rate: reconfigure changes it
                 self._rated.setdefault(route, []).append(limits[-1].store)
         return limits
@@ -630,15 +668,16 @@ class Policy:
         if not stores:
             raise invalid("route", f"route: {route!r} has no limit given as a rate in this policy")
         try:
-            parts = split_rates(limit)
+            parts = split_rates(limit, self._tz is not None)
         except cellrate.CellrateError as error:
             raise _under("limit", error) from None
         if len(parts) != len(stores):
             raise invalid("limit", f"limit: {len(parts)} part(s) for a limit of {len(stores)}; a "
                                    "change keeps their number")
-        for store, part in zip(stores, parts):
+        for store, (part, calendar) in zip(stores, parts):
+            options = part_options(calendar, self._tz, self._burst if burst is None else burst)
             try:
-                store.reconfigure(part, burst=self._burst if burst is None else burst)
+                store.reconfigure(part, **options)
             except cellrate.CellrateError as error:
                 raise _under("limit", error) from None
 
@@ -715,8 +754,15 @@ class Policy:
         cost = self.cost
         return cost if cost.__class__ is int else cost(request)  # type: ignore[operator]
 
-    def decide(self, limits: list[_Limit], request: Request) -> Any:
-        """The Decision for `request` against `limits` (synchronous stores)."""
+    def plan_of(self, request: Request) -> Any:
+        """The plan `request` is decided under (None: "default"), or an
+        awaitable of it from a coroutine function (decide_async awaits it)."""
+        plan = self.plan
+        return plan if plan is None or plan.__class__ is str else plan(request)  # type: ignore
+
+    def decide(self, limits: list[_Limit], request: Request, plan: Any = _ASK) -> Any:
+        """The Decision for `request` against `limits` (synchronous stores);
+        `plan`: its plan, when decide_async found it."""
         cost = self.cost
         if cost.__class__ is not int:
             cost = cost(request)  # type: ignore[operator]
@@ -727,6 +773,16 @@ class Policy:
         priority = self.priority
         if priority is not None:
             now["priority"] = priority if priority.__class__ is str else priority(request)
+        if self.plan is not None:
+            if plan is _ASK:
+                plan = self.plan_of(request)
+                if inspect.isawaitable(plan):
+                    plan.close()  # type: ignore[attr-defined]
+                    raise invalid_type("plan", "plan: a coroutine function needs an asynchronous "
+                                               "adapter (ASGI); give a plain function")
+            if plan is not None:
+                now["plan"] = plan
+                request._plan = plan
         if one.key is None:
             decision = one.store.check(cost, **now)
         else:
@@ -747,10 +803,15 @@ class Policy:
         return self.check_all(items, cost, **now)
 
     async def decide_async(self, limits: list[_Limit], request: Request) -> Any:
-        """As decide(), awaiting async stores."""
+        """As decide(), awaiting async stores (and a coroutine function's plan)."""
         one = limits[0]
+        plan = None
+        if self.plan is not None:
+            plan = self.plan_of(request)
+            if inspect.isawaitable(plan):
+                plan = await plan
         if not one.is_async:
-            return self.decide(limits, request)
+            return self.decide(limits, request, plan)
         cost = self.cost_of(request)
         if len(limits) > 1:
             return await self._check_all(limits, request, cost)
@@ -759,6 +820,9 @@ class Policy:
         priority = self.priority
         if priority is not None:
             extra["priority"] = priority if priority.__class__ is str else priority(request)
+        if plan is not None:
+            extra["plan"] = plan
+            request._plan = plan
         return await one.store.check(key, cost, **extra)
 
     def charger(self, limits: list[_Limit], request: Request) -> _Charger:
@@ -768,11 +832,13 @@ class Policy:
 
     def outcome(self, decision: Any, request: Request) -> tuple[bool, list[tuple[str, str]]]:
         """(refuse, header fields) for `decision`."""
+        # the plan that decided names the policy, with its numbers (the decision's)
+        name = self.name if request._plan is None else request._plan
         if decision.allowed:
             if not self.admitted_headers:
                 return False, []
-            return False, list(decision.headers(self.name, legacy=self.legacy_headers).items())
-        fields = decision.headers(self.name, legacy=self.legacy_headers)
+            return False, list(decision.headers(name, legacy=self.legacy_headers).items())
+        fields = decision.headers(name, legacy=self.legacy_headers)
         if self.dry_run:
             logger.warning("dry run: would refuse %s %s (key %r, retry after %.3f s)",
                            request.method, request.path, self.key(request), decision.retry_after)
@@ -877,6 +943,8 @@ class _Charger:
             logger.warning("charge: %s %s %s %s units, above max_cost %d of %r: settled as %d",
                            request.method, request.path, how, count, most, store, most)
         self.charged[index] = total
+        if request._plan is not None:  # settled under the plan that decided
+            now = {**now, "plan": request._plan}
         if units < 0:
             store.refund(*key, -units, **now)
             units = 0

@@ -184,11 +184,13 @@ static void test_reserve_errors(void)
     CHECK_EQ_I64(cr_limiter_reserve(lim, 0, 1, -1, &reserved, &delay), CR_E_TIMEOUT, "timeout");
     CHECK_EQ_I64(cr_limiter_reserve(lim, 0, -1, 0, &reserved, &delay), CR_E_COST, "cost");
     CHECK_EQ_I64(cr_limiter_reserve(lim, -5, 1, 0, &reserved, &delay), CR_E_NOW, "now");
-    CHECK_EQ_I64(cr_keyed_reserve(keyed, "k", 1, 0, 1, -1, &reserved, &delay), CR_E_TIMEOUT,
-                 "keyed");
+    CHECK_EQ_I64(cr_keyed_reserve(keyed, "k", 1, 0, CR_PLAN_DEFAULT, 1, -1, &reserved, &delay),
+                 CR_E_TIMEOUT, "keyed");
     CHECK_EQ_I64(cr_limiter_refund(lim, 0, -1), CR_E_COST, "refund cost");
-    CHECK_EQ_I64(cr_keyed_refund(keyed, "k", 1, CR_HORIZON_NS, 1), CR_E_NOW, "refund now");
-    CHECK_EQ_I64(cr_keyed_refund(keyed, "absent", 6, 0, 1), CR_OK, "refund of an absent key");
+    CHECK_EQ_I64(cr_keyed_refund(keyed, "k", 1, CR_HORIZON_NS, CR_PLAN_DEFAULT, 1), CR_E_NOW,
+                 "refund now");
+    CHECK_EQ_I64(cr_keyed_refund(keyed, "absent", 6, 0, CR_PLAN_DEFAULT, 1), CR_OK,
+                 "refund of an absent key");
     CHECK_EQ_I64((int64_t)cr_keyed_len(keyed), 0, "a refund claims no slot");
     cr_limiter_free(lim);
     cr_keyed_free(keyed);
@@ -347,7 +349,8 @@ static void *run_frozen(void *arg)
             if (w->limiter)
                 cr_limiter_reserve(w->limiter, EPOCH + 7, 1, CR_NEVER, &ok, &delay);
             else
-                cr_keyed_reserve(w->keyed, "k", 1, EPOCH + 7, 1, CR_NEVER, &ok, &delay);
+                cr_keyed_reserve(w->keyed, "k", 1, EPOCH + 7, CR_PLAN_DEFAULT, 1, CR_NEVER, &ok,
+                                 &delay);
         } else if (w->limiter) {
             cr_limiter_allow(w->limiter, EPOCH + 7, 1, &ok);
         } else {

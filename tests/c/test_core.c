@@ -664,9 +664,11 @@ static void test_max_cost(void)
                "stores"))
         return;
     CHECK_EQ_I64(cr_limiter_take(limiter, 0, -1, &taken), CR_E_MAX_COST, "take(-1)");
-    CHECK_EQ_I64(cr_keyed_take(keyed, "k", 1, 0, -1, &taken), CR_E_MAX_COST, "keyed take(-1)");
+    CHECK_EQ_I64(cr_keyed_take(keyed, "k", 1, 0, CR_PLAN_DEFAULT, -1, &taken), CR_E_MAX_COST,
+                 "keyed take(-1)");
     CHECK_EQ_I64(cr_limiter_charge(limiter, 0, -1, NULL), CR_E_COST, "charge(-1)");
-    CHECK_EQ_I64(cr_keyed_charge(keyed, "k", 1, -5, 1, NULL), CR_E_NOW, "charge at a bad now");
+    CHECK_EQ_I64(cr_keyed_charge(keyed, "k", 1, -5, CR_PLAN_DEFAULT, 1, NULL), CR_E_NOW,
+                 "charge at a bad now");
     CHECK_EQ_I64(cr_limiter_take(limiter, CR_HORIZON_NS, 1, &taken), CR_E_NOW, "take at a bad now");
     CHECK_EQ_I64(taken, 7, "nothing set on an error");
     cr_limiter_free(limiter);
@@ -710,7 +712,7 @@ static void test_debt_and_counters(void)
 
     /* a refund of a fresh key gives nothing back and counts nothing */
     CHECK_EQ_I64(cr_limiter_refund(limiter, now, 5), CR_OK, "refund(5)");
-    CHECK_EQ_I64(cr_keyed_refund(keyed, "a", 1, now, 3), CR_OK, "refund('a', 3)");
+    CHECK_EQ_I64(cr_keyed_refund(keyed, "a", 1, now, CR_PLAN_DEFAULT, 3), CR_OK, "refund('a', 3)");
     cr_limiter_stats(limiter, &stats);
     CHECK(stats.units_admitted == 0 && stats.units_refunded == 0,
           "a fresh refund: %" PRIu64 " admitted, %" PRIu64 " refunded", stats.units_admitted,
@@ -762,9 +764,10 @@ static void test_debt_and_counters(void)
     cr_keyed_free(keyed);
     limit = limit_text("10/s", 10, 100, NULL);
     CHECK(cr_keyed_new(&keyed, &limit, 8) == CR_OK, "keyed, max_debt 100");
-    CHECK_EQ_I64(cr_keyed_charge(keyed, "k", 1, now, 50, &d), CR_OK, "charge(50)");
+    CHECK_EQ_I64(cr_keyed_charge(keyed, "k", 1, now, CR_PLAN_DEFAULT, 50, &d), CR_OK, "charge(50)");
     CHECK(!d.clipped && d.retry_after_ns == 41 * T, "50 units: 40 in debt, not clipped");
-    CHECK_EQ_I64(cr_keyed_charge(keyed, "k", 1, now, INT64_MAX, &d), CR_OK, "charge(huge)");
+    CHECK_EQ_I64(cr_keyed_charge(keyed, "k", 1, now, CR_PLAN_DEFAULT, INT64_MAX, &d), CR_OK,
+                 "charge(huge)");
     CHECK(d.clipped && d.retry_after_ns == 101 * T, "clipped at 100 in debt: %" PRId64,
           d.retry_after_ns);
     cr_keyed_stats(keyed, &stats);

@@ -167,9 +167,11 @@ static void store_follow(scenario *s, int lineno, int64_t now, const cr_signal *
                  "line %d", lineno);
     CHECK_EQ_I64(cr_limiter_follow(s->shared_limiter, now, signal, pending, share, &pulled[1]),
                  CR_OK, "line %d", lineno);
-    CHECK_EQ_I64(cr_keyed_follow(s->keyed, KEY, now, signal, pending, share, &pulled[2]), CR_OK,
-                 "line %d", lineno);
-    CHECK_EQ_I64(cr_keyed_follow(s->shared_keyed, KEY, now, signal, pending, share, &pulled[3]),
+    CHECK_EQ_I64(
+        cr_keyed_follow(s->keyed, KEY, now, CR_PLAN_DEFAULT, signal, pending, share, &pulled[2]),
+        CR_OK, "line %d", lineno);
+    CHECK_EQ_I64(cr_keyed_follow(s->shared_keyed, KEY, now, CR_PLAN_DEFAULT, signal, pending, share,
+                                 &pulled[3]),
                  CR_OK, "line %d", lineno);
     for (int i = 0; i < 4; i++)
         CHECK_EQ_I64(pulled[i], want, "line %d: store %d pulled", lineno, i);
@@ -392,7 +394,7 @@ static void *worker(void *arg)
         cr_decision d;
         if (i % 3 == 0) {
             cr_limiter_follow(w->limiter, now, w->signal, 0, 1.0, &pulled);
-            cr_keyed_follow(w->keyed, KEY, now, w->signal, 0, 1.0, &pulled);
+            cr_keyed_follow(w->keyed, KEY, now, CR_PLAN_DEFAULT, w->signal, 0, 1.0, &pulled);
         }
         cr_limiter_check(w->limiter, now, 1, true, &d);
         w->admitted += d.allowed;

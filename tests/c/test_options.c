@@ -323,23 +323,29 @@ static int run_rates(const char *dir)
             continue;
         char *bar = strchr(line, '|');
         char status[64];
-        int parts, at;
-        if (bar == NULL || sscanf(line, "rates %63s %d %n", status, &parts, &at) != 2)
+        int days, parts, at;
+        if (bar == NULL || sscanf(line, "rates %63s %d %d %n", status, &days, &parts, &at) != 3)
             vectors_bad_line("rates.txt", lineno, line);
         const char *text = bar + 1;
         cr_rate rates[CR_RATES_MAX];
         size_t found = 99;
-        const cr_status got = cr_parse_rates(text, strlen(text), rates, &found);
+        const cr_status got = cr_parse_rates(text, strlen(text), days == 1, rates, &found);
         CHECK_EQ_STR(cr_status_name(got), status, "rates.txt:%d", lineno);
         CHECK_EQ_I64((int64_t)found, parts, "rates.txt:%d", lineno);
         const char *cursor = line + at;
         for (int i = 0; i < parts && i < (int)found; i++) {
             double rate, period;
             size_t start, len;
+            char calendar[32], made[32] = "-";
             int used;
-            if (sscanf(cursor, "%lf %lf %zu %zu %n", &rate, &period, &start, &len, &used) != 4)
+            if (sscanf(cursor, "%lf %lf %zu %zu %31s %n", &rate, &period, &start, &len, calendar,
+                       &used) != 5)
                 vectors_bad_line("rates.txt", lineno, line);
             cursor += used;
+            if (rates[i].period.count > 0)
+                snprintf(made, sizeof made, "%d%s", (int)rates[i].period.count,
+                         cr_period_unit_name(rates[i].period.unit));
+            CHECK_EQ_STR(made, calendar, "rates.txt:%d part %d", lineno, i);
             CHECK(rates[i].rate == rate && rates[i].period_s == period,
                   "rates.txt:%d part %d: %.17g/%.17g s", lineno, i, rates[i].rate,
                   rates[i].period_s);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct {
@@ -192,7 +193,7 @@ static void test_keys_apart(void)
     cr_limiter_free(plain);
 }
 
-/* Windows hold a ban by filling their windows; a region refuses a penalty. */
+/* Windows hold a ban by filling their windows. */
 static void test_windows_and_regions(void)
 {
     cr_penalty penalty;
@@ -210,19 +211,168 @@ static void test_windows_and_regions(void)
     CHECK(cr_limiter_check(limiter, t0 + 25 * S, 1, true, &d) == CR_OK && d.allowed, "out");
     cr_limiter_free(limiter);
 
+    CHECK_EQ_STR(cr_status_param(CR_E_PENALTY_BAN), "ban", "the parameter");
+}
+
+/* A store of the region at `path` (a limiter, or a keyed table of
+ * `capacity` keys), with `penalty` unless NULL. */
+static void open_region(const char *path, int64_t capacity, const cr_penalty *penalty,
+                        cr_limiter **limiter, cr_keyed **keyed)
+{
+    const cr_limit limit = gcra(1, 1, NULL);
+    *limiter = NULL;
+    *keyed = NULL;
+    if (capacity == 0) {
+        CHECK(cr_limiter_open(limiter, &limit, path, 0600, CR_CHANGE_APPLY) == CR_OK, "region");
+        if (penalty)
+            CHECK_EQ_I64(cr_limiter_set_penalty(*limiter, penalty), CR_OK, "region's penalty");
+    } else {
+        CHECK(cr_keyed_open(keyed, &limit, capacity, path, 0600, CR_CHANGE_APPLY) == CR_OK,
+              "region");
+        if (penalty)
+            CHECK_EQ_I64(cr_keyed_set_penalty(*keyed, penalty), CR_OK, "region's penalty");
+    }
+}
+
+static cr_decision region_check(cr_limiter *limiter, cr_keyed *keyed, const char *key, int64_t now)
+{
+    cr_decision d;
+    if (limiter)
+        CHECK_EQ_I64(cr_limiter_check(limiter, now, 1, true, &d), CR_OK, "check");
+    else
+        CHECK_EQ_I64(cr_keyed_check(keyed, key, strlen(key), now, 1, true, &d), CR_OK, "check");
+    return d;
+}
+
+/* Processes of one region count one key's refusals together: with all of
+ * them at one instant (no strike leaks away), the ban starts at exactly the
+ * `after`-th refusal in total, counted across the processes. */
+#define HAMMERS 4
+#define HAMMER_CHECKS 40
+static void test_region_hammer(int64_t capacity)
+{
+    const int64_t S = 1000000000, t0 = 5000 * S;
     char path[128];
     snprintf(path, sizeof path, "/dev/shm/cellrate-penalty-%ld", (long)getpid());
-    const cr_limit limit = gcra(10, 10, NULL);
-    cr_keyed *keyed;
-    CHECK(cr_limiter_open(&limiter, &limit, path, 0600, CR_CHANGE_APPLY) == CR_OK, "region");
-    CHECK_EQ_I64(cr_limiter_set_penalty(limiter, &penalty), CR_E_PENALTY_STORE, "region");
-    cr_limiter_free(limiter);
     unlink(path);
-    CHECK(cr_keyed_open(&keyed, &limit, 16, path, 0600, CR_CHANGE_APPLY) == CR_OK, "region");
-    CHECK_EQ_I64(cr_keyed_set_penalty(keyed, &penalty), CR_E_PENALTY_STORE, "region");
+    cr_penalty penalty;
+    CHECK_EQ_I64(cr_penalty_init(&penalty, "37/hour", 7, 100.0, 0, false), CR_OK, "penalty");
+    cr_limiter *limiter;
+    cr_keyed *keyed;
+    open_region(path, capacity, &penalty, &limiter, &keyed); /* made before the fork */
+    pid_t pids[HAMMERS];
+    for (int p = 0; p < HAMMERS; p++) {
+        pids[p] = fork();
+        CHECK(pids[p] >= 0, "fork");
+        if (pids[p] == 0) {
+            /* a process of its own: the region opened again, without a penalty
+             * (it follows the region's) */
+            cr_limiter *mine;
+            cr_keyed *mine_keyed;
+            open_region(path, capacity, NULL, &mine, &mine_keyed);
+            int strikes = 0, admitted = 0;
+            for (int i = 0; i < HAMMER_CHECKS; i++) {
+                const cr_decision d = region_check(mine, mine_keyed, "hammered", t0);
+                admitted += d.allowed;
+                strikes += !d.allowed && d.retry_after_ns <= S; /* the limit's, not a ban's */
+                if (!d.allowed && d.retry_after_ns > S && d.retry_after_ns != 100 * S)
+                    _exit(255); /* a ban reports its end */
+            }
+            cr_limiter_free(mine);
+            cr_keyed_free(mine_keyed);
+            _exit(strikes + 100 * admitted);
+        }
+    }
+    int strikes = 0, admitted = 0;
+    for (int p = 0; p < HAMMERS; p++) {
+        int status;
+        CHECK(waitpid(pids[p], &status, 0) == pids[p] && WIFEXITED(status), "hammer");
+        CHECK(WEXITSTATUS(status) != 255, "a ban's refusal at its end");
+        strikes += WEXITSTATUS(status) % 100;
+        admitted += WEXITSTATUS(status) / 100;
+    }
+    CHECK_EQ_I64(admitted, 1, "the burst, once across the processes");
+    CHECK_EQ_I64(strikes, 36, "36 refusals before the ban, the 37th starts it (capacity %d)",
+                 (int)capacity);
+    const uint64_t bans = limiter ? cr_limiter_bans(limiter) : cr_keyed_bans(keyed);
+    CHECK_EQ_I64(bans, 1, "one ban, counted in the region");
+    cr_decision d = region_check(limiter, keyed, "hammered", t0 + 50 * S);
+    CHECK(!d.allowed && d.retry_after_ns == 50 * S, "banned here too, to its end");
+    CHECK(region_check(limiter, keyed, "hammered", t0 + 100 * S).allowed, "out at its end");
+    /* a reset lets a banned key out at once */
+    for (int i = 0; i < 37; i++)
+        (void)region_check(limiter, keyed, "hammered", t0 + 100 * S);
+    d = region_check(limiter, keyed, "hammered", t0 + 100 * S);
+    CHECK(!d.allowed && d.retry_after_ns == 100 * S, "banned again");
+    if (limiter)
+        cr_limiter_reset(limiter);
+    else
+        cr_keyed_reset(keyed, "hammered", 8);
+    CHECK(region_check(limiter, keyed, "hammered", t0 + 100 * S).allowed, "let out");
+    CHECK(!region_check(limiter, keyed, "hammered", t0 + 100 * S).allowed, "its limit holds");
+    cr_limiter_free(limiter);
     cr_keyed_free(keyed);
     unlink(path);
-    CHECK_EQ_STR(cr_status_param(CR_E_PENALTY_BAN), "ban", "the parameter");
+}
+
+/* An opener with another penalty changes the region's (the newest wins); a
+ * box full of live keys counts no new key (fails open: the limit holds). */
+static void test_region_change_and_full(void)
+{
+    const int64_t S = 1000000000, t0 = S; /* long past on the real clock */
+    char path[128];
+    snprintf(path, sizeof path, "/dev/shm/cellrate-penalty-full-%ld", (long)getpid());
+    unlink(path);
+    cr_penalty slow, quick;
+    CHECK_EQ_I64(cr_penalty_init(&slow, "50/hour", 7, 100.0, 0, false), CR_OK, "penalty");
+    CHECK_EQ_I64(cr_penalty_init(&quick, "1/hour", 6, 30.0, 0, false), CR_OK, "penalty");
+    cr_limiter *unused;
+    cr_keyed *first, *second, *plain;
+    open_region(path, 16, &slow, &unused, &first);
+    open_region(path, 16, NULL, &unused, &plain); /* no penalty given: the region's holds */
+    open_region(path, 16, &quick, &unused, &second);
+    /* 16 keys: the box holds 8 (a quarter, at least 8) */
+    int banned = 0;
+    for (int i = 0; i < 12; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        CHECK(region_check(NULL, plain, key, t0).allowed, "%s admitted", key);
+        const cr_decision d = region_check(NULL, first, key, t0);
+        CHECK(!d.allowed, "%s refused", key);
+        banned += d.retry_after_ns == 30 * S; /* the newest penalty's ban, in first's decision */
+        CHECK(d.retry_after_ns == 30 * S || d.retry_after_ns <= S, "%s: a ban or the limit", key);
+    }
+    CHECK_EQ_I64(banned, 8, "the box's 8 keys banned, the others fail open");
+    CHECK_EQ_I64(cr_keyed_bans(plain), 8, "the bans, counted once for the region");
+    cr_stats stats;
+    cr_keyed_stats(first, &stats);
+    CHECK_EQ_I64(stats.bans, 8, "the counters' bans: the region's");
+    cr_penalty_entry entries[16];
+    size_t count;
+    CHECK_EQ_I64(cr_inspect_box(path, entries, 16, &count), CR_OK, "inspect the box");
+    CHECK_EQ_I64(count, 0, "the clock is past t0: no key banned now");
+    cr_region_info info;
+    CHECK_EQ_I64(cr_inspect_region(path, &info), CR_OK, "inspect");
+    CHECK(info.has_penalty && info.penalty.after == 1 && info.penalty.ban_ns == 30 * S,
+          "the region's penalty: the newest");
+    CHECK_EQ_I64(info.stats.bans, 8, "its bans");
+    /* on the real clock: a key banned now is listed, with its first bytes */
+    const char *long_key = "a-key-longer-than-the-thirty-two-bytes-kept";
+    const int64_t now = cr_clock_ns();
+    CHECK(region_check(NULL, plain, long_key, now).allowed, "admitted");
+    const cr_decision d = region_check(NULL, second, long_key, now);
+    CHECK(!d.allowed && d.retry_after_ns == 30 * S, "a long key banned in an idle key's slot");
+    CHECK_EQ_I64(cr_inspect_box(path, entries, 16, &count), CR_OK, "inspect the box");
+    CHECK_EQ_I64(count, 1, "one key banned now");
+    CHECK_EQ_I64(entries[0].key_len, strlen(long_key), "its length");
+    CHECK_EQ_I64(entries[0].key_kept, 32, "its first 32 bytes");
+    CHECK(memcmp(entries[0].key, long_key, 32) == 0, "its first bytes");
+    CHECK(entries[0].ban_left_ns > 0 && entries[0].ban_left_ns <= 30 * S, "its ban's rest");
+    CHECK_EQ_I64(entries[0].level, 0, "a first ban");
+    cr_keyed_free(first);
+    cr_keyed_free(second);
+    cr_keyed_free(plain);
+    unlink(path);
 }
 
 int main(int argc, char **argv)
@@ -232,6 +382,9 @@ int main(int argc, char **argv)
     CHECK(ops > 100, "penalty.txt holds %d ops", ops);
     test_keys_apart();
     test_windows_and_regions();
+    test_region_hammer(0);
+    test_region_hammer(64);
+    test_region_change_and_full();
     printf("penalty: %d vector lines\n", ops);
     return check_summary("test_penalty");
 }

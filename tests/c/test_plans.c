@@ -4,8 +4,11 @@
  *                 on a second table), as gcra and as token_bucket: keys moving
  *                 between plans, plans edited live; plan tables refused or
  *                 taken; plan names found or not
- *   the rest      a table without plans answers plan 0 alone; a shared region
- *                 refuses plans; a key's plan costs no byte (28 per key)
+ *   the rest      a table without plans answers plan 0 alone; a key's plan
+ *                 costs no byte (28 per key); a shared region holds the plan
+ *                 table: two openers decide a key under the same plans, carry
+ *                 its units across plans and across a plan's live change,
+ *                 take in names and changes another opener gives the region
  *
  * usage: test_plans [vectors-dir]   (default tests/vectors)
  */
@@ -222,12 +225,7 @@ static void test_edges(void)
     cr_plan_table table;
     const cr_plan_arg one = {"pro", 3, &pro};
     CHECK_EQ_I64(cr_plans_set(&table, &limit, &one, 1), CR_OK, "table");
-    char path[64];
-    snprintf(path, sizeof path, "/dev/shm/cellrate-plans-%ld", (long)getpid());
     keyed = NULL;
-    CHECK_EQ_I64(cr_keyed_open_plans(&keyed, NULL, &table, 100, path, 0600, CR_CHANGE_APPLY),
-                 CR_E_PLANS_STORE, "a region refuses plans");
-    CHECK(keyed == NULL && access(path, F_OK) != 0, "nothing made");
     CHECK_EQ_I64(cr_keyed_open_plans(&keyed, NULL, &table, 100, NULL, 0, CR_CHANGE_APPLY), CR_OK,
                  "table");
     /* the algorithm cannot change live, for a plan either */
@@ -256,12 +254,112 @@ static void test_edges(void)
     cr_keyed_free(keyed);
 }
 
+static int64_t decide(cr_keyed *keyed, const char *key, const char *plan, int64_t now_ns,
+                      bool *allowed)
+{
+    int32_t index = -1;
+    cr_decision out;
+    CHECK_EQ_I64(cr_keyed_plan_find(keyed, plan, strlen(plan), &index), CR_OK, plan);
+    CHECK_EQ_I64(
+        cr_keyed_check_plan(keyed, key, strlen(key), now_ns, 1, index, -1, true, &out, allowed),
+        CR_OK, "decide");
+    return out.remaining;
+}
+
+/* Plans in a shared region: every opener decides a key under the same
+ * plans, and its units carry across plans and plan changes whoever made
+ * them. Two tables on one region stand for two processes (each has its own
+ * chains of limits, as a process does). */
+static void test_region(void)
+{
+    cr_limit limit, pro, pro_slower, gold;
+    CHECK_EQ_I64(make_limit(&limit, "gcra", 100000000, 10), CR_OK, "limit");
+    CHECK_EQ_I64(make_limit(&pro, "gcra", 10000000, 20), CR_OK, "pro");
+    CHECK_EQ_I64(make_limit(&pro_slower, "gcra", 20000000, 20), CR_OK, "pro, slower");
+    CHECK_EQ_I64(make_limit(&gold, "gcra", 50000000, 5), CR_OK, "gold");
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/cellrate-plans-%ld", (long)getpid());
+    unlink(path);
+    cr_plan_table table, table2, refused, many;
+    const cr_plan_arg one = {"pro", 3, &pro};
+    CHECK_EQ_I64(cr_plans_set(&table, &limit, &one, 1), CR_OK, "table");
+    cr_keyed *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    CHECK_EQ_I64(cr_keyed_open_plans(&a, NULL, &table, 100, path, 0600, CR_CHANGE_REFUSE), CR_OK,
+                 "a region holds plans");
+    CHECK_EQ_I64(cr_keyed_open_plans(&b, NULL, &table, 100, path, 0600, CR_CHANGE_REFUSE), CR_OK,
+                 "the same table again");
+    bool allowed;
+    for (int i = 0; i < 6; i++)
+        decide(a, "k", "default", 0, &allowed);
+    /* 6 units used under default, then under pro in the other opener */
+    CHECK_EQ_I64(decide(b, "k", "pro", 0, &allowed), 20 - 7, "units carried into pro");
+    CHECK_EQ_I64(decide(a, "k", "pro", 0, &allowed), 20 - 8, "on pro in both openers");
+    /* a plan changed live in one opener carries its keys for every opener */
+    int32_t index;
+    CHECK_EQ_I64(cr_keyed_plan_find(a, "pro", 3, &index), CR_OK, "find pro");
+    CHECK_EQ_I64(cr_keyed_reconfigure_plan(a, index, &pro_slower, 0), CR_OK, "change pro");
+    CHECK_EQ_I64(decide(b, "k", "pro", 0, &allowed), 20 - 9, "the change carried in the other");
+    CHECK_EQ_I64(cr_keyed_plan_limit(b, index)->emission_ns, 20000000, "the other's pro follows");
+    CHECK_EQ_I64(decide(b, "k", "default", 0, &allowed), 0, "back to default, carried");
+    CHECK(allowed, "the last unit");
+    decide(a, "k", "default", 0, &allowed);
+    CHECK(!allowed, "nothing fresh");
+
+    /* an opener with another table: a new name joins, a changed plan is live */
+    const cr_plan_arg two[2] = {{"gold", 4, &gold}, {"pro", 3, &pro}};
+    CHECK_EQ_I64(cr_plans_set(&table2, &limit, two, 2), CR_OK, "table 2");
+    CHECK_EQ_I64(cr_keyed_open_plans(&c, NULL, &table2, 100, path, 0600, CR_CHANGE_REFUSE),
+                 CR_E_SHARED_RATE, "another pro refused with on_change refuse");
+    CHECK(c == NULL, "not opened");
+    CHECK_EQ_I64(cr_keyed_plan_find(a, "gold", 4, &index), CR_E_PLAN, "nothing written");
+    CHECK_EQ_I64(cr_keyed_open_plans(&c, NULL, &table2, 100, path, 0600, CR_CHANGE_APPLY), CR_OK,
+                 "another table applied");
+    CHECK_EQ_I64(cr_keyed_plans(c)->count, 3, "default, pro, gold");
+    CHECK_EQ_I64(cr_keyed_plan_find(c, "gold", 4, &index), CR_OK, "gold");
+    CHECK_EQ_I64(index, 2, "a new name takes the next index");
+    for (int i = 0; i < 3; i++)
+        decide(c, "g", "gold", 0, &allowed);
+    CHECK_EQ_I64(decide(a, "g", "gold", 0, &allowed), 5 - 4, "a name another opener gave");
+    CHECK_EQ_I64(decide(b, "g", "default", 0, &allowed), 10 - 5, "gold's units carried");
+    CHECK_EQ_I64(decide(b, "p", "pro", 0, &allowed), 20 - 1, "pro");
+    CHECK_EQ_I64(cr_keyed_plan_limit(b, 1)->emission_ns, 10000000, "the newest opener's pro");
+    cr_keyed_free(c);
+    c = NULL;
+
+    /* an opener without plans keeps the region's: the names stay */
+    cr_keyed *plain = NULL;
+    CHECK_EQ_I64(cr_keyed_open(&plain, &limit, 100, path, 0600, CR_CHANGE_REFUSE), CR_OK, "plain");
+    CHECK_EQ_I64(cr_keyed_plans(plain)->count, 3, "the region's plans");
+    CHECK_EQ_I64(decide(plain, "q", "gold", 0, &allowed), 4, "decided under gold");
+    cr_keyed_free(plain);
+
+    /* 16 plans at most, every name ever given counted */
+    cr_plan_arg args[14];
+    char names[14][8];
+    for (int i = 0; i < 14; i++) {
+        snprintf(names[i], sizeof names[i], "p%02d", i);
+        args[i] = (cr_plan_arg){names[i], strlen(names[i]), &pro};
+    }
+    CHECK_EQ_I64(cr_plans_set(&many, &limit, args, 14), CR_OK, "14 plans");
+    CHECK_EQ_I64(cr_keyed_open_plans(&d, NULL, &many, 100, path, 0600, CR_CHANGE_APPLY),
+                 CR_E_SHARED_PLANS, "17 names");
+    CHECK_EQ_I64(cr_plans_set(&refused, &limit, args, 13), CR_OK, "13 plans");
+    CHECK_EQ_I64(cr_keyed_open_plans(&d, NULL, &refused, 100, path, 0600, CR_CHANGE_APPLY), CR_OK,
+                 "16 names");
+    CHECK_EQ_I64(cr_keyed_plans(d)->count, 16, "16");
+    cr_keyed_free(d);
+    cr_keyed_free(a);
+    cr_keyed_free(b);
+    unlink(path);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "tests/vectors";
     const int ops = run_vectors(dir);
     CHECK(ops > 900, "plans.txt holds %d ops", ops);
     test_edges();
+    test_region();
     printf("plans: %d ops x 3 entry points x 2 algorithms\n", ops);
     return check_summary("test_plans");
 }

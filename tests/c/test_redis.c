@@ -156,7 +156,7 @@ static void run_request(char **f, int n, char *expected, int at, bool marked)
     }
 }
 
-/* batch <now s|-> <ncalls> (<mode> <cost> <n> (<limit> <prefix> <name> <key>)*n)*ncalls,
+/* batch <now s|-> <ncalls> (<mode>[+marker] <cost> <n> (<limit> <prefix> <name> <key>)*n)*ncalls,
  * then the words. */
 static void run_batch(char **f, int n, char *expected, int at)
 {
@@ -170,7 +170,13 @@ static void run_batch(char **f, int n, char *expected, int at)
     int field = 3, nitems = 0;
     for (int c = 0; c < ncalls; c++) {
         CHECK(field + 3 <= n, "redis.txt:%d", at);
-        calls[c] = (cr_redis_call){mode_named(f[field]), number(f[field + 1]), items + nitems,
+        /* <mode>+marker: the mode with the wipe marker */
+        char *plus = strchr(f[field], '+');
+        const bool marked = plus != NULL && strcmp(plus, "+marker") == 0;
+        if (marked)
+            *plus = '\0';
+        const unsigned mode = (unsigned)mode_named(f[field]) | (marked ? CR_REDIS_WIPE_MARKER : 0u);
+        calls[c] = (cr_redis_call){(cr_redis_mode)mode, number(f[field + 1]), items + nitems,
                                    (size_t)number(f[field + 2])};
         field += 3;
         for (size_t i = 0; i < calls[c].nitems; i++, nitems++, field += 4) {
@@ -577,9 +583,34 @@ static void class_requests(void)
           "the deny cache keeps no class's refusal");
 }
 
+/* A Redis limit's plans (cr_redis_check_plans): named, and each plan a limit
+ * the script carries; the table itself is cr_plans_set's (test_plans). */
+static void plan_tables(void)
+{
+    cr_limit_args args = {0};
+    args.rate = 10;
+    cr_limit limit, pro, slow;
+    CHECK(cr_limit_init(&limit, &args) == CR_OK, "the default");
+    args.rate = 100;
+    CHECK(cr_limit_init(&pro, &args) == CR_OK, "pro");
+    args.rate = 1;
+    args.period_s = 86400.0 * 200; /* a tolerance past CR_REDIS_MAX_TOLERANCE_NS */
+    args.has_period = true;
+    CHECK(cr_limit_init(&slow, &args) == CR_OK, "slow");
+    cr_plan_table table;
+    const cr_plan_arg plans[] = {{"pro", 3, &pro}, {"slow", 4, &slow}};
+    CHECK(cr_plans_set(&table, &limit, plans, 1) == CR_OK, "a table of pro");
+    CHECK(cr_redis_check_plans(true, &table) == CR_OK, "named: carried");
+    CHECK(cr_redis_check_plans(false, &table) == CR_E_REDIS_PLANS_NAME, "unnamed: refused");
+    CHECK(cr_plans_set(&table, &limit, plans, 2) == CR_OK, "a table of pro and slow");
+    CHECK(cr_redis_check_plans(true, &table) == CR_E_REDIS_TOLERANCE, "slow: not carried");
+    CHECK_EQ_STR(cr_status_param(CR_E_REDIS_PLANS_NAME), "name", "the parameter");
+}
+
 int main(int argc, char **argv)
 {
     class_requests();
+    plan_tables();
     FILE *file = vectors_open(argc > 1 ? argv[1] : "tests/vectors", "redis.txt");
     int lines = 0;
     run_file(file, &lines);

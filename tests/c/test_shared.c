@@ -234,7 +234,13 @@ static void test_refusals(void)
     version = 7; /* the layout before a keyed slot held its key's plan */
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
-    version = 8;
+    version = 8; /* the layout before a region kept a penalty box */
+    patch(path, VERSION_OFFSET, &version, sizeof version);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
+    version = 9; /* the layout before a keyed region held its plan table */
+    patch(path, VERSION_OFFSET, &version, sizeof version);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
+    version = 10;
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_OK);
 

@@ -392,9 +392,9 @@ static void *run_taker(void *arg)
     for (int round = 0; round < 400; round++) {
         int64_t taken = 0;
         const int64_t max_cost = 1 + round % 7;
-        cr_status status = t->limiter
-                               ? cr_limiter_take(t->limiter, 3 * SECOND, max_cost, &taken)
-                               : cr_keyed_take(t->keyed, "k", 1, 3 * SECOND, max_cost, &taken);
+        cr_status status = t->limiter ? cr_limiter_take(t->limiter, 3 * SECOND, max_cost, &taken)
+                                      : cr_keyed_take(t->keyed, "k", 1, 3 * SECOND, CR_PLAN_DEFAULT,
+                                                      max_cost, &taken);
         if (status != CR_OK || taken < 0 || taken > max_cost)
             t->errors++;
         t->taken += taken;

@@ -167,9 +167,9 @@ static void run_reserve(variant *v, const char *key, int lineno, int64_t now, in
         CHECK_EQ_I64(delay, want_delay, "cr_limiter_reserve (%s), decisions.txt:%d", name, lineno);
         reserved = !want_reserved;
         delay = -7;
-        CHECK_EQ_I64(
-            cr_keyed_reserve(tables[i], key, strlen(key), now, cost, max_wait, &reserved, &delay),
-            CR_OK, "cr_keyed_reserve, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(cr_keyed_reserve(tables[i], key, strlen(key), now, CR_PLAN_DEFAULT, cost,
+                                      max_wait, &reserved, &delay),
+                     CR_OK, "cr_keyed_reserve, decisions.txt:%d", lineno);
         CHECK_EQ_I64(reserved, want_reserved, "cr_keyed_reserve (%s), decisions.txt:%d", name,
                      lineno);
         CHECK_EQ_I64(delay, want_delay, "cr_keyed_reserve (%s), decisions.txt:%d", name, lineno);
@@ -209,10 +209,10 @@ static void run_refund(variant *v, const char *key, int lineno, int64_t now, int
     READ_COUNTER(v, units_refunded, refunded);
     CHECK_EQ_I64(cr_limiter_refund(v->limiter, now, cost), CR_OK, "decisions.txt:%d", lineno);
     CHECK_EQ_I64(cr_limiter_refund(v->allow_limiter, now, cost), CR_OK, "decisions.txt:%d", lineno);
-    CHECK_EQ_I64(cr_keyed_refund(v->keyed, key, strlen(key), now, cost), CR_OK, "decisions.txt:%d",
-                 lineno);
-    CHECK_EQ_I64(cr_keyed_refund(v->allow_keyed, key, strlen(key), now, cost), CR_OK,
+    CHECK_EQ_I64(cr_keyed_refund(v->keyed, key, strlen(key), now, CR_PLAN_DEFAULT, cost), CR_OK,
                  "decisions.txt:%d", lineno);
+    CHECK_EQ_I64(cr_keyed_refund(v->allow_keyed, key, strlen(key), now, CR_PLAN_DEFAULT, cost),
+                 CR_OK, "decisions.txt:%d", lineno);
     uint64_t after[2];
     READ_COUNTER(v, units_refunded, after);
     check_counted("units_refunded", name, lineno, refunded, after, want_given);
@@ -244,9 +244,9 @@ static void run_charge(variant *v, const char *key, int lineno, const vector_op 
             CHECK_EQ_I64(got.clipped, clipped, "cr_limiter_charge, decisions.txt:%d", lineno);
         }
         memset(&got, 0xa5, sizeof got);
-        CHECK_EQ_I64(
-            cr_keyed_charge(tables[i], key, strlen(key), op->now, op->cost, i == 0 ? &got : NULL),
-            CR_OK, "cr_keyed_charge, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(cr_keyed_charge(tables[i], key, strlen(key), op->now, CR_PLAN_DEFAULT,
+                                     op->cost, i == 0 ? &got : NULL),
+                     CR_OK, "cr_keyed_charge, decisions.txt:%d", lineno);
         if (i == 0) {
             compare("cr_keyed_charge", name, lineno, op, v->limit.burst, &got);
             CHECK_EQ_I64(got.clipped, clipped, "cr_keyed_charge, decisions.txt:%d", lineno);
@@ -275,8 +275,9 @@ static void run_take(variant *v, const char *key, int lineno, int64_t now, int64
                      "cr_limiter_take, decisions.txt:%d", lineno);
         CHECK_EQ_I64(taken, want_taken, "cr_limiter_take (%s), decisions.txt:%d", name, lineno);
         taken = -7;
-        CHECK_EQ_I64(cr_keyed_take(tables[i], key, strlen(key), now, max_cost, &taken), CR_OK,
-                     "cr_keyed_take, decisions.txt:%d", lineno);
+        CHECK_EQ_I64(
+            cr_keyed_take(tables[i], key, strlen(key), now, CR_PLAN_DEFAULT, max_cost, &taken),
+            CR_OK, "cr_keyed_take, decisions.txt:%d", lineno);
         CHECK_EQ_I64(taken, want_taken, "cr_keyed_take (%s), decisions.txt:%d", name, lineno);
     }
 }

@@ -126,3 +126,37 @@ describe("calendar quotas", function()
          support.raises("rate", cellrate.calendar_period, "UTC", "fortnight"))
    end)
 end)
+
+describe("a rate string of rates and calendar quotas (cellrate.nginx.limits)", function()
+   -- cellrate.nginx loads outside nginx where the FFI is (LuaJIT), with a stub ngx
+   package.path = "lua/?.lua;" .. package.path
+   local had_ngx = rawget(_G, "ngx")
+   _G.ngx = had_ngx or {}
+   local loaded, nginx = pcall(require, "cellrate.nginx")
+   _G.ngx = had_ngx
+   local run = loaded and it or pending
+
+   run("makes a calendar quota of a part per month (and per day with tz)", function()
+      local limits = nginx.limits("100/minute;1000000/month", { tz = "Europe/Berlin" })
+      assert.are.equal(2, #limits)
+      assert.truthy(tostring(limits[2]):find("algorithm='calendar', tz='Europe/Berlin'", 1, true))
+      assert.falsy(tostring(limits[1]):find("calendar", 1, true))
+      local allowed = cellrate.check_all({ { limits[1], "k" }, { limits[2], "k" } }, 50, 1700000000)
+      assert.is_true(allowed)
+      local _, left, _, reset = limits[2]:peek("k", 1, 1700000000)
+      assert.are.same({ 999949, 1385200 }, { left, reset })
+      local daily = nginx.limits("10/second;5000/day;1000/24h", { tz = "Asia/Kolkata" })
+      assert.truthy(tostring(daily[2]):find("calendar", 1, true))
+      assert.falsy(tostring(daily[3]):find("calendar", 1, true))
+      assert.truthy(tostring(nginx.limits("5000/day;1/year")[2]):find("tz='UTC'", 1, true))
+   end)
+
+   run("names the parameter of a mix it cannot build", function()
+      assert.are.equal(STATUS.E_TZ_RATES,
+         support.raises("tz", nginx.limits, "100/minute;1000/24h", { tz = "Europe/Berlin" }))
+      assert.are.equal(STATUS.E_CALENDAR_AMOUNT,
+         support.raises("rate", nginx.limits, "100/minute;1.5/month"))
+      assert.are.equal(STATUS.E_TZ,
+         support.raises("tz", nginx.limits, "1/month", { tz = "Mars/Olympus_Mons" }))
+   end)
+end)

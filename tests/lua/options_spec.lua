@@ -202,16 +202,17 @@ describe("several limits in one rate string (rates.txt)", function()
          local head, text = line:match("^(rates .-) |(.*)$")
          if head then
             local words = words_of(head)
-            local ok, parts = pcall(cellrate.parse_rates, text)
+            local ok, parts = pcall(cellrate.parse_rates, text, words[3] == "1")
             if words[2] == "OK" then
                assert(ok, number)
-               assert.equal(tonumber(words[3]), #parts, number)
+               assert.equal(tonumber(words[4]), #parts, number)
                for i, part in ipairs(parts) do
-                  local at = 4 + (i - 1) * 4
+                  local at = 5 + (i - 1) * 5
                   assert.equal(tonumber(words[at]), part.rate, number)
                   assert.equal(tonumber(words[at + 1]), part.period, number)
                   local start, length = tonumber(words[at + 2]), tonumber(words[at + 3])
                   assert.equal(text:sub(start + 1, start + length), part.text, number)
+                  assert.equal(words[at + 4] ~= "-" and words[at + 4] or nil, part.calendar, number)
                end
             else
                assert(not ok, number)

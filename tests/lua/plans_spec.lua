@@ -185,12 +185,92 @@ describe("plans", function()
       assert.is_false(ok)
    end)
 
-   it("stay in process", function()
+   it("live in a shared region", function()
       local path = os.tmpname()
       os.remove(path)
-      local ok, err = pcall(cellrate.keyed, "10/s", { plans = { pro = "1/s" }, shared = path })
-      assert.is_false(ok)
-      assert.is_truthy(tostring(err):find(support.status("E_PLANS_STORE").message, 1, true))
-      assert.is_nil(io.open(path, "r"))
+      local pro = { pro = { 100, burst = 20 } }
+      -- two tables on one region: two workers, each with its own view
+      local a = cellrate.keyed(10, { burst = 10, plans = pro, shared = path })
+      local b = cellrate.keyed(10, { burst = 10, plans = pro, shared = path })
+      for _ = 1, 6 do assert.is_true(a:allow("k", 1, 0)) end
+      assert.equal(20 - 7, select(2, b:check("k", 1, 0, nil, "pro"))) -- carried, counted
+      -- an opener with another table: pro changed live, gold new (on the
+      -- clock, per hour: a change happens at its opener's instant)
+      local hourly = cellrate.keyed("10/h", { burst = 10, plans = { pro = { "100/h", burst = 20 } },
+                                             shared = path .. "-h" })
+      for _ = 1, 4 do assert.is_true(hourly:allow("k", 1, nil, nil, "pro")) end
+      local c = cellrate.keyed("10/h", { burst = 10, shared = path .. "-h",
+                                         plans = { pro = { "50/h", burst = 20 },
+                                                   gold = { "20/h", burst = 5 } } })
+      assert.equal(4, select(2, c:check("g", 1, nil, nil, "gold")))
+      assert.equal(5 - 2, select(2, hourly:check("g", 1, nil, nil, "gold")))
+      assert.equal(20 - 5, select(2, hourly:check("k", 1, nil, nil, "pro"))) -- carried, counted
+      os.remove(path .. "-h")
+      -- another pro with on_change = "refuse": the region's errors are returned
+      local refused, err = cellrate.keyed(10, { burst = 10, shared = path, on_change = "refuse",
+                                               plans = { pro = { 10, burst = 20 } } })
+      assert.is_nil(refused)
+      assert.is_truthy(err:find("rate", 1, true))
+      local many = {}
+      for i = 1, 15 do many["p" .. i] = 1 end
+      local ok
+      ok, err = pcall(cellrate.keyed, 10, { burst = 10, shared = path, plans = many })
+      assert.is_false(ok) -- 1 + 1 + 15 names: more than the region holds, raised
+      assert.is_truthy(tostring(err):find(support.status("E_SHARED_PLANS").message, 1, true))
+      os.remove(path)
+   end)
+
+   -- key "a" spent the default's burst of 2 (1/s) at 0; moved to "paid"
+   -- (10/s, burst 5) at 0 it carries 2 units used, 3 left (§8's rule)
+   local function moved()
+      local keyed = cellrate.keyed("1/s", { burst = 2, plans = { paid = { "10/s", burst = 5 } } })
+      assert.is_true(keyed:allow("a", 2, 0))
+      return keyed
+   end
+
+   it("are taken by every operation on a key", function()
+      local keyed = moved()
+      assert.are.equal(3, keyed:take("a", 10, 0, "paid")) -- "default" would give none
+      keyed = moved()
+      assert.are.equal(0, keyed:reserve("a", 3, 0, 0, "paid"))
+      assert.is_nil(keyed:reserve("a", 1, 0, 0, "paid"))
+      keyed = moved()
+      local allowed, remaining = keyed:charge("a", 3, 0, "paid")
+      assert.are.same({ true, 0 }, { allowed, remaining })
+      keyed = moved()
+      keyed:refund("a", 2, 0, "paid")
+      assert.are.equal(4, select(2, keyed:peek("a", 1, 0, nil, "paid")))
+      keyed = moved()
+      keyed:anchor("a", 1, 0, "paid")
+      assert.are.equal(2, select(2, keyed:peek("a", 1, 0, nil, "paid")))
+      keyed = moved()
+      assert.is_true(keyed:follow("a", { ["Retry-After"] = "30" }, 429, { now = 0, plan = "paid" }))
+      assert.is_false(keyed:peek("a", 1, 0, nil, "paid"))
+      -- waits: slow limits, so that no unit comes back while the test runs
+      keyed = cellrate.keyed("1/m", { burst = 2, plans = { paid = { "10/m", burst = 5 } } })
+      assert.is_true(keyed:allow("a", 2))
+      assert.are.equal("go", (keyed:_wait_plan("a", 1, 0, nil, "paid"):step()))
+      assert.is_truthy(keyed:wait("a", 2, 0, "paid"))
+      assert.are.same({ nil, "timeout" }, { keyed:wait("a", 1, 0, "paid") })
+   end)
+
+   it("are refused by name by every operation on a key", function()
+      local keyed = moved()
+      local calls = {
+         function() return keyed:take("a", 1, nil, "gold") end,
+         function() return keyed:reserve("a", 1, nil, nil, "gold") end,
+         function() return keyed:charge("a", 1, nil, "gold") end,
+         function() return keyed:refund("a", 1, nil, "gold") end,
+         function() return keyed:anchor("a", 1, nil, "gold") end,
+         function() return keyed:wait("a", 1, nil, "gold") end,
+         function() return keyed:_wait_plan("a", 1, nil, nil, "gold") end,
+         function() return keyed:follow("a", {}, 200, { plan = "gold" }) end,
+      }
+      for _, call in ipairs(calls) do
+         local ok, err = pcall(call)
+         assert.is_false(ok)
+         assert.is_truthy(tostring(err):find(support.status("E_PLAN").message, 1, true), tostring(err))
+      end
+      assert.is_false(keyed:peek("a", 1, 0))
    end)
 end)

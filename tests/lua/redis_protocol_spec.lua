@@ -119,7 +119,10 @@ describe("the Redis protocol's vectors", function()
             local now = f[2] ~= "-" and tonumber(f[2]) or nil
             local calls, i, arity = {}, 4, true
             for c = 1, integer(f[3]) do
-               local call = { MODES[f[i]], integer(f[i + 1]) }
+               -- <mode>+marker: the mode with the wipe marker
+               local name, marked = f[i]:gsub("%+marker$", "")
+               local call = { MODES[name] + (marked > 0 and cellrate._redis_protocol().WIPE_MARKER or 0),
+                              integer(f[i + 1]) }
                local n = integer(f[i + 2])
                i = i + 3
                for _ = 1, n do

@@ -6,7 +6,7 @@ local support = dofile("tests/lua/support.lua")(assert)
 
 local NOW = 5000
 local RATE_KEYS = { "admitted", "refused", "units_admitted", "units_refused", "units_refunded",
-                    "unfittable", "would_refuse", "evicted" }
+                    "unfittable", "would_refuse", "evicted", "bans" }
 
 local function expect(counts)
    local out = {}
@@ -137,7 +137,7 @@ describe("stats", function()
       local keyed = cellrate.keyed("100/minute", { capacity = 50, shared = path })
       keyed:allow("a", 1, NOW)
       local info = assert(cellrate.inspect_region(path))
-      assert.are.equal(8, info.layout_version)
+      assert.are.equal(10, info.layout_version)
       assert.are.equal("keyed", info.kind)
       assert.are.equal("gcra", info.algorithm)
       assert.are.equal(tostring(keyed), info.limit)

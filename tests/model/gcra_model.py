@@ -288,7 +288,10 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (146, "E_CALENDAR_STORE", "argument", "algorithm",
      "algorithm: a calendar quota is decided in process for now (not in a shared region, Redis "
      "or a fleet share)"),
-    # 147-159: reserved; Redis in production from 160
+    (147, "E_TZ_RATES", "argument", "tz",
+     "tz: the rate names no calendar period for the zone to count in (a part per day, week, "
+     "month or year, such as '100/minute;1000000/month')"),
+    # 148-159: reserved; Redis in production from 160
     (160, "E_REDIS_FALLBACK", "argument", "fallback",
      "fallback must be a share of the Redis limit (a number, 0 < share <= 1), a rate or a "
      "limit, or a keyed limiter (one in a shared region: the host's fallback)"),
@@ -305,7 +308,10 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "plan)"),
     (182, "E_PLAN", "argument", "plan", "plan must be 'default' or the name of one of the plans"),
     (183, "E_PLANS_STORE", "argument", "plans",
-     "plans: a table with plans is kept in process for now (not in a shared region or Redis)"),
+     "plans: a table with plans is kept in process or in a shared region for now (not in Redis)"),
+    (184, "E_SHARED_PLANS", "argument", "plans",
+     "plans: a shared region holds at most 16 plans, 'default' included, counting every name "
+     "ever given to it (remove the file to start a new table)"),
     (190, "E_REDIS_BATCH", "argument", "items",
      "items: one script call decides at most 256 decisions (the stores send a longer batch as "
      "several calls, in order)"),
@@ -313,8 +319,8 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "coalesce must be a boolean, and is taken by the asyncio store alone (it sends the "
      "decisions of one event-loop turn as one script call)"),
     (192, "E_REDIS_BATCH_ITEM", "argument", "items",
-     "items: each decision of a batch is (limiter, key), (limiter, key, cost) or "
-     "([(limiter, key), ...], cost)"),
+     "items: each decision of a batch is (limiter, key), (limiter, key, cost), (limiter, key, "
+     "cost, plan) or ([(limiter, key) or (limiter, key, plan), ...], cost)"),
     (200, "E_REDIS_ON_WIPE", "argument", "on_wipe",
      "on_wipe must be 'refuse' (a key Redis lost reads as fully used for one period) or "
      "'allow' (a fresh burst)"),
@@ -326,12 +332,13 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (212, "E_PENALTY_MAX_BAN", "argument", "max_ban",
      "max_ban must be a finite number of seconds >= ban (a penalty's longest ban)"),
     (213, "E_PENALTY_STORE", "argument", "penalty",
-     "penalty: a penalty box is kept in process for now (not in a shared region, Redis or a "
-     "fleet share)"),
+     "penalty: a penalty box is kept in process, in shared regions and through Redis for now "
+     "(not in a fleet share)"),
     (214, "E_PENALTY", "argument", "penalty",
      "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)"),
     (220, "E_REDIS_ITEMS", "argument", "items",
-     "items must be a non-empty list of (Redis rate limiter, key) pairs"),
+     "items must be a non-empty list of (Redis rate limiter, key) pairs, or (limiter, key, "
+     "plan)"),
     (221, "E_REDIS_CLIENT", "argument", "items",
      "items: every limiter must use the same Redis client (one script call decides them)"),
     (222, "E_REDIS_NAME_NEEDED", "argument", "name",
@@ -340,6 +347,9 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (223, "E_REDIS_ALGORITHM_KEPT", "argument", "algorithm",
      "algorithm: a live change keeps the algorithm of a limit; give another algorithm another "
      "name"),
+    (224, "E_REDIS_PLANS_NAME", "argument", "name",
+     "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a "
+     "live change, and an unnamed limit's keys are named by its parameters"),
     (230, "E_REDIS_PENALTY", "argument", "penalty",
      "penalty: through Redis, the span of its strikes (after's period) and max_ban must be "
      "below 104 days (9e15 ns: the script carries them exactly)"),

@@ -1794,9 +1794,13 @@ def make_rates() -> str:
     lines = [
         GENERATED.rstrip("\n"),
         "# Several limits in one rate string, '100/day;10/hour' (docs/design.md §3): the parts",
-        "# the core reads, each a rate of limits.txt's grammar.",
-        "# rates <status> <count> [<rate %.17g> <period %.17g> <start> <length>]... |<text>",
+        "# the core reads, each a rate of limits.txt's grammar or a calendar quota's.",
+        "# rates <status> <zoned> <count>",
+        "#   [<rate %.17g> <period %.17g> <start> <length> <calendar>]... |<text>",
+        "#   zoned: 1 when a zone was given (tz=): days and weeks are calendar periods too",
         "#   start and length: the part's bytes in the text, spaces around it left out",
+        "#   calendar: a calendar quota's period, <count><unit> (then rate is its amount,",
+        "#   period 0), or - for a rate",
         f"#   at most {options_model.RATES_MAX} parts; status: the first refusal (then count 0)",
     ]
     texts = ["10/s", " 10/s ", "100/day;10/hour", "100/day; 10/hour", " 1/s ;10/m; 100 per hour ",
@@ -1804,9 +1808,20 @@ def make_rates() -> str:
              ";", "10/s;", ";10/s", "10/s;;10/m", "10/s; ;10/m", "", " ", "10/s;abc", "abc;10/s",
              "10/s;10/month", "10/month;abc", "0/s;10/s", "10 per 5 minutes;1000/day",
              "1.5/s;3/2s", "10/s,10/m", "10/s;10/m;", "100/DAY;10/Hour",
-             ";;;;;;;;;", "1/s;" * 8 + "1/s"]
-    for text in texts:
-        found = options_model.parse_rates(text)
+             ";;;;;;;;;", "1/s;" * 8 + "1/s",
+             # calendar quotas among the parts (docs/design/calendar.md)
+             "100/minute;1000000/month", "1000000/month", " 100/minute ; 1000000 per month ",
+             "1000/day;50000/month;500000/year", "10/s;5/3 months;1/10 years", "10/s;1/2yrs",
+             "100/hour;1000/24h;10000/MONTH", "1.5/month", "0/month", "10/s;1099511627776/month",
+             "10/s;1099511627777/month", "10/0 months", "10/1.5 months", "10/121 months",
+             "10/11 years", "10/s;10/mon", "10/monthx", "10/month x", "10/s;per month",
+             "1/s;1/m;1/h;1/d;1/w;1/mo;1/y;1/2mo"]
+    days_texts = ["100/minute;1000/day", "100/hour;1000/24h", "10/s;10/week;100/2 weeks",
+                  "10/1.5 days;1/s", "10/3661 days", "1.5/day", "100/minute;1000000/month",
+                  "5/wks;1/d", "10/s", "10/s;1000/24h", "1/mo"]
+    cases = [(text, False) for text in texts] + [(text, True) for text in days_texts]
+    for text, days in cases:
+        found = options_model.parse_rates(text, days)
         parts = []
         at = 0
         for part in text.split(";") if found.status == "OK" else []:
@@ -1814,9 +1829,11 @@ def make_rates() -> str:
             start = at + part.index(trimmed)
             parts.append((start, len(trimmed)))
             at += len(part) + 1
-        words = " ".join(f"{g17(rate)} {g17(period)} {start} {length}"
-                         for (rate, period, _), (start, length) in zip(found.rates, parts))
-        lines.append(f"rates {found.status} {len(found.rates)}{' ' if words else ''}{words} |{text}")
+        words = " ".join(f"{g17(rate)} {g17(period)} {start} {length} {calendar or '-'}"
+                         for (rate, period, _, calendar), (start, length)
+                         in zip(found.rates, parts))
+        lines.append(f"rates {found.status} {int(days)} {len(found.rates)}"
+                     f"{' ' if words else ''}{words} |{text}")
     return "\n".join(lines) + "\n"
 
 # --------------------------------------------------------------------------
@@ -2187,7 +2204,7 @@ def make_redis() -> str:
         "# items <n> then n times <client id, -: not a pair> <status>   a check_all's items",
         "# change <named: 1|0> <algorithm> <algorithm given, -: none> <status>   a live change",
         "# batch_max <n>                          the most decisions of one batch call",
-        "# batch <now s|-> <ncalls> then per call <mode> <cost> <n> then n times <limit id>",
+        "# batch <now s|-> <ncalls> then per call <mode>[+marker] <cost> <n> then n times <limit id>",
         "#   <prefix> <name> <key>                several decisions in one call (batch.lua)",
         "#   words <count> <word>...  |  refused <status>",
         "# batch_reply <ncalls> <list|int> <nelements> <status>   a batch's reply's shape",
@@ -2480,6 +2497,9 @@ def make_redis() -> str:
     batch(12.5, [("peek", 0, [(2, 0)]), ("check", 3, [(0, 0), (3, 1)]),
                  ("charge", 5, [(4, 0)]), ("take", 4, [(6, 0)]), ("refund", 1, [(0, 0)])])
     batch(1700000000.25, [("allow", 1, [(limit, limit % 4)]) for limit in range(7)])
+    lines.append("# the wipe marker (on_wipe='refuse'): a marked call's keys, then its first key's")
+    batch(None, [("check+marker", 1, [(0, 0)]), ("allow", 1, [(1, 1)]),
+                 ("peek+marker", 0, [(0, 2), (3, 1)]), ("allow+marker", 2, [(0, 1)])])
     lines.append("# refused: no call, a call each decision refuses, a limit the script cannot carry")
     batch(None, [])
     batch(None, [("check", 1, [(0, 0)]), ("check", -1, [(0, 0)])])

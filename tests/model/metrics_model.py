@@ -81,6 +81,8 @@ METRICS = [
            "its counters were reset.", "gauge", "{unit}", "concurrency", None, [("peak", None)]),
     Metric("cellrate.concurrency_evictions", "Keys evicted from a full keyed concurrency table.",
            "counter", "{key}", "concurrency", None, [("evicted", None)]),
+    Metric("cellrate.bans", "Bans a penalty started: keys refused for a while after repeated "
+           "refusals.", "counter", "{ban}", "rate", None, [("bans", None)]),
 ]
 
 # The Prometheus names published before the list was one: they never change.
@@ -88,5 +90,5 @@ PUBLISHED = [
     "cellrate_decisions_total", "cellrate_units_total", "cellrate_unfittable_total",
     "cellrate_evictions_total", "cellrate_acquires_total", "cellrate_acquire_units_total",
     "cellrate_releases_total", "cellrate_in_flight", "cellrate_in_flight_peak",
-    "cellrate_concurrency_evictions_total",
+    "cellrate_concurrency_evictions_total", "cellrate_bans_total",
 ]

@@ -19,6 +19,7 @@ Lua function), "table" (anything else).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import gcra_model
@@ -162,6 +163,7 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
                      Option("priorities", "object", "OK"),
                      Option("on_wipe", "word", "E_REDIS_ON_WIPE", default="refuse",
                             words=("refuse", "allow")),
+                     Option("plans", "object", "OK"),  # the core's cr_plans_set judges
                      Option("penalty", "object", "OK")),
     "RedisConcurrency": (_seconds("lease", "E_STORE_LEASE", 0, True, INF, True, ns=True,
                                   required=True),
@@ -202,6 +204,9 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
         Option("variable", "string", "E_CHARGE_VARIABLE", faces="lua"),
         Option("priority", "string", "E_PRIORITY", or_function=True),
         Option("priorities", "object", "OK", faces="python"),
+        _python(TZ),
+        Option("plans", "object", "OK", faces="python"),
+        Option("plan", "string", "E_PLAN", or_function=True, faces="python"),
     ),
     # the decorators (Python): @cellrate.limit(rate, ...), @cellrate.concurrent(limit, ...)
     "limit": (_python(PERIOD), _python(BURST), _python(ALGORITHM), KEY_FUNCTION,
@@ -209,7 +214,9 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
                        or_function=True),
               BLOCK, WAIT_TIMEOUT, Option("limiter", "object", "OK", faces="python"),
               Option("priority", "string", "E_PRIORITY", faces="python"),
-              Option("priorities", "object", "OK", faces="python")),
+              Option("priorities", "object", "OK", faces="python"),
+              Option("plans", "object", "OK", faces="python"),
+              Option("plan", "string", "E_PLAN", faces="python")),
     "concurrent": (_python(CAPACITY), KEY_FUNCTION,
                    _integer("cost", "E_HOLD_COST", 1, default=1, faces="python"),
                    BLOCK, WAIT_TIMEOUT, _python(SHARED), _python(LEASE),
@@ -387,15 +394,64 @@ def takes_burst(algorithm: str) -> bool:
 @dataclass
 class Rates:
     status: str
-    rates: list[tuple[float, float, str]] = field(default_factory=list)  # rate, period, text
+    # rate (a quota's amount), period (0 for a quota), text, calendar period
+    # ("<count><unit>", "1month", for a quota's part; None for a rate)
+    rates: list[tuple[float, float, str, str | None]] = field(default_factory=list)
 
 
-def parse_rates(text: str) -> Rates:
-    """Several limits in one string, "100/day;10/hour" (as flask-limiter and
-    slowapi write them): each part a rate of gcra_model.parse_rate's grammar,
-    spaces around it ignored; an empty part among several, or more than
-    RATES_MAX parts, is refused; the first part refused gives its status (a
-    string without ';' is one rate, as parse_rate reads it)."""
+# A calendar quota's periods (docs/design/calendar.md): the unit's words, and
+# the most of each (about ten years).
+PERIOD_WORDS = {
+    "day": ("d", "day", "days"),
+    "week": ("w", "wk", "wks", "week", "weeks"),
+    "month": ("mo", "mon", "month", "months"),
+    "year": ("y", "yr", "yrs", "year", "years"),
+}
+PERIOD_COUNT_MAX = {"day": 3660, "week": 522, "month": 120, "year": 10}
+CALENDAR_AMOUNT_MAX = 2 ** 40
+
+
+def period_unit(word: str) -> str | None:
+    for unit, words in PERIOD_WORDS.items():
+        if word.lower() in words:
+            return unit
+    return None
+
+
+def parse_calendar_rate(text: str) -> tuple[str, int, str]:
+    """A calendar quota's rate, "1000000/month": (status, amount, "<count><unit>")."""
+    match = gcra_model._RATE_TEXT.fullmatch(text)
+    if match is None:
+        return "E_RATE_SYNTAX", 0, ""
+    amount = gcra_model._number_value(match["rate"])
+    count = 1.0 if match["count"] is None else gcra_model._number_value(match["count"])
+    if amount is None or count is None:
+        return "E_RATE_SYNTAX", 0, ""
+    unit = period_unit(match["unit"])
+    if unit is None or count != math.floor(count) or not 1 <= count <= PERIOD_COUNT_MAX[unit]:
+        return "E_CALENDAR_PERIOD", 0, ""
+    if amount != math.floor(amount) or not 1 <= amount <= CALENDAR_AMOUNT_MAX:
+        return "E_CALENDAR_AMOUNT", 0, ""
+    return "OK", int(amount), f"{int(count)}{unit}"
+
+
+def is_calendar_part(text: str, zoned: bool) -> bool:
+    """A part whose last word is a month or a year (zoned, a day or a week
+    too) is a calendar quota's."""
+    word = re.search(r"[A-Za-z]*$", text)
+    unit = period_unit(word[0]) if word else None
+    return unit in ("month", "year") or (zoned and unit in ("day", "week"))
+
+
+def parse_rates(text: str, zoned: bool = False) -> Rates:
+    """Several limits in one string, "100/day;10/hour" or
+    "100/minute;1000000/month" (as flask-limiter and slowapi write them): each
+    part a rate of gcra_model.parse_rate's grammar, or, when its unit is a
+    calendar period (months and years; days and weeks with zoned), a
+    calendar quota of parse_calendar_rate's; spaces around a part ignored; an
+    empty part among several, or more than RATES_MAX parts, is refused; the
+    first part refused gives its status (a string without ';' is one part);
+    `zoned`: a zone was given, days and weeks count in it."""
     parts = text.split(";")
     if len(parts) > RATES_MAX:
         return Rates("E_RATE_TOO_MANY")
@@ -404,8 +460,14 @@ def parse_rates(text: str) -> Rates:
         trimmed = part.strip(" ")
         if not trimmed and len(parts) > 1:
             return Rates("E_RATE_EMPTY")
-        status, rate, period = gcra_model.parse_rate(trimmed)
+        if is_calendar_part(trimmed, zoned):
+            status, amount, period = parse_calendar_rate(trimmed)
+            if status != "OK":
+                return Rates(status)
+            found.rates.append((float(amount), 0.0, trimmed, period))
+            continue
+        status, rate, seconds = gcra_model.parse_rate(trimmed)
         if status != "OK":
             return Rates(status)
-        found.rates.append((rate, period, trimmed))
+        found.rates.append((rate, seconds, trimmed, None))
     return found

@@ -128,15 +128,18 @@ BATCH_MAX = 256
 
 def batch(calls: list[tuple[str, int, list[Item]]], now_ns: int | None) -> tuple[str, list[bytes]]:
     """('OK', a batch's words after the batch script's SHA) or (a status name, []): every
-    call's keys as KEYS, then ARGV: the number of calls, per call its number of keys, its
-    number of ARGV words and those words (the call's own request's)."""
+    call's keys as KEYS (a marked call's wipe marker after its keys), then ARGV: the number
+    of calls, per call its number of keys, its number of ARGV words and those words (the
+    call's own request's)."""
     if not calls:
         return "E_ITEMS", []
     if len(calls) > BATCH_MAX:
         return "E_REDIS_BATCH", []
     requests = []
     for mode, cost, items in calls:
-        status, words = request(mode, cost, now_ns, items)
+        # 'check+marker': the mode with the wipe marker (on_wipe='refuse'), as request
+        status, words = request(mode.removesuffix("+marker"), cost, now_ns, items,
+                                mode.endswith("+marker"))
         if status != "OK":
             return status, []
         requests.append(words)

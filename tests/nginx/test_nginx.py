@@ -648,3 +648,35 @@ def test_a_bad_limit_passes_nginx_t_but_fails_the_check_and_the_reload():
         server.reload()
         # The two units were spent before the reload: the key kept its state.
         assert server.get("/limited")[0] == 429
+
+
+def test_a_key_refused_five_times_across_four_workers_is_banned_for_three_seconds():
+    """limits.penalized (2/s, burst 2, a ban of 3 s after 5 refusals within an
+    hour) in a shared region: each request on a connection of its own, taken
+    by any of the 4 workers, all of one key. The refusals before the ban
+    are the limit's (Retry-After 1: a unit comes back within 0.5 s); the
+    5th in total starts the ban (Retry-After 3), which refuses where the
+    limit alone would admit, and ends after its 3 s."""
+    client = {"X-Real-IP": "192.0.2.150"}
+    with Nginx(workers=4) as server:
+        limit_refusals = 0
+        ban_started = None
+        for _ in range(60):
+            status, headers, _ = server.get("/penalized", headers=client)
+            if status == 200:
+                continue
+            assert status == 429
+            if headers["Retry-After"] == "3":
+                ban_started = time.monotonic()
+                break
+            assert headers["Retry-After"] == "1", headers
+            limit_refusals += 1
+        assert ban_started is not None, "no ban in 60 requests"
+        assert limit_refusals == 4  # counted across the workers: the 5th started the ban
+        time.sleep(1.0)  # the limit gives units back: only the ban refuses now
+        status, headers, _ = server.get("/penalized", headers=client)
+        if time.monotonic() - ban_started < 2.9:  # (a loaded machine may have slept past it)
+            assert status == 429 and headers["Retry-After"] in ("1", "2", "3"), headers
+        assert server.get("/penalized", headers={"X-Real-IP": "192.0.2.151"})[0] == 200
+        time.sleep(max(0.0, ban_started + 3.2 - time.monotonic()))
+        assert server.get("/penalized", headers=client)[0] == 200

@@ -155,3 +155,67 @@ def test_calendar_period_refuses_bad_input() -> None:
     start, end = cellrate.calendar_period("UTC", "year")
     assert start <= cellrate.calendar_period("UTC", "day")[0] < end
     assert math.isfinite(end)
+
+
+# --------------------------------------------------------------------------
+# "100/minute;1000000/month": a rate and a calendar quota in one rate string
+
+
+def test_a_rate_string_mixes_rates_and_calendar_quotas_in_the_web_policy():
+    from cellrate.web import Policy
+
+    policy = Policy("100/minute;1000000/month", tz="Europe/Berlin")
+    per_minute, per_month = (limit.store for limit in policy.limits)
+    assert per_minute.algorithm == "gcra"
+    assert repr(per_month) == ("cellrate.KeyedLimiter(rate='1000000/month', algorithm='calendar', "
+                               f"tz='Europe/Berlin', capacity={per_month.capacity})")
+    now = 1700000000  # 2023-11-14 22:13 UTC; the month ends 2023-12-01 00:00 CET
+    decision = cellrate.check_all([(per_minute, "k"), (per_month, "k")], 50, now=now)
+    assert decision.allowed
+    month = per_month.peek("k", now=now)
+    assert (month.remaining, month.reset_after) == (999949, 1385200.0)  # after one more
+    # with a zone, a day is Berlin's day; hours stay a rate
+    daily = Policy("10/second;5000/day;1000/24h", tz="Europe/Berlin")
+    assert [limit.store.algorithm for limit in daily.limits] == ["gcra", "calendar", "gcra"]
+    # without one, a day stays a rate and a month is UTC's
+    utc = Policy("5000/day;10/month")
+    assert [limit.store.algorithm for limit in utc.limits] == ["gcra", "calendar"]
+    assert "tz='UTC'" in repr(utc.limits[1].store)
+    # reconfigure keeps the parts' kinds
+    policy.reconfigure("200/minute;2000000/month")
+    assert per_month.rate == 2000000 and per_month.algorithm == "calendar"
+
+
+def test_the_decorator_makes_a_calendar_quota_of_a_month():
+    calls = []
+
+    @cellrate.limit("100/minute;2/month", burst=10, key=lambda user: user, block=False)
+    def work(user: str) -> None:
+        calls.append(user)
+
+    work("a")
+    work("a")
+    with pytest.raises(cellrate.RateLimited):
+        work("a")
+    assert calls == ["a", "a"]
+
+
+def test_a_mix_that_cannot_be_built_names_its_parameter():
+    from cellrate.web import Policy
+
+    cases = [
+        (("100/minute;1.5/month",), {}, "limit", "E_CALENDAR_AMOUNT"),
+        (("100/minute;10/121 months",), {}, "limit", "E_CALENDAR_PERIOD"),
+        (("100/minute;1000/day",), {"tz": "Europe/Berlin", "burst": 10}, None, None),
+        (("100/minute;1000/month",), {"tz": "Mars/Olympus_Mons"}, "tz", "E_TZ"),
+        (("100/minute;1000/24h",), {"tz": "Europe/Berlin"}, "tz", "E_TZ_RATES"),
+        (("100/minute",), {"tz": ""}, "tz", "E_TZ"),
+    ]
+    for args, options, param, status in cases:
+        if status is None:
+            Policy(*args, **options)  # burst is the rates' own
+            continue
+        with pytest.raises(cellrate.InvalidArgument) as caught:
+            Policy(*args, **options)
+        assert caught.value.param == param, (args, options)
+        assert str(caught.value).endswith(STATUS[status]), (args, options, str(caught.value))

@@ -105,6 +105,34 @@ def test_reset_a_key_and_a_limiter(shm):
     assert keyed.rate == 2
 
 
+def test_inspect_lists_the_penalty_box_and_reset_lets_a_key_out(shm):
+    path = shm / "api"
+    keyed = cellrate.KeyedLimiter("1/hour", capacity=64, shared=path,
+                                  penalty=cellrate.Penalty("2/hour", 600))
+    long_key = "an-api-key-of-more-than-thirty-two-bytes"
+    for key in ("abuser", long_key):
+        assert [keyed.allow(key) for _ in range(3)] == [True, False, False]
+    assert keyed.check("abuser").retry_after > 590  # banned: 600 s
+    assert keyed.allow("fine") and not keyed.allow("fine")  # one refusal: no ban
+    info = json.loads(run("inspect", path, "--json").stdout)
+    assert info["penalty"] == {"after": 2, "within": 3600.0, "ban": 600.0, "max_ban": 600.0}
+    assert info["stats"]["bans"] == 2 == keyed.stats()["bans"]
+    banned = {entry["key"]: entry for entry in info["banned"]}
+    assert set(banned) == {"abuser", long_key[:32]}
+    assert banned[long_key[:32]]["key_length"] == len(long_key)
+    assert 590 < banned["abuser"]["ban_left"] <= 600 and banned["abuser"]["level"] == 0
+    text = run("inspect", path).stdout
+    assert "a ban of 600s after 2 refusals within 3600s" in text, text
+    assert "in the penalty box (2 keys banned now)" in text and "'abuser': " in text, text
+    assert run("reset", path, "abuser").returncode == 0
+    info = json.loads(run("inspect", path, "--json").stdout)
+    assert [entry["key"] for entry in info["banned"]] == [long_key[:32]]
+    assert keyed.allow("abuser")  # out of the box, its allowance back
+    plain = json.loads(run("inspect", shm / "plain", "--json").stdout) if cellrate.Limiter(
+        5, shared=shm / "plain") else None
+    assert plain["penalty"] is None and plain["banned"] == [] and plain["stats"]["bans"] == 0
+
+
 def test_reset_refuses_a_key_of_a_limiter_and_a_concurrency_region(shm):
     cellrate.KeyedLimiter(5, shared=shm / "api")
     cellrate.Limiter(5, shared=shm / "global")

@@ -204,7 +204,9 @@ CONSTRUCTORS: dict[str, list[Callable[..., Any]]] = {
     "ShareLimiter": [_share(ShareLimiter)],
     "KeyedShareLimiter": [_share(KeyedShareLimiter)],
     "Policy": [lambda **options: Policy("10/s", **options)],
-    "limit": [lambda **options: cellrate.limit(10, **options)],
+    # a plan is a keyed limit's: the decorator is given a key for it
+    "limit": [lambda **options: cellrate.limit(
+        10, **({"key": str} if "plan" in options and "key" not in options else {}), **options)],
     "concurrent": [lambda **options: cellrate.concurrent(2, **options)],
 }
 
@@ -311,45 +313,56 @@ def test_which_algorithms_take_a_burst(algorithm, takes):
 # rates.txt: several limits in one string
 
 
-def read_rates() -> list[tuple[int, str, list[tuple[float, float, int, int]], str]]:
+def read_rates() -> list[tuple[int, str, bool, list[tuple[float, float, int, int, str | None]],
+                               str]]:
     found = []
     for number, line in enumerate((VECTORS / "rates.txt").read_text().splitlines(), 1):
         if not line.startswith("rates "):
             continue
         head, _, text = line.partition(" |")
         words = head.split()
-        parts = [(float(words[3 + 4 * i]), float(words[4 + 4 * i]), int(words[5 + 4 * i]),
-                  int(words[6 + 4 * i])) for i in range(int(words[2]))]
-        found.append((number, words[1], parts, text))
+        parts = [(float(words[4 + 5 * i]), float(words[5 + 5 * i]), int(words[6 + 5 * i]),
+                  int(words[7 + 5 * i]), None if words[8 + 5 * i] == "-" else words[8 + 5 * i])
+                 for i in range(int(words[3]))]
+        found.append((number, words[1], words[2] == "1", parts, text))
     return found
 
 
 RATES = read_rates()
 
 
-@pytest.mark.parametrize("number,status,parts,text", RATES)
-def test_rates(number, status, parts, text):
+@pytest.mark.parametrize("number,status,days,parts,text", RATES)
+def test_rates(number, status, days, parts, text):
     if status != "OK":
         with pytest.raises(cellrate.InvalidArgument) as caught:
-            _cellrate._parse_rates(text)
+            _cellrate._parse_rates(text, days)
         assert str(caught.value) == STATUS[status][1]
         assert caught.value.param == "rate"
         return
-    got = _cellrate._parse_rates(text)
-    assert got == [(rate, period, text[start:start + length])
-                   for rate, period, start, length in parts]
+    got = _cellrate._parse_rates(text, days)
+    assert got == [(rate, period, text[start:start + length], calendar)
+                   for rate, period, start, length, calendar in parts]
 
 
 def test_several_limits_in_the_decorator_and_the_web_policy():
     """The decorator and the policy read a list of rates as the core does: one limit
-    of each part, and the core's words for a list it refuses."""
-    for number, status, parts, text in RATES:
-        if status == "OK" and len(parts) > 1 and all(rate > 0 for rate, _, _, _ in parts):
-            policy = Policy(text)
+    of each part (a calendar quota of a part whose unit is a calendar period), and the
+    core's words for a list it refuses."""
+    for number, status, days, parts, text in RATES:
+        zone = {"tz": "Europe/Berlin"} if days else {}
+        if status == "OK" and days and all(calendar is None for *_, calendar in parts):
+            with pytest.raises(cellrate.InvalidArgument) as caught:  # no quota for the zone
+                Policy(text, **zone)
+            assert (caught.value.param, str(caught.value)) == STATUS["E_TZ_RATES"], number
+        elif status == "OK" and len(parts) > 1 and all(rate > 0 for rate, *_ in parts):
+            policy = Policy(text, **zone)
             assert len(policy.limits) == len(parts), number
             assert [limit.store.rate for limit in policy.limits] == \
-                [rate for rate, _, _, _ in parts]
-            cellrate.limit(text)(function)
+                [rate for rate, *_ in parts]
+            assert [limit.store.algorithm == "calendar" for limit in policy.limits] == \
+                [calendar is not None for *_, calendar in parts], number
+            if not days:
+                cellrate.limit(text)(function)
         elif status in ("E_RATE_EMPTY", "E_RATE_TOO_MANY"):
             with pytest.raises(cellrate.InvalidArgument) as caught:
                 Policy(text)

@@ -4,7 +4,9 @@ allow), and the refusals the core makes, naming their parameter."""
 
 from __future__ import annotations
 
+import multiprocessing
 import pathlib
+from typing import Any
 
 import pytest
 
@@ -101,10 +103,55 @@ def test_bad_penalties_name_their_parameter() -> None:
         assert str(raised.value).startswith(name + " "), str(raised.value)
 
 
-def test_a_shared_region_refuses_a_penalty(tmp_path: pathlib.Path) -> None:
-    with pytest.raises(cellrate.InvalidArgument, match="^penalty: a penalty box"):
-        cellrate.KeyedLimiter("10/s", shared=tmp_path / "region",
-                              penalty=cellrate.Penalty("5/minute", 10))
+def _hammer(path: str, store: str, conn: Any) -> None:
+    """A process of its own: the region opened without a penalty (it follows
+    the region's), one key refused at one instant; its strikes (the limit's
+    refusals, not a ban's) and admissions sent back."""
+    limiter = getattr(cellrate, store)(1, burst=1, shared=path)
+    head = ("hammered",) if store == "KeyedLimiter" else ()
+    strikes = admitted = 0
+    for _ in range(40):
+        d = limiter.check(*head, now=5000.0)
+        admitted += d.allowed
+        strikes += not d.allowed and d.retry_after <= 1
+        assert d.allowed or d.retry_after <= 1 or d.retry_after == 100
+    conn.send((strikes, admitted))
+
+
+@pytest.mark.parametrize("store", ["Limiter", "KeyedLimiter"])
+def test_a_shared_region_counts_every_process(tmp_path: pathlib.Path, store: str) -> None:
+    """Four processes refused on one key: the 37th refusal in total starts
+    the ban, counted across them."""
+    path = str(tmp_path / "region")
+    penalty = cellrate.Penalty("37/hour", 100)
+    made = getattr(cellrate, store)(1, burst=1, shared=path, penalty=penalty)
+    head = ("hammered",) if store == "KeyedLimiter" else ()
+    context = multiprocessing.get_context("fork")
+    pipes = [context.Pipe(duplex=False) for _ in range(4)]
+    workers = [context.Process(target=_hammer, args=(path, store, sender))
+               for _, sender in pipes]
+    for worker in workers:
+        worker.start()
+    results = [receiver.recv() for receiver, _ in pipes]
+    for worker in workers:
+        worker.join()
+        assert worker.exitcode == 0
+    assert sum(admitted for _, admitted in results) == 1
+    assert sum(strikes for strikes, _ in results) == 36
+    d = made.check(*head, now=5050.0)
+    assert not d.allowed and d.retry_after == 50
+    assert made.check(*head, now=5100.0).allowed
+
+
+def test_a_shared_region_takes_the_newest_penalty(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "region"
+    first = cellrate.KeyedLimiter(1, burst=1, shared=path, penalty=cellrate.Penalty("5/hour", 10))
+    cellrate.KeyedLimiter(1, burst=1, shared=path, penalty=cellrate.Penalty("1/hour", 30))
+    assert first.check("k", now=1.0).allowed
+    d = first.check("k", now=1.0)
+    assert not d.allowed and d.retry_after == 30
+    first.reset("k")
+    assert first.check("k", now=1.0).allowed
 
 
 def test_repr_and_equality() -> None:

@@ -6,6 +6,8 @@ plan names a decision may give."""
 from __future__ import annotations
 
 import pathlib
+import subprocess
+import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -170,11 +172,62 @@ def test_bad_input() -> None:
         plain.allow("k", plan="pro")
 
 
-def test_shared_region_refuses_plans(tmp_path: pathlib.Path) -> None:
+def _in_other_process(path: pathlib.Path, plans: str, code: str) -> str:
+    """Runs `code` in another Python process on the region at `path`
+    (`lim`, a KeyedLimiter with `plans`); its output."""
+    script = (f"import cellrate\nlim = cellrate.KeyedLimiter('10/s', burst=10, plans={plans}, "
+              f"shared={str(path)!r})\n{code}")
+    return subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                          text=True, timeout=120).stdout.strip()
+
+
+def test_shared_region_holds_the_plans(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "r"
+    pro = "{'pro': cellrate.Limit(100, burst=20)}"
+    lim = cellrate.KeyedLimiter("10/s", burst=10, plans={"pro": cellrate.Limit(100, burst=20)},
+                                shared=str(path))
+    assert sum(lim.allow("k", now=0) for _ in range(6)) == 6
+    # upgraded in another process: the 6 units used carry into pro (counted, not fresh)
+    out = _in_other_process(path, pro, "print(lim.check('k', now=0, plan='pro').remaining)")
+    assert out == str(20 - 7)
+    assert lim.check("k", now=0, plan="pro").remaining == 20 - 8
+    assert sum(lim.allow("k", now=0, plan="pro") for _ in range(30)) == 20 - 8
+
+
+def test_shared_region_another_table(tmp_path: pathlib.Path) -> None:
+    # on the clock (a change happens at its opener's instant); per hour, so
+    # that no unit comes back while the test runs, however slow the machine
+    path = tmp_path / "r"
+    lim = cellrate.KeyedLimiter("10/h", burst=10, shared=str(path),
+                                plans={"pro": cellrate.Limit("100/h", burst=20)})
+    assert sum(lim.allow("k", plan="pro") for _ in range(4)) == 4
+    # the newest opener's table: pro changed live (its keys carry), gold new
+    other = "{'pro': cellrate.Limit('50/h', burst=20), 'gold': cellrate.Limit('20/h', burst=5)}"
+    script = ("import cellrate\n"
+              f"lim = cellrate.KeyedLimiter('10/h', burst=10, plans={other}, shared={str(path)!r})\n"
+              "print(lim.check('g', plan='gold').remaining)")
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True, timeout=120).stdout.strip()
+    assert out == "4"
+    assert lim.check("k", plan="pro").limit == 20
+    # 4 units of pro carried through its change (counted): 20 - 5 after this one
+    assert lim.check("k", plan="pro").remaining == 20 - 6
+    assert lim.check("g", plan="gold").remaining == 5 - 2  # a name another opener gave
     with pytest.raises(cellrate.InvalidArgument) as info:
-        cellrate.KeyedLimiter("10/s", plans={"pro": "100/s"}, shared=str(tmp_path / "r"))
+        lim.check("k", plan="platinum")
+    assert info.value.param == "plan"
+    with pytest.raises(cellrate.InvalidArgument):  # another pro, on_change='refuse'
+        cellrate.KeyedLimiter("10/h", burst=10, plans={"pro": cellrate.Limit("10/h", burst=20)},
+                              shared=str(path), on_change="refuse")
+
+
+def test_shared_region_bound(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "r"
+    cellrate.KeyedLimiter("10/s", plans={f"p{i}": "1/s" for i in range(10)}, shared=str(path))
+    with pytest.raises(cellrate.InvalidArgument) as info:  # 1 + 10 + 6 names
+        cellrate.KeyedLimiter("10/s", plans={f"q{i}": "1/s" for i in range(6)}, shared=str(path))
     assert info.value.param == "plans"
-    assert not (tmp_path / "r").exists()
+    assert "16 plans" in str(info.value)
 
 
 def test_priorities_are_the_tables() -> None:
@@ -183,3 +236,174 @@ def test_priorities_are_the_tables() -> None:
     admitted = sum(lim.allow("k", now=0, plan="pro", priority="low") for _ in range(30))
     assert admitted == 10  # half of pro's burst of 20
     assert sum(lim.allow("k", now=0, plan="pro", priority="high") for _ in range(30)) == 10
+
+
+def moved_table() -> cellrate.KeyedLimiter:
+    """Key "a" spent 2 of the default's burst of 2 (1/s) at 0: moved to "paid"
+    (10/s, burst 5) at 0 it carries TAT' = ceil(2e9 * 1e8 / 1e9) = 2e8 ns,
+    2 units used, 3 left (§8's rule)."""
+    lim = cellrate.KeyedLimiter("1/s", burst=2, plans={"paid": cellrate.Limit("10/s", burst=5)})
+    assert lim.allow("a", 2, now=0)
+    return lim
+
+
+def test_every_operation_on_a_key_takes_its_plan() -> None:
+    lim = moved_table()
+    assert lim.take("a", 10, now=0, plan="paid") == 3  # "default" would give none
+    assert lim.peek("a", now=0, plan="paid").remaining == 0
+    lim = moved_table()
+    assert lim.reserve("a", 3, timeout=0, now=0, plan="paid") == 0.0
+    assert lim.reserve("a", 1, timeout=0, now=0, plan="paid") is None
+    lim = moved_table()
+    decision = lim.charge("a", 3, now=0, plan="paid")
+    assert (decision.allowed, decision.remaining, decision.limit) == (True, 0, 5)
+    lim = moved_table()
+    lim.refund("a", 2, now=0, plan="paid")
+    assert lim.peek("a", now=0, plan="paid").remaining == 4  # idle again (the peek's unit aside)
+    lim = moved_table()
+    lim.anchor("a", 1, now=0, plan="paid")
+    assert lim.peek("a", now=0, plan="paid").remaining == 2  # 2 carried, the peek's unit
+    lim = moved_table()
+    assert lim.follow("a", {"Retry-After": "30"}, 429, now=0, plan="paid")
+    refusal = lim.peek("a", now=0, plan="paid")
+    assert not refusal.allowed and refusal.limit == 5 and refusal.retry_after >= 29
+
+
+def test_waits_take_the_plan() -> None:
+    import asyncio
+
+    # slow limits: no unit comes back while the test runs, however loaded the machine
+    lim = cellrate.KeyedLimiter("1/min", burst=2,
+                                plans={"paid": cellrate.Limit("10/min", burst=5)})
+    assert lim.allow("a", 2)
+    lim.wait("a", 2, timeout=0, plan="paid")
+    asyncio.run(lim.acquire("a", 1, timeout=0, plan="paid"))
+    with pytest.raises(cellrate.RateLimited):
+        lim.wait("a", 1, timeout=0, plan="paid")
+    with pytest.raises(cellrate.RateLimited):
+        asyncio.run(lim.acquire("a", 1, timeout=0, plan="paid"))
+    assert lim.peek("a", plan="paid").remaining == 0
+
+
+def test_every_operation_refuses_an_unknown_plan() -> None:
+    import asyncio
+
+    lim = moved_table()
+    calls = [lambda: lim.take("a", 1, plan="gold"), lambda: lim.reserve("a", plan="gold"),
+             lambda: lim.charge("a", 1, plan="gold"), lambda: lim.refund("a", plan="gold"),
+             lambda: lim.anchor("a", plan="gold"), lambda: lim.wait("a", plan="gold"),
+             lambda: asyncio.run(lim.acquire("a", plan="gold")),
+             lambda: lim.follow("a", {}, 200, plan="gold")]
+    for call in calls:
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            call()
+        assert info.value.param == "plan"
+        assert str(info.value) == STATUS["E_PLAN"][1]
+    assert lim.peek("a", now=0).remaining == 0  # nothing moved, nothing spent
+
+
+# -- where users take plans: the web policy (every adapter), the decorators -------------
+
+from test_web import FACES, Clock  # noqa: E402
+
+API_KEYS = {"k-paid": "paid"}  # looked up on the server: a client's header never names a plan
+
+
+@pytest.mark.parametrize("face", FACES, ids=lambda face: face.__name__)
+def test_web_policy_plan_of_the_request(face) -> None:
+    clock = Clock()
+    app = face("1/hour", burst=2, now=clock, plans={"paid": cellrate.Limit("10/hour", burst=5)},
+               plan=lambda request: API_KEYS.get(request.header("x-api-key") or ""))
+    assert [app.request()[0] for _ in range(3)] == [200, 200, 429]
+    status, headers, _ = app.request()
+    assert headers["ratelimit-policy"] == '"default";q=2;w=7200'
+    paid = {"X-Api-Key": "k-paid"}
+    # the upgraded key carries its 2 units into "paid" (of 5): 3 more, not a fresh 5
+    assert [app.request(headers=paid)[0] for _ in range(4)] == [200, 200, 200, 429]
+    status, headers, _ = app.request(headers=paid)
+    assert status == 429 and headers["ratelimit-policy"] == '"paid";q=5;w=1800'
+    # a header the client makes up is no plan: it is decided under "default"
+    status, headers, _ = app.request(headers={"X-Api-Key": "paid"})
+    assert headers["ratelimit-policy"].startswith('"default";')
+
+
+def test_web_policy_async_plan_function() -> None:
+    from test_web import StarletteMiddleware
+
+    async def plan(request: cellrate.web.Request) -> str | None:
+        return API_KEYS.get(request.header("x-api-key") or "")
+
+    app = StarletteMiddleware("1/hour", burst=2, now=Clock(), plan=plan,
+                              plans={"paid": cellrate.Limit("10/hour", burst=5)})
+    assert [app.request(headers={"X-Api-Key": "k-paid"})[0] for _ in range(6)] == [200] * 5 + [429]
+    status, headers, _ = app.request(headers={"X-Api-Key": "k-paid"})
+    assert headers["ratelimit-policy"] == '"paid";q=5;w=1800'
+
+
+def test_web_policy_plan_mistakes() -> None:
+    app = cellrate.wsgi.RateLimitMiddleware(lambda environ, start: [b""], "10/s",
+                                            plans={"paid": "100/s"}, plan=lambda r: "gold")
+    with pytest.raises(cellrate.InvalidArgument) as info:  # a server error, never another limit
+        app({"REQUEST_METHOD": "GET", "PATH_INFO": "/", "REMOTE_ADDR": "192.0.2.1"},
+            lambda *args: None)
+    assert info.value.param == "plan" and str(info.value) == STATUS["E_PLAN"][1]
+
+    async def coroutine_plan(request: object) -> str:
+        return "paid"
+
+    app = cellrate.wsgi.RateLimitMiddleware(lambda environ, start: [b""], "10/s",
+                                            plans={"paid": "100/s"}, plan=coroutine_plan)
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        app({"REQUEST_METHOD": "GET", "PATH_INFO": "/", "REMOTE_ADDR": "192.0.2.1"},
+            lambda *args: None)
+    assert info.value.param == "plan"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.web.Policy("10/s;100/minute", plans={"paid": "100/s"}, plan="paid")
+    assert info.value.param == "plan"
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        cellrate.web.Policy("10/s", plans={"paid": "100/s"}, plan=3)
+    assert info.value.param == "plan"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.web.Policy("10/s", plans={"p\u00e4id": "100/s"})  # also a policy name
+    assert info.value.param == "name"
+
+
+def test_web_policy_settles_under_the_plan() -> None:
+    clock = Clock()
+    policy = cellrate.web.Policy("1/hour", burst=2, now=clock, plan="paid",
+                                 plans={"paid": cellrate.Limit("10/hour", burst=5)})
+    request = cellrate.web.Request(policy, "GET", "/", None, {"REMOTE_ADDR": "192.0.2.1"})
+    limits = policy.limits_for(request)
+    assert policy.decide(limits, request).limit == 5
+    charged = policy.charger(limits, request)(2)  # the endpoint's own charge
+    assert charged.limit == 5 and charged.remaining == 2  # 1 + 2 of 5, under "paid"
+
+
+def test_decorator_plan() -> None:
+    @cellrate.limit("1/hour", burst=2, key=lambda user: user, block=False,
+                    plans={"paid": cellrate.Limit("10/hour", burst=5)}, plan="paid")
+    def call(user: str) -> int:
+        return 1
+
+    admitted = 0
+    for _ in range(7):
+        try:
+            admitted += call("u")
+        except cellrate.RateLimited as refused:
+            assert refused.decision.limit == 5  # the plan's
+    assert admitted == 5
+    lim = cellrate.KeyedLimiter(1000, burst=2, plans={"paid": cellrate.Limit(1000, burst=4)})
+
+    @cellrate.limit(limiter=lim, key=lambda user: user, plan="paid", timeout=5)
+    def waits(user: str) -> None:
+        pass
+
+    for _ in range(6):  # blocked calls retry on the plan's retry_after
+        waits("u")
+    assert lim.stats()["admitted"] == 6
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.limit("10/s", plans={"paid": "100/s"}, plan="paid")
+    assert info.value.param == "plans"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.limit(limiter=cellrate.Limiter(10), plan="paid")
+    assert info.value.param == "plan"

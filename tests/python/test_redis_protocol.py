@@ -157,7 +157,9 @@ def batch_calls(f: list) -> tuple:
     now = None if f[1] == "-" else float(f[1])
     calls, at = [], 3
     for _ in range(int(f[2])):
-        mode, cost, n = MODES[f[at]], int(f[at + 1]), int(f[at + 2])
+        mode, cost, n = MODES[f[at].removesuffix("+marker")], int(f[at + 1]), int(f[at + 2])
+        if f[at].endswith("+marker"):  # the mode with the wipe marker
+            mode |= WIPE_MARKER
         at += 3
         groups = []
         for _ in range(n):
@@ -182,6 +184,11 @@ def test_batches():
             assert after[0] == "words"
             assert core._redis_batch(now, calls) == [text(word) for word in after[2:]], f
             assert len(after) - 2 == int(after[1])
+            # the whole command as the core packs it: byte for byte redis-py's packing
+            sha = b"%040d" % count
+            packed = redis.connection.Connection().pack_command(
+                "EVALSHA", sha, *[text(word) for word in after[2:]])
+            assert core._redis_batch_command(sha, now, calls) == b"".join(packed), f
         count += 1
     assert count >= 10
     for f in LINES:

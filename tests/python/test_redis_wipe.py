@@ -261,3 +261,90 @@ def test_the_lua_face_reads_a_flush_as_the_python_one(interpreter):
 def test_on_wipe_is_checked_by_the_core():
     with pytest.raises(cr_redis.cellrate.InvalidArgument, match="^on_wipe must be 'refuse'"):
         cr_redis.RedisLimiter(redis.Redis(), 10, on_wipe="sometimes")
+
+
+def test_a_batch_reads_an_empty_restart_as_single_decisions_do():
+    """check_many carries each decision's wipe marker (its first limiter's on_wipe, as
+    check_all): after an empty restart the default refuses the key whose burst was spent
+    and a key never seen, on_wipe="allow" hands its burst out again."""
+    srv = RedisServer()
+    try:
+        srv.start()
+        client = client_for(srv.port)
+        careful = cr_redis.RedisLimiter(client, 10, 60, burst=10, name="careful",
+                                        on_error="raise", deny_cache=False)
+        loose = cr_redis.RedisLimiter(client, 10, 60, burst=10, name="loose",
+                                      on_error="raise", on_wipe="allow", deny_cache=False)
+        spent = cr_redis.check_many([(careful, "k", 10), (loose, "k", 10)])
+        assert [d.allowed for d in spent] == [True, True]
+        srv.in_service = False
+        srv.kill()
+        srv.start()  # the same port, empty
+        _until(srv.ping)
+        after = cr_redis.check_many([(careful, "k"), (careful, "never-seen"),
+                                     ([(careful, "{t}a"), (loose, "{t}b")], 1), (loose, "k")])
+        assert [d.allowed for d in after] == [False, False, False, True]
+        assert after[0].retry_after > 1
+        assert client.exists(*(key for key in client.keys("cellrate{*}")))  # markers written
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("coalesce", [False, True])
+def test_an_asyncio_batch_reads_a_flush_as_a_decision_alone(coalesce):
+    """check_many_async and a coalescing store's turn carry the wipe marker too."""
+    with redis_server() as srv:
+
+        async def run() -> list:
+            client = AsyncRedis(host="127.0.0.1", port=srv.port, socket_timeout=5,
+                                socket_connect_timeout=5)
+            careful = cr_redis.AsyncRedisLimiter(client, 10, 60, burst=10, name="c",
+                                                 on_error="raise", deny_cache=False,
+                                                 coalesce=coalesce, timeout=10)
+            loose = cr_redis.AsyncRedisLimiter(client, 10, 60, burst=10, name="l",
+                                               on_error="raise", on_wipe="allow",
+                                               deny_cache=False, coalesce=coalesce, timeout=10)
+            try:
+                await cr_redis.check_many_async([(careful, "k", 10), (loose, "k", 10)])
+                await client.flushall()
+                if coalesce:
+                    answers = await asyncio.gather(careful.check("k"), careful.check("new"),
+                                                   loose.check("k"))
+                else:
+                    answers = await cr_redis.check_many_async(
+                        [(careful, "k"), (careful, "new"), (loose, "k")])
+                return [d.allowed for d in answers]
+            finally:
+                await client.aclose()
+
+        assert asyncio.run(run()) == [False, False, True]
+
+
+@pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
+def test_the_lua_batch_reads_a_flush_as_a_decision_alone(interpreter):
+    if not os.path.exists(os.path.join(ROOT, "build", interpreter, "cellrate.so")):
+        pytest.skip(f"make lua builds build/{interpreter}")
+    with redis_server() as srv:
+        script = f"""
+            package.path = "{ROOT}/lua/?.lua;" .. package.path
+                .. ";/usr/share/lua/5.1/?.lua;/usr/share/lua/5.3/?.lua"
+            package.cpath = "{ROOT}/build/{interpreter}/?.so;" .. package.cpath
+            local redis = require("redis")
+            local store = require("cellrate.redis")
+            local red = redis.connect("127.0.0.1", {srv.port})
+            local careful = store.limiter(red, 10, {{ period = 60, burst = 10, name = "c" }})
+            local loose = store.limiter(red, 10, {{ period = 60, burst = 10, name = "l",
+                                                   on_wipe = "allow" }})
+            store.check_many({{ {{ careful, "k", 10 }}, {{ loose, "k", 10 }} }})
+            red:flushall()
+            local out = {{}}
+            for _, answer in ipairs(store.check_many({{ {{ careful, "k" }}, {{ careful, "new" }},
+                                                       {{ loose, "k" }} }})) do
+                out[#out + 1] = tostring(answer[1])
+            end
+            print(table.concat(out, "|"))
+        """
+        done = subprocess.run([interpreter, "-e", script], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "false|false|true"

@@ -17,7 +17,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 LUA_MODULE = REPO / "build" / "lua5.4" / "cellrate.so"
 FROZEN = 5000.0
 RATE_KEYS = ("admitted", "refused", "units_admitted", "units_refused", "units_refunded",
-             "unfittable", "would_refuse", "evicted")
+             "unfittable", "would_refuse", "evicted", "bans")
 GAUGE_KEYS = ("acquired", "refused", "units_acquired", "units_refused", "released", "reclaimed",
               "in_flight", "peak", "evicted")
 
@@ -255,10 +255,11 @@ def test_inspect_region_reads_each_kind_without_changing_it(region_dir):
     assert (region_dir / "keyed").read_bytes() == before
     assert os.stat(region_dir / "keyed").st_mtime_ns == mtime
     assert info == {
-        "layout_version": 8, "kind": "keyed", "algorithm": "gcra",
+        "layout_version": 10, "kind": "keyed", "algorithm": "gcra",
         "limit": repr(keyed), "rate": 100.0, "period": 60.0, "burst": 100,
         "max_in_flight": None, "lease": None, "peak": None, "capacity": 50, "live_keys": 1, "generation": 0,
-        "size": len(before), "this_boot": True, "stats": keyed.stats()}
+        "size": len(before), "this_boot": True, "penalty": None, "banned": [],
+        "stats": keyed.stats()}
     assert info["stats"]["unfittable"] == 1
 
     lim = cellrate.Limiter(5, algorithm="fixed_window", shared=str(region_dir / "limiter"))

@@ -120,8 +120,8 @@ def test_wait_acquire_and_hold_are_compiled_methods_of_the_compiled_types():
     parameters = {
         (cellrate.Limiter, "wait"): ["self", "cost", "timeout"],
         (cellrate.Limiter, "acquire"): ["self", "cost", "timeout"],
-        (cellrate.KeyedLimiter, "wait"): ["self", "key", "cost", "timeout"],
-        (cellrate.KeyedLimiter, "acquire"): ["self", "key", "cost", "timeout"],
+        (cellrate.KeyedLimiter, "wait"): ["self", "key", "cost", "timeout", "plan"],
+        (cellrate.KeyedLimiter, "acquire"): ["self", "key", "cost", "timeout", "plan"],
         (cellrate.Concurrency, "hold"): ["self", "key", "cost", "timeout"],
     }
     for (cls, name), expected in parameters.items():

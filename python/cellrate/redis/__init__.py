@@ -29,6 +29,7 @@ change). Design: docs/design.md §11.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from typing import Any, Dict, Iterable, List, Literal, Mapping, Sequence, Tuple, cast
@@ -57,6 +58,7 @@ from cellrate.redis._protocol import (
     ALLOW_CLASS as ALLOW_CLASS,
     BATCH_MAX as BATCH_MAX,
     BATCH_SCRIPT as BATCH_SCRIPT,
+    BATCH_SHA,
     CHARGE as CHARGE,
     CHECK as CHECK,
     CHECK_CLASS as CHECK_CLASS,
@@ -163,6 +165,7 @@ class _RedisLimit(_Store):
         coalesce: bool = False,
         priorities: Mapping[str, float] | None = None,
         on_wipe: str = "refuse",
+        plans: Mapping[str, float | str | cellrate.Limit] | None = None,
         penalty: Any = None,
     ) -> None:
         # The core parses, defaults and validates the limit first, as cellrate.Limit (and,
@@ -174,7 +177,7 @@ class _RedisLimit(_Store):
             "prefix": prefix, "on_error": on_error, "fallback": fallback,
             "deny_cache": deny_cache, "timeout": timeout, "max_cost": max_cost,
             "max_debt": max_debt, "coalesce": coalesce, "on_wipe": on_wipe,
-            "priorities": priorities, "penalty": penalty})
+            "priorities": priorities, "plans": plans, "penalty": penalty})
         if options["coalesce"] and self._kind != "async":
             raise invalid("coalesce", _CONSTANTS["COALESCE_REFUSED"])
         #: coalesce=True (asyncio): the decisions of one event-loop turn go as one batch.
@@ -220,24 +223,53 @@ class _RedisLimit(_Store):
         # Refusals answered here until their retry_after passes (docs/design.md §11):
         # Redis key -> (the core's refusal, the limit it was made under).
         self._refusals: Dict[bytes, Tuple[Any, cellrate.Limit]] = {}
+        #: The plans (docs/design/plans.md): {name: the limit sent}, "default" (the limit)
+        #: first; None without plans. The core's table, replaced whole by reconfigure.
+        self._plans: Dict[str, cellrate.Limit] | None = None
+        if plans is not None:
+            self._plans = _core._redis_plans(limit, plans, self.named, max_cost, max_debt)
+
+    plans = property(lambda self: dict(self._plans or {"default": self.limit}),
+                     doc="The plans, {name: Limit}, 'default' (the limit) first.")
+
+    def _plan_limit(self, plan: str) -> cellrate.Limit:
+        """The limit a decision under `plan` sends (read once): the core's error naming
+        plan for a name no plan has."""
+        plans = self._plans
+        if plans is None:
+            plans = {"default": self.limit}
+        limit = plans.get(plan) if isinstance(plan, str) else None
+        return limit if limit is not None else _core._redis_plan(plans, plan)
 
     def reconfigure(self, rate: float | str, period: float | None = None, *,
                     burst: int | None = None, algorithm: Algorithm | None = None,
-                    max_debt: int | None = None) -> None:
+                    max_debt: int | None = None, plan: str | None = None) -> None:
         """Changes the limit this store sends, live: the next check (or allow) of each key
         carries what the key used to the new limit (docs/design.md §4), in the script, at
         that decision's instant; processes still sending the old limit carry it back on
         their own calls. The algorithm stays (an error naming `algorithm`), and a limit
         without a name cannot change (an error naming `name`: its keys are named by its
         parameters). A max_debt given before stays unless given again. An invalid limit
-        raises and changes nothing."""
+        raises and changes nothing. `plan`: the plan changed (default: "default"); each
+        key on it carries at its next decision under it, keys on other plans are
+        untouched."""
         _core._redis_check_change(self.named, self.algorithm, None)
+        if plan is not None:
+            self._plan_limit(plan)  # a name of the plans, else the core's error naming plan
         if algorithm is not None:
             cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)  # the core's checks first
             _core._redis_check_change(True, self.algorithm, algorithm)
         max_debt = self.max_debt if max_debt is None else max_debt
-        self.limit = _limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
-                               self.max_cost, max_debt, self.limit.priorities or None)
+        changed = _limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
+                            self.max_cost, max_debt, self.limit.priorities or None)
+        if self._plans is not None:
+            given = {name: limit for name, limit in self._plans.items() if name != "default"}
+            default = changed if plan in (None, "default") else self.limit
+            if plan not in (None, "default"):
+                given[cast(str, plan)] = changed
+            self._plans = _core._redis_plans(default, given, True, self.max_cost, max_debt)
+            changed = default
+        self.limit = changed
         self.max_debt = max_debt
         self._refusals.clear()
 
@@ -279,10 +311,12 @@ class _RedisLimit(_Store):
         return _request(mode | flag, cost, now, limit, self._prefix, self._name, key, priority)
 
     def _batch_call(self, mode: int, cost: int, limit: cellrate.Limit, key: Key) -> Tuple[Any, ...]:
-        """A decision of one key in a batch call (_redis_batch's), with the penalty."""
+        """A decision of one key in a batch call (_redis_batch's), with the wipe marker
+        (on_wipe="refuse") and the penalty."""
         if self._penalty is None:
-            return (mode, cost, limit, self._prefix, self._name, key)
-        return (mode | _PENALTY, cost, limit, self._prefix, self._name, key, self._penalty)
+            return (mode | self._wipe, cost, limit, self._prefix, self._name, key)
+        return (mode | self._wipe | _PENALTY, cost, limit, self._prefix, self._name, key,
+                self._penalty)
 
     def penalty_key(self, key: Key) -> bytes:
         """The Redis key holding `key`'s strikes under a penalty (in its Cluster slot)."""
@@ -329,10 +363,11 @@ class _RedisLimit(_Store):
         return cast(cellrate.Decision, self._failed(error, keys, mode, cost, keys, now, stores))
 
     def _one_words(self, mode: int, key: Key, cost: int, now: float | None,
-                   priority: str | None = None) -> Tuple[cellrate.Limit, List[bytes], bool]:
-        """The limit read once, the request's words, and whether the key goes back to
-        Redis from an outage decided locally (_back) rather than as any decision."""
-        limit = self.limit
+                   priority: str | None = None,
+                   plan: str | None = None) -> Tuple[cellrate.Limit, List[bytes], bool]:
+        """The limit read once (the plan's), the request's words, and whether the key goes
+        back to Redis from an outage decided locally (_back) rather than as any decision."""
+        limit = self.limit if plan is None else self._plan_limit(plan)
         words = self._request(mode, key, cost, now, limit, priority)
         back = bool(self._held) and words[1] in self._held and self._availability.outage is None
         return limit, words, back
@@ -553,8 +588,8 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         return self._answer(mode, words, reply, asked, limits, cost, now)
 
     def _one(self, mode: int, key: Key, cost: int, now: float | None,
-             priority: str | None = None) -> cellrate.Decision:
-        limit, words, back = self._one_words(mode, key, cost, now, priority)
+             priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
+        limit, words, back = self._one_words(mode, key, cost, now, priority, plan)
         if back:
             return cast(cellrate.Decision, self._back(mode, key, words, cost, now, limit))
         return self._decide(mode, words, (limit,), cost, now)
@@ -573,26 +608,34 @@ class RedisLimiter(_SyncStore, _RedisLimit):
                                  now)
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None,
-              priority: str | None = None) -> cellrate.Decision:
+              priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission; `priority`: the
-        class decided in (a name of priorities; the script decides with its reserve)."""
+        class decided in (a name of priorities; the script decides with its reserve);
+        `plan`: the plan of `key` (a name of plans; default "default"), a key last
+        decided under another carrying what it used, in the script."""
         if priority is None:
-            return self._one(CHECK, key, cost, now)
-        return self._one(CHECK_CLASS, key, cost, now, priority)
+            if plan is None:
+                return self._one(CHECK, key, cost, now)
+            return self._one(CHECK, key, cost, now, None, plan)
+        return self._one(CHECK_CLASS, key, cost, now, priority, plan)
 
     def allow(self, key: Key, cost: int = 1, *, now: float | None = None,
-              priority: str | None = None) -> bool:
+              priority: str | None = None, plan: str | None = None) -> bool:
         """check(...).allowed."""
         if priority is None:
-            return self._one(ALLOW, key, cost, now).allowed
-        return self._one(ALLOW_CLASS, key, cost, now, priority).allowed
+            if plan is None:
+                return self._one(ALLOW, key, cost, now).allowed
+            return self._one(ALLOW, key, cost, now, None, plan).allowed
+        return self._one(ALLOW_CLASS, key, cost, now, priority, plan).allowed
 
     def peek(self, key: Key, cost: int = 1, *, now: float | None = None,
-             priority: str | None = None) -> cellrate.Decision:
+             priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
         if priority is None:
-            return self._one(PEEK, key, cost, now)
-        return self._one(PEEK_CLASS, key, cost, now, priority)
+            if plan is None:
+                return self._one(PEEK, key, cost, now)
+            return self._one(PEEK, key, cost, now, None, plan)
+        return self._one(PEEK_CLASS, key, cost, now, priority, plan)
 
     def charge(self, key: Key, cost: int, *, now: float | None = None) -> cellrate.Decision:
         """Commits `cost` units of `key` whatever its state (docs/cost.md): where they fit,
@@ -668,9 +711,9 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
             return self._unanswered(error, mode, words, limits, cost, now, stores)
         return self._answer(mode, words, reply, asked, limits, cost, now)
 
-    async def _one(self, mode: int, key: Key, cost: int,
-                   now: float | None, priority: str | None = None) -> cellrate.Decision:
-        limit, words, back = self._one_words(mode, key, cost, now, priority)
+    async def _one(self, mode: int, key: Key, cost: int, now: float | None,
+                   priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
+        limit, words, back = self._one_words(mode, key, cost, now, priority, plan)
         if back:
             return cast(cellrate.Decision, await self._back(mode, key, words, cost, now, limit))
         if self.coalesce and mode <= ALLOW:
@@ -707,26 +750,32 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
                                  now)
 
     async def check(self, key: Key, cost: int = 1, *, now: float | None = None,
-                    priority: str | None = None) -> cellrate.Decision:
-        """Decides for `cost` units of `key` and commits an admission (priority=: as
-        RedisLimiter.check)."""
+                    priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
+        """Decides for `cost` units of `key` and commits an admission (priority=, plan=:
+        as RedisLimiter.check)."""
         if priority is None:
-            return await self._one(CHECK, key, cost, now)
-        return await self._one(CHECK_CLASS, key, cost, now, priority)
+            if plan is None:
+                return await self._one(CHECK, key, cost, now)
+            return await self._one(CHECK, key, cost, now, None, plan)
+        return await self._one(CHECK_CLASS, key, cost, now, priority, plan)
 
     async def allow(self, key: Key, cost: int = 1, *, now: float | None = None,
-                    priority: str | None = None) -> bool:
+                    priority: str | None = None, plan: str | None = None) -> bool:
         """(await check(...)).allowed."""
         if priority is None:
-            return (await self._one(ALLOW, key, cost, now)).allowed
-        return (await self._one(ALLOW_CLASS, key, cost, now, priority)).allowed
+            if plan is None:
+                return (await self._one(ALLOW, key, cost, now)).allowed
+            return (await self._one(ALLOW, key, cost, now, None, plan)).allowed
+        return (await self._one(ALLOW_CLASS, key, cost, now, priority, plan)).allowed
 
     async def peek(self, key: Key, cost: int = 1, *, now: float | None = None,
-                   priority: str | None = None) -> cellrate.Decision:
+                   priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
         """The answer check() would give now; commits nothing."""
         if priority is None:
-            return await self._one(PEEK, key, cost, now)
-        return await self._one(PEEK_CLASS, key, cost, now, priority)
+            if plan is None:
+                return await self._one(PEEK, key, cost, now)
+            return await self._one(PEEK, key, cost, now, None, plan)
+        return await self._one(PEEK_CLASS, key, cost, now, priority, plan)
 
     async def charge(self, key: Key, cost: int, *,
                      now: float | None = None) -> cellrate.Decision:
@@ -1056,24 +1105,32 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
                        kind: type) -> Tuple[Any, List[bytes], List[cellrate.Limit], List[Any]]:
     pairs = list(items)
     _core._redis_check_items([
-        pair[0].client if isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], kind)
-        else None for pair in pairs])
-    limits = [limiter.limit for limiter, _ in pairs]  # each read once
+        pair[0].client if isinstance(pair, tuple) and len(pair) in (2, 3)
+        and isinstance(pair[0], kind) else None for pair in pairs])
+    limits = [_pair_limit(pair) for pair in pairs]  # each read once
     groups: List[Any] = []
-    for (limiter, key), limit in zip(pairs, limits):
-        groups += (limit, limiter._prefix, limiter._name, key)
+    for pair, limit in zip(pairs, limits):
+        groups += (limit, pair[0]._prefix, pair[0]._name, pair[1])
     store = pairs[0][0]
     words = _request(CHECK | store._wipe, cost, now, *groups)
     if isinstance(store.client, (store._library.cluster, store._library.async_cluster)):
         keys = words[1:1 + len(pairs)]
         if len({redis.crc.key_slot(key) for key in keys}) > 1:
             raise _slots_differ(keys)  # the client would refuse it: no outage
-    return pairs[0][0], words, limits, [limiter for limiter, _ in pairs]
+    return pairs[0][0], words, limits, [pair[0] for pair in pairs]
 
 
-def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
+def _pair_limit(pair: Tuple[Any, ...]) -> cellrate.Limit:
+    """The limit an item's (limiter, key) or (limiter, key, plan) sends."""
+    if len(pair) == 2 or pair[2] is None:
+        return cast(cellrate.Limit, pair[0].limit)
+    return cast(cellrate.Limit, pair[0]._plan_limit(pair[2]))
+
+
+def check_all(items: Iterable[Tuple[Any, ...]], cost: int = 1, *,
               now: float | None = None) -> cellrate.Decision:
-    """Decides several Redis limits as one, in one script call: admitted only if every
+    """Decides several Redis limits as one, in one script call (items: (limiter, key), or
+    (limiter, key, plan) for a key under a plan of the limiter's): admitted only if every
     limit admits, and a refusal takes nothing from any. Returns the tightest Decision
     (refused: the longest retry_after; admitted: the fewest remaining). In a Cluster the
     keys must share a slot (hash tags, e.g. "{user:42}"). on_error is the first limiter's."""
@@ -1082,7 +1139,7 @@ def check_all(items: Iterable[Tuple[RedisLimiter, Key]], cost: int = 1, *,
     return first._decide(CHECK, words, limits, cost, now, stores)
 
 
-async def check_all_async(items: Iterable[Tuple[AsyncRedisLimiter, Key]], cost: int = 1, *,
+async def check_all_async(items: Iterable[Tuple[Any, ...]], cost: int = 1, *,
                           now: float | None = None) -> cellrate.Decision:
     """check_all for AsyncRedisLimiter."""
     first, words, limits, stores = _check_all_request(items, cost, now, AsyncRedisLimiter)
@@ -1096,6 +1153,15 @@ async def check_all_async(items: Iterable[Tuple[AsyncRedisLimiter, Key]], cost: 
 # the second time on what the first wrote, as two calls one after the other would.
 _batch_words = _core._redis_batch
 _batch_reply = _core._redis_batch_reply
+_batch_command = functools.partial(_core._redis_batch_command, BATCH_SHA.encode())
+
+
+def _batch_of(now: float | None, chunk: Sequence["_Decision"]) -> Tuple[bytes, Any]:
+    """A batch call's whole EVALSHA as bytes (the core packs it: redis-py packing a
+    hundred decisions' words cost more than the round trip), and the maker of its words
+    (a cluster client's path, EVAL after NOSCRIPT)."""
+    calls = _calls(chunk)
+    return _batch_command(now, calls), lambda: _batch_words(now, calls)
 
 
 class _Decision:
@@ -1183,20 +1249,21 @@ def _calls(chunk: Sequence[_Decision]) -> List[Tuple[Any, ...]]:
 
 def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, List[_Decision]]:
     """The decisions of check_many's items, checked: each (limiter, key), (limiter, key,
-    cost) or ([(limiter, key), ...], cost) (several limits as one, as check_all), every
-    limiter of `kind` on one client; in a Cluster every key in one slot."""
+    cost), (limiter, key, cost, plan) or ([(limiter, key) or (limiter, key, plan), ...],
+    cost) (several limits as one, as check_all), every limiter of `kind` on one client;
+    in a Cluster every key in one slot."""
     decisions: List[_Decision] = []
     client = None
     for item in items:
-        if not isinstance(item, tuple) or not 1 <= len(item) <= 3:
+        if not isinstance(item, tuple) or not 1 <= len(item) <= 4:
             raise invalid_type("items", _CONSTANTS["BATCH_ITEM"])
         pairs: List[Any]
         if isinstance(item[0], (list, tuple)):
             pairs, cost = list(item[0]), item[1] if len(item) > 1 else 1
         else:
-            pairs, cost = [item[:2]], item[2] if len(item) > 2 else 1
+            pairs, cost = [item[:2] + item[3:4]], item[2] if len(item) > 2 else 1
         # each decision's pairs, and every pair of the batch, on one client: the core's rule
-        clients = [cast(Any, pair[0]).client if isinstance(pair, tuple) and len(pair) == 2
+        clients = [cast(Any, pair[0]).client if isinstance(pair, tuple) and len(pair) in (2, 3)
                    and isinstance(pair[0], kind) else None for pair in pairs]
         _core._redis_check_items(clients)
         if client is None:
@@ -1205,17 +1272,18 @@ def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, Lis
         stores: List[_RedisLimit] = []
         limits: List[Any] = []
         groups: List[Any] = []
-        for limiter, key in pairs:
-            limit = limiter.limit  # read once
+        for pair in pairs:
+            limiter, limit = pair[0], _pair_limit(pair)  # read once
             stores.append(limiter)
             limits.append(limit)
-            groups += (limit, limiter._prefix, limiter._name, key)
+            groups += (limit, limiter._prefix, limiter._name, pair[1])
         if len(stores) == 1 and stores[0]._penalty is not None:  # with its penalty
             call = stores[0]._batch_call(CHECK, cost, limits[0], pairs[0][1])
             words = stores[0]._request(CHECK, pairs[0][1], cost, now, limits[0])
         else:
-            call = (CHECK, cost, *groups)
-            words = _request(CHECK, cost, now, *groups)
+            sent = CHECK | stores[0]._wipe  # the first limiter's on_wipe, as check_all
+            call = (sent, cost, *groups)
+            words = _request(sent, cost, now, *groups)
         decisions.append(_Decision(CHECK, stores, limits, cost, now, words, call))
     if decisions:
         store = decisions[0].stores[0]
@@ -1238,11 +1306,13 @@ def check_many(items: Iterable[Any], *, now: float | None = None) -> List[cellra
     script call, and returns each Decision in order, each exactly what the call alone
     (limiter.check(key, cost), or check_all) would answer.
 
-    items: (limiter, key), (limiter, key, cost) or ([(limiter, key), ...], cost) tuples
-    of RedisLimiter on one Redis client. The decisions run in order in the script, so a
-    key named twice decides the second time on what the first committed, as two calls
-    one after the other. An empty batch answers [] without a call; more than BATCH_MAX
-    decisions go as several calls, in order. In a Cluster every key must share one slot
+    items: (limiter, key), (limiter, key, cost), (limiter, key, cost, plan) or
+    ([(limiter, key) or (limiter, key, plan), ...], cost) tuples of RedisLimiter on one
+    Redis client (plan: the key's plan, a name of the limiter's plans). The decisions
+    run in order in the script, so a key named twice decides the second time on what
+    the first committed, as two calls one after the other. An empty batch answers []
+    without a call; more than BATCH_MAX decisions go as several calls, in order. In a
+    Cluster every key must share one slot
     (hash tags, e.g. "{user:42}"): keys of several slots are a mistake naming items, never
     an outage. The deny cache and on_error answer each decision as for the call alone;
     a mistake (a key held under another algorithm) raises after every decision was made."""
@@ -1252,10 +1322,10 @@ def check_many(items: Iterable[Any], *, now: float | None = None) -> List[cellra
         chunk = send[at:at + BATCH_MAX]
         store = chunk[0].stores[0]
         assert isinstance(store, RedisLimiter)
-        words = _batch_words(now, _calls(chunk))
+        command, words_of = _batch_of(now, chunk)
         asked = time.monotonic_ns()
         try:
-            reply, error = store._call(words, True), None
+            reply, error = store._call_batch(command, words_of), None
         except Exception as failure:
             reply, error = None, failure
         _sent(chunk, error, reply, asked)
@@ -1271,10 +1341,10 @@ async def check_many_async(items: Iterable[Any], *,
         chunk = send[at:at + BATCH_MAX]
         store = chunk[0].stores[0]
         assert isinstance(store, AsyncRedisLimiter)
-        words = _batch_words(now, _calls(chunk))
+        command, words_of = _batch_of(now, chunk)
         asked = time.monotonic_ns()
         try:
-            reply, error = await store._call(words, True), None
+            reply, error = await store._call_batch(command, words_of), None
         except Exception as failure:
             reply, error = None, failure
         _sent(chunk, error, reply, asked)
@@ -1309,10 +1379,10 @@ class _Coalescer:
                    entries: List[Tuple[_Decision, "asyncio.Future[Any]"]]) -> None:
         chunk = [decision for decision, _ in entries]
         try:
-            words = _batch_words(now, _calls(chunk))
+            command, words_of = _batch_of(now, chunk)
             asked = time.monotonic_ns()
             try:
-                reply, error = await self.store._call(words, True), None
+                reply, error = await self.store._call_batch(command, words_of), None
             except Exception as failure:
                 reply, error = None, failure
             _sent(chunk, error, reply, asked)

@@ -178,10 +178,10 @@ class _Connections:
                     self._count -= 1
                 self._free.notify()
 
-    def run(self, command: Tuple[Any, ...], deadline: float) -> Any:
-        """`command`'s reply, or the error of the reply; raises TimeoutError at the
-        deadline. A connection found closed (a server restarted since) is made again
-        once, while time remains."""
+    def run(self, command: Tuple[Any, ...], deadline: float, packed: bytes | None = None) -> Any:
+        """`command`'s reply (`packed`: the command's bytes, sent as they are), or the
+        error of the reply; raises TimeoutError at the deadline. A connection found closed
+        (a server restarted since) is made again once, while time remains."""
         connection = self._get(deadline)
         exceptions = self._exceptions
         healthy = False
@@ -195,7 +195,10 @@ class _Connections:
                         connection.connection_pool.deadline = deadline
                     connection.connect()
                 try:
-                    connection.send_command(*command)
+                    if packed is None:
+                        connection.send_command(*command)
+                    else:
+                        connection.send_packed_command([packed], check_health=False)
                     if not connection.can_read(timeout=max(deadline - time.monotonic(), 0)):
                         raise redis.exceptions.TimeoutError(
                             "Redis did not answer within the store's timeout")
@@ -298,9 +301,11 @@ class _AsyncConnections:
         for connection in idle:
             await connection.disconnect()
 
-    async def run(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
-        """`command`'s reply, or the error of the reply. A connection found closed (a
-        server restarted since) is made again once; the caller bounds the call."""
+    async def run(self, command: Tuple[Any, ...], waited: List[bool],
+                  packed: bytes | None = None) -> Any:
+        """`command`'s reply (`packed`: the command's bytes, sent as they are), or the
+        error of the reply. A connection found closed (a server restarted since) is made
+        again once; the caller bounds the call."""
         connection = self._idle.pop() if self._idle else await self._get(waited)
         exceptions = self._exceptions
         healthy = False
@@ -308,8 +313,9 @@ class _AsyncConnections:
             for attempt in (0, 1):
                 fresh = not connection.is_connected
                 try:
-                    await connection.send_packed_command(connection.pack_command(*command),
-                                                         check_health=False)
+                    await connection.send_packed_command(
+                        connection.pack_command(*command) if packed is None else [packed],
+                        check_health=False)
                     reply = await connection.read_response()
                 except exceptions.ResponseError:
                     healthy = True

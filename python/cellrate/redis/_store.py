@@ -216,6 +216,18 @@ class _SyncStore(_Store):
         except self._library.exceptions.NoScriptError:
             return self._run("EVAL", script, *words)
 
+    def _call_batch(self, command: bytes, words_of: Callable[[], Sequence[Any]]) -> Any:
+        """The batch script's reply to `command`, the core's whole EVALSHA as bytes, sent
+        as they are on the store's own connections; a cluster client, and EVAL after
+        NOSCRIPT, take the words (`words_of()`)."""
+        connections = self._connections
+        if connections is None:
+            return self._call(words_of(), True)
+        try:
+            return connections.run((), time.monotonic() + self.timeout, command)
+        except self._library.exceptions.NoScriptError:
+            return self._run("EVAL", BATCH_SCRIPT, *words_of())
+
     def _start_probe(self) -> None:
         stop = self._probe_stop = threading.Event()
         self._prober = threading.Thread(
@@ -293,12 +305,13 @@ class _AsyncStore(_Store):
             return _ClientCommands(client, library.exceptions, loop)
         return _AsyncConnections.of(pool, library, loop)
 
-    async def _run(self, *command: Any) -> Any:
-        """One command's reply within the store's timeout; a capped pool's refusal of a
-        connection is waited out, and is this call's failure alone at the deadline."""
+    async def _run(self, *command: Any, packed: Any = None) -> Any:
+        """One command's reply within the store's timeout (`packed`: its bytes and the
+        words' maker, _call_batch's); a capped pool's refusal of a connection is waited
+        out, and is this call's failure alone at the deadline."""
         waited: List[bool] = []
         try:
-            return await _bounded(self._command(command, waited), self.timeout)
+            return await _bounded(self._command(command, waited, packed), self.timeout)
         except asyncio.TimeoutError as error:
             if waited:
                 raise _PoolExhausted("no connection of the pool came free within the "
@@ -306,12 +319,17 @@ class _AsyncStore(_Store):
             raise redis.exceptions.TimeoutError(
                 "Redis did not answer within the store's timeout") from error
 
-    async def _command(self, command: Tuple[Any, ...], waited: List[bool]) -> Any:
+    async def _command(self, command: Tuple[Any, ...], waited: List[bool],
+                       packed: Any = None) -> Any:
         connections = self._connections
         loop = asyncio.get_running_loop()
         if connections is None or connections.loop is not loop:
             connections = self._connections = self._own_connections(loop)
-        return await connections.run(command, waited)
+        if packed is None:
+            return await connections.run(command, waited)
+        if isinstance(connections, _ClientCommands):  # its machinery packs the words
+            return await connections.run(("EVALSHA", BATCH_SHA, *packed[1]()), waited)
+        return await connections.run(command, waited, packed[0])
 
     async def _call(self, words: Sequence[Any], batch: bool = False) -> Any:
         """RedisLimiter._call, awaited."""
@@ -320,6 +338,13 @@ class _AsyncStore(_Store):
             return await self._run("EVALSHA", sha, *words)
         except self._library.exceptions.NoScriptError:
             return await self._run("EVAL", script, *words)
+
+    async def _call_batch(self, command: bytes, words_of: Callable[[], Sequence[Any]]) -> Any:
+        """_SyncStore._call_batch, awaited."""
+        try:
+            return await self._run(packed=(command, words_of))
+        except self._library.exceptions.NoScriptError:
+            return await self._run("EVAL", BATCH_SCRIPT, *words_of())
 
     def _start_probe(self) -> None:
         try:
