@@ -140,6 +140,16 @@ describe("cellrate.redis penalty", function()
       assert.are_not.equal("0 0 0", strikes(store, "k"))
    end)
 
+   it("honours on_wipe in check_many under a penalty (the marker, then the penalty key)",
+      function()
+         local store = store_module.limiter(client, 5, { period = 60, name = "w",
+            penalty = { after = "3/minute", ban = 30 } })
+         client:flushall() -- every wipe marker gone: the key reads as fully used
+         local answers = store_module.check_many({ { store, "k" } })
+         assert.is_false(answers[1][1])
+         assert.are_not.equal("0 0 0", strikes(store, "k")) -- and the refusal is a strike
+      end)
+
    it("refuses a penalty the script cannot carry, naming penalty", function()
       for _, bad in ipairs({ { after = "3/200d", ban = 1 }, { after = "3/s", ban = 1,
             max_ban = 9e6 } }) do

@@ -243,3 +243,26 @@ def test_the_deny_cache_keeps_no_refusal_under_a_penalty(client) -> None:
     plain.allow("k")
     plain.allow("k")
     assert plain._refusals  # the plain store keeps it
+
+
+def test_a_batch_call_carries_its_wipe_marker_then_its_penalty_key() -> None:
+    """A call of a batch is the request it stands for: its key, the wipe marker
+    (on_wipe="refuse"), then the penalty key, and the same ARGV."""
+    store = RedisLimiter(redis.Redis(), "10/s", name="b", penalty=cellrate.Penalty("3/s", 1))
+    for mode in (cellrate.redis.CHECK, cellrate.redis.ALLOW):
+        words = store._request(mode, "k", 1, 5.0, store.limit)
+        batch = cellrate._cellrate._redis_batch(5.0, [store._batch_call(mode, 1, store.limit, "k")])
+        keys, argv = words[1:4], words[4:]
+        assert words[0] == b"3" and keys[1].startswith(b"cellrate{")
+        assert keys[2] == store.penalty_key("k")
+        assert batch == [b"3", *keys, b"1", b"3", str(len(argv)).encode(), *argv]
+
+
+def test_a_penalized_batch_honours_on_wipe(client) -> None:
+    """check_many under a penalty after Redis lost its state: the key reads as fully
+    used (on_wipe="refuse"), not a fresh burst, and the refusal is a strike."""
+    store = RedisLimiter(client, "5/minute", name="w", penalty=cellrate.Penalty("3/minute", 30))
+    client.flushall()  # every wipe marker gone
+    [decision] = cellrate.redis.check_many([(store, "k", 1)])
+    assert not decision.allowed
+    assert _strikes(client, store, "k")[0] > 0
