@@ -266,7 +266,7 @@ class _RedisLimit(_Store):
             given = {name: limit for name, limit in self._plans.items() if name != "default"}
             default = changed if plan in (None, "default") else self.limit
             if plan not in (None, "default"):
-                given[cast(str, plan)] = changed
+                given[plan] = changed
             self._plans = _core._redis_plans(default, given, True, self.max_cost, max_debt)
             changed = default
         self.limit = changed
