@@ -143,8 +143,8 @@ static int store_follow(lua_State *L, const char *tag)
 {
     const call_head head = read_call_head(L, tag);
     follow_args args;
-    read_follow_args(L, head.next + 1, head.next + 2, true,
-                     head.keyed ? head.box->keyed : NULL, &args);
+    read_follow_args(L, head.next + 1, head.next + 2, true, head.keyed ? head.box->keyed : NULL,
+                     &args);
     size_t count;
     const cr_field *fields = read_fields(L, head.next, &count);
     cr_signal signal;

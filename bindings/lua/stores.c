@@ -86,8 +86,7 @@ static ALWAYS_INLINE call_head read_call_head(lua_State *L, const char *tag)
  * Limiter's is always "default". */
 static int32_t read_call_plan(lua_State *L, const call_head *head, int idx, int top)
 {
-    return head->keyed && idx <= top ? read_plan(L, idx, top, head->box->keyed)
-                                     : CR_PLAN_DEFAULT;
+    return head->keyed && idx <= top ? read_plan(L, idx, top, head->box->keyed) : CR_PLAN_DEFAULT;
 }
 
 /* One decision into `decision`, or, with `decision` NULL (allow), only

@@ -156,8 +156,7 @@ static PyObject *module_wait_plan(PyObject *module, PyObject *const *args, Py_ss
         convert_wait_limit(state, args[3], CR_E_TIMEOUT, &timeout_ns) < 0)
         return NULL;
     if (nargs > 5 && args[5] != Py_None && args[0] != Py_None &&
-        convert_plan(state, args[5], item.keyed, &item.plan) <
-            0)
+        convert_plan(state, args[5], item.keyed, &item.plan) < 0)
         return NULL;
     if (nargs > 4 && args[4] != Py_None) {
         if (wait_now(state, args[4], &now_ns, &store_ns) < 0)
