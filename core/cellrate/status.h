@@ -339,7 +339,8 @@ const char *cr_version(void);
       "plan)")                                                                                     \
     X(182, E_PLAN, ARGUMENT, "plan", "plan must be 'default' or the name of one of the plans")     \
     X(183, E_PLANS_STORE, ARGUMENT, "plans",                                                       \
-      "plans: a table with plans is kept in process or in a shared region for now (not in Redis)") \
+      "plans: a table with plans is kept in process, in a shared region or in Redis (not in a "    \
+      "fleet share)")                                                                              \
     X(184, E_SHARED_PLANS, ARGUMENT, "plans",                                                      \
       "plans: a shared region holds at most 16 plans, 'default' included, counting every name "    \
       "ever given to it (remove the file to start a new table)")                                   \

@@ -107,8 +107,8 @@ void cr_limiter_reset(cr_limiter *limiter);
 /* Gives the limiter a penalty box (cellrate/penalty.h), before its first
  * decision: a turn-away of check or allow is a strike; a ban is written into
  * the state, so a banned decision reads as a plain turn-away whose
- * retry_after runs to the ban's end. Reset lets the key out. In process
- * only: CR_E_PENALTY_STORE in a shared region. CR_E_NOMEM. */
+ * retry_after runs to the ban's end. Reset lets the key out. In a shared
+ * region the box is the region's (docs/design/penalty.md). CR_E_NOMEM. */
 cr_status cr_limiter_set_penalty(cr_limiter *limiter, const cr_penalty *penalty);
 /* The bans a penalty started (0: none, or no penalty). */
 uint64_t cr_limiter_bans(cr_limiter *limiter);

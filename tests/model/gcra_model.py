@@ -308,7 +308,7 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "plan)"),
     (182, "E_PLAN", "argument", "plan", "plan must be 'default' or the name of one of the plans"),
     (183, "E_PLANS_STORE", "argument", "plans",
-     "plans: a table with plans is kept in process or in a shared region for now (not in Redis)"),
+     "plans: a table with plans is kept in process, in a shared region or in Redis (not in a fleet share)"),
     (184, "E_SHARED_PLANS", "argument", "plans",
      "plans: a shared region holds at most 16 plans, 'default' included, counting every name "
      "ever given to it (remove the file to start a new table)"),
