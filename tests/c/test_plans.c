@@ -335,7 +335,7 @@ static void test_region(void)
 
     /* 16 plans at most, every name ever given counted */
     cr_plan_arg args[14];
-    char names[14][8];
+    char names[14][16];
     for (int i = 0; i < 14; i++) {
         snprintf(names[i], sizeof names[i], "p%02d", i);
         args[i] = (cr_plan_arg){names[i], strlen(names[i]), &pro};

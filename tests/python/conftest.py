@@ -22,6 +22,12 @@ import pytest
 
 import cellrate
 
+# grpcio's fork support restarts its poller in a forked child, which meets the
+# descriptors a subprocess closes before exec and aborts it (grpc/grpc#43055):
+# a `make` run by test_packaging after test_grpc died so. The suite's forks
+# never use gRPC in the child, so it goes without (before any test imports grpc).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent
 

@@ -265,7 +265,7 @@ class _RedisLimit(_Store):
         if self._plans is not None:
             given = {name: limit for name, limit in self._plans.items() if name != "default"}
             default = changed if plan in (None, "default") else self.limit
-            if plan not in (None, "default"):
+            if plan is not None and plan != "default":
                 given[plan] = changed
             self._plans = _core._redis_plans(default, given, True, self.max_cost, max_debt)
             changed = default
