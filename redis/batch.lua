@@ -16,8 +16,26 @@
 -- decision's alone, and the others are decided.
 -- The decisions run in order, each on the state the ones before it wrote: a
 -- key named twice decides the second time as if sent after the first.
+-- The batch reads the server's TIME once: every decision of a batch is made
+-- at one instant, as if each were sent alone at it (decide.lua's
+-- redis.call('TIME') answers the batch's one reading).
 local all_keys, all_argv = KEYS, ARGV
 local pcall, type, tostring, tonumber = pcall, type, tostring, tonumber
+local server = redis
+local time -- the batch's TIME reply, read at the first decision that asks
+
+-- decide.lua's redis (its text is put in below): the server's, but TIME
+-- answers the one reading
+local redis = { -- luacheck: ignore 211
+    call = function(command, ...)
+        if command == 'TIME' then
+            time = time or server.call('TIME')
+            return time
+        end
+        return server.call(command, ...)
+    end,
+    error_reply = server.error_reply,
+}
 
 local function decide(KEYS, ARGV)
 --@decide.lua

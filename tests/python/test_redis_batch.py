@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -333,3 +334,134 @@ def test_coalesce_groups_a_cluster_turn_by_slot(one_node_cluster):
         finally:
             await rc.aclose()
     assert asyncio.run(run()) == [True] * 6 + [False] * 3
+
+
+def without_script(error: BaseException) -> str:
+    return re.sub(r"script: [0-9a-f]+, on @user_script:\d+|user_script:\d+", "", str(error)).rstrip(" .")
+
+
+def test_a_key_of_another_type_is_its_decisions_error_alone(client):
+    """A key holding no string (a list: WRONGTYPE), or a value of the limit's signature
+    whose state word is no number: that decision raises what it raises alone, after
+    the others were decided."""
+    store = cr_redis.RedisLimiter(client, 5, burst=3, name="typed", on_error="raise")
+    client.rpush(store.redis_key("list"), "x")
+    client.set(store.redis_key("junk"), b"gcra:600000000:3 x")
+    for bad in ("list", "junk"):
+        with pytest.raises(Exception) as alone_raised:
+            store.check(bad, now=1.0)
+        with pytest.raises(Exception) as raised:
+            cr_redis.check_many([(store, "a" + bad), (store, bad), (store, "b" + bad)], now=1.0)
+        assert type(raised.value) is type(alone_raised.value), raised.value
+        # the same words but the script's name and line (the batch is another script)
+        assert without_script(raised.value) == without_script(alone_raised.value)
+        assert store.peek("a" + bad, 0, now=1.0).remaining == 2  # committed
+        assert store.peek("b" + bad, 0, now=1.0).remaining == 2
+
+
+def test_every_decision_vector_through_the_batch_script(client):
+    """Every step of every decision vector as a decision of a batch call (its own now):
+    a sequence's steps go in one call up to a reset or a reservation, and each answer
+    and the state each call leaves are the core's."""
+    from test_redis import NEVER, beyond_the_debt_bound, read_vectors, stored_state
+
+    batch = client.register_script(cr_redis.BATCH_SCRIPT)
+    compared: dict = {}
+    calls: list = []  # (step kind, expected, words)
+
+    def send(name):
+        if not calls:
+            return
+        argv = [len(calls)]
+        for _kind, _expected, words in calls:
+            argv += [1, len(words), *words]
+        replies = batch(keys=["v"] * len(calls), args=argv)
+        assert len(replies) == len(calls)
+        for (kind, expected, words), reply in zip(calls, replies):
+            if kind == "op":
+                retry = int(reply[2])
+                got = (reply[0], reply[1], retry if retry >= 0 else NEVER, int(reply[3]))
+            elif kind == "charge":
+                retry = int(reply[2])
+                got = (reply[0], reply[1], retry if retry >= 0 else NEVER, int(reply[3]),
+                       reply[5])
+            elif kind == "take":
+                got = reply
+            else:  # a refund or a live change's probe: the state alone
+                got = expected
+            assert got == expected, (name, kind, words)
+            compared[name] = compared.get(name, 0) + 1
+        after = calls[-1][1] if calls[-1][0] in ("refund", "probe") else state_after[0]
+        assert stored_state(client, "v") == after, (name, calls[-1])
+        calls.clear()
+
+    state_after = [0]
+    for algorithm, emission_ns, tolerance_ns, burst, steps, max_debt in read_vectors():
+        if tolerance_ns >= cr_redis.MAX_TOLERANCE_NS:
+            continue
+        first_limit = emission_ns, tolerance_ns, burst
+        for name in (["gcra", "token_bucket"] if algorithm == "gcra" else [algorithm]):
+            client.delete("v")
+            limit = first_limit
+            for step in steps:
+                emission_ns, tolerance_ns, burst = limit
+                if beyond_the_debt_bound(algorithm, step):
+                    break
+                kind = step[0]
+                if kind in ("reset", "set"):
+                    send(name)
+                    if kind == "reset" or step[1] == 0:
+                        client.delete("v")
+                    else:
+                        client.set("v", f"{name}:{tolerance_ns}:{burst} {step[1]}")
+                    continue
+                if kind == "charge":
+                    now, cost, *expected, after = step[1]
+                    debt = burst if max_debt is None else max_debt
+                    calls.append(("charge", tuple(expected), [4, cost, name, *limit, debt, now]))
+                elif kind == "take":
+                    now, max_cost, taken, after = step[1]
+                    calls.append(("take", taken, [5, max_cost, name, *limit, now]))
+                elif kind == "reconfigure":
+                    now, first, second, after = step[1]
+                    limit = (first, first * second, second) if algorithm == "gcra" else (
+                        0, first, second)
+                    if limit[1] >= cr_redis.MAX_TOLERANCE_NS:
+                        break
+                    calls.append(("probe", after, [1, 0, name, *limit, now]))
+                elif kind == "refund":
+                    now, cost, after = step[1]
+                    calls.append(("refund", after, [3, cost, name, *limit, now]))
+                else:
+                    now, cost, commit, *expected, after = step[1]
+                    calls.append(("op", tuple(expected), [commit, cost, name, *limit, now]))
+                state_after[0] = after
+                if len(calls) == cr_redis.BATCH_MAX:
+                    send(name)
+            send(name)
+    print(f"vectors through the batch script: steps compared {compared}")
+    assert compared.get("gcra", 0) >= 9000 and compared.get("token_bucket", 0) >= 9000
+    assert all(compared.get(name, 0) >= 500 for name in ("fixed_window", "sliding_window"))
+
+
+def test_a_batch_reads_the_servers_clock_once(server, client):
+    """One TIME per batch call, however many decisions it holds (MONITOR lists the
+    commands the script ran)."""
+    store = cr_redis.RedisLimiter(client, 1, period=3600, burst=5, name="m", on_error="raise",
+                                  timeout=STORE_TIMEOUT)
+    cr_redis.check_many([(store, f"k{i}") for i in range(3)])  # each key present
+    items = [(store, f"k{i}") for i in range(3)] + [(store, "{f}1"), (store, "{f}2")]  # one slot
+    watcher = client_for(server.port)
+    with watcher.monitor() as monitor:
+        answers = cr_redis.check_many(items)
+        cr_redis.check_many([(store, "done")])  # the end of the batch's commands
+        commands = []
+        for seen in monitor.listen():
+            words = seen["command"].split()
+            if words[0] == "EVALSHA" and any(w.endswith("m:done") for w in words):
+                break
+            commands.append(words[0])
+    watcher.close()
+    assert [a.remaining for a in answers] == [3, 3, 3, 4, 4]
+    assert commands.count("TIME") == 1, commands
+    assert commands.count("SET") == 5, commands
