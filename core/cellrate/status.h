@@ -386,7 +386,11 @@ const char *cr_version(void);
     /* plans through Redis from 224 (redis.h, cr_redis_check_plans) */                             \
     X(224, E_REDIS_PLANS_NAME, ARGUMENT, "name",                                                   \
       "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a " \
-      "live change, and an unnamed limit's keys are named by its parameters")
+      "live change, and an unnamed limit's keys are named by its parameters")                  \
+    /* 225-239: reserved; inspecting a region's key from 240 (inspect.h) */                        \
+    X(240, E_INSPECT_KEY, ARGUMENT, "key",                                                         \
+      "key: only a keyed rate limit's region holds keys (this region is a limiter or a "           \
+      "concurrency limit)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

@@ -220,6 +220,38 @@ describe("plans", function()
       os.remove(path)
    end)
 
+   it("inspect_key reads a key's plan and its units, inspect_region the plan table", function()
+      local path = os.tmpname()
+      os.remove(path)
+      local keyed = cellrate.keyed("5/h", { plans = { pro = "20/h" }, shared = path })
+      for _ = 1, 5 do assert.is_true(keyed:allow("free")) end
+      for _ = 1, 3 do assert.is_true(keyed:allow("paid", 1, nil, nil, "pro")) end
+      local info = assert(cellrate.inspect_region(path))
+      assert.are.same({ default = { rate = 5, period = 3600, burst = 5 },
+                        pro = { rate = 20, period = 3600, burst = 20 } }, info.plans)
+      local free = assert(cellrate.inspect_key(path, "free"))
+      assert.equal("default", free.plan)
+      assert.are.same({ 5, 0, 5 }, { free.used, free.remaining, free.limit.burst })
+      local paid = assert(cellrate.inspect_key(path, "paid"))
+      assert.are.same({ "pro", 3, 17 }, { paid.plan, paid.used, paid.remaining })
+      -- the upgraded key: its 5 units carried, read before and after its move
+      assert.is_true(keyed:allow("free", 1, nil, nil, "pro"))
+      free = assert(cellrate.inspect_key(path, "free"))
+      assert.are.same({ "pro", 6, 14 }, { free.plan, free.used, free.remaining })
+      local idle = assert(cellrate.inspect_key(path, "never"))
+      assert.are.same({ "never", 0 }, { idle.key, idle.used })
+      assert.is_nil(idle.plan)
+      local plain = os.tmpname()
+      os.remove(plain)
+      cellrate.limiter("5/h", { shared = plain })
+      local ok, err = pcall(cellrate.inspect_key, plain, "k")
+      assert.is_false(ok)
+      assert.is_truthy(tostring(err):find(support.status("E_INSPECT_KEY").message, 1, true))
+      assert.is_nil(assert(cellrate.inspect_region(plain)).plans)
+      os.remove(path)
+      os.remove(plain)
+   end)
+
    -- key "a" spent the default's burst of 2 (1/s) at 0; moved to "paid"
    -- (10/s, burst 5) at 0 it carries 2 units used, 3 left (§8's rule)
    local function moved()

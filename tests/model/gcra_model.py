@@ -350,6 +350,9 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (224, "E_REDIS_PLANS_NAME", "argument", "name",
      "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a "
      "live change, and an unnamed limit's keys are named by its parameters"),
+    (240, "E_INSPECT_KEY", "argument", "key",
+     "key: only a keyed rate limit's region holds keys (this region is a limiter or a "
+     "concurrency limit)"),
 ]
 
 
