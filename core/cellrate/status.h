@@ -127,7 +127,8 @@ const char *cr_version(void);
     X(36, E_MAX_WAIT, ARGUMENT, "max_wait",                                                        \
       "max_wait must be a number of seconds >= 0, or absent for any wait")                         \
     X(37, E_ITEMS, ARGUMENT, "items",                                                              \
-      "items must be a non-empty list of limiters and (keyed limiter, key) pairs")                 \
+      "items must be a non-empty list of limiters and (keyed limiter, key) or (keyed limiter, "    \
+      "key, plan) items")                                                                          \
     X(38, E_HEADER_NAME, ARGUMENT, "name",                                                         \
       "name must be 1 to 64 printable ASCII characters (the policy name of the headers)")          \
     X(39, E_HEADER_VALUE, ARGUMENT, "decision",                                                    \
@@ -386,7 +387,7 @@ const char *cr_version(void);
     /* plans through Redis from 224 (redis.h, cr_redis_check_plans) */                             \
     X(224, E_REDIS_PLANS_NAME, ARGUMENT, "name",                                                   \
       "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a " \
-      "live change, and an unnamed limit's keys are named by its parameters")                  \
+      "live change, and an unnamed limit's keys are named by its parameters")                      \
     /* 225-239: reserved; inspecting a region's key from 240 (inspect.h) */                        \
     X(240, E_INSPECT_KEY, ARGUMENT, "key",                                                         \
       "key: only a keyed rate limit's region holds keys (this region is a limiter or a "           \
