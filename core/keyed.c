@@ -60,7 +60,7 @@ _Static_assert((PLAN_MASK >> PLAN_SHIFT) + 1 == CR_PLANS_MAX, "a plan index fits
 /* The sweep visits every bucket within SWEEP_CHANGES changes; a state is
  * carried through up to MAX_BEHIND changes (< 256: tags never alias). */
 #define SWEEP_CHANGES 112
-#define MAX_BEHIND 224
+#define MAX_BEHIND CR_KEYED_MAX_BEHIND
 
 typedef cr_pair slot; /* {fingerprint word, state} */
 typedef cr_pair slot_pair;
@@ -148,13 +148,20 @@ static bool plan_ok(const cr_keyed *keyed, int32_t plan)
     return plan >= 0 && plan < plan_count(keyed);
 }
 
-/* A key's place, its fingerprint below the plan's bits. */
-static cr_key_place place_of(const cr_keyed *keyed, const void *key, size_t key_len)
+/* A key's place among `nbuckets` buckets of seed `seed`, its fingerprint
+ * below the plan's bits. */
+static cr_key_place seeded_place(const uint64_t seed[2], uint32_t nbuckets, const void *key,
+                                 size_t key_len)
 {
-    cr_key_place place = cr_key_place_of(keyed->seed, keyed->nbuckets, key, key_len);
+    cr_key_place place = cr_key_place_of(seed, nbuckets, key, key_len);
     place.fp &= FP_MASK;
     place.fp += place.fp == 0;
     return place;
+}
+
+static cr_key_place place_of(const cr_keyed *keyed, const void *key, size_t key_len)
+{
+    return seeded_place(keyed->seed, keyed->nbuckets, key, key_len);
 }
 
 #define make_pair cr_pair_make
@@ -164,10 +171,10 @@ static cr_key_place place_of(const cr_keyed *keyed, const void *key, size_t key_
 
 /* The slot holding `fp`, with its TAT in *tat and its whole fingerprint word
  * (the generation tag too) in *word, or NULL. */
-static slot *find(const cr_keyed *keyed, const cr_key_place *place, int64_t *tat, uint64_t *word)
+static slot *find_in(bucket *buckets, const cr_key_place *place, int64_t *tat, uint64_t *word)
 {
     for (int b = 0; b < 2; b++) {
-        bucket *bk = &keyed->buckets[place->bucket[b]];
+        bucket *bk = &buckets[place->bucket[b]];
         for (int i = 0; i < SLOTS_PER_BUCKET; i++) {
             slot *s = &bk->slots[i];
             *word = load_fp(s);
@@ -180,6 +187,11 @@ static slot *find(const cr_keyed *keyed, const cr_key_place *place, int64_t *tat
         }
     }
     return NULL;
+}
+
+static slot *find(const cr_keyed *keyed, const cr_key_place *place, int64_t *tat, uint64_t *word)
+{
+    return find_in(keyed->buckets, place, tat, word);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1138,6 +1150,19 @@ size_t cr_keyed_count_slots(const void *buckets, uint32_t nbuckets)
         for (int i = 0; i < SLOTS_PER_BUCKET; i++)
             held += load_fp(&table[b].slots[i]) != 0;
     return held;
+}
+
+bool cr_keyed_look_key(const void *buckets, uint32_t nbuckets, const uint64_t seed[2],
+                       const void *key, size_t key_len, int32_t *plan, uint64_t *tag,
+                       int64_t *state)
+{
+    const cr_key_place place = seeded_place(seed, nbuckets, key, key_len);
+    uint64_t word;
+    if (!find_in((bucket *)buckets, &place, state, &word)) /* (find_in only reads) */
+        return false;
+    *plan = plan_of(word);
+    *tag = word >> TAG_SHIFT;
+    return true;
 }
 
 size_t cr_keyed_len(const cr_keyed *keyed)

@@ -29,4 +29,15 @@ cr_lines *cr_keyed_lines(cr_keyed *keyed, const void *key, size_t key_len, uint6
  * count). Read-only: an inspection's too. */
 size_t cr_keyed_count_slots(const void *buckets, uint32_t nbuckets);
 
+/* Whether `key` holds a slot among a keyed table's `nbuckets` buckets of
+ * seed `seed`: its plan's index, the generation tag (mod 256) of the plan's
+ * limit its state was written under, and that state. Read-only: an
+ * inspection's (cr_inspect_key). */
+bool cr_keyed_look_key(const void *buckets, uint32_t nbuckets, const uint64_t seed[2],
+                       const void *key, size_t key_len, int32_t *plan, uint64_t *tag,
+                       int64_t *state);
+/* Generations a slot's tag is taken to be behind at most (more: its state
+ * is taken as everything used). */
+#define CR_KEYED_MAX_BEHIND 224
+
 #endif

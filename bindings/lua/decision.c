@@ -26,8 +26,10 @@ static const store_box *open_box_at(lua_State *L, int idx, const char *tag)
 
 /*
  * cellrate.check_all(items, cost, now) -> allowed, remaining, retry_after,
- * reset_after, index (of the item whose decision it is): `items` an array of limiters and {keyed, key} pairs, decided
- * as one (docs/design.md §8). The keys stay alive in `items`, on the stack.
+ * reset_after, index (of the item whose decision it is): `items` an array of
+ * limiters and {keyed, key} or {keyed, key, plan} tables (plan as a
+ * decision's: nil for "default"), decided as one (docs/design.md §8). The
+ * keys stay alive in `items`, on the stack.
  */
 static int module_check_all(lua_State *L)
 {
@@ -49,7 +51,8 @@ static int module_check_all(lua_State *L)
         const store_box *box = open_box_at(L, -1, limiter_tag);
         if (box != NULL) {
             items[i].limiter = box->limiter;
-        } else if (lua_type(L, -1) == LUA_TTABLE && compat_rawlen(L, -1) == 2) {
+        } else if (lua_type(L, -1) == LUA_TTABLE &&
+                   (compat_rawlen(L, -1) == 2 || compat_rawlen(L, -1) == 3)) {
             lua_rawgeti(L, -1, 1);
             box = open_box_at(L, -1, keyed_tag);
             lua_pop(L, 1);
@@ -59,6 +62,9 @@ static int module_check_all(lua_State *L)
             items[i].key = check_key(L, -1, &items[i].key_len);
             lua_pop(L, 1);
             items[i].keyed = box->keyed;
+            lua_rawgeti(L, -1, 3);
+            items[i].plan = read_plan(L, lua_gettop(L), lua_gettop(L), box->keyed);
+            lua_pop(L, 1);
         } else {
             return raise_status(L, CR_E_ITEMS);
         }

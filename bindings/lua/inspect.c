@@ -33,6 +33,55 @@ static cr_status push_banned(lua_State *L, const char *path)
     return status;
 }
 
+/* A plan's limit as inspect shows it: {rate =, period =, burst =}. */
+static void push_plan_limit(lua_State *L, const cr_limit *limit)
+{
+    lua_createtable(L, 0, 3);
+    lua_pushnumber(L, limit->rate);
+    lua_setfield(L, -2, "rate");
+    lua_pushnumber(L, limit->period_s);
+    lua_setfield(L, -2, "period");
+    compat_pushint64(L, limit->burst);
+    lua_setfield(L, -2, "burst");
+}
+
+/* cellrate.inspect_key(path, key): `key` of the keyed region at `path`, read
+ * without changing it (cr_inspect_key): {key =, plan =, limit =, used =,
+ * remaining =, reset_after =} (plan nil and used 0: the key holds no slot),
+ * or nil, message, code. */
+static int inspect_key(lua_State *L)
+{
+    size_t path_len, key_len;
+    const char *path = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &path_len) : NULL;
+    if (path == NULL || strlen(path) != path_len)
+        return raise_status(L, CR_E_SHARED_PATH);
+    if (lua_type(L, 2) != LUA_TSTRING)
+        return raise_status(L, CR_E_KEY);
+    const char *key = lua_tolstring(L, 2, &key_len);
+    cr_key_info info;
+    const cr_status status = cr_inspect_key(path, key, key_len, &info);
+    if (status == CR_E_INSPECT_KEY)
+        return raise_status(L, status);
+    if (status != CR_OK)
+        return report_status(L, status, path);
+    lua_createtable(L, 0, 6);
+    lua_pushvalue(L, 2);
+    lua_setfield(L, -2, "key");
+    compat_pushint64(L, info.used);
+    lua_setfield(L, -2, "used");
+    if (!info.found)
+        return 1;
+    lua_pushstring(L, info.plan_name);
+    lua_setfield(L, -2, "plan");
+    push_plan_limit(L, &info.limit);
+    lua_setfield(L, -2, "limit");
+    compat_pushint64(L, info.remaining);
+    lua_setfield(L, -2, "remaining");
+    lua_pushnumber(L, cr_ns_to_seconds(info.reset_after_ns));
+    lua_setfield(L, -2, "reset_after");
+    return 1;
+}
+
 /* cellrate.inspect_region(path): a table of what the region file holds, read
  * without changing it (cr_inspect_region), or nil, message, code. */
 static int inspect_region(lua_State *L)
@@ -101,6 +150,14 @@ static int inspect_region(lua_State *L)
         if (push_banned(L, path) == CR_OK) /* (the region went away meanwhile: no list) */
             lua_setfield(L, table, "banned");
         lua_settop(L, table);
+    }
+    if (info.plan_count > 1) { /* {name = {rate =, period =, burst =}} */
+        lua_createtable(L, 0, info.plan_count);
+        for (int32_t p = 0; p < info.plan_count; p++) {
+            push_plan_limit(L, &info.plans[p].limit);
+            lua_setfield(L, -2, info.plans[p].name);
+        }
+        lua_setfield(L, -2, "plans");
     }
     if (rate)
         push_stats(L, &info.stats);

@@ -23,6 +23,7 @@ static const luaL_Reg module_functions[] = {
     {"check_policy_name", check_policy_name},
     {"headers", headers},
     {"inspect_region", inspect_region},
+    {"inspect_key", inspect_key},
     {"metrics", metrics},
     {"header_fields", header_fields},
     {"read_signal", read_signal},

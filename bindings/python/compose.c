@@ -3,8 +3,10 @@
  * Part of module.c's unity build.
  */
 
-/* An item of check_all: a Limiter, or a (KeyedLimiter, key) pair. The key
- * points into `item_obj`, which the caller's sequence keeps alive. */
+/* An item of check_all: a Limiter, or a (KeyedLimiter, key) or
+ * (KeyedLimiter, key, plan) tuple (plan as plan= takes it: None for
+ * "default"). The key points into `item_obj`, which the caller's sequence
+ * keeps alive. */
 static int convert_item(module_state *state, PyObject *item_obj, cr_item *item)
 {
     memset(item, 0, sizeof *item);
@@ -12,13 +14,16 @@ static int convert_item(module_state *state, PyObject *item_obj, cr_item *item)
         item->limiter = ((StoreObject *)item_obj)->limiter;
         return 0;
     }
-    if (PyTuple_Check(item_obj) && PyTuple_GET_SIZE(item_obj) == 2 &&
+    if (PyTuple_Check(item_obj) &&
+        (PyTuple_GET_SIZE(item_obj) == 2 || PyTuple_GET_SIZE(item_obj) == 3) &&
         Py_IS_TYPE(PyTuple_GET_ITEM(item_obj, 0), state->keyed_type)) {
         const char *key;
         Py_ssize_t key_len;
-        if (convert_key(state, PyTuple_GET_ITEM(item_obj, 1), &key, &key_len) < 0)
-            return -1;
         item->keyed = ((StoreObject *)PyTuple_GET_ITEM(item_obj, 0))->keyed;
+        if (convert_key(state, PyTuple_GET_ITEM(item_obj, 1), &key, &key_len) < 0 ||
+            (PyTuple_GET_SIZE(item_obj) == 3 &&
+             convert_plan(state, PyTuple_GET_ITEM(item_obj, 2), item->keyed, &item->plan) < 0))
+            return -1;
         item->key = key;
         item->key_len = (size_t)key_len;
         return 0;
@@ -88,8 +93,9 @@ static PyObject *module_check_all(PyObject *module, PyObject *const *args, Py_ss
         raise_status(state, status);
     else /* the window is that of the item whose decision this is */
         result = decision_from(state, &decision,
-                               many[index].limiter != NULL ? cr_limiter_limit(many[index].limiter)
-                                                           : cr_keyed_limit(many[index].keyed));
+                               many[index].limiter != NULL
+                                   ? cr_limiter_limit(many[index].limiter)
+                                   : cr_keyed_plan_limit(many[index].keyed, many[index].plan));
 done:
     if (many != few)
         PyMem_Free(many);

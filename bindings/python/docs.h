@@ -276,8 +276,16 @@ PyDoc_STRVAR(inspect_region_doc,
              "layout_version, kind ('limiter', 'keyed', 'concurrency'), algorithm, limit\n"
              "(its description), rate, period, burst, max_in_flight, lease, peak\n"
              "(whether a concurrency limit tracks it), capacity, live_keys, generation,\n"
-             "size, this_boot and stats (the counters). A path\n"
+             "size, this_boot, stats (the counters) and, for a keyed region with plans,\n"
+             "plans ({name: {rate, period, burst}}, 'default' first). A path\n"
              "that is not a region raises InvalidArgument naming it.");
+PyDoc_STRVAR(inspect_key_doc,
+             "inspect_key(path, key, /)\n--\n\n"
+             "key of the keyed region at path, read without changing it (a dict): key,\n"
+             "plan (the name it was last decided under; None: the key holds no slot),\n"
+             "limit (that plan's rate, period, burst), used and remaining (units now,\n"
+             "carried through the plan's changes) and reset_after (seconds). A region\n"
+             "of another kind raises InvalidArgument naming key.");
 PyDoc_STRVAR(metrics_doc,
              "metrics($module, /)\n--\n\n"
              "The metrics every exporter publishes, in order (a list of dicts): name\n"

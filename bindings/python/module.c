@@ -244,6 +244,8 @@ static PyMethodDef cellrate_methods[] = {
     {"_redis_batch_reply", (PyCFunction)(void (*)(void))module_redis_batch_reply, METH_FASTCALL,
      redis_batch_reply_doc},
     {"inspect_region", module_inspect_region, METH_O, inspect_region_doc},
+    {"inspect_key", (PyCFunction)(void (*)(void))module_inspect_key, METH_FASTCALL,
+     inspect_key_doc},
     {"calendar_period", (PyCFunction)(void (*)(void))module_calendar_period,
      METH_VARARGS | METH_KEYWORDS, calendar_period_doc},
     {"metrics", module_metrics, METH_NOARGS, metrics_doc},

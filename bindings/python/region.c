@@ -95,6 +95,72 @@ static PyObject *banned_list(module_state *state, PyObject *path_obj, const char
     return list;
 }
 
+/* A plan's limit as inspect shows it: rate, period, burst (a dict). */
+static PyObject *plan_limit_dict(const cr_limit *limit)
+{
+    return Py_BuildValue("{s:d,s:d,s:L}", "rate", limit->rate, "period", limit->period_s, "burst",
+                         (long long)limit->burst);
+}
+
+/* A keyed region's plans (cr_region_info.plans): {name: plan_limit_dict},
+ * "default" first; NULL without an error when it holds none but "default". */
+static PyObject *plans_dict(const cr_region_info *info)
+{
+    if (info->plan_count <= 1)
+        return NULL;
+    PyObject *plans = PyDict_New();
+    for (int32_t p = 0; plans && p < info->plan_count; p++) {
+        PyObject *one = plan_limit_dict(&info->plans[p].limit);
+        if (one == NULL || PyDict_SetItemString(plans, info->plans[p].name, one) < 0)
+            Py_CLEAR(plans);
+        Py_XDECREF(one);
+    }
+    return plans;
+}
+
+/* inspect_key(path, key) -> dict: `key` of the keyed region at `path`, read
+ * without changing it (cr_inspect_key). */
+static PyObject *module_inspect_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "inspect_key() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (args[0] == Py_None) {
+        raise_wrong_type(state, CR_E_SHARED_PATH);
+        return NULL;
+    }
+    const char *key;
+    Py_ssize_t key_len;
+    PyObject *path;
+    int64_t mode;
+    if (convert_key(state, args[1], &key, &key_len) < 0 ||
+        convert_shared(state, args[0], Py_None, &path, &mode) < 0)
+        return NULL;
+    cr_key_info info;
+    cr_status status;
+    Py_BEGIN_ALLOW_THREADS status = cr_inspect_key(PyBytes_AS_STRING(path), key, (size_t)key_len,
+                                                   &info);
+    Py_END_ALLOW_THREADS Py_DECREF(path);
+    if (status != CR_OK) {
+        raise_construction(state, status,
+                           cr_status_class_of(status) == CR_STATUS_ARGUMENT ? NULL : args[0]);
+        return NULL;
+    }
+    if (!info.found)
+        return Py_BuildValue("{s:O,s:O,s:i,s:O,s:i}", "key", args[1], "plan", Py_None, "used", 0,
+                             "remaining", Py_None, "reset_after", 0);
+    PyObject *limit = plan_limit_dict(&info.limit);
+    if (limit == NULL)
+        return NULL;
+    PyObject *dict = Py_BuildValue("{s:O,s:s,s:N,s:L,s:L,s:d}", "key", args[1], "plan",
+                                   info.plan_name, "limit", limit, "used", (long long)info.used,
+                                   "remaining", (long long)info.remaining, "reset_after",
+                                   cr_ns_to_seconds(info.reset_after_ns));
+    return dict;
+}
+
 /* inspect_region(path) -> dict: what a region file holds, read without
  * changing it (cr_inspect_region). */
 static PyObject *module_inspect_region(PyObject *module, PyObject *path_obj)
@@ -149,5 +215,18 @@ static PyObject *module_inspect_region(PyObject *module, PyObject *path_obj)
         return NULL;
     }
     Py_DECREF(stats);
+    PyObject *plans = plans_dict(&info);
+    if (plans == NULL && PyErr_Occurred()) {
+        Py_DECREF(dict);
+        return NULL;
+    }
+    if (plans != NULL) {
+        const int failed = PyDict_SetItemString(dict, "plans", plans);
+        Py_DECREF(plans);
+        if (failed < 0) {
+            Py_DECREF(dict);
+            return NULL;
+        }
+    }
     return dict;
 }

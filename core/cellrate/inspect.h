@@ -13,6 +13,7 @@
 
 #include "limit.h"
 #include "penalty.h"
+#include "plans.h"
 #include "stats.h"
 
 #ifdef __cplusplus
@@ -21,6 +22,12 @@ extern "C" {
 #if defined(__GNUC__) && !defined(CR_EMBED)
 #pragma GCC visibility push(default)
 #endif
+
+/* A plan of a keyed region's table: its name and its limit now. */
+typedef struct cr_region_plan {
+    char name[CR_PLAN_NAME_MAX];
+    cr_limit limit;
+} cr_region_plan;
 
 /* What a region file holds, read by cr_inspect_region. */
 typedef struct cr_region_info {
@@ -42,6 +49,8 @@ typedef struct cr_region_info {
     uint64_t banned;            /* keys banned now (cr_inspect_box lists them) */
     cr_stats stats;             /* a rate limit's counters */
     cr_gauge_stats gauge_stats; /* a concurrency limit's (peak_tracked: its setting) */
+    int32_t plan_count;         /* a keyed region's plans, "default" included (else 1) */
+    cr_region_plan plans[CR_PLANS_MAX]; /* in the region's order, "default" first */
 } cr_region_info;
 
 /* Reads the region at `path` without changing it: opened read-only, never
@@ -73,6 +82,24 @@ typedef struct cr_penalty_entry {
  * concurrency region has none. */
 cr_status cr_inspect_box(const char *path, cr_penalty_entry *entries, size_t max_entries,
                          size_t *count);
+
+/* One key of a keyed region, as its next decision would find it. */
+typedef struct cr_key_info {
+    bool found;   /* the key holds a slot (else it is idle: nothing below) */
+    int32_t plan; /* the region's index of the plan it was last decided under */
+    char plan_name[CR_PLAN_NAME_MAX];
+    cr_limit limit;         /* that plan's limit now */
+    int64_t used;           /* units used now, carried to that limit (limit - remaining) */
+    int64_t remaining;      /* units a decision under that plan would admit now */
+    int64_t reset_after_ns; /* until the key is back to a full burst */
+} cr_key_info;
+
+/* Reads `key` of the keyed region at `path` without changing it, as
+ * cr_inspect_region reads the region (the same statuses): the plan it was
+ * last decided under, what it used carried through that plan's changes since
+ * (as its next decision under that plan would carry it) and what remains.
+ * CR_E_INSPECT_KEY for a region of another kind. */
+cr_status cr_inspect_key(const char *path, const void *key, size_t key_len, cr_key_info *out);
 
 #if defined(__GNUC__) && !defined(CR_EMBED)
 #pragma GCC visibility pop

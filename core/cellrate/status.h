@@ -127,7 +127,8 @@ const char *cr_version(void);
     X(36, E_MAX_WAIT, ARGUMENT, "max_wait",                                                        \
       "max_wait must be a number of seconds >= 0, or absent for any wait")                         \
     X(37, E_ITEMS, ARGUMENT, "items",                                                              \
-      "items must be a non-empty list of limiters and (keyed limiter, key) pairs")                 \
+      "items must be a non-empty list of limiters and (keyed limiter, key) or (keyed limiter, "    \
+      "key, plan) items")                                                                          \
     X(38, E_HEADER_NAME, ARGUMENT, "name",                                                         \
       "name must be 1 to 64 printable ASCII characters (the policy name of the headers)")          \
     X(39, E_HEADER_VALUE, ARGUMENT, "decision",                                                    \
@@ -390,7 +391,11 @@ const char *cr_version(void);
     /* 225-229: reserved; the penalty box through Redis from 230 (redis.h) */                      \
     X(230, E_REDIS_PENALTY, ARGUMENT, "penalty",                                                   \
       "penalty: through Redis, the span of its strikes (after's period) and max_ban must be "      \
-      "below 104 days (9e15 ns: the script carries them exactly)")
+      "below 104 days (9e15 ns: the script carries them exactly)")                                 \
+    /* 231-239: reserved; inspecting a region's key from 240 (inspect.h) */                        \
+    X(240, E_INSPECT_KEY, ARGUMENT, "key",                                                         \
+      "key: only a keyed rate limit's region holds keys (this region is a limiter or a "           \
+      "concurrency limit)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

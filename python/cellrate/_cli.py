@@ -1,14 +1,16 @@
 """The `cellrate` command (also `python -m cellrate`): a live region.
 
     cellrate inspect PATH [--json]   the region's limit, algorithm, capacity,
-                                     live keys, penalty and the keys in its box (banned
-                                     now), counters and layout version; for a
-                                     directory (a web policy's shared=), each region
-                                     in it, and what it skipped
+                                     live keys, plans (names and limits), penalty and
+                                     the keys in its box (banned now), counters and
+                                     layout version; for a directory (a web policy's
+                                     shared=), each region in it, and what it skipped
+    cellrate inspect PATH --key KEY  one key of a keyed region: its plan, the units it
+                                     used and those remaining now
     cellrate reset PATH [KEY]        a keyed region's KEY (without: every key), or a limiter;
                                      a banned key is let out of the penalty box
 
-inspect only reads (cellrate._cellrate.inspect_region never writes). reset
+inspect only reads (cellrate._cellrate.inspect_region and inspect_key never write). reset
 opens the region with the limit it records and on_change="refuse", so it can
 never change a limit; it takes one region, never a directory. Anything that is
 not a region (a directory holding none), and a usage mistake, exit with status
@@ -49,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("path", metavar="PATH", help="the region (a file under /dev/shm), or a "
                                                       "directory of regions (a shared= directory)")
     inspect.add_argument("--json", action="store_true", help="one JSON object, for scripts")
+    inspect.add_argument("--key", metavar="KEY", help="one key of a keyed region: its plan, "
+                                                      "used and remaining units")
     reset = commands.add_parser(
         "reset", help="reset a keyed region's KEY (without KEY: every key), or a limiter")
     reset.add_argument("path", metavar="PATH", help="the region (one file, not a directory)")
@@ -69,6 +73,38 @@ def _inspect(path: str) -> dict[str, Any]:
         text = str(error)
         raise _Refused(text if path in text else f"{path}: {text}") from None
     return info
+
+
+def _inspect_key(path: str, key: str) -> dict[str, Any]:
+    if os.path.isdir(path):
+        raise _Refused(f"{path}: a directory; --key takes one region, a file in it "
+                       f"(cellrate inspect {path} lists them)")
+    try:
+        info: dict[str, Any] = _cellrate.inspect_key(path, key)
+    except OSError as error:
+        raise _Refused(f"{path}: {error.strerror or error}") from None
+    except (cellrate.CellrateError, ValueError, TypeError) as error:
+        text = str(error)
+        raise _Refused(text if path in text else f"{path}: {text}") from None
+    return info
+
+
+def _key_text(info: dict[str, Any], path: str) -> str:
+    lines = [f"key {info['key']!r} in {path}"]
+    if info["plan"] is None:
+        lines.append("  no slot: an idle key (its next decision starts from a full burst, "
+                     "under the plan it names)")
+        return "\n".join(lines)
+    limit = info["limit"]
+    lines += [f"  plan        {info['plan']} ({_limit_text(limit)})",
+              f"  used        {info['used']} of {limit['burst']}",
+              f"  remaining   {info['remaining']}",
+              f"  reset after {info['reset_after']:.3f}s"]
+    return "\n".join(lines)
+
+
+def _limit_text(limit: dict[str, Any]) -> str:
+    return f"{limit['rate']:g} per {limit['period']:g}s, burst {limit['burst']}"
 
 
 def _inspect_directory(path: str) -> dict[str, Any]:
@@ -126,6 +162,7 @@ def _banned_text(entry: dict[str, Any]) -> str:
 def _text(info: dict[str, Any], path: str) -> str:
     info = dict(info)
     banned = info.pop("banned", None)
+    plans = info.pop("plans", None)
     if info.get("penalty") is not None:
         info["penalty"] = _penalty_text(info["penalty"])
     keys = [key for key in FIELDS if info.get(key) is not None] + sorted(
@@ -135,6 +172,9 @@ def _text(info: dict[str, Any], path: str) -> str:
     pad = max([len(key) for key in keys] + [len(key) + 2 for key in stats]) + 2
     lines = [f"region {path}"]
     lines += [f"  {key.replace('_', ' '):<{pad}}{_shown(info[key])}" for key in keys]
+    if plans:
+        lines.append(f"  plans ({len(plans)}, 'default' the region's own limit)")
+        lines += [f"    {name:<{pad - 2}}{_limit_text(limit)}" for name, limit in plans.items()]
     if banned:
         lines.append(f"  in the penalty box ({len(banned)} keys banned now)")
         lines += [f"    {_banned_text(entry)}" for entry in banned]
@@ -193,7 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     or a file that is not a region)."""
     args = _parser().parse_args(argv)
     try:
-        if args.command == "inspect" and os.path.isdir(args.path):
+        if args.command == "inspect" and args.key is not None:
+            info = _inspect_key(args.path, args.key)
+            print(json.dumps(info, indent=2) if args.json else _key_text(info, args.path))
+        elif args.command == "inspect" and os.path.isdir(args.path):
             listing = _inspect_directory(args.path)
             print(json.dumps(listing, indent=2) if args.json else _directory_text(listing))
         elif args.command == "inspect":

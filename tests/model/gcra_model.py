@@ -99,7 +99,8 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (36, "E_MAX_WAIT", "argument", "max_wait",
      "max_wait must be a number of seconds >= 0, or absent for any wait"),
     (37, "E_ITEMS", "argument", "items",
-     "items must be a non-empty list of limiters and (keyed limiter, key) pairs"),
+     "items must be a non-empty list of limiters and (keyed limiter, key) or (keyed limiter, "
+     "key, plan) items"),
     (38, "E_HEADER_NAME", "argument", "name",
      "name must be 1 to 64 printable ASCII characters (the policy name of the headers)"),
     (39, "E_HEADER_VALUE", "argument", "decision",
@@ -353,6 +354,9 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (230, "E_REDIS_PENALTY", "argument", "penalty",
      "penalty: through Redis, the span of its strikes (after's period) and max_ban must be "
      "below 104 days (9e15 ns: the script carries them exactly)"),
+    (240, "E_INSPECT_KEY", "argument", "key",
+     "key: only a keyed rate limit's region holds keys (this region is a limiter or a "
+     "concurrency limit)"),
 ]
 
 

@@ -60,6 +60,38 @@ def test_inspect_a_keyed_region(shm):
         assert words in text.stdout, text.stdout
 
 
+def test_inspect_shows_the_plans_and_a_keys_plan_and_units(shm):
+    path = shm / "tiers"
+    keyed = cellrate.KeyedLimiter("5/hour", capacity=64, shared=path, plans={"pro": "20/hour"})
+    assert all(keyed.allow("free") for _ in range(5))
+    assert all(keyed.allow("paid", plan="pro") for _ in range(3))
+    before = path.read_bytes()
+    info = json.loads(run("inspect", path, "--json").stdout)
+    assert info["plans"] == {"default": {"rate": 5.0, "period": 3600.0, "burst": 5},
+                             "pro": {"rate": 20.0, "period": 3600.0, "burst": 20}}
+    text = run("inspect", path).stdout
+    assert re.search(r"pro +20 per 3600s, burst 20", text), text
+    free = json.loads(run("inspect", path, "--key", "free", "--json").stdout)
+    assert (free["plan"], free["used"], free["remaining"]) == ("default", 5, 0)
+    assert free["limit"]["burst"] == 5
+    paid = run("inspect", path, "--key", "paid")
+    assert paid.returncode == 0, paid.stderr
+    assert re.search(r"plan +pro \(20 per 3600s, burst 20\)", paid.stdout), paid.stdout
+    assert re.search(r"used +3 of 20", paid.stdout) and re.search(r"remaining +17", paid.stdout)
+    idle = json.loads(run("inspect", path, "--key", "never", "--json").stdout)
+    assert idle["plan"] is None and idle["used"] == 0
+    assert path.read_bytes() == before  # inspect --key never writes either
+    # upgraded: the key carries its 5 units into pro (15 left before this one)
+    assert keyed.allow("free", plan="pro")
+    free = json.loads(run("inspect", path, "--key", "free", "--json").stdout)
+    assert (free["plan"], free["used"], free["remaining"]) == ("pro", 6, 14)
+    plain = shm / "plain"
+    cellrate.Limiter("5/hour", shared=plain)
+    refused = run("inspect", plain, "--key", "k")
+    assert refused.returncode == 2 and "only a keyed rate limit's region" in refused.stderr
+    assert "plans" not in json.loads(run("inspect", plain, "--json").stdout)
+
+
 def test_inspect_a_limiter_and_a_concurrency_region(shm):
     lim = cellrate.Limiter("3/hour", shared=shm / "global")
     assert [lim.allow() for _ in range(4)] == [True] * 3 + [False]

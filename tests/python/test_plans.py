@@ -269,6 +269,25 @@ def test_every_operation_on_a_key_takes_its_plan() -> None:
     assert not refusal.allowed and refusal.limit == 5 and refusal.retry_after >= 29
 
 
+def test_check_all_items_name_a_keys_plan() -> None:
+    """An item may name its key's plan, (keyed, key, plan), as the Redis store's
+    pairs do: each is what check(key, cost, plan=) alone answers, the decision's
+    limit its plan's."""
+    lim = cellrate.KeyedLimiter(10, burst=10, plans={"pro": cellrate.Limit(100, burst=20)})
+    other = cellrate.KeyedLimiter(1000, burst=1000)
+    d = cellrate.check_all([(lim, "k", "pro"), (other, "k")], 6, now=5.0)
+    assert d.allowed and d.remaining == 14 and d.limit == 20
+    assert lim.peek("k", now=5.0, plan="pro").remaining == 13  # committed under pro
+    d = cellrate.check_all([(lim, "k", None), (other, "k")], 1, now=5.0)  # back to "default"
+    assert d.allowed and d.limit == 10 and d.remaining == 10 - 6 - 1  # 6 units carried
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.check_all([(lim, "k", "gold")], now=5.0)
+    assert info.value.param == "plan"
+    with pytest.raises(cellrate.InvalidArgumentType) as type_info:
+        cellrate.check_all([(lim, "k", "pro", 1)], now=5.0)
+    assert type_info.value.param == "items"
+
+
 def test_waits_take_the_plan() -> None:
     import asyncio
 
