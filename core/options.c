@@ -174,7 +174,8 @@ static const cr_option redis_concurrency_options[] = {
 #define SHARE_REFUSED_                                                        \
     OF_KIND_("max_cost", CR_OPTION_REFUSED, CR_E_SHARE_MAX_COST, BOTH),       \
         OF_KIND_("algorithm", CR_OPTION_REFUSED, CR_E_SHARE_ALGORITHM, BOTH), \
-        OF_KIND_("on_change", CR_OPTION_REFUSED, CR_E_SHARE_ON_CHANGE, BOTH)
+        OF_KIND_("on_change", CR_OPTION_REFUSED, CR_E_SHARE_ON_CHANGE, BOTH), \
+        OF_KIND_("plans", CR_OPTION_REFUSED, CR_E_PLANS_STORE, BOTH)
 static const cr_option share_options[] = {SHARE_FIRST_, SHARE_REFUSED_};
 static const cr_option keyed_share_options[] = {
     SHARE_FIRST_, CAPACITY_(BOTH, INT_(CR_KEYED_DEFAULT_CAPACITY)), SHARE_REFUSED_};

@@ -136,6 +136,7 @@ def _share(keyed: bool) -> tuple[Option, ...]:
         Option("max_cost", "refused", "E_SHARE_MAX_COST"),
         Option("algorithm", "refused", "E_SHARE_ALGORITHM"),
         Option("on_change", "refused", "E_SHARE_ON_CHANGE"),
+        Option("plans", "refused", "E_PLANS_STORE"),
     )
 
 

@@ -225,6 +225,7 @@ def test_bad_input_names_the_parameter(client):
         ({"on_change": "apply"}, "on_change", cellrate.InvalidArgument),
         ({"max_cost": 5}, "max_cost", cellrate.InvalidArgument),
         ({"algorithm": "gcra"}, "algorithm", cellrate.InvalidArgument),
+        ({"plans": {"pro": 10}}, "plans", cellrate.InvalidArgument),  # E_PLANS_STORE
     ]
     for options, param, kind in cases:
         kwargs = {"name": "n", "background": False, **options}
