@@ -14,7 +14,7 @@ local function unhex(token)
    return (token:sub(2):gsub("%x%x", function(byte) return string.char(tonumber(byte, 16)) end))
 end
 
-local blocks, checks, finds = {}, {}, {}
+local blocks, checks, finds, items = {}, {}, {}, {}
 do
    local file = assert(io.open("tests/vectors/plans.txt", "r"))
    local number = 0
@@ -38,6 +38,9 @@ do
             checks[#checks + 1] = { line = number, status = w[2], given = given }
          elseif w[1] == "find" then
             finds[#finds + 1] = { line = number, status = w[2], name = unhex(w[3]) }
+         elseif w[1] == "items" then
+            items[#items + 1] = { line = number, status = w[2], count = tonumber(w[3]),
+                                  keyed = w[4] == "1", named = w[5] == "1" }
          else
             error("plans.txt:" .. number .. ": " .. text)
          end
@@ -131,6 +134,18 @@ describe("plans.txt", function()
             assert.is_false(ok)
             assert.is_truthy(tostring(err):find(support.status(c.status).message, 1, true),
                "plans.txt:" .. c.line .. ": " .. tostring(err))
+         end
+      end)
+   end
+
+   for _, c in ipairs(items) do
+      it("where a plan is taken, plans.txt:" .. c.line, function()
+         local ok, err = pcall(cellrate._check_plan_items, c.count, c.keyed, c.named)
+         if c.status == "OK" then
+            assert.is_true(ok, tostring(err))
+         else
+            assert.is_false(ok)
+            assert.are.equal(support.status(c.status).message, tostring(err))
          end
       end)
    end

@@ -350,6 +350,13 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (224, "E_REDIS_PLANS_NAME", "argument", "name",
      "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a "
      "live change, and an unnamed limit's keys are named by its parameters"),
+    (250, "E_PLAN_SEVERAL", "argument", "plan",
+     "plan: several limits decided as one take no plan (give plan to one keyed limit)"),
+    (251, "E_PLAN_KEYED", "argument", "plan",
+     "plan: a limit without keys has only the plan 'default' (plans are a keyed limit's: give "
+     "it a key)"),
+    (252, "E_PLANS_KEYED", "argument", "plans",
+     "plans: a limit without keys takes no plans (plans are a keyed limit's: give it a key)"),
 ]
 
 
