@@ -84,11 +84,11 @@ static void format_given_decision(lua_State *L, cr_headers *fields)
     format_fields(L, fields, limit, &decision, 6, top);
 }
 
-static int format_fields_and_push(lua_State *L, const store_box *box, const cr_decision *decision,
+static int format_fields_and_push(lua_State *L, const cr_limit *limit, const cr_decision *decision,
                                   int name_idx, int top)
 {
     cr_headers fields;
-    format_fields(L, &fields, box_limit(box), decision, name_idx, top);
+    format_fields(L, &fields, limit, decision, name_idx, top);
     return push_fields(L, &fields);
 }
 

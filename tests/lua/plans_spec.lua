@@ -170,6 +170,17 @@ describe("plans.txt", function()
 end)
 
 describe("plans", function()
+   it("name their own window in check_headers' fields", function()
+      local keyed = cellrate.keyed(5, { period = 3600, burst = 5, capacity = 16,
+                                        plans = { pro = { 20, period = 60, burst = 20 } } })
+      local fields = { select(5, keyed:check_headers("a", 1, 0, "pro", false, nil, "pro")) }
+      assert.are.same({ "RateLimit-Policy", '"pro";q=20;w=60', "RateLimit", '"pro";r=19;t=3' },
+                      fields)
+      fields = { select(5, keyed:check_headers("b", 1, 0, nil, false, nil, nil)) }
+      assert.are.same({ "RateLimit-Policy", '"default";q=5;w=3600', "RateLimit",
+                        '"default";r=4;t=720' }, fields)
+   end)
+
    it("take the table's options from a rate", function()
       local keyed = cellrate.keyed("10/s", { algorithm = "token_bucket", plans = { pro = "100/s" } })
       local _, remaining = keyed:peek("k", 0, 0, nil, "pro")
