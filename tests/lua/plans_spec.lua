@@ -179,6 +179,14 @@ describe("plans", function()
       fields = { select(5, keyed:check_headers("b", 1, 0, nil, false, nil, nil)) }
       assert.are.same({ "RateLimit-Policy", '"default";q=5;w=3600', "RateLimit",
                         '"default";r=4;t=720' }, fields)
+      -- cellrate.header_fields of a decision under a plan: that plan's limit
+      assert.are.same({ "RateLimit-Policy", '"pro";q=20;w=60', "RateLimit", '"pro";r=18;t=6' },
+                      { cellrate.header_fields(keyed, true, 18, 0, 6, "pro", false, "pro") })
+      assert.are.same({ "RateLimit-Policy", '"free";q=5;w=3600', "RateLimit", '"free";r=4;t=720' },
+                      { cellrate.header_fields(keyed, true, 4, 0, 720, "free", false, nil) })
+      local ok, err = pcall(cellrate.header_fields, keyed, true, 4, 0, 720, "x", false, "gold")
+      assert.is_false(ok)
+      assert.are.equal(support.status("E_PLAN").message, tostring(err))
    end)
 
    it("take the table's options from a rate", function()
