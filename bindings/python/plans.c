@@ -7,8 +7,7 @@
 
 /* _check_plan_items(count, keyed, named): None, or InvalidArgument naming
  * plan or plans where a plan is taken by what cannot take one. */
-static PyObject *module_check_plan_items(PyObject *module, PyObject *const *args,
-                                         Py_ssize_t nargs)
+static PyObject *module_check_plan_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "_check_plan_items(count, keyed, named)");

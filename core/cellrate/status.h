@@ -386,12 +386,12 @@ const char *cr_version(void);
     /* plans through Redis from 224 (redis.h, cr_redis_check_plans) */                             \
     X(224, E_REDIS_PLANS_NAME, ARGUMENT, "name",                                                   \
       "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a " \
-      "live change, and an unnamed limit's keys are named by its parameters")                     \
-    /* 225-249: reserved; where a plan is taken (plans.h, cr_plan_items) from 250 */              \
+      "live change, and an unnamed limit's keys are named by its parameters")                      \
+    /* 225-249: reserved; where a plan is taken (plans.h, cr_plan_items) from 250 */               \
     X(250, E_PLAN_SEVERAL, ARGUMENT, "plan",                                                       \
-      "plan: several limits decided as one take no plan (give plan to one keyed limit)")          \
+      "plan: several limits decided as one take no plan (give plan to one keyed limit)")           \
     X(251, E_PLAN_KEYED, ARGUMENT, "plan",                                                         \
-      "plan: a limit without keys has only the plan 'default' (plans are a keyed limit's: give "  \
+      "plan: a limit without keys has only the plan 'default' (plans are a keyed limit's: give "   \
       "it a key)")                                                                                 \
     X(252, E_PLANS_KEYED, ARGUMENT, "plans",                                                       \
       "plans: a limit without keys takes no plans (plans are a keyed limit's: give it a key)")

@@ -9,7 +9,7 @@ from typing import (Any, AsyncIterator, Callable, Iterator, List, Literal, Mappi
 
 from cellrate import _cellrate, _outbound
 from cellrate._cellrate import KeyedLimiter, Limiter
-from cellrate._errors import invalid, invalid_type
+from cellrate._errors import invalid_type
 from cellrate._rates import part_options, split_rates
 from cellrate._wait import RateLimited, acquire, check_timeout, wait
 
