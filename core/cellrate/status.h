@@ -367,8 +367,8 @@ const char *cr_version(void);
     X(212, E_PENALTY_MAX_BAN, ARGUMENT, "max_ban",                                                 \
       "max_ban must be a finite number of seconds >= ban (a penalty's longest ban)")               \
     X(213, E_PENALTY_STORE, ARGUMENT, "penalty",                                                   \
-      "penalty: a penalty box is kept in process and in shared regions for now (not in Redis or "  \
-      "a fleet share)")                                                                            \
+      "penalty: a penalty box is kept in process, in shared regions and through Redis for now "    \
+      "(not in a fleet share)")                                                                    \
     X(214, E_PENALTY, ARGUMENT, "penalty",                                                         \
       "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)")   \
     /* 215-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
@@ -387,7 +387,11 @@ const char *cr_version(void);
     X(224, E_REDIS_PLANS_NAME, ARGUMENT, "name",                                                   \
       "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a " \
       "live change, and an unnamed limit's keys are named by its parameters")                      \
-    /* 225-249: reserved; where a plan is taken (plans.h, cr_plan_items) from 250 */               \
+    /* 225-229: reserved; the penalty box through Redis from 230 (redis.h) */                      \
+    X(230, E_REDIS_PENALTY, ARGUMENT, "penalty",                                                   \
+      "penalty: through Redis, the span of its strikes (after's period) and max_ban must be "      \
+      "below 104 days (9e15 ns: the script carries them exactly)")                                 \
+    /* 231-249: reserved; where a plan is taken (plans.h, cr_plan_items) from 250 */               \
     X(250, E_PLAN_SEVERAL, ARGUMENT, "plan",                                                       \
       "plan: several limits decided as one take no plan (give plan to one keyed limit)")           \
     X(251, E_PLAN_KEYED, ARGUMENT, "plan",                                                         \
