@@ -60,6 +60,15 @@ cr_status cr_plans_set(cr_plan_table *table, const cr_limit *default_limit,
     return CR_OK;
 }
 
+cr_status cr_plan_items(size_t count, bool keyed, bool named)
+{
+    if (named && count > 1)
+        return CR_E_PLAN_SEVERAL;
+    if (!keyed)
+        return named ? CR_E_PLAN_KEYED : CR_E_PLANS_KEYED;
+    return CR_OK;
+}
+
 cr_status cr_plan_find(const cr_plan_table *table, const char *name, size_t len, int32_t *index)
 {
     if (name && is_default(name, len)) {

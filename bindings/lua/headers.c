@@ -69,11 +69,19 @@ static int push_fields(lua_State *L, const cr_headers *fields)
 }
 
 /* The fields for the arguments of cellrate.headers and cellrate.header_fields:
- * (lim, allowed, remaining, retry_after, reset_after [, name [, legacy]]). */
+ * (lim, allowed, remaining, retry_after, reset_after [, name [, legacy [,
+ * plan]]]); a KeyedLimiter's decision under `plan` (nil: "default") is
+ * described with that plan's limit. */
 static void format_given_decision(lua_State *L, cr_headers *fields)
 {
     const int top = lua_gettop(L);
     const cr_limit *limit = check_limit_of(L, 1);
+    if (top >= 8 && !lua_isnil(L, 8)) {
+        const store_box *box = box_at(L, 1, keyed_tag);
+        const int32_t plan = read_plan(L, 8, top, box != NULL ? box->keyed : NULL);
+        if (box != NULL && box->keyed != NULL && plan != CR_PLAN_DEFAULT)
+            limit = cr_keyed_plan_limit(box->keyed, plan);
+    }
     cr_decision decision;
     decision.allowed = lua_toboolean(L, 2);
     decision.limit = limit->burst;
@@ -84,11 +92,11 @@ static void format_given_decision(lua_State *L, cr_headers *fields)
     format_fields(L, fields, limit, &decision, 6, top);
 }
 
-static int format_fields_and_push(lua_State *L, const store_box *box, const cr_decision *decision,
+static int format_fields_and_push(lua_State *L, const cr_limit *limit, const cr_decision *decision,
                                   int name_idx, int top)
 {
     cr_headers fields;
-    format_fields(L, &fields, box_limit(box), decision, name_idx, top);
+    format_fields(L, &fields, limit, decision, name_idx, top);
     return push_fields(L, &fields);
 }
 

@@ -30,6 +30,7 @@ static const luaL_Reg module_functions[] = {
     {"_check_request", check_request},
     {"_check_hold", check_hold},
     {"_check_priority_items", check_priority_items},
+    {"_check_plan_items", check_plan_items},
     {"_check_options", module_check_options},
     {"_algorithm_takes_burst", module_algorithm_takes_burst},
     {"parse_rates", module_parse_rates},

@@ -83,3 +83,18 @@ static int32_t read_plan(lua_State *L, int idx, int top, cr_keyed *keyed)
         raise_status(L, status);
     return index;
 }
+
+/* cellrate._check_plan_items(count, keyed, named): nothing, or raises naming
+ * plan (`named`: a request names a plan) or plans (a plan table is given)
+ * when `count` limits decided as one, with keys or not, cannot take it. */
+static int check_plan_items(lua_State *L)
+{
+    int64_t count;
+    const bool keyed = lua_toboolean(L, 2), named = lua_toboolean(L, 3);
+    if (!to_int64(L, 1, &count) || count < 0)
+        return raise_status(L, named ? CR_E_PLAN_SEVERAL : CR_E_PLANS_KEYED);
+    const cr_status status = cr_plan_items((size_t)count, keyed, named);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    return 0;
+}

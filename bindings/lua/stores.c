@@ -90,11 +90,13 @@ static int32_t read_call_plan(lua_State *L, const call_head *head, int idx, int 
 }
 
 /* One decision into `decision`, or, with `decision` NULL (allow), only
- * whether it is admitted, into *allowed. Argument mistakes raise; a runtime
+ * whether it is admitted, into *allowed; `plan_limit` (may be NULL) gets the
+ * limit of the plan that decided. Argument mistakes raise; a runtime
  * failure (a region's lock held past its bound) is returned for the caller
  * to report. */
 static ALWAYS_INLINE cr_status decide(lua_State *L, const char *tag, bool commit, int priority_at,
-                                      cr_decision *decision, bool *allowed)
+                                      cr_decision *decision, bool *allowed,
+                                      const cr_limit **plan_limit)
 {
     const int top = lua_gettop(L);
     const call_head head = read_call_head(L, tag);
@@ -108,6 +110,9 @@ static ALWAYS_INLINE cr_status decide(lua_State *L, const char *tag, bool commit
                              ? read_plan(L, priority_idx + 1, top, head.box->keyed)
                              : CR_PLAN_DEFAULT;
     cr_status status;
+    if (plan_limit != NULL)
+        *plan_limit = plan != CR_PLAN_DEFAULT ? cr_keyed_plan_limit(head.box->keyed, plan)
+                                              : box_limit(head.box);
     if (head.keyed && __builtin_expect(plan != CR_PLAN_DEFAULT, 0))
         status = cr_keyed_check_plan(head.box->keyed, head.key, head.key_len, now_ns, cost, plan,
                                      priority, commit, decision, allowed);
@@ -136,7 +141,7 @@ static ALWAYS_INLINE cr_status decide(lua_State *L, const char *tag, bool commit
 static ALWAYS_INLINE int store_allow(lua_State *L, const char *tag)
 {
     bool allowed = false;
-    cr_status status = decide(L, tag, true, 2, NULL, &allowed);
+    cr_status status = decide(L, tag, true, 2, NULL, &allowed, NULL);
     if (status != CR_OK)
         return push_failure(L, status, NULL);
     lua_pushboolean(L, allowed);
@@ -146,7 +151,7 @@ static ALWAYS_INLINE int store_allow(lua_State *L, const char *tag)
 static ALWAYS_INLINE int store_check(lua_State *L, const char *tag, bool commit)
 {
     cr_decision decision;
-    cr_status status = decide(L, tag, commit, 2, &decision, NULL);
+    cr_status status = decide(L, tag, commit, 2, &decision, NULL, NULL);
     return status != CR_OK ? push_failure(L, status, NULL) : push_decision(L, &decision);
 }
 
@@ -163,11 +168,13 @@ static ALWAYS_INLINE int store_check_headers(lua_State *L, const char *tag)
     const char *name = read_header_name(L, name_idx, top, &name_len);
     if (cr_headers_check_name(name, name_len) != CR_OK)
         raise_status(L, CR_E_HEADER_NAME);
-    const cr_status status = decide(L, tag, true, 4, &decision, NULL);
+    const cr_limit *limit = NULL;
+    const cr_status status = decide(L, tag, true, 4, &decision, NULL, &limit);
     if (status != CR_OK)
         return push_failure(L, status, NULL);
     push_decision(L, &decision);
-    return 4 + format_fields_and_push(L, lua_touserdata(L, 1), &decision, name_idx, top);
+    /* the window of the plan that decided (its burst is the decision's) */
+    return 4 + format_fields_and_push(L, limit, &decision, name_idx, top);
 }
 
 /* lim:reserve(cost, timeout, now), keyed:reserve(key, cost, timeout, now,

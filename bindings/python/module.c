@@ -40,6 +40,7 @@
 #include "share.c"
 #include "web.c"
 #include "priority.c"
+#include "plans.c"
 
 /* Adds `value` under `name`; the module takes its own reference. */
 static int add_object(PyObject *module, const char *name, PyObject *value)
@@ -261,6 +262,8 @@ static PyMethodDef cellrate_methods[] = {
      share_after_doc},
     {"_check_refusal_status", module_check_refusal_status, METH_O, check_refusal_status_doc},
     {"_check_priority_items", module_check_priority_items, METH_O, check_priority_items_doc},
+    {"_check_plan_items", (PyCFunction)(void (*)(void))module_check_plan_items, METH_FASTCALL,
+     check_plan_items_doc},
     {"_check_address_prefix", (PyCFunction)(void (*)(void))module_check_address_prefix,
      METH_FASTCALL, check_address_prefix_doc},
     {"_dry_run_fields", module_dry_run_fields, METH_O, dry_run_fields_doc},

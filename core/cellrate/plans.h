@@ -65,6 +65,18 @@ cr_status cr_plans_set(cr_plan_table *table, const cr_limit *default_limit,
  * it. CR_E_PLAN when no plan is so named. */
 cr_status cr_plan_find(const cr_plan_table *table, const char *name, size_t len, int32_t *index);
 
+/*
+ * Where a plan is taken, above the stores (the web policy, the decorator, the
+ * nginx helper): plans are a keyed limit's, and several limits decided as one
+ * take no plan (a refusal of one must spend nothing of the others, and each
+ * limit has its own table). `count` limits decide a request (a list, the parts
+ * of a rate string), `keyed` whether they have keys, `named` whether the
+ * request names a plan (false: a plan table is given to them).
+ * CR_E_PLAN_SEVERAL when a plan is named for count > 1 limits; else, without
+ * keys, CR_E_PLAN_KEYED (named) or CR_E_PLANS_KEYED (a table); else CR_OK.
+ */
+cr_status cr_plan_items(size_t count, bool keyed, bool named);
+
 /* cr_keyed_open with the plans of `table` (copied; NULL: only "default",
  * `limit` then its limit, else ignored); CR_E_PLANS for a table
  * cr_plans_set did not make. With a `path`, the shared region holds the

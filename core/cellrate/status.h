@@ -395,7 +395,15 @@ const char *cr_version(void);
     /* 231-239: reserved; inspecting a region's key from 240 (inspect.h) */                        \
     X(240, E_INSPECT_KEY, ARGUMENT, "key",                                                         \
       "key: only a keyed rate limit's region holds keys (this region is a limiter or a "           \
-      "concurrency limit)")
+      "concurrency limit)")                                                                        \
+    /* 241-249: reserved; where a plan is taken (plans.h, cr_plan_items) from 250 */               \
+    X(250, E_PLAN_SEVERAL, ARGUMENT, "plan",                                                       \
+      "plan: several limits decided as one take no plan (give plan to one keyed limit)")           \
+    X(251, E_PLAN_KEYED, ARGUMENT, "plan",                                                         \
+      "plan: a limit without keys has only the plan 'default' (plans are a keyed limit's: give "   \
+      "it a key)")                                                                                 \
+    X(252, E_PLANS_KEYED, ARGUMENT, "plans",                                                       \
+      "plans: a limit without keys takes no plans (plans are a keyed limit's: give it a key)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

@@ -25,6 +25,8 @@ local error, getmetatable, ipairs, pcall, select, setmetatable, tostring, type =
     error, getmetatable, ipairs, pcall, select, setmetatable, tostring, type
 local check_all = cellrate.check_all
 local check_priority_items = cellrate._check_priority_items
+local check_plan_items = cellrate._check_plan_items
+local byte, sub = string.byte, string.sub
 local header_fields = cellrate.header_fields
 -- The web rules (the core's, cellrate/web.h; docs/design/http.md): the
 -- fields a dry run leaves out, the settlement of a count (the status of a
@@ -163,33 +165,77 @@ local function items_of(limits, level)
     return items
 end
 
--- The class of this request (opts.priority: a name, or a function returning
--- one, which may read ngx.var; nil: none). A function's answer that is not a
--- name is the caller's mistake, raised at `level` (error's, counted from here).
-local function request_priority(opts, level)
-    local priority = opts.priority
-    if type(priority) == "function" then
-        priority = priority()
-        if priority ~= nil and type(priority) ~= "string" then
-            error("cellrate.nginx: option priority: the function returned a " .. type(priority)
-                  .. ": " .. refused(KEYED_PROBE, KEYED_PROBE.peek, "k", 0, nil, priority), level)
+-- The nginx variable of each "$name" option value seen: its name.
+local variable_names = {}
+
+-- The name this request gives for opts[option] (plan, priority): a string
+-- starting with "$" names an nginx variable ("$plan": ngx.var.plan, e.g. set
+-- by a map on a credential nginx checked), another string is the name itself,
+-- a function returns it (it may read ngx.var). An absent or empty value is
+-- none (nil): the plan "default", no class. A function's answer that is
+-- neither nil nor a string is the caller's mistake, raised at `level`
+-- (error's, counted from here) in the core's words.
+local function request_name(opts, option, level)
+    local given = opts[option]
+    local name
+    if type(given) == "function" then
+        name = given()
+        if name ~= nil and type(name) ~= "string" then
+            local priority, plan
+            if option == "plan" then plan = name else priority = name end
+            error("cellrate.nginx: option " .. option .. ": the function returned a " .. type(name)
+                  .. ": " .. refused(KEYED_PROBE, KEYED_PROBE.peek, "k", 0, nil, priority, plan),
+                  level)
         end
+    elseif byte(given, 1) == 36 then -- "$"
+        local variable = variable_names[given]
+        if variable == nil then
+            variable = sub(given, 2)
+            variable_names[given] = variable
+        end
+        name = ngx_var[variable]
+    else
+        return given
     end
-    return priority
+    if name == "" then
+        return nil
+    end
+    return name
 end
 
--- One decision in the class `priority`: the methods (the FFI path takes no
--- class). Several limits decided as one take none (the core's rule).
-local function decide_in_class(limits, opts, cost, priority)
+-- Every limit of `list` has keys.
+local function all_keyed(list)
+    for _, limit in ipairs(list) do
+        if getmetatable(limit) ~= KEYED_MT then
+            return false
+        end
+    end
+    return true
+end
+
+-- One decision in the class `priority` and under the plan `plan` (either nil:
+-- none): the methods (the FFI path takes neither). Where a class or a plan is
+-- taken is the core's rule: several limits decided as one take neither, and
+-- a plan is a keyed limit's.
+local function decide_named(limits, opts, cost, priority, plan)
     local mt = getmetatable(limits)
     local allowed, remaining, retry_after, reset_after
     if mt == KEYED_MT then
         allowed, remaining, retry_after, reset_after =
-            limits:check(request_key(opts, 4), cost, nil, priority)
-    elseif mt == LIMITER_MT then
+            limits:check(request_key(opts, 4), cost, nil, priority, plan)
+    elseif mt == LIMITER_MT and plan == nil then
         allowed, remaining, retry_after, reset_after = limits:check(cost, nil, priority)
     else
-        local ok, err = pcall(check_priority_items, type(limits) == "table" and #limits or 0)
+        local list = mt == LIMITER_MT and { limits } or limits
+        local count = type(list) == "table" and #list or 0
+        local ok, err = true, nil
+        if priority ~= nil then
+            ok, err = pcall(check_priority_items, count)
+        end
+        if ok and plan ~= nil then
+            ok, err = pcall(check_plan_items, count, type(list) == "table" and all_keyed(list),
+                            true)
+        end
         error("cellrate.nginx: " .. (ok and "limits must be a cellrate limiter or a keyed"
                                      .. " limiter, got " .. type(limits) or tostring(err)), 3)
     end
@@ -197,12 +243,12 @@ local function decide_in_class(limits, opts, cost, priority)
 end
 
 -- One decision: allowed, remaining, retry_after, reset_after, and the limit
--- the fields describe (for several limits: the one check_all says decided).
+-- the fields describe (for several limits: the one check_all says decided),
+-- in the class `priority` and under the plan `plan` (nil: none).
 -- Called by limit(): a mistake is raised at level 3, limit()'s caller.
-local function decide(limits, opts, cost)
-    local priority = opts.priority ~= nil and request_priority(opts, 4) or nil
-    if priority ~= nil then
-        return decide_in_class(limits, opts, cost, priority)
+local function decide(limits, opts, cost, priority, plan)
+    if priority ~= nil or plan ~= nil then
+        return decide_named(limits, opts, cost, priority, plan)
     end
     local mt = getmetatable(limits)
     if mt == KEYED_MT then
@@ -235,15 +281,19 @@ end
 -- slept on ngx.sleep (the worker serves others meanwhile): the units are
 -- admitted at a step's real instant, as lim:wait and Python's wait() admit
 -- them; nil when the plan gives up (not within opts.wait s, or never).
+-- Under the plan `key_plan` (nil: "default").
 -- Called by limit(): a mistake is raised at level 3, limit()'s caller.
-local function wait_for(limits, opts, cost, max_wait)
+local function wait_for(limits, opts, cost, max_wait, key_plan)
     local mt = getmetatable(limits)
     local plan, key
     if mt == KEYED_MT then
         key = request_key(opts, 4)
-        plan = limits:_wait_plan(key, cost, max_wait)
-    elseif mt == LIMITER_MT then
+        plan = limits:_wait_plan(key, cost, max_wait, nil, key_plan)
+    elseif mt == LIMITER_MT and key_plan == nil then
         plan = limits:_wait_plan(cost, max_wait)
+    elseif mt == LIMITER_MT then
+        local _, err = pcall(check_plan_items, 1, false, true)
+        error("cellrate.nginx: " .. tostring(err), 3)
     else
         error("cellrate.nginx: option wait: limits must be one cellrate limiter or keyed"
               .. " limiter", 3)
@@ -259,7 +309,7 @@ local function wait_for(limits, opts, cost, max_wait)
     -- The fields as they stand once the wait is over: a probe commits nothing.
     local _, remaining, _, reset_after
     if key ~= nil then
-        _, remaining, _, reset_after = limits:peek(key, 0)
+        _, remaining, _, reset_after = limits:peek(key, 0, nil, nil, key_plan)
     else
         _, remaining, _, reset_after = limits:peek(0)
     end
@@ -328,10 +378,21 @@ and an unknown option or a value of the wrong type is an error naming it):
            worker) until the core's wait plan admits it, as lim:wait would;
            beyond that, refused (one limit, not a list)
   priority the class this request is decided in, a name of the limit's
-           priorities (cellrate.limiter(rate, { priorities = {...} })), or a
-           function returning one (nil: none), e.g. reading ngx.var:
+           priorities (cellrate.limiter(rate, { priorities = {...} })), "$var"
+           (the nginx variable var holds the name), or a function returning
+           one, e.g. reading ngx.var:
            function() return ngx.var.http_x_priority or "normal" end
-           (one limit, not a list; not with wait)
+           (an absent or empty name: no class; one limit, not a list; not
+           with wait)
+  plan     the plan this request's key is decided under, a name of the keyed
+           limit's plans (cellrate.keyed(rate, { plans = {...} })), "$var"
+           (e.g. "$plan", from a map on a credential nginx checked, or a
+           header an auth subrequest set: never one the client sends), or a
+           function returning one; an absent or empty name: "default". Read
+           once per request: the decision, the header fields (their policy
+           name is the plan's, with its numbers) and charge() go under it.
+           An unknown name is an error naming plan (a 500): never another
+           limit. (One keyed limit, not a list.)
 
 Returns allowed, remaining, retry_after, reset_after when the request goes
 on (allowed is false only in a dry run); a refusal ends the request. A
@@ -387,11 +448,14 @@ local function checked_options(opts)
     return opts
 end
 
+-- The plan of this request, once: ngx.ctx keeps it for charge().
+local PLAN = "cellrate.plan"
+
 function _M.limit(limits, opts)
     opts = checked_options(opts)
     local cost = opts.cost or 1
     local max_wait = opts.wait
-    if max_wait == nil and opts.priority == nil then
+    if max_wait == nil and opts.priority == nil and opts.plan == nil then
         -- The common case: one limit, its decision and the fields wanted
         -- (a refusal's; every decision's with admitted_headers) in one call.
         local every = opts.admitted_headers == true
@@ -410,12 +474,19 @@ function _M.limit(limits, opts)
         error("cellrate.nginx: option priority: a request held for its units (wait) takes no"
               .. " class", 2)
     end
+    local priority = opts.priority ~= nil and request_name(opts, "priority", 3) or nil
+    local plan
+    if opts.plan ~= nil then
+        plan = request_name(opts, "plan", 3)
+        ngx.ctx[PLAN] = plan or false
+    end
     if max_wait ~= nil then
         allowed, remaining, retry_after, reset_after, decider =
-            wait_for(limits, opts, cost, max_wait)
+            wait_for(limits, opts, cost, max_wait, plan)
     end
     if allowed == nil then
-        allowed, remaining, retry_after, reset_after, decider = decide(limits, opts, cost)
+        allowed, remaining, retry_after, reset_after, decider =
+            decide(limits, opts, cost, priority, plan)
     end
     if allowed == nil then
         return answer(opts, decider, allowed, remaining)
@@ -423,9 +494,10 @@ function _M.limit(limits, opts)
     if allowed and not opts.admitted_headers then
         return allowed, remaining, retry_after, reset_after
     end
+    -- the plan that decided names the policy, with its numbers
     return answer(opts, decider, allowed, remaining, retry_after, reset_after,
                   header_fields(decider, allowed, remaining, retry_after, reset_after,
-                                opts.name, opts.legacy_headers))
+                                plan or opts.name, opts.legacy_headers, plan))
 end
 
 -- The nginx variable charge() reads for each options table checked.
@@ -516,7 +588,7 @@ local max_costs = setmetatable({}, { __mode = "k" })
 -- Settles the count `value` on one limit that `cost` charged at the door
 -- (the core's settlement: at most the limit's max_cost); logs what was
 -- clipped.
-local function settle(limit, key, cost, value)
+local function settle(limit, key, cost, value, plan)
     local most = max_costs[limit]
     if most == nil then
         most = limit:info().max_cost or false
@@ -528,11 +600,11 @@ local function settle(limit, key, cost, value)
                 ": settled as ", total)
     end
     if units < 0 then
-        if key then limit:refund(key, -units) else limit:refund(-units) end
+        if key then limit:refund(key, -units, nil, plan) else limit:refund(-units) end
     elseif units > 0 then
         local debt
         if key then
-            debt = select(5, limit:charge(key, units))
+            debt = select(5, limit:charge(key, units, nil, plan))
         else
             debt = select(5, limit:charge(units))
         end
@@ -563,12 +635,19 @@ function _M.charge(limits, opts)
         error("cellrate.nginx: limits must be a cellrate limiter, a keyed limiter or a list of"
               .. " them, got " .. type(limits), 2)
     end
-    local key
+    local key, plan
+    if opts.plan ~= nil then -- the plan limit() decided under (else the request's now)
+        plan = ngx.ctx[PLAN]
+        if plan == nil then
+            plan = request_name(opts, "plan", 3)
+        end
+        plan = plan or nil
+    end
     for i, limit in ipairs(list) do
         local mt = getmetatable(limit)
         if mt == KEYED_MT then
             key = key or request_key(opts, 3)
-            settle(limit, key, cost, value)
+            settle(limit, key, cost, value, plan)
         elseif mt == LIMITER_MT then
             settle(limit, nil, cost, value)
         else

@@ -9,7 +9,7 @@ from typing import (Any, AsyncIterator, Callable, Iterator, List, Literal, Mappi
 
 from cellrate import _cellrate, _outbound
 from cellrate._cellrate import KeyedLimiter, Limiter
-from cellrate._errors import invalid, invalid_type
+from cellrate._errors import invalid_type
 from cellrate._rates import part_options, split_rates
 from cellrate._wait import RateLimited, acquire, check_timeout, wait
 
@@ -164,8 +164,7 @@ def limit(
         kind: Any = Limiter if key is None else KeyedLimiter  # its overloads split algorithms
         classes: Any = {} if priorities is None else {"priorities": priorities}
         if plans is not None:
-            if key is None:
-                raise invalid("plans", "plans: a keyed limit's (give key=)")
+            _cellrate._check_plan_items(1, key is not None, False)  # a keyed limit's
             classes["plans"] = plans
         # "100/minute;1000000/month": a calendar quota (UTC) of a part per month or year
         stores = [kind(part, **part_options(True, None, None), **classes) if calendar else
@@ -188,9 +187,9 @@ def limit(
                                       "provider: a Limiter, a KeyedLimiter or a fleet share's")
     if priority is not None:
         _cellrate._check_priority_items(len(store.stores) if isinstance(store, CheckAll) else 1)
-    if plan is not None and (key is None or isinstance(store, CheckAll)):
-        raise invalid("plan", "plan: one keyed limit's (give key=, and one limit, not several "
-                              "parts)")
+    if plan is not None:  # one keyed limit's: several parts as one take none
+        _cellrate._check_plan_items(len(store.stores) if isinstance(store, CheckAll) else 1,
+                                    key is not None, True)
     decider = store if priority is None and plan is None else Classed(store, priority, plan)
     waiter = decider if hasattr(decider, "reserve") else CheckOnly(decider)
     reserve, check = waiter.reserve, decider.check

@@ -34,8 +34,8 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Mapping, Patte
                     Sequence, Tuple, TypeVar, Union)
 
 import cellrate
-from cellrate._cellrate import (_check_priority_items, _ClientKeys, _dry_run_fields, _settle,
-                                check_policy_name)
+from cellrate._cellrate import (_check_plan_items, _check_priority_items, _ClientKeys,
+                                _dry_run_fields, _settle, check_policy_name)
 from cellrate._errors import invalid, invalid_type
 from cellrate._rates import part_options, split_rates
 
@@ -512,9 +512,8 @@ class Policy:
         self.check_all = _check_all_for(every) if len(every) > 1 else None
         if priority is not None:
             _check_priority_items(len(every))  # several limits as one take no class
-        if plan is not None and len(every) > 1:
-            raise invalid("plan", "plan: several limits decided as one take no plan; give plan= "
-                                  "to a policy of one limit")
+        if plan is not None:  # several limits as one take no plan; plans are a keyed limit's
+            _check_plan_items(len(every), all(one.key is not None for one in every), True)
 
         self.proxy_header: str = options["proxy_header"]
         self.exempt_paths = [_matcher(pattern, "exempt_paths")

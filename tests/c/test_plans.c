@@ -192,6 +192,12 @@ static int run_vectors(const char *dir)
                       "find, plans.txt:%d", lineno);
             continue;
         }
+        int count, keyed, named;
+        if (sscanf(line, "items %63s %d %d %d", status_text, &count, &keyed, &named) == 4) {
+            const cr_status status = cr_plan_items((size_t)count, keyed != 0, named != 0);
+            CHECK_EQ_STR(status_name(status), status_text, "items, plans.txt:%d", lineno);
+            continue;
+        }
         fprintf(stderr, "plans.txt:%d: cannot read vector line: %s\n", lineno, line);
         exit(2);
     }

@@ -14,7 +14,7 @@ local function unhex(token)
    return (token:sub(2):gsub("%x%x", function(byte) return string.char(tonumber(byte, 16)) end))
 end
 
-local blocks, checks, finds = {}, {}, {}
+local blocks, checks, finds, items = {}, {}, {}, {}
 do
    local file = assert(io.open("tests/vectors/plans.txt", "r"))
    local number = 0
@@ -38,6 +38,9 @@ do
             checks[#checks + 1] = { line = number, status = w[2], given = given }
          elseif w[1] == "find" then
             finds[#finds + 1] = { line = number, status = w[2], name = unhex(w[3]) }
+         elseif w[1] == "items" then
+            items[#items + 1] = { line = number, status = w[2], count = tonumber(w[3]),
+                                  keyed = w[4] == "1", named = w[5] == "1" }
          else
             error("plans.txt:" .. number .. ": " .. text)
          end
@@ -135,6 +138,18 @@ describe("plans.txt", function()
       end)
    end
 
+   for _, c in ipairs(items) do
+      it("where a plan is taken, plans.txt:" .. c.line, function()
+         local ok, err = pcall(cellrate._check_plan_items, c.count, c.keyed, c.named)
+         if c.status == "OK" then
+            assert.is_true(ok, tostring(err))
+         else
+            assert.is_false(ok)
+            assert.are.equal(support.status(c.status).message, tostring(err))
+         end
+      end)
+   end
+
    for _, f in ipairs(finds) do
       it("plan name, plans.txt:" .. f.line, function()
          local keyed = table_of(blocks[#blocks], "gcra")
@@ -155,6 +170,25 @@ describe("plans.txt", function()
 end)
 
 describe("plans", function()
+   it("name their own window in check_headers' fields", function()
+      local keyed = cellrate.keyed(5, { period = 3600, burst = 5, capacity = 16,
+                                        plans = { pro = { 20, period = 60, burst = 20 } } })
+      local fields = { select(5, keyed:check_headers("a", 1, 0, "pro", false, nil, "pro")) }
+      assert.are.same({ "RateLimit-Policy", '"pro";q=20;w=60', "RateLimit", '"pro";r=19;t=3' },
+                      fields)
+      fields = { select(5, keyed:check_headers("b", 1, 0, nil, false, nil, nil)) }
+      assert.are.same({ "RateLimit-Policy", '"default";q=5;w=3600', "RateLimit",
+                        '"default";r=4;t=720' }, fields)
+      -- cellrate.header_fields of a decision under a plan: that plan's limit
+      assert.are.same({ "RateLimit-Policy", '"pro";q=20;w=60', "RateLimit", '"pro";r=18;t=6' },
+                      { cellrate.header_fields(keyed, true, 18, 0, 6, "pro", false, "pro") })
+      assert.are.same({ "RateLimit-Policy", '"free";q=5;w=3600', "RateLimit", '"free";r=4;t=720' },
+                      { cellrate.header_fields(keyed, true, 4, 0, 720, "free", false, nil) })
+      local ok, err = pcall(cellrate.header_fields, keyed, true, 4, 0, 720, "x", false, "gold")
+      assert.is_false(ok)
+      assert.are.equal(support.status("E_PLAN").message, tostring(err))
+   end)
+
    it("take the table's options from a rate", function()
       local keyed = cellrate.keyed("10/s", { algorithm = "token_bucket", plans = { pro = "100/s" } })
       local _, remaining = keyed:peek("k", 0, 0, nil, "pro")

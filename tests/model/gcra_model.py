@@ -357,6 +357,13 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (240, "E_INSPECT_KEY", "argument", "key",
      "key: only a keyed rate limit's region holds keys (this region is a limiter or a "
      "concurrency limit)"),
+    (250, "E_PLAN_SEVERAL", "argument", "plan",
+     "plan: several limits decided as one take no plan (give plan to one keyed limit)"),
+    (251, "E_PLAN_KEYED", "argument", "plan",
+     "plan: a limit without keys has only the plan 'default' (plans are a keyed limit's: give "
+     "it a key)"),
+    (252, "E_PLANS_KEYED", "argument", "plans",
+     "plans: a limit without keys takes no plans (plans are a keyed limit's: give it a key)"),
 ]
 
 

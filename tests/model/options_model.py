@@ -207,7 +207,7 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
         Option("priorities", "object", "OK", faces="python"),
         _python(TZ),
         Option("plans", "object", "OK", faces="python"),
-        Option("plan", "string", "E_PLAN", or_function=True, faces="python"),
+        Option("plan", "string", "E_PLAN", or_function=True),
     ),
     # the decorators (Python): @cellrate.limit(rate, ...), @cellrate.concurrent(limit, ...)
     "limit": (_python(PERIOD), _python(BURST), _python(ALGORITHM), KEY_FUNCTION,

@@ -33,6 +33,17 @@ def check_table(names: list[bytes], algorithms: list[str], default_algorithm: st
     return "OK"
 
 
+def items(count: int, keyed: bool, named: bool) -> str:
+    """Where a plan is taken: `count` limits decided as one, with keys or not;
+    `named`: a request names a plan (else a plan table is given to them).
+    Several limits as one take no plan; plans are a keyed limit's."""
+    if named and count > 1:
+        return "E_PLAN_SEVERAL"
+    if not keyed:
+        return "E_PLAN_KEYED" if named else "E_PLANS_KEYED"
+    return "OK"
+
+
 def carry(tat: int, t: int, t_from: int, t_to: int) -> int:
     """TAT' = t + ceil((TAT - t) * T_to / T_from); an idle key stays."""
     if tat <= t:

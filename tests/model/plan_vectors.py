@@ -22,6 +22,9 @@ HEADER = [
     "# check <status> <count> (<=name-hex> <algorithm>)*   a plan table given to a keyed table",
     "#                                   of gcra 10/s: OK or the status that refuses it",
     "# find <status> <=name-hex>          the plan a decision names, on the last table",
+    "# items <status> <count> <keyed> <named>   where a plan is taken: <count> limits decided",
+    "#                                   as one, with keys (1) or not, a plan named (1) or a",
+    "#                                   plan table given (0): OK or the status that refuses it",
 ]
 
 
@@ -143,4 +146,10 @@ def make_plans() -> str:
         lines.append(f"find OK {name_token(name)}")
     for name in (b"", b"Pro", b"pr", b"prox", b"gold", b"pro\0", b"defaul"):
         lines.append(f"find E_PLAN {name_token(name)}")
+    lines.append("# where a plan is taken: one keyed limit; several limits as one take no plan")
+    for count in (1, 2, 3):
+        for keyed in (True, False):
+            for named in (True, False):
+                lines.append(f"items {plan_model.items(count, keyed, named)} {count} "
+                             f"{int(keyed)} {int(named)}")
     return "\n".join(lines) + "\n"

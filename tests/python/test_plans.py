@@ -32,6 +32,10 @@ class Block:
     steps: list[tuple[int, str, list[str]]] = field(default_factory=list)
 
 
+# where a plan is taken: (line, status, count, keyed, named)
+ITEMS: list[tuple[int, str, int, bool, bool]] = []
+
+
 def read_vectors() -> tuple[list[Block], list[tuple[int, str, list[tuple[object, str]]]],
                             list[tuple[int, str, str | bytes]]]:
     blocks: list[Block] = []
@@ -53,6 +57,8 @@ def read_vectors() -> tuple[list[Block], list[tuple[int, str, list[tuple[object,
             checks.append((lineno, status, pairs))
         elif word == "find":
             finds.append((lineno, rest[0], name_of(rest[1])))
+        elif word == "items":
+            ITEMS.append((lineno, rest[0], int(rest[1]), rest[2] == "1", rest[3] == "1"))
         else:
             raise AssertionError(f"plans.txt:{lineno}: {line}")
     assert len(blocks) >= 3 and sum(len(b.steps) for b in blocks) > 900
@@ -116,6 +122,37 @@ def test_tables(lineno: int, status: str, pairs: list[tuple[object, str]]) -> No
         cellrate.KeyedLimiter(10, burst=10, plans=plans)
     param, message = STATUS[status]
     assert str(info.value) == message and info.value.param == param, f"plans.txt:{lineno}"
+
+
+@pytest.mark.parametrize("lineno,status,count,keyed,named", ITEMS)
+def test_items(lineno: int, status: str, count: int, keyed: bool, named: bool) -> None:
+    """The core's rule of where a plan is taken, as the web policy and the
+    decorator ask it."""
+    if status == "OK":
+        assert cellrate._cellrate._check_plan_items(count, keyed, named) is None
+        return
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate._cellrate._check_plan_items(count, keyed, named)
+    param, message = STATUS[status]
+    assert (info.value.param, str(info.value)) == (param, message), f"plans.txt:{lineno}"
+
+
+def test_items_in_the_policy_and_the_decorator() -> None:
+    """The web policy and the decorator refuse a plan where the core's rule does,
+    in its words: several limits as one, a limit without keys."""
+    def refused(status: str, make: object) -> None:
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            make()  # type: ignore[operator]
+        assert (info.value.param, str(info.value)) == STATUS[status]
+
+    from cellrate.web import Policy
+    refused("E_PLAN_SEVERAL", lambda: Policy("5/s;100/day", plans={"pro": "50/s"}, plan="pro"))
+    refused("E_PLAN_KEYED", lambda: Policy(cellrate.Limiter(5), plan="pro"))
+    refused("E_PLANS_KEYED", lambda: cellrate.limit("5/s", plans={"pro": "50/s"}))
+    refused("E_PLAN_KEYED", lambda: cellrate.limit(limiter=cellrate.Limiter(5), plan="pro"))
+    refused("E_PLAN_SEVERAL", lambda: cellrate.limit("5/s;100/day", key=lambda: "k",
+                                                     plans={"pro": "50/s"}, plan="pro"))
+    assert Policy("5/s", plans={"pro": "50/s"}, plan="pro").plan == "pro"
 
 
 @pytest.mark.parametrize("lineno,status,name", FINDS)
