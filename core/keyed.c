@@ -464,8 +464,6 @@ static cr_status keyed_open(cr_keyed **out, const cr_limit *limit, const cr_plan
         return CR_E_CAPACITY;
     if (on_change != CR_CHANGE_APPLY && on_change != CR_CHANGE_REFUSE)
         return CR_E_ON_CHANGE;
-    if (path && limit->algorithm == CR_ALGORITHM_CALENDAR)
-        return CR_E_CALENDAR_STORE; /* a region holds no zone yet (docs/design.md §19) */
     /* the counters of a table of this process after it, on its pages */
     const size_t own_size = (sizeof(cr_keyed) + CR_COUNTER_SPACING - 1) &
                             ~(size_t)(CR_COUNTER_SPACING - 1);
@@ -698,6 +696,8 @@ cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t n
     keyed_limit *current = current_limit(keyed);
     if (status == CR_OK)
         status = cr_limit_reconfigurable(&current->limit, limit);
+    if (status == CR_OK && lock)
+        status = cr_region_room(&keyed->region, limit); /* a calendar's zone */
     cr_limit kept = *limit;
     cr_priorities_keep(&kept, &current->limit); /* the classes stay the table's */
     if (status != CR_OK || cr_limit_identical(&current->limit, &kept))
@@ -749,6 +749,8 @@ cr_status cr_keyed_reconfigure_plan(cr_keyed *keyed, int32_t plan, const cr_limi
     keyed_limit *current = plan_limit(keyed, plan);
     if (status == CR_OK)
         status = cr_limit_reconfigurable(&current->limit, limit);
+    if (status == CR_OK && lock)
+        status = cr_region_room(&keyed->region, limit); /* a calendar's zone */
     cr_limit kept = *limit;
     cr_priorities_keep(&kept, &current->limit); /* the classes stay the table's */
     kept.fast_clock = current->limit.fast_clock;

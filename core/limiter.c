@@ -136,8 +136,6 @@ cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *p
 {
     if (on_change != CR_CHANGE_APPLY && on_change != CR_CHANGE_REFUSE)
         return CR_E_ON_CHANGE;
-    if (path && limit->algorithm == CR_ALGORITHM_CALENDAR)
-        return CR_E_CALENDAR_STORE; /* a region holds no zone yet (docs/design.md §19) */
     cr_limiter *limiter = malloc(sizeof *limiter);
     limiter_cell *cell = cell_new(limit, 0, NULL);
     if (!limiter || !cell) {
@@ -598,6 +596,8 @@ cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int
     cell = current_cell(limiter);
     if (status == CR_OK)
         status = cr_limit_reconfigurable(&cell->limit.limit, limit);
+    if (status == CR_OK && lock)
+        status = cr_region_room(&limiter->region, limit); /* a calendar's zone */
     cr_limit kept = *limit;
     cr_priorities_keep(&kept, &cell->limit.limit); /* the classes stay the limiter's */
     if (status == CR_OK && !cr_limit_identical(&cell->limit.limit, &kept)) {
