@@ -518,6 +518,11 @@ static cr_status keyed_open(cr_keyed **out, const cr_limit *limit, const cr_plan
     return CR_OK;
 }
 
+cr_status cr_keyed_set_sync(cr_keyed *keyed, double seconds)
+{
+    return cr_region_set_sync(&keyed->region, seconds);
+}
+
 cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity, const char *path,
                         int64_t mode, cr_on_change on_change)
 {
@@ -786,6 +791,8 @@ keyed_apply(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, in
     cr_status status = cr_check_args(now_ns, op->cost);
     if (status != CR_OK)
         return status;
+    if (commit)
+        cr_region_tick(&keyed->region); /* sync=: a load and a branch */
     /* Start fetching the key's buckets, then read the clock while they come. */
     const cr_key_place place = place_of(keyed, key, key_len);
     __builtin_prefetch(&keyed->buckets[place.bucket[0]]);

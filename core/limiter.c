@@ -165,6 +165,11 @@ cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *p
     return CR_OK;
 }
 
+cr_status cr_limiter_set_sync(cr_limiter *limiter, double seconds)
+{
+    return cr_region_set_sync(&limiter->region, seconds);
+}
+
 cr_status cr_limiter_new(cr_limiter **out, const cr_limit *limit)
 {
     return cr_limiter_open(out, limit, NULL, 0, CR_CHANGE_APPLY);
@@ -244,6 +249,8 @@ __attribute__((noinline)) static cr_status shared_apply(cr_limiter *limiter, int
 {
     limiter_cell *cell = current_cell(limiter);
     cr_status status = CR_OK;
+    if (commit)
+        cr_region_tick(&limiter->region);
     if (__builtin_expect(cr_region_generation(&limiter->region) != cell->limit.generation, 0) &&
         (status = follow(limiter, &cell)) != CR_OK)
         return status;

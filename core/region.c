@@ -36,6 +36,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char region_magic[8] = {'C', 'E', 'L', 'L', 'R', 'A', 'T', 'E'};
@@ -900,9 +901,42 @@ cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit
 
 void cr_region_close(cr_region *region)
 {
+    if (region->base && region->sync_ns)
+        msync(region->base, region->size, MS_SYNC);
     if (region->base)
         munmap(region->base, region->size);
     region->base = NULL;
+}
+
+static int64_t coarse_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+cr_status cr_region_set_sync(cr_region *region, double seconds)
+{
+    int64_t ns;
+    if (!(seconds > 0) || cr_seconds_to_ns(seconds, &ns) != CR_OK)
+        return CR_E_SYNC;
+    if (!region->base)
+        return CR_E_SYNC_SHARED;
+    region->sync_ns = ns > 0 ? ns : 1;
+    atomic_store_explicit(&region->synced_at, coarse_now(), memory_order_relaxed);
+    return CR_OK;
+}
+
+void cr_region_sync_due(cr_region *region)
+{
+    const int64_t now = coarse_now();
+    int64_t last = atomic_load_explicit(&region->synced_at, memory_order_relaxed);
+    if (now - last < region->sync_ns)
+        return;
+    /* one thread of the process writes the region out; the others go on */
+    if (atomic_compare_exchange_strong_explicit(&region->synced_at, &last, now,
+                                                memory_order_relaxed, memory_order_relaxed))
+        msync(region->base, region->size, MS_SYNC);
 }
 
 /* ------------------------------------------------------------------------ */

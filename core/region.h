@@ -71,6 +71,8 @@ typedef struct {
     cr_pair *limiter_state;     /* a Limiter's {generation, state} */
     cr_counter_block *counters; /* the region's counters (CR_COUNTER_LANES lanes) */
     void *penalty;              /* the penalty box's block; NULL in a concurrency region */
+    int64_t sync_ns;            /* sync=: an msync at most this often (0: none) */
+    _Atomic int64_t synced_at;  /* this process's last, on CLOCK_MONOTONIC_COARSE */
 } cr_region;
 
 /* The limit history a region keeps: a decision can carry a state written up
@@ -83,6 +85,20 @@ typedef struct {
 cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit *limit,
                          const char *path, int64_t mode);
 void cr_region_close(cr_region *region);
+
+/* sync= (docs/design/calendar.md): `seconds` between two msync(MS_SYNC) of
+ * the region by this process, which decisions make (cr_region_tick) and
+ * close makes last. CR_E_SYNC unless > 0 and finite; CR_E_SYNC_SHARED for a
+ * store of one process (base NULL). Before the store is shared by threads. */
+cr_status cr_region_set_sync(cr_region *region, double seconds);
+/* The msync when one is due (out of line: cr_region_tick's slow side). */
+void cr_region_sync_due(cr_region *region);
+/* A committing decision's one look at sync=: a load and a branch. */
+static inline void cr_region_tick(cr_region *region)
+{
+    if (__builtin_expect(region->sync_ns != 0, 0))
+        cr_region_sync_due(region);
+}
 
 /* The region's current generation: 0 at its creation, one more per change. */
 uint64_t cr_region_generation(const cr_region *region);

@@ -391,7 +391,12 @@ const char *cr_version(void);
     /* plans through Redis from 224 (redis.h, cr_redis_check_plans) */                             \
     X(224, E_REDIS_PLANS_NAME, ARGUMENT, "name",                                                   \
       "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a " \
-      "live change, and an unnamed limit's keys are named by its parameters")
+      "live change, and an unnamed limit's keys are named by its parameters")                      \
+    /* 225-254: reserved; a region's sync from 255 */                                              \
+    X(255, E_SYNC, ARGUMENT, "sync",                                                               \
+      "sync must be a number of seconds > 0: how often a shared region is written to its disk")    \
+    X(256, E_SYNC_SHARED, ARGUMENT, "sync",                                                        \
+      "sync is given only with shared= (a region on a disk path)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

@@ -144,6 +144,21 @@ describe("calendar quotas in a shared region", function()
       os.remove(path); os.remove(path .. "-one")
    end)
 
+   it("takes sync (seconds between the region's msyncs), judged by the core", function()
+      local path = support.fresh_path("calendar-sync")
+      local keyed = cellrate.keyed("5/month", { algorithm = "calendar", shared = path, sync = 0.5 })
+      assert.is_true((keyed:check("k", 2, now)))
+      keyed:close()
+      assert.are.equal(STATUS.E_SYNC, support.raises("sync", cellrate.keyed, "5/month",
+         { algorithm = "calendar", shared = path, sync = 0 }))
+      assert.are.equal(STATUS.E_SYNC, support.raises("sync", cellrate.limiter, "5/month",
+         { algorithm = "calendar", shared = path .. "-one", sync = "1s" }))
+      assert.are.equal(STATUS.E_SYNC_SHARED, support.raises("sync", cellrate.limiter, 10, { sync = 1 }))
+      local _, remaining = cellrate.keyed("5/month", { algorithm = "calendar", shared = path }):peek("k", 0, now)
+      assert.are.equal(3, remaining)
+      os.remove(path); os.remove(path .. "-one")
+   end)
+
    it("takes another zone as a live change, or refuses it", function()
       local path = support.fresh_path("calendar-zone")
       local berlin = cellrate.limiter("10/month", { algorithm = "calendar", tz = "Europe/Berlin",

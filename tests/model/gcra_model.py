@@ -355,6 +355,11 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (224, "E_REDIS_PLANS_NAME", "argument", "name",
      "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a "
      "live change, and an unnamed limit's keys are named by its parameters"),
+    # 225-254: reserved; a region's sync from 255
+    (255, "E_SYNC", "argument", "sync",
+     "sync must be a number of seconds > 0: how often a shared region is written to its disk"),
+    (256, "E_SYNC_SHARED", "argument", "sync",
+     "sync is given only with shared= (a region on a disk path)"),
 ]
 
 

@@ -6,6 +6,7 @@ SIGKILL of the processes deciding on a region on a disk path."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -205,3 +206,53 @@ def test_a_sigkilled_process_loses_no_admission(tmp_path: Path) -> None:
     while keyed.allow("key"):
         after += 1
     assert used + after == quota and by_child + after <= quota
+
+
+def test_sync_writes_the_region_out_and_is_judged_by_the_core(tmp_path: Path) -> None:
+    path = str(tmp_path / "synced")
+    keyed = cellrate.KeyedLimiter("100/month", algorithm="calendar", capacity=16, shared=path,
+                                  sync=0.001)
+    single = cellrate.Limiter("100/month", algorithm="calendar", shared=path + "-one", sync=5)
+    for _ in range(3):
+        time.sleep(0.002)
+        assert keyed.allow("k") and single.allow()
+    del keyed, single  # each msyncs as it closes
+    again = cellrate.KeyedLimiter("100/month", algorithm="calendar", capacity=16, shared=path)
+    assert again.peek("k", 0).remaining == 97
+    for bad in (0, -1, float("inf"), float("nan")):
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            cellrate.Limiter("100/month", algorithm="calendar", shared=path + "-one", sync=bad)
+        assert str(info.value).startswith("sync must be a number of seconds > 0")
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        cellrate.KeyedLimiter("100/month", algorithm="calendar", shared=path, sync="1s")
+    assert info.value.param == "sync"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        cellrate.Limiter(10, sync=1)
+    assert str(info.value) == "sync is given only with shared= (a region on a disk path)"
+
+
+def test_a_decision_makes_the_msync_when_it_is_due(tmp_path: Path) -> None:
+    """strace counts the msync(2) calls of a child that decides with sync=."""
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed")
+    script = textwrap.dedent("""
+        import sys, time, cellrate
+        keyed = cellrate.KeyedLimiter("1000/month", algorithm="calendar", capacity=16,
+                                      shared=sys.argv[1], sync=float(sys.argv[2]))
+        for _ in range(40):
+            keyed.allow("k")
+            time.sleep(0.005)
+        keyed.reset("k")
+        sys.exit(0)
+    """)
+    counts = {}
+    for sync in ("0.001", "3600"):
+        out = subprocess.run([strace, "-f", "-e", "trace=msync", "-o", str(tmp_path / sync),
+                              sys.executable, "-c", script, str(tmp_path / f"r{sync}"), sync],
+                             capture_output=True, timeout=120)
+        if out.returncode != 0:
+            pytest.skip(f"strace cannot trace here: {out.stderr.decode()[-200:]}")
+        counts[sync] = (tmp_path / sync).read_text().count("msync(")
+    assert counts["0.001"] >= 20  # about one per decision 5 ms apart (and one at the close)
+    assert counts["3600"] <= 1  # the close's, if the object was freed before exit
