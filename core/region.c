@@ -315,7 +315,8 @@ static cr_status calendar_args(const cr_region *region, const cr_limit *like, do
         if (status != CR_OK)
             return status; /* a zone this machine's zoneinfo does not hold */
     }
-    snprintf(text, size, "%.0f/%" PRId32 " %s", rate, period.count, cr_period_unit_name(period.unit));
+    snprintf(text, size, "%.0f/%" PRId32 " %s", rate, period.count,
+             cr_period_unit_name(period.unit));
     args->rate_text = text;
     args->rate_text_len = strlen(text);
     args->has_period = false;

@@ -63,30 +63,28 @@ static int convert_plans(module_state *state, PyObject *plans, const cr_limit *l
  * clock=None, algorithm=None); a KeyedLimiter also takes capacity=None. */
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *limiter_keywords[] = {
-        "rate",      "period",   "burst",    "shared", "shared_mode", "clock",   "algorithm",
-        "on_change", "max_cost", "max_debt", "tz",     "priorities",  "penalty", "sync", NULL};
-    static char *keyed_keywords[] = {"rate",        "period",   "burst",     "shared",
-                                     "shared_mode", "clock",    "algorithm", "on_change",
-                                     "max_cost",    "max_debt", "tz",        "priorities",
-                                     "penalty",     "capacity", "plans",     "sync",
-                                     NULL};
+    static char *limiter_keywords[] = {"rate",        "period",   "burst",     "shared",
+                                       "shared_mode", "clock",    "algorithm", "on_change",
+                                       "max_cost",    "max_debt", "tz",        "priorities",
+                                       "penalty",     "sync",     NULL};
+    static char *keyed_keywords[] = {"rate",  "period",     "burst",     "shared",   "shared_mode",
+                                     "clock", "algorithm",  "on_change", "max_cost", "max_debt",
+                                     "tz",    "priorities", "penalty",   "capacity", "plans",
+                                     "sync",  NULL};
     module_state *state = (module_state *)PyType_GetModuleState(type);
     const bool keyed = type == state->keyed_type;
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
     PyObject *clock = Py_None, *algorithm = Py_None, *on_change_obj = Py_None;
     PyObject *max_cost = Py_None, *max_debt = Py_None, *capacity_obj = Py_None, *tz = Py_None;
     PyObject *priorities = Py_None, *penalty_obj = Py_None, *plans = Py_None, *sync = Py_None;
-    if (keyed ? !PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOOOOOOOOOOO:KeyedLimiter",
-                                             keyed_keywords, &rate, &period, &burst, &shared,
-                                             &mode_obj, &clock, &algorithm, &on_change_obj,
-                                             &max_cost, &max_debt, &tz, &priorities, &penalty_obj,
-                                             &capacity_obj, &plans, &sync)
-              : !PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOOOOOOOOO:Limiter",
-                                             limiter_keywords, &rate, &period, &burst, &shared,
-                                             &mode_obj, &clock, &algorithm, &on_change_obj,
-                                             &max_cost, &max_debt, &tz, &priorities, &penalty_obj,
-                                             &sync))
+    if (keyed ? !PyArg_ParseTupleAndKeywords(
+                    args, kwargs, "O|O$OOOOOOOOOOOOOO:KeyedLimiter", keyed_keywords, &rate, &period,
+                    &burst, &shared, &mode_obj, &clock, &algorithm, &on_change_obj, &max_cost,
+                    &max_debt, &tz, &priorities, &penalty_obj, &capacity_obj, &plans, &sync)
+              : !PyArg_ParseTupleAndKeywords(
+                    args, kwargs, "O|O$OOOOOOOOOOOO:Limiter", limiter_keywords, &rate, &period,
+                    &burst, &shared, &mode_obj, &clock, &algorithm, &on_change_obj, &max_cost,
+                    &max_debt, &tz, &priorities, &penalty_obj, &sync))
         return NULL;
     double sync_s = 0;
     if (sync != Py_None && convert_number(state, sync, CR_E_SYNC, &sync_s) < 0)
