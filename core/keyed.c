@@ -782,6 +782,15 @@ done:
     return status;
 }
 
+/* A look (commit false) at a key last decided under another plan: rare, so
+ * out of line (each inlined copy of cr_apply specialises the whole decision). */
+__attribute__((noinline, cold)) static void apply_carried(const cr_limit *limit, int64_t state,
+                                                          int64_t now_ns, cr_op *op,
+                                                          cr_decision *out, bool *ok)
+{
+    (void)cr_apply(limit, state, now_ns, op, out, ok);
+}
+
 /* Applies `op` to `key` under plan `plan` (an index the table has); `out`
  * NULL decides admission alone (the allow() path). */
 __attribute__((always_inline)) static inline cr_status
@@ -855,7 +864,7 @@ keyed_apply(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, in
                 const int64_t carried = cr_carry(&their_limit->limit, &current->limit, state,
                                                  now_ns);
                 if (!commit) {
-                    cr_apply(&current->limit, carried, now_ns, op, out, ok);
+                    apply_carried(&current->limit, carried, now_ns, op, out, ok);
                     cr_count_op(&keyed->counts, &current->limit, op, commit, *ok);
                     return CR_OK;
                 }
@@ -895,6 +904,19 @@ keyed_apply(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, in
     }
 }
 
+/* keyed_apply out of line, for the operations off the admission path (a
+ * wait's reservation, a class's decision, refund, anchor, charge, take,
+ * follow, a look, a ban).
+ * The admission entry points inline keyed_apply, each copy specialised to its
+ * operation; one shared copy for the rest keeps the core quick to build. */
+__attribute__((noinline)) static cr_status keyed_apply_op(cr_keyed *keyed, const void *key,
+                                                          size_t key_len, int64_t now_ns,
+                                                          int32_t plan, cr_op *op, bool commit,
+                                                          cr_decision *out, bool *ok)
+{
+    return keyed_apply(keyed, key, key_len, now_ns, plan, op, commit, out, ok);
+}
+
 /* A turn-away of `key` under a penalty (as limiter_penalize). */
 __attribute__((noinline, cold)) static void keyed_penalize(cr_keyed *keyed, const void *key,
                                                            size_t key_len, int64_t now_ns,
@@ -909,7 +931,7 @@ __attribute__((noinline, cold)) static void keyed_penalize(cr_keyed *keyed, cons
         const cr_follow_args args = {NULL, 1.0, ban_end - now_ns};
         cr_op op = {CR_OP_FOLLOW, 0, cr_follow_word(&args), 0, 0, false};
         bool pulled;
-        (void)keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, &pulled);
+        (void)keyed_apply_op(keyed, key, key_len, now_ns, plan, &op, true, NULL, &pulled);
     }
     if (out)
         cr_penalty_decision(out, ban_end - now_ns);
@@ -965,7 +987,8 @@ cr_status cr_keyed_check_priority(cr_keyed *keyed, const void *key, size_t key_l
         return status; /* the classes never change: a live change keeps them */
     cr_op op = {CR_OP_PRIORITY, cost, priority, 0, 0, false};
     bool verdict = false;
-    status = keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, commit, out, &verdict);
+    status = keyed_apply_op(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, commit, out,
+                            &verdict);
     if (allowed)
         *allowed = verdict;
     return status;
@@ -1001,7 +1024,7 @@ cr_status cr_keyed_peek_allowed(cr_keyed *keyed, const void *key, size_t key_len
     if (!plan_ok(keyed, plan))
         return CR_E_PLAN;
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, false, NULL, allowed);
+    return keyed_apply_op(keyed, key, key_len, now_ns, plan, &op, false, NULL, allowed);
 }
 
 cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -1013,7 +1036,7 @@ cr_status cr_keyed_reserve(cr_keyed *keyed, const void *key, size_t key_len, int
     if (max_wait_ns < 0)
         return CR_E_TIMEOUT;
     cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0, false};
-    cr_status status = keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, reserved);
+    cr_status status = keyed_apply_op(keyed, key, key_len, now_ns, plan, &op, true, NULL, reserved);
     *delay_ns = op.delay_ns;
     return status;
 }
@@ -1025,7 +1048,7 @@ cr_status cr_keyed_refund(cr_keyed *keyed, const void *key, size_t key_len, int6
         return CR_E_PLAN;
     bool done;
     cr_op op = {CR_OP_REFUND, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, &done);
+    return keyed_apply_op(keyed, key, key_len, now_ns, plan, &op, true, NULL, &done);
 }
 
 cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -1035,7 +1058,7 @@ cr_status cr_keyed_anchor(cr_keyed *keyed, const void *key, size_t key_len, int6
         return CR_E_PLAN;
     bool done;
     cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, &done);
+    return keyed_apply_op(keyed, key, key_len, now_ns, plan, &op, true, NULL, &done);
 }
 
 cr_status cr_keyed_charge(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -1045,7 +1068,7 @@ cr_status cr_keyed_charge(cr_keyed *keyed, const void *key, size_t key_len, int6
         return CR_E_PLAN;
     bool fit;
     cr_op op = {CR_OP_CHARGE, cost, 0, 0, 0, false};
-    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, out, &fit);
+    return keyed_apply_op(keyed, key, key_len, now_ns, plan, &op, true, out, &fit);
 }
 
 cr_status cr_keyed_uncounted(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -1055,7 +1078,7 @@ cr_status cr_keyed_uncounted(cr_keyed *keyed, const void *key, size_t key_len, i
         return CR_E_PLAN;
     bool ok;
     cr_op op = {kind, cost, 0, 0, 0, true};
-    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, out, &ok);
+    return keyed_apply_op(keyed, key, key_len, now_ns, plan, &op, true, out, &ok);
 }
 
 cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
@@ -1067,7 +1090,7 @@ cr_status cr_keyed_take(cr_keyed *keyed, const void *key, size_t key_len, int64_
     if (max_cost < 0)
         return CR_E_MAX_COST;
     cr_op op = {CR_OP_TAKE, max_cost, 0, 0, 0, false};
-    cr_status status = keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, &took);
+    cr_status status = keyed_apply_op(keyed, key, key_len, now_ns, plan, &op, true, NULL, &took);
     if (status == CR_OK)
         *taken = op.taken;
     return status;
@@ -1085,7 +1108,7 @@ cr_status cr_keyed_follow(cr_keyed *keyed, const void *key, size_t key_len, int6
     const cr_follow_args args = {signal, share, 0};
     cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0, false};
     *pulled = false;
-    return keyed_apply(keyed, key, key_len, now_ns, plan, &op, true, NULL, pulled);
+    return keyed_apply_op(keyed, key, key_len, now_ns, plan, &op, true, NULL, pulled);
 }
 
 void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len)

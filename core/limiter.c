@@ -321,6 +321,17 @@ __attribute__((always_inline)) static inline cr_status limiter_apply(cr_limiter 
     }
 }
 
+/* limiter_apply out of line, for the operations off the admission path (a
+ * wait's reservation, refund, anchor, follow, a look, a ban): the admission
+ * entry points inline limiter_apply, each copy specialised to its operation;
+ * one shared copy for the rest keeps the core quick to build. */
+__attribute__((noinline)) static cr_status limiter_apply_op(cr_limiter *limiter, int64_t now_ns,
+                                                            cr_op *op, bool commit,
+                                                            cr_decision *out, bool *ok)
+{
+    return limiter_apply(limiter, now_ns, op, commit, out, ok);
+}
+
 /* A turn-away under a penalty: a strike, a ban written into the state when
  * it starts one, and the decision's retry_after to the ban's end. Out of
  * line: a limit without a penalty pays one test of a refusal. */
@@ -336,7 +347,7 @@ __attribute__((noinline, cold)) static void limiter_penalize(cr_limiter *limiter
         const cr_follow_args args = {NULL, 1.0, ban_end - now_ns};
         cr_op op = {CR_OP_FOLLOW, 0, cr_follow_word(&args), 0, 0, false};
         bool pulled;
-        (void)limiter_apply(limiter, now_ns, &op, true, NULL, &pulled);
+        (void)limiter_apply_op(limiter, now_ns, &op, true, NULL, &pulled);
     }
     if (out)
         cr_penalty_decision(out, ban_end - now_ns);
@@ -466,7 +477,7 @@ cr_status cr_limiter_check_priority(cr_limiter *limiter, int64_t now_ns, int64_t
 cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
 {
     cr_op op = {CR_OP_DECIDE, cost, 0, 0, 0, false};
-    return limiter_apply(limiter, now_ns, &op, false, NULL, allowed);
+    return limiter_apply_op(limiter, now_ns, &op, false, NULL, allowed);
 }
 
 cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost, int64_t max_wait_ns,
@@ -475,7 +486,7 @@ cr_status cr_limiter_reserve(cr_limiter *limiter, int64_t now_ns, int64_t cost, 
     if (max_wait_ns < 0)
         return CR_E_TIMEOUT;
     cr_op op = {CR_OP_RESERVE, cost, max_wait_ns, 0, 0, false};
-    cr_status status = limiter_apply(limiter, now_ns, &op, true, NULL, reserved);
+    cr_status status = limiter_apply_op(limiter, now_ns, &op, true, NULL, reserved);
     *delay_ns = op.delay_ns;
     return status;
 }
@@ -484,14 +495,14 @@ cr_status cr_limiter_refund(cr_limiter *limiter, int64_t now_ns, int64_t cost)
 {
     bool done;
     cr_op op = {CR_OP_REFUND, cost, 0, 0, 0, false};
-    return limiter_apply(limiter, now_ns, &op, true, NULL, &done);
+    return limiter_apply_op(limiter, now_ns, &op, true, NULL, &done);
 }
 
 cr_status cr_limiter_anchor(cr_limiter *limiter, int64_t now_ns, int64_t cost)
 {
     bool done;
     cr_op op = {CR_OP_ANCHOR, cost, 0, 0, 0, false};
-    return limiter_apply(limiter, now_ns, &op, true, NULL, &done);
+    return limiter_apply_op(limiter, now_ns, &op, true, NULL, &done);
 }
 
 cr_status cr_limiter_charge(cr_limiter *limiter, int64_t now_ns, int64_t cost, cr_decision *out)
@@ -506,7 +517,7 @@ cr_status cr_limiter_uncounted(cr_limiter *limiter, int64_t now_ns, cr_op_kind k
 {
     bool ok;
     cr_op op = {kind, cost, 0, 0, 0, true};
-    return limiter_apply(limiter, now_ns, &op, true, out, &ok);
+    return limiter_apply_op(limiter, now_ns, &op, true, out, &ok);
 }
 
 cr_status cr_limiter_take(cr_limiter *limiter, int64_t now_ns, int64_t max_cost, int64_t *taken)
@@ -530,7 +541,7 @@ cr_status cr_limiter_follow(cr_limiter *limiter, int64_t now_ns, const cr_signal
     const cr_follow_args args = {signal, share, 0};
     cr_op op = {CR_OP_FOLLOW, pending, cr_follow_word(&args), 0, 0, false};
     *pulled = false;
-    return limiter_apply(limiter, now_ns, &op, true, NULL, pulled);
+    return limiter_apply_op(limiter, now_ns, &op, true, NULL, pulled);
 }
 
 void cr_limiter_reset(cr_limiter *limiter)

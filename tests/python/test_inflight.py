@@ -362,7 +362,8 @@ def test_stats_in_flight_counts_the_cells_of_a_sigkilled_holder(tmp_path, peak, 
         if c.try_acquire(key, cost=2) is None:
             os._exit(3)
         os.kill(os.getpid(), signal.SIGKILL)
-    reap(pid)
+    status = reap(pid)
+    assert os.WIFSIGNALED(status), f"the holder acquired nothing (exit status {status})"
     assert c.stats()["in_flight"] == 3  # the dead holder's cells are held until reclaimed
     assert c.in_flight(key) == 1  # reclaims them
     assert (c.stats()["in_flight"], c.stats()["reclaimed"]) == (1, 2)

@@ -1061,13 +1061,14 @@ def test_one_shared_directory_serves_middleware_dependency_and_routes(tmp_path):
     """The middleware's limit, its routes' and a dependency's, given one
     directory: each limit is a region of its own there, by its name."""
     shared = tmp_path / "app"
-    client = _fastapi_app(shared, "20/minute", "3/minute", routes={"/login": "5/minute"})
+    # per hour: the counts below hold however slowly a loaded machine sends the requests
+    client = _fastapi_app(shared, "20/hour", "3/hour", routes={"/login": "5/hour"})
     assert _admitted(client, "/login", 8) == 5  # the route's limit (and 5 of the app's)
     assert sorted(os.listdir(shared)) == ["default", "default %2Flogin", "search"]
     assert _admitted(client, "/search", 8) == 3  # the dependency's (and 8 of the app's)
     assert _admitted(client, "/", 8) == 7  # the app's 20 in all
     # a second app of this process on the same limits shares them
-    again = _fastapi_app(shared, "20/minute", "3/minute", routes={"/login": "5/minute"})
+    again = _fastapi_app(shared, "20/hour", "3/hour", routes={"/login": "5/hour"})
     assert _admitted(again, "/", 3) == 0
 
 
@@ -1083,29 +1084,29 @@ def test_one_name_with_two_limits_in_one_process_is_an_error(tmp_path):
 
 
 def test_a_changed_rate_on_restart_carries_what_was_used(tmp_path):
-    """An app restarted with "5/minute" changed to "10/minute" starts (with a
+    """An app restarted with "5/hour" changed to "10/hour" starts (with a
     warning) and carries what each client used: 5 more, not a fresh 10."""
     import gc
     shared = tmp_path / "app"
-    client = _fastapi_app(shared, "5/minute", "3/minute")
+    client = _fastapi_app(shared, "5/hour", "3/hour")
     assert _admitted(client, "/", 8) == 5
     del client
     gc.collect()  # the old app's limits are gone from this process, as in a restart
     with pytest.warns(RuntimeWarning, match="limit changed from"):
-        client = _fastapi_app(shared, "10/minute", "3/minute")
+        client = _fastapi_app(shared, "10/hour", "3/hour")
         assert _admitted(client, "/", 8) == 5
 
 
 def test_policy_reconfigure_changes_every_process_sharing_it(tmp_path):
     shared = tmp_path / "app"
-    one = Policy("5/minute", routes={"POST /login": "2/minute;5/hour"}, shared=shared)
-    other = Policy("5/minute", routes={"POST /login": "2/minute;5/hour"}, shared=shared)
+    one = Policy("5/hour", routes={"POST /login": "2/minute;5/hour"}, shared=shared)
+    other = Policy("5/hour", routes={"POST /login": "2/minute;5/hour"}, shared=shared)
     store = other.limits[0].store
     for _ in range(4):
         store.allow("k")
-    one.reconfigure("10/minute")
+    one.reconfigure("10/hour")
     assert store.check("k").remaining == 5  # 4 used carry, this one more
-    assert (store.rate, store.period, store.burst) == (10, 60, 10)  # followed
+    assert (store.rate, store.period, store.burst) == (10, 3600, 10)  # followed
     one.reconfigure("3/minute;9/hour", route="POST /login")
     assert [one_limit.store.check("k").limit for one_limit in other.routes[0][1]] == [3, 9]
     with pytest.raises(cellrate.InvalidArgument) as info:
