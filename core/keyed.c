@@ -476,8 +476,6 @@ static cr_status keyed_open(cr_keyed **out, const cr_limit *limit, const cr_plan
         return CR_E_CAPACITY;
     if (on_change != CR_CHANGE_APPLY && on_change != CR_CHANGE_REFUSE)
         return CR_E_ON_CHANGE;
-    if (path && limit->algorithm == CR_ALGORITHM_CALENDAR)
-        return CR_E_CALENDAR_STORE; /* a region holds no zone yet (docs/design.md §19) */
     /* the counters of a table of this process after it, on its pages */
     const size_t own_size = (sizeof(cr_keyed) + CR_COUNTER_SPACING - 1) &
                             ~(size_t)(CR_COUNTER_SPACING - 1);
@@ -530,6 +528,11 @@ static cr_status keyed_open(cr_keyed **out, const cr_limit *limit, const cr_plan
     }
     *out = keyed;
     return CR_OK;
+}
+
+cr_status cr_keyed_set_sync(cr_keyed *keyed, double seconds)
+{
+    return cr_region_set_sync(&keyed->region, seconds);
 }
 
 cr_status cr_keyed_open(cr_keyed **out, const cr_limit *limit, int64_t capacity, const char *path,
@@ -710,6 +713,8 @@ cr_status cr_keyed_reconfigure(cr_keyed *keyed, const cr_limit *limit, int64_t n
     keyed_limit *current = current_limit(keyed);
     if (status == CR_OK)
         status = cr_limit_reconfigurable(&current->limit, limit);
+    if (status == CR_OK && lock)
+        status = cr_region_room(&keyed->region, limit); /* a calendar's zone */
     cr_limit kept = *limit;
     cr_priorities_keep(&kept, &current->limit); /* the classes stay the table's */
     if (status != CR_OK || cr_limit_identical(&current->limit, &kept))
@@ -761,6 +766,8 @@ cr_status cr_keyed_reconfigure_plan(cr_keyed *keyed, int32_t plan, const cr_limi
     keyed_limit *current = plan_limit(keyed, plan);
     if (status == CR_OK)
         status = cr_limit_reconfigurable(&current->limit, limit);
+    if (status == CR_OK && lock)
+        status = cr_region_room(&keyed->region, limit); /* a calendar's zone */
     cr_limit kept = *limit;
     cr_priorities_keep(&kept, &current->limit); /* the classes stay the table's */
     kept.fast_clock = current->limit.fast_clock;
@@ -805,6 +812,8 @@ keyed_apply(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, in
     cr_status status = cr_check_args(now_ns, op->cost);
     if (status != CR_OK)
         return status;
+    if (commit)
+        cr_region_tick(&keyed->region); /* sync=: a load and a branch */
     /* Start fetching the key's buckets, then read the clock while they come. */
     const cr_key_place place = place_of(keyed, key, key_len);
     __builtin_prefetch(&keyed->buckets[place.bucket[0]]);

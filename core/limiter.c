@@ -136,8 +136,6 @@ cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *p
 {
     if (on_change != CR_CHANGE_APPLY && on_change != CR_CHANGE_REFUSE)
         return CR_E_ON_CHANGE;
-    if (path && limit->algorithm == CR_ALGORITHM_CALENDAR)
-        return CR_E_CALENDAR_STORE; /* a region holds no zone yet (docs/design.md §19) */
     cr_limiter *limiter = malloc(sizeof *limiter);
     limiter_cell *cell = cell_new(limit, 0, NULL);
     if (!limiter || !cell) {
@@ -165,6 +163,11 @@ cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *p
     atomic_init(&limiter->lines, NULL);
     *out = limiter;
     return CR_OK;
+}
+
+cr_status cr_limiter_set_sync(cr_limiter *limiter, double seconds)
+{
+    return cr_region_set_sync(&limiter->region, seconds);
 }
 
 cr_status cr_limiter_new(cr_limiter **out, const cr_limit *limit)
@@ -246,6 +249,8 @@ __attribute__((noinline)) static cr_status shared_apply(cr_limiter *limiter, int
 {
     limiter_cell *cell = current_cell(limiter);
     cr_status status = CR_OK;
+    if (commit)
+        cr_region_tick(&limiter->region);
     if (__builtin_expect(cr_region_generation(&limiter->region) != cell->limit.generation, 0) &&
         (status = follow(limiter, &cell)) != CR_OK)
         return status;
@@ -609,6 +614,8 @@ cr_status cr_limiter_reconfigure(cr_limiter *limiter, const cr_limit *limit, int
     cell = current_cell(limiter);
     if (status == CR_OK)
         status = cr_limit_reconfigurable(&cell->limit.limit, limit);
+    if (status == CR_OK && lock)
+        status = cr_region_room(&limiter->region, limit); /* a calendar's zone */
     cr_limit kept = *limit;
     cr_priorities_keep(&kept, &cell->limit.limit); /* the classes stay the limiter's */
     if (status == CR_OK && !cr_limit_identical(&cell->limit.limit, &kept)) {

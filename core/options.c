@@ -122,10 +122,11 @@
     CLOCK_, LOCAL_ALGORITHM_, SHARED_(BOTH), SHARED_MODE_, ON_CHANGE_, MAX_COST_(BOTH), \
         MAX_DEBT_(BOTH), TZ_, OBJECT_("priorities", BOTH), OBJECT_("penalty", BOTH)
 
-static const cr_option limiter_options[] = {LIMITER_FIRST_, LIMITER_REST_};
-static const cr_option keyed_options[] = {LIMITER_FIRST_,
-                                          CAPACITY_(BOTH, INT_(CR_KEYED_DEFAULT_CAPACITY)),
-                                          LIMITER_REST_, OBJECT_("plans", BOTH)};
+/* sync: the core's cr_limiter_set_sync judges (a region's, seconds > 0) */
+static const cr_option limiter_options[] = {LIMITER_FIRST_, LIMITER_REST_, OBJECT_("sync", BOTH)};
+static const cr_option keyed_options[] = {
+    LIMITER_FIRST_, CAPACITY_(BOTH, INT_(CR_KEYED_DEFAULT_CAPACITY)), LIMITER_REST_,
+    OBJECT_("plans", BOTH), OBJECT_("sync", BOTH)};
 static const cr_option limit_options[] = {
     PERIOD_(BOTH),   BURST_(BOTH), LOCAL_ALGORITHM_,
     MAX_DEBT_(BOTH), TZ_,          OBJECT_("priorities", BOTH)};

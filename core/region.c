@@ -36,6 +36,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char region_magic[8] = {'C', 'E', 'L', 'L', 'R', 'A', 'T', 'E'};
@@ -83,6 +84,8 @@ typedef struct {
     _Atomic uint64_t generation;
     _Atomic int64_t changed_at;
     _Atomic uint64_t rate_bits;
+    /* the period in seconds (a double's bits); a calendar quota's: its zone's
+     * index in the region's zone table << 32 | its unit << 24 | its count */
     _Atomic uint64_t period_bits;
     _Atomic int64_t burst;
     _Atomic int64_t max_debt;    /* (the algorithm is the identity's: it never changes) */
@@ -98,6 +101,15 @@ typedef struct {
     _Alignas(64) _Atomic uint32_t count; /* names, "default" included: 1 to CR_PLANS_MAX */
     char names[CR_PLANS_MAX][CR_PLAN_NAME_MAX];
 } region_plans;
+
+/* The zones a calendar region's records name (by index): a name is written
+ * under the change lock before the count that shows it, and stays while the
+ * file lives. */
+#define CR_ZONE_NAME_MAX 256
+typedef struct {
+    _Alignas(64) _Atomic uint32_t count;
+    char names[CR_REGION_ZONES][CR_ZONE_NAME_MAX];
+} region_zones;
 
 typedef struct {
     region_changes changes; /* its generation (the lock and the cursor are the default's) */
@@ -143,6 +155,11 @@ static void layout(cr_region_spec *spec)
     spec->changes_offset = align64(spec->stripes_offset + spec->nstripes * sizeof(cr_lock));
     size_t records_end = spec->changes_offset + sizeof(region_changes) +
                          CR_REGION_RECORDS * sizeof(region_record);
+    spec->zones_offset = 0;
+    if (spec->algorithm == CR_ALGORITHM_CALENDAR) { /* the zones its records name */
+        spec->zones_offset = align64(records_end);
+        records_end = spec->zones_offset + sizeof(region_zones);
+    }
     spec->plans_offset = 0;
     if (spec->kind == CR_REGION_KEYED) { /* the plans' names and histories */
         spec->plans_offset = align64(records_end);
@@ -178,6 +195,52 @@ static region_record *record_of(const cr_region *region, int32_t plan, uint64_t 
     return &records[generation % CR_REGION_RECORDS];
 }
 
+static region_zones *zones_at(void *base, size_t zones_offset)
+{
+    return (region_zones *)((char *)base + zones_offset);
+}
+
+/* The index of the zone `name` in `zones`, or -1. */
+static int32_t zone_find(const region_zones *zones, const char *name)
+{
+    const uint32_t count = atomic_load_explicit(&zones->count, memory_order_acquire);
+    for (uint32_t z = 0; z < count && z < CR_REGION_ZONES; z++)
+        if (strncmp(zones->names[z], name, CR_ZONE_NAME_MAX) == 0)
+            return (int32_t)z;
+    return -1;
+}
+
+cr_status cr_region_room(const cr_region *region, const cr_limit *limit)
+{
+    if (limit->algorithm != CR_ALGORITHM_CALENDAR || !region->zones_offset)
+        return CR_OK;
+    const char *name = cr_zone_name(limit->zone);
+    if (!name[0])
+        return CR_E_TZ; /* data without a name: another process could not read it */
+    const region_zones *zones = zones_at(region->base, region->zones_offset);
+    if (zone_find(zones, name) >= 0)
+        return CR_OK;
+    return atomic_load_explicit(&zones->count, memory_order_acquire) < CR_REGION_ZONES
+               ? CR_OK
+               : CR_E_SHARED_ZONES;
+}
+
+/* A calendar quota's period word (the zone's index, added to the table if
+ * new: the caller checked the room, under the change lock). */
+static uint64_t calendar_word(region_zones *zones, const cr_limit *limit)
+{
+    const char *name = cr_zone_name(limit->zone);
+    int32_t index = zone_find(zones, name);
+    if (index < 0) {
+        const uint32_t count = atomic_load_explicit(&zones->count, memory_order_relaxed);
+        index = (int32_t)count;
+        strncpy(zones->names[count], name, CR_ZONE_NAME_MAX - 1);
+        atomic_store_explicit(&zones->count, count + 1, memory_order_release);
+    }
+    return (uint64_t)index << 32 | (uint64_t)limit->period.unit << 24 |
+           (uint64_t)limit->period.count;
+}
+
 static uint64_t bits_of(double x)
 {
     uint64_t bits;
@@ -193,18 +256,26 @@ static double double_of(uint64_t bits)
 }
 
 static void write_record(region_record *record, uint64_t generation, const cr_limit *limit,
-                         int64_t changed_at)
+                         int64_t changed_at, uint64_t period_word)
 {
     atomic_store_explicit(&record->generation, CR_NO_GENERATION, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&record->changed_at, changed_at, memory_order_relaxed);
     atomic_store_explicit(&record->rate_bits, bits_of(limit->rate), memory_order_relaxed);
-    atomic_store_explicit(&record->period_bits, bits_of(limit->period_s), memory_order_relaxed);
+    atomic_store_explicit(&record->period_bits, period_word, memory_order_relaxed);
     atomic_store_explicit(&record->burst, limit->burst, memory_order_relaxed);
     atomic_store_explicit(&record->max_debt, limit->max_debt, memory_order_relaxed);
     atomic_store_explicit(&record->emission_ns, limit->emission_ns, memory_order_relaxed);
     atomic_store_explicit(&record->tolerance_ns, limit->tolerance_ns, memory_order_relaxed);
     atomic_store_explicit(&record->generation, generation, memory_order_release);
+}
+
+/* What a record of `limit` holds in its period word. */
+static uint64_t period_word(const cr_region *region, const cr_limit *limit)
+{
+    if (limit->algorithm == CR_ALGORITHM_CALENDAR && region->zones_offset)
+        return calendar_word(zones_at(region->base, region->zones_offset), limit);
+    return bits_of(limit->period_s);
 }
 
 static uint64_t plan_generation(const cr_region *region, int32_t plan)
@@ -217,6 +288,42 @@ uint64_t cr_region_generation(const cr_region *region)
     return plan_generation(region, CR_PLAN_DEFAULT);
 }
 
+/* A calendar record's limit as cr_limit_init takes it: its rate string
+ * (into `text`) and its zone, by name: `like`'s when the same, else the
+ * process's zone of that name (UTC built in). */
+static cr_status calendar_args(const cr_region *region, const cr_limit *like, double rate,
+                               uint64_t word, char *text, size_t size, cr_limit_args *args)
+{
+    const uint32_t index = (uint32_t)(word >> 32), unit = (uint32_t)(word >> 24 & 0xff);
+    const cr_period period = {.unit = (cr_period_unit)unit, .count = (int32_t)(word & 0xffffff)};
+    if (!region->zones_offset || index >= CR_REGION_ZONES || !cr_period_valid(period) ||
+        !(rate >= 1 && rate <= (double)CR_CALENDAR_COUNT_MAX))
+        return CR_E_SHARED_CORRUPT;
+    const region_zones *zones = zones_at(region->base, region->zones_offset);
+    if (index >= atomic_load_explicit(&zones->count, memory_order_acquire))
+        return CR_E_SHARED_CORRUPT;
+    const char *zone_name = zones->names[index];
+    const size_t len = strnlen(zone_name, CR_ZONE_NAME_MAX);
+    if (len == CR_ZONE_NAME_MAX)
+        return CR_E_SHARED_CORRUPT;
+    if (like->zone && strcmp(cr_zone_name(like->zone), zone_name) == 0) {
+        args->zone = like->zone;
+    } else if (strcmp(zone_name, "UTC") == 0) {
+        args->zone = cr_zone_utc();
+    } else {
+        cr_status status = cr_zone_open(zone_name, len, NULL, 0, &args->zone);
+        if (status != CR_OK)
+            return status; /* a zone this machine's zoneinfo does not hold */
+    }
+    snprintf(text, size, "%.0f/%" PRId32 " %s", rate, period.count,
+             cr_period_unit_name(period.unit));
+    args->rate_text = text;
+    args->rate_text_len = strlen(text);
+    args->has_period = false;
+    args->has_burst = false;
+    return CR_OK;
+}
+
 cr_status cr_region_limit(const cr_region *region, int32_t plan, uint64_t generation,
                           const cr_limit *like, cr_limit *out, int64_t *changed_at)
 {
@@ -225,8 +332,7 @@ cr_status cr_region_limit(const cr_region *region, int32_t plan, uint64_t genera
         return CR_E_SHARED_CORRUPT;
     const int64_t at = atomic_load_explicit(&record->changed_at, memory_order_relaxed);
     const double rate = double_of(atomic_load_explicit(&record->rate_bits, memory_order_relaxed));
-    const double period = double_of(
-        atomic_load_explicit(&record->period_bits, memory_order_relaxed));
+    const uint64_t period_bits = atomic_load_explicit(&record->period_bits, memory_order_relaxed);
     const int64_t burst = atomic_load_explicit(&record->burst, memory_order_relaxed);
     const int64_t max_debt = atomic_load_explicit(&record->max_debt, memory_order_relaxed);
     const int64_t emission_ns = atomic_load_explicit(&record->emission_ns, memory_order_relaxed);
@@ -238,9 +344,9 @@ cr_status cr_region_limit(const cr_region *region, int32_t plan, uint64_t genera
         return CR_E_SHARED_CORRUPT;
     const char *clock = cr_clock_name(like);
     const char *name = cr_algorithm_name(like->algorithm);
-    const cr_limit_args args = {
+    cr_limit_args args = {
         .rate = rate,
-        .period_s = period,
+        .period_s = double_of(period_bits),
         .has_period = true,
         .burst = burst,
         .has_burst = !cr_is_window(like), /* a window's burst is its rate */
@@ -251,6 +357,12 @@ cr_status cr_region_limit(const cr_region *region, int32_t plan, uint64_t genera
         .max_debt = max_debt,
         .has_max_debt = true,
     };
+    char text[64];
+    if (like->algorithm == CR_ALGORITHM_CALENDAR) {
+        cr_status status = calendar_args(region, like, rate, period_bits, text, sizeof text, &args);
+        if (status != CR_OK)
+            return status;
+    }
     cr_limit limit;
     if (cr_limit_init(&limit, &args) != CR_OK || limit.emission_ns != emission_ns ||
         limit.tolerance_ns != tolerance_ns)
@@ -266,7 +378,8 @@ uint64_t cr_region_publish(cr_region *region, int32_t plan, const cr_limit *limi
 {
     region_changes *changes = changes_of(region, plan);
     const uint64_t next = atomic_load_explicit(&changes->generation, memory_order_relaxed) + 1;
-    write_record(record_of(region, plan, next), next, limit, changed_at);
+    write_record(record_of(region, plan, next), next, limit, changed_at,
+                 period_word(region, limit));
     atomic_store_explicit(&changes->generation, next, memory_order_release);
     return next;
 }
@@ -305,6 +418,9 @@ cr_status cr_region_adopt(const cr_region *region, int32_t plan, const cr_genera
  * (on_change='refuse'; a window's burst is its rate). */
 static cr_status refusal(const cr_limit *theirs, const cr_limit *mine)
 {
+    if (theirs->zone != mine->zone || theirs->period.unit != mine->period.unit ||
+        theirs->period.count != mine->period.count)
+        return CR_E_SHARED_ZONE; /* another calendar */
     if (theirs->emission_ns == mine->emission_ns && theirs->tolerance_ns == mine->tolerance_ns &&
         theirs->burst == mine->burst)
         return CR_E_SHARED_MAX_DEBT;
@@ -332,6 +448,8 @@ cr_status cr_region_join(cr_region *region, const cr_limit *limit, cr_on_change 
     }
     if (on_change == CR_CHANGE_REFUSE)
         return refusal(&theirs, limit);
+    if ((status = cr_region_room(region, limit)) != CR_OK)
+        return status;
     *replaced = theirs;
     current->changed_at = now_ns;
     current->generation = cr_region_publish(region, CR_PLAN_DEFAULT, limit, now_ns);
@@ -360,6 +478,27 @@ static int32_t region_plan_find(const cr_region *region, int32_t count, const ch
     return -1;
 }
 
+/* Whether the zones of the plans of `table` fit the region's table
+ * together. */
+static cr_status zones_room(const cr_region *region, const cr_plan_table *table)
+{
+    if (!region->zones_offset)
+        return CR_OK;
+    const region_zones *zones = zones_at(region->base, region->zones_offset);
+    uint32_t count = atomic_load_explicit(&zones->count, memory_order_acquire);
+    for (int32_t p = 1; p < table->count; p++) {
+        const char *name = cr_zone_name(table->limits[p].zone);
+        if (!name[0])
+            return CR_E_TZ;
+        bool known = zone_find(zones, name) >= 0;
+        for (int32_t q = 1; q < p && !known; q++)
+            known = strcmp(cr_zone_name(table->limits[q].zone), name) == 0;
+        if (!known && ++count > CR_REGION_ZONES)
+            return CR_E_SHARED_ZONES;
+    }
+    return CR_OK;
+}
+
 cr_status cr_region_join_plans(cr_region *region, const cr_plan_table *table,
                                cr_on_change on_change, int64_t now_ns, uint32_t *changed)
 {
@@ -384,6 +523,9 @@ cr_status cr_region_join_plans(cr_region *region, const cr_plan_table *table,
         if (!cr_limit_same(&theirs, &table->limits[p]) && on_change == CR_CHANGE_REFUSE)
             return refusal(&theirs, &table->limits[p]);
     }
+    cr_status room = zones_room(region, table);
+    if (room != CR_OK)
+        return room;
     if (count + adding > CR_PLANS_MAX)
         return CR_E_SHARED_PLANS;
     region_plans *plans = plans_of(region);
@@ -394,7 +536,7 @@ cr_status cr_region_join_plans(cr_region *region, const cr_plan_table *table,
         if (r < 0) { /* a name new to the region: its first generation */
             r = next++;
             memcpy(plans->names[r], table->names[p], CR_PLAN_NAME_MAX);
-            write_record(record_of(region, r, 0), 0, mine, 0);
+            write_record(record_of(region, r, 0), 0, mine, 0, period_word(region, mine));
             continue;
         }
         cr_limit theirs;
@@ -467,6 +609,7 @@ static void bind_region(cr_region *region, void *base, const cr_region_spec *spe
     region->buckets = (char *)base + spec->buckets_offset;
     region->changes_offset = spec->changes_offset;
     region->plans_offset = spec->plans_offset;
+    region->zones_offset = spec->zones_offset;
     region->evictions = &header->evictions;
     region->limiter_state = &header->limiter_state;
     region->counters = (cr_counter_block *)((char *)base + spec->counters_offset);
@@ -580,8 +723,9 @@ static cr_status create_region(const char *path, int64_t mode, const cr_region_s
         read_boot_id(header->boot_id);
         header->checksum = identity_checksum(identity);
         region_changes *changes = (region_changes *)((char *)base + spec->changes_offset);
-        if (limit) /* a rate limit's first generation */
-            write_record((region_record *)(changes + 1), 0, limit, 0);
+        const cr_region built = {.base = base, .zones_offset = spec->zones_offset};
+        if (status == CR_OK && limit && (status = cr_region_room(&built, limit)) == CR_OK)
+            write_record((region_record *)(changes + 1), 0, limit, 0, period_word(&built, limit));
         if (spec->plans_offset) { /* a keyed table's plans: "default" alone */
             region_plans *plans = (region_plans *)((char *)base + spec->plans_offset);
             memcpy(plans->names[CR_PLAN_DEFAULT], "default", sizeof "default");
@@ -683,13 +827,20 @@ static cr_status open_existing(int fd, const cr_region_spec *spec, cr_region *re
     }
     if (status == CR_OK && stale) {
         region_header *header = base;
+        /* A calendar quota's states are wall time (a period's end and its
+         * count): they stay, as do the keys' slots. Every other state is on
+         * the old boot's clocks. The locks are the old boot's processes'. */
+        const bool wall = spec->algorithm == CR_ALGORITHM_CALENDAR;
         const uint64_t generation = atomic_load(
             &((region_changes *)((char *)base + spec->changes_offset))->generation);
-        header->limiter_state = cr_pair_make(generation, 0);
-        atomic_store(&header->evictions, 0);
+        if (!wall)
+            header->limiter_state = cr_pair_make(generation, 0);
         atomic_store(&((region_changes *)((char *)base + spec->changes_offset))->lock, 0);
         memset((char *)base + spec->stripes_offset, 0, spec->nstripes * sizeof(cr_lock));
-        memset((char *)base + spec->buckets_offset, 0, spec->buckets_size);
+        if (!wall) {
+            atomic_store(&header->evictions, 0);
+            memset((char *)base + spec->buckets_offset, 0, spec->buckets_size);
+        }
         memset((char *)base + spec->counters_offset, 0, CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
         if (penalty_size(spec)) /* its times are the old boot's; its penalty stays */
             cr_penalty_region_reset((char *)base + spec->penalty_offset, spec->capacity);
@@ -751,9 +902,42 @@ cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit
 
 void cr_region_close(cr_region *region)
 {
+    if (region->base && region->sync_ns)
+        msync(region->base, region->size, MS_SYNC);
     if (region->base)
         munmap(region->base, region->size);
     region->base = NULL;
+}
+
+static int64_t coarse_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+cr_status cr_region_set_sync(cr_region *region, double seconds)
+{
+    int64_t ns;
+    if (!(seconds > 0) || cr_seconds_to_ns(seconds, &ns) != CR_OK)
+        return CR_E_SYNC;
+    if (!region->base)
+        return CR_E_SYNC_SHARED;
+    region->sync_ns = ns > 0 ? ns : 1;
+    atomic_store_explicit(&region->synced_at, coarse_now(), memory_order_relaxed);
+    return CR_OK;
+}
+
+void cr_region_sync_due(cr_region *region)
+{
+    const int64_t now = coarse_now();
+    int64_t last = atomic_load_explicit(&region->synced_at, memory_order_relaxed);
+    if (now - last < region->sync_ns)
+        return;
+    /* one thread of the process writes the region out; the others go on */
+    if (atomic_compare_exchange_strong_explicit(&region->synced_at, &last, now,
+                                                memory_order_relaxed, memory_order_relaxed))
+        msync(region->base, region->size, MS_SYNC);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -21,8 +21,13 @@
  * fingerprint is 52 bits, a plan index above it. 9: the penalty box's
  * block (core/penalty.h) between the counters and the buckets. 10: a keyed
  * region holds its plan table (names, each plan's history) after the
- * records. */
-#define CR_REGION_VERSION 10
+ * records. 11: a calendar region's records name their zone and period (a
+ * zone table after the records); its state is kept across a reboot. */
+#define CR_REGION_VERSION 11
+
+/* The time zones a calendar region names over its life (its records hold
+ * an index into its table). */
+#define CR_REGION_ZONES 16
 
 /* What a shared region must hold; cr_region_open fills in the limit's
  * fields and the offsets. */
@@ -39,6 +44,7 @@ typedef struct {
     size_t buckets_size;
     size_t stripes_offset;
     size_t changes_offset;
+    size_t zones_offset; /* a calendar region's zone table (0: none) */
     size_t counters_offset;
     size_t penalty_offset; /* the penalty box's block (a rate limit's; 0 size for concurrency) */
     size_t plans_offset;   /* a keyed region's plans (0: none) */
@@ -60,10 +66,13 @@ typedef struct {
     void *buckets;
     size_t changes_offset;
     size_t plans_offset; /* a keyed region's plans (0: none) */
+    size_t zones_offset; /* a calendar region's zone table (0: none) */
     _Atomic uint64_t *evictions;
     cr_pair *limiter_state;     /* a Limiter's {generation, state} */
     cr_counter_block *counters; /* the region's counters (CR_COUNTER_LANES lanes) */
     void *penalty;              /* the penalty box's block; NULL in a concurrency region */
+    int64_t sync_ns;            /* sync=: an msync at most this often (0: none) */
+    _Atomic int64_t synced_at;  /* this process's last, on CLOCK_MONOTONIC_COARSE */
 } cr_region;
 
 /* The limit history a region keeps: a decision can carry a state written up
@@ -77,6 +86,20 @@ cr_status cr_region_open(cr_region *region, cr_region_spec *spec, const cr_limit
                          const char *path, int64_t mode);
 void cr_region_close(cr_region *region);
 
+/* sync= (docs/design/calendar.md): `seconds` between two msync(MS_SYNC) of
+ * the region by this process, which decisions make (cr_region_tick) and
+ * close makes last. CR_E_SYNC unless > 0 and finite; CR_E_SYNC_SHARED for a
+ * store of one process (base NULL). Before the store is shared by threads. */
+cr_status cr_region_set_sync(cr_region *region, double seconds);
+/* The msync when one is due (out of line: cr_region_tick's slow side). */
+void cr_region_sync_due(cr_region *region);
+/* A committing decision's one look at sync=: a load and a branch. */
+static inline void cr_region_tick(cr_region *region)
+{
+    if (__builtin_expect(region->sync_ns != 0, 0))
+        cr_region_sync_due(region);
+}
+
 /* The region's current generation: 0 at its creation, one more per change. */
 uint64_t cr_region_generation(const cr_region *region);
 /* Every function below that takes a `plan` reads or writes that plan's
@@ -89,8 +112,14 @@ uint64_t cr_region_generation(const cr_region *region);
  * CR_REGION_RECORDS changes ago) or holds no limit this version writes. */
 cr_status cr_region_limit(const cr_region *region, int32_t plan, uint64_t generation,
                           const cr_limit *like, cr_limit *out, int64_t *changed_at);
+/* Whether the region can record `limit`: CR_E_SHARED_ZONES when it is a
+ * calendar quota of a zone new to a region that names CR_REGION_ZONES
+ * already; CR_E_TZ for a zone without a name (cr_zone_parse's). The caller
+ * holds the change lock, and checks before cr_region_publish. */
+cr_status cr_region_room(const cr_region *region, const cr_limit *limit);
 /* Makes `limit` plan `plan`'s, as of `changed_at`; the caller holds the
- * change lock. Returns the plan's new generation. */
+ * change lock and had cr_region_room's yes. Returns the plan's new
+ * generation. */
 uint64_t cr_region_publish(cr_region *region, int32_t plan, const cr_limit *limit,
                            int64_t changed_at);
 /* Serializes changes across the processes (NULL for a store of one process:

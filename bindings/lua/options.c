@@ -21,6 +21,8 @@ typedef struct {
     cr_priority_arg classes[CR_PRIORITIES_MAX + 1]; /* priorities: one more is refused */
     cr_penalty penalty;                             /* with has_penalty */
     bool has_penalty;
+    double sync; /* with has_sync: seconds between a region's msyncs */
+    bool has_sync;
 } options;
 
 /* read_priorities (lua/priority.c): the classes of `priorities`. */
@@ -212,6 +214,11 @@ static void read_options(lua_State *L, int idx, const char *name, options *opts)
             lua_getfield(L, idx, "priorities");
             read_priorities(L, lua_gettop(L), opts);
             lua_pop(L, 1); /* the table stays in the options table: its names live */
+        } else if (strcmp(field, "sync") == 0) { /* the core's cr_limiter_set_sync judges */
+            if (value->type != CR_VALUE_NUMBER && value->type != CR_VALUE_INTEGER)
+                raise_status(L, CR_E_SYNC);
+            opts->sync = value->number;
+            opts->has_sync = true;
         } else if (strcmp(field, "penalty") == 0) {
             lua_getfield(L, idx, "penalty");
             read_penalty(L, lua_gettop(L), opts);

@@ -46,6 +46,9 @@ static int store_new(lua_State *L, const char *tag)
                                          opts.shared_mode, opts.on_change)
                    : cr_limiter_open(&box->limiter, &limit, opts.shared, opts.shared_mode,
                                      opts.on_change);
+    if (status == CR_OK && opts.has_sync)
+        status = keyed ? cr_keyed_set_sync(box->keyed, opts.sync)
+                       : cr_limiter_set_sync(box->limiter, opts.sync);
     if (status == CR_OK && opts.has_penalty)
         status = keyed ? cr_keyed_set_penalty(box->keyed, &opts.penalty)
                        : cr_limiter_set_penalty(box->limiter, &opts.penalty);

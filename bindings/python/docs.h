@@ -35,7 +35,7 @@ PyDoc_STRVAR(limit_doc, "Limit(rate, period=None, *, burst=None, algorithm='gcra
 PyDoc_STRVAR(limiter_doc,
              "Limiter(rate, period=None, *, burst=None, shared=None, shared_mode=None,\n"
              "        clock=None, algorithm=None, on_change=None, max_cost=None,\n"
-             "        max_debt=None, tz=None, priorities=None, penalty=None)\n--\n\n"
+             "        max_debt=None, tz=None, priorities=None, penalty=None, sync=None)\n--\n\n"
              "A GCRA limit on one key: `rate` units per `period` seconds, sustained,\n"
              "with up to `burst` units at once.\n\n"
              "rate: a number > 0, or a string such as '300/minute', '10/s',\n"
@@ -69,20 +69,23 @@ PyDoc_STRVAR(limiter_doc,
              "          token_bucket; a decision names its class with priority=).\n"
              "penalty: a cellrate.Penalty(after, ban, max_ban=None): after `after`\n"
              "         refusals of a key, the key is refused for `ban` seconds (in\n"
-             "         process only).\n\n"
+             "         process only).\n"
+             "sync: with shared=, seconds: this process writes the region to its disk\n"
+             "      (msync) at most that often, from a decision, and when the limiter\n"
+             "      is freed (None: the kernel's writeback).\n\n"
              "Safe to share between threads.");
 
 PyDoc_STRVAR(keyed_doc,
              "KeyedLimiter(rate, period=None, *, burst=None, capacity=None, shared=None,\n"
              "             shared_mode=None, clock=None, algorithm=None, on_change=None,\n"
              "             max_cost=None, max_debt=None, tz=None, priorities=None,\n"
-             "             penalty=None, plans=None)\n--\n\n"
+             "             penalty=None, plans=None, sync=None)\n--\n\n"
              "One GCRA limit applied to each key (str or bytes) separately, in a table\n"
              "of bounded size. rate, period and burst are as for Limiter.\n\n"
              "capacity: the number of live keys the table is sized for; None means\n"
              "          the default (100000).\n"
              "shared, shared_mode, clock, algorithm, on_change, max_cost, max_debt, tz,\n"
-             "priorities, penalty: as for Limiter (a penalty per key).\n\n"
+             "priorities, penalty, sync: as for Limiter (a penalty per key).\n\n"
              "len() is the number of keys holding a slot. Safe to share between threads.");
 
 #define DECIDE_DOC(sig, what)                                                       \

@@ -63,24 +63,31 @@ static int convert_plans(module_state *state, PyObject *plans, const cr_limit *l
  * clock=None, algorithm=None); a KeyedLimiter also takes capacity=None. */
 static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *limiter_keywords[] = {
-        "rate",      "period",   "burst",    "shared", "shared_mode", "clock",   "algorithm",
-        "on_change", "max_cost", "max_debt", "tz",     "priorities",  "penalty", NULL};
-    static char *keyed_keywords[] = {"rate",        "period",   "burst",     "shared",
-                                     "shared_mode", "clock",    "algorithm", "on_change",
-                                     "max_cost",    "max_debt", "tz",        "priorities",
-                                     "penalty",     "capacity", "plans",     NULL};
+    static char *limiter_keywords[] = {"rate",        "period",   "burst",     "shared",
+                                       "shared_mode", "clock",    "algorithm", "on_change",
+                                       "max_cost",    "max_debt", "tz",        "priorities",
+                                       "penalty",     "sync",     NULL};
+    static char *keyed_keywords[] = {"rate",  "period",     "burst",     "shared",   "shared_mode",
+                                     "clock", "algorithm",  "on_change", "max_cost", "max_debt",
+                                     "tz",    "priorities", "penalty",   "capacity", "plans",
+                                     "sync",  NULL};
     module_state *state = (module_state *)PyType_GetModuleState(type);
     const bool keyed = type == state->keyed_type;
     PyObject *rate, *period = Py_None, *burst = Py_None, *shared = Py_None, *mode_obj = Py_None;
     PyObject *clock = Py_None, *algorithm = Py_None, *on_change_obj = Py_None;
     PyObject *max_cost = Py_None, *max_debt = Py_None, *capacity_obj = Py_None, *tz = Py_None;
-    PyObject *priorities = Py_None, *penalty_obj = Py_None, *plans = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, keyed ? "O|O$OOOOOOOOOOOOO:KeyedLimiter" : "O|O$OOOOOOOOOOO:Limiter",
-            keyed ? keyed_keywords : limiter_keywords, &rate, &period, &burst, &shared, &mode_obj,
-            &clock, &algorithm, &on_change_obj, &max_cost, &max_debt, &tz, &priorities,
-            &penalty_obj, &capacity_obj, &plans))
+    PyObject *priorities = Py_None, *penalty_obj = Py_None, *plans = Py_None, *sync = Py_None;
+    if (keyed ? !PyArg_ParseTupleAndKeywords(
+                    args, kwargs, "O|O$OOOOOOOOOOOOOO:KeyedLimiter", keyed_keywords, &rate, &period,
+                    &burst, &shared, &mode_obj, &clock, &algorithm, &on_change_obj, &max_cost,
+                    &max_debt, &tz, &priorities, &penalty_obj, &capacity_obj, &plans, &sync)
+              : !PyArg_ParseTupleAndKeywords(
+                    args, kwargs, "O|O$OOOOOOOOOOOO:Limiter", limiter_keywords, &rate, &period,
+                    &burst, &shared, &mode_obj, &clock, &algorithm, &on_change_obj, &max_cost,
+                    &max_debt, &tz, &priorities, &penalty_obj, &sync))
+        return NULL;
+    double sync_s = 0;
+    if (sync != Py_None && convert_number(state, sync, CR_E_SYNC, &sync_s) < 0)
         return NULL;
     cr_penalty penalty;
     if (penalty_obj != Py_None && convert_penalty(state, penalty_obj, &penalty) < 0)
@@ -122,6 +129,16 @@ static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                              on_change)
                        : cr_limiter_open(&limiter, &limit, region, mode, on_change);
     Py_END_ALLOW_THREADS PyMem_Free(table);
+    if (status == CR_OK && sync != Py_None) /* the region's msync interval */
+        status = keyed ? cr_keyed_set_sync(keyed_store, sync_s)
+                       : cr_limiter_set_sync(limiter, sync_s);
+    if (status != CR_OK && (limiter != NULL || keyed_store != NULL)) {
+        cr_limiter_free(limiter);
+        cr_keyed_free(keyed_store);
+        raise_status(state, status);
+        Py_XDECREF(path);
+        return NULL;
+    }
     if (status == CR_OK && penalty_obj != Py_None) {
         status = keyed ? cr_keyed_set_penalty(keyed_store, &penalty)
                        : cr_limiter_set_penalty(limiter, &penalty);

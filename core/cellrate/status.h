@@ -318,12 +318,17 @@ const char *cr_version(void);
     X(145, E_TZ_ALONE, ARGUMENT, "tz",                                                             \
       "tz is the time zone of a calendar quota: give it only with algorithm='calendar'")           \
     X(146, E_CALENDAR_STORE, ARGUMENT, "algorithm",                                                \
-      "algorithm: a calendar quota is decided in process for now (not in a shared region, Redis "  \
-      "or a fleet share)")                                                                         \
+      "algorithm: a calendar quota is decided in process or in a shared region for now (not in "   \
+      "Redis or a fleet share)")                                                                   \
     X(147, E_TZ_RATES, ARGUMENT, "tz",                                                             \
       "tz: the rate names no calendar period for the zone to count in (a part per day, week, "     \
       "month or year, such as '100/minute;1000000/month')")                                        \
-    /* 148-159: reserved; Redis in production from 160 */                                          \
+    X(148, E_SHARED_ZONE, REGION, "shared",                                                        \
+      "shared: the region was made with another time zone or calendar period")                     \
+    X(149, E_SHARED_ZONES, REGION, "shared",                                                       \
+      "shared: a region holds at most 16 time zones over its life (delete the file to start "      \
+      "anew)")                                                                                     \
+    /* 150-159: reserved; Redis in production from 160 */                                          \
     X(160, E_REDIS_FALLBACK, ARGUMENT, "fallback",                                                 \
       "fallback must be a share of the Redis limit (a number, 0 < share <= 1), a rate or a "       \
       "limit, or a keyed limiter (one in a shared region: the host's fallback)")                   \
@@ -403,7 +408,12 @@ const char *cr_version(void);
       "plan: a limit without keys has only the plan 'default' (plans are a keyed limit's: give "   \
       "it a key)")                                                                                 \
     X(252, E_PLANS_KEYED, ARGUMENT, "plans",                                                       \
-      "plans: a limit without keys takes no plans (plans are a keyed limit's: give it a key)")
+      "plans: a limit without keys takes no plans (plans are a keyed limit's: give it a key)")     \
+    /* 253-254: reserved; a region's sync from 255 */                                              \
+    X(255, E_SYNC, ARGUMENT, "sync",                                                               \
+      "sync must be a number of seconds > 0: how often a shared region is written to its disk")    \
+    X(256, E_SYNC_SHARED, ARGUMENT, "sync",                                                        \
+      "sync is given only with shared= (a region on a disk path)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

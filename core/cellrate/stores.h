@@ -110,6 +110,13 @@ void cr_limiter_reset(cr_limiter *limiter);
  * retry_after runs to the ban's end. Reset lets the key out. In a shared
  * region the box is the region's (docs/design/penalty.md). CR_E_NOMEM. */
 cr_status cr_limiter_set_penalty(cr_limiter *limiter, const cr_penalty *penalty);
+/* sync= of a limiter in a shared region, before its first decision: this
+ * process writes the region to its disk (msync, MS_SYNC) at most every
+ * `seconds`, from a committing decision once that long has passed, and when
+ * the limiter is freed; what a power loss may lose is bounded by it
+ * (docs/design/calendar.md). CR_E_SYNC unless seconds > 0 and finite;
+ * CR_E_SYNC_SHARED for a limiter of one process. */
+cr_status cr_limiter_set_sync(cr_limiter *limiter, double seconds);
 /* The bans a penalty started (0: none, or no penalty). */
 uint64_t cr_limiter_bans(cr_limiter *limiter);
 
@@ -227,6 +234,8 @@ void cr_keyed_reset(cr_keyed *keyed, const void *key, size_t key_len);
  * capacity of keys (beyond, refused keys whose state no longer matters are
  * forgotten; a box full of live ones counts no new key: it fails open). */
 cr_status cr_keyed_set_penalty(cr_keyed *keyed, const cr_penalty *penalty);
+/* As cr_limiter_set_sync, for a table in a shared region. */
+cr_status cr_keyed_set_sync(cr_keyed *keyed, double seconds);
 uint64_t cr_keyed_bans(cr_keyed *keyed);
 /* Forgets every key, as cr_keyed_reset of each (lock-free; a key decided
  * meanwhile may be kept). Counters and the limit stay. */

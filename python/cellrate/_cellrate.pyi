@@ -140,6 +140,7 @@ class Limiter(_Limit):
         tz: str | None = None,
         priorities: Mapping[str, float] | None = None,
         penalty: _PenaltyLike | None = None,
+        sync: float | None = None,
     ) -> Limiter: ...
     @overload
     def __new__(
@@ -157,6 +158,7 @@ class Limiter(_Limit):
         max_debt: int | None = None,
         tz: str | None = None,
         penalty: _PenaltyLike | None = None,
+        sync: float | None = None,
     ) -> Limiter: ...
     @property
     def priorities(self) -> dict[str, float]: ...
@@ -227,6 +229,7 @@ class KeyedLimiter(_Limit):
         priorities: Mapping[str, float] | None = None,
         plans: Mapping[str, float | str | Limit] | None = None,
         penalty: _PenaltyLike | None = None,
+        sync: float | None = None,
     ) -> KeyedLimiter: ...
     @overload
     def __new__(
@@ -246,6 +249,7 @@ class KeyedLimiter(_Limit):
         tz: str | None = None,
         plans: Mapping[str, float | str | Limit] | None = None,
         penalty: _PenaltyLike | None = None,
+        sync: float | None = None,
     ) -> KeyedLimiter: ...
     @property
     def capacity(self) -> int: ...

@@ -118,12 +118,65 @@ describe("calendar quotas", function()
          local text = support.raises(param, cellrate.limiter, case[1], case[2])
          assert.are.equal(message, text)
       end
-      local text = support.raises("algorithm", cellrate.limiter, "3/day",
-         { algorithm = "calendar", shared = support.fresh_path("calendar") })
-      assert.are.equal(STATUS.E_CALENDAR_STORE, text)
       assert.are.equal(STATUS.E_TZ, support.raises("tz", cellrate.calendar_period, "No/Where", "day"))
       assert.are.equal(STATUS.E_CALENDAR_PERIOD,
          support.raises("rate", cellrate.calendar_period, "UTC", "fortnight"))
+   end)
+end)
+
+describe("calendar quotas in a shared region", function()
+   local now = 1700000000 -- Berlin's month ends at 1701385200 (2023-12-01 00:00 CET)
+
+   it("counts a key's month across the objects that open the region", function()
+      local path = support.fresh_path("calendar")
+      local opts = { algorithm = "calendar", tz = "Europe/Berlin", capacity = 16, shared = path }
+      local a, b = cellrate.keyed("5/month", opts), cellrate.keyed("5/month", opts)
+      assert.is_true((a:check("k", 3, now)))
+      local allowed, remaining, _, reset_after = b:check("k", 2, now)
+      assert.are.same({ true, 0, 1701385200 - now }, { allowed, remaining, reset_after })
+      assert.is_false((a:check("k", 1, 1701385200 - 1)))
+      assert.is_true((b:check("k", 5, 1701385200)))
+      local one = cellrate.limiter("2/day", { algorithm = "calendar", shared = path .. "-one" })
+      assert.is_true((one:check(2, now)))
+      assert.is_false((cellrate.limiter("2/day", { algorithm = "calendar",
+                                                   shared = path .. "-one" }):check(1, now)))
+      a:close(); b:close(); one:close()
+      os.remove(path); os.remove(path .. "-one")
+   end)
+
+   it("takes sync (seconds between the region's msyncs), judged by the core", function()
+      local path = support.fresh_path("calendar-sync")
+      local keyed = cellrate.keyed("5/month", { algorithm = "calendar", shared = path, sync = 0.5 })
+      assert.is_true((keyed:check("k", 2, now)))
+      keyed:close()
+      assert.are.equal(STATUS.E_SYNC, support.raises("sync", cellrate.keyed, "5/month",
+         { algorithm = "calendar", shared = path, sync = 0 }))
+      assert.are.equal(STATUS.E_SYNC, support.raises("sync", cellrate.limiter, "5/month",
+         { algorithm = "calendar", shared = path .. "-one", sync = "1s" }))
+      assert.are.equal(STATUS.E_SYNC_SHARED, support.raises("sync", cellrate.limiter, 10, { sync = 1 }))
+      local _, remaining = cellrate.keyed("5/month", { algorithm = "calendar", shared = path }):peek("k", 0, now)
+      assert.are.equal(3, remaining)
+      os.remove(path); os.remove(path .. "-one")
+   end)
+
+   it("takes another zone as a live change, or refuses it", function()
+      local path = support.fresh_path("calendar-zone")
+      local berlin = cellrate.limiter("10/month", { algorithm = "calendar", tz = "Europe/Berlin",
+                                                    shared = path })
+      berlin:check(4)
+      local lim, err, code = cellrate.limiter("10/month", { algorithm = "calendar",
+         tz = "Asia/Kolkata", shared = path, on_change = "refuse" })
+      assert.is_nil(lim)
+      assert.are.equal(STATUS.E_SHARED_ZONE .. ": " .. path, err)
+      assert.are.equal("E_SHARED_ZONE", code)
+      local kolkata = cellrate.limiter("10/month", { algorithm = "calendar", tz = "Asia/Kolkata",
+                                                     shared = path })
+      local _, remaining = kolkata:peek(0)
+      assert.are.equal(6, remaining) -- the count moved to Kolkata's month holding now
+      assert.are.equal(6, select(2, berlin:peek(0))) -- it follows from its next decision
+      assert.truthy(tostring(berlin):find("Asia/Kolkata", 1, true))
+      berlin:close(); kolkata:close()
+      os.remove(path)
    end)
 end)
 

@@ -287,12 +287,17 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (145, "E_TZ_ALONE", "argument", "tz",
      "tz is the time zone of a calendar quota: give it only with algorithm='calendar'"),
     (146, "E_CALENDAR_STORE", "argument", "algorithm",
-     "algorithm: a calendar quota is decided in process for now (not in a shared region, Redis "
-     "or a fleet share)"),
+     "algorithm: a calendar quota is decided in process or in a shared region for now (not in "
+     "Redis or a fleet share)"),
     (147, "E_TZ_RATES", "argument", "tz",
      "tz: the rate names no calendar period for the zone to count in (a part per day, week, "
      "month or year, such as '100/minute;1000000/month')"),
-    # 148-159: reserved; Redis in production from 160
+    (148, "E_SHARED_ZONE", "region", "shared",
+     "shared: the region was made with another time zone or calendar period"),
+    (149, "E_SHARED_ZONES", "region", "shared",
+     "shared: a region holds at most 16 time zones over its life (delete the file to start "
+     "anew)"),
+    # 150-159: reserved; Redis in production from 160
     (160, "E_REDIS_FALLBACK", "argument", "fallback",
      "fallback must be a share of the Redis limit (a number, 0 < share <= 1), a rate or a "
      "limit, or a keyed limiter (one in a shared region: the host's fallback)"),
@@ -364,6 +369,11 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "it a key)"),
     (252, "E_PLANS_KEYED", "argument", "plans",
      "plans: a limit without keys takes no plans (plans are a keyed limit's: give it a key)"),
+    # 253-254: reserved; a region's sync from 255
+    (255, "E_SYNC", "argument", "sync",
+     "sync must be a number of seconds > 0: how often a shared region is written to its disk"),
+    (256, "E_SYNC_SHARED", "argument", "sync",
+     "sync is given only with shared= (a region on a disk path)"),
 ]
 
 

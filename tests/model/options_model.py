@@ -113,6 +113,7 @@ KEY_FUNCTION = Option("key", "function", "E_KEY_FUNCTION", faces="python")
 BLOCK = _boolean("block", "E_BLOCK", default=True, faces="python")
 PRIORITIES = Option("priorities", "object", "OK")  # the classes: the core's cr_priorities_set judges
 PENALTY = Option("penalty", "object", "OK")  # the penalty: the core's cr_penalty_init judges
+SYNC = Option("sync", "object", "OK")  # a region's msync interval: cr_limiter_set_sync judges
 LIMITER_OPTIONS = (PERIOD, BURST, CLOCK, LOCAL_ALGORITHM, SHARED, SHARED_MODE, ON_CHANGE, MAX_COST,
                    MAX_DEBT, TZ, PRIORITIES, PENALTY)
 
@@ -145,9 +146,9 @@ TTL_INTERVALS = 3
 
 CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
     # the compiled ones: Python cellrate.Limiter(rate, ...), Lua cellrate.limiter(rate, opts)
-    "Limiter": LIMITER_OPTIONS,
+    "Limiter": LIMITER_OPTIONS + (SYNC,),
     "KeyedLimiter": LIMITER_OPTIONS[:2] + (KEYED_CAPACITY,) + LIMITER_OPTIONS[2:]
-    + (Option("plans", "object", "OK"),),  # the plans: the core's cr_plans_set judges
+    + (Option("plans", "object", "OK"), SYNC),  # the plans: the core's cr_plans_set judges
     "Limit": (PERIOD, BURST, LOCAL_ALGORITHM, MAX_DEBT, TZ, PRIORITIES),  # Lua: cellrate.limit_spec
     "reconfigure": (PERIOD, BURST, Option("algorithm", "word", "E_ALGORITHM",
                                           words=LOCAL_ALGORITHM.words), MAX_DEBT, TZ,

@@ -407,7 +407,8 @@ def test_method_signatures_are_introspectable():
 def test_constructor_signatures_are_introspectable():
     params = inspect.signature(cellrate.Limiter).parameters
     assert list(params) == ["rate", "period", "burst", "shared", "shared_mode", "clock", "algorithm",
-                            "on_change", "max_cost", "max_debt", "tz", "priorities", "penalty"]
+                            "on_change", "max_cost", "max_debt", "tz", "priorities", "penalty",
+                            "sync"]
     assert params["burst"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["shared"].kind is inspect.Parameter.KEYWORD_ONLY
     assert list(inspect.signature(cellrate.KeyedLimiter).parameters) == [
@@ -426,6 +427,7 @@ def test_constructor_signatures_are_introspectable():
         "priorities",
         "penalty",
         "plans",
+        "sync",
     ]
     assert list(inspect.signature(cellrate.Decision).parameters) == [
         "allowed",

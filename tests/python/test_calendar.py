@@ -142,11 +142,6 @@ def test_bad_input_in_the_cores_words(kwargs: dict, status: str, param: str) -> 
     assert str(caught.value).startswith(param)
 
 
-def test_a_shared_region_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(cellrate.InvalidArgument, match="^algorithm: a calendar quota"):
-        cellrate.Limiter("3/day", algorithm="calendar", shared=str(tmp_path / "r"))
-
-
 def test_calendar_period_refuses_bad_input() -> None:
     with pytest.raises(cellrate.InvalidArgument, match="^tz must be"):
         cellrate.calendar_period("Nowhere/Town", "day")
