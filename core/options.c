@@ -156,7 +156,8 @@ static const cr_option redis_limiter_options[] = {
     BOOLEAN_("coalesce", CR_E_REDIS_COALESCE, PYTHON, BOOL_(false)),
     OBJECT_("priorities", BOTH),
     WORD_("on_wipe", CR_E_REDIS_ON_WIPE, "refuse allow", 0, BOTH, TEXT_("refuse")),
-    OBJECT_("plans", BOTH)};
+    OBJECT_("plans", BOTH),
+    OBJECT_("penalty", BOTH)};
 static const cr_option redis_concurrency_options[] = {
     LEASE_(BOTH, CR_E_STORE_LEASE, CR_OPTION_REQUIRED), STORE_NAME_, PREFIX_, ON_ERROR_,
     STORE_TIMEOUT_(PYTHON)};

@@ -13,6 +13,15 @@ cr_status cr_redis_check_limit(const cr_limit *limit)
     return limit->tolerance_ns < CR_REDIS_MAX_TOLERANCE_NS ? CR_OK : CR_E_REDIS_TOLERANCE;
 }
 
+cr_status cr_redis_check_penalty(const cr_penalty *penalty)
+{
+    /* strike_ns * after < within_ns + after: no overflow */
+    return penalty->strike_ns * penalty->after < CR_REDIS_MAX_TOLERANCE_NS &&
+                   penalty->max_ban_ns < CR_REDIS_MAX_TOLERANCE_NS
+               ? CR_OK
+               : CR_E_REDIS_PENALTY;
+}
+
 /* Copies what fits of `len` bytes to `buf + at` (of `size`); returns at + len. */
 static size_t put(char *buf, size_t size, size_t at, const char *bytes, size_t len)
 {
@@ -88,8 +97,13 @@ size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems)
     /* every number, the mode and an algorithm's name fit DECIMAL_MAX bytes */
     if (nitems > SIZE_MAX / 8 || !add_size(&total, CR_REDIS_REQUEST_WORDS(nitems), DECIMAL_MAX))
         return SIZE_MAX;
-    /* the wipe marker, "cellrate{TTTT}" */
-    if (!add_size(&total, 1, strlen(CR_REDIS_WIPE_MARKER_PREFIX) + 6))
+    /* the wipe marker, "cellrate{TTTT}", and a penalty key's "{TTTT}:" */
+    if (!add_size(&total, 1, strlen(CR_REDIS_WIPE_MARKER_PREFIX) + 6 + 7))
+        return SIZE_MAX;
+    /* a penalty key repeats the first item's prefix, name and key */
+    if (nitems > 0 &&
+        (!add_size(&total, 1, items[0].prefix_len) || !add_size(&total, 1, items[0].name_len) ||
+         !add_size(&total, 1, items[0].key_len)))
         return SIZE_MAX;
     for (size_t i = 0; i < nitems; i++) {
         const cr_redis_item *item = &items[i];
@@ -124,6 +138,21 @@ static void word_number(request *r, int64_t value)
 {
     char digits[DECIMAL_MAX];
     word_bytes(r, digits, decimal(digits, value));
+}
+
+/* A penalty's word: "<after>:<strike_ns>:<ban_ns>:<max_ban_ns>". */
+static void word_penalty(request *r, const cr_penalty *penalty)
+{
+    char text[4 * (DECIMAL_MAX + 1)];
+    const int64_t numbers[4] = {penalty->after, penalty->strike_ns, penalty->ban_ns,
+                                penalty->max_ban_ns};
+    size_t len = 0;
+    for (int i = 0; i < 4; i++) {
+        if (i > 0)
+            text[len++] = ':';
+        len += decimal(text + len, numbers[i]);
+    }
+    word_bytes(r, text, len);
 }
 
 static void word_key(request *r, const cr_redis_item *item)
@@ -198,9 +227,10 @@ static const unsigned tag_bit[14] = {0x1afa, 0x06ed, 0x277b, 0x110c, 0x2a91, 0x3
                                      0x277f, 0x1104, 0x2208, 0x1bea, 0x04cd, 0x233b, 0x198c};
 static const unsigned tag_kernel[4] = {0x0000, 0x5772, 0xaee5, 0xf997};
 
-size_t cr_redis_wipe_marker(char *buf, size_t size, const char *key, size_t key_len)
+/* The tag "{TTTT}" of a slot (the wipe marker's, the penalty key's). */
+static void slot_tag(char tag[6], int64_t slot)
 {
-    const unsigned target = (unsigned)cr_redis_slot(key, key_len) ^ TAG_BASE;
+    const unsigned target = (unsigned)slot ^ TAG_BASE;
     unsigned x = 0;
     for (int b = 0; b < 14; b++)
         if (target >> b & 1u)
@@ -209,15 +239,80 @@ size_t cr_redis_wipe_marker(char *buf, size_t size, const char *key, size_t key_
     for (int k = 0; k < 4; k++)
         if ((x ^ tag_kernel[k]) < least)
             least = x ^ tag_kernel[k];
-    const char tag[6] = {'{',
-                         (char)(0x40 | (least >> 12 & 15u)),
-                         (char)(0x40 | (least >> 8 & 15u)),
-                         (char)(0x40 | (least >> 4 & 15u)),
-                         (char)(0x40 | (least & 15u)),
-                         '}'};
+    tag[0] = '{';
+    tag[1] = (char)(0x40 | (least >> 12 & 15u));
+    tag[2] = (char)(0x40 | (least >> 8 & 15u));
+    tag[3] = (char)(0x40 | (least >> 4 & 15u));
+    tag[4] = (char)(0x40 | (least & 15u));
+    tag[5] = '}';
+}
+
+size_t cr_redis_wipe_marker(char *buf, size_t size, const char *key, size_t key_len)
+{
+    char tag[6];
+    slot_tag(tag, cr_redis_slot(key, key_len));
     const size_t at = put(buf, size, 0, CR_REDIS_WIPE_MARKER_PREFIX,
                           strlen(CR_REDIS_WIPE_MARKER_PREFIX));
     return put(buf, size, at, tag, sizeof tag);
+}
+
+/* A key as its parts (cr_redis_key's), read without copying them. */
+typedef struct key_parts {
+    const char *bytes[4];
+    size_t len[4];
+} key_parts;
+
+/* The byte at `at` of the parts laid end to end (at below their length). */
+static char parts_at(const key_parts *parts, size_t at)
+{
+    int i = 0;
+    while (at >= parts->len[i])
+        at -= parts->len[i++];
+    return parts->bytes[i][at];
+}
+
+/* cr_redis_slot of the parts laid end to end. */
+static int64_t parts_slot(const key_parts *parts)
+{
+    const size_t len = parts->len[0] + parts->len[1] + parts->len[2] + parts->len[3];
+    size_t from = 0, to = len, open = 0;
+    while (open < len && parts_at(parts, open) != '{')
+        open++;
+    if (open < len) {
+        size_t close = open + 1;
+        while (close < len && parts_at(parts, close) != '}')
+            close++;
+        if (close < len && close > open + 1) {
+            from = open + 1;
+            to = close;
+        }
+    }
+    unsigned crc = 0;
+    for (size_t at = from; at < to; at++) {
+        const unsigned char byte = (unsigned char)parts_at(parts, at);
+        crc = crc16(&byte, 1, crc);
+    }
+    return (int64_t)(crc & 0x3fffu);
+}
+
+size_t cr_redis_penalty_key(char *buf, size_t size, const char *prefix, size_t prefix_len,
+                            const char *name, size_t name_len, const char *key, size_t key_len)
+{
+    const key_parts parts = {{prefix, name, ":", key}, {prefix_len, name_len, 1, key_len}};
+    char tag[7];
+    slot_tag(tag, parts_slot(&parts));
+    tag[6] = ':';
+    size_t at = put(buf, size, 0, prefix, prefix_len);
+    at = put(buf, size, at, name, name_len);
+    at = put(buf, size, at, tag, sizeof tag);
+    return put(buf, size, at, key, key_len);
+}
+
+/* Whether a request sends its item's penalty: a check or an allow of one key. */
+static bool penalized(cr_redis_mode mode, const cr_redis_item *items, size_t nitems)
+{
+    return nitems == 1 && items[0].penalty != NULL &&
+           (mode == CR_REDIS_CHECK || mode == CR_REDIS_ALLOW);
 }
 
 /* What every request refuses (cr_redis_request's refusals). */
@@ -245,16 +340,16 @@ static cr_status check_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
         if (status != CR_OK)
             return status;
     }
-    return CR_OK;
+    return penalized(mode, items, nitems) ? cr_redis_check_penalty(items[0].penalty) : CR_OK;
 }
 
 /* A request's mode with CR_REDIS_WIPE_MARKER or'ed in (on_wipe="refuse"), and
- * the mode without it. */
+ * the mode without it nor CR_REDIS_PENALTY (the item's penalty says that). */
 static bool is_marked(cr_redis_mode mode) { return ((unsigned)mode & CR_REDIS_WIPE_MARKER) != 0; }
 
 static cr_redis_mode plain_mode(cr_redis_mode mode)
 {
-    return (cr_redis_mode)((unsigned)mode & ~(unsigned)CR_REDIS_WIPE_MARKER);
+    return (cr_redis_mode)((unsigned)mode & ~(unsigned)(CR_REDIS_WIPE_MARKER | CR_REDIS_PENALTY));
 }
 
 /* The wipe marker of the key written as word `first` (a request's first key). */
@@ -277,7 +372,8 @@ static void word_marker(request *r, size_t first)
 static void request_argv(request *r, cr_redis_mode mode, int64_t cost, int64_t now_ns,
                          const cr_redis_item *items, size_t nitems)
 {
-    word_number(r, (int64_t)mode);
+    const bool penalty = penalized(mode, items, nitems);
+    word_number(r, (int64_t)mode + (penalty ? CR_REDIS_PENALTY : 0));
     word_number(r, cost);
     for (size_t i = 0; i < nitems; i++) {
         const cr_limit *limit = items[i].limit;
@@ -291,14 +387,31 @@ static void request_argv(request *r, cr_redis_mode mode, int64_t cost, int64_t n
         word_number(r, items[0].limit->max_debt);
     if (mode >= CR_REDIS_PEEK_CLASS)
         word_number(r, items[0].limit->priorities[items[0].priority].reserve_ns);
+    if (penalty) /* one word: each more costs every admission the script's Lua string */
+        word_penalty(r, items[0].penalty);
     if (now_ns != CR_CLOCK)
         word_number(r, now_ns);
 }
 
-static size_t argv_words(cr_redis_mode mode, int64_t now_ns, size_t nitems)
+static size_t argv_words(cr_redis_mode mode, int64_t now_ns, const cr_redis_item *items,
+                         size_t nitems)
 {
     return 2 + 4 * nitems + (mode == CR_REDIS_CHARGE) + (mode >= CR_REDIS_PEEK_CLASS) +
-           (now_ns != CR_CLOCK);
+           (size_t)penalized(mode, items, nitems) + (now_ns != CR_CLOCK);
+}
+
+/* A penalized request's last key: its item's penalty key. */
+static void word_penalty_key(request *r, const cr_redis_item *item)
+{
+    const size_t room = r->size - r->at;
+    const size_t len = cr_redis_penalty_key(r->buf + r->at, room, item->prefix, item->prefix_len,
+                                            item->name, item->name_len, item->key, item->key_len);
+    if (len > room) {
+        r->short_of_room = true;
+        return;
+    }
+    r->words[r->count++] = (cr_redis_word){r->at, len};
+    r->at += len;
 }
 
 cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
@@ -310,12 +423,15 @@ cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
     const cr_status checked = check_request(mode, cost, now_ns, items, nitems);
     if (checked != CR_OK)
         return checked;
+    const bool penalty = penalized(mode, items, nitems);
     request r = {buf, size, 0, words, 0, false};
-    word_number(&r, (int64_t)nitems + (marked ? 1 : 0));
+    word_number(&r, (int64_t)nitems + (marked ? 1 : 0) + (penalty ? 1 : 0));
     for (size_t i = 0; i < nitems; i++)
         word_key(&r, &items[i]);
     if (marked)
         word_marker(&r, 1);
+    if (penalty)
+        word_penalty_key(&r, &items[0]);
     request_argv(&r, mode, cost, now_ns, items, nitems);
     if (r.short_of_room)
         return CR_E_NOMEM;
@@ -357,23 +473,28 @@ cr_status cr_redis_batch(const cr_redis_call *calls, size_t ncalls, int64_t now_
             *failed = i;
             return checked;
         }
-        nkeys += call->nitems + (is_marked(call->mode) ? 1 : 0);
+        nkeys += call->nitems + (is_marked(call->mode) ? 1 : 0) +
+                 (size_t)penalized(plain_mode(call->mode), call->items, call->nitems);
     }
     request r = {buf, size, 0, words, 0, false};
     word_number(&r, (int64_t)nkeys);
     for (size_t i = 0; i < ncalls; i++) {
+        const cr_redis_mode mode = plain_mode(calls[i].mode);
         const size_t first = r.count;
         for (size_t j = 0; j < calls[i].nitems; j++)
             word_key(&r, &calls[i].items[j]);
         if (is_marked(calls[i].mode))
             word_marker(&r, first);
+        if (penalized(mode, calls[i].items, calls[i].nitems))
+            word_penalty_key(&r, &calls[i].items[0]);
     }
     word_number(&r, (int64_t)ncalls);
     for (size_t i = 0; i < ncalls; i++) {
         const cr_redis_call *call = &calls[i];
         const cr_redis_mode mode = plain_mode(call->mode);
-        word_number(&r, (int64_t)(call->nitems + (is_marked(call->mode) ? 1 : 0)));
-        word_number(&r, (int64_t)argv_words(mode, now_ns, call->nitems));
+        word_number(&r, (int64_t)(call->nitems + (is_marked(call->mode) ? 1 : 0) +
+                                  (size_t)penalized(mode, call->items, call->nitems)));
+        word_number(&r, (int64_t)argv_words(mode, now_ns, call->items, call->nitems));
         request_argv(&r, mode, call->cost, now_ns, call->items, call->nitems);
     }
     if (r.short_of_room)

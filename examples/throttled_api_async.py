@@ -18,8 +18,9 @@ import cellrate
 
 @cellrate.limit("5/second")  # awaits (never blocks the loop) until within the limit
 async def fetch(client, url):
+    sent = time.monotonic()  # admitted: the call goes out now
     response = await client.get(url)
-    return response.status_code
+    return sent, response.status_code
 
 
 async def main():
@@ -37,8 +38,8 @@ async def main():
         async with httpx.AsyncClient(timeout=10) as client:
 
             async def call(number):
-                status = await fetch(client, f"{args.url}/items/{number}")
-                print(f"{time.monotonic() - start:7.3f}s  call {number}: HTTP {status}")
+                sent, status = await fetch(client, f"{args.url}/items/{number}")
+                print(f"{sent - start:7.3f}s  call {number}: HTTP {status}")
 
             await asyncio.gather(*(call(number) for number in range(1, args.calls + 1)))
     finally:

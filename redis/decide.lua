@@ -4,13 +4,16 @@
 --
 -- KEYS: one key per limit (a single limit is a list of one; several limits
 -- are decided as one, so they must share a Cluster slot: hash tags), then,
--- with on_wipe = 'refuse', the wipe marker of the first key's slot (below).
+-- with on_wipe = 'refuse', the wipe marker of the first key's slot (below),
+-- then under a penalty the key's strikes' key (in its slot).
 -- ARGV: mode (1 check, 0 peek, 2 allow: as check, answering 1 for an
 -- admission, 3 refund: one key, answering 1 or 0, below; 4 charge and 5 take:
 -- one key, below), cost (take: the most units), then per key: algorithm, emission_ns, tolerance_ns, burst
 -- (the core's cr_limit: for the window algorithms tolerance_ns is the window
--- and burst the rate), then a charge's max_debt (units), then now (decimal
--- ns; absent: the server's TIME). The faces build these words with the
+-- and burst the rate), then a charge's max_debt (units), then a class's
+-- reserve, then a penalty's word, '<after>:<strike_ns>:<ban_ns>:<max_ban_ns>'
+-- (modes 65 and 66: check and allow under a penalty), then now (decimal ns;
+-- absent: the server's TIME). The faces build these words with the
 -- core's cr_redis_request and read the reply with cr_redis_read_reply
 -- (core/cellrate/redis.h).
 -- Each key's value is the limit it was written under and its state word,
@@ -66,6 +69,11 @@ local TAKE = '5'
 local PEEK_CLASS = '6'
 local CHECK_CLASS = '7'
 local ALLOW_CLASS = '8'
+-- check and allow of one key under a penalty (CR_REDIS_PENALTY, 64, added to
+-- the mode): the penalty's word ('<after>:<strike_ns>:<ban_ns>:<max_ban_ns>')
+-- follows the limit's, and the key's penalty key is the last key
+local CHECK_PENALTY = '65'
+local ALLOW_PENALTY = '66'
 -- A tolerance (or window) the script carries exactly: below 9e15 ns (104 days).
 local MAX_TOLERANCE_NS = 9000000000000000
 -- The debt bound: a charge commits at most the limit's max_debt units beyond
@@ -85,11 +93,21 @@ local fmod, tonumber, substring, string_format = math.fmod, tonumber, string.sub
 local find = string.find
 
 local mode = ARGV[1]
--- The limits are ARGV's quads (after mode and cost; a charge's max_debt and
--- now follow): one key each. A key after theirs is the wipe marker.
-local nargs = #ARGV - (mode == CHARGE and 3 or 2)
+-- A penalty (docs/design/penalty.md): its strikes are read only when the
+-- call refuses, below.
+local penalized = mode == CHECK_PENALTY or mode == ALLOW_PENALTY
+if penalized then
+    mode = mode == CHECK_PENALTY and CHECK or ALLOW
+end
+-- The limits are ARGV's quads (after mode and cost; a charge's max_debt, a
+-- penalty's words and now follow): one key each. A key after theirs is the
+-- wipe marker, then a penalty's key.
+local nargs = #ARGV - (mode == CHARGE and 3 or 2) - (penalized and 1 or 0)
 local nkeys = (nargs - fmod(nargs, 4)) / 4
 local marker = KEYS[nkeys + 1]
+if penalized and #KEYS == nkeys + 1 then
+    marker = nil -- the penalty's key, not a marker
+end
 local cost = tonumber(ARGV[2])
 local max_cost
 if mode == TAKE then
@@ -110,6 +128,13 @@ if mode == CHECK_CLASS or mode == ALLOW_CLASS or mode == PEEK_CLASS then
         return redis.error_reply('ERR cellrate: a class reserve from 0 to the tolerance')
     end
     mode = mode == CHECK_CLASS and CHECK or mode == ALLOW_CLASS and ALLOW or PEEK
+end
+local penalty_at -- a penalty's word
+if penalized then
+    if nkeys ~= 1 then
+        return redis.error_reply('ERR cellrate: a penalty decides one limit: give one key')
+    end
+    penalty_at, last = last + 1, last + 1
 end
 local commit = mode ~= PEEK
 local now = ARGV[last + 1]
@@ -640,6 +665,65 @@ if needs_helpers then
             return ms < 1 and 1 or ms
         end
 
+        -- A penalty's ban of `length` ns written into a window's state (the
+        -- core's cr_ban_core: cr_fixed_follow, cr_sliding_follow with
+        -- remaining 0): every window up to the one holding the ban's last
+        -- instant full. The state to write.
+        local function ban_fixed(ss, sns, window, rate, ts, tns, length)
+            local ls, lns = add(ts, tns, split(length - 1)) -- the ban's last instant
+            local es, ens, count = read_fixed(ss, sns, window, ts, tns)
+            if not less(ls, lns, es, ens) then
+                local xs, xns = sub(ls, lns, split(time_mod(ls, lns, window)))
+                xs, xns = add(xs, xns, split(window)) -- the end of the window holding it
+                if less(xs, xns, es, ens) then
+                    xs, xns = es, ens
+                end
+                local full = count > rate and count or rate -- a debt stays
+                local fs, fns = add(xs, xns, split(full))
+                if less(ss, sns, fs, fns) and (less(es, ens, xs, xns) or full > count) then
+                    return fs, fns
+                end
+                return ss, sns
+            end
+            if rate <= count then
+                return ss, sns
+            end
+            return add(es, ens, split(rate))
+        end
+
+        local function ban_sliding(ss, sns, window, rate, ts, tns, length)
+            local radix = rate + 1
+            local ls, lns = add(ts, tns, split(length - 1))
+            local starts, startns, bs, bns, _, prev, curr = read_sliding(ss, sns, window, radix, ts, tns)
+            local ws, wns = add(starts, startns, split(window))
+            if not less(ls, lns, ws, wns) then
+                local xs, xns = sub(ls, lns, split(time_mod(ls, lns, window)))
+                if less(xs, xns, starts, startns) then
+                    xs, xns = starts, startns
+                end
+                local fs, fns = add(xs, xns, split(2 * window))
+                fs, fns = add(fs, fns, split(rate * radix + rate))
+                if less(ss, sns, fs, fns) then
+                    return fs, fns
+                end
+                return ss, sns
+            end
+            -- the ban ends in this window: prev decays until its last instant
+            local elapsed = 0
+            if less(starts, startns, ls, lns) then
+                elapsed = number(sub(ls, lns, starts, startns))
+            end
+            local held = product_quotient(prev, window - elapsed, window)
+            if not product_le(prev, window - elapsed, held, window) then
+                held = held + 1
+            end
+            if rate - held <= curr then
+                return ss, sns
+            end
+            return add(bs, bns, split(prev * radix + rate - held))
+        end
+        H.ban = { fixed_window = ban_fixed, sliding_window = ban_sliding }
+
         H.fixed_window, H.sliding_window = decide_fixed, decide_sliding
         H.charge = { fixed_window = charge_fixed, sliding_window = charge_sliding }
         H.refund = { fixed_window = refund_fixed, sliding_window = refund_sliding,
@@ -941,6 +1025,146 @@ for i = 1, nkeys do
     end
 end
 
+-- A refusal under a penalty (the core's cr_penalty_refused, in (seconds, ns)):
+-- outside a ban a strike, the strikes a GCRA of `after` per period; the
+-- strike that leaves no room for another starts a ban, written into the
+-- key's state as the core's cr_ban_core; a repeat offence (before the last
+-- ban's end + max_ban) doubles it, up to max_ban. During a ban nothing is
+-- counted. The reply's remaining is 0 and its retry_after and reset_after run
+-- at least to the ban's end (cr_penalty_decision). The strikes' key,
+-- '<strikes> <ban_end> <level>', expires when they stop mattering.
+local ban_write, ban_ms
+if penalized and allowed == 0 then
+    local pkey = KEYS[#KEYS]
+    local function time_of(text) -- a decimal string as (seconds, ns)
+        local len = #text
+        if len <= 9 then
+            return 0, tonumber(text)
+        end
+        return tonumber(substring(text, 1, len - 9)), tonumber(substring(text, len - 8))
+    end
+    local function plus(s, ns, d) -- (s, ns) + d, d below 2^53
+        local d_ns = fmod(d, E9)
+        s, ns = s + (d - d_ns) / E9, ns + d_ns
+        if ns >= E9 then
+            return s + 1, ns - E9
+        end
+        return s, ns
+    end
+    local function text_of(s, ns)
+        return s > 0 and string_format('%d%09d', s, ns) or string_format('%d', ns)
+    end
+    local function before(as, ans, bs, bns)
+        return as < bs or (as == bs and ans < bns)
+    end
+    local function ms_of(s, ns) -- (s, ns) after now, in ms rounded up, at least 1
+        s, ns = s - ts, ns - tns
+        if ns < 0 then
+            s, ns = s - 1, ns + E9
+        end
+        local ms = s * 1000 + (ns + 999999 - fmod(ns + 999999, 1000000)) / 1000000
+        return ms < 1 and 1 or ms
+    end
+    local after, strike, ban, max_ban = string.match(ARGV[penalty_at], '^(%d+):(%d+):(%d+):(%d+)$')
+    after, strike, ban, max_ban = tonumber(after), tonumber(strike), tonumber(ban), tonumber(max_ban)
+    if not (after and strike and ban and max_ban) or strike * after >= MAX_TOLERANCE_NS
+        or max_ban >= MAX_TOLERANCE_NS then
+        return redis.error_reply('ERR cellrate: a penalty below 9e15 ns')
+    end
+    local ks, kns, es, ens, level = 0, 0, 0, 0, 0 -- strikes, ban_end, level
+    local held = redis.call('GET', pkey)
+    if held then
+        local k, e, l = string.match(held, '^(%d+) (%d+) (%d+)$')
+        if not k then
+            return redis.error_reply('ERR cellrate: the key holds no cellrate strikes')
+        end
+        ks, kns = time_of(k)
+        es, ens = time_of(e)
+        level = tonumber(l)
+    end
+    if not before(ts, tns, es, ens) then
+        local lead = 0 -- strikes - now, at least 0
+        if before(ts, tns, ks, kns) then
+            lead = ks - ts >= 9000000 and MAX_TOLERANCE_NS or (ks - ts) * E9 + (kns - tns)
+        end
+        local tau = strike * after
+        if lead + strike <= tau - strike then
+            ks, kns = plus(ts, tns, lead + strike) -- room for one more strike: no ban yet
+        else
+            local ends, endns = plus(es, ens, max_ban)
+            local again = (es > 0 or ens > 0) and before(ts, tns, ends, endns)
+            level = again and (level < 62 and level + 1 or 62) or 0
+            local length = max_ban
+            if level < 62 and ban <= math.floor(max_ban / 2 ^ level) then
+                length = ban * 2 ^ level
+            end
+            ks, kns, es, ens = 0, 0, plus(ts, tns, length) -- the ban pays for the strikes
+            -- the ban into the key's state
+            local base = 2
+            local algorithm, tolerance = ARGV[base + 1], tonumber(ARGV[base + 3])
+            local ss, sns = 0, 0
+            local value = carried or stored1
+            if value then
+                ss, sns = time_of(substring(value, #signature1 + 1))
+            end
+            local bs, bns
+            if algorithm == 'gcra' or algorithm == 'token_bucket' then
+                -- cr_gcra_follow with remaining 0: now + tau + (ban - T), never earlier
+                local emission = tonumber(ARGV[base + 2])
+                bs, bns = plus(ts, tns, tolerance)
+                if length > emission then
+                    bs, bns = plus(bs, bns, length - emission)
+                end
+                if before(bs, bns, ss, sns) then
+                    bs, bns = ss, sns
+                end
+            else
+                bs, bns = helpers.ban[algorithm](ss, sns, tolerance, tonumber(ARGV[base + 4]),
+                    ts, tns, length)
+            end
+            ban_write = signature1 .. text_of(bs, bns)
+            ban_ms = now == nil and (algorithm == 'gcra' or algorithm == 'token_bucket')
+                and ms_of(bs, bns)
+            if now == nil and not ban_ms then
+                ban_ms = helpers.expiry_ms(helpers.reset_after(algorithm, bs, bns, tolerance,
+                    tonumber(ARGV[base + 4]), ts, tns))
+            end
+        end
+        local strikes_text = text_of(ks, kns) .. ' ' .. text_of(es, ens) .. ' ' .. level
+        if now then
+            redis.call('SET', pkey, strikes_text)
+        else
+            -- live while its strikes are ahead or until the ban's end + max_ban
+            local xs, xns = ks, kns
+            if es > 0 or ens > 0 then
+                local ms, mns = plus(es, ens, max_ban)
+                if before(xs, xns, ms, mns) then
+                    xs, xns = ms, mns
+                end
+            end
+            redis.call('SET', pkey, strikes_text, 'PX', ms_of(xs, xns))
+        end
+    end
+    if before(ts, tns, es, ens) then
+        -- banned: cr_penalty_decision (left below 9e15 ns but for a clock stepped
+        -- back); a time is a number or (the windows', and from 9e15 ns) a decimal string
+        local left = (es - ts) * E9 + (ens - tns)
+        local function below(time)
+            if type(time) == 'string' then
+                return #time < 16 and tonumber(time) < left
+            end
+            return time < left
+        end
+        remaining = 0
+        if retry ~= NEVER and below(retry) then
+            retry = left
+        end
+        if below(reset) then
+            reset = left
+        end
+    end
+end
+
 if commit then
     for i = 1, nkeys do
         local write, reset_after = state, reset
@@ -949,11 +1173,15 @@ if commit then
         end
         if charged then
             write = charged
+        elseif ban_write then
+            write = ban_write
         elseif not all_allowed or not write then
             write = carried -- nil: nothing admitted for this limit, nothing carried
         end
         if not write then
             -- nothing to write
+        elseif ban_ms then
+            redis.call('SET', KEYS[i], write, 'PX', ban_ms)
         elseif now then
             -- an explicit now is not the server's clock: no expiry
             redis.call('SET', KEYS[i], write)

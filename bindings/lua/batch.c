@@ -10,8 +10,20 @@
  * cellrate._redis_batch(now, calls): the words after EVALSHA and the batch
  * script's SHA (a table of strings, numkeys first) of the decisions `calls`,
  * a list of { mode, cost, limit, prefix, name, key, ... } tables (as
- * _redis_request's arguments), each at `now`.
+ * _redis_request's arguments, a penalty last with PENALTY or'ed into the
+ * mode), each at `now`.
  */
+
+/* Whether the call table at `idx` has PENALTY or'ed into its mode. */
+static bool batch_penalized(lua_State *L, int idx)
+{
+    lua_rawgeti(L, idx, 1);
+    const bool penalized = lua_type(L, -1) == LUA_TNUMBER &&
+                           ((lua_Integer)lua_tointeger(L, -1) & CR_REDIS_PENALTY) != 0;
+    lua_pop(L, 1);
+    return penalized;
+}
+
 static int redis_batch(lua_State *L)
 {
     const int64_t now_ns = read_now(L, 1, lua_gettop(L));
@@ -20,7 +32,9 @@ static int redis_batch(lua_State *L)
     size_t nitems = 0;
     for (size_t i = 0; i < ncalls; i++) {
         lua_rawgeti(L, 2, (int)i + 1);
-        const size_t n = lua_type(L, -1) == LUA_TTABLE ? (size_t)compat_rawlen(L, -1) : 0;
+        size_t n = lua_type(L, -1) == LUA_TTABLE ? (size_t)compat_rawlen(L, -1) : 0;
+        if (n > 0 && batch_penalized(L, lua_gettop(L)))
+            n--; /* its penalty */
         if (n < 6 || (n - 2) % 4 != 0)
             return luaL_error(L, "_redis_batch: a call is { mode, cost, limit, prefix, name, "
                                  "key, ... }");
@@ -33,9 +47,16 @@ static int redis_batch(lua_State *L)
     for (size_t i = 0; i < ncalls; i++) {
         lua_rawgeti(L, 2, (int)i + 1);
         const int call = lua_gettop(L);
-        const size_t n = (size_t)compat_rawlen(L, call);
+        const bool penalized = batch_penalized(L, call);
+        const size_t n = (size_t)compat_rawlen(L, call) - (penalized ? 1 : 0);
+        const cr_penalty *penalty = NULL;
+        if (penalized) {
+            lua_rawgeti(L, call, (int)n + 1); /* referenced by the call's table */
+            penalty = check_redis_penalty(L, lua_gettop(L));
+        }
         lua_rawgeti(L, call, 1);
-        const bool marked = redis_request_mode_at(L, lua_gettop(L));
+        bool unused; /* (penalized, above) */
+        const bool marked = redis_request_mode_at(L, lua_gettop(L), &unused);
         const cr_redis_mode mode = redis_mode_at(L, lua_gettop(L));
         lua_rawgeti(L, call, 2);
         calls[i].cost = redis_cost_at(L, lua_gettop(L), mode);
@@ -52,6 +73,8 @@ static int redis_batch(lua_State *L)
             items[at].prefix = luaL_checklstring(L, group + 1, &items[at].prefix_len);
             items[at].name = luaL_checklstring(L, group + 2, &items[at].name_len);
             items[at].key = check_key(L, group + 3, &items[at].key_len);
+            items[at].priority = -1;
+            items[at].penalty = j == 0 ? penalty : NULL;
             lua_settop(L, call);
         }
         lua_pop(L, 1);

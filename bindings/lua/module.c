@@ -45,6 +45,8 @@ static const luaL_Reg module_functions[] = {
     {"_redis_fallback_limit", redis_fallback_limit},
     {"_redis_going_back", redis_going_back},
     {"_redis_key", redis_key},
+    {"_redis_penalty", redis_penalty},
+    {"_redis_penalty_key", redis_penalty_key},
     {"_redis_signature", redis_signature},
     {"_redis_check_limit", redis_check_limit},
     {"_redis_plans", redis_plans},

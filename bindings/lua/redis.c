@@ -14,6 +14,55 @@
 #define REDIS_STACK_BYTES 1024
 #define REDIS_STACK_ITEMS 8
 
+/* A penalty as the Redis requests send it (cellrate._redis_penalty): a
+ * userdata tagged by its address. */
+static const char redis_penalty_tag[] = "cellrate.RedisPenalty";
+typedef struct {
+    const char *tag; /* redis_penalty_tag */
+    cr_penalty penalty;
+} redis_penalty_box;
+
+static const cr_penalty *check_redis_penalty(lua_State *L, int idx)
+{
+    const redis_penalty_box *box = lua_touserdata(L, idx);
+    if (box == NULL || compat_rawlen(L, idx) != sizeof *box || box->tag != redis_penalty_tag)
+        luaL_argerror(L, idx, "a penalty of _redis_penalty expected");
+    return &box->penalty;
+}
+
+/* cellrate._redis_penalty(penalty): the penalty option's table judged by the
+ * core (cr_penalty_init, then cr_redis_check_penalty: what the script
+ * carries), as _redis_request takes it. */
+static int redis_penalty(lua_State *L)
+{
+    options opts;
+    memset(&opts, 0, sizeof opts);
+    read_penalty(L, 1, &opts);
+    const cr_status status = cr_redis_check_penalty(&opts.penalty);
+    if (status != CR_OK)
+        return raise_status(L, status);
+    redis_penalty_box *box = compat_newuserdata(L, sizeof *box);
+    box->tag = redis_penalty_tag;
+    box->penalty = opts.penalty;
+    return 1;
+}
+
+/* cellrate._redis_penalty_key(prefix, name, key): the key of `key`'s strikes,
+ * in its Cluster slot. */
+static int redis_penalty_key(lua_State *L)
+{
+    size_t prefix_len, name_len, key_len = 0;
+    const char *prefix = luaL_checklstring(L, 1, &prefix_len);
+    const char *name = luaL_checklstring(L, 2, &name_len);
+    const char *key = check_key(L, 3, &key_len);
+    const size_t len = cr_redis_penalty_key(NULL, 0, prefix, prefix_len, name, name_len, key,
+                                            key_len);
+    char *out = compat_newuserdata(L, len);
+    cr_redis_penalty_key(out, len, prefix, prefix_len, name, name_len, key, key_len);
+    lua_pushlstring(L, out, len);
+    return 1;
+}
+
 /* A mode of the script (its digit); an internal argument, checked. */
 static cr_redis_mode redis_mode_at(lua_State *L, int idx)
 {
@@ -23,16 +72,19 @@ static cr_redis_mode redis_mode_at(lua_State *L, int idx)
     return (cr_redis_mode)mode;
 }
 
-/* A request's mode at `idx`, or it with CR_REDIS_WIPE_MARKER or'ed in
- * (on_wipe="refuse"): whether it has the flag, the mode alone left at `idx`. */
-static bool redis_request_mode_at(lua_State *L, int idx)
+/* A request's mode at `idx`, or it with CR_REDIS_WIPE_MARKER (on_wipe="refuse")
+ * or CR_REDIS_PENALTY (the penalty last) or'ed in: whether it has the marker,
+ * *penalized whether it has the penalty, the mode alone left at `idx`. */
+static bool redis_request_mode_at(lua_State *L, int idx, bool *penalized)
 {
     const lua_Integer raw = luaL_checkinteger(L, idx);
-    luaL_argcheck(
-        L, raw >= 0 && (raw & ~(lua_Integer)(CR_REDIS_WIPE_MARKER | CR_REDIS_MODE_BITS)) == 0, idx,
-        "a mode from 0 to 8, or it with WIPE_MARKER");
+    luaL_argcheck(L,
+                  raw >= 0 && (raw & ~(lua_Integer)(CR_REDIS_WIPE_MARKER | CR_REDIS_PENALTY |
+                                                    CR_REDIS_MODE_BITS)) == 0,
+                  idx, "a mode from 0 to 8, or it with WIPE_MARKER or PENALTY");
     lua_pushinteger(L, raw & CR_REDIS_MODE_BITS);
     lua_replace(L, idx);
+    *penalized = (raw & CR_REDIS_PENALTY) != 0;
     return (raw & CR_REDIS_WIPE_MARKER) != 0;
 }
 
@@ -53,15 +105,17 @@ static int64_t redis_cost_at(lua_State *L, int idx, cr_redis_mode mode)
  * the words after EVALSHA and the SHA (a table of strings, numkeys first) of
  * a request of `mode`, one (limit, prefix, name, key) group per limit; a
  * class's mode (PEEK_CLASS, CHECK_CLASS, ALLOW_CLASS) ends with the class's
- * name.
+ * name; a mode with PENALTY or'ed in ends with the limit's penalty
+ * (_redis_penalty's: the core sends it where it applies).
  */
 static int redis_request(lua_State *L)
 {
     const int top = lua_gettop(L);
-    const bool marked = redis_request_mode_at(L, 1);
+    bool penalized;
+    const bool marked = redis_request_mode_at(L, 1, &penalized);
     const cr_redis_mode mode = redis_mode_at(L, 1);
     const bool in_class = mode >= CR_REDIS_PEEK_CLASS;
-    const int ngroups = top - 3 - (in_class ? 1 : 0);
+    const int ngroups = top - 3 - (in_class ? 1 : 0) - (penalized ? 1 : 0);
     if (ngroups < 4 || ngroups % 4 != 0)
         return luaL_error(L, "_redis_request(mode, cost, now, limit, prefix, name, key, ...)");
     const size_t nitems = (size_t)ngroups / 4;
@@ -76,9 +130,12 @@ static int redis_request(lua_State *L)
         items[i].name = luaL_checklstring(L, group + 2, &items[i].name_len);
         items[i].key = check_key(L, group + 3, &items[i].key_len);
         items[i].priority = -1;
+        items[i].penalty = NULL;
     }
+    if (penalized)
+        items[0].penalty = check_redis_penalty(L, top);
     if (in_class && nitems == 1)
-        items[0].priority = read_priority(L, top, top, items[0].limit);
+        items[0].priority = read_priority(L, top - (penalized ? 1 : 0), top, items[0].limit);
     /* the keys, then the cost, then now: a decision's order (_check_request) */
     const int64_t cost = redis_cost_at(L, 2, mode);
     const int64_t now_ns = read_now(L, 3, top);
@@ -314,6 +371,7 @@ static int redis_protocol(lua_State *L)
         {"CHECK_CLASS", CR_REDIS_CHECK_CLASS},
         {"ALLOW_CLASS", CR_REDIS_ALLOW_CLASS},
         {"WIPE_MARKER", CR_REDIS_WIPE_MARKER},
+        {"PENALTY", CR_REDIS_PENALTY},
         {"MAX_TOLERANCE_NS", CR_REDIS_MAX_TOLERANCE_NS},
         {"MAX_DEBT_NS", CR_REDIS_MAX_DEBT_NS},
         {"BATCH_MAX", CR_REDIS_BATCH_MAX},

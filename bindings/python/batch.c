@@ -6,22 +6,27 @@
  */
 
 /* The calls of `seq` (each (mode, cost, limit, prefix, name, key, ...), the
- * mode perhaps with WIPE_MARKER) as the core's, their items in `items` (PyMem;
+ * mode perhaps with WIPE_MARKER, and with PENALTY or'ed in the penalty last)
+ * as the core's, their items in `items` and penalties in `penalties` (PyMem;
  * the caller frees). */
 static int batch_calls_of(module_state *state, PyObject *seq, cr_redis_call *calls, size_t ncalls,
-                          cr_redis_item **items)
+                          cr_redis_item **items, cr_penalty **penalties)
 {
     size_t total = 0;
     for (size_t i = 0; i < ncalls; i++) {
         PyObject *call = PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i);
-        const Py_ssize_t n = PyTuple_Check(call) ? PyTuple_GET_SIZE(call) : 0;
+        Py_ssize_t n = PyTuple_Check(call) ? PyTuple_GET_SIZE(call) : 0;
+        if (n > 0 && PyLong_Check(PyTuple_GET_ITEM(call, 0)) &&
+            (PyLong_AsLong(PyTuple_GET_ITEM(call, 0)) & CR_REDIS_PENALTY) != 0)
+            n--; /* its penalty */
         if (n < 6 || (n - 2) % 4 != 0 || (n - 2) / 4 > REDIS_LIMITS_MAX) {
             PyErr_SetString(PyExc_TypeError, "a call: (mode, cost, limit, prefix, name, key, ...)");
             return -1;
         }
         total += (size_t)(n - 2) / 4;
     }
-    if ((*items = PyMem_Calloc(total, sizeof **items)) == NULL) {
+    if ((*items = PyMem_Calloc(total, sizeof **items)) == NULL ||
+        (*penalties = PyMem_Calloc(ncalls > 0 ? ncalls : 1, sizeof **penalties)) == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -29,13 +34,16 @@ static int batch_calls_of(module_state *state, PyObject *seq, cr_redis_call *cal
     for (size_t i = 0; i < ncalls; i++) {
         PyObject *call = PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i);
         PyObject *const *args = &PyTuple_GET_ITEM(call, 0);
-        bool marked;
-        const int mode = redis_request_mode_of(args[0], &marked);
+        bool marked, penalized;
+        const int mode = redis_request_mode_of(args[0], &marked, &penalized);
         if (mode < 0 || redis_cost_of(state, args[1], mode, &calls[i].cost) < 0)
+            return -1;
+        const Py_ssize_t n = PyTuple_GET_SIZE(call) - (penalized ? 1 : 0);
+        if (penalized && redis_penalty_of(args[n], &(*penalties)[i]) < 0)
             return -1;
         calls[i].mode = (cr_redis_mode)((unsigned)mode | (marked ? CR_REDIS_WIPE_MARKER : 0u));
         calls[i].items = *items + at;
-        calls[i].nitems = (size_t)(PyTuple_GET_SIZE(call) - 2) / 4;
+        calls[i].nitems = (size_t)(n - 2) / 4;
         for (size_t j = 0; j < calls[i].nitems; j++, at++) {
             PyObject *const *group = args + 2 + 4 * j;
             cr_redis_item *item = &(*items)[at];
@@ -47,6 +55,7 @@ static int batch_calls_of(module_state *state, PyObject *seq, cr_redis_call *cal
                 convert_key(state, group[3], &item->key, &key_len) < 0)
                 return -1;
             item->key_len = (size_t)key_len;
+            item->penalty = penalized && j == 0 ? &(*penalties)[i] : NULL;
         }
     }
     return 0;
@@ -65,13 +74,14 @@ static char *batch_words_of(module_state *state, PyObject *now, PyObject *calls_
     int64_t now_ns;
     cr_redis_call *calls = PyMem_Calloc(ncalls > 0 ? ncalls : 1, sizeof *calls);
     cr_redis_item *items = NULL;
+    cr_penalty *penalties = NULL;
     char *buf = NULL;
     *words = NULL;
     if (calls == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    if (batch_calls_of(state, seq, calls, ncalls, &items) < 0 ||
+    if (batch_calls_of(state, seq, calls, ncalls, &items, &penalties) < 0 ||
         convert_now(state, now, &now_ns) < 0)
         goto done;
     size_t nitems = 0;
@@ -97,6 +107,7 @@ done:
         *words = NULL;
     }
     PyMem_Free(items);
+    PyMem_Free(penalties);
     PyMem_Free(calls);
     Py_DECREF(seq);
     return buf;

@@ -393,6 +393,13 @@ PyDoc_STRVAR(redis_going_back_doc,
 PyDoc_STRVAR(redis_key_doc, "_redis_key(prefix, name, key, /)\n--\n\n"
                             "Private: the Redis key of `key` under the limit named `name`.");
 
+PyDoc_STRVAR(redis_penalty_key_doc,
+             "_redis_penalty_key(prefix, name, key, /)\n--\n\n"
+             "Private: the Redis key of the strikes of `key` under the limit named `name`.");
+
+PyDoc_STRVAR(redis_penalty_doc, "_redis_penalty(penalty, /)\n--\n\n"
+                                "Private: a penalty as the Redis requests send it.");
+
 PyDoc_STRVAR(redis_signature_doc,
              "_redis_signature(limit, /)\n--\n\n"
              "Private: the signature the script writes with each value, an unnamed limit's name.");

@@ -36,19 +36,41 @@ static int redis_mode_of(PyObject *obj)
 }
 
 /* A request's mode: a mode of the script, or one with CR_REDIS_WIPE_MARKER
- * or'ed in (on_wipe="refuse"); -1 with TypeError. */
-static int redis_request_mode_of(PyObject *obj, bool *marked)
+ * (on_wipe="refuse") or CR_REDIS_PENALTY (a penalty: the request's last
+ * argument) or'ed in; -1 with TypeError. */
+static int redis_request_mode_of(PyObject *obj, bool *marked, bool *penalized)
 {
     const long raw = PyLong_Check(obj) ? PyLong_AsLong(obj) : -1;
     *marked = raw >= 0 && (raw & CR_REDIS_WIPE_MARKER) != 0;
-    if (raw < 0 || (raw & ~(long)(CR_REDIS_WIPE_MARKER | CR_REDIS_MODE_BITS)) != 0 ||
+    *penalized = raw >= 0 && (raw & CR_REDIS_PENALTY) != 0;
+    if (raw < 0 ||
+        (raw & ~(long)(CR_REDIS_WIPE_MARKER | CR_REDIS_PENALTY | CR_REDIS_MODE_BITS)) != 0 ||
         (raw & CR_REDIS_MODE_BITS) > CR_REDIS_ALLOW_CLASS) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError,
-                            "a mode of the script: an int from 0 to 8, or it with WIPE_MARKER");
+            PyErr_SetString(PyExc_TypeError, "a mode of the script: an int from 0 to 8, or it "
+                                             "with WIPE_MARKER or PENALTY");
         return -1;
     }
     return (int)(raw & CR_REDIS_MODE_BITS);
+}
+
+/* A penalty as _redis_penalty made it, (after, within_ns, strike_ns, ban_ns,
+ * max_ban_ns), into `out`; -1 with TypeError. */
+static int redis_penalty_of(PyObject *obj, cr_penalty *out)
+{
+    int64_t *fields[5] = {&out->after, &out->within_ns, &out->strike_ns, &out->ban_ns,
+                          &out->max_ban_ns};
+    if (!PyTuple_CheckExact(obj) || PyTuple_GET_SIZE(obj) != 5) {
+        PyErr_SetString(PyExc_TypeError, "a penalty of _redis_penalty");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < 5; i++)
+        if (to_int64(PyTuple_GET_ITEM(obj, i), fields[i]) != CONVERTED) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "a penalty of _redis_penalty");
+            return -1;
+        }
+    return 0;
 }
 
 /* bytes of a str (UTF-8) or bytes: a prefix or a name, which the face checked. */
@@ -86,21 +108,21 @@ static void redis_raise(module_state *state, cr_status status)
  * after EVALSHA and the SHA (a list of bytes) of a request of `mode`, one
  * (limit, prefix, name, key) group per limit decided; a class's mode
  * (PEEK_CLASS, CHECK_CLASS, ALLOW_CLASS) ends with the class's name
- * (priority=).
+ * (priority=); a mode with PENALTY ends with the limit's penalty
+ * (_redis_penalty's), which the core sends where it applies.
  */
 static PyObject *module_redis_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
-    bool marked = false;
-    const int mode = nargs > 0 ? redis_request_mode_of(args[0], &marked) : -1;
+    bool marked = false, penalized = false;
+    const int mode = nargs > 0 ? redis_request_mode_of(args[0], &marked, &penalized) : -1;
     if (mode < 0)
         return NULL;
     const bool in_class = mode >= CR_REDIS_PEEK_CLASS;
-    const Py_ssize_t ngroups = nargs - 3 - (in_class ? 1 : 0);
+    const Py_ssize_t ngroups = nargs - 3 - (in_class ? 1 : 0) - (penalized ? 1 : 0);
     if (ngroups < 4 || ngroups % 4 != 0 || ngroups / 4 > REDIS_LIMITS_MAX) {
-        PyErr_SetString(
-            PyExc_TypeError,
-            "_redis_request(mode, cost, now, limit, prefix, name, key, ...[, priority])");
+        PyErr_SetString(PyExc_TypeError, "_redis_request(mode, cost, now, limit, prefix, name, "
+                                         "key, ...[, priority][, penalty])");
         return NULL;
     }
     int64_t cost, now_ns;
@@ -117,9 +139,17 @@ static PyObject *module_redis_request(PyObject *module, PyObject *const *args, P
             return NULL;
         items[i].key_len = (size_t)key_len;
         items[i].priority = -1;
+        items[i].penalty = NULL;
+    }
+    cr_penalty penalty;
+    if (penalized) {
+        if (redis_penalty_of(args[nargs - 1], &penalty) < 0)
+            return NULL;
+        items[0].penalty = &penalty;
     }
     if (in_class && nitems == 1 &&
-        convert_priority(state, args[nargs - 1], items[0].limit, &items[0].priority) < 0)
+        convert_priority(state, args[nargs - 1 - (penalized ? 1 : 0)], items[0].limit,
+                         &items[0].priority) < 0)
         return NULL;
     /* the keys, then the cost, then now: a decision's order (_check_request) */
     if (redis_cost_of(state, args[1], mode, &cost) < 0 || convert_now(state, args[2], &now_ns) < 0)
@@ -264,8 +294,10 @@ static PyObject *module_redis_remember(PyObject *module, PyObject *const *args, 
     const cr_limit *limits[1];
     size_t nlimits;
     int64_t now_ns, cost, asked_ns;
-    const int mode = nargs == 6 ? redis_mode_of(args[0]) : -1;
-    if (mode < 0 || convert_now(state, args[1], &now_ns) < 0 ||
+    /* a request under a penalty (PENALTY or'ed in), whose refusals the core keeps not */
+    bool marked = false, penalized = false;
+    const int mode = nargs == 6 ? redis_request_mode_of(args[0], &marked, &penalized) : -1;
+    if (mode < 0 || marked || convert_now(state, args[1], &now_ns) < 0 ||
         convert_cost(state, args[2], &cost) < 0 || to_int64(args[3], &asked_ns) != CONVERTED ||
         redis_limits_of(state, args, 5, nargs, limits, &nlimits) < 0) {
         if (!PyErr_Occurred())
@@ -276,8 +308,8 @@ static PyObject *module_redis_remember(PyObject *module, PyObject *const *args, 
     cr_redis_answer answer;
     cr_redis_refusal refusal;
     if (redis_read(args[4], mode, limits, nlimits, &answer) != CR_OK ||
-        !cr_redis_remember((cr_redis_mode)mode, nlimits, now_ns, cost, &answer.decision, asked_ns,
-                           &refusal))
+        !cr_redis_remember((cr_redis_mode)(mode | (penalized ? CR_REDIS_PENALTY : 0)), nlimits,
+                           now_ns, cost, &answer.decision, asked_ns, &refusal))
         Py_RETURN_NONE;
     return Py_BuildValue("(LLLLL)", (long long)refusal.asked_ns, (long long)refusal.cost,
                          (long long)refusal.remaining, (long long)refusal.retry_after_ns,
@@ -386,6 +418,50 @@ static PyObject *module_redis_key(PyObject *module, PyObject *const *args, Py_ss
         cr_redis_key(PyBytes_AS_STRING(bytes), len, prefix, prefix_len, name, name_len, key,
                      (size_t)key_len);
     return bytes;
+}
+
+/* _redis_penalty_key(prefix, name, key): the penalty key of `key`'s Redis
+ * key (its strikes, in the key's Cluster slot). */
+static PyObject *module_redis_penalty_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_redis_penalty_key(prefix, name, key)");
+        return NULL;
+    }
+    size_t prefix_len, name_len;
+    const char *prefix = redis_text_of(state, args[0], &prefix_len);
+    const char *name = prefix != NULL ? redis_text_of(state, args[1], &name_len) : NULL;
+    const char *key = NULL;
+    Py_ssize_t key_len = 0;
+    if (name == NULL || convert_key(state, args[2], &key, &key_len) < 0)
+        return NULL;
+    const size_t len = cr_redis_penalty_key(NULL, 0, prefix, prefix_len, name, name_len, key,
+                                            (size_t)key_len);
+    PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
+    if (bytes != NULL)
+        cr_redis_penalty_key(PyBytes_AS_STRING(bytes), len, prefix, prefix_len, name, name_len, key,
+                             (size_t)key_len);
+    return bytes;
+}
+
+/* _redis_penalty(penalty): a cellrate.Penalty judged by the core
+ * (cr_penalty_init, then cr_redis_check_penalty: what the script carries),
+ * as the tuple _redis_request takes. */
+static PyObject *module_redis_penalty(PyObject *module, PyObject *obj)
+{
+    module_state *state = (module_state *)PyModule_GetState(module);
+    cr_penalty penalty;
+    if (convert_penalty(state, obj, &penalty) < 0)
+        return NULL;
+    const cr_status status = cr_redis_check_penalty(&penalty);
+    if (status != CR_OK) {
+        raise_status(state, status);
+        return NULL;
+    }
+    return Py_BuildValue("(LLLLL)", (long long)penalty.after, (long long)penalty.within_ns,
+                         (long long)penalty.strike_ns, (long long)penalty.ban_ns,
+                         (long long)penalty.max_ban_ns);
 }
 
 /* _redis_signature(limit): the signature the script writes with each value,
@@ -570,7 +646,7 @@ static PyObject *module_redis_protocol(PyObject *module, PyObject *Py_UNUSED(ign
         PyTuple_SET_ITEM(words, (Py_ssize_t)i, word);
     }
     return Py_BuildValue(
-        "{sLsLsdsdsssNsisisisisisisisssssisisisi}", "MAX_TOLERANCE_NS",
+        "{sLsLsdsdsssNsisisisisisisisssssisisisisi}", "MAX_TOLERANCE_NS",
         (long long)CR_REDIS_MAX_TOLERANCE_NS, "MAX_DEBT_NS", (long long)CR_REDIS_MAX_DEBT_NS,
         "FIRST_BACKOFF_S", cr_ns_to_seconds(CR_REDIS_FIRST_BACKOFF_NS), "MAX_BACKOFF_S",
         cr_ns_to_seconds(CR_REDIS_MAX_BACKOFF_NS), "ALGORITHM_REPLY", CR_REDIS_ALGORITHM_REPLY,
@@ -579,7 +655,7 @@ static PyObject *module_redis_protocol(PyObject *module, PyObject *Py_UNUSED(ign
         "BATCH_MAX", CR_REDIS_BATCH_MAX, "COALESCE_REFUSED", cr_strerror(CR_E_REDIS_COALESCE),
         "BATCH_ITEM", cr_strerror(CR_E_REDIS_BATCH_ITEM), "PEEK_CLASS", CR_REDIS_PEEK_CLASS,
         "CHECK_CLASS", CR_REDIS_CHECK_CLASS, "ALLOW_CLASS", CR_REDIS_ALLOW_CLASS, "WIPE_MARKER",
-        CR_REDIS_WIPE_MARKER);
+        CR_REDIS_WIPE_MARKER, "PENALTY", CR_REDIS_PENALTY);
 }
 
 /* _redis_fallback_check(on_error, has_fallback): None, or the core's error

@@ -23,6 +23,7 @@
 
 #include "decision.h"
 #include "limit.h"
+#include "penalty.h"
 #include "status.h"
 
 #ifdef __cplusplus
@@ -97,6 +98,7 @@ typedef struct cr_redis_item {
     const char *key;
     size_t key_len;
     int32_t priority; /* a class's mode: the class's index (cr_priority_find); else unread */
+    const cr_penalty *penalty; /* the limit's penalty (CR_REDIS_PENALTY), or NULL: none */
 } cr_redis_item;
 
 /* A word of a request: `len` bytes at `offset` in the request's buffer. */
@@ -105,8 +107,9 @@ typedef struct cr_redis_word {
     size_t len;
 } cr_redis_word;
 
-/* The most words a request of `nitems` limits has (the wipe marker's included). */
-#define CR_REDIS_REQUEST_WORDS(nitems) (6 + 5 * (size_t)(nitems))
+/* The most words a request of `nitems` limits has (the wipe marker's and a
+ * penalty's included). */
+#define CR_REDIS_REQUEST_WORDS(nitems) (11 + 5 * (size_t)(nitems))
 
 /* The bytes a request of these items needs at most (cr_redis_request's
  * `size`); SIZE_MAX when that does not fit a size_t. */
@@ -122,6 +125,39 @@ size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems);
  * hands out no fresh burst; a key idle for a period reads as fresh again.
  */
 #define CR_REDIS_WIPE_MARKER 16
+
+/*
+ * The penalty box through Redis (docs/design/penalty.md): a check or an allow
+ * of one key whose item has a penalty (cr_redis_item.penalty) is sent with
+ * this bit added to the mode's word (65, 66), one more key last, the key's
+ * penalty key (cr_redis_penalty_key), and the penalty's word after the
+ * limit's, "<after>:<strike_ns>:<ban_ns>:<max_ban_ns>" (one word: each word
+ * more costs every admission about 1,500 server instructions, its Lua
+ * string). The script reads that key
+ * only when it refuses: cr_penalty_refused's rule on the strikes it holds,
+ * "<strikes> <ban_end> <level>" (ns, decimal), and a ban that starts is
+ * written into the key's state as cr_ban_core writes it. Any other request
+ * sends no penalty (peek, a class, refund, charge, take, several limits).
+ * Or'ed into the mode given to cr_redis_remember: the deny cache keeps no
+ * refusal (each refusal is a strike the server counts).
+ */
+#define CR_REDIS_PENALTY 64
+
+/* CR_OK when the script carries `penalty` exactly (the strikes' span,
+ * strike_ns * after, and max_ban_ns below CR_REDIS_MAX_TOLERANCE_NS), else
+ * CR_E_REDIS_PENALTY. */
+cr_status cr_redis_check_penalty(const cr_penalty *penalty);
+
+/*
+ * The penalty key of the Redis key `prefix name ":" key` (cr_redis_key):
+ * `prefix`, `name`, "{TTTT}:" and `key`, TTTT the four letters of the wipe
+ * marker of that key's slot (cr_redis_wipe_marker), so the two share a
+ * Cluster slot whatever hash tag the key holds (a prefix and a name hold no
+ * brace: the tag is the first). Writes at most `size` bytes (no NUL) and
+ * returns the whole length.
+ */
+size_t cr_redis_penalty_key(char *buf, size_t size, const char *prefix, size_t prefix_len,
+                            const char *name, size_t name_len, const char *key, size_t key_len);
 
 /* The bits of a request's mode that name the script's mode (the rest: flags). */
 #define CR_REDIS_MODE_BITS 15
@@ -146,11 +182,11 @@ size_t cr_redis_wipe_marker(char *buf, size_t size, const char *key, size_t key_
 /*
  * A request's words after EVALSHA and the script's SHA, in order: numkeys;
  * KEYS, one per item (cr_redis_key), then with CR_REDIS_WIPE_MARKER the first
- * item's wipe marker; ARGV: the mode's digit, the cost (a
+ * item's wipe marker, then with a penalty (CR_REDIS_PENALTY) its penalty key; ARGV: the mode's digit, the cost (a
  * take's max_cost), per item its limit's algorithm name, emission_ns,
  * tolerance_ns and burst, then a charge's max_debt (units), then a class's
  * reserve_ns (a class's mode: one item, the class of its `priority`), then
- * `now_ns` unless it is CR_CLOCK (the script reads the server's TIME); numbers in
+ * a penalty's word (CR_REDIS_PENALTY), then `now_ns` unless it is CR_CLOCK (the script reads the server's TIME); numbers in
  * decimal. Written into `buf` (`size` bytes: cr_redis_request_size) and
  * located by `words` (CR_REDIS_REQUEST_WORDS(nitems) of them); *count is
  * their number. Refuses what every decision refuses (cr_check_call: CR_E_NOW,
@@ -216,7 +252,7 @@ typedef struct cr_redis_call {
 #define CR_REDIS_BATCH_MAX 256
 
 /* The most words a batch of `ncalls` decisions of `nitems` items in all has. */
-#define CR_REDIS_BATCH_WORDS(ncalls, nitems) (2 + 8 * (size_t)(ncalls) + 5 * (size_t)(nitems))
+#define CR_REDIS_BATCH_WORDS(ncalls, nitems) (2 + 13 * (size_t)(ncalls) + 5 * (size_t)(nitems))
 
 /* The bytes a batch of these calls needs at most (cr_redis_batch's `size`);
  * SIZE_MAX when that does not fit a size_t. */
@@ -225,8 +261,8 @@ size_t cr_redis_batch_size(const cr_redis_call *calls, size_t ncalls);
 /*
  * A batch's words after EVALSHA and the batch script's SHA: numkeys (every
  * call's keys); KEYS, every call's keys in order (a call whose mode has
- * CR_REDIS_WIPE_MARKER or'ed in: its items' keys, then its wipe marker, as
- * cr_redis_request writes them); ARGV: the number of calls, then per call its
+ * CR_REDIS_WIPE_MARKER or'ed in: its items' keys, then its wipe marker, then
+ * under a penalty its penalty key, as cr_redis_request writes them); ARGV: the number of calls, then per call its
  * number of keys, its number of ARGV words and its ARGV words exactly as
  * cr_redis_request writes them (`now_ns` for every call).
  * Refuses what cr_redis_request refuses of any call (the first such call's

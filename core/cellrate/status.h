@@ -367,8 +367,8 @@ const char *cr_version(void);
     X(212, E_PENALTY_MAX_BAN, ARGUMENT, "max_ban",                                                 \
       "max_ban must be a finite number of seconds >= ban (a penalty's longest ban)")               \
     X(213, E_PENALTY_STORE, ARGUMENT, "penalty",                                                   \
-      "penalty: a penalty box is kept in process and in shared regions for now (not in Redis or "  \
-      "a fleet share)")                                                                            \
+      "penalty: a penalty box is kept in process, in shared regions and through Redis for now "    \
+      "(not in a fleet share)")                                                                    \
     X(214, E_PENALTY, ARGUMENT, "penalty",                                                         \
       "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)")   \
     /* 215-219: reserved; the Redis store's check_all from 220 (redis.h) */                        \
@@ -386,7 +386,11 @@ const char *cr_version(void);
     /* plans through Redis from 224 (redis.h, cr_redis_check_plans) */                             \
     X(224, E_REDIS_PLANS_NAME, ARGUMENT, "name",                                                   \
       "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a " \
-      "live change, and an unnamed limit's keys are named by its parameters")
+      "live change, and an unnamed limit's keys are named by its parameters")                      \
+    /* 225-229: reserved; the penalty box through Redis from 230 (redis.h) */                      \
+    X(230, E_REDIS_PENALTY, ARGUMENT, "penalty",                                                   \
+      "penalty: through Redis, the span of its strikes (after's period) and max_ban must be "      \
+      "below 104 days (9e15 ns: the script carries them exactly)")
 
 #define CR_STATUS_ENUM_(number, name, class, param, message) CR_##name = number,
 typedef enum cr_status {

@@ -104,6 +104,9 @@ local PEEK, CHECK, ALLOW, REFUND = core.PEEK, core.CHECK, core.ALLOW, core.REFUN
 local CHARGE, TAKE = core.CHARGE, core.TAKE
 -- peek, check and allow in a priority class: the class's name ends the request.
 local PEEK_CLASS, CHECK_CLASS, ALLOW_CLASS = core.PEEK_CLASS, core.CHECK_CLASS, core.ALLOW_CLASS
+-- A penalty's flag: or'ed into a decision's mode, the penalty ends the request (the
+-- core sends it with a check or an allow of one key).
+local PENALTY = core.PENALTY
 -- How far after now a charge can leave a gcra key's TAT (ns): beyond it, clipped.
 M.MAX_DEBT_NS = core.MAX_DEBT_NS
 
@@ -215,9 +218,11 @@ end
 
 -- limiter(client, rate, opts): opts as cellrate.limit_spec's (period, burst,
 -- algorithm, max_debt) plus max_cost, name (the keys' name: default, the
--- limit's parameters), prefix ("cellrate:"), on_error and on_wipe ("refuse":
+-- limit's parameters), prefix ("cellrate:"), on_error, on_wipe ("refuse":
 -- a key Redis lost, found by the script, reads as fully used for one period;
--- "allow": a fresh burst).
+-- "allow": a fresh burst) and penalty ({ after = "5/minute", ban = 10,
+-- max_ban = 60 }: a key refused `after` times is banned; its strikes live in a
+-- second key beside its state, read by the script only when it refuses).
 function M.limiter(client, rate, opts)
     check_client(client)
     -- the limit first, as cellrate.limit_spec judges it; then the options
@@ -231,6 +236,14 @@ function M.limiter(client, rate, opts)
         error(without_position(err), 2)
     end
     local name = opts.name or cellrate._redis_signature(limit)
+    local penalty
+    if given.penalty ~= nil then
+        local judged, box = pcall(cellrate._redis_penalty, given.penalty)
+        if not judged then
+            error(without_position(box), 2)
+        end
+        penalty = box
+    end
     local self = setmetatable({
         client = client,
         script = M.script,
@@ -248,6 +261,7 @@ function M.limiter(client, rate, opts)
         max_cost = opts.max_cost,
         max_debt = opts.max_debt,
         priorities = given.priorities, -- kept by reconfigure
+        penalty = penalty, -- the core's (cellrate._redis_penalty), or nil
         -- the plans (docs/design/plans.md): { name = the limit sent }, "default" (the
         -- limit) among them, the core's table; nil without plans
         plans = nil,
@@ -506,6 +520,29 @@ local function going_back(self, mode, key, cost, now, limit, words)
     return { words = words, mode = sent, settled = settled }
 end
 
+-- The words of a check or an allow (a class's: `priority` not nil), with the
+-- penalty if any; a mistake raised at the caller of the public method.
+local function decision_words(self, mode, cost, now, limit, key, priority)
+    local ok, words
+    if self.penalty == nil and priority == nil then
+        ok, words = pcall(request_words, mode + self.wipe, cost, now, limit, self.prefix,
+                          self.name, key)
+    elseif self.penalty == nil then
+        ok, words = pcall(request_words, mode + self.wipe, cost, now, limit, self.prefix,
+                          self.name, key, priority)
+    elseif priority == nil then
+        ok, words = pcall(request_words, mode + self.wipe + PENALTY, cost, now, limit,
+                          self.prefix, self.name, key, self.penalty)
+    else
+        ok, words = pcall(request_words, mode + self.wipe + PENALTY, cost, now, limit,
+                          self.prefix, self.name, key, priority, self.penalty)
+    end
+    if not ok then
+        error(without_position(words), 3)
+    end
+    return words
+end
+
 -- The limit a decision under `plan` sends (nil: the limit): a name of
 -- opts.plans ("default" among them), else the core's error naming plan.
 local function plan_limit(self, plan)
@@ -529,9 +566,7 @@ end
 function Limiter:check(key, cost, now, priority, plan)
     local limit = plan == nil and self.limit or plan_limit(self, plan)
     local mode = priority == nil and CHECK or CHECK_CLASS
-    local words = priority == nil
-        and request(CHECK + self.wipe, cost, now, limit, self.prefix, self.name, key)
-        or request(CHECK_CLASS + self.wipe, cost, now, limit, self.prefix, self.name, key, priority)
+    local words = decision_words(self, mode, cost, now, limit, key, priority)
     local allowed, remaining, retry_after, reset_after =
         decide(self, mode, cost, words, now, 4,
                going_back(self, mode, key, cost, now, limit, words), limit)
@@ -541,9 +576,7 @@ end
 function Limiter:allow(key, cost, now, priority, plan)
     local limit = plan == nil and self.limit or plan_limit(self, plan)
     local mode = priority == nil and ALLOW or ALLOW_CLASS
-    local words = priority == nil
-        and request(ALLOW + self.wipe, cost, now, limit, self.prefix, self.name, key)
-        or request(ALLOW_CLASS + self.wipe, cost, now, limit, self.prefix, self.name, key, priority)
+    local words = decision_words(self, mode, cost, now, limit, key, priority)
     local allowed, err, code =
         decide(self, mode, cost, words, now, 4,
                going_back(self, mode, key, cost, now, limit, words), limit)
@@ -682,13 +715,29 @@ function Limiter:redis_key(key)
     return redis_key
 end
 
--- Forgets key (back to a full burst); nil and the error when Redis cannot answer.
+-- The Redis key holding key's strikes under a penalty (in its Cluster slot).
+function Limiter:penalty_key(key)
+    local ok, penalty_key = pcall(cellrate._redis_penalty_key, self.prefix, self.name, key)
+    if not ok then
+        error(without_position(penalty_key), 2)
+    end
+    return penalty_key
+end
+
+-- Forgets key (back to a full burst; out of the penalty box); nil and the
+-- error when Redis cannot answer.
 function Limiter:reset(key)
     local ok, redis_key = pcall(cellrate._redis_key, self.prefix, self.name, key)
     if not ok then
         error(without_position(redis_key), 2)
     end
-    local deleted, err = call(self.client, "del", redis_key)
+    local deleted, err
+    if self.penalty ~= nil then
+        deleted, err = call(self.client, "del", redis_key,
+                            cellrate._redis_penalty_key(self.prefix, self.name, key))
+    else
+        deleted, err = call(self.client, "del", redis_key)
+    end
     if deleted == nil then
         return nil, err
     end
@@ -787,7 +836,11 @@ local function many_decisions(items, now)
             groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =
                 limit, limiter.prefix, limiter.name, pair[2]
         end
+        local penalty = #stores == 1 and stores[1].penalty or nil
         local sent = CHECK + stores[1].wipe -- the first limiter's on_wipe, as check_all
+        if penalty ~= nil then -- one key: with its store's penalty
+            sent, groups[5] = sent + PENALTY, penalty
+        end
         local ok, words = pcall(request_words, sent, cost, now, unpack(groups))
         if not ok then
             error(without_position(words), 3)

@@ -107,10 +107,15 @@ static void run_request(char **f, int n, char *expected, int at, bool marked)
         char **item = f + 5 + 4 * i;
         for (int j = 0; j < 3; j++)
             decode(item[1 + j], &texts[3 * i + j]);
-        items[i] = (cr_redis_item){&limits[number(item[0])], texts[3 * i].bytes,
-                                   texts[3 * i].len,         texts[3 * i + 1].bytes,
-                                   texts[3 * i + 1].len,     texts[3 * i + 2].bytes,
-                                   texts[3 * i + 2].len,     -1};
+        items[i] = (cr_redis_item){&limits[number(item[0])],
+                                   texts[3 * i].bytes,
+                                   texts[3 * i].len,
+                                   texts[3 * i + 1].bytes,
+                                   texts[3 * i + 1].len,
+                                   texts[3 * i + 2].bytes,
+                                   texts[3 * i + 2].len,
+                                   -1,
+                                   NULL};
     }
     static char buf[LINE_MAX_BYTES];
     cr_redis_word words[CR_REDIS_REQUEST_WORDS(FIELDS_MAX)];
@@ -178,10 +183,15 @@ static void run_batch(char **f, int n, char *expected, int at)
             char **item = f + field;
             for (int j = 0; j < 3; j++)
                 decode(item[1 + j], &texts[3 * nitems + j]);
-            items[nitems] = (cr_redis_item){&limits[number(item[0])],  texts[3 * nitems].bytes,
-                                            texts[3 * nitems].len,     texts[3 * nitems + 1].bytes,
-                                            texts[3 * nitems + 1].len, texts[3 * nitems + 2].bytes,
-                                            texts[3 * nitems + 2].len, -1};
+            items[nitems] = (cr_redis_item){&limits[number(item[0])],
+                                            texts[3 * nitems].bytes,
+                                            texts[3 * nitems].len,
+                                            texts[3 * nitems + 1].bytes,
+                                            texts[3 * nitems + 1].len,
+                                            texts[3 * nitems + 2].bytes,
+                                            texts[3 * nitems + 2].len,
+                                            -1,
+                                            NULL};
         }
     }
     CHECK_EQ_I64(n, field, "redis.txt:%d", at);
@@ -530,7 +540,7 @@ static void class_requests(void)
     CHECK(cr_limit_init(&limit, &args) == CR_OK, "a limit with classes");
     args.has_priorities = false;
     CHECK(cr_limit_init(&plain, &args) == CR_OK, "a limit without");
-    cr_redis_item item = {&limit, "p:", 2, "n", 1, "k", 1, 0}; /* bulk: index 0 */
+    cr_redis_item item = {&limit, "p:", 2, "n", 1, "k", 1, 0, NULL}; /* bulk: index 0 */
     char buf[512];
     cr_redis_word words[CR_REDIS_REQUEST_WORDS(2)];
     size_t count = 0;

@@ -332,8 +332,8 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (212, "E_PENALTY_MAX_BAN", "argument", "max_ban",
      "max_ban must be a finite number of seconds >= ban (a penalty's longest ban)"),
     (213, "E_PENALTY_STORE", "argument", "penalty",
-     "penalty: a penalty box is kept in process and in shared regions for now (not in Redis or "
-     "a fleet share)"),
+     "penalty: a penalty box is kept in process, in shared regions and through Redis for now "
+     "(not in a fleet share)"),
     (214, "E_PENALTY", "argument", "penalty",
      "penalty must be a penalty: after (a rate string of refusals), ban and max_ban (seconds)"),
     (220, "E_REDIS_ITEMS", "argument", "items",
@@ -350,6 +350,9 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (224, "E_REDIS_PLANS_NAME", "argument", "name",
      "name: give a Redis limit with plans a name: a key moves between the plans' limits as in a "
      "live change, and an unnamed limit's keys are named by its parameters"),
+    (230, "E_REDIS_PENALTY", "argument", "penalty",
+     "penalty: through Redis, the span of its strikes (after's period) and max_ban must be "
+     "below 104 days (9e15 ns: the script carries them exactly)"),
 ]
 
 

@@ -163,7 +163,8 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
                      Option("priorities", "object", "OK"),
                      Option("on_wipe", "word", "E_REDIS_ON_WIPE", default="refuse",
                             words=("refuse", "allow")),
-                     Option("plans", "object", "OK")),  # the core's cr_plans_set judges
+                     Option("plans", "object", "OK"),  # the core's cr_plans_set judges
+                     Option("penalty", "object", "OK")),
     "RedisConcurrency": (_seconds("lease", "E_STORE_LEASE", 0, True, INF, True, ns=True,
                                   required=True),
                          STORE_NAME, PREFIX, ON_ERROR, STORE_TIMEOUT),

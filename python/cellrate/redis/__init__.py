@@ -126,6 +126,9 @@ _redis_key = _core._redis_key
 
 # on_wipe="refuse": or'ed into a request's mode, the core adds the wipe marker.
 _WIPE_MARKER: int = _core._redis_protocol()["WIPE_MARKER"]
+# penalty=: or'ed into a request's mode, its last argument the penalty (the core sends
+# it with a check or an allow of one key), and into the deny cache's (it keeps none).
+_PENALTY: int = _core._redis_protocol()["PENALTY"]
 
 #: Refusals a limiter remembers at most (a full memory starts over).
 MAX_REFUSALS = 10_000
@@ -163,6 +166,7 @@ class _RedisLimit(_Store):
         priorities: Mapping[str, float] | None = None,
         on_wipe: str = "refuse",
         plans: Mapping[str, float | str | cellrate.Limit] | None = None,
+        penalty: Any = None,
     ) -> None:
         # The core parses, defaults and validates the limit first, as cellrate.Limit (and,
         # per call, each key, cost and now: _redis_request); its table checks the options
@@ -173,7 +177,7 @@ class _RedisLimit(_Store):
             "prefix": prefix, "on_error": on_error, "fallback": fallback,
             "deny_cache": deny_cache, "timeout": timeout, "max_cost": max_cost,
             "max_debt": max_debt, "coalesce": coalesce, "on_wipe": on_wipe,
-            "priorities": priorities, "plans": plans})
+            "priorities": priorities, "plans": plans, "penalty": penalty})
         if options["coalesce"] and self._kind != "async":
             raise invalid("coalesce", _CONSTANTS["COALESCE_REFUSED"])
         #: coalesce=True (asyncio): the decisions of one event-loop turn go as one batch.
@@ -183,6 +187,12 @@ class _RedisLimit(_Store):
         #: mode (the request then carries the marker).
         self.on_wipe: str = options["on_wipe"]
         self._wipe = _WIPE_MARKER if self.on_wipe == "refuse" else 0
+        #: The penalty box (a cellrate.Penalty, or None): a key refused `after` times is
+        #: banned, its strikes in a second key beside its state (penalty_key), read by the
+        #: script only when it refuses. As the core sends it (judged there).
+        self.penalty: Any = penalty
+        self._penalty = None if penalty is None else _core._redis_penalty(penalty)
+        self._penalized = 0 if penalty is None else _PENALTY
         _core._redis_fallback_check(options["on_error"], fallback is not None)
         self._open_store(client, options["prefix"], options["on_error"], options["timeout"])
         #: on_error="fallback": the local limiter deciding while Redis cannot (None: made
@@ -273,11 +283,14 @@ class _RedisLimit(_Store):
         """The Redis key holding `key`'s state: prefix, the name, ':', then the key."""
         return _redis_key(self._prefix, self._name, key)
 
-    def _forget(self, key: Key) -> bytes:
-        """redis_key(key), the key's remembered refusal dropped (for reset)."""
+    def _forget(self, key: Key) -> List[bytes]:
+        """redis_key(key) and its penalty key, the key's remembered refusal dropped (for
+        reset: the key is let out of the penalty box too)."""
         redis_key = self.redis_key(key)
         self._refusals.pop(redis_key, None)
-        return redis_key
+        if self._penalty is None:
+            return [redis_key]
+        return [redis_key, self.penalty_key(key)]
 
     priorities = property(lambda self: self.limit.priorities,
                           doc="The priority classes, {name: reserve} (empty: none).")
@@ -288,9 +301,26 @@ class _RedisLimit(_Store):
         a class's mode ends with the class's name; a decision's carry the wipe marker
         with on_wipe="refuse"."""
         flag = self._wipe if mode != REFUND else 0
+        if self._penalty is not None:
+            more: Tuple[Any, ...] = (self._penalty,) if priority is None \
+                else (priority, self._penalty)
+            return _request(mode | flag | _PENALTY, cost, now, limit, self._prefix, self._name,
+                            key, *more)
         if priority is None:
             return _request(mode | flag, cost, now, limit, self._prefix, self._name, key)
         return _request(mode | flag, cost, now, limit, self._prefix, self._name, key, priority)
+
+    def _batch_call(self, mode: int, cost: int, limit: cellrate.Limit, key: Key) -> Tuple[Any, ...]:
+        """A decision of one key in a batch call (_redis_batch's), with the wipe marker
+        (on_wipe="refuse") and the penalty."""
+        if self._penalty is None:
+            return (mode | self._wipe, cost, limit, self._prefix, self._name, key)
+        return (mode | self._wipe | _PENALTY, cost, limit, self._prefix, self._name, key,
+                self._penalty)
+
+    def penalty_key(self, key: Key) -> bytes:
+        """The Redis key holding `key`'s strikes under a penalty (in its Cluster slot)."""
+        return _core._redis_penalty_key(self._prefix, self._name, key)
 
     def _refund_words(self, key: Key, cost: int, now: float | None) -> List[bytes]:
         words = self._request(REFUND, key, cost, now, self.limit)
@@ -373,7 +403,7 @@ class _RedisLimit(_Store):
         reset on another host)."""
         decision = _read(mode, reply, limits)
         if not decision.allowed and self.deny_cache and len(limits) == 1:
-            refusal = _remember(mode, now, cost, asked, reply, limits[0])
+            refusal = _remember(mode | self._penalized, now, cost, asked, reply, limits[0])
             if refusal is not None:
                 if len(self._refusals) >= MAX_REFUSALS:
                     self._refusals.clear()
@@ -645,7 +675,7 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         """Forgets `key` (back to a full burst). Raises RedisUnavailable when Redis cannot
         answer, whatever on_error says: a reset is not a decision."""
         try:
-            self._run("DEL", self._forget(key))
+            self._run("DEL", *self._forget(key))
         except Exception as error:
             raise self._unavailable("reset the key", error) from error
 
@@ -695,7 +725,7 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         """A peek, check or allow sent with the other decisions of this event-loop turn
         in one batch call (coalesce=True), answered as if alone."""
         decision = _Decision(mode, (self,), (limit,), cost, now, words,
-                             (mode | self._wipe, cost, limit, self._prefix, self._name, key))
+                             self._batch_call(mode, cost, limit, key))
         if decision.early():
             if decision.error is not None:
                 raise decision.error
@@ -775,7 +805,7 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
     async def reset(self, key: Key) -> None:
         """Forgets `key`; raises RedisUnavailable when Redis cannot answer."""
         try:
-            await self._run("DEL", self._forget(key))
+            await self._run("DEL", *self._forget(key))
         except Exception as error:
             raise self._unavailable("reset the key", error) from error
 
@@ -1247,10 +1277,14 @@ def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, Lis
             stores.append(limiter)
             limits.append(limit)
             groups += (limit, limiter._prefix, limiter._name, pair[1])
-        sent = CHECK | stores[0]._wipe  # the first limiter's on_wipe, as check_all
-        words = _request(sent, cost, now, *groups)
-        decisions.append(_Decision(CHECK, stores, limits, cost, now, words,
-                                   (sent, cost, *groups)))
+        if len(stores) == 1 and stores[0]._penalty is not None:  # with its penalty
+            call = stores[0]._batch_call(CHECK, cost, limits[0], pairs[0][1])
+            words = stores[0]._request(CHECK, pairs[0][1], cost, now, limits[0])
+        else:
+            sent = CHECK | stores[0]._wipe  # the first limiter's on_wipe, as check_all
+            call = (sent, cost, *groups)
+            words = _request(sent, cost, now, *groups)
+        decisions.append(_Decision(CHECK, stores, limits, cost, now, words, call))
     if decisions:
         store = decisions[0].stores[0]
         if isinstance(client, (store._library.cluster, store._library.async_cluster)):
