@@ -661,6 +661,12 @@ def catalogue_rows() -> List[Row]:
         rows.append(Row(f"C: {name} allow path, given now (no clock read)",
                         f"c.catalogue.{name}.allow_given_now", "x_ref",
                         "c.catalogue.gcra.allow_given_now", "gcra, same call"))
+    rows.append(Row("C: calendar allow path (a quota)", "c.catalogue.calendar.allow", "x_ref",
+                    "c.catalogue.fixed_window.allow", "fixed_window, same call", ("<=", 1.2)))
+    rows.append(Row("C: calendar allow path, against gcra", "c.catalogue.calendar.allow", "x_ref",
+                    "c.catalogue.gcra.allow", "gcra, same call"))
+    rows.append(Row("C: gcra allow path under a penalty", "c.catalogue.gcra_penalty.allow", "x_ref",
+                    "c.catalogue.gcra.allow", "gcra, same call", ("<=", 1.03)))
     for n in (2, 3):
         rows.append(Row(f"C: check_all of {n} limits", f"c.check_all.{n}", "x_ref", f"c.separate.{n}",
                         f"{n} separate check calls"))

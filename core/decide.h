@@ -242,11 +242,32 @@ typedef struct {
     int64_t count;
 } cr_fixed_state;
 
-CR_HOT cr_fixed_state cr_fixed_read(const cr_limit *limit, int64_t state, int64_t now_ns)
+/* The end of the window holding now_ns, (floor(now / P) + 1) * P <= now + P
+ * < 2^63. With `cache` (a word that decisions share, 0 at first): the end
+ * it holds while that window holds now_ns, else computed and stored there,
+ * once a window, so that a common decision has no multiply between its
+ * clock read and its compare-and-swap (docs/design/benchmarks.md). Any end
+ * a racing thread stored is checked against now_ns before use. */
+CR_HOT int64_t cr_window_end(const cr_limit *limit, int64_t *cache, int64_t now_ns)
+{
+    const int64_t window = limit->tolerance_ns;
+    if (cache) {
+        const int64_t cached = __atomic_load_n(cache, __ATOMIC_RELAXED);
+        if (__builtin_expect(now_ns < cached && now_ns >= cached - window, 1))
+            return cached;
+    }
+    const int64_t end = (cr_window_index(limit, now_ns) + 1) * window;
+    if (cache)
+        __atomic_store_n(cache, end, __ATOMIC_RELAXED);
+    return end;
+}
+
+/* The key's window and count, `end` the end of the window holding now. */
+CR_HOT cr_fixed_state cr_fixed_read_at(const cr_limit *limit, int64_t state, int64_t end)
 {
     const int64_t window = limit->tolerance_ns;
     cr_fixed_state s;
-    s.end = (cr_window_index(limit, now_ns) + 1) * window; /* <= now + P < 2^63 */
+    s.end = end;
     s.count = 0;
     if (state >= s.end) { /* the current window, or a later one (the clock stepped back) */
         if (state - s.end >= window)
@@ -254,6 +275,11 @@ CR_HOT cr_fixed_state cr_fixed_read(const cr_limit *limit, int64_t state, int64_
         s.count = state - s.end;
     } /* else: the key's window has ended: no count */
     return s;
+}
+
+CR_HOT cr_fixed_state cr_fixed_read(const cr_limit *limit, int64_t state, int64_t now_ns)
+{
+    return cr_fixed_read_at(limit, state, cr_window_end(limit, NULL, now_ns));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -346,12 +372,14 @@ typedef struct {
     int64_t curr;
 } cr_sliding_state;
 
-CR_HOT cr_sliding_state cr_sliding_read(const cr_limit *limit, int64_t state, int64_t now_ns)
+/* `end`: the end of the window holding now_ns (cr_window_end). */
+CR_HOT cr_sliding_state cr_sliding_read_at(const cr_limit *limit, int64_t state, int64_t now_ns,
+                                           int64_t end)
 {
     const int64_t window = limit->tolerance_ns;
     const int64_t radix = limit->burst + 1;
     cr_sliding_state s;
-    s.start = cr_window_index(limit, now_ns) * window;
+    s.start = end - window;
     s.elapsed = now_ns - s.start;
     s.base = s.start + 2 * window; /* <= now + 2P < 2^63 */
     s.prev = s.curr = 0;
@@ -369,6 +397,11 @@ CR_HOT cr_sliding_state cr_sliding_read(const cr_limit *limit, int64_t state, in
         s.prev = packed - cr_count_quotient(limit, packed) * radix;
     }
     return s;
+}
+
+CR_HOT cr_sliding_state cr_sliding_read(const cr_limit *limit, int64_t state, int64_t now_ns)
+{
+    return cr_sliding_read_at(limit, state, now_ns, cr_window_end(limit, NULL, now_ns));
 }
 
 CR_HOT int64_t cr_sliding_pack(const cr_limit *limit, const cr_sliding_state *s)
@@ -417,11 +450,11 @@ static inline int64_t cr_sliding_retry(const cr_limit *limit, const cr_sliding_s
     return next + earliest - now_ns; /* earliest == P: the window after next */
 }
 
-CR_HOT int64_t cr_sliding_decide(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
-                                 cr_decision *out, bool *allowed)
+/* A decision of sliding_window on the key's counts `s` (cr_sliding_read). */
+CR_HOT int64_t cr_sliding_decide(const cr_limit *limit, cr_sliding_state s, int64_t state,
+                                 int64_t now_ns, int64_t cost, cr_decision *out, bool *allowed)
 {
     const int64_t window = limit->tolerance_ns, rate = limit->burst;
-    cr_sliding_state s = cr_sliding_read(limit, state, now_ns);
     int64_t new_state = state;
 
     if (cost == 0) {
@@ -471,21 +504,37 @@ static inline int64_t cr_sliding_refund(const cr_limit *limit, int64_t state, in
 /*
  * One decision: returns the state to store, equal to `state` when nothing is
  * to be written, and says in *allowed whether the request is admitted. With
- * `out` NULL (the allow() path) that is all it works out.
+ * `out` NULL (the allow() path) that is all it works out. `algorithm` is
+ * limit->algorithm; an entry point that passes a constant (one instance per
+ * algorithm) keeps only that algorithm's code. `window_end`: cr_window_end's
+ * cache for fixed_window and sliding_window, or NULL.
  */
-CR_HOT int64_t cr_decision_core(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
-                                cr_decision *out, bool *allowed)
+CR_HOT int64_t cr_decision_of(const cr_limit *limit, cr_algorithm algorithm, int64_t *window_end,
+                              int64_t state, int64_t now_ns, int64_t cost, cr_decision *out,
+                              bool *allowed)
 {
-    switch (limit->algorithm) {
+    switch (algorithm) {
     case CR_ALGORITHM_FIXED_WINDOW:
+        return cr_fixed_decide(
+            limit, cr_fixed_read_at(limit, state, cr_window_end(limit, window_end, now_ns)), state,
+            now_ns, cost, out, allowed);
     case CR_ALGORITHM_CALENDAR: /* a fixed window whose window is the zone's period */
-        return cr_fixed_decide(limit, cr_count_read(limit, state, now_ns), state, now_ns, cost, out,
-                               allowed);
+        return cr_fixed_decide(limit, cr_calendar_read(limit, state, now_ns), state, now_ns, cost,
+                               out, allowed);
     case CR_ALGORITHM_SLIDING_WINDOW:
-        return cr_sliding_decide(limit, state, now_ns, cost, out, allowed);
+        return cr_sliding_decide(
+            limit,
+            cr_sliding_read_at(limit, state, now_ns, cr_window_end(limit, window_end, now_ns)),
+            state, now_ns, cost, out, allowed);
     default:
         return cr_gcra_decide(limit, state, now_ns, cost, out, allowed, 0);
     }
+}
+
+CR_HOT int64_t cr_decision_core(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,
+                                cr_decision *out, bool *allowed)
+{
+    return cr_decision_of(limit, limit->algorithm, NULL, state, now_ns, cost, out, allowed);
 }
 
 /* A decision of the priority class `priority` (a valid index of

@@ -145,6 +145,16 @@ static inline int64_t cr_fast_realtime_now(void)
     return cr_fast_realtime_slow();
 }
 
+/* The line's time on a window algorithm's clock into *ns: CLOCK_REALTIME
+ * from the line read unfenced, as cr_fast_realtime_now reads it; false when
+ * the line does not hold it, or the time is outside [0, horizon), which
+ * cr_read_clock's slow path clamps. */
+static inline bool cr_window_line_time(int64_t *ns)
+{
+    return cr_fast_line_at(&cr_fast_clock_line, cr_tsc(), true, ns) &&
+           (uint64_t)*ns < (uint64_t)CR_HORIZON_NS;
+}
+
 /* The limit's clock now: monotonic, fast, or realtime (window algorithms).
  * The first two are within a few ms of CLOCK_MONOTONIC at worst (a jump of
  * the counter), so below the horizon. */

@@ -41,6 +41,8 @@ struct limiter_cell {
     cr_generation limit;                  /* first: a cell is its limit's generation */
     limiter_cell *_Atomic next;           /* set before the cell is retired */
     _Alignas(64) _Atomic int64_t own_tat; /* a cache line of its own */
+    int64_t window_end; /* fixed and sliding window: cr_window_end's cache, in the line a
+                           decision swaps anyway */
 };
 
 struct cr_limiter {
@@ -397,43 +399,68 @@ priority_apply(cr_limiter *limiter, int64_t now_ns, int64_t cost, int32_t priori
     return limiter_apply(limiter, now_ns, &op, true, NULL, allowed);
 }
 
-/* The common allow(): a limiter of this process under gcra or token_bucket
- * (a change keeps the algorithm and the clock), its decision limiter_apply's,
- * with nothing kept across the compare-and-swap but the cell and the time,
- * and the verdict stored once it is final. `priority`: a class's index, or
- * -1 (a constant: cr_limiter_allow's path has no class in it). */
-__attribute__((always_inline)) static inline cr_status
-allow_fast(cr_limiter *limiter, int64_t now_ns, int64_t cost, int32_t priority, bool *allowed)
+static cr_status fixed_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed);
+static cr_status sliding_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed);
+static cr_status calendar_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed);
+
+/* The common allow(): a limiter of this process (a change keeps the
+ * algorithm and the clock), its decision limiter_apply's, with nothing kept
+ * across the compare-and-swap but the cell and the time, and the verdict
+ * stored once it is final. `priority`: a class's index, or -1 (a constant:
+ * cr_limiter_allow's path has no class in it). `algorithm` (a constant):
+ * CR_ALGORITHM_GCRA for gcra and token_bucket, whose entry calls nothing on
+ * its common path and keeps no registers; a window algorithm for its own
+ * instance (window_allow), out of that entry's frame: a calendar's decision
+ * may call (its boundary), and the windows have no classes (a change keeps
+ * the algorithm: the cell's says which instance decides). */
+__attribute__((always_inline)) static inline cr_status allow_fast(cr_limiter *limiter,
+                                                                  int64_t now_ns, int64_t cost,
+                                                                  int32_t priority, bool *allowed,
+                                                                  cr_algorithm algorithm)
 {
+    const bool window = algorithm >= CR_ALGORITHM_FIXED_WINDOW;
     limiter_cell *cell = current_cell(limiter);
     if (priority >= 0 && __builtin_expect(priority >= cell->limit.limit.npriorities, 0))
         return cr_priority_check(&cell->limit.limit, priority); /* kept by every change */
-    if (__builtin_expect(limiter->region.base != NULL || cr_is_window(&cell->limit.limit) ||
-                             cr_check_args(now_ns, cost) != CR_OK,
-                         0))
+    if (!window && __builtin_expect(cr_is_window(&cell->limit.limit), 0)) {
+        switch (cell->limit.limit.algorithm) { /* no classes: priority < 0 */
+        case CR_ALGORITHM_FIXED_WINDOW:
+            return fixed_allow(limiter, now_ns, cost, allowed);
+        case CR_ALGORITHM_SLIDING_WINDOW:
+            return sliding_allow(limiter, now_ns, cost, allowed);
+        default:
+            return calendar_allow(limiter, now_ns, cost, allowed);
+        }
+    }
+    if (__builtin_expect(limiter->region.base != NULL || cr_check_args(now_ns, cost) != CR_OK, 0))
         return priority < 0 ? allow_apply(limiter, now_ns, cost, allowed)
                             : priority_apply(limiter, now_ns, cost, priority, allowed);
     int64_t line_ns;
     if (now_ns == CR_CLOCK) {
-        if (!__builtin_expect(cr_steady_line_time(&cell->limit.limit, &line_ns), 1))
+        if (!__builtin_expect(window ? cr_window_line_time(&line_ns)
+                                     : cr_steady_line_time(&cell->limit.limit, &line_ns),
+                              1))
             return priority < 0 ? allow_apply(limiter, now_ns, cost, allowed)
                                 : priority_apply(limiter, now_ns, cost, priority, allowed);
         now_ns = line_ns;
     }
-    int64_t tat = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
+    int64_t state = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
     bool admitted;
     for (;;) {
-        if (__builtin_expect(tat == CR_STATE_MOVED, 0)) {
+        if (__builtin_expect(state == CR_STATE_MOVED, 0)) {
             cell = atomic_load_explicit(&cell->next, memory_order_acquire);
-            tat = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
+            state = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
             continue;
         }
         const int64_t reserve_ns = priority < 0 ? 0
                                                 : cell->limit.limit.priorities[priority].reserve_ns;
-        const int64_t new_tat = cr_gcra_decide(&cell->limit.limit, tat, now_ns, cost, NULL,
-                                               &admitted, reserve_ns);
-        if (new_tat == tat ||
-            atomic_compare_exchange_weak_explicit(&cell->own_tat, &tat, new_tat,
+        const int64_t new_state = window ? cr_decision_of(&cell->limit.limit, algorithm,
+                                                          &cell->window_end, state, now_ns, cost,
+                                                          NULL, &admitted)
+                                         : cr_gcra_decide(&cell->limit.limit, state, now_ns, cost,
+                                                          NULL, &admitted, reserve_ns);
+        if (new_state == state ||
+            atomic_compare_exchange_weak_explicit(&cell->own_tat, &state, new_state,
                                                   memory_order_acq_rel, memory_order_acquire))
             break;
     }
@@ -443,9 +470,32 @@ allow_fast(cr_limiter *limiter, int64_t now_ns, int64_t cost, int32_t priority, 
     return (cr_status)cr_count_own_tail(&limiter->counts, admitted, cost, cell->limit.limit.burst);
 }
 
+/* allow() of a window algorithm in one process, an instance for each.
+ * Through limiter_apply it cost twice gcra's instructions (saved registers,
+ * the operation on the stack, the general counting, every algorithm's
+ * code) and kept the clock's read further from the swap
+ * (docs/design/benchmarks.md). */
+__attribute__((noinline)) static cr_status fixed_allow(cr_limiter *limiter, int64_t now_ns,
+                                                       int64_t cost, bool *allowed)
+{
+    return allow_fast(limiter, now_ns, cost, -1, allowed, CR_ALGORITHM_FIXED_WINDOW);
+}
+
+__attribute__((noinline)) static cr_status sliding_allow(cr_limiter *limiter, int64_t now_ns,
+                                                         int64_t cost, bool *allowed)
+{
+    return allow_fast(limiter, now_ns, cost, -1, allowed, CR_ALGORITHM_SLIDING_WINDOW);
+}
+
+__attribute__((noinline)) static cr_status calendar_allow(cr_limiter *limiter, int64_t now_ns,
+                                                          int64_t cost, bool *allowed)
+{
+    return allow_fast(limiter, now_ns, cost, -1, allowed, CR_ALGORITHM_CALENDAR);
+}
+
 cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
 {
-    return allow_fast(limiter, now_ns, cost, -1, allowed);
+    return allow_fast(limiter, now_ns, cost, -1, allowed, CR_ALGORITHM_GCRA);
 }
 
 /* A class's check or peek (into `out`) through limiter_apply: out of line, so
@@ -471,7 +521,8 @@ cr_status cr_limiter_check_priority(cr_limiter *limiter, int64_t now_ns, int64_t
 {
     if (__builtin_expect(out != NULL || !commit || priority < 0, 0))
         return priority_check(limiter, now_ns, cost, priority, commit, out, allowed);
-    return allow_fast(limiter, now_ns, cost, priority, allowed); /* allow(): the lean path */
+    return allow_fast(limiter, now_ns, cost, priority, allowed,
+                      CR_ALGORITHM_GCRA); /* allow(): the lean path */
 }
 
 cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)

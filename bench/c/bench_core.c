@@ -879,6 +879,12 @@ static void live_change_scenarios(const config *cfg)
     cr_limiter_free(change.limiter);
 }
 
+/* Whether the catalogue's `name` reads the realtime clock. */
+static bool is_realtime(const char *name)
+{
+    return strstr(name, "window") != NULL || strcmp(name, "calendar") == 0;
+}
+
 /* The algorithm catalogue's allow paths, and check_all against separate
  * calls. Each limit admits every call of every run: gcra/token_bucket as the
  * allow limit; windows of 10^7 s with rates under their ceilings
@@ -915,6 +921,16 @@ static bool composite_separate(void *ctx, size_t i)
 
 static cr_limit catalogue_limit(const char *algorithm)
 {
+    if (strcmp(algorithm, "calendar") == 0) { /* a quota of 10^12 a day: UTC's days */
+        static const char rate[] = "1000000000000/day";
+        cr_limit_args args = {.rate_text = rate,
+                              .rate_text_len = strlen(rate),
+                              .algorithm = algorithm,
+                              .algorithm_len = strlen(algorithm)};
+        return make_limit(args, NULL);
+    }
+    if (strcmp(algorithm, "gcra_penalty") == 0)
+        algorithm = "gcra"; /* the allow limit; its penalty is set by the caller */
     bool window = strstr(algorithm, "window") != NULL;
     cr_limit_args args = {.rate = window ? (algorithm[0] == 'f' ? 1e15 : 9e7) : ALLOW_RATE_PER_S,
                           .period_s = window ? 1e7 : 1,
@@ -929,16 +945,27 @@ static cr_limit catalogue_limit(const char *algorithm)
 static void catalogue_scenarios(const config *cfg)
 {
     size_t n = cfg->single_ops;
-    static const char *const names[] = {"gcra", "token_bucket", "fixed_window", "sliding_window"};
-    cellrate_ctx clock_ctx[4] = {{0}}, given_ctx[4] = {{0}};
-    bench_case cases[8 + 4];
-    char ids[8][64];
-    for (int a = 0; a < 4; a++) {
+    /* calendar: a quota, its boundary cached until it passes; gcra_penalty:
+     * the allow limit under a penalty (never refused: the cost of the box
+     * to an admission) */
+    static const char *const names[] = {"gcra",           "token_bucket", "fixed_window",
+                                        "sliding_window", "calendar",     "gcra_penalty"};
+    enum { ALGORITHMS = sizeof names / sizeof names[0] };
+    cellrate_ctx clock_ctx[ALGORITHMS] = {{0}}, given_ctx[ALGORITHMS] = {{0}};
+    bench_case cases[2 * ALGORITHMS + 4];
+    char ids[2 * ALGORITHMS][64];
+    cr_penalty penalty;
+    check_status(cr_penalty_init(&penalty, "5/minute", 8, 10.0, 60.0, true), "cr_penalty_init");
+    for (int a = 0; a < ALGORITHMS; a++) {
         cr_limit limit = catalogue_limit(names[a]);
         check_status(cr_limiter_new(&clock_ctx[a].limiter, &limit), "cr_limiter_new");
         check_status(cr_limiter_new(&given_ctx[a].limiter, &limit), "cr_limiter_new");
+        if (strcmp(names[a], "gcra_penalty") == 0) {
+            check_status(cr_limiter_set_penalty(clock_ctx[a].limiter, &penalty), "set_penalty");
+            check_status(cr_limiter_set_penalty(given_ctx[a].limiter, &penalty), "set_penalty");
+        }
         /* windows take realtime nanoseconds: start given times on that clock */
-        given_ctx[a].now_base = a >= 2 ? cr_realtime_ns() : wall_ns();
+        given_ctx[a].now_base = is_realtime(names[a]) ? cr_realtime_ns() : wall_ns();
         snprintf(ids[2 * a], sizeof ids[0], "c.catalogue.%s.allow", names[a]);
         snprintf(ids[2 * a + 1], sizeof ids[0], "c.catalogue.%s.allow_given_now", names[a]);
         cases[2 * a] = (bench_case)CASE1(ids[2 * a], limiter_clock, &clock_ctx[a], n, "allow");
@@ -956,12 +983,14 @@ static void catalogue_scenarios(const config *cfg)
         }
         composite[k].now_base = wall_ns();
     }
-    cases[8] = (bench_case)CASE1("c.check_all.2", composite_check_all, &composite[0], n, "allow");
-    cases[9] = (bench_case)CASE1("c.separate.2", composite_separate, &composite[1], n, "allow");
-    cases[10] = (bench_case)CASE1("c.check_all.3", composite_check_all, &composite[2], n, "allow");
-    cases[11] = (bench_case)CASE1("c.separate.3", composite_separate, &composite[3], n, "allow");
+    const int c = 2 * ALGORITHMS;
+    cases[c] = (bench_case)CASE1("c.check_all.2", composite_check_all, &composite[0], n, "allow");
+    cases[c + 1] = (bench_case)CASE1("c.separate.2", composite_separate, &composite[1], n, "allow");
+    cases[c + 2] = (bench_case)CASE1("c.check_all.3", composite_check_all, &composite[2], n,
+                                     "allow");
+    cases[c + 3] = (bench_case)CASE1("c.separate.3", composite_separate, &composite[3], n, "allow");
     run_cases(cfg, "c.catalogue", cases, sizeof cases / sizeof cases[0]);
-    for (int a = 0; a < 4; a++) {
+    for (int a = 0; a < ALGORITHMS; a++) {
         cr_limiter_free(clock_ctx[a].limiter);
         cr_limiter_free(given_ctx[a].limiter);
     }

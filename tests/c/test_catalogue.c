@@ -4,7 +4,8 @@
  *   - limits with an algorithm: names, clocks, errors;
  *   - the horizon: no `now` at or past 2^62 ns; 1000 calls at its last ns
  *     admit exactly burst (saturation used to admit them all);
- *   - window limiters read the realtime clock;
+ *   - window limiters read the realtime clock; allow()'s cached window end
+ *     decides as check() does, whatever the times;
  *   - regions record their algorithm;
  *   - anchor: a late start spaces what follows; cr_wait on a window algorithm;
  *   - check_all: the tightest decision, a refusal spends nothing, the give-back;
@@ -139,6 +140,52 @@ static void test_window_clock(void)
         break;
     }
     cr_limiter_free(lim);
+}
+
+/* allow() keeps the end of the current window in the limiter (fixed and
+ * sliding window), used while it holds `now`; check() computes it afresh.
+ * Driven alike by times that stay in a window, cross into the next, jump
+ * ahead and step back (into the previous window, and further), the two
+ * agree at every step, and so does a peek on each. */
+static void test_window_end_cache(void)
+{
+    static const char *const names[] = {"fixed_window", "sliding_window"};
+    for (int a = 0; a < 2; a++) {
+        cr_limit limit = must(names[a], 5, 10);
+        cr_limiter *cached, *fresh;
+        CHECK(cr_limiter_new(&cached, &limit) == CR_OK && cr_limiter_new(&fresh, &limit) == CR_OK,
+              "new %s", names[a]);
+        uint64_t seed = 7;
+        int64_t now = EPOCH;
+        for (int step = 0; step < 20000; step++) {
+            seed = seed * 6364136223846793005u + 1442695040888963407u;
+            const unsigned draw = (unsigned)(seed >> 33);
+            switch (draw % 8) {
+            case 0: /* back into the previous window or further */
+                now -= (int64_t)(draw % 25) * SECOND + (int64_t)(draw % 997);
+                break;
+            case 1: /* far ahead */
+                now += (int64_t)(draw % 40) * SECOND;
+                break;
+            default: /* a little on, often into the next window */
+                now += (int64_t)(draw % 3000) * 1000000;
+                break;
+            }
+            const int64_t cost = (int64_t)(draw >> 8) % 3;
+            bool ok;
+            cr_decision d, peek;
+            CHECK_EQ_I64(cr_limiter_allow(cached, now, cost, &ok), CR_OK, "allow");
+            CHECK_EQ_I64(cr_limiter_check(fresh, now, cost, true, &d), CR_OK, "check");
+            CHECK_EQ_I64(ok, d.allowed, "%s step %d: allow() as check()", names[a], step);
+            CHECK_EQ_I64(cr_limiter_check(cached, now, 1, false, &peek), CR_OK, "peek");
+            CHECK_EQ_I64(cr_limiter_check(fresh, now, 1, false, &d), CR_OK, "peek");
+            CHECK_EQ_I64(peek.remaining, d.remaining, "%s step %d: remaining", names[a], step);
+            CHECK_EQ_I64(peek.retry_after_ns, d.retry_after_ns, "%s step %d: retry_after", names[a],
+                         step);
+        }
+        cr_limiter_free(cached);
+        cr_limiter_free(fresh);
+    }
 }
 
 static void test_region_algorithm(void)
@@ -570,6 +617,7 @@ int main(void)
     test_limits();
     test_horizon();
     test_window_clock();
+    test_window_end_cache();
     test_region_algorithm();
     test_reserve_errors();
     test_anchor();
