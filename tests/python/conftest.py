@@ -255,6 +255,29 @@ def pytest_report_header(config):
             f", GIL {'on' if gil_enabled() else 'off'}")
 
 
+# The modules whose subject is a server the tests start (Redis, Sentinel,
+# Cluster; uvicorn and gunicorn workers; the fleet share's members): make
+# test-py runs them on the first and the last interpreter it tests, and on the
+# free-threaded one; the interpreters between set CELLRATE_SERVERS_ON_ENDS=1
+# (tools/wheels/run.sh), where the extension, the faces and the adapters are
+# still tested in process.
+SERVER_MODULES = frozenset({
+    "test_redis", "test_redis_batch", "test_redis_concurrency", "test_redis_failover",
+    "test_redis_fallback", "test_redis_penalty", "test_redis_plans", "test_redis_priorities",
+    "test_redis_wipe", "test_share", "test_valkey", "test_web_servers", "test_priority_servers",
+    "test_quota_servers"})
+
+
+def pytest_collection_modifyitems(config, items):
+    if not os.environ.get("CELLRATE_SERVERS_ON_ENDS"):
+        return
+    skip = pytest.mark.skip(reason="a server's test: run on the first and last interpreter "
+                            "(CELLRATE_SERVERS_ON_ENDS)")
+    for item in items:
+        if item.module is not None and item.module.__name__ in SERVER_MODULES:
+            item.add_marker(skip)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """`make test-ft` (CELLRATE_REQUIRE_NO_GIL=1): the GIL stayed off throughout."""
     if os.environ.get("CELLRATE_REQUIRE_NO_GIL") == "1" and gil_enabled():

@@ -20,9 +20,11 @@
 # CELLRATE_PY_JOBS at a time (default 2: a suite waits on its servers, clocks
 # and child processes more than it computes), each one's output kept in a log
 # and printed as it ends. The versions between the first and the last named
-# run with CELLRATE_INTERPRETER_ONLY=1: the tests whose subject does not
-# depend on the interpreter (the Lua rock built through the Makefile) skip
-# there, having run on the first and the last.
+# run with CELLRATE_INTERPRETER_ONLY=1 and CELLRATE_SERVERS_ON_ENDS=1: the
+# tests whose subject does not depend on the interpreter skip there, having run
+# on the first and the last: the reference model (tests/model), the Lua rock
+# built through the Makefile, and the modules whose subject is a server the
+# tests start (tests/python/conftest.py, SERVER_MODULES).
 #
 # Environment: VENV (default .venv, made from BASE_PYTHON: its auditwheel repairs, its python builds
 # the sdist), CELLRATE_WERROR (passed to setup.py), CELLRATE_PY_JOBS.
@@ -117,10 +119,12 @@ print(p["purelib"]); print(p["platlib"])' \
     [ "$version" = "$first" ] || [ "$version" = "$last" ] || only=1
     while [ "$(echo "$running" | wc -w)" -ge "$jobs" ]; do finish; done
     echo "python$version: testing${only:+ (CELLRATE_INTERPRETER_ONLY)}, output when it ends"
-    (cd "$work" && exec env -u PYTHONPATH CELLRATE_INSTALLED_IN="$target" CELLRATE_WHEEL="$wheel" \
-        CELLRATE_INTERPRETER_ONLY="$only" "$target/bin/python" -m pytest \
+    (cd "$work" && if [ -n "$only" ]; then set -- "$ROOT/tests/python"; else
+        set -- "$ROOT/tests/model" "$ROOT/tests/python"; fi &&
+        exec env -u PYTHONPATH CELLRATE_INSTALLED_IN="$target" CELLRATE_WHEEL="$wheel" \
+        CELLRATE_INTERPRETER_ONLY="$only" CELLRATE_SERVERS_ON_ENDS="$only" "$target/bin/python" -m pytest \
         -q -p no:cacheprovider --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
-        "$ROOT/tests/model" "$ROOT/tests/python") >"$work/test-$version.log" 2>&1 </dev/null &
+        "$@") >"$work/test-$version.log" 2>&1 </dev/null &
     echo $! >"$work/pid-$version"
     running="$running${running:+ }$version"
 done
