@@ -377,7 +377,8 @@ def test_check_all_bad_input():
     for bad, error, param in [([], VALUE, "items"), (None, TYPE, "items"), (5, TYPE, "items"),
                               ([5], TYPE, "items"), ([keyed], TYPE, "items"),
                               ([(lim, "k")], TYPE, "items"), ([(keyed,)], TYPE, "items"),
-                              ([(keyed, "k", 1)], TYPE, "items"), ([(keyed, 5)], TYPE, "key"),
+                              ([(keyed, "k", 1)], TYPE, "plan"),  # (keyed, key, plan)
+                              ([(keyed, "k", None, 1)], TYPE, "items"), ([(keyed, 5)], TYPE, "key"),
                               ("ab", TYPE, "items")]:
         with pytest.raises(error) as info:
             cellrate.check_all(bad)
