@@ -265,7 +265,7 @@ SERVER_MODULES = frozenset({
     "test_redis", "test_redis_batch", "test_redis_concurrency", "test_redis_failover",
     "test_redis_fallback", "test_redis_penalty", "test_redis_plans", "test_redis_priorities",
     "test_redis_wipe", "test_share", "test_valkey", "test_web_servers", "test_priority_servers",
-    "test_quota_servers"})
+    "test_quota_servers", "test_plans_servers"})
 
 
 def pytest_collection_modifyitems(config, items):
