@@ -179,9 +179,10 @@ describe("check_all", function()
       local lim = cellrate.limiter(10)
       local keyed = cellrate.keyed(10, { capacity = 8 })
       for _, bad in ipairs({ {}, 5, "ab", { 5 }, { keyed }, { { lim, "k" } }, { { keyed } },
-         { { keyed, "k", 1 } }, { {} } }) do
+         { { keyed, "k", "default", 1 } }, { {} } }) do
          raises("items", cellrate.check_all, bad)
       end
+      raises("plan", cellrate.check_all, { { keyed, "k", 1 } }) -- { keyed, key, plan }
       raises("items", cellrate.check_all)
       raises("key", cellrate.check_all, { { keyed, 5 } })
       raises("cost", cellrate.check_all, { lim }, -1)
