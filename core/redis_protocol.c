@@ -155,11 +155,16 @@ static void word_penalty(request *r, const cr_penalty *penalty)
     word_bytes(r, text, len);
 }
 
-static void word_key(request *r, const cr_redis_item *item)
+/* A key of `item` as the next word, written by `write` (cr_redis_key: its
+ * state; cr_redis_penalty_key: its strikes). */
+typedef size_t key_writer(char *buf, size_t size, const char *prefix, size_t prefix_len,
+                          const char *name, size_t name_len, const char *key, size_t key_len);
+
+static void word_key_by(request *r, const cr_redis_item *item, key_writer *write)
 {
     const size_t room = r->size - r->at;
-    const size_t len = cr_redis_key(r->buf + r->at, room, item->prefix, item->prefix_len,
-                                    item->name, item->name_len, item->key, item->key_len);
+    const size_t len = write(r->buf + r->at, room, item->prefix, item->prefix_len, item->name,
+                             item->name_len, item->key, item->key_len);
     if (len > room) {
         r->short_of_room = true;
         return;
@@ -167,6 +172,8 @@ static void word_key(request *r, const cr_redis_item *item)
     r->words[r->count++] = (cr_redis_word){r->at, len};
     r->at += len;
 }
+
+static void word_key(request *r, const cr_redis_item *item) { word_key_by(r, item, cr_redis_key); }
 
 /* CRC16 of Redis Cluster (XMODEM: polynomial 0x1021, from 0), a byte at a
  * time: crc16_table[b] is the CRC of the byte b (the model computes it bit by
@@ -403,15 +410,7 @@ static size_t argv_words(cr_redis_mode mode, int64_t now_ns, const cr_redis_item
 /* A penalized request's last key: its item's penalty key. */
 static void word_penalty_key(request *r, const cr_redis_item *item)
 {
-    const size_t room = r->size - r->at;
-    const size_t len = cr_redis_penalty_key(r->buf + r->at, room, item->prefix, item->prefix_len,
-                                            item->name, item->name_len, item->key, item->key_len);
-    if (len > room) {
-        r->short_of_room = true;
-        return;
-    }
-    r->words[r->count++] = (cr_redis_word){r->at, len};
-    r->at += len;
+    word_key_by(r, item, cr_redis_penalty_key);
 }
 
 cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
