@@ -285,6 +285,28 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = 1
 
 
+@pytest.fixture(scope="module")
+def server():
+    """A Redis server of the module's own on loopback (redis_servers.py), for its tests
+    that take `client`; a module with servers of other kinds defines its own."""
+    from redis_servers import redis_server
+    with redis_server() as srv:
+        yield srv
+
+
+@pytest.fixture
+def client(server):
+    """A redis-py client of `server`, emptied, the server marked in service (an empty
+    Redis is a wiped one to on_wipe="refuse": test_redis_wipe.py)."""
+    from redis_servers import in_service
+    from test_redis import client_for
+    c = client_for(server.port)
+    c.flushall()
+    in_service(c)
+    yield c
+    c.close()
+
+
 @pytest.fixture(params=["Limiter", "KeyedLimiter"])
 def one_key(request):
     """A factory for a single-key view of either limiter type.

@@ -25,7 +25,7 @@ from redis.retry import Retry  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from redis_servers import RedisServer, in_service, needs_redis, redis_server  # noqa: E402
+from redis_servers import RedisServer, in_service, needs_redis  # noqa: E402
 
 pytestmark = needs_redis
 
@@ -41,21 +41,6 @@ def client_for(port: int) -> redis.Redis:
 def async_client_for(port: int) -> redis.asyncio.Redis:
     return redis.asyncio.Redis(port=port, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
                                retry=redis.asyncio.retry.Retry(NoBackoff(), 0))
-
-
-@pytest.fixture(scope="module")
-def server():
-    with redis_server() as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server):
-    c = client_for(server.port)
-    c.flushall()
-    in_service(c)  # on_wipe="refuse" reads an empty Redis as wiped
-    yield c
-    c.close()
 
 
 class ScriptCalls:

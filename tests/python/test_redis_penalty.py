@@ -14,9 +14,9 @@ import pytest
 redis = pytest.importorskip("redis")
 
 import cellrate  # noqa: E402
-from redis_servers import in_service, needs_redis, redis_server  # noqa: E402
+from redis_servers import needs_redis  # noqa: E402
 from test_penalty import KEYS, VECTORS  # noqa: E402
-from test_redis import AsyncRedisLimiter, RedisLimiter, async_client_for, client_for  # noqa: E402
+from test_redis import AsyncRedisLimiter, RedisLimiter, async_client_for  # noqa: E402
 from test_vectors import STATUS, seconds_match  # noqa: E402
 
 pytestmark = needs_redis
@@ -43,21 +43,6 @@ def read_refusals() -> list[dict]:
 
 
 REFUSALS = read_refusals()
-
-
-@pytest.fixture(scope="module")
-def server():
-    with redis_server() as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server):
-    c = client_for(server.port)
-    c.flushall()
-    in_service(c)  # not a wiped Redis: keys have their burst (test_redis_wipe.py)
-    yield c
-    c.close()
 
 
 def _penalty(given: tuple) -> cellrate.Penalty:
