@@ -7,18 +7,16 @@ the connections over the workers; per hour, so nothing is restored meanwhile."""
 
 import concurrent.futures
 import json
-import subprocess
-import sys
-import time
 
 import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from conftest import REPO  # noqa: E402
-from test_web_servers import (access_log, free_port, get, region,  # noqa: E402,F401
-                              server_env, stop, wait_until_listening)
+from test_web_servers import (access_log, free_port, get,  # noqa: E402
+                              hammer_until_each_worker_answers, region,  # noqa: F401
+                              server_env, start_uvicorn, stop, uvicorn_log_config,
+                              wait_until_listening)
 
 FREE, PRO = 5, 20
 
@@ -27,33 +25,18 @@ def serve(tmp_path, region, tiers, run):  # noqa: F811
     """Runs uvicorn with 2 workers on `region` with the key table `tiers`; the pids
     of the workers that answered."""
     port = free_port()
-    access = tmp_path / f"access-{run}.log"
-    config, log = tmp_path / f"log-{run}.json", tmp_path / f"server-{run}.log"
-    config.write_text(json.dumps({
-        "version": 1, "disable_existing_loggers": False,
-        "formatters": {"access": {"()": "uvicorn.logging.AccessFormatter",
-                                  "fmt": "%(process)d %(status_code)s"}},
-        "handlers": {"access": {"class": "logging.FileHandler", "filename": str(access),
-                                "formatter": "access"}},
-        "loggers": {"uvicorn.access": {"handlers": ["access"], "level": "INFO",
-                                       "propagate": False}}}))
+    access, log = tmp_path / f"access-{port}.log", tmp_path / f"server-{port}.log"
+    config = uvicorn_log_config(tmp_path / f"log-{port}.json", access)
     env = server_env(CELLRATE_LIMIT=f"{FREE}/hour", CELLRATE_PRO=f"{PRO}/hour",
                      CELLRATE_REGION=region, CELLRATE_TIERS=json.dumps(tiers))
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "plans_app:app", "--host", "127.0.0.1",
-             "--port", str(port), "--workers", "2", "--log-config", str(config),
-             "--no-use-colors"], cwd=str(REPO / "tests" / "python"), env=env,
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = start_uvicorn("plans_app:app", port, env, config, log)
     try:
         wait_until_listening(port, proc, log)
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             counts = {key: list(pool.map(lambda _, k=key: get(port, headers={"X-API-Key": k}),
                                          range(times)))
                       for key, times in run.items()}
-            deadline = time.monotonic() + 60
-            while len({pid for pid, _ in access_log(access)}) < 2 and time.monotonic() < deadline:
-                list(pool.map(lambda _: get(port, headers={"X-API-Key": "k-spread"}), range(16)))
+        hammer_until_each_worker_answers(port, access, 1)  # keyless: "anonymous"
     finally:
         stop(proc)
     return counts, {pid for pid, _ in access_log(access)}, log

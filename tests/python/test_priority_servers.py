@@ -6,8 +6,6 @@ critical ones. Bulk is admitted exactly its half of the burst and no more, howev
 the kernel spreads the connections; critical then gets the half bulk may not spend."""
 
 import concurrent.futures
-import json
-import sys
 
 import pytest
 
@@ -15,32 +13,19 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from test_web_servers import (access_log, free_port, get, region,  # noqa: E402,F401
-                              server_env, stop, wait_until_listening)
-import subprocess  # noqa: E402
+                              server_env, start_uvicorn, stop, uvicorn_log_config,
+                              wait_until_listening)
 import time  # noqa: E402
-from conftest import REPO  # noqa: E402
 
 BURST = 10
 
 
 def test_uvicorn_two_workers_bulk_refused_critical_served(tmp_path, region):  # noqa: F811
     port = free_port()
-    access, config, log = tmp_path / "access.log", tmp_path / "log.json", tmp_path / "server.log"
-    config.write_text(json.dumps({
-        "version": 1, "disable_existing_loggers": False,
-        "formatters": {"access": {"()": "uvicorn.logging.AccessFormatter",
-                                  "fmt": "%(process)d %(status_code)s"}},
-        "handlers": {"access": {"class": "logging.FileHandler", "filename": str(access),
-                                "formatter": "access"}},
-        "loggers": {"uvicorn.access": {"handlers": ["access"], "level": "INFO",
-                                       "propagate": False}}}))
+    access, log = tmp_path / "access.log", tmp_path / "server.log"
+    config = uvicorn_log_config(tmp_path / "log.json", access)
     env = server_env(CELLRATE_LIMIT=f"{BURST}/hour", CELLRATE_REGION=region)
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "priority_app:app", "--host", "127.0.0.1",
-             "--port", str(port), "--workers", "2", "--log-config", str(config),
-             "--no-use-colors"], cwd=str(REPO / "tests" / "python"), env=env,
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = start_uvicorn("priority_app:app", port, env, config, log)
     try:
         wait_until_listening(port, proc, log)
         bulk: list[int] = []

@@ -112,6 +112,33 @@ def hammer_until_each_worker_answers(port, access, least, within=90.0):
     return statuses
 
 
+def uvicorn_log_config(path, access):
+    """A --log-config file for uvicorn: its access log goes to `access`, a line
+    "<pid> <status>" a request (what access_log reads)."""
+    path.write_text(json.dumps({
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"access": {"()": "uvicorn.logging.AccessFormatter",
+                                  "fmt": "%(process)d %(status_code)s", "use_colors": False}},
+        "handlers": {"access": {"class": "logging.FileHandler", "filename": str(access),
+                                "formatter": "access"}},
+        "loggers": {"uvicorn.access": {"handlers": ["access"], "level": "INFO",
+                                       "propagate": False}},
+    }))
+    return path
+
+
+def start_uvicorn(app, port, env, config, log):
+    """uvicorn with 2 workers serving `app` of tests/python on loopback, logging by
+    `config`, its output in `log`: one process group, which stop() ends."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
+             "--workers", "2", "--log-config", str(config), "--no-use-colors"],
+            cwd=str(REPO / "tests" / "python"), env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+
 @pytest.fixture
 def region():
     path = f"/dev/shm/cellrate-test-web-{uuid.uuid4().hex}"
@@ -157,17 +184,7 @@ def run_server(tmp_path, region, argv, access, shared):
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "per-worker"])
 def test_uvicorn_two_workers(tmp_path, region, shared):
     access = tmp_path / "access.log"
-    config = tmp_path / "log.json"
-    config.write_text(json.dumps({
-        "version": 1,
-        "disable_existing_loggers": False,
-        "formatters": {"access": {"()": "uvicorn.logging.AccessFormatter",
-                                  "fmt": "%(process)d %(status_code)s", "use_colors": False}},
-        "handlers": {"access": {"class": "logging.FileHandler", "filename": str(access),
-                                "formatter": "access"}},
-        "loggers": {"uvicorn.access": {"handlers": ["access"], "level": "INFO",
-                                       "propagate": False}},
-    }))
+    config = uvicorn_log_config(tmp_path / "log.json", access)
     run_server(tmp_path, region, lambda port: [
         "uvicorn", "starlette_app:app", "--host", "127.0.0.1", "--port", str(port),
         "--workers", "2", "--log-config", str(config), "--no-use-colors",
