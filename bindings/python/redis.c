@@ -393,13 +393,17 @@ static PyObject *module_redis_backoff(PyObject *module, PyObject *previous)
     return PyLong_FromLongLong(cr_redis_backoff(previous_ns));
 }
 
-/* _redis_key(prefix, name, key): the Redis key of `key` (None: a concurrency
- * limit's one key), the key checked as every decision checks it. */
-static PyObject *module_redis_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* A key written by `write` (cr_redis_key, cr_redis_penalty_key) of the
+ * arguments (prefix, name, key) as bytes; `key` None only where `keyless`. */
+typedef size_t key_writer(char *buf, size_t size, const char *prefix, size_t prefix_len,
+                          const char *name, size_t name_len, const char *key, size_t key_len);
+
+static PyObject *key_bytes(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                           const char *usage, key_writer *write, bool keyless)
 {
     module_state *state = (module_state *)PyModule_GetState(module);
     if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "_redis_key(prefix, name, key)");
+        PyErr_SetString(PyExc_TypeError, usage);
         return NULL;
     }
     size_t prefix_len, name_len;
@@ -409,40 +413,29 @@ static PyObject *module_redis_key(PyObject *module, PyObject *const *args, Py_ss
         return NULL;
     const char *key = NULL;
     Py_ssize_t key_len = 0;
-    if (args[2] != Py_None && convert_key(state, args[2], &key, &key_len) < 0)
+    if (!(keyless && args[2] == Py_None) && convert_key(state, args[2], &key, &key_len) < 0)
         return NULL;
-    const size_t len = cr_redis_key(NULL, 0, prefix, prefix_len, name, name_len, key,
-                                    (size_t)key_len);
+    const size_t len = write(NULL, 0, prefix, prefix_len, name, name_len, key, (size_t)key_len);
     PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
     if (bytes != NULL)
-        cr_redis_key(PyBytes_AS_STRING(bytes), len, prefix, prefix_len, name, name_len, key,
-                     (size_t)key_len);
+        write(PyBytes_AS_STRING(bytes), len, prefix, prefix_len, name, name_len, key,
+              (size_t)key_len);
     return bytes;
+}
+
+/* _redis_key(prefix, name, key): the Redis key of `key` (None: a concurrency
+ * limit's one key), the key checked as every decision checks it. */
+static PyObject *module_redis_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return key_bytes(module, args, nargs, "_redis_key(prefix, name, key)", cr_redis_key, true);
 }
 
 /* _redis_penalty_key(prefix, name, key): the penalty key of `key`'s Redis
  * key (its strikes, in the key's Cluster slot). */
 static PyObject *module_redis_penalty_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    module_state *state = (module_state *)PyModule_GetState(module);
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "_redis_penalty_key(prefix, name, key)");
-        return NULL;
-    }
-    size_t prefix_len, name_len;
-    const char *prefix = redis_text_of(state, args[0], &prefix_len);
-    const char *name = prefix != NULL ? redis_text_of(state, args[1], &name_len) : NULL;
-    const char *key = NULL;
-    Py_ssize_t key_len = 0;
-    if (name == NULL || convert_key(state, args[2], &key, &key_len) < 0)
-        return NULL;
-    const size_t len = cr_redis_penalty_key(NULL, 0, prefix, prefix_len, name, name_len, key,
-                                            (size_t)key_len);
-    PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
-    if (bytes != NULL)
-        cr_redis_penalty_key(PyBytes_AS_STRING(bytes), len, prefix, prefix_len, name, name_len, key,
-                             (size_t)key_len);
-    return bytes;
+    return key_bytes(module, args, nargs, "_redis_penalty_key(prefix, name, key)",
+                     cr_redis_penalty_key, false);
 }
 
 /* _redis_penalty(penalty): a cellrate.Penalty judged by the core
