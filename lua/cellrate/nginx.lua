@@ -445,7 +445,8 @@ end
 --[[
 limit(limits, opts): decides for this request and answers a refusal.
 
-limits: a cellrate.limiter, a cellrate.keyed, or a list of them decided as
+limits: a cellrate.limiter, a cellrate.keyed, a cellrate.redis limiter (with
+  the option client), or a list of limiters and keyed limiters decided as
   one (cellrate.check_all: admitted only if every limit admits, a refusal
   spends nothing; each keyed limit takes the request's key; the fields are
   those of the limit that decided).
@@ -485,6 +486,12 @@ and an unknown option or a value of the wrong type is an error naming it):
            name is the plan's, with its numbers) and charge() go under it.
            An unknown name is an error naming plan (a 500): never another
            limit. (One keyed limit, not a list.)
+  client   for a Redis limit (a cellrate.redis limiter, decided alone): a
+           function giving this request's Redis client, connected
+           (lua-resty-redis's), or nil and a message when it cannot connect
+           (on_error answers); called only when the decision asks Redis, the
+           client put back with set_keepalive() once Redis answered, else
+           closed. Required for a Redis limit, refused for another.
 
 Returns allowed, remaining, retry_after, reset_after when the request goes
 on (allowed is false only in a dry run); a refusal ends the request. A
@@ -680,7 +687,10 @@ up to the limit's max_debt, refused until it drains) or given back
 (lim:refund). A count above a limit's max_cost (its option) is settled as
 max_cost there; what was clipped (at max_cost or at the debt bound) is
 logged at WARN: one bad figure costs a key a bounded refusal. The core's
-settlement, as cellrate.web.Policy's charge= (docs/design/http.md). Returns
+settlement, as cellrate.web.Policy's charge= (docs/design/http.md). A Redis
+limit settles from a timer (ngx.timer.at(0): the log phase has no sockets),
+on a client from opts.client; one nginx cannot schedule is logged, lost.
+Returns
 the difference, or nil when the place holds nothing or no count (decimal
 digits, whitespace around them allowed): nothing is settled then, and a
 value that is no count is logged with the core's words.
