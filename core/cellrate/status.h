@@ -338,7 +338,7 @@ const char *cr_version(void);
       "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")              \
     /* 163-169: reserved; a Redis limit in nginx from 170 */                                       \
     X(170, E_NGINX_CLIENT, ARGUMENT, "client",                                                     \
-      "client must be a function returning each request's Redis client (a Redis limit in nginx: " \
+      "client must be a function returning each request's Redis client (a Redis limit in nginx: "  \
       "a connection belongs to one request)")                                                      \
     X(171, E_NGINX_CLIENT_UNUSED, ARGUMENT, "client",                                              \
       "client is the Redis client of a Redis limit: a limit in process or in a shared region "     \
