@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import itertools
 import math
 import random
 import sys
@@ -2442,11 +2443,9 @@ def make_redis() -> str:
             lines.append(f"fallback_check {on_error} {int(given)} "
                          f"{m.fallback_check(on_error, given)}")
     lines.append("# a Redis limit in nginx: alone, with a client; a limit kept there: none")
-    for count in (1, 2, 3):
-        for redis in (True, False):
-            for client in (True, False):
-                lines.append(f"nginx_items {count} {int(redis)} {int(client)} "
-                             f"{m.nginx_items(count, redis, client)}")
+    for count, redis, client in itertools.product((1, 2, 3), (True, False), (True, False)):
+        lines.append(f"nginx_items {count} {int(redis)} {int(client)} "
+                     f"{m.nginx_items(count, redis, client)}")
     for index in range(7):
         algorithm, rate, period, _, _ = REDIS_LIMITS[index]
         for share in (1.0, 0.5, 0.25, 1 / 3, 0.01, 1e-300, 0.0, -0.5, 1.0000000000000002,

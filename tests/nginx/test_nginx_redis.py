@@ -1,4 +1,4 @@
-"""cellrate.nginx.limit on a Redis limit (docs/nginx.md, "Redis"): four nginx workers decide
+"""cellrate.nginx.limit on a Redis limit (docs/nginx.md, "A Redis limit"): four nginx workers decide
 one Redis limit with two tiers (free 5 an hour, pro 20 an hour: nothing comes back while the
 test runs) and two classes (critical 0, bulk 0.5), each request under the plan its API key
 maps to ($plan) or a function names, on a connection the client option gives per request.
@@ -10,7 +10,6 @@ settles a request's real cost under its plan; a Redis outage is answered by on_e
 
 from __future__ import annotations
 
-import concurrent.futures
 import pathlib
 import sys
 import time
@@ -25,32 +24,13 @@ sys.path.insert(0, str(HERE.parent / "python"))
 from redis_servers import RedisServer, needs_redis  # noqa: E402
 
 from server import Nginx  # noqa: E402
+from test_nginx_plans import (  # noqa: E402
+    FREE, PRO, WORKERS, _admitted, _statuses, count_tiers_and_classes)
 
 pytestmark = needs_redis
 
 TEMPLATE = HERE / "redis_nginx.conf.in"
-FREE, PRO, WORKERS, THREADS = 5, 20, 4, 16
 FREE_KEY, PRO_KEY = {"X-Api-Key": "free-secret"}, {"X-Api-Key": "pro-secret"}
-
-
-def _statuses(server: Nginx, path: str, count: int,
-              headers: dict[str, str] | None = None) -> tuple[list[int], set[str]]:
-    """`count` requests of `path` from THREADS threads, each on its own connection (so the
-    workers share them): the statuses, and the workers that answered."""
-    def get(_: int) -> tuple[int, str]:
-        status, fields, _ = server.get(path, headers=headers)
-        return status, fields.get("X-Worker", "")
-
-    with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
-        answers = list(pool.map(get, range(count)))
-    return [status for status, _ in answers], {worker for _, worker in answers}
-
-
-def _admitted(server: Nginx, path: str, count: int,
-              headers: dict[str, str] | None = None) -> int:
-    statuses, _ = _statuses(server, path, count, headers)
-    assert set(statuses) <= {200, 429}, statuses
-    return statuses.count(200)
 
 
 def _nginx(srv: RedisServer, workers: int = WORKERS) -> Nginx:
@@ -63,23 +43,8 @@ def test_four_workers_each_tier_its_burst_an_upgrade_carries_bulk_yields():
     srv.start()
     try:
         with _nginx(srv) as server:
-            statuses, workers = _statuses(server, "/by_variable?key=f", 4 * FREE, FREE_KEY)
-            assert statuses.count(200) == FREE and statuses.count(429) == 3 * FREE
-            assert len(workers) >= 2  # spread across the workers: Redis decides for all
-            assert _admitted(server, "/by_variable?key=p", 3 * PRO, PRO_KEY) == PRO
-            # no plan (no key nginx knows): "default", the limit's own 5
-            assert _admitted(server, "/by_variable?key=d", 4 * FREE) == FREE
-            # a function names the plan; free -> pro carries the 5 units used: 15 more
-            assert _admitted(server, "/by_function?key=u&plan=free", 4 * FREE) == FREE
-            assert _admitted(server, "/by_function?key=u&plan=pro", 3 * PRO) == PRO - FREE
-            # overload on a pro key: bulk stops at its reserve (half of 20), critical
-            # then still gets the half bulk may not spend
-            bulk = _admitted(server, "/classed?key=o", 3 * PRO, {**PRO_KEY, "X-Priority": "bulk"})
-            critical = _admitted(server, "/classed?key=o", 3 * PRO,
-                                 {**PRO_KEY, "X-Priority": "critical"})
-            assert (bulk, critical) == (PRO // 2, PRO // 2)
-            assert len(set(server.worker_pids())) == WORKERS
-            # the connections went back to nginx's pools: far fewer than the requests
+            count_tiers_and_classes(server)
+            # the connections went back to nginx's pools: far fewer than the 300 requests
             clients = int(srv.cli("INFO", "stats").split("total_connections_received:")[1]
                           .split()[0])
             assert clients < 3 * PRO + 4 * FREE
