@@ -54,7 +54,7 @@ def test_four_workers_each_tier_its_burst_an_upgrade_carries_bulk_yields():
 
 def test_the_fields_name_the_plan_and_a_refusal_says_when():
     """RateLimit-Policy names the plan with its own numbers (as for a limit kept in nginx);
-    a refusal is a 429 with Retry-After."""
+    a refusal is a 429 with Retry-After; a dry run admits it with the fields."""
     srv = RedisServer()
     srv.start()
     try:
@@ -69,6 +69,11 @@ def test_the_fields_name_the_plan_and_a_refusal_says_when():
             assert status == 429
             assert fields["RateLimit-Policy"] == f'"free";q={FREE};w=3600'
             assert 0 < int(fields["Retry-After"]) <= 3600 // FREE
+            # a dry run admits what it would refuse: the fields, no Retry-After
+            status, fields, _ = server.get("/dry_run?key=h3&plan=free")
+            assert status == 200 and "Retry-After" not in fields
+            assert fields["RateLimit-Policy"] == f'"free";q={FREE};w=3600'
+            assert "cellrate dry run: would refuse" in server.log()
     finally:
         srv.stop()
 
