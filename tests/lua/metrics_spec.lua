@@ -22,6 +22,9 @@ local function vector_metrics()
             stats = w[6], help = help, labels = {}, samples = {},
             label = w[7] ~= "-" and { name = w[7], attribute = w[8] } or nil,
          }
+      elseif kind == "by" then
+         local name, attribute = rest:match("^(%S+) (%S+)$")
+         metrics[#metrics].by = { name = name, attribute = attribute }
       elseif kind == "label" then
          local name, attribute = rest:match("^(%S+) (%S+)$")
          local labels = metrics[#metrics].labels
@@ -44,8 +47,13 @@ describe("cellrate.metrics()", function()
    it("reads counters that stats() has", function()
       local rate = cellrate.keyed(1):stats()
       local concurrency = cellrate.concurrency(1, { peak = true }):stats()
+      local by = cellrate.keyed(1, { plans = { pro = 2 }, priorities = { a = 0 } }):stats_by()
       for _, metric in ipairs(cellrate.metrics()) do
          local stats = metric.stats == "rate" and rate or concurrency
+         if metric.by then -- a row of stats_by() under the label's name
+            assert.equal(metric.by.name, metric.stats)
+            stats = by[metric.by.name][1]
+         end
          for _, sample in ipairs(metric.samples) do
             assert.is_not_nil(stats[sample.field], metric.name .. " " .. sample.field)
          end
