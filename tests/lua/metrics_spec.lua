@@ -59,4 +59,31 @@ describe("cellrate.metrics()", function()
          end
       end
    end)
+
+   it("counts by plan and by class (stats_by): rows that sum to stats()", function()
+      local keyed = cellrate.keyed(10, {
+         period = 3600, burst = 10, capacity = 16,
+         plans = { pro = { 40, period = 3600, burst = 40 } },
+         priorities = { critical = 0, bulk = 0.5 },
+      })
+      for _ = 1, 25 do
+         assert.is_true((keyed:check("a", 1, nil, nil, "pro")))
+      end
+      local bulk = 0
+      for _ = 1, 12 do
+         if keyed:check("b", 1, nil, "bulk") then bulk = bulk + 1 end
+      end
+      assert.equal(5, bulk) -- bulk keeps half of the burst back
+      keyed:_would_refuse(1, nil, "bulk") -- a dry run let the last refusal through
+      local by = keyed:stats_by()
+      assert.same({ { name = "default", admitted = 5, refused = 6 },
+                    { name = "pro", admitted = 25, refused = 0 } }, by.plan)
+      assert.same({ { name = "bulk", admitted = 5, refused = 6 },
+                    { name = "critical", admitted = 25, refused = 0 } }, by.priority)
+      local stats = keyed:stats()
+      assert.equal(30, stats.admitted)
+      assert.equal(6, stats.refused)
+      assert.equal(1, stats.would_refuse)
+      assert.same({ plan = {}, priority = {} }, cellrate.keyed(1):stats_by())
+   end)
 end)
