@@ -103,8 +103,15 @@ bool cr_counters_by_new(cr_counts *counts)
         return false;
     memset(by, 0, CR_BY_BLOCK_SIZE(1));
     counts->by = by;
+    counts->by_lane = &by->cell[0]; /* the one lane's */
     counts->by_own = true;
     return true;
+}
+
+void cr_count_by_slow(const cr_counts *counts, unsigned f, uint64_t n)
+{
+    if (counts->by) /* no cell of the thread's own: the overflow's, atomically */
+        atomic_fetch_add_explicit(&counts->by->overflow.n[f], n, memory_order_relaxed);
 }
 
 cr_counter_block *cr_counters_new(cr_counts *counts)
@@ -135,6 +142,9 @@ void cr_counters_join(cr_counts *counts, cr_counter_block *block, cr_by_block *b
             if (atomic_compare_exchange_strong(&block->owner[i], &owner, pid))
                 counts->lane = &block->lane[i];
         }
+    counts->by_lane = by && counts->lane
+                          ? &by->cell[(size_t)(counts->lane - block->lane) * CR_COUNTER_SLOTS]
+                          : NULL;
 }
 
 void cr_counters_leave(cr_counts *counts)
@@ -142,6 +152,7 @@ void cr_counters_leave(cr_counts *counts)
     if (counts->by_own)
         free(counts->by);
     counts->by = NULL;
+    counts->by_lane = NULL;
     counts->by_own = false;
     if (!counts->block)
         return;

@@ -127,9 +127,10 @@ typedef struct {
     cr_counter_lane *lane;
     uint32_t pid;
     uint32_t nlanes;
-    bool placed;     /* the block lies in its store's own allocation (not freed here) */
-    cr_by_block *by; /* requests by plan and class (NULL: none kept) */
-    bool by_own;     /* `by` is this process's (freed with the block) */
+    bool placed;         /* the block lies in its store's own allocation (not freed here) */
+    cr_by_block *by;     /* requests by plan and class (NULL: none kept) */
+    cr_by_cell *by_lane; /* the cells of `lane` in `by` (NULL: none, or no lane) */
+    bool by_own;         /* `by` is this process's (freed with the block) */
 } cr_counts;
 
 /* The calling thread's slot + 1 (0: none yet; past CR_COUNTER_SLOTS: none
@@ -311,18 +312,21 @@ static inline int cr_count_admitted_tail(const cr_counts *counts, int64_t cost)
 /* Adds `n` to word `f` of the counts by plan and class, in the thread's own
  * cell (the overflow's, atomically, when it has none). A store that counts
  * under a plan or a class has them. */
-static inline void cr_count_by(const cr_counts *counts, unsigned f, uint64_t n)
+__attribute__((cold)) void cr_count_by_slow(const cr_counts *counts, unsigned f, uint64_t n);
+__attribute__((always_inline)) static inline void cr_count_by(const cr_counts *counts, unsigned f,
+                                                              uint64_t n)
 {
 #ifndef CR_NO_COUNTERS
-    cr_by_block *by = counts->by;
-    if (__builtin_expect(by == NULL, 0))
-        return;
-    if (__builtin_expect(cr_own_cell(counts) != NULL, 1)) { /* the same slot of the same lane */
-        const size_t lane = (size_t)(counts->lane - counts->block->lane);
-        cr_count_bump(&by->cell[lane * CR_COUNTER_SLOTS + cr_counter_slot - 1u].n[f], n);
+    const unsigned slot = cr_counter_slot - 1u; /* the cell of the block's, in `by` */
+    if (__builtin_expect(
+            slot < CR_COUNTER_SLOTS && counts->by_lane != NULL &&
+                (counts->pid == 0 ||
+                 counts->pid == atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed)),
+            1)) {
+        cr_count_bump(&counts->by_lane[slot].n[f], n);
         return;
     }
-    atomic_fetch_add_explicit(&by->overflow.n[f], n, memory_order_relaxed);
+    cr_count_by_slow(counts, f, n);
 #else
     (void)counts, (void)f, (void)n;
 #endif
@@ -339,6 +343,31 @@ __attribute__((always_inline)) static inline void cr_count_by_verdict(const cr_c
         cr_count_by(counts, cr_by_plan_word(plan, admitted), n);
     if (__builtin_expect(priority >= 0, 0))
         cr_count_by(counts, cr_by_class_word(priority, admitted), n);
+}
+
+/* cr_count_verdict and cr_count_by_verdict as one, for a decision under a
+ * plan or in a class: an admission counted in the thread's own cell, its
+ * plan's and class's in the same slot of `by` (which a store counting under
+ * a plan or a class has), the slot found once. */
+__attribute__((always_inline)) static inline void cr_count_verdict_by(const cr_counts *counts,
+                                                                      bool admitted, int64_t cost,
+                                                                      int64_t most, int32_t plan,
+                                                                      int32_t priority)
+{
+#ifndef CR_NO_COUNTERS
+    cr_counter_cell *cell = cr_own_cell(counts);
+    if (__builtin_expect(admitted && cell != NULL && counts->by_lane != NULL, 1)) {
+        cr_by_cell *by = &counts->by_lane[cell - counts->lane->cell];
+        cr_count_admission(cell, cost);
+        if (plan != CR_PLAN_DEFAULT)
+            cr_count_bump(&by->n[cr_by_plan_word(plan, true)], 1);
+        if (priority >= 0)
+            cr_count_bump(&by->n[cr_by_class_word(priority, true)], 1);
+        return;
+    }
+#endif
+    cr_count_verdict(counts, admitted, cost, most);
+    cr_count_by_verdict(counts, plan, priority, admitted, 1);
 }
 
 /* The class of a decision `op` (its index), or -1: none. */
@@ -361,8 +390,10 @@ CR_HOT void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr
     switch (op->kind) {
     case CR_OP_DECIDE:
     case CR_OP_PRIORITY:
-        cr_count_verdict(counts, ok, op->cost, limit->burst);
-        cr_count_by_verdict(counts, plan, cr_op_priority(op), ok, 1);
+        if (plan == CR_PLAN_DEFAULT && op->kind == CR_OP_DECIDE)
+            cr_count_verdict(counts, ok, op->cost, limit->burst); /* as without plans */
+        else
+            cr_count_verdict_by(counts, ok, op->cost, limit->burst, plan, cr_op_priority(op));
         return;
     case CR_OP_RESERVE: /* a reservation not made is a wait's to count (cr_wait) */
         if (ok) {
