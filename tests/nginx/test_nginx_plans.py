@@ -98,6 +98,10 @@ def test_an_unknown_plan_or_class_is_a_server_error_naming_it():
     assert "cellrate.nginx: plan: several limits decided as one take no plan" in log
 
 
+def series(samples: dict, family: str, label: str, name: str, outcome: str) -> float:
+    return samples[(family, frozenset({("limit", "tiers"), (label, name), ("outcome", outcome)}))]
+
+
 def test_metrics_count_each_plan_and_class_over_the_workers():
     """cellrate_plan_decisions_total and cellrate_priority_decisions_total,
     scraped from several workers, hold exactly the 200s and 429s counted here
@@ -133,10 +137,6 @@ def test_metrics_count_each_plan_and_class_over_the_workers():
                    for family in parser.text_string_to_metric_families(text)
                    for s in family.samples}
 
-        def series(family: str, label: str, name: str, outcome: str) -> float:
-            return samples[(family, frozenset({("limit", "tiers"), (label, name),
-                                               ("outcome", outcome)}))]
-
         would_refuse = samples[("cellrate_decisions_total",
                                 frozenset({("limit", "tiers"), ("outcome", "would_refuse")}))]
         dry_admitted = 2 * FREE - would_refuse
@@ -144,16 +144,16 @@ def test_metrics_count_each_plan_and_class_over_the_workers():
         for plan in ("default", "free", "pro"):
             statuses = [s for (p, _), got in counted.items() if p == plan for s in got]
             extra = dry_admitted if plan == "free" else 0
-            assert series("cellrate_plan_decisions_total", "plan", plan,
+            assert series(samples, "cellrate_plan_decisions_total", "plan", plan,
                           "admitted") == statuses.count(200) + extra, (plan, text)
-            assert series("cellrate_plan_decisions_total", "plan", plan,
+            assert series(samples, "cellrate_plan_decisions_total", "plan", plan,
                           "refused") == statuses.count(429), (plan, text)
         for priority in ("bulk", "critical"):
             statuses = [s for (_, c), got in counted.items() if (c or "critical") == priority
                         for s in got]
             extra = dry_admitted if priority == "bulk" else 0
-            assert series("cellrate_priority_decisions_total", "priority", priority,
+            assert series(samples, "cellrate_priority_decisions_total", "priority", priority,
                           "admitted") == statuses.count(200) + extra, (priority, text)
-            assert series("cellrate_priority_decisions_total", "priority", priority,
+            assert series(samples, "cellrate_priority_decisions_total", "priority", priority,
                           "refused") == statuses.count(429), (priority, text)
         assert "secret" not in text and "mf" not in text  # no credential, no key
