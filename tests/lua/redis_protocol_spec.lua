@@ -323,7 +323,7 @@ describe("the Redis protocol's vectors", function()
             counts.going_back = counts.going_back + 1
          end
       end
-      assert.same({ fallback_check = 8, fallback_limit = 77, going_back = 90 }, counts)
+      assert.same({ fallback_check = 8, fallback_limit = 77, going_back = 108 }, counts)
    end)
 
    it("judges a live change as the core does", function()
