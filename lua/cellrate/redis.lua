@@ -193,6 +193,13 @@ end
 -- Redis limit (a number, the core's derivation; nil: the whole limit), a rate
 -- or a cellrate.limit_spec, or a cellrate.keyed limiter of the caller's (one in
 -- a shared region decides for the host: every nginx worker of it).
+-- A fallback limit's options for cellrate.keyed and keyed:reconfigure.
+local function local_options(local_limit)
+    return { period = local_limit.period, algorithm = local_limit.algorithm,
+             burst = cellrate._algorithm_takes_burst(local_limit.algorithm) and local_limit.burst
+                 or nil }
+end
+
 local function fallback_store(self, given)
     local limit, store = self.limit, nil
     local local_limit
@@ -206,14 +213,24 @@ local function fallback_store(self, given)
         local_limit = cellrate.limit_spec(given, { algorithm = limit.algorithm })
     elseif type(given) == "userdata" and pcall(cellrate._redis_signature, given) then
         local_limit = given
-    else -- a share (nil: 1), judged by the core
-        local_limit = cellrate._redis_fallback_limit(limit, given == nil and 1 or given)
+    else -- a share (nil: 1), judged by the core, followed by reconfigure (follow)
+        self.fallback_share = given == nil and 1 or given
+        local_limit = cellrate._redis_fallback_limit(limit, self.fallback_share)
     end
     self.fallback_limit = local_limit
-    self.fallback = store or cellrate.keyed(local_limit.rate, {
-        period = local_limit.period, algorithm = local_limit.algorithm,
-        burst = cellrate._algorithm_takes_burst(local_limit.algorithm) and local_limit.burst
-            or nil })
+    self.fallback = store or cellrate.keyed(local_limit.rate, local_options(local_limit))
+end
+
+-- reconfigure: a fallback that is a share of the Redis limit (a number, or
+-- none given) follows the new `limit` (the core's derivation), its keys
+-- carrying what they used (keyed:reconfigure); a fallback given as a limit stays.
+local function follow(self, limit)
+    if self.fallback_share == nil then
+        return
+    end
+    local local_limit = cellrate._redis_fallback_limit(limit, self.fallback_share)
+    self.fallback:reconfigure(local_limit.rate, local_options(local_limit))
+    self.fallback_limit = local_limit
 end
 
 -- limiter(client, rate, opts): opts as cellrate.limit_spec's (period, burst,
@@ -271,6 +288,7 @@ function M.limiter(client, rate, opts)
         -- it decided since Redis last answered for them (and their count)
         fallback = nil,
         fallback_limit = nil,
+        fallback_share = nil, -- a share of the limit: the fallback follows reconfigure
         held = {},
         nheld = 0,
     }, Limiter)
@@ -520,6 +538,41 @@ local function going_back(self, mode, key, cost, now, limit, words)
     return { words = words, mode = sent, settled = settled }
 end
 
+-- A take, a refund (`mode`) or a decision that cannot carry a held key's
+-- units (several limits as one, a batch's: as a take) settles the key first
+-- (its Redis key `redis_key`): the charge of the units its local state still
+-- holds (the core's), sent alone. true once Redis took it (or the key was not
+-- held), else reply_of's failure (nil, its message, unavailable, kind, words).
+local function settle_held(self, mode, key, redis_key, now, limit)
+    if self.nheld == 0 or not self.held[redis_key] then
+        return true
+    end
+    local _, held = self.fallback:peek(redis_key, 0, now)
+    local sent, owed = cellrate._redis_going_back(mode, 0, self.fallback_limit, held)
+    if owed > 0 then
+        local reply, err, unavailable, kind, mistake = reply_of(self,
+            request(sent + self.wipe, owed, now, limit, self.prefix, self.name, key))
+        if reply == nil then
+            return nil, err, unavailable, kind, mistake
+        end
+    end
+    self.held[redis_key], self.nheld = nil, self.nheld - 1
+    return true
+end
+
+-- settle_held for each of a decision's limiters, keys and limits (its
+-- Redis keys after the first word of `words`).
+local function settle_each(stores, keys, limits, words, now)
+    for i, store in ipairs(stores) do
+        local settled, err, unavailable, kind, mistake =
+            settle_held(store, TAKE, keys[i], words[1 + i], now, limits[i])
+        if not settled then
+            return nil, err, unavailable, kind, mistake
+        end
+    end
+    return true
+end
+
 -- The words of a check or an allow (a class's: `priority` not nil), with the
 -- penalty if any; a mistake raised at the caller of the public method.
 local function decision_words(self, mode, cost, now, limit, key, priority)
@@ -619,7 +672,11 @@ end
 function Limiter:take(key, max_cost, now)
     local limit = self.limit
     local words = request(TAKE + self.wipe, max_cost, now, limit, self.prefix, self.name, key)
-    local reply, err, unavailable, kind, mistake = reply_of(self, words)
+    local reply, err, unavailable, kind, mistake = settle_held(self, TAKE, key, words[2], now,
+                                                               limit)
+    if reply then
+        reply, err, unavailable, kind, mistake = reply_of(self, words)
+    end
     if reply == nil then
         if unavailable then
             return fallback(self, err, TAKE, max_cost, words, now)
@@ -639,8 +696,12 @@ end
 -- refund: never better than idle. true, or nil, the error and "unavailable"
 -- when Redis cannot answer, whatever on_error says (a refund is no decision).
 function Limiter:refund(key, cost, now)
-    local reply, err = send(self.client, M.script,
-                            request(REFUND, cost, now, self.limit, self.prefix, self.name, key))
+    local limit = self.limit
+    local words = request(REFUND, cost, now, limit, self.prefix, self.name, key)
+    local reply, err = settle_held(self, REFUND, key, words[2], now, limit)
+    if reply then
+        reply, err = send(self.client, M.script, words)
+    end
     if reply == nil then
         err = err or "no reply"
         local kind, mistake = failure(err)
@@ -703,6 +764,7 @@ function Limiter:reconfigure(rate, opts)
         end
         self.plans, limit = plans, default
     end
+    follow(self, limit)
     self.limit, self.burst, self.max_debt = limit, limit.burst, max_debt
 end
 
@@ -771,13 +833,21 @@ function M.check_all(items, cost, now)
         groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =
             limit, limiter.prefix, limiter.name, item[2]
     end
-    local stores = {}
+    local stores, keys = {}, {}
     for i, item in ipairs(items) do
-        stores[i] = item[1]
+        stores[i], keys[i] = item[1], item[2]
+    end
+    local words = request(CHECK + first.wipe, cost, now, unpack(groups))
+    local settled, err, unavailable, kind, mistake = settle_each(stores, keys, limits, words, now)
+    if not settled then
+        if unavailable then
+            return fallback(first, err, CHECK, cost, words, now, stores)
+        end
+        raise_mistake(kind, mistake, 3)
+        return nil, err, "unavailable"
     end
     local allowed, remaining, retry_after, reset_after =
-        decide(first, CHECK, cost, request(CHECK + first.wipe, cost, now, unpack(groups)), now, 4,
-               { stores = stores }, unpack(limits))
+        decide(first, CHECK, cost, words, now, 4, { stores = stores }, unpack(limits))
     return allowed, remaining, retry_after, reset_after
 end
 
@@ -826,12 +896,12 @@ local function many_decisions(items, now)
             error(without_position(err), 3)
         end
         client = client or clients[2]
-        local groups, limits, stores = {}, {}, {}
+        local groups, limits, stores, keys = {}, {}, {}, {}
         for j, pair in ipairs(pairs_) do
             local limiter = pair[1]
             -- read once: a decision never mixes two limits
             local limit = pair[3] == nil and limiter.limit or plan_limit(limiter, pair[3])
-            stores[j], limits[j] = limiter, limit
+            stores[j], limits[j], keys[j] = limiter, limit, pair[2]
             local at = #groups
             groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =
                 limit, limiter.prefix, limiter.name, pair[2]
@@ -845,8 +915,8 @@ local function many_decisions(items, now)
         if not ok then
             error(without_position(words), 3)
         end
-        decisions[i] = { stores = stores, limits = limits, cost = cost, words = words,
-                         call = { sent, cost, unpack(groups) } }
+        decisions[i] = { stores = stores, limits = limits, keys = keys, cost = cost,
+                         words = words, call = { sent, cost, unpack(groups) } }
     end
     return decisions, client
 end
@@ -882,10 +952,14 @@ function M.check_many(items, now)
     local answers, sent = {}, {}
     for i, decision in ipairs(decisions) do
         local store = decision.stores[1]
-        local key = decision.words[2]
-        if #decision.limits == 1 and store.nheld > 0 and store.held[key] then
-            -- decided locally during an outage: going back alone, as a check would
-            answers[i] = { store:check(items[i][2], decision.cost, now) }
+        -- keys decided locally during an outage: settled first (settle_each)
+        local settled, err, unavailable, kind, mistake =
+            settle_each(decision.stores, decision.keys, decision.limits, decision.words, now)
+        if not settled then
+            answers[i] = unavailable and { fallback(store, err, CHECK, decision.cost,
+                                                    decision.words, now, decision.stores) }
+                or { nil, err, "unavailable" }
+            decision.mistake = kind == "wrong_algorithm" and mistake or nil
         elseif store.gate and not store.gate:allow() then -- Redis held back: on_error
             answers[i] = { fallback(store, store.error, CHECK, decision.cost, decision.words,
                                     now, decision.stores) }
