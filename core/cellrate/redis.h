@@ -47,6 +47,15 @@ extern "C" {
  * name hold ..."): the mistake's own words start at "algorithm:". */
 #define CR_REDIS_ALGORITHM_REPLY "cellrate: algorithm:"
 
+/* The key of the fallback's store (on_error="fallback") that marks Redis found
+ * back: a process that finds Redis deciding again after an outage charges it
+ * one unit, and a process still held back by its back-off that reads it
+ * changed (its state read at instant 0, a function of what was written alone)
+ * tries Redis at once, so the processes of one region go back together. No
+ * store's key can be it (a store's key has ':' after its name, a prefix and a
+ * name no braces). */
+#define CR_REDIS_BACK_KEY "cellrate{back}"
+
 /* While Redis cannot decide, a probe tries it after a back-off that doubles
  * from the first up to the largest (cr_redis_backoff). */
 #define CR_REDIS_FIRST_BACKOFF_NS INT64_C(50000000)

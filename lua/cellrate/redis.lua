@@ -289,6 +289,7 @@ function M.limiter(client, rate, opts)
         fallback = nil,
         fallback_limit = nil,
         fallback_share = nil, -- a share of the limit: the fallback follows reconfigure
+        back_at = nil, back_left = nil, -- the region's back mark as the outage began
         held = {},
         nheld = 0,
     }, Limiter)
@@ -420,11 +421,40 @@ local function fallback(self, err, mode, cost, words, now, stores)
     return unavailable_answer(mode, self.limit, self.on_error == "allow", cost, probe_in)
 end
 
--- Redis answered a call of this limiter: it decides again.
+-- on_error = "fallback": the mark of Redis found back in the fallback's store
+-- (a region: every process's), its key core.BACK_KEY read at instant 0 (a
+-- function of what was written alone): two numbers that change each time a
+-- process going back charges it.
+local BACK_KEY = core.BACK_KEY
+local function back_mark(self)
+    local _, remaining, _, reset_after = self.fallback:peek(BACK_KEY, 0, 0)
+    return reset_after, remaining
+end
+
+-- While the gate holds this limiter back: true (once per change) when
+-- another process of the fallback's region found Redis back since, so that
+-- every process goes back at once rather than each at its own probe.
+local function found_back(self)
+    if not self.fallback then
+        return false
+    end
+    local at, left = back_mark(self)
+    if at == self.back_at and left == self.back_left then
+        return false
+    end
+    self.back_at, self.back_left = at, left
+    return true
+end
+
+-- Redis answered a call of this limiter: it decides again (with a fallback,
+-- the region learns it: found_back).
 local function decides(self)
     if self.gate then
         log("cellrate.redis: Redis decides again")
         self.gate, self.error = nil, nil
+        if self.fallback then
+            self.fallback:charge(BACK_KEY, 1)
+        end
     end
 end
 
@@ -440,6 +470,9 @@ local function failed(self, err)
     if not self.gate then
         log("cellrate.redis: Redis cannot decide (" .. err .. "); answering on_error="
             .. self.on_error .. " until it decides again")
+        if self.fallback then -- the mark as this outage began (found_back)
+            self.back_at, self.back_left = back_mark(self)
+        end
     end
     self.gate = cellrate.limiter(1, { period = self.backoff, burst = 1 })
     self.gate:allow() -- the next probe after one back-off
@@ -451,7 +484,7 @@ end
 -- true when it means Redis cannot decide now (on_error answers), else its
 -- kind and a wrong algorithm's words.
 local function reply_of(self, words)
-    if self.gate and not self.gate:allow() then
+    if self.gate and not self.gate:allow() and not found_back(self) then
         return nil, self.error, true
     end
     -- the client of this call, even if another coroutine sets another one
@@ -960,7 +993,7 @@ function M.check_many(items, now)
                                                     decision.words, now, decision.stores) }
                 or { nil, err, "unavailable" }
             decision.mistake = kind == "wrong_algorithm" and mistake or nil
-        elseif store.gate and not store.gate:allow() then -- Redis held back: on_error
+        elseif store.gate and not store.gate:allow() and not found_back(store) then -- on_error
             answers[i] = { fallback(store, store.error, CHECK, decision.cost, decision.words,
                                     now, decision.stores) }
         else

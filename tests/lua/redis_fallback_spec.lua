@@ -176,6 +176,41 @@ describe("cellrate.redis fallback", function()
       assert.same({ 20, 4 }, admitted)
    end)
 
+   -- The processes of one region go back together: one finding Redis back
+   -- marks the region (core.BACK_KEY), and another held back by a long
+   -- back-off tries Redis at its next call instead of deciding locally.
+   it("goes back on a region's mark, not each process at its own probe", function()
+      server = support.start_redis(support.free_port())
+      local region = os.tmpname()
+      os.remove(region)
+      local client = redis_client.connect("127.0.0.1", server.port)
+      local stores = {}
+      for i = 1, 2 do
+         stores[i] = store_module.limiter(client, 10, {
+            period = 3600, burst = 10, name = "fb", on_error = "fallback",
+            fallback = cellrate.keyed(10, { period = 3600, burst = 10, shared = region }) })
+      end
+      local first, other = stores[1], stores[2]
+      support.stop_redis(server) -- SIGKILL
+      assert.is_true(first:allow("k"))
+      assert.is_true(other:allow("k"))
+      other.gate = cellrate.limiter(1, { period = 3600, burst = 1 }) -- a long back-off
+      other.gate:allow()
+      server = support.start_redis(server.port)
+      client = redis_client.connect("127.0.0.1", server.port)
+      first:set_client(client)
+      other:set_client(client)
+      socket.sleep(0.1) -- first's back-off (50 ms)
+      assert.is_true(first:allow("j"))
+      assert.is_nil(first.gate) -- first found Redis back, and marked the region
+      assert.is_not_nil(other.gate)
+      assert.is_true(other:allow("j"))
+      assert.is_nil(other.gate) -- other went back at its next call
+      local _, remaining = first:peek("j", 1)
+      assert.equal(7, remaining) -- Redis decided both
+      os.remove(region)
+   end)
+
    it("takes a keyed limiter (one region: the host's fallback) and check_all's", function()
       local dead = { evalsha = function() error("closed") end, eval = error,
                      script = function() error("closed") end }
