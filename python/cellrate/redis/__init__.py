@@ -1249,9 +1249,11 @@ class _Decision:
         self.answer: Any = None
         self.error: BaseException | None = None
 
-    def held(self) -> List[Tuple[Any, Key, bytes, cellrate.Limit]]:
+    def held(self) -> Sequence[Tuple[Any, Key, bytes, cellrate.Limit]]:
         """(store, key, Redis key, limit) of each key a fallback decided during an outage,
         to settle before the decision is sent (it cannot carry their units)."""
+        if len(self.stores) == 1 and not self.stores[0]._held:
+            return ()  # (nothing held: what a decision meets while Redis answers)
         return [(store, key, redis_key, limit) for store, key, redis_key, limit
                 in zip(self.stores, self.given, self.keys, self.limits)
                 if store._held and redis_key in store._held]
