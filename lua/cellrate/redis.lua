@@ -871,13 +871,13 @@ function M.check_all(items, cost, now)
         stores[i], keys[i] = item[1], item[2]
     end
     local words = request(CHECK + first.wipe, cost, now, unpack(groups))
-    local settled, err, unavailable, kind, mistake = settle_each(stores, keys, limits, words, now)
+    local settled, why, unavailable, kind, mistake = settle_each(stores, keys, limits, words, now)
     if not settled then
         if unavailable then
-            return fallback(first, err, CHECK, cost, words, now, stores)
+            return fallback(first, why, CHECK, cost, words, now, stores)
         end
         raise_mistake(kind, mistake, 3)
-        return nil, err, "unavailable"
+        return nil, why, "unavailable"
     end
     local allowed, remaining, retry_after, reset_after =
         decide(first, CHECK, cost, words, now, 4, { stores = stores }, unpack(limits))
