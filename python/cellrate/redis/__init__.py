@@ -1401,8 +1401,8 @@ def check_many(items: Iterable[Any], *, now: float | None = None) -> List[cellra
         try:
             for store, key, redis_key, limit in decision.held():
                 store._settle(key, redis_key, now, limit)
-        except Exception as error:
-            decision.failed(error)
+        except Exception as unsettled:
+            decision.failed(unsettled)
     send = [decision for decision in send if decision.answer is None and decision.error is None]
     for at in range(0, len(send), BATCH_MAX):
         chunk = send[at:at + BATCH_MAX]
@@ -1427,8 +1427,8 @@ async def check_many_async(items: Iterable[Any], *,
         try:
             for store, key, redis_key, limit in decision.held():
                 await store._settle(key, redis_key, now, limit)
-        except Exception as error:
-            decision.failed(error)
+        except Exception as unsettled:
+            decision.failed(unsettled)
     send = [decision for decision in send if decision.answer is None and decision.error is None]
     for at in range(0, len(send), BATCH_MAX):
         chunk = send[at:at + BATCH_MAX]
