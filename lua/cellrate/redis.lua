@@ -434,16 +434,20 @@ end
 -- While the gate holds this limiter back: true (once per change) when
 -- another process of the fallback's region found Redis back since, so that
 -- every process goes back at once rather than each at its own probe.
-local function found_back(self)
+local function back_changed(self)
     if not self.fallback then
         return false
     end
     local at, left = back_mark(self)
-    if at == self.back_at and left == self.back_left then
-        return false
+    return at ~= self.back_at or left ~= self.back_left, at, left
+end
+
+local function found_back(self)
+    local changed, at, left = back_changed(self)
+    if changed then
+        self.back_at, self.back_left = at, left
     end
-    self.back_at, self.back_left = at, left
-    return true
+    return changed
 end
 
 -- Redis answered a call of this limiter: it decides again (with a fallback,
@@ -689,9 +693,9 @@ end
 -- retry_after of one more unit. check's four values, then clipped (the debt
 -- met its bound: the limit's max_debt units beyond it, and M.MAX_DEBT_NS
 -- after now; a window's packed ceiling). Where Redis cannot decide, on_error
--- answers and the charge is lost.
-function Limiter:charge(key, cost, now)
-    local limit = self.limit
+-- answers and the charge is lost. `plan`: the plan of key, as check's.
+function Limiter:charge(key, cost, now, plan)
+    local limit = plan == nil and self.limit or plan_limit(self, plan)
     local words = request(CHARGE + self.wipe, cost, now, limit, self.prefix, self.name, key)
     local allowed, remaining, retry_after, reset_after, clipped =
         decide(self, CHARGE, cost, words, now, 4,
@@ -728,8 +732,9 @@ end
 -- Redis admitted it; an estimate settled lower), exactly as the core's
 -- refund: never better than idle. true, or nil, the error and "unavailable"
 -- when Redis cannot answer, whatever on_error says (a refund is no decision).
-function Limiter:refund(key, cost, now)
-    local limit = self.limit
+-- `plan`: the plan of key, as check's.
+function Limiter:refund(key, cost, now, plan)
+    local limit = plan == nil and self.limit or plan_limit(self, plan)
     local words = request(REFUND, cost, now, limit, self.prefix, self.name, key)
     local reply, err = settle_held(self, REFUND, key, words[2], now, limit)
     if reply then
@@ -1049,14 +1054,30 @@ function Limiter:set_client(client)
     self.client = client
 end
 
--- The limit's fields (those of cellrate.limit_spec), its name, on_error and on_wipe.
+-- The limit's fields (those of cellrate.limit_spec), its name, max_cost, on_error
+-- and on_wipe.
 function Limiter:info()
     local limit = self.limit
     return { rate = limit.rate, period = limit.period, burst = limit.burst,
              algorithm = limit.algorithm, window = limit.window,
              emission_ns = limit.emission_ns, tolerance_ns = limit.tolerance_ns,
-             max_debt = limit.max_debt, name = self.name, on_error = self.on_error,
-             on_wipe = self.on_wipe }
+             max_debt = limit.max_debt, max_cost = self.max_cost, name = self.name,
+             on_error = self.on_error, on_wipe = self.on_wipe }
+end
+
+-- What cellrate.nginx asks of a limiter before it connects for a request:
+-- whether the next decision asks Redis (false while a back-off holds Redis
+-- back after a failure and no process of the fallback's region found it back
+-- since: on_error answers without the client), and the limit a
+-- decision under `plan` is described with (the plan's, the core's error naming
+-- plan for an unknown name).
+function Limiter:_asks_redis()
+    local gate = self.gate
+    return gate == nil or (gate:peek(1)) or (back_changed(self))
+end
+
+function Limiter:_plan_limit(plan)
+    return plan == nil and self.limit or plan_limit(self, plan)
 end
 
 -- Concurrency limits (redis/hold.lua): a key's units in a sorted set scored
