@@ -2473,8 +2473,6 @@ def make_redis() -> str:
     for index in (0, 2, 4):
         burst = limits[index].burst
         for mode in m.MODES:
-            if mode == "refund":
-                continue
             for cost, held in ((1, burst), (1, 0), (3, 1), (1, -4), (1, burst + 5),
                                (0, burst - 1)):
                 sent, sent_cost, settled = m.going_back(mode, cost, burst, held)
