@@ -92,6 +92,9 @@ def c_rows() -> List[Row]:
         Row("cellrate Limiter, deny path (default clock: fast), vs its floor",
             "c.cellrate.limiter.deny_fast_clock", "x_ref", "c.floor.rdtsc_load",
             "rdtsc + load floor", ("<=", 1.1)),
+        Row("cellrate Limiter, allow path in a priority class (\"bulk\", reserve 0.2; default "
+            "clock)", "c.cellrate.limiter.allow_priority", "x_ref",
+            "c.cellrate.limiter.allow_fast_clock", "plain allow, same clock", ("<=", 1.03)),
         Row("cellrate Limiter check() (full decision), allow path, clock='monotonic'",
             "c.cellrate.limiter.check.allow",
             "x_ref", "c.floor.rdtscp_cas", "rdtscp + load + CAS floor", chart="cellrate"),
@@ -178,6 +181,15 @@ def c_rows() -> List[Row]:
                     fast, "faster", "rust.governor.keyed.quanta.int", "governor keyed throughput"),
                 Row(f"cellrate KeyedLimiter (default clock: fast), vs aerorate keyed, {name}", fast,
                     "faster", "rust.aerorate.keyed.int", "aerorate keyed throughput"),
+                Row(f"cellrate KeyedLimiter with plans, 1M {name}, allow, every key on "
+                    "\"default\" (default clock)", "c.cellrate.keyed.plans.default", "x_ref", fast,
+                    "keyed allow without plans, same clock", ("<=", 1.05)),
+                Row(f"cellrate KeyedLimiter with plans, 1M {name}, allow, half the keys on "
+                    "another plan (default clock)", "c.cellrate.keyed.plans.half", "x_ref", fast,
+                    "keyed allow without plans, same clock", ("<=", 1.05)),
+                Row(f"cellrate KeyedLimiter, 1M {name}, allow in a priority class (\"bulk\", "
+                    "reserve 0.2; default clock)", "c.cellrate.keyed.priority", "x_ref", fast,
+                    "keyed allow without classes, same clock", ("<=", 1.03)),
             ]
     rows += [
         Row("control: 1 thread of clock reads (nothing shared)", "c.floor.threads.clock.1t"),
@@ -221,6 +233,8 @@ def c_rows() -> List[Row]:
 def memory_rows() -> List[Row]:
     return [
         Row("cellrate KeyedLimiter (C)", "mem.cellrate.keyed", "bytes", target=("<=", 32)),
+        Row("cellrate KeyedLimiter with plans (C), half the keys on another plan",
+            "mem.cellrate.keyed.plans", "bytes", target=("<=", 32)),
         Row("cellrate KeyedLimiter (from Python)", "mem.cellrate", "bytes"),
         Row("governor keyed (dashmap)", "mem.governor.keyed", "bytes"),
         Row("throttled-py MemoryStore (GCRA)", "mem.throttled_gcra", "bytes"),

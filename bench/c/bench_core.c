@@ -171,11 +171,12 @@ static cr_limit make_limit(cr_limit_args args, const char *clock)
     return limit;
 }
 
-static cr_limit allow_limit(const char *clock)
+static cr_limit_args allow_args(void)
 {
-    return make_limit(
-        (cr_limit_args){.rate = ALLOW_RATE_PER_S, .burst = ALLOW_BURST, .has_burst = true}, clock);
+    return (cr_limit_args){.rate = ALLOW_RATE_PER_S, .burst = ALLOW_BURST, .has_burst = true};
 }
+
+static cr_limit allow_limit(const char *clock) { return make_limit(allow_args(), clock); }
 
 static cr_limit deny_limit(const char *clock)
 {
@@ -185,14 +186,55 @@ static cr_limit deny_limit(const char *clock)
         clock);
 }
 
-static cr_limit keyed_limit(const char *clock)
+/* The keyed tables' limit: with `scale` 1, 1 an hour, burst KEYED_BURST. */
+static cr_limit_args keyed_args(int64_t scale)
 {
-    return make_limit((cr_limit_args){.rate = 1,
-                                      .period_s = 3600,
-                                      .has_period = true,
-                                      .burst = KEYED_BURST,
-                                      .has_burst = true},
-                      clock);
+    return (cr_limit_args){.rate = (double)scale,
+                           .period_s = 3600,
+                           .has_period = true,
+                           .burst = scale * KEYED_BURST,
+                           .has_burst = true};
+}
+
+static cr_limit keyed_limit(const char *clock) { return make_limit(keyed_args(1), clock); }
+
+/* Priority classes (#32: a class's decision against a plain one): "bulk"
+ * keeps a fifth of the tolerance for "critical"; the rows decide as "bulk",
+ * the class that checks its reserve. */
+static const cr_priority_arg bench_classes[] = {{"bulk", 4, 0.2}, {"critical", 8, 0.0}};
+
+static cr_limit with_classes(cr_limit_args args, const char *clock)
+{
+    args.priorities = bench_classes;
+    args.npriorities = sizeof bench_classes / sizeof bench_classes[0];
+    args.has_priorities = true;
+    return make_limit(args, clock);
+}
+
+/* The index of class "bulk" in `limit`. */
+static int32_t bulk_class(const cr_limit *limit)
+{
+    int32_t index = -1;
+    check_status(cr_priority_find(limit, "bulk", 4, &index), "cr_priority_find");
+    return index;
+}
+
+/* Plans (#32: a keyed decision with plans against a plain one): the keyed
+ * limit as "default" and "pro", twice its rate and burst. */
+static cr_plan_table keyed_plans(const char *clock)
+{
+    cr_limit base = keyed_limit(clock), pro = make_limit(keyed_args(2), clock);
+    cr_plan_arg arg = {"pro", 3, &pro};
+    cr_plan_table table;
+    check_status(cr_plans_set(&table, &base, &arg, 1), "cr_plans_set");
+    return table;
+}
+
+/* The plan of key k: with `stride` 2 every second key is on plan 1 ("pro"),
+ * with 0 every key on "default". */
+static int32_t key_plan(size_t k, int32_t stride)
+{
+    return stride && k % (size_t)stride == 1 ? 1 : CR_PLAN_DEFAULT;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -682,6 +724,8 @@ typedef struct {
     int64_t now_base; /* the last `now` passed, where the scenario passes it */
     const uint32_t *draws;
     const str_keys *strs;
+    int32_t priority;    /* a class of the limit (the priority rows) */
+    int32_t plan_stride; /* as key_plan takes it (the plan rows) */
 } cellrate_ctx;
 
 /* allow(): the verdict alone (cr_limiter_allow). */
@@ -690,6 +734,16 @@ static bool limiter_clock(void *ctx, size_t i)
     (void)i;
     bool allowed = false;
     cr_limiter_allow(((cellrate_ctx *)ctx)->limiter, CR_CLOCK, 1, &allowed);
+    return allowed;
+}
+
+/* allow() in a priority class (cr_limiter_check_priority's allow path). */
+static bool limiter_priority_clock(void *ctx, size_t i)
+{
+    (void)i;
+    cellrate_ctx *c = ctx;
+    bool allowed = false;
+    cr_limiter_check_priority(c->limiter, CR_CLOCK, 1, c->priority, true, NULL, &allowed);
     return allowed;
 }
 
@@ -742,6 +796,34 @@ static bool keyed_int(void *ctx, size_t i)
     return allowed;
 }
 
+/* A keyed allow naming the key's plan, as the bindings decide it: on
+ * "default" the plain entry, on another plan cr_keyed_check_plan. */
+static bool keyed_int_plan(void *ctx, size_t i)
+{
+    cellrate_ctx *c = ctx;
+    uint32_t k = c->draws[i];
+    uint64_t key = int_key(k);
+    int32_t plan = key_plan(k, c->plan_stride);
+    bool allowed = false;
+    if (plan == CR_PLAN_DEFAULT)
+        cr_keyed_allow(c->keyed, &key, sizeof key, CR_CLOCK, 1, &allowed);
+    else
+        cr_keyed_check_plan(c->keyed, &key, sizeof key, CR_CLOCK, 1, plan, -1, true, NULL,
+                            &allowed);
+    return allowed;
+}
+
+/* A keyed allow in a priority class. */
+static bool keyed_int_priority(void *ctx, size_t i)
+{
+    cellrate_ctx *c = ctx;
+    uint64_t key = int_key(c->draws[i]);
+    bool allowed = false;
+    cr_keyed_check_priority(c->keyed, &key, sizeof key, CR_CLOCK, 1, c->priority, true, NULL,
+                            &allowed);
+    return allowed;
+}
+
 static bool keyed_str(void *ctx, size_t i)
 {
     cellrate_ctx *c = ctx;
@@ -784,6 +866,10 @@ static void limiter_scenarios(const config *cfg)
     check_status(cr_limiter_new(&allow_fast_clock.limiter, &allow_fast), "cr_limiter_new");
     check_status(cr_limiter_new(&deny_fast_clock.limiter, &deny_fast), "cr_limiter_new");
     drain(deny_fast_clock.limiter);
+    /* the same allow limit with priority classes, decided as "bulk" */
+    cr_limit allow_classes = with_classes(allow_args(), "fast");
+    cellrate_ctx allow_priority = {.priority = bulk_class(&allow_classes)};
+    check_status(cr_limiter_new(&allow_priority.limiter, &allow_classes), "cr_limiter_new");
     allow_given.now_base = deny_given.now_base = wall_ns();
 
     bench_case cases[] = {
@@ -804,6 +890,8 @@ static void limiter_scenarios(const config *cfg)
         CASE1("c.cellrate.limiter.allow", limiter_clock, &allow_clock, n, "allow"),
         CASE1("c.cellrate.limiter.deny", limiter_clock, &deny_clock, n, "deny"),
         CASE1("c.cellrate.limiter.allow_fast_clock", limiter_clock, &allow_fast_clock, n, "allow"),
+        CASE1("c.cellrate.limiter.allow_priority", limiter_priority_clock, &allow_priority, n,
+              "allow"),
         CASE1("c.cellrate.limiter.deny_fast_clock", limiter_clock, &deny_fast_clock, n, "deny"),
         CASE1("c.cellrate.limiter.check.allow", limiter_check_clock, &allow_check, n, "allow"),
         CASE1("c.cellrate.limiter.check.deny", limiter_check_clock, &deny_check, n, "deny"),
@@ -824,6 +912,7 @@ static void limiter_scenarios(const config *cfg)
     cr_limiter_free(allow_take.limiter);
     cr_limiter_free(allow_fast_clock.limiter);
     cr_limiter_free(deny_fast_clock.limiter);
+    cr_limiter_free(allow_priority.limiter);
 }
 
 /* reconfigure(): the change itself, back and forth between two limits at a
@@ -1022,22 +1111,31 @@ static void report_table(const char *id, const cr_keyed *keyed, size_t keys)
 
 /* The integer-key table, in this process, or with `shared_path` in a new
  * shared region at that path; `clock` as for make_limit. */
-static cr_keyed *filled_int_table(const config *cfg, const char *shared_path, const char *clock)
+/* The integer-key table of `limit` (or of the plans of `plans`, key k on
+ * key_plan(k, stride)), in this process, or with `shared_path` in a new
+ * shared region at that path. */
+static cr_keyed *filled_plan_table(const config *cfg, const char *shared_path,
+                                   const cr_limit *limit, const cr_plan_table *plans,
+                                   int32_t stride)
 {
-    cr_limit limit = keyed_limit(clock);
     cr_keyed *keyed;
-    if (shared_path)
-        check_status(
-            cr_keyed_open(&keyed, &limit, (int64_t)cfg->keys, shared_path, 0600, CR_CHANGE_APPLY),
-            "cr_keyed_open");
-    else
-        check_status(cr_keyed_new(&keyed, &limit, (int64_t)cfg->keys), "cr_keyed_new");
+    check_status(cr_keyed_open_plans(&keyed, limit, plans, (int64_t)cfg->keys, shared_path, 0600,
+                                     CR_CHANGE_APPLY),
+                 "cr_keyed_open_plans");
     for (size_t k = 0; k < cfg->keys; k++) {
         uint64_t key = int_key(k);
         cr_decision decision;
-        cr_keyed_check(keyed, &key, sizeof key, CR_CLOCK, 1, true, &decision);
+        cr_keyed_check_plan(keyed, &key, sizeof key, CR_CLOCK, 1, key_plan(k, stride), -1, true,
+                            &decision, NULL);
     }
     return keyed;
+}
+
+/* The same without plans; `clock` as for make_limit. */
+static cr_keyed *filled_int_table(const config *cfg, const char *shared_path, const char *clock)
+{
+    cr_limit limit = keyed_limit(clock);
+    return filled_plan_table(cfg, shared_path, &limit, NULL, 0);
 }
 
 static cr_keyed *filled_str_table(const config *cfg, const str_keys *strs)
@@ -1137,6 +1235,19 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
     cellrate_ctx ints = {.keyed = filled_int_table(cfg, NULL, "monotonic"), .draws = draws_all};
     cellrate_ctx ints_fast = {.keyed = filled_int_table(cfg, NULL, "fast"), .draws = draws_all};
     cellrate_ctx texts = {.keyed = filled_str_table(cfg, strs), .draws = draws_all, .strs = strs};
+    /* plans and priorities (#32), on the default clock: a table with plans,
+     * every key on "default"; one with every second key on "pro"; one whose
+     * limit has classes, decided as "bulk" */
+    cr_plan_table plans = keyed_plans("fast");
+    cellrate_ctx plans_default = {.keyed = filled_plan_table(cfg, NULL, NULL, &plans, 0),
+                                  .draws = draws_all};
+    cellrate_ctx plans_half = {.keyed = filled_plan_table(cfg, NULL, NULL, &plans, 2),
+                               .draws = draws_all,
+                               .plan_stride = 2};
+    cr_limit keyed_classes = with_classes(keyed_args(1), "fast");
+    cellrate_ctx classes = {.keyed = filled_plan_table(cfg, NULL, &keyed_classes, NULL, 0),
+                            .draws = draws_all,
+                            .priority = bulk_class(&keyed_classes)};
     floor_table *slot_floor = floor_table_new(cfg, "monotonic", draws_all);
     floor_table *slot_floor_fast = floor_table_new(cfg, "fast", draws_all);
     floor_table_check(slot_floor, ints.keyed);
@@ -1151,24 +1262,32 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
         CASE1("c.floor.keyed_slot_fast_clock", floor_keyed_slot, slot_floor_fast, cfg->keyed_ops,
               "allow"),
         CASE1("c.cellrate.keyed.int_fast_clock", keyed_int, &ints_fast, cfg->keyed_ops, "allow"),
+        CASE1("c.cellrate.keyed.plans.default", keyed_int_plan, &plans_default, cfg->keyed_ops,
+              "allow"),
+        CASE1("c.cellrate.keyed.plans.half", keyed_int_plan, &plans_half, cfg->keyed_ops, "allow"),
+        CASE1("c.cellrate.keyed.priority", keyed_int_priority, &classes, cfg->keyed_ops, "allow"),
         CASE1("c.cellrate.keyed.str", keyed_str, &texts, cfg->keyed_ops, "allow"),
     };
     run_cases(cfg, "c.keyed", keyed_cases, sizeof keyed_cases / sizeof keyed_cases[0]);
     printf("{\"id\": \"c.floor.keyed_slot.table\", \"lang\": \"c\", \"keys\": %zu, "
            "\"placed_over\": %zu, \"table_bytes\": %zu}\n",
            cfg->keys, slot_floor->placed_over, (size_t)slot_floor->nbuckets * sizeof(floor_bucket));
-    /* whether the kernel gave the tables (cellrate's three, the floors' two)
+    /* whether the kernel gave the tables (cellrate's six, the floors' two)
      * huge pages, as both ask */
     printf("{\"id\": \"c.keyed.hugepages\", \"lang\": \"c\", \"anon_huge_kib\": %ld, "
            "\"tables_kib\": %zu}\n",
            anon_huge_kib(),
-           (3 * cr_keyed_memory(ints.keyed) +
+           (6 * cr_keyed_memory(ints.keyed) +
             2 * (size_t)slot_floor->nbuckets * sizeof(floor_bucket)) /
                1024);
     report_table("c.cellrate.keyed.int.table", ints.keyed, cfg->keys);
     report_table("c.cellrate.keyed.str.table", texts.keyed, cfg->keys);
+    report_table("c.cellrate.keyed.plans.half.table", plans_half.keyed, cfg->keys);
     cr_keyed_free(texts.keyed);
     cr_keyed_free(ints_fast.keyed);
+    cr_keyed_free(plans_default.keyed);
+    cr_keyed_free(plans_half.keyed);
+    cr_keyed_free(classes.keyed);
 
     cr_limit allow = allow_limit(NULL);
     cellrate_ctx shared = {0};
@@ -1277,25 +1396,50 @@ static long rss_bytes(void)
 
 /* The keys are made one at a time ("user:<n>", as in every store measured),
  * so only what the table keeps stays resident. */
-static void mem_keyed(size_t keys)
+static void mem_keyed(const char *id, size_t keys, const cr_plan_table *plans, int32_t stride)
 {
     cr_limit limit = keyed_limit(NULL);
     long before = rss_bytes();
     cr_keyed *keyed;
-    check_status(cr_keyed_new(&keyed, &limit, (int64_t)keys), "cr_keyed_new");
+    check_status(
+        cr_keyed_open_plans(&keyed, &limit, plans, (int64_t)keys, NULL, 0, CR_CHANGE_APPLY),
+        "cr_keyed_open_plans");
     for (size_t k = 0; k < keys; k++) {
         char key[KEY_MAX];
         int len = snprintf(key, sizeof key, "user:%zu", k);
         cr_decision decision;
-        cr_keyed_check(keyed, key, (size_t)len, CR_CLOCK, 1, true, &decision);
+        cr_keyed_check_plan(keyed, key, (size_t)len, CR_CLOCK, 1, key_plan(k, stride), -1, true,
+                            &decision, NULL);
     }
     long after = rss_bytes();
-    printf("{\"id\": \"mem.cellrate.keyed\", \"lang\": \"c\", \"keys\": %zu, \"tracked\": %zu, "
+    printf("{\"id\": \"%s\", \"lang\": \"c\", \"keys\": %zu, \"tracked\": %zu, "
            "\"evictions\": %" PRIu64 ", \"table_bytes\": %zu, \"rss_delta_bytes\": %ld, "
            "\"bytes_per_key\": %.2f}\n",
-           keys, cr_keyed_len(keyed), cr_keyed_evictions(keyed), cr_keyed_memory(keyed),
+           id, keys, cr_keyed_len(keyed), cr_keyed_evictions(keyed), cr_keyed_memory(keyed),
            after - before, (double)(after - before) / (double)keys);
     cr_keyed_free(keyed);
+}
+
+/* mem_keyed in a forked process, so that no table measured before lends it
+ * pages. */
+static void mem_fresh(const char *id, size_t keys, const cr_plan_table *plans, int32_t stride)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        exit(1);
+    }
+    if (pid == 0) {
+        mem_keyed(id, keys, plans, stride);
+        fflush(stdout);
+        _exit(0);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "bench_core: mem: %s failed\n", id);
+        exit(1);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1575,8 +1719,11 @@ int main(int argc, char **argv)
             usage();
     }
 
-    if (!strcmp(mode, "mem")) {
-        mem_keyed(cfg.keys);
+    if (!strcmp(mode, "mem")) { /* a table without plans, then (#32) one with every
+                                   second key on plan "pro", each in a fresh process */
+        cr_plan_table plans = keyed_plans(NULL);
+        mem_fresh("mem.cellrate.keyed", cfg.keys, NULL, 0);
+        mem_fresh("mem.cellrate.keyed.plans", cfg.keys, &plans, 2);
         return 0;
     }
     if (!strcmp(mode, "limiter")) { /* the floors and the Limiter alone: a quick look */

@@ -76,3 +76,33 @@ def test_the_run_time_is_read_from_the_steps_run_sh_records(tmp_path):
         "the scenarios 20.0 min); longest steps: nginx 14.0 min, C level 5.0 min, "
         "Python level 1.0 min")
     assert report.run_time(str(tmp_path / "absent")) == "unknown"
+
+
+def test_the_plan_and_priority_rows_are_ratios_to_the_plain_rows_of_their_run():
+    """Issue #32's bounds: a keyed allow with plans within 5% of one without, a
+    class's allow within 3% of a plain one, each taken round by round against the
+    plain row of the same group (same process, same run)."""
+    report = load_report()
+    rows = {row.sid: row for row in report.c_rows()}
+    keyed, single = "c.cellrate.keyed.int_fast_clock", "c.cellrate.limiter.allow_fast_clock"
+    for sid, ref, group, bound in (
+            ("c.cellrate.keyed.plans.default", keyed, "c.keyed", 1.05),
+            ("c.cellrate.keyed.plans.half", keyed, "c.keyed", 1.05),
+            ("c.cellrate.keyed.priority", keyed, "c.keyed", 1.03),
+            ("c.cellrate.limiter.allow_priority", single, "c.limiter", 1.03)):
+        row = rows[sid]
+        assert (row.kind, row.ref, row.target) == ("x_ref", ref, ("<=", bound)), sid
+        results = {sid: record(sid, [102.0, 101.0, 120.0], group),
+                   ref: record(ref, [100.0, 100.0, 100.0], group)}
+        ev = report.evaluate(row, results)
+        assert ev["paired"] and ev["ratio"] == 1.02 and ev["met"], sid
+        assert ev["ratio_spread"] == (1.01, 1.2) and ev["noise"], sid
+
+
+def test_bytes_per_key_with_plans_has_the_bound_of_a_table_without():
+    report = load_report()
+    rows = {row.sid: row for row in report.memory_rows()}
+    row = rows["mem.cellrate.keyed.plans"]
+    assert (row.kind, row.target) == ("bytes", ("<=", 32))
+    ev = report.evaluate(row, {row.sid: {"id": row.sid, "bytes_per_key": 28.3}})
+    assert ev["value"] == 28.3 and ev["met"]
