@@ -187,6 +187,9 @@ def c_rows() -> List[Row]:
                 Row(f"cellrate KeyedLimiter with plans, 1M {name}, allow, half the keys on "
                     "another plan (default clock)", "c.cellrate.keyed.plans.half", "x_ref", fast,
                     "keyed allow without plans, same clock", ("<=", 1.05)),
+                Row(f"cellrate KeyedLimiter with plans, 1M {name}, allow, every key on "
+                    "another plan (default clock)", "c.cellrate.keyed.plans.pro", "x_ref", fast,
+                    "keyed allow without plans, same clock", ("<=", 1.05)),
                 Row(f"cellrate KeyedLimiter, 1M {name}, allow in a priority class (\"bulk\", "
                     "reserve 0.2; default clock)", "c.cellrate.keyed.priority", "x_ref", fast,
                     "keyed allow without classes, same clock", ("<=", 1.03)),

@@ -230,11 +230,11 @@ static cr_plan_table keyed_plans(const char *clock)
     return table;
 }
 
-/* The plan of key k: with `stride` 2 every second key is on plan 1 ("pro"),
- * with 0 every key on "default". */
+/* The plan of key k: with `stride` n every n-th key is on plan 1 ("pro"),
+ * (1: every key, 2: every second), with 0 every key on "default". */
 static int32_t key_plan(size_t k, int32_t stride)
 {
-    return stride && k % (size_t)stride == 1 ? 1 : CR_PLAN_DEFAULT;
+    return stride && k % (size_t)stride == (size_t)stride - 1 ? 1 : CR_PLAN_DEFAULT;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1236,14 +1236,18 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
     cellrate_ctx ints_fast = {.keyed = filled_int_table(cfg, NULL, "fast"), .draws = draws_all};
     cellrate_ctx texts = {.keyed = filled_str_table(cfg, strs), .draws = draws_all, .strs = strs};
     /* plans and priorities (#32), on the default clock: a table with plans,
-     * every key on "default"; one with every second key on "pro"; one whose
-     * limit has classes, decided as "bulk" */
+     * every key on "default"; one with every second key on "pro" (a plan
+     * the branch predictor cannot guess, as with real keys); one with every
+     * key on "pro"; one whose limit has classes, decided as "bulk" */
     cr_plan_table plans = keyed_plans("fast");
     cellrate_ctx plans_default = {.keyed = filled_plan_table(cfg, NULL, NULL, &plans, 0),
                                   .draws = draws_all};
     cellrate_ctx plans_half = {.keyed = filled_plan_table(cfg, NULL, NULL, &plans, 2),
                                .draws = draws_all,
                                .plan_stride = 2};
+    cellrate_ctx plans_pro = {.keyed = filled_plan_table(cfg, NULL, NULL, &plans, 1),
+                              .draws = draws_all,
+                              .plan_stride = 1};
     cr_limit keyed_classes = with_classes(keyed_args(1), "fast");
     cellrate_ctx classes = {.keyed = filled_plan_table(cfg, NULL, &keyed_classes, NULL, 0),
                             .draws = draws_all,
@@ -1265,6 +1269,7 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
         CASE1("c.cellrate.keyed.plans.default", keyed_int_plan, &plans_default, cfg->keyed_ops,
               "allow"),
         CASE1("c.cellrate.keyed.plans.half", keyed_int_plan, &plans_half, cfg->keyed_ops, "allow"),
+        CASE1("c.cellrate.keyed.plans.pro", keyed_int_plan, &plans_pro, cfg->keyed_ops, "allow"),
         CASE1("c.cellrate.keyed.priority", keyed_int_priority, &classes, cfg->keyed_ops, "allow"),
         CASE1("c.cellrate.keyed.str", keyed_str, &texts, cfg->keyed_ops, "allow"),
     };
@@ -1272,12 +1277,12 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
     printf("{\"id\": \"c.floor.keyed_slot.table\", \"lang\": \"c\", \"keys\": %zu, "
            "\"placed_over\": %zu, \"table_bytes\": %zu}\n",
            cfg->keys, slot_floor->placed_over, (size_t)slot_floor->nbuckets * sizeof(floor_bucket));
-    /* whether the kernel gave the tables (cellrate's six, the floors' two)
+    /* whether the kernel gave the tables (cellrate's seven, the floors' two)
      * huge pages, as both ask */
     printf("{\"id\": \"c.keyed.hugepages\", \"lang\": \"c\", \"anon_huge_kib\": %ld, "
            "\"tables_kib\": %zu}\n",
            anon_huge_kib(),
-           (6 * cr_keyed_memory(ints.keyed) +
+           (7 * cr_keyed_memory(ints.keyed) +
             2 * (size_t)slot_floor->nbuckets * sizeof(floor_bucket)) /
                1024);
     report_table("c.cellrate.keyed.int.table", ints.keyed, cfg->keys);
@@ -1287,6 +1292,7 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
     cr_keyed_free(ints_fast.keyed);
     cr_keyed_free(plans_default.keyed);
     cr_keyed_free(plans_half.keyed);
+    cr_keyed_free(plans_pro.keyed);
     cr_keyed_free(classes.keyed);
 
     cr_limit allow = allow_limit(NULL);

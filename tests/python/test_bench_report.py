@@ -88,6 +88,7 @@ def test_the_plan_and_priority_rows_are_ratios_to_the_plain_rows_of_their_run():
     for sid, ref, group, bound in (
             ("c.cellrate.keyed.plans.default", keyed, "c.keyed", 1.05),
             ("c.cellrate.keyed.plans.half", keyed, "c.keyed", 1.05),
+            ("c.cellrate.keyed.plans.pro", keyed, "c.keyed", 1.05),
             ("c.cellrate.keyed.priority", keyed, "c.keyed", 1.03),
             ("c.cellrate.limiter.allow_priority", single, "c.limiter", 1.03)):
         row = rows[sid]
