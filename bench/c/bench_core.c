@@ -198,7 +198,7 @@ static cr_limit_args keyed_args(int64_t scale)
 
 static cr_limit keyed_limit(const char *clock) { return make_limit(keyed_args(1), clock); }
 
-/* Priority classes (#32: a class's decision against a plain one): "bulk"
+/* Priority classes (a class's decision against a plain one): "bulk"
  * keeps a fifth of the tolerance for "critical"; the rows decide as "bulk",
  * the class that checks its reserve. */
 static const cr_priority_arg bench_classes[] = {{"bulk", 4, 0.2}, {"critical", 8, 0.0}};
@@ -219,7 +219,7 @@ static int32_t bulk_class(const cr_limit *limit)
     return index;
 }
 
-/* Plans (#32: a keyed decision with plans against a plain one): the keyed
+/* Plans (a keyed decision with plans against a plain one): the keyed
  * limit as "default" and "pro", twice its rate and burst. */
 static cr_plan_table keyed_plans(const char *clock)
 {
@@ -1235,7 +1235,7 @@ static void keyed_scenarios(const config *cfg, const str_keys *strs, const uint3
     cellrate_ctx ints = {.keyed = filled_int_table(cfg, NULL, "monotonic"), .draws = draws_all};
     cellrate_ctx ints_fast = {.keyed = filled_int_table(cfg, NULL, "fast"), .draws = draws_all};
     cellrate_ctx texts = {.keyed = filled_str_table(cfg, strs), .draws = draws_all, .strs = strs};
-    /* plans and priorities (#32), on the default clock: a table with plans,
+    /* plans and priorities, on the default clock: a table with plans,
      * every key on "default"; one with every second key on "pro" (a plan
      * the branch predictor cannot guess, as with real keys); one with every
      * key on "pro"; one whose limit has classes, decided as "bulk" */
@@ -1725,7 +1725,7 @@ int main(int argc, char **argv)
             usage();
     }
 
-    if (!strcmp(mode, "mem")) { /* a table without plans, then (#32) one with every
+    if (!strcmp(mode, "mem")) { /* a table without plans, then one with every
                                    second key on plan "pro", each in a fresh process */
         cr_plan_table plans = keyed_plans(NULL);
         mem_fresh("mem.cellrate.keyed", cfg.keys, NULL, 0);

@@ -79,7 +79,7 @@ def test_the_run_time_is_read_from_the_steps_run_sh_records(tmp_path):
 
 
 def test_the_plan_and_priority_rows_are_ratios_to_the_plain_rows_of_their_run():
-    """Issue #32's bounds: a keyed allow with plans within 5% of one without, a
+    """The bounds of the rows: a keyed allow with plans within 5% of one without, a
     class's allow within 3% of a plain one, each taken round by round against the
     plain row of the same group (same process, same run)."""
     report = load_report()
