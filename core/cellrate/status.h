@@ -318,8 +318,8 @@ const char *cr_version(void);
     X(145, E_TZ_ALONE, ARGUMENT, "tz",                                                             \
       "tz is the time zone of a calendar quota: give it only with algorithm='calendar'")           \
     X(146, E_CALENDAR_STORE, ARGUMENT, "algorithm",                                                \
-      "algorithm: a calendar quota is decided in process or in a shared region for now (not in "   \
-      "Redis or a fleet share)")                                                                   \
+      "algorithm: a fleet share takes no calendar quota (one is decided in process, in a shared "  \
+      "region or through Redis)")                                                                   \
     X(147, E_TZ_RATES, ARGUMENT, "tz",                                                             \
       "tz: the rate names no calendar period for the zone to count in (a part per day, week, "     \
       "month or year, such as '100/minute;1000000/month')")                                        \

@@ -287,8 +287,8 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (145, "E_TZ_ALONE", "argument", "tz",
      "tz is the time zone of a calendar quota: give it only with algorithm='calendar'"),
     (146, "E_CALENDAR_STORE", "argument", "algorithm",
-     "algorithm: a calendar quota is decided in process or in a shared region for now (not in "
-     "Redis or a fleet share)"),
+     "algorithm: a fleet share takes no calendar quota (one is decided in process, in a shared "
+     "region or through Redis)"),
     (147, "E_TZ_RATES", "argument", "tz",
      "tz: the rate names no calendar period for the zone to count in (a part per day, week, "
      "month or year, such as '100/minute;1000000/month')"),
