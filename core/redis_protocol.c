@@ -942,6 +942,8 @@ cr_status cr_redis_fallback_limit(const cr_limit *limit, double share, cr_limit 
 {
     if (!(share > 0 && share <= 1))
         return CR_E_REDIS_FALLBACK;
+    if (limit->algorithm == CR_ALGORITHM_CALENDAR)
+        return CR_E_REDIS_CALENDAR_FALLBACK;
     const char *algorithm = cr_algorithm_name(limit->algorithm);
     cr_limit_args args = {
         .period_s = limit->period_s,

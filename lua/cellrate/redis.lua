@@ -198,6 +198,9 @@ end
 local function fallback_store(self, given)
     local limit, store = self.limit, nil
     local local_limit
+    if limit.algorithm == "calendar" then
+        cellrate._redis_fallback_limit(limit, 1) -- the core's refusal, naming on_error
+    end
     if type(given) == "userdata" and type(given.check) == "function" then
         store = given
         local info = given:info()

@@ -253,3 +253,17 @@ def test_counts_survive_a_sigkill_with_aof_on() -> None:
         client.close()
     finally:
         server.stop()
+
+
+def test_a_quota_has_no_local_fallback(client) -> None:
+    """on_error="fallback" would count a period afresh locally: refused naming on_error,
+    whatever the fallback given; the other on_error answer as for any limit."""
+    for fallback in (None, 0.5, "10/month",
+                     cellrate.KeyedLimiter("10/month", algorithm="calendar", tz=BERLIN)):
+        with pytest.raises(cellrate.InvalidArgument, match="^on_error: a calendar quota") as err:
+            RedisLimiter(client, "10/month", algorithm="calendar", tz=BERLIN,
+                         on_error="fallback", fallback=fallback)
+        assert err.value.param == "on_error"
+    with pytest.raises(cellrate.InvalidArgument) as err:
+        RedisLimiter(client, "10/month", tz=BERLIN)
+    assert err.value.param == "tz"  # a zone for no calendar, in the core's words

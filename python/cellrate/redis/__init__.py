@@ -441,6 +441,8 @@ class _RedisLimit(_Store):
         decides for the host)."""
         if self.fallback is not None:
             return self.fallback
+        if limit.algorithm == "calendar":
+            _core._redis_fallback_limit(limit, 1.0)  # the core's refusal, naming on_error
         given = self._fallback_given
         if isinstance(given, cellrate.KeyedLimiter):
             store = given
@@ -532,7 +534,7 @@ def _limit_of(rate: float | str, period: float | None, burst: int | None,
     limit = cellrate.Limit(rate, period, burst=burst, algorithm=algorithm, max_debt=max_debt,
                            priorities=priorities, tz=tz)
     if max_cost is not None:
-        cellrate.Limiter(rate, period, burst=burst, algorithm=algorithm,  # type: ignore[arg-type]
+        cellrate.Limiter(rate, period, burst=burst, algorithm=algorithm,  # type: ignore[arg-type, misc]
                          max_cost=max_cost, tz=tz)
     _core._redis_check_limit(limit)
     return limit
