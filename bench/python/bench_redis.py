@@ -111,7 +111,7 @@ def sync_scenarios() -> Dict[str, Callable[[int], Callable[[], object]]]:
         def make(port):
             from cellrate.redis import RedisLimiter
             lim = RedisLimiter(client(port), rate, algorithm=algorithm, on_wipe="allow",
-                               **options)
+                               timeout=60, **options)  # a server under callgrind is slow
             return lambda: lim.allow(KEY)
         return make
 

@@ -319,7 +319,7 @@ const char *cr_version(void);
       "tz is the time zone of a calendar quota: give it only with algorithm='calendar'")           \
     X(146, E_CALENDAR_STORE, ARGUMENT, "algorithm",                                                \
       "algorithm: a fleet share takes no calendar quota (one is decided in process, in a shared "  \
-      "region or through Redis)")                                                                   \
+      "region or through Redis)")                                                                  \
     X(147, E_TZ_RATES, ARGUMENT, "tz",                                                             \
       "tz: the rate names no calendar period for the zone to count in (a part per day, week, "     \
       "month or year, such as '100/minute;1000000/month')")                                        \
@@ -330,7 +330,7 @@ const char *cr_version(void);
       "anew)")                                                                                     \
     /* 150-154: calendar quotas through Redis */                                                   \
     X(150, E_REDIS_CALENDAR_FALLBACK, ARGUMENT, "on_error",                                        \
-      "on_error: a calendar quota through Redis takes 'allow', 'deny' or 'raise' (no local "      \
+      "on_error: a calendar quota through Redis takes 'allow', 'deny' or 'raise' (no local "       \
       "fallback: a local count would start the period afresh)")                                    \
     /* 155-159: reserved; Redis in production from 160 */                                          \
     X(160, E_REDIS_FALLBACK, ARGUMENT, "fallback",                                                 \

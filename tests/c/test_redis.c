@@ -639,7 +639,8 @@ static void calendar_requests(void)
     CHECK_EQ_I64((int64_t)count, 9, "numkeys, key, mode, cost, 4 limit words, now");
     const char *bounds = "1612134000:1614553200:1617228000:1619820000";
     CHECK(words[4].len == 8 && memcmp(buf + words[4].offset, "calendar", 8) == 0, "calendar");
-    CHECK(words[5].len == strlen(bounds) && memcmp(buf + words[5].offset, bounds, strlen(bounds)) == 0,
+    CHECK(words[5].len == strlen(bounds) &&
+              memcmp(buf + words[5].offset, bounds, strlen(bounds)) == 0,
           "the bounds around the client's now");
     CHECK(words[6].len == 20 && memcmp(buf + words[6].offset, "1month@Europe/Berlin", 20) == 0,
           "the calendar's name");

@@ -123,6 +123,11 @@ describe("cellrate.redis calendar", function()
       assert.are.same({ keyed:check("a", 1, now) }, { store:check("a", 1, now) })
    end)
 
+   it("refuses a local fallback, naming on_error", function()
+      support.raises("on_error", store_module.limiter, client, "10/month",
+         { algorithm = "calendar", tz = "Europe/Berlin", on_error = "fallback" })
+   end)
+
    it("keeps a year's quota on the server's clock until the year's end", function()
       local store = store_module.limiter(client, "1000/year",
          { algorithm = "calendar", tz = "Asia/Kolkata", name = "y" })
