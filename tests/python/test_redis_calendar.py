@@ -19,6 +19,7 @@ import pytest
 redis = pytest.importorskip("redis")
 
 import cellrate  # noqa: E402
+import cellrate.redis  # noqa: E402
 from cellrate.redis import CHECK, SCRIPT, SHA, check_all, check_many  # noqa: E402
 from cellrate.redis._protocol import _core  # noqa: E402
 from redis_servers import RedisServer, needs_redis  # noqa: E402
@@ -116,6 +117,12 @@ def test_a_clock_off_by_more_than_a_period_is_refused(client) -> None:
         with pytest.raises(redis.ResponseError, match="tz: the server's clock is outside"):
             client.evalsha(SHA, *_words(store, "k", time.time() + lag, None))
     assert client.get(store.redis_key("k")) is None
+    # through the face: an error naming tz, whatever on_error says (a mistake, not an outage)
+    far = time.time() + 3 * 86400.0
+    store._request = lambda mode, key, cost, now, limit, priority=None: \
+        _words(store, key, far, None)  # type: ignore[method-assign]
+    with pytest.raises(cellrate.redis.RedisUnavailable, match="tz: the server's clock"):
+        store.check("k")
 
 
 def _ops(seed: int, start: float, span: float, count: int) -> list:

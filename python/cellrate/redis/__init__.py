@@ -546,7 +546,13 @@ class RedisLimiter(_SyncStore, _RedisLimit):
 
     RedisLimiter(client, rate, period=None, *, burst=None, algorithm="gcra", name=None,
                  prefix="cellrate:", on_error="allow", deny_cache=True, timeout=0.25,
-                 max_cost=None, max_debt=None, on_wipe="refuse")
+                 max_cost=None, max_debt=None, on_wipe="refuse", tz=None)
+
+    algorithm="calendar" with tz (an IANA zone; None: UTC): a quota per day, week, month
+    or year of the zone ("1000000/month"), decided in the calendar period that holds the
+    server's clock (the client sends the bounds of the periods around its own); a client
+    more than a period off the server's clock is refused (RedisUnavailable, naming tz).
+    Its counts rely on Redis's persistence (docs/calendar.md).
 
     The limit's arguments are those of cellrate.Limit, and `limit` is that value;
     max_cost, as in process, refuses a burst (a window: a rate) that could never fit
