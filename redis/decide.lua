@@ -728,27 +728,25 @@ if needs_helpers then
                 end
                 return parse(stored)
             end
-            local held = string.match(stored, '^([%a_]+):')
-            if held and held ~= algorithm then
+            local held, held_window, held_rate = string.match(stored, '^([%a_]+):(%d+):(%d+) %d+$')
+            local name, held_end -- a calendar's: 'calendar:<name>:<amount>:<end> <state>'
+            if not held then
+                held, name, held_rate, held_end =
+                    string.match(stored, '^(calendar):([^: ]+):(%d+):(%d+) %d+$')
+            end
+            if not held then
+                return nil, 'ERR cellrate: the key holds no cellrate state'
+            end
+            if held ~= algorithm then
                 return nil, 'ERR ' .. ALGORITHM_REPLY .. ' the keys of this name hold ' .. held
                     .. ', not ' .. algorithm .. '; ' .. ALGORITHM_KEPT
             end
+            local ss, sns = parse(substring(stored, space + 1))
             if algorithm == 'calendar' then
-                -- 'calendar:<name>:<amount>:<end> <state>' (the main loop's signature)
-                local name, held_rate, held_end = string.match(stored, '^calendar:([^: ]+):(%d+):(%d+) %d+$')
-                if not name then
-                    return nil, 'ERR cellrate: the key holds no cellrate state'
-                end
-                local ss, sns = parse(substring(stored, space + 1))
                 return carry_calendar(ss, sns, tonumber(held_end),
                     name == window.name and tonumber(held_rate) == rate, window, rate, ts, tns)
             end
-            local held_window, held_rate = string.match(stored, '^[%a_]+:(%d+):(%d+) %d+$')
-            if not held_window then
-                return nil, 'ERR cellrate: the key holds no cellrate state'
-            end
             held_window, held_rate = tonumber(held_window), tonumber(held_rate)
-            local ss, sns = parse(substring(stored, space + 1))
             if algorithm == 'fixed_window' then
                 return carry_fixed(ss, sns, held_window, held_rate, window, rate, ts, tns)
             elseif algorithm == 'sliding_window' then

@@ -274,3 +274,16 @@ def test_a_quota_has_no_local_fallback(client) -> None:
     with pytest.raises(cellrate.InvalidArgument) as err:
         RedisLimiter(client, "10/month", tz=BERLIN)
     assert err.value.param == "tz"  # a zone for no calendar, in the core's words
+
+
+def test_another_algorithm_under_the_name_is_refused_both_ways(client) -> None:
+    """A quota's keys are no rate's, nor the other way round: InvalidArgument naming
+    algorithm, the value left as it was."""
+    rate = RedisLimiter(client, "10/minute", name="shared-name")
+    quota = RedisLimiter(client, "10/month", algorithm="calendar", tz=BERLIN, name="shared-name")
+    assert rate.allow("a") and quota.allow("b")
+    for store, key in ((quota, "a"), (rate, "b")):
+        held = client.get(store.redis_key(key))
+        with pytest.raises(cellrate.InvalidArgument, match="^algorithm: the keys of this name"):
+            store.check(key)
+        assert client.get(store.redis_key(key)) == held
