@@ -223,7 +223,8 @@ static const cr_option policy_options[] = {
     OBJECT_("priorities", PYTHON),
     STRING_("tz", CR_E_TZ, "", 1, 0, PYTHON, NONE_),
     OBJECT_("plans", PYTHON),
-    STRING_("plan", CR_E_PLAN, "", 0, CR_OPTION_OR_FUNCTION, BOTH, NONE_)};
+    STRING_("plan", CR_E_PLAN, "", 0, CR_OPTION_OR_FUNCTION, BOTH, NONE_),
+    OF_KIND_("client", CR_OPTION_FUNCTION, CR_E_NGINX_CLIENT, LUA)};
 
 /* The decorators (Python): @cellrate.limit and @cellrate.concurrent. */
 static const cr_option limit_decorator_options[] = {
