@@ -88,7 +88,7 @@
 #define BURST_(fc) INTEGER_("burst", CR_E_BURST, 1, ANY_INTEGER, 0, fc, NONE_)
 #define ALGORITHMS_ "gcra token_bucket fixed_window sliding_window"
 #define ALGORITHM_(fc) WORD_("algorithm", CR_E_ALGORITHM, ALGORITHMS_, 0, fc, TEXT_("gcra"))
-/* In process, a calendar quota too (docs/design.md §19), with its zone. */
+/* In process and through Redis, a calendar quota too (docs/design.md §19), with its zone. */
 #define LOCAL_ALGORITHMS_ ALGORITHMS_ " calendar"
 #define LOCAL_ALGORITHM_ \
     WORD_("algorithm", CR_E_ALGORITHM, LOCAL_ALGORITHMS_, 0, BOTH, TEXT_("gcra"))
@@ -145,7 +145,7 @@ static const cr_option concurrency_options[] = {CAPACITY_(BOTH, NONE_), SHARED_(
 static const cr_option redis_limiter_options[] = {
     PERIOD_(BOTH),
     BURST_(BOTH),
-    ALGORITHM_(BOTH),
+    LOCAL_ALGORITHM_,
     STORE_NAME_,
     PREFIX_,
     LIMIT_ON_ERROR_,
@@ -158,7 +158,8 @@ static const cr_option redis_limiter_options[] = {
     OBJECT_("priorities", BOTH),
     WORD_("on_wipe", CR_E_REDIS_ON_WIPE, "refuse allow", 0, BOTH, TEXT_("refuse")),
     OBJECT_("plans", BOTH),
-    OBJECT_("penalty", BOTH)};
+    OBJECT_("penalty", BOTH),
+    TZ_};
 static const cr_option redis_concurrency_options[] = {
     LEASE_(BOTH, CR_E_STORE_LEASE, CR_OPTION_REQUIRED), STORE_NAME_, PREFIX_, ON_ERROR_,
     STORE_TIMEOUT_(PYTHON)};

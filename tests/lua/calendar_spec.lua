@@ -8,15 +8,7 @@ local support = dofile("tests/lua/support.lua")(assert)
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local VECTORS = here .. "../vectors/"
 
--- Seconds of a text of ns: exact in a double where ns is a multiple of 0.5 s
--- (nil otherwise); the text is split so that no integer passes 2^53.
-local function seconds_of(ns)
-   local whole, fraction = ns:sub(1, -10), tonumber(ns:sub(-9))
-   if fraction % 500000000 ~= 0 then
-      return nil
-   end
-   return tonumber(whole ~= "" and whole or "0") + fraction / 1e9
-end
+local seconds_of = support.seconds_of
 
 local function status_table()
    local out = {}

@@ -29,6 +29,17 @@ return function(assert)
       return path
    end
 
+   -- Seconds of a text of ns where a double carries them exactly (a multiple
+   -- of 0.5 s), else nil; split so that no integer passes 2^53 (the calendar
+   -- vectors' instants).
+   function support.seconds_of(ns)
+      local whole, fraction = ns:sub(1, -10), tonumber(ns:sub(-9))
+      if fraction % 500000000 ~= 0 then
+         return nil
+      end
+      return tonumber(whole ~= "" and whole or "0") + fraction / 1e9
+   end
+
    function support.pack(...)
       return { n = select("#", ...), ... }
    end

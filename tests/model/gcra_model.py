@@ -287,8 +287,8 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (145, "E_TZ_ALONE", "argument", "tz",
      "tz is the time zone of a calendar quota: give it only with algorithm='calendar'"),
     (146, "E_CALENDAR_STORE", "argument", "algorithm",
-     "algorithm: a calendar quota is decided in process or in a shared region for now (not in "
-     "Redis or a fleet share)"),
+     "algorithm: a fleet share takes no calendar quota (one is decided in process, in a shared "
+     "region or through Redis)"),
     (147, "E_TZ_RATES", "argument", "tz",
      "tz: the rate names no calendar period for the zone to count in (a part per day, week, "
      "month or year, such as '100/minute;1000000/month')"),
@@ -297,7 +297,11 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (149, "E_SHARED_ZONES", "region", "shared",
      "shared: a region holds at most 16 time zones over its life (delete the file to start "
      "anew)"),
-    # 150-159: reserved; Redis in production from 160
+    # 150-154: calendar quotas through Redis
+    (150, "E_REDIS_CALENDAR_FALLBACK", "argument", "on_error",
+     "on_error: a calendar quota through Redis takes 'allow', 'deny' or 'raise' (no local "
+     "fallback: a local count would start the period afresh)"),
+    # 155-159: reserved; Redis in production from 160
     (160, "E_REDIS_FALLBACK", "argument", "fallback",
      "fallback must be a share of the Redis limit (a number, 0 < share <= 1), a rate or a "
      "limit, or a keyed limiter (one in a shared region: the host's fallback)"),
