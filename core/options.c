@@ -222,7 +222,8 @@ static const cr_option policy_options[] = {
     OBJECT_("priorities", PYTHON),
     STRING_("tz", CR_E_TZ, "", 1, 0, PYTHON, NONE_),
     OBJECT_("plans", PYTHON),
-    STRING_("plan", CR_E_PLAN, "", 0, CR_OPTION_OR_FUNCTION, BOTH, NONE_)};
+    STRING_("plan", CR_E_PLAN, "", 0, CR_OPTION_OR_FUNCTION, BOTH, NONE_),
+    OBJECT_("sync", PYTHON)}; /* the shared= regions' stores judge it */
 
 /* The decorators (Python): @cellrate.limit and @cellrate.concurrent. */
 static const cr_option limit_decorator_options[] = {

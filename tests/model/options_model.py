@@ -209,6 +209,7 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
         _python(TZ),
         Option("plans", "object", "OK", faces="python"),
         Option("plan", "string", "E_PLAN", or_function=True),
+        _python(SYNC),  # the shared= directory's regions: their stores judge it
     ),
     # the decorators (Python): @cellrate.limit(rate, ...), @cellrate.concurrent(limit, ...)
     "limit": (_python(PERIOD), _python(BURST), _python(ALGORITHM), KEY_FUNCTION,
