@@ -302,8 +302,8 @@ const char *cr_version(void);
       "priority: several limits decided as one take no class (give priority to one limit)")        \
     /* 138-139: reserved; calendar quotas from 140 */                                              \
     X(140, E_TZ, ARGUMENT, "tz",                                                                   \
-      "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR) holds, "     \
-      "such as 'Europe/Berlin'")                                                                   \
+      "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR; in "         \
+      "Python also the tzdata package) holds, such as 'Europe/Berlin'")                            \
     X(141, E_TZ_DATA, ARGUMENT, "tz",                                                              \
       "tz: the zone's file is not TZif data that cellrate reads (truncated, inconsistent, or "     \
       "counting leap seconds)")                                                                    \

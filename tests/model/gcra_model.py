@@ -271,8 +271,8 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "priority: several limits decided as one take no class (give priority to one limit)"),
     # 138-139: reserved; calendar quotas from 140
     (140, "E_TZ", "argument", "tz",
-     "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR) holds, "
-     "such as 'Europe/Berlin'"),
+     "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR; in "
+     "Python also the tzdata package) holds, such as 'Europe/Berlin'"),
     (141, "E_TZ_DATA", "argument", "tz",
      "tz: the zone's file is not TZif data that cellrate reads (truncated, inconsistent, or "
      "counting leap seconds)"),
