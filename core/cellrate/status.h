@@ -314,7 +314,7 @@ const char *cr_version(void);
       "algorithm: months and years are calendar periods; give algorithm='calendar' (and tz) or "   \
       "a fixed duration such as '1000/30d'")                                                       \
     X(144, E_CALENDAR_AMOUNT, ARGUMENT, "rate",                                                    \
-      "rate: a calendar quota is a whole number of units >= 1 and below 2^40 per period")          \
+      "rate: a calendar quota is a whole number of units from 1 to 2^40 per period")               \
     X(145, E_TZ_ALONE, ARGUMENT, "tz",                                                             \
       "tz is the time zone of a calendar quota: give it only with algorithm='calendar'")           \
     X(146, E_CALENDAR_STORE, ARGUMENT, "algorithm",                                                \
