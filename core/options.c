@@ -182,7 +182,9 @@ static const cr_option keyed_share_options[] = {
     SHARE_FIRST_, CAPACITY_(BOTH, INT_(CR_KEYED_DEFAULT_CAPACITY)), SHARE_REFUSED_};
 
 /* The web policy: Python's cellrate.web.Policy (every adapter), Lua's
- * cellrate.nginx options (limit, hold, charge). */
+ * cellrate.nginx options (limit, hold, charge). A plan given as it is names
+ * the RateLimit fields: a policy name. sync: the shared= directory's stores
+ * judge it. */
 static const cr_option policy_options[] = {
     OBJECT_("limit", PYTHON),
     OBJECT_("routes", PYTHON),
@@ -222,8 +224,8 @@ static const cr_option policy_options[] = {
     OBJECT_("priorities", PYTHON),
     STRING_("tz", CR_E_TZ, "", 1, 0, PYTHON, NONE_),
     OBJECT_("plans", PYTHON),
-    STRING_("plan", CR_E_PLAN, "", 0, CR_OPTION_OR_FUNCTION, BOTH, NONE_),
-    OBJECT_("sync", PYTHON)}; /* the shared= regions' stores judge it */
+    NAME_("plan", CR_E_PLAN, "", CR_OPTION_OR_FUNCTION, BOTH),
+    OBJECT_("sync", PYTHON)};
 
 /* The decorators (Python): @cellrate.limit and @cellrate.concurrent. */
 static const cr_option limit_decorator_options[] = {

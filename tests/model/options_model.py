@@ -208,7 +208,7 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
         Option("priorities", "object", "OK", faces="python"),
         _python(TZ),
         Option("plans", "object", "OK", faces="python"),
-        Option("plan", "string", "E_PLAN", or_function=True),
+        Option("plan", "name", "E_PLAN", or_function=True),  # it names the RateLimit fields
         _python(SYNC),  # the shared= directory's regions: their stores judge it
     ),
     # the decorators (Python): @cellrate.limit(rate, ...), @cellrate.concurrent(limit, ...)
