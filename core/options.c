@@ -225,6 +225,7 @@ static const cr_option policy_options[] = {
     STRING_("tz", CR_E_TZ, "", 1, 0, PYTHON, NONE_),
     OBJECT_("plans", PYTHON),
     NAME_("plan", CR_E_PLAN, "", CR_OPTION_OR_FUNCTION, BOTH),
+    OF_KIND_("client", CR_OPTION_FUNCTION, CR_E_NGINX_CLIENT, LUA),
     OBJECT_("sync", PYTHON)};
 
 /* The decorators (Python): @cellrate.limit and @cellrate.concurrent. */

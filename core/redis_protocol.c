@@ -869,6 +869,15 @@ cr_status cr_redis_fallback_check(const char *on_error, size_t len, bool has_fal
     return has_fallback && !fallback ? CR_E_REDIS_FALLBACK_UNUSED : CR_OK;
 }
 
+cr_status cr_redis_nginx_items(size_t count, bool redis, bool client)
+{
+    if (redis && count != 1)
+        return CR_E_NGINX_REDIS_SEVERAL;
+    if (redis != client)
+        return redis ? CR_E_NGINX_CLIENT : CR_E_NGINX_CLIENT_UNUSED;
+    return CR_OK;
+}
+
 cr_status cr_redis_fallback_limit(const cr_limit *limit, double share, cr_limit *out)
 {
     if (!(share > 0 && share <= 1))

@@ -42,6 +42,7 @@ static const luaL_Reg module_functions[] = {
     {"_redis_unavailable", redis_unavailable},
     {"_redis_backoff", redis_backoff},
     {"_redis_fallback_check", redis_fallback_check},
+    {"_redis_nginx_items", redis_nginx_items},
     {"_redis_check_items", redis_check_items},
     {"_redis_check_change", redis_check_change},
     {"_redis_fallback_limit", redis_fallback_limit},

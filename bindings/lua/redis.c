@@ -408,6 +408,18 @@ static int redis_fallback_check(lua_State *L)
     return status == CR_OK ? 0 : raise_status(L, status);
 }
 
+/* cellrate._redis_nginx_items(count, redis, client): raises the core's error
+ * naming limits or client unless a Redis limit (`redis`) is decided alone
+ * (`count` limits as one) with the option client, and a limit kept here
+ * without it. */
+static int redis_nginx_items(lua_State *L)
+{
+    const lua_Integer count = luaL_checkinteger(L, 1);
+    const cr_status status = cr_redis_nginx_items(count < 0 ? 0 : (size_t)count,
+                                                  lua_toboolean(L, 2), lua_toboolean(L, 3));
+    return status == CR_OK ? 0 : raise_status(L, status);
+}
+
 /* cellrate._redis_check_items(clients, n): raises the core's error naming
  * items unless the n items of a check_all, each given as its client (false:
  * not a pair), are pairs on one client; clients compared as Lua compares them

@@ -420,6 +420,18 @@ int64_t cr_redis_backoff(int64_t previous_ns);
 cr_status cr_redis_fallback_check(const char *on_error, size_t len, bool has_fallback);
 
 /*
+ * A Redis limit in nginx (cellrate.nginx, docs/design/nginx.md): decided
+ * alone, with a client option giving each request its Redis client (a
+ * connection belongs to one request); a limit kept in process or in a shared
+ * region takes no client. `count`: the limits decided as one, `redis`: one of
+ * them is a Redis limit, `client`: the option is given.
+ *
+ * CR_E_NGINX_REDIS_SEVERAL, CR_E_NGINX_CLIENT, CR_E_NGINX_CLIENT_UNUSED or
+ * CR_OK.
+ */
+cr_status cr_redis_nginx_items(size_t count, bool redis, bool client);
+
+/*
  * The fallback limit that is `share` of the Redis `limit` (0 < share <= 1,
  * else CR_E_REDIS_FALLBACK): the same algorithm and period, the rate times
  * share, the burst floor(burst * share) (a window: its rate, floor(rate *

@@ -336,7 +336,16 @@ const char *cr_version(void);
       "fallback is the limit of on_error='fallback': give it only with that on_error")             \
     X(162, E_REDIS_ON_ERROR, ARGUMENT, "on_error",                                                 \
       "on_error must be 'allow', 'deny', 'raise' or 'fallback' (a Redis rate limit)")              \
-    /* 163-179: reserved; plans (a limit per key) from 180 */                                      \
+    /* 163-169: reserved; a Redis limit in nginx from 170 */                                       \
+    X(170, E_NGINX_CLIENT, ARGUMENT, "client",                                                     \
+      "client must be a function returning each request's Redis client (a Redis limit in nginx: "  \
+      "a connection belongs to one request)")                                                      \
+    X(171, E_NGINX_CLIENT_UNUSED, ARGUMENT, "client",                                              \
+      "client is the Redis client of a Redis limit: a limit in process or in a shared region "     \
+      "takes none")                                                                                \
+    X(172, E_NGINX_REDIS_SEVERAL, ARGUMENT, "limits",                                              \
+      "limits: a Redis limit is decided alone in nginx (not in a list of limits decided as one)")  \
+    /* 173-179: reserved; plans (a limit per key) from 180 */                                      \
     X(180, E_PLANS, ARGUMENT, "plans",                                                             \
       "plans must be a mapping of 1 to 15 plan names to limits besides 'default' (a plan name: 1 " \
       "to 31 bytes, each name once)")                                                              \

@@ -54,6 +54,72 @@ local KEYED_MT = getmetatable(KEYED_PROBE)
 
 local NO_OPTIONS = {}
 
+-- A Redis limit (cellrate.redis's limiter): told by its metatable, once that
+-- module is loaded (by whoever made the limiter); nil before, when no limit
+-- can be one.
+local function redis_mt()
+    local redis = package.loaded["cellrate.redis"]
+    return redis and redis.Limiter
+end
+
+-- Where a Redis limit is taken is the core's rule (cr_redis_nginx_items):
+-- alone, with the option client; a limit kept here takes no client. Raised
+-- at `level` (error's, counted from here) in the core's words.
+local redis_nginx_items = cellrate._redis_nginx_items
+local function check_redis_items(count, redis, client, level)
+    local ok, err = pcall(redis_nginx_items, count, redis, client)
+    if not ok then
+        error("cellrate.nginx: " .. tostring(err), level)
+    end
+end
+
+-- A client whose every call fails with `err`: what the limiter is handed when
+-- the client function gives none (nil and the connect's error), so that the
+-- limiter answers by on_error (or its fallback) as for any failed call.
+local function unreachable(err)
+    local function fail()
+        return nil, err
+    end
+    return { evalsha = fail, eval = fail, script = fail }
+end
+
+--[[
+with_client(limiter, client_of, level, fn, ...): fn(...) with this request's
+Redis client handed to `limiter` (cellrate.redis). client_of() (opts.client)
+is called only when the decision asks Redis: while a back-off holds Redis back
+after a failure, on_error answers without a connection (no connect per
+request through an outage; the probe connects). After fn, the client goes
+back to nginx's pool (set_keepalive(): lua_socket_keepalive_timeout and
+lua_socket_pool_size) when Redis answered, else it is closed (a reply late
+after a timeout must not meet the next request). What fn raises is raised
+again at `level`, after the client is closed.
+]]
+local function with_client(limiter, client_of, level, fn, ...)
+    local client
+    if limiter:_asks_redis() then
+        local err
+        client, err = client_of()
+        if not client then
+            limiter:set_client(unreachable(tostring(err or "the client function gave no client")))
+        elseif not pcall(limiter.set_client, limiter, client) then
+            error("cellrate.nginx: option client: the function returned a " .. type(client)
+                  .. ", not a Redis client (lua-resty-redis's, or one with its calls)", level)
+        end
+    end
+    local ok, a, b, c, d, e = pcall(fn, ...)
+    if client then
+        if ok and a ~= nil and limiter:_asks_redis() then
+            client:set_keepalive()
+        else
+            client:close()
+        end
+    end
+    if not ok then
+        error("cellrate.nginx: " .. tostring(a), level)
+    end
+    return a, b, c, d, e
+end
+
 -- Why the core refuses a value, in the core's words (nil: it takes it): the
 -- method called on a throwaway store under pcall (a C function called from
 -- pcall carries no position in its message).
@@ -152,8 +218,12 @@ local function items_of(limits, level)
             error("cellrate.nginx: limits must not be an empty list", level)
         end
         items = {}
+        local redis = redis_mt()
         for i, limit in ipairs(limits) do
             local mt = getmetatable(limit)
+            if mt == redis and mt ~= nil then
+                check_redis_items(#limits, true, true, level + 1)
+            end
             if mt ~= KEYED_MT and mt ~= LIMITER_MT then
                 error("cellrate.nginx: limits[" .. i .. "] must be a cellrate limiter or keyed"
                       .. " limiter, got " .. type(limit), level)
@@ -259,8 +329,11 @@ local function check_literal_plan(limits, opts, level)
         return
     end
     local err
-    if getmetatable(limits) == KEYED_MT then
+    local mt, redis = getmetatable(limits), redis_mt()
+    if mt == KEYED_MT then
         err = refused(limits, limits.peek, "", 0, nil, nil, plan) -- peek writes nothing
+    elseif redis ~= nil and mt == redis then
+        err = refused(limits, limits._plan_limit, plan) -- no round trip
     else
         err = named_refused(limits, nil, plan)
     end
@@ -275,6 +348,12 @@ end
 -- in the class `priority` and under the plan `plan` (nil: none).
 -- Called by limit(): a mistake is raised at level 3, limit()'s caller.
 local function decide(limits, opts, cost, priority, plan)
+    if opts.client ~= nil and getmetatable(limits) == nil and type(limits) == "table" then
+        items_of(limits, 4) -- a Redis limit in the list: decided alone
+    end
+    if opts.client ~= nil then
+        check_redis_items(1, false, true, 4)
+    end
     if priority ~= nil or plan ~= nil then
         return decide_named(limits, opts, cost, priority, plan)
     end
@@ -303,6 +382,22 @@ local function decide(limits, opts, cost, priority, plan)
     error("cellrate.nginx: limits must be a cellrate limiter, a keyed limiter or a list of"
           .. " them, got "
           .. type(limits), 3)
+end
+
+-- One decision of a Redis limit (cellrate.redis) in the class `priority` and
+-- under the plan `plan` (either nil: none), the limiter's check on this
+-- request's client: a Redis outage is answered by the limiter's on_error
+-- (its fallback) as anywhere else. Called by limit(): a mistake is raised at
+-- level 3, limit()'s caller.
+local function decide_redis(limiter, opts, cost, priority, plan)
+    local client_of = opts.client
+    if client_of == nil then
+        check_redis_items(1, true, false, 4)
+    end
+    local key = request_key(opts, 4)
+    local allowed, remaining, retry_after, reset_after =
+        with_client(limiter, client_of, 4, limiter.check, limiter, key, cost, nil, priority, plan)
+    return allowed, remaining, retry_after, reset_after, limiter
 end
 
 -- With opts.wait: the core's wait plan (docs/design/waiting.md), its sleeps
@@ -381,7 +476,8 @@ end
 --[[
 limit(limits, opts): decides for this request and answers a refusal.
 
-limits: a cellrate.limiter, a cellrate.keyed, or a list of them decided as
+limits: a cellrate.limiter, a cellrate.keyed, a cellrate.redis limiter (with
+  the option client), or a list of limiters and keyed limiters decided as
   one (cellrate.check_all: admitted only if every limit admits, a refusal
   spends nothing; each keyed limit takes the request's key; the fields are
   those of the limit that decided).
@@ -423,6 +519,12 @@ and an unknown option or a value of the wrong type is an error naming it):
            limit. A name given as it is must be a policy name (the options'
            check) and one of the limit's plans (the first limit() with those
            limits, before any decision). (One keyed limit, not a list.)
+  client   for a Redis limit (a cellrate.redis limiter, decided alone): a
+           function giving this request's Redis client, connected
+           (lua-resty-redis's), or nil and a message when it cannot connect
+           (on_error answers); called only when the decision asks Redis, the
+           client put back with set_keepalive() once Redis answered, else
+           closed. Required for a Redis limit, refused for another.
 
 Returns allowed, remaining, retry_after, reset_after when the request goes
 on (allowed is false only in a dry run); a refusal ends the request. A
@@ -457,7 +559,9 @@ local function answer(opts, decider, allowed, remaining, retry_after, reset_afte
             ngx_header[DRY_RUN_REMOVED[i]] = nil
         end
         -- counted in the limiter (its region: every worker's) as would_refuse
-        decider:_would_refuse(opts.cost or 1)
+        if decider._would_refuse then -- (a Redis limit counts nothing here)
+            decider:_would_refuse(opts.cost or 1)
+        end
         ngx_log(ngx_WARN, "cellrate dry run: would refuse ", tostring(decider),
                 ", retry after ", retry_after, " s")
         return allowed, remaining, retry_after, reset_after
@@ -485,7 +589,7 @@ function _M.limit(limits, opts)
     opts = checked_options(opts)
     local cost = opts.cost or 1
     local max_wait = opts.wait
-    if max_wait == nil and opts.priority == nil and opts.plan == nil then
+    if max_wait == nil and opts.priority == nil and opts.plan == nil and opts.client == nil then
         -- The common case: one limit, its decision and the fields wanted
         -- (a refusal's; every decision's with admitted_headers) in one call.
         local every = opts.admitted_headers == true
@@ -511,11 +615,15 @@ function _M.limit(limits, opts)
         plan = request_name(opts, "plan", 3)
         ngx.ctx[PLAN] = plan or false
     end
+    local redis = redis_mt()
     if max_wait ~= nil then
         allowed, remaining, retry_after, reset_after, decider =
             wait_for(limits, opts, cost, max_wait, plan)
+    elseif redis ~= nil and getmetatable(limits) == redis then
+        allowed, remaining, retry_after, reset_after, decider =
+            decide_redis(limits, opts, cost, priority, plan)
     end
-    if allowed == nil then
+    if allowed == nil and decider == nil then
         allowed, remaining, retry_after, reset_after, decider =
             decide(limits, opts, cost, priority, plan)
     end
@@ -525,10 +633,15 @@ function _M.limit(limits, opts)
     if allowed and not opts.admitted_headers then
         return allowed, remaining, retry_after, reset_after
     end
-    -- the plan that decided names the policy, with its numbers
+    -- the plan that decided names the policy, with its numbers (a Redis limit:
+    -- described by its plan's limit)
+    local described, described_plan = decider, plan
+    if redis ~= nil and getmetatable(decider) == redis then
+        described, described_plan = decider:_plan_limit(plan), nil
+    end
     return answer(opts, decider, allowed, remaining, retry_after, reset_after,
-                  header_fields(decider, allowed, remaining, retry_after, reset_after,
-                                plan or opts.name, opts.legacy_headers, plan))
+                  header_fields(described, allowed, remaining, retry_after, reset_after,
+                                plan or opts.name, opts.legacy_headers, described_plan))
 end
 
 -- The nginx variable charge() reads for each options table checked.
@@ -608,7 +721,10 @@ up to the limit's max_debt, refused until it drains) or given back
 (lim:refund). A count above a limit's max_cost (its option) is settled as
 max_cost there; what was clipped (at max_cost or at the debt bound) is
 logged at WARN: one bad figure costs a key a bounded refusal. The core's
-settlement, as cellrate.web.Policy's charge= (docs/design/http.md). Returns
+settlement, as cellrate.web.Policy's charge= (docs/design/http.md). A Redis
+limit settles from a timer (ngx.timer.at(0): the log phase has no sockets),
+on a client from opts.client; one nginx cannot schedule is logged, lost.
+Returns
 the difference, or nil when the place holds nothing or no count (decimal
 digits, whitespace around them allowed): nothing is settled then, and a
 value that is no count is logged with the core's words.
@@ -646,6 +762,15 @@ local function settle(limit, key, cost, value, plan)
     end
 end
 
+-- settle() of a Redis limit, in a timer: nginx's log phase has no sockets.
+-- With the request's client function (it must not read ngx.var: a timer has
+-- no request); what settle() raises lands in the error log.
+local function settle_on_redis(premature, limit, client_of, key, cost, value, plan)
+    if not premature then
+        with_client(limit, client_of, 2, settle, limit, key, cost, value, plan)
+    end
+end
+
 function _M.charge(limits, opts)
     opts = opts or NO_OPTIONS
     local value = ngx_var[charge_variable(opts)]
@@ -674,6 +799,7 @@ function _M.charge(limits, opts)
         end
         plan = plan or nil
     end
+    local redis = redis_mt()
     for i, limit in ipairs(list) do
         local mt = getmetatable(limit)
         if mt == KEYED_MT then
@@ -681,6 +807,15 @@ function _M.charge(limits, opts)
             settle(limit, key, cost, value, plan)
         elseif mt == LIMITER_MT then
             settle(limit, nil, cost, value)
+        elseif mt == redis and mt ~= nil then
+            check_redis_items(#list, true, opts.client ~= nil, 3)
+            key = key or request_key(opts, 3)
+            local ok, err = ngx.timer.at(0, settle_on_redis, limit, opts.client, key, cost, value,
+                                         plan)
+            if not ok then
+                ngx_log(ngx_WARN, "cellrate: charge: ", value, " units not settled (key ",
+                        tostring(key), "): ", err)
+            end
         else
             error("cellrate.nginx: limits[" .. i .. "] must be a cellrate limiter or keyed"
                   .. " limiter, got " .. type(limit), 2)

@@ -603,9 +603,9 @@ end
 -- retry_after of one more unit. check's four values, then clipped (the debt
 -- met its bound: the limit's max_debt units beyond it, and M.MAX_DEBT_NS
 -- after now; a window's packed ceiling). Where Redis cannot decide, on_error
--- answers and the charge is lost.
-function Limiter:charge(key, cost, now)
-    local limit = self.limit
+-- answers and the charge is lost. `plan`: the plan of key, as check's.
+function Limiter:charge(key, cost, now, plan)
+    local limit = plan == nil and self.limit or plan_limit(self, plan)
     local words = request(CHARGE + self.wipe, cost, now, limit, self.prefix, self.name, key)
     local allowed, remaining, retry_after, reset_after, clipped =
         decide(self, CHARGE, cost, words, now, 4,
@@ -638,9 +638,11 @@ end
 -- Redis admitted it; an estimate settled lower), exactly as the core's
 -- refund: never better than idle. true, or nil, the error and "unavailable"
 -- when Redis cannot answer, whatever on_error says (a refund is no decision).
-function Limiter:refund(key, cost, now)
+-- `plan`: the plan of key, as check's.
+function Limiter:refund(key, cost, now, plan)
+    local limit = plan == nil and self.limit or plan_limit(self, plan)
     local reply, err = send(self.client, M.script,
-                            request(REFUND, cost, now, self.limit, self.prefix, self.name, key))
+                            request(REFUND, cost, now, limit, self.prefix, self.name, key))
     if reply == nil then
         err = err or "no reply"
         local kind, mistake = failure(err)
@@ -942,14 +944,29 @@ function Limiter:set_client(client)
     self.client = client
 end
 
--- The limit's fields (those of cellrate.limit_spec), its name, on_error and on_wipe.
+-- The limit's fields (those of cellrate.limit_spec), its name, max_cost, on_error
+-- and on_wipe.
 function Limiter:info()
     local limit = self.limit
     return { rate = limit.rate, period = limit.period, burst = limit.burst,
              algorithm = limit.algorithm, window = limit.window,
              emission_ns = limit.emission_ns, tolerance_ns = limit.tolerance_ns,
-             max_debt = limit.max_debt, name = self.name, on_error = self.on_error,
-             on_wipe = self.on_wipe }
+             max_debt = limit.max_debt, max_cost = self.max_cost, name = self.name,
+             on_error = self.on_error, on_wipe = self.on_wipe }
+end
+
+-- What cellrate.nginx asks of a limiter before it connects for a request:
+-- whether the next decision asks Redis (false while a back-off holds Redis
+-- back after a failure: on_error answers without the client), and the limit a
+-- decision under `plan` is described with (the plan's, the core's error naming
+-- plan for an unknown name).
+function Limiter:_asks_redis()
+    local gate = self.gate
+    return gate == nil or (gate:peek(1))
+end
+
+function Limiter:_plan_limit(plan)
+    return plan == nil and self.limit or plan_limit(self, plan)
 end
 
 -- Concurrency limits (redis/hold.lua): a key's units in a sorted set scored

@@ -482,6 +482,10 @@ static void run_file(FILE *file, int *lines)
             const cr_status status = cr_redis_fallback_check(f[1], strlen(f[1]),
                                                              strcmp(f[2], "1") == 0);
             CHECK_EQ_STR(status_name(status), f[3], "redis.txt:%d", at);
+        } else if (strcmp(f[0], "nginx_items") == 0) {
+            const cr_status status = cr_redis_nginx_items(
+                (size_t)number(f[1]), strcmp(f[2], "1") == 0, strcmp(f[3], "1") == 0);
+            CHECK_EQ_STR(status_name(status), f[4], "redis.txt:%d", at);
         } else if (strcmp(f[0], "fallback_limit") == 0) {
             cr_limit out;
             const cr_status status = cr_redis_fallback_limit(&limits[number(f[1])],

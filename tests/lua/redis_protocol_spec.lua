@@ -295,7 +295,7 @@ describe("the Redis protocol's vectors", function()
    end)
 
    it("judges, derives and goes back for on_error = 'fallback' as the core does", function()
-      local counts = { fallback_check = 0, fallback_limit = 0, going_back = 0 }
+      local counts = { fallback_check = 0, fallback_limit = 0, going_back = 0, nginx_items = 0 }
       local shares = { nan = 0 / 0, inf = math.huge }
       for _, f in ipairs(LINES) do
          if f[1] == "fallback_check" then
@@ -305,6 +305,14 @@ describe("the Redis protocol's vectors", function()
                assert.matches("fallback is the limit", err)
             end
             counts.fallback_check = counts.fallback_check + 1
+         elseif f[1] == "nginx_items" then
+            local ok, err = pcall(cellrate._redis_nginx_items, integer(f[2]), f[3] == "1",
+                                  f[4] == "1")
+            assert.equal(f[5] == "OK", ok, table.concat(f, " "))
+            if not ok then
+               assert.matches(f[5] == "E_NGINX_REDIS_SEVERAL" and "^limits: " or "^client ", err)
+            end
+            counts.nginx_items = counts.nginx_items + 1
          elseif f[1] == "fallback_limit" then
             local share = shares[f[3]] or tonumber(f[3])
             local ok, got = pcall(cellrate._redis_fallback_limit, LIMITS[integer(f[2])], share)
@@ -323,7 +331,8 @@ describe("the Redis protocol's vectors", function()
             counts.going_back = counts.going_back + 1
          end
       end
-      assert.same({ fallback_check = 8, fallback_limit = 77, going_back = 90 }, counts)
+      assert.same({ fallback_check = 8, fallback_limit = 77, going_back = 90, nginx_items = 12 },
+                  counts)
    end)
 
    it("judges a live change as the core does", function()

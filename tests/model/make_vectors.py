@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import itertools
 import math
 import random
 import sys
@@ -2199,6 +2200,7 @@ def make_redis() -> str:
         "#   <retry_after_ns> <reset_after_ns> <limit> <take's count>",
         "# backoff <previous_ns> <next_ns>",
         "# fallback_check <on_error> <fallback given: 1|0> <status>",
+        "# nginx_items <count> <a Redis limit: 1|0> <client given: 1|0> <status>",
         "# fallback_limit <limit id> <share %.17g> OK <algorithm> <emission_ns> <tolerance_ns>",
         "#   <burst>  |  <status>                 the fallback limit that is share of a limit",
         "# going_back <limit id: the fallback> <mode> <cost> <held_remaining> <mode sent>",
@@ -2444,6 +2446,10 @@ def make_redis() -> str:
         for given in (True, False):
             lines.append(f"fallback_check {on_error} {int(given)} "
                          f"{m.fallback_check(on_error, given)}")
+    lines.append("# a Redis limit in nginx: alone, with a client; a limit kept there: none")
+    for count, redis, client in itertools.product((1, 2, 3), (True, False), (True, False)):
+        lines.append(f"nginx_items {count} {int(redis)} {int(client)} "
+                     f"{m.nginx_items(count, redis, client)}")
     for index in range(7):
         algorithm, rate, period, _, _ = REDIS_LIMITS[index]
         for share in (1.0, 0.5, 0.25, 1 / 3, 0.01, 1e-300, 0.0, -0.5, 1.0000000000000002,

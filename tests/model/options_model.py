@@ -209,6 +209,7 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
         _python(TZ),
         Option("plans", "object", "OK", faces="python"),
         Option("plan", "name", "E_PLAN", or_function=True),  # it names the RateLimit fields
+        Option("client", "function", "E_NGINX_CLIENT", faces="lua"),
         _python(SYNC),  # the shared= directory's regions: their stores judge it
     ),
     # the decorators (Python): @cellrate.limit(rate, ...), @cellrate.concurrent(limit, ...)

@@ -298,6 +298,18 @@ def fallback_check(on_error: str, given: bool) -> str:
     return "E_REDIS_FALLBACK_UNUSED" if given and on_error != "fallback" else "OK"
 
 
+def nginx_items(count: int, redis: bool, client: bool) -> str:
+    """A Redis limit in nginx: decided alone (`count` limits as one), with the option
+    client; a limit kept in nginx takes no client. The first offence in that order."""
+    if redis and count != 1:
+        return "E_NGINX_REDIS_SEVERAL"
+    if redis and not client:
+        return "E_NGINX_CLIENT"
+    if client and not redis:
+        return "E_NGINX_CLIENT_UNUSED"
+    return "OK"
+
+
 def check_items(clients: list[int | None]) -> str:
     """A Redis check_all's items, each named by its client (None: not a pair of a Redis
     rate limiter and a key): at least one, every one a pair, all on the first's client;

@@ -1,5 +1,6 @@
 """on_error = "fallback" in OpenResty (docs/redis.md, "Fallback"): nginx's workers decide a
-Redis limit per request; the redis-server is SIGKILLed mid-run and started again, empty,
+Redis limit per request through cellrate.nginx.limit (a connection per request from its
+client option); the redis-server is SIGKILLed mid-run and started again, empty,
 on the same port. While Redis cannot decide, every worker decides on one keyed limiter in
 a region opened in the master (the host's fallback), and each goes back to Redis with a
 charge of what the region still holds. Every admission from the kill on is counted here

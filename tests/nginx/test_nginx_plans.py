@@ -40,25 +40,32 @@ def _admitted(server: Nginx, path: str, count: int,
     return statuses.count(200)
 
 
+def count_tiers_and_classes(server: Nginx) -> None:
+    """The counted scenario, on a server whose /by_variable names the plan by $plan (an
+    API key's map), /by_function by ?plan=, and /classed the class by X-Priority too:
+    each tier its burst, an upgrade carries, bulk yields (also through Redis:
+    test_nginx_redis.py)."""
+    free, pro = {"X-Api-Key": "free-secret"}, {"X-Api-Key": "pro-secret"}
+    statuses, workers = _statuses(server, "/by_variable?key=f", 4 * FREE, free)
+    assert statuses.count(200) == FREE and statuses.count(429) == 3 * FREE
+    assert len(workers) >= 2  # spread across the workers: one limit decides
+    assert _admitted(server, "/by_variable?key=p", 3 * PRO, pro) == PRO
+    # no plan (no key nginx knows): "default", the table's own 5
+    assert _admitted(server, "/by_variable?key=d", 4 * FREE) == FREE
+    # a function names the plan; free -> pro carries the 5 units used: 15 more
+    assert _admitted(server, "/by_function?key=u&plan=free", 4 * FREE) == FREE
+    assert _admitted(server, "/by_function?key=u&plan=pro", 3 * PRO) == PRO - FREE
+    # overload on a pro key: bulk stops at its reserve (half of 20), critical
+    # then still gets the half bulk may not spend
+    bulk = _admitted(server, "/classed?key=o", 3 * PRO, {**pro, "X-Priority": "bulk"})
+    critical = _admitted(server, "/classed?key=o", 3 * PRO, {**pro, "X-Priority": "critical"})
+    assert (bulk, critical) == (PRO // 2, PRO // 2)
+    assert len(set(server.worker_pids())) == WORKERS
+
+
 def test_four_workers_each_tier_its_burst_an_upgrade_carries_bulk_yields():
     with Nginx(workers=WORKERS, template=TEMPLATE, fields=FIELDS) as server:
-        free, pro = {"X-Api-Key": "free-secret"}, {"X-Api-Key": "pro-secret"}
-        statuses, workers = _statuses(server, "/by_variable?key=f", 4 * FREE, free)
-        assert statuses.count(200) == FREE and statuses.count(429) == 3 * FREE
-        assert len(workers) >= 2  # spread across the workers: one region decides
-        assert _admitted(server, "/by_variable?key=p", 3 * PRO, pro) == PRO
-        # no plan (no key nginx knows): "default", the table's own 5
-        assert _admitted(server, "/by_variable?key=d", 4 * FREE) == FREE
-        # a function names the plan; free -> pro carries the 5 units used: 15 more
-        assert _admitted(server, "/by_function?key=u&plan=free", 4 * FREE) == FREE
-        assert _admitted(server, "/by_function?key=u&plan=pro", 3 * PRO) == PRO - FREE
-        # overload on a pro key: bulk stops at its reserve (half of 20), critical
-        # then still gets the half bulk may not spend
-        bulk = _admitted(server, "/classed?key=o", 3 * PRO, {**pro, "X-Priority": "bulk"})
-        critical = _admitted(server, "/classed?key=o", 3 * PRO,
-                             {**pro, "X-Priority": "critical"})
-        assert (bulk, critical) == (PRO // 2, PRO // 2)
-        assert len(set(server.worker_pids())) == WORKERS
+        count_tiers_and_classes(server)
 
 
 def test_the_fields_name_the_plan_that_decided():

@@ -142,6 +142,38 @@ def test_a_plan_move_writes_the_plans_limit_as_the_values_signature(client) -> N
     assert store.allow("k", 1, now=5.0, plan="default") is False
 
 
+def test_a_charge_and_a_refund_go_under_the_keys_plan(client) -> None:
+    """charge and refund take plan= as check does (the web policy's settlement passes
+    the plan that decided): the key stays on its plan; an unknown name raises naming plan."""
+    store = RedisLimiter(client, 10, burst=10, name="settled", on_error="raise",
+                         plans={"pro": cellrate.Limit(100, burst=20)})
+    assert store.check("k", 1, now=5.0, plan="pro").remaining == 19
+    assert store.charge("k", 3, now=5.0, plan="pro").remaining == 16
+    store.refund("k", 2, now=5.0, plan="pro")
+    assert client.get(store.redis_key("k")).startswith(b"gcra:200000000:20 ")
+    assert store.peek("k", 0, now=5.0, plan="pro").remaining == 18
+    for settle in (store.charge, store.refund):
+        with pytest.raises(cellrate.InvalidArgument) as raised:
+            settle("k", 1, now=5.0, plan="gold")
+        assert raised.value.param == "plan"
+
+
+def test_an_asyncio_charge_and_refund_go_under_the_keys_plan(server) -> None:
+    async def main() -> int:
+        client = async_client_for(server.port)
+        try:
+            await client.flushall()
+            store = AsyncRedisLimiter(client, 10, burst=10, name="settled", on_error="raise",
+                                      plans={"pro": cellrate.Limit(100, burst=20)})
+            await store.charge("k", 3, now=5.0, plan="pro")
+            await store.refund("k", 1, now=5.0, plan="pro")
+            return (await store.peek("k", 0, now=5.0, plan="pro")).remaining
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) == 18
+
+
 def test_plans_and_priorities(client) -> None:
     """Every plan takes the limit's classes, each reserve of its own plan's burst."""
     store = RedisLimiter(client, 10, burst=10, name="cls", on_error="raise",

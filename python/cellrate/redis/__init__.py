@@ -322,8 +322,10 @@ class _RedisLimit(_Store):
         """The Redis key holding `key`'s strikes under a penalty (in its Cluster slot)."""
         return _core._redis_penalty_key(self._prefix, self._name, key)
 
-    def _refund_words(self, key: Key, cost: int, now: float | None) -> List[bytes]:
-        words = self._request(REFUND, key, cost, now, self.limit)
+    def _refund_words(self, key: Key, cost: int, now: float | None,
+                      plan: str | None = None) -> List[bytes]:
+        limit = self.limit if plan is None else self._plan_limit(plan)
+        words = self._request(REFUND, key, cost, now, limit)
         self._refusals.pop(words[1], None)  # a refund makes the key better than its refusal
         return words
 
@@ -637,14 +639,17 @@ class RedisLimiter(_SyncStore, _RedisLimit):
             return self._one(PEEK, key, cost, now, None, plan)
         return self._one(PEEK_CLASS, key, cost, now, priority, plan)
 
-    def charge(self, key: Key, cost: int, *, now: float | None = None) -> cellrate.Decision:
+    def charge(self, key: Key, cost: int, *, now: float | None = None,
+               plan: str | None = None) -> cellrate.Decision:
         """Commits `cost` units of `key` whatever its state (docs/cost.md): where they fit,
         this is check(); else the key goes into debt, refused, with the retry_after of
         one more unit, and Decision.clipped where the debt met its bound (max_debt units
         beyond the limit, and MAX_DEBT_NS after now; a window: its packed ceiling).
         Where Redis cannot decide, on_error answers and the charge is lost (nothing
-        retries it)."""
-        return self._one(CHARGE, key, cost, now)
+        retries it). `plan`: the plan of `key`, as check()'s."""
+        if plan is None:
+            return self._one(CHARGE, key, cost, now)
+        return self._one(CHARGE, key, cost, now, None, plan)
 
     def take(self, key: Key, max_cost: int, *, now: float | None = None) -> int:
         """Admits as many units of `key` as fit now, up to `max_cost`, in one script call
@@ -659,12 +664,14 @@ class RedisLimiter(_SyncStore, _RedisLimit):
             return cast(int, self._failed(error, (), TAKE, max_cost, words[1:2], now))
         return cast(int, _read(TAKE, reply, (limit,)))
 
-    def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
+    def refund(self, key: Key, cost: int = 1, *, now: float | None = None,
+               plan: str | None = None) -> None:
         """Gives back `cost` units of `key` taken earlier (a call that was cancelled or
         timed out after Redis admitted it; an estimate settled lower), exactly as the
         core's refund: never better than idle, and units of a window that ended are
-        gone. Raises RedisUnavailable when Redis cannot answer, whatever on_error says."""
-        words = self._refund_words(key, cost, now)
+        gone. Raises RedisUnavailable when Redis cannot answer, whatever on_error says.
+        `plan`: the plan of `key`, as check()'s."""
+        words = self._refund_words(key, cost, now, plan)
         try:
             self._call(words)
         except Exception as error:
@@ -777,10 +784,12 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
             return await self._one(PEEK, key, cost, now, None, plan)
         return await self._one(PEEK_CLASS, key, cost, now, priority, plan)
 
-    async def charge(self, key: Key, cost: int, *,
-                     now: float | None = None) -> cellrate.Decision:
+    async def charge(self, key: Key, cost: int, *, now: float | None = None,
+                     plan: str | None = None) -> cellrate.Decision:
         """RedisLimiter.charge, awaited."""
-        return await self._one(CHARGE, key, cost, now)
+        if plan is None:
+            return await self._one(CHARGE, key, cost, now)
+        return await self._one(CHARGE, key, cost, now, None, plan)
 
     async def take(self, key: Key, max_cost: int, *, now: float | None = None) -> int:
         """RedisLimiter.take, awaited."""
@@ -793,9 +802,10 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
             return cast(int, self._failed(error, (), TAKE, max_cost, words[1:2], now))
         return cast(int, _read(TAKE, reply, (limit,)))
 
-    async def refund(self, key: Key, cost: int = 1, *, now: float | None = None) -> None:
+    async def refund(self, key: Key, cost: int = 1, *, now: float | None = None,
+                     plan: str | None = None) -> None:
         """RedisLimiter.refund, awaited."""
-        words = self._refund_words(key, cost, now)
+        words = self._refund_words(key, cost, now, plan)
         try:
             await self._call(words)
         except Exception as error:
