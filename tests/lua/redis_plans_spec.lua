@@ -91,12 +91,12 @@ support.describe_redis("cellrate.redis plans", function(redis)
    end)
 
    it("charges and refunds a key under its plan, which it stays on", function()
-      local store = store_module.limiter(client, 10, { burst = 10, name = "settled",
+      local store = store_module.limiter(redis.client, 10, { burst = 10, name = "settled",
          on_error = "raise", plans = { pro = { 100, burst = 20 } } })
       assert.are.equal(19, select(2, store:check("k", 1, 5, nil, "pro")))
       assert.are.equal(16, select(2, store:charge("k", 3, 5, "pro")))
       assert.are.equal(true, store:refund("k", 2, 5, "pro"))
-      assert.truthy(client:get(store:redis_key("k")):find("^gcra:200000000:20 "))
+      assert.truthy(redis.client:get(store:redis_key("k")):find("^gcra:200000000:20 "))
       assert.are.equal(18, select(2, store:peek("k", 0, 5, nil, "pro")))
       local ok, err = pcall(store.charge, store, "k", 1, 5, "gold")
       assert.is_false(ok)
