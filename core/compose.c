@@ -66,6 +66,9 @@ static void item_peek_allowed(const cr_item *item, int64_t now_ns, int64_t cost,
                               allowed);
 }
 
+/* The plan an item decides under (a Limiter's: "default"). */
+static int32_t item_plan(const cr_item *item) { return item->keyed ? item->plan : CR_PLAN_DEFAULT; }
+
 static const cr_counts *item_counts(const cr_item *item)
 {
     return item->limiter ? cr_limiter_counts(item->limiter) : cr_keyed_counts(item->keyed);
@@ -85,7 +88,7 @@ static void item_give_back(const cr_item *item, int64_t now_ns, int64_t cost)
 void cr_item_would_refuse(const cr_item *item, int64_t cost)
 {
     if (item && !item->limiter != !item->keyed)
-        cr_count_would_refuse(item_counts(item), cost);
+        cr_count_would_refuse(item_counts(item), cost, item_plan(item), -1);
 }
 
 /* Whether `a` is tighter than `b`: a refusal with a longer wait, or an
@@ -184,9 +187,12 @@ cr_status cr_check_all(const cr_item *items, size_t count, int64_t now_ns, int64
     /* The verdict, final: each item's admission, or one refusal at the item
      * whose decision is returned. */
     for (size_t i = 0; i < count; i++)
-        if (tightest.allowed || i == chosen)
+        if (tightest.allowed || i == chosen) {
             cr_count_verdict(item_counts(&items[i]), tightest.allowed, cost,
                              item_limit(&items[i])->burst);
+            cr_count_by_verdict(item_counts(&items[i]), item_plan(&items[i]), -1, tightest.allowed,
+                                1);
+        }
     *out = tightest;
     if (index)
         *index = chosen;

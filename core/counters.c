@@ -2,6 +2,7 @@
 #include "counters.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +94,26 @@ void cr_counters_place(cr_counts *counts, void *memory)
     counts->placed = true;
 }
 
+bool cr_counters_by_new(cr_counts *counts)
+{
+    if (counts->by)
+        return true;
+    cr_by_block *by = aligned_alloc(CR_COUNTER_SPACING, CR_BY_BLOCK_SIZE(1));
+    if (!by)
+        return false;
+    memset(by, 0, CR_BY_BLOCK_SIZE(1));
+    counts->by = by;
+    counts->by_lane = &by->cell[0]; /* the one lane's */
+    counts->by_own = true;
+    return true;
+}
+
+void cr_count_by_slow(const cr_counts *counts, unsigned f, uint64_t n)
+{
+    if (counts->by) /* no cell of the thread's own: the overflow's, atomically */
+        atomic_fetch_add_explicit(&counts->by->overflow.n[f], n, memory_order_relaxed);
+}
+
 cr_counter_block *cr_counters_new(cr_counts *counts)
 {
     cr_counter_block *block = aligned_alloc(CR_COUNTER_SPACING, CR_COUNTER_BLOCK_SIZE(1));
@@ -103,10 +124,12 @@ cr_counter_block *cr_counters_new(cr_counts *counts)
     return block;
 }
 
-void cr_counters_join(cr_counts *counts, cr_counter_block *block, uint32_t nlanes)
+void cr_counters_join(cr_counts *counts, cr_counter_block *block, cr_by_block *by, uint32_t nlanes)
 {
     const uint32_t pid = cr_own_pid();
     counts->block = block;
+    counts->by = by;
+    counts->by_own = false;
     counts->lane = NULL;
     counts->pid = pid;
     counts->nlanes = nlanes;
@@ -119,10 +142,18 @@ void cr_counters_join(cr_counts *counts, cr_counter_block *block, uint32_t nlane
             if (atomic_compare_exchange_strong(&block->owner[i], &owner, pid))
                 counts->lane = &block->lane[i];
         }
+    counts->by_lane = by && counts->lane
+                          ? &by->cell[(size_t)(counts->lane - block->lane) * CR_COUNTER_SLOTS]
+                          : NULL;
 }
 
 void cr_counters_leave(cr_counts *counts)
 {
+    if (counts->by_own)
+        free(counts->by);
+    counts->by = NULL;
+    counts->by_lane = NULL;
+    counts->by_own = false;
     if (!counts->block)
         return;
     if (counts->pid == 0) {
@@ -187,13 +218,76 @@ void cr_counters_read(const cr_counter_block *block, uint32_t nlanes, uint64_t e
     }
 }
 
+/* The summed words of every cell of `by`, each clamped to [0, CR_COUNT_MAX]
+ * (a word is a signed count: a dry run takes a refusal back). */
+static void sum_by_cells(const cr_by_block *by, uint32_t nlanes, uint64_t out[CR_BY_FIELDS])
+{
+    const size_t ncells = (size_t)(nlanes < CR_COUNTER_LANES ? nlanes : CR_COUNTER_LANES) *
+                          CR_COUNTER_SLOTS;
+    for (int f = 0; f < CR_BY_FIELDS; f++) {
+        __extension__ __int128 sum = (int64_t)atomic_load_explicit(&by->overflow.n[f],
+                                                                   memory_order_relaxed);
+        for (size_t c = 0; c < ncells; c++)
+            sum += (int64_t)atomic_load_explicit(&by->cell[c].n[f], memory_order_relaxed);
+        out[f] = sum < 0 ? 0 : sum > CR_COUNT_MAX ? (uint64_t)CR_COUNT_MAX : (uint64_t)sum;
+    }
+}
+
+static uint64_t less(uint64_t a, uint64_t b)
+{
+    return a == (uint64_t)CR_COUNT_MAX ? a : a > b ? a - b : 0;
+}
+
+void cr_counters_by_read(const cr_counts *counts, uint64_t plans[CR_PLANS_MAX][2],
+                         uint64_t classes[CR_PRIORITIES_MAX][2], uint64_t rest[2])
+{
+    uint64_t by[CR_BY_FIELDS] = {0};
+    if (counts->by) {
+        /* read before the block's totals, which count each request first:
+         * no plan's count is then ahead of the totals it is taken from */
+        cr_by_block *b = counts->by; /* the baseline is read, not written */
+        for (int tries = 0;; tries++) {
+            const uint64_t seq = atomic_load_explicit(&counts->block->seq, memory_order_acquire);
+            sum_by_cells(b, counts->nlanes, by);
+            uint64_t base[CR_BY_FIELDS];
+            for (int f = 0; f < CR_BY_FIELDS; f++)
+                base[f] = atomic_load_explicit(&b->base[f], memory_order_acquire);
+            if (tries < 64 && ((seq & 1) || atomic_load_explicit(&counts->block->seq,
+                                                                 memory_order_acquire) != seq))
+                continue;
+            for (int f = 0; f < CR_BY_FIELDS; f++)
+                by[f] = less(by[f], base[f]);
+            break;
+        }
+    }
+    uint64_t n[CR_COUNTER_FIELDS];
+    cr_counters_read(counts->block, counts->nlanes, 0, n);
+    const uint64_t total[2] = {n[CR_N_ADMITTED], n[CR_N_REFUSED]};
+    for (int o = 0; o < 2; o++) {
+        uint64_t plans_rest = total[o], classes_rest = total[o];
+        for (int p = 1; p < CR_PLANS_MAX; p++) {
+            plans[p][o] = by[cr_by_plan_word(p, o == 0)];
+            plans_rest = less(plans_rest, plans[p][o]);
+        }
+        plans[0][o] = plans_rest;
+        for (int c = 0; c < CR_PRIORITIES_MAX; c++) {
+            classes[c][o] = by[cr_by_class_word(c, o == 0)];
+            classes_rest = less(classes_rest, classes[c][o]);
+        }
+        rest[o] = classes_rest;
+    }
+}
+
 /* Serializes the resets of this process (a region's callers also hold its
  * change lock, for the other processes). */
 static pthread_mutex_t resetting = PTHREAD_MUTEX_INITIALIZER;
 
-void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicted)
+void cr_counters_reset(cr_counter_block *block, cr_by_block *by, uint32_t nlanes, uint64_t evicted)
 {
     pthread_mutex_lock(&resetting);
+    uint64_t by_now[CR_BY_FIELDS];
+    if (by)
+        sum_by_cells(by, nlanes, by_now);
     uint64_t now[CR_COUNTER_FIELDS];
     sum_cells(block, nlanes, evicted, now);
     const uint64_t seq = atomic_load_explicit(&block->seq, memory_order_relaxed);
@@ -201,6 +295,8 @@ void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicte
     atomic_thread_fence(memory_order_release);
     for (int f = 0; f < CR_COUNTER_FIELDS; f++)
         atomic_store_explicit(&block->base[f], now[f], memory_order_release);
+    for (int f = 0; by && f < CR_BY_FIELDS; f++)
+        atomic_store_explicit(&by->base[f], by_now[f], memory_order_release);
     const int64_t held = atomic_load(&block->in_flight); /* a peak's total (else 0) */
     atomic_store_explicit(&block->peak, held > 0 ? held : 0, memory_order_relaxed);
     atomic_store_explicit(&block->seq, (seq | 1) + 1, memory_order_release);
@@ -249,7 +345,7 @@ cr_status cr_counts_reset(const cr_counts *counts, cr_lock *lock, uint64_t evict
     cr_status status = lock ? cr_lock_acquire(lock) : CR_OK;
     if (status != CR_OK)
         return status;
-    cr_counters_reset(counts->block, counts->nlanes, evicted);
+    cr_counters_reset(counts->block, counts->by, counts->nlanes, evicted);
     if (lock)
         cr_lock_release(lock);
     return CR_OK;
@@ -264,5 +360,42 @@ void cr_counters_hold(const cr_counts *counts, int64_t delta)
     while (held > peak &&
            !atomic_compare_exchange_weak_explicit(&block->peak, &peak, held, memory_order_relaxed,
                                                   memory_order_relaxed)) {
+    }
+}
+
+_Static_assert(sizeof(((cr_stats_by *)0)->plans) / sizeof(cr_stats_row) == CR_PLANS_MAX,
+               "a row for each plan");
+_Static_assert(sizeof(((cr_stats_by *)0)->priorities) / sizeof(cr_stats_row) == CR_PRIORITIES_MAX,
+               "a row for each class");
+_Static_assert(CR_PLAN_NAME_MAX <= sizeof(((cr_stats_row *)0)->name) &&
+                   CR_PRIORITY_NAME_MAX <= sizeof(((cr_stats_row *)0)->name),
+               "a row holds a name");
+
+static void stats_row(cr_stats_row *row, const char *name, const uint64_t counts[2])
+{
+    snprintf(row->name, sizeof row->name, "%s", name);
+    row->admitted = counts[0];
+    row->refused = counts[1];
+}
+
+void cr_counters_stats_by(const cr_counts *counts, const cr_plan_table *plans,
+                          const cr_limit *limit, cr_stats_by *out)
+{
+    uint64_t by_plan[CR_PLANS_MAX][2], by_class[CR_PRIORITIES_MAX][2], rest[2];
+    cr_counters_by_read(counts, by_plan, by_class, rest);
+    memset(out, 0, sizeof *out);
+    const int32_t nplans = plans && plans->count > 1 ? plans->count : 0;
+    for (int32_t p = 0; p < nplans; p++)
+        stats_row(&out->plans[out->nplans++], plans->names[p], by_plan[p]);
+    bool rest_counted = false;
+    for (int32_t c = 0; c < limit->npriorities; c++) {
+        const cr_priority_class *class = &limit->priorities[c];
+        cr_stats_row *row = &out->priorities[out->npriorities++];
+        stats_row(row, class->name, by_class[c]);
+        if (class->reserve == 0 && !rest_counted) { /* what a decision of no class spends */
+            row->admitted = cr_count_add(row->admitted, rest[0]);
+            row->refused = cr_count_add(row->refused, rest[1]);
+            rest_counted = true;
+        }
     }
 }

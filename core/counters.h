@@ -18,6 +18,7 @@
 #ifndef CELLRATE_COUNTERS_H
 #define CELLRATE_COUNTERS_H
 
+#include "cellrate/plans.h"
 #include "cellrate/stats.h"
 #include "decide.h"
 #include "lock.h"
@@ -83,6 +84,42 @@ _Static_assert(offsetof(cr_counter_block, overflow) == 256, "the cells follow fo
 #define CR_COUNTER_BLOCK_SIZE(nlanes) \
     (sizeof(cr_counter_block) + (size_t)(nlanes) * sizeof(cr_counter_lane))
 
+/* Requests by plan and by class (docs/design/stores.md, "Counters"): a pair
+ * of words (admitted, refused) for each plan but "default" and for each
+ * class, in cells laid out as the block's (one per thread slot of each
+ * lane, and an overflow). Only a decision under a plan or in a class writes
+ * here: "default"'s requests are the block's less every other plan's, and
+ * those of no class the block's less every class's, so that a plain
+ * decision counts exactly as before. A store of this process has them only
+ * with plans or classes; a rate region always. */
+#define CR_BY_FIELDS (2 * (CR_PLANS_MAX + CR_PRIORITIES_MAX))
+
+typedef struct {
+    _Alignas(CR_COUNTER_SPACING) _Atomic uint64_t n[CR_BY_FIELDS];
+} cr_by_cell;
+
+typedef struct {
+    _Alignas(CR_COUNTER_SPACING) _Atomic uint64_t base[CR_BY_FIELDS]; /* what a reset set aside */
+    cr_by_cell overflow;
+    cr_by_cell cell[]; /* nlanes * CR_COUNTER_SLOTS, lane by lane as the block's */
+} cr_by_block;
+
+_Static_assert(sizeof(cr_by_cell) % CR_COUNTER_SPACING == 0, "a cell is whole pairs of lines");
+
+/* Bytes of the counts by plan and class of `nlanes` lanes. */
+#define CR_BY_BLOCK_SIZE(nlanes) \
+    (sizeof(cr_by_block) + (size_t)(nlanes)*CR_COUNTER_SLOTS * sizeof(cr_by_cell))
+
+/* The word of plan `plan` (1 to CR_PLANS_MAX - 1) or of class `priority`. */
+static inline unsigned cr_by_plan_word(int32_t plan, bool admitted)
+{
+    return 2u * (unsigned)plan + !admitted;
+}
+static inline unsigned cr_by_class_word(int32_t priority, bool admitted)
+{
+    return 2u * (CR_PLANS_MAX + (unsigned)priority) + !admitted;
+}
+
 /* A store's view of its block: its own lane (NULL: the overflow alone), and
  * the process that owns the lane (0 for a block of this process alone). */
 typedef struct {
@@ -90,7 +127,10 @@ typedef struct {
     cr_counter_lane *lane;
     uint32_t pid;
     uint32_t nlanes;
-    bool placed; /* the block lies in its store's own allocation (not freed here) */
+    bool placed;         /* the block lies in its store's own allocation (not freed here) */
+    cr_by_block *by;     /* requests by plan and class (NULL: none kept) */
+    cr_by_cell *by_lane; /* the cells of `lane` in `by` (NULL: none, or no lane) */
+    bool by_own;         /* `by` is this process's (freed with the block) */
 } cr_counts;
 
 /* The calling thread's slot + 1 (0: none yet; past CR_COUNTER_SLOTS: none
@@ -269,32 +309,108 @@ static inline int cr_count_admitted_tail(const cr_counts *counts, int64_t cost)
 #endif
 }
 
+/* Adds `n` to word `f` of the counts by plan and class, in the thread's own
+ * cell (the overflow's, atomically, when it has none). A store that counts
+ * under a plan or a class has them. */
+__attribute__((cold)) void cr_count_by_slow(const cr_counts *counts, unsigned f, uint64_t n);
+__attribute__((always_inline)) static inline void cr_count_by(const cr_counts *counts, unsigned f,
+                                                              uint64_t n)
+{
+#ifndef CR_NO_COUNTERS
+    const unsigned slot = cr_counter_slot - 1u; /* the cell of the block's, in `by` */
+    if (__builtin_expect(
+            slot < CR_COUNTER_SLOTS && counts->by_lane != NULL &&
+                (counts->pid == 0 ||
+                 counts->pid == atomic_load_explicit(&cr_own_pid_cache, memory_order_relaxed)),
+            1)) {
+        cr_count_bump(&counts->by_lane[slot].n[f], n);
+        return;
+    }
+    cr_count_by_slow(counts, f, n);
+#else
+    (void)counts, (void)f, (void)n;
+#endif
+}
+
+/* A verdict's request by its plan (CR_PLAN_DEFAULT: nothing here) and its
+ * class (-1: none); `n` 1, or -1 to take one back. Constants fold it away. */
+__attribute__((always_inline)) static inline void cr_count_by_verdict(const cr_counts *counts,
+                                                                      int32_t plan,
+                                                                      int32_t priority,
+                                                                      bool admitted, uint64_t n)
+{
+    if (__builtin_expect(plan != CR_PLAN_DEFAULT, 0))
+        cr_count_by(counts, cr_by_plan_word(plan, admitted), n);
+    if (__builtin_expect(priority >= 0, 0))
+        cr_count_by(counts, cr_by_class_word(priority, admitted), n);
+}
+
+/* cr_count_verdict and cr_count_by_verdict as one, for a decision under a
+ * plan or in a class: an admission counted in the thread's own cell, its
+ * plan's and class's in the same slot of `by` (which a store counting under
+ * a plan or a class has), the slot found once. */
+__attribute__((always_inline)) static inline void cr_count_verdict_by(const cr_counts *counts,
+                                                                      bool admitted, int64_t cost,
+                                                                      int64_t most, int32_t plan,
+                                                                      int32_t priority)
+{
+#ifndef CR_NO_COUNTERS
+    cr_counter_cell *cell = cr_own_cell(counts);
+    if (__builtin_expect(admitted && cell != NULL && counts->by_lane != NULL, 1)) {
+        cr_by_cell *by = &counts->by_lane[cell - counts->lane->cell];
+        cr_count_admission(cell, cost);
+        if (plan != CR_PLAN_DEFAULT)
+            cr_count_bump(&by->n[cr_by_plan_word(plan, true)], 1);
+        if (priority >= 0)
+            cr_count_bump(&by->n[cr_by_class_word(priority, true)], 1);
+        return;
+    }
+#endif
+    cr_count_verdict(counts, admitted, cost, most);
+    cr_count_by_verdict(counts, plan, priority, admitted, 1);
+}
+
+/* The class of a decision `op` (its index), or -1: none. */
+static inline int32_t cr_op_priority(const cr_op *op)
+{
+    return op->kind == CR_OP_PRIORITY ? (int32_t)op->max_wait_ns : -1;
+}
+
 /* Counts what `op` did (cellrate/stats.h, cr_stats): called once per operation,
- * with the limit that decided it and *ok as cr_apply set it. Always inlined:
+ * with the limit that decided it, the plan it went under and *ok as cr_apply
+ * set it. Always inlined:
  * the kind of `op` folds away in each entry point, as it does in cr_apply
  * (an out-of-line call would take the op's address and compile every kind
  * into every entry point). */
 CR_HOT void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr_op *op,
-                        bool commit, bool ok)
+                        bool commit, bool ok, int32_t plan)
 {
     if (!commit || op->uncounted)
         return; /* a peek; a commit its caller counts (check_all) */
     switch (op->kind) {
     case CR_OP_DECIDE:
     case CR_OP_PRIORITY:
-        cr_count_verdict(counts, ok, op->cost, limit->burst);
+        if (plan == CR_PLAN_DEFAULT && op->kind == CR_OP_DECIDE)
+            cr_count_verdict(counts, ok, op->cost, limit->burst); /* as without plans */
+        else
+            cr_count_verdict_by(counts, ok, op->cost, limit->burst, plan, cr_op_priority(op));
         return;
     case CR_OP_RESERVE: /* a reservation not made is a wait's to count (cr_wait) */
-        if (ok)
+        if (ok) {
             cr_count_verdict(counts, true, op->cost, limit->burst);
+            cr_count_by_verdict(counts, plan, -1, true, 1);
+        }
         return;
     case CR_OP_CHARGE: /* what it committed: the cost, or less when clipped */
         cr_count_verdict(counts, true, op->taken, limit->burst);
+        cr_count_by_verdict(counts, plan, -1, true, 1);
         return;
     case CR_OP_TAKE:
-        if (op->cost > 0)
+        if (op->cost > 0) {
             cr_count_verdict(counts, op->taken > 0, op->taken > 0 ? op->taken : op->cost,
                              INT64_MAX);
+            cr_count_by_verdict(counts, plan, -1, op->taken > 0, 1);
+        }
         return;
     case CR_OP_REFUND: /* what it gave back; units_admitted never falls */
         cr_count_units(counts, CR_N_UNITS_REFUNDED, op->taken);
@@ -304,11 +420,14 @@ CR_HOT void cr_count_op(const cr_counts *counts, const cr_limit *limit, const cr
     }
 }
 
-/* A refusal that a dry run let through: refused becomes would_refuse. */
-static inline void cr_count_would_refuse(const cr_counts *counts, int64_t cost)
+/* A refusal that a dry run let through: refused becomes would_refuse (also
+ * in its plan's and class's counts). */
+static inline void cr_count_would_refuse(const cr_counts *counts, int64_t cost, int32_t plan,
+                                         int32_t priority)
 {
     cr_count2(counts, CR_N_REFUSED, (uint64_t)-1, CR_N_UNITS_REFUSED, 1 - (uint64_t)cost);
     cr_count1(counts, CR_N_WOULD_REFUSE, 1);
+    cr_count_by_verdict(counts, plan, priority, false, (uint64_t)-1);
 }
 
 /* A block of this process alone (zeroed, one lane); NULL when out of memory. */
@@ -317,11 +436,15 @@ cr_counter_block *cr_counters_new(cr_counts *counts);
  * CR_COUNTER_SPACING) of the store's own allocation: on the pages its
  * decisions read anyway, so that counting costs no TLB entry more. */
 void cr_counters_place(cr_counts *counts, void *memory);
-/* Binds `counts` to a region's block: claims a free lane (or one of a dead
- * process), else counts in the overflow. */
-void cr_counters_join(cr_counts *counts, cr_counter_block *block, uint32_t nlanes);
+/* Binds `counts` to a region's block (and its counts by plan and class, `by`;
+ * NULL: none): claims a free lane (or one of a dead process), else counts in
+ * the overflow. */
+void cr_counters_join(cr_counts *counts, cr_counter_block *block, cr_by_block *by, uint32_t nlanes);
 /* Gives the lane back (a region's), or frees the block (this process's). */
 void cr_counters_leave(cr_counts *counts);
+/* Gives a store of this process counts by plan and class (zeroed): false
+ * when out of memory. */
+bool cr_counters_by_new(cr_counts *counts);
 /* The counts since the last reset into out[CR_COUNTER_FIELDS], decoded (the
  * units fields hold units, requests added back), each in [0, CR_COUNT_MAX]:
  * a count at CR_COUNT_MAX reads as it, reset or not; `evicted` (a keyed
@@ -330,7 +453,7 @@ void cr_counters_read(const cr_counter_block *block, uint32_t nlanes, uint64_t e
                       uint64_t out[CR_COUNTER_FIELDS]);
 /* Sets the baseline to the counts now (a region's caller holds its change
  * lock: resets of other processes). */
-void cr_counters_reset(cr_counter_block *block, uint32_t nlanes, uint64_t evicted);
+void cr_counters_reset(cr_counter_block *block, cr_by_block *by, uint32_t nlanes, uint64_t evicted);
 /* reset_stats of a store: cr_counters_reset under `lock` (a region's change
  * lock; NULL for a store of this process alone): CR_E_SHARED_LOCK when it
  * stays held. */
@@ -342,6 +465,17 @@ void cr_counters_rate_stats(const cr_counter_block *block, uint32_t nlanes, uint
                             cr_stats *out);
 void cr_counters_gauge_stats(const cr_counter_block *block, uint32_t nlanes, uint64_t in_flight,
                              bool peak, cr_gauge_stats *out);
+/* The requests by plan and by class of `counts` since the last reset, each
+ * in [0, CR_COUNT_MAX]: plans[p] (admitted, refused) for p >= 1 as counted,
+ * plans[0] the block's less theirs; classes[c] as counted, rest[] the
+ * block's less every class's (the requests of no class). All zero (rest the
+ * block's) without counts by plan and class. */
+void cr_counters_by_read(const cr_counts *counts, uint64_t plans[CR_PLANS_MAX][2],
+                         uint64_t classes[CR_PRIORITIES_MAX][2], uint64_t rest[2]);
+/* cr_stats_by of `counts`: the plans of `plans` (NULL or "default" alone:
+ * none), the classes of `limit`. */
+void cr_counters_stats_by(const cr_counts *counts, const cr_plan_table *plans,
+                          const cr_limit *limit, cr_stats_by *out);
 /* Concurrency with a peak: `delta` units now held more (or fewer) in the
  * block's total; raises the peak. Locked instructions on one shared line. */
 void cr_counters_hold(const cr_counts *counts, int64_t delta);

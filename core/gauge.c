@@ -708,7 +708,7 @@ cr_status cr_gauge_open(cr_gauge **out, int64_t limit, bool keyed, int64_t capac
     gauge->nstripes = gauge->nbuckets < MAX_STRIPES ? gauge->nbuckets : MAX_STRIPES;
     cr_status status = path ? map_shared(gauge, path, mode) : map_private(gauge);
     if (status == CR_OK && path) {
-        cr_counters_join(&gauge->counts, gauge->region.counters, CR_COUNTER_LANES);
+        cr_counters_join(&gauge->counts, gauge->region.counters, NULL, CR_COUNTER_LANES);
     } else if (status == CR_OK && !cr_counters_new(&gauge->counts)) {
         free(gauge->stripes);
         munmap(gauge->gauges, gauges_size(gauge));

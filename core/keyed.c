@@ -511,15 +511,20 @@ static cr_status keyed_open(cr_keyed **out, const cr_limit *limit, const cr_plan
             status = CR_E_NOMEM;
         }
     }
+    if (status == CR_OK && !path && limit->npriorities > 0 &&
+        !cr_counters_by_new(&keyed->counts)) /* counted by class */
+        status = CR_E_NOMEM;
     if (status == CR_OK)
         status = path ? map_shared_table(keyed, path, mode, on_change, cr_read_clock(limit), table)
                       : map_private_table(keyed);
     if (status == CR_OK && path) {
-        cr_counters_join(&keyed->counts, keyed->region.counters, CR_COUNTER_LANES);
+        cr_counters_join(&keyed->counts, keyed->region.counters, keyed->region.by,
+                         CR_COUNTER_LANES);
     } else if (status == CR_OK) {
         cr_counters_place(&keyed->counts, (char *)keyed + own_size);
     }
     if (status != CR_OK) {
+        cr_counters_leave(&keyed->counts); /* the counts by plan and class (no block yet) */
         free_plans(keyed);
         pthread_mutex_destroy(&keyed->changing);
         free(first);
@@ -559,7 +564,7 @@ cr_status cr_keyed_open_plans(cr_keyed **out, const cr_limit *limit, const cr_pl
         return status;
     }
     keyed->plans = malloc(sizeof *keyed->plans);
-    bool made = keyed->plans != NULL;
+    bool made = keyed->plans != NULL && cr_counters_by_new(&keyed->counts); /* by plan */
     if (made)
         *keyed->plans = *table;
     for (int32_t p = 1; made && p < table->count; p++) {
@@ -877,7 +882,7 @@ keyed_apply(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, in
                                                  now_ns);
                 if (!commit) {
                     apply_carried(&current->limit, carried, now_ns, op, out, ok);
-                    cr_count_op(&keyed->counts, &current->limit, op, commit, *ok);
+                    cr_count_op(&keyed->counts, &current->limit, op, commit, *ok, plan);
                     return CR_OK;
                 }
                 slot_cas(s, make_pair(word, state),
@@ -888,7 +893,7 @@ keyed_apply(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, in
             int64_t new_state = cr_apply(&current->limit, state, now_ns, op, out, ok);
             if (new_state == state || !commit ||
                 slot_cas(s, make_pair(word, state), make_pair(word, new_state))) {
-                cr_count_op(&keyed->counts, &current->limit, op, commit, *ok);
+                cr_count_op(&keyed->counts, &current->limit, op, commit, *ok, plan);
                 return CR_OK;
             }
             continue; /* lost a race on this slot: decide again from what is there */
@@ -896,7 +901,7 @@ keyed_apply(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, in
         /* Absent: the key is idle. Only an admission that commits needs a slot. */
         int64_t new_state = cr_apply(&current->limit, 0, now_ns, op, out, ok);
         if (new_state == 0 || !commit) {
-            cr_count_op(&keyed->counts, &current->limit, op, commit, *ok);
+            cr_count_op(&keyed->counts, &current->limit, op, commit, *ok, plan);
             return CR_OK;
         }
         uint32_t stripe[2];
@@ -909,7 +914,7 @@ keyed_apply(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, in
                        new_state);
         cr_unlock_places(keyed->stripes, stripe);
         if (placed) {
-            cr_count_op(&keyed->counts, &current->limit, op, commit, *ok);
+            cr_count_op(&keyed->counts, &current->limit, op, commit, *ok, plan);
             return CR_OK;
         }
         /* another thread placed the key meanwhile: decide against its slot */
@@ -1203,6 +1208,15 @@ void cr_keyed_stats(const cr_keyed *keyed, cr_stats *out)
     out->bans = keyed->penalty ? cr_penalty_box_bans(keyed->penalty) : 0;
 }
 
+void cr_keyed_stats_by(cr_keyed *keyed, cr_stats_by *out)
+{
+    if (keyed->region.base && cr_region_plan_count(&keyed->region) != plan_count(keyed)) {
+        keyed_limit *ignored; /* names given since: their counts are in the region */
+        (void)follow_plans(keyed, CR_PLAN_DEFAULT, &ignored);
+    }
+    cr_counters_stats_by(&keyed->counts, keyed->plans, cr_keyed_limit(keyed), out);
+}
+
 cr_status cr_keyed_reset_stats(cr_keyed *keyed)
 {
     if (keyed->penalty)
@@ -1211,7 +1225,7 @@ cr_status cr_keyed_reset_stats(cr_keyed *keyed)
                            cr_keyed_evictions(keyed));
 }
 
-void cr_keyed_would_refuse(cr_keyed *keyed, int64_t cost)
+void cr_keyed_would_refuse(cr_keyed *keyed, int64_t cost, int32_t plan, int32_t priority)
 {
-    cr_count_would_refuse(&keyed->counts, cost);
+    cr_count_would_refuse(&keyed->counts, cost, plan, priority);
 }

@@ -151,8 +151,12 @@ cr_status cr_limiter_open(cr_limiter **out, const cr_limit *limit, const char *p
     if (path) {
         status = open_shared(limiter, cell, path, mode, on_change);
         if (status == CR_OK)
-            cr_counters_join(&limiter->counts, limiter->region.counters, CR_COUNTER_LANES);
+            cr_counters_join(&limiter->counts, limiter->region.counters, limiter->region.by,
+                             CR_COUNTER_LANES);
     } else if (!cr_counters_new(&limiter->counts)) {
+        status = CR_E_NOMEM;
+    } else if (limit->npriorities > 0 && !cr_counters_by_new(&limiter->counts)) {
+        cr_counters_leave(&limiter->counts); /* counted by class */
         status = CR_E_NOMEM;
     }
     if (status != CR_OK) {
@@ -283,7 +287,7 @@ __attribute__((noinline)) static cr_status shared_apply(cr_limiter *limiter, int
         if (new_state == state || !commit ||
             cr_pair_cas(pair, cr_pair_make(generation, state),
                         cr_pair_make(generation, new_state))) {
-            cr_count_op(&limiter->counts, &cell->limit.limit, op, commit, *ok);
+            cr_count_op(&limiter->counts, &cell->limit.limit, op, commit, *ok, CR_PLAN_DEFAULT);
             return CR_OK;
         }
     }
@@ -317,7 +321,7 @@ __attribute__((always_inline)) static inline cr_status limiter_apply(cr_limiter 
         if (new_state == state || !commit ||
             atomic_compare_exchange_weak_explicit(&cell->own_tat, &state, new_state,
                                                   memory_order_acq_rel, memory_order_acquire)) {
-            cr_count_op(&limiter->counts, &cell->limit.limit, op, commit, *ok);
+            cr_count_op(&limiter->counts, &cell->limit.limit, op, commit, *ok, CR_PLAN_DEFAULT);
             return CR_OK;
         }
     }
@@ -467,6 +471,11 @@ __attribute__((always_inline)) static inline cr_status allow_fast(cr_limiter *li
     *allowed = admitted;
     if (__builtin_expect(!admitted, 0) && priority < 0 && limiter->penalty)
         limiter_penalize(limiter, now_ns, NULL);
+    if (priority >= 0) { /* a class's: counted by class too */
+        cr_count_verdict(&limiter->counts, admitted, cost, cell->limit.limit.burst);
+        cr_count_by_verdict(&limiter->counts, CR_PLAN_DEFAULT, priority, admitted, 1);
+        return CR_OK;
+    }
     return (cr_status)cr_count_own_tail(&limiter->counts, admitted, cost, cell->limit.limit.burst);
 }
 
@@ -701,6 +710,11 @@ void cr_limiter_stats(const cr_limiter *limiter, cr_stats *out)
     out->bans = limiter->penalty ? cr_penalty_box_bans(limiter->penalty) : 0;
 }
 
+void cr_limiter_stats_by(const cr_limiter *limiter, cr_stats_by *out)
+{
+    cr_counters_stats_by(&limiter->counts, NULL, cr_limiter_limit(limiter), out);
+}
+
 cr_status cr_limiter_reset_stats(cr_limiter *limiter)
 {
     if (limiter->penalty)
@@ -708,7 +722,7 @@ cr_status cr_limiter_reset_stats(cr_limiter *limiter)
     return cr_counts_reset(&limiter->counts, cr_region_change_lock(&limiter->region), 0);
 }
 
-void cr_limiter_would_refuse(cr_limiter *limiter, int64_t cost)
+void cr_limiter_would_refuse(cr_limiter *limiter, int64_t cost, int32_t priority)
 {
-    cr_count_would_refuse(&limiter->counts, cost);
+    cr_count_would_refuse(&limiter->counts, cost, CR_PLAN_DEFAULT, priority);
 }

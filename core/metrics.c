@@ -22,6 +22,10 @@ static const cr_metric_label LABELS[] = {
     {                                                  \
 #field, offsetof(cr_gauge_stats, field), value \
     }
+#define ROW(field, value)                            \
+    {                                                \
+#field, offsetof(cr_stats_row, field), value \
+    }
 #define NO_LABEL   \
     {              \
         NULL, NULL \
@@ -38,7 +42,8 @@ static const cr_metric METRICS[] = {
      COMMON,
      {"outcome", "cellrate.decision.outcome"},
      3,
-     {RATE(admitted, "admitted"), RATE(refused, "refused"), RATE(would_refuse, "would_refuse")}},
+     {RATE(admitted, "admitted"), RATE(refused, "refused"), RATE(would_refuse, "would_refuse")},
+     NO_LABEL},
     {"cellrate.units",
      "cellrate_units_total",
      "Units (cost) of the requests decided by a rate limit, by outcome "
@@ -51,7 +56,8 @@ static const cr_metric METRICS[] = {
      {"outcome", "cellrate.decision.outcome"},
      3,
      {RATE(units_admitted, "admitted"), RATE(units_refused, "refused"),
-      RATE(units_refunded, "refunded")}},
+      RATE(units_refunded, "refunded")},
+     NO_LABEL},
     {"cellrate.unfittable",
      "cellrate_unfittable_total",
      "Refusals of a cost above the burst, which never fits.",
@@ -62,7 +68,8 @@ static const cr_metric METRICS[] = {
      COMMON,
      NO_LABEL,
      1,
-     {RATE(unfittable, NULL)}},
+     {RATE(unfittable, NULL)},
+     NO_LABEL},
     {"cellrate.evictions",
      "cellrate_evictions_total",
      "Keys evicted from a full keyed table.",
@@ -73,7 +80,8 @@ static const cr_metric METRICS[] = {
      COMMON,
      NO_LABEL,
      1,
-     {RATE(evicted, NULL)}},
+     {RATE(evicted, NULL)},
+     NO_LABEL},
     {"cellrate.acquires",
      "cellrate_acquires_total",
      "Acquires decided by a concurrency limit, by outcome.",
@@ -84,7 +92,8 @@ static const cr_metric METRICS[] = {
      COMMON,
      {"outcome", "cellrate.acquire.outcome"},
      2,
-     {GAUGE(acquired, "acquired"), GAUGE(refused, "refused")}},
+     {GAUGE(acquired, "acquired"), GAUGE(refused, "refused")},
+     NO_LABEL},
     {"cellrate.acquire_units",
      "cellrate_acquire_units_total",
      "Units (cost) of the acquires of a concurrency limit, by outcome.",
@@ -95,7 +104,8 @@ static const cr_metric METRICS[] = {
      COMMON,
      {"outcome", "cellrate.acquire.outcome"},
      2,
-     {GAUGE(units_acquired, "acquired"), GAUGE(units_refused, "refused")}},
+     {GAUGE(units_acquired, "acquired"), GAUGE(units_refused, "refused")},
+     NO_LABEL},
     {"cellrate.releases",
      "cellrate_releases_total",
      "Units of a concurrency limit given back: released by their holders, or reclaimed (a "
@@ -107,7 +117,8 @@ static const cr_metric METRICS[] = {
      COMMON,
      {"how", "cellrate.release.how"},
      2,
-     {GAUGE(released, "released"), GAUGE(reclaimed, "reclaimed")}},
+     {GAUGE(released, "released"), GAUGE(reclaimed, "reclaimed")},
+     NO_LABEL},
     /* in flight adds up across limits: an up-down counter, a gauge to Prometheus */
     {"cellrate.in_flight",
      "cellrate_in_flight",
@@ -119,7 +130,8 @@ static const cr_metric METRICS[] = {
      COMMON,
      NO_LABEL,
      1,
-     {GAUGE(in_flight, NULL)}},
+     {GAUGE(in_flight, NULL)},
+     NO_LABEL},
     /* only for a limit made with peak (peak_tracked): no sample otherwise */
     {"cellrate.in_flight_peak",
      "cellrate_in_flight_peak",
@@ -131,7 +143,8 @@ static const cr_metric METRICS[] = {
      COMMON,
      NO_LABEL,
      1,
-     {GAUGE(peak, NULL)}},
+     {GAUGE(peak, NULL)},
+     NO_LABEL},
     {"cellrate.concurrency_evictions",
      "cellrate_concurrency_evictions_total",
      "Keys evicted from a full keyed concurrency table.",
@@ -142,7 +155,8 @@ static const cr_metric METRICS[] = {
      COMMON,
      NO_LABEL,
      1,
-     {GAUGE(evicted, NULL)}},
+     {GAUGE(evicted, NULL)},
+     NO_LABEL},
     /* a rate limit's, after the first ten (whose order is published) */
     {"cellrate.bans",
      "cellrate_bans_total",
@@ -154,7 +168,35 @@ static const cr_metric METRICS[] = {
      COMMON,
      NO_LABEL,
      1,
-     {RATE(bans, NULL)}},
+     {RATE(bans, NULL)},
+     NO_LABEL},
+    /* a keyed table's with plans: a series for each plan, summing to cellrate.decisions'
+       admitted and refused (a metric of its own: a sum over cellrate.decisions counts once) */
+    {"cellrate.plan_decisions",
+     "cellrate_plan_decisions_total",
+     "Requests decided by a rate limit with plans, by plan and outcome.",
+     "counter",
+     "counter",
+     "{request}",
+     "plan",
+     COMMON,
+     {"outcome", "cellrate.decision.outcome"},
+     2,
+     {ROW(admitted, "admitted"), ROW(refused, "refused")},
+     {"plan", "cellrate.plan.name"}},
+    /* a limit's with classes: a series for each class (no class: the first of reserve 0) */
+    {"cellrate.priority_decisions",
+     "cellrate_priority_decisions_total",
+     "Requests decided by a rate limit with priority classes, by class and outcome.",
+     "counter",
+     "counter",
+     "{request}",
+     "priority",
+     COMMON,
+     {"outcome", "cellrate.decision.outcome"},
+     2,
+     {ROW(admitted, "admitted"), ROW(refused, "refused")},
+     {"priority", "cellrate.priority.name"}},
 };
 
 const cr_metric *cr_metrics(size_t *count)

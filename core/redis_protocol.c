@@ -907,13 +907,18 @@ int64_t cr_redis_going_back(cr_redis_mode mode, int64_t cost, const cr_limit *fa
     /* a class's check or allow goes back as the plain one: a charge takes no class */
     const cr_redis_mode plain = cr_redis_plain_mode(mode);
     *send = mode;
-    *settled = plain == CR_REDIS_CHECK || plain == CR_REDIS_ALLOW || plain == CR_REDIS_CHARGE;
+    *settled = plain != CR_REDIS_PEEK;
     if (!*settled)
         return cost;
     const int64_t remaining = held_remaining < 0                 ? 0
                               : held_remaining > fallback->burst ? fallback->burst
                                                                  : held_remaining;
     const int64_t owed = fallback->burst - remaining;
+    if (plain == CR_REDIS_TAKE || plain == CR_REDIS_REFUND) {
+        /* they cannot carry the units: the charge of them alone goes first */
+        *send = CR_REDIS_CHARGE;
+        return owed;
+    }
     if (owed == 0)
         return cost;
     *send = CR_REDIS_CHARGE;

@@ -149,6 +149,13 @@ static size_t penalty_size(const cr_region_spec *spec)
     return spec->kind == CR_REGION_CONCURRENCY ? 0 : cr_penalty_region_size(spec->capacity);
 }
 
+/* The counters' bytes: a rate limit's count by plan and class too, after the block. */
+static size_t counters_size(const cr_region_spec *spec)
+{
+    return CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES) +
+           (spec->kind == CR_REGION_CONCURRENCY ? 0 : CR_BY_BLOCK_SIZE(CR_COUNTER_LANES));
+}
+
 static void layout(cr_region_spec *spec)
 {
     spec->stripes_offset = align64(sizeof(region_header));
@@ -168,7 +175,7 @@ static void layout(cr_region_spec *spec)
     }
     spec->counters_offset = (records_end + CR_COUNTER_SPACING - 1) &
                             ~(size_t)(CR_COUNTER_SPACING - 1);
-    spec->penalty_offset = align64(spec->counters_offset + CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
+    spec->penalty_offset = align64(spec->counters_offset + counters_size(spec));
     spec->buckets_offset = spec->penalty_offset + penalty_size(spec);
     spec->total_size = spec->buckets_offset + spec->buckets_size;
 }
@@ -613,6 +620,10 @@ static void bind_region(cr_region *region, void *base, const cr_region_spec *spe
     region->evictions = &header->evictions;
     region->limiter_state = &header->limiter_state;
     region->counters = (cr_counter_block *)((char *)base + spec->counters_offset);
+    region->by = spec->kind == CR_REGION_CONCURRENCY
+                     ? NULL
+                     : (cr_by_block *)((char *)region->counters +
+                                       CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
     region->penalty = penalty_size(spec) ? (char *)base + spec->penalty_offset : NULL;
     memcpy(region->seed, header->identity.seed, sizeof region->seed);
 }
@@ -841,7 +852,7 @@ static cr_status open_existing(int fd, const cr_region_spec *spec, cr_region *re
             atomic_store(&header->evictions, 0);
             memset((char *)base + spec->buckets_offset, 0, spec->buckets_size);
         }
-        memset((char *)base + spec->counters_offset, 0, CR_COUNTER_BLOCK_SIZE(CR_COUNTER_LANES));
+        memset((char *)base + spec->counters_offset, 0, counters_size(spec));
         if (penalty_size(spec)) /* its times are the old boot's; its penalty stays */
             cr_penalty_region_reset((char *)base + spec->penalty_offset, spec->capacity);
         /* The publish step: the state above is complete before the id says so.

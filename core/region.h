@@ -22,8 +22,10 @@
  * block (core/penalty.h) between the counters and the buckets. 10: a keyed
  * region holds its plan table (names, each plan's history) after the
  * records. 11: a calendar region's records name their zone and period (a
- * zone table after the records); its state is kept across a reboot. */
-#define CR_REGION_VERSION 11
+ * zone table after the records); its state is kept across a reboot. 12: a
+ * rate region's counters count requests by plan and by class after the
+ * block (cr_by_block). */
+#define CR_REGION_VERSION 12
 
 /* The time zones a calendar region names over its life (its records hold
  * an index into its table). */
@@ -70,6 +72,7 @@ typedef struct {
     _Atomic uint64_t *evictions;
     cr_pair *limiter_state;     /* a Limiter's {generation, state} */
     cr_counter_block *counters; /* the region's counters (CR_COUNTER_LANES lanes) */
+    cr_by_block *by;            /* a rate region's counts by plan and class (else NULL) */
     void *penalty;              /* the penalty box's block; NULL in a concurrency region */
     int64_t sync_ns;            /* sync=: an msync at most this often (0: none) */
     _Atomic int64_t synced_at;  /* this process's last, on CLOCK_MONOTONIC_COARSE */

@@ -2,8 +2,9 @@
 
 /* cellrate.metrics(): the metrics every exporter publishes (cr_metrics), an
  * array of tables of the table's fields: labels an array of { name,
- * attribute }, label one (nil: none), samples an array of { field, value }
- * (value nil: none). */
+ * attribute }, label one (nil: none), by one (nil: none: the label of a
+ * stats_by() row's name), samples an array of { field, value } (value nil:
+ * none). */
 static void push_metric_label(lua_State *L, const cr_metric_label *label)
 {
     lua_createtable(L, 0, 2);
@@ -20,7 +21,7 @@ static int metrics(lua_State *L)
     lua_createtable(L, (int)count, 0);
     for (size_t i = 0; i < count; i++) {
         const cr_metric *metric = &list[i];
-        lua_createtable(L, 0, 10);
+        lua_createtable(L, 0, 11);
         const char *const text[][2] = {
             {"name", metric->name},
             {"prometheus_name", metric->prometheus_name},
@@ -43,6 +44,10 @@ static int metrics(lua_State *L)
         if (metric->label.name != NULL) {
             push_metric_label(L, &metric->label);
             lua_setfield(L, -2, "label");
+        }
+        if (metric->by.name != NULL) {
+            push_metric_label(L, &metric->by);
+            lua_setfield(L, -2, "by");
         }
         lua_createtable(L, (int)metric->sample_count, 0);
         for (size_t s = 0; s < metric->sample_count; s++) {

@@ -387,6 +387,8 @@ static int redis_protocol(lua_State *L)
     lua_setfield(L, -2, "MAX_BACKOFF_S");
     lua_pushstring(L, CR_REDIS_ALGORITHM_REPLY);
     lua_setfield(L, -2, "ALGORITHM_REPLY");
+    lua_pushstring(L, CR_REDIS_BACK_KEY);
+    lua_setfield(L, -2, "BACK_KEY");
     lua_pushstring(L, cr_strerror(CR_E_REDIS_BATCH_ITEM));
     lua_setfield(L, -2, "BATCH_ITEM");
     lua_newtable(L);

@@ -331,15 +331,33 @@ static int store_reset_stats(lua_State *L, const char *tag)
     return 1;
 }
 
-/* lim:_would_refuse(cost): a dry run let a refusal of `cost` units through. */
+/* lim:stats_by(), keyed:stats_by(): the requests by plan and by class. */
+static int store_stats_by(lua_State *L, const char *tag)
+{
+    const store_box *box = check_open(L, tag);
+    cr_stats_by by;
+    if (is_keyed(box))
+        cr_keyed_stats_by(box->keyed, &by);
+    else
+        cr_limiter_stats_by(box->limiter, &by);
+    push_stats_by(L, &by);
+    return 1;
+}
+
+/* lim:_would_refuse(cost [, plan [, priority]]): a dry run let a refusal of
+ * `cost` units through, decided under `plan` (a keyed table's) in class
+ * `priority`. */
 static int store_would_refuse(lua_State *L, const char *tag)
 {
     const store_box *box = check_open(L, tag);
     const int64_t cost = (int64_t)luaL_checkinteger(L, 2);
+    const int top = lua_gettop(L);
+    const int32_t plan = is_keyed(box) ? read_plan(L, 3, top, box->keyed) : CR_PLAN_DEFAULT;
+    const int32_t priority = read_priority(L, 4, top, box_limit(box));
     if (is_keyed(box))
-        cr_keyed_would_refuse(box->keyed, cost);
+        cr_keyed_would_refuse(box->keyed, cost, plan, priority);
     else
-        cr_limiter_would_refuse(box->limiter, cost);
+        cr_limiter_would_refuse(box->limiter, cost, priority);
     return 0;
 }
 
@@ -470,6 +488,7 @@ static int store_tostring(lua_State *L, const char *tag)
     static int type##_info(lua_State *L) { return store_info(L, tag); }                   \
     static int type##_stats(lua_State *L) { return store_stats(L, tag); }                 \
     static int type##_reset_stats(lua_State *L) { return store_reset_stats(L, tag); }     \
+    static int type##_stats_by(lua_State *L) { return store_stats_by(L, tag); }           \
     static int type##_would_refuse(lua_State *L) { return store_would_refuse(L, tag); }   \
     static int type##_close(lua_State *L) { return store_close(L, tag); }                 \
     static int type##_tostring(lua_State *L) { return store_tostring(L, tag); }           \
@@ -489,6 +508,7 @@ static int store_tostring(lua_State *L, const char *tag)
         {"charge", type##_charge},                                                        \
         {"take", type##_take},                                                            \
         {"stats", type##_stats},                                                          \
+        {"stats_by", type##_stats_by},                                                    \
         {"reset_stats", type##_reset_stats},                                              \
         {"_would_refuse", type##_would_refuse},                                           \
         {NULL, NULL},                                                                     \

@@ -195,10 +195,18 @@ PyDoc_STRVAR(store_stats_doc,
              "The counters since the limiter was made or reset_stats() (a dict of ints):\n"
              "admitted, refused, units_admitted, units_refused, unfittable, would_refuse,\n"
              "evicted. A shared limiter's are the region's: every process's decisions.");
+PyDoc_STRVAR(store_stats_by_doc,
+             "stats_by($self, /)\n--\n\n"
+             "The requests admitted and refused by plan and by class since the limiter\n"
+             "was made or reset_stats(): {\"plan\": {name: {\"admitted\": n, \"refused\": n}},\n"
+             "\"priority\": {...}}, each empty without plans or classes. A decision that\n"
+             "names no class counts in the first class of reserve 0. Each sums to stats()'\n"
+             "admitted and refused; a shared limiter's are the region's.");
 PyDoc_STRVAR(store_reset_stats_doc, "reset_stats($self, /)\n--\n\nZero the counters.");
 PyDoc_STRVAR(store_would_refuse_doc,
-             "_would_refuse($self, cost, /)\n--\n\n"
-             "A dry run let a refusal of cost units through: counted as would_refuse.");
+             "_would_refuse($self, cost, plan=None, priority=None, /)\n--\n\n"
+             "A dry run let a refusal of cost units through (under plan, in class\n"
+             "priority): counted as would_refuse.");
 /* ------------------------------------------------------------------------ */
 /* Concurrency and Slot                                                      */
 

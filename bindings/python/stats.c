@@ -35,6 +35,33 @@ static PyObject *gauge_stats_dict(const cr_gauge_stats *stats)
     return dict;
 }
 
+/* {name: {"admitted": n, "refused": n}} of `count` rows, in their order. */
+static PyObject *stats_rows_dict(const cr_stats_row *rows, size_t count)
+{
+    PyObject *dict = PyDict_New();
+    for (size_t i = 0; dict && i < count; i++) {
+        PyObject *row = Py_BuildValue("{s:K,s:K}", "admitted", (unsigned long long)rows[i].admitted,
+                                      "refused", (unsigned long long)rows[i].refused);
+        if (!row || PyDict_SetItemString(dict, rows[i].name, row) < 0)
+            Py_CLEAR(dict);
+        Py_XDECREF(row);
+    }
+    return dict;
+}
+
+/* stats_by(): {"plan": rows, "priority": rows}, the metrics' label names. */
+static PyObject *stats_by_dict(const cr_stats_by *by)
+{
+    PyObject *plans = stats_rows_dict(by->plans, by->nplans);
+    PyObject *classes = stats_rows_dict(by->priorities, by->npriorities);
+    PyObject *dict = plans && classes
+                         ? Py_BuildValue("{s:O,s:O}", "plan", plans, "priority", classes)
+                         : NULL;
+    Py_XDECREF(plans);
+    Py_XDECREF(classes);
+    return dict;
+}
+
 /* dict[name] = value (a new reference, NULL for None), stealing `value`. */
 static int dict_put(PyObject *dict, const char *name, PyObject *value)
 {
@@ -84,6 +111,7 @@ static PyObject *metric_dict(const cr_metric *metric)
         dict_put(dict, "stats", PyUnicode_FromString(metric->stats)) < 0 ||
         PyDict_SetItemString(dict, "labels", labels) < 0 ||
         dict_put(dict, "label", metric_label(&metric->label)) < 0 ||
+        dict_put(dict, "by", metric_label(&metric->by)) < 0 ||
         PyDict_SetItemString(dict, "samples", samples) < 0)
         Py_CLEAR(dict);
     Py_XDECREF(labels);

@@ -528,17 +528,39 @@ static PyObject *store_reset_stats(PyObject *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* _would_refuse(cost): a dry run let a refusal of `cost` units through. */
-static PyObject *store_would_refuse(PyObject *self, PyObject *cost_obj)
+/* stats_by() on Limiter and KeyedLimiter: the requests by plan and by class. */
+static PyObject *store_stats_by(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
     StoreObject *store = (StoreObject *)self;
-    long long cost = PyLong_AsLongLong(cost_obj);
+    cr_stats_by by;
+    if (is_keyed(store))
+        cr_keyed_stats_by(store->keyed, &by);
+    else
+        cr_limiter_stats_by(store->limiter, &by);
+    return stats_by_dict(&by);
+}
+
+/* _would_refuse(cost, plan=None, priority=None): a dry run let a refusal of
+ * `cost` units through, decided under `plan` in class `priority`. */
+static PyObject *store_would_refuse(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    StoreObject *store = (StoreObject *)self;
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "_would_refuse(cost, plan=None, priority=None)");
+        return NULL;
+    }
+    long long cost = PyLong_AsLongLong(args[0]);
     if (cost == -1 && PyErr_Occurred())
         return NULL;
+    module_state *state = state_of(self);
+    int32_t plan = CR_PLAN_DEFAULT, priority = -1;
+    if ((is_keyed(store) && nargs > 1 && convert_plan(state, args[1], store->keyed, &plan) < 0) ||
+        (nargs > 2 && convert_priority(state, args[2], store_limit(store), &priority) < 0))
+        return NULL;
     if (is_keyed(store))
-        cr_keyed_would_refuse(store->keyed, cost);
+        cr_keyed_would_refuse(store->keyed, cost, plan, priority);
     else
-        cr_limiter_would_refuse(store->limiter, cost);
+        cr_limiter_would_refuse(store->limiter, cost, priority);
     Py_RETURN_NONE;
 }
 
@@ -610,11 +632,13 @@ static PyObject *store_repr(PyObject *self)
             type##_anchor_doc                                                                   \
     }
 
-#define STATS_METHODS                                                           \
-    {"stats", store_stats, METH_NOARGS, store_stats_doc},                       \
-        {"reset_stats", store_reset_stats, METH_NOARGS, store_reset_stats_doc}, \
-    {                                                                           \
-        "_would_refuse", store_would_refuse, METH_O, store_would_refuse_doc     \
+#define STATS_METHODS                                                                    \
+    {"stats", store_stats, METH_NOARGS, store_stats_doc},                                \
+        {"stats_by", store_stats_by, METH_NOARGS, store_stats_by_doc},                   \
+        {"reset_stats", store_reset_stats, METH_NOARGS, store_reset_stats_doc},          \
+    {                                                                                    \
+        "_would_refuse", (PyCFunction)(void (*)(void))store_would_refuse, METH_FASTCALL, \
+            store_would_refuse_doc                                                       \
     }
 
 static PyMethodDef limiter_methods[] = {

@@ -28,7 +28,8 @@ typedef struct cr_metric_label {
 /* One series of a metric: the counter it reads and the value of the
  * metric's own label. */
 typedef struct cr_metric_sample {
-    const char *field; /* a field of cr_stats or cr_gauge_stats, as stats() names it */
+    const char *field; /* a field of cr_stats, cr_gauge_stats or cr_stats_row, as stats() and
+                          stats_by() name it */
     size_t offset;     /* offsetof that field in its struct */
     const char *value; /* the value of the metric's `label`; NULL when it has none */
 } cr_metric_sample;
@@ -44,8 +45,9 @@ typedef struct cr_metric {
     const char *type;            /* Prometheus: "counter" or "gauge" */
     const char *instrument;      /* OpenTelemetry: "counter", "updowncounter" or "gauge" */
     const char *unit;            /* UCUM, as OpenTelemetry takes it: "{request}" */
-    const char *stats;           /* what it reads: "rate" (cr_stats) or "concurrency"
-                                    (cr_gauge_stats) */
+    const char *stats;           /* what it reads: "rate" (cr_stats), "concurrency"
+                                    (cr_gauge_stats), or "plan" / "priority" (the rows of
+                                    cr_stats_by: a rate limit's plans, its classes) */
     /* the labels every series may carry; an exporter writes those it has a
      * value for (a web policy's limits all; the nginx helper's "limit") */
     const cr_metric_label *labels;
@@ -53,6 +55,9 @@ typedef struct cr_metric {
     cr_metric_label label; /* the label that tells the samples apart; name NULL: one sample */
     size_t sample_count;
     cr_metric_sample samples[CR_METRIC_SAMPLES_MAX];
+    /* "plan" and "priority" metrics: the label whose value is a row's name
+     * (a series for each plan, each class); name NULL for the others */
+    cr_metric_label by;
 } cr_metric;
 
 /* The metrics, in the order the exporters publish them; *count set to their

@@ -47,6 +47,15 @@ extern "C" {
  * name hold ..."): the mistake's own words start at "algorithm:". */
 #define CR_REDIS_ALGORITHM_REPLY "cellrate: algorithm:"
 
+/* The key of the fallback's store (on_error="fallback") that marks Redis found
+ * back: a process that finds Redis deciding again after an outage charges it
+ * one unit, and a process still held back by its back-off that reads it
+ * changed (its state read at instant 0, a function of what was written alone)
+ * tries Redis at once, so the processes of one region go back together. No
+ * store's key can be it (a store's key has ':' after its name, a prefix and a
+ * name no braces). */
+#define CR_REDIS_BACK_KEY "cellrate{back}"
+
 /* While Redis cannot decide, a probe tries it after a back-off that doubles
  * from the first up to the largest (cr_redis_backoff). */
 #define CR_REDIS_FIRST_BACKOFF_NS INT64_C(50000000)
@@ -448,9 +457,14 @@ cr_status cr_redis_fallback_limit(const cr_limit *limit, double share, cr_limit 
  * remaining), so that Redis starts from what the fallback used and the way
  * back gives no fresh burst; the returned cost is the one to send, and
  * `*settled` is true: once Redis answers, the key is no longer held (its local
- * state is left to recover: a region's other processes may decide on it). A peek
- * or a take goes as it is (`cost`, `mode`), and the key stays held
- * (`*settled` false).
+ * state is left to recover: a region's other processes may decide on it). A
+ * take or a refund cannot carry the units (a take admits what fits, a refund
+ * gives back): the returned cost is that of the charge of the units alone
+ * (`*send` a charge, `*settled` true; 0: nothing to send), sent first, and the
+ * take or refund then goes as it is. So does any decision that cannot carry
+ * them (several limits as one, a batch's): it settles each held key first
+ * with the charge a take would send. A peek writes nothing: it goes as it is
+ * (`cost`, `mode`), and the key stays held (`*settled` false).
  */
 int64_t cr_redis_going_back(cr_redis_mode mode, int64_t cost, const cr_limit *fallback,
                             int64_t held_remaining, cr_redis_mode *send, bool *settled);

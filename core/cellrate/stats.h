@@ -81,6 +81,29 @@ typedef struct cr_gauge_stats {
     bool peak_tracked; /* made with `peak` (cr_gauge_open) */
 } cr_gauge_stats;
 
+/* Requests decided under one plan, or in one class (cr_stats_by). */
+typedef struct cr_stats_row {
+    char name[32]; /* the plan's or the class's, NUL-terminated */
+    uint64_t admitted;
+    uint64_t refused;
+} cr_stats_row;
+
+/*
+ * What a rate limit decided by plan and by class, counted as cr_stats'
+ * admitted and refused (every verdict those count, in the row of the plan
+ * and the class it went under; would_refuse's move too), exact and summing
+ * to them: a keyed table's plans (nplans 0 without plans), "default" first
+ * as cr_keyed_plans names them; a limit's classes (npriorities 0 without),
+ * sorted by name, a decision that names no class counted in the first class
+ * of reserve 0 (whose room it spends). In a shared region, the host's.
+ */
+typedef struct cr_stats_by {
+    size_t nplans;
+    cr_stats_row plans[16]; /* CR_PLANS_MAX */
+    size_t npriorities;
+    cr_stats_row priorities[8]; /* CR_PRIORITIES_MAX */
+} cr_stats_by;
+
 #if defined(__GNUC__) && !defined(CR_EMBED)
 #pragma GCC visibility pop
 #endif

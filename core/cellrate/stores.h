@@ -256,15 +256,21 @@ uint64_t cr_keyed_evictions(const cr_keyed *keyed);
 
 void cr_limiter_stats(const cr_limiter *limiter, cr_stats *out);
 void cr_keyed_stats(const cr_keyed *keyed, cr_stats *out);
+/* The requests by plan and by class (cellrate/stats.h, cr_stats_by). A
+ * keyed region's plans are first taken in (names other openers gave it). */
+void cr_limiter_stats_by(const cr_limiter *limiter, cr_stats_by *out);
+void cr_keyed_stats_by(cr_keyed *keyed, cr_stats_by *out);
 /* Zeroes the counters (a baseline: the cells are never written by another
  * thread than their owner). CR_E_SHARED_LOCK as cr_limiter_reconfigure. */
 cr_status cr_limiter_reset_stats(cr_limiter *limiter);
 cr_status cr_keyed_reset_stats(cr_keyed *keyed);
 /* A dry run lets a refusal of `cost` units through: moves it from refused
- * (and units_refused) to would_refuse. Call it once per refusal let through,
- * after the decision that counted it. */
-void cr_limiter_would_refuse(cr_limiter *limiter, int64_t cost);
-void cr_keyed_would_refuse(cr_keyed *keyed, int64_t cost);
+ * (and units_refused) to would_refuse, also in the counts of its plan (an
+ * index of cr_plan_find) and its class (an index of cr_priority_find, or -1:
+ * none). Call it once per refusal let through, after the decision that
+ * counted it. */
+void cr_limiter_would_refuse(cr_limiter *limiter, int64_t cost, int32_t priority);
+void cr_keyed_would_refuse(cr_keyed *keyed, int64_t cost, int32_t plan, int32_t priority);
 
 /* ------------------------------------------------------------------------ */
 /* Several limits as one (docs/design.md §8).                                */

@@ -534,6 +534,11 @@ mistake in limits, opts or a key is raised at the caller's position.
 -- (cellrate.header_fields' pairs) are set on a refusal, and on an admission
 -- with opts.admitted_headers. Not a vararg function: LuaJIT compiles no
 -- trace through one's return here.
+-- The plan and the class of this request, once: ngx.ctx keeps them for
+-- charge() and a dry run's count (false: none).
+local PLAN = "cellrate.plan"
+local PRIORITY = "cellrate.priority"
+
 local function answer(opts, decider, allowed, remaining, retry_after, reset_after,
                       name1, value1, name2, value2, name3, value3, name4, value4,
                       name5, value5, name6, value6)
@@ -558,9 +563,11 @@ local function answer(opts, decider, allowed, remaining, retry_after, reset_afte
         for i = 1, #DRY_RUN_REMOVED do
             ngx_header[DRY_RUN_REMOVED[i]] = nil
         end
-        -- counted in the limiter (its region: every worker's) as would_refuse
+        -- counted in the limiter (its region: every worker's) as would_refuse,
+        -- under the request's plan and in its class
         if decider._would_refuse then -- (a Redis limit counts nothing here)
-            decider:_would_refuse(opts.cost or 1)
+            decider:_would_refuse(opts.cost or 1, opts.plan ~= nil and ngx.ctx[PLAN] or nil,
+                                  opts.priority ~= nil and ngx.ctx[PRIORITY] or nil)
         end
         ngx_log(ngx_WARN, "cellrate dry run: would refuse ", tostring(decider),
                 ", retry after ", retry_after, " s")
@@ -581,9 +588,6 @@ local function checked_options(opts)
     end
     return opts
 end
-
--- The plan of this request, once: ngx.ctx keeps it for charge().
-local PLAN = "cellrate.plan"
 
 function _M.limit(limits, opts)
     opts = checked_options(opts)
@@ -609,6 +613,9 @@ function _M.limit(limits, opts)
               .. " class", 2)
     end
     local priority = opts.priority ~= nil and request_name(opts, "priority", 3) or nil
+    if opts.priority ~= nil then
+        ngx.ctx[PRIORITY] = priority or false
+    end
     local plan
     if opts.plan ~= nil then
         check_literal_plan(limits, opts, 3)
@@ -935,9 +942,24 @@ local function label_value(text)
     return (text:gsub("[\\\"\n]", { ["\\"] = "\\\\", ["\""] = "\\\"", ["\n"] = "\\n" }))
 end
 
-local function family_text(out, metric, stats)
-    local concurrency = metric.stats == "concurrency"
+-- The samples of `metric` from one row of counters (stats(), or a row of
+-- stats_by()), under `labels` (the text of those before the metric's own).
+local function samples_text(out, metric, labels, counts)
     local label = metric.label
+    for _, sample in ipairs(metric.samples) do
+        local count = counts[sample.field]
+        if count ~= nil then -- a peak that is not tracked: no sample
+            local own = label and ('%s%s="%s"'):format(labels ~= "" and "," or "",
+                                                       label.name, sample.value) or ""
+            out[#out + 1] = ("%s{%s%s} %s\n"):format(metric.prometheus_name, labels, own,
+                                                     ("%.0f"):format(count))
+        end
+    end
+end
+
+local function family_text(out, metric, stats, stats_by)
+    local concurrency = metric.stats == "concurrency"
+    local by = metric.by
     local head = #out
     for i, entry in ipairs(registered) do
         if entry.concurrency == concurrency then
@@ -950,13 +972,12 @@ local function family_text(out, metric, stats)
                 end
             end
             local labels = table.concat(known, ",")
-            for _, sample in ipairs(metric.samples) do
-                local count = stats[i][sample.field]
-                if count ~= nil then -- a peak that is not tracked: no sample
-                    local own = label and ('%s%s="%s"'):format(labels ~= "" and "," or "",
-                                                               label.name, sample.value) or ""
-                    out[#out + 1] = ("%s{%s%s} %s\n"):format(metric.prometheus_name, labels, own,
-                                                             ("%.0f"):format(count))
+            if by == nil then
+                samples_text(out, metric, labels, stats[i])
+            else -- a series for each plan or class: stats_by()'s rows under the label's name
+                for _, row in ipairs(stats_by[i][by.name]) do
+                    samples_text(out, metric, ('%s%s%s="%s"'):format(labels,
+                                 labels ~= "" and "," or "", by.name, label_value(row.name)), row)
                 end
             end
         end
@@ -969,13 +990,14 @@ end
 
 -- The Prometheus text of every registered limit (the body metrics() sends).
 function _M.metrics_text()
-    local stats = {}
+    local stats, stats_by = {}, {}
     for i, entry in ipairs(registered) do
         stats[i] = entry.limit:stats()
+        stats_by[i] = not entry.concurrency and entry.limit:stats_by() or nil
     end
     local out = {}
     for _, metric in ipairs(METRICS) do
-        family_text(out, metric, stats)
+        family_text(out, metric, stats, stats_by)
     end
     return table.concat(out)
 end

@@ -193,6 +193,13 @@ end
 -- Redis limit (a number, the core's derivation; nil: the whole limit), a rate
 -- or a cellrate.limit_spec, or a cellrate.keyed limiter of the caller's (one in
 -- a shared region decides for the host: every nginx worker of it).
+-- A fallback limit's options for cellrate.keyed and keyed:reconfigure.
+local function local_options(local_limit)
+    return { period = local_limit.period, algorithm = local_limit.algorithm,
+             burst = cellrate._algorithm_takes_burst(local_limit.algorithm) and local_limit.burst
+                 or nil }
+end
+
 local function fallback_store(self, given)
     local limit, store = self.limit, nil
     local local_limit
@@ -206,14 +213,24 @@ local function fallback_store(self, given)
         local_limit = cellrate.limit_spec(given, { algorithm = limit.algorithm })
     elseif type(given) == "userdata" and pcall(cellrate._redis_signature, given) then
         local_limit = given
-    else -- a share (nil: 1), judged by the core
-        local_limit = cellrate._redis_fallback_limit(limit, given == nil and 1 or given)
+    else -- a share (nil: 1), judged by the core, followed by reconfigure (follow)
+        self.fallback_share = given == nil and 1 or given
+        local_limit = cellrate._redis_fallback_limit(limit, self.fallback_share)
     end
     self.fallback_limit = local_limit
-    self.fallback = store or cellrate.keyed(local_limit.rate, {
-        period = local_limit.period, algorithm = local_limit.algorithm,
-        burst = cellrate._algorithm_takes_burst(local_limit.algorithm) and local_limit.burst
-            or nil })
+    self.fallback = store or cellrate.keyed(local_limit.rate, local_options(local_limit))
+end
+
+-- reconfigure: a fallback that is a share of the Redis limit (a number, or
+-- none given) follows the new `limit` (the core's derivation), its keys
+-- carrying what they used (keyed:reconfigure); a fallback given as a limit stays.
+local function follow(self, limit)
+    if self.fallback_share == nil then
+        return
+    end
+    local local_limit = cellrate._redis_fallback_limit(limit, self.fallback_share)
+    self.fallback:reconfigure(local_limit.rate, local_options(local_limit))
+    self.fallback_limit = local_limit
 end
 
 -- limiter(client, rate, opts): opts as cellrate.limit_spec's (period, burst,
@@ -271,6 +288,8 @@ function M.limiter(client, rate, opts)
         -- it decided since Redis last answered for them (and their count)
         fallback = nil,
         fallback_limit = nil,
+        fallback_share = nil, -- a share of the limit: the fallback follows reconfigure
+        back_at = nil, back_left = nil, -- the region's back mark as the outage began
         held = {},
         nheld = 0,
     }, Limiter)
@@ -402,11 +421,44 @@ local function fallback(self, err, mode, cost, words, now, stores)
     return unavailable_answer(mode, self.limit, self.on_error == "allow", cost, probe_in)
 end
 
--- Redis answered a call of this limiter: it decides again.
+-- on_error = "fallback": the mark of Redis found back in the fallback's store
+-- (a region: every process's), its key core.BACK_KEY read at instant 0 (a
+-- function of what was written alone): two numbers that change each time a
+-- process going back charges it.
+local BACK_KEY = core.BACK_KEY
+local function back_mark(self)
+    local _, remaining, _, reset_after = self.fallback:peek(BACK_KEY, 0, 0)
+    return reset_after, remaining
+end
+
+-- While the gate holds this limiter back: true (once per change) when
+-- another process of the fallback's region found Redis back since, so that
+-- every process goes back at once rather than each at its own probe.
+local function back_changed(self)
+    if not self.fallback then
+        return false
+    end
+    local at, left = back_mark(self)
+    return at ~= self.back_at or left ~= self.back_left, at, left
+end
+
+local function found_back(self)
+    local changed, at, left = back_changed(self)
+    if changed then
+        self.back_at, self.back_left = at, left
+    end
+    return changed
+end
+
+-- Redis answered a call of this limiter: it decides again (with a fallback,
+-- the region learns it: found_back).
 local function decides(self)
     if self.gate then
         log("cellrate.redis: Redis decides again")
         self.gate, self.error = nil, nil
+        if self.fallback then
+            self.fallback:charge(BACK_KEY, 1)
+        end
     end
 end
 
@@ -422,6 +474,9 @@ local function failed(self, err)
     if not self.gate then
         log("cellrate.redis: Redis cannot decide (" .. err .. "); answering on_error="
             .. self.on_error .. " until it decides again")
+        if self.fallback then -- the mark as this outage began (found_back)
+            self.back_at, self.back_left = back_mark(self)
+        end
     end
     self.gate = cellrate.limiter(1, { period = self.backoff, burst = 1 })
     self.gate:allow() -- the next probe after one back-off
@@ -433,7 +488,7 @@ end
 -- true when it means Redis cannot decide now (on_error answers), else its
 -- kind and a wrong algorithm's words.
 local function reply_of(self, words)
-    if self.gate and not self.gate:allow() then
+    if self.gate and not self.gate:allow() and not found_back(self) then
         return nil, self.error, true
     end
     -- the client of this call, even if another coroutine sets another one
@@ -518,6 +573,41 @@ local function going_back(self, mode, key, cost, now, limit, words)
         words = request(sent + self.wipe, sent_cost, now, limit, self.prefix, self.name, key)
     end
     return { words = words, mode = sent, settled = settled }
+end
+
+-- A take, a refund (`mode`) or a decision that cannot carry a held key's
+-- units (several limits as one, a batch's: as a take) settles the key first
+-- (its Redis key `redis_key`): the charge of the units its local state still
+-- holds (the core's), sent alone. true once Redis took it (or the key was not
+-- held), else reply_of's failure (nil, its message, unavailable, kind, words).
+local function settle_held(self, mode, key, redis_key, now, limit)
+    if self.nheld == 0 or not self.held[redis_key] then
+        return true
+    end
+    local _, held = self.fallback:peek(redis_key, 0, now)
+    local sent, owed = cellrate._redis_going_back(mode, 0, self.fallback_limit, held)
+    if owed > 0 then
+        local reply, err, unavailable, kind, mistake = reply_of(self,
+            request(sent + self.wipe, owed, now, limit, self.prefix, self.name, key))
+        if reply == nil then
+            return nil, err, unavailable, kind, mistake
+        end
+    end
+    self.held[redis_key], self.nheld = nil, self.nheld - 1
+    return true
+end
+
+-- settle_held for each of a decision's limiters, keys and limits (its
+-- Redis keys after the first word of `words`).
+local function settle_each(stores, keys, limits, words, now)
+    for i, store in ipairs(stores) do
+        local settled, err, unavailable, kind, mistake =
+            settle_held(store, TAKE, keys[i], words[1 + i], now, limits[i])
+        if not settled then
+            return nil, err, unavailable, kind, mistake
+        end
+    end
+    return true
 end
 
 -- The words of a check or an allow (a class's: `priority` not nil), with the
@@ -619,7 +709,11 @@ end
 function Limiter:take(key, max_cost, now)
     local limit = self.limit
     local words = request(TAKE + self.wipe, max_cost, now, limit, self.prefix, self.name, key)
-    local reply, err, unavailable, kind, mistake = reply_of(self, words)
+    local reply, err, unavailable, kind, mistake = settle_held(self, TAKE, key, words[2], now,
+                                                               limit)
+    if reply then
+        reply, err, unavailable, kind, mistake = reply_of(self, words)
+    end
     if reply == nil then
         if unavailable then
             return fallback(self, err, TAKE, max_cost, words, now)
@@ -641,8 +735,11 @@ end
 -- `plan`: the plan of key, as check's.
 function Limiter:refund(key, cost, now, plan)
     local limit = plan == nil and self.limit or plan_limit(self, plan)
-    local reply, err = send(self.client, M.script,
-                            request(REFUND, cost, now, limit, self.prefix, self.name, key))
+    local words = request(REFUND, cost, now, limit, self.prefix, self.name, key)
+    local reply, err = settle_held(self, REFUND, key, words[2], now, limit)
+    if reply then
+        reply, err = send(self.client, M.script, words)
+    end
     if reply == nil then
         err = err or "no reply"
         local kind, mistake = failure(err)
@@ -705,6 +802,7 @@ function Limiter:reconfigure(rate, opts)
         end
         self.plans, limit = plans, default
     end
+    follow(self, limit)
     self.limit, self.burst, self.max_debt = limit, limit.burst, max_debt
 end
 
@@ -773,13 +871,21 @@ function M.check_all(items, cost, now)
         groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =
             limit, limiter.prefix, limiter.name, item[2]
     end
-    local stores = {}
+    local stores, keys = {}, {}
     for i, item in ipairs(items) do
-        stores[i] = item[1]
+        stores[i], keys[i] = item[1], item[2]
+    end
+    local words = request(CHECK + first.wipe, cost, now, unpack(groups))
+    local settled, why, unavailable, kind, mistake = settle_each(stores, keys, limits, words, now)
+    if not settled then
+        if unavailable then
+            return fallback(first, why, CHECK, cost, words, now, stores)
+        end
+        raise_mistake(kind, mistake, 3)
+        return nil, why, "unavailable"
     end
     local allowed, remaining, retry_after, reset_after =
-        decide(first, CHECK, cost, request(CHECK + first.wipe, cost, now, unpack(groups)), now, 4,
-               { stores = stores }, unpack(limits))
+        decide(first, CHECK, cost, words, now, 4, { stores = stores }, unpack(limits))
     return allowed, remaining, retry_after, reset_after
 end
 
@@ -828,12 +934,12 @@ local function many_decisions(items, now)
             error(without_position(err), 3)
         end
         client = client or clients[2]
-        local groups, limits, stores = {}, {}, {}
+        local groups, limits, stores, keys = {}, {}, {}, {}
         for j, pair in ipairs(pairs_) do
             local limiter = pair[1]
             -- read once: a decision never mixes two limits
             local limit = pair[3] == nil and limiter.limit or plan_limit(limiter, pair[3])
-            stores[j], limits[j] = limiter, limit
+            stores[j], limits[j], keys[j] = limiter, limit, pair[2]
             local at = #groups
             groups[at + 1], groups[at + 2], groups[at + 3], groups[at + 4] =
                 limit, limiter.prefix, limiter.name, pair[2]
@@ -847,8 +953,8 @@ local function many_decisions(items, now)
         if not ok then
             error(without_position(words), 3)
         end
-        decisions[i] = { stores = stores, limits = limits, cost = cost, words = words,
-                         call = { sent, cost, unpack(groups) } }
+        decisions[i] = { stores = stores, limits = limits, keys = keys, cost = cost,
+                         words = words, call = { sent, cost, unpack(groups) } }
     end
     return decisions, client
 end
@@ -884,11 +990,15 @@ function M.check_many(items, now)
     local answers, sent = {}, {}
     for i, decision in ipairs(decisions) do
         local store = decision.stores[1]
-        local key = decision.words[2]
-        if #decision.limits == 1 and store.nheld > 0 and store.held[key] then
-            -- decided locally during an outage: going back alone, as a check would
-            answers[i] = { store:check(items[i][2], decision.cost, now) }
-        elseif store.gate and not store.gate:allow() then -- Redis held back: on_error
+        -- keys decided locally during an outage: settled first (settle_each)
+        local settled, err, unavailable, kind, mistake =
+            settle_each(decision.stores, decision.keys, decision.limits, decision.words, now)
+        if not settled then
+            answers[i] = unavailable and { fallback(store, err, CHECK, decision.cost,
+                                                    decision.words, now, decision.stores) }
+                or { nil, err, "unavailable" }
+            decision.mistake = kind == "wrong_algorithm" and mistake or nil
+        elseif store.gate and not store.gate:allow() and not found_back(store) then -- on_error
             answers[i] = { fallback(store, store.error, CHECK, decision.cost, decision.words,
                                     now, decision.stores) }
         else
@@ -957,12 +1067,13 @@ end
 
 -- What cellrate.nginx asks of a limiter before it connects for a request:
 -- whether the next decision asks Redis (false while a back-off holds Redis
--- back after a failure: on_error answers without the client), and the limit a
+-- back after a failure and no process of the fallback's region found it back
+-- since: on_error answers without the client), and the limit a
 -- decision under `plan` is described with (the plan's, the core's error naming
 -- plan for an unknown name).
 function Limiter:_asks_redis()
     local gate = self.gate
-    return gate == nil or (gate:peek(1))
+    return gate == nil or (gate:peek(1)) or (back_changed(self))
 end
 
 function Limiter:_plan_limit(plan)

@@ -79,23 +79,48 @@ class Registered:
             if self._entries.pop(name, None) is None:
                 raise invalid("name", f"name: {name!r} is not registered in this {self._where}")
 
-    def read(self, concurrency: bool | None = None) -> list[tuple[Source, dict[str, Any]]]:
-        """Each registered store (of one kind, unless None) with its stats() now."""
+    def read(self, concurrency: bool | None = None) -> list[Reading]:
+        """Each registered store (of one kind, unless None) with its stats()
+        now, and a rate limit's stats_by()."""
         with self._lock:
             found = [source for entry in self._entries.values() for source in entry
                      if concurrency is None or source.concurrency == concurrency]
-        return [(source, source.store.stats()) for source in found]
+        return [Reading(source, source.store.stats(),
+                        {} if source.concurrency else source.store.stats_by())
+                for source in found]
 
 
-def series(metric: dict[str, Any], read: list[tuple[Source, dict[str, Any]]]
-           ) -> Iterator[tuple[Source, str | None, int]]:
-    """(source, value of the metric's own label, count) of every series of
-    `metric` in `read`; a counter a store does not keep (a peak that is not
-    tracked) has none."""
+class Reading(NamedTuple):
+    """A store's counters at one collection."""
+    source: Source
+    stats: dict[str, Any]
+    by: dict[str, dict[str, dict[str, int]]]  # stats_by(): rows by label name, then by name
+
+
+class Series(NamedTuple):
+    """One series of a metric: its store, the value of the metric's `by`
+    label (a plan's or a class's name; None without), of its own label, and
+    its count."""
+    source: Source
+    by: str | None
+    value: str | None
+    count: int
+
+
+def series(metric: dict[str, Any], read: list[Reading]) -> Iterator[Series]:
+    """Every series of `metric` in `read`: a counter a store does not keep (a
+    peak that is not tracked; plans or classes it has not) has none."""
+    by = metric["by"]
     concurrency = metric["stats"] == "concurrency"
-    for source, stats in read:
-        if source.concurrency == concurrency:
-            for field, value in metric["samples"]:
-                count = stats.get(field)
-                if count is not None:
-                    yield source, value, count
+    for source, stats, rows_by in read:
+        if source.concurrency != concurrency:
+            continue
+        if by is not None:  # a row for each plan or class: its label is stats_by()'s key
+            for name, row in rows_by.get(by[0], {}).items():
+                for field, value in metric["samples"]:
+                    yield Series(source, name, value, row[field])
+            continue
+        for field, value in metric["samples"]:
+            count = stats.get(field)
+            if count is not None:
+                yield Series(source, None, value, count)

@@ -53,13 +53,15 @@ class _Instruments:
 
     def _observe(self, metric: dict[str, Any], options: CallbackOptions) -> Iterator[Observation]:
         read = self.registered.read(metric["stats"] == "concurrency")
-        label = metric["label"]
-        for source, value, count in series(metric, read):
-            attributes = {attribute: source.labels[name] for name, attribute in metric["labels"]
-                          if name in source.labels}
+        by, label = metric["by"], metric["label"]
+        for one in series(metric, read):
+            attributes = {attribute: one.source.labels[name]
+                          for name, attribute in metric["labels"] if name in one.source.labels}
+            if by:
+                attributes[by[1]] = one.by or ""
             if label:
-                attributes[label[1]] = value or ""
-            yield Observation(count, attributes)
+                attributes[label[1]] = one.value or ""
+            yield Observation(one.count, attributes)
 
 
 _INSTRUMENTS_OF: weakref.WeakKeyDictionary[MeterProvider, _Instruments] = (

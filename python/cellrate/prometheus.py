@@ -13,7 +13,9 @@ The metrics are the core's list (`cellrate._cellrate.metrics()`, the one
 list that cellrate.otel and the nginx helper read too): cellrate_decisions_total
 and cellrate_units_total by outcome, cellrate_unfittable_total,
 cellrate_evictions_total, and for a concurrency limit cellrate_acquires_total,
-cellrate_acquire_units_total, cellrate_releases_total, cellrate_in_flight, ...
+cellrate_acquire_units_total, cellrate_releases_total, cellrate_in_flight, ...;
+for a keyed limit with plans cellrate_plan_decisions_total by `plan`, for a
+limit with classes cellrate_priority_decisions_total by `priority`.
 Labels: `limit`, the registered name; for a web policy also `policy`, its
 name, and `route`, the pattern of `routes`, empty for the policy's `limit`;
 never a client's key.
@@ -50,14 +52,15 @@ class CellrateCollector(Collector):
         read = self.registered.read()
         for metric in METRICS:
             names = [name for name, _ in metric["labels"]]
-            label = metric["label"]
+            by, label = metric["by"], metric["label"]
             family: CounterMetricFamily | GaugeMetricFamily = (
                 CounterMetricFamily if metric["type"] == "counter" else GaugeMetricFamily)(
                     metric["prometheus_name"], metric["help"],
-                    labels=names + ([label[0]] if label else []))
-            for source, value, count in series(metric, read):
-                family.add_metric([source.labels.get(name, "") for name in names]
-                                  + ([value or ""] if label else []), count)
+                    labels=names + ([by[0]] if by else []) + ([label[0]] if label else []))
+            for one in series(metric, read):
+                family.add_metric([one.source.labels.get(name, "") for name in names]
+                                  + ([one.by or ""] if by else [])
+                                  + ([one.value or ""] if label else []), one.count)
             if family.samples:
                 yield family
 

@@ -796,7 +796,7 @@ class Policy:
             # let through: counted as a would-be refusal (stores that count)
             would_refuse = getattr(one.store, "_would_refuse", None)
             if would_refuse is not None:
-                would_refuse(cost)
+                would_refuse(cost, now.get("plan"), now.get("priority"))
         return decision
 
     def _check_all(self, limits: list[_Limit], request: Request, cost: int) -> Any:

@@ -22,6 +22,11 @@ static long field_offset(const char *stats, const char *name)
         CR_STATS_LIST(RATE_FIELD_)
     } else if (strcmp(stats, "concurrency") == 0) {
         CR_GAUGE_STATS_LIST(GAUGE_FIELD_)
+    } else if (strcmp(stats, "plan") == 0 || strcmp(stats, "priority") == 0) {
+        if (strcmp(name, "admitted") == 0)
+            return (long)offsetof(cr_stats_row, admitted);
+        if (strcmp(name, "refused") == 0)
+            return (long)offsetof(cr_stats_row, refused);
     }
 #undef RATE_FIELD_
 #undef GAUGE_FIELD_
@@ -41,6 +46,7 @@ static void test_table_is_the_vectors(const char *dir)
     const cr_metric *metrics = cr_metrics(&count);
     const cr_metric *metric = NULL;
     size_t index = 0, labels = 0, samples = 0;
+    bool by_seen = false; /* the metric's by line (a plan or priority metric's) */
     char line[1024];
     int lineno = 0;
     while (fgets(line, sizeof line, file)) {
@@ -57,6 +63,7 @@ static void test_table_is_the_vectors(const char *dir)
                 break;
             metric = &metrics[index++];
             labels = samples = 0;
+            by_seen = false;
             const char *help = strstr(line, " |");
             CHECK(help != NULL && sscanf(line,
                                          "metric %127s %127s %127s %127s %127s %127s %127s "
@@ -72,7 +79,14 @@ static void test_table_is_the_vectors(const char *dir)
             CHECK_EQ_STR(dash(metric->label.name), g, "metrics.txt:%d", lineno);
             CHECK_EQ_STR(dash(metric->label.attribute), h, "metrics.txt:%d", lineno);
             CHECK_EQ_STR(metric->help, help ? help + 2 : "", "metrics.txt:%d", lineno);
+        } else if (strncmp(line, "by ", 3) == 0 && metric) {
+            CHECK(sscanf(line, "by %127s %127s", a, b) == 2, "metrics.txt:%d", lineno);
+            CHECK_EQ_STR(dash(metric->by.name), a, "metrics.txt:%d", lineno);
+            CHECK_EQ_STR(dash(metric->by.attribute), b, "metrics.txt:%d", lineno);
+            by_seen = true;
         } else if (strncmp(line, "label ", 6) == 0 && metric) {
+            CHECK(by_seen == (metric->by.name != NULL), "metrics.txt:%d: %s's by", lineno,
+                  metric->name);
             CHECK(sscanf(line, "label %127s %127s", a, b) == 2, "metrics.txt:%d", lineno);
             if (CHECK(labels < metric->label_count, "metrics.txt:%d: label beyond %s's", lineno,
                       metric->name)) {
@@ -116,6 +130,14 @@ static void test_offsets_read_the_counters(void)
     for (size_t i = 0; i < count; i++) {
         for (size_t s = 0; s < metrics[i].sample_count; s++) {
             const cr_metric_sample *sample = &metrics[i].samples[s];
+            if (metrics[i].by.name != NULL) { /* a row's: both its fields, one each */
+                cr_stats_row row = {"x", 5, 6};
+                uint64_t value;
+                memcpy(&value, (const char *)&row + sample->offset, sizeof value);
+                CHECK_EQ_I64(value, strcmp(sample->field, "admitted") == 0 ? 5 : 6,
+                             "%s of %s through its offset", sample->field, metrics[i].name);
+                continue;
+            }
             const bool is_rate = strcmp(metrics[i].stats, "rate") == 0;
             const char *base = is_rate ? (const char *)&rate : (const char *)&gauge;
             uint64_t value;

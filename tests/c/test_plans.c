@@ -8,7 +8,9 @@
  *                 costs no byte (28 per key); a shared region holds the plan
  *                 table: two openers decide a key under the same plans, carry
  *                 its units across plans and across a plan's live change,
- *                 take in names and changes another opener gives the region
+ *                 take in names and changes another opener gives the region;
+ *                 requests counted by plan and by class (cr_stats_by), exact
+ *                 under threads, in process and in a region
  *
  * usage: test_plans [vectors-dir]   (default tests/vectors)
  */
@@ -17,6 +19,7 @@
 #include "vectors.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -359,6 +362,157 @@ static void test_region(void)
     unlink(path);
 }
 
+/* The row named `name` of `rows` (NULL: none). */
+static const cr_stats_row *row_named(const cr_stats_row *rows, size_t count, const char *name)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(rows[i].name, name) == 0)
+            return &rows[i];
+    return NULL;
+}
+
+static void check_row(const cr_stats_row *rows, size_t count, const char *name, uint64_t admitted,
+                      uint64_t refused, const char *what)
+{
+    const cr_stats_row *row = row_named(rows, count, name);
+    if (!CHECK(row != NULL, "%s: a row for %s", what, name))
+        return;
+    CHECK_EQ_I64((int64_t)row->admitted, (int64_t)admitted, "%s: %s admitted", what, name);
+    CHECK_EQ_I64((int64_t)row->refused, (int64_t)refused, "%s: %s refused", what, name);
+}
+
+/* One thread's decisions: `n` under `plan` in class `priority` (-1: none)
+ * on 50 keys of its own, at one instant; what it was told, counted. */
+typedef struct {
+    cr_keyed *keyed;
+    int id;
+    int32_t plan, priority;
+    int n;
+    uint64_t admitted, refused;
+} counting;
+
+static void *count_decisions(void *arg)
+{
+    counting *c = arg;
+    char key[32];
+    for (int i = 0; i < c->n; i++) {
+        bool allowed = false;
+        snprintf(key, sizeof key, "t%d-%d", c->id, i % 50);
+        if (cr_keyed_check_plan(c->keyed, key, strlen(key), 0, 1, c->plan, c->priority, true, NULL,
+                                &allowed) != CR_OK)
+            continue; /* counted nowhere: the sums below then differ */
+        allowed ? c->admitted++ : c->refused++;
+    }
+    return NULL;
+}
+
+/* Threads on `tables` (a thread on each in turn), 2 on each plan of "default"
+ * and "pro", 2 more on "pro" in class "bulk": every request counted once, in
+ * its plan's row and its class's (no class: "critical", reserve 0). */
+static void count_in_threads(cr_keyed **tables, int ntables, const char *what)
+{
+    enum { THREADS = 6 };
+    counting work[THREADS];
+    pthread_t threads[THREADS];
+    int32_t pro, bulk;
+    CHECK_EQ_I64(cr_keyed_plan_find(tables[0], "pro", 3, &pro), CR_OK, "pro");
+    CHECK_EQ_I64(cr_priority_find(cr_keyed_limit(tables[0]), "bulk", 4, &bulk), CR_OK, "bulk");
+    for (int t = 0; t < THREADS; t++) {
+        work[t] = (counting){
+            tables[t % ntables], t, t < 2 ? CR_PLAN_DEFAULT : pro, t < 4 ? -1 : bulk, 3000, 0, 0};
+        CHECK(pthread_create(&threads[t], NULL, count_decisions, &work[t]) == 0, "thread");
+    }
+    uint64_t plan_counts[2][2] = {{0}}, bulk_counts[2] = {0}, plain[2] = {0};
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(threads[t], NULL);
+        plan_counts[t >= 2][0] += work[t].admitted;
+        plan_counts[t >= 2][1] += work[t].refused;
+        (t >= 4 ? bulk_counts : plain)[0] += work[t].admitted;
+        (t >= 4 ? bulk_counts : plain)[1] += work[t].refused;
+    }
+    /* at one instant each key admits its plan's burst (bulk: less), once */
+    CHECK_EQ_I64((int64_t)plan_counts[0][0], 2 * 50 * 10, "%s: default's bursts", what);
+    for (int i = 0; i < ntables; i++) {
+        cr_stats_by by;
+        cr_keyed_stats_by(tables[i], &by);
+        CHECK_EQ_I64((int64_t)by.nplans, 2, "%s: two plans", what);
+        check_row(by.plans, by.nplans, "default", plan_counts[0][0], plan_counts[0][1], what);
+        check_row(by.plans, by.nplans, "pro", plan_counts[1][0], plan_counts[1][1], what);
+        check_row(by.priorities, by.npriorities, "bulk", bulk_counts[0], bulk_counts[1], what);
+        check_row(by.priorities, by.npriorities, "critical", plain[0], plain[1], what);
+        cr_stats stats;
+        cr_keyed_stats(tables[i], &stats);
+        CHECK_EQ_I64((int64_t)stats.admitted, (int64_t)(plan_counts[0][0] + plan_counts[1][0]),
+                     "%s: the sum is the table's", what);
+    }
+}
+
+static void test_counted_by_plan_and_class(void)
+{
+    cr_limit limit, pro;
+    CHECK_EQ_I64(make_limit(&limit, "gcra", 100000000, 10), CR_OK, "limit");
+    CHECK_EQ_I64(make_limit(&pro, "gcra", 10000000, 20), CR_OK, "pro");
+    const cr_priority_arg classes[2] = {{"critical", 8, 0.0}, {"bulk", 4, 0.5}};
+    CHECK_EQ_I64(cr_priorities_set(&limit, classes, 2), CR_OK, "classes");
+    cr_plan_table table;
+    const cr_plan_arg one = {"pro", 3, &pro};
+    CHECK_EQ_I64(cr_plans_set(&table, &limit, &one, 1), CR_OK, "table");
+
+    /* a table without plans or classes has no rows */
+    cr_limit bare;
+    CHECK_EQ_I64(make_limit(&bare, "gcra", 100000000, 10), CR_OK, "bare");
+    cr_keyed *plain = NULL;
+    CHECK_EQ_I64(cr_keyed_open(&plain, &bare, 100, NULL, 0, CR_CHANGE_APPLY), CR_OK, "plain");
+    bool allowed;
+    cr_keyed_allow(plain, "k", 1, 0, 1, &allowed);
+    cr_stats_by by;
+    cr_keyed_stats_by(plain, &by);
+    CHECK(by.nplans == 0 && by.npriorities == 0, "no rows without plans or classes");
+    cr_keyed_free(plain);
+
+    /* counted: N admissions under pro, M refusals in bulk, a dry run's moved */
+    cr_keyed *keyed = NULL;
+    CHECK_EQ_I64(cr_keyed_open_plans(&keyed, NULL, &table, 1000, NULL, 0, CR_CHANGE_APPLY), CR_OK,
+                 "in process");
+    int32_t bulk;
+    CHECK_EQ_I64(cr_priority_find(cr_keyed_limit(keyed), "bulk", 4, &bulk), CR_OK, "bulk");
+    for (int i = 0; i < 7; i++)
+        decide(keyed, "a", "pro", 0, &allowed);
+    for (int i = 0; i < 10; i++) /* bulk spends half the burst, then is refused */
+        cr_keyed_check_plan(keyed, "b", 1, 0, 1, CR_PLAN_DEFAULT, bulk, true, NULL, &allowed);
+    cr_keyed_would_refuse(keyed, 1, CR_PLAN_DEFAULT, bulk); /* the last let through */
+    cr_decision peek;
+    cr_keyed_check_plan(keyed, "c", 1, 0, 1, 1, -1, false, &peek, &allowed); /* counts nothing */
+    cr_keyed_stats_by(keyed, &by);
+    const cr_stats_row *b = row_named(by.priorities, by.npriorities, "bulk");
+    CHECK(b != NULL && b->admitted + b->refused == 9 && b->refused > 0,
+          "bulk: 10 less the dry run");
+    const uint64_t bulk_admitted = b ? b->admitted : 0;
+    check_row(by.plans, by.nplans, "pro", 7, 0, "in process");
+    check_row(by.plans, by.nplans, "default", bulk_admitted, 9 - bulk_admitted, "in process");
+    check_row(by.priorities, by.npriorities, "critical", 7, 0, "no class: critical");
+    CHECK_EQ_I64(cr_keyed_reset_stats(keyed), CR_OK, "reset");
+    cr_keyed_stats_by(keyed, &by);
+    check_row(by.plans, by.nplans, "pro", 0, 0, "reset");
+    check_row(by.priorities, by.npriorities, "bulk", 0, 0, "reset");
+    count_in_threads(&keyed, 1, "threads");
+    cr_keyed_free(keyed);
+
+    /* a region: two openers (two processes' lanes), each reading every one's */
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/cellrate-plancounts-%ld", (long)getpid());
+    unlink(path);
+    cr_keyed *openers[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ_I64(
+            cr_keyed_open_plans(&openers[i], NULL, &table, 1000, path, 0600, CR_CHANGE_REFUSE),
+            CR_OK, "opener");
+    count_in_threads(openers, 2, "region");
+    cr_keyed_free(openers[0]);
+    cr_keyed_free(openers[1]);
+    unlink(path);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "tests/vectors";
@@ -366,6 +520,7 @@ int main(int argc, char **argv)
     CHECK(ops > 900, "plans.txt holds %d ops", ops);
     test_edges();
     test_region();
+    test_counted_by_plan_and_class();
     printf("plans: %d ops x 3 entry points x 2 algorithms\n", ops);
     return check_summary("test_plans");
 }

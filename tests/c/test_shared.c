@@ -243,7 +243,10 @@ static void test_refusals(void)
     version = 10; /* the layout before a calendar region held its zones */
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
-    version = 11;
+    version = 11; /* the layout before the counters counted by plan and class */
+    patch(path, VERSION_OFFSET, &version, sizeof version);
+    CHECK(open_keyed(path, 10, 5, 100) == CR_E_SHARED_VERSION);
+    version = 12;
     patch(path, VERSION_OFFSET, &version, sizeof version);
     CHECK(open_keyed(path, 10, 5, 100) == CR_OK);
 

@@ -119,6 +119,98 @@ describe("cellrate.redis fallback", function()
       assert.equal(9, remaining)
    end)
 
+   -- Every operation that writes a key settles a held one first: a take, a
+   -- refund, check_all and check_many cannot carry the units, so the charge of
+   -- what the fallback used goes first (the core's rule). Without it Redis,
+   -- which never saw the outage, handed out a fresh burst.
+   it("settles a held key whatever its first operation after the outage", function()
+      server = support.start_redis(support.free_port())
+      local names = { "take", "refund", "check_all", "many", "many_all", "other" }
+      local stores, client = {}, redis_client.connect("127.0.0.1", server.port)
+      for _, name in ipairs(names) do
+         stores[name] = store_module.limiter(client, 10, { period = 3600, burst = 10,
+                                                           name = name, on_error = "fallback" })
+      end
+      support.stop_redis(server) -- SIGKILL
+      for _, name in ipairs(names) do
+         for i = 1, 11 do
+            assert.equal(i <= 10, stores[name]:allow("k", 1, 50))
+         end
+         assert.equal(1, stores[name].nheld)
+      end
+      server = support.start_redis(server.port) -- empty
+      client = redis_client.connect("127.0.0.1", server.port)
+      for _, name in ipairs(names) do
+         stores[name]:set_client(client)
+      end
+      socket.sleep(1.1) -- the longest back-off: each gate lets its next call try Redis
+      assert.equal(0, stores.take:take("k", 5, 50))
+      assert.is_true(stores.refund:refund("k", 3, 50)) -- after the 10 used: 3 come back
+      local _, remaining = stores.refund:peek("k", 1, 50)
+      assert.equal(2, remaining) -- (a peek of 1 unit)
+      assert.is_false((store_module.check_all({ { stores.check_all, "k" } }, 1, 50)))
+      local answers = store_module.check_many({ { stores.many, "k" }, { stores.many, "j" },
+                                                { { { stores.many_all, "k" },
+                                                    { stores.other, "k" } }, 1 } }, 50)
+      assert.same({ false, true, false }, { answers[1][1], answers[2][1], answers[3][1] })
+      for _, name in ipairs(names) do
+         assert.equal(0, stores[name].nheld, name)
+      end
+   end)
+
+   it("derives a share's fallback from the limit reconfigure gives", function()
+      local dead = { evalsha = function() error("closed") end, eval = error,
+                     script = function() error("closed") end }
+      local share = store_module.limiter(dead, 10, { period = 3600, burst = 10, name = "s",
+                                                     on_error = "fallback", fallback = 0.5 })
+      local given = store_module.limiter(dead, 10, { period = 3600, burst = 10, name = "g",
+                                                     on_error = "fallback", fallback = "4/h" })
+      share:reconfigure(40, { period = 3600, burst = 40 })
+      given:reconfigure(40, { period = 3600, burst = 40 })
+      assert.same({ 20, 4 }, { share.fallback_limit.burst, given.fallback_limit.burst })
+      local admitted = { 0, 0 }
+      for _ = 1, 30 do
+         admitted[1] = admitted[1] + (share:allow("k", 1, 9) and 1 or 0)
+         admitted[2] = admitted[2] + (given:allow("k", 1, 9) and 1 or 0)
+      end
+      assert.same({ 20, 4 }, admitted)
+   end)
+
+   -- The processes of one region go back together: one finding Redis back
+   -- marks the region (core.BACK_KEY), and another held back by a long
+   -- back-off tries Redis at its next call instead of deciding locally.
+   it("goes back on a region's mark, not each process at its own probe", function()
+      server = support.start_redis(support.free_port())
+      local region = os.tmpname()
+      os.remove(region)
+      local client = redis_client.connect("127.0.0.1", server.port)
+      local stores = {}
+      for i = 1, 2 do
+         stores[i] = store_module.limiter(client, 10, {
+            period = 3600, burst = 10, name = "fb", on_error = "fallback",
+            fallback = cellrate.keyed(10, { period = 3600, burst = 10, shared = region }) })
+      end
+      local first, other = stores[1], stores[2]
+      support.stop_redis(server) -- SIGKILL
+      assert.is_true(first:allow("k"))
+      assert.is_true(other:allow("k"))
+      other.gate = cellrate.limiter(1, { period = 3600, burst = 1 }) -- a long back-off
+      other.gate:allow()
+      server = support.start_redis(server.port)
+      client = redis_client.connect("127.0.0.1", server.port)
+      first:set_client(client)
+      other:set_client(client)
+      socket.sleep(0.1) -- first's back-off (50 ms)
+      assert.is_true(first:allow("j"))
+      assert.is_nil(first.gate) -- first found Redis back, and marked the region
+      assert.is_not_nil(other.gate)
+      assert.is_true(other:allow("j"))
+      assert.is_nil(other.gate) -- other went back at its next call
+      local _, remaining = first:peek("j", 1)
+      assert.equal(7, remaining) -- Redis decided both
+      os.remove(region)
+   end)
+
    it("takes a keyed limiter (one region: the host's fallback) and check_all's", function()
       local dead = { evalsha = function() error("closed") end, eval = error,
                      script = function() error("closed") end }

@@ -331,7 +331,7 @@ describe("the Redis protocol's vectors", function()
             counts.going_back = counts.going_back + 1
          end
       end
-      assert.same({ fallback_check = 8, fallback_limit = 77, going_back = 90, nginx_items = 12 },
+      assert.same({ fallback_check = 8, fallback_limit = 77, going_back = 108, nginx_items = 12 },
                   counts)
    end)
 

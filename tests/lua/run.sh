@@ -38,7 +38,11 @@ cd "$root"
 # The module directory goes first on the C path, ahead of any installed copy.
 # A run that finds no spec is a failure, not a pass.
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# The regions the specs make go into a directory of this run's own, so two
+# runs at once (Lua 5.4 and LuaJIT, two checkouts) never share a path.
+CELLRATE_TEST_DIR=$(mktemp -d)
+export CELLRATE_TEST_DIR
+trap 'rm -f "$log"; rm -rf "$CELLRATE_TEST_DIR"' EXIT
 status=0
 # shellcheck disable=SC2086  # INTERPRETER is a command line on purpose
 $interpreter "$busted" --cpath="$cpath_dir/?.so" "$@" >"$log" 2>&1 || status=$?

@@ -19,7 +19,7 @@ return function(assert)
    end
 
    -- A region path of this run that no file holds: `name`, the time and a
-   -- serial, under $CELLRATE_TEST_DIR (or /tmp).
+   -- serial, under $CELLRATE_TEST_DIR (run.sh makes one per run) or /tmp.
    local serial = 0
    function support.fresh_path(name)
       serial = serial + 1

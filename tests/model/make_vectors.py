@@ -1851,8 +1851,11 @@ def make_metrics() -> str:
         "# The metrics every exporter publishes (docs/design.md §17), in order. Per metric:",
         "# metric <name> <prometheus_name> <type> <instrument> <unit> <stats> <label> <attribute>"
         " |<help>",
-        "#   type: Prometheus; instrument: OpenTelemetry; stats: rate or concurrency; label and",
-        "#   attribute: what tells its samples apart, - for none",
+        "#   type: Prometheus; instrument: OpenTelemetry; stats: rate or concurrency, or plan or",
+        "#   priority (the rows of stats_by() under that key); label and attribute: what tells",
+        "#   its samples apart, - for none",
+        "# by <name> <attribute>        a plan or priority metric's: the label whose value is a"
+        " row's name",
         "# label <name> <attribute>     the labels every series may carry, in order",
         "# sample <field> <value>       a series: the stats() field it reads, its label's value"
         " (- for none)",
@@ -1861,12 +1864,15 @@ def make_metrics() -> str:
     assert names == metrics_model.PUBLISHED, "a published Prometheus name changed"
     for metric in metrics_model.METRICS:
         assert metric.instrument in metrics_model.PROMETHEUS_TYPE, metric.name
-        assert metric.stats in ("rate", "concurrency"), metric.name
+        assert metric.stats in ("rate", "concurrency", "plan", "priority"), metric.name
+        assert (metric.by is None) == (metric.stats in ("rate", "concurrency")), metric.name
         assert (metric.label is None) == (len(metric.samples) == 1), metric.name
         label, attribute = metric.label or ("-", "-")
         lines.append(f"metric {metric.name} {metric.prometheus_name} {metric.type} "
                      f"{metric.instrument} {metric.unit} {metric.stats} {label} {attribute} "
                      f"|{metric.help}")
+        if metric.by:
+            lines.append(f"by {metric.by[0]} {metric.by[1]}")
         lines += [f"label {name} {attr}" for name, attr in metrics_model.LABELS]
         lines += [f"sample {field} {value or '-'}" for field, value in metric.samples]
     return "\n".join(lines) + "\n"
@@ -2471,8 +2477,6 @@ def make_redis() -> str:
     for index in (0, 2, 4):
         burst = limits[index].burst
         for mode in m.MODES:
-            if mode == "refund":
-                continue
             for cost, held in ((1, burst), (1, 0), (3, 1), (1, -4), (1, burst + 5),
                                (0, burst - 1)):
                 sent, sent_cost, settled = m.going_back(mode, cost, burst, held)

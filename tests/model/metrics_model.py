@@ -36,9 +36,12 @@ class Metric:
     help: str
     instrument: str
     unit: str
-    stats: str  # "rate": a rate limit's stats(); "concurrency": a concurrency limit's
+    stats: str  # "rate": a rate limit's stats(); "concurrency": a concurrency limit's;
+    #             "plan", "priority": the rows of a rate limit's stats_by() under that key
     label: tuple[str, str] | None  # (Prometheus label, attribute) telling samples apart
     samples: list[tuple[str, str | None]]  # (stats field, label value)
+    # (Prometheus label, attribute) whose value is a row's name: a plan's, a class's
+    by: tuple[str, str] | None = None
 
     @property
     def prometheus_name(self) -> str:
@@ -83,6 +86,16 @@ METRICS = [
            "counter", "{key}", "concurrency", None, [("evicted", None)]),
     Metric("cellrate.bans", "Bans a penalty started: keys refused for a while after repeated "
            "refusals.", "counter", "{ban}", "rate", None, [("bans", None)]),
+    # Plans and classes (docs/design/plans.md, priorities.md): DESIGN.md's names, plan= and
+    # priority=, as labels; metrics of their own, so that a sum of cellrate_decisions_total
+    # still counts each request once.
+    Metric("cellrate.plan_decisions", "Requests decided by a rate limit with plans, by plan "
+           "and outcome.", "counter", "{request}", "plan", DECISION,
+           [("admitted", "admitted"), ("refused", "refused")], ("plan", "cellrate.plan.name")),
+    Metric("cellrate.priority_decisions", "Requests decided by a rate limit with priority "
+           "classes, by class and outcome.", "counter", "{request}", "priority", DECISION,
+           [("admitted", "admitted"), ("refused", "refused")],
+           ("priority", "cellrate.priority.name")),
 ]
 
 # The Prometheus names published before the list was one: they never change.
@@ -91,4 +104,5 @@ PUBLISHED = [
     "cellrate_evictions_total", "cellrate_acquires_total", "cellrate_acquire_units_total",
     "cellrate_releases_total", "cellrate_in_flight", "cellrate_in_flight_peak",
     "cellrate_concurrency_evictions_total", "cellrate_bans_total",
+    "cellrate_plan_decisions_total", "cellrate_priority_decisions_total",
 ]

@@ -347,11 +347,14 @@ def fallback_args(algorithm: str, rate: float, burst: int, share: float
 def going_back(mode: str, cost: int, fallback_burst: int, held_remaining: int
                ) -> tuple[str, int, bool]:
     """A key decided locally going back to Redis: a check, allow or charge goes as a charge
-    of cost plus what the local state holds (burst - remaining); peek and take as they are,
-    the key still held."""
-    if mode not in ("check", "allow", "charge"):
+    of cost plus what the local state holds (burst - remaining); a take or a refund (they
+    cannot carry it) after the charge of what the local state holds alone, the cost
+    returned that charge's; a peek as it is, the key still held."""
+    if mode == "peek":
         return mode, cost, False
     owed = fallback_burst - min(max(held_remaining, 0), fallback_burst)
+    if mode in ("take", "refund"):
+        return "charge", owed, True
     if owed == 0:
         return mode, cost, True
     return "charge", min(cost + owed, 2**63 - 1), True

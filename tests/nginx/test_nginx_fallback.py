@@ -4,8 +4,10 @@ client option); the redis-server is SIGKILLed mid-run and started again, empty,
 on the same port. While Redis cannot decide, every worker decides on one keyed limiter in
 a region opened in the master (the host's fallback), and each goes back to Redis with a
 charge of what the region still holds. Every admission from the kill on is counted here
-against the limit's bound: burst + rate * (t - kill) at each admission's instant t, plus
-the rate for the one back-off in which the workers go back at their own steps."""
+against the limit's bound: burst + rate * (t - kill) at each admission's instant t. The
+first worker to find Redis back marks the region, and the others go back at their next
+request rather than at their own probe (up to 1 s later, which passed the bound by up to
+the rate: 10.6 over at 50/s, burst 50)."""
 
 from __future__ import annotations
 
@@ -23,18 +25,19 @@ from server import Nginx  # noqa: E402
 pytestmark = needs_redis
 
 TEMPLATE = HERE / "fallback.conf.in"
-RATE, BURST, CLIENTS = 25, 50, 4
-# Each worker finds Redis back at its own probe (the gate's back-off, at most 1 s): until the
-# last is back, Redis admits for the workers back and the region for the others, up to the
-# rate for that second (docs/redis.md). A way back without the charge passes by a burst.
-MAX_BACKOFF = 1.0
+RATE, BURST, CLIENTS, WORKERS = 50, 50, 4, 4
+# Until the last worker is back, Redis admits for the workers back and the region for the
+# others: with the region's mark, for one request's time, where each worker's own probe
+# took up to the longest back-off, 1 s (4 workers, each at that back-off after 4 s down: up
+# to 10.8 over, 2 runs in 8 past the bound; with the mark at most 0.4 over in 5). A way
+# back without the charge passes by a burst.
 
 
 def test_the_hosts_admissions_across_an_outage_stay_within_the_bound():
     srv = RedisServer()
     srv.start()
     try:
-        with Nginx(workers=2, template=TEMPLATE,
+        with Nginx(workers=WORKERS, template=TEMPLATE,
                    fields={"REDIS_PORT": str(srv.port), "RATE_N": str(RATE),
                            "BURST_N": str(BURST)}) as server:
             stop = threading.Event()
@@ -55,7 +58,7 @@ def test_the_hosts_admissions_across_an_outage_stay_within_the_bound():
                 time.sleep(1.0)
                 killed = time.monotonic()
                 srv.kill()
-                time.sleep(2.0)
+                time.sleep(4.0)  # every worker at the longest back-off, 1 s
                 srv.start()  # the same port, empty
                 returned = time.monotonic()
                 time.sleep(3.0)
@@ -72,9 +75,8 @@ def test_the_hosts_admissions_across_an_outage_stay_within_the_bound():
                 if t >= killed:
                     count += 1
                     worst = max(worst, count - (BURST + RATE * (t - killed)))
-            # one per client for the stamps taken after the decisions, and the workers'
-            # second of disagreement on the way back
-            assert worst <= CLIENTS + 1 + RATE * MAX_BACKOFF, (worst, len(during), len(stamps))
+            # one per client for the stamps taken after the decisions
+            assert worst <= CLIENTS + 1, (worst, len(during), len(stamps))
             assert 200 in statuses and 429 in statuses
     finally:
         srv.stop()

@@ -5,13 +5,15 @@ each request under the plan its API key maps to ($plan) or a function names.
 Counted over concurrent requests on their own connections, spread across the
 workers: each tier admits exactly its burst per key, an upgraded key carries
 the units it used, bulk is refused once half the burst is spent while critical
-still gets the rest; an unknown plan or class is a 500 naming it."""
+still gets the rest; an unknown plan or class is a 500 naming it; /metrics,
+from any worker, counts every request in its plan's and its class's series."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import pathlib
 
+import pytest
 from server import Nginx
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -103,6 +105,67 @@ def test_an_unknown_plan_or_class_is_a_server_error_naming_it():
     assert "cellrate.nginx: plan: several limits decided as one take no plan" in log
 
 
+def series(samples: dict, family: str, label: str, name: str, outcome: str) -> float:
+    return samples[(family, frozenset({("limit", "tiers"), (label, name), ("outcome", outcome)}))]
+
+
+def test_metrics_count_each_plan_and_class_over_the_workers():
+    """cellrate_plan_decisions_total and cellrate_priority_decisions_total,
+    scraped from several workers, hold exactly the 200s and 429s counted here
+    under each plan and class; a dry run's would-be refusals are not refused."""
+    parser = pytest.importorskip("prometheus_client.parser",
+                                 reason="make test installs prometheus_client")
+    free, pro = {"X-Api-Key": "free-secret"}, {"X-Api-Key": "pro-secret"}
+    with Nginx(workers=WORKERS, template=TEMPLATE, fields=FIELDS) as server:
+        counted = {  # (plan, class): statuses; class None: none named (critical's)
+            ("free", None): _statuses(server, "/by_variable?key=mf", 4 * FREE, free)[0],
+            ("pro", None): _statuses(server, "/by_variable?key=mp", 3 * PRO, pro)[0],
+            ("default", None): _statuses(server, "/by_variable?key=md", 2 * FREE)[0],
+            ("pro", "bulk"): _statuses(server, "/classed?key=mo", 3 * PRO,
+                                       {**pro, "X-Priority": "bulk"})[0],
+            ("pro", "critical"): _statuses(server, "/classed?key=mo", 2 * PRO,
+                                           {**pro, "X-Priority": "critical"})[0],
+        }
+        dry = _statuses(server, "/dry?key=mx", 2 * FREE, {**free, "X-Priority": "bulk"})[0]
+        scrapes, answered_by = [], set()
+        for _ in range(200):
+            status, fields, body = server.get("/metrics")
+            assert status == 200
+            scrapes.append(body.decode())
+            answered_by.add(fields["X-Worker"])
+            if len(answered_by) == WORKERS:
+                break
+    assert dry == [200] * (2 * FREE)  # a dry run refuses nothing
+    assert counted[("pro", "bulk")].count(200) == PRO // 2
+    assert len(answered_by) >= 2, answered_by
+
+    for text in scrapes:
+        samples = {(s.name, frozenset(s.labels.items())): s.value
+                   for family in parser.text_string_to_metric_families(text)
+                   for s in family.samples}
+
+        would_refuse = samples[("cellrate_decisions_total",
+                                frozenset({("limit", "tiers"), ("outcome", "would_refuse")}))]
+        dry_admitted = 2 * FREE - would_refuse
+        assert 0 < dry_admitted < FREE  # bulk's share of free's burst, the rest would refuse
+        for plan in ("default", "free", "pro"):
+            statuses = [s for (p, _), got in counted.items() if p == plan for s in got]
+            extra = dry_admitted if plan == "free" else 0
+            assert series(samples, "cellrate_plan_decisions_total", "plan", plan,
+                          "admitted") == statuses.count(200) + extra, (plan, text)
+            assert series(samples, "cellrate_plan_decisions_total", "plan", plan,
+                          "refused") == statuses.count(429), (plan, text)
+        for priority in ("bulk", "critical"):
+            statuses = [s for (_, c), got in counted.items() if (c or "critical") == priority
+                        for s in got]
+            extra = dry_admitted if priority == "bulk" else 0
+            assert series(samples, "cellrate_priority_decisions_total", "priority", priority,
+                          "admitted") == statuses.count(200) + extra, (priority, text)
+            assert series(samples, "cellrate_priority_decisions_total", "priority", priority,
+                          "refused") == statuses.count(429), (priority, text)
+        assert "secret" not in text and "mf" not in text  # no credential, no key
+
+
 def test_a_plan_given_as_it_is_is_judged_before_any_decision():
     """A literal plan: a policy name (the options' check) and one of the limit's
     plans (the first limit() of the pair), refused as a 500 naming plan in the
@@ -117,4 +180,3 @@ def test_a_plan_given_as_it_is_is_judged_before_any_decision():
         log = server.log()
     assert "cellrate.nginx: plan must be 'default' or the name of one of the plans" in log
     assert "cellrate.nginx: plan: a limit without keys has only the plan 'default'" in log
-

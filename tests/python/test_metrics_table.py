@@ -21,7 +21,9 @@ def vector_metrics() -> list[dict]:
                 "name": name, "prometheus_name": prometheus_name, "help": help_text,
                 "type": type_, "instrument": instrument, "unit": unit, "stats": stats,
                 "labels": (), "label": None if label == "-" else (label, attribute),
-                "samples": ()})
+                "samples": (), "by": None})
+        elif kind == "by":
+            metrics[-1]["by"] = tuple(rest.split())
         elif kind == "label":
             metrics[-1]["labels"] += (tuple(rest.split()),)
         elif kind == "sample":
@@ -38,8 +40,13 @@ def test_the_python_face_returns_the_vectors():
 def test_each_sample_reads_a_counter_of_its_kind():
     rate = cellrate.KeyedLimiter(1).stats()
     concurrency = cellrate.Concurrency(1).stats()
+    by = cellrate.KeyedLimiter(1, plans={"pro": 2}, priorities={"a": 0}).stats_by()
     for metric in cellrate._cellrate.metrics():
-        stats = rate if metric["stats"] == "rate" else concurrency
+        if metric["by"] is not None:  # a row of stats_by() under the label's name
+            stats = next(iter(by[metric["by"][0]].values()))
+            assert metric["stats"] == metric["by"][0]
+        else:
+            stats = rate if metric["stats"] == "rate" else concurrency
         for field, _ in metric["samples"]:
             assert field in stats, (metric["name"], field)
 

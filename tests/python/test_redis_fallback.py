@@ -260,3 +260,109 @@ def test_the_fleet_share_keeps_deciding_through_the_outage():
         limiter.close()
     finally:
         srv.stop()
+
+
+def _spent_during_an_outage(srv: RedisServer, *limiters, burst: int = 10) -> None:
+    """Kills `srv`, spends each limiter's key "k" whole on its fallback, starts `srv` again
+    (empty) and waits until every limiter decides on Redis again."""
+    srv.kill()
+    for limiter in limiters:
+        assert [limiter.allow("k") for _ in range(burst + 1)] == [True] * burst + [False]
+        assert list(limiter._held) == [limiter.redis_key("k")]
+    srv.start()
+    _until(lambda: all(limiter._availability.outage is None for limiter in limiters))
+
+
+def _hourly(c, name: str = "fb", **options) -> "cr_redis.RedisLimiter":
+    # 10 an hour: what the fallback holds stays while a loaded machine restarts Redis
+    return cr_redis.RedisLimiter(c, 10, 3600, burst=10, on_error="fallback", name=name,
+                                 **options)
+
+
+@pytest.mark.parametrize("operation", ["take", "refund", "check_many", "check_many_all",
+                                       "check_all"])
+def test_every_operation_that_writes_a_key_carries_what_the_fallback_used(operation):
+    """A key's first operation after the outage settles it, whatever the operation: a
+    take, a refund, a batch's decision or several limits as one cannot carry the units,
+    so the charge of what the fallback used goes first (the core's rule), then the
+    operation as it is. Without it the empty Redis handed out a fresh burst."""
+    srv = RedisServer()
+    try:
+        srv.start()
+        c = client_for(srv.port)
+        limiter, other = _hourly(c), _hourly(c, "other")
+        _spent_during_an_outage(srv, limiter, other)
+        if operation == "take":
+            assert limiter.take("k", 5) == 0
+        elif operation == "refund":
+            limiter.refund("k", 3)  # after the 10 the fallback used: 3 come back
+            assert limiter.peek("k").remaining == 2  # (a peek of 1 unit)
+        elif operation == "check_many":
+            assert [d.allowed for d in cr_redis.check_many([(limiter, "k"), (limiter, "j")])] \
+                == [False, True]
+        elif operation == "check_many_all":
+            [decision] = cr_redis.check_many([([(limiter, "k"), (other, "k")], 1)])
+            assert not decision.allowed
+        else:
+            assert not cr_redis.check_all([(limiter, "k"), (other, "k")]).allowed
+        held = not limiter._held and (operation in ("take", "refund", "check_many")
+                                      or not other._held)
+        assert held, "every key the operation wrote went back"
+        if operation != "refund":
+            assert not limiter.check("k").allowed
+    finally:
+        srv.stop()
+
+
+def test_asyncio_operations_carry_what_the_fallback_used():
+    srv = RedisServer()
+
+    async def run() -> None:
+        ac = AsyncRedis(host="127.0.0.1", port=srv.port)
+        limiters = [cr_redis.AsyncRedisLimiter(ac, 10, 3600, burst=10, on_error="fallback",
+                                               name=f"fb{i}") for i in range(4)]
+        srv.kill()
+        for limiter in limiters:
+            assert [await limiter.allow("k") for _ in range(11)] == [True] * 10 + [False]
+        srv.start()
+        while any(limiter._availability.outage is not None for limiter in limiters):
+            await asyncio.sleep(0.01)
+        take, refund, many, every = limiters
+        assert await take.take("k", 5) == 0
+        await refund.refund("k", 3)
+        assert (await refund.peek("k")).remaining == 2
+        [decision] = await cr_redis.check_many_async([(many, "k")])
+        assert not decision.allowed
+        assert not (await cr_redis.check_all_async([(every, "k")])).allowed
+        assert not any(limiter._held for limiter in limiters)
+        for limiter in limiters:
+            await limiter.aclose()
+        await ac.aclose()
+
+    try:
+        srv.start()
+        asyncio.run(run())
+    finally:
+        srv.stop()
+
+
+def test_a_share_of_the_limit_follows_reconfigure():
+    """fallback=0.5 is half of whatever limit Redis decides: after reconfigure the
+    outage admits half of the new burst (counted), and a fallback given as a limit
+    stays as given."""
+    srv = RedisServer()
+    try:
+        srv.start()
+        c = client_for(srv.port)
+        share = _hourly(c, fallback=0.5)
+        given = _hourly(c, "given", fallback="4/h")
+        assert (share._fallback_limit.burst, given._fallback_limit.burst) == (5, 4)
+        share.reconfigure(40, 3600, burst=40)
+        given.reconfigure(40, 3600, burst=40)
+        assert (share._fallback_limit.rate, share._fallback_limit.burst) == (20, 20)
+        assert (given._fallback_limit.rate, given._fallback_limit.burst) == (4, 4)
+        srv.kill()
+        assert sum(share.allow("k") for _ in range(30)) == 20
+        assert sum(given.allow("k") for _ in range(30)) == 4
+    finally:
+        srv.stop()

@@ -382,7 +382,7 @@ def test_the_fallbacks_option_limit_and_way_back():
         else:
             continue
         counts[f[0]] += 1
-    assert counts == {"fallback_check": 8, "fallback_limit": 77, "going_back": 90}
+    assert counts == {"fallback_check": 8, "fallback_limit": 77, "going_back": 108}
 
 
 def test_check_all_items_are_judged_by_the_core():

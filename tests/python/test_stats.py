@@ -255,7 +255,7 @@ def test_inspect_region_reads_each_kind_without_changing_it(region_dir):
     assert (region_dir / "keyed").read_bytes() == before
     assert os.stat(region_dir / "keyed").st_mtime_ns == mtime
     assert info == {
-        "layout_version": 11, "kind": "keyed", "algorithm": "gcra",
+        "layout_version": 12, "kind": "keyed", "algorithm": "gcra",
         "limit": repr(keyed), "rate": 100.0, "period": 60.0, "burst": 100,
         "max_in_flight": None, "lease": None, "peak": None, "capacity": 50, "live_keys": 1, "generation": 0,
         "size": len(before), "this_boot": True, "penalty": None, "banned": [],

@@ -203,6 +203,7 @@ class _RedisLimit(_Store):
         self._held: Dict[bytes, None] = {}
         self._held_lock = threading.Lock()
         self._fallback_given = fallback
+        self._fallback_share: Any = None
         if options["on_error"] == "fallback":
             self._fallback_store(limit)
         deny_cache = options["deny_cache"]
@@ -269,6 +270,7 @@ class _RedisLimit(_Store):
                 given[plan] = changed
             self._plans = _core._redis_plans(default, given, True, self.max_cost, max_debt)
             changed = default
+        self._follow(changed)
         self.limit = changed
         self.max_debt = max_debt
         self._refusals.clear()
@@ -323,11 +325,12 @@ class _RedisLimit(_Store):
         return _core._redis_penalty_key(self._prefix, self._name, key)
 
     def _refund_words(self, key: Key, cost: int, now: float | None,
-                      plan: str | None = None) -> List[bytes]:
+                      plan: str | None = None) -> Tuple[cellrate.Limit, List[bytes]]:
+        """A refund's limit (the plan's, read once) and words."""
         limit = self.limit if plan is None else self._plan_limit(plan)
         words = self._request(REFUND, key, cost, now, limit)
         self._refusals.pop(words[1], None)  # a refund makes the key better than its refusal
-        return words
+        return limit, words
 
     def _recalled(self, mode: int, words: Sequence[bytes], limits: Sequence[cellrate.Limit],
                   cost: int, now: float | None) -> cellrate.Decision | None:
@@ -444,8 +447,10 @@ class _RedisLimit(_Store):
                 local = cellrate.Limit(given, algorithm=cast(Algorithm, limit.algorithm))
             elif isinstance(given, cellrate.Limit):
                 local = given
-            else:  # a share (None: 1), judged by the core
-                local = _core._redis_fallback_limit(limit, 1.0 if given is None else given)
+            else:  # a share (None: 1), judged by the core, followed by reconfigure (_follow)
+                share = 1.0 if given is None else given
+                local = _core._redis_fallback_limit(limit, share)
+                self._fallback_share = share
             made: Dict[str, Any] = {
                 "algorithm": local.algorithm,
                 "burst": local.burst if _takes_burst(local.algorithm) else None}
@@ -453,6 +458,17 @@ class _RedisLimit(_Store):
         self._fallback_limit = local
         self.fallback = store
         return store
+
+    def _follow(self, limit: cellrate.Limit) -> None:
+        """reconfigure: a fallback that is a share of the Redis limit (given as a number,
+        or absent) follows the new `limit` (the core's derivation), its keys carrying what
+        they used (KeyedLimiter.reconfigure); a fallback given as a limit stays."""
+        if self._fallback_share is None:
+            return
+        local = _core._redis_fallback_limit(limit, self._fallback_share)
+        self.fallback.reconfigure(local.rate, local.period,
+                                  burst=local.burst if _takes_burst(local.algorithm) else None)
+        self._fallback_limit = local
 
     def _going_back(self, mode: int, key: Key, words: List[bytes], cost: int,
                     now: float | None, limit: cellrate.Limit) -> Tuple[int, List[bytes], bool]:
@@ -467,6 +483,21 @@ class _RedisLimit(_Store):
         if sent != mode or sent_cost != cost:
             words = self._request(sent, key, sent_cost, now, limit)
         return sent, words, settled
+
+    def _settling(self, mode: int, key: Key, redis_key: bytes, now: float | None,
+                  limit: cellrate.Limit) -> List[bytes] | None:
+        """A take, a refund (`mode`) or a decision that cannot carry a held key's units
+        (several limits as one, a batch's: as a take) settles the key first: None when it
+        is not held (or Redis cannot decide); else the words of the charge of the units its
+        local state still holds (the core's; empty: none to send), the key no longer held
+        once Redis took it (_went_back)."""
+        if not self._held or redis_key not in self._held \
+                or self._availability.outage is not None:
+            return None
+        kwargs = {} if now is None else {"now": now}
+        held = self.fallback.peek(redis_key, 0, **kwargs).remaining
+        sent, owed, _ = _core._redis_going_back(mode, 0, self._fallback_limit, held)
+        return self._request(sent, key, owed, now, limit) if owed else []
 
     def _went_back(self, redis_key: bytes) -> None:
         """Redis took what the local state held for `redis_key`: the key is no longer
@@ -609,6 +640,16 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         return self._back_answer(sent, sent_words, words[1], settled, reply, asked, limit, cost,
                                  now)
 
+    def _settle(self, key: Key, redis_key: bytes, now: float | None, limit: cellrate.Limit,
+                mode: int = TAKE) -> None:
+        """A held key settled before an operation that cannot carry its units (_settling)."""
+        charge = self._settling(mode, key, redis_key, now, limit)
+        if charge is None:
+            return
+        if charge:
+            self._call(charge)
+        self._went_back(redis_key)
+
     def check(self, key: Key, cost: int = 1, *, now: float | None = None,
               priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission; `priority`: the
@@ -659,6 +700,7 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         if count is not None:
             return count
         try:
+            self._settle(key, words[1], now, limit)
             reply = self._call(words)
         except Exception as error:
             return cast(int, self._failed(error, (), TAKE, max_cost, words[1:2], now))
@@ -671,8 +713,9 @@ class RedisLimiter(_SyncStore, _RedisLimit):
         core's refund: never better than idle, and units of a window that ended are
         gone. Raises RedisUnavailable when Redis cannot answer, whatever on_error says.
         `plan`: the plan of `key`, as check()'s."""
-        words = self._refund_words(key, cost, now, plan)
+        limit, words = self._refund_words(key, cost, now, plan)
         try:
+            self._settle(key, words[1], now, limit, REFUND)
             self._call(words)
         except Exception as error:
             _raise_mistake(error)
@@ -756,6 +799,16 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         return self._back_answer(sent, sent_words, words[1], settled, reply, asked, limit, cost,
                                  now)
 
+    async def _settle(self, key: Key, redis_key: bytes, now: float | None,
+                      limit: cellrate.Limit, mode: int = TAKE) -> None:
+        """RedisLimiter._settle, awaited."""
+        charge = self._settling(mode, key, redis_key, now, limit)
+        if charge is None:
+            return
+        if charge:
+            await self._call(charge)
+        self._went_back(redis_key)
+
     async def check(self, key: Key, cost: int = 1, *, now: float | None = None,
                     priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
         """Decides for `cost` units of `key` and commits an admission (priority=, plan=:
@@ -797,6 +850,7 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
         if count is not None:
             return count
         try:
+            await self._settle(key, words[1], now, limit)
             reply = await self._call(words)
         except Exception as error:
             return cast(int, self._failed(error, (), TAKE, max_cost, words[1:2], now))
@@ -805,8 +859,9 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
     async def refund(self, key: Key, cost: int = 1, *, now: float | None = None,
                      plan: str | None = None) -> None:
         """RedisLimiter.refund, awaited."""
-        words = self._refund_words(key, cost, now, plan)
+        limit, words = self._refund_words(key, cost, now, plan)
         try:
+            await self._settle(key, words[1], now, limit, REFUND)
             await self._call(words)
         except Exception as error:
             _raise_mistake(error)
@@ -1112,7 +1167,7 @@ class AsyncRedisConcurrency(_AsyncStore, _RedisHoldings):
 
 
 def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now: float | None,
-                       kind: type) -> Tuple[Any, List[bytes], List[cellrate.Limit], List[Any]]:
+                       kind: type) -> Tuple[Any, "_Decision"]:
     pairs = list(items)
     _core._redis_check_items([
         pair[0].client if isinstance(pair, tuple) and len(pair) in (2, 3)
@@ -1127,7 +1182,8 @@ def _check_all_request(items: Iterable[Tuple[_RedisLimit, Key]], cost: int, now:
         keys = words[1:1 + len(pairs)]
         if len({redis.crc.key_slot(key) for key in keys}) > 1:
             raise _slots_differ(keys)  # the client would refuse it: no outage
-    return pairs[0][0], words, limits, [pair[0] for pair in pairs]
+    return pairs[0][0], _Decision(CHECK, [pair[0] for pair in pairs], limits, cost, now, words,
+                                  (), [pair[1] for pair in pairs])
 
 
 def _pair_limit(pair: Tuple[Any, ...]) -> cellrate.Limit:
@@ -1144,17 +1200,30 @@ def check_all(items: Iterable[Tuple[Any, ...]], cost: int = 1, *,
     limit admits, and a refusal takes nothing from any. Returns the tightest Decision
     (refused: the longest retry_after; admitted: the fewest remaining). In a Cluster the
     keys must share a slot (hash tags, e.g. "{user:42}"). on_error is the first limiter's."""
-    first, words, limits, stores = _check_all_request(items, cost, now, RedisLimiter)
+    first, decision = _check_all_request(items, cost, now, RedisLimiter)
     assert isinstance(first, RedisLimiter)
-    return first._decide(CHECK, words, limits, cost, now, stores)
+    try:
+        for store, key, redis_key, limit in decision.held():
+            store._settle(key, redis_key, now, limit)
+    except Exception as error:
+        return first._unanswered(error, CHECK, decision.words, decision.limits, cost, now,
+                                 decision.stores)
+    return first._decide(CHECK, decision.words, decision.limits, cost, now, decision.stores)
 
 
 async def check_all_async(items: Iterable[Tuple[Any, ...]], cost: int = 1, *,
                           now: float | None = None) -> cellrate.Decision:
     """check_all for AsyncRedisLimiter."""
-    first, words, limits, stores = _check_all_request(items, cost, now, AsyncRedisLimiter)
+    first, decision = _check_all_request(items, cost, now, AsyncRedisLimiter)
     assert isinstance(first, AsyncRedisLimiter)
-    return await first._decide(CHECK, words, limits, cost, now, stores)
+    try:
+        for store, key, redis_key, limit in decision.held():
+            await store._settle(key, redis_key, now, limit)
+    except Exception as error:
+        return first._unanswered(error, CHECK, decision.words, decision.limits, cost, now,
+                                 decision.stores)
+    return await first._decide(CHECK, decision.words, decision.limits, cost, now,
+                               decision.stores)
 
 
 # Batches: several decisions in one script call (redis/batch.lua; the words are the
@@ -1175,20 +1244,30 @@ def _batch_of(now: float | None, chunk: Sequence["_Decision"]) -> Tuple[bytes, A
 
 
 class _Decision:
-    """One decision of a batch: what it sends, and its answer (or its error) once
-    settled. `stores`, `limits` and `keys` (Redis keys) run in parallel."""
+    """One decision of a batch (or of check_all): what it sends, and its answer (or its
+    error) once settled. `stores`, `limits`, `keys` (Redis keys) and `given` (the
+    caller's keys; empty: not needed) run in parallel."""
 
-    __slots__ = ("mode", "stores", "limits", "keys", "cost", "now", "words", "call",
+    __slots__ = ("mode", "stores", "limits", "keys", "given", "cost", "now", "words", "call",
                  "answer", "error")
 
     def __init__(self, mode: int, stores: Sequence[_RedisLimit], limits: Sequence[Any],
                  cost: int, now: float | None, words: List[bytes],
-                 call: Tuple[Any, ...]) -> None:
+                 call: Tuple[Any, ...], given: Sequence[Key] = ()) -> None:
         self.mode, self.stores, self.limits, self.cost, self.now = mode, stores, limits, cost, now
-        self.words, self.call = words, call
+        self.words, self.call, self.given = words, call, given
         self.keys = words[1:1 + len(limits)]
         self.answer: Any = None
         self.error: BaseException | None = None
+
+    def held(self) -> Sequence[Tuple[Any, Key, bytes, cellrate.Limit]]:
+        """(store, key, Redis key, limit) of each key a fallback decided during an outage,
+        to settle before the decision is sent (it cannot carry their units)."""
+        if len(self.stores) == 1 and not self.stores[0]._held:
+            return ()  # (nothing held: what a decision meets while Redis answers)
+        return [(store, key, redis_key, limit) for store, key, redis_key, limit
+                in zip(self.stores, self.given, self.keys, self.limits)
+                if store._held and redis_key in store._held]
 
     def settle(self, store_call: Any, *args: Any) -> None:
         """The answer of `store_call(*args)`, or the error it raises."""
@@ -1294,7 +1373,8 @@ def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, Lis
             sent = CHECK | stores[0]._wipe  # the first limiter's on_wipe, as check_all
             call = (sent, cost, *groups)
             words = _request(sent, cost, now, *groups)
-        decisions.append(_Decision(CHECK, stores, limits, cost, now, words, call))
+        decisions.append(_Decision(CHECK, stores, limits, cost, now, words, call,
+                                   [pair[1] for pair in pairs]))
     if decisions:
         store = decisions[0].stores[0]
         if isinstance(client, (store._library.cluster, store._library.async_cluster)):
@@ -1328,6 +1408,13 @@ def check_many(items: Iterable[Any], *, now: float | None = None) -> List[cellra
     a mistake (a key held under another algorithm) raises after every decision was made."""
     client, decisions = _many(items, now, RedisLimiter)
     send = [decision for decision in decisions if not decision.early()]
+    for decision in send:
+        try:
+            for store, key, redis_key, limit in decision.held():
+                store._settle(key, redis_key, now, limit)
+        except Exception as unsettled:
+            decision.failed(unsettled)
+    send = [decision for decision in send if decision.answer is None and decision.error is None]
     for at in range(0, len(send), BATCH_MAX):
         chunk = send[at:at + BATCH_MAX]
         store = chunk[0].stores[0]
@@ -1347,6 +1434,13 @@ async def check_many_async(items: Iterable[Any], *,
     """check_many for AsyncRedisLimiter."""
     client, decisions = _many(items, now, AsyncRedisLimiter)
     send = [decision for decision in decisions if not decision.early()]
+    for decision in send:
+        try:
+            for store, key, redis_key, limit in decision.held():
+                await store._settle(key, redis_key, now, limit)
+        except Exception as unsettled:
+            decision.failed(unsettled)
+    send = [decision for decision in send if decision.answer is None and decision.error is None]
     for at in range(0, len(send), BATCH_MAX):
         chunk = send[at:at + BATCH_MAX]
         store = chunk[0].stores[0]
