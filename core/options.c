@@ -183,7 +183,9 @@ static const cr_option keyed_share_options[] = {
     SHARE_FIRST_, CAPACITY_(BOTH, INT_(CR_KEYED_DEFAULT_CAPACITY)), SHARE_REFUSED_};
 
 /* The web policy: Python's cellrate.web.Policy (every adapter), Lua's
- * cellrate.nginx options (limit, hold, charge). */
+ * cellrate.nginx options (limit, hold, charge). A plan given as it is names
+ * the RateLimit fields: a policy name. sync: the shared= directory's stores
+ * judge it. */
 static const cr_option policy_options[] = {
     OBJECT_("limit", PYTHON),
     OBJECT_("routes", PYTHON),
@@ -223,8 +225,9 @@ static const cr_option policy_options[] = {
     OBJECT_("priorities", PYTHON),
     STRING_("tz", CR_E_TZ, "", 1, 0, PYTHON, NONE_),
     OBJECT_("plans", PYTHON),
-    STRING_("plan", CR_E_PLAN, "", 0, CR_OPTION_OR_FUNCTION, BOTH, NONE_),
-    OF_KIND_("client", CR_OPTION_FUNCTION, CR_E_NGINX_CLIENT, LUA)};
+    NAME_("plan", CR_E_PLAN, "", CR_OPTION_OR_FUNCTION, BOTH),
+    OF_KIND_("client", CR_OPTION_FUNCTION, CR_E_NGINX_CLIENT, LUA),
+    OBJECT_("sync", PYTHON)};
 
 /* The decorators (Python): @cellrate.limit and @cellrate.concurrent. */
 static const cr_option limit_decorator_options[] = {

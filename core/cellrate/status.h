@@ -302,8 +302,8 @@ const char *cr_version(void);
       "priority: several limits decided as one take no class (give priority to one limit)")        \
     /* 138-139: reserved; calendar quotas from 140 */                                              \
     X(140, E_TZ, ARGUMENT, "tz",                                                                   \
-      "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR) holds, "     \
-      "such as 'Europe/Berlin'")                                                                   \
+      "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR; in "         \
+      "Python also the tzdata package) holds, such as 'Europe/Berlin'")                            \
     X(141, E_TZ_DATA, ARGUMENT, "tz",                                                              \
       "tz: the zone's file is not TZif data that cellrate reads (truncated, inconsistent, or "     \
       "counting leap seconds)")                                                                    \
@@ -314,7 +314,7 @@ const char *cr_version(void);
       "algorithm: months and years are calendar periods; give algorithm='calendar' (and tz) or "   \
       "a fixed duration such as '1000/30d'")                                                       \
     X(144, E_CALENDAR_AMOUNT, ARGUMENT, "rate",                                                    \
-      "rate: a calendar quota is a whole number of units >= 1 and below 2^40 per period")          \
+      "rate: a calendar quota is a whole number of units from 1 to 2^40 per period")               \
     X(145, E_TZ_ALONE, ARGUMENT, "tz",                                                             \
       "tz is the time zone of a calendar quota: give it only with algorithm='calendar'")           \
     X(146, E_CALENDAR_STORE, ARGUMENT, "algorithm",                                                \

@@ -204,4 +204,19 @@ describe("a rate string of rates and calendar quotas (cellrate.nginx.limits)", f
       assert.are.equal(STATUS.E_TZ,
          support.raises("tz", nginx.limits, "1/month", { tz = "Mars/Olympus_Mons" }))
    end)
+
+   run("gives sync to every part's region (judged by the core)", function()
+      local path = support.fresh_path("nginx-sync")
+      local limits = nginx.limits("100/minute;5/month", { shared = path, sync = 3600 })
+      assert.is_true((cellrate.check_all({ { limits[1], "k" }, { limits[2], "k" } }, 2)))
+      for _, limit in ipairs(limits) do limit:close() end
+      assert.are.equal(STATUS.E_SYNC,
+         support.raises("sync", nginx.limits, "100/minute;5/month", { shared = path, sync = 0 }))
+      assert.are.equal(STATUS.E_SYNC_SHARED,
+         support.raises("sync", nginx.limits, "100/minute", { sync = 60 }))
+      local _, remaining = cellrate.keyed("5/month", { algorithm = "calendar",
+                                                      shared = path .. "#1" }):peek("k", 0)
+      assert.are.equal(3, remaining)
+      os.remove(path); os.remove(path .. "#1")
+   end)
 end)

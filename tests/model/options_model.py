@@ -208,8 +208,9 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
         Option("priorities", "object", "OK", faces="python"),
         _python(TZ),
         Option("plans", "object", "OK", faces="python"),
-        Option("plan", "string", "E_PLAN", or_function=True),
+        Option("plan", "name", "E_PLAN", or_function=True),  # it names the RateLimit fields
         Option("client", "function", "E_NGINX_CLIENT", faces="lua"),
+        _python(SYNC),  # the shared= directory's regions: their stores judge it
     ),
     # the decorators (Python): @cellrate.limit(rate, ...), @cellrate.concurrent(limit, ...)
     "limit": (_python(PERIOD), _python(BURST), _python(ALGORITHM), KEY_FUNCTION,
