@@ -8,40 +8,17 @@ package.path = "lua/?.lua;" .. package.path .. ";/usr/share/lua/5.3/?.lua"
 local cellrate = require "cellrate"
 local support = dofile("tests/lua/support.lua")(assert)
 
-if not support.has_redis then
-   describe("cellrate.redis calendar", function()
-      pending("redis-server is installed by tests/install-deps.sh")
-   end)
-   return
-end
-
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local VECTORS = here .. "../vectors/"
 
 local seconds_of = support.seconds_of
 
-describe("cellrate.redis calendar", function()
-   local redis_client = require("redis")
-   local store_module = require("cellrate.redis")
-   local server, client
-
-   setup(function()
-      server = support.start_redis(support.free_port())
-      client = redis_client.connect("127.0.0.1", server.port)
-   end)
-
-   teardown(function()
-      support.stop_redis(server)
-   end)
-
-   before_each(function()
-      client:flushall()
-      support.in_service(server.port)
-   end)
+support.describe_redis("cellrate.redis calendar", function(redis)
+   local store_module = redis.store
 
    local function pair(rate, tz, name, opts)
       opts = opts or {}
-      local store = store_module.limiter(client, rate, { algorithm = "calendar", tz = tz,
+      local store = store_module.limiter(redis.client, rate, { algorithm = "calendar", tz = tz,
          name = name, max_debt = opts.max_debt })
       local keyed = cellrate.keyed(rate, { algorithm = "calendar", tz = tz,
          max_debt = opts.max_debt })
@@ -116,18 +93,18 @@ describe("cellrate.redis calendar", function()
    end)
 
    it("refuses a local fallback, naming on_error", function()
-      support.raises("on_error", store_module.limiter, client, "10/month",
+      support.raises("on_error", store_module.limiter, redis.client, "10/month",
          { algorithm = "calendar", tz = "Europe/Berlin", on_error = "fallback" })
    end)
 
    it("keeps a year's quota on the server's clock until the year's end", function()
-      local store = store_module.limiter(client, "1000/year",
+      local store = store_module.limiter(redis.client, "1000/year",
          { algorithm = "calendar", tz = "Asia/Kolkata", name = "y" })
       local allowed, remaining, _, reset_after = store:check("k", 3)
       assert.is_true(allowed)
       assert.are.equal(997, remaining)
       local _, stop = cellrate.calendar_period("Asia/Kolkata", "year")
-      local ttl = tonumber(client:pttl(store:redis_key("k"))) / 1000
+      local ttl = tonumber(redis.client:pttl(store:redis_key("k"))) / 1000
       assert.is_true(math.abs(ttl - reset_after) < 60 and ttl <= stop - os.time() + 60)
       assert.is_true(reset_after > 104 * 86400 or stop - os.time() <= 104 * 86400)
    end)
