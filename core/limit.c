@@ -153,18 +153,36 @@ static const char *const unit_ms[] = {"ms", "millisecond", "milliseconds", NULL}
 static const char *const unit_s[] = {"s", "sec", "secs", "second", "seconds", NULL};
 static const char *const unit_m[] = {"m", "min", "mins", "minute", "minutes", NULL};
 static const char *const unit_h[] = {"h", "hr", "hrs", "hour", "hours", NULL};
-static const char *const unit_d[] = {"d", "day", "days", NULL};
-static const char *const unit_w[] = {"w", "wk", "week", "weeks", NULL};
-static const char *const unit_calendar[] = {"mo",  "month", "months", "y", "yr",
-                                            "yrs", "year",  "years",  NULL};
+/* The words of a calendar period's unit, by cr_period_unit: a day's and a
+ * week's are a rate's too (86400 s, 604800 s); a month's and a year's only a
+ * calendar quota's (CR_E_RATE_CALENDAR in a rate). */
+static const char *const quota_units[][8] = {
+    {"d", "day", "days", NULL},
+    {"w", "wk", "wks", "week", "weeks", NULL},
+    {"mo", "mon", "month", "months", NULL},
+    {"y", "yr", "yrs", "year", "years", NULL},
+};
 
 static const struct {
     const char *const *names;
     double seconds;
 } units[] = {
-    {unit_ns, 1e-9}, {unit_us, 1e-6},  {unit_ms, 1e-3},   {unit_s, 1.0},
-    {unit_m, 60.0},  {unit_h, 3600.0}, {unit_d, 86400.0}, {unit_w, 604800.0},
+    {unit_ns, 1e-9},
+    {unit_us, 1e-6},
+    {unit_ms, 1e-3},
+    {unit_s, 1.0},
+    {unit_m, 60.0},
+    {unit_h, 3600.0},
+    {quota_units[CR_PERIOD_DAY], 86400.0},
+    {quota_units[CR_PERIOD_WEEK], 604800.0},
 };
+
+/* Whether a unit's word is a month's or a year's: a calendar quota's only. */
+static bool calendar_only_unit(const char *word, size_t n)
+{
+    return word_is(word, n, quota_units[CR_PERIOD_MONTH]) ||
+           word_is(word, n, quota_units[CR_PERIOD_YEAR]);
+}
 
 /* The head of a rate, "<number> /" or "<number> per": the number, and c past
  * the separator; a list ("100/day;10/hour") is a status of its own. */
@@ -207,7 +225,7 @@ cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *peri
     skip_spaces(&c);
     if (n == 0 || c.at != c.end)
         return CR_E_RATE_SYNTAX;
-    if (word_is(word, n, unit_calendar))
+    if (calendar_only_unit(word, n))
         return CR_E_RATE_CALENDAR;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (word_is(word, n, units[i].names)) {
@@ -218,13 +236,6 @@ cr_status cr_parse_rate(const char *text, size_t len, double *rate, double *peri
     }
     return CR_E_RATE_SYNTAX;
 }
-
-static const char *const quota_units[][8] = {
-    {"d", "day", "days", NULL},
-    {"w", "wk", "wks", "week", "weeks", NULL},
-    {"mo", "mon", "month", "months", NULL},
-    {"y", "yr", "yrs", "year", "years", NULL},
-};
 
 /* [COUNT] UNIT to the end of the text: a calendar period. */
 static cr_status read_period(cursor *c, cr_period *period)
@@ -289,9 +300,10 @@ static bool calendar_part(const char *text, size_t from, size_t to, bool days)
     while (to - n > from && lower(text[to - n - 1]) >= 'a' && lower(text[to - n - 1]) <= 'z')
         n++;
     const char *word = text + to - n;
-    if (word_is(word, n, quota_units[2]) || word_is(word, n, quota_units[3]))
+    if (calendar_only_unit(word, n))
         return true;
-    return days && (word_is(word, n, quota_units[0]) || word_is(word, n, quota_units[1]));
+    return days && (word_is(word, n, quota_units[CR_PERIOD_DAY]) ||
+                    word_is(word, n, quota_units[CR_PERIOD_WEEK]));
 }
 
 /* Several limits, "100/day;10/hour" or "100/minute;1000000/month": each part

@@ -88,7 +88,7 @@
 #define BURST_(fc) INTEGER_("burst", CR_E_BURST, 1, ANY_INTEGER, 0, fc, NONE_)
 #define ALGORITHMS_ "gcra token_bucket fixed_window sliding_window"
 #define ALGORITHM_(fc) WORD_("algorithm", CR_E_ALGORITHM, ALGORITHMS_, 0, fc, TEXT_("gcra"))
-/* In process, a calendar quota too (docs/design.md §19), with its zone. */
+/* In process and through Redis, a calendar quota too (docs/design.md §19), with its zone. */
 #define LOCAL_ALGORITHMS_ ALGORITHMS_ " calendar"
 #define LOCAL_ALGORITHM_ \
     WORD_("algorithm", CR_E_ALGORITHM, LOCAL_ALGORITHMS_, 0, BOTH, TEXT_("gcra"))
@@ -145,7 +145,7 @@ static const cr_option concurrency_options[] = {CAPACITY_(BOTH, NONE_), SHARED_(
 static const cr_option redis_limiter_options[] = {
     PERIOD_(BOTH),
     BURST_(BOTH),
-    ALGORITHM_(BOTH),
+    LOCAL_ALGORITHM_,
     STORE_NAME_,
     PREFIX_,
     LIMIT_ON_ERROR_,
@@ -158,7 +158,8 @@ static const cr_option redis_limiter_options[] = {
     OBJECT_("priorities", BOTH),
     WORD_("on_wipe", CR_E_REDIS_ON_WIPE, "refuse allow", 0, BOTH, TEXT_("refuse")),
     OBJECT_("plans", BOTH),
-    OBJECT_("penalty", BOTH)};
+    OBJECT_("penalty", BOTH),
+    TZ_};
 static const cr_option redis_concurrency_options[] = {
     LEASE_(BOTH, CR_E_STORE_LEASE, CR_OPTION_REQUIRED), STORE_NAME_, PREFIX_, ON_ERROR_,
     STORE_TIMEOUT_(PYTHON)};
@@ -182,7 +183,9 @@ static const cr_option keyed_share_options[] = {
     SHARE_FIRST_, CAPACITY_(BOTH, INT_(CR_KEYED_DEFAULT_CAPACITY)), SHARE_REFUSED_};
 
 /* The web policy: Python's cellrate.web.Policy (every adapter), Lua's
- * cellrate.nginx options (limit, hold, charge). */
+ * cellrate.nginx options (limit, hold, charge). A plan given as it is names
+ * the RateLimit fields: a policy name. sync: the shared= directory's stores
+ * judge it. */
 static const cr_option policy_options[] = {
     OBJECT_("limit", PYTHON),
     OBJECT_("routes", PYTHON),
@@ -222,8 +225,9 @@ static const cr_option policy_options[] = {
     OBJECT_("priorities", PYTHON),
     STRING_("tz", CR_E_TZ, "", 1, 0, PYTHON, NONE_),
     OBJECT_("plans", PYTHON),
-    STRING_("plan", CR_E_PLAN, "", 0, CR_OPTION_OR_FUNCTION, BOTH, NONE_),
-    OF_KIND_("client", CR_OPTION_FUNCTION, CR_E_NGINX_CLIENT, LUA)};
+    NAME_("plan", CR_E_PLAN, "", CR_OPTION_OR_FUNCTION, BOTH),
+    OF_KIND_("client", CR_OPTION_FUNCTION, CR_E_NGINX_CLIENT, LUA),
+    OBJECT_("sync", PYTHON)};
 
 /* The decorators (Python): @cellrate.limit and @cellrate.concurrent. */
 static const cr_option limit_decorator_options[] = {

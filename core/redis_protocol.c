@@ -10,7 +10,12 @@
 
 cr_status cr_redis_check_limit(const cr_limit *limit)
 {
-    return limit->tolerance_ns < CR_REDIS_MAX_TOLERANCE_NS ? CR_OK : CR_E_REDIS_TOLERANCE;
+    /* a calendar's periods go as whole seconds and the script keeps its
+     * times as two numbers: a year carries exactly */
+    return limit->algorithm == CR_ALGORITHM_CALENDAR ||
+                   limit->tolerance_ns < CR_REDIS_MAX_TOLERANCE_NS
+               ? CR_OK
+               : CR_E_REDIS_TOLERANCE;
 }
 
 cr_status cr_redis_check_penalty(const cr_penalty *penalty)
@@ -73,12 +78,34 @@ static size_t text_put(char *buf, size_t size, size_t at, const char *bytes, siz
     return at;
 }
 
+/* A calendar's name in a signature: "<count><unit>@<zone>" ("1month@Europe/Berlin"):
+ * what makes two calendars of one amount distinct. At most CALENDAR_NAME_MAX bytes. */
+#define CALENDAR_NAME_MAX (DECIMAL_MAX + 8 + 255)
+
+static size_t calendar_name(char *out, const cr_limit *limit)
+{
+    const char *unit = cr_period_unit_name(limit->period.unit);
+    const char *zone = cr_zone_name(limit->zone);
+    const size_t unit_len = strlen(unit), zone_len = strlen(zone);
+    size_t len = decimal(out, limit->period.count);
+    memcpy(out + len, unit, unit_len);
+    len += unit_len;
+    out[len++] = '@';
+    memcpy(out + len, zone, zone_len);
+    return len + zone_len;
+}
+
 size_t cr_redis_signature(char *buf, size_t size, const cr_limit *limit)
 {
     const char *algorithm = cr_algorithm_name(limit->algorithm);
     char number[DECIMAL_MAX + 1] = ":";
     size_t at = text_put(buf, size, 0, algorithm, strlen(algorithm));
-    at = text_put(buf, size, at, number, 1 + decimal(number + 1, limit->tolerance_ns));
+    if (limit->algorithm == CR_ALGORITHM_CALENDAR) {
+        char name[1 + CALENDAR_NAME_MAX] = ":";
+        at = text_put(buf, size, at, name, 1 + calendar_name(name + 1, limit));
+    } else {
+        at = text_put(buf, size, at, number, 1 + decimal(number + 1, limit->tolerance_ns));
+    }
     return text_put(buf, size, at, number, 1 + decimal(number + 1, limit->burst));
 }
 
@@ -109,6 +136,10 @@ size_t cr_redis_request_size(const cr_redis_item *items, size_t nitems)
         const cr_redis_item *item = &items[i];
         if (!add_size(&total, 1, item->prefix_len) || !add_size(&total, 1, item->name_len) ||
             !add_size(&total, 1, item->key_len) || !add_size(&total, 1, 1))
+            return SIZE_MAX;
+        /* a calendar's bounds and its name (calendar_words) */
+        if (item->limit->algorithm == CR_ALGORITHM_CALENDAR &&
+            !add_size(&total, 1, 4 * (DECIMAL_MAX + 1) + CALENDAR_NAME_MAX))
             return SIZE_MAX;
     }
     return total;
@@ -375,9 +406,39 @@ static void word_marker(request *r, size_t first)
     }
 }
 
-/* The ARGV words of one request (after its keys); how many: argv_words. */
+/* A calendar's words in the place of emission_ns and tolerance_ns: the
+ * bounds, in seconds, of the period holding the client's `at_ns` and of its
+ * neighbours, "<previous start>:<start>:<end>:<next end>" (the script picks
+ * the one holding the server's now), then its name (calendar_name). */
+static void calendar_words(request *r, const cr_limit *limit, int64_t at_ns)
+{
+    int64_t bounds[4] = {0};
+    /* at_ns is valid (cr_check_call, or the realtime clock) */
+    (void)cr_period_bounds(limit->zone, limit->period, at_ns, &bounds[1], &bounds[2]);
+    int64_t unused;
+    /* an empty neighbour at the ends of time (never within a store's clock) */
+    if (bounds[1] <= 0 ||
+        cr_period_bounds(limit->zone, limit->period, bounds[1] - 1, &bounds[0], &unused) != CR_OK)
+        bounds[0] = bounds[1];
+    if (cr_period_bounds(limit->zone, limit->period, bounds[2], &unused, &bounds[3]) != CR_OK)
+        bounds[3] = bounds[2];
+    char text[4 * (DECIMAL_MAX + 1)];
+    size_t len = 0;
+    for (int i = 0; i < 4; i++) {
+        if (i > 0)
+            text[len++] = ':';
+        len += decimal(text + len, bounds[i] / 1000000000); /* whole seconds */
+    }
+    word_bytes(r, text, len);
+    char name[CALENDAR_NAME_MAX];
+    word_bytes(r, name, calendar_name(name, limit));
+}
+
+/* The ARGV words of one request (after its keys); how many: argv_words. A
+ * calendar's periods are those around now_ns, or the realtime clock's
+ * (`*clock_ns`, read once, at the first calendar) for the server's clock. */
 static void request_argv(request *r, cr_redis_mode mode, int64_t cost, int64_t now_ns,
-                         const cr_redis_item *items, size_t nitems)
+                         const cr_redis_item *items, size_t nitems, int64_t *clock_ns)
 {
     const bool penalty = penalized(mode, items, nitems);
     word_number(r, (int64_t)mode + (penalty ? CR_REDIS_PENALTY : 0));
@@ -386,8 +447,14 @@ static void request_argv(request *r, cr_redis_mode mode, int64_t cost, int64_t n
         const cr_limit *limit = items[i].limit;
         const char *algorithm = cr_algorithm_name(limit->algorithm);
         word_bytes(r, algorithm, strlen(algorithm));
-        word_number(r, limit->emission_ns);
-        word_number(r, limit->tolerance_ns);
+        if (limit->algorithm == CR_ALGORITHM_CALENDAR) {
+            if (now_ns == CR_CLOCK && *clock_ns == CR_CLOCK)
+                *clock_ns = cr_realtime_ns();
+            calendar_words(r, limit, now_ns != CR_CLOCK ? now_ns : *clock_ns);
+        } else {
+            word_number(r, limit->emission_ns);
+            word_number(r, limit->tolerance_ns);
+        }
         word_number(r, limit->burst);
     }
     if (mode == CR_REDIS_CHARGE)
@@ -431,7 +498,8 @@ cr_status cr_redis_request(cr_redis_mode mode, int64_t cost, int64_t now_ns,
         word_marker(&r, 1);
     if (penalty)
         word_penalty_key(&r, &items[0]);
-    request_argv(&r, mode, cost, now_ns, items, nitems);
+    int64_t clock_ns = CR_CLOCK;
+    request_argv(&r, mode, cost, now_ns, items, nitems, &clock_ns);
     if (r.short_of_room)
         return CR_E_NOMEM;
     *count = r.count;
@@ -488,13 +556,14 @@ cr_status cr_redis_batch(const cr_redis_call *calls, size_t ncalls, int64_t now_
             word_penalty_key(&r, &calls[i].items[0]);
     }
     word_number(&r, (int64_t)ncalls);
+    int64_t clock_ns = CR_CLOCK; /* one reading for every calendar of the batch */
     for (size_t i = 0; i < ncalls; i++) {
         const cr_redis_call *call = &calls[i];
         const cr_redis_mode mode = plain_mode(call->mode);
         word_number(&r, (int64_t)(call->nitems + (is_marked(call->mode) ? 1 : 0) +
                                   (size_t)penalized(mode, call->items, call->nitems)));
         word_number(&r, (int64_t)argv_words(mode, now_ns, call->items, call->nitems));
-        request_argv(&r, mode, call->cost, now_ns, call->items, call->nitems);
+        request_argv(&r, mode, call->cost, now_ns, call->items, call->nitems, &clock_ns);
     }
     if (r.short_of_room)
         return CR_E_NOMEM;
@@ -882,6 +951,8 @@ cr_status cr_redis_fallback_limit(const cr_limit *limit, double share, cr_limit 
 {
     if (!(share > 0 && share <= 1))
         return CR_E_REDIS_FALLBACK;
+    if (limit->algorithm == CR_ALGORITHM_CALENDAR)
+        return CR_E_REDIS_CALENDAR_FALLBACK;
     const char *algorithm = cr_algorithm_name(limit->algorithm);
     cr_limit_args args = {
         .period_s = limit->period_s,

@@ -10,7 +10,9 @@
 -- admission, 3 refund: one key, answering 1 or 0, below; 4 charge and 5 take:
 -- one key, below), cost (take: the most units), then per key: algorithm, emission_ns, tolerance_ns, burst
 -- (the core's cr_limit: for the window algorithms tolerance_ns is the window
--- and burst the rate), then a charge's max_debt (units), then a class's
+-- and burst the rate; a calendar quota, 'calendar', sends in the place of
+-- emission_ns and tolerance_ns its periods' bounds and its name, below),
+-- then a charge's max_debt (units), then a class's
 -- reserve, then a penalty's word, '<after>:<strike_ns>:<ban_ns>:<max_ban_ns>'
 -- (modes 65 and 66: check and allow under a penalty), then now (decimal ns;
 -- absent: the server's TIME). The faces build these words with the
@@ -145,6 +147,7 @@ local now = ARGV[last + 1]
 local stored1, signature1, matches1
 local values, signatures, matches, seen
 local missing -- a key absent: with a marker, Redis may have lost it
+local calendars -- a calendar quota among the limits: its signature waits for the server's now
 -- The helpers of the rarer paths (an explicit now, the window algorithms, a
 -- live change), made only when this call needs them: making a closure costs
 -- the gcra path.
@@ -157,6 +160,7 @@ for i = 1, nkeys do
     local algorithm = ARGV[base + 1]
     if algorithm ~= 'gcra' and algorithm ~= 'token_bucket' then
         needs_helpers = true
+        calendars = calendars or algorithm == 'calendar'
     end
     local signature = algorithm .. ':' .. ARGV[base + 3] .. ':' .. ARGV[base + 4] .. ' '
     local stored = redis.call('GET', KEYS[i])
@@ -309,8 +313,8 @@ if needs_helpers then
             return es, ens, count
         end
 
-        local function decide_fixed(ss, sns, window, rate, ts, tns, cost)
-            local es, ens, count = read_fixed(ss, sns, window, ts, tns)
+        -- A decision on a window's (or a calendar period's) end and count.
+        local function decide_count(es, ens, count, rate, ts, tns, cost)
             local allowed = cost == 0 or cost <= rate - count
             local write = nil
             if allowed and cost > 0 then
@@ -326,12 +330,15 @@ if needs_helpers then
             return allowed and 1 or 0, count < rate and rate - count or 0, retry, reset, write
         end
 
+        local function decide_fixed(ss, sns, window, rate, ts, tns, cost)
+            local es, ens, count = read_fixed(ss, sns, window, ts, tns)
+            return decide_count(es, ens, count, rate, ts, tns, cost)
+        end
+
         -- cr_fixed_charge: the count passes the rate by max_debt, up to the
         -- window less one ns, the most end + count carries; a count already
         -- past it is kept. The state charged, and clipped.
-        local function charge_fixed(ss, sns, window, rate, ts, tns, cost, debt)
-            local es, ens, count = read_fixed(ss, sns, window, ts, tns)
-            local packed = window - 1 - rate -- >= 0: the rate is below the window
+        local function charge_count(es, ens, count, packed, rate, cost, debt)
             local ceiling = rate + (debt < packed and debt or packed)
             local fit = ceiling > count and ceiling - count or 0
             local clipped = cost > fit
@@ -339,13 +346,93 @@ if needs_helpers then
             return s, ns, clipped
         end
 
-        -- cr_fixed_refund: the state to write, nil when nothing changes.
-        local function refund_fixed(ss, sns, _, window, rate, ts, tns, cost)
+        local function charge_fixed(ss, sns, window, rate, ts, tns, cost, debt)
             local es, ens, count = read_fixed(ss, sns, window, ts, tns)
+            -- >= 0: the rate is below the window
+            return charge_count(es, ens, count, window - 1 - rate, rate, cost, debt)
+        end
+
+        -- cr_fixed_refund: the state to write, nil when nothing changes.
+        local function refund_count(es, ens, count, cost)
             if count == 0 then
                 return nil -- the units, if any, went with their window
             end
             return format(add(es, ens, split(cost < count and count - cost or 0)))
+        end
+
+        local function refund_fixed(ss, sns, _, window, rate, ts, tns, cost)
+            local es, ens, count = read_fixed(ss, sns, window, ts, tns)
+            return refund_count(es, ens, count, cost)
+        end
+
+        -- calendar (docs/design/calendar.md): a fixed window whose window is
+        -- the calendar period holding the server's now, `window` a table
+        -- (H.calendar): its start and end in whole seconds, every bound sent.
+        -- The state is end + count, as the core's; a count reaches at most
+        -- 2 * 2^40 (the core's CR_CALENDAR_COUNT_MAX), so a state further
+        -- past the end is of a later period (the server's clock stepped
+        -- back): the latest bound sent at or before it is its period's end,
+        -- a count above 2^41 read as 2^41 (refused: the safe side).
+        local CALENDAR_SPAN = 2199023255552 -- 2^41
+        local function read_calendar(ss, sns, window)
+            local es = window.end_s
+            if less(ss, sns, es, 0) then
+                return es, 0, 0
+            end
+            local count = number(sub(ss, sns, es, 0))
+            if count > CALENDAR_SPAN then
+                local bounds = window.bounds
+                for j = 4, 1, -1 do
+                    if not less(ss, sns, bounds[j], 0) then
+                        es = bounds[j]
+                        break
+                    end
+                end
+                count = math.min(number(sub(ss, sns, es, 0)), CALENDAR_SPAN)
+            end
+            return es, 0, count
+        end
+
+        local function decide_calendar(ss, sns, window, rate, ts, tns, cost)
+            local es, ens, count = read_calendar(ss, sns, window)
+            return decide_count(es, ens, count, rate, ts, tns, cost)
+        end
+
+        local function charge_calendar(ss, sns, window, rate, _, _, cost, debt)
+            local es, ens, count = read_calendar(ss, sns, window)
+            return charge_count(es, ens, count, CALENDAR_SPAN - rate, rate, cost, debt)
+        end
+
+        local function refund_calendar(ss, sns, _, window, _, _, _, cost)
+            local es, ens, count = read_calendar(ss, sns, window)
+            return refund_count(es, ens, count, cost)
+        end
+
+        -- cr_calendar_follow with remaining 0: the period full.
+        local function ban_calendar(ss, sns, window, rate)
+            local es, ens, count = read_calendar(ss, sns, window)
+            if rate <= count then
+                return ss, sns
+            end
+            return add(es, ens, split(rate))
+        end
+
+        -- A calendar's period holding the server's now (ts), from its words:
+        -- the bounds '<previous start>:<start>:<end>:<next end>' (whole
+        -- seconds) the client computed around its own clock; nil when none
+        -- holds it (the two clocks disagree by more than a period).
+        function H.period(bounds_word, ts)
+            local b1, b2, b3, b4 = string.match(bounds_word, '^(%d+):(%d+):(%d+):(%d+)$')
+            if not b1 then
+                return nil
+            end
+            local bounds = { tonumber(b1), tonumber(b2), tonumber(b3), tonumber(b4) }
+            for k = 1, 3 do
+                if bounds[k] <= ts and ts < bounds[k + 1] then
+                    return { start_s = bounds[k], end_s = bounds[k + 1], bounds = bounds }
+                end
+            end
+            return nil
         end
 
         -- The least e in [0, P] with prev * (P - e) <= budget * P (prev > 0, budget >= 0).
@@ -610,6 +697,24 @@ if needs_helpers then
             return add(bs, bns, split(prev * (rate + 1) + curr))
         end
 
+        -- calendar: a count goes to the period holding now (of another zone
+        -- or period too: calendar_carry's rule), up to the amount, while the
+        -- period it was counted in (its end, `held_end`, in the value) has
+        -- not ended; a later period of the same calendar and amount is kept.
+        local function carry_calendar(ss, sns, held_end, same, window, rate, ts, tns)
+            if not less(ts, tns, held_end, 0) then
+                return 0, 0 -- its period has passed: nothing counted now
+            end
+            if same then
+                return ss, sns
+            end
+            local count = number(sub(ss, sns, held_end, 0))
+            if count <= 0 then
+                return 0, 0
+            end
+            return add(window.end_s, 0, split(math.min(count, rate)))
+        end
+
         -- The state word, under the limit sent, of a value that does not start
         -- with its signature: nil and an error reply's text for a value that
         -- is not cellrate's or holds another algorithm.
@@ -624,6 +729,11 @@ if needs_helpers then
                 return parse(stored)
             end
             local held, held_window, held_rate = string.match(stored, '^([%a_]+):(%d+):(%d+) %d+$')
+            local name, held_end -- a calendar's: 'calendar:<name>:<amount>:<end> <state>'
+            if not held then
+                held, name, held_rate, held_end =
+                    string.match(stored, '^(calendar):([^: ]+):(%d+):(%d+) %d+$')
+            end
             if not held then
                 return nil, 'ERR cellrate: the key holds no cellrate state'
             end
@@ -631,8 +741,12 @@ if needs_helpers then
                 return nil, 'ERR ' .. ALGORITHM_REPLY .. ' the keys of this name hold ' .. held
                     .. ', not ' .. algorithm .. '; ' .. ALGORITHM_KEPT
             end
-            held_window, held_rate = tonumber(held_window), tonumber(held_rate)
             local ss, sns = parse(substring(stored, space + 1))
+            if algorithm == 'calendar' then
+                return carry_calendar(ss, sns, tonumber(held_end),
+                    name == window.name and tonumber(held_rate) == rate, window, rate, ts, tns)
+            end
+            held_window, held_rate = tonumber(held_window), tonumber(held_rate)
             if algorithm == 'fixed_window' then
                 return carry_fixed(ss, sns, held_window, held_rate, window, rate, ts, tns)
             elseif algorithm == 'sliding_window' then
@@ -644,7 +758,7 @@ if needs_helpers then
         -- Until a state written under the limit sent stops mattering (the
         -- decisions' reset_after), as the expiry of a refund that carried.
         function H.reset_after(algorithm, ss, sns, window, rate, ts, tns)
-            if algorithm == 'fixed_window' or algorithm == 'sliding_window' then
+            if algorithm == 'fixed_window' or algorithm == 'sliding_window' or algorithm == 'calendar' then
                 return select(4, H[algorithm](ss, sns, window, rate, ts, tns, 0))
             end
             if less(ts, tns, ss, sns) then
@@ -722,12 +836,13 @@ if needs_helpers then
             end
             return add(bs, bns, split(prev * radix + rate - held))
         end
-        H.ban = { fixed_window = ban_fixed, sliding_window = ban_sliding }
+        H.ban = { fixed_window = ban_fixed, sliding_window = ban_sliding, calendar = ban_calendar }
 
-        H.fixed_window, H.sliding_window = decide_fixed, decide_sliding
-        H.charge = { fixed_window = charge_fixed, sliding_window = charge_sliding }
+        H.fixed_window, H.sliding_window, H.calendar = decide_fixed, decide_sliding, decide_calendar
+        H.charge = { fixed_window = charge_fixed, sliding_window = charge_sliding,
+                     calendar = charge_calendar }
         H.refund = { fixed_window = refund_fixed, sliding_window = refund_sliding,
-                     gcra = refund_gcra, token_bucket = refund_gcra }
+                     gcra = refund_gcra, token_bucket = refund_gcra, calendar = refund_calendar }
         return H
     end)()
 end
@@ -738,6 +853,40 @@ if now == nil then
     ts, tns = tonumber(time[1]), tonumber(time[2]) * 1000
 else
     ts, tns = helpers.parse(now)
+end
+
+-- A calendar quota: the period decided in is the one of those sent that
+-- holds the server's now (windows[i], helpers.period), so every client counts
+-- into one window per period on the server's clock whatever its own says,
+-- while the two disagree by less than the shortest period (a day of 23
+-- hours); else an error reply, never a decision in a period not sent. The
+-- period's end is part of the value's signature, '<algorithm>:<name>:<amount>:<end> ',
+-- so a state of another period, amount or calendar carries (helpers.carry).
+local windows
+if calendars then
+    windows = {}
+    for i = 1, nkeys do
+        local base = 2 + (i - 1) * 4
+        if ARGV[base + 1] == 'calendar' then
+            local window = helpers.period(ARGV[base + 2], ts)
+            if not window then
+                return redis.error_reply('ERR cellrate: tz: the server\'s clock is outside the '
+                    .. 'calendar periods the client sent (its clock and the server\'s disagree by '
+                    .. 'more than a period)')
+            end
+            window.name = ARGV[base + 3]
+            windows[i] = window
+            local signature = 'calendar:' .. ARGV[base + 3] .. ':' .. ARGV[base + 4] .. ':'
+                .. window.end_s .. ' '
+            if i == 1 then
+                signature1 = signature
+                matches1 = stored1 and find(stored1, signature, 1, true) == 1
+            else
+                signatures[i] = signature
+                matches[i] = values[i] and find(values[i], signature, 1, true) == 1
+            end
+        end
+    end
 end
 
 -- A wiped Redis (on_wipe = 'refuse', the core's CR_REDIS_WIPE_MARKER): a key
@@ -766,6 +915,10 @@ if marker and missing and mode ~= REFUND and not now then
         local s, ns
         if value then
             -- held: Redis has it
+        elseif algorithm == 'calendar' then
+            -- a quota is not filled: its period is a month or a year of
+            -- refusals for every key, new ones too (an empty Redis cannot
+            -- tell never used from wiped); its counts rely on persistence
         elseif algorithm == 'gcra' or algorithm == 'token_bucket' then
             local add_ns = fmod(tolerance, E9)
             s, ns = ws + (tolerance - add_ns) / E9, wns + add_ns
@@ -796,8 +949,9 @@ if mode == REFUND then
     if not refund then
         return redis.error_reply('ERR cellrate: unknown algorithm ' .. ARGV[3])
     end
-    local emission, window, rate = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-    if window >= MAX_TOLERANCE_NS then
+    local emission, window, rate = tonumber(ARGV[4]), windows and windows[1] or tonumber(ARGV[5]),
+        tonumber(ARGV[6])
+    if not windows and window >= MAX_TOLERANCE_NS then
         return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
     end
     local stored = stored1
@@ -849,9 +1003,12 @@ local all_allowed = true
 for i = 1, nkeys do
     local key = KEYS[i]
     local base = 2 + (i - 1) * 4
-    local algorithm, tolerance = ARGV[base + 1], tonumber(ARGV[base + 3])
-    if tolerance >= MAX_TOLERANCE_NS then
-        return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
+    local algorithm, tolerance = ARGV[base + 1], windows and windows[i]
+    if not tolerance then
+        tolerance = tonumber(ARGV[base + 3])
+        if tolerance >= MAX_TOLERANCE_NS then
+            return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
+        end
     end
     local stored, signature, match = stored1, signature1, matches1
     if i > 1 then
@@ -1101,7 +1258,7 @@ if penalized and allowed == 0 then
             ks, kns, es, ens = 0, 0, plus(ts, tns, length) -- the ban pays for the strikes
             -- the ban into the key's state
             local base = 2
-            local algorithm, tolerance = ARGV[base + 1], tonumber(ARGV[base + 3])
+            local algorithm, tolerance = ARGV[base + 1], windows and windows[1] or tonumber(ARGV[base + 3])
             local ss, sns = 0, 0
             local value = carried or stored1
             if value then

@@ -106,6 +106,15 @@ def sync_scenarios() -> Dict[str, Callable[[int], Callable[[], object]]]:
         lim = RedisLimiter(client(port), HIGH_RATE, burst=HIGH_RATE)
         return lambda: lim.allow(KEY)
 
+    def cellrate_window(algorithm, rate, **options):
+        # every call admitted; on_wipe="allow": a fresh server's first period counts too
+        def make(port):
+            from cellrate.redis import RedisLimiter
+            lim = RedisLimiter(client(port), rate, algorithm=algorithm, on_wipe="allow",
+                               timeout=60, **options)  # a server under callgrind is slow
+            return lambda: lim.allow(KEY)
+        return make
+
     def incr_decr(port):
         c = client(port)
         return lambda: c.incr(KEY) > 0 and c.decr(KEY) >= 0
@@ -163,6 +172,10 @@ def sync_scenarios() -> Dict[str, Callable[[int], Callable[[], object]]]:
         "cellrate_redis_refused_no_deny_cache": cellrate_refused(False),
         "incr_decr_floor": incr_decr,
         "cellrate_redis_concurrency": cellrate_hold,
+        # a quota per month of a zone against the fixed window it builds on (docs/calendar.md)
+        "cellrate_redis_fixed_window": cellrate_window("fixed_window", "1000000000/day"),
+        "cellrate_redis_calendar": cellrate_window("calendar", "1000000000/month",
+                                                   tz="Europe/Berlin"),
         "limits_moving_window": limits_maker("MovingWindowRateLimiter"),
         "limits_sliding_window_counter": limits_maker("SlidingWindowCounterRateLimiter"),
         "throttled_gcra": throttled_gcra,

@@ -201,8 +201,39 @@ static int convert_optional_int(module_state *state, PyObject *obj, cr_status wr
     }
 }
 
+/* The TZif bytes of the zone `name` in the tzdata package (importlib.resources
+ * "tzdata.zoneinfo"; `name` valid, cr_zone_name_valid): a new bytes object,
+ * or NULL without an exception when the package or the zone is absent. */
+static PyObject *tzdata_zone_bytes(const char *name, size_t len)
+{
+    PyObject *resources = PyImport_ImportModule("importlib.resources");
+    PyObject *path = resources ? PyObject_CallMethod(resources, "files", "s", "tzdata.zoneinfo")
+                               : NULL;
+    Py_XDECREF(resources);
+    for (size_t start = 0; path && start < len;) {
+        size_t end = start;
+        while (end < len && name[end] != '/')
+            end++;
+        PyObject *component = PyUnicode_FromStringAndSize(name + start, (Py_ssize_t)(end - start));
+        PyObject *next = component ? PyNumber_TrueDivide(path, component) : NULL;
+        Py_XDECREF(component);
+        Py_DECREF(path);
+        path = next;
+        start = end + 1;
+    }
+    PyObject *bytes = path ? PyObject_CallMethod(path, "read_bytes", NULL) : NULL;
+    Py_XDECREF(path);
+    if (bytes && !PyBytes_Check(bytes))
+        Py_CLEAR(bytes);
+    if (!bytes &&
+        (PyErr_ExceptionMatches(PyExc_ImportError) || PyErr_ExceptionMatches(PyExc_OSError)))
+        PyErr_Clear(); /* no tzdata package, or no such zone in it */
+    return bytes;
+}
+
 /* tz (None: not given) to the process's zone of that name (cr_zone_open:
- * the system's zoneinfo or TZDIR), into *zone; None leaves *zone as it is. */
+ * the system's zoneinfo or TZDIR, else the tzdata package's bytes when it
+ * is installed), into *zone; None leaves *zone as it is. */
 static int convert_zone(module_state *state, PyObject *tz, const cr_zone **zone)
 {
     const char *name = NULL;
@@ -214,8 +245,18 @@ static int convert_zone(module_state *state, PyObject *tz, const cr_zone **zone)
     cr_status status;
     Py_BEGIN_ALLOW_THREADS /* reads the zone's file, once per process */
         status = cr_zone_open(name, len, NULL, 0, zone);
-    Py_END_ALLOW_THREADS if (status != CR_OK)
+    Py_END_ALLOW_THREADS if (status == CR_E_TZ && cr_zone_name_valid(name, len))
     {
+        PyObject *bytes = tzdata_zone_bytes(name, len);
+        if (bytes == NULL && PyErr_Occurred())
+            return -1;
+        if (bytes) {
+            status = cr_zone_open(name, len, (const uint8_t *)PyBytes_AS_STRING(bytes),
+                                  (size_t)PyBytes_GET_SIZE(bytes), zone);
+            Py_DECREF(bytes);
+        }
+    }
+    if (status != CR_OK) {
         raise_status(state, status);
         return -1;
     }

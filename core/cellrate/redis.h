@@ -445,7 +445,8 @@ cr_status cr_redis_nginx_items(size_t count, bool redis, bool client);
  * else CR_E_REDIS_FALLBACK): the same algorithm and period, the rate times
  * share, the burst floor(burst * share) (a window: its rate, floor(rate *
  * share)), at least 1. The default share is 1: each process alone at the
- * Redis limit.
+ * Redis limit. A calendar quota has no fallback: CR_E_REDIS_CALENDAR_FALLBACK
+ * (the faces ask this of it whatever fallback they were given).
  */
 cr_status cr_redis_fallback_limit(const cr_limit *limit, double share, cr_limit *out);
 

@@ -302,8 +302,8 @@ const char *cr_version(void);
       "priority: several limits decided as one take no class (give priority to one limit)")        \
     /* 138-139: reserved; calendar quotas from 140 */                                              \
     X(140, E_TZ, ARGUMENT, "tz",                                                                   \
-      "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR) holds, "     \
-      "such as 'Europe/Berlin'")                                                                   \
+      "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR; in "         \
+      "Python also the tzdata package) holds, such as 'Europe/Berlin'")                            \
     X(141, E_TZ_DATA, ARGUMENT, "tz",                                                              \
       "tz: the zone's file is not TZif data that cellrate reads (truncated, inconsistent, or "     \
       "counting leap seconds)")                                                                    \
@@ -314,12 +314,12 @@ const char *cr_version(void);
       "algorithm: months and years are calendar periods; give algorithm='calendar' (and tz) or "   \
       "a fixed duration such as '1000/30d'")                                                       \
     X(144, E_CALENDAR_AMOUNT, ARGUMENT, "rate",                                                    \
-      "rate: a calendar quota is a whole number of units >= 1 and below 2^40 per period")          \
+      "rate: a calendar quota is a whole number of units from 1 to 2^40 per period")               \
     X(145, E_TZ_ALONE, ARGUMENT, "tz",                                                             \
       "tz is the time zone of a calendar quota: give it only with algorithm='calendar'")           \
     X(146, E_CALENDAR_STORE, ARGUMENT, "algorithm",                                                \
-      "algorithm: a calendar quota is decided in process or in a shared region for now (not in "   \
-      "Redis or a fleet share)")                                                                   \
+      "algorithm: a fleet share takes no calendar quota (one is decided in process, in a shared "  \
+      "region or through Redis)")                                                                  \
     X(147, E_TZ_RATES, ARGUMENT, "tz",                                                             \
       "tz: the rate names no calendar period for the zone to count in (a part per day, week, "     \
       "month or year, such as '100/minute;1000000/month')")                                        \
@@ -328,7 +328,11 @@ const char *cr_version(void);
     X(149, E_SHARED_ZONES, REGION, "shared",                                                       \
       "shared: a region holds at most 16 time zones over its life (delete the file to start "      \
       "anew)")                                                                                     \
-    /* 150-159: reserved; Redis in production from 160 */                                          \
+    /* 150-154: calendar quotas through Redis */                                                   \
+    X(150, E_REDIS_CALENDAR_FALLBACK, ARGUMENT, "on_error",                                        \
+      "on_error: a calendar quota through Redis takes 'allow', 'deny' or 'raise' (no local "       \
+      "fallback: a local count would start the period afresh)")                                    \
+    /* 155-159: reserved; Redis in production from 160 */                                          \
     X(160, E_REDIS_FALLBACK, ARGUMENT, "fallback",                                                 \
       "fallback must be a share of the Redis limit (a number, 0 < share <= 1), a rate or a "       \
       "limit, or a keyed limiter (one in a shared region: the host's fallback)")                   \

@@ -283,10 +283,25 @@ local function all_keyed(list)
     return true
 end
 
+-- Why `limits` other than one keyed limit take no class `priority` or plan
+-- `plan` (either nil: none asked), in the core's words; nil: they do. Where a
+-- class or a plan is taken is the core's rule: several limits decided as one
+-- take neither, and a plan is a keyed limit's.
+local function named_refused(limits, priority, plan)
+    local list = getmetatable(limits) == LIMITER_MT and { limits } or limits
+    local count = type(list) == "table" and #list or 0
+    local ok, err = true, nil
+    if priority ~= nil then
+        ok, err = pcall(check_priority_items, count)
+    end
+    if ok and plan ~= nil then
+        ok, err = pcall(check_plan_items, count, type(list) == "table" and all_keyed(list), true)
+    end
+    return not ok and tostring(err) or nil
+end
+
 -- One decision in the class `priority` and under the plan `plan` (either nil:
--- none): the methods (the FFI path takes neither). Where a class or a plan is
--- taken is the core's rule: several limits decided as one take neither, and
--- a plan is a keyed limit's.
+-- none): the methods (the FFI path takes neither).
 local function decide_named(limits, opts, cost, priority, plan)
     local mt = getmetatable(limits)
     local allowed, remaining, retry_after, reset_after
@@ -296,20 +311,36 @@ local function decide_named(limits, opts, cost, priority, plan)
     elseif mt == LIMITER_MT and plan == nil then
         allowed, remaining, retry_after, reset_after = limits:check(cost, nil, priority)
     else
-        local list = mt == LIMITER_MT and { limits } or limits
-        local count = type(list) == "table" and #list or 0
-        local ok, err = true, nil
-        if priority ~= nil then
-            ok, err = pcall(check_priority_items, count)
-        end
-        if ok and plan ~= nil then
-            ok, err = pcall(check_plan_items, count, type(list) == "table" and all_keyed(list),
-                            true)
-        end
-        error("cellrate.nginx: " .. (ok and "limits must be a cellrate limiter or a keyed"
-                                     .. " limiter, got " .. type(limits) or tostring(err)), 3)
+        error("cellrate.nginx: " .. (named_refused(limits, priority, plan) or "limits must be a"
+              .. " cellrate limiter or a keyed limiter, got " .. type(limits)), 3)
     end
     return allowed, remaining, retry_after, reset_after, limits
+end
+
+-- The limits each options table's plan given as it is (a name: neither
+-- "$variable" nor a function) was found a plan of: judged at the first limit()
+-- of the pair, before any key or decision, naming plan in the core's words
+-- (the options' check judged it a policy name).
+local literal_plan_limits = setmetatable({}, { __mode = "k" })
+
+local function check_literal_plan(limits, opts, level)
+    local plan = opts.plan
+    if type(plan) ~= "string" or byte(plan, 1) == 36 or literal_plan_limits[opts] == limits then
+        return
+    end
+    local err
+    local mt, redis = getmetatable(limits), redis_mt()
+    if mt == KEYED_MT then
+        err = refused(limits, limits.peek, "", 0, nil, nil, plan) -- peek writes nothing
+    elseif redis ~= nil and mt == redis then
+        err = refused(limits, limits._plan_limit, plan) -- no round trip
+    else
+        err = named_refused(limits, nil, plan)
+    end
+    if err ~= nil then
+        error("cellrate.nginx: " .. err, level)
+    end
+    literal_plan_limits[opts] = limits
 end
 
 -- One decision: allowed, remaining, retry_after, reset_after, and the limit
@@ -485,7 +516,9 @@ and an unknown option or a value of the wrong type is an error naming it):
            once per request: the decision, the header fields (their policy
            name is the plan's, with its numbers) and charge() go under it.
            An unknown name is an error naming plan (a 500): never another
-           limit. (One keyed limit, not a list.)
+           limit. A name given as it is must be a policy name (the options'
+           check) and one of the limit's plans (the first limit() with those
+           limits, before any decision). (One keyed limit, not a list.)
   client   for a Redis limit (a cellrate.redis limiter, decided alone): a
            function giving this request's Redis client, connected
            (lua-resty-redis's), or nil and a message when it cannot connect
@@ -585,6 +618,7 @@ function _M.limit(limits, opts)
     end
     local plan
     if opts.plan ~= nil then
+        check_literal_plan(limits, opts, 3)
         plan = request_name(opts, "plan", 3)
         ngx.ctx[PLAN] = plan or false
     end

@@ -151,12 +151,13 @@ end
 -- max_cost, as in process: a burst, or a window's rate, that could never fit
 -- it is refused, checked on a limiter made for that alone), and refuses one
 -- the script cannot carry exactly. Raises at the caller of the public function.
-local function limit_of(rate, opts, algorithm, max_cost, max_debt, priorities)
+local function limit_of(rate, opts, algorithm, max_cost, max_debt, priorities, tz)
     local made, limit = pcall(cellrate.limit_spec, rate, { period = opts.period,
                                                           burst = opts.burst,
                                                           algorithm = algorithm,
                                                           max_debt = max_debt,
-                                                          priorities = priorities })
+                                                          priorities = priorities,
+                                                          tz = tz })
     if not made then
         error(without_position(limit), 3)
     end
@@ -164,7 +165,8 @@ local function limit_of(rate, opts, algorithm, max_cost, max_debt, priorities)
         local fits, err = pcall(cellrate.limiter, rate, { period = opts.period,
                                                          burst = opts.burst,
                                                          algorithm = algorithm,
-                                                         max_cost = max_cost })
+                                                         max_cost = max_cost,
+                                                         tz = tz })
         if not fits then
             error(without_position(err), 3)
         end
@@ -203,6 +205,9 @@ end
 local function fallback_store(self, given)
     local limit, store = self.limit, nil
     local local_limit
+    if limit.algorithm == "calendar" then
+        cellrate._redis_fallback_limit(limit, 1) -- the core's refusal, naming on_error
+    end
     if type(given) == "userdata" and type(given.check) == "function" then
         store = given
         local info = given:info()
@@ -240,12 +245,15 @@ end
 -- "allow": a fresh burst) and penalty ({ after = "5/minute", ban = 10,
 -- max_ban = 60 }: a key refused `after` times is banned; its strikes live in a
 -- second key beside its state, read by the script only when it refuses).
+-- algorithm = "calendar" with tz (an IANA zone; nil: UTC): a quota per day,
+-- week, month or year of the zone, decided in the period holding the server's
+-- now (docs/calendar.md).
 function M.limiter(client, rate, opts)
     check_client(client)
     -- the limit first, as cellrate.limit_spec judges it; then the options
     local given = type(opts) == "table" and opts or {}
     local limit = limit_of(rate, given, given.algorithm, given.max_cost, given.max_debt,
-                           given.priorities)
+                           given.priorities, given.tz)
     opts = store_options("RedisLimiter", opts)
     local prefix, on_error = opts.prefix, opts.on_error
     local ok, err = pcall(cellrate._redis_fallback_check, on_error, given.fallback ~= nil)
@@ -278,6 +286,7 @@ function M.limiter(client, rate, opts)
         max_cost = opts.max_cost,
         max_debt = opts.max_debt,
         priorities = given.priorities, -- kept by reconfigure
+        tz = given.tz, -- a calendar quota's zone, kept by reconfigure unless given
         penalty = penalty, -- the core's (cellrate._redis_penalty), or nil
         -- the plans (docs/design/plans.md): { name = the limit sent }, "default" (the
         -- limit) among them, the core's table; nil without plans
@@ -761,15 +770,23 @@ end
 -- instant. A max_debt given before stays unless given again. A limit without
 -- a name cannot change (its keys are named by its parameters); an invalid
 -- limit raises and changes nothing. opts.plan: the plan that changes (nil:
--- "default"); keys on other plans are untouched.
+-- "default"); keys on other plans are untouched. A calendar quota keeps its
+-- zone unless opts.tz is given (another zone or period carries each key's
+-- count to the new period holding now).
 function Limiter:reconfigure(rate, opts)
     local given = type(opts) == "table" and opts or {}
     local ok, err = pcall(cellrate._redis_check_change, self.named, self.algorithm, nil)
     if ok and given.plan ~= nil then
         ok, err = pcall(cellrate._redis_plan, self.plans or { default = self.limit }, given.plan)
     end
+    local tz = given.tz
+    if tz == nil then
+        tz = self.tz
+    end
     if ok and given.algorithm ~= nil then
-        limit_of(rate, given, given.algorithm) -- the core's checks first
+        -- the core's checks first
+        limit_of(rate, given, given.algorithm, nil, nil, nil,
+                 given.algorithm == "calendar" and tz or nil)
         ok, err = pcall(cellrate._redis_check_change, true, self.algorithm, given.algorithm)
     end
     if not ok then
@@ -781,7 +798,7 @@ function Limiter:reconfigure(rate, opts)
     end
     -- the limit first, as cellrate.limit_spec judges it; then the options
     local limit = limit_of(rate, given, self.algorithm, self.max_cost, max_debt,
-                           self.priorities)
+                           self.priorities, tz)
     store_options("reconfigure", opts)
     if self.plans ~= nil then
         local others, default = {}, self.limit
@@ -803,7 +820,7 @@ function Limiter:reconfigure(rate, opts)
         self.plans, limit = plans, default
     end
     follow(self, limit)
-    self.limit, self.burst, self.max_debt = limit, limit.burst, max_debt
+    self.limit, self.burst, self.max_debt, self.tz = limit, limit.burst, max_debt, tz
 end
 
 -- The Redis key holding key's state: prefix, the name, ':', then the key.

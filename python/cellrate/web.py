@@ -335,6 +335,9 @@ class Policy:
         opened with another limit than its region's changes the region's live
         (docs/design.md §4: what was used carries, every process follows); one process
         opening one name with two limits is an error naming `name`.
+    sync: with `shared` on a disk path, seconds between this process's writes
+        of each such region to its disk (as for KeyedLimiter: what a power
+        loss may lose); an error naming `sync` without `shared`.
     tz: the IANA zone of the calendar quotas among the rates ("Europe/Berlin";
         None: UTC); with it, a part per day or week is a calendar quota too
         (from local midnight; "1000/24h" stays a rate). A zone for rates none
@@ -437,6 +440,7 @@ class Policy:
         tz: str | None = None,
         plans: Mapping[str, Any] | None = None,
         plan: str | Callable[[Request], Any] | None = None,
+        sync: float | None = None,
     ) -> None:
         # the core's table checks every option (cellrate/options.h), the policy name
         # first among them: it names the regions too
@@ -450,7 +454,7 @@ class Policy:
             "legacy_headers": legacy_headers, "admitted_headers": admitted_headers,
             "dry_run": dry_run, "now": now, "charge": charge, "concurrency": concurrency,
             "priority": priority, "priorities": priorities, "tz": tz, "plan": plan,
-            "plans": plans})
+            "plans": plans, "sync": sync})
         # "unix": a peer without an address (a Unix socket) is the trusted proxy
         self.trusted, self.trust_unix = _trusted(trusted_proxies)
         self._warned_unknown = False
@@ -469,7 +473,8 @@ class Policy:
         self.cost = options["cost"]
         self._burst = burst
         self._max = {name: value for name, value in (("max_cost", max_cost), ("max_debt", max_debt),
-                                                     ("priorities", priorities), ("plans", plans))
+                                                     ("priorities", priorities), ("plans", plans),
+                                                     ("sync", sync))
                      if value is not None}  # for the stores made from a rate
         self.priority = priority
         self.plan = plan
@@ -503,7 +508,8 @@ class Policy:
         if not self.limits and not self.routes and self.concurrency is None:
             raise invalid("limit", "limit: give a limit, routes, or both")
         for param, value in (("burst", burst), ("max_cost", max_cost), ("max_debt", max_debt),
-                             ("priorities", priorities), ("plans", plans), ("shared", shared)):
+                             ("priorities", priorities), ("plans", plans), ("shared", shared),
+                             ("sync", sync)):
             if value is not None and not self._from_rates and not (
                     param == "shared" and self._concurrency_shared):
                 raise invalid(param, f"{param} applies to limits given as a rate; no limit is: "

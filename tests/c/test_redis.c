@@ -611,8 +611,55 @@ static void plan_tables(void)
     CHECK_EQ_STR(cr_status_param(CR_E_REDIS_PLANS_NAME), "name", "the parameter");
 }
 
+/* A calendar quota's words (docs/design/calendar.md, "Through Redis"): in
+ * the place of emission_ns and tolerance_ns the bounds of the period holding
+ * the client's now and of its neighbours, then its name; the unnamed keys'
+ * signature names it; a year passes cr_redis_check_limit; no fallback. */
+static void calendar_requests(void)
+{
+    const cr_zone *berlin;
+    CHECK(cr_zone_open("Europe/Berlin", 13, NULL, 0, &berlin) == CR_OK, "Europe/Berlin");
+    cr_limit_args args = {0};
+    args.rate_text = "7/month";
+    args.rate_text_len = 7;
+    args.algorithm = "calendar";
+    args.algorithm_len = 8;
+    args.zone = berlin;
+    cr_limit month, year;
+    CHECK(cr_limit_init(&month, &args) == CR_OK, "7/month");
+    args.rate_text = "7/year";
+    args.rate_text_len = 6;
+    CHECK(cr_limit_init(&year, &args) == CR_OK, "7/year");
+    CHECK(cr_redis_check_limit(&year) == CR_OK, "a year carries (two-number times)");
+    cr_redis_item item = {&month, "p:", 2, "n", 1, "k", 1, -1, NULL};
+    static char buf[1024];
+    cr_redis_word words[CR_REDIS_REQUEST_WORDS(1)];
+    size_t count = 0;
+    CHECK(cr_redis_request_size(&item, 1) <= sizeof buf, "the size");
+    /* 2021-03-15 in Berlin: February, March (ends in CEST) and April */
+    CHECK(cr_redis_request(CR_REDIS_CHECK, 1, INT64_C(1615766400000000000), &item, 1, buf,
+                           cr_redis_request_size(&item, 1), words, &count) == CR_OK,
+          "a quota's check");
+    CHECK_EQ_I64((int64_t)count, 9, "numkeys, key, mode, cost, 4 limit words, now");
+    const char *bounds = "1612134000:1614553200:1617228000:1619820000";
+    CHECK(words[4].len == 8 && memcmp(buf + words[4].offset, "calendar", 8) == 0, "calendar");
+    CHECK(words[5].len == strlen(bounds) &&
+              memcmp(buf + words[5].offset, bounds, strlen(bounds)) == 0,
+          "the bounds around the client's now");
+    CHECK(words[6].len == 20 && memcmp(buf + words[6].offset, "1month@Europe/Berlin", 20) == 0,
+          "the calendar's name");
+    CHECK(words[7].len == 1 && buf[words[7].offset] == '7', "the amount");
+    char signature[64];
+    cr_redis_signature(signature, sizeof signature, &month);
+    CHECK_EQ_STR(signature, "calendar:1month@Europe/Berlin:7", "an unnamed quota's keys");
+    cr_limit out;
+    CHECK(cr_redis_fallback_limit(&month, 1.0, &out) == CR_E_REDIS_CALENDAR_FALLBACK,
+          "no fallback");
+}
+
 int main(int argc, char **argv)
 {
+    calendar_requests();
     class_requests();
     plan_tables();
     FILE *file = vectors_open(argc > 1 ? argv[1] : "tests/vectors", "redis.txt");

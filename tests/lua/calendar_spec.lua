@@ -8,15 +8,7 @@ local support = dofile("tests/lua/support.lua")(assert)
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local VECTORS = here .. "../vectors/"
 
--- Seconds of a text of ns: exact in a double where ns is a multiple of 0.5 s
--- (nil otherwise); the text is split so that no integer passes 2^53.
-local function seconds_of(ns)
-   local whole, fraction = ns:sub(1, -10), tonumber(ns:sub(-9))
-   if fraction % 500000000 ~= 0 then
-      return nil
-   end
-   return tonumber(whole ~= "" and whole or "0") + fraction / 1e9
-end
+local seconds_of = support.seconds_of
 
 local function status_table()
    local out = {}
@@ -211,5 +203,20 @@ describe("a rate string of rates and calendar quotas (cellrate.nginx.limits)", f
          support.raises("rate", nginx.limits, "100/minute;1.5/month"))
       assert.are.equal(STATUS.E_TZ,
          support.raises("tz", nginx.limits, "1/month", { tz = "Mars/Olympus_Mons" }))
+   end)
+
+   run("gives sync to every part's region (judged by the core)", function()
+      local path = support.fresh_path("nginx-sync")
+      local limits = nginx.limits("100/minute;5/month", { shared = path, sync = 3600 })
+      assert.is_true((cellrate.check_all({ { limits[1], "k" }, { limits[2], "k" } }, 2)))
+      for _, limit in ipairs(limits) do limit:close() end
+      assert.are.equal(STATUS.E_SYNC,
+         support.raises("sync", nginx.limits, "100/minute;5/month", { shared = path, sync = 0 }))
+      assert.are.equal(STATUS.E_SYNC_SHARED,
+         support.raises("sync", nginx.limits, "100/minute", { sync = 60 }))
+      local _, remaining = cellrate.keyed("5/month", { algorithm = "calendar",
+                                                      shared = path .. "#1" }):peek("k", 0)
+      assert.are.equal(3, remaining)
+      os.remove(path); os.remove(path .. "#1")
    end)
 end)

@@ -7,13 +7,6 @@ package.path = "lua/?.lua;" .. package.path .. ";/usr/share/lua/5.3/?.lua"
 
 local support = dofile("tests/lua/support.lua")(assert)
 
-if not support.has_redis then
-   describe("cellrate.redis batches", function()
-      pending("redis-server is installed by tests/install-deps.sh")
-   end)
-   return
-end
-
 -- a batch of more than BATCH_MAX decisions, refused by the core
 local function batch_too_long(store)
    local calls = {}
@@ -23,29 +16,16 @@ local function batch_too_long(store)
    return require("cellrate")._redis_batch(nil, calls)
 end
 
-describe("cellrate.redis batches", function()
-   local redis_client = require("redis")
-   local store_module = require("cellrate.redis")
-   local server, client
-
-   setup(function()
-      server = support.start_redis(support.free_port())
-      client = redis_client.connect("127.0.0.1", server.port)
-   end)
-
-   teardown(function()
-      support.stop_redis(server)
-   end)
+support.describe_redis("cellrate.redis batches", function(redis)
+   local store_module = redis.store
 
    before_each(function()
-      client:flushall()
-      support.in_service(server.port) -- a Redis in service: keys have their burst
-      client:script("load", store_module.script)
-      client:script("load", store_module.batch_script)
+      redis.client:script("load", store_module.script)
+      redis.client:script("load", store_module.batch_script)
    end)
 
    local function script_calls()
-      local stats = client:info("commandstats")
+      local stats = redis.client:info("commandstats")
       local total = 0
       for _, name in ipairs({ "evalsha", "eval" }) do
          local entry = (stats.commandstats or stats)["cmdstat_" .. name]
@@ -59,20 +39,20 @@ describe("cellrate.redis batches", function()
    end
 
    local function state()
-      local keys = client:keys("*")
+      local keys = redis.client:keys("*")
       table.sort(keys)
       local values = {}
       for _, key in ipairs(keys) do
-         values[#values + 1] = key .. "=" .. client:get(key)
+         values[#values + 1] = key .. "=" .. redis.client:get(key)
       end
       return values
    end
 
    local function restore(values)
-      client:flushall()
+      redis.client:flushall()
       for _, entry in ipairs(values) do
          local key, value = entry:match("^(.-)=(.*)$")
-         client:set(key, value)
+         redis.client:set(key, value)
       end
    end
 
@@ -86,7 +66,7 @@ describe("cellrate.redis batches", function()
       local stores = {}
       for i, o in ipairs(opts) do
          o[2].on_error = "raise"
-         stores[i] = store_module.limiter(client, o[1], o[2])
+         stores[i] = store_module.limiter(redis.client, o[1], o[2])
       end
       return stores
    end
@@ -134,7 +114,7 @@ describe("cellrate.redis batches", function()
    end)
 
    it("decides duplicate keys in order, each on the one before", function()
-      local store = store_module.limiter(client, 1, { burst = 2, name = "d", on_error = "raise" })
+      local store = store_module.limiter(redis.client, 1, { burst = 2, name = "d", on_error = "raise" })
       local answers = store_module.check_many({ { store, "k" }, { store, "k" }, { store, "k", 0 },
                                                 { store, "k" } }, 10)
       local allowed = {}
@@ -148,7 +128,7 @@ describe("cellrate.redis batches", function()
       local calls = script_calls()
       assert.same({}, store_module.check_many({}))
       assert.equal(calls, script_calls())
-      local store = store_module.limiter(client, 1, { burst = 300, name = "long" })
+      local store = store_module.limiter(redis.client, 1, { burst = 300, name = "long" })
       local items = {}
       for i = 1, store_module.BATCH_MAX + 44 do
          items[i] = { store, "k" }
@@ -164,9 +144,9 @@ describe("cellrate.redis batches", function()
    end)
 
    it("raises a mistake of one decision after every decision was made", function()
-      store_module.limiter(client, 5, { burst = 3, name = "same" }):check("held", 1, 1)
-      local window = store_module.limiter(client, 5, { algorithm = "fixed_window", name = "same" })
-      local other = store_module.limiter(client, 5, { burst = 3, name = "other" })
+      store_module.limiter(redis.client, 5, { burst = 3, name = "same" }):check("held", 1, 1)
+      local window = store_module.limiter(redis.client, 5, { algorithm = "fixed_window", name = "same" })
+      local other = store_module.limiter(redis.client, 5, { burst = 3, name = "other" })
       local ok, err = pcall(store_module.check_many, { { other, "a" }, { window, "held" },
                                                        { other, "b" } }, 1)
       assert.is_false(ok)
@@ -176,7 +156,7 @@ describe("cellrate.redis batches", function()
    end)
 
    it("names items (or cost) in bad batches", function()
-      local store = store_module.limiter(client, 5, { name = "bad" })
+      local store = store_module.limiter(redis.client, 5, { name = "bad" })
       for _, items in ipairs({ "x", { "x" }, { { {}, 1 } }, { { "x", "k" } } }) do
          local ok, err = pcall(store_module.check_many, items)
          assert.is_false(ok)

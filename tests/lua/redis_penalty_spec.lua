@@ -8,13 +8,6 @@ local support = dofile("tests/lua/support.lua")(assert)
 local words = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
    .. "vector_text.lua").words
 
-if not support.has_redis then
-   describe("cellrate.redis penalty", function()
-      pending("redis-server is installed by tests/install-deps.sh")
-   end)
-   return
-end
-
 -- The vectors: runs of turn-aways (now and the state after) and gcra keys
 -- (a limit and its checks), each under the last penalty given.
 local runs, keys = {}, {}
@@ -46,33 +39,17 @@ local function seconds(ns_text)
    return tonumber(ns_text) / 1e9
 end
 
-describe("cellrate.redis penalty", function()
-   local redis_client = require("redis")
-   local store_module = require("cellrate.redis")
-   local server, client
-
-   setup(function()
-      server = support.start_redis(support.free_port())
-      client = redis_client.connect("127.0.0.1", server.port)
-   end)
-
-   teardown(function()
-      support.stop_redis(server)
-   end)
-
-   before_each(function()
-      client:flushall()
-      support.in_service(server.port) -- a Redis in service: keys have their burst
-   end)
+support.describe_redis("cellrate.redis penalty", function(redis)
+   local store_module = redis.store
 
    local function strikes(store, key)
-      return client:get(store:penalty_key(key)) or "0 0 0"
+      return redis.client:get(store:penalty_key(key)) or "0 0 0"
    end
 
    for r, run in ipairs(runs) do
       if #run.ops > 0 then
          it(("counts run %d of penalty.txt's turn-aways in the script"):format(r), function()
-            local store = store_module.limiter(client, 1, { period = 1, burst = 1, name = "r",
+            local store = store_module.limiter(redis.client, 1, { period = 1, burst = 1, name = "r",
                penalty = run.penalty })
             for i, op in ipairs(run.ops) do
                -- a cost the burst never fits: always refused, a strike (or, in a ban, nothing)
@@ -87,14 +64,14 @@ describe("cellrate.redis penalty", function()
 
    for k, key in ipairs(keys) do
       it(("decides key %d of penalty.txt in the script"):format(k), function()
-         local store = store_module.limiter(client, 1, { period = key.emission / 1e9,
+         local store = store_module.limiter(redis.client, 1, { period = key.emission / 1e9,
             burst = key.burst, name = "v", penalty = key.penalty })
          for i, op in ipairs(key.ops) do
             local where = ("key %d op %d"):format(k, i)
             if op.reset then
                assert.is_true(store:reset("k"))
                assert.is_true(store:reset("a"))
-               assert.is_nil(client:get(store:penalty_key("k")))
+               assert.is_nil(redis.client:get(store:penalty_key("k")))
             else
                local now = op.now / 1e9
                local allowed, remaining, retry_after, reset_after = store:check("k", op.cost, now)
@@ -109,7 +86,7 @@ describe("cellrate.redis penalty", function()
    end
 
    it("bans a key refused `after` times on the server's clock, and resets it", function()
-      local store = store_module.limiter(client, 100, { burst = 5, name = "d",
+      local store = store_module.limiter(redis.client, 100, { burst = 5, name = "d",
          penalty = { after = "3/minute", ban = 30, max_ban = 60 } })
       assert.is_true(store:allow("k"))
       assert.is_false(store:check("k", 6))
@@ -123,14 +100,14 @@ describe("cellrate.redis penalty", function()
       local held = strikes(store, "k")
       assert.is_false(store:allow("k")) -- a refusal during a ban counts nothing
       assert.are.equal(held, strikes(store, "k"))
-      local ttl = tonumber(client:pttl(store:penalty_key("k")))
+      local ttl = tonumber(redis.client:pttl(store:penalty_key("k")))
       assert.is_true(ttl > 0 and ttl <= 90000)
       assert.is_true(store:reset("k")) -- lets it out
       assert.is_true(store:allow("k"))
    end)
 
    it("counts check_many's refusals as strikes", function()
-      local store = store_module.limiter(client, 1, { period = 60, burst = 1, name = "m",
+      local store = store_module.limiter(redis.client, 1, { period = 60, burst = 1, name = "m",
          penalty = { after = "2/minute", ban = 30 } })
       local answers = store_module.check_many({ { store, "k" }, { store, "k" }, { store, "k" } })
       assert.is_true(answers[1][1])
@@ -142,9 +119,9 @@ describe("cellrate.redis penalty", function()
 
    it("honours on_wipe in check_many under a penalty (the marker, then the penalty key)",
       function()
-         local store = store_module.limiter(client, 5, { period = 60, name = "w",
+         local store = store_module.limiter(redis.client, 5, { period = 60, name = "w",
             penalty = { after = "3/minute", ban = 30 } })
-         client:flushall() -- every wipe marker gone: the key reads as fully used
+         redis.client:flushall() -- every wipe marker gone: the key reads as fully used
          local answers = store_module.check_many({ { store, "k" } })
          assert.is_false(answers[1][1])
          assert.are_not.equal("0 0 0", strikes(store, "k")) -- and the refusal is a strike
@@ -153,11 +130,11 @@ describe("cellrate.redis penalty", function()
    it("refuses a penalty the script cannot carry, naming penalty", function()
       for _, bad in ipairs({ { after = "3/200d", ban = 1 }, { after = "3/s", ban = 1,
             max_ban = 9e6 } }) do
-         local ok, err = pcall(store_module.limiter, client, 10, { penalty = bad })
+         local ok, err = pcall(store_module.limiter, redis.client, 10, { penalty = bad })
          assert.is_false(ok)
          assert.truthy(tostring(err):find("^penalty: through Redis"), tostring(err))
       end
-      local ok, err = pcall(store_module.limiter, client, 10, { penalty = "3/minute" })
+      local ok, err = pcall(store_module.limiter, redis.client, 10, { penalty = "3/minute" })
       assert.is_false(ok)
       assert.truthy(tostring(err):find("^penalty"), tostring(err))
    end)

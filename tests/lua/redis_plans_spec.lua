@@ -9,13 +9,6 @@ local support = dofile("tests/lua/support.lua")(assert)
 local words = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
    .. "vector_text.lua").words
 
-if not support.has_redis then
-   describe("cellrate.redis plans", function()
-      pending("redis-server is installed by tests/install-deps.sh")
-   end)
-   return
-end
-
 local blocks = {}
 do
    local number = 0
@@ -41,24 +34,8 @@ local function seconds(ns_text)
    return tonumber(ns_text) / 1e9
 end
 
-describe("cellrate.redis plans", function()
-   local redis_client = require("redis")
-   local store_module = require("cellrate.redis")
-   local server, client
-
-   setup(function()
-      server = support.start_redis(support.free_port())
-      client = redis_client.connect("127.0.0.1", server.port)
-   end)
-
-   teardown(function()
-      support.stop_redis(server)
-   end)
-
-   before_each(function()
-      client:flushall()
-      support.in_service(server.port) -- a Redis in service: keys have their burst
-   end)
+support.describe_redis("cellrate.redis plans", function(redis)
+   local store_module = redis.store
 
    for _, algorithm in ipairs({ "gcra", "token_bucket" }) do
       for b, block in ipairs(blocks) do
@@ -68,7 +45,7 @@ describe("cellrate.redis plans", function()
                local p = block.plans[i]
                plans[p.name] = { 1, period = p.emission / 1e9, burst = p.burst }
             end
-            local store = store_module.limiter(client, 1, { period = default.emission / 1e9,
+            local store = store_module.limiter(redis.client, 1, { period = default.emission / 1e9,
                burst = default.burst, algorithm = algorithm, name = "v" .. b, plans = plans,
                on_error = "raise" })
             local plan_of = {}
@@ -103,23 +80,23 @@ describe("cellrate.redis plans", function()
    end
 
    it("carries an upgraded key's units and writes its plan's limit", function()
-      local store = store_module.limiter(client, 10, { burst = 10, name = "tiers",
+      local store = store_module.limiter(redis.client, 10, { burst = 10, name = "tiers",
          on_error = "raise", plans = { pro = { 100, burst = 20 } } })
       assert.are.equal(4, select(2, store:check("k", 6, 5)))
       assert.are.equal(14, select(2, store:peek("k", 0, 5, nil, "pro")))
-      assert.truthy(client:get(store:redis_key("k")):find("^gcra:1000000000:10 "))
+      assert.truthy(redis.client:get(store:redis_key("k")):find("^gcra:1000000000:10 "))
       assert.are.equal(true, store:allow("k", 14, 5, nil, "pro"))
-      assert.truthy(client:get(store:redis_key("k")):find("^gcra:200000000:20 "))
+      assert.truthy(redis.client:get(store:redis_key("k")):find("^gcra:200000000:20 "))
       assert.are.equal(false, store:allow("k", 1, 5, nil, "default"))
    end)
 
    it("charges and refunds a key under its plan, which it stays on", function()
-      local store = store_module.limiter(client, 10, { burst = 10, name = "settled",
+      local store = store_module.limiter(redis.client, 10, { burst = 10, name = "settled",
          on_error = "raise", plans = { pro = { 100, burst = 20 } } })
       assert.are.equal(19, select(2, store:check("k", 1, 5, nil, "pro")))
       assert.are.equal(16, select(2, store:charge("k", 3, 5, "pro")))
       assert.are.equal(true, store:refund("k", 2, 5, "pro"))
-      assert.truthy(client:get(store:redis_key("k")):find("^gcra:200000000:20 "))
+      assert.truthy(redis.client:get(store:redis_key("k")):find("^gcra:200000000:20 "))
       assert.are.equal(18, select(2, store:peek("k", 0, 5, nil, "pro")))
       local ok, err = pcall(store.charge, store, "k", 1, 5, "gold")
       assert.is_false(ok)
@@ -130,9 +107,9 @@ describe("cellrate.redis plans", function()
    end)
 
    it("decides a pair's plan in check_all and check_many", function()
-      local store = store_module.limiter(client, 10, { burst = 10, name = "items",
+      local store = store_module.limiter(redis.client, 10, { burst = 10, name = "items",
          on_error = "raise", plans = { pro = { 100, burst = 20 } } })
-      local other = store_module.limiter(client, 1000, { burst = 1000, name = "wide",
+      local other = store_module.limiter(redis.client, 1000, { burst = 1000, name = "wide",
          on_error = "raise" })
       local allowed, remaining = store_module.check_all({ { store, "k", "pro" }, { other, "k" } },
          6, 5)
@@ -149,13 +126,13 @@ describe("cellrate.redis plans", function()
    end)
 
    it("refuses what the core refuses, naming the parameter", function()
-      local ok, err = pcall(store_module.limiter, client, 10, { plans = { pro = "100/s" } })
+      local ok, err = pcall(store_module.limiter, redis.client, 10, { plans = { pro = "100/s" } })
       assert.is_false(ok)
       assert.truthy(tostring(err):find("^[^\n]*name: give a Redis limit with plans a name"))
-      ok, err = pcall(store_module.limiter, client, 10, { name = "n", plans = {} })
+      ok, err = pcall(store_module.limiter, redis.client, 10, { name = "n", plans = {} })
       assert.is_false(ok)
       assert.truthy(tostring(err):find("plans must be"))
-      local store = store_module.limiter(client, 10, { name = "n", plans = { pro = "100/s" } })
+      local store = store_module.limiter(redis.client, 10, { name = "n", plans = { pro = "100/s" } })
       ok, err = pcall(store.check, store, "k", 1, nil, nil, "gold")
       assert.is_false(ok)
       assert.truthy(tostring(err):find("plan must be 'default' or the name of one of the plans"))

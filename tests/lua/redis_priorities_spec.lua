@@ -7,13 +7,6 @@ local support = dofile("tests/lua/support.lua")(assert)
 local words = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
    .. "vector_text.lua").words
 
-if not support.has_redis then
-   describe("cellrate.redis priorities", function()
-      pending("redis-server is installed by tests/install-deps.sh")
-   end)
-   return
-end
-
 local blocks = {}
 for line in io.lines("tests/vectors/priorities.txt") do
    local w = words(line)
@@ -37,28 +30,12 @@ local function seconds(ns_text)
    return tonumber(ns_text) / 1e9
 end
 
-describe("cellrate.redis priorities", function()
-   local redis_client = require("redis")
-   local store_module = require("cellrate.redis")
-   local server, client
-
-   setup(function()
-      server = support.start_redis(support.free_port())
-      client = redis_client.connect("127.0.0.1", server.port)
-   end)
-
-   teardown(function()
-      support.stop_redis(server)
-   end)
-
-   before_each(function()
-      client:flushall()
-      support.in_service(server.port) -- a Redis in service: keys have their burst
-   end)
+support.describe_redis("cellrate.redis priorities", function(redis)
+   local store_module = redis.store
 
    for b, block in ipairs(blocks) do
       it(("decides block %d of priorities.txt in the script"):format(b), function()
-         local store = store_module.limiter(client, 1, { period = block.emission / 1e9,
+         local store = store_module.limiter(redis.client, 1, { period = block.emission / 1e9,
             burst = block.burst, priorities = block.classes, name = "v" .. b })
          for i, op in ipairs(block.ops) do
             local now = op.now / 1e9
@@ -82,24 +59,24 @@ describe("cellrate.redis priorities", function()
    end
 
    it("refuses a class the limit lacks, naming priority", function()
-      local store = store_module.limiter(client, 10, { burst = 10,
+      local store = store_module.limiter(redis.client, 10, { burst = 10,
          priorities = { bulk = 0.5, critical = 0 } })
       assert.has_error(function() store:allow("k", 1, nil, "nope") end)
       local ok, err = pcall(store.allow, store, "k", 1, nil, "nope")
       assert.is_false(ok)
       assert.truthy(tostring(err):find("^[^\n]*priority"))
-      local plain = store_module.limiter(client, 10, { burst = 10 })
+      local plain = store_module.limiter(redis.client, 10, { burst = 10 })
       ok, err = pcall(plain.check, plain, "k", 1, nil, "bulk")
       assert.is_false(ok)
       assert.truthy(tostring(err):find("priority"))
-      ok, err = pcall(store_module.limiter, client, 10,
+      ok, err = pcall(store_module.limiter, redis.client, 10,
          { algorithm = "fixed_window", priorities = { a = 0 } })
       assert.is_false(ok)
       assert.truthy(tostring(err):find("priorities"))
    end)
 
    it("keeps half the burst from bulk for critical", function()
-      local store = store_module.limiter(client, 1, { period = 3600, burst = 10,
+      local store = store_module.limiter(redis.client, 1, { period = 3600, burst = 10,
          priorities = { bulk = 0.5, critical = 0 }, name = "share" })
       local bulk, critical = 0, 0
       for _ = 1, 10 do

@@ -7,34 +7,11 @@ package.path = "lua/?.lua;" .. package.path .. ";/usr/share/lua/5.3/?.lua"
 local cellrate = require("cellrate")
 local socket = require("socket")
 local support = dofile("tests/lua/support.lua")(assert)
-local has_server, start_server, stop_server = support.has_redis, support.start_redis, support.stop_redis
+local start_server, stop_server = support.start_redis, support.stop_redis
 local free_port = support.free_port
 
-if not has_server then
-   describe("cellrate.redis", function()
-      pending("redis-server is installed by tests/install-deps.sh")
-   end)
-   return
-end
-
-describe("cellrate.redis", function()
-   local redis_client = require("redis")
-   local store_module = require("cellrate.redis")
-   local server, client
-
-   setup(function()
-      server = start_server(free_port())
-      client = redis_client.connect("127.0.0.1", server.port)
-   end)
-
-   teardown(function()
-      stop_server(server)
-   end)
-
-   before_each(function()
-      client:flushall()
-      support.in_service(server.port) -- a Redis in service: keys have their burst
-   end)
+support.describe_redis("cellrate.redis", function(redis)
+   local store_module = redis.store
 
    it("sends the script the Python package ships, byte for byte", function()
       local file = assert(io.open("redis/decide.lua", "rb"))
@@ -76,7 +53,7 @@ describe("cellrate.redis", function()
          end
          opts.prefix = "seq" .. ops .. ":"
          opts.on_error = "raise"
-         local store = store_module.limiter(client, rate, opts)
+         local store = store_module.limiter(redis.client, rate, opts)
          local core = cellrate.keyed(rate, { burst = opts.burst, period = opts.period,
                                              algorithm = algorithm })
          local info = core:info()
@@ -135,7 +112,7 @@ describe("cellrate.redis", function()
          return 1, { period = period, burst = count }
       end
       local function state(store)
-         local value = client:get(store:redis_key("v"))
+         local value = redis.client:get(store:redis_key("v"))
          return value and value:match("(%d+)$") or "0"
       end
       local counts, mismatches = { ops = 0, changes = 0, charges = 0, takes = 0 }, {}
@@ -144,13 +121,13 @@ describe("cellrate.redis", function()
       end
       local store, stopped = nil, true
       local function start(name, first, second, max_debt)
-         client:del("cellrate:vectors:v")
+         redis.client:del("cellrate:vectors:v")
          local rate, opts = limit(name, first, second)
          stopped, store = rate == nil or (max_debt and not exact(max_debt)), nil
          if not stopped then
             opts.algorithm, opts.name, opts.on_error = name, "vectors", "raise"
             opts.max_debt = max_debt and exact(max_debt)
-            store = store_module.limiter(client, rate, opts)
+            store = store_module.limiter(redis.client, rate, opts)
             stopped = store.limit.tolerance_ns ~= (name:find("window") and tonumber(first)
                                                    or tonumber(first) * tonumber(second))
          end
@@ -180,7 +157,7 @@ describe("cellrate.redis", function()
                   -- past the script's ceiling (the core's is further): its own test
                   stopped = true
                elseif w[1] == "reserve" then
-                  client:set(store:redis_key("v"), w[7])
+                  redis.client:set(store:redis_key("v"), w[7])
                else
                   local now, cost = seconds(w[2]), exact(w[3])
                   if not now or (not cost and w[1] ~= "reconfigure") then
@@ -242,14 +219,14 @@ describe("cellrate.redis", function()
    -- max_debt, one burst beyond the limit, and a gcra TAT at most MAX_DEBT_NS
    -- after now), clipped the fifth value as in process, and take's count.
    it("charges into debt up to the script's bound and takes what fits", function()
-      local store = store_module.limiter(client, 1, { period = 1, burst = 1, name = "bound",
+      local store = store_module.limiter(redis.client, 1, { period = 1, burst = 1, name = "bound",
                                                       on_error = "raise" })
       local allowed, _, retry_after, _, clipped = store:charge("b", 2 ^ 60, 0) -- a bad figure
       assert.same({ false, 2, true }, { allowed, retry_after, clipped }) -- 1 unit of debt
-      assert.equal("2000000000", client:get(store:redis_key("b")):match("(%d+)$"))
+      assert.equal("2000000000", redis.client:get(store:redis_key("b")):match("(%d+)$"))
       assert.equal(0, store:take("b", 10, 0))
       -- a burst whose two taus pass MAX_DEBT_NS: the script's ceiling clips first
-      store = store_module.limiter(client, 1, { period = 1, burst = 5000000, name = "ceiling",
+      store = store_module.limiter(redis.client, 1, { period = 1, burst = 5000000, name = "ceiling",
                                                 on_error = "raise" })
       local to_bound = math.floor(store_module.MAX_DEBT_NS / 1000000000)
       allowed, _, _, _, clipped = store:charge("b", to_bound, 0)
@@ -257,9 +234,9 @@ describe("cellrate.redis", function()
       allowed, _, _, _, clipped = store:charge("b", 1, 0)
       assert.same({ false, true }, { allowed, clipped })
       assert.equal(("%.0f"):format(store_module.MAX_DEBT_NS),
-                   client:get(store:redis_key("b")):match("(%d+)$"))
+                   redis.client:get(store:redis_key("b")):match("(%d+)$"))
       local core = cellrate.keyed(10, { period = 1, burst = 5 })
-      local rl = store_module.limiter(client, 10, { period = 1, burst = 5, on_error = "raise" })
+      local rl = store_module.limiter(redis.client, 10, { period = 1, burst = 5, on_error = "raise" })
       for _, now in ipairs({ 0, 0, 0.3, 1 }) do
          assert.same({ core:charge("t", 4, now) }, { rl:charge("t", 4, now) })
          assert.equal(core:take("t", 2, now), rl:take("t", 2, now))
@@ -267,7 +244,7 @@ describe("cellrate.redis", function()
    end)
 
    it("answers a charge and a take Redis cannot decide by on_error", function()
-      local dead = redis_client.connect("127.0.0.1", server.port)
+      local dead = redis.connect("127.0.0.1", redis.server.port)
       local answers = {}
       for _, on_error in ipairs({ "allow", "deny", "raise" }) do
          local rl = store_module.limiter(dead, 10, { on_error = on_error })
@@ -281,25 +258,25 @@ describe("cellrate.redis", function()
    end)
 
    it("sets the key to expire when its TAT passes", function()
-      local store = store_module.limiter(client, 2, { burst = 3, on_error = "raise" })
+      local store = store_module.limiter(redis.client, 2, { burst = 3, on_error = "raise" })
       local start = socket.gettime()
       local _, _, _, reset_after = store:check("e", 2)
-      local pttl = client:pttl(store:redis_key("e"))
+      local pttl = redis.client:pttl(store:redis_key("e"))
       local since_ms = (socket.gettime() - start) * 1000 + 1 -- less the time since the decision
       local reset_ms = math.ceil(reset_after * 1000)
       assert.is_true(pttl <= reset_ms and pttl >= reset_ms - since_ms, pttl .. " vs " .. reset_ms)
    end)
 
    it("decides through the client given by set_client", function()
-      local store = store_module.limiter(client, 10, { burst = 3, on_error = "raise" })
-      local other = redis_client.connect("127.0.0.1", server.port)
+      local store = store_module.limiter(redis.client, 10, { burst = 3, on_error = "raise" })
+      local other = redis.connect("127.0.0.1", redis.server.port)
       store:set_client(other)
       assert.same({ true, 2, 0, 0.1 }, { store:check("c", 1, 5) })
       assert.equal(other, store.client)
    end)
 
    it("gives the core's headers through the store's limit", function()
-      local store = store_module.limiter(client, "10/s", { burst = 2, on_error = "raise" })
+      local store = store_module.limiter(redis.client, "10/s", { burst = 2, on_error = "raise" })
       local core = cellrate.keyed("10/s", { burst = 2 })
       for _ = 1, 3 do
          assert.same(cellrate.headers(core, core:check("h", 1, 7)),
@@ -308,20 +285,20 @@ describe("cellrate.redis", function()
    end)
 
    it("reloads the script after SCRIPT FLUSH", function()
-      local store = store_module.limiter(client, 10, { burst = 100, on_error = "raise" })
+      local store = store_module.limiter(redis.client, 10, { burst = 100, on_error = "raise" })
       for i = 1, 10 do
          local allowed, remaining = store:check("k", 1, 1.0)
          assert.is_true(allowed)
          assert.equal(100 - i, remaining)
          if i == 5 then
-            client:script("flush")
+            redis.client:script("flush")
          end
       end
    end)
 
    it("decides several limits as one with check_all", function()
-      local per_ip = store_module.limiter(client, 10, { burst = 5, prefix = "ip:", on_error = "raise" })
-      local per_user = store_module.limiter(client, 10, { burst = 2, prefix = "user:", on_error = "raise" })
+      local per_ip = store_module.limiter(redis.client, 10, { burst = 5, prefix = "ip:", on_error = "raise" })
+      local per_user = store_module.limiter(redis.client, 10, { burst = 2, prefix = "user:", on_error = "raise" })
       local items = { { per_ip, "{u1}:1.2.3.4" }, { per_user, "{u1}" } }
       assert.same({ true, 1, 0, 0.1 }, { store_module.check_all(items, 1, 100) })
       assert.is_true((store_module.check_all(items, 1, 100)))
@@ -336,30 +313,30 @@ describe("cellrate.redis", function()
    it("refuses bad arguments, naming the parameter", function()
       local cases = {
          { function() store_module.limiter({}, 10) end, "client" },
-         { function() store_module.limiter(client, 10):set_client(42) end, "client" },
-         { function() store_module.limiter(client, 10, { on_error = "ignore" }) end, "on_error" },
-         { function() store_module.limiter(client, 10, { prefix = "{x}" }) end, "prefix" },
-         { function() store_module.limiter(client, 10, { prefix = 5 }) end, "prefix" },
-         { function() store_module.limiter(client, "1/day", { burst = 200 }) end, "burst" },
-         { function() store_module.limiter(client, -1) end, "rate" },
-         { function() store_module.limiter(client, 10):check("k", -1) end, "cost" },
-         { function() store_module.limiter(client, 10):check({}, 1) end, "key" },
+         { function() store_module.limiter(redis.client, 10):set_client(42) end, "client" },
+         { function() store_module.limiter(redis.client, 10, { on_error = "ignore" }) end, "on_error" },
+         { function() store_module.limiter(redis.client, 10, { prefix = "{x}" }) end, "prefix" },
+         { function() store_module.limiter(redis.client, 10, { prefix = 5 }) end, "prefix" },
+         { function() store_module.limiter(redis.client, "1/day", { burst = 200 }) end, "burst" },
+         { function() store_module.limiter(redis.client, -1) end, "rate" },
+         { function() store_module.limiter(redis.client, 10):check("k", -1) end, "cost" },
+         { function() store_module.limiter(redis.client, 10):check({}, 1) end, "key" },
          { function() store_module.check_all({}) end, "items" },
          { function() store_module.check_all({ { cellrate.keyed(1), "k" } }) end, "items" },
-         { function() store_module.check_all({ { store_module.limiter(client, 10), {} } }) end, "key" },
-         { function() store_module.limiter(client, 10):refund("k", -1) end, "cost" },
-         { function() store_module.limiter(client, 10):reset({}) end, "key" },
-         { function() store_module.limiter(client, 10, 5) end, "opts" },
-         { function() store_module.limiter(client, 10, { name = "a:b" }) end, "name" },
-         { function() store_module.limiter(client, 10, { name = 5 }) end, "name" },
-         { function() store_module.limiter(client, 10):reconfigure(20) end, "name" },
-         { function() store_module.limiter(client, 10, { name = "n" }):reconfigure(-1) end, "rate" },
-         { function() store_module.limiter(client, 10, { name = "n" }):reconfigure(20, 5) end, "opts" },
+         { function() store_module.check_all({ { store_module.limiter(redis.client, 10), {} } }) end, "key" },
+         { function() store_module.limiter(redis.client, 10):refund("k", -1) end, "cost" },
+         { function() store_module.limiter(redis.client, 10):reset({}) end, "key" },
+         { function() store_module.limiter(redis.client, 10, 5) end, "opts" },
+         { function() store_module.limiter(redis.client, 10, { name = "a:b" }) end, "name" },
+         { function() store_module.limiter(redis.client, 10, { name = 5 }) end, "name" },
+         { function() store_module.limiter(redis.client, 10):reconfigure(20) end, "name" },
+         { function() store_module.limiter(redis.client, 10, { name = "n" }):reconfigure(-1) end, "rate" },
+         { function() store_module.limiter(redis.client, 10, { name = "n" }):reconfigure(20, 5) end, "opts" },
          { function()
-              store_module.limiter(client, 10, { name = "n" }):reconfigure(20, { burts = 5 })
+              store_module.limiter(redis.client, 10, { name = "n" }):reconfigure(20, { burts = 5 })
            end, "unknown option 'burts' (did you mean 'burst'?)" },
          { function()
-              store_module.limiter(client, 10, { name = "n" }):reconfigure(20, { algorithm = "fixed_window" })
+              store_module.limiter(redis.client, 10, { name = "n" }):reconfigure(20, { algorithm = "fixed_window" })
            end, "algorithm" },
       }
       for _, case in ipairs(cases) do
@@ -372,11 +349,11 @@ describe("cellrate.redis", function()
    end)
 
    it("raises naming algorithm for a key held under another one, at the caller's line", function()
-      local gcra = store_module.limiter(client, 10, { name = "algo", on_error = "raise" })
+      local gcra = store_module.limiter(redis.client, 10, { name = "algo", on_error = "raise" })
       assert.is_true((gcra:check("k", 3, 5)))
-      local before = client:get(gcra:redis_key("k"))
+      local before = redis.client:get(gcra:redis_key("k"))
       for _, on_error in ipairs({ "allow", "deny", "raise" }) do
-         local other = store_module.limiter(client, 10, { name = "algo", algorithm = "fixed_window",
+         local other = store_module.limiter(redis.client, 10, { name = "algo", algorithm = "fixed_window",
                                                           on_error = on_error })
          local calls = {
             function() other:check("k", 1, 5) end,
@@ -393,24 +370,24 @@ describe("cellrate.redis", function()
                .. "fixed_window; ", 1, true), err)
          end
       end
-      assert.equal(before, client:get(gcra:redis_key("k")))
+      assert.equal(before, redis.client:get(gcra:redis_key("k")))
    end)
 
    it("changes a named limit live, carrying each key on its next check", function()
-      local store = store_module.limiter(client, 10, { burst = 10, name = "live", on_error = "raise" })
+      local store = store_module.limiter(redis.client, 10, { burst = 10, name = "live", on_error = "raise" })
       assert.same({ true, 4, 0, 0.6 }, { store:check("k", 6, 5) })
       store:reconfigure(100, { burst = 20 })
       assert.equal(20, store.burst)
       assert.same({ true, 14, 0, 0.06 }, { store:check("k", 0, 5) })
-      assert.equal("gcra:200000000:20 5060000000", client:get("cellrate:live:k"))
+      assert.equal("gcra:200000000:20 5060000000", redis.client:get("cellrate:live:k"))
    end)
 
    it("answers on_error for a reply that means Redis cannot decide now (OOM)", function()
-      local allow = store_module.limiter(client, 10, { on_error = "allow", prefix = "oom:" })
-      local deny = store_module.limiter(client, 10, { on_error = "deny", prefix = "oom:" })
-      local raise = store_module.limiter(client, 10, { on_error = "raise", prefix = "oom:" })
-      client:config("set", "maxmemory-policy", "noeviction")
-      client:config("set", "maxmemory", "1")
+      local allow = store_module.limiter(redis.client, 10, { on_error = "allow", prefix = "oom:" })
+      local deny = store_module.limiter(redis.client, 10, { on_error = "deny", prefix = "oom:" })
+      local raise = store_module.limiter(redis.client, 10, { on_error = "raise", prefix = "oom:" })
+      redis.client:config("set", "maxmemory-policy", "noeviction")
+      redis.client:config("set", "maxmemory", "1")
       local ok, err = pcall(function()
          assert.is_true(allow:allow("k"))
          local allowed, remaining, retry_after, reset_after = deny:check("k")
@@ -422,15 +399,15 @@ describe("cellrate.redis", function()
          assert.is_truthy(message:find("OOM", 1, true), message)
          assert.equal("unavailable", code)
       end)
-      client:config("set", "maxmemory", "0")
+      redis.client:config("set", "maxmemory", "0")
       assert(ok, err)
    end)
 
    it("reports a data error whatever on_error says (WRONGTYPE)", function()
       for _, on_error in ipairs({ "allow", "deny", "raise" }) do
-         local store = store_module.limiter(client, 10, { on_error = on_error })
-         client:del(store:redis_key("list"))
-         client:lpush(store:redis_key("list"), "x")
+         local store = store_module.limiter(redis.client, 10, { on_error = on_error })
+         redis.client:del(store:redis_key("list"))
+         redis.client:lpush(store:redis_key("list"), "x")
          local nothing, message, code = store:check("list")
          assert.is_nil(nothing)
          assert.is_truthy(message:find("WRONGTYPE", 1, true), message)
@@ -450,20 +427,20 @@ describe("cellrate.redis", function()
    end)
 
    it("refunds as the core does", function()
-      local store = store_module.limiter(client, 10, { burst = 5, on_error = "raise" })
+      local store = store_module.limiter(redis.client, 10, { burst = 5, on_error = "raise" })
       local core = cellrate.keyed(10, { burst = 5 })
       assert.same({ core:check("k", 5, 100) }, { store:check("k", 5, 100) })
       core:refund("k", 2, 100.05)
       assert.is_true(store:refund("k", 2, 100.05))
       assert.same({ core:peek("k", 0, 100.1) }, { store:peek("k", 0, 100.1) })
       assert.is_true(store:refund("never-seen", 1, 100))
-      assert.is_nil(client:get(store:redis_key("never-seen")))
+      assert.is_nil(redis.client:get(store:redis_key("never-seen")))
    end)
 
    it("survives a SCRIPT FLUSH storm", function()
-      local store = store_module.limiter(client, 1000, { burst = 10000, on_error = "raise" })
+      local store = store_module.limiter(redis.client, 1000, { burst = 10000, on_error = "raise" })
       local handle = assert(io.popen(("redis-benchmark -p %d -c 1 -n 200000 SCRIPT FLUSH "
-         .. ">/dev/null 2>&1 & echo $!"):format(server.port)))
+         .. ">/dev/null 2>&1 & echo $!"):format(redis.server.port)))
       local storm = handle:read("*l")
       handle:close()
       local ok, err = pcall(function()
@@ -481,7 +458,7 @@ describe("cellrate.redis", function()
    it("honours on_error while Redis is down", function()
       local doomed = start_server(free_port())
       local ok, err = pcall(function()
-         local doomed_client = redis_client.connect("127.0.0.1", doomed.port)
+         local doomed_client = redis.connect("127.0.0.1", doomed.port)
          local allow = store_module.limiter(doomed_client, 10, { on_error = "allow" })
          local deny = store_module.limiter(doomed_client, 10, { on_error = "deny" })
          local raise = store_module.limiter(doomed_client, 10, { on_error = "raise" })
@@ -505,7 +482,7 @@ describe("cellrate.redis", function()
 
    describe("concurrency", function()
       it("holds at most the limit, gives units back once, and counts what is held", function()
-         local c = store_module.concurrency(client, 3, { lease = 30 })
+         local c = store_module.concurrency(redis.client, 3, { lease = 30 })
          local slots = { assert(c:acquire("k")), assert(c:acquire("k")), assert(c:acquire("k")) }
          assert.same({ nil, "rejected" }, { c:acquire("k") })
          assert.is_truthy(c:acquire("other")) -- one limit per key
@@ -516,22 +493,22 @@ describe("cellrate.redis", function()
          assert.equal(2, c:in_flight("k"))
          assert.is_true(c:release(slots[2]))
          assert.is_true(c:release(slots[3]))
-         local exists = client:exists("cellrate:concurrency:3:k") -- the key went with its units
+         local exists = redis.client:exists("cellrate:concurrency:3:k") -- the key went with its units
          assert.is_true(exists == false or exists == 0)
          local big = assert(c:acquire(nil, 3))
          assert.equal(3, c:in_flight())
          assert.is_true(c:release(big))
          -- a slot of another limit releases nothing of this one
-         local other = store_module.concurrency(client, 3, { lease = 30, name = "other" })
+         local other = store_module.concurrency(redis.client, 3, { lease = 30, name = "other" })
          local theirs = assert(other:acquire("k"))
          assert.is_false(c:release(theirs))
          assert.equal(1, other:in_flight("k"))
       end)
 
       it("gives back the units of a holder that never releases when its lease ends", function()
-         local c = store_module.concurrency(client, 1, { lease = 0.05, name = "short" })
+         local c = store_module.concurrency(redis.client, 1, { lease = 0.05, name = "short" })
          -- the same limit's holdings with a lease that outlasts a busy machine's pauses
-         local steady = store_module.concurrency(client, 1, { lease = 30, name = "short" })
+         local steady = store_module.concurrency(redis.client, 1, { lease = 30, name = "short" })
          local key, forgotten, second
          for attempt = 1, 100 do -- a pause as long as the lease before the second try: again
             key = "k" .. attempt
@@ -553,7 +530,7 @@ describe("cellrate.redis", function()
       end)
 
       it("answers by on_error while Redis is down", function()
-         local down = redis_client.connect("127.0.0.1", server.port)
+         local down = redis.connect("127.0.0.1", redis.server.port)
          local stores = {}
          for _, word in ipairs({ "allow", "deny", "raise" }) do
             stores[word] = store_module.concurrency(down, 1, { lease = 30, on_error = word,

@@ -29,6 +29,17 @@ return function(assert)
       return path
    end
 
+   -- Seconds of a text of ns where a double carries them exactly (a multiple
+   -- of 0.5 s), else nil; split so that no integer passes 2^53 (the calendar
+   -- vectors' instants).
+   function support.seconds_of(ns)
+      local whole, fraction = ns:sub(1, -10), tonumber(ns:sub(-9))
+      if fraction % 500000000 ~= 0 then
+         return nil
+      end
+      return tonumber(whole ~= "" and whole or "0") + fraction / 1e9
+   end
+
    function support.pack(...)
       return { n = select("#", ...), ... }
    end
@@ -129,6 +140,40 @@ return function(assert)
       if server then
          os.execute("kill -9 " .. server.pid .. " 2>/dev/null; sleep 0.1; rm -rf " .. server.dir)
       end
+   end
+
+   -- The Redis specs' frame: describe(name) against a redis-server of its own,
+   -- started in setup and killed in teardown, its database flushed and left in
+   -- service (keys have their burst) before each test; pending where
+   -- redis-server is not installed. body(redis) adds the tests: redis.store is
+   -- cellrate.redis, redis.connect Debian's redis-lua connect, and from setup
+   -- on redis.server (its port) and redis.client (connected to it).
+   function support.describe_redis(name, body)
+      -- busted's functions (the spec's environment has them; this file's has not)
+      local busted = require("busted")
+      local describe, pending, setup, teardown, before_each =
+         busted.describe, busted.pending, busted.setup, busted.teardown, busted.before_each
+      if not support.has_redis then
+         describe(name, function()
+            pending("redis-server is installed by tests/install-deps.sh")
+         end)
+         return
+      end
+      describe(name, function()
+         local redis = { store = require("cellrate.redis"), connect = require("redis").connect }
+         setup(function()
+            redis.server = support.start_redis(support.free_port())
+            redis.client = redis.connect("127.0.0.1", redis.server.port)
+         end)
+         teardown(function()
+            support.stop_redis(redis.server)
+         end)
+         before_each(function()
+            redis.client:flushall()
+            support.in_service(redis.server.port)
+         end)
+         body(redis)
+      end)
    end
 
    return support

@@ -271,8 +271,8 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "priority: several limits decided as one take no class (give priority to one limit)"),
     # 138-139: reserved; calendar quotas from 140
     (140, "E_TZ", "argument", "tz",
-     "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR) holds, "
-     "such as 'Europe/Berlin'"),
+     "tz must be the name of an IANA time zone that the system's zoneinfo (or TZDIR; in "
+     "Python also the tzdata package) holds, such as 'Europe/Berlin'"),
     (141, "E_TZ_DATA", "argument", "tz",
      "tz: the zone's file is not TZif data that cellrate reads (truncated, inconsistent, or "
      "counting leap seconds)"),
@@ -283,12 +283,12 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
      "algorithm: months and years are calendar periods; give algorithm='calendar' (and tz) or "
      "a fixed duration such as '1000/30d'"),
     (144, "E_CALENDAR_AMOUNT", "argument", "rate",
-     "rate: a calendar quota is a whole number of units >= 1 and below 2^40 per period"),
+     "rate: a calendar quota is a whole number of units from 1 to 2^40 per period"),
     (145, "E_TZ_ALONE", "argument", "tz",
      "tz is the time zone of a calendar quota: give it only with algorithm='calendar'"),
     (146, "E_CALENDAR_STORE", "argument", "algorithm",
-     "algorithm: a calendar quota is decided in process or in a shared region for now (not in "
-     "Redis or a fleet share)"),
+     "algorithm: a fleet share takes no calendar quota (one is decided in process, in a shared "
+     "region or through Redis)"),
     (147, "E_TZ_RATES", "argument", "tz",
      "tz: the rate names no calendar period for the zone to count in (a part per day, week, "
      "month or year, such as '100/minute;1000000/month')"),
@@ -297,7 +297,11 @@ STATUSES: list[tuple[int, str, str, str, str]] = [
     (149, "E_SHARED_ZONES", "region", "shared",
      "shared: a region holds at most 16 time zones over its life (delete the file to start "
      "anew)"),
-    # 150-159: reserved; Redis in production from 160
+    # 150-154: calendar quotas through Redis
+    (150, "E_REDIS_CALENDAR_FALLBACK", "argument", "on_error",
+     "on_error: a calendar quota through Redis takes 'allow', 'deny' or 'raise' (no local "
+     "fallback: a local count would start the period afresh)"),
+    # 155-159: reserved; Redis in production from 160
     (160, "E_REDIS_FALLBACK", "argument", "fallback",
      "fallback must be a share of the Redis limit (a number, 0 < share <= 1), a rate or a "
      "limit, or a keyed limiter (one in a shared region: the host's fallback)"),
@@ -611,9 +615,10 @@ UNIT_SECONDS = {
     "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
     "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
     "d": 86400.0, "day": 86400.0, "days": 86400.0,
-    "w": 604800.0, "week": 604800.0, "weeks": 604800.0,
+    "w": 604800.0, "wk": 604800.0, "wks": 604800.0, "week": 604800.0, "weeks": 604800.0,
 }
-CALENDAR_UNITS = {"month", "months", "mo", "y", "yr", "year", "years"}
+# a month's and a year's words (docs/design/calendar.md): a calendar quota's only
+CALENDAR_UNITS = {"mo", "mon", "month", "months", "y", "yr", "yrs", "year", "years"}
 MAX_SIGNIFICANT_DIGITS = 15
 
 _NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"

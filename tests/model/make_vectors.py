@@ -1374,7 +1374,11 @@ def text_limits(lv: Limits, rng: random.Random) -> None:
         lv.text(text)
     lv.comment("months and years have no fixed length")
     for text in ("10/month", "10/months", "10/mo", "10/y", "10/yr", "10/year", "10/years",
-                 "10/Month", "10/YEAR", "1000/2 months", "10 per year", "10/1y"):
+                 "10/Month", "10/YEAR", "1000/2 months", "10 per year", "10/1y", "10/mon",
+                 "10/MON", "10/yrs", "10/2 Yrs", "10 per mon"):
+        lv.text(text)
+    lv.comment("a week's words are a calendar period's and a rate's alike")
+    for text in ("10/w", "10/wk", "10/wks", "10/WKS", "10/2 wks", "10 per wk", "10/weeks"):
         lv.text(text)
     lv.comment("zero rate or zero count: parsed, then refused by the limit checks")
     for text in ("0/s", "0.0/s", ".0/s", "0. per second", "10/0s", "10/0.0m", "10/.0h", "0/0s"):

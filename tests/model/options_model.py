@@ -157,7 +157,7 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
                     _boolean("peak", "E_PEAK", default=False)),
     # the Redis stores: cellrate.redis.RedisLimiter (and AsyncRedisLimiter),
     # Lua require("cellrate.redis").limiter
-    "RedisLimiter": (PERIOD, BURST, ALGORITHM, STORE_NAME, PREFIX, LIMIT_ON_ERROR,
+    "RedisLimiter": (PERIOD, BURST, LOCAL_ALGORITHM, STORE_NAME, PREFIX, LIMIT_ON_ERROR,
                      Option("fallback", "object", "OK"),
                      _boolean("deny_cache", "E_DENY_CACHE", default=True, faces="python"),
                      STORE_TIMEOUT, MAX_COST, MAX_DEBT,
@@ -166,7 +166,7 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
                      Option("on_wipe", "word", "E_REDIS_ON_WIPE", default="refuse",
                             words=("refuse", "allow")),
                      Option("plans", "object", "OK"),  # the core's cr_plans_set judges
-                     Option("penalty", "object", "OK")),
+                     Option("penalty", "object", "OK"), TZ),
     "RedisConcurrency": (_seconds("lease", "E_STORE_LEASE", 0, True, INF, True, ns=True,
                                   required=True),
                          STORE_NAME, PREFIX, ON_ERROR, STORE_TIMEOUT),
@@ -208,8 +208,9 @@ CONSTRUCTORS: dict[str, tuple[Option, ...]] = {
         Option("priorities", "object", "OK", faces="python"),
         _python(TZ),
         Option("plans", "object", "OK", faces="python"),
-        Option("plan", "string", "E_PLAN", or_function=True),
+        Option("plan", "name", "E_PLAN", or_function=True),  # it names the RateLimit fields
         Option("client", "function", "E_NGINX_CLIENT", faces="lua"),
+        _python(SYNC),  # the shared= directory's regions: their stores judge it
     ),
     # the decorators (Python): @cellrate.limit(rate, ...), @cellrate.concurrent(limit, ...)
     "limit": (_python(PERIOD), _python(BURST), _python(ALGORITHM), KEY_FUNCTION,

@@ -164,3 +164,19 @@ def test_metrics_count_each_plan_and_class_over_the_workers():
             assert series(samples, "cellrate_priority_decisions_total", "priority", priority,
                           "refused") == statuses.count(429), (priority, text)
         assert "secret" not in text and "mf" not in text  # no credential, no key
+
+
+def test_a_plan_given_as_it_is_is_judged_before_any_decision():
+    """A literal plan: a policy name (the options' check) and one of the limit's
+    plans (the first limit() of the pair), refused as a 500 naming plan in the
+    core's words before any key is read or unit spent; a known one decides."""
+    with Nginx(workers=2, template=TEMPLATE, fields=FIELDS) as server:
+        for path in ("/literal_unknown?key=l", "/literal_no_policy_name?key=l",
+                     "/literal_unkeyed"):
+            assert [server.get(path)[0] for _ in range(3)] == [500] * 3, path
+        _, fields, _ = server.get("/literal_pro?key=l")
+        assert fields["RateLimit-Policy"].startswith('"pro";q=20;')
+        assert _admitted(server, "/literal_pro?key=l", 2 * PRO) == PRO - 1
+        log = server.log()
+    assert "cellrate.nginx: plan must be 'default' or the name of one of the plans" in log
+    assert "cellrate.nginx: plan: a limit without keys has only the plan 'default'" in log

@@ -214,3 +214,56 @@ def test_a_mix_that_cannot_be_built_names_its_parameter():
             Policy(*args, **options)
         assert caught.value.param == param, (args, options)
         assert str(caught.value).endswith(STATUS[status]), (args, options, str(caught.value))
+
+
+# A child whose system zoneinfo is an empty TZDIR: the zones come from the tzdata
+# package (or from nowhere, with BLOCK_TZDATA) and each line of bounds it prints
+# is compared with the vectors (the machine's zoneinfo, through Python's zoneinfo).
+TZDATA_CHILD = """
+import sys
+if sys.argv[1] == "blocked":
+    sys.modules["tzdata"] = None  # as if the package were not installed
+import cellrate
+for line in sys.stdin:
+    zone, period, now = line.split("|")
+    try:
+        start, end = cellrate.calendar_period(zone, period, now=int(now) / 1e9)
+        print(round(start * 1e9), round(end * 1e9))
+    except cellrate.CellrateError as error:
+        print(f"{error.param}|{error}")
+"""
+
+
+def _zones_without_zoneinfo(tmp_path: Path, queries: list[tuple[str, str, int]],
+                            blocked: bool) -> list[str]:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TZDIR": str(tmp_path)}  # an empty directory: no zone there
+    lines = "".join(f"{zone}|{period}|{now}\n" for zone, period, now in queries)
+    out = subprocess.run([sys.executable, "-c", TZDATA_CHILD, "blocked" if blocked else "open"],
+                         input=lines, capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_the_tzdata_package_serves_a_system_without_the_zone(tmp_path: Path) -> None:
+    """The Python face hands the core the tzdata package's bytes of a zone the
+    system's zoneinfo (TZDIR here) does not hold: the same bounds as the vectors."""
+    pytest.importorskip("tzdata")
+    queries = [(zone, period, now) for zone, period, now, _, _ in BOUNDS if zone != "UTC"]
+    got = _zones_without_zoneinfo(tmp_path, queries, blocked=False)
+    wrong = [(query, line) for query, line, (*_, start, end) in
+             zip(queries, got, [b for b in BOUNDS if b[0] != "UTC"]) if line != f"{start} {end}"]
+    assert len(got) == len(queries) > 5000 and not wrong, wrong[:5]
+    # an unknown zone, or a name no file may have, is still an error naming tz
+    unknown = _zones_without_zoneinfo(
+        tmp_path, [("Mars/Olympus_Mons", "day", 0), ("../zoneinfo/UTC", "day", 0),
+                   ("Europe", "day", 0)], blocked=False)
+    assert unknown == [f"tz|{STATUS['E_TZ']}"] * 3
+
+
+def test_without_the_tzdata_package_a_zone_the_system_lacks_names_tz(tmp_path: Path) -> None:
+    assert _zones_without_zoneinfo(tmp_path, [("Europe/Berlin", "day", 0)],
+                                   blocked=True) == [f"tz|{STATUS['E_TZ']}"]

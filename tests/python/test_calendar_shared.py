@@ -231,15 +231,29 @@ def test_sync_writes_the_region_out_and_is_judged_by_the_core(tmp_path: Path) ->
     assert str(info.value) == "sync is given only with shared= (a region on a disk path)"
 
 
-def test_a_decision_makes_the_msync_when_it_is_due(tmp_path: Path) -> None:
+# A child that decides 40 times on a region with sync=argv[2] at argv[1]: a
+# keyed store made by hand, or one a web policy made in its shared= directory.
+SYNCED_DECIDERS = {
+    "KeyedLimiter": """
+        keyed = cellrate.KeyedLimiter("1000/month", algorithm="calendar", capacity=16,
+                                      shared=sys.argv[1], sync=float(sys.argv[2]))
+    """,
+    "Policy": """
+        import cellrate.web
+        policy = cellrate.web.Policy("1000/month", shared=sys.argv[1], sync=float(sys.argv[2]))
+        keyed = policy.limits[0].store
+    """,
+}
+
+
+@pytest.mark.parametrize("maker", sorted(SYNCED_DECIDERS))
+def test_a_decision_makes_the_msync_when_it_is_due(tmp_path: Path, maker: str) -> None:
     """strace counts the msync(2) calls of a child that decides with sync=."""
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("strace is not installed")
-    script = textwrap.dedent("""
-        import sys, time, cellrate
-        keyed = cellrate.KeyedLimiter("1000/month", algorithm="calendar", capacity=16,
-                                      shared=sys.argv[1], sync=float(sys.argv[2]))
+    script = "import sys, time, cellrate\n" + textwrap.dedent(SYNCED_DECIDERS[maker]) + \
+        textwrap.dedent("""
         for _ in range(40):
             keyed.allow("k")
             time.sleep(0.005)
@@ -256,3 +270,29 @@ def test_a_decision_makes_the_msync_when_it_is_due(tmp_path: Path) -> None:
         counts[sync] = (tmp_path / sync).read_text().count("msync(")
     assert counts["0.001"] >= 20  # about one per decision 5 ms apart (and one at the close)
     assert counts["3600"] <= 1  # the close's, if the object was freed before exit
+
+
+def test_a_policy_gives_sync_to_the_stores_of_its_shared_directory(tmp_path: Path) -> None:
+    """sync= of a web policy reaches the stores it makes in its shared= directory:
+    the core judges it there (E_SYNC, E_SYNC_SHARED), naming sync."""
+    from cellrate.web import Policy
+
+    shared = str(tmp_path / "policy")
+    policy = Policy("5/month;100/minute", shared=shared, sync=3600)
+    first, second = (one.store for one in policy.limits)
+    assert first.allow("k") and second.allow("k")
+    assert sorted(os.listdir(shared)) == ["default", "default#1"]
+    for bad in (0, -1, float("nan")):
+        with pytest.raises(cellrate.InvalidArgument) as info:
+            Policy("5/month", shared=str(tmp_path / f"bad{bad}"), sync=bad)
+        assert info.value.param == "sync"
+        assert str(info.value).startswith("sync must be a number of seconds > 0")
+    with pytest.raises(cellrate.InvalidArgumentType) as info:
+        Policy("5/month", shared=shared, sync="1h")
+    assert info.value.param == "sync"
+    with pytest.raises(cellrate.InvalidArgument) as info:
+        Policy("5/month", sync=60)
+    assert str(info.value) == "sync is given only with shared= (a region on a disk path)"
+    with pytest.raises(cellrate.InvalidArgument) as info:  # no limit here is made from a rate
+        Policy(cellrate.KeyedLimiter(5), sync=60)
+    assert info.value.param == "sync" and "applies to limits given as a rate" in str(info.value)

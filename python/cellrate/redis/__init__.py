@@ -138,7 +138,7 @@ DEFAULT_TIMEOUT_S: float = cellrate._cellrate._options("RedisLimiter")["timeout"
 
 _check_options = cellrate._cellrate._check_options
 
-Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window"]
+Algorithm = Literal["gcra", "token_bucket", "fixed_window", "sliding_window", "calendar"]
 
 
 class _RedisLimit(_Store):
@@ -167,17 +167,21 @@ class _RedisLimit(_Store):
         on_wipe: str = "refuse",
         plans: Mapping[str, float | str | cellrate.Limit] | None = None,
         penalty: Any = None,
+        tz: str | None = None,
     ) -> None:
         # The core parses, defaults and validates the limit first, as cellrate.Limit (and,
         # per call, each key, cost and now: _redis_request); its table checks the options
         # (cellrate/options.h).
-        limit = _limit_of(rate, period, burst, algorithm, max_cost, max_debt, priorities)
+        limit = _limit_of(rate, period, burst, algorithm, max_cost, max_debt, priorities, tz)
+        #: A calendar quota's time zone (algorithm="calendar"; None: UTC), kept by
+        #: reconfigure unless another is given.
+        self.tz: str | None = tz
         options = _check_options("RedisLimiter", {
             "period": period, "burst": burst, "algorithm": algorithm, "name": name,
             "prefix": prefix, "on_error": on_error, "fallback": fallback,
             "deny_cache": deny_cache, "timeout": timeout, "max_cost": max_cost,
             "max_debt": max_debt, "coalesce": coalesce, "on_wipe": on_wipe,
-            "priorities": priorities, "plans": plans, "penalty": penalty})
+            "priorities": priorities, "plans": plans, "penalty": penalty, "tz": tz})
         if options["coalesce"] and self._kind != "async":
             raise invalid("coalesce", _CONSTANTS["COALESCE_REFUSED"])
         #: coalesce=True (asyncio): the decisions of one event-loop turn go as one batch.
@@ -244,7 +248,8 @@ class _RedisLimit(_Store):
 
     def reconfigure(self, rate: float | str, period: float | None = None, *,
                     burst: int | None = None, algorithm: Algorithm | None = None,
-                    max_debt: int | None = None, plan: str | None = None) -> None:
+                    max_debt: int | None = None, plan: str | None = None,
+                    tz: str | None = None) -> None:
         """Changes the limit this store sends, live: the next check (or allow) of each key
         carries what the key used to the new limit (docs/design.md §4), in the script, at
         that decision's instant; processes still sending the old limit carry it back on
@@ -253,16 +258,20 @@ class _RedisLimit(_Store):
         parameters). A max_debt given before stays unless given again. An invalid limit
         raises and changes nothing. `plan`: the plan changed (default: "default"); each
         key on it carries at its next decision under it, keys on other plans are
-        untouched."""
+        untouched. A calendar quota keeps its zone unless `tz` is given; another zone or
+        period carries each key's count to the new period holding now, as in process."""
         _core._redis_check_change(self.named, self.algorithm, None)
         if plan is not None:
             self._plan_limit(plan)  # a name of the plans, else the core's error naming plan
+        tz = self.tz if tz is None else tz
         if algorithm is not None:
-            cellrate.Limit(rate, period, burst=burst, algorithm=algorithm)  # the core's checks first
+            # the core's checks first
+            cellrate.Limit(rate, period, burst=burst, algorithm=algorithm,
+                           tz=tz if algorithm == "calendar" else None)
             _core._redis_check_change(True, self.algorithm, algorithm)
         max_debt = self.max_debt if max_debt is None else max_debt
         changed = _limit_of(rate, period, burst, cast(Algorithm, self.algorithm),
-                            self.max_cost, max_debt, self.limit.priorities or None)
+                            self.max_cost, max_debt, self.limit.priorities or None, tz)
         if self._plans is not None:
             given = {name: limit for name, limit in self._plans.items() if name != "default"}
             default = changed if plan in (None, "default") else self.limit
@@ -273,6 +282,7 @@ class _RedisLimit(_Store):
         self._follow(changed)
         self.limit = changed
         self.max_debt = max_debt
+        self.tz = tz
         self._refusals.clear()
 
     rate = property(lambda self: self.limit.rate, doc="Units admitted per period, per key.")
@@ -436,6 +446,8 @@ class _RedisLimit(_Store):
         decides for the host)."""
         if self.fallback is not None:
             return self.fallback
+        if limit.algorithm == "calendar":
+            _core._redis_fallback_limit(limit, 1.0)  # the core's refusal, naming on_error
         given = self._fallback_given
         if isinstance(given, cellrate.KeyedLimiter):
             store = given
@@ -547,16 +559,16 @@ def _read(mode: int, reply: Any, limits: Sequence[cellrate.Limit]) -> Any:
 
 def _limit_of(rate: float | str, period: float | None, burst: int | None,
               algorithm: Algorithm, max_cost: int | None, max_debt: int | None,
-              priorities: Mapping[str, float] | None = None) -> Any:
+              priorities: Mapping[str, float] | None = None, tz: str | None = None) -> Any:
     """The limit, parsed, defaulted and validated by the core (max_debt too); with
     max_cost, refused as in process where its burst (a window: its rate) could never fit
     max_cost units (the core's checks, on a limiter made for them alone); refused where
     the script cannot carry it exactly (the core's words, naming burst)."""
     limit = cellrate.Limit(rate, period, burst=burst, algorithm=algorithm, max_debt=max_debt,
-                           priorities=priorities)
+                           priorities=priorities, tz=tz)
     if max_cost is not None:
-        cellrate.Limiter(rate, period, burst=burst, algorithm=algorithm,  # type: ignore[arg-type]
-                         max_cost=max_cost)
+        cellrate.Limiter(rate, period, burst=burst, algorithm=algorithm,  # type: ignore[arg-type, misc]
+                         max_cost=max_cost, tz=tz)
     _core._redis_check_limit(limit)
     return limit
 
@@ -567,7 +579,13 @@ class RedisLimiter(_SyncStore, _RedisLimit):
 
     RedisLimiter(client, rate, period=None, *, burst=None, algorithm="gcra", name=None,
                  prefix="cellrate:", on_error="allow", deny_cache=True, timeout=0.25,
-                 max_cost=None, max_debt=None, on_wipe="refuse")
+                 max_cost=None, max_debt=None, on_wipe="refuse", tz=None)
+
+    algorithm="calendar" with tz (an IANA zone; None: UTC): a quota per day, week, month
+    or year of the zone ("1000000/month"), decided in the calendar period that holds the
+    server's clock (the client sends the bounds of the periods around its own); a client
+    more than a period off the server's clock is refused (RedisUnavailable, naming tz).
+    Its counts rely on Redis's persistence (docs/calendar.md).
 
     The limit's arguments are those of cellrate.Limit, and `limit` is that value;
     max_cost, as in process, refuses a burst (a window: a rate) that could never fit
