@@ -181,15 +181,16 @@ def c_rows() -> List[Row]:
                     fast, "faster", "rust.governor.keyed.quanta.int", "governor keyed throughput"),
                 Row(f"cellrate KeyedLimiter (default clock: fast), vs aerorate keyed, {name}", fast,
                     "faster", "rust.aerorate.keyed.int", "aerorate keyed throughput"),
-                Row(f"cellrate KeyedLimiter with plans, 1M {name}, allow, every key on "
-                    "\"default\" (default clock)", "c.cellrate.keyed.plans.default", "x_ref", fast,
-                    "keyed allow without plans, same clock", ("<=", 1.05)),
-                Row(f"cellrate KeyedLimiter with plans, 1M {name}, allow, half the keys on "
-                    "another plan (default clock)", "c.cellrate.keyed.plans.half", "x_ref", fast,
-                    "keyed allow without plans, same clock", ("<=", 1.05)),
-                Row(f"cellrate KeyedLimiter with plans, 1M {name}, allow, every key on "
-                    "another plan (default clock)", "c.cellrate.keyed.plans.pro", "x_ref", fast,
-                    "keyed allow without plans, same clock", ("<=", 1.05)),
+            ]
+            rows += [
+                Row(f"cellrate KeyedLimiter with plans, 1M {name}, allow, {keys} (default clock)",
+                    f"c.cellrate.keyed.plans.{plans}", "x_ref", fast,
+                    "keyed allow without plans, same clock", ("<=", 1.05))
+                for plans, keys in (("default", "every key on \"default\""),
+                                    ("half", "half the keys on another plan"),
+                                    ("pro", "every key on another plan"))
+            ]
+            rows += [
                 Row(f"cellrate KeyedLimiter, 1M {name}, allow in a priority class (\"bulk\", "
                     "reserve 0.2; default clock)", "c.cellrate.keyed.priority", "x_ref", fast,
                     "keyed allow without classes, same clock", ("<=", 1.03)),
