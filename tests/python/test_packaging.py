@@ -230,7 +230,7 @@ def test_the_metadata_describes_the_package():
     assert all("extra ==" in r for r in requirements), requirements
     assert set(meta.get_all("Provides-Extra")) == {"test", "redis", "fastapi", "starlette", "flask",
                                                    "django", "prometheus", "grpc", "otel",
-                                                   "httpx", "requests", "valkey"}
+                                                   "httpx", "requests", "valkey", "tzdata"}
     # the one console script: the cellrate command (python -m cellrate)
     scripts = [point for point in importlib.metadata.distribution("cellrate").entry_points
                if point.group == "console_scripts"]
