@@ -8,7 +8,6 @@ local support = dofile("tests/lua/support.lua")(assert)
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local VECTORS = here .. "../vectors/"
 
-local seconds_of = support.seconds_of
 
 local function status_table()
    local out = {}
@@ -26,20 +25,14 @@ local STATUS = status_table()
 describe("calendar quotas", function()
    it("reads every exact bounds line of calendar.txt through calendar_period", function()
       local checked, zones = 0, {}
-      for line in io.lines(VECTORS .. "calendar.txt") do
-         local zone, unit, count, now, start, stop =
-            line:match("^bounds (%S+) (%a+) (%d+) (%d+) (%d+) (%d+)$")
-         local now_s = now and seconds_of(now)
-         if now_s then
-            local period = count == "1" and unit or (count .. " " .. unit .. "s")
-            local got_start, got_end = cellrate.calendar_period(zone, period, now_s)
-            if got_start ~= seconds_of(start) or got_end ~= seconds_of(stop) then
-               error(("%s %s at %s: got %.0f %.0f, want %s %s"):format(
-                  zone, period, now, got_start, got_end, start, stop))
-            end
-            zones[zone] = true
-            checked = checked + 1
+      for zone, period, now_s, start, stop, line in
+         support.calendar_bounds(VECTORS .. "calendar.txt") do
+         local got_start, got_end = cellrate.calendar_period(zone, period, now_s)
+         if got_start ~= start or got_end ~= stop then
+            error(("%s: got %.0f %.0f"):format(line, got_start, got_end))
          end
+         zones[zone] = true
+         checked = checked + 1
       end
       assert.is_true(checked > 5000)
       for _, zone in ipairs({ "UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe",

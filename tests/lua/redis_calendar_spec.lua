@@ -11,7 +11,6 @@ local support = dofile("tests/lua/support.lua")(assert)
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local VECTORS = here .. "../vectors/"
 
-local seconds_of = support.seconds_of
 
 support.describe_redis("cellrate.redis calendar", function(redis)
    local store_module = redis.store
@@ -27,27 +26,22 @@ support.describe_redis("cellrate.redis calendar", function(redis)
 
    it("decides at every exact bounds line of calendar.txt as in process", function()
       local stores, checked, n = {}, 0, 0
-      for line in io.lines(VECTORS .. "calendar.txt") do
-         local zone, unit, count, now, start, stop =
-            line:match("^bounds (%S+) (%a+) (%d+) (%d+) (%d+) (%d+)$")
-         local now_s = now and seconds_of(now)
-         if now_s then
-            local period = count == "1" and unit or (count .. " " .. unit .. "s")
-            local rate = "2/" .. period
-            local id = zone .. " " .. rate
-            if not stores[id] then
-               n = n + 1
-               stores[id] = { pair(rate, zone, "v" .. n) }
-            end
-            local store, keyed = stores[id][1], stores[id][2]
-            checked = checked + 1
-            local key = "k" .. checked
-            local got = support.pack(store:check(key, 1, now_s))
-            local want = support.pack(keyed:check(key, 1, now_s))
-            assert.are.same(want, got, line)
-            assert.are.equal(seconds_of(stop) - now_s, got[4], line)
-            assert.is_true(seconds_of(start) <= now_s)
+      for zone, period, now_s, start, stop, line in
+         support.calendar_bounds(VECTORS .. "calendar.txt") do
+         local rate = "2/" .. period
+         local id = zone .. " " .. rate
+         if not stores[id] then
+            n = n + 1
+            stores[id] = { pair(rate, zone, "v" .. n) }
          end
+         local store, keyed = stores[id][1], stores[id][2]
+         checked = checked + 1
+         local key = "k" .. checked
+         local got = support.pack(store:check(key, 1, now_s))
+         local want = support.pack(keyed:check(key, 1, now_s))
+         assert.are.same(want, got, line)
+         assert.are.equal(stop - now_s, got[4], line)
+         assert.is_true(start <= now_s)
       end
       assert.is_true(checked > 5000)
    end)

@@ -40,6 +40,25 @@ return function(assert)
       return tonumber(whole ~= "" and whole or "0") + fraction / 1e9
    end
 
+   -- The exact bounds lines of tests/vectors/calendar.txt (from Python's
+   -- zoneinfo), each as zone, period ("month", "2 weeks"), now in seconds,
+   -- and the period's start and end in seconds; a line whose instant a
+   -- float does not carry exactly is skipped.
+   function support.calendar_bounds(path)
+      return coroutine.wrap(function()
+         for line in io.lines(path) do
+            local zone, unit, count, now, start, stop =
+               line:match("^bounds (%S+) (%a+) (%d+) (%d+) (%d+) (%d+)$")
+            local now_s = now and support.seconds_of(now)
+            if now_s then
+               local period = count == "1" and unit or (count .. " " .. unit .. "s")
+               coroutine.yield(zone, period, now_s, support.seconds_of(start),
+                  support.seconds_of(stop), line)
+            end
+         end
+      end)
+   end
+
    function support.pack(...)
       return { n = select("#", ...), ... }
    end
