@@ -77,9 +77,11 @@ int64_t cr_count1_slow(const cr_counts *counts, unsigned f, int64_t n)
     return n;
 }
 
-int cr_count_verdict_slow(const cr_counts *counts, bool admitted, int64_t cost, int64_t most)
+int cr_count_verdict_slow(const cr_counts *counts, bool admitted, int64_t cost, int64_t most,
+                          int32_t priority)
 {
     cr_count_verdict(counts, admitted, cost, most);
+    cr_count_by_verdict(counts, CR_PLAN_DEFAULT, priority, admitted, 1);
     return 0;
 }
 

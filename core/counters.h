@@ -268,26 +268,32 @@ __attribute__((always_inline)) static inline void cr_count_admission(cr_counter_
         cr_count_bump_units(&cell->n[CR_N_UNITS_ADMITTED], (uint64_t)cost - 1);
 }
 
-/* cr_count_verdict, returning CR_OK (0): out of line. */
+/* cr_count_verdict and the class's count (`priority` -1: none), returning
+ * CR_OK (0): out of line. */
 __attribute__((cold)) int cr_count_verdict_slow(const cr_counts *counts, bool admitted,
-                                                int64_t cost, int64_t most);
+                                                int64_t cost, int64_t most, int32_t priority);
 
-/* cr_count_verdict as the last step of an entry point of a store of this
- * process alone (its one lane always there: `return cr_count_own_tail(..)`):
- * the common admission inline, everything else a tail call, so that the
- * entry point calls nothing on its common path and keeps no registers. */
+/* cr_count_verdict (and, for a decision in the class `priority`, the class's
+ * count; -1, a constant: none) as the last step of an entry point of a
+ * store of this process alone (its one lane always there, and its `by` when
+ * its limit has classes: `return cr_count_own_tail(..)`): the common
+ * admission inline, the class's word in the same slot of `by` (a plain
+ * increment, as the cell's), everything else a tail call, so that the entry
+ * point calls nothing on its common path and keeps no registers. */
 static inline int cr_count_own_tail(const cr_counts *counts, bool admitted, int64_t cost,
-                                    int64_t most)
+                                    int64_t most, int32_t priority)
 {
 #ifndef CR_NO_COUNTERS
     const unsigned slot = cr_counter_slot - 1u;
     if (__builtin_expect(admitted && slot < CR_COUNTER_SLOTS, 1)) {
         cr_count_admission(&counts->lane->cell[slot], cost);
+        if (priority >= 0)
+            cr_count_bump(&counts->by_lane[slot].n[cr_by_class_word(priority, true)], 1);
         return 0;
     }
-    return cr_count_verdict_slow(counts, admitted, cost, most);
+    return cr_count_verdict_slow(counts, admitted, cost, most, priority);
 #else
-    (void)counts, (void)admitted, (void)cost, (void)most;
+    (void)counts, (void)admitted, (void)cost, (void)most, (void)priority;
     return 0;
 #endif
 }
@@ -302,7 +308,7 @@ static inline int cr_count_admitted_tail(const cr_counts *counts, int64_t cost)
         cr_count_admission(cell, cost);
         return 0;
     }
-    return cr_count_verdict_slow(counts, true, cost, INT64_MAX);
+    return cr_count_verdict_slow(counts, true, cost, INT64_MAX, -1);
 #else
     (void)counts, (void)cost;
     return 0;
@@ -357,7 +363,7 @@ __attribute__((always_inline)) static inline void cr_count_verdict_by(const cr_c
 #ifndef CR_NO_COUNTERS
     cr_counter_cell *cell = cr_own_cell(counts);
     if (__builtin_expect(admitted && cell != NULL && counts->by_lane != NULL, 1)) {
-        cr_by_cell *by = &counts->by_lane[cell - counts->lane->cell];
+        cr_by_cell *by = &counts->by_lane[cr_counter_slot - 1u]; /* the cell's slot */
         cr_count_admission(cell, cost);
         if (plan != CR_PLAN_DEFAULT)
             cr_count_bump(&by->n[cr_by_plan_word(plan, true)], 1);

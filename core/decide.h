@@ -119,15 +119,15 @@ CR_HOT int64_t cr_count_quotient(const cr_limit *limit, int64_t packed)
 /* ------------------------------------------------------------------------ */
 /* gcra and token_bucket                                                     */
 
-/* `reserve_ns`: the part of tau a priority class may not spend (0 <=
- * reserve_ns <= tau; 0 for a decision without one, a constant that folds
- * away): the class decides as if tau were tau - reserve_ns, so that an
- * admission leaves at least reserve_ns of room (docs/design/priorities.md). */
+/* `tau`: the tolerance the decision may spend, limit->tolerance_ns for a
+ * decision without a class (the test below on it then folds away), a
+ * class's tolerance_ns - reserve_ns (0 <= reserve_ns <= tolerance_ns) for
+ * one in a class, so that an admission leaves at least reserve_ns of room
+ * (docs/design/priorities.md). */
 CR_HOT int64_t cr_gcra_decide(const cr_limit *limit, int64_t tat, int64_t now_ns, int64_t cost,
-                              cr_decision *out, bool *allowed, int64_t reserve_ns)
+                              cr_decision *out, bool *allowed, int64_t tau)
 {
     const int64_t T = limit->emission_ns;
-    const int64_t tau = limit->tolerance_ns - reserve_ns;
     const int64_t base = tat > now_ns ? tat : now_ns;
     int64_t new_tat = tat, allow_at = 0, increment = 0;
     bool fits = true;
@@ -137,10 +137,12 @@ CR_HOT int64_t cr_gcra_decide(const cr_limit *limit, int64_t tat, int64_t now_ns
     } else {
         int64_t next;
         /* one unit, the common cost: T <= tau (a burst is at least 1), no multiply;
-         * a class's smaller tau may hold less than one unit */
+         * a class's smaller tau may hold less than one unit, which only `out`
+         * tells (retry_after never): the verdict alone needs no test, as
+         * next - tau = base + T - tau > base >= now refuses it anyway */
         if (__builtin_expect(cost == 1, 1)) {
             increment = T;
-            fits = reserve_ns == 0 || T <= tau;
+            fits = tau == limit->tolerance_ns || !out || T <= tau;
         } else
             fits = !__builtin_mul_overflow(cost, T, &increment) && increment <= tau;
         *allowed = false;
@@ -527,7 +529,7 @@ CR_HOT int64_t cr_decision_of(const cr_limit *limit, cr_algorithm algorithm, int
             cr_sliding_read_at(limit, state, now_ns, cr_window_end(limit, window_end, now_ns)),
             state, now_ns, cost, out, allowed);
     default:
-        return cr_gcra_decide(limit, state, now_ns, cost, out, allowed, 0);
+        return cr_gcra_decide(limit, state, now_ns, cost, out, allowed, limit->tolerance_ns);
     }
 }
 
@@ -546,7 +548,7 @@ CR_HOT int64_t cr_priority_core(const cr_limit *limit, int64_t state, int64_t no
     if (__builtin_expect(cr_is_window(limit), 0))
         return cr_decision_core(limit, state, now_ns, cost, out, allowed);
     return cr_gcra_decide(limit, state, now_ns, cost, out, allowed,
-                          limit->priorities[priority].reserve_ns);
+                          limit->tolerance_ns - limit->priorities[priority].reserve_ns);
 }
 
 CR_HOT int64_t cr_reserve_core(const cr_limit *limit, int64_t state, int64_t now_ns, int64_t cost,

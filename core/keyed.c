@@ -922,7 +922,7 @@ keyed_apply(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns, in
 }
 
 /* keyed_apply out of line, for the operations off the admission path (a
- * wait's reservation, a class's decision, refund, anchor, charge, take,
+ * wait's reservation, a class's check or peek, refund, anchor, charge, take,
  * follow, a look, a ban).
  * The admission entry points inline keyed_apply, each copy specialised to its
  * operation; one shared copy for the rest keeps the core quick to build. */
@@ -999,10 +999,12 @@ cr_status cr_keyed_check_priority(cr_keyed *keyed, const void *key, size_t key_l
                                   int64_t cost, int32_t priority, bool commit, cr_decision *out,
                                   bool *allowed)
 {
-    cr_status status = cr_priority_check(cr_keyed_limit(keyed), priority);
+    cr_status status = cr_priority_check(&current_limit(keyed)->limit, priority);
     if (status != CR_OK)
         return status; /* the classes never change: a live change keeps them */
     cr_op op = {CR_OP_PRIORITY, cost, priority, 0, 0, false};
+    if (__builtin_expect(out == NULL && commit, 1)) /* allow(): inlined, as cr_keyed_allow's */
+        return keyed_apply(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, true, NULL, allowed);
     bool verdict = false;
     status = keyed_apply_op(keyed, key, key_len, now_ns, CR_PLAN_DEFAULT, &op, commit, out,
                             &verdict);

@@ -43,6 +43,10 @@ struct limiter_cell {
     _Alignas(64) _Atomic int64_t own_tat; /* a cache line of its own */
     int64_t window_end; /* fixed and sliding window: cr_window_end's cache, in the line a
                            decision swaps anyway */
+    /* the tolerance each class may spend (tolerance_ns - reserve_ns), made
+     * with the cell: a class's allow() loads its bound as a plain one loads
+     * tolerance_ns */
+    int64_t class_tau_ns[CR_PRIORITIES_MAX];
 };
 
 struct cr_limiter {
@@ -65,6 +69,8 @@ static limiter_cell *cell_new(const cr_limit *limit, int64_t state, limiter_cell
     atomic_init(&cell->next, NULL);
     cell->limit.limit = *limit;
     cell->limit.older = older ? &older->limit : NULL;
+    for (int32_t c = 0; c < limit->npriorities; c++)
+        cell->class_tau_ns[c] = limit->tolerance_ns - limit->priorities[c].reserve_ns;
     return cell;
 }
 
@@ -410,22 +416,26 @@ static cr_status calendar_allow(cr_limiter *limiter, int64_t now_ns, int64_t cos
 /* The common allow(): a limiter of this process (a change keeps the
  * algorithm and the clock), its decision limiter_apply's, with nothing kept
  * across the compare-and-swap but the cell and the time, and the verdict
- * stored once it is final. `priority`: a class's index, or -1 (a constant:
- * cr_limiter_allow's path has no class in it). `algorithm` (a constant):
+ * stored once it is final. `classed` (a constant): a decision in the class
+ * at `priority` (an index checked here, a negative one too), else a plain
+ * one (cr_limiter_allow's path has no class in it). `algorithm` (a constant):
  * CR_ALGORITHM_GCRA for gcra and token_bucket, whose entry calls nothing on
  * its common path and keeps no registers; a window algorithm for its own
  * instance (window_allow), out of that entry's frame: a calendar's decision
  * may call (its boundary), and the windows have no classes (a change keeps
  * the algorithm: the cell's says which instance decides). */
-__attribute__((always_inline)) static inline cr_status allow_fast(cr_limiter *limiter,
-                                                                  int64_t now_ns, int64_t cost,
-                                                                  int32_t priority, bool *allowed,
-                                                                  cr_algorithm algorithm)
+__attribute__((always_inline)) static inline cr_status
+allow_fast(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool classed, int32_t priority,
+           bool *allowed, cr_algorithm algorithm)
 {
     const bool window = algorithm >= CR_ALGORITHM_FIXED_WINDOW;
     limiter_cell *cell = current_cell(limiter);
-    if (priority >= 0 && __builtin_expect(priority >= cell->limit.limit.npriorities, 0))
-        return cr_priority_check(&cell->limit.limit, priority); /* kept by every change */
+    if (classed &&
+        __builtin_expect((uint32_t)priority >= (uint32_t)cell->limit.limit.npriorities,
+                         0)) /* a negative index too; the classes: kept by every change */
+        return cr_priority_check(&cell->limit.limit, priority);
+    if (classed && priority < 0)
+        __builtin_unreachable(); /* checked above: no sign test in the counting */
     if (!window && __builtin_expect(cr_is_window(&cell->limit.limit), 0)) {
         switch (cell->limit.limit.algorithm) { /* no classes: priority < 0 */
         case CR_ALGORITHM_FIXED_WINDOW:
@@ -437,15 +447,15 @@ __attribute__((always_inline)) static inline cr_status allow_fast(cr_limiter *li
         }
     }
     if (__builtin_expect(limiter->region.base != NULL || cr_check_args(now_ns, cost) != CR_OK, 0))
-        return priority < 0 ? allow_apply(limiter, now_ns, cost, allowed)
-                            : priority_apply(limiter, now_ns, cost, priority, allowed);
+        return !classed ? allow_apply(limiter, now_ns, cost, allowed)
+                        : priority_apply(limiter, now_ns, cost, priority, allowed);
     int64_t line_ns;
     if (now_ns == CR_CLOCK) {
         if (!__builtin_expect(window ? cr_window_line_time(&line_ns)
                                      : cr_steady_line_time(&cell->limit.limit, &line_ns),
                               1))
-            return priority < 0 ? allow_apply(limiter, now_ns, cost, allowed)
-                                : priority_apply(limiter, now_ns, cost, priority, allowed);
+            return !classed ? allow_apply(limiter, now_ns, cost, allowed)
+                            : priority_apply(limiter, now_ns, cost, priority, allowed);
         now_ns = line_ns;
     }
     int64_t state = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
@@ -456,27 +466,22 @@ __attribute__((always_inline)) static inline cr_status allow_fast(cr_limiter *li
             state = atomic_load_explicit(&cell->own_tat, memory_order_acquire);
             continue;
         }
-        const int64_t reserve_ns = priority < 0 ? 0
-                                                : cell->limit.limit.priorities[priority].reserve_ns;
+        const int64_t tau = classed ? cell->class_tau_ns[priority] : cell->limit.limit.tolerance_ns;
         const int64_t new_state = window ? cr_decision_of(&cell->limit.limit, algorithm,
                                                           &cell->window_end, state, now_ns, cost,
                                                           NULL, &admitted)
                                          : cr_gcra_decide(&cell->limit.limit, state, now_ns, cost,
-                                                          NULL, &admitted, reserve_ns);
+                                                          NULL, &admitted, tau);
         if (new_state == state ||
             atomic_compare_exchange_weak_explicit(&cell->own_tat, &state, new_state,
                                                   memory_order_acq_rel, memory_order_acquire))
             break;
     }
     *allowed = admitted;
-    if (__builtin_expect(!admitted, 0) && priority < 0 && limiter->penalty)
+    if (__builtin_expect(!admitted, 0) && !classed && limiter->penalty)
         limiter_penalize(limiter, now_ns, NULL);
-    if (priority >= 0) { /* a class's: counted by class too */
-        cr_count_verdict(&limiter->counts, admitted, cost, cell->limit.limit.burst);
-        cr_count_by_verdict(&limiter->counts, CR_PLAN_DEFAULT, priority, admitted, 1);
-        return CR_OK;
-    }
-    return (cr_status)cr_count_own_tail(&limiter->counts, admitted, cost, cell->limit.limit.burst);
+    return (cr_status)cr_count_own_tail(&limiter->counts, admitted, cost, cell->limit.limit.burst,
+                                        classed ? priority : -1); /* a class's: by class too */
 }
 
 /* allow() of a window algorithm in one process, an instance for each.
@@ -487,24 +492,24 @@ __attribute__((always_inline)) static inline cr_status allow_fast(cr_limiter *li
 __attribute__((noinline)) static cr_status fixed_allow(cr_limiter *limiter, int64_t now_ns,
                                                        int64_t cost, bool *allowed)
 {
-    return allow_fast(limiter, now_ns, cost, -1, allowed, CR_ALGORITHM_FIXED_WINDOW);
+    return allow_fast(limiter, now_ns, cost, false, -1, allowed, CR_ALGORITHM_FIXED_WINDOW);
 }
 
 __attribute__((noinline)) static cr_status sliding_allow(cr_limiter *limiter, int64_t now_ns,
                                                          int64_t cost, bool *allowed)
 {
-    return allow_fast(limiter, now_ns, cost, -1, allowed, CR_ALGORITHM_SLIDING_WINDOW);
+    return allow_fast(limiter, now_ns, cost, false, -1, allowed, CR_ALGORITHM_SLIDING_WINDOW);
 }
 
 __attribute__((noinline)) static cr_status calendar_allow(cr_limiter *limiter, int64_t now_ns,
                                                           int64_t cost, bool *allowed)
 {
-    return allow_fast(limiter, now_ns, cost, -1, allowed, CR_ALGORITHM_CALENDAR);
+    return allow_fast(limiter, now_ns, cost, false, -1, allowed, CR_ALGORITHM_CALENDAR);
 }
 
 cr_status cr_limiter_allow(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)
 {
-    return allow_fast(limiter, now_ns, cost, -1, allowed, CR_ALGORITHM_GCRA);
+    return allow_fast(limiter, now_ns, cost, false, -1, allowed, CR_ALGORITHM_GCRA);
 }
 
 /* A class's check or peek (into `out`) through limiter_apply: out of line, so
@@ -528,9 +533,9 @@ __attribute__((noinline)) static cr_status priority_check(cr_limiter *limiter, i
 cr_status cr_limiter_check_priority(cr_limiter *limiter, int64_t now_ns, int64_t cost,
                                     int32_t priority, bool commit, cr_decision *out, bool *allowed)
 {
-    if (__builtin_expect(out != NULL || !commit || priority < 0, 0))
+    if (__builtin_expect(out != NULL || !commit, 0))
         return priority_check(limiter, now_ns, cost, priority, commit, out, allowed);
-    return allow_fast(limiter, now_ns, cost, priority, allowed,
+    return allow_fast(limiter, now_ns, cost, true, priority, allowed,
                       CR_ALGORITHM_GCRA); /* allow(): the lean path */
 }
 
