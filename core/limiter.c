@@ -535,8 +535,13 @@ cr_status cr_limiter_check_priority(cr_limiter *limiter, int64_t now_ns, int64_t
 {
     if (__builtin_expect(out != NULL || !commit, 0))
         return priority_check(limiter, now_ns, cost, priority, commit, out, allowed);
-    return allow_fast(limiter, now_ns, cost, true, priority, allowed,
-                      CR_ALGORITHM_GCRA); /* allow(): the lean path */
+    return cr_limiter_allow_priority(limiter, now_ns, cost, priority, allowed);
+}
+
+cr_status cr_limiter_allow_priority(cr_limiter *limiter, int64_t now_ns, int64_t cost,
+                                    int32_t priority, bool *allowed)
+{
+    return allow_fast(limiter, now_ns, cost, true, priority, allowed, CR_ALGORITHM_GCRA);
 }
 
 cr_status cr_limiter_peek_allowed(cr_limiter *limiter, int64_t now_ns, int64_t cost, bool *allowed)

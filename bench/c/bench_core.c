@@ -737,13 +737,14 @@ static bool limiter_clock(void *ctx, size_t i)
     return allowed;
 }
 
-/* allow() in a priority class (cr_limiter_check_priority's allow path). */
+/* allow() in a priority class (cr_limiter_allow_priority, as the bindings
+ * call it). */
 static bool limiter_priority_clock(void *ctx, size_t i)
 {
     (void)i;
     cellrate_ctx *c = ctx;
     bool allowed = false;
-    cr_limiter_check_priority(c->limiter, CR_CLOCK, 1, c->priority, true, NULL, &allowed);
+    cr_limiter_allow_priority(c->limiter, CR_CLOCK, 1, c->priority, &allowed);
     return allowed;
 }
 

@@ -123,8 +123,10 @@ static ALWAYS_INLINE cr_status decide(lua_State *L, const char *tag, bool commit
         status = head.keyed
                      ? cr_keyed_check_priority(head.box->keyed, head.key, head.key_len, now_ns,
                                                cost, priority, commit, decision, allowed)
-                     : cr_limiter_check_priority(head.box->limiter, now_ns, cost, priority, commit,
-                                                 decision, allowed);
+                 : decision != NULL ? cr_limiter_check_priority(head.box->limiter, now_ns, cost,
+                                                                priority, commit, decision, allowed)
+                                    : cr_limiter_allow_priority(head.box->limiter, now_ns, cost,
+                                                                priority, allowed);
     else if (head.keyed)
         status = decision != NULL ? cr_keyed_check(head.box->keyed, head.key, head.key_len, now_ns,
                                                    cost, commit, decision)

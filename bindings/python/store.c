@@ -229,8 +229,10 @@ static Py_ALWAYS_INLINE inline int decide(PyObject *self, bool keyed, const char
     else if (__builtin_expect(priority >= 0, 0))
         status = keyed ? cr_keyed_check_priority(store->keyed, key, (size_t)key_len, now_ns, cost,
                                                  priority, commit, decision, allowed)
-                       : cr_limiter_check_priority(store->limiter, now_ns, cost, priority, commit,
-                                                   decision, allowed);
+                 : decision != NULL
+                     ? cr_limiter_check_priority(store->limiter, now_ns, cost, priority, commit,
+                                                 decision, allowed)
+                     : cr_limiter_allow_priority(store->limiter, now_ns, cost, priority, allowed);
     else if (keyed)
         status = decision != NULL
                      ? cr_keyed_check(store->keyed, key, (size_t)key_len, now_ns, cost, commit,

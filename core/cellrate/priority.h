@@ -68,6 +68,11 @@ cr_status cr_priority_items(size_t count);
  * CR_E_PRIORITY / CR_E_PRIORITY_NONE for an index the limit lacks. */
 cr_status cr_limiter_check_priority(cr_limiter *limiter, int64_t now_ns, int64_t cost,
                                     int32_t priority, bool commit, cr_decision *out, bool *allowed);
+/* cr_limiter_check_priority's allow() (`out` NULL, `commit` true) in
+ * cr_limiter_allow's shape: every argument in a register, the same body as
+ * cr_limiter_allow but the class's bound and count. */
+cr_status cr_limiter_allow_priority(cr_limiter *limiter, int64_t now_ns, int64_t cost,
+                                    int32_t priority, bool *allowed);
 cr_status cr_keyed_check_priority(cr_keyed *keyed, const void *key, size_t key_len, int64_t now_ns,
                                   int64_t cost, int32_t priority, bool commit, cr_decision *out,
                                   bool *allowed);

@@ -190,8 +190,7 @@ static int run_vectors(const char *dir)
                 compare("shared", lineno, &got, (int)allowed, remaining, retry, reset);
                 ok = !allowed;
                 if (commit) /* allow(): the verdict alone */
-                    status = cr_limiter_check_priority(v[i].allow_limiter, now, cost, index, true,
-                                                       NULL, &ok);
+                    status = cr_limiter_allow_priority(v[i].allow_limiter, now, cost, index, &ok);
                 else
                     status = cr_limiter_check_priority(v[i].allow_limiter, now, cost, index, false,
                                                        &got, &ok);
@@ -434,6 +433,28 @@ static void test_changes_and_regions(void)
                  "index out of range");
     CHECK_EQ_I64(cr_limiter_check_priority(limiter, 0, 1, -1, true, &d, &allowed), CR_E_PRIORITY,
                  "negative index");
+    /* the allow() paths check the index as the checks do: an unsigned comparison */
+    const int32_t bad[] = {3, -1, INT32_MIN, INT32_MAX};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        allowed = true;
+        CHECK_EQ_I64(cr_limiter_allow_priority(limiter, 0, 1, bad[i], &allowed), CR_E_PRIORITY,
+                     "allow: index %d", bad[i]);
+        CHECK_EQ_I64(cr_limiter_check_priority(limiter, 0, 1, bad[i], true, NULL, &allowed),
+                     CR_E_PRIORITY, "check, out NULL: index %d", bad[i]);
+        CHECK_EQ_I64(cr_keyed_check_priority(keyed, "k", 1, 0, 1, bad[i], true, NULL, &allowed),
+                     CR_E_PRIORITY, "keyed, out NULL: index %d", bad[i]);
+    }
+    CHECK_EQ_I64(cr_limiter_allow_priority(limiter, -2, 1, 0, &allowed), CR_E_NOW,
+                 "allow: bad now");
+    CHECK_EQ_I64(cr_limiter_allow_priority(limiter, 0, -1, 0, &allowed), CR_E_COST,
+                 "allow: bad cost");
+    cr_stats stats;
+    cr_stats_by by;
+    cr_limiter_stats(limiter, &stats);
+    cr_limiter_stats_by(limiter, &by);
+    CHECK_EQ_I64(stats.admitted, 10, "admitted: bulk's 10");
+    CHECK_EQ_I64(by.priorities[0].admitted, 10, "bulk's admissions, counted by class");
+    CHECK_EQ_I64(by.priorities[0].refused, 5, "bulk's refusals, counted by class");
     CHECK_EQ_I64(cr_keyed_check_priority(keyed, "k", 1, -2, 1, 0, true, &d, &allowed), CR_E_NOW,
                  "bad now");
     cr_limiter_free(limiter);
@@ -443,6 +464,8 @@ static void test_changes_and_regions(void)
     CHECK(cr_limiter_new(&none, &plain) == CR_OK, "plain limiter");
     CHECK_EQ_I64(cr_limiter_check_priority(none, 0, 1, 0, true, &d, &allowed), CR_E_PRIORITY_NONE,
                  "no classes");
+    CHECK_EQ_I64(cr_limiter_allow_priority(none, 0, 1, 0, &allowed), CR_E_PRIORITY_NONE,
+                 "allow: no classes");
     int32_t index;
     CHECK_EQ_I64(cr_priority_find(&plain, "bulk", 4, &index), CR_E_PRIORITY_NONE, "find: none");
     cr_limiter_free(none);
