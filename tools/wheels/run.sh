@@ -23,8 +23,9 @@
 # run with CELLRATE_INTERPRETER_ONLY=1 and CELLRATE_SERVERS_ON_ENDS=1: the
 # tests whose subject does not depend on the interpreter skip there, having run
 # on the first and the last: the reference model (tests/model), the Lua rock
-# built through the Makefile, and the modules whose subject is a server the
-# tests start (tests/python/conftest.py, SERVER_MODULES).
+# built through the Makefile, the modules whose subject is a server the tests
+# start (tests/python/conftest.py, SERVER_MODULES) and the long tests marked
+# on_ends, whose subject is the core's (the SIGKILL storms on a shared region).
 #
 # The first and the last are built and started first, and a suite starts as
 # soon as any running one ends: the two long suites run side by side and the
