@@ -268,6 +268,22 @@ SERVER_MODULES = frozenset({
     "test_priority_servers", "test_quota_servers", "test_plans_servers", "test_outbound"})
 
 
+# The modules (and module::test) whose subject is not the extension without
+# the GIL (its threads, the shared regions, the stores' thread safety) but what
+# no interpreter changes: the docs' blocks, the package's files and extras, the
+# command line, the examples' scripts, the benchmark's report, and the
+# single-threaded differentials against the reference model (Hypothesis: the
+# core's arithmetic, the same C on every build). Every interpreter of make
+# test-py runs them; make test-ft (tests/freethreaded/run.sh) sets
+# CELLRATE_FREE_THREADED=1 and leaves them there, as it leaves the reference
+# model (tests/model) and test_typing.py. Every test that counts admissions
+# under threads or processes runs there.
+NOT_FREE_THREADED = frozenset({
+    "test_docs", "test_packaging", "test_extras", "test_cli", "test_examples",
+    "test_bench_report", "test_property", "test_catalogue::test_against_model",
+    "test_catalogue::test_limits_against_model"})
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "on_ends(why): a long test whose subject does not depend on the "
@@ -277,6 +293,14 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("CELLRATE_FREE_THREADED"):
+        not_here = pytest.mark.skip(reason="its subject does not depend on the GIL: run on "
+                                    "every interpreter of make test-py (CELLRATE_FREE_THREADED)")
+        for item in items:
+            module = item.module.__name__ if item.module is not None else ""
+            if module in NOT_FREE_THREADED or \
+                    f"{module}::{getattr(item, 'originalname', item.name)}" in NOT_FREE_THREADED:
+                item.add_marker(not_here)
     if not os.environ.get("CELLRATE_SERVERS_ON_ENDS"):
         return
     skip = pytest.mark.skip(reason="a server's test: run on the first and last interpreter "
