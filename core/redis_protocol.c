@@ -842,7 +842,7 @@ cr_redis_recall cr_redis_recall_refusal(const cr_limit *limit, const cr_redis_re
      * least until asked_ns + retry_after (both below 2^63: a retry_after
      * below CR_NEVER and a monotonic clock) */
     const int64_t aged = clock_ns - refusal->asked_ns;
-    if (aged >= refusal->retry_after_ns)
+    if (aged >= refusal->retry_after_ns || aged >= CR_REDIS_DENY_CACHE_MAX_NS)
         return CR_REDIS_EXPIRED;
     int64_t later = 0; /* the wait of the units above the refused cost */
     if (cost != refusal->cost) {

@@ -639,7 +639,7 @@ static PyObject *module_redis_protocol(PyObject *module, PyObject *Py_UNUSED(ign
         PyTuple_SET_ITEM(words, (Py_ssize_t)i, word);
     }
     return Py_BuildValue(
-        "{sLsLsdsdsssNsisisisisisisisssssisisisisi}", "MAX_TOLERANCE_NS",
+        "{sLsLsdsdsssNsisisisisisisisssssisisisisisy}", "MAX_TOLERANCE_NS",
         (long long)CR_REDIS_MAX_TOLERANCE_NS, "MAX_DEBT_NS", (long long)CR_REDIS_MAX_DEBT_NS,
         "FIRST_BACKOFF_S", cr_ns_to_seconds(CR_REDIS_FIRST_BACKOFF_NS), "MAX_BACKOFF_S",
         cr_ns_to_seconds(CR_REDIS_MAX_BACKOFF_NS), "ALGORITHM_REPLY", CR_REDIS_ALGORITHM_REPLY,
@@ -648,7 +648,7 @@ static PyObject *module_redis_protocol(PyObject *module, PyObject *Py_UNUSED(ign
         "BATCH_MAX", CR_REDIS_BATCH_MAX, "COALESCE_REFUSED", cr_strerror(CR_E_REDIS_COALESCE),
         "BATCH_ITEM", cr_strerror(CR_E_REDIS_BATCH_ITEM), "PEEK_CLASS", CR_REDIS_PEEK_CLASS,
         "CHECK_CLASS", CR_REDIS_CHECK_CLASS, "ALLOW_CLASS", CR_REDIS_ALLOW_CLASS, "WIPE_MARKER",
-        CR_REDIS_WIPE_MARKER, "PENALTY", CR_REDIS_PENALTY);
+        CR_REDIS_WIPE_MARKER, "PENALTY", CR_REDIS_PENALTY, "BACK_KEY", CR_REDIS_BACK_KEY);
 }
 
 /* _redis_fallback_check(on_error, has_fallback): None, or the core's error

@@ -56,6 +56,12 @@ extern "C" {
  * name no braces). */
 #define CR_REDIS_BACK_KEY "cellrate{back}"
 
+/* The longest a refusal kept by the deny cache answers without Redis, whatever
+ * its retry_after: a reset, a plan or a limit changed by another host (a quota's
+ * refusal lasts to the period's end) is seen within it, for one round trip per
+ * refused key and process a second. */
+#define CR_REDIS_DENY_CACHE_MAX_NS INT64_C(1000000000)
+
 /* While Redis cannot decide, a probe tries it after a back-off that doubles
  * from the first up to the largest (cr_redis_backoff). */
 #define CR_REDIS_FIRST_BACKOFF_NS INT64_C(50000000)
@@ -377,7 +383,8 @@ typedef struct cr_redis_refusal {
  * one limit, on the server's clock (`now_ns` CR_CLOCK), a peek, check or
  * allow, refused with a wait (0 < retry_after < CR_NEVER). Then fills
  * `refusal` (asked at `asked_ns`). It holds until asked_ns + retry_after: a
- * key's state only grows between resets, so Redis refuses until then too.
+ * key's state only grows between resets, so Redis refuses until then too; it
+ * answers for at most CR_REDIS_DENY_CACHE_MAX_NS of that.
  */
 bool cr_redis_remember(cr_redis_mode mode, size_t nlimits, int64_t now_ns, int64_t cost,
                        const cr_decision *decision, int64_t asked_ns, cr_redis_refusal *refusal);

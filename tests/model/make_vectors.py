@@ -2418,6 +2418,9 @@ def make_redis() -> str:
     recall(0, refusal, "check", 2, None, 3, 2000)
     recall(0, refusal, "check", 1, 5000, 3, 2000)
     recall(2, (1000, 3, 0, 500000000, 100000000), "peek", 1, None, 4, 1000 + 200000000)
+    # a long wait (a quota's): answered for at most a second of it
+    for clock in (1000 + 999999999, 1000 + 1000000000, 1000 + 4000000000):
+        recall(0, (1000, 3, 0, 5000000000, 5000000000), "check", 1, None, 3, clock)
 
     def invented(limit: int, allow: bool, cost: int, probe_in: int) -> None:
         answer, count = m.unavailable(limits[limit], allow, cost, probe_in)

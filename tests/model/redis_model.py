@@ -19,6 +19,7 @@ MAX_TOLERANCE_NS = 9 * 10**15  # a tolerance or window the script carries exactl
 MAX_DEBT_NS = 9 * 10**15  # a gcra TAT at most this far after now after a charge
 FIRST_BACKOFF_NS = 50 * 10**6
 MAX_BACKOFF_NS = 10**9
+DENY_CACHE_MAX_NS = 10**9  # the longest a kept refusal answers, whatever its wait
 ALGORITHM_REPLY = "cellrate: algorithm:"
 MODES = {"peek": 0, "check": 1, "allow": 2, "refund": 3, "charge": 4, "take": 5}
 # The first words of the error replies that mean "Redis cannot decide now".
@@ -266,7 +267,7 @@ def recall(limit: Limit, refusal: Refusal, mode: str, nlimits: int, now_ns: int 
     if not _cached(mode, nlimits, now_ns):
         return "ask", None
     aged = clock_ns - refusal.asked_ns
-    if aged >= refusal.retry_after_ns:
+    if aged >= min(refusal.retry_after_ns, DENY_CACHE_MAX_NS):
         return "expired", None
     later = 0
     if cost != refusal.cost:

@@ -2026,6 +2026,20 @@ def test_reset_forgets_a_remembered_refusal(client):
     assert limiter.allow("k")
 
 
+def test_a_reset_elsewhere_is_seen_within_a_second(client):
+    """A refusal with an hour's wait (a quota's lasts to the period's end) answers
+    locally for at most CR_REDIS_DENY_CACHE_MAX_NS: then Redis is asked again, and a
+    reset made by another host admits."""
+    here = RedisLimiter(client, 1, 3600, burst=1, on_error="raise")
+    elsewhere = RedisLimiter(client, 1, 3600, burst=1, on_error="raise")
+    assert here.allow("k") and not here.allow("k")
+    sent = counting(client)
+    elsewhere.reset("k")
+    assert not here.allow("k") and len(sent) == 0  # kept: no script call
+    time.sleep(1.0)
+    assert here.allow("k") and len(sent) == 1
+
+
 def test_refusals_are_not_remembered_without_the_cache_or_off_the_servers_clock(client):
     off = RedisLimiter(client, 1, 3600, burst=1, on_error="raise", deny_cache=False)
     explicit = RedisLimiter(client, 1, 3600, burst=1, on_error="raise", prefix="now:")

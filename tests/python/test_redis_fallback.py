@@ -208,6 +208,32 @@ def test_a_keyed_limiter_in_a_shared_region_is_the_hosts_fallback(tmp_path):
         srv.stop()
 
 
+def test_the_processes_of_a_region_go_back_to_redis_together(tmp_path):
+    """The first store (a process) whose probe finds Redis back marks the fallback's
+    region (BACK_KEY); another, still held back by its own back-off, reads the mark at
+    its next call and goes back to Redis at once, with what its key used."""
+    srv = RedisServer()
+    try:
+        srv.start()
+        region = str(tmp_path / "fallback.region")
+        first, second = (cr_redis.RedisLimiter(
+            client_for(srv.port), 100, 3600, on_error="fallback", name="fb",
+            fallback=cellrate.KeyedLimiter(100, 3600, shared=region)) for _ in range(2))
+        srv.kill()
+        assert first.allow("a") and second.allow("b")  # decided by the region
+        second.close()  # its probe stopped: only the mark can bring it back now
+        srv.start()  # the same port
+        deadline = time.monotonic() + 30
+        while first._availability.outage is not None and time.monotonic() < deadline:
+            time.sleep(0.01)  # first's probe finds Redis
+        assert first._availability.outage is None
+        assert second._held and second._availability.outage is not None
+        assert second.check("b").remaining == 98  # Redis, charged the region's unit of b
+        assert not second._held and second._availability.outage is None
+    finally:
+        srv.stop()
+
+
 def test_check_all_falls_back_on_each_limiters_fallback():
     srv = RedisServer()
     try:

@@ -56,6 +56,7 @@ from cellrate.redis._protocol import (
     ACQUIRE as ACQUIRE,
     ALLOW as ALLOW,
     ALLOW_CLASS as ALLOW_CLASS,
+    BACK_KEY,
     BATCH_MAX as BATCH_MAX,
     BATCH_SCRIPT as BATCH_SCRIPT,
     BATCH_SHA,
@@ -208,6 +209,9 @@ class _RedisLimit(_Store):
         self._held_lock = threading.Lock()
         self._fallback_given = fallback
         self._fallback_share: Any = None
+        #: The outage this store last fell back in (its `since`) and the mark of Redis
+        #: found back read from the fallback's store as it began (_outage).
+        self._back_seen: Tuple[int, Any] = (0, None)
         if options["on_error"] == "fallback":
             self._fallback_store(limit)
         deny_cache = options["deny_cache"]
@@ -364,11 +368,34 @@ class _RedisLimit(_Store):
             answer = self._recalled(mode, words, limits, cost, now)
             if answer is not None:
                 return answer
-        outage = self._availability.outage
+        outage = self._outage()
         if outage is None:
             return None
         keys = words[1:1 + len(limits)]
         return cast(cellrate.Decision, self._while_down(outage, mode, cost, keys, now, stores))
+
+    def _outage(self) -> _Outage | None:
+        """The outage a call reads (None: Redis is asked). With a fallback, None too once
+        another process of the fallback's region found Redis back since this outage began
+        (the mark, BACK_KEY, changed): every process goes back at once, rather than each
+        at its own probe (up to MAX_BACKOFF_S apart)."""
+        outage = self._availability.outage
+        if outage is None or self._back_seen[0] != outage.since \
+                or self._back_mark() == self._back_seen[1]:
+            return outage
+        return self._availability.resumed(outage)
+
+    def _back_mark(self) -> Tuple[int, float]:
+        """The mark of Redis found back: the fallback's state of BACK_KEY read at instant
+        0 (a function of what was written alone), changed by each process that charges it
+        (_found_back)."""
+        decision = self.fallback.peek(BACK_KEY, 0, now=0)
+        return decision.remaining, decision.reset_after
+
+    def _found_back(self) -> None:
+        """The probe found Redis back: the fallback's region learns it."""
+        if self.fallback is not None:
+            self.fallback.charge(BACK_KEY, 1)
 
     def _unanswered(self, error: Exception, mode: int, words: Sequence[bytes],
                     limits: Sequence[cellrate.Limit], cost: int, now: float | None,
@@ -384,7 +411,7 @@ class _RedisLimit(_Store):
         back to Redis from an outage decided locally (_back) rather than as any decision."""
         limit = self.limit if plan is None else self._plan_limit(plan)
         words = self._request(mode, key, cost, now, limit, priority)
-        back = bool(self._held) and words[1] in self._held and self._availability.outage is None
+        back = bool(self._held) and words[1] in self._held and self._outage() is None
         return limit, words, back
 
     def _back_answer(self, sent: int, sent_words: List[bytes], redis_key: bytes,
@@ -404,7 +431,7 @@ class _RedisLimit(_Store):
         down (None: Redis is asked)."""
         limit = self.limit
         words = self._request(TAKE, key, max_cost, now, limit)
-        outage = self._availability.outage
+        outage = self._outage()
         if outage is None:
             return limit, words, None
         return limit, words, cast(int, self._while_down(outage, TAKE, max_cost, words[1:2], now))
@@ -435,6 +462,8 @@ class _RedisLimit(_Store):
             raise RedisUnavailable("Redis cannot decide now (on_error='raise')") \
                 from outage.error
         if self.on_error == "fallback" and keys:
+            if self._back_seen[0] != outage.since and outage.retry_at:  # (0: no free connection)
+                self._back_seen = (outage.since, self._back_mark())  # the mark as it began
             return _locally(mode, cost, keys, now, stores or (self,))
         return _core._redis_unavailable(mode, self.limit, self.on_error == "allow", cost,
                                         outage.retry_at - time.monotonic_ns())
@@ -503,8 +532,7 @@ class _RedisLimit(_Store):
         is not held (or Redis cannot decide); else the words of the charge of the units its
         local state still holds (the core's; empty: none to send), the key no longer held
         once Redis took it (_went_back)."""
-        if not self._held or redis_key not in self._held \
-                or self._availability.outage is not None:
+        if not self._held or redis_key not in self._held or self._outage() is not None:
             return None
         kwargs = {} if now is None else {"now": now}
         held = self.fallback.peek(redis_key, 0, **kwargs).remaining
@@ -1319,7 +1347,7 @@ class _Decision:
             if answer is not None:
                 self.answer = answer
                 return True
-        outage = store._availability.outage
+        outage = store._outage()
         if outage is not None:
             self.settle(store._while_down, outage, self.mode, self.cost, self.keys, self.now,
                         self.stores)

@@ -102,6 +102,11 @@ COUNT, ACQUIRE, RELEASE = (_HOLD_PROTOCOL[mode].encode() for mode in ("COUNT", "
 FIRST_BACKOFF_S: float = _CONSTANTS["FIRST_BACKOFF_S"]
 MAX_BACKOFF_S: float = _CONSTANTS["MAX_BACKOFF_S"]
 
+# on_error="fallback": the key of the fallback's store (no Redis key can be it) that
+# a process finding Redis back charges, so that the other processes of its region go
+# back at once rather than each at its own probe (_RedisLimit._outage).
+BACK_KEY: bytes = _CONSTANTS["BACK_KEY"]
+
 #: The first words of the Redis error replies that mean "Redis cannot decide
 #: now" (full, busy with another script, loading, a read-only replica, failing
 #: over): answered by on_error like an unreachable server. Any other error reply

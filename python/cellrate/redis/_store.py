@@ -114,6 +114,16 @@ class _Availability:
                                   time.monotonic_ns() + self.backoff)
             return self.backoff / 1e9
 
+    def resumed(self, outage: _Outage) -> _Outage | None:
+        """Redis is asked again before the probe found it (another process did): the
+        outage ends unless a newer one replaced it; the one then read."""
+        with self.lock:
+            if self.outage is outage:
+                self.outage = None
+                log.warning("Redis decides again after %.3f s (found by another process)",
+                            (time.monotonic_ns() - outage.since) / 1e9)
+            return self.outage
+
     def stopped(self) -> None:
         with self.lock:
             self.probing = False
@@ -179,6 +189,9 @@ class _Store:
 
     def _start_probe(self) -> None:  # pragma: no cover - each face has its own
         raise NotImplementedError
+
+    def _found_back(self) -> None:
+        """The probe found Redis back (a store with a fallback tells its region)."""
 
     def _unavailable(self, what: str, error: Exception) -> RedisUnavailable:
         """The error of a reset or a refund that Redis did not make (not a decision:
@@ -255,7 +268,10 @@ def _probe_thread(store_ref: "weakref.ref[_SyncStore]", availability: _Availabil
         store = store_ref()
         if store is None:
             return
-        delay = availability.probed(_probe_error(store._call, store._probe_words))
+        error = _probe_error(store._call, store._probe_words)
+        delay = availability.probed(error)
+        if error is None:
+            store._found_back()
         del store
 
 
@@ -408,6 +424,8 @@ async def _probe_task(store_ref: "weakref.ref[_AsyncStore]",
             except Exception as failure:
                 error = failure if _cannot_decide(failure) else None
             delay = availability.probed(error)
+            if error is None:
+                store._found_back()
             del store
     finally:
         availability.stopped()
