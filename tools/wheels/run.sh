@@ -84,8 +84,9 @@ running=""  # the versions whose suite runs in the background
 first=${1:-}
 eval "last=\${$#}"
 
-# Waits until any running suite ends (each writes its exit status to
-# status-VERSION: sh's wait cannot wait for whichever of several ends first),
+# Waits until any running suite ends (each writes the time it ended, then its
+# exit status to status-VERSION: sh's wait cannot wait for whichever of
+# several ends first),
 # prints its log and counts it.
 finish() {
     ended=""
@@ -103,7 +104,7 @@ finish() {
     wait "$(cat "$work/pid-$ended")" || true
     if [ "$(cat "$work/status-$ended")" = 0 ]; then passed="$passed $ended"; else failed="$failed $ended"; fi
     cat "$work/test-$ended.log"
-    echo "python$ended: its suite took $(($(date +%s) - $(cat "$work/started-$ended"))) s"
+    echo "python$ended: its suite took $(($(cat "$work/ended-$ended") - $(cat "$work/started-$ended"))) s"
 }
 
 # The first and the last named, then the others in the order named.
@@ -150,7 +151,9 @@ print(p["purelib"]); print(p["platlib"])' \
         exec env -u PYTHONPATH CELLRATE_INSTALLED_IN="$target" CELLRATE_WHEEL="$wheel" \
         CELLRATE_INTERPRETER_ONLY="$only" CELLRATE_SERVERS_ON_ENDS="$only" "$target/bin/python" -m pytest \
         -q -p no:cacheprovider --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
-        "$@") >"$work/test-$version.log" 2>&1 </dev/null && echo 0 >"$status" || echo $? >"$status"; } &
+        "$@") >"$work/test-$version.log" 2>&1 </dev/null && code=0 || code=$?
+        date +%s >"$work/ended-$version"
+        echo "$code" >"$status"; } &
     echo $! >"$work/pid-$version"
     running="$running${running:+ }$version"
 done
