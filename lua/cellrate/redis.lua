@@ -454,7 +454,11 @@ end
 local function found_back(self)
     local changed, at, left = back_changed(self)
     if changed then
+        -- the gate opens for every call (each coroutine of this process), not
+        -- one try: the others would decide locally on what the first process
+        -- back gave back to the region (went_back) while the try is in flight
         self.back_at, self.back_left = at, left
+        self.gate, self.error = nil, nil
     end
     return changed
 end
@@ -537,6 +541,20 @@ end
 -- The decision of a request of `mode` for `limits` (one, or check_all's):
 -- the script's reply read by the core, or on_error's answer.
 -- `back`: a key decided locally going back to Redis (going_back's request).
+-- Redis took the `owed` units the local state held for `redis_key`: the key is
+-- no longer held, and the local state gives them back (a refund), so that
+-- another process of a region going back with the key sends only what it
+-- admitted since, not the same units again (what the others admit until they
+-- read the mark, one call each, goes back with them).
+local function went_back(self, redis_key, owed, now)
+    if self.held[redis_key] then
+        self.held[redis_key], self.nheld = nil, self.nheld - 1
+    end
+    if owed > 0 then
+        self.fallback:refund(redis_key, owed, now)
+    end
+end
+
 local function decide(self, mode, cost, words, now, level, back, ...)
     local sent = back and back.words or words
     local reply, err, unavailable, kind, mistake = reply_of(self, sent)
@@ -551,10 +569,8 @@ local function decide(self, mode, cost, words, now, level, back, ...)
         return nil, err, "unavailable"
     end
     if back and back.mode then
-        if back.settled and self.held[words[2]] then
-            -- the local state is left to recover (in a region, other workers may
-            -- still decide on it): Redis now holds what it held
-            self.held[words[2]], self.nheld = nil, self.nheld - 1
+        if back.settled then
+            went_back(self, words[2], back.owed, now)
         end
         mode = back.mode
     end
@@ -581,7 +597,9 @@ local function going_back(self, mode, key, cost, now, limit, words)
     if sent ~= mode or sent_cost ~= cost then
         words = request(sent + self.wipe, sent_cost, now, limit, self.prefix, self.name, key)
     end
-    return { words = words, mode = sent, settled = settled }
+    -- the units alone: what a take would settle first (the core's)
+    local _, owed = cellrate._redis_going_back(TAKE, 0, self.fallback_limit, held)
+    return { words = words, mode = sent, settled = settled, owed = owed }
 end
 
 -- A take, a refund (`mode`) or a decision that cannot carry a held key's
@@ -602,7 +620,7 @@ local function settle_held(self, mode, key, redis_key, now, limit)
             return nil, err, unavailable, kind, mistake
         end
     end
-    self.held[redis_key], self.nheld = nil, self.nheld - 1
+    went_back(self, redis_key, owed, now)
     return true
 end
 

@@ -211,6 +211,45 @@ describe("cellrate.redis fallback", function()
       os.remove(region)
    end)
 
+   -- A region's use goes back to Redis once: the first process to go back
+   -- charges it and gives it back to the region, so the second sends nothing
+   -- more (its key waits what 10 units of an hour and the first's refused unit
+   -- owe, not twice that).
+   it("sends a region's use to Redis once, whichever processes held the key", function()
+      server = support.start_redis(support.free_port())
+      local region = os.tmpname()
+      os.remove(region)
+      local client = redis_client.connect("127.0.0.1", server.port)
+      local stores = {}
+      for i = 1, 2 do
+         stores[i] = store_module.limiter(client, 10, {
+            period = 3600, burst = 10, name = "fb", on_error = "fallback",
+            fallback = cellrate.keyed(10, { period = 3600, burst = 10, shared = region }) })
+      end
+      support.stop_redis(server) -- SIGKILL
+      local admitted = 0
+      for _ = 1, 6 do
+         for i = 1, 2 do
+            admitted = admitted + (stores[i]:allow("k") and 1 or 0)
+         end
+      end
+      assert.equal(10, admitted)
+      server = support.start_redis(server.port)
+      client = redis_client.connect("127.0.0.1", server.port)
+      for i = 1, 2 do
+         stores[i]:set_client(client)
+         stores[i].gate = nil -- each process's probe has found Redis
+      end
+      local allowed, _, _, reset_after = stores[1]:check("k")
+      assert.is_false(allowed)
+      assert.is_true(math.abs(reset_after - 11 * 360) < 2, reset_after)
+      allowed, _, _, reset_after = stores[2]:check("k")
+      assert.is_false(allowed)
+      assert.is_true(math.abs(reset_after - 11 * 360) < 2, reset_after)
+      assert.same({ 0, 0 }, { stores[1].nheld, stores[2].nheld })
+      os.remove(region)
+   end)
+
    it("takes a keyed limiter (one region: the host's fallback) and check_all's", function()
       local dead = { evalsha = function() error("closed") end, eval = error,
                      script = function() error("closed") end }

@@ -234,6 +234,34 @@ def test_the_processes_of_a_region_go_back_to_redis_together(tmp_path):
         srv.stop()
 
 
+def test_a_regions_use_goes_back_to_redis_once(tmp_path):
+    """Two stores (two processes) spend a region's 10 units of an hour in an outage;
+    the first to go back charges them to Redis and gives them back to the region, so
+    the second sends nothing more: its customer waits what 10 units (and the first's
+    refused unit) owe, not twice that."""
+    srv = RedisServer()
+    try:
+        srv.start()
+        region = str(tmp_path / "fallback.region")
+        first, second = (cr_redis.RedisLimiter(
+            client_for(srv.port), 10, 3600, on_error="fallback", name="fb",
+            fallback=cellrate.KeyedLimiter(10, 3600, shared=region)) for _ in range(2))
+        srv.kill()
+        assert sum(store.allow("k") for _ in range(6) for store in (first, second)) == 10
+        srv.start()  # the same port, empty
+        deadline = time.monotonic() + 30
+        while (first._availability.outage or second._availability.outage) \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
+        went = first.check("k")  # a charge of the 10 units and its own
+        assert not went.allowed and went.reset_after == pytest.approx(11 * 360, abs=2)
+        after = second.check("k")  # nothing owed: the check itself, refused
+        assert not after.allowed and after.reset_after == pytest.approx(11 * 360, abs=2)
+        assert not first._held and not second._held
+    finally:
+        srv.stop()
+
+
 def test_check_all_falls_back_on_each_limiters_fallback():
     srv = RedisServer()
     try:

@@ -415,12 +415,13 @@ class _RedisLimit(_Store):
         return limit, words, back
 
     def _back_answer(self, sent: int, sent_words: List[bytes], redis_key: bytes,
-                     settled: bool, reply: Any, asked: int, limit: cellrate.Limit, cost: int,
+                     owed: int | None, reply: Any, asked: int, limit: cellrate.Limit, cost: int,
                      now: float | None) -> Any:
-        """The answer of a key gone back to Redis (_back): its local state forgotten
-        once Redis took it (settled), and the reply read."""
-        if settled:
-            self._went_back(redis_key)
+        """The answer of a key gone back to Redis (_back): the key no longer held once
+        Redis took the `owed` units of its local state (None: a peek, still held), and
+        the reply read."""
+        if owed is not None:
+            self._went_back(redis_key, owed, now)
         if sent == TAKE:
             return _read(TAKE, reply, (limit,))
         return self._answer(sent, sent_words, reply, asked, (limit,), cost, now)
@@ -512,39 +513,48 @@ class _RedisLimit(_Store):
         self._fallback_limit = local
 
     def _going_back(self, mode: int, key: Key, words: List[bytes], cost: int,
-                    now: float | None, limit: cellrate.Limit) -> Tuple[int, List[bytes], bool]:
+                    now: float | None,
+                    limit: cellrate.Limit) -> Tuple[int, List[bytes], int | None]:
         """The request for a key this store decided locally during an outage, now that
         Redis answers: the core's (a check, allow or charge goes as a charge of what the
-        local state still holds, plus the cost): the mode sent, its words, and whether
-        the local state is forgotten once Redis answers (_went_back)."""
+        local state still holds, plus the cost): the mode sent, its words, and the units
+        of the local state Redis takes with it (None: a peek, the key stays held)."""
         kwargs = {} if now is None else {"now": now}
         held = self.fallback.peek(words[1], 0, **kwargs).remaining
         sent, sent_cost, settled = _core._redis_going_back(mode, cost, self._fallback_limit,
                                                            held)
         if sent != mode or sent_cost != cost:
             words = self._request(sent, key, sent_cost, now, limit)
-        return sent, words, settled
+        if not settled:
+            return sent, words, None
+        # the units alone: what a take would settle first (the core's)
+        return sent, words, _core._redis_going_back(TAKE, 0, self._fallback_limit, held)[1]
 
     def _settling(self, mode: int, key: Key, redis_key: bytes, now: float | None,
-                  limit: cellrate.Limit) -> List[bytes] | None:
+                  limit: cellrate.Limit) -> Tuple[List[bytes], int] | None:
         """A take, a refund (`mode`) or a decision that cannot carry a held key's units
         (several limits as one, a batch's: as a take) settles the key first: None when it
         is not held (or Redis cannot decide); else the words of the charge of the units its
-        local state still holds (the core's; empty: none to send), the key no longer held
-        once Redis took it (_went_back)."""
+        local state still holds (the core's; empty: none to send) and their count, the key
+        no longer held once Redis took them (_went_back)."""
         if not self._held or redis_key not in self._held or self._outage() is not None:
             return None
         kwargs = {} if now is None else {"now": now}
         held = self.fallback.peek(redis_key, 0, **kwargs).remaining
         sent, owed, _ = _core._redis_going_back(mode, 0, self._fallback_limit, held)
-        return self._request(sent, key, owed, now, limit) if owed else []
+        return (self._request(sent, key, owed, now, limit) if owed else []), owed
 
-    def _went_back(self, redis_key: bytes) -> None:
-        """Redis took what the local state held for `redis_key`: the key is no longer
-        held. Its local state is left to recover, not reset: a region's other processes
-        may still decide on it, and a reset would give them a fresh burst."""
+    def _went_back(self, redis_key: bytes, owed: int, now: float | None) -> None:
+        """Redis took the `owed` units the local state held for `redis_key`: the key is
+        no longer held, and the local state gives them back (a refund), so that another
+        process of a region, going back with the same key, sends only what it admitted
+        since rather than the same units again. What the region's others admit until
+        they read the mark (one call each) goes back with them."""
         with self._held_lock:
             self._held.pop(redis_key, None)
+        if owed:
+            kwargs = {} if now is None else {"now": now}
+            self.fallback.refund(redis_key, owed, **kwargs)
 
 
 def _takes_burst(algorithm: str) -> bool:
@@ -677,24 +687,25 @@ class RedisLimiter(_SyncStore, _RedisLimit):
               limit: cellrate.Limit) -> Any:
         """A decision of a key decided locally during the outage: the core's request for
         going back (_going_back); the local state forgotten once Redis answers."""
-        sent, sent_words, settled = self._going_back(mode, key, words, cost, now, limit)
+        sent, sent_words, owed = self._going_back(mode, key, words, cost, now, limit)
         asked = time.monotonic_ns()
         try:
             reply = self._call(sent_words)
         except Exception as error:
             return self._unanswered(error, mode, words, (limit,), cost, now, ())
-        return self._back_answer(sent, sent_words, words[1], settled, reply, asked, limit, cost,
+        return self._back_answer(sent, sent_words, words[1], owed, reply, asked, limit, cost,
                                  now)
 
     def _settle(self, key: Key, redis_key: bytes, now: float | None, limit: cellrate.Limit,
                 mode: int = TAKE) -> None:
         """A held key settled before an operation that cannot carry its units (_settling)."""
-        charge = self._settling(mode, key, redis_key, now, limit)
-        if charge is None:
+        settling = self._settling(mode, key, redis_key, now, limit)
+        if settling is None:
             return
+        charge, owed = settling
         if charge:
             self._call(charge)
-        self._went_back(redis_key)
+        self._went_back(redis_key, owed, now)
 
     def check(self, key: Key, cost: int = 1, *, now: float | None = None,
               priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
@@ -836,24 +847,25 @@ class AsyncRedisLimiter(_AsyncStore, _RedisLimit):
                     now: float | None, limit: cellrate.Limit) -> Any:
         """A decision of a key decided locally during the outage: the core's request for
         going back (_going_back); the local state forgotten once Redis answers."""
-        sent, sent_words, settled = self._going_back(mode, key, words, cost, now, limit)
+        sent, sent_words, owed = self._going_back(mode, key, words, cost, now, limit)
         asked = time.monotonic_ns()
         try:
             reply = await self._call(sent_words)
         except Exception as error:
             return self._unanswered(error, mode, words, (limit,), cost, now, ())
-        return self._back_answer(sent, sent_words, words[1], settled, reply, asked, limit, cost,
+        return self._back_answer(sent, sent_words, words[1], owed, reply, asked, limit, cost,
                                  now)
 
     async def _settle(self, key: Key, redis_key: bytes, now: float | None,
                       limit: cellrate.Limit, mode: int = TAKE) -> None:
         """RedisLimiter._settle, awaited."""
-        charge = self._settling(mode, key, redis_key, now, limit)
-        if charge is None:
+        settling = self._settling(mode, key, redis_key, now, limit)
+        if settling is None:
             return
+        charge, owed = settling
         if charge:
             await self._call(charge)
-        self._went_back(redis_key)
+        self._went_back(redis_key, owed, now)
 
     async def check(self, key: Key, cost: int = 1, *, now: float | None = None,
                     priority: str | None = None, plan: str | None = None) -> cellrate.Decision:
