@@ -48,15 +48,24 @@ import cellrate
 assert not sys._is_gil_enabled(), "importing cellrate turned the GIL on"
 print(f"test-ft: {sys.version.split()[0]} free-threaded, GIL off after import cellrate {cellrate.__version__}")
 PYEOF
-# Left to test-py: test_typing.py (the stub and mypy do not depend on the
-# interpreter, and on 3.13t mypy installs only uncompiled, several times
-# slower) and test_web_servers.py (uvicorn and gunicorn worker processes: the
-# web stack is not installed here; test_web*.py skip without starlette).
+# What this run proves is the extension without the GIL: its threads, the
+# shared regions, the stores' thread safety, the waits; every test that counts
+# admissions under threads or processes runs here. What does not depend on the
+# GIL ran on every interpreter of make test-py and is left to it:
+# - tests/model: the reference model, pure Python of its own;
+# - test_typing.py (the stub and mypy; on 3.13t mypy installs only uncompiled,
+#   several times slower) and test_web_servers.py (uvicorn and gunicorn worker
+#   processes: the web stack is not installed here; test_web*.py skip without
+#   starlette);
+# - CELLRATE_FREE_THREADED: the docs' blocks, the package's files and extras,
+#   the command line, the examples' scripts, the benchmark's report, the
+#   single-threaded differentials against the model (tests/python/conftest.py,
+#   NOT_FREE_THREADED: skipped, with the reason);
+# - CELLRATE_INTERPRETER_ONLY: the Lua rock's build.
 # -P: the tree's top folder is not on sys.path (its redis/ scripts folder would be
 # imported as a namespace package named redis where redis-py is not installed)
-# CELLRATE_INTERPRETER_ONLY: what does not depend on the interpreter (the Lua
-# rock's build) ran in make test-py.
-CELLRATE_INTERPRETER_ONLY=1 CELLRATE_REQUIRE_NO_GIL=1 nice "$VPY" -P -m pytest -q -p no:cacheprovider --durations=5 \
+CELLRATE_INTERPRETER_ONLY=1 CELLRATE_FREE_THREADED=1 CELLRATE_REQUIRE_NO_GIL=1 nice "$VPY" -P -m pytest \
+    -q -p no:cacheprovider --durations=5 \
     --ignore tests/python/test_typing.py --ignore tests/python/test_web_servers.py \
-    tests/model tests/python
+    tests/python
 nice "$VPY" bench/python/ft_scaling.py

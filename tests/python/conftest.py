@@ -256,25 +256,62 @@ def pytest_report_header(config):
 
 
 # The modules whose subject is a server the tests start (Redis, Sentinel,
-# Cluster; uvicorn and gunicorn workers; the fleet share's members): make
-# test-py runs them on the first and the last interpreter it tests, and on the
-# free-threaded one; the interpreters between set CELLRATE_SERVERS_ON_ENDS=1
-# (tools/wheels/run.sh), where the extension, the faces and the adapters are
-# still tested in process.
+# Cluster; uvicorn and gunicorn workers; the fake provider the outbound clients
+# call; the fleet share's members): make test-py runs them on the first and the
+# last interpreter it tests, and on the free-threaded one; the interpreters
+# between set CELLRATE_SERVERS_ON_ENDS=1 (tools/wheels/run.sh), where the
+# extension, the faces and the adapters are still tested in process.
 SERVER_MODULES = frozenset({
-    "test_redis", "test_redis_batch", "test_redis_concurrency", "test_redis_failover",
-    "test_redis_fallback", "test_redis_penalty", "test_redis_plans", "test_redis_priorities",
-    "test_redis_wipe", "test_share", "test_valkey", "test_web_servers", "test_priority_servers",
-    "test_quota_servers", "test_plans_servers"})
+    "test_redis", "test_redis_batch", "test_redis_calendar", "test_redis_concurrency",
+    "test_redis_failover", "test_redis_fallback", "test_redis_penalty", "test_redis_plans",
+    "test_redis_priorities", "test_redis_wipe", "test_share", "test_valkey", "test_web_servers",
+    "test_priority_servers", "test_quota_servers", "test_plans_servers", "test_outbound"})
+
+
+# The modules (and module::test) whose subject is not the extension without
+# the GIL (its threads, the shared regions, the stores' thread safety) but what
+# no interpreter changes: the docs' blocks, the package's files and extras, the
+# command line, the examples' scripts, the benchmark's report, and the
+# single-threaded differentials against the reference model (Hypothesis: the
+# core's arithmetic, the same C on every build). Every interpreter of make
+# test-py runs them; make test-ft (tests/freethreaded/run.sh) sets
+# CELLRATE_FREE_THREADED=1 and leaves them there, as it leaves the reference
+# model (tests/model) and test_typing.py. Every test that counts admissions
+# under threads or processes runs there.
+NOT_FREE_THREADED = frozenset({
+    "test_docs", "test_packaging", "test_extras", "test_cli", "test_examples",
+    "test_bench_report", "test_property", "test_catalogue::test_against_model",
+    "test_catalogue::test_limits_against_model"})
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "on_ends(why): a long test whose subject does not depend on the "
+        "interpreter (the core's shared regions under processes, say): skipped where "
+        "CELLRATE_SERVERS_ON_ENDS=1 (the interpreters between the first and the last of "
+        "make test-py), as SERVER_MODULES; `why` says what its subject is")
 
 
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("CELLRATE_FREE_THREADED"):
+        not_here = pytest.mark.skip(reason="its subject does not depend on the GIL: run on "
+                                    "every interpreter of make test-py (CELLRATE_FREE_THREADED)")
+        for item in items:
+            module = item.module.__name__ if item.module is not None else ""
+            if module in NOT_FREE_THREADED or \
+                    f"{module}::{getattr(item, 'originalname', item.name)}" in NOT_FREE_THREADED:
+                item.add_marker(not_here)
     if not os.environ.get("CELLRATE_SERVERS_ON_ENDS"):
         return
     skip = pytest.mark.skip(reason="a server's test: run on the first and last interpreter "
                             "(CELLRATE_SERVERS_ON_ENDS)")
     for item in items:
-        if item.module is not None and item.module.__name__ in SERVER_MODULES:
+        on_ends = item.get_closest_marker("on_ends")
+        if on_ends is not None:
+            item.add_marker(pytest.mark.skip(
+                reason=f"{on_ends.args[0]}: run on the first and last interpreter and the "
+                "free-threaded one (CELLRATE_SERVERS_ON_ENDS)"))
+        elif item.module is not None and item.module.__name__ in SERVER_MODULES:
             item.add_marker(skip)
 
 

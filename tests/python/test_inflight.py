@@ -278,6 +278,8 @@ def _storm_holder(path, key, control, parked):
     os._exit(0 if slot.release() else 4)  # its holding was still its own
 
 
+@pytest.mark.on_ends("the shared region's recovery from holders killed by the hundred, "
+                     "the core's and not the interpreter's")
 @pytest.mark.parametrize("key", [None, "client"])
 def test_sigkill_holders_leak_nothing(tmp_path, key):
     path = str(tmp_path / "storm")

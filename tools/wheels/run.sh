@@ -23,8 +23,15 @@
 # run with CELLRATE_INTERPRETER_ONLY=1 and CELLRATE_SERVERS_ON_ENDS=1: the
 # tests whose subject does not depend on the interpreter skip there, having run
 # on the first and the last: the reference model (tests/model), the Lua rock
-# built through the Makefile, and the modules whose subject is a server the
-# tests start (tests/python/conftest.py, SERVER_MODULES).
+# built through the Makefile, the modules whose subject is a server the tests
+# start (tests/python/conftest.py, SERVER_MODULES) and the long tests marked
+# on_ends, whose subject is the core's (the SIGKILL storms on a shared region).
+#
+# The first and the last are built and started first, and a suite starts as
+# soon as any running one ends: the two long suites run side by side and the
+# short ones fill the slot each frees (started in the order named, the oldest
+# running one waited for first, the 3.9 and the 3.13 suites ran one after the
+# other, each beside short ones: a third longer in all).
 #
 # Environment: VENV (default .venv, made from BASE_PYTHON: its auditwheel repairs, its python builds
 # the sdist), CELLRATE_WERROR (passed to setup.py), CELLRATE_PY_JOBS.
@@ -73,27 +80,45 @@ echo "sdist: $(basename "$sdist")"
 failed=""
 passed=""
 jobs=${CELLRATE_PY_JOBS:-2}
-running=""  # the versions whose suite runs in the background, oldest first
+running=""  # the versions whose suite runs in the background
 first=${1:-}
 eval "last=\${$#}"
 
-# Waits for the oldest running suite, prints its log and counts it.
+# Waits until any running suite ends (each writes the time it ended, then its
+# exit status to status-VERSION: sh's wait cannot wait for whichever of
+# several ends first),
+# prints its log and counts it.
 finish() {
-    oldest=${running%% *}
-    running=${running#"$oldest"}
-    running=${running# }
-    pid=$(cat "$work/pid-$oldest")
-    if wait "$pid"; then passed="$passed $oldest"; else failed="$failed $oldest"; fi
-    cat "$work/test-$oldest.log"
-    echo "python$oldest: $(($(date +%s) - $(cat "$work/started-$oldest"))) s"
+    ended=""
+    while [ -z "$ended" ]; do
+        for v in $running; do
+            if [ -s "$work/status-$v" ]; then ended=$v; break; fi
+        done
+        [ -n "$ended" ] || sleep 1
+    done
+    left=""
+    for v in $running; do
+        [ "$v" = "$ended" ] || left="$left${left:+ }$v"
+    done
+    running=$left
+    wait "$(cat "$work/pid-$ended")" || true
+    if [ "$(cat "$work/status-$ended")" = 0 ]; then passed="$passed $ended"; else failed="$failed $ended"; fi
+    cat "$work/test-$ended.log"
+    echo "python$ended: its suite took $(($(cat "$work/ended-$ended") - $(cat "$work/started-$ended"))) s"
 }
 
+# The first and the last named, then the others in the order named.
+order="$first"
+[ "$last" = "$first" ] || order="$order $last"
 for version in "$@"; do
+    [ "$version" = "$first" ] || [ "$version" = "$last" ] || order="$order $version"
+done
+
+for version in $order; do
     if ! py=$(find_python "$version"); then
         echo "SKIP python$version: no CPython $version under $PYENV_ROOT/versions or on PATH"
         continue
     fi
-    date +%s >"$work/started-$version"
     deps="$VENV/py$version"
     if [ "$mode" = test ]; then
         "$ROOT/tests/venv.sh" "$py" "$deps" -r "$ROOT/tests/requirements.txt"
@@ -119,12 +144,16 @@ print(p["purelib"]); print(p["platlib"])' \
     [ "$version" = "$first" ] || [ "$version" = "$last" ] || only=1
     while [ "$(echo "$running" | wc -w)" -ge "$jobs" ]; do finish; done
     echo "python$version: testing${only:+ (CELLRATE_INTERPRETER_ONLY)}, output when it ends"
-    (cd "$work" && if [ -n "$only" ]; then set -- "$ROOT/tests/python"; else
+    date +%s >"$work/started-$version"
+    status="$work/status-$version"
+    { (cd "$work" && if [ -n "$only" ]; then set -- "$ROOT/tests/python"; else
         set -- "$ROOT/tests/model" "$ROOT/tests/python"; fi &&
         exec env -u PYTHONPATH CELLRATE_INSTALLED_IN="$target" CELLRATE_WHEEL="$wheel" \
         CELLRATE_INTERPRETER_ONLY="$only" CELLRATE_SERVERS_ON_ENDS="$only" "$target/bin/python" -m pytest \
         -q -p no:cacheprovider --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
-        "$@") >"$work/test-$version.log" 2>&1 </dev/null &
+        "$@") >"$work/test-$version.log" 2>&1 </dev/null && code=0 || code=$?
+        date +%s >"$work/ended-$version"
+        echo "$code" >"$status"; } &
     echo $! >"$work/pid-$version"
     running="$running${running:+ }$version"
 done
