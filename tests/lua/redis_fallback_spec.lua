@@ -176,6 +176,19 @@ describe("cellrate.redis fallback", function()
       assert.same({ 20, 4 }, admitted)
    end)
 
+   -- Two limiters (two processes' worth) of 10 an hour, whose fallback is
+   -- one region.
+   local function two_processes(port, region)
+      local client = redis_client.connect("127.0.0.1", port)
+      local stores = {}
+      for i = 1, 2 do
+         stores[i] = store_module.limiter(client, 10, {
+            period = 3600, burst = 10, name = "fb", on_error = "fallback",
+            fallback = cellrate.keyed(10, { period = 3600, burst = 10, shared = region }) })
+      end
+      return stores
+   end
+
    -- The processes of one region go back together: one finding Redis back
    -- marks the region (core.BACK_KEY), and another held back by a long
    -- back-off tries Redis at its next call instead of deciding locally.
@@ -183,13 +196,7 @@ describe("cellrate.redis fallback", function()
       server = support.start_redis(support.free_port())
       local region = os.tmpname()
       os.remove(region)
-      local client = redis_client.connect("127.0.0.1", server.port)
-      local stores = {}
-      for i = 1, 2 do
-         stores[i] = store_module.limiter(client, 10, {
-            period = 3600, burst = 10, name = "fb", on_error = "fallback",
-            fallback = cellrate.keyed(10, { period = 3600, burst = 10, shared = region }) })
-      end
+      local stores = two_processes(server.port, region)
       local first, other = stores[1], stores[2]
       support.stop_redis(server) -- SIGKILL
       assert.is_true(first:allow("k"))
@@ -197,7 +204,7 @@ describe("cellrate.redis fallback", function()
       other.gate = cellrate.limiter(1, { period = 3600, burst = 1 }) -- a long back-off
       other.gate:allow()
       server = support.start_redis(server.port)
-      client = redis_client.connect("127.0.0.1", server.port)
+      local client = redis_client.connect("127.0.0.1", server.port)
       first:set_client(client)
       other:set_client(client)
       socket.sleep(0.1) -- first's back-off (50 ms)
@@ -219,13 +226,7 @@ describe("cellrate.redis fallback", function()
       server = support.start_redis(support.free_port())
       local region = os.tmpname()
       os.remove(region)
-      local client = redis_client.connect("127.0.0.1", server.port)
-      local stores = {}
-      for i = 1, 2 do
-         stores[i] = store_module.limiter(client, 10, {
-            period = 3600, burst = 10, name = "fb", on_error = "fallback",
-            fallback = cellrate.keyed(10, { period = 3600, burst = 10, shared = region }) })
-      end
+      local stores = two_processes(server.port, region)
       support.stop_redis(server) -- SIGKILL
       local admitted = 0
       for _ = 1, 6 do
@@ -235,7 +236,7 @@ describe("cellrate.redis fallback", function()
       end
       assert.equal(10, admitted)
       server = support.start_redis(server.port)
-      client = redis_client.connect("127.0.0.1", server.port)
+      local client = redis_client.connect("127.0.0.1", server.port)
       for i = 1, 2 do
          stores[i]:set_client(client)
          stores[i].gate = nil -- each process's probe has found Redis

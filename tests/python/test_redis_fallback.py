@@ -208,6 +208,14 @@ def test_a_keyed_limiter_in_a_shared_region_is_the_hosts_fallback(tmp_path):
         srv.stop()
 
 
+def _two_processes(port: int, tmp_path, rate: int) -> List[cr_redis.RedisLimiter]:
+    """Two stores (two processes' worth) of `rate` an hour, whose fallback is one region."""
+    region = str(tmp_path / "fallback.region")
+    return [cr_redis.RedisLimiter(client_for(port), rate, 3600, on_error="fallback", name="fb",
+                                  fallback=cellrate.KeyedLimiter(rate, 3600, shared=region))
+            for _ in range(2)]
+
+
 def test_the_processes_of_a_region_go_back_to_redis_together(tmp_path):
     """The first store (a process) whose probe finds Redis back marks the fallback's
     region (BACK_KEY); another, still held back by its own back-off, reads the mark at
@@ -215,10 +223,7 @@ def test_the_processes_of_a_region_go_back_to_redis_together(tmp_path):
     srv = RedisServer()
     try:
         srv.start()
-        region = str(tmp_path / "fallback.region")
-        first, second = (cr_redis.RedisLimiter(
-            client_for(srv.port), 100, 3600, on_error="fallback", name="fb",
-            fallback=cellrate.KeyedLimiter(100, 3600, shared=region)) for _ in range(2))
+        first, second = _two_processes(srv.port, tmp_path, 100)
         srv.kill()
         assert first.allow("a") and second.allow("b")  # decided by the region
         second.close()  # its probe stopped: only the mark can bring it back now
@@ -242,10 +247,7 @@ def test_a_regions_use_goes_back_to_redis_once(tmp_path):
     srv = RedisServer()
     try:
         srv.start()
-        region = str(tmp_path / "fallback.region")
-        first, second = (cr_redis.RedisLimiter(
-            client_for(srv.port), 10, 3600, on_error="fallback", name="fb",
-            fallback=cellrate.KeyedLimiter(10, 3600, shared=region)) for _ in range(2))
+        first, second = _two_processes(srv.port, tmp_path, 10)
         srv.kill()
         assert sum(store.allow("k") for _ in range(6) for store in (first, second)) == 10
         srv.start()  # the same port, empty
