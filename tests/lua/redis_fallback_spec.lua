@@ -251,6 +251,39 @@ describe("cellrate.redis fallback", function()
       os.remove(region)
    end)
 
+   -- A mark read opens the gate for every call of the process, not one try:
+   -- another request of the process (an nginx coroutine) made while the try is
+   -- in flight asks Redis too, rather than deciding locally on what the first
+   -- process back gave back to the region.
+   it("opens the gate for every call once the region's mark changed", function()
+      local region = os.tmpname()
+      os.remove(region)
+      local tries, limiter = 0, nil
+      local function closed()
+         error("closed")
+      end
+      local function try() -- a call that reached the client (loading the script or not)
+         tries = tries + 1
+         if tries == 2 then -- the try the mark opened: another request meanwhile
+            limiter:allow("k2")
+         end
+         error("closed")
+      end
+      local client = { script = try, eval = closed, evalsha = try }
+      limiter = store_module.limiter(client, 10, {
+         period = 3600, burst = 10, name = "fb", on_error = "fallback",
+         fallback = cellrate.keyed(10, { period = 3600, burst = 10, shared = region }) })
+      assert.is_true(limiter:allow("k")) -- the outage begins: decided by the region
+      limiter.gate = cellrate.limiter(1, { period = 3600, burst = 1 }) -- a long back-off
+      limiter.gate:allow()
+      assert.is_true(limiter:allow("k"))
+      local sent = tries
+      limiter.fallback:charge(cellrate._redis_protocol().BACK_KEY, 1) -- another process back
+      assert.is_true(limiter:allow("k"))
+      assert.equal(sent + 2, tries) -- the try, and the other request's
+      os.remove(region)
+   end)
+
    it("takes a keyed limiter (one region: the host's fallback) and check_all's", function()
       local dead = { evalsha = function() error("closed") end, eval = error,
                      script = function() error("closed") end }
