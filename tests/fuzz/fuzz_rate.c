@@ -68,6 +68,7 @@ static double unit_seconds(const char *word, size_t len)
         {"days", 86400},
         {"w", 604800},
         {"wk", 604800},
+        {"wks", 604800},
         {"week", 604800},
         {"weeks", 604800},
     };
