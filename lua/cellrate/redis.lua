@@ -459,6 +459,7 @@ local function found_back(self)
         -- back gave back to the region (went_back) while the try is in flight
         self.back_at, self.back_left = at, left
         self.gate, self.error = nil, nil
+        log("cellrate.redis: Redis decides again (found by another process)")
     end
     return changed
 end
