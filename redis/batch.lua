@@ -16,41 +16,49 @@
 -- decision's alone, and the others are decided.
 -- The decisions run in order, each on the state the ones before it wrote: a
 -- key named twice decides the second time as if sent after the first.
--- The batch reads the server's TIME once: every decision of a batch is made
--- at one instant, as if each were sent alone at it (decide.lua's
--- redis.call('TIME') answers the batch's one reading).
+-- The batch reads the server's TIME once, first: every decision of a batch is
+-- made at that instant, as if each were sent alone at it (decide.lua takes
+-- redis.ts and redis.tns, which a call alone has not, for its TIME).
 local all_keys, all_argv = KEYS, ARGV
 local pcall, type, tostring, tonumber = pcall, type, tostring, tonumber
-local server = redis
-local time -- the batch's TIME reply, read at the first decision that asks
+local time = redis.call('TIME')
 
--- decide.lua's redis (its text is put in below): the server's, but TIME
--- answers the one reading
+-- decide.lua's redis (its text is put in below): the server's calls, and the
+-- batch's one reading of TIME, in seconds and nanoseconds
 local redis = { -- luacheck: ignore 211
-    call = function(command, ...)
-        if command == 'TIME' then
-            time = time or server.call('TIME')
-            return time
-        end
-        return server.call(command, ...)
-    end,
-    error_reply = server.error_reply,
+    call = redis.call,
+    error_reply = redis.error_reply,
+    ts = tonumber(time[1]),
+    tns = tonumber(time[2]) * 1000,
 }
 
 local function decide(KEYS, ARGV)
 --@decide.lua
 end
 
-local replies = {}
+-- Each decision's KEYS and ARGV: two tables the decisions share, each filled
+-- anew (and cut to its length, so # reads it) before its decision runs (a
+-- decision only reads them; a table made per decision cost more than its
+-- arithmetic)
+local replies, keys, argv = {}, {}, {}
 local key_at, word_at = 0, 1
+local nkeys_word, nwords_word, nkeys, nwords -- read again only when they change
 for call = 1, tonumber(all_argv[1]) do
-    local nkeys, nwords = tonumber(all_argv[word_at + 1]), tonumber(all_argv[word_at + 2])
-    local keys, argv = {}, {}
+    if all_argv[word_at + 1] ~= nkeys_word or all_argv[word_at + 2] ~= nwords_word then
+        nkeys_word, nwords_word = all_argv[word_at + 1], all_argv[word_at + 2]
+        nkeys, nwords = tonumber(nkeys_word), tonumber(nwords_word)
+    end
     for i = 1, nkeys do
         keys[i] = all_keys[key_at + i]
     end
+    for i = nkeys + 1, #keys do
+        keys[i] = nil
+    end
     for i = 1, nwords do
         argv[i] = all_argv[word_at + 2 + i]
+    end
+    for i = nwords + 1, #argv do
+        argv[i] = nil
     end
     key_at, word_at = key_at + nkeys, word_at + 2 + nwords
     local ok, reply = pcall(decide, keys, argv)

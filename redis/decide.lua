@@ -847,12 +847,12 @@ if needs_helpers then
     end)()
 end
 
-local ts, tns
-if now == nil then
+local ts, tns = redis.ts, redis.tns -- a batch's one reading of TIME (batch.lua), else nil
+if now ~= nil then
+    ts, tns = helpers.parse(now)
+elseif not ts then
     local time = redis.call('TIME')
     ts, tns = tonumber(time[1]), tonumber(time[2]) * 1000
-else
-    ts, tns = helpers.parse(now)
 end
 
 -- A calendar quota: the period decided in is the one of those sent that
