@@ -147,6 +147,7 @@ local now = ARGV[last + 1]
 local stored1, signature1, matches1
 local values, signatures, matches, seen
 local missing -- a key absent: with a marker, Redis may have lost it
+local wiped_s1, wiped_ns1, wiped -- a missing key's state read as fully used (below)
 local calendars -- a calendar quota among the limits: its signature waits for the server's now
 -- The helpers of the rarer paths (an explicit now, the window algorithms, a
 -- live change), made only when this call needs them: making a closure costs
@@ -898,6 +899,8 @@ end
 -- the tolerance, a window counting its rate. So a wipe hands out no fresh
 -- burst, and a key idle a whole period since reads as fresh again, as any.
 -- The marker's instant is the server's clock: an explicit now (tests) skips it.
+-- Such a state is kept as its two numbers (the first key's as locals, the
+-- others' in wiped), decided on as a held value would be once parsed.
 if marker and missing and mode ~= REFUND and not now then
     local found, ws, wns = redis.call('GET', marker), ts, tns
     if found then
@@ -929,13 +932,11 @@ if marker and missing and mode ~= REFUND and not now then
             local rate = tonumber(ARGV[base + 4])
             s, ns = helpers.charge[algorithm](0, 0, tolerance, rate, ws, wns, rate, 0)
         end
-        if s then
-            value = signature .. (s > 0 and string_format('%d%09d', s, ns) or string_format('%d', ns))
-            if i == 1 then
-                stored1, matches1 = value, true
-            else
-                values[i], matches[i] = value, true
-            end
+        if s and i == 1 then
+            wiped_s1, wiped_ns1 = s, ns
+        elseif s then
+            wiped = wiped or {}
+            wiped[i] = { s, ns }
         end
     end
 end
@@ -1011,19 +1012,26 @@ for i = 1, nkeys do
         end
     end
     local stored, signature, match = stored1, signature1, matches1
+    local ss, sns = wiped_s1, wiped_ns1
     if i > 1 then
         stored, signature, match = values[i], signatures[i], matches[i]
+        ss, sns = nil, nil
         if pending[key] then
             stored = pending[key]
             match = find(stored, signature, 1, true) == 1
+        elseif wiped and wiped[i] then
+            ss, sns = wiped[i][1], wiped[i][2]
         end
     end
-    local ss, sns = 0, 0
     carried = nil
-    if match then -- helpers.parse, inline, after the signature
+    if ss then
+        -- a missing key read as fully used (a wiped Redis, above)
+    elseif not match and not stored then
+        ss, sns = 0, 0 -- absent: idle
+    elseif match then -- helpers.parse, inline, after the signature
         local len, from = #stored, #signature + 1
         if len - from < 9 then
-            sns = tonumber(substring(stored, from))
+            ss, sns = 0, tonumber(substring(stored, from))
         else
             ss, sns = tonumber(substring(stored, from, len - 9)), tonumber(substring(stored, len - 8))
         end
@@ -1259,7 +1267,7 @@ if penalized and allowed == 0 then
             -- the ban into the key's state
             local base = 2
             local algorithm, tolerance = ARGV[base + 1], windows and windows[1] or tonumber(ARGV[base + 3])
-            local ss, sns = 0, 0
+            local ss, sns = wiped_s1 or 0, wiped_ns1 or 0
             local value = carried or stored1
             if value then
                 ss, sns = time_of(substring(value, #signature1 + 1))
