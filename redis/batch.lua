@@ -23,13 +23,25 @@ local all_keys, all_argv = KEYS, ARGV
 local pcall, type, tostring, tonumber = pcall, type, tostring, tonumber
 local time = redis.call('TIME')
 
--- decide.lua's redis (its text is put in below): the server's calls, and the
--- batch's one reading of TIME, in seconds and nanoseconds
+-- decide.lua's redis (its text is put in below): the server's calls, the
+-- batch's one reading of TIME in seconds and nanoseconds, and a reading of
+-- numbers that keeps each word's (the decisions repeat their limits' words)
+local numbers = {} -- each word's number, read once a batch
 local redis = { -- luacheck: ignore 211
     call = redis.call,
     error_reply = redis.error_reply,
     ts = tonumber(time[1]),
     tns = tonumber(time[2]) * 1000,
+    number = function(word)
+        local value = numbers[word]
+        if value == nil then
+            value = tonumber(word)
+            if value ~= nil then
+                numbers[word] = value
+            end
+        end
+        return value
+    end,
 }
 
 local function decide(KEYS, ARGV)
