@@ -1404,6 +1404,19 @@ def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, Lis
     for item in items:
         if not isinstance(item, tuple) or not 1 <= len(item) <= 4:
             raise invalid_type("items", _CONSTANTS["BATCH_ITEM"])
+        limiter = item[0]
+        if (2 <= len(item) <= 3 and isinstance(limiter, kind) and client is not None
+                and limiter.client is client and limiter._penalty is None):
+            # (limiter, key [, cost]) of a limiter on the batch's client: what the
+            # loop below makes of it, without its lists
+            key, cost = item[1], item[2] if len(item) == 3 else 1
+            limit, prefix, name, sent = limiter.limit, limiter._prefix, limiter._name, \
+                CHECK | limiter._wipe
+            decisions.append(_Decision(
+                CHECK, (limiter,), (limit,), cost, now,
+                _request(sent, cost, now, limit, prefix, name, key),
+                (sent, cost, limit, prefix, name, key), (key,)))
+            continue
         pairs: List[Any]
         if isinstance(item[0], (list, tuple)):
             pairs, cost = list(item[0]), item[1] if len(item) > 1 else 1
