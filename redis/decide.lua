@@ -95,7 +95,7 @@ local fmod, tonumber, substring, string_format = math.fmod, tonumber, string.sub
 local find = string.find
 -- A limit's words as numbers: a batch's decisions repeat them, and batch.lua
 -- gives a reading that keeps each word's (a call alone reads each once).
-local number = redis.number or tonumber
+local number_of = redis.number or tonumber
 
 local mode = ARGV[1]
 -- A penalty (docs/design/penalty.md): its strikes are read only when the
@@ -113,7 +113,7 @@ local marker = KEYS[nkeys + 1]
 if penalized and #KEYS == nkeys + 1 then
     marker = nil -- the penalty's key, not a marker
 end
-local cost = number(ARGV[2])
+local cost = number_of(ARGV[2])
 local max_cost
 if mode == TAKE then
     max_cost, cost = cost, 0 -- the units that fit first: a probe
@@ -912,12 +912,12 @@ if marker and missing and mode ~= REFUND and not now then
         redis.call('SET', marker, string_format('%d%09d', ts, tns)) -- TIME: seconds > 0
     end
     for i = 1, nkeys do
-        local value, signature = stored1, signature1
+        local value = stored1
         if i > 1 then
-            value, signature = values[i], signatures[i]
+            value = values[i]
         end
         local base = 2 + (i - 1) * 4
-        local algorithm, tolerance = ARGV[base + 1], number(ARGV[base + 3])
+        local algorithm, tolerance = ARGV[base + 1], number_of(ARGV[base + 3])
         local s, ns
         if value then
             -- held: Redis has it
@@ -932,7 +932,7 @@ if marker and missing and mode ~= REFUND and not now then
                 s, ns = s + 1, ns - E9
             end
         elseif helpers and helpers.charge[algorithm] then
-            local rate = number(ARGV[base + 4])
+            local rate = number_of(ARGV[base + 4])
             s, ns = helpers.charge[algorithm](0, 0, tolerance, rate, ws, wns, rate, 0)
         end
         if s and i == 1 then
@@ -1009,7 +1009,7 @@ for i = 1, nkeys do
     local base = 2 + (i - 1) * 4
     local algorithm, tolerance = ARGV[base + 1], windows and windows[i]
     if not tolerance then
-        tolerance = number(ARGV[base + 3])
+        tolerance = number_of(ARGV[base + 3])
         if tolerance >= MAX_TOLERANCE_NS then
             return redis.error_reply('ERR cellrate: tolerance or window of 9e15 ns or more')
         end
@@ -1055,7 +1055,7 @@ for i = 1, nkeys do
             -- The state is the TAT; tolerance = emission * burst, so a cost is
             -- unfittable exactly when cost * emission > tolerance (exact: tolerance
             -- is below 2^53). Worked relative to now: lead = max(TAT, now) - now.
-            local emission = number(ARGV[base + 2])
+            local emission = number_of(ARGV[base + 2])
             local need = cost * emission
             local tau = tolerance - reserve -- a class's tolerance (0: the plain one)
             local lead_s, lead_ns = ss - ts, sns - tns
@@ -1120,7 +1120,7 @@ for i = 1, nkeys do
                 return redis.error_reply('ERR cellrate: unknown algorithm ' .. algorithm)
             end
             allowed, remaining, retry, reset, state =
-                decide_window(ss, sns, tolerance, number(ARGV[base + 4]), ts, tns, cost)
+                decide_window(ss, sns, tolerance, number_of(ARGV[base + 4]), ts, tns, cost)
             if state then
                 state = signature .. state
             end

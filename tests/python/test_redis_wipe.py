@@ -220,6 +220,23 @@ def test_check_all_and_an_explicit_now():
         assert a.check("new", now=100.0).remaining == 9
 
 
+def test_check_all_reads_each_missing_key_as_fully_used():
+    """After a wipe, a key that Redis holds again beside one still missing: the missing
+    one is read as fully used (its own limit, its own key), not as the held one's."""
+    with redis_server() as srv:
+        client = client_for(srv.port)
+        fast = cr_redis.RedisLimiter(client, 10, 1, burst=10, name="fast", prefix="t:")
+        slow = cr_redis.RedisLimiter(client, 50, 60, burst=50, name="slow", prefix="t:")
+        client.flushall()
+        refused = fast.check("k")
+        assert not refused.allowed  # the wipe found: fully used from now
+        time.sleep(refused.retry_after + 0.05)
+        assert fast.check("k").allowed  # its key is held again
+        both = cr_redis.check_all([(fast, "k"), (slow, "k")])
+        assert not both.allowed and both.limit == 50  # slow's key, missing: fully used
+        assert both.retry_after > 0.5
+
+
 @pytest.mark.parametrize("interpreter", ["lua5.4", "luajit"])
 def test_the_lua_face_reads_a_flush_as_the_python_one(interpreter):
     """The Lua store sends the same marker: after FLUSHALL its default refuses the key it
