@@ -393,6 +393,31 @@ def share_rows() -> List[Row]:
     ]
 
 
+def redis_batch_rows() -> List[Row]:
+    """Redis batches (bench_redis_batch.py): asyncio admissions per connection, today
+    against coalesced; 100 decisions in one check_many call against 100 check calls, and
+    the ceiling of any batch of one key per decision (the commands alone)."""
+    p = "py.redis_batch"
+    rows = []
+    for tasks in (1, 16, 256):
+        rows.append(Row(f"asyncio allow, {tasks} tasks, coalesced vs today (ns of a connection "
+                        "per admission)", f"{p}.async_{tasks}t.coalesced", "faster",
+                        f"{p}.async_{tasks}t.today", "today, one call a decision",
+                        (">=", 5) if tasks == 256 else None))
+    rows += [
+        Row("check_many, 100 keys in one call vs 100 check calls (ns per 100)",
+            f"{p}.sync.check_many", "faster", f"{p}.sync.calls", "100 check calls",
+            (">=", 20)),
+        Row("the ceiling: 100 keys' GET and SET PX alone, one call vs 100 check calls",
+            f"{p}.sync.ceiling", "faster", f"{p}.sync.calls", "100 check calls"),
+        Row("check_many vs the ceiling (how far from it)", f"{p}.sync.check_many", "x_ref",
+            f"{p}.sync.ceiling", "the ceiling"),
+        Row("check_many_async, 100 keys in one call vs 100 awaited checks",
+            f"{p}.async.check_many", "faster", f"{p}.async.calls", "100 awaited checks"),
+    ]
+    return rows
+
+
 def web_rows() -> List[Row]:
     """Middleware overhead per request (bench_web.py): each variant's time
     minus the bare app's, round by round; the target is 1/10 of the peer's."""
@@ -1294,6 +1319,13 @@ SCENARIOS_MEASURED = """\
   limit and `RedisLimiter.allow()` through a local redis-server, round-robin in
   one thread; a heartbeat timed with 4 and with 64 members in the record (its
   ns is a member's cost per second at `interval=1`).
+- **Redis batches** (bench_redis_batch.py, its own redis-server on loopback):
+  `AsyncRedisLimiter.allow()` from 1, 16 and 256 tasks, one call a decision
+  against `coalesce=True`, as the time of one connection per admission;
+  `check_many` of 100 keys against 100 `check` calls (and the asyncio pair), each
+  run timing them side by side; and the ceiling of any batch of one key per
+  decision: one script call doing only each key's GET and SET with expiry and a
+  five-field reply. Every limit admits every call.
 - **Concurrency**: acquire + release of one unit of a limit of 64 that no
   thread fills: in C (in process, in a region under `/dev/shm`, one key of a
   keyed table, 2 threads on one gauge) against an atomic increment checked
@@ -1374,6 +1406,7 @@ def main() -> None:
         "WebSocket messages and gRPC calls (Python)": adapter_rows(),
         "Python decorators (1 thread, every call admitted)": decorator_rows(),
         "Fleet shares (cellrate.share, a local redis-server, 1 thread)": share_rows(),
+        "Redis batches and coalescing (a local redis-server)": redis_batch_rows(),
         "Lua level": lua_rows(),
         "Algorithm catalogue and check_all": catalogue_rows(),
         CONCURRENCY_SECTION: concurrency_rows(),

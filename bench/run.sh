@@ -127,6 +127,10 @@ step "Redis store: a local redis-server; one client and 4 processes, sync and as
 "$VPY" "$BENCH/python/bench_redis.py" --reps "$REPS" --markdown "$BENCH/results/redis.md" |
     tee "$RAW/redis.jsonl" >&2
 
+step "Redis batches: asyncio coalescing, check_many against single calls and the ceiling"
+"$VPY" "$BENCH/python/bench_redis_batch.py" --reps "$REPS" --markdown "$BENCH/results/redis_batch.md" \
+    --raw "$RAW/redis_batch.jsonl" >&2
+
 step "throttled-py: its own benchmark in its shape (in memory, a bare loop, a local redis-server)"
 "$VPY" "$BENCH/python/bench_throttled.py" --reps "$REPS" | tee "$RAW/py_throttled.jsonl" >&2
 

@@ -10,12 +10,20 @@ Starts its own redis-server on a free loopback port (stopped on exit), then time
 * sync: check_many of 100 keys in one call against 100 calls of check, and the
   server's own time per call (INFO commandstats), the floor of a batch: the script
   runs once per decision either way; asyncio: check_many_async against 100 awaited
-  checks.
+  checks;
+* the ceiling of a batch: one script call that only does what Redis must do for
+  each of 100 decisions, whatever the decision's arithmetic (GET the key, SET its
+  new state with its expiry, a reply of five fields), sent by redis-py, against the
+  same 100 check calls: no batch of one key per decision can beat it.
+
+Each sync run times the three side by side (batch, calls, ceiling), so their
+ratios are taken run by run. With --raw FILE it also writes the records
+bench/report.py reads (ns per operation, each run's, by id).
 
 Every limit is high enough that each call is admitted. Prints one JSON line per row
 (the median of --reps runs) and, with --markdown FILE, a table.
 
-    python bench_redis_batch.py --reps 3 --markdown results/redis_batch.md
+    python bench_redis_batch.py --reps 3 --markdown results/redis_batch.md [--raw FILE]
 """
 
 from __future__ import annotations
@@ -84,8 +92,16 @@ async def admissions(port: int, tasks: int, coalesce: bool, ops: int) -> tuple[f
     return admitted / elapsed, used
 
 
-def batch_against_calls(port: int, rounds: int) -> tuple[float, float, float, float]:
-    """Seconds per 100 decisions: one check_many call, and 100 check calls."""
+# What Redis itself does for one decision, the arithmetic aside (the ceiling): read
+# the key, write the new state with its expiry; the reply's five fields.
+CEILING = ("local reply = {} for i = 1, #KEYS do redis.call('GET', KEYS[i]) "
+           "redis.call('SET', KEYS[i], ARGV[1], 'PX', 60000) reply[i] = {1, 2, 3, 4, 1} end "
+           "return reply")
+
+
+def batch_against_calls(port: int, rounds: int) -> tuple[float, float, float, float, float]:
+    """Seconds per 100 decisions: one check_many call, 100 check calls, and the ceiling
+    (CEILING over 100 keys in one call); the server's µs per call of the first two."""
     client = redis.Redis(port=port)
     store = cr_redis.RedisLimiter(client, HIGH_RATE, burst=HIGH_RATE, name="batch", timeout=30)
     items = [(store, f"key{i}") for i in range(BATCH)]
@@ -105,8 +121,16 @@ def batch_against_calls(port: int, rounds: int) -> tuple[float, float, float, fl
             store.check(key)
     alone = (time.perf_counter() - start) / rounds
     server_one = client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"]
+    ceiling_script = client.register_script(CEILING)
+    keys = [f"cellrate:batch:key{i}" for i in range(BATCH)]
+    state = "gcra:1000:1000000000:1000000 1796636575894427000"  # a state word's length
+    ceiling_script(keys=keys, args=[state])
+    start = time.perf_counter()
+    for _ in range(rounds):
+        ceiling_script(keys=keys, args=[state])
+    ceiling = (time.perf_counter() - start) / rounds
     client.close()
-    return batched, alone, server_batch, server_one
+    return batched, alone, server_batch, server_one, ceiling
 
 
 async def async_batch_against_calls(port: int, rounds: int) -> tuple[float, float]:
@@ -137,7 +161,9 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=6000, help="admissions per asyncio run")
     parser.add_argument("--rounds", type=int, default=30, help="batches of 100 per sync run")
     parser.add_argument("--markdown")
+    parser.add_argument("--raw", help="the records for bench/report.py (JSON lines)")
     args = parser.parse_args()
+    records: List[dict] = []
     process, port, directory = start_server()
     rows: List[dict] = []
     try:
@@ -151,6 +177,11 @@ def main() -> None:
                     time.sleep(0.2)  # the last run's connections closed
                 per_second = statistics.median(r[0] for r in runs)
                 used = max(r[1] for r in runs)
+                # ns of one connection's time per admission, each run's
+                per_run = [1e9 * max(r[1], 1) / r[0] for r in runs]
+                records.append({"id": f"py.redis_batch.async_{tasks}t."
+                                      f"{'coalesced' if coalesce else 'today'}",
+                                "ns_per_op": statistics.median(per_run), "rep_ns": per_run})
                 row = {"scenario": f"asyncio allow, {tasks} tasks",
                        "mode": "coalesced" if coalesce else "today",
                        "admissions_per_s": round(per_second),
@@ -168,9 +199,15 @@ def main() -> None:
                "ms": round(batched * 1e3, 3), "ms_100_calls": round(alone * 1e3, 3),
                "speedup": round(alone / batched, 1),
                "server_us_batch": statistics.median(r[2] for r in runs),
-               "server_us_one_call": statistics.median(r[3] for r in runs)}
+               "server_us_one_call": statistics.median(r[3] for r in runs),
+               "ms_ceiling": round(statistics.median(r[4] for r in runs) * 1e3, 3),
+               "ceiling_speedup": round(alone / statistics.median(r[4] for r in runs), 1)}
         rows.append(row)
         print(json.dumps(row), flush=True)
+        for name, at in (("check_many", 0), ("calls", 1), ("ceiling", 4)):
+            per_run = [r[at] * 1e9 for r in runs]
+            records.append({"id": f"py.redis_batch.sync.{name}", "group": "redis_batch.sync",
+                            "ns_per_op": statistics.median(per_run), "rep_ns": per_run})
         runs = []
         for _ in range(args.reps):
             flush(control)
@@ -180,15 +217,22 @@ def main() -> None:
         row = {"scenario": f"{BATCH} keys, asyncio", "mode": "check_many_async, one call",
                "ms": round(batched * 1e3, 3), "ms_100_calls": round(alone * 1e3, 3),
                "speedup": round(alone / batched, 1),
-               "server_us_batch": "", "server_us_one_call": ""}
+               "server_us_batch": "", "server_us_one_call": "", "ms_ceiling": "",
+               "ceiling_speedup": ""}
         rows.append(row)
         print(json.dumps(row), flush=True)
+        for name, at in (("check_many", 0), ("calls", 1)):
+            per_run = [r[at] * 1e9 for r in runs]
+            records.append({"id": f"py.redis_batch.async.{name}", "group": "redis_batch.async",
+                            "ns_per_op": statistics.median(per_run), "rep_ns": per_run})
     finally:
         process.kill()
         process.wait()
         shutil.rmtree(directory, ignore_errors=True)
     if args.markdown:
         write_markdown(rows, args.markdown)
+    if args.raw:
+        Path(args.raw).write_text("".join(json.dumps(record) + "\n" for record in records))
 
 
 def write_markdown(rows: List[dict], path: str) -> None:
@@ -199,13 +243,19 @@ def write_markdown(rows: List[dict], path: str) -> None:
             lines.append(f"| {row['scenario']} | {row['mode']} | {row['admissions_per_s']:,} | "
                          f"{row['connections']} | {row['per_connection']:,} |")
     lines += ["", "| scenario | one check_many call (ms) | 100 check calls (ms) | speedup | "
-              "server µs: the batch call | server µs: one call |",
-              "|---|---:|---:|---:|---:|---:|"]
+              "server µs: the batch call | server µs: one call | the ceiling (ms) | "
+              "the ceiling's speedup |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         if "speedup" in row:
+            ceiling = (f"{row['ms_ceiling']} | {row['ceiling_speedup']}x"
+                       if row["ms_ceiling"] != "" else "| ")
             lines.append(f"| {row['scenario']} | {row['ms']} | {row['ms_100_calls']} | "
                          f"{row['speedup']}x | {row['server_us_batch']} | "
-                         f"{row['server_us_one_call']} |")
+                         f"{row['server_us_one_call']} | {ceiling} |")
+    lines += ["", "The ceiling: one script call doing only what Redis must do for each of the "
+              "100 decisions (GET the key, SET its state with its expiry, a five-field reply), "
+              "sent by redis-py; no batch of one key per decision can be faster."]
     Path(path).write_text("\n".join(lines) + "\n")
 
 

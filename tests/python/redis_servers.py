@@ -18,7 +18,10 @@ import subprocess
 import tempfile
 import time
 
-import pytest
+try:
+    import pytest
+except ImportError:  # the bench's harnesses (bench/python) start servers without pytest
+    pytest = None
 
 REDIS_SERVER = shutil.which("redis-server")
 REDIS_CLI = shutil.which("redis-cli")
@@ -27,7 +30,7 @@ REDIS_CLI = shutil.which("redis-cli")
 REDIS_SENTINEL = [shutil.which("redis-sentinel")] if shutil.which("redis-sentinel") else \
     [REDIS_SERVER, "--sentinel"] if REDIS_SERVER else None
 
-needs_redis = pytest.mark.skipif(
+needs_redis = pytest and pytest.mark.skipif(
     REDIS_SERVER is None or REDIS_CLI is None,
     reason="redis-server and redis-cli are installed by tests/install-deps.sh",
 )
