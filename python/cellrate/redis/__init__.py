@@ -1404,8 +1404,8 @@ def _many(items: Iterable[Any], now: float | None, kind: type) -> Tuple[Any, Lis
     for item in items:
         if not isinstance(item, tuple) or not 1 <= len(item) <= 4:
             raise invalid_type("items", _CONSTANTS["BATCH_ITEM"])
-        limiter = item[0]
-        if (2 <= len(item) <= 3 and isinstance(limiter, kind) and client is not None
+        limiter = cast(Any, item[0])
+        if (2 <= len(item) <= 3 and isinstance(item[0], kind) and client is not None
                 and limiter.client is client and limiter._penalty is None):
             # (limiter, key [, cost]) of a limiter on the batch's client: what the
             # loop below makes of it, without its lists
