@@ -27,21 +27,22 @@ local time = redis.call('TIME')
 -- batch's one reading of TIME in seconds and nanoseconds, and a reading of
 -- numbers that keeps each word's (the decisions repeat their limits' words)
 local numbers = {} -- each word's number, read once a batch
+local function number(word)
+    local value = numbers[word]
+    if value == nil then
+        value = tonumber(word)
+        if value ~= nil then
+            numbers[word] = value
+        end
+    end
+    return value
+end
 local redis = { -- luacheck: ignore 211
     call = redis.call,
     error_reply = redis.error_reply,
     ts = tonumber(time[1]),
     tns = tonumber(time[2]) * 1000,
-    number = function(word)
-        local value = numbers[word]
-        if value == nil then
-            value = tonumber(word)
-            if value ~= nil then
-                numbers[word] = value
-            end
-        end
-        return value
-    end,
+    number = number,
 }
 
 local function decide(KEYS, ARGV)
@@ -54,12 +55,8 @@ end
 -- arithmetic)
 local replies, keys, argv = {}, {}, {}
 local key_at, word_at = 0, 1
-local nkeys_word, nwords_word, nkeys, nwords -- read again only when they change
 for call = 1, tonumber(all_argv[1]) do
-    if all_argv[word_at + 1] ~= nkeys_word or all_argv[word_at + 2] ~= nwords_word then
-        nkeys_word, nwords_word = all_argv[word_at + 1], all_argv[word_at + 2]
-        nkeys, nwords = tonumber(nkeys_word), tonumber(nwords_word)
-    end
+    local nkeys, nwords = number(all_argv[word_at + 1]), number(all_argv[word_at + 2])
     for i = 1, nkeys do
         keys[i] = all_keys[key_at + i]
     end
