@@ -450,3 +450,25 @@ def test_a_batch_reads_the_servers_clock_once(server, client):
     assert [a.remaining for a in answers] == [3, 3, 3, 4, 4]
     assert commands.count("TIME") == 1, commands
     assert commands.count("SET") == 5, commands
+
+
+def test_a_full_server_answers_each_decision_with_on_error():
+    """A redis-server at maxmemory (noeviction) refuses the writes with OOM: each
+    decision of a batch answers its on_error ("allow" admits, "deny" refuses), and
+    "raise" raises RedisUnavailable; nothing else escapes."""
+    server = RedisServer().start()
+    try:
+        client = client_for(server.port)
+        client.config_set("maxmemory-policy", "noeviction")
+        client.config_set("maxmemory", 1)
+        for on_error, allowed in (("allow", True), ("deny", False)):
+            store = cr_redis.RedisLimiter(client, 10, 1, name=f"full-{on_error}",
+                                          on_error=on_error, timeout=STORE_TIMEOUT)
+            answers = cr_redis.check_many([(store, f"k{i}") for i in range(5)])
+            assert [answer.allowed for answer in answers] == [allowed] * 5
+        store = cr_redis.RedisLimiter(client, 10, 1, name="full-raise", on_error="raise",
+                                      timeout=STORE_TIMEOUT)
+        with pytest.raises(cr_redis.RedisUnavailable):
+            cr_redis.check_many([(store, f"k{i}") for i in range(5)])
+    finally:
+        server.stop()
